@@ -1,0 +1,77 @@
+// kiln doctor: prints the environment fingerprint that plans are keyed on.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "kiln/fingerprint.h"
+
+namespace kiln::cli {
+namespace {
+
+struct DoctorOptions {
+  bool json = false;
+  int device = 0;
+};
+
+Status run_doctor(const DoctorOptions& o) {
+  EnvReport r = collect_environment(o.device);
+  const EnvFingerprint& f = r.fingerprint;
+  bool mismatch = f.cudnn_version / 100 != f.cudnn_header_version / 100;
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["gpu_name"] = f.gpu_name;
+    j["compute_capability"] = f.has_device ? std::to_string(f.sm_version / 10) + "." + std::to_string(f.sm_version % 10) : "";
+    j["sm_version"] = f.sm_version;
+    j["sm_count"] = f.sm_count;
+    j["device_uuid"] = f.device_uuid;
+    j["driver_version"] = f.driver_version;
+    j["driver_release"] = f.driver_release;
+    j["cuda_runtime_version"] = f.cuda_runtime_version;
+    j["cudnn_version"] = f.cudnn_version;
+    j["cudnn_version_string"] = EnvFingerprint::cudnn_version_string(f.cudnn_version);
+    j["cudnn_header_version"] = f.cudnn_header_version;
+    j["cudnn_library_path"] = f.cudnn_library_path;
+    j["cudnn_frontend_version"] = f.cudnn_frontend_version;
+    j["kiln_version"] = f.kiln_version;
+    j["kiln_git_revision"] = f.kiln_git_revision;
+    j["device_ok"] = r.device_status.is_ok();
+    if (!r.device_status.is_ok()) j["device_error"] = r.device_status.message();
+    if (mismatch) j["warning"] = "loaded cuDNN differs from the headers Kiln was built with";
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("GPU                  %s\n", f.has_device ? f.gpu_name.c_str() : "(none)");
+    if (f.has_device) {
+      std::printf("compute capability   %d.%d\n", f.sm_version / 10, f.sm_version % 10);
+      std::printf("SM count             %d\n", f.sm_count);
+      std::printf("device UUID          %s\n", f.device_uuid.c_str());
+      std::printf("driver               %s (CUDA %s)\n", f.driver_release.empty() ? "?" : f.driver_release.c_str(),
+                  EnvFingerprint::cuda_version_string(f.driver_version).c_str());
+    }
+    std::printf("CUDA runtime         %s\n", EnvFingerprint::cuda_version_string(f.cuda_runtime_version).c_str());
+    std::printf("cuDNN (loaded)       %s  %s\n", EnvFingerprint::cudnn_version_string(f.cudnn_version).c_str(),
+                f.cudnn_library_path.c_str());
+    std::printf("cuDNN (headers)      %s\n", EnvFingerprint::cudnn_version_string(f.cudnn_header_version).c_str());
+    std::printf("cuDNN Frontend       %s\n", EnvFingerprint::cudnn_version_string(f.cudnn_frontend_version).c_str());
+    std::printf("Kiln                 %s (%s)\n", f.kiln_version.c_str(), f.kiln_git_revision.c_str());
+    if (mismatch) std::printf("warning: loaded cuDNN differs from the headers Kiln was built with\n");
+  }
+  if (!r.device_status.is_ok())
+    return unavailable("no GPU: " + r.device_status.message() + " (plans can still be compiled for a recorded profile)");
+  if (mismatch)
+    return unavailable("loaded cuDNN " + EnvFingerprint::cudnn_version_string(f.cudnn_version) + " from " +
+                       f.cudnn_library_path + " differs from the headers (" +
+                       EnvFingerprint::cudnn_version_string(f.cudnn_header_version) + ")");
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_doctor(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<DoctorOptions>();
+  CLI::App* sub = app.add_subcommand("doctor", "Print the environment fingerprint plans are keyed on");
+  sub->add_flag("--json", o->json, "Machine-readable output");
+  sub->add_option("--device", o->device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
+  sub->callback([run, o] { *run = [o] { return run_doctor(*o); }; });
+}
+
+}  // namespace kiln::cli

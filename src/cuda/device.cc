@@ -1,0 +1,56 @@
+#include "kiln/device.h"
+
+#include <cstdio>
+
+#include "kiln/cuda_handles.h"
+
+namespace kiln {
+
+StatusOr<int> device_count() {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return unavailable(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
+  }
+  return n;
+}
+
+int cuda_runtime_version() {
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess) return 0;
+  return v;
+}
+
+int cuda_driver_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) return 0;
+  return v;
+}
+
+StatusOr<DeviceInfo> query_device(int ordinal) {
+  KILN_ASSIGN_OR_RETURN(int n, device_count());
+  if (n == 0) return unavailable("no CUDA device present");
+  if (ordinal < 0 || ordinal >= n)
+    return invalid_argument("device ordinal " + std::to_string(ordinal) + " out of range (" + std::to_string(n) + " devices)");
+  cudaDeviceProp p{};
+  KILN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&p, ordinal));
+  DeviceInfo d;
+  d.ordinal = ordinal;
+  d.name = p.name;
+  d.cc_major = p.major;
+  d.cc_minor = p.minor;
+  d.sm_count = p.multiProcessorCount;
+  d.global_memory_bytes = static_cast<int64_t>(p.totalGlobalMem);
+  d.l2_cache_bytes = p.l2CacheSize;
+  char uuid[64];
+  const unsigned char* u = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
+  std::snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  d.uuid = uuid;
+  d.driver_version = cuda_driver_version();
+  d.runtime_version = cuda_runtime_version();
+  return d;
+}
+
+}  // namespace kiln

@@ -1,0 +1,86 @@
+// Environment fingerprint: versions of what is loaded, not just what was compiled against.
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cstring>
+
+#include "kiln/build_info.h"
+#include "kiln/device.h"
+#include "kiln/fingerprint.h"
+#include "lower/frontend.h"
+
+namespace kiln {
+namespace {
+
+// Path of the loaded libcudnn.so.N, found by walking the loaded objects.
+std::string loaded_cudnn_path() {
+  std::string found;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* data) -> int {
+        const char* name = info->dlpi_name;
+        if (name && std::strstr(name, "libcudnn.so")) {
+          *static_cast<std::string*>(data) = name;
+          return 1;
+        }
+        return 0;
+      },
+      &found);
+  return found;
+}
+
+// NVML is part of the driver; it is opened at run time so that Kiln builds and runs without it.
+std::string nvml_driver_release() {
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!lib) return "";
+  using InitFn = int (*)();
+  using VerFn = int (*)(char*, unsigned int);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
+  auto ver = reinterpret_cast<VerFn>(dlsym(lib, "nvmlSystemGetDriverVersion"));
+  auto shutdown = reinterpret_cast<InitFn>(dlsym(lib, "nvmlShutdown"));
+  std::string out;
+  if (init && ver && init() == 0) {
+    char buf[96] = {0};
+    if (ver(buf, sizeof buf) == 0) out = buf;
+    if (shutdown) shutdown();
+  }
+  dlclose(lib);
+  return out;
+}
+
+}  // namespace
+
+std::string EnvFingerprint::cudnn_version_string(int64_t v) {
+  // cuDNN 9 encodes major*10000 + minor*100 + patch.
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+}
+
+std::string EnvFingerprint::cuda_version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+EnvReport collect_environment(int ordinal) {
+  EnvReport r;
+  EnvFingerprint& f = r.fingerprint;
+  f.cudnn_version = static_cast<int64_t>(cudnnGetVersion());
+  f.cudnn_header_version = CUDNN_VERSION;
+  f.cudnn_library_path = loaded_cudnn_path();
+  f.cudnn_frontend_version = CUDNN_FRONTEND_VERSION;
+  f.kiln_version = KILN_VERSION_STRING;
+  f.kiln_git_revision = KILN_GIT_REVISION;
+  f.cuda_runtime_version = cuda_runtime_version();
+  f.driver_version = cuda_driver_version();
+  auto dev = query_device(ordinal);
+  if (!dev.is_ok()) {
+    r.device_status = dev.status();
+    return r;
+  }
+  f.has_device = true;
+  f.gpu_name = dev->name;
+  f.sm_version = dev->sm_version();
+  f.sm_count = dev->sm_count;
+  f.device_uuid = dev->uuid;
+  f.driver_release = nvml_driver_release();
+  return r;
+}
+
+}  // namespace kiln
