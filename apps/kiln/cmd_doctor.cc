@@ -64,8 +64,6 @@ Status run_doctor(const DoctorOptions& o) {
   return Status::ok();
 }
 
-}  // namespace
-
 void add_doctor(CLI::App& app, Runner* run) {
   auto o = std::make_shared<DoctorOptions>();
   CLI::App* sub = app.add_subcommand("doctor", "Print the environment fingerprint plans are keyed on");
@@ -73,5 +71,9 @@ void add_doctor(CLI::App& app, Runner* run) {
   sub->add_option("--device", o->device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
   sub->callback([run, o] { *run = [o] { return run_doctor(*o); }; });
 }
+
+}  // namespace
+
+KILN_REGISTER_COMMAND("doctor", add_doctor);
 
 }  // namespace kiln::cli

@@ -1,19 +1,25 @@
-// The CLI's subcommands. Each registers its options on the app and returns the Status of its run;
-// main() turns that Status into an exit code and one message.
+// The CLI's subcommands. Each cmd_*.cc file registers itself with KILN_REGISTER_COMMAND: its function
+// adds a subcommand (options and help) to the app and, when that subcommand is chosen, sets the runner.
+// main() turns the runner's Status into an exit code (kiln/exit_codes.h) and one message.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <functional>
-#include <memory>
 
 #include "kiln/status.h"
 
 namespace kiln::cli {
 
 using Runner = std::function<Status()>;
+using CommandAdder = void (*)(CLI::App& app, Runner* run);
 
-// Each adds a subcommand to `app` and sets `*run` to its runner when the subcommand is chosen.
-void add_doctor(CLI::App& app, Runner* run);
+// Registers an adder; returns true so it can initialise a static.
+bool register_command(const char* name, CommandAdder adder);
+// Calls every registered adder, in name order.
+void add_registered_commands(CLI::App& app, Runner* run);
 
 }  // namespace kiln::cli
+
+#define KILN_REGISTER_COMMAND(name, adder) \
+  static const bool kiln_cmd_registered_##adder = ::kiln::cli::register_command(name, adder)

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log more, and print where an error travelled");
   kiln::cli::Runner run;
-  kiln::cli::add_doctor(app, &run);
+  kiln::cli::add_registered_commands(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
