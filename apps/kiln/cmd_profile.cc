@@ -1,0 +1,49 @@
+// kiln profile record|show: device profiles for deviceless (ahead-of-time) plan compilation.
+#include <cstdio>
+
+#include "commands.h"
+#include "kiln/lower.h"
+
+namespace kiln::cli {
+namespace {
+
+struct ProfileOptions {
+  std::string out = "profiles/device.json";
+  std::string path;
+  int device = 0;
+};
+
+void add_profile(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<ProfileOptions>();
+  CLI::App* sub = app.add_subcommand("profile", "Record or show a device profile for deviceless compilation");
+  sub->require_subcommand(1);
+  CLI::App* rec = sub->add_subcommand("record", "Record this machine's GPU (needs a GPU)");
+  rec->add_option("--out", o->out, "Where to write the profile JSON")->capture_default_str();
+  rec->add_option("--device", o->device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
+  rec->callback([run, o] {
+    *run = [o]() -> Status {
+      KILN_ASSIGN_OR_RETURN(DeviceProfile p, record_device_profile(o->device));
+      KILN_RETURN_IF_ERROR(save_device_profile(p, o->out));
+      std::printf("recorded %s (sm_%d, %d SMs, cuDNN %lld) into %s\n", p.gpu_name.c_str(), p.sm_version, p.sm_count,
+                  static_cast<long long>(p.recorded_cudnn_version), o->out.c_str());
+      return Status::ok();
+    };
+  });
+  CLI::App* show = sub->add_subcommand("show", "Print a recorded profile's summary");
+  show->add_option("path", o->path, "Profile JSON")->required();
+  show->callback([run, o] {
+    *run = [o]() -> Status {
+      KILN_ASSIGN_OR_RETURN(DeviceProfile p, load_device_profile(o->path));
+      std::printf("%s: sm_%d, %d SMs, recorded with cuDNN %lld on %s, %zu bytes of cuDNN device properties\n",
+                  p.gpu_name.c_str(), p.sm_version, p.sm_count, static_cast<long long>(p.recorded_cudnn_version),
+                  p.recorded_at.c_str(), p.cudnn_device_properties.size());
+      return Status::ok();
+    };
+  });
+}
+
+}  // namespace
+
+KILN_REGISTER_COMMAND("profile", add_profile);
+
+}  // namespace kiln::cli

@@ -1,0 +1,101 @@
+// kiln/lower.h: the bridge from Kiln's IR to cuDNN Frontend. This header exposes no frontend type; the
+// frontend lives behind src/lower/ (its header costs minutes per translation unit).
+//
+// A LoweredGraph is one Kiln graph turned into a cuDNN Frontend graph for one target: the live device
+// (a cuDNN handle) or a recorded device profile (deviceless, ahead-of-time compilation). It then holds at
+// most one built execution plan, chosen by heuristics or pinned by engine configuration.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/graph.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+// A recorded GPU: what cuDNN needs to build plans for it without it (cuDNN 9.8+ device properties JSON)
+// plus the SM version and count the frontend also needs. Stored as JSON (profiles/h200.json).
+struct DeviceProfile {
+  std::string gpu_name;
+  int sm_version = 0;
+  int sm_count = 0;
+  int64_t recorded_cudnn_version = 0;
+  std::string recorded_at;             // ISO date
+  std::string cudnn_device_properties; // cuDNN's own JSON representation, kept verbatim
+};
+StatusOr<DeviceProfile> record_device_profile(int ordinal = 0);  // needs a GPU
+StatusOr<DeviceProfile> load_device_profile(const std::string& path);
+Status save_device_profile(const DeviceProfile& profile, const std::string& path);
+
+// A plan's identity: engine global index + knob choices (cuDNN backend knob type -> value) + the cuDNN
+// version that built it (kept by the store). Never an index into a heuristics list.
+struct EngineConfig {
+  int64_t engine_id = -1;
+  std::map<int, int64_t> knobs;
+  // "eng12_k2=1_k3=0", the same text cuDNN uses for its engine tags (knobs in ascending type order).
+  std::string identity() const;
+  static StatusOr<EngineConfig> parse(const std::string& identity);
+  bool operator==(const EngineConfig& o) const { return engine_id == o.engine_id && knobs == o.knobs; }
+  bool operator<(const EngineConfig& o) const { return identity() < o.identity(); }
+};
+
+// One engine configuration cuDNN offers for a graph.
+struct CandidateInfo {
+  EngineConfig config;
+  int heuristic_rank = -1;              // position in heuristic mode A's list, -1 if A did not offer it
+  std::vector<std::string> modes;       // which heuristic modes offered it: "A", "B", "FALLBACK"
+  std::vector<std::string> behavior_notes;  // e.g. "runtime_compilation"
+};
+
+enum class HeuristicMode { kA, kB, kFallback };
+
+struct LowerTarget {
+  // Null: the live device, through `handle`. Otherwise: build for this recorded device, no GPU needed.
+  const DeviceProfile* profile = nullptr;
+  cudnnHandle_t handle = nullptr;
+};
+
+class LoweredGraph {
+ public:
+  LoweredGraph();
+  ~LoweredGraph();
+  LoweredGraph(LoweredGraph&&) noexcept;
+  LoweredGraph& operator=(LoweredGraph&&) noexcept;
+
+  // Lowers a validated graph and builds cuDNN's operation graph for the target. Errors name the node.
+  static StatusOr<LoweredGraph> create(const Graph& graph, const LowerTarget& target);
+  // Rebuilds a graph from bytes made by serialize(); needs a live handle. The Kiln graph gives tensor
+  // identities (uids are tensor index + 1).
+  static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes);
+
+  // Every engine configuration the given heuristic modes offer, de-duplicated by identity, in the order
+  // A's ranking, then B's, then FALLBACK's.
+  StatusOr<std::vector<CandidateInfo>> list_candidates(const std::vector<HeuristicMode>& modes);
+
+  // Builds the heuristics' first working plan (modes tried in order).
+  Status build_heuristic(const std::vector<HeuristicMode>& modes = {HeuristicMode::kA, HeuristicMode::kFallback});
+  // Builds exactly this engine configuration (the frontend's custom-plan path), or says why it cannot.
+  Status build_config(const EngineConfig& config);
+
+  bool has_plan() const;
+  const EngineConfig& config() const;   // of the built plan
+  int64_t workspace_size() const;       // of the built plan
+  std::vector<std::string> behavior_notes() const;
+  StatusOr<std::vector<uint8_t>> serialize() const;
+
+  // Runs the built plan. `tensor_ptrs` maps tensor index -> device pointer for every non-virtual,
+  // non-by-value tensor; `workspace` holds at least workspace_size() bytes.
+  Status execute(cudnnHandle_t handle, const std::map<int, void*>& tensor_ptrs, void* workspace) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+// Frontend error_t -> kiln::Status. Only for src/lower/.
+#pragma once
+
+#include <string>
+
+#include "kiln/status.h"
+#include "lower/frontend.h"
+
+namespace kiln::lower_detail {
+
+inline Status fe_status(const fe::error_t& e, const std::string& what) {
+  if (e.is_good()) return Status::ok();
+  std::string msg = what + ": " + e.err_msg;
+  switch (e.code) {
+    case fe::error_code_t::GRAPH_NOT_SUPPORTED:
+    case fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
+    case fe::error_code_t::HEURISTIC_QUERY_FAILED:
+      return not_supported(msg);
+    case fe::error_code_t::ATTRIBUTE_NOT_SET:
+    case fe::error_code_t::SHAPE_DEDUCTION_FAILED:
+    case fe::error_code_t::INVALID_TENSOR_NAME:
+    case fe::error_code_t::INVALID_VARIANT_PACK:
+    case fe::error_code_t::INVALID_VALUE:
+      return invalid_argument(msg);
+    default:
+      return internal_error(msg);
+  }
+}
+
+}  // namespace kiln::lower_detail
+
+#define KILN_FE_RETURN_IF_ERROR(call, what) KILN_RETURN_IF_ERROR(::kiln::lower_detail::fe_status((call), (what)))
