@@ -45,7 +45,7 @@ fi
 
 # Header-only and static dependencies, copied from the Debian packages so the folder travels whole.
 mkdir -p "$tp/include/nlohmann" "$tp/include/CLI" "$tp/sqlite/include" "$tp/sqlite/lib"
-cp -u /usr/include/nlohmann/json.hpp /usr/include/nlohmann/json_fwd.hpp "$tp/include/nlohmann/"
+cp -ru /usr/include/nlohmann/. "$tp/include/nlohmann/"
 cp -ru /usr/include/CLI/. "$tp/include/CLI/"
 cp -u /usr/include/xxhash.h "$tp/include/"
 cp -u /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$tp/sqlite/include/"

@@ -13,9 +13,8 @@ namespace kiln {
 StatusOr<DeviceProfile> record_device_profile(int ordinal) {
   KILN_ASSIGN_OR_RETURN(DeviceInfo dev, query_device(ordinal));
   KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
-  KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle());
-  fe::DeviceProperties props;
-  KILN_FE_RETURN_IF_ERROR(props.set_handle(handle.get()).set_device_id(ordinal).build(), "reading cuDNN device properties");
+  fe::DeviceProperties props;  // by device id alone: cuDNN refuses a handle and an id together
+  KILN_FE_RETURN_IF_ERROR(props.set_device_id(ordinal).build(), "reading cuDNN device properties");
   std::vector<uint8_t> bytes;
   KILN_FE_RETURN_IF_ERROR(props.serialize(bytes), "serializing cuDNN device properties");
   while (!bytes.empty() && bytes.back() == 0) bytes.pop_back();
@@ -60,7 +59,7 @@ StatusOr<DeviceProfile> load_device_profile(const std::string& path) {
   if (!f) return not_found("device profile '" + path + "' not found");
   std::stringstream ss;
   ss << f.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(ss.str(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid_argument("device profile '" + path + "': not valid JSON");
   DeviceProfile p;
   auto need = [&](const char* key) -> Status {
