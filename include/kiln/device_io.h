@@ -1,0 +1,31 @@
+// kiln/device_io.h: device buffers for one graph execution: inputs uploaded from HostTensors, outputs
+// poisoned before each run (so an unwritten element shows as NaN, never as a plausible value), outputs
+// read back as HostTensors, workspace sized from the plan.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "kiln/cuda_handles.h"
+#include "kiln/graph.h"
+#include "kiln/host_tensor.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+struct GraphBuffers {
+  std::map<int, DeviceBuffer> tensors;  // by tensor index: every non-virtual, non-by-value tensor
+  DeviceBuffer workspace;
+  std::map<int, void*> pointers() const;
+};
+
+// Allocates every graph input and output (strided spans), uploads `inputs` (keyed by tensor index),
+// and allocates `workspace_bytes` of workspace. Outputs are poisoned.
+StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map<int, HostTensor>& inputs,
+                                              int64_t workspace_bytes);
+// Fills every output with 0xFF bytes (NaN for floating types).
+Status poison_outputs(const Graph& graph, GraphBuffers& buffers, cudaStream_t stream = nullptr);
+// Reads back the outputs, in the order of graph.outputs.
+StatusOr<std::vector<HostTensor>> download_outputs(const Graph& graph, const GraphBuffers& buffers);
+
+}  // namespace kiln

@@ -1,0 +1,61 @@
+// kiln/runner.h: obtaining a plan for a graph (store -> heuristics, or pinned) and running it once with
+// seeded or user-supplied inputs, optionally verified against a reference. `kiln run` is a thin shell
+// over run_graph().
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/cuda_handles.h"
+#include "kiln/env_policy.h"
+#include "kiln/graph.h"
+#include "kiln/host_tensor.h"
+#include "kiln/lower.h"
+#include "kiln/numerics.h"
+#include "kiln/plan_store.h"
+
+namespace kiln {
+
+// Where a plan came from, and why (a stale or corrupt record is a logged miss with its reasons).
+struct ObtainedPlan {
+  LoweredGraph plan;
+  EngineConfig config;
+  std::string source;                 // "store", "heuristics", "pinned"
+  std::vector<std::string> reasons;   // why not the store, when a store was asked
+  double obtain_ms = 0;               // lookup + deserialize, or lower + build
+};
+
+// Looks the graph up in `store` (when non-null) under `env` and `policy`; on a hit deserializes it. On a
+// miss, stale or corrupt record, builds from heuristics (or `pin`) instead, unless the policy says fail
+// (FailedPrecondition naming the fields).
+StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, PlanStore* store,
+                                   const EnvFingerprint& env, const EnvPolicy& policy,
+                                   const std::optional<EngineConfig>& pin = std::nullopt);
+
+struct RunOptions {
+  uint64_t seed = 1;
+  std::string inputs_dir;        // <tensor name>.bin raw files (encode() bytes); empty: seeded random
+  std::string save_outputs_dir;  // write <tensor name>.bin for each output; empty: don't
+  bool verify = false;
+  CheckOptions check;
+  std::optional<EngineConfig> pin;
+  std::string store_path;        // empty: no store
+  EnvPolicy policy;
+};
+
+struct RunReport {
+  std::string plan_source;
+  std::vector<std::string> reasons;
+  EngineConfig config;
+  int64_t workspace_bytes = 0;
+  double obtain_ms = 0;
+  double run_ms = 0;                     // one execution, host wall clock (includes launch)
+  std::vector<HostTensor> outputs;
+  std::optional<CheckReport> check;      // with verify
+  std::string reference_kind;            // "host", "device", "none"
+};
+
+StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& options);
+
+}  // namespace kiln
