@@ -1,0 +1,57 @@
+// kiln run SPEC: build the graph (store -> heuristics, or a pinned engine configuration), run it once on
+// seeded or given inputs, and with --verify check the outputs against a reference.
+#include <cstdio>
+
+#include "commands.h"
+#include "kiln/runner.h"
+#include "kiln/spec.h"
+
+namespace kiln::cli {
+namespace {
+
+struct RunCliOptions {
+  std::string spec;
+  RunOptions run;
+  std::string pin;
+  bool use_store = false;
+};
+
+Status run_cmd(RunCliOptions& o) {
+  KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(o.spec));
+  if (!o.pin.empty()) {
+    KILN_ASSIGN_OR_RETURN(o.run.pin, EngineConfig::parse(o.pin));
+  }
+  if (o.use_store && o.run.store_path.empty()) o.run.store_path = default_store_path();
+  KILN_ASSIGN_OR_RETURN(RunReport rep, run_graph(g, o.run));
+  std::printf("%s: plan %s from %s (workspace %lld B, %.1f ms to obtain), ran in %.3f ms\n", g.name.c_str(),
+              rep.config.identity().c_str(), rep.plan_source.c_str(), static_cast<long long>(rep.workspace_bytes),
+              rep.obtain_ms, rep.run_ms);
+  for (auto& r : rep.reasons) std::printf("  store: %s\n", r.c_str());
+  if (rep.check) {
+    std::printf("verify against the %s reference:\n%s\n", rep.reference_kind.c_str(), rep.check->summary().c_str());
+    if (rep.check->verdict != Verdict::kPassed)
+      return check_failed(std::string("outputs of '") + g.name + "' are " + verdict_name(rep.check->verdict));
+  }
+  return Status::ok();
+}
+
+void add_run(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<RunCliOptions>();
+  CLI::App* sub = app.add_subcommand("run", "Build a spec's graph, run it once, optionally verify it");
+  sub->add_option("spec", o->spec, "Spec JSON file")->required();
+  sub->add_flag("--verify", o->run.verify, "Check outputs against the host (small) or device reference");
+  sub->add_option("--seed", o->run.seed, "Seed of the random inputs")->capture_default_str();
+  sub->add_option("--inputs", o->run.inputs_dir, "Folder of <tensor>.bin raw inputs instead of random ones");
+  sub->add_option("--save-outputs", o->run.save_outputs_dir, "Folder to write <tensor>.bin outputs into");
+  sub->add_option("--pin", o->pin, "Engine configuration to build instead of the heuristics' (e.g. eng12_k2=1)");
+  sub->add_option("--store", o->run.store_path, "Plan store to load the plan from (default: none)");
+  sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
+  sub->add_flag("--allow-tf32", o->run.check.allow_tf32, "fp32 outputs may come from TF32 tensor cores");
+  sub->callback([run, o] { *run = [o] { return run_cmd(*o); }; });
+}
+
+}  // namespace
+
+KILN_REGISTER_COMMAND("run", add_run);
+
+}  // namespace kiln::cli

@@ -1,0 +1,158 @@
+// kiln tune SPEC...: measure every engine configuration cuDNN offers, reject wrong ones, pick the winner,
+// optionally store it. --list enumerates candidates without timing them; --pin builds exactly one.
+#include <csignal>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "kiln/fingerprint.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/spec.h"
+#include "kiln/tuner.h"
+
+namespace kiln::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) {
+  g_interrupted = true;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+struct TuneCliOptions {
+  std::vector<std::string> specs;
+  bool list = false, json = false, hot_cache = false, untuned_only = false, no_verify = false, use_store = false;
+  std::string pin, store_path, objective = "time";
+  std::vector<std::string> exclude;
+  int top_k = 0;
+  int64_t max_workspace = -1;
+  double budget_s = 0, candidate_budget_ms = 1000, target_noise = 0.005, workspace_tolerance = 0.05;
+  uint64_t seed = 1;
+};
+
+Status list_candidates(const Graph& g, bool json) {
+  KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle());
+  LowerTarget target;
+  target.handle = handle.get();
+  KILN_ASSIGN_OR_RETURN(LoweredGraph lg, LoweredGraph::create(g, target));
+  KILN_ASSIGN_OR_RETURN(auto cands, lg.list_candidates({HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback}));
+  nlohmann::json j = nlohmann::json::array();
+  if (!json) std::printf("%s: %zu distinct engine configurations\n  %-5s %-36s %-14s %s\n", g.name.c_str(), cands.size(), "rank", "engine+knobs", "modes", "behavior notes");
+  for (auto& c : cands) {
+    std::string modes, notes;
+    for (auto& m : c.modes) modes += (modes.empty() ? "" : ",") + m;
+    for (auto& n : c.behavior_notes) notes += (notes.empty() ? "" : ",") + n;
+    if (json) j.push_back({{"identity", c.config.identity()}, {"engine_id", c.config.engine_id}, {"heuristic_rank", c.heuristic_rank},
+                           {"modes", c.modes}, {"behavior_notes", c.behavior_notes}});
+    else std::printf("  %-5s %-36s %-14s %s\n", c.heuristic_rank >= 0 ? std::to_string(c.heuristic_rank).c_str() : "-",
+                     c.config.identity().c_str(), modes.c_str(), notes.c_str());
+  }
+  if (json) std::printf("%s\n", nlohmann::json{{"graph", g.name}, {"candidates", j}}.dump(2).c_str());
+  return Status::ok();
+}
+
+Status tune_cmd(const TuneCliOptions& o) {
+  std::unique_ptr<PlanStore> store;
+  std::string store_path = o.use_store && o.store_path.empty() ? default_store_path() : o.store_path;
+  if (!store_path.empty()) {
+    KILN_ASSIGN_OR_RETURN(store, PlanStore::open(store_path));
+  } else if (o.untuned_only) {
+    return invalid_argument("--untuned needs --store");
+  }
+  EnvFingerprint env = collect_environment().fingerprint;
+  TuneOptions to;
+  if (!o.pin.empty()) { KILN_ASSIGN_OR_RETURN(to.pin, EngineConfig::parse(o.pin)); }
+  to.top_k = o.top_k;
+  to.max_workspace_bytes = o.max_workspace;
+  to.exclude = o.exclude;
+  to.time_budget_s = o.budget_s;
+  to.measure.hot_cache = o.hot_cache;
+  to.measure.stopping.time_budget_ms = o.candidate_budget_ms;
+  to.measure.stopping.target_rel_error = o.target_noise;
+  KILN_ASSIGN_OR_RETURN(to.winner.objective, parse_objective(o.objective));
+  to.winner.workspace_tolerance = o.workspace_tolerance;
+  to.seed = o.seed;
+  to.verify = !o.no_verify;
+  to.cancel = &g_interrupted;
+  g_interrupted = false;
+  std::signal(SIGINT, on_sigint);
+
+  nlohmann::json all = nlohmann::json::array();
+  Status overall;
+  for (const auto& spec : o.specs) {
+    KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(spec));
+    if (o.list) { KILN_RETURN_IF_ERROR(list_candidates(g, o.json)); continue; }
+    KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));
+    to.incumbent.reset();
+    if (store) {
+      auto look = store->get(sig.structure, sig.shape_key, env);
+      const PlanRecord* prev = look.is_ok() && look->runnable() ? &*look->record : nullptr;
+      if (prev && prev->tuned) {
+        if (o.untuned_only) { std::printf("%s: already tuned in the store, skipped\n", g.name.c_str()); continue; }
+        KILN_ASSIGN_OR_RETURN(EngineConfig ic, config_of(prev->engine_id, prev->knobs));
+        to.incumbent = Incumbent{plan_identity(ic.engine_id, knobs_of(ic)), prev->stats.median_ms, prev->stats.noise_rel};
+      }
+    }
+    ProgressReporter progress("tune " + g.name, 0, stderr, o.json ? ProgressReporter::Mode::kSilent : ProgressReporter::Mode::kAuto);
+    to.progress = [&](size_t done, size_t total, const std::string& id) { progress.update(done, id + " (" + std::to_string(total) + " total)"); };
+    KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(g, to));
+    progress.finish();
+    ReportOptions ro;
+    ro.winner = to.winner;
+    ro.title = g.name + "  structure " + sig.structure.substr(0, 16) + (sig.shape_key.empty() ? "" : "  shape " + sig.shape_key);
+    nlohmann::json meta = {{"graph", g.name}, {"spec", spec}, {"structure_signature", sig.structure}, {"shape_key", sig.shape_key},
+                           {"gpu", env.gpu_name}, {"cudnn_version", env.cudnn_version}, {"kiln_git_revision", env.kiln_git_revision},
+                           {"reference", tr.reference_kind}, {"build_wall_ms", tr.build_wall_ms}, {"total_wall_ms", tr.total_wall_ms},
+                           {"cancelled", tr.cancelled}, {"budget_exhausted", tr.budget_exhausted}};
+    if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
+    if (o.json) {
+      all.push_back(report_to_json(tr.candidates, meta, ro));
+    } else {
+      std::printf("%s\n", format_report_table(tr.candidates, ro).c_str());
+      std::printf("reference: %s; %zu candidates built in %.0f ms on host threads; total %.1f s\n", tr.reference_kind.c_str(),
+                  tr.candidates.size(), tr.build_wall_ms, tr.total_wall_ms / 1000.0);
+      if (tr.winner) std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms, tr.winner_check.c_str());
+      if (tr.incumbent_decision) std::printf("incumbent: %s\n", tr.incumbent_decision->explanation.c_str());
+    }
+    if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported"); break; }
+    if (!tr.winner) { overall = check_failed("no correct candidate for '" + g.name + "'"); continue; }
+    if (store) {
+      KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
+      KILN_ASSIGN_OR_RETURN(PlanRecord stored, store->put(rec));
+      if (!o.json) std::printf("stored in %s\n", store->path().c_str());
+    }
+  }
+  if (o.json && !o.list) std::printf("%s\n", all.dump(2).c_str());
+  std::signal(SIGINT, SIG_DFL);
+  return overall;
+}
+
+void add_tune(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<TuneCliOptions>();
+  CLI::App* sub = app.add_subcommand("tune", "Time every engine configuration, reject wrong ones, pick and store the winner");
+  sub->add_option("specs", o->specs, "Spec JSON files")->required();
+  sub->add_flag("--list", o->list, "List candidates (engine + knobs, modes, behaviour notes) without timing");
+  sub->add_flag("--json", o->json, "Machine-readable report");
+  sub->add_option("--pin", o->pin, "Build, check and time exactly this engine configuration (e.g. eng12_k2=1)");
+  sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (quick tuning)");
+  sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes");
+  sub->add_option("--exclude", o->exclude, "Identities or engN prefixes to skip");
+  sub->add_option("--budget", o->budget_s, "Time budget for the whole run, seconds (0: none)");
+  sub->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate, ms")->capture_default_str();
+  sub->add_option("--target-noise", o->target_noise, "Stop sampling at this relative standard error of the median")->capture_default_str();
+  sub->add_flag("--hot-cache", o->hot_cache, "Do not flush L2 between samples (graphs that run back-to-back)");
+  sub->add_option("--objective", o->objective, "time | workspace (smallest workspace within --workspace-tolerance of the best)")->capture_default_str();
+  sub->add_option("--workspace-tolerance", o->workspace_tolerance, "Fraction of the best time allowed for --objective workspace")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  sub->add_flag("--no-verify", o->no_verify, "Skip the numerics gate (candidates become NotVerified)");
+  sub->add_option("--store", o->store_path, "Plan store to write the winner to (and to read the incumbent from)");
+  sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
+  sub->add_flag("--untuned", o->untuned_only, "Only tune specs whose stored plan is untuned (e.g. from kiln compile)");
+  sub->callback([run, o] { *run = [o] { return tune_cmd(*o); }; });
+}
+
+}  // namespace
+
+KILN_REGISTER_COMMAND("tune", add_tune);
+
+}  // namespace kiln::cli

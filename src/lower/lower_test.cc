@@ -1,0 +1,108 @@
+// Host tier: lowering and deviceless (ahead-of-time) plan compilation against the recorded H200 profile.
+// A real cuDNN plan is built and serialized here on every CI run, without a GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "kiln/lower.h"
+#include "kiln/spec.h"
+
+namespace kiln {
+namespace {
+
+const std::string kRoot = KILN_SOURCE_DIR;
+
+TEST(EngineConfig, IdentityRoundTrips) {
+  auto c = EngineConfig::parse("eng12_k2=1_k3=0");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->engine_id, 12);
+  EXPECT_EQ(c->knobs.at(2), 1);
+  EXPECT_EQ(c->knobs.at(3), 0);
+  EXPECT_EQ(c->identity(), "eng12_k2=1_k3=0");
+  auto bare = EngineConfig::parse("eng0");
+  ASSERT_TRUE(bare.is_ok());
+  EXPECT_TRUE(bare->knobs.empty());
+}
+
+TEST(EngineConfig, BadIdentityNamesThePart) {
+  auto a = EngineConfig::parse("engine7");
+  ASSERT_FALSE(a.is_ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("'engine7'"), std::string::npos);
+  auto b = EngineConfig::parse("eng7_kx=1");
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_NE(b.status().message().find("kx=1"), std::string::npos) << b.status().message();
+  auto c = EngineConfig::parse("eng7_k2=");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("k2="), std::string::npos);
+}
+
+TEST(DeviceProfile, LoadsTheRecordedH200) {
+  auto p = load_device_profile(kRoot + "/profiles/h200.json");
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(p->gpu_name, "NVIDIA H200");
+  EXPECT_EQ(p->sm_version, 90);
+  EXPECT_EQ(p->sm_count, 132);
+  EXPECT_FALSE(p->cudnn_device_properties.empty());
+}
+
+TEST(DeviceProfile, MissingAndBadFilesAreNamed) {
+  auto missing = load_device_profile(kRoot + "/profiles/no_such.json");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("no_such.json"), std::string::npos);
+  auto bad = load_device_profile(kRoot + "/examples/small/conv_bias_relu.json");  // JSON, but not a profile
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("gpu_name"), std::string::npos) << bad.status().message();
+}
+
+TEST(Lowering, NeedsAHandleOrAProfile) {
+  auto g = parse_spec_file(kRoot + "/examples/small/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto lg = LoweredGraph::create(*g, LowerTarget{});
+  ASSERT_FALSE(lg.is_ok());
+  EXPECT_NE(lg.status().message().find("profile"), std::string::npos);
+}
+
+// Deviceless compilation of each example for the H200: a real cuDNN plan, serialized, no GPU.
+class DevicelessCompile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DevicelessCompile, BuildsAndSerializesAPlanForTheH200) {
+  auto profile = load_device_profile(kRoot + "/profiles/h200.json");
+  ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
+  ValidateOptions vo;
+  vo.target_sm_version = profile->sm_version;
+  auto g = parse_spec_file(kRoot + "/examples/" + GetParam(), vo);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  LowerTarget target;
+  target.profile = &*profile;
+  auto t0 = std::chrono::steady_clock::now();
+  auto lg = LoweredGraph::create(*g, target);
+  ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
+  Status st = lg->build_heuristic();
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  auto bytes = lg->serialize();
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(bytes->size(), 100u);
+  EXPECT_GE(lg->config().engine_id, 0);
+  EXPECT_GE(lg->workspace_size(), 0);
+  // The identity it reports must be one we can pin again.
+  auto again = EngineConfig::parse(lg->config().identity());
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(*again, lg->config());
+  std::printf("[ deviceless ] %s: %s, %zu B plan, workspace %lld B, %.0f ms\n", GetParam().c_str(),
+              lg->config().identity().c_str(), bytes->size(), static_cast<long long>(lg->workspace_size()), ms);
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, DevicelessCompile,
+                         ::testing::Values("conv_bias_relu.json", "small/conv_bias_relu.json"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace kiln

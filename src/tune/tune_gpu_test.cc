@@ -1,0 +1,67 @@
+// Device tier: the tuner on a real graph. An injected wrong candidate is Incorrect and never chosen.
+#include <gtest/gtest.h>
+
+#include "gpu_test_util.h"
+#include "kiln/spec.h"
+#include "kiln/tuner.h"
+
+namespace kiln {
+namespace {
+
+const std::string kRoot = KILN_SOURCE_DIR;
+
+TEST(Tuner, InjectedWrongCandidateIsIncorrectAndNeverChosen) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_file(kRoot + "/examples/small/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  TuneOptions o;
+  o.measure.stopping.time_budget_ms = 50;
+  // First pass: find the fastest correct candidate.
+  auto first = tune_graph(*g, o);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  ASSERT_TRUE(first->winner.has_value());
+  EngineConfig victim = first->winner_config;
+  // Second pass: corrupt that candidate's output (one element far off); it must be rejected.
+  o.output_hook = [&](const EngineConfig& c, std::vector<HostTensor>& outs) {
+    if (c == victim && !outs.empty()) {
+      auto v = outs[0].values();
+      v[v.size() / 2] += 100.0;
+      outs[0].set_values(v);
+    }
+  };
+  auto second = tune_graph(*g, o);
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  bool seen = false;
+  for (const auto& c : second->candidates) {
+    if (c.identity() != first->candidates[*first->winner].identity()) continue;
+    seen = true;
+    EXPECT_EQ(c.disposition, Disposition::kIncorrect) << c.message;
+    EXPECT_FALSE(c.timed());
+  }
+  EXPECT_TRUE(seen);
+  ASSERT_TRUE(second->winner.has_value());
+  EXPECT_FALSE(second->winner_config == victim);
+  EXPECT_EQ(second->candidates[*second->winner].disposition, Disposition::kPassed);
+}
+
+TEST(Tuner, EnumeratesDistinctCandidatesAcrossModes) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_file(kRoot + "/examples/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok());
+  auto handle = make_cudnn_handle();
+  ASSERT_TRUE(handle.is_ok());
+  LowerTarget t;
+  t.handle = handle->get();
+  auto lg = LoweredGraph::create(*g, t);
+  ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
+  auto c = lg->list_candidates({HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback});
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  std::set<std::string> ids;
+  for (auto& ci : *c) ids.insert(ci.config.identity());
+  EXPECT_EQ(ids.size(), c->size());  // de-duplicated
+  EXPECT_GT(c->size(), 1u);
+  std::printf("[ candidates ] conv_bias_relu: %zu distinct\n", c->size());
+}
+
+}  // namespace
+}  // namespace kiln
