@@ -1,0 +1,26 @@
+// kiln/spec.h: JSON specs (docs/spec.md) -> validated kiln::Graph.
+//
+// Every error is kInvalidArgument (kNotFound when the file cannot be read; kNotSupported when the graph
+// needs a newer target than options.target_sm_version) and its message starts with the source name,
+// then names the node, tensor or attribute at fault: "conv.json: node 'conv1' (conv_fprop): input 'w':
+// rank 3, expected 4". Malformed JSON reports the line, column and byte offset. No exception escapes.
+#pragma once
+
+#include <string>
+
+#include "kiln/graph.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+// Reads and parses the spec at `path`, then validates it (validate_graph). Messages start with `path`.
+StatusOr<Graph> parse_spec_file(const std::string& path, const ValidateOptions& options = {});
+
+// Parses spec text; `source_name` starts every message (a file name, or e.g. "<stdin>").
+StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& source_name,
+                                  const ValidateOptions& options = {});
+
+// The spec op names ("conv_fprop", "relu", "reduce_amax", ...), in documentation order.
+const std::vector<std::string>& spec_op_names();
+
+}  // namespace kiln

@@ -1,0 +1,180 @@
+// compute_signature: the canonical text form of a validated graph and its hash (docs/spec.md "Signatures").
+//
+// Order: graph outputs are sorted by a structural key (a Merkle-style hash of everything that computes
+// them, names left out), then the graph is walked depth-first from each output, inputs in operand order,
+// and every tensor and node gets a canonical id (t0, t1, ..., n0, n1, ...) when it is first emitted.
+// Dynamic symbols become $0, $1, ... in order of first appearance in that text.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "graph/validate_internal.h"
+#include "kiln/hash.h"
+
+namespace kiln {
+namespace {
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+template <typename T>
+std::string list(const std::vector<T>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Renders dynamic dims: `canonical` assigns $k names; otherwise every symbol prints as "?".
+class SymbolNamer {
+ public:
+  std::string name(const std::string& symbol) {
+    for (size_t i = 0; i < order_.size(); ++i)
+      if (order_[i] == symbol) return "$" + std::to_string(i);
+    order_.push_back(symbol);
+    return "$" + std::to_string(order_.size() - 1);
+  }
+  const std::vector<std::string>& order() const { return order_; }
+
+ private:
+  std::vector<std::string> order_;
+};
+
+std::string tensor_text(const Graph& g, int t, SymbolNamer* namer) {
+  const TensorDesc& d = g.tensors[t];
+  std::string s = std::string("dtype=") + dtype_name(g.dtype_of(t)) + " dims=[";
+  for (size_t i = 0; i < d.dims.size(); ++i) {
+    if (i) s += ",";
+    if (d.dims[i].is_dynamic())
+      s += namer ? namer->name(d.dims[i].symbol) : "?";
+    else
+      s += std::to_string(d.dims[i].value);
+  }
+  s += "]";
+  if (d.layout == Layout::kExplicit)
+    s += " strides=" + list(d.strides);
+  else
+    s += std::string(" layout=") + layout_name(d.layout);
+  if (d.by_value) s += " by_value";
+  return s;
+}
+
+std::string node_text(const Graph& g, const Node& n) {
+  std::string s = graph_internal::node_op_label(n);
+  s += std::string(" compute=") + dtype_name(n.compute_dtype ? *n.compute_dtype : g.compute_dtype);
+  switch (n.op) {
+    case OpKind::kConvFprop:
+    case OpKind::kConvDgrad:
+    case OpKind::kConvWgrad:
+      s += " pre_padding=" + list(n.conv.pre_padding) + " post_padding=" + list(n.conv.post_padding) +
+           " stride=" + list(n.conv.stride) + " dilation=" + list(n.conv.dilation) +
+           " groups=" + std::to_string(n.conv.groups);
+      break;
+    case OpKind::kReduction: s += " axes=" + list(n.reduction.axes); break;
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: s += " epsilon=" + num(n.norm.epsilon); break;
+    case OpKind::kSdpa: {
+      double head_dim = static_cast<double>(g.tensors[n.inputs[0]].dims[3].value);
+      double scale = n.sdpa.attn_scale ? *n.sdpa.attn_scale : 1.0 / std::sqrt(head_dim);
+      s += std::string(" causal=") + (n.sdpa.causal ? "1" : "0") + " attn_scale=" + num(scale);
+      break;
+    }
+    default: break;
+  }
+  return s;
+}
+
+}  // namespace
+
+StatusOr<GraphSignature> compute_signature(const Graph& g) {
+  // The graph must be validated: check what this function relies on rather than crash on a raw graph.
+  const int nt = static_cast<int>(g.tensors.size());
+  std::vector<int> writer(nt, -1);
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    if (n.outputs.size() != 1) return failed_precondition("compute_signature: graph is not validated");
+    for (int t : n.inputs)
+      if (t < 0 || t >= nt) return failed_precondition("compute_signature: graph is not validated");
+    int o = n.outputs[0];
+    if (o < 0 || o >= nt || writer[o] >= 0) return failed_precondition("compute_signature: graph is not validated");
+    writer[o] = static_cast<int>(ni);
+  }
+  if (g.outputs.empty()) return failed_precondition("compute_signature: graph has no outputs");
+  for (int t : g.outputs)
+    if (t < 0 || t >= nt) return failed_precondition("compute_signature: graph is not validated");
+  for (const Node& n : g.nodes) {
+    if (n.op == OpKind::kSdpa && (n.inputs.empty() || g.tensors[n.inputs[0]].dims.size() != 4))
+      return failed_precondition("compute_signature: graph is not validated");
+  }
+  std::vector<int> order;
+  KILN_RETURN_IF_ERROR(graph_internal::topological_order(g, &order));
+
+  // Structural keys, names and symbol names left out, in topological order.
+  std::vector<std::string> key(nt);
+  for (int t = 0; t < nt; ++t)
+    if (writer[t] < 0) key[t] = hex64(stable_hash64("I|" + tensor_text(g, t, nullptr)));
+  for (int ni : order) {
+    const Node& n = g.nodes[ni];
+    std::string k = "N|" + node_text(g, n) + "|";
+    for (int t : n.inputs) k += key[t] + ",";
+    k += "|" + tensor_text(g, n.outputs[0], nullptr);
+    key[n.outputs[0]] = hex64(stable_hash64(k));
+  }
+
+  std::vector<int> outs = g.outputs;
+  std::stable_sort(outs.begin(), outs.end(), [&](int a, int b) { return key[a] < key[b]; });
+
+  // Depth-first emission from the sorted outputs (iterative: graphs may be deep).
+  SymbolNamer namer;
+  std::vector<int> tensor_id(nt, -1);
+  int next_tensor = 0, next_node = 0;
+  std::string text = "kiln-graph 1\n";
+  auto role = [&](int t) -> std::string {
+    auto it = std::find(outs.begin(), outs.end(), t);
+    if (it != outs.end()) return "output " + std::to_string(it - outs.begin());
+    return writer[t] < 0 ? "input" : "virtual";
+  };
+  auto tid = [&](int t) { return "t" + std::to_string(tensor_id[t]); };
+  for (int root : outs) {
+    std::vector<std::pair<int, size_t>> stack = {{root, 0}};  // tensor, next operand to visit
+    while (!stack.empty()) {
+      auto& [t, next] = stack.back();
+      if (tensor_id[t] >= 0) {
+        stack.pop_back();
+        continue;
+      }
+      if (writer[t] < 0) {
+        tensor_id[t] = next_tensor++;
+        text += "tensor " + tid(t) + " " + role(t) + " " + tensor_text(g, t, &namer) + "\n";
+        stack.pop_back();
+        continue;
+      }
+      const Node& n = g.nodes[writer[t]];
+      if (next < n.inputs.size()) {
+        int in = n.inputs[next++];
+        if (tensor_id[in] < 0) stack.push_back({in, 0});
+        continue;
+      }
+      tensor_id[t] = next_tensor++;
+      text += "node n" + std::to_string(next_node++) + " " + node_text(g, n) + " in=[";
+      for (size_t i = 0; i < n.inputs.size(); ++i) text += (i ? "," : "") + tid(n.inputs[i]);
+      text += "] out=" + tid(t) + "\n";
+      text += "tensor " + tid(t) + " " + role(t) + " " + tensor_text(g, t, &namer) + "\n";
+      stack.pop_back();
+    }
+  }
+
+  GraphSignature sig;
+  sig.canonical = text;
+  sig.structure = stable_hash128_hex(text);
+  for (const std::string& sym : namer.order()) {
+    auto it = g.dynamic_dims.find(sym);
+    int64_t v = it == g.dynamic_dims.end() ? 0 : it->second;
+    sig.shape_key += (sig.shape_key.empty() ? "" : ",") + sym + "=" + std::to_string(v);
+  }
+  return sig;
+}
+
+}  // namespace kiln

@@ -1,0 +1,163 @@
+// Names, parsing and small helpers of Kiln's IR (kiln/graph.h).
+#include <algorithm>
+
+#include "kiln/graph.h"
+
+namespace kiln {
+
+const char* dtype_name(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return "fp32";
+    case DataType::kFloat16: return "fp16";
+    case DataType::kBFloat16: return "bf16";
+    case DataType::kFp8E4M3: return "fp8_e4m3";
+    case DataType::kFp8E5M2: return "fp8_e5m2";
+    case DataType::kInt8: return "int8";
+    case DataType::kInt32: return "int32";
+    case DataType::kInt64: return "int64";
+  }
+  return "?";
+}
+
+StatusOr<DataType> parse_dtype(const std::string& name) {
+  static const struct { const char* name; DataType type; } kNames[] = {
+      {"fp32", DataType::kFloat32},     {"float", DataType::kFloat32},    {"float32", DataType::kFloat32},
+      {"fp16", DataType::kFloat16},     {"half", DataType::kFloat16},     {"float16", DataType::kFloat16},
+      {"bf16", DataType::kBFloat16},    {"bfloat16", DataType::kBFloat16}, {"fp8_e4m3", DataType::kFp8E4M3},
+      {"fp8_e5m2", DataType::kFp8E5M2}, {"int8", DataType::kInt8},        {"int32", DataType::kInt32},
+      {"int64", DataType::kInt64},
+  };
+  for (const auto& n : kNames)
+    if (name == n.name) return n.type;
+  return invalid_argument("unknown dtype '" + name +
+                          "' (expected fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int32 or int64)");
+}
+
+size_t dtype_size(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return 4;
+    case DataType::kFloat16: return 2;
+    case DataType::kBFloat16: return 2;
+    case DataType::kFp8E4M3: return 1;
+    case DataType::kFp8E5M2: return 1;
+    case DataType::kInt8: return 1;
+    case DataType::kInt32: return 4;
+    case DataType::kInt64: return 8;
+  }
+  return 0;
+}
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::kRowMajor: return "row_major";
+    case Layout::kNCHW: return "NCHW";
+    case Layout::kNHWC: return "NHWC";
+    case Layout::kExplicit: return "explicit";
+  }
+  return "?";
+}
+
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::kConvFprop: return "conv_fprop";
+    case OpKind::kConvDgrad: return "conv_dgrad";
+    case OpKind::kConvWgrad: return "conv_wgrad";
+    case OpKind::kMatmul: return "matmul";
+    case OpKind::kPointwise: return "pointwise";
+    case OpKind::kReduction: return "reduction";
+    case OpKind::kLayerNorm: return "layer_norm";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kSdpa: return "sdpa";
+  }
+  return "?";
+}
+
+const char* pointwise_mode_name(PointwiseMode m) {
+  switch (m) {
+    case PointwiseMode::kAdd: return "add";
+    case PointwiseMode::kSub: return "sub";
+    case PointwiseMode::kMul: return "mul";
+    case PointwiseMode::kDiv: return "div";
+    case PointwiseMode::kMin: return "min";
+    case PointwiseMode::kMax: return "max";
+    case PointwiseMode::kScale: return "scale";
+    case PointwiseMode::kBiasAdd: return "bias_add";
+    case PointwiseMode::kRelu: return "relu";
+    case PointwiseMode::kGeluErf: return "gelu_erf";
+    case PointwiseMode::kGeluTanh: return "gelu_tanh";
+    case PointwiseMode::kSilu: return "silu";
+    case PointwiseMode::kSigmoid: return "sigmoid";
+    case PointwiseMode::kTanh: return "tanh";
+    case PointwiseMode::kExp: return "exp";
+    case PointwiseMode::kIdentity: return "identity";
+  }
+  return "?";
+}
+
+bool pointwise_is_unary(PointwiseMode m) {
+  switch (m) {
+    case PointwiseMode::kRelu:
+    case PointwiseMode::kGeluErf:
+    case PointwiseMode::kGeluTanh:
+    case PointwiseMode::kSilu:
+    case PointwiseMode::kSigmoid:
+    case PointwiseMode::kTanh:
+    case PointwiseMode::kExp:
+    case PointwiseMode::kIdentity: return true;
+    default: return false;
+  }
+}
+
+const char* reduction_mode_name(ReductionMode m) {
+  switch (m) {
+    case ReductionMode::kSum: return "sum";
+    case ReductionMode::kMax: return "max";
+    case ReductionMode::kMin: return "min";
+    case ReductionMode::kAmax: return "amax";
+  }
+  return "?";
+}
+
+std::vector<int64_t> TensorDesc::shape() const {
+  std::vector<int64_t> s;
+  s.reserve(dims.size());
+  for (const Dim& d : dims) s.push_back(d.value);
+  return s;
+}
+
+int64_t TensorDesc::element_count() const {
+  int64_t n = 1;
+  for (const Dim& d : dims) n *= d.value;
+  return n;
+}
+
+int Graph::find_tensor(const std::string& tensor_name) const {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].name == tensor_name) return static_cast<int>(i);
+  return -1;
+}
+
+int Graph::producer(int tensor) const {
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (int o : nodes[n].outputs)
+      if (o == tensor) return static_cast<int>(n);
+  return -1;
+}
+
+bool Graph::is_graph_input(int tensor) const { return producer(tensor) < 0; }
+
+bool Graph::is_graph_output(int tensor) const {
+  return std::find(outputs.begin(), outputs.end(), tensor) != outputs.end();
+}
+
+DataType Graph::dtype_of(int tensor) const {
+  if (tensor < 0 || tensor >= static_cast<int>(tensors.size())) return io_dtype;
+  const TensorDesc& t = tensors[tensor];
+  if (t.dtype) return *t.dtype;
+  // A by-value scalar is passed in the compute type, as cuDNN Frontend does for pass-by-value tensors.
+  if (t.by_value) return compute_dtype;
+  if (is_graph_input(tensor) || is_graph_output(tensor)) return io_dtype;
+  return intermediate_dtype;
+}
+
+}  // namespace kiln

@@ -1,0 +1,266 @@
+// validate_graph: structure checks, dynamic dims, shape/dtype inference in topological order, layouts.
+#include <algorithm>
+#include <set>
+
+#include "graph/validate_internal.h"
+
+namespace kiln {
+namespace {
+
+using graph_internal::dims_text;
+using graph_internal::node_where;
+
+std::string tensor_where(const Graph& g, int t) { return "tensor '" + g.tensors[t].name + "'"; }
+
+// Accepted input counts per op: [min, max]. Every op writes one tensor.
+void arity(const Node& n, size_t* lo, size_t* hi) {
+  switch (n.op) {
+    case OpKind::kConvFprop:
+    case OpKind::kConvDgrad:
+    case OpKind::kConvWgrad:
+    case OpKind::kMatmul: *lo = *hi = 2; return;
+    case OpKind::kPointwise: *lo = *hi = pointwise_is_unary(n.pointwise.mode) ? 1 : 2; return;
+    case OpKind::kReduction: *lo = *hi = 1; return;
+    case OpKind::kLayerNorm: *lo = *hi = 3; return;
+    case OpKind::kRmsNorm: *lo = 2; *hi = 3; return;  // bias is optional
+    case OpKind::kSdpa: *lo = *hi = 3; return;
+  }
+  *lo = *hi = 0;
+}
+
+std::string count_text(size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+
+Status check_structure(const Graph& g) {
+  const int nt = static_cast<int>(g.tensors.size());
+  std::set<std::string> names;
+  for (int t = 0; t < nt; ++t) {
+    if (g.tensors[t].name.empty()) return invalid_argument("tensor #" + std::to_string(t) + " has no name");
+    if (!names.insert(g.tensors[t].name).second)
+      return invalid_argument("tensor '" + g.tensors[t].name + "' is declared twice");
+  }
+  std::set<std::string> node_names;
+  std::vector<int> writer(nt, -1);
+  std::vector<bool> read(nt, false);
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    if (n.name.empty()) return invalid_argument("node #" + std::to_string(ni) + " (" + op_kind_name(n.op) + ") has no name");
+    if (!node_names.insert(n.name).second) return invalid_argument("node '" + n.name + "' is declared twice");
+    size_t lo, hi;
+    arity(n, &lo, &hi);
+    if (n.inputs.size() < lo || n.inputs.size() > hi)
+      return invalid_argument(node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +
+                              (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)));
+    if (n.outputs.size() != 1)
+      return invalid_argument(node_where(n) + ": " + count_text(n.outputs.size(), "output") + ", expected 1");
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      int t = n.inputs[i];
+      if (t < 0 || t >= nt)
+        return invalid_argument(node_where(n) + ": input " + std::to_string(i) + " refers to a missing tensor (#" +
+                                std::to_string(t) + ")");
+      read[t] = true;
+    }
+    int t = n.outputs[0];
+    if (t < 0 || t >= nt)
+      return invalid_argument(node_where(n) + ": output 0 refers to a missing tensor (#" + std::to_string(t) + ")");
+    if (writer[t] >= 0)
+      return invalid_argument(tensor_where(g, t) + ": written by node '" + g.nodes[writer[t]].name +
+                              "' and by node '" + n.name + "'");
+    writer[t] = static_cast<int>(ni);
+    if (g.tensors[t].by_value)
+      return invalid_argument(node_where(n) + ": output '" + g.tensors[t].name +
+                              "' is a by-value scalar; it can only be a graph input");
+  }
+  if (g.outputs.empty()) return invalid_argument("graph has no outputs");
+  std::set<int> seen_out;
+  for (int t : g.outputs) {
+    if (t < 0 || t >= nt) return invalid_argument("graph output refers to a missing tensor (#" + std::to_string(t) + ")");
+    if (!seen_out.insert(t).second) return invalid_argument("output '" + g.tensors[t].name + "' is listed twice");
+    if (writer[t] < 0)
+      return invalid_argument("output '" + g.tensors[t].name + "' is not written by any node (it is a graph input)");
+  }
+  for (int t = 0; t < nt; ++t) {
+    bool out = seen_out.count(t) > 0;
+    if (writer[t] < 0 && !read[t])
+      return invalid_argument(tensor_where(g, t) + " is dangling: no node reads or writes it");
+    if (writer[t] >= 0 && !read[t] && !out)
+      return invalid_argument(node_where(g.nodes[writer[t]]) + ": output '" + g.tensors[t].name +
+                              "' is dangling: no node reads it and it is not a graph output");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+namespace graph_internal {
+// Kahn's algorithm, lowest node index first, so the order is deterministic.
+Status topological_order(const Graph& g, std::vector<int>* order) {
+  const size_t nn = g.nodes.size();
+  std::vector<int> writer(g.tensors.size(), -1);
+  for (size_t ni = 0; ni < nn; ++ni) writer[g.nodes[ni].outputs[0]] = static_cast<int>(ni);
+  std::vector<int> pending(nn, 0);
+  std::vector<std::vector<int>> users(nn);
+  for (size_t ni = 0; ni < nn; ++ni)
+    for (int t : g.nodes[ni].inputs)
+      if (writer[t] >= 0) {
+        ++pending[ni];
+        users[writer[t]].push_back(static_cast<int>(ni));
+      }
+  std::set<int> ready;
+  for (size_t ni = 0; ni < nn; ++ni)
+    if (pending[ni] == 0) ready.insert(static_cast<int>(ni));
+  while (!ready.empty()) {
+    int ni = *ready.begin();
+    ready.erase(ready.begin());
+    order->push_back(ni);
+    for (int u : users[ni])
+      if (--pending[u] == 0) ready.insert(u);
+  }
+  if (order->size() == nn) return Status::ok();
+  std::string names;
+  for (size_t ni = 0; ni < nn; ++ni)
+    if (pending[ni] > 0) names += (names.empty() ? "'" : ", '") + g.nodes[ni].name + "'";
+  return invalid_argument("graph has a cycle through node(s) " + names);
+}
+}  // namespace graph_internal
+
+namespace {
+using graph_internal::topological_order;
+
+// Bounds keep every later product (strides, conv arithmetic) inside int64.
+constexpr int64_t kMaxExtent = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxElements = int64_t{1} << 62;
+
+Status check_dynamic_dims(Graph& g) {
+  for (const auto& [sym, value] : g.dynamic_dims)
+    if (value <= 0 || value > kMaxExtent)
+      return invalid_argument("dynamic dim '" + sym + "': value " + std::to_string(value) +
+                              " must be positive and at most " + std::to_string(kMaxExtent));
+  std::set<std::string> used;
+  for (TensorDesc& t : g.tensors)
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      Dim& d = t.dims[i];
+      if (!d.is_dynamic()) continue;
+      auto it = g.dynamic_dims.find(d.symbol);
+      if (it == g.dynamic_dims.end())
+        return invalid_argument("tensor '" + t.name + "': dim " + std::to_string(i) + " uses dynamic dim '" +
+                                d.symbol + "', which is not declared");
+      d.value = it->second;
+      used.insert(d.symbol);
+    }
+  for (const auto& [sym, value] : g.dynamic_dims)
+    if (!used.count(sym)) return invalid_argument("dynamic dim '" + sym + "' is not used by any tensor");
+  return Status::ok();
+}
+
+Status check_dims_positive(const TensorDesc& t) {
+  int64_t count = 1;
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    int64_t v = t.dims[i].value;
+    if (v <= 0)
+      return invalid_argument("tensor '" + t.name + "': dim " + std::to_string(i) + " is " + std::to_string(v) +
+                              "; dims must be positive");
+    if (v > kMaxExtent)
+      return invalid_argument("tensor '" + t.name + "': dim " + std::to_string(i) + " is " + std::to_string(v) +
+                              ", above the limit of " + std::to_string(kMaxExtent));
+    if (__builtin_mul_overflow(count, v, &count) || count > kMaxElements)
+      return invalid_argument("tensor '" + t.name + "': " + dims_text(t.dims) + " has too many elements");
+  }
+  return Status::ok();
+}
+
+Status check_inputs(Graph& g) {
+  for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
+    TensorDesc& d = g.tensors[t];
+    if (!g.is_graph_input(t)) {
+      if (!d.dims.empty()) KILN_RETURN_IF_ERROR(check_dims_positive(d));  // declared output dims
+      continue;
+    }
+    if (d.by_value) {
+      if (d.dims.empty()) d.dims.push_back(Dim{1, ""});
+      for (const Dim& x : d.dims)
+        if (x.value != 1 || x.is_dynamic())
+          return invalid_argument("tensor '" + d.name + "': a by-value scalar has all dims 1, got " + dims_text(d.dims));
+      if (!graph_internal::is_float(g.dtype_of(t)))
+        return invalid_argument("tensor '" + d.name + "': a by-value scalar must be floating-point, got " +
+                                dtype_name(g.dtype_of(t)));
+    }
+    if (d.dims.empty()) return invalid_argument("tensor '" + d.name + "': graph input has no dims");
+    KILN_RETURN_IF_ERROR(check_dims_positive(d));
+  }
+  return Status::ok();
+}
+
+Status resolve_layout(TensorDesc& t) {
+  const size_t r = t.dims.size();
+  if (t.layout == Layout::kExplicit) {
+    if (t.strides.size() != r)
+      return invalid_argument("tensor '" + t.name + "': " + std::to_string(t.strides.size()) + " strides for rank " +
+                              std::to_string(r));
+    for (size_t i = 0; i < r; ++i)
+      if (t.strides[i] <= 0)
+        return invalid_argument("tensor '" + t.name + "': stride " + std::to_string(i) + " is " +
+                                std::to_string(t.strides[i]) + "; strides must be positive");
+    return Status::ok();
+  }
+  if ((t.layout == Layout::kNCHW || t.layout == Layout::kNHWC) && r < 3)
+    return invalid_argument("tensor '" + t.name + "': layout " + layout_name(t.layout) + " needs rank 3 or more, got " +
+                            std::to_string(r));
+  t.strides.assign(r, 1);
+  if (t.layout == Layout::kNHWC) {
+    // dims stay in N, C, spatial... order; channels are innermost in memory.
+    int64_t s = t.dims[1].value;
+    for (size_t i = r; i-- > 2;) {
+      t.strides[i] = s;
+      s *= t.dims[i].value;
+    }
+    t.strides[0] = s;
+  } else {
+    int64_t s = 1;
+    for (size_t i = r; i-- > 0;) {
+      t.strides[i] = s;
+      s *= t.dims[i].value;
+    }
+  }
+  return Status::ok();
+}
+
+Status validate_impl(Graph& g, const ValidateOptions& options) {
+  KILN_RETURN_IF_ERROR(check_structure(g));
+  std::vector<int> order;
+  KILN_RETURN_IF_ERROR(topological_order(g, &order));
+  KILN_RETURN_IF_ERROR(check_dynamic_dims(g));
+  KILN_RETURN_IF_ERROR(check_inputs(g));
+  for (int ni : order) {
+    Node& n = g.nodes[ni];
+    std::vector<std::vector<Dim>> out_dims;
+    KILN_RETURN_IF_ERROR(graph_internal::infer_node(g, n, options, &out_dims));
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      TensorDesc& t = g.tensors[n.outputs[o]];
+      const std::vector<Dim>& inferred = out_dims[o];
+      if (!t.dims.empty()) {
+        bool same = t.dims.size() == inferred.size();
+        for (size_t i = 0; same && i < inferred.size(); ++i) same = t.dims[i].value == inferred[i].value;
+        if (!same)
+          return invalid_argument(node_where(n) + ": output '" + t.name + "': declared dims " + dims_text(t.dims) +
+                                  " but the node produces " + dims_text(inferred));
+      } else if (t.layout == Layout::kRowMajor && t.strides.empty()) {
+        // An undeclared output takes its first input's image layout (NHWC in, NHWC out).
+        const TensorDesc& first = g.tensors[n.inputs[0]];
+        if ((first.layout == Layout::kNHWC || first.layout == Layout::kNCHW) && inferred.size() >= 3)
+          t.layout = first.layout;
+      }
+      t.dims = inferred;
+      KILN_RETURN_IF_ERROR(check_dims_positive(t));
+    }
+  }
+  for (TensorDesc& t : g.tensors) KILN_RETURN_IF_ERROR(resolve_layout(t));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status validate_graph(Graph& graph, const ValidateOptions& options) {
+  return validate_impl(graph, options);
+}
+
+}  // namespace kiln

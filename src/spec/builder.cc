@@ -1,0 +1,186 @@
+#include "kiln/builder.h"
+
+namespace kiln {
+
+GraphBuilder::GraphBuilder(std::string name) { graph_.name = std::move(name); }
+
+GraphBuilder& GraphBuilder::io_dtype(DataType t) { graph_.io_dtype = t; return *this; }
+GraphBuilder& GraphBuilder::intermediate_dtype(DataType t) { graph_.intermediate_dtype = t; return *this; }
+GraphBuilder& GraphBuilder::compute_dtype(DataType t) { graph_.compute_dtype = t; return *this; }
+GraphBuilder& GraphBuilder::dynamic(const std::string& symbol, int64_t value) {
+  graph_.dynamic_dims[symbol] = value;
+  return *this;
+}
+
+void GraphBuilder::fail(const std::string& message) {
+  if (error_.is_ok()) error_ = invalid_argument("builder: " + message);
+}
+
+bool GraphBuilder::check_ref(TensorRef t, const std::string& where) {
+  if (t.index >= 0 && t.index < static_cast<int>(graph_.tensors.size())) return true;
+  fail(where + ": refers to a missing tensor (#" + std::to_string(t.index) + ")");
+  return false;
+}
+
+TensorRef GraphBuilder::tensor(const std::string& name, const std::vector<DimArg>& dims, Layout layout,
+                               std::optional<DataType> dtype) {
+  if (graph_.find_tensor(name) >= 0) {
+    fail("tensor '" + name + "' is declared twice");
+    return TensorRef{};
+  }
+  TensorDesc t;
+  t.name = name;
+  for (const DimArg& d : dims) t.dims.push_back(Dim{d.value, d.symbol});
+  t.layout = layout;
+  t.dtype = dtype;
+  graph_.tensors.push_back(t);
+  return TensorRef{static_cast<int>(graph_.tensors.size()) - 1};
+}
+
+TensorRef GraphBuilder::tensor_strided(const std::string& name, const std::vector<DimArg>& dims,
+                                       std::vector<int64_t> strides, std::optional<DataType> dtype) {
+  TensorRef r = tensor(name, dims, Layout::kExplicit, dtype);
+  if (r.index >= 0) graph_.tensors[r.index].strides = std::move(strides);
+  return r;
+}
+
+TensorRef GraphBuilder::scalar(const std::string& name, double value, std::optional<DataType> dtype, size_t rank) {
+  TensorRef r = tensor(name, std::vector<DimArg>(rank, DimArg(1)), Layout::kRowMajor, dtype);
+  if (r.index >= 0) {
+    graph_.tensors[r.index].by_value = true;
+    graph_.tensors[r.index].value = value;
+  }
+  return r;
+}
+
+TensorRef GraphBuilder::add_node(Node node, const std::vector<TensorRef>& inputs, std::string out) {
+  for (const Node& n : graph_.nodes)
+    if (n.name == node.name) {
+      fail("node '" + node.name + "' is declared twice");
+      return TensorRef{};
+    }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!check_ref(inputs[i], "node '" + node.name + "': input " + std::to_string(i))) return TensorRef{};
+    node.inputs.push_back(inputs[i].index);
+  }
+  if (out.empty()) out = node.name;
+  int t = graph_.find_tensor(out);
+  if (t < 0) {
+    TensorDesc d;
+    d.name = out;
+    graph_.tensors.push_back(d);
+    t = static_cast<int>(graph_.tensors.size()) - 1;
+  }
+  node.outputs.push_back(t);
+  graph_.nodes.push_back(std::move(node));
+  return TensorRef{t};
+}
+
+namespace {
+Node make_node(const std::string& name, OpKind op) {
+  Node n;
+  n.name = name;
+  n.op = op;
+  return n;
+}
+}  // namespace
+
+TensorRef GraphBuilder::conv_fprop(const std::string& name, TensorRef x, TensorRef w, const ConvOptions& o,
+                                   std::string out) {
+  Node n = make_node(name, OpKind::kConvFprop);
+  n.conv = o.attrs;
+  return add_node(std::move(n), {x, w}, std::move(out));
+}
+TensorRef GraphBuilder::conv_dgrad(const std::string& name, TensorRef dy, TensorRef w, const ConvOptions& o,
+                                   std::string out) {
+  Node n = make_node(name, OpKind::kConvDgrad);
+  n.conv = o.attrs;
+  return add_node(std::move(n), {dy, w}, std::move(out));
+}
+TensorRef GraphBuilder::conv_wgrad(const std::string& name, TensorRef x, TensorRef dy, const ConvOptions& o,
+                                   std::string out) {
+  Node n = make_node(name, OpKind::kConvWgrad);
+  n.conv = o.attrs;
+  return add_node(std::move(n), {x, dy}, std::move(out));
+}
+TensorRef GraphBuilder::matmul(const std::string& name, TensorRef a, TensorRef b, std::string out) {
+  return add_node(make_node(name, OpKind::kMatmul), {a, b}, std::move(out));
+}
+TensorRef GraphBuilder::pointwise(const std::string& name, PointwiseMode mode, TensorRef a, TensorRef b,
+                                  std::string out) {
+  Node n = make_node(name, OpKind::kPointwise);
+  n.pointwise.mode = mode;
+  if (pointwise_is_unary(mode)) return add_node(std::move(n), {a}, std::move(out));
+  return add_node(std::move(n), {a, b}, std::move(out));
+}
+TensorRef GraphBuilder::bias_add(const std::string& name, TensorRef x, TensorRef bias, std::string out) {
+  return pointwise(name, PointwiseMode::kBiasAdd, x, bias, std::move(out));
+}
+TensorRef GraphBuilder::scale(const std::string& name, TensorRef x, TensorRef s, std::string out) {
+  return pointwise(name, PointwiseMode::kScale, x, s, std::move(out));
+}
+TensorRef GraphBuilder::relu(const std::string& name, TensorRef x, std::string out) {
+  return pointwise(name, PointwiseMode::kRelu, x, {}, std::move(out));
+}
+TensorRef GraphBuilder::gelu(const std::string& name, TensorRef x, std::string out) {
+  return pointwise(name, PointwiseMode::kGeluErf, x, {}, std::move(out));
+}
+TensorRef GraphBuilder::reduce(const std::string& name, ReductionMode mode, TensorRef x, std::vector<int> axes,
+                               std::string out) {
+  Node n = make_node(name, OpKind::kReduction);
+  n.reduction.mode = mode;
+  n.reduction.axes = std::move(axes);
+  return add_node(std::move(n), {x}, std::move(out));
+}
+TensorRef GraphBuilder::layer_norm(const std::string& name, TensorRef x, TensorRef scale, TensorRef bias,
+                                   double epsilon, std::string out) {
+  Node n = make_node(name, OpKind::kLayerNorm);
+  n.norm.epsilon = epsilon;
+  return add_node(std::move(n), {x, scale, bias}, std::move(out));
+}
+TensorRef GraphBuilder::rms_norm(const std::string& name, TensorRef x, TensorRef scale, double epsilon,
+                                 std::string out) {
+  Node n = make_node(name, OpKind::kRmsNorm);
+  n.norm.epsilon = epsilon;
+  return add_node(std::move(n), {x, scale}, std::move(out));
+}
+TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, bool causal,
+                             std::optional<double> attn_scale, std::string out) {
+  Node n = make_node(name, OpKind::kSdpa);
+  n.sdpa.causal = causal;
+  n.sdpa.attn_scale = attn_scale;
+  return add_node(std::move(n), {q, k, v}, std::move(out));
+}
+
+GraphBuilder& GraphBuilder::set_dtype(TensorRef t, DataType dtype) {
+  if (check_ref(t, "set_dtype")) graph_.tensors[t.index].dtype = dtype;
+  return *this;
+}
+GraphBuilder& GraphBuilder::set_layout(TensorRef t, Layout layout) {
+  if (check_ref(t, "set_layout")) graph_.tensors[t.index].layout = layout;
+  return *this;
+}
+GraphBuilder& GraphBuilder::set_compute_dtype(TensorRef t, DataType dtype) {
+  if (!check_ref(t, "set_compute_dtype")) return *this;
+  int p = graph_.producer(t.index);
+  if (p < 0) {
+    fail("set_compute_dtype: tensor '" + graph_.tensors[t.index].name + "' is not written by a node");
+    return *this;
+  }
+  graph_.nodes[p].compute_dtype = dtype;
+  return *this;
+}
+GraphBuilder& GraphBuilder::output(TensorRef t) {
+  if (check_ref(t, "output")) graph_.outputs.push_back(t.index);
+  return *this;
+}
+
+StatusOr<Graph> GraphBuilder::build(const ValidateOptions& options) const {
+  if (!error_.is_ok()) return error_;
+  Graph g = graph_;
+  Status s = validate_graph(g, options);
+  if (!s.is_ok()) return s.with_context("builder" + (g.name.empty() ? std::string() : " '" + g.name + "'"));
+  return g;
+}
+
+}  // namespace kiln

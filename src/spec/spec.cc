@@ -1,0 +1,363 @@
+// JSON spec parser (docs/spec.md). nlohmann::json may throw: every call into it happens inside
+// parse_spec_string's try block, and typed access goes through the checked getters below.
+#include "kiln/spec.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "spec/op_table.h"
+
+namespace kiln {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const char* json_type(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::number_float: return "a number with a fraction";
+    default: return "a number";
+  }
+}
+
+// `where` prefixes each message ("tensor 'x': attribute 'dims'").
+Status type_error(const std::string& where, const char* expected, const Json& j) {
+  return invalid_argument(where + ": expected " + expected + ", got " + json_type(j));
+}
+
+Status get_int(const Json& j, const std::string& where, int64_t* out) {
+  if (j.is_number_unsigned()) {
+    uint64_t u = j.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return invalid_argument(where + ": " + std::to_string(u) + " is too large");
+    *out = static_cast<int64_t>(u);
+    return Status::ok();
+  }
+  if (j.is_number_integer()) {
+    *out = j.get<int64_t>();
+    return Status::ok();
+  }
+  return type_error(where, "an integer", j);
+}
+
+Status get_number(const Json& j, const std::string& where, double* out) {
+  if (!j.is_number()) return type_error(where, "a number", j);
+  *out = j.get<double>();
+  if (!std::isfinite(*out)) return invalid_argument(where + ": must be finite");
+  return Status::ok();
+}
+
+Status get_string(const Json& j, const std::string& where, std::string* out) {
+  if (!j.is_string()) return type_error(where, "a string", j);
+  *out = j.get<std::string>();
+  return Status::ok();
+}
+
+// An integer or an array of integers.
+Status get_int_list(const Json& j, const std::string& where, std::vector<int64_t>* out) {
+  out->clear();
+  if (!j.is_array()) {
+    int64_t v;
+    if (!j.is_number()) return type_error(where, "an integer or an array of integers", j);
+    KILN_RETURN_IF_ERROR(get_int(j, where, &v));
+    out->push_back(v);
+    return Status::ok();
+  }
+  for (size_t i = 0; i < j.size(); ++i) {
+    int64_t v;
+    KILN_RETURN_IF_ERROR(get_int(j[i], where + "[" + std::to_string(i) + "]", &v));
+    out->push_back(v);
+  }
+  return Status::ok();
+}
+
+Status get_dtype(const Json& j, const std::string& where, DataType* out) {
+  std::string s;
+  KILN_RETURN_IF_ERROR(get_string(j, where, &s));
+  StatusOr<DataType> t = parse_dtype(s);
+  if (!t.is_ok()) return invalid_argument(where + ": " + t.status().message());
+  *out = *t;
+  return Status::ok();
+}
+
+Status check_keys(const Json& obj, const std::string& where, const std::set<std::string>& allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (!allowed.count(it.key())) {
+      std::string list;
+      for (const std::string& k : allowed) list += (list.empty() ? "" : ", ") + k;
+      return invalid_argument(where + ": unknown key '" + it.key() + "' (expected one of: " + list + ")");
+    }
+  return Status::ok();
+}
+
+Status parse_tensor(const std::string& name, const Json& j, TensorDesc* t) {
+  std::string where = "tensor '" + name + "'";
+  if (!j.is_object()) return type_error(where, "an object", j);
+  KILN_RETURN_IF_ERROR(check_keys(j, where, {"dims", "layout", "strides", "dtype", "value"}));
+  t->name = name;
+  if (j.contains("dims")) {
+    const Json& d = j["dims"];
+    std::string dw = where + ": attribute 'dims'";
+    if (!d.is_array()) return type_error(dw, "an array of integers and dynamic dim names", d);
+    if (d.empty()) return invalid_argument(dw + ": must not be empty");
+    for (size_t i = 0; i < d.size(); ++i) {
+      std::string iw = dw + "[" + std::to_string(i) + "]";
+      Dim dim;
+      if (d[i].is_string()) {
+        dim.symbol = d[i].get<std::string>();
+        if (dim.symbol.empty()) return invalid_argument(iw + ": empty dynamic dim name");
+      } else if (d[i].is_number()) {
+        KILN_RETURN_IF_ERROR(get_int(d[i], iw, &dim.value));
+      } else {
+        return type_error(iw, "an integer or a dynamic dim name", d[i]);
+      }
+      t->dims.push_back(dim);
+    }
+  }
+  if (j.contains("layout") && j.contains("strides"))
+    return invalid_argument(where + ": give 'layout' or 'strides', not both");
+  if (j.contains("layout")) {
+    std::string s;
+    KILN_RETURN_IF_ERROR(get_string(j["layout"], where + ": attribute 'layout'", &s));
+    if (s == "row_major") t->layout = Layout::kRowMajor;
+    else if (s == "NCHW") t->layout = Layout::kNCHW;
+    else if (s == "NHWC") t->layout = Layout::kNHWC;
+    else return invalid_argument(where + ": attribute 'layout': unknown layout '" + s + "' (expected row_major, NCHW or NHWC)");
+  }
+  if (j.contains("strides")) {
+    const Json& s = j["strides"];
+    if (!s.is_array()) return type_error(where + ": attribute 'strides'", "an array of integers", s);
+    KILN_RETURN_IF_ERROR(get_int_list(s, where + ": attribute 'strides'", &t->strides));
+    t->layout = Layout::kExplicit;
+  }
+  if (j.contains("dtype")) {
+    DataType dt;
+    KILN_RETURN_IF_ERROR(get_dtype(j["dtype"], where + ": attribute 'dtype'", &dt));
+    t->dtype = dt;
+  }
+  if (j.contains("value")) {
+    KILN_RETURN_IF_ERROR(get_number(j["value"], where + ": attribute 'value'", &t->value));
+    t->by_value = true;
+  }
+  return Status::ok();
+}
+
+// Looks a tensor up by name, creating it (dims to be inferred) when `create` is set.
+int tensor_index(Graph& g, std::map<std::string, int>& index, const std::string& name, bool create) {
+  auto it = index.find(name);
+  if (it != index.end()) return it->second;
+  if (!create) return -1;
+  TensorDesc t;
+  t.name = name;
+  g.tensors.push_back(t);
+  index[name] = static_cast<int>(g.tensors.size()) - 1;
+  return index[name];
+}
+
+Status parse_node_attrs(const Json& j, const std::string& where, Node* n) {
+  std::set<std::string> allowed = {"name", "op", "inputs", "outputs", "compute_dtype"};
+  switch (n->op) {
+    case OpKind::kConvFprop:
+    case OpKind::kConvDgrad:
+    case OpKind::kConvWgrad:
+      allowed.insert({"padding", "pre_padding", "post_padding", "stride", "dilation", "groups"});
+      break;
+    case OpKind::kReduction: allowed.insert("axes"); break;
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: allowed.insert("epsilon"); break;
+    case OpKind::kSdpa: allowed.insert({"causal", "attn_scale"}); break;
+    default: break;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!allowed.count(it.key())) {
+      bool known = it.key() == "padding" || it.key() == "pre_padding" || it.key() == "post_padding" ||
+                   it.key() == "stride" || it.key() == "dilation" || it.key() == "groups" || it.key() == "axes" ||
+                   it.key() == "epsilon" || it.key() == "causal" || it.key() == "attn_scale";
+      return invalid_argument(where + ": " + (known ? "attribute '" + it.key() + "' does not apply to this op"
+                                                     : "unknown key '" + it.key() + "'"));
+    }
+  auto attr = [&](const char* key) { return where + ": attribute '" + key + "'"; };
+  if (j.contains("compute_dtype")) {
+    DataType dt;
+    KILN_RETURN_IF_ERROR(get_dtype(j["compute_dtype"], attr("compute_dtype"), &dt));
+    n->compute_dtype = dt;
+  }
+  if (j.contains("padding")) {
+    if (j.contains("pre_padding") || j.contains("post_padding"))
+      return invalid_argument(attr("padding") + ": give 'padding' or 'pre_padding'/'post_padding', not both");
+    KILN_RETURN_IF_ERROR(get_int_list(j["padding"], attr("padding"), &n->conv.pre_padding));
+    n->conv.post_padding = n->conv.pre_padding;
+  }
+  if (j.contains("pre_padding")) KILN_RETURN_IF_ERROR(get_int_list(j["pre_padding"], attr("pre_padding"), &n->conv.pre_padding));
+  if (j.contains("post_padding")) KILN_RETURN_IF_ERROR(get_int_list(j["post_padding"], attr("post_padding"), &n->conv.post_padding));
+  if (j.contains("stride")) KILN_RETURN_IF_ERROR(get_int_list(j["stride"], attr("stride"), &n->conv.stride));
+  if (j.contains("dilation")) KILN_RETURN_IF_ERROR(get_int_list(j["dilation"], attr("dilation"), &n->conv.dilation));
+  if (j.contains("groups")) KILN_RETURN_IF_ERROR(get_int(j["groups"], attr("groups"), &n->conv.groups));
+  if (j.contains("axes")) {
+    std::vector<int64_t> axes;
+    KILN_RETURN_IF_ERROR(get_int_list(j["axes"], attr("axes"), &axes));
+    if (j["axes"].is_array() && axes.empty()) return invalid_argument(attr("axes") + ": must not be empty (omit it to reduce every axis)");
+    for (int64_t a : axes) {
+      if (a < -64 || a > 64) return invalid_argument(attr("axes") + ": axis " + std::to_string(a) + " is out of range");
+      n->reduction.axes.push_back(static_cast<int>(a));
+    }
+  }
+  if (j.contains("epsilon")) KILN_RETURN_IF_ERROR(get_number(j["epsilon"], attr("epsilon"), &n->norm.epsilon));
+  if (j.contains("causal")) {
+    if (!j["causal"].is_boolean()) return type_error(attr("causal"), "true or false", j["causal"]);
+    n->sdpa.causal = j["causal"].get<bool>();
+  }
+  if (j.contains("attn_scale")) {
+    double s;
+    KILN_RETURN_IF_ERROR(get_number(j["attn_scale"], attr("attn_scale"), &s));
+    n->sdpa.attn_scale = s;
+  }
+  return Status::ok();
+}
+
+Status parse_names(const Json& j, const std::string& where, std::vector<std::string>* out) {
+  if (!j.is_array()) return type_error(where, "an array of tensor names", j);
+  for (size_t i = 0; i < j.size(); ++i) {
+    std::string s;
+    KILN_RETURN_IF_ERROR(get_string(j[i], where + "[" + std::to_string(i) + "]", &s));
+    out->push_back(s);
+  }
+  return Status::ok();
+}
+
+Status parse_document(const Json& doc, Graph* g) {
+  if (!doc.is_object()) return type_error("spec", "an object", doc);
+  KILN_RETURN_IF_ERROR(check_keys(doc, "spec", {"name", "description", "io_dtype", "intermediate_dtype",
+                                                 "compute_dtype", "dynamic", "tensors", "nodes", "outputs"}));
+  for (const char* k : {"tensors", "nodes", "outputs"})
+    if (!doc.contains(k)) return invalid_argument(std::string("spec: missing key '") + k + "'");
+  if (doc.contains("name")) KILN_RETURN_IF_ERROR(get_string(doc["name"], "spec: key 'name'", &g->name));
+  if (doc.contains("description")) {
+    std::string unused;
+    KILN_RETURN_IF_ERROR(get_string(doc["description"], "spec: key 'description'", &unused));
+  }
+  if (doc.contains("io_dtype")) KILN_RETURN_IF_ERROR(get_dtype(doc["io_dtype"], "spec: key 'io_dtype'", &g->io_dtype));
+  if (doc.contains("intermediate_dtype"))
+    KILN_RETURN_IF_ERROR(get_dtype(doc["intermediate_dtype"], "spec: key 'intermediate_dtype'", &g->intermediate_dtype));
+  if (doc.contains("compute_dtype"))
+    KILN_RETURN_IF_ERROR(get_dtype(doc["compute_dtype"], "spec: key 'compute_dtype'", &g->compute_dtype));
+  if (doc.contains("dynamic")) {
+    const Json& d = doc["dynamic"];
+    if (!d.is_object()) return type_error("spec: key 'dynamic'", "an object of name: value", d);
+    for (auto it = d.begin(); it != d.end(); ++it) {
+      int64_t v;
+      KILN_RETURN_IF_ERROR(get_int(it.value(), "dynamic dim '" + it.key() + "'", &v));
+      if (it.key().empty()) return invalid_argument("spec: key 'dynamic': empty dynamic dim name");
+      g->dynamic_dims[it.key()] = v;
+    }
+  }
+
+  std::map<std::string, int> index;
+  const Json& tensors = doc["tensors"];
+  if (!tensors.is_object()) return type_error("spec: key 'tensors'", "an object of name: tensor", tensors);
+  for (auto it = tensors.begin(); it != tensors.end(); ++it) {
+    if (it.key().empty()) return invalid_argument("spec: key 'tensors': empty tensor name");
+    TensorDesc t;
+    KILN_RETURN_IF_ERROR(parse_tensor(it.key(), it.value(), &t));
+    g->tensors.push_back(t);
+    index[it.key()] = static_cast<int>(g->tensors.size()) - 1;
+  }
+
+  const Json& nodes = doc["nodes"];
+  if (!nodes.is_array()) return type_error("spec: key 'nodes'", "an array of nodes", nodes);
+  // First pass: names, ops and outputs (so that a node may read a tensor written by a later one).
+  std::vector<std::vector<std::string>> inputs(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Json& j = nodes[i];
+    std::string where = "nodes[" + std::to_string(i) + "]";
+    if (!j.is_object()) return type_error(where, "an object", j);
+    Node n;
+    n.name = where;
+    if (j.contains("name")) {
+      KILN_RETURN_IF_ERROR(get_string(j["name"], where + ": key 'name'", &n.name));
+      if (n.name.empty()) return invalid_argument(where + ": key 'name': must not be empty");
+      where = "node '" + n.name + "'";
+    }
+    if (!j.contains("op")) return invalid_argument(where + ": missing key 'op'");
+    std::string op;
+    KILN_RETURN_IF_ERROR(get_string(j["op"], where + ": key 'op'", &op));
+    const spec_internal::OpInfo* info = spec_internal::find_op(op);
+    if (!info) return invalid_argument(where + ": unknown op '" + op + "' (see docs/spec.md for the op table)");
+    n.op = info->kind;
+    n.pointwise.mode = info->pointwise;
+    n.reduction.mode = info->reduction;
+    where += " (" + std::string(info->name) + ")";
+    KILN_RETURN_IF_ERROR(parse_node_attrs(j, where, &n));
+    if (!j.contains("inputs")) return invalid_argument(where + ": missing key 'inputs'");
+    if (!j.contains("outputs")) return invalid_argument(where + ": missing key 'outputs'");
+    KILN_RETURN_IF_ERROR(parse_names(j["inputs"], where + ": key 'inputs'", &inputs[i]));
+    std::vector<std::string> outs;
+    KILN_RETURN_IF_ERROR(parse_names(j["outputs"], where + ": key 'outputs'", &outs));
+    for (const std::string& o : outs) {
+      if (o.empty()) return invalid_argument(where + ": key 'outputs': empty tensor name");
+      n.outputs.push_back(tensor_index(*g, index, o, /*create=*/true));
+    }
+    g->nodes.push_back(n);
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = g->nodes[i];
+    for (const std::string& in : inputs[i]) {
+      int t = tensor_index(*g, index, in, /*create=*/false);
+      if (t < 0)
+        return invalid_argument("node '" + n.name + "' (" + spec_internal::find_op(nodes[i]["op"].get<std::string>())->name +
+                                "): input '" + in + "' is not a declared tensor or a node output");
+      n.inputs.push_back(t);
+    }
+  }
+
+  std::vector<std::string> outs;
+  KILN_RETURN_IF_ERROR(parse_names(doc["outputs"], "spec: key 'outputs'", &outs));
+  for (const std::string& o : outs) {
+    int t = tensor_index(*g, index, o, /*create=*/false);
+    if (t < 0) return invalid_argument("output '" + o + "' is not a declared tensor or a node output");
+    g->outputs.push_back(t);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& source_name,
+                                  const ValidateOptions& options) {
+  try {
+    Json doc;
+    try {
+      doc = Json::parse(text);
+    } catch (const Json::parse_error& e) {
+      return invalid_argument(source_name + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+    }
+    Graph g;
+    Status s = parse_document(doc, &g);
+    if (!s.is_ok()) return s.with_context(source_name);
+    s = validate_graph(g, options);
+    if (!s.is_ok()) return s.with_context(source_name);
+    return g;
+  } catch (const std::exception& e) {
+    return internal_error(source_name + ": unexpected error while reading the spec: " + e.what());
+  }
+}
+
+StatusOr<Graph> parse_spec_file(const std::string& path, const ValidateOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path + ": cannot open spec file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return not_found(path + ": cannot read spec file");
+  return parse_spec_string(text.str(), path, options);
+}
+
+}  // namespace kiln

@@ -1,0 +1,326 @@
+// Specs: every op parses, validates and infers; every bad-spec kind gets a message naming the file and
+// the node, tensor or attribute at fault.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "graph/graph_test_util.h"
+#include "kiln/spec.h"
+
+namespace kiln {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// A one-node spec: tensors (inputs with dims), one node, output "y".
+Json one_node(const Json& tensors, const std::string& op, const Json& inputs, const Json& attrs = Json::object()) {
+  Json node = {{"name", "n1"}, {"op", op}, {"inputs", inputs}, {"outputs", {"y"}}};
+  for (auto it = attrs.begin(); it != attrs.end(); ++it) node[it.key()] = it.value();
+  return {{"name", "t"}, {"tensors", tensors}, {"nodes", {node}}, {"outputs", {"y"}}};
+}
+
+StatusOr<Graph> parse(const Json& j, const ValidateOptions& o = {}) { return parse_spec_string(j.dump(), "t.json", o); }
+
+std::vector<int64_t> out_shape(const StatusOr<Graph>& g, const std::string& name = "y") {
+  if (!g.is_ok()) {
+    ADD_FAILURE() << g.status().message();
+    return {};
+  }
+  return g->tensors[g->find_tensor(name)].shape();
+}
+
+Json t(std::vector<int64_t> dims, const std::string& dtype = "") {
+  Json j = {{"dims", dims}};
+  if (!dtype.empty()) j["dtype"] = dtype;
+  return j;
+}
+
+using V = std::vector<int64_t>;
+
+// ---- every op infers ----
+
+TEST(SpecOps, ConvFprop) {
+  Json s = one_node({{"x", t({2, 8, 9, 9})}, {"w", t({16, 8, 3, 3})}}, "conv_fprop", {"x", "w"},
+                    {{"padding", {1, 1}}, {"stride", {2, 2}}});
+  EXPECT_EQ(out_shape(parse(s)), (V{2, 16, 5, 5}));
+  s = one_node({{"x", t({2, 8, 9, 9})}, {"w", t({16, 8, 3, 3})}}, "conv_fprop", {"x", "w"},
+               {{"dilation", 2}});  // one value for every spatial dim
+  EXPECT_EQ(out_shape(parse(s)), (V{2, 16, 5, 5}));
+  s = one_node({{"x", t({2, 8, 9, 9})}, {"w", t({16, 2, 3, 3})}}, "conv_fprop", {"x", "w"},
+               {{"groups", 4}, {"pre_padding", {1, 0}}, {"post_padding", {1, 0}}});
+  EXPECT_EQ(out_shape(parse(s)), (V{2, 16, 9, 7}));
+  s = one_node({{"x", t({2, 8, 4, 9, 9})}, {"w", t({16, 8, 1, 3, 3})}}, "conv_fprop", {"x", "w"});
+  EXPECT_EQ(out_shape(parse(s)), (V{2, 16, 4, 7, 7}));
+}
+
+TEST(SpecOps, ConvDgradAndWgrad) {
+  Json s = one_node({{"dy", t({2, 16, 5, 5})}, {"w", t({16, 8, 3, 3})}}, "conv_dgrad", {"dy", "w"},
+                    {{"padding", 1}, {"stride", 2}});
+  EXPECT_EQ(out_shape(parse(s)), (V{2, 8, 9, 9}));
+  s["tensors"]["y"] = t({2, 8, 10, 10});  // also maps onto 5x5 with stride 2
+  EXPECT_EQ(out_shape(parse(s)), (V{2, 8, 10, 10}));
+  s["tensors"]["y"] = t({2, 8, 12, 12});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: node 'n1' (conv_dgrad): output 'y': spatial dim 2 of 12",
+                   "input 'dy' has 5");
+  s = one_node({{"x", t({2, 8, 9, 9})}, {"dy", t({2, 16, 9, 9})}}, "conv_wgrad", {"x", "dy"}, {{"padding", 1}});
+  EXPECT_EQ(out_shape(parse(s)), (V{16, 8, 3, 3}));
+  s = one_node({{"x", t({2, 8, 9, 9})}, {"dy", t({2, 16, 5, 5})}, {"y", t({16, 8, 3, 3})}}, "conv_wgrad",
+               {"x", "dy"}, {{"padding", 1}, {"stride", 2}});
+  EXPECT_EQ(out_shape(parse(s)), (V{16, 8, 3, 3}));
+  s["tensors"]["dy"] = t({3, 16, 5, 5});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (conv_wgrad): input 'dy': batch 3 differs from input 'x' batch 2");
+}
+
+TEST(SpecOps, MatmulBroadcastsBatch) {
+  Json s = one_node({{"a", t({4, 1, 16, 32})}, {"b", t({1, 3, 32, 8})}}, "matmul", {"a", "b"});
+  EXPECT_EQ(out_shape(parse(s)), (V{4, 3, 16, 8}));
+  s = one_node({{"a", t({16, 32})}, {"b", t({5, 32, 8})}}, "matmul", {"a", "b"});
+  EXPECT_EQ(out_shape(parse(s)), (V{5, 16, 8}));
+}
+
+TEST(SpecOps, PointwiseAll) {
+  for (const char* op : {"relu", "gelu_erf", "gelu", "gelu_tanh", "silu", "swish", "sigmoid", "tanh", "exp", "identity"}) {
+    Json s = one_node({{"x", t({2, 3, 4})}}, op, {"x"});
+    EXPECT_EQ(out_shape(parse(s)), (V{2, 3, 4})) << op;
+  }
+  for (const char* op : {"add", "sub", "mul", "div", "min", "max"}) {
+    Json s = one_node({{"a", t({2, 1, 4})}, {"b", t({3, 1})}}, op, {"a", "b"});
+    EXPECT_EQ(out_shape(parse(s)), (V{2, 3, 4})) << op;
+  }
+  Json s = one_node({{"x", t({2, 3, 4})}, {"b", t({1, 3, 1})}}, "bias_add", {"x", "b"});
+  EXPECT_EQ(out_shape(parse(s)), (V{2, 3, 4}));
+  s = one_node({{"x", t({2, 3, 4})}, {"s", {{"value", 0.5}}}}, "scale", {"x", "s"});
+  StatusOr<Graph> g = parse(s);
+  EXPECT_EQ(out_shape(g), (V{2, 3, 4}));
+  EXPECT_TRUE(g->tensors[g->find_tensor("s")].by_value);
+  EXPECT_EQ(g->tensors[g->find_tensor("s")].value, 0.5);
+}
+
+TEST(SpecOps, Reductions) {
+  for (const char* op : {"reduce_sum", "reduce_max", "reduce_min", "reduce_amax"}) {
+    Json s = one_node({{"x", t({2, 3, 4})}}, op, {"x"}, {{"axes", {-1, 0}}});
+    StatusOr<Graph> g = parse(s);
+    EXPECT_EQ(out_shape(g), (V{1, 3, 1})) << op;
+    EXPECT_EQ(g->nodes[0].reduction.axes, (std::vector<int>{0, 2}));
+  }
+  Json s = one_node({{"x", t({2, 3, 4})}}, "reduce_amax", {"x"});  // every axis
+  EXPECT_EQ(out_shape(parse(s)), (V{1, 1, 1}));
+}
+
+TEST(SpecOps, Norms) {
+  Json s = one_node({{"x", t({8, 32, 1, 1})}, {"g", t({1, 32, 1, 1}, "fp32")}, {"b", t({1, 32, 1, 1}, "fp32")}},
+                    "layer_norm", {"x", "g", "b"}, {{"epsilon", 1e-6}});
+  StatusOr<Graph> g = parse(s);
+  EXPECT_EQ(out_shape(g), (V{8, 32, 1, 1}));
+  EXPECT_EQ(g->nodes[0].norm.epsilon, 1e-6);
+  s = one_node({{"x", t({8, 32})}, {"g", t({1, 32})}}, "rms_norm", {"x", "g"});
+  EXPECT_EQ(out_shape(parse(s)), (V{8, 32}));
+}
+
+TEST(SpecOps, Sdpa) {
+  Json s = one_node({{"q", t({2, 8, 128, 64})}, {"k", t({2, 2, 256, 64})}, {"v", t({2, 2, 256, 32})}}, "sdpa",
+                    {"q", "k", "v"}, {{"causal", true}, {"attn_scale", 0.125}});
+  s["io_dtype"] = "bf16";
+  StatusOr<Graph> g = parse(s, ValidateOptions{90});
+  EXPECT_EQ(out_shape(g), (V{2, 8, 128, 32}));
+  EXPECT_TRUE(g->nodes[0].sdpa.causal);
+  EXPECT_EQ(*g->nodes[0].sdpa.attn_scale, 0.125);
+}
+
+// ---- bad specs ----
+
+TEST(SpecErrors, ConvRankAndChannels) {
+  Json s = one_node({{"x", t({2, 8, 9, 9})}, {"w", t({16, 8, 3})}}, "conv_fprop", {"x", "w"});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: node 'n1' (conv_fprop): input 'w': rank 3, expected 4");
+  s = one_node({{"x", t({2, 8, 9, 9})}, {"w", t({16, 4, 3, 3})}}, "conv_fprop", {"x", "w"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (conv_fprop): input 'w': dim 1 is 4, expected 8");
+  s = one_node({{"x", t({2, 6, 9, 9})}, {"w", t({16, 2, 3, 3})}}, "conv_fprop", {"x", "w"}, {{"groups", 4}});
+  EXPECT_ERROR_HAS(parse(s).status(), "input 'x': channels 6 not divisible by attribute 'groups' 4");
+  s = one_node({{"x", t({2, 8, 2, 2})}, {"w", t({16, 8, 3, 3})}}, "conv_fprop", {"x", "w"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (conv_fprop): input 'w': filter extent 3", "does not fit");
+}
+
+TEST(SpecErrors, ConvAttributes) {
+  Json x = {{"x", t({2, 8, 9, 9})}, {"w", t({16, 8, 3, 3})}};
+  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"stride", {1, 1, 1}}})).status(),
+                   "node 'n1' (conv_fprop): attribute 'stride': 3 entries, expected 2");
+  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"stride", 0}})).status(),
+                   "attribute 'stride': [0,0] has a value below 1");
+  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"padding", -1}})).status(),
+                   "attribute 'pre_padding'", "below 0");
+  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"groups", 0}})).status(), "attribute 'groups'");
+  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"padding", 1}, {"pre_padding", 1}})).status(),
+                   "t.json: node 'n1' (conv_fprop): attribute 'padding': give 'padding' or");
+  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"stride", "2"}})).status(),
+                   "node 'n1' (conv_fprop): attribute 'stride': expected an integer or an array of integers, got a string");
+  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"epsilon", 1e-5}})).status(),
+                   "node 'n1' (conv_fprop): attribute 'epsilon' does not apply to this op");
+}
+
+TEST(SpecErrors, MatmulShapes) {
+  Json s = one_node({{"a", t({1, 16, 32})}, {"b", t({1, 16, 8})}}, "matmul", {"a", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (matmul): input 'b': inner dims differ", "K=32", "K=16");
+  s = one_node({{"a", t({2, 16, 32})}, {"b", t({3, 32, 8})}}, "matmul", {"a", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (matmul)", "do not broadcast");
+  s = one_node({{"a", t({32})}, {"b", t({32, 8})}}, "matmul", {"a", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (matmul): input 'a': rank 1, expected 2 to 8");
+}
+
+TEST(SpecErrors, Broadcast) {
+  Json s = one_node({{"a", t({2, 3})}, {"b", t({2, 4})}}, "add", {"a", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (add): input 'a' [2,3] and input 'b' [2,4] do not broadcast");
+  s = one_node({{"x", t({2, 3, 4})}, {"b", t({3, 1})}}, "bias_add", {"x", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (bias_add): input 'b': rank 2, expected 3");
+  s = one_node({{"x", t({2, 3, 4})}, {"b", t({1, 5, 1})}}, "bias_add", {"x", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (bias_add): input 'b': dim 1 is 5, expected 1 or 3");
+  s = one_node({{"x", t({2, 3})}, {"s", t({2})}}, "scale", {"x", "s"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (scale): input 's': a scale must be a scalar");
+}
+
+TEST(SpecErrors, ReductionAxes) {
+  Json s = one_node({{"x", t({2, 3})}}, "reduce_sum", {"x"}, {{"axes", {2}}});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (reduce_sum): attribute 'axes': axis 2 is out of range", "rank 2");
+  s = one_node({{"x", t({2, 3})}}, "reduce_sum", {"x"}, {{"axes", {1, -1}}});
+  EXPECT_ERROR_HAS(parse(s).status(), "attribute 'axes': axis 1 is listed twice");
+}
+
+TEST(SpecErrors, NormShapesAndEpsilon) {
+  Json s = one_node({{"x", t({8, 32, 1, 1})}, {"g", t({1, 16, 1, 1})}, {"b", t({1, 32, 1, 1})}}, "layer_norm",
+                    {"x", "g", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (layer_norm): input 'g': dims [1,16,1,1], expected [1,32,1,1]");
+  s = one_node({{"x", t({8, 32})}, {"g", t({1, 32})}}, "rms_norm", {"x", "g"}, {{"epsilon", 0}});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (rms_norm): attribute 'epsilon'", "must be positive");
+  s = one_node({{"x", t({8, 32}, "int8")}, {"g", t({1, 32})}}, "rms_norm", {"x", "g"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (rms_norm): input 'x': dtype int8 is not supported");
+}
+
+TEST(SpecErrors, SdpaDtypeShapeTarget) {
+  Json tensors = {{"q", t({1, 2, 16, 64})}, {"k", t({1, 2, 16, 64})}, {"v", t({1, 2, 16, 64})}};
+  Json s = one_node(tensors, "sdpa", {"q", "k", "v"});
+  s["io_dtype"] = "fp32";
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (sdpa): input 'q': dtype fp32 is not supported by sdpa");
+  s["io_dtype"] = "fp16";
+  EXPECT_TRUE(parse(s).is_ok());
+  Status st = parse(s, ValidateOptions{75}).status();
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_ERROR_HAS(st, "t.json: node 'n1' (sdpa): sdpa needs SM 8.0 or newer, target is SM 7.5");
+  s["tensors"]["k"] = t({1, 2, 16, 32});
+  EXPECT_ERROR_HAS(parse(s).status(), "input 'k': head dim 32 differs from input 'q' head dim 64");
+  s["tensors"]["k"] = t({1, 2, 16, 64}, "bf16");
+  EXPECT_ERROR_HAS(parse(s).status(), "input 'k': dtype bf16 differs from input 'q' (fp16)");
+  s["tensors"]["k"] = t({1, 2, 16});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (sdpa): input 'k': rank 3, expected 4");
+}
+
+TEST(SpecErrors, Fp8AndMixedDtypes) {
+  Json s = one_node({{"a", t({16, 32}, "fp8_e4m3")}, {"b", t({32, 8}, "fp8_e5m2")}}, "matmul", {"a", "b"});
+  s["tensors"]["y"] = {{"dtype", "bf16"}};
+  EXPECT_TRUE(parse(s).is_ok()) << parse(s).status().message();
+  s["tensors"]["y"] = {{"dtype", "fp8_e4m3"}};
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (matmul): output 'y': an fp8 matmul writes fp16, bf16 or fp32");
+  s["tensors"]["y"] = {{"dtype", "fp16"}};
+  s["nodes"][0]["compute_dtype"] = "fp16";
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (matmul): attribute 'compute_dtype': fp16 is not supported");
+  s = one_node({{"a", t({16, 32}, "fp16")}, {"b", t({32, 8}, "bf16")}}, "matmul", {"a", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "input 'a' is fp16 but input 'b' is bf16");
+  s = one_node({{"a", t({16, 32}, "int32")}, {"b", t({32, 8}, "int32")}}, "matmul", {"a", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (matmul): input 'a': dtype int32 is not supported by matmul");
+}
+
+TEST(SpecErrors, UnknownAndMissingNames) {
+  Json s = one_node({{"x", t({2, 3})}}, "relu", {"nope"});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: node 'n1' (relu): input 'nope' is not a declared tensor or a node output");
+  s = one_node({{"x", t({2, 3})}}, "frobnicate", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: node 'n1': unknown op 'frobnicate'");
+  s = one_node({{"x", t({2, 3})}}, "relu", {"x"});
+  s["outputs"] = {"z"};
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: output 'z' is not a declared tensor or a node output");
+  s = one_node({{"x", t({2, 3})}, {"extra", t({1})}}, "relu", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: tensor 'extra' is dangling");
+  s = one_node({{"x", {{"dims", {"batch", 3}}}}}, "relu", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: tensor 'x': dim 0 uses dynamic dim 'batch', which is not declared");
+  s = one_node({{"x", t({2, 0})}}, "relu", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: tensor 'x': dim 1 is 0; dims must be positive");
+}
+
+TEST(SpecErrors, UnknownKeysAreNamed) {
+  Json s = one_node({{"x", t({2, 3})}}, "relu", {"x"});
+  s["colour"] = "blue";
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: spec: unknown key 'colour'");
+  s = one_node({{"x", {{"dims", {2, 3}}, {"shape", {2, 3}}}}}, "relu", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: tensor 'x': unknown key 'shape'");
+  s = one_node({{"x", t({2, 3})}}, "relu", {"x"}, {{"alpha", 1}});
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: node 'n1' (relu): unknown key 'alpha'");
+  s = one_node({{"x", t({2, 3})}}, "relu", {"x"});
+  s.erase("nodes");
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: spec: missing key 'nodes'");
+}
+
+TEST(SpecErrors, TypesAndValues) {
+  Json s = one_node({{"x", {{"dims", {2, 3.5}}}}}, "relu", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': attribute 'dims'[1]: expected an integer, got a number with a fraction");
+  s = one_node({{"x", {{"dims", {2, 3}}, {"dtype", "fp64"}}}}, "relu", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': attribute 'dtype': unknown dtype 'fp64'");
+  s = one_node({{"x", {{"dims", {2, 3, 4}}, {"layout", "NWHC"}}}}, "relu", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': attribute 'layout': unknown layout 'NWHC'");
+  s = one_node({{"x", {{"dims", {2, 3}}, {"layout", "NCHW"}, {"strides", {3, 1}}}}}, "relu", {"x"});
+  EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': give 'layout' or 'strides', not both");
+  s = one_node({{"x", t({2, 3})}}, "sdpa", {"x"}, {{"causal", 1}});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (sdpa): attribute 'causal': expected true or false");
+  s = one_node({{"x", t({2, 3})}}, "relu", {"x"});
+  s["nodes"][0]["inputs"] = "x";
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (relu): key 'inputs': expected an array of tensor names");
+  s = one_node({{"x", t({2, 3})}}, "relu", {"x"});
+  s["tensors"]["x"]["dims"] = {2, 18446744073709551615ull};
+  EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': attribute 'dims'[1]: 18446744073709551615 is too large");
+}
+
+TEST(SpecErrors, MalformedJsonNamesTheByteAndLine) {
+  Status s = parse_spec_string("{\n  \"name\": \"x\",\n  \"tensors\": {,}\n}", "bad.json").status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_ERROR_HAS(s, "bad.json: malformed JSON at byte", "line 3");
+  EXPECT_ERROR_HAS(parse_spec_string("", "empty.json").status(), "empty.json: malformed JSON");
+  EXPECT_ERROR_HAS(parse_spec_string("[1,2]", "arr.json").status(), "arr.json: spec: expected an object, got an array");
+}
+
+TEST(SpecFile, MissingFileIsNotFound) {
+  Status s = parse_spec_file("/nonexistent/spec.json").status();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_ERROR_HAS(s, "/nonexistent/spec.json: cannot open spec file");
+}
+
+TEST(SpecFile, ForwardReferencesAndUndeclaredIntermediates) {
+  // Nodes in reverse order; the intermediate "h" is never declared.
+  Json s = {{"tensors", {{"x", t({4, 8})}}},
+            {"nodes", {{{"name", "b"}, {"op", "exp"}, {"inputs", {"h"}}, {"outputs", {"y"}}},
+                       {{"name", "a"}, {"op", "relu"}, {"inputs", {"x"}}, {"outputs", {"h"}}}}},
+            {"outputs", {"y"}}};
+  StatusOr<Graph> g = parse(s);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_EQ(out_shape(g), (V{4, 8}));
+  EXPECT_EQ(g->dtype_of(g->find_tensor("h")), DataType::kFloat32);
+}
+
+TEST(SpecExamples, AllExamplesValidate) {
+  for (const char* dir : {"/examples/", "/examples/small/"})
+    for (const char* name : {"conv_bias_relu", "matmul_bias_gelu", "matmul_amax", "layer_norm", "rms_norm",
+                             "sdpa_fwd", "conv_dgrad", "conv_wgrad"}) {
+      std::string path = std::string(KILN_SOURCE_DIR) + dir + name + ".json";
+      StatusOr<Graph> g = parse_spec_file(path, ValidateOptions{90});
+      EXPECT_TRUE(g.is_ok()) << g.status().message();
+    }
+  StatusOr<Graph> g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok());
+  EXPECT_EQ(out_shape(g), (V{32, 64, 56, 56}));
+  EXPECT_EQ(g->tensors[g->find_tensor("y")].strides, (V{64 * 56 * 56, 1, 56 * 64, 64}));
+  g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/matmul_amax.json");
+  ASSERT_TRUE(g.is_ok());
+  EXPECT_EQ(out_shape(g, "scale"), (V{1, 1, 1}));
+  EXPECT_EQ(g->dtype_of(g->find_tensor("scale")), DataType::kFloat32);
+  EXPECT_EQ(g->dtype_of(g->find_tensor("y")), DataType::kFloat16);
+}
+
+}  // namespace
+}  // namespace kiln
