@@ -1,0 +1,268 @@
+// Plan bundles: one SQLite file holding a JSON manifest and the records (docs/store.md "Bundles").
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "kiln/hash.h"
+#include "kiln/plan_store.h"
+#include "store/record_codec.h"
+#include "store/sqlite_util.h"
+
+namespace kiln {
+
+using store::DbPtr;
+using store::exec;
+using store::RowRead;
+using store::Stmt;
+using store::WriteTxn;
+
+namespace {
+
+constexpr const char* kBundleFormat = "kiln-plan-bundle";
+constexpr int kBundleVersion = 1;
+
+struct ManifestEntry {
+  std::string structure_sig, shape_key, fingerprint_key, checksum;
+};
+
+std::string entry_key(const std::string& sig, const std::string& shape, const std::string& fp) {
+  return sig + '\x1f' + shape + '\x1f' + fp;
+}
+
+// Covers every record through its checksum, in manifest order.
+std::string bundle_checksum(const std::vector<ManifestEntry>& entries) {
+  std::string canon = "kiln-plan-bundle/v1\n";
+  for (const auto& e : entries)
+    canon += e.structure_sig + '\t' + e.shape_key + '\t' + e.fingerprint_key + '\t' + e.checksum + '\n';
+  return stable_hash128_hex(canon);
+}
+
+std::string insert_sql(const char* table, const char* verb) {
+  return std::string(verb) + " INTO " + table + "(" + store::record_columns(true) +
+         ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)";
+}
+
+}  // namespace
+
+StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, const ExportOptions& options) {
+  namespace fs = std::filesystem;
+  std::string tmp = bundle_path + ".tmp-" + std::to_string(getpid());
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::path parent = fs::path(bundle_path).parent_path();
+  if (!parent.empty() && !fs::exists(parent, ec)) {
+    fs::create_directories(parent, ec);
+    if (ec) return unavailable("cannot create folder " + parent.string() + ": " + ec.message());
+  }
+
+  ExportReport out;
+  auto write = [&]() -> Status {
+    sqlite3* raw = nullptr;
+    int rc = sqlite3_open_v2(tmp.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    DbPtr bundle(raw);
+    if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot create bundle " + tmp);
+    KILN_RETURN_IF_ERROR(exec(raw, "PRAGMA journal_mode=DELETE"));
+    KILN_RETURN_IF_ERROR(exec(raw, "BEGIN"));
+    KILN_RETURN_IF_ERROR(exec(raw, "CREATE TABLE bundle_manifest(json TEXT NOT NULL)"));
+    KILN_RETURN_IF_ERROR(exec(raw, store::plans_table_sql("plans").c_str()));
+    KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(raw, insert_sql("plans", "INSERT")));
+
+    std::vector<ManifestEntry> entries;
+    std::map<std::string, EnvFingerprint> fingerprints;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) + " FROM plans" +
+                                                            store::kFilterWhere +
+                                                            " ORDER BY structure_sig, shape_key, fingerprint_key"));
+      store::bind_filter(st, options.filter);
+      while (true) {
+        KILN_ASSIGN_OR_RETURN(bool row, st.step());
+        if (!row) break;
+        RowRead r = store::read_record(st, 0, true);
+        std::string problem = store::record_problem(r);
+        if (!problem.empty())
+          return corruption("cannot export corrupt record " +
+                            store::record_name(r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key) +
+                            ": " + problem + " (run `kiln plans verify --quarantine`)");
+        store::bind_record(ins, 1, r.record);
+        KILN_RETURN_IF_ERROR(ins.run());
+        KILN_RETURN_IF_ERROR(ins.reset());
+        entries.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, r.record.checksum});
+        fingerprints.emplace(r.stored_fingerprint_key, r.record.fingerprint);
+      }
+    }
+
+    nlohmann::ordered_json m;
+    m["format"] = kBundleFormat;
+    m["bundle_version"] = kBundleVersion;
+    m["schema_version"] = kStoreSchemaVersion;
+    m["created_at"] = store::unix_now();
+    m["created_by"] = store::user_at_host();
+    m["record_count"] = entries.size();
+    nlohmann::ordered_json fps = nlohmann::ordered_json::array();
+    for (const auto& [key, f] : fingerprints) {
+      nlohmann::ordered_json e;
+      e["key"] = key;
+      e["fingerprint"] = nlohmann::ordered_json::parse(fingerprint_to_json(f), nullptr, false);
+      fps.push_back(e);
+      out.fingerprint_keys.push_back(key);
+    }
+    m["fingerprints"] = fps;
+    nlohmann::ordered_json recs = nlohmann::ordered_json::array();
+    for (const auto& e : entries)
+      recs.push_back({{"structure_sig", e.structure_sig},
+                      {"shape_key", e.shape_key},
+                      {"fingerprint_key", e.fingerprint_key},
+                      {"checksum", e.checksum}});
+    m["records"] = recs;
+    m["bundle_checksum"] = bundle_checksum(entries);
+    KILN_ASSIGN_OR_RETURN(Stmt man, Stmt::prepare(raw, "INSERT INTO bundle_manifest(json) VALUES (?1)"));
+    man.bind(1, m.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+    KILN_RETURN_IF_ERROR(man.run());
+    KILN_RETURN_IF_ERROR(exec(raw, "COMMIT"));
+    out.records = static_cast<int64_t>(entries.size());
+    return Status::ok();
+  };
+  Status s = write();
+  if (!s.is_ok()) {
+    fs::remove(tmp, ec);
+    return s.with_context("exporting to " + bundle_path);
+  }
+  fs::rename(tmp, bundle_path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return unavailable("cannot move the bundle into place at " + bundle_path + ": " + ec.message());
+  }
+  return out;
+}
+
+namespace {
+
+struct BundleContents {
+  std::vector<PlanRecord> records;
+};
+
+// Reads and checks a whole bundle; Corruption naming the bundle and the first bad record.
+StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidator& validator) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return not_found("bundle " + path + " does not exist");
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr);
+  DbPtr db(raw);
+  if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot open bundle " + path);
+  sqlite3_extended_result_codes(raw, 1);
+  const std::string what = "bundle " + path;
+
+  StatusOr<Stmt> mst = Stmt::prepare(raw, "SELECT json FROM bundle_manifest");
+  if (!mst.is_ok()) {
+    if (mst.status().message().find("not a database") != std::string::npos ||
+        mst.status().code() == StatusCode::kCorruption)
+      return corruption(what + " is not a Kiln plan bundle (not a SQLite file, or damaged)");
+    return corruption(what + " has no manifest (not a Kiln plan bundle): " + mst.status().message());
+  }
+  KILN_ASSIGN_OR_RETURN(bool has_row, mst->step());
+  if (!has_row) return corruption(what + ": the manifest is empty");
+  nlohmann::json m = nlohmann::json::parse(mst->text(0), nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.is_object()) return corruption(what + ": the manifest is not valid JSON");
+
+  std::vector<ManifestEntry> entries;
+  std::string declared_sum;
+  int64_t declared_count = -1;
+  try {
+    if (m.value("format", std::string()) != kBundleFormat) return corruption(what + ": not a Kiln plan bundle manifest");
+    int bv = m.at("bundle_version").get<int>();
+    if (bv > kBundleVersion)
+      return failed_precondition(what + " has bundle version " + std::to_string(bv) +
+                                 ", newer than this Kiln understands (" + std::to_string(kBundleVersion) + ")");
+    int sv = m.at("schema_version").get<int>();
+    if (sv > kStoreSchemaVersion)
+      return failed_precondition(what + " has store schema version " + std::to_string(sv) +
+                                 ", newer than this Kiln understands (" + std::to_string(kStoreSchemaVersion) + ")");
+    declared_count = m.at("record_count").get<int64_t>();
+    declared_sum = m.at("bundle_checksum").get<std::string>();
+    for (const auto& e : m.at("records"))
+      entries.push_back({e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(),
+                         e.at("fingerprint_key").get<std::string>(), e.at("checksum").get<std::string>()});
+  } catch (const std::exception& e) {
+    return corruption(what + ": malformed manifest: " + e.what());
+  }
+  if (declared_count != static_cast<int64_t>(entries.size()))
+    return corruption(what + ": the manifest says " + std::to_string(declared_count) + " records but lists " +
+                      std::to_string(entries.size()));
+  if (bundle_checksum(entries) != declared_sum) return corruption(what + ": the manifest's bundle checksum does not match");
+  std::map<std::string, std::string> listed;
+  for (const auto& e : entries) listed[entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)] = e.checksum;
+
+  BundleContents out;
+  std::set<std::string> seen;
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(raw, "SELECT " + store::record_columns(true) + " FROM plans"));
+  while (true) {
+    StatusOr<bool> row = st.step();
+    if (!row.is_ok()) return corruption(what + ": cannot read its records: " + row.status().message());
+    if (!*row) break;
+    RowRead r = store::read_record(st, 0, true);
+    std::string name = store::record_name(r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key);
+    std::string problem = store::record_problem(r);
+    if (!problem.empty()) return corruption(what + ": record " + name + ": " + problem);
+    std::string key = entry_key(r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key);
+    auto it = listed.find(key);
+    if (it == listed.end()) return corruption(what + ": record " + name + " is not in the manifest");
+    if (it->second != r.record.checksum)
+      return corruption(what + ": record " + name + ": checksum differs from the manifest's");
+    Status v = store::run_validator(validator, r.record);
+    if (!v.is_ok()) return corruption(what + ": record " + name + ": validator refused the plan: " + v.message());
+    seen.insert(key);
+    out.records.push_back(std::move(r.record));
+  }
+  for (const auto& e : entries)
+    if (!seen.count(entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)))
+      return corruption(what + ": record " + store::record_name(e.structure_sig, e.shape_key, e.fingerprint_key) +
+                        " is listed in the manifest but missing");
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, const ImportOptions& options) {
+  if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
+  KILN_ASSIGN_OR_RETURN(BundleContents bundle, read_bundle(bundle_path, options.validator));
+  ImportReport out;
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteTxn txn(db_);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  KILN_ASSIGN_OR_RETURN(Stmt find, Stmt::prepare(db_, "SELECT created_at, checksum FROM plans WHERE structure_sig=?1 "
+                                                          "AND shape_key=?2 AND fingerprint_key=?3"));
+  KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db_, insert_sql("plans", "INSERT OR REPLACE")));
+  for (const PlanRecord& r : bundle.records) {
+    if (options.current && !check_fingerprint(r.fingerprint, *options.current, options.policy).pass) {
+      ++out.skipped_stale;
+      continue;
+    }
+    find.bind(1, r.structure_sig).bind(2, r.shape_key).bind(3, r.fingerprint_key());
+    KILN_ASSIGN_OR_RETURN(bool exists, find.step());
+    int64_t existing_created = exists ? find.int64(0) : 0;
+    std::string existing_sum = exists ? find.text(1) : std::string();
+    KILN_RETURN_IF_ERROR(find.reset());
+    if (exists && existing_sum == r.checksum) {
+      ++out.unchanged;
+      continue;
+    }
+    if (exists && existing_created >= r.created_at) {
+      ++out.kept_newer;
+      continue;
+    }
+    store::bind_record(ins, 1, r);
+    KILN_RETURN_IF_ERROR(ins.run());
+    KILN_RETURN_IF_ERROR(ins.reset());
+    ++(exists ? out.replaced : out.imported);
+  }
+  KILN_RETURN_IF_ERROR(txn.commit());
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,223 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "kiln/plan_store.h"
+#include "store/store_test_util.h"
+
+namespace kiln {
+namespace {
+
+using store_test::h200;
+using store_test::make_record;
+using store_test::raw_sql;
+using store_test::TempDir;
+
+std::unique_ptr<PlanStore> open_store(const std::string& path) {
+  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+  return s.is_ok() ? std::move(s).value() : nullptr;
+}
+
+std::map<std::string, std::string> checksums(PlanStore& store) {
+  std::map<std::string, std::string> out;
+  StatusOr<std::vector<PlanSummary>> all = store.list();
+  EXPECT_TRUE(all.is_ok());
+  for (const PlanSummary& p : *all)
+    out[p.record.structure_sig + "|" + p.record.shape_key + "|" + p.record.fingerprint_key()] = p.record.checksum;
+  return out;
+}
+
+TEST(Bundle, ExportImportRoundTripsExactly) {
+  TempDir dir;
+  auto src = open_store(dir.file("src.db"));
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
+  EnvFingerprint other = h200();
+  other.cudnn_version = 91800;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(src->put(make_record(i, other)).is_ok());
+  PlanRecord empty_plan = make_record(99);
+  empty_plan.plan_bytes.clear();
+  empty_plan.stats.median_ms = -0.0;
+  ASSERT_TRUE(src->put(empty_plan).is_ok());
+
+  std::string bundle = dir.file("out/plans.kilnbundle");
+  StatusOr<ExportReport> ex = src->export_bundle(bundle);
+  ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+  EXPECT_EQ(ex->records, 16);
+  EXPECT_EQ(ex->fingerprint_keys.size(), 2u);
+  EXPECT_TRUE(std::filesystem::exists(bundle));
+  EXPECT_FALSE(std::filesystem::exists(bundle + "-journal"));
+
+  auto dst = open_store(dir.file("dst.db"));
+  StatusOr<ImportReport> im = dst->import_bundle(bundle);
+  ASSERT_TRUE(im.is_ok()) << im.status().to_string();
+  EXPECT_EQ(im->imported, 16);
+  EXPECT_EQ(checksums(*dst), checksums(*src));
+  EXPECT_TRUE(dst->verify()->problems.empty());
+  PlanRecord r = make_record(5);
+  StatusOr<LookupResult> got = dst->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok());
+  ASSERT_EQ(got->outcome, LookupOutcome::kHit);
+  EXPECT_EQ(got->record->plan_bytes, r.plan_bytes);
+
+  // Importing again changes nothing.
+  im = dst->import_bundle(bundle);
+  ASSERT_TRUE(im.is_ok());
+  EXPECT_EQ(im->unchanged, 16);
+  EXPECT_EQ(im->imported, 0);
+}
+
+TEST(Bundle, ImportKeepsNewerRecordsAndSkipsStaleOnRequest) {
+  TempDir dir;
+  auto src = open_store(dir.file("src.db"));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
+  EnvFingerprint other = h200();
+  other.gpu_name = "NVIDIA B200";
+  ASSERT_TRUE(src->put(make_record(10, other)).is_ok());
+  std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(src->export_bundle(bundle).is_ok());
+
+  auto dst = open_store(dir.file("dst.db"));
+  PlanRecord newer = make_record(0);
+  newer.engine_id = 77;
+  newer.created_at += 1000;
+  ASSERT_TRUE(dst->put(newer).is_ok());
+  PlanRecord older = make_record(1);
+  older.engine_id = 66;
+  older.created_at -= 1000;
+  ASSERT_TRUE(dst->put(older).is_ok());
+
+  ImportOptions o;
+  o.current = h200();
+  StatusOr<ImportReport> im = dst->import_bundle(bundle, o);
+  ASSERT_TRUE(im.is_ok()) << im.status().to_string();
+  EXPECT_EQ(im->kept_newer, 1);
+  EXPECT_EQ(im->replaced, 1);
+  EXPECT_EQ(im->imported, 2);
+  EXPECT_EQ(im->skipped_stale, 1);
+  PlanRecord r0 = make_record(0), r1 = make_record(1);
+  EXPECT_EQ(dst->get(r0.structure_sig, r0.shape_key, h200())->record->engine_id, 77);
+  EXPECT_EQ(dst->get(r1.structure_sig, r1.shape_key, h200())->record->engine_id, r1.engine_id);
+}
+
+TEST(Bundle, ExportWithFilter) {
+  TempDir dir;
+  auto src = open_store(dir.file("src.db"));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
+  ExportOptions o;
+  o.filter.structure_prefix = "sig2";
+  StatusOr<ExportReport> ex = src->export_bundle(dir.file("b"), o);
+  ASSERT_TRUE(ex.is_ok());
+  EXPECT_EQ(ex->records, 1);
+}
+
+TEST(Bundle, FlippedByteInABundleRecordIsRejectedByName) {
+  TempDir dir;
+  auto src = open_store(dir.file("src.db"));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
+  std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(src->export_bundle(bundle).is_ok());
+  PlanRecord victim = make_record(3);
+  store_test::flip_blob_byte(bundle, victim.structure_sig, 5);
+  auto dst = open_store(dir.file("dst.db"));
+  StatusOr<ImportReport> im = dst->import_bundle(bundle);
+  ASSERT_FALSE(im.is_ok());
+  EXPECT_EQ(im.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(im.status().message().find("record " + victim.structure_sig.substr(0, 12) + "/" + victim.shape_key),
+            std::string::npos)
+      << im.status().message();
+  EXPECT_NE(im.status().message().find("checksum mismatch"), std::string::npos) << im.status().message();
+  EXPECT_TRUE(dst->list()->empty());  // all or nothing
+}
+
+TEST(Bundle, RecordAndChecksumRewrittenTogetherIsCaughtByTheManifest) {
+  TempDir dir;
+  auto src = open_store(dir.file("src.db"));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
+  std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(src->export_bundle(bundle).is_ok());
+  // Forge a consistent record: change the engine and recompute its checksum.
+  PlanRecord forged = make_record(1);
+  forged.engine_id = 1234;
+  forged.kiln_schema_version = kStoreSchemaVersion;
+  std::string sum = compute_record_checksum(forged);
+  raw_sql(bundle, "UPDATE plans SET engine_id = 1234, checksum = '" + sum + "' WHERE structure_sig = '" +
+                      forged.structure_sig + "'");
+  auto dst = open_store(dir.file("dst.db"));
+  StatusOr<ImportReport> im = dst->import_bundle(bundle);
+  ASSERT_FALSE(im.is_ok());
+  EXPECT_EQ(im.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(im.status().message().find("differs from the manifest"), std::string::npos) << im.status().message();
+}
+
+TEST(Bundle, MissingRecordOrBadManifestIsCorruption) {
+  TempDir dir;
+  auto src = open_store(dir.file("src.db"));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
+  std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(src->export_bundle(bundle).is_ok());
+  std::filesystem::copy_file(bundle, dir.file("b2.kilnbundle"));
+  raw_sql(bundle, "DELETE FROM plans WHERE structure_sig LIKE 'sig2_%'");
+  auto dst = open_store(dir.file("dst.db"));
+  StatusOr<ImportReport> im = dst->import_bundle(bundle);
+  ASSERT_FALSE(im.is_ok());
+  EXPECT_NE(im.status().message().find("listed in the manifest but missing"), std::string::npos)
+      << im.status().message();
+
+  raw_sql(dir.file("b2.kilnbundle"), "UPDATE bundle_manifest SET json = replace(json, '\"record_count\": 3', "
+                                     "'\"record_count\": 4')");
+  im = dst->import_bundle(dir.file("b2.kilnbundle"));
+  ASSERT_FALSE(im.is_ok());
+  EXPECT_EQ(im.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(im.status().message().find("manifest says 4 records"), std::string::npos) << im.status().message();
+}
+
+TEST(Bundle, GarbageFileIsNotABundle) {
+  TempDir dir;
+  std::string bundle = dir.file("junk.kilnbundle");
+  {
+    std::ofstream f(bundle, std::ios::binary);
+    for (int i = 0; i < 1000; ++i) f << "garbage " << i;
+  }
+  auto dst = open_store(dir.file("dst.db"));
+  StatusOr<ImportReport> im = dst->import_bundle(bundle);
+  ASSERT_FALSE(im.is_ok());
+  EXPECT_EQ(im.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(im.status().message().find("not a Kiln plan bundle"), std::string::npos) << im.status().message();
+  // A plan store is not a bundle either.
+  im = dst->import_bundle(dir.file("dst.db"));
+  ASSERT_FALSE(im.is_ok());
+  EXPECT_EQ(im.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(dst->import_bundle(dir.file("nope")).status().code(), StatusCode::kNotFound);
+}
+
+TEST(Bundle, ValidatorCanRefuseAnImport) {
+  TempDir dir;
+  auto src = open_store(dir.file("src.db"));
+  ASSERT_TRUE(src->put(make_record(1)).is_ok());
+  std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(src->export_bundle(bundle).is_ok());
+  auto dst = open_store(dir.file("dst.db"));
+  ImportOptions o;
+  o.validator = [](const PlanRecord&) { return corruption("plan does not deserialize"); };
+  StatusOr<ImportReport> im = dst->import_bundle(bundle, o);
+  ASSERT_FALSE(im.is_ok());
+  EXPECT_NE(im.status().message().find("plan does not deserialize"), std::string::npos);
+}
+
+TEST(Bundle, ExportRefusesCorruptRecords) {
+  TempDir dir;
+  std::string path = dir.file("src.db");
+  auto src = open_store(path);
+  ASSERT_TRUE(src->put(make_record(1)).is_ok());
+  raw_sql(path, "UPDATE plans SET workspace_bytes = 5");
+  StatusOr<ExportReport> ex = src->export_bundle(dir.file("b"));
+  ASSERT_FALSE(ex.is_ok());
+  EXPECT_EQ(ex.status().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b")));
+}
+
+}  // namespace
+}  // namespace kiln

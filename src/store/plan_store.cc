@@ -1,0 +1,594 @@
+// PlanStore: opening, writing, looking up and maintaining the SQLite plan store. Bundles: bundle.cc.
+#include "kiln/plan_store.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "kiln/log.h"
+#include "store/record_codec.h"
+#include "store/sqlite_util.h"
+
+namespace kiln {
+
+namespace store {
+
+std::string user_at_host() {
+  const char* u = std::getenv("USER");
+  std::string user = u ? u : "";
+  if (user.empty())
+    if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_name) user = pw->pw_name;
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  return (user.empty() ? "unknown" : user) + "@" + (host[0] ? host : "unknown");
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace store
+
+using store::DbPtr;
+using store::exec;
+using store::RowRead;
+using store::Stmt;
+using store::WriteTxn;
+using store::unix_now;
+using store::user_at_host;
+
+namespace {
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::string home_dir() {
+  std::string h = env_or_empty("HOME");
+  if (!h.empty()) return h;
+  if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir) return pw->pw_dir;
+  return std::string();
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string quarantine_table_sql() {
+  return "CREATE TABLE IF NOT EXISTS quarantine(id INTEGER PRIMARY KEY AUTOINCREMENT, quarantined_at INTEGER, "
+         "reason TEXT, " +
+         store::record_columns(true) + ")";
+}
+
+// Runs a pragma that returns one row per message (quick_check, integrity_check): "ok" or the messages.
+StatusOr<std::string> check_pragma(sqlite3* db, const char* pragma) {
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, pragma));
+  std::vector<std::string> lines;
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    if (lines.size() < 10) lines.push_back(st.text(0));
+  }
+  return join(lines, "; ");
+}
+
+// Switching to WAL needs a moment alone with the file; another process opening at the same time makes it
+// report BUSY before the busy handler applies, so retry within the timeout.
+Status set_wal(sqlite3* db, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    StatusOr<Stmt> st = Stmt::prepare(db, "PRAGMA journal_mode=WAL");
+    Status s = st.status();
+    if (st.is_ok()) {
+      StatusOr<bool> row = st->step();
+      s = row.status();
+      if (row.is_ok()) {
+        std::string mode = *row ? st->text(0) : "";
+        if (mode == "wal") return Status::ok();
+        return unavailable("cannot switch to WAL mode (journal mode is '" + mode + "')");
+      }
+    }
+    if (s.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() > deadline) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Status init_schema(sqlite3* db, bool read_only) {
+  auto body = [db, read_only]() -> Status {
+    KILN_ASSIGN_OR_RETURN(Stmt tables, Stmt::prepare(db, "SELECT name FROM sqlite_master WHERE type='table'"));
+    std::vector<std::string> names;
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, tables.step());
+      if (!row) break;
+      std::string n = tables.text(0);
+      if (n.rfind("sqlite_", 0) != 0) names.push_back(n);
+    }
+    bool has_meta = std::find(names.begin(), names.end(), "meta") != names.end();
+    if (has_meta) {
+      KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT value FROM meta WHERE key='schema_version'"));
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) return corruption("the meta table has no schema_version");
+      std::string v = st.text(0);
+      char* end = nullptr;
+      long version = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0') return corruption("schema_version '" + v + "' is not a number");
+      if (version > kStoreSchemaVersion)
+        return failed_precondition("written with store schema version " + std::to_string(version) +
+                                   ", newer than this Kiln understands (" + std::to_string(kStoreSchemaVersion) +
+                                   "): upgrade Kiln or use another store (--store / $KILN_STORE)");
+      if (version < 1) return corruption("schema_version " + v + " is not valid");
+    } else if (!names.empty()) {
+      return invalid_argument("a SQLite database but not a Kiln plan store (tables: " + join(names, ", ") + ")");
+    } else if (read_only) {
+      return invalid_argument("not a Kiln plan store (empty database)");
+    }
+    if (read_only) return Status::ok();
+    KILN_RETURN_IF_ERROR(exec(db, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)"));
+    KILN_RETURN_IF_ERROR(exec(db, store::plans_table_sql("plans").c_str()));
+    KILN_RETURN_IF_ERROR(exec(db, quarantine_table_sql().c_str()));
+    if (!has_meta) {
+      KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
+      ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(kStoreSchemaVersion));
+      KILN_RETURN_IF_ERROR(ins.run());
+      KILN_RETURN_IF_ERROR(ins.reset());
+      ins.bind(1, std::string_view("created_at")).bind(2, std::to_string(unix_now()));
+      KILN_RETURN_IF_ERROR(ins.run());
+    }
+    return Status::ok();
+  };
+  if (read_only) return body();
+  WriteTxn txn(db);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  KILN_RETURN_IF_ERROR(body());
+  return txn.commit();
+}
+
+// Which of several records passing the policy to run: the exact environment first, then tuned plans,
+// then the newest.
+bool preferred(const RowRead& a, const RowRead& b, const std::string& current_key) {
+  bool ea = a.stored_fingerprint_key == current_key, eb = b.stored_fingerprint_key == current_key;
+  if (ea != eb) return ea;
+  if (a.record.tuned != b.record.tuned) return a.record.tuned;
+  return a.record.created_at > b.record.created_at;
+}
+
+// Evaluates the rows of one (structure, shape) against the environment.
+struct Evaluation {
+  std::optional<RowRead> hit;
+  std::optional<RowRead> stale;  // the closest stale record
+  FingerprintCheck stale_check;
+  int64_t stale_count = 0;
+  std::vector<std::pair<RowRead, std::string>> corrupt;
+};
+
+Evaluation evaluate(std::vector<RowRead> rows, const EnvFingerprint& current, const EnvPolicy& policy,
+                    const PlanValidator& validator) {
+  Evaluation ev;
+  std::string current_key = fingerprint_key(current);
+  std::vector<RowRead> passing;
+  for (RowRead& row : rows) {
+    std::string problem = store::record_problem(row);
+    if (!problem.empty()) {
+      ev.corrupt.emplace_back(std::move(row), problem);
+      continue;
+    }
+    FingerprintCheck c = check_fingerprint(row.record.fingerprint, current, policy);
+    if (row.record.kiln_schema_version > kStoreSchemaVersion) {
+      c.pass = false;
+      c.reasons.push_back("kiln_schema_version: recorded " + std::to_string(row.record.kiln_schema_version) +
+                          ", current " + std::to_string(kStoreSchemaVersion) + " (record from a newer Kiln)");
+    }
+    if (c.pass) {
+      passing.push_back(std::move(row));
+      continue;
+    }
+    ++ev.stale_count;
+    bool closer = !ev.stale || c.reasons.size() < ev.stale_check.reasons.size() ||
+                  (c.reasons.size() == ev.stale_check.reasons.size() &&
+                   row.record.created_at > ev.stale->record.created_at);
+    if (closer) {
+      ev.stale = std::move(row);
+      ev.stale_check = std::move(c);
+    }
+  }
+  std::sort(passing.begin(), passing.end(),
+            [&](const RowRead& a, const RowRead& b) { return preferred(a, b, current_key); });
+  for (RowRead& row : passing) {
+    Status v = store::run_validator(validator, row.record);
+    if (v.is_ok()) {
+      ev.hit = std::move(row);
+      break;
+    }
+    ev.corrupt.emplace_back(std::move(row), "validator refused the plan: " + v.message());
+  }
+  return ev;
+}
+
+}  // namespace
+
+std::string default_store_path() {
+  std::string p = env_or_empty("KILN_STORE");
+  if (!p.empty()) return p;
+  std::string xdg = env_or_empty("XDG_CACHE_HOME");
+  if (!xdg.empty()) return xdg + "/kiln/plans.db";
+  std::string home = home_dir();
+  if (!home.empty()) return home + "/.cache/kiln/plans.db";
+  return "kiln-plans.db";
+}
+
+PlanStore::PlanStore(std::string path, sqlite3* db, bool read_only)
+    : path_(std::move(path)), db_(db), read_only_(read_only) {}
+
+PlanStore::~PlanStore() { sqlite3_close_v2(db_); }
+
+StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
+  if (path.empty()) return invalid_argument("plan store path is empty");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (options.read_only) {
+    if (!fs::exists(path, ec)) return not_found("plan store " + path + " does not exist");
+  } else {
+    fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty() && !fs::exists(parent, ec)) {
+      fs::create_directories(parent, ec);
+      if (ec) return unavailable("cannot create folder " + parent.string() + " for the plan store: " + ec.message());
+    }
+  }
+  if (fs::is_directory(path, ec)) return invalid_argument("plan store " + path + " is a folder, not a file");
+
+  sqlite3* raw = nullptr;
+  int flags = (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+              SQLITE_OPEN_FULLMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  DbPtr db(raw);
+  if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot open plan store " + path);
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, options.busy_timeout_ms);
+
+  auto configure = [&]() -> Status {
+    if (!options.read_only) {
+      KILN_RETURN_IF_ERROR(set_wal(raw, options.busy_timeout_ms));
+      // WAL + NORMAL: a crash of the process never loses a committed write or damages the file; a power
+      // loss may lose the last commits but leaves the file consistent.
+      KILN_RETURN_IF_ERROR(exec(raw, "PRAGMA synchronous=NORMAL"));
+    }
+    if (options.quick_check) {
+      KILN_ASSIGN_OR_RETURN(std::string qc, check_pragma(raw, "PRAGMA quick_check"));
+      if (qc != "ok") return corruption("damaged database file (quick_check: " + qc + ")");
+    }
+    return init_schema(raw, options.read_only);
+  };
+  Status s = configure();
+  if (!s.is_ok()) {
+    if (s.code() == StatusCode::kCorruption && s.message().find("not a database") != std::string::npos)
+      return corruption("plan store " + path + " is not a SQLite database (damaged or another kind of file)");
+    return Status(s.code(), "plan store " + path + ": " + s.message());
+  }
+  return std::unique_ptr<PlanStore>(new PlanStore(path, db.release(), options.read_only));
+}
+
+StatusOr<PlanRecord> PlanStore::put(const PlanRecord& record) {
+  KILN_RETURN_IF_ERROR(store::validate_for_write(record));
+  if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
+  PlanRecord r = record;
+  if (r.tuned_by.empty()) r.tuned_by = user_at_host();
+  if (r.created_at == 0) r.created_at = unix_now();
+  r.kiln_schema_version = kStoreSchemaVersion;
+  r.checksum = compute_record_checksum(r);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteTxn txn(db_);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "INSERT OR REPLACE INTO plans(" + store::record_columns(true) +
+                                                        ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
+                                                        "?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)"));
+  store::bind_record(st, 1, r);
+  KILN_RETURN_IF_ERROR(st.run());
+  KILN_RETURN_IF_ERROR(txn.commit());
+  return r;
+}
+
+void PlanStore::quarantine_row(const std::string& structure_sig, const std::string& shape_key,
+                               const std::string& fingerprint_key, const std::string& stored_checksum,
+                               const std::string& reason) {
+  std::string name = store::record_name(structure_sig, shape_key, fingerprint_key);
+  if (read_only_) {
+    KILN_LOG(kWarn, "plan store " << path_ << ": corrupt record " << name << " (" << reason
+                                  << "); read-only, left in place");
+    return;
+  }
+  // Matches on the text of the stored values: a damaged row may hold other types.
+  const char* where =
+      " FROM plans WHERE IFNULL(CAST(structure_sig AS TEXT),'')=?3 AND IFNULL(CAST(shape_key AS TEXT),'')=?4"
+      " AND IFNULL(CAST(fingerprint_key AS TEXT),'')=?5 AND IFNULL(CAST(checksum AS TEXT),'')=?6";
+  auto move = [&]() -> StatusOr<int> {
+    WriteTxn txn(db_);
+    KILN_RETURN_IF_ERROR(txn.begin());
+    KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db_, "INSERT INTO quarantine(quarantined_at, reason, " +
+                                                           store::record_columns(true) + ") SELECT ?1, ?2, " +
+                                                           store::record_columns(true) + where));
+    ins.bind(1, unix_now()).bind(2, reason).bind(3, structure_sig).bind(4, shape_key).bind(5, fingerprint_key)
+        .bind(6, stored_checksum);
+    KILN_RETURN_IF_ERROR(ins.run());
+    int moved = sqlite3_changes(db_);
+    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, std::string("DELETE") + where));
+    del.bind(3, structure_sig).bind(4, shape_key).bind(5, fingerprint_key).bind(6, stored_checksum);
+    KILN_RETURN_IF_ERROR(del.run());
+    KILN_RETURN_IF_ERROR(txn.commit());
+    return moved;
+  };
+  StatusOr<int> moved = move();
+  if (!moved.is_ok()) {
+    KILN_LOG(kWarn, "plan store " << path_ << ": corrupt record " << name << " (" << reason
+                                  << "); could not quarantine it: " << moved.status().message());
+    return;
+  }
+  if (*moved > 0) {
+    counters_.quarantined += *moved;
+    KILN_LOG(kWarn, "plan store " << path_ << ": quarantined corrupt record " << name << ": " << reason);
+  }
+}
+
+StatusOr<LookupResult> PlanStore::get(const std::string& structure_sig, const std::string& shape_key,
+                                      const EnvFingerprint& current, const EnvPolicy& policy,
+                                      const PlanValidator& validator) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RowRead> rows;
+  {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+                                                          " FROM plans WHERE structure_sig=?1 AND shape_key=?2"));
+    st.bind(1, structure_sig).bind(2, shape_key);
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      rows.push_back(store::read_record(st, 0, true));
+    }
+  }
+  Evaluation ev = evaluate(std::move(rows), current, policy, validator);
+  for (auto& [row, reason] : ev.corrupt)
+    quarantine_row(row.record.structure_sig, shape_key, row.stored_fingerprint_key, row.record.checksum, reason);
+  counters_.corrupt += static_cast<int64_t>(ev.corrupt.size());
+
+  LookupResult out;
+  if (ev.hit) {
+    ++counters_.hits;
+    out.outcome = LookupOutcome::kHit;
+    out.record = std::move(ev.hit->record);
+    return out;
+  }
+  ++counters_.misses;
+  if (ev.stale) {
+    ++counters_.stale;
+    for (FingerprintField f : ev.stale_check.failed_fields) ++counters_.stale_by_field[fingerprint_field_name(f)];
+    if (ev.stale_check.failed_fields.empty()) ++counters_.stale_by_field["kiln_schema_version"];
+    std::string name = store::record_name(structure_sig, shape_key, ev.stale->stored_fingerprint_key);
+    KILN_LOG(kInfo, "plan store: stale record " << name << ": " << join(ev.stale_check.reasons, "; "));
+    if (policy.on_mismatch == MismatchPolicy::kFail)
+      return failed_precondition("stored plan " + name + " was built for another environment (policy: fail): " +
+                                 join(ev.stale_check.reasons, "; "));
+    out.outcome = LookupOutcome::kStale;
+    out.record = std::move(ev.stale->record);
+    out.record->plan_bytes.clear();
+    out.reasons = std::move(ev.stale_check.reasons);
+    out.action = policy.on_mismatch;
+    return out;
+  }
+  if (!ev.corrupt.empty()) {
+    out.outcome = LookupOutcome::kCorrupt;
+    for (auto& [row, reason] : ev.corrupt) out.reasons.push_back(reason);
+    return out;
+  }
+  out.outcome = LookupOutcome::kMiss;
+  return out;
+}
+
+StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const EnvPolicy& policy,
+                                            const PlanValidator& validator) {
+  std::lock_guard<std::mutex> lock(mu_);
+  LoadAllResult out;
+  std::vector<std::pair<RowRead, std::string>> corrupt;
+  {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+                                                          " FROM plans ORDER BY structure_sig, shape_key"));
+    std::vector<RowRead> group;
+    auto flush = [&]() {
+      if (group.empty()) return;
+      Evaluation ev = evaluate(std::move(group), current, policy, validator);
+      group.clear();
+      if (ev.hit) out.records.push_back(std::move(ev.hit->record));
+      out.stale += ev.stale_count;
+      for (auto& c : ev.corrupt) corrupt.push_back(std::move(c));
+    };
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      RowRead r = store::read_record(st, 0, true);
+      if (!group.empty() && (group.front().record.structure_sig != r.record.structure_sig ||
+                             group.front().record.shape_key != r.record.shape_key))
+        flush();
+      group.push_back(std::move(r));
+    }
+    flush();
+  }
+  for (auto& [row, reason] : corrupt)
+    quarantine_row(row.record.structure_sig, row.record.shape_key, row.stored_fingerprint_key, row.record.checksum,
+                   reason);
+  out.corrupt = static_cast<int64_t>(corrupt.size());
+  counters_.corrupt += out.corrupt;
+  return out;
+}
+
+
+StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(false) + " FROM plans" +
+                                                        store::kFilterWhere +
+                                                        " ORDER BY structure_sig, shape_key, fingerprint_key"));
+  store::bind_filter(st, filter);
+  std::vector<PlanSummary> out;
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    RowRead r = store::read_record(st, 0, false);
+    out.push_back(PlanSummary{std::move(r.record), r.plan_size});
+  }
+  return out;
+}
+
+StatusOr<PlanRecord> PlanStore::read(const std::string& structure_sig, const std::string& shape_key,
+                                     const std::string& fingerprint_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+                                                        " FROM plans WHERE structure_sig=?1 AND shape_key=?2 AND "
+                                                        "fingerprint_key=?3"));
+  st.bind(1, structure_sig).bind(2, shape_key).bind(3, fingerprint_key);
+  KILN_ASSIGN_OR_RETURN(bool row, st.step());
+  std::string name = store::record_name(structure_sig, shape_key, fingerprint_key);
+  if (!row) return not_found("no plan record " + name);
+  RowRead r = store::read_record(st, 0, true);
+  if (!r.problem.empty()) return corruption("plan record " + name + ": " + r.problem);
+  return std::move(r.record);
+}
+
+StatusOr<int64_t> PlanStore::remove(const ListFilter& filter, bool all) {
+  bool empty = filter.structure_prefix.empty() && filter.shape_key.empty() && filter.fingerprint_key.empty() &&
+               !filter.tuned_only;
+  if (empty && !all) return invalid_argument("remove: give a filter, or ask for all records explicitly");
+  if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteTxn txn(db_);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("DELETE FROM plans") + store::kFilterWhere));
+  store::bind_filter(st, filter);
+  KILN_RETURN_IF_ERROR(st.run());
+  int64_t n = sqlite3_changes(db_);
+  KILN_RETURN_IF_ERROR(txn.commit());
+  return n;
+}
+
+StatusOr<VerifyReport> PlanStore::verify(const VerifyOptions& options) {
+  if (options.quarantine && read_only_) return failed_precondition("verify --quarantine needs a writable store");
+  std::lock_guard<std::mutex> lock(mu_);
+  VerifyReport out;
+  KILN_ASSIGN_OR_RETURN(out.integrity, check_pragma(db_, "PRAGMA integrity_check"));
+  struct Bad {
+    RowRead row;
+    std::string reason;
+  };
+  std::vector<Bad> bad;
+  {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+                                                          " FROM plans ORDER BY structure_sig, shape_key"));
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      RowRead r = store::read_record(st, 0, true);
+      ++out.checked;
+      std::string problem = store::record_problem(r);
+      if (problem.empty()) {
+        Status v = store::run_validator(options.validator, r.record);
+        if (!v.is_ok()) problem = "validator refused the plan: " + v.message();
+      }
+      if (problem.empty()) {
+        ++out.ok;
+        continue;
+      }
+      out.problems.push_back(
+          {r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, problem});
+      r.record.plan_bytes.clear();
+      bad.push_back({std::move(r), problem});
+    }
+  }
+  counters_.corrupt += static_cast<int64_t>(bad.size());
+  if (options.quarantine)
+    for (auto& b : bad)
+      quarantine_row(b.row.record.structure_sig, b.row.record.shape_key, b.row.stored_fingerprint_key,
+                     b.row.record.checksum, b.reason);
+  return out;
+}
+
+StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
+  if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
+  GcReport out;
+  if (options.drop_corrupt) {
+    VerifyOptions vo;
+    vo.quarantine = true;
+    KILN_ASSIGN_OR_RETURN(VerifyReport vr, verify(vo));
+    out.corrupt_removed = static_cast<int64_t>(vr.problems.size());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  struct Key {
+    std::string sig, shape, fp;
+  };
+  std::vector<Key> stale;
+  if (options.current) {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT structure_sig, shape_key, fingerprint_key, "
+                                                          "fingerprint_json, kiln_schema_version FROM plans"));
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(3));
+      if (!fp.is_ok()) continue;  // corrupt, not stale: drop_corrupt's business
+      bool pass = check_fingerprint(*fp, *options.current, options.policy).pass &&
+                  st.int64(4) <= kStoreSchemaVersion;
+      if (!pass) stale.push_back({st.text(0), st.text(1), st.text(2)});
+    }
+  }
+  WriteTxn txn(db_);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  if (!stale.empty()) {
+    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM plans WHERE structure_sig=?1 AND shape_key=?2 "
+                                                           "AND fingerprint_key=?3"));
+    for (const Key& k : stale) {
+      del.bind(1, k.sig).bind(2, k.shape).bind(3, k.fp);
+      KILN_RETURN_IF_ERROR(del.run());
+      out.stale_removed += sqlite3_changes(db_);
+      KILN_RETURN_IF_ERROR(del.reset());
+    }
+  }
+  if (options.older_than) {
+    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM plans WHERE created_at < ?1"));
+    del.bind(1, *options.older_than);
+    KILN_RETURN_IF_ERROR(del.run());
+    out.old_removed = sqlite3_changes(db_);
+  }
+  if (options.drop_quarantine) {
+    KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM quarantine"));
+    out.quarantine_removed = sqlite3_changes(db_);
+  }
+  KILN_RETURN_IF_ERROR(txn.commit());
+  return out;
+}
+
+StatusOr<std::vector<QuarantineEntry>> PlanStore::quarantine() {
+  std::lock_guard<std::mutex> lock(mu_);
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT id, structure_sig, shape_key, fingerprint_key, reason, "
+                                                        "quarantined_at FROM quarantine ORDER BY id"));
+  std::vector<QuarantineEntry> out;
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    out.push_back({st.int64(0), st.text(1), st.text(2), st.text(3), st.text(4), st.int64(5)});
+  }
+  return out;
+}
+
+StoreCounters PlanStore::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+void PlanStore::reset_counters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_ = StoreCounters{};
+}
+
+}  // namespace kiln

@@ -1,0 +1,509 @@
+#include "kiln/plan_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "kiln/log.h"
+#include "store/store_test_util.h"
+
+namespace kiln {
+namespace {
+
+using store_test::h200;
+using store_test::make_record;
+using store_test::raw_sql;
+using store_test::TempDir;
+
+std::unique_ptr<PlanStore> open_store(const std::string& path, StoreOpenOptions o = {}) {
+  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path, o);
+  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+  return s.is_ok() ? std::move(s).value() : nullptr;
+}
+
+// Captures warnings so the tests can check that corruption is logged.
+class LogCapture {
+ public:
+  LogCapture() {
+    set_log_sink([this](LogLevel, const std::string& m) { text_ += m + "\n"; });
+  }
+  ~LogCapture() { set_log_sink(nullptr); }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+TEST(PlanStore, PutGetRoundTrip) {
+  TempDir dir;
+  auto store = open_store(dir.file("a/b/plans.db"));  // folders are created
+  ASSERT_TRUE(store);
+  PlanRecord in = make_record(1);
+  StatusOr<PlanRecord> stored = store->put(in);
+  ASSERT_TRUE(stored.is_ok()) << stored.status().to_string();
+  EXPECT_EQ(stored->checksum, compute_record_checksum(*stored));
+  EXPECT_EQ(stored->checksum.size(), 32u);
+
+  StatusOr<LookupResult> got = store->get(in.structure_sig, in.shape_key, h200());
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  ASSERT_EQ(got->outcome, LookupOutcome::kHit);
+  ASSERT_TRUE(got->runnable());
+  const PlanRecord& r = *got->record;
+  EXPECT_EQ(r.plan_bytes, in.plan_bytes);
+  EXPECT_EQ(r.engine_id, in.engine_id);
+  EXPECT_EQ(r.knobs, in.knobs);
+  EXPECT_EQ(knobs_to_text(r.knobs), "SPLIT_K=1;TILE_SIZE=2");
+  EXPECT_EQ(r.stats.median_ms, in.stats.median_ms);
+  EXPECT_EQ(r.stats.runner_up_knobs, in.stats.runner_up_knobs);
+  EXPECT_EQ(r.numerics.verdict, "Passed");
+  EXPECT_EQ(r.numerics.nmse, in.numerics.nmse);
+  EXPECT_EQ(r.tuned_by, "tester@host");
+  EXPECT_EQ(r.created_at, in.created_at);
+  EXPECT_EQ(fingerprint_to_json(r.fingerprint), fingerprint_to_json(in.fingerprint));
+  EXPECT_EQ(r.checksum, stored->checksum);
+
+  // Another shape is a miss.
+  StatusOr<LookupResult> miss = store->get(in.structure_sig, "b=999", h200());
+  ASSERT_TRUE(miss.is_ok());
+  EXPECT_EQ(miss->outcome, LookupOutcome::kMiss);
+  EXPECT_FALSE(miss->record);
+
+  StoreCounters c = store->counters();
+  EXPECT_EQ(c.hits, 1);
+  EXPECT_EQ(c.misses, 1);
+}
+
+TEST(PlanStore, PutUpsertsAndFillsProvenance) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  PlanRecord r = make_record(2);
+  r.tuned_by.clear();
+  r.created_at = 0;
+  ASSERT_TRUE(store->put(r).is_ok());
+  r.engine_id = 42;
+  StatusOr<PlanRecord> second = store->put(r);
+  ASSERT_TRUE(second.is_ok());
+  EXPECT_NE(second->tuned_by.find('@'), std::string::npos);
+  EXPECT_GT(second->created_at, 1600000000);
+  StatusOr<std::vector<PlanSummary>> all = store->list();
+  ASSERT_TRUE(all.is_ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].record.engine_id, 42);
+  EXPECT_EQ((*all)[0].plan_size, static_cast<int64_t>(r.plan_bytes.size()));
+  EXPECT_TRUE((*all)[0].record.plan_bytes.empty());
+}
+
+TEST(PlanStore, PutRejectsBadRecords) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  PlanRecord r = make_record(3);
+  r.structure_sig.clear();
+  EXPECT_EQ(store->put(r).status().code(), StatusCode::kInvalidArgument);
+  r = make_record(3);
+  r.stats.median_ms = std::nan("");
+  StatusOr<PlanRecord> nan = store->put(r);
+  EXPECT_EQ(nan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(nan.status().message().find("median_ms"), std::string::npos);
+  r = make_record(3);
+  r.knobs["A=B"] = 1;
+  EXPECT_EQ(store->put(r).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PlanStore, StaleRecordIsNeverRunnableUnderAnyPolicy) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  PlanRecord r = make_record(4);
+  ASSERT_TRUE(store->put(r).is_ok());
+  EnvFingerprint cur = h200();
+  cur.cudnn_version = 92000;
+  for (MismatchPolicy p : {MismatchPolicy::kRetune, MismatchPolicy::kHeuristicsAndQueue, MismatchPolicy::kFail}) {
+    EnvPolicy policy;
+    policy.on_mismatch = p;
+    StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, cur, policy);
+    if (p == MismatchPolicy::kFail) {
+      ASSERT_FALSE(got.is_ok());
+      EXPECT_EQ(got.status().code(), StatusCode::kFailedPrecondition);
+      EXPECT_NE(got.status().message().find("cudnn_version: recorded 9.19.0, current 9.20.0 (must match)"),
+                std::string::npos)
+          << got.status().message();
+      continue;
+    }
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    EXPECT_EQ(got->outcome, LookupOutcome::kStale);
+    EXPECT_FALSE(got->runnable());
+    ASSERT_TRUE(got->record);
+    EXPECT_TRUE(got->record->plan_bytes.empty());  // never the bytes of a stale plan
+    EXPECT_EQ(got->record->engine_id, r.engine_id);  // but the identity, as a hint
+    EXPECT_EQ(got->action, p);
+    ASSERT_EQ(got->reasons.size(), 1u);
+    EXPECT_EQ(got->reasons[0], "cudnn_version: recorded 9.19.0, current 9.20.0 (must match)");
+  }
+  StoreCounters c = store->counters();
+  EXPECT_EQ(c.stale, 3);
+  EXPECT_EQ(c.stale_by_field["cudnn_version"], 3);
+  EXPECT_EQ(c.hits, 0);
+  // load_all skips it too.
+  StatusOr<LoadAllResult> all = store->load_all(cur);
+  ASSERT_TRUE(all.is_ok());
+  EXPECT_TRUE(all->records.empty());
+  EXPECT_EQ(all->stale, 1);
+}
+
+TEST(PlanStore, EachExactFieldMakesTheRecordStale) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  PlanRecord r = make_record(5);
+  ASSERT_TRUE(store->put(r).is_ok());
+  struct Case {
+    const char* field;
+    void (*change)(EnvFingerprint&);
+  };
+  const Case cases[] = {
+      {"gpu_name", [](EnvFingerprint& f) { f.gpu_name = "NVIDIA H100"; }},
+      {"sm_version", [](EnvFingerprint& f) { f.sm_version = 89; }},
+      {"sm_count", [](EnvFingerprint& f) { f.sm_count = 66; }},
+      {"cudnn_version", [](EnvFingerprint& f) { f.cudnn_version = 91801; }},
+      {"cudnn_frontend_version", [](EnvFingerprint& f) { f.cudnn_frontend_version = 12200; }},
+      {"cuda_runtime_version", [](EnvFingerprint& f) { f.cuda_runtime_version = 12090; }},
+      {"driver_version", [](EnvFingerprint& f) { f.driver_version = 14000; }},
+  };
+  for (const Case& c : cases) {
+    EnvFingerprint cur = h200();
+    c.change(cur);
+    StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, cur);
+    ASSERT_TRUE(got.is_ok());
+    EXPECT_EQ(got->outcome, LookupOutcome::kStale) << c.field;
+    ASSERT_EQ(got->reasons.size(), 1u) << c.field;
+    EXPECT_EQ(got->reasons[0].rfind(std::string(c.field) + ": recorded", 0), 0u) << got->reasons[0];
+  }
+  // A driver minor change, another card of the same kind and another Kiln build still hit.
+  EnvFingerprint cur = h200();
+  cur.driver_version = 13020;
+  cur.driver_release = "580.200.00";
+  cur.device_uuid = "GPU-other";
+  cur.kiln_git_revision = "fedcba654321";
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, cur);
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->outcome, LookupOutcome::kHit);
+}
+
+TEST(PlanStore, PrefersTheExactEnvironmentThenTunedThenNewest) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  PlanRecord exact = make_record(6);
+  exact.engine_id = 1;
+  ASSERT_TRUE(store->put(exact).is_ok());
+  PlanRecord other = make_record(6);
+  other.fingerprint.sm_count = 114;  // another key
+  other.engine_id = 2;
+  other.created_at += 100;
+  ASSERT_TRUE(store->put(other).is_ok());
+  EnvPolicy relaxed;
+  relaxed.set_rule(FingerprintField::kSmCount, FieldRule::kInformational);
+  StatusOr<LookupResult> got = store->get(exact.structure_sig, exact.shape_key, h200(), relaxed);
+  ASSERT_TRUE(got.is_ok());
+  ASSERT_EQ(got->outcome, LookupOutcome::kHit);
+  EXPECT_EQ(got->record->engine_id, 1);
+  // Under the default policy the other record is invisible for an H200 with 132 SMs.
+  EnvFingerprint small = h200();
+  small.sm_count = 114;
+  got = store->get(exact.structure_sig, exact.shape_key, small);
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->record->engine_id, 2);
+}
+
+TEST(PlanStore, FlippedBlobByteIsQuarantinedAndAMiss) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  auto store = open_store(path);
+  PlanRecord r = make_record(7);
+  ASSERT_TRUE(store->put(r).is_ok());
+  ASSERT_TRUE(store->put(make_record(8)).is_ok());
+  // Flip the first byte of the blob, keeping its length.
+  store_test::flip_blob_byte(path, r.structure_sig, 17);
+  LogCapture log;
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->outcome, LookupOutcome::kCorrupt);
+  EXPECT_FALSE(got->runnable());
+  ASSERT_EQ(got->reasons.size(), 1u);
+  EXPECT_NE(got->reasons[0].find("checksum mismatch"), std::string::npos) << got->reasons[0];
+  EXPECT_NE(log.text().find("quarantined"), std::string::npos) << log.text();
+  // Moved: now a plain miss, and listed in quarantine.
+  got = store->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->outcome, LookupOutcome::kMiss);
+  StatusOr<std::vector<QuarantineEntry>> q = store->quarantine();
+  ASSERT_TRUE(q.is_ok());
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].structure_sig, r.structure_sig);
+  EXPECT_NE((*q)[0].reason.find("checksum"), std::string::npos);
+  StoreCounters c = store->counters();
+  EXPECT_EQ(c.corrupt, 1);
+  EXPECT_EQ(c.quarantined, 1);
+  EXPECT_EQ(c.misses, 2);
+  // The other record is untouched.
+  StatusOr<VerifyReport> v = store->verify();
+  ASSERT_TRUE(v.is_ok());
+  EXPECT_EQ(v->checked, 1);
+  EXPECT_TRUE(v->problems.empty());
+  EXPECT_EQ(v->integrity, "ok");
+}
+
+TEST(PlanStore, TruncatedBlobIsCorrupt) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  auto store = open_store(path);
+  PlanRecord r = make_record(9);
+  ASSERT_TRUE(store->put(r).is_ok());
+  raw_sql(path, "UPDATE plans SET plan_bytes = substr(plan_bytes, 1, 10)");
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->outcome, LookupOutcome::kCorrupt);
+  EXPECT_NE(got->reasons[0].find("truncated plan blob (10 of"), std::string::npos) << got->reasons[0];
+}
+
+TEST(PlanStore, GarbageFingerprintJsonIsCorrupt) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  auto store = open_store(path);
+  PlanRecord r = make_record(10);
+  ASSERT_TRUE(store->put(r).is_ok());
+  raw_sql(path, "UPDATE plans SET fingerprint_json = '{\"gpu_name\": [garbage'");
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->outcome, LookupOutcome::kCorrupt);
+  EXPECT_NE(got->reasons[0].find("fingerprint"), std::string::npos) << got->reasons[0];
+  EXPECT_EQ(store->quarantine()->size(), 1u);
+}
+
+TEST(PlanStore, WrongColumnTypesAreCorrupt) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  auto store = open_store(path);
+  PlanRecord r = make_record(11);
+  ASSERT_TRUE(store->put(r).is_ok());
+  raw_sql(path, "UPDATE plans SET engine_id = 'seven'");
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->outcome, LookupOutcome::kCorrupt);
+  EXPECT_NE(got->reasons[0].find("column engine_id holds text"), std::string::npos) << got->reasons[0];
+  EXPECT_EQ(store->quarantine()->size(), 1u);
+}
+
+TEST(PlanStore, ValidatorRefusalQuarantines) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  PlanRecord r = make_record(12);
+  ASSERT_TRUE(store->put(r).is_ok());
+  PlanValidator refuse = [](const PlanRecord&) { return corruption("cannot deserialize the plan"); };
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, h200(), EnvPolicy{}, refuse);
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->outcome, LookupOutcome::kCorrupt);
+  EXPECT_NE(got->reasons[0].find("cannot deserialize the plan"), std::string::npos);
+  EXPECT_EQ(store->quarantine()->size(), 1u);
+  // A validator that throws is a refusal too, never an escaping exception.
+  ASSERT_TRUE(store->put(make_record(13)).is_ok());
+  PlanRecord r13 = make_record(13);
+  PlanValidator thrower = [](const PlanRecord&) -> Status { throw std::runtime_error("boom"); };
+  got = store->get(r13.structure_sig, r13.shape_key, h200(), EnvPolicy{}, thrower);
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->outcome, LookupOutcome::kCorrupt);
+  // An accepting validator sees the record and lets it through.
+  ASSERT_TRUE(store->put(make_record(14)).is_ok());
+  PlanRecord r14 = make_record(14);
+  int calls = 0;
+  PlanValidator accept = [&](const PlanRecord& rec) {
+    ++calls;
+    EXPECT_EQ(rec.plan_bytes, r14.plan_bytes);
+    return Status::ok();
+  };
+  got = store->get(r14.structure_sig, r14.shape_key, h200(), EnvPolicy{}, accept);
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->outcome, LookupOutcome::kHit);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(PlanStore, LoadAllReturnsRunnableRecordsInOneCall) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  auto store = open_store(path);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(store->put(make_record(i)).is_ok());
+  EnvFingerprint old = h200();
+  old.cudnn_version = 91800;
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store->put(make_record(100 + i, old)).is_ok());
+  store_test::flip_blob_byte(path, make_record(3).structure_sig);
+  StatusOr<LoadAllResult> all = store->load_all(h200());
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  EXPECT_EQ(all->records.size(), 19u);
+  EXPECT_EQ(all->stale, 5);
+  EXPECT_EQ(all->corrupt, 1);
+  for (const PlanRecord& r : all->records) EXPECT_EQ(r.checksum, compute_record_checksum(r));
+}
+
+TEST(PlanStore, ListRemoveAndGc) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(store->put(make_record(i)).is_ok());
+  EnvFingerprint old = h200();
+  old.cudnn_version = 91800;
+  ASSERT_TRUE(store->put(make_record(50, old)).is_ok());
+  ListFilter f;
+  f.structure_prefix = "sig1";
+  EXPECT_EQ(store->list(f)->size(), 1u);
+  EXPECT_EQ(store->remove(ListFilter{}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store->remove(f), 1);
+  EXPECT_EQ(store->list()->size(), 6u);
+
+  GcOptions gc;
+  gc.current = h200();
+  gc.older_than = 1700000003;  // records 0 and 2 (1 is gone)
+  StatusOr<GcReport> rep = store->gc(gc);
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  EXPECT_EQ(rep->stale_removed, 1);
+  EXPECT_EQ(rep->old_removed, 2);
+  EXPECT_EQ(store->list()->size(), 3u);
+  EXPECT_EQ(*store->remove(ListFilter{}, /*all=*/true), 3);
+}
+
+TEST(PlanStore, VerifyFindsAndQuarantinesBadRecords) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  auto store = open_store(path);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(store->put(make_record(i)).is_ok());
+  raw_sql(path, "UPDATE plans SET median_ms = 99 WHERE structure_sig LIKE 'sig2_%'");
+  StatusOr<VerifyReport> v = store->verify();
+  ASSERT_TRUE(v.is_ok());
+  EXPECT_EQ(v->checked, 4);
+  EXPECT_EQ(v->ok, 3);
+  ASSERT_EQ(v->problems.size(), 1u);
+  EXPECT_EQ(v->problems[0].structure_sig.rfind("sig2_", 0), 0u);
+  EXPECT_TRUE(store->quarantine()->empty());  // verify alone does not move
+  VerifyOptions vo;
+  vo.quarantine = true;
+  ASSERT_TRUE(store->verify(vo).is_ok());
+  EXPECT_EQ(store->quarantine()->size(), 1u);
+  EXPECT_EQ(store->verify()->problems.size(), 0u);
+}
+
+TEST(PlanStore, ReopenKeepsRecords) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  {
+    auto store = open_store(path);
+    ASSERT_TRUE(store->put(make_record(1)).is_ok());
+  }
+  auto store = open_store(path);
+  PlanRecord r = make_record(1);
+  EXPECT_EQ(store->get(r.structure_sig, r.shape_key, h200())->outcome, LookupOutcome::kHit);
+  StoreOpenOptions ro;
+  ro.read_only = true;
+  auto reader = open_store(path, ro);
+  ASSERT_TRUE(reader);
+  EXPECT_EQ(reader->get(r.structure_sig, r.shape_key, h200())->outcome, LookupOutcome::kHit);
+  EXPECT_EQ(reader->put(r).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(PlanStore, NewerSchemaIsRefusedClearly) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  { auto store = open_store(path); }
+  raw_sql(path, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("schema version 99, newer than this Kiln"), std::string::npos)
+      << s.status().message();
+}
+
+TEST(PlanStore, ForeignSqliteFileIsRefused) {
+  TempDir dir;
+  std::string path = dir.file("other.db");
+  raw_sql(path, "CREATE TABLE users(name TEXT)");
+  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("not a Kiln plan store"), std::string::npos) << s.status().message();
+}
+
+TEST(PlanStore, GarbageFileFailsToOpen) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  {
+    std::ofstream f(path, std::ios::binary);
+    for (int i = 0; i < 5000; ++i) f << "this is not a database " << i;
+  }
+  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(s.status().message().find("is not a SQLite database"), std::string::npos) << s.status().message();
+}
+
+TEST(PlanStore, TruncatedDatabaseFailsToOpen) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  {
+    auto store = open_store(path);
+    for (int i = 0; i < 60; ++i) {
+      PlanRecord r = make_record(i);
+      r.plan_bytes = std::string(3000, static_cast<char>(i));
+      ASSERT_TRUE(store->put(r).is_ok());
+    }
+  }  // the last close checkpoints the WAL into the main file
+  auto size = std::filesystem::file_size(path);
+  ASSERT_GT(size, 100000u);
+  std::filesystem::resize_file(path, size / 2);
+  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(s.status().message().find(path), std::string::npos) << s.status().message();
+}
+
+TEST(PlanStore, GarbledPagesFailToOpen) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  {
+    auto store = open_store(path);
+    for (int i = 0; i < 60; ++i) ASSERT_TRUE(store->put(make_record(i)).is_ok());
+  }
+  {
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(4096);  // pages 2..5: b-tree pages of the tables and index
+    std::string junk(4 * 4096, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kCorruption) << s.status().to_string();
+}
+
+TEST(PlanStore, DefaultPathFollowsTheEnvironment) {
+  std::string saved_store = std::getenv("KILN_STORE") ? std::getenv("KILN_STORE") : "";
+  std::string saved_xdg = std::getenv("XDG_CACHE_HOME") ? std::getenv("XDG_CACHE_HOME") : "";
+  setenv("KILN_STORE", "/tmp/x/store.db", 1);
+  EXPECT_EQ(default_store_path(), "/tmp/x/store.db");
+  unsetenv("KILN_STORE");
+  setenv("XDG_CACHE_HOME", "/tmp/cache", 1);
+  EXPECT_EQ(default_store_path(), "/tmp/cache/kiln/plans.db");
+  unsetenv("XDG_CACHE_HOME");
+  EXPECT_NE(default_store_path().find("/.cache/kiln/plans.db"), std::string::npos);
+  if (!saved_store.empty()) setenv("KILN_STORE", saved_store.c_str(), 1);
+  if (!saved_xdg.empty()) setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+}
+
+TEST(PlanStore, KnobText) {
+  Knobs k = {{"b", -3}, {"a", 1}};
+  EXPECT_EQ(knobs_to_text(k), "a=1;b=-3");
+  EXPECT_EQ(*knobs_from_text("a=1;b=-3"), k);
+  EXPECT_TRUE(knobs_from_text("")->empty());
+  EXPECT_FALSE(knobs_from_text("a=").is_ok());
+  EXPECT_FALSE(knobs_from_text("a=1;a=2").is_ok());
+  EXPECT_FALSE(knobs_from_text("=1").is_ok());
+  EXPECT_FALSE(knobs_from_text("a=1;").is_ok());
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,115 @@
+// Helpers shared by the store tests: a temporary folder, a fake H200 fingerprint, records.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "kiln/plan_store.h"
+
+namespace kiln::store_test {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kiln_store_test_XXXXXX").string();
+    char* p = mkdtemp(tmpl.data());
+    path_ = p ? p : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!std::getenv("KILN_KEEP_TEST_DIRS")) std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline EnvFingerprint h200() {
+  EnvFingerprint f;
+  f.gpu_name = "NVIDIA H200";
+  f.sm_version = 90;
+  f.sm_count = 132;
+  f.device_uuid = "GPU-0d9f7a3e-1111-2222-3333-444455556666";
+  f.driver_version = 13000;
+  f.driver_release = "580.159.04";
+  f.cuda_runtime_version = 13000;
+  f.cudnn_version = 91900;
+  f.cudnn_header_version = 91900;
+  f.cudnn_library_path = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9";
+  f.cudnn_frontend_version = 12300;
+  f.kiln_version = "0.1.0";
+  f.kiln_git_revision = "abcdef123456";
+  f.has_device = true;
+  return f;
+}
+
+inline PlanRecord make_record(int i, const EnvFingerprint& fp = h200(), const std::string& sig_prefix = "sig") {
+  PlanRecord r;
+  r.structure_sig = sig_prefix + std::to_string(i) + "_0123456789abcdef0123456789abcdef";
+  r.shape_key = "b=" + std::to_string(8 * (i % 4 + 1)) + ";s=128";
+  r.fingerprint = fp;
+  r.plan_bytes = std::string(200 + i % 50, '\0');
+  for (size_t k = 0; k < r.plan_bytes.size(); ++k) r.plan_bytes[k] = static_cast<char>((k * 31 + i) & 0xff);
+  r.engine_id = 7 + i % 5;
+  r.knobs = {{"TILE_SIZE", 2}, {"SPLIT_K", i % 3}};
+  r.workspace_bytes = 1 << 20;
+  r.tuned = true;
+  r.stats.median_ms = 0.125 + i * 0.001;
+  r.stats.min_ms = 0.120;
+  r.stats.max_ms = 0.140;
+  r.stats.noise_rel = 0.02;
+  r.stats.samples = 50;
+  r.stats.runner_up_engine = 3;
+  r.stats.runner_up_knobs = {{"TILE_SIZE", 1}};
+  r.stats.runner_up_median_ms = 0.131;
+  r.numerics.verdict = "Passed";
+  r.numerics.max_abs = 1e-3;
+  r.numerics.max_rel = 2e-3;
+  r.numerics.nmse = 1e-7;
+  r.tuned_by = "tester@host";
+  r.created_at = 1700000000 + i;
+  return r;
+}
+
+// Runs one SQL statement on a store file directly (to inject corruption); returns the rows changed.
+inline int raw_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << sql << ": " << (err ? err : "");
+  sqlite3_free(err);
+  int changes = sqlite3_changes(db);
+  sqlite3_close(db);
+  return changes;
+}
+
+// Flips (XORs with 0xff) one byte of the plan blob of the row whose structure_sig is `sig`, in place, with
+// SQLite's incremental blob I/O: the length and type stay the same.
+inline void flip_blob_byte(const std::string& path, const std::string& sig, int offset = 0) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT rowid FROM plans WHERE structure_sig = ?1", -1, &st, nullptr), SQLITE_OK);
+  sqlite3_bind_text(st, 1, sig.c_str(), -1, SQLITE_TRANSIENT);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW) << sig;
+  sqlite3_int64 rowid = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_blob* blob = nullptr;
+  ASSERT_EQ(sqlite3_blob_open(db, "main", "plans", "plan_bytes", rowid, 1, &blob), SQLITE_OK) << sqlite3_errmsg(db);
+  unsigned char b = 0;
+  ASSERT_EQ(sqlite3_blob_read(blob, &b, 1, offset), SQLITE_OK);
+  b ^= 0xff;
+  ASSERT_EQ(sqlite3_blob_write(blob, &b, 1, offset), SQLITE_OK);
+  sqlite3_blob_close(blob);
+  sqlite3_close(db);
+}
+
+}  // namespace kiln::store_test
