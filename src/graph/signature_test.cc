@@ -1,0 +1,186 @@
+// Signature properties: stable pinned value, independence of names/order/whitespace, sensitivity to
+// everything that changes the computation, dynamic dims in the shape key only.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "graph/graph_test_util.h"
+#include "kiln/graph.h"
+#include "kiln/spec.h"
+
+namespace kiln {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// conv + bias + relu, NHWC, batch dynamic: the shape of examples/conv_bias_relu.json, smaller.
+Json conv_spec() {
+  return Json::parse(R"({
+    "name": "cbr", "io_dtype": "fp16", "dynamic": {"batch": 8},
+    "tensors": {
+      "x": {"dims": ["batch", 16, 12, 12], "layout": "NHWC"},
+      "w": {"dims": [32, 16, 3, 3], "layout": "NHWC"},
+      "b": {"dims": [1, 32, 1, 1], "layout": "NHWC"}
+    },
+    "nodes": [
+      {"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"], "padding": [1, 1]},
+      {"name": "bias", "op": "bias_add", "inputs": ["c", "b"], "outputs": ["cb"]},
+      {"name": "act", "op": "relu", "inputs": ["cb"], "outputs": ["y"]}
+    ],
+    "outputs": ["y"]
+  })");
+}
+
+GraphSignature sig_of(const std::string& text) {
+  StatusOr<Graph> g = parse_spec_string(text, "s.json");
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  if (!g.is_ok()) return {};
+  StatusOr<GraphSignature> s = compute_signature(*g);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return s.is_ok() ? *s : GraphSignature{};
+}
+GraphSignature sig_of(const Json& j) { return sig_of(j.dump()); }
+
+TEST(Signature, PinnedValue) {
+  // A change here changes every stored plan's key: bump the canonical version line on purpose, never by accident.
+  GraphSignature s = sig_of(conv_spec());
+  EXPECT_EQ(s.structure, "382d24e207f76c59e0c7f15914cfa2b4");
+  EXPECT_EQ(s.shape_key, "batch=8");
+  EXPECT_EQ(s.canonical,
+            "kiln-graph 1\n"
+            "tensor t0 input dtype=fp16 dims=[$0,16,12,12] layout=NHWC\n"
+            "tensor t1 input dtype=fp16 dims=[32,16,3,3] layout=NHWC\n"
+            "node n0 conv_fprop compute=fp32 pre_padding=[1,1] post_padding=[1,1] stride=[1,1] dilation=[1,1] "
+            "groups=1 in=[t0,t1] out=t2\n"
+            "tensor t2 virtual dtype=fp32 dims=[$0,32,12,12] layout=NHWC\n"
+            "tensor t3 input dtype=fp16 dims=[1,32,1,1] layout=NHWC\n"
+            "node n1 bias_add compute=fp32 in=[t2,t3] out=t4\n"
+            "tensor t4 virtual dtype=fp32 dims=[$0,32,12,12] layout=NHWC\n"
+            "node n2 relu compute=fp32 in=[t4] out=t5\n"
+            "tensor t5 output 0 dtype=fp16 dims=[$0,32,12,12] layout=NHWC\n");
+}
+
+TEST(Signature, IndependentOfNamesKeyOrderAndWhitespace) {
+  GraphSignature base = sig_of(conv_spec());
+  // Whitespace and key order.
+  Json j = conv_spec();
+  Json reordered;
+  for (const char* k : {"outputs", "nodes", "tensors", "dynamic", "io_dtype", "name"}) reordered[k] = j[k];
+  EXPECT_EQ(sig_of(reordered.dump(7)).structure, base.structure);
+  EXPECT_EQ(sig_of(j.dump()).structure, base.structure);
+  // Tensor, node, symbol and graph names.
+  std::string text = j.dump();
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"x\"", "\"input\""}, {"\"w\"", "\"filter\""}, {"\"cb\"", "\"z\""}, {"\"conv\"", "\"c1\""},
+           {"\"cbr\"", "\"other\""}, {"\"batch\"", "\"n\""}}) {
+    for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size()))
+      text.replace(p, from.size(), to);
+  }
+  EXPECT_EQ(sig_of(text).structure, base.structure) << text;
+  // Node declaration order; tensor declaration order.
+  Json n = conv_spec();
+  std::swap(n["nodes"][0], n["nodes"][2]);
+  Json t = n["tensors"];
+  n["tensors"] = Json::object();
+  for (const char* k : {"b", "w", "x"}) n["tensors"][k] = t[k];
+  EXPECT_EQ(sig_of(n).structure, base.structure);
+  // Spelling out defaults: explicit dtypes equal to the defaults, stride and dilation of 1, padding as pre/post.
+  Json d = conv_spec();
+  d["tensors"]["x"]["dtype"] = "fp16";
+  d["nodes"][0]["stride"] = {1, 1};
+  d["nodes"][0]["dilation"] = 1;
+  d["nodes"][0].erase("padding");
+  d["nodes"][0]["pre_padding"] = 1;
+  d["nodes"][0]["post_padding"] = {1, 1};
+  d["nodes"][0]["compute_dtype"] = "fp32";
+  d["intermediate_dtype"] = "fp32";
+  EXPECT_EQ(sig_of(d).structure, base.structure);
+}
+
+TEST(Signature, ChangesWithEverythingThatMatters) {
+  std::string base = sig_of(conv_spec()).structure;
+  std::vector<std::function<void(Json&)>> edits = {
+      [](Json& j) { j["io_dtype"] = "bf16"; },
+      [](Json& j) { j["intermediate_dtype"] = "fp16"; },
+      [](Json& j) { j["tensors"]["b"]["dtype"] = "fp32"; },
+      [](Json& j) { j["tensors"]["x"]["layout"] = "NCHW"; },
+      [](Json& j) { j["tensors"]["b"].erase("layout"); j["tensors"]["b"]["strides"] = {32, 1, 32, 32}; },
+      [](Json& j) { j["nodes"][0]["padding"] = {0, 0}; },
+      [](Json& j) { j["nodes"][0]["stride"] = {2, 2}; },
+      [](Json& j) { j["nodes"][0]["dilation"] = {2, 2}; },
+      [](Json& j) { j["nodes"][2]["op"] = "gelu_erf"; },
+      [](Json& j) { j["tensors"]["w"]["dims"] = {32, 16, 5, 5}; j["nodes"][0]["padding"] = 2; },
+      [](Json& j) { j["tensors"]["x"]["dims"] = {"batch", 16, 14, 14}; },
+      [](Json& j) { j["tensors"]["x"]["dims"][0] = 8; j.erase("dynamic"); },  // same value, no longer dynamic
+      [](Json& j) { j["nodes"][1]["compute_dtype"] = "fp16"; j["nodes"][1]["op"] = "add"; },
+      [](Json& j) { j["outputs"] = {"y", "c"}; },
+  };
+  std::set<std::string> seen = {base};
+  for (size_t i = 0; i < edits.size(); ++i) {
+    Json j = conv_spec();
+    edits[i](j);
+    StatusOr<Graph> g = parse_spec_string(j.dump(), "e.json");
+    if (!g.is_ok()) {
+      // compute_dtype fp16 on a pointwise op is rejected; that edit still proves the check exists.
+      EXPECT_NE(g.status().message().find("compute_dtype"), std::string::npos) << i << ": " << g.status().message();
+      continue;
+    }
+    std::string s = compute_signature(*g)->structure;
+    EXPECT_TRUE(seen.insert(s).second) << "edit " << i << " did not change the signature";
+  }
+}
+
+TEST(Signature, DynamicValueChangesOnlyTheShapeKey) {
+  Json a = conv_spec();
+  Json b = conv_spec();
+  b["dynamic"]["batch"] = 64;
+  GraphSignature sa = sig_of(a), sb = sig_of(b);
+  EXPECT_EQ(sa.structure, sb.structure);
+  EXPECT_EQ(sa.shape_key, "batch=8");
+  EXPECT_EQ(sb.shape_key, "batch=64");
+  // A static graph has an empty shape key.
+  Json c = conv_spec();
+  c.erase("dynamic");
+  c["tensors"]["x"]["dims"][0] = 8;
+  EXPECT_EQ(sig_of(c).shape_key, "");
+}
+
+TEST(Signature, SymbolsAreCanonicalAndShared) {
+  Json j = Json::parse(R"({"dynamic": {"m": 4, "n": 4},
+    "tensors": {"a": {"dims": ["m", 8]}, "b": {"dims": ["n", 8]}},
+    "nodes": [{"name": "s", "op": "add", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})");
+  GraphSignature two = sig_of(j);
+  EXPECT_NE(two.canonical.find("$1"), std::string::npos);
+  EXPECT_EQ(two.shape_key, "m=4,n=4");
+  j["tensors"]["b"]["dims"][0] = "m";
+  j["dynamic"].erase("n");
+  GraphSignature one = sig_of(j);
+  EXPECT_EQ(one.canonical.find("$1"), std::string::npos);
+  EXPECT_NE(one.structure, two.structure);  // one shared symbol is a different contract than two
+}
+
+TEST(Signature, OutputOrderAndOperandOrder) {
+  Json j = Json::parse(R"({"tensors": {"a": {"dims": [4, 8]}, "b": {"dims": [4, 8]}},
+    "nodes": [{"name": "d", "op": "sub", "inputs": ["a", "b"], "outputs": ["y"]},
+              {"name": "e", "op": "exp", "inputs": ["a"], "outputs": ["z"]}], "outputs": ["y", "z"]})");
+  std::string base = sig_of(j).structure;
+  Json k = j;
+  k["outputs"] = {"z", "y"};
+  EXPECT_EQ(sig_of(k).structure, base);  // outputs are sorted structurally
+  Json l = j;
+  l["nodes"][0]["inputs"] = {"b", "a"};  // a - b vs b - a: a reads both, exp reads the first
+  EXPECT_NE(sig_of(l).structure, base);
+}
+
+TEST(Signature, RejectsUnvalidatedGraph) {
+  Graph g;
+  g.nodes.push_back(Node{});
+  EXPECT_FALSE(compute_signature(g).is_ok());
+  Graph empty;
+  EXPECT_FALSE(compute_signature(empty).is_ok());
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,130 @@
+// The C++ builder yields the same graph (signature) as the equivalent JSON spec.
+#include <gtest/gtest.h>
+
+#include "graph/graph_test_util.h"
+#include "kiln/builder.h"
+#include "kiln/spec.h"
+
+namespace kiln {
+namespace {
+
+std::string example(const std::string& name) { return std::string(KILN_SOURCE_DIR) + "/examples/" + name + ".json"; }
+
+void expect_same_signature(const GraphBuilder& b, const std::string& spec) {
+  StatusOr<Graph> built = b.build();
+  ASSERT_TRUE(built.is_ok()) << built.status().message();
+  StatusOr<Graph> parsed = parse_spec_file(spec);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
+  StatusOr<GraphSignature> sb = compute_signature(*built), sp = compute_signature(*parsed);
+  ASSERT_TRUE(sb.is_ok() && sp.is_ok());
+  EXPECT_EQ(sb->structure, sp->structure) << "builder:\n" << sb->canonical << "spec:\n" << sp->canonical;
+  EXPECT_EQ(sb->shape_key, sp->shape_key);
+}
+
+TEST(Builder, ConvBiasReluMatchesJson) {
+  GraphBuilder b("conv_bias_relu");
+  b.io_dtype(DataType::kFloat16).intermediate_dtype(DataType::kFloat32).compute_dtype(DataType::kFloat32);
+  b.dynamic("batch", 32);
+  TensorRef x = b.tensor("x", {"batch", 64, 56, 56}, Layout::kNHWC);
+  TensorRef w = b.tensor("w", {64, 64, 3, 3}, Layout::kNHWC);
+  TensorRef bias = b.tensor("bias", {1, 64, 1, 1}, Layout::kNHWC);
+  TensorRef y = b.conv_fprop("conv", x, w, ConvOptions().padding({1, 1}));
+  b.output(b.relu("relu", b.bias_add("add_bias", y, bias)));
+  expect_same_signature(b, example("conv_bias_relu"));
+}
+
+TEST(Builder, MatmulBiasGeluMatchesJson) {
+  GraphBuilder b;
+  b.io_dtype(DataType::kBFloat16);
+  TensorRef a = b.tensor("a", {1, 2048, 4096});
+  TensorRef w = b.tensor("b", {1, 4096, 4096});
+  TensorRef bias = b.tensor("bias", {1, 1, 4096});
+  b.output(b.gelu("gelu", b.bias_add("add_bias", b.matmul("mm", a, w), bias)));
+  expect_same_signature(b, example("matmul_bias_gelu"));
+}
+
+TEST(Builder, MatmulAmaxMatchesJson) {
+  GraphBuilder b;
+  TensorRef a = b.tensor("a", {1, 2048, 4096});
+  TensorRef w = b.tensor("b", {1, 4096, 4096});
+  TensorRef fp8_max = b.scalar("fp8_max", 448.0, DataType::kFloat32, 3);
+  TensorRef y = b.matmul("mm", a, w);
+  TensorRef amax = b.reduce("amax", ReductionMode::kAmax, y, {0, 1, 2});
+  b.set_dtype(amax, DataType::kFloat32);
+  TensorRef scale = b.pointwise("fp8_scale", PointwiseMode::kDiv, fp8_max, amax);
+  b.set_dtype(scale, DataType::kFloat32);
+  b.output(y).output(amax).output(scale);
+  expect_same_signature(b, example("matmul_amax"));
+}
+
+TEST(Builder, NormsAndSdpaMatchJson) {
+  {
+    GraphBuilder b;
+    b.dynamic("tokens", 8192);
+    TensorRef x = b.tensor("x", {"tokens", 1024, 1, 1}, Layout::kNCHW);
+    TensorRef g = b.tensor("gamma", {1, 1024, 1, 1}, Layout::kNCHW, DataType::kFloat32);
+    TensorRef be = b.tensor("beta", {1, 1024, 1, 1}, Layout::kNCHW, DataType::kFloat32);
+    b.output(b.layer_norm("norm", x, g, be, 1e-5));
+    expect_same_signature(b, example("layer_norm"));
+  }
+  {
+    GraphBuilder b;
+    b.dynamic("tokens", 8192);
+    TensorRef x = b.tensor("x", {"tokens", 4096, 1, 1}, Layout::kNCHW);
+    TensorRef g = b.tensor("gamma", {1, 4096, 1, 1}, Layout::kNCHW, DataType::kFloat32);
+    b.output(b.rms_norm("norm", x, g, 1e-5));
+    expect_same_signature(b, example("rms_norm"));
+  }
+  {
+    GraphBuilder b;
+    b.io_dtype(DataType::kBFloat16).dynamic("batch", 4);
+    TensorRef q = b.tensor("q", {"batch", 16, 1024, 64});
+    TensorRef k = b.tensor("k", {"batch", 16, 1024, 64});
+    TensorRef v = b.tensor("v", {"batch", 16, 1024, 64});
+    b.output(b.sdpa("attn", q, k, v, /*causal=*/true));  // default scale 1/sqrt(64) = the spec's 0.125
+    expect_same_signature(b, example("sdpa_fwd"));
+  }
+}
+
+TEST(Builder, ConvGradsMatchJson) {
+  {
+    GraphBuilder b;
+    b.dynamic("batch", 32);
+    TensorRef dy = b.tensor("dy", {"batch", 64, 56, 56}, Layout::kNHWC);
+    TensorRef w = b.tensor("w", {64, 64, 3, 3}, Layout::kNHWC);
+    b.tensor("dx", {"batch", 64, 56, 56}, Layout::kNHWC);
+    b.output(b.conv_dgrad("dgrad", dy, w, ConvOptions().padding({1, 1}), "dx"));
+    expect_same_signature(b, example("conv_dgrad"));
+  }
+  {
+    GraphBuilder b;
+    b.dynamic("batch", 32);
+    TensorRef x = b.tensor("x", {"batch", 64, 56, 56}, Layout::kNHWC);
+    TensorRef dy = b.tensor("dy", {"batch", 64, 56, 56}, Layout::kNHWC);
+    TensorRef dw = b.conv_wgrad("wgrad", x, dy, ConvOptions().padding({1, 1}));
+    b.set_dtype(dw, DataType::kFloat32).set_layout(dw, Layout::kNHWC);
+    b.output(dw);
+    expect_same_signature(b, example("conv_wgrad"));
+  }
+}
+
+TEST(Builder, MistakesAreReportedByBuild) {
+  GraphBuilder b("bad");
+  TensorRef x = b.tensor("x", {2, 3});
+  b.tensor("x", {2, 3});
+  b.output(b.relu("r", x));
+  EXPECT_ERROR_HAS(b.build().status(), "builder: tensor 'x' is declared twice");
+
+  GraphBuilder c("bad2");
+  c.output(c.relu("r", TensorRef{}));
+  EXPECT_ERROR_HAS(c.build().status(), "node 'r': input 0: refers to a missing tensor");
+
+  GraphBuilder d("bad3");
+  TensorRef a = d.tensor("a", {2, 3});
+  TensorRef m = d.tensor("m", {4, 5});
+  d.output(d.matmul("mm", a, m));
+  EXPECT_ERROR_HAS(d.build().status(), "builder 'bad3': node 'mm' (matmul): input 'm': inner dims differ");
+}
+
+}  // namespace
+}  // namespace kiln
