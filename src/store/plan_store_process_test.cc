@@ -123,19 +123,31 @@ TEST(PlanStoreProcesses, KilledWriterLeavesAConsistentStore) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   for (int round = 0; round < 3; ++round) {
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      close(ready[0]);
       StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
       if (!s.is_ok()) _exit(2);
       for (int i = 0;; ++i) {
         PlanRecord r = make_record(round * 100000 + i, h200(), "killed");
         r.plan_bytes = std::string(20000 + i % 1000, static_cast<char>(i));  // big: spans pages
         if (!(*s)->put(r).is_ok()) _exit(3);
+        if (i == 5) {  // tell the parent that writes are flowing
+          char c = 1;
+          if (write(ready[1], &c, 1) != 1) _exit(4);
+          close(ready[1]);
+        }
       }
     }
-    // Let it write for a while, then kill it wherever it is.
-    std::this_thread::sleep_for(std::chrono::milliseconds(150 + 100 * round));
+    close(ready[1]);
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1) << "the writer died before writing";
+    close(ready[0]);
+    // Let it write for a while longer, then kill it wherever it is.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30 + 70 * round));
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
