@@ -65,7 +65,10 @@ inline Status internal_error(std::string m) { return {StatusCode::kInternal, std
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  // Implicit by design. Two overloads (not one by value) so that `return local;` moves under every
+  // front end (nvcc's EDG only applies the implicit move to an rvalue-reference constructor).
+  StatusOr(const T& value) : value_(value) {}      // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
   StatusOr(Status status) : status_(std::move(status)) {
     if (status_.is_ok()) status_ = internal_error("StatusOr constructed from OK status without a value");
   }
