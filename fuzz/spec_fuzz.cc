@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::StatusOr<kiln::Graph> g = kiln::parse_spec_string(text, "fuzz.json");
   if (!g.is_ok()) {
     if (g.status().message().rfind("fuzz.json", 0) != 0) std::abort();  // every message names the source
+    if (g.status().code() == kiln::StatusCode::kInternal) std::abort();  // bad input is never an internal error
     return 0;
   }
   kiln::StatusOr<kiln::GraphSignature> sig = kiln::compute_signature(*g);

@@ -339,6 +339,8 @@ StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& so
       doc = Json::parse(text);
     } catch (const Json::parse_error& e) {
       return invalid_argument(source_name + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+    } catch (const Json::exception& e) {  // e.g. out_of_range.406: a number literal that overflows a double
+      return invalid_argument(source_name + ": malformed JSON: " + e.what());
     }
     Graph g;
     Status s = parse_document(doc, &g);

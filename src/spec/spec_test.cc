@@ -285,6 +285,15 @@ TEST(SpecErrors, MalformedJsonNamesTheByteAndLine) {
   EXPECT_ERROR_HAS(parse_spec_string("[1,2]", "arr.json").status(), "arr.json: spec: expected an object, got an array");
 }
 
+// Found by spec_fuzz: nlohmann throws out_of_range (not parse_error) for "3E984"; it was reported as Internal.
+TEST(SpecRegression, NumberOverflowIsBadInputNotInternal) {
+  for (const char* text : {"3E984", "{\"tensors\": {\"x\": {\"dims\": [1e999]}}}"}) {
+    Status s = parse_spec_string(text, "big.json").status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_ERROR_HAS(s, "big.json: malformed JSON", "number overflow");
+  }
+}
+
 TEST(SpecFile, MissingFileIsNotFound) {
   Status s = parse_spec_file("/nonexistent/spec.json").status();
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
