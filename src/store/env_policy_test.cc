@@ -148,3 +148,34 @@ TEST(EnvPolicy, PolicyNamesParse) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Pinned: a change here changes every key and checksum in every deployed store. Bump the record format
+// version (kiln-plan-record/vN, kiln-env-key/vN) and write a migration rather than editing these values.
+TEST(StoreCanonicalForm, FingerprintKeyAndChecksumArePinned) {
+  EXPECT_EQ(fingerprint_key(store_test::h200()), "01d6c78f72eb93a22893966167548b2d");
+  EXPECT_EQ(fingerprint_to_json(store_test::h200()),
+            "{\"gpu_name\":\"NVIDIA H200\",\"sm_version\":90,\"sm_count\":132,"
+            "\"device_uuid\":\"GPU-0d9f7a3e-1111-2222-3333-444455556666\",\"driver_version\":13000,"
+            "\"driver_release\":\"580.159.04\",\"cuda_runtime_version\":13000,\"cudnn_version\":91900,"
+            "\"cudnn_header_version\":91900,\"cudnn_library_path\":\"/usr/lib/x86_64-linux-gnu/libcudnn.so.9\","
+            "\"cudnn_frontend_version\":12300,\"kiln_version\":\"0.1.0\",\"kiln_git_revision\":\"abcdef123456\","
+            "\"has_device\":true}");
+  PlanRecord r = store_test::make_record(1);
+  EXPECT_EQ(compute_record_checksum(r), "c5901027b5acd47540ba002a34af05dc");
+  // Every field is covered.
+  PlanRecord s = r;
+  s.stats.runner_up_median_ms += 1e-9;
+  EXPECT_NE(compute_record_checksum(s), compute_record_checksum(r));
+  s = r;
+  s.fingerprint.device_uuid = "x";
+  EXPECT_NE(compute_record_checksum(s), compute_record_checksum(r));
+  s = r;
+  s.plan_bytes.back() ^= 1;
+  EXPECT_NE(compute_record_checksum(s), compute_record_checksum(r));
+}
+
+}  // namespace
+}  // namespace kiln
