@@ -1,0 +1,65 @@
+// kiln/reference.h: numerical references for a Kiln graph, on the host (double precision, small
+// shapes) and on the device (naive fp32 CUDA kernels, full-size shapes).
+//
+// Both take a graph whose tensors have dims, strides and (where not defaulted) dtypes filled in, and
+// the values of its graph inputs keyed by tensor index. Both return one HostTensor per entry of
+// graph.outputs, in that order, with the output's dims, strides and dtype. Every tensor a node writes
+// is rounded to its dtype (the graph's intermediate dtype for virtual tensors, io dtype for outputs,
+// unless set) to mirror what the GPU stores.
+//
+// Op conventions (dims are logical; strides place them in memory, so NHWC is NCHW dims with NHWC
+// strides):
+//   conv_*     x [N, C, spatial...], w [K, C/groups, filter...], y [N, K, out...]; 1 to 3 spatial dims;
+//              out = floor((in + pre + post - dilation*(f-1) - 1) / stride) + 1
+//   matmul     [..., M, K] x [..., K, N]; batch dims broadcast (right-aligned, extent 1 broadcasts)
+//   pointwise  binary modes broadcast numpy-style; scale multiplies by a by-value scalar or 1-element
+//              tensor; bias_add broadcasts numpy-style (a 1-D bias runs along the last axis), else a
+//              1-D bias whose extent matches axis 1 runs along the channel axis
+//   reduction  axes from attrs (output keeps them with extent 1); when attrs.axes is empty, the axes
+//              where the output has extent 1 and the input does not
+//   layer_norm y = (x - mean) / sqrt(var + eps) * scale + bias over all axes but the first, biased
+//              variance; scale/bias broadcast numpy-style against x
+//   rms_norm   y = x / sqrt(mean(x^2) + eps) * scale, same axes
+//   sdpa       q [B, H, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv] -> o [B, H, Sq, Dv];
+//              H a multiple of Hk (grouped-query); scale defaults to 1/sqrt(D); causal masks key j > i
+//              (top-left aligned)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "kiln/graph.h"
+#include "kiln/host_tensor.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+struct HostReferenceOptions {
+  // Graphs needing more multiply-accumulates than this are refused with kInvalidArgument (use the
+  // device reference instead).
+  double max_macs = 2e9;
+};
+
+// Evaluates every node in topological order in double precision.
+// Errors: kInvalidArgument for a malformed graph (message names node/tensor), a missing or misshapen
+// input, or a graph over the MAC cap; kNotSupported for an op/mode it cannot evaluate.
+StatusOr<std::vector<HostTensor>> run_host_reference(const Graph& graph, const std::map<int, HostTensor>& inputs,
+                                                     const HostReferenceOptions& options = {});
+
+// The same on the device: naive CUDA kernels, fp32 arithmetic with fp32 accumulation (norm and
+// softmax statistics too), one kernel launch per node on the default stream. Inputs are copied in,
+// outputs copied back. Errors as above, plus kUnavailable without a usable device.
+StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& graph, const std::map<int, HostTensor>& inputs);
+
+// Multiply-accumulates (or element operations, for non-contracting ops) the graph costs; what the
+// host cap compares against.
+StatusOr<double> estimate_macs(const Graph& graph);
+
+// Random values for every graph input, deterministic in `seed`, with ranges suited to the consumer:
+// uniform [-1, 1] by default, norm scales [0.5, 1.5], norm biases and bias_add biases [-0.5, 0.5],
+// divisors [0.5, 1.5]; by-value tensors take TensorDesc::value. Each tensor uses its own stream
+// (seed mixed with the tensor index), so adding a tensor does not change the others.
+StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& graph, uint64_t seed);
+
+}  // namespace kiln

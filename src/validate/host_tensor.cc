@@ -1,0 +1,377 @@
+#include "kiln/host_tensor.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+namespace kiln {
+namespace {
+
+// A binary floating-point format with `ebits` exponent bits and `mbits` stored mantissa bits.
+// `ieee` formats reserve the all-ones exponent for inf/NaN; e4m3fn uses it for normal numbers except
+// mantissa all-ones, which is NaN.
+struct FloatFormat {
+  int ebits;
+  int mbits;
+  bool ieee;
+  bool saturate;       // overflow gives the largest finite value instead of inf
+  uint32_t nan_bits;   // canonical positive NaN
+};
+
+constexpr FloatFormat kFp16{5, 10, true, false, 0x7E00};
+constexpr FloatFormat kBf16{8, 7, true, false, 0x7FC0};
+constexpr FloatFormat kE4M3{4, 3, false, true, 0x7F};
+constexpr FloatFormat kE5M2{5, 2, true, false, 0x7E};
+
+// Rounds a non-negative double holding an integral-or-fractional value to an integer, ties to even.
+// Exact for the magnitudes used here (q < 2^(mbits+2)).
+double round_half_even(double q) {
+  double fl = std::floor(q);
+  double frac = q - fl;
+  if (frac > 0.5 || (frac == 0.5 && std::fmod(fl, 2.0) != 0.0)) fl += 1.0;
+  return fl;
+}
+
+uint32_t encode_float(double x, const FloatFormat& f) {
+  const uint32_t sign = std::signbit(x) ? (1u << (f.ebits + f.mbits)) : 0u;
+  if (std::isnan(x)) return sign | f.nan_bits;
+  const int bias = (1 << (f.ebits - 1)) - 1;
+  const uint32_t max_ef = f.ieee ? (1u << f.ebits) - 2 : (1u << f.ebits) - 1;
+  const uint32_t max_mant_at_max_ef = f.ieee ? (1u << f.mbits) - 1 : (1u << f.mbits) - 2;
+  const uint32_t max_finite = (max_ef << f.mbits) | max_mant_at_max_ef;
+  const uint32_t inf_bits = f.ieee ? ((1u << f.ebits) - 1) << f.mbits : max_finite;
+  const uint32_t overflow = f.saturate ? max_finite : inf_bits;
+  double a = std::fabs(x);
+  if (std::isinf(a)) return sign | overflow;
+  if (a == 0.0) return sign;
+  int k = 0;
+  std::frexp(a, &k);  // a = m * 2^k, m in [0.5, 1)
+  int e = k - 1;      // a in [2^e, 2^(e+1))
+  const int emin = 1 - bias;
+  if (e < emin) {
+    // Subnormal: quantum 2^(emin - mbits). A result of 2^mbits is the smallest normal, whose bits are
+    // exactly the integer (exponent field 1, mantissa 0).
+    double m = round_half_even(std::ldexp(a, f.mbits - emin));
+    return sign | static_cast<uint32_t>(m);
+  }
+  double m = round_half_even(std::ldexp(a, f.mbits - e));  // in [2^mbits, 2^(mbits+1)]
+  if (m >= std::ldexp(1.0, f.mbits + 1)) {
+    m = std::ldexp(1.0, f.mbits);
+    ++e;
+  }
+  int64_t ef = static_cast<int64_t>(e) + bias;
+  uint32_t mant = static_cast<uint32_t>(m) - (1u << f.mbits);
+  if (ef > static_cast<int64_t>(max_ef) || (ef == static_cast<int64_t>(max_ef) && mant > max_mant_at_max_ef))
+    return sign | overflow;
+  return sign | (static_cast<uint32_t>(ef) << f.mbits) | mant;
+}
+
+double decode_float(uint32_t bits, const FloatFormat& f) {
+  const int bias = (1 << (f.ebits - 1)) - 1;
+  const bool neg = (bits >> (f.ebits + f.mbits)) & 1u;
+  const uint32_t ef = (bits >> f.mbits) & ((1u << f.ebits) - 1);
+  const uint32_t mant = bits & ((1u << f.mbits) - 1);
+  const uint32_t all_ones = (1u << f.ebits) - 1;
+  double v;
+  if (f.ieee && ef == all_ones) {
+    v = mant == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  } else if (!f.ieee && ef == all_ones && mant == (1u << f.mbits) - 1) {
+    v = std::numeric_limits<double>::quiet_NaN();
+  } else if (ef == 0) {
+    v = std::ldexp(static_cast<double>(mant), 1 - bias - f.mbits);
+  } else {
+    v = std::ldexp(static_cast<double>(mant | (1u << f.mbits)), static_cast<int>(ef) - bias - f.mbits);
+  }
+  return neg ? -v : v;
+}
+
+double round_int(double x, double lo, double hi) {
+  if (std::isnan(x)) return 0.0;
+  if (x <= lo) return lo;
+  if (x >= hi) return hi;
+  double r = std::nearbyint(x);  // the default rounding mode: to nearest, ties to even
+  return r;
+}
+
+template <typename T>
+void put(std::vector<uint8_t>& out, size_t i, T v) {
+  std::memcpy(out.data() + i * sizeof(T), &v, sizeof(T));
+}
+template <typename T>
+T get(const uint8_t* p, size_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+uint16_t fp16_from_double(double x) { return static_cast<uint16_t>(encode_float(x, kFp16)); }
+double fp16_to_double(uint16_t bits) { return decode_float(bits, kFp16); }
+uint16_t bf16_from_double(double x) { return static_cast<uint16_t>(encode_float(x, kBf16)); }
+double bf16_to_double(uint16_t bits) { return decode_float(bits, kBf16); }
+uint8_t fp8_e4m3_from_double(double x) { return static_cast<uint8_t>(encode_float(x, kE4M3)); }
+double fp8_e4m3_to_double(uint8_t bits) { return decode_float(bits, kE4M3); }
+uint8_t fp8_e5m2_from_double(double x) { return static_cast<uint8_t>(encode_float(x, kE5M2)); }
+double fp8_e5m2_to_double(uint8_t bits) { return decode_float(bits, kE5M2); }
+
+double round_to_dtype(double x, DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return static_cast<double>(static_cast<float>(x));
+    case DataType::kFloat16: return fp16_to_double(fp16_from_double(x));
+    case DataType::kBFloat16: return bf16_to_double(bf16_from_double(x));
+    case DataType::kFp8E4M3: return fp8_e4m3_to_double(fp8_e4m3_from_double(x));
+    case DataType::kFp8E5M2: return fp8_e5m2_to_double(fp8_e5m2_from_double(x));
+    case DataType::kInt8: return round_int(x, -128.0, 127.0);
+    case DataType::kInt32: return round_int(x, -2147483648.0, 2147483647.0);
+    // Doubles above 2^63 - 1024 are not representable as int64; clamp to the largest double below 2^63.
+    case DataType::kInt64: return round_int(x, -9223372036854775808.0, 9223372036854774784.0);
+  }
+  return x;
+}
+
+size_t element_bytes(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return 4;
+    case DataType::kFloat16: return 2;
+    case DataType::kBFloat16: return 2;
+    case DataType::kFp8E4M3: return 1;
+    case DataType::kFp8E5M2: return 1;
+    case DataType::kInt8: return 1;
+    case DataType::kInt32: return 4;
+    case DataType::kInt64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_label(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return "fp32";
+    case DataType::kFloat16: return "fp16";
+    case DataType::kBFloat16: return "bf16";
+    case DataType::kFp8E4M3: return "fp8_e4m3";
+    case DataType::kFp8E5M2: return "fp8_e5m2";
+    case DataType::kInt8: return "int8";
+    case DataType::kInt32: return "int32";
+    case DataType::kInt64: return "int64";
+  }
+  return "?";
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * std::max<int64_t>(dims[i], 1);
+  return s;
+}
+
+// ---- Rng ------------------------------------------------------------------------------------------
+
+Rng::Rng(uint64_t seed) {
+  uint64_t z = seed;
+  for (auto& s : s_) {  // splitmix64
+    z += 0x9E3779B97F4A7C15ull;
+    uint64_t t = z;
+    t = (t ^ (t >> 30)) * 0xBF58476D1CE4E5B9ull;
+    t = (t ^ (t >> 27)) * 0x94D049BB133111EBull;
+    s = t ^ (t >> 31);
+  }
+}
+
+uint64_t Rng::next_u64() {
+  auto rotl = [](uint64_t x, int k) { return (x << k) | (x >> (64 - k)); };
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Rng::uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+
+// ---- HostTensor -----------------------------------------------------------------------------------
+
+HostTensor HostTensor::zeros(DataType dtype, std::vector<int64_t> dims, std::vector<int64_t> strides) {
+  HostTensor t;
+  t.dtype = dtype;
+  if (strides.empty()) strides = row_major_strides(dims);
+  t.dims = std::move(dims);
+  t.strides = std::move(strides);
+  t.storage.assign(static_cast<size_t>(t.storage_span()), 0.0);
+  return t;
+}
+
+HostTensor HostTensor::from_values(DataType dtype, std::vector<int64_t> dims, const std::vector<double>& values,
+                                   std::vector<int64_t> strides) {
+  HostTensor t = zeros(dtype, std::move(dims), std::move(strides));
+  t.set_values(values);
+  return t;
+}
+
+int64_t HostTensor::element_count() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+int64_t HostTensor::storage_span() const {
+  int64_t span = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] <= 0) return 0;
+    span += (dims[i] - 1) * strides[i];
+  }
+  return span;
+}
+
+int64_t HostTensor::offset(const std::vector<int64_t>& index) const {
+  int64_t o = 0;
+  for (size_t i = 0; i < index.size(); ++i) o += index[i] * strides[i];
+  return o;
+}
+
+namespace {
+// Calls f(logical_row_major_position, storage_offset) for every element.
+template <typename F>
+void for_each_element(const HostTensor& t, F&& f) {
+  const int64_t n = t.element_count();
+  if (n <= 0) return;
+  const size_t r = t.dims.size();
+  std::vector<int64_t> idx(r, 0);
+  int64_t off = 0;
+  for (int64_t pos = 0; pos < n; ++pos) {
+    f(pos, off);
+    for (size_t k = r; k-- > 0;) {
+      if (++idx[k] < t.dims[k]) {
+        off += t.strides[k];
+        break;
+      }
+      off -= (t.dims[k] - 1) * t.strides[k];
+      idx[k] = 0;
+    }
+  }
+}
+}  // namespace
+
+std::vector<double> HostTensor::values() const {
+  std::vector<double> v(static_cast<size_t>(std::max<int64_t>(element_count(), 0)));
+  for_each_element(*this, [&](int64_t pos, int64_t off) { v[pos] = storage[off]; });
+  return v;
+}
+
+void HostTensor::set_values(const std::vector<double>& values) {
+  for_each_element(*this, [&](int64_t pos, int64_t off) { storage[off] = round_to_dtype(values[pos], dtype); });
+}
+
+void HostTensor::round_in_place() {
+  for (double& v : storage) v = round_to_dtype(v, dtype);
+}
+
+void HostTensor::fill_uniform(uint64_t seed, double lo, double hi) {
+  Rng rng(seed);
+  const bool is_int = dtype == DataType::kInt8 || dtype == DataType::kInt32 || dtype == DataType::kInt64;
+  std::vector<double> v(static_cast<size_t>(std::max<int64_t>(element_count(), 0)));
+  bool any_nonzero = false;
+  for (double& x : v) {
+    if (is_int) {
+      double ilo = std::ceil(lo), ihi = std::floor(hi);
+      double span = std::max(ihi - ilo + 1.0, 1.0);
+      x = ilo + std::floor(rng.uniform() * span);
+    } else {
+      x = rng.uniform(lo, hi);
+    }
+    x = round_to_dtype(x, dtype);
+    any_nonzero |= x != 0.0;
+  }
+  if (!any_nonzero && !v.empty()) v[0] = round_to_dtype(1.0, dtype);
+  set_values(v);
+}
+
+std::vector<uint8_t> HostTensor::encode() const {
+  const size_t n = storage.size();
+  std::vector<uint8_t> out(n * element_bytes(dtype));
+  for (size_t i = 0; i < n; ++i) {
+    const double x = storage[i];
+    switch (dtype) {
+      case DataType::kFloat32: put<float>(out, i, static_cast<float>(x)); break;
+      case DataType::kFloat16: put<uint16_t>(out, i, fp16_from_double(x)); break;
+      case DataType::kBFloat16: put<uint16_t>(out, i, bf16_from_double(x)); break;
+      case DataType::kFp8E4M3: put<uint8_t>(out, i, fp8_e4m3_from_double(x)); break;
+      case DataType::kFp8E5M2: put<uint8_t>(out, i, fp8_e5m2_from_double(x)); break;
+      case DataType::kInt8: put<int8_t>(out, i, static_cast<int8_t>(round_to_dtype(x, dtype))); break;
+      case DataType::kInt32: put<int32_t>(out, i, static_cast<int32_t>(round_to_dtype(x, dtype))); break;
+      case DataType::kInt64: put<int64_t>(out, i, static_cast<int64_t>(round_to_dtype(x, dtype))); break;
+    }
+  }
+  return out;
+}
+
+StatusOr<HostTensor> HostTensor::decode(DataType dtype, std::vector<int64_t> dims, const void* bytes, size_t size,
+                                        std::vector<int64_t> strides) {
+  if (!strides.empty() && strides.size() != dims.size())
+    return invalid_argument("decode: " + std::to_string(strides.size()) + " strides for " +
+                            std::to_string(dims.size()) + " dims");
+  HostTensor t = zeros(dtype, std::move(dims), std::move(strides));
+  if (size != t.byte_size())
+    return invalid_argument("decode: " + t.describe() + " needs " + std::to_string(t.byte_size()) +
+                            " bytes, got " + std::to_string(size));
+  const auto* p = static_cast<const uint8_t*>(bytes);
+  for (size_t i = 0; i < t.storage.size(); ++i) {
+    double& x = t.storage[i];
+    switch (dtype) {
+      case DataType::kFloat32: x = get<float>(p, i); break;
+      case DataType::kFloat16: x = fp16_to_double(get<uint16_t>(p, i)); break;
+      case DataType::kBFloat16: x = bf16_to_double(get<uint16_t>(p, i)); break;
+      case DataType::kFp8E4M3: x = fp8_e4m3_to_double(get<uint8_t>(p, i)); break;
+      case DataType::kFp8E5M2: x = fp8_e5m2_to_double(get<uint8_t>(p, i)); break;
+      case DataType::kInt8: x = get<int8_t>(p, i); break;
+      case DataType::kInt32: x = get<int32_t>(p, i); break;
+      case DataType::kInt64: x = static_cast<double>(get<int64_t>(p, i)); break;
+    }
+  }
+  return t;
+}
+
+Status HostTensor::write_file(const std::string& path) const {
+  std::vector<uint8_t> bytes = encode();
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) return not_found("cannot open '" + path + "' for writing: " + std::strerror(errno));
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
+    return internal_error("short write to '" + path + "'");
+  if (std::fflush(f.get()) != 0) return internal_error("cannot flush '" + path + "'");
+  return Status::ok();
+}
+
+StatusOr<HostTensor> HostTensor::read_file(const std::string& path, DataType dtype, std::vector<int64_t> dims,
+                                           std::vector<int64_t> strides) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return not_found("cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<uint8_t> bytes;
+  uint8_t buf[1 << 16];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof(buf), f.get())) > 0) bytes.insert(bytes.end(), buf, buf + got);
+  if (std::ferror(f.get())) return internal_error("cannot read '" + path + "'");
+  auto t = decode(dtype, std::move(dims), bytes.data(), bytes.size(), std::move(strides));
+  if (!t.is_ok()) return t.status().with_context("'" + path + "'");
+  return t;
+}
+
+std::string HostTensor::describe() const {
+  std::ostringstream os;
+  os << dtype_label(dtype) << "[";
+  for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
+  os << "] strides [";
+  for (size_t i = 0; i < strides.size(); ++i) os << (i ? "," : "") << strides[i];
+  os << "]";
+  return os.str();
+}
+
+}  // namespace kiln

@@ -1,0 +1,87 @@
+// Internal to the validate layer: the shape arithmetic shared by the host and device references and the
+// tolerance code. A NodePlan is a node with its geometry resolved and checked, expressed over packed
+// row-major ("logical") arrays; the references gather strided inputs into that form and scatter
+// outputs back through the graph's strides.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/graph.h"
+#include "kiln/status.h"
+
+namespace kiln::validate_internal {
+
+// Local helpers over Graph (the graph layer's own may not be implemented in every build).
+std::vector<int64_t> tensor_dims(const Graph& g, int t);
+std::vector<int64_t> tensor_strides(const Graph& g, int t);  // row-major when the desc has none
+int64_t product(const std::vector<int64_t>& v);
+std::vector<int> producers(const Graph& g);                   // tensor -> node index, -1 for inputs
+bool is_output(const Graph& g, int t);
+DataType dtype_of(const Graph& g, int t);
+// Node indices in an order where every node follows the producers of its inputs.
+StatusOr<std::vector<int>> topological_order(const Graph& g);
+// "node 'gelu' (pointwise)"
+std::string node_label(const Graph& g, int node);
+
+// Strides (in elements of a packed row-major array of `in`) that read `in` broadcast to `out`
+// (right-aligned numpy rules: 0 where `in` has extent 1 or lacks the axis).
+StatusOr<std::vector<int64_t>> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
+
+struct ConvGeom {
+  int64_t n = 0, c = 0, k = 0, groups = 1;  // c: input channels, k: output channels
+  int64_t in[3] = {1, 1, 1}, filt[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t pad[3] = {0, 0, 0}, stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1};
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t filt_size() const { return filt[0] * filt[1] * filt[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
+struct MatmulGeom {
+  std::vector<int64_t> batch;                 // the output's batch dims
+  std::vector<int64_t> a_batch, b_batch;      // packed strides of a/b per output batch dim (0: broadcast)
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch_count() const { return product(batch); }
+};
+
+struct ReduceGeom {
+  std::vector<int64_t> in_dims;
+  std::vector<bool> reduced;                  // per axis
+  int64_t reduced_count = 1;
+};
+
+struct NormGeom {
+  int64_t rows = 0, inner = 0;                // rows = dims[0], inner = product of the rest
+  std::vector<int64_t> x_dims;
+  std::vector<int64_t> scale_strides, bias_strides;  // broadcast strides over x_dims
+};
+
+struct SdpaGeom {
+  int64_t b = 0, h = 0, hk = 0, sq = 0, skv = 0, d = 0, dv = 0;
+  double scale = 1.0;
+  bool causal = false;
+};
+
+struct PointwiseGeom {
+  std::vector<int64_t> out_dims;
+  std::vector<int64_t> a_strides, b_strides;  // broadcast strides; b empty for unary
+};
+
+struct NodePlan {
+  int node = -1;
+  OpKind op = OpKind::kPointwise;
+  ConvGeom conv;
+  MatmulGeom mm;
+  ReduceGeom red;
+  NormGeom norm;
+  SdpaGeom sdpa;
+  PointwiseGeom pw;
+  double macs = 0;                // multiply-accumulates (or element ops)
+  int64_t reduction_length = 1;   // see ToleranceOptions::reduction_length
+};
+
+// Resolves and checks one node; errors name the node and tensor at fault.
+StatusOr<NodePlan> plan_node(const Graph& g, int node);
+
+}  // namespace kiln::validate_internal

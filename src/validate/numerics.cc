@@ -1,0 +1,203 @@
+#include "kiln/numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "validate/node_plan.h"
+
+namespace kiln {
+namespace {
+
+// Coarseness rank of a dtype's rounding: larger is coarser.
+int coarseness(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return 0;
+    case DataType::kFloat16: return 1;
+    case DataType::kBFloat16: return 2;
+    case DataType::kFp8E4M3: return 3;
+    case DataType::kFp8E5M2: return 4;
+    default: return -1;  // integers: handled apart
+  }
+}
+
+bool is_integer(DataType t) { return t == DataType::kInt8 || t == DataType::kInt32 || t == DataType::kInt64; }
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2e", v);
+  return buf;
+}
+
+}  // namespace
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kPassed: return "Passed";
+    case Verdict::kIncorrect: return "Incorrect";
+    case Verdict::kNotSupported: return "NotSupported";
+    case Verdict::kFailed: return "Failed";
+    case Verdict::kNotVerified: return "NotVerified";
+  }
+  return "?";
+}
+
+Tolerance default_tolerance(DataType dtype, const ToleranceOptions& options) {
+  Tolerance t;
+  if (is_integer(dtype)) {
+    t.atol = dtype == DataType::kInt8 ? 1.0 : 0.0;
+    t.rtol = 0.0;
+    t.nmse_max = dtype == DataType::kInt8 ? 1e-2 : 0.0;
+    t.rel_floor = 1.0;
+    return t;
+  }
+  DataType base = dtype;
+  if (coarseness(options.intermediate_dtype) > coarseness(base)) base = options.intermediate_dtype;
+  switch (base) {
+    case DataType::kFloat32:
+      if (options.allow_tf32) t = {1e-2, 5e-3, 2e-6, 1e-3};
+      else t = {1e-5, 1e-5, 1e-10, 1e-6};
+      break;
+    case DataType::kFloat16: t = {1e-2, 1e-2, 1e-5, 1e-3}; break;
+    case DataType::kBFloat16: t = {2e-2, 2e-2, 1e-4, 1e-2}; break;
+    case DataType::kFp8E4M3: t = {1.25e-1, 1.25e-1, 2e-2, 1e-1}; break;
+    case DataType::kFp8E5M2: t = {2.5e-1, 2.5e-1, 6e-2, 1e-1}; break;
+    default: break;
+  }
+  const double k_scale = std::max(1.0, static_cast<double>(options.reduction_length) / 64.0);
+  if (base == DataType::kFloat32 && !options.allow_tf32) {
+    // fp32's own rounding is negligible: fp32 accumulation error dominates, and near a cancelling sum
+    // it grows like K (partial sums of size sqrt(k), K of them, each rounded with u = 2^-24).
+    t.atol *= k_scale;
+    t.nmse_max *= k_scale;
+  } else {
+    // Rounding of inputs (TF32) and outputs dominates: a sum of K independent errors grows like sqrt(K).
+    t.atol *= std::sqrt(k_scale);
+  }
+  return t;
+}
+
+StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& ref, const Tolerance& tol) {
+  if (out.dims != ref.dims)
+    return invalid_argument("measure_error: output " + out.describe() + " and reference " + ref.describe() +
+                            " have different dims");
+  const std::vector<double> a = out.values(), r = ref.values();
+  ErrorMeasures e;
+  e.count = static_cast<int64_t>(a.size());
+  double sum_sq_err = 0.0, sum_sq_ref = 0.0, worst = -1.0;
+  const double floor = tol.rel_floor > 0 ? tol.rel_floor : 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], y = r[i];
+    if (!std::isfinite(y)) {
+      // Non-finite reference: only the same value matches (NaN matches NaN).
+      const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+      if (!same) {
+        ++e.mismatch_count;
+        if (worst < std::numeric_limits<double>::infinity()) {
+          worst = std::numeric_limits<double>::infinity();
+          e.worst_index = static_cast<int64_t>(i);
+        }
+      }
+      continue;
+    }
+    if (!std::isfinite(x)) {
+      ++e.nan_count;
+      ++e.mismatch_count;
+      worst = std::numeric_limits<double>::infinity();
+      e.worst_index = static_cast<int64_t>(i);
+      continue;
+    }
+    const double diff = std::fabs(x - y);
+    const double allowed = tol.atol + tol.rtol * std::fabs(y);
+    e.max_abs = std::max(e.max_abs, diff);
+    e.max_rel = std::max(e.max_rel, diff / std::max(std::fabs(y), floor));
+    sum_sq_err += diff * diff;
+    sum_sq_ref += y * y;
+    if (diff > allowed) ++e.mismatch_count;
+    const double ratio = allowed > 0 ? diff / allowed : (diff > 0 ? std::numeric_limits<double>::max() : 0.0);
+    if (ratio > worst) {
+      worst = ratio;
+      e.worst_index = static_cast<int64_t>(i);
+    }
+  }
+  e.nmse = sum_sq_ref > 0 ? sum_sq_err / sum_sq_ref : sum_sq_err;
+  return e;
+}
+
+Verdict judge(const ErrorMeasures& e, const Tolerance& tol) {
+  if (e.nan_count > 0 || e.mismatch_count > 0 || !(e.nmse <= tol.nmse_max)) return Verdict::kIncorrect;
+  return Verdict::kPassed;
+}
+
+int64_t reduction_length_into(const Graph& graph, int tensor) {
+  using namespace validate_internal;
+  const auto prod = producers(graph);
+  int64_t best = 1;
+  std::vector<bool> seen(graph.tensors.size(), false);
+  std::vector<int> stack{tensor};
+  while (!stack.empty()) {
+    const int t = stack.back();
+    stack.pop_back();
+    if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size() || seen[static_cast<size_t>(t)]) continue;
+    seen[static_cast<size_t>(t)] = true;
+    const int n = prod[static_cast<size_t>(t)];
+    if (n < 0) continue;
+    auto plan = plan_node(graph, n);
+    if (plan.is_ok()) best = std::max(best, plan->reduction_length);
+    for (int in : graph.nodes[static_cast<size_t>(n)].inputs) stack.push_back(in);
+  }
+  return best;
+}
+
+std::string CheckReport::summary() const {
+  std::string s;
+  for (const auto& o : outputs) s += (s.empty() ? "" : "\n") + o.summary;
+  return s;
+}
+
+StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
+                                    const std::vector<HostTensor>& references, const CheckOptions& options) {
+  using namespace validate_internal;
+  if (outputs.size() != graph.outputs.size() || references.size() != graph.outputs.size())
+    return invalid_argument("check_outputs: graph '" + graph.name + "' has " + std::to_string(graph.outputs.size()) +
+                            " outputs, got " + std::to_string(outputs.size()) + " results and " +
+                            std::to_string(references.size()) + " references");
+  CheckReport report;
+  report.verdict = Verdict::kPassed;
+  const bool multi_node = graph.nodes.size() > 1;
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    const int t = graph.outputs[i];
+    if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size())
+      return invalid_argument("check_outputs: output index " + std::to_string(t) + " out of range");
+    OutputCheck c;
+    c.name = graph.tensors[static_cast<size_t>(t)].name;
+    c.tensor = t;
+    c.dtype = dtype_of(graph, t);
+    ToleranceOptions to;
+    to.reduction_length = reduction_length_into(graph, t);
+    to.allow_tf32 = options.allow_tf32;
+    if (multi_node) to.intermediate_dtype = graph.intermediate_dtype;
+    c.tolerance = default_tolerance(c.dtype, to);
+    c.tolerance.atol *= options.tolerance_scale;
+    c.tolerance.rtol *= options.tolerance_scale;
+    auto err = measure_error(outputs[i], references[i], c.tolerance);
+    if (!err.is_ok()) return err.status().with_context("output '" + c.name + "'");
+    c.error = *err;
+    c.verdict = judge(c.error, c.tolerance);
+    c.summary = c.name + ": " + verdict_name(c.verdict) + " max_abs=" + sci(c.error.max_abs) +
+                " max_rel=" + sci(c.error.max_rel) + " nmse=" + sci(c.error.nmse);
+    if (c.error.nan_count > 0) c.summary += " nonfinite=" + std::to_string(c.error.nan_count);
+    if (c.error.mismatch_count > 0)
+      c.summary += " mismatches=" + std::to_string(c.error.mismatch_count) + "/" + std::to_string(c.error.count) +
+                   " (worst at index " + std::to_string(c.error.worst_index) + ")";
+    c.summary += std::string(" (") + dtype_label(c.dtype) + " tol atol=" + sci(c.tolerance.atol) +
+                 " rtol=" + sci(c.tolerance.rtol) + " nmse<=" + sci(c.tolerance.nmse_max) +
+                 " K=" + std::to_string(to.reduction_length) + (options.allow_tf32 ? " tf32" : "") + ")";
+    if (c.verdict != Verdict::kPassed) report.verdict = c.verdict;
+    report.outputs.push_back(std::move(c));
+  }
+  return report;
+}
+
+}  // namespace kiln

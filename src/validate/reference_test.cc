@@ -1,0 +1,374 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/reference.h"
+#include "validate/test_graphs.h"
+
+namespace kiln {
+namespace {
+
+using namespace testing_graphs;
+
+std::vector<double> run1(const Graph& g, const std::map<int, HostTensor>& in) {
+  auto r = run_host_reference(g, in);
+  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+  if (!r.is_ok() || r->empty()) return {};
+  return (*r)[0].values();
+}
+
+HostTensor vals(const Graph& g, int t, const std::vector<double>& v) {
+  std::vector<int64_t> dims;
+  for (const Dim& d : g.tensors[static_cast<size_t>(t)].dims) dims.push_back(d.value);
+  return HostTensor::from_values(g.tensors[static_cast<size_t>(t)].dtype.value_or(g.io_dtype), dims, v,
+                                 g.tensors[static_cast<size_t>(t)].strides);
+}
+
+void expect_near(const std::vector<double>& a, const std::vector<double>& b, double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol) << "at " << i;
+}
+
+TEST(HostReference, ConvOneChannelKnownKernel) {
+  Graph g = make_graph("conv");
+  int x = add_tensor(g, "x", {1, 1, 3, 3});
+  int w = add_tensor(g, "w", {1, 1, 2, 2});
+  int y = add_tensor(g, "y", {1, 1, 2, 2});
+  add_node(g, "conv", OpKind::kConvFprop, {x, w}, y);
+  g.outputs = {y};
+  std::map<int, HostTensor> in{{x, vals(g, x, {1, 2, 3, 4, 5, 6, 7, 8, 9})}, {w, vals(g, w, {1, 0, 0, -1})}};
+  // y[i][j] = x[i][j] - x[i+1][j+1] = -4
+  expect_near(run1(g, in), {-4, -4, -4, -4}, 0);
+}
+
+TEST(HostReference, ConvPaddingStrideDilation) {
+  Graph g = make_graph("conv");
+  int x = add_tensor(g, "x", {1, 1, 3, 3});
+  int w = add_tensor(g, "w", {1, 1, 2, 2});
+  int y = add_tensor(g, "y", {1, 1, 2, 2});  // (3 + 1 + 1 - 2*(2-1) - 1) / 2 + 1 = 2
+  Node& n = add_node(g, "conv", OpKind::kConvFprop, {x, w}, y);
+  n.conv.pre_padding = {1, 1};
+  n.conv.post_padding = {1, 1};
+  n.conv.stride = {2, 2};
+  n.conv.dilation = {2, 2};
+  g.outputs = {y};
+  std::map<int, HostTensor> in{{x, vals(g, x, {1, 2, 3, 4, 5, 6, 7, 8, 9})}, {w, vals(g, w, {1, 10, 100, 1000})}};
+  // Output (0,0) samples padded x at (-1,-1),(-1,1),(1,-1),(1,1) -> only (1,1)=5 with w=1000.
+  // (0,1): x at (-1,1),(-1,3),(1,1),(1,3) -> 5*100. (1,0): (1,-1),(1,1),(3,-1),(3,1) -> 5*10. (1,1): 5*1.
+  expect_near(run1(g, in), {5000, 500, 50, 5}, 0);
+}
+
+TEST(HostReference, ConvGeometryMismatchNamesTheTensor) {
+  Graph g = make_graph("conv");
+  int x = add_tensor(g, "x", {1, 1, 3, 3});
+  int w = add_tensor(g, "w", {1, 1, 2, 2});
+  int y = add_tensor(g, "y_out", {1, 1, 3, 3});
+  add_node(g, "conv0", OpKind::kConvFprop, {x, w}, y);
+  g.outputs = {y};
+  auto r = run_host_reference(g, {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("node 'conv0'"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("'y_out'"), std::string::npos) << r.status().message();
+}
+
+// The same grouped, strided, padded conv with NCHW and NHWC strides on every tensor.
+TEST(HostReference, NhwcConvEqualsNchwConv) {
+  auto build = [](bool nhwc) {
+    Graph g = make_graph("conv");
+    std::vector<int64_t> xd{2, 4, 5, 6}, wd{6, 2, 3, 3}, yd{2, 6, 3, 3};
+    int x = add_tensor(g, "x", xd, std::nullopt, nhwc ? nhwc_strides(xd) : std::vector<int64_t>{});
+    int w = add_tensor(g, "w", wd, std::nullopt, nhwc ? nhwc_strides(wd) : std::vector<int64_t>{});
+    int y = add_tensor(g, "y", yd, std::nullopt, nhwc ? nhwc_strides(yd) : std::vector<int64_t>{});
+    Node& n = add_node(g, "conv", OpKind::kConvFprop, {x, w}, y);
+    n.conv.groups = 2;
+    n.conv.pre_padding = {1, 1};
+    n.conv.post_padding = {1, 1};
+    n.conv.stride = {2, 2};
+    n.conv.dilation = {1, 1};
+    g.outputs = {y};
+    return g;
+  };
+  Graph a = build(false), b = build(true);
+  auto ia = make_random_inputs(a, 5);
+  ASSERT_TRUE(ia.is_ok());
+  // Same logical values, NHWC storage.
+  std::map<int, HostTensor> ib;
+  for (auto& [t, h] : *ia) ib[t] = vals(b, t, h.values());
+  auto ra = run_host_reference(a, *ia), rb = run_host_reference(b, ib);
+  ASSERT_TRUE(ra.is_ok() && rb.is_ok());
+  EXPECT_EQ((*rb)[0].strides, nhwc_strides({2, 6, 3, 3}));
+  EXPECT_NE((*ra)[0].storage, (*rb)[0].storage);  // different memory order...
+  EXPECT_EQ((*ra)[0].values(), (*rb)[0].values());  // ...same tensor
+}
+
+// dgrad and wgrad are the adjoints of fprop: <fprop(x, w), dy> = <x, dgrad(dy, w)> = <w, wgrad(x, dy)>.
+TEST(HostReference, ConvDgradWgradAreAdjointsOfFprop) {
+  const std::vector<int64_t> xd{2, 4, 7, 5}, wd{6, 2, 3, 2}, yd{2, 6, 4, 2};
+  auto conv_attrs = [](Node& n) {
+    n.conv.groups = 2;
+    n.conv.pre_padding = {1, 0};
+    n.conv.post_padding = {1, 1};
+    n.conv.stride = {2, 2};
+    n.conv.dilation = {1, 2};
+  };
+  Graph f = make_graph("f"), d = make_graph("d"), w = make_graph("w");
+  int fx = add_tensor(f, "x", xd), fw = add_tensor(f, "w", wd), fy = add_tensor(f, "y", yd);
+  conv_attrs(add_node(f, "fprop", OpKind::kConvFprop, {fx, fw}, fy));
+  f.outputs = {fy};
+  int ddy = add_tensor(d, "dy", yd), dw = add_tensor(d, "w", wd), ddx = add_tensor(d, "dx", xd);
+  conv_attrs(add_node(d, "dgrad", OpKind::kConvDgrad, {ddy, dw}, ddx));
+  d.outputs = {ddx};
+  int wx = add_tensor(w, "x", xd), wdy = add_tensor(w, "dy", yd), wdw = add_tensor(w, "dw", wd);
+  conv_attrs(add_node(w, "wgrad", OpKind::kConvWgrad, {wx, wdy}, wdw));
+  w.outputs = {wdw};
+  HostTensor x = HostTensor::zeros(DataType::kFloat32, xd), wt = HostTensor::zeros(DataType::kFloat32, wd),
+             dy = HostTensor::zeros(DataType::kFloat32, yd);
+  x.fill_uniform(1);
+  wt.fill_uniform(2);
+  dy.fill_uniform(3);
+  // Small integers keep every product exact, so the three dot products agree exactly in double even
+  // after the fp32 output rounding.
+  for (HostTensor* t : {&x, &wt, &dy}) {
+    auto v = t->values();
+    for (double& e : v) e = std::round(e * 4);
+    t->set_values(v);
+  }
+  auto y = run1(f, {{fx, x}, {fw, wt}});
+  auto dx = run1(d, {{ddy, dy}, {dw, wt}});
+  auto dwv = run1(w, {{wx, x}, {wdy, dy}});
+  ASSERT_EQ(y.size(), dy.values().size());
+  ASSERT_EQ(dx.size(), x.values().size());
+  ASSERT_EQ(dwv.size(), wt.values().size());
+  auto dot = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+    return s;
+  };
+  const double lhs = dot(y, dy.values());
+  EXPECT_NE(lhs, 0.0);
+  EXPECT_EQ(lhs, dot(x.values(), dx));
+  EXPECT_EQ(lhs, dot(wt.values(), dwv));
+}
+
+TEST(HostReference, Matmul2x2AndBatchBroadcast) {
+  Graph g = make_graph("mm");
+  int a = add_tensor(g, "a", {2, 2, 2}), b = add_tensor(g, "b", {1, 2, 2}), c = add_tensor(g, "c", {2, 2, 2});
+  add_node(g, "mm", OpKind::kMatmul, {a, b}, c);
+  g.outputs = {c};
+  std::map<int, HostTensor> in{{a, vals(g, a, {1, 2, 3, 4, 1, 0, 0, 1})}, {b, vals(g, b, {5, 6, 7, 8})}};
+  expect_near(run1(g, in), {19, 22, 43, 50, 5, 6, 7, 8}, 0);
+}
+
+double pointwise1(PointwiseMode mode, double x) {
+  Graph g = make_graph("pw");
+  int a = add_tensor(g, "a", {1}), y = add_tensor(g, "y", {1});
+  add_node(g, "pw", OpKind::kPointwise, {a}, y).pointwise.mode = mode;
+  g.outputs = {y};
+  g.io_dtype = DataType::kFloat32;
+  auto v = run1(g, {{a, vals(g, a, {x})}});
+  return v.empty() ? NAN : v[0];
+}
+
+TEST(HostReference, Activations) {
+  const double f = 1e-7;  // fp32 output rounding
+  EXPECT_NEAR(pointwise1(PointwiseMode::kGeluErf, 1.0), 0.8413447460685429, f);
+  EXPECT_NEAR(pointwise1(PointwiseMode::kGeluErf, -1.0), -0.15865525393145707, f);
+  EXPECT_NEAR(pointwise1(PointwiseMode::kGeluTanh, 1.0), 0.8411919906082768, f);
+  EXPECT_NEAR(pointwise1(PointwiseMode::kSilu, 1.0), 0.7310585786300049, f);
+  EXPECT_NEAR(pointwise1(PointwiseMode::kSigmoid, 0.0), 0.5, f);
+  EXPECT_NEAR(pointwise1(PointwiseMode::kTanh, 0.5), 0.46211715726000974, f);
+  EXPECT_NEAR(pointwise1(PointwiseMode::kExp, 1.0), 2.718281828459045, 3e-7);
+  EXPECT_EQ(pointwise1(PointwiseMode::kRelu, -3.0), 0.0);
+  EXPECT_EQ(pointwise1(PointwiseMode::kRelu, 3.0), 3.0);
+  EXPECT_EQ(pointwise1(PointwiseMode::kIdentity, 0.25), 0.25);
+}
+
+TEST(HostReference, BinaryBroadcastScaleAndBias) {
+  Graph g = make_graph("pw");
+  int a = add_tensor(g, "a", {2, 3}), b = add_tensor(g, "b", {1, 3}), y = add_tensor(g, "y", {2, 3});
+  add_node(g, "sub", OpKind::kPointwise, {a, b}, y).pointwise.mode = PointwiseMode::kSub;
+  g.outputs = {y};
+  std::map<int, HostTensor> in{{a, vals(g, a, {1, 2, 3, 4, 5, 6})}, {b, vals(g, b, {1, 1, 2})}};
+  expect_near(run1(g, in), {0, 1, 1, 3, 4, 4}, 0);
+
+  // Scale by a by-value scalar that is not passed as an input.
+  Graph s = make_graph("scale");
+  int sx = add_tensor(s, "x", {3}), ss = add_tensor(s, "s", {1}), sy = add_tensor(s, "y", {3});
+  s.tensors[static_cast<size_t>(ss)].by_value = true;
+  s.tensors[static_cast<size_t>(ss)].value = 2.5;
+  add_node(s, "scale", OpKind::kPointwise, {sx, ss}, sy).pointwise.mode = PointwiseMode::kScale;
+  s.outputs = {sy};
+  expect_near(run1(s, {{sx, vals(s, sx, {1, -2, 4})}}), {2.5, -5, 10}, 0);
+
+  // bias_add along the channel axis of [N, C, H, W].
+  Graph bg = make_graph("bias");
+  int bx = add_tensor(bg, "x", {1, 3, 1, 2}), bb = add_tensor(bg, "bias", {3}), by = add_tensor(bg, "y", {1, 3, 1, 2});
+  add_node(bg, "bias", OpKind::kPointwise, {bx, bb}, by).pointwise.mode = PointwiseMode::kBiasAdd;
+  bg.outputs = {by};
+  expect_near(run1(bg, {{bx, vals(bg, bx, {0, 0, 0, 0, 0, 0})}, {bb, vals(bg, bb, {1, 2, 3})}}), {1, 1, 2, 2, 3, 3}, 0);
+  // ... and along the last axis (matmul epilogue form).
+  Graph bl = make_graph("bias_last");
+  int lx = add_tensor(bl, "x", {2, 3}), lb = add_tensor(bl, "bias", {3}), ly = add_tensor(bl, "y", {2, 3});
+  add_node(bl, "bias", OpKind::kPointwise, {lx, lb}, ly).pointwise.mode = PointwiseMode::kBiasAdd;
+  bl.outputs = {ly};
+  expect_near(run1(bl, {{lx, vals(bl, lx, {0, 0, 0, 1, 1, 1})}, {lb, vals(bl, lb, {1, 2, 3})}}), {1, 2, 3, 2, 3, 4}, 0);
+}
+
+TEST(HostReference, Reductions) {
+  auto reduce = [](ReductionMode mode, std::vector<int> axes, std::vector<int64_t> out_dims) {
+    Graph g = make_graph("red");
+    int x = add_tensor(g, "x", {2, 3}), y = add_tensor(g, "y", out_dims);
+    Node& n = add_node(g, "red", OpKind::kReduction, {x}, y);
+    n.reduction.mode = mode;
+    n.reduction.axes = std::move(axes);
+    g.outputs = {y};
+    return run1(g, {{x, vals(g, x, {1, -5, 3, 4, 2, -6})}});
+  };
+  expect_near(reduce(ReductionMode::kSum, {1}, {2, 1}), {-1, 0}, 0);
+  expect_near(reduce(ReductionMode::kMax, {1}, {2, 1}), {3, 4}, 0);
+  expect_near(reduce(ReductionMode::kMin, {1}, {2, 1}), {-5, -6}, 0);
+  expect_near(reduce(ReductionMode::kAmax, {1}, {2, 1}), {5, 6}, 0);
+  expect_near(reduce(ReductionMode::kSum, {0}, {1, 3}), {5, -3, -3}, 0);
+  expect_near(reduce(ReductionMode::kAmax, {0, 1}, {1, 1}), {6}, 0);
+  expect_near(reduce(ReductionMode::kSum, {}, {1, 1}), {-1}, 0);  // axes inferred from the output dims
+}
+
+TEST(HostReference, LayerNormAndRmsNorm) {
+  Graph g = make_graph("ln");
+  int x = add_tensor(g, "x", {1, 4}), s = add_tensor(g, "scale", {1, 4}), b = add_tensor(g, "bias", {1, 4}),
+      y = add_tensor(g, "y", {1, 4});
+  add_node(g, "ln", OpKind::kLayerNorm, {x, s, b}, y).norm.epsilon = 0.0;
+  g.outputs = {y};
+  std::map<int, HostTensor> in{{x, vals(g, x, {1, 2, 3, 4})}, {s, vals(g, s, {1, 1, 1, 1})}, {b, vals(g, b, {0, 0, 0, 0})}};
+  // mean 2.5, biased var 1.25
+  expect_near(run1(g, in), {-1.3416407864998738, -0.4472135954999579, 0.4472135954999579, 1.3416407864998738}, 1e-7);
+  in[s] = vals(g, s, {2, 2, 2, 2});
+  in[b] = vals(g, b, {1, 1, 1, 1});
+  expect_near(run1(g, in), {-1.6832815729997476, 0.1055728090000842, 1.8944271909999157, 3.6832815729997476}, 2e-7);
+
+  Graph r = make_graph("rms");
+  int rx = add_tensor(r, "x", {1, 4}), rs = add_tensor(r, "scale", {4}), ry = add_tensor(r, "y", {1, 4});
+  add_node(r, "rms", OpKind::kRmsNorm, {rx, rs}, ry).norm.epsilon = 0.0;
+  r.outputs = {ry};
+  const double k = 1.0 / std::sqrt(7.5);
+  expect_near(run1(r, {{rx, vals(r, rx, {1, 2, 3, 4})}, {rs, vals(r, rs, {1, 1, 1, 2})}}), {k, 2 * k, 3 * k, 8 * k}, 1e-7);
+}
+
+Graph sdpa_graph(int64_t sq, int64_t skv, int64_t d, bool causal) {
+  Graph g = make_graph("sdpa");
+  int q = add_tensor(g, "q", {1, 1, sq, d}), k = add_tensor(g, "k", {1, 1, skv, d}), v = add_tensor(g, "v", {1, 1, skv, d}),
+      o = add_tensor(g, "o", {1, 1, sq, d});
+  add_node(g, "sdpa", OpKind::kSdpa, {q, k, v}, o).sdpa.causal = causal;
+  g.outputs = {o};
+  return g;
+}
+
+TEST(HostReference, SdpaOneKeyPassesValueThrough) {
+  Graph g = sdpa_graph(3, 1, 2, false);
+  std::map<int, HostTensor> in{{0, vals(g, 0, {1, 2, -3, 4, 0.5, 0.25})}, {1, vals(g, 1, {7, -8})}, {2, vals(g, 2, {0.5, -1.5})}};
+  expect_near(run1(g, in), {0.5, -1.5, 0.5, -1.5, 0.5, -1.5}, 0);
+}
+
+TEST(HostReference, SdpaCausalMask) {
+  Graph g = sdpa_graph(2, 2, 2, true);
+  std::map<int, HostTensor> in{{0, vals(g, 0, {1, 0, 0, 1})}, {1, vals(g, 1, {1, 0, 0, 1})}, {2, vals(g, 2, {1, 2, 3, 4})}};
+  // Row 0 sees key 0 only. Row 1: scores (q1.k0, q1.k1)/sqrt(2) = (0, 1/sqrt2).
+  const double e = std::exp(1.0 / std::sqrt(2.0));
+  const double p0 = 1.0 / (1.0 + e), p1 = e / (1.0 + e);
+  expect_near(run1(g, in), {1, 2, p0 * 1 + p1 * 3, p0 * 2 + p1 * 4}, 1e-6);
+  g.nodes[0].sdpa.causal = false;
+  // Row 0 without the mask: scores (1, 0)/sqrt2.
+  const double p = e / (1.0 + e);
+  auto o = run1(g, in);
+  EXPECT_NEAR(o[0], p * 1 + (1 - p) * 3, 1e-6);
+}
+
+TEST(HostReference, IntermediatesRoundToTheIntermediateDtype) {
+  Graph g = make_graph("chain", DataType::kFloat32, DataType::kFloat16);
+  int x = add_tensor(g, "x", {1}), t = add_tensor(g, "t", {1}), y = add_tensor(g, "y", {1});
+  add_node(g, "id0", OpKind::kPointwise, {x}, t).pointwise.mode = PointwiseMode::kIdentity;
+  add_node(g, "id1", OpKind::kPointwise, {t}, y).pointwise.mode = PointwiseMode::kIdentity;
+  g.outputs = {y};
+  // 1 + 2^-12 is exact in fp32 (io) but rounds to 1 in fp16 (the virtual tensor t).
+  expect_near(run1(g, {{x, vals(g, x, {1.0 + std::ldexp(1.0, -12)})}}), {1.0}, 0);
+  g.intermediate_dtype = DataType::kFloat32;
+  expect_near(run1(g, {{x, vals(g, x, {1.0 + std::ldexp(1.0, -12)})}}), {1.0 + std::ldexp(1.0, -12)}, 0);
+}
+
+TEST(HostReference, OutputsRoundToTheirDtype) {
+  Graph g = make_graph("mm", DataType::kFloat16);
+  int a = add_tensor(g, "a", {1, 1}), b = add_tensor(g, "b", {1, 1}), c = add_tensor(g, "c", {1, 1});
+  add_node(g, "mm", OpKind::kMatmul, {a, b}, c);
+  g.outputs = {c};
+  auto r = run_host_reference(g, {{a, vals(g, a, {1.0 / 3})}, {b, vals(g, b, {3.0})}});
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ((*r)[0].dtype, DataType::kFloat16);
+  EXPECT_EQ((*r)[0].values()[0], fp16_to_double(fp16_from_double(fp16_to_double(0x3555) * 3.0)));
+}
+
+TEST(HostReference, RefusesGraphsOverTheMacCap) {
+  Graph g = make_graph("big");
+  int a = add_tensor(g, "a", {2048, 2048}), b = add_tensor(g, "b", {2048, 2048}), c = add_tensor(g, "c", {2048, 2048});
+  add_node(g, "mm", OpKind::kMatmul, {a, b}, c);
+  g.outputs = {c};
+  auto macs = estimate_macs(g);
+  ASSERT_TRUE(macs.is_ok());
+  EXPECT_DOUBLE_EQ(*macs, 2048.0 * 2048 * 2048);
+  auto r = run_host_reference(g, {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("device reference"), std::string::npos) << r.status().message();
+}
+
+TEST(HostReference, MissingInputAndBadShapesAreNamed) {
+  Graph g = make_graph("mm");
+  int a = add_tensor(g, "lhs", {2, 3}), b = add_tensor(g, "rhs", {3, 2}), c = add_tensor(g, "c", {2, 2});
+  add_node(g, "mm", OpKind::kMatmul, {a, b}, c);
+  g.outputs = {c};
+  auto r = run_host_reference(g, {{a, HostTensor::zeros(DataType::kFloat32, {2, 3})}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("'rhs'"), std::string::npos) << r.status().message();
+  r = run_host_reference(g, {{a, HostTensor::zeros(DataType::kFloat32, {3, 2})}, {b, HostTensor::zeros(DataType::kFloat32, {3, 2})}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("'lhs'"), std::string::npos) << r.status().message();
+  g.tensors[static_cast<size_t>(b)].dims[0].value = 4;
+  g.tensors[static_cast<size_t>(b)].strides = {2, 1};
+  r = run_host_reference(g, {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("node 'mm'"), std::string::npos) << r.status().message();
+}
+
+TEST(HostReference, CycleIsRejected) {
+  Graph g = make_graph("cycle");
+  int a = add_tensor(g, "a", {2}), b = add_tensor(g, "b", {2});
+  add_node(g, "n0", OpKind::kPointwise, {b}, a);
+  add_node(g, "n1", OpKind::kPointwise, {a}, b);
+  g.outputs = {b};
+  auto r = run_host_reference(g, {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("cycle"), std::string::npos) << r.status().message();
+}
+
+TEST(RandomInputs, DeterministicWithRangesPerConsumer) {
+  Graph g = make_graph("ln", DataType::kFloat16);
+  int x = add_tensor(g, "x", {4, 16}), s = add_tensor(g, "scale", {1, 16}), b = add_tensor(g, "bias", {1, 16}),
+      y = add_tensor(g, "y", {4, 16});
+  add_node(g, "ln", OpKind::kLayerNorm, {x, s, b}, y);
+  g.outputs = {y};
+  auto r1 = make_random_inputs(g, 11), r2 = make_random_inputs(g, 11), r3 = make_random_inputs(g, 12);
+  ASSERT_TRUE(r1.is_ok() && r2.is_ok() && r3.is_ok());
+  ASSERT_EQ(r1->size(), 3u);
+  EXPECT_EQ(r1->at(x).values(), r2->at(x).values());
+  EXPECT_NE(r1->at(x).values(), r3->at(x).values());
+  EXPECT_NE(r1->at(x).values(), r1->at(b).values());
+  EXPECT_EQ(r1->at(x).dtype, DataType::kFloat16);
+  for (double v : r1->at(s).values()) {
+    EXPECT_GE(v, 0.5);
+    EXPECT_LE(v, 1.5);
+  }
+  for (double v : r1->at(b).values()) EXPECT_LE(std::fabs(v), 0.5);
+}
+
+}  // namespace
+}  // namespace kiln
