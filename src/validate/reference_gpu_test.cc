@@ -2,7 +2,7 @@
 // random graphs of every op.
 #include <gtest/gtest.h>
 
-#include <functional>
+#include <cmath>
 
 #include "gpu_test_util.h"
 #include "kiln/numerics.h"
