@@ -38,7 +38,7 @@ TEST(DeviceReference, ConvFpropNchwAndNhwcGrouped) {
   KILN_REQUIRE_GPU();
   for (bool nhwc : {false, true}) {
     Graph g = make_graph(nhwc ? "conv_nhwc" : "conv_nchw");
-    std::vector<int64_t> xd{2, 8, 9, 7}, wd{6, 4, 3, 3}, yd{2, 6, 5, 3};
+    std::vector<int64_t> xd{2, 8, 9, 7}, wd{6, 4, 3, 3}, yd{2, 6, 5, 2};
     auto st = [&](const std::vector<int64_t>& d) { return nhwc ? nhwc_strides(d) : std::vector<int64_t>{}; };
     int x = add_tensor(g, "x", xd, std::nullopt, st(xd)), w = add_tensor(g, "w", wd, std::nullopt, st(wd)),
         y = add_tensor(g, "y", yd, std::nullopt, st(yd));
