@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "kiln/log.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/spec.h"
 
@@ -32,7 +33,10 @@ Status compile_cmd(const CompileOptions& o) {
     auto lg = LoweredGraph::create(*g, target);
     Status st = lg.is_ok() ? lg->build_heuristic() : lg.status();
     if (!st.is_ok()) {
-      std::printf("%-28s FAILED  %s\n", g->name.c_str(), st.message().c_str());
+      // cuDNN appends its per-engine log; the first line says what failed (-v logs the rest).
+      std::string msg = st.message();
+      KILN_LOG(kInfo, msg);
+      std::printf("%-28s FAILED  %s\n", g->name.c_str(), msg.substr(0, msg.find('\n')).c_str());
       ++failed;
       continue;
     }

@@ -76,6 +76,32 @@ void finish_output(Ctx& c, int idx, const TensorPtr& p) {
   c.t[idx] = p;
 }
 
+bool has_consumer(const Graph& g, int tensor) {
+  for (const Node& n : g.nodes)
+    for (int t : n.inputs)
+      if (t == tensor) return true;
+  return false;
+}
+
+// cuDNN's fusion patterns want the output of a matmul or convolution that feeds further ops (an epilogue
+// such as AMAX) to be virtual. When the user also reads it, the op writes a virtual tensor, the epilogue
+// reads that, and an IDENTITY copies it to the user's output in the same kernel.
+void finish_main_output(Ctx& c, const Node& n, const TensorPtr& y) {
+  int out = n.outputs[0];
+  if (!(c.g.is_graph_output(out) && has_consumer(c.g, out))) {
+    finish_output(c, out, y);
+    return;
+  }
+  const TensorDesc& d = c.g.tensors[out];
+  y->set_name(d.name + "_acc").set_dim(d.shape()).set_stride(d.strides)
+      .set_data_type(to_fe_dtype(c.g.intermediate_dtype));
+  auto copy = c.fg.pointwise(y, fe::graph::Pointwise_attributes().set_name(n.name + "_out")
+                                    .set_mode(fe::PointwiseMode_t::IDENTITY)
+                                    .set_compute_data_type(fe::DataType_t::FLOAT));
+  finish_output(c, out, copy);
+  c.t[out] = y;  // consumers read the virtual tensor
+}
+
 std::vector<int64_t> or_default(const std::vector<int64_t>& v, size_t n, int64_t def) {
   return v.empty() ? std::vector<int64_t>(n, def) : v;
 }
@@ -105,12 +131,12 @@ Status lower_node(Ctx& c, const Node& n) {
                                                .set_post_padding(post).set_stride(stride).set_dilation(dil)
                                                .set_compute_data_type(compute));
       }
-      finish_output(c, n.outputs[0], y);
+      finish_main_output(c, n, y);
       return Status::ok();
     }
     case OpKind::kMatmul: {
       auto y = c.fg.matmul(in(0), in(1), fe::graph::Matmul_attributes().set_name(n.name).set_compute_data_type(compute));
-      finish_output(c, n.outputs[0], y);
+      finish_main_output(c, n, y);
       return Status::ok();
     }
     case OpKind::kPointwise: {
