@@ -335,13 +335,35 @@ StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& so
                                   const ValidateOptions& options) {
   try {
     Json doc;
+    // nlohmann keeps the last of repeated keys silently; a spec that repeats one is ambiguous, so the parse
+    // callback records the first repeat (per object) and it is reported below.
+    std::vector<std::pair<std::string, std::set<std::string>>> objects;
+    std::string last_key = "spec", duplicate, duplicate_in;
+    auto on_event = [&](int /*depth*/, nlohmann::detail::parse_event_t event, Json& parsed) {
+      using E = nlohmann::detail::parse_event_t;
+      if (event == E::object_start) {
+        objects.emplace_back(objects.empty() ? std::string("spec") : last_key, std::set<std::string>{});
+      } else if (event == E::object_end) {
+        if (!objects.empty()) objects.pop_back();
+      } else if (event == E::key && parsed.is_string()) {
+        last_key = parsed.get<std::string>();
+        if (!objects.empty() && !objects.back().second.insert(last_key).second && duplicate.empty()) {
+          duplicate = last_key;
+          duplicate_in = objects.back().first;
+        }
+      }
+      return true;
+    };
     try {
-      doc = Json::parse(text);
+      doc = Json::parse(text, on_event);
     } catch (const Json::parse_error& e) {
       return invalid_argument(source_name + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
     } catch (const Json::exception& e) {  // e.g. out_of_range.406: a number literal that overflows a double
       return invalid_argument(source_name + ": malformed JSON: " + e.what());
     }
+    if (!duplicate.empty())
+      return invalid_argument(source_name + ": duplicate key '" + duplicate + "' in '" + duplicate_in +
+                              "' (a JSON object must not repeat a key)");
     Graph g;
     Status s = parse_document(doc, &g);
     if (!s.is_ok()) return s.with_context(source_name);

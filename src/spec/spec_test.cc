@@ -258,6 +258,17 @@ TEST(SpecErrors, UnknownKeysAreNamed) {
   EXPECT_ERROR_HAS(parse(s).status(), "t.json: spec: missing key 'nodes'");
 }
 
+TEST(SpecErrors, DuplicateKeysAreNamed) {
+  Status s = parse_spec_string(R"({"tensors": {"x": {"dims": [2], "dims": [3]}}, "nodes": [], "outputs": []})",
+                               "dup.json").status();
+  EXPECT_ERROR_HAS(s, "dup.json: duplicate key 'dims' in 'x'");
+  s = parse_spec_string(R"({"tensors": {}, "nodes": [], "tensors": {}, "outputs": []})", "dup.json").status();
+  EXPECT_ERROR_HAS(s, "dup.json: duplicate key 'tensors' in 'spec'");
+  // The same key in two different objects is fine.
+  Json ok = one_node({{"x", t({2, 3})}, {"y", {{"dtype", "fp16"}}}}, "relu", {"x"});
+  EXPECT_TRUE(parse(ok).is_ok()) << parse(ok).status().message();
+}
+
 TEST(SpecErrors, TypesAndValues) {
   Json s = one_node({{"x", {{"dims", {2, 3.5}}}}}, "relu", {"x"});
   EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': attribute 'dims'[1]: expected an integer, got a number with a fraction");
