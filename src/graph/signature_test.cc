@@ -147,6 +147,20 @@ TEST(Signature, DynamicValueChangesOnlyTheShapeKey) {
   EXPECT_EQ(sig_of(c).shape_key, "");
 }
 
+TEST(Signature, RevalidateWithNewDynamicValue) {
+  // The runtime changes a dynamic dim on a validated graph and validates again.
+  StatusOr<Graph> g = parse_spec_string(conv_spec().dump(), "s.json");
+  ASSERT_TRUE(g.is_ok());
+  std::string structure = compute_signature(*g)->structure;
+  g->dynamic_dims["batch"] = 64;
+  ASSERT_TRUE(validate_graph(*g).is_ok()) << validate_graph(*g).message();
+  int y = g->find_tensor("y");
+  EXPECT_EQ(g->tensors[y].dims[0].value, 64);
+  EXPECT_EQ(g->tensors[y].strides[0], 32 * 12 * 12);
+  EXPECT_EQ(compute_signature(*g)->structure, structure);
+  EXPECT_EQ(compute_signature(*g)->shape_key, "batch=64");
+}
+
 TEST(Signature, SymbolsAreCanonicalAndShared) {
   Json j = Json::parse(R"({"dynamic": {"m": 4, "n": 4},
     "tensors": {"a": {"dims": ["m", 8]}, "b": {"dims": ["n", 8]}},
