@@ -90,11 +90,12 @@ TEST(Store, TunedPlanLoadsBackAndGivesIdenticalOutputs) {
   std::filesystem::create_directories(dir);
   std::string path = (dir / "plans.db").string();
   TuneOptions to;
-  to.top_k = 4;
-  to.measure.stopping.time_budget_ms = 100;
+  to.measure.stopping.time_budget_ms = 50;
   auto tr = tune_graph(*g, to);
   ASSERT_TRUE(tr.is_ok()) << tr.status().to_string();
-  ASSERT_TRUE(tr->winner.has_value());
+  std::string dispositions;
+  for (const auto& c : tr->candidates) dispositions += c.identity() + " " + disposition_name(c.disposition) + " " + c.message.substr(0, 80) + "\n";
+  ASSERT_TRUE(tr->winner.has_value()) << dispositions;
   auto sig = compute_signature(*g);
   ASSERT_TRUE(sig.is_ok());
   EnvFingerprint env = collect_environment().fingerprint;

@@ -47,14 +47,22 @@ TEST(Builder, MatmulAmaxMatchesJson) {
   GraphBuilder b;
   TensorRef a = b.tensor("a", {1, 2048, 4096});
   TensorRef w = b.tensor("b", {1, 4096, 4096});
-  TensorRef fp8_max = b.scalar("fp8_max", 448.0, DataType::kFloat32, 3);
   TensorRef y = b.matmul("mm", a, w);
   TensorRef amax = b.reduce("amax", ReductionMode::kAmax, y, {0, 1, 2});
   b.set_dtype(amax, DataType::kFloat32);
-  TensorRef scale = b.pointwise("fp8_scale", PointwiseMode::kDiv, fp8_max, amax);
-  b.set_dtype(scale, DataType::kFloat32);
-  b.output(y).output(amax).output(scale);
+  b.output(y).output(amax);
   expect_same_signature(b, example("matmul_amax"));
+}
+
+TEST(Builder, Fp8ScaleMatchesJson) {
+  GraphBuilder b;
+  b.io_dtype(DataType::kFloat32);
+  TensorRef fp8_max = b.scalar("fp8_max", 448.0, DataType::kFloat32, 3);
+  TensorRef amax = b.tensor("amax", {1, 1, 1});
+  b.set_dtype(amax, DataType::kFloat32);
+  TensorRef scale = b.pointwise("fp8_scale", PointwiseMode::kDiv, fp8_max, amax, "scale");
+  b.output(scale);
+  expect_same_signature(b, example("fp8_scale"));
 }
 
 TEST(Builder, NormsAndSdpaMatchJson) {

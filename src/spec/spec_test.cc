@@ -337,9 +337,13 @@ TEST(SpecExamples, AllExamplesValidate) {
   EXPECT_EQ(g->tensors[g->find_tensor("y")].strides, (V{64 * 56 * 56, 1, 56 * 64, 64}));
   g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/matmul_amax.json");
   ASSERT_TRUE(g.is_ok());
+  EXPECT_EQ(out_shape(g, "amax"), (V{1, 1, 1}));
+  EXPECT_EQ(g->dtype_of(g->find_tensor("amax")), DataType::kFloat32);
+  EXPECT_EQ(g->dtype_of(g->find_tensor("y")), DataType::kFloat16);
+  g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/fp8_scale.json");
+  ASSERT_TRUE(g.is_ok());
   EXPECT_EQ(out_shape(g, "scale"), (V{1, 1, 1}));
   EXPECT_EQ(g->dtype_of(g->find_tensor("scale")), DataType::kFloat32);
-  EXPECT_EQ(g->dtype_of(g->find_tensor("y")), DataType::kFloat16);
 }
 
 }  // namespace
