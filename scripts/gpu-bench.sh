@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On the GPU machine, after scripts/gpu-tier.sh built build-gpu: tunes each example twice into a fresh
+# store (the second run re-measures the incumbent in a separate process and applies the incumbent rule),
+# then benchmarks plan load vs heuristic build. Logs go to OUT_DIR.
+#   scripts/gpu-bench.sh OUT_DIR [EXAMPLE...]
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:?usage: scripts/gpu-bench.sh OUT_DIR [EXAMPLE...]}"; shift
+build="${KILN_GPU_BUILD_DIR:-$root/build-gpu}"
+examples=("$@")
+[ ${#examples[@]} -gt 0 ] || examples=(conv_bias_relu conv_dgrad matmul_bias_gelu matmul_amax layer_norm rms_norm sdpa_fwd)
+store="$out/bench_store.db"; rm -f "$store"*
+cd "$root"
+for e in "${examples[@]}"; do
+  for pass in 1 2; do
+    echo "=== tune $e (pass $pass)"
+    timeout 120 "$build/kiln" tune "examples/$e.json" --store "$store" --candidate-budget-ms "${KILN_BENCH_CANDIDATE_MS:-100}" --budget 60 2>/dev/null
+  done
+done >"$out/tune.log" 2>&1
+"$build/kiln" plans ls --store "$store" >>"$out/tune.log" 2>&1
+timeout 240 "$build/benchmarks/plan_load_bench" --reps 5 --shapes 100 $(printf 'examples/%s.json ' "${examples[@]}") >"$out/load_bench.log" 2>&1
+echo "plan_load_bench exit $?" >>"$out/load_bench.log"
