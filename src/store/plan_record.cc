@@ -294,7 +294,7 @@ std::string record_name(const std::string& structure_sig, const std::string& sha
 
 Status validate_for_write(const PlanRecord& r) {
   if (r.structure_sig.empty()) return invalid_argument("plan record: empty structure signature");
-  if (r.shape_key.empty()) return invalid_argument("plan record: empty shape key");
+  // An empty shape key is valid: a graph with no dynamic dimension has one shape (GraphSignature::shape_key).
   auto check_knobs = [](const Knobs& k, const char* what) -> Status {
     for (const auto& [name, v] : k) {
       (void)v;
