@@ -1,3 +1,5 @@
+#include <vector>
+#include <cstdlib>
 #include "kiln/tune_policy.h"
 
 #include <algorithm>
@@ -49,13 +51,22 @@ StatusOr<Disposition> parse_disposition(const std::string& name) {
 }
 
 std::string plan_identity(int64_t engine_id, const std::map<std::string, int64_t>& knobs) {
+  // The same text as cuDNN's engine tags and kiln::EngineConfig::identity() ("eng12_k2=1_k13=0"), so that
+  // what a report prints can be passed to --pin: knobs named kN sort by N, any other name after them.
+  std::vector<std::pair<std::string, int64_t>> sorted(knobs.begin(), knobs.end());
+  auto number = [](const std::string& k) -> long {
+    if (k.size() < 2 || k[0] != 'k') return -1;
+    char* end = nullptr;
+    long n = std::strtol(k.c_str() + 1, &end, 10);
+    return *end ? -1 : n;
+  };
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const auto& a, const auto& b) {
+    long na = number(a.first), nb = number(b.first);
+    if ((na < 0) != (nb < 0)) return na >= 0;
+    return na >= 0 ? na < nb : a.first < b.first;
+  });
   std::string s = "eng" + std::to_string(engine_id);
-  char sep = ':';
-  for (const auto& [k, v] : knobs) {  // std::map iterates in key order: canonical
-    s += sep;
-    s += k + "=" + std::to_string(v);
-    sep = ',';
-  }
+  for (const auto& [k, v] : sorted) s += "_" + k + "=" + std::to_string(v);
   return s;
 }
 

@@ -36,10 +36,12 @@ TEST(Identity, CanonicalRegardlessOfInsertionOrder) {
   std::map<std::string, int64_t> b;
   b["k1"] = 2;
   b["k2"] = 0;
-  EXPECT_EQ(plan_identity(12, a), "eng12:k1=2,k2=0");
+  EXPECT_EQ(plan_identity(12, a), "eng12_k1=2_k2=0");
   EXPECT_EQ(plan_identity(12, a), plan_identity(12, b));
   EXPECT_EQ(plan_identity(7, {}), "eng7");
-  EXPECT_EQ(cand(3, 1.0, Disposition::kPassed, 0, {{"SPLIT_K", 4}}).identity(), "eng3:SPLIT_K=4");
+  // Knobs sort by number, as in cuDNN's tags: k2 before k13.
+  EXPECT_EQ(plan_identity(41, {{"k13", 0}, {"k2", 4}}), "eng41_k2=4_k13=0");
+  EXPECT_EQ(cand(3, 1.0, Disposition::kPassed, 0, {{"SPLIT_K", 4}}).identity(), "eng3_SPLIT_K=4");
 }
 
 TEST(Disposition, NamesRoundTrip) {
@@ -77,8 +79,8 @@ TEST(Winner, TiesAreBrokenByWorkspaceThenIdentityInAnyOrder) {
     std::shuffle(cs.begin(), cs.end(), rng);
     auto w = pick_winner(cs);
     ASSERT_TRUE(w.is_ok());
-    // eng5 and eng4:k=1 tie on (median, workspace); "eng4:k=1" < "eng5".
-    EXPECT_EQ(cs[*w].identity(), "eng4:k=1");
+    // eng5 and eng4_k=1 tie on (median, workspace); "eng4_k=1" < "eng5".
+    EXPECT_EQ(cs[*w].identity(), "eng4_k=1");
   }
 }
 
@@ -115,24 +117,24 @@ TEST(Objective, Parse) {
 }
 
 TEST(Incumbent, WithinNoiseKeepsIncumbent) {
-  Incumbent inc{"eng3:k=1", 1.000, 0.004};
+  Incumbent inc{"eng3_k=1", 1.000, 0.004};
   CandidateResult ch = cand(5, 0.988, Disposition::kPassed, 0, {}, 0.004);  // 1.2% faster
   IncumbentDecision d = decide_incumbent(inc, ch);
   EXPECT_FALSE(d.replace);
-  EXPECT_EQ(d.chosen_identity, "eng3:k=1");
+  EXPECT_EQ(d.chosen_identity, "eng3_k=1");
   // k=2, noise floored at 0.5% each side: margin = 1 - 0.99/1.01 = 1.98%
   EXPECT_NEAR(d.required_margin, 1.0 - 0.99 / 1.01, 1e-12);
-  EXPECT_EQ(d.explanation, "kept incumbent eng3:k=1: challenger eng5 1.2% faster, within noise 2.0%");
+  EXPECT_EQ(d.explanation, "kept incumbent eng3_k=1: challenger eng5 1.2% faster, within noise 2.0%");
 }
 
 TEST(Incumbent, ClearlyFasterReplaces) {
-  Incumbent inc{"eng3:k=1", 1.000, 0.004};
+  Incumbent inc{"eng3_k=1", 1.000, 0.004};
   CandidateResult ch = cand(5, 0.90, Disposition::kPassed, 0, {}, 0.004);
   IncumbentDecision d = decide_incumbent(inc, ch);
   EXPECT_TRUE(d.replace);
   EXPECT_EQ(d.chosen_identity, "eng5");
   EXPECT_NEAR(d.speedup, 1.0 / 0.9, 1e-12);
-  EXPECT_TRUE(contains(d.explanation, "replaced incumbent eng3:k=1 with eng5: 10.0% faster")) << d.explanation;
+  EXPECT_TRUE(contains(d.explanation, "replaced incumbent eng3_k=1 with eng5: 10.0% faster")) << d.explanation;
 }
 
 TEST(Incumbent, NoisyMeasurementsNeedALargerMargin) {
@@ -215,7 +217,7 @@ TEST(Report, TableSortedWithMarksAndRatios) {
   std::string t = format_report_table(sample_run(), opt);
   EXPECT_EQ(t.rfind("matmul 4096x4096x4096 bf16\n", 0), 0u) << t;
   // Sorted by median: eng9 (0.10, Incorrect), eng7 (0.20), eng0 (0.40), eng3 (0.60), then untimed eng5.
-  const size_t p9 = t.find("eng9"), p7 = t.find("eng7"), p0 = t.find("eng0:SPLIT_K=1"), p3 = t.find("eng3 "),
+  const size_t p9 = t.find("eng9"), p7 = t.find("eng7"), p0 = t.find("eng0_SPLIT_K=1"), p3 = t.find("eng3 "),
                p5 = t.find("eng5");
   ASSERT_NE(p9, std::string::npos);
   EXPECT_LT(p9, p7);
@@ -223,9 +225,9 @@ TEST(Report, TableSortedWithMarksAndRatios) {
   EXPECT_LT(p0, p3);
   EXPECT_LT(p3, p5);
   EXPECT_TRUE(contains(t, "*  eng7")) << t;            // winner mark
-  EXPECT_TRUE(contains(t, " H eng0:SPLIT_K=1")) << t;  // heuristic's first choice
+  EXPECT_TRUE(contains(t, " H eng0_SPLIT_K=1")) << t;  // heuristic's first choice
   EXPECT_TRUE(contains(t, "best: eng7 0.2000 ms")) << t;
-  EXPECT_TRUE(contains(t, "best vs heuristic: 2.00x (heuristic eng0:SPLIT_K=1 0.4000 ms, Passed)")) << t;
+  EXPECT_TRUE(contains(t, "best vs heuristic: 2.00x (heuristic eng0_SPLIT_K=1 0.4000 ms, Passed)")) << t;
   EXPECT_TRUE(contains(t, "best vs worst: 3.00x")) << t;
   EXPECT_TRUE(contains(t, "10.0 TFLOP/s")) << t;  // 2e9 flop in 0.2 ms
   EXPECT_TRUE(contains(t, "1.0 MiB")) << t;
@@ -259,7 +261,7 @@ TEST(Report, JsonHasMetaWinnerAndRatios) {
   EXPECT_NEAR(j["candidates"][1]["tflops"].get<double>(), 10.0, 1e-9);
   EXPECT_NEAR(j["summary"]["best_over_heuristic"].get<double>(), 2.0, 1e-12);
   EXPECT_NEAR(j["summary"]["best_over_worst"].get<double>(), 3.0, 1e-12);
-  EXPECT_EQ(j["summary"]["heuristic"], "eng0:SPLIT_K=1");
+  EXPECT_EQ(j["summary"]["heuristic"], "eng0_SPLIT_K=1");
   EXPECT_EQ(j["summary"]["counts"]["Passed"], 3);
   EXPECT_EQ(j["summary"]["counts"]["Incorrect"], 1);
   // Must round-trip through text (no NaN/inf leaks).

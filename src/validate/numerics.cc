@@ -193,6 +193,7 @@ StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTe
         default: break;
       }
       c.tolerance.rtol = std::max(c.tolerance.rtol, 2 * roundoff);
+      c.tolerance.nmse_max = std::max(c.tolerance.nmse_max, 4 * roundoff * roundoff);
     }
     c.tolerance.atol *= options.tolerance_scale;
     c.tolerance.rtol *= options.tolerance_scale;
