@@ -36,10 +36,7 @@ double fp8_e5m2_to_double(uint8_t bits);
 // Integers round half to even and saturate to the type's range; NaN becomes 0.
 double round_to_dtype(double x, DataType t);
 
-// Bytes per element (a local copy of graph.h's dtype_size, so this layer does not depend on its
-// implementation) and the short name ("fp16", ...).
-size_t element_bytes(DataType t);
-const char* dtype_label(DataType t);
+// Bytes per element and the short name of a dtype: dtype_size() and dtype_name() in kiln/graph.h.
 
 // Row-major (C order) strides for `dims`, in elements.
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
@@ -79,7 +76,7 @@ struct HostTensor {
 
   int64_t element_count() const;  // product of dims
   int64_t storage_span() const;   // 1 + sum((dim - 1) * stride); 0 when a dim is 0
-  size_t byte_size() const { return static_cast<size_t>(storage_span()) * element_bytes(dtype); }
+  size_t byte_size() const { return static_cast<size_t>(storage_span()) * dtype_size(dtype); }
   int64_t offset(const std::vector<int64_t>& index) const;
   double at(const std::vector<int64_t>& index) const { return storage[static_cast<size_t>(offset(index))]; }
   void set(const std::vector<int64_t>& index, double v) { storage[static_cast<size_t>(offset(index))] = v; }

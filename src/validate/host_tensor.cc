@@ -135,34 +135,6 @@ double round_to_dtype(double x, DataType t) {
   return x;
 }
 
-size_t element_bytes(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return 4;
-    case DataType::kFloat16: return 2;
-    case DataType::kBFloat16: return 2;
-    case DataType::kFp8E4M3: return 1;
-    case DataType::kFp8E5M2: return 1;
-    case DataType::kInt8: return 1;
-    case DataType::kInt32: return 4;
-    case DataType::kInt64: return 8;
-  }
-  return 0;
-}
-
-const char* dtype_label(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return "fp32";
-    case DataType::kFloat16: return "fp16";
-    case DataType::kBFloat16: return "bf16";
-    case DataType::kFp8E4M3: return "fp8_e4m3";
-    case DataType::kFp8E5M2: return "fp8_e5m2";
-    case DataType::kInt8: return "int8";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-  }
-  return "?";
-}
-
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * std::max<int64_t>(dims[i], 1);
@@ -297,7 +269,7 @@ void HostTensor::fill_uniform(uint64_t seed, double lo, double hi) {
 
 std::vector<uint8_t> HostTensor::encode() const {
   const size_t n = storage.size();
-  std::vector<uint8_t> out(n * element_bytes(dtype));
+  std::vector<uint8_t> out(n * dtype_size(dtype));
   for (size_t i = 0; i < n; ++i) {
     const double x = storage[i];
     switch (dtype) {
@@ -366,7 +338,7 @@ StatusOr<HostTensor> HostTensor::read_file(const std::string& path, DataType dty
 
 std::string HostTensor::describe() const {
   std::ostringstream os;
-  os << dtype_label(dtype) << "[";
+  os << dtype_name(dtype) << "[";
   for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
   os << "] strides [";
   for (size_t i = 0; i < strides.size(); ++i) os << (i ? "," : "") << strides[i];

@@ -177,7 +177,7 @@ TEST(HostTensor, FillIsDeterministicRoundedAndNotZero) {
     HostTensor a = HostTensor::zeros(dt, {4, 8}), b = HostTensor::zeros(dt, {4, 8});
     a.fill_uniform(99);
     b.fill_uniform(99);
-    EXPECT_EQ(a.values(), b.values()) << dtype_label(dt);
+    EXPECT_EQ(a.values(), b.values()) << dtype_name(dt);
     bool nonzero = false;
     for (double v : a.values()) {
       EXPECT_EQ(v, round_to_dtype(v, dt));
@@ -185,7 +185,7 @@ TEST(HostTensor, FillIsDeterministicRoundedAndNotZero) {
       EXPECT_LE(v, 1.0);
       nonzero |= v != 0.0;
     }
-    EXPECT_TRUE(nonzero) << dtype_label(dt);
+    EXPECT_TRUE(nonzero) << dtype_name(dt);
   }
   // A range that rounds to zero everywhere still yields a nonzero tensor.
   HostTensor z = HostTensor::zeros(DataType::kFp8E4M3, {4});

@@ -21,21 +21,6 @@ std::string tensor_label(const Graph& g, int t) {
   return "'" + g.tensors[static_cast<size_t>(t)].name + "'";
 }
 
-const char* op_label(OpKind k) {
-  switch (k) {
-    case OpKind::kConvFprop: return "conv_fprop";
-    case OpKind::kConvDgrad: return "conv_dgrad";
-    case OpKind::kConvWgrad: return "conv_wgrad";
-    case OpKind::kMatmul: return "matmul";
-    case OpKind::kPointwise: return "pointwise";
-    case OpKind::kReduction: return "reduction";
-    case OpKind::kLayerNorm: return "layer_norm";
-    case OpKind::kRmsNorm: return "rms_norm";
-    case OpKind::kSdpa: return "sdpa";
-  }
-  return "?";
-}
-
 bool is_binary(PointwiseMode m) {
   switch (m) {
     case PointwiseMode::kAdd: case PointwiseMode::kSub: case PointwiseMode::kMul: case PointwiseMode::kDiv:
@@ -302,7 +287,7 @@ DataType dtype_of(const Graph& g, int t) {
 
 std::string node_label(const Graph& g, int node) {
   const Node& n = g.nodes[static_cast<size_t>(node)];
-  return "node '" + n.name + "' (" + op_label(n.op) + ")";
+  return "node '" + n.name + "' (" + op_kind_name(n.op) + ")";
 }
 
 StatusOr<std::vector<int>> topological_order(const Graph& g) {

@@ -207,7 +207,7 @@ StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTe
     if (c.error.mismatch_count > 0)
       c.summary += " mismatches=" + std::to_string(c.error.mismatch_count) + "/" + std::to_string(c.error.count) +
                    " (worst at index " + std::to_string(c.error.worst_index) + ")";
-    c.summary += std::string(" (") + dtype_label(c.dtype) + " tol atol=" + sci(c.tolerance.atol) +
+    c.summary += std::string(" (") + dtype_name(c.dtype) + " tol atol=" + sci(c.tolerance.atol) +
                  " rtol=" + sci(c.tolerance.rtol) + " nmse<=" + sci(c.tolerance.nmse_max) +
                  " K=" + std::to_string(to.reduction_length) + (options.allow_tf32 ? " tf32" : "") + ")";
     if (c.verdict != Verdict::kPassed) report.verdict = c.verdict;
