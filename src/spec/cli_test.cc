@@ -1,4 +1,6 @@
 // `kiln validate` and `kiln signature` run as a user runs them: exit codes and messages.
+#include <sys/stat.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -21,8 +23,19 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
+// A folder of this test process's own: CTest runs test cases in parallel processes, and fixed names
+// in the shared temp folder let one case read another's output (seen in CI as flaky Cli cases).
+std::string test_dir() {
+  static const std::string dir = [] {
+    std::string d = ::testing::TempDir() + "/kiln_cli_" + std::to_string(::getpid());
+    ::mkdir(d.c_str(), 0755);
+    return d;
+  }();
+  return dir;
+}
+
 CliRun run_kiln(const std::string& args) {
-  std::string dir = ::testing::TempDir();
+  std::string dir = test_dir();
   std::string out = dir + "/kiln_cli_out.txt", err = dir + "/kiln_cli_err.txt";
   std::string cmd = std::string("\"") + KILN_BINARY + "\" " + args + " >" + out + " 2>" + err;
   int st = std::system(cmd.c_str());
@@ -36,7 +49,7 @@ CliRun run_kiln(const std::string& args) {
 std::string ex(const std::string& rel) { return std::string(KILN_SOURCE_DIR) + "/examples/" + rel; }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/" + name;
+  std::string path = test_dir() + "/" + name;
   std::ofstream(path) << text;
   return path;
 }
