@@ -76,6 +76,27 @@ TEST(PlanStore, PutGetRoundTrip) {
   EXPECT_EQ(c.misses, 1);
 }
 
+// Regression: a graph with no dynamic dimension has an empty shape key (GraphSignature::shape_key); the
+// store refused such records, so static examples (matmul_bias_gelu, sdpa_fwd) could not be stored.
+TEST(PlanStore, StaticGraphWithEmptyShapeKeyRoundTrips) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  ASSERT_TRUE(store);
+  PlanRecord in = make_record(7);
+  in.shape_key = "";
+  StatusOr<PlanRecord> stored = store->put(in);
+  ASSERT_TRUE(stored.is_ok()) << stored.status().to_string();
+  StatusOr<LookupResult> got = store->get(in.structure_sig, "", h200());
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  ASSERT_EQ(got->outcome, LookupOutcome::kHit);
+  EXPECT_EQ(got->record->plan_bytes, in.plan_bytes);
+  EXPECT_EQ(got->record->shape_key, "");
+  // A dynamic shape of the same structure is another record.
+  StatusOr<LookupResult> other = store->get(in.structure_sig, "batch=1", h200());
+  ASSERT_TRUE(other.is_ok());
+  EXPECT_EQ(other->outcome, LookupOutcome::kMiss);
+}
+
 TEST(PlanStore, PutUpsertsAndFillsProvenance) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
