@@ -69,9 +69,9 @@ class [[nodiscard]] StatusOr {
   // front end (nvcc's EDG only applies the implicit move to an rvalue-reference constructor).
   StatusOr(const T& value) : value_(value) {}      // NOLINT
   StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
-  StatusOr(Status status) : status_(std::move(status)) {
-    if (status_.is_ok()) status_ = internal_error("StatusOr constructed from OK status without a value");
-  }
+  StatusOr(Status status)  // NOLINT
+      : status_(status.is_ok() ? internal_error("StatusOr constructed from OK status without a value")
+                               : std::move(status)) {}
   bool is_ok() const { return status_.is_ok(); }
   const Status& status() const { return status_; }
   T& value() & { return *value_; }
