@@ -14,6 +14,10 @@ if "$kiln" doctor; then
   "$kiln" tune examples/*.json --use-store "$@"
 else
   echo "(no GPU here: compiling plans ahead of time for the recorded H200)"
-  "$kiln" compile examples/*.json --target profiles/h200.json "$@"
+  # Graphs whose engines are all runtime-compiled need a CUDA driver even to compile: they are listed as
+  # FAILED with the reason, and tuned on the GPU machine instead.
+  rc=0; "$kiln" compile examples/*.json --target profiles/h200.json "$@" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit "$rc"  # 5: some graphs are not supported without a GPU; others are errors
+  [ "$rc" = 0 ] || echo "(graphs marked FAILED above were not compiled here; \`kiln tune --use-store\` bakes them on the GPU machine)"
 fi
 "$kiln" plans ls

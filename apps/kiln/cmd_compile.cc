@@ -36,7 +36,12 @@ Status compile_cmd(const CompileOptions& o) {
       // cuDNN appends its per-engine log; the first line says what failed (-v logs the rest).
       std::string msg = st.message();
       KILN_LOG(kInfo, msg);
-      std::printf("%-28s FAILED  %s\n", g->name.c_str(), msg.substr(0, msg.find('\n')).c_str());
+      std::string why = msg.substr(0, msg.find('\n'));
+      if (msg.find("RUNTIME_PREREQUISITE_MISSING") != std::string::npos)
+        why += " [the engines cuDNN offers are runtime-compiled and need the CUDA driver library, absent here]";
+      else if (msg.find("driver version is insufficient") != std::string::npos)
+        why += " [this frontend node queries the device even when given a profile]";
+      std::printf("%-28s FAILED  %s\n", g->name.c_str(), why.c_str());
       ++failed;
       continue;
     }
