@@ -1,6 +1,7 @@
 #include "kiln/runner.h"
 
 #include <chrono>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -49,22 +50,22 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
   ObtainedPlan out;
   if (store && !pin) {
     KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(graph));
+    // The validator deserializes the record once; on a hit that same plan is the one run.
+    std::optional<LoweredGraph> loaded;
     PlanValidator validator = [&](const PlanRecord& r) -> Status {
       std::vector<uint8_t> bytes(r.plan_bytes.begin(), r.plan_bytes.end());
-      return LoweredGraph::deserialize(graph, handle, bytes).status();
+      auto lg = LoweredGraph::deserialize(graph, handle, bytes);
+      if (!lg.is_ok()) return lg.status();
+      loaded = std::move(lg).value();
+      return Status::ok();
     };
     KILN_ASSIGN_OR_RETURN(LookupResult look, store->get(sig.structure, sig.shape_key, env, policy, validator));
-    if (look.runnable()) {
-      std::vector<uint8_t> bytes(look.record->plan_bytes.begin(), look.record->plan_bytes.end());
-      auto lg = LoweredGraph::deserialize(graph, handle, bytes);
-      if (lg.is_ok()) {
-        out.plan = std::move(lg).value();
-        KILN_ASSIGN_OR_RETURN(out.config, config_of(look.record->engine_id, look.record->knobs));
-        out.source = "store";
-        out.obtain_ms = ms_since(t0);
-        return out;
-      }
-      out.reasons.push_back("stored plan refused by cuDNN: " + lg.status().message());
+    if (look.runnable() && loaded) {
+      out.plan = std::move(*loaded);
+      KILN_ASSIGN_OR_RETURN(out.config, config_of(look.record->engine_id, look.record->knobs));
+      out.source = "store";
+      out.obtain_ms = ms_since(t0);
+      return out;
     } else {
       out.reasons.push_back(std::string("store ") + lookup_outcome_name(look.outcome));
       for (auto& r : look.reasons) out.reasons.push_back(r);
