@@ -272,7 +272,13 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
   }
 
   // 5. Winner: fastest correct candidate, then the incumbent rule.
-  auto w = pick_winner(r.candidates, o.winner);
+  // Without a reference (--no-verify, or none could be computed) every timed candidate is NotVerified;
+  // the winner is then the fastest of those, and it stays marked NotVerified in reports and the store.
+  std::vector<CandidateResult> eligible = r.candidates;
+  if (reference.empty())
+    for (auto& c : eligible)
+      if (c.disposition == Disposition::kNotVerified && c.timed()) c.disposition = Disposition::kPassed;
+  auto w = pick_winner(eligible, o.winner);
   if (w.is_ok()) {
     r.fastest = *w;
     r.winner = *w;
@@ -281,7 +287,7 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
       r.incumbent_decision = d;
       if (!d.replace) {
         for (size_t i = 0; i < r.candidates.size(); ++i)
-          if (r.candidates[i].identity() == o.incumbent->identity && r.candidates[i].disposition == Disposition::kPassed)
+          if (eligible[i].identity() == o.incumbent->identity && eligible[i].disposition == Disposition::kPassed)
             r.winner = i;
       }
     }
