@@ -12,6 +12,7 @@
 #include "kiln/env_policy.h"
 #include "kiln/hash.h"
 #include "kiln/plan_store.h"
+#include "kiln/tune_policy.h"
 
 namespace kiln::cli {
 
@@ -65,9 +66,9 @@ std::string age_of(int64_t created_at) {
   return std::to_string(d / 86400) + "d";
 }
 
+// The plan identity text that `kiln tune` prints and `--pin` accepts ("eng10_k2=4_k13=0").
 std::string engine_text(int64_t engine, const Knobs& knobs) {
-  std::string k = knobs_to_text(knobs);
-  return "eng" + std::to_string(engine) + (k.empty() ? "" : " " + k);
+  return plan_identity(engine, knobs);
 }
 
 std::string ms_text(double ms, bool tuned) {
