@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "kiln/env_policy.h"
 #include "kiln/fingerprint.h"
 
 namespace kiln::cli {
@@ -18,22 +19,10 @@ Status run_doctor(const DoctorOptions& o) {
   const EnvFingerprint& f = r.fingerprint;
   bool mismatch = f.cudnn_version / 100 != f.cudnn_header_version / 100;
   if (o.json) {
-    nlohmann::ordered_json j;
-    j["gpu_name"] = f.gpu_name;
+    // The fingerprint exactly as the plan store records it, plus what a person reading it needs.
+    auto j = nlohmann::ordered_json::parse(fingerprint_to_json(f), nullptr, /*allow_exceptions=*/false);
     j["compute_capability"] = f.has_device ? std::to_string(f.sm_version / 10) + "." + std::to_string(f.sm_version % 10) : "";
-    j["sm_version"] = f.sm_version;
-    j["sm_count"] = f.sm_count;
-    j["device_uuid"] = f.device_uuid;
-    j["driver_version"] = f.driver_version;
-    j["driver_release"] = f.driver_release;
-    j["cuda_runtime_version"] = f.cuda_runtime_version;
-    j["cudnn_version"] = f.cudnn_version;
     j["cudnn_version_string"] = EnvFingerprint::cudnn_version_string(f.cudnn_version);
-    j["cudnn_header_version"] = f.cudnn_header_version;
-    j["cudnn_library_path"] = f.cudnn_library_path;
-    j["cudnn_frontend_version"] = f.cudnn_frontend_version;
-    j["kiln_version"] = f.kiln_version;
-    j["kiln_git_revision"] = f.kiln_git_revision;
     j["device_ok"] = r.device_status.is_ok();
     if (!r.device_status.is_ok()) j["device_error"] = r.device_status.message();
     if (mismatch) j["warning"] = "loaded cuDNN differs from the headers Kiln was built with";

@@ -145,7 +145,7 @@ Status run_ls(const PlansOptions& o) {
   for (const PlanSummary& p : plans) {
     const PlanRecord& r = p.record;
     rows.push_back({r.structure_sig.substr(0, 12), r.shape_key, r.fingerprint.gpu_name,
-                    format_cudnn_version(r.fingerprint.cudnn_version), engine_text(r.engine_id, r.knobs),
+                    EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_version), engine_text(r.engine_id, r.knobs),
                     r.tuned ? "yes" : "no", ms_text(r.stats.median_ms, r.tuned), r.numerics.verdict,
                     age_of(r.created_at)});
   }

@@ -94,8 +94,4 @@ StatusOr<EnvFingerprint> fingerprint_from_json(std::string_view text);
 // the policy a caller passes, so a relaxed policy can still find records filed under another key.
 std::string fingerprint_key(const EnvFingerprint& f);
 
-// Short human forms used in reasons and listings: "9.19.0" (cuDNN, frontend), "13.0" (CUDA).
-std::string format_cudnn_version(int64_t v);
-std::string format_cuda_version(int v);
-
 }  // namespace kiln

@@ -37,22 +37,22 @@ FieldValue field_value(const EnvFingerprint& f, FingerprintField field) {
       return {s, s, s};
     }
     case FingerprintField::kCudnnVersion:
-      return {format_cudnn_version(f.cudnn_version), std::to_string(f.cudnn_version),
+      return {EnvFingerprint::cudnn_version_string(f.cudnn_version), std::to_string(f.cudnn_version),
               std::to_string(f.cudnn_version / 10000)};
     case FingerprintField::kCudnnFrontendVersion:
-      return {format_cudnn_version(f.cudnn_frontend_version), std::to_string(f.cudnn_frontend_version),
+      return {EnvFingerprint::cudnn_version_string(f.cudnn_frontend_version), std::to_string(f.cudnn_frontend_version),
               std::to_string(f.cudnn_frontend_version / 10000)};
     case FingerprintField::kCudaRuntimeVersion:
-      return {format_cuda_version(f.cuda_runtime_version), std::to_string(f.cuda_runtime_version),
+      return {EnvFingerprint::cuda_version_string(f.cuda_runtime_version), std::to_string(f.cuda_runtime_version),
               std::to_string(f.cuda_runtime_version / 1000)};
     case FingerprintField::kDriverVersion:
-      return {format_cuda_version(f.driver_version), std::to_string(f.driver_version),
+      return {EnvFingerprint::cuda_version_string(f.driver_version), std::to_string(f.driver_version),
               std::to_string(f.driver_version / 1000)};
     case FingerprintField::kDriverRelease:
       return {f.driver_release, f.driver_release, major_of_text(f.driver_release)};
     case FingerprintField::kDeviceUuid: return {f.device_uuid, f.device_uuid, f.device_uuid};
     case FingerprintField::kCudnnHeaderVersion:
-      return {format_cudnn_version(f.cudnn_header_version), std::to_string(f.cudnn_header_version),
+      return {EnvFingerprint::cudnn_version_string(f.cudnn_header_version), std::to_string(f.cudnn_header_version),
               std::to_string(f.cudnn_header_version / 10000)};
     case FingerprintField::kCudnnLibraryPath:
       return {f.cudnn_library_path, f.cudnn_library_path, f.cudnn_library_path};
@@ -122,12 +122,6 @@ std::array<FieldRule, kFingerprintFieldCount> EnvPolicy::default_rules() {
   set(FingerprintField::kDriverVersion, FieldRule::kSameMajor);
   return r;
 }
-
-std::string format_cudnn_version(int64_t v) {
-  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
-}
-
-std::string format_cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 FingerprintCheck check_fingerprint(const EnvFingerprint& recorded, const EnvFingerprint& current,
                                    const EnvPolicy& policy) {
