@@ -116,6 +116,10 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<int> outputs;                   // tensor indices the caller reads back
   std::map<std::string, int64_t> dynamic_dims;  // symbol -> current value
+  // An engine configuration the author pins for this graph ("eng41_k2=4_k13=0", the identity text that
+  // `kiln tune` prints); empty: none. Not part of the signature: it selects among plans, it does not
+  // change the computation. `kiln run/tune --pin` overrides it.
+  std::string pin;
 
   // Index of the tensor with this name, or -1.
   int find_tensor(const std::string& name) const;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct EngineConfig {
   bool operator==(const EngineConfig& o) const { return engine_id == o.engine_id && knobs == o.knobs; }
   bool operator<(const EngineConfig& o) const { return identity() < o.identity(); }
 };
+
+// The configuration to pin for `graph`: `override_pin` (from --pin) when set, else the spec's "pin"
+// (Graph::pin), else none. InvalidArgument naming the graph for a spec pin that does not parse.
+StatusOr<std::optional<EngineConfig>> resolve_pin(const Graph& graph, const std::optional<EngineConfig>& override_pin);
 
 // One engine configuration cuDNN offers for a graph.
 struct CandidateInfo {

@@ -85,6 +85,14 @@ std::string EngineConfig::identity() const {
   return os.str();
 }
 
+StatusOr<std::optional<EngineConfig>> resolve_pin(const Graph& graph, const std::optional<EngineConfig>& override_pin) {
+  if (override_pin) return override_pin;
+  if (graph.pin.empty()) return std::optional<EngineConfig>();
+  auto c = EngineConfig::parse(graph.pin);
+  if (!c.is_ok()) return c.status().with_context("graph '" + graph.name + "': spec key 'pin'");
+  return std::optional<EngineConfig>(std::move(c).value());
+}
+
 StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
   EngineConfig c;
   auto bad = [&](const std::string& why) {

@@ -96,7 +96,8 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
   if (!o.store_path.empty()) {
     KILN_ASSIGN_OR_RETURN(store, PlanStore::open(o.store_path));
   }
-  KILN_ASSIGN_OR_RETURN(ObtainedPlan op, obtain_plan(graph, handle.get(), store.get(), env, o.policy, o.pin));
+  KILN_ASSIGN_OR_RETURN(std::optional<EngineConfig> pin, resolve_pin(graph, o.pin));
+  KILN_ASSIGN_OR_RETURN(ObtainedPlan op, obtain_plan(graph, handle.get(), store.get(), env, o.policy, pin));
   rep.plan_source = op.source;
   rep.reasons = op.reasons;
   rep.config = op.config;

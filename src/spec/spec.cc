@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -237,13 +238,20 @@ Status parse_names(const Json& j, const std::string& where, std::vector<std::str
 Status parse_document(const Json& doc, Graph* g) {
   if (!doc.is_object()) return type_error("spec", "an object", doc);
   KILN_RETURN_IF_ERROR(check_keys(doc, "spec", {"name", "description", "io_dtype", "intermediate_dtype",
-                                                 "compute_dtype", "dynamic", "tensors", "nodes", "outputs"}));
+                                                 "compute_dtype", "dynamic", "tensors", "nodes", "outputs", "pin"}));
   for (const char* k : {"tensors", "nodes", "outputs"})
     if (!doc.contains(k)) return invalid_argument(std::string("spec: missing key '") + k + "'");
   if (doc.contains("name")) KILN_RETURN_IF_ERROR(get_string(doc["name"], "spec: key 'name'", &g->name));
   if (doc.contains("description")) {
     std::string unused;
     KILN_RETURN_IF_ERROR(get_string(doc["description"], "spec: key 'description'", &unused));
+  }
+  if (doc.contains("pin")) {
+    KILN_RETURN_IF_ERROR(get_string(doc["pin"], "spec: key 'pin'", &g->pin));
+    static const std::regex kIdentity("eng[0-9]+(_k[0-9]+=-?[0-9]+)*");
+    if (!std::regex_match(g->pin, kIdentity))
+      return invalid_argument("spec: key 'pin': '" + g->pin +
+                              "' is not an engine configuration identity (e.g. \"eng41_k2=4_k13=0\", as kiln tune prints it)");
   }
   if (doc.contains("io_dtype")) KILN_RETURN_IF_ERROR(get_dtype(doc["io_dtype"], "spec: key 'io_dtype'", &g->io_dtype));
   if (doc.contains("intermediate_dtype"))

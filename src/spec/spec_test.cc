@@ -288,6 +288,22 @@ TEST(SpecErrors, TypesAndValues) {
   EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': attribute 'dims'[1]: 18446744073709551615 is too large");
 }
 
+TEST(SpecPin, PinIsKeptAndNotPartOfTheSignature) {
+  Json s = one_node({{"x", t({2, 3})}}, "relu", {"x"});
+  auto plain = parse(s);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+  EXPECT_TRUE(plain->pin.empty());
+  s["pin"] = "eng41_k2=4_k13=0";
+  auto pinned = parse(s);
+  ASSERT_TRUE(pinned.is_ok()) << pinned.status().message();
+  EXPECT_EQ(pinned->pin, "eng41_k2=4_k13=0");
+  EXPECT_EQ(compute_signature(*plain)->structure, compute_signature(*pinned)->structure);
+  s["pin"] = "engine41";
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: spec: key 'pin': 'engine41' is not an engine configuration identity");
+  s["pin"] = 41;
+  EXPECT_ERROR_HAS(parse(s).status(), "t.json: spec: key 'pin'");
+}
+
 TEST(SpecErrors, MalformedJsonNamesTheByteAndLine) {
   Status s = parse_spec_string("{\n  \"name\": \"x\",\n  \"tensors\": {,}\n}", "bad.json").status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

@@ -135,8 +135,9 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
   std::vector<EngineConfig> configs;
   std::vector<int> ranks;
   std::vector<std::string> notes;
-  if (o.pin) {
-    configs.push_back(*o.pin);
+  KILN_ASSIGN_OR_RETURN(std::optional<EngineConfig> pin, resolve_pin(graph, o.pin));
+  if (pin) {
+    configs.push_back(*pin);
     ranks.push_back(-1);
     notes.push_back("pinned");
   } else {
