@@ -9,6 +9,7 @@
 #include "kiln/plan_bridge.h"
 #include "kiln/spec.h"
 #include "kiln/tuner.h"
+#include "kiln/unfused.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,7 +23,8 @@ extern "C" void on_sigint(int) {
 struct TuneCliOptions {
   std::vector<std::string> specs;
   bool list = false, json = false, hot_cache = false, untuned_only = false, no_verify = false, use_store = false;
-  std::string pin, store_path, objective = "time";
+  bool no_unfused = false;
+  std::string pin, store_path, objective = "time", fusion_policy = "faster", materialize;
   std::vector<std::string> exclude;
   int top_k = 0;
   int64_t max_workspace = -1;
@@ -74,6 +76,13 @@ Status tune_cmd(const TuneCliOptions& o) {
   to.seed = o.seed;
   to.verify = !o.no_verify;
   to.cancel = &g_interrupted;
+  KILN_ASSIGN_OR_RETURN(FusionPolicy fusion_policy, parse_fusion_policy(o.fusion_policy));
+  std::optional<DataType> materialize;
+  if (!o.materialize.empty()) {
+    auto m = parse_dtype(o.materialize);
+    if (!m.is_ok()) return m.status().with_context("--materialize");
+    materialize = *m;
+  }
   g_interrupted = false;
   std::signal(SIGINT, on_sigint);
 
@@ -105,15 +114,34 @@ Status tune_cmd(const TuneCliOptions& o) {
                            {"reference", tr.reference_kind}, {"build_wall_ms", tr.build_wall_ms}, {"total_wall_ms", tr.total_wall_ms},
                            {"cancelled", tr.cancelled}, {"budget_exhausted", tr.budget_exhausted}};
     if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
+    // Fused vs unfused: for a graph of several nodes, unless a plan is pinned or the run was cut short.
+    std::optional<UnfusedResult> unfused;
+    std::optional<StatusOr<FusionDecision>> fusion;
+    const CandidateResult* fused_winner = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
+    if (!o.no_unfused && g.nodes.size() > 1 && to.pin == std::nullopt && g.pin.empty() && !tr.cancelled) {
+      UnfusedOptions uo;
+      uo.tune = to;
+      uo.tune.progress = nullptr;
+      uo.materialized = materialize;
+      if (!o.json) std::fprintf(stderr, "tune %s: timing the unfused alternative (%zu parts)\n", g.name.c_str(), g.nodes.size());
+      KILN_ASSIGN_OR_RETURN(unfused, tune_unfused(g, uo));
+      fusion = decide_fusion(fused_winner ? fused_side(*fused_winner) : FusionSide{}, unfused_chain_side(*unfused), fusion_policy);
+    }
     if (o.json) {
-      all.push_back(report_to_json(tr.candidates, meta, ro));
+      nlohmann::json rep = report_to_json(tr.candidates, meta, ro);
+      if (unfused) rep["fusion"] = fusion_report_json(fused_winner, *unfused, fusion_policy, *fusion);
+      all.push_back(rep);
     } else {
       std::printf("%s\n", format_report_table(tr.candidates, ro).c_str());
       std::printf("reference: %s; %zu candidates built in %.0f ms on host threads; total %.1f s\n", tr.reference_kind.c_str(),
                   tr.candidates.size(), tr.build_wall_ms, tr.total_wall_ms / 1000.0);
       if (tr.winner) std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms, tr.winner_check.c_str());
       if (tr.incumbent_decision) std::printf("incumbent: %s\n", tr.incumbent_decision->explanation.c_str());
+      if (unfused) std::printf("%s", format_fusion_report(fused_winner, *unfused, fusion_policy, *fusion).c_str());
     }
+    if (fusion && fusion->is_ok() && !(*fusion)->use_fused && !o.json)
+      std::printf("note: the unfused parts win here; the store keeps the fused winner (Kiln runs one plan per graph), "
+                  "so split the spec to run them unfused\n");
     if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported"); break; }
     if (!tr.winner) { overall = check_failed("no correct candidate for '" + g.name + "'"); continue; }
     if (store) {
@@ -144,6 +172,9 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--objective", o->objective, "time | workspace (smallest workspace within --workspace-tolerance of the best)")->capture_default_str();
   sub->add_option("--workspace-tolerance", o->workspace_tolerance, "Fraction of the best time allowed for --objective workspace")->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  sub->add_flag("--no-unfused", o->no_unfused, "Do not time the unfused alternative (each node as its own best plan)");
+  sub->add_option("--fusion-policy", o->fusion_policy, "faster | always_fused | always_unfused: which side the report chooses")->capture_default_str();
+  sub->add_option("--materialize", o->materialize, "Dtype of intermediates between unfused parts (default: the graph's io dtype)");
   sub->add_flag("--no-verify", o->no_verify, "Skip the numerics gate (candidates become NotVerified)");
   sub->add_option("--store", o->store_path, "Plan store to write the winner to (and to read the incumbent from)");
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");

@@ -19,6 +19,9 @@ struct GraphBuffers {
   std::map<int, void*> pointers() const;
 };
 
+// A device buffer large enough for tensor `tensor` of `graph` (its strided span, in its dtype); not filled.
+StatusOr<DeviceBuffer> allocate_tensor_buffer(const Graph& graph, int tensor);
+
 // Allocates every graph input and output (strided spans), uploads `inputs` (keyed by tensor index),
 // and allocates `workspace_bytes` of workspace. Outputs are poisoned.
 StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map<int, HostTensor>& inputs,

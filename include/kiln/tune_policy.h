@@ -45,6 +45,7 @@ struct CandidateResult {
   double max_ms = 0.0;
   double rel_error = 0.0;  // relative standard error of the median (kiln/measure_stats.h)
   size_t samples = 0;
+  bool throttled = false;  // the SM clock dropped or was capped while sampling (kiln/measure.h)
 
   int64_t workspace_bytes = 0;
   int heuristic_rank = -1;  // 0 = the heuristic's first choice; -1 = not from the heuristic list

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "kiln/measure.h"
 
@@ -234,6 +235,32 @@ TEST(Report, TableSortedWithMarksAndRatios) {
   EXPECT_TRUE(contains(t, "Incorrect")) << t;
   EXPECT_TRUE(contains(t, "max rel error 0.3 > 0.01")) << t;
   EXPECT_TRUE(contains(t, "NotSupported")) << t;
+}
+
+TEST(Report, ThrottledCandidatesAreMarkedInTheClockColumnAndJson) {
+  std::vector<CandidateResult> cs = {cand(1, 0.1), cand(2, 0.2), cand(3, 0.0, Disposition::kNotSupported)};
+  cs[1].throttled = true;
+  cs[1].message = "throttled: sm clock 1980 -> 1500 MHz";
+  std::string t = format_report_table(cs);
+  std::istringstream lines(t);
+  std::string line, eng1, eng2, eng3;
+  while (std::getline(lines, line)) {
+    if (eng1.empty() && contains(line, " eng1 ")) eng1 = line;  // the table row, not the footer
+    if (eng2.empty() && contains(line, " eng2 ")) eng2 = line;
+    if (eng3.empty() && contains(line, " eng3 ")) eng3 = line;
+  }
+  EXPECT_TRUE(contains(eng1, " ok")) << t;
+  EXPECT_FALSE(contains(eng1, "THROTTLED")) << t;
+  EXPECT_TRUE(contains(eng2, "THROTTLED  throttled: sm clock 1980 -> 1500 MHz")) << t;  // note shown though Passed
+  EXPECT_FALSE(contains(eng3, "ok")) << t;  // not timed: no clock verdict
+  nlohmann::json j = report_to_json(cs, nlohmann::json::object());
+  bool seen = false;
+  for (const auto& c : j["candidates"])
+    if (c["identity"] == "eng2") {
+      seen = true;
+      EXPECT_EQ(c["throttled"], true);
+    }
+  EXPECT_TRUE(seen);
 }
 
 TEST(Report, TableWithoutWinnerSaysWhy) {

@@ -105,8 +105,8 @@ std::string format_report_table(const std::vector<CandidateResult>& cs, const Re
   std::string out;
   if (!options.title.empty()) out += options.title + "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%4s %-2s %-*s %-12s %12s %-28s %16s %12s\n", "rank", "", static_cast<int>(id_width),
-                "plan", "disposition", "median ms", "spread", "throughput", "workspace");
+  std::snprintf(line, sizeof line, "%4s %-2s %-*s %-12s %12s %-28s %16s %12s %-9s\n", "rank", "", static_cast<int>(id_width),
+                "plan", "disposition", "median ms", "spread", "throughput", "workspace", "clock");
   out += line;
   int rank = 0;
   for (size_t i : order) {
@@ -120,16 +120,17 @@ std::string format_report_table(const std::vector<CandidateResult>& cs, const Re
       spread = (std::isfinite(c.rel_error) ? "±" + fmt("%.2f%%", c.rel_error * 100.0) : std::string("±inf")) + " [" +
                fmt("%.4f", c.min_ms) + ".." + fmt("%.4f", c.max_ms) + "]";
     }
-    std::snprintf(line, sizeof line, "%4d %-2s %-*s %-12s %12s %-28s %16s %12s", ++rank, marks.c_str(),
+    const char* clock = !c.timed() ? "-" : c.throttled ? "THROTTLED" : "ok";
+    std::snprintf(line, sizeof line, "%4d %-2s %-*s %-12s %12s %-28s %16s %12s %-9s", ++rank, marks.c_str(),
                   static_cast<int>(id_width), c.identity().c_str(), disposition_name(c.disposition), median.c_str(),
-                  spread.c_str(), throughput(c).c_str(), human_bytes(c.workspace_bytes).c_str());
+                  spread.c_str(), throughput(c).c_str(), human_bytes(c.workspace_bytes).c_str(), clock);
     out += line;
-    if (options.show_messages && !c.message.empty() && c.disposition != Disposition::kPassed)
+    if (options.show_messages && !c.message.empty() && (c.disposition != Disposition::kPassed || c.throttled))
       out += "  " + c.message;
     out += "\n";
   }
   out += "marks: * winner (objective " + std::string(objective_name(options.winner.objective)) +
-         "), H heuristic's first choice\n";
+         "), H heuristic's first choice; clock THROTTLED: the SM clock dropped or was capped while sampling\n";
   if (!sum.winner) {
     out += "best: none (" + sum.winner_error + ")\n";
     return out;
@@ -167,6 +168,7 @@ nlohmann::json candidate_to_json(const CandidateResult& c) {
       {"workspace_bytes", c.workspace_bytes},
       {"heuristic_rank", c.heuristic_rank},
       {"samples", c.samples},
+      {"throttled", c.throttled},
   };
   if (c.timed()) {
     j["median_ms"] = c.median_ms;

@@ -10,6 +10,10 @@ HostTensor shaped_like(const Graph& g, int idx) {
 
 }  // namespace
 
+StatusOr<DeviceBuffer> allocate_tensor_buffer(const Graph& graph, int tensor) {
+  return DeviceBuffer::allocate(shaped_like(graph, tensor).byte_size());
+}
+
 std::map<int, void*> GraphBuffers::pointers() const {
   std::map<int, void*> out;
   for (auto& [idx, buf] : tensors) out[idx] = buf.data();

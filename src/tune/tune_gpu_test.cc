@@ -4,6 +4,7 @@
 #include "gpu_test_util.h"
 #include "kiln/spec.h"
 #include "kiln/tuner.h"
+#include "kiln/unfused.h"
 
 namespace kiln {
 namespace {
@@ -61,6 +62,45 @@ TEST(Tuner, EnumeratesDistinctCandidatesAcrossModes) {
   EXPECT_EQ(ids.size(), c->size());  // de-duplicated
   EXPECT_GT(c->size(), 1u);
   std::printf("[ candidates ] conv_bias_relu: %zu distinct\n", c->size());
+}
+
+// The unfused alternative: each node tuned alone, the winners chained through memory, checked against the
+// fused graph's reference and timed as one unit; the report carries both sides and a decision.
+TEST(Unfused, ChainOfPartWinnersIsCheckedTimedAndCompared) {
+  KILN_REQUIRE_GPU();
+  for (const char* name : {"conv_bias_relu", "matmul_bias_gelu"}) {
+    auto g = parse_spec_file(kRoot + "/examples/small/" + name + ".json");
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    TuneOptions o;
+    o.measure.stopping.time_budget_ms = 50;
+    auto fused = tune_graph(*g, o);
+    ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
+    ASSERT_TRUE(fused->winner.has_value());
+    UnfusedOptions uo;
+    uo.tune = o;
+    auto u = tune_unfused(*g, uo);
+    ASSERT_TRUE(u.is_ok()) << u.status().to_string();
+    EXPECT_TRUE(u->unavailable.empty()) << u->unavailable;
+    EXPECT_EQ(u->parts.size(), g->nodes.size());
+    EXPECT_EQ(u->identities.size(), g->nodes.size());
+    EXPECT_EQ(u->chain.disposition, Disposition::kPassed) << u->chain.message;
+    EXPECT_TRUE(u->chain.timed());
+    EXPECT_GT(u->intermediate_bytes, 0.0);
+    const CandidateResult& fw = fused->candidates[*fused->winner];
+    auto d = decide_fusion(fused_side(fw), unfused_chain_side(*u), FusionPolicy::kFaster);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    EXPECT_EQ(d->use_fused, fw.median_ms <= u->chain.median_ms);
+    std::printf("[ unfused ] %s\n%s", name, format_fusion_report(&fw, *u, FusionPolicy::kFaster, d).c_str());
+  }
+}
+
+TEST(Unfused, SingleNodeGraphHasNoUnfusedAlternative) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_file(kRoot + "/examples/small/layer_norm.json");
+  ASSERT_TRUE(g.is_ok());
+  auto u = tune_unfused(*g, UnfusedOptions{});
+  ASSERT_FALSE(u.is_ok());
+  EXPECT_EQ(u.status().code(), StatusCode::kNotSupported);
 }
 
 }  // namespace

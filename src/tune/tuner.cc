@@ -9,6 +9,7 @@
 #include "kiln/device_io.h"
 #include "kiln/log.h"
 #include "kiln/reference.h"
+#include "tune/reference_choice.h"
 
 namespace kiln {
 namespace {
@@ -168,21 +169,7 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto inputs, make_random_inputs(graph, o.seed));
   std::vector<HostTensor> reference;
   r.reference_kind = "none";
-  if (o.verify) {
-    auto host = run_host_reference(graph, inputs);
-    if (host.is_ok()) {
-      reference = std::move(host).value();
-      r.reference_kind = "host";
-    } else {
-      auto dev = run_device_reference(graph, inputs);
-      if (dev.is_ok()) {
-        reference = std::move(dev).value();
-        r.reference_kind = "device";
-      } else {
-        KILN_LOG(kWarn, "no reference for graph '" << graph.name << "': " << dev.status().message());
-      }
-    }
-  }
+  if (o.verify) reference = tune_internal::compute_reference(graph, inputs, &r.reference_kind);
   int64_t ws = 0;
   for (auto& b : built)
     if (b.is_ok() && (o.max_workspace_bytes < 0 || b->workspace_size() <= o.max_workspace_bytes))
@@ -266,6 +253,7 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
       c.message = m.status().message();
     } else {
       c.set_timing(*m);
+      c.throttled = m->throttled;
       if (m->throttled) c.message += (c.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
     }
     checks[i] = check_summary;

@@ -1,0 +1,232 @@
+// tune_unfused: tune each node alone, then time the winners back to back (kiln/unfused.h).
+#include "kiln/unfused.h"
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "kiln/cuda_handles.h"
+#include "kiln/decompose.h"
+#include "kiln/device_io.h"
+#include "kiln/log.h"
+#include "kiln/numerics.h"
+#include "tune/reference_choice.h"
+
+namespace kiln {
+namespace {
+
+// A part's winner, deserialized, with the pointers it runs on (into the chain's shared buffers).
+struct ChainStep {
+  LoweredGraph plan;
+  std::map<int, void*> pointers;  // part tensor index -> device pointer
+};
+
+std::string fmt_ms(double ms) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.4f ms", ms);
+  return b;
+}
+
+std::string fmt_timing(const CandidateResult& c) {
+  if (!c.timed()) return std::string("not timed (") + disposition_name(c.disposition) + ")";
+  char b[96];
+  std::snprintf(b, sizeof b, "%.4f ms ±%.2f%%%s", c.median_ms, c.rel_error * 100.0, c.throttled ? " THROTTLED" : "");
+  return b;
+}
+
+}  // namespace
+
+StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& options) {
+  if (graph.nodes.size() < 2)
+    return not_supported("graph '" + graph.name + "' has one node: there is no unfused alternative to time");
+  UnfusedResult r;
+  r.materialized = options.materialized.value_or(graph.io_dtype);
+  KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(graph, r.materialized));
+
+  // 1. Each part tuned as a graph of its own.
+  TuneOptions po = options.tune;
+  po.pin.reset();
+  po.incumbent.reset();
+  po.output_hook = nullptr;
+  for (const GraphPart& p : parts) {
+    UnfusedPartResult pr;
+    pr.name = p.graph.name;
+    KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(p.graph));
+    pr.structure_sig = sig.structure;
+    pr.shape_key = sig.shape_key;
+    auto tr = tune_graph(p.graph, po);
+    if (!tr.is_ok()) {
+      r.unavailable = "part '" + p.graph.name + "': " + tr.status().message();
+      r.parts.push_back(std::move(pr));
+      return r;
+    }
+    pr.tune = std::move(tr).value();
+    if (!pr.tune.winner) {
+      r.unavailable = "part '" + p.graph.name + "': no correct, timed plan";
+      r.parts.push_back(std::move(pr));
+      return r;
+    }
+    const CandidateResult& w = pr.tune.candidates[*pr.tune.winner];
+    r.identities.push_back(w.identity());
+    r.sum_of_parts_ms += w.median_ms;
+    r.parts.push_back(std::move(pr));
+    if (options.tune.cancel && options.tune.cancel->load()) {
+      r.unavailable = "interrupted";
+      return r;
+    }
+  }
+
+  // 2. The chain: the fused graph's inputs and outputs, plus one buffer per materialized intermediate.
+  KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
+  KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
+  KILN_ASSIGN_OR_RETURN(auto inputs, make_random_inputs(graph, options.tune.seed));
+  std::vector<HostTensor> reference;
+  r.reference_kind = "none";
+  if (options.tune.verify) reference = tune_internal::compute_reference(graph, inputs, &r.reference_kind);
+
+  std::vector<ChainStep> steps;
+  int64_t workspace = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::vector<uint8_t>& bytes = r.parts[i].tune.winner_plan;
+    KILN_ASSIGN_OR_RETURN(LoweredGraph plan, LoweredGraph::deserialize(parts[i].graph, handle.get(), bytes));
+    workspace = std::max(workspace, plan.workspace_size());
+    steps.push_back(ChainStep{std::move(plan), {}});
+  }
+  KILN_ASSIGN_OR_RETURN(GraphBuffers io, allocate_graph_buffers(graph, inputs, workspace));
+  std::map<int, DeviceBuffer> intermediates;  // original tensor index -> buffer
+  std::map<int, void*> all = io.pointers();
+  for (const GraphPart& p : parts) {
+    for (size_t t = 0; t < p.graph.tensors.size(); ++t) {
+      const int original = p.tensor_map[t];
+      if (graph.tensors[static_cast<size_t>(original)].by_value || !graph.is_virtual(original) ||
+          intermediates.count(original))
+        continue;
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, allocate_tensor_buffer(p.graph, static_cast<int>(t)));
+      all[original] = b.data();
+      r.intermediate_bytes += 2.0 * static_cast<double>(p.graph.tensors[t].element_count()) *
+                              static_cast<double>(dtype_size(r.materialized));  // written once, read once
+      intermediates.emplace(original, std::move(b));
+    }
+  }
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (size_t t = 0; t < parts[i].graph.tensors.size(); ++t) {
+      auto it = all.find(parts[i].tensor_map[t]);
+      if (it != all.end()) steps[i].pointers[static_cast<int>(t)] = it->second;
+    }
+  auto run_chain = [&](cudaStream_t) -> Status {
+    for (const ChainStep& s : steps) KILN_RETURN_IF_ERROR(s.plan.execute(handle.get(), s.pointers, io.workspace.data()));
+    return Status::ok();
+  };
+
+  // 3. Numerics of the chain against the fused graph's reference, then one timing of the whole chain.
+  r.chain.flops = graph_flops(graph);
+  r.chain.bytes = graph_min_bytes(graph) + r.intermediate_bytes;
+  r.chain.workspace_bytes = workspace;
+  KILN_RETURN_IF_ERROR(poison_outputs(graph, io, stream.get()));
+  KILN_RETURN_IF_ERROR(run_chain(stream.get()));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+  if (!reference.empty()) {
+    KILN_ASSIGN_OR_RETURN(auto outs, download_outputs(graph, io));
+    KILN_ASSIGN_OR_RETURN(CheckReport rep, check_outputs(graph, outs, reference, options.tune.check));
+    r.chain_check = rep.summary();
+    r.chain.disposition = rep.verdict == Verdict::kPassed ? Disposition::kPassed : Disposition::kIncorrect;
+    if (r.chain.disposition != Disposition::kPassed) {
+      r.chain.message = "unfused chain: " + r.chain_check;
+      return r;
+    }
+  } else {
+    r.chain.disposition = Disposition::kNotVerified;
+    r.chain.message = "no reference: not verified";
+  }
+  KILN_ASSIGN_OR_RETURN(Timer timer, Timer::create());
+  MeasureOptions mo = options.tune.measure;
+  mo.stream = stream.get();
+  auto m = timer.measure(run_chain, mo);
+  if (!m.is_ok()) {
+    r.chain.disposition = Disposition::kFailed;
+    r.chain.message = m.status().message();
+    return r;
+  }
+  r.chain.set_timing(*m);
+  r.chain.throttled = m->throttled;
+  if (m->throttled) r.chain.message += (r.chain.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
+  return r;
+}
+
+FusionSide unfused_chain_side(const UnfusedResult& result) {
+  FusionSide s;
+  s.identities = result.identities;
+  // Without a reference (--no-verify) the chain is NotVerified, like every fused candidate then.
+  const bool checked = result.chain.disposition == Disposition::kPassed ||
+                       (result.reference_kind == "none" && result.chain.disposition == Disposition::kNotVerified);
+  if (!result.unavailable.empty() || !checked || !result.chain.timed()) return s;
+  s.available = true;
+  s.median_ms = result.chain.median_ms;
+  s.rel_error = result.chain.rel_error;
+  return s;
+}
+
+std::string format_fusion_report(const CandidateResult* fused_winner, const UnfusedResult& u, FusionPolicy policy,
+                                  const StatusOr<FusionDecision>& decision) {
+  std::string out = std::string("fused vs unfused (") + std::to_string(u.parts.size()) + " parts, intermediates stored as " +
+                    dtype_name(u.materialized) + ", policy " + fusion_policy_name(policy) + "):\n";
+  out += "  fused     " + (fused_winner ? fused_winner->identity() + "  " + fmt_timing(*fused_winner) : std::string("no plan")) + "\n";
+  std::string ids;
+  for (const auto& id : u.identities) ids += (ids.empty() ? "" : " + ") + id;
+  if (!u.unavailable.empty()) {
+    out += "  unfused   unavailable: " + u.unavailable + "\n";
+  } else {
+    char mib[64];
+    std::snprintf(mib, sizeof mib, "%.1f MiB", u.intermediate_bytes / (1024.0 * 1024.0));
+    out += "  unfused   " + ids + "  " + fmt_timing(u.chain) + " back to back (parts alone sum to " +
+           fmt_ms(u.sum_of_parts_ms) + "; " + mib + " through memory between parts)\n";
+    if (u.chain.disposition != Disposition::kPassed && !u.chain.message.empty()) out += "            " + u.chain.message + "\n";
+  }
+  for (const UnfusedPartResult& p : u.parts) {
+    out += "    part " + p.name + ": ";
+    if (p.tune.winner) {
+      const CandidateResult& w = p.tune.candidates[*p.tune.winner];
+      out += w.identity() + "  " + fmt_timing(w) + "  (" + std::to_string(p.tune.candidates.size()) + " candidates)\n";
+    } else {
+      out += "no correct plan\n";
+    }
+  }
+  out += "  decision: " + (decision.is_ok() ? decision->explanation : "none: " + decision.status().message()) + "\n";
+  return out;
+}
+
+nlohmann::json fusion_report_json(const CandidateResult* fused_winner, const UnfusedResult& u, FusionPolicy policy,
+                                  const StatusOr<FusionDecision>& decision) {
+  nlohmann::json parts = nlohmann::json::array();
+  for (const UnfusedPartResult& p : u.parts) {
+    nlohmann::json j = {{"name", p.name}, {"structure_signature", p.structure_sig}, {"shape_key", p.shape_key},
+                        {"candidates", p.tune.candidates.size()}};
+    j["winner"] = p.tune.winner ? candidate_to_json(p.tune.candidates[*p.tune.winner]) : nlohmann::json(nullptr);
+    parts.push_back(j);
+  }
+  nlohmann::json chain = candidate_to_json(u.chain);
+  chain.erase("identity");
+  chain.erase("engine_id");
+  chain.erase("knobs");
+  chain["identities"] = u.identities;
+  nlohmann::json j = {{"policy", fusion_policy_name(policy)},
+                      {"materialized_dtype", dtype_name(u.materialized)},
+                      {"fused", fused_winner ? candidate_to_json(*fused_winner) : nlohmann::json(nullptr)},
+                      {"unfused", chain},
+                      {"unfused_available", u.unavailable.empty()},
+                      {"unfused_unavailable_reason", u.unavailable},
+                      {"sum_of_parts_ms", u.sum_of_parts_ms},
+                      {"intermediate_bytes", u.intermediate_bytes},
+                      {"reference", u.reference_kind},
+                      {"parts", parts}};
+  if (decision.is_ok()) {
+    j["decision"] = decision->use_fused ? "fused" : "unfused";
+    j["explanation"] = decision->explanation;
+  } else {
+    j["decision"] = nullptr;
+    j["explanation"] = decision.status().message();
+  }
+  return j;
+}
+
+}  // namespace kiln
