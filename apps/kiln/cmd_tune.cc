@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "kiln/fingerprint.h"
 #include "kiln/plan_bridge.h"
+#include "kiln/segments.h"
 #include "kiln/spec.h"
 #include "kiln/tuner.h"
 #include "kiln/unfused.h"
@@ -88,9 +89,23 @@ Status tune_cmd(const TuneCliOptions& o) {
 
   nlohmann::json all = nlohmann::json::array();
   Status overall;
+  // What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
+  // (kiln/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
+  std::vector<std::pair<std::string, Graph>> work;
   for (const auto& spec : o.specs) {
     KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(spec));
     if (o.list) { KILN_RETURN_IF_ERROR(list_candidates(g, o.json)); continue; }
+    KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle probe, make_cudnn_handle());
+    KILN_ASSIGN_OR_RETURN(SegmentDecision seg, segments_if_unfusable(g, probe.get()));
+    if (seg.segments.empty()) {
+      work.emplace_back(spec, std::move(g));
+      continue;
+    }
+    std::fprintf(stderr, "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
+                 g.name.c_str(), seg.why.c_str(), seg.segments.size());
+    for (GraphPart& p : seg.segments) work.emplace_back(spec, std::move(p.graph));
+  }
+  for (auto& [spec, g] : work) {
     KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));
     to.incumbent.reset();
     if (store) {

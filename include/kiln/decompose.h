@@ -11,9 +11,21 @@
 namespace kiln {
 
 struct GraphPart {
-  Graph graph;                  // one node, validated; named "<graph>/<node>"
+  Graph graph;                  // validated; named "<graph>/<first node>" ("+N" when it has N more nodes)
   std::vector<int> tensor_map;  // part tensor index -> tensor index in the original graph
 };
+
+// One part per group of nodes (`group_of[node]` = its group number); parts run in ascending group number,
+// so no node may read a tensor written by a later group (InvalidArgument naming the node). A tensor that
+// crosses between groups and was virtual in `graph` is stored in memory with dtype `materialized`;
+// tensors that stay inside a group stay virtual; graph inputs and outputs keep their dtypes and layouts.
+StatusOr<std::vector<GraphPart>> partition_graph(const Graph& graph, const std::vector<int>& group_of,
+                                                 DataType materialized);
+
+// Group numbers that cut a graph after every reduction whose result another node reads: cuDNN 9.19 has
+// no Hopper engine for a pointwise that consumes a reduction's output (the FP8 recipe's 448 / amax), so
+// such a graph runs as fused segments (group 0: up to and including the reductions, ...).
+std::vector<int> split_after_reductions(const Graph& graph);
 
 // One part per node of a validated graph, in topological order. A tensor that was virtual in the fused
 // graph (an intermediate) is materialized in memory with dtype `materialized` (e.g. the graph's io dtype,

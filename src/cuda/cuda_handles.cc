@@ -21,6 +21,8 @@ Status cudnn_status(cudnnStatus_t err, const char* what) {
   if (last[0]) msg += std::string(" (") + last + ")";
   if (err == CUDNN_STATUS_NOT_SUPPORTED) return not_supported(msg);
   if (err == CUDNN_STATUS_BAD_PARAM) return invalid_argument(msg);
+  // cudnnCreate without a usable device or driver: an environment problem (exit 3), not a Kiln bug.
+  if (err == CUDNN_STATUS_NOT_INITIALIZED) return unavailable(msg);
   return internal_error(msg);
 }
 

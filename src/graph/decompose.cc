@@ -1,57 +1,125 @@
-// decompose_graph: one single-node graph per node, intermediates materialized (kiln/decompose.h).
+// partition_graph / decompose_graph / split_after_reductions (kiln/decompose.h).
 #include "kiln/decompose.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 #include "graph/validate_internal.h"
 
 namespace kiln {
+namespace {
+
+// The graph of the nodes in `group` (in topological order): tensors crossing the group's boundary are its
+// inputs and outputs, the rest stay virtual.
+StatusOr<GraphPart> make_part(const Graph& graph, const std::vector<int>& group, const std::vector<int>& group_of,
+                              DataType materialized) {
+  GraphPart part;
+  Graph& g = part.graph;
+  g.name = graph.name + "/" + graph.nodes[static_cast<size_t>(group.front())].name;
+  if (group.size() > 1) g.name += "+" + std::to_string(group.size() - 1);
+  g.io_dtype = graph.io_dtype;
+  g.intermediate_dtype = graph.intermediate_dtype;
+  g.compute_dtype = graph.compute_dtype;
+  g.dynamic_dims.clear();
+  const int me = group_of[static_cast<size_t>(group.front())];
+  // A tensor written in this group leaves it when the caller reads it or another group consumes it.
+  auto leaves = [&](int t) {
+    if (graph.is_graph_output(t)) return true;
+    for (size_t ni = 0; ni < graph.nodes.size(); ++ni)
+      if (group_of[ni] != me)
+        for (int in : graph.nodes[ni].inputs)
+          if (in == t) return true;
+    return false;
+  };
+  std::map<int, int> local;  // original tensor -> part tensor
+  auto add = [&](int t) {
+    auto it = local.find(t);
+    if (it != local.end()) return it->second;
+    TensorDesc d = graph.tensors[static_cast<size_t>(t)];
+    const int producer = graph.producer(t);
+    const bool inside = producer >= 0 && group_of[static_cast<size_t>(producer)] == me;
+    if (!graph.is_virtual(t)) d.dtype = graph.dtype_of(t);
+    else if (!inside || leaves(t)) d.dtype = materialized;  // crosses the boundary: stored in memory
+    int idx = static_cast<int>(g.tensors.size());
+    g.tensors.push_back(std::move(d));
+    part.tensor_map.push_back(t);
+    local.emplace(t, idx);
+    return idx;
+  };
+  for (int ni : group) {
+    Node n = graph.nodes[static_cast<size_t>(ni)];
+    for (int& t : n.inputs) t = add(t);
+    for (int& t : n.outputs) t = add(t);
+    if (!n.compute_dtype) n.compute_dtype = graph.compute_dtype;
+    g.nodes.push_back(std::move(n));
+  }
+  for (int ni : group)
+    for (int t : graph.nodes[static_cast<size_t>(ni)].outputs)
+      if (leaves(t)) g.outputs.push_back(local.at(t));
+  std::set<std::string> symbols;
+  for (const TensorDesc& d : g.tensors)
+    for (const Dim& dim : d.dims)
+      if (dim.is_dynamic()) symbols.insert(dim.symbol);
+  for (const std::string& s : symbols) {
+    auto it = graph.dynamic_dims.find(s);
+    if (it == graph.dynamic_dims.end())
+      return invalid_argument("graph '" + graph.name + "': dynamic dim '" + s + "' is not declared");
+    g.dynamic_dims[s] = it->second;
+  }
+  Status st = validate_graph(g);
+  if (!st.is_ok()) return st.with_context("part '" + g.name + "'");
+  return part;
+}
+
+}  // namespace
+
+StatusOr<std::vector<GraphPart>> partition_graph(const Graph& graph, const std::vector<int>& group_of,
+                                                 DataType materialized) {
+  if (group_of.size() != graph.nodes.size())
+    return invalid_argument("partition of graph '" + graph.name + "': " + std::to_string(group_of.size()) +
+                            " group numbers for " + std::to_string(graph.nodes.size()) + " nodes");
+  std::vector<int> order;
+  KILN_RETURN_IF_ERROR(graph_internal::topological_order(graph, &order));
+  // Groups must be runnable one after another in ascending number: no node may read a later group.
+  for (size_t ni = 0; ni < graph.nodes.size(); ++ni)
+    for (int t : graph.nodes[ni].inputs)
+      if (int p = graph.producer(t); p >= 0 && group_of[static_cast<size_t>(p)] > group_of[ni])
+        return invalid_argument("partition of graph '" + graph.name + "': node '" + graph.nodes[ni].name +
+                                "' reads '" + graph.tensors[static_cast<size_t>(t)].name + "' from a later group");
+  std::map<int, std::vector<int>> groups;  // ascending group number; nodes in topological order
+  for (int ni : order) groups[group_of[static_cast<size_t>(ni)]].push_back(ni);
+  std::vector<GraphPart> parts;
+  for (const auto& [number, nodes] : groups) {
+    KILN_ASSIGN_OR_RETURN(GraphPart p, make_part(graph, nodes, group_of, materialized));
+    parts.push_back(std::move(p));
+  }
+  return parts;
+}
 
 StatusOr<std::vector<GraphPart>> decompose_graph(const Graph& graph, DataType materialized) {
   std::vector<int> order;
   KILN_RETURN_IF_ERROR(graph_internal::topological_order(graph, &order));
-  std::vector<GraphPart> parts;
+  std::vector<int> group_of(graph.nodes.size());
+  for (size_t i = 0; i < order.size(); ++i) group_of[static_cast<size_t>(order[i])] = static_cast<int>(i);
+  return partition_graph(graph, group_of, materialized);
+}
+
+std::vector<int> split_after_reductions(const Graph& graph) {
+  std::vector<int> order;
+  std::vector<int> group_of(graph.nodes.size(), 0);
+  if (!graph_internal::topological_order(graph, &order).is_ok()) return group_of;
   for (int ni : order) {
-    const Node& node = graph.nodes[static_cast<size_t>(ni)];
-    GraphPart part;
-    Graph& g = part.graph;
-    g.name = graph.name + "/" + node.name;
-    g.io_dtype = graph.io_dtype;
-    g.intermediate_dtype = graph.intermediate_dtype;
-    g.compute_dtype = graph.compute_dtype;
-    std::map<int, int> local;  // original tensor -> part tensor
-    auto add = [&](int t) {
-      auto it = local.find(t);
-      if (it != local.end()) return it->second;
-      TensorDesc d = graph.tensors[static_cast<size_t>(t)];
-      d.dtype = graph.is_virtual(t) ? materialized : graph.dtype_of(t);
-      int idx = static_cast<int>(g.tensors.size());
-      g.tensors.push_back(std::move(d));
-      part.tensor_map.push_back(t);
-      local.emplace(t, idx);
-      return idx;
-    };
-    Node n = node;
-    for (int& t : n.inputs) t = add(t);
-    for (int& t : n.outputs) t = add(t);
-    if (!n.compute_dtype) n.compute_dtype = graph.compute_dtype;
-    g.outputs = n.outputs;
-    g.nodes.push_back(std::move(n));
-    std::set<std::string> symbols;
-    for (const TensorDesc& d : g.tensors)
-      for (const Dim& dim : d.dims)
-        if (dim.is_dynamic()) symbols.insert(dim.symbol);
-    for (const std::string& s : symbols) {
-      auto it = graph.dynamic_dims.find(s);
-      if (it == graph.dynamic_dims.end()) return invalid_argument("graph '" + graph.name + "': dynamic dim '" + s + "' is not declared");
-      g.dynamic_dims[s] = it->second;
+    int s = 0;
+    for (int t : graph.nodes[static_cast<size_t>(ni)].inputs) {
+      const int p = graph.producer(t);
+      if (p < 0) continue;
+      const bool reduction = graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction;
+      s = std::max(s, group_of[static_cast<size_t>(p)] + (reduction ? 1 : 0));
     }
-    Status st = validate_graph(g);
-    if (!st.is_ok()) return st.with_context("unfused part '" + g.name + "'");
-    parts.push_back(std::move(part));
+    group_of[static_cast<size_t>(ni)] = s;
   }
-  return parts;
+  return group_of;
 }
 
 }  // namespace kiln

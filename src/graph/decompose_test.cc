@@ -87,5 +87,62 @@ TEST(Decompose, SingleNodeGraphIsItsOwnPart) {
   EXPECT_EQ(compute_signature((*parts)[0].graph)->structure, compute_signature(g)->structure);
 }
 
+TEST(Split, Fp8RecipeIsCutAfterTheAmax) {
+  Graph g = load("fp8_recipe.json");
+  std::vector<int> groups = split_after_reductions(g);
+  ASSERT_EQ(groups.size(), 3u);
+  auto node = [&](const std::string& name) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (g.nodes[i].name == name) return groups[i];
+    return -1;
+  };
+  EXPECT_EQ(node("mm"), 0);
+  EXPECT_EQ(node("amax"), 0);  // the reduction stays fused behind the GEMM
+  EXPECT_EQ(node("fp8_scale"), 1);
+  auto parts = partition_graph(g, groups, g.intermediate_dtype);
+  ASSERT_TRUE(parts.is_ok()) << parts.status().message();
+  ASSERT_EQ(parts->size(), 2u);
+  const Graph& first = (*parts)[0].graph;
+  const Graph& second = (*parts)[1].graph;
+  EXPECT_EQ(first.name, "fp8_recipe/mm+1");
+  EXPECT_EQ(first.nodes.size(), 2u);
+  // Segment 1 returns y (a graph output) and amax (read by segment 2), kept in fp32.
+  ASSERT_EQ(first.outputs.size(), 2u);
+  int amax = -1;
+  for (int t : first.outputs)
+    if (first.tensors[static_cast<size_t>(t)].name == "amax") amax = t;
+  ASSERT_GE(amax, 0);
+  EXPECT_EQ(first.dtype_of(amax), DataType::kFloat32);
+  EXPECT_TRUE(second.is_graph_input(second.find_tensor("amax")));
+  EXPECT_EQ(second.outputs.size(), 1u);
+  EXPECT_EQ(second.tensors[static_cast<size_t>(second.outputs[0])].name, "scale");
+}
+
+TEST(Split, GraphsWithoutAReadReductionStayWhole) {
+  for (const char* name : {"matmul_bias_gelu.json", "matmul_amax.json", "conv_bias_relu.json"}) {
+    Graph g = load(name);
+    std::vector<int> groups = split_after_reductions(g);
+    for (int x : groups) EXPECT_EQ(x, 0) << name;
+    auto parts = partition_graph(g, groups, g.intermediate_dtype);
+    ASSERT_TRUE(parts.is_ok()) << parts.status().message();
+    ASSERT_EQ(parts->size(), 1u);
+    // One group is the graph itself: same signature.
+    EXPECT_EQ(compute_signature((*parts)[0].graph)->structure, compute_signature(g)->structure) << name;
+  }
+}
+
+TEST(Split, PartitionsThatRunBackwardsAreRefused) {
+  Graph g = load("matmul_bias_gelu.json");
+  std::vector<int> backwards(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].name == "mm") backwards[i] = 1;  // the GEMM after its consumers
+  auto parts = partition_graph(g, backwards, g.io_dtype);
+  ASSERT_FALSE(parts.is_ok());
+  EXPECT_NE(parts.status().message().find("from a later group"), std::string::npos) << parts.status().message();
+  auto short_list = partition_graph(g, {0}, g.io_dtype);
+  ASSERT_FALSE(short_list.is_ok());
+  EXPECT_NE(short_list.status().message().find("1 group numbers for 3 nodes"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -10,16 +10,11 @@
 #include "kiln/device_io.h"
 #include "kiln/log.h"
 #include "kiln/numerics.h"
+#include "kiln/plan_chain.h"
 #include "tune/reference_choice.h"
 
 namespace kiln {
 namespace {
-
-// A part's winner, deserialized, with the pointers it runs on (into the chain's shared buffers).
-struct ChainStep {
-  LoweredGraph plan;
-  std::map<int, void*> pointers;  // part tensor index -> device pointer
-};
 
 std::string fmt_ms(double ms) {
   char b[64];
@@ -84,49 +79,24 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   r.reference_kind = "none";
   if (options.tune.verify) reference = tune_internal::compute_reference(graph, inputs, &r.reference_kind);
 
-  std::vector<ChainStep> steps;
-  int64_t workspace = 0;
+  std::vector<LoweredGraph> plans;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const std::vector<uint8_t>& bytes = r.parts[i].tune.winner_plan;
-    KILN_ASSIGN_OR_RETURN(LoweredGraph plan, LoweredGraph::deserialize(parts[i].graph, handle.get(), bytes));
-    workspace = std::max(workspace, plan.workspace_size());
-    steps.push_back(ChainStep{std::move(plan), {}});
+    KILN_ASSIGN_OR_RETURN(LoweredGraph plan, LoweredGraph::deserialize(parts[i].graph, handle.get(), r.parts[i].tune.winner_plan));
+    plans.push_back(std::move(plan));
   }
-  KILN_ASSIGN_OR_RETURN(GraphBuffers io, allocate_graph_buffers(graph, inputs, workspace));
-  std::map<int, DeviceBuffer> intermediates;  // original tensor index -> buffer
-  std::map<int, void*> all = io.pointers();
-  for (const GraphPart& p : parts) {
-    for (size_t t = 0; t < p.graph.tensors.size(); ++t) {
-      const int original = p.tensor_map[t];
-      if (graph.tensors[static_cast<size_t>(original)].by_value || !graph.is_virtual(original) ||
-          intermediates.count(original))
-        continue;
-      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, allocate_tensor_buffer(p.graph, static_cast<int>(t)));
-      all[original] = b.data();
-      r.intermediate_bytes += 2.0 * static_cast<double>(p.graph.tensors[t].element_count()) *
-                              static_cast<double>(dtype_size(r.materialized));  // written once, read once
-      intermediates.emplace(original, std::move(b));
-    }
-  }
-  for (size_t i = 0; i < parts.size(); ++i)
-    for (size_t t = 0; t < parts[i].graph.tensors.size(); ++t) {
-      auto it = all.find(parts[i].tensor_map[t]);
-      if (it != all.end()) steps[i].pointers[static_cast<int>(t)] = it->second;
-    }
-  auto run_chain = [&](cudaStream_t) -> Status {
-    for (const ChainStep& s : steps) KILN_RETURN_IF_ERROR(s.plan.execute(handle.get(), s.pointers, io.workspace.data()));
-    return Status::ok();
-  };
+  KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(graph, std::move(parts), std::move(plans), inputs));
+  r.intermediate_bytes = chain.intermediate_bytes();
+  auto run_chain = [&](cudaStream_t) { return chain.run(handle.get()); };
 
   // 3. Numerics of the chain against the fused graph's reference, then one timing of the whole chain.
   r.chain.flops = graph_flops(graph);
   r.chain.bytes = graph_min_bytes(graph) + r.intermediate_bytes;
-  r.chain.workspace_bytes = workspace;
-  KILN_RETURN_IF_ERROR(poison_outputs(graph, io, stream.get()));
+  r.chain.workspace_bytes = chain.workspace_bytes();
+  KILN_RETURN_IF_ERROR(chain.poison(stream.get()));
   KILN_RETURN_IF_ERROR(run_chain(stream.get()));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
   if (!reference.empty()) {
-    KILN_ASSIGN_OR_RETURN(auto outs, download_outputs(graph, io));
+    KILN_ASSIGN_OR_RETURN(auto outs, chain.download_outputs());
     KILN_ASSIGN_OR_RETURN(CheckReport rep, check_outputs(graph, outs, reference, options.tune.check));
     r.chain_check = rep.summary();
     r.chain.disposition = rep.verdict == Verdict::kPassed ? Disposition::kPassed : Disposition::kIncorrect;

@@ -1,0 +1,32 @@
+// segments_if_unfusable / graph_segments (kiln/segments.h).
+#include "kiln/segments.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+StatusOr<std::vector<GraphPart>> graph_segments(const Graph& graph) {
+  return partition_graph(graph, split_after_reductions(graph), graph.intermediate_dtype);
+}
+
+StatusOr<SegmentDecision> segments_if_unfusable(const Graph& graph, cudnnHandle_t handle) {
+  SegmentDecision d;
+  std::vector<int> groups = split_after_reductions(graph);
+  if (std::all_of(groups.begin(), groups.end(), [](int g) { return g == 0; })) return d;
+  LowerTarget target;
+  target.handle = handle;
+  auto lg = LoweredGraph::create(graph, target);
+  Status why;
+  if (lg.is_ok()) {
+    auto c = lg->list_candidates({HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback});
+    if (c.is_ok() && !c->empty()) return d;
+    why = c.is_ok() ? not_supported("cuDNN offers no engine configuration for the whole graph") : c.status();
+  } else {
+    why = lg.status();
+  }
+  KILN_ASSIGN_OR_RETURN(d.segments, partition_graph(graph, groups, graph.intermediate_dtype));
+  d.why = why.message();
+  return d;
+}
+
+}  // namespace kiln

@@ -1,0 +1,57 @@
+// PlanChain: parts of a partitioned graph run back to back on shared buffers (kiln/plan_chain.h).
+#include "kiln/plan_chain.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart> parts, std::vector<LoweredGraph> plans,
+                                      const std::map<int, HostTensor>& inputs) {
+  if (parts.size() != plans.size() || parts.empty())
+    return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts.size()) + " parts and " +
+                            std::to_string(plans.size()) + " plans");
+  PlanChain c;
+  c.graph_ = &graph;
+  for (const LoweredGraph& p : plans) c.workspace_bytes_ = std::max(c.workspace_bytes_, p.workspace_size());
+  KILN_ASSIGN_OR_RETURN(c.io_, allocate_graph_buffers(graph, inputs, c.workspace_bytes_));
+  std::map<int, void*> all = c.io_.pointers();
+  for (const GraphPart& p : parts) {
+    for (size_t t = 0; t < p.graph.tensors.size(); ++t) {
+      const int original = p.tensor_map[t];
+      const TensorDesc& d = p.graph.tensors[t];
+      // A tensor virtual in the graph but not in the part crosses between parts: it needs memory.
+      if (d.by_value || !graph.is_virtual(original) || p.graph.is_virtual(static_cast<int>(t)) ||
+          c.intermediates_.count(original))
+        continue;
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, allocate_tensor_buffer(p.graph, static_cast<int>(t)));
+      all[original] = b.data();
+      c.intermediate_bytes_ += 2.0 * static_cast<double>(d.element_count()) *
+                               static_cast<double>(dtype_size(p.graph.dtype_of(static_cast<int>(t))));
+      c.intermediates_.emplace(original, std::move(b));
+    }
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Step s{std::move(parts[i]), std::move(plans[i]), {}};
+    for (size_t t = 0; t < s.part.graph.tensors.size(); ++t) {
+      if (s.part.graph.is_virtual(static_cast<int>(t))) continue;
+      auto it = all.find(s.part.tensor_map[t]);
+      if (it != all.end()) s.pointers[static_cast<int>(t)] = it->second;
+    }
+    c.steps_.push_back(std::move(s));
+  }
+  return c;
+}
+
+Status PlanChain::run(cudnnHandle_t handle) const {
+  for (const Step& s : steps_) {
+    Status st = s.plan.execute(handle, s.pointers, io_.workspace.data());
+    if (!st.is_ok()) return st.with_context("part '" + s.part.graph.name + "'");
+  }
+  return Status::ok();
+}
+
+Status PlanChain::poison(cudaStream_t stream) { return poison_outputs(*graph_, io_, stream); }
+
+StatusOr<std::vector<HostTensor>> PlanChain::download_outputs() const { return kiln::download_outputs(*graph_, io_); }
+
+}  // namespace kiln
