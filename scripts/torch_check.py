@@ -300,18 +300,11 @@ ALL_ATTRS = CONV_ATTRS | {"axes", "epsilon", "causal", "attn_scale"}
 
 
 def json_type(v):
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, dict):
-        return "an object"
-    if isinstance(v, float):
-        return "a number with a fraction"
+    """The JSON type named as spec.cc's messages name it."""
+    for kind, name in ((type(None), "null"), (bool, "a boolean"), (str, "a string"), (list, "an array"),
+                       (dict, "an object"), (float, "a number with a fraction")):
+        if isinstance(v, kind):
+            return name
     return "a number"
 
 
@@ -1037,21 +1030,13 @@ def run_node(g, n, ins, out_dims):
     if n.kind == "pointwise":
         a = ins[0]
         b = ins[1] if len(ins) > 1 else None
-        m = n.mode
-        if m in ("add", "bias_add"):
-            return a + b
-        if m == "sub":
-            return a - b
-        if m in ("mul", "div"):
-            return a * b if m == "mul" else a / b
-        if m == "scale":
-            return a * b.reshape(())
-        if m in ("min", "max"):  # fmin/fmax as pointwise_apply: a NaN loses to a number
-            return torch.fmin(a, b) if m == "min" else torch.fmax(a, b)
-        unary = {"relu": F.relu, "gelu_erf": lambda x: F.gelu(x, approximate="none"),
-                 "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid,
-                 "tanh": torch.tanh, "exp": torch.exp, "identity": lambda x: x}
-        return unary[m](a)
+        ops = {"add": torch.add, "bias_add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+               "scale": lambda x, s: x * s.reshape(()),
+               "min": torch.fmin, "max": torch.fmax,  # as pointwise_value's fmin/fmax: a NaN loses to a number
+               "relu": F.relu, "gelu_erf": lambda x: F.gelu(x, approximate="none"),
+               "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid,
+               "tanh": torch.tanh, "exp": torch.exp, "identity": lambda x: x}
+        return ops[n.mode](a, b) if n.mode in BINARY_MODES else ops[n.mode](a)
     if n.kind == "reduction":
         x, axes = ins[0], n.axes
         if n.mode == "sum":
