@@ -8,6 +8,7 @@
 
 #include "kiln/graph.h"
 #include "kiln/host_tensor.h"
+#include "kiln/reference.h"
 #include "kiln/status.h"
 
 namespace kiln {
@@ -21,14 +22,20 @@ namespace kiln {
 enum class Verdict { kPassed, kIncorrect, kNotSupported, kFailed, kNotVerified };
 const char* verdict_name(Verdict v);  // "Passed", "Incorrect", "NotSupported", "Failed", "NotVerified"
 
-// How close is close enough. An element matches when |out - ref| <= atol + rtol * |ref| (both finite),
-// or when both are the same non-finite value. A tensor passes when every element matches, no element
-// is NaN/Inf where the reference is finite, and nmse <= nmse_max.
+// How close is close enough. An element matches when |out - ref| <= atol + rtol * |ref| (+ acc_coeff *
+// M_i when a magnitude tensor M is given), both finite, or when both are the same non-finite value. A
+// tensor passes when every element matches, no element is NaN/Inf where the reference is finite, and
+// nmse <= nmse_max (+ the accumulation allowance, ErrorMeasures::nmse_allowance).
 struct Tolerance {
   double atol = 0.0;
   double rtol = 0.0;
   double nmse_max = 0.0;
   double rel_floor = 1e-6;  // max_rel divides by max(|ref|, rel_floor)
+  // The accumulation bound (docs/numerics.md "The accumulation bound"), used only with a magnitude
+  // tensor M (ReferenceOutputs::magnitudes): element i may also differ by acc_coeff * M_i, and nmse may
+  // exceed nmse_max by acc_nmse_coeff * sum M_i^2 / sum ref_i^2.
+  double acc_coeff = 0.0;
+  double acc_nmse_coeff = 0.0;
 };
 
 // Options that widen the default tolerance.
@@ -41,6 +48,9 @@ struct ToleranceOptions {
   bool allow_tf32 = false;
   // The dtype intermediates were rounded to, when it is coarser than the output dtype.
   DataType intermediate_dtype = DataType::kFloat32;
+  // The caller judges accumulation error with the accumulation bound (a magnitude tensor is known): plain
+  // fp32 then keeps its base numbers instead of the legacy K/64 scaling below.
+  bool accumulation_bound = false;
 };
 
 // Default tolerance for an output of `dtype` (see docs/numerics.md "Tolerances"):
@@ -50,9 +60,10 @@ struct ToleranceOptions {
 //   e4m3  atol=rtol=1.25e-1, nmse 2e-2;  e5m2 atol=rtol=2.5e-1, nmse 6e-2
 //   int8/int32/int64: exact but for atol 1 on int8 (one rounding step)
 // With k = max(1, K / 64) for reduction length K: atol is multiplied by sqrt(k) (output/input rounding
-// errors add like a random walk), except for plain fp32, where fp32 accumulation error dominates and
-// atol and nmse_max are multiplied by k. rtol does not change: it already tracks |ref|. The coarser
-// of `dtype` and options.intermediate_dtype sets the base numbers.
+// errors add like a random walk). Plain fp32 is left at its base numbers when options.accumulation_bound
+// (accumulation error is then judged per element by the bound, see check_outputs); without it (legacy:
+// no magnitudes known) its atol and nmse_max are multiplied by k. rtol does not change: it already tracks
+// |ref|. The coarser of `dtype` and options.intermediate_dtype sets the base numbers.
 Tolerance default_tolerance(DataType dtype, const ToleranceOptions& options = {});
 
 struct ErrorMeasures {
@@ -62,13 +73,17 @@ struct ErrorMeasures {
   double nmse = 0.0;           // sum (out - ref)^2 / sum ref^2 over finite pairs (sum (out-ref)^2 if ref is all 0)
   int64_t nan_count = 0;       // elements where out is NaN/Inf but ref is finite
   int64_t mismatch_count = 0;  // elements that do not match (includes nan_count)
-  int64_t worst_index = -1;    // row-major logical index of the largest |out - ref| / (atol + rtol|ref|)
+  int64_t worst_index = -1;    // row-major logical index of the largest |out - ref| / (allowed band)
+  double nmse_allowance = 0.0;  // acc_nmse_coeff * sum M^2 / sum ref^2 (0 without a magnitude tensor)
 };
 
 // Compares two tensors of the same dims element by element (through their strides; dtypes may differ).
-StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& ref, const Tolerance& tol);
+// `magnitude` (optional, same dims) widens each element's band by tol.acc_coeff * M_i.
+StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& ref, const Tolerance& tol,
+                                      const HostTensor* magnitude = nullptr);
 
 // Passed or Incorrect. NaN/Inf in `out` where `ref` is finite is always Incorrect, whatever `tol` says.
+// nmse is compared with tol.nmse_max + e.nmse_allowance.
 Verdict judge(const ErrorMeasures& e, const Tolerance& tol);
 
 struct OutputCheck {
@@ -78,7 +93,8 @@ struct OutputCheck {
   Tolerance tolerance;
   ErrorMeasures error;
   Verdict verdict = Verdict::kNotVerified;
-  // "y: Passed max_abs=3.1e-03 max_rel=2.0e-03 nmse=1.2e-07 (fp16 tol atol=1.0e-02 rtol=1.0e-02 nmse<=1.0e-05 K=64)"
+  // "y: Passed max_abs=3.1e-03 max_rel=2.0e-03 nmse=1.2e-07 (fp16 tol atol=1.0e-02 rtol=1.0e-02 nmse<=1.0e-05 K=64
+  //  acc=4.2e-06*M)", the last term only with magnitudes; nmse<= is the effective limit.
   std::string summary;
 };
 
@@ -90,17 +106,43 @@ struct CheckReport {
 
 struct CheckOptions {
   bool allow_tf32 = false;
-  // Multiplies atol and rtol of every default tolerance (> 1 to loosen).
+  // Multiplies atol, rtol and the accumulation coefficient of every default tolerance (> 1 to loosen).
   double tolerance_scale = 1.0;
 };
 
-// Checks `outputs` against `references`, both in the order of graph.outputs (as returned by the
-// reference functions in kiln/reference.h). The reduction length of each output is taken from the
-// nodes that lead to it. Returns kInvalidArgument when counts or dims do not line up.
+// Checks `outputs` against a reference with magnitudes (run_*_reference_with_magnitudes), both in the
+// order of graph.outputs. Each floating-point output gets its dtype's default tolerance (plain fp32 not
+// scaled by K) plus the accumulation bound: element i may differ by an extra
+//   acc_coeff * M_i,  acc_coeff = lambda(K) * sqrt(K) * u_acc + n * 2^-24
+// (K and u_acc from accumulation_into, n the nodes on the path, M the reference's magnitude), and nmse by
+// an extra 4 (sqrt(K) u_acc + n 2^-24)^2 sum M^2 / sum ref^2. Returns kInvalidArgument when counts or
+// dims do not line up.
+StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
+                                    const ReferenceOutputs& reference, const CheckOptions& options = {});
+
+// The same from reference values alone (no magnitudes): the legacy tolerances, where plain fp32 scales
+// atol and nmse_max by K/64. Prefer the overload above.
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const std::vector<HostTensor>& references, const CheckOptions& options = {});
 
 // The reduction length of the longest reduction on any path into `tensor` (1 if none).
 int64_t reduction_length_into(const Graph& graph, int tensor);
+
+// What accumulates on the paths into `tensor`: the longest reduction (as reduction_length_into), the
+// coarsest unit roundoff any accumulating node uses (conv/matmul: their compute dtype, 2^-11 for fp16
+// and 2^-24 for fp32; reductions, norms and SDPA accumulate in fp32), and the number of nodes.
+struct AccumulationPath {
+  int64_t reduction_length = 1;
+  double unit_roundoff = 0x1p-24;
+  int nodes = 0;
+};
+AccumulationPath accumulation_into(const Graph& graph, int tensor);
+
+// The per-element failure probability the accumulation bound is set for, and its lambda for reduction
+// length K: lambda = sqrt(2 ln(2K / delta)) / (1 - u), from Higham & Mary (2019), Theorem 3.1: the bound
+// |error| <= lambda sqrt(K) u sum|a||b| (first order) fails with probability at most
+// 2K exp(-lambda^2 (1 - u)^2 / 2) = delta.
+constexpr double kAccumulationFailureProbability = 1e-12;
+double accumulation_lambda(int64_t reduction_length);
 
 }  // namespace kiln

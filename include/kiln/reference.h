@@ -1,5 +1,5 @@
 // kiln/reference.h: numerical references for a Kiln graph, on the host (double precision, small
-// shapes) and on the device (naive fp32 CUDA kernels, full-size shapes).
+// shapes) and on the device (naive CUDA kernels in double precision, full-size shapes).
 //
 // Both take a graph whose tensors have dims, strides and (where not defaulted) dtypes filled in, and
 // the values of its graph inputs keyed by tensor index. Both return one HostTensor per entry of
@@ -37,8 +37,24 @@ namespace kiln {
 
 struct HostReferenceOptions {
   // Graphs needing more multiply-accumulates than this are refused with kInvalidArgument (use the
-  // device reference instead).
+  // device reference instead). The magnitude pass (below) doubles the work but not the count.
   double max_macs = 2e9;
+};
+
+enum class ReferenceKind { kHost, kDevice };
+const char* reference_kind_name(ReferenceKind k);  // "host", "device"
+
+// What a reference computes for each graph output, in the order of graph.outputs:
+//   values      the output, as run_host_reference/run_device_reference return it;
+//   magnitudes  per element, the magnitude term of the accumulation bound (docs/numerics.md "The
+//               accumulation bound"): for an output written by a conv or matmul of graph inputs exactly
+//               sum_k |a_k| |b_k| (the same contraction evaluated on |inputs|), and in general a bound
+//               carried through every node so that |value| <= M and the accumulation error <= c * M.
+//               Same dims and strides as the output, dtype fp32 (never rounded to the output dtype).
+struct ReferenceOutputs {
+  ReferenceKind kind = ReferenceKind::kHost;
+  std::vector<HostTensor> values;
+  std::vector<HostTensor> magnitudes;
 };
 
 // Evaluates every node in topological order in double precision.
@@ -47,10 +63,18 @@ struct HostReferenceOptions {
 StatusOr<std::vector<HostTensor>> run_host_reference(const Graph& graph, const std::map<int, HostTensor>& inputs,
                                                      const HostReferenceOptions& options = {});
 
-// The same on the device: naive CUDA kernels, fp32 arithmetic with fp32 accumulation (norm and
-// softmax statistics too), one kernel launch per node on the default stream. Inputs are copied in,
-// outputs copied back. Errors as above, plus kUnavailable without a usable device.
+// The same on the device: naive CUDA kernels, double arithmetic and double accumulation throughout
+// (conv, matmul, reduction, norm statistics, softmax), one kernel launch per node on the default stream.
+// Inputs are copied in, outputs copied back. Errors as above, plus kUnavailable without a usable device.
 StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& graph, const std::map<int, HostTensor>& inputs);
+
+// Either reference with its magnitude pass (about twice the work): what check_outputs needs for the
+// accumulation bound. The host variant honours options.max_macs as run_host_reference does.
+StatusOr<ReferenceOutputs> run_host_reference_with_magnitudes(const Graph& graph,
+                                                              const std::map<int, HostTensor>& inputs,
+                                                              const HostReferenceOptions& options = {});
+StatusOr<ReferenceOutputs> run_device_reference_with_magnitudes(const Graph& graph,
+                                                                const std::map<int, HostTensor>& inputs);
 
 // Multiply-accumulates (or element operations, for non-contracting ops) the graph costs; what the
 // host cap compares against.

@@ -1,18 +1,23 @@
-// The device reference: naive CUDA kernels in fp32 (fp32 accumulation), one launch per node, operating on
-// packed row-major fp32 arrays (the host gathers strided inputs into that form and scatters outputs back
-// through the graph's strides). Written for clarity, not speed: each kernel is the textbook loop.
+// The device reference: naive CUDA kernels in double precision (double accumulation, so that the
+// reference's own error is negligible next to the fp32 kernels it judges, even for reductions of 10^5
+// terms), one launch per node, operating on packed row-major double arrays (the host gathers strided
+// inputs into that form and scatters outputs back through the graph's strides). Written for clarity, not
+// speed: each kernel is the textbook loop. With magnitudes, each node is followed by its magnitude pass
+// (reference_math.h), the same rules as the host reference's.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
 #include "kiln/cuda_handles.h"
 #include "kiln/reference.h"
 #include "validate/reference_common.h"
+#include "validate/reference_math.h"
 
 namespace kiln {
 namespace {
@@ -50,7 +55,7 @@ struct ReduceParams {
 
 struct SdpaParams {
   int64_t b, h, hk, sq, skv, d, dv;
-  float scale;
+  double scale;
   int causal;
 };
 
@@ -61,8 +66,8 @@ unsigned grid_for(int64_t n) {
 
 // ---- convolution ----------------------------------------------------------------------------------
 
-__global__ void conv_fprop_kernel(ConvParams p, const float* __restrict__ x, const float* __restrict__ w,
-                                  float* __restrict__ y) {
+__global__ void conv_fprop_kernel(ConvParams p, const double* __restrict__ x, const double* __restrict__ w,
+                                  double* __restrict__ y) {
   const int64_t total = p.n * p.k * p.out[0] * p.out[1] * p.out[2];
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -74,7 +79,7 @@ __global__ void conv_fprop_kernel(ConvParams p, const float* __restrict__ x, con
     const int64_t k = r % p.k;
     const int64_t n = r / p.k;
     const int64_t grp = k / kg;
-    float acc = 0.f;
+    double acc = 0.0;
     for (int64_t ci = 0; ci < cg; ++ci) {
       const int64_t ch = grp * cg + ci;
       for (int64_t f0 = 0; f0 < p.filt[0]; ++f0) {
@@ -97,8 +102,8 @@ __global__ void conv_fprop_kernel(ConvParams p, const float* __restrict__ x, con
 }
 
 // Gather form: each dx element sums the dy elements whose window covers it.
-__global__ void conv_dgrad_kernel(ConvParams p, const float* __restrict__ dy, const float* __restrict__ w,
-                                  float* __restrict__ dx) {
+__global__ void conv_dgrad_kernel(ConvParams p, const double* __restrict__ dy, const double* __restrict__ w,
+                                  double* __restrict__ dx) {
   const int64_t total = p.n * p.c * p.in[0] * p.in[1] * p.in[2];
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -110,7 +115,7 @@ __global__ void conv_dgrad_kernel(ConvParams p, const float* __restrict__ dy, co
     const int64_t ch = r % p.c;
     const int64_t n = r / p.c;
     const int64_t grp = ch / cg, ci = ch % cg;
-    float acc = 0.f;
+    double acc = 0.0;
     for (int64_t k = grp * kg; k < (grp + 1) * kg; ++k)
       for (int64_t f0 = 0; f0 < p.filt[0]; ++f0) {
         const int64_t t0 = i0 + p.pad[0] - f0 * p.dil[0];
@@ -133,8 +138,8 @@ __global__ void conv_dgrad_kernel(ConvParams p, const float* __restrict__ dy, co
   }
 }
 
-__global__ void conv_wgrad_kernel(ConvParams p, const float* __restrict__ x, const float* __restrict__ dy,
-                                  float* __restrict__ dw) {
+__global__ void conv_wgrad_kernel(ConvParams p, const double* __restrict__ x, const double* __restrict__ dy,
+                                  double* __restrict__ dw) {
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   const int64_t total = p.k * cg * p.filt[0] * p.filt[1] * p.filt[2];
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -146,7 +151,7 @@ __global__ void conv_wgrad_kernel(ConvParams p, const float* __restrict__ x, con
     const int64_t ci = r % cg;
     const int64_t k = r / cg;
     const int64_t ch = (k / kg) * cg + ci;
-    float acc = 0.f;
+    double acc = 0.0;
     for (int64_t n = 0; n < p.n; ++n)
       for (int64_t o0 = 0; o0 < p.out[0]; ++o0) {
         const int64_t i0 = o0 * p.stride[0] - p.pad[0] + f0 * p.dil[0];
@@ -170,10 +175,10 @@ __global__ void conv_wgrad_kernel(ConvParams p, const float* __restrict__ x, con
 
 constexpr int kTile = 16;
 
-__global__ void matmul_kernel(MatmulParams p, const float* __restrict__ a, const float* __restrict__ b,
-                              float* __restrict__ c) {
-  __shared__ float as[kTile][kTile];
-  __shared__ float bs[kTile][kTile + 1];
+__global__ void matmul_kernel(MatmulParams p, const double* __restrict__ a, const double* __restrict__ b,
+                              double* __restrict__ c) {
+  __shared__ double as[kTile][kTile];
+  __shared__ double bs[kTile][kTile + 1];
   const int64_t row = blockIdx.y * static_cast<int64_t>(kTile) + threadIdx.y;
   const int64_t col = blockIdx.x * static_cast<int64_t>(kTile) + threadIdx.x;
   for (int64_t bi = blockIdx.z; bi < p.batch_count; bi += gridDim.z) {
@@ -184,11 +189,11 @@ __global__ void matmul_kernel(MatmulParams p, const float* __restrict__ a, const
       ao += i * p.a_batch[d];
       bo += i * p.b_batch[d];
     }
-    float acc = 0.f;
+    double acc = 0.0;
     for (int64_t k0 = 0; k0 < p.k; k0 += kTile) {
       const int64_t ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
-      as[threadIdx.y][threadIdx.x] = (row < p.m && ka < p.k) ? a[ao + row * p.k + ka] : 0.f;
-      bs[threadIdx.y][threadIdx.x] = (kb < p.k && col < p.n) ? b[bo + kb * p.n + col] : 0.f;
+      as[threadIdx.y][threadIdx.x] = (row < p.m && ka < p.k) ? a[ao + row * p.k + ka] : 0.0;
+      bs[threadIdx.y][threadIdx.x] = (kb < p.k && col < p.n) ? b[bo + kb * p.n + col] : 0.0;
       __syncthreads();
       for (int kk = 0; kk < kTile; ++kk) acc += as[threadIdx.y][kk] * bs[kk][threadIdx.x];
       __syncthreads();
@@ -199,31 +204,8 @@ __global__ void matmul_kernel(MatmulParams p, const float* __restrict__ a, const
 
 // ---- pointwise ------------------------------------------------------------------------------------
 
-__device__ float apply_pointwise(PointwiseMode mode, float a, float b) {
-  switch (mode) {
-    case PointwiseMode::kAdd: return a + b;
-    case PointwiseMode::kSub: return a - b;
-    case PointwiseMode::kMul: return a * b;
-    case PointwiseMode::kDiv: return a / b;
-    case PointwiseMode::kMin: return fminf(a, b);
-    case PointwiseMode::kMax: return fmaxf(a, b);
-    case PointwiseMode::kScale: return a * b;
-    case PointwiseMode::kBiasAdd: return a + b;
-    case PointwiseMode::kRelu: return a > 0.f ? a : 0.f;
-    case PointwiseMode::kGeluErf: return 0.5f * a * (1.f + erff(a * 0.70710678118654752f));
-    case PointwiseMode::kGeluTanh:
-      return 0.5f * a * (1.f + tanhf(0.79788456080286536f * (a + 0.044715f * a * a * a)));
-    case PointwiseMode::kSilu: return a / (1.f + expf(-a));
-    case PointwiseMode::kSigmoid: return 1.f / (1.f + expf(-a));
-    case PointwiseMode::kTanh: return tanhf(a);
-    case PointwiseMode::kExp: return expf(a);
-    case PointwiseMode::kIdentity: return a;
-  }
-  return a;
-}
-
-__global__ void pointwise_kernel(BroadcastParams p, PointwiseMode mode, const float* __restrict__ a,
-                                 const float* __restrict__ b, float* __restrict__ y, int64_t total) {
+__global__ void pointwise_kernel(BroadcastParams p, PointwiseMode mode, const double* __restrict__ a,
+                                 const double* __restrict__ b, double* __restrict__ y, int64_t total) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t rem = idx, oa = 0, ob = 0;
@@ -233,14 +215,14 @@ __global__ void pointwise_kernel(BroadcastParams p, PointwiseMode mode, const fl
       oa += i * p.sa[d];
       ob += i * p.sb[d];
     }
-    y[idx] = apply_pointwise(mode, a[oa], b ? b[ob] : 0.f);
+    y[idx] = pointwise_value(mode, a[oa], b ? b[ob] : 0.0);
   }
 }
 
 // ---- reduction ------------------------------------------------------------------------------------
 
-__global__ void reduction_kernel(ReduceParams p, ReductionMode mode, const float* __restrict__ x,
-                                 float* __restrict__ y) {
+__global__ void reduction_kernel(ReduceParams p, ReductionMode mode, const double* __restrict__ x,
+                                 double* __restrict__ y) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < p.out_count;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t rem = idx, base = 0;
@@ -249,7 +231,7 @@ __global__ void reduction_kernel(ReduceParams p, ReductionMode mode, const float
       base += (rem % p.dims[d]) * p.strides[d];
       rem /= p.dims[d];
     }
-    float acc = mode == ReductionMode::kMax ? -INFINITY : (mode == ReductionMode::kMin ? INFINITY : 0.f);
+    double acc = mode == ReductionMode::kMax ? -INFINITY : (mode == ReductionMode::kMin ? INFINITY : 0.0);
     for (int64_t r = 0; r < p.reduced_count; ++r) {
       int64_t rr = r, off = base;
       for (int d = p.rank - 1; d >= 0; --d) {
@@ -257,12 +239,12 @@ __global__ void reduction_kernel(ReduceParams p, ReductionMode mode, const float
         off += (rr % p.dims[d]) * p.strides[d];
         rr /= p.dims[d];
       }
-      const float v = x[off];
+      const double v = x[off];
       switch (mode) {
         case ReductionMode::kSum: acc += v; break;
-        case ReductionMode::kMax: acc = fmaxf(acc, v); break;
-        case ReductionMode::kMin: acc = fminf(acc, v); break;
-        case ReductionMode::kAmax: acc = fmaxf(acc, fabsf(v)); break;
+        case ReductionMode::kMax: acc = fmax(acc, v); break;
+        case ReductionMode::kMin: acc = fmin(acc, v); break;
+        case ReductionMode::kAmax: acc = fmax(acc, fabs(v)); break;
       }
     }
     y[idx] = acc;
@@ -271,56 +253,119 @@ __global__ void reduction_kernel(ReduceParams p, ReductionMode mode, const float
 
 // ---- layer / RMS norm: one block per row ------------------------------------------------------------
 
-__device__ float block_sum(float v, float* shared) {
+__device__ double block_sum(double v, double* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
     __syncthreads();
   }
-  const float total = shared[0];
+  const double total = shared[0];
   __syncthreads();
   return total;
 }
 
+// Row statistics of a layer/RMS norm (every thread of the block gets them): mean (0 for RMS) and the
+// biased variance (mean(x^2) for RMS).
+__device__ void norm_row_stats(const double* xr, int64_t inner, int layer, double* shared, double* mean, double* var) {
+  double m = 0.0;
+  if (layer) {
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) s += xr[i];
+    m = block_sum(s, shared) / static_cast<double>(inner);
+  }
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    const double d = xr[i] - m;
+    ss += d * d;
+  }
+  *mean = m;
+  *var = block_sum(ss, shared) / static_cast<double>(inner);
+}
+
+// Offsets of element `pos` of x in scale (p.sa) and bias (p.sb).
+__device__ void norm_offsets(const BroadcastParams& p, int64_t pos, int64_t* os, int64_t* ob) {
+  int64_t rem = pos;
+  *os = 0;
+  *ob = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    const int64_t j = rem % p.dims[d];
+    rem /= p.dims[d];
+    *os += j * p.sa[d];
+    *ob += j * p.sb[d];
+  }
+}
+
 // `p` maps a position in x to offsets in scale (sa) and bias (sb).
-__global__ void norm_kernel(BroadcastParams p, int64_t rows, int64_t inner, int layer, float eps,
-                            const float* __restrict__ x, const float* __restrict__ scale,
-                            const float* __restrict__ bias, float* __restrict__ y) {
-  __shared__ float shared[kThreads];
+__global__ void norm_kernel(BroadcastParams p, int64_t rows, int64_t inner, int layer, double eps,
+                            const double* __restrict__ x, const double* __restrict__ scale,
+                            const double* __restrict__ bias, double* __restrict__ y) {
+  __shared__ double shared[kThreads];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* xr = x + row * inner;
-    float mean = 0.f;
-    if (layer) {
-      float s = 0.f;
-      for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) s += xr[i];
-      mean = block_sum(s, shared) / static_cast<float>(inner);
-    }
-    float ss = 0.f;
+    const double* xr = x + row * inner;
+    double mean, var;
+    norm_row_stats(xr, inner, layer, shared, &mean, &var);
+    const double inv = 1.0 / sqrt(var + eps);
     for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
-      const float d = xr[i] - mean;
-      ss += d * d;
-    }
-    const float inv = rsqrtf(block_sum(ss, shared) / static_cast<float>(inner) + eps);
-    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
-      int64_t rem = row * inner + i, os = 0, ob = 0;
-      for (int d = p.rank - 1; d >= 0; --d) {
-        const int64_t j = rem % p.dims[d];
-        rem /= p.dims[d];
-        os += j * p.sa[d];
-        ob += j * p.sb[d];
-      }
-      float v = (xr[i] - mean) * inv * scale[os];
+      int64_t os, ob;
+      norm_offsets(p, row * inner + i, &os, &ob);
+      double v = (xr[i] - mean) * inv * scale[os];
       if (bias) v += bias[ob];
       y[row * inner + i] = v;
     }
   }
 }
 
+// The magnitude pass of a norm (reference_math.h norm_magnitude); bias and bbias are null for RMS norm.
+__global__ void norm_magnitude_kernel(BroadcastParams p, int64_t rows, int64_t inner, int layer, double eps,
+                                      const double* __restrict__ x, const double* __restrict__ scale,
+                                      const double* __restrict__ y, const double* __restrict__ bx,
+                                      const double* __restrict__ bs, const double* __restrict__ bbias, int ex, int es,
+                                      int eb, double* __restrict__ by) {
+  __shared__ double shared[kThreads];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const double* xr = x + row * inner;
+    const double* br = bx + row * inner;
+    double mean, var;
+    norm_row_stats(xr, inner, layer, shared, &mean, &var);
+    const double inv = 1.0 / sqrt(var + eps);
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) s += br[i];
+    const double bm = block_sum(s, shared) / static_cast<double>(inner);
+    double d = 0.0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) d += norm_dterm_part(layer != 0, xr[i], mean, br[i], ex != 0, bm);
+    const double dterm = block_sum(d, shared) / static_cast<double>(inner);
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+      int64_t os, ob;
+      norm_offsets(p, row * inner + i, &os, &ob);
+      const double xhat = (xr[i] - mean) * inv;
+      by[row * inner + i] = norm_magnitude(layer != 0, y[row * inner + i], xhat, scale[os], br[i], bs[os],
+                                           bbias ? bbias[ob] : 0.0, ex != 0, es != 0, bbias && eb != 0, inv, var,
+                                           eps, bm, dterm);
+    }
+  }
+}
+
 // ---- SDPA: one thread per query row, two passes (max, then exp-sum and weighted values) -----------
 
-__global__ void sdpa_kernel(SdpaParams p, const float* __restrict__ q, const float* __restrict__ k,
-                            const float* __restrict__ v, float* __restrict__ o) {
+__device__ double sdpa_row_max(const SdpaParams& p, const double* qi, const double* kb, int64_t last) {
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < last; ++j) {
+    double dot = 0.0;
+    for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kb[j * p.d + d];
+    mx = fmax(mx, dot * p.scale);
+  }
+  return mx;
+}
+
+__device__ double sdpa_weight(const SdpaParams& p, const double* qi, const double* kj, double mx) {
+  double dot = 0.0;
+  for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kj[d];
+  return exp(dot * p.scale - mx);
+}
+
+__global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
+                            const double* __restrict__ v, double* __restrict__ o) {
   const int64_t rows = p.b * p.h * p.sq;
   const int64_t group = p.h / p.hk;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
@@ -329,50 +374,110 @@ __global__ void sdpa_kernel(SdpaParams p, const float* __restrict__ q, const flo
     const int64_t h = (idx / p.sq) % p.h;
     const int64_t b = idx / (p.sq * p.h);
     const int64_t hk = h / group;
-    const float* qi = q + idx * p.d;
-    const float* kb = k + (b * p.hk + hk) * p.skv * p.d;
-    const float* vb = v + (b * p.hk + hk) * p.skv * p.dv;
-    float* oi = o + idx * p.dv;
+    const double* qi = q + idx * p.d;
+    const double* kb = k + (b * p.hk + hk) * p.skv * p.d;
+    const double* vb = v + (b * p.hk + hk) * p.skv * p.dv;
+    double* oi = o + idx * p.dv;
     const int64_t last = p.causal ? (i + 1 < p.skv ? i + 1 : p.skv) : p.skv;
-    float mx = -INFINITY;
+    const double mx = sdpa_row_max(p, qi, kb, last);
+    for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.0;
+    double sum = 0.0;
     for (int64_t j = 0; j < last; ++j) {
-      float dot = 0.f;
-      for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kb[j * p.d + d];
-      mx = fmaxf(mx, dot * p.scale);
-    }
-    for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.f;
-    float sum = 0.f;
-    for (int64_t j = 0; j < last; ++j) {
-      float dot = 0.f;
-      for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kb[j * p.d + d];
-      const float e = expf(dot * p.scale - mx);
+      const double e = sdpa_weight(p, qi, kb + j * p.d, mx);
       sum += e;
       for (int64_t d = 0; d < p.dv; ++d) oi[d] += e * vb[j * p.dv + d];
     }
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const double inv = sum > 0.0 ? 1.0 / sum : 0.0;
     for (int64_t d = 0; d < p.dv; ++d) oi[d] *= inv;
   }
 }
 
+// The magnitude pass of SDPA (reference_math.h sdpa_magnitude_term), one thread per query row.
+__global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
+                                      const double* __restrict__ o, const double* __restrict__ bq,
+                                      const double* __restrict__ bk, const double* __restrict__ bv, double qk_factor,
+                                      int ev, double* __restrict__ bo) {
+  const int64_t rows = p.b * p.h * p.sq;
+  const int64_t group = p.h / p.hk;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = idx % p.sq;
+    const int64_t h = (idx / p.sq) % p.h;
+    const int64_t b = idx / (p.sq * p.h);
+    const int64_t head = b * p.hk + h / group;
+    const double* qi = q + idx * p.d;
+    const double* kb = k + head * p.skv * p.d;
+    const double* bqi = bq + idx * p.d;
+    const double* bkb = bk + head * p.skv * p.d;
+    const double* bvb = bv + head * p.skv * p.dv;
+    const double* oi = o + idx * p.dv;
+    double* mi = bo + idx * p.dv;
+    const int64_t last = p.causal ? (i + 1 < p.skv ? i + 1 : p.skv) : p.skv;
+    const double mx = sdpa_row_max(p, qi, kb, last);
+    double sum = 0.0;
+    for (int64_t j = 0; j < last; ++j) sum += sdpa_weight(p, qi, kb + j * p.d, mx);
+    for (int64_t d = 0; d < p.dv; ++d) mi[d] = 0.0;
+    for (int64_t j = 0; j < last; ++j) {
+      const double pj = sdpa_weight(p, qi, kb + j * p.d, mx) / sum;
+      double s_mag = 0.0;
+      for (int64_t d = 0; d < p.d; ++d) s_mag += bqi[d] * bkb[j * p.d + d];
+      s_mag *= qk_factor;
+      for (int64_t d = 0; d < p.dv; ++d) mi[d] += sdpa_magnitude_term(pj, bvb[j * p.dv + d], oi[d], s_mag, ev != 0);
+    }
+    for (int64_t d = 0; d < p.dv; ++d) mi[d] = fmax(mi[d], fabs(oi[d]));
+  }
+}
+
+// ---- magnitude helpers ------------------------------------------------------------------------------
+
+__global__ void pointwise_magnitude_kernel(BroadcastParams p, PointwiseMode mode, const double* __restrict__ va,
+                                           const double* __restrict__ vb, const double* __restrict__ vy,
+                                           const double* __restrict__ ba, const double* __restrict__ bb, int ea,
+                                           int eb, double* __restrict__ by, int64_t total) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rem = idx, oa = 0, ob = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int64_t i = rem % p.dims[d];
+      rem /= p.dims[d];
+      oa += i * p.sa[d];
+      ob += i * p.sb[d];
+    }
+    by[idx] = pointwise_magnitude(mode, va[oa], vb ? vb[ob] : 0.0, vy[idx], ba[oa], bb ? bb[ob] : 0.0, ea != 0,
+                                  vb != nullptr && eb != 0);
+  }
+}
+
+__global__ void scale_kernel(double* __restrict__ x, double f, int64_t n) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[idx] *= f;
+}
+
 // ---- rounding of stored intermediates ---------------------------------------------------------------
 
-__global__ void round_kernel(DataType dt, float* __restrict__ x, int64_t n) {
+// Rounds to the stored dtype from double in a single rounding (round to nearest, ties to even), as the
+// host's round_to_dtype does; integers saturate.
+__global__ void round_kernel(DataType dt, double* __restrict__ x, int64_t n) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x[idx];
-    float r = v;
+    const double v = x[idx];
+    double r = v;
     switch (dt) {
-      case DataType::kFloat32: break;
-      case DataType::kFloat16: r = __half2float(__float2half_rn(v)); break;
-      case DataType::kBFloat16: r = __bfloat162float(__float2bfloat16_rn(v)); break;
+      case DataType::kFloat32: r = static_cast<double>(__double2float_rn(v)); break;
+      case DataType::kFloat16: r = static_cast<double>(__half2float(__double2half(v))); break;
+      case DataType::kBFloat16: r = static_cast<double>(__bfloat162float(__double2bfloat16(v))); break;
       case DataType::kFp8E4M3:
-        r = __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3), __NV_E4M3)));
+        r = static_cast<double>(__half2float(
+            __half(__nv_cvt_fp8_to_halfraw(__nv_cvt_double_to_fp8(v, __NV_SATFINITE, __NV_E4M3), __NV_E4M3))));
         break;
       case DataType::kFp8E5M2:
-        r = __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E5M2), __NV_E5M2)));
+        r = static_cast<double>(__half2float(
+            __half(__nv_cvt_fp8_to_halfraw(__nv_cvt_double_to_fp8(v, __NV_NOSAT, __NV_E5M2), __NV_E5M2))));
         break;
-      case DataType::kInt8: r = isnan(v) ? 0.f : fminf(fmaxf(rintf(v), -128.f), 127.f); break;
-      case DataType::kInt32: case DataType::kInt64: r = isnan(v) ? 0.f : rintf(v); break;
+      case DataType::kInt8: r = isnan(v) ? 0.0 : fmin(fmax(rint(v), -128.0), 127.0); break;
+      case DataType::kInt32: r = isnan(v) ? 0.0 : fmin(fmax(rint(v), -2147483648.0), 2147483647.0); break;
+      case DataType::kInt64: r = isnan(v) ? 0.0 : rint(v); break;
     }
     x[idx] = r;
   }
@@ -411,13 +516,36 @@ ConvParams conv_params(const ConvGeom& c) {
 }
 
 StatusOr<DeviceBuffer> upload(const std::vector<double>& v) {
-  std::vector<float> f(v.begin(), v.end());
-  KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(f.size() * sizeof(float)));
-  if (!f.empty()) KILN_RETURN_IF_ERROR(buf.copy_from_host(f.data(), f.size() * sizeof(float)));
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(std::max<size_t>(1, v.size()) * sizeof(double)));
+  if (!v.empty()) KILN_RETURN_IF_ERROR(buf.copy_from_host(v.data(), v.size() * sizeof(double)));
   return buf;
 }
 
-Status run_node(const Graph& g, const NodePlan& p, const std::vector<const float*>& in, float* y, int64_t y_count) {
+StatusOr<std::vector<double>> download(const DeviceBuffer& b, int64_t count) {
+  std::vector<double> v(static_cast<size_t>(count));
+  if (count > 0) KILN_RETURN_IF_ERROR(b.copy_to_host(v.data(), v.size() * sizeof(double)));
+  return v;
+}
+
+Status launch_reduction(const NodePlan& p, ReductionMode mode, const double* x, double* y, int64_t y_count,
+                        const std::string& where) {
+  if (p.red.in_dims.size() > static_cast<size_t>(kMaxRank)) return not_supported(where + ": rank too large");
+  ReduceParams rp{};
+  rp.rank = static_cast<int>(p.red.in_dims.size());
+  const auto packed = row_major_strides(p.red.in_dims);
+  for (int i = 0; i < rp.rank; ++i) {
+    rp.dims[i] = p.red.in_dims[static_cast<size_t>(i)];
+    rp.strides[i] = packed[static_cast<size_t>(i)];
+    rp.reduced[i] = p.red.reduced[static_cast<size_t>(i)] ? 1 : 0;
+  }
+  rp.out_count = y_count;
+  rp.reduced_count = p.red.reduced_count;
+  reduction_kernel<<<grid_for(y_count), kThreads>>>(rp, mode, x, y);
+  return Status::ok();
+}
+
+// The value of one node into y (y_count elements), before rounding to the stored dtype.
+Status run_node(const Graph& g, const NodePlan& p, const std::vector<const double*>& in, double* y, int64_t y_count) {
   const Node& node = g.nodes[static_cast<size_t>(p.node)];
   const std::string where = node_label(g, p.node);
   switch (p.op) {
@@ -455,33 +583,21 @@ Status run_node(const Graph& g, const NodePlan& p, const std::vector<const float
                                                         y, y_count);
       break;
     }
-    case OpKind::kReduction: {
-      if (p.red.in_dims.size() > static_cast<size_t>(kMaxRank)) return not_supported(where + ": rank too large");
-      ReduceParams rp{};
-      rp.rank = static_cast<int>(p.red.in_dims.size());
-      const auto packed = row_major_strides(p.red.in_dims);
-      for (int i = 0; i < rp.rank; ++i) {
-        rp.dims[i] = p.red.in_dims[static_cast<size_t>(i)];
-        rp.strides[i] = packed[static_cast<size_t>(i)];
-        rp.reduced[i] = p.red.reduced[static_cast<size_t>(i)] ? 1 : 0;
-      }
-      rp.out_count = y_count;
-      rp.reduced_count = p.red.reduced_count;
-      reduction_kernel<<<grid_for(y_count), kThreads>>>(rp, node.reduction.mode, in[0], y);
+    case OpKind::kReduction:
+      KILN_RETURN_IF_ERROR(launch_reduction(p, node.reduction.mode, in[0], y, y_count, where));
       break;
-    }
     case OpKind::kLayerNorm: case OpKind::kRmsNorm: {
       BroadcastParams bp;
       KILN_RETURN_IF_ERROR(fill_broadcast(bp, p.norm.x_dims, p.norm.scale_strides, p.norm.bias_strides, where));
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(p.norm.rows, 1 << 20)));
       norm_kernel<<<blocks, kThreads>>>(bp, p.norm.rows, p.norm.inner, p.op == OpKind::kLayerNorm ? 1 : 0,
-                                        static_cast<float>(node.norm.epsilon), in[0], in[1],
+                                        static_cast<double>(node.norm.epsilon), in[0], in[1],
                                         in.size() > 2 ? in[2] : nullptr, y);
       break;
     }
     case OpKind::kSdpa: {
       SdpaParams sp{p.sdpa.b, p.sdpa.h, p.sdpa.hk, p.sdpa.sq, p.sdpa.skv, p.sdpa.d, p.sdpa.dv,
-                    static_cast<float>(p.sdpa.scale), p.sdpa.causal ? 1 : 0};
+                    static_cast<double>(p.sdpa.scale), p.sdpa.causal ? 1 : 0};
       const int64_t rows = sp.b * sp.h * sp.sq;
       sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], y);
       break;
@@ -490,9 +606,70 @@ Status run_node(const Graph& g, const NodePlan& p, const std::vector<const float
   return check_launch(g, p.node);
 }
 
-}  // namespace
+// One operand of a node in the magnitude pass.
+struct DeviceOperand {
+  const double* value = nullptr;
+  const double* mag = nullptr;
+  bool carries = false;  // written by a node (carries accumulation error)
+};
 
-StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& g, const std::map<int, HostTensor>& inputs) {
+// The magnitude of one node into `by` (reference_math.h; the host reference applies the same rules).
+// `y` is the node's rounded value.
+Status run_node_magnitude(const Graph& g, const NodePlan& p, const std::vector<DeviceOperand>& op, const double* y,
+                          double* by, int64_t y_count) {
+  const Node& node = g.nodes[static_cast<size_t>(p.node)];
+  const std::string where = node_label(g, p.node) + " (magnitude pass)";
+  switch (p.op) {
+    case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad: case OpKind::kMatmul: {
+      KILN_RETURN_IF_ERROR(run_node(g, p, {op[0].mag, op[1].mag}, by, y_count));
+      const double f = contraction_factor(op[0].carries, op[1].carries);
+      if (f != 1.0) scale_kernel<<<grid_for(y_count), kThreads>>>(by, f, y_count);
+      break;
+    }
+    case OpKind::kPointwise: {
+      BroadcastParams bp;
+      KILN_RETURN_IF_ERROR(fill_broadcast(bp, p.pw.out_dims, p.pw.a_strides, p.pw.b_strides, where));
+      const bool binary = op.size() > 1;
+      pointwise_magnitude_kernel<<<grid_for(y_count), kThreads>>>(
+          bp, node.pointwise.mode, op[0].value, binary ? op[1].value : nullptr, y, op[0].mag,
+          binary ? op[1].mag : nullptr, op[0].carries ? 1 : 0, binary && op[1].carries ? 1 : 0, by, y_count);
+      break;
+    }
+    case OpKind::kReduction:
+      // A sum accumulates (its own error and the operand's); max, min and amax pick one element.
+      if (node.reduction.mode == ReductionMode::kSum) {
+        KILN_RETURN_IF_ERROR(launch_reduction(p, ReductionMode::kSum, op[0].mag, by, y_count, where));
+        if (op[0].carries) scale_kernel<<<grid_for(y_count), kThreads>>>(by, contraction_factor(true, false), y_count);
+      } else {
+        KILN_RETURN_IF_ERROR(launch_reduction(p, ReductionMode::kAmax, op[0].mag, by, y_count, where));
+      }
+      break;
+    case OpKind::kLayerNorm: case OpKind::kRmsNorm: {
+      BroadcastParams bp;
+      KILN_RETURN_IF_ERROR(fill_broadcast(bp, p.norm.x_dims, p.norm.scale_strides, p.norm.bias_strides, where));
+      const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(p.norm.rows, 1 << 20)));
+      const bool has_bias = op.size() > 2;
+      norm_magnitude_kernel<<<blocks, kThreads>>>(bp, p.norm.rows, p.norm.inner, p.op == OpKind::kLayerNorm ? 1 : 0,
+                                                  node.norm.epsilon, op[0].value, op[1].value, y, op[0].mag,
+                                                  op[1].mag, has_bias ? op[2].mag : nullptr, op[0].carries ? 1 : 0,
+                                                  op[1].carries ? 1 : 0, has_bias && op[2].carries ? 1 : 0, by);
+      break;
+    }
+    case OpKind::kSdpa: {
+      SdpaParams sp{p.sdpa.b, p.sdpa.h, p.sdpa.hk, p.sdpa.sq, p.sdpa.skv, p.sdpa.d, p.sdpa.dv,
+                    p.sdpa.scale, p.sdpa.causal ? 1 : 0};
+      const int64_t rows = sp.b * sp.h * sp.sq;
+      const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);
+      sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag,
+                                                          op[2].mag, qk_factor, op[2].carries ? 1 : 0, by);
+      break;
+    }
+  }
+  return check_launch(g, p.node);
+}
+
+StatusOr<ReferenceOutputs> evaluate_on_device(const Graph& g, const std::map<int, HostTensor>& inputs,
+                                              bool with_magnitudes) {
   int devices = 0;
   cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
@@ -502,27 +679,43 @@ StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& g, const std
   }
   KILN_ASSIGN_OR_RETURN(PreparedGraph prep, prepare_graph(g));
   KILN_ASSIGN_OR_RETURN(auto values, load_inputs(g, inputs));
-  std::map<int, DeviceBuffer> buffers;
+  const auto prod = producers(g);
+  std::map<int, DeviceBuffer> buffers, mag_buffers;
+  std::map<int, std::vector<double>> mags;
   for (const auto& [t, v] : values) {
     KILN_ASSIGN_OR_RETURN(DeviceBuffer b, upload(v));
     buffers.emplace(t, std::move(b));
+    if (with_magnitudes) {
+      std::vector<double> m(v.size());
+      for (size_t i = 0; i < v.size(); ++i) m[i] = std::fabs(v[i]);
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer mb, upload(m));
+      mag_buffers.emplace(t, std::move(mb));
+      mags.emplace(t, std::move(m));
+    }
   }
   for (const NodePlan& p : prep.plans) {
     const Node& node = g.nodes[static_cast<size_t>(p.node)];
-    std::vector<const float*> in;
+    std::vector<const double*> in;
+    std::vector<DeviceOperand> op;
     for (int t : node.inputs) {
       auto it = buffers.find(t);
       if (it == buffers.end()) return internal_error(node_label(g, p.node) + ": input not computed");
-      in.push_back(it->second.as<float>());
+      in.push_back(it->second.as<double>());
+      if (with_magnitudes)
+        op.push_back(DeviceOperand{it->second.as<double>(), mag_buffers.at(t).as<double>(),
+                                   prod[static_cast<size_t>(t)] >= 0});
     }
     const int out = node.outputs[0];
     const int64_t count = product(tensor_dims(g, out));
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::allocate(static_cast<size_t>(count) * sizeof(float)));
-    KILN_RETURN_IF_ERROR(run_node(g, p, in, y.as<float>(), count));
-    const DataType dt = dtype_of(g, out);
-    if (dt != DataType::kFloat32) {
-      round_kernel<<<grid_for(count), kThreads>>>(dt, y.as<float>(), count);
-      KILN_RETURN_IF_ERROR(check_launch(g, p.node));
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, count)) * sizeof(double);
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::allocate(bytes));
+    KILN_RETURN_IF_ERROR(run_node(g, p, in, y.as<double>(), count));
+    round_kernel<<<grid_for(count), kThreads>>>(dtype_of(g, out), y.as<double>(), count);
+    KILN_RETURN_IF_ERROR(check_launch(g, p.node));
+    if (with_magnitudes) {
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer by, DeviceBuffer::allocate(bytes));
+      KILN_RETURN_IF_ERROR(run_node_magnitude(g, p, op, y.as<double>(), by.as<double>(), count));
+      mag_buffers[out] = std::move(by);
     }
     buffers[out] = std::move(y);
   }
@@ -530,11 +723,30 @@ StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& g, const std
   for (int t : g.outputs) {
     if (values.count(t)) continue;  // a graph input passed straight through
     const int64_t count = product(tensor_dims(g, t));
-    std::vector<float> f(static_cast<size_t>(count));
-    if (count > 0) KILN_RETURN_IF_ERROR(buffers.at(t).copy_to_host(f.data(), f.size() * sizeof(float)));
-    values[t] = std::vector<double>(f.begin(), f.end());
+    KILN_ASSIGN_OR_RETURN(values[t], download(buffers.at(t), count));
+    if (with_magnitudes) {
+      KILN_ASSIGN_OR_RETURN(mags[t], download(mag_buffers.at(t), count));
+    }
   }
-  return make_outputs(g, values);
+  ReferenceOutputs r;
+  r.kind = ReferenceKind::kDevice;
+  KILN_ASSIGN_OR_RETURN(r.values, make_outputs(g, values));
+  if (with_magnitudes) {
+    KILN_ASSIGN_OR_RETURN(r.magnitudes, make_magnitude_outputs(g, mags));
+  }
+  return r;
+}
+
+}  // namespace
+
+StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& g, const std::map<int, HostTensor>& inputs) {
+  KILN_ASSIGN_OR_RETURN(ReferenceOutputs r, evaluate_on_device(g, inputs, false));
+  return std::move(r.values);
+}
+
+StatusOr<ReferenceOutputs> run_device_reference_with_magnitudes(const Graph& g,
+                                                                const std::map<int, HostTensor>& inputs) {
+  return evaluate_on_device(g, inputs, true);
 }
 
 }  // namespace kiln

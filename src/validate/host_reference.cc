@@ -1,10 +1,12 @@
-// The host reference: every op in double precision over packed row-major arrays.
+// The host reference: every op in double precision over packed row-major arrays, and optionally the
+// magnitude pass of the accumulation bound (reference_math.h).
 #include <cmath>
 #include <limits>
 #include <sstream>
 
 #include "kiln/reference.h"
 #include "validate/reference_common.h"
+#include "validate/reference_math.h"
 
 namespace kiln {
 namespace {
@@ -120,7 +122,7 @@ Values run_pointwise(const NodePlan& p, PointwiseMode mode, const Values& a, con
   const PointwiseGeom& g = p.pw;
   Values y(static_cast<size_t>(product(g.out_dims)));
   for_each_broadcast(g.out_dims, g.a_strides, g.b_strides, [&](int64_t pos, int64_t oa, int64_t ob) {
-    y[pos] = pointwise_apply(mode, a[oa], b ? (*b)[ob] : 0.0);
+    y[pos] = pointwise_value(mode, a[oa], b ? (*b)[ob] : 0.0);
   });
   return y;
 }
@@ -150,46 +152,61 @@ Values run_reduction(const ReduceGeom& r, ReductionMode mode, const Values& x) {
   return y;
 }
 
-Values run_norm(const NodePlan& p, double eps, const Values& x, const Values& scale, const Values* bias) {
+struct NormStats {
+  std::vector<double> mean, var, inv;  // per row; var is mean(x^2) for RMS norm
+};
+
+NormStats norm_stats(const NodePlan& p, double eps, const Values& x) {
   const NormGeom& n = p.norm;
-  std::vector<double> mean(static_cast<size_t>(n.rows), 0.0), inv(static_cast<size_t>(n.rows), 0.0);
+  NormStats st;
+  st.mean.assign(static_cast<size_t>(n.rows), 0.0);
+  st.var.assign(static_cast<size_t>(n.rows), 0.0);
+  st.inv.assign(static_cast<size_t>(n.rows), 0.0);
   const bool layer = p.op == OpKind::kLayerNorm;
   for (int64_t r = 0; r < n.rows; ++r) {
     const double* xr = x.data() + r * n.inner;
-    double s = 0.0;
     if (layer) {
+      double s = 0.0;
       for (int64_t i = 0; i < n.inner; ++i) s += xr[i];
-      mean[r] = s / static_cast<double>(n.inner);
+      st.mean[r] = s / static_cast<double>(n.inner);
     }
     double ss = 0.0;
     for (int64_t i = 0; i < n.inner; ++i) {
-      const double d = xr[i] - mean[r];
+      const double d = xr[i] - st.mean[r];
       ss += d * d;
     }
-    inv[r] = 1.0 / std::sqrt(ss / static_cast<double>(n.inner) + eps);
+    st.var[r] = ss / static_cast<double>(n.inner);
+    st.inv[r] = 1.0 / std::sqrt(st.var[r] + eps);
   }
+  return st;
+}
+
+Values run_norm(const NodePlan& p, const NormStats& st, const Values& x, const Values& scale, const Values* bias) {
+  const NormGeom& n = p.norm;
   Values y(x.size());
   for_each_broadcast(n.x_dims, n.scale_strides, bias ? n.bias_strides : std::vector<int64_t>{},
                      [&](int64_t pos, int64_t os, int64_t ob) {
                        const int64_t r = pos / n.inner;
-                       double v = (x[pos] - mean[r]) * inv[r] * scale[os];
+                       double v = (x[pos] - st.mean[r]) * st.inv[r] * scale[os];
                        if (bias) v += (*bias)[ob];
                        y[pos] = v;
                      });
   return y;
 }
 
-Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v) {
-  Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
+// Shared by the value and the magnitude pass: per query row, the probabilities p_j (causal keys only)
+// and the row's output.
+template <typename RowFn>
+void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, RowFn&& row_fn) {
   std::vector<double> score(static_cast<size_t>(s.skv));
   const int64_t group = s.h / s.hk;
   for (int64_t b = 0; b < s.b; ++b)
     for (int64_t h = 0; h < s.h; ++h) {
       const int64_t hk = h / group;
       const double* kb = k.data() + (b * s.hk + hk) * s.skv * s.d;
-      const double* vb = v.data() + (b * s.hk + hk) * s.skv * s.dv;
       for (int64_t i = 0; i < s.sq; ++i) {
-        const double* qi = q.data() + ((b * s.h + h) * s.sq + i) * s.d;
+        const int64_t row = (b * s.h + h) * s.sq + i;
+        const double* qi = q.data() + row * s.d;
         const int64_t last = s.causal ? std::min(i + 1, s.skv) : s.skv;  // keys [0, last)
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < last; ++j) {
@@ -203,20 +220,98 @@ Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Value
           score[j] = std::exp(score[j] - mx);
           sum += score[j];
         }
-        double* oi = o.data() + ((b * s.h + h) * s.sq + i) * s.dv;
-        for (int64_t j = 0; j < last; ++j) {
-          const double w = score[j] / sum;
-          for (int64_t d = 0; d < s.dv; ++d) oi[d] += w * vb[j * s.dv + d];
-        }
+        for (int64_t j = 0; j < last; ++j) score[j] /= sum;
+        row_fn(row, b * s.hk + hk, last, score.data());
       }
     }
+}
+
+Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v) {
+  Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
+  for_each_sdpa_row(s, q, k, [&](int64_t row, int64_t kv_head, int64_t last, const double* p) {
+    const double* vb = v.data() + kv_head * s.skv * s.dv;
+    double* oi = o.data() + row * s.dv;
+    for (int64_t j = 0; j < last; ++j)
+      for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vb[j * s.dv + d];
+  });
   return o;
 }
 
-}  // namespace
+// ---- the magnitude pass (reference_math.h) ---------------------------------------------------------
 
-StatusOr<std::vector<HostTensor>> run_host_reference(const Graph& g, const std::map<int, HostTensor>& inputs,
-                                                     const HostReferenceOptions& options) {
+struct Operand {
+  const Values* value = nullptr;
+  const Values* mag = nullptr;
+  bool carries = false;  // written by a node (carries accumulation error)
+};
+
+Values scaled(Values v, double f) {
+  if (f != 1.0)
+    for (double& x : v) x *= f;
+  return v;
+}
+
+Values pointwise_magnitude_of(const NodePlan& p, PointwiseMode mode, const Operand& a, const Operand* b,
+                              const Values& y) {
+  const PointwiseGeom& g = p.pw;
+  Values m(y.size());
+  for_each_broadcast(g.out_dims, g.a_strides, g.b_strides, [&](int64_t pos, int64_t oa, int64_t ob) {
+    m[pos] = pointwise_magnitude(mode, (*a.value)[oa], b ? (*b->value)[ob] : 0.0, y[pos], (*a.mag)[oa],
+                                 b ? (*b->mag)[ob] : 0.0, a.carries, b && b->carries);
+  });
+  return m;
+}
+
+Values norm_magnitude_of(const NodePlan& p, double eps, const NormStats& st, const Operand& x, const Operand& scale,
+                         const Operand* bias, const Values& y) {
+  const NormGeom& n = p.norm;
+  const bool layer = p.op == OpKind::kLayerNorm;
+  std::vector<double> bm(static_cast<size_t>(n.rows), 0.0), dterm(static_cast<size_t>(n.rows), 0.0);
+  for (int64_t r = 0; r < n.rows; ++r) {
+    const double* br = x.mag->data() + r * n.inner;
+    double s = 0.0;
+    for (int64_t i = 0; i < n.inner; ++i) s += br[i];
+    bm[r] = s / static_cast<double>(n.inner);
+    const double* xr = x.value->data() + r * n.inner;
+    double d = 0.0;
+    for (int64_t i = 0; i < n.inner; ++i) d += norm_dterm_part(layer, xr[i], st.mean[r], br[i], x.carries, bm[r]);
+    dterm[r] = d / static_cast<double>(n.inner);
+  }
+  Values m(y.size());
+  for_each_broadcast(n.x_dims, n.scale_strides, bias ? n.bias_strides : std::vector<int64_t>{},
+                     [&](int64_t pos, int64_t os, int64_t ob) {
+                       const int64_t r = pos / n.inner;
+                       const double xhat = ((*x.value)[pos] - st.mean[r]) * st.inv[r];
+                       m[pos] = norm_magnitude(layer, y[pos], xhat, (*scale.value)[os], (*x.mag)[pos],
+                                               (*scale.mag)[os], bias ? (*bias->mag)[ob] : 0.0, x.carries,
+                                               scale.carries, bias && bias->carries, st.inv[r], st.var[r], eps,
+                                               bm[r], dterm[r]);
+                     });
+  return m;
+}
+
+Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, const Operand& v, const Values& o) {
+  Values m(o.size(), 0.0);
+  const double qk_factor = contraction_factor(q.carries, k.carries) * std::fabs(s.scale);
+  for_each_sdpa_row(s, *q.value, *k.value, [&](int64_t row, int64_t kv_head, int64_t last, const double* p) {
+    const double* bq = q.mag->data() + row * s.d;
+    const double* bk = k.mag->data() + kv_head * s.skv * s.d;
+    const double* bv = v.mag->data() + kv_head * s.skv * s.dv;
+    const double* oi = o.data() + row * s.dv;
+    double* mi = m.data() + row * s.dv;
+    for (int64_t j = 0; j < last; ++j) {
+      double s_mag = 0.0;
+      for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[j * s.d + d];
+      s_mag *= qk_factor;
+      for (int64_t d = 0; d < s.dv; ++d) mi[d] += sdpa_magnitude_term(p[j], bv[j * s.dv + d], oi[d], s_mag, v.carries);
+    }
+    for (int64_t d = 0; d < s.dv; ++d) mi[d] = std::max(mi[d], std::fabs(oi[d]));
+  });
+  return m;
+}
+
+StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTensor>& inputs,
+                                    const HostReferenceOptions& options, bool with_magnitudes) {
   KILN_ASSIGN_OR_RETURN(PreparedGraph prep, prepare_graph(g));
   if (prep.macs > options.max_macs) {
     std::ostringstream os;
@@ -226,33 +321,89 @@ StatusOr<std::vector<HostTensor>> run_host_reference(const Graph& g, const std::
     return invalid_argument(os.str());
   }
   KILN_ASSIGN_OR_RETURN(auto values, load_inputs(g, inputs));
+  std::map<int, Values> mags;
+  if (with_magnitudes)
+    for (const auto& [t, v] : values) {
+      Values m(v.size());
+      for (size_t i = 0; i < v.size(); ++i) m[i] = std::fabs(v[i]);
+      mags.emplace(t, std::move(m));
+    }
+  const auto prod = producers(g);
   for (const NodePlan& p : prep.plans) {
     const Node& node = g.nodes[static_cast<size_t>(p.node)];
     std::vector<const Values*> in;
+    std::vector<Operand> op;
     for (int t : node.inputs) {
       auto it = values.find(t);
       if (it == values.end()) return internal_error(node_label(g, p.node) + ": input not computed");
       in.push_back(&it->second);
+      if (with_magnitudes) op.push_back(Operand{&it->second, &mags.at(t), prod[static_cast<size_t>(t)] >= 0});
     }
-    Values y;
+    Values y, m;
     switch (p.op) {
       case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad:
         y = run_conv(p, *in[0], *in[1]);
+        if (with_magnitudes)
+          m = scaled(run_conv(p, *op[0].mag, *op[1].mag), contraction_factor(op[0].carries, op[1].carries));
         break;
-      case OpKind::kMatmul: y = run_matmul(p.mm, *in[0], *in[1]); break;
-      case OpKind::kPointwise: y = run_pointwise(p, node.pointwise.mode, *in[0], in.size() > 1 ? in[1] : nullptr); break;
-      case OpKind::kReduction: y = run_reduction(p.red, node.reduction.mode, *in[0]); break;
-      case OpKind::kLayerNorm: case OpKind::kRmsNorm:
-        y = run_norm(p, node.norm.epsilon, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
+      case OpKind::kMatmul:
+        y = run_matmul(p.mm, *in[0], *in[1]);
+        if (with_magnitudes)
+          m = scaled(run_matmul(p.mm, *op[0].mag, *op[1].mag), contraction_factor(op[0].carries, op[1].carries));
         break;
-      case OpKind::kSdpa: y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2]); break;
+      case OpKind::kPointwise:
+        y = run_pointwise(p, node.pointwise.mode, *in[0], in.size() > 1 ? in[1] : nullptr);
+        if (with_magnitudes)
+          m = pointwise_magnitude_of(p, node.pointwise.mode, op[0], op.size() > 1 ? &op[1] : nullptr, y);
+        break;
+      case OpKind::kReduction:
+        y = run_reduction(p.red, node.reduction.mode, *in[0]);
+        if (with_magnitudes) {
+          // A sum accumulates (its own error and the operand's); max, min and amax pick one element.
+          if (node.reduction.mode == ReductionMode::kSum)
+            m = scaled(run_reduction(p.red, ReductionMode::kSum, *op[0].mag), contraction_factor(op[0].carries, false));
+          else
+            m = run_reduction(p.red, ReductionMode::kAmax, *op[0].mag);
+        }
+        break;
+      case OpKind::kLayerNorm: case OpKind::kRmsNorm: {
+        const NormStats st = norm_stats(p, node.norm.epsilon, *in[0]);
+        y = run_norm(p, st, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
+        if (with_magnitudes)
+          m = norm_magnitude_of(p, node.norm.epsilon, st, op[0], op[1], op.size() > 2 ? &op[2] : nullptr, y);
+        break;
+      }
+      case OpKind::kSdpa:
+        y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2]);
+        if (with_magnitudes) m = sdpa_magnitude_of(p.sdpa, op[0], op[1], op[2], y);
+        break;
     }
     const int out = node.outputs[0];
     const DataType dt = dtype_of(g, out);
     for (double& v : y) v = round_to_dtype(v, dt);
     values[out] = std::move(y);
+    if (with_magnitudes) mags[out] = std::move(m);
   }
-  return make_outputs(g, values);
+  ReferenceOutputs r;
+  r.kind = ReferenceKind::kHost;
+  KILN_ASSIGN_OR_RETURN(r.values, make_outputs(g, values));
+  if (with_magnitudes) {
+    KILN_ASSIGN_OR_RETURN(r.magnitudes, make_magnitude_outputs(g, mags));
+  }
+  return r;
+}
+
+}  // namespace
+
+StatusOr<std::vector<HostTensor>> run_host_reference(const Graph& g, const std::map<int, HostTensor>& inputs,
+                                                     const HostReferenceOptions& options) {
+  KILN_ASSIGN_OR_RETURN(ReferenceOutputs r, evaluate(g, inputs, options, false));
+  return std::move(r.values);
+}
+
+StatusOr<ReferenceOutputs> run_host_reference_with_magnitudes(const Graph& g, const std::map<int, HostTensor>& inputs,
+                                                              const HostReferenceOptions& options) {
+  return evaluate(g, inputs, options, true);
 }
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/reference.h"
+#include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
 
@@ -65,33 +66,27 @@ StatusOr<std::vector<HostTensor>> make_outputs(const Graph& g, const std::map<in
   return out;
 }
 
-double pointwise_apply(PointwiseMode mode, double a, double b) {
-  constexpr double kSqrt2 = 1.41421356237309504880;
-  constexpr double kSqrt2OverPi = 0.79788456080286535588;
-  switch (mode) {
-    case PointwiseMode::kAdd: return a + b;
-    case PointwiseMode::kSub: return a - b;
-    case PointwiseMode::kMul: return a * b;
-    case PointwiseMode::kDiv: return a / b;
-    case PointwiseMode::kMin: return std::fmin(a, b);
-    case PointwiseMode::kMax: return std::fmax(a, b);
-    case PointwiseMode::kScale: return a * b;
-    case PointwiseMode::kBiasAdd: return a + b;
-    case PointwiseMode::kRelu: return a > 0 ? a : 0.0;
-    case PointwiseMode::kGeluErf: return 0.5 * a * (1.0 + std::erf(a / kSqrt2));
-    case PointwiseMode::kGeluTanh: return 0.5 * a * (1.0 + std::tanh(kSqrt2OverPi * (a + 0.044715 * a * a * a)));
-    case PointwiseMode::kSilu: return a / (1.0 + std::exp(-a));
-    case PointwiseMode::kSigmoid: return 1.0 / (1.0 + std::exp(-a));
-    case PointwiseMode::kTanh: return std::tanh(a);
-    case PointwiseMode::kExp: return std::exp(a);
-    case PointwiseMode::kIdentity: return a;
+StatusOr<std::vector<HostTensor>> make_magnitude_outputs(const Graph& g,
+                                                         const std::map<int, std::vector<double>>& magnitudes) {
+  std::vector<HostTensor> out;
+  for (int t : g.outputs) {
+    auto it = magnitudes.find(t);
+    if (it == magnitudes.end())
+      return internal_error("the magnitude of output '" + g.tensors[static_cast<size_t>(t)].name + "' was not computed");
+    HostTensor h = HostTensor::zeros(DataType::kFloat32, tensor_dims(g, t), tensor_strides(g, t));
+    h.set_values(it->second);
+    out.push_back(std::move(h));
   }
-  return a;
+  return out;
 }
+
+double pointwise_apply(PointwiseMode mode, double a, double b) { return pointwise_value(mode, a, b); }
 
 }  // namespace kiln::validate_internal
 
 namespace kiln {
+
+const char* reference_kind_name(ReferenceKind k) { return k == ReferenceKind::kHost ? "host" : "device"; }
 
 StatusOr<double> estimate_macs(const Graph& graph) {
   KILN_ASSIGN_OR_RETURN(auto p, validate_internal::prepare_graph(graph));

@@ -26,7 +26,11 @@ StatusOr<std::map<int, std::vector<double>>> load_inputs(const Graph& g, const s
 // One HostTensor per graph output (dims, strides and dtype from the graph), from packed values.
 StatusOr<std::vector<HostTensor>> make_outputs(const Graph& g, const std::map<int, std::vector<double>>& values);
 
-// The pointwise math in double, shared with the tests.
+// One fp32 HostTensor per graph output (dims and strides from the graph) holding its magnitudes.
+StatusOr<std::vector<HostTensor>> make_magnitude_outputs(const Graph& g,
+                                                         const std::map<int, std::vector<double>>& magnitudes);
+
+// The pointwise math in double (reference_math.h's pointwise_value), shared with the tests.
 double pointwise_apply(PointwiseMode mode, double a, double b);
 
 }  // namespace kiln::validate_internal

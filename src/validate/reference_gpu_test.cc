@@ -1,5 +1,5 @@
-// Device tier: the device reference (fp32 kernels) agrees with the host reference (double) on small
-// random graphs of every op.
+// Device tier: the device reference (double-precision kernels) agrees with the host reference (double) on
+// small random graphs of every op, values and magnitudes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,22 +14,31 @@ namespace {
 
 using namespace testing_graphs;
 
-// Runs both references on random inputs and requires agreement within fp32-accumulation tolerance
-// (or the output dtype's, when coarser).
+// Runs both references, with their magnitude passes, on random inputs: the device's values must pass the
+// check against the host's (both compute in double, so they differ only where a near-tie rounds apart),
+// and the magnitudes must agree (the same rules, reference_math.h; stored in fp32).
 void expect_device_matches_host(const Graph& g, uint64_t seed = 1) {
   auto in = make_random_inputs(g, seed);
   ASSERT_TRUE(in.is_ok()) << in.status().to_string();
-  auto host = run_host_reference(g, *in);
+  auto host = run_host_reference_with_magnitudes(g, *in);
   ASSERT_TRUE(host.is_ok()) << host.status().to_string();
-  auto dev = run_device_reference(g, *in);
+  auto dev = run_device_reference_with_magnitudes(g, *in);
   ASSERT_TRUE(dev.is_ok()) << dev.status().to_string() << "\n" << dev.status().trace();
-  ASSERT_EQ(host->size(), dev->size());
-  for (size_t i = 0; i < host->size(); ++i) {
-    EXPECT_EQ((*host)[i].dims, (*dev)[i].dims);
-    EXPECT_EQ((*host)[i].strides, (*dev)[i].strides);
-    EXPECT_EQ((*host)[i].dtype, (*dev)[i].dtype);
+  ASSERT_EQ(host->values.size(), dev->values.size());
+  ASSERT_EQ(dev->magnitudes.size(), dev->values.size());
+  EXPECT_EQ(dev->kind, ReferenceKind::kDevice);
+  for (size_t i = 0; i < host->values.size(); ++i) {
+    EXPECT_EQ(host->values[i].dims, dev->values[i].dims);
+    EXPECT_EQ(host->values[i].strides, dev->values[i].strides);
+    EXPECT_EQ(host->values[i].dtype, dev->values[i].dtype);
+    const auto hm = host->magnitudes[i].values(), dm = dev->magnitudes[i].values();
+    ASSERT_EQ(hm.size(), dm.size());
+    int off = 0;
+    for (size_t j = 0; j < hm.size(); ++j)
+      if (!(std::fabs(hm[j] - dm[j]) <= 1e-5 * std::fabs(hm[j]) + 1e-30) && off++ < 5)
+        ADD_FAILURE() << g.name << " output " << i << " magnitude " << j << ": host " << hm[j] << " device " << dm[j];
   }
-  auto rep = check_outputs(g, *dev, *host);
+  auto rep = check_outputs(g, dev->values, *host);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
   EXPECT_EQ(rep->verdict, Verdict::kPassed) << g.name << ":\n" << rep->summary();
 }
@@ -186,6 +195,37 @@ TEST(DeviceReference, IntermediateRoundingFp16) {
   add_node(g, "gelu", OpKind::kPointwise, {t}, y).pointwise.mode = PointwiseMode::kGeluErf;
   g.outputs = {y};
   expect_device_matches_host(g);
+}
+
+// The device reference accumulates in double: a sum of 2^20 terms and a dot product of 100352 terms (the
+// conv_wgrad length) agree with the host's to ~1e-12 of their magnitude, where fp32 accumulation would
+// be ~1e-5 off.
+TEST(DeviceReference, LongAccumulationsAreDouble) {
+  KILN_REQUIRE_GPU();
+  Graph r = make_graph("long_sum", DataType::kFloat32);
+  int x = add_tensor(r, "x", {2, 1 << 20}), y = add_tensor(r, "y", {2, 1});
+  Node& n = add_node(r, "sum", OpKind::kReduction, {x}, y);
+  n.reduction.mode = ReductionMode::kSum;
+  n.reduction.axes = {1};
+  r.outputs = {y};
+  Graph m = make_graph("long_dot", DataType::kFloat16);
+  int a = add_tensor(m, "a", {2, 100352}), b = add_tensor(m, "b", {100352, 3}), c = add_tensor(m, "c", {2, 3}, DataType::kFloat32);
+  add_node(m, "mm", OpKind::kMatmul, {a, b}, c);
+  m.outputs = {c};
+  for (const Graph* g : {&r, &m}) {
+    auto in = make_random_inputs(*g, 4);
+    ASSERT_TRUE(in.is_ok());
+    auto host = run_host_reference_with_magnitudes(*g, *in);
+    auto dev = run_device_reference_with_magnitudes(*g, *in);
+    ASSERT_TRUE(host.is_ok() && dev.is_ok()) << dev.status().to_string();
+    // Outputs are fp32: both round the same double to fp32, so they should be equal up to a tie; allow
+    // one fp32 ulp plus 1e-12 of the magnitude.
+    const auto hv = host->values[0].values(), dv = dev->values[0].values(), hm = host->magnitudes[0].values();
+    for (size_t i = 0; i < hv.size(); ++i) {
+      EXPECT_NEAR(dv[i], hv[i], 1.2e-7 * std::fabs(hv[i]) + 1e-12 * hm[i]) << g->name << " element " << i;
+      std::printf("[ long ] %s[%zu]: host %.9g device %.9g magnitude %.6g\n", g->name.c_str(), i, hv[i], dv[i], hm[i]);
+    }
+  }
 }
 
 TEST(DeviceReference, LargeMatmulBeyondTheHostCap) {
