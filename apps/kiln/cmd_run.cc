@@ -1,6 +1,7 @@
 // kiln run SPEC: build the graph (store -> heuristics, or a pinned engine configuration), run it once on
 // seeded or given inputs, and with --verify check the outputs against a reference.
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "kiln/runner.h"
@@ -13,10 +14,15 @@ struct RunCliOptions {
   std::string spec;
   RunOptions run;
   std::string pin;
+  std::string reference;  // empty: not given (auto)
   bool use_store = false;
 };
 
 Status run_cmd(RunCliOptions& o) {
+  if (!o.reference.empty()) {
+    KILN_ASSIGN_OR_RETURN(o.run.reference, parse_reference_choice(o.reference));
+    o.run.verify = true;  // naming a reference asks for verification
+  }
   KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(o.spec));
   if (!o.pin.empty()) {
     KILN_ASSIGN_OR_RETURN(o.run.pin, EngineConfig::parse(o.pin));
@@ -27,10 +33,21 @@ Status run_cmd(RunCliOptions& o) {
               rep.config.identity().c_str(), rep.plan_source.c_str(), static_cast<long long>(rep.workspace_bytes),
               rep.obtain_ms, rep.run_ms);
   for (auto& r : rep.reasons) std::printf("  store: %s\n", r.c_str());
-  if (rep.check) {
-    std::printf("verify against the %s reference:\n%s\n", rep.reference_kind.c_str(), rep.check->summary().c_str());
-    if (rep.check->verdict != Verdict::kPassed)
-      return check_failed(std::string("outputs of '") + g.name + "' are " + verdict_name(rep.check->verdict));
+  if (!o.run.verify) return Status::ok();
+  for (const auto& c : rep.checks) {
+    if (c.report)
+      std::printf("verify against the %s reference:\n%s\n", reference_kind_name(c.kind), c.report->summary().c_str());
+    else
+      std::printf("%s reference: %s: %s\n", reference_kind_name(c.kind), verdict_name(c.verdict), c.message.c_str());
+  }
+  const Verdict v = rep.verdict();
+  if (v == Verdict::kNotSupported) return not_supported("no reference could check '" + g.name + "'");
+  if (v != Verdict::kPassed) {
+    std::string which;
+    for (const auto& c : rep.checks)
+      if (c.verdict == v) which += std::string(which.empty() ? "" : " and ") + reference_kind_name(c.kind);
+    return check_failed(std::string("outputs of '") + g.name + "' are " + verdict_name(v) + " against the " + which +
+                        " reference");
   }
   return Status::ok();
 }
@@ -40,6 +57,21 @@ void add_run(CLI::App& app, Runner* run) {
   CLI::App* sub = app.add_subcommand("run", "Build a spec's graph, run it once, optionally verify it");
   sub->add_option("spec", o->spec, "Spec JSON file")->required();
   sub->add_flag("--verify", o->run.verify, "Check outputs against the host (small) or device reference");
+  sub->add_option("--reference", o->reference,
+                  "Reference to verify against (implies --verify): auto (host if within its MAC cap, else device), "
+                  "host, device, or both (each reported; a failure of either exits 1)");
+  sub->add_option("--host-max-macs", o->run.host_max_macs,
+                  "Cost cap of the host reference in multiply-accumulates (default 2e9); above it auto uses the "
+                  "device reference, host refuses (exit 5) and both reports the host as NotSupported")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double d = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !(d > 0))
+              return "expected a positive number of multiply-accumulates (e.g. 1e10), got '" + v + "'";
+            return std::string();
+          },
+          "POSITIVE"));
   sub->add_option("--seed", o->run.seed, "Seed of the random inputs")->capture_default_str();
   sub->add_option("--inputs", o->run.inputs_dir, "Folder of <tensor>.bin raw inputs instead of random ones");
   sub->add_option("--save-outputs", o->run.save_outputs_dir, "Folder to write <tensor>.bin outputs into");

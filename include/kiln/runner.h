@@ -14,6 +14,7 @@
 #include "kiln/lower.h"
 #include "kiln/numerics.h"
 #include "kiln/plan_store.h"
+#include "kiln/reference.h"
 
 namespace kiln {
 
@@ -33,11 +34,24 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
                                    const EnvFingerprint& env, const EnvPolicy& policy,
                                    const std::optional<EngineConfig>& pin = std::nullopt);
 
+// Which reference(s) judge a verified run:
+//   kAuto    the host reference when the graph's MACs (estimate_macs) are within host_max_macs, else the
+//            device reference (and the device reference if the host one fails)
+//   kHost    the host reference only; a graph over host_max_macs is refused (kNotSupported) before the GPU
+//            is touched
+//   kDevice  the device reference only
+//   kBoth    both, each reported; a graph over host_max_macs gets a NotSupported host entry saying so
+enum class ReferenceChoice { kAuto, kHost, kDevice, kBoth };
+const char* reference_choice_name(ReferenceChoice c);                     // "auto", "host", "device", "both"
+StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name);  // InvalidArgument naming the choices
+
 struct RunOptions {
   uint64_t seed = 1;
   std::string inputs_dir;        // <tensor name>.bin raw files (encode() bytes); empty: seeded random
   std::string save_outputs_dir;  // write <tensor name>.bin for each output; empty: don't
   bool verify = false;
+  ReferenceChoice reference = ReferenceChoice::kAuto;  // with verify
+  double host_max_macs = HostReferenceOptions().max_macs;  // the host reference's cost cap (> 0)
   CheckOptions check;
   std::optional<EngineConfig> pin;
   std::string store_path;        // empty: no store
@@ -52,8 +66,20 @@ struct RunReport {
   double obtain_ms = 0;
   double run_ms = 0;                     // one execution, host wall clock (includes launch)
   std::vector<HostTensor> outputs;
-  std::optional<CheckReport> check;      // with verify
-  std::string reference_kind;            // "host", "device", "none"
+  // With verify, one entry per reference consulted (host before device). A reference that refused the
+  // graph (the host's MAC cap) has verdict kNotSupported, no report, and says why in `message`.
+  struct ReferenceCheck {
+    ReferenceKind kind = ReferenceKind::kHost;
+    Verdict verdict = Verdict::kNotVerified;
+    std::optional<CheckReport> report;
+    std::string message;
+  };
+  std::vector<ReferenceCheck> checks;
+  std::optional<CheckReport> check;      // with verify: the first report in `checks`
+  std::string reference_kind;            // the references that ran: "host", "device", "host+device", "none"
+  // Incorrect or Failed if any reference says so, else Passed if one ran, else NotSupported (none could
+  // run) or NotVerified (no verify).
+  Verdict verdict() const;
 };
 
 StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& options);

@@ -87,8 +87,77 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
   return out;
 }
 
+namespace {
+
+std::string macs_text(double v) {
+  std::ostringstream os;
+  os.precision(3);
+  os << v;
+  return os.str();
+}
+
+// Why the host reference cannot take this graph, or "" when it can.
+StatusOr<std::string> host_refusal(const Graph& graph, double cap) {
+  KILN_ASSIGN_OR_RETURN(double macs, estimate_macs(graph));
+  if (macs <= cap) return std::string();
+  return "graph '" + graph.name + "' needs " + macs_text(macs) + " multiply-accumulates, over the host reference cap of " +
+         macs_text(cap) + " (raise the cap with --host-max-macs, or use the device reference)";
+}
+
+StatusOr<CheckReport> check_against(const Graph& graph, const std::vector<HostTensor>& outputs,
+                                    const std::map<int, HostTensor>& inputs, ReferenceKind kind, double host_cap,
+                                    const CheckOptions& check) {
+  ReferenceOutputs ref;
+  if (kind == ReferenceKind::kHost) {
+    HostReferenceOptions ho;
+    ho.max_macs = host_cap;
+    KILN_ASSIGN_OR_RETURN(ref, run_host_reference_with_magnitudes(graph, inputs, ho));
+  } else {
+    KILN_ASSIGN_OR_RETURN(ref, run_device_reference_with_magnitudes(graph, inputs));
+  }
+  return check_outputs(graph, outputs, ref, check);
+}
+
+}  // namespace
+
+const char* reference_choice_name(ReferenceChoice c) {
+  switch (c) {
+    case ReferenceChoice::kAuto: return "auto";
+    case ReferenceChoice::kHost: return "host";
+    case ReferenceChoice::kDevice: return "device";
+    case ReferenceChoice::kBoth: return "both";
+  }
+  return "?";
+}
+
+StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name) {
+  for (ReferenceChoice c : {ReferenceChoice::kAuto, ReferenceChoice::kHost, ReferenceChoice::kDevice, ReferenceChoice::kBoth})
+    if (name == reference_choice_name(c)) return c;
+  return invalid_argument("reference '" + name + "': expected one of auto, host, device, both");
+}
+
+Verdict RunReport::verdict() const {
+  bool passed = false, refused = false;
+  for (const auto& c : checks) {
+    if (c.verdict == Verdict::kIncorrect || c.verdict == Verdict::kFailed) return c.verdict;
+    passed = passed || c.verdict == Verdict::kPassed;
+    refused = refused || c.verdict == Verdict::kNotSupported;
+  }
+  if (passed) return Verdict::kPassed;
+  return refused ? Verdict::kNotSupported : Verdict::kNotVerified;
+}
+
 StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
   RunReport rep;
+  if (o.verify && !(o.host_max_macs > 0))
+    return invalid_argument("the host reference cap must be positive, got " + macs_text(o.host_max_macs));
+  // Decided before the GPU is touched: whether the host reference can take the graph.
+  std::string host_refused;
+  if (o.verify && o.reference != ReferenceChoice::kDevice) {
+    KILN_ASSIGN_OR_RETURN(host_refused, host_refusal(graph, o.host_max_macs));
+    if (o.reference == ReferenceChoice::kHost && !host_refused.empty())
+      return not_supported("--reference host: " + host_refused);
+  }
   KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
   std::unique_ptr<PlanStore> store;
@@ -129,17 +198,44 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
   }
   rep.reference_kind = "none";
   if (o.verify) {
-    std::vector<HostTensor> ref;
-    auto host = run_host_reference(graph, inputs);
-    if (host.is_ok()) {
-      ref = std::move(host).value();
-      rep.reference_kind = "host";
-    } else {
-      KILN_ASSIGN_OR_RETURN(ref, run_device_reference(graph, inputs));
-      rep.reference_kind = "device";
+    std::vector<ReferenceKind> kinds;
+    switch (o.reference) {
+      case ReferenceChoice::kAuto:
+        kinds = {host_refused.empty() ? ReferenceKind::kHost : ReferenceKind::kDevice};
+        break;
+      case ReferenceChoice::kHost: kinds = {ReferenceKind::kHost}; break;
+      case ReferenceChoice::kDevice: kinds = {ReferenceKind::kDevice}; break;
+      case ReferenceChoice::kBoth: kinds = {ReferenceKind::kHost, ReferenceKind::kDevice}; break;
     }
-    KILN_ASSIGN_OR_RETURN(CheckReport cr, check_outputs(graph, rep.outputs, ref, o.check));
-    rep.check = cr;
+    std::vector<std::string> ran;
+    for (ReferenceKind kind : kinds) {
+      RunReport::ReferenceCheck c;
+      c.kind = kind;
+      if (kind == ReferenceKind::kHost && !host_refused.empty()) {
+        c.verdict = Verdict::kNotSupported;
+        c.message = host_refused;
+        rep.checks.push_back(std::move(c));
+        continue;
+      }
+      StatusOr<CheckReport> cr = check_against(graph, rep.outputs, inputs, kind, o.host_max_macs, o.check);
+      if (!cr.is_ok() && o.reference == ReferenceChoice::kAuto && kind == ReferenceKind::kHost) {
+        // As before --reference existed: a host reference that fails gives way to the device reference.
+        KILN_LOG(kInfo, "graph '" << graph.name << "': host reference failed, using the device reference: "
+                                  << cr.status().message());
+        c.kind = ReferenceKind::kDevice;
+        cr = check_against(graph, rep.outputs, inputs, ReferenceKind::kDevice, o.host_max_macs, o.check);
+      }
+      if (!cr.is_ok()) return cr.status().with_context(std::string(reference_kind_name(c.kind)) + " reference");
+      c.verdict = cr->verdict;
+      c.report = std::move(cr).value();
+      if (!rep.check) rep.check = c.report;
+      ran.push_back(reference_kind_name(c.kind));
+      rep.checks.push_back(std::move(c));
+    }
+    if (!ran.empty()) {
+      rep.reference_kind = ran[0];
+      for (size_t i = 1; i < ran.size(); ++i) rep.reference_kind += "+" + ran[i];
+    }
   }
   return rep;
 }
