@@ -1,0 +1,335 @@
+// The per-op coverage cases (docs/numerics.md "Op coverage"): a small graph, built with the C++ builder,
+// for every op, mode and dtype Kiln accepts. ops_test.cc (host tier) builds, validates and runs the host
+// reference on every case; ops_gpu_test.cc (gpu tier) runs each through run_graph on the GPU, verifies it
+// against the host and the device reference and prints one OPCOV line per case.
+//
+// Which cases must pass on the H200. A case with a core group belongs to a group that must have at least
+// one Passed case: conv_fprop/dgrad/wgrad fp16 (the shipped examples' patterns), matmul fp16 and bf16,
+// every pointwise mode in fp32 and in fp16 (standalone, or fused behind a matmul when cuDNN has no engine
+// for a standalone pointwise graph), every reduction mode over the last axis and over all axes
+// (standalone fp32, or fused behind an fp16 matmul as in examples/matmul_amax.json), layer_norm and
+// rms_norm in fp16, sdpa in fp16 and bf16, causal and not. Every other case may be NotSupported (cuDNN
+// has no engine for it on the device; the OPCOV line carries cuDNN's message); these are:
+//   - conv with stride/dilation/groups > 1, fp32 (TF32) and bf16 convs, fp8 conv;
+//   - matmul fp32 (TF32), batched rank 4, broadcast batch, every fp8 matmul (e4m3, e5m2, mixed; B
+//     row-major or K-major: Hopper's FP8 tensor cores want K-contiguous B, and which layouts cuDNN
+//     accepts is what these cases find out);
+//   - the pointwise modes fused behind a convolution, pointwise in bf16;
+//   - reductions of fp16 inputs, norms in bf16 and fp32;
+//   - dtype casts through identity: fp32 -> bf16/fp16, fp16 -> fp8 e4m3/e5m2, fp8 -> fp16, fp32 -> int8
+//     (plain and after a x100 scale), int8 -> fp32.
+// No case may be Incorrect or Failed. A case with `kiln_rejects` is refused by Kiln's own validation (a
+// coverage gap Kiln documents, e.g. integer matmul): the host test checks the message, the GPU test
+// prints it as NotSupported.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kiln/builder.h"
+#include "kiln/graph.h"
+
+namespace kiln::opcov {
+
+struct OpCase {
+  std::string name;          // "conv_fprop.stride2_dil2"
+  std::string dtype;         // the case's data dtype as printed ("fp16", "fp8_e4m3", "fp32->int8")
+  std::string core_group;    // non-empty: this group needs at least one Passed case
+  bool allow_tf32 = false;   // an fp32 GEMM: cuDNN may use TF32 tensor cores for it
+  std::string kiln_rejects;  // non-empty: Kiln's validation refuses the graph with a message containing this
+  StatusOr<Graph> graph = internal_error("not built");
+};
+
+namespace detail {
+
+inline const char* dt(DataType t) { return dtype_name(t); }
+
+inline OpCase make(std::string name, std::string dtype, std::string group, const GraphBuilder& b) {
+  OpCase c;
+  c.name = std::move(name);
+  c.dtype = std::move(dtype);
+  c.core_group = std::move(group);
+  c.graph = b.build();
+  return c;
+}
+
+inline bool is_binary(PointwiseMode m) { return !pointwise_is_unary(m); }
+
+// Standalone pointwise: a [4, 16, 64]; binary modes take b [1, 1, 64] (broadcast), scale a by-value 0.5.
+inline GraphBuilder pointwise_graph(PointwiseMode m, DataType io) {
+  GraphBuilder b(std::string("pw_") + pointwise_mode_name(m));
+  b.io_dtype(io);
+  TensorRef a = b.tensor("a", {4, 16, 64});
+  TensorRef y;
+  if (m == PointwiseMode::kScale) {
+    y = b.pointwise("pw", m, a, b.scalar("s", 0.5, DataType::kFloat32), "y");
+  } else if (is_binary(m)) {
+    y = b.pointwise("pw", m, a, b.tensor("b", {1, 1, 64}), "y");
+  } else {
+    y = b.pointwise("pw", m, a, {}, "y");
+  }
+  b.output(y);
+  return b;
+}
+
+// matmul [1, 32, 32] x [1, 32, 64] -> mode -> y, inputs and output in `io`, fp32 intermediates.
+inline GraphBuilder matmul_pointwise_graph(PointwiseMode m, DataType io) {
+  GraphBuilder b(std::string("mm_") + pointwise_mode_name(m));
+  b.io_dtype(io);
+  TensorRef mm = b.matmul("mm", b.tensor("a", {1, 32, 32}), b.tensor("w", {1, 32, 64}));
+  TensorRef y;
+  if (m == PointwiseMode::kScale) {
+    y = b.pointwise("pw", m, mm, b.scalar("s", 0.5, DataType::kFloat32), "y");
+  } else if (is_binary(m)) {
+    y = b.pointwise("pw", m, mm, b.tensor("b", {1, 1, 64}), "y");
+  } else {
+    y = b.pointwise("pw", m, mm, {}, "y");
+  }
+  b.output(y);
+  return b;
+}
+
+// conv_fprop fp16 NHWC [2, 16, 8, 8] * [32, 16, 3, 3] pad 1 -> mode -> y.
+inline GraphBuilder conv_pointwise_graph(PointwiseMode m) {
+  GraphBuilder b(std::string("conv_") + pointwise_mode_name(m));
+  b.io_dtype(DataType::kFloat16);
+  TensorRef x = b.tensor("x", {2, 16, 8, 8}, Layout::kNHWC);
+  TensorRef w = b.tensor("w", {32, 16, 3, 3}, Layout::kNHWC);
+  TensorRef conv = b.conv_fprop("conv", x, w, ConvOptions().padding({1, 1}));
+  TensorRef y;
+  if (m == PointwiseMode::kScale) {
+    y = b.pointwise("pw", m, conv, b.scalar("s", 0.5, DataType::kFloat32), "y");
+  } else if (is_binary(m)) {
+    y = b.pointwise("pw", m, conv, b.tensor("b", {1, 32, 1, 1}, Layout::kNHWC), "y");
+  } else {
+    y = b.pointwise("pw", m, conv, {}, "y");
+  }
+  b.set_layout(y, Layout::kNHWC);
+  b.output(y);
+  return b;
+}
+
+struct ConvCase {
+  const char* name;
+  int64_t n, c, k, hw, f, pad, stride, dil, groups;
+};
+
+inline int64_t conv_out(const ConvCase& s) { return (s.hw + 2 * s.pad - s.dil * (s.f - 1) - 1) / s.stride + 1; }
+
+// One convolution: `op` 0 fprop, 1 dgrad, 2 wgrad; NHWC; dx/dw declared (not unique with stride > 1).
+inline GraphBuilder conv_graph(int op, const ConvCase& s, DataType io, DataType out) {
+  const char* ops[] = {"conv_fprop", "conv_dgrad", "conv_wgrad"};
+  GraphBuilder b(std::string(ops[op]) + "_" + s.name);
+  b.io_dtype(io);
+  const int64_t o = conv_out(s);
+  ConvOptions opt = ConvOptions().padding({s.pad, s.pad}).stride({s.stride, s.stride}).dilation({s.dil, s.dil}).groups(s.groups);
+  TensorRef y;
+  if (op == 0) {
+    TensorRef x = b.tensor("x", {s.n, s.c, s.hw, s.hw}, Layout::kNHWC);
+    TensorRef w = b.tensor("w", {s.k, s.c / s.groups, s.f, s.f}, Layout::kNHWC);
+    y = b.conv_fprop("conv", x, w, opt, "y");
+  } else if (op == 1) {
+    TensorRef dy = b.tensor("dy", {s.n, s.k, o, o}, Layout::kNHWC);
+    TensorRef w = b.tensor("w", {s.k, s.c / s.groups, s.f, s.f}, Layout::kNHWC);
+    b.tensor("y", {s.n, s.c, s.hw, s.hw}, Layout::kNHWC);
+    y = b.conv_dgrad("conv", dy, w, opt, "y");
+  } else {
+    TensorRef x = b.tensor("x", {s.n, s.c, s.hw, s.hw}, Layout::kNHWC);
+    TensorRef dy = b.tensor("dy", {s.n, s.k, o, o}, Layout::kNHWC);
+    b.tensor("y", {s.k, s.c / s.groups, s.f, s.f}, Layout::kNHWC);
+    y = b.conv_wgrad("conv", x, dy, opt, "y");
+  }
+  b.set_layout(y, Layout::kNHWC);
+  if (out != io) b.set_dtype(y, out);
+  b.output(y);
+  return b;
+}
+
+// matmul a [batch_a..., M, K] x b [batch_b..., K, N]; `b_strides` empty for row-major.
+inline GraphBuilder matmul_graph(const std::string& name, DataType a_dt, DataType b_dt, DataType out,
+                                 std::vector<DimArg> a_dims, std::vector<DimArg> b_dims,
+                                 std::vector<int64_t> b_strides = {}) {
+  GraphBuilder b("matmul_" + name);
+  b.io_dtype(out);
+  TensorRef a = b.tensor("a", a_dims, Layout::kRowMajor, a_dt);
+  TensorRef w = b_strides.empty() ? b.tensor("b", b_dims, Layout::kRowMajor, b_dt)
+                                  : b.tensor_strided("b", b_dims, std::move(b_strides), b_dt);
+  b.output(b.matmul("mm", a, w, "y"));
+  return b;
+}
+
+// Reduction of x [4, 16, 64] over the last axis or every axis; `fused` puts it behind an fp16 matmul
+// [1, 64, 32] x [1, 32, 64] whose output is also read (as examples/matmul_amax.json).
+inline GraphBuilder reduction_graph(ReductionMode m, bool all_axes, bool fused, DataType in) {
+  GraphBuilder b(std::string("reduce_") + reduction_mode_name(m) + (all_axes ? "_all" : "_last") + (fused ? "_mm" : ""));
+  b.io_dtype(in);
+  TensorRef x;
+  if (fused) {
+    x = b.matmul("mm", b.tensor("a", {1, 64, 32}), b.tensor("w", {1, 32, 64}), "mm_out");
+    b.output(x);
+  } else {
+    x = b.tensor("x", {4, 16, 64});
+  }
+  std::vector<int> axes = all_axes ? std::vector<int>{0, 1, 2} : std::vector<int>{2};
+  TensorRef r = b.reduce("red", m, x, axes, "r");
+  b.set_dtype(r, DataType::kFloat32);
+  b.output(r);
+  return b;
+}
+
+inline GraphBuilder norm_graph(bool layer, DataType io) {
+  GraphBuilder b(layer ? "layer_norm" : "rms_norm");
+  b.io_dtype(io);
+  TensorRef x = b.tensor("x", {16, 64, 1, 1});
+  TensorRef scale = b.tensor("scale", {1, 64, 1, 1}, Layout::kRowMajor, DataType::kFloat32);
+  TensorRef y = layer ? b.layer_norm("norm", x, scale, b.tensor("bias", {1, 64, 1, 1}, Layout::kRowMajor, DataType::kFloat32),
+                                     1e-5, "y")
+                      : b.rms_norm("norm", x, scale, 1e-5, "y");
+  b.output(y);
+  return b;
+}
+
+inline GraphBuilder sdpa_graph(bool causal, DataType io) {
+  GraphBuilder b(causal ? "sdpa_causal" : "sdpa");
+  b.io_dtype(io);
+  TensorRef q = b.tensor("q", {1, 2, 32, 64}), k = b.tensor("k", {1, 2, 32, 64}), v = b.tensor("v", {1, 2, 32, 64});
+  b.output(b.sdpa("attn", q, k, v, causal, std::nullopt, "o"));
+  return b;
+}
+
+// y = identity(x) with x in `from`, y in `to` (a cast); with `scale` first y = identity(x * scale).
+inline GraphBuilder cast_graph(DataType from, DataType to, double scale = 0) {
+  GraphBuilder b(std::string("cast_") + dt(from) + "_" + dt(to));
+  b.io_dtype(from);
+  TensorRef x = b.tensor("x", {4, 16, 64});
+  if (scale != 0) x = b.scale("scale", x, b.scalar("s", scale, DataType::kFloat32), "scaled");
+  TensorRef y = b.pointwise("cast", PointwiseMode::kIdentity, x, {}, "y");
+  b.set_dtype(y, to);
+  b.output(y);
+  return b;
+}
+
+}  // namespace detail
+
+inline std::vector<OpCase> op_coverage_cases() {
+  using namespace detail;
+  using D = DataType;
+  std::vector<OpCase> cases;
+  auto add = [&](std::string name, std::string dtype, std::string group, const GraphBuilder& b, bool tf32 = false) {
+    cases.push_back(make(std::move(name), std::move(dtype), std::move(group), b));
+    cases.back().allow_tf32 = tf32;
+  };
+
+  // ---- convolutions (NHWC) ----
+  const ConvCase basic{"basic", 2, 16, 32, 8, 3, 1, 1, 1, 1};
+  const ConvCase strided{"stride2_dil2", 2, 16, 32, 9, 3, 2, 2, 2, 1};
+  const ConvCase grouped{"groups2", 2, 16, 32, 8, 3, 1, 1, 1, 2};
+  const char* conv_ops[] = {"conv_fprop", "conv_dgrad", "conv_wgrad"};
+  for (int op = 0; op < 3; ++op) {
+    const std::string o = conv_ops[op];
+    // wgrad writes fp32 dw, as examples/conv_wgrad.json.
+    const D out16 = op == 2 ? D::kFloat32 : D::kFloat16;
+    add(o + ".basic", "fp16", o + " fp16", conv_graph(op, basic, D::kFloat16, out16));
+    add(o + ".stride2_dil2_pad2", "fp16", "", conv_graph(op, strided, D::kFloat16, out16));
+    add(o + ".groups2", "fp16", "", conv_graph(op, grouped, D::kFloat16, out16));
+    add(o + ".basic", "bf16", "", conv_graph(op, basic, D::kBFloat16, op == 2 ? D::kFloat32 : D::kBFloat16));
+    add(o + ".basic", "fp32", "", conv_graph(op, basic, D::kFloat32, D::kFloat32), true);
+  }
+  add("conv_fprop.basic", "fp8_e4m3", "", conv_graph(0, basic, D::kFp8E4M3, D::kFloat16));
+
+  // ---- matmul ----
+  add("matmul.basic", "bf16", "matmul bf16", matmul_graph("bf16", D::kBFloat16, D::kBFloat16, D::kBFloat16, {1, 32, 64}, {1, 64, 48}));
+  add("matmul.basic", "fp16", "matmul fp16", matmul_graph("fp16", D::kFloat16, D::kFloat16, D::kFloat16, {1, 32, 64}, {1, 64, 48}));
+  add("matmul.basic", "fp32", "", matmul_graph("fp32", D::kFloat32, D::kFloat32, D::kFloat32, {1, 32, 64}, {1, 64, 48}), true);
+  add("matmul.batched", "fp16", "", matmul_graph("batched", D::kFloat16, D::kFloat16, D::kFloat16, {4, 32, 64}, {4, 64, 48}));
+  add("matmul.batched_rank4", "fp16", "",
+      matmul_graph("batched4", D::kFloat16, D::kFloat16, D::kFloat16, {2, 3, 32, 64}, {2, 3, 64, 48}));
+  add("matmul.broadcast_b", "fp16", "",
+      matmul_graph("broadcast", D::kFloat16, D::kFloat16, D::kFloat16, {4, 32, 64}, {1, 64, 48}));
+  // fp8 products write fp16; b [1, K=64, N=48] either row-major or K-contiguous (column-major).
+  const std::vector<int64_t> k_major{64 * 48, 1, 64};
+  add("matmul.fp8_b_kmajor", "fp8_e4m3", "",
+      matmul_graph("e4m3_kmajor", D::kFp8E4M3, D::kFp8E4M3, D::kFloat16, {1, 32, 64}, {1, 64, 48}, k_major));
+  add("matmul.fp8_b_rowmajor", "fp8_e4m3", "",
+      matmul_graph("e4m3_rowmajor", D::kFp8E4M3, D::kFp8E4M3, D::kFloat16, {1, 32, 64}, {1, 64, 48}));
+  add("matmul.fp8_b_kmajor", "fp8_e5m2", "",
+      matmul_graph("e5m2_kmajor", D::kFp8E5M2, D::kFp8E5M2, D::kFloat16, {1, 32, 64}, {1, 64, 48}, k_major));
+  add("matmul.fp8_mixed_b_kmajor", "fp8_e4m3xe5m2", "",
+      matmul_graph("mixed_kmajor", D::kFp8E4M3, D::kFp8E5M2, D::kFloat16, {1, 32, 64}, {1, 64, 48}, k_major));
+  {
+    // Kiln's validation accepts integers only in identity: an int8 GEMM is a coverage gap it names.
+    OpCase c = make("matmul.int8_int32_out", "int8", "",
+                    matmul_graph("int8", D::kInt8, D::kInt8, D::kInt32, {1, 32, 64}, {1, 64, 48}));
+    c.kiln_rejects = "is not supported by matmul (expected a floating-point type)";
+    cases.push_back(std::move(c));
+  }
+
+  // ---- pointwise: every mode standalone (fp32, fp16, bf16) and fused behind a matmul (fp32, fp16) and a conv ----
+  const PointwiseMode modes[] = {PointwiseMode::kAdd, PointwiseMode::kSub, PointwiseMode::kMul, PointwiseMode::kDiv,
+                                 PointwiseMode::kMin, PointwiseMode::kMax, PointwiseMode::kScale, PointwiseMode::kBiasAdd,
+                                 PointwiseMode::kRelu, PointwiseMode::kGeluErf, PointwiseMode::kGeluTanh,
+                                 PointwiseMode::kSilu, PointwiseMode::kSigmoid, PointwiseMode::kTanh, PointwiseMode::kExp,
+                                 PointwiseMode::kIdentity};
+  for (PointwiseMode m : modes) {
+    const std::string mn = pointwise_mode_name(m);
+    for (D io : {D::kFloat32, D::kFloat16}) {
+      const std::string group = "pointwise " + mn + " " + dt(io);
+      add("pointwise." + mn, dt(io), group, pointwise_graph(m, io));
+      add("matmul+" + mn, dt(io), group, matmul_pointwise_graph(m, io), io == D::kFloat32);
+    }
+    add("pointwise." + mn, "bf16", "", pointwise_graph(m, D::kBFloat16));
+  }
+  for (PointwiseMode m : {PointwiseMode::kBiasAdd, PointwiseMode::kRelu, PointwiseMode::kScale, PointwiseMode::kAdd,
+                          PointwiseMode::kGeluTanh, PointwiseMode::kSilu})
+    add(std::string("conv_fprop+") + pointwise_mode_name(m), "fp16", "", conv_pointwise_graph(m));
+
+  // ---- reductions: every mode over the last axis and over all axes ----
+  for (ReductionMode m : {ReductionMode::kSum, ReductionMode::kMax, ReductionMode::kMin, ReductionMode::kAmax}) {
+    const std::string mn = std::string("reduce_") + reduction_mode_name(m);
+    for (bool all : {false, true}) {
+      const std::string axes = all ? "all_axes" : "last_axis";
+      const std::string group = mn + " " + axes;
+      add(mn + "." + axes, "fp32", group, reduction_graph(m, all, false, D::kFloat32));
+      add("matmul+" + mn + "." + axes, "fp16", group, reduction_graph(m, all, true, D::kFloat16));
+      add(mn + "." + axes, "fp16", "", reduction_graph(m, all, false, D::kFloat16));
+    }
+  }
+
+  // ---- norms ----
+  for (bool layer : {true, false}) {
+    const std::string n = layer ? "layer_norm" : "rms_norm";
+    add(n, "fp16", n + " fp16", norm_graph(layer, D::kFloat16));
+    add(n, "bf16", "", norm_graph(layer, D::kBFloat16));
+    add(n, "fp32", "", norm_graph(layer, D::kFloat32));
+  }
+
+  // ---- sdpa ----
+  for (D io : {D::kFloat16, D::kBFloat16})
+    for (bool causal : {false, true}) {
+      const std::string n = causal ? "sdpa.causal" : "sdpa";
+      add(n, dt(io), n + " " + dt(io), sdpa_graph(causal, io));
+    }
+
+  // ---- dtype casts through identity ----
+  add("cast", "fp32->bf16", "", cast_graph(D::kFloat32, D::kBFloat16));
+  add("cast", "fp16->fp32", "", cast_graph(D::kFloat16, D::kFloat32));
+  add("cast", "fp16->fp8_e4m3", "", cast_graph(D::kFloat16, D::kFp8E4M3));
+  add("cast", "fp16->fp8_e5m2", "", cast_graph(D::kFloat16, D::kFp8E5M2));
+  add("cast", "fp8_e4m3->fp16", "", cast_graph(D::kFp8E4M3, D::kFloat16));
+  add("cast", "fp32->int8", "", cast_graph(D::kFloat32, D::kInt8));
+  add("cast.scaled_x100", "fp32->int8", "", cast_graph(D::kFloat32, D::kInt8, 100.0));
+  add("cast", "int8->fp32", "", cast_graph(D::kInt8, D::kFloat32));
+  return cases;
+}
+
+// The core groups every run must pass (one Passed case each), in the order above.
+inline std::vector<std::string> core_groups(const std::vector<OpCase>& cases) {
+  std::vector<std::string> groups;
+  for (const OpCase& c : cases)
+    if (!c.core_group.empty() && std::find(groups.begin(), groups.end(), c.core_group) == groups.end())
+      groups.push_back(c.core_group);
+  return groups;
+}
+
+}  // namespace kiln::opcov

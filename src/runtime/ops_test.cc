@@ -1,0 +1,82 @@
+// Host tier of the per-op coverage: every case of op_coverage_cases.h builds and validates with the C++
+// builder (or is refused by Kiln exactly as listed), fits the host reference's cost cap, and the host
+// reference (with its magnitude pass) runs on it, finite, so the GPU test's case list is checked in CI.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "kiln/numerics.h"
+#include "kiln/reference.h"
+#include "runtime/op_coverage_cases.h"
+
+namespace kiln {
+namespace {
+
+TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
+  const std::vector<opcov::OpCase> cases = opcov::op_coverage_cases();
+  std::set<std::string> names;
+  int rejected = 0;
+  for (const opcov::OpCase& c : cases) {
+    SCOPED_TRACE(c.name + " " + c.dtype);
+    EXPECT_TRUE(names.insert(c.name + " " + c.dtype).second) << "duplicate case";
+    if (!c.kiln_rejects.empty()) {
+      ++rejected;
+      ASSERT_FALSE(c.graph.is_ok());
+      EXPECT_EQ(c.graph.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(c.graph.status().message().find(c.kiln_rejects), std::string::npos) << c.graph.status().message();
+      continue;
+    }
+    ASSERT_TRUE(c.graph.is_ok()) << c.graph.status().to_string();
+    const Graph& g = *c.graph;
+    auto macs = estimate_macs(g);
+    ASSERT_TRUE(macs.is_ok()) << macs.status().to_string();
+    EXPECT_LE(*macs, HostReferenceOptions().max_macs);
+    EXPECT_LE(*macs, 2e7) << "keep coverage cases small (the GPU test runs ~150 of them)";
+    auto in = make_random_inputs(g, 1);
+    ASSERT_TRUE(in.is_ok()) << in.status().to_string();
+    auto ref = run_host_reference_with_magnitudes(g, *in);
+    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+    ASSERT_EQ(ref->values.size(), g.outputs.size());
+    ASSERT_EQ(ref->magnitudes.size(), g.outputs.size());
+    for (size_t i = 0; i < ref->values.size(); ++i) {
+      for (double v : ref->values[i].values()) ASSERT_TRUE(std::isfinite(v)) << "output " << i;
+      for (double m : ref->magnitudes[i].values()) ASSERT_TRUE(std::isfinite(m)) << "magnitude " << i;
+    }
+    // The check machinery accepts the reference against itself for every case (tolerances are defined).
+    auto self = check_outputs(g, ref->values, *ref, CheckOptions{c.allow_tf32, 1.0});
+    ASSERT_TRUE(self.is_ok()) << self.status().to_string();
+    EXPECT_EQ(self->verdict, Verdict::kPassed) << self->summary();
+  }
+  EXPECT_EQ(rejected, 1);
+  EXPECT_GE(cases.size(), 140u);
+}
+
+TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
+  const std::vector<opcov::OpCase> cases = opcov::op_coverage_cases();
+  const std::vector<std::string> groups = opcov::core_groups(cases);
+  std::set<std::string> g(groups.begin(), groups.end());
+  for (const char* want : {"conv_fprop fp16", "conv_dgrad fp16", "conv_wgrad fp16", "matmul bf16", "matmul fp16",
+                           "layer_norm fp16", "rms_norm fp16", "sdpa fp16", "sdpa.causal fp16", "sdpa bf16",
+                           "sdpa.causal bf16"})
+    EXPECT_TRUE(g.count(want)) << want;
+  int pointwise = 0, reductions = 0;
+  for (const std::string& s : groups) {
+    pointwise += s.rfind("pointwise ", 0) == 0;
+    reductions += s.rfind("reduce_", 0) == 0;
+  }
+  EXPECT_EQ(pointwise, 16 * 2);  // every mode in fp32 and fp16
+  EXPECT_EQ(reductions, 4 * 2);  // every mode over the last axis and over all axes
+  EXPECT_EQ(groups.size(), 11u + 32u + 8u);
+  // Every pointwise mode appears standalone and fused behind a matmul in both core dtypes.
+  for (const char* mode : {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add", "relu", "gelu_erf",
+                           "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "identity"})
+    for (const char* dt : {"fp32", "fp16"}) {
+      int members = 0;
+      for (const auto& c : cases) members += c.core_group == std::string("pointwise ") + mode + " " + dt;
+      EXPECT_EQ(members, 2) << mode << " " << dt;
+    }
+}
+
+}  // namespace
+}  // namespace kiln
