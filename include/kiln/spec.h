@@ -20,6 +20,16 @@ StatusOr<Graph> parse_spec_file(const std::string& path, const ValidateOptions& 
 StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& source_name,
                                   const ValidateOptions& options = {});
 
+// Writes a graph as spec JSON (docs/spec.md "Writing a graph back"): the inverse of parse_spec_string for
+// a validated graph (from a spec or GraphBuilder::build). Reading the text back gives a graph with the same
+// structure signature and shape key. Every tensor is declared in Graph::tensors order with its dims (dynamic
+// ones by symbol), layout (or explicit strides), dtype when set, and value when passed by value; nodes
+// keep their names, ops, compute dtypes and attributes; the graph's dtypes, dynamic dims and `pin` are
+// written. `indent` < 0: one line (the form stored in the plan store); else pretty-printed with that indent.
+// InvalidArgument for a graph that no spec can express (an empty or repeated name, a name that is not
+// UTF-8).
+StatusOr<std::string> graph_to_spec_json(const Graph& graph, int indent = -1);
+
 // The spec op names ("conv_fprop", "relu", "reduce_amax", ...), in documentation order.
 const std::vector<std::string>& spec_op_names();
 
