@@ -153,6 +153,7 @@ struct GcReport {
   int64_t old_removed = 0;
   int64_t corrupt_removed = 0;
   int64_t quarantine_removed = 0;
+  int64_t graph_specs_removed = 0;  // specs no plan and no queue row refers to any more
 };
 
 struct VerifyOptions {
@@ -183,6 +184,7 @@ struct ExportOptions {
 struct ExportReport {
   int64_t records = 0;
   std::vector<std::string> fingerprint_keys;
+  int64_t graph_specs = 0;  // graph specs of the exported records' (structure, shape) carried along
 };
 
 struct ImportOptions {
@@ -197,7 +199,54 @@ struct ImportReport {
   int64_t kept_newer = 0;    // existing records at least as new kept
   int64_t unchanged = 0;     // identical record already present
   int64_t skipped_stale = 0; // fingerprint failed the policy
+  int64_t graph_specs = 0;   // graph specs added (a spec already stored for the key is kept)
 };
+
+// ---- Re-tune queue (docs/store.md "The re-tune queue") ----
+// A process that could not use a tuned plan (miss, stale or corrupt record) under the policy
+// kHeuristicsAndQueue asks for one here; `kiln plans retune` (retune_queued() in kiln/retune.h) drains it
+// on a machine of that environment. One row per (structure_sig, shape_key, fingerprint_key of the
+// environment that wants the plan).
+struct RetuneRequest {
+  std::string structure_sig;
+  std::string shape_key;        // may be empty (a graph with no dynamic dim)
+  EnvFingerprint fingerprint;   // the environment that wants a tuned plan
+  std::string graph_name;
+  std::string spec_json;        // the graph as spec JSON (graph_to_spec_json): re-tunable without its file
+  std::string reason;           // "store stale: cudnn_version: recorded 9.19.0, current 9.20.0 (must match)"
+  int64_t requested_at = 0;     // unix seconds; 0: now
+};
+
+// Distinct reasons kept per queue row (the oldest are dropped), and the longest reason kept (longer ones are
+// cut with "...").
+inline constexpr size_t kRetuneReasonsKept = 8;
+inline constexpr size_t kRetuneReasonMaxChars = 500;
+
+struct RetuneQueueEntry {
+  std::string structure_sig, shape_key, fingerprint_key;
+  EnvFingerprint fingerprint;
+  std::string graph_name;
+  std::string spec_json;
+  std::vector<std::string> reasons;  // distinct, in the order first seen
+  int64_t request_count = 0;         // how many times it was asked for
+  int64_t first_seen = 0;            // unix seconds
+  int64_t last_seen = 0;
+  std::string requested_by;          // user@host of the last request
+  std::string problem;               // non-empty when a column did not read back (e.g. fingerprint JSON)
+};
+
+// ---- Graph specs (docs/store.md "Graph specs") ----
+// The graph behind a (structure_sig, shape_key), as spec JSON, kept beside its plans so that a plan can be
+// re-run and checked (`kiln plans verify --deep`) without the original spec file. Opaque text to the
+// store; the writer (runtime layer) guarantees the spec gives this signature and shape key.
+struct GraphSpecEntry {
+  std::string structure_sig, shape_key;
+  std::string graph_name;
+  std::string spec_json;
+  int64_t created_at = 0;
+  std::string checksum;  // XXH3-128 hex over the key and the text (docs/store.md)
+};
+std::string compute_graph_spec_checksum(const GraphSpecEntry& e);
 
 // $KILN_STORE, else $XDG_CACHE_HOME/kiln/plans.db, else $HOME/.cache/kiln/plans.db.
 std::string default_store_path();
@@ -212,6 +261,7 @@ class PlanStore {
   PlanStore& operator=(const PlanStore&) = delete;
 
   const std::string& path() const { return path_; }
+  bool read_only() const { return read_only_; }
 
   // Inserts or replaces the record with the same key, in one transaction. Returns the record as stored
   // (tuned_by, created_at, kiln_schema_version and checksum filled). InvalidArgument for an empty
@@ -255,6 +305,29 @@ class PlanStore {
   // Checks the whole bundle first (manifest, per-record and whole checksums, validator), then merges it
   // in one transaction: Corruption naming the first bad record and nothing imported if any check fails.
   StatusOr<ImportReport> import_bundle(const std::string& bundle_path, const ImportOptions& options = {});
+
+  // Adds a request to the re-tune queue, or, when the key is already queued, counts it again in one
+  // transaction: request_count + 1, last_seen, the reason added to the distinct reasons, spec, graph name
+  // and fingerprint replaced by the latest. Returns the row as stored. InvalidArgument for an empty
+  // structure signature or spec; FailedPrecondition (and a log line) for a read-only store, which never
+  // queues.
+  StatusOr<RetuneQueueEntry> enqueue_retune(const RetuneRequest& request);
+  // The queued rows (for one environment when fingerprint_key is non-empty), oldest request first.
+  StatusOr<std::vector<RetuneQueueEntry>> list_retune_queue(const std::string& fingerprint_key = "");
+  // Removes one row; returns whether it was there.
+  StatusOr<bool> remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
+                                          const std::string& fingerprint_key);
+
+  // Stores the graph spec of (structure_sig, shape_key), replacing an earlier one (created_at and checksum
+  // are filled). InvalidArgument for an empty signature or spec; FailedPrecondition for a read-only store.
+  StatusOr<GraphSpecEntry> put_graph_spec(const std::string& structure_sig, const std::string& shape_key,
+                                          const std::string& graph_name, const std::string& spec_json);
+  // The stored spec of (structure_sig, shape_key), or nullopt. A row whose checksum fails is logged,
+  // deleted (unless read-only) and reported as absent.
+  StatusOr<std::optional<GraphSpecEntry>> get_graph_spec(const std::string& structure_sig,
+                                                         const std::string& shape_key);
+  // Every stored spec whose checksum passes (others are logged and skipped), by key.
+  StatusOr<std::vector<GraphSpecEntry>> list_graph_specs();
 
   StoreCounters counters() const;
   void reset_counters();

@@ -8,7 +8,9 @@
 #include <set>
 
 #include "kiln/hash.h"
+#include "kiln/log.h"
 #include "kiln/plan_store.h"
+#include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_util.h"
 
@@ -69,9 +71,11 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
     KILN_RETURN_IF_ERROR(exec(raw, "BEGIN"));
     KILN_RETURN_IF_ERROR(exec(raw, "CREATE TABLE bundle_manifest(json TEXT NOT NULL)"));
     KILN_RETURN_IF_ERROR(exec(raw, store::plans_table_sql("plans").c_str()));
+    KILN_RETURN_IF_ERROR(exec(raw, store::graph_specs_table_sql("graph_specs").c_str()));
     KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(raw, insert_sql("plans", "INSERT")));
 
     std::vector<ManifestEntry> entries;
+    std::vector<ManifestEntry> graph_specs;  // fingerprint_key unused
     std::map<std::string, EnvFingerprint> fingerprints;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -93,6 +97,30 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
         KILN_RETURN_IF_ERROR(ins.reset());
         entries.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, r.record.checksum});
         fingerprints.emplace(r.stored_fingerprint_key, r.record.fingerprint);
+      }
+      // The graph specs of the exported (structure, shape) keys travel with them; a damaged one stays behind.
+      KILN_ASSIGN_OR_RETURN(Stmt gs, Stmt::prepare(db_, std::string("SELECT ") + store::kGraphSpecColumns +
+                                                            " FROM graph_specs WHERE structure_sig=?1 AND shape_key=?2"));
+      KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO graph_specs(") +
+                                                             store::kGraphSpecColumns + ") VALUES (?1,?2,?3,?4,?5,?6)"));
+      std::set<std::pair<std::string, std::string>> done;
+      for (const auto& e : entries) {
+        if (!done.insert({e.structure_sig, e.shape_key}).second) continue;
+        gs.bind(1, e.structure_sig).bind(2, e.shape_key);
+        KILN_ASSIGN_OR_RETURN(bool row, gs.step());
+        GraphSpecEntry spec;
+        std::string problem = row ? store::read_graph_spec(gs, 0, &spec) : std::string();
+        KILN_RETURN_IF_ERROR(gs.reset());
+        if (!row) continue;
+        if (!problem.empty()) {
+          KILN_LOG(kWarn, "export: graph spec " << e.structure_sig.substr(0, 12) << "/" << e.shape_key
+                                                << " left out: " << problem);
+          continue;
+        }
+        store::bind_graph_spec(gins, 1, spec);
+        KILN_RETURN_IF_ERROR(gins.run());
+        KILN_RETURN_IF_ERROR(gins.reset());
+        graph_specs.push_back({spec.structure_sig, spec.shape_key, "", spec.checksum});
       }
     }
 
@@ -120,6 +148,13 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
                       {"checksum", e.checksum}});
     m["records"] = recs;
     m["bundle_checksum"] = bundle_checksum(entries);
+    // Graph specs carry their own checksums (each covers its key and text); listed here so that a missing or
+    // extra one is caught. Not part of bundle_checksum: bundles without them stay valid.
+    nlohmann::ordered_json specs = nlohmann::ordered_json::array();
+    for (const auto& g : graph_specs)
+      specs.push_back({{"structure_sig", g.structure_sig}, {"shape_key", g.shape_key}, {"checksum", g.checksum}});
+    m["graph_specs"] = specs;
+    out.graph_specs = static_cast<int64_t>(graph_specs.size());
     KILN_ASSIGN_OR_RETURN(Stmt man, Stmt::prepare(raw, "INSERT INTO bundle_manifest(json) VALUES (?1)"));
     man.bind(1, m.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     KILN_RETURN_IF_ERROR(man.run());
@@ -144,6 +179,7 @@ namespace {
 
 struct BundleContents {
   std::vector<PlanRecord> records;
+  std::vector<GraphSpecEntry> graph_specs;
 };
 
 // Reads and checks a whole bundle; Corruption naming the bundle and the first bad record.
@@ -171,6 +207,7 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   if (m.is_discarded() || !m.is_object()) return corruption(what + ": the manifest is not valid JSON");
 
   std::vector<ManifestEntry> entries;
+  std::map<std::string, std::string> listed_specs;  // entry_key(sig, shape, "") -> checksum
   std::string declared_sum;
   int64_t declared_count = -1;
   try {
@@ -188,6 +225,10 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
     for (const auto& e : m.at("records"))
       entries.push_back({e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(),
                          e.at("fingerprint_key").get<std::string>(), e.at("checksum").get<std::string>()});
+    if (m.contains("graph_specs"))
+      for (const auto& e : m.at("graph_specs"))
+        listed_specs[entry_key(e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(), "")] =
+            e.at("checksum").get<std::string>();
   } catch (const std::exception& e) {
     return corruption(what + ": malformed manifest: " + e.what());
   }
@@ -223,6 +264,35 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
     if (!seen.count(entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)))
       return corruption(what + ": record " + store::record_name(e.structure_sig, e.shape_key, e.fingerprint_key) +
                         " is listed in the manifest but missing");
+
+  // Graph specs (bundles written before they existed have no table and list none).
+  KILN_ASSIGN_OR_RETURN(bool has_specs, store::table_exists(raw, "graph_specs"));
+  std::set<std::string> seen_specs;
+  if (has_specs) {
+    KILN_ASSIGN_OR_RETURN(Stmt gs, Stmt::prepare(raw, std::string("SELECT ") + store::kGraphSpecColumns +
+                                                         " FROM graph_specs"));
+    while (true) {
+      StatusOr<bool> row = gs.step();
+      if (!row.is_ok()) return corruption(what + ": cannot read its graph specs: " + row.status().message());
+      if (!*row) break;
+      GraphSpecEntry spec;
+      std::string problem = store::read_graph_spec(gs, 0, &spec);
+      std::string name = gs.text(0).substr(0, 12) + "/" + gs.text(1);
+      if (!problem.empty()) return corruption(what + ": graph spec " + name + ": " + problem);
+      std::string key = entry_key(spec.structure_sig, spec.shape_key, "");
+      auto it = listed_specs.find(key);
+      if (it == listed_specs.end()) return corruption(what + ": graph spec " + name + " is not in the manifest");
+      if (it->second != spec.checksum)
+        return corruption(what + ": graph spec " + name + ": checksum differs from the manifest's");
+      seen_specs.insert(key);
+      out.graph_specs.push_back(std::move(spec));
+    }
+  }
+  for (const auto& [key, sum] : listed_specs)
+    if (!seen_specs.count(key)) {
+      std::string sig = key.substr(0, key.find('\x1f'));
+      return corruption(what + ": graph spec " + sig.substr(0, 12) + " is listed in the manifest but missing");
+    }
   return out;
 }
 
@@ -260,6 +330,15 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
     KILN_RETURN_IF_ERROR(ins.run());
     KILN_RETURN_IF_ERROR(ins.reset());
     ++(exists ? out.replaced : out.imported);
+  }
+  // A spec already stored for a key is kept: both give the same signature, so they describe the same graph.
+  KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(db_, std::string("INSERT OR IGNORE INTO graph_specs(") +
+                                                         store::kGraphSpecColumns + ") VALUES (?1,?2,?3,?4,?5,?6)"));
+  for (const GraphSpecEntry& spec : bundle.graph_specs) {
+    store::bind_graph_spec(gins, 1, spec);
+    KILN_RETURN_IF_ERROR(gins.run());
+    out.graph_specs += sqlite3_changes(db_);
+    KILN_RETURN_IF_ERROR(gins.reset());
   }
   KILN_RETURN_IF_ERROR(txn.commit());
   return out;

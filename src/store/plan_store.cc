@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kiln/log.h"
+#include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_util.h"
 
@@ -134,6 +135,9 @@ Status init_schema(sqlite3* db, bool read_only) {
     KILN_RETURN_IF_ERROR(exec(db, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)"));
     KILN_RETURN_IF_ERROR(exec(db, store::plans_table_sql("plans").c_str()));
     KILN_RETURN_IF_ERROR(exec(db, quarantine_table_sql().c_str()));
+    // Added within schema version 1 (a v1 store without them gets them here; older Kilns ignore them).
+    KILN_RETURN_IF_ERROR(exec(db, store::retune_queue_table_sql().c_str()));
+    KILN_RETURN_IF_ERROR(exec(db, store::graph_specs_table_sql("graph_specs").c_str()));
     if (!has_meta) {
       KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
       ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(kStoreSchemaVersion));
@@ -564,6 +568,12 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
     KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM quarantine"));
     out.quarantine_removed = sqlite3_changes(db_);
   }
+  // Graph specs that no plan and no queued re-tune refers to any more.
+  KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM graph_specs WHERE NOT EXISTS (SELECT 1 FROM plans p WHERE "
+                                 "p.structure_sig = graph_specs.structure_sig AND p.shape_key = graph_specs.shape_key)"
+                                 " AND NOT EXISTS (SELECT 1 FROM retune_queue q WHERE q.structure_sig = "
+                                 "graph_specs.structure_sig AND q.shape_key = graph_specs.shape_key)"));
+  out.graph_specs_removed = sqlite3_changes(db_);
   KILN_RETURN_IF_ERROR(txn.commit());
   return out;
 }

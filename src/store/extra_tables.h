@@ -1,0 +1,27 @@
+// The store's tables beside `plans` and `quarantine`: the re-tune queue and graph specs. Private to the
+// store layer. Both were added to schema version 1 (docs/store.md "Schema"): open() creates them when
+// missing, and a Kiln that predates them ignores them.
+#pragma once
+
+#include <string>
+
+#include "kiln/plan_store.h"
+#include "store/sqlite_util.h"
+
+namespace kiln::store {
+
+// CREATE TABLE IF NOT EXISTS text.
+std::string retune_queue_table_sql();
+std::string graph_specs_table_sql(const char* table);  // the store's `graph_specs`, a bundle's `graph_specs`
+
+// Whether the database has a table of this name (a read-only store written before the table existed has
+// none).
+StatusOr<bool> table_exists(sqlite3* db, const char* table);
+
+// The graph_specs columns in order, and their binding/reading (shared by the store and its bundles).
+inline constexpr const char* kGraphSpecColumns = "structure_sig, shape_key, graph_name, spec_json, created_at, checksum";
+void bind_graph_spec(Stmt& st, int first, const GraphSpecEntry& e);
+// Reads the columns of kGraphSpecColumns from column `first`; returns "" when sound, else the problem.
+std::string read_graph_spec(const Stmt& st, int first, GraphSpecEntry* out);
+
+}  // namespace kiln::store
