@@ -15,6 +15,7 @@
 #include "kiln/numerics.h"
 #include "kiln/plan_store.h"
 #include "kiln/reference.h"
+#include "kiln/retune.h"
 
 namespace kiln {
 
@@ -22,17 +23,24 @@ namespace kiln {
 struct ObtainedPlan {
   LoweredGraph plan;
   EngineConfig config;
-  std::string source;                 // "store", "heuristics", "pinned"
+  std::string source;                 // "store", "heuristics", "pinned", "tuned"
   std::vector<std::string> reasons;   // why not the store, when a store was asked
   double obtain_ms = 0;               // lookup + deserialize, or lower + build
 };
 
-// Looks the graph up in `store` (when non-null) under `env` and `policy`; on a hit deserializes it. On a
-// miss, stale or corrupt record, builds from heuristics (or `pin`) instead, unless the policy says fail
-// (FailedPrecondition naming the fields).
+// Looks the graph up in `store` (when non-null) under `env` and `policy`; on a hit deserializes it. With
+// `pin` the store is not asked and the pinned configuration is built. On a miss, stale or corrupt record,
+// policy.on_mismatch decides (docs/store.md "Mismatch policies in obtain_plan"):
+//   kHeuristicsAndQueue  builds from heuristics (source "heuristics") and queues a re-tune in the store
+//                        (kiln/retune.h; reasons say "queued for re-tune", or why not: a read-only store);
+//   kRetune              tunes now (`retune`), puts the winner and the graph's spec into the store (when
+//                        writable) and runs it (source "tuned"); if tuning fails, heuristics, with why;
+//   kFail                FailedPrecondition naming the fields (stale records only; a miss builds from
+//                        heuristics).
 StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, PlanStore* store,
                                    const EnvFingerprint& env, const EnvPolicy& policy,
-                                   const std::optional<EngineConfig>& pin = std::nullopt);
+                                   const std::optional<EngineConfig>& pin = std::nullopt,
+                                   const RetuneNowOptions& retune = {});
 
 // Which reference(s) judge a verified run:
 //   kAuto    the host reference when the graph's MACs (estimate_macs) are within host_max_macs, else the

@@ -11,6 +11,7 @@
 #include "kiln/log.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/reference.h"
+#include "kiln/retune.h"
 
 namespace kiln {
 namespace {
@@ -43,9 +44,47 @@ StatusOr<std::map<int, HostTensor>> load_inputs(const Graph& g, const std::strin
 
 }  // namespace
 
+namespace {
+
+// obtain_plan under kRetune: tunes the graph now, stores the winner (and the graph's spec) when the store
+// is writable, and deserializes the winner on the caller's handle.
+StatusOr<ObtainedPlan> tune_now(const Graph& graph, const GraphSignature& sig, cudnnHandle_t handle, PlanStore& store,
+                                const EnvFingerprint& env, const RetuneNowOptions& retune) {
+  ObtainedPlan out;
+  KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(graph, tune_options_for(retune)));
+  if (!tr.winner)
+    return check_failed("no correct candidate among " + std::to_string(tr.candidates.size()) +
+                        (tr.budget_exhausted ? " within the time budget" : ""));
+  KILN_ASSIGN_OR_RETURN(out.plan, LoweredGraph::deserialize(graph, handle, tr.winner_plan));
+  out.config = tr.winner_config;
+  out.source = "tuned";
+  out.reasons.push_back("re-tuned now: " + tr.winner_config.identity() + " " + tr.winner_check);
+  if (store.read_only()) {
+    out.reasons.push_back("tuned plan not stored: the store is read-only");
+    return out;
+  }
+  Status stored = [&]() -> Status {
+    KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
+    KILN_ASSIGN_OR_RETURN(PlanRecord put, store.put(rec));
+    (void)put;
+    KILN_RETURN_IF_ERROR(remember_graph_spec(store, graph));
+    // A re-tune queued earlier for this key and environment is served now.
+    KILN_ASSIGN_OR_RETURN(bool removed, store.remove_from_retune_queue(sig.structure, sig.shape_key, fingerprint_key(env)));
+    (void)removed;
+    return Status::ok();
+  }();
+  if (stored.is_ok())
+    out.reasons.push_back("stored in " + store.path());
+  else
+    out.reasons.push_back("tuned plan not stored: " + stored.message());
+  return out;
+}
+
+}  // namespace
+
 StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, PlanStore* store,
                                    const EnvFingerprint& env, const EnvPolicy& policy,
-                                   const std::optional<EngineConfig>& pin) {
+                                   const std::optional<EngineConfig>& pin, const RetuneNowOptions& retune) {
   auto t0 = Clock::now();
   ObtainedPlan out;
   if (store && !pin) {
@@ -69,6 +108,24 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
     } else {
       out.reasons.push_back(std::string("store ") + lookup_outcome_name(look.outcome));
       for (auto& r : look.reasons) out.reasons.push_back(r);
+    }
+    if (policy.on_mismatch == MismatchPolicy::kRetune) {
+      StatusOr<ObtainedPlan> tuned = tune_now(graph, sig, handle, *store, env, retune);
+      if (tuned.is_ok()) {
+        out.reasons.insert(out.reasons.end(), tuned->reasons.begin(), tuned->reasons.end());
+        tuned->reasons = std::move(out.reasons);
+        for (auto& r : tuned->reasons) KILN_LOG(kInfo, "graph '" << graph.name << "': " << r);
+        tuned->obtain_ms = ms_since(t0);
+        return tuned;
+      }
+      out.reasons.push_back("re-tune failed, running heuristics: " + tuned.status().message());
+    } else if (policy.on_mismatch == MismatchPolicy::kHeuristicsAndQueue) {
+      StatusOr<RetuneQueueEntry> queued = queue_retune(*store, graph, env, retune_reason(look));
+      if (queued.is_ok())
+        out.reasons.push_back("queued for re-tune (requested " + std::to_string(queued->request_count) +
+                              (queued->request_count == 1 ? " time)" : " times)"));
+      else
+        out.reasons.push_back("not queued for re-tune: " + queued.status().message());
     }
     for (auto& r : out.reasons) KILN_LOG(kInfo, "graph '" << graph.name << "': " << r);
   }

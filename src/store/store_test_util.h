@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -111,5 +114,26 @@ inline void flip_blob_byte(const std::string& path, const std::string& sig, int 
   sqlite3_blob_close(blob);
   sqlite3_close(db);
 }
+
+#ifdef KILN_BINARY
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the built kiln binary as a user would, with these arguments.
+inline RunResult run_kiln(const std::string& args) {
+  RunResult r;
+  std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+#endif
 
 }  // namespace kiln::store_test

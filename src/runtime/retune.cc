@@ -1,0 +1,198 @@
+// Re-tuning what the plan store could not serve: queueing (obtain_plan under kHeuristicsAndQueue), the
+// graph specs kept beside plans, and draining the queue (`kiln plans retune`).
+#include "kiln/retune.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "kiln/log.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/spec.h"
+#include "kiln/tune_policy.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string key_name(const std::string& sig, const std::string& shape) {
+  return sig.substr(0, 12) + (shape.empty() ? "" : "/" + shape);
+}
+
+// Tunes one queued row whose environment is this one. Fills the row's outcome.
+void retune_row(PlanStore& store, const EnvFingerprint& current, const TuneOptions& to, RetuneRowReport& row) {
+  const RetuneQueueEntry& e = row.entry;
+  auto fail = [&](const std::string& why) {
+    row.outcome = RetuneOutcome::kFailed;
+    row.message = why;
+  };
+  StatusOr<Graph> g = parse_spec_string(e.spec_json, "queued graph '" + e.graph_name + "'");
+  if (!g.is_ok()) return fail("its spec does not parse: " + g.status().message());
+  StatusOr<GraphSignature> sig = compute_signature(*g);
+  if (!sig.is_ok()) return fail("no signature: " + sig.status().message());
+  if (sig->structure != e.structure_sig || sig->shape_key != e.shape_key)
+    return fail("its spec gives " + key_name(sig->structure, sig->shape_key) + ", not the queued " +
+                key_name(e.structure_sig, e.shape_key) + " (queued by another Kiln version?)");
+
+  // Someone may have tuned it since it was queued (kiln tune, another retune).
+  StatusOr<LookupResult> look = store.get(e.structure_sig, e.shape_key, current);
+  if (look.is_ok() && look->runnable() && look->record->tuned) {
+    row.outcome = RetuneOutcome::kAlreadyTuned;
+    row.winner = plan_identity(look->record->engine_id, look->record->knobs);
+    row.median_ms = look->record->stats.median_ms;
+    row.verdict = look->record->numerics.verdict;
+    row.message = "the store already has a tuned plan for this environment";
+    Status s = remember_graph_spec(store, *g);
+    if (!s.is_ok()) KILN_LOG(kWarn, "graph spec of " << key_name(e.structure_sig, e.shape_key) << " not kept: " << s.message());
+    StatusOr<bool> removed = store.remove_from_retune_queue(e.structure_sig, e.shape_key, e.fingerprint_key);
+    if (!removed.is_ok()) row.message += "; the queue row could not be removed: " + removed.status().message();
+    return;
+  }
+
+  StatusOr<TuneResult> tr = tune_graph(*g, to);
+  if (!tr.is_ok()) return fail("tuning failed: " + tr.status().message());
+  if (tr->cancelled) {
+    row.outcome = RetuneOutcome::kNotReached;
+    row.message = "interrupted while tuning";
+    return;
+  }
+  if (!tr->winner) {
+    std::string why = "no correct candidate";
+    if (tr->budget_exhausted) why += " within the time budget";
+    return fail(why + " (" + std::to_string(tr->candidates.size()) + " candidates)");
+  }
+  StatusOr<PlanRecord> rec = record_from_tuning(*sig, current, *tr);
+  if (!rec.is_ok()) return fail("no record: " + rec.status().message());
+  StatusOr<PlanRecord> stored = store.put(*rec);
+  if (!stored.is_ok()) return fail("the tuned plan could not be stored: " + stored.status().message());
+  Status spec = remember_graph_spec(store, *g);
+  if (!spec.is_ok())
+    KILN_LOG(kWarn, "graph spec of " << key_name(e.structure_sig, e.shape_key) << " not kept: " << spec.message());
+  row.outcome = RetuneOutcome::kTuned;
+  row.winner = tr->winner_config.identity();
+  row.median_ms = tr->candidates[*tr->winner].median_ms;
+  row.verdict = rec->numerics.verdict;
+  row.message = tr->winner_check;
+  StatusOr<bool> removed = store.remove_from_retune_queue(e.structure_sig, e.shape_key, e.fingerprint_key);
+  if (!removed.is_ok()) row.message += "; the queue row could not be removed: " + removed.status().message();
+}
+
+}  // namespace
+
+std::string retune_reason(const LookupResult& look) {
+  std::string r = std::string("store ") + lookup_outcome_name(look.outcome);
+  if (look.outcome == LookupOutcome::kHit) r += ", but the plan did not load";
+  if (!look.reasons.empty()) r += ": " + join(look.reasons, "; ");
+  return r;
+}
+
+StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, const EnvFingerprint& env,
+                                        const std::string& reason) {
+  KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(graph));
+  KILN_ASSIGN_OR_RETURN(std::string spec, graph_to_spec_json(graph));
+  RetuneRequest req;
+  req.structure_sig = sig.structure;
+  req.shape_key = sig.shape_key;
+  req.fingerprint = env;
+  req.graph_name = graph.name;
+  req.spec_json = std::move(spec);
+  req.reason = reason;
+  return store.enqueue_retune(req);
+}
+
+Status remember_graph_spec(PlanStore& store, const Graph& graph) {
+  KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(graph));
+  KILN_ASSIGN_OR_RETURN(std::string spec, graph_to_spec_json(graph));
+  KILN_ASSIGN_OR_RETURN(GraphSpecEntry e, store.put_graph_spec(sig.structure, sig.shape_key, graph.name, spec));
+  (void)e;
+  return Status::ok();
+}
+
+TuneOptions tune_options_for(const RetuneNowOptions& o) {
+  TuneOptions to;
+  to.time_budget_s = o.time_budget_s;
+  to.measure.stopping.time_budget_ms = o.candidate_budget_ms;
+  to.top_k = o.top_k;
+  to.seed = o.seed;
+  return to;
+}
+
+const char* retune_outcome_name(RetuneOutcome o) {
+  switch (o) {
+    case RetuneOutcome::kTuned: return "tuned";
+    case RetuneOutcome::kAlreadyTuned: return "already tuned";
+    case RetuneOutcome::kFailed: return "failed";
+    case RetuneOutcome::kOtherEnvironment: return "other environment";
+    case RetuneOutcome::kNotReached: return "not reached";
+  }
+  return "?";
+}
+
+StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& options) {
+  if (store.read_only()) return failed_precondition("plan store " + store.path() + " was opened read-only: cannot store re-tuned plans");
+  EnvFingerprint current;
+  if (options.current) {
+    current = *options.current;
+  } else {
+    EnvReport env = collect_environment(0);
+    if (!env.device_status.is_ok())
+      return unavailable("re-tuning needs this machine's GPU, and there is none: " + env.device_status.message());
+    current = env.fingerprint;
+  }
+  const std::string here = fingerprint_key(current);
+  KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store.list_retune_queue());
+
+  RetuneReport rep;
+  auto t0 = Clock::now();
+  for (RetuneQueueEntry& e : queue) {
+    RetuneRowReport row;
+    row.entry = std::move(e);
+    auto tr0 = Clock::now();
+    double left_s = options.budget_s > 0 ? options.budget_s - seconds_since(t0) : 0;
+    bool cancelled = options.cancel && options.cancel->load();
+    if (row.entry.fingerprint_key != here) {
+      row.outcome = RetuneOutcome::kOtherEnvironment;
+      const EnvFingerprint& f = row.entry.fingerprint;
+      row.message = "queued by " + (f.gpu_name.empty() ? std::string("an unreadable environment") : f.gpu_name) +
+                    (f.gpu_name.empty() ? "" : ", cuDNN " + EnvFingerprint::cudnn_version_string(f.cudnn_version)) +
+                    " (" + row.entry.fingerprint_key.substr(0, 12) + "), not this environment (" + here.substr(0, 12) +
+                    ")";
+      if (!row.entry.problem.empty()) row.message += ": " + row.entry.problem;
+    } else if (cancelled || rep.cancelled) {
+      rep.cancelled = true;
+      row.message = "interrupted";
+    } else if (options.budget_s > 0 && left_s <= 0) {
+      rep.budget_exhausted = true;
+      row.message = "the time budget ran out";
+    } else {
+      TuneOptions to = options.tune;
+      if (options.cancel) to.cancel = options.cancel;
+      if (options.budget_s > 0 && (to.time_budget_s <= 0 || to.time_budget_s > left_s)) to.time_budget_s = left_s;
+      retune_row(store, current, to, row);
+      if (row.outcome == RetuneOutcome::kNotReached) rep.cancelled = true;
+    }
+    row.seconds = seconds_since(tr0);
+    switch (row.outcome) {
+      case RetuneOutcome::kTuned: ++rep.tuned; break;
+      case RetuneOutcome::kAlreadyTuned: ++rep.already_tuned; break;
+      case RetuneOutcome::kFailed: ++rep.failed; break;
+      case RetuneOutcome::kOtherEnvironment: ++rep.other_environment; break;
+      case RetuneOutcome::kNotReached: ++rep.not_reached; break;
+    }
+    KILN_LOG(kInfo, "re-tune " << key_name(row.entry.structure_sig, row.entry.shape_key) << " ('"
+                               << row.entry.graph_name << "'): " << retune_outcome_name(row.outcome)
+                               << (row.message.empty() ? "" : ": " + row.message));
+    if (options.on_row) options.on_row(row);
+    rep.rows.push_back(std::move(row));
+  }
+  return rep;
+}
+
+}  // namespace kiln
