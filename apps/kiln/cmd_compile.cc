@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "kiln/log.h"
 #include "kiln/plan_bridge.h"
+#include "kiln/retune.h"
 #include "kiln/spec.h"
 
 namespace kiln::cli {
@@ -47,6 +48,7 @@ Status compile_cmd(const CompileOptions& o) {
     }
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_plan(sig, env, *lg));
     KILN_ASSIGN_OR_RETURN(PlanRecord stored, store->put(rec));
+    KILN_RETURN_IF_ERROR(remember_graph_spec(*store, *g));  // so that `plans verify --deep` finds the graph
     std::printf("%-28s %s  %s  %zu B plan, workspace %lld B, untuned\n", g->name.c_str(), sig.structure.substr(0, 12).c_str(),
                 lg->config().identity().c_str(), rec.plan_bytes.size(), static_cast<long long>(rec.workspace_bytes));
   }

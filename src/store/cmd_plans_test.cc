@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "kiln/device.h"
 #include "kiln/exit_codes.h"
 #include "kiln/plan_store.h"
 #include "store/store_test_util.h"
@@ -18,23 +19,8 @@ using store_test::h200;
 using store_test::make_record;
 using store_test::TempDir;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-RunResult run_kiln(const std::string& args) {
-  RunResult r;
-  std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using store_test::run_kiln;
+using store_test::RunResult;
 
 class PlansCli : public ::testing::Test {
  protected:
@@ -104,9 +90,18 @@ TEST_F(PlansCli, VerifyReportsCorruptionWithExit4) {
   r = run_kiln("plans verify --store " + store_);
   EXPECT_EQ(r.exit_code, kExitOk) << r.output;
 
-  // No device-side validator is built in yet: --deep says so rather than passing silently.
+  // --deep runs the plans on this GPU: without one it says so (exit 3) rather than passing silently; with
+  // one, these fake records have no graph and are reported as not deep-checked.
   r = run_kiln("plans verify --deep --store " + store_);
-  EXPECT_EQ(r.exit_code, kExitNotSupported) << r.output;
+  StatusOr<int> gpus = device_count();
+  if (gpus.is_ok() && *gpus > 0) {
+    EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+    EXPECT_NE(r.output.find("not deep-checked"), std::string::npos) << r.output;
+  } else {
+    EXPECT_EQ(r.exit_code, kExitEnvironment) << r.output;
+    EXPECT_NE(r.output.find("verify --deep runs each plan on this machine's GPU, and there is none"),
+              std::string::npos) << r.output;
+  }
 }
 
 TEST_F(PlansCli, ExportImportRoundTrip) {
