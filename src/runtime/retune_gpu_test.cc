@@ -182,6 +182,44 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
   EXPECT_NE(cli.output.find("\"status\": \"Passed\""), std::string::npos) << cli.output;
 }
 
+// The CLI on a queue filled by `kiln run` (policy heuristics-and-queue, the default): `plans queue` lists the
+// row, `plans retune` tunes it and empties the queue, and the next run is served by the store.
+TEST(RetuneGpu, CliQueueAndRetune) {
+  KILN_REQUIRE_GPU();
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  std::string spec = kRoot + "/examples/small/layer_norm.json";
+  auto g = parse_spec_file(spec);
+  ASSERT_TRUE(g.is_ok());
+  RunOptions ro;
+  ro.store_path = path;
+  auto run = run_graph(*g, ro);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(run->plan_source, "heuristics");
+  EXPECT_TRUE(contains(run->reasons, "store miss")) << joined(run->reasons);
+  EXPECT_TRUE(contains(run->reasons, "queued for re-tune")) << joined(run->reasons);
+
+  auto cli = store_test::run_kiln("plans queue --store " + path);
+  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
+  EXPECT_NE(cli.output.find("layer_norm_small"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("store miss"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("1 queued re-tune in"), std::string::npos) << cli.output;
+  cli = store_test::run_kiln("plans retune --candidate-budget-ms 20 --budget 120 --store " + path);
+  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
+  EXPECT_NE(cli.output.find("tuned  "), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("re-tuned 1 of 1 queued"), std::string::npos) << cli.output;
+  std::printf("%s", cli.output.c_str());
+  cli = store_test::run_kiln("plans queue --store " + path);
+  EXPECT_NE(cli.output.find("0 queued re-tunes"), std::string::npos) << cli.output;
+  cli = store_test::run_kiln("plans verify --deep --store " + path);  // the graph from the store's graph specs
+  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
+  EXPECT_NE(cli.output.find("deep: 1 passed"), std::string::npos) << cli.output;
+
+  run = run_graph(*g, ro);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(run->plan_source, "store") << joined(run->reasons);
+}
+
 TEST(RetuneGpu, RetunePolicyTunesNowAndStores) {
   KILN_REQUIRE_GPU();
   TempDir dir;
