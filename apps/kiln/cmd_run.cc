@@ -15,6 +15,7 @@ struct RunCliOptions {
   RunOptions run;
   std::string pin;
   std::string reference;  // empty: not given (auto)
+  std::string on_mismatch = "heuristics-and-queue";
   bool use_store = false;
 };
 
@@ -28,11 +29,17 @@ Status run_cmd(RunCliOptions& o) {
     KILN_ASSIGN_OR_RETURN(o.run.pin, EngineConfig::parse(o.pin));
   }
   if (o.use_store && o.run.store_path.empty()) o.run.store_path = default_store_path();
+  {
+    auto p = parse_mismatch_policy(o.on_mismatch);
+    if (!p.is_ok()) return p.status().with_context("--on-mismatch");
+    o.run.policy.on_mismatch = *p;
+  }
   KILN_ASSIGN_OR_RETURN(RunReport rep, run_graph(g, o.run));
+  const std::string plan = rep.segments.empty() ? rep.config.identity() : std::to_string(rep.segments.size()) + " fused segments";
   std::printf("%s: plan %s from %s (workspace %lld B, %.1f ms to obtain), ran in %.3f ms\n", g.name.c_str(),
-              rep.config.identity().c_str(), rep.plan_source.c_str(), static_cast<long long>(rep.workspace_bytes),
-              rep.obtain_ms, rep.run_ms);
-  for (auto& r : rep.reasons) std::printf("  store: %s\n", r.c_str());
+              plan.c_str(), rep.plan_source.c_str(), static_cast<long long>(rep.workspace_bytes), rep.obtain_ms, rep.run_ms);
+  for (auto& s : rep.segments) std::printf("  segment %s\n", s.c_str());
+  for (auto& r : rep.reasons) std::printf("  %s\n", r.c_str());
   if (!o.run.verify) return Status::ok();
   for (const auto& c : rep.checks) {
     if (c.report)
@@ -78,6 +85,12 @@ void add_run(CLI::App& app, Runner* run) {
   sub->add_option("--pin", o->pin, "Engine configuration to build instead of the heuristics' (e.g. eng12_k2=1)");
   sub->add_option("--store", o->run.store_path, "Plan store to load the plan from (default: none)");
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
+  sub->add_option("--on-mismatch", o->on_mismatch,
+                  "What a store miss, stale or corrupt record does: heuristics-and-queue (run cuDNN's heuristic "
+                  "choice, queue a re-tune), retune (tune now, store, run the winner) or fail (exit 6)")
+      ->capture_default_str();
+  sub->add_option("--retune-budget", o->run.retune.time_budget_s, "With --on-mismatch retune: seconds for the whole tuning")
+      ->capture_default_str();
   sub->add_flag("--allow-tf32", o->run.check.allow_tf32, "fp32 outputs may come from TF32 tensor cores");
   sub->callback([run, o] { *run = [o] { return run_cmd(*o); }; });
 }

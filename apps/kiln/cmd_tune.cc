@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "kiln/fingerprint.h"
 #include "kiln/plan_bridge.h"
+#include "kiln/retune.h"
 #include "kiln/segments.h"
 #include "kiln/spec.h"
 #include "kiln/tuner.h"
@@ -162,6 +163,9 @@ Status tune_cmd(const TuneCliOptions& o) {
     if (store) {
       KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
       KILN_ASSIGN_OR_RETURN(PlanRecord stored, store->put(rec));
+      // The graph beside its plan (for `plans verify --deep` and re-tuning), and no re-tune left queued.
+      KILN_RETURN_IF_ERROR(remember_graph_spec(*store, g));
+      KILN_RETURN_IF_ERROR(store->remove_from_retune_queue(sig.structure, sig.shape_key, fingerprint_key(env)).status());
       if (!o.json) std::printf("stored in %s\n", store->path().c_str());
     }
   }

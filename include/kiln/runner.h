@@ -64,12 +64,16 @@ struct RunOptions {
   std::optional<EngineConfig> pin;
   std::string store_path;        // empty: no store
   EnvPolicy policy;
+  RetuneNowOptions retune;           // how to tune when policy.on_mismatch is kRetune
 };
 
 struct RunReport {
-  std::string plan_source;
+  std::string plan_source;               // "store", "heuristics", "pinned", "tuned", or "segments"
   std::vector<std::string> reasons;
-  EngineConfig config;
+  EngineConfig config;                   // with "segments": unset (see `segments`)
+  // A graph cuDNN cannot fuse whole runs as fused segments (kiln/segments.h), each obtained like a graph
+  // of its own (store -> heuristics): "<segment>: <identity> from <source>", in run order.
+  std::vector<std::string> segments;
   int64_t workspace_bytes = 0;
   double obtain_ms = 0;
   double run_ms = 0;                     // one execution, host wall clock (includes launch)

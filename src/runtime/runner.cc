@@ -10,7 +10,9 @@
 #include "kiln/fingerprint.h"
 #include "kiln/log.h"
 #include "kiln/plan_bridge.h"
+#include "kiln/plan_chain.h"
 #include "kiln/reference.h"
+#include "kiln/segments.h"
 #include "kiln/retune.h"
 
 namespace kiln {
@@ -223,25 +225,48 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
     KILN_ASSIGN_OR_RETURN(store, PlanStore::open(o.store_path));
   }
   KILN_ASSIGN_OR_RETURN(std::optional<EngineConfig> pin, resolve_pin(graph, o.pin));
-  KILN_ASSIGN_OR_RETURN(ObtainedPlan op, obtain_plan(graph, handle.get(), store.get(), env, o.policy, pin));
-  rep.plan_source = op.source;
-  rep.reasons = op.reasons;
-  rep.config = op.config;
-  rep.workspace_bytes = op.plan.workspace_size();
-  rep.obtain_ms = op.obtain_ms;
-
   std::map<int, HostTensor> inputs;
   if (o.inputs_dir.empty()) {
     KILN_ASSIGN_OR_RETURN(inputs, make_random_inputs(graph, o.seed));
   } else {
     KILN_ASSIGN_OR_RETURN(inputs, load_inputs(graph, o.inputs_dir));
   }
-  KILN_ASSIGN_OR_RETURN(GraphBuffers buffers, allocate_graph_buffers(graph, inputs, rep.workspace_bytes));
-  auto t0 = Clock::now();
-  KILN_RETURN_IF_ERROR(op.plan.execute(handle.get(), buffers.pointers(), buffers.workspace.data()));
-  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
-  rep.run_ms = ms_since(t0);
-  KILN_ASSIGN_OR_RETURN(rep.outputs, download_outputs(graph, buffers));
+  // A graph cuDNN cannot fuse whole runs as its fused segments, each obtained like a graph of its own.
+  SegmentDecision seg;
+  if (!pin) { KILN_ASSIGN_OR_RETURN(seg, segments_if_unfusable(graph, handle.get())); }
+  if (!seg.segments.empty()) {
+    rep.plan_source = "segments";
+    rep.reasons.push_back("whole graph not fusable (" + seg.why + "): runs as " + std::to_string(seg.segments.size()) +
+                          " fused segments");
+    std::vector<LoweredGraph> plans;
+    for (const GraphPart& part : seg.segments) {
+      KILN_ASSIGN_OR_RETURN(ObtainedPlan sp, obtain_plan(part.graph, handle.get(), store.get(), env, o.policy, std::nullopt, o.retune));
+      rep.segments.push_back(part.graph.name + ": " + sp.config.identity() + " from " + sp.source);
+      for (auto& r : sp.reasons) rep.reasons.push_back(part.graph.name + ": " + r);
+      rep.obtain_ms += sp.obtain_ms;
+      plans.push_back(std::move(sp.plan));
+    }
+    KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(graph, std::move(seg.segments), std::move(plans), inputs));
+    rep.workspace_bytes = chain.workspace_bytes();
+    auto t0 = Clock::now();
+    KILN_RETURN_IF_ERROR(chain.run(handle.get()));
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+    rep.run_ms = ms_since(t0);
+    KILN_ASSIGN_OR_RETURN(rep.outputs, chain.download_outputs());
+  } else {
+    KILN_ASSIGN_OR_RETURN(ObtainedPlan op, obtain_plan(graph, handle.get(), store.get(), env, o.policy, pin, o.retune));
+    rep.plan_source = op.source;
+    rep.reasons = op.reasons;
+    rep.config = op.config;
+    rep.workspace_bytes = op.plan.workspace_size();
+    rep.obtain_ms = op.obtain_ms;
+    KILN_ASSIGN_OR_RETURN(GraphBuffers buffers, allocate_graph_buffers(graph, inputs, rep.workspace_bytes));
+    auto t0 = Clock::now();
+    KILN_RETURN_IF_ERROR(op.plan.execute(handle.get(), buffers.pointers(), buffers.workspace.data()));
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+    rep.run_ms = ms_since(t0);
+    KILN_ASSIGN_OR_RETURN(rep.outputs, download_outputs(graph, buffers));
+  }
 
   if (!o.save_outputs_dir.empty()) {
     ::mkdir(o.save_outputs_dir.c_str(), 0755);
