@@ -305,6 +305,49 @@ TEST(AccumulationBound, SmallSystematicOffsetFailsOnNmse) {
   EXPECT_GT(r.outputs[0].error.nmse, r.outputs[0].tolerance.nmse_max + r.outputs[0].error.nmse_allowance);
 }
 
+// A reduction fused behind a GEMM (examples/matmul_amax.json) reads the fp32 accumulator while the
+// reference reduces the GEMM's fp16-rounded output: a cancelling row sum differs by up to sum_j u16 |y_j|,
+// which the band must allow (and does, through the magnitudes), for every mode.
+TEST(AccumulationBound, FusedReductionReadsTheUnroundedAccumulator) {
+  for (ReductionMode mode : {ReductionMode::kSum, ReductionMode::kMax, ReductionMode::kMin, ReductionMode::kAmax}) {
+    SCOPED_TRACE(reduction_mode_name(mode));
+    Graph g = make_graph("mm_reduce", DataType::kFloat16);
+    int a = add_tensor(g, "a", {1, 64, 32}), b = add_tensor(g, "b", {1, 32, 64}), y = add_tensor(g, "y", {1, 64, 64}),
+        r = add_tensor(g, "r", {1, 64, 1}, DataType::kFloat32);
+    add_node(g, "mm", OpKind::kMatmul, {a, b}, y);
+    Node& n = add_node(g, "red", OpKind::kReduction, {y}, r);
+    n.reduction.mode = mode;
+    n.reduction.axes = {2};
+    g.outputs = {y, r};
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      auto in = make_random_inputs(g, seed);
+      ASSERT_TRUE(in.is_ok());
+      auto ref = run_host_reference_with_magnitudes(g, *in);
+      ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+      // The kernel: exact products, fp32 accumulator; y stored in fp16, the reduction over the fp32 values.
+      const auto av = in->at(a).values(), bv = in->at(b).values();
+      std::vector<double> yv(64 * 64), rv(64);
+      for (int i = 0; i < 64; ++i) {
+        double acc_r = mode == ReductionMode::kSum ? 0.0 : std::nan("");
+        for (int j = 0; j < 64; ++j) {
+          float acc = 0.f;
+          for (int q = 0; q < 32; ++q) acc += static_cast<float>(av[static_cast<size_t>(i * 32 + q)] * bv[static_cast<size_t>(q * 64 + j)]);
+          yv[static_cast<size_t>(i * 64 + j)] = acc;
+          const double v = mode == ReductionMode::kAmax ? std::fabs(acc) : acc;
+          if (mode == ReductionMode::kSum) acc_r = static_cast<float>(acc_r + v);
+          else if (std::isnan(acc_r) || (mode == ReductionMode::kMin ? v < acc_r : v > acc_r)) acc_r = v;
+        }
+        rv[static_cast<size_t>(i)] = acc_r;
+      }
+      std::vector<HostTensor> out{HostTensor::from_values(DataType::kFloat16, {1, 64, 64}, yv),
+                                  HostTensor::from_values(DataType::kFloat32, {1, 64, 1}, rv)};
+      auto rep = check_outputs(g, out, *ref);
+      ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+      EXPECT_EQ(rep->verdict, Verdict::kPassed) << "seed " << seed << "\n" << rep->summary();
+    }
+  }
+}
+
 TEST(AccumulationBound, SummaryNamesTheCoefficient) {
   Gemm t = make_gemm(2, 64, 2);
   const CheckReport r = check(t, t.ref.values[0]);
