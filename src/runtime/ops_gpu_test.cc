@@ -11,7 +11,7 @@
 // The test fails on any Incorrect or Failed case and on a core group without a Passed case (see the
 // comment in op_coverage_cases.h for which cases may be NotSupported and why).
 //
-// Environment: KILN_OPCOV_THREADS (default 4) cases run at once, each on its own stream and cuDNN handle
+// Environment: KILN_OPCOV_THREADS (default 8) cases run at once, each on its own stream and cuDNN handle
 // (plan building, which compiles kernels at run time, dominates); KILN_OPCOV_FILTER=substring runs only
 // the cases whose "<case> <dtype>" contains it (core groups without a selected case are then not checked).
 #include <gtest/gtest.h>
@@ -129,7 +129,7 @@ TEST(OpCoverage, EveryOpModeAndDtypeOnTheGpu) {
   std::vector<const opcov::OpCase*> cases;
   for (const auto& c : all)
     if (!filter || (c.name + " " + c.dtype).find(filter) != std::string::npos) cases.push_back(&c);
-  int threads = 4;
+  int threads = 8;
   if (const char* t = std::getenv("KILN_OPCOV_THREADS")) threads = std::max(1, std::atoi(t));
   std::printf("OPCOV running %zu of %zu cases on %d threads (case dtype verdict errors-vs-host host device plan time)\n",
               cases.size(), all.size(), threads);
