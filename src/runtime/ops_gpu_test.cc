@@ -2,11 +2,12 @@
 // run_graph on the GPU with heuristics' plan and is verified against BOTH the host reference and the
 // device reference. One line per case:
 //
-//   OPCOV <case> <dtype> <verdict> max_abs=... max_rel=... nmse=... host=<verdict> device=<verdict> plan=<engine> t=<s>
+//   OPCOV <case> <dtype> <verdict> max_abs=... max_rel=... nmse=... host=<verdict> device=<verdict> plan=<engine>(heuristics) t=<s>
 //   OPCOV <case> <dtype> NotSupported max_abs=- max_rel=- nmse=- cudnn: <cuDNN's message>
 //
 // The errors are the worst over the case's outputs against the host reference (the device reference's
-// verdict follows). A case that is not Passed prints its check summaries under its line. At the end:
+// verdict follows). plan= is the engine configuration, or segments[...] when cuDNN could not fuse the
+// graph whole and run_graph ran it as fused segments (then a "fused" case did not run fused). A case that is not Passed prints its check summaries under its line. At the end:
 // one OPCOV-CORE line per core group (the case that passed it, or MISSING) and an OPCOV-SUMMARY line.
 // The test fails on any Incorrect or Failed case and on a core group without a Passed case (see the
 // comment in op_coverage_cases.h for which cases may be NotSupported and why).
@@ -74,7 +75,15 @@ Outcome run_case(const opcov::OpCase& c) {
     out.message = (out.verdict == Verdict::kNotSupported ? "cudnn: " : "error: ") + rep.status().to_string();
     return out;
   }
-  out.plan = rep->config.identity();
+  // A graph cuDNN cannot fuse whole runs as fused segments (run_graph): say so, so that a "fused" case
+  // that ran unfused is visible.
+  if (rep->plan_source == "segments") {
+    out.plan = "segments[";
+    for (size_t i = 0; i < rep->segments.size(); ++i) out.plan += (i ? "; " : "") + rep->segments[i];
+    out.plan += "]";
+  } else {
+    out.plan = rep->config.identity() + "(" + rep->plan_source + ")";
+  }
   out.verdict = rep->verdict();
   for (const auto& chk : rep->checks) {
     (chk.kind == ReferenceKind::kHost ? out.host : out.device) = chk.verdict;
