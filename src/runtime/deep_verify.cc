@@ -138,13 +138,14 @@ DeepCheckResult deep_check_plan(const Graph& graph, const PlanRecord& record, cu
   StatusOr<std::vector<HostTensor>> outs = download_outputs(graph, *buffers);
   if (!outs.is_ok()) return fail("cannot read its outputs back: " + outs.status().message());
 
-  std::vector<HostTensor> ref;
-  StatusOr<std::vector<HostTensor>> host = run_host_reference(graph, *inputs);
+  // The same reference and accumulation bound the tuner's numerics gate uses (kiln/numerics.h).
+  ReferenceOutputs ref;
+  StatusOr<ReferenceOutputs> host = run_host_reference_with_magnitudes(graph, *inputs);
   if (host.is_ok()) {
     ref = std::move(host).value();
     out.reference_kind = "host";
   } else {
-    StatusOr<std::vector<HostTensor>> dev = run_device_reference(graph, *inputs);
+    StatusOr<ReferenceOutputs> dev = run_device_reference_with_magnitudes(graph, *inputs);
     if (!dev.is_ok()) {
       out.verdict = Verdict::kNotVerified;
       out.message = "ran, but no reference: " + host.status().message() + "; " + dev.status().message();

@@ -1,25 +1,24 @@
 #include "tune/reference_choice.h"
 
 #include "kiln/log.h"
-#include "kiln/reference.h"
 
 namespace kiln::tune_internal {
 
-std::vector<HostTensor> compute_reference(const Graph& graph, const std::map<int, HostTensor>& inputs,
-                                          std::string* kind) {
-  auto host = run_host_reference(graph, inputs);
+std::optional<ReferenceOutputs> compute_reference(const Graph& graph, const std::map<int, HostTensor>& inputs,
+                                                  std::string* kind) {
+  auto host = run_host_reference_with_magnitudes(graph, inputs);
   if (host.is_ok()) {
     *kind = "host";
     return std::move(host).value();
   }
-  auto dev = run_device_reference(graph, inputs);
+  auto dev = run_device_reference_with_magnitudes(graph, inputs);
   if (dev.is_ok()) {
     *kind = "device";
     return std::move(dev).value();
   }
   KILN_LOG(kWarn, "no reference for graph '" << graph.name << "': " << dev.status().message());
   *kind = "none";
-  return {};
+  return std::nullopt;
 }
 
 }  // namespace kiln::tune_internal

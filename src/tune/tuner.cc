@@ -167,7 +167,7 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
 
   // 3. Inputs, reference and buffers (workspace sized for the largest allowed plan).
   KILN_ASSIGN_OR_RETURN(auto inputs, make_random_inputs(graph, o.seed));
-  std::vector<HostTensor> reference;
+  std::optional<ReferenceOutputs> reference;
   r.reference_kind = "none";
   if (o.verify) reference = tune_internal::compute_reference(graph, inputs, &r.reference_kind);
   int64_t ws = 0;
@@ -232,10 +232,10 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
       continue;
     }
     std::string check_summary;
-    if (!reference.empty()) {
+    if (reference) {
       KILN_ASSIGN_OR_RETURN(auto outs, download_outputs(graph, buffers));
       if (o.output_hook) o.output_hook(configs[i], outs);
-      KILN_ASSIGN_OR_RETURN(CheckReport rep, check_outputs(graph, outs, reference, o.check));
+      KILN_ASSIGN_OR_RETURN(CheckReport rep, check_outputs(graph, outs, *reference, o.check));
       c.disposition = disposition_for_verdict(rep.verdict);
       check_summary = rep.summary();
       if (c.disposition != Disposition::kPassed) {
@@ -264,7 +264,7 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
   // Without a reference (--no-verify, or none could be computed) every timed candidate is NotVerified;
   // the winner is then the fastest of those, and it stays marked NotVerified in reports and the store.
   std::vector<CandidateResult> eligible = r.candidates;
-  if (reference.empty())
+  if (!reference)
     for (auto& c : eligible)
       if (c.disposition == Disposition::kNotVerified && c.timed()) c.disposition = Disposition::kPassed;
   auto w = pick_winner(eligible, o.winner);

@@ -75,7 +75,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
   KILN_ASSIGN_OR_RETURN(auto inputs, make_random_inputs(graph, options.tune.seed));
-  std::vector<HostTensor> reference;
+  std::optional<ReferenceOutputs> reference;
   r.reference_kind = "none";
   if (options.tune.verify) reference = tune_internal::compute_reference(graph, inputs, &r.reference_kind);
 
@@ -95,9 +95,9 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   KILN_RETURN_IF_ERROR(chain.poison(stream.get()));
   KILN_RETURN_IF_ERROR(run_chain(stream.get()));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
-  if (!reference.empty()) {
+  if (reference) {
     KILN_ASSIGN_OR_RETURN(auto outs, chain.download_outputs());
-    KILN_ASSIGN_OR_RETURN(CheckReport rep, check_outputs(graph, outs, reference, options.tune.check));
+    KILN_ASSIGN_OR_RETURN(CheckReport rep, check_outputs(graph, outs, *reference, options.tune.check));
     r.chain_check = rep.summary();
     r.chain.disposition = rep.verdict == Verdict::kPassed ? Disposition::kPassed : Disposition::kIncorrect;
     if (r.chain.disposition != Disposition::kPassed) {
