@@ -9,7 +9,7 @@ out="${1:?usage: scripts/gpu-bench.sh OUT_DIR [EXAMPLE...]}"; shift
 build="${KILN_GPU_BUILD_DIR:-$root/build-gpu}"
 examples=("$@")
 [ ${#examples[@]} -gt 0 ] || examples=(conv_bias_relu conv_dgrad matmul_bias_gelu matmul_amax layer_norm rms_norm sdpa_fwd)
-store="$out/bench_store.db"; rm -f "$store"*
+mkdir -p "$out"; store="$out/bench_store.db"; rm -f "$store"*
 cd "$root"
 for e in "${examples[@]}"; do
   for pass in 1 2; do

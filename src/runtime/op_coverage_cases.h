@@ -56,7 +56,11 @@ inline OpCase make(std::string name, std::string dtype, std::string group, const
 
 inline bool is_binary(PointwiseMode m) { return !pointwise_is_unary(m); }
 
-// Standalone pointwise: a [4, 16, 64]; binary modes take b [1, 1, 64] (broadcast), scale a by-value 0.5.
+// Standalone pointwise: a [4, 16, 64]; binary modes take b [1, 16, 64] (broadcast over the batch), scale a
+// by-value 0.5. Not b [1, 1, 64]: on the H200 with cuDNN 9.19 every engine configuration of a standalone
+// pointwise graph that broadcasts over two dims of extent > 1 writes wrong or no values (the numerics gate
+// rejects them all; see tune_gpu_test.cc, CudnnDefect).
+
 inline GraphBuilder pointwise_graph(PointwiseMode m, DataType io) {
   GraphBuilder b(std::string("pw_") + pointwise_mode_name(m));
   b.io_dtype(io);
@@ -65,7 +69,7 @@ inline GraphBuilder pointwise_graph(PointwiseMode m, DataType io) {
   if (m == PointwiseMode::kScale) {
     y = b.pointwise("pw", m, a, b.scalar("s", 0.5, DataType::kFloat32), "y");
   } else if (is_binary(m)) {
-    y = b.pointwise("pw", m, a, b.tensor("b", {1, 1, 64}), "y");
+    y = b.pointwise("pw", m, a, b.tensor("b", {1, 16, 64}), "y");
   } else {
     y = b.pointwise("pw", m, a, {}, "y");
   }

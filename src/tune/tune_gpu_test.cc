@@ -103,5 +103,29 @@ TEST(Unfused, SingleNodeGraphHasNoUnfusedAlternative) {
   EXPECT_EQ(u.status().code(), StatusCode::kNotSupported);
 }
 
+// Found on the H200 (cuDNN 9.19): a standalone pointwise graph broadcasting b [1, 1, 64] over a [4, 16, 64]
+// (and [64, 64] + [1, 64]) gets wrong outputs, some never written, from every engine configuration, the
+// heuristic's first choice included, while [1, 16, 64] or [4, 1, 64] are right. Whatever cuDNN does, the
+// tuner must never pick an Incorrect candidate: this pins the gate's guarantee on a real defect.
+TEST(CudnnDefect, BroadcastOverTwoDimsIsNeverChosenWhenWrong) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_string(R"({"name": "pw_add_b11", "io_dtype": "fp32",
+      "tensors": {"a": {"dims": [4, 16, 64]}, "b": {"dims": [1, 1, 64]}},
+      "nodes": [{"name": "pw", "op": "add", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})",
+                             "pw_add_b11.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  TuneOptions o;
+  o.measure.stopping.time_budget_ms = 20;
+  auto r = tune_graph(*g, o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  int incorrect = 0;
+  for (const auto& c : r->candidates) incorrect += c.disposition == Disposition::kIncorrect;
+  std::printf("[ cudnn defect ] pw_add_b11: %zu candidates, %d Incorrect, winner %s\n", r->candidates.size(), incorrect,
+              r->winner ? r->candidates[*r->winner].identity().c_str() : "none");
+  if (r->winner) {
+    EXPECT_EQ(r->candidates[*r->winner].disposition, Disposition::kPassed);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
