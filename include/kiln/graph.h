@@ -149,6 +149,10 @@ struct GraphSignature {
   std::string structure;  // 32 hex digits
   std::string shape_key;  // "batch=8,seq=128" in canonical symbol order; "" when nothing is dynamic
   std::string canonical;  // the canonical text the structure hash was taken of (for debugging)
+  // Canonical number of each tensor (by tensor index), the order of the canonical text: the same for
+  // every graph with this structure signature, whatever order its tensors were declared in. Lowering
+  // binds tensors to cuDNN by it (uid = id + 1), so a stored plan fits every graph with its signature.
+  std::vector<int> tensor_ids;
 };
 StatusOr<GraphSignature> compute_signature(const Graph& validated_graph);
 

@@ -28,7 +28,10 @@ struct sqlite3;
 namespace kiln {
 
 // Version of the store's tables and of the record layout. A store written by a newer Kiln is refused.
-inline constexpr int kStoreSchemaVersion = 1;
+inline constexpr int kStoreSchemaVersion = 2;
+// Records written before this version bind plan tensors by declaration order, not canonical order
+// (GraphSignature::tensor_ids): they are never run (stale, reason "kiln_schema_version"), and get re-tuned.
+inline constexpr int kMinRunnableRecordVersion = 2;
 
 // Engine knob values by knob name. Canonical text: "name=value;name=value" in name order ("" when none).
 using Knobs = std::map<std::string, int64_t>;

@@ -169,6 +169,7 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   GraphSignature sig;
   sig.canonical = text;
   sig.structure = stable_hash128_hex(text);
+  sig.tensor_ids = tensor_id;
   for (const std::string& sym : namer.order()) {
     auto it = g.dynamic_dims.find(sym);
     int64_t v = it == g.dynamic_dims.end() ? 0 : it->second;

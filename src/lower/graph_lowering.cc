@@ -15,6 +15,7 @@ struct Ctx {
   const Graph& g;
   fe::graph::Graph& fg;
   std::vector<TensorPtr> t;  // by tensor index; null until made
+  std::vector<int64_t> uid;  // by tensor index (tensor_uids)
 };
 
 std::string node_label(const Node& n) { return "node '" + n.name + "' (" + op_kind_name(n.op) + ")"; }
@@ -59,7 +60,7 @@ TensorPtr input_tensor(Ctx& c, int idx) {
   } else {
     p = c.fg.tensor(fe::graph::Tensor_attributes()
                         .set_name(d.name)
-                        .set_uid(idx + 1)
+                        .set_uid(c.uid[idx])
                         .set_dim(d.shape())
                         .set_stride(d.strides)
                         .set_data_type(to_fe_dtype(c.g.dtype_of(idx))));
@@ -72,7 +73,7 @@ TensorPtr input_tensor(Ctx& c, int idx) {
 void finish_output(Ctx& c, int idx, const TensorPtr& p) {
   const TensorDesc& d = c.g.tensors[idx];
   p->set_name(d.name).set_dim(d.shape()).set_stride(d.strides).set_data_type(to_fe_dtype(c.g.dtype_of(idx)));
-  if (c.g.is_graph_output(idx)) p->set_output(true).set_uid(idx + 1);
+  if (c.g.is_graph_output(idx)) p->set_output(true).set_uid(c.uid[idx]);
   c.t[idx] = p;
 }
 
@@ -196,13 +197,25 @@ fe::DataType_t to_fe_dtype(DataType t) {
   return fe::DataType_t::NOT_SET;
 }
 
+StatusOr<std::vector<int64_t>> tensor_uids(const Graph& graph) {
+  KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(graph));
+  std::vector<int64_t> uids(graph.tensors.size());
+  for (size_t i = 0; i < uids.size(); ++i) {
+    if (i >= sig.tensor_ids.size() || sig.tensor_ids[i] < 0)
+      return internal_error("graph '" + graph.name + "': tensor '" + graph.tensors[i].name + "' has no canonical number");
+    uids[i] = sig.tensor_ids[i] + 1;
+  }
+  return uids;
+}
+
 StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph) {
   auto fg = std::make_shared<fe::graph::Graph>();
   fg->set_name(graph.name.empty() ? "kiln_graph" : graph.name)
       .set_io_data_type(to_fe_dtype(graph.io_dtype))
       .set_intermediate_data_type(to_fe_dtype(graph.intermediate_dtype))
       .set_compute_data_type(to_fe_dtype(graph.compute_dtype));
-  Ctx c{graph, *fg, std::vector<TensorPtr>(graph.tensors.size())};
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> uids, tensor_uids(graph));
+  Ctx c{graph, *fg, std::vector<TensorPtr>(graph.tensors.size()), std::move(uids)};
   // Nodes in dependency order: a node runs once all its inputs exist.
   std::vector<bool> done(graph.nodes.size(), false);
   size_t remaining = graph.nodes.size();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "kiln/graph.h"
 #include "kiln/lower.h"
@@ -10,7 +11,11 @@
 namespace kiln::lower_detail {
 
 fe::DataType_t to_fe_dtype(DataType t);
-// Builds the frontend graph (nodes and tensors, uids = tensor index + 1) and validates it. Does not build
+// The cuDNN uid of each tensor (by index): its canonical number in the structure signature + 1
+// (GraphSignature::tensor_ids), so a plan stored under a signature binds the same tensors in every graph
+// with that signature, whatever order their tensors were declared in.
+StatusOr<std::vector<int64_t>> tensor_uids(const Graph& graph);
+// Builds the frontend graph (nodes and tensors, uids from tensor_uids) and validates it. Does not build
 // the operation graph.
 StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph);
 // Applies a target: device properties, SM version and count for a profile.

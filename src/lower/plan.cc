@@ -14,6 +14,7 @@ using lower_detail::fe_status;
 
 struct LoweredGraph::Impl {
   Graph graph;  // a copy: tensor identities for execution
+  std::vector<int64_t> uids;  // cuDNN uid of each tensor (lower_detail::tensor_uids)
   std::shared_ptr<fe::graph::Graph> fg;
   DeviceProfile profile;
   bool has_profile = false;
@@ -132,6 +133,7 @@ StatusOr<LoweredGraph> LoweredGraph::create(const Graph& graph, const LowerTarge
     return invalid_argument("lowering needs a cuDNN handle (live device) or a device profile (deviceless)");
   LoweredGraph lg;
   lg.impl_->graph = graph;
+  KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
   lg.impl_->handle = target.handle;
   if (target.profile) {
     lg.impl_->profile = *target.profile;
@@ -241,6 +243,7 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle
   if (bytes.empty()) return corruption("empty plan bytes");
   LoweredGraph lg;
   lg.impl_->graph = graph;
+  KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
   lg.impl_->handle = handle;
   lg.impl_->fg = std::make_shared<fe::graph::Graph>();
   fe::error_t e;
@@ -267,7 +270,7 @@ Status LoweredGraph::execute(cudnnHandle_t handle, const std::map<int, void*>& t
     auto it = tensor_ptrs.find(idx);
     if (it == tensor_ptrs.end() || !it->second)
       return invalid_argument("execute: no device buffer for tensor '" + d.name + "'");
-    pack[idx + 1] = it->second;
+    pack[impl_->uids[i]] = it->second;
   }
   KILN_FE_RETURN_IF_ERROR(impl_->fg->execute(handle, pack, workspace),
                           "executing plan " + impl_->config.identity() + " of graph '" + impl_->graph.name + "'");

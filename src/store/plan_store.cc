@@ -190,6 +190,12 @@ Evaluation evaluate(std::vector<RowRead> rows, const EnvFingerprint& current, co
       c.reasons.push_back("kiln_schema_version: recorded " + std::to_string(row.record.kiln_schema_version) +
                           ", current " + std::to_string(kStoreSchemaVersion) + " (record from a newer Kiln)");
     }
+    if (row.record.kiln_schema_version < kMinRunnableRecordVersion) {
+      c.pass = false;
+      c.reasons.push_back("kiln_schema_version: recorded " + std::to_string(row.record.kiln_schema_version) +
+                          ", runnable from " + std::to_string(kMinRunnableRecordVersion) +
+                          " (its plan binds tensors by declaration order, not the signature's canonical order)");
+    }
     if (c.pass) {
       passing.push_back(std::move(row));
       continue;
