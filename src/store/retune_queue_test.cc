@@ -220,7 +220,8 @@ TEST(RetuneQueue, OldStoreGetsTheTablesOnAWritableOpen) {
   ASSERT_TRUE(v.is_ok());
   EXPECT_EQ(v->integrity, "ok");
   EXPECT_EQ(v->ok, 1);
-  EXPECT_EQ(raw_sql(path, "UPDATE meta SET value='1' WHERE key='schema_version' AND value='1'"), 1);
+  const std::string sv = std::to_string(kStoreSchemaVersion);
+  EXPECT_EQ(raw_sql(path, "UPDATE meta SET value='" + sv + "' WHERE key='schema_version' AND value='" + sv + "'"), 1);
 }
 
 TEST(RetuneQueue, ReadOnlyStoreNeverQueues) {

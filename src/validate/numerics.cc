@@ -247,7 +247,17 @@ StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTenso
     // A reduction fused behind a GEMM or convolution (the FP8 recipe's AMAX) reads the accumulator before
     // it is rounded to the stored dtype of its input, while the reference reduces the rounded values: the
     // two may differ by one rounding of the input dtype, so rtol is at least that dtype's.
-    if (int p = graph.producer(t); p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction) {
+    // The same holds for a pointwise chain after such a reduction (the recipe's 448 / amax): a quotient or
+    // product carries the reduction's relative difference unchanged, so the nearest reduction up a chain
+    // of pointwise nodes decides.
+    int p = graph.producer(t);
+    while (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kPointwise) {
+      int next = -1;
+      for (int in : graph.nodes[static_cast<size_t>(p)].inputs)
+        if (graph.producer(in) >= 0) { next = graph.producer(in); break; }
+      p = next;
+    }
+    if (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction) {
       const int in = graph.nodes[static_cast<size_t>(p)].inputs[0];
       double roundoff = 0;  // unit roundoff of the input's stored dtype, 2^-(mantissa bits + 1)
       switch (dtype_of(graph, in)) {
