@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything the issues ask to be shown on the GPU machine, in one call (cold starts are expensive):
-#   scripts/gpu-evidence.sh OUT_DIR [--skip-tier]
+#   scripts/gpu-evidence.sh OUT_DIR [PHASE...]     PHASE: tier checks bench store (default: all, in order)
 #  1. scripts/gpu-tier.sh (build there, `kiln doctor`, `ctest -L gpu`)
 #  2. scripts/gpu-bench.sh (tune every example twice into a fresh store, fused vs unfused on the first
 #     pass; plan load vs build benchmark)
@@ -10,21 +10,25 @@
 # Logs land in OUT_DIR/logs and are packed into OUT_DIR/evidence.tgz (the device tool returns few files).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${1:?usage: scripts/gpu-evidence.sh OUT_DIR [--skip-tier]}"; shift
-skip_tier=0; [ "${1:-}" = --skip-tier ] && skip_tier=1
+out="${1:?usage: scripts/gpu-evidence.sh OUT_DIR [tier] [checks] [bench] [store]}"; shift
+phases=" ${*:-tier checks bench store} "
+want() { [[ "$phases" == *" $1 "* ]]; }
 mkdir -p "$out/logs"; out="$(cd "$out" && pwd)"; logs="$out/logs"
 build="${KILN_GPU_BUILD_DIR:-$root/build-gpu}"
 py="${KILN_TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
 cd "$root"
 stamp() { echo "[$(date +%T)] $*"; }
-if [ "$skip_tier" = 0 ]; then
+if want tier; then
   stamp "gpu tier"; scripts/gpu-tier.sh "$logs/tier" >"$logs/tier.txt" 2>&1; echo "gpu-tier exit $?"
   grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Not Run" "$logs/tier/ctest.log"
   grep -h "OPCOV\|\[ unfused \]\|\[ run \]" "$logs/tier/ctest.log" | head -150 >"$logs/gpu_lines.txt"
 fi
-stamp "bench"; timeout 330 scripts/gpu-bench.sh "$logs/bench" >/dev/null 2>&1; echo "gpu-bench exit $?"
+if want bench; then
+stamp "bench"; timeout 400 scripts/gpu-bench.sh "$logs/bench" >/dev/null 2>&1; echo "gpu-bench exit $?"
 grep -E "^(best|winner|incumbent|  decision|fused vs|  fused|  unfused|    part|note:)|=== tune" "$logs/bench/tune.log" | head -120
 tail -25 "$logs/bench/load_bench.log"
+fi
+if want checks; then
 stamp "run --reference both"
 for e in examples/*.json; do
   echo "== $e"; timeout 90 "$build/kiln" run "$e" --verify --reference both 2>&1 | tail -8
@@ -32,6 +36,8 @@ done >"$logs/run_both.txt" 2>&1
 grep -E "^== |Passed|Incorrect|NotSupported|Failed|kiln:" "$logs/run_both.txt" | head -80
 stamp "torch"; timeout 240 "$py" scripts/torch_check.py --kiln "$build/kiln" --out "$logs/torch" examples/*.json >"$logs/torch.txt" 2>&1
 echo "torch_check exit $?"; tail -30 "$logs/torch.txt"
+fi
+if want store; then
 stamp "store: deep verify, load in a new process"
 store="$logs/bench/bench_store.db"
 timeout 120 "$build/kiln" plans verify --deep --store "$store" --spec examples/*.json >"$logs/verify_deep.txt" 2>&1; echo "verify --deep exit $?"
@@ -39,5 +45,6 @@ tail -20 "$logs/verify_deep.txt"
 for e in examples/*.json; do
   timeout 60 "$build/kiln" run "$e" --store "$store" --verify 2>&1 | head -3
 done >"$logs/run_store.txt" 2>&1; grep -E "from|Passed|Incorrect|kiln:" "$logs/run_store.txt" | head -40
+fi
 stamp done
 tar --exclude='*.db' --exclude='*.db-*' -czf "$out/evidence.tgz" -C "$out" logs
