@@ -133,6 +133,35 @@ TEST(PlanStore, PutRejectsBadRecords) {
   EXPECT_EQ(store->put(r).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A record written by a schema-1 Kiln binds its plan's tensors by declaration order: it must never run,
+// whatever the fingerprint says, and the reason names the schema.
+TEST(PlanStore, Schema1RecordIsStaleNotRun) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  PlanRecord r = make_record(5);
+  {
+    auto store = open_store(path);
+    StatusOr<PlanRecord> stored = store->put(r);
+    ASSERT_TRUE(stored.is_ok()) << stored.status().to_string();
+    PlanRecord old = *stored;
+    old.kiln_schema_version = 1;
+    const std::string sum = compute_record_checksum(old);  // a consistent schema-1 record, not a corrupt one
+    EXPECT_EQ(raw_sql(path, "UPDATE plans SET kiln_schema_version=1, checksum='" + sum + "'"), 1);
+  }
+  auto store = open_store(path);
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->outcome, LookupOutcome::kStale);
+  EXPECT_FALSE(got->runnable());
+  std::string reasons;
+  for (const auto& x : got->reasons) reasons += x + "\n";
+  EXPECT_NE(reasons.find("kiln_schema_version: recorded 1, runnable from 2"), std::string::npos) << reasons;
+  StatusOr<LoadAllResult> all = store->load_all(h200());
+  ASSERT_TRUE(all.is_ok());
+  EXPECT_TRUE(all->records.empty());
+  EXPECT_EQ(all->stale, 1);
+}
+
 TEST(PlanStore, StaleRecordIsNeverRunnableUnderAnyPolicy) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
