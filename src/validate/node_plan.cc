@@ -277,13 +277,9 @@ std::vector<int> producers(const Graph& g) {
 
 bool is_output(const Graph& g, int t) { return std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end(); }
 
-DataType dtype_of(const Graph& g, int t) {
-  const TensorDesc& d = g.tensors[static_cast<size_t>(t)];
-  if (d.dtype) return *d.dtype;
-  const auto prod = producers(g);
-  if (prod[static_cast<size_t>(t)] < 0 || is_output(g, t)) return g.io_dtype;
-  return g.intermediate_dtype;
-}
+// The graph layer's rule (a by-value scalar is passed in the compute dtype, as cuDNN receives it); the
+// references used to round such a scalar to the io dtype instead (0.1 in a bf16 graph became 0.10009765625).
+DataType dtype_of(const Graph& g, int t) { return g.dtype_of(t); }
 
 std::string node_label(const Graph& g, int node) {
   const Node& n = g.nodes[static_cast<size_t>(node)];

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/reference.h"
+#include "kiln/spec.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {
@@ -182,6 +183,23 @@ TEST(HostReference, Activations) {
   EXPECT_EQ(pointwise1(PointwiseMode::kRelu, -3.0), 0.0);
   EXPECT_EQ(pointwise1(PointwiseMode::kRelu, 3.0), 3.0);
   EXPECT_EQ(pointwise1(PointwiseMode::kIdentity, 0.25), 0.25);
+}
+
+// A by-value scalar reaches cuDNN in the compute dtype (fp32 here), so the reference must not round it to
+// the io dtype: 0.1 in a bf16 graph would become 0.10009765625 (found by the PyTorch cross-check).
+TEST(HostReference, ByValueScalarKeepsTheComputeDtype) {
+  auto g = parse_spec_string(R"({"name": "s", "io_dtype": "bf16", "compute_dtype": "fp32",
+      "tensors": {"x": {"dims": [4], "dtype": "fp32"}, "k": {"dims": [1], "value": 0.1}, "y": {"dtype": "fp32"}},
+      "nodes": [{"name": "m", "op": "scale", "inputs": ["x", "k"], "outputs": ["y"]}], "outputs": ["y"]})",
+                             "s.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  auto inputs = make_random_inputs(*g, 3);
+  ASSERT_TRUE(inputs.is_ok());
+  auto out = run_host_reference(*g, *inputs);
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  const auto x = inputs->at(g->find_tensor("x")).values();
+  const auto y = (*out)[0].values();
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_FLOAT_EQ(static_cast<float>(y[i]), static_cast<float>(x[i] * 0.1)) << i;
 }
 
 TEST(HostReference, BinaryBroadcastScaleAndBias) {
