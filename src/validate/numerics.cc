@@ -178,23 +178,7 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor) {
 }
 
 int64_t reduction_length_into(const Graph& graph, int tensor) {
-  using namespace validate_internal;
-  const auto prod = producers(graph);
-  int64_t best = 1;
-  std::vector<bool> seen(graph.tensors.size(), false);
-  std::vector<int> stack{tensor};
-  while (!stack.empty()) {
-    const int t = stack.back();
-    stack.pop_back();
-    if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size() || seen[static_cast<size_t>(t)]) continue;
-    seen[static_cast<size_t>(t)] = true;
-    const int n = prod[static_cast<size_t>(t)];
-    if (n < 0) continue;
-    auto plan = plan_node(graph, n);
-    if (plan.is_ok()) best = std::max(best, plan->reduction_length);
-    for (int in : graph.nodes[static_cast<size_t>(n)].inputs) stack.push_back(in);
-  }
-  return best;
+  return accumulation_into(graph, tensor).reduction_length;
 }
 
 std::string CheckReport::summary() const {
