@@ -71,6 +71,17 @@ TEST(Cli, ValidateBadSpecExits2WithNamedError) {
       << r.err;
 }
 
+// Bad fused-vs-unfused options are bad usage, named, before any GPU work (so also on a machine without one).
+TEST(Cli, TuneNamesABadFusionPolicyOrMaterializeDtype) {
+  const std::string spec = std::string(KILN_SOURCE_DIR) + "/examples/small/matmul_bias_gelu.json";
+  CliRun r = run_kiln("tune " + spec + " --fusion-policy bogus");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown fusion policy 'bogus' (expected faster, always_fused or always_unfused)"), std::string::npos) << r.err;
+  r = run_kiln("tune " + spec + " --materialize fp64");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--materialize: unknown dtype 'fp64'"), std::string::npos) << r.err;
+}
+
 TEST(Cli, ValidateMalformedAndMissing) {
   std::string bad = write_temp("malformed.json", "{\"tensors\": [\n");
   CliRun r = run_kiln("validate " + bad);
