@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ const char* verdict_name(Verdict v);  // "Passed", "Incorrect", "NotSupported", 
 // How close is close enough. An element matches when |out - ref| <= atol + rtol * |ref| (+ acc_coeff *
 // M_i when a magnitude tensor M is given), both finite, or when both are the same non-finite value. A
 // tensor passes when every element matches, no element is NaN/Inf where the reference is finite, and
-// nmse <= nmse_max (+ the accumulation allowance, ErrorMeasures::nmse_allowance).
+// nmse <= nmse_max (+ the accumulation allowance, ErrorMeasures::nmse_allowance); with a scale tensor S
+// (the expected-error model, docs/numerics.md "The gate") it must also pass the error-size and the bias
+// tests (judge()).
 struct Tolerance {
   double atol = 0.0;
   double rtol = 0.0;
@@ -33,10 +36,31 @@ struct Tolerance {
   double rel_floor = 1e-6;  // max_rel divides by max(|ref|, rel_floor)
   // The accumulation bound (docs/numerics.md "The accumulation bound"), used only with a magnitude
   // tensor M (ReferenceOutputs::magnitudes): element i may also differ by acc_coeff * M_i, and nmse may
-  // exceed nmse_max by acc_nmse_coeff * sum M_i^2 / sum ref_i^2.
+  // exceed nmse_max by acc_nmse_coeff * sum M^2 / sum ref^2.
   double acc_coeff = 0.0;
   double acc_nmse_coeff = 0.0;
+  // The expected-error model, used only with a scale tensor S (ReferenceOutputs::scales): before the
+  // output's own rounding, element i is expected to differ from the exact result by an error of mean
+  // square var_coeff * S_i^2, of which at most dir_coeff * S_i may be systematic (directed rounding).
+  bool statistical = false;
+  double var_coeff = 0.0;
+  double dir_coeff = 0.0;
 };
+
+// The gate's safety factors (docs/numerics.md "The gate"). With V_i = sigma_i^2 + ulp_i sigma_i the
+// expected squared difference of element i (sigma_i^2 = var_coeff S_i^2; ulp_i the output dtype's
+// spacing at ref_i: both results are rounded to that grid and differ by a step only when the error
+// crosses a grid point), a statistical output fails when
+//   sum (out - ref)^2           > kGateSizeFactor * sum V_i + kGateQuanta * q^2        (error size)
+//   |sum (out - ref) sign(ref)| > kGateBiasFactor * sum dir_coeff S_i + kGateBiasSigmas * sqrt(sum V_i)
+//                                  + kGateQuanta * q                                    (bias)
+// with q = min(max ulp_i, 2 rms ulp_i), a typical grid step. kGateQuanta steps are always allowed: when
+// sigma << ulp the count of crossed grid points is a Poisson variable of small mean, and a handful must
+// not fail a correct result.
+constexpr double kGateSizeFactor = 4.0;
+constexpr double kGateBiasFactor = 2.0;
+constexpr double kGateBiasSigmas = 6.0;
+constexpr double kGateQuanta = 4.0;
 
 // Options that widen the default tolerance.
 struct ToleranceOptions {
@@ -75,15 +99,33 @@ struct ErrorMeasures {
   int64_t mismatch_count = 0;  // elements that do not match (includes nan_count)
   int64_t worst_index = -1;    // row-major logical index of the largest |out - ref| / (allowed band)
   double nmse_allowance = 0.0;  // acc_nmse_coeff * sum M^2 / sum ref^2 (0 without a magnitude tensor)
+  // The expected-error model (tol.statistical with a scale tensor; zero otherwise):
+  bool statistical = false;
+  double sum_sq_err = 0.0;        // sum (out - ref)^2 over finite pairs
+  double expected_sq_err = 0.0;   // sum V_i (see kGateSizeFactor)
+  double size_limit = 0.0;        // what sum_sq_err may reach
+  double mean_signed_rel = 0.0;   // sum (out - ref) sign(ref) / sum |ref|: the mean signed relative error,
+                                  // |ref|-weighted (exactly e for out = (1 + e) ref)
+  double bias_limit = 0.0;        // what |mean_signed_rel| may reach
+  // The first mismatching elements (lowest indices, at most 8) with their values and allowed band.
+  struct Offender {
+    int64_t index = -1;
+    double out = 0, ref = 0, allowed = 0;
+  };
+  std::vector<Offender> offenders;
 };
 
 // Compares two tensors of the same dims element by element (through their strides; dtypes may differ).
-// `magnitude` (optional, same dims) widens each element's band by tol.acc_coeff * M_i.
+// `magnitude` (optional, same dims) widens each element's band by tol.acc_coeff * M_i; `scale` (optional,
+// same dims, used when tol.statistical) gives the expected-error model its S_i; the output dtype's grid
+// is out.dtype's. Large tensors are split into fixed chunks compared on several threads and joined in
+// order, so the figures do not depend on the thread count.
 StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& ref, const Tolerance& tol,
-                                      const HostTensor* magnitude = nullptr);
+                                      const HostTensor* magnitude = nullptr, const HostTensor* scale = nullptr);
 
 // Passed or Incorrect. NaN/Inf in `out` where `ref` is finite is always Incorrect, whatever `tol` says.
-// nmse is compared with tol.nmse_max + e.nmse_allowance.
+// nmse is compared with tol.nmse_max + e.nmse_allowance; a statistical measure must also stay within
+// its size and bias limits.
 Verdict judge(const ErrorMeasures& e, const Tolerance& tol);
 
 struct OutputCheck {
@@ -106,8 +148,13 @@ struct CheckReport {
 
 struct CheckOptions {
   bool allow_tf32 = false;
-  // Multiplies atol, rtol and the accumulation coefficient of every default tolerance (> 1 to loosen).
+  // Multiplies atol, rtol and the accumulation coefficient of every default tolerance, and the expected
+  // error of the statistical model (its variance by the square), (> 1 to loosen).
   double tolerance_scale = 1.0;
+  // The dtype the computation under test stored its intermediates in, when it did (an unfused chain of
+  // plans: its materialized dtype). Unset: a fused kernel, which keeps them in fp32 registers; the
+  // reference rounds them to the graph's intermediate dtype either way.
+  std::optional<DataType> stored_intermediates;
 };
 
 // Checks `outputs` against a reference with magnitudes (run_*_reference_with_magnitudes), both in the
@@ -115,8 +162,9 @@ struct CheckOptions {
 // scaled by K) plus the accumulation bound: element i may differ by an extra
 //   acc_coeff * M_i,  acc_coeff = lambda(K) * sqrt(K) * u_acc + n * 2^-24
 // (K and u_acc from accumulation_into, n the nodes on the path, M the reference's magnitude), and nmse by
-// an extra 4 (sqrt(K) u_acc + n 2^-24)^2 sum M^2 / sum ref^2. Returns kInvalidArgument when counts or
-// dims do not line up.
+// an extra 4 (sqrt(K) u_acc + n 2^-24)^2 sum M^2 / sum ref^2. With the reference's scales (S) each
+// floating-point output also gets the expected-error model (expected_error_model()): the error-size and
+// the bias tests of judge(). Returns kInvalidArgument when counts or dims do not line up.
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const ReferenceOutputs& reference, const CheckOptions& options = {});
 
@@ -130,13 +178,38 @@ int64_t reduction_length_into(const Graph& graph, int tensor);
 
 // What accumulates on the paths into `tensor`: the longest reduction (as reduction_length_into), the
 // coarsest unit roundoff any accumulating node uses (conv/matmul: their compute dtype, 2^-11 for fp16
-// and 2^-24 for fp32; reductions, norms and SDPA accumulate in fp32), and the number of nodes.
+// and 2^-24 for fp32, and 2^-14 when an operand is fp8: Hopper's tensor cores keep about 14 bits when
+// they accumulate fp8 products; reductions, norms and SDPA accumulate in fp32), and the number of nodes.
+// For the expected-error model also: the sum of u_t^2 / 3 over the tensors on the path (not `tensor`
+// itself) that the reference rounds to a dtype coarser than fp32 (a fused kernel keeps them unrounded;
+// a uniform rounding error of at most u_t has mean square u_t^2 / 3), over SDPA nodes (the kernel rounds
+// its probabilities to the value dtype before the second product), and the GEMMs with fp32 operands
+// (TF32 rounds them to 10 mantissa bits when allowed). `stored` (CheckOptions::stored_intermediates)
+// rounds every intermediate on the path to at least that dtype's coarseness.
 struct AccumulationPath {
   int64_t reduction_length = 1;
   double unit_roundoff = 0x1p-24;
   int nodes = 0;
+  double rounding_var = 0.0;
+  int fp32_gemms = 0;
 };
-AccumulationPath accumulation_into(const Graph& graph, int tensor);
+AccumulationPath accumulation_into(const Graph& graph, int tensor,
+                                   std::optional<DataType> stored = std::nullopt);
+
+// The expected-error model of an output (docs/numerics.md "The gate"), in units of the scale S_i:
+// var_coeff = u_acc^2 (K/3 + B^2) / 3 + rounding_var + (4 n 2^-24)^2 and dir_coeff = u_acc B / sqrt(3),
+// with B = ceil(K / kGateTruncationBlock) (0 when K = 1). The accumulation of K terms rounds at every
+// step (a random walk: mean square u^2/3 per step times the partial sum, whose mean square over a
+// random order of the terms is at most S^2/3), and tensor cores add a block of products to the fp32
+// accumulator rounding toward zero (Fasi, Higham, Mikaitis & Pranesh 2021): at most one unit roundoff
+// of the partial sum per block, all in one direction. `tf32`: CheckOptions::allow_tf32 (each fp32 GEMM
+// on the path then adds 2 (2^-11)^2 / 3 for its operands' rounding).
+constexpr int64_t kGateTruncationBlock = 16;
+struct ErrorModel {
+  double var_coeff = 0.0;
+  double dir_coeff = 0.0;
+};
+ErrorModel expected_error_model(const AccumulationPath& path, bool tf32 = false);
 
 // The per-element failure probability the accumulation bound is set for, and its lambda for reduction
 // length K: lambda = sqrt(2 ln(2K / delta)) / (1 - u), from Higham & Mary (2019), Theorem 3.1: the bound

@@ -51,10 +51,17 @@ const char* reference_kind_name(ReferenceKind k);  // "host", "device"
 //               sum_k |a_k| |b_k| (the same contraction evaluated on |inputs|), and in general a bound
 //               carried through every node so that |value| <= M and the accumulation error <= c * M.
 //               Same dims and strides as the output, dtype fp32 (never rounded to the output dtype).
+//   scales      per element, the scale S of the expected-error model (docs/numerics.md "The gate"): for a
+//               contraction of graph inputs sqrt(sum_k (a_k b_k)^2 + y^2) (the same contraction of the
+//               squared inputs), which bounds the root mean square of the partial sums over a random
+//               order of the terms times sqrt(3); carried through every other node by the magnitude rules
+//               (S in place of M; a sum takes sqrt(sum S_x^2 + y^2)). Same dims, strides and dtype as the
+//               magnitudes; computed with them.
 struct ReferenceOutputs {
   ReferenceKind kind = ReferenceKind::kHost;
   std::vector<HostTensor> values;
   std::vector<HostTensor> magnitudes;
+  std::vector<HostTensor> scales;
 };
 
 // Evaluates every node in topological order in double precision.
@@ -68,8 +75,8 @@ StatusOr<std::vector<HostTensor>> run_host_reference(const Graph& graph, const s
 // Inputs are copied in, outputs copied back. Errors as above, plus kUnavailable without a usable device.
 StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& graph, const std::map<int, HostTensor>& inputs);
 
-// Either reference with its magnitude pass (about twice the work): what check_outputs needs for the
-// accumulation bound. The host variant honours options.max_macs as run_host_reference does.
+// Either reference with its magnitude pass (magnitudes and scales, about three times the work): what
+// check_outputs needs for the accumulation bound and the expected-error model. The host variant honours options.max_macs as run_host_reference does.
 StatusOr<ReferenceOutputs> run_host_reference_with_magnitudes(const Graph& graph,
                                                               const std::map<int, HostTensor>& inputs,
                                                               const HostReferenceOptions& options = {});

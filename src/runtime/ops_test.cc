@@ -44,7 +44,9 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
       for (double m : ref->magnitudes[i].values()) ASSERT_TRUE(std::isfinite(m)) << "magnitude " << i;
     }
     // The check machinery accepts the reference against itself for every case (tolerances are defined).
-    auto self = check_outputs(g, ref->values, *ref, CheckOptions{c.allow_tf32, 1.0});
+    CheckOptions co;
+    co.allow_tf32 = c.allow_tf32;
+    auto self = check_outputs(g, ref->values, *ref, co);
     ASSERT_TRUE(self.is_ok()) << self.status().to_string();
     EXPECT_EQ(self->verdict, Verdict::kPassed) << self->summary();
   }

@@ -251,6 +251,18 @@ Values scaled(Values v, double f) {
   return v;
 }
 
+Values squared(const Values& v) {
+  Values s(v.size());
+  for (size_t i = 0; i < v.size(); ++i) s[i] = v[i] * v[i];
+  return s;
+}
+
+// The scale of a contraction or sum (reference_math.h): f * sqrt(sum of squared terms + y^2).
+Values root_with(Values sum_sq, const Values& y, double f) {
+  for (size_t i = 0; i < sum_sq.size(); ++i) sum_sq[i] = f * std::sqrt(sum_sq[i] + y[i] * y[i]);
+  return sum_sq;
+}
+
 Values pointwise_magnitude_of(const NodePlan& p, PointwiseMode mode, const Operand& a, const Operand* b,
                               const Values& y) {
   const PointwiseGeom& g = p.pw;
@@ -321,74 +333,101 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
     return invalid_argument(os.str());
   }
   KILN_ASSIGN_OR_RETURN(auto values, load_inputs(g, inputs));
-  std::map<int, Values> mags;
+  // Magnitudes (M) and scales (S) start as |x| at the graph inputs.
+  std::map<int, Values> mags, scales;
   if (with_magnitudes)
     for (const auto& [t, v] : values) {
       Values m(v.size());
       for (size_t i = 0; i < v.size(); ++i) m[i] = std::fabs(v[i]);
-      mags.emplace(t, std::move(m));
+      mags.emplace(t, m);
+      scales.emplace(t, std::move(m));
     }
   const auto prod = producers(g);
   for (const NodePlan& p : prep.plans) {
     const Node& node = g.nodes[static_cast<size_t>(p.node)];
     std::vector<const Values*> in;
-    std::vector<Operand> op;
+    std::vector<Operand> op, sop;  // the operands with their magnitudes, and with their scales
     for (int t : node.inputs) {
       auto it = values.find(t);
       if (it == values.end()) return internal_error(node_label(g, p.node) + ": input not computed");
       in.push_back(&it->second);
-      if (with_magnitudes) op.push_back(Operand{&it->second, &mags.at(t), prod[static_cast<size_t>(t)] >= 0});
+      if (with_magnitudes) {
+        const bool carries = prod[static_cast<size_t>(t)] >= 0;
+        op.push_back(Operand{&it->second, &mags.at(t), carries});
+        sop.push_back(Operand{&it->second, &scales.at(t), carries});
+      }
     }
-    Values y, m;
+    Values y, m, sc;
     switch (p.op) {
       case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad:
         y = run_conv(p, *in[0], *in[1]);
-        if (with_magnitudes)
-          m = scaled(run_conv(p, *op[0].mag, *op[1].mag), contraction_factor(op[0].carries, op[1].carries));
+        if (with_magnitudes) {
+          const double f = contraction_factor(op[0].carries, op[1].carries);
+          m = scaled(run_conv(p, *op[0].mag, *op[1].mag), f);
+          sc = root_with(run_conv(p, squared(*sop[0].mag), squared(*sop[1].mag)), y, f);
+        }
         break;
       case OpKind::kMatmul:
         y = run_matmul(p.mm, *in[0], *in[1]);
-        if (with_magnitudes)
-          m = scaled(run_matmul(p.mm, *op[0].mag, *op[1].mag), contraction_factor(op[0].carries, op[1].carries));
+        if (with_magnitudes) {
+          const double f = contraction_factor(op[0].carries, op[1].carries);
+          m = scaled(run_matmul(p.mm, *op[0].mag, *op[1].mag), f);
+          sc = root_with(run_matmul(p.mm, squared(*sop[0].mag), squared(*sop[1].mag)), y, f);
+        }
         break;
       case OpKind::kPointwise:
         y = run_pointwise(p, node.pointwise.mode, *in[0], in.size() > 1 ? in[1] : nullptr);
-        if (with_magnitudes)
+        if (with_magnitudes) {
           m = pointwise_magnitude_of(p, node.pointwise.mode, op[0], op.size() > 1 ? &op[1] : nullptr, y);
+          sc = pointwise_magnitude_of(p, node.pointwise.mode, sop[0], sop.size() > 1 ? &sop[1] : nullptr, y);
+        }
         break;
       case OpKind::kReduction:
         y = run_reduction(p.red, node.reduction.mode, *in[0]);
         if (with_magnitudes) {
           // A sum accumulates (its own error and the operand's); max, min and amax pick one element.
-          if (node.reduction.mode == ReductionMode::kSum)
-            m = scaled(run_reduction(p.red, ReductionMode::kSum, *op[0].mag), contraction_factor(op[0].carries, false));
-          else
+          if (node.reduction.mode == ReductionMode::kSum) {
+            const double f = contraction_factor(op[0].carries, false);
+            m = scaled(run_reduction(p.red, ReductionMode::kSum, *op[0].mag), f);
+            sc = root_with(run_reduction(p.red, ReductionMode::kSum, squared(*sop[0].mag)), y, f);
+          } else {
             m = run_reduction(p.red, ReductionMode::kAmax, *op[0].mag);
+            sc = run_reduction(p.red, ReductionMode::kAmax, *sop[0].mag);
+          }
         }
         break;
       case OpKind::kLayerNorm: case OpKind::kRmsNorm: {
         const NormStats st = norm_stats(p, node.norm.epsilon, *in[0]);
         y = run_norm(p, st, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
-        if (with_magnitudes)
+        if (with_magnitudes) {
           m = norm_magnitude_of(p, node.norm.epsilon, st, op[0], op[1], op.size() > 2 ? &op[2] : nullptr, y);
+          sc = norm_magnitude_of(p, node.norm.epsilon, st, sop[0], sop[1], sop.size() > 2 ? &sop[2] : nullptr, y);
+        }
         break;
       }
       case OpKind::kSdpa:
         y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2]);
-        if (with_magnitudes) m = sdpa_magnitude_of(p.sdpa, op[0], op[1], op[2], y);
+        if (with_magnitudes) {
+          m = sdpa_magnitude_of(p.sdpa, op[0], op[1], op[2], y);
+          sc = sdpa_magnitude_of(p.sdpa, sop[0], sop[1], sop[2], y);
+        }
         break;
     }
     const int out = node.outputs[0];
     const DataType dt = dtype_of(g, out);
     for (double& v : y) v = round_to_dtype(v, dt);
     values[out] = std::move(y);
-    if (with_magnitudes) mags[out] = std::move(m);
+    if (with_magnitudes) {
+      mags[out] = std::move(m);
+      scales[out] = std::move(sc);
+    }
   }
   ReferenceOutputs r;
   r.kind = ReferenceKind::kHost;
   KILN_ASSIGN_OR_RETURN(r.values, make_outputs(g, values));
   if (with_magnitudes) {
     KILN_ASSIGN_OR_RETURN(r.magnitudes, make_magnitude_outputs(g, mags));
+    KILN_ASSIGN_OR_RETURN(r.scales, make_magnitude_outputs(g, scales));
   }
   return r;
 }

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <thread>
+#include <atomic>
 
+#include "validate/gate.h"
 #include "validate/node_plan.h"
 
 namespace kiln {
@@ -23,12 +26,6 @@ int coarseness(DataType t) {
 }
 
 bool is_integer(DataType t) { return t == DataType::kInt8 || t == DataType::kInt32 || t == DataType::kInt64; }
-
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2e", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -81,82 +78,37 @@ Tolerance default_tolerance(DataType dtype, const ToleranceOptions& options) {
   return t;
 }
 
-StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& ref, const Tolerance& tol,
-                                      const HostTensor* magnitude) {
-  if (out.dims != ref.dims)
-    return invalid_argument("measure_error: output " + out.describe() + " and reference " + ref.describe() +
-                            " have different dims");
-  if (magnitude && magnitude->dims != ref.dims)
-    return invalid_argument("measure_error: magnitude " + magnitude->describe() + " and reference " + ref.describe() +
-                            " have different dims");
-  const std::vector<double> a = out.values(), r = ref.values();
-  const std::vector<double> m = magnitude ? magnitude->values() : std::vector<double>{};
-  double sum_sq_mag = 0.0;
-  ErrorMeasures e;
-  e.count = static_cast<int64_t>(a.size());
-  double sum_sq_err = 0.0, sum_sq_ref = 0.0, worst = -1.0;
-  const double floor = tol.rel_floor > 0 ? tol.rel_floor : 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double x = a[i], y = r[i];
-    if (!std::isfinite(y)) {
-      // Non-finite reference: only the same value matches (NaN matches NaN).
-      const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
-      if (!same) {
-        ++e.mismatch_count;
-        if (worst < std::numeric_limits<double>::infinity()) {
-          worst = std::numeric_limits<double>::infinity();
-          e.worst_index = static_cast<int64_t>(i);
-        }
-      }
-      continue;
-    }
-    if (!std::isfinite(x)) {
-      ++e.nan_count;
-      ++e.mismatch_count;
-      worst = std::numeric_limits<double>::infinity();
-      e.worst_index = static_cast<int64_t>(i);
-      continue;
-    }
-    const double diff = std::fabs(x - y);
-    double allowed = tol.atol + tol.rtol * std::fabs(y);
-    if (magnitude) {
-      allowed += tol.acc_coeff * m[i];
-      sum_sq_mag += m[i] * m[i];
-    }
-    e.max_abs = std::max(e.max_abs, diff);
-    e.max_rel = std::max(e.max_rel, diff / std::max(std::fabs(y), floor));
-    sum_sq_err += diff * diff;
-    sum_sq_ref += y * y;
-    if (diff > allowed) ++e.mismatch_count;
-    const double ratio = allowed > 0 ? diff / allowed : (diff > 0 ? std::numeric_limits<double>::max() : 0.0);
-    if (ratio > worst) {
-      worst = ratio;
-      e.worst_index = static_cast<int64_t>(i);
-    }
-  }
-  e.nmse = sum_sq_ref > 0 ? sum_sq_err / sum_sq_ref : sum_sq_err;
-  if (magnitude) e.nmse_allowance = tol.acc_nmse_coeff * (sum_sq_ref > 0 ? sum_sq_mag / sum_sq_ref : sum_sq_mag);
-  return e;
-}
-
-Verdict judge(const ErrorMeasures& e, const Tolerance& tol) {
-  if (e.nan_count > 0 || e.mismatch_count > 0 || !(e.nmse <= tol.nmse_max + e.nmse_allowance))
-    return Verdict::kIncorrect;
-  return Verdict::kPassed;
-}
-
 double accumulation_lambda(int64_t reduction_length) {
   const double k = static_cast<double>(std::max<int64_t>(1, reduction_length));
   const double u = 0x1p-24;
   return std::sqrt(2.0 * std::log(2.0 * k / kAccumulationFailureProbability)) / (1.0 - u);
 }
 
-AccumulationPath accumulation_into(const Graph& graph, int tensor) {
+namespace {
+
+// Unit roundoff of a floating-point dtype's storage (0 for fp32 and integers: no coarser than the
+// kernel's own fp32 arithmetic, which the per-node term counts).
+double stored_roundoff(DataType t) {
+  switch (t) {
+    case DataType::kFloat16: return 0x1p-11;
+    case DataType::kBFloat16: return 0x1p-8;
+    case DataType::kFp8E4M3: return 0x1p-4;
+    case DataType::kFp8E5M2: return 0x1p-3;
+    default: return 0.0;
+  }
+}
+
+bool is_fp8(DataType t) { return t == DataType::kFp8E4M3 || t == DataType::kFp8E5M2; }
+
+}  // namespace
+
+AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional<DataType> stored) {
   using namespace validate_internal;
   const auto prod = producers(graph);
   AccumulationPath path;
   std::vector<bool> seen(graph.tensors.size(), false);
   std::vector<int> stack{tensor};
+  const double stored_u = stored ? stored_roundoff(*stored) : 0.0;
   while (!stack.empty()) {
     const int t = stack.back();
     stack.pop_back();
@@ -166,12 +118,30 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor) {
     if (n < 0) continue;
     const Node& node = graph.nodes[static_cast<size_t>(n)];
     ++path.nodes;
+    if (t != tensor) {
+      const double u = std::max(stored_roundoff(dtype_of(graph, t)), stored_u);
+      path.rounding_var += u * u / 3.0;
+    }
     auto plan = plan_node(graph, n);
     if (plan.is_ok()) path.reduction_length = std::max(path.reduction_length, plan->reduction_length);
     const bool gemm = node.op == OpKind::kConvFprop || node.op == OpKind::kConvDgrad ||
                       node.op == OpKind::kConvWgrad || node.op == OpKind::kMatmul;
     if (gemm && node.compute_dtype.value_or(graph.compute_dtype) == DataType::kFloat16)
       path.unit_roundoff = std::max(path.unit_roundoff, 0x1p-11);
+    if (gemm) {
+      bool fp8 = false, fp32 = true;
+      for (int in : node.inputs) {
+        const DataType d = dtype_of(graph, in);
+        fp8 = fp8 || is_fp8(d);
+        fp32 = fp32 && d == DataType::kFloat32;
+      }
+      if (fp8) path.unit_roundoff = std::max(path.unit_roundoff, 0x1p-14);
+      if (fp32) ++path.fp32_gemms;
+    }
+    if (node.op == OpKind::kSdpa && node.inputs.size() > 2) {
+      const double u = stored_roundoff(dtype_of(graph, node.inputs[2]));
+      path.rounding_var += u * u / 3.0;
+    }
     for (int in : node.inputs) stack.push_back(in);
   }
   return path;
@@ -181,44 +151,164 @@ int64_t reduction_length_into(const Graph& graph, int tensor) {
   return accumulation_into(graph, tensor).reduction_length;
 }
 
+ErrorModel expected_error_model(const AccumulationPath& path, bool tf32) {
+  ErrorModel m;
+  const double k = static_cast<double>(std::max<int64_t>(1, path.reduction_length));
+  const double blocks = path.reduction_length > 1 ? std::ceil(k / static_cast<double>(kGateTruncationBlock)) : 0.0;
+  const double u = path.unit_roundoff;
+  const double acc = path.reduction_length > 1 ? u * u * (k / 3.0 + blocks * blocks) / 3.0 : 0.0;
+  const double node = 4.0 * path.nodes * 0x1p-24;
+  double var = acc + path.rounding_var + node * node;
+  if (tf32) var += path.fp32_gemms * 2.0 * 0x1p-22 / 3.0;
+  m.var_coeff = var;
+  m.dir_coeff = u * blocks / std::sqrt(3.0);
+  return m;
+}
+
 std::string CheckReport::summary() const {
   std::string s;
   for (const auto& o : outputs) s += (s.empty() ? "" : "\n") + o.summary;
   return s;
 }
 
+namespace validate_internal {
+
+void dtype_grid(DataType dtype, int* bits, int* emin) {
+  switch (dtype) {
+    case DataType::kFloat32: *bits = 23; *emin = -126; return;
+    case DataType::kFloat16: *bits = 10; *emin = -14; return;
+    case DataType::kBFloat16: *bits = 7; *emin = -126; return;
+    case DataType::kFp8E4M3: *bits = 3; *emin = -6; return;
+    case DataType::kFp8E5M2: *bits = 2; *emin = -14; return;
+    default: *bits = -1; *emin = 0; return;
+  }
+}
+
 namespace {
 
-StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTensor>& outputs,
-                                 const std::vector<HostTensor>& references, const std::vector<HostTensor>* magnitudes,
-                                 const CheckOptions& options) {
-  using namespace validate_internal;
-  if (outputs.size() != graph.outputs.size() || references.size() != graph.outputs.size())
-    return invalid_argument("check_outputs: graph '" + graph.name + "' has " + std::to_string(graph.outputs.size()) +
-                            " outputs, got " + std::to_string(outputs.size()) + " results and " +
-                            std::to_string(references.size()) + " references");
-  if (magnitudes && magnitudes->size() != graph.outputs.size())
-    return invalid_argument("check_outputs: graph '" + graph.name + "' has " + std::to_string(graph.outputs.size()) +
-                            " outputs, got " + std::to_string(magnitudes->size()) + " magnitudes");
-  CheckReport report;
-  report.verdict = Verdict::kPassed;
+GateParams params_for(const Tolerance& tol, DataType dtype, bool with_magnitude) {
+  GateParams p;
+  p.atol = tol.atol;
+  p.rtol = tol.rtol;
+  p.rel_floor = tol.rel_floor;
+  p.acc_coeff = tol.acc_coeff;
+  p.with_magnitude = with_magnitude ? 1 : 0;
+  p.statistical = tol.statistical ? 1 : 0;
+  p.var_coeff = tol.var_coeff;
+  p.dir_coeff = tol.dir_coeff;
+  dtype_grid(dtype, &p.ulp_bits, &p.ulp_emin);
+  return p;
+}
+
+// Reads element `off` of a tensor's storage.
+struct Strided {
+  const double* data = nullptr;
+  const int64_t* strides = nullptr;
+};
+
+// One pass over logical indices [begin, end) of `out` against `ref` (and m, s), in ascending order.
+void compare_range(const GateParams& p, const HostTensor& out, const HostTensor& ref, const HostTensor* mag,
+                   const HostTensor* scale, int64_t begin, int64_t end, GateSums& g, std::vector<GateOffender>& off) {
+  const size_t r = out.dims.size();
+  std::vector<int64_t> idx(r, 0);
+  int64_t rem = begin;
+  for (size_t k = r; k-- > 0;) {
+    idx[k] = rem % out.dims[k];
+    rem /= out.dims[k];
+  }
+  const HostTensor* ts[4] = {&out, &ref, mag, scale};
+  int64_t o[4] = {0, 0, 0, 0};
+  for (int t = 0; t < 4; ++t)
+    if (ts[t])
+      for (size_t k = 0; k < r; ++k) o[t] += idx[k] * ts[t]->strides[k];
+  GateOffender found[kMaxOffenders];
+  int n_found = 0;
+  for (int64_t pos = begin; pos < end; ++pos) {
+    const double m = mag ? mag->storage[static_cast<size_t>(o[2])] : 0.0;
+    const double s = scale ? scale->storage[static_cast<size_t>(o[3])] : 0.0;
+    gate_element(p, out.storage[static_cast<size_t>(o[0])], ref.storage[static_cast<size_t>(o[1])], m, s, pos, g,
+                 found, &n_found);
+    for (size_t k = r; k-- > 0;) {
+      if (++idx[k] < out.dims[k]) {
+        for (int t = 0; t < 4; ++t)
+          if (ts[t]) o[t] += ts[t]->strides[k];
+        break;
+      }
+      for (int t = 0; t < 4; ++t)
+        if (ts[t]) o[t] -= (out.dims[k] - 1) * ts[t]->strides[k];
+      idx[k] = 0;
+    }
+  }
+  off.assign(found, found + n_found);
+}
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2e", v);
+  return buf;
+}
+
+std::string fixed2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g", v);
+  return buf;
+}
+
+}  // namespace
+
+ErrorMeasures measures_from_sums(const GateSums& g, const std::vector<GateOffender>& offenders, const Tolerance& tol,
+                                 bool with_magnitude) {
+  ErrorMeasures e;
+  e.count = g.count;
+  e.max_abs = g.max_abs;
+  e.max_rel = g.max_rel;
+  e.nan_count = g.nan_count;
+  e.mismatch_count = g.mismatch_count;
+  e.worst_index = g.worst_index;
+  e.nmse = g.sum_sq_ref > 0 ? g.sum_sq_err / g.sum_sq_ref : g.sum_sq_err;
+  if (with_magnitude)
+    e.nmse_allowance = tol.acc_nmse_coeff * (g.sum_sq_ref > 0 ? g.sum_sq_mag / g.sum_sq_ref : g.sum_sq_mag);
+  e.sum_sq_err = g.sum_sq_err;
+  if (tol.statistical) {
+    e.statistical = true;
+    e.expected_sq_err = g.sum_expected;
+    // The grid step the quanta allowance counts: twice the root mean square spacing, at most the largest.
+    const double step = g.finite_count > 0 ? std::min(g.max_ulp, 2.0 * std::sqrt(g.sum_ulp_sq / g.finite_count)) : 0.0;
+    e.size_limit = kGateSizeFactor * g.sum_expected + kGateQuanta * step * step;
+    const double allowed = kGateBiasFactor * g.sum_directed + kGateBiasSigmas * std::sqrt(g.sum_expected) +
+                           kGateQuanta * step;
+    if (g.sum_abs_ref > 0) {
+      e.mean_signed_rel = g.sum_signed / g.sum_abs_ref;
+      e.bias_limit = allowed / g.sum_abs_ref;
+    }
+  }
+  for (const GateOffender& o : offenders) e.offenders.push_back({o.index, o.out, o.ref, o.allowed});
+  return e;
+}
+
+StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool magnitudes, bool scales,
+                                                    const CheckOptions& options) {
+  std::vector<OutputGate> gates;
   const bool multi_node = graph.nodes.size() > 1;
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const int t = graph.outputs[i];
     if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size())
       return invalid_argument("check_outputs: output index " + std::to_string(t) + " out of range");
-    OutputCheck c;
+    OutputGate gate;
+    OutputCheck& c = gate.check;
     c.name = graph.tensors[static_cast<size_t>(t)].name;
     c.tensor = t;
     c.dtype = dtype_of(graph, t);
-    const AccumulationPath path = accumulation_into(graph, t);
+    const AccumulationPath path = accumulation_into(graph, t, options.stored_intermediates);
+    gate.reduction_length = path.reduction_length;
     ToleranceOptions to;
     to.reduction_length = path.reduction_length;
     to.allow_tf32 = options.allow_tf32;
-    to.accumulation_bound = magnitudes != nullptr;
+    to.accumulation_bound = magnitudes;
     if (multi_node) to.intermediate_dtype = graph.intermediate_dtype;
     c.tolerance = default_tolerance(c.dtype, to);
-    const bool with_bound = magnitudes != nullptr && !is_integer(c.dtype);
+    const bool with_bound = magnitudes && !is_integer(c.dtype);
+    gate.with_bound = with_bound;
     if (with_bound) {
       // Higham & Mary's probabilistic bound on the accumulations, plus one fp32 rounding per node on the
       // path (the magnitude rules carry both; see reference_math.h and docs/numerics.md).
@@ -227,6 +317,12 @@ StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTenso
       c.tolerance.acc_coeff = accumulation_lambda(path.reduction_length) * std::sqrt(k) * path.unit_roundoff +
                               path.nodes * 0x1p-24;
       c.tolerance.acc_nmse_coeff = 4.0 * rms * rms;
+      if (scales) {
+        const ErrorModel model = expected_error_model(path, options.allow_tf32);
+        c.tolerance.statistical = true;
+        c.tolerance.var_coeff = model.var_coeff;
+        c.tolerance.dir_coeff = model.dir_coeff;
+      }
     }
     // A reduction fused behind a GEMM or convolution (the FP8 recipe's AMAX) reads the accumulator before
     // it is rounded to the stored dtype of its input, while the reference reduces the rounded values: the
@@ -243,14 +339,7 @@ StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTenso
     }
     if (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction) {
       const int in = graph.nodes[static_cast<size_t>(p)].inputs[0];
-      double roundoff = 0;  // unit roundoff of the input's stored dtype, 2^-(mantissa bits + 1)
-      switch (dtype_of(graph, in)) {
-        case DataType::kFloat16: roundoff = std::ldexp(1.0, -11); break;
-        case DataType::kBFloat16: roundoff = std::ldexp(1.0, -8); break;
-        case DataType::kFp8E4M3: roundoff = std::ldexp(1.0, -4); break;
-        case DataType::kFp8E5M2: roundoff = std::ldexp(1.0, -3); break;
-        default: break;
-      }
+      const double roundoff = stored_roundoff(dtype_of(graph, in));
       c.tolerance.rtol = std::max(c.tolerance.rtol, 2 * roundoff);
       c.tolerance.nmse_max = std::max(c.tolerance.nmse_max, 4 * roundoff * roundoff);
       // With magnitudes the same holds per summed element: each term may differ by a rounding of its stored
@@ -261,23 +350,131 @@ StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTenso
     c.tolerance.atol *= options.tolerance_scale;
     c.tolerance.rtol *= options.tolerance_scale;
     c.tolerance.acc_coeff *= options.tolerance_scale;
-    auto err = measure_error(outputs[i], references[i], c.tolerance, with_bound ? &(*magnitudes)[i] : nullptr);
-    if (!err.is_ok()) return err.status().with_context("output '" + c.name + "'");
-    c.error = *err;
-    c.verdict = judge(c.error, c.tolerance);
-    c.summary = c.name + ": " + verdict_name(c.verdict) + " max_abs=" + sci(c.error.max_abs) +
-                " max_rel=" + sci(c.error.max_rel) + " nmse=" + sci(c.error.nmse);
-    if (c.error.nan_count > 0) c.summary += " nonfinite=" + std::to_string(c.error.nan_count);
-    if (c.error.mismatch_count > 0)
-      c.summary += " mismatches=" + std::to_string(c.error.mismatch_count) + "/" + std::to_string(c.error.count) +
-                   " (worst at index " + std::to_string(c.error.worst_index) + ")";
-    c.summary += std::string(" (") + dtype_name(c.dtype) + " tol atol=" + sci(c.tolerance.atol) +
-                 " rtol=" + sci(c.tolerance.rtol) + " nmse<=" + sci(c.tolerance.nmse_max + c.error.nmse_allowance) +
-                 " K=" + std::to_string(to.reduction_length) + (options.allow_tf32 ? " tf32" : "");
-    if (with_bound) c.summary += " acc=" + sci(c.tolerance.acc_coeff) + "*M";
-    c.summary += ")";
-    if (c.verdict != Verdict::kPassed) report.verdict = c.verdict;
-    report.outputs.push_back(std::move(c));
+    c.tolerance.var_coeff *= options.tolerance_scale * options.tolerance_scale;
+    c.tolerance.dir_coeff *= options.tolerance_scale;
+    gate.params = params_for(c.tolerance, c.dtype, with_bound);
+    gates.push_back(std::move(gate));
+  }
+  return gates;
+}
+
+void finish_output(OutputGate& gate, ErrorMeasures error, bool tf32, CheckReport& report) {
+  OutputCheck& c = gate.check;
+  c.error = std::move(error);
+  c.verdict = judge(c.error, c.tolerance);
+  const ErrorMeasures& e = c.error;
+  c.summary = c.name + ": " + verdict_name(c.verdict) + " max_abs=" + sci(e.max_abs) + " max_rel=" + sci(e.max_rel) +
+              " nmse=" + sci(e.nmse);
+  if (e.nan_count > 0) c.summary += " nonfinite=" + std::to_string(e.nan_count);
+  if (e.mismatch_count > 0)
+    c.summary += " mismatches=" + std::to_string(e.mismatch_count) + "/" + std::to_string(e.count) +
+                 " (worst at index " + std::to_string(e.worst_index) + ")";
+  c.summary += std::string(" (") + dtype_name(c.dtype) + " tol atol=" + sci(c.tolerance.atol) +
+               " rtol=" + sci(c.tolerance.rtol) + " nmse<=" + sci(c.tolerance.nmse_max + e.nmse_allowance) +
+               " K=" + std::to_string(gate.reduction_length) + (tf32 ? " tf32" : "");
+  if (gate.with_bound) c.summary += " acc=" + sci(c.tolerance.acc_coeff) + "*M";
+  c.summary += ")";
+  if (e.statistical) {
+    // The error's size against the rounding expected, and the mean signed relative error (bias).
+    const double ratio = e.expected_sq_err > 0 ? e.sum_sq_err / e.expected_sq_err : (e.sum_sq_err > 0 ? INFINITY : 0.0);
+    const double limit = e.expected_sq_err > 0 ? e.size_limit / e.expected_sq_err : INFINITY;
+    c.summary += " err2/expected=" + fixed2(ratio) + (e.sum_sq_err <= e.size_limit ? "" : " OVER") +
+                 "(<=" + fixed2(limit) + ") bias=" + sci(e.mean_signed_rel) +
+                 (std::fabs(e.mean_signed_rel) <= e.bias_limit ? "" : " OVER") + "(|bias|<=" + sci(e.bias_limit) + ")";
+  }
+  if (!e.offenders.empty()) {
+    c.summary += " first offenders:";
+    for (size_t i = 0; i < e.offenders.size() && i < 3; ++i) {
+      const auto& o = e.offenders[i];
+      c.summary += " [" + std::to_string(o.index) + "] out=" + sci(o.out) + " ref=" + sci(o.ref) + " band=" + sci(o.allowed);
+    }
+  }
+  if (c.verdict != Verdict::kPassed) report.verdict = c.verdict;
+  report.outputs.push_back(c);
+}
+
+}  // namespace validate_internal
+
+StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& ref, const Tolerance& tol,
+                                      const HostTensor* magnitude, const HostTensor* scale) {
+  using namespace validate_internal;
+  if (out.dims != ref.dims)
+    return invalid_argument("measure_error: output " + out.describe() + " and reference " + ref.describe() +
+                            " have different dims");
+  for (const HostTensor* t : {&out, &ref, magnitude, scale}) {
+    if (!t) continue;
+    if (t->dims != ref.dims)
+      return invalid_argument("measure_error: " + t->describe() + " and reference " + ref.describe() +
+                              " have different dims");
+    if (t->strides.size() != t->dims.size() || static_cast<int64_t>(t->storage.size()) < t->storage_span())
+      return invalid_argument("measure_error: " + t->describe() + ": storage does not cover its strides");
+  }
+  if (tol.statistical && !scale) return invalid_argument("measure_error: a statistical tolerance needs the scale tensor");
+  const GateParams p = params_for(tol, out.dtype, magnitude != nullptr);
+  const int64_t n = out.element_count();
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  const int64_t chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk);
+  std::vector<GateSums> sums(static_cast<size_t>(chunks));
+  std::vector<std::vector<GateOffender>> offs(static_cast<size_t>(chunks));
+  std::atomic<int64_t> next{0};
+  auto worker = [&] {
+    for (int64_t c = next++; c < chunks; c = next++)
+      compare_range(p, out, ref, magnitude, tol.statistical ? scale : nullptr, c * kChunk, std::min(n, (c + 1) * kChunk),
+                    sums[static_cast<size_t>(c)], offs[static_cast<size_t>(c)]);
+  };
+  const int64_t threads = std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (int64_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+  }
+  GateSums total;
+  std::vector<GateOffender> offenders;
+  for (int64_t c = 0; c < chunks; ++c) {
+    gate_merge(total, sums[static_cast<size_t>(c)]);
+    for (const GateOffender& o : offs[static_cast<size_t>(c)])
+      if (offenders.size() < static_cast<size_t>(kMaxOffenders)) offenders.push_back(o);
+  }
+  return measures_from_sums(total, offenders, tol, magnitude != nullptr);
+}
+
+Verdict judge(const ErrorMeasures& e, const Tolerance& tol) {
+  if (e.nan_count > 0 || e.mismatch_count > 0 || !(e.nmse <= tol.nmse_max + e.nmse_allowance))
+    return Verdict::kIncorrect;
+  if (e.statistical && (!(e.sum_sq_err <= e.size_limit) || !(std::fabs(e.mean_signed_rel) <= e.bias_limit)))
+    return Verdict::kIncorrect;
+  return Verdict::kPassed;
+}
+
+namespace {
+
+StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTensor>& outputs,
+                                 const std::vector<HostTensor>& references, const std::vector<HostTensor>* magnitudes,
+                                 const std::vector<HostTensor>* scales, const CheckOptions& options) {
+  using namespace validate_internal;
+  if (outputs.size() != graph.outputs.size() || references.size() != graph.outputs.size())
+    return invalid_argument("check_outputs: graph '" + graph.name + "' has " + std::to_string(graph.outputs.size()) +
+                            " outputs, got " + std::to_string(outputs.size()) + " results and " +
+                            std::to_string(references.size()) + " references");
+  if (magnitudes && magnitudes->size() != graph.outputs.size())
+    return invalid_argument("check_outputs: graph '" + graph.name + "' has " + std::to_string(graph.outputs.size()) +
+                            " outputs, got " + std::to_string(magnitudes->size()) + " magnitudes");
+  if (scales && scales->size() != graph.outputs.size())
+    return invalid_argument("check_outputs: graph '" + graph.name + "' has " + std::to_string(graph.outputs.size()) +
+                            " outputs, got " + std::to_string(scales->size()) + " scales");
+  KILN_ASSIGN_OR_RETURN(std::vector<OutputGate> gates,
+                        plan_output_gates(graph, magnitudes != nullptr, scales != nullptr, options));
+  CheckReport report;
+  report.verdict = Verdict::kPassed;
+  for (size_t i = 0; i < gates.size(); ++i) {
+    OutputGate& gate = gates[i];
+    auto err = measure_error(outputs[i], references[i], gate.check.tolerance,
+                             gate.with_bound ? &(*magnitudes)[i] : nullptr,
+                             gate.check.tolerance.statistical ? &(*scales)[i] : nullptr);
+    if (!err.is_ok()) return err.status().with_context("output '" + gate.check.name + "'");
+    finish_output(gate, std::move(err).value(), options.allow_tf32, report);
   }
   return report;
 }
@@ -286,14 +483,16 @@ StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTenso
 
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const ReferenceOutputs& reference, const CheckOptions& options) {
-  // A reference without its magnitude pass falls back to the legacy tolerances.
-  return check_impl(graph, outputs, reference.values, reference.magnitudes.empty() ? nullptr : &reference.magnitudes,
-                    options);
+  // A reference without its magnitude pass falls back to the legacy tolerances; one without scales has no
+  // expected-error model.
+  const bool mags = !reference.magnitudes.empty();
+  return check_impl(graph, outputs, reference.values, mags ? &reference.magnitudes : nullptr,
+                    mags && !reference.scales.empty() ? &reference.scales : nullptr, options);
 }
 
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const std::vector<HostTensor>& references, const CheckOptions& options) {
-  return check_impl(graph, outputs, references, nullptr, options);
+  return check_impl(graph, outputs, references, nullptr, nullptr, options);
 }
 
 }  // namespace kiln

@@ -149,7 +149,9 @@ TEST(CheckOutputs, ReportAndSummary) {
 
   bad = *ref;
   bad[0].storage[0] = std::numeric_limits<double>::quiet_NaN();
-  rep = check_outputs(g, bad, *ref, CheckOptions{false, 1e6});
+  CheckOptions loose;
+  loose.tolerance_scale = 1e6;
+  rep = check_outputs(g, bad, *ref, loose);
   EXPECT_EQ(rep->verdict, Verdict::kIncorrect);
   EXPECT_NE(rep->summary().find("nonfinite=1"), std::string::npos) << rep->summary();
 

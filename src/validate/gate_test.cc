@@ -1,0 +1,336 @@
+// The numerics gate against plausible wrong kernels (issue 11, docs/numerics.md "The gate"): a GEMM of
+// fp16 inputs (Kiln's uniform [-1, 1] data) with fp32 accumulation and an fp32, fp16 or bf16 output, the
+// kernel simulated on the host from the K products of each element. Correct kernels (double, sequential,
+// pairwise, and tensor-core-like truncated 16-product blocks, each rounded once to the output dtype) pass
+// at every K up to 100352; a kernel that drops its last product, one that scales its output by 4 units in
+// the last place of the output dtype, and one with a single element beyond the per-element bound are
+// Incorrect. The limits of what can be told apart are pinned too: for fp32 outputs a 4-ulp scaling is
+// only separable from correct accumulation while K is small.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <tuple>
+
+#include "kiln/numerics.h"
+#include "kiln/reference.h"
+#include "validate/test_graphs.h"
+
+namespace kiln {
+namespace {
+
+using namespace testing_graphs;
+
+// A kernel's pre-rounding result for one element from its K products, in order.
+using Dot = std::function<double(const std::vector<double>& products)>;
+
+double exact(const std::vector<double>& p) {
+  double acc = 0;
+  for (double x : p) acc += x;
+  return acc;
+}
+
+// fp16 x fp16 products are exact in fp32 (11 + 11 bits): the only error is the accumulation's.
+double sequential(const std::vector<double>& p) {
+  float acc = 0.f;
+  for (double x : p) acc += static_cast<float>(x);
+  return acc;
+}
+
+double pairwise(const std::vector<double>& p) {
+  std::vector<float> v(p.begin(), p.end());
+  while (v.size() > 1) {
+    std::vector<float> next((v.size() + 1) / 2);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = v[2 * i] + (2 * i + 1 < v.size() ? v[2 * i + 1] : 0.f);
+    v.swap(next);
+  }
+  return v.empty() ? 0.0 : v[0];
+}
+
+// Tensor-core-like: `block` products summed exactly, then added to the fp32 accumulator rounding toward
+// zero (Fasi, Higham, Mikaitis & Pranesh 2021). With 16-product blocks this reproduces the H200's error on
+// conv_wgrad (K = 100352): nmse ~2e-8 simulated, 1.35e-8 measured.
+double truncated(const std::vector<double>& p, size_t block) {
+  float acc = 0.f;
+  for (size_t i = 0; i < p.size(); i += block) {
+    double sum = 0.0;
+    for (size_t j = i; j < std::min(p.size(), i + block); ++j) sum += p[j];
+    const double e = static_cast<double>(acc) + sum;
+    float r = static_cast<float>(e);
+    if (std::fabs(static_cast<double>(r)) > std::fabs(e)) r = std::nextafter(r, 0.f);
+    acc = r;
+  }
+  return acc;
+}
+double truncated16(const std::vector<double>& p) { return truncated(p, 16); }
+
+// The kernel that forgets its last product (a K-tail bug), accumulating like truncated16.
+double drops_last(const std::vector<double>& p) { return truncated16(std::vector<double>(p.begin(), p.end() - 1)); }
+
+// 1 + 4 units in the last place of `dt` (at the bottom of a binade: 4 * 2^-mantissa bits).
+double four_ulps(DataType dt) {
+  switch (dt) {
+    case DataType::kFloat16: return 1.0 + 4 * 0x1p-10;
+    case DataType::kBFloat16: return 1.0 + 4 * 0x1p-7;
+    default: return 1.0 + 4 * 0x1p-23;
+  }
+}
+
+// One GEMM [m, k] x [k, n] of fp16 inputs, with every simulated kernel's pre-rounding result per element.
+// The reference of each output dtype is the host reference's (its values are the double sum rounded once,
+// its magnitudes and scales do not depend on the output dtype).
+struct Case {
+  Graph g;  // fp32 output
+  int64_t m = 0, k = 0, n = 0;
+  ReferenceOutputs ref;  // of the fp32 output
+  std::map<std::string, std::vector<double>> kernels;
+};
+
+const Case& gemm_case(int64_t k, uint64_t seed, int64_t side = 32) {
+  static std::map<std::tuple<int64_t, uint64_t, int64_t>, Case> cache;
+  auto it = cache.find({k, seed, side});
+  if (it != cache.end()) return it->second;
+  Case c;
+  c.m = side, c.k = k, c.n = side;
+  c.g = make_graph("gemm", DataType::kFloat16);
+  const int a = add_tensor(c.g, "a", {c.m, k}), b = add_tensor(c.g, "b", {k, c.n});
+  const int y = add_tensor(c.g, "c", {c.m, c.n}, DataType::kFloat32);
+  add_node(c.g, "mm", OpKind::kMatmul, {a, b}, y);
+  c.g.outputs = {y};
+  auto in = make_random_inputs(c.g, seed);
+  EXPECT_TRUE(in.is_ok());
+  auto ref = run_host_reference_with_magnitudes(c.g, *in);
+  EXPECT_TRUE(ref.is_ok()) << ref.status().to_string();
+  c.ref = *ref;
+  EXPECT_EQ(c.ref.scales.size(), 1u);
+  const std::vector<std::pair<std::string, Dot>> dots = {
+      {"double", exact}, {"sequential", sequential}, {"pairwise", pairwise}, {"truncated16", truncated16},
+      {"truncated8", [](const std::vector<double>& p) { return truncated(p, 8); }}, {"drops_last", drops_last}};
+  const auto av = in->at(a).values(), bv = in->at(b).values();
+  std::vector<double> bt(bv.size());  // b transposed: each element's products read contiguously
+  for (int64_t q = 0; q < k; ++q)
+    for (int64_t j = 0; j < c.n; ++j) bt[static_cast<size_t>(j * k + q)] = bv[static_cast<size_t>(q * c.n + j)];
+  std::vector<double> prods(static_cast<size_t>(k));
+  for (const auto& d : dots) c.kernels[d.first].resize(static_cast<size_t>(c.m * c.n));
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      for (int64_t q = 0; q < k; ++q)
+        prods[static_cast<size_t>(q)] = av[static_cast<size_t>(i * k + q)] * bt[static_cast<size_t>(j * k + q)];
+      for (const auto& d : dots) c.kernels[d.first][static_cast<size_t>(i * c.n + j)] = d.second(prods);
+    }
+  // The host reference's double sum is the test's own, in the same order.
+  EXPECT_EQ(HostTensor::from_values(DataType::kFloat32, {c.m, c.n}, c.kernels["double"]).storage, c.ref.values[0].storage);
+  return cache.emplace(std::make_tuple(k, seed, side), std::move(c)).first->second;
+}
+
+Graph graph_for(const Case& c, DataType dt) {
+  Graph g = c.g;
+  g.tensors[static_cast<size_t>(g.outputs[0])].dtype = dt;
+  return g;
+}
+
+ReferenceOutputs reference_for(const Case& c, DataType dt) {
+  ReferenceOutputs r = c.ref;
+  r.values[0] = HostTensor::from_values(dt, {c.m, c.n}, c.kernels.at("double"));
+  return r;
+}
+
+// The kernel's result rounded once to the output dtype (after an optional uniform scaling).
+HostTensor result(const Case& c, const std::string& kernel, DataType dt, double scale = 1.0) {
+  std::vector<double> v = c.kernels.at(kernel);
+  for (double& x : v) x *= scale;
+  return HostTensor::from_values(dt, {c.m, c.n}, v);
+}
+
+OutputCheck check(const Case& c, DataType dt, const HostTensor& out, const std::string& what) {
+  auto rep = check_outputs(graph_for(c, dt), {out}, reference_for(c, dt));
+  EXPECT_TRUE(rep.is_ok()) << rep.status().to_string();
+  std::printf("  K=%-6lld %-5s %-12s %s\n", static_cast<long long>(c.k), dtype_name(dt), what.c_str(),
+              rep->summary().c_str());
+  return rep->outputs[0];
+}
+
+const DataType kDtypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+
+TEST(Gate, CorrectAccumulationsPassAtEveryKAndDtype) {
+  for (int64_t k : {16, 64, 4096, 100352})
+    for (uint64_t seed : {1, 2}) {
+      const Case& c = gemm_case(k, seed);
+      for (DataType dt : kDtypes)
+        for (const char* kernel : {"double", "sequential", "pairwise", "truncated16", "truncated8"}) {
+          SCOPED_TRACE(std::to_string(k) + " " + dtype_name(dt) + " " + kernel + " seed " + std::to_string(seed));
+          EXPECT_EQ(check(c, dt, result(c, kernel, dt), kernel).verdict, Verdict::kPassed);
+        }
+    }
+}
+
+// Many elements, small K: the count of outputs where rounding to the output grid lands on the other
+// side of a grid point than the reference is small but not zero; that must not fail a correct result.
+TEST(Gate, ManyElementsDoNotRaiseFalseAlarms) {
+  const Case& c = gemm_case(64, 7, 256);
+  for (DataType dt : kDtypes)
+    for (const char* kernel : {"sequential", "truncated16", "truncated8"}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + kernel);
+      EXPECT_EQ(check(c, dt, result(c, kernel, dt), kernel).verdict, Verdict::kPassed);
+    }
+}
+
+TEST(Gate, DroppedLastTermIsIncorrectAtEveryKUpTo1e5) {
+  for (int64_t k : {64, 4096, 100352})
+    for (uint64_t seed : {1, 2}) {
+      const Case& c = gemm_case(k, seed);
+      for (DataType dt : kDtypes) {
+        SCOPED_TRACE(std::to_string(k) + " " + dtype_name(dt) + " seed " + std::to_string(seed));
+        const OutputCheck o = check(c, dt, result(c, "drops_last", dt), "drops_last");
+        EXPECT_EQ(o.verdict, Verdict::kIncorrect);
+        if (k == 100352) {
+          // Inside every element's band (the per-element bound cannot see it at this K), outside the
+          // expected error's size.
+          EXPECT_EQ(o.error.mismatch_count, 0);
+          EXPECT_GT(o.error.sum_sq_err, o.error.size_limit);
+        }
+      }
+    }
+}
+
+TEST(Gate, UniformScalingByFourUlpsIsIncorrect) {
+  // fp16 and bf16 outputs at every K up to 1e5; fp32 outputs while K is small (see the next test).
+  for (int64_t k : {16, 64, 4096, 100352})
+    for (uint64_t seed : {1, 2}) {
+      const Case& c = gemm_case(k, seed);
+      for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+        SCOPED_TRACE(std::to_string(k) + " " + dtype_name(dt) + " seed " + std::to_string(seed));
+        const OutputCheck o = check(c, dt, result(c, "truncated16", dt, four_ulps(dt)), "scaled 4ulp");
+        EXPECT_EQ(o.verdict, Verdict::kIncorrect);
+        EXPECT_GT(std::fabs(o.error.mean_signed_rel), o.error.bias_limit);
+        EXPECT_NEAR(o.error.mean_signed_rel, four_ulps(dt) - 1.0, 0.35 * (four_ulps(dt) - 1.0));
+      }
+    }
+  for (uint64_t seed : {1, 2, 3}) {
+    SCOPED_TRACE("fp32 K=16 seed " + std::to_string(seed));
+    const Case& c = gemm_case(16, seed);
+    const DataType f32 = DataType::kFloat32;
+    EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, four_ulps(f32)), "scaled 4ulp").verdict, Verdict::kIncorrect);
+  }
+}
+
+// For fp32 outputs a 4-ulp scaling (4.8e-7) is below what correct accumulation itself does once K grows:
+// truncating tensor cores shrink a K = 100352 sum by ~1e-4 (the H200 measured nmse 1.35e-8 on
+// conv_wgrad). What the gate separates there is pinned here: the issue's 1.005 scaling, and 1e-3.
+TEST(Gate, Fp32ScalingAtLargeKIsIncorrectAboveTheAccumulationsOwnBias) {
+  const Case& c = gemm_case(100352, 1);
+  const DataType f32 = DataType::kFloat32;
+  EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, 1.005), "scaled 1.005").verdict, Verdict::kIncorrect);
+  EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, 1.001), "scaled 1.001").verdict, Verdict::kIncorrect);
+  const OutputCheck o = check(c, f32, result(c, "truncated16", f32, four_ulps(f32)), "scaled 4ulp");
+  EXPECT_EQ(o.verdict, Verdict::kPassed);  // indistinguishable: the bias limit is far wider than 4.8e-7
+  EXPECT_GT(o.error.bias_limit, 100 * (four_ulps(f32) - 1.0));
+}
+
+TEST(Gate, ElementwiseFp32ScalingByFourUlpsIsIncorrect) {
+  Graph g = make_graph("scale", DataType::kFloat32);
+  const int x = add_tensor(g, "x", {64, 64}), y = add_tensor(g, "y", {64, 64});
+  add_node(g, "id", OpKind::kPointwise, {x}, y).pointwise.mode = PointwiseMode::kTanh;
+  g.outputs = {y};
+  auto in = make_random_inputs(g, 3);
+  ASSERT_TRUE(in.is_ok());
+  auto ref = run_host_reference_with_magnitudes(g, *in);
+  ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+  auto v = ref->values[0].values();
+  auto rep = check_outputs(g, {ref->values[0]}, *ref);
+  ASSERT_TRUE(rep.is_ok());
+  EXPECT_EQ(rep->verdict, Verdict::kPassed) << rep->summary();
+  for (double& e : v) e *= four_ulps(DataType::kFloat32);
+  rep = check_outputs(g, {HostTensor::from_values(DataType::kFloat32, {64, 64}, v)}, *ref);
+  ASSERT_TRUE(rep.is_ok());
+  std::printf("  %s\n", rep->summary().c_str());
+  EXPECT_EQ(rep->verdict, Verdict::kIncorrect);
+}
+
+TEST(Gate, SingleElementBeyondTheBoundIsIncorrect) {
+  for (int64_t k : {64, 4096, 100352})
+    for (DataType dt : kDtypes) {
+      SCOPED_TRACE(std::to_string(k) + " " + dtype_name(dt));
+      const Case& c = gemm_case(k, 1);
+      HostTensor out = result(c, "truncated16", dt);
+      const OutputCheck ok = check(c, dt, out, "correct");
+      ASSERT_EQ(ok.verdict, Verdict::kPassed);
+      // Element (3, 5) just past its band (atol + rtol |ref| + acc M), by more than half a grid step so that
+      // rounding to the output dtype keeps it outside.
+      const Tolerance& tol = ok.tolerance;
+      const double r = reference_for(c, dt).values[0].at({3, 5}), m = c.ref.magnitudes[0].at({3, 5});
+      const double band = tol.atol + tol.rtol * std::fabs(r) + tol.acc_coeff * m;
+      const double x = r + 1.01 * band;
+      const int bits = dt == DataType::kFloat32 ? 23 : dt == DataType::kFloat16 ? 10 : 7;
+      out.set({3, 5}, round_to_dtype(x + std::fabs(x) * std::ldexp(1.0, -bits), dt));
+      const OutputCheck bad = check(c, dt, out, "one beyond");
+      EXPECT_EQ(bad.verdict, Verdict::kIncorrect);
+      EXPECT_EQ(bad.error.mismatch_count, 1);
+      EXPECT_EQ(bad.error.worst_index, 3 * c.n + 5);
+      ASSERT_EQ(bad.error.offenders.size(), 1u);
+      EXPECT_EQ(bad.error.offenders[0].index, 3 * c.n + 5);
+      EXPECT_EQ(bad.error.offenders[0].ref, r);
+      EXPECT_NE(bad.summary.find("first offenders: [" + std::to_string(3 * c.n + 5) + "]"), std::string::npos)
+          << bad.summary;
+    }
+}
+
+// The measures behind the verdict, on known data.
+TEST(Gate, MeanSignedRelativeErrorAndOffenders) {
+  Tolerance tol;
+  tol.atol = 1.5e-3;
+  tol.rtol = 0;
+  tol.nmse_max = 1;
+  tol.statistical = true;
+  tol.var_coeff = 1e-12;
+  HostTensor ref = HostTensor::from_values(DataType::kFloat32, {4}, {1.0, -2.0, 0.0, 4.0});
+  HostTensor scale = ref;
+  for (double& v : scale.storage) v = std::fabs(v);
+  // out = (1 + 2^-10) ref: the mean signed relative error is exactly 2^-10 (the zero contributes nothing).
+  HostTensor out = HostTensor::from_values(DataType::kFloat32, {4}, {1.0 + 0x1p-10, -2.0 - 0x1p-9, 0.0, 4.0 + 0x1p-8});
+  auto e = measure_error(out, ref, tol, nullptr, &scale);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_TRUE(e->statistical);
+  EXPECT_DOUBLE_EQ(e->mean_signed_rel, 0x1p-10);
+  EXPECT_EQ(e->mismatch_count, 2);  // |diff| 2^-9 and 2^-8 exceed atol 1.5e-3; 2^-10 does not
+  ASSERT_EQ(e->offenders.size(), 2u);
+  EXPECT_EQ(e->offenders[0].index, 1);
+  EXPECT_EQ(e->offenders[0].ref, -2.0);
+  EXPECT_EQ(e->offenders[0].out, -2.0 - 0x1p-9);
+  EXPECT_DOUBLE_EQ(e->offenders[0].allowed, 1.5e-3);
+  EXPECT_EQ(e->offenders[1].index, 3);
+  EXPECT_EQ(judge(*e, tol), Verdict::kIncorrect);
+  // A statistical tolerance needs the scales.
+  EXPECT_EQ(measure_error(out, ref, tol).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The same figures whatever the tensor's strides (an NHWC output, compared element by element through
+// them) and past the chunk size of the threaded comparison.
+TEST(Gate, StridedAndChunkedComparisonAgreeWithPacked) {
+  const std::vector<int64_t> dims = {2, 8, 300, 300};  // 1.44M elements: two chunks of 2^20
+  HostTensor packed = HostTensor::zeros(DataType::kFloat16, dims);
+  packed.fill_uniform(5);
+  HostTensor nhwc = HostTensor::zeros(DataType::kFloat16, dims, testing_graphs::nhwc_strides(dims));
+  nhwc.set_values(packed.values());
+  HostTensor out_p = packed, out_n = nhwc;
+  auto vp = out_p.values();
+  vp[1200000] += 0.5;  // in the second chunk
+  vp[7] += 0.25;
+  out_p.set_values(vp);
+  out_n.set_values(vp);
+  const Tolerance tol = default_tolerance(DataType::kFloat16);
+  auto a = measure_error(out_p, packed, tol), b = measure_error(out_n, nhwc, tol);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(a->count, static_cast<int64_t>(vp.size()));
+  EXPECT_EQ(a->mismatch_count, 2);
+  EXPECT_EQ(b->mismatch_count, 2);
+  EXPECT_EQ(a->worst_index, b->worst_index);
+  EXPECT_DOUBLE_EQ(a->nmse, b->nmse);
+  ASSERT_EQ(b->offenders.size(), 2u);
+  EXPECT_EQ(b->offenders[0].index, 7);
+}
+
+}  // namespace
+}  // namespace kiln
