@@ -89,8 +89,10 @@ StatusOr<double> estimate_macs(const Graph& graph);
 
 // Random values for every graph input, deterministic in `seed`, with ranges suited to the consumer:
 // uniform [-1, 1] by default, norm scales [0.5, 1.5], norm biases and bias_add biases [-0.5, 0.5],
-// divisors [0.5, 1.5]; by-value tensors take TensorDesc::value. Each tensor uses its own stream
-// (seed mixed with the tensor index), so adding a tensor does not change the others.
+// divisors [0.5, 1.5]; by-value tensors take TensorDesc::value. Element e of tensor t is a pure function
+// of (seed, t, e) (Philox4x32-10, docs/numerics.md "Random inputs"), so adding a tensor does not change
+// the others, and generate_inputs_on_device (kiln/device_check.h) writes the same bits on the device.
+// Large tensors are filled on every core.
 StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& graph, uint64_t seed);
 
 }  // namespace kiln

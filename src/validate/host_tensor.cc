@@ -111,10 +111,64 @@ T get(const uint8_t* p, size_t i) {
 
 }  // namespace
 
-uint16_t fp16_from_double(double x) { return static_cast<uint16_t>(encode_float(x, kFp16)); }
-double fp16_to_double(uint16_t bits) { return decode_float(bits, kFp16); }
-uint16_t bf16_from_double(double x) { return static_cast<uint16_t>(encode_float(x, kBf16)); }
-double bf16_to_double(uint16_t bits) { return decode_float(bits, kBf16); }
+namespace {
+
+// Fast path of encode_float for an IEEE-like format with `ebits` exponent and `mbits` stored mantissa bits,
+// for results in its normal range: round the double's own significand to nearest, ties to even, in its bit
+// pattern (a carry into the exponent is the correct result). Returns false (use encode_float) for zero,
+// subnormal results, overflow, infinities and NaN; exactly encode_float's result otherwise.
+bool encode_normal_fast(double x, int ebits, int mbits, uint32_t* out) {
+  const int bias = (1 << (ebits - 1)) - 1, emin = 1 - bias, emax = bias;
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  const uint32_t sign = static_cast<uint32_t>(b >> 63);
+  uint64_t mag = b & 0x7FFFFFFFFFFFFFFFull;
+  const int e = static_cast<int>(mag >> 52) - 1023;
+  if (e < emin || e > emax) return false;  // also zero, subnormal doubles, inf and NaN
+  const int drop = 52 - mbits;
+  mag += ((uint64_t{1} << (drop - 1)) - 1) + ((mag >> drop) & 1);
+  mag &= ~((uint64_t{1} << drop) - 1);
+  const int re = static_cast<int>(mag >> 52) - 1023;
+  if (re > emax) return false;  // rounded up past the largest finite value
+  const uint32_t mant = static_cast<uint32_t>((mag >> drop) & ((uint64_t{1} << mbits) - 1));
+  *out = (sign << (ebits + mbits)) | (static_cast<uint32_t>(re + bias) << mbits) | mant;
+  return true;
+}
+
+uint16_t fp16_encode(double x) {
+  uint32_t r;
+  if (encode_normal_fast(x, 5, 10, &r)) return static_cast<uint16_t>(r);
+  return static_cast<uint16_t>(encode_float(x, kFp16));
+}
+
+uint16_t bf16_encode(double x) {
+  uint32_t r;
+  if (encode_normal_fast(x, 8, 7, &r)) return static_cast<uint16_t>(r);
+  return static_cast<uint16_t>(encode_float(x, kBf16));
+}
+
+// Every fp16 value, decoded once.
+const std::vector<double>& fp16_table() {
+  static const std::vector<double> table = [] {
+    std::vector<double> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = decode_float(i, kFp16);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+uint16_t fp16_from_double(double x) { return fp16_encode(x); }
+double fp16_to_double(uint16_t bits) { return fp16_table()[bits]; }
+uint16_t bf16_from_double(double x) { return bf16_encode(x); }
+double bf16_to_double(uint16_t bits) {
+  // bf16 is the top half of an fp32 pattern: exact, NaN payloads kept as NaN.
+  const uint32_t f = static_cast<uint32_t>(bits) << 16;
+  float v;
+  std::memcpy(&v, &f, sizeof v);
+  return static_cast<double>(v);
+}
 uint8_t fp8_e4m3_from_double(double x) { return static_cast<uint8_t>(encode_float(x, kE4M3)); }
 double fp8_e4m3_to_double(uint8_t bits) { return decode_float(bits, kE4M3); }
 uint8_t fp8_e5m2_from_double(double x) { return static_cast<uint8_t>(encode_float(x, kE5M2)); }

@@ -56,6 +56,53 @@ TEST(Fp16, RoundTripAllBits) {
   }
 }
 
+// The encoders round every double to the nearest value of the format, ties to even (a property test
+// over random doubles of every magnitude, tie points and the overflow threshold included): whatever
+// fast path the encoder takes, its result is the nearest one.
+TEST(RoundToDtype, Fp16AndBf16AreNearestEvenForAnyDouble) {
+  Rng rng(17);
+  struct Format {
+    DataType dtype;
+    int mbits;
+    double max_finite;
+  };
+  for (const Format& f : {Format{DataType::kFloat16, 10, 65504.0}, Format{DataType::kBFloat16, 7, 3.3895313892515355e38}}) {
+    for (int i = 0; i < 400000; ++i) {
+      const int e = static_cast<int>(rng.next_u64() % 300) - 150;  // far below subnormals to past overflow
+      double x = std::ldexp(1.0 + rng.uniform(), e) * ((rng.next_u64() & 1) ? -1.0 : 1.0);
+      if (i % 4 == 1) {  // a tie point: a representable value plus half a spacing
+        const double r = round_to_dtype(x, f.dtype);
+        if (std::isfinite(r) && r != 0.0) {
+          int k;
+          std::frexp(r, &k);
+          x = r + std::ldexp(0.5, k - 1 - f.mbits);
+        }
+      }
+      const double r = round_to_dtype(x, f.dtype);
+      if (std::fabs(x) >= f.max_finite + std::ldexp(0.5, std::ilogb(f.max_finite) - f.mbits)) {
+        EXPECT_TRUE(std::isinf(r)) << x;
+        continue;
+      }
+      ASSERT_TRUE(std::isfinite(r)) << x;
+      // The neighbours of r in the format, through its bits.
+      const uint16_t bits = f.dtype == DataType::kFloat16 ? fp16_from_double(r) : bf16_from_double(r);
+      auto dec = [&](uint16_t b) { return f.dtype == DataType::kFloat16 ? fp16_to_double(b) : bf16_to_double(b); };
+      EXPECT_EQ(dec(bits), r);
+      const double err = std::fabs(x - r);
+      for (int d : {-1, 1}) {
+        const uint16_t nb = static_cast<uint16_t>(bits + d);
+        const double n = dec(nb);
+        if (!std::isfinite(n) || (std::signbit(n) != std::signbit(r) && r != 0.0)) continue;
+        const double nerr = std::fabs(x - n);
+        EXPECT_LE(err, nerr) << "x=" << x << " r=" << r << " neighbour=" << n;
+        if (err == nerr) {
+          EXPECT_EQ(bits & 1, 0) << "tie not to even: x=" << x;
+        }
+      }
+    }
+  }
+}
+
 TEST(Bf16, RoundToNearestEven) {
   EXPECT_EQ(bf16_from_double(1.0), 0x3F80);
   EXPECT_EQ(bf16_from_double(-1.0), 0xBF80);

@@ -1,8 +1,12 @@
 #include "validate/reference_common.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 
 #include "kiln/reference.h"
+#include "validate/input_gen.h"
 #include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
@@ -82,19 +86,18 @@ StatusOr<std::vector<HostTensor>> make_magnitude_outputs(const Graph& g,
 
 double pointwise_apply(PointwiseMode mode, double a, double b) { return pointwise_value(mode, a, b); }
 
-}  // namespace kiln::validate_internal
-
-namespace kiln {
-
-const char* reference_kind_name(ReferenceKind k) { return k == ReferenceKind::kHost ? "host" : "device"; }
-
-StatusOr<double> estimate_macs(const Graph& graph) {
-  KILN_ASSIGN_OR_RETURN(auto p, validate_internal::prepare_graph(graph));
-  return p.macs;
+bool input_range_is_exact(double lo, double hi) {
+  const double width = hi - lo;
+  if (!(width > 0) || !std::isfinite(width)) return false;
+  int e = 0;
+  if (std::frexp(width, &e) != 0.5) return false;  // a power of two
+  const double steps = lo / (width * 0x1p-23);
+  return steps == std::floor(steps) && std::fabs(lo) <= width;
 }
 
-StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& g, uint64_t seed) {
-  using namespace validate_internal;
+double input_nonzero_fallback(double lo, double hi) { return lo <= 1.0 && 1.0 <= hi ? 1.0 : hi; }
+
+StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
   KILN_RETURN_IF_ERROR(topological_order(g).status());
   const auto prod = producers(g);
   // The range a tensor needs, from the first consumer that cares.
@@ -111,19 +114,96 @@ StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& g, uint64_t 
     }
   }
   for (int t : g.outputs) used[static_cast<size_t>(t)] = true;
-  std::map<int, HostTensor> out;
+  std::vector<InputDraw> draws;
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     if (prod[i] >= 0 || !used[i]) continue;
-    const int t = static_cast<int>(i);
-    const TensorDesc& d = g.tensors[i];
-    HostTensor h = HostTensor::zeros(dtype_of(g, t), tensor_dims(g, t), tensor_strides(g, t));
+    InputDraw d;
+    d.tensor = static_cast<int>(i);
+    d.dtype = dtype_of(g, d.tensor);
+    d.lo = range[i].first;
+    d.hi = range[i].second;
+    d.by_value = g.tensors[i].by_value;
+    d.value = g.tensors[i].value;
+    if (!d.by_value && !input_range_is_exact(d.lo, d.hi))
+      return invalid_argument("input '" + g.tensors[i].name + "': the generator cannot draw [" + std::to_string(d.lo) +
+                              ", " + std::to_string(d.hi) + ") exactly");
+    draws.push_back(d);
+  }
+  return draws;
+}
+
+void fill_input(HostTensor& h, uint64_t seed, uint32_t tensor, double lo, double hi) {
+  const bool integer = h.dtype == DataType::kInt8 || h.dtype == DataType::kInt32 || h.dtype == DataType::kInt64;
+  const int64_t ilo = static_cast<int64_t>(std::ceil(lo));
+  const uint32_t icount = static_cast<uint32_t>(std::max<int64_t>(1, static_cast<int64_t>(std::floor(hi)) - ilo + 1));
+  const int64_t n = h.element_count();
+  const size_t r = h.dims.size();
+  // Row-major position -> storage offset, chunk by chunk on every core (the values do not depend on it).
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::atomic<int64_t> next{0};
+  auto worker = [&] {
+    for (int64_t c = next++; c < chunks; c = next++) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      std::vector<int64_t> idx(r, 0);
+      int64_t rem = begin, off = 0;
+      for (size_t k = r; k-- > 0;) {
+        idx[k] = rem % h.dims[k];
+        rem /= h.dims[k];
+        off += idx[k] * h.strides[k];
+      }
+      for (int64_t pos = begin; pos < end; ++pos) {
+        const uint32_t bits = input_bits(seed, tensor, static_cast<uint64_t>(pos));
+        double v = round_to_dtype(input_value(bits, static_cast<float>(lo), static_cast<float>(hi - lo), integer, ilo, icount),
+                                  h.dtype);
+        if (pos == 0 && v == 0.0) v = round_to_dtype(input_nonzero_fallback(lo, hi), h.dtype);
+        h.storage[static_cast<size_t>(off)] = v;
+        for (size_t k = r; k-- > 0;) {
+          if (++idx[k] < h.dims[k]) {
+            off += h.strides[k];
+            break;
+          }
+          off -= (h.dims[k] - 1) * h.strides[k];
+          idx[k] = 0;
+        }
+      }
+    }
+  };
+  const int64_t threads = std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 1) {
+    worker();
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+}
+
+
+
+}  // namespace kiln::validate_internal
+
+namespace kiln {
+
+const char* reference_kind_name(ReferenceKind k) { return k == ReferenceKind::kHost ? "host" : "device"; }
+
+StatusOr<double> estimate_macs(const Graph& graph) {
+  KILN_ASSIGN_OR_RETURN(auto p, validate_internal::prepare_graph(graph));
+  return p.macs;
+}
+
+StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& g, uint64_t seed) {
+  using namespace validate_internal;
+  KILN_ASSIGN_OR_RETURN(std::vector<InputDraw> draws, input_draws(g));
+  std::map<int, HostTensor> out;
+  for (const InputDraw& d : draws) {
+    HostTensor h = HostTensor::zeros(d.dtype, tensor_dims(g, d.tensor), tensor_strides(g, d.tensor));
     if (d.by_value) {
       h.set_values(std::vector<double>(static_cast<size_t>(h.element_count()), d.value));
     } else {
-      // Mix the tensor index into the seed (splitmix-style odd constant) so each tensor has its own stream.
-      h.fill_uniform(seed ^ (0x9E3779B97F4A7C15ull * (i + 1)), range[i].first, range[i].second);
+      fill_input(h, seed, static_cast<uint32_t>(d.tensor), d.lo, d.hi);
     }
-    out.emplace(t, std::move(h));
+    out.emplace(d.tensor, std::move(h));
   }
   return out;
 }

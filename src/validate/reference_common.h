@@ -30,6 +30,29 @@ StatusOr<std::vector<HostTensor>> make_outputs(const Graph& g, const std::map<in
 StatusOr<std::vector<HostTensor>> make_magnitude_outputs(const Graph& g,
                                                          const std::map<int, std::vector<double>>& magnitudes);
 
+// A graph input make_random_inputs fills: its tensor index, dtype and range, or its by-value constant.
+struct InputDraw {
+  int tensor = -1;
+  DataType dtype = DataType::kFloat32;
+  double lo = -1.0, hi = 1.0;
+  bool by_value = false;
+  double value = 0.0;
+};
+// Every graph input a node reads or the graph outputs, in tensor order, with the range its first
+// consumer wants (kiln/reference.h make_random_inputs). InvalidArgument for a range the generator cannot
+// draw exactly (input_range_is_exact).
+StatusOr<std::vector<InputDraw>> input_draws(const Graph& g);
+// Whether input_value (input_gen.h) is exact for [lo, hi): width a power of two, lo a multiple of
+// width * 2^-23 and |lo| <= width.
+bool input_range_is_exact(double lo, double hi);
+// The value element 0 takes when its draw rounds to zero (a tensor is never all zeros): 1 when the range
+// holds it, else hi; not yet rounded to the dtype.
+double input_nonzero_fallback(double lo, double hi);
+
+// Fills `h` (every logical element, through its strides) with the draws of tensor `tensor` in [lo, hi)
+// for `seed`, rounded to h.dtype (input_gen.h; element 0 takes input_nonzero_fallback when it rounds to 0).
+void fill_input(HostTensor& h, uint64_t seed, uint32_t tensor, double lo, double hi);
+
 // The pointwise math in double (reference_math.h's pointwise_value), shared with the tests.
 double pointwise_apply(PointwiseMode mode, double a, double b);
 
