@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "kiln/cuda_handles.h"
+#include "kiln/device_check.h"
 #include "kiln/reference.h"
+#include "validate/device_elements.cuh"
 #include "validate/reference_common.h"
 #include "validate/reference_math.h"
 
@@ -454,6 +456,19 @@ __global__ void scale_kernel(double* __restrict__ x, double f, int64_t n) {
     x[idx] *= f;
 }
 
+__global__ void square_kernel(const double* __restrict__ x, double* __restrict__ y, int64_t n) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[idx] = x[idx] * x[idx];
+}
+
+// The scale of a contraction or sum from its sum of squared terms (reference_math.h): f sqrt(s + y^2).
+__global__ void root_with_kernel(double* __restrict__ s, const double* __restrict__ y, double f, int64_t n) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    s[idx] = f * sqrt(s[idx] + y[idx] * y[idx]);
+}
+
 // ---- rounding of stored intermediates ---------------------------------------------------------------
 
 // Rounds to the stored dtype from double in a single rounding (round to nearest, ties to even), as the
@@ -609,20 +624,36 @@ Status run_node(const Graph& g, const NodePlan& p, const std::vector<const doubl
 // One operand of a node in the magnitude pass.
 struct DeviceOperand {
   const double* value = nullptr;
-  const double* mag = nullptr;
+  const double* mag = nullptr;  // the magnitude, or the scale in the scale pass
   bool carries = false;  // written by a node (carries accumulation error)
+  int64_t count = 0;     // elements
 };
 
-// The magnitude of one node into `by` (reference_math.h; the host reference applies the same rules).
-// `y` is the node's rounded value.
+StatusOr<DeviceBuffer> squared(const DeviceOperand& op) {
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(1, op.count)) * sizeof(double)));
+  square_kernel<<<grid_for(op.count), kThreads>>>(op.mag, b.as<double>(), op.count);
+  return b;
+}
+
+// The magnitude of one node into `by` (reference_math.h; the host reference applies the same rules), or
+// with `scale_pass` its scale: the same rules but for contractions and sums, which take the root of the
+// same contraction of squared operands plus y^2. `y` is the node's rounded value.
 Status run_node_magnitude(const Graph& g, const NodePlan& p, const std::vector<DeviceOperand>& op, const double* y,
-                          double* by, int64_t y_count) {
+                          double* by, int64_t y_count, bool scale_pass) {
   const Node& node = g.nodes[static_cast<size_t>(p.node)];
-  const std::string where = node_label(g, p.node) + " (magnitude pass)";
+  const std::string where = node_label(g, p.node) + (scale_pass ? " (scale pass)" : " (magnitude pass)");
   switch (p.op) {
     case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad: case OpKind::kMatmul: {
-      KILN_RETURN_IF_ERROR(run_node(g, p, {op[0].mag, op[1].mag}, by, y_count));
       const double f = contraction_factor(op[0].carries, op[1].carries);
+      if (scale_pass) {
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer a2, squared(op[0]));
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer b2, squared(op[1]));
+        KILN_RETURN_IF_ERROR(run_node(g, p, {a2.as<double>(), b2.as<double>()}, by, y_count));
+        root_with_kernel<<<grid_for(y_count), kThreads>>>(by, y, f, y_count);
+        KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));  // before a2 and b2 are freed
+        break;
+      }
+      KILN_RETURN_IF_ERROR(run_node(g, p, {op[0].mag, op[1].mag}, by, y_count));
       if (f != 1.0) scale_kernel<<<grid_for(y_count), kThreads>>>(by, f, y_count);
       break;
     }
@@ -637,7 +668,12 @@ Status run_node_magnitude(const Graph& g, const NodePlan& p, const std::vector<D
     }
     case OpKind::kReduction:
       // A sum accumulates (its own error and the operand's); max, min and amax pick one element.
-      if (node.reduction.mode == ReductionMode::kSum) {
+      if (node.reduction.mode == ReductionMode::kSum && scale_pass) {
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer x2, squared(op[0]));
+        KILN_RETURN_IF_ERROR(launch_reduction(p, ReductionMode::kSum, x2.as<double>(), by, y_count, where));
+        root_with_kernel<<<grid_for(y_count), kThreads>>>(by, y, contraction_factor(op[0].carries, false), y_count);
+        KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));  // before x2 is freed
+      } else if (node.reduction.mode == ReductionMode::kSum) {
         KILN_RETURN_IF_ERROR(launch_reduction(p, ReductionMode::kSum, op[0].mag, by, y_count, where));
         if (op[0].carries) scale_kernel<<<grid_for(y_count), kThreads>>>(by, contraction_factor(true, false), y_count);
       } else {
@@ -668,8 +704,26 @@ Status run_node_magnitude(const Graph& g, const NodePlan& p, const std::vector<D
   return check_launch(g, p.node);
 }
 
-StatusOr<ReferenceOutputs> evaluate_on_device(const Graph& g, const std::map<int, HostTensor>& inputs,
-                                              bool with_magnitudes) {
+__global__ void abs_kernel(const double* __restrict__ x, double* __restrict__ y, int64_t n) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[idx] = fabs(x[idx]);
+}
+
+__global__ void fill_kernel(double* __restrict__ y, double v, int64_t n) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[idx] = v;
+}
+
+// A tensor in its dtype through its strides -> packed row-major doubles.
+__global__ void gather_kernel(TensorGeom g, DataType dt, const void* __restrict__ x, double* __restrict__ y) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < g.count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[idx] = load_element(x, dt, element_offset(g, idx));
+}
+
+Status require_device() {
   int devices = 0;
   cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
@@ -677,33 +731,47 @@ StatusOr<ReferenceOutputs> evaluate_on_device(const Graph& g, const std::map<int
     return unavailable(std::string("device reference needs a CUDA device: ") +
                        (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices"));
   }
+  return Status::ok();
+}
+
+StatusOr<DeviceBuffer> copy_of(const DeviceBuffer& b) {
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer c, DeviceBuffer::allocate(b.size()));
+  KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(c.data(), b.data(), b.size(), cudaMemcpyDeviceToDevice));
+  return c;
+}
+
+// The reference on packed double inputs already on the device (`buffers`: one per graph input that a node
+// reads or the graph outputs, rounded to its dtype). Every output's values (and magnitudes and scales)
+// stay on the device.
+StatusOr<DeviceReference> evaluate_packed(const Graph& g, std::map<int, DeviceBuffer> buffers, bool with_magnitudes) {
   KILN_ASSIGN_OR_RETURN(PreparedGraph prep, prepare_graph(g));
-  KILN_ASSIGN_OR_RETURN(auto values, load_inputs(g, inputs));
   const auto prod = producers(g);
-  std::map<int, DeviceBuffer> buffers, mag_buffers;
-  std::map<int, std::vector<double>> mags;
-  for (const auto& [t, v] : values) {
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, upload(v));
-    buffers.emplace(t, std::move(b));
-    if (with_magnitudes) {
-      std::vector<double> m(v.size());
-      for (size_t i = 0; i < v.size(); ++i) m[i] = std::fabs(v[i]);
-      KILN_ASSIGN_OR_RETURN(DeviceBuffer mb, upload(m));
+  std::map<int, DeviceBuffer> mag_buffers, scale_buffers;
+  if (with_magnitudes)
+    for (const auto& [t, b] : buffers) {
+      const int64_t count = product(tensor_dims(g, t));
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer mb, DeviceBuffer::allocate(b.size()));
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer sb, DeviceBuffer::allocate(b.size()));
+      abs_kernel<<<grid_for(count), kThreads>>>(b.as<double>(), mb.as<double>(), count);
+      abs_kernel<<<grid_for(count), kThreads>>>(b.as<double>(), sb.as<double>(), count);
+      KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       mag_buffers.emplace(t, std::move(mb));
-      mags.emplace(t, std::move(m));
+      scale_buffers.emplace(t, std::move(sb));
     }
-  }
   for (const NodePlan& p : prep.plans) {
     const Node& node = g.nodes[static_cast<size_t>(p.node)];
     std::vector<const double*> in;
-    std::vector<DeviceOperand> op;
+    std::vector<DeviceOperand> op, sop;
     for (int t : node.inputs) {
       auto it = buffers.find(t);
       if (it == buffers.end()) return internal_error(node_label(g, p.node) + ": input not computed");
       in.push_back(it->second.as<double>());
-      if (with_magnitudes)
-        op.push_back(DeviceOperand{it->second.as<double>(), mag_buffers.at(t).as<double>(),
-                                   prod[static_cast<size_t>(t)] >= 0});
+      if (with_magnitudes) {
+        const bool carries = prod[static_cast<size_t>(t)] >= 0;
+        const int64_t count = product(tensor_dims(g, t));
+        op.push_back(DeviceOperand{it->second.as<double>(), mag_buffers.at(t).as<double>(), carries, count});
+        sop.push_back(DeviceOperand{it->second.as<double>(), scale_buffers.at(t).as<double>(), carries, count});
+      }
     }
     const int out = node.outputs[0];
     const int64_t count = product(tensor_dims(g, out));
@@ -714,27 +782,90 @@ StatusOr<ReferenceOutputs> evaluate_on_device(const Graph& g, const std::map<int
     KILN_RETURN_IF_ERROR(check_launch(g, p.node));
     if (with_magnitudes) {
       KILN_ASSIGN_OR_RETURN(DeviceBuffer by, DeviceBuffer::allocate(bytes));
-      KILN_RETURN_IF_ERROR(run_node_magnitude(g, p, op, y.as<double>(), by.as<double>(), count));
+      KILN_RETURN_IF_ERROR(run_node_magnitude(g, p, op, y.as<double>(), by.as<double>(), count, false));
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer bs, DeviceBuffer::allocate(bytes));
+      KILN_RETURN_IF_ERROR(run_node_magnitude(g, p, sop, y.as<double>(), bs.as<double>(), count, true));
       mag_buffers[out] = std::move(by);
+      scale_buffers[out] = std::move(bs);
     }
     buffers[out] = std::move(y);
   }
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  DeviceReference r;
+  r.kind = ReferenceKind::kDevice;
   for (int t : g.outputs) {
-    if (values.count(t)) continue;  // a graph input passed straight through
-    const int64_t count = product(tensor_dims(g, t));
-    KILN_ASSIGN_OR_RETURN(values[t], download(buffers.at(t), count));
+    DeviceReference::Output o;
+    o.count = product(tensor_dims(g, t));
+    auto take = [&](std::map<int, DeviceBuffer>& m, DeviceBuffer* dst) -> Status {
+      auto it = m.find(t);
+      if (it == m.end() || it->second.data() == nullptr)
+        return internal_error("output '" + g.tensors[static_cast<size_t>(t)].name + "' was not computed");
+      *dst = std::move(it->second);
+      return Status::ok();
+    };
+    // An output listed twice takes a copy; otherwise its buffers move into the result.
+    bool repeated = false;
+    for (size_t i = 0; i < r.outputs.size(); ++i)
+      if (g.outputs[i] == t) {
+        KILN_ASSIGN_OR_RETURN(o.values, copy_of(r.outputs[i].values));
+        if (with_magnitudes) {
+          KILN_ASSIGN_OR_RETURN(o.magnitudes, copy_of(r.outputs[i].magnitudes));
+          KILN_ASSIGN_OR_RETURN(o.scales, copy_of(r.outputs[i].scales));
+        }
+        repeated = true;
+        break;
+      }
+    if (!repeated) {
+      KILN_RETURN_IF_ERROR(take(buffers, &o.values));
+      if (with_magnitudes) {
+        KILN_RETURN_IF_ERROR(take(mag_buffers, &o.magnitudes));
+        KILN_RETURN_IF_ERROR(take(scale_buffers, &o.scales));
+      }
+    }
+    r.outputs.push_back(std::move(o));
+  }
+  return r;
+}
+
+StatusOr<ReferenceOutputs> download_outputs_of(const Graph& g, const DeviceReference& ref) {
+  if (ref.outputs.size() != g.outputs.size())
+    return invalid_argument("device reference of graph '" + g.name + "': " + std::to_string(ref.outputs.size()) +
+                            " outputs for the graph's " + std::to_string(g.outputs.size()));
+  std::map<int, std::vector<double>> values, mags, scales;
+  const bool with_magnitudes = ref.has_magnitudes();
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const int t = g.outputs[i];
+    const DeviceReference::Output& o = ref.outputs[i];
+    if (o.count != product(tensor_dims(g, t)))
+      return invalid_argument("device reference of graph '" + g.name + "': output '" +
+                              g.tensors[static_cast<size_t>(t)].name + "' has the wrong size");
+    KILN_ASSIGN_OR_RETURN(values[t], download(o.values, o.count));
     if (with_magnitudes) {
-      KILN_ASSIGN_OR_RETURN(mags[t], download(mag_buffers.at(t), count));
+      KILN_ASSIGN_OR_RETURN(mags[t], download(o.magnitudes, o.count));
+      KILN_ASSIGN_OR_RETURN(scales[t], download(o.scales, o.count));
     }
   }
   ReferenceOutputs r;
-  r.kind = ReferenceKind::kDevice;
+  r.kind = ref.kind;
   KILN_ASSIGN_OR_RETURN(r.values, make_outputs(g, values));
   if (with_magnitudes) {
     KILN_ASSIGN_OR_RETURN(r.magnitudes, make_magnitude_outputs(g, mags));
+    KILN_ASSIGN_OR_RETURN(r.scales, make_magnitude_outputs(g, scales));
   }
   return r;
+}
+
+StatusOr<ReferenceOutputs> evaluate_on_device(const Graph& g, const std::map<int, HostTensor>& inputs,
+                                              bool with_magnitudes) {
+  KILN_RETURN_IF_ERROR(require_device());
+  KILN_ASSIGN_OR_RETURN(auto values, load_inputs(g, inputs));
+  std::map<int, DeviceBuffer> buffers;
+  for (const auto& [t, v] : values) {
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, upload(v));
+    buffers.emplace(t, std::move(b));
+  }
+  KILN_ASSIGN_OR_RETURN(DeviceReference ref, evaluate_packed(g, std::move(buffers), with_magnitudes));
+  return download_outputs_of(g, ref);
 }
 
 }  // namespace
@@ -747,6 +878,66 @@ StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& g, const std
 StatusOr<ReferenceOutputs> run_device_reference_with_magnitudes(const Graph& g,
                                                                 const std::map<int, HostTensor>& inputs) {
   return evaluate_on_device(g, inputs, true);
+}
+
+size_t DeviceReference::bytes() const {
+  size_t n = 0;
+  for (const Output& o : outputs) n += o.values.size() + o.magnitudes.size() + o.scales.size();
+  return n;
+}
+
+StatusOr<DeviceReference> device_reference_on_device(const Graph& g, const std::map<int, void*>& inputs) {
+  KILN_RETURN_IF_ERROR(require_device());
+  const auto prod = producers(g);
+  std::vector<bool> needed(g.tensors.size(), false);
+  for (const Node& n : g.nodes)
+    for (int t : n.inputs) needed[static_cast<size_t>(t)] = true;
+  for (int t : g.outputs) needed[static_cast<size_t>(t)] = true;
+  std::map<int, DeviceBuffer> buffers;
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const int t = static_cast<int>(i);
+    if (prod[i] >= 0 || !needed[i]) continue;
+    const TensorDesc& desc = g.tensors[i];
+    const int64_t count = product(tensor_dims(g, t));
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(1, count)) * sizeof(double)));
+    auto it = inputs.find(t);
+    if (it != inputs.end() && it->second != nullptr) {
+      KILN_ASSIGN_OR_RETURN(TensorGeom geom, tensor_geom(tensor_dims(g, t), tensor_strides(g, t), "input '" + desc.name + "'"));
+      gather_kernel<<<grid_for(count), kThreads>>>(geom, dtype_of(g, t), it->second, b.as<double>());
+    } else if (desc.by_value) {
+      fill_kernel<<<grid_for(count), kThreads>>>(b.as<double>(), desc.value, count);
+      round_kernel<<<grid_for(count), kThreads>>>(dtype_of(g, t), b.as<double>(), count);
+    } else {
+      return invalid_argument("input '" + desc.name + "' (tensor " + std::to_string(t) + ") has no device buffer");
+    }
+    KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    buffers.emplace(t, std::move(b));
+  }
+  return evaluate_packed(g, std::move(buffers), true);
+}
+
+StatusOr<DeviceReference> upload_reference(const Graph& g, const ReferenceOutputs& reference) {
+  if (reference.values.size() != g.outputs.size())
+    return invalid_argument("reference of graph '" + g.name + "': " + std::to_string(reference.values.size()) +
+                            " outputs for the graph's " + std::to_string(g.outputs.size()));
+  const bool with_magnitudes = !reference.magnitudes.empty() && !reference.scales.empty();
+  DeviceReference r;
+  r.kind = reference.kind;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    DeviceReference::Output o;
+    o.count = reference.values[i].element_count();
+    KILN_ASSIGN_OR_RETURN(o.values, upload(reference.values[i].values()));
+    if (with_magnitudes) {
+      KILN_ASSIGN_OR_RETURN(o.magnitudes, upload(reference.magnitudes[i].values()));
+      KILN_ASSIGN_OR_RETURN(o.scales, upload(reference.scales[i].values()));
+    }
+    r.outputs.push_back(std::move(o));
+  }
+  return r;
+}
+
+StatusOr<ReferenceOutputs> download_reference(const Graph& g, const DeviceReference& reference) {
+  return download_outputs_of(g, reference);
 }
 
 }  // namespace kiln

@@ -358,13 +358,15 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
       }
     }
     Values y, m, sc;
+    double root_factor = 0;  // > 0: sc holds a sum of squares whose scale is f sqrt(sc + y^2), y rounded
     switch (p.op) {
       case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad:
         y = run_conv(p, *in[0], *in[1]);
         if (with_magnitudes) {
           const double f = contraction_factor(op[0].carries, op[1].carries);
           m = scaled(run_conv(p, *op[0].mag, *op[1].mag), f);
-          sc = root_with(run_conv(p, squared(*sop[0].mag), squared(*sop[1].mag)), y, f);
+          sc = run_conv(p, squared(*sop[0].mag), squared(*sop[1].mag));
+          root_factor = f;
         }
         break;
       case OpKind::kMatmul:
@@ -372,7 +374,8 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
         if (with_magnitudes) {
           const double f = contraction_factor(op[0].carries, op[1].carries);
           m = scaled(run_matmul(p.mm, *op[0].mag, *op[1].mag), f);
-          sc = root_with(run_matmul(p.mm, squared(*sop[0].mag), squared(*sop[1].mag)), y, f);
+          sc = run_matmul(p.mm, squared(*sop[0].mag), squared(*sop[1].mag));
+          root_factor = f;
         }
         break;
       case OpKind::kPointwise:
@@ -389,7 +392,8 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
           if (node.reduction.mode == ReductionMode::kSum) {
             const double f = contraction_factor(op[0].carries, false);
             m = scaled(run_reduction(p.red, ReductionMode::kSum, *op[0].mag), f);
-            sc = root_with(run_reduction(p.red, ReductionMode::kSum, squared(*sop[0].mag)), y, f);
+            sc = run_reduction(p.red, ReductionMode::kSum, squared(*sop[0].mag));
+            root_factor = f;
           } else {
             m = run_reduction(p.red, ReductionMode::kAmax, *op[0].mag);
             sc = run_reduction(p.red, ReductionMode::kAmax, *sop[0].mag);
@@ -416,6 +420,7 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
     const int out = node.outputs[0];
     const DataType dt = dtype_of(g, out);
     for (double& v : y) v = round_to_dtype(v, dt);
+    if (with_magnitudes && root_factor > 0) sc = root_with(std::move(sc), y, root_factor);
     values[out] = std::move(y);
     if (with_magnitudes) {
       mags[out] = std::move(m);

@@ -1,5 +1,5 @@
 // Device tier: the device reference (double-precision kernels) agrees with the host reference (double) on
-// small random graphs of every op, values and magnitudes.
+// small random graphs of every op: values, magnitudes and scales.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,14 +31,19 @@ void expect_device_matches_host(const Graph& g, uint64_t seed = 1) {
     EXPECT_EQ(host->values[i].dims, dev->values[i].dims);
     EXPECT_EQ(host->values[i].strides, dev->values[i].strides);
     EXPECT_EQ(host->values[i].dtype, dev->values[i].dtype);
-    const auto hm = host->magnitudes[i].values(), dm = dev->magnitudes[i].values();
-    ASSERT_EQ(hm.size(), dm.size());
-    int off = 0;
-    for (size_t j = 0; j < hm.size(); ++j)
-      // Magnitudes only scale a tolerance band: agreement to 0.1% is plenty (softmax's exp in the two
-      // references differs in the last digits, seen on the H200 at 5e-5 relative for sdpa).
-      if (!(std::fabs(hm[j] - dm[j]) <= 1e-3 * std::fabs(hm[j]) + 1e-30) && off++ < 5)
-        ADD_FAILURE() << g.name << " output " << i << " magnitude " << j << ": host " << hm[j] << " device " << dm[j];
+    ASSERT_EQ(dev->scales.size(), dev->values.size());
+    for (const char* what : {"magnitude", "scale"}) {
+      const bool mag = what[0] == 'm';
+      const auto hm = (mag ? host->magnitudes : host->scales)[i].values();
+      const auto dm = (mag ? dev->magnitudes : dev->scales)[i].values();
+      ASSERT_EQ(hm.size(), dm.size());
+      int off = 0;
+      for (size_t j = 0; j < hm.size(); ++j)
+        // Magnitudes and scales only size tolerances: agreement to 0.1% is plenty (softmax's exp in the two
+        // references differs in the last digits, seen on the H200 at 5e-5 relative for sdpa).
+        if (!(std::fabs(hm[j] - dm[j]) <= 1e-3 * std::fabs(hm[j]) + 1e-30) && off++ < 5)
+          ADD_FAILURE() << g.name << " output " << i << " " << what << " " << j << ": host " << hm[j] << " device " << dm[j];
+    }
   }
   auto rep = check_outputs(g, dev->values, *host);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
