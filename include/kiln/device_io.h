@@ -26,8 +26,16 @@ StatusOr<DeviceBuffer> allocate_tensor_buffer(const Graph& graph, int tensor);
 // and allocates `workspace_bytes` of workspace. Outputs are poisoned.
 StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map<int, HostTensor>& inputs,
                                               int64_t workspace_bytes);
+// Allocates every graph input and output (strided spans) and `workspace_bytes` of workspace, filling
+// nothing but the poison of the outputs: for inputs that are generated (generate_inputs_on_device) or
+// copied (copy_graph_inputs) on the device.
+StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t workspace_bytes);
+// Copies every graph input of `from` into `to` on the device (both allocated for `graph`).
+Status copy_graph_inputs(const Graph& graph, const GraphBuffers& from, GraphBuffers& to, cudaStream_t stream = nullptr);
 // Fills every output with 0xFF bytes (NaN for floating types).
 Status poison_outputs(const Graph& graph, GraphBuffers& buffers, cudaStream_t stream = nullptr);
+// Device pointers of the graph's outputs (tensor index -> pointer).
+std::map<int, void*> output_pointers(const Graph& graph, const GraphBuffers& buffers);
 // Reads back the outputs, in the order of graph.outputs.
 StatusOr<std::vector<HostTensor>> download_outputs(const Graph& graph, const GraphBuffers& buffers);
 

@@ -19,12 +19,18 @@ class PlanChain {
   // the workspace for the largest plan.
   static StatusOr<PlanChain> create(const Graph& graph, std::vector<GraphPart> parts, std::vector<LoweredGraph> plans,
                                     const std::map<int, HostTensor>& inputs);
+  // The same with the graph's inputs copied on the device from `inputs_from` (buffers for `graph`, e.g.
+  // the fused graph's evaluation): no host data involved.
+  static StatusOr<PlanChain> create(const Graph& graph, std::vector<GraphPart> parts, std::vector<LoweredGraph> plans,
+                                    const GraphBuffers& inputs_from);
 
   // Enqueues every part on the handle's stream, in order.
   Status run(cudnnHandle_t handle) const;
   // Poisons the graph's outputs (kiln/device_io.h).
   Status poison(cudaStream_t stream);
   StatusOr<std::vector<HostTensor>> download_outputs() const;
+  // The graph's output buffers (tensor index -> device pointer), e.g. for a DeviceChecker.
+  std::map<int, void*> output_pointers() const;
 
   size_t size() const { return steps_.size(); }
   const GraphPart& part(size_t i) const { return steps_[i].part; }
@@ -40,6 +46,7 @@ class PlanChain {
     std::map<int, void*> pointers;  // part tensor index -> device pointer
   };
   PlanChain() = default;
+  Status wire(std::vector<GraphPart> parts, std::vector<LoweredGraph> plans);
   const Graph* graph_ = nullptr;  // not owned: must outlive the chain
   std::vector<Step> steps_;
   GraphBuffers io_;

@@ -3,6 +3,7 @@
 // the result is reported (text table, JSON, progress). No CUDA, no cuDNN: tested with synthetic timings.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -51,6 +52,13 @@ struct CandidateResult {
   int heuristic_rank = -1;  // 0 = the heuristic's first choice; -1 = not from the heuristic list
   double flops = 0.0;       // work per launch, for TFLOP/s (0: unknown)
   double bytes = 0.0;       // memory traffic per launch, for GB/s when flops is 0 (0: unknown)
+  // Where the tuner's wall time went for this candidate (milliseconds; 0: the phase did not run): its
+  // build (on a worker thread, overlapped with other candidates), the gate (one run and the device
+  // comparison), and the measurement (warm-up included, which warmup_ms also gives alone).
+  double build_ms = 0.0;
+  double check_ms = 0.0;
+  double measure_ms = 0.0;
+  double warmup_ms = 0.0;
 
   std::string identity() const { return plan_identity(engine_id, knobs); }
   bool timed() const { return samples > 0 && median_ms > 0.0; }
@@ -156,8 +164,10 @@ nlohmann::json report_to_json(const std::vector<CandidateResult>& candidates, co
                               const ReportOptions& options = {});
 nlohmann::json candidate_to_json(const CandidateResult& c);
 
-// Progress on a long tuning run. kAuto draws a one-line bar (rewritten with '\r') when `out` is a TTY and
-// prints plain lines otherwise; kLines and kBar force a style; kSilent prints nothing.
+// Progress on a long tuning run. kAuto draws a one-line bar (rewritten with '\r') with an estimate of the
+// time left when `out` is a TTY, and prints plain lines (done/total, elapsed) otherwise; kLines and kBar
+// force a style; kSilent prints nothing. The total may be unknown at construction (0) and given with
+// each update.
 class ProgressReporter {
  public:
   enum class Mode { kAuto, kBar, kLines, kSilent };
@@ -168,12 +178,15 @@ class ProgressReporter {
 
   // Reports that `done` of `total` items are finished; `note` describes the latest (e.g. identity and time).
   void update(size_t done, const std::string& note = "");
+  // The same, setting the total.
+  void update(size_t done, size_t total, const std::string& note);
   void finish(const std::string& note = "");
   bool drawing_bar() const { return mode_ == Mode::kBar; }
 
  private:
   std::string label_;
   size_t total_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::FILE* out_;
   Mode mode_;
   bool finished_ = false;

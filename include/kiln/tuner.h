@@ -1,12 +1,17 @@
 // kiln/tuner.h: the autotuner. For one graph it enumerates every engine configuration cuDNN offers
-// (heuristic modes A, B and FALLBACK, de-duplicated by identity), builds them in parallel on host
-// threads, runs each once against a reference (incorrect ones are excluded), times the correct ones with
-// the shared measurement module (kiln/measure.h), and picks the winner deterministically
-// (kiln/tune_policy.h).
+// (heuristic modes A, B and FALLBACK, de-duplicated by identity), builds them on host threads while the
+// earlier ones are checked and timed (a pipeline), runs each once against a reference made once per graph
+// (incorrect ones are excluded), times the correct ones with the shared measurement module
+// (kiln/measure.h), and picks the winner deterministically (kiln/tune_policy.h). The decisions live in
+// tune_with_backend, over the TuneBackend seam (kiln/tune_backend.h); tune_graph runs them on cuDNN.
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +22,7 @@
 #include "kiln/measure.h"
 #include "kiln/numerics.h"
 #include "kiln/status.h"
+#include "kiln/tune_backend.h"
 #include "kiln/tune_policy.h"
 
 namespace kiln {
@@ -29,17 +35,24 @@ struct TuneOptions {
   std::optional<EngineConfig> pin;    // build, check and time exactly this configuration
   int build_threads = 0;              // 0: hardware concurrency
   MeasureOptions measure;             // warm-up, L2 flush (default) or hot cache, stopping rule
-  double time_budget_s = 0;           // whole run; 0: none. Candidates not reached are reported NotVerified.
+  // The whole run: enumeration, builds, inputs and reference included; 0: none. Candidates not reached
+  // are reported NotVerified ("not run: time budget reached"); the best verified one so far wins.
+  double time_budget_s = 0;
   WinnerOptions winner;
   CheckOptions check;
-  uint64_t seed = 1;                  // inputs are seeded random
+  uint64_t seed = 1;                  // inputs are seeded random (the counter-based generator)
   bool verify = true;                 // run the numerics gate
+  bool host_reference = false;        // the reference on the host (all cores) instead of the device
   std::optional<Incumbent> incumbent; // from an earlier tuning of the same key
   IncumbentOptions incumbent_options;
-  const std::atomic<bool>* cancel = nullptr;  // set (e.g. by Ctrl-C) to stop after the candidate in progress
-  // Test hook: called with each candidate's outputs before the check; may alter them (to inject a wrong one).
-  std::function<void(const EngineConfig&, std::vector<HostTensor>&)> output_hook;
-  // Progress: called after each candidate is finished (done, total, identity).
+  // Set (e.g. by SIGINT or SIGTERM) to stop after the candidate in progress: builds not started are
+  // skipped, the rest is reported NotVerified ("not run: interrupted") and the result is cancelled.
+  const std::atomic<bool>* cancel = nullptr;
+  // Test hook: called with each candidate's output buffers (tensor index -> device pointer) after its run
+  // and before the check, on the stream it ran on; may alter them (to inject a wrong result).
+  std::function<Status(const EngineConfig&, const std::map<int, void*>&, cudaStream_t)> output_hook;
+  // Progress: called after each candidate is finished (done, total, identity), total being the number
+  // of candidates after the filters.
   std::function<void(size_t, size_t, const std::string&)> progress;
 };
 
@@ -54,12 +67,20 @@ struct TuneResult {
   EngineConfig winner_config;
   std::string reference_kind;                // "host", "device" or "none"
   std::string winner_check;                  // the winner's numerics summary
-  double build_wall_ms = 0;                  // wall time of the parallel build
+  double build_wall_ms = 0;                  // from the first build started to the last one finished
+  double prepare_wall_ms = 0;                // inputs and reference (concurrent with the builds)
   double total_wall_ms = 0;
   bool cancelled = false;
   bool budget_exhausted = false;
+  // The inputs and reference the gate used, kept on the device for the unfused alternative (null
+  // without a GPU backend or when none was made).
+  std::shared_ptr<const GraphEvaluation> evaluation;
 };
 
+// The tuner's decisions over any backend (the cuDNN one, or a test's fake): `graph_name` names the result.
+StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& graph_name, const TuneOptions& options);
+
+// tune_with_backend on make_cudnn_backend(graph, options).
 StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& options);
 
 // FLOPs of one execution of the graph (matmul/conv: 2 per MAC; others: per element), for TFLOP/s.

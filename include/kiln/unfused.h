@@ -16,12 +16,16 @@
 namespace kiln {
 
 struct UnfusedOptions {
-  // Per-part tuning: modes, filters, measurement, budget, seed, verify. Pin, incumbent and output_hook
-  // are not applied to the parts.
+  // Per-part tuning: modes, filters, measurement, budget (what is left of it is shared by the parts and
+  // the chain), seed, verify, cancel. Pin, incumbent, output_hook and progress are not applied to the
+  // parts.
   TuneOptions tune;
   // Dtype intermediates are stored in between parts; unset: the graph's io dtype (what a framework that
   // runs one kernel per op keeps in memory).
   std::optional<DataType> materialized;
+  // The fused graph's inputs and reference (TuneResult::evaluation): the chain is run on the same inputs
+  // and checked against the same reference, on the device, nothing recomputed. Null: made here.
+  std::shared_ptr<const GraphEvaluation> evaluation;
 };
 
 struct UnfusedPartResult {

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <regex>
+#include <thread>
+
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -326,7 +330,40 @@ TEST(Progress, PlainLinesWhenNotATty) {
     p.update(2);
     p.finish();
   }
-  EXPECT_EQ(read_all(f), "tune: 1/3 eng1 0.2 ms\ntune: 2/3\ntune: 3/3 done\n");
+  const std::string s = read_all(f);
+  EXPECT_TRUE(std::regex_match(s, std::regex("tune: 1/3 eng1 0.2 ms \\([0-9.]+ s\\)\n"
+                                             "tune: 2/3 \\([0-9.]+ s\\)\n"
+                                             "tune: 3/3 done \\([0-9.]+ s\\)\n")))
+      << s;
+  std::fclose(f);
+}
+
+// Regression (issue 11): `kiln tune` built its reporter before the candidates were known and printed
+// "0/0 <candidate> (27 total)". The total now comes with each update.
+TEST(Progress, TotalGivenWithTheUpdateIsShown) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    ProgressReporter p("tune g", 0, f, ProgressReporter::Mode::kLines);
+    p.update(1, 27, "eng3");
+    p.update(2, 27, "eng5");
+  }
+  const std::string s = read_all(f);
+  EXPECT_EQ(s.rfind("tune g: 1/27 eng3 (", 0), 0u) << s;
+  EXPECT_NE(s.find("\ntune g: 2/27 eng5 ("), std::string::npos) << s;
+  std::fclose(f);
+}
+
+TEST(Progress, BarShowsTheTimeLeft) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    ProgressReporter p("tune", 0, f, ProgressReporter::Mode::kBar);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    p.update(1, 4, "eng7");
+  }
+  const std::string s = read_all(f);
+  EXPECT_TRUE(std::regex_search(s, std::regex("1/4 ~[0-9]+ s left eng7"))) << s;
   std::fclose(f);
 }
 
@@ -338,7 +375,8 @@ TEST(Progress, BarRewritesOneLine) {
     p.update(2, "eng7");
   }  // destructor closes the line
   std::string s = read_all(f);
-  EXPECT_EQ(s.rfind("\rtune [###############...............] 2/4 eng7", 0), 0u) << s;
+  EXPECT_EQ(s.rfind("\rtune [###############...............] 2/4 ~", 0), 0u) << s;
+  EXPECT_NE(s.find(" s left eng7"), std::string::npos) << s;
   EXPECT_EQ(s.back(), '\n');
   std::fclose(f);
 }

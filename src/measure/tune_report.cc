@@ -182,6 +182,8 @@ nlohmann::json candidate_to_json(const CandidateResult& c) {
   }
   if (c.flops > 0.0) j["flops"] = c.flops;
   if (c.bytes > 0.0) j["bytes"] = c.bytes;
+  j["phases_ms"] = {{"build", c.build_ms}, {"gate", c.check_ms}, {"warmup", c.warmup_ms},
+                    {"timing", std::max(0.0, c.measure_ms - c.warmup_ms)}};
   return j;
 }
 
@@ -237,11 +239,18 @@ ProgressReporter::~ProgressReporter() {
   }
 }
 
+void ProgressReporter::update(size_t done, size_t total, const std::string& note) {
+  total_ = total;
+  update(done, note);
+}
+
 void ProgressReporter::update(size_t done, const std::string& note) {
   if (mode_ == Mode::kSilent || finished_) return;
-  const size_t shown = std::min(done, total_);
+  const size_t shown = total_ ? std::min(done, total_) : done;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (mode_ == Mode::kLines) {
-    std::fprintf(out_, "%s: %zu/%zu%s%s\n", label_.c_str(), shown, total_, note.empty() ? "" : " ", note.c_str());
+    std::fprintf(out_, "%s: %zu/%zu%s%s (%.1f s)\n", label_.c_str(), shown, total_, note.empty() ? "" : " ", note.c_str(),
+                 elapsed);
     std::fflush(out_);
     return;
   }
@@ -250,9 +259,13 @@ void ProgressReporter::update(size_t done, const std::string& note) {
   const int filled = static_cast<int>(frac * kWidth);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '.');
-  std::string tail = note.size() > 60 ? note.substr(0, 57) + "..." : note;
+  std::string tail = note.size() > 48 ? note.substr(0, 45) + "..." : note;
+  // The time left, from the mean time per finished item so far.
+  char eta[48] = "";
+  if (shown > 0 && shown < total_)
+    std::snprintf(eta, sizeof eta, " ~%.0f s left", elapsed / static_cast<double>(shown) * static_cast<double>(total_ - shown));
   // \r rewrites the line; \033[K clears what a longer previous note left behind.
-  std::fprintf(out_, "\r%s [%s] %zu/%zu %s\033[K", label_.c_str(), bar.c_str(), shown, total_, tail.c_str());
+  std::fprintf(out_, "\r%s [%s] %zu/%zu%s %s\033[K", label_.c_str(), bar.c_str(), shown, total_, eta, tail.c_str());
   std::fflush(out_);
   bar_open_ = true;
 }

@@ -1,5 +1,7 @@
 #include "kiln/device_io.h"
 
+#include <algorithm>
+
 namespace kiln {
 namespace {
 
@@ -44,6 +46,39 @@ StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map
   KILN_RETURN_IF_ERROR(poison_outputs(graph, b));
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return b;
+}
+
+StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t workspace_bytes) {
+  GraphBuffers b;
+  for (size_t i = 0; i < graph.tensors.size(); ++i) {
+    const int idx = static_cast<int>(i);
+    if (graph.tensors[i].by_value || graph.is_virtual(idx)) continue;
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, allocate_tensor_buffer(graph, idx));
+    b.tensors.emplace(idx, std::move(buf));
+  }
+  KILN_ASSIGN_OR_RETURN(b.workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(workspace_bytes, 0))));
+  KILN_RETURN_IF_ERROR(poison_outputs(graph, b));
+  return b;
+}
+
+Status copy_graph_inputs(const Graph& graph, const GraphBuffers& from, GraphBuffers& to, cudaStream_t stream) {
+  for (const auto& [idx, buf] : from.tensors) {
+    if (!graph.is_graph_input(idx)) continue;
+    auto it = to.tensors.find(idx);
+    if (it == to.tensors.end() || it->second.size() != buf.size())
+      return internal_error("copy of input '" + graph.tensors[static_cast<size_t>(idx)].name + "': buffers differ");
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(it->second.data(), buf.data(), buf.size(), cudaMemcpyDeviceToDevice, stream));
+  }
+  return Status::ok();
+}
+
+std::map<int, void*> output_pointers(const Graph& graph, const GraphBuffers& buffers) {
+  std::map<int, void*> out;
+  for (int idx : graph.outputs) {
+    auto it = buffers.tensors.find(idx);
+    if (it != buffers.tensors.end()) out[idx] = it->second.data();
+  }
+  return out;
 }
 
 Status poison_outputs(const Graph& graph, GraphBuffers& buffers, cudaStream_t stream) {

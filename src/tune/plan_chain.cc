@@ -14,20 +14,42 @@ StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart>
   c.graph_ = &graph;
   for (const LoweredGraph& p : plans) c.workspace_bytes_ = std::max(c.workspace_bytes_, p.workspace_size());
   KILN_ASSIGN_OR_RETURN(c.io_, allocate_graph_buffers(graph, inputs, c.workspace_bytes_));
-  std::map<int, void*> all = c.io_.pointers();
+  KILN_RETURN_IF_ERROR(c.wire(std::move(parts), std::move(plans)));
+  return c;
+}
+
+StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart> parts, std::vector<LoweredGraph> plans,
+                                      const GraphBuffers& inputs_from) {
+  if (parts.size() != plans.size() || parts.empty())
+    return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts.size()) + " parts and " +
+                            std::to_string(plans.size()) + " plans");
+  PlanChain c;
+  c.graph_ = &graph;
+  for (const LoweredGraph& p : plans) c.workspace_bytes_ = std::max(c.workspace_bytes_, p.workspace_size());
+  KILN_ASSIGN_OR_RETURN(c.io_, allocate_graph_buffers(graph, c.workspace_bytes_));
+  KILN_RETURN_IF_ERROR(copy_graph_inputs(graph, inputs_from, c.io_));
+  KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  KILN_RETURN_IF_ERROR(c.wire(std::move(parts), std::move(plans)));
+  return c;
+}
+
+// Buffers for the tensors that cross between parts, and each step's pointers.
+Status PlanChain::wire(std::vector<GraphPart> parts, std::vector<LoweredGraph> plans) {
+  const Graph& graph = *graph_;
+  std::map<int, void*> all = io_.pointers();
   for (const GraphPart& p : parts) {
     for (size_t t = 0; t < p.graph.tensors.size(); ++t) {
       const int original = p.tensor_map[t];
       const TensorDesc& d = p.graph.tensors[t];
       // A tensor virtual in the graph but not in the part crosses between parts: it needs memory.
       if (d.by_value || !graph.is_virtual(original) || p.graph.is_virtual(static_cast<int>(t)) ||
-          c.intermediates_.count(original))
+          intermediates_.count(original))
         continue;
       KILN_ASSIGN_OR_RETURN(DeviceBuffer b, allocate_tensor_buffer(p.graph, static_cast<int>(t)));
       all[original] = b.data();
-      c.intermediate_bytes_ += 2.0 * static_cast<double>(d.element_count()) *
-                               static_cast<double>(dtype_size(p.graph.dtype_of(static_cast<int>(t))));
-      c.intermediates_.emplace(original, std::move(b));
+      intermediate_bytes_ += 2.0 * static_cast<double>(d.element_count()) *
+                             static_cast<double>(dtype_size(p.graph.dtype_of(static_cast<int>(t))));
+      intermediates_.emplace(original, std::move(b));
     }
   }
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -37,9 +59,9 @@ StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart>
       auto it = all.find(s.part.tensor_map[t]);
       if (it != all.end()) s.pointers[static_cast<int>(t)] = it->second;
     }
-    c.steps_.push_back(std::move(s));
+    steps_.push_back(std::move(s));
   }
-  return c;
+  return Status::ok();
 }
 
 Status PlanChain::run(cudnnHandle_t handle) const {
@@ -53,5 +75,7 @@ Status PlanChain::run(cudnnHandle_t handle) const {
 Status PlanChain::poison(cudaStream_t stream) { return poison_outputs(*graph_, io_, stream); }
 
 StatusOr<std::vector<HostTensor>> PlanChain::download_outputs() const { return kiln::download_outputs(*graph_, io_); }
+
+std::map<int, void*> PlanChain::output_pointers() const { return kiln::output_pointers(*graph_, io_); }
 
 }  // namespace kiln

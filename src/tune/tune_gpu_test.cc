@@ -22,13 +22,17 @@ TEST(Tuner, InjectedWrongCandidateIsIncorrectAndNeverChosen) {
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   ASSERT_TRUE(first->winner.has_value());
   EngineConfig victim = first->winner_config;
-  // Second pass: corrupt that candidate's output (one element far off); it must be rejected.
-  o.output_hook = [&](const EngineConfig& c, std::vector<HostTensor>& outs) {
-    if (c == victim && !outs.empty()) {
-      auto v = outs[0].values();
-      v[v.size() / 2] += 100.0;
-      outs[0].set_values(v);
-    }
+  // Second pass: corrupt that candidate's output on the device (one fp16 element set to 100); it must be
+  // rejected by the device comparison.
+  const int out = g->outputs[0];
+  const int64_t span = HostTensor::zeros(g->dtype_of(out), g->tensors[static_cast<size_t>(out)].shape(),
+                                         g->tensors[static_cast<size_t>(out)].strides).storage_span();
+  ASSERT_EQ(g->dtype_of(out), DataType::kFloat16);
+  o.output_hook = [&](const EngineConfig& c, const std::map<int, void*>& outs, cudaStream_t stream) -> Status {
+    if (!(c == victim)) return Status::ok();
+    const uint16_t hundred = fp16_from_double(100.0);
+    char* p = static_cast<char*>(outs.at(out)) + (span / 2) * 2;
+    return cuda_status(cudaMemcpyAsync(p, &hundred, 2, cudaMemcpyHostToDevice, stream), "inject");
   };
   auto second = tune_graph(*g, o);
   ASSERT_TRUE(second.is_ok()) << second.status().to_string();
@@ -76,11 +80,15 @@ TEST(Unfused, ChainOfPartWinnersIsCheckedTimedAndCompared) {
     auto fused = tune_graph(*g, o);
     ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
     ASSERT_TRUE(fused->winner.has_value());
+    EXPECT_EQ(fused->reference_kind, "device");
+    ASSERT_NE(fused->evaluation, nullptr);  // the fused graph's inputs and reference, kept on the device
     UnfusedOptions uo;
     uo.tune = o;
+    uo.evaluation = fused->evaluation;  // the chain runs on them and is checked against them
     auto u = tune_unfused(*g, uo);
     ASSERT_TRUE(u.is_ok()) << u.status().to_string();
     EXPECT_TRUE(u->unavailable.empty()) << u->unavailable;
+    EXPECT_EQ(u->reference_kind, "device");
     EXPECT_EQ(u->parts.size(), g->nodes.size());
     EXPECT_EQ(u->identities.size(), g->nodes.size());
     EXPECT_EQ(u->chain.disposition, Disposition::kPassed) << u->chain.message;

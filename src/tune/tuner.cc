@@ -1,15 +1,17 @@
+// The autotuner's decisions (kiln/tuner.h) over the TuneBackend seam (kiln/tune_backend.h): enumeration
+// and filters, a pipeline of builds on host threads feeding the check-and-time loop, the disposition of
+// every candidate, the time budget and interrupts, and the winner.
 #include "kiln/tuner.h"
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
 
 #include "kiln/cuda_handles.h"
-#include "kiln/device_io.h"
 #include "kiln/log.h"
-#include "kiln/reference.h"
-#include "tune/reference_choice.h"
 
 namespace kiln {
 namespace {
@@ -35,10 +37,6 @@ CandidateResult result_for(const EngineConfig& c, int rank) {
   return r;
 }
 
-Disposition disposition_for_build(const Status& s) {
-  return s.code() == StatusCode::kNotSupported ? Disposition::kNotSupported : Disposition::kFailed;
-}
-
 Disposition disposition_for_verdict(Verdict v) {
   switch (v) {
     case Verdict::kPassed: return Disposition::kPassed;
@@ -50,35 +48,232 @@ Disposition disposition_for_verdict(Verdict v) {
   return Disposition::kNotVerified;
 }
 
-// Builds every configuration, `threads` at a time; each thread has its own cuDNN handle.
-std::vector<StatusOr<LoweredGraph>> build_all(const Graph& graph, const std::vector<EngineConfig>& configs, int threads,
-                                              const std::atomic<bool>* cancel) {
-  std::vector<std::optional<StatusOr<LoweredGraph>>> slots(configs.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    auto handle = make_cudnn_handle();
-    for (size_t i = next++; i < configs.size(); i = next++) {
-      if (!handle.is_ok()) { slots[i].emplace(handle.status()); continue; }
-      if (cancel && cancel->load()) { slots[i].emplace(cancelled("cancelled before build")); continue; }
-      LowerTarget target;
-      target.handle = handle->get();
-      auto lg = LoweredGraph::create(graph, target);
-      if (!lg.is_ok()) { slots[i].emplace(lg.status()); continue; }
-      Status st = lg->build_config(configs[i]);
-      if (!st.is_ok()) slots[i].emplace(st);
-      else slots[i].emplace(std::move(lg).value());
-    }
-  };
-  int n = std::max(1, std::min<int>(threads, static_cast<int>(configs.size())));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < n; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
-  std::vector<StatusOr<LoweredGraph>> out;
-  for (auto& s : slots) out.push_back(std::move(*s));
-  return out;
+// A backend call that throws is a failed call: the tuner goes on with the next candidate.
+template <typename F>
+auto guarded(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return internal_error(std::string(what) + " threw: " + e.what());
+  } catch (...) {
+    return internal_error(std::string(what) + " threw a non-standard exception");
+  }
 }
 
 }  // namespace
+
+StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& graph_name, const TuneOptions& o) {
+  const auto t0 = Clock::now();
+  TuneResult r;
+  r.graph_name = graph_name;
+  const bool budgeted = o.time_budget_s > 0;
+  auto over_budget = [&] { return budgeted && ms_since(t0) > o.time_budget_s * 1000.0; };
+  auto interrupted = [&] { return o.cancel && o.cancel->load(); };
+
+  // 1. Candidates.
+  std::vector<EngineConfig> configs;
+  std::vector<int> ranks;
+  std::vector<std::string> notes;
+  if (o.pin) {
+    configs.push_back(*o.pin);
+    ranks.push_back(-1);
+    notes.push_back("pinned");
+  } else {
+    KILN_ASSIGN_OR_RETURN(auto cands, guarded("listing candidates", [&] { return backend.candidates(o.modes); }));
+    for (const CandidateInfo& c : cands) {
+      if (excluded(c.config, o.exclude)) continue;
+      if (o.top_k > 0 && (c.heuristic_rank < 0 || c.heuristic_rank >= o.top_k)) continue;
+      configs.push_back(c.config);
+      ranks.push_back(c.heuristic_rank);
+      std::string n;
+      for (auto& s : c.behavior_notes) n += (n.empty() ? "" : ",") + s;
+      notes.push_back(n);
+    }
+    if (configs.empty()) return not_supported("no engine configuration left for graph '" + graph_name + "' after filters");
+  }
+  r.behavior_notes = notes;
+  const size_t n = configs.size();
+
+  // 2. Builds on worker threads, in enumeration order, ahead of the check-and-time loop below.
+  struct Slot {
+    bool done = false;
+    StatusOr<int64_t> workspace = internal_error("not built");
+    double ms = 0;
+  };
+  std::vector<Slot> slots(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  Clock::time_point first_build = Clock::now(), last_build = first_build;
+  auto worker = [&](size_t w) {
+    for (size_t i = next++; i < n; i = next++) {
+      Slot s;
+      if (stop || interrupted()) {
+        s.workspace = cancelled("not built: interrupted");
+      } else if (over_budget()) {
+        s.workspace = cancelled("not built: time budget reached");
+      } else {
+        const auto tb = Clock::now();
+        s.workspace = guarded("build", [&] { return backend.build(w, i, configs[i]); });
+        s.ms = ms_since(tb);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      s.done = true;
+      last_build = std::max(last_build, Clock::now());
+      slots[i] = std::move(s);
+      cv.notify_all();
+    }
+  };
+  const int threads = std::max(1, std::min<int>(o.build_threads > 0 ? o.build_threads
+                                                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                                                 static_cast<int>(n)));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker, static_cast<size_t>(t));
+  struct Joiner {
+    std::vector<std::thread>& pool;
+    std::atomic<bool>& stop;
+    ~Joiner() {
+      stop = true;
+      for (auto& t : pool)
+        if (t.joinable()) t.join();
+    }
+  } joiner{pool, stop};
+
+  // 3. Inputs and reference, once, while the first plans build.
+  const auto tp = Clock::now();
+  auto prepared = guarded("preparing inputs and reference", [&] { return backend.prepare(o.verify); });
+  r.prepare_wall_ms = ms_since(tp);
+  if (!prepared.is_ok()) return prepared.status();
+  r.reference_kind = *prepared;
+  const bool verifying = o.verify && r.reference_kind != "none";
+  const double flops = backend.work_flops(), bytes = backend.work_bytes();
+
+  // 4. Each candidate in order, as its build finishes: the gate, then the timer.
+  std::vector<std::string> checks(n);
+  for (size_t i = 0; i < n; ++i) {
+    Slot slot;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return slots[i].done; });
+      slot = std::move(slots[i]);
+    }
+    CandidateResult c = result_for(configs[i], ranks[i]);
+    c.flops = flops;
+    c.bytes = bytes;
+    c.build_ms = slot.ms;
+    auto finish = [&] {
+      r.candidates.push_back(c);
+      if (o.progress) o.progress(i + 1, n, configs[i].identity());
+    };
+    auto skip = [&](Disposition d, const std::string& why) {
+      c.disposition = d;
+      c.message = why;
+      backend.release(i);
+      finish();
+    };
+    if (!slot.workspace.is_ok()) {
+      const Status& st = slot.workspace.status();
+      if (st.code() == StatusCode::kCancelled) {
+        if (interrupted()) r.cancelled = true;
+        else r.budget_exhausted = true;
+        skip(Disposition::kNotVerified, st.message());
+      } else {
+        skip(st.code() == StatusCode::kNotSupported ? Disposition::kNotSupported : Disposition::kFailed, st.message());
+      }
+      continue;
+    }
+    c.workspace_bytes = *slot.workspace;
+    if (interrupted() || r.cancelled) {
+      r.cancelled = true;
+      stop = true;
+      skip(Disposition::kNotVerified, "not run: interrupted");
+      continue;
+    }
+    if (over_budget() || r.budget_exhausted) {
+      r.budget_exhausted = true;
+      stop = true;
+      skip(Disposition::kNotVerified, "not run: time budget reached");
+      continue;
+    }
+    if (o.max_workspace_bytes >= 0 && c.workspace_bytes > o.max_workspace_bytes) {
+      skip(Disposition::kNotSupported, "workspace " + std::to_string(c.workspace_bytes) + " B over the limit");
+      continue;
+    }
+    // The numerics gate: one run on poisoned outputs, compared with the reference.
+    const auto tg = Clock::now();
+    std::string check_summary;
+    if (verifying) {
+      auto rep = guarded("run and check", [&] { return backend.run_and_check(i); });
+      c.check_ms = ms_since(tg);
+      if (!rep.is_ok()) {
+        skip(Disposition::kFailed, rep.status().message());
+        continue;
+      }
+      c.disposition = disposition_for_verdict(rep->verdict);
+      check_summary = rep->summary();
+      if (c.disposition != Disposition::kPassed) {
+        skip(c.disposition, check_summary);  // an incorrect candidate is never timed, never chosen
+        continue;
+      }
+    } else {
+      Status st = guarded("run", [&] { return backend.run_once(i); });
+      c.check_ms = ms_since(tg);
+      if (!st.is_ok()) {
+        skip(Disposition::kFailed, st.message());
+        continue;
+      }
+      c.disposition = Disposition::kNotVerified;
+      c.message = "no reference: not verified";
+    }
+    const auto tm = Clock::now();
+    auto m = guarded("timing", [&] { return backend.time(i, o.measure); });
+    c.measure_ms = ms_since(tm);
+    if (!m.is_ok()) {
+      skip(Disposition::kFailed, m.status().message());
+      continue;
+    }
+    c.set_timing(*m);
+    c.warmup_ms = m->warmup_ms;
+    c.throttled = m->throttled;
+    if (m->throttled) c.message += (c.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
+    checks[i] = check_summary;
+    finish();
+  }
+  stop = true;
+  for (auto& t : pool) t.join();
+  r.build_wall_ms = std::chrono::duration<double, std::milli>(last_build - first_build).count();
+
+  // 5. Winner: fastest correct candidate, then the incumbent rule.
+  // Without a reference (--no-verify, or none could be computed) every timed candidate is NotVerified;
+  // the winner is then the fastest of those, and it stays marked NotVerified in reports and the store.
+  std::vector<CandidateResult> eligible = r.candidates;
+  if (!verifying)
+    for (auto& c : eligible)
+      if (c.disposition == Disposition::kNotVerified && c.timed()) c.disposition = Disposition::kPassed;
+  auto w = pick_winner(eligible, o.winner);
+  if (w.is_ok()) {
+    r.fastest = *w;
+    r.winner = *w;
+    if (o.incumbent) {
+      IncumbentDecision d = decide_incumbent(*o.incumbent, r.candidates[*w], o.incumbent_options);
+      r.incumbent_decision = d;
+      if (!d.replace) {
+        for (size_t i = 0; i < r.candidates.size(); ++i)
+          if (eligible[i].identity() == o.incumbent->identity && eligible[i].disposition == Disposition::kPassed)
+            r.winner = i;
+      }
+    }
+    const size_t wi = *r.winner;
+    r.winner_config = configs[wi];
+    r.winner_check = checks[wi];
+    KILN_ASSIGN_OR_RETURN(r.winner_plan, guarded("serialize", [&] { return backend.serialize(wi); }));
+  }
+  for (size_t i = 0; i < n; ++i) backend.release(i);
+  r.evaluation = backend.evaluation();
+  r.total_wall_ms = ms_since(t0);
+  return r;
+}
 
 double graph_flops(const Graph& g) {
   double f = 0;
@@ -125,168 +320,11 @@ double graph_min_bytes(const Graph& g) {
   return b;
 }
 
-StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
-  auto t0 = Clock::now();
-  TuneResult r;
-  r.graph_name = graph.name;
-  KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
-  KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
-
-  // 1. Candidates.
-  std::vector<EngineConfig> configs;
-  std::vector<int> ranks;
-  std::vector<std::string> notes;
-  KILN_ASSIGN_OR_RETURN(std::optional<EngineConfig> pin, resolve_pin(graph, o.pin));
-  if (pin) {
-    configs.push_back(*pin);
-    ranks.push_back(-1);
-    notes.push_back("pinned");
-  } else {
-    LowerTarget target;
-    target.handle = handle.get();
-    KILN_ASSIGN_OR_RETURN(LoweredGraph lg, LoweredGraph::create(graph, target));
-    KILN_ASSIGN_OR_RETURN(auto cands, lg.list_candidates(o.modes));
-    for (const CandidateInfo& c : cands) {
-      if (excluded(c.config, o.exclude)) continue;
-      if (o.top_k > 0 && (c.heuristic_rank < 0 || c.heuristic_rank >= o.top_k)) continue;
-      configs.push_back(c.config);
-      ranks.push_back(c.heuristic_rank);
-      std::string n;
-      for (auto& s : c.behavior_notes) n += (n.empty() ? "" : ",") + s;
-      notes.push_back(n);
-    }
-    if (configs.empty()) return not_supported("no engine configuration left for graph '" + graph.name + "' after filters");
-  }
-  r.behavior_notes = notes;
-
-  // 2. Parallel build.
-  auto tb = Clock::now();
-  int threads = o.build_threads > 0 ? o.build_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<StatusOr<LoweredGraph>> built = build_all(graph, configs, threads, o.cancel);
-  r.build_wall_ms = ms_since(tb);
-
-  // 3. Inputs, reference and buffers (workspace sized for the largest allowed plan).
-  KILN_ASSIGN_OR_RETURN(auto inputs, make_random_inputs(graph, o.seed));
-  std::optional<ReferenceOutputs> reference;
-  r.reference_kind = "none";
-  if (o.verify) reference = tune_internal::compute_reference(graph, inputs, &r.reference_kind);
-  int64_t ws = 0;
-  for (auto& b : built)
-    if (b.is_ok() && (o.max_workspace_bytes < 0 || b->workspace_size() <= o.max_workspace_bytes))
-      ws = std::max(ws, b->workspace_size());
-  KILN_ASSIGN_OR_RETURN(GraphBuffers buffers, allocate_graph_buffers(graph, inputs, ws));
-  std::map<int, void*> ptrs = buffers.pointers();
-  KILN_ASSIGN_OR_RETURN(Timer timer, Timer::create());
-  MeasureOptions mo = o.measure;
-  mo.stream = stream.get();
-  double flops = graph_flops(graph), bytes = graph_min_bytes(graph);
-
-  // 4. Check and time each candidate.
-  std::vector<std::string> checks(configs.size());
-  for (size_t i = 0; i < configs.size(); ++i) {
-    CandidateResult c = result_for(configs[i], ranks[i]);
-    c.flops = flops;
-    c.bytes = bytes;
-    auto finish = [&] {
-      r.candidates.push_back(c);
-      if (o.progress) o.progress(i + 1, configs.size(), configs[i].identity());
-    };
-    if (!built[i].is_ok()) {
-      c.disposition = built[i].status().code() == StatusCode::kCancelled ? Disposition::kNotVerified
-                                                                         : disposition_for_build(built[i].status());
-      c.message = built[i].status().message();
-      finish();
-      continue;
-    }
-    const LoweredGraph& lg = *built[i];
-    c.workspace_bytes = lg.workspace_size();
-    if ((o.cancel && o.cancel->load()) || r.cancelled) {
-      r.cancelled = true;
-      c.disposition = Disposition::kNotVerified;
-      c.message = "not run: interrupted";
-      finish();
-      continue;
-    }
-    if (o.time_budget_s > 0 && ms_since(t0) > o.time_budget_s * 1000.0) {
-      r.budget_exhausted = true;
-      c.disposition = Disposition::kNotVerified;
-      c.message = "not run: time budget reached";
-      finish();
-      continue;
-    }
-    if (o.max_workspace_bytes >= 0 && c.workspace_bytes > o.max_workspace_bytes) {
-      c.disposition = Disposition::kNotSupported;
-      c.message = "workspace " + std::to_string(c.workspace_bytes) + " B over the limit";
-      finish();
-      continue;
-    }
-    // Numerics gate: one run on poisoned outputs, compared with the reference.
-    Status st = poison_outputs(graph, buffers, stream.get());
-    if (st.is_ok()) st = lg.execute(handle.get(), ptrs, buffers.workspace.data());
-    if (st.is_ok()) st = cuda_status(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
-    if (!st.is_ok()) {
-      c.disposition = Disposition::kFailed;
-      c.message = st.message();
-      cudaGetLastError();
-      finish();
-      continue;
-    }
-    std::string check_summary;
-    if (reference) {
-      KILN_ASSIGN_OR_RETURN(auto outs, download_outputs(graph, buffers));
-      if (o.output_hook) o.output_hook(configs[i], outs);
-      KILN_ASSIGN_OR_RETURN(CheckReport rep, check_outputs(graph, outs, *reference, o.check));
-      c.disposition = disposition_for_verdict(rep.verdict);
-      check_summary = rep.summary();
-      if (c.disposition != Disposition::kPassed) {
-        c.message = check_summary;
-        finish();
-        continue;  // an incorrect candidate is never timed, never chosen
-      }
-    } else {
-      c.disposition = Disposition::kNotVerified;
-      c.message = "no reference: not verified";
-    }
-    auto m = timer.measure([&](cudaStream_t) { return lg.execute(handle.get(), ptrs, buffers.workspace.data()); }, mo);
-    if (!m.is_ok()) {
-      c.disposition = Disposition::kFailed;
-      c.message = m.status().message();
-    } else {
-      c.set_timing(*m);
-      c.throttled = m->throttled;
-      if (m->throttled) c.message += (c.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
-    }
-    checks[i] = check_summary;
-    finish();
-  }
-
-  // 5. Winner: fastest correct candidate, then the incumbent rule.
-  // Without a reference (--no-verify, or none could be computed) every timed candidate is NotVerified;
-  // the winner is then the fastest of those, and it stays marked NotVerified in reports and the store.
-  std::vector<CandidateResult> eligible = r.candidates;
-  if (!reference)
-    for (auto& c : eligible)
-      if (c.disposition == Disposition::kNotVerified && c.timed()) c.disposition = Disposition::kPassed;
-  auto w = pick_winner(eligible, o.winner);
-  if (w.is_ok()) {
-    r.fastest = *w;
-    r.winner = *w;
-    if (o.incumbent) {
-      IncumbentDecision d = decide_incumbent(*o.incumbent, r.candidates[*w], o.incumbent_options);
-      r.incumbent_decision = d;
-      if (!d.replace) {
-        for (size_t i = 0; i < r.candidates.size(); ++i)
-          if (eligible[i].identity() == o.incumbent->identity && eligible[i].disposition == Disposition::kPassed)
-            r.winner = i;
-      }
-    }
-    size_t wi = *r.winner;
-    r.winner_config = configs[wi];
-    r.winner_check = checks[wi];
-    KILN_ASSIGN_OR_RETURN(r.winner_plan, built[wi]->serialize());
-  }
-  r.total_wall_ms = ms_since(t0);
-  return r;
+StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& options) {
+  TuneOptions o = options;
+  KILN_ASSIGN_OR_RETURN(o.pin, resolve_pin(graph, options.pin));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<TuneBackend> backend, make_cudnn_backend(graph, o));
+  return tune_with_backend(*backend, graph.name, o);
 }
 
 }  // namespace kiln

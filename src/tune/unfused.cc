@@ -1,17 +1,19 @@
 // tune_unfused: tune each node alone, then time the winners back to back (kiln/unfused.h).
 #include "kiln/unfused.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "kiln/cuda_handles.h"
 #include "kiln/decompose.h"
+#include "kiln/device_check.h"
 #include "kiln/device_io.h"
 #include "kiln/log.h"
 #include "kiln/numerics.h"
 #include "kiln/plan_chain.h"
-#include "tune/reference_choice.h"
+#include "tune/evaluation.h"
 
 namespace kiln {
 namespace {
@@ -34,21 +36,35 @@ std::string fmt_timing(const CandidateResult& c) {
 StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& options) {
   if (graph.nodes.size() < 2)
     return not_supported("graph '" + graph.name + "' has one node: there is no unfused alternative to time");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto left_s = [&] {
+    return options.tune.time_budget_s -
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   UnfusedResult r;
   r.materialized = options.materialized.value_or(graph.io_dtype);
   KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(graph, r.materialized));
 
-  // 1. Each part tuned as a graph of its own.
+  // 1. Each part tuned as a graph of its own, within what is left of the budget.
   TuneOptions po = options.tune;
   po.pin.reset();
   po.incumbent.reset();
   po.output_hook = nullptr;
+  po.progress = nullptr;
   for (const GraphPart& p : parts) {
     UnfusedPartResult pr;
     pr.name = p.graph.name;
     KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(p.graph));
     pr.structure_sig = sig.structure;
     pr.shape_key = sig.shape_key;
+    if (options.tune.time_budget_s > 0) {
+      if (left_s() <= 0) {
+        r.unavailable = "time budget reached before part '" + p.graph.name + "'";
+        r.parts.push_back(std::move(pr));
+        return r;
+      }
+      po.time_budget_s = left_s();
+    }
     auto tr = tune_graph(p.graph, po);
     if (!tr.is_ok()) {
       r.unavailable = "part '" + p.graph.name + "': " + tr.status().message();
@@ -56,6 +72,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
       return r;
     }
     pr.tune = std::move(tr).value();
+    pr.tune.evaluation.reset();  // the part's buffers are not needed any more
     if (!pr.tune.winner) {
       r.unavailable = "part '" + p.graph.name + "': no correct, timed plan";
       r.parts.push_back(std::move(pr));
@@ -71,33 +88,38 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
     }
   }
 
-  // 2. The chain: the fused graph's inputs and outputs, plus one buffer per materialized intermediate.
+  // 2. The chain: the fused graph's inputs (copied on the device) and outputs, plus one buffer per
+  // materialized intermediate.
   KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
-  KILN_ASSIGN_OR_RETURN(auto inputs, make_random_inputs(graph, options.tune.seed));
-  std::optional<ReferenceOutputs> reference;
-  r.reference_kind = "none";
-  if (options.tune.verify) reference = tune_internal::compute_reference(graph, inputs, &r.reference_kind);
+  std::shared_ptr<const GraphEvaluation> eval = options.evaluation;
+  if (!eval) {
+    KILN_ASSIGN_OR_RETURN(eval, prepare_evaluation(graph, options.tune.seed, options.tune.verify, options.tune.host_reference));
+  }
+  r.reference_kind = eval->reference_kind;
 
   std::vector<LoweredGraph> plans;
   for (size_t i = 0; i < parts.size(); ++i) {
     KILN_ASSIGN_OR_RETURN(LoweredGraph plan, LoweredGraph::deserialize(parts[i].graph, handle.get(), r.parts[i].tune.winner_plan));
     plans.push_back(std::move(plan));
   }
-  KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(graph, std::move(parts), std::move(plans), inputs));
+  KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(graph, std::move(parts), std::move(plans), eval->buffers));
   r.intermediate_bytes = chain.intermediate_bytes();
   auto run_chain = [&](cudaStream_t) { return chain.run(handle.get()); };
 
-  // 3. Numerics of the chain against the fused graph's reference, then one timing of the whole chain.
+  // 3. Numerics of the chain against the fused graph's reference (intermediates stored in the
+  // materialized dtype), then one timing of the whole chain.
   r.chain.flops = graph_flops(graph);
   r.chain.bytes = graph_min_bytes(graph) + r.intermediate_bytes;
   r.chain.workspace_bytes = chain.workspace_bytes();
   KILN_RETURN_IF_ERROR(chain.poison(stream.get()));
   KILN_RETURN_IF_ERROR(run_chain(stream.get()));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
-  if (reference) {
-    KILN_ASSIGN_OR_RETURN(auto outs, chain.download_outputs());
-    KILN_ASSIGN_OR_RETURN(CheckReport rep, check_outputs(graph, outs, *reference, options.tune.check));
+  if (eval->reference) {
+    CheckOptions co = options.tune.check;
+    co.stored_intermediates = r.materialized;
+    KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(graph, co));
+    KILN_ASSIGN_OR_RETURN(CheckReport rep, checker.check(chain.output_pointers(), *eval->reference, stream.get()));
     r.chain_check = rep.summary();
     r.chain.disposition = rep.verdict == Verdict::kPassed ? Disposition::kPassed : Disposition::kIncorrect;
     if (r.chain.disposition != Disposition::kPassed) {
@@ -107,6 +129,10 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   } else {
     r.chain.disposition = Disposition::kNotVerified;
     r.chain.message = "no reference: not verified";
+  }
+  if (options.tune.time_budget_s > 0 && left_s() <= 0) {
+    r.unavailable = "time budget reached before the chain was timed";
+    return r;
   }
   KILN_ASSIGN_OR_RETURN(Timer timer, Timer::create());
   MeasureOptions mo = options.tune.measure;
@@ -118,6 +144,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
     return r;
   }
   r.chain.set_timing(*m);
+  r.chain.warmup_ms = m->warmup_ms;
   r.chain.throttled = m->throttled;
   if (m->throttled) r.chain.message += (r.chain.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
   return r;

@@ -1,0 +1,33 @@
+// Internal to the tune layer: what the numerics gate of one graph works on, on the device — its inputs,
+// generated once, and its reference, computed once — shared by every fused candidate, the unfused chain
+// and the tuner's result (kiln/tuner.h TuneResult::evaluation).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kiln/device_check.h"
+#include "kiln/device_io.h"
+#include "kiln/graph.h"
+
+namespace kiln {
+
+struct GraphEvaluation {
+  Graph graph;                               // a copy: the buffers' layout
+  uint64_t seed = 0;
+  GraphBuffers buffers;                      // inputs generated; outputs allocated (poisoned); no workspace
+  std::optional<DeviceReference> reference;  // none when not verifying or none could be made
+  std::string reference_kind = "none";       // "device", "host" or "none"
+  double inputs_ms = 0, reference_ms = 0;    // wall time of each, synchronised
+};
+
+// Allocates the graph's buffers, generates its inputs on the device (seed) and, when `verify`, computes
+// its reference: on the device and kept there, or with `host_reference` on the host (make_random_inputs
+// gives the same inputs) and uploaded. A reference that cannot be made is a logged warning and
+// reference_kind "none"; a failure to allocate or generate is an error.
+StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph, uint64_t seed, bool verify,
+                                                              bool host_reference);
+
+}  // namespace kiln

@@ -1,0 +1,317 @@
+// The tuner's decisions on the host (issue 11, item 9): a fake backend stands in for cuDNN and the GPU, and
+// produces, per candidate, what a kernel would — correct results, wrong ones (a 4-ulp scaling of a bf16
+// output, which only the gate can see), builds refused or failing, runs that fail or crash (throw), timing
+// that fails. The real numerics gate (check_outputs) judges the outputs. A wrong candidate is never
+// chosen however fast; a crashing or failing one is reported Failed and the tune goes on; the progress
+// counter, the budget and an interrupt behave as kiln/tuner.h says.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "kiln/reference.h"
+#include "kiln/tuner.h"
+#include "validate/test_graphs.h"
+
+namespace kiln {
+namespace {
+
+using namespace testing_graphs;
+
+enum class Kind { kCorrect, kWrong, kBuildNotSupported, kBuildFails, kRunFails, kCrashes, kTimingFails };
+
+struct Script {
+  Kind kind = Kind::kCorrect;
+  double median_ms = 1.0;
+  int64_t workspace = 0;
+};
+
+class FakeBackend : public TuneBackend {
+ public:
+  explicit FakeBackend(std::vector<Script> script, bool has_reference = true)
+      : script_(std::move(script)), has_reference_(has_reference) {
+    graph_ = make_graph("fake_gemm", DataType::kFloat16);
+    const int a = add_tensor(graph_, "a", {16, 256}), b = add_tensor(graph_, "b", {256, 16});
+    const int c = add_tensor(graph_, "c", {16, 16}, DataType::kBFloat16);
+    add_node(graph_, "mm", OpKind::kMatmul, {a, b}, c);
+    graph_.outputs = {c};
+    inputs_ = *make_random_inputs(graph_, 1);
+    reference_ = *run_host_reference_with_magnitudes(graph_, inputs_);
+  }
+
+  StatusOr<std::vector<CandidateInfo>> candidates(const std::vector<HeuristicMode>&) override {
+    std::vector<CandidateInfo> out;
+    for (size_t i = 0; i < script_.size(); ++i) {
+      CandidateInfo c;
+      c.config.engine_id = static_cast<int64_t>(i);
+      c.heuristic_rank = static_cast<int>(i);
+      c.modes = {"A"};
+      out.push_back(c);
+    }
+    return out;
+  }
+
+  StatusOr<int64_t> build(size_t worker, size_t index, const EngineConfig& config) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      build_threads_.insert(std::this_thread::get_id());
+      built_.insert(config.engine_id);
+      workers_.insert(worker);
+    }
+    const Script s = at(index, config);
+    if (s.kind == Kind::kBuildNotSupported) return not_supported("cuDNN: no engine for this configuration (fake)");
+    if (s.kind == Kind::kBuildFails) return internal_error("cuDNN: plan build failed (fake)");
+    return s.workspace;
+  }
+
+  StatusOr<std::string> prepare(bool verify) override { return std::string(verify && has_reference_ ? "host" : "none"); }
+
+  StatusOr<CheckReport> run_and_check(size_t index) override {
+    ++runs_;
+    const Script s = script(index);
+    if (s.kind == Kind::kRunFails) return internal_error("cudaErrorIllegalAddress: an illegal memory access (fake)");
+    if (s.kind == Kind::kCrashes) throw std::runtime_error("segmentation fault in plan execution (fake)");
+    return check_outputs(graph_, {kernel_output(s.kind == Kind::kWrong)}, reference_);
+  }
+
+  Status run_once(size_t index) override {
+    ++runs_;
+    const Script s = script(index);
+    if (s.kind == Kind::kRunFails) return internal_error("launch failed (fake)");
+    if (s.kind == Kind::kCrashes) throw std::runtime_error("segmentation fault (fake)");
+    return Status::ok();
+  }
+
+  StatusOr<Measurement> time(size_t index, const MeasureOptions&) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      timed_.insert(index);
+    }
+    if (on_time) on_time(index);
+    const Script s = script(index);
+    if (s.kind == Kind::kTimingFails) return internal_error("timing failed (fake)");
+    Measurement m;
+    m.stats.samples = 20;
+    m.stats.median_ms = m.stats.min_ms = m.stats.max_ms = m.stats.mean_ms = s.median_ms;
+    m.stats.rel_error = 0.001;
+    return m;
+  }
+
+  StatusOr<std::vector<uint8_t>> serialize(size_t index) override { return std::vector<uint8_t>{static_cast<uint8_t>(index)}; }
+
+  std::function<void(size_t)> on_time;  // called at each timing (a test's hook)
+  std::set<size_t> timed_;
+  std::set<int64_t> built_;
+  std::set<size_t> workers_;
+  std::set<std::thread::id> build_threads_;
+  std::atomic<int> runs_{0};
+
+ private:
+  // The tuner numbers candidates after its filters; the script is by engine id.
+  const Script& at(size_t index, const EngineConfig& config) {
+    std::lock_guard<std::mutex> lock(mu_);
+    engine_of_[index] = static_cast<size_t>(config.engine_id);
+    return script_.at(static_cast<size_t>(config.engine_id));
+  }
+  const Script& script(size_t index) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return script_.at(engine_of_.at(index));
+  }
+
+  // What a correct kernel leaves: fp32 sums of the exact fp16 products, rounded once to bf16; a wrong one
+  // scales them by 1 + 2^-7 (one bf16 ulp at the bottom of a binade, 0.8%): inside every element's band
+  // (atol 0.04 + rtol 0.02 |ref|), not inside the gate's bias limit.
+  HostTensor kernel_output(bool wrong) const {
+    const auto a = inputs_.at(0).values(), b = inputs_.at(1).values();
+    std::vector<double> out(16 * 16);
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 16; ++j) {
+        float acc = 0.f;
+        for (int q = 0; q < 256; ++q) acc += static_cast<float>(a[static_cast<size_t>(i * 256 + q)] * b[static_cast<size_t>(q * 16 + j)]);
+        out[static_cast<size_t>(i * 16 + j)] = acc * (wrong ? 1.0 + 0x1p-7 : 1.0);
+      }
+    return HostTensor::from_values(DataType::kBFloat16, {16, 16}, out);
+  }
+
+  std::vector<Script> script_;
+  std::map<size_t, size_t> engine_of_;  // tuner index -> script entry
+  bool has_reference_;
+  Graph graph_;
+  std::map<int, HostTensor> inputs_;
+  ReferenceOutputs reference_;
+  std::mutex mu_;
+};
+
+TuneOptions quiet() {
+  TuneOptions o;
+  o.build_threads = 2;
+  return o;
+}
+
+TEST(TunerDecisions, WrongCandidateIsNeverChosenHoweverFast) {
+  FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kWrong, 0.3}, {Kind::kCorrect, 0.8}, {Kind::kWrong, 0.1}});
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->candidates.size(), 4u);
+  EXPECT_EQ(r->candidates[0].disposition, Disposition::kPassed);
+  EXPECT_EQ(r->candidates[1].disposition, Disposition::kIncorrect) << r->candidates[1].message;
+  EXPECT_EQ(r->candidates[2].disposition, Disposition::kPassed);
+  EXPECT_EQ(r->candidates[3].disposition, Disposition::kIncorrect);
+  // The gate's own words: every element within its band, the bias test caught the scaling.
+  EXPECT_EQ(r->candidates[1].message.find("mismatches="), std::string::npos) << r->candidates[1].message;
+  EXPECT_NE(r->candidates[1].message.find("OVER(|bias|"), std::string::npos) << r->candidates[1].message;
+  // Incorrect candidates are never timed, never chosen.
+  EXPECT_EQ(fake.timed_, (std::set<size_t>{0, 2}));
+  EXPECT_FALSE(r->candidates[1].timed());
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(*r->winner, 2u);
+  EXPECT_EQ(r->winner_config.engine_id, 2);
+  EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{2});
+  EXPECT_EQ(r->reference_kind, "host");
+}
+
+TEST(TunerDecisions, CrashingAndFailingCandidatesAreFailedAndTheTuneGoesOn) {
+  FakeBackend fake({{Kind::kCrashes, 0.1},
+                    {Kind::kRunFails, 0.2},
+                    {Kind::kBuildFails, 0.3},
+                    {Kind::kBuildNotSupported, 0.4},
+                    {Kind::kTimingFails, 0.5},
+                    {Kind::kCorrect, 2.0}});
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->candidates.size(), 6u);
+  const auto& c = r->candidates;
+  EXPECT_EQ(c[0].disposition, Disposition::kFailed);
+  EXPECT_NE(c[0].message.find("threw: segmentation fault"), std::string::npos) << c[0].message;
+  EXPECT_EQ(c[1].disposition, Disposition::kFailed);
+  EXPECT_NE(c[1].message.find("illegal memory access"), std::string::npos) << c[1].message;
+  EXPECT_EQ(c[2].disposition, Disposition::kFailed);
+  EXPECT_NE(c[2].message.find("plan build failed"), std::string::npos) << c[2].message;
+  EXPECT_EQ(c[3].disposition, Disposition::kNotSupported);
+  EXPECT_EQ(c[4].disposition, Disposition::kFailed);
+  EXPECT_NE(c[4].message.find("timing failed"), std::string::npos) << c[4].message;
+  EXPECT_EQ(c[5].disposition, Disposition::kPassed);
+  for (size_t i = 0; i < 5; ++i) EXPECT_FALSE(c[i].timed()) << i;
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(*r->winner, 5u);
+}
+
+TEST(TunerDecisions, NothingCorrectMeansNoWinner) {
+  FakeBackend fake({{Kind::kWrong, 0.1}, {Kind::kCrashes, 0.2}});
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_FALSE(r->winner.has_value());
+  EXPECT_TRUE(r->winner_plan.empty());
+}
+
+TEST(TunerDecisions, ProgressCountsEveryCandidateAfterTheFilters) {
+  FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kCorrect, 0.9}, {Kind::kWrong, 0.8}, {Kind::kCorrect, 0.7}});
+  TuneOptions o = quiet();
+  o.exclude = {"eng1"};
+  std::vector<std::pair<size_t, size_t>> seen;
+  std::vector<std::string> ids;
+  o.progress = [&](size_t done, size_t total, const std::string& id) {
+    seen.emplace_back(done, total);
+    ids.push_back(id);
+  };
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(seen, (std::vector<std::pair<size_t, size_t>>{{1, 3}, {2, 3}, {3, 3}}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"eng0", "eng2", "eng3"}));
+  EXPECT_EQ(fake.built_.count(1), 0u);  // excluded: never built
+  EXPECT_EQ(r->winner_config.engine_id, 3);
+}
+
+TEST(TunerDecisions, BuildsRunOnWorkerThreadsAheadOfTheLoop) {
+  std::vector<Script> s(8, Script{Kind::kCorrect, 1.0});
+  FakeBackend fake(s);
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(fake.build_threads_.count(std::this_thread::get_id()), 0u);  // never on the loop's thread
+  EXPECT_LE(fake.workers_.size(), 2u);
+  for (size_t w : fake.workers_) EXPECT_LT(w, 2u);
+  EXPECT_EQ(fake.built_.size(), 8u);
+}
+
+TEST(TunerDecisions, AnInterruptKeepsFinishedCandidatesAndTheBestOfThem) {
+  std::vector<Script> s = {{Kind::kCorrect, 2.0}, {Kind::kCorrect, 1.5}, {Kind::kWrong, 0.1},
+                           {Kind::kCorrect, 0.5}, {Kind::kCorrect, 0.2}};
+  FakeBackend fake(s);
+  std::atomic<bool> cancel{false};
+  fake.on_time = [&](size_t i) {
+    if (i == 1) cancel = true;  // Ctrl-C while candidate 1 is timed
+  };
+  TuneOptions o = quiet();
+  o.cancel = &cancel;
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_TRUE(r->cancelled);
+  ASSERT_EQ(r->candidates.size(), 5u);
+  EXPECT_EQ(r->candidates[1].disposition, Disposition::kPassed);  // the one in progress finishes
+  for (size_t i = 2; i < 5; ++i) {
+    EXPECT_EQ(r->candidates[i].disposition, Disposition::kNotVerified) << i;
+    EXPECT_NE(r->candidates[i].message.find("interrupted"), std::string::npos) << r->candidates[i].message;
+  }
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(*r->winner, 1u);  // the best verified so far
+}
+
+TEST(TunerDecisions, TheBudgetBoundsTheWholeTune) {
+  std::vector<Script> s(30, Script{Kind::kCorrect, 1.0});
+  for (size_t i = 0; i < s.size(); ++i) s[i].median_ms = 1.0 + 0.01 * static_cast<double>(i);
+  FakeBackend fake(s);
+  fake.on_time = [](size_t) { std::this_thread::sleep_for(std::chrono::milliseconds(40)); };
+  TuneOptions o = quiet();
+  o.time_budget_s = 0.2;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = tune_with_backend(fake, "fake", o);
+  const double s_taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_TRUE(r->budget_exhausted);
+  size_t reached = 0, skipped = 0;
+  for (const auto& c : r->candidates) {
+    if (c.disposition == Disposition::kPassed) ++reached;
+    if (c.disposition == Disposition::kNotVerified) {
+      ++skipped;
+      EXPECT_NE(c.message.find("time budget reached"), std::string::npos) << c.message;
+    }
+  }
+  EXPECT_GE(reached, 1u);
+  EXPECT_GE(skipped, 10u);
+  EXPECT_EQ(reached + skipped, 30u);
+  EXPECT_LT(s_taken, 0.2 + 0.5);  // at most one candidate past the budget (plus a loaded machine's slack)
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(*r->winner, 0u);  // the fastest of those reached
+}
+
+TEST(TunerDecisions, WithoutAReferenceCandidatesAreNotVerifiedAndTheFastestTimedWins) {
+  FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kWrong, 0.5}, {Kind::kRunFails, 0.1}}, /*has_reference=*/false);
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->reference_kind, "none");
+  EXPECT_EQ(r->candidates[0].disposition, Disposition::kNotVerified);
+  EXPECT_EQ(r->candidates[1].disposition, Disposition::kNotVerified);  // nobody can tell it is wrong
+  EXPECT_EQ(r->candidates[2].disposition, Disposition::kFailed);
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(*r->winner, 1u);
+}
+
+TEST(TunerDecisions, PhasesAreReportedPerCandidate) {
+  FakeBackend fake({{Kind::kCorrect, 1.0}});
+  fake.on_time = [](size_t) { std::this_thread::sleep_for(std::chrono::milliseconds(5)); };
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok());
+  const CandidateResult& c = r->candidates[0];
+  EXPECT_GT(c.check_ms, 0.0);
+  EXPECT_GE(c.measure_ms, 5.0);
+  EXPECT_GE(c.build_ms, 0.0);
+  EXPECT_GE(r->total_wall_ms, c.measure_ms);
+}
+
+}  // namespace
+}  // namespace kiln
