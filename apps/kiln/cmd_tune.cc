@@ -1,5 +1,6 @@
 // kiln tune SPEC...: measure every engine configuration cuDNN offers, reject wrong ones, pick the winner,
 // optionally store it. --list enumerates candidates without timing them; --pin builds exactly one.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -17,9 +18,9 @@ namespace kiln::cli {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) {
+extern "C" void on_interrupt(int sig) {
   g_interrupted = true;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  std::signal(sig, SIG_DFL);  // a second Ctrl-C (or TERM) ends the process at once
 }
 
 struct TuneCliOptions {
@@ -86,7 +87,13 @@ Status tune_cmd(const TuneCliOptions& o) {
     materialize = *m;
   }
   g_interrupted = false;
-  std::signal(SIGINT, on_sigint);
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  // --budget bounds the whole command: every graph, its builds, inputs, reference and unfused alternative.
+  const auto started = std::chrono::steady_clock::now();
+  auto budget_left_s = [&] {
+    return o.budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
 
   nlohmann::json all = nlohmann::json::array();
   Status overall;
@@ -118,31 +125,45 @@ Status tune_cmd(const TuneCliOptions& o) {
         to.incumbent = Incumbent{plan_identity(ic.engine_id, knobs_of(ic)), prev->stats.median_ms, prev->stats.noise_rel};
       }
     }
-    ProgressReporter progress("tune " + g.name, 0, stderr, o.json ? ProgressReporter::Mode::kSilent : ProgressReporter::Mode::kAuto);
-    to.progress = [&](size_t done, size_t total, const std::string& id) { progress.update(done, id + " (" + std::to_string(total) + " total)"); };
+    if (o.budget_s > 0) {
+      if (budget_left_s() <= 0) {
+        std::fprintf(stderr, "tune %s: skipped, the time budget (%.1f s) is spent\n", g.name.c_str(), o.budget_s);
+        overall = overall.is_ok() ? check_failed("time budget spent before '" + g.name + "' was tuned") : overall;
+        continue;
+      }
+      to.time_budget_s = budget_left_s();
+    }
+    // Progress always goes to stderr (with --json too): a bar with the time left on a terminal, lines otherwise.
+    ProgressReporter progress("tune " + g.name, 0, stderr);
+    to.progress = [&](size_t done, size_t total, const std::string& id) { progress.update(done, total, id); };
     KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(g, to));
-    progress.finish();
+    progress.finish(tr.cancelled ? "interrupted" : tr.budget_exhausted ? "time budget reached" : "");
     ReportOptions ro;
     ro.winner = to.winner;
     ro.title = g.name + "  structure " + sig.structure.substr(0, 16) + (sig.shape_key.empty() ? "" : "  shape " + sig.shape_key);
     nlohmann::json meta = {{"graph", g.name}, {"spec", spec}, {"structure_signature", sig.structure}, {"shape_key", sig.shape_key},
                            {"gpu", env.gpu_name}, {"cudnn_version", env.cudnn_version}, {"kiln_git_revision", env.kiln_git_revision},
                            {"reference", tr.reference_kind}, {"build_wall_ms", tr.build_wall_ms}, {"total_wall_ms", tr.total_wall_ms},
-                           {"cancelled", tr.cancelled}, {"budget_exhausted", tr.budget_exhausted}};
+                           {"prepare_wall_ms", tr.prepare_wall_ms},
+                           {"cancelled", tr.cancelled}, {"budget_exhausted", tr.budget_exhausted}, {"partial", tr.cancelled}};
     if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
     // Fused vs unfused: for a graph of several nodes, unless a plan is pinned or the run was cut short.
     std::optional<UnfusedResult> unfused;
     std::optional<StatusOr<FusionDecision>> fusion;
     const CandidateResult* fused_winner = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
-    if (!o.no_unfused && g.nodes.size() > 1 && to.pin == std::nullopt && g.pin.empty() && !tr.cancelled) {
+    if (!o.no_unfused && g.nodes.size() > 1 && to.pin == std::nullopt && g.pin.empty() && !tr.cancelled &&
+        !tr.budget_exhausted && !(o.budget_s > 0 && budget_left_s() <= 0)) {
       UnfusedOptions uo;
       uo.tune = to;
       uo.tune.progress = nullptr;
+      if (o.budget_s > 0) uo.tune.time_budget_s = budget_left_s();
       uo.materialized = materialize;
-      if (!o.json) std::fprintf(stderr, "tune %s: timing the unfused alternative (%zu parts)\n", g.name.c_str(), g.nodes.size());
+      uo.evaluation = tr.evaluation;  // the same inputs and reference, still on the device
+      std::fprintf(stderr, "tune %s: timing the unfused alternative (%zu parts)\n", g.name.c_str(), g.nodes.size());
       KILN_ASSIGN_OR_RETURN(unfused, tune_unfused(g, uo));
       fusion = decide_fusion(fused_winner ? fused_side(*fused_winner) : FusionSide{}, unfused_chain_side(*unfused), fusion_policy);
     }
+    tr.evaluation.reset();  // frees the graph's inputs and reference on the device
     if (o.json) {
       nlohmann::json rep = report_to_json(tr.candidates, meta, ro);
       if (unfused) rep["fusion"] = fusion_report_json(fused_winner, *unfused, fusion_policy, *fusion);
@@ -158,10 +179,16 @@ Status tune_cmd(const TuneCliOptions& o) {
     if (fusion && fusion->is_ok() && !(*fusion)->use_fused && !o.json)
       std::printf("note: the unfused parts win here; the store keeps the fused winner (Kiln runs one plan per graph), "
                   "so split the spec to run them unfused\n");
-    if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported"); break; }
-    if (!tr.winner) { overall = check_failed("no correct candidate for '" + g.name + "'"); continue; }
+    if (!tr.winner) {
+      if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported, none was correct"); break; }
+      overall = check_failed("no correct candidate for '" + g.name + "'");
+      continue;
+    }
     if (store) {
       KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
+      // An interrupted tuning keeps its best verified candidate, marked partial: an untuned record (a
+      // complete tuning, earlier or later, is preferred to it; `kiln tune --untuned` completes it).
+      if (tr.cancelled) rec.tuned = false;
       KILN_ASSIGN_OR_RETURN(PlanRecord stored, store->put(rec));
       // The graph beside its plan (for `plans verify --deep` and re-tuning), and no re-tune left queued.
       // Neither is worth failing a finished tuning for: the plan is stored; say what was not kept.
@@ -169,11 +196,14 @@ Status tune_cmd(const TuneCliOptions& o) {
         std::fprintf(stderr, "warning: graph spec of '%s' not kept beside its plan: %s\n", g.name.c_str(), st.message().c_str());
       if (auto rm = store->remove_from_retune_queue(sig.structure, sig.shape_key, fingerprint_key(env)); !rm.is_ok())
         std::fprintf(stderr, "warning: re-tune queue row of '%s' not removed: %s\n", g.name.c_str(), rm.status().message().c_str());
-      if (!o.json) std::printf("stored in %s\n", store->path().c_str());
+      if (!o.json) std::printf("stored in %s%s\n", store->path().c_str(), tr.cancelled ? " (partial: marked untuned)" : "");
+      else if (tr.cancelled) std::fprintf(stderr, "tune %s: partial winner stored in %s, marked untuned\n", g.name.c_str(), store->path().c_str());
     }
+    if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported"); break; }
   }
   if (o.json && !o.list) std::printf("%s\n", all.dump(2).c_str());
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   return overall;
 }
 
@@ -187,7 +217,9 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (quick tuning)");
   sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes");
   sub->add_option("--exclude", o->exclude, "Identities or engN prefixes to skip");
-  sub->add_option("--budget", o->budget_s, "Time budget for the whole run, seconds (0: none)");
+  sub->add_option("--budget", o->budget_s,
+                  "Time budget for the whole run, seconds (0: none): builds, references and the unfused alternative "
+                  "included; the best verified result within it is stored");
   sub->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate, ms")->capture_default_str();
   sub->add_option("--target-noise", o->target_noise, "Stop sampling at this relative standard error of the median")->capture_default_str();
   sub->add_flag("--hot-cache", o->hot_cache, "Do not flush L2 between samples (graphs that run back-to-back)");
