@@ -43,13 +43,15 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
                                    const RetuneNowOptions& retune = {});
 
 // Which reference(s) judge a verified run:
-//   kAuto    the host reference when the graph's MACs (estimate_macs) are within host_max_macs, else the
-//            device reference (and the device reference if the host one fails)
+//   kAuto    the host reference where it is cheap: the graph's MACs (estimate_macs) within host_max_macs
+//            and at most kHostAutoMaxElements elements in its tensors; else the device reference (and the
+//            device reference if the host one fails)
 //   kHost    the host reference only; a graph over host_max_macs is refused (kNotSupported) before the GPU
 //            is touched
 //   kDevice  the device reference only
 //   kBoth    both, each reported; a graph over host_max_macs gets a NotSupported host entry saying so
 enum class ReferenceChoice { kAuto, kHost, kDevice, kBoth };
+constexpr int64_t kHostAutoMaxElements = int64_t{1} << 22;
 const char* reference_choice_name(ReferenceChoice c);                     // "auto", "host", "device", "both"
 StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name);  // InvalidArgument naming the choices
 
@@ -77,6 +79,9 @@ struct RunReport {
   int64_t workspace_bytes = 0;
   double obtain_ms = 0;
   double run_ms = 0;                     // one execution, host wall clock (includes launch)
+  // The outputs on the host, when they were needed there (save_outputs_dir, or a host reference check);
+  // empty otherwise: with random inputs and the device reference nothing the size of a tensor crosses
+  // to the host (inputs generated on the device, the comparison made there).
   std::vector<HostTensor> outputs;
   // With verify, one entry per reference consulted (host before device). A reference that refused the
   // graph (the host's MAC cap) has verdict kNotSupported, no report, and says why in `message`.

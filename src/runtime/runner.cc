@@ -1,11 +1,13 @@
 #include "kiln/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 
+#include "kiln/device_check.h"
 #include "kiln/device_io.h"
 #include "kiln/fingerprint.h"
 #include "kiln/log.h"
@@ -163,6 +165,14 @@ StatusOr<std::string> host_refusal(const Graph& graph, double cap) {
          macs_text(cap) + " (raise the cap with --host-max-macs, or use the device reference)";
 }
 
+// Elements in the graph's non-virtual tensors: what host-side inputs, reference and comparison cost.
+int64_t graph_elements(const Graph& graph) {
+  int64_t n = 0;
+  for (size_t i = 0; i < graph.tensors.size(); ++i)
+    if (!graph.tensors[i].by_value && !graph.is_virtual(static_cast<int>(i))) n += graph.tensors[i].element_count();
+  return n;
+}
+
 StatusOr<CheckReport> check_against(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const std::map<int, HostTensor>& inputs, ReferenceKind kind, double host_cap,
                                     const CheckOptions& check) {
@@ -217,6 +227,22 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
     if (o.reference == ReferenceChoice::kHost && !host_refused.empty())
       return not_supported("--reference host: " + host_refused);
   }
+  // Which references will run: auto takes the host reference only where it is cheap (within the MAC cap
+  // and at most kHostAutoMaxElements elements in the graph's tensors), the device one otherwise.
+  std::vector<ReferenceKind> kinds;
+  if (o.verify) {
+    switch (o.reference) {
+      case ReferenceChoice::kAuto:
+        kinds = {host_refused.empty() && graph_elements(graph) <= kHostAutoMaxElements ? ReferenceKind::kHost
+                                                                                        : ReferenceKind::kDevice};
+        break;
+      case ReferenceChoice::kHost: kinds = {ReferenceKind::kHost}; break;
+      case ReferenceChoice::kDevice: kinds = {ReferenceKind::kDevice}; break;
+      case ReferenceChoice::kBoth: kinds = {ReferenceKind::kHost, ReferenceKind::kDevice}; break;
+    }
+  }
+  const bool host_check = std::find(kinds.begin(), kinds.end(), ReferenceKind::kHost) != kinds.end() &&
+                          host_refused.empty();
   KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
   std::unique_ptr<PlanStore> store;
@@ -225,15 +251,26 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
     KILN_ASSIGN_OR_RETURN(store, PlanStore::open(o.store_path));
   }
   KILN_ASSIGN_OR_RETURN(std::optional<EngineConfig> pin, resolve_pin(graph, o.pin));
+  // Inputs: from files (uploaded), or seeded random, generated on the device where the plan reads them;
+  // the host gets a copy (the same values, make_random_inputs) only when the host reference needs one.
   std::map<int, HostTensor> inputs;
-  if (o.inputs_dir.empty()) {
-    KILN_ASSIGN_OR_RETURN(inputs, make_random_inputs(graph, o.seed));
-  } else {
+  GraphBuffers source;  // the graph's inputs on the device (and its outputs, for a single plan)
+  if (!o.inputs_dir.empty()) {
     KILN_ASSIGN_OR_RETURN(inputs, load_inputs(graph, o.inputs_dir));
+    KILN_ASSIGN_OR_RETURN(source, allocate_graph_buffers(graph, inputs, 0));
+  } else {
+    KILN_ASSIGN_OR_RETURN(source, allocate_graph_buffers(graph, 0));
+    KILN_RETURN_IF_ERROR(generate_inputs_on_device(graph, o.seed, source.pointers(), stream.get()));
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+    if (host_check) {
+      KILN_ASSIGN_OR_RETURN(inputs, make_random_inputs(graph, o.seed));
+    }
   }
   // A graph cuDNN cannot fuse whole runs as its fused segments, each obtained like a graph of its own.
   SegmentDecision seg;
   if (!pin) { KILN_ASSIGN_OR_RETURN(seg, segments_if_unfusable(graph, handle.get())); }
+  std::optional<PlanChain> chain;
+  std::map<int, void*> outputs;  // device pointers of the graph's outputs after the run
   if (!seg.segments.empty()) {
     rep.plan_source = "segments";
     rep.reasons.push_back("whole graph not fusable (" + seg.why + "): runs as " + std::to_string(seg.segments.size()) +
@@ -246,13 +283,14 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
       rep.obtain_ms += sp.obtain_ms;
       plans.push_back(std::move(sp.plan));
     }
-    KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(graph, std::move(seg.segments), std::move(plans), inputs));
-    rep.workspace_bytes = chain.workspace_bytes();
+    KILN_ASSIGN_OR_RETURN(PlanChain c, PlanChain::create(graph, std::move(seg.segments), std::move(plans), source));
+    chain.emplace(std::move(c));
+    rep.workspace_bytes = chain->workspace_bytes();
     auto t0 = Clock::now();
-    KILN_RETURN_IF_ERROR(chain.run(handle.get()));
+    KILN_RETURN_IF_ERROR(chain->run(handle.get()));
     KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
     rep.run_ms = ms_since(t0);
-    KILN_ASSIGN_OR_RETURN(rep.outputs, chain.download_outputs());
+    outputs = chain->output_pointers();
   } else {
     KILN_ASSIGN_OR_RETURN(ObtainedPlan op, obtain_plan(graph, handle.get(), store.get(), env, o.policy, pin, o.retune));
     rep.plan_source = op.source;
@@ -260,12 +298,20 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
     rep.config = op.config;
     rep.workspace_bytes = op.plan.workspace_size();
     rep.obtain_ms = op.obtain_ms;
-    KILN_ASSIGN_OR_RETURN(GraphBuffers buffers, allocate_graph_buffers(graph, inputs, rep.workspace_bytes));
+    KILN_ASSIGN_OR_RETURN(source.workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(rep.workspace_bytes, 1))));
     auto t0 = Clock::now();
-    KILN_RETURN_IF_ERROR(op.plan.execute(handle.get(), buffers.pointers(), buffers.workspace.data()));
+    KILN_RETURN_IF_ERROR(op.plan.execute(handle.get(), source.pointers(), source.workspace.data()));
     KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
     rep.run_ms = ms_since(t0);
-    KILN_ASSIGN_OR_RETURN(rep.outputs, download_outputs(graph, buffers));
+    outputs = output_pointers(graph, source);
+  }
+  // The outputs travel to the host only when they are wanted there.
+  if (!o.save_outputs_dir.empty() || host_check) {
+    if (chain) {
+      KILN_ASSIGN_OR_RETURN(rep.outputs, chain->download_outputs());
+    } else {
+      KILN_ASSIGN_OR_RETURN(rep.outputs, download_outputs(graph, source));
+    }
   }
 
   if (!o.save_outputs_dir.empty()) {
@@ -280,15 +326,12 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
   }
   rep.reference_kind = "none";
   if (o.verify) {
-    std::vector<ReferenceKind> kinds;
-    switch (o.reference) {
-      case ReferenceChoice::kAuto:
-        kinds = {host_refused.empty() ? ReferenceKind::kHost : ReferenceKind::kDevice};
-        break;
-      case ReferenceChoice::kHost: kinds = {ReferenceKind::kHost}; break;
-      case ReferenceChoice::kDevice: kinds = {ReferenceKind::kDevice}; break;
-      case ReferenceChoice::kBoth: kinds = {ReferenceKind::kHost, ReferenceKind::kDevice}; break;
-    }
+    // The device reference and comparison stay on the device: from the inputs where the plan read them.
+    auto device_check = [&]() -> StatusOr<CheckReport> {
+      KILN_ASSIGN_OR_RETURN(DeviceReference ref, device_reference_on_device(graph, source.pointers()));
+      KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(graph, o.check));
+      return checker.check(outputs, ref, stream.get());
+    };
     std::vector<std::string> ran;
     for (ReferenceKind kind : kinds) {
       RunReport::ReferenceCheck c;
@@ -299,13 +342,15 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
         rep.checks.push_back(std::move(c));
         continue;
       }
-      StatusOr<CheckReport> cr = check_against(graph, rep.outputs, inputs, kind, o.host_max_macs, o.check);
+      StatusOr<CheckReport> cr = kind == ReferenceKind::kHost
+                                     ? check_against(graph, rep.outputs, inputs, kind, o.host_max_macs, o.check)
+                                     : device_check();
       if (!cr.is_ok() && o.reference == ReferenceChoice::kAuto && kind == ReferenceKind::kHost) {
         // As before --reference existed: a host reference that fails gives way to the device reference.
         KILN_LOG(kInfo, "graph '" << graph.name << "': host reference failed, using the device reference: "
                                   << cr.status().message());
         c.kind = ReferenceKind::kDevice;
-        cr = check_against(graph, rep.outputs, inputs, ReferenceKind::kDevice, o.host_max_macs, o.check);
+        cr = device_check();
       }
       if (!cr.is_ok()) return cr.status().with_context(std::string(reference_kind_name(c.kind)) + " reference");
       c.verdict = cr->verdict;
