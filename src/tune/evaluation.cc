@@ -26,18 +26,22 @@ StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph
   e->inputs_ms = ms_since(t0);
   if (!verify) return e;
   t0 = Clock::now();
-  StatusOr<DeviceReference> ref = internal_error("no reference attempted");
-  if (host_reference) {
-    // The host reference needs the inputs on the host: the same generator gives the same values.
-    auto inputs = make_random_inputs(graph, seed);
-    if (inputs.is_ok()) {
-      auto host = run_host_reference_with_magnitudes(graph, *inputs);
-      ref = host.is_ok() ? upload_reference(graph, *host) : StatusOr<DeviceReference>(host.status());
-    } else {
-      ref = inputs.status();
+  // The host reference needs the inputs on the host: the same generator gives the same values. It runs
+  // when asked, or when the device reference cannot take the graph and the host's cost cap allows.
+  auto host = [&]() -> StatusOr<DeviceReference> {
+    KILN_ASSIGN_OR_RETURN(auto inputs, make_random_inputs(graph, seed));
+    KILN_ASSIGN_OR_RETURN(ReferenceOutputs r, run_host_reference_with_magnitudes(graph, inputs));
+    return upload_reference(graph, r);
+  };
+  StatusOr<DeviceReference> ref = host_reference ? host() : device_reference_on_device(graph, e->buffers.pointers());
+  std::string kind = host_reference ? "host" : "device";
+  if (!ref.is_ok() && !host_reference) {
+    KILN_LOG(kInfo, "graph '" << graph.name << "': device reference failed, trying the host one: " << ref.status().message());
+    auto h = host();
+    if (h.is_ok()) {
+      ref = std::move(h);
+      kind = "host";
     }
-  } else {
-    ref = device_reference_on_device(graph, e->buffers.pointers());
   }
   e->reference_ms = ms_since(t0);
   if (!ref.is_ok()) {
@@ -45,7 +49,7 @@ StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph
     return e;
   }
   e->reference = std::move(ref).value();
-  e->reference_kind = host_reference ? "host" : "device";
+  e->reference_kind = kind;
   return e;
 }
 
