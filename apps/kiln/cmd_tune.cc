@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "kiln/device_io.h"
 #include "kiln/fingerprint.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/retune.h"
@@ -27,7 +28,7 @@ struct TuneCliOptions {
   std::vector<std::string> specs;
   bool list = false, json = false, hot_cache = false, untuned_only = false, no_verify = false, use_store = false;
   bool no_unfused = false;
-  std::string pin, store_path, objective = "time", fusion_policy = "faster", materialize;
+  std::string pin, store_path, objective = "time", fusion_policy = "faster", materialize, inputs_dir;
   std::vector<std::string> exclude;
   int top_k = 0;
   int64_t max_workspace = -1;
@@ -77,6 +78,7 @@ Status tune_cmd(const TuneCliOptions& o) {
   KILN_ASSIGN_OR_RETURN(to.winner.objective, parse_objective(o.objective));
   to.winner.workspace_tolerance = o.workspace_tolerance;
   to.seed = o.seed;
+  to.inputs_dir = o.inputs_dir;
   to.verify = !o.no_verify;
   to.cancel = &g_interrupted;
   KILN_ASSIGN_OR_RETURN(FusionPolicy fusion_policy, parse_fusion_policy(o.fusion_policy));
@@ -103,6 +105,8 @@ Status tune_cmd(const TuneCliOptions& o) {
   for (const auto& spec : o.specs) {
     KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(spec));
     if (o.list) { KILN_RETURN_IF_ERROR(list_candidates(g, o.json)); continue; }
+    // Recorded inputs are checked before the GPU is touched (bad input is exit 2, not a late failure).
+    if (!o.inputs_dir.empty()) KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
     KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle probe, make_cudnn_handle());
     KILN_ASSIGN_OR_RETURN(SegmentDecision seg, segments_if_unfusable(g, probe.get()));
     if (seg.segments.empty()) {
@@ -143,7 +147,8 @@ Status tune_cmd(const TuneCliOptions& o) {
     ro.title = g.name + "  structure " + sig.structure.substr(0, 16) + (sig.shape_key.empty() ? "" : "  shape " + sig.shape_key);
     nlohmann::json meta = {{"graph", g.name}, {"spec", spec}, {"structure_signature", sig.structure}, {"shape_key", sig.shape_key},
                            {"gpu", env.gpu_name}, {"cudnn_version", env.cudnn_version}, {"kiln_git_revision", env.kiln_git_revision},
-                           {"reference", tr.reference_kind}, {"build_wall_ms", tr.build_wall_ms}, {"total_wall_ms", tr.total_wall_ms},
+                           {"reference", tr.reference_kind}, {"inputs", tr.inputs},
+                           {"build_wall_ms", tr.build_wall_ms}, {"total_wall_ms", tr.total_wall_ms},
                            {"prepare_wall_ms", tr.prepare_wall_ms},
                            {"cancelled", tr.cancelled}, {"budget_exhausted", tr.budget_exhausted}, {"partial", tr.cancelled}};
     if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
@@ -170,8 +175,10 @@ Status tune_cmd(const TuneCliOptions& o) {
       all.push_back(rep);
     } else {
       std::printf("%s\n", format_report_table(tr.candidates, ro).c_str());
-      std::printf("reference: %s; %zu candidates built in %.0f ms on host threads; total %.1f s\n", tr.reference_kind.c_str(),
-                  tr.candidates.size(), tr.build_wall_ms, tr.total_wall_ms / 1000.0);
+      std::printf("reference: %s; inputs: %s; %zu candidates built in %.0f ms on host threads (inputs and reference %.0f ms, "
+                  "meanwhile); total %.1f s\n",
+                  tr.reference_kind.c_str(), tr.inputs.c_str(), tr.candidates.size(), tr.build_wall_ms, tr.prepare_wall_ms,
+                  tr.total_wall_ms / 1000.0);
       if (tr.winner) std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms, tr.winner_check.c_str());
       if (tr.incumbent_decision) std::printf("incumbent: %s\n", tr.incumbent_decision->explanation.c_str());
       if (unfused) std::printf("%s", format_fusion_report(fused_winner, *unfused, fusion_policy, *fusion).c_str());
@@ -226,6 +233,8 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--objective", o->objective, "time | workspace (smallest workspace within --workspace-tolerance of the best)")->capture_default_str();
   sub->add_option("--workspace-tolerance", o->workspace_tolerance, "Fraction of the best time allowed for --objective workspace")->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  sub->add_option("--inputs", o->inputs_dir,
+                  "Recorded inputs to gate candidates on: DIR/<tensor>.bin for each graph input (as kiln run --inputs)");
   sub->add_flag("--no-unfused", o->no_unfused, "Do not time the unfused alternative (each node as its own best plan)");
   sub->add_option("--fusion-policy", o->fusion_policy, "faster | always_fused | always_unfused: which side the report chooses")->capture_default_str();
   sub->add_option("--materialize", o->materialize, "Dtype of intermediates between unfused parts (default: the graph's io dtype)");

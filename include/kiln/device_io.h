@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <string>
 #include <vector>
 
 #include "kiln/cuda_handles.h"
@@ -18,6 +19,13 @@ struct GraphBuffers {
   DeviceBuffer workspace;
   std::map<int, void*> pointers() const;
 };
+
+// Recorded inputs: `<dir>/<tensor name>.bin` for every graph input that is not by value, each exactly
+// HostTensor::encode's bytes for the tensor's dtype, dims and strides. Errors name the tensor and file.
+StatusOr<std::map<int, HostTensor>> read_graph_inputs(const Graph& graph, const std::string& dir);
+// The cheap check of the same, before any GPU work: every file exists and has the size its tensor needs.
+// InvalidArgument naming the tensor, the file and the sizes otherwise.
+Status check_graph_input_files(const Graph& graph, const std::string& dir);
 
 // A device buffer large enough for tensor `tensor` of `graph` (its strided span, in its dtype); not filled.
 StatusOr<DeviceBuffer> allocate_tensor_buffer(const Graph& graph, int tensor);

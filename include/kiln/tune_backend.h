@@ -55,6 +55,9 @@ class TuneBackend {
   // Drops what built candidate `index` holds; the tuner calls it once the candidate cannot win.
   virtual void release(size_t index) { (void)index; }
 
+  // Which inputs prepare() used ("random seed N", "files DIR"; empty when unknown).
+  virtual std::string inputs_description() const { return ""; }
+
   // The inputs and reference prepare() made, to share with the unfused alternative (null if none).
   virtual std::shared_ptr<const GraphEvaluation> evaluation() const { return nullptr; }
 

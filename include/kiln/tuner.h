@@ -40,7 +40,10 @@ struct TuneOptions {
   double time_budget_s = 0;
   WinnerOptions winner;
   CheckOptions check;
-  uint64_t seed = 1;                  // inputs are seeded random (the counter-based generator)
+  uint64_t seed = 1;                  // inputs are seeded random (the counter-based generator)...
+  // ...unless recorded inputs are given: <inputs_dir>/<tensor name>.bin (kiln/device_io.h
+  // read_graph_inputs), uploaded once, so that candidates are gated on data like the service's.
+  std::string inputs_dir;
   bool verify = true;                 // run the numerics gate
   bool host_reference = false;        // the reference on the host (all cores) instead of the device
   std::optional<Incumbent> incumbent; // from an earlier tuning of the same key
@@ -66,6 +69,7 @@ struct TuneResult {
   std::vector<uint8_t> winner_plan;          // serialized plan of the winner
   EngineConfig winner_config;
   std::string reference_kind;                // "host", "device" or "none"
+  std::string inputs;                        // which inputs the gate used: "random seed 1" or "files DIR"
   std::string winner_check;                  // the winner's numerics summary
   double build_wall_ms = 0;                  // from the first build started to the last one finished
   double prepare_wall_ms = 0;                // inputs and reference (concurrent with the builds)

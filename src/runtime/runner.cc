@@ -23,29 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-StatusOr<std::string> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-StatusOr<std::map<int, HostTensor>> load_inputs(const Graph& g, const std::string& dir) {
-  std::map<int, HostTensor> inputs;
-  for (size_t i = 0; i < g.tensors.size(); ++i) {
-    int idx = static_cast<int>(i);
-    const TensorDesc& d = g.tensors[i];
-    if (!g.is_graph_input(idx) || d.by_value) continue;
-    std::string path = dir + "/" + d.name + ".bin";
-    KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
-    auto t = HostTensor::decode(g.dtype_of(idx), d.shape(), bytes.data(), bytes.size(), d.strides);
-    if (!t.is_ok()) return t.status().with_context("input tensor '" + d.name + "' from '" + path + "'");
-    inputs.emplace(idx, std::move(t).value());
-  }
-  return inputs;
-}
-
 }  // namespace
 
 namespace {
@@ -256,7 +233,7 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
   std::map<int, HostTensor> inputs;
   GraphBuffers source;  // the graph's inputs on the device (and its outputs, for a single plan)
   if (!o.inputs_dir.empty()) {
-    KILN_ASSIGN_OR_RETURN(inputs, load_inputs(graph, o.inputs_dir));
+    KILN_ASSIGN_OR_RETURN(inputs, read_graph_inputs(graph, o.inputs_dir));
     KILN_ASSIGN_OR_RETURN(source, allocate_graph_buffers(graph, inputs, 0));
   } else {
     KILN_ASSIGN_OR_RETURN(source, allocate_graph_buffers(graph, 0));

@@ -51,7 +51,8 @@ class CudnnTuneBackend : public TuneBackend {
   }
 
   StatusOr<std::string> prepare(bool verify) override {
-    KILN_ASSIGN_OR_RETURN(eval_, prepare_evaluation(graph_, options_.seed, verify, options_.host_reference));
+    KILN_ASSIGN_OR_RETURN(eval_, prepare_evaluation(graph_, options_.seed, verify, options_.host_reference,
+                                                    options_.inputs_dir));
     if (eval_->reference) {
       KILN_ASSIGN_OR_RETURN(DeviceChecker c, DeviceChecker::create(graph_, options_.check));
       checker_.emplace(std::move(c));
@@ -103,6 +104,7 @@ class CudnnTuneBackend : public TuneBackend {
   }
 
   std::shared_ptr<const GraphEvaluation> evaluation() const override { return eval_; }
+  std::string inputs_description() const override { return eval_ ? eval_->inputs : ""; }
   double work_flops() const override { return graph_flops(graph_); }
   double work_bytes() const override { return graph_min_bytes(graph_); }
 

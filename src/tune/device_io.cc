@@ -1,19 +1,60 @@
 #include "kiln/device_io.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
 namespace kiln {
 namespace {
 
-HostTensor shaped_like(const Graph& g, int idx) {
-  const TensorDesc& d = g.tensors[idx];
-  return HostTensor::zeros(g.dtype_of(idx), d.shape(), d.strides);
+// Bytes of a tensor's strided span in its dtype, from its dims and strides (no host storage made).
+size_t tensor_bytes(const Graph& g, int idx) {
+  const TensorDesc& d = g.tensors[static_cast<size_t>(idx)];
+  const std::vector<int64_t> dims = d.shape();
+  const std::vector<int64_t> strides = d.strides.empty() ? row_major_strides(dims) : d.strides;
+  int64_t span = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] <= 0) return 0;
+    span += (dims[i] - 1) * strides[i];
+  }
+  return static_cast<size_t>(span) * dtype_size(g.dtype_of(idx));
 }
 
 }  // namespace
 
+StatusOr<std::map<int, HostTensor>> read_graph_inputs(const Graph& g, const std::string& dir) {
+  std::map<int, HostTensor> inputs;
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const int idx = static_cast<int>(i);
+    const TensorDesc& d = g.tensors[i];
+    if (!g.is_graph_input(idx) || d.by_value) continue;
+    const std::string path = dir + "/" + d.name + ".bin";
+    auto t = HostTensor::read_file(path, g.dtype_of(idx), d.shape(), d.strides);
+    if (!t.is_ok()) return t.status().with_context("input tensor '" + d.name + "'");
+    inputs.emplace(idx, std::move(t).value());
+  }
+  return inputs;
+}
+
+Status check_graph_input_files(const Graph& g, const std::string& dir) {
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const int idx = static_cast<int>(i);
+    const TensorDesc& d = g.tensors[i];
+    if (!g.is_graph_input(idx) || d.by_value) continue;
+    const std::string path = dir + "/" + d.name + ".bin";
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+      return invalid_argument("input tensor '" + d.name + "': no file '" + path + "'");
+    const size_t want = tensor_bytes(g, idx);
+    if (static_cast<size_t>(st.st_size) != want)
+      return invalid_argument("input tensor '" + d.name + "': '" + path + "' has " + std::to_string(st.st_size) +
+                              " bytes, the graph needs " + std::to_string(want));
+  }
+  return Status::ok();
+}
+
 StatusOr<DeviceBuffer> allocate_tensor_buffer(const Graph& graph, int tensor) {
-  return DeviceBuffer::allocate(shaped_like(graph, tensor).byte_size());
+  return DeviceBuffer::allocate(tensor_bytes(graph, tensor));
 }
 
 std::map<int, void*> GraphBuffers::pointers() const {
@@ -29,14 +70,14 @@ StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map
     int idx = static_cast<int>(i);
     const TensorDesc& d = graph.tensors[i];
     if (d.by_value || graph.is_virtual(idx)) continue;
-    HostTensor shape = shaped_like(graph, idx);
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(shape.byte_size()));
+    const size_t bytes_needed = tensor_bytes(graph, idx);
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(bytes_needed));
     if (graph.is_graph_input(idx)) {
       auto it = inputs.find(idx);
       if (it == inputs.end()) return invalid_argument("no data for input tensor '" + d.name + "'");
-      if (it->second.byte_size() != shape.byte_size())
+      if (it->second.byte_size() != bytes_needed)
         return invalid_argument("input tensor '" + d.name + "': data has " + std::to_string(it->second.byte_size()) +
-                                " bytes, the graph needs " + std::to_string(shape.byte_size()));
+                                " bytes, the graph needs " + std::to_string(bytes_needed));
       std::vector<uint8_t> bytes = it->second.encode();
       KILN_RETURN_IF_ERROR(buf.copy_from_host(bytes.data(), bytes.size()));
     }
@@ -95,10 +136,10 @@ StatusOr<std::vector<HostTensor>> download_outputs(const Graph& graph, const Gra
   for (int idx : graph.outputs) {
     auto it = buffers.tensors.find(idx);
     if (it == buffers.tensors.end()) return internal_error("no buffer for output '" + graph.tensors[idx].name + "'");
-    HostTensor shape = shaped_like(graph, idx);
-    std::vector<uint8_t> bytes(shape.byte_size());
+    const TensorDesc& d = graph.tensors[static_cast<size_t>(idx)];
+    std::vector<uint8_t> bytes(tensor_bytes(graph, idx));
     KILN_RETURN_IF_ERROR(it->second.copy_to_host(bytes.data(), bytes.size()));
-    KILN_ASSIGN_OR_RETURN(HostTensor t, HostTensor::decode(shape.dtype, shape.dims, bytes.data(), bytes.size(), shape.strides));
+    KILN_ASSIGN_OR_RETURN(HostTensor t, HostTensor::decode(graph.dtype_of(idx), d.shape(), bytes.data(), bytes.size(), d.strides));
     out.push_back(std::move(t));
   }
   return out;

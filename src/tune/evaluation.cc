@@ -15,13 +15,22 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 }  // namespace
 
 StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph, uint64_t seed, bool verify,
-                                                              bool host_reference) {
+                                                              bool host_reference, const std::string& inputs_dir) {
   auto e = std::make_shared<GraphEvaluation>();
   e->graph = graph;
   e->seed = seed;
+  e->inputs_dir = inputs_dir;
   auto t0 = Clock::now();
-  KILN_ASSIGN_OR_RETURN(e->buffers, allocate_graph_buffers(graph, 0));
-  KILN_RETURN_IF_ERROR(generate_inputs_on_device(graph, seed, e->buffers.pointers()));
+  std::map<int, HostTensor> recorded;
+  if (inputs_dir.empty()) {
+    e->inputs = "random seed " + std::to_string(seed);
+    KILN_ASSIGN_OR_RETURN(e->buffers, allocate_graph_buffers(graph, 0));
+    KILN_RETURN_IF_ERROR(generate_inputs_on_device(graph, seed, e->buffers.pointers()));
+  } else {
+    e->inputs = "files " + inputs_dir;
+    KILN_ASSIGN_OR_RETURN(recorded, read_graph_inputs(graph, inputs_dir));
+    KILN_ASSIGN_OR_RETURN(e->buffers, allocate_graph_buffers(graph, recorded, 0));
+  }
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   e->inputs_ms = ms_since(t0);
   if (!verify) return e;
@@ -29,7 +38,10 @@ StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph
   // The host reference needs the inputs on the host: the same generator gives the same values. It runs
   // when asked, or when the device reference cannot take the graph and the host's cost cap allows.
   auto host = [&]() -> StatusOr<DeviceReference> {
-    KILN_ASSIGN_OR_RETURN(auto inputs, make_random_inputs(graph, seed));
+    std::map<int, HostTensor> inputs = recorded;
+    if (inputs_dir.empty()) {
+      KILN_ASSIGN_OR_RETURN(inputs, make_random_inputs(graph, seed));
+    }
     KILN_ASSIGN_OR_RETURN(ReferenceOutputs r, run_host_reference_with_magnitudes(graph, inputs));
     return upload_reference(graph, r);
   };

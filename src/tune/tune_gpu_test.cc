@@ -1,5 +1,13 @@
 // Device tier: the tuner on a real graph. An injected wrong candidate is Incorrect and never chosen.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gpu_test_util.h"
 #include "kiln/spec.h"
@@ -133,6 +141,78 @@ TEST(CudnnDefect, BroadcastOverTwoDimsIsNeverChosenWhenWrong) {
   if (r->winner) {
     EXPECT_EQ(r->candidates[*r->winner].disposition, Disposition::kPassed);
   }
+}
+
+
+// Item 8: candidates gated on recorded inputs (here post-ReLU-like activations: every x >= 0, so partial
+// sums grow with K instead of cancelling). The report names the inputs; correct plans still pass.
+TEST(Tuner, RecordedInputsGateTheCandidates) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_file(kRoot + "/examples/small/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto in = make_random_inputs(*g, 5);
+  ASSERT_TRUE(in.is_ok());
+  const std::string dir = ::testing::TempDir() + "/kiln_recorded_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
+  for (auto& [t, h] : *in) {
+    if (g->tensors[static_cast<size_t>(t)].name == "x")
+      for (double& v : h.storage) v = std::fabs(v);
+    ASSERT_TRUE(h.write_file(dir + "/" + g->tensors[static_cast<size_t>(t)].name + ".bin").is_ok());
+  }
+  TuneOptions o;
+  o.measure.stopping.time_budget_ms = 20;
+  o.inputs_dir = dir;
+  auto r = tune_graph(*g, o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->inputs, "files " + dir);
+  EXPECT_EQ(r->reference_kind, "device");
+  int incorrect = 0;
+  for (const auto& c : r->candidates)
+    if (c.disposition == Disposition::kIncorrect) {
+      ++incorrect;
+      std::printf("[ recorded inputs ] %s Incorrect: %s\n", c.identity().c_str(), c.message.c_str());
+    }
+  std::printf("[ recorded inputs ] %zu candidates, %d Incorrect, winner %s\n", r->candidates.size(), incorrect,
+              r->winner ? r->candidates[*r->winner].identity().c_str() : "none");
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(r->candidates[*r->winner].disposition, Disposition::kPassed);
+}
+
+// Item 5 (SIGTERM) and the partial store, as a user sees them: kiln tune on a graph with many candidates,
+// terminated after its first candidates; exit 130, the JSON report written, the best so far stored untuned.
+TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
+  KILN_REQUIRE_GPU();
+  const std::string dir = ::testing::TempDir() + "/kiln_term_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string store = dir + "/plans.db", out = dir + "/out.json", err = dir + "/err.txt";
+  // Each candidate samples for up to 400 ms: TERM after 8 s lands in the middle of the candidates.
+  const std::string cmd = "timeout --preserve-status -s TERM 8 \"" + std::string(KILN_BINARY) + "\" tune " + kRoot +
+                          "/examples/conv_bias_relu.json --json --no-unfused --candidate-budget-ms 400 --store " + store +
+                          " >" + out + " 2>" + err;
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  std::ifstream ei(err);
+  std::stringstream es;
+  es << ei.rdbuf();
+  if (WEXITSTATUS(rc) == 0) GTEST_SKIP() << "the tune finished within 8 s: nothing to interrupt\n" << es.str();
+  EXPECT_EQ(WEXITSTATUS(rc), 130) << es.str();
+  std::ifstream oi(out);
+  std::stringstream os;
+  os << oi.rdbuf();
+  auto j = nlohmann::json::parse(os.str(), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << os.str();
+  ASSERT_TRUE(j.is_array() && !j.empty());
+  EXPECT_EQ(j[0]["meta"]["cancelled"], true);
+  EXPECT_EQ(j[0]["meta"]["partial"], true);
+  EXPECT_NE(es.str().find("tune conv_bias_relu:"), std::string::npos) << es.str();  // progress on stderr with --json
+  if (j[0]["winner"].is_null()) GTEST_SKIP() << "interrupted before any candidate passed\n" << es.str();
+  // The store holds the partial winner, untuned.
+  const std::string ls = dir + "/ls.json";
+  ASSERT_EQ(std::system(("\"" + std::string(KILN_BINARY) + "\" plans ls --json --store " + store + " >" + ls).c_str()), 0);
+  std::ifstream li(ls);
+  std::stringstream lss;
+  lss << li.rdbuf();
+  EXPECT_NE(lss.str().find("\"tuned\": false"), std::string::npos) << lss.str();
 }
 
 }  // namespace

@@ -146,6 +146,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   r.prepare_wall_ms = ms_since(tp);
   if (!prepared.is_ok()) return prepared.status();
   r.reference_kind = *prepared;
+  r.inputs = backend.inputs_description();
   const bool verifying = o.verify && r.reference_kind != "none";
   const double flops = backend.work_flops(), bytes = backend.work_bytes();
 

@@ -51,6 +51,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   po.incumbent.reset();
   po.output_hook = nullptr;
   po.progress = nullptr;
+  po.inputs_dir.clear();  // a part's inputs are the fused graph's intermediates: random, of their own
   for (const GraphPart& p : parts) {
     UnfusedPartResult pr;
     pr.name = p.graph.name;
@@ -94,7 +95,8 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
   std::shared_ptr<const GraphEvaluation> eval = options.evaluation;
   if (!eval) {
-    KILN_ASSIGN_OR_RETURN(eval, prepare_evaluation(graph, options.tune.seed, options.tune.verify, options.tune.host_reference));
+    KILN_ASSIGN_OR_RETURN(eval, prepare_evaluation(graph, options.tune.seed, options.tune.verify, options.tune.host_reference,
+                                                   options.tune.inputs_dir));
   }
   r.reference_kind = eval->reference_kind;
 
