@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "tune_isolation.h"
 #include "kiln/device_io.h"
 #include "kiln/fingerprint.h"
 #include "kiln/plan_bridge.h"
@@ -27,7 +28,7 @@ extern "C" void on_interrupt(int sig) {
 struct TuneCliOptions {
   std::vector<std::string> specs;
   bool list = false, json = false, hot_cache = false, untuned_only = false, no_verify = false, use_store = false;
-  bool no_unfused = false;
+  bool no_unfused = false, no_isolate = false;
   std::string pin, store_path, objective = "time", fusion_policy = "faster", materialize, inputs_dir;
   std::vector<std::string> exclude;
   int top_k = 0;
@@ -140,7 +141,8 @@ Status tune_cmd(const TuneCliOptions& o) {
     // Progress always goes to stderr (with --json too): a bar with the time left on a terminal, lines otherwise.
     ProgressReporter progress("tune " + g.name, 0, stderr);
     to.progress = [&](size_t done, size_t total, const std::string& id) { progress.update(done, total, id); };
-    KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(g, to));
+    // In a worker process by default: a candidate that crashes it is Failed, and the tune goes on.
+    KILN_ASSIGN_OR_RETURN(TuneResult tr, o.no_isolate ? tune_graph(g, to) : tune_isolated(g, to));
     progress.finish(tr.cancelled ? "interrupted" : tr.budget_exhausted ? "time budget reached" : "");
     ReportOptions ro;
     ro.winner = to.winner;
@@ -236,6 +238,8 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--inputs", o->inputs_dir,
                   "Recorded inputs to gate candidates on: DIR/<tensor>.bin for each graph input (as kiln run --inputs)");
   sub->add_flag("--no-unfused", o->no_unfused, "Do not time the unfused alternative (each node as its own best plan)");
+  sub->add_flag("--no-isolate", o->no_isolate,
+                "Tune in this process instead of a supervised worker (a crashing candidate then ends the run)");
   sub->add_option("--fusion-policy", o->fusion_policy, "faster | always_fused | always_unfused: which side the report chooses")->capture_default_str();
   sub->add_option("--materialize", o->materialize, "Dtype of intermediates between unfused parts (default: the graph's io dtype)");
   sub->add_flag("--no-verify", o->no_verify, "Skip the numerics gate (candidates become NotVerified)");

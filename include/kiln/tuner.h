@@ -27,6 +27,28 @@
 
 namespace kiln {
 
+// What the tuner reports as it goes, for a process that supervises it (kiln/tune_supervisor.h): which
+// candidates there are, when each one's build and run start and end, and each one's result.
+struct TuneEvent {
+  enum class Kind {
+    kCandidates,  // identities (every candidate after the filters, skipped ones included) and notes
+    kPrepared,    // reference_kind and inputs are known
+    kBuildStart,  // index/identity: a worker thread starts building it
+    kBuildEnd,
+    kRunStart,    // the loop starts running it (the gate and the timing)
+    kCandidate,   // its result (and its check summary; its plan when Passed and timed, with events_with_plans)
+  };
+  Kind kind = Kind::kCandidates;
+  size_t index = 0;
+  std::string identity;
+  std::vector<std::string> identities, notes;
+  std::vector<int> ranks;
+  std::string reference_kind, inputs;
+  CandidateResult result;
+  std::string check;
+  std::vector<uint8_t> plan;
+};
+
 struct TuneOptions {
   std::vector<HeuristicMode> modes = {HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback};
   int top_k = 0;                      // > 0: only the heuristic's (mode A) first k configurations
@@ -57,6 +79,14 @@ struct TuneOptions {
   // Progress: called after each candidate is finished (done, total, identity), total being the number
   // of candidates after the filters.
   std::function<void(size_t, size_t, const std::string&)> progress;
+  // For a supervised worker (kiln/tune_supervisor.h): events as the run goes (called from build threads
+  // too: must be thread-safe); plans of Passed, timed candidates in their kCandidate events; identities
+  // already settled by an earlier worker, neither built nor reported; and `pipeline` false to build each
+  // candidate on the loop's thread just before its run, so that a crash names exactly one candidate.
+  std::function<void(const TuneEvent&)> on_event;
+  bool events_with_plans = false;
+  std::vector<std::string> skip;
+  bool pipeline = true;
 };
 
 struct TuneResult {

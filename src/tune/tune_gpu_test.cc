@@ -215,5 +215,58 @@ TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
   EXPECT_NE(lss.str().find("\"tuned\": false"), std::string::npos) << lss.str();
 }
 
+
+// Item 6: a crashing candidate does not end the tune. The test hook KILN_TEST_CRASH=<identity>:<phase>
+// makes kiln tune's worker process die by SIGSEGV when it builds or runs that candidate (the heuristic's
+// first choice, so that the crash comes before most others). The tune goes on in a new worker, reports the
+// candidate Failed with the signal, and stores the best of the rest.
+TEST(TuneCli, InjectedCrashIsFailedWithTheSignalAndTheTuneGoesOn) {
+  KILN_REQUIRE_GPU();
+  const std::string spec = kRoot + "/examples/small/conv_bias_relu.json";
+  const std::string dir = ::testing::TempDir() + "/kiln_crash_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const std::string kiln = std::string("\"") + KILN_BINARY + "\"";
+  ASSERT_EQ(std::system((kiln + " tune " + spec + " --list --json >" + dir + "/list.json").c_str()), 0);
+  auto list = nlohmann::json::parse(slurp(dir + "/list.json"), nullptr, false);
+  ASSERT_FALSE(list.is_discarded());
+  ASSERT_GE(list["candidates"].size(), 2u);
+  for (const char* phase : {"run", "build"}) {
+    SCOPED_TRACE(phase);
+    const std::string victim = list["candidates"][0]["identity"].get<std::string>();
+    const std::string store = dir + "/" + phase + ".db", out = dir + "/" + phase + ".json", err = dir + "/" + phase + ".err";
+    const std::string cmd = "KILN_TEST_CRASH='" + victim + ":" + phase + "' " + kiln + " tune " + spec +
+                            " --json --no-unfused --candidate-budget-ms 30 --store " + store + " >" + out + " 2>" + err;
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc));
+    EXPECT_EQ(WEXITSTATUS(rc), 0) << slurp(err);
+    auto j = nlohmann::json::parse(slurp(out), nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << slurp(out) << slurp(err);
+    bool seen = false;
+    size_t passed = 0;
+    for (const auto& c : j[0]["candidates"]) {
+      if (c["disposition"] == "Passed") ++passed;
+      if (c["identity"] != victim) continue;
+      seen = true;
+      EXPECT_EQ(c["disposition"], "Failed");
+      EXPECT_NE(c["message"].get<std::string>().find(std::string("crashed: signal 11 (SIGSEGV) while ") +
+                                                      (std::string(phase) == "run" ? "running" : "building")),
+                std::string::npos)
+          << c["message"];
+    }
+    EXPECT_TRUE(seen) << "the crashed candidate is in the report";
+    EXPECT_GT(passed, 0u);
+    ASSERT_FALSE(j[0]["winner"].is_null());
+    EXPECT_NE(j[0]["winner"], victim);
+    std::printf("[ crash %s ] %s crashed; %zu candidates, %zu Passed, winner %s\n", phase, victim.c_str(),
+                j[0]["candidates"].size(), passed, j[0]["winner"].get<std::string>().c_str());
+  }
+}
+
 }  // namespace
 }  // namespace kiln

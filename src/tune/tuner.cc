@@ -12,6 +12,7 @@
 
 #include "kiln/cuda_handles.h"
 #include "kiln/log.h"
+#include "tune/tuner_internal.h"
 
 namespace kiln {
 namespace {
@@ -29,13 +30,6 @@ bool excluded(const EngineConfig& c, const std::vector<std::string>& exclude) {
   return false;
 }
 
-CandidateResult result_for(const EngineConfig& c, int rank) {
-  CandidateResult r;
-  r.engine_id = c.engine_id;
-  for (auto& [k, v] : c.knobs) r.knobs["k" + std::to_string(k)] = v;
-  r.heuristic_rank = rank;
-  return r;
-}
 
 Disposition disposition_for_verdict(Verdict v) {
   switch (v) {
@@ -61,6 +55,49 @@ auto guarded(const char* what, F&& f) -> decltype(f()) {
 }
 
 }  // namespace
+
+namespace tune_internal {
+
+CandidateResult result_for(const EngineConfig& c, int rank) {
+  CandidateResult r;
+  r.engine_id = c.engine_id;
+  for (auto& [k, v] : c.knobs) r.knobs["k" + std::to_string(k)] = v;
+  r.heuristic_rank = rank;
+  return r;
+}
+
+Status decide_winner(TuneResult& r, const std::vector<EngineConfig>& configs, const std::vector<std::string>& checks,
+                     bool verifying, const TuneOptions& o,
+                     const std::function<StatusOr<std::vector<uint8_t>>(size_t)>& plan_of) {
+  // Without a reference (--no-verify, or none could be computed) every timed candidate is NotVerified;
+  // the winner is then the fastest of those, and it stays marked NotVerified in reports and the store.
+  std::vector<CandidateResult> eligible = r.candidates;
+  if (!verifying)
+    for (auto& c : eligible)
+      if (c.disposition == Disposition::kNotVerified && c.timed()) c.disposition = Disposition::kPassed;
+  auto w = pick_winner(eligible, o.winner);
+  if (!w.is_ok()) return Status::ok();
+  r.fastest = *w;
+  r.winner = *w;
+  if (o.incumbent) {
+    IncumbentDecision d = decide_incumbent(*o.incumbent, r.candidates[*w], o.incumbent_options);
+    r.incumbent_decision = d;
+    if (!d.replace) {
+      for (size_t i = 0; i < r.candidates.size(); ++i)
+        if (eligible[i].identity() == o.incumbent->identity && eligible[i].disposition == Disposition::kPassed)
+          r.winner = i;
+    }
+  }
+  const size_t wi = *r.winner;
+  r.winner_config = configs[wi];
+  r.winner_check = checks[wi];
+  KILN_ASSIGN_OR_RETURN(r.winner_plan, plan_of(wi));
+  return Status::ok();
+}
+
+}  // namespace tune_internal
+
+using tune_internal::result_for;
 
 StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& graph_name, const TuneOptions& o) {
   const auto t0 = Clock::now();
@@ -91,8 +128,41 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     }
     if (configs.empty()) return not_supported("no engine configuration left for graph '" + graph_name + "' after filters");
   }
+  auto emit = [&](TuneEvent e) {
+    if (o.on_event) o.on_event(e);
+  };
+  {
+    TuneEvent e;
+    e.kind = TuneEvent::Kind::kCandidates;
+    for (const EngineConfig& c : configs) e.identities.push_back(c.identity());
+    e.notes = notes;
+    e.ranks = ranks;
+    emit(std::move(e));
+  }
+  // Candidates settled by an earlier (crashed) worker are neither built nor reported again.
+  if (!o.skip.empty()) {
+    std::vector<EngineConfig> kc;
+    std::vector<int> kr;
+    std::vector<std::string> kn;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      if (std::find(o.skip.begin(), o.skip.end(), configs[i].identity()) != o.skip.end()) continue;
+      kc.push_back(configs[i]);
+      kr.push_back(ranks[i]);
+      kn.push_back(notes[i]);
+    }
+    configs.swap(kc);
+    ranks.swap(kr);
+    notes.swap(kn);
+  }
   r.behavior_notes = notes;
   const size_t n = configs.size();
+  auto event_for = [&](TuneEvent::Kind kind, size_t i) {
+    TuneEvent e;
+    e.kind = kind;
+    e.index = i;
+    e.identity = configs[i].identity();
+    return e;
+  };
 
   // 2. Builds on worker threads, in enumeration order, ahead of the check-and-time loop below.
   struct Slot {
@@ -106,28 +176,32 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   Clock::time_point first_build = Clock::now(), last_build = first_build;
-  auto worker = [&](size_t w) {
-    for (size_t i = next++; i < n; i = next++) {
-      Slot s;
-      if (stop || interrupted()) {
-        s.workspace = cancelled("not built: interrupted");
-      } else if (over_budget()) {
-        s.workspace = cancelled("not built: time budget reached");
-      } else {
-        const auto tb = Clock::now();
-        s.workspace = guarded("build", [&] { return backend.build(w, i, configs[i]); });
-        s.ms = ms_since(tb);
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      s.done = true;
-      last_build = std::max(last_build, Clock::now());
-      slots[i] = std::move(s);
-      cv.notify_all();
+  auto build_one = [&](size_t w, size_t i) {
+    Slot s;
+    if (stop || interrupted()) {
+      s.workspace = cancelled("not built: interrupted");
+    } else if (over_budget()) {
+      s.workspace = cancelled("not built: time budget reached");
+    } else {
+      emit(event_for(TuneEvent::Kind::kBuildStart, i));
+      const auto tb = Clock::now();
+      s.workspace = guarded("build", [&] { return backend.build(w, i, configs[i]); });
+      s.ms = ms_since(tb);
+      emit(event_for(TuneEvent::Kind::kBuildEnd, i));
     }
+    std::lock_guard<std::mutex> lock(mu);
+    s.done = true;
+    last_build = std::max(last_build, Clock::now());
+    slots[i] = std::move(s);
+    cv.notify_all();
   };
-  const int threads = std::max(1, std::min<int>(o.build_threads > 0 ? o.build_threads
-                                                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                                                 static_cast<int>(n)));
+  auto worker = [&](size_t w) {
+    for (size_t i = next++; i < n; i = next++) build_one(w, i);
+  };
+  const int threads = !o.pipeline ? 0
+                                  : std::max(1, std::min<int>(o.build_threads > 0 ? o.build_threads
+                                                                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                                                              static_cast<int>(n)));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker, static_cast<size_t>(t));
   struct Joiner {
@@ -147,12 +221,20 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   if (!prepared.is_ok()) return prepared.status();
   r.reference_kind = *prepared;
   r.inputs = backend.inputs_description();
+  {
+    TuneEvent e;
+    e.kind = TuneEvent::Kind::kPrepared;
+    e.reference_kind = r.reference_kind;
+    e.inputs = r.inputs;
+    emit(std::move(e));
+  }
   const bool verifying = o.verify && r.reference_kind != "none";
   const double flops = backend.work_flops(), bytes = backend.work_bytes();
 
   // 4. Each candidate in order, as its build finishes: the gate, then the timer.
   std::vector<std::string> checks(n);
   for (size_t i = 0; i < n; ++i) {
+    if (!o.pipeline) build_one(0, i);  // on this thread, just before its run
     Slot slot;
     {
       std::unique_lock<std::mutex> lock(mu);
@@ -163,8 +245,16 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     c.flops = flops;
     c.bytes = bytes;
     c.build_ms = slot.ms;
+    std::vector<uint8_t> plan_for_event;
     auto finish = [&] {
       r.candidates.push_back(c);
+      if (o.on_event) {
+        TuneEvent e = event_for(TuneEvent::Kind::kCandidate, i);
+        e.result = c;
+        e.check = checks[i];
+        e.plan = std::move(plan_for_event);
+        o.on_event(e);
+      }
       if (o.progress) o.progress(i + 1, n, configs[i].identity());
     };
     auto skip = [&](Disposition d, const std::string& why) {
@@ -202,6 +292,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
       continue;
     }
     // The numerics gate: one run on poisoned outputs, compared with the reference.
+    emit(event_for(TuneEvent::Kind::kRunStart, i));
     const auto tg = Clock::now();
     std::string check_summary;
     if (verifying) {
@@ -239,6 +330,10 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     c.throttled = m->throttled;
     if (m->throttled) c.message += (c.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
     checks[i] = check_summary;
+    if (o.events_with_plans && c.timed()) {
+      auto plan = guarded("serialize", [&] { return backend.serialize(i); });
+      if (plan.is_ok()) plan_for_event = std::move(plan).value();
+    }
     finish();
   }
   stop = true;
@@ -246,30 +341,9 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   r.build_wall_ms = std::chrono::duration<double, std::milli>(last_build - first_build).count();
 
   // 5. Winner: fastest correct candidate, then the incumbent rule.
-  // Without a reference (--no-verify, or none could be computed) every timed candidate is NotVerified;
-  // the winner is then the fastest of those, and it stays marked NotVerified in reports and the store.
-  std::vector<CandidateResult> eligible = r.candidates;
-  if (!verifying)
-    for (auto& c : eligible)
-      if (c.disposition == Disposition::kNotVerified && c.timed()) c.disposition = Disposition::kPassed;
-  auto w = pick_winner(eligible, o.winner);
-  if (w.is_ok()) {
-    r.fastest = *w;
-    r.winner = *w;
-    if (o.incumbent) {
-      IncumbentDecision d = decide_incumbent(*o.incumbent, r.candidates[*w], o.incumbent_options);
-      r.incumbent_decision = d;
-      if (!d.replace) {
-        for (size_t i = 0; i < r.candidates.size(); ++i)
-          if (eligible[i].identity() == o.incumbent->identity && eligible[i].disposition == Disposition::kPassed)
-            r.winner = i;
-      }
-    }
-    const size_t wi = *r.winner;
-    r.winner_config = configs[wi];
-    r.winner_check = checks[wi];
-    KILN_ASSIGN_OR_RETURN(r.winner_plan, guarded("serialize", [&] { return backend.serialize(wi); }));
-  }
+  KILN_RETURN_IF_ERROR(tune_internal::decide_winner(r, configs, checks, verifying, o, [&](size_t wi) {
+    return guarded("serialize", [&] { return backend.serialize(wi); });
+  }));
   for (size_t i = 0; i < n; ++i) backend.release(i);
   r.evaluation = backend.evaluation();
   r.total_wall_ms = ms_since(t0);

@@ -1,0 +1,15 @@
+// `kiln tune`'s crash isolation (kiln/tune_supervisor.h): the candidates of one graph are built, checked
+// and timed in a `kiln tune-worker` process started fresh from this binary; a candidate that kills it is
+// reported Failed with the signal and a new worker goes on.
+#pragma once
+
+#include "kiln/graph.h"
+#include "kiln/tuner.h"
+
+namespace kiln::cli {
+
+// tune_graph's result, supervised. Test hook: KILN_TEST_CRASH=<identity>:<build|run> in the environment
+// makes the worker die by SIGSEGV when it builds or runs that candidate.
+StatusOr<TuneResult> tune_isolated(const Graph& graph, const TuneOptions& options);
+
+}  // namespace kiln::cli

@@ -1,0 +1,472 @@
+// A tuning that survives a crashing candidate (kiln/tune_supervisor.h): the worker's events on a pipe, the
+// supervisor's bookkeeping of what was in flight when a worker died, and the merge.
+#include "kiln/tune_supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tune/tuner_internal.h"
+
+namespace kiln {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const char* kind_name(TuneEvent::Kind k) {
+  switch (k) {
+    case TuneEvent::Kind::kCandidates: return "candidates";
+    case TuneEvent::Kind::kPrepared: return "prepared";
+    case TuneEvent::Kind::kBuildStart: return "build_start";
+    case TuneEvent::Kind::kBuildEnd: return "build_end";
+    case TuneEvent::Kind::kRunStart: return "run_start";
+    case TuneEvent::Kind::kCandidate: return "candidate";
+  }
+  return "?";
+}
+
+std::string hex(const std::vector<uint8_t>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(bytes.size() * 2, '0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    s[2 * i] = digits[bytes[i] >> 4];
+    s[2 * i + 1] = digits[bytes[i] & 15];
+  }
+  return s;
+}
+
+StatusOr<std::vector<uint8_t>> unhex(const std::string& s) {
+  if (s.size() % 2) return corruption("odd hex length");
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::vector<uint8_t> out(s.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int hi = nibble(s[2 * i]), lo = nibble(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) return corruption("bad hex digit");
+    out[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return out;
+}
+
+Json candidate_json(const CandidateResult& c) {
+  return Json{{"engine_id", c.engine_id}, {"knobs", c.knobs}, {"disposition", disposition_name(c.disposition)},
+              {"message", c.message}, {"median_ms", c.median_ms}, {"min_ms", c.min_ms}, {"max_ms", c.max_ms},
+              {"rel_error", c.rel_error}, {"samples", c.samples}, {"throttled", c.throttled},
+              {"workspace_bytes", c.workspace_bytes}, {"heuristic_rank", c.heuristic_rank}, {"flops", c.flops},
+              {"bytes", c.bytes}, {"build_ms", c.build_ms}, {"check_ms", c.check_ms}, {"measure_ms", c.measure_ms},
+              {"warmup_ms", c.warmup_ms}};
+}
+
+StatusOr<CandidateResult> candidate_from_json(const Json& j) {
+  CandidateResult c;
+  c.engine_id = j.at("engine_id").get<int64_t>();
+  c.knobs = j.at("knobs").get<std::map<std::string, int64_t>>();
+  KILN_ASSIGN_OR_RETURN(c.disposition, parse_disposition(j.at("disposition").get<std::string>()));
+  c.message = j.at("message").get<std::string>();
+  c.median_ms = j.at("median_ms").get<double>();
+  c.min_ms = j.at("min_ms").get<double>();
+  c.max_ms = j.at("max_ms").get<double>();
+  c.rel_error = j.at("rel_error").get<double>();
+  c.samples = j.at("samples").get<size_t>();
+  c.throttled = j.at("throttled").get<bool>();
+  c.workspace_bytes = j.at("workspace_bytes").get<int64_t>();
+  c.heuristic_rank = j.at("heuristic_rank").get<int>();
+  c.flops = j.at("flops").get<double>();
+  c.bytes = j.at("bytes").get<double>();
+  c.build_ms = j.at("build_ms").get<double>();
+  c.check_ms = j.at("check_ms").get<double>();
+  c.measure_ms = j.at("measure_ms").get<double>();
+  c.warmup_ms = j.at("warmup_ms").get<double>();
+  return c;
+}
+
+// A worker's error, written as the last line before it exits.
+std::string error_line(const Status& st) {
+  return Json{{"error", {{"code", static_cast<int>(st.code())}, {"message", st.message()}}}}.dump();
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    default: return "signal";
+  }
+}
+
+// Writes a whole line (a pipe may take it in pieces); a parent gone is not an error of the tuning.
+void write_line(int fd, std::string line) {
+  line.push_back('\n');
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// The crash itself: no core file (a test crashes on purpose), then the signal.
+[[noreturn]] void crash_now(int sig) {
+  rlimit none{0, 0};
+  ::setrlimit(RLIMIT_CORE, &none);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+  ::_exit(128 + sig);  // a signal that does not kill: end as if it had
+}
+
+class CrashingBackend : public TuneBackend {
+ public:
+  CrashingBackend(std::unique_ptr<TuneBackend> inner, std::string identity, std::string phase, int sig)
+      : inner_(std::move(inner)), identity_(std::move(identity)), phase_(std::move(phase)), sig_(sig) {}
+  StatusOr<std::vector<CandidateInfo>> candidates(const std::vector<HeuristicMode>& modes) override {
+    return inner_->candidates(modes);
+  }
+  StatusOr<int64_t> build(size_t worker, size_t index, const EngineConfig& config) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ids_[index] = config.identity();
+    }
+    if (phase_ == "build" && config.identity() == identity_) crash_now(sig_);
+    return inner_->build(worker, index, config);
+  }
+  StatusOr<std::string> prepare(bool verify) override { return inner_->prepare(verify); }
+  StatusOr<CheckReport> run_and_check(size_t index) override {
+    crash_if_run(index);
+    return inner_->run_and_check(index);
+  }
+  Status run_once(size_t index) override {
+    crash_if_run(index);
+    return inner_->run_once(index);
+  }
+  StatusOr<Measurement> time(size_t index, const MeasureOptions& options) override { return inner_->time(index, options); }
+  StatusOr<std::vector<uint8_t>> serialize(size_t index) override { return inner_->serialize(index); }
+  void release(size_t index) override { inner_->release(index); }
+  std::shared_ptr<const GraphEvaluation> evaluation() const override { return inner_->evaluation(); }
+  std::string inputs_description() const override { return inner_->inputs_description(); }
+  double work_flops() const override { return inner_->work_flops(); }
+  double work_bytes() const override { return inner_->work_bytes(); }
+
+ private:
+  void crash_if_run(size_t index) {
+    std::string id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = ids_[index];
+    }
+    if (phase_ == "run" && id == identity_) crash_now(sig_);
+  }
+  std::unique_ptr<TuneBackend> inner_;
+  std::string identity_, phase_;
+  int sig_;
+  std::mutex mu_;
+  std::map<size_t, std::string> ids_;
+};
+
+}  // namespace
+
+std::string tune_event_to_json(const TuneEvent& e) {
+  Json j = {{"kind", kind_name(e.kind)}};
+  switch (e.kind) {
+    case TuneEvent::Kind::kCandidates:
+      j["identities"] = e.identities;
+      j["notes"] = e.notes;
+      j["ranks"] = e.ranks;
+      break;
+    case TuneEvent::Kind::kPrepared:
+      j["reference_kind"] = e.reference_kind;
+      j["inputs"] = e.inputs;
+      break;
+    case TuneEvent::Kind::kCandidate:
+      j["identity"] = e.identity;
+      j["result"] = candidate_json(e.result);
+      j["check"] = e.check;
+      if (!e.plan.empty()) j["plan"] = hex(e.plan);
+      break;
+    default:
+      j["identity"] = e.identity;
+      break;
+  }
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+StatusOr<TuneEvent> tune_event_from_json(const std::string& line) {
+  try {
+    const Json j = Json::parse(line);
+    TuneEvent e;
+    const std::string k = j.at("kind").get<std::string>();
+    bool known = false;
+    for (TuneEvent::Kind kind : {TuneEvent::Kind::kCandidates, TuneEvent::Kind::kPrepared, TuneEvent::Kind::kBuildStart,
+                                 TuneEvent::Kind::kBuildEnd, TuneEvent::Kind::kRunStart, TuneEvent::Kind::kCandidate})
+      if (k == kind_name(kind)) {
+        e.kind = kind;
+        known = true;
+      }
+    if (!known) return corruption("tune event of unknown kind '" + k + "'");
+    if (j.contains("identity")) e.identity = j["identity"].get<std::string>();
+    if (e.kind == TuneEvent::Kind::kCandidates) {
+      e.identities = j.at("identities").get<std::vector<std::string>>();
+      e.notes = j.at("notes").get<std::vector<std::string>>();
+      e.ranks = j.at("ranks").get<std::vector<int>>();
+    } else if (e.kind == TuneEvent::Kind::kPrepared) {
+      e.reference_kind = j.at("reference_kind").get<std::string>();
+      e.inputs = j.at("inputs").get<std::string>();
+    } else if (e.kind == TuneEvent::Kind::kCandidate) {
+      KILN_ASSIGN_OR_RETURN(e.result, candidate_from_json(j.at("result")));
+      e.check = j.at("check").get<std::string>();
+      if (j.contains("plan")) {
+        KILN_ASSIGN_OR_RETURN(e.plan, unhex(j["plan"].get<std::string>()));
+      }
+    }
+    return e;
+  } catch (const std::exception& ex) {
+    return corruption(std::string("malformed tune event: ") + ex.what());
+  }
+}
+
+Status run_tune_worker(TuneBackend& backend, const std::string& graph_name, TuneOptions options,
+                       const WorkerRequest& request, int events_fd) {
+  ::signal(SIGPIPE, SIG_IGN);
+  std::mutex mu;
+  options.skip = request.skip;
+  options.pipeline = !request.serial;
+  options.time_budget_s = request.time_budget_s;
+  options.events_with_plans = true;
+  options.progress = nullptr;  // the supervisor reports progress
+  options.on_event = [&](const TuneEvent& e) {
+    const std::string line = tune_event_to_json(e);
+    std::lock_guard<std::mutex> lock(mu);
+    write_line(events_fd, line);
+  };
+  auto r = tune_with_backend(backend, graph_name, options);
+  if (!r.is_ok()) {
+    write_line(events_fd, error_line(r.status()));
+    return r.status();
+  }
+  return r->cancelled ? cancelled("interrupted") : Status::ok();
+}
+
+void write_worker_error(int events_fd, const Status& status) { write_line(events_fd, error_line(status)); }
+
+std::unique_ptr<TuneBackend> crash_injecting_backend(std::unique_ptr<TuneBackend> inner, std::string identity,
+                                                     std::string phase, int sig) {
+  return std::make_unique<CrashingBackend>(std::move(inner), std::move(identity), std::move(phase), sig);
+}
+
+StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string& graph_name, const TuneOptions& o,
+                                     int max_restarts) {
+  const auto t0 = Clock::now();
+  struct Settled {
+    CandidateResult result;
+    std::string check;
+    std::vector<uint8_t> plan;
+  };
+  std::vector<std::string> order, notes;
+  std::vector<int> ranks;
+  std::map<std::string, Settled> settled;
+  std::string reference_kind = "none", inputs;
+  bool serial = false, cancelled_run = false, budget_out = false;
+  int crashes = 0;
+  std::string abandoned;  // why the candidates left were not run
+  auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+
+  while (true) {
+    if (!order.empty() && settled.size() >= order.size()) break;  // nothing left for a worker
+    WorkerRequest req;
+    for (const auto& [id, s] : settled) req.skip.push_back(id);
+    req.serial = serial;
+    req.attempt = crashes;
+    if (o.time_budget_s > 0) {
+      req.time_budget_s = o.time_budget_s - elapsed_s();
+      if (req.time_budget_s <= 0) {
+        budget_out = true;
+        break;
+      }
+    }
+    if (o.cancel && o.cancel->load()) {
+      cancelled_run = true;
+      break;
+    }
+    KILN_ASSIGN_OR_RETURN(WorkerProcess w, spawn(req));
+    std::set<std::string> building;
+    std::string running;
+    std::optional<Status> worker_error;
+    std::string buffer;
+    bool sent_term = false;
+    const size_t settled_before = settled.size();
+    auto handle = [&](const std::string& line) -> Status {
+      if (line.rfind("{\"error\"", 0) == 0) {
+        try {
+          const Json j = Json::parse(line).at("error");
+          worker_error = Status(static_cast<StatusCode>(j.at("code").get<int>()), j.at("message").get<std::string>());
+        } catch (const std::exception& ex) {
+          worker_error = internal_error(std::string("malformed worker error: ") + ex.what());
+        }
+        return Status::ok();
+      }
+      KILN_ASSIGN_OR_RETURN(TuneEvent e, tune_event_from_json(line));
+      switch (e.kind) {
+        case TuneEvent::Kind::kCandidates:
+          if (order.empty()) {
+            order = e.identities;
+            notes = e.notes;
+            ranks = e.ranks;
+          }
+          break;
+        case TuneEvent::Kind::kPrepared:
+          reference_kind = e.reference_kind;
+          inputs = e.inputs;
+          break;
+        case TuneEvent::Kind::kBuildStart: building.insert(e.identity); break;
+        case TuneEvent::Kind::kBuildEnd: building.erase(e.identity); break;
+        case TuneEvent::Kind::kRunStart: running = e.identity; break;
+        case TuneEvent::Kind::kCandidate:
+          building.erase(e.identity);
+          if (running == e.identity) running.clear();
+          settled[e.identity] = Settled{e.result, e.check, std::move(e.plan)};
+          if (o.progress) o.progress(settled.size(), order.size(), e.identity);
+          break;
+      }
+      return Status::ok();
+    };
+    Status read_status;
+    char chunk[1 << 16];
+    while (true) {
+      if (o.cancel && o.cancel->load() && !sent_term) {
+        ::kill(w.pid, SIGTERM);  // the worker finishes its candidate, reports, and exits
+        sent_term = true;
+      }
+      pollfd pfd{w.events_fd, POLLIN, 0};
+      const int pr = ::poll(&pfd, 1, 200);
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr == 0) continue;
+      const ssize_t n = ::read(w.events_fd, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // EOF: the worker is gone
+      buffer.append(chunk, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        Status st = handle(buffer.substr(0, nl));
+        buffer.erase(0, nl + 1);
+        if (!st.is_ok() && read_status.is_ok()) read_status = st;
+      }
+    }
+    ::close(w.events_fd);
+    int status = 0;
+    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!read_status.is_ok()) return read_status.with_context("tune worker of '" + graph_name + "'");
+    if (WIFEXITED(status)) {
+      const int code = WEXITSTATUS(status);
+      if (code == 0) break;  // every candidate it was given is settled
+      if (worker_error && worker_error->code() == StatusCode::kCancelled) {
+        cancelled_run = true;
+        break;
+      }
+      if (sent_term || (worker_error && worker_error->code() == StatusCode::kCancelled) || code == 130) {
+        cancelled_run = true;
+        break;
+      }
+      if (worker_error && settled.empty()) return *worker_error;  // e.g. no candidates, no device: as in process
+      if (settled.empty()) return internal_error("tune worker of '" + graph_name + "' exited with code " + std::to_string(code));
+      abandoned = worker_error ? worker_error->message() : "worker exited with code " + std::to_string(code);
+      break;
+    }
+    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (sent_term && sig == SIGTERM) {
+      cancelled_run = true;
+      break;
+    }
+    ++crashes;
+    std::vector<std::string> suspects(building.begin(), building.end());
+    if (!running.empty() && !building.count(running)) suspects.push_back(running);
+    const std::string how = "signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+    if (suspects.size() == 1) {
+      const std::string& id = suspects[0];
+      auto cfg = EngineConfig::parse(id);
+      size_t pos = 0;
+      while (pos < order.size() && order[pos] != id) ++pos;
+      Settled s;
+      s.result = tune_internal::result_for(cfg.is_ok() ? *cfg : EngineConfig{}, pos < ranks.size() ? ranks[pos] : -1);
+      s.result.disposition = Disposition::kFailed;
+      s.result.message = "crashed: " + how + " while " + (building.count(id) ? "building" : "running") +
+                         " it (worker process " + std::to_string(w.pid) + "); excluded, the tune went on";
+      settled[id] = std::move(s);
+      if (o.progress) o.progress(settled.size(), order.size(), id);
+    } else if (suspects.size() > 1) {
+      serial = true;  // the next worker builds and runs one candidate at a time: its crash names one
+    } else if (settled.size() == settled_before) {
+      // Dead outside any candidate and nothing gained: no point in starting again.
+      if (order.empty()) return internal_error("tune worker of '" + graph_name + "' died by " + how + " before its first candidate");
+      abandoned = "worker died by " + how + " outside a candidate";
+      break;
+    }
+    if (crashes > max_restarts) {
+      abandoned = "worker crashed " + std::to_string(crashes) + " times";
+      break;
+    }
+  }
+
+  TuneResult r;
+  r.graph_name = graph_name;
+  r.reference_kind = reference_kind;
+  r.inputs = inputs;
+  r.behavior_notes = notes;
+  r.cancelled = cancelled_run;
+  r.budget_exhausted = budget_out;
+  std::vector<EngineConfig> configs;
+  std::vector<std::string> checks;
+  std::map<size_t, std::vector<uint8_t>> plans;
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto cfg = EngineConfig::parse(order[i]);
+    configs.push_back(cfg.is_ok() ? *cfg : EngineConfig{});
+    auto it = settled.find(order[i]);
+    if (it != settled.end()) {
+      r.candidates.push_back(it->second.result);
+      checks.push_back(it->second.check);
+      plans[i] = std::move(it->second.plan);
+      if (it->second.result.message.find("time budget reached") != std::string::npos) r.budget_exhausted = true;
+      continue;
+    }
+    CandidateResult c = tune_internal::result_for(configs.back(), i < ranks.size() ? ranks[i] : -1);
+    c.disposition = Disposition::kNotVerified;
+    c.message = cancelled_run ? "not run: interrupted"
+                              : budget_out ? "not run: time budget reached" : "not run: " + abandoned;
+    r.candidates.push_back(c);
+    checks.emplace_back();
+  }
+  const bool verifying = o.verify && reference_kind != "none";
+  KILN_RETURN_IF_ERROR(tune_internal::decide_winner(r, configs, checks, verifying, o, [&](size_t wi) -> StatusOr<std::vector<uint8_t>> {
+    auto it = plans.find(wi);
+    if (it == plans.end() || it->second.empty())
+      return internal_error("the worker did not send the plan of the winner " + order[wi]);
+    return it->second;
+  }));
+  r.total_wall_ms = elapsed_s() * 1000.0;
+  return r;
+}
+
+}  // namespace kiln

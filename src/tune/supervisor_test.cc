@@ -1,0 +1,146 @@
+// A crashing candidate does not end the tune (issue 11, item 6), on the host: the worker is a forked child
+// running the tuner over the fake backend, whose scripted candidates die by SIGSEGV while building or
+// running. The supervisor reports the crashed candidate Failed with the signal, goes on in a new worker,
+// and chooses the winner from everything that finished, as an in-process tune would.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kiln/exit_codes.h"
+#include "kiln/tune_supervisor.h"
+#include "tune/fake_backend.h"
+
+namespace kiln {
+namespace {
+
+using namespace testing_fake;
+
+// Spawns a worker: a forked child with its own fake backend (the script is the same in every worker).
+struct ForkSpawner {
+  std::vector<Script> script;
+  TuneOptions options;
+  std::vector<WorkerRequest> requests;  // what each worker was asked
+
+  StatusOr<WorkerProcess> operator()(const WorkerRequest& req) {
+    requests.push_back(req);
+    int p[2];
+    if (::pipe(p) != 0) return internal_error("pipe");
+    const pid_t pid = ::fork();
+    if (pid < 0) return internal_error("fork");
+    if (pid == 0) {
+      ::close(p[0]);
+      FakeBackend fake(script);
+      Status st = run_tune_worker(fake, "fake", options, req, p[1]);
+      ::_exit(exit_code_for(st));
+    }
+    ::close(p[1]);
+    return WorkerProcess{pid, p[0]};
+  }
+};
+
+TEST(TuneSupervisor, CrashWhileRunningIsFailedWithTheSignalAndTheTuneGoesOn) {
+  ForkSpawner spawner{{{Kind::kCorrect, 1.0}, {Kind::kSegfaultInRun, 0.1}, {Kind::kWrong, 0.2}, {Kind::kCorrect, 0.5}},
+                      TuneOptions{}, {}};
+  spawner.options.build_threads = 2;
+  std::vector<std::pair<size_t, size_t>> progress;
+  TuneOptions o;
+  o.progress = [&](size_t done, size_t total, const std::string&) { progress.emplace_back(done, total); };
+  auto r = tune_supervised(std::ref(spawner), "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->candidates.size(), 4u);
+  EXPECT_EQ(r->candidates[0].disposition, Disposition::kPassed);
+  EXPECT_EQ(r->candidates[1].disposition, Disposition::kFailed);
+  EXPECT_NE(r->candidates[1].message.find("crashed: signal 11 (SIGSEGV) while running"), std::string::npos)
+      << r->candidates[1].message;
+  EXPECT_EQ(r->candidates[2].disposition, Disposition::kIncorrect);
+  EXPECT_EQ(r->candidates[3].disposition, Disposition::kPassed);
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(*r->winner, 3u);
+  // The winner's plan comes from the worker that timed it: the last one, which skipped eng0 and eng1
+  // (settled before), so eng3 was its candidate 1 (the fake's plan is its index).
+  EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{1});
+  EXPECT_EQ(r->reference_kind, "host");
+  // A second worker (a third when builds were in flight at the crash: the serial one names eng1).
+  ASSERT_GE(spawner.requests.size(), 2u);
+  ASSERT_LE(spawner.requests.size(), 3u);
+  EXPECT_TRUE(spawner.requests[0].skip.empty());
+  EXPECT_EQ(spawner.requests.back().skip, (std::vector<std::string>{"eng0", "eng1"}));
+  EXPECT_EQ(progress.back(), (std::pair<size_t, size_t>{4, 4}));
+}
+
+TEST(TuneSupervisor, CrashInAParallelBuildIsNarrowedDownByASerialWorker) {
+  // Builds run two at a time: when the worker dies while several builds are in flight, the next worker
+  // builds and runs one candidate at a time, so that the crash names one candidate.
+  std::vector<Script> s(6, Script{Kind::kCorrect, 1.0});
+  s[4].kind = Kind::kSegfaultInBuild;
+  s[2].median_ms = 0.3;
+  ForkSpawner spawner{s, TuneOptions{}, {}};
+  spawner.options.build_threads = 3;
+  auto r = tune_supervised(std::ref(spawner), "fake", TuneOptions{});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->candidates.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    if (i == 4) {
+      EXPECT_EQ(r->candidates[i].disposition, Disposition::kFailed);
+      EXPECT_NE(r->candidates[i].message.find("while building"), std::string::npos) << r->candidates[i].message;
+    } else {
+      EXPECT_EQ(r->candidates[i].disposition, Disposition::kPassed) << i << ": " << r->candidates[i].message;
+    }
+  }
+  EXPECT_EQ(*r->winner, 2u);
+  EXPECT_GE(spawner.requests.size(), 2u);
+  EXPECT_LE(spawner.requests.size(), 3u);
+  EXPECT_TRUE(spawner.requests.back().serial || spawner.requests.size() == 2u);
+}
+
+TEST(TuneSupervisor, EveryCandidateCrashingEndsWithNoWinnerNotAnEndlessLoop) {
+  ForkSpawner spawner{{{Kind::kSegfaultInRun, 1.0}, {Kind::kSegfaultInRun, 0.5}, {Kind::kSegfaultInRun, 0.2}},
+                      TuneOptions{}, {}};
+  spawner.options.build_threads = 1;
+  auto r = tune_supervised(std::ref(spawner), "fake", TuneOptions{}, /*max_restarts=*/8);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  for (const auto& c : r->candidates) EXPECT_EQ(c.disposition, Disposition::kFailed) << c.message;
+  EXPECT_FALSE(r->winner.has_value());
+  // One worker per crash, plus one when a build was in flight at the first crash (then all is serial).
+  EXPECT_GE(spawner.requests.size(), 3u);
+  EXPECT_LE(spawner.requests.size(), 4u);
+}
+
+TEST(TuneSupervisor, AWorkerErrorBeforeAnyCandidateIsTheTunesError) {
+  // No candidate at all after the filters: the worker's NotSupported is the supervised tune's too.
+  ForkSpawner spawner{{{Kind::kCorrect, 1.0}}, TuneOptions{}, {}};
+  spawner.options.exclude = {"eng0"};
+  auto r = tune_supervised(std::ref(spawner), "fake", TuneOptions{});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotSupported) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("no engine configuration left"), std::string::npos) << r.status().message();
+}
+
+TEST(TuneEvents, RoundTripThroughJson) {
+  TuneEvent e;
+  e.kind = TuneEvent::Kind::kCandidate;
+  e.identity = "eng7_k2=3";
+  e.result.engine_id = 7;
+  e.result.knobs = {{"k2", 3}};
+  e.result.disposition = Disposition::kPassed;
+  e.result.median_ms = 0.125;
+  e.result.samples = 42;
+  e.result.check_ms = 1.5;
+  e.check = "y: Passed max_abs=...";
+  e.plan = {0x00, 0x7f, 0xff, 0x10};
+  auto back = tune_event_from_json(tune_event_to_json(e));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->kind, TuneEvent::Kind::kCandidate);
+  EXPECT_EQ(back->identity, e.identity);
+  EXPECT_EQ(back->result.identity(), e.result.identity());
+  EXPECT_EQ(back->result.median_ms, 0.125);
+  EXPECT_EQ(back->result.samples, 42u);
+  EXPECT_EQ(back->result.check_ms, 1.5);
+  EXPECT_EQ(back->check, e.check);
+  EXPECT_EQ(back->plan, e.plan);
+  EXPECT_EQ(tune_event_from_json("{\"kind\": \"nope\"}").status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(tune_event_from_json("not json").status().code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace kiln
