@@ -44,6 +44,7 @@ struct TuneEvent {
   std::vector<std::string> identities, notes;
   std::vector<int> ranks;
   std::string reference_kind, inputs;
+  double prepare_ms = 0;  // kPrepared: wall time of the inputs and reference
   CandidateResult result;
   std::string check;
   std::vector<uint8_t> plan;

@@ -199,6 +199,7 @@ std::string tune_event_to_json(const TuneEvent& e) {
     case TuneEvent::Kind::kPrepared:
       j["reference_kind"] = e.reference_kind;
       j["inputs"] = e.inputs;
+      j["prepare_ms"] = e.prepare_ms;
       break;
     case TuneEvent::Kind::kCandidate:
       j["identity"] = e.identity;
@@ -234,6 +235,7 @@ StatusOr<TuneEvent> tune_event_from_json(const std::string& line) {
     } else if (e.kind == TuneEvent::Kind::kPrepared) {
       e.reference_kind = j.at("reference_kind").get<std::string>();
       e.inputs = j.at("inputs").get<std::string>();
+      e.prepare_ms = j.at("prepare_ms").get<double>();
     } else if (e.kind == TuneEvent::Kind::kCandidate) {
       KILN_ASSIGN_OR_RETURN(e.result, candidate_from_json(j.at("result")));
       e.check = j.at("check").get<std::string>();
@@ -288,6 +290,7 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
   std::vector<int> ranks;
   std::map<std::string, Settled> settled;
   std::string reference_kind = "none", inputs;
+  double prepare_ms = 0;  // summed over workers: each makes the inputs and reference again
   bool serial = false, cancelled_run = false, budget_out = false;
   int crashes = 0;
   std::string abandoned;  // why the candidates left were not run
@@ -339,6 +342,7 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
         case TuneEvent::Kind::kPrepared:
           reference_kind = e.reference_kind;
           inputs = e.inputs;
+          prepare_ms += e.prepare_ms;
           break;
         case TuneEvent::Kind::kBuildStart: building.insert(e.identity); break;
         case TuneEvent::Kind::kBuildEnd: building.erase(e.identity); break;
@@ -434,6 +438,7 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
   r.graph_name = graph_name;
   r.reference_kind = reference_kind;
   r.inputs = inputs;
+  r.prepare_wall_ms = prepare_ms;
   r.behavior_notes = notes;
   r.cancelled = cancelled_run;
   r.budget_exhausted = budget_out;

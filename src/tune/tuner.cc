@@ -226,6 +226,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     e.kind = TuneEvent::Kind::kPrepared;
     e.reference_kind = r.reference_kind;
     e.inputs = r.inputs;
+    e.prepare_ms = r.prepare_wall_ms;
     emit(std::move(e));
   }
   const bool verifying = o.verify && r.reference_kind != "none";
