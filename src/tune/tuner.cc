@@ -8,6 +8,7 @@
 #include "kiln/cuda_handles.h"
 #include "kiln/device_io.h"
 #include "kiln/log.h"
+#include "kiln/plan_words.h"
 #include "kiln/reference.h"
 #include "tune/reference_choice.h"
 
@@ -125,7 +126,16 @@ double graph_min_bytes(const Graph& g) {
   return b;
 }
 
+namespace {
+StatusOr<TuneResult> tune_graph_unchecked(const Graph& graph, const TuneOptions& o);
+}  // namespace
+
 StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
+  return catch_exceptions("tuning graph '" + graph.name + "'", [&] { return tune_graph_unchecked(graph, o); });
+}
+
+namespace {
+StatusOr<TuneResult> tune_graph_unchecked(const Graph& graph, const TuneOptions& o) {
   auto t0 = Clock::now();
   TuneResult r;
   r.graph_name = graph.name;
@@ -144,8 +154,8 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
   } else {
     LowerTarget target;
     target.handle = handle.get();
-    KILN_ASSIGN_OR_RETURN(LoweredGraph lg, LoweredGraph::create(graph, target));
-    KILN_ASSIGN_OR_RETURN(auto cands, lg.list_candidates(o.modes));
+    KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph, target), graph.name));
+    KILN_ASSIGN_OR_RETURN(auto cands, with_plan_words(lg.list_candidates(o.modes), graph.name));
     for (const CandidateInfo& c : cands) {
       if (excluded(c.config, o.exclude)) continue;
       if (o.top_k > 0 && (c.heuristic_rank < 0 || c.heuristic_rank >= o.top_k)) continue;
@@ -288,5 +298,6 @@ StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& o) {
   r.total_wall_ms = ms_since(t0);
   return r;
 }
+}  // namespace
 
 }  // namespace kiln

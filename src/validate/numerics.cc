@@ -287,13 +287,16 @@ StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTenso
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const ReferenceOutputs& reference, const CheckOptions& options) {
   // A reference without its magnitude pass falls back to the legacy tolerances.
-  return check_impl(graph, outputs, reference.values, reference.magnitudes.empty() ? nullptr : &reference.magnitudes,
-                    options);
+  return catch_exceptions("graph '" + graph.name + "': checking outputs", [&] {
+    return check_impl(graph, outputs, reference.values, reference.magnitudes.empty() ? nullptr : &reference.magnitudes,
+                      options);
+  });
 }
 
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const std::vector<HostTensor>& references, const CheckOptions& options) {
-  return check_impl(graph, outputs, references, nullptr, options);
+  return catch_exceptions("graph '" + graph.name + "': checking outputs",
+                          [&] { return check_impl(graph, outputs, references, nullptr, options); });
 }
 
 }  // namespace kiln

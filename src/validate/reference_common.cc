@@ -93,7 +93,18 @@ StatusOr<double> estimate_macs(const Graph& graph) {
   return p.macs;
 }
 
+namespace {
+StatusOr<std::map<int, HostTensor>> make_random_inputs_unchecked(const Graph& g, uint64_t seed);
+}  // namespace
+
 StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& g, uint64_t seed) {
+  // One host buffer per input, sized by the graph: a graph too large for this host is a Status.
+  return catch_exceptions("graph '" + g.name + "': making random inputs",
+                          [&] { return make_random_inputs_unchecked(g, seed); });
+}
+
+namespace {
+StatusOr<std::map<int, HostTensor>> make_random_inputs_unchecked(const Graph& g, uint64_t seed) {
   using namespace validate_internal;
   KILN_RETURN_IF_ERROR(topological_order(g).status());
   const auto prod = producers(g);
@@ -127,5 +138,6 @@ StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& g, uint64_t 
   }
   return out;
 }
+}  // namespace
 
 }  // namespace kiln
