@@ -4,20 +4,57 @@
 #  - With a GPU: `kiln tune` every example (every engine configuration timed and checked) into the store.
 #  - Without one: `kiln compile` them ahead of time for the recorded H200 (profiles/h200.json), untuned,
 #    so the GPU machine loads them at start or tunes them in place (`kiln tune --store S --untuned`).
-# Then lists the store.
+#    Graphs that cannot be compiled without a GPU are listed with the reason, as a result.
+# Then lists the store and ends with a summary. Extra arguments go to `kiln tune` / `kiln compile`.
+# Prints a line per stage ([setup], [configure], [build], [run], [summary]); with nothing changed since the
+# last run it takes seconds.
 set -euo pipefail
+# The whole script is read before it runs (braces), so that editing or checking out a new version while
+# it runs cannot change what it does halfway.
+{
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/build.sh" >/dev/null
+t0=$SECONDS
+"$root/scripts/build.sh"
 kiln="${KILN_BUILD_DIR:-$root/build}/kiln"
 cd "$root"
-if "$kiln" doctor; then
-  "$kiln" tune examples/*.json --use-store "$@"
-else
-  echo "(no GPU here: compiling plans ahead of time for the recorded H200)"
-  # Graphs whose engines are all runtime-compiled need a CUDA driver even to compile: they are listed as
-  # FAILED with the reason, and tuned on the GPU machine instead.
-  rc=0; "$kiln" compile examples/*.json --target profiles/h200.json "$@" || rc=$?
-  [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit "$rc"  # 5: some graphs are not supported without a GPU; others are errors
-  [ "$rc" = 0 ] || echo "(graphs marked FAILED above were not compiled here; \`kiln tune --use-store\` bakes them on the GPU machine)"
+examples=(examples/*.json)
+n=${#examples[@]}
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+
+if "$kiln" doctor >"$tmp/doctor.txt" 2>&1; then
+  echo "[run] $(grep -m1 '^GPU' "$tmp/doctor.txt" | sed 's/^GPU  */GPU: /'): tuning the $n examples into the plan store"
+  "$kiln" tune "${examples[@]}" --use-store "$@"
+  "$kiln" plans ls
+  echo "[summary] tuned the $n examples into the plan store in $((SECONDS - t0)) s"
+  exit 0
 fi
+why="$(grep -m1 '^kiln: ' "$tmp/doctor.txt" || true)"
+if [[ "$why" != "kiln: Unavailable: no GPU"* ]]; then  # a GPU that does not work is not "no GPU"
+  cat "$tmp/doctor.txt"; echo "[run] kiln doctor failed: fix the environment above (README: The GPU tier)"; exit 3
+fi
+why="${why#kiln: Unavailable: no GPU: }"; why="${why% (plans can still*}"
+echo "[run] no GPU here ($why): compiling the $n examples ahead of time for the recorded H200" \
+     "(profiles/h200.json) instead of tuning them"
+rc=0
+"$kiln" compile "${examples[@]}" --target profiles/h200.json "$@" 2>"$tmp/compile.err" | tee "$tmp/compile.out" || rc=$?
+# 0: every graph compiled; 3: the others need a GPU (listed above, a result). Anything else is an error.
+if [ "$rc" != 0 ] && [ "$rc" != 3 ]; then cat "$tmp/compile.err"; exit "$rc"; fi
 "$kiln" plans ls
+
+compiled=(); need_gpu=()
+while read -r name rest; do
+  case "$rest" in
+    *"needs a GPU:"*) need_gpu+=("$name");;
+    *untuned) compiled+=("$name");;
+  esac
+done <"$tmp/compile.out"
+store="$(sed -n 's/^compiled .* into //p' "$tmp/compile.out")"
+join() { local IFS=,; echo "$*" | sed 's/,/, /g'; }
+echo "[summary] compiled ${#compiled[@]} of $n examples for the H200 into $store (untuned)${compiled:+: $(join "${compiled[@]}")}"
+if ((${#need_gpu[@]})); then
+  echo "[summary] ${#need_gpu[@]} need a GPU to compile (reasons above): $(join "${need_gpu[@]}")"
+  echo "[summary] on the GPU machine, scripts/run.sh (kiln tune --use-store) tunes all $n into the store"
+fi
+echo "[summary] done in $((SECONDS - t0)) s"
+exit
+}

@@ -8,10 +8,21 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tp="$root/third_party"
 
-# Pinned: cuDNN Frontend 1.23.0 (see README: deviceless compilation against cuDNN 9.19 was proven with it).
-FE_VERSION=1.23.0
-FE_WHEEL=nvidia_cudnn_frontend-1.23.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl
-FE_SHA256=7bdae232a3071501012611fab14aae34dd16983205e56d3c1641317910fdd385
+# Pinned: cuDNN Frontend 1.32.0 (docs/h200-results.md has the 1.23.0 -> 1.32.0 move, measured on the H200).
+FE_VERSION=1.32.0
+# Known wheels: version -> sha256. The pin must be one of them; --extra-frontend V unpacks another known
+# version beside it (third_party/cudnn_frontend-V), for before/after comparisons (-DKILN_CUDNN_FRONTEND_DIR).
+declare -A FE_SHA256=(
+  [1.32.0]=c6006556017a4d1c914c52a556c71b1267f2d6a0500f742e7b4edef539878df0
+  [1.23.0]=7bdae232a3071501012611fab14aae34dd16983205e56d3c1641317910fdd385
+)
+extra_fe=()
+while (($#)); do
+  case "$1" in
+    --extra-frontend) extra_fe+=("${2:?--extra-frontend needs a version}"); shift 2;;
+    *) echo "setup.sh: unknown option '$1' (known: --extra-frontend VERSION)" >&2; exit 2;;
+  esac
+done
 
 log() { printf '[setup] %s\n' "$*"; }
 
@@ -30,18 +41,25 @@ if ((${#need_pkgs[@]})); then
   fi
 fi
 
-mkdir -p "$tp"
-stamp="$tp/.cudnn_frontend-$FE_VERSION"
-if [ ! -f "$stamp" ]; then
-  log "fetching cuDNN Frontend $FE_VERSION from PyPI"
-  dl="$(mktemp -d)"
+# fetch_frontend VERSION DEST: the wheel from PyPI, checked against its pinned sha256, include/ unpacked.
+fetch_frontend() {
+  local v="$1" dest="$2" sha="${FE_SHA256[$1]:-}"
+  [ -n "$sha" ] || { log "cuDNN Frontend $v has no pinned sha256 here (known: ${!FE_SHA256[*]})"; exit 2; }
+  local stamp="$dest/.version-$v"
+  [ -f "$stamp" ] && return 0
+  log "fetching cuDNN Frontend $v from PyPI"
+  local dl; dl="$(mktemp -d)"
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
-    --abi cp311 --platform manylinux_2_28_x86_64 -d "$dl" "nvidia-cudnn-frontend==$FE_VERSION"
-  echo "$FE_SHA256  $dl/$FE_WHEEL" | sha256sum -c --quiet -
-  rm -rf "$tp/cudnn_frontend"; mkdir -p "$tp/cudnn_frontend"
-  unzip -q "$dl/$FE_WHEEL" 'include/*' -d "$tp/cudnn_frontend"
-  rm -rf "$dl"; rm -f "$tp"/.cudnn_frontend-*; touch "$stamp"
-fi
+    --abi cp311 --platform manylinux_2_28_x86_64 -d "$dl" "nvidia-cudnn-frontend==$v"
+  local whl="$dl/nvidia_cudnn_frontend-$v-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+  echo "$sha  $whl" | sha256sum -c --quiet -
+  rm -rf "$dest"; mkdir -p "$dest"
+  unzip -q "$whl" 'include/*' -d "$dest"
+  rm -rf "$dl"; touch "$stamp"
+}
+mkdir -p "$tp"; rm -f "$tp"/.cudnn_frontend-*  # stamps of the layout before --extra-frontend
+fetch_frontend "$FE_VERSION" "$tp/cudnn_frontend"
+for v in "${extra_fe[@]}"; do fetch_frontend "$v" "$tp/cudnn_frontend-$v"; done
 
 # Header-only and static dependencies, copied from the Debian packages so the folder travels whole.
 mkdir -p "$tp/include/nlohmann" "$tp/include/CLI" "$tp/sqlite/include" "$tp/sqlite/lib"
@@ -50,5 +68,10 @@ cp -ru /usr/include/CLI/. "$tp/include/CLI/"
 cp -u /usr/include/xxhash.h "$tp/include/"
 cp -u /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$tp/sqlite/include/"
 cp -u /usr/lib/x86_64-linux-gnu/libsqlite3.a "$tp/sqlite/lib/"
-rm -rf "$tp/googletest" && cp -r /usr/src/googletest "$tp/googletest"
-log "third_party ready: $(du -sh "$tp" | cut -f1)"
+# googletest: copied only when it differs from the package's, so that a re-run leaves the build's inputs
+# (and their timestamps) untouched and nothing is rebuilt; a changed package is copied with fresh timestamps.
+if ! diff -rq /usr/src/googletest "$tp/googletest" >/dev/null 2>&1; then
+  log "copying googletest from /usr/src/googletest"
+  rm -rf "$tp/googletest" && cp -r /usr/src/googletest "$tp/googletest"
+fi
+log "ready: Debian packages, cuDNN Frontend $FE_VERSION, third_party/ ($(du -sh "$tp" | cut -f1))"

@@ -1194,7 +1194,7 @@ def run_graph_torch(g, inputs, device, compute, magnitudes=False):
 # ---- Running kiln ---------------------------------------------------------------------------------
 
 KILN_EXIT = {1: "a check failed", 2: "bad input or usage", 3: "environment", 4: "corruption", 5: "not supported",
-             6: "stale plan refused", 10: "internal error", 130: "interrupted"}
+             6: "stale plan refused", 7: "made by a newer Kiln", 10: "internal error", 130: "interrupted"}
 
 
 def last_line(text):

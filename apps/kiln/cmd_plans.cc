@@ -17,6 +17,8 @@
 #include "kiln/deep_verify.h"
 #include "kiln/env_policy.h"
 #include "kiln/hash.h"
+#include "kiln/lower.h"
+#include "kiln/plan_bridge.h"
 #include "kiln/plan_store.h"
 #include "kiln/retune.h"
 #include "kiln/tune_policy.h"
@@ -44,6 +46,7 @@ struct PlansOptions {
   double older_than_days = -1;
   bool keep_quarantine = false;
   bool check_env = false;
+  bool force = false;                   // export: write over an existing bundle file
   std::string file;
   std::vector<std::string> specs;       // verify/import --deep: graphs of the records
   uint64_t seed = 1;                    // verify --deep: random inputs
@@ -51,6 +54,7 @@ struct PlansOptions {
   double budget_s = 0;                  // retune: whole run
   double candidate_budget_ms = 1000;    // retune: sampling per candidate
   int top_k = 0;                        // retune: only the heuristic's first k configurations
+  std::string target;                   // ls, gc --stale: judge against this device profile
 };
 
 ListFilter filter_of(const PlansOptions& o) {
@@ -66,6 +70,36 @@ StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must
   std::error_code ec;
   if (must_exist && !std::filesystem::exists(o.store, ec)) return not_found("no plan store at " + o.store);
   return PlanStore::open(o.store);
+}
+
+// What `ls` and `gc --stale` judge records against, under the default policy: a recorded device
+// (--target PROFILE, with this build's libraries), else this machine's GPU, else, without a GPU, this
+// build's libraries alone (cuDNN, frontend, CUDA runtime; the device fields are not judged).
+struct JudgedAgainst {
+  EnvFingerprint fingerprint;
+  EnvPolicy policy;
+  std::string basis;  // for people: "this GPU (NVIDIA H200)", ...
+  bool device_judged = true;
+};
+
+StatusOr<JudgedAgainst> judged_against(const PlansOptions& o) {
+  JudgedAgainst out;
+  if (!o.target.empty()) {
+    KILN_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(o.target));
+    out.fingerprint = fingerprint_for_profile(profile);
+    out.basis = "profile " + o.target + " (" + profile.gpu_name + ") with this build's libraries";
+    return out;
+  }
+  EnvReport env = collect_environment(0);
+  out.fingerprint = env.fingerprint;
+  if (env.device_status.is_ok()) {
+    out.basis = "this GPU (" + env.fingerprint.gpu_name + ")";
+    return out;
+  }
+  out.policy = without_device_fields(out.policy);
+  out.device_judged = false;
+  out.basis = "this build's libraries only; no GPU here, so GPU, SM and driver are not judged: --target PROFILE judges them";
+  return out;
 }
 
 std::string age_of(int64_t created_at) {
@@ -145,23 +179,46 @@ Status run_ls(const PlansOptions& o) {
   }
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store->list(filter_of(o)));
+  KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
+  std::vector<FingerprintCheck> checks;
+  for (const PlanSummary& p : plans) checks.push_back(check_fingerprint(p.record.fingerprint, env.fingerprint, env.policy));
   if (o.json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-    for (const PlanSummary& p : plans) arr.push_back(record_json(p.record, p.plan_size));
+    for (size_t i = 0; i < plans.size(); ++i) {
+      nlohmann::ordered_json j = record_json(plans[i].record, plans[i].plan_size);
+      j["status"] = checks[i].pass ? "current" : "stale";
+      j["stale_reasons"] = checks[i].reasons;
+      j["judged_against"] = env.basis;
+      arr.push_back(std::move(j));
+    }
     std::printf("%s\n", arr.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     return Status::ok();
   }
   std::vector<std::vector<std::string>> rows = {
-      {"STRUCTURE", "SHAPE", "GPU", "CUDNN", "ENGINE", "TUNED", "MEDIAN", "VERDICT", "AGE"}};
-  for (const PlanSummary& p : plans) {
-    const PlanRecord& r = p.record;
+      {"STRUCTURE", "SHAPE", "GPU", "CUDNN", "FRONTEND", "ENGINE", "TUNED", "MEDIAN", "VERDICT", "AGE", "STATUS"}};
+  size_t stale = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const PlanRecord& r = plans[i].record;
+    stale += checks[i].pass ? 0 : 1;
     rows.push_back({r.structure_sig.substr(0, 12), r.shape_key, r.fingerprint.gpu_name,
-                    EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_version), engine_text(r.engine_id, r.knobs),
-                    r.tuned ? "yes" : "no", ms_text(r.stats.median_ms, r.tuned), r.numerics.verdict,
-                    age_of(r.created_at)});
+                    EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_version),
+                    EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_frontend_version),
+                    engine_text(r.engine_id, r.knobs), r.tuned ? "yes" : "no", ms_text(r.stats.median_ms, r.tuned),
+                    r.numerics.verdict, age_of(r.created_at), checks[i].pass ? "current" : "STALE"});
   }
   print_table(rows);
-  std::printf("%zu plan%s in %s\n", plans.size(), plans.size() == 1 ? "" : "s", o.store.c_str());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (checks[i].pass) continue;
+    std::string why;
+    for (const std::string& reason : checks[i].reasons) why += (why.empty() ? "" : "; ") + reason;
+    std::printf("stale %s/%s: %s\n", plans[i].record.structure_sig.substr(0, 12).c_str(),
+                plans[i].record.shape_key.c_str(), why.c_str());
+  }
+  std::printf("%zu plan%s in %s, %zu stale (judged against %s)\n", plans.size(), plans.size() == 1 ? "" : "s",
+              o.store.c_str(), stale, env.basis.c_str());
+  if (stale > 0)
+    std::printf("(a stale plan is never run: `kiln plans retune` or `kiln tune --untuned` bakes it again on the "
+                "GPU, `kiln compile --target` ahead of time; `kiln plans gc --stale` drops it)\n");
   return Status::ok();
 }
 
@@ -329,11 +386,12 @@ Status run_gc(const PlansOptions& o) {
   if (o.older_than_days >= 0)
     g.older_than = static_cast<int64_t>(std::time(nullptr)) - static_cast<int64_t>(o.older_than_days * 86400);
   if (o.stale) {
-    EnvReport env = collect_environment(0);
-    if (!env.device_status.is_ok())
-      return unavailable("gc --stale compares plans with this machine's GPU, and there is none: " +
-                         env.device_status.message());
+    KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
+    if (!env.device_judged)
+      return unavailable("gc --stale compares plans with this machine's GPU, and there is none: name the "
+                         "device with --target PROFILE (e.g. profiles/h200.json)");
     g.current = env.fingerprint;
+    g.policy = env.policy;
   }
   KILN_ASSIGN_OR_RETURN(GcReport rep, store->gc(g));
   std::printf("removed %" PRId64 " stale, %" PRId64 " old, %" PRId64 " corrupt plan%s; cleared %" PRId64
@@ -347,6 +405,7 @@ Status run_export(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   ExportOptions eo;
   eo.filter = filter_of(o);
+  eo.overwrite = o.force;
   KILN_ASSIGN_OR_RETURN(ExportReport rep, store->export_bundle(o.file, eo));
   std::printf("exported %" PRId64 " plan%s (%zu environment%s, %" PRId64 " graph spec%s) to %s\n", rep.records,
               rep.records == 1 ? "" : "s", rep.fingerprint_keys.size(), rep.fingerprint_keys.size() == 1 ? "" : "s",
@@ -532,9 +591,10 @@ void add_plans(CLI::App& app, Runner* run) {
     sub->add_flag("--tuned", o->tuned_only, "Only tuned plans");
   };
 
-  CLI::App* ls = add("ls", "List stored plans", run_ls);
+  CLI::App* ls = add("ls", "List stored plans, each current or stale for this environment", run_ls);
   add_filter(ls);
   ls->add_flag("--json", o->json, "Machine-readable output");
+  ls->add_option("--target", o->target, "Judge staleness against this device profile (default: this GPU)");
 
   CLI::App* show = add("show", "Show every field of the plans matching a structure signature prefix", run_show);
   show->add_option("structure", o->structure, "Structure signature (or a prefix of it)")->required();
@@ -555,12 +615,14 @@ void add_plans(CLI::App& app, Runner* run) {
 
   CLI::App* gc = add("gc", "Drop corrupt, quarantined, stale or old plans", run_gc);
   gc->add_flag("--stale", o->stale, "Drop plans whose environment does not pass the default policy on this GPU");
+  gc->add_option("--target", o->target, "With --stale: judge against this device profile instead of this GPU");
   gc->add_option("--older-than", o->older_than_days, "Drop plans created more than this many days ago")
       ->check(CLI::NonNegativeNumber);
   gc->add_flag("--keep-quarantine", o->keep_quarantine, "Keep the quarantine table");
 
   CLI::App* ex = add("export", "Write plans to a bundle file", run_export);
-  ex->add_option("file", o->file, "Bundle file to write")->required();
+  ex->add_option("file", o->file, "Bundle file to write (never the store itself)")->required();
+  ex->add_flag("--force", o->force, "Write over an existing bundle file");
   add_filter(ex);
 
   CLI::App* im = add("import", "Merge a bundle file into the store (newer existing plans are kept)", run_import);

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "kiln/atomic_file.h"
 #include "kiln/lower.h"
 
 namespace kiln::cli {
@@ -11,6 +12,7 @@ struct ProfileOptions {
   std::string out = "profiles/device.json";
   std::string path;
   int device = 0;
+  bool force = false;
 };
 
 void add_profile(CLI::App& app, Runner* run) {
@@ -20,10 +22,18 @@ void add_profile(CLI::App& app, Runner* run) {
   CLI::App* rec = sub->add_subcommand("record", "Record this machine's GPU (needs a GPU)");
   rec->add_option("--out", o->out, "Where to write the profile JSON")->capture_default_str();
   rec->add_option("--device", o->device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
+  rec->add_flag("--force", o->force, "Write over an existing profile file");
   rec->callback([run, o] {
     *run = [o]() -> Status {
-      KILN_ASSIGN_OR_RETURN(DeviceProfile p, record_device_profile(o->device));
-      KILN_RETURN_IF_ERROR(save_device_profile(p, o->out));
+      FileWriteOptions fo;
+      fo.overwrite = o->force;
+      fo.what = "device profile";
+      KILN_RETURN_IF_ERROR(check_destination(o->out, fo));  // before the GPU is asked
+      StatusOr<DeviceProfile> recorded = record_device_profile(o->device);
+      if (!recorded.is_ok()) return recorded.status().with_context("profile record reads this machine's GPU");
+      const DeviceProfile& p = *recorded;
+      KILN_RETURN_IF_ERROR(write_file_atomically(
+          o->out, fo, [&p](const std::string& tmp) { return save_device_profile(p, tmp); }));
       std::printf("recorded %s (sm_%d, %d SMs, cuDNN %lld) into %s\n", p.gpu_name.c_str(), p.sm_version, p.sm_count,
                   static_cast<long long>(p.recorded_cudnn_version), o->out.c_str());
       return Status::ok();

@@ -81,7 +81,9 @@ void add_run(CLI::App& app, Runner* run) {
           "POSITIVE"));
   sub->add_option("--seed", o->run.seed, "Seed of the random inputs")->capture_default_str();
   sub->add_option("--inputs", o->run.inputs_dir, "Folder of <tensor>.bin raw inputs instead of random ones");
-  sub->add_option("--save-outputs", o->run.save_outputs_dir, "Folder to write <tensor>.bin outputs into");
+  sub->add_option("--save-outputs", o->run.save_outputs_dir,
+                  "Folder to write <tensor>.bin outputs into (existing files are refused before the run)");
+  sub->add_flag("--force", o->run.overwrite_outputs, "With --save-outputs: write over existing <tensor>.bin files");
   sub->add_option("--pin", o->pin, "Engine configuration to build instead of the heuristics' (e.g. eng12_k2=1)");
   sub->add_option("--store", o->run.store_path, "Plan store to load the plan from (default: none)");
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");

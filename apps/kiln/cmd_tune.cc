@@ -10,6 +10,7 @@
 #include "kiln/device_io.h"
 #include "kiln/fingerprint.h"
 #include "kiln/plan_bridge.h"
+#include "kiln/plan_words.h"
 #include "kiln/retune.h"
 #include "kiln/segments.h"
 #include "kiln/spec.h"
@@ -41,8 +42,10 @@ Status list_candidates(const Graph& g, bool json) {
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle());
   LowerTarget target;
   target.handle = handle.get();
-  KILN_ASSIGN_OR_RETURN(LoweredGraph lg, LoweredGraph::create(g, target));
-  KILN_ASSIGN_OR_RETURN(auto cands, lg.list_candidates({HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback}));
+  KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(g, target), g.name));
+  KILN_ASSIGN_OR_RETURN(auto cands, with_plan_words(lg.list_candidates({HeuristicMode::kA, HeuristicMode::kB,
+                                                                        HeuristicMode::kFallback}),
+                                                    g.name));
   nlohmann::json j = nlohmann::json::array();
   if (!json) std::printf("%s: %zu distinct engine configurations\n  %-5s %-36s %-14s %s\n", g.name.c_str(), cands.size(), "rank", "engine+knobs", "modes", "behavior notes");
   for (auto& c : cands) {

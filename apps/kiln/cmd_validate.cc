@@ -19,7 +19,8 @@ struct ValidateCmdOptions {
 
 std::string summary(const Graph& g) {
   int inputs = 0;
-  for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) inputs += g.is_graph_input(t) ? 1 : 0;
+  const GraphRoles roles(g);
+  for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) inputs += roles.is_graph_input(t) ? 1 : 0;
   std::map<std::string, int> ops;
   std::vector<std::string> op_order;
   for (const Node& n : g.nodes) {

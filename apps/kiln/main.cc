@@ -1,10 +1,43 @@
 // kiln: a thin CLI. Parse options, call the library, turn its Status into an exit code and a message.
 #include <cstdio>
+#include <optional>
+#include <string>
 
 #include "commands.h"
 #include "kiln/build_info.h"
 #include "kiln/exit_codes.h"
 #include "kiln/log.h"
+
+namespace {
+
+// When parsing failed, a word where a command belongs that names none is the likely cause ("kiln bogus",
+// "kiln plans lsit"): CLI11 would only say that a subcommand is required. Walks the words before the first
+// option (whose value could be any word) down the command tree.
+std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* cur = &app;
+  std::string path = "kiln";
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "-v" || word == "--verbose") continue;
+    if (word.empty() || word[0] == '-') return std::nullopt;
+    std::vector<CLI::App*> subs = cur->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return std::nullopt;  // a command's own arguments from here on
+    CLI::App* next = nullptr;
+    std::string names;
+    for (CLI::App* s : subs) {
+      if (s->check_name(word)) next = s;
+      names += (names.empty() ? "" : ", ") + s->get_name();
+    }
+    if (!next)
+      return "unknown command '" + word + "'" + (cur == &app ? "" : " for '" + path + "'") + "; the commands are: " +
+             names + " (`" + path + " --help` says more)";
+    cur = next;
+    path += " " + word;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Kiln: fused cuDNN graphs, tuned, baked and shipped"};
@@ -17,11 +50,19 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      if (std::optional<std::string> unknown = unknown_command(app, argc, argv)) {
+        std::fprintf(stderr, "kiln: %s\n", unknown->c_str());
+        return kiln::kExitBadInput;
+      }
+    }
     int rc = app.exit(e);
     return rc == 0 ? kiln::kExitOk : kiln::kExitBadInput;
   }
   if (verbose) kiln::set_log_level(kiln::LogLevel::kInfo);
-  kiln::Status st = run ? run() : kiln::invalid_argument("no subcommand");
+  // The library returns a Status for every failure; should anything still throw, it is a bug (exit 10)
+  // reported in one line, not an abort.
+  kiln::Status st = kiln::catch_exceptions("kiln", [&] { return run ? run() : kiln::invalid_argument("no subcommand"); });
   if (!st.is_ok()) {
     std::fprintf(stderr, "kiln: %s\n", st.to_string().c_str());
     if (verbose && !st.trace().empty()) std::fprintf(stderr, "  trace:\n%s\n", st.trace().c_str());

@@ -27,6 +27,14 @@ StatusOr<std::vector<GraphPart>> partition_graph(const Graph& graph, const std::
 // such a graph runs as fused segments (group 0: up to and including the reductions, ...).
 std::vector<int> split_after_reductions(const Graph& graph);
 
+// Group numbers (for partition_graph) that cut a graph into pieces whose nodes' costs (`cost[node]`) sum to
+// at most `budget`. `base` is a grouping to refine (e.g. split_after_reductions; all zeros for none): its
+// groups are taken in ascending order, each in topological order, and a new group starts where the next
+// node would not fit or the base group changes. InvalidArgument naming the node when one node alone costs
+// more than `budget`. Used to cut graphs past cuDNN's operations per graph (kiln/limits.h).
+StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector<int>& base,
+                                           const std::vector<int64_t>& cost, int64_t budget);
+
 // One part per node of a validated graph, in topological order. A tensor that was virtual in the fused
 // graph (an intermediate) is materialized in memory with dtype `materialized` (e.g. the graph's io dtype,
 // the precision an unfused framework would store it in); graph inputs and outputs keep their dtypes and

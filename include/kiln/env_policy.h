@@ -82,6 +82,11 @@ struct FingerprintCheck {
 FingerprintCheck check_fingerprint(const EnvFingerprint& recorded, const EnvFingerprint& current,
                                    const EnvPolicy& policy);
 
+// `policy` with the fields only a device can report (gpu_name, sm_version, sm_count, driver_version,
+// driver_release, device_uuid) made informational: what can be judged on a machine without a GPU, where
+// the current fingerprint holds this build's libraries (cuDNN, frontend, CUDA runtime) and nothing else.
+EnvPolicy without_device_fields(EnvPolicy policy);
+
 // Canonical JSON text of every field: fixed key order, no whitespace. The same fingerprint always gives
 // the same bytes (the plan record checksum covers this text).
 std::string fingerprint_to_json(const EnvFingerprint& f);

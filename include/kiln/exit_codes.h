@@ -13,6 +13,7 @@ enum ExitCode : int {
   kExitCorruption = 4,      // a corrupt store record, bundle or file
   kExitNotSupported = 5,    // cuDNN cannot build or run this graph / engine configuration
   kExitStalePlan = 6,       // a stored plan's environment does not pass its policy (policy = fail)
+  kExitNewerVersion = 7,    // a store or bundle made by a newer Kiln: upgrade Kiln (or use another store)
   kExitInternal = 10,       // a bug: please report
   kExitInterrupted = 130,   // Ctrl-C; finished work was kept
 };
@@ -28,6 +29,7 @@ inline int exit_code_for(const Status& s) {
     case StatusCode::kNotSupported: return kExitNotSupported;
     case StatusCode::kFailedPrecondition: return kExitStalePlan;
     case StatusCode::kCancelled: return kExitInterrupted;
+    case StatusCode::kNewerVersion: return kExitNewerVersion;
     case StatusCode::kInternal: return kExitInternal;
   }
   return kExitInternal;

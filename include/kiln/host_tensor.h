@@ -100,13 +100,27 @@ struct HostTensor {
   static StatusOr<HostTensor> decode(DataType dtype, std::vector<int64_t> dims, const void* bytes, size_t size,
                                      std::vector<int64_t> strides = {});
 
-  // Raw binary files: exactly encode()'s bytes, no header (dtype and shape travel separately).
-  Status write_file(const std::string& path) const;
+  // Raw binary files: exactly encode()'s bytes, no header (dtype and shape travel separately). Written
+  // atomically (kiln/atomic_file.h); an existing file is refused (InvalidArgument) unless `overwrite`.
+  Status write_file(const std::string& path, bool overwrite = false) const;
   static StatusOr<HostTensor> read_file(const std::string& path, DataType dtype, std::vector<int64_t> dims,
                                         std::vector<int64_t> strides = {});
 
+  // Bytes of the strided span of a tensor of these dims and strides (row-major when empty), computed
+  // with overflow checks: InvalidArgument when it does not fit in int64 (nothing is allocated).
+  // decode/read_file check sizes with it first; the Status-returning members never throw.
+  static StatusOr<int64_t> checked_byte_size(DataType dtype, const std::vector<int64_t>& dims,
+                                             const std::vector<int64_t>& strides = {});
+
   // "fp16[2,3,4] strides [12,4,1]"
   std::string describe() const;
+
+ private:
+  static HostTensor decode_unchecked(DataType dtype, std::vector<int64_t> dims, const void* bytes,
+                                     std::vector<int64_t> strides);
+  Status write_file_unchecked(const std::string& path, bool overwrite) const;
+  static StatusOr<HostTensor> read_file_unchecked(const std::string& path, DataType dtype, std::vector<int64_t> dims,
+                                                  std::vector<int64_t> strides);
 };
 
 }  // namespace kiln

@@ -64,6 +64,9 @@ struct LowerTarget {
   // Null: the live device, through `handle`. Otherwise: build for this recorded device, no GPU needed.
   const DeviceProfile* profile = nullptr;
   cudnnHandle_t handle = nullptr;
+  // false: lower the graph as written even where a known cuDNN defect makes that wrong (only to check a
+  // new cuDNN against the table in src/lower/known_defects.h; never for plans that are kept or run).
+  bool work_around_known_defects = true;
 };
 
 class LoweredGraph {
@@ -74,10 +77,18 @@ class LoweredGraph {
   LoweredGraph& operator=(LoweredGraph&&) noexcept;
 
   // Lowers a validated graph and builds cuDNN's operation graph for the target. Errors name the node.
+  // cuDNN's fixed limits are checked first (check_cudnn_limits, kiln/limits.h: NotSupported naming the
+  // limit; a graph past the operation limit runs as segments, cudnn_segment_groups), and a graph with a
+  // known cuDNN defect is lowered as its equivalent rewrite (or refused, NotSupported, with the reason).
   static StatusOr<LoweredGraph> create(const Graph& graph, const LowerTarget& target);
   // Rebuilds a graph from bytes made by serialize(); needs a live handle. The Kiln graph gives tensor
   // identities (uids are tensor index + 1).
   static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes);
+  // The same without a handle or a GPU: the plan is finalized against a recorded device (cuDNN >= 9.8).
+  // Proves that bytes load for that device (e.g. a deviceless compile's output); execute() still needs
+  // a handle of a live device. Bytes of another frontend's serialized form are refused (NotSupported).
+  static StatusOr<LoweredGraph> deserialize(const Graph& graph, const DeviceProfile& profile,
+                                            const std::vector<uint8_t>& bytes);
 
   // Every engine configuration the given heuristic modes offer, de-duplicated by identity, in the order
   // A's ranking, then B's, then FALLBACK's.
@@ -89,6 +100,9 @@ class LoweredGraph {
   Status build_config(const EngineConfig& config);
 
   bool has_plan() const;
+  // The known cuDNN defects create() worked around for this graph ("pointwise_vector_broadcast: node
+  // 'add' ..."): the frontend graph is an equivalent rewrite of the Kiln graph over the same buffers.
+  const std::vector<std::string>& workarounds() const;
   const EngineConfig& config() const;   // of the built plan
   int64_t workspace_size() const;       // of the built plan
   std::vector<std::string> behavior_notes() const;
@@ -99,6 +113,8 @@ class LoweredGraph {
   Status execute(cudnnHandle_t handle, const std::map<int, void*>& tensor_ptrs, void* workspace) const;
 
  private:
+  static StatusOr<LoweredGraph> deserialize_for(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile,
+                                                const std::vector<uint8_t>& bytes);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

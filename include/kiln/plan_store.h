@@ -183,6 +183,9 @@ struct QuarantineEntry {
 
 struct ExportOptions {
   ListFilter filter;
+  // Replace an existing bundle file (`kiln plans export --force`). Off: an existing file is refused
+  // (InvalidArgument). Never the store's own files (database_files()), whatever this says.
+  bool overwrite = false;
 };
 struct ExportReport {
   int64_t records = 0;
@@ -257,7 +260,8 @@ std::string default_store_path();
 class PlanStore {
  public:
   // Opens (creating the file and its folders unless read_only) a store. Corruption for a file that is
-  // not a SQLite database or fails quick_check; FailedPrecondition for a store of a newer schema.
+  // not a SQLite database, fails quick_check, or whose tables are damaged (a Kiln table that is a view or
+  // lacks a column, or a store without its plans table); NewerVersion for a store of a newer schema.
   static StatusOr<std::unique_ptr<PlanStore>> open(const std::string& path, const StoreOpenOptions& options = {});
   ~PlanStore();
   PlanStore(const PlanStore&) = delete;
@@ -265,6 +269,9 @@ class PlanStore {
 
   const std::string& path() const { return path_; }
   bool read_only() const { return read_only_; }
+  // The files SQLite keeps for this store: the database, its -wal, -shm and -journal files, also under
+  // the path with symlinks resolved. Nothing Kiln writes for a user may replace one of them.
+  std::vector<std::string> database_files() const;
 
   // Inserts or replaces the record with the same key, in one transaction. Returns the record as stored
   // (tuned_by, created_at, kiln_schema_version and checksum filled). InvalidArgument for an empty
@@ -302,8 +309,10 @@ class PlanStore {
   StatusOr<VerifyReport> verify(const VerifyOptions& options = {});
   StatusOr<std::vector<QuarantineEntry>> quarantine();
 
-  // Writes the records matching the filter to a bundle file (docs/store.md "Bundles"), atomically
-  // (temp file + rename).
+  // Writes the records matching the filter to a bundle file (docs/store.md "Bundles"), atomically (a
+  // temporary file in the bundle's folder, fsync'd and renamed into place: kiln/atomic_file.h).
+  // InvalidArgument, before anything is read, when the bundle path is a folder, exists (unless
+  // options.overwrite), or is one of this store's own files (by name or identity: database_files()).
   StatusOr<ExportReport> export_bundle(const std::string& bundle_path, const ExportOptions& options = {});
   // Checks the whole bundle first (manifest, per-record and whole checksums, validator), then merges it
   // in one transaction: Corruption naming the first bad record and nothing imported if any check fails.

@@ -59,6 +59,7 @@ struct RunOptions {
   uint64_t seed = 1;
   std::string inputs_dir;        // <tensor name>.bin raw files (encode() bytes); empty: seeded random
   std::string save_outputs_dir;  // write <tensor name>.bin for each output; empty: don't
+  bool overwrite_outputs = false;  // replace existing <tensor name>.bin files there (else refused before the run)
   bool verify = false;
   ReferenceChoice reference = ReferenceChoice::kAuto;  // with verify
   double host_max_macs = HostReferenceOptions().max_macs;  // the host reference's cost cap (> 0)

@@ -21,13 +21,16 @@ struct SegmentDecision {
   std::string why;                  // why the whole graph cannot be fused (cuDNN's message), when split
 };
 
-// Asks cuDNN (on `handle`'s device) for engine configurations for the whole graph. When there are some,
-// or the graph has nothing to cut, returns no segments (the whole graph is tried as usual and any error
-// surfaces there). Otherwise returns the segments and the reason.
+// A graph past cuDNN's operations per operation graph (kiln/limits.h) is cut into segments that fit
+// (cudnn_segment_groups), without calling cuDNN (`handle` may be null then). Otherwise asks cuDNN (on
+// `handle`'s device) for engine configurations for the whole graph. When there are some, or the graph has
+// nothing to cut, returns no segments (the whole graph is tried as usual and any error surfaces there).
+// Otherwise returns the segments and the reason.
 StatusOr<SegmentDecision> segments_if_unfusable(const Graph& graph, cudnnHandle_t handle);
 
-// The segments of a graph regardless of cuDNN (crossing tensors in the intermediate dtype); one segment
-// when there is nothing to cut.
+// The segments of a graph regardless of cuDNN's heuristics: cut after reductions another node reads and
+// wherever cuDNN's operation limit needs it (cudnn_segment_groups; crossing tensors in the intermediate
+// dtype); one segment when there is nothing to cut.
 StatusOr<std::vector<GraphPart>> graph_segments(const Graph& graph);
 
 }  // namespace kiln

@@ -3,7 +3,9 @@
 // they are made and turned into a Status.
 #pragma once
 
+#include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -21,6 +23,7 @@ enum class StatusCode {
   kFailedPrecondition,// state does not allow the call (stale plan, policy refusal) (exit 6)
   kCheckFailed,       // a numerical or consistency check failed (exit 1)
   kCancelled,         // the user interrupted (exit 130)
+  kNewerVersion,      // made by a newer Kiln (store schema, bundle version): upgrade Kiln (exit 7)
   kInternal,          // a bug or an unexpected library failure (exit 10)
 };
 
@@ -60,6 +63,7 @@ inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 inline Status check_failed(std::string m) { return {StatusCode::kCheckFailed, std::move(m)}; }
 inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status newer_version(std::string m) { return {StatusCode::kNewerVersion, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 template <typename T>
@@ -89,6 +93,25 @@ class [[nodiscard]] StatusOr {
 
 // Builds "expr (file:line)" context; used by the macros below.
 Status annotate(Status s, const char* expr, const char* file, int line);
+
+// Runs `fn` (returning Status or StatusOr<T>) so that no exception leaves it: std::bad_alloc and
+// std::length_error (a buffer sized by the caller's data that cannot be allocated) become Unavailable
+// "<what>: out of host memory", any other exception Internal naming `what`. For library entry points
+// whose work allocates by sizes that come from user data (host tensors, references, file contents).
+template <typename F>
+auto catch_exceptions(const std::string& what, F&& fn) noexcept -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kUnavailable, what + ": out of host memory");
+  } catch (const std::length_error& e) {
+    return Status(StatusCode::kUnavailable, what + ": out of host memory (" + e.what() + ")");
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, what + ": unexpected exception: " + e.what());
+  } catch (...) {
+    return Status(StatusCode::kInternal, what + ": unexpected exception");
+  }
+}
 
 }  // namespace kiln
 

@@ -15,6 +15,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
     case StatusCode::kCheckFailed: return "CheckFailed";
     case StatusCode::kCancelled: return "Cancelled";
+    case StatusCode::kNewerVersion: return "NewerVersion";
     case StatusCode::kInternal: return "Internal";
   }
   return "Unknown";

@@ -1,33 +1,57 @@
 #include "kiln/cuda_handles.h"
 
+#include "cuda/error_words.h"
 #include "kiln/log.h"
 
 namespace kiln {
 
+// Messages say in words what failed; the call text (C++ source) goes to the trace only.
 Status cuda_status(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return Status::ok();
-  std::string msg = std::string(what) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
-  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver || err == cudaErrorInitializationError)
-    return unavailable(msg);
-  if (err == cudaErrorMemoryAllocation) return unavailable(msg);
-  return internal_error(msg);
+  using namespace cuda_detail;
+  Status s;
+  if (is_no_device_error(err))
+    s = unavailable(cuda_error_words(err) + "; `kiln doctor` says more");
+  else if (err == cudaErrorMemoryAllocation)
+    s = unavailable(cuda_error_words(err));
+  else
+    s = internal_error("CUDA call " + call_name(what) + " failed: " + cuda_error_words(err));
+  s.add_trace(std::string(what) + " returned " + cudaGetErrorName(err));
+  return s;
 }
 
 Status cudnn_status(cudnnStatus_t err, const char* what) {
   if (err == CUDNN_STATUS_SUCCESS) return Status::ok();
-  std::string msg = std::string(what) + " failed: " + cudnnGetErrorString(err);
+  using namespace cuda_detail;
   char last[512] = {0};
   cudnnGetLastErrorString(last, sizeof last);
-  if (last[0]) msg += std::string(" (") + last + ")";
-  if (err == CUDNN_STATUS_NOT_SUPPORTED) return not_supported(msg);
-  if (err == CUDNN_STATUS_BAD_PARAM) return invalid_argument(msg);
-  // cudnnCreate without a usable device or driver: an environment problem (exit 3), not a Kiln bug.
-  if (err == CUDNN_STATUS_NOT_INITIALIZED) return unavailable(msg);
-  return internal_error(msg);
+  const std::string code = cudnnGetErrorString(err);
+  Status s;
+  if (err == CUDNN_STATUS_NOT_INITIALIZED) {
+    // cudnnCreate without a usable device or driver: an environment problem (exit 3), said as CUDA says it.
+    int n = 0;
+    cudaError_t cuda = cudaGetDeviceCount(&n);
+    cudaGetLastError();
+    if (cuda != cudaSuccess)
+      s = unavailable(cuda_error_words(cuda) + "; `kiln doctor` says more");
+    else
+      s = unavailable("cuDNN could not start (" + code + "); `kiln doctor` says more");
+  } else {
+    std::string msg = "cuDNN call " + call_name(what) + " failed: " + code;
+    if (last[0] && !looks_like_source_text(last)) msg += std::string(" (") + last + ")";
+    if (err == CUDNN_STATUS_NOT_SUPPORTED) s = not_supported(msg);
+    else if (err == CUDNN_STATUS_BAD_PARAM) s = invalid_argument(msg);
+    else s = internal_error(msg);
+  }
+  s.add_trace(std::string(what) + " returned " + code + (last[0] ? std::string(": ") + last : std::string()));
+  return s;
 }
 
 void cuda_call_noexcept(cudaError_t err, const char* what) noexcept {
-  if (err != cudaSuccess) KILN_LOG(kWarn, what << " failed: " << cudaGetErrorString(err));
+  // A warning people read: the API's name and the error in words, not the call's C++ text.
+  if (err != cudaSuccess)
+    KILN_LOG(kWarn, "releasing a CUDA resource (" << cuda_detail::call_name(what)
+                                                  << ") failed: " << cuda_detail::cuda_error_words(err));
 }
 
 namespace detail {

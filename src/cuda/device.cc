@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "cuda/error_words.h"
 #include "kiln/cuda_handles.h"
 
 namespace kiln {
@@ -11,7 +12,8 @@ StatusOr<int> device_count() {
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
-    return unavailable(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
+    const std::string words = cuda_detail::cuda_error_words(err);
+    return unavailable(cuda_detail::is_no_device_error(err) ? words : "no usable CUDA device: " + words);
   }
   return n;
 }

@@ -12,8 +12,27 @@ namespace {
 
 // The graph of the nodes in `group` (in topological order): tensors crossing the group's boundary are its
 // inputs and outputs, the rest stay virtual.
-StatusOr<GraphPart> make_part(const Graph& graph, const std::vector<int>& group, const std::vector<int>& group_of,
-                              DataType materialized) {
+// Per tensor, the lowest and highest group that reads it (-1: none), so that "does it leave its group"
+// costs O(1) per tensor rather than a scan of every node.
+struct ReaderGroups {
+  std::vector<int> lo, hi;
+  ReaderGroups(const Graph& graph, const std::vector<int>& group_of)
+      : lo(graph.tensors.size(), -1), hi(graph.tensors.size(), -1) {
+    for (size_t ni = 0; ni < graph.nodes.size(); ++ni)
+      for (int t : graph.nodes[ni].inputs) {
+        const size_t ti = static_cast<size_t>(t);
+        if (lo[ti] < 0 || group_of[ni] < lo[ti]) lo[ti] = group_of[ni];
+        hi[ti] = std::max(hi[ti], group_of[ni]);
+      }
+  }
+  bool read_outside(int t, int group) const {
+    const size_t ti = static_cast<size_t>(t);
+    return lo[ti] >= 0 && (lo[ti] != group || hi[ti] != group);
+  }
+};
+
+StatusOr<GraphPart> make_part(const Graph& graph, const GraphRoles& roles, const ReaderGroups& readers,
+                              const std::vector<int>& group, const std::vector<int>& group_of, DataType materialized) {
   GraphPart part;
   Graph& g = part.graph;
   g.name = graph.name + "/" + graph.nodes[static_cast<size_t>(group.front())].name;
@@ -24,22 +43,15 @@ StatusOr<GraphPart> make_part(const Graph& graph, const std::vector<int>& group,
   g.dynamic_dims.clear();
   const int me = group_of[static_cast<size_t>(group.front())];
   // A tensor written in this group leaves it when the caller reads it or another group consumes it.
-  auto leaves = [&](int t) {
-    if (graph.is_graph_output(t)) return true;
-    for (size_t ni = 0; ni < graph.nodes.size(); ++ni)
-      if (group_of[ni] != me)
-        for (int in : graph.nodes[ni].inputs)
-          if (in == t) return true;
-    return false;
-  };
+  auto leaves = [&](int t) { return roles.is_graph_output(t) || readers.read_outside(t, me); };
   std::map<int, int> local;  // original tensor -> part tensor
   auto add = [&](int t) {
     auto it = local.find(t);
     if (it != local.end()) return it->second;
     TensorDesc d = graph.tensors[static_cast<size_t>(t)];
-    const int producer = graph.producer(t);
+    const int producer = roles.producer(t);
     const bool inside = producer >= 0 && group_of[static_cast<size_t>(producer)] == me;
-    if (!graph.is_virtual(t)) d.dtype = graph.dtype_of(t);
+    if (!roles.is_virtual(t)) d.dtype = roles.dtype_of(t);
     else if (!inside || leaves(t)) d.dtype = materialized;  // crosses the boundary: stored in memory
     int idx = static_cast<int>(g.tensors.size());
     g.tensors.push_back(std::move(d));
@@ -81,17 +93,19 @@ StatusOr<std::vector<GraphPart>> partition_graph(const Graph& graph, const std::
                             " group numbers for " + std::to_string(graph.nodes.size()) + " nodes");
   std::vector<int> order;
   KILN_RETURN_IF_ERROR(graph_internal::topological_order(graph, &order));
+  const GraphRoles roles(graph);
   // Groups must be runnable one after another in ascending number: no node may read a later group.
   for (size_t ni = 0; ni < graph.nodes.size(); ++ni)
     for (int t : graph.nodes[ni].inputs)
-      if (int p = graph.producer(t); p >= 0 && group_of[static_cast<size_t>(p)] > group_of[ni])
+      if (int p = roles.producer(t); p >= 0 && group_of[static_cast<size_t>(p)] > group_of[ni])
         return invalid_argument("partition of graph '" + graph.name + "': node '" + graph.nodes[ni].name +
                                 "' reads '" + graph.tensors[static_cast<size_t>(t)].name + "' from a later group");
   std::map<int, std::vector<int>> groups;  // ascending group number; nodes in topological order
   for (int ni : order) groups[group_of[static_cast<size_t>(ni)]].push_back(ni);
+  const ReaderGroups readers(graph, group_of);
   std::vector<GraphPart> parts;
   for (const auto& [number, nodes] : groups) {
-    KILN_ASSIGN_OR_RETURN(GraphPart p, make_part(graph, nodes, group_of, materialized));
+    KILN_ASSIGN_OR_RETURN(GraphPart p, make_part(graph, roles, readers, nodes, group_of, materialized));
     parts.push_back(std::move(p));
   }
   return parts;
@@ -109,10 +123,11 @@ std::vector<int> split_after_reductions(const Graph& graph) {
   std::vector<int> order;
   std::vector<int> group_of(graph.nodes.size(), 0);
   if (!graph_internal::topological_order(graph, &order).is_ok()) return group_of;
+  const GraphRoles roles(graph);
   for (int ni : order) {
     int s = 0;
     for (int t : graph.nodes[static_cast<size_t>(ni)].inputs) {
-      const int p = graph.producer(t);
+      const int p = roles.producer(t);
       if (p < 0) continue;
       const bool reduction = graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction;
       s = std::max(s, group_of[static_cast<size_t>(p)] + (reduction ? 1 : 0));
@@ -120,6 +135,41 @@ std::vector<int> split_after_reductions(const Graph& graph) {
     group_of[static_cast<size_t>(ni)] = s;
   }
   return group_of;
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector<int>& base,
+                                           const std::vector<int64_t>& cost, int64_t budget) {
+  if (base.size() != graph.nodes.size() || cost.size() != graph.nodes.size())
+    return invalid_argument("split of graph '" + graph.name + "': " + std::to_string(base.size()) + " group numbers and " +
+                            std::to_string(cost.size()) + " costs for " + std::to_string(graph.nodes.size()) + " nodes");
+  std::vector<int> order;
+  KILN_RETURN_IF_ERROR(graph_internal::topological_order(graph, &order));
+  // Inside one base group a node's producers come earlier in the topological order, and a base group
+  // only reads lower ones, so taking base groups in ascending order keeps every group runnable in turn.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return base[static_cast<size_t>(a)] < base[static_cast<size_t>(b)]; });
+  std::vector<int> group(graph.nodes.size(), 0);
+  int current = 0;
+  int current_base = order.empty() ? 0 : base[static_cast<size_t>(order.front())];
+  int64_t used = 0;
+  for (int ni : order) {
+    const size_t i = static_cast<size_t>(ni);
+    if (cost[i] > budget)
+      return invalid_argument("split of graph '" + graph.name + "': node '" + graph.nodes[i].name + "' alone costs " +
+                              std::to_string(cost[i]) + ", over the budget of " + std::to_string(budget));
+    if (base[i] != current_base || used + cost[i] > budget) {
+      if (used > 0) ++current;
+      current_base = base[i];
+      used = 0;
+    }
+    group[i] = current;
+    used += cost[i];
+  }
+  return group;
 }
 
 }  // namespace kiln

@@ -20,12 +20,13 @@ std::string list_text(const std::vector<int64_t>& v) {
 // Context for one node: names its inputs and outputs in messages.
 struct NodeCtx {
   Graph& g;
+  const GraphRoles& roles;
   Node& node;
   std::string where;
 
   const TensorDesc& in(size_t i) const { return g.tensors[node.inputs[i]]; }
-  DataType in_dtype(size_t i) const { return g.dtype_of(node.inputs[i]); }
-  DataType out_dtype(size_t i = 0) const { return g.dtype_of(node.outputs[i]); }
+  DataType in_dtype(size_t i) const { return roles.dtype_of(node.inputs[i]); }
+  DataType out_dtype(size_t i = 0) const { return roles.dtype_of(node.outputs[i]); }
   std::string in_label(size_t i) const {
     return "input '" + in(i).name + "'";
   }
@@ -427,6 +428,8 @@ std::string node_op_label(const Node& node) {
 
 std::string node_where(const Node& node) { return "node '" + node.name + "' (" + node_op_label(node) + ")"; }
 
+std::string ints_text(const std::vector<int64_t>& values) { return list_text(values); }
+
 std::string dims_text(const std::vector<Dim>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -437,8 +440,9 @@ std::string dims_text(const std::vector<Dim>& dims) {
   return s + "]";
 }
 
-Status infer_node(Graph& graph, Node& node, const ValidateOptions& options, std::vector<Dims>* out_dims) {
-  NodeCtx c{graph, node, node_where(node)};
+Status infer_node(Graph& graph, const GraphRoles& roles, Node& node, const ValidateOptions& options,
+                  std::vector<Dims>* out_dims) {
+  NodeCtx c{graph, roles, node, node_where(node)};
   switch (node.op) {
     case OpKind::kConvFprop: return infer_conv(c, out_dims);
     case OpKind::kConvDgrad: return infer_conv(c, out_dims);

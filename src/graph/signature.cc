@@ -42,9 +42,9 @@ class SymbolNamer {
   std::vector<std::string> order_;
 };
 
-std::string tensor_text(const Graph& g, int t, SymbolNamer* namer) {
+std::string tensor_text(const Graph& g, const GraphRoles& roles, int t, SymbolNamer* namer) {
   const TensorDesc& d = g.tensors[t];
-  std::string s = std::string("dtype=") + dtype_name(g.dtype_of(t)) + " dims=[";
+  std::string s = std::string("dtype=") + dtype_name(roles.dtype_of(t)) + " dims=[";
   for (size_t i = 0; i < d.dims.size(); ++i) {
     if (i) s += ",";
     if (d.dims[i].is_dynamic())
@@ -110,16 +110,17 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   }
   std::vector<int> order;
   KILN_RETURN_IF_ERROR(graph_internal::topological_order(g, &order));
+  const GraphRoles roles(g);
 
   // Structural keys, names and symbol names left out, in topological order.
   std::vector<std::string> key(nt);
   for (int t = 0; t < nt; ++t)
-    if (writer[t] < 0) key[t] = hex64(stable_hash64("I|" + tensor_text(g, t, nullptr)));
+    if (writer[t] < 0) key[t] = hex64(stable_hash64("I|" + tensor_text(g, roles, t, nullptr)));
   for (int ni : order) {
     const Node& n = g.nodes[ni];
     std::string k = "N|" + node_text(g, n) + "|";
     for (int t : n.inputs) k += key[t] + ",";
-    k += "|" + tensor_text(g, n.outputs[0], nullptr);
+    k += "|" + tensor_text(g, roles, n.outputs[0], nullptr);
     key[n.outputs[0]] = hex64(stable_hash64(k));
   }
 
@@ -131,9 +132,10 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   std::vector<int> tensor_id(nt, -1);
   int next_tensor = 0, next_node = 0;
   std::string text = "kiln-graph 1\n";
+  std::vector<int> out_pos(static_cast<size_t>(nt), -1);  // first place in the sorted outputs
+  for (size_t i = outs.size(); i-- > 0;) out_pos[static_cast<size_t>(outs[i])] = static_cast<int>(i);
   auto role = [&](int t) -> std::string {
-    auto it = std::find(outs.begin(), outs.end(), t);
-    if (it != outs.end()) return "output " + std::to_string(it - outs.begin());
+    if (out_pos[static_cast<size_t>(t)] >= 0) return "output " + std::to_string(out_pos[static_cast<size_t>(t)]);
     return writer[t] < 0 ? "input" : "virtual";
   };
   auto tid = [&](int t) { return "t" + std::to_string(tensor_id[t]); };
@@ -147,7 +149,7 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
       }
       if (writer[t] < 0) {
         tensor_id[t] = next_tensor++;
-        text += "tensor " + tid(t) + " " + role(t) + " " + tensor_text(g, t, &namer) + "\n";
+        text += "tensor " + tid(t) + " " + role(t) + " " + tensor_text(g, roles, t, &namer) + "\n";
         stack.pop_back();
         continue;
       }
@@ -161,7 +163,7 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
       text += "node n" + std::to_string(next_node++) + " " + node_text(g, n) + " in=[";
       for (size_t i = 0; i < n.inputs.size(); ++i) text += (i ? "," : "") + tid(n.inputs[i]);
       text += "] out=" + tid(t) + "\n";
-      text += "tensor " + tid(t) + " " + role(t) + " " + tensor_text(g, t, &namer) + "\n";
+      text += "tensor " + tid(t) + " " + role(t) + " " + tensor_text(g, roles, t, &namer) + "\n";
       stack.pop_back();
     }
   }

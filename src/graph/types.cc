@@ -150,6 +150,44 @@ bool Graph::is_graph_output(int tensor) const {
   return std::find(outputs.begin(), outputs.end(), tensor) != outputs.end();
 }
 
+GraphRoles::GraphRoles(const Graph& graph)
+    : graph_(&graph), producer_(graph.tensors.size(), -1), consumers_(graph.tensors.size(), 0),
+      output_(graph.tensors.size(), 0) {
+  const int nt = static_cast<int>(graph.tensors.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int o : graph.nodes[n].outputs)
+      if (o >= 0 && o < nt && producer_[static_cast<size_t>(o)] < 0) producer_[static_cast<size_t>(o)] = static_cast<int>(n);
+    for (int i : graph.nodes[n].inputs)
+      if (i >= 0 && i < nt) ++consumers_[static_cast<size_t>(i)];
+  }
+  for (int o : graph.outputs)
+    if (o >= 0 && o < nt) output_[static_cast<size_t>(o)] = 1;
+}
+
+int GraphRoles::producer(int tensor) const {
+  if (tensor < 0 || tensor >= static_cast<int>(producer_.size())) return -1;
+  return producer_[static_cast<size_t>(tensor)];
+}
+
+bool GraphRoles::is_graph_output(int tensor) const {
+  return tensor >= 0 && tensor < static_cast<int>(output_.size()) && output_[static_cast<size_t>(tensor)];
+}
+
+int GraphRoles::consumer_count(int tensor) const {
+  if (tensor < 0 || tensor >= static_cast<int>(consumers_.size())) return 0;
+  return consumers_[static_cast<size_t>(tensor)];
+}
+
+DataType GraphRoles::dtype_of(int tensor) const {
+  const Graph& g = *graph_;
+  if (tensor < 0 || tensor >= static_cast<int>(g.tensors.size())) return g.io_dtype;
+  const TensorDesc& t = g.tensors[static_cast<size_t>(tensor)];
+  if (t.dtype) return *t.dtype;
+  if (t.by_value) return g.compute_dtype;
+  if (is_graph_input(tensor) || is_graph_output(tensor)) return g.io_dtype;
+  return g.intermediate_dtype;
+}
+
 DataType Graph::dtype_of(int tensor) const {
   if (tensor < 0 || tensor >= static_cast<int>(tensors.size())) return io_dtype;
   const TensorDesc& t = tensors[tensor];

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "graph/validate_internal.h"
+#include "kiln/limits.h"
 
 namespace kiln {
 namespace {
@@ -126,9 +127,9 @@ Status topological_order(const Graph& g, std::vector<int>* order) {
 namespace {
 using graph_internal::topological_order;
 
-// Bounds keep every later product (strides, conv arithmetic) inside int64.
-constexpr int64_t kMaxExtent = (int64_t{1} << 31) - 1;
-constexpr int64_t kMaxElements = int64_t{1} << 62;
+// Bounds keep every later product (strides, conv arithmetic) inside int64 (kiln/limits.h).
+constexpr int64_t kMaxExtent = limits::kMaxExtent;
+constexpr int64_t kMaxElements = limits::kMaxElements;
 
 Status check_dynamic_dims(Graph& g) {
   for (const auto& [sym, value] : g.dynamic_dims)
@@ -168,10 +169,10 @@ Status check_dims_positive(const TensorDesc& t) {
   return Status::ok();
 }
 
-Status check_inputs(Graph& g) {
+Status check_inputs(Graph& g, const GraphRoles& roles) {
   for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
     TensorDesc& d = g.tensors[t];
-    if (!g.is_graph_input(t)) {
+    if (!roles.is_graph_input(t)) {
       if (!d.dims.empty()) KILN_RETURN_IF_ERROR(check_dims_positive(d));  // declared output dims
       continue;
     }
@@ -180,9 +181,9 @@ Status check_inputs(Graph& g) {
       for (const Dim& x : d.dims)
         if (x.value != 1 || x.is_dynamic())
           return invalid_argument("tensor '" + d.name + "': a by-value scalar has all dims 1, got " + dims_text(d.dims));
-      if (!graph_internal::is_float(g.dtype_of(t)))
+      if (!graph_internal::is_float(roles.dtype_of(t)))
         return invalid_argument("tensor '" + d.name + "': a by-value scalar must be floating-point, got " +
-                                dtype_name(g.dtype_of(t)));
+                                dtype_name(roles.dtype_of(t)));
     }
     if (d.dims.empty()) return invalid_argument("tensor '" + d.name + "': graph input has no dims");
     KILN_RETURN_IF_ERROR(check_dims_positive(d));
@@ -224,16 +225,67 @@ Status resolve_layout(TensorDesc& t) {
   return Status::ok();
 }
 
+// The memory a tensor spans, 1 + sum((extent - 1) * stride) elements, times its dtype's size: every product
+// is checked, so a stride such as 2^63-1 is refused here instead of overflowing later (host buffers,
+// device allocations, cuDNN's offsets).
+Status check_footprint(const TensorDesc& t, DataType dtype) {
+  const int64_t size = static_cast<int64_t>(dtype_size(dtype));
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(t.element_count(), size, &bytes) || bytes > limits::kMaxTensorBytes)
+    return invalid_argument("tensor '" + t.name + "': " + graph_internal::dims_text(t.dims) + " " + dtype_name(dtype) +
+                            " is more than " + std::to_string(limits::kMaxTensorBytes) + " bytes");
+  int64_t span = 1;
+  for (size_t i = 0; i < t.dims.size() && i < t.strides.size(); ++i) {
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(t.dims[i].value - 1, t.strides[i], &reach) || __builtin_add_overflow(span, reach, &span) ||
+        __builtin_mul_overflow(span, size, &bytes) || bytes > limits::kMaxTensorBytes)
+      return invalid_argument("tensor '" + t.name + "': strides " + graph_internal::ints_text(t.strides) + " on dims " +
+                              graph_internal::dims_text(t.dims) + " reach past " +
+                              std::to_string(limits::kMaxTensorBytes) + " bytes of " + dtype_name(dtype) +
+                              " (stride " + std::to_string(i) + " is " + std::to_string(t.strides[i]) + ")");
+  }
+  return Status::ok();
+}
+
+// A tensor a node writes to memory must not have two elements at one address (the result would depend on
+// the kernel's write order). Checked for explicit strides: taken in increasing order, each stride of an
+// axis with extent > 1 must step past everything the smaller strides reach. This also refuses interleaved
+// layouts that happen not to overlap; cuDNN writes none of those.
+Status check_no_overlap(const Graph& g, const GraphRoles& roles, int tensor) {
+  const TensorDesc& t = g.tensors[static_cast<size_t>(tensor)];
+  if (t.layout != Layout::kExplicit) return Status::ok();  // layouts are dense
+  std::vector<size_t> axes;
+  for (size_t i = 0; i < t.dims.size(); ++i)
+    if (t.dims[i].value > 1) axes.push_back(i);
+  std::stable_sort(axes.begin(), axes.end(), [&](size_t a, size_t b) { return t.strides[a] < t.strides[b]; });
+  int64_t reach = 0;  // the largest offset the axes so far reach (footprint-checked: no overflow)
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const size_t i = axes[k];
+    if (t.strides[i] <= reach) {
+      const Node& writer = g.nodes[static_cast<size_t>(roles.producer(tensor))];
+      return invalid_argument(graph_internal::node_where(writer) + ": output '" + t.name + "': strides " +
+                              graph_internal::ints_text(t.strides) + " on dims " + graph_internal::dims_text(t.dims) +
+                              " make elements share memory (stride " + std::to_string(i) + " is " +
+                              std::to_string(t.strides[i]) + ", but the smaller strides already reach offset " +
+                              std::to_string(reach) + "); an output needs non-overlapping strides");
+    }
+    reach += (t.dims[i].value - 1) * t.strides[i];
+  }
+  return Status::ok();
+}
+
 Status validate_impl(Graph& g, const ValidateOptions& options) {
+  KILN_RETURN_IF_ERROR(check_graph_limits(g));
   KILN_RETURN_IF_ERROR(check_structure(g));
   std::vector<int> order;
   KILN_RETURN_IF_ERROR(topological_order(g, &order));
   KILN_RETURN_IF_ERROR(check_dynamic_dims(g));
-  KILN_RETURN_IF_ERROR(check_inputs(g));
+  const GraphRoles roles(g);  // nodes and outputs do not change below; dims and strides do
+  KILN_RETURN_IF_ERROR(check_inputs(g, roles));
   for (int ni : order) {
     Node& n = g.nodes[ni];
     std::vector<std::vector<Dim>> out_dims;
-    KILN_RETURN_IF_ERROR(graph_internal::infer_node(g, n, options, &out_dims));
+    KILN_RETURN_IF_ERROR(graph_internal::infer_node(g, roles, n, options, &out_dims));
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       TensorDesc& t = g.tensors[n.outputs[o]];
       const std::vector<Dim>& inferred = out_dims[o];
@@ -253,7 +305,12 @@ Status validate_impl(Graph& g, const ValidateOptions& options) {
       KILN_RETURN_IF_ERROR(check_dims_positive(t));
     }
   }
-  for (TensorDesc& t : g.tensors) KILN_RETURN_IF_ERROR(resolve_layout(t));
+  for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
+    TensorDesc& d = g.tensors[static_cast<size_t>(t)];
+    KILN_RETURN_IF_ERROR(resolve_layout(d));
+    KILN_RETURN_IF_ERROR(check_footprint(d, roles.dtype_of(t)));
+    if (roles.producer(t) >= 0 && roles.is_graph_output(t)) KILN_RETURN_IF_ERROR(check_no_overlap(g, roles, t));
+  }
   return Status::ok();
 }
 

@@ -15,6 +15,7 @@ inline Status fe_status(const fe::error_t& e, const std::string& what) {
     case fe::error_code_t::GRAPH_NOT_SUPPORTED:
     case fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
     case fe::error_code_t::HEURISTIC_QUERY_FAILED:
+    case fe::error_code_t::UNSUPPORTED_GRAPH_FORMAT:
       return not_supported(msg);
     case fe::error_code_t::ATTRIBUTE_NOT_SET:
     case fe::error_code_t::SHAPE_DEDUCTION_FAILED:
@@ -29,4 +30,27 @@ inline Status fe_status(const fe::error_t& e, const std::string& what) {
 
 }  // namespace kiln::lower_detail
 
-#define KILN_FE_RETURN_IF_ERROR(call, what) KILN_RETURN_IF_ERROR(::kiln::lower_detail::fe_status((call), (what)))
+namespace kiln::lower_detail {
+
+// cuDNN Frontend throws from some calls even though it reports most errors as error_t (Graph::sdpa throws
+// std::runtime_error when no implementation fits; backend descriptor builders throw cudnnException): no
+// exception may cross into Kiln, so every frontend call is made through this.
+template <typename F>
+Status fe_guard(const std::string& what, F&& call) noexcept {
+  try {
+    return call();
+  } catch (const std::bad_alloc&) {
+    return unavailable(what + ": out of host memory");
+  } catch (const std::exception& e) {
+    return not_supported(what + ": cuDNN Frontend threw: " + e.what());
+  } catch (...) {
+    return internal_error(what + ": cuDNN Frontend threw an exception of unknown type");
+  }
+}
+
+}  // namespace kiln::lower_detail
+
+#define KILN_FE_RETURN_IF_ERROR(call, what)                                                          \
+  KILN_RETURN_IF_ERROR(::kiln::lower_detail::fe_guard((what), [&]() -> ::kiln::Status {              \
+    return ::kiln::lower_detail::fe_status((call), (what));                                          \
+  }))

@@ -208,14 +208,16 @@ StatusOr<std::vector<int64_t>> tensor_uids(const Graph& graph) {
   return uids;
 }
 
-StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph) {
+StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph, const std::vector<int64_t>& uids) {
+  if (uids.size() != graph.tensors.size())
+    return internal_error("graph '" + graph.name + "': " + std::to_string(uids.size()) + " uids for " +
+                          std::to_string(graph.tensors.size()) + " tensors");
   auto fg = std::make_shared<fe::graph::Graph>();
   fg->set_name(graph.name.empty() ? "kiln_graph" : graph.name)
       .set_io_data_type(to_fe_dtype(graph.io_dtype))
       .set_intermediate_data_type(to_fe_dtype(graph.intermediate_dtype))
       .set_compute_data_type(to_fe_dtype(graph.compute_dtype));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> uids, tensor_uids(graph));
-  Ctx c{graph, *fg, std::vector<TensorPtr>(graph.tensors.size()), std::move(uids)};
+  Ctx c{graph, *fg, std::vector<TensorPtr>(graph.tensors.size()), uids};
   // Nodes in dependency order: a node runs once all its inputs exist.
   std::vector<bool> done(graph.nodes.size(), false);
   size_t remaining = graph.nodes.size();
@@ -230,7 +232,8 @@ StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph) {
         if (p >= 0 && !done[static_cast<size_t>(p)]) ready = false;
       }
       if (!ready) continue;
-      Status st = lower_node(c, n);
+      // The frontend's node builders throw on some graphs (Graph::sdpa when no implementation fits).
+      Status st = fe_guard(node_label(n), [&] { return lower_node(c, n); });
       if (!st.is_ok()) return st;
       done[i] = true;
       --remaining;
@@ -238,8 +241,7 @@ StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph) {
     }
     if (!progressed) return invalid_argument("graph '" + graph.name + "' has a cycle (validate it first)");
   }
-  fe::error_t e = fg->validate();
-  if (!e.is_good()) return fe_status(e, "cuDNN Frontend rejected graph '" + graph.name + "'");
+  KILN_FE_RETURN_IF_ERROR(fg->validate(), "cuDNN Frontend rejected graph '" + graph.name + "'");
   return fg;
 }
 

@@ -15,9 +15,10 @@ fe::DataType_t to_fe_dtype(DataType t);
 // (GraphSignature::tensor_ids), so a plan stored under a signature binds the same tensors in every graph
 // with that signature, whatever order their tensors were declared in.
 StatusOr<std::vector<int64_t>> tensor_uids(const Graph& graph);
-// Builds the frontend graph (nodes and tensors, uids from tensor_uids) and validates it. Does not build
-// the operation graph.
-StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph);
+// Builds the frontend graph (nodes and tensors, the given uids: tensor_uids of the caller's graph, which a
+// known-defect rewrite of it keeps) and validates it. Does not build the operation graph. Nothing the
+// frontend throws escapes.
+StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph, const std::vector<int64_t>& uids);
 // Applies a target: device properties, SM version and count for a profile.
 Status apply_profile(fe::graph::Graph& g, const DeviceProfile& profile);
 

@@ -4,17 +4,25 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/limits.h"
 #include "kiln/lower.h"
 #include "lower/fe_status.h"
 #include "lower/graph_lowering.h"
+#include "lower/known_defects.h"
 
 namespace kiln {
 
 using lower_detail::fe_status;
 
+// kiln/limits.h keeps cuDNN's limits for checks made before the frontend is called (the operation limit is
+// read from the frontend's own MAX_OPGRAPH_OPS, cudnn_max_operations); the rank must agree with cuDNN's.
+static_assert(limits::kCudnnDimMax == static_cast<size_t>(CUDNN_DIM_MAX), "kiln/limits.h disagrees with cudnn_graph.h's CUDNN_DIM_MAX");
+
 struct LoweredGraph::Impl {
   Graph graph;  // a copy: tensor identities for execution
-  std::vector<int64_t> uids;  // cuDNN uid of each tensor (lower_detail::tensor_uids)
+  Graph lowered;  // what is handed to the frontend: `graph`, or its known-defect rewrite (same memory)
+  std::vector<std::string> workarounds;  // known defects worked around (lower/known_defects.h)
+  std::vector<int64_t> uids;  // cuDNN uid of each tensor (lower_detail::tensor_uids of `graph`)
   std::shared_ptr<fe::graph::Graph> fg;
   DeviceProfile profile;
   bool has_profile = false;
@@ -25,7 +33,7 @@ struct LoweredGraph::Impl {
 
   // A fresh frontend graph with its operation graph built for the target.
   StatusOr<std::shared_ptr<fe::graph::Graph>> fresh_graph() const {
-    KILN_ASSIGN_OR_RETURN(auto fg, lower_detail::lower_graph(graph));
+    KILN_ASSIGN_OR_RETURN(auto fg, lower_detail::lower_graph(lowered, uids));
     if (has_profile) {
       KILN_RETURN_IF_ERROR(lower_detail::apply_profile(*fg, profile));
       KILN_FE_RETURN_IF_ERROR(fg->build_operation_graph(), "building the operation graph (deviceless, " + profile.gpu_name + ")");
@@ -56,15 +64,16 @@ fe::HeurMode_t to_fe(HeuristicMode m) {
   return fe::HeurMode_t::A;
 }
 
-// Backend knob type (as in cuDNN's engine tags) -> frontend KnobType_t.
+// Kiln's identity numbers knobs as cuDNN's backend does (cudnnBackendKnobType_t, as in the engine tags
+// "eng41_k2=4"); the frontend's KnobType_t is its own, append-only numbering. These convert between them.
 StatusOr<fe::KnobType_t> knob_from_backend(int backend_type) {
-  for (int k = static_cast<int>(fe::KnobType_t::SWIZZLE); k <= static_cast<int>(fe::KnobType_t::WARP_SPEC_CFG); ++k) {
-    cudnnBackendKnobType_t b;
-    auto e = fe::convert_to_backend_knob_type(static_cast<fe::KnobType_t>(k), b);
-    if (e == CUDNN_STATUS_SUCCESS && static_cast<int>(b) == backend_type) return static_cast<fe::KnobType_t>(k);
-  }
-  return not_supported("knob type " + std::to_string(backend_type) + " is unknown to cuDNN Frontend " +
-                       std::to_string(CUDNN_FRONTEND_VERSION));
+  fe::KnobType_t k = fe::convert_from_backend_knob_type(static_cast<cudnnBackendKnobType_t>(backend_type));
+  cudnnBackendKnobType_t back;
+  if (k == fe::KnobType_t::NOT_SET || fe::convert_to_backend_knob_type(k, back) != CUDNN_STATUS_SUCCESS ||
+      static_cast<int>(back) != backend_type)
+    return not_supported("knob type " + std::to_string(backend_type) + " is unknown to cuDNN Frontend " +
+                         std::to_string(CUDNN_FRONTEND_VERSION));
+  return k;
 }
 
 std::string behavior_note_name(fe::BehaviorNote_t n) {
@@ -113,10 +122,13 @@ StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
     }
     auto eq = part.find('=');
     if (part.size() < 3 || part[0] != 'k' || eq == std::string::npos) return bad("knob '" + part + "' is not kTYPE=VALUE");
-    long type = std::strtol(part.substr(1, eq - 1).c_str(), &end, 10);
+    // strtol leaves `end` pointing into its argument: keep each substring alive while *end is read.
+    const std::string type_text = part.substr(1, eq - 1);
+    long type = std::strtol(type_text.c_str(), &end, 10);
     if (*end) return bad("knob type in '" + part + "' is not a number");
-    long long value = std::strtoll(part.substr(eq + 1).c_str(), &end, 10);
-    if (*end || eq + 1 == part.size()) return bad("knob value in '" + part + "' is not a number");
+    const std::string value_text = part.substr(eq + 1);
+    long long value = std::strtoll(value_text.c_str(), &end, 10);
+    if (*end || value_text.empty()) return bad("knob value in '" + part + "' is not a number");
     c.knobs[static_cast<int>(type)] = value;
   }
   if (first) return bad("no engine id");
@@ -131,9 +143,18 @@ LoweredGraph& LoweredGraph::operator=(LoweredGraph&&) noexcept = default;
 StatusOr<LoweredGraph> LoweredGraph::create(const Graph& graph, const LowerTarget& target) {
   if (!target.profile && !target.handle)
     return invalid_argument("lowering needs a cuDNN handle (live device) or a device profile (deviceless)");
+  // cuDNN's fixed limits first: past one, the frontend overflows an array instead of failing.
+  KILN_RETURN_IF_ERROR(check_cudnn_limits(graph));
   LoweredGraph lg;
   lg.impl_->graph = graph;
   KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
+  if (target.work_around_known_defects) {
+    KILN_ASSIGN_OR_RETURN(lower_detail::DefectWorkaround w, lower_detail::work_around_known_defects(graph));
+    lg.impl_->lowered = std::move(w.graph);
+    lg.impl_->workarounds = std::move(w.applied);
+  } else {
+    lg.impl_->lowered = graph;
+  }
   lg.impl_->handle = target.handle;
   if (target.profile) {
     lg.impl_->profile = *target.profile;
@@ -153,6 +174,9 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
     if (!e.is_good()) continue;  // a mode that offers nothing is not an error; none at all is, below
     int64_t n = fg->get_execution_plan_count();
     for (int64_t i = 0; i < n; ++i) {
+      // From the engine tag, not get_engine_and_knobs_at_index(): the frontend's structured query maps
+      // cuDNN's deprecated knob types (e.g. 6, LDGA, which engines still report) to NOT_SET and so loses
+      // them (1.32: conv_dgrad lost 8 of its 44 configurations that way).
       std::string tag;
       if (!fg->get_plan_name_at_index(i, tag).is_good()) continue;
       auto cfg = EngineConfig::parse(tag);
@@ -196,30 +220,45 @@ Status LoweredGraph::build_heuristic(const std::vector<HeuristicMode>& modes) {
   return Status::ok();
 }
 
-Status LoweredGraph::build_config(const EngineConfig& config) {
-  std::unordered_map<fe::KnobType_t, int64_t> knobs;
-  for (auto& [k, v] : config.knobs) {
-    KILN_ASSIGN_OR_RETURN(fe::KnobType_t ft, knob_from_backend(k));
-    knobs[ft] = v;
+namespace {
+
+// A configuration with a knob type the frontend cannot name (cuDNN's deprecated ones) cannot be made with
+// create_execution_plan(); cuDNN's heuristic lists still offer it. A fresh graph whose list, for the mode
+// that offers it, has every other configuration deselected by name.
+template <typename FreshGraph>
+StatusOr<std::shared_ptr<fe::graph::Graph>> graph_offering(const EngineConfig& config, const std::string& what,
+                                                           const FreshGraph& fresh_graph) {
+  for (HeuristicMode m : {HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback}) {
+    KILN_ASSIGN_OR_RETURN(auto probe, fresh_graph());
+    if (!probe->create_execution_plans({to_fe(m)}).is_good()) continue;
+    std::vector<std::string> others;
+    std::string target;
+    for (int64_t i = 0; i < probe->get_execution_plan_count(); ++i) {
+      std::string tag;
+      if (!probe->get_plan_name_at_index(i, tag).is_good()) continue;
+      auto c = EngineConfig::parse(tag);
+      if (c.is_ok() && *c == config)
+        target = tag;
+      else
+        others.push_back(tag);
+    }
+    if (target.empty()) continue;
+    for (const std::string& o : others)  // the frontend deselects by substring
+      if (target.find(o) != std::string::npos)
+        return not_supported(what + ": cannot be singled out from cuDNN's list (its name contains " + o + ")");
+    KILN_ASSIGN_OR_RETURN(auto fg, fresh_graph());
+    fg->deselect_engines(others);
+    KILN_FE_RETURN_IF_ERROR(fg->create_execution_plans({to_fe(m)}), "querying cuDNN heuristics for " + what);
+    return fg;
   }
-  // A fresh operation graph so that a failed attempt leaves nothing behind.
-  KILN_ASSIGN_OR_RETURN(auto fg, impl_->fresh_graph());
-  std::string what = "engine configuration " + config.identity() + " for graph '" + impl_->graph.name + "'";
-  KILN_FE_RETURN_IF_ERROR(fg->create_execution_plan(config.engine_id, knobs), "creating " + what);
-  if (impl_->has_profile) {
-    KILN_FE_RETURN_IF_ERROR(fg->check_support(), "checking support of " + what);
-  } else {
-    KILN_FE_RETURN_IF_ERROR(fg->check_support(impl_->handle), "checking support of " + what);
-  }
-  KILN_FE_RETURN_IF_ERROR(fg->build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "building " + what);
-  KILN_FE_RETURN_IF_ERROR(fg->get_workspace_size(impl_->workspace), "reading the workspace size of " + what);
-  impl_->fg = fg;
-  impl_->config = config;
-  impl_->built = true;
-  return Status::ok();
+  return not_supported(what + ": it has a knob type cuDNN Frontend " + std::to_string(CUDNN_FRONTEND_VERSION) +
+                       " cannot set, and cuDNN's heuristics (modes A, B, FALLBACK) do not offer it for this graph");
 }
 
+}  // namespace
+
 bool LoweredGraph::has_plan() const { return impl_->built; }
+const std::vector<std::string>& LoweredGraph::workarounds() const { return impl_->workarounds; }
 const EngineConfig& LoweredGraph::config() const { return impl_->config; }
 int64_t LoweredGraph::workspace_size() const { return impl_->workspace; }
 
@@ -234,30 +273,77 @@ std::vector<std::string> LoweredGraph::behavior_notes() const {
 StatusOr<std::vector<uint8_t>> LoweredGraph::serialize() const {
   if (!impl_->built) return failed_precondition("no plan built to serialize");
   std::vector<uint8_t> bytes;
-  KILN_FE_RETURN_IF_ERROR(impl_->fg->serialize(bytes), "serializing plan " + impl_->config.identity());
+  // Plan only (no graph structure): Kiln rebuilds tensor identities from its own graph, and the plan-only
+  // form is smaller and loads faster.
+  KILN_FE_RETURN_IF_ERROR(impl_->fg->serialize(bytes, /*serialize_structure=*/false),
+                          "serializing plan " + impl_->config.identity());
   return bytes;
 }
 
-StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes) {
-  if (!handle) return invalid_argument("deserializing a plan needs a cuDNN handle");
-  if (bytes.empty()) return corruption("empty plan bytes");
+namespace {
+
+// Parses plan bytes once (the handle path hands the parsed JSON on). Throws nothing: the bytes may be anything.
+StatusOr<nlohmann::json> parse_plan_blob(const std::vector<uint8_t>& bytes, const std::string& graph_name) {
+  if (bytes.empty()) return corruption("empty plan bytes for graph '" + graph_name + "'");
+  nlohmann::json j = nlohmann::json::from_ubjson(bytes, /*strict=*/true, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return corruption("plan bytes for graph '" + graph_name + "' are not a cuDNN Frontend serialized graph");
+  return j;
+}
+
+// The serialized form a blob declares ("json_version"; 1.23 wrote "1.0", 1.32 writes and reads only "2.0").
+std::string blob_form(const nlohmann::json& j) {
+  return j.contains("json_version") && j["json_version"].is_string() ? j["json_version"].get<std::string>() : "none";
+}
+
+}  // namespace
+
+StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHandle_t handle,
+                                                     const DeviceProfile* profile, const std::vector<uint8_t>& bytes) {
+  KILN_RETURN_IF_ERROR(check_cudnn_limits(graph));
+  KILN_ASSIGN_OR_RETURN(nlohmann::json j, parse_plan_blob(bytes, graph.name));
   LoweredGraph lg;
   lg.impl_->graph = graph;
   KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
+  // A graph whose known defect cannot be worked around is refused here too (its plan would be wrong).
+  KILN_ASSIGN_OR_RETURN(lower_detail::DefectWorkaround w, lower_detail::work_around_known_defects(graph));
+  lg.impl_->lowered = std::move(w.graph);
+  lg.impl_->workarounds = std::move(w.applied);
   lg.impl_->handle = handle;
   lg.impl_->fg = std::make_shared<fe::graph::Graph>();
   fe::error_t e;
-  try {  // the frontend's JSON parsing may throw on malformed bytes
-    e = lg.impl_->fg->deserialize(handle, bytes);
+  try {  // the frontend reads fields of the JSON without checking their types
+    if (profile) {
+      KILN_RETURN_IF_ERROR(lower_detail::apply_profile(*lg.impl_->fg, *profile));
+      lg.impl_->profile = *profile;
+      lg.impl_->has_profile = true;
+      e = lg.impl_->fg->deserialize(bytes, /*enforce_precompiled=*/true);
+    } else {
+      e = lg.impl_->fg->deserialize(handle, j, /*enforce_precompiled=*/true);
+    }
   } catch (const std::exception& ex) {
-    return corruption(std::string("plan bytes are not a cuDNN Frontend graph: ") + ex.what());
+    return corruption("plan bytes for graph '" + graph.name + "' are not a cuDNN Frontend graph: " + ex.what());
   }
+  if (e.code == fe::error_code_t::UNSUPPORTED_GRAPH_FORMAT)
+    return not_supported("plan bytes for graph '" + graph.name + "' are in cuDNN Frontend serialized form '" +
+                         blob_form(j) + "', which frontend " + std::to_string(CUDNN_FRONTEND_VERSION) +
+                         " does not read (" + e.err_msg + "): re-tune or re-compile the plan");
   if (!e.is_good()) return fe_status(e, "deserializing a plan for graph '" + graph.name + "'").with_context("stored plan refused");
   KILN_FE_RETURN_IF_ERROR(lg.impl_->fg->get_workspace_size(lg.impl_->workspace), "reading the workspace size");
   lg.impl_->built = true;
-  // Identity is not read back from the frontend (get_plan_name on a deserialized graph is unsafe in 1.23):
+  // Identity is not read back from the frontend (a deserialized graph has no engine list to name it from):
   // callers keep it in their own records.
   return lg;
+}
+
+StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes) {
+  if (!handle) return invalid_argument("deserializing a plan needs a cuDNN handle (or a device profile)");
+  return deserialize_for(graph, handle, nullptr, bytes);
+}
+
+StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, const DeviceProfile& profile,
+                                                 const std::vector<uint8_t>& bytes) {
+  return deserialize_for(graph, nullptr, &profile, bytes);
 }
 
 Status LoweredGraph::execute(cudnnHandle_t handle, const std::map<int, void*>& tensor_ptrs, void* workspace) const {
@@ -274,6 +360,44 @@ Status LoweredGraph::execute(cudnnHandle_t handle, const std::map<int, void*>& t
   }
   KILN_FE_RETURN_IF_ERROR(impl_->fg->execute(handle, pack, workspace),
                           "executing plan " + impl_->config.identity() + " of graph '" + impl_->graph.name + "'");
+  return Status::ok();
+}
+
+Status LoweredGraph::build_config(const EngineConfig& config) {
+  std::unordered_map<fe::KnobType_t, int64_t> knobs;
+  bool expressible = true;  // every knob type has a word in the frontend's vocabulary
+  for (auto& [k, v] : config.knobs) {
+    auto ft = knob_from_backend(k);
+    if (!ft.is_ok()) {
+      expressible = false;
+      break;
+    }
+    knobs[*ft] = v;
+  }
+  std::string what = "engine configuration " + config.identity() + " for graph '" + impl_->graph.name + "'";
+  // A fresh operation graph so that a failed attempt leaves nothing behind.
+  KILN_ASSIGN_OR_RETURN(auto fg, impl_->fresh_graph());
+  if (expressible) {
+    KILN_FE_RETURN_IF_ERROR(fg->create_execution_plan(config.engine_id, knobs), "creating " + what);
+  } else {
+    KILN_ASSIGN_OR_RETURN(fg, graph_offering(config, what, [this] { return impl_->fresh_graph(); }));
+  }
+  if (impl_->has_profile) {
+    KILN_FE_RETURN_IF_ERROR(fg->check_support(), "checking support of " + what);
+  } else {
+    KILN_FE_RETURN_IF_ERROR(fg->check_support(impl_->handle), "checking support of " + what);
+  }
+  KILN_FE_RETURN_IF_ERROR(fg->build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "building " + what);
+  if (!expressible) {  // the one configuration left must be the one asked for
+    std::string tag;
+    KILN_FE_RETURN_IF_ERROR(fg->get_plan_name(tag), "reading the built plan's engine");
+    KILN_ASSIGN_OR_RETURN(EngineConfig built, EngineConfig::parse(tag));
+    if (!(built == config)) return internal_error("built " + built.identity() + " instead of " + what);
+  }
+  KILN_FE_RETURN_IF_ERROR(fg->get_workspace_size(impl_->workspace), "reading the workspace size of " + what);
+  impl_->fg = fg;
+  impl_->config = config;
+  impl_->built = true;
   return Status::ok();
 }
 

@@ -54,7 +54,16 @@ Status save_device_profile(const DeviceProfile& p, const std::string& path) {
   return Status::ok();
 }
 
+namespace {
+StatusOr<DeviceProfile> load_device_profile_unchecked(const std::string& path);
+}  // namespace
+
 StatusOr<DeviceProfile> load_device_profile(const std::string& path) {
+  return catch_exceptions("device profile '" + path + "'", [&] { return load_device_profile_unchecked(path); });
+}
+
+namespace {
+StatusOr<DeviceProfile> load_device_profile_unchecked(const std::string& path) {
   std::ifstream f(path);
   if (!f) return not_found("device profile '" + path + "' not found");
   std::stringstream ss;
@@ -71,6 +80,9 @@ StatusOr<DeviceProfile> load_device_profile(const std::string& path) {
   KILN_RETURN_IF_ERROR(need("sm_count"));
   if (!j["gpu_name"].is_string() || !j["sm_version"].is_number_integer() || !j["sm_count"].is_number_integer())
     return invalid_argument("device profile '" + path + "': gpu_name must be a string, sm_version and sm_count integers");
+  for (const char* key : {"sm_version", "sm_count"})
+    if (j[key].get<int64_t>() > (int64_t{1} << 20) || j[key].get<int64_t>() < 0)
+      return invalid_argument("device profile '" + path + "': '" + key + "' is out of range");
   p.gpu_name = j["gpu_name"].get<std::string>();
   p.sm_version = j["sm_version"].get<int>();
   p.sm_count = j["sm_count"].get<int>();
@@ -85,5 +97,6 @@ StatusOr<DeviceProfile> load_device_profile(const std::string& path) {
   else return invalid_argument("device profile '" + path + "': missing 'cudnn_device_properties'");
   return p;
 }
+}  // namespace
 
 }  // namespace kiln

@@ -6,10 +6,14 @@
 #include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "gpu_test_util.h"  // a skip for want of a GPU fails where one is expected (KILN_EXPECT_GPU)
+#include "kiln/device.h"
 
 namespace {
 
@@ -95,7 +99,7 @@ TEST(RunCli, HostReferenceOverItsCapIsNotSupported) {
 TEST(RunCli, BothReferencesAreReported) {
   CliRun r = run_kiln("run " + ex("small/matmul_amax.json") + " --reference both");
   ASSERT_TRUE(r.code == 0 || r.code == 3) << r.code << "\n" << r.out << r.err;
-  if (r.code == 3) GTEST_SKIP() << "no GPU: " << r.err;
+  if (r.code == 3) KILN_SKIP_WITHOUT_GPU("no GPU: " + r.err);
   EXPECT_NE(r.out.find("verify against the host reference:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("verify against the device reference:"), std::string::npos) << r.out;
 }
@@ -103,9 +107,105 @@ TEST(RunCli, BothReferencesAreReported) {
 TEST(RunCli, BothWithTheHostOverItsCapReportsItNotSupported) {
   CliRun r = run_kiln("run " + ex("small/matmul_amax.json") + " --reference both --host-max-macs 100");
   ASSERT_TRUE(r.code == 0 || r.code == 3) << r.code << "\n" << r.out << r.err;
-  if (r.code == 3) GTEST_SKIP() << "no GPU: " << r.err;
+  if (r.code == 3) KILN_SKIP_WITHOUT_GPU("no GPU: " + r.err);
   EXPECT_NE(r.out.find("host reference: NotSupported: graph 'matmul_amax_small' needs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("verify against the device reference:"), std::string::npos) << r.out;
+}
+
+// ---- without a GPU (issue 10 case 7): one plain line, exit 3, no C++ source text ---------------------------
+
+bool has_gpu() {
+  kiln::StatusOr<int> n = kiln::device_count();
+  return n.is_ok() && *n > 0;
+}
+
+// What C++ source looks like in a message: a call "name(", an address-of "&", a comparison or a scope.
+std::string source_text_in(const std::string& msg) {
+  for (const char* token : {"&", "!=", "==", "::", "->", "?"})
+    if (msg.find(token) != std::string::npos) return token;
+  for (size_t i = 1; i < msg.size(); ++i)
+    if (msg[i] == '(' && (std::isalnum(static_cast<unsigned char>(msg[i - 1])) || msg[i - 1] == '_'))
+      return msg.substr(i < 30 ? 0 : i - 30, 31);
+  return "";
+}
+
+size_t lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// `start`: how the one line on stderr starts.
+void expect_plain_no_gpu_line(const CliRun& r, const std::string& what,
+                              const std::string& start = "kiln: Unavailable: no usable CUDA device: ") {
+  EXPECT_EQ(r.code, 3) << what << ": " << r.out << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << what << ": " << r.err;
+  EXPECT_EQ(r.err.rfind(start, 0), 0u) << what << ": " << r.err;
+  EXPECT_NE(r.err.find("the driver is missing or older than the CUDA runtime (cudaErrorInsufficientDriver)"),
+            std::string::npos) << what << ": " << r.err;
+  EXPECT_EQ(source_text_in(r.err), "") << what << ": " << r.err;
+}
+
+TEST(RunCli, RunWithoutAGpuSaysSoPlainly) {
+  if (has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  CliRun r = run_kiln("run " + ex("small/conv_bias_relu.json"));
+  expect_plain_no_gpu_line(r, "run");
+  EXPECT_NE(r.err.find("`kiln doctor` says more"), std::string::npos) << r.err;
+}
+
+TEST(RunCli, TuneWithoutAGpuSaysSoPlainly) {
+  if (has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  CliRun r = run_kiln("tune " + ex("small/conv_bias_relu.json") + " --store " + test_dir() + "/t.db");
+  expect_plain_no_gpu_line(r, "tune");
+  EXPECT_NE(r.err.find("`kiln doctor` says more"), std::string::npos) << r.err;
+}
+
+// -v keeps the path the error travelled, C++ and all, apart from the message.
+TEST(RunCli, VerboseKeepsTheFailedCallInTheTrace) {
+  if (has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  CliRun r = run_kiln("-v run " + ex("small/conv_bias_relu.json"));
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("trace:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cudaStreamCreateWithFlags(&s"), std::string::npos) << r.err;
+}
+
+// ---- files a run writes (issue 10 case 4) -----------------------------------------------------------------
+
+// An existing output file is refused before the GPU is asked, so this holds on any machine.
+TEST(RunCli, SaveOutputsRefusesAnExistingFileBeforeRunning) {
+  const std::string dir = test_dir() + "/outputs";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string y = dir + "/y.bin";
+  std::ofstream(y) << "earlier outputs";
+  CliRun r = run_kiln("run " + ex("small/conv_bias_relu.json") + " --save-outputs " + dir);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("output file " + y + " already exists (pass --force to write over it)"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(y), "earlier outputs");
+  r = run_kiln("run " + ex("small/conv_bias_relu.json") + " --save-outputs " + dir + " --force");
+  ASSERT_TRUE(r.code == 0 || r.code == 3) << r.code << "\n" << r.out << r.err;
+  if (r.code == 3) {
+    EXPECT_EQ(slurp(y), "earlier outputs");  // no GPU: nothing ran, nothing written
+  }
+}
+
+TEST(RunCli, ProfileRecordRefusesAnExistingFileBeforeAskingTheGpu) {
+  const std::string out = test_dir() + "/device.json";
+  std::ofstream(out) << "{}";
+  CliRun r = run_kiln("profile record --out " + out);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("device profile " + out + " already exists (pass --force to write over it)"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(out), "{}");
+  if (has_gpu()) return;
+  // Without a GPU a new file is not created, and the message is plain.
+  const std::string fresh = test_dir() + "/fresh_device.json";
+  std::remove(fresh.c_str());
+  r = run_kiln("profile record --out " + fresh);
+  expect_plain_no_gpu_line(r, "profile record",
+                           "kiln: Unavailable: profile record reads this machine's GPU: no usable CUDA device: ");
+  struct stat st {};
+  EXPECT_NE(::stat(fresh.c_str(), &st), 0);
 }
 
 }  // namespace

@@ -7,12 +7,14 @@
 #include <sstream>
 #include <sys/stat.h>
 
+#include "kiln/atomic_file.h"
 #include "kiln/device_check.h"
 #include "kiln/device_io.h"
 #include "kiln/fingerprint.h"
 #include "kiln/log.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_chain.h"
+#include "kiln/plan_words.h"
 #include "kiln/reference.h"
 #include "kiln/segments.h"
 #include "kiln/retune.h"
@@ -112,14 +114,16 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
   }
   LowerTarget target;
   target.handle = handle;
-  KILN_ASSIGN_OR_RETURN(out.plan, LoweredGraph::create(graph, target));
+  // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/plan_words.h).
+  KILN_ASSIGN_OR_RETURN(out.plan, with_plan_words(LoweredGraph::create(graph, target), graph.name));
   if (pin) {
-    KILN_RETURN_IF_ERROR(out.plan.build_config(*pin));
+    KILN_RETURN_IF_ERROR(plan_failure_in_words(out.plan.build_config(*pin), graph.name));
     out.source = "pinned";
   } else {
-    KILN_RETURN_IF_ERROR(out.plan.build_heuristic());
+    KILN_RETURN_IF_ERROR(plan_failure_in_words(out.plan.build_heuristic(), graph.name));
     out.source = "heuristics";
   }
+  for (const std::string& w : out.plan.workarounds()) out.reasons.push_back("known cuDNN defect worked around: " + w);
   out.config = out.plan.config();
   out.obtain_ms = ms_since(t0);
   return out;
@@ -193,7 +197,21 @@ Verdict RunReport::verdict() const {
   return refused ? Verdict::kNotSupported : Verdict::kNotVerified;
 }
 
+namespace {
+// --save-outputs: <folder>/<output tensor name>.bin.
+std::string output_file(const RunOptions& o, const Graph& graph, size_t i) {
+  return o.save_outputs_dir + "/" + graph.tensors[graph.outputs[i]].name + ".bin";
+}
+
+StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o);
+}  // namespace
+
 StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
+  return catch_exceptions("running graph '" + graph.name + "'", [&] { return run_graph_unchecked(graph, o); });
+}
+
+namespace {
+StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o) {
   RunReport rep;
   if (o.verify && !(o.host_max_macs > 0))
     return invalid_argument("the host reference cap must be positive, got " + macs_text(o.host_max_macs));
@@ -220,6 +238,14 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
   }
   const bool host_check = std::find(kinds.begin(), kinds.end(), ReferenceKind::kHost) != kinds.end() &&
                           host_refused.empty();
+  // An output file that would be written over is refused before the run, not after it.
+  if (!o.save_outputs_dir.empty())
+    for (size_t i = 0; i < graph.outputs.size(); ++i) {
+      FileWriteOptions fo;
+      fo.overwrite = o.overwrite_outputs;
+      fo.what = "output file";
+      KILN_RETURN_IF_ERROR(check_destination(output_file(o, graph, i), fo));
+    }
   KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
   std::unique_ptr<PlanStore> store;
@@ -291,16 +317,9 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
     }
   }
 
-  if (!o.save_outputs_dir.empty()) {
-    ::mkdir(o.save_outputs_dir.c_str(), 0755);
-    for (size_t i = 0; i < graph.outputs.size(); ++i) {
-      std::string path = o.save_outputs_dir + "/" + graph.tensors[graph.outputs[i]].name + ".bin";
-      std::ofstream f(path, std::ios::binary | std::ios::trunc);
-      auto bytes = rep.outputs[i].encode();
-      f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-      if (!f.good()) return unavailable("cannot write output '" + path + "'");
-    }
-  }
+  if (!o.save_outputs_dir.empty())
+    for (size_t i = 0; i < graph.outputs.size(); ++i)
+      KILN_RETURN_IF_ERROR(rep.outputs[i].write_file(output_file(o, graph, i), o.overwrite_outputs));
   rep.reference_kind = "none";
   if (o.verify) {
     // The device reference and comparison stay on the device: from the inputs where the plan read them.
@@ -343,5 +362,6 @@ StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& o) {
   }
   return rep;
 }
+}  // namespace
 
 }  // namespace kiln

@@ -3,14 +3,25 @@
 
 #include <algorithm>
 
+#include "kiln/limits.h"
+#include "kiln/plan_words.h"
+
 namespace kiln {
 
 StatusOr<std::vector<GraphPart>> graph_segments(const Graph& graph) {
-  return partition_graph(graph, split_after_reductions(graph), graph.intermediate_dtype);
+  KILN_ASSIGN_OR_RETURN(std::vector<int> groups, cudnn_segment_groups(graph));
+  return partition_graph(graph, groups, graph.intermediate_dtype);
 }
 
 StatusOr<SegmentDecision> segments_if_unfusable(const Graph& graph, cudnnHandle_t handle) {
   SegmentDecision d;
+  // Past cuDNN's operations per graph, the whole graph cannot even be handed over: cut it without asking.
+  if (exceeds_cudnn_operation_limit(graph)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int> groups, cudnn_segment_groups(graph));
+    KILN_ASSIGN_OR_RETURN(d.segments, partition_graph(graph, groups, graph.intermediate_dtype));
+    d.why = check_cudnn_limits(graph).message();
+    return d;
+  }
   std::vector<int> groups = split_after_reductions(graph);
   if (std::all_of(groups.begin(), groups.end(), [](int g) { return g == 0; })) return d;
   LowerTarget target;
@@ -25,7 +36,7 @@ StatusOr<SegmentDecision> segments_if_unfusable(const Graph& graph, cudnnHandle_
     why = lg.status();
   }
   KILN_ASSIGN_OR_RETURN(d.segments, partition_graph(graph, groups, graph.intermediate_dtype));
-  d.why = why.message();
+  d.why = plan_failure_in_words(why, graph.name).message();
   return d;
 }
 

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace {
 
 struct CliRun {
@@ -82,6 +84,23 @@ TEST(Cli, TuneNamesABadFusionPolicyOrMaterializeDtype) {
   EXPECT_NE(r.err.find("--materialize: unknown dtype 'fp64'"), std::string::npos) << r.err;
 }
 
+// Regressions as users met them: exit 2 with the named error, never a crash (a long pin overflowed the
+// stack in std::regex) and never "OK" (a stride whose footprint overflows 64 bits).
+TEST(Cli, ValidateRefusesOverflowingStridesAndLongPinsWithExit2) {
+  std::string stride = write_temp("stride.json", R"({"io_dtype": "fp32", "tensors": {"x": {"dims": [4, 4], "strides": [9223372036854775807, 1]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  CliRun r = run_kiln("validate " + stride);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("tensor 'x': strides [9223372036854775807,1]"), std::string::npos) << r.err;
+  std::string pin = "eng1";
+  for (int i = 0; i < 20000; ++i) pin += "_k1=1";
+  std::string long_pin = write_temp("long_pin.json", R"({"pin": ")" + pin + R"(", "tensors": {"x": {"dims": [4]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  r = run_kiln("validate " + long_pin);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("key 'pin': 100004 bytes, over the limit of 256"), std::string::npos) << r.err;
+}
+
 TEST(Cli, ValidateMalformedAndMissing) {
   std::string bad = write_temp("malformed.json", "{\"tensors\": [\n");
   CliRun r = run_kiln("validate " + bad);
@@ -126,6 +145,137 @@ TEST(Cli, Signature) {
   EXPECT_EQ(hash.size(), 32u);
   CliRun bad = run_kiln("signature /nonexistent/x.json");
   EXPECT_EQ(bad.code, 2);
+}
+
+// ---- kiln compile (issue 10 case 6): every spec checked first, a spec's pin built or failed ----------------
+
+std::string h200_profile() { return std::string(KILN_SOURCE_DIR) + "/profiles/h200.json"; }
+
+// A fresh store path of this process.
+std::string fresh_store(const std::string& name) {
+  std::string path = test_dir() + "/" + name;
+  std::remove(path.c_str());
+  return path;
+}
+
+std::string spec_with_pin(const std::string& name, const std::string& example, const std::string& pin) {
+  std::ifstream in(ex(example));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  j["pin"] = pin;
+  return write_temp(name, j.dump(2));
+}
+
+const char* kUnknownOpSpec = R"({"tensors": {"x": {"dims": [2]}},
+    "nodes": [{"name": "n", "op": "nope", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})";
+
+// `kiln compile good bad good2` stored the first and stopped at the second.
+TEST(Cli, CompileChecksEverySpecBeforeCompilingAny) {
+  const std::string bad = write_temp("compile_unknown_op.json", kUnknownOpSpec);
+  const std::string store = fresh_store("compile_all_first.db");
+  const std::string specs = ex("small/conv_bias_relu.json") + " " + bad + " " + ex("small/conv_dgrad.json");
+  CliRun r = run_kiln("compile " + specs + " --target " + h200_profile() + " --store " + store);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.out.find("INVALID  " + bad + ": node 'n': unknown op 'nope'"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("1 of 3 specs are not valid (above): nothing was compiled (--keep-going compiles the valid "
+                       "ones)"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("untuned"), std::string::npos) << r.out;  // no plan line
+  struct stat st {};
+  EXPECT_NE(::stat(store.c_str(), &st), 0) << "the store was created though nothing was compiled";
+}
+
+TEST(Cli, CompileKeepGoingCompilesTheValidSpecs) {
+  const std::string bad = write_temp("compile_unknown_op2.json", kUnknownOpSpec);
+  const std::string store = fresh_store("compile_keep_going.db");
+  const std::string specs = ex("small/conv_bias_relu.json") + " " + bad + " " + ex("small/conv_dgrad.json");
+  CliRun r = run_kiln("compile " + specs + " --keep-going --target " + h200_profile() + " --store " + store);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;  // the invalid spec is still reported
+  EXPECT_NE(r.out.find("INVALID  " + bad), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conv_bias_relu_small"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("compiled 2 of 3 specs"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("1 of 3 specs are not valid (above) and were skipped"), std::string::npos) << r.err;
+  CliRun ls = run_kiln("plans ls --store " + store);
+  EXPECT_EQ(ls.code, 0) << ls.err;
+  EXPECT_NE(ls.out.find("2 plans in"), std::string::npos) << ls.out;
+}
+
+// A spec's "pin" naming an engine cuDNN does not offer was ignored and the heuristics' plan stored.
+TEST(Cli, CompileFailsOnASpecPinThatCannotBeBuilt) {
+  const std::string pinned = spec_with_pin("compile_bad_pin.json", "small/conv_bias_relu.json", "eng9999");
+  const std::string store = fresh_store("compile_bad_pin.db");
+  CliRun r = run_kiln("compile " + pinned + " --target " + h200_profile() + " --store " + store);
+  EXPECT_EQ(r.code, 5) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("the spec's \"pin\" eng9999 for graph 'conv_bias_relu_small' cannot be built"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("untuned"), std::string::npos) << "a heuristic plan was stored instead: " << r.out;
+  CliRun ls = run_kiln("plans ls --store " + store);
+  EXPECT_NE(ls.out.find("0 plans in"), std::string::npos) << ls.out;
+}
+
+// The pin is built exactly: the engine the heuristics chose, pinned, compiles and says so. Only the engine id
+// is pinned: src/lower cannot yet rebuild every knob type the heuristics report (eng32_k2=15_k6=3... fails with
+// "knob type 6 is unknown to cuDNN Frontend 12300"), which is lower's to fix, not compile's.
+TEST(Cli, CompileBuildsTheSpecPin) {
+  CliRun first = run_kiln("compile " + ex("small/conv_bias_relu.json") + " --target " + h200_profile() +
+                          " --store " + fresh_store("compile_heuristic.db"));
+  ASSERT_EQ(first.code, 0) << first.out << first.err;
+  const size_t at = first.out.find(" eng");
+  ASSERT_NE(at, std::string::npos) << first.out;
+  const std::string identity = first.out.substr(at + 1, first.out.find_first_of(" _", at + 1) - at - 1);
+  ASSERT_EQ(identity.rfind("eng", 0), 0u) << identity;
+  const std::string pinned = spec_with_pin("compile_good_pin.json", "small/conv_bias_relu.json", identity);
+  CliRun r = run_kiln("compile " + pinned + " --target " + h200_profile() + " --store " + fresh_store("compile_pin.db"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(identity + " (pinned)"), std::string::npos) << r.out;
+}
+
+// cuDNN's "No valid engine configs for ___" and the frontend's "cuda_get_device(&device) failed with ..." were
+// printed as they came (issue 10 case 7). Without the CUDA driver library these graphs cannot compile here; on
+// a machine where they compile there is no message to check.
+TEST(Cli, CompileSaysInWordsWhyAGraphHasNoPlan) {
+  CliRun r = run_kiln("compile " + ex("small/conv_wgrad.json") + " " + ex("small/sdpa_fwd.json") + " --target " +
+                      h200_profile() + " --store " + fresh_store("compile_words.db"));
+  if (r.code == 0) GTEST_SKIP() << "both compiled here: " << r.out;
+  // Without a driver both are a result, not a failure: "needs a GPU" with the reason in words, exit 3
+  // (lower.CompileCli.GraphsThatNeedAGpuAreReportedNotFailed checks the wording); a failure is exit 5.
+  EXPECT_TRUE(r.code == 3 || r.code == 5) << r.out << r.err;
+  for (const std::string* text : {&r.out, &r.err}) {
+    EXPECT_EQ(text->find("No valid engine configs"), std::string::npos) << *text;
+    EXPECT_EQ(text->find('&'), std::string::npos) << *text;
+    EXPECT_EQ(text->find("cuda_get_device"), std::string::npos) << *text;
+  }
+  if (r.code == 3) {
+    EXPECT_NE(r.out.find("conv_wgrad_small             needs a GPU: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("sdpa_fwd_small               needs a GPU: "), std::string::npos) << r.out;
+  }
+  if (r.out.find("conv_wgrad_small             FAILED") != std::string::npos) {
+    EXPECT_NE(r.out.find("FAILED  cuDNN offers no engine configuration for graph 'conv_wgrad_small': "),
+              std::string::npos) << r.out;
+  }
+  if (r.out.find("sdpa_fwd_small               FAILED") != std::string::npos) {
+    EXPECT_NE(r.out.find("graph 'sdpa_fwd_small': a CUDA query inside cuDNN Frontend failed: "), std::string::npos)
+        << r.out;
+  }
+}
+
+// ---- unknown commands ------------------------------------------------------------------------------------
+
+TEST(Cli, UnknownCommandIsNamedAndTheCommandsListed) {
+  CliRun r = run_kiln("bogus");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("kiln: unknown command 'bogus'; the commands are: compile, doctor, plans, profile, run, "
+                       "signature, tune, validate"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
+  r = run_kiln("-v plans lsit");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("unknown command 'lsit' for 'kiln plans'; the commands are: ls, show, rm"), std::string::npos)
+      << r.err;
+  // A known command with a bad flag still gets CLI11's own message.
+  r = run_kiln("validate --no-such-flag x.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no-such-flag"), std::string::npos) << r.err;
 }
 
 }  // namespace

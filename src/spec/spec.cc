@@ -2,6 +2,8 @@
 // parse_spec_string's try block, and typed access goes through the checked getters below.
 #include "kiln/spec.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -10,13 +12,76 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <vector>
 
+#include "kiln/limits.h"
 #include "spec/op_table.h"
 
 namespace kiln {
 namespace {
 
-using Json = nlohmann::ordered_json;
+// std::map-backed: nlohmann's ordered_json finds keys by a linear scan, so a spec with many tensors took
+// quadratic time to parse. Declaration order (which Graph::tensors keeps) is recorded by KeyScan instead.
+using Json = nlohmann::json;
+
+// One linear pass over the text before the DOM is built (nlohmann's callback parser, used before, scans
+// the enclosing array at every object end: quadratic in the number of nodes). Finds the first key an
+// object repeats (nlohmann keeps the last silently; a spec that repeats one is ambiguous) and records the
+// order of the top-level "tensors" object's keys.
+class KeyScan : public nlohmann::json_sax<Json> {
+ public:
+  std::string duplicate, duplicate_in;
+  std::vector<std::string> tensor_order;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    const bool tensors = objects_.size() == 1 && containers_ == 1 && last_key_ == "tensors";
+    objects_.push_back(Object{objects_.empty() ? std::string("spec") : last_key_, {}, tensors});
+    ++containers_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    last_key_ = k;
+    if (objects_.empty()) return true;
+    Object& o = objects_.back();
+    if (!o.keys.insert(k).second && duplicate.empty()) {
+      duplicate = k;
+      duplicate_in = o.name;
+    }
+    if (o.tensors) tensor_order.push_back(k);
+    return true;
+  }
+  bool end_object() override {
+    if (!objects_.empty()) objects_.pop_back();
+    --containers_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++containers_;
+    return true;
+  }
+  bool end_array() override {
+    --containers_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  struct Object {
+    std::string name;
+    std::set<std::string> keys;
+    bool tensors;  // the top-level "tensors" object
+  };
+  std::vector<Object> objects_;
+  int containers_ = 0;  // open objects and arrays
+  std::string last_key_;
+};
 
 const char* json_type(const Json& j) {
   switch (j.type()) {
@@ -235,7 +300,7 @@ Status parse_names(const Json& j, const std::string& where, std::vector<std::str
   return Status::ok();
 }
 
-Status parse_document(const Json& doc, Graph* g) {
+Status parse_document(const Json& doc, const std::vector<std::string>& tensor_order, Graph* g) {
   if (!doc.is_object()) return type_error("spec", "an object", doc);
   KILN_RETURN_IF_ERROR(check_keys(doc, "spec", {"name", "description", "io_dtype", "intermediate_dtype",
                                                  "compute_dtype", "dynamic", "tensors", "nodes", "outputs", "pin"}));
@@ -248,6 +313,10 @@ Status parse_document(const Json& doc, Graph* g) {
   }
   if (doc.contains("pin")) {
     KILN_RETURN_IF_ERROR(get_string(doc["pin"], "spec: key 'pin'", &g->pin));
+    // std::regex recurses per character: a long pin would exhaust the stack before it is refused.
+    if (g->pin.size() > limits::kMaxNameBytes)
+      return invalid_argument("spec: key 'pin': " + std::to_string(g->pin.size()) + " bytes, over the limit of " +
+                              std::to_string(limits::kMaxNameBytes) + " (docs/spec.md \"Limits\")");
     static const std::regex kIdentity("eng[0-9]+(_k[0-9]+=-?[0-9]+)*");
     if (!std::regex_match(g->pin, kIdentity))
       return invalid_argument("spec: key 'pin': '" + g->pin +
@@ -272,12 +341,28 @@ Status parse_document(const Json& doc, Graph* g) {
   std::map<std::string, int> index;
   const Json& tensors = doc["tensors"];
   if (!tensors.is_object()) return type_error("spec: key 'tensors'", "an object of name: tensor", tensors);
-  for (auto it = tensors.begin(); it != tensors.end(); ++it) {
-    if (it.key().empty()) return invalid_argument("spec: key 'tensors': empty tensor name");
+  // Counted before anything is built from them (validate_graph checks the graph's totals again).
+  if (static_cast<int64_t>(tensors.size()) > limits::kMaxTensors)
+    return invalid_argument("spec: key 'tensors': " + std::to_string(tensors.size()) +
+                            " tensors, over the limit of " + std::to_string(limits::kMaxTensors) +
+                            " (docs/spec.md \"Limits\")");
+  if (doc["nodes"].is_array() && static_cast<int64_t>(doc["nodes"].size()) > limits::kMaxNodes)
+    return invalid_argument("spec: key 'nodes': " + std::to_string(doc["nodes"].size()) + " nodes, over the limit of " +
+                            std::to_string(limits::kMaxNodes) + " (docs/spec.md \"Limits\")");
+  // Declaration order (from KeyScan; the object itself is sorted by name).
+  std::vector<std::string> names = tensor_order;
+  if (names.size() != tensors.size()) {
+    names.clear();
+    for (auto it = tensors.begin(); it != tensors.end(); ++it) names.push_back(it.key());
+  }
+  for (const std::string& name : names) {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) return internal_error("spec: key 'tensors': tensor '" + name + "' went missing");
+    if (name.empty()) return invalid_argument("spec: key 'tensors': empty tensor name");
     TensorDesc t;
-    KILN_RETURN_IF_ERROR(parse_tensor(it.key(), it.value(), &t));
+    KILN_RETURN_IF_ERROR(parse_tensor(name, it.value(), &t));
     g->tensors.push_back(t);
-    index[it.key()] = static_cast<int>(g->tensors.size()) - 1;
+    index[name] = static_cast<int>(g->tensors.size()) - 1;
   }
 
   const Json& nodes = doc["nodes"];
@@ -341,39 +426,27 @@ Status parse_document(const Json& doc, Graph* g) {
 
 StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& source_name,
                                   const ValidateOptions& options) {
+  if (static_cast<int64_t>(text.size()) > limits::kMaxSpecBytes)
+    return invalid_argument(source_name + ": " + std::to_string(text.size()) + " bytes, over the limit of " +
+                            std::to_string(limits::kMaxSpecBytes) + " bytes for a spec (docs/spec.md \"Limits\")");
   try {
     Json doc;
-    // nlohmann keeps the last of repeated keys silently; a spec that repeats one is ambiguous, so the parse
-    // callback records the first repeat (per object) and it is reported below.
-    std::vector<std::pair<std::string, std::set<std::string>>> objects;
-    std::string last_key = "spec", duplicate, duplicate_in;
-    auto on_event = [&](int /*depth*/, nlohmann::detail::parse_event_t event, Json& parsed) {
-      using E = nlohmann::detail::parse_event_t;
-      if (event == E::object_start) {
-        objects.emplace_back(objects.empty() ? std::string("spec") : last_key, std::set<std::string>{});
-      } else if (event == E::object_end) {
-        if (!objects.empty()) objects.pop_back();
-      } else if (event == E::key && parsed.is_string()) {
-        last_key = parsed.get<std::string>();
-        if (!objects.empty() && !objects.back().second.insert(last_key).second && duplicate.empty()) {
-          duplicate = last_key;
-          duplicate_in = objects.back().first;
-        }
-      }
-      return true;
-    };
+    KeyScan scan;
+    // A text the scan cannot read is malformed: the DOM parse below reports where, as it always did.
+    const bool scanned = Json::sax_parse(text, &scan);
     try {
-      doc = Json::parse(text, on_event);
+      doc = Json::parse(text);
     } catch (const Json::parse_error& e) {
       return invalid_argument(source_name + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
     } catch (const Json::exception& e) {  // e.g. out_of_range.406: a number literal that overflows a double
       return invalid_argument(source_name + ": malformed JSON: " + e.what());
     }
-    if (!duplicate.empty())
-      return invalid_argument(source_name + ": duplicate key '" + duplicate + "' in '" + duplicate_in +
+    if (!scanned) return invalid_argument(source_name + ": malformed JSON");
+    if (!scan.duplicate.empty())
+      return invalid_argument(source_name + ": duplicate key '" + scan.duplicate + "' in '" + scan.duplicate_in +
                               "' (a JSON object must not repeat a key)");
     Graph g;
-    Status s = parse_document(doc, &g);
+    Status s = parse_document(doc, scan.tensor_order, &g);
     if (!s.is_ok()) return s.with_context(source_name);
     s = validate_graph(g, options);
     if (!s.is_ok()) return s.with_context(source_name);
@@ -384,12 +457,29 @@ StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& so
 }
 
 StatusOr<Graph> parse_spec_file(const std::string& path, const ValidateOptions& options) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return invalid_argument(path + ": is a folder, not a spec file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path + ": cannot open spec file");
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Refused by its size before it is read (a spec past the limit is not worth the memory).
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size > limits::kMaxSpecBytes)
+    return invalid_argument(path + ": " + std::to_string(size) + " bytes, over the limit of " +
+                            std::to_string(limits::kMaxSpecBytes) + " bytes for a spec (docs/spec.md \"Limits\")");
+  in.seekg(0, std::ios::beg);
+  in.clear();
+  // Read in pieces, never past the limit: a device or pipe (/dev/zero, a FIFO) reports no size.
+  std::string text;
+  std::vector<char> piece(1 << 16);
+  while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {
+    text.append(piece.data(), static_cast<size_t>(in.gcount()));
+    if (text.size() > static_cast<size_t>(limits::kMaxSpecBytes))
+      return invalid_argument(path + ": more than " + std::to_string(limits::kMaxSpecBytes) +
+                              " bytes, over the limit for a spec (docs/spec.md \"Limits\")");
+  }
   if (in.bad()) return not_found(path + ": cannot read spec file");
-  return parse_spec_string(text.str(), path, options);
+  return parse_spec_string(text, path, options);
 }
 
 }  // namespace kiln

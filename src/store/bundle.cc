@@ -6,12 +6,15 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
+#include "kiln/atomic_file.h"
 #include "kiln/hash.h"
 #include "kiln/log.h"
 #include "kiln/plan_store.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
+#include "store/schema_check.h"
 #include "store/sqlite_util.h"
 
 namespace kiln {
@@ -51,18 +54,15 @@ std::string insert_sql(const char* table, const char* verb) {
 }  // namespace
 
 StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, const ExportOptions& options) {
-  namespace fs = std::filesystem;
-  std::string tmp = bundle_path + ".tmp-" + std::to_string(getpid());
-  std::error_code ec;
-  fs::remove(tmp, ec);
-  fs::path parent = fs::path(bundle_path).parent_path();
-  if (!parent.empty() && !fs::exists(parent, ec)) {
-    fs::create_directories(parent, ec);
-    if (ec) return unavailable("cannot create folder " + parent.string() + ": " + ec.message());
-  }
+  FileWriteOptions fo;
+  fo.overwrite = options.overwrite;
+  fo.what = "bundle";
+  fo.protected_paths = database_files();
+  fo.protected_what = "the plan store this export reads (" + path_ + ")";
+  KILN_RETURN_IF_ERROR(check_destination(bundle_path, fo));
 
   ExportReport out;
-  auto write = [&]() -> Status {
+  auto write = [&](const std::string& tmp) -> Status {
     sqlite3* raw = nullptr;
     int rc = sqlite3_open_v2(tmp.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
     DbPtr bundle(raw);
@@ -162,16 +162,8 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
     out.records = static_cast<int64_t>(entries.size());
     return Status::ok();
   };
-  Status s = write();
-  if (!s.is_ok()) {
-    fs::remove(tmp, ec);
-    return s.with_context("exporting to " + bundle_path);
-  }
-  fs::rename(tmp, bundle_path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return unavailable("cannot move the bundle into place at " + bundle_path + ": " + ec.message());
-  }
+  Status s = write_file_atomically(bundle_path, fo, write);
+  if (!s.is_ok()) return s.with_context("exporting to " + bundle_path);
   return out;
 }
 
@@ -187,6 +179,7 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) return not_found("bundle " + path + " does not exist");
+  if (fs::is_directory(path, ec)) return invalid_argument("bundle " + path + " is a folder, not a bundle file");
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr);
   DbPtr db(raw);
@@ -214,12 +207,14 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
     if (m.value("format", std::string()) != kBundleFormat) return corruption(what + ": not a Kiln plan bundle manifest");
     int bv = m.at("bundle_version").get<int>();
     if (bv > kBundleVersion)
-      return failed_precondition(what + " has bundle version " + std::to_string(bv) +
-                                 ", newer than this Kiln understands (" + std::to_string(kBundleVersion) + ")");
+      return newer_version(what + " has bundle version " + std::to_string(bv) +
+                           ", newer than this Kiln understands (" + std::to_string(kBundleVersion) +
+                           "): it was made by a newer Kiln; upgrade Kiln to import it");
     int sv = m.at("schema_version").get<int>();
     if (sv > kStoreSchemaVersion)
-      return failed_precondition(what + " has store schema version " + std::to_string(sv) +
-                                 ", newer than this Kiln understands (" + std::to_string(kStoreSchemaVersion) + ")");
+      return newer_version(what + " has store schema version " + std::to_string(sv) +
+                           ", newer than this Kiln understands (" + std::to_string(kStoreSchemaVersion) +
+                           "): it was made by a newer Kiln; upgrade Kiln to import it");
     declared_count = m.at("record_count").get<int64_t>();
     declared_sum = m.at("bundle_checksum").get<std::string>();
     for (const auto& e : m.at("records"))
@@ -238,6 +233,15 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   if (bundle_checksum(entries) != declared_sum) return corruption(what + ": the manifest's bundle checksum does not match");
   std::map<std::string, std::string> listed;
   for (const auto& e : entries) listed[entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)] = e.checksum;
+
+  // The tables are the ones Kiln writes (not views, no column missing); graph_specs may be absent (older
+  // bundles), plans may not.
+  for (const auto& [table, sql, required] :
+       {std::tuple<const char*, std::string, bool>{"plans", store::plans_table_sql("plans"), true},
+        std::tuple<const char*, std::string, bool>{"graph_specs", store::graph_specs_table_sql("graph_specs"), false}}) {
+    Status t = store::check_table_schema(raw, table, sql, required);
+    if (!t.is_ok()) return Status(t.code(), what + ": " + t.message());
+  }
 
   BundleContents out;
   std::set<std::string> seen;

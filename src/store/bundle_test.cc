@@ -219,5 +219,75 @@ TEST(Bundle, ExportRefusesCorruptRecords) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("b")));
 }
 
+// Issue 10 case 4: an export wrote over any file, the store it read included.
+TEST(Bundle, ExportRefusesAnExistingFileAndNeverTheStoreItself) {
+  TempDir dir;
+  std::string path = dir.file("src.db");
+  auto src = open_store(path);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
+  std::string taken = dir.file("taken.kilnbundle");
+  std::ofstream(taken) << "not yours";
+  StatusOr<ExportReport> ex = src->export_bundle(taken);
+  ASSERT_FALSE(ex.is_ok());
+  EXPECT_EQ(ex.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ex.status().message().find("already exists"), std::string::npos) << ex.status().message();
+  ExportOptions force;
+  force.overwrite = true;
+  ASSERT_TRUE(src->export_bundle(taken, force).is_ok());
+
+  for (const std::string& own : src->database_files()) {
+    ex = src->export_bundle(own, force);
+    ASSERT_FALSE(ex.is_ok()) << own;
+    EXPECT_EQ(ex.status().code(), StatusCode::kInvalidArgument) << own;
+    EXPECT_NE(ex.status().message().find("the plan store this export reads"), std::string::npos)
+        << ex.status().message();
+  }
+  // The store is whole and still the same file.
+  StatusOr<VerifyReport> v = src->verify();
+  ASSERT_TRUE(v.is_ok()) << v.status().to_string();
+  EXPECT_EQ(v->ok, 3);
+  EXPECT_EQ(v->integrity, "ok");
+}
+
+// Issue 10 case 5: a bundle without its plans table exited 10, a newer one 6, a folder 3.
+TEST(Bundle, DamagedNewerAndFolderBundlesHaveTheirOwnCodes) {
+  TempDir dir;
+  auto src = open_store(dir.file("src.db"));
+  ASSERT_TRUE(src->put(make_record(1)).is_ok());
+  std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(src->export_bundle(bundle).is_ok());
+  auto dst = open_store(dir.file("dst.db"));
+
+  std::filesystem::copy_file(bundle, dir.file("view.kilnbundle"));
+  raw_sql(dir.file("view.kilnbundle"),
+          "ALTER TABLE plans RENAME TO p0; CREATE VIEW plans AS SELECT * FROM p0");
+  StatusOr<ImportReport> im = dst->import_bundle(dir.file("view.kilnbundle"));
+  EXPECT_EQ(im.status().code(), StatusCode::kCorruption) << im.status().to_string();
+  EXPECT_NE(im.status().message().find("'plans' is a view, not a table (damaged schema)"), std::string::npos)
+      << im.status().message();
+
+  std::filesystem::copy_file(bundle, dir.file("specs.kilnbundle"));
+  raw_sql(dir.file("specs.kilnbundle"), "ALTER TABLE graph_specs DROP COLUMN spec_json");
+  im = dst->import_bundle(dir.file("specs.kilnbundle"));
+  EXPECT_EQ(im.status().code(), StatusCode::kCorruption) << im.status().to_string();
+  EXPECT_NE(im.status().message().find("table 'graph_specs' lacks column 'spec_json'"), std::string::npos)
+      << im.status().message();
+
+  std::filesystem::copy_file(bundle, dir.file("newer.kilnbundle"));
+  raw_sql(dir.file("newer.kilnbundle"), "UPDATE bundle_manifest SET json = json_set(json, '$.schema_version', 3)");
+  im = dst->import_bundle(dir.file("newer.kilnbundle"));
+  EXPECT_EQ(im.status().code(), StatusCode::kNewerVersion) << im.status().to_string();
+  EXPECT_NE(im.status().message().find("has store schema version 3, newer than this Kiln understands (2)"),
+            std::string::npos) << im.status().message();
+
+  std::filesystem::create_directories(dir.file("folder"));
+  im = dst->import_bundle(dir.file("folder"));
+  EXPECT_EQ(im.status().code(), StatusCode::kInvalidArgument) << im.status().to_string();
+  // Nothing was imported by any of them.
+  StatusOr<std::vector<PlanSummary>> all = dst->list();
+  ASSERT_TRUE(all.is_ok());
+  EXPECT_TRUE(all->empty());
+}
+
 }  // namespace
 }  // namespace kiln

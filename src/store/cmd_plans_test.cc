@@ -1,6 +1,7 @@
 // `kiln plans` as a user runs it: the built binary on a temporary store, checking exit codes and messages.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -151,6 +152,146 @@ TEST_F(PlansCli, DamagedStoreAndMissingFiles) {
   r = run_kiln("plans ls --store " + junk);
   EXPECT_EQ(r.exit_code, kExitCorruption) << r.output;
   EXPECT_NE(r.output.find("is not a SQLite database"), std::string::npos) << r.output;
+}
+
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+// Issue 10 case 4: `plans export FILE` wrote over any file, the live store included, and exited 0.
+TEST_F(PlansCli, ExportRefusesAnExistingFileUnlessForced) {
+  std::string bundle = dir_.file("taken.kilnbundle");
+  {
+    FILE* f = std::fopen(bundle.c_str(), "wb");
+    ASSERT_TRUE(f);
+    std::fputs("someone's file", f);
+    std::fclose(f);
+  }
+  RunResult r = run_kiln("plans export " + bundle + " --store " + store_);
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_NE(r.output.find("bundle " + bundle + " already exists (pass --force to write over it)"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(read_file(bundle), "someone's file");
+
+  r = run_kiln("plans export " + bundle + " --force --store " + store_);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_NE(r.output.find("exported 4 plans"), std::string::npos) << r.output;
+  r = run_kiln("plans import " + bundle + " --store " + dir_.file("fresh.db"));
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_NE(r.output.find("imported 4"), std::string::npos) << r.output;
+  // Nothing but the bundle, the stores and their companions: no temporary file left beside the bundle.
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path()))
+    EXPECT_EQ(e.path().filename().string().find("kiln-tmp"), std::string::npos) << e.path();
+}
+
+TEST_F(PlansCli, ExportNeverWritesOverTheStoreItReads) {
+  std::filesystem::create_directories(dir_.file("sub"));
+  ASSERT_EQ(::symlink(store_.c_str(), dir_.file("link.db").c_str()), 0);
+  ASSERT_EQ(::link(store_.c_str(), dir_.file("hard.db").c_str()), 0);
+  const std::vector<std::string> targets = {store_, dir_.file("sub/../plans.db"), dir_.file("link.db"),
+                                            dir_.file("hard.db"), store_ + "-wal", store_ + "-shm",
+                                            store_ + "-journal"};
+  for (const std::string& target : targets)
+    for (const char* force : {"", " --force"}) {
+      RunResult r = run_kiln("plans export " + target + force + " --store " + store_);
+      EXPECT_EQ(r.exit_code, kExitBadInput) << target << force << ": " << r.output;
+      EXPECT_NE(r.output.find("it is " + store_), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("the plan store this export reads"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("never written over, --force or not"), std::string::npos) << r.output;
+    }
+  // Reached through the symlink as --store, the store is still recognised by identity.
+  RunResult r = run_kiln("plans export " + store_ + " --force --store " + dir_.file("link.db"));
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(store_ + "-journal"));
+  r = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(r.exit_code, kExitOk) << r.output;
+  EXPECT_NE(r.output.find("4 ok, 0 corrupt"), std::string::npos) << r.output;
+}
+
+TEST_F(PlansCli, ExportToAFolderIsBadInput) {
+  RunResult r = run_kiln("plans export " + dir_.path() + " --force --store " + store_);
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_NE(r.output.find("is a folder, not a file"), std::string::npos) << r.output;
+}
+
+// Issue 10 case 5: damaged schemas and bundles exited 10 ("a bug"), newer versions 6 (a stale plan), a folder
+// given as a bundle 3 (environment).
+TEST_F(PlansCli, DamagedStoreSchemaIsCorruption) {
+  std::string dropped = dir_.file("dropped.db");
+  std::filesystem::copy_file(store_, dropped);
+  store_test::raw_sql(dropped, "ALTER TABLE plans DROP COLUMN engine_id");
+  for (const std::string& args : {std::string("plans ls"), std::string("plans verify"),
+                                  "plans export " + dir_.file("d.kilnbundle")}) {
+    RunResult r = run_kiln(args + " --store " + dropped);
+    EXPECT_EQ(r.exit_code, kExitCorruption) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("plan store " + dropped + ": table 'plans' lacks column 'engine_id' (damaged schema)"),
+              std::string::npos) << r.output;
+  }
+
+  std::string view = dir_.file("view.db");
+  std::filesystem::copy_file(store_, view);
+  store_test::raw_sql(view, "ALTER TABLE plans RENAME TO old_plans; CREATE VIEW plans AS SELECT * FROM old_plans");
+  RunResult r = run_kiln("plans ls --store " + view);
+  EXPECT_EQ(r.exit_code, kExitCorruption) << r.output;
+  EXPECT_NE(r.output.find("'plans' is a view, not a table (damaged schema)"), std::string::npos) << r.output;
+
+  std::string gone = dir_.file("gone.db");
+  std::filesystem::copy_file(store_, gone);
+  store_test::raw_sql(gone, "DROP TABLE plans");
+  r = run_kiln("plans ls --store " + gone);
+  EXPECT_EQ(r.exit_code, kExitCorruption) << r.output;
+  EXPECT_NE(r.output.find("no 'plans' table (damaged schema)"), std::string::npos) << r.output;
+}
+
+TEST_F(PlansCli, NewerStoreSchemaExits7) {
+  store_test::raw_sql(store_, "UPDATE meta SET value='3' WHERE key='schema_version'");
+  RunResult r = run_kiln("plans ls --store " + store_);
+  EXPECT_EQ(r.exit_code, kExitNewerVersion) << r.output;
+  EXPECT_EQ(kExitNewerVersion, 7);
+  EXPECT_NE(r.output.find("kiln: NewerVersion: plan store " + store_ +
+                          ": written with store schema version 3, newer than this Kiln understands (2): upgrade Kiln"),
+            std::string::npos) << r.output;
+}
+
+TEST_F(PlansCli, DamagedNewerOrFolderBundles) {
+  std::string bundle = dir_.file("plans.kilnbundle");
+  RunResult r = run_kiln("plans export " + bundle + " --store " + store_);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
+
+  std::string no_plans = dir_.file("no_plans.kilnbundle");
+  std::filesystem::copy_file(bundle, no_plans);
+  store_test::raw_sql(no_plans, "DROP TABLE plans");
+  r = run_kiln("plans import " + no_plans + " --store " + dir_.file("a.db"));
+  EXPECT_EQ(r.exit_code, kExitCorruption) << r.output;
+  EXPECT_NE(r.output.find("bundle " + no_plans + ": no 'plans' table (damaged schema)"), std::string::npos) << r.output;
+
+  std::string dropped = dir_.file("dropped.kilnbundle");
+  std::filesystem::copy_file(bundle, dropped);
+  store_test::raw_sql(dropped, "ALTER TABLE plans DROP COLUMN checksum");
+  r = run_kiln("plans import " + dropped + " --store " + dir_.file("b.db"));
+  EXPECT_EQ(r.exit_code, kExitCorruption) << r.output;
+  EXPECT_NE(r.output.find("table 'plans' lacks column 'checksum' (damaged schema)"), std::string::npos) << r.output;
+
+  std::string newer = dir_.file("newer.kilnbundle");
+  std::filesystem::copy_file(bundle, newer);
+  store_test::raw_sql(newer, "UPDATE bundle_manifest SET json = json_set(json, '$.bundle_version', 9)");
+  r = run_kiln("plans import " + newer + " --store " + dir_.file("c.db"));
+  EXPECT_EQ(r.exit_code, kExitNewerVersion) << r.output;
+  EXPECT_NE(r.output.find("has bundle version 9, newer than this Kiln understands (1): it was made by a newer Kiln; "
+                          "upgrade Kiln to import it"),
+            std::string::npos) << r.output;
+
+  std::filesystem::create_directories(dir_.file("folder.kilnbundle"));
+  r = run_kiln("plans import " + dir_.file("folder.kilnbundle") + " --store " + dir_.file("d.db"));
+  EXPECT_EQ(r.exit_code, kExitBadInput) << r.output;
+  EXPECT_NE(r.output.find("is a folder, not a bundle file"), std::string::npos) << r.output;
 }
 
 TEST_F(PlansCli, GcClearsQuarantine) {

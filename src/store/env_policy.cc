@@ -123,6 +123,14 @@ std::array<FieldRule, kFingerprintFieldCount> EnvPolicy::default_rules() {
   return r;
 }
 
+EnvPolicy without_device_fields(EnvPolicy policy) {
+  for (FingerprintField f : {FingerprintField::kGpuName, FingerprintField::kSmVersion, FingerprintField::kSmCount,
+                             FingerprintField::kDriverVersion, FingerprintField::kDriverRelease,
+                             FingerprintField::kDeviceUuid})
+    policy.set_rule(f, FieldRule::kInformational);
+  return policy;
+}
+
 FingerprintCheck check_fingerprint(const EnvFingerprint& recorded, const EnvFingerprint& current,
                                    const EnvPolicy& policy) {
   FingerprintCheck out;

@@ -100,6 +100,25 @@ TEST(EnvPolicy, RulesCanBeTightenedAndRelaxed) {
   EXPECT_TRUE(check_fingerprint(h200(), cur, relaxed).pass);
 }
 
+TEST(EnvPolicy, WithoutDeviceFieldsJudgesOnlyTheLibraries) {
+  // A machine without a GPU knows this build's libraries, not the device: the device fields are not judged,
+  // a library that moved still is (the frontend upgrade, seen from a CPU-only machine).
+  EnvFingerprint cur = h200();
+  cur.gpu_name.clear();
+  cur.sm_version = 0;
+  cur.sm_count = 0;
+  cur.driver_version = 0;
+  EnvPolicy p = without_device_fields(EnvPolicy{});
+  EXPECT_TRUE(check_fingerprint(h200(), cur, p).pass);
+  EXPECT_FALSE(check_fingerprint(h200(), cur, EnvPolicy{}).pass);
+  cur.cudnn_frontend_version = 13200;
+  FingerprintCheck r = check_fingerprint(h200(), cur, p);
+  ASSERT_FALSE(r.pass);
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_EQ(r.reasons[0], "cudnn_frontend_version: recorded 1.23.0, current 1.32.0 (must match)");
+  EXPECT_EQ(p.on_mismatch, EnvPolicy{}.on_mismatch);
+}
+
 TEST(EnvPolicy, JsonRoundTripIsCanonical) {
   EnvFingerprint f = h200();
   std::string text = fingerprint_to_json(f);

@@ -13,6 +13,7 @@
 #include "kiln/log.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
+#include "store/schema_check.h"
 #include "store/sqlite_util.h"
 
 namespace kiln {
@@ -102,56 +103,75 @@ Status set_wal(sqlite3* db, int timeout_ms) {
   }
 }
 
-Status init_schema(sqlite3* db, bool read_only) {
-  auto body = [db, read_only]() -> Status {
-    KILN_ASSIGN_OR_RETURN(Stmt tables, Stmt::prepare(db, "SELECT name FROM sqlite_master WHERE type='table'"));
-    std::vector<std::string> names;
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, tables.step());
-      if (!row) break;
-      std::string n = tables.text(0);
-      if (n.rfind("sqlite_", 0) != 0) names.push_back(n);
-    }
-    bool has_meta = std::find(names.begin(), names.end(), "meta") != names.end();
-    if (has_meta) {
-      KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT value FROM meta WHERE key='schema_version'"));
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) return corruption("the meta table has no schema_version");
-      std::string v = st.text(0);
-      char* end = nullptr;
-      long version = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0') return corruption("schema_version '" + v + "' is not a number");
-      if (version > kStoreSchemaVersion)
-        return failed_precondition("written with store schema version " + std::to_string(version) +
-                                   ", newer than this Kiln understands (" + std::to_string(kStoreSchemaVersion) +
-                                   "): upgrade Kiln or use another store (--store / $KILN_STORE)");
-      if (version < 1) return corruption("schema_version " + v + " is not valid");
-    } else if (!names.empty()) {
+constexpr const char* kMetaTableSql = "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)";
+
+// Every Kiln table present is the table Kiln made (not a view, no column missing), and a store has its
+// plans table: a damaged schema is Corruption here, not a SQL error at the first query (exit 10).
+Status check_store_tables(sqlite3* db) {
+  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "plans", store::plans_table_sql("plans"), /*required=*/true));
+  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "quarantine", quarantine_table_sql(), false));
+  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "retune_queue", store::retune_queue_table_sql(), false));
+  return store::check_table_schema(db, "graph_specs", store::graph_specs_table_sql("graph_specs"), false);
+}
+
+// What the file holds, read without writing anything: true for a Kiln store (its version and tables
+// checked), false for an empty database; any other SQLite database is refused (InvalidArgument).
+StatusOr<bool> check_existing_schema(sqlite3* db) {
+  // Views too: a Kiln table replaced by a view is damage, not another kind of database.
+  KILN_ASSIGN_OR_RETURN(Stmt tables,
+                        Stmt::prepare(db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"));
+  std::vector<std::string> names;
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, tables.step());
+    if (!row) break;
+    std::string n = tables.text(0);
+    if (n.rfind("sqlite_", 0) != 0) names.push_back(n);
+  }
+  if (std::find(names.begin(), names.end(), "meta") == names.end()) {
+    if (!names.empty())
       return invalid_argument("a SQLite database but not a Kiln plan store (tables: " + join(names, ", ") + ")");
-    } else if (read_only) {
-      return invalid_argument("not a Kiln plan store (empty database)");
-    }
-    if (read_only) return Status::ok();
-    KILN_RETURN_IF_ERROR(exec(db, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)"));
-    KILN_RETURN_IF_ERROR(exec(db, store::plans_table_sql("plans").c_str()));
-    KILN_RETURN_IF_ERROR(exec(db, quarantine_table_sql().c_str()));
-    // Added within schema version 1 (a v1 store without them gets them here; older Kilns ignore them).
-    KILN_RETURN_IF_ERROR(exec(db, store::retune_queue_table_sql().c_str()));
-    KILN_RETURN_IF_ERROR(exec(db, store::graph_specs_table_sql("graph_specs").c_str()));
-    if (!has_meta) {
-      KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
-      ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(kStoreSchemaVersion));
-      KILN_RETURN_IF_ERROR(ins.run());
-      KILN_RETURN_IF_ERROR(ins.reset());
-      ins.bind(1, std::string_view("created_at")).bind(2, std::to_string(unix_now()));
-      KILN_RETURN_IF_ERROR(ins.run());
-    }
+    return false;
+  }
+  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "meta", kMetaTableSql, true));
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT value FROM meta WHERE key='schema_version'"));
+  KILN_ASSIGN_OR_RETURN(bool row, st.step());
+  if (!row) return corruption("the meta table has no schema_version");
+  std::string v = st.text(0);
+  char* end = nullptr;
+  long version = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') return corruption("schema_version '" + v + "' is not a number");
+  if (version > kStoreSchemaVersion)
+    return newer_version("written with store schema version " + std::to_string(version) +
+                         ", newer than this Kiln understands (" + std::to_string(kStoreSchemaVersion) +
+                         "): upgrade Kiln or use another store (--store / $KILN_STORE)");
+  if (version < 1) return corruption("schema_version " + v + " is not valid");
+  KILN_RETURN_IF_ERROR(check_store_tables(db));
+  return true;
+}
+
+Status init_schema(sqlite3* db, bool read_only) {
+  if (read_only) {
+    KILN_ASSIGN_OR_RETURN(bool is_store, check_existing_schema(db));
+    if (!is_store) return invalid_argument("not a Kiln plan store (empty database)");
     return Status::ok();
-  };
-  if (read_only) return body();
+  }
   WriteTxn txn(db);
   KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_RETURN_IF_ERROR(body());
+  KILN_ASSIGN_OR_RETURN(bool has_meta, check_existing_schema(db));  // again, under the write lock
+  KILN_RETURN_IF_ERROR(exec(db, kMetaTableSql));
+  KILN_RETURN_IF_ERROR(exec(db, store::plans_table_sql("plans").c_str()));
+  KILN_RETURN_IF_ERROR(exec(db, quarantine_table_sql().c_str()));
+  // Added within schema version 1 (a v1 store without them gets them here; older Kilns ignore them).
+  KILN_RETURN_IF_ERROR(exec(db, store::retune_queue_table_sql().c_str()));
+  KILN_RETURN_IF_ERROR(exec(db, store::graph_specs_table_sql("graph_specs").c_str()));
+  if (!has_meta) {
+    KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
+    ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(kStoreSchemaVersion));
+    KILN_RETURN_IF_ERROR(ins.run());
+    KILN_RETURN_IF_ERROR(ins.reset());
+    ins.bind(1, std::string_view("created_at")).bind(2, std::to_string(unix_now()));
+    KILN_RETURN_IF_ERROR(ins.run());
+  }
   return txn.commit();
 }
 
@@ -239,6 +259,17 @@ PlanStore::PlanStore(std::string path, sqlite3* db, bool read_only)
 
 PlanStore::~PlanStore() { sqlite3_close_v2(db_); }
 
+std::vector<std::string> PlanStore::database_files() const {
+  std::vector<std::string> bases = {path_};
+  std::error_code ec;
+  std::filesystem::path resolved = std::filesystem::canonical(path_, ec);
+  if (!ec && resolved.string() != path_) bases.push_back(resolved.string());
+  std::vector<std::string> out;
+  for (const std::string& b : bases)
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) out.push_back(b + suffix);
+  return out;
+}
+
 StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   if (path.empty()) return invalid_argument("plan store path is empty");
   namespace fs = std::filesystem;
@@ -265,6 +296,9 @@ StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, co
 
   auto configure = [&]() -> Status {
     if (!options.read_only) {
+      // Look before writing: switching to WAL rewrites the file's header, so a SQLite file that is not a
+      // Kiln store (a bundle given as --store, say) is refused untouched.
+      KILN_RETURN_IF_ERROR(check_existing_schema(raw).status());
       KILN_RETURN_IF_ERROR(set_wal(raw, options.busy_timeout_ms));
       // WAL + NORMAL: a crash of the process never loses a committed write or damages the file; a power
       // loss may lose the last commits but leaves the file consistent.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "kiln/log.h"
 #include "store/store_test_util.h"
@@ -464,9 +465,54 @@ TEST(PlanStore, NewerSchemaIsRefusedClearly) {
   raw_sql(path, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
   StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.status().code(), StatusCode::kNewerVersion);  // exit 7, not 6 (a stale plan refused by policy)
   EXPECT_NE(s.status().message().find("schema version 99, newer than this Kiln"), std::string::npos)
       << s.status().message();
+}
+
+// Issue 10 case 5: a damaged schema was a SQL error at the first query (Internal, exit 10); it is Corruption
+// at open, naming the table, for a writable and a read-only open alike.
+TEST(PlanStore, DamagedSchemaIsCorruptionAtOpen) {
+  TempDir dir;
+  struct Damage {
+    const char* sql;
+    const char* message;
+  };
+  const Damage damages[] = {
+      {"ALTER TABLE plans DROP COLUMN knobs", "table 'plans' lacks column 'knobs' (damaged schema)"},
+      {"ALTER TABLE plans RENAME TO p0; CREATE VIEW plans AS SELECT * FROM p0", "'plans' is a view, not a table"},
+      {"DROP TABLE plans", "no 'plans' table (damaged schema)"},
+      {"ALTER TABLE quarantine DROP COLUMN reason", "table 'quarantine' lacks column 'reason'"},
+      {"DROP TABLE graph_specs; CREATE VIEW graph_specs AS SELECT 1 AS x", "'graph_specs' is a view, not a table"},
+      {"ALTER TABLE retune_queue DROP COLUMN reasons", "table 'retune_queue' lacks column 'reasons'"},
+      {"ALTER TABLE meta RENAME COLUMN value TO v", "table 'meta' lacks column 'value'"},
+  };
+  int n = 0;
+  for (const Damage& d : damages) {
+    std::string path = dir.file("s" + std::to_string(n++) + ".db");
+    {
+      auto store = open_store(path);
+      ASSERT_TRUE(store->put(make_record(1)).is_ok());
+    }
+    raw_sql(path, d.sql);
+    for (bool read_only : {false, true}) {
+      StoreOpenOptions o;
+      o.read_only = read_only;
+      StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path, o);
+      ASSERT_FALSE(s.is_ok()) << d.sql;
+      EXPECT_EQ(s.status().code(), StatusCode::kCorruption) << d.sql << ": " << s.status().to_string();
+      EXPECT_NE(s.status().message().find("plan store " + path + ": "), std::string::npos) << s.status().message();
+      EXPECT_NE(s.status().message().find(d.message), std::string::npos) << s.status().message();
+    }
+  }
+  // A store without the tables added within version 1 (retune_queue, graph_specs) is not damaged.
+  std::string old = dir.file("old.db");
+  { auto store = open_store(old); }
+  raw_sql(old, "DROP TABLE retune_queue; DROP TABLE graph_specs");
+  StoreOpenOptions ro;
+  ro.read_only = true;
+  EXPECT_TRUE(PlanStore::open(old, ro).is_ok());
+  EXPECT_TRUE(PlanStore::open(old).is_ok());
 }
 
 TEST(PlanStore, ForeignSqliteFileIsRefused) {
@@ -477,6 +523,22 @@ TEST(PlanStore, ForeignSqliteFileIsRefused) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("not a Kiln plan store"), std::string::npos) << s.status().message();
+}
+
+// Issue 10 case 4: a writable open switched any SQLite file to WAL mode (its header rewritten) before
+// finding that it was not a store; a bundle given as --store was changed that way. It is refused untouched.
+TEST(PlanStore, ForeignSqliteFileIsLeftUntouched) {
+  TempDir dir;
+  std::string path = dir.file("other.db");
+  raw_sql(path, "CREATE TABLE users(name TEXT); INSERT INTO users VALUES ('ada')");
+  auto bytes = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  };
+  const std::string before = bytes(path);
+  EXPECT_FALSE(PlanStore::open(path).is_ok());
+  EXPECT_EQ(bytes(path), before);
+  EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
 }
 
 TEST(PlanStore, GarbageFileFailsToOpen) {

@@ -6,6 +6,7 @@
 #include "kiln/cuda_handles.h"
 #include "kiln/device_check.h"
 #include "kiln/device_io.h"
+#include "kiln/plan_words.h"
 #include "kiln/tune_backend.h"
 #include "kiln/tuner.h"
 #include "tune/evaluation.h"
@@ -25,8 +26,9 @@ class CudnnTuneBackend : public TuneBackend {
   StatusOr<std::vector<CandidateInfo>> candidates(const std::vector<HeuristicMode>& modes) override {
     LowerTarget target;
     target.handle = handle_.get();
-    KILN_ASSIGN_OR_RETURN(LoweredGraph lg, LoweredGraph::create(graph_, target));
-    return lg.list_candidates(modes);
+    // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/plan_words.h).
+    KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph_, target), graph_.name));
+    return with_plan_words(lg.list_candidates(modes), graph_.name);
   }
 
   StatusOr<int64_t> build(size_t worker, size_t index, const EngineConfig& config) override {

@@ -7,20 +7,31 @@
 namespace kiln {
 namespace {
 
-// Bytes of a tensor's strided span in its dtype, from its dims and strides (no host storage made).
-size_t tensor_bytes(const Graph& g, int idx) {
+// The bytes of a tensor's strided span in its dtype, from its dims and strides (no host storage made;
+// an overflowing footprint is a Status).
+StatusOr<size_t> tensor_bytes(const Graph& g, int idx) {
   const TensorDesc& d = g.tensors[static_cast<size_t>(idx)];
-  const std::vector<int64_t> dims = d.shape();
-  const std::vector<int64_t> strides = d.strides.empty() ? row_major_strides(dims) : d.strides;
-  int64_t span = 1;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] <= 0) return 0;
-    span += (dims[i] - 1) * strides[i];
-  }
-  return static_cast<size_t>(span) * dtype_size(g.dtype_of(idx));
+  StatusOr<int64_t> bytes = HostTensor::checked_byte_size(g.dtype_of(idx), d.shape(), d.strides);
+  if (!bytes.is_ok()) return bytes.status().with_context("tensor '" + d.name + "'");
+  return static_cast<size_t>(*bytes);
 }
 
+StatusOr<GraphBuffers> allocate_graph_buffers_unchecked(const Graph& graph, const std::map<int, HostTensor>& inputs,
+                                                        int64_t workspace_bytes);
+StatusOr<std::vector<HostTensor>> download_outputs_unchecked(const Graph& graph, const GraphBuffers& buffers);
+
 }  // namespace
+
+StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map<int, HostTensor>& inputs,
+                                              int64_t workspace_bytes) {
+  return catch_exceptions("graph '" + graph.name + "': device buffers",
+                          [&] { return allocate_graph_buffers_unchecked(graph, inputs, workspace_bytes); });
+}
+
+StatusOr<std::vector<HostTensor>> download_outputs(const Graph& graph, const GraphBuffers& buffers) {
+  return catch_exceptions("graph '" + graph.name + "': reading outputs back",
+                          [&] { return download_outputs_unchecked(graph, buffers); });
+}
 
 StatusOr<std::map<int, HostTensor>> read_graph_inputs(const Graph& g, const std::string& dir) {
   std::map<int, HostTensor> inputs;
@@ -45,7 +56,7 @@ Status check_graph_input_files(const Graph& g, const std::string& dir) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
       return invalid_argument("input tensor '" + d.name + "': no file '" + path + "'");
-    const size_t want = tensor_bytes(g, idx);
+    KILN_ASSIGN_OR_RETURN(const size_t want, tensor_bytes(g, idx));
     if (static_cast<size_t>(st.st_size) != want)
       return invalid_argument("input tensor '" + d.name + "': '" + path + "' has " + std::to_string(st.st_size) +
                               " bytes, the graph needs " + std::to_string(want));
@@ -54,7 +65,8 @@ Status check_graph_input_files(const Graph& g, const std::string& dir) {
 }
 
 StatusOr<DeviceBuffer> allocate_tensor_buffer(const Graph& graph, int tensor) {
-  return DeviceBuffer::allocate(tensor_bytes(graph, tensor));
+  KILN_ASSIGN_OR_RETURN(const size_t bytes, tensor_bytes(graph, tensor));
+  return DeviceBuffer::allocate(bytes);
 }
 
 std::map<int, void*> GraphBuffers::pointers() const {
@@ -63,14 +75,15 @@ std::map<int, void*> GraphBuffers::pointers() const {
   return out;
 }
 
-StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map<int, HostTensor>& inputs,
-                                              int64_t workspace_bytes) {
+namespace {
+StatusOr<GraphBuffers> allocate_graph_buffers_unchecked(const Graph& graph, const std::map<int, HostTensor>& inputs,
+                                                        int64_t workspace_bytes) {
   GraphBuffers b;
   for (size_t i = 0; i < graph.tensors.size(); ++i) {
     int idx = static_cast<int>(i);
     const TensorDesc& d = graph.tensors[i];
     if (d.by_value || graph.is_virtual(idx)) continue;
-    const size_t bytes_needed = tensor_bytes(graph, idx);
+    KILN_ASSIGN_OR_RETURN(const size_t bytes_needed, tensor_bytes(graph, idx));
     KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(bytes_needed));
     if (graph.is_graph_input(idx)) {
       auto it = inputs.find(idx);
@@ -88,6 +101,7 @@ StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return b;
 }
+}  // namespace
 
 StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t workspace_bytes) {
   GraphBuffers b;
@@ -130,19 +144,22 @@ Status poison_outputs(const Graph& graph, GraphBuffers& buffers, cudaStream_t st
   return Status::ok();
 }
 
-StatusOr<std::vector<HostTensor>> download_outputs(const Graph& graph, const GraphBuffers& buffers) {
+namespace {
+StatusOr<std::vector<HostTensor>> download_outputs_unchecked(const Graph& graph, const GraphBuffers& buffers) {
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   std::vector<HostTensor> out;
   for (int idx : graph.outputs) {
     auto it = buffers.tensors.find(idx);
     if (it == buffers.tensors.end()) return internal_error("no buffer for output '" + graph.tensors[idx].name + "'");
     const TensorDesc& d = graph.tensors[static_cast<size_t>(idx)];
-    std::vector<uint8_t> bytes(tensor_bytes(graph, idx));
+    KILN_ASSIGN_OR_RETURN(const size_t size, tensor_bytes(graph, idx));
+    std::vector<uint8_t> bytes(size);
     KILN_RETURN_IF_ERROR(it->second.copy_to_host(bytes.data(), bytes.size()));
     KILN_ASSIGN_OR_RETURN(HostTensor t, HostTensor::decode(graph.dtype_of(idx), d.shape(), bytes.data(), bytes.size(), d.strides));
     out.push_back(std::move(t));
   }
   return out;
 }
+}  // namespace
 
 }  // namespace kiln

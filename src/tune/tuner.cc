@@ -397,10 +397,12 @@ double graph_min_bytes(const Graph& g) {
 }
 
 StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& options) {
-  TuneOptions o = options;
-  KILN_ASSIGN_OR_RETURN(o.pin, resolve_pin(graph, options.pin));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<TuneBackend> backend, make_cudnn_backend(graph, o));
-  return tune_with_backend(*backend, graph.name, o);
+  return catch_exceptions("tuning graph '" + graph.name + "'", [&]() -> StatusOr<TuneResult> {
+    TuneOptions o = options;
+    KILN_ASSIGN_OR_RETURN(o.pin, resolve_pin(graph, options.pin));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<TuneBackend> backend, make_cudnn_backend(graph, o));
+    return tune_with_backend(*backend, graph.name, o);
+  });
 }
 
 }  // namespace kiln

@@ -871,13 +871,15 @@ StatusOr<ReferenceOutputs> evaluate_on_device(const Graph& g, const std::map<int
 }  // namespace
 
 StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& g, const std::map<int, HostTensor>& inputs) {
-  KILN_ASSIGN_OR_RETURN(ReferenceOutputs r, evaluate_on_device(g, inputs, false));
-  return std::move(r.values);
+  return catch_exceptions("graph '" + g.name + "': device reference", [&]() -> StatusOr<std::vector<HostTensor>> {
+    KILN_ASSIGN_OR_RETURN(ReferenceOutputs r, evaluate_on_device(g, inputs, false));
+    return std::move(r.values);
+  });
 }
 
 StatusOr<ReferenceOutputs> run_device_reference_with_magnitudes(const Graph& g,
                                                                 const std::map<int, HostTensor>& inputs) {
-  return evaluate_on_device(g, inputs, true);
+  return catch_exceptions("graph '" + g.name + "': device reference", [&] { return evaluate_on_device(g, inputs, true); });
 }
 
 size_t DeviceReference::bytes() const {

@@ -441,13 +441,15 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
 
 StatusOr<std::vector<HostTensor>> run_host_reference(const Graph& g, const std::map<int, HostTensor>& inputs,
                                                      const HostReferenceOptions& options) {
-  KILN_ASSIGN_OR_RETURN(ReferenceOutputs r, evaluate(g, inputs, options, false));
-  return std::move(r.values);
+  return catch_exceptions("graph '" + g.name + "': host reference", [&]() -> StatusOr<std::vector<HostTensor>> {
+    KILN_ASSIGN_OR_RETURN(ReferenceOutputs r, evaluate(g, inputs, options, false));
+    return std::move(r.values);
+  });
 }
 
 StatusOr<ReferenceOutputs> run_host_reference_with_magnitudes(const Graph& g, const std::map<int, HostTensor>& inputs,
                                                               const HostReferenceOptions& options) {
-  return evaluate(g, inputs, options, true);
+  return catch_exceptions("graph '" + g.name + "': host reference", [&] { return evaluate(g, inputs, options, true); });
 }
 
 }  // namespace kiln

@@ -9,6 +9,8 @@
 #include <memory>
 #include <sstream>
 
+#include "kiln/atomic_file.h"
+
 namespace kiln {
 namespace {
 
@@ -340,15 +342,40 @@ std::vector<uint8_t> HostTensor::encode() const {
   return out;
 }
 
+StatusOr<int64_t> HostTensor::checked_byte_size(DataType dtype, const std::vector<int64_t>& dims,
+                                                const std::vector<int64_t>& strides) {
+  if (!strides.empty() && strides.size() != dims.size())
+    return invalid_argument(std::to_string(strides.size()) + " strides for " + std::to_string(dims.size()) + " dims");
+  const std::vector<int64_t> s = strides.empty() ? std::vector<int64_t>() : strides;
+  int64_t span = 1, row = 1;  // row: the row-major stride of the current dim, when none are given
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (dims[i] <= 0) return int64_t{0};
+    const int64_t stride = s.empty() ? row : s[i];
+    int64_t reach = 0;
+    if (stride < 0 || __builtin_mul_overflow(dims[i] - 1, stride, &reach) || __builtin_add_overflow(span, reach, &span) ||
+        (s.empty() && __builtin_mul_overflow(row, dims[i], &row)))
+      return invalid_argument("a tensor of these dims and strides spans more than 2^63 elements");
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(span, static_cast<int64_t>(dtype_size(dtype)), &bytes))
+    return invalid_argument("a tensor of these dims and strides spans more than 2^63 bytes");
+  return bytes;
+}
+
 StatusOr<HostTensor> HostTensor::decode(DataType dtype, std::vector<int64_t> dims, const void* bytes, size_t size,
                                         std::vector<int64_t> strides) {
-  if (!strides.empty() && strides.size() != dims.size())
-    return invalid_argument("decode: " + std::to_string(strides.size()) + " strides for " +
-                            std::to_string(dims.size()) + " dims");
-  HostTensor t = zeros(dtype, std::move(dims), std::move(strides));
-  if (size != t.byte_size())
-    return invalid_argument("decode: " + t.describe() + " needs " + std::to_string(t.byte_size()) +
+  // Sizes are checked before anything is allocated; what allocation remains is caught.
+  StatusOr<int64_t> need = checked_byte_size(dtype, dims, strides);
+  if (!need.is_ok()) return need.status().with_context("decode");
+  if (static_cast<uint64_t>(*need) != size)
+    return invalid_argument("decode: " + std::string(dtype_name(dtype)) + " tensor needs " + std::to_string(*need) +
                             " bytes, got " + std::to_string(size));
+  return catch_exceptions("decode", [&]() -> StatusOr<HostTensor> { return decode_unchecked(dtype, std::move(dims), bytes, std::move(strides)); });
+}
+
+HostTensor HostTensor::decode_unchecked(DataType dtype, std::vector<int64_t> dims, const void* bytes,
+                                        std::vector<int64_t> strides) {
+  HostTensor t = zeros(dtype, std::move(dims), std::move(strides));
   const auto* p = static_cast<const uint8_t*>(bytes);
   for (size_t i = 0; i < t.storage.size(); ++i) {
     double& x = t.storage[i];
@@ -366,18 +393,26 @@ StatusOr<HostTensor> HostTensor::decode(DataType dtype, std::vector<int64_t> dim
   return t;
 }
 
-Status HostTensor::write_file(const std::string& path) const {
+Status HostTensor::write_file(const std::string& path, bool overwrite) const {
+  return catch_exceptions("writing '" + path + "'", [&] { return write_file_unchecked(path, overwrite); });
+}
+
+Status HostTensor::write_file_unchecked(const std::string& path, bool overwrite) const {
   std::vector<uint8_t> bytes = encode();
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return not_found("cannot open '" + path + "' for writing: " + std::strerror(errno));
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
-    return internal_error("short write to '" + path + "'");
-  if (std::fflush(f.get()) != 0) return internal_error("cannot flush '" + path + "'");
-  return Status::ok();
+  FileWriteOptions o;
+  o.overwrite = overwrite;
+  o.what = "tensor file";
+  return write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), o);
 }
 
 StatusOr<HostTensor> HostTensor::read_file(const std::string& path, DataType dtype, std::vector<int64_t> dims,
                                            std::vector<int64_t> strides) {
+  return catch_exceptions("reading '" + path + "'",
+                          [&] { return read_file_unchecked(path, dtype, std::move(dims), std::move(strides)); });
+}
+
+StatusOr<HostTensor> HostTensor::read_file_unchecked(const std::string& path, DataType dtype, std::vector<int64_t> dims,
+                                                     std::vector<int64_t> strides) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return not_found("cannot open '" + path + "': " + std::strerror(errno));
   std::vector<uint8_t> bytes;

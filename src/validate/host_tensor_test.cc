@@ -1,10 +1,14 @@
 #include "kiln/host_tensor.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
+
+#include "kiln/reference.h"
 
 namespace kiln {
 namespace {
@@ -207,8 +211,14 @@ TEST(HostTensor, StridedValuesAndEncodeDecode) {
 TEST(HostTensor, FileRoundTrip) {
   HostTensor t = HostTensor::zeros(DataType::kBFloat16, {3, 5});
   t.fill_uniform(7);
-  const std::string path = ::testing::TempDir() + "kiln_host_tensor_test.bin";
+  const std::string path = ::testing::TempDir() + "kiln_host_tensor_test_" + std::to_string(::getpid()) + ".bin";
+  std::remove(path.c_str());
   ASSERT_TRUE(t.write_file(path).is_ok());
+  // An existing file is refused unless asked for, and left as it was.
+  Status again = t.write_file(path);
+  EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(again.message().find("already exists"), std::string::npos) << again.message();
+  ASSERT_TRUE(t.write_file(path, /*overwrite=*/true).is_ok());
   auto r = HostTensor::read_file(path, DataType::kBFloat16, {3, 5});
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->values(), t.values());
@@ -238,6 +248,48 @@ TEST(HostTensor, FillIsDeterministicRoundedAndNotZero) {
   HostTensor z = HostTensor::zeros(DataType::kFp8E4M3, {4});
   z.fill_uniform(1, -1e-9, 1e-9);
   EXPECT_NE(z.values()[0], 0.0);
+}
+
+// Regression: host tensor code threw std::length_error (aborting the process) for a stride of 2^63-1.
+// Sizes from the caller are computed with overflow checks before anything is allocated.
+TEST(HostTensor, DecodeChecksSizesBeforeAllocating_Stride2Pow63) {
+  const uint8_t bytes[64] = {};
+  auto t = HostTensor::decode(DataType::kFloat32, {4, 4}, bytes, sizeof bytes, {INT64_MAX, 1});
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("more than 2^63"), std::string::npos) << t.status().message();
+  auto size = HostTensor::checked_byte_size(DataType::kFloat16, {int64_t{1} << 31, int64_t{1} << 31, 4});
+  EXPECT_EQ(size.status().code(), StatusCode::kInvalidArgument);
+  auto fine = HostTensor::checked_byte_size(DataType::kFloat32, {2, 3}, {8, 2});
+  ASSERT_TRUE(fine.is_ok());
+  EXPECT_EQ(*fine, (1 + 8 + 4) * 4);
+  EXPECT_EQ(*HostTensor::checked_byte_size(DataType::kFloat16, {2, 3}), 12);
+}
+
+// A valid graph whose inputs do not fit in this host's memory: a Status (Unavailable), not an abort.
+TEST(HostTensor, InputsTooLargeForTheHostAreAStatusNotAnAbort) {
+  Graph g;
+  g.name = "huge";
+  TensorDesc x;
+  x.name = "x";
+  x.dims = {Dim{(int64_t{1} << 31) - 1, ""}, Dim{int64_t{1} << 30, ""}};  // 2^61 fp16 elements: valid
+  g.tensors.push_back(x);
+  TensorDesc y;
+  y.name = "y";
+  g.tensors.push_back(y);
+  Node n;
+  n.name = "r";
+  n.pointwise.mode = PointwiseMode::kRelu;
+  n.inputs = {0};
+  n.outputs = {1};
+  g.nodes.push_back(n);
+  g.outputs = {1};
+  ASSERT_TRUE(validate_graph(g).is_ok());
+  auto inputs = make_random_inputs(g, 1);
+  ASSERT_FALSE(inputs.is_ok());
+  EXPECT_EQ(inputs.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(inputs.status().message().find("graph 'huge': making random inputs: out of host memory"), std::string::npos)
+      << inputs.status().message();
 }
 
 }  // namespace

@@ -486,13 +486,16 @@ StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTe
   // A reference without its magnitude pass falls back to the legacy tolerances; one without scales has no
   // expected-error model.
   const bool mags = !reference.magnitudes.empty();
-  return check_impl(graph, outputs, reference.values, mags ? &reference.magnitudes : nullptr,
-                    mags && !reference.scales.empty() ? &reference.scales : nullptr, options);
+  return catch_exceptions("graph '" + graph.name + "': checking outputs", [&] {
+    return check_impl(graph, outputs, reference.values, mags ? &reference.magnitudes : nullptr,
+                      mags && !reference.scales.empty() ? &reference.scales : nullptr, options);
+  });
 }
 
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const std::vector<HostTensor>& references, const CheckOptions& options) {
-  return check_impl(graph, outputs, references, nullptr, nullptr, options);
+  return catch_exceptions("graph '" + graph.name + "': checking outputs",
+                          [&] { return check_impl(graph, outputs, references, nullptr, nullptr, options); });
 }
 
 }  // namespace kiln

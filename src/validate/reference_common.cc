@@ -192,7 +192,18 @@ StatusOr<double> estimate_macs(const Graph& graph) {
   return p.macs;
 }
 
+namespace {
+StatusOr<std::map<int, HostTensor>> make_random_inputs_unchecked(const Graph& g, uint64_t seed);
+}  // namespace
+
 StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& g, uint64_t seed) {
+  // One host buffer per input, sized by the graph: a graph too large for this host is a Status.
+  return catch_exceptions("graph '" + g.name + "': making random inputs",
+                          [&] { return make_random_inputs_unchecked(g, seed); });
+}
+
+namespace {
+StatusOr<std::map<int, HostTensor>> make_random_inputs_unchecked(const Graph& g, uint64_t seed) {
   using namespace validate_internal;
   KILN_ASSIGN_OR_RETURN(std::vector<InputDraw> draws, input_draws(g));
   std::map<int, HostTensor> out;
@@ -207,5 +218,6 @@ StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& g, uint64_t 
   }
   return out;
 }
+}  // namespace
 
 }  // namespace kiln

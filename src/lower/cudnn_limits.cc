@@ -1,0 +1,109 @@
+// cuDNN's fixed limits (kiln/limits.h): the operations cuDNN Frontend creates for each Kiln node, the
+// checks lowering makes before it calls the frontend, and the segment cut for a graph past the operation
+// limit. No frontend call here: this is Kiln's model of what the frontend will do, so it can run first.
+#include <algorithm>
+#include <set>
+
+#include "kiln/decompose.h"
+#include "kiln/limits.h"
+#include "lower/frontend.h"
+
+namespace kiln {
+namespace {
+
+// Composite SDPA (cuDNN Frontend 1.23, node/scaled_dot_product_flash_attention.h; the frontend logs
+// "Auto-selected SDPA implementation COMPOSITE" for examples/sdpa_fwd.json): bmm1, the attn_scale
+// multiply, softmax's max, sub, exp, sum and div (no stats: Kiln asks for none), bmm2; a causal mask adds
+// the diagonal band mask's row and column indices, compare and select. The unified node would be one
+// operation. Counted with room: a count too high only cuts a graph earlier, one too low crashes the
+// frontend.
+constexpr int64_t kSdpaOps = 10;        // 8 counted
+constexpr int64_t kSdpaCausalOps = 14;  // 12 counted: the mask's row index, column index, compare, select
+
+std::string limit_text() {
+  return std::to_string(cudnn_max_operations()) +
+         " operations per cuDNN operation graph (cuDNN Frontend's MAX_OPGRAPH_OPS)";
+}
+
+}  // namespace
+
+int64_t cudnn_max_operations() { return static_cast<int64_t>(MAX_OPGRAPH_OPS); }
+
+int64_t cudnn_operation_count(const Graph& graph, const GraphRoles& roles, int node) {
+  const Node& n = graph.nodes[static_cast<size_t>(node)];
+  switch (n.op) {
+    case OpKind::kConvFprop:
+    case OpKind::kConvDgrad:
+    case OpKind::kConvWgrad:
+    case OpKind::kMatmul: {
+      // lower_graph adds an IDENTITY copy when the output is read back and also consumed.
+      const int out = n.outputs.empty() ? -1 : n.outputs[0];
+      return 1 + (roles.is_graph_output(out) && roles.consumer_count(out) > 0 ? 1 : 0);
+    }
+    case OpKind::kPointwise:
+    case OpKind::kReduction:
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: return 1;
+    case OpKind::kSdpa: return n.sdpa.causal ? kSdpaCausalOps : kSdpaOps;
+  }
+  return 1;
+}
+
+int64_t cudnn_operation_count(const Graph& graph) {
+  const GraphRoles roles(graph);
+  int64_t total = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) total += cudnn_operation_count(graph, roles, static_cast<int>(i));
+  return total;
+}
+
+bool exceeds_cudnn_operation_limit(const Graph& graph) {
+  return cudnn_operation_count(graph) > cudnn_max_operations();
+}
+
+Status check_cudnn_limits(const Graph& graph) {
+  const std::string where = "graph '" + graph.name + "'";
+  for (const TensorDesc& t : graph.tensors) {
+    if (t.dims.size() > limits::kCudnnDimMax || t.strides.size() > limits::kCudnnDimMax)
+      return not_supported(where + ": tensor '" + t.name + "' has " + std::to_string(t.dims.size()) +
+                           " dims; cuDNN takes at most " + std::to_string(limits::kCudnnDimMax) + " (CUDNN_DIM_MAX)");
+    if (t.strides.size() != t.dims.size())
+      return failed_precondition(where + ": tensor '" + t.name + "' has no strides for its dims (validate the graph first)");
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (t.dims[i].value < 1 || t.dims[i].value > limits::kMaxExtent || t.strides[i] < 1)
+        return not_supported(where + ": tensor '" + t.name + "': dim " + std::to_string(i) + " is " +
+                             std::to_string(t.dims[i].value) + " with stride " + std::to_string(t.strides[i]) +
+                             "; Kiln hands cuDNN extents from 1 to " + std::to_string(limits::kMaxExtent) +
+                             " and positive strides");
+  }
+  // One cuDNN tensor per Kiln tensor, uid = canonical id + 1 (lower_detail::tensor_uids): at most
+  // kMaxTensors of them, never 0, so they cannot collide with each other or wrap.
+  if (static_cast<int64_t>(graph.tensors.size()) > limits::kMaxTensors)
+    return not_supported(where + ": " + std::to_string(graph.tensors.size()) + " tensors; Kiln's uids reach " +
+                         std::to_string(limits::kMaxTensors));
+  const int64_t ops = cudnn_operation_count(graph);
+  if (ops > cudnn_max_operations())
+    return not_supported(where + ": needs " + std::to_string(ops) + " cuDNN operations (" +
+                         std::to_string(graph.nodes.size()) + " nodes), over the limit of " + limit_text() +
+                         "; kiln run, tune and compile cut such a graph into fused segments that fit");
+  return Status::ok();
+}
+
+StatusOr<std::vector<int>> cudnn_segment_groups(const Graph& graph) {
+  std::vector<int> base = split_after_reductions(graph);
+  if (cudnn_operation_count(graph) <= cudnn_max_operations()) return base;
+  // Costs for the cut: a matmul or convolution counts its IDENTITY copy whether or not the whole graph
+  // needs it, since a segment boundary may turn its output into one the segment reads back and consumes.
+  const GraphRoles roles(graph);
+  std::vector<int64_t> cost(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const OpKind op = graph.nodes[i].op;
+    const bool gemm = op == OpKind::kMatmul || op == OpKind::kConvFprop || op == OpKind::kConvDgrad || op == OpKind::kConvWgrad;
+    cost[i] = gemm ? 2 : cudnn_operation_count(graph, roles, static_cast<int>(i));
+  }
+  StatusOr<std::vector<int>> groups = split_by_budget(graph, base, cost, cudnn_max_operations());
+  if (!groups.is_ok())
+    return not_supported(groups.status().message() + " (" + limit_text() + ")");
+  return groups;
+}
+
+}  // namespace kiln

@@ -1,0 +1,69 @@
+#include "store/schema_check.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "store/sqlite_util.h"
+
+namespace kiln::store {
+namespace {
+
+StatusOr<std::vector<std::string>> columns_of(sqlite3* db, const std::string& table) {
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT name FROM pragma_table_info(?1)"));
+  st.bind(1, table);
+  std::vector<std::string> out;
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    out.push_back(st.text(0));
+  }
+  return out;
+}
+
+// The columns `create_sql` makes, found by running it on an empty in-memory database (once per text).
+StatusOr<std::vector<std::string>> expected_columns(const std::string& table, const std::string& create_sql) {
+  static std::mutex mu;
+  static std::map<std::string, std::vector<std::string>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(create_sql);
+  if (it != cache.end()) return it->second;
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  DbPtr mem(raw);
+  if (rc != SQLITE_OK) return sqlite_status(raw, rc, "opening an in-memory database");
+  KILN_RETURN_IF_ERROR(exec(raw, create_sql.c_str()));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> cols, columns_of(raw, table));
+  if (cols.empty()) return internal_error("CREATE text for table '" + table + "' makes no such table");
+  cache[create_sql] = cols;
+  return cols;
+}
+
+}  // namespace
+
+Status check_table_schema(sqlite3* db, const std::string& table, const std::string& create_sql, bool required) {
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT type FROM sqlite_master WHERE name = ?1 COLLATE NOCASE"));
+  st.bind(1, table);
+  KILN_ASSIGN_OR_RETURN(bool row, st.step());
+  if (!row) {
+    if (required) return corruption("no '" + table + "' table (damaged schema)");
+    return Status::ok();
+  }
+  std::string type = st.text(0);
+  if (type != "table")
+    return corruption("'" + table + "' is a " + type + ", not a table (damaged schema)");
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> want, expected_columns(table, create_sql));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> have_list, columns_of(db, table));
+  std::set<std::string> have(have_list.begin(), have_list.end());
+  std::vector<std::string> missing;
+  for (const std::string& c : want)
+    if (!have.count(c)) missing.push_back(c);
+  if (missing.empty()) return Status::ok();
+  std::string list;
+  for (const std::string& c : missing) list += (list.empty() ? "'" : ", '") + c + "'";
+  return corruption("table '" + table + "' lacks column" + (missing.size() == 1 ? " " : "s ") + list +
+                    " (damaged schema)");
+}
+
+}  // namespace kiln::store
