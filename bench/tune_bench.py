@@ -109,14 +109,23 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     specs = a.specs or sorted(glob.glob(os.path.join(here, "specs", "*.json")))
     results = []
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+
+    def save():  # after every graph, so that a run stopped from outside keeps what it measured
+        tmp_out = a.out + ".tmp"
+        with open(tmp_out, "w") as f:
+            json.dump(results, f, indent=2)
+        os.replace(tmp_out, a.out)
+
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "plans.db")
         for spec in specs:
             print(f"== {spec}", file=sys.stderr, flush=True)
             results.append(entry_for(spec, a.kiln, store, a.timeout))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(results, f, indent=2)
+            e = results[-1]
+            print(f"   {e['graph']}: tune {e['wall_s']:.1f} s (exit {e['tune_exit']}), "
+                  f"run --verify {e['run_verify_wall_s']:.2f} s (exit {e['run_verify_exit']})", file=sys.stderr, flush=True)
+            save()
     print("| graph | candidates | `kiln tune` wall | prepare (inputs + reference) | gate per candidate (max / median) | `kiln run --verify` wall | rejected |")
     print("|---|---|---|---|---|---|---|")
     for e in results:

@@ -26,6 +26,7 @@ std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv)
     std::string names;
     for (CLI::App* s : subs) {
       if (s->check_name(word)) next = s;
+      if (s->get_group().empty()) continue;  // hidden (kiln tune-worker): not offered
       names += (names.empty() ? "" : ", ") + s->get_name();
     }
     if (!next)

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The GPU checks from binaries built on another machine, for a device call too short to build there.
+#   scripts/prebuilt-gpu.sh pack BUILD_DIR            here: kiln and every *_gpu_test of BUILD_DIR, stripped,
+#                                                     into .prebuilt/ (ignored; name it in the call's carry)
+#   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime
+#                                                     (default: all, in that order)
+# The test binaries name the source and build folders they were built in (KILN_SOURCE_DIR, KILN_BINARY):
+# `run` links the recorded source folder to this checkout and puts the binaries back where they were built,
+# so those paths hold there too. cuDNN comes from python3's site-packages (the PyTorch venv), never from the
+# system folder; `kiln doctor` says which library was loaded. Binaries are linked with libstdc++ and
+# libgcc static (-DKILN_STATIC_RUNTIME=ON), so only glibc, the driver, NVRTC and cuDNN come from the machine.
+# Every phase writes its log under OUT_DIR as it goes, so a call stopped at its limit returns what ran.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode="${1:?usage: scripts/prebuilt-gpu.sh pack BUILD_DIR | run OUT_DIR [PHASE...]}"; shift
+pre="$root/.prebuilt"
+case "$mode" in
+  pack)
+    build="$(cd "${1:?pack needs BUILD_DIR}" && pwd)"
+    rm -rf "$pre"; mkdir -p "$pre"
+    cp "$build/kiln" "$pre/"
+    cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
+    strip --strip-debug "$pre"/*
+    { echo "source=$root"; echo "build=$build"; echo "revision=$(git -C "$root" rev-parse --short HEAD)"; } >"$pre/manifest"
+    du -sh "$pre"; ls "$pre"
+    exit 0;;
+  run) ;;
+  *) echo "unknown mode '$mode' (pack or run)" >&2; exit 2;;
+esac
+
+out="${1:?run needs OUT_DIR}"; shift
+phases=" ${*:-doctor tests bench examples runtime} "
+want() { [[ "$phases" == *" $1 "* ]]; }
+mkdir -p "$out"; out="$(cd "$out" && pwd)"
+[ -f "$pre/manifest" ] || { echo "no $pre/manifest: run 'pack' where the binaries were built and carry .prebuilt" >&2; exit 3; }
+src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' "$pre/manifest")"
+if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
+mkdir -p "$build/tests"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
+cudnn_lib="$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
+[ -d "$cudnn_lib" ] || cudnn_lib=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
+export LD_LIBRARY_PATH="${cudnn_lib}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export KILN_EXPECT_GPU=1 PYTHONUNBUFFERED=1
+kiln="$build/kiln"
+stamp() { echo "[$(date +%T)] $*"; }
+failed=()
+check() { [ "$1" -eq 0 ] || failed+=("$2: exit $1$([ "$1" -eq 124 ] && echo ' (timed out)')"); }
+cd "$root"
+if want doctor; then
+  stamp "doctor ($(sed -n 's/^revision=//p' "$pre/manifest"))"
+  "$kiln" doctor >"$out/doctor.txt" 2>&1; rc=$?; cat "$out/doctor.txt"; check $rc "kiln doctor"
+  [ $rc -eq 0 ] || { echo "no usable GPU: nothing else runs"; exit 1; }
+fi
+gtest() {  # gtest BINARY FILTER SECONDS
+  local b="$1" f="$2" s="$3" log="$out/$1.log"
+  stamp "$b --gtest_filter=$f"
+  timeout "$s" "$build/tests/$b" --gtest_filter="$f" >"$log" 2>&1; local rc=$?
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\] [0-9]+ tests|^\[ +(OK|FAILED|SKIPPED) +\]" "$log" | tail -40
+  grep -q "SKIPPED" "$log" && failed+=("$b: a test was skipped where a GPU is expected")
+  check $rc "$b"
+}
+if want tests; then
+  gtest validate_gpu_test '*' 120
+  gtest tune_gpu_test '*' 240
+fi
+if want bench; then
+  stamp "tuning benchmark"
+  timeout 300 python3 bench/tune_bench.py --kiln "$kiln" --timeout "${KILN_BENCH_TIMEOUT:-40}" \
+    --out "$out/tuning.json" >"$out/bench.md" 2>"$out/bench.err"; rc=$?
+  cat "$out/bench.err" "$out/bench.md"; check $rc "tune_bench"
+fi
+if want examples; then
+  # Every example tuned (candidates gated by the new gate): what was rejected, and why.
+  stamp "examples: kiln tune, every candidate gated"
+  for e in examples/*.json; do
+    n="$(basename "$e" .json)"
+    timeout 60 "$kiln" tune "$e" --json --no-unfused --candidate-budget-ms 20 >"$out/ex-$n.json" 2>"$out/ex-$n.err"; rc=$?
+    python3 - "$out/ex-$n.json" "$n" "$rc" <<'PY'
+import json, sys
+path, name, rc = sys.argv[1:]
+try:
+    reps = json.load(open(path))
+except Exception as ex:
+    print(f"{name}: exit {rc}, no report ({ex})"); sys.exit(0)
+for r in reps:
+    c = r.get("candidates", [])
+    bad = [f"{x.get('identity')} {x.get('disposition')}: {(x.get('message') or '')[:160]}" for x in c if x.get("disposition") != "Passed"]
+    print(f"{r.get('title') or name}: exit {rc}, {len(c)} candidates, {len(c) - len(bad)} passed, winner {r.get('winner')}")
+    for b in bad: print("   " + b)
+PY
+    check $rc "tune $e"
+  done | tee "$out/examples.txt"
+fi
+if want runtime; then
+  gtest runtime_gpu_test 'RunCli*:RetuneGpu*:Deviceless*:Store*:FrontendUpgradeCli*:OpCoverage*' 240
+fi
+stamp "done"
+if ((${#failed[@]})); then printf 'FAILED: %s\n' "${failed[@]}"; exit 1; fi
+echo "all phases passed"
