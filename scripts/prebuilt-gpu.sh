@@ -21,7 +21,9 @@ case "$mode" in
     cp "$build/kiln" "$pre/"
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
     strip --strip-debug "$pre"/*
-    { echo "source=$root"; echo "build=$build"; echo "revision=$(git -C "$root" rev-parse --short HEAD)"; } >"$pre/manifest"
+    src="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")"
+    { echo "source=$src"; echo "build=$build"; echo "revision=$(git -C "$src" rev-parse --short HEAD)"
+      git -C "$src" diff --quiet HEAD || echo "note=the source folder had uncommitted changes"; } >"$pre/manifest"
     du -sh "$pre"; ls "$pre"
     exit 0;;
   run) ;;
