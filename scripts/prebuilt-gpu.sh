@@ -21,6 +21,10 @@ case "$mode" in
     cp "$build/kiln" "$pre/"
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
     strip --strip-debug "$pre"/*
+    # This machine's cuDNN folder, baked in as RPATH, would win over LD_LIBRARY_PATH there: drop it, so the
+    # machine's own cuDNN (the venv's, set below) is the one loaded.
+    command -v patchelf >/dev/null || { echo "pack needs patchelf (apt-get install patchelf)" >&2; exit 3; }
+    for f in "$pre"/*; do patchelf --remove-rpath "$f"; done
     src="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")"
     { echo "source=$src"; echo "build=$build"; echo "revision=$(git -C "$src" rev-parse --short HEAD)"
       git -C "$src" diff --quiet HEAD || echo "note=the source folder had uncommitted changes"; } >"$pre/manifest"
