@@ -143,7 +143,14 @@ Status tune_cmd(const TuneCliOptions& o) {
     }
     // Progress always goes to stderr (with --json too): a bar with the time left on a terminal, lines otherwise.
     ProgressReporter progress("tune " + g.name, 0, stderr);
-    to.progress = [&](size_t done, size_t total, const std::string& id) { progress.update(done, total, id); };
+    // Test hook KILN_TEST_TERM_AFTER=N: the process sends itself SIGTERM once N candidates are settled, so a
+    // test interrupts a tune at a known point however fast the candidates are (tune_gpu_test's TuneCli).
+    const char* term_after = std::getenv("KILN_TEST_TERM_AFTER");
+    const size_t term_at = term_after ? static_cast<size_t>(std::strtoull(term_after, nullptr, 10)) : 0;
+    to.progress = [&](size_t done, size_t total, const std::string& id) {
+      progress.update(done, total, id);
+      if (term_at > 0 && done == term_at) std::raise(SIGTERM);
+    };
     // In a worker process by default: a candidate that crashes it is Failed, and the tune goes on.
     KILN_ASSIGN_OR_RETURN(TuneResult tr, o.no_isolate ? tune_graph(g, to) : tune_isolated(g, to));
     progress.finish(tr.cancelled ? "interrupted" : tr.budget_exhausted ? "time budget reached" : "");

@@ -192,6 +192,10 @@ struct AccumulationPath {
   int nodes = 0;
   double rounding_var = 0.0;
   int fp32_gemms = 0;
+  // Transcendental pointwise nodes on the path (function_approximation): the sum of their relative
+  // approximation errors squared, and the sum of those errors (they are deterministic, so directed).
+  double approx_var = 0.0;
+  double approx_dir = 0.0;
 };
 AccumulationPath accumulation_into(const Graph& graph, int tensor,
                                    std::optional<DataType> stored = std::nullopt);
@@ -204,7 +208,16 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor,
 // accumulator rounding toward zero (Fasi, Higham, Mikaitis & Pranesh 2021): at most one unit roundoff
 // of the partial sum per block, all in one direction. `tf32`: CheckOptions::allow_tf32 (each fp32 GEMM
 // on the path then adds 2 (2^-11)^2 / 3 for its operands' rounding).
+// Transcendental pointwise nodes add approx_var to var_coeff and approx_dir to dir_coeff: cuDNN evaluates
+// them with fast approximations, not within the 4 ulps the per-node term assumes (function_approximation).
 constexpr int64_t kGateTruncationBlock = 16;
+
+// The relative error, in units of the node's scale S (>= |x| for these modes), that cuDNN's evaluation of
+// a pointwise function may carry (docs/numerics.md "Function approximations"); 0 for exact modes
+// (arithmetic, relu, identity). Measured on the H200 (cuDNN 9.19): fp32 tanh up to 1.04e-5 and gelu_tanh
+// 1.22e-5 relative, so 2^-16 for tanh, sigmoid, silu, exp and gelu_tanh; a GEMM's fused GELU (erf) epilogue
+// differs from the exact function as the tanh form does (at most 1.79e-4 |x|), so 2^-12 for gelu_erf.
+double function_approximation(PointwiseMode mode);
 struct ErrorModel {
   double var_coeff = 0.0;
   double dir_coeff = 0.0;

@@ -180,22 +180,21 @@ TEST(Tuner, RecordedInputsGateTheCandidates) {
 
 // Item 5 (SIGTERM) and the partial store, as a user sees them: kiln tune on a graph with many candidates,
 // terminated after its first candidates; exit 130, the JSON report written, the best so far stored untuned.
+// The whole tune takes under 2 s on the H200, so the signal comes from the test hook KILN_TEST_TERM_AFTER
+// (the process raises SIGTERM itself once 5 candidates are settled): the same handler as a TERM from outside.
 TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
   KILN_REQUIRE_GPU();
   const std::string dir = ::testing::TempDir() + "/kiln_term_" + std::to_string(::getpid());
   ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
   const std::string store = dir + "/plans.db", out = dir + "/out.json", err = dir + "/err.txt";
-  // Each candidate samples for up to 400 ms: TERM after 8 s lands in the middle of the candidates.
-  const std::string cmd = "timeout --preserve-status -s TERM 8 \"" + std::string(KILN_BINARY) + "\" tune " + kRoot +
-                          "/examples/conv_bias_relu.json --json --no-unfused --candidate-budget-ms 400 --store " + store +
-                          " >" + out + " 2>" + err;
+  const std::string cmd = "KILN_TEST_TERM_AFTER=5 \"" + std::string(KILN_BINARY) + "\" tune " + kRoot +
+                          "/examples/conv_bias_relu.json --json --no-unfused --store " + store + " >" + out + " 2>" + err;
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));
   std::ifstream ei(err);
   std::stringstream es;
   es << ei.rdbuf();
-  if (WEXITSTATUS(rc) == 0) GTEST_SKIP() << "the tune finished within 8 s: nothing to interrupt\n" << es.str();
-  EXPECT_EQ(WEXITSTATUS(rc), 130) << es.str();
+  ASSERT_EQ(WEXITSTATUS(rc), 130) << es.str();
   std::ifstream oi(out);
   std::stringstream os;
   os << oi.rdbuf();
@@ -205,7 +204,13 @@ TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
   EXPECT_EQ(j[0]["meta"]["cancelled"], true);
   EXPECT_EQ(j[0]["meta"]["partial"], true);
   EXPECT_NE(es.str().find("tune conv_bias_relu:"), std::string::npos) << es.str();  // progress on stderr with --json
-  if (j[0]["winner"].is_null()) GTEST_SKIP() << "interrupted before any candidate passed\n" << es.str();
+  // Five settled candidates of conv_bias_relu (every one of its 41 passes on the H200): a winner exists.
+  ASSERT_FALSE(j[0]["winner"].is_null()) << os.str() << es.str();
+  int settled = 0;
+  for (const auto& c : j[0]["candidates"])
+    settled += c["message"].get<std::string>().rfind("not run", 0) != 0;  // the rest: "not run: interrupted"
+  EXPECT_GE(settled, 5) << os.str();
+  EXPECT_LT(settled, 41) << os.str();
   // The store holds the partial winner, untuned.
   const std::string ls = dir + "/ls.json";
   ASSERT_EQ(std::system(("\"" + std::string(KILN_BINARY) + "\" plans ls --json --store " + store + " >" + ls).c_str()), 0);

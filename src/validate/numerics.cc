@@ -118,6 +118,11 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional
     if (n < 0) continue;
     const Node& node = graph.nodes[static_cast<size_t>(n)];
     ++path.nodes;
+    if (node.op == OpKind::kPointwise) {
+      const double a = function_approximation(node.pointwise.mode);
+      path.approx_var += a * a;
+      path.approx_dir += a;
+    }
     if (t != tensor) {
       const double u = std::max(stored_roundoff(dtype_of(graph, t)), stored_u);
       path.rounding_var += u * u / 3.0;
@@ -158,11 +163,23 @@ ErrorModel expected_error_model(const AccumulationPath& path, bool tf32) {
   const double u = path.unit_roundoff;
   const double acc = path.reduction_length > 1 ? u * u * (k / 3.0 + blocks * blocks) / 3.0 : 0.0;
   const double node = 4.0 * path.nodes * 0x1p-24;
-  double var = acc + path.rounding_var + node * node;
+  double var = acc + path.rounding_var + node * node + path.approx_var;
   if (tf32) var += path.fp32_gemms * 2.0 * 0x1p-22 / 3.0;
   m.var_coeff = var;
-  m.dir_coeff = u * blocks / std::sqrt(3.0);
+  m.dir_coeff = u * blocks / std::sqrt(3.0) + path.approx_dir;
   return m;
+}
+
+double function_approximation(PointwiseMode mode) {
+  switch (mode) {
+    case PointwiseMode::kTanh: case PointwiseMode::kSigmoid: case PointwiseMode::kSilu: case PointwiseMode::kExp:
+    case PointwiseMode::kGeluTanh:
+      return 0x1p-16;
+    case PointwiseMode::kGeluErf:
+      return 0x1p-12;
+    default:
+      return 0.0;
+  }
 }
 
 std::string CheckReport::summary() const {
@@ -323,6 +340,9 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
         c.tolerance.var_coeff = model.var_coeff;
         c.tolerance.dir_coeff = model.dir_coeff;
       }
+      // The old nmse limit allows for the same function approximations (an error of a S_i, S_i <= 2 |y_i|
+      // for these functions' typical arguments, in mean square).
+      c.tolerance.nmse_max += 4.0 * path.approx_var;
     }
     // A reduction fused behind a GEMM or convolution (the FP8 recipe's AMAX) reads the accumulator before
     // it is rounded to the stored dtype of its input, while the reference reduces the rounded values: the
