@@ -1,0 +1,190 @@
+// kiln::Planner: the runtime's one owner of plans (docs/runtime.md). A long-lived object that holds the
+// environment fingerprint (collected once), the plan store, a pool of cuDNN handles and an in-memory cache
+// keyed by structure signature and shape key, and answers "a plan for this graph at this shape" from the
+// cheapest source that has one:
+//   memory      a plan this Planner already holds (a lookup, no lock held across a build)
+//   store       the stored plan for exactly this key, when the environment check passes
+//   bucket      the tuned engine configuration of the nearest tuned shape in the same bucket
+//               (kiln/bucket_policy.h), built directly for this shape: no heuristics, no tuning
+//   heuristics  cuDNN's heuristics
+// Concurrent misses for one key build once (single flight); a failure is not cached. Every plan says
+// which source served it. Plans execute on the caller's buffers, bound by tensor name and checked first.
+//
+//   PlannerOptions o; o.store_path = "plans.db";
+//   KILN_ASSIGN_OR_RETURN(auto planner, Planner::create(o));
+//   KILN_ASSIGN_OR_RETURN(Graph g, load_spec_file("model/conv.json"));
+//   KILN_ASSIGN_OR_RETURN(PreparedGraph pg, planner->prepare(g));      // validated, signature computed once
+//   KILN_ASSIGN_OR_RETURN(Obtained p, planner->obtain(pg, {{"batch", 24}}));
+//   KILN_RETURN_IF_ERROR(p.plan->execute(stream, {{"x", {x_ptr, x_bytes}}, {"w", {w_ptr}}, {"y", {y_ptr}}}));
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/bucket_policy.h"
+#include "kiln/env_policy.h"
+#include "kiln/graph.h"
+#include "kiln/lower.h"
+#include "kiln/shape_recorder.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+enum class PlanSource { kMemory, kStore, kBucket, kHeuristics };
+constexpr int kPlanSourceCount = 4;
+const char* plan_source_name(PlanSource s);  // "memory", "store", "bucket", "heuristics"
+
+// A device buffer the caller binds to a tensor: its pointer and, when known, its size in bytes (0: the
+// size is not checked).
+struct TensorBinding {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+using TensorBindings = std::map<std::string, TensorBinding>;
+
+// Alignment cuDNN expects of every tensor and the workspace.
+constexpr size_t kBindingAlignment = 16;
+
+// What runs a built plan (a cuDNN plan on the GPU; a recording fake in host tests). `pointers` is keyed by
+// the graph's tensor index.
+class PlanExecutor {
+ public:
+  virtual ~PlanExecutor() = default;
+  virtual Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const = 0;
+};
+
+// A plan ready to execute: immutable, shared by every thread that obtained it.
+class ExecutablePlan {
+ public:
+  ExecutablePlan(Graph graph, GraphSignature signature, EngineConfig config, int64_t workspace_bytes,
+                 PlanSource built_from, std::unique_ptr<PlanExecutor> executor);
+
+  const Graph& graph() const { return graph_; }
+  const GraphSignature& signature() const { return signature_; }
+  const EngineConfig& config() const { return config_; }
+  int64_t workspace_bytes() const { return workspace_bytes_; }
+  PlanSource built_from() const { return built_from_; }  // store, bucket or heuristics
+  // The bytes tensor `name` spans (its strides' footprint), or NotFound.
+  StatusOr<size_t> tensor_bytes(const std::string& name) const;
+
+  // Every graph input and output named exactly once, no other name; each pointer non-null and
+  // kBindingAlignment-aligned; each given size at least the tensor's span. InvalidArgument naming the
+  // tensor otherwise. Nothing is launched.
+  Status check_bindings(const TensorBindings& tensors) const;
+  // check_bindings, then the plan on `stream`. `workspace` (kBindingAlignment-aligned, at least
+  // workspace_bytes()) may be null when workspace_bytes() is 0.
+  Status execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace = nullptr) const;
+
+ private:
+  Graph graph_;
+  GraphSignature signature_;
+  EngineConfig config_;
+  int64_t workspace_bytes_ = 0;
+  PlanSource built_from_ = PlanSource::kHeuristics;
+  std::unique_ptr<PlanExecutor> executor_;
+  std::map<std::string, int> bound_;       // name -> tensor index of every input and output
+  std::map<std::string, size_t> spans_;    // name -> bytes
+};
+
+// A tuned configuration the store holds for a structure, at one shape.
+struct TunedShape {
+  std::string shape_key;
+  std::map<std::string, int64_t> shape;
+  EngineConfig config;
+};
+
+// Where the Planner's plans come from: cuDNN and the plan store (make_cudnn_plan_backend), or a fake in
+// host tests. Called outside the Planner's locks, from many threads.
+class PlanBackend {
+ public:
+  virtual ~PlanBackend() = default;
+  // The stored plan for exactly this key, runnable in this environment; null (with `why` set) when the
+  // store has none or its record may not run here.
+  virtual StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& graph, const GraphSignature& sig,
+                                                                     std::string* why) = 0;
+  // Tuned configurations stored for this structure (every shape key), current in this environment.
+  virtual StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature& sig) = 0;
+  // A plan built for this graph: with `config` exactly, or from cuDNN's heuristics when unset.
+  virtual StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& graph, const GraphSignature& sig,
+                                                                const std::optional<EngineConfig>& config,
+                                                                PlanSource source) = 0;
+};
+
+struct PlannerOptions {
+  std::string store_path;     // "" : no store (bucket and store sources then have nothing)
+  EnvPolicy policy;           // which environment differences a stored record may have
+  BucketPolicy buckets;       // per dynamic dim (exact by default)
+  bool record_shapes = true;  // count served shapes (recorder())
+  int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
+};
+
+// A validated graph with its signature, computed once (obtain() on a PreparedGraph does no hashing).
+struct PreparedGraph {
+  std::shared_ptr<const Graph> graph;
+  GraphSignature signature;
+  std::map<std::string, int64_t> shape;  // the graph's own dynamic values
+};
+
+struct Obtained {
+  std::shared_ptr<const ExecutablePlan> plan;
+  PlanSource source = PlanSource::kHeuristics;  // where this call got it (kMemory on a hit)
+  std::string why;                              // the misses before it ("store: no record; bucket: ...")
+  double obtain_ms = 0.0;
+};
+
+struct PlannerStats {
+  int64_t served[kPlanSourceCount] = {};  // obtain() calls answered by each source
+  int64_t builds = 0;                     // plans made (store loads and builds), not hits
+  int64_t failures = 0;                   // obtain() calls that returned an error
+  int64_t cached = 0;                     // plans held in memory
+  std::string text() const;               // "memory 120, store 3, bucket 2, heuristics 1; 6 built, 0 failed"
+};
+
+class Planner {
+ public:
+  // Needs a GPU: collects the environment once, opens the store, creates the handle pool.
+  static StatusOr<std::unique_ptr<Planner>> create(const PlannerOptions& options);
+  // With another backend (host tests, benchmarks).
+  static std::unique_ptr<Planner> create_with_backend(std::unique_ptr<PlanBackend> backend,
+                                                      const PlannerOptions& options);
+  ~Planner();
+  Planner(const Planner&) = delete;
+  Planner& operator=(const Planner&) = delete;
+
+  // Validates a copy of `graph` and computes its signature.
+  StatusOr<PreparedGraph> prepare(const Graph& graph) const;
+  // A plan for `graph` at `shape` (dynamic symbol -> value; empty: the graph's own values). A shape
+  // other than the graph's own re-derives every extent from the new values; InvalidArgument for an unknown
+  // symbol, a missing one, or a value below 1.
+  StatusOr<Obtained> obtain(const PreparedGraph& graph, const std::map<std::string, int64_t>& shape = {});
+  // prepare() then obtain() (hashes the graph on every call: prefer prepare once).
+  StatusOr<Obtained> obtain(const Graph& graph);
+
+  PlannerStats stats() const;
+  const ShapeRecorder& recorder() const;
+  const BucketPolicy& buckets() const;
+
+ private:
+  struct Impl;
+  explicit Planner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The graph at another shape: every dim with a symbol takes its new value, every tensor a node writes is
+// inferred again (so derived extents follow), layouts give strides again. InvalidArgument naming the
+// symbol or tensor when that cannot be done (an unknown or missing symbol, explicit strides on a dynamic
+// tensor).
+StatusOr<Graph> reshape_graph(const Graph& validated_graph, const std::map<std::string, int64_t>& shape);
+
+// The cuDNN backend (needs a GPU): the store at options.store_path (none when empty), the environment
+// collected once, options.handles cuDNN handles.
+StatusOr<std::unique_ptr<PlanBackend>> make_cudnn_plan_backend(const PlannerOptions& options);
+
+}  // namespace kiln
