@@ -1,0 +1,420 @@
+// kiln::Planner (kiln/planner.h): the memory cache, single flight and the order of sources. Nothing here
+// touches cuDNN: plans come from a PlanBackend (planner_cudnn.cc on the GPU, a fake in host tests).
+#include "kiln/planner.h"
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "kiln/host_tensor.h"
+
+namespace kiln {
+
+const char* plan_source_name(PlanSource s) {
+  switch (s) {
+    case PlanSource::kMemory: return "memory";
+    case PlanSource::kStore: return "store";
+    case PlanSource::kBucket: return "bucket";
+    case PlanSource::kHeuristics: return "heuristics";
+  }
+  return "unknown";
+}
+
+// ---- ExecutablePlan -------------------------------------------------------------------------------
+
+ExecutablePlan::ExecutablePlan(Graph graph, GraphSignature signature, EngineConfig config, int64_t workspace_bytes,
+                               PlanSource built_from, std::unique_ptr<PlanExecutor> executor)
+    : graph_(std::move(graph)),
+      signature_(std::move(signature)),
+      config_(std::move(config)),
+      workspace_bytes_(workspace_bytes),
+      built_from_(built_from),
+      executor_(std::move(executor)) {
+  const GraphRoles roles(graph_);
+  for (size_t i = 0; i < graph_.tensors.size(); ++i) {
+    const int t = static_cast<int>(i);
+    const TensorDesc& d = graph_.tensors[i];
+    if (d.by_value || roles.is_virtual(t)) continue;
+    bound_[d.name] = t;
+    // Validated graphs have checked footprints: this cannot fail for them.
+    auto bytes = HostTensor::checked_byte_size(roles.dtype_of(t), d.shape(), d.strides);
+    spans_[d.name] = bytes.is_ok() ? static_cast<size_t>(*bytes) : 0;
+  }
+}
+
+StatusOr<size_t> ExecutablePlan::tensor_bytes(const std::string& name) const {
+  auto it = spans_.find(name);
+  if (it == spans_.end()) return not_found("graph '" + graph_.name + "' binds no tensor '" + name + "'");
+  return it->second;
+}
+
+Status ExecutablePlan::check_bindings(const TensorBindings& tensors) const {
+  const std::string where = "graph '" + graph_.name + "'";
+  for (const auto& [name, b] : tensors) {
+    if (!bound_.count(name)) {
+      std::string known;
+      for (const auto& [n, t] : bound_) known += (known.empty() ? "" : ", ") + n;
+      return invalid_argument(where + ": no input or output tensor '" + name + "' to bind (its tensors: " + known + ")");
+    }
+  }
+  for (const auto& [name, t] : bound_) {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) return invalid_argument(where + ": tensor '" + name + "' is not bound");
+    const TensorBinding& b = it->second;
+    if (b.ptr == nullptr) return invalid_argument(where + ": tensor '" + name + "' is bound to a null pointer");
+    if (reinterpret_cast<uintptr_t>(b.ptr) % kBindingAlignment != 0)
+      return invalid_argument(where + ": tensor '" + name + "': pointer " +
+                              std::to_string(reinterpret_cast<uintptr_t>(b.ptr)) + " is not " +
+                              std::to_string(kBindingAlignment) + "-byte aligned");
+    const size_t need = spans_.at(name);
+    if (b.bytes != 0 && b.bytes < need)
+      return invalid_argument(where + ": tensor '" + name + "': buffer of " + std::to_string(b.bytes) +
+                              " bytes, the shape " + shape_key_text(graph_.dynamic_dims) + " needs " +
+                              std::to_string(need));
+  }
+  return Status::ok();
+}
+
+Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace) const {
+  KILN_RETURN_IF_ERROR(check_bindings(tensors));
+  if (workspace_bytes_ > 0 && workspace == nullptr)
+    return invalid_argument("graph '" + graph_.name + "': the plan needs a workspace of " +
+                            std::to_string(workspace_bytes_) + " bytes");
+  if (workspace && reinterpret_cast<uintptr_t>(workspace) % kBindingAlignment != 0)
+    return invalid_argument("graph '" + graph_.name + "': the workspace is not " + std::to_string(kBindingAlignment) +
+                            "-byte aligned");
+  std::map<int, void*> ptrs;
+  for (const auto& [name, t] : bound_) ptrs[t] = tensors.at(name).ptr;
+  if (!executor_) return failed_precondition("graph '" + graph_.name + "': the plan has no executor");
+  return executor_->run(stream, ptrs, workspace);
+}
+
+// ---- reshape_graph --------------------------------------------------------------------------------
+
+StatusOr<Graph> reshape_graph(const Graph& validated, const std::map<std::string, int64_t>& shape) {
+  for (const auto& [sym, v] : shape) {
+    if (!validated.dynamic_dims.count(sym))
+      return invalid_argument("graph '" + validated.name + "' has no dynamic dim '" + sym + "'");
+    if (v < 1)
+      return invalid_argument("graph '" + validated.name + "': dynamic dim '" + sym + "' = " + std::to_string(v) +
+                              ": must be >= 1");
+  }
+  for (const auto& [sym, v] : validated.dynamic_dims)
+    if (!shape.count(sym))
+      return invalid_argument("graph '" + validated.name + "': no value for dynamic dim '" + sym + "'");
+  Graph g = validated;
+  g.dynamic_dims = shape;
+  const GraphRoles roles(validated);
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    TensorDesc& d = g.tensors[i];
+    bool dynamic = false;
+    for (Dim& dim : d.dims)
+      if (dim.is_dynamic()) {
+        dim.value = shape.at(dim.symbol);
+        dynamic = true;
+      }
+    if (roles.producer(static_cast<int>(i)) >= 0) {
+      // Written by a node: inferred again from its inputs (its declared layout stays).
+      if (d.layout == Layout::kExplicit) {
+        if (dynamic)
+          return invalid_argument("graph '" + validated.name + "': tensor '" + d.name +
+                                  "' has explicit strides and dynamic dims: give it a layout to reshape it");
+      } else {
+        d.dims.clear();
+        d.strides.clear();
+      }
+    } else if (dynamic) {
+      if (d.layout == Layout::kExplicit)
+        return invalid_argument("graph '" + validated.name + "': tensor '" + d.name +
+                                "' has explicit strides and dynamic dims: give it a layout to reshape it");
+      d.strides.clear();  // from its layout again
+    }
+  }
+  KILN_RETURN_IF_ERROR(validate_graph(g));
+  return g;
+}
+
+// ---- PlannerStats ---------------------------------------------------------------------------------
+
+std::string PlannerStats::text() const {
+  std::string s;
+  for (int i = 0; i < kPlanSourceCount; ++i)
+    s += std::string(i ? ", " : "") + plan_source_name(static_cast<PlanSource>(i)) + " " + std::to_string(served[i]);
+  return s + "; " + std::to_string(builds) + " built, " + std::to_string(failures) + " failed, " +
+         std::to_string(cached) + " held";
+}
+
+// ---- Planner --------------------------------------------------------------------------------------
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// What one build produced, shared with every caller that waited for it.
+struct Built {
+  std::shared_ptr<const ExecutablePlan> plan;
+  PlanSource source = PlanSource::kHeuristics;
+  std::string why;
+};
+
+// Distance between two shapes of one bucket: the sum of |log(a/b)| over their dims (the nearest tuned
+// shape shares the most of its tiling choices with this one).
+double shape_distance(const std::map<std::string, int64_t>& a, const std::map<std::string, int64_t>& b) {
+  double d = 0;
+  for (const auto& [sym, va] : a) {
+    auto it = b.find(sym);
+    if (it != b.end()) d += std::fabs(std::log(static_cast<double>(va) / static_cast<double>(it->second)));
+  }
+  return d;
+}
+
+}  // namespace
+
+struct Planner::Impl {
+  std::unique_ptr<PlanBackend> backend;
+  PlannerOptions options;
+  ShapeRecorder recorder;
+
+  static constexpr int kShards = 16;
+  struct Shard {
+    mutable std::shared_mutex mu;
+    std::unordered_map<std::string, std::shared_ptr<const ExecutablePlan>> plans;
+  };
+  Shard shards[kShards];
+
+  std::mutex flight_mu;
+  std::unordered_map<std::string, std::shared_future<StatusOr<Built>>> in_flight;
+
+  std::atomic<int64_t> served[kPlanSourceCount] = {};
+  std::atomic<int64_t> builds{0}, failures{0}, cached{0};
+
+  Shard& shard_for(const std::string& key) { return shards[std::hash<std::string>{}(key) % kShards]; }
+
+  StatusOr<Built> build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape);
+};
+
+StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape) {
+  // The graph at this shape, and its own signature (a structure whose derived extents are not symbolic
+  // changes with the shape: it is then looked up under its own structure).
+  Graph g;
+  GraphSignature sig;
+  if (shape == pg.shape) {
+    g = *pg.graph;
+    sig = pg.signature;
+  } else {
+    KILN_ASSIGN_OR_RETURN(g, reshape_graph(*pg.graph, shape));
+    KILN_ASSIGN_OR_RETURN(sig, compute_signature(g));
+  }
+  Built out;
+  std::vector<std::string> why;
+  // 1. The store: this exact key.
+  {
+    std::string miss;
+    auto stored = backend->from_store(g, sig, &miss);
+    if (stored.is_ok() && *stored) {
+      out.plan = std::move(*stored);
+      out.source = PlanSource::kStore;
+      return out;
+    }
+    why.push_back("store: " + (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss)
+                                               : stored.status().message()));
+  }
+  // 2. The bucket: the nearest tuned shape of this structure in the same bucket, its configuration built
+  //    for this shape directly.
+  if (!shape.empty()) {
+    auto tuned = backend->tuned_shapes(sig);
+    if (!tuned.is_ok()) {
+      why.push_back("bucket: " + tuned.status().message());
+    } else {
+      const TunedShape* best = nullptr;
+      double best_d = 0;
+      for (const TunedShape& t : *tuned) {
+        if (t.shape_key == sig.shape_key || !options.buckets.same_bucket(t.shape, shape)) continue;
+        const double d = shape_distance(t.shape, shape);
+        if (!best || d < best_d || (d == best_d && t.shape_key < best->shape_key)) {
+          best = &t;
+          best_d = d;
+        }
+      }
+      if (!best) {
+        why.push_back("bucket " + options.buckets.bucket_key(shape) + ": no tuned shape");
+      } else {
+        auto built = backend->build(g, sig, best->config, PlanSource::kBucket);
+        if (built.is_ok() && *built) {
+          out.plan = std::move(*built);
+          out.source = PlanSource::kBucket;
+          why.push_back("bucket " + options.buckets.bucket_key(shape) + ": " + best->config.identity() +
+                        " tuned for " + best->shape_key);
+          out.why = why.front();
+          for (size_t i = 1; i < why.size(); ++i) out.why += "; " + why[i];
+          return out;
+        }
+        why.push_back("bucket: " + best->config.identity() + " (tuned for " + best->shape_key + ") does not build here: " +
+                      (built.is_ok() ? std::string("no plan") : built.status().message()));
+      }
+    }
+  }
+  // 3. cuDNN's heuristics.
+  auto built = backend->build(g, sig, std::nullopt, PlanSource::kHeuristics);
+  std::string all;
+  for (const std::string& w : why) all += (all.empty() ? "" : "; ") + w;
+  if (!built.is_ok()) return built.status().with_context("graph '" + g.name + "' (" + all + "; heuristics)");
+  if (!*built) return internal_error("graph '" + g.name + "': the backend returned no plan from heuristics");
+  out.plan = std::move(*built);
+  out.source = PlanSource::kHeuristics;
+  out.why = all;
+  return out;
+}
+
+Planner::Planner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Planner::~Planner() = default;
+
+std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBackend> backend,
+                                                      const PlannerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->backend = std::move(backend);
+  impl->options = options;
+  return std::unique_ptr<Planner>(new Planner(std::move(impl)));
+}
+
+StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<PlanBackend> backend, make_cudnn_plan_backend(options));
+  return create_with_backend(std::move(backend), options);
+}
+
+StatusOr<PreparedGraph> Planner::prepare(const Graph& graph) const {
+  auto g = std::make_shared<Graph>(graph);
+  KILN_RETURN_IF_ERROR(validate_graph(*g));
+  PreparedGraph pg;
+  KILN_ASSIGN_OR_RETURN(pg.signature, compute_signature(*g));
+  pg.shape = g->dynamic_dims;
+  pg.graph = std::move(g);
+  return pg;
+}
+
+StatusOr<Obtained> Planner::obtain(const Graph& graph) {
+  KILN_ASSIGN_OR_RETURN(PreparedGraph pg, prepare(graph));
+  return obtain(pg);
+}
+
+StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::string, int64_t>& requested) {
+  const auto t0 = Clock::now();
+  Impl& s = *impl_;
+  if (!pg.graph) return invalid_argument("obtain: the PreparedGraph is empty (use Planner::prepare)");
+  const std::map<std::string, int64_t>& shape = requested.empty() ? pg.shape : requested;
+  if (!requested.empty()) {
+    bool same_symbols = requested.size() == pg.shape.size();
+    for (auto a = requested.begin(), b = pg.shape.begin(); same_symbols && a != requested.end(); ++a, ++b)
+      same_symbols = a->first == b->first;
+    if (!same_symbols) {
+      s.failures.fetch_add(1, std::memory_order_relaxed);
+      std::string known;
+      for (const auto& [sym, v] : pg.shape) known += (known.empty() ? "" : ", ") + sym;
+      return invalid_argument("graph '" + pg.graph->name + "': shape " + shape_key_text(requested) +
+                              " does not name exactly its dynamic dims (" + (known.empty() ? "none" : known) + ")");
+    }
+  }
+  // The cache key: the prepared structure and the requested values (sorted by symbol: a std::map).
+  std::string key = pg.signature.structure;
+  key += '|';
+  for (const auto& [sym, v] : shape) {
+    key += sym;
+    key += '=';
+    key += std::to_string(v);
+    key += ',';
+  }
+  auto record = [&](PlanSource src, const ExecutablePlan& p) {
+    s.served[static_cast<int>(src)].fetch_add(1, std::memory_order_relaxed);
+    if (s.options.record_shapes)
+      s.recorder.record(p.signature().structure, p.signature().shape_key, pg.graph->name, plan_source_name(src));
+  };
+  Impl::Shard& shard = s.shard_for(key);
+  {
+    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    auto it = shard.plans.find(key);
+    if (it != shard.plans.end()) {
+      Obtained o;
+      o.plan = it->second;
+      lock.unlock();
+      o.source = PlanSource::kMemory;
+      record(o.source, *o.plan);
+      o.obtain_ms = ms_since(t0);
+      return o;
+    }
+  }
+  // Single flight: the first caller for a key builds; the others wait for its result.
+  std::shared_future<StatusOr<Built>> fut;
+  std::promise<StatusOr<Built>> promise;
+  bool leader = false;
+  {
+    std::lock_guard<std::mutex> lock(s.flight_mu);
+    // A build may have finished between the cache lookup and here.
+    {
+      std::shared_lock<std::shared_mutex> rl(shard.mu);
+      auto it = shard.plans.find(key);
+      if (it != shard.plans.end()) {
+        Obtained o;
+        o.plan = it->second;
+        o.source = PlanSource::kMemory;
+        rl.unlock();
+        record(o.source, *o.plan);
+        o.obtain_ms = ms_since(t0);
+        return o;
+      }
+    }
+    auto it = s.in_flight.find(key);
+    if (it != s.in_flight.end()) {
+      fut = it->second;
+    } else {
+      fut = promise.get_future().share();
+      s.in_flight.emplace(key, fut);
+      leader = true;
+    }
+  }
+  if (leader) {
+    StatusOr<Built> built = catch_exceptions("obtaining a plan for graph '" + pg.graph->name + "'",
+                                             [&] { return s.build(pg, shape); });
+    if (built.is_ok()) {
+      s.builds.fetch_add(1, std::memory_order_relaxed);
+      std::unique_lock<std::shared_mutex> wl(shard.mu);
+      if (shard.plans.emplace(key, built->plan).second) s.cached.fetch_add(1, std::memory_order_relaxed);
+    }
+    {
+      std::lock_guard<std::mutex> lock(s.flight_mu);
+      s.in_flight.erase(key);
+    }
+    promise.set_value(built);  // a failure is handed to the waiters and not cached
+  }
+  const StatusOr<Built>& r = fut.get();
+  if (!r.is_ok()) {
+    s.failures.fetch_add(1, std::memory_order_relaxed);
+    return r.status();
+  }
+  Obtained o;
+  o.plan = r->plan;
+  o.source = leader ? r->source : PlanSource::kMemory;
+  o.why = leader ? r->why : "waited for a concurrent build from " + std::string(plan_source_name(r->source));
+  record(o.source, *o.plan);
+  o.obtain_ms = ms_since(t0);
+  return o;
+}
+
+PlannerStats Planner::stats() const {
+  PlannerStats st;
+  for (int i = 0; i < kPlanSourceCount; ++i) st.served[i] = impl_->served[i].load(std::memory_order_relaxed);
+  st.builds = impl_->builds.load(std::memory_order_relaxed);
+  st.failures = impl_->failures.load(std::memory_order_relaxed);
+  st.cached = impl_->cached.load(std::memory_order_relaxed);
+  return st;
+}
+
+const ShapeRecorder& Planner::recorder() const { return impl_->recorder; }
+const BucketPolicy& Planner::buckets() const { return impl_->options.buckets; }
+
+}  // namespace kiln

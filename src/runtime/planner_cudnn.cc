@@ -1,0 +1,188 @@
+// The Planner's cuDNN backend (kiln/planner.h): plans from the plan store and from cuDNN, each executed
+// with a handle taken from a pool for the duration of the call. The environment is collected once.
+#include <cudnn.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "kiln/cuda_handles.h"
+#include "kiln/fingerprint.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_store.h"
+#include "kiln/plan_words.h"
+#include "kiln/planner.h"
+
+namespace kiln {
+namespace {
+
+// cuDNN handles, one per concurrent call (a handle is not for two threads at once).
+class HandlePool {
+ public:
+  static StatusOr<std::shared_ptr<HandlePool>> create(int n) {
+    auto p = std::make_shared<HandlePool>();
+    for (int i = 0; i < std::max(1, n); ++i) {
+      KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle h, make_cudnn_handle());
+      p->free_.push_back(h.get());
+      p->owned_.push_back(std::move(h));
+    }
+    return p;
+  }
+  // A handle for the caller's scope.
+  class Lease {
+   public:
+    Lease(HandlePool* pool, cudnnHandle_t h) : pool_(pool), h_(h) {}
+    Lease(Lease&& o) noexcept : pool_(o.pool_), h_(o.h_) { o.pool_ = nullptr; }
+    ~Lease() {
+      if (pool_) pool_->release(h_);
+    }
+    cudnnHandle_t get() const { return h_; }
+
+   private:
+    HandlePool* pool_;
+    cudnnHandle_t h_;
+  };
+  Lease acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !free_.empty(); });
+    cudnnHandle_t h = free_.back();
+    free_.pop_back();
+    return Lease(this, h);
+  }
+
+ private:
+  void release(cudnnHandle_t h) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      free_.push_back(h);
+    }
+    cv_.notify_one();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<cudnnHandle_t> free_;
+  std::vector<UniqueCudnnHandle> owned_;
+};
+
+class CudnnExecutor : public PlanExecutor {
+ public:
+  CudnnExecutor(LoweredGraph plan, std::shared_ptr<HandlePool> pool) : plan_(std::move(plan)), pool_(std::move(pool)) {}
+  Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
+    HandlePool::Lease h = pool_->acquire();
+    const cudnnStatus_t st = cudnnSetStream(h.get(), stream);
+    if (st != CUDNN_STATUS_SUCCESS)
+      return unavailable(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
+    return plan_.execute(h.get(), pointers, workspace);
+  }
+
+ private:
+  LoweredGraph plan_;
+  std::shared_ptr<HandlePool> pool_;
+};
+
+class CudnnPlanBackend : public PlanBackend {
+ public:
+  static StatusOr<std::unique_ptr<PlanBackend>> create(const PlannerOptions& o) {
+    std::unique_ptr<CudnnPlanBackend> b(new CudnnPlanBackend());
+    b->policy_ = o.policy;
+    EnvReport env = collect_environment();
+    if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
+    b->env_ = env.fingerprint;
+    KILN_ASSIGN_OR_RETURN(b->pool_, HandlePool::create(o.handles));
+    if (!o.store_path.empty()) {
+      StoreOpenOptions so;
+      so.read_only = true;  // the Planner only reads plans; tuning writes them
+      KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
+    }
+    return std::unique_ptr<PlanBackend>(std::move(b));
+  }
+
+  StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& graph, const GraphSignature& sig,
+                                                             std::string* why) override {
+    if (!store_) {
+      *why = "no store";
+      return std::shared_ptr<const ExecutablePlan>();
+    }
+    // No validator under the store's lock: the record is deserialized after get(), and a failure to load it
+    // here (a transient device error, say) is a miss for this call, not a reason to quarantine it.
+    StatusOr<LookupResult> got = [&] {
+      std::lock_guard<std::mutex> lock(store_mu_);
+      return store_->get(sig.structure, sig.shape_key, env_, policy_);
+    }();
+    KILN_ASSIGN_OR_RETURN(LookupResult look, std::move(got));
+    if (!look.runnable() || !look.record) {
+      *why = lookup_outcome_name(look.outcome);
+      for (const std::string& r : look.reasons) *why += " (" + r + ")";
+      return std::shared_ptr<const ExecutablePlan>();
+    }
+    const PlanRecord& rec = *look.record;
+    std::vector<uint8_t> bytes(rec.plan_bytes.begin(), rec.plan_bytes.end());
+    StatusOr<LoweredGraph> lg = [&] {
+      HandlePool::Lease h = pool_->acquire();
+      return LoweredGraph::deserialize(graph, h.get(), bytes);
+    }();
+    if (!lg.is_ok()) {
+      *why = "record did not load: " + lg.status().message();
+      return std::shared_ptr<const ExecutablePlan>();
+    }
+    KILN_ASSIGN_OR_RETURN(EngineConfig config, config_of(rec.engine_id, rec.knobs));
+    const int64_t ws = lg->workspace_size();
+    return std::shared_ptr<const ExecutablePlan>(std::make_shared<ExecutablePlan>(
+        graph, sig, config, ws, PlanSource::kStore, std::make_unique<CudnnExecutor>(std::move(lg).value(), pool_)));
+  }
+
+  StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature& sig) override {
+    std::vector<TunedShape> out;
+    if (!store_) return out;
+    ListFilter f;
+    f.structure_prefix = sig.structure;
+    f.tuned_only = true;
+    StatusOr<std::vector<PlanSummary>> listed = [&] {
+      std::lock_guard<std::mutex> lock(store_mu_);
+      return store_->list(f);
+    }();
+    KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> list, std::move(listed));
+    for (const PlanSummary& s : list) {
+      const PlanRecord& r = s.record;
+      if (r.structure_sig != sig.structure || !check_fingerprint(r.fingerprint, env_, policy_).pass) continue;
+      auto shape = parse_shape_key(r.shape_key);
+      auto config = config_of(r.engine_id, r.knobs);
+      if (!shape.is_ok() || !config.is_ok()) continue;
+      out.push_back(TunedShape{r.shape_key, *shape, *config});
+    }
+    return out;
+  }
+
+  StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& graph, const GraphSignature& sig,
+                                                        const std::optional<EngineConfig>& config,
+                                                        PlanSource source) override {
+    HandlePool::Lease h = pool_->acquire();
+    LowerTarget target;
+    target.handle = h.get();
+    KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph, target), graph.name));
+    if (config) {
+      KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_config(*config), graph.name));
+    } else {
+      KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_heuristic(), graph.name));
+    }
+    EngineConfig built = lg.config();
+    const int64_t ws = lg.workspace_size();
+    return std::shared_ptr<const ExecutablePlan>(std::make_shared<ExecutablePlan>(
+        graph, sig, built, ws, source, std::make_unique<CudnnExecutor>(std::move(lg), pool_)));
+  }
+
+ private:
+  CudnnPlanBackend() = default;
+  EnvPolicy policy_;
+  EnvFingerprint env_;
+  std::shared_ptr<HandlePool> pool_;
+  std::mutex store_mu_;  // one connection: one call at a time (plans load outside it)
+  std::unique_ptr<PlanStore> store_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PlanBackend>> make_cudnn_plan_backend(const PlannerOptions& options) {
+  return catch_exceptions("kiln::Planner", [&] { return CudnnPlanBackend::create(options); });
+}
+
+}  // namespace kiln

@@ -1,0 +1,355 @@
+// kiln::Planner on the host, with a fake backend: the order of sources, single flight, failures not
+// cached, shapes at other dynamic values, the binding checks and the recorder (docs/runtime.md).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "kiln/planner.h"
+#include "kiln/spec.h"
+
+namespace kiln {
+namespace {
+
+// A matmul + bias + GELU with a dynamic token count, as a spec would give it.
+Graph token_graph(int64_t tokens = 64) {
+  const std::string spec = R"({
+    "name": "mlp", "io_dtype": "fp16", "dynamic": {"tokens": )" + std::to_string(tokens) + R"(},
+    "tensors": {"x": {"dims": [1, "tokens", 128]}, "w": {"dims": [1, 128, 256]}, "b": {"dims": [1, 1, 256]}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["h"]},
+              {"name": "bias", "op": "bias_add", "inputs": ["h", "b"], "outputs": ["hb"]},
+              {"name": "gelu", "op": "gelu_tanh", "inputs": ["hb"], "outputs": ["y"]}],
+    "outputs": ["y"]})";
+  auto g = parse_spec_string(spec, "mlp.json");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  return g.is_ok() ? *g : Graph{};
+}
+
+class RecordingExecutor : public PlanExecutor {
+ public:
+  explicit RecordingExecutor(std::atomic<int>* runs) : runs_(runs) {}
+  Status run(cudaStream_t, const std::map<int, void*>& pointers, void*) const override {
+    ++*runs_;
+    last_count = pointers.size();
+    return Status::ok();
+  }
+  mutable size_t last_count = 0;
+
+ private:
+  std::atomic<int>* runs_;
+};
+
+class FakeBackend : public PlanBackend {
+ public:
+  std::mutex mu;
+  std::set<std::string> stored;       // shape keys the "store" has
+  std::vector<TunedShape> tuned;      // tuned configurations of the structure
+  std::atomic<int> store_calls{0}, builds{0}, heuristic_builds{0}, runs{0};
+  std::atomic<int> fail_heuristics{0};  // this many heuristic builds fail, then they succeed
+  int build_delay_ms = 0;
+  std::set<std::string> bad_configs;  // identities that do not build
+
+  StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
+                                                             std::string* why) override {
+    ++store_calls;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!stored.count(sig.shape_key)) {
+      *why = "miss";
+      return std::shared_ptr<const ExecutablePlan>();
+    }
+    return make(g, sig, EngineConfig{7, {}}, PlanSource::kStore);
+  }
+  StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override {
+    std::lock_guard<std::mutex> lock(mu);
+    return tuned;
+  }
+  StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
+                                                        const std::optional<EngineConfig>& config,
+                                                        PlanSource source) override {
+    if (build_delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(build_delay_ms));
+    ++builds;
+    if (!config) {
+      ++heuristic_builds;
+      if (fail_heuristics > 0) {
+        --fail_heuristics;
+        return unavailable("cuDNN is busy (injected)");
+      }
+      return make(g, sig, EngineConfig{1, {}}, source);
+    }
+    if (bad_configs.count(config->identity())) return not_supported(config->identity() + " does not support this shape");
+    return make(g, sig, *config, source);
+  }
+
+ private:
+  std::shared_ptr<const ExecutablePlan> make(const Graph& g, const GraphSignature& sig, EngineConfig c, PlanSource s) {
+    return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 1024, s, std::make_unique<RecordingExecutor>(&runs));
+  }
+};
+
+struct Fixture {
+  FakeBackend* backend = nullptr;
+  std::unique_ptr<Planner> planner;
+  explicit Fixture(const std::string& buckets = "") {
+    auto b = std::make_unique<FakeBackend>();
+    backend = b.get();
+    PlannerOptions o;
+    auto p = BucketPolicy::parse(buckets);
+    EXPECT_TRUE(p.is_ok());
+    o.buckets = *p;
+    planner = Planner::create_with_backend(std::move(b), o);
+  }
+};
+
+TEST(Planner, SourcesInOrderMemoryStoreBucketHeuristics) {
+  Fixture f("tokens=pow2");
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
+  f.backend->stored.insert("tokens=64");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{2, 4}}}});
+  // The graph's own shape: in the store.
+  auto a = f.planner->obtain(*pg);
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->source, PlanSource::kStore);
+  // Again: memory, the same plan object.
+  auto b = f.planner->obtain(*pg);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->source, PlanSource::kMemory);
+  EXPECT_EQ(b->plan.get(), a->plan.get());
+  // 100 tokens: not stored; in the bucket 65-128 of the tuned 128: its configuration, built for 100.
+  auto c = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->source, PlanSource::kBucket);
+  EXPECT_EQ(c->plan->config().identity(), "eng41_k2=4");
+  EXPECT_EQ(c->plan->graph().dynamic_dims.at("tokens"), 100);
+  EXPECT_EQ(c->plan->signature().shape_key, "tokens=100");
+  EXPECT_NE(c->why.find("tuned for tokens=128"), std::string::npos) << c->why;
+  // 1000 tokens: bucket 513-1024 has no tuned shape: heuristics, and why says so.
+  auto d = f.planner->obtain(*pg, {{"tokens", 1000}});
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->source, PlanSource::kHeuristics);
+  EXPECT_NE(d->why.find("bucket tokens=513-1024: no tuned shape"), std::string::npos) << d->why;
+  EXPECT_NE(d->why.find("store: miss"), std::string::npos) << d->why;
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kStore)], 1);
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kMemory)], 1);
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kBucket)], 1);
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kHeuristics)], 1);
+  EXPECT_EQ(st.builds, 3);
+  EXPECT_EQ(st.cached, 3);
+}
+
+TEST(Planner, ExactBucketsNeverBorrowAnotherShapesConfiguration) {
+  Fixture f;  // every dim exact
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  auto r = f.planner->obtain(*pg, {{"tokens", 127}});
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->source, PlanSource::kHeuristics);
+}
+
+TEST(Planner, NearestTunedShapeInTheBucketAndABadConfigFallsToHeuristics) {
+  Fixture f("tokens=ranges:1-1000");
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->tuned = {TunedShape{"tokens=10", {{"tokens", 10}}, EngineConfig{1, {}}},
+                      TunedShape{"tokens=500", {{"tokens", 500}}, EngineConfig{2, {}}},
+                      TunedShape{"tokens=900", {{"tokens", 900}}, EngineConfig{3, {}}}};
+  auto r = f.planner->obtain(*pg, {{"tokens", 400}});
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->source, PlanSource::kBucket);
+  EXPECT_EQ(r->plan->config().identity(), "eng2");  // |log(400/500)| is the smallest distance
+  f.backend->bad_configs.insert("eng3");
+  auto s = f.planner->obtain(*pg, {{"tokens", 950}});
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(s->source, PlanSource::kHeuristics);
+  EXPECT_NE(s->why.find("eng3 (tuned for tokens=900) does not build here"), std::string::npos) << s->why;
+}
+
+TEST(Planner, ConcurrentMissesForOneKeyBuildOnce) {
+  Fixture f;
+  f.backend->build_delay_ms = 50;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  constexpr int kThreads = 32;
+  std::vector<std::thread> threads;
+  std::vector<const ExecutablePlan*> got(kThreads, nullptr);
+  std::atomic<int> errors{0};
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      // Half the threads ask for 64 tokens, half for 96: two keys, each built once.
+      auto r = f.planner->obtain(*pg, {{"tokens", i % 2 ? 96 : 64}});
+      if (!r.is_ok()) {
+        ++errors;
+        return;
+      }
+      got[static_cast<size_t>(i)] = r->plan.get();
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(f.backend->heuristic_builds.load(), 2);
+  EXPECT_EQ(f.backend->store_calls.load(), 2);
+  for (int i = 2; i < kThreads; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], got[static_cast<size_t>(i % 2)]) << i;
+  EXPECT_NE(got[0], got[1]);
+  const PlannerStats st = f.planner->stats();
+  int64_t total = 0;
+  for (int64_t n : st.served) total += n;
+  EXPECT_EQ(total, kThreads);
+  EXPECT_EQ(st.builds, 2);
+}
+
+TEST(Planner, AFailureIsReturnedToEveryWaiterAndNotCached) {
+  Fixture f;
+  f.backend->fail_heuristics = 1;
+  f.backend->build_delay_ms = 30;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      auto r = f.planner->obtain(*pg);
+      if (!r.is_ok()) {
+        ++failed;
+        EXPECT_NE(r.status().message().find("cuDNN is busy (injected)"), std::string::npos) << r.status().to_string();
+        EXPECT_NE(r.status().message().find("graph 'mlp'"), std::string::npos) << r.status().to_string();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_GE(failed.load(), 1);
+  // The next call builds again (the failure was not cached) and succeeds.
+  auto r = f.planner->obtain(*pg);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->source, PlanSource::kHeuristics);
+  EXPECT_GE(f.planner->stats().failures, 1);
+}
+
+TEST(Planner, ShapesNamingOtherSymbolsOrBadValuesAreRefused) {
+  Fixture f;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  auto r = f.planner->obtain(*pg, {{"batch", 4}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("does not name exactly its dynamic dims (tokens)"), std::string::npos)
+      << r.status().to_string();
+  r = f.planner->obtain(*pg, {{"tokens", 0}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("'tokens' = 0: must be >= 1"), std::string::npos) << r.status().to_string();
+  EXPECT_EQ(f.backend->builds.load(), 0);  // nothing was built for a bad request
+}
+
+TEST(Planner, ReshapeRederivesExtentsAndKeepsTheStructure) {
+  Graph g = token_graph(64);
+  ASSERT_TRUE(validate_graph(g).is_ok());
+  auto s64 = compute_signature(g);
+  auto r = reshape_graph(g, {{"tokens", 1000}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const int y = r->find_tensor("y");
+  ASSERT_GE(y, 0);
+  EXPECT_EQ(r->tensors[static_cast<size_t>(y)].shape(), (std::vector<int64_t>{1, 1000, 256}));
+  EXPECT_EQ(r->tensors[static_cast<size_t>(y)].strides, (std::vector<int64_t>{256000, 256, 1}));
+  auto s1000 = compute_signature(*r);
+  ASSERT_TRUE(s64.is_ok() && s1000.is_ok());
+  EXPECT_EQ(s1000->structure, s64->structure);
+  EXPECT_EQ(s1000->shape_key, "tokens=1000");
+  auto bad = reshape_graph(g, {});
+  EXPECT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("no value for dynamic dim 'tokens'"), std::string::npos);
+}
+
+TEST(ExecutablePlan, BindingsAreCheckedBeforeAnyLaunch) {
+  Fixture f;
+  auto got = f.planner->obtain(token_graph(64));
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  const ExecutablePlan& p = *got->plan;
+  alignas(64) static char mem[4][1 << 16];
+  auto xb = p.tensor_bytes("x");
+  ASSERT_TRUE(xb.is_ok());
+  EXPECT_EQ(*xb, size_t{64} * 128 * 2);
+  TensorBindings ok = {{"x", {mem[0], *xb}}, {"w", {mem[1]}}, {"b", {mem[2]}}, {"y", {mem[3]}}};
+  EXPECT_TRUE(p.execute(nullptr, ok, mem[0]).is_ok());
+  EXPECT_EQ(f.backend->runs.load(), 1);
+  auto expect_refused = [&](TensorBindings t, void* ws, const std::string& what) {
+    Status s = p.execute(nullptr, t, ws);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.to_string();
+  };
+  TensorBindings t = ok;
+  t.erase("w");
+  expect_refused(t, mem[0], "tensor 'w' is not bound");
+  t = ok;
+  t["y"].ptr = nullptr;
+  expect_refused(t, mem[0], "tensor 'y' is bound to a null pointer");
+  t = ok;
+  t["x"].ptr = mem[0] + 2;
+  expect_refused(t, mem[0], "is not 16-byte aligned");
+  t = ok;
+  t["x"].bytes = *xb - 1;
+  expect_refused(t, mem[0], "tensor 'x': buffer of 16383 bytes, the shape tokens=64 needs 16384");
+  t = ok;
+  t["h"] = {mem[0]};  // a virtual intermediate: not bindable
+  expect_refused(t, mem[0], "no input or output tensor 'h' to bind");
+  expect_refused(ok, nullptr, "needs a workspace of 1024 bytes");
+  EXPECT_EQ(f.backend->runs.load(), 1);  // none of those reached the executor
+}
+
+TEST(ShapeRecorder, CountsPerSourceWritesAndReadsItsFile) {
+  Fixture f("tokens=pow2");
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", 100}}).is_ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", 7}}).is_ok());
+  auto snap = f.planner->recorder().snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].shape_key, "tokens=100");
+  EXPECT_EQ(snap[0].count, 5);
+  EXPECT_EQ(snap[0].sources.at("heuristics"), 1);
+  EXPECT_EQ(snap[0].sources.at("memory"), 4);
+  EXPECT_EQ(snap[0].graph, "mlp");
+  const std::string path = ::testing::TempDir() + "/kiln_shapes_" + std::to_string(::getpid()) + ".json";
+  std::remove(path.c_str());
+  ASSERT_TRUE(f.planner->recorder().write_file(path).is_ok());
+  Status again = f.planner->recorder().write_file(path);  // an existing file is not written over unasked
+  EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(again.message().find("already exists"), std::string::npos) << again.to_string();
+  EXPECT_TRUE(f.planner->recorder().write_file(path, /*overwrite=*/true).is_ok());
+  auto back = read_shapes_file(path);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].structure, snap[0].structure);
+  EXPECT_EQ((*back)[1].count, 2);
+  std::remove(path.c_str());
+  // Damaged files are refused naming the entry and field.
+  auto bad = parse_shapes_json(R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"xyz","shape_key":"","count":1}]})",
+                               "f.json");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("f.json: shapes[0]: \"structure\" 'xyz' is not 32 lowercase hex digits"),
+            std::string::npos) << bad.status().to_string();
+  bad = parse_shapes_json(R"({"format":"kiln-shapes","version":2,"shapes":[]})", "f.json");
+  EXPECT_NE(bad.status().message().find("version 2 (this Kiln reads version 1)"), std::string::npos);
+  bad = parse_shapes_json("[1,2]", "f.json");
+  EXPECT_NE(bad.status().message().find("not a recorded-shapes file"), std::string::npos);
+}
+
+TEST(ShapeRecorder, ManyThreadsLoseNoCount) {
+  ShapeRecorder r;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5000; ++i)
+        r.record("0123456789abcdef0123456789abcdef", "tokens=" + std::to_string(i % 7), "g", t % 2 ? "memory" : "bucket");
+    });
+  for (auto& t : threads) t.join();
+  int64_t total = 0;
+  for (const auto& s : r.snapshot()) total += s.count;
+  EXPECT_EQ(total, 16 * 5000);
+}
+
+}  // namespace
+}  // namespace kiln
