@@ -1,0 +1,171 @@
+// kiln::Planner on the GPU: a plan from every source (store, memory, bucket, heuristics) executed on the
+// caller's own buffers, its outputs checked against the device reference; and many threads obtaining and
+// executing at once.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "gpu_test_util.h"
+#include "kiln/cuda_handles.h"
+#include "kiln/device_check.h"
+#include "kiln/planner.h"
+#include "kiln/spec.h"
+
+namespace kiln {
+namespace {
+
+const std::string kSpec = R"({
+  "name": "mlp_planner", "io_dtype": "bf16", "dynamic": {"tokens": 256},
+  "tensors": {"x": {"dims": [1, "tokens", 512]}, "w": {"dims": [1, 512, 1024]}, "b": {"dims": [1, 1, 1024]}},
+  "nodes": [{"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["h"]},
+            {"name": "bias", "op": "bias_add", "inputs": ["h", "b"], "outputs": ["hb"]},
+            {"name": "gelu", "op": "gelu_tanh", "inputs": ["hb"], "outputs": ["y"]}],
+  "outputs": ["y"]})";
+
+// Buffers the caller owns for one shape: inputs filled with Kiln's seeded values, outputs poisoned.
+struct CallerBuffers {
+  std::map<std::string, DeviceBuffer> owned;
+  DeviceBuffer workspace;
+  TensorBindings bindings;
+  std::map<int, void*> by_index;
+};
+
+CallerBuffers make_buffers(const ExecutablePlan& plan) {
+  CallerBuffers b;
+  const Graph& g = plan.graph();
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const TensorDesc& d = g.tensors[i];
+    auto bytes = plan.tensor_bytes(d.name);
+    if (!bytes.is_ok()) continue;  // virtual or by value
+    auto buf = DeviceBuffer::allocate(*bytes);
+    EXPECT_TRUE(buf.is_ok());
+    b.bindings[d.name] = TensorBinding{buf->data(), *bytes};
+    b.by_index[static_cast<int>(i)] = buf->data();
+    if (g.is_graph_output(static_cast<int>(i))) {
+      EXPECT_TRUE(buf->fill_bytes(0xFF).is_ok());
+    }
+    b.owned.emplace(d.name, std::move(buf).value());
+  }
+  EXPECT_TRUE(generate_inputs_on_device(g, 42, b.by_index).is_ok());
+  auto ws = DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(plan.workspace_bytes(), 16)));
+  EXPECT_TRUE(ws.is_ok());
+  b.workspace = std::move(ws).value();
+  return b;
+}
+
+// Runs the plan on fresh caller buffers and checks its output against the device reference.
+void run_and_check(const ExecutablePlan& plan, const std::string& what) {
+  SCOPED_TRACE(what);
+  CallerBuffers b = make_buffers(plan);
+  auto stream = make_stream();
+  ASSERT_TRUE(stream.is_ok());
+  Status st = plan.execute(stream->get(), b.bindings, b.workspace.data());
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);
+  const Graph& g = plan.graph();
+  std::map<int, void*> inputs, outputs;
+  for (const auto& [t, p] : b.by_index) (g.is_graph_output(t) ? outputs : inputs)[t] = p;
+  auto ref = device_reference_on_device(g, inputs);
+  ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+  auto checker = DeviceChecker::create(g);
+  ASSERT_TRUE(checker.is_ok()) << checker.status().to_string();
+  auto rep = checker->check(outputs, *ref);
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  std::printf("[ planner ] %s: %s %s\n", what.c_str(), plan.config().identity().c_str(), rep->summary().c_str());
+  EXPECT_EQ(rep->verdict, Verdict::kPassed) << rep->summary();
+}
+
+TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {
+  KILN_REQUIRE_GPU();
+  const std::string dir = ::testing::TempDir() + "/kiln_planner_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string spec = dir + "/mlp.json", store = dir + "/plans.db";
+  {
+    FILE* f = std::fopen(spec.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(kSpec.c_str(), f);
+    std::fclose(f);
+  }
+  // Tuned at 256 tokens into a store (kiln tune, as a user would).
+  const std::string tune = "\"" + std::string(KILN_BINARY) + "\" tune " + spec + " --no-unfused --store " + store +
+                           " >" + dir + "/tune.txt 2>&1";
+  ASSERT_EQ(std::system(tune.c_str()), 0) << tune;
+  PlannerOptions o;
+  o.store_path = store;
+  auto buckets = BucketPolicy::parse("tokens=pow2");
+  ASSERT_TRUE(buckets.is_ok());
+  o.buckets = *buckets;
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto graph = parse_spec_string(kSpec, "mlp.json");
+  ASSERT_TRUE(graph.is_ok());
+  auto pg = (*planner)->prepare(*graph);
+  ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
+
+  auto stored = (*planner)->obtain(*pg);
+  ASSERT_TRUE(stored.is_ok()) << stored.status().to_string();
+  EXPECT_EQ(stored->source, PlanSource::kStore) << stored->why;
+  run_and_check(*stored->plan, "store, 256 tokens");
+
+  auto hit = (*planner)->obtain(*pg);
+  ASSERT_TRUE(hit.is_ok());
+  EXPECT_EQ(hit->source, PlanSource::kMemory);
+  EXPECT_EQ(hit->plan.get(), stored->plan.get());
+
+  auto bucket = (*planner)->obtain(*pg, {{"tokens", 200}});  // 129-256: the tuned 256's configuration
+  ASSERT_TRUE(bucket.is_ok()) << bucket.status().to_string();
+  EXPECT_EQ(bucket->source, PlanSource::kBucket) << bucket->why;
+  EXPECT_EQ(bucket->plan->config(), stored->plan->config());
+  run_and_check(*bucket->plan, "bucket, 200 tokens");
+
+  auto heur = (*planner)->obtain(*pg, {{"tokens", 3000}});  // 2049-4096: nothing tuned
+  ASSERT_TRUE(heur.is_ok()) << heur.status().to_string();
+  EXPECT_EQ(heur->source, PlanSource::kHeuristics) << heur->why;
+  run_and_check(*heur->plan, "heuristics, 3000 tokens");
+
+  std::printf("[ planner ] obtain ms: store %.2f, memory %.4f, bucket %.2f, heuristics %.2f; %s\n", stored->obtain_ms,
+              hit->obtain_ms, bucket->obtain_ms, heur->obtain_ms, (*planner)->stats().text().c_str());
+}
+
+TEST(PlannerGpu, ManyThreadsObtainAndExecuteAtOnce) {
+  KILN_REQUIRE_GPU();
+  PlannerOptions o;
+  o.handles = 4;
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto graph = parse_spec_string(kSpec, "mlp.json");
+  ASSERT_TRUE(graph.is_ok());
+  auto pg = (*planner)->prepare(*graph);
+  ASSERT_TRUE(pg.is_ok());
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const int64_t tokens = t % 2 ? 128 : 64;
+      auto r = (*planner)->obtain(*pg, {{"tokens", tokens}});
+      if (!r.is_ok()) {
+        errors[static_cast<size_t>(t)] = r.status().to_string();
+        return;
+      }
+      CallerBuffers b = make_buffers(*r->plan);
+      auto stream = make_stream();
+      if (!stream.is_ok()) return;
+      for (int i = 0; i < 20; ++i) {
+        Status st = r->plan->execute(stream->get(), b.bindings, b.workspace.data());
+        if (!st.is_ok()) {
+          errors[static_cast<size_t>(t)] = st.to_string();
+          return;
+        }
+      }
+      if (cudaStreamSynchronize(stream->get()) != cudaSuccess) errors[static_cast<size_t>(t)] = "stream failed";
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(errors[static_cast<size_t>(t)].empty()) << t << ": " << errors[static_cast<size_t>(t)];
+  EXPECT_EQ((*planner)->stats().builds, 2);  // one per shape: single flight
+}
+
+}  // namespace
+}  // namespace kiln
