@@ -1,5 +1,6 @@
 // kiln tune SPEC...: measure every engine configuration cuDNN offers, reject wrong ones, pick the winner,
 // optionally store it. --list enumerates candidates without timing them; --pin builds exactly one.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include "kiln/fingerprint.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_words.h"
+#include "kiln/planner.h"
+#include "kiln/shape_recorder.h"
 #include "kiln/retune.h"
 #include "kiln/segments.h"
 #include "kiln/spec.h"
@@ -31,6 +34,8 @@ struct TuneCliOptions {
   bool list = false, json = false, hot_cache = false, untuned_only = false, no_verify = false, use_store = false;
   bool no_unfused = false, no_isolate = false;
   std::string pin, store_path, objective = "time", fusion_policy = "faster", materialize, inputs_dir;
+  std::string shapes_file, buckets;  // --shapes FILE [--hottest N] [--buckets POLICY]
+  int hottest = 0;
   std::vector<std::string> exclude;
   int top_k = 0;
   int64_t max_workspace = -1;
@@ -106,8 +111,50 @@ Status tune_cmd(const TuneCliOptions& o) {
   // What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
   // (kiln/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
   std::vector<std::pair<std::string, Graph>> work;
+  // --shapes: the shapes a service recorded (kiln::Planner's recorder, docs/runtime.md), read and checked
+  // before any GPU work; each spec is tuned at its recorded shapes (the hottest first) instead of its own.
+  std::vector<RecordedShape> recorded;
+  BucketPolicy buckets;
+  if (!o.shapes_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(recorded, read_shapes_file(o.shapes_file));
+    auto b = BucketPolicy::parse(o.buckets);
+    if (!b.is_ok()) return b.status().with_context("--buckets");
+    buckets = *b;
+  } else if (o.hottest > 0 || !o.buckets.empty()) {
+    return invalid_argument("--hottest and --buckets choose among the shapes of --shapes FILE: give --shapes");
+  }
+  std::vector<std::pair<std::string, Graph>> specs_read;
   for (const auto& spec : o.specs) {
     KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(spec));
+    if (recorded.empty() || o.list) {
+      specs_read.emplace_back(spec, std::move(g));
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));
+    std::vector<std::map<std::string, int64_t>> chosen;
+    for (const RecordedShape& r : recorded) {
+      if (r.structure != sig.structure) continue;
+      auto shape = parse_shape_key(r.shape_key);
+      if (!shape.is_ok()) return shape.status().with_context("--shapes " + o.shapes_file);
+      const auto rep = buckets.representative(*shape);  // exact buckets: the shape itself
+      if (std::find(chosen.begin(), chosen.end(), rep) == chosen.end()) chosen.push_back(rep);
+      if (o.hottest > 0 && static_cast<int>(chosen.size()) >= o.hottest) break;
+    }
+    if (chosen.empty()) {
+      std::fprintf(stderr, "%s: no shape of its structure (%s) in %s: not tuned\n", spec.c_str(), sig.structure.c_str(),
+                   o.shapes_file.c_str());
+      continue;
+    }
+    for (const auto& shape : chosen) {
+      auto at = reshape_graph(g, shape);
+      if (!at.is_ok()) return at.status().with_context(spec + " at recorded shape " + shape_key_text(shape));
+      std::fprintf(stderr, "%s: tuning recorded shape %s\n", spec.c_str(), shape_key_text(shape).c_str());
+      specs_read.emplace_back(spec, std::move(at).value());
+    }
+  }
+  if (!recorded.empty() && !o.list && specs_read.empty())
+    return invalid_argument("--shapes " + o.shapes_file + ": no recorded shape has the structure of any spec given");
+  for (auto& [spec, g] : specs_read) {
     if (o.list) { KILN_RETURN_IF_ERROR(list_candidates(g, o.json)); continue; }
     // Recorded inputs are checked before the GPU is touched (bad input is exit 2, not a late failure).
     if (!o.inputs_dir.empty()) KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
@@ -255,6 +302,11 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_flag("--no-verify", o->no_verify, "Skip the numerics gate (candidates become NotVerified)");
   sub->add_option("--store", o->store_path, "Plan store to write the winner to (and to read the incumbent from)");
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
+  sub->add_option("--shapes", o->shapes_file,
+                  "Tune each spec at the shapes a service recorded (kiln::Planner's recorder file), hottest first");
+  sub->add_option("--hottest", o->hottest, "With --shapes: at most this many shapes per spec");
+  sub->add_option("--buckets", o->buckets,
+                  "With --shapes: tune each recorded shape's bucket representative (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
   sub->add_flag("--untuned", o->untuned_only, "Only tune specs whose stored plan is untuned (e.g. from kiln compile)");
   sub->callback([run, o] { *run = [o] { return tune_cmd(*o); }; });
 }

@@ -39,4 +39,33 @@ TEST(TuneCli, RecordedInputsAreCheckedBeforeTheGpu) {
   EXPECT_NE(r.err.find("no file '/nonexistent/kiln_inputs/x.bin'"), std::string::npos) << r.err;
 }
 
+// --shapes FILE (kiln::Planner's recorder file): read and checked before the GPU is touched; a file that
+// does not parse, or has no shape of any spec's structure, is exit 2 naming it.
+TEST(TuneCli, RecordedShapesAreCheckedBeforeTheGpu) {
+  const std::string dir = ::testing::TempDir() + "/kiln_tune_shapes_" + std::to_string(::getpid());
+  std::system(("mkdir -p '" + dir + "'").c_str());
+  const std::string spec = std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json";
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  CliRun r = run_kiln("tune " + spec + " --shapes " + dir + "/none.json");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("recorded-shapes file '" + dir + "/none.json' cannot be read"), std::string::npos) << r.err;
+  const std::string bad = write("bad.json", R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"12","shape_key":"","count":1}]})");
+  r = run_kiln("tune " + spec + " --shapes " + bad);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("shapes[0]: \"structure\" '12' is not 32 lowercase hex digits"), std::string::npos) << r.err;
+  const std::string other = write("other.json", R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=5","count":1}]})");
+  r = run_kiln("tune " + spec + " --shapes " + other);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("no recorded shape has the structure of any spec given"), std::string::npos) << r.err;
+  r = run_kiln("tune " + spec + " --shapes " + other + " --buckets tokens=cubes");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--buckets: bucket policy: 'tokens': unknown bucket rule 'cubes'"), std::string::npos) << r.err;
+  r = run_kiln("tune " + spec + " --hottest 3");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("give --shapes"), std::string::npos) << r.err;
+}
+
 }  // namespace
