@@ -265,7 +265,7 @@ TEST(Cli, UnknownCommandIsNamedAndTheCommandsListed) {
   CliRun r = run_kiln("bogus");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("kiln: unknown command 'bogus'; the commands are: compile, doctor, plans, profile, run, "
-                       "signature, tune, validate"),
+                       "signature, stats, tune, validate"),
             std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
   r = run_kiln("-v plans lsit");

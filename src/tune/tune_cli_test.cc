@@ -68,4 +68,32 @@ TEST(TuneCli, RecordedShapesAreCheckedBeforeTheGpu) {
   EXPECT_NE(r.err.find("give --shapes"), std::string::npos) << r.err;
 }
 
+// kiln stats: a recorded-shapes file's summary, hottest first; a damaged file is exit 2 naming it.
+TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
+  const std::string dir = ::testing::TempDir() + "/kiln_stats_" + std::to_string(::getpid());
+  std::system(("mkdir -p '" + dir + "'").c_str());
+  const std::string file = dir + "/shapes.json";
+  std::ofstream(file) << R"({"format":"kiln-shapes","version":1,"shapes":[
+    {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=7","graph":"mlp","count":3,"sources":{"memory":3}},
+    {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=100","graph":"mlp","count":50,"sources":{"memory":49,"heuristics":1}}]})";
+  const std::string out = dir + "/out.txt";
+  const int rc = std::system(("\"" + std::string(KILN_BINARY) + "\" stats " + file + " --buckets tokens=pow2 >" + out).c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 0);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  EXPECT_NE(text.find("2 shapes of 1 structures, 53 calls (heuristics 1, memory 52)"), std::string::npos) << text;
+  const size_t hot = text.find("tokens=100"), cold = text.find("tokens=7");
+  ASSERT_NE(hot, std::string::npos) << text;
+  ASSERT_NE(cold, std::string::npos) << text;
+  EXPECT_LT(hot, cold) << text;  // hottest first
+  EXPECT_NE(text.find("tokens=65-128"), std::string::npos) << text;
+  std::ofstream(dir + "/bad.json") << "{\"format\":\"kiln-shapes\",\"version\":1,\"shapes\":{}}";
+  CliRun r = run_kiln("stats " + dir + "/bad.json");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("\"shapes\" is not a list"), std::string::npos) << r.err;
+}
+
 }  // namespace
