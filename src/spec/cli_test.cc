@@ -264,7 +264,7 @@ TEST(Cli, CompileSaysInWordsWhyAGraphHasNoPlan) {
 TEST(Cli, UnknownCommandIsNamedAndTheCommandsListed) {
   CliRun r = run_kiln("bogus");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("kiln: unknown command 'bogus'; the commands are: compile, doctor, plans, profile, run, "
+  EXPECT_NE(r.err.find("kiln: unknown command 'bogus'; the commands are: compile, doctor, plans, profile, replay, run, "
                        "signature, stats, tune, validate"),
             std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;

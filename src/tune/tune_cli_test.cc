@@ -96,4 +96,32 @@ TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
   EXPECT_NE(r.err.find("\"shapes\" is not a list"), std::string::npos) << r.err;
 }
 
+// kiln replay: the whole trace is checked before the GPU is touched (exit 2 naming the request), and
+// without a GPU the Planner says so (exit 3).
+TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
+  const std::string dir = ::testing::TempDir() + "/kiln_replay_" + std::to_string(::getpid());
+  std::system(("mkdir -p '" + dir + "' && cp '" + std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json' '" +
+               dir + "/ln.json'").c_str());
+  auto trace = [&](const std::string& name, const std::string& requests) {
+    std::ofstream(dir + "/" + name) << R"({"format":"kiln-trace","version":1,"requests":)" + requests + "}";
+    return dir + "/" + name;
+  };
+  struct Bad { std::string requests, message; };
+  for (const Bad& b : {Bad{"[]", "\"requests\" is missing, not a list, or empty"},
+                       Bad{R"([{"shape":{}}])", "requests[0]: \"spec\" is missing or not a string"},
+                       Bad{R"([{"spec":"ln.json","shape":{"batch":2}}])", "requests[0]: graph 'layer_norm_small' has no dynamic dim 'batch'"},
+                       Bad{R"([{"spec":"ln.json","shape":{"tokens":0}}])", "shape \"tokens\" is not an integer >= 1"},
+                       Bad{R"([{"spec":"ln.json","count":-1}])", "\"count\" is not an integer >= 1"},
+                       Bad{R"([{"spec":"ln.json"},{"spec":"missing.json"}])", "requests[1]: " + dir + "/missing.json"}}) {
+    CliRun r = run_kiln("replay " + trace("t.json", b.requests));
+    EXPECT_EQ(r.code, 2) << b.requests << ": " << r.err;
+    EXPECT_NE(r.err.find(b.message), std::string::npos) << b.requests << ": " << r.err;
+  }
+  CliRun r = run_kiln("replay " + trace("ok.json", R"([{"spec":"ln.json","shape":{"tokens":100},"count":3}])"));
+  if (r.code != 0) {  // no GPU here: the Planner says so
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("kiln::Planner needs a GPU"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace

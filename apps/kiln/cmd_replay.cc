@@ -1,0 +1,279 @@
+// kiln replay TRACE: runs a trace of requests (graph, shape) through kiln::Planner with N threads, each
+// request obtained and executed on buffers the replay owns, and reports per source the calls served, the
+// time to first execution (obtain + execute + sync) and the execution time, with latency percentiles
+// (docs/runtime.md "Replaying a trace"). The trace is checked whole before the GPU is touched.
+//
+// Trace (JSON): {"format": "kiln-trace", "version": 1,
+//                "requests": [{"spec": "mlp.json", "shape": {"tokens": 100}, "count": 20}, ...]}
+// spec paths are relative to the trace's folder; "shape" may be left out (the spec's own); "count" is 1
+// by default. Requests run in order, spread over the threads.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/atomic_file.h"
+#include "kiln/cuda_handles.h"
+#include "kiln/planner.h"
+#include "kiln/spec.h"
+
+namespace kiln::cli {
+namespace {
+
+struct ReplayCmdOptions {
+  std::string trace, store_path, buckets, record_shapes;
+  int threads = 1, handles = 4;
+  bool json = false, force = false;
+};
+
+struct Request {
+  size_t graph = 0;  // index into the prepared graphs
+  std::map<std::string, int64_t> shape;
+};
+
+struct TraceGraphs {
+  std::vector<std::string> specs;
+  std::vector<Graph> graphs;
+};
+
+StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* tg) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("trace '" + path + "' cannot be read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string where = "trace '" + path + "'";
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return invalid_argument(where + ": not JSON");
+  if (!j.is_object() || j.value("format", std::string()) != "kiln-trace")
+    return invalid_argument(where + ": not a trace (\"format\" is not \"kiln-trace\")");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
+    return invalid_argument(where + ": \"version\" must be 1");
+  if (!j.contains("requests") || !j["requests"].is_array() || j["requests"].empty())
+    return invalid_argument(where + ": \"requests\" is missing, not a list, or empty");
+  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  std::map<std::string, size_t> index;
+  std::vector<Request> out;
+  constexpr int64_t kMaxRequests = 10'000'000;
+  for (size_t i = 0; i < j["requests"].size(); ++i) {
+    const auto& r = j["requests"][i];
+    const std::string at = where + ": requests[" + std::to_string(i) + "]";
+    if (!r.is_object() || !r.contains("spec") || !r["spec"].is_string())
+      return invalid_argument(at + ": \"spec\" is missing or not a string");
+    std::string spec = r["spec"].get<std::string>();
+    if (!spec.empty() && spec[0] != '/') spec = dir + "/" + spec;
+    auto it = index.find(spec);
+    if (it == index.end()) {
+      auto g = parse_spec_file(spec);
+      if (!g.is_ok()) return g.status().with_context(at);
+      it = index.emplace(spec, tg->graphs.size()).first;
+      tg->specs.push_back(spec);
+      tg->graphs.push_back(std::move(g).value());
+    }
+    Request q;
+    q.graph = it->second;
+    if (r.contains("shape")) {
+      if (!r["shape"].is_object()) return invalid_argument(at + ": \"shape\" is not an object");
+      for (const auto& [sym, v] : r["shape"].items()) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 1)
+          return invalid_argument(at + ": shape \"" + sym + "\" is not an integer >= 1");
+        if (!tg->graphs[q.graph].dynamic_dims.count(sym))
+          return invalid_argument(at + ": graph '" + tg->graphs[q.graph].name + "' has no dynamic dim '" + sym + "'");
+        q.shape[sym] = v.get<int64_t>();
+      }
+      if (!q.shape.empty() && q.shape.size() != tg->graphs[q.graph].dynamic_dims.size())
+        return invalid_argument(at + ": shape must name every dynamic dim of graph '" + tg->graphs[q.graph].name + "'");
+    }
+    int64_t count = 1;
+    if (r.contains("count")) {
+      if (!r["count"].is_number_integer() || r["count"].get<int64_t>() < 1)
+        return invalid_argument(at + ": \"count\" is not an integer >= 1");
+      count = r["count"].get<int64_t>();
+    }
+    if (static_cast<int64_t>(out.size()) + count > kMaxRequests)
+      return invalid_argument(where + ": more than " + std::to_string(kMaxRequests) + " requests");
+    for (int64_t k = 0; k < count; ++k) out.push_back(q);
+  }
+  return out;
+}
+
+// Buffers a replay thread owns for one plan: every bound tensor and the workspace, zeroed.
+struct PlanBuffers {
+  std::vector<DeviceBuffer> owned;
+  TensorBindings bindings;
+  DeviceBuffer workspace;
+};
+
+StatusOr<PlanBuffers> buffers_for(const ExecutablePlan& plan) {
+  PlanBuffers b;
+  for (const TensorDesc& d : plan.graph().tensors) {
+    auto bytes = plan.tensor_bytes(d.name);
+    if (!bytes.is_ok()) continue;
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(*bytes));
+    KILN_RETURN_IF_ERROR(buf.fill_bytes(0));
+    b.bindings[d.name] = TensorBinding{buf.data(), *bytes};
+    b.owned.push_back(std::move(buf));
+  }
+  KILN_ASSIGN_OR_RETURN(b.workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(plan.workspace_bytes(), 16))));
+  return b;
+}
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+Status run_replay(const ReplayCmdOptions& o) {
+  if (o.threads < 1 || o.threads > 256) return invalid_argument("--threads must be 1..256, got " + std::to_string(o.threads));
+  TraceGraphs tg;
+  KILN_ASSIGN_OR_RETURN(std::vector<Request> requests, read_trace(o.trace, &tg));
+  if (!o.record_shapes.empty()) {  // refused now, not after the run
+    FileWriteOptions fo;
+    fo.what = "recorded-shapes file";
+    fo.overwrite = o.force;
+    KILN_RETURN_IF_ERROR(check_destination(o.record_shapes, fo).with_context("--record-shapes"));
+  }
+  PlannerOptions po;
+  po.store_path = o.store_path;
+  po.handles = o.handles;
+  auto b = BucketPolicy::parse(o.buckets);
+  if (!b.is_ok()) return b.status().with_context("--buckets");
+  po.buckets = *b;
+  const auto t_create = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
+  const double create_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_create).count();
+  std::vector<PreparedGraph> prepared;
+  for (const Graph& g : tg.graphs) {
+    KILN_ASSIGN_OR_RETURN(PreparedGraph pg, planner->prepare(g));
+    prepared.push_back(std::move(pg));
+  }
+  struct Sample {
+    PlanSource source;
+    double obtain_ms, exec_ms;
+  };
+  std::mutex mu;
+  std::vector<Sample> samples;
+  Status first_error;
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    auto stream = make_stream();
+    if (!stream.is_ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_error.is_ok()) first_error = stream.status();
+      return;
+    }
+    std::map<const ExecutablePlan*, PlanBuffers> mine;
+    std::vector<Sample> local;
+    for (size_t i = next++; i < requests.size(); i = next++) {
+      const Request& q = requests[i];
+      const auto t0 = std::chrono::steady_clock::now();
+      auto got = planner->obtain(prepared[q.graph], q.shape);
+      const auto t1 = std::chrono::steady_clock::now();
+      Status st = got.status();
+      if (st.is_ok()) {
+        auto it = mine.find(got->plan.get());
+        if (it == mine.end()) {
+          auto bufs = buffers_for(*got->plan);
+          if (!bufs.is_ok()) st = bufs.status();
+          else it = mine.emplace(got->plan.get(), std::move(bufs).value()).first;
+        }
+        if (st.is_ok()) st = got->plan->execute(stream->get(), it->second.bindings, it->second.workspace.data());
+        if (st.is_ok() && cudaStreamSynchronize(stream->get()) != cudaSuccess)
+          st = unavailable("replay: the stream failed after executing graph '" + prepared[q.graph].graph->name + "'");
+      }
+      const auto t2 = std::chrono::steady_clock::now();
+      if (!st.is_ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.is_ok()) first_error = st;
+        return;
+      }
+      local.push_back({got->source, std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                       std::chrono::duration<double, std::milli>(t2 - t1).count()});
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    samples.insert(samples.end(), local.begin(), local.end());
+  };
+  const auto t_run = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < o.threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();
+  KILN_RETURN_IF_ERROR(first_error);
+
+  nlohmann::ordered_json j;
+  j["trace"] = o.trace;
+  j["requests"] = samples.size();
+  j["threads"] = o.threads;
+  j["planner_create_ms"] = create_ms;
+  j["wall_s"] = wall_s;
+  std::vector<double> all;
+  for (const Sample& s : samples) all.push_back(s.obtain_ms + s.exec_ms);
+  j["latency_ms"] = {{"p50", pct(all, 0.5)}, {"p90", pct(all, 0.9)}, {"p99", pct(all, 0.99)}};
+  nlohmann::ordered_json per = nlohmann::ordered_json::object();
+  for (int si = 0; si < kPlanSourceCount; ++si) {
+    std::vector<double> first, obtain, exec;
+    for (const Sample& s : samples)
+      if (static_cast<int>(s.source) == si) {
+        first.push_back(s.obtain_ms + s.exec_ms);
+        obtain.push_back(s.obtain_ms);
+        exec.push_back(s.exec_ms);
+      }
+    per[plan_source_name(static_cast<PlanSource>(si))] = {
+        {"calls", first.size()},
+        {"share", samples.empty() ? 0.0 : static_cast<double>(first.size()) / static_cast<double>(samples.size())},
+        {"obtain_ms_p50", pct(obtain, 0.5)},
+        {"first_execution_ms_p50", pct(first, 0.5)},
+        {"first_execution_ms_p90", pct(first, 0.9)},
+        {"execute_ms_p50", pct(exec, 0.5)}};
+  }
+  j["by_source"] = per;
+  j["stats"] = planner->stats().text();
+  if (!o.record_shapes.empty()) KILN_RETURN_IF_ERROR(planner->recorder().write_file(o.record_shapes, o.force));
+  if (o.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::ok();
+  }
+  std::printf("replay %s: %zu requests on %d threads in %.3f s (Planner ready in %.1f ms)\n", o.trace.c_str(),
+              samples.size(), o.threads, wall_s, create_ms);
+  std::printf("  latency (obtain + execute + sync) ms: p50 %.4f  p90 %.4f  p99 %.4f\n", pct(all, 0.5), pct(all, 0.9),
+              pct(all, 0.99));
+  std::printf("  %-11s %8s %7s %14s %20s %16s\n", "source", "calls", "share", "obtain ms p50", "first exec ms p50/p90",
+              "execute ms p50");
+  for (const auto& [name, v] : per.items())
+    std::printf("  %-11s %8lld %6.1f%% %14.4f %10.4f/%-9.4f %16.4f\n", name.c_str(),
+                static_cast<long long>(v["calls"].get<size_t>()), 100.0 * v["share"].get<double>(),
+                v["obtain_ms_p50"].get<double>(), v["first_execution_ms_p50"].get<double>(),
+                v["first_execution_ms_p90"].get<double>(), v["execute_ms_p50"].get<double>());
+  std::printf("  %s\n", planner->stats().text().c_str());
+  return Status::ok();
+}
+
+void add_replay(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<ReplayCmdOptions>();
+  CLI::App* sub = app.add_subcommand("replay", "Run a trace of requests through kiln::Planner and report per source");
+  sub->add_option("trace", o->trace, "Trace file (JSON: format kiln-trace, see docs/runtime.md)")->required();
+  sub->add_option("--store", o->store_path, "Plan store the Planner reads");
+  sub->add_option("--buckets", o->buckets, "Bucket policy (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
+  sub->add_option("--threads", o->threads, "Threads sending requests")->capture_default_str();
+  sub->add_option("--handles", o->handles, "cuDNN handles in the Planner's pool")->capture_default_str();
+  sub->add_option("--record-shapes", o->record_shapes, "Write the shapes served to this file (kiln stats reads it)");
+  sub->add_flag("--force", o->force, "Write over an existing --record-shapes file");
+  sub->add_flag("--json", o->json, "Machine-readable report");
+  sub->callback([run, o] { *run = [o] { return run_replay(*o); }; });
+}
+
+}  // namespace
+
+KILN_REGISTER_COMMAND("replay", add_replay);
+
+}  // namespace kiln::cli
