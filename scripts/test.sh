@@ -2,10 +2,14 @@
 # README command 2: set up, build, and run the whole test suite. `.ci/run` calls exactly this.
 #  1. The normal build (${KILN_BUILD_DIR:-build}) and every test. The `gpu` tier is reported as skipped on
 #     a machine without a GPU (scripts/gpu-tier.sh runs it on one, where a skip is a failure).
-#  2. The host tier again under AddressSanitizer + UndefinedBehaviorSanitizer, from a separate build
+#  2. The C++ API as an application sees it: `cmake --install` of that build into $build/install, then
+#     examples/cpp configured with find_package(kiln) against it ($build/example-cpp), built and run on
+#     examples/small/conv_bias_relu.json: exit 0 with a GPU (`kiln doctor` passes), else exit 3 and its
+#     "cannot plan on this machine" message. Not run when the build failed.
+#  3. The host tier again under AddressSanitizer + UndefinedBehaviorSanitizer, from a separate build
 #     (${KILN_SANITIZE_BUILD_DIR:-build-asan}, -DKILN_SANITIZE=ON, no benchmarks): `ctest -LE gpu`.
 #     KILN_TEST_SANITIZE=0 leaves it out (a quicker local run); CI always runs it.
-# Exits non-zero when either stage fails; both stages run even when the first fails.
+# Exits non-zero when any stage fails; every stage runs even when an earlier one fails.
 set -euo pipefail
 # The whole script is read before it runs (braces), so that editing or checking out a new version while
 # it runs cannot change what it does halfway.
@@ -21,14 +25,52 @@ results=()
 rc=0
 echo "[test] stage 1: build and run every test ($build)"
 t=$SECONDS
-if "$root/scripts/build.sh" && ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900; then
+built=0
+if "$root/scripts/build.sh" && built=1 && ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900; then
   results+=("all tests (normal build): passed ($(elapsed $t))")
 else
   results+=("all tests (normal build): FAILED ($(elapsed $t))"); rc=1
 fi
 
+# step NAME LOG COMMAND...: runs COMMAND with its output in LOG, shown (the tail) only when it fails.
+step() {
+  local name=$1 log=$2; shift 2
+  "$@" >"$log" 2>&1 && return 0
+  tail -30 "$log"; echo "[example] $name FAILED (log: $log)"; return 1
+}
+# Installs the build, then configures, builds and runs examples/cpp against the installed package.
+example_cpp() {
+  local prefix="$build/install" ex="$build/example-cpp" spec="$root/examples/small/conv_bias_relu.json"
+  local out want=3 got=0
+  rm -rf "$prefix" "$ex"  # nothing left from an earlier install (a header since removed)
+  mkdir -p "$ex"
+  step install "$build/install.log" cmake --install "$build" --prefix "$prefix" || return 1
+  step configure "$ex/configure.log" cmake -S "$root/examples/cpp" -B "$ex" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" ||
+    return 1
+  step build "$ex/build.log" cmake --build "$ex" || return 1
+  if "$build/kiln" doctor >/dev/null 2>&1; then want=0; fi
+  out="$("$ex/kiln_example" "$spec" 2>&1)" || got=$?
+  printf '%s\n' "$out" | sed 's/^/[example] /'
+  if [ "$got" != "$want" ]; then echo "[example] exit $got, expected $want"; return 1; fi
+  if [ "$want" = 3 ] && [[ "$out" != *"cannot plan on this machine"* ]]; then
+    echo "[example] exit 3 without the no-GPU message"; return 1
+  fi
+  example_result="exit $got, $([ "$want" = 0 ] && echo "ran on the GPU" || echo "no GPU")"
+}
+
+echo "[test] stage 2: install, and build and run examples/cpp against the installed package ($build/install)"
+t=$SECONDS
+example_result=""
+if [ "$built" = 0 ]; then
+  results+=("C++ example against the install: not run (the build failed)"); rc=1
+elif example_cpp; then
+  results+=("C++ example against the install: passed, $example_result ($(elapsed $t))")
+else
+  results+=("C++ example against the install: FAILED ($(elapsed $t))"); rc=1
+fi
+
 if [ "${KILN_TEST_SANITIZE:-1}" != 0 ]; then
-  echo "[test] stage 2: host tier under ASan + UBSan ($asan_build)"
+  echo "[test] stage 3: host tier under ASan + UBSan ($asan_build)"
   t=$SECONDS
   # protect_shadow_gap=0: the CUDA runtime maps memory where ASan's shadow gap would be (a GPU machine).
   # Leak checking stays on, less what NVIDIA's libraries keep for the process's life (tests/lsan.supp).
