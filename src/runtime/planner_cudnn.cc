@@ -15,16 +15,16 @@
 namespace kiln {
 namespace {
 
-// cuDNN handles, one per concurrent call (a handle is not for two threads at once).
+// cuDNN handles, one per concurrent call (a handle is not for two threads at once). One is made at start;
+// more are made when calls overlap, up to the pool's size (a cold start pays for one handle, not N).
 class HandlePool {
  public:
   static StatusOr<std::shared_ptr<HandlePool>> create(int n) {
     auto p = std::make_shared<HandlePool>();
-    for (int i = 0; i < std::max(1, n); ++i) {
-      KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle h, make_cudnn_handle());
-      p->free_.push_back(h.get());
-      p->owned_.push_back(std::move(h));
-    }
+    p->max_ = std::max(1, n);
+    KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle h, make_cudnn_handle());
+    p->free_.push_back(h.get());
+    p->owned_.push_back(std::move(h));
     return p;
   }
   // A handle for the caller's scope.
@@ -32,6 +32,7 @@ class HandlePool {
    public:
     Lease(HandlePool* pool, cudnnHandle_t h) : pool_(pool), h_(h) {}
     Lease(Lease&& o) noexcept : pool_(o.pool_), h_(o.h_) { o.pool_ = nullptr; }
+    Lease(const Lease&) = delete;
     ~Lease() {
       if (pool_) pool_->release(h_);
     }
@@ -41,8 +42,21 @@ class HandlePool {
     HandlePool* pool_;
     cudnnHandle_t h_;
   };
-  Lease acquire() {
+  StatusOr<Lease> acquire() {
     std::unique_lock<std::mutex> lock(mu_);
+    if (free_.empty() && made_ < max_) {
+      ++made_;  // this caller makes one (outside the lock: cudnnCreate takes a while)
+      lock.unlock();
+      StatusOr<UniqueCudnnHandle> h = make_cudnn_handle();
+      lock.lock();
+      if (!h.is_ok()) {
+        --made_;
+        return h.status();
+      }
+      cudnnHandle_t raw = h->get();
+      owned_.push_back(std::move(h).value());
+      return Lease(this, raw);
+    }
     cv_.wait(lock, [&] { return !free_.empty(); });
     cudnnHandle_t h = free_.back();
     free_.pop_back();
@@ -59,6 +73,7 @@ class HandlePool {
   }
   std::mutex mu_;
   std::condition_variable cv_;
+  int max_ = 1, made_ = 1;
   std::vector<cudnnHandle_t> free_;
   std::vector<UniqueCudnnHandle> owned_;
 };
@@ -67,7 +82,7 @@ class CudnnExecutor : public PlanExecutor {
  public:
   CudnnExecutor(LoweredGraph plan, std::shared_ptr<HandlePool> pool) : plan_(std::move(plan)), pool_(std::move(pool)) {}
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
-    HandlePool::Lease h = pool_->acquire();
+    KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     const cudnnStatus_t st = cudnnSetStream(h.get(), stream);
     if (st != CUDNN_STATUS_SUCCESS)
       return unavailable(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
@@ -116,8 +131,8 @@ class CudnnPlanBackend : public PlanBackend {
     }
     const PlanRecord& rec = *look.record;
     std::vector<uint8_t> bytes(rec.plan_bytes.begin(), rec.plan_bytes.end());
-    StatusOr<LoweredGraph> lg = [&] {
-      HandlePool::Lease h = pool_->acquire();
+    StatusOr<LoweredGraph> lg = [&]() -> StatusOr<LoweredGraph> {
+      KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
       return LoweredGraph::deserialize(graph, h.get(), bytes);
     }();
     if (!lg.is_ok()) {
@@ -155,7 +170,7 @@ class CudnnPlanBackend : public PlanBackend {
   StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& graph, const GraphSignature& sig,
                                                         const std::optional<EngineConfig>& config,
                                                         PlanSource source) override {
-    HandlePool::Lease h = pool_->acquire();
+    KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     LowerTarget target;
     target.handle = h.get();
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph, target), graph.name));

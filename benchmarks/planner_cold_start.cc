@@ -1,0 +1,169 @@
+// Where a new process's time goes before a stored plan runs (issue 12, item 8: a stored plan ready to
+// execute within 10 ms of the library being loaded). Run it in a new process per measurement:
+//
+//   planner_cold_start --store S --spec F [--mode parts|planner] [--json]
+//
+// --mode parts (default) times each step with Kiln's own building blocks, in the order the Planner takes
+// them: the first CUDA call (context creation), environment fingerprint, first cuDNN handle, store open,
+// store lookup, plan deserialize, buffers, first execute + sync, second execute + sync. --mode planner
+// times the same path through kiln::Planner (create, prepare, obtain, first execute). Times are from
+// main()'s first line (the program links Kiln statically: that is when the library is loaded), in ms.
+// Needs a GPU and a store holding a plan for the spec at its own shape (kiln tune SPEC --store S).
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kiln/cuda_handles.h"
+#include "kiln/fingerprint.h"
+#include "kiln/host_tensor.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_store.h"
+#include "kiln/planner.h"
+#include "kiln/spec.h"
+
+using namespace kiln;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Clock::time_point g_start;
+struct Step {
+  std::string name;
+  double at_ms, took_ms;
+};
+std::vector<Step> g_steps;
+
+template <typename F>
+auto step(const char* name, F&& f) -> decltype(f()) {
+  const auto t0 = Clock::now();
+  auto r = f();
+  const auto t1 = Clock::now();
+  g_steps.push_back({name, std::chrono::duration<double, std::milli>(t1 - g_start).count(),
+                     std::chrono::duration<double, std::milli>(t1 - t0).count()});
+  return r;
+}
+
+int fail(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "planner_cold_start: %s: %s\n", what.c_str(), s.to_string().c_str());
+  return 1;
+}
+
+// Buffers for every bound tensor of a plan, zeroed.
+struct Buffers {
+  std::vector<DeviceBuffer> owned;
+  TensorBindings bindings;
+  std::map<int, void*> by_index;
+  DeviceBuffer workspace;
+};
+
+Status make_buffers(const Graph& g, const ExecutablePlan* plan, int64_t ws, Buffers* b) {
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const TensorDesc& d = g.tensors[i];
+    if (d.by_value || g.is_virtual(static_cast<int>(i))) continue;
+    KILN_ASSIGN_OR_RETURN(int64_t bytes, HostTensor::checked_byte_size(g.dtype_of(static_cast<int>(i)), d.shape(), d.strides));
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(static_cast<size_t>(bytes)));
+    KILN_RETURN_IF_ERROR(buf.fill_bytes(0));
+    b->bindings[d.name] = TensorBinding{buf.data(), static_cast<size_t>(bytes)};
+    b->by_index[static_cast<int>(i)] = buf.data();
+    b->owned.push_back(std::move(buf));
+  }
+  (void)plan;
+  KILN_ASSIGN_OR_RETURN(b->workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(ws, 16))));
+  return Status::ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_start = Clock::now();
+  std::string store_path, spec, mode = "parts";
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--store" && i + 1 < argc) store_path = argv[++i];
+    else if (a == "--spec" && i + 1 < argc) spec = argv[++i];
+    else if (a == "--mode" && i + 1 < argc) mode = argv[++i];
+    else if (a == "--json") json = true;
+    else {
+      std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--mode parts|planner] [--json]\n");
+      return 2;
+    }
+  }
+  if (store_path.empty() || spec.empty() || (mode != "parts" && mode != "planner")) {
+    std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--mode parts|planner] [--json]\n");
+    return 2;
+  }
+  auto graph = parse_spec_file(spec);
+  if (!graph.is_ok()) return fail("spec", graph.status());
+  if (mode == "planner") {
+    PlannerOptions o;
+    o.store_path = store_path;
+    o.handles = 1;
+    auto planner = step("Planner::create", [&] { return Planner::create(o); });
+    if (!planner.is_ok()) return fail("Planner::create", planner.status());
+    auto pg = step("prepare", [&] { return (*planner)->prepare(*graph); });
+    if (!pg.is_ok()) return fail("prepare", pg.status());
+    auto got = step("obtain", [&] { return (*planner)->obtain(*pg); });
+    if (!got.is_ok()) return fail("obtain", got.status());
+    if (got->source != PlanSource::kStore)
+      return fail("obtain", failed_precondition("served from " + std::string(plan_source_name(got->source)) +
+                                                ", not the store: " + got->why));
+    Buffers b;
+    Status st = step("buffers", [&] { return make_buffers(got->plan->graph(), got->plan.get(), got->plan->workspace_bytes(), &b); });
+    if (!st.is_ok()) return fail("buffers", st);
+    for (const char* name : {"first execute + sync", "second execute + sync"}) {
+      st = step(name, [&] {
+        KILN_RETURN_IF_ERROR(got->plan->execute(nullptr, b.bindings, b.workspace.data()));
+        KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+        return Status::ok();
+      });
+      if (!st.is_ok()) return fail(name, st);
+    }
+  } else {
+    Status st = step("CUDA context (cudaFree(0))", [] {
+      KILN_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
+      return Status::ok();
+    });
+    if (!st.is_ok()) return fail("cuda", st);
+    EnvReport env = step("environment fingerprint", [] { return collect_environment(); });
+    if (!env.device_status.is_ok()) return fail("environment", env.device_status);
+    auto handle = step("cuDNN handle", [] { return make_cudnn_handle(); });
+    if (!handle.is_ok()) return fail("handle", handle.status());
+    StoreOpenOptions so;
+    so.read_only = true;
+    auto store = step("store open", [&] { return PlanStore::open(store_path, so); });
+    if (!store.is_ok()) return fail("store open", store.status());
+    auto sig = step("signature", [&] { return compute_signature(*graph); });
+    if (!sig.is_ok()) return fail("signature", sig.status());
+    auto look = step("store lookup", [&] { return (*store)->get(sig->structure, sig->shape_key, env.fingerprint); });
+    if (!look.is_ok()) return fail("store lookup", look.status());
+    if (!look->runnable()) return fail("store lookup", not_found(std::string("no runnable record: ") + lookup_outcome_name(look->outcome)));
+    std::vector<uint8_t> bytes(look->record->plan_bytes.begin(), look->record->plan_bytes.end());
+    auto plan = step("deserialize", [&] { return LoweredGraph::deserialize(*graph, handle->get(), bytes); });
+    if (!plan.is_ok()) return fail("deserialize", plan.status());
+    Buffers b;
+    st = step("buffers", [&] { return make_buffers(*graph, nullptr, plan->workspace_size(), &b); });
+    if (!st.is_ok()) return fail("buffers", st);
+    for (const char* name : {"first execute + sync", "second execute + sync"}) {
+      st = step(name, [&] {
+        KILN_RETURN_IF_ERROR(plan->execute(handle->get(), b.by_index, b.workspace.data()));
+        KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+        return Status::ok();
+      });
+      if (!st.is_ok()) return fail(name, st);
+    }
+  }
+  if (json) {
+    std::printf("{\"mode\": \"%s\", \"spec\": \"%s\", \"steps\": [", mode.c_str(), spec.c_str());
+    for (size_t i = 0; i < g_steps.size(); ++i)
+      std::printf("%s{\"step\": \"%s\", \"took_ms\": %.3f, \"at_ms\": %.3f}", i ? ", " : "", g_steps[i].name.c_str(),
+                  g_steps[i].took_ms, g_steps[i].at_ms);
+    std::printf("]}\n");
+    return 0;
+  }
+  std::printf("planner_cold_start %s %s (ms from main)\n", mode.c_str(), spec.c_str());
+  for (const Step& s : g_steps) std::printf("  %-28s took %9.3f   at %9.3f\n", s.name.c_str(), s.took_ms, s.at_ms);
+  return 0;
+}
