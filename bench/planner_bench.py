@@ -73,6 +73,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "h200", "runtime.json"))
     ap.add_argument("--work", default=None, help="folder for specs, stores and traces (default: a temporary one)")
     a = ap.parse_args()
+    if not os.access(a.kiln, os.X_OK):
+        print(f"no kiln binary at {a.kiln}", file=sys.stderr)
+        return 2
     work = a.work or tempfile.mkdtemp(prefix="kiln_planner_bench_")
     os.makedirs(work, exist_ok=True)
     results = {"method": "kiln replay through kiln::Planner, one process per run; first execution = obtain + "
