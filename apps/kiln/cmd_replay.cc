@@ -7,6 +7,8 @@
 //                "requests": [{"spec": "mlp.json", "shape": {"tokens": 100}, "count": 20}, ...]}
 // spec paths are relative to the trace's folder; "shape" may be left out (the spec's own); "count" is 1
 // by default. Requests run in order, spread over the threads.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,6 +26,8 @@
 #include "commands.h"
 #include "kiln/atomic_file.h"
 #include "kiln/cuda_handles.h"
+#include "kiln/limits.h"
+#include "kiln/shape_recorder.h"
 #include "kiln/planner.h"
 #include "kiln/spec.h"
 
@@ -47,14 +51,12 @@ struct TraceGraphs {
 };
 
 StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* tg) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("trace '" + path + "' cannot be read");
-  std::stringstream ss;
-  ss << f.rdbuf();
+  KILN_ASSIGN_OR_RETURN(std::string text, read_text_file_bounded(path, "trace", kMaxShapesFileBytes));
   const std::string where = "trace '" + path + "'";
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return invalid_argument(where + ": not JSON");
-  if (!j.is_object() || j.value("format", std::string()) != "kiln-trace")
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
+      j["format"].get<std::string>() != "kiln-trace")
     return invalid_argument(where + ": not a trace (\"format\" is not \"kiln-trace\")");
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
     return invalid_argument(where + ": \"version\" must be 1");
@@ -70,7 +72,8 @@ StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* 
     if (!r.is_object() || !r.contains("spec") || !r["spec"].is_string())
       return invalid_argument(at + ": \"spec\" is missing or not a string");
     std::string spec = r["spec"].get<std::string>();
-    if (!spec.empty() && spec[0] != '/') spec = dir + "/" + spec;
+    if (spec.empty()) return invalid_argument(at + ": \"spec\" is empty");
+    if (spec[0] != '/') spec = dir + "/" + spec;
     auto it = index.find(spec);
     if (it == index.end()) {
       auto g = parse_spec_file(spec);
@@ -84,8 +87,9 @@ StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* 
     if (r.contains("shape")) {
       if (!r["shape"].is_object()) return invalid_argument(at + ": \"shape\" is not an object");
       for (const auto& [sym, v] : r["shape"].items()) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 1)
-          return invalid_argument(at + ": shape \"" + sym + "\" is not an integer >= 1");
+        if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > limits::kMaxExtent)
+          return invalid_argument(at + ": shape \"" + sym + "\" is not an integer from 1 to " +
+                                  std::to_string(limits::kMaxExtent));
         if (!tg->graphs[q.graph].dynamic_dims.count(sym))
           return invalid_argument(at + ": graph '" + tg->graphs[q.graph].name + "' has no dynamic dim '" + sym + "'");
         q.shape[sym] = v.get<int64_t>();
@@ -99,7 +103,7 @@ StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* 
         return invalid_argument(at + ": \"count\" is not an integer >= 1");
       count = r["count"].get<int64_t>();
     }
-    if (static_cast<int64_t>(out.size()) + count > kMaxRequests)
+    if (count > kMaxRequests - static_cast<int64_t>(out.size()))
       return invalid_argument(where + ": more than " + std::to_string(kMaxRequests) + " requests");
     for (int64_t k = 0; k < count; ++k) out.push_back(q);
   }
@@ -135,13 +139,23 @@ double pct(std::vector<double> v, double p) {
 
 Status run_replay(const ReplayCmdOptions& o) {
   if (o.threads < 1 || o.threads > 256) return invalid_argument("--threads must be 1..256, got " + std::to_string(o.threads));
+  if (o.handles < 1 || o.handles > 64) return invalid_argument("--handles must be 1..64, got " + std::to_string(o.handles));
   TraceGraphs tg;
   KILN_ASSIGN_OR_RETURN(std::vector<Request> requests, read_trace(o.trace, &tg));
   if (!o.record_shapes.empty()) {  // refused now, not after the run
     FileWriteOptions fo;
     fo.what = "recorded-shapes file";
     fo.overwrite = o.force;
+    // Never the command's own inputs, --force or not.
+    fo.protected_paths = tg.specs;
+    fo.protected_paths.push_back(o.trace);
+    if (!o.store_path.empty()) fo.protected_paths.push_back(o.store_path);
     KILN_RETURN_IF_ERROR(check_destination(o.record_shapes, fo).with_context("--record-shapes"));
+    const size_t slash = o.record_shapes.rfind('/');
+    const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : o.record_shapes.substr(0, slash);
+    struct stat st {};
+    if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return invalid_argument("--record-shapes: folder '" + parent + "' does not exist");
   }
   PlannerOptions po;
   po.store_path = o.store_path;
@@ -240,7 +254,7 @@ Status run_replay(const ReplayCmdOptions& o) {
   j["stats"] = planner->stats().text();
   if (!o.record_shapes.empty()) KILN_RETURN_IF_ERROR(planner->recorder().write_file(o.record_shapes, o.force));
   if (o.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return Status::ok();
   }
   std::printf("replay %s: %zu requests on %d threads in %.3f s (Planner ready in %.1f ms)\n", o.trace.c_str(),

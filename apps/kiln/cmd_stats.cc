@@ -29,15 +29,19 @@ Status run_stats(const StatsCmdOptions& o) {
   // Hottest first, whatever order the file has (the recorder writes it sorted; a hand-made one may not be).
   std::stable_sort(shapes.begin(), shapes.end(),
                    [](const RecordedShape& a, const RecordedShape& b) { return a.count > b.count; });
+  // Counts are added saturating (a file's counts are any non-negative int64).
+  auto add = [](int64_t& sum, int64_t v) {
+    if (__builtin_add_overflow(sum, v, &sum)) sum = INT64_MAX;
+  };
   int64_t calls = 0;
   std::map<std::string, int64_t> by_source;
   std::map<std::string, std::string> graph_of;
   std::map<std::string, int64_t> calls_of;
   for (const RecordedShape& s : shapes) {
-    calls += s.count;
-    for (const auto& [src, n] : s.sources) by_source[src] += n;
+    add(calls, s.count);
+    for (const auto& [src, n] : s.sources) add(by_source[src], n);
     graph_of.emplace(s.structure, s.graph);
-    calls_of[s.structure] += s.count;
+    add(calls_of[s.structure], s.count);
   }
   // A shape whose calls were served by a bucket build or heuristics at least once has no stored plan of
   // its own in that service: a candidate for offline tuning.
@@ -58,7 +62,7 @@ Status run_stats(const StatsCmdOptions& o) {
                       {"tune_at", shape.is_ok() ? shape_key_text(policy->representative(*shape)) : s.shape_key}});
     }
     j["hottest"] = std::move(list);
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return Status::ok();
   }
   std::printf("%s: %zu shapes of %zu structures, %lld calls", o.file.c_str(), shapes.size(), graph_of.size(),
@@ -70,7 +74,10 @@ Status run_stats(const StatsCmdOptions& o) {
   for (size_t i = 0; i < shapes.size() && static_cast<int>(i) < o.top; ++i) {
     const RecordedShape& s = shapes[i];
     auto shape = parse_shape_key(s.shape_key);
-    std::printf("  %-10lld %-18s %-24s %-10s %-22s %s\n", static_cast<long long>(s.count), s.graph.c_str(),
+    std::string name = s.graph;  // printed: no control characters reach the terminal
+    for (char& c : name)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    std::printf("  %-10lld %-18s %-24s %-10s %-22s %s\n", static_cast<long long>(s.count), name.c_str(),
                 s.shape_key.empty() ? "(static)" : s.shape_key.c_str(), stopgap(s) ? "yes" : "no",
                 shape.is_ok() ? policy->bucket_key(*shape).c_str() : "?", s.structure.c_str());
   }

@@ -2,6 +2,7 @@
 // optionally store it. --list enumerates candidates without timing them; --pin builds exactly one.
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,22 @@ Status list_candidates(const Graph& g, bool json) {
 }
 
 Status tune_cmd(const TuneCliOptions& o) {
+  // --shapes: the shapes a service recorded (kiln::Planner's recorder, docs/runtime.md), read and checked
+  // before anything else (no store is created for a bad file, no GPU is touched); each spec is tuned at its
+  // recorded shapes, the hottest first, instead of its own.
+  const bool have_shapes = !o.shapes_file.empty();
+  std::vector<RecordedShape> recorded;
+  BucketPolicy buckets;
+  if (have_shapes) {
+    KILN_ASSIGN_OR_RETURN(recorded, read_shapes_file(o.shapes_file));
+    std::stable_sort(recorded.begin(), recorded.end(),
+                     [](const RecordedShape& a, const RecordedShape& b) { return a.count > b.count; });
+    auto b = BucketPolicy::parse(o.buckets);
+    if (!b.is_ok()) return b.status().with_context("--buckets");
+    buckets = *b;
+  } else if (o.hottest > 0 || !o.buckets.empty()) {
+    return invalid_argument("--hottest and --buckets choose among the shapes of --shapes FILE: give --shapes");
+  }
   std::unique_ptr<PlanStore> store;
   std::string store_path = o.use_store && o.store_path.empty() ? default_store_path() : o.store_path;
   if (!store_path.empty()) {
@@ -111,33 +128,22 @@ Status tune_cmd(const TuneCliOptions& o) {
   // What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
   // (kiln/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
   std::vector<std::pair<std::string, Graph>> work;
-  // --shapes: the shapes a service recorded (kiln::Planner's recorder, docs/runtime.md), read and checked
-  // before any GPU work; each spec is tuned at its recorded shapes (the hottest first) instead of its own.
-  std::vector<RecordedShape> recorded;
-  BucketPolicy buckets;
-  if (!o.shapes_file.empty()) {
-    KILN_ASSIGN_OR_RETURN(recorded, read_shapes_file(o.shapes_file));
-    auto b = BucketPolicy::parse(o.buckets);
-    if (!b.is_ok()) return b.status().with_context("--buckets");
-    buckets = *b;
-  } else if (o.hottest > 0 || !o.buckets.empty()) {
-    return invalid_argument("--hottest and --buckets choose among the shapes of --shapes FILE: give --shapes");
-  }
   std::vector<std::pair<std::string, Graph>> specs_read;
   for (const auto& spec : o.specs) {
     KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(spec));
-    if (recorded.empty() || o.list) {
+    if (!have_shapes || o.list) {
       specs_read.emplace_back(spec, std::move(g));
       continue;
     }
     KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));
     std::vector<std::map<std::string, int64_t>> chosen;
+    std::set<std::map<std::string, int64_t>> seen;
     for (const RecordedShape& r : recorded) {
       if (r.structure != sig.structure) continue;
       auto shape = parse_shape_key(r.shape_key);
       if (!shape.is_ok()) return shape.status().with_context("--shapes " + o.shapes_file);
       const auto rep = buckets.representative(*shape);  // exact buckets: the shape itself
-      if (std::find(chosen.begin(), chosen.end(), rep) == chosen.end()) chosen.push_back(rep);
+      if (seen.insert(rep).second) chosen.push_back(rep);
       if (o.hottest > 0 && static_cast<int>(chosen.size()) >= o.hottest) break;
     }
     if (chosen.empty()) {
@@ -148,11 +154,12 @@ Status tune_cmd(const TuneCliOptions& o) {
     for (const auto& shape : chosen) {
       auto at = reshape_graph(g, shape);
       if (!at.is_ok()) return at.status().with_context(spec + " at recorded shape " + shape_key_text(shape));
-      std::fprintf(stderr, "%s: tuning recorded shape %s\n", spec.c_str(), shape_key_text(shape).c_str());
+      std::fprintf(stderr, "%s: tuning recorded shape %s\n", spec.c_str(),
+                   shape.empty() ? "(static)" : shape_key_text(shape).c_str());
       specs_read.emplace_back(spec, std::move(at).value());
     }
   }
-  if (!recorded.empty() && !o.list && specs_read.empty())
+  if (have_shapes && !o.list && specs_read.empty())
     return invalid_argument("--shapes " + o.shapes_file + ": no recorded shape has the structure of any spec given");
   for (auto& [spec, g] : specs_read) {
     if (o.list) { KILN_RETURN_IF_ERROR(list_candidates(g, o.json)); continue; }
@@ -304,7 +311,7 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
   sub->add_option("--shapes", o->shapes_file,
                   "Tune each spec at the shapes a service recorded (kiln::Planner's recorder file), hottest first");
-  sub->add_option("--hottest", o->hottest, "With --shapes: at most this many shapes per spec");
+  sub->add_option("--hottest", o->hottest, "With --shapes: at most this many shapes per spec")->check(CLI::Range(1, 1000000));
   sub->add_option("--buckets", o->buckets,
                   "With --shapes: tune each recorded shape's bucket representative (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
   sub->add_flag("--untuned", o->untuned_only, "Only tune specs whose stored plan is untuned (e.g. from kiln compile)");

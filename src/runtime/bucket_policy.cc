@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "kiln/limits.h"
+
 namespace kiln {
 namespace {
 
@@ -117,8 +119,9 @@ StatusOr<Bucket> BucketPolicy::bucket_of(const std::string& symbol, int64_t valu
       while (hi < value && hi <= (int64_t{1} << 61)) hi <<= 1;
       if (hi < value) break;  // beyond 2^62: its own bucket
       b.lo = hi == 1 ? 1 : hi / 2 + 1;
-      b.hi = hi;
-      b.representative = hi;
+      // The last bucket ends at the largest extent a dim may have (2^31 - 1, not 2^31).
+      b.hi = std::min(hi, std::max(value, limits::kMaxExtent));
+      b.representative = b.hi;
       break;
     }
     case BucketRule::Kind::kRanges:

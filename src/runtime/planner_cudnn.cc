@@ -99,15 +99,15 @@ class CudnnPlanBackend : public PlanBackend {
   static StatusOr<std::unique_ptr<PlanBackend>> create(const PlannerOptions& o) {
     std::unique_ptr<CudnnPlanBackend> b(new CudnnPlanBackend());
     b->policy_ = o.policy;
-    EnvReport env = collect_environment();
-    if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
-    b->env_ = env.fingerprint;
-    KILN_ASSIGN_OR_RETURN(b->pool_, HandlePool::create(o.handles));
-    if (!o.store_path.empty()) {
+    if (!o.store_path.empty()) {  // before the GPU: a wrong store path is the caller's error, on any machine
       StoreOpenOptions so;
       so.read_only = true;  // the Planner only reads plans; tuning writes them
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
     }
+    EnvReport env = collect_environment();
+    if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
+    b->env_ = env.fingerprint;
+    KILN_ASSIGN_OR_RETURN(b->pool_, HandlePool::create(o.handles));
     return std::unique_ptr<PlanBackend>(std::move(b));
   }
 

@@ -263,6 +263,27 @@ TEST(Planner, ReshapeRederivesExtentsAndKeepsTheStructure) {
   EXPECT_NE(bad.status().message().find("no value for dynamic dim 'tokens'"), std::string::npos);
 }
 
+// A channels-last convolution with a dynamic batch: strides follow the layout at the new batch, and the
+// structure is the same (the batch stays symbolic through the convolution).
+TEST(Planner, ReshapeAChannelsLastConvolution) {
+  auto g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/small/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto s0 = compute_signature(*g);
+  auto r = reshape_graph(*g, {{"batch", 5}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  auto s1 = compute_signature(*r);
+  ASSERT_TRUE(s0.is_ok() && s1.is_ok());
+  EXPECT_EQ(s1->structure, s0->structure);
+  EXPECT_EQ(s1->shape_key, "batch=5");
+  const TensorDesc& x = r->tensors[static_cast<size_t>(r->find_tensor("x"))];
+  ASSERT_EQ(x.dims.size(), 4u);
+  EXPECT_EQ(x.dims[0].value, 5);
+  // NHWC strides of [N, C, H, W]: C is the innermost.
+  EXPECT_EQ(x.strides[1], 1);
+  EXPECT_EQ(x.strides[0], x.dims[1].value * x.dims[2].value * x.dims[3].value);
+  for (int t : r->outputs) EXPECT_EQ(r->tensors[static_cast<size_t>(t)].dims[0].value, 5);
+}
+
 TEST(ExecutablePlan, BindingsAreCheckedBeforeAnyLaunch) {
   Fixture f;
   auto got = f.planner->obtain(token_graph(64));
@@ -335,6 +356,18 @@ TEST(ShapeRecorder, CountsPerSourceWritesAndReadsItsFile) {
   EXPECT_NE(bad.status().message().find("version 2 (this Kiln reads version 1)"), std::string::npos);
   bad = parse_shapes_json("[1,2]", "f.json");
   EXPECT_NE(bad.status().message().find("not a recorded-shapes file"), std::string::npos);
+  bad = parse_shapes_json(R"({"format":5,"version":1,"shapes":[]})", "f.json");  // a format of another type
+  EXPECT_NE(bad.status().message().find("not a recorded-shapes file"), std::string::npos) << bad.status().to_string();
+  for (const char* key : {"tokens=", "=5", "a=1,a=2", "tokens=0", "tokens=99999999999"}) {
+    bad = parse_shapes_json(std::string(R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":")") +
+                                "0123456789abcdef0123456789abcdef\",\"shape_key\":\"" + key + "\",\"count\":1}]}",
+                            "f.json");
+    ASSERT_FALSE(bad.is_ok()) << key;
+    EXPECT_NE(bad.status().message().find("f.json: shapes[0]: \"shape_key\""), std::string::npos) << bad.status().to_string();
+  }
+  auto zero = read_shapes_file("/dev/zero");  // no size: read in pieces up to the limit, then refused
+  ASSERT_FALSE(zero.is_ok());
+  EXPECT_NE(zero.status().message().find("over the limit"), std::string::npos) << zero.status().to_string();
 }
 
 TEST(ShapeRecorder, ManyThreadsLoseNoCount) {

@@ -7,9 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <sstream>
+#include <sys/stat.h>
 #include <unordered_map>
 
 #include "kiln/atomic_file.h"
+#include "kiln/bucket_policy.h"
+#include "kiln/limits.h"
 
 namespace kiln {
 
@@ -125,7 +128,8 @@ Status ShapeRecorder::write_file(const std::string& path, bool overwrite) const 
 StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, const std::string& where) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return invalid_argument(where + ": not JSON");
-  if (!j.is_object() || j.value("format", std::string()) != "kiln-shapes")
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
+      j["format"].get<std::string>() != "kiln-shapes")
     return invalid_argument(where + ": not a recorded-shapes file (\"format\" is not \"kiln-shapes\")");
   if (!j.contains("version") || !j["version"].is_number_integer())
     return invalid_argument(where + ": \"version\" is missing or not an integer");
@@ -144,6 +148,12 @@ StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, 
     if (r.structure.size() != 32 || r.structure.find_first_not_of("0123456789abcdef") != std::string::npos)
       return invalid_argument(at + ": \"structure\" '" + r.structure + "' is not 32 lowercase hex digits");
     r.shape_key = e["shape_key"].get<std::string>();
+    auto shape = parse_shape_key(r.shape_key);
+    if (!shape.is_ok()) return invalid_argument(at + ": \"shape_key\": " + shape.status().message());
+    for (const auto& [sym, v] : *shape)
+      if (v > limits::kMaxExtent)
+        return invalid_argument(at + ": \"shape_key\": '" + sym + "' = " + std::to_string(v) + " is over the limit of " +
+                                std::to_string(limits::kMaxExtent));
     if (e.contains("graph")) {
       if (!e["graph"].is_string()) return invalid_argument(at + ": \"graph\" is not a string");
       r.graph = e["graph"].get<std::string>();
@@ -164,12 +174,27 @@ StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, 
   return out;
 }
 
+StatusOr<std::string> read_text_file_bounded(const std::string& path, const std::string& what, int64_t max_bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return invalid_argument(what + " '" + path + "' is a folder, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(what + " '" + path + "' cannot be read");
+  std::string text;
+  std::vector<char> piece(1 << 16);
+  while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {
+    text.append(piece.data(), static_cast<size_t>(in.gcount()));
+    if (text.size() > static_cast<size_t>(max_bytes))
+      return invalid_argument(what + " '" + path + "' has more than " + std::to_string(max_bytes) +
+                              " bytes, over the limit");
+  }
+  if (in.bad()) return not_found(what + " '" + path + "' cannot be read");
+  return text;
+}
+
 StatusOr<std::vector<RecordedShape>> read_shapes_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("recorded-shapes file '" + path + "' cannot be read");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return parse_shapes_json(ss.str(), "recorded-shapes file '" + path + "'");
+  KILN_ASSIGN_OR_RETURN(std::string text, read_text_file_bounded(path, "recorded-shapes file", kMaxShapesFileBytes));
+  return parse_shapes_json(text, "recorded-shapes file '" + path + "'");
 }
 
 }  // namespace kiln

@@ -110,14 +110,28 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
   for (const Bad& b : {Bad{"[]", "\"requests\" is missing, not a list, or empty"},
                        Bad{R"([{"shape":{}}])", "requests[0]: \"spec\" is missing or not a string"},
                        Bad{R"([{"spec":"ln.json","shape":{"batch":2}}])", "requests[0]: graph 'layer_norm_small' has no dynamic dim 'batch'"},
-                       Bad{R"([{"spec":"ln.json","shape":{"tokens":0}}])", "shape \"tokens\" is not an integer >= 1"},
+                       Bad{R"([{"spec":"ln.json","shape":{"tokens":0}}])", "shape \"tokens\" is not an integer from 1 to 2147483647"},
+                       Bad{R"([{"spec":"ln.json"},{"spec":"ln.json","count":9223372036854775807}])", "more than 10000000 requests"},
+                       Bad{R"([{"spec":""}])", "requests[0]: \"spec\" is empty"},
                        Bad{R"([{"spec":"ln.json","count":-1}])", "\"count\" is not an integer >= 1"},
                        Bad{R"([{"spec":"ln.json"},{"spec":"missing.json"}])", "requests[1]: " + dir + "/missing.json"}}) {
     CliRun r = run_kiln("replay " + trace("t.json", b.requests));
     EXPECT_EQ(r.code, 2) << b.requests << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.requests << ": " << r.err;
   }
-  CliRun r = run_kiln("replay " + trace("ok.json", R"([{"spec":"ln.json","shape":{"tokens":100},"count":3}])"));
+  std::ofstream(dir + "/fmt.json") << R"({"format":5,"version":1,"requests":[{"spec":"ln.json"}]})";
+  CliRun f = run_kiln("replay " + dir + "/fmt.json");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("not a trace (\"format\" is not \"kiln-trace\")"), std::string::npos) << f.err;
+  const std::string ok = trace("ok.json", R"([{"spec":"ln.json","shape":{"tokens":100},"count":3}])");
+  // --record-shapes never writes over the command's own inputs, --force or not; its folder must exist.
+  f = run_kiln("replay " + ok + " --record-shapes " + dir + "/ln.json --force");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("a file this command reads"), std::string::npos) << f.err;
+  f = run_kiln("replay " + ok + " --record-shapes " + dir + "/nodir/out.json");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("does not exist"), std::string::npos) << f.err;
+  CliRun r = run_kiln("replay " + ok);
   if (r.code != 0) {  // no GPU here: the Planner says so
     EXPECT_EQ(r.code, 3) << r.err;
     EXPECT_NE(r.err.find("kiln::Planner needs a GPU"), std::string::npos) << r.err;
