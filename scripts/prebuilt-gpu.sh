@@ -2,7 +2,7 @@
 # The GPU checks from binaries built on another machine, for a device call too short to build there.
 #   scripts/prebuilt-gpu.sh pack BUILD_DIR            here: kiln and every *_gpu_test of BUILD_DIR, stripped,
 #                                                     into .prebuilt/ (ignored; name it in the call's carry)
-#   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime
+#   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
 #                                                     (default: all, in that order)
 # The test binaries name the source and build folders they were built in (KILN_SOURCE_DIR, KILN_BINARY):
 # `run` links the recorded source folder to this checkout and puts the binaries back where they were built,
@@ -20,6 +20,7 @@ case "$mode" in
     rm -rf "$pre"; mkdir -p "$pre"
     cp "$build/kiln" "$pre/"
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
+    cp "$build"/benchmarks/planner_cold_start "$pre/" 2>/dev/null
     strip --strip-debug "$pre"/*
     # This machine's cuDNN folder, baked in as RPATH, would win over LD_LIBRARY_PATH there: drop it, so the
     # machine's own cuDNN (the venv's, set below) is the one loaded.
@@ -35,13 +36,14 @@ case "$mode" in
 esac
 
 out="${1:?run needs OUT_DIR}"; shift
-phases=" ${*:-doctor tests bench examples runtime} "
+phases=" ${*:-doctor tests bench examples runtime planner} "
 want() { [[ "$phases" == *" $1 "* ]]; }
 mkdir -p "$out"; out="$(cd "$out" && pwd)"
 [ -f "$pre/manifest" ] || { echo "no $pre/manifest: run 'pack' where the binaries were built and carry .prebuilt" >&2; exit 3; }
 src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' "$pre/manifest")"
 if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
-mkdir -p "$build/tests"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
+mkdir -p "$build/tests" "$build/benchmarks"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
+[ -f "$pre/planner_cold_start" ] && cp "$pre/planner_cold_start" "$build/benchmarks/"
 cudnn_lib="$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
 [ -d "$cudnn_lib" ] || cudnn_lib=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
 export LD_LIBRARY_PATH="${cudnn_lib}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -100,6 +102,21 @@ PY
 fi
 if want runtime; then
   gtest runtime_gpu_test 'RunCli*:RetuneGpu*:Deviceless*:Store*:FrontendUpgradeCli*:OpCoverage*' 240
+fi
+if want planner; then  # issue 12: the Planner on the GPU, its cold start, and its per-source benchmark
+  gtest runtime_gpu_test 'PlannerGpu*' 180
+  stamp "cold start"
+  cs="$out/coldstart"; mkdir -p "$cs"
+  timeout 120 "$kiln" tune examples/small/conv_bias_relu.json --no-unfused --store "$cs/plans.db" >"$cs/tune.txt" 2>&1
+  for mode in parts planner parts planner; do  # each in a new process
+    timeout 60 "$build/benchmarks/planner_cold_start" --store "$cs/plans.db" --spec examples/small/conv_bias_relu.json \
+      --mode $mode >>"$out/coldstart.txt" 2>&1; check $? "planner_cold_start $mode"
+  done
+  cat "$out/coldstart.txt"
+  stamp "planner benchmark"
+  timeout 480 python3 bench/planner_bench.py --kiln "$kiln" --out "$out/runtime.json" --work "$out/planner-work" \
+    >"$out/planner_bench.txt" 2>&1; rc=$?
+  tail -40 "$out/planner_bench.txt"; check $rc "planner_bench"
 fi
 stamp "done"
 if [ -s "$fails" ]; then sed 's/^/FAILED: /' "$fails"; exit 1; fi
