@@ -130,6 +130,9 @@ struct PreparedGraph {
   std::shared_ptr<const Graph> graph;
   GraphSignature signature;
   std::map<std::string, int64_t> shape;  // the graph's own dynamic values
+  // The names plans are bound by enter the cache key too: two graphs of one structure whose tensors are
+  // named differently get plans of their own (each bound by its own names).
+  std::string names_key;
 };
 
 struct Obtained {

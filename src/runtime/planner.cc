@@ -2,6 +2,7 @@
 // touches cuDNN: plans come from a PlanBackend (planner_cudnn.cc on the GPU, a fake in host tests).
 #include "kiln/planner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "kiln/hash.h"
 #include "kiln/host_tensor.h"
 
 namespace kiln {
@@ -294,6 +296,12 @@ StatusOr<PreparedGraph> Planner::prepare(const Graph& graph) const {
   PreparedGraph pg;
   KILN_ASSIGN_OR_RETURN(pg.signature, compute_signature(*g));
   pg.shape = g->dynamic_dims;
+  std::vector<std::pair<int, std::string>> by_id;  // by canonical id: declaration order does not matter
+  for (size_t i = 0; i < g->tensors.size(); ++i) by_id.emplace_back(pg.signature.tensor_ids[i], g->tensors[i].name);
+  std::sort(by_id.begin(), by_id.end());
+  std::string names;
+  for (const auto& [id, name] : by_id) names += std::to_string(id) + ":" + name + "\n";
+  pg.names_key = std::to_string(stable_hash64(names));
   pg.graph = std::move(g);
   return pg;
 }
@@ -322,6 +330,8 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
   }
   // The cache key: the prepared structure and the requested values (sorted by symbol: a std::map).
   std::string key = pg.signature.structure;
+  key += '|';
+  key += pg.names_key;
   key += '|';
   for (const auto& [sym, v] : shape) {
     key += sym;

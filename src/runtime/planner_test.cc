@@ -229,6 +229,21 @@ TEST(Planner, AFailureIsReturnedToEveryWaiterAndNotCached) {
   EXPECT_GE(f.planner->stats().failures, 1);
 }
 
+// Two graphs of one structure whose tensors are named differently: each gets a plan bound by its own names.
+TEST(Planner, SameStructureOtherNamesGetTheirOwnPlan) {
+  Fixture f;
+  Graph a = token_graph(64), b = token_graph(64);
+  b.tensors[static_cast<size_t>(b.find_tensor("x"))].name = "activations";
+  auto pa = f.planner->prepare(a), pb = f.planner->prepare(b);
+  ASSERT_TRUE(pa.is_ok() && pb.is_ok());
+  ASSERT_EQ(pa->signature.structure, pb->signature.structure);
+  auto ra = f.planner->obtain(*pa), rb = f.planner->obtain(*pb);
+  ASSERT_TRUE(ra.is_ok() && rb.is_ok());
+  EXPECT_NE(ra->plan.get(), rb->plan.get());
+  EXPECT_TRUE(rb->plan->tensor_bytes("activations").is_ok());
+  EXPECT_FALSE(rb->plan->tensor_bytes("x").is_ok());
+}
+
 TEST(Planner, ShapesNamingOtherSymbolsOrBadValuesAreRefused) {
   Fixture f;
   auto pg = f.planner->prepare(token_graph());
