@@ -58,7 +58,7 @@ struct Buffers {
   DeviceBuffer workspace;
 };
 
-Status make_buffers(const Graph& g, const ExecutablePlan* plan, int64_t ws, Buffers* b) {
+Status make_buffers(const Graph& g, int64_t ws, Buffers* b) {
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     const TensorDesc& d = g.tensors[i];
     if (d.by_value || g.is_virtual(static_cast<int>(i))) continue;
@@ -69,7 +69,6 @@ Status make_buffers(const Graph& g, const ExecutablePlan* plan, int64_t ws, Buff
     b->by_index[static_cast<int>(i)] = buf.data();
     b->owned.push_back(std::move(buf));
   }
-  (void)plan;
   KILN_ASSIGN_OR_RETURN(b->workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(ws, 16))));
   return Status::ok();
 }
@@ -111,7 +110,7 @@ int main(int argc, char** argv) {
       return fail("obtain", failed_precondition("served from " + std::string(plan_source_name(got->source)) +
                                                 ", not the store: " + got->why));
     Buffers b;
-    Status st = step("buffers", [&] { return make_buffers(got->plan->graph(), got->plan.get(), got->plan->workspace_bytes(), &b); });
+    Status st = step("buffers", [&] { return make_buffers(got->plan->graph(), got->plan->workspace_bytes(), &b); });
     if (!st.is_ok()) return fail("buffers", st);
     for (const char* name : {"first execute + sync", "second execute + sync"}) {
       st = step(name, [&] {
@@ -144,7 +143,7 @@ int main(int argc, char** argv) {
     auto plan = step("deserialize", [&] { return LoweredGraph::deserialize(*graph, handle->get(), bytes); });
     if (!plan.is_ok()) return fail("deserialize", plan.status());
     Buffers b;
-    st = step("buffers", [&] { return make_buffers(*graph, nullptr, plan->workspace_size(), &b); });
+    st = step("buffers", [&] { return make_buffers(*graph, plan->workspace_size(), &b); });
     if (!st.is_ok()) return fail("buffers", st);
     for (const char* name : {"first execute + sync", "second execute + sync"}) {
       st = step(name, [&] {

@@ -97,7 +97,6 @@ int main(int argc, char** argv) {
   std::atomic<bool> go{false};
   std::atomic<long> misses{0};
   std::vector<std::thread> pool;
-  const auto t_start = Clock::now();
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       auto& mine = ns[static_cast<size_t>(t)];
@@ -118,7 +117,6 @@ int main(int argc, char** argv) {
   go = true;
   for (auto& th : pool) th.join();
   const double wall_s = std::chrono::duration<double>(Clock::now() - t_go).count();
-  (void)t_start;
   std::vector<uint32_t> all;
   for (auto& v : ns) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());

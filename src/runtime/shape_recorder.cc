@@ -6,7 +6,6 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
-#include <sstream>
 #include <sys/stat.h>
 #include <unordered_map>
 
