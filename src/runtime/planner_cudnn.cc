@@ -4,8 +4,10 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "kiln/cuda_handles.h"
+#include "kiln/device.h"
 #include "kiln/fingerprint.h"
 #include "kiln/lower.h"
 #include "kiln/plan_bridge.h"
@@ -105,7 +107,11 @@ class CudnnPlanBackend : public PlanBackend {
       so.read_only = true;  // the Planner only reads plans; tuning writes them
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
     }
+    // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
+    // first plan (the cold-start breakdown in docs/runtime.md).
+    std::thread preload([] { preload_cudnn_libraries(); });
     EnvReport env = collect_environment();
+    preload.join();
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
     b->env_ = env.fingerprint;
     KILN_ASSIGN_OR_RETURN(b->pool_, HandlePool::create(o.handles));
