@@ -36,7 +36,7 @@ namespace {
 struct ReplayCmdOptions {
   std::string trace, store_path, buckets, record_shapes, new_shapes = "stopgap";
   int threads = 1, handles = 4;
-  bool json = false, force = false;
+  bool json = false, force = false, no_promote = false;
 };
 
 struct Request {
@@ -169,6 +169,7 @@ Status run_replay(const ReplayCmdOptions& o) {
   if (o.new_shapes == "stopgap") po.new_shapes = NewShapes::kStopgap;
   else if (o.new_shapes == "build-now") po.new_shapes = NewShapes::kBuildNow;
   else return invalid_argument("--new-shapes must be 'stopgap' or 'build-now', got '" + o.new_shapes + "'");
+  po.promote = !o.no_promote;
   po.store_path = o.store_path;
   po.handles = o.handles;
   auto b = BucketPolicy::parse(o.buckets);
@@ -338,6 +339,7 @@ void add_replay(CLI::App& app, Runner* run) {
                   "or 'build-now' (the static plan on the calling thread)")
       ->capture_default_str();
   sub->add_option("--record-shapes", o->record_shapes, "Write the shapes served to this file (kiln stats reads it)");
+  sub->add_flag("--no-promote", o->no_promote, "Keep stopgaps (no background static builds): to measure them");
   sub->add_flag("--force", o->force, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");
   sub->callback([run, o] { *run = [o] { return run_replay(*o); }; });

@@ -123,7 +123,9 @@ class PlanBackend {
 enum class NewShapes {
   // Serve a dynamic-shape build at once (the structure's kernel cache: milliseconds after the first shape),
   // and build the static plan (the bucket's tuned configuration, else heuristics) on a background thread;
-  // it replaces the stopgap in the cache when ready (stats: stopgaps, promotions).
+  // it replaces the stopgap in the cache when ready (stats: stopgaps, promotions). Where a structure's
+  // static builds have proved no dearer than its dynamic ones (a precompiled engine; measured from the
+  // second dynamic build on, the first compiles kernels), its new shapes are built statically at once.
   kStopgap,
   // Build the static plan on the calling thread (the bucket's tuned configuration, else heuristics).
   kBuildNow,
@@ -136,6 +138,7 @@ struct PlannerOptions {
   bool record_shapes = true;  // count served shapes (recorder())
   int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
   NewShapes new_shapes = NewShapes::kStopgap;
+  bool promote = true;  // false: stopgaps are kept (to measure them; stats count them as held)
 };
 
 // A validated graph with its signature, computed once (obtain() on a PreparedGraph does no hashing).

@@ -180,9 +180,18 @@ class CudnnPlanBackend : public PlanBackend {
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     LowerTarget target;
     target.handle = h.get();
-    if (source == PlanSource::kDynamic) target.kernel_cache = kernel_cache_for(sig.structure);
+    std::optional<EngineConfig> dynamic_config;
+    if (source == PlanSource::kDynamic) {
+      target.kernel_cache = kernel_cache_for(sig.structure, &dynamic_config);
+    }
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph, target), graph.name));
-    if (config) {
+    if (source == PlanSource::kDynamic && !config) {
+      // The structure's earlier stopgaps chose an engine: build it directly (no heuristic query); cuDNN's
+      // heuristics again when it does not build at this shape.
+      Status st = dynamic_config ? lg.build_config(*dynamic_config) : failed_precondition("no engine chosen yet");
+      if (!st.is_ok()) KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_heuristic(), graph.name));
+      if (!dynamic_config || !(lg.config() == *dynamic_config)) remember_dynamic_config(sig.structure, lg.config());
+    } else if (config) {
       KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_config(*config), graph.name));
     } else {
       KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_heuristic(), graph.name));
@@ -195,18 +204,27 @@ class CudnnPlanBackend : public PlanBackend {
 
  private:
   CudnnPlanBackend() = default;
-  // The kernel cache of a structure (made on first use; never dropped: one per structure served).
-  std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure) {
+  // The kernel cache of a structure (made on first use; never dropped: one per structure served), and the
+  // engine configuration its stopgaps were last built with (none before the first).
+  struct DynamicState {
+    std::shared_ptr<DynamicKernelCache> cache = std::make_shared<DynamicKernelCache>();
+    std::optional<EngineConfig> config;
+  };
+  std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure, std::optional<EngineConfig>* config) {
     std::lock_guard<std::mutex> lock(caches_mu_);
-    std::shared_ptr<DynamicKernelCache>& c = caches_[structure];
-    if (!c) c = std::make_shared<DynamicKernelCache>();
-    return c;
+    DynamicState& d = caches_[structure];
+    *config = d.config;
+    return d.cache;
+  }
+  void remember_dynamic_config(const std::string& structure, const EngineConfig& config) {
+    std::lock_guard<std::mutex> lock(caches_mu_);
+    caches_[structure].config = config;
   }
 
   EnvPolicy policy_;
   EnvFingerprint env_;
   std::mutex caches_mu_;
-  std::map<std::string, std::shared_ptr<DynamicKernelCache>> caches_;
+  std::map<std::string, DynamicState> caches_;
   std::shared_ptr<HandlePool> pool_;
   std::mutex store_mu_;  // one connection: one call at a time (plans load outside it)
   std::unique_ptr<PlanStore> store_;

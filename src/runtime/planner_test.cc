@@ -54,6 +54,7 @@ class FakeBackend : public PlanBackend {
   int build_delay_ms = 0;
   std::set<std::string> bad_configs;  // identities that do not build
   bool dynamic_ok = true;             // dynamic-shape builds succeed
+  int dynamic_delay_ms = 0;           // added to a dynamic build
   std::atomic<int> dynamic_builds{0};
 
   StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
@@ -76,6 +77,7 @@ class FakeBackend : public PlanBackend {
     if (build_delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(build_delay_ms));
     ++builds;
     if (source == PlanSource::kDynamic) {
+      if (dynamic_delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(dynamic_delay_ms));
       ++dynamic_builds;
       if (!dynamic_ok) return not_supported("no engine supports dynamic shapes for this graph (injected)");
       return make(g, sig, EngineConfig{9, {}}, source);
@@ -541,6 +543,45 @@ TEST(PlannerStopgap, DestroyedWithPromotionsQueued) {
   f.planner.reset();
   // At most the promotion in progress finishes; the five queued behind it are dropped.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// Where static builds of a structure cost less than its dynamic ones, its new shapes are built at once.
+TEST(PlannerStopgap, AStructureWhoseStaticBuildsAreCheaperSkipsTheStopgap) {
+  Fixture f("", NewShapes::kStopgap);
+  f.backend->dynamic_delay_ms = 40;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  for (int t : {100, 101}) {  // the first compiles kernels (not counted), the second measures
+    auto r = f.planner->obtain(*pg, {{"tokens", t}});
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->source, PlanSource::kDynamic) << t;
+    f.planner->wait_for_promotions();  // its static build, timed
+  }
+  auto r = f.planner->obtain(*pg, {{"tokens", 102}});
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->source, PlanSource::kHeuristics);
+  EXPECT_NE(r->why.find("dynamic: skipped, a static build of this structure costs less"), std::string::npos) << r->why;
+  EXPECT_EQ(f.backend->dynamic_builds.load(), 2);
+}
+
+TEST(PlannerStopgap, PromotionOffKeepsStopgapsAndCountsThem) {
+  auto b = std::make_unique<FakeBackend>();
+  FakeBackend* backend = b.get();
+  PlannerOptions o;
+  o.promote = false;
+  auto planner = Planner::create_with_backend(std::move(b), o);
+  auto pg = planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  ASSERT_TRUE(planner->obtain(*pg, {{"tokens", 70}}).is_ok());
+  ASSERT_TRUE(planner->obtain(*pg, {{"tokens", 71}}).is_ok());
+  planner->wait_for_promotions();
+  const PlannerStats st = planner->stats();
+  EXPECT_EQ(st.stopgaps, 2);
+  EXPECT_EQ(st.promotions, 0);
+  EXPECT_EQ(backend->heuristic_builds.load(), 0);
+  auto again = planner->obtain(*pg, {{"tokens", 70}});
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->plan->built_from(), PlanSource::kDynamic);
 }
 
 }  // namespace
