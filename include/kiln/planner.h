@@ -78,7 +78,10 @@ class ExecutablePlan {
   // kBindingAlignment-aligned; each given size at least the tensor's span. InvalidArgument naming the
   // tensor otherwise. Nothing is launched.
   Status check_bindings(const TensorBindings& tensors) const;
-  // check_bindings, then the plan on `stream`. `workspace` (kBindingAlignment-aligned, at least
+  // check_bindings, and the workspace: kBindingAlignment-aligned, and non-null when workspace_bytes() > 0.
+  // What execute() checks before it launches (kiln/capture.h checks it before a capture).
+  Status check_call(const TensorBindings& tensors, void* workspace) const;
+  // check_call, then the plan on `stream`. `workspace` (kBindingAlignment-aligned, at least
   // workspace_bytes()) may be null when workspace_bytes() is 0.
   Status execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace = nullptr) const;
 
@@ -123,6 +126,9 @@ struct PlannerOptions {
   BucketPolicy buckets;       // per dynamic dim (exact by default)
   bool record_shapes = true;  // count served shapes (recorder())
   int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
+  // Sequences of this Planner's plans (kiln/capture.h) replay from CUDA graphs; false: they launch on the
+  // stream, step by step (a CaptureOptions may override it per sequence).
+  bool cuda_graphs = true;
 };
 
 // A validated graph with its signature, computed once (obtain() on a PreparedGraph does no hashing).
@@ -171,6 +177,7 @@ class Planner {
   StatusOr<Obtained> obtain(const Graph& graph);
 
   PlannerStats stats() const;
+  const PlannerOptions& options() const;
   const ShapeRecorder& recorder() const;
   const BucketPolicy& buckets() const;
 

@@ -82,7 +82,7 @@ Status ExecutablePlan::check_bindings(const TensorBindings& tensors) const {
   return Status::ok();
 }
 
-Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace) const {
+Status ExecutablePlan::check_call(const TensorBindings& tensors, void* workspace) const {
   KILN_RETURN_IF_ERROR(check_bindings(tensors));
   if (workspace_bytes_ > 0 && workspace == nullptr)
     return invalid_argument("graph '" + graph_.name + "': the plan needs a workspace of " +
@@ -90,6 +90,11 @@ Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensor
   if (workspace && reinterpret_cast<uintptr_t>(workspace) % kBindingAlignment != 0)
     return invalid_argument("graph '" + graph_.name + "': the workspace is not " + std::to_string(kBindingAlignment) +
                             "-byte aligned");
+  return Status::ok();
+}
+
+Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace) const {
+  KILN_RETURN_IF_ERROR(check_call(tensors, workspace));
   std::map<int, void*> ptrs;
   for (const auto& [name, t] : bound_) ptrs[t] = tensors.at(name).ptr;
   if (!executor_) return failed_precondition("graph '" + graph_.name + "': the plan has no executor");
@@ -426,5 +431,6 @@ PlannerStats Planner::stats() const {
 
 const ShapeRecorder& Planner::recorder() const { return impl_->recorder; }
 const BucketPolicy& Planner::buckets() const { return impl_->options.buckets; }
+const PlannerOptions& Planner::options() const { return impl_->options; }
 
 }  // namespace kiln
