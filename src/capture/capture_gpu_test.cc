@@ -40,7 +40,9 @@ Buffers make_buffers(const ExecutablePlan& plan, uint64_t seed) {
     b.bindings[d.name] = TensorBinding{buf->data(), *bytes};
     all[static_cast<int>(i)] = buf->data();
     (g.is_graph_output(static_cast<int>(i)) ? b.outputs : b.inputs)[static_cast<int>(i)] = buf->data();
-    if (g.is_graph_output(static_cast<int>(i))) EXPECT_TRUE(buf->fill_bytes(0xFF).is_ok());
+    if (g.is_graph_output(static_cast<int>(i))) {
+      EXPECT_TRUE(buf->fill_bytes(0xFF).is_ok());
+    }
     b.owned.emplace(d.name, std::move(buf).value());
   }
   EXPECT_TRUE(generate_inputs_on_device(g, seed, all).is_ok());

@@ -63,8 +63,8 @@ class LoggingBackend : public PlanBackend {
   StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return std::vector<TunedShape>{}; }
   StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
                                                         const std::optional<EngineConfig>&, PlanSource s) override {
-    return std::make_shared<ExecutablePlan>(g, sig, EngineConfig{3, {}}, workspace_, s,
-                                            std::make_unique<LoggingExecutor>(log_, g.name));
+    return std::shared_ptr<const ExecutablePlan>(std::make_shared<ExecutablePlan>(
+        g, sig, EngineConfig{3, {}}, workspace_, s, std::make_unique<LoggingExecutor>(log_, g.name)));
   }
 
  private:
