@@ -2,10 +2,11 @@
 // chain of ten, launched on the stream (ExecutablePlan::execute per step) and replayed from a graph
 // (CapturedSequence::replay), and the host cost of a rebind by update in place against re-instantiation.
 //
-//   capture_bench [--spec F] [--store S] [--iters N] [--reps R] [--rebinds N] [--out FILE]
+//   capture_bench [--spec F] [--chain-spec F] [--store S] [--iters N] [--reps R] [--rebinds N] [--out FILE]
 //
-// Single op: the spec (default examples/small/conv_bias_relu.json). Chain: ten executions of a small
-// conv + bias + ReLU with 8 channels in and out, each reading the previous one's output. Plans come from a
+// Single op: --spec (default examples/small/conv_bias_relu.json). Chain: ten executions of --chain-spec
+// (default bench/capture/chain_conv8.json, a small conv + bias + ReLU with 8 channels in and out),
+// each reading the previous one's output (the spec's output must fit its input "x"). Plans come from a
 // Planner (its store when --store names one, else cuDNN's heuristics). Times: each repetition enqueues N
 // executions back to back between two events (GPU time / N) and times the enqueueing on the host; the
 // median of R repetitions is reported. Goals: 1.8x (single op), 2.2x (chain). Needs a GPU.
@@ -28,15 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const char* kChainSpec = R"({
-  "name": "conv8_bias_relu", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
-  "tensors": {"x": {"dims": [2, 8, 8, 8], "layout": "NHWC"}, "w": {"dims": [8, 8, 3, 3], "layout": "NHWC"},
-              "bias": {"dims": [1, 8, 1, 1], "layout": "NHWC"}, "y": {"layout": "NHWC"}},
-  "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"],
-             "padding": [1, 1], "stride": [1, 1], "dilation": [1, 1]},
-            {"name": "add_bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["b"]},
-            {"name": "relu", "op": "relu", "inputs": ["b"], "outputs": ["y"]}],
-  "outputs": ["y"]})";
 constexpr int kChain = 10;
 
 double median(std::vector<double> v) {
@@ -178,13 +170,14 @@ StatusOr<Result> run(const Planner& planner, const Workload& w, cudaStream_t str
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string spec = "examples/small/conv_bias_relu.json", store, out;
+  std::string spec = "examples/small/conv_bias_relu.json", chain_spec = "bench/capture/chain_conv8.json", store, out;
   int iters = 2000, reps = 7, rebinds = 200;
-  const char* usage = "usage: capture_bench [--spec F] [--store S] [--iters N] [--reps R] [--rebinds N] [--out FILE]\n";
+  const char* usage = "usage: capture_bench [--spec F] [--chain-spec F] [--store S] [--iters N] [--reps R] [--rebinds N] [--out FILE]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool more = i + 1 < argc;
     if (a == "--spec" && more) spec = argv[++i];
+    else if (a == "--chain-spec" && more) chain_spec = argv[++i];
     else if (a == "--store" && more) store = argv[++i];
     else if (a == "--iters" && more) iters = std::atoi(argv[++i]);
     else if (a == "--reps" && more) reps = std::atoi(argv[++i]);
@@ -206,7 +199,7 @@ int main(int argc, char** argv) {
   if (!planner.is_ok()) return fail("Planner::create", planner.status());
   auto single_graph = parse_spec_file(spec);
   if (!single_graph.is_ok()) return fail("spec", single_graph.status());
-  auto chain_graph = parse_spec_string(kChainSpec, "conv8_bias_relu.json");
+  auto chain_graph = parse_spec_file(chain_spec);
   if (!chain_graph.is_ok()) return fail("chain spec", chain_graph.status());
   auto single = (*planner)->obtain(*single_graph);
   if (!single.is_ok()) return fail("obtain " + spec, single.status());
@@ -266,14 +259,15 @@ int main(int argc, char** argv) {
         "Plans from kiln::Planner (store when given, else heuristics). Each repetition enqueues --iters executions "
         "of the sequence back to back on one non-blocking stream between two CUDA events: stream = "
         "ExecutablePlan::execute per step, graph = one CapturedSequence::replay (cudaGraphLaunch); per-execution "
-        "time = event time / iters, median of --reps repetitions, after a warm-up. Chain: ten conv+bias+ReLU "
-        "(8->8 channels, NHWC 2x8x8) each reading the previous output. Rebind: host time of "
+        "time = event time / iters, median of --reps repetitions, after a warm-up. Chain: ten executions of "
+        "--chain-spec (conv+bias+ReLU, 8->8 channels, NHWC 2x8x8x8) each reading the previous output. Rebind: host time of "
         "CapturedSequence::rebind (re-capture + cudaGraphExecUpdate, or re-capture + cudaGraphInstantiate), "
         "median of --rebinds alternating between two buffer sets, a replay after each.";
     j["iters"] = iters;
     j["reps"] = reps;
     j["rebinds"] = rebinds;
     j["spec"] = spec;
+    j["chain_spec"] = chain_spec;
     j["store"] = store;
     j["results"] = rows;
     std::vector<std::string> args(argv, argv + argc);
