@@ -5,7 +5,7 @@
 #include <mutex>
 #include <utility>
 
-#include "kiln/cuda_handles.h"
+#include "kiln/cuda_graph.h"
 
 namespace kiln {
 
@@ -57,36 +57,14 @@ const char* update_result_words(cudaGraphExecUpdateResult r) {
   return "an unknown reason";
 }
 
-// Records `steps` on `stream` into a graph. Whatever happens inside, the capture is ended and a partial
-// graph discarded: the stream never stays in capture mode.
+// Records `steps` on `stream` into a graph (kiln/cuda_graph.h: the stream never stays capturing).
 StatusOr<UniqueGraph> record(cudaStream_t stream, const std::vector<CaptureStep>& steps, CaptureMode mode) {
-  if (stream == nullptr)
-    return invalid_argument("capture needs a stream the caller created: the legacy default stream cannot be captured");
-  cudaStreamCaptureStatus state = cudaStreamCaptureStatusNone;
-  KILN_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &state));
-  if (state != cudaStreamCaptureStatusNone)
-    return failed_precondition("the stream is capturing already (another capture is under way on it)");
-  KILN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(
-      stream, mode == CaptureMode::kRelaxed ? cudaStreamCaptureModeRelaxed : cudaStreamCaptureModeThreadLocal));
-  Status run = launch_steps(stream, steps);
-  cudaGraph_t raw = nullptr;
-  const cudaError_t end = cudaStreamEndCapture(stream, &raw);
-  UniqueGraph graph(raw);  // owned (and destroyed on every error path below)
-  if (!run.is_ok() || end != cudaSuccess) {
-    (void)cudaGetLastError();  // a refused call under capture leaves the thread's last error set
-    if (!run.is_ok()) return run.with_context("under stream capture (the capture was ended and discarded)");
-    return cuda_status(end, "cudaStreamEndCapture")
-        .with_context(std::string("capturing ") + plural(static_cast<int64_t>(steps.size()), "step", "steps") +
-                      " (mode " + capture_mode_name(mode) + ")");
-  }
-  if (!graph) return internal_error("cudaStreamEndCapture gave no graph");
-  return graph;
-}
-
-StatusOr<UniqueGraphExec> instantiate(cudaGraph_t graph) {
-  cudaGraphExec_t exec = nullptr;
-  KILN_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
-  return UniqueGraphExec(exec);
+  StatusOr<UniqueGraph> g =
+      capture_graph(stream, mode == CaptureMode::kRelaxed, [&] { return launch_steps(stream, steps); });
+  if (!g.is_ok())
+    return g.status().with_context("capturing " + plural(static_cast<int64_t>(steps.size()), "step", "steps") +
+                                   " (mode " + capture_mode_name(mode) + ")");
+  return g;
 }
 
 }  // namespace
@@ -124,7 +102,7 @@ struct CapturedSequence::Impl {
     KILN_RETURN_IF_ERROR(warm_up(stream));
     KILN_ASSIGN_OR_RETURN(UniqueGraph g, record(stream, steps, options.mode));
     ++stats.captures;
-    KILN_ASSIGN_OR_RETURN(UniqueGraphExec e, instantiate(g.get()));
+    KILN_ASSIGN_OR_RETURN(UniqueGraphExec e, instantiate_graph(g.get()));
     ++stats.instantiations;
     exec = std::move(e);
     return Status::ok();
@@ -202,7 +180,7 @@ Status CapturedSequence::rebind(std::vector<CaptureStep> steps, cudaStream_t str
     }
   }
   if (!updated) {
-    KILN_ASSIGN_OR_RETURN(UniqueGraphExec e, instantiate(g.get()));
+    KILN_ASSIGN_OR_RETURN(UniqueGraphExec e, instantiate_graph(g.get()));
     ++m.stats.instantiations;
     ++m.stats.reinstantiations;
     m.exec = std::move(e);
