@@ -130,6 +130,9 @@ if want capture; then  # issue 13: CUDA Graphs over tuned plans (capture, update
     timeout 120 "$kiln" tune "$sp" --no-unfused --store "$cb/plans.db" >>"$cb/tune.txt" 2>&1
     check $? "tune $sp for capture_bench"
   done
+  stamp "kiln tune --graph-replay"
+  timeout 120 "$kiln" tune examples/small/conv_bias_relu.json --no-unfused --graph-replay >"$out/tune-graph-replay.txt" 2>&1
+  rc=$?; tail -15 "$out/tune-graph-replay.txt"; check $rc "kiln tune --graph-replay"
   if [ -x "$build/benchmarks/capture_bench" ]; then
     timeout 300 "$build/benchmarks/capture_bench" --store "$cb/plans.db" --spec examples/small/conv_bias_relu.json \
       --out "$out/capture.json" >"$out/capture_bench.txt" 2>&1; rc=$?
