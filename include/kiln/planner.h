@@ -148,12 +148,25 @@ struct Obtained {
   double obtain_ms = 0.0;
 };
 
+// What the CUDA graph sequences made from one Planner (kiln/capture.h) did, summed over all of them. Each
+// sequence holds the counters (shared: a sequence may outlive its Planner) and adds to them as it goes.
+struct GraphCounters {
+  std::atomic<int64_t> captures{0}, instantiations{0}, replays{0}, stream_runs{0}, updates{0},
+      update_refusals{0}, reinstantiations{0};
+};
+
 struct PlannerStats {
   int64_t served[kPlanSourceCount] = {};  // obtain() calls answered by each source
   int64_t builds = 0;                     // plans made (store loads and builds), not hits
   int64_t failures = 0;                   // obtain() calls that returned an error
   int64_t cached = 0;                     // plans held in memory
-  std::string text() const;               // "memory 120, store 3, bucket 2, heuristics 1; 6 built, 0 failed"
+  // Summed over this Planner's captured sequences (GraphCounters).
+  int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0,
+          graph_updates = 0, graph_update_refusals = 0, graph_reinstantiations = 0;
+  // "memory 120, store 3, bucket 2, heuristics 1; 6 built, 0 failed, 6 held", then, once a captured
+  // sequence did anything, "; graphs: 2 captures, 1 instantiation, 100 replays, 0 stream runs, 1 update,
+  // 0 refused, 0 re-instantiations".
+  std::string text() const;
 };
 
 class Planner {
@@ -178,6 +191,8 @@ class Planner {
 
   PlannerStats stats() const;
   const PlannerOptions& options() const;
+  // The counters this Planner's captured sequences add to (kiln/capture.h); never null.
+  std::shared_ptr<GraphCounters> graph_counters() const;
   const ShapeRecorder& recorder() const;
   const BucketPolicy& buckets() const;
 

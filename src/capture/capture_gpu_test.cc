@@ -149,6 +149,11 @@ TEST(CaptureGpu, OnePlanReplaysBitForBitAsAStreamLaunchAndRebindsInPlace) {
   EXPECT_EQ(stats.instantiations, 1);
   EXPECT_EQ(stats.replays, 4);
   std::printf("[ capture ] %s\n", stats.text().c_str());
+  const PlannerStats ps = (*planner)->stats();
+  EXPECT_EQ(ps.graph_captures, 2);
+  EXPECT_EQ(ps.graph_replays, 4);
+  EXPECT_EQ(ps.graph_updates, 1);
+  std::printf("[ capture ] planner: %s\n", ps.text().c_str());
 }
 
 TEST(CaptureGpu, RebindReinstantiatesWhenAskedAndTheOutputIsRight) {

@@ -169,6 +169,31 @@ TEST(Capture, GraphsOffThePlannerLaunchesTheStepsInOrderOnTheStream) {
   EXPECT_EQ(st.captures, 0);
   EXPECT_EQ(st.replays, 0);
   EXPECT_EQ(st.text(), "graphs off: 2 stream runs");
+  // The Planner sums its sequences.
+  auto second = CapturedSequence::create(*f.planner, f.chain(1));
+  ASSERT_TRUE(second.is_ok());
+  ASSERT_TRUE((*second)->replay(stream).is_ok());
+  const PlannerStats ps = f.planner->stats();
+  EXPECT_EQ(ps.graph_stream_runs, 3);
+  EXPECT_EQ(ps.graph_replays, 0);
+  EXPECT_NE(ps.text().find("; graphs: 0 captures, 0 instantiations, 0 replays, 3 stream runs, 0 updates, 0 refused, "
+                           "0 re-instantiations"),
+            std::string::npos)
+      << ps.text();
+}
+
+TEST(Capture, ASequenceMayOutliveItsPlanner) {
+  Fixture f(false);
+  auto seq = CapturedSequence::create(*f.planner, f.chain(2));
+  ASSERT_TRUE(seq.is_ok());
+  f.planner.reset();  // the plans (held by the sequence) and the counters stay
+  ASSERT_TRUE((*seq)->replay(nullptr).is_ok());
+  EXPECT_EQ(f.log.calls.size(), 2u);
+}
+
+TEST(Capture, APlannerWithoutSequencesSaysNothingOfGraphs) {
+  Fixture f;
+  EXPECT_EQ(f.planner->stats().text().find("graphs"), std::string::npos) << f.planner->stats().text();
 }
 
 TEST(Capture, ThePerSequenceSwitchOverridesThePlanners) {

@@ -2,6 +2,7 @@
 // graph, instantiated once, launched per replay; rebinds recorded again and applied by cudaGraphExecUpdate.
 #include "kiln/capture.h"
 
+#include <atomic>
 #include <mutex>
 #include <utility>
 
@@ -88,6 +89,13 @@ struct CapturedSequence::Impl {
   bool warmed = false;
   UniqueGraphExec exec;  // independent of the graph it was made from (which is dropped once used)
   CaptureStats stats;
+  std::shared_ptr<GraphCounters> totals;  // the Planner's, summed over its sequences
+
+  // One more of `field` here and in the Planner's totals.
+  void count(int64_t CaptureStats::*field, std::atomic<int64_t> GraphCounters::*total) {
+    ++(stats.*field);
+    ((*totals).*total).fetch_add(1, std::memory_order_relaxed);
+  }
 
   Status warm_up(cudaStream_t stream) {
     if (warmed || !options.warm_up) return Status::ok();
@@ -101,9 +109,9 @@ struct CapturedSequence::Impl {
       return invalid_argument("capture needs a stream the caller created: the legacy default stream cannot be captured");
     KILN_RETURN_IF_ERROR(warm_up(stream));
     KILN_ASSIGN_OR_RETURN(UniqueGraph g, record(stream, steps, options.mode));
-    ++stats.captures;
+    count(&CaptureStats::captures, &GraphCounters::captures);
     KILN_ASSIGN_OR_RETURN(UniqueGraphExec e, instantiate_graph(g.get()));
-    ++stats.instantiations;
+    count(&CaptureStats::instantiations, &GraphCounters::instantiations);
     exec = std::move(e);
     return Status::ok();
   }
@@ -121,6 +129,7 @@ StatusOr<std::unique_ptr<CapturedSequence>> CapturedSequence::create(const Plann
   impl->options = options;
   impl->graphs = options.cuda_graphs.value_or(planner.options().cuda_graphs);
   impl->stats.graphs = impl->graphs;
+  impl->totals = planner.graph_counters();
   return std::unique_ptr<CapturedSequence>(new CapturedSequence(std::move(impl)));
 }
 
@@ -134,12 +143,12 @@ Status CapturedSequence::replay(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->graphs) {
     KILN_RETURN_IF_ERROR(launch_steps(stream, impl_->steps));
-    ++impl_->stats.stream_runs;
+    impl_->count(&CaptureStats::stream_runs, &GraphCounters::stream_runs);
     return Status::ok();
   }
   if (!impl_->exec) KILN_RETURN_IF_ERROR(impl_->capture_locked(stream));
   KILN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(impl_->exec.get(), stream));
-  ++impl_->stats.replays;
+  impl_->count(&CaptureStats::replays, &GraphCounters::replays);
   return Status::ok();
 }
 
@@ -162,17 +171,17 @@ Status CapturedSequence::rebind(std::vector<CaptureStep> steps, cudaStream_t str
     return Status::ok();
   }
   KILN_ASSIGN_OR_RETURN(UniqueGraph g, record(stream, steps, m.options.mode));
-  ++m.stats.captures;
+  m.count(&CaptureStats::captures, &GraphCounters::captures);
   bool updated = false;
   if (m.options.update_in_place) {
     cudaGraphExecUpdateResultInfo info{};
     const cudaError_t err = cudaGraphExecUpdate(m.exec.get(), g.get(), &info);
     if (err == cudaSuccess) {
       updated = true;
-      ++m.stats.updates;
+      m.count(&CaptureStats::updates, &GraphCounters::updates);
     } else if (err == cudaErrorGraphExecUpdateFailure) {
       (void)cudaGetLastError();
-      ++m.stats.update_refusals;
+      m.count(&CaptureStats::update_refusals, &GraphCounters::update_refusals);
       m.stats.last_refusal = update_result_words(info.result);
     } else {
       (void)cudaGetLastError();
@@ -181,8 +190,8 @@ Status CapturedSequence::rebind(std::vector<CaptureStep> steps, cudaStream_t str
   }
   if (!updated) {
     KILN_ASSIGN_OR_RETURN(UniqueGraphExec e, instantiate_graph(g.get()));
-    ++m.stats.instantiations;
-    ++m.stats.reinstantiations;
+    m.count(&CaptureStats::instantiations, &GraphCounters::instantiations);
+    m.count(&CaptureStats::reinstantiations, &GraphCounters::reinstantiations);
     m.exec = std::move(e);
   }
   m.steps = std::move(steps);

@@ -152,8 +152,15 @@ std::string PlannerStats::text() const {
   std::string s;
   for (int i = 0; i < kPlanSourceCount; ++i)
     s += std::string(i ? ", " : "") + plan_source_name(static_cast<PlanSource>(i)) + " " + std::to_string(served[i]);
-  return s + "; " + std::to_string(builds) + " built, " + std::to_string(failures) + " failed, " +
-         std::to_string(cached) + " held";
+  s += "; " + std::to_string(builds) + " built, " + std::to_string(failures) + " failed, " + std::to_string(cached) +
+       " held";
+  if (graph_captures + graph_replays + graph_stream_runs + graph_updates + graph_reinstantiations == 0) return s;
+  auto n = [](int64_t v, const char* one, const char* many) { return std::to_string(v) + " " + (v == 1 ? one : many); };
+  return s + "; graphs: " + n(graph_captures, "capture", "captures") + ", " +
+         n(graph_instantiations, "instantiation", "instantiations") + ", " + n(graph_replays, "replay", "replays") +
+         ", " + n(graph_stream_runs, "stream run", "stream runs") + ", " + n(graph_updates, "update", "updates") + ", " +
+         std::to_string(graph_update_refusals) + " refused, " +
+         n(graph_reinstantiations, "re-instantiation", "re-instantiations");
 }
 
 // ---- Planner --------------------------------------------------------------------------------------
@@ -200,6 +207,7 @@ struct Planner::Impl {
 
   std::atomic<int64_t> served[kPlanSourceCount] = {};
   std::atomic<int64_t> builds{0}, failures{0}, cached{0};
+  std::shared_ptr<GraphCounters> graphs = std::make_shared<GraphCounters>();
 
   Shard& shard_for(const std::string& key) { return shards[std::hash<std::string>{}(key) % kShards]; }
 
@@ -426,11 +434,20 @@ PlannerStats Planner::stats() const {
   st.builds = impl_->builds.load(std::memory_order_relaxed);
   st.failures = impl_->failures.load(std::memory_order_relaxed);
   st.cached = impl_->cached.load(std::memory_order_relaxed);
+  const GraphCounters& g = *impl_->graphs;
+  st.graph_captures = g.captures.load(std::memory_order_relaxed);
+  st.graph_instantiations = g.instantiations.load(std::memory_order_relaxed);
+  st.graph_replays = g.replays.load(std::memory_order_relaxed);
+  st.graph_stream_runs = g.stream_runs.load(std::memory_order_relaxed);
+  st.graph_updates = g.updates.load(std::memory_order_relaxed);
+  st.graph_update_refusals = g.update_refusals.load(std::memory_order_relaxed);
+  st.graph_reinstantiations = g.reinstantiations.load(std::memory_order_relaxed);
   return st;
 }
 
 const ShapeRecorder& Planner::recorder() const { return impl_->recorder; }
 const BucketPolicy& Planner::buckets() const { return impl_->options.buckets; }
 const PlannerOptions& Planner::options() const { return impl_->options; }
+std::shared_ptr<GraphCounters> Planner::graph_counters() const { return impl_->graphs; }
 
 }  // namespace kiln
