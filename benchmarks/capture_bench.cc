@@ -77,7 +77,8 @@ struct Workload {
 Status make_workload(const std::string& name, std::shared_ptr<const ExecutablePlan> plan, int steps, Workload* w) {
   w->name = name;
   w->plan = plan;
-  KILN_ASSIGN_OR_RETURN(w->workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(plan->workspace_bytes(), 16))));
+  const size_t ws = static_cast<size_t>(std::max<int64_t>(plan->workspace_bytes(), 16));
+  KILN_ASSIGN_OR_RETURN(w->workspace, DeviceBuffer::allocate(ws));
   for (std::vector<CaptureStep>* set : {&w->a, &w->b}) {
     TensorBinding prev_y;
     for (int i = 0; i < steps; ++i) {
@@ -155,7 +156,8 @@ StatusOr<Result> run(const Planner& planner, const Workload& w, cudaStream_t str
   r.steps = static_cast<int>(w.a.size());
   r.goal = goal;
   KILN_ASSIGN_OR_RETURN(r.stream, time_it(stream, iters, reps, [&]() -> Status {
-                          for (const CaptureStep& s : w.a) KILN_RETURN_IF_ERROR(s.plan->execute(stream, s.tensors, s.workspace));
+                          for (const CaptureStep& s : w.a)
+                            KILN_RETURN_IF_ERROR(s.plan->execute(stream, s.tensors, s.workspace));
                           return Status::ok();
                         }));
   CaptureOptions o;
@@ -173,7 +175,9 @@ StatusOr<Result> run(const Planner& planner, const Workload& w, cudaStream_t str
 int main(int argc, char** argv) {
   std::string spec = "examples/small/conv_bias_relu.json", chain_spec = "bench/capture/chain_conv8.json", store, out;
   int iters = 2000, reps = 7, rebinds = 200;
-  const char* usage = "usage: capture_bench [--spec F] [--chain-spec F] [--store S] [--iters N] [--reps R] [--rebinds N] [--out FILE]\n";
+  const char* usage =
+      "usage: capture_bench [--spec F] [--chain-spec F] [--store S] [--iters N] [--reps R] [--rebinds N] "
+      "[--out FILE]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool more = i + 1 < argc;

@@ -222,7 +222,8 @@ TEST(CaptureGpu, AChainOfTenPlansInOneGraphEveryOutputChecked) {
   std::vector<CaptureStep> steps;
   for (int i = 0; i < kSteps; ++i) {
     void* in = i == 0 ? first.bindings.at("x").ptr : outs[static_cast<size_t>(i - 1)].data();
-    steps.push_back({plan, {{"x", {in, bytes}}, {"b", first.bindings.at("b")}, {"y", {outs[static_cast<size_t>(i)].data(), bytes}}},
+    void* out = outs[static_cast<size_t>(i)].data();
+    steps.push_back({plan, {{"x", {in, bytes}}, {"b", first.bindings.at("b")}, {"y", {out, bytes}}},
                      first.workspace.data()});
   }
   // Stream launches first: what each step gives.
@@ -245,8 +246,8 @@ TEST(CaptureGpu, AChainOfTenPlansInOneGraphEveryOutputChecked) {
   for (int i = 0; i < kSteps; ++i) {
     EXPECT_EQ(download(outs[static_cast<size_t>(i)]), want[static_cast<size_t>(i)]) << "step " << i;
     void* in = i == 0 ? first.bindings.at("x").ptr : outs[static_cast<size_t>(i - 1)].data();
-    check_against_reference(*plan, {{xi, in}, {bi, first.bindings.at("b").ptr}}, {{yi, outs[static_cast<size_t>(i)].data()}},
-                            "chain step " + std::to_string(i));
+    check_against_reference(*plan, {{xi, in}, {bi, first.bindings.at("b").ptr}},
+                            {{yi, outs[static_cast<size_t>(i)].data()}}, "chain step " + std::to_string(i));
   }
   const CaptureStats stats = (*seq)->stats();
   EXPECT_EQ(stats.captures, 1);

@@ -92,8 +92,10 @@ struct Fixture {
   // A chain of `n` steps of `act`: step i reads buffer base+i and writes base+i+1.
   std::vector<CaptureStep> chain(int n, uintptr_t base = 1, void* ws = nullptr) const {
     std::vector<CaptureStep> s;
-    for (int i = 0; i < n; ++i)
-      s.push_back({act, {{"x", {fake_ptr(base + static_cast<uintptr_t>(i))}}, {"y", {fake_ptr(base + static_cast<uintptr_t>(i) + 1)}}}, ws});
+    for (int i = 0; i < n; ++i) {
+      const uintptr_t k = base + static_cast<uintptr_t>(i);
+      s.push_back({act, {{"x", {fake_ptr(k)}}, {"y", {fake_ptr(k + 1)}}}, ws});
+    }
     return s;
   }
 };
@@ -300,7 +302,8 @@ TEST(Capture, StatsSayWhatHappened) {
             "(last refusal: the graph's topology changed)");
   CaptureStats one;
   one.captures = one.instantiations = one.replays = 1;
-  EXPECT_EQ(one.text(), "graphs: 1 capture, 1 instantiation, 1 replay; 0 rebinds: 0 updates, 0 refused, 0 re-instantiations");
+  EXPECT_EQ(one.text(),
+            "graphs: 1 capture, 1 instantiation, 1 replay; 0 rebinds: 0 updates, 0 refused, 0 re-instantiations");
   EXPECT_STREQ(capture_mode_name(CaptureMode::kThreadLocal), "thread-local");
   EXPECT_STREQ(capture_mode_name(CaptureMode::kRelaxed), "relaxed");
 }

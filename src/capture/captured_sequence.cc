@@ -50,7 +50,7 @@ const char* update_result_words(cudaGraphExecUpdateResult r) {
     case cudaGraphExecUpdateErrorTopologyChanged: return "the graph's topology changed";
     case cudaGraphExecUpdateErrorNodeTypeChanged: return "a node's type changed";
     case cudaGraphExecUpdateErrorFunctionChanged: return "a kernel node's function changed";
-    case cudaGraphExecUpdateErrorParametersChanged: return "a node's parameters changed in a way that cannot be updated";
+    case cudaGraphExecUpdateErrorParametersChanged: return "a node's parameters changed beyond an update";
     case cudaGraphExecUpdateErrorNotSupported: return "something in the graph cannot be updated";
     case cudaGraphExecUpdateErrorUnsupportedFunctionChange: return "a kernel's function changed unsupportedly";
     case cudaGraphExecUpdateErrorAttributesChanged: return "a node's attributes changed";
@@ -106,7 +106,8 @@ struct CapturedSequence::Impl {
 
   Status capture_locked(cudaStream_t stream) {
     if (stream == nullptr)
-      return invalid_argument("capture needs a stream the caller created: the legacy default stream cannot be captured");
+      return invalid_argument(
+          "capture needs a stream the caller created: the legacy default stream cannot be captured");
     KILN_RETURN_IF_ERROR(warm_up(stream));
     KILN_ASSIGN_OR_RETURN(UniqueGraph g, record(stream, steps, options.mode));
     count(&CaptureStats::captures, &GraphCounters::captures);
