@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kiln/cuda_handles.h"
+#include "kiln/device.h"
 #include "kiln/fingerprint.h"
 #include "kiln/host_tensor.h"
 #include "kiln/plan_bridge.h"
@@ -129,6 +130,9 @@ int main(int argc, char** argv) {
     EnvReport env = step("environment fingerprint", [] { return collect_environment(); });
     if (!env.device_status.is_ok()) return fail("environment", env.device_status);
     auto handle = step("cuDNN handle", [] { return make_cudnn_handle(); });
+    // What Planner::create overlaps with the CUDA context: cuDNN's sub-libraries, loaded ahead of the plan.
+    const int preloaded = step("cuDNN sub-libraries (dlopen)", [] { return preload_cudnn_libraries(); });
+    std::printf("  (%d cuDNN sub-libraries loaded ahead)\n", preloaded);
     if (!handle.is_ok()) return fail("handle", handle.status());
     StoreOpenOptions so;
     so.read_only = true;

@@ -6,7 +6,8 @@
 // Trace (JSON): {"format": "kiln-trace", "version": 1,
 //                "requests": [{"spec": "mlp.json", "shape": {"tokens": 100}, "count": 20}, ...]}
 // spec paths are relative to the trace's folder; "shape" may be left out (the spec's own); "count" is 1
-// by default. Requests run in order, spread over the threads.
+// by default. Requests run in order, spread over the threads. An entry {"wait": "promotions"} is a barrier:
+// every request before it finishes and the Planner's background promotions are done before the next runs.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -33,7 +34,7 @@ namespace kiln::cli {
 namespace {
 
 struct ReplayCmdOptions {
-  std::string trace, store_path, buckets, record_shapes;
+  std::string trace, store_path, buckets, record_shapes, new_shapes = "stopgap";
   int threads = 1, handles = 4;
   bool json = false, force = false;
 };
@@ -41,6 +42,7 @@ struct ReplayCmdOptions {
 struct Request {
   size_t graph = 0;  // index into the prepared graphs
   std::map<std::string, int64_t> shape;
+  bool barrier = false;  // {"wait": "promotions"}
 };
 
 struct TraceGraphs {
@@ -67,6 +69,14 @@ StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* 
   for (size_t i = 0; i < j["requests"].size(); ++i) {
     const auto& r = j["requests"][i];
     const std::string at = where + ": requests[" + std::to_string(i) + "]";
+    if (r.is_object() && r.contains("wait")) {
+      if (!r["wait"].is_string() || r["wait"].get<std::string>() != "promotions" || r.size() != 1)
+        return invalid_argument(at + ": a barrier is exactly {\"wait\": \"promotions\"}");
+      Request b;
+      b.barrier = true;
+      out.push_back(b);
+      continue;
+    }
     if (!r.is_object() || !r.contains("spec") || !r["spec"].is_string())
       return invalid_argument(at + ": \"spec\" is missing or not a string");
     std::string spec = r["spec"].get<std::string>();
@@ -156,6 +166,9 @@ Status run_replay(const ReplayCmdOptions& o) {
       return invalid_argument("--record-shapes: folder '" + parent + "' does not exist");
   }
   PlannerOptions po;
+  if (o.new_shapes == "stopgap") po.new_shapes = NewShapes::kStopgap;
+  else if (o.new_shapes == "build-now") po.new_shapes = NewShapes::kBuildNow;
+  else return invalid_argument("--new-shapes must be 'stopgap' or 'build-now', got '" + o.new_shapes + "'");
   po.store_path = o.store_path;
   po.handles = o.handles;
   auto b = BucketPolicy::parse(o.buckets);
@@ -171,12 +184,15 @@ Status run_replay(const ReplayCmdOptions& o) {
   }
   struct Sample {
     PlanSource source;
+    PlanSource built_from;  // of the plan executed (a hit on a stopgap: kDynamic)
+    size_t request;
     double obtain_ms, exec_ms;
   };
   std::mutex mu;
   std::vector<Sample> samples;
   Status first_error;
   std::atomic<size_t> next{0};
+  size_t phase_end = 0;  // requests [next, phase_end) run in this phase
   auto worker = [&] {
     auto stream = make_stream();
     if (!stream.is_ok()) {
@@ -186,7 +202,7 @@ Status run_replay(const ReplayCmdOptions& o) {
     }
     std::map<const ExecutablePlan*, PlanBuffers> mine;
     std::vector<Sample> local;
-    for (size_t i = next++; i < requests.size(); i = next++) {
+    for (size_t i = next++; i < phase_end; i = next++) {
       const Request& q = requests[i];
       const auto t0 = std::chrono::steady_clock::now();
       auto got = planner->obtain(prepared[q.graph], q.shape);
@@ -209,18 +225,30 @@ Status run_replay(const ReplayCmdOptions& o) {
         if (first_error.is_ok()) first_error = st;
         return;
       }
-      local.push_back({got->source, std::chrono::duration<double, std::milli>(t1 - t0).count(),
+      local.push_back({got->source, got->plan->built_from(), i, std::chrono::duration<double, std::milli>(t1 - t0).count(),
                        std::chrono::duration<double, std::milli>(t2 - t1).count()});
     }
     std::lock_guard<std::mutex> lock(mu);
     samples.insert(samples.end(), local.begin(), local.end());
   };
   const auto t_run = std::chrono::steady_clock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < o.threads; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  for (size_t begin = 0; begin < requests.size() && first_error.is_ok();) {
+    if (requests[begin].barrier) {
+      planner->wait_for_promotions();
+      ++begin;
+      continue;
+    }
+    phase_end = begin;
+    while (phase_end < requests.size() && !requests[phase_end].barrier) ++phase_end;
+    next = begin;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < o.threads; ++t) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+    begin = phase_end;
+  }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count();
   KILN_RETURN_IF_ERROR(first_error);
+  std::sort(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) { return a.request < b.request; });
 
   nlohmann::ordered_json j;
   j["trace"] = o.trace;
@@ -249,6 +277,33 @@ Status run_replay(const ReplayCmdOptions& o) {
         {"execute_ms_p50", pct(exec, 0.5)}};
   }
   j["by_source"] = per;
+  // Per graph and shape: how its first request was served, and the execution times of the stopgap and of
+  // the static plan (hits on each).
+  struct ShapeRows {
+    const Sample* first = nullptr;
+    std::vector<double> stopgap, static_plan;
+  };
+  std::map<std::pair<size_t, std::string>, ShapeRows> by_shape;
+  for (const Sample& smp : samples) {
+    const Request& q = requests[smp.request];
+    ShapeRows& r = by_shape[{q.graph, shape_key_text(q.shape.empty() ? prepared[q.graph].shape : q.shape)}];
+    if (!r.first) r.first = &smp;
+    else (smp.built_from == PlanSource::kDynamic ? r.stopgap : r.static_plan).push_back(smp.exec_ms);
+  }
+  nlohmann::ordered_json shapes = nlohmann::ordered_json::array();
+  for (const auto& [k, r] : by_shape)
+    shapes.push_back({{"graph", tg.graphs[k.first].name},
+                      {"shape", k.second},
+                      {"first_source", plan_source_name(r.first->source)},
+                      {"first_execution_ms", r.first->obtain_ms + r.first->exec_ms},
+                      {"stopgap_executions", r.stopgap.size()},
+                      {"stopgap_execute_ms_p50", pct(r.stopgap, 0.5)},
+                      {"executions", r.static_plan.size()},
+                      {"execute_ms_p50", pct(r.static_plan, 0.5)}});
+  j["by_shape"] = shapes;
+  const PlannerStats pst = planner->stats();
+  j["promotions"] = {{"promoted", pst.promotions}, {"stopgaps_left", pst.stopgaps}, {"failed", pst.promotion_failures},
+                     {"last_failure", pst.last_promotion_failure}};
   j["stats"] = planner->stats().text();
   if (!o.record_shapes.empty()) KILN_RETURN_IF_ERROR(planner->recorder().write_file(o.record_shapes, o.force));
   if (o.json) {
@@ -278,6 +333,10 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_option("--buckets", o->buckets, "Bucket policy (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
   sub->add_option("--threads", o->threads, "Threads sending requests")->capture_default_str();
   sub->add_option("--handles", o->handles, "cuDNN handles in the Planner's pool")->capture_default_str();
+  sub->add_option("--new-shapes", o->new_shapes,
+                  "A shape the store lacks: 'stopgap' (a dynamic-shape build now, its static plan in the background) "
+                  "or 'build-now' (the static plan on the calling thread)")
+      ->capture_default_str();
   sub->add_option("--record-shapes", o->record_shapes, "Write the shapes served to this file (kiln stats reads it)");
   sub->add_flag("--force", o->force, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");

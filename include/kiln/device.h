@@ -31,4 +31,10 @@ int cuda_runtime_version();
 // Installed driver's CUDA version, 0 when no driver is present (works without a GPU).
 int cuda_driver_version();
 
+// Loads cuDNN's sub-libraries (graph, heuristic, engines) from the folder of the libcudnn that is loaded,
+// as cuDNN would on first use. cuDNN loads them lazily, so the first plan a process deserializes pays for
+// it (about 90 ms on the H200); a caller can do it ahead, e.g. on a thread while the CUDA context is made.
+// Returns how many were loaded; a library that is absent is skipped (cuDNN then says so itself).
+int preload_cudnn_libraries();
+
 }  // namespace kiln

@@ -60,10 +60,32 @@ struct CandidateInfo {
 
 enum class HeuristicMode { kA, kB, kFallback };
 
+// cuDNN's kernel cache for dynamic-shape builds: one per graph structure, shared by every shape of it, so
+// that a runtime-compiled kernel is compiled once per structure, not once per shape (cuDNN >= 9.4). The
+// first build that uses it finalizes it for that structure; a graph of another structure must not use it.
+// Thread-safe (builds that share it serialize on cuDNN's lock while it is finalized).
+class DynamicKernelCache {
+ public:
+  DynamicKernelCache();
+  ~DynamicKernelCache();
+  DynamicKernelCache(const DynamicKernelCache&) = delete;
+  DynamicKernelCache& operator=(const DynamicKernelCache&) = delete;
+  // Entries held (kernels compiled into it); 0 before the first build or where cuDNN cannot say.
+  int64_t entries() const;
+
+ private:
+  friend class LoweredGraph;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 struct LowerTarget {
   // Null: the live device, through `handle`. Otherwise: build for this recorded device, no GPU needed.
   const DeviceProfile* profile = nullptr;
   cudnnHandle_t handle = nullptr;
+  // Set: the graph is built in cuDNN's dynamic-shape mode with this kernel cache (live device only).
+  // Such plans are a stopgap: their kernels are generic over the shape and run slower than static ones.
+  std::shared_ptr<DynamicKernelCache> kernel_cache;
   // false: lower the graph as written even where a known cuDNN defect makes that wrong (only to check a
   // new cuDNN against the table in src/lower/known_defects.h; never for plans that are kept or run).
   bool work_around_known_defects = true;

@@ -37,9 +37,11 @@
 
 namespace kiln {
 
-enum class PlanSource { kMemory, kStore, kBucket, kHeuristics };
-constexpr int kPlanSourceCount = 4;
-const char* plan_source_name(PlanSource s);  // "memory", "store", "bucket", "heuristics"
+// Where a plan came from. kDynamic: built in cuDNN's dynamic-shape mode with the structure's shared kernel
+// cache (milliseconds once the structure's kernels are compiled; slower kernels: a stopgap, promoted).
+enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics };
+constexpr int kPlanSourceCount = 5;
+const char* plan_source_name(PlanSource s);  // "memory", "store", "dynamic", "bucket", "heuristics"
 
 // A device buffer the caller binds to a tensor: its pointer and, when known, its size in bytes (0: the
 // size is not checked).
@@ -120,12 +122,23 @@ class PlanBackend {
                                                                 PlanSource source) = 0;
 };
 
+// What obtain() does for a shape the store does not hold, in a graph with dynamic dims.
+enum class NewShapes {
+  // Serve a dynamic-shape build at once (the structure's kernel cache: milliseconds after the first shape),
+  // and build the static plan (the bucket's tuned configuration, else heuristics) on a background thread;
+  // it replaces the stopgap in the cache when ready (stats: stopgaps, promotions).
+  kStopgap,
+  // Build the static plan on the calling thread (the bucket's tuned configuration, else heuristics).
+  kBuildNow,
+};
+
 struct PlannerOptions {
   std::string store_path;     // "" : no store (bucket and store sources then have nothing)
   EnvPolicy policy;           // which environment differences a stored record may have
   BucketPolicy buckets;       // per dynamic dim (exact by default)
   bool record_shapes = true;  // count served shapes (recorder())
   int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
+  NewShapes new_shapes = NewShapes::kStopgap;
   // Sequences of this Planner's plans (kiln/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
   bool cuda_graphs = true;
@@ -160,12 +173,16 @@ struct PlannerStats {
   int64_t builds = 0;                     // plans made (store loads and builds), not hits
   int64_t failures = 0;                   // obtain() calls that returned an error
   int64_t cached = 0;                     // plans held in memory
+  int64_t stopgaps = 0;                   // of those, dynamic-shape stopgaps not yet promoted
+  int64_t promotions = 0;                 // stopgaps replaced by their static plan
+  int64_t promotion_failures = 0;         // static builds that failed (the stopgap stays)
+  std::string last_promotion_failure;     // why the last one failed
   // Summed over this Planner's captured sequences (GraphCounters).
   int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0,
           graph_updates = 0, graph_update_refusals = 0, graph_reinstantiations = 0;
-  // "memory 120, store 3, bucket 2, heuristics 1; 6 built, 0 failed, 6 held", then, once a captured
-  // sequence did anything, "; graphs: 2 captures, 1 instantiation, 100 replays, 0 stream runs, 1 update,
-  // 0 refused, 0 re-instantiations".
+  // "memory 120, store 3, dynamic 2, bucket 0, heuristics 1; 6 built, 0 failed, 6 held; 0 stopgaps, 2 promoted",
+  // then, once a captured sequence did anything, "; graphs: 2 captures, 1 instantiation, 100 replays, 0 stream
+  // runs, 1 update, 0 refused, 0 re-instantiations".
   std::string text() const;
 };
 
@@ -188,6 +205,10 @@ class Planner {
   StatusOr<Obtained> obtain(const PreparedGraph& graph, const std::map<std::string, int64_t>& shape = {});
   // prepare() then obtain() (hashes the graph on every call: prefer prepare once).
   StatusOr<Obtained> obtain(const Graph& graph);
+
+  // Waits until every queued promotion has finished (benchmarks, tests, or before a latency-critical
+  // phase); returns at once when none is queued.
+  void wait_for_promotions();
 
   PlannerStats stats() const;
   const PlannerOptions& options() const;

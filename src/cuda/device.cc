@@ -1,6 +1,10 @@
 #include "kiln/device.h"
 
+#include <cudnn.h>
+#include <dlfcn.h>
+
 #include <cstdio>
+#include <string>
 
 #include "cuda/error_words.h"
 #include "kiln/cuda_handles.h"
@@ -53,6 +57,22 @@ StatusOr<DeviceInfo> query_device(int ordinal) {
   d.driver_version = cuda_driver_version();
   d.runtime_version = cuda_runtime_version();
   return d;
+}
+
+int preload_cudnn_libraries() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&cudnnGetVersion), &info) || !info.dli_fname) return 0;
+  std::string dir = info.dli_fname;
+  const size_t slash = dir.rfind('/');
+  dir = slash == std::string::npos ? "." : dir.substr(0, slash);
+  const std::string major = std::to_string(CUDNN_MAJOR);
+  int loaded = 0;
+  for (const char* name : {"libcudnn_graph", "libcudnn_heuristic", "libcudnn_engines_precompiled",
+                           "libcudnn_engines_runtime_compiled"}) {
+    // Kept loaded for the life of the process, as cuDNN keeps them (cuDNN's own dlopen by soname finds them).
+    if (dlopen((dir + "/" + name + ".so." + major).c_str(), RTLD_LAZY | RTLD_GLOBAL)) ++loaded;
+  }
+  return loaded;
 }
 
 }  // namespace kiln

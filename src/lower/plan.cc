@@ -18,6 +18,10 @@ using lower_detail::fe_status;
 // read from the frontend's own MAX_OPGRAPH_OPS, cudnn_max_operations); the rank must agree with cuDNN's.
 static_assert(limits::kCudnnDimMax == static_cast<size_t>(CUDNN_DIM_MAX), "kiln/limits.h disagrees with cudnn_graph.h's CUDNN_DIM_MAX");
 
+struct DynamicKernelCache::Impl {
+  std::shared_ptr<fe::KernelCache> cache = std::make_shared<fe::KernelCache>();
+};
+
 struct LoweredGraph::Impl {
   Graph graph;  // a copy: tensor identities for execution
   Graph lowered;  // what is handed to the frontend: `graph`, or its known-defect rewrite (same memory)
@@ -27,6 +31,7 @@ struct LoweredGraph::Impl {
   DeviceProfile profile;
   bool has_profile = false;
   cudnnHandle_t handle = nullptr;
+  std::shared_ptr<DynamicKernelCache> kernel_cache;  // set: dynamic-shape mode
   bool built = false;
   EngineConfig config;
   int64_t workspace = 0;
@@ -34,6 +39,7 @@ struct LoweredGraph::Impl {
   // A fresh frontend graph with its operation graph built for the target.
   StatusOr<std::shared_ptr<fe::graph::Graph>> fresh_graph() const {
     KILN_ASSIGN_OR_RETURN(auto fg, lower_detail::lower_graph(lowered, uids));
+    if (kernel_cache) fg->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache->impl_->cache);
     if (has_profile) {
       KILN_RETURN_IF_ERROR(lower_detail::apply_profile(*fg, profile));
       KILN_FE_RETURN_IF_ERROR(fg->build_operation_graph(), "building the operation graph (deviceless, " + profile.gpu_name + ")");
@@ -135,6 +141,14 @@ StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
   return c;
 }
 
+DynamicKernelCache::DynamicKernelCache() : impl_(std::make_unique<Impl>()) {}
+DynamicKernelCache::~DynamicKernelCache() = default;
+int64_t DynamicKernelCache::entries() const {
+  int64_t n = 0;
+  if (!impl_->cache->is_finalized() || !impl_->cache->size(n).is_good()) return 0;
+  return n;
+}
+
 LoweredGraph::LoweredGraph() : impl_(std::make_unique<Impl>()) {}
 LoweredGraph::~LoweredGraph() = default;
 LoweredGraph::LoweredGraph(LoweredGraph&&) noexcept = default;
@@ -156,6 +170,11 @@ StatusOr<LoweredGraph> LoweredGraph::create(const Graph& graph, const LowerTarge
     lg.impl_->lowered = graph;
   }
   lg.impl_->handle = target.handle;
+  if (target.kernel_cache) {
+    if (target.profile)
+      return invalid_argument("graph '" + graph.name + "': dynamic-shape builds (a kernel cache) need the live device");
+    lg.impl_->kernel_cache = target.kernel_cache;
+  }
   if (target.profile) {
     lg.impl_->profile = *target.profile;
     lg.impl_->has_profile = true;

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "kiln/hash.h"
@@ -21,6 +23,7 @@ const char* plan_source_name(PlanSource s) {
   switch (s) {
     case PlanSource::kMemory: return "memory";
     case PlanSource::kStore: return "store";
+    case PlanSource::kDynamic: return "dynamic";
     case PlanSource::kBucket: return "bucket";
     case PlanSource::kHeuristics: return "heuristics";
   }
@@ -153,7 +156,9 @@ std::string PlannerStats::text() const {
   for (int i = 0; i < kPlanSourceCount; ++i)
     s += std::string(i ? ", " : "") + plan_source_name(static_cast<PlanSource>(i)) + " " + std::to_string(served[i]);
   s += "; " + std::to_string(builds) + " built, " + std::to_string(failures) + " failed, " + std::to_string(cached) +
-       " held";
+       " held; " + std::to_string(stopgaps) + " stopgaps, " + std::to_string(promotions) + " promoted";
+  if (promotion_failures)
+    s += ", " + std::to_string(promotion_failures) + " promotions failed (last: " + last_promotion_failure + ")";
   if (graph_captures + graph_replays + graph_stream_runs + graph_updates + graph_reinstantiations == 0) return s;
   auto n = [](int64_t v, const char* one, const char* many) { return std::to_string(v) + " " + (v == 1 ? one : many); };
   return s + "; graphs: " + n(graph_captures, "capture", "captures") + ", " +
@@ -175,6 +180,13 @@ struct Built {
   std::shared_ptr<const ExecutablePlan> plan;
   PlanSource source = PlanSource::kHeuristics;
   std::string why;
+};
+
+// A stopgap's static plan, built in the background and swapped in.
+struct Promotion {
+  std::string key;
+  PreparedGraph graph;
+  std::map<std::string, int64_t> shape;
 };
 
 // Distance between two shapes of one bucket: the sum of |log(a/b)| over their dims (the nearest tuned
@@ -208,13 +220,75 @@ struct Planner::Impl {
   std::atomic<int64_t> served[kPlanSourceCount] = {};
   std::atomic<int64_t> builds{0}, failures{0}, cached{0};
   std::shared_ptr<GraphCounters> graphs = std::make_shared<GraphCounters>();
+  std::atomic<int64_t> stopgaps{0}, promotions{0}, promotion_failures{0};
+
+  // Promotions: one background thread, started on the first stopgap.
+  std::mutex promo_mu;
+  std::condition_variable promo_cv;    // work queued, or stopping
+  std::condition_variable promo_idle;  // the queue drained
+  std::deque<Promotion> promo_queue;
+  bool promo_busy = false, stopping = false;
+  std::string last_promotion_failure;  // under promo_mu
+  std::thread promo_thread;
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(promo_mu);
+      stopping = true;  // queued promotions are dropped: their stopgaps die with the cache
+    }
+    promo_cv.notify_all();
+    if (promo_thread.joinable()) promo_thread.join();
+  }
 
   Shard& shard_for(const std::string& key) { return shards[std::hash<std::string>{}(key) % kShards]; }
 
-  StatusOr<Built> build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape);
+  // allow_stopgap: a dynamic-shape build may serve (NewShapes::kStopgap); false: only static plans.
+  StatusOr<Built> build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, bool allow_stopgap);
+  void promote(Promotion p);
+  void promotion_loop();
 };
 
-StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape) {
+void Planner::Impl::promote(Promotion p) {
+  std::lock_guard<std::mutex> lock(promo_mu);
+  if (stopping) return;
+  promo_queue.push_back(std::move(p));
+  if (!promo_thread.joinable()) promo_thread = std::thread([this] { promotion_loop(); });
+  promo_cv.notify_one();
+}
+
+void Planner::Impl::promotion_loop() {
+  std::unique_lock<std::mutex> lock(promo_mu);
+  for (;;) {
+    promo_cv.wait(lock, [&] { return stopping || !promo_queue.empty(); });
+    if (stopping) break;
+    Promotion p = std::move(promo_queue.front());
+    promo_queue.pop_front();
+    promo_busy = true;
+    lock.unlock();
+    StatusOr<Built> built = catch_exceptions("promoting a plan for graph '" + p.graph.graph->name + "'",
+                                             [&] { return build(p.graph, p.shape, /*allow_stopgap=*/false); });
+    if (built.is_ok()) {
+      builds.fetch_add(1, std::memory_order_relaxed);
+      Shard& shard = shard_for(p.key);
+      std::unique_lock<std::shared_mutex> wl(shard.mu);
+      shard.plans[p.key] = built->plan;  // callers holding the stopgap keep it alive until they drop it
+      wl.unlock();
+      stopgaps.fetch_sub(1, std::memory_order_relaxed);
+      promotions.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      promotion_failures.fetch_add(1, std::memory_order_relaxed);
+    }
+    lock.lock();
+    if (!built.is_ok()) last_promotion_failure = built.status().message();
+    promo_busy = false;
+    if (promo_queue.empty()) promo_idle.notify_all();
+  }
+  promo_busy = false;
+  promo_idle.notify_all();
+}
+
+StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape,
+                                     bool allow_stopgap) {
   // The graph at this shape, and its own signature (a structure whose derived extents are not symbolic
   // changes with the shape: it is then looked up under its own structure).
   Graph g;
@@ -240,7 +314,25 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     why.push_back("store: " + (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss)
                                                : stored.status().message()));
   }
-  // 2. The bucket: the nearest tuned shape of this structure in the same bucket, its configuration built
+  auto joined = [&] {
+    std::string all;
+    for (const std::string& w : why) all += (all.empty() ? "" : "; ") + w;
+    return all;
+  };
+  // 2. A stopgap: a dynamic-shape build that shares the structure's kernel cache; its static plan is
+  //    built in the background (promotion).
+  if (allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty()) {
+    auto dyn = backend->build(g, sig, std::nullopt, PlanSource::kDynamic);
+    if (dyn.is_ok() && *dyn) {
+      out.plan = std::move(*dyn);
+      out.source = PlanSource::kDynamic;
+      why.push_back("dynamic: a stopgap, its static plan is being built");
+      out.why = joined();
+      return out;
+    }
+    why.push_back("dynamic: " + (dyn.is_ok() ? std::string("no plan") : dyn.status().message()));
+  }
+  // 3. The bucket: the nearest tuned shape of this structure in the same bucket, its configuration built
   //    for this shape directly.
   if (!shape.empty()) {
     auto tuned = backend->tuned_shapes(sig);
@@ -266,8 +358,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
           out.source = PlanSource::kBucket;
           why.push_back("bucket " + options.buckets.bucket_key(shape) + ": " + best->config.identity() +
                         " tuned for " + best->shape_key);
-          out.why = why.front();
-          for (size_t i = 1; i < why.size(); ++i) out.why += "; " + why[i];
+          out.why = joined();
           return out;
         }
         why.push_back("bucket: " + best->config.identity() + " (tuned for " + best->shape_key + ") does not build here: " +
@@ -275,10 +366,9 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
       }
     }
   }
-  // 3. cuDNN's heuristics.
+  // 4. cuDNN's heuristics.
   auto built = backend->build(g, sig, std::nullopt, PlanSource::kHeuristics);
-  std::string all;
-  for (const std::string& w : why) all += (all.empty() ? "" : "; ") + w;
+  const std::string all = joined();
   if (!built.is_ok()) return built.status().with_context("graph '" + g.name + "' (" + all + "; heuristics)");
   if (!*built) return internal_error("graph '" + g.name + "': the backend returned no plan from heuristics");
   out.plan = std::move(*built);
@@ -402,11 +492,16 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
   }
   if (leader) {
     StatusOr<Built> built = catch_exceptions("obtaining a plan for graph '" + pg.graph->name + "'",
-                                             [&] { return s.build(pg, shape); });
+                                             [&] { return s.build(pg, shape, /*allow_stopgap=*/true); });
     if (built.is_ok()) {
       s.builds.fetch_add(1, std::memory_order_relaxed);
       std::unique_lock<std::shared_mutex> wl(shard.mu);
       if (shard.plans.emplace(key, built->plan).second) s.cached.fetch_add(1, std::memory_order_relaxed);
+      wl.unlock();
+      if (built->source == PlanSource::kDynamic) {
+        s.stopgaps.fetch_add(1, std::memory_order_relaxed);
+        s.promote(Promotion{key, pg, shape});
+      }
     }
     {
       std::lock_guard<std::mutex> lock(s.flight_mu);
@@ -442,7 +537,18 @@ PlannerStats Planner::stats() const {
   st.graph_updates = g.updates.load(std::memory_order_relaxed);
   st.graph_update_refusals = g.update_refusals.load(std::memory_order_relaxed);
   st.graph_reinstantiations = g.reinstantiations.load(std::memory_order_relaxed);
+  st.stopgaps = impl_->stopgaps.load(std::memory_order_relaxed);
+  st.promotions = impl_->promotions.load(std::memory_order_relaxed);
+  st.promotion_failures = impl_->promotion_failures.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(impl_->promo_mu);
+  st.last_promotion_failure = impl_->last_promotion_failure;
   return st;
+}
+
+void Planner::wait_for_promotions() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.promo_mu);
+  s.promo_idle.wait(lock, [&] { return s.stopping || (s.promo_queue.empty() && !s.promo_busy); });
 }
 
 const ShapeRecorder& Planner::recorder() const { return impl_->recorder; }

@@ -4,9 +4,12 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "kiln/cuda_handles.h"
+#include "kiln/device.h"
 #include "kiln/fingerprint.h"
+#include "kiln/lower.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_store.h"
 #include "kiln/plan_words.h"
@@ -111,7 +114,11 @@ class CudnnPlanBackend : public PlanBackend {
       so.read_only = true;  // the Planner only reads plans; tuning writes them
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
     }
+    // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
+    // first plan (the cold-start breakdown in docs/runtime.md).
+    std::thread preload([] { preload_cudnn_libraries(); });
     EnvReport env = collect_environment();
+    preload.join();
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
     b->env_ = env.fingerprint;
     KILN_ASSIGN_OR_RETURN(b->pool_, HandlePool::create(o.handles));
@@ -180,6 +187,7 @@ class CudnnPlanBackend : public PlanBackend {
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     LowerTarget target;
     target.handle = h.get();
+    if (source == PlanSource::kDynamic) target.kernel_cache = kernel_cache_for(sig.structure);
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph, target), graph.name));
     if (config) {
       KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_config(*config), graph.name));
@@ -194,8 +202,18 @@ class CudnnPlanBackend : public PlanBackend {
 
  private:
   CudnnPlanBackend() = default;
+  // The kernel cache of a structure (made on first use; never dropped: one per structure served).
+  std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure) {
+    std::lock_guard<std::mutex> lock(caches_mu_);
+    std::shared_ptr<DynamicKernelCache>& c = caches_[structure];
+    if (!c) c = std::make_shared<DynamicKernelCache>();
+    return c;
+  }
+
   EnvPolicy policy_;
   EnvFingerprint env_;
+  std::mutex caches_mu_;
+  std::map<std::string, std::shared_ptr<DynamicKernelCache>> caches_;
   std::shared_ptr<HandlePool> pool_;
   std::mutex store_mu_;  // one connection: one call at a time (plans load outside it)
   std::unique_ptr<PlanStore> store_;

@@ -94,6 +94,7 @@ TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {
   ASSERT_EQ(std::system(tune.c_str()), 0) << tune;
   PlannerOptions o;
   o.store_path = store;
+  o.new_shapes = NewShapes::kBuildNow;  // the static sources here; the stopgap has its own test
   auto buckets = BucketPolicy::parse("tokens=pow2");
   ASSERT_TRUE(buckets.is_ok());
   o.buckets = *buckets;
@@ -129,10 +130,89 @@ TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {
               hit->obtain_ms, bucket->obtain_ms, heur->obtain_ms, (*planner)->stats().text().c_str());
 }
 
+// Writes `text` to `path`; false on failure.
+bool write_text(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  std::fputs(text.c_str(), f);
+  return std::fclose(f) == 0;
+}
+
+// New shapes of a tuned structure: a dynamic-shape stopgap (checked), a second new shape reusing the
+// structure's kernel cache, then the promoted static plan (the bucket's tuned configuration, checked).
+void stopgap_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at,
+                           int64_t first_new, int64_t second_new, const std::string& policy) {
+  const std::string dir = ::testing::TempDir() + "/kiln_stopgap_" + sym + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string spec = dir + "/g.json", store = dir + "/plans.db";
+  ASSERT_TRUE(write_text(spec, spec_text));
+  const std::string tune = "\"" + std::string(KILN_BINARY) + "\" tune " + spec + " --no-unfused --store " + store +
+                           " >" + dir + "/tune.txt 2>&1";
+  ASSERT_EQ(std::system(tune.c_str()), 0) << tune;
+  PlannerOptions o;
+  o.store_path = store;
+  o.new_shapes = NewShapes::kStopgap;
+  auto buckets = BucketPolicy::parse(policy);
+  ASSERT_TRUE(buckets.is_ok());
+  o.buckets = *buckets;
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto graph = parse_spec_string(spec_text, "g.json");
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  auto pg = (*planner)->prepare(*graph);
+  ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
+  auto stored = (*planner)->obtain(*pg);
+  ASSERT_TRUE(stored.is_ok()) << stored.status().to_string();
+  ASSERT_EQ(stored->source, PlanSource::kStore) << stored->why;
+
+  auto first = (*planner)->obtain(*pg, {{sym, first_new}});
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_EQ(first->source, PlanSource::kDynamic) << first->why;
+  run_and_check(*first->plan, "stopgap, " + sym + "=" + std::to_string(first_new));
+  auto second = (*planner)->obtain(*pg, {{sym, second_new}});
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_EQ(second->source, PlanSource::kDynamic) << second->why;
+  run_and_check(*second->plan, "stopgap, " + sym + "=" + std::to_string(second_new));
+  (*planner)->wait_for_promotions();
+  auto promoted = (*planner)->obtain(*pg, {{sym, first_new}});
+  ASSERT_TRUE(promoted.is_ok());
+  EXPECT_EQ(promoted->source, PlanSource::kMemory);
+  EXPECT_EQ(promoted->plan->built_from(), PlanSource::kBucket);
+  EXPECT_EQ(promoted->plan->config(), stored->plan->config());
+  run_and_check(*promoted->plan, "promoted, " + sym + "=" + std::to_string(first_new));
+  const PlannerStats st = (*planner)->stats();
+  EXPECT_EQ(st.promotions, 2) << st.text();
+  EXPECT_EQ(st.stopgaps, 0) << st.text();
+  std::printf("[ planner ] %s: stopgap %s first new shape %.2f ms (kernels compiled), second %.2f ms; tuned at %lld: %s; %s\n",
+              graph->name.c_str(), first->plan->config().identity().c_str(), first->obtain_ms, second->obtain_ms,
+              static_cast<long long>(tuned_at), stored->plan->config().identity().c_str(), st.text().c_str());
+}
+
+TEST(PlannerGpu, MatmulStopgapThenPromotedPlanBothPass) {
+  KILN_REQUIRE_GPU();
+  stopgap_then_promoted(kSpec, "tokens", 256, 200, 180, "tokens=pow2");
+}
+
+TEST(PlannerGpu, ConvStopgapThenPromotedPlanBothPass) {
+  KILN_REQUIRE_GPU();
+  const std::string conv = R"({
+    "name": "conv_planner", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+    "dynamic": {"batch": 8},
+    "tensors": {"x": {"dims": ["batch", 64, 28, 28], "layout": "NHWC"}, "w": {"dims": [64, 64, 3, 3], "layout": "NHWC"},
+                "bias": {"dims": [1, 64, 1, 1], "layout": "NHWC"}, "y": {"layout": "NHWC"}},
+    "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"],
+               "padding": [1, 1], "stride": [1, 1], "dilation": [1, 1]},
+              {"name": "bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["cb"]},
+              {"name": "relu", "op": "relu", "inputs": ["cb"], "outputs": ["y"]}],
+    "outputs": ["y"]})";
+  stopgap_then_promoted(conv, "batch", 8, 6, 5, "batch=pow2");
+}
+
 TEST(PlannerGpu, ManyThreadsObtainAndExecuteAtOnce) {
   KILN_REQUIRE_GPU();
   PlannerOptions o;
   o.handles = 4;
+  o.new_shapes = NewShapes::kBuildNow;
   auto planner = Planner::create(o);
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   auto graph = parse_spec_string(kSpec, "mlp.json");

@@ -53,6 +53,8 @@ class FakeBackend : public PlanBackend {
   std::atomic<int> fail_heuristics{0};  // this many heuristic builds fail, then they succeed
   int build_delay_ms = 0;
   std::set<std::string> bad_configs;  // identities that do not build
+  bool dynamic_ok = true;             // dynamic-shape builds succeed
+  std::atomic<int> dynamic_builds{0};
 
   StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
                                                              std::string* why) override {
@@ -73,6 +75,11 @@ class FakeBackend : public PlanBackend {
                                                         PlanSource source) override {
     if (build_delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(build_delay_ms));
     ++builds;
+    if (source == PlanSource::kDynamic) {
+      ++dynamic_builds;
+      if (!dynamic_ok) return not_supported("no engine supports dynamic shapes for this graph (injected)");
+      return make(g, sig, EngineConfig{9, {}}, source);
+    }
     if (!config) {
       ++heuristic_builds;
       if (fail_heuristics > 0) {
@@ -94,10 +101,12 @@ class FakeBackend : public PlanBackend {
 struct Fixture {
   FakeBackend* backend = nullptr;
   std::unique_ptr<Planner> planner;
-  explicit Fixture(const std::string& buckets = "") {
+  // Most tests check the static sources: new shapes built on the calling thread unless they ask.
+  explicit Fixture(const std::string& buckets = "", NewShapes new_shapes = NewShapes::kBuildNow) {
     auto b = std::make_unique<FakeBackend>();
     backend = b.get();
     PlannerOptions o;
+    o.new_shapes = new_shapes;
     auto p = BucketPolicy::parse(buckets);
     EXPECT_TRUE(p.is_ok());
     o.buckets = *p;
@@ -397,6 +406,141 @@ TEST(ShapeRecorder, ManyThreadsLoseNoCount) {
   int64_t total = 0;
   for (const auto& s : r.snapshot()) total += s.count;
   EXPECT_EQ(total, 16 * 5000);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A new shape: a dynamic-shape stopgap at once, then its bucket's tuned configuration swapped in.
+TEST(PlannerStopgap, NewShapeServedByAStopgapThenPromotedToItsBucketsConfiguration) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{2, 4}}}});
+  auto a = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->source, PlanSource::kDynamic);
+  EXPECT_EQ(a->plan->built_from(), PlanSource::kDynamic);
+  EXPECT_NE(a->why.find("dynamic: a stopgap"), std::string::npos) << a->why;
+  f.planner->wait_for_promotions();
+  auto b = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->source, PlanSource::kMemory);
+  EXPECT_EQ(b->plan->built_from(), PlanSource::kBucket);
+  EXPECT_EQ(b->plan->config().identity(), "eng41_k2=4");
+  EXPECT_NE(b->plan.get(), a->plan.get());
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kDynamic)], 1);
+  EXPECT_EQ(st.stopgaps, 0);
+  EXPECT_EQ(st.promotions, 1);
+  EXPECT_EQ(st.promotion_failures, 0);
+  EXPECT_EQ(st.cached, 1);
+  EXPECT_EQ(st.builds, 2);  // the stopgap and its static plan
+  EXPECT_NE(st.text().find("dynamic 1"), std::string::npos) << st.text();
+  EXPECT_NE(st.text().find("0 stopgaps, 1 promoted"), std::string::npos) << st.text();
+}
+
+TEST(PlannerStopgap, StoredShapesNeverGetAStopgap) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored.insert("tokens=64");
+  auto a = f.planner->obtain(*pg);
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(a->source, PlanSource::kStore);
+  EXPECT_EQ(f.backend->dynamic_builds.load(), 0);
+}
+
+TEST(PlannerStopgap, AGraphWithoutDynamicDimsIsBuiltStatically) {
+  Fixture f("", NewShapes::kStopgap);
+  Graph g = token_graph();
+  g.dynamic_dims.clear();
+  for (TensorDesc& t : g.tensors)
+    for (Dim& d : t.dims) d.symbol.clear();
+  auto pg = f.planner->prepare(g);
+  ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
+  auto a = f.planner->obtain(*pg);
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->source, PlanSource::kHeuristics);
+  EXPECT_EQ(f.backend->dynamic_builds.load(), 0);
+}
+
+TEST(PlannerStopgap, NoDynamicEngineFallsBackToTheStaticBuildAndSaysWhy) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  f.backend->dynamic_ok = false;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  auto a = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->source, PlanSource::kBucket);
+  EXPECT_NE(a->why.find("dynamic: no engine supports dynamic shapes"), std::string::npos) << a->why;
+  f.planner->wait_for_promotions();  // nothing queued: returns at once
+  EXPECT_EQ(f.planner->stats().promotions, 0);
+  EXPECT_EQ(f.planner->stats().stopgaps, 0);
+}
+
+TEST(PlannerStopgap, AFailedPromotionKeepsTheStopgapAndSaysWhy) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  f.backend->fail_heuristics = 1;  // no tuned shape: the promotion is a heuristics build, which fails once
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  auto a = f.planner->obtain(*pg, {{"tokens", 300}});
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(a->source, PlanSource::kDynamic);
+  f.planner->wait_for_promotions();
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.promotion_failures, 1);
+  EXPECT_EQ(st.stopgaps, 1);
+  EXPECT_NE(st.last_promotion_failure.find("cuDNN is busy (injected)"), std::string::npos) << st.last_promotion_failure;
+  EXPECT_NE(st.text().find("1 promotions failed"), std::string::npos) << st.text();
+  auto b = f.planner->obtain(*pg, {{"tokens", 300}});
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->source, PlanSource::kMemory);
+  EXPECT_EQ(b->plan.get(), a->plan.get());  // still the stopgap
+}
+
+TEST(PlannerStopgap, ManyThreadsOneStopgapAndOnePromotionPerShape) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  f.backend->build_delay_ms = 20;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int i = 0; i < 16; ++i)
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < 20; ++r)
+        if (!f.planner->obtain(*pg, {{"tokens", 100 + (i + r) % 4}}).is_ok()) ++errors;
+    });
+  for (auto& t : threads) t.join();
+  f.planner->wait_for_promotions();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(f.backend->dynamic_builds.load(), 4);
+  EXPECT_EQ(f.backend->heuristic_builds.load(), 4);
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.promotions, 4);
+  EXPECT_EQ(st.stopgaps, 0);
+  for (int t = 100; t < 104; ++t) {
+    auto r = f.planner->obtain(*pg, {{"tokens", t}});
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->plan->built_from(), PlanSource::kHeuristics) << t;
+  }
+}
+
+// Destroying a Planner with promotions still queued neither hangs nor touches freed state.
+TEST(PlannerStopgap, DestroyedWithPromotionsQueued) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  f.backend->build_delay_ms = 30;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  for (int t = 200; t < 206; ++t) ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", t}}).is_ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  f.planner.reset();
+  // At most the promotion in progress finishes; the five queued behind it are dropped.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
 }  // namespace

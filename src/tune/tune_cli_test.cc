@@ -114,7 +114,9 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
                        Bad{R"([{"spec":"ln.json"},{"spec":"ln.json","count":9223372036854775807}])", "more than 10000000 requests"},
                        Bad{R"([{"spec":""}])", "requests[0]: \"spec\" is empty"},
                        Bad{R"([{"spec":"ln.json","count":-1}])", "\"count\" is not an integer >= 1"},
-                       Bad{R"([{"spec":"ln.json"},{"spec":"missing.json"}])", "requests[1]: " + dir + "/missing.json"}}) {
+                       Bad{R"([{"spec":"ln.json"},{"spec":"missing.json"}])", "requests[1]: " + dir + "/missing.json"},
+                       Bad{R"([{"spec":"ln.json"},{"wait":"builds"}])", "requests[1]: a barrier is exactly {\"wait\": \"promotions\"}"},
+                       Bad{R"([{"wait":"promotions","spec":"ln.json"}])", "requests[0]: a barrier is exactly"}}) {
     CliRun r = run_kiln("replay " + trace("t.json", b.requests));
     EXPECT_EQ(r.code, 2) << b.requests << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.requests << ": " << r.err;
@@ -128,6 +130,9 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
   f = run_kiln("replay " + ok + " --record-shapes " + dir + "/ln.json --force");
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_NE(f.err.find("a file this command reads"), std::string::npos) << f.err;
+  f = run_kiln("replay " + ok + " --new-shapes later");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("--new-shapes must be 'stopgap' or 'build-now', got 'later'"), std::string::npos) << f.err;
   f = run_kiln("replay " + ok + " --record-shapes " + dir + "/nodir/out.json");
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_NE(f.err.find("does not exist"), std::string::npos) << f.err;
