@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
   PlannerOptions po;
   po.store_path = store;
   po.handles = 1;
+  po.new_shapes = NewShapes::kBuildNow;  // static plans only: the store's tuned one, else heuristics
   auto planner = Planner::create(po);
   if (!planner.is_ok()) return fail("Planner::create", planner.status());
   auto single_graph = parse_spec_file(spec);

@@ -19,6 +19,10 @@
 // Off switch: PlannerOptions::cuda_graphs (per Planner) or CaptureOptions::cuda_graphs (per sequence). Off,
 // replay() launches the steps on the stream one by one (execute()), and nothing is captured.
 //
+// Stopgaps: a sequence records the plans it is given. A dynamic-shape stopgap (PlanSource::kDynamic) stays
+// in the sequence after the Planner promotes it (create() logs a warning): obtain the plan again and make
+// a new sequence to replay the promoted, tuned plan.
+//
 // Lifetimes: the sequence holds its plans (and so the Planner's cuDNN handles); the caller keeps every bound
 // buffer and workspace alive and unchanged in size while the sequence may replay on them. Replays read
 // the buffers at the time they run on the GPU, as a stream launch would.

@@ -91,6 +91,13 @@ std::shared_ptr<const ExecutablePlan> obtain_file(Planner& planner, const std::s
   return got.is_ok() ? got->plan : nullptr;
 }
 
+// Static plans (never a dynamic-shape stopgap, which the Planner would later promote under the sequence).
+PlannerOptions static_options() {
+  PlannerOptions o;
+  o.new_shapes = NewShapes::kBuildNow;
+  return o;
+}
+
 const std::string kConvSpec = std::string(KILN_SOURCE_DIR) + "/examples/small/conv_bias_relu.json";
 
 // The conv's output through a stream launch, on `b`.
@@ -104,7 +111,7 @@ std::vector<uint8_t> stream_launched(const ExecutablePlan& plan, Buffers& b, cud
 
 TEST(CaptureGpu, OnePlanReplaysBitForBitAsAStreamLaunchAndRebindsInPlace) {
   KILN_REQUIRE_GPU();
-  auto planner = Planner::create(PlannerOptions{});
+  auto planner = Planner::create(static_options());
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   auto plan = obtain_file(**planner, kConvSpec);
   ASSERT_TRUE(plan);
@@ -158,7 +165,7 @@ TEST(CaptureGpu, OnePlanReplaysBitForBitAsAStreamLaunchAndRebindsInPlace) {
 
 TEST(CaptureGpu, RebindReinstantiatesWhenAskedAndTheOutputIsRight) {
   KILN_REQUIRE_GPU();
-  auto planner = Planner::create(PlannerOptions{});
+  auto planner = Planner::create(static_options());
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   auto plan = obtain_file(**planner, kConvSpec);
   ASSERT_TRUE(plan);
@@ -200,7 +207,7 @@ int index_of(const Graph& g, const std::string& name) {
 
 TEST(CaptureGpu, AChainOfTenPlansInOneGraphEveryOutputChecked) {
   KILN_REQUIRE_GPU();
-  auto planner = Planner::create(PlannerOptions{});
+  auto planner = Planner::create(static_options());
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   auto plan = obtain(**planner, kBiasSpec);
   ASSERT_TRUE(plan);
@@ -296,7 +303,7 @@ struct CopyPlan {
 
 TEST(CaptureGpu, ARefusedUpdateIsReinstantiatedAndSaidSo) {
   KILN_REQUIRE_GPU();
-  auto planner = Planner::create(PlannerOptions{});
+  auto planner = Planner::create(static_options());
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   CopyPlan cp;
   auto stream = make_stream();
@@ -326,7 +333,7 @@ TEST(CaptureGpu, ARefusedUpdateIsReinstantiatedAndSaidSo) {
 
 TEST(CaptureGpu, AStepThatFailsUnderCaptureLeavesTheStreamOutOfCapture) {
   KILN_REQUIRE_GPU();
-  auto planner = Planner::create(PlannerOptions{});
+  auto planner = Planner::create(static_options());
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   CopyPlan cp;
   auto stream = make_stream();
@@ -360,7 +367,7 @@ TEST(CaptureGpu, AStepThatFailsUnderCaptureLeavesTheStreamOutOfCapture) {
 
 TEST(CaptureGpu, GraphsOffRunsTheSameOnTheStream) {
   KILN_REQUIRE_GPU();
-  PlannerOptions o;
+  PlannerOptions o = static_options();
   o.cuda_graphs = false;
   auto planner = Planner::create(o);
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kiln/cuda_graph.h"
+#include "kiln/log.h"
 
 namespace kiln {
 
@@ -131,6 +132,11 @@ StatusOr<std::unique_ptr<CapturedSequence>> CapturedSequence::create(const Plann
   impl->graphs = options.cuda_graphs.value_or(planner.options().cuda_graphs);
   impl->stats.graphs = impl->graphs;
   impl->totals = planner.graph_counters();
+  for (size_t i = 0; i < impl->steps.size(); ++i)
+    if (impl->steps[i].plan->built_from() == PlanSource::kDynamic)
+      KILN_LOG(kWarn, step_name(i, impl->steps[i])
+                          << ": a dynamic-shape stopgap; the sequence keeps it after the Planner promotes it "
+                             "(obtain the plan again and make a new sequence then)");
   return std::unique_ptr<CapturedSequence>(new CapturedSequence(std::move(impl)));
 }
 
