@@ -3,7 +3,7 @@
 #   scripts/prebuilt-gpu.sh pack BUILD_DIR            here: kiln and every *_gpu_test of BUILD_DIR, stripped,
 #                                                     into .prebuilt/ (ignored; name it in the call's carry)
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
-#                                                     (default: all, in that order)
+#                                                     capture (default: all, in that order)
 # The test binaries name the source and build folders they were built in (KILN_SOURCE_DIR, KILN_BINARY):
 # `run` links the recorded source folder to this checkout and puts the binaries back where they were built,
 # so those paths hold there too. cuDNN comes from python3's site-packages (the PyTorch venv), never from the
@@ -21,6 +21,7 @@ case "$mode" in
     cp "$build/kiln" "$pre/"
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
     cp "$build"/benchmarks/planner_cold_start "$pre/" 2>/dev/null
+    cp "$build"/benchmarks/capture_bench "$pre/" 2>/dev/null
     strip --strip-debug "$pre"/*
     # This machine's cuDNN folder, baked in as RPATH, would win over LD_LIBRARY_PATH there: drop it, so the
     # machine's own cuDNN (the venv's, set below) is the one loaded.
@@ -36,7 +37,7 @@ case "$mode" in
 esac
 
 out="${1:?run needs OUT_DIR}"; shift
-phases=" ${*:-doctor tests bench examples runtime planner} "
+phases=" ${*:-doctor tests bench examples runtime planner capture} "
 want() { [[ "$phases" == *" $1 "* ]]; }
 mkdir -p "$out"; out="$(cd "$out" && pwd)"
 [ -f "$pre/manifest" ] || { echo "no $pre/manifest: run 'pack' where the binaries were built and carry .prebuilt" >&2; exit 3; }
@@ -44,6 +45,7 @@ src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' 
 if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
 mkdir -p "$build/tests" "$build/benchmarks"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
 [ -f "$pre/planner_cold_start" ] && cp "$pre/planner_cold_start" "$build/benchmarks/"
+[ -f "$pre/capture_bench" ] && cp "$pre/capture_bench" "$build/benchmarks/"
 cudnn_lib="$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
 [ -d "$cudnn_lib" ] || cudnn_lib=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
 export LD_LIBRARY_PATH="${cudnn_lib}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -117,6 +119,27 @@ if want planner; then  # issue 12: the Planner on the GPU, its cold start, and i
   timeout 480 python3 bench/planner_bench.py --kiln "$kiln" --out "$out/runtime.json" --work "$out/planner-work" \
     >"$out/planner_bench.txt" 2>&1; rc=$?
   tail -40 "$out/planner_bench.txt"; check $rc "planner_bench"
+fi
+if want capture; then  # issue 13: CUDA Graphs over tuned plans (capture, update, replay), and their benchmark
+  gtest capture_gpu_test '*' 180
+  stamp "capture benchmark (tuned plans from a store)"
+  cb="$out/capture-work"; mkdir -p "$cb"
+  # Both specs tuned into a store first: the benchmark launches and replays tuned plans (the JSON says
+  # each plan's source).
+  for sp in examples/small/conv_bias_relu.json bench/capture/chain_conv8.json; do
+    timeout 120 "$kiln" tune "$sp" --no-unfused --store "$cb/plans.db" >>"$cb/tune.txt" 2>&1
+    check $? "tune $sp for capture_bench"
+  done
+  stamp "kiln tune --graph-replay"
+  timeout 120 "$kiln" tune examples/small/conv_bias_relu.json --no-unfused --graph-replay >"$out/tune-graph-replay.txt" 2>&1
+  rc=$?; tail -15 "$out/tune-graph-replay.txt"; check $rc "kiln tune --graph-replay"
+  if [ -x "$build/benchmarks/capture_bench" ]; then
+    timeout 300 "$build/benchmarks/capture_bench" --store "$cb/plans.db" --spec examples/small/conv_bias_relu.json \
+      --out "$out/capture.json" >"$out/capture_bench.txt" 2>&1; rc=$?
+    cat "$out/capture_bench.txt"; check $rc "capture_bench"
+  else
+    echo "capture_bench: not packed" >>"$fails"
+  fi
 fi
 stamp "done"
 if [ -s "$fails" ]; then sed 's/^/FAILED: /' "$fails"; exit 1; fi

@@ -33,7 +33,7 @@ extern "C" void on_interrupt(int sig) {
 struct TuneCliOptions {
   std::vector<std::string> specs;
   bool list = false, json = false, hot_cache = false, untuned_only = false, no_verify = false, use_store = false;
-  bool no_unfused = false, no_isolate = false;
+  bool no_unfused = false, no_isolate = false, graph_replay = false;
   std::string pin, store_path, objective = "time", fusion_policy = "faster", materialize, inputs_dir;
   std::string shapes_file, buckets;  // --shapes FILE [--hottest N] [--buckets POLICY]
   int hottest = 0;
@@ -99,6 +99,7 @@ Status tune_cmd(const TuneCliOptions& o) {
   to.exclude = o.exclude;
   to.time_budget_s = o.budget_s;
   to.measure.hot_cache = o.hot_cache;
+  to.graph_replay = o.graph_replay;
   to.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   to.measure.stopping.target_rel_error = o.target_noise;
   KILN_ASSIGN_OR_RETURN(to.winner.objective, parse_objective(o.objective));
@@ -296,6 +297,9 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate, ms")->capture_default_str();
   sub->add_option("--target-noise", o->target_noise, "Stop sampling at this relative standard error of the median")->capture_default_str();
   sub->add_flag("--hot-cache", o->hot_cache, "Do not flush L2 between samples (graphs that run back-to-back)");
+  sub->add_flag("--graph-replay", o->graph_replay,
+                "Time candidates replayed from a CUDA graph (default: stream launches); for plans an application "
+                "replays (kiln/capture.h)");
   sub->add_option("--objective", o->objective, "time | workspace (smallest workspace within --workspace-tolerance of the best)")->capture_default_str();
   sub->add_option("--workspace-tolerance", o->workspace_tolerance, "Fraction of the best time allowed for --objective workspace")->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();

@@ -40,6 +40,7 @@ Json options_json(const TuneOptions& o) {
               {"pin", o.pin ? o.pin->identity() : ""},
               {"build_threads", o.build_threads},
               {"hot_cache", o.measure.hot_cache},
+              {"graph_replay", o.graph_replay},
               {"sampling_budget_ms", o.measure.stopping.time_budget_ms},
               {"target_rel_error", o.measure.stopping.target_rel_error},
               {"seed", o.seed},
@@ -66,6 +67,7 @@ StatusOr<TuneOptions> options_from_json(const Json& j) {
   }
   o.build_threads = j.at("build_threads").get<int>();
   o.measure.hot_cache = j.at("hot_cache").get<bool>();
+  o.graph_replay = j.value("graph_replay", false);
   o.measure.stopping.time_budget_ms = j.at("sampling_budget_ms").get<double>();
   o.measure.stopping.target_rel_error = j.at("target_rel_error").get<double>();
   o.seed = j.at("seed").get<uint64_t>();

@@ -80,7 +80,10 @@ class ExecutablePlan {
   // kBindingAlignment-aligned; each given size at least the tensor's span. InvalidArgument naming the
   // tensor otherwise. Nothing is launched.
   Status check_bindings(const TensorBindings& tensors) const;
-  // check_bindings, then the plan on `stream`. `workspace` (kBindingAlignment-aligned, at least
+  // check_bindings, and the workspace: kBindingAlignment-aligned, and non-null when workspace_bytes() > 0.
+  // What execute() checks before it launches (kiln/capture.h checks it before a capture).
+  Status check_call(const TensorBindings& tensors, void* workspace) const;
+  // check_call, then the plan on `stream`. `workspace` (kBindingAlignment-aligned, at least
   // workspace_bytes()) may be null when workspace_bytes() is 0.
   Status execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace = nullptr) const;
 
@@ -139,6 +142,9 @@ struct PlannerOptions {
   int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
   NewShapes new_shapes = NewShapes::kStopgap;
   bool promote = true;  // false: stopgaps are kept (to measure them; stats count them as held)
+  // Sequences of this Planner's plans (kiln/capture.h) replay from CUDA graphs; false: they launch on the
+  // stream, step by step (a CaptureOptions may override it per sequence).
+  bool cuda_graphs = true;
 };
 
 // A validated graph with its signature, computed once (obtain() on a PreparedGraph does no hashing).
@@ -158,6 +164,13 @@ struct Obtained {
   double obtain_ms = 0.0;
 };
 
+// What the CUDA graph sequences made from one Planner (kiln/capture.h) did, summed over all of them. Each
+// sequence holds the counters (shared: a sequence may outlive its Planner) and adds to them as it goes.
+struct GraphCounters {
+  std::atomic<int64_t> captures{0}, instantiations{0}, replays{0}, stream_runs{0}, updates{0},
+      update_refusals{0}, reinstantiations{0};
+};
+
 struct PlannerStats {
   int64_t served[kPlanSourceCount] = {};  // obtain() calls answered by each source
   int64_t builds = 0;                     // plans made (store loads and builds), not hits
@@ -167,7 +180,12 @@ struct PlannerStats {
   int64_t promotions = 0;                 // stopgaps replaced by their static plan
   int64_t promotion_failures = 0;         // static builds that failed (the stopgap stays)
   std::string last_promotion_failure;     // why the last one failed
-  // "memory 120, store 3, dynamic 2, bucket 0, heuristics 1; 6 built, 0 failed, 6 held; 0 stopgaps, 2 promoted"
+  // Summed over this Planner's captured sequences (GraphCounters).
+  int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0,
+          graph_updates = 0, graph_update_refusals = 0, graph_reinstantiations = 0;
+  // "memory 120, store 3, dynamic 2, bucket 0, heuristics 1; 6 built, 0 failed, 6 held; 0 stopgaps, 2 promoted",
+  // then, once a captured sequence did anything, "; graphs: 2 captures, 1 instantiation, 100 replays, 0 stream
+  // runs, 1 update, 0 refused, 0 re-instantiations".
   std::string text() const;
 };
 
@@ -196,6 +214,9 @@ class Planner {
   void wait_for_promotions();
 
   PlannerStats stats() const;
+  const PlannerOptions& options() const;
+  // The counters this Planner's captured sequences add to (kiln/capture.h); never null.
+  std::shared_ptr<GraphCounters> graph_counters() const;
   const ShapeRecorder& recorder() const;
   const BucketPolicy& buckets() const;
 

@@ -58,6 +58,10 @@ struct TuneOptions {
   std::optional<EngineConfig> pin;    // build, check and time exactly this configuration
   int build_threads = 0;              // 0: hardware concurrency
   MeasureOptions measure;             // warm-up, L2 flush (default) or hot cache, stopping rule
+  // Time each candidate replayed from a CUDA graph (one execution captured by stream capture, each sample
+  // a cudaGraphLaunch) instead of stream launches (the default): the time an application that replays
+  // its plans (kiln/capture.h) sees. The numerics gate runs the candidate as usual.
+  bool graph_replay = false;
   // The whole run: enumeration, builds, inputs and reference included; 0: none. Candidates not reached
   // are reported NotVerified ("not run: time budget reached"); the best verified one so far wins.
   double time_budget_s = 0;

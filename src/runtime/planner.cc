@@ -85,7 +85,7 @@ Status ExecutablePlan::check_bindings(const TensorBindings& tensors) const {
   return Status::ok();
 }
 
-Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace) const {
+Status ExecutablePlan::check_call(const TensorBindings& tensors, void* workspace) const {
   KILN_RETURN_IF_ERROR(check_bindings(tensors));
   if (workspace_bytes_ > 0 && workspace == nullptr)
     return invalid_argument("graph '" + graph_.name + "': the plan needs a workspace of " +
@@ -93,6 +93,11 @@ Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensor
   if (workspace && reinterpret_cast<uintptr_t>(workspace) % kBindingAlignment != 0)
     return invalid_argument("graph '" + graph_.name + "': the workspace is not " + std::to_string(kBindingAlignment) +
                             "-byte aligned");
+  return Status::ok();
+}
+
+Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace) const {
+  KILN_RETURN_IF_ERROR(check_call(tensors, workspace));
   std::map<int, void*> ptrs;
   for (const auto& [name, t] : bound_) ptrs[t] = tensors.at(name).ptr;
   if (!executor_) return failed_precondition("graph '" + graph_.name + "': the plan has no executor");
@@ -154,7 +159,13 @@ std::string PlannerStats::text() const {
        " held; " + std::to_string(stopgaps) + " stopgaps, " + std::to_string(promotions) + " promoted";
   if (promotion_failures)
     s += ", " + std::to_string(promotion_failures) + " promotions failed (last: " + last_promotion_failure + ")";
-  return s;
+  if (graph_captures + graph_replays + graph_stream_runs + graph_updates + graph_reinstantiations == 0) return s;
+  auto n = [](int64_t v, const char* one, const char* many) { return std::to_string(v) + " " + (v == 1 ? one : many); };
+  return s + "; graphs: " + n(graph_captures, "capture", "captures") + ", " +
+         n(graph_instantiations, "instantiation", "instantiations") + ", " + n(graph_replays, "replay", "replays") +
+         ", " + n(graph_stream_runs, "stream run", "stream runs") + ", " + n(graph_updates, "update", "updates") + ", " +
+         std::to_string(graph_update_refusals) + " refused, " +
+         n(graph_reinstantiations, "re-instantiation", "re-instantiations");
 }
 
 // ---- Planner --------------------------------------------------------------------------------------
@@ -208,6 +219,7 @@ struct Planner::Impl {
 
   std::atomic<int64_t> served[kPlanSourceCount] = {};
   std::atomic<int64_t> builds{0}, failures{0}, cached{0};
+  std::shared_ptr<GraphCounters> graphs = std::make_shared<GraphCounters>();
   std::atomic<int64_t> stopgaps{0}, promotions{0}, promotion_failures{0};
 
   // Promotions: one background thread, started on the first stopgap.
@@ -553,6 +565,14 @@ PlannerStats Planner::stats() const {
   st.builds = impl_->builds.load(std::memory_order_relaxed);
   st.failures = impl_->failures.load(std::memory_order_relaxed);
   st.cached = impl_->cached.load(std::memory_order_relaxed);
+  const GraphCounters& g = *impl_->graphs;
+  st.graph_captures = g.captures.load(std::memory_order_relaxed);
+  st.graph_instantiations = g.instantiations.load(std::memory_order_relaxed);
+  st.graph_replays = g.replays.load(std::memory_order_relaxed);
+  st.graph_stream_runs = g.stream_runs.load(std::memory_order_relaxed);
+  st.graph_updates = g.updates.load(std::memory_order_relaxed);
+  st.graph_update_refusals = g.update_refusals.load(std::memory_order_relaxed);
+  st.graph_reinstantiations = g.reinstantiations.load(std::memory_order_relaxed);
   st.stopgaps = impl_->stopgaps.load(std::memory_order_relaxed);
   st.promotions = impl_->promotions.load(std::memory_order_relaxed);
   st.promotion_failures = impl_->promotion_failures.load(std::memory_order_relaxed);
@@ -569,5 +589,7 @@ void Planner::wait_for_promotions() {
 
 const ShapeRecorder& Planner::recorder() const { return impl_->recorder; }
 const BucketPolicy& Planner::buckets() const { return impl_->options.buckets; }
+const PlannerOptions& Planner::options() const { return impl_->options; }
+std::shared_ptr<GraphCounters> Planner::graph_counters() const { return impl_->graphs; }
 
 }  // namespace kiln

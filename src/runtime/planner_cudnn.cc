@@ -30,7 +30,8 @@ class HandlePool {
     p->owned_.push_back(std::move(h));
     return p;
   }
-  // A handle for the caller's scope.
+  // A handle for the caller's scope. `may_create` false: wait for a free one rather than make one (under
+  // stream capture, where cudnnCreate's allocations would break the capture).
   class Lease {
    public:
     Lease(HandlePool* pool, cudnnHandle_t h) : pool_(pool), h_(h) {}
@@ -45,9 +46,9 @@ class HandlePool {
     HandlePool* pool_;
     cudnnHandle_t h_;
   };
-  StatusOr<Lease> acquire() {
+  StatusOr<Lease> acquire(bool may_create = true) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (free_.empty() && made_ < max_) {
+    if (may_create && free_.empty() && made_ < max_) {
       ++made_;  // this caller makes one (outside the lock: cudnnCreate takes a while)
       lock.unlock();
       StatusOr<UniqueCudnnHandle> h = make_cudnn_handle();
@@ -85,7 +86,13 @@ class CudnnExecutor : public PlanExecutor {
  public:
   CudnnExecutor(LoweredGraph plan, std::shared_ptr<HandlePool> pool) : plan_(std::move(plan)), pool_(std::move(pool)) {}
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
-    KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
+    // Under capture (kiln/capture.h) a handle is never made: the pool holds at least one.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (stream && cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
+      (void)cudaGetLastError();
+      capturing = cudaStreamCaptureStatusNone;
+    }
+    KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire(capturing == cudaStreamCaptureStatusNone));
     const cudnnStatus_t st = cudnnSetStream(h.get(), stream);
     if (st != CUDNN_STATUS_SUCCESS)
       return unavailable(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));

@@ -3,6 +3,7 @@
 // candidate run on poisoned outputs and compared on the device, then timed by the shared timer.
 #include <mutex>
 
+#include "kiln/cuda_graph.h"
 #include "kiln/cuda_handles.h"
 #include "kiln/device_check.h"
 #include "kiln/device_io.h"
@@ -92,6 +93,15 @@ class CudnnTuneBackend : public TuneBackend {
     mo.stream = stream_.get();
     const std::map<int, void*> ptrs = eval_->buffers.pointers();
     void* ws = workspace_.data();
+    if (options_.graph_replay) {
+      // One execution recorded on the backend's stream (the handle is bound to it), then launched per sample.
+      StatusOr<UniqueGraph> g = capture_graph(stream_.get(), /*relaxed=*/false,
+                                              [&] { return lg->execute(handle_.get(), ptrs, ws); });
+      if (!g.is_ok()) return g.status().with_context("capturing the candidate for --graph-replay");
+      KILN_ASSIGN_OR_RETURN(UniqueGraphExec exec, instantiate_graph(g->get()));
+      return timer_->measure(
+          [&](cudaStream_t s) { return cuda_status(cudaGraphLaunch(exec.get(), s), "cudaGraphLaunch"); }, mo);
+    }
     return timer_->measure([&](cudaStream_t) { return lg->execute(handle_.get(), ptrs, ws); }, mo);
   }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,35 @@ TEST(Tuner, InjectedWrongCandidateIsIncorrectAndNeverChosen) {
   ASSERT_TRUE(second->winner.has_value());
   EXPECT_FALSE(second->winner_config == victim);
   EXPECT_EQ(second->candidates[*second->winner].disposition, Disposition::kPassed);
+}
+
+// --graph-replay (issue 13): every candidate that passes the gate is timed replayed from a CUDA graph, and
+// one wins; the stream-launched run of the same graph is the comparison printed.
+TEST(Tuner, GraphReplayTimesEveryPassedCandidate) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_file(kRoot + "/examples/small/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  TuneOptions o;
+  o.measure.stopping.time_budget_ms = 20;
+  auto launched = tune_graph(*g, o);
+  ASSERT_TRUE(launched.is_ok()) << launched.status().to_string();
+  o.graph_replay = true;
+  auto replayed = tune_graph(*g, o);
+  ASSERT_TRUE(replayed.is_ok()) << replayed.status().to_string();
+  ASSERT_TRUE(replayed->winner.has_value());
+  int passed = 0;
+  for (const auto& c : replayed->candidates) {
+    if (c.disposition != Disposition::kPassed) continue;
+    ++passed;
+    EXPECT_TRUE(c.timed()) << c.identity() << ": " << c.message;
+  }
+  EXPECT_GT(passed, 0);
+  ASSERT_TRUE(launched->winner.has_value());
+  std::printf("[ tuner ] graph replay: winner %s %.4f ms; stream launches: winner %s %.4f ms\n",
+              replayed->candidates[*replayed->winner].identity().c_str(),
+              replayed->candidates[*replayed->winner].median_ms,
+              launched->candidates[*launched->winner].identity().c_str(),
+              launched->candidates[*launched->winner].median_ms);
 }
 
 TEST(Tuner, EnumeratesDistinctCandidatesAcrossModes) {

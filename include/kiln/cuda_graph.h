@@ -1,0 +1,26 @@
+// kiln/cuda_graph.h: CUDA Graph stream capture and instantiation, once for every layer that records work
+// into a graph (the capture layer's CapturedSequence, the tuner's --graph-replay timing). The owners are
+// UniqueGraph and UniqueGraphExec (kiln/cuda_handles.h).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+
+#include "kiln/cuda_handles.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+// What `record` enqueues on `stream`, recorded by stream capture (cudaStreamBeginCapture) into a graph.
+// `stream` must be one the caller created (the legacy default stream cannot be captured: InvalidArgument)
+// and not capturing already (FailedPrecondition). `relaxed`: cudaStreamCaptureModeRelaxed, else
+// cudaStreamCaptureModeThreadLocal. Whatever happens inside `record`, the capture is ended and a partial
+// graph discarded: the stream is never left capturing, and the thread's last CUDA error is cleared. An
+// error from `record` is returned as it is.
+StatusOr<UniqueGraph> capture_graph(cudaStream_t stream, bool relaxed, const std::function<Status()>& record);
+
+// An executable graph for `graph` (cudaGraphInstantiate, no flags).
+StatusOr<UniqueGraphExec> instantiate_graph(cudaGraph_t graph);
+
+}  // namespace kiln
