@@ -1,6 +1,6 @@
 // kiln stats SHAPES_FILE: a recorded-shapes file's summary (kiln::Planner's recorder, docs/runtime.md):
-// per structure, the shapes served, how often, and which are still served by stopgaps (bucket or
-// heuristics) rather than a stored tuned plan; with --buckets, the bucket representatives to tune.
+// per structure, the shapes served, how often, and which are still served by stopgaps (dynamic,
+// bucket or heuristics) rather than a stored tuned plan; with --buckets, the bucket representatives to tune.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -45,7 +45,9 @@ Status run_stats(const StatsCmdOptions& o) {
   }
   // A shape whose calls were served by a bucket build or heuristics at least once has no stored plan of
   // its own in that service: a candidate for offline tuning.
-  auto stopgap = [](const RecordedShape& s) { return s.sources.count("bucket") || s.sources.count("heuristics"); };
+  auto stopgap = [](const RecordedShape& s) {
+    return s.sources.count("dynamic") || s.sources.count("bucket") || s.sources.count("heuristics");
+  };
   if (o.json) {
     nlohmann::ordered_json j;
     j["file"] = o.file;
@@ -75,10 +77,12 @@ Status run_stats(const StatsCmdOptions& o) {
     const RecordedShape& s = shapes[i];
     auto shape = parse_shape_key(s.shape_key);
     std::string name = s.graph;  // printed: no control characters reach the terminal
-    for (char& c : name)
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    std::string key = s.shape_key;
+    for (std::string* t : {&name, &key})
+      for (char& c : *t)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
     std::printf("  %-10lld %-18s %-24s %-10s %-22s %s\n", static_cast<long long>(s.count), name.c_str(),
-                s.shape_key.empty() ? "(static)" : s.shape_key.c_str(), stopgap(s) ? "yes" : "no",
+                key.empty() ? "(static)" : key.c_str(), stopgap(s) ? "yes" : "no",
                 shape.is_ok() ? policy->bucket_key(*shape).c_str() : "?", s.structure.c_str());
   }
   if (shapes.size() > static_cast<size_t>(o.top))

@@ -1,7 +1,10 @@
 // kiln tune SPEC...: measure every engine configuration cuDNN offers, reject wrong ones, pick the winner,
 // optionally store it. --list enumerates candidates without timing them; --pin builds exactly one.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 #include <csignal>
 #include <cstdio>
@@ -84,12 +87,31 @@ Status tune_cmd(const TuneCliOptions& o) {
   } else if (o.hottest > 0 || !o.buckets.empty()) {
     return invalid_argument("--hottest and --buckets choose among the shapes of --shapes FILE: give --shapes");
   }
+  // Numbers that mean nothing are refused here, naming the flag (not later, as a stopping rule).
+  if (!std::isfinite(o.budget_s) || o.budget_s < 0)
+    return invalid_argument("--budget must be a number of seconds >= 0 (0: no budget), got " + std::to_string(o.budget_s));
+  if (!std::isfinite(o.candidate_budget_ms) || o.candidate_budget_ms <= 0)
+    return invalid_argument("--candidate-budget-ms must be a number of milliseconds > 0, got " +
+                            std::to_string(o.candidate_budget_ms));
+  if (!std::isfinite(o.target_noise) || o.target_noise < 0)
+    return invalid_argument("--target-noise must be a number >= 0, got " + std::to_string(o.target_noise));
+  if (!std::isfinite(o.workspace_tolerance) || o.workspace_tolerance < 0)
+    return invalid_argument("--workspace-tolerance must be a number >= 0, got " + std::to_string(o.workspace_tolerance));
+  if (o.top_k < 0) return invalid_argument("--top-k must be >= 0 (0: every candidate), got " + std::to_string(o.top_k));
+  // The store is opened (and, when new, created) only once every input is checked and the GPU is there:
+  // a run refused for bad input or a missing GPU leaves no store behind.
   std::unique_ptr<PlanStore> store;
   std::string store_path = o.use_store && o.store_path.empty() ? default_store_path() : o.store_path;
+  if (store_path.empty() && o.untuned_only) return invalid_argument("--untuned needs --store");
   if (!store_path.empty()) {
-    KILN_ASSIGN_OR_RETURN(store, PlanStore::open(store_path));
-  } else if (o.untuned_only) {
-    return invalid_argument("--untuned needs --store");
+    struct stat st {};
+    const bool exists = ::stat(store_path.c_str(), &st) == 0;
+    if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+      return invalid_argument("plan store '" + store_path + "' is not a regular file (a pipe, socket or device)");
+    // An existing store is opened (and so checked: corrupt, newer, not a store) now; a new one is made later.
+    if (exists && (S_ISDIR(st.st_mode) || st.st_size > 0)) {
+      KILN_ASSIGN_OR_RETURN(store, PlanStore::open(store_path));
+    }
   }
   EnvFingerprint env = collect_environment().fingerprint;
   TuneOptions to;
@@ -175,6 +197,9 @@ Status tune_cmd(const TuneCliOptions& o) {
     std::fprintf(stderr, "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
                  g.name.c_str(), seg.why.c_str(), seg.segments.size());
     for (GraphPart& p : seg.segments) work.emplace_back(spec, std::move(p.graph));
+  }
+  if (!store && !store_path.empty() && !work.empty()) {
+    KILN_ASSIGN_OR_RETURN(store, PlanStore::open(store_path));
   }
   for (auto& [spec, g] : work) {
     KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));

@@ -1,6 +1,8 @@
 // kiln::Planner on the host, with a fake backend: the order of sources, single flight, failures not
 // cached, shapes at other dynamic values, the binding checks and the recorder (docs/runtime.md).
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -391,9 +393,41 @@ TEST(ShapeRecorder, CountsPerSourceWritesAndReadsItsFile) {
     ASSERT_FALSE(bad.is_ok()) << key;
     EXPECT_NE(bad.status().message().find("f.json: shapes[0]: \"shape_key\""), std::string::npos) << bad.status().to_string();
   }
-  auto zero = read_shapes_file("/dev/zero");  // no size: read in pieces up to the limit, then refused
+  auto zero = read_shapes_file("/dev/zero");  // a device: never read
   ASSERT_FALSE(zero.is_ok());
-  EXPECT_NE(zero.status().message().find("over the limit"), std::string::npos) << zero.status().to_string();
+  EXPECT_NE(zero.status().message().find("is not a regular file"), std::string::npos) << zero.status().to_string();
+  // A regular file past the limit (sparse: no disk used) is read in pieces up to the limit, then refused.
+  const std::string big = ::testing::TempDir() + "/kiln_big_shapes_" + std::to_string(::getpid());
+  std::ofstream(big).put(' ');
+  ASSERT_EQ(::truncate(big.c_str(), (65LL << 20)), 0);
+  auto over = read_shapes_file(big);
+  std::remove(big.c_str());
+  ASSERT_FALSE(over.is_ok());
+  EXPECT_NE(over.status().message().find("over the limit"), std::string::npos) << over.status().to_string();
+}
+
+// Every Planner source has its own count (a stopgap's "dynamic" is not folded into "other").
+TEST(ShapeRecorder, EveryPlannerSourceIsCountedByName) {
+  ShapeRecorder rec;
+  for (int i = 0; i < kPlanSourceCount; ++i)
+    rec.record("s", "tokens=5", "g", plan_source_name(static_cast<PlanSource>(i)));
+  auto shapes = rec.snapshot();
+  ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_EQ(shapes[0].sources.size(), static_cast<size_t>(kPlanSourceCount));
+  EXPECT_EQ(shapes[0].sources.count("other"), 0u);
+  EXPECT_EQ(shapes[0].sources.at("dynamic"), 1);
+}
+
+// A FIFO (or any file that is not a regular one) is refused, not read forever.
+TEST(ShapeRecorder, APipeIsRefusedNotWaitedOn) {
+  const std::string fifo = ::testing::TempDir() + "/kiln_fifo_" + std::to_string(::getpid());
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = read_shapes_file(fifo);
+  std::remove(fifo.c_str());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("is not a regular file"), std::string::npos) << r.status().to_string();
 }
 
 TEST(ShapeRecorder, ManyThreadsLoseNoCount) {

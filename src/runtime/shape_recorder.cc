@@ -16,8 +16,8 @@
 namespace kiln {
 
 namespace {
-constexpr const char* kSourceNames[] = {"memory", "store", "bucket", "heuristics"};
-constexpr int kSources = 4;
+constexpr const char* kSourceNames[] = {"memory", "store", "dynamic", "bucket", "heuristics"};
+constexpr int kSources = 5;
 
 int source_index(const char* s) {
   for (int i = 0; i < kSources; ++i)
@@ -177,6 +177,9 @@ StatusOr<std::string> read_text_file_bounded(const std::string& path, const std:
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return invalid_argument(what + " '" + path + "' is a folder, not a file");
+  // A FIFO or device would block the read or never end: only regular files are read.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return invalid_argument(what + " '" + path + "' is not a regular file (a pipe, socket or device)");
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(what + " '" + path + "' cannot be read");
   std::string text;

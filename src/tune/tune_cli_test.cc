@@ -1,6 +1,7 @@
 // `kiln tune` as a user runs it, where no GPU is needed: recorded inputs are checked before the GPU is
 // touched (exit 2, naming the tensor and the file).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,13 +70,44 @@ TEST(TuneCli, RecordedShapesAreCheckedBeforeTheGpu) {
 }
 
 // kiln stats: a recorded-shapes file's summary, hottest first; a damaged file is exit 2 naming it.
+// A tune refused for bad input, or for want of a GPU, creates no store; numbers that mean nothing are
+// refused naming their flag; a store path that is not a regular file is refused.
+TEST(TuneCli, RefusedRunsLeaveNoStoreAndBadNumbersNameTheirFlag) {
+  const std::string dir = ::testing::TempDir() + "/kiln_tune_refused_" + std::to_string(::getpid());
+  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  const std::string spec = std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json";
+  const std::string db = dir + "/new.db";
+  CliRun r = run_kiln("tune " + dir + "/missing.json --store " + db);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(::access(db.c_str(), F_OK), 0) << "a store was created by a refused run";
+  struct Bad { std::string flags, message; };
+  for (const Bad& b : {Bad{"--budget -1", "--budget must be"}, Bad{"--budget nan", "--budget must be"},
+                       Bad{"--candidate-budget-ms 0", "--candidate-budget-ms must be"},
+                       Bad{"--target-noise -0.5", "--target-noise must be"}, Bad{"--top-k -3", "--top-k must be"}}) {
+    r = run_kiln("tune " + spec + " " + b.flags + " --store " + db);
+    EXPECT_EQ(r.code, 2) << b.flags << ": " << r.err;
+    EXPECT_NE(r.err.find(b.message), std::string::npos) << b.flags << ": " << r.err;
+  }
+  EXPECT_NE(::access(db.c_str(), F_OK), 0) << "a store was created by a refused run";
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = run_kiln("tune " + spec + " --store " + fifo);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
+  r = run_kiln("tune " + spec + " --store " + db);
+  if (r.code == 3) {
+    EXPECT_NE(::access(db.c_str(), F_OK), 0) << "no GPU, yet a store was created";
+  }
+}
+
 TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
   const std::string dir = ::testing::TempDir() + "/kiln_stats_" + std::to_string(::getpid());
   std::system(("mkdir -p '" + dir + "'").c_str());
   const std::string file = dir + "/shapes.json";
   std::ofstream(file) << R"({"format":"kiln-shapes","version":1,"shapes":[
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=7","graph":"mlp","count":3,"sources":{"memory":3}},
-    {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=100","graph":"mlp","count":50,"sources":{"memory":49,"heuristics":1}}]})";
+    {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=100","graph":"mlp","count":50,"sources":{"memory":49,"heuristics":1}},
+    {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=300","graph":"mlp","count":2,"sources":{"dynamic":1,"memory":1}}]})";
   const std::string out = dir + "/out.txt";
   const int rc = std::system(("\"" + std::string(KILN_BINARY) + "\" stats " + file + " --buckets tokens=pow2 >" + out).c_str());
   ASSERT_TRUE(WIFEXITED(rc));
@@ -84,12 +116,16 @@ TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  EXPECT_NE(text.find("2 shapes of 1 structures, 53 calls (heuristics 1, memory 52)"), std::string::npos) << text;
+  EXPECT_NE(text.find("3 shapes of 1 structures, 55 calls (dynamic 1, heuristics 1, memory 53)"), std::string::npos) << text;
   const size_t hot = text.find("tokens=100"), cold = text.find("tokens=7");
   ASSERT_NE(hot, std::string::npos) << text;
   ASSERT_NE(cold, std::string::npos) << text;
   EXPECT_LT(hot, cold) << text;  // hottest first
   EXPECT_NE(text.find("tokens=65-128"), std::string::npos) << text;
+  // A shape served by a dynamic-shape stopgap is a stopgap (a candidate for offline tuning).
+  const size_t line = text.find("tokens=300");
+  ASSERT_NE(line, std::string::npos) << text;
+  EXPECT_NE(text.substr(line, text.find('\n', line) - line).find("yes"), std::string::npos) << text;
   std::ofstream(dir + "/bad.json") << "{\"format\":\"kiln-shapes\",\"version\":1,\"shapes\":{}}";
   CliRun r = run_kiln("stats " + dir + "/bad.json");
   EXPECT_EQ(r.code, 2) << r.err;
