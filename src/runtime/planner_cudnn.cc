@@ -187,18 +187,12 @@ class CudnnPlanBackend : public PlanBackend {
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     LowerTarget target;
     target.handle = h.get();
-    std::optional<EngineConfig> dynamic_config;
-    if (source == PlanSource::kDynamic) {
-      target.kernel_cache = kernel_cache_for(sig.structure, &dynamic_config);
-    }
+    // A stopgap: cuDNN's heuristics in dynamic-shape mode, with the structure's kernel cache. (Building the
+    // engine an earlier stopgap chose, by configuration, skipped the heuristic query but cost more on the
+    // H200: 28 ms against 10 ms per matmul stopgap, docs/h200-results.md.)
+    if (source == PlanSource::kDynamic) target.kernel_cache = kernel_cache_for(sig.structure);
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph, target), graph.name));
-    if (source == PlanSource::kDynamic && !config) {
-      // The structure's earlier stopgaps chose an engine: build it directly (no heuristic query); cuDNN's
-      // heuristics again when it does not build at this shape.
-      Status st = dynamic_config ? lg.build_config(*dynamic_config) : failed_precondition("no engine chosen yet");
-      if (!st.is_ok()) KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_heuristic(), graph.name));
-      if (!dynamic_config || !(lg.config() == *dynamic_config)) remember_dynamic_config(sig.structure, lg.config());
-    } else if (config) {
+    if (config) {
       KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_config(*config), graph.name));
     } else {
       KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_heuristic(), graph.name));
@@ -211,27 +205,18 @@ class CudnnPlanBackend : public PlanBackend {
 
  private:
   CudnnPlanBackend() = default;
-  // The kernel cache of a structure (made on first use; never dropped: one per structure served), and the
-  // engine configuration its stopgaps were last built with (none before the first).
-  struct DynamicState {
-    std::shared_ptr<DynamicKernelCache> cache = std::make_shared<DynamicKernelCache>();
-    std::optional<EngineConfig> config;
-  };
-  std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure, std::optional<EngineConfig>* config) {
+  // The kernel cache of a structure (made on first use; never dropped: one per structure served).
+  std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure) {
     std::lock_guard<std::mutex> lock(caches_mu_);
-    DynamicState& d = caches_[structure];
-    *config = d.config;
-    return d.cache;
-  }
-  void remember_dynamic_config(const std::string& structure, const EngineConfig& config) {
-    std::lock_guard<std::mutex> lock(caches_mu_);
-    caches_[structure].config = config;
+    std::shared_ptr<DynamicKernelCache>& c = caches_[structure];
+    if (!c) c = std::make_shared<DynamicKernelCache>();
+    return c;
   }
 
   EnvPolicy policy_;
   EnvFingerprint env_;
   std::mutex caches_mu_;
-  std::map<std::string, DynamicState> caches_;
+  std::map<std::string, std::shared_ptr<DynamicKernelCache>> caches_;
   std::shared_ptr<HandlePool> pool_;
   std::mutex store_mu_;  // one connection: one call at a time (plans load outside it)
   std::unique_ptr<PlanStore> store_;
