@@ -240,31 +240,26 @@ struct Planner::Impl {
     if (promo_thread.joinable()) promo_thread.join();
   }
 
-  // What builds of a structure cost, to serve each new shape by the cheaper path: a stopgap only pays off
-  // where a static build costs more than a dynamic one (runtime-compiled engines); where the static
-  // build is cheap (a precompiled engine), building it at once gives the better plan sooner.
+  // What static builds of a structure cost, to serve each new shape by the cheaper path: a stopgap pays
+  // off where a static build is dear (a runtime-compiled engine: 30-50 ms on the H200); where static builds
+  // already cost a few milliseconds (a precompiled engine), building at once gives the tuned plan as fast.
+  // Dynamic builds are no guide: any of them may compile a new kernel into the cache (30-470 ms).
+  static constexpr double kCheapStaticBuildMs = 5.0;
   struct BuildCosts {
-    int dynamic_builds = 0;
-    double dynamic_min_ms = 0;  // over dynamic builds after the structure's first (which compiles kernels)
     int static_builds = 0;
     double static_ema_ms = 0;
   };
   std::mutex costs_mu;
   std::unordered_map<std::string, BuildCosts> costs;
-  void note_cost(const std::string& structure, bool dynamic, double ms) {
+  void note_static_cost(const std::string& structure, double ms) {
     std::lock_guard<std::mutex> lock(costs_mu);
     BuildCosts& c = costs[structure];
-    if (dynamic) {
-      if (c.dynamic_builds++ == 1 || (c.dynamic_builds > 2 && ms < c.dynamic_min_ms)) c.dynamic_min_ms = ms;
-    } else {
-      c.static_ema_ms = c.static_builds++ == 0 ? ms : 0.5 * c.static_ema_ms + 0.5 * ms;
-    }
+    c.static_ema_ms = c.static_builds++ == 0 ? ms : 0.5 * c.static_ema_ms + 0.5 * ms;
   }
-  bool static_is_cheaper(const std::string& structure) {
+  bool static_is_cheap(const std::string& structure) {
     std::lock_guard<std::mutex> lock(costs_mu);
     auto it = costs.find(structure);
-    return it != costs.end() && it->second.dynamic_builds >= 2 && it->second.static_builds >= 1 &&
-           it->second.static_ema_ms <= it->second.dynamic_min_ms;
+    return it != costs.end() && it->second.static_builds >= 1 && it->second.static_ema_ms < kCheapStaticBuildMs;
   }
 
   Shard& shard_for(const std::string& key) { return shards[std::hash<std::string>{}(key) % kShards]; }
@@ -349,12 +344,10 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   // 2. A stopgap: a dynamic-shape build that shares the structure's kernel cache; its static plan is
   //    built in the background (promotion).
   if (allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty() &&
-      static_is_cheaper(sig.structure)) {
-    why.push_back("dynamic: skipped, a static build of this structure costs less than a dynamic one");
+      static_is_cheap(sig.structure)) {
+    why.push_back("dynamic: skipped, static builds of this structure take under 5 ms");
   } else if (allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty()) {
-    const auto t0 = Clock::now();
     auto dyn = backend->build(g, sig, std::nullopt, PlanSource::kDynamic);
-    if (dyn.is_ok() && *dyn) note_cost(sig.structure, true, ms_since(t0));
     if (dyn.is_ok() && *dyn) {
       out.plan = std::move(*dyn);
       out.source = PlanSource::kDynamic;
@@ -387,7 +380,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
         const auto t0 = Clock::now();
         auto built = backend->build(g, sig, best->config, PlanSource::kBucket);
         if (built.is_ok() && *built) {
-          note_cost(sig.structure, false, ms_since(t0));
+          note_static_cost(sig.structure, ms_since(t0));
           out.plan = std::move(*built);
           out.source = PlanSource::kBucket;
           why.push_back("bucket " + options.buckets.bucket_key(shape) + ": " + best->config.identity() +
@@ -403,7 +396,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   // 4. cuDNN's heuristics.
   const auto t0 = Clock::now();
   auto built = backend->build(g, sig, std::nullopt, PlanSource::kHeuristics);
-  if (built.is_ok() && *built) note_cost(sig.structure, false, ms_since(t0));
+  if (built.is_ok() && *built) note_static_cost(sig.structure, ms_since(t0));
   const std::string all = joined();
   if (!built.is_ok()) return built.status().with_context("graph '" + g.name + "' (" + all + "; heuristics)");
   if (!*built) return internal_error("graph '" + g.name + "': the backend returned no plan from heuristics");
