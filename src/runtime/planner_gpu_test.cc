@@ -169,10 +169,18 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   EXPECT_EQ(first->source, PlanSource::kDynamic) << first->why;
   run_and_check(*first->plan, "stopgap, " + sym + "=" + std::to_string(first_new));
+  // The first stopgap's promotion timed a static build of this structure: where that took under 5 ms (a
+  // precompiled engine, as for this conv on the H200) the next new shape is built statically at once.
+  (*planner)->wait_for_promotions();
   auto second = (*planner)->obtain(*pg, {{sym, second_new}});
   ASSERT_TRUE(second.is_ok()) << second.status().to_string();
-  EXPECT_EQ(second->source, PlanSource::kDynamic) << second->why;
-  run_and_check(*second->plan, "stopgap, " + sym + "=" + std::to_string(second_new));
+  if (second->source == PlanSource::kBucket) {
+    EXPECT_NE(second->why.find("static builds of this structure take under 5 ms"), std::string::npos) << second->why;
+  } else {
+    EXPECT_EQ(second->source, PlanSource::kDynamic) << second->why;
+  }
+  const int64_t stopgaps_served = second->source == PlanSource::kDynamic ? 2 : 1;
+  run_and_check(*second->plan, std::string(plan_source_name(second->source)) + ", " + sym + "=" + std::to_string(second_new));
   (*planner)->wait_for_promotions();
   auto promoted = (*planner)->obtain(*pg, {{sym, first_new}});
   ASSERT_TRUE(promoted.is_ok());
@@ -181,7 +189,7 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
   EXPECT_EQ(promoted->plan->config(), stored->plan->config());
   run_and_check(*promoted->plan, "promoted, " + sym + "=" + std::to_string(first_new));
   const PlannerStats st = (*planner)->stats();
-  EXPECT_EQ(st.promotions, 2) << st.text();
+  EXPECT_EQ(st.promotions, stopgaps_served) << st.text();
   EXPECT_EQ(st.stopgaps, 0) << st.text();
   std::printf("[ planner ] %s: stopgap %s first new shape %.2f ms (kernels compiled), second %.2f ms; tuned at %lld: %s; %s\n",
               graph->name.c_str(), first->plan->config().identity().c_str(), first->obtain_ms, second->obtain_ms,
