@@ -12,6 +12,10 @@
 
 namespace kiln {
 
+// OK when `stream` can be captured now: not the legacy default stream (nullptr or cudaStreamLegacy),
+// and not capturing already; InvalidArgument / FailedPrecondition otherwise. Nothing is launched.
+Status check_capturable(cudaStream_t stream);
+
 // What `record` enqueues on `stream`, recorded by stream capture (cudaStreamBeginCapture) into a graph.
 // `stream` must be one the caller created (the legacy default stream cannot be captured: InvalidArgument)
 // and not capturing already (FailedPrecondition). `relaxed`: cudaStreamCaptureModeRelaxed, else

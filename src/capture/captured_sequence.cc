@@ -106,9 +106,8 @@ struct CapturedSequence::Impl {
   }
 
   Status capture_locked(cudaStream_t stream) {
-    if (stream == nullptr)
-      return invalid_argument(
-          "capture needs a stream the caller created: the legacy default stream cannot be captured");
+    // Before the warm-up: a stream that is capturing already would record the warm-up into its graph.
+    KILN_RETURN_IF_ERROR(check_capturable(stream));
     KILN_RETURN_IF_ERROR(warm_up(stream));
     KILN_ASSIGN_OR_RETURN(UniqueGraph g, record(stream, steps, options.mode));
     count(&CaptureStats::captures, &GraphCounters::captures);

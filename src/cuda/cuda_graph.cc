@@ -3,13 +3,18 @@
 
 namespace kiln {
 
-StatusOr<UniqueGraph> capture_graph(cudaStream_t stream, bool relaxed, const std::function<Status()>& record) {
-  if (stream == nullptr)
+Status check_capturable(cudaStream_t stream) {
+  if (stream == nullptr || stream == cudaStreamLegacy)
     return invalid_argument("capture needs a stream the caller created: the legacy default stream cannot be captured");
   cudaStreamCaptureStatus state = cudaStreamCaptureStatusNone;
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &state));
   if (state != cudaStreamCaptureStatusNone)
     return failed_precondition("the stream is capturing already (another capture is under way on it)");
+  return Status::ok();
+}
+
+StatusOr<UniqueGraph> capture_graph(cudaStream_t stream, bool relaxed, const std::function<Status()>& record) {
+  KILN_RETURN_IF_ERROR(check_capturable(stream));
   KILN_CUDA_RETURN_IF_ERROR(
       cudaStreamBeginCapture(stream, relaxed ? cudaStreamCaptureModeRelaxed : cudaStreamCaptureModeThreadLocal));
   Status run = record();

@@ -284,6 +284,9 @@ StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, co
     }
   }
   if (fs::is_directory(path, ec)) return invalid_argument("plan store " + path + " is a folder, not a file");
+  // A FIFO would block the open, a device would get a journal beside it: only regular files are stores.
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    return invalid_argument("plan store " + path + " is not a regular file (a pipe, socket or device)");
 
   sqlite3* raw = nullptr;
   int flags = (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |

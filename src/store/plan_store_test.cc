@@ -1,6 +1,7 @@
 #include "kiln/plan_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
@@ -79,6 +80,21 @@ TEST(PlanStore, PutGetRoundTrip) {
 
 // Regression: a graph with no dynamic dimension has an empty shape key (GraphSignature::shape_key); the
 // store refused such records, so static examples (matmul_bias_gelu, sdpa_fwd) could not be stored.
+// A path that is not a regular file (a FIFO would block the open) is refused, for reading and writing.
+TEST(PlanStore, APipeIsRefusedNotOpened) {
+  TempDir dir;
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (bool ro : {false, true}) {
+    StoreOpenOptions o;
+    o.read_only = ro;
+    auto s = PlanStore::open(fifo, o);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("is not a regular file"), std::string::npos) << s.status().to_string();
+  }
+}
+
 TEST(PlanStore, StaticGraphWithEmptyShapeKeyRoundTrips) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
