@@ -103,15 +103,11 @@ Status tune_cmd(const TuneCliOptions& o) {
   std::unique_ptr<PlanStore> store;
   std::string store_path = o.use_store && o.store_path.empty() ? default_store_path() : o.store_path;
   if (store_path.empty() && o.untuned_only) return invalid_argument("--untuned needs --store");
-  if (!store_path.empty()) {
-    struct stat st {};
-    const bool exists = ::stat(store_path.c_str(), &st) == 0;
-    if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-      return invalid_argument("plan store '" + store_path + "' is not a regular file (a pipe, socket or device)");
-    // An existing store is opened (and so checked: corrupt, newer, not a store) now; a new one is made later.
-    if (exists && (S_ISDIR(st.st_mode) || st.st_size > 0)) {
-      KILN_ASSIGN_OR_RETURN(store, PlanStore::open(store_path));
-    }
+  // Whatever exists at the path is opened now, and so checked (a folder, a pipe or device, corrupt, newer,
+  // not a store); a new store, or an empty file made one, waits until tuning starts.
+  struct stat st {};
+  if (!store_path.empty() && ::stat(store_path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
+    KILN_ASSIGN_OR_RETURN(store, PlanStore::open(store_path));
   }
   EnvFingerprint env = collect_environment().fingerprint;
   TuneOptions to;

@@ -259,7 +259,7 @@ struct Planner::Impl {
   bool static_is_cheap(const std::string& structure) {
     std::lock_guard<std::mutex> lock(costs_mu);
     auto it = costs.find(structure);
-    return it != costs.end() && it->second.static_builds >= 1 && it->second.static_ema_ms < kCheapStaticBuildMs;
+    return it != costs.end() && it->second.static_ema_ms < kCheapStaticBuildMs;  // an entry has one build at least
   }
 
   Shard& shard_for(const std::string& key) { return shards[std::hash<std::string>{}(key) % kShards]; }
@@ -343,19 +343,20 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   };
   // 2. A stopgap: a dynamic-shape build that shares the structure's kernel cache; its static plan is
   //    built in the background (promotion).
-  if (allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty() &&
-      static_is_cheap(sig.structure)) {
-    why.push_back("dynamic: skipped, static builds of this structure take under 5 ms");
-  } else if (allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty()) {
-    auto dyn = backend->build(g, sig, std::nullopt, PlanSource::kDynamic);
-    if (dyn.is_ok() && *dyn) {
-      out.plan = std::move(*dyn);
-      out.source = PlanSource::kDynamic;
-      why.push_back("dynamic: a stopgap, its static plan is being built");
-      out.why = joined();
-      return out;
+  if (allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty()) {
+    if (static_is_cheap(sig.structure)) {
+      why.push_back("dynamic: skipped, static builds of this structure take under 5 ms");
+    } else {
+      auto dyn = backend->build(g, sig, std::nullopt, PlanSource::kDynamic);
+      if (dyn.is_ok() && *dyn) {
+        out.plan = std::move(*dyn);
+        out.source = PlanSource::kDynamic;
+        why.push_back("dynamic: a stopgap, its static plan is being built");
+        out.why = joined();
+        return out;
+      }
+      why.push_back("dynamic: " + (dyn.is_ok() ? std::string("no plan") : dyn.status().message()));
     }
-    why.push_back("dynamic: " + (dyn.is_ok() ? std::string("no plan") : dyn.status().message()));
   }
   // 3. The bucket: the nearest tuned shape of this structure in the same bucket, its configuration built
   //    for this shape directly.

@@ -175,11 +175,12 @@ StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, 
 
 StatusOr<std::string> read_text_file_bounded(const std::string& path, const std::string& what, int64_t max_bytes) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return invalid_argument(what + " '" + path + "' is a folder, not a file");
-  // A FIFO or device would block the read or never end: only regular files are read.
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    return invalid_argument(what + " '" + path + "' is not a regular file (a pipe, socket or device)");
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return invalid_argument(what + " '" + path + "' is a folder, not a file");
+    // A FIFO or device would block the read or never end: only regular files are read.
+    if (!S_ISREG(st.st_mode))
+      return invalid_argument(what + " '" + path + "' is not a regular file (a pipe, socket or device)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(what + " '" + path + "' cannot be read");
   std::string text;
