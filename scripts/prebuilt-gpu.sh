@@ -3,7 +3,9 @@
 #   scripts/prebuilt-gpu.sh pack BUILD_DIR            here: kiln and every *_gpu_test of BUILD_DIR, stripped,
 #                                                     into .prebuilt/ (ignored; name it in the call's carry)
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
-#                                                     capture (default: all, in that order)
+#                                                     capture (default: all, in that order), or
+#                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
+#                                                     block, runtime; its files under OUT_DIR/suite)
 # The test binaries name the source and build folders they were built in (KILN_SOURCE_DIR, KILN_BINARY):
 # `run` links the recorded source folder to this checkout and puts the binaries back where they were built,
 # so those paths hold there too. cuDNN comes from python3's site-packages (the PyTorch venv), never from the
@@ -22,6 +24,7 @@ case "$mode" in
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
     cp "$build"/benchmarks/planner_cold_start "$pre/" 2>/dev/null
     cp "$build"/benchmarks/capture_bench "$pre/" 2>/dev/null
+    for b in block_bench plan_load_bench; do cp "$build/benchmarks/$b" "$pre/" 2>/dev/null; done
     strip --strip-debug "$pre"/*
     # This machine's cuDNN folder, baked in as RPATH, would win over LD_LIBRARY_PATH there: drop it, so the
     # machine's own cuDNN (the venv's, set below) is the one loaded.
@@ -44,8 +47,9 @@ mkdir -p "$out"; out="$(cd "$out" && pwd)"
 src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' "$pre/manifest")"
 if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
 mkdir -p "$build/tests" "$build/benchmarks"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
-[ -f "$pre/planner_cold_start" ] && cp "$pre/planner_cold_start" "$build/benchmarks/"
-[ -f "$pre/capture_bench" ] && cp "$pre/capture_bench" "$build/benchmarks/"
+for b in planner_cold_start capture_bench block_bench plan_load_bench; do
+  [ -f "$pre/$b" ] && cp "$pre/$b" "$build/benchmarks/"
+done
 cudnn_lib="$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
 [ -d "$cudnn_lib" ] || cudnn_lib=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
 export LD_LIBRARY_PATH="${cudnn_lib}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -141,6 +145,13 @@ if want capture; then  # issue 13: CUDA Graphs over tuned plans (capture, update
     echo "capture_bench: not packed" >>"$fails"
   fi
 fi
+for p in $phases; do  # suite:gemm suite:block ...: the benchmark suite's parts, in the order given
+  [[ "$p" == suite:* ]] || continue
+  stamp "benchmark suite: ${p#suite:}"
+  KILN_BUILD_DIR="$build" KILN_GIT_REVISION="$(sed -n 's/^revision=//p' "$pre/manifest")" \
+    bash bench/run_suite.sh "$out/suite" "${p#suite:}" >>"$out/suite.txt" 2>&1; rc=$?
+  tail -12 "$out/suite.txt"; check $rc "bench/run_suite.sh ${p#suite:}"
+done
 stamp "done"
 if [ -s "$fails" ]; then sed 's/^/FAILED: /' "$fails"; exit 1; fi
 echo "all phases passed"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # README command 1: set up, build, and run Kiln's main job on the embedded default: the shipped example
 # graphs baked into the local SQLite plan store ($KILN_STORE, default ~/.cache/kiln/plans.db).
-#  - With a GPU: `kiln tune` every example (every engine configuration timed and checked) into the store.
+#  - With a GPU: `kiln tune` every example (every engine configuration timed and checked) into the store,
+#    then per example a new process loads the stored plan and verifies it, and another builds one from
+#    cuDNN's heuristics; scripts/main_report.py prints per graph the heuristic's and the tuned time, fused
+#    vs unfused, load vs build time and where the plan came from.
 #  - Without one: `kiln compile` them ahead of time for the recorded H200 (profiles/h200.json), untuned,
 #    so the GPU machine loads them at start or tunes them in place (`kiln tune --store S --untuned`).
 #    Graphs that cannot be compiled without a GPU are listed with the reason, as a result.
@@ -23,10 +26,20 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
 if "$kiln" doctor >"$tmp/doctor.txt" 2>&1; then
   echo "[run] $(grep -m1 '^GPU' "$tmp/doctor.txt" | sed 's/^GPU  */GPU: /'): tuning the $n examples into the plan store"
-  "$kiln" tune "${examples[@]}" --use-store "$@"
+  names=(); rc=0
+  for e in "${examples[@]}"; do
+    name="$(basename "$e" .json)"; names+=("$name"); t=$SECONDS
+    "$kiln" tune "$e" --use-store --json "$@" >"$tmp/tune-$name.json" 2>"$tmp/tune-$name.err"; echo $? >"$tmp/tune-$name.rc"
+    echo "[tune] $name: exit $(cat "$tmp/tune-$name.rc") in $((SECONDS - t)) s$(grep -m1 -o 'kiln: .*' "$tmp/tune-$name.err" | sed 's/^/: /')"
+    # A new process loads the stored plan and verifies it; another builds one from cuDNN's heuristics.
+    "$kiln" run "$e" --use-store --verify >"$tmp/load-$name.txt" 2>&1; echo $? >"$tmp/load-$name.rc"
+    "$kiln" run "$e" >"$tmp/build-$name.txt" 2>&1; echo $? >"$tmp/build-$name.rc"
+  done
   "$kiln" plans ls
-  echo "[summary] tuned the $n examples into the plan store in $((SECONDS - t0)) s"
-  exit 0
+  python3 "$root/scripts/main_report.py" "$tmp" "${names[@]}" || rc=$?
+  echo "[summary] tuned the $n examples into the plan store, reloaded and verified them in $((SECONDS - t0)) s"
+  ((rc == 0)) || echo "[summary] some examples did not tune, load from the store or verify (marked above)"
+  exit "$rc"
 fi
 why="$(grep -m1 '^kiln: ' "$tmp/doctor.txt" || true)"
 if [[ "$why" != "kiln: Unavailable: no GPU"* ]]; then  # a GPU that does not work is not "no GPU"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Kiln's benchmark suite (issue 15), on a GPU machine: Kiln's tuned plans against PyTorch eager,
+# torch.compile and TunableOp on the same shapes in the same run, the hardware's limits, the cost of tuning,
+# cold start, dynamic shapes, CUDA Graphs and one transformer block; then the report.
+#
+#   bench/run_suite.sh OUT_DIR [PART...]
+#
+# PART (default: all five, in this order; each writes OUT_DIR/<part>-kiln.json and <part>-torch.json,
+# rewritten after every measurement, with a log beside each; the Kiln side runs first):
+#   conv       conv+bias+ReLU on ResNet-50 layers                             (Kiln and PyTorch)
+#   gemm       matmul+bias+GELU, plain matmul, matmul+AMAX                    (Kiln and PyTorch)
+#   attention  the FP8 recipe, SDPA forward, layer norm, RMS norm             (Kiln and PyTorch)
+#   block      the bf16 transformer block at 1x16 and 1x2048 tokens           (Kiln and PyTorch)
+#   runtime    cold start, CUDA Graphs, dynamic shapes                        (Kiln)
+# KILN_SUITE_DYNAMIC_FROM=FILE takes the dynamic-shape results from an earlier bench/planner_bench.py
+# run's JSON instead of running it again (about five minutes); the report names the file and its meta.
+# The cases are bench/suite/shapes.py's; the method of each side is in bench/README.md.
+# Then, when the Python has matplotlib, bench/report.py merges every part file in OUT_DIR into
+# OUT_DIR/suite.json, summary.json, the charts and OUT_DIR/BENCHMARKS.md (else run it where matplotlib is:
+# `python3 bench/report.py OUT_DIR/*-*.json --out-dir bench/results/h200 --markdown BENCHMARKS.md`).
+#
+# Environment: KILN_BUILD_DIR (default build/) holds kiln and benchmarks/ (block_bench, plan_load_bench,
+# planner_cold_start, capture_bench); PYTHON (default /opt/torch/.venv/bin/python when it exists, else
+# python3) has PyTorch; KILN_SUITE_PART_TIMEOUT caps each side of a part in seconds (default 1800; a side stopped at its
+# limit keeps what it wrote).
+# Exit 0 when every side of every part ran to its end (whatever it measured), 1 otherwise, naming each.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:?usage: bench/run_suite.sh OUT_DIR [conv|gemm|attention|block|runtime ...]}"; shift
+parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(conv gemm attention block runtime)
+build="${KILN_BUILD_DIR:-$root/build}"
+py="${PYTHON:-}"; [ -n "$py" ] || { [ -x /opt/torch/.venv/bin/python ] && py=/opt/torch/.venv/bin/python || py=python3; }
+limit="${KILN_SUITE_PART_TIMEOUT:-1800}"
+mkdir -p "$out"; out="$(cd "$out" && pwd)"
+[ -x "$build/kiln" ] || { echo "run_suite: no $build/kiln (build first, or set KILN_BUILD_DIR)" >&2; exit 2; }
+rev="${KILN_GIT_REVISION:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}"
+export KILN_GIT_REVISION="$rev" PYTHONUNBUFFERED=1
+failed=()
+side() {  # side NAME COMMAND...: runs one side of a part with its log, records a failure
+  local name="$1"; shift
+  echo "[$(date +%T)] $name"
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1; local rc=$?
+  tail -5 "$out/$name.log"
+  [ $rc -eq 0 ] || failed+=("$name: exit $rc$([ $rc -eq 124 ] && echo ' (timed out)')")
+}
+pair() {  # pair PART FAMILIES [EXTRA...]: the Kiln side first (bounded by its tuner), then PyTorch's
+  local part="$1" fams="$2"; shift 2
+  side "$part-kiln" python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/$part-kiln.json" \
+    --families "$fams" --work "$out/work-$part" "$@"
+  side "$part-torch" "$py" "$root/bench/suite/torch_peers.py" --out "$out/$part-torch.json" --families "$fams" "$@"
+}
+for p in "${parts[@]}"; do
+  case "$p" in
+    conv)      pair conv conv_bias_relu;;
+    gemm)      pair gemm matmul_bias_gelu,matmul,matmul_amax;;
+    attention) pair attention fp8_recipe,sdpa,layer_norm,rms_norm;;
+    block)     pair block none --block;;
+    runtime)   side runtime-kiln python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/runtime-kiln.json" \
+                 --families none --capture --coldstart ${KILN_SUITE_DYNAMIC_FROM:+--dynamic-from "$KILN_SUITE_DYNAMIC_FROM"} \
+                 ${KILN_SUITE_DYNAMIC_FROM:---dynamic} --work "$out/work-runtime";;
+    *) echo "run_suite: unknown part '$p' (conv, gemm, attention, block, runtime)" >&2; exit 2;;
+  esac
+done
+if "$py" -c "import matplotlib" 2>/dev/null; then
+  side report "$py" "$root/bench/report.py" "$out"/*-torch.json "$out"/*-kiln.json --out-dir "$out" --markdown "$out/BENCHMARKS.md"
+else
+  echo "[$(date +%T)] report: no matplotlib in $py; run bench/report.py where it is (see the header)"
+fi
+if ((${#failed[@]})); then printf 'run_suite FAILED: %s\n' "${failed[@]}"; exit 1; fi
+echo "run_suite: ${parts[*]} done; results in $out"
