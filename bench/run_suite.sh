@@ -22,7 +22,8 @@
 # Environment: KILN_BUILD_DIR (default build/) holds kiln and benchmarks/ (block_bench, plan_load_bench,
 # planner_cold_start, capture_bench); PYTHON (default /opt/torch/.venv/bin/python when it exists, else
 # python3) has PyTorch; KILN_SUITE_PART_TIMEOUT caps each side of a part in seconds (default 1800; a side stopped at its
-# limit keeps what it wrote).
+# limit keeps what it wrote); KILN_SUITE_TORCH_BUDGET (seconds, default 0: none) makes the PyTorch side
+# skip, and list as skipped, any measurement that would start after it (cheap ones run first, compiles last).
 # Exit 0 when every side of every part ran to its end (whatever it measured), 1 otherwise, naming each.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,7 +48,8 @@ pair() {  # pair PART FAMILIES [EXTRA...]: the Kiln side first (bounded by its t
   local part="$1" fams="$2"; shift 2
   side "$part-kiln" python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/$part-kiln.json" \
     --families "$fams" --work "$out/work-$part" "$@"
-  side "$part-torch" "$py" "$root/bench/suite/torch_peers.py" --out "$out/$part-torch.json" --families "$fams" "$@"
+  side "$part-torch" "$py" "$root/bench/suite/torch_peers.py" --out "$out/$part-torch.json" --families "$fams" \
+    --time-budget-s "${KILN_SUITE_TORCH_BUDGET:-0}" "$@"
 }
 for p in "${parts[@]}"; do
   case "$p" in

@@ -17,7 +17,9 @@ set -euo pipefail
 {
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 t0=$SECONDS
-"$root/scripts/build.sh"
+# KILN_SKIP_BUILD=1 runs the kiln already in $KILN_BUILD_DIR (a GPU machine that reaches no registry and
+# gets its binaries built elsewhere: scripts/prebuilt-gpu.sh).
+[ "${KILN_SKIP_BUILD:-0}" = 1 ] || "$root/scripts/build.sh"
 kiln="${KILN_BUILD_DIR:-$root/build}/kiln"
 cd "$root"
 examples=(examples/*.json)
