@@ -3,7 +3,8 @@
 #   scripts/prebuilt-gpu.sh pack BUILD_DIR            here: kiln and every *_gpu_test of BUILD_DIR, stripped,
 #                                                     into .prebuilt/ (ignored; name it in the call's carry)
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
-#                                                     capture (default: all, in that order), or
+#                                                     capture mainjob (default: all but mainjob, in
+#                                                     that order), or
 #                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
 #                                                     block, runtime; its files under OUT_DIR/suite)
 # The test binaries name the source and build folders they were built in (KILN_SOURCE_DIR, KILN_BINARY):
@@ -144,6 +145,12 @@ if want capture; then  # issue 13: CUDA Graphs over tuned plans (capture, update
   else
     echo "capture_bench: not packed" >>"$fails"
   fi
+fi
+if want mainjob; then  # README command 1 on the GPU: tune, reload in new processes, verify, report
+  stamp "main job (scripts/run.sh with the carried kiln)"
+  KILN_SKIP_BUILD=1 KILN_BUILD_DIR="$build" KILN_STORE="$out/mainjob-plans.db" timeout 400 bash scripts/run.sh \
+    >"$out/mainjob.txt" 2>&1; rc=$?
+  grep -v "^tune .*: [0-9]*/[0-9]* " "$out/mainjob.txt" | tail -40; check $rc "scripts/run.sh (main job)"
 fi
 for p in $phases; do  # suite:gemm suite:block ...: the benchmark suite's parts, in the order given
   [[ "$p" == suite:* ]] || continue
