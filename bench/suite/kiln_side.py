@@ -12,7 +12,8 @@ it finished; an error is recorded under the entry's "errors" and the run goes on
              stream held by a spinning kernel while each sample is enqueued; docs/measure.md), checked
              against the reference; the unfused alternative timed the same way for multi-node graphs.
                tuned_ms (the winner), heuristic_ms (cuDNN's first choice), best_ms, worst_ms, unfused_ms,
-               fusion_choice, served_ms (what Kiln runs: the fused winner unless the unfused chain won),
+               fusion_choice (the faster side by the tuner's fusion report), served_ms (what Kiln runs:
+               the fused winner; running the unfused chain in service is not built),
                tune_wall_s (process start to exit), candidates, passed, winner;
              matmul_amax cases also tune the plain matmul of the same shape: plain_ms.
   block      the transformer block (shapes.block_specs) at each shapes.BLOCK_SHAPES: every step tuned into
@@ -83,6 +84,10 @@ def tune(kiln, spec_path, store, timeout, extra=()):
     """Runs `kiln tune --json`; returns (figures dict, error string or None)."""
     rc, out, err, wall = run([kiln, "tune", spec_path, "--json", "--store", store, *extra], timeout)
     fig = {"tune_wall_s": round(wall, 3), "tune_exit": rc}
+    base = os.path.splitext(spec_path)[0]
+    for ext, text in ((".tune.json", out), (".tune.err", err)):  # the raw evidence, beside the spec
+        with open(base + ext, "w") as f:
+            f.write(text)
     if rc != 0:
         tail = (err or out).strip().splitlines()[-3:]
         return fig, f"kiln tune exit {rc}{' (timed out)' if rc == 124 else ''}: {' | '.join(tail)}"
@@ -128,7 +133,9 @@ def tune(kiln, spec_path, store, timeout, extra=()):
                 "worst_ms": worst if have_worst else None, "unfused_ms": unfused if unfused_known else None,
                 "fusion_choice": choice, "segments": len(reports), "candidates": cands, "passed": passed,
                 "winner": winners[0] if len(winners) == 1 else winners})
-    fig["served_ms"] = unfused if (choice == "unfused" and unfused_known) else tuned
+    # Kiln runs one plan per graph: the fused winner, whichever side the fusion report prefers (the
+    # report's decision is kept in fusion_choice; running the unfused chain in service is not built).
+    fig["served_ms"] = tuned
     return fig, None
 
 
@@ -381,7 +388,16 @@ def main():
                                   "`kiln tune --json` per graph in a new process (docs/measure.md)")
     rc, so, _, _ = run([a.kiln, "doctor", "--json"], 60)
     try:
-        res.data["meta"]["kiln_doctor"] = json.loads(so)
+        doc = json.loads(so)
+        res.data["meta"]["kiln_doctor"] = doc
+        fe = doc.get("cudnn_frontend_version")
+        res.data["meta"].update({
+            "gpu": doc.get("gpu_name"), "driver": doc.get("driver_release"),
+            "cuda": f"{doc.get('cuda_runtime_version', 0) // 1000}.{doc.get('cuda_runtime_version', 0) % 1000 // 10}",
+            "cudnn": doc.get("cudnn_version_string"),
+            "frontend": f"{fe // 10000}.{fe % 10000 // 100}.{fe % 100}" if isinstance(fe, int) else fe,
+            "git_revision": os.environ.get("KILN_GIT_REVISION") or doc.get("kiln_git_revision"),
+            "date": time.strftime("%Y-%m-%d", time.gmtime())})
     except ValueError:
         res.data["meta"]["kiln_doctor"] = {"exit": rc, "raw": so[-800:]}
     res.save()

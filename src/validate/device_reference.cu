@@ -253,6 +253,69 @@ __global__ void reduction_kernel(ReduceParams p, ReductionMode mode, const doubl
   }
 }
 
+__device__ double reduce_init(ReductionMode mode) {
+  return mode == ReductionMode::kMax ? -INFINITY : (mode == ReductionMode::kMin ? INFINITY : 0.0);
+}
+
+__device__ double reduce_combine(ReductionMode mode, double acc, double v) {
+  switch (mode) {
+    case ReductionMode::kSum: return acc + v;
+    case ReductionMode::kMax: return fmax(acc, v);
+    case ReductionMode::kMin: return fmin(acc, v);
+    case ReductionMode::kAmax: return fmax(acc, v);  // v is already |x| (or a partial amax)
+  }
+  return acc;
+}
+
+// Few outputs over many reduced elements (a GEMM's AMAX: one output over 8192 x 8192): reduction_kernel
+// would give each output one thread, which walks 67M elements alone (about two minutes on an H200). Here
+// block (out, chunk) reduces one contiguous range of the reduced index space of output `out` with all its
+// threads, then a second kernel combines each output's chunks in a fixed order (deterministic).
+__global__ void reduction_partial_kernel(ReduceParams p, ReductionMode mode, const double* __restrict__ x,
+                                         double* __restrict__ partial, int64_t chunks) {
+  __shared__ double shared[kThreads];
+  const int64_t chunk_len = (p.reduced_count + chunks - 1) / chunks;
+  for (int64_t out = blockIdx.x; out < p.out_count; out += gridDim.x) {
+    int64_t rem = out, base = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      if (p.reduced[d]) continue;
+      base += (rem % p.dims[d]) * p.strides[d];
+      rem /= p.dims[d];
+    }
+    const int64_t begin = blockIdx.y * chunk_len;
+    const int64_t end = min(p.reduced_count, begin + chunk_len);
+    double acc = reduce_init(mode);
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+      int64_t rr = r, off = base;
+      for (int d = p.rank - 1; d >= 0; --d) {
+        if (!p.reduced[d]) continue;
+        off += (rr % p.dims[d]) * p.strides[d];
+        rr /= p.dims[d];
+      }
+      const double v = x[off];
+      acc = reduce_combine(mode, acc, mode == ReductionMode::kAmax ? fabs(v) : v);
+    }
+    shared[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) shared[threadIdx.x] = reduce_combine(mode, shared[threadIdx.x], shared[threadIdx.x + s]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[out * chunks + blockIdx.y] = shared[0];
+    __syncthreads();
+  }
+}
+
+__global__ void reduction_combine_kernel(int64_t out_count, int64_t chunks, ReductionMode mode,
+                                         const double* __restrict__ partial, double* __restrict__ y) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < out_count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double acc = reduce_init(mode);
+    for (int64_t c = 0; c < chunks; ++c) acc = reduce_combine(mode, acc, partial[idx * chunks + c]);
+    y[idx] = acc;
+  }
+}
+
 // ---- layer / RMS norm: one block per row ------------------------------------------------------------
 
 __device__ double block_sum(double v, double* shared) {
@@ -555,7 +618,19 @@ Status launch_reduction(const NodePlan& p, ReductionMode mode, const double* x, 
   }
   rp.out_count = y_count;
   rp.reduced_count = p.red.reduced_count;
-  reduction_kernel<<<grid_for(y_count), kThreads>>>(rp, mode, x, y);
+  // One thread per output while there are outputs enough to fill the GPU or each reduces little; else
+  // the chunked two-pass kernels (kPerChunk reduced elements per block, at most kMaxChunks per output).
+  constexpr int64_t kPerChunk = kThreads * 64, kMaxChunks = 1024, kManyOutputs = 1 << 16;
+  if (y_count >= kManyOutputs || rp.reduced_count <= kPerChunk) {
+    reduction_kernel<<<grid_for(y_count), kThreads>>>(rp, mode, x, y);
+    return Status::ok();
+  }
+  const int64_t chunks = std::min(kMaxChunks, (rp.reduced_count + kPerChunk - 1) / kPerChunk);
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer partial, DeviceBuffer::allocate(static_cast<size_t>(y_count * chunks) * sizeof(double)));
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(y_count, 1 << 16)), static_cast<unsigned>(chunks));
+  reduction_partial_kernel<<<grid, kThreads>>>(rp, mode, x, partial.as<double>(), chunks);
+  reduction_combine_kernel<<<grid_for(y_count), kThreads>>>(y_count, chunks, mode, partial.as<double>(), y);
+  // `partial` is freed on return: cudaFree waits for the kernels that use it.
   return Status::ok();
 }
 

@@ -165,6 +165,37 @@ TEST(DeviceReference, Reductions) {
   }
 }
 
+// Few outputs over many elements take the chunked two-pass kernels (a GEMM's AMAX over its whole output
+// took two minutes one thread per output at 8192 x 8192): every mode, one output and a few, an inner
+// reduced axis and an outer one.
+TEST(DeviceReference, LargeReductionsToFewOutputs) {
+  KILN_REQUIRE_GPU();
+  for (ReductionMode m : {ReductionMode::kSum, ReductionMode::kMax, ReductionMode::kMin, ReductionMode::kAmax}) {
+    SCOPED_TRACE(static_cast<int>(m));
+    Graph all = make_graph("reduce_all");
+    int x = add_tensor(all, "x", {2, 300, 1100}), y = add_tensor(all, "y", {1, 1, 1});
+    Node& n = add_node(all, "red", OpKind::kReduction, {x}, y);
+    n.reduction.mode = m;
+    n.reduction.axes = {0, 1, 2};
+    all.outputs = {y};
+    expect_device_matches_host(all);
+    Graph rows = make_graph("reduce_rows");
+    x = add_tensor(rows, "x", {5, 70000, 1}), y = add_tensor(rows, "y", {5, 1, 1});
+    Node& r = add_node(rows, "red", OpKind::kReduction, {x}, y);
+    r.reduction.mode = m;
+    r.reduction.axes = {1};
+    rows.outputs = {y};
+    expect_device_matches_host(rows);
+    Graph outer = make_graph("reduce_outer");
+    x = add_tensor(outer, "x", {40000, 3}), y = add_tensor(outer, "y", {1, 3});
+    Node& o = add_node(outer, "red", OpKind::kReduction, {x}, y);
+    o.reduction.mode = m;
+    o.reduction.axes = {0};
+    outer.outputs = {y};
+    expect_device_matches_host(outer);
+  }
+}
+
 TEST(DeviceReference, LayerNormAndRmsNorm) {
   KILN_REQUIRE_GPU();
   Graph g = make_graph("ln", DataType::kBFloat16);
