@@ -12,6 +12,8 @@
 #   attention  the FP8 recipe, SDPA forward, layer norm, RMS norm             (Kiln and PyTorch)
 #   block      the bf16 transformer block at 1x16 and 1x2048 tokens           (Kiln and PyTorch)
 #   runtime    cold start, CUDA Graphs, dynamic shapes                        (Kiln)
+#   cases      only the case ids in KILN_SUITE_CASES (comma-separated): to measure some cases again; the
+#              report takes a case's later figures over its earlier ones (give this part's files last)
 # KILN_SUITE_DYNAMIC_FROM=FILE takes the dynamic-shape results from an earlier bench/planner_bench.py
 # run's JSON instead of running it again (about five minutes); the report names the file and its meta.
 # The cases are bench/suite/shapes.py's; the method of each side is in bench/README.md.
@@ -57,6 +59,7 @@ for p in "${parts[@]}"; do
     gemm)      pair gemm matmul_bias_gelu,matmul,matmul_amax;;
     attention) pair attention fp8_recipe,sdpa,layer_norm,rms_norm;;
     block)     pair block none --block;;
+    cases)     pair cases "" --cases "${KILN_SUITE_CASES:?the part cases needs KILN_SUITE_CASES=id1,id2}";;
     runtime)   side runtime-kiln python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/runtime-kiln.json" \
                  --families none --capture --coldstart ${KILN_SUITE_DYNAMIC_FROM:+--dynamic-from "$KILN_SUITE_DYNAMIC_FROM"} \
                  ${KILN_SUITE_DYNAMIC_FROM:---dynamic} --work "$out/work-runtime";;
@@ -64,7 +67,9 @@ for p in "${parts[@]}"; do
   esac
 done
 if "$py" -c "import matplotlib" 2>/dev/null; then
-  side report "$py" "$root/bench/report.py" "$out"/*-torch.json "$out"/*-kiln.json --out-dir "$out" --markdown "$out/BENCHMARKS.md"
+  parts_files=(); for f in "$out"/*-torch.json "$out"/*-kiln.json; do [[ "$f" == */cases-* ]] || parts_files+=("$f"); done
+  for f in "$out"/cases-*.json; do [ -f "$f" ] && parts_files+=("$f"); done  # re-measured cases last: they win
+  side report "$py" "$root/bench/report.py" "${parts_files[@]}" --out-dir "$out" --markdown "$out/BENCHMARKS.md"
 else
   echo "[$(date +%T)] report: no matplotlib in $py; run bench/report.py where it is (see the header)"
 fi

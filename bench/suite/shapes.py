@@ -141,7 +141,9 @@ def kiln_spec(c):
         if f == "fp8_recipe":
             g["description"] = ("FP8 recipe: e4m3 inputs, bf16 GEMM output, its AMAX and the next scale 448/amax")
             g["tensors"]["a"]["dtype"] = "fp8_e4m3"
-            g["tensors"]["b"]["dtype"] = "fp8_e4m3"
+            # B column-major (K contiguous), as torch._scaled_mm takes it: Hopper's FP8 tensor-core MMA reads
+            # both operands K-major, so a row-major B costs a transpose or a slow engine.
+            g["tensors"]["b"] = {"dims": [1, k, n], "strides": [k * n, 1, k], "dtype": "fp8_e4m3"}
             g["tensors"]["fp8_max"] = {"dims": [1, 1, 1], "dtype": "fp32", "value": 448.0}
             g["tensors"]["scale"] = {"dtype": "fp32"}
         g["nodes"] = [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["y" if f != "matmul_bias_gelu" else "mm_out"]}]
