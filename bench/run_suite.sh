@@ -60,9 +60,9 @@ for p in "${parts[@]}"; do
     attention) pair attention fp8_recipe,sdpa,layer_norm,rms_norm;;
     block)     pair block none --block;;
     cases)     pair cases "" --cases "${KILN_SUITE_CASES:?the part cases needs KILN_SUITE_CASES=id1,id2}";;
-    runtime)   side runtime-kiln python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/runtime-kiln.json" \
-                 --families none --capture --coldstart ${KILN_SUITE_DYNAMIC_FROM:+--dynamic-from "$KILN_SUITE_DYNAMIC_FROM"} \
-                 ${KILN_SUITE_DYNAMIC_FROM:---dynamic} --work "$out/work-runtime";;
+    runtime)   dyn=(--dynamic); [ -z "${KILN_SUITE_DYNAMIC_FROM:-}" ] || dyn=(--dynamic-from "$KILN_SUITE_DYNAMIC_FROM")
+               side runtime-kiln python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/runtime-kiln.json" \
+                 --families none --capture --coldstart "${dyn[@]}" --work "$out/work-runtime";;
     *) echo "run_suite: unknown part '$p' (conv, gemm, attention, block, runtime)" >&2; exit 2;;
   esac
 done
