@@ -14,7 +14,8 @@ positive number is used for the fractions. Top-level "errors" of the parts are m
 
 Ratios: speed-up = peer_ms / kiln_ms (>1: Kiln faster); Kiln's time = kiln.served_ms, else kiln.tuned_ms.
 Fraction of the matmul rate = flops / ms / 1e9 / limits.matmul_bf16_tflops (FLOP-bound families);
-fraction of copy bandwidth = min_bytes / ms / 1e9 / limits.copy_tbps (every case).
+fraction of copy bandwidth = min_bytes / ms / 1e9 / limits.copy_tbps (every case); the limits are those
+measured in the same run as the case (the part that gave its PyTorch figures), else the last part's.
 A value that is missing, null or not a positive finite number is "not measured"; nothing is made up.
 
 Exit status: 0, or 2 when an input cannot be read or parsed (the message names the file).
@@ -220,6 +221,9 @@ def merge(parts):
             if cid is None:
                 continue
             cid = str(cid)
+            if any(pos(lim.get(k)) is not None for k in ("matmul_bf16_tflops", "copy_tbps")):
+                # The limits measured in the same run as this part's figures: fractions use them.
+                c = dict(c, run_limits={k: lim.get(k) for k in ("matmul_bf16_tflops", "copy_tbps")})
             if cid in cases:
                 cases[cid] = deep_merge(cases[cid], c)
             else:
@@ -277,8 +281,9 @@ class Case:
         self.heuristic = pos(self.kiln.get("heuristic_ms"))
         self.speedup = {k: div(self.torch.get(k), self.kiln_ms) for k, _ in PEERS}
         self.tuned_vs_heuristic = div(self.heuristic, self.tuned)
-        mm = pos(limits.get("matmul_bf16_tflops"))
-        bw = pos(limits.get("copy_tbps"))
+        run = as_dict(self.rec.get("run_limits"))  # the limits of the run that measured this case, if any
+        mm = pos(run.get("matmul_bf16_tflops")) or pos(limits.get("matmul_bf16_tflops"))
+        bw = pos(run.get("copy_tbps")) or pos(limits.get("copy_tbps"))
         self.flop_frac = None
         if family in FLOP_BOUND and self.kiln_ms and self.flops and mm:
             self.flop_frac = self.flops / self.kiln_ms / 1e9 / mm
@@ -428,13 +433,15 @@ def compute_goals(cases, merged, block_shapes):
 
     cs = as_dict(merged.get("cold_start"))
     load = pos(cs.get("load_ms"))
-    r = div(cs.get("heuristic_build_ms"), load)
+    r = num(cs.get("heuristic_build_over_load")) or div(cs.get("heuristic_build_ms"), load)
     goals.append(goal("cold start: heuristic build vs load", r, 8.0,
                       f"heuristic_build_ms {fmt(cs.get('heuristic_build_ms'))} / load_ms {fmt(load)}"
                       + ("" if r is not None else sect_err("cold_start"))))
-    r = div(cs.get("runtime_compiled_build_ms"), load)
+    rload = pos(cs.get("runtime_compiled_load_ms")) or load
+    r = num(cs.get("runtime_compiled_build_over_load")) or div(cs.get("runtime_compiled_build_ms"), rload)
     goals.append(goal("cold start: runtime-compiled build vs load", r, 100.0,
-                      f"runtime_compiled_build_ms {fmt(cs.get('runtime_compiled_build_ms'))} / load_ms {fmt(load)}"
+                      f"{cs.get('runtime_compiled_graph') or 'runtime-compiled'} (the lowest ratio of those measured): "
+                      f"build {fmt(cs.get('runtime_compiled_build_ms'))} ms / load {fmt(rload)} ms"
                       + ("" if r is not None else sect_err("cold_start"))))
 
     dy = as_dict(merged.get("dynamic"))

@@ -67,6 +67,7 @@ for p in "${parts[@]}"; do
   esac
 done
 if "$py" -c "import matplotlib" 2>/dev/null; then
+  shopt -s nullglob
   parts_files=(); for f in "$out"/*-torch.json "$out"/*-kiln.json; do [[ "$f" == */cases-* ]] || parts_files+=("$f"); done
   for f in "$out"/cases-*.json; do [ -f "$f" ] && parts_files+=("$f"); done  # re-measured cases last: they win
   side report "$py" "$root/bench/report.py" "${parts_files[@]}" --out-dir "$out" --markdown "$out/BENCHMARKS.md"
