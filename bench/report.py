@@ -41,8 +41,8 @@ FAMILY_TITLES = {
     "matmul_amax": "Matmul + AMAX (bf16)",
     "fp8_recipe": "FP8 recipe (e4m3 inputs, bf16 output, AMAX, next scale)",
     "sdpa": "Scaled dot-product attention, forward (bf16)",
-    "layer_norm": "LayerNorm (bf16, fp32 scale/bias)",
-    "rms_norm": "RMSNorm (bf16, fp32 scale)",
+    "layer_norm": "LayerNorm (bf16, bf16 scale/bias)",
+    "rms_norm": "RMSNorm (bf16, bf16 scale)",
 }
 # peer key in case["torch"] -> label
 PEERS = [("eager_ms", "eager"), ("compile_ms", "torch.compile"), ("tunableop_ms", "TunableOp"),

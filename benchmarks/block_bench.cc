@@ -7,7 +7,7 @@
 //   block_bench --block FILE [--store S] [--wall-iters N] [--out FILE]
 //
 // FILE (written by bench/suite/kiln_side.py from bench/suite/shapes.py's block_specs):
-//   {"name": "...", "buffers": {"x": ELEMENTS, ..., "ln1_g_f32": ELEMENTS},
+//   {"name": "...", "buffers": {"x": ELEMENTS, ..., "ln1_g": ELEMENTS},
 //    "steps": [{"spec_file": "path.json", "bind": {"tensor": ["buffer", ELEMENT_OFFSET]}}]}
 // Buffers are bf16 unless their name ends in "_f32"; each is filled with uniform random values (weights
 // scaled by 1/sqrt(fan-in), norm scales 1, norm biases 0), never zeros (a GEMM over zeros draws less power
@@ -150,7 +150,9 @@ int main(int argc, char** argv) {
     // weights all have fan-in 4096 or 16384, so 0.02 keeps activations of order 1. Norm scale 1, bias 0.
     float scale = 1.0f, fill = 0.0f;
     if (name.rfind("w", 0) == 0 || name == "b1") scale = 0.02f;
-    if (f32) scale = 0.0f, fill = ends_with(name, "_g_f32") ? 1.0f : 0.0f;
+    // Norm parameters (fp32 "*_f32", or in the activations' dtype: "ln1_g", "ln1_b", ...): scale 1, bias 0.
+    const bool norm_param = name.rfind("ln", 0) == 0;
+    if (f32 || norm_param) scale = 0.0f, fill = (ends_with(name, "_g_f32") || ends_with(name, "_g")) ? 1.0f : 0.0f;
     Status st = fill_random(&*buf, count, f32, scale, fill, seed++);
     if (!st.is_ok()) return fail("fill " + name, st);
     elements[name] = count;

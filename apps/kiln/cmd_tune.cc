@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "tune_isolation.h"
+#include "kiln/advice.h"
 #include "kiln/device_io.h"
 #include "kiln/fingerprint.h"
 #include "kiln/plan_bridge.h"
@@ -150,6 +151,7 @@ Status tune_cmd(const TuneCliOptions& o) {
   std::vector<std::pair<std::string, Graph>> specs_read;
   for (const auto& spec : o.specs) {
     KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(spec));
+    for (const Advice& a : graph_advice(g)) std::fprintf(stderr, "%s: advice: %s\n", spec.c_str(), a.message.c_str());
     if (!have_shapes || o.list) {
       specs_read.emplace_back(spec, std::move(g));
       continue;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kiln/advice.h"
 #include "kiln/graph.h"
 #include "kiln/spec.h"
 
@@ -49,6 +50,7 @@ Status run_validate(const ValidateCmdOptions& o) {
     StatusOr<Graph> g = parse_spec_file(path, vo);
     if (g.is_ok()) {
       std::printf("OK   %s: %s\n", path.c_str(), summary(*g).c_str());
+      for (const Advice& a : graph_advice(*g)) std::printf("     advice: %s\n", a.message.c_str());
       continue;
     }
     ++failed;

@@ -13,7 +13,8 @@ Each case is a dict:
   spec     the Kiln JSON spec of the case (kiln_spec(case))
 
 Kiln's specs follow examples/: NHWC convs with the bias as [1,K,1,1]; matmuls as [1,M,K] x [1,K,N] with the
-bias [1,1,N]; norms as [tokens,hidden,1,1] with fp32 scale/bias; attention as [B,H,S,D] (row-major).
+bias [1,1,N]; norms as [tokens,hidden,1,1] with bf16 scale/bias (as PyTorch's bf16 modules hold them; with fp32 ones
+cuDNN 9.19 offers only its generic norm engine, 4.6x slower: bench/probes/norm_phase_probe.cc); attention as [B,H,S,D] (row-major).
 
 The transformer block (BLOCK_SHAPES, block_specs) is a chain of seven Kiln graphs; see block_specs.
 """
@@ -95,7 +96,7 @@ def cases():
             })
     for fam in ("layer_norm", "rms_norm"):
         for (t, hid) in NORM_SHAPES:
-            params_bytes = (2 if fam == "layer_norm" else 1) * hid * 4
+            params_bytes = (2 if fam == "layer_norm" else 1) * hid * 2  # bf16 scale (and bias)
             out.append({
                 "family": fam,
                 "name": f"{t}x{hid}",
@@ -177,14 +178,14 @@ def kiln_spec(c):
         return g
     if f in ("layer_norm", "rms_norm"):
         t, hid = p["tokens"], p["hidden"]
-        g = _base(c["id"], f"{f} {t}x{hid} (bf16, fp32 scale)", "bf16")
+        g = _base(c["id"], f"{f} {t}x{hid} (bf16)", "bf16")
         g["tensors"] = {
             "x": {"dims": [t, hid, 1, 1], "layout": "NCHW"},
-            "gamma": {"dims": [1, hid, 1, 1], "layout": "NCHW", "dtype": "fp32"},
+            "gamma": {"dims": [1, hid, 1, 1], "layout": "NCHW"},
         }
         ins = ["x", "gamma"]
         if f == "layer_norm":
-            g["tensors"]["beta"] = {"dims": [1, hid, 1, 1], "layout": "NCHW", "dtype": "fp32"}
+            g["tensors"]["beta"] = {"dims": [1, hid, 1, 1], "layout": "NCHW"}
             ins.append("beta")
         g["nodes"] = [{"name": "norm", "op": f, "inputs": ins, "outputs": ["y"], "epsilon": 1e-5}]
         g["outputs"] = ["y"]
@@ -209,15 +210,15 @@ def block_specs(batch, tokens):
     hd = HIDDEN // HEADS
     bufs = {"x": t * HIDDEN, "h1": t * HIDDEN, "qkv": t * 3 * HIDDEN, "o": t * HIDDEN, "x2": t * HIDDEN,
             "h2": t * HIDDEN, "u": t * MLP, "out": t * HIDDEN,
-            "ln1_g_f32": HIDDEN, "ln1_b_f32": HIDDEN, "ln2_g_f32": HIDDEN, "ln2_b_f32": HIDDEN,
+            "ln1_g": HIDDEN, "ln1_b": HIDDEN, "ln2_g": HIDDEN, "ln2_b": HIDDEN,
             "wqkv": HIDDEN * 3 * HIDDEN, "wo": HIDDEN * HIDDEN, "w1": HIDDEN * MLP, "b1": MLP, "w2": MLP * HIDDEN}
     steps = []
 
     def ln(name, src, g, b, dst):
         spec = _base(f"block_{name}_t{t}", f"transformer block {name} at {t} tokens", "bf16")
         spec["tensors"] = {"x": {"dims": [t, HIDDEN, 1, 1], "layout": "NCHW"},
-                           "gamma": {"dims": [1, HIDDEN, 1, 1], "layout": "NCHW", "dtype": "fp32"},
-                           "beta": {"dims": [1, HIDDEN, 1, 1], "layout": "NCHW", "dtype": "fp32"}}
+                           "gamma": {"dims": [1, HIDDEN, 1, 1], "layout": "NCHW"},
+                           "beta": {"dims": [1, HIDDEN, 1, 1], "layout": "NCHW"}}
         spec["nodes"] = [{"name": "norm", "op": "layer_norm", "inputs": ["x", "gamma", "beta"], "outputs": ["y"], "epsilon": 1e-5}]
         spec["outputs"] = ["y"]
         steps.append({"spec": spec, "bind": {"x": [src, 0], "gamma": [g, 0], "beta": [b, 0], "y": [dst, 0]}})
@@ -240,7 +241,7 @@ def block_specs(batch, tokens):
         spec["outputs"] = ["y"]
         steps.append({"spec": spec, "bind": bind})
 
-    ln("ln1", "x", "ln1_g_f32", "ln1_b_f32", "h1")
+    ln("ln1", "x", "ln1_g", "ln1_b", "h1")
     mm("qkv", "h1", HIDDEN, "wqkv", 3 * HIDDEN, "qkv")
     # attention: q/k/v are [B, H, S, D] views of qkv [B*S, 3*hidden]; o is written as [B, S, H, D]
     row = 3 * HIDDEN
@@ -257,7 +258,7 @@ def block_specs(batch, tokens):
     spec["outputs"] = ["o"]
     steps.append({"spec": spec, "bind": {"q": ["qkv", 0], "k": ["qkv", HIDDEN], "v": ["qkv", 2 * HIDDEN], "o": ["o", 0]}})
     mm("out_proj", "o", HIDDEN, "wo", HIDDEN, "x2", residual="x")
-    ln("ln2", "x2", "ln2_g_f32", "ln2_b_f32", "h2")
+    ln("ln2", "x2", "ln2_g", "ln2_b", "h2")
     mm("mlp_up", "h2", HIDDEN, "w1", MLP, "u", bias="b1", gelu=True)
     mm("mlp_down", "u", MLP, "w2", HIDDEN, "out", residual="x2")
     return bufs, steps

@@ -70,8 +70,9 @@ TEST(Builder, NormsAndSdpaMatchJson) {
     GraphBuilder b;
     b.dynamic("tokens", 8192);
     TensorRef x = b.tensor("x", {"tokens", 1024, 1, 1}, Layout::kNCHW);
-    TensorRef g = b.tensor("gamma", {1, 1024, 1, 1}, Layout::kNCHW, DataType::kFloat32);
-    TensorRef be = b.tensor("beta", {1, 1024, 1, 1}, Layout::kNCHW, DataType::kFloat32);
+    // Parameters in the io dtype, as in the example (fp32 ones get cuDNN's generic engine: kiln/advice.h).
+    TensorRef g = b.tensor("gamma", {1, 1024, 1, 1}, Layout::kNCHW);
+    TensorRef be = b.tensor("beta", {1, 1024, 1, 1}, Layout::kNCHW);
     b.output(b.layer_norm("norm", x, g, be, 1e-5));
     expect_same_signature(b, example("layer_norm"));
   }
@@ -79,7 +80,7 @@ TEST(Builder, NormsAndSdpaMatchJson) {
     GraphBuilder b;
     b.dynamic("tokens", 8192);
     TensorRef x = b.tensor("x", {"tokens", 4096, 1, 1}, Layout::kNCHW);
-    TensorRef g = b.tensor("gamma", {1, 4096, 1, 1}, Layout::kNCHW, DataType::kFloat32);
+    TensorRef g = b.tensor("gamma", {1, 4096, 1, 1}, Layout::kNCHW);
     b.output(b.rms_norm("norm", x, g, 1e-5));
     expect_same_signature(b, example("rms_norm"));
   }

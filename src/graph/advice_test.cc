@@ -1,0 +1,72 @@
+// graph_advice: the norm-parameter rule fires for parameters wider than a 16-bit input, names the node,
+// the tensor and both dtypes, and stays silent for matching or narrower parameters and fp32 graphs.
+#include <gtest/gtest.h>
+
+#include "graph/graph_test_util.h"
+#include "kiln/advice.h"
+
+namespace kiln {
+namespace {
+
+using testing::add_node;
+using testing::add_tensor;
+
+Graph norm_graph(OpKind op, DataType io, std::optional<DataType> params) {
+  Graph g;
+  g.name = "norm";
+  g.io_dtype = io;
+  int x = add_tensor(g, "x", {64, 256, 1, 1}, Layout::kNCHW);
+  int gamma = add_tensor(g, "gamma", {1, 256, 1, 1}, Layout::kNCHW);
+  g.tensors[gamma].dtype = params;
+  std::vector<int> in{x, gamma};
+  if (op == OpKind::kLayerNorm) {
+    int beta = add_tensor(g, "beta", {1, 256, 1, 1}, Layout::kNCHW);
+    g.tensors[beta].dtype = params;
+    in.push_back(beta);
+  }
+  add_node(g, "ln", op, in, "y");
+  g.outputs = {g.find_tensor("y")};
+  return g;
+}
+
+TEST(GraphAdvice, WideNormParametersOnA16BitInputAreNamed) {
+  Graph g = norm_graph(OpKind::kLayerNorm, DataType::kBFloat16, DataType::kFloat32);
+  ASSERT_TRUE(validate_graph(g).is_ok());
+  std::vector<Advice> a = graph_advice(g);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].node, "ln");
+  EXPECT_EQ(a[0].tensor, "gamma");
+  EXPECT_EQ(a[1].tensor, "beta");
+  EXPECT_NE(a[0].message.find("node 'ln' (layer_norm): scale 'gamma' is fp32 while input 'x' is bf16"),
+            std::string::npos)
+      << a[0].message;
+  EXPECT_NE(a[1].message.find("bias 'beta' is fp32"), std::string::npos) << a[1].message;
+  EXPECT_NE(a[0].message.find("give 'gamma' dtype bf16"), std::string::npos) << a[0].message;
+
+  g = norm_graph(OpKind::kRmsNorm, DataType::kFloat16, DataType::kFloat32);
+  ASSERT_TRUE(validate_graph(g).is_ok());
+  a = graph_advice(g);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_NE(a[0].message.find("(rms_norm): scale 'gamma' is fp32 while input 'x' is fp16"), std::string::npos)
+      << a[0].message;
+}
+
+TEST(GraphAdvice, MatchingOrNarrowParametersAndFp32GraphsGetNone) {
+  for (OpKind op : {OpKind::kLayerNorm, OpKind::kRmsNorm}) {
+    Graph g = norm_graph(op, DataType::kBFloat16, std::nullopt);  // inherits the io dtype
+    ASSERT_TRUE(validate_graph(g).is_ok());
+    EXPECT_TRUE(graph_advice(g).empty());
+    g = norm_graph(op, DataType::kFloat16, DataType::kFloat16);
+    ASSERT_TRUE(validate_graph(g).is_ok());
+    EXPECT_TRUE(graph_advice(g).empty());
+    g = norm_graph(op, DataType::kFloat32, DataType::kFloat32);
+    ASSERT_TRUE(validate_graph(g).is_ok());
+    EXPECT_TRUE(graph_advice(g).empty());
+    g = norm_graph(op, DataType::kFloat32, DataType::kBFloat16);  // narrower: not this rule's concern
+    ASSERT_TRUE(validate_graph(g).is_ok());
+    EXPECT_TRUE(graph_advice(g).empty());
+  }
+}
+
+}  // namespace
+}  // namespace kiln
