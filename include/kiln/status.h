@@ -66,6 +66,9 @@ inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::mo
 inline Status newer_version(std::string m) { return {StatusCode::kNewerVersion, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
+// Prints "StatusOr::value() of an error: <status>" to stderr and aborts (StatusOr's misuse).
+[[noreturn]] void status_or_value_of_error(const Status& status);
+
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
@@ -78,15 +81,25 @@ class [[nodiscard]] StatusOr {
                                : std::move(status)) {}
   bool is_ok() const { return status_.is_ok(); }
   const Status& status() const { return status_; }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
+  // Reading the value of an error is a bug in the caller: it fails loudly (the status on stderr, then
+  // abort), never undefined behaviour.
+  T& value() & { return checked(); }
+  const T& value() const& { return checked(); }
+  T&& value() && { return std::move(checked()); }
+  T* operator->() { return &checked(); }
+  const T* operator->() const { return &checked(); }
+  T& operator*() & { return checked(); }
+  const T& operator*() const& { return checked(); }
 
  private:
+  T& checked() {
+    if (!value_) status_or_value_of_error(status_);
+    return *value_;
+  }
+  const T& checked() const {
+    if (!value_) status_or_value_of_error(status_);
+    return *value_;
+  }
   Status status_;
   std::optional<T> value_;
 };

@@ -1,5 +1,7 @@
 #include "kiln/status.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace kiln {
@@ -19,6 +21,12 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kInternal: return "Internal";
   }
   return "Unknown";
+}
+
+void status_or_value_of_error(const Status& status) {
+  std::fprintf(stderr, "kiln: StatusOr::value() of an error: %s\n", status.to_string().c_str());
+  std::fflush(stderr);
+  std::abort();
 }
 
 std::string Status::to_string() const {

@@ -1,42 +1,98 @@
 #include "kiln/advice.h"
 
+#include <cstdio>
+#include <map>
+
 namespace kiln {
 namespace {
 
 bool is_16bit_float(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
 
-// A norm whose scale or bias is stored wider than its 16-bit input. cuDNN 9.19 then offers one generic
-// engine ("eng1"); with the parameters in the input's dtype it offers ~50 configurations of its fast norm
-// engines. Measured on the H200 (bench/probes/norm_phase_probe.cc, bench/results/h200/logs/norm-probe-*):
-// layer norm 16384x8192 bf16 0.618 ms with fp32 parameters against 0.133 ms with bf16 ones (4.6x), RMS norm
-// 0.479 against 0.137 ms, layer norm 65536x1024 0.292 against 0.068 ms. The forward phase and a 3-D layout
-// made no difference.
-void norm_parameter_dtypes(const Graph& g, const GraphRoles& roles, const Node& n, std::vector<Advice>& out) {
-  if (n.inputs.empty()) return;
-  const DataType x = roles.dtype_of(n.inputs[0]);
-  if (!is_16bit_float(x)) return;
-  for (size_t i = 1; i < n.inputs.size(); ++i) {
-    const int t = n.inputs[i];
-    const DataType p = roles.dtype_of(t);
-    if (p == x || dtype_size(p) <= dtype_size(x)) continue;
-    const char* role = i == 1 ? "scale" : "bias";
-    const std::string& tn = g.tensors[t].name;
-    out.push_back({n.name, tn,
-                   "node '" + n.name + "' (" + op_kind_name(n.op) + "): " + role + " '" + tn + "' is " +
-                       dtype_name(p) + " while input '" + g.tensors[n.inputs[0]].name + "' is " + dtype_name(x) +
-                       ": cuDNN offers only its generic norm engine for parameters wider than the input (on the "
-                       "H200 a bf16 layer norm of 16384x8192 took 0.618 ms with fp32 parameters, 0.133 ms with "
-                       "bf16 ones); give '" + tn + "' dtype " + dtype_name(x) + " if its values allow"});
+// A name as it may be printed: control bytes (C0, DEL), C1 controls and the bidirectional overrides are
+// written as escapes, so a spec cannot move the cursor, retitle the terminal, forge a line or cut the text.
+std::string printable(const std::string& s) {
+  std::string out;
+  char buf[16];
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const auto c1 = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    const auto c2 = i + 2 < s.size() ? static_cast<unsigned char>(s[i + 2]) : 0;
+    if (c < 0x20 || c == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else if (c == 0xc2 && c1 >= 0x80 && c1 <= 0x9f) {  // U+0080..U+009F
+      std::snprintf(buf, sizeof buf, "\\u%04x", c1);
+      out += buf;
+      i += 1;
+    } else if (c == 0xe2 && ((c1 == 0x80 && c2 >= 0xaa && c2 <= 0xae) || (c1 == 0x81 && c2 >= 0xa6 && c2 <= 0xa9))) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", 0x2000 | ((c1 & 0x3f) << 6) | (c2 & 0x3f));  // U+202A.., U+2066..
+      out += buf;
+      i += 2;
+    } else {
+      out += static_cast<char>(c);
+    }
   }
+  return out;
 }
+
+// The measurement behind the norm rule, per op (bench/results/h200/logs/norm-probe-dtype-layout-*.txt and
+// the main job's logs, mainjob-2026-12-01.txt against mainjob-2026-12-01-norms.txt).
+const char* norm_evidence(OpKind op) {
+  return op == OpKind::kLayerNorm
+             ? "bf16 layer norm 16384x8192: 0.618 ms with fp32 parameters, 0.133 ms with bf16 ones; fp16 layer norm "
+               "8192x1024: 0.0458 ms against 0.0125 ms"
+             : "bf16 RMS norm 16384x8192: 0.479 ms with an fp32 scale, 0.137 ms with a bf16 one; fp16 RMS norm "
+               "8192x4096: 0.126 ms against 0.0373 ms";
+}
+
+struct WideParameter {
+  const Node* first = nullptr;  // the first norm node reading it as a parameter
+  size_t role = 1;              // its input position there: 1 scale, 2 bias
+  DataType input = DataType::kFloat16;
+  int nodes = 0;                // how many norm nodes read it as a parameter
+};
 
 }  // namespace
 
+// A norm whose scale or bias is stored wider than its 16-bit input. In every such case measured on the
+// H200, cuDNN 9.19 offered only its generic engine ("eng1"); with the parameters in the input's dtype it
+// offered ~50 configurations of its fast norm engines (3.4-4.6x faster). The forward phase and a 3-D
+// layout made no difference (docs/h200-results.md, "Norms"). By-value parameters are left alone: their
+// dtype is not the author's choice. One piece of advice per tensor, however many nodes read it.
 std::vector<Advice> graph_advice(const Graph& g) {
-  std::vector<Advice> out;
   GraphRoles roles(g);
+  std::map<int, WideParameter> wide;  // by tensor index: node order, since the first node sets it
+  std::vector<int> order;
   for (const Node& n : g.nodes) {
-    if (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm) norm_parameter_dtypes(g, roles, n, out);
+    if ((n.op != OpKind::kLayerNorm && n.op != OpKind::kRmsNorm) || n.inputs.empty()) continue;
+    const DataType x = roles.dtype_of(n.inputs[0]);
+    if (!is_16bit_float(x)) continue;
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      const int t = n.inputs[i];
+      if (t < 0 || static_cast<size_t>(t) >= g.tensors.size() || g.tensors[t].by_value) continue;
+      const DataType p = roles.dtype_of(t);
+      if (p == x || dtype_size(p) <= dtype_size(x)) continue;
+      WideParameter& w = wide[t];
+      if (w.nodes++ == 0) {
+        w.first = &n, w.role = i, w.input = x;
+        order.push_back(t);
+      }
+    }
+  }
+  std::vector<Advice> out;
+  for (int t : order) {
+    const WideParameter& w = wide[t];
+    const Node& n = *w.first;
+    const std::string tn = printable(g.tensors[t].name);
+    std::string where = "node '" + printable(n.name) + "' (" + op_kind_name(n.op) + ")";
+    if (w.nodes > 1) where += " and " + std::to_string(w.nodes - 1) + " other norm node(s)";
+    out.push_back({n.name, g.tensors[t].name,
+                   where + ": " + (w.role == 1 ? "scale" : "bias") + " '" + tn + "' is " +
+                       dtype_name(roles.dtype_of(t)) + " while input '" + printable(g.tensors[n.inputs[0]].name) +
+                       "' is " + dtype_name(w.input) +
+                       ": with norm parameters wider than the input, cuDNN 9.19 offered only its generic engine in "
+                       "every case measured on the H200 (" + norm_evidence(n.op) + "); give '" + tn + "' dtype " +
+                       dtype_name(w.input) + " if its values allow"});
   }
   return out;
 }

@@ -49,6 +49,42 @@ TEST(GraphAdvice, WideNormParametersOnA16BitInputAreNamed) {
   ASSERT_EQ(a.size(), 1u);
   EXPECT_NE(a[0].message.find("(rms_norm): scale 'gamma' is fp32 while input 'x' is fp16"), std::string::npos)
       << a[0].message;
+  EXPECT_NE(a[0].message.find("RMS norm"), std::string::npos) << "the RMS norm's own measurement: " << a[0].message;
+}
+
+TEST(GraphAdvice, OneAdvicePerTensorHoweverManyNodesReadIt) {
+  Graph g = norm_graph(OpKind::kLayerNorm, DataType::kBFloat16, DataType::kFloat32);
+  for (int i = 0; i < 3; ++i)  // three more norms of x sharing gamma and beta
+    add_node(g, "ln" + std::to_string(i), OpKind::kLayerNorm, g.nodes[0].inputs, "y" + std::to_string(i));
+  for (int i = 0; i < 3; ++i) g.outputs.push_back(g.find_tensor("y" + std::to_string(i)));
+  ASSERT_TRUE(validate_graph(g).is_ok());
+  std::vector<Advice> a = graph_advice(g);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_NE(a[0].message.find("node 'ln' (layer_norm) and 3 other norm node(s): scale 'gamma'"), std::string::npos)
+      << a[0].message;
+}
+
+TEST(GraphAdvice, NamesArePrintedWithControlCharactersEscaped) {
+  Graph g = norm_graph(OpKind::kRmsNorm, DataType::kBFloat16, DataType::kFloat32);
+  g.nodes[0].name = "n\nFAKE: advice\x1b[2J";
+  g.tensors[1].name = std::string("g\xe2\x80\xae") + std::string(1, '\0') + "z";  // U+202E, then a NUL
+  ASSERT_TRUE(validate_graph(g).is_ok());
+  std::vector<Advice> a = graph_advice(g);
+  ASSERT_EQ(a.size(), 1u);
+  for (char c : a[0].message) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << a[0].message;
+  EXPECT_NE(a[0].message.find("node 'n\\x0aFAKE: advice\\x1b[2J'"), std::string::npos) << a[0].message;
+  EXPECT_NE(a[0].message.find("scale 'g\\u202e\\x00z'"), std::string::npos) << a[0].message;
+  EXPECT_EQ(a[0].node, g.nodes[0].name);  // the fields keep the names as they are
+}
+
+TEST(GraphAdvice, ByValueParametersAreLeftAlone) {
+  Graph g = norm_graph(OpKind::kRmsNorm, DataType::kBFloat16, DataType::kFloat32);
+  g.tensors[1].dims = {Dim{1, ""}, Dim{1, ""}, Dim{1, ""}, Dim{1, ""}};
+  g.tensors[1].by_value = true;
+  g.tensors[1].value = 1.0;
+  g.tensors[0].dims = {Dim{64, ""}, Dim{1, ""}, Dim{1, ""}, Dim{1, ""}};
+  ASSERT_TRUE(validate_graph(g).is_ok());
+  EXPECT_TRUE(graph_advice(g).empty());
 }
 
 TEST(GraphAdvice, MatchingOrNarrowParametersAndFp32GraphsGetNone) {
