@@ -176,18 +176,47 @@ def load_shapes():
 
 
 # ----------------------------------------------------------------------------------------------- merging
+def part_shape_error(d):
+    """What makes a part file unusable (None when it is usable): the keys the merge reads, of the wrong type."""
+    for k in ("meta", "limits", "errors", "cold_start", "dynamic", "capture"):
+        if d.get(k) is not None and not isinstance(d.get(k), dict):
+            return f"'{k}' is a {type(d[k]).__name__}, expected an object"
+    for k in ("cases", "block"):
+        if d.get(k) is not None and not isinstance(d.get(k), list):
+            return f"'{k}' is a {type(d[k]).__name__}, expected a list"
+    for i, c in enumerate(d.get("cases") or []):
+        if not isinstance(c, dict):
+            return f"cases[{i}] is a {type(c).__name__}, expected an object"
+        for k in ("id", "name", "family"):
+            if c.get(k) is not None and not isinstance(c.get(k), str):
+                return f"cases[{i}].{k} is a {type(c[k]).__name__}, expected a string"
+        for k in ("kiln", "torch", "errors", "params"):
+            if c.get(k) is not None and not isinstance(c.get(k), dict):
+                return f"cases[{i}].{k} is a {type(c[k]).__name__}, expected an object"
+    return None
+
+
 def read_parts(paths):
     parts = []
     for p in paths:
         try:
             with open(p, "r", encoding="utf-8") as f:
                 d = json.load(f)
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
             print(f"error: cannot read {p}: {e}", file=sys.stderr)
             sys.exit(2)
         if not isinstance(d, dict):
             print(f"error: cannot read {p}: the top level is not a JSON object", file=sys.stderr)
             sys.exit(2)
+        bad = part_shape_error(d)
+        if bad:
+            print(f"error: cannot use {p}: {bad}", file=sys.stderr)
+            sys.exit(2)
+        ids = [str(c.get("id") or c.get("name")) for c in d.get("cases") or [] if isinstance(c, dict)]
+        dups = sorted({i for i in ids if ids.count(i) > 1}) if len(ids) < 5000 else []
+        if dups:
+            print(f"warning: {p}: case id(s) {', '.join(dups)} appear more than once; the last one counts",
+                  file=sys.stderr)
         parts.append((p, d))
     return parts
 
@@ -413,7 +442,8 @@ def compute_goals(cases, merged, block_shapes):
     # tuning cost: every case's tune wall time under torch.compile's compile time
     got = []
     for c in cases:
-        t, ct = pos(c.kiln.get("tune_wall_s")), pos(c.torch.get("compile_time_s"))
+        ok = c.kiln.get("tune_exit") in (0, None)  # a failed tune's wall time is no tuning cost
+        t, ct = pos(c.kiln.get("tune_wall_s")) if ok else None, pos(c.torch.get("compile_time_s"))
         if t is not None and ct is not None:
             got.append((c, ct / t))
     if got:
@@ -760,7 +790,7 @@ def status_text(g):
 def cell(c, side, key, f=fmt, mark=None):
     """A measured value, or 'not measured' (with a dagger when an error is recorded for it)."""
     d = c.kiln if side == "kiln" else c.torch
-    v = num(d.get(key))
+    v = pos(d.get(key)) if key.endswith(("_ms", "_s")) else num(d.get(key))  # a time of 0 or less: not measured
     if v is not None:
         return f(v)
     err = c.error_for(key, side)
@@ -1002,8 +1032,13 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
     errors = as_dict(merged.get("errors"))
 
     def section_errors(name):
-        es = [(k, v) for k, v in errors.items() if name in k]
-        es += [(k, v) for k, v in normalize_errors(as_dict(merged.get(name)).get("errors"), name).items()]
+        sec = as_dict(merged.get(name))
+
+        def superseded(k):  # an error of a measurement that a later part made: the value shown has none
+            key = str(k).split(".")[-1]
+            return any(num(sec.get(x)) is not None for x in (key, key + "_ms", key + "_s"))
+        es = [(k, v) for k, v in errors.items() if name in k and not superseded(k)]
+        es += [(k, v) for k, v in normalize_errors(sec.get("errors"), name).items() if not superseded(k)]
         return "".join(f"\n- error `{k}`: {md_escape(v)}" for k, v in es)
 
     cs = as_dict(merged.get("cold_start"))
@@ -1018,7 +1053,8 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
             ("first_result_with_store_s", "first result, with a store (s)"),
             ("first_result_without_store_s", "first result, without a store (s)")],
             [("heuristic build / load", div(cs.get("heuristic_build_ms"), cs.get("load_ms"))),
-             ("runtime-compiled build / load", div(cs.get("runtime_compiled_build_ms"), cs.get("load_ms"))),
+             ("runtime-compiled build / load", div(cs.get("runtime_compiled_build_ms"),
+                                                  pos(cs.get("runtime_compiled_load_ms")) or cs.get("load_ms"))),
              ("build 100 / load 100", div(cs.get("build_100_ms"), cs.get("load_100_ms"))),
              ("first result without / with store", div(cs.get("first_result_without_store_s"),
                                                         cs.get("first_result_with_store_s")))]))
@@ -1049,7 +1085,12 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
         L.append(NM + ".")
     L.append(section_errors("capture"))
     L.append("")
-    other = [(k, v) for k, v in errors.items() if not any(s in k for s in ("cold_start", "dynamic", "capture"))]
+    def measured_later(k):  # a top-level error of a measurement a later part made (its value has no error)
+        key = str(k).split(".")[-1]
+        return any(num(as_dict(merged.get(sec)).get(x)) is not None
+                   for sec in ("cold_start", "dynamic", "capture") for x in (key, key + "_ms", key + "_s"))
+    other = [(k, v) for k, v in errors.items()
+             if not any(s in k for s in ("cold_start", "dynamic", "capture")) and not measured_later(k)]
     if other:
         L.append("## Other errors recorded")
         L.append("")
@@ -1092,6 +1133,12 @@ def main(argv=None):
     cases = build_cases(merged, expected)
     goals = compute_goals(cases, merged, block_shapes)
 
+    if os.path.exists(a.out_dir) and not os.path.isdir(a.out_dir):
+        print(f"error: --out-dir {a.out_dir} exists and is not a folder", file=sys.stderr)
+        sys.exit(2)
+    if os.path.isdir(a.markdown):
+        print(f"error: --markdown {a.markdown} is a folder, not a file", file=sys.stderr)
+        sys.exit(2)
     os.makedirs(a.out_dir, exist_ok=True)
     with open(os.path.join(a.out_dir, "suite.json"), "w") as f:
         json.dump(merged, f, indent=1)

@@ -26,16 +26,29 @@
 # python3) has PyTorch; KILN_SUITE_PART_TIMEOUT caps each side of a part in seconds (default 1800; a side stopped at its
 # limit keeps what it wrote); KILN_SUITE_TORCH_BUDGET (seconds, default 0: none) makes the PyTorch side
 # skip, and list as skipped, any measurement that would start after it (cheap ones run first, compiles last).
-# Exit 0 when every side of every part ran to its end (whatever it measured), 1 otherwise, naming each.
+# Exit 0 when every side of every part ran to its end (whatever it measured), 1 otherwise, naming each;
+# 2 for bad arguments (an unknown part is refused before any part runs), 3 when kiln doctor finds no GPU.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${1:?usage: bench/run_suite.sh OUT_DIR [conv|gemm|attention|block|runtime ...]}"; shift
+usage="usage: bench/run_suite.sh OUT_DIR [conv|gemm|attention|block|runtime|cases ...]"
+[ $# -ge 1 ] && [ -n "$1" ] || { echo "$usage" >&2; exit 2; }
+out="$1"; shift
 parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(conv gemm attention block runtime)
+for p in "${parts[@]}"; do  # every part named is checked before any runs
+  case "$p" in conv|gemm|attention|block|runtime|cases) ;;
+    *) echo "run_suite: unknown part '$p' (conv, gemm, attention, block, runtime, cases)" >&2; exit 2;; esac
+done
 build="${KILN_BUILD_DIR:-$root/build}"
 py="${PYTHON:-}"; [ -n "$py" ] || { [ -x /opt/torch/.venv/bin/python ] && py=/opt/torch/.venv/bin/python || py=python3; }
 limit="${KILN_SUITE_PART_TIMEOUT:-1800}"
-mkdir -p "$out"; out="$(cd "$out" && pwd)"
 [ -x "$build/kiln" ] || { echo "run_suite: no $build/kiln (build first, or set KILN_BUILD_DIR)" >&2; exit 2; }
+# The suite measures a GPU: without a usable one nothing it would write means anything.
+if ! doctor="$("$build/kiln" doctor 2>&1)"; then
+  echo "$doctor" | tail -3 >&2
+  echo "run_suite: kiln doctor finds no usable GPU; the suite runs on a GPU machine (nothing was measured)" >&2
+  exit 3
+fi
+mkdir -p "$out"; out="$(cd "$out" && pwd)"
 rev="${KILN_GIT_REVISION:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}"
 export KILN_GIT_REVISION="$rev" PYTHONUNBUFFERED=1
 failed=()

@@ -14,7 +14,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 P="$root/bench/results/h200/parts"
 parts=("$P"/conv-kiln.json "$P"/conv-torch.json "$P"/gemm-kiln.json "$P"/gemm-torch.json "$P"/attention-kiln.json
        "$P"/attention-torch.json "$P"/block-kiln.json "$P"/block-torch.json "$P"/runtime-kiln.json
-       "$P"/coldstart-kiln.json "$P"/cases-kiln.json "$P"/cases-torch.json "$P"/why.json)
+       "$P"/coldstart-kiln.json "$P"/cases-kiln.json "$P"/cases-torch.json "$P"/cases-norms-kiln.json
+       "$P"/cases-norms-torch.json "$P"/why.json)
 python3 "$root/bench/report.py" "${parts[@]}" --out-dir "$tmp/out" --markdown "$tmp/B.md" >"$tmp/report.log" 2>&1 \
   || { cat "$tmp/report.log"; fail "report.py on the committed parts: exit $?"; }
 python3 - "$tmp/out/summary.json" "$tmp/out/suite.json" "$tmp/B.md" <<'PY' || exit 1
@@ -47,6 +48,32 @@ python3 "$root/bench/report.py" "$tmp/partial.json" --out-dir "$tmp/o3" --markdo
 grep -q "not measured" "$tmp/o3.md" && grep -q "kiln tune exit 3: no GPU" "$tmp/o3.md" \
   || fail "a failed measurement must read 'not measured' with its error"
 
+# A failed tune's wall time is no tuning cost; times of 0 or less are not measurements; the cold-start table's
+# runtime-compiled ratio divides by that plan's own load.
+cat >"$tmp/failed.json" <<'J'
+{"meta": {}, "limits": {}, "cases": [{"family": "layer_norm", "name": "16384x8192", "id": "layer_norm_16384x8192",
+  "kiln": {"tune_wall_s": 0.017, "tune_exit": 3}, "torch": {"compile_time_s": 4.0, "eager_ms": -5},
+  "errors": {"kiln_tune": "kiln tune exit 3: no GPU"}}],
+ "cold_start": {"load_ms": 0.5, "runtime_compiled_build_ms": 100.0, "runtime_compiled_load_ms": 5.0}}
+J
+python3 "$root/bench/report.py" "$tmp/failed.json" --out-dir "$tmp/o4" --markdown "$tmp/o4.md" >/dev/null 2>&1 \
+  || fail "a part with a failed tune must still give a report"
+python3 - "$tmp/o4/summary.json" "$tmp/o4.md" <<'PY' || fail "failed tunes, bad times and the cold-start ratio"
+import json, sys
+g = {x["name"]: x for x in json.load(open(sys.argv[1]))["goals"]}
+md = open(sys.argv[2]).read()
+assert g["tuning cost vs torch.compile (every case)"]["ratio"] is None, "a failed tune counted as tuning cost"
+assert "-5.0" not in md and "eager -" not in md, "a negative time was printed as a measurement"
+assert "| 20.0x" in md or "20.0x" in md.split("## Cold start", 1)[1].split("##", 1)[0], "runtime-compiled build/load"
+PY
+echo '{"cases": 5}' >"$tmp/shape.json"
+python3 "$root/bench/report.py" "$tmp/shape.json" --out-dir "$tmp/o5" --markdown "$tmp/o5.md" >"$tmp/shape.log" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "shape.json: 'cases' is a int" "$tmp/shape.log" && [ ! -e "$tmp/o5" ] \
+  || { cat "$tmp/shape.log"; fail "a part of the wrong shape: exit $rc, expected 2 naming the file, nothing written"; }
+mkdir -p "$tmp/mdfolder"
+python3 "$root/bench/report.py" "$tmp/partial.json" --out-dir "$tmp/o6" --markdown "$tmp/mdfolder" >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && [ ! -e "$tmp/o6" ] || fail "--markdown naming a folder: exit $rc, expected 2 before anything is written"
+
 # The main job's report.
 d="$tmp/mj"; mkdir -p "$d"
 echo '[{"summary": {"best_ms": 0.02, "heuristic_ms": 0.03}}]' >"$d/tune-a.json"; echo 0 >"$d/tune-a.rc"
@@ -68,4 +95,12 @@ python3 "$root/bench/suite/kiln_side.py" --kiln /bin/true --out "$tmp/x.json" --
 [ $rc -eq 2 ] || fail "kiln_side.py --families bogus: exit $rc, expected 2"
 KILN_BUILD_DIR="$tmp/nowhere" bash "$root/bench/run_suite.sh" "$tmp/s" conv >"$tmp/rs.log" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "no $tmp/nowhere/kiln" "$tmp/rs.log" || fail "run_suite.sh without a build: exit $rc, expected 2 naming kiln"
+bash "$root/bench/run_suite.sh" "$tmp/s2" conv bogus >"$tmp/rs2.log" 2>&1; rc=$?
+[ $rc -eq 2 ] && [ ! -e "$tmp/s2" ] || fail "run_suite.sh with an unknown part: exit $rc, expected 2 before any part runs"
+bash "$root/bench/run_suite.sh" >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "run_suite.sh without arguments: exit $rc, expected 2"
+mkdir -p "$tmp/nogpu"; printf '#!/bin/sh\necho "no usable CUDA device" >&2; exit 3\n' >"$tmp/nogpu/kiln"; chmod +x "$tmp/nogpu/kiln"
+KILN_BUILD_DIR="$tmp/nogpu" bash "$root/bench/run_suite.sh" "$tmp/s3" conv >"$tmp/rs3.log" 2>&1; rc=$?
+[ $rc -eq 3 ] && grep -q "no usable GPU" "$tmp/rs3.log" && [ ! -e "$tmp/s3" ] \
+  || { cat "$tmp/rs3.log"; fail "run_suite.sh without a GPU: exit $rc, expected 3 saying so, nothing written"; }
 echo "bench scripts: report over the committed run, failure paths and argument errors checked"

@@ -83,7 +83,8 @@ def write_spec(work, spec):
 def tune(kiln, spec_path, store, timeout, extra=()):
     """Runs `kiln tune --json`; returns (figures dict, error string or None)."""
     rc, out, err, wall = run([kiln, "tune", spec_path, "--json", "--store", store, *extra], timeout)
-    fig = {"tune_wall_s": round(wall, 3), "tune_exit": rc}
+    # A failed tune's wall time is no tuning cost: it is kept under another name.
+    fig = {"tune_wall_s" if rc == 0 else "failed_tune_wall_s": round(wall, 3), "tune_exit": rc}
     base = os.path.splitext(spec_path)[0]
     for ext, text in ((".tune.json", out), (".tune.err", err)):  # the raw evidence, beside the spec
         with open(base + ext, "w") as f:
