@@ -21,6 +21,7 @@ A value that is missing, null or not a positive finite number is "not measured";
 Exit status: 0, or 2 when an input cannot be read or parsed (the message names the file).
 """
 import argparse
+import collections
 import json
 import math
 import os
@@ -212,8 +213,8 @@ def read_parts(paths):
         if bad:
             print(f"error: cannot use {p}: {bad}", file=sys.stderr)
             sys.exit(2)
-        ids = [str(c.get("id") or c.get("name")) for c in d.get("cases") or [] if isinstance(c, dict)]
-        dups = sorted({i for i in ids if ids.count(i) > 1}) if len(ids) < 5000 else []
+        ids = collections.Counter(str(c.get("id") or c.get("name")) for c in d.get("cases") or [])
+        dups = sorted(i for i, n in ids.items() if n > 1)
         if dups:
             print(f"warning: {p}: case id(s) {', '.join(dups)} appear more than once; the last one counts",
                   file=sys.stderr)
@@ -1031,14 +1032,14 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
 
     errors = as_dict(merged.get("errors"))
 
-    def section_errors(name):
-        sec = as_dict(merged.get(name))
+    def measured(k, names):  # an error of a measurement that a later part made: the value shown has none
+        key = str(k).split(".")[-1]
+        return any(num(as_dict(merged.get(n)).get(x)) is not None for n in names for x in (key, key + "_ms", key + "_s"))
 
-        def superseded(k):  # an error of a measurement that a later part made: the value shown has none
-            key = str(k).split(".")[-1]
-            return any(num(sec.get(x)) is not None for x in (key, key + "_ms", key + "_s"))
-        es = [(k, v) for k, v in errors.items() if name in k and not superseded(k)]
-        es += [(k, v) for k, v in normalize_errors(sec.get("errors"), name).items() if not superseded(k)]
+    def section_errors(name):
+        es = [(k, v) for k, v in errors.items() if name in k and not measured(k, [name])]
+        es += [(k, v) for k, v in normalize_errors(as_dict(merged.get(name)).get("errors"), name).items()
+               if not measured(k, [name])]
         return "".join(f"\n- error `{k}`: {md_escape(v)}" for k, v in es)
 
     cs = as_dict(merged.get("cold_start"))
@@ -1085,12 +1086,8 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
         L.append(NM + ".")
     L.append(section_errors("capture"))
     L.append("")
-    def measured_later(k):  # a top-level error of a measurement a later part made (its value has no error)
-        key = str(k).split(".")[-1]
-        return any(num(as_dict(merged.get(sec)).get(x)) is not None
-                   for sec in ("cold_start", "dynamic", "capture") for x in (key, key + "_ms", key + "_s"))
-    other = [(k, v) for k, v in errors.items()
-             if not any(s in k for s in ("cold_start", "dynamic", "capture")) and not measured_later(k)]
+    sections = ("cold_start", "dynamic", "capture")
+    other = [(k, v) for k, v in errors.items() if not any(s in k for s in sections) and not measured(k, sections)]
     if other:
         L.append("## Other errors recorded")
         L.append("")

@@ -70,6 +70,10 @@ echo '{"cases": 5}' >"$tmp/shape.json"
 python3 "$root/bench/report.py" "$tmp/shape.json" --out-dir "$tmp/o5" --markdown "$tmp/o5.md" >"$tmp/shape.log" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "shape.json: 'cases' is a int" "$tmp/shape.log" && [ ! -e "$tmp/o5" ] \
   || { cat "$tmp/shape.log"; fail "a part of the wrong shape: exit $rc, expected 2 naming the file, nothing written"; }
+echo '{"cases": [{"id": "a"}, {"id": "a"}, {"id": "b"}]}' >"$tmp/dup.json"
+python3 "$root/bench/report.py" "$tmp/dup.json" --out-dir "$tmp/o7" --markdown "$tmp/o7.md" >"$tmp/dup.log" 2>&1
+grep -q "dup.json: case id(s) a appear more than once; the last one counts" "$tmp/dup.log" \
+  || { cat "$tmp/dup.log"; fail "a duplicate case id in one part must be warned about, naming the file and the id"; }
 mkdir -p "$tmp/mdfolder"
 python3 "$root/bench/report.py" "$tmp/partial.json" --out-dir "$tmp/o6" --markdown "$tmp/mdfolder" >/dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] && [ ! -e "$tmp/o6" ] || fail "--markdown naming a folder: exit $rc, expected 2 before anything is written"
