@@ -70,6 +70,10 @@ echo '{"cases": 5}' >"$tmp/shape.json"
 python3 "$root/bench/report.py" "$tmp/shape.json" --out-dir "$tmp/o5" --markdown "$tmp/o5.md" >"$tmp/shape.log" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "shape.json: 'cases' is a int" "$tmp/shape.log" && [ ! -e "$tmp/o5" ] \
   || { cat "$tmp/shape.log"; fail "a part of the wrong shape: exit $rc, expected 2 naming the file, nothing written"; }
+: >"$tmp/outfile"
+python3 "$root/bench/report.py" "$tmp/partial.json" --out-dir "$tmp/outfile" --markdown "$tmp/o8.md" >"$tmp/of.log" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "out-dir $tmp/outfile exists and is not a folder" "$tmp/of.log" && [ ! -e "$tmp/o8.md" ] \
+  || { cat "$tmp/of.log"; fail "--out-dir naming a file: exit $rc, expected 2 naming it, nothing written"; }
 echo '{"cases": [{"id": "a"}, {"id": "a"}, {"id": "b"}]}' >"$tmp/dup.json"
 python3 "$root/bench/report.py" "$tmp/dup.json" --out-dir "$tmp/o7" --markdown "$tmp/o7.md" >"$tmp/dup.log" 2>&1
 grep -q "dup.json: case id(s) a appear more than once; the last one counts" "$tmp/dup.log" \
