@@ -64,6 +64,22 @@ TEST(Cli, ValidateGoodSpecs) {
   EXPECT_NE(r.out.find("batch=32"), std::string::npos) << r.out;
 }
 
+// Advice follows its spec's OK line, one indented line per tensor; it changes no exit code, and a spec
+// without a slow choice gets none.
+TEST(Cli, ValidatePrintsAdviceUnderItsSpec) {
+  CliRun r = run_kiln("validate " + ex("small/layer_norm.json") + " " + ex("layer_norm.json"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  const size_t first = r.out.find("OK   " + ex("small/layer_norm.json"));
+  const size_t second = r.out.find("OK   " + ex("layer_norm.json"));
+  ASSERT_NE(first, std::string::npos) << r.out;
+  ASSERT_NE(second, std::string::npos) << r.out;
+  const std::string under_first = r.out.substr(first, second - first), under_second = r.out.substr(second);
+  EXPECT_NE(under_first.find("\n     advice: node 'norm' (layer_norm): scale 'gamma' is fp32 while input 'x' is fp16"),
+            std::string::npos) << r.out;
+  EXPECT_NE(under_first.find("bias 'beta' is fp32"), std::string::npos) << r.out;
+  EXPECT_EQ(under_second.find("advice:"), std::string::npos) << "fp16 parameters need no advice: " << r.out;
+}
+
 TEST(Cli, ValidateBadSpecExits2WithNamedError) {
   std::string bad = write_temp("bad_rank.json", R"({"tensors": {"x": {"dims": [2, 8, 9, 9]}, "w": {"dims": [16, 8, 3]}},
     "nodes": [{"name": "conv1", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["y"]}], "outputs": ["y"]})");
