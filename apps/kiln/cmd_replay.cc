@@ -36,7 +36,7 @@ namespace {
 struct ReplayCmdOptions {
   std::string trace, store_path, buckets, record_shapes, new_shapes = "stopgap";
   int threads = 1, handles = 4;
-  bool json = false, force = false, no_promote = false;
+  bool json = false, force = false, no_promote = false, no_padded = false;
 };
 
 struct Request {
@@ -170,6 +170,7 @@ Status run_replay(const ReplayCmdOptions& o) {
   else if (o.new_shapes == "build-now") po.new_shapes = NewShapes::kBuildNow;
   else return invalid_argument("--new-shapes must be 'stopgap' or 'build-now', got '" + o.new_shapes + "'");
   po.promote = !o.no_promote;
+  po.padded = !o.no_padded;
   po.store_path = o.store_path;
   po.handles = o.handles;
   auto b = BucketPolicy::parse(o.buckets);
@@ -185,7 +186,7 @@ Status run_replay(const ReplayCmdOptions& o) {
   }
   struct Sample {
     PlanSource source;
-    PlanSource built_from;  // of the plan executed (a hit on a stopgap: kDynamic)
+    PlanSource built_from;  // of the plan executed (a hit on a stopgap: kDynamic or kPadded)
     size_t request;
     double obtain_ms, exec_ms;
   };
@@ -289,13 +290,14 @@ Status run_replay(const ReplayCmdOptions& o) {
     const Request& q = requests[smp.request];
     ShapeRows& r = by_shape[{q.graph, shape_key_text(q.shape.empty() ? prepared[q.graph].shape : q.shape)}];
     if (!r.first) r.first = &smp;
-    else (smp.built_from == PlanSource::kDynamic ? r.stopgap : r.static_plan).push_back(smp.exec_ms);
+    else (plan_source_is_stopgap(smp.built_from) ? r.stopgap : r.static_plan).push_back(smp.exec_ms);
   }
   nlohmann::ordered_json shapes = nlohmann::ordered_json::array();
   for (const auto& [k, r] : by_shape)
     shapes.push_back({{"graph", tg.graphs[k.first].name},
                       {"shape", k.second},
                       {"first_source", plan_source_name(r.first->source)},
+                      {"first_plan", plan_source_name(r.first->built_from)},
                       {"first_execution_ms", r.first->obtain_ms + r.first->exec_ms},
                       {"stopgap_executions", r.stopgap.size()},
                       {"stopgap_execute_ms_p50", pct(r.stopgap, 0.5)},
@@ -335,11 +337,14 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_option("--threads", o->threads, "Threads sending requests")->capture_default_str();
   sub->add_option("--handles", o->handles, "cuDNN handles in the Planner's pool")->capture_default_str();
   sub->add_option("--new-shapes", o->new_shapes,
-                  "A shape the store lacks: 'stopgap' (a dynamic-shape build now, its static plan in the background) "
+                  "A shape the store lacks: 'stopgap' (a padded or dynamic-shape plan now, its static plan in the "
+                  "background) "
                   "or 'build-now' (the static plan on the calling thread)")
       ->capture_default_str();
   sub->add_option("--record-shapes", o->record_shapes, "Write the shapes served to this file (kiln stats reads it)");
   sub->add_flag("--no-promote", o->no_promote, "Keep stopgaps (no background static builds): to measure them");
+  sub->add_flag("--no-padded", o->no_padded,
+                "No padded stopgaps (a new shape gets a dynamic-shape build instead): to compare them");
   sub->add_flag("--force", o->force, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");
   sub->callback([run, o] { *run = [o] { return run_replay(*o); }; });

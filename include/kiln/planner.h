@@ -4,6 +4,8 @@
 // cheapest source that has one:
 //   memory      a plan this Planner already holds (a lookup, no lock held across a build)
 //   store       the stored plan for exactly this key, when the environment check passes
+//   padded      (a stopgap, NewShapes::kStopgap) the plan of a larger tuned shape in the same bucket, run on
+//               scratch copies where that is exact (kiln/padding.h); dynamic: a dynamic-shape build
 //   bucket      the tuned engine configuration of the nearest tuned shape in the same bucket
 //               (kiln/bucket_policy.h), built directly for this shape: no heuristics, no tuning
 //   heuristics  cuDNN's heuristics
@@ -39,9 +41,14 @@ namespace kiln {
 
 // Where a plan came from. kDynamic: built in cuDNN's dynamic-shape mode with the structure's shared kernel
 // cache (milliseconds once the structure's kernels are compiled; slower kernels: a stopgap, promoted).
-enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics };
-constexpr int kPlanSourceCount = 5;
-const char* plan_source_name(PlanSource s);  // "memory", "store", "dynamic", "bucket", "heuristics"
+// kPadded: the plan tuned for a larger shape of the same bucket, run on scratch copies of the inputs and
+// outputs that carry the dynamic dim (kiln/padding.h; no build at all; a stopgap, promoted).
+enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics, kPadded };
+constexpr int kPlanSourceCount = 6;
+// "memory", "store", "dynamic", "bucket", "heuristics", "padded"
+const char* plan_source_name(PlanSource s);
+// kDynamic and kPadded: served until the Planner's background build replaces them.
+inline bool plan_source_is_stopgap(PlanSource s) { return s == PlanSource::kDynamic || s == PlanSource::kPadded; }
 
 // A device buffer the caller binds to a tensor: its pointer and, when known, its size in bytes (0: the
 // size is not checked).
@@ -72,7 +79,7 @@ class ExecutablePlan {
   const GraphSignature& signature() const { return signature_; }
   const EngineConfig& config() const { return config_; }
   int64_t workspace_bytes() const { return workspace_bytes_; }
-  PlanSource built_from() const { return built_from_; }  // store, bucket or heuristics
+  PlanSource built_from() const { return built_from_; }  // store, bucket, heuristics, dynamic or padded
   // The bytes tensor `name` spans (its strides' footprint), or NotFound.
   StatusOr<size_t> tensor_bytes(const std::string& name) const;
 
@@ -120,15 +127,22 @@ class PlanBackend {
   virtual StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& graph, const GraphSignature& sig,
                                                                 const std::optional<EngineConfig>& config,
                                                                 PlanSource source) = 0;
+  // How a padded plan copies between the caller's buffers and its scratch, in stream order: a plain
+  // function, since plans may outlive their backend. The default is cudaMemcpyAsync, device to device.
+  using DeviceCopy = Status (*)(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+  virtual DeviceCopy device_copy() const;
 };
 
 // What obtain() does for a shape the store does not hold, in a graph with dynamic dims.
 enum class NewShapes {
-  // Serve a dynamic-shape build at once (the structure's kernel cache: milliseconds after the first shape),
-  // and build the static plan (the bucket's tuned configuration, else heuristics) on a background thread;
-  // it replaces the stopgap in the cache when ready (stats: stopgaps, promotions). Where a structure's
-  // static builds have proved cheap (under 5 ms: a precompiled engine), its new shapes are built
-  // statically at once.
+  // Serve a stopgap at once and build the static plan (the bucket's tuned configuration, else heuristics)
+  // on a background thread; it replaces the stopgap in the cache when ready (stats: stopgaps, promotions).
+  // The stopgap is, in this order:
+  //   padded   where the bucket has a tuned shape at least as large and the graph's rows along the dim
+  //            are independent (kiln/padding.h): that shape's plan on scratch copies, no build at all;
+  //   dynamic  a dynamic-shape build with the structure's kernel cache (milliseconds after the first
+  //            shape), except where the structure's static builds have proved cheap (under 5 ms: a
+  //            precompiled engine): its new shapes are then built statically at once.
   kStopgap,
   // Build the static plan on the calling thread (the bucket's tuned configuration, else heuristics).
   kBuildNow,
@@ -142,6 +156,7 @@ struct PlannerOptions {
   int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
   NewShapes new_shapes = NewShapes::kStopgap;
   bool promote = true;  // false: stopgaps are kept (to measure them; stats count them as held)
+  bool padded = true;   // false: no padded stopgaps (a new shape gets a dynamic-shape build instead)
   // Sequences of this Planner's plans (kiln/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
   bool cuda_graphs = true;

@@ -132,9 +132,10 @@ StatusOr<std::unique_ptr<CapturedSequence>> CapturedSequence::create(const Plann
   impl->stats.graphs = impl->graphs;
   impl->totals = planner.graph_counters();
   for (size_t i = 0; i < impl->steps.size(); ++i)
-    if (impl->steps[i].plan->built_from() == PlanSource::kDynamic)
+    if (plan_source_is_stopgap(impl->steps[i].plan->built_from()))
       KILN_LOG(kWarn, step_name(i, impl->steps[i])
-                          << ": a dynamic-shape stopgap; the sequence keeps it after the Planner promotes it "
+                          << ": a " << plan_source_name(impl->steps[i].plan->built_from())
+                          << " stopgap; the sequence keeps it after the Planner promotes it "
                              "(obtain the plan again and make a new sequence then)");
   return std::unique_ptr<CapturedSequence>(new CapturedSequence(std::move(impl)));
 }

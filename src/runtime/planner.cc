@@ -16,6 +16,7 @@
 
 #include "kiln/hash.h"
 #include "kiln/host_tensor.h"
+#include "kiln/padding.h"
 
 namespace kiln {
 
@@ -26,6 +27,7 @@ const char* plan_source_name(PlanSource s) {
     case PlanSource::kDynamic: return "dynamic";
     case PlanSource::kBucket: return "bucket";
     case PlanSource::kHeuristics: return "heuristics";
+    case PlanSource::kPadded: return "padded";
   }
   return "unknown";
 }
@@ -103,6 +105,58 @@ Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensor
   if (!executor_) return failed_precondition("graph '" + graph_.name + "': the plan has no executor");
   return executor_->run(stream, ptrs, workspace);
 }
+
+// ---- Padded plans ---------------------------------------------------------------------------------
+
+PlanBackend::DeviceCopy PlanBackend::device_copy() const {
+  return [](void* dst, const void* src, size_t bytes, cudaStream_t stream) -> Status {
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess)
+      return internal_error(std::string("padded plan: cudaMemcpyAsync of ") + std::to_string(bytes) +
+                            " bytes: " + cudaGetErrorString(e));
+    return Status::ok();
+  };
+}
+
+namespace {
+
+// Runs the plan of a larger shape (kiln/padding.h): the varying inputs copied into scratch at the front
+// of the workspace, the larger plan on that scratch (its own workspace after it), the outputs' first
+// rows copied back. Everything is enqueued on the caller's stream, so it captures into a CUDA graph.
+class PaddedExecutor : public PlanExecutor {
+ public:
+  PaddedExecutor(std::shared_ptr<const ExecutablePlan> larger, PaddingLayout layout,
+                 std::vector<std::pair<std::string, int>> bound, PlanBackend::DeviceCopy copy)
+      : larger_(std::move(larger)), layout_(std::move(layout)), bound_(std::move(bound)), copy_(copy) {}
+
+  Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
+    char* ws = static_cast<char*>(workspace);
+    if (!ws) return internal_error("padded plan: no workspace for its scratch");
+    TensorBindings b;
+    for (const auto& [name, t] : bound_) {
+      auto it = pointers.find(t);
+      if (it == pointers.end()) return internal_error("padded plan: tensor '" + name + "' has no pointer");
+      b[name] = TensorBinding{it->second, 0};
+    }
+    for (const PaddedTensor& p : layout_.tensors) {
+      b[p.name] = TensorBinding{ws + p.scratch_offset, p.padded_bytes};
+      if (!p.output) KILN_RETURN_IF_ERROR(copy_(ws + p.scratch_offset, pointers.at(p.tensor), p.real_bytes, stream));
+    }
+    KILN_RETURN_IF_ERROR(
+        larger_->execute(stream, b, larger_->workspace_bytes() > 0 ? ws + layout_.scratch_bytes : nullptr));
+    for (const PaddedTensor& p : layout_.tensors)
+      if (p.output) KILN_RETURN_IF_ERROR(copy_(pointers.at(p.tensor), ws + p.scratch_offset, p.real_bytes, stream));
+    return Status::ok();
+  }
+
+ private:
+  std::shared_ptr<const ExecutablePlan> larger_;
+  PaddingLayout layout_;
+  std::vector<std::pair<std::string, int>> bound_;  // every input and output: name, tensor index
+  PlanBackend::DeviceCopy copy_;
+};
+
+}  // namespace
 
 // ---- reshape_graph --------------------------------------------------------------------------------
 
@@ -264,11 +318,113 @@ struct Planner::Impl {
 
   Shard& shard_for(const std::string& key) { return shards[std::hash<std::string>{}(key) % kShards]; }
 
+  // The cache key: the prepared structure, its names and the values (sorted by symbol: a std::map).
+  static std::string cache_key(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape) {
+    std::string key = pg.signature.structure;
+    key += '|';
+    key += pg.names_key;
+    key += '|';
+    for (const auto& [sym, v] : shape) {
+      key += sym;
+      key += '=';
+      key += std::to_string(v);
+      key += ',';
+    }
+    return key;
+  }
+  std::shared_ptr<const ExecutablePlan> cached_plan(const std::string& key) {
+    Shard& shard = shard_for(key);
+    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    auto it = shard.plans.find(key);
+    return it == shard.plans.end() ? nullptr : it->second;
+  }
+
+  // A padded stopgap for `g` (kiln/padding.h) from the smallest tuned shape of its bucket that is at least
+  // as large, its plan from memory or the store (kept in memory for the next ones); null with the reason
+  // in `why` when there is none or padding would not be exact.
+  std::shared_ptr<const ExecutablePlan> padded_plan(const PreparedGraph& pg, const Graph& g, const GraphSignature& sig,
+                                                    const std::map<std::string, int64_t>& shape,
+                                                    const std::vector<TunedShape>& tuned, std::string* why);
+
   // allow_stopgap: a dynamic-shape build may serve (NewShapes::kStopgap); false: only static plans.
   StatusOr<Built> build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, bool allow_stopgap);
   void promote(Promotion p);
   void promotion_loop();
 };
+
+std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedGraph& pg, const Graph& g,
+                                                                 const GraphSignature& sig,
+                                                                 const std::map<std::string, int64_t>& shape,
+                                                                 const std::vector<TunedShape>& tuned,
+                                                                 std::string* why) {
+  const TunedShape* best = nullptr;
+  double best_d = 0;
+  for (const TunedShape& t : tuned) {
+    if (t.shape_key == sig.shape_key || t.shape.size() != shape.size() || !options.buckets.same_bucket(t.shape, shape))
+      continue;
+    bool covers = true;
+    for (const auto& [sym, v] : shape) {
+      auto it = t.shape.find(sym);
+      covers = covers && it != t.shape.end() && it->second >= v;
+    }
+    if (!covers) continue;
+    const double d = shape_distance(t.shape, shape);
+    if (!best || d < best_d || (d == best_d && t.shape_key < best->shape_key)) {
+      best = &t;
+      best_d = d;
+    }
+  }
+  if (!best) {
+    *why = "padded: no tuned shape at least as large in bucket " + options.buckets.bucket_key(shape);
+    return nullptr;
+  }
+  auto larger_g = reshape_graph(*pg.graph, best->shape);
+  if (!larger_g.is_ok()) {
+    *why = "padded: " + larger_g.status().message();
+    return nullptr;
+  }
+  auto layout = plan_padding(g, *larger_g);
+  if (!layout.is_ok()) {
+    *why = "padded: " + layout.status().message();
+    return nullptr;
+  }
+  // The larger shape's plan: held already, or loaded from the store and held from now on.
+  const std::string larger_key = cache_key(pg, best->shape);
+  std::shared_ptr<const ExecutablePlan> larger = cached_plan(larger_key);
+  if (!larger) {
+    auto lsig = compute_signature(*larger_g);
+    if (!lsig.is_ok()) {
+      *why = "padded: " + lsig.status().message();
+      return nullptr;
+    }
+    std::string miss;
+    auto stored = backend->from_store(*larger_g, *lsig, &miss);
+    if (!stored.is_ok() || !*stored) {
+      *why = "padded: the plan tuned for " + best->shape_key + " did not load: " +
+             (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message());
+      return nullptr;
+    }
+    larger = std::move(*stored);
+    builds.fetch_add(1, std::memory_order_relaxed);
+    Shard& shard = shard_for(larger_key);
+    std::unique_lock<std::shared_mutex> wl(shard.mu);
+    auto [it, inserted] = shard.plans.emplace(larger_key, larger);
+    if (inserted) cached.fetch_add(1, std::memory_order_relaxed);
+    larger = it->second;  // a concurrent obtain of that shape may have been first
+  }
+  std::vector<std::pair<std::string, int>> bound;
+  const GraphRoles roles(g);
+  for (size_t i = 0; i < g.tensors.size(); ++i)
+    if (!g.tensors[i].by_value && !roles.is_virtual(static_cast<int>(i)))
+      bound.emplace_back(g.tensors[i].name, static_cast<int>(i));
+  const int64_t workspace = static_cast<int64_t>(layout->scratch_bytes) + larger->workspace_bytes();
+  *why = "padded: runs the plan tuned for " + best->shape_key + " on scratch (" + layout->text() +
+         "), its own plan is being built";
+  EngineConfig config = larger->config();
+  return std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kPadded,
+                                          std::make_unique<PaddedExecutor>(larger, std::move(*layout), std::move(bound),
+                                                                           backend->device_copy()));
+}
 
 void Planner::Impl::promote(Promotion p) {
   std::lock_guard<std::mutex> lock(promo_mu);
@@ -341,9 +497,31 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     for (const std::string& w : why) all += (all.empty() ? "" : "; ") + w;
     return all;
   };
-  // 2. A stopgap: a dynamic-shape build that shares the structure's kernel cache; its static plan is
-  //    built in the background (promotion).
-  if (allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty()) {
+  // The tuned shapes of this structure (for the padded stopgap and the bucket), asked once.
+  std::optional<StatusOr<std::vector<TunedShape>>> tuned_once;
+  auto tuned_shapes = [&]() -> const StatusOr<std::vector<TunedShape>>& {
+    if (!tuned_once) tuned_once.emplace(backend->tuned_shapes(sig));
+    return *tuned_once;
+  };
+  const bool stopgap = allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty();
+  // 2. A padded stopgap: the plan of a larger tuned shape of the bucket on scratch copies, no build.
+  if (stopgap && options.padded) {
+    const auto& tuned = tuned_shapes();
+    std::string miss;
+    std::shared_ptr<const ExecutablePlan> padded =
+        tuned.is_ok() ? padded_plan(pg, g, sig, shape, *tuned, &miss) : nullptr;
+    if (padded) {
+      out.plan = std::move(padded);
+      out.source = PlanSource::kPadded;
+      why.push_back(miss);
+      out.why = joined();
+      return out;
+    }
+    why.push_back(tuned.is_ok() ? miss : "padded: " + tuned.status().message());
+  }
+  // 3. A dynamic stopgap: a dynamic-shape build that shares the structure's kernel cache; its static plan
+  //    is built in the background (promotion).
+  if (stopgap) {
     if (static_is_cheap(sig.structure)) {
       why.push_back("dynamic: skipped, static builds of this structure take under 5 ms");
     } else {
@@ -358,10 +536,10 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
       why.push_back("dynamic: " + (dyn.is_ok() ? std::string("no plan") : dyn.status().message()));
     }
   }
-  // 3. The bucket: the nearest tuned shape of this structure in the same bucket, its configuration built
+  // 4. The bucket: the nearest tuned shape of this structure in the same bucket, its configuration built
   //    for this shape directly.
   if (!shape.empty()) {
-    auto tuned = backend->tuned_shapes(sig);
+    const auto& tuned = tuned_shapes();
     if (!tuned.is_ok()) {
       why.push_back("bucket: " + tuned.status().message());
     } else {
@@ -394,7 +572,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
       }
     }
   }
-  // 4. cuDNN's heuristics.
+  // 5. cuDNN's heuristics.
   const auto t0 = Clock::now();
   auto built = backend->build(g, sig, std::nullopt, PlanSource::kHeuristics);
   if (built.is_ok() && *built) note_static_cost(sig.structure, ms_since(t0));
@@ -461,17 +639,7 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
                               " does not name exactly its dynamic dims (" + (known.empty() ? "none" : known) + ")");
     }
   }
-  // The cache key: the prepared structure and the requested values (sorted by symbol: a std::map).
-  std::string key = pg.signature.structure;
-  key += '|';
-  key += pg.names_key;
-  key += '|';
-  for (const auto& [sym, v] : shape) {
-    key += sym;
-    key += '=';
-    key += std::to_string(v);
-    key += ',';
-  }
+  const std::string key = Impl::cache_key(pg, shape);
   auto record = [&](PlanSource src, const ExecutablePlan& p) {
     s.served[static_cast<int>(src)].fetch_add(1, std::memory_order_relaxed);
     if (s.options.record_shapes)
@@ -528,7 +696,7 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
       std::unique_lock<std::shared_mutex> wl(shard.mu);
       if (shard.plans.emplace(key, built->plan).second) s.cached.fetch_add(1, std::memory_order_relaxed);
       wl.unlock();
-      if (built->source == PlanSource::kDynamic) {
+      if (plan_source_is_stopgap(built->source)) {
         s.stopgaps.fetch_add(1, std::memory_order_relaxed);
         if (s.options.promote) s.promote(Promotion{key, pg, shape});
       }

@@ -7,10 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "kiln/planner.h"
 #include "kiln/spec.h"
@@ -46,8 +48,38 @@ class RecordingExecutor : public PlanExecutor {
   std::atomic<int>* runs_;
 };
 
+// Computes the token graph on host memory (the fake's "device"): y[r][j] = x[r][j % 128] + r_rows, with
+// r_rows the token count it was built for, so a test sees which plan ran and that each row came from its
+// own input row. Rows past its shape are never touched.
+class RowExecutor : public PlanExecutor {
+ public:
+  RowExecutor(int64_t rows, int x, int y, std::atomic<int>* runs) : rows_(rows), x_(x), y_(y), runs_(runs) {}
+  Status run(cudaStream_t, const std::map<int, void*>& pointers, void*) const override {
+    ++*runs_;
+    const auto* x = static_cast<const uint16_t*>(pointers.at(x_));
+    auto* y = static_cast<uint16_t*>(pointers.at(y_));
+    for (int64_t r = 0; r < rows_; ++r)
+      for (int64_t j = 0; j < 256; ++j) y[r * 256 + j] = static_cast<uint16_t>(x[r * 128 + j % 128] + rows_);
+    return Status::ok();
+  }
+
+ private:
+  int64_t rows_;
+  int x_, y_;
+  std::atomic<int>* runs_;
+};
+
 class FakeBackend : public PlanBackend {
  public:
+  bool compute_rows = false;  // plans compute the token graph on host memory (RowExecutor)
+  DeviceCopy device_copy() const override {
+    return [](void* dst, const void* src, size_t bytes, cudaStream_t) -> Status {
+      std::memcpy(dst, src, bytes);
+      ++host_copies;
+      return Status::ok();
+    };
+  }
+  static inline std::atomic<int> host_copies{0};
   std::mutex mu;
   std::set<std::string> stored;       // shape keys the "store" has
   std::vector<TunedShape> tuned;      // tuned configurations of the structure
@@ -98,6 +130,10 @@ class FakeBackend : public PlanBackend {
 
  private:
   std::shared_ptr<const ExecutablePlan> make(const Graph& g, const GraphSignature& sig, EngineConfig c, PlanSource s) {
+    if (compute_rows)
+      return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 1024, s,
+                                              std::make_unique<RowExecutor>(g.tensors[static_cast<size_t>(g.find_tensor("x"))].dims[1].value,
+                                                                            g.find_tensor("x"), g.find_tensor("y"), &runs));
     return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 1024, s, std::make_unique<RecordingExecutor>(&runs));
   }
 };
@@ -628,6 +664,169 @@ TEST(PlannerStopgap, PromotionOffKeepsStopgapsAndCountsThem) {
   auto again = planner->obtain(*pg, {{"tokens", 70}});
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ(again->plan->built_from(), PlanSource::kDynamic);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A new shape in a tuned bucket: the representative's stored plan runs it at once on scratch copies
+// (kiln/padding.h), then its own static plan replaces it.
+TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  f.backend->compute_rows = true;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored.insert("tokens=128");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{2, 4}}}});
+  auto a = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->source, PlanSource::kPadded);
+  EXPECT_EQ(a->plan->built_from(), PlanSource::kPadded);
+  EXPECT_EQ(a->plan->config().identity(), "eng7");  // the stored plan's (the fake store builds eng7)
+  EXPECT_NE(a->why.find("padded: runs the plan tuned for tokens=128 on scratch (x 25600 of 32768 bytes, y 51200 of "
+                        "65536 bytes)"),
+            std::string::npos)
+      << a->why;
+  EXPECT_EQ(f.backend->dynamic_builds.load(), 0);
+  // Its workspace: the scratch of x and y, then the larger plan's own 1024 bytes.
+  EXPECT_EQ(a->plan->workspace_bytes(), 32768 + 65536 + 1024);
+
+  // Run it on the caller's buffers of 100 rows, with a canary past y's end.
+  std::vector<uint16_t> x(100 * 128), w(128 * 256), b(256), y(100 * 256 + 64, 0xBEEF);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint16_t>(i % 1000);
+  alignas(256) static char ws[32768 + 65536 + 1024];
+  const int copies0 = FakeBackend::host_copies.load();
+  Status s = a->plan->execute(nullptr, {{"x", {x.data(), x.size() * 2}}, {"w", {w.data()}}, {"b", {b.data()}},
+                                        {"y", {y.data(), 100 * 256 * 2}}},
+                              ws);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(FakeBackend::host_copies.load() - copies0, 2);  // x in, y out
+  for (int64_t r = 0; r < 100; ++r)
+    for (int64_t j = 0; j < 256; j += 37)
+      ASSERT_EQ(y[r * 256 + j], static_cast<uint16_t>(x[r * 128 + j % 128] + 128)) << r << "," << j;
+  for (size_t i = 100 * 256; i < y.size(); ++i) ASSERT_EQ(y[i], 0xBEEF) << "written past the caller's rows at " << i;
+  // Too small a workspace is refused before anything runs.
+  const int runs0 = f.backend->runs.load();
+  EXPECT_FALSE(a->plan->execute(nullptr, {{"x", {x.data()}}, {"w", {w.data()}}, {"b", {b.data()}}, {"y", {y.data()}}},
+                                nullptr)
+                   .is_ok());
+  EXPECT_EQ(f.backend->runs.load(), runs0);
+
+  // The representative's plan is held now: a hit, the same object the padded plan runs.
+  auto rep = f.planner->obtain(*pg, {{"tokens", 128}});
+  ASSERT_TRUE(rep.is_ok());
+  EXPECT_EQ(rep->source, PlanSource::kMemory);
+
+  // Promotion: the bucket's configuration built for 100, which then computes with 100 rows.
+  f.planner->wait_for_promotions();
+  EXPECT_EQ(f.backend->store_calls.load(), 3);  // tokens=100 (a miss), tokens=128 once, the promotion's 100
+  auto p = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->source, PlanSource::kMemory);
+  EXPECT_EQ(p->plan->built_from(), PlanSource::kBucket);
+  ASSERT_TRUE(p->plan->execute(nullptr, {{"x", {x.data()}}, {"w", {w.data()}}, {"b", {b.data()}}, {"y", {y.data()}}}, ws)
+                  .is_ok());
+  EXPECT_EQ(y[5 * 256 + 3], static_cast<uint16_t>(x[5 * 128 + 3] + 100));
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kPadded)], 1);
+  EXPECT_EQ(st.promotions, 1);
+  EXPECT_EQ(st.stopgaps, 0);
+  EXPECT_NE(st.text().find("padded 1"), std::string::npos) << st.text();
+}
+
+TEST(PlannerPadded, TwoNewShapesShareOneLoadOfTheirRepresentative) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored.insert("tokens=128");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  auto a = f.planner->obtain(*pg, {{"tokens", 100}});
+  auto b = f.planner->obtain(*pg, {{"tokens", 90}});
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(a->source, PlanSource::kPadded);
+  EXPECT_EQ(b->source, PlanSource::kPadded);
+  f.planner->wait_for_promotions();
+  EXPECT_EQ(f.backend->store_calls.load(), 5);  // 100 and 90 (misses), 128 once, the two promotions' misses
+}
+
+// Where padding does not apply the stopgap is a dynamic-shape build, and `why` says what padding lacked.
+TEST(PlannerPadded, WithoutALargerTunedShapeOrItsRecordTheStopgapIsDynamic) {
+  {
+    Fixture f("tokens=ranges:65-200", NewShapes::kStopgap);
+    auto pg = f.planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    f.backend->stored.insert("tokens=80");
+    f.backend->tuned.push_back(TunedShape{"tokens=80", {{"tokens", 80}}, EngineConfig{41, {}}});
+    auto a = f.planner->obtain(*pg, {{"tokens", 100}});  // 80 < 100: no plan to pad into
+    ASSERT_TRUE(a.is_ok());
+    EXPECT_EQ(a->source, PlanSource::kDynamic);
+    EXPECT_NE(a->why.find("padded: no tuned shape at least as large in bucket tokens=65-200"), std::string::npos)
+        << a->why;
+    f.planner->wait_for_promotions();
+  }
+  {
+    Fixture f("tokens=pow2", NewShapes::kStopgap);
+    auto pg = f.planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});  // no record
+    auto a = f.planner->obtain(*pg, {{"tokens", 100}});
+    ASSERT_TRUE(a.is_ok());
+    EXPECT_EQ(a->source, PlanSource::kDynamic);
+    EXPECT_NE(a->why.find("padded: the plan tuned for tokens=128 did not load: miss"), std::string::npos) << a->why;
+    f.planner->wait_for_promotions();
+  }
+}
+
+TEST(PlannerPadded, OffByOptionAndNeverWhenBuildingNow) {
+  for (int mode = 0; mode < 2; ++mode) {
+    auto b = std::make_unique<FakeBackend>();
+    FakeBackend* backend = b.get();
+    PlannerOptions o;
+    o.buckets = *BucketPolicy::parse("tokens=pow2");
+    if (mode == 0) o.padded = false;
+    else o.new_shapes = NewShapes::kBuildNow;
+    auto planner = Planner::create_with_backend(std::move(b), o);
+    auto pg = planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    backend->stored.insert("tokens=128");
+    backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+    auto a = planner->obtain(*pg, {{"tokens", 100}});
+    ASSERT_TRUE(a.is_ok());
+    EXPECT_EQ(a->source, mode == 0 ? PlanSource::kDynamic : PlanSource::kBucket) << mode;
+    planner->wait_for_promotions();
+  }
+}
+
+// Many threads asking for new shapes of one bucket at once: each shape one padded plan, the
+// representative loaded at most once per racing thread and held once.
+TEST(PlannerPadded, ManyThreadsOnePaddedPlanPerShape) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  f.backend->build_delay_ms = 5;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored.insert("tokens=128");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  std::atomic<int> errors{0}, padded{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i)
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < 20; ++r) {
+        auto o = f.planner->obtain(*pg, {{"tokens", 100 + (i + r) % 4}});
+        if (!o.is_ok()) ++errors;
+        else if (o->source == PlanSource::kPadded) ++padded;
+      }
+    });
+  for (auto& t : threads) t.join();
+  f.planner->wait_for_promotions();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(padded.load(), 4);
+  EXPECT_EQ(f.backend->dynamic_builds.load(), 0);
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.promotions, 4);
+  EXPECT_EQ(st.cached, 5);  // four shapes and their representative
 }
 
 }  // namespace

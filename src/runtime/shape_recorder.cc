@@ -16,8 +16,8 @@
 namespace kiln {
 
 namespace {
-constexpr const char* kSourceNames[] = {"memory", "store", "dynamic", "bucket", "heuristics"};
-constexpr int kSources = 5;
+constexpr const char* kSourceNames[] = {"memory", "store", "dynamic", "bucket", "heuristics", "padded"};
+constexpr int kSources = 6;  // one name per PlanSource, in its order (kiln/planner.h)
 
 int source_index(const char* s) {
   for (int i = 0; i < kSources; ++i)

@@ -1,0 +1,167 @@
+// plan_padding (kiln/padding.h): whether a graph's rows along its varying dim are independent, op by op,
+// and the scratch of the inputs and outputs that carry it.
+#include "kiln/padding.h"
+
+#include <algorithm>
+
+#include "kiln/host_tensor.h"
+
+namespace kiln {
+
+std::string PaddingLayout::text() const {
+  std::string s;
+  for (const PaddedTensor& t : tensors)
+    s += (s.empty() ? "" : ", ") + t.name + " " + std::to_string(t.real_bytes) + " of " +
+         std::to_string(t.padded_bytes) + " bytes";
+  return s.empty() ? "nothing padded" : s;
+}
+
+namespace {
+
+Status refuse(const std::string& why) { return not_supported("no padded plan: " + why); }
+
+std::string dim_text(int d) { return "dim " + std::to_string(d); }
+
+// The rule of one node: each operand's varying dim (-1: none) must be where the op keeps rows independent.
+Status check_node(const Graph& g, const Node& n, const std::vector<int>& vary) {
+  const std::string where = "node '" + n.name + "' (" + op_kind_name(n.op) + ")";
+  auto v = [&](int t) { return vary[static_cast<size_t>(t)]; };
+  auto rank = [&](int t) { return static_cast<int>(g.tensors[static_cast<size_t>(t)].dims.size()); };
+  auto name = [&](int t) { return "'" + g.tensors[static_cast<size_t>(t)].name + "'"; };
+  // Right-aligned (broadcast) consistency of inputs with the output: an input's varying dim must be the
+  // output's, and a varying output needs a varying input (else something else made it differ).
+  auto aligned = [&](const std::vector<int>& ins, int out) -> Status {
+    bool any = false;
+    for (int in : ins) {
+      if (v(in) < 0) continue;
+      any = true;
+      const int at = v(in) + (rank(out) - rank(in));
+      if (at != v(out))
+        return refuse(where + ": input " + name(in) + " varies in " + dim_text(v(in)) + " but output " + name(out) +
+                      (v(out) < 0 ? std::string(" does not") : " in " + dim_text(v(out))));
+    }
+    if (v(out) >= 0 && !any) return refuse(where + ": output " + name(out) + " varies but none of its inputs does");
+    return Status::ok();
+  };
+  switch (n.op) {
+    case OpKind::kPointwise:
+      return aligned(n.inputs, n.outputs[0]);
+    case OpKind::kMatmul: {
+      const int a = n.inputs[0], b = n.inputs[1], c = n.outputs[0];
+      if (v(a) == rank(a) - 1) return refuse(where + ": the contracted dim K of " + name(a) + " varies");
+      if (v(b) >= rank(b) - 2)
+        return refuse(where + ": " + name(b) + " varies in " + (v(b) == rank(b) - 2 ? "K" : "N") +
+                      " (only M and batch dims keep rows independent)");
+      return aligned({a, b}, c);
+    }
+    case OpKind::kConvFprop:
+    case OpKind::kConvDgrad: {
+      const int x = n.inputs[0], w = n.inputs[1], y = n.outputs[0];
+      if (v(w) >= 0) return refuse(where + ": the filter " + name(w) + " varies");
+      if (v(x) > 0)
+        return refuse(where + ": " + name(x) + " varies in " + dim_text(v(x)) +
+                      " (only the batch dim 0 keeps images independent; padding rows would enter the border windows)");
+      if (v(x) != v(y)) return refuse(where + ": " + name(x) + " and " + name(y) + " do not vary alike");
+      return Status::ok();
+    }
+    case OpKind::kConvWgrad:
+      for (int t : n.inputs)
+        if (v(t) >= 0) return refuse(where + ": the weight gradient sums over " + name(t) + "'s varying dim");
+      return Status::ok();
+    case OpKind::kReduction: {
+      const int x = n.inputs[0], y = n.outputs[0];
+      if (v(x) >= 0 && std::find(n.reduction.axes.begin(), n.reduction.axes.end(), v(x)) != n.reduction.axes.end())
+        return refuse(where + ": it reduces over " + name(x) + "'s varying " + dim_text(v(x)));
+      if (v(x) != v(y)) return refuse(where + ": " + name(x) + " and " + name(y) + " do not vary alike");
+      return Status::ok();
+    }
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: {
+      const int x = n.inputs[0];
+      if (v(x) > 0) return refuse(where + ": " + name(x) + " varies in " + dim_text(v(x)) + ", a normalized axis");
+      for (size_t i = 1; i < n.inputs.size(); ++i)
+        if (v(n.inputs[i]) >= 0) return refuse(where + ": the parameter " + name(n.inputs[i]) + " varies");
+      for (int y : n.outputs)
+        if (v(y) != v(x)) return refuse(where + ": " + name(x) + " and " + name(y) + " do not vary alike");
+      return Status::ok();
+    }
+    case OpKind::kSdpa: {
+      const int q = n.inputs[0];
+      for (int t : n.inputs)
+        if (v(t) > 0) return refuse(where + ": " + name(t) + " varies in " + dim_text(v(t)) + " (only the batch dim 0)");
+      for (int t : n.inputs)
+        if (v(t) != v(q)) return refuse(where + ": q, k and v do not vary alike");
+      for (int o : n.outputs)
+        if (v(o) != v(q)) return refuse(where + ": " + name(q) + " and " + name(o) + " do not vary alike");
+      return Status::ok();
+    }
+  }
+  return refuse(where + ": no rule for this op");
+}
+
+}  // namespace
+
+StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger) {
+  if (real.tensors.size() != larger.tensors.size() || real.nodes.size() != larger.nodes.size())
+    return invalid_argument("plan_padding: graphs '" + real.name + "' and '" + larger.name +
+                            "' are not one graph at two shapes");
+  std::vector<int> vary(real.tensors.size(), -1);
+  for (size_t i = 0; i < real.tensors.size(); ++i) {
+    const TensorDesc& a = real.tensors[i];
+    const TensorDesc& b = larger.tensors[i];
+    if (a.name != b.name || a.dims.size() != b.dims.size())
+      return invalid_argument("plan_padding: tensor '" + a.name + "' differs in name or rank between the shapes");
+    for (size_t k = 0; k < a.dims.size(); ++k) {
+      if (a.dims[k].value == b.dims[k].value) continue;
+      if (a.dims[k].value > b.dims[k].value)
+        return refuse("tensor '" + a.name + "' " + dim_text(static_cast<int>(k)) + " is " +
+                      std::to_string(a.dims[k].value) + ", larger than the plan's " + std::to_string(b.dims[k].value));
+      if (vary[i] >= 0) return refuse("tensor '" + a.name + "' varies in two dims");
+      vary[i] = static_cast<int>(k);
+    }
+  }
+  for (const Node& n : real.nodes) KILN_RETURN_IF_ERROR(check_node(real, n, vary));
+
+  PaddingLayout layout;
+  const GraphRoles roles(real);
+  std::vector<PaddedTensor> ins, outs;
+  for (size_t i = 0; i < real.tensors.size(); ++i) {
+    const int t = static_cast<int>(i);
+    const int d = vary[i];
+    if (d < 0 || real.tensors[i].by_value || roles.is_virtual(t)) continue;
+    const TensorDesc& a = real.tensors[i];
+    const TensorDesc& b = larger.tensors[i];
+    // The varying dim outermost: the same strides elsewhere, and its stride past the other dims' span.
+    int64_t inner_span = 1;
+    for (size_t k = 0; k < a.dims.size(); ++k) {
+      if (static_cast<int>(k) == d || b.dims[k].value == 1) continue;
+      if (a.strides[k] != b.strides[k])
+        return refuse("tensor '" + a.name + "': the stride of " + dim_text(static_cast<int>(k)) +
+                      " changes with the shape (its varying dim is not outermost)");
+      inner_span = std::max(inner_span, (b.dims[k].value - 1) * b.strides[k] + 1);
+    }
+    if (a.strides[static_cast<size_t>(d)] != b.strides[static_cast<size_t>(d)] ||
+        a.strides[static_cast<size_t>(d)] < inner_span)
+      return refuse("tensor '" + a.name + "': its varying " + dim_text(d) +
+                    " is not its outermost dim, so its rows are not a prefix of the larger tensor's bytes");
+    PaddedTensor p;
+    p.tensor = t;
+    p.name = a.name;
+    p.output = roles.is_graph_output(t);
+    KILN_ASSIGN_OR_RETURN(int64_t rb, HostTensor::checked_byte_size(roles.dtype_of(t), a.shape(), a.strides));
+    KILN_ASSIGN_OR_RETURN(int64_t pb, HostTensor::checked_byte_size(roles.dtype_of(t), b.shape(), b.strides));
+    p.real_bytes = static_cast<size_t>(rb);
+    p.padded_bytes = static_cast<size_t>(pb);
+    (p.output ? outs : ins).push_back(std::move(p));
+  }
+  if (ins.empty() && outs.empty()) return refuse("no input or output varies");
+  for (auto* list : {&ins, &outs})
+    for (PaddedTensor& p : *list) {
+      p.scratch_offset = layout.scratch_bytes;
+      layout.scratch_bytes += (p.padded_bytes + kPaddingAlignment - 1) / kPaddingAlignment * kPaddingAlignment;
+      layout.tensors.push_back(std::move(p));
+    }
+  return layout;
+}
+
+}  // namespace kiln

@@ -1,0 +1,176 @@
+// plan_padding (kiln/padding.h): which graphs may run a new shape on a larger shape's plan, op by op, and
+// the scratch it lays out.
+#include <gtest/gtest.h>
+
+#include "kiln/padding.h"
+#include "kiln/planner.h"
+#include "kiln/spec.h"
+
+namespace kiln {
+namespace {
+
+StatusOr<PaddingLayout> pad(const std::string& spec, const std::map<std::string, int64_t>& real,
+                            const std::map<std::string, int64_t>& larger) {
+  auto g = parse_spec_string(spec, "pad.json");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  if (!g.is_ok()) return g.status();
+  KILN_RETURN_IF_ERROR(validate_graph(*g));
+  auto a = reshape_graph(*g, real);
+  auto b = reshape_graph(*g, larger);
+  EXPECT_TRUE(a.is_ok() && b.is_ok());
+  if (!a.is_ok()) return a.status();
+  if (!b.is_ok()) return b.status();
+  return plan_padding(*a, *b);
+}
+
+void expect_refused(const StatusOr<PaddingLayout>& r, const std::string& what) {
+  ASSERT_FALSE(r.is_ok()) << "padded although " << what;
+  EXPECT_EQ(r.status().code(), StatusCode::kNotSupported) << r.status().to_string();
+  EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().to_string();
+}
+
+const char* kMlp = R"({"name": "mlp", "io_dtype": "bf16", "dynamic": {"tokens": 64},
+  "tensors": {"x": {"dims": [1, "tokens", 128]}, "w": {"dims": [1, 128, 256]}, "b": {"dims": [1, 1, 256]}},
+  "nodes": [{"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["h"]},
+            {"name": "bias", "op": "bias_add", "inputs": ["h", "b"], "outputs": ["hb"]},
+            {"name": "gelu", "op": "gelu_tanh", "inputs": ["hb"], "outputs": ["y"]}],
+  "outputs": ["y"]})";
+
+TEST(Padding, MatmulBiasGeluTokensCopyXInAndYOut) {
+  auto r = pad(kMlp, {{"tokens", 100}}, {{"tokens", 128}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->tensors.size(), 2u);
+  const PaddedTensor& x = r->tensors[0];
+  const PaddedTensor& y = r->tensors[1];
+  EXPECT_EQ(x.name, "x");
+  EXPECT_FALSE(x.output);
+  EXPECT_EQ(x.real_bytes, size_t{100} * 128 * 2);
+  EXPECT_EQ(x.padded_bytes, size_t{128} * 128 * 2);
+  EXPECT_EQ(x.scratch_offset, 0u);
+  EXPECT_EQ(y.name, "y");
+  EXPECT_TRUE(y.output);
+  EXPECT_EQ(y.real_bytes, size_t{100} * 256 * 2);
+  EXPECT_EQ(y.padded_bytes, size_t{128} * 256 * 2);
+  EXPECT_EQ(y.scratch_offset, x.padded_bytes);  // 32768: already 256-aligned
+  EXPECT_EQ(r->scratch_bytes, x.padded_bytes + y.padded_bytes);
+  EXPECT_EQ(r->text(), "x 25600 of 32768 bytes, y 51200 of 65536 bytes");
+}
+
+TEST(Padding, ScratchOffsetsAreAligned) {
+  auto r = pad(kMlp, {{"tokens", 3}}, {{"tokens", 5}});  // x: 5 * 128 * 2 = 1280 bytes, a multiple of 256
+  ASSERT_TRUE(r.is_ok());
+  for (const PaddedTensor& t : r->tensors) EXPECT_EQ(t.scratch_offset % kPaddingAlignment, 0u) << t.name;
+  const char* odd = R"({"name": "odd", "io_dtype": "fp16", "dynamic": {"n": 4},
+    "tensors": {"a": {"dims": ["n", 3]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["a"], "outputs": ["y"]}], "outputs": ["y"]})";
+  auto o = pad(odd, {{"n", 2}}, {{"n", 5}});  // a: 30 bytes of scratch, then y at 256
+  ASSERT_TRUE(o.is_ok()) << o.status().to_string();
+  ASSERT_EQ(o->tensors.size(), 2u);
+  EXPECT_EQ(o->tensors[1].scratch_offset, 256u);
+  EXPECT_EQ(o->scratch_bytes, 512u);
+}
+
+TEST(Padding, AConvolutionsBatchPadsItsSpatialDimsDoNot) {
+  const std::string conv = R"({"name": "cbr", "io_dtype": "fp16", "dynamic": {"batch": 8, "h": 16},
+    "tensors": {"x": {"dims": ["batch", 8, "h", 16], "layout": "NHWC"}, "w": {"dims": [16, 8, 3, 3], "layout": "NHWC"},
+                "bias": {"dims": [1, 16, 1, 1], "layout": "NHWC"}, "y": {"layout": "NHWC"}},
+    "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"], "padding": [1, 1]},
+              {"name": "add_bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["cb"]},
+              {"name": "relu", "op": "relu", "inputs": ["cb"], "outputs": ["y"]}],
+    "outputs": ["y"]})";
+  auto ok = pad(conv, {{"batch", 3}, {"h", 16}}, {{"batch", 4}, {"h", 16}});
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->tensors.size(), 2u);
+  EXPECT_EQ(ok->tensors[0].real_bytes, size_t{3} * 8 * 16 * 16 * 2);
+  // H: the padded rows would enter the windows of the last real rows.
+  expect_refused(pad(conv, {{"batch", 4}, {"h", 12}}, {{"batch", 4}, {"h", 16}}), "only the batch dim 0");
+  // Both at once: a tensor varying in two dims is no prefix.
+  expect_refused(pad(conv, {{"batch", 3}, {"h", 12}}, {{"batch", 4}, {"h", 16}}), "varies in two dims");
+  // The request larger than the plan's shape.
+  expect_refused(pad(conv, {{"batch", 5}, {"h", 16}}, {{"batch", 4}, {"h", 16}}), "larger than the plan's 4");
+}
+
+TEST(Padding, AWeightGradientSumsOverTheBatch) {
+  const char* wgrad = R"({"name": "wg", "io_dtype": "fp16", "dynamic": {"batch": 2},
+    "tensors": {"x": {"dims": ["batch", 8, 8, 8], "layout": "NHWC"}, "dy": {"dims": ["batch", 16, 8, 8], "layout": "NHWC"},
+                "dw": {"dims": [16, 8, 3, 3], "layout": "NHWC", "dtype": "fp32"}},
+    "nodes": [{"name": "wgrad", "op": "conv_wgrad", "inputs": ["x", "dy"], "outputs": ["dw"], "padding": [1, 1]}],
+    "outputs": ["dw"]})";
+  expect_refused(pad(wgrad, {{"batch", 3}}, {{"batch", 4}}), "node 'wgrad' (conv_wgrad): the weight gradient sums");
+}
+
+TEST(Padding, AMatmulsContractedDimDoesNotPad) {
+  const char* k = R"({"name": "mmk", "io_dtype": "fp16", "dynamic": {"k": 64},
+    "tensors": {"a": {"dims": [1, 32, "k"]}, "b": {"dims": [1, "k", 16]}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["c"]}], "outputs": ["c"]})";
+  expect_refused(pad(k, {{"k", 48}}, {{"k", 64}}), "node 'mm' (matmul): the contracted dim K of 'a' varies");
+  const char* n = R"({"name": "mmn", "io_dtype": "fp16", "dynamic": {"n": 64},
+    "tensors": {"a": {"dims": [1, 32, 16]}, "b": {"dims": [1, 16, "n"]}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["c"]}], "outputs": ["c"]})";
+  expect_refused(pad(n, {{"n", 48}}, {{"n", 64}}), "'b' varies in N");
+}
+
+TEST(Padding, AnAmaxOverTheRowsDoesNotPad) {
+  const char* amax = R"({"name": "mma", "io_dtype": "fp16", "dynamic": {"m": 16},
+    "tensors": {"a": {"dims": [1, "m", 32]}, "b": {"dims": [1, 32, 16]}, "amax": {"dims": [1, 1, 1], "dtype": "fp32"}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["y"]},
+              {"name": "amax", "op": "reduce_amax", "inputs": ["y"], "outputs": ["amax"], "axes": [0, 1, 2]}],
+    "outputs": ["y", "amax"]})";
+  expect_refused(pad(amax, {{"m", 12}}, {{"m", 16}}), "node 'amax' (reduction): it reduces over 'y'");
+  // A reduction over the other axes keeps the rows.
+  const char* rows = R"({"name": "rsum", "io_dtype": "fp16", "dynamic": {"m": 16},
+    "tensors": {"x": {"dims": [1, "m", 32]}, "s": {"dims": [1, "m", 1], "dtype": "fp32"}},
+    "nodes": [{"name": "sum", "op": "reduce_sum", "inputs": ["x"], "outputs": ["s"], "axes": [2]}],
+    "outputs": ["s"]})";
+  auto r = pad(rows, {{"m", 12}}, {{"m", 16}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->tensors.size(), 2u);
+}
+
+TEST(Padding, ANormPadsItsRowsNotItsNormalizedAxis) {
+  const char* ln = R"({"name": "ln", "io_dtype": "bf16", "dynamic": {"tokens": 64},
+    "tensors": {"x": {"dims": ["tokens", 1024, 1, 1], "layout": "NCHW"}, "gamma": {"dims": [1, 1024, 1, 1], "layout": "NCHW"},
+                "beta": {"dims": [1, 1024, 1, 1], "layout": "NCHW"}},
+    "nodes": [{"name": "norm", "op": "layer_norm", "inputs": ["x", "gamma", "beta"], "outputs": ["y"], "epsilon": 1e-5}],
+    "outputs": ["y"]})";
+  auto r = pad(ln, {{"tokens", 40}}, {{"tokens", 64}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const char* hidden = R"({"name": "lnh", "io_dtype": "bf16", "dynamic": {"hidden": 1024},
+    "tensors": {"x": {"dims": [64, "hidden", 1, 1], "layout": "NCHW"}, "gamma": {"dims": [1, "hidden", 1, 1], "layout": "NCHW"}},
+    "nodes": [{"name": "norm", "op": "rms_norm", "inputs": ["x", "gamma"], "outputs": ["y"], "epsilon": 1e-5}],
+    "outputs": ["y"]})";
+  expect_refused(pad(hidden, {{"hidden", 512}}, {{"hidden", 1024}}), "a normalized axis");
+}
+
+TEST(Padding, AttentionPadsItsBatchNotItsSequence) {
+  const char* sdpa = R"({"name": "attn", "io_dtype": "bf16", "dynamic": {"batch": 2, "s": 32},
+    "tensors": {"q": {"dims": ["batch", 2, "s", 16]}, "k": {"dims": ["batch", 2, "s", 16]}, "v": {"dims": ["batch", 2, "s", 16]}},
+    "nodes": [{"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v"], "outputs": ["o"], "causal": true}],
+    "outputs": ["o"]})";
+  auto r = pad(sdpa, {{"batch", 3}, {"s", 32}}, {{"batch", 4}, {"s", 32}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->tensors.size(), 4u);  // q, k, v in; o out
+  expect_refused(pad(sdpa, {{"batch", 4}, {"s", 24}}, {{"batch", 4}, {"s", 32}}), "only the batch dim 0");
+}
+
+TEST(Padding, AVaryingDimThatIsNotOutermostIsNoPrefix) {
+  // Row-major [4, n]: n is the inner dim, so n=3 rows of 4 are not the first bytes of n=5's.
+  const char* inner = R"({"name": "inner", "io_dtype": "fp16", "dynamic": {"n": 8},
+    "tensors": {"a": {"dims": [4, "n"]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["a"], "outputs": ["y"]}], "outputs": ["y"]})";
+  expect_refused(pad(inner, {{"n", 3}}, {{"n", 5}}), "changes with the shape (its varying dim is not outermost)");
+}
+
+TEST(Padding, TwoShapesOfDifferentGraphsAreRefused) {
+  auto a = parse_spec_string(kMlp, "a.json");
+  ASSERT_TRUE(a.is_ok());
+  ASSERT_TRUE(validate_graph(*a).is_ok());
+  Graph b = *a;
+  b.tensors.pop_back();
+  auto r = plan_padding(*a, b);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln
