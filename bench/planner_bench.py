@@ -7,18 +7,22 @@ For each graph (conv+bias+ReLU over 8 batch sizes, matmul+bias+GELU over 8 token
   3. replay, in ONE process per run (a service that is up), a trace that first warms the process with one
      size outside the list, then asks for every size once, waits for the Planner's background promotions,
      then asks for every size 50 more times:
-       stopgap    store of step 1, --new-shapes stopgap: a new size is served by a dynamic-shape build that
-                  shares the structure's kernel cache, then promoted to its bucket's tuned configuration
+       padded     store of step 1, --new-shapes stopgap --preload (the service loads its store at start,
+                  timed apart): a new size runs at once on its bucket representative's tuned plan, padded
+                  (kiln/padding.h), then is promoted to its bucket's tuned configuration built for it
+       dynamic    the same with --no-padded: a new size is served by a dynamic-shape build that shares the
+                  structure's kernel cache, then promoted the same way
        build-now  store of step 1, --new-shapes build-now: a new size waits for its bucket's configuration
        cold       no store, --new-shapes build-now: every size a static build from cuDNN's heuristics
        tuned      store of step 2: every size from the store
-       stopgap-held  as stopgap, with --no-promote: the stopgaps' own execution times
+       padded-held, dynamic-held   as padded and dynamic, with --no-promote: the stopgaps' own execution
 and writes one JSON object (bench/results/h200/runtime.json by default): per graph and size, the source of
 its first request, its time to first execution (obtain + execute + stream sync), and the execution time
 (median over its later requests, host-timed execute + sync) of the stopgap and of the static plan, with
-  cold_build_over_stopgap   cold first-execution / stopgap first-execution   (goal >= 50)
+  cold_build_over_padded    cold first-execution / padded first-execution    (goal >= 50)
+  cold_build_over_dynamic   cold first-execution / dynamic first-execution
   promoted_over_tuned       promoted plan's execute / fully tuned execute     (goal <= 1.03)
-  stopgap_over_tuned        the stopgap kernel's execute / fully tuned execute (what promotion buys)
+  padded_over_tuned, dynamic_over_tuned   the stopgap's execute / fully tuned execute (what promotion buys)
 
   python3 bench/planner_bench.py --kiln build/kiln [--out FILE] [--work DIR]
 
@@ -118,27 +122,32 @@ def main():
         tp = os.path.join(work, f"{name}.trace.json")
         with open(tp, "w") as f:
             json.dump({"format": "kiln-trace", "version": 1, "requests": reqs}, f)
-        for tag, st, mode, extra in (("stopgap", store, "stopgap", ()), ("build-now", store, "build-now", ()),
-                                     ("cold", None, "build-now", ()), ("tuned", exact, "build-now", ()),
-                                     ("stopgap-held", store, "stopgap", ("--no-promote",))):
+        runs = (("padded", store, "stopgap", ("--preload",)), ("dynamic", store, "stopgap", ("--no-padded",)),
+                ("build-now", store, "build-now", ()), ("cold", None, "build-now", ()),
+                ("tuned", exact, "build-now", ()), ("padded-held", store, "stopgap", ("--preload", "--no-promote")),
+                ("dynamic-held", store, "stopgap", ("--no-padded", "--no-promote")))
+        for tag, st, mode, extra in runs:
             r = replay(a.kiln, tp, st, policy, mode, work, f"{name}-{tag}", extra)
             rows = {}
             for row in (r or {}).get("by_shape", []):
                 rows[row["shape"]] = row
             entry["runs"][tag] = {"promotions": (r or {}).get("promotions"), "stats": (r or {}).get("stats"),
+                                  "preload": (r or {}).get("preload"), "failed": r is None,
                                   "sizes": [rows.get(f"{sym}={s}", {"shape": f"{sym}={s}", "error": True}) for s in sizes]}
         per_size = {}
         for i, s in enumerate(sizes):
-            sg, bn, cold, tuned, held = (entry["runs"][k]["sizes"][i]
-                                         for k in ("stopgap", "build-now", "cold", "tuned", "stopgap-held"))
+            pd, dy, bn, cold, tuned, pheld, dheld = (entry["runs"][k]["sizes"][i] for k, *_ in runs)
             def ratio(a_, b_):
                 return a_ / b_ if a_ and b_ else None
             per_size[s] = {
-                "first_source": sg.get("first_source"),
-                "cold_build_over_stopgap": ratio(cold.get("first_execution_ms"), sg.get("first_execution_ms")),
+                "first_source": pd.get("first_source"),
+                "first_plan": pd.get("first_plan"),
+                "cold_build_over_padded": ratio(cold.get("first_execution_ms"), pd.get("first_execution_ms")),
+                "cold_build_over_dynamic": ratio(cold.get("first_execution_ms"), dy.get("first_execution_ms")),
                 "cold_build_over_build_now": ratio(cold.get("first_execution_ms"), bn.get("first_execution_ms")),
-                "promoted_over_tuned": ratio(sg.get("execute_ms_p50"), tuned.get("execute_ms_p50")),
-                "stopgap_over_tuned": ratio(held.get("stopgap_execute_ms_p50"), tuned.get("execute_ms_p50")),
+                "promoted_over_tuned": ratio(pd.get("execute_ms_p50"), tuned.get("execute_ms_p50")),
+                "padded_over_tuned": ratio(pheld.get("stopgap_execute_ms_p50"), tuned.get("execute_ms_p50")),
+                "dynamic_over_tuned": ratio(dheld.get("stopgap_execute_ms_p50"), tuned.get("execute_ms_p50")),
             }
         entry["ratios"] = per_size
         results["graphs"].append(entry)

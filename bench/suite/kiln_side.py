@@ -289,13 +289,16 @@ def part_coldstart(a, res, store, work):
 
 def summarize_dynamic(pb):
     """The dynamic-shape figures the report reads, from bench/planner_bench.py's JSON: medians over every
-    size of every graph of the first execution served by a stopgap (the `stopgap` run: a new size in a
-    tuned bucket) and by a cold static heuristics build (the `cold` run), and per size the promoted plan's
+    size of every graph of the first execution served by a stopgap (the `padded` run, or `stopgap` in older
+    files: a new size in a tuned bucket) and by a cold static heuristics build (the `cold` run), and per size the promoted plan's
     execution time over the fully tuned plan's."""
     first, cold, promoted, per_graph = [], [], [], {}
     for g in pb.get("graphs", []):
         runs = g.get("runs", {})
-        sg = {r["shape"]: r for r in runs.get("stopgap", {}).get("sizes", [])}
+        # The stopgap a new size gets first: padded where planner_bench measured it (a file from before
+        # padded stopgaps has only the dynamic-shape one, as its run "stopgap").
+        run = "padded" if "padded" in runs else "stopgap"
+        sg = {r["shape"]: r for r in runs.get(run, {}).get("sizes", [])}
         cd = {r["shape"]: r for r in runs.get("cold", {}).get("sizes", [])}
         for shape, r in sg.items():
             if shape in cd and r.get("first_execution_ms") and cd[shape].get("first_execution_ms"):
@@ -303,7 +306,8 @@ def summarize_dynamic(pb):
                 cold.append(cd[shape]["first_execution_ms"])
         ratios = g.get("ratios", {})
         promoted += [v["promoted_over_tuned"] for v in ratios.values() if v.get("promoted_over_tuned")]
-        per_graph[g.get("graph", "?")] = {k: v.get("cold_build_over_stopgap") for k, v in ratios.items()}
+        per_graph[g.get("graph", "?")] = {k: v.get("cold_build_over_padded", v.get("cold_build_over_stopgap"))
+                                          for k, v in ratios.items()}
     out = {"cold_build_over_stopgap_per_size": per_graph, "promoted_vs_tuned": promoted}
     if first:
         out["stopgap_first_ms"] = statistics.median(first)

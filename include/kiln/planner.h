@@ -224,6 +224,13 @@ class Planner {
   // prepare() then obtain() (hashes the graph on every call: prefer prepare once).
   StatusOr<Obtained> obtain(const Graph& graph);
 
+  // Loads every plan the store holds for this structure (each tuned shape current in this environment)
+  // into memory, so that those shapes are hits and new shapes of their buckets get padded stopgaps
+  // without touching the store: what a service does at start, for the graphs it will serve. Returns how
+  // many plans it loaded (a shape already held is not loaded again); a record that does not load is
+  // skipped, and counted in `failed` when given, with the last reason in `why`.
+  StatusOr<int> preload(const PreparedGraph& graph, int* failed = nullptr, std::string* why = nullptr);
+
   // Waits until every queued promotion has finished (benchmarks, tests, or before a latency-critical
   // phase); returns at once when none is queued.
   void wait_for_promotions();

@@ -721,6 +721,47 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
   return o;
 }
 
+StatusOr<int> Planner::preload(const PreparedGraph& pg, int* failed, std::string* why) {
+  Impl& s = *impl_;
+  if (!pg.graph) return invalid_argument("preload: the PreparedGraph is empty (use Planner::prepare)");
+  if (failed) *failed = 0;
+  KILN_ASSIGN_OR_RETURN(std::vector<TunedShape> tuned, s.backend->tuned_shapes(pg.signature));
+  int loaded = 0;
+  for (const TunedShape& t : tuned) {
+    if (t.shape.size() != pg.shape.size()) continue;
+    const std::string key = Impl::cache_key(pg, t.shape);
+    if (s.cached_plan(key)) continue;
+    auto note = [&](const std::string& reason) {
+      if (failed) ++*failed;
+      if (why) *why = t.shape_key + ": " + reason;
+    };
+    auto g = t.shape == pg.shape ? StatusOr<Graph>(*pg.graph) : reshape_graph(*pg.graph, t.shape);
+    if (!g.is_ok()) {
+      note(g.status().message());
+      continue;
+    }
+    auto sig = compute_signature(*g);
+    if (!sig.is_ok()) {
+      note(sig.status().message());
+      continue;
+    }
+    std::string miss;
+    auto stored = s.backend->from_store(*g, *sig, &miss);
+    if (!stored.is_ok() || !*stored) {
+      note(stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message());
+      continue;
+    }
+    s.builds.fetch_add(1, std::memory_order_relaxed);
+    Impl::Shard& shard = s.shard_for(key);
+    std::unique_lock<std::shared_mutex> wl(shard.mu);
+    if (shard.plans.emplace(key, std::move(*stored)).second) {
+      s.cached.fetch_add(1, std::memory_order_relaxed);
+      ++loaded;
+    }
+  }
+  return loaded;
+}
+
 PlannerStats Planner::stats() const {
   PlannerStats st;
   for (int i = 0; i < kPlanSourceCount; ++i) st.served[i] = impl_->served[i].load(std::memory_order_relaxed);

@@ -32,18 +32,19 @@ struct CallerBuffers {
   std::map<int, void*> by_index;
 };
 
-CallerBuffers make_buffers(const ExecutablePlan& plan) {
+// `slack`: bytes past each tensor's span, poisoned like the outputs (a plan must never write there).
+CallerBuffers make_buffers(const ExecutablePlan& plan, size_t slack = 0) {
   CallerBuffers b;
   const Graph& g = plan.graph();
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     const TensorDesc& d = g.tensors[i];
     auto bytes = plan.tensor_bytes(d.name);
     if (!bytes.is_ok()) continue;  // virtual or by value
-    auto buf = DeviceBuffer::allocate(*bytes);
+    auto buf = DeviceBuffer::allocate(*bytes + slack);
     EXPECT_TRUE(buf.is_ok());
     b.bindings[d.name] = TensorBinding{buf->data(), *bytes};
     b.by_index[static_cast<int>(i)] = buf->data();
-    if (g.is_graph_output(static_cast<int>(i))) {
+    if (g.is_graph_output(static_cast<int>(i)) || slack) {
       EXPECT_TRUE(buf->fill_bytes(0xFF).is_ok());
     }
     b.owned.emplace(d.name, std::move(buf).value());
@@ -55,15 +56,36 @@ CallerBuffers make_buffers(const ExecutablePlan& plan) {
   return b;
 }
 
-// Runs the plan on fresh caller buffers and checks its output against the device reference.
-void run_and_check(const ExecutablePlan& plan, const std::string& what) {
+// Runs the plan on fresh caller buffers and checks its output against the device reference; with `slack`,
+// also that no byte past any tensor's span was written. `graph`: run it as a captured CUDA graph.
+void run_and_check(const ExecutablePlan& plan, const std::string& what, size_t slack = 0, bool graph = false) {
   SCOPED_TRACE(what);
-  CallerBuffers b = make_buffers(plan);
+  CallerBuffers b = make_buffers(plan, slack);
   auto stream = make_stream();
   ASSERT_TRUE(stream.is_ok());
-  Status st = plan.execute(stream->get(), b.bindings, b.workspace.data());
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
-  ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);
+  if (graph) {
+    cudaGraph_t cg = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream->get(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    Status st = plan.execute(stream->get(), b.bindings, b.workspace.data());
+    ASSERT_EQ(cudaStreamEndCapture(stream->get(), &cg), cudaSuccess);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, cg, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream->get()), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(cg);
+  } else {
+    Status st = plan.execute(stream->get(), b.bindings, b.workspace.data());
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);
+  }
+  for (const auto& [name, tb] : b.bindings) {
+    if (!slack) break;
+    std::vector<unsigned char> tail(slack);
+    ASSERT_EQ(cudaMemcpy(tail.data(), static_cast<char*>(tb.ptr) + tb.bytes, slack, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < slack; ++i) ASSERT_EQ(tail[i], 0xFF) << name << ": byte " << i << " past its span was written";
+  }
   const Graph& g = plan.graph();
   std::map<int, void*> inputs, outputs;
   for (const auto& [t, p] : b.by_index) (g.is_graph_output(t) ? outputs : inputs)[t] = p;
@@ -152,6 +174,7 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
   PlannerOptions o;
   o.store_path = store;
   o.new_shapes = NewShapes::kStopgap;
+  o.padded = false;  // the dynamic-shape stopgap (padded ones: padded_then_promoted)
   auto buckets = BucketPolicy::parse(policy);
   ASSERT_TRUE(buckets.is_ok());
   o.buckets = *buckets;
@@ -196,24 +219,84 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
               static_cast<long long>(tuned_at), stored->plan->config().identity().c_str(), st.text().c_str());
 }
 
+// New shapes below a tuned representative: padded stopgaps on the representative's stored plan, their
+// outputs checked (and nothing written past the caller's buffers), on a stream and as a captured CUDA
+// graph; then the promoted static plan, checked.
+void padded_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at,
+                          std::vector<int64_t> news, const std::string& policy) {
+  const std::string dir = ::testing::TempDir() + "/kiln_padded_" + sym + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string spec = dir + "/g.json", store = dir + "/plans.db";
+  ASSERT_TRUE(write_text(spec, spec_text));
+  const std::string tune = "\"" + std::string(KILN_BINARY) + "\" tune " + spec + " --no-unfused --store " + store +
+                           " >" + dir + "/tune.txt 2>&1";
+  ASSERT_EQ(std::system(tune.c_str()), 0) << tune;
+  PlannerOptions o;
+  o.store_path = store;
+  o.new_shapes = NewShapes::kStopgap;
+  auto buckets = BucketPolicy::parse(policy);
+  ASSERT_TRUE(buckets.is_ok());
+  o.buckets = *buckets;
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto graph = parse_spec_string(spec_text, "g.json");
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  auto pg = (*planner)->prepare(*graph);
+  ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
+  std::string times;
+  for (size_t i = 0; i < news.size(); ++i) {
+    const int64_t n = news[i];
+    auto p = (*planner)->obtain(*pg, {{sym, n}});
+    ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+    EXPECT_EQ(p->source, PlanSource::kPadded) << p->why;
+    run_and_check(*p->plan, "padded, " + sym + "=" + std::to_string(n), /*slack=*/4096, /*graph=*/i % 2 == 1);
+    char t[64];
+    std::snprintf(t, sizeof t, "%s%s=%lld %.3f ms", times.empty() ? "" : ", ", sym.c_str(), static_cast<long long>(n),
+                  p->obtain_ms);
+    times += t;
+  }
+  (*planner)->wait_for_promotions();
+  auto promoted = (*planner)->obtain(*pg, {{sym, news[0]}});
+  ASSERT_TRUE(promoted.is_ok());
+  EXPECT_EQ(promoted->source, PlanSource::kMemory);
+  EXPECT_EQ(promoted->plan->built_from(), PlanSource::kBucket);
+  run_and_check(*promoted->plan, "promoted, " + sym + "=" + std::to_string(news[0]), 4096);
+  const PlannerStats st = (*planner)->stats();
+  EXPECT_EQ(st.promotions, static_cast<int64_t>(news.size())) << st.text();
+  EXPECT_EQ(st.stopgaps, 0) << st.text();
+  std::printf("[ planner ] %s: padded on the plan tuned at %s=%lld, obtain %s; %s\n", graph->name.c_str(),
+              sym.c_str(), static_cast<long long>(tuned_at), times.c_str(), st.text().c_str());
+}
+
+TEST(PlannerGpu, MatmulPaddedStopgapsThenPromotedPlanPass) {
+  KILN_REQUIRE_GPU();
+  padded_then_promoted(kSpec, "tokens", 256, {200, 131, 255}, "tokens=pow2");
+}
+
 TEST(PlannerGpu, MatmulStopgapThenPromotedPlanBothPass) {
   KILN_REQUIRE_GPU();
   stopgap_then_promoted(kSpec, "tokens", 256, 200, 180, "tokens=pow2");
 }
 
+const std::string kConv = R"({
+  "name": "conv_planner", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+  "dynamic": {"batch": 8},
+  "tensors": {"x": {"dims": ["batch", 64, 28, 28], "layout": "NHWC"}, "w": {"dims": [64, 64, 3, 3], "layout": "NHWC"},
+              "bias": {"dims": [1, 64, 1, 1], "layout": "NHWC"}, "y": {"layout": "NHWC"}},
+  "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"],
+             "padding": [1, 1], "stride": [1, 1], "dilation": [1, 1]},
+            {"name": "bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["cb"]},
+            {"name": "relu", "op": "relu", "inputs": ["cb"], "outputs": ["y"]}],
+  "outputs": ["y"]})";
+
+TEST(PlannerGpu, ConvPaddedStopgapsThenPromotedPlanPass) {
+  KILN_REQUIRE_GPU();
+  padded_then_promoted(kConv, "batch", 8, {6, 5, 7}, "batch=pow2");
+}
+
 TEST(PlannerGpu, ConvStopgapThenPromotedPlanBothPass) {
   KILN_REQUIRE_GPU();
-  const std::string conv = R"({
-    "name": "conv_planner", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
-    "dynamic": {"batch": 8},
-    "tensors": {"x": {"dims": ["batch", 64, 28, 28], "layout": "NHWC"}, "w": {"dims": [64, 64, 3, 3], "layout": "NHWC"},
-                "bias": {"dims": [1, 64, 1, 1], "layout": "NHWC"}, "y": {"layout": "NHWC"}},
-    "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"],
-               "padding": [1, 1], "stride": [1, 1], "dilation": [1, 1]},
-              {"name": "bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["cb"]},
-              {"name": "relu", "op": "relu", "inputs": ["cb"], "outputs": ["y"]}],
-    "outputs": ["y"]})";
-  stopgap_then_promoted(conv, "batch", 8, 6, 5, "batch=pow2");
+  stopgap_then_promoted(kConv, "batch", 8, 6, 5, "batch=pow2");
 }
 
 TEST(PlannerGpu, ManyThreadsObtainAndExecuteAtOnce) {

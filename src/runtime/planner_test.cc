@@ -800,6 +800,37 @@ TEST(PlannerPadded, OffByOptionAndNeverWhenBuildingNow) {
   }
 }
 
+// A service at start: every stored shape of the structure loaded, so they are hits and new shapes of
+// their buckets are padded without loading anything.
+TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored = {"tokens=128", "tokens=256"};
+  for (int64_t t : {128, 256, 512})  // 512: tuned, but its record does not load here
+    f.backend->tuned.push_back(TunedShape{"tokens=" + std::to_string(t), {{"tokens", t}}, EngineConfig{41, {}}});
+  int failed = -1;
+  std::string why;
+  auto n = f.planner->preload(*pg, &failed, &why);
+  ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(failed, 1);
+  EXPECT_EQ(why, "tokens=512: miss");
+  EXPECT_EQ(f.planner->stats().cached, 2);
+  auto again = f.planner->preload(*pg);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(*again, 0);  // held already: nothing loaded twice
+  const int calls = f.backend->store_calls.load();
+  auto hit = f.planner->obtain(*pg, {{"tokens", 256}});
+  ASSERT_TRUE(hit.is_ok());
+  EXPECT_EQ(hit->source, PlanSource::kMemory);
+  auto padded = f.planner->obtain(*pg, {{"tokens", 200}});
+  ASSERT_TRUE(padded.is_ok());
+  EXPECT_EQ(padded->source, PlanSource::kPadded) << padded->why;
+  EXPECT_EQ(f.backend->store_calls.load(), calls + 1);  // only 200's own miss
+  f.planner->wait_for_promotions();
+}
+
 // Many threads asking for new shapes of one bucket at once: each shape one padded plan, the
 // representative loaded at most once per racing thread and held once.
 TEST(PlannerPadded, ManyThreadsOnePaddedPlanPerShape) {
