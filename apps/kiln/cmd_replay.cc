@@ -214,7 +214,9 @@ Status run_replay(const ReplayCmdOptions& o) {
       if (first_error.is_ok()) first_error = stream.status();
       return;
     }
-    std::map<const ExecutablePlan*, PlanBuffers> mine;
+    // Keyed by the plan itself, held: a promoted stopgap freed here could hand its address to the next
+    // plan, whose shape these buffers do not fit.
+    std::map<std::shared_ptr<const ExecutablePlan>, PlanBuffers> mine;
     std::vector<Sample> local;
     for (size_t i = next++; i < phase_end; i = next++) {
       const Request& q = requests[i];
@@ -223,11 +225,11 @@ Status run_replay(const ReplayCmdOptions& o) {
       const auto t1 = std::chrono::steady_clock::now();
       Status st = got.status();
       if (st.is_ok()) {
-        auto it = mine.find(got->plan.get());
+        auto it = mine.find(got->plan);
         if (it == mine.end()) {
           auto bufs = buffers_for(*got->plan);
           if (!bufs.is_ok()) st = bufs.status();
-          else it = mine.emplace(got->plan.get(), std::move(bufs).value()).first;
+          else it = mine.emplace(got->plan, std::move(bufs).value()).first;
         }
         if (st.is_ok()) st = got->plan->execute(stream->get(), it->second.bindings, it->second.workspace.data());
         if (st.is_ok() && cudaStreamSynchronize(stream->get()) != cudaSuccess)
