@@ -7,8 +7,8 @@ For each graph (conv+bias+ReLU over 8 batch sizes, matmul+bias+GELU over 8 token
   3. replay, in ONE process per run (a service that is up), a trace that first warms the process with one
      size outside the list, then asks for every size once, waits for the Planner's background promotions,
      then asks for every size 50 more times:
-       padded     store of step 1, --new-shapes stopgap --preload (the service loads its store at start,
-                  timed apart): a new size runs at once on its bucket representative's tuned plan, padded
+       padded     store of step 1, --new-shapes stopgap --preload --warm (the service loads its store at
+                  start and runs each plan once, timed apart): a new size runs at once on its bucket representative's tuned plan, padded
                   (kiln/padding.h), then is promoted to its bucket's tuned configuration built for it
        dynamic    the same with --no-padded: a new size is served by a dynamic-shape build that shares the
                   structure's kernel cache, then promoted the same way
@@ -122,9 +122,9 @@ def main():
         tp = os.path.join(work, f"{name}.trace.json")
         with open(tp, "w") as f:
             json.dump({"format": "kiln-trace", "version": 1, "requests": reqs}, f)
-        runs = (("padded", store, "stopgap", ("--preload",)), ("dynamic", store, "stopgap", ("--no-padded",)),
+        runs = (("padded", store, "stopgap", ("--preload", "--warm")), ("dynamic", store, "stopgap", ("--no-padded",)),
                 ("build-now", store, "build-now", ()), ("cold", None, "build-now", ()),
-                ("tuned", exact, "build-now", ()), ("padded-held", store, "stopgap", ("--preload", "--no-promote")),
+                ("tuned", exact, "build-now", ()), ("padded-held", store, "stopgap", ("--preload", "--warm", "--no-promote")),
                 ("dynamic-held", store, "stopgap", ("--no-padded", "--no-promote")))
         for tag, st, mode, extra in runs:
             r = replay(a.kiln, tp, st, policy, mode, work, f"{name}-{tag}", extra)

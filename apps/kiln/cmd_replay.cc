@@ -36,7 +36,7 @@ namespace {
 struct ReplayCmdOptions {
   std::string trace, store_path, buckets, record_shapes, new_shapes = "stopgap";
   int threads = 1, handles = 4;
-  bool json = false, force = false, no_promote = false, no_padded = false, preload = false;
+  bool json = false, force = false, no_promote = false, no_padded = false, preload = false, warm = false;
 };
 
 struct Request {
@@ -185,17 +185,16 @@ Status run_replay(const ReplayCmdOptions& o) {
     prepared.push_back(std::move(pg));
   }
   // --preload: what a service does at start, timed apart from the requests.
-  int preloaded = 0, preload_failed = 0;
-  std::string preload_why;
-  const auto t_preload = std::chrono::steady_clock::now();
+  if (o.warm && !o.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");
+  PreloadReport pre;
   for (size_t i = 0; o.preload && i < prepared.size(); ++i) {
-    int failed = 0;
-    KILN_ASSIGN_OR_RETURN(int n, planner->preload(prepared[i], &failed, &preload_why));
-    preloaded += n;
-    preload_failed += failed;
+    KILN_ASSIGN_OR_RETURN(PreloadReport r, planner->preload(prepared[i], o.warm));
+    pre.loaded += r.loaded;
+    pre.warmed += r.warmed;
+    pre.failed += r.failed;
+    pre.ms += r.ms;
+    if (!r.last_failure.empty()) pre.last_failure = r.last_failure;
   }
-  const double preload_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_preload).count();
   struct Sample {
     PlanSource source;
     PlanSource built_from;  // of the plan executed (a hit on a stopgap: kDynamic or kPadded)
@@ -272,7 +271,8 @@ Status run_replay(const ReplayCmdOptions& o) {
   j["threads"] = o.threads;
   j["planner_create_ms"] = create_ms;
   if (o.preload)
-    j["preload"] = {{"ms", preload_ms}, {"plans", preloaded}, {"failed", preload_failed}, {"last_failure", preload_why}};
+    j["preload"] = {{"ms", pre.ms}, {"plans", pre.loaded}, {"warmed", pre.warmed}, {"failed", pre.failed},
+                    {"last_failure", pre.last_failure}};
   j["wall_s"] = wall_s;
   std::vector<double> all;
   for (const Sample& s : samples) all.push_back(s.obtain_ms + s.exec_ms);
@@ -332,8 +332,8 @@ Status run_replay(const ReplayCmdOptions& o) {
   std::printf("replay %s: %zu requests on %d threads in %.3f s (Planner ready in %.1f ms)\n", o.trace.c_str(),
               samples.size(), o.threads, wall_s, create_ms);
   if (o.preload)
-    std::printf("  preloaded %d plans in %.1f ms (%d did not load%s%s)\n", preloaded, preload_ms, preload_failed,
-                preload_failed ? "; last: " : "", preload_failed ? preload_why.c_str() : "");
+    std::printf("  preloaded %d plans (%d warmed) in %.1f ms; %d did not load or warm%s%s\n", pre.loaded, pre.warmed,
+                pre.ms, pre.failed, pre.failed ? "; last: " : "", pre.last_failure.c_str());
   std::printf("  latency (obtain + execute + sync) ms: p50 %.4f  p90 %.4f  p99 %.4f\n", pct(all, 0.5), pct(all, 0.9),
               pct(all, 0.99));
   std::printf("  %-11s %8s %7s %14s %20s %16s\n", "source", "calls", "share", "obtain ms p50", "first exec ms p50/p90",
@@ -367,6 +367,7 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_flag("--preload", o->preload,
                 "Load every stored plan of the trace's structures before the first request (what a service does at "
                 "start; timed apart)");
+  sub->add_flag("--warm", o->warm, "With --preload: run each preloaded plan once, so no request pays its first load");
   sub->add_flag("--force", o->force, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");
   sub->callback([run, o] { *run = [o] { return run_replay(*o); }; });

@@ -127,6 +127,10 @@ class PlanBackend {
   virtual StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& graph, const GraphSignature& sig,
                                                                 const std::optional<EngineConfig>& config,
                                                                 PlanSource source) = 0;
+  // Runs `plan` once on scratch buffers of its own (zeroed), so that its first execution for a caller
+  // does not pay the kernels' first load (about 1 ms a plan on the H200, 15 ms for a module's first
+  // kernel). Planner::preload calls it when asked to warm. The default has nothing to warm.
+  virtual Status warm_up(const ExecutablePlan& plan);
   // How a padded plan copies between the caller's buffers and its scratch, in stream order: a plain
   // function, since plans may outlive their backend. The default is cudaMemcpyAsync, device to device.
   using DeviceCopy = Status (*)(void* dst, const void* src, size_t bytes, cudaStream_t stream);
@@ -186,6 +190,14 @@ struct GraphCounters {
       update_refusals{0}, reinstantiations{0};
 };
 
+struct PreloadReport {
+  int loaded = 0;            // plans loaded into memory
+  int warmed = 0;            // of those, run once (warm)
+  int failed = 0;            // records that did not load or warm (skipped)
+  std::string last_failure;  // "tokens=512: ...", the last of them
+  double ms = 0;
+};
+
 struct PlannerStats {
   int64_t served[kPlanSourceCount] = {};  // obtain() calls answered by each source
   int64_t builds = 0;                     // plans made (store loads and builds), not hits
@@ -226,10 +238,12 @@ class Planner {
 
   // Loads every plan the store holds for this structure (each tuned shape current in this environment)
   // into memory, so that those shapes are hits and new shapes of their buckets get padded stopgaps
-  // without touching the store: what a service does at start, for the graphs it will serve. Returns how
-  // many plans it loaded (a shape already held is not loaded again); a record that does not load is
-  // skipped, and counted in `failed` when given, with the last reason in `why`.
-  StatusOr<int> preload(const PreparedGraph& graph, int* failed = nullptr, std::string* why = nullptr);
+  // without loading anything: what a service does at start, for the graphs it will serve. A shape
+  // already held is not loaded again; a record that does not load is skipped and counted. With `warm`,
+  // each plan loaded also runs once on scratch buffers of its own (PlanBackend::warm_up), so that no
+  // caller pays its kernels' first load. It also reads the structure's tuned shapes again (the Planner
+  // reads them from the store once per structure, for the padded and bucket sources).
+  StatusOr<PreloadReport> preload(const PreparedGraph& graph, bool warm = false);
 
   // Waits until every queued promotion has finished (benchmarks, tests, or before a latency-critical
   // phase); returns at once when none is queued.

@@ -108,6 +108,8 @@ Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensor
 
 // ---- Padded plans ---------------------------------------------------------------------------------
 
+Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }
+
 PlanBackend::DeviceCopy PlanBackend::device_copy() const {
   return [](void* dst, const void* src, size_t bytes, cudaStream_t stream) -> Status {
     const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
@@ -339,6 +341,23 @@ struct Planner::Impl {
     return it == shard.plans.end() ? nullptr : it->second;
   }
 
+  // The tuned shapes of a structure, read from the store once (preload() reads them again): the padded
+  // and bucket sources ask on every miss, and a store query per miss is most of a padded stopgap's cost.
+  // A shape tuned by another process meanwhile is still found by its exact key (the store source).
+  std::mutex tuned_mu;
+  std::unordered_map<std::string, std::vector<TunedShape>> tuned_by_structure;
+  StatusOr<std::vector<TunedShape>> tuned_shapes_of(const GraphSignature& sig, bool refresh = false) {
+    if (!refresh) {
+      std::lock_guard<std::mutex> lock(tuned_mu);
+      auto it = tuned_by_structure.find(sig.structure);
+      if (it != tuned_by_structure.end()) return it->second;
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<TunedShape> t, backend->tuned_shapes(sig));  // a failure is not kept
+    std::lock_guard<std::mutex> lock(tuned_mu);
+    tuned_by_structure[sig.structure] = t;
+    return t;
+  }
+
   // A padded stopgap for `g` (kiln/padding.h) from the smallest tuned shape of its bucket that is at least
   // as large, its plan from memory or the store (kept in memory for the next ones); null with the reason
   // in `why` when there is none or padding would not be exact.
@@ -500,7 +519,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   // The tuned shapes of this structure (for the padded stopgap and the bucket), asked once.
   std::optional<StatusOr<std::vector<TunedShape>>> tuned_once;
   auto tuned_shapes = [&]() -> const StatusOr<std::vector<TunedShape>>& {
-    if (!tuned_once) tuned_once.emplace(backend->tuned_shapes(sig));
+    if (!tuned_once) tuned_once.emplace(tuned_shapes_of(sig));
     return *tuned_once;
   };
   const bool stopgap = allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty();
@@ -721,19 +740,19 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
   return o;
 }
 
-StatusOr<int> Planner::preload(const PreparedGraph& pg, int* failed, std::string* why) {
+StatusOr<PreloadReport> Planner::preload(const PreparedGraph& pg, bool warm) {
   Impl& s = *impl_;
   if (!pg.graph) return invalid_argument("preload: the PreparedGraph is empty (use Planner::prepare)");
-  if (failed) *failed = 0;
-  KILN_ASSIGN_OR_RETURN(std::vector<TunedShape> tuned, s.backend->tuned_shapes(pg.signature));
-  int loaded = 0;
+  const auto t0 = Clock::now();
+  PreloadReport rep;
+  KILN_ASSIGN_OR_RETURN(std::vector<TunedShape> tuned, s.tuned_shapes_of(pg.signature, /*refresh=*/true));
   for (const TunedShape& t : tuned) {
     if (t.shape.size() != pg.shape.size()) continue;
     const std::string key = Impl::cache_key(pg, t.shape);
     if (s.cached_plan(key)) continue;
     auto note = [&](const std::string& reason) {
-      if (failed) ++*failed;
-      if (why) *why = t.shape_key + ": " + reason;
+      ++rep.failed;
+      rep.last_failure = t.shape_key + ": " + reason;
     };
     auto g = t.shape == pg.shape ? StatusOr<Graph>(*pg.graph) : reshape_graph(*pg.graph, t.shape);
     if (!g.is_ok()) {
@@ -751,15 +770,21 @@ StatusOr<int> Planner::preload(const PreparedGraph& pg, int* failed, std::string
       note(stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message());
       continue;
     }
+    if (warm) {
+      Status w = s.backend->warm_up(**stored);
+      if (!w.is_ok()) note("warm-up: " + w.message());  // loaded all the same: it runs, just not warm
+      else ++rep.warmed;
+    }
     s.builds.fetch_add(1, std::memory_order_relaxed);
     Impl::Shard& shard = s.shard_for(key);
     std::unique_lock<std::shared_mutex> wl(shard.mu);
     if (shard.plans.emplace(key, std::move(*stored)).second) {
       s.cached.fetch_add(1, std::memory_order_relaxed);
-      ++loaded;
+      ++rep.loaded;
     }
   }
-  return loaded;
+  rep.ms = ms_since(t0);
+  return rep;
 }
 
 PlannerStats Planner::stats() const {

@@ -222,8 +222,9 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
 // New shapes below a tuned representative: padded stopgaps on the representative's stored plan, their
 // outputs checked (and nothing written past the caller's buffers), on a stream and as a captured CUDA
 // graph; then the promoted static plan, checked.
+// `preload`: the representative loaded and warmed first (Planner::preload), else loaded on the first miss.
 void padded_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at,
-                          std::vector<int64_t> news, const std::string& policy) {
+                          std::vector<int64_t> news, const std::string& policy, bool preload) {
   const std::string dir = ::testing::TempDir() + "/kiln_padded_" + sym + std::to_string(::getpid());
   ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
   const std::string spec = dir + "/g.json", store = dir + "/plans.db";
@@ -244,6 +245,14 @@ void padded_then_promoted(const std::string& spec_text, const std::string& sym, 
   auto pg = (*planner)->prepare(*graph);
   ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
   std::string times;
+  if (preload) {
+    auto pre = (*planner)->preload(*pg, /*warm=*/true);
+    ASSERT_TRUE(pre.is_ok()) << pre.status().to_string();
+    EXPECT_EQ(pre->loaded, 1);
+    EXPECT_EQ(pre->warmed, 1);
+    EXPECT_EQ(pre->failed, 0) << pre->last_failure;
+    times = "preload (warm) " + std::to_string(pre->ms) + " ms, then ";
+  }
   for (size_t i = 0; i < news.size(); ++i) {
     const int64_t n = news[i];
     auto p = (*planner)->obtain(*pg, {{sym, n}});
@@ -251,7 +260,7 @@ void padded_then_promoted(const std::string& spec_text, const std::string& sym, 
     EXPECT_EQ(p->source, PlanSource::kPadded) << p->why;
     run_and_check(*p->plan, "padded, " + sym + "=" + std::to_string(n), /*slack=*/4096, /*graph=*/i % 2 == 1);
     char t[64];
-    std::snprintf(t, sizeof t, "%s%s=%lld %.3f ms", times.empty() ? "" : ", ", sym.c_str(), static_cast<long long>(n),
+    std::snprintf(t, sizeof t, "%s%s=%lld %.3f ms", i == 0 ? "" : ", ", sym.c_str(), static_cast<long long>(n),
                   p->obtain_ms);
     times += t;
   }
@@ -270,7 +279,7 @@ void padded_then_promoted(const std::string& spec_text, const std::string& sym, 
 
 TEST(PlannerGpu, MatmulPaddedStopgapsThenPromotedPlanPass) {
   KILN_REQUIRE_GPU();
-  padded_then_promoted(kSpec, "tokens", 256, {200, 131, 255}, "tokens=pow2");
+  padded_then_promoted(kSpec, "tokens", 256, {200, 131, 255}, "tokens=pow2", /*preload=*/true);
 }
 
 TEST(PlannerGpu, MatmulStopgapThenPromotedPlanBothPass) {
@@ -291,7 +300,7 @@ const std::string kConv = R"({
 
 TEST(PlannerGpu, ConvPaddedStopgapsThenPromotedPlanPass) {
   KILN_REQUIRE_GPU();
-  padded_then_promoted(kConv, "batch", 8, {6, 5, 7}, "batch=pow2");
+  padded_then_promoted(kConv, "batch", 8, {6, 5, 7}, "batch=pow2", /*preload=*/false);
 }
 
 TEST(PlannerGpu, ConvStopgapThenPromotedPlanBothPass) {

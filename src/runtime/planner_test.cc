@@ -80,6 +80,11 @@ class FakeBackend : public PlanBackend {
     };
   }
   static inline std::atomic<int> host_copies{0};
+  std::atomic<int> warmed{0}, tuned_queries{0};
+  Status warm_up(const ExecutablePlan&) override {
+    ++warmed;
+    return Status::ok();
+  }
   std::mutex mu;
   std::set<std::string> stored;       // shape keys the "store" has
   std::vector<TunedShape> tuned;      // tuned configurations of the structure
@@ -102,6 +107,7 @@ class FakeBackend : public PlanBackend {
     return make(g, sig, EngineConfig{7, {}}, PlanSource::kStore);
   }
   StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override {
+    ++tuned_queries;
     std::lock_guard<std::mutex> lock(mu);
     return tuned;
   }
@@ -809,17 +815,18 @@ TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
   f.backend->stored = {"tokens=128", "tokens=256"};
   for (int64_t t : {128, 256, 512})  // 512: tuned, but its record does not load here
     f.backend->tuned.push_back(TunedShape{"tokens=" + std::to_string(t), {{"tokens", t}}, EngineConfig{41, {}}});
-  int failed = -1;
-  std::string why;
-  auto n = f.planner->preload(*pg, &failed, &why);
+  auto n = f.planner->preload(*pg, /*warm=*/true);
   ASSERT_TRUE(n.is_ok()) << n.status().to_string();
-  EXPECT_EQ(*n, 2);
-  EXPECT_EQ(failed, 1);
-  EXPECT_EQ(why, "tokens=512: miss");
+  EXPECT_EQ(n->loaded, 2);
+  EXPECT_EQ(n->warmed, 2);
+  EXPECT_EQ(f.backend->warmed.load(), 2);
+  EXPECT_EQ(n->failed, 1);
+  EXPECT_EQ(n->last_failure, "tokens=512: miss");
   EXPECT_EQ(f.planner->stats().cached, 2);
   auto again = f.planner->preload(*pg);
   ASSERT_TRUE(again.is_ok());
-  EXPECT_EQ(*again, 0);  // held already: nothing loaded twice
+  EXPECT_EQ(again->loaded, 0);  // held already: nothing loaded twice
+  EXPECT_EQ(f.backend->warmed.load(), 2);
   const int calls = f.backend->store_calls.load();
   auto hit = f.planner->obtain(*pg, {{"tokens", 256}});
   ASSERT_TRUE(hit.is_ok());
@@ -829,6 +836,28 @@ TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
   EXPECT_EQ(padded->source, PlanSource::kPadded) << padded->why;
   EXPECT_EQ(f.backend->store_calls.load(), calls + 1);  // only 200's own miss
   f.planner->wait_for_promotions();
+}
+
+// The tuned shapes of a structure are read from the store once, not on every miss; preload reads them
+// again (a shape another process tuned meanwhile is found by its exact key all the same).
+TEST(PlannerPadded, TunedShapesAreReadOncePerStructureAndAgainByPreload) {
+  Fixture f("tokens=pow2", NewShapes::kBuildNow);
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  for (int t : {100, 90, 120}) ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", t}}).is_ok());
+  EXPECT_EQ(f.backend->tuned_queries.load(), 1);
+  // Tuned meanwhile: 256; seen after preload, by the bucket source of a new shape in 129-256.
+  f.backend->tuned.push_back(TunedShape{"tokens=256", {{"tokens", 256}}, EngineConfig{42, {}}});
+  auto before = f.planner->obtain(*pg, {{"tokens", 200}});
+  ASSERT_TRUE(before.is_ok());
+  EXPECT_EQ(before->source, PlanSource::kHeuristics) << before->why;
+  ASSERT_TRUE(f.planner->preload(*pg).is_ok());
+  EXPECT_EQ(f.backend->tuned_queries.load(), 2);
+  auto after = f.planner->obtain(*pg, {{"tokens", 210}});
+  ASSERT_TRUE(after.is_ok());
+  EXPECT_EQ(after->source, PlanSource::kBucket) << after->why;
+  EXPECT_EQ(after->plan->config().identity(), "eng42");
 }
 
 // Many threads asking for new shapes of one bucket at once: each shape one padded plan, the
