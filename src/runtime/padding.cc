@@ -23,13 +23,16 @@ Status refuse(const std::string& why) { return not_supported("no padded plan: " 
 std::string dim_text(int d) { return "dim " + std::to_string(d); }
 
 // The rule of one node: each operand's varying dim (-1: none) must be where the op keeps rows independent.
-Status check_node(const Graph& g, const Node& n, const std::vector<int>& vary) {
+// `g` is the graph at the request, `big` at the plan's shape.
+Status check_node(const Graph& g, const Graph& big, const Node& n, const std::vector<int>& vary) {
   const std::string where = "node '" + n.name + "' (" + op_kind_name(n.op) + ")";
   auto v = [&](int t) { return vary[static_cast<size_t>(t)]; };
   auto rank = [&](int t) { return static_cast<int>(g.tensors[static_cast<size_t>(t)].dims.size()); };
   auto name = [&](int t) { return "'" + g.tensors[static_cast<size_t>(t)].name + "'"; };
+  auto extent = [](const Graph& gr, int t, int d) { return gr.tensors[static_cast<size_t>(t)].dims[static_cast<size_t>(d)].value; };
   // Right-aligned (broadcast) consistency of inputs with the output: an input's varying dim must be the
-  // output's, and a varying output needs a varying input (else something else made it differ).
+  // output's, with the output's extent at both shapes (an input that broadcasts there at one shape and not
+  // at the other, extent 1 against n, computes something else), and a varying output needs a varying input.
   auto aligned = [&](const std::vector<int>& ins, int out) -> Status {
     bool any = false;
     for (int in : ins) {
@@ -37,8 +40,15 @@ Status check_node(const Graph& g, const Node& n, const std::vector<int>& vary) {
       any = true;
       const int at = v(in) + (rank(out) - rank(in));
       if (at != v(out))
-        return refuse(where + ": input " + name(in) + " varies in " + dim_text(v(in)) + " but output " + name(out) +
+        return refuse(where + ": input " + name(in) + " varies in its " + dim_text(v(in)) + " (" + dim_text(at) +
+                      " of the output) but output " + name(out) +
                       (v(out) < 0 ? std::string(" does not") : " in " + dim_text(v(out))));
+      for (const Graph* gr : {&g, &big})
+        if (extent(*gr, in, v(in)) != extent(*gr, out, at))
+          return refuse(where + ": input " + name(in) + " broadcasts in its varying " + dim_text(v(in)) + " (extent " +
+                        std::to_string(extent(*gr, in, v(in))) + " against the output's " +
+                        std::to_string(extent(*gr, out, at)) + " at " + (gr == &g ? "the request" : "the plan's shape") +
+                        "), so the padded rows would not be its own");
     }
     if (v(out) >= 0 && !any) return refuse(where + ": output " + name(out) + " varies but none of its inputs does");
     return Status::ok();
@@ -58,10 +68,14 @@ Status check_node(const Graph& g, const Node& n, const std::vector<int>& vary) {
     case OpKind::kConvDgrad: {
       const int x = n.inputs[0], w = n.inputs[1], y = n.outputs[0];
       if (v(w) >= 0) return refuse(where + ": the filter " + name(w) + " varies");
-      if (v(x) > 0)
-        return refuse(where + ": " + name(x) + " varies in " + dim_text(v(x)) +
+      if (v(x) > 1)
+        return refuse(where + ": " + name(x) + " varies in spatial " + dim_text(v(x)) +
                       " (only the batch dim 0 keeps images independent; padding rows would enter the border windows)");
-      if (v(x) != v(y)) return refuse(where + ": " + name(x) + " and " + name(y) + " do not vary alike");
+      if (v(x) == 1) return refuse(where + ": " + name(x) + " varies in its channels (dim 1), which the filter sums");
+      if (v(x) != v(y))
+        return refuse(where + ": " + name(y) + " varies in " + (v(y) < 0 ? std::string("no dim") : dim_text(v(y))) +
+                      ", " + name(x) + " in " + (v(x) < 0 ? std::string("none") : dim_text(v(x))) +
+                      " (only the batch dim 0 may vary, in both)");
       return Status::ok();
     }
     case OpKind::kConvWgrad:
@@ -116,11 +130,16 @@ StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger) {
       if (a.dims[k].value > b.dims[k].value)
         return refuse("tensor '" + a.name + "' " + dim_text(static_cast<int>(k)) + " is " +
                       std::to_string(a.dims[k].value) + ", larger than the plan's " + std::to_string(b.dims[k].value));
-      if (vary[i] >= 0) return refuse("tensor '" + a.name + "' varies in two dims");
+      if (vary[i] >= 0)
+        return refuse("tensor '" + a.name + "' varies in two dims (" + dim_text(vary[i]) + ": " +
+                      std::to_string(a.dims[static_cast<size_t>(vary[i])].value) + " against " +
+                      std::to_string(b.dims[static_cast<size_t>(vary[i])].value) + ", " + dim_text(static_cast<int>(k)) +
+                      ": " + std::to_string(a.dims[k].value) + " against " + std::to_string(b.dims[k].value) +
+                      "), so its rows are not a prefix");
       vary[i] = static_cast<int>(k);
     }
   }
-  for (const Node& n : real.nodes) KILN_RETURN_IF_ERROR(check_node(real, n, vary));
+  for (const Node& n : real.nodes) KILN_RETURN_IF_ERROR(check_node(real, larger, n, vary));
 
   PaddingLayout layout;
   const GraphRoles roles(real);
@@ -131,6 +150,10 @@ StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger) {
     if (d < 0 || real.tensors[i].by_value || roles.is_virtual(t)) continue;
     const TensorDesc& a = real.tensors[i];
     const TensorDesc& b = larger.tensors[i];
+    // Explicit strides may leave gaps, which a copy of the span would fill with scratch (and reshape_graph
+    // never gives a dynamic tensor explicit strides).
+    if (a.layout == Layout::kExplicit || b.layout == Layout::kExplicit)
+      return refuse("tensor '" + a.name + "' has explicit strides");
     // The varying dim outermost: the same strides elsewhere, and its stride past the other dims' span.
     int64_t inner_span = 1;
     for (size_t k = 0; k < a.dims.size(); ++k) {
@@ -158,7 +181,12 @@ StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger) {
   for (auto* list : {&ins, &outs})
     for (PaddedTensor& p : *list) {
       p.scratch_offset = layout.scratch_bytes;
-      layout.scratch_bytes += (p.padded_bytes + kPaddingAlignment - 1) / kPaddingAlignment * kPaddingAlignment;
+      size_t padded = 0, next = 0;
+      if (__builtin_add_overflow(p.padded_bytes, kPaddingAlignment - 1, &padded) ||
+          __builtin_add_overflow(layout.scratch_bytes, padded / kPaddingAlignment * kPaddingAlignment, &next) ||
+          next > (size_t{1} << 62))
+        return refuse("the scratch for tensor '" + p.name + "' would pass 2^62 bytes");
+      layout.scratch_bytes = next;
       layout.tensors.push_back(std::move(p));
     }
   return layout;

@@ -161,6 +161,37 @@ TEST(Padding, AVaryingDimThatIsNotOutermostIsNoPrefix) {
   expect_refused(pad(inner, {{"n", 3}}, {{"n", 5}}), "changes with the shape (its varying dim is not outermost)");
 }
 
+// Two symbols meeting in one broadcast: at n=1 'a' broadcasts over b's rows, at the plan's n=8 it does
+// not, so the padded run would add a's garbage rows (found by review; the dims line up, the extents not).
+TEST(Padding, AnInputThatBroadcastsAtOneShapeOnlyDoesNotPad) {
+  const char* two = R"({"name": "bc", "io_dtype": "fp16", "dynamic": {"n": 8, "m": 8},
+    "tensors": {"a": {"dims": ["n", 4]}, "b": {"dims": ["m", 4]}},
+    "nodes": [{"name": "add", "op": "add", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})";
+  expect_refused(pad(two, {{"n", 1}, {"m", 5}}, {{"n", 8}, {"m", 8}}),
+                 "node 'add' (pointwise): input 'a' broadcasts in its varying dim 0 (extent 1 against the output's 5 at "
+                 "the request)");
+  // Both alike at both shapes: fine.
+  auto ok = pad(two, {{"n", 5}, {"m", 5}}, {{"n", 8}, {"m", 8}});
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  const char* mm = R"({"name": "bmm", "io_dtype": "fp16", "dynamic": {"n": 8, "m": 8},
+    "tensors": {"a": {"dims": ["n", 16, 32]}, "b": {"dims": ["m", 32, 16]}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["c"]}], "outputs": ["c"]})";
+  expect_refused(pad(mm, {{"n", 4}, {"m", 1}}, {{"n", 8}, {"m", 8}}), "input 'b' broadcasts in its varying dim 0");
+}
+
+TEST(Padding, ExplicitStridesAreRefused) {
+  auto make = [](int64_t n) {
+    const std::string spec = R"({"name": "ex", "io_dtype": "fp16",
+      "tensors": {"a": {"dims": [)" + std::to_string(n) + R"(, 4], "strides": [8, 1]}},
+      "nodes": [{"name": "r", "op": "relu", "inputs": ["a"], "outputs": ["y"]}], "outputs": ["y"]})";
+    auto g = parse_spec_string(spec, "ex.json");
+    EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+    EXPECT_TRUE(validate_graph(*g).is_ok());
+    return *g;
+  };
+  expect_refused(plan_padding(make(3), make(5)), "tensor 'a' has explicit strides");
+}
+
 TEST(Padding, TwoShapesOfDifferentGraphsAreRefused) {
   auto a = parse_spec_string(kMlp, "a.json");
   ASSERT_TRUE(a.is_ok());

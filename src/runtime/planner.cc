@@ -184,12 +184,18 @@ StatusOr<Graph> reshape_graph(const Graph& validated, const std::map<std::string
         dim.value = shape.at(dim.symbol);
         dynamic = true;
       }
-    if (roles.producer(static_cast<int>(i)) >= 0) {
-      // Written by a node: inferred again from its inputs (its declared layout stays).
+    const int producer = roles.producer(static_cast<int>(i));
+    if (producer >= 0) {
+      // Written by a node: inferred again from its inputs (its declared layout stays). A convolution's
+      // dx or dw keeps its dims: their spatial extents are the declaration's (a dx of stride > 1 has
+      // several valid extents, a dw's filter is not derived), and inference checks them at the new shape.
+      const OpKind op = validated.nodes[static_cast<size_t>(producer)].op;
       if (d.layout == Layout::kExplicit) {
         if (dynamic)
           return invalid_argument("graph '" + validated.name + "': tensor '" + d.name +
                                   "' has explicit strides and dynamic dims: give it a layout to reshape it");
+      } else if (op == OpKind::kConvDgrad || op == OpKind::kConvWgrad) {
+        d.strides.clear();
       } else {
         d.dims.clear();
         d.strides.clear();
@@ -376,8 +382,8 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
                                                                  const std::map<std::string, int64_t>& shape,
                                                                  const std::vector<TunedShape>& tuned,
                                                                  std::string* why) {
-  const TunedShape* best = nullptr;
-  double best_d = 0;
+  // Every tuned shape of the bucket at least as large, nearest first: the first that pads exactly.
+  std::vector<std::pair<double, const TunedShape*>> covering;
   for (const TunedShape& t : tuned) {
     if (t.shape_key == sig.shape_key || t.shape.size() != shape.size() || !options.buckets.same_bucket(t.shape, shape))
       continue;
@@ -386,25 +392,32 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
       auto it = t.shape.find(sym);
       covers = covers && it != t.shape.end() && it->second >= v;
     }
-    if (!covers) continue;
-    const double d = shape_distance(t.shape, shape);
-    if (!best || d < best_d || (d == best_d && t.shape_key < best->shape_key)) {
-      best = &t;
-      best_d = d;
-    }
+    if (covers) covering.emplace_back(shape_distance(t.shape, shape), &t);
   }
-  if (!best) {
+  std::sort(covering.begin(), covering.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->shape_key < b.second->shape_key;
+  });
+  if (covering.empty()) {
     *why = "padded: no tuned shape at least as large in bucket " + options.buckets.bucket_key(shape);
     return nullptr;
   }
-  auto larger_g = reshape_graph(*pg.graph, best->shape);
-  if (!larger_g.is_ok()) {
-    *why = "padded: " + larger_g.status().message();
-    return nullptr;
+  const TunedShape* best = nullptr;
+  std::optional<Graph> larger_g;
+  std::optional<PaddingLayout> layout;
+  std::string first_refusal;
+  for (const auto& [d, t] : covering) {
+    auto lg = reshape_graph(*pg.graph, t->shape);
+    StatusOr<PaddingLayout> pl = lg.is_ok() ? plan_padding(g, *lg) : StatusOr<PaddingLayout>(lg.status());
+    if (pl.is_ok()) {
+      best = t;
+      larger_g = std::move(*lg);
+      layout = std::move(*pl);
+      break;
+    }
+    if (first_refusal.empty()) first_refusal = t->shape_key + ": " + pl.status().message();
   }
-  auto layout = plan_padding(g, *larger_g);
-  if (!layout.is_ok()) {
-    *why = "padded: " + layout.status().message();
+  if (!best) {
+    *why = "padded: " + first_refusal;
     return nullptr;
   }
   // The larger shape's plan: held already, or loaded from the store and held from now on.

@@ -96,7 +96,12 @@ class CudnnExecutor : public PlanExecutor {
     const cudnnStatus_t st = cudnnSetStream(h.get(), stream);
     if (st != CUDNN_STATUS_SUCCESS)
       return unavailable(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
-    return plan_.execute(h.get(), pointers, workspace);
+    Status run = plan_.execute(h.get(), pointers, workspace);
+    // The handle goes back to the pool on the default stream: the caller may destroy `stream` once its
+    // work is done, and a later build with this handle must not touch it (it crashed kiln replay --warm,
+    // whose warm-up streams are gone before the first request's build).
+    (void)cudnnSetStream(h.get(), nullptr);
+    return run;
   }
 
  private:

@@ -354,6 +354,33 @@ TEST(Planner, ReshapeAChannelsLastConvolution) {
   for (int t : r->outputs) EXPECT_EQ(r->tensors[static_cast<size_t>(t)].dims[0].value, 5);
 }
 
+// A dx of stride 2 has several valid extents and a dw's filter is not derived: reshape keeps what the
+// spec declared (it used to fall back to the smallest dx and the formula's dw; found by review).
+TEST(Planner, ReshapeKeepsADeclaredConvGradientExtent) {
+  auto dgrad = parse_spec_string(R"({"name": "dg", "io_dtype": "fp16", "dynamic": {"batch": 2},
+    "tensors": {"dy": {"dims": ["batch", 16, 4, 4], "layout": "NHWC"}, "w": {"dims": [16, 8, 3, 3], "layout": "NHWC"},
+                "dx": {"dims": ["batch", 8, 8, 8], "layout": "NHWC"}},
+    "nodes": [{"name": "dgrad", "op": "conv_dgrad", "inputs": ["dy", "w"], "outputs": ["dx"], "padding": [1, 1],
+               "stride": [2, 2]}],
+    "outputs": ["dx"]})", "dg.json");
+  ASSERT_TRUE(dgrad.is_ok()) << dgrad.status().to_string();
+  ASSERT_TRUE(validate_graph(*dgrad).is_ok());
+  auto r = reshape_graph(*dgrad, {{"batch", 3}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const TensorDesc& dx = r->tensors[static_cast<size_t>(r->find_tensor("dx"))];
+  EXPECT_EQ(dx.shape(), (std::vector<int64_t>{3, 8, 8, 8}));
+  auto wgrad = parse_spec_string(R"({"name": "wg", "io_dtype": "fp16", "dynamic": {"batch": 2},
+    "tensors": {"x": {"dims": ["batch", 8, 8, 8], "layout": "NHWC"}, "dy": {"dims": ["batch", 16, 8, 8], "layout": "NHWC"},
+                "dw": {"dims": [16, 8, 3, 3], "layout": "NHWC", "dtype": "fp32"}},
+    "nodes": [{"name": "wgrad", "op": "conv_wgrad", "inputs": ["x", "dy"], "outputs": ["dw"], "padding": [1, 1]}],
+    "outputs": ["dw"]})", "wg.json");
+  ASSERT_TRUE(wgrad.is_ok()) << wgrad.status().to_string();
+  ASSERT_TRUE(validate_graph(*wgrad).is_ok());
+  auto w = reshape_graph(*wgrad, {{"batch", 5}});
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  EXPECT_EQ(w->tensors[static_cast<size_t>(w->find_tensor("dw"))].shape(), (std::vector<int64_t>{16, 8, 3, 3}));
+}
+
 TEST(ExecutablePlan, BindingsAreCheckedBeforeAnyLaunch) {
   Fixture f;
   auto got = f.planner->obtain(token_graph(64));
@@ -858,6 +885,43 @@ TEST(PlannerPadded, TunedShapesAreReadOncePerStructureAndAgainByPreload) {
   ASSERT_TRUE(after.is_ok());
   EXPECT_EQ(after->source, PlanSource::kBucket) << after->why;
   EXPECT_EQ(after->plan->config().identity(), "eng42");
+}
+
+// The nearest covering shape may not pad (here it differs in h, an inner dim); a farther one that
+// differs only in the rows does, and serves.
+TEST(PlannerPadded, AFartherTunedShapeServesWhereTheNearestDoesNotPad) {
+  Fixture f("tokens=ranges:1-256;h=ranges:1-8", NewShapes::kStopgap);
+  auto g = parse_spec_string(R"({"name": "rows", "io_dtype": "fp16", "dynamic": {"tokens": 64, "h": 4},
+    "tensors": {"x": {"dims": ["tokens", "h"]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})", "rows.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto pg = f.planner->prepare(*g);
+  ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
+  auto key = [&](int64_t tokens, int64_t h) {
+    auto r = reshape_graph(*pg->graph, {{"tokens", tokens}, {"h", h}});
+    return r.is_ok() ? compute_signature(*r)->shape_key : std::string();
+  };
+  f.backend->stored = {key(128, 5), key(256, 4)};
+  f.backend->tuned = {TunedShape{"h=5,tokens=128", {{"h", 5}, {"tokens", 128}}, EngineConfig{41, {}}},
+                      TunedShape{"h=4,tokens=256", {{"h", 4}, {"tokens", 256}}, EngineConfig{42, {}}}};
+  auto a = f.planner->obtain(*pg, {{"tokens", 100}, {"h", 4}});
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->source, PlanSource::kPadded) << a->why;
+  EXPECT_NE(a->why.find("runs the plan tuned for h=4,tokens=256"), std::string::npos) << a->why;
+  // Where none pads, `why` gives the nearest one's reason.
+  f.backend->tuned.pop_back();
+  Fixture f2("tokens=ranges:1-256;h=ranges:1-8", NewShapes::kStopgap);
+  f2.backend->stored = {key(128, 5)};
+  f2.backend->tuned = {TunedShape{"h=5,tokens=128", {{"h", 5}, {"tokens", 128}}, EngineConfig{41, {}}}};
+  auto pg2 = f2.planner->prepare(*g);
+  ASSERT_TRUE(pg2.is_ok());
+  auto b = f2.planner->obtain(*pg2, {{"tokens", 100}, {"h", 4}});
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->source, PlanSource::kDynamic);
+  EXPECT_NE(b->why.find("padded: h=5,tokens=128: no padded plan: tensor 'x' varies in two dims"), std::string::npos)
+      << b->why;
+  f.planner->wait_for_promotions();
+  f2.planner->wait_for_promotions();
 }
 
 // Many threads asking for new shapes of one bucket at once: each shape one padded plan, the
