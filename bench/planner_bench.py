@@ -91,7 +91,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     results = {"method": "kiln replay through kiln::Planner, one process per run, warmed by one size outside "
                          "the list; first execution = obtain + execute + stream sync of a size's first request "
-                         "(host clock); execute = median of host-timed execute + sync over its later requests, "
+                         "(host clock; the replay's own buffers for a new plan are made between the two, untimed); execute = median of host-timed execute + sync over its later requests, "
                          "after the background promotions finished",
                "graphs": []}
     for name, spec, sym, sizes in GRAPHS:
