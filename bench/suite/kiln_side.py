@@ -292,7 +292,7 @@ def summarize_dynamic(pb):
     size of every graph of the first execution served by a stopgap (the `padded` run, or `stopgap` in older
     files: a new size in a tuned bucket) and by a cold static heuristics build (the `cold` run), and per size the promoted plan's
     execution time over the fully tuned plan's."""
-    first, cold, promoted, per_graph = [], [], [], {}
+    first, cold, promoted, per_graph, by_graph = [], [], [], {}, {}
     for g in pb.get("graphs", []):
         runs = g.get("runs", {})
         # The stopgap a new size gets first: padded where planner_bench measured it (a file from before
@@ -300,15 +300,26 @@ def summarize_dynamic(pb):
         run = "padded" if "padded" in runs else "stopgap"
         sg = {r["shape"]: r for r in runs.get(run, {}).get("sizes", [])}
         cd = {r["shape"]: r for r in runs.get("cold", {}).get("sizes", [])}
+        gf, gc = [], []
         for shape, r in sg.items():
+            # New shapes only: a size that is itself a tuned representative is a hit, not a new shape.
+            if r.get("first_source") in ("memory", "store"):
+                continue
             if shape in cd and r.get("first_execution_ms") and cd[shape].get("first_execution_ms"):
-                first.append(r["first_execution_ms"])
-                cold.append(cd[shape]["first_execution_ms"])
+                gf.append(r["first_execution_ms"])
+                gc.append(cd[shape]["first_execution_ms"])
+        first += gf
+        cold += gc
+        if gf:
+            by_graph[g.get("graph", "?")] = {"static_build_ms": statistics.median(gc),
+                                             "stopgap_first_ms": statistics.median(gf), "sizes": len(gf),
+                                             "ratio": statistics.median(gc) / statistics.median(gf)}
         ratios = g.get("ratios", {})
         promoted += [v["promoted_over_tuned"] for v in ratios.values() if v.get("promoted_over_tuned")]
         per_graph[g.get("graph", "?")] = {k: v.get("cold_build_over_padded", v.get("cold_build_over_stopgap"))
                                           for k, v in ratios.items()}
-    out = {"cold_build_over_stopgap_per_size": per_graph, "promoted_vs_tuned": promoted}
+    out = {"cold_build_over_stopgap_per_size": per_graph, "promoted_vs_tuned": promoted,
+           "new_shape_by_graph": by_graph}
     if first:
         out["stopgap_first_ms"] = statistics.median(first)
         out["static_build_ms"] = statistics.median(cold)
