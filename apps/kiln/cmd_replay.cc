@@ -79,6 +79,9 @@ StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* 
     }
     if (!r.is_object() || !r.contains("spec") || !r["spec"].is_string())
       return invalid_argument(at + ": \"spec\" is missing or not a string");
+    for (const auto& [field, v] : r.items())  // a typo ("shapes") must not run the spec's own shape
+      if (field != "spec" && field != "shape" && field != "count")
+        return invalid_argument(at + ": unknown field \"" + field + "\" (a request has \"spec\", \"shape\" and \"count\")");
     std::string spec = r["spec"].get<std::string>();
     if (spec.empty()) return invalid_argument(at + ": \"spec\" is empty");
     if (spec[0] != '/') spec = dir + "/" + spec;
@@ -115,6 +118,7 @@ StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* 
       return invalid_argument(where + ": more than " + std::to_string(kMaxRequests) + " requests");
     for (int64_t k = 0; k < count; ++k) out.push_back(q);
   }
+  if (tg->graphs.empty()) return invalid_argument(where + ": no request names a spec (only barriers)");
   return out;
 }
 
@@ -148,6 +152,7 @@ double pct(std::vector<double> v, double p) {
 Status run_replay(const ReplayCmdOptions& o) {
   if (o.threads < 1 || o.threads > 256) return invalid_argument("--threads must be 1..256, got " + std::to_string(o.threads));
   if (o.handles < 1 || o.handles > 64) return invalid_argument("--handles must be 1..64, got " + std::to_string(o.handles));
+  if (o.warm && !o.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");
   TraceGraphs tg;
   KILN_ASSIGN_OR_RETURN(std::vector<Request> requests, read_trace(o.trace, &tg));
   if (!o.record_shapes.empty()) {  // refused now, not after the run
@@ -162,8 +167,9 @@ Status run_replay(const ReplayCmdOptions& o) {
     const size_t slash = o.record_shapes.rfind('/');
     const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : o.record_shapes.substr(0, slash);
     struct stat st {};
-    if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    if (::stat(parent.c_str(), &st) != 0)
       return invalid_argument("--record-shapes: folder '" + parent + "' does not exist");
+    if (!S_ISDIR(st.st_mode)) return invalid_argument("--record-shapes: '" + parent + "' is not a folder");
   }
   PlannerOptions po;
   if (o.new_shapes == "stopgap") po.new_shapes = NewShapes::kStopgap;
@@ -185,7 +191,6 @@ Status run_replay(const ReplayCmdOptions& o) {
     prepared.push_back(std::move(pg));
   }
   // --preload: what a service does at start, timed apart from the requests.
-  if (o.warm && !o.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");
   PreloadReport pre;
   for (size_t i = 0; o.preload && i < prepared.size(); ++i) {
     KILN_ASSIGN_OR_RETURN(PreloadReport r, planner->preload(prepared[i], o.warm));
@@ -369,8 +374,9 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_flag("--no-padded", o->no_padded,
                 "No padded stopgaps (a new shape gets a dynamic-shape build instead): to compare them");
   sub->add_flag("--preload", o->preload,
-                "Load every stored plan of the trace's structures before the first request (what a service does at "
-                "start; timed apart)");
+                "Before the first request, load every stored plan of each traced spec's structure (what a service "
+                "does at start; timed apart). Padded stopgaps need a bucket policy (--buckets) whose buckets hold "
+                "more than one size");
   sub->add_flag("--warm", o->warm, "With --preload: run each preloaded plan once, so no request pays its first load");
   sub->add_flag("--force", o->force, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");

@@ -1,5 +1,5 @@
 // kiln stats SHAPES_FILE: a recorded-shapes file's summary (kiln::Planner's recorder, docs/runtime.md):
-// per structure, the shapes served, how often, and which are still served by stopgaps (dynamic,
+// per structure, the shapes served, how often, and which are still served by stopgaps (padded, dynamic,
 // bucket or heuristics) rather than a stored tuned plan; with --buckets, the bucket representatives to tune.
 #include <algorithm>
 #include <cstdio>
@@ -70,18 +70,21 @@ Status run_stats(const StatsCmdOptions& o) {
   }
   std::printf("%s: %zu shapes of %zu structures, %lld calls", o.file.c_str(), shapes.size(), graph_of.size(),
               static_cast<long long>(calls));
+  // Printed: no control characters reach the terminal (the file is data, its names anything).
+  auto printable = [](std::string t) {
+    for (char& c : t)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    return t.empty() ? std::string("\"\"") : t;
+  };
   std::string srcs;
-  for (const auto& [src, n] : by_source) srcs += (srcs.empty() ? "" : ", ") + src + " " + std::to_string(n);
+  for (const auto& [src, n] : by_source) srcs += (srcs.empty() ? "" : ", ") + printable(src) + " " + std::to_string(n);
   std::printf("%s%s%s\n", srcs.empty() ? "" : " (", srcs.c_str(), srcs.empty() ? "" : ")");
   std::printf("  %-10s %-18s %-24s %-10s %-22s %s\n", "calls", "graph", "shape", "stopgap", "bucket", "structure");
   for (size_t i = 0; i < shapes.size() && static_cast<int>(i) < o.top; ++i) {
     const RecordedShape& s = shapes[i];
     auto shape = parse_shape_key(s.shape_key);
-    std::string name = s.graph;  // printed: no control characters reach the terminal
-    std::string key = s.shape_key;
-    for (std::string* t : {&name, &key})
-      for (char& c : *t)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    const std::string name = printable(s.graph);
+    const std::string key = s.shape_key.empty() ? s.shape_key : printable(s.shape_key);
     std::printf("  %-10lld %-18s %-24s %-10s %-22s %s\n", static_cast<long long>(s.count), name.c_str(),
                 key.empty() ? "(static)" : key.c_str(), stopgap(s) ? "yes" : "no",
                 shape.is_ok() ? policy->bucket_key(*shape).c_str() : "?", s.structure.c_str());

@@ -1,4 +1,4 @@
-// Serving a shape from the plan of a larger one (docs/runtime.md "Padded plans"). A graph whose rows along a
+// Serving a shape from the plan of a larger one (docs/runtime.md "Padded stopgaps"). A graph whose rows along a
 // dynamic dim are independent (a batch of images through a conv, the tokens of a matmul + bias + GELU, the
 // rows of a norm) computes the same first n rows at any larger extent. So a new shape in a tuned bucket can
 // run at once on the plan tuned for the bucket's representative (which is at least as large): the inputs
@@ -17,7 +17,8 @@
 //     only; SDPA's batch;
 //   - every input and output that varies holds it as its outermost dim (the largest stride; the others'
 //     strides unchanged), so its real bytes are a prefix of the larger tensor's bytes.
-// Anything else is NotSupported with the reason (the Planner then builds a plan for the shape).
+// Anything else is NotSupported with the reason (the Planner then tries the next tuned shape, then a dynamic
+// stopgap or a static build, kiln/planner.h NewShapes).
 #pragma once
 
 #include <cstddef>

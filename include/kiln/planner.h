@@ -14,7 +14,7 @@
 //
 //   PlannerOptions o; o.store_path = "plans.db";
 //   KILN_ASSIGN_OR_RETURN(auto planner, Planner::create(o));
-//   KILN_ASSIGN_OR_RETURN(Graph g, load_spec_file("model/conv.json"));
+//   KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file("model/conv.json"));
 //   KILN_ASSIGN_OR_RETURN(PreparedGraph pg, planner->prepare(g));      // validated, signature computed once
 //   KILN_ASSIGN_OR_RETURN(Obtained p, planner->obtain(pg, {{"batch", 24}}));
 //   KILN_RETURN_IF_ERROR(p.plan->execute(stream, {{"x", {x_ptr, x_bytes}}, {"w", {w_ptr}}, {"y", {y_ptr}}}));
@@ -78,6 +78,9 @@ class ExecutablePlan {
   const Graph& graph() const { return graph_; }
   const GraphSignature& signature() const { return signature_; }
   const EngineConfig& config() const { return config_; }
+  // The workspace execute() needs, in bytes. Read it for every plan obtained: a padded stopgap's holds its
+  // scratch too (kiln/padding.h), so it differs from, and needs more than, the plan that replaces it, and
+  // it is never 0. execute() cannot check a workspace's size: a smaller one is written past.
   int64_t workspace_bytes() const { return workspace_bytes_; }
   PlanSource built_from() const { return built_from_; }  // store, bucket, heuristics, dynamic or padded
   // The bytes tensor `name` spans (its strides' footprint), or NotFound.
@@ -143,7 +146,8 @@ enum class NewShapes {
   // on a background thread; it replaces the stopgap in the cache when ready (stats: stopgaps, promotions).
   // The stopgap is, in this order:
   //   padded   where the bucket has a tuned shape at least as large and the graph's rows along the dim
-  //            are independent (kiln/padding.h): that shape's plan on scratch copies, no build at all;
+  //            are independent (kiln/padding.h): the nearest such shape's plan on scratch copies, no build
+  //            at all (so only with a bucket policy whose buckets hold more than one value: not `exact`);
   //   dynamic  a dynamic-shape build with the structure's kernel cache (milliseconds after the first
   //            shape), except where the structure's static builds have proved cheap (under 5 ms: a
   //            precompiled engine): its new shapes are then built statically at once.
@@ -203,14 +207,15 @@ struct PlannerStats {
   int64_t builds = 0;                     // plans made (store loads and builds), not hits
   int64_t failures = 0;                   // obtain() calls that returned an error
   int64_t cached = 0;                     // plans held in memory
-  int64_t stopgaps = 0;                   // of those, dynamic-shape stopgaps not yet promoted
+  int64_t stopgaps = 0;                   // of those, stopgaps (padded or dynamic) not yet promoted
   int64_t promotions = 0;                 // stopgaps replaced by their static plan
   int64_t promotion_failures = 0;         // static builds that failed (the stopgap stays)
   std::string last_promotion_failure;     // why the last one failed
   // Summed over this Planner's captured sequences (GraphCounters).
   int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0,
           graph_updates = 0, graph_update_refusals = 0, graph_reinstantiations = 0;
-  // "memory 120, store 3, dynamic 2, bucket 0, heuristics 1; 6 built, 0 failed, 6 held; 0 stopgaps, 2 promoted",
+  // "memory 120, store 3, dynamic 2, bucket 0, heuristics 1, padded 4; 10 built, 0 failed, 10 held; 0 stopgaps,
+  // 6 promoted",
   // then, once a captured sequence did anything, "; graphs: 2 captures, 1 instantiation, 100 replays, 0 stream
   // runs, 1 update, 0 refused, 0 re-instantiations".
   std::string text() const;

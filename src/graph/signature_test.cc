@@ -161,6 +161,41 @@ TEST(Signature, ChangesWithEverythingThatMatters) {
   }
 }
 
+// Op attributes that change what is computed change the structure: two graphs differing only there must
+// never share plans (issue 14 item 6: a signature leaving out SDPA's `causal` or a reduction's `axes`
+// survived every host test).
+TEST(Signature, OpAttributesThatChangeTheComputationChangeIt) {
+  auto sig = [](const std::string& spec) {
+    auto g = parse_spec_string(spec, "a.json");
+    EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+    auto s = compute_signature(*g);
+    EXPECT_TRUE(s.is_ok());
+    return s.is_ok() ? s->structure : std::string();
+  };
+  auto sdpa = [](const std::string& attrs) {
+    return R"({"name": "a", "io_dtype": "bf16", "tensors": {"q": {"dims": [1, 2, 32, 16]}, "k": {"dims": [1, 2, 32, 16]},
+      "v": {"dims": [1, 2, 32, 16]}}, "nodes": [{"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v"], "outputs": ["o"])" +
+           attrs + "}], \"outputs\": [\"o\"]}";
+  };
+  const std::string causal = sig(sdpa(R"(, "causal": true)")), plain = sig(sdpa(""));
+  EXPECT_NE(causal, plain);
+  EXPECT_NE(sig(sdpa(R"(, "attn_scale": 0.5)")), plain);
+  auto reduce = [](const std::string& op, const std::string& axes, const std::string& out_dims) {
+    return R"({"name": "r", "io_dtype": "fp16", "tensors": {"x": {"dims": [4, 8, 16]}, "y": {"dims": )" + out_dims +
+           R"(, "dtype": "fp32"}}, "nodes": [{"name": "red", "op": ")" + op + R"(", "inputs": ["x"], "outputs": ["y"], "axes": )" +
+           axes + R"(}], "outputs": ["y"]})";
+  };
+  const std::string sum2 = sig(reduce("reduce_sum", "[2]", "[4, 8, 1]"));
+  EXPECT_NE(sum2, sig(reduce("reduce_sum", "[1, 2]", "[4, 1, 1]")));
+  EXPECT_NE(sum2, sig(reduce("reduce_max", "[2]", "[4, 8, 1]")));
+  auto norm = [](const std::string& eps) {
+    return R"({"name": "n", "io_dtype": "fp16", "tensors": {"x": {"dims": [8, 64, 1, 1]}, "g": {"dims": [1, 64, 1, 1]}},
+      "nodes": [{"name": "rms", "op": "rms_norm", "inputs": ["x", "g"], "outputs": ["y"], "epsilon": )" + eps +
+           R"(}], "outputs": ["y"]})";
+  };
+  EXPECT_NE(sig(norm("1e-5")), sig(norm("1e-6")));
+}
+
 TEST(Signature, DynamicValueChangesOnlyTheShapeKey) {
   Json a = conv_spec();
   Json b = conv_spec();

@@ -132,6 +132,30 @@ TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
   EXPECT_NE(r.err.find("\"shapes\" is not a list"), std::string::npos) << r.err;
 }
 
+// A shape a padded stopgap served is a stopgap too; source names reach the terminal without control
+// characters (found by a new-user review: an ESC in a source name was printed raw).
+TEST(StatsCli, PaddedIsAStopgapAndSourceNamesArePrintable) {
+  const std::string dir = ::testing::TempDir() + "/kiln_stats_padded_" + std::to_string(::getpid());
+  std::system(("mkdir -p '" + dir + "'").c_str());
+  const std::string file = dir + "/shapes.json";
+  std::ofstream(file) << R"({"format":"kiln-shapes","version":1,"shapes":[
+    {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=100","graph":"mlp","count":5,"sources":{"memory":4,"padded":1}},
+    {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=128","graph":"mlp","count":2,"sources":{"pad\u001b[2Jded":2}}]})";
+  const std::string out = dir + "/out.txt";
+  const int rc = std::system(("\"" + std::string(KILN_BINARY) + "\" stats " + file + " >" + out).c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 0);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_NE(text.find("pad?[2Jded 2"), std::string::npos) << text;
+  const size_t line = text.find("tokens=100");
+  ASSERT_NE(line, std::string::npos) << text;
+  EXPECT_NE(text.substr(line, text.find('\n', line) - line).find("yes"), std::string::npos) << text;
+}
+
 // kiln replay: the whole trace is checked before the GPU is touched (exit 2 naming the request), and
 // without a GPU the Planner says so (exit 3).
 TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
@@ -152,7 +176,10 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
                        Bad{R"([{"spec":"ln.json","count":-1}])", "\"count\" is not an integer >= 1"},
                        Bad{R"([{"spec":"ln.json"},{"spec":"missing.json"}])", "requests[1]: " + dir + "/missing.json"},
                        Bad{R"([{"spec":"ln.json"},{"wait":"builds"}])", "requests[1]: a barrier is exactly {\"wait\": \"promotions\"}"},
-                       Bad{R"([{"wait":"promotions","spec":"ln.json"}])", "requests[0]: a barrier is exactly"}}) {
+                       Bad{R"([{"wait":"promotions","spec":"ln.json"}])", "requests[0]: a barrier is exactly"},
+                       Bad{R"([{"spec":"ln.json","shapes":{"tokens":3}}])",
+                           "requests[0]: unknown field \"shapes\" (a request has \"spec\", \"shape\" and \"count\")"},
+                       Bad{R"([{"wait":"promotions"}])", "no request names a spec (only barriers)"}}) {
     CliRun r = run_kiln("replay " + trace("t.json", b.requests));
     EXPECT_EQ(r.code, 2) << b.requests << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.requests << ": " << r.err;
@@ -172,6 +199,13 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
   f = run_kiln("replay " + ok + " --record-shapes " + dir + "/nodir/out.json");
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_NE(f.err.find("does not exist"), std::string::npos) << f.err;
+  f = run_kiln("replay " + ok + " --record-shapes " + dir + "/ln.json/out.json");  // a file, not a folder
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("ln.json' is not a folder"), std::string::npos) << f.err;
+  // --warm without --preload is a usage error, said before the GPU is looked for.
+  f = run_kiln("replay " + ok + " --warm");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("--warm warms what --preload loads"), std::string::npos) << f.err;
   CliRun r = run_kiln("replay " + ok);
   if (r.code != 0) {  // no GPU here: the Planner says so
     EXPECT_EQ(r.code, 3) << r.err;
