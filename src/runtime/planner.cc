@@ -451,7 +451,7 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
       bound.emplace_back(g.tensors[i].name, static_cast<int>(i));
   const int64_t workspace = static_cast<int64_t>(layout->scratch_bytes) + larger->workspace_bytes();
   *why = "padded: runs the plan tuned for " + best->shape_key + " on scratch (" + layout->text() +
-         "), its own plan is being built";
+         (options.promote ? "), its own plan is being built" : "), kept: promotion is off");
   EngineConfig config = larger->config();
   return std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kPadded,
                                           std::make_unique<PaddedExecutor>(larger, std::move(*layout), std::move(bound),
