@@ -154,14 +154,15 @@ StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger) {
     // never gives a dynamic tensor explicit strides).
     if (a.layout == Layout::kExplicit || b.layout == Layout::kExplicit)
       return refuse("tensor '" + a.name + "' has explicit strides");
-    // The varying dim outermost: the same strides elsewhere, and its stride past the other dims' span.
+    // The varying dim outermost: the same strides elsewhere, and its stride past the other dims' span
+    // (the sum of their reaches: the element the farthest from the start within one row).
     int64_t inner_span = 1;
     for (size_t k = 0; k < a.dims.size(); ++k) {
       if (static_cast<int>(k) == d || b.dims[k].value == 1) continue;
       if (a.strides[k] != b.strides[k])
         return refuse("tensor '" + a.name + "': the stride of " + dim_text(static_cast<int>(k)) +
                       " changes with the shape (its varying dim is not outermost)");
-      inner_span = std::max(inner_span, (b.dims[k].value - 1) * b.strides[k] + 1);
+      inner_span += (b.dims[k].value - 1) * b.strides[k];  // validated footprints: no overflow
     }
     if (a.strides[static_cast<size_t>(d)] != b.strides[static_cast<size_t>(d)] ||
         a.strides[static_cast<size_t>(d)] < inner_span)
