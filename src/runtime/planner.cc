@@ -127,19 +127,16 @@ namespace {
 // rows copied back. Everything is enqueued on the caller's stream, so it captures into a CUDA graph.
 class PaddedExecutor : public PlanExecutor {
  public:
-  PaddedExecutor(std::shared_ptr<const ExecutablePlan> larger, PaddingLayout layout,
-                 std::vector<std::pair<std::string, int>> bound, PlanBackend::DeviceCopy copy)
-      : larger_(std::move(larger)), layout_(std::move(layout)), bound_(std::move(bound)), copy_(copy) {}
+  PaddedExecutor(std::shared_ptr<const ExecutablePlan> larger, PaddingLayout layout, PlanBackend::DeviceCopy copy)
+      : larger_(std::move(larger)), layout_(std::move(layout)), copy_(copy) {}
 
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
     char* ws = static_cast<char*>(workspace);
     if (!ws) return internal_error("padded plan: no workspace for its scratch");
+    // The caller's pointers, by the name each tensor has in the larger graph (the same index, the same name).
     TensorBindings b;
-    for (const auto& [name, t] : bound_) {
-      auto it = pointers.find(t);
-      if (it == pointers.end()) return internal_error("padded plan: tensor '" + name + "' has no pointer");
-      b[name] = TensorBinding{it->second, 0};
-    }
+    const Graph& lg = larger_->graph();
+    for (const auto& [t, ptr] : pointers) b[lg.tensors[static_cast<size_t>(t)].name] = TensorBinding{ptr, 0};
     for (const PaddedTensor& p : layout_.tensors) {
       b[p.name] = TensorBinding{ws + p.scratch_offset, p.padded_bytes};
       if (!p.output) KILN_RETURN_IF_ERROR(copy_(ws + p.scratch_offset, pointers.at(p.tensor), p.real_bytes, stream));
@@ -154,7 +151,6 @@ class PaddedExecutor : public PlanExecutor {
  private:
   std::shared_ptr<const ExecutablePlan> larger_;
   PaddingLayout layout_;
-  std::vector<std::pair<std::string, int>> bound_;  // every input and output: name, tensor index
   PlanBackend::DeviceCopy copy_;
 };
 
@@ -347,6 +343,31 @@ struct Planner::Impl {
     return it == shard.plans.end() ? nullptr : it->second;
   }
 
+  // The stored plan for exactly `g`'s shape, loaded and held under `key`: the plan held (a concurrent
+  // obtain of that shape may have been first; `inserted` says whether this call's went in), or null with
+  // the store's reason in `why`. Shared by the padded source (a representative) and preload().
+  std::shared_ptr<const ExecutablePlan> hold_stored(const std::string& key, const Graph& g, std::string* why,
+                                                    bool* inserted = nullptr) {
+    auto sig = compute_signature(g);
+    if (!sig.is_ok()) {
+      *why = sig.status().message();
+      return nullptr;
+    }
+    std::string miss;
+    auto stored = backend->from_store(g, *sig, &miss);
+    if (!stored.is_ok() || !*stored) {
+      *why = stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message();
+      return nullptr;
+    }
+    builds.fetch_add(1, std::memory_order_relaxed);
+    Shard& shard = shard_for(key);
+    std::unique_lock<std::shared_mutex> wl(shard.mu);
+    auto [it, in] = shard.plans.emplace(key, std::move(*stored));
+    if (in) cached.fetch_add(1, std::memory_order_relaxed);
+    if (inserted) *inserted = in;
+    return it->second;
+  }
+
   // The tuned shapes of a structure, read from the store once (preload() reads them again): the padded
   // and bucket sources ask on every miss, and a store query per miss is most of a padded stopgap's cost.
   // A shape tuned by another process meanwhile is still found by its exact key (the store source).
@@ -402,14 +423,18 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
     return nullptr;
   }
   const TunedShape* best = nullptr;
+  std::shared_ptr<const ExecutablePlan> larger;  // the best one's plan, when held already
   std::optional<Graph> larger_g;
   std::optional<PaddingLayout> layout;
   std::string first_refusal;
   for (const auto& [d, t] : covering) {
-    auto lg = reshape_graph(*pg.graph, t->shape);
+    // A held plan carries its graph at that shape: no reshape for it.
+    std::shared_ptr<const ExecutablePlan> held = cached_plan(cache_key(pg, t->shape));
+    auto lg = held ? StatusOr<Graph>(held->graph()) : reshape_graph(*pg.graph, t->shape);
     StatusOr<PaddingLayout> pl = lg.is_ok() ? plan_padding(g, *lg) : StatusOr<PaddingLayout>(lg.status());
     if (pl.is_ok()) {
       best = t;
+      larger = std::move(held);
       larger_g = std::move(*lg);
       layout = std::move(*pl);
       break;
@@ -421,41 +446,20 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
     return nullptr;
   }
   // The larger shape's plan: held already, or loaded from the store and held from now on.
-  const std::string larger_key = cache_key(pg, best->shape);
-  std::shared_ptr<const ExecutablePlan> larger = cached_plan(larger_key);
   if (!larger) {
-    auto lsig = compute_signature(*larger_g);
-    if (!lsig.is_ok()) {
-      *why = "padded: " + lsig.status().message();
-      return nullptr;
-    }
     std::string miss;
-    auto stored = backend->from_store(*larger_g, *lsig, &miss);
-    if (!stored.is_ok() || !*stored) {
-      *why = "padded: the plan tuned for " + best->shape_key + " did not load: " +
-             (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message());
+    larger = hold_stored(cache_key(pg, best->shape), *larger_g, &miss);
+    if (!larger) {
+      *why = "padded: the plan tuned for " + best->shape_key + " did not load: " + miss;
       return nullptr;
     }
-    larger = std::move(*stored);
-    builds.fetch_add(1, std::memory_order_relaxed);
-    Shard& shard = shard_for(larger_key);
-    std::unique_lock<std::shared_mutex> wl(shard.mu);
-    auto [it, inserted] = shard.plans.emplace(larger_key, larger);
-    if (inserted) cached.fetch_add(1, std::memory_order_relaxed);
-    larger = it->second;  // a concurrent obtain of that shape may have been first
   }
-  std::vector<std::pair<std::string, int>> bound;
-  const GraphRoles roles(g);
-  for (size_t i = 0; i < g.tensors.size(); ++i)
-    if (!g.tensors[i].by_value && !roles.is_virtual(static_cast<int>(i)))
-      bound.emplace_back(g.tensors[i].name, static_cast<int>(i));
   const int64_t workspace = static_cast<int64_t>(layout->scratch_bytes) + larger->workspace_bytes();
   *why = "padded: runs the plan tuned for " + best->shape_key + " on scratch (" + layout->text() +
          (options.promote ? "), its own plan is being built" : "), kept: promotion is off");
   EngineConfig config = larger->config();
   return std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kPadded,
-                                          std::make_unique<PaddedExecutor>(larger, std::move(*layout), std::move(bound),
-                                                                           backend->device_copy()));
+                                          std::make_unique<PaddedExecutor>(larger, std::move(*layout), backend->device_copy()));
 }
 
 void Planner::Impl::promote(Promotion p) {
@@ -772,28 +776,19 @@ StatusOr<PreloadReport> Planner::preload(const PreparedGraph& pg, bool warm) {
       note(g.status().message());
       continue;
     }
-    auto sig = compute_signature(*g);
-    if (!sig.is_ok()) {
-      note(sig.status().message());
-      continue;
-    }
     std::string miss;
-    auto stored = s.backend->from_store(*g, *sig, &miss);
-    if (!stored.is_ok() || !*stored) {
-      note(stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message());
+    bool inserted = false;
+    std::shared_ptr<const ExecutablePlan> plan = s.hold_stored(key, *g, &miss, &inserted);
+    if (!plan) {
+      note(miss);
       continue;
     }
+    if (!inserted) continue;  // a concurrent obtain of that shape held one first
+    ++rep.loaded;
     if (warm) {
-      Status w = s.backend->warm_up(**stored);
+      Status w = s.backend->warm_up(*plan);
       if (!w.is_ok()) note("warm-up: " + w.message());  // loaded all the same: it runs, just not warm
       else ++rep.warmed;
-    }
-    s.builds.fetch_add(1, std::memory_order_relaxed);
-    Impl::Shard& shard = s.shard_for(key);
-    std::unique_lock<std::shared_mutex> wl(shard.mu);
-    if (shard.plans.emplace(key, std::move(*stored)).second) {
-      s.cached.fetch_add(1, std::memory_order_relaxed);
-      ++rep.loaded;
     }
   }
   rep.ms = ms_since(t0);
