@@ -160,11 +160,16 @@ bool write_text(const std::string& path, const std::string& text) {
   return std::fclose(f) == 0;
 }
 
-// New shapes of a tuned structure: a dynamic-shape stopgap (checked), a second new shape reusing the
-// structure's kernel cache, then the promoted static plan (the bucket's tuned configuration, checked).
-void stopgap_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at,
-                           int64_t first_new, int64_t second_new, const std::string& policy) {
-  const std::string dir = ::testing::TempDir() + "/kiln_stopgap_" + sym + std::to_string(::getpid());
+// A Planner (new shapes: stopgaps) over a store that `kiln tune` filled with `spec_text` at its own shape,
+// as a user would, and the graph prepared. `padded` false: dynamic-shape stopgaps only.
+struct TunedPlanner {
+  std::unique_ptr<Planner> planner;
+  Graph graph;
+  PreparedGraph pg;
+};
+void tuned_planner(const std::string& spec_text, const std::string& tag, const std::string& policy, bool padded,
+                   TunedPlanner* out) {
+  const std::string dir = ::testing::TempDir() + "/kiln_" + tag + std::to_string(::getpid());
   ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
   const std::string spec = dir + "/g.json", store = dir + "/plans.db";
   ASSERT_TRUE(write_text(spec, spec_text));
@@ -174,7 +179,7 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
   PlannerOptions o;
   o.store_path = store;
   o.new_shapes = NewShapes::kStopgap;
-  o.padded = false;  // the dynamic-shape stopgap (padded ones: padded_then_promoted)
+  o.padded = padded;
   auto buckets = BucketPolicy::parse(policy);
   ASSERT_TRUE(buckets.is_ok());
   o.buckets = *buckets;
@@ -184,18 +189,29 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
   ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
   auto pg = (*planner)->prepare(*graph);
   ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
-  auto stored = (*planner)->obtain(*pg);
+  out->planner = std::move(planner).value();
+  out->graph = std::move(graph).value();
+  out->pg = std::move(pg).value();
+}
+
+// New shapes of a tuned structure: a dynamic-shape stopgap (checked), a second new shape reusing the
+// structure's kernel cache, then the promoted static plan (the bucket's tuned configuration, checked).
+void stopgap_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at,
+                           int64_t first_new, int64_t second_new, const std::string& policy) {
+  TunedPlanner t;
+  ASSERT_NO_FATAL_FAILURE(tuned_planner(spec_text, "stopgap_" + sym, policy, /*padded=*/false, &t));
+  auto stored = t.planner->obtain(t.pg);
   ASSERT_TRUE(stored.is_ok()) << stored.status().to_string();
   ASSERT_EQ(stored->source, PlanSource::kStore) << stored->why;
 
-  auto first = (*planner)->obtain(*pg, {{sym, first_new}});
+  auto first = t.planner->obtain(t.pg, {{sym, first_new}});
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   EXPECT_EQ(first->source, PlanSource::kDynamic) << first->why;
   run_and_check(*first->plan, "stopgap, " + sym + "=" + std::to_string(first_new));
   // The first stopgap's promotion timed a static build of this structure: where that took under 5 ms (a
   // precompiled engine, as for this conv on the H200) the next new shape is built statically at once.
-  (*planner)->wait_for_promotions();
-  auto second = (*planner)->obtain(*pg, {{sym, second_new}});
+  t.planner->wait_for_promotions();
+  auto second = t.planner->obtain(t.pg, {{sym, second_new}});
   ASSERT_TRUE(second.is_ok()) << second.status().to_string();
   if (second->source == PlanSource::kBucket) {
     EXPECT_NE(second->why.find("static builds of this structure take under 5 ms"), std::string::npos) << second->why;
@@ -204,18 +220,18 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
   }
   const int64_t stopgaps_served = second->source == PlanSource::kDynamic ? 2 : 1;
   run_and_check(*second->plan, std::string(plan_source_name(second->source)) + ", " + sym + "=" + std::to_string(second_new));
-  (*planner)->wait_for_promotions();
-  auto promoted = (*planner)->obtain(*pg, {{sym, first_new}});
+  t.planner->wait_for_promotions();
+  auto promoted = t.planner->obtain(t.pg, {{sym, first_new}});
   ASSERT_TRUE(promoted.is_ok());
   EXPECT_EQ(promoted->source, PlanSource::kMemory);
   EXPECT_EQ(promoted->plan->built_from(), PlanSource::kBucket);
   EXPECT_EQ(promoted->plan->config(), stored->plan->config());
   run_and_check(*promoted->plan, "promoted, " + sym + "=" + std::to_string(first_new));
-  const PlannerStats st = (*planner)->stats();
+  const PlannerStats st = t.planner->stats();
   EXPECT_EQ(st.promotions, stopgaps_served) << st.text();
   EXPECT_EQ(st.stopgaps, 0) << st.text();
   std::printf("[ planner ] %s: stopgap %s first new shape %.2f ms (kernels compiled), second %.2f ms; tuned at %lld: %s; %s\n",
-              graph->name.c_str(), first->plan->config().identity().c_str(), first->obtain_ms, second->obtain_ms,
+              t.graph.name.c_str(), first->plan->config().identity().c_str(), first->obtain_ms, second->obtain_ms,
               static_cast<long long>(tuned_at), stored->plan->config().identity().c_str(), st.text().c_str());
 }
 
@@ -225,28 +241,11 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
 // `preload`: the representative loaded and warmed first (Planner::preload), else loaded on the first miss.
 void padded_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at,
                           std::vector<int64_t> news, const std::string& policy, bool preload) {
-  const std::string dir = ::testing::TempDir() + "/kiln_padded_" + sym + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
-  const std::string spec = dir + "/g.json", store = dir + "/plans.db";
-  ASSERT_TRUE(write_text(spec, spec_text));
-  const std::string tune = "\"" + std::string(KILN_BINARY) + "\" tune " + spec + " --no-unfused --store " + store +
-                           " >" + dir + "/tune.txt 2>&1";
-  ASSERT_EQ(std::system(tune.c_str()), 0) << tune;
-  PlannerOptions o;
-  o.store_path = store;
-  o.new_shapes = NewShapes::kStopgap;
-  auto buckets = BucketPolicy::parse(policy);
-  ASSERT_TRUE(buckets.is_ok());
-  o.buckets = *buckets;
-  auto planner = Planner::create(o);
-  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
-  auto graph = parse_spec_string(spec_text, "g.json");
-  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
-  auto pg = (*planner)->prepare(*graph);
-  ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
+  TunedPlanner t;
+  ASSERT_NO_FATAL_FAILURE(tuned_planner(spec_text, "padded_" + sym, policy, /*padded=*/true, &t));
   std::string times;
   if (preload) {
-    auto pre = (*planner)->preload(*pg, /*warm=*/true);
+    auto pre = t.planner->preload(t.pg, /*warm=*/true);
     ASSERT_TRUE(pre.is_ok()) << pre.status().to_string();
     EXPECT_EQ(pre->loaded, 1);
     EXPECT_EQ(pre->warmed, 1);
@@ -255,7 +254,7 @@ void padded_then_promoted(const std::string& spec_text, const std::string& sym, 
   }
   for (size_t i = 0; i < news.size(); ++i) {
     const int64_t n = news[i];
-    auto p = (*planner)->obtain(*pg, {{sym, n}});
+    auto p = t.planner->obtain(t.pg, {{sym, n}});
     ASSERT_TRUE(p.is_ok()) << p.status().to_string();
     EXPECT_EQ(p->source, PlanSource::kPadded) << p->why;
     run_and_check(*p->plan, "padded, " + sym + "=" + std::to_string(n), /*slack=*/4096, /*graph=*/i % 2 == 1);
@@ -264,16 +263,16 @@ void padded_then_promoted(const std::string& spec_text, const std::string& sym, 
                   p->obtain_ms);
     times += t;
   }
-  (*planner)->wait_for_promotions();
-  auto promoted = (*planner)->obtain(*pg, {{sym, news[0]}});
+  t.planner->wait_for_promotions();
+  auto promoted = t.planner->obtain(t.pg, {{sym, news[0]}});
   ASSERT_TRUE(promoted.is_ok());
   EXPECT_EQ(promoted->source, PlanSource::kMemory);
   EXPECT_EQ(promoted->plan->built_from(), PlanSource::kBucket);
   run_and_check(*promoted->plan, "promoted, " + sym + "=" + std::to_string(news[0]), 4096);
-  const PlannerStats st = (*planner)->stats();
+  const PlannerStats st = t.planner->stats();
   EXPECT_EQ(st.promotions, static_cast<int64_t>(news.size())) << st.text();
   EXPECT_EQ(st.stopgaps, 0) << st.text();
-  std::printf("[ planner ] %s: padded on the plan tuned at %s=%lld, obtain %s; %s\n", graph->name.c_str(),
+  std::printf("[ planner ] %s: padded on the plan tuned at %s=%lld, obtain %s; %s\n", t.graph.name.c_str(),
               sym.c_str(), static_cast<long long>(tuned_at), times.c_str(), st.text().c_str());
 }
 
