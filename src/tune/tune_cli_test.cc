@@ -13,22 +13,27 @@
 namespace {
 
 struct CliRun {
-  int code = -1;
-  std::string err;
+  int code = -1;  // -1: it did not exit normally
+  std::string out, err;
 };
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 CliRun run_kiln(const std::string& args) {
   const std::string dir = ::testing::TempDir() + "/kiln_tune_cli_" + std::to_string(::getpid());
   std::system(("mkdir -p '" + dir + "'").c_str());
-  const std::string err = dir + "/err.txt";
-  const std::string cmd = std::string("\"") + KILN_BINARY + "\" " + args + " >/dev/null 2>" + err;
+  const std::string out = dir + "/out.txt", err = dir + "/err.txt";
+  const std::string cmd = std::string("\"") + KILN_BINARY + "\" " + args + " >" + out + " 2>" + err;
   const int rc = std::system(cmd.c_str());
   CliRun r;
   r.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream in(err);
-  std::stringstream s;
-  s << in.rdbuf();
-  r.err = s.str();
+  r.out = slurp(out);
+  r.err = slurp(err);
   return r;
 }
 
@@ -108,14 +113,10 @@ TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=7","graph":"mlp","count":3,"sources":{"memory":3}},
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=100","graph":"mlp","count":50,"sources":{"memory":49,"heuristics":1}},
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=300","graph":"mlp","count":2,"sources":{"dynamic":1,"memory":1}}]})";
-  const std::string out = dir + "/out.txt";
-  const int rc = std::system(("\"" + std::string(KILN_BINARY) + "\" stats " + file + " --buckets tokens=pow2 >" + out).c_str());
-  ASSERT_TRUE(WIFEXITED(rc));
-  EXPECT_EQ(WEXITSTATUS(rc), 0);
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const CliRun run = run_kiln("stats " + file + " --buckets tokens=pow2");
+  ASSERT_NE(run.code, -1);
+  EXPECT_EQ(run.code, 0) << run.err;
+  const std::string& text = run.out;
   EXPECT_NE(text.find("3 shapes of 1 structures, 55 calls (dynamic 1, heuristics 1, memory 53)"), std::string::npos) << text;
   const size_t hot = text.find("tokens=100"), cold = text.find("tokens=7");
   ASSERT_NE(hot, std::string::npos) << text;
@@ -141,14 +142,10 @@ TEST(StatsCli, PaddedIsAStopgapAndSourceNamesArePrintable) {
   std::ofstream(file) << R"({"format":"kiln-shapes","version":1,"shapes":[
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=100","graph":"mlp","count":5,"sources":{"memory":4,"padded":1}},
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=128","graph":"mlp","count":2,"sources":{"pad\u001b[2Jded":2}}]})";
-  const std::string out = dir + "/out.txt";
-  const int rc = std::system(("\"" + std::string(KILN_BINARY) + "\" stats " + file + " >" + out).c_str());
-  ASSERT_TRUE(WIFEXITED(rc));
-  EXPECT_EQ(WEXITSTATUS(rc), 0);
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const CliRun run = run_kiln("stats " + file);
+  ASSERT_NE(run.code, -1);
+  EXPECT_EQ(run.code, 0) << run.err;
+  const std::string& text = run.out;
   EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
   EXPECT_NE(text.find("pad?[2Jded 2"), std::string::npos) << text;
   const size_t line = text.find("tokens=100");
