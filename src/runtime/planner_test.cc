@@ -81,7 +81,9 @@ class FakeBackend : public PlanBackend {
   }
   static inline std::atomic<int> host_copies{0};
   std::atomic<int> warmed{0}, tuned_queries{0};
+  bool warm_fails = false;
   Status warm_up(const ExecutablePlan&) override {
+    if (warm_fails) return unavailable("out of device memory (injected)");
     ++warmed;
     return Status::ok();
   }
@@ -863,6 +865,25 @@ TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
   EXPECT_EQ(padded->source, PlanSource::kPadded) << padded->why;
   EXPECT_EQ(f.backend->store_calls.load(), calls + 1);  // only 200's own miss
   f.planner->wait_for_promotions();
+}
+
+// A plan that loads but does not warm is held all the same (it runs, just not warm), and counted.
+TEST(PlannerPadded, AWarmUpThatFailsKeepsThePlanAndSaysWhy) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  f.backend->warm_fails = true;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored = {"tokens=128"};
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  auto r = f.planner->preload(*pg, /*warm=*/true);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->loaded, 1);
+  EXPECT_EQ(r->warmed, 0);
+  EXPECT_EQ(r->failed, 1);
+  EXPECT_EQ(r->last_failure, "tokens=128: warm-up: out of device memory (injected)");
+  auto hit = f.planner->obtain(*pg, {{"tokens", 128}});
+  ASSERT_TRUE(hit.is_ok());
+  EXPECT_EQ(hit->source, PlanSource::kMemory);
 }
 
 // The tuned shapes of a structure are read from the store once, not on every miss; preload reads them
