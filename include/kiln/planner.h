@@ -43,9 +43,11 @@ namespace kiln {
 // cache (milliseconds once the structure's kernels are compiled; slower kernels: a stopgap, promoted).
 // kPadded: the plan tuned for a larger shape of the same bucket, run on scratch copies of the inputs and
 // outputs that carry the dynamic dim (kiln/padding.h; no build at all; a stopgap, promoted).
-enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics, kPadded };
-constexpr int kPlanSourceCount = 6;
-// "memory", "store", "dynamic", "bucket", "heuristics", "padded"
+// kTuned: tuned for exactly this shape by the Planner's background promotion (PromoteBy::kTune); obtain()
+// never builds one itself, so it is only a plan's built_from, and its served count stays 0.
+enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics, kPadded, kTuned };
+constexpr int kPlanSourceCount = 7;
+// "memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned"
 const char* plan_source_name(PlanSource s);
 // kDynamic and kPadded: served until the Planner's background build replaces them.
 inline bool plan_source_is_stopgap(PlanSource s) { return s == PlanSource::kDynamic || s == PlanSource::kPadded; }
@@ -115,6 +117,14 @@ struct TunedShape {
   EngineConfig config;
 };
 
+// How a promotion tunes (PromoteBy::kTune): bounded, since it shares the GPU with the service.
+struct PromotionTuning {
+  int top_k = 8;               // cuDNN heuristic mode A's first k configurations (0: every one it offers)
+  double time_budget_s = 5.0;  // per shape, builds and timing included (0: none)
+  int build_threads = 2;       // host threads for its candidates' builds
+  bool store = false;          // also store the winner (the store is then opened for writing too)
+};
+
 // Where the Planner's plans come from: cuDNN and the plan store (make_cudnn_plan_backend), or a fake in
 // host tests. Called outside the Planner's locks, from many threads.
 class PlanBackend {
@@ -138,6 +148,21 @@ class PlanBackend {
   // function, since plans may outlive their backend. The default is cudaMemcpyAsync, device to device.
   using DeviceCopy = Status (*)(void* dst, const void* src, size_t bytes, cudaStream_t stream);
   virtual DeviceCopy device_copy() const;
+  // This exact shape tuned within `tuning`'s bounds (PromoteBy::kTune): its winner as a plan (built_from
+  // kTuned), stored when tuning.store; null with the reason in `why` where the tune found no winner. The
+  // default: Unimplemented (a backend that cannot tune).
+  virtual StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& graph, const GraphSignature& sig,
+                                                               const PromotionTuning& tuning, std::string* why);
+};
+
+// What replaces a stopgap in the background.
+enum class PromoteBy {
+  // The bucket's tuned configuration (else heuristics), built statically for the shape: milliseconds, but
+  // the representative's configuration is not always the best one at this shape.
+  kBuild,
+  // The shape tuned like `kiln tune` does (candidates checked against a reference, timed, the winner rule),
+  // within PromotionTuning's bounds; where the tune finds no winner, the kBuild plan replaces the stopgap.
+  kTune,
 };
 
 // What obtain() does for a shape the store does not hold, in a graph with dynamic dims.
@@ -164,6 +189,8 @@ struct PlannerOptions {
   int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
   NewShapes new_shapes = NewShapes::kStopgap;
   bool promote = true;  // false: stopgaps are kept (to measure them; stats count them as held)
+  PromoteBy promote_by = PromoteBy::kBuild;
+  PromotionTuning tuning;  // with PromoteBy::kTune
   bool padded = true;   // false: no padded stopgaps (a new shape gets a dynamic-shape build instead)
   // Sequences of this Planner's plans (kiln/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
@@ -209,13 +236,15 @@ struct PlannerStats {
   int64_t cached = 0;                     // plans held in memory
   int64_t stopgaps = 0;                   // of those, stopgaps (padded or dynamic) not yet promoted
   int64_t promotions = 0;                 // stopgaps replaced by their static plan
+  int64_t promotions_tuned = 0;           // of those, by a tune of the shape (PromoteBy::kTune)
   int64_t promotion_failures = 0;         // static builds that failed (the stopgap stays)
   std::string last_promotion_failure;     // why the last one failed
+  std::string last_tune_fallback;         // PromoteBy::kTune: why the last tune gave no plan (a build replaced it)
   // Summed over this Planner's captured sequences (GraphCounters).
   int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0,
           graph_updates = 0, graph_update_refusals = 0, graph_reinstantiations = 0;
   // "memory 120, store 3, dynamic 2, bucket 0, heuristics 1, padded 4; 10 built, 0 failed, 10 held; 0 stopgaps,
-  // 6 promoted",
+  // 6 promoted" (", 4 by tuning" where promotions tuned; the last tune that fell back, after it),
   // then, once a captured sequence did anything, "; graphs: 2 captures, 1 instantiation, 100 replays, 0 stream
   // runs, 1 update, 0 refused, 0 re-instantiations".
   std::string text() const;

@@ -28,6 +28,7 @@ const char* plan_source_name(PlanSource s) {
     case PlanSource::kBucket: return "bucket";
     case PlanSource::kHeuristics: return "heuristics";
     case PlanSource::kPadded: return "padded";
+    case PlanSource::kTuned: return "tuned";
   }
   return "unknown";
 }
@@ -109,6 +110,11 @@ Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensor
 // ---- Padded plans ---------------------------------------------------------------------------------
 
 Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }
+
+StatusOr<std::shared_ptr<const ExecutablePlan>> PlanBackend::tune(const Graph& graph, const GraphSignature&,
+                                                                   const PromotionTuning&, std::string*) {
+  return not_supported("graph '" + graph.name + "': this plan backend cannot tune");
+}
 
 PlanBackend::DeviceCopy PlanBackend::device_copy() const {
   return [](void* dst, const void* src, size_t bytes, cudaStream_t stream) -> Status {
@@ -215,6 +221,8 @@ std::string PlannerStats::text() const {
     s += std::string(i ? ", " : "") + plan_source_name(static_cast<PlanSource>(i)) + " " + std::to_string(served[i]);
   s += "; " + std::to_string(builds) + " built, " + std::to_string(failures) + " failed, " + std::to_string(cached) +
        " held; " + std::to_string(stopgaps) + " stopgaps, " + std::to_string(promotions) + " promoted";
+  if (promotions_tuned) s += ", " + std::to_string(promotions_tuned) + " by tuning";
+  if (!last_tune_fallback.empty()) s += " (a tune fell back to a build: " + last_tune_fallback + ")";
   if (promotion_failures)
     s += ", " + std::to_string(promotion_failures) + " promotions failed (last: " + last_promotion_failure + ")";
   if (graph_captures + graph_replays + graph_stream_runs + graph_updates + graph_reinstantiations == 0) return s;
@@ -278,7 +286,7 @@ struct Planner::Impl {
   std::atomic<int64_t> served[kPlanSourceCount] = {};
   std::atomic<int64_t> builds{0}, failures{0}, cached{0};
   std::shared_ptr<GraphCounters> graphs = std::make_shared<GraphCounters>();
-  std::atomic<int64_t> stopgaps{0}, promotions{0}, promotion_failures{0};
+  std::atomic<int64_t> stopgaps{0}, promotions{0}, promotions_tuned{0}, promotion_failures{0};
 
   // Promotions: one background thread, started on the first stopgap.
   std::mutex promo_mu;
@@ -287,6 +295,7 @@ struct Planner::Impl {
   std::deque<Promotion> promo_queue;
   bool promo_busy = false, stopping = false;
   std::string last_promotion_failure;  // under promo_mu
+  std::string last_tune_fallback;      // under promo_mu
   std::thread promo_thread;
 
   ~Impl() {
@@ -394,9 +403,36 @@ struct Planner::Impl {
 
   // allow_stopgap: a dynamic-shape build may serve (NewShapes::kStopgap); false: only static plans.
   StatusOr<Built> build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, bool allow_stopgap);
+  // PromoteBy::kTune: the plan stored for exactly this key (another process may have tuned it), else this
+  // shape tuned by the backend. A Built without a plan (the reason in `why`) where neither gave one.
+  StatusOr<Built> tune_for(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, std::string* why);
   void promote(Promotion p);
   void promotion_loop();
 };
+
+StatusOr<Built> Planner::Impl::tune_for(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape,
+                                        std::string* why) {
+  Graph g;
+  GraphSignature sig;
+  if (shape == pg.shape) {
+    g = *pg.graph;
+    sig = pg.signature;
+  } else {
+    KILN_ASSIGN_OR_RETURN(g, reshape_graph(*pg.graph, shape));
+    KILN_ASSIGN_OR_RETURN(sig, compute_signature(g));
+  }
+  Built out;
+  std::string miss;
+  KILN_ASSIGN_OR_RETURN(out.plan, backend->from_store(g, sig, &miss));
+  if (out.plan) {
+    out.source = PlanSource::kStore;
+    return out;
+  }
+  KILN_ASSIGN_OR_RETURN(out.plan, backend->tune(g, sig, options.tuning, why));
+  out.source = PlanSource::kTuned;
+  if (!out.plan && why->empty()) *why = "the tune gave no plan";
+  return out;
+}
 
 std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedGraph& pg, const Graph& g,
                                                                  const GraphSignature& sig,
@@ -456,7 +492,9 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
   }
   const int64_t workspace = static_cast<int64_t>(layout->scratch_bytes) + larger->workspace_bytes();
   *why = "padded: runs the plan tuned for " + best->shape_key + " on scratch (" + layout->text() +
-         (options.promote ? "), its own plan is being built" : "), kept: promotion is off");
+         (!options.promote                            ? "), kept: promotion is off"
+          : options.promote_by == PromoteBy::kTune ? "), its own plan is being tuned"
+                                                   : "), its own plan is being built");
   EngineConfig config = larger->config();
   return std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kPadded,
                                           std::make_unique<PaddedExecutor>(larger, std::move(*layout), backend->device_copy()));
@@ -479,10 +517,18 @@ void Planner::Impl::promotion_loop() {
     promo_queue.pop_front();
     promo_busy = true;
     lock.unlock();
-    StatusOr<Built> built = catch_exceptions("promoting a plan for graph '" + p.graph.graph->name + "'",
-                                             [&] { return build(p.graph, p.shape, /*allow_stopgap=*/false); });
+    std::string fallback;  // why a tune gave no plan
+    StatusOr<Built> built = catch_exceptions("promoting a plan for graph '" + p.graph.graph->name + "'", [&] {
+      if (options.promote_by == PromoteBy::kTune) {
+        StatusOr<Built> tuned = tune_for(p.graph, p.shape, &fallback);
+        if (!tuned.is_ok()) fallback = tuned.status().message();
+        else if (tuned->plan) return tuned;
+      }
+      return build(p.graph, p.shape, /*allow_stopgap=*/false);
+    });
     if (built.is_ok()) {
       builds.fetch_add(1, std::memory_order_relaxed);
+      if (built->source == PlanSource::kTuned) promotions_tuned.fetch_add(1, std::memory_order_relaxed);
       Shard& shard = shard_for(p.key);
       std::unique_lock<std::shared_mutex> wl(shard.mu);
       shard.plans[p.key] = built->plan;  // callers holding the stopgap keep it alive until they drop it
@@ -494,6 +540,7 @@ void Planner::Impl::promotion_loop() {
     }
     lock.lock();
     if (!built.is_ok()) last_promotion_failure = built.status().message();
+    if (!fallback.empty()) last_tune_fallback = p.graph.graph->name + " " + shape_key_text(p.shape) + ": " + fallback;
     promo_busy = false;
     if (promo_queue.empty()) promo_idle.notify_all();
   }
@@ -516,18 +563,6 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   }
   Built out;
   std::vector<std::string> why;
-  // 1. The store: this exact key.
-  {
-    std::string miss;
-    auto stored = backend->from_store(g, sig, &miss);
-    if (stored.is_ok() && *stored) {
-      out.plan = std::move(*stored);
-      out.source = PlanSource::kStore;
-      return out;
-    }
-    why.push_back("store: " + (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss)
-                                               : stored.status().message()));
-  }
   auto joined = [&] {
     std::string all;
     for (const std::string& w : why) all += (all.empty() ? "" : "; ") + w;
@@ -539,7 +574,31 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     if (!tuned_once) tuned_once.emplace(tuned_shapes_of(sig));
     return *tuned_once;
   };
+  // 1. The store: this exact key. True when it served.
+  auto from_store = [&] {
+    std::string miss;
+    auto stored = backend->from_store(g, sig, &miss);
+    if (stored.is_ok() && *stored) {
+      out.plan = std::move(*stored);
+      out.source = PlanSource::kStore;
+      return true;
+    }
+    why.push_back("store: " + (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss)
+                                               : stored.status().message()));
+    return false;
+  };
   const bool stopgap = allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty();
+  // Where a padded stopgap may serve and the structure's tuned shapes (read once) do not hold this one, the
+  // store is asked after the padded source, not before: its miss (a SQLite read, 0.04-0.2 ms) was most of
+  // a padded obtain. A plan stored for exactly this key that is not tuned (kiln compile), or was stored
+  // since the tuned shapes were read, is still found: the promotion asks the store first and swaps it in.
+  bool store_first = true;
+  if (stopgap && options.padded) {
+    const auto& tuned = tuned_shapes();
+    store_first = !tuned.is_ok() || std::any_of(tuned->begin(), tuned->end(),
+                                                [&](const TunedShape& t) { return t.shape_key == sig.shape_key; });
+  }
+  if (store_first && from_store()) return out;
   // 2. A padded stopgap: the plan of a larger tuned shape of the bucket on scratch copies, no build.
   if (stopgap && options.padded) {
     const auto& tuned = tuned_shapes();
@@ -547,6 +606,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     std::shared_ptr<const ExecutablePlan> padded =
         tuned.is_ok() ? padded_plan(pg, g, sig, shape, *tuned, &miss) : nullptr;
     if (padded) {
+      if (!store_first) why.push_back("store: asked by the promotion (no tuned record for this shape)");
       out.plan = std::move(padded);
       out.source = PlanSource::kPadded;
       why.push_back(miss);
@@ -555,6 +615,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     }
     why.push_back(tuned.is_ok() ? miss : "padded: " + tuned.status().message());
   }
+  if (!store_first && from_store()) return out;
   // 3. A dynamic stopgap: a dynamic-shape build that shares the structure's kernel cache; its static plan
   //    is built in the background (promotion).
   if (stopgap) {
@@ -811,9 +872,11 @@ PlannerStats Planner::stats() const {
   st.graph_reinstantiations = g.reinstantiations.load(std::memory_order_relaxed);
   st.stopgaps = impl_->stopgaps.load(std::memory_order_relaxed);
   st.promotions = impl_->promotions.load(std::memory_order_relaxed);
+  st.promotions_tuned = impl_->promotions_tuned.load(std::memory_order_relaxed);
   st.promotion_failures = impl_->promotion_failures.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(impl_->promo_mu);
   st.last_promotion_failure = impl_->last_promotion_failure;
+  st.last_tune_fallback = impl_->last_tune_fallback;
   return st;
 }
 

@@ -14,6 +14,7 @@
 #include "kiln/plan_store.h"
 #include "kiln/plan_words.h"
 #include "kiln/planner.h"
+#include "kiln/tuner.h"
 
 namespace kiln {
 namespace {
@@ -114,6 +115,7 @@ class CudnnPlanBackend : public PlanBackend {
   static StatusOr<std::unique_ptr<PlanBackend>> create(const PlannerOptions& o) {
     std::unique_ptr<CudnnPlanBackend> b(new CudnnPlanBackend());
     b->policy_ = o.policy;
+    b->store_path_ = o.store_path;
     if (!o.store_path.empty()) {  // before the GPU: a wrong store path is the caller's error, on any machine
       StoreOpenOptions so;
       so.read_only = true;  // the Planner only reads plans; tuning writes them
@@ -188,6 +190,38 @@ class CudnnPlanBackend : public PlanBackend {
     return Status::ok();
   }
 
+  // The shape tuned as `kiln tune` would (every candidate checked against a reference made once, the
+  // correct ones timed, the winner rule), bounded by `t`; the winner loaded as this Planner's plan and, with
+  // t.store, stored through a connection opened for writing on first use.
+  StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& graph, const GraphSignature& sig,
+                                                       const PromotionTuning& t, std::string* why) override {
+    TuneOptions to;
+    to.top_k = std::max(0, t.top_k);
+    to.time_budget_s = std::max(0.0, t.time_budget_s);
+    to.build_threads = std::max(1, t.build_threads);
+    KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(graph, to));
+    if (!tr.winner || tr.winner_plan.empty()) {
+      *why = "no correct candidate of " + std::to_string(tr.candidates.size()) +
+             (tr.budget_exhausted ? " within the tune's time budget" : "");
+      return std::shared_ptr<const ExecutablePlan>();
+    }
+    StatusOr<LoweredGraph> lg = [&]() -> StatusOr<LoweredGraph> {
+      KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
+      return LoweredGraph::deserialize(graph, h.get(), tr.winner_plan);
+    }();
+    if (!lg.is_ok()) {
+      *why = "the tuned winner " + tr.winner_config.identity() + " did not load: " + lg.status().message();
+      return std::shared_ptr<const ExecutablePlan>();
+    }
+    if (t.store) {
+      Status st = store_tuned(sig, tr);
+      if (!st.is_ok()) *why = "tuned " + tr.winner_config.identity() + ", not stored: " + st.message();
+    }
+    const int64_t ws = lg->workspace_size();
+    return std::shared_ptr<const ExecutablePlan>(std::make_shared<ExecutablePlan>(
+        graph, sig, tr.winner_config, ws, PlanSource::kTuned, std::make_unique<CudnnExecutor>(std::move(lg).value(), pool_)));
+  }
+
   StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature& sig) override {
     std::vector<TunedShape> out;
     if (!store_) return out;
@@ -234,6 +268,18 @@ class CudnnPlanBackend : public PlanBackend {
 
  private:
   CudnnPlanBackend() = default;
+  Status store_tuned(const GraphSignature& sig, const TuneResult& tr) {
+    if (store_path_.empty()) return failed_precondition("the Planner has no store");
+    KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env_, tr));
+    std::lock_guard<std::mutex> lock(writer_mu_);
+    if (!writer_) {
+      KILN_ASSIGN_OR_RETURN(writer_, PlanStore::open(store_path_));
+    }
+    KILN_ASSIGN_OR_RETURN(PlanRecord stored, writer_->put(rec));
+    (void)stored;
+    return Status::ok();
+  }
+
   // The kernel cache of a structure (made on first use; never dropped: one per structure served).
   std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure) {
     std::lock_guard<std::mutex> lock(caches_mu_);
@@ -249,6 +295,9 @@ class CudnnPlanBackend : public PlanBackend {
   std::shared_ptr<HandlePool> pool_;
   std::mutex store_mu_;  // one connection: one call at a time (plans load outside it)
   std::unique_ptr<PlanStore> store_;
+  std::string store_path_;
+  std::mutex writer_mu_;
+  std::unique_ptr<PlanStore> writer_;  // PromotionTuning::store: opened for writing on the first tuned plan
 };
 
 }  // namespace

@@ -97,6 +97,19 @@ class FakeBackend : public PlanBackend {
   bool dynamic_ok = true;             // dynamic-shape builds succeed
   int dynamic_delay_ms = 0;           // added to a dynamic build
   std::atomic<int> dynamic_builds{0};
+  std::atomic<int> tunes{0};
+  bool tune_finds_none = false;  // tune(): no correct candidate
+  StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& g, const GraphSignature& sig, const PromotionTuning& t,
+                                                       std::string* why) override {
+    ++tunes;
+    last_tuning = t;
+    if (tune_finds_none) {
+      *why = "no correct candidate of 3 (injected)";
+      return std::shared_ptr<const ExecutablePlan>();
+    }
+    return make(g, sig, EngineConfig{99, {}}, PlanSource::kTuned);
+  }
+  PromotionTuning last_tuning;
 
   StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
                                                              std::string* why) override {
@@ -150,11 +163,14 @@ struct Fixture {
   FakeBackend* backend = nullptr;
   std::unique_ptr<Planner> planner;
   // Most tests check the static sources: new shapes built on the calling thread unless they ask.
-  explicit Fixture(const std::string& buckets = "", NewShapes new_shapes = NewShapes::kBuildNow) {
+  explicit Fixture(const std::string& buckets = "", NewShapes new_shapes = NewShapes::kBuildNow,
+                   PromoteBy promote_by = PromoteBy::kBuild) {
     auto b = std::make_unique<FakeBackend>();
     backend = b.get();
     PlannerOptions o;
     o.new_shapes = new_shapes;
+    o.promote_by = promote_by;
+    o.tuning.top_k = 5;
     auto p = BucketPolicy::parse(buckets);
     EXPECT_TRUE(p.is_ok());
     o.buckets = *p;
@@ -757,7 +773,9 @@ TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
 
   // Promotion: the bucket's configuration built for 100, which then computes with 100 rows.
   f.planner->wait_for_promotions();
-  EXPECT_EQ(f.backend->store_calls.load(), 3);  // tokens=100 (a miss), tokens=128 once, the promotion's 100
+  // tokens=128 once and the promotion's 100: obtain() did not ask the store for 100, which the structure's
+  // tuned shapes do not hold (its promotion asks it first).
+  EXPECT_EQ(f.backend->store_calls.load(), 2);
   auto p = f.planner->obtain(*pg, {{"tokens", 100}});
   ASSERT_TRUE(p.is_ok());
   EXPECT_EQ(p->source, PlanSource::kMemory);
@@ -784,7 +802,84 @@ TEST(PlannerPadded, TwoNewShapesShareOneLoadOfTheirRepresentative) {
   EXPECT_EQ(a->source, PlanSource::kPadded);
   EXPECT_EQ(b->source, PlanSource::kPadded);
   f.planner->wait_for_promotions();
-  EXPECT_EQ(f.backend->store_calls.load(), 5);  // 100 and 90 (misses), 128 once, the two promotions' misses
+  EXPECT_EQ(f.backend->store_calls.load(), 3);  // 128 once, the two promotions' misses (not the obtains)
+}
+
+// A plan stored for exactly the new shape that the structure's tuned shapes do not list (kiln compile's
+// untuned plan, or one stored since they were read) is not asked for on the request's path, which a padded
+// stopgap serves: the promotion asks the store first and swaps that plan in.
+TEST(PlannerPadded, AnUntunedRecordOfTheShapeIsSwappedInByThePromotion) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored.insert("tokens=128");
+  f.backend->stored.insert("tokens=100");  // stored, not tuned
+  f.backend->stored.insert("tokens=256");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  f.backend->tuned.push_back(TunedShape{"tokens=256", {{"tokens", 256}}, EngineConfig{41, {}}});
+  auto a = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(a->source, PlanSource::kPadded);
+  EXPECT_NE(a->why.find("store: asked by the promotion"), std::string::npos) << a->why;
+  f.planner->wait_for_promotions();
+  auto b = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->source, PlanSource::kMemory);
+  EXPECT_EQ(b->plan->built_from(), PlanSource::kStore);
+  EXPECT_EQ(f.backend->builds.load(), 0);  // nothing built: the stored plan replaced the stopgap
+  // A shape the tuned shapes list is asked of the store first, as ever: a store hit, no stopgap.
+  auto c = f.planner->obtain(*pg, {{"tokens", 256}});
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->source, PlanSource::kStore) << c->why;
+}
+
+// PromoteBy::kTune: the stopgap's replacement is this shape tuned (within PromotionTuning's bounds).
+TEST(PlannerPadded, PromotedByATuneOfTheShape) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap, PromoteBy::kTune);
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored.insert("tokens=128");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  auto a = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(a->source, PlanSource::kPadded);
+  EXPECT_NE(a->why.find("its own plan is being tuned"), std::string::npos) << a->why;
+  f.planner->wait_for_promotions();
+  auto b = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->plan->built_from(), PlanSource::kTuned);
+  EXPECT_EQ(b->plan->config().identity(), "eng99");
+  EXPECT_EQ(b->plan->signature().shape_key, "tokens=100");
+  EXPECT_EQ(f.backend->tunes.load(), 1);
+  EXPECT_EQ(f.backend->last_tuning.top_k, 5);  // the Planner's bounds reach the tune
+  EXPECT_EQ(f.backend->builds.load(), 0);
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.promotions, 1);
+  EXPECT_EQ(st.promotions_tuned, 1);
+  EXPECT_EQ(st.stopgaps, 0);
+  EXPECT_NE(st.text().find("1 promoted, 1 by tuning"), std::string::npos) << st.text();
+}
+
+// A tune that finds no winner falls back to the static build, and the stats say why.
+TEST(PlannerPadded, ATuneWithoutAWinnerFallsBackToTheBuild) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap, PromoteBy::kTune);
+  f.backend->tune_finds_none = true;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored.insert("tokens=128");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", 100}}).is_ok());
+  f.planner->wait_for_promotions();
+  auto b = f.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->plan->built_from(), PlanSource::kBucket);
+  EXPECT_EQ(b->plan->config().identity(), "eng41");
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.promotions, 1);
+  EXPECT_EQ(st.promotions_tuned, 0);
+  EXPECT_EQ(st.last_tune_fallback, "mlp tokens=100: no correct candidate of 3 (injected)");
+  EXPECT_NE(st.text().find("a tune fell back to a build: mlp tokens=100: no correct candidate"), std::string::npos)
+      << st.text();
 }
 
 // Where padding does not apply the stopgap is a dynamic-shape build, and `why` says what padding lacked.
@@ -863,8 +958,9 @@ TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
   auto padded = f.planner->obtain(*pg, {{"tokens", 200}});
   ASSERT_TRUE(padded.is_ok());
   EXPECT_EQ(padded->source, PlanSource::kPadded) << padded->why;
-  EXPECT_EQ(f.backend->store_calls.load(), calls + 1);  // only 200's own miss
+  EXPECT_EQ(f.backend->store_calls.load(), calls);  // not even 200's own miss: its promotion asks
   f.planner->wait_for_promotions();
+  EXPECT_EQ(f.backend->store_calls.load(), calls + 1);
 }
 
 // A plan that loads but does not warm is held all the same (it runs, just not warm), and counted.

@@ -12,12 +12,14 @@
 #include "kiln/atomic_file.h"
 #include "kiln/bucket_policy.h"
 #include "kiln/limits.h"
+#include "kiln/planner.h"
 
 namespace kiln {
 
 namespace {
-constexpr const char* kSourceNames[] = {"memory", "store", "dynamic", "bucket", "heuristics", "padded"};
-constexpr int kSources = 6;  // one name per PlanSource, in its order (kiln/planner.h)
+constexpr const char* kSourceNames[] = {"memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned"};
+constexpr int kSources = sizeof(kSourceNames) / sizeof(kSourceNames[0]);
+static_assert(kSources == kPlanSourceCount, "one name per PlanSource, in its order (kiln/planner.h)");
 
 int source_index(const char* s) {
   for (int i = 0; i < kSources; ++i)
