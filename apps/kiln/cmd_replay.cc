@@ -34,8 +34,10 @@ namespace kiln::cli {
 namespace {
 
 struct ReplayCmdOptions {
-  std::string trace, store_path, buckets, record_shapes, new_shapes = "stopgap";
-  int threads = 1, handles = 4;
+  std::string trace, store_path, buckets, record_shapes, new_shapes = "stopgap", promote_by = "build";
+  int threads = 1, handles = 4, tune_top_k = PromotionTuning{}.top_k;
+  double tune_budget_s = PromotionTuning{}.time_budget_s;
+  bool tune_bounds_given = false;  // --tune-top-k or --tune-budget
   bool json = false, force = false, no_promote = false, no_padded = false, preload = false, warm = false;
 };
 
@@ -129,17 +131,19 @@ struct PlanBuffers {
   DeviceBuffer workspace;
 };
 
-StatusOr<PlanBuffers> buffers_for(const ExecutablePlan& plan) {
+// Zeroed on `stream` and synchronized: the request's timed execute then waits for none of it.
+StatusOr<PlanBuffers> buffers_for(const ExecutablePlan& plan, cudaStream_t stream) {
   PlanBuffers b;
   for (const TensorDesc& d : plan.graph().tensors) {
     auto bytes = plan.tensor_bytes(d.name);
     if (!bytes.is_ok()) continue;
     KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(*bytes));
-    KILN_RETURN_IF_ERROR(buf.fill_bytes(0));
+    KILN_RETURN_IF_ERROR(buf.fill_bytes(0, stream));
     b.bindings[d.name] = TensorBinding{buf.data(), *bytes};
     b.owned.push_back(std::move(buf));
   }
   KILN_ASSIGN_OR_RETURN(b.workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(plan.workspace_bytes(), 16))));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return b;
 }
 
@@ -153,6 +157,14 @@ Status run_replay(const ReplayCmdOptions& o) {
   if (o.threads < 1 || o.threads > 256) return invalid_argument("--threads must be 1..256, got " + std::to_string(o.threads));
   if (o.handles < 1 || o.handles > 64) return invalid_argument("--handles must be 1..64, got " + std::to_string(o.handles));
   if (o.warm && !o.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");
+  if (o.promote_by != "build" && o.promote_by != "tune")
+    return invalid_argument("--promote-by must be 'build' or 'tune', got '" + o.promote_by + "'");
+  if (o.tune_bounds_given && o.promote_by != "tune")
+    return invalid_argument("--tune-top-k and --tune-budget bound the tunes of --promote-by tune: give it too");
+  if ((o.tune_top_k < 0 || o.tune_top_k > 10000))
+    return invalid_argument("--tune-top-k must be 0..10000 (0: every candidate), got " + std::to_string(o.tune_top_k));
+  if (!(o.tune_budget_s >= 0 && o.tune_budget_s <= 3600))
+    return invalid_argument("--tune-budget must be 0..3600 seconds (0: none), got " + std::to_string(o.tune_budget_s));
   TraceGraphs tg;
   KILN_ASSIGN_OR_RETURN(std::vector<Request> requests, read_trace(o.trace, &tg));
   if (!o.record_shapes.empty()) {  // refused now, not after the run
@@ -177,6 +189,9 @@ Status run_replay(const ReplayCmdOptions& o) {
   else return invalid_argument("--new-shapes must be 'stopgap' or 'build-now', got '" + o.new_shapes + "'");
   po.promote = !o.no_promote;
   po.padded = !o.no_padded;
+  po.promote_by = o.promote_by == "tune" ? PromoteBy::kTune : PromoteBy::kBuild;
+  po.tuning.top_k = o.tune_top_k;
+  po.tuning.time_budget_s = o.tune_budget_s;
   po.store_path = o.store_path;
   po.handles = o.handles;
   auto b = BucketPolicy::parse(o.buckets);
@@ -232,7 +247,7 @@ Status run_replay(const ReplayCmdOptions& o) {
       if (st.is_ok()) {
         auto it = mine.find(got->plan);
         if (it == mine.end()) {
-          auto bufs = buffers_for(*got->plan);
+          auto bufs = buffers_for(*got->plan, stream->get());
           if (!bufs.is_ok()) st = bufs.status();
           else it = mine.emplace(got->plan, std::move(bufs).value()).first;
         }
@@ -371,6 +386,16 @@ void add_replay(CLI::App& app, Runner* run) {
       ->capture_default_str();
   sub->add_option("--record-shapes", o->record_shapes, "Write the shapes served to this file (kiln stats reads it)");
   sub->add_flag("--no-promote", o->no_promote, "Keep stopgaps (no background static builds): to measure them");
+  sub->add_option("--promote-by", o->promote_by,
+                  "What replaces a stopgap in the background: 'build' (the bucket's tuned configuration built for "
+                  "the shape) or 'tune' (the shape tuned, bounded by --tune-top-k and --tune-budget)")
+      ->capture_default_str();
+  CLI::Option* top_k = sub->add_option("--tune-top-k", o->tune_top_k,
+                                       "With --promote-by tune: the heuristic's first K candidates (0: all)")
+                           ->capture_default_str();
+  CLI::Option* budget =
+      sub->add_option("--tune-budget", o->tune_budget_s, "With --promote-by tune: seconds per shape (0: none)")
+          ->capture_default_str();
   sub->add_flag("--no-padded", o->no_padded,
                 "No padded stopgaps (a new shape gets a dynamic-shape build instead): to compare them");
   sub->add_flag("--preload", o->preload,
@@ -380,7 +405,10 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_flag("--warm", o->warm, "With --preload: run each preloaded plan once, so no request pays its first load");
   sub->add_flag("--force", o->force, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");
-  sub->callback([run, o] { *run = [o] { return run_replay(*o); }; });
+  sub->callback([run, o, top_k, budget] {
+    o->tune_bounds_given = top_k->count() > 0 || budget->count() > 0;
+    *run = [o] { return run_replay(*o); };
+  });
 }
 
 }  // namespace

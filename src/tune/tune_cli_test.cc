@@ -203,6 +203,19 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
   f = run_kiln("replay " + ok + " --warm");
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_NE(f.err.find("--warm warms what --preload loads"), std::string::npos) << f.err;
+  // Promotions by tuning: the mode is one of two, its bounds are checked and need it.
+  f = run_kiln("replay " + ok + " --promote-by guess");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("--promote-by must be 'build' or 'tune', got 'guess'"), std::string::npos) << f.err;
+  f = run_kiln("replay " + ok + " --tune-top-k 4");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("bound the tunes of --promote-by tune: give it too"), std::string::npos) << f.err;
+  f = run_kiln("replay " + ok + " --promote-by tune --tune-budget nan");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("--tune-budget must be 0..3600 seconds"), std::string::npos) << f.err;
+  f = run_kiln("replay " + ok + " --promote-by tune --tune-top-k -3");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("--tune-top-k must be 0..10000"), std::string::npos) << f.err;
   CliRun r = run_kiln("replay " + ok);
   if (r.code != 0) {  // no GPU here: the Planner says so
     EXPECT_EQ(r.code, 3) << r.err;
