@@ -16,12 +16,16 @@ For each graph (conv+bias+ReLU over 8 batch sizes, matmul+bias+GELU over 8 token
        cold       no store, --new-shapes build-now: every size a static build from cuDNN's heuristics
        tuned      store of step 2: every size from the store
        padded-held, dynamic-held   as padded and dynamic, with --no-promote: the stopgaps' own execution
+       padded-tuned   as padded, with --promote-by tune: each new size's promotion is that size tuned in the
+                  background (kiln tune's candidates, gate and winner rule; the heuristic's first 8, 5 s each)
 and writes one JSON object (bench/results/h200/runtime.json by default): per graph and size, the source of
 its first request, its time to first execution (obtain + execute + stream sync), and the execution time
 (median over its later requests, host-timed execute + sync) of the stopgap and of the static plan, with
   cold_build_over_padded    cold first-execution / padded first-execution    (goal >= 50)
   cold_build_over_dynamic   cold first-execution / dynamic first-execution
-  promoted_over_tuned       promoted plan's execute / fully tuned execute     (goal <= 1.03)
+  promoted_over_tuned       promoted plan's execute / fully tuned execute (host-timed execute + sync)
+  promoted_over_tuned_gpu   the same in GPU time (CUDA events around each execute, host launch left out)
+  tune_promoted_over_tuned_gpu   padded-tuned's promoted plan / fully tuned, GPU time   (goal <= 1.03)
   padded_over_tuned, dynamic_over_tuned   the stopgap's execute / fully tuned execute (what promotion buys)
 
   python3 bench/planner_bench.py --kiln build/kiln [--out FILE] [--work DIR]
@@ -125,7 +129,8 @@ def main():
         runs = (("padded", store, "stopgap", ("--preload", "--warm")), ("dynamic", store, "stopgap", ("--no-padded",)),
                 ("build-now", store, "build-now", ()), ("cold", None, "build-now", ()),
                 ("tuned", exact, "build-now", ()), ("padded-held", store, "stopgap", ("--preload", "--warm", "--no-promote")),
-                ("dynamic-held", store, "stopgap", ("--no-padded", "--no-promote")))
+                ("dynamic-held", store, "stopgap", ("--no-padded", "--no-promote")),
+                ("padded-tuned", store, "stopgap", ("--preload", "--warm", "--promote-by", "tune")))
         for tag, st, mode, extra in runs:
             r = replay(a.kiln, tp, st, policy, mode, work, f"{name}-{tag}", extra)
             rows = {}
@@ -136,7 +141,7 @@ def main():
                                   "sizes": [rows.get(f"{sym}={s}", {"shape": f"{sym}={s}", "error": True}) for s in sizes]}
         per_size = {}
         for i, s in enumerate(sizes):
-            pd, dy, bn, cold, tuned, pheld, dheld = (entry["runs"][k]["sizes"][i] for k, *_ in runs)
+            pd, dy, bn, cold, tuned, pheld, dheld, ptuned = (entry["runs"][k]["sizes"][i] for k, *_ in runs)
             def ratio(a_, b_):
                 return a_ / b_ if a_ and b_ else None
             per_size[s] = {
@@ -146,6 +151,11 @@ def main():
                 "cold_build_over_dynamic": ratio(cold.get("first_execution_ms"), dy.get("first_execution_ms")),
                 "cold_build_over_build_now": ratio(cold.get("first_execution_ms"), bn.get("first_execution_ms")),
                 "promoted_over_tuned": ratio(pd.get("execute_ms_p50"), tuned.get("execute_ms_p50")),
+                "promoted_over_tuned_gpu": ratio(pd.get("gpu_ms_p50"), tuned.get("gpu_ms_p50")),
+                "tune_promoted_over_tuned": ratio(ptuned.get("execute_ms_p50"), tuned.get("execute_ms_p50")),
+                "tune_promoted_over_tuned_gpu": ratio(ptuned.get("gpu_ms_p50"), tuned.get("gpu_ms_p50")),
+                "configs": {"tuned": tuned.get("config"), "promoted": pd.get("config"),
+                            "tune_promoted": ptuned.get("config")},
                 "padded_over_tuned": ratio(pheld.get("stopgap_execute_ms_p50"), tuned.get("execute_ms_p50")),
                 "dynamic_over_tuned": ratio(dheld.get("stopgap_execute_ms_p50"), tuned.get("execute_ms_p50")),
             }

@@ -494,7 +494,8 @@ def compute_goals(cases, merged, block_shapes):
     pv = [x for x in pv if x is not None]
     r = max(pv) if pv else None
     goals.append(goal("dynamic: promoted within 3% of tuned", r, 1.03,
-                      (f"max of promoted_vs_tuned over {len(pv)} shapes: " + ", ".join(fmt(x) for x in pv))
+                      (f"max of promoted_vs_tuned ({dy.get('promoted_vs_tuned_from') or 'promoted_over_tuned'}) over "
+                       f"{len(pv)} shapes: " + ", ".join(fmt(x) for x in pv))
                       if pv else "promoted_vs_tuned not measured" + sect_err("dynamic"), direction="le"))
 
     cap = as_dict(merged.get("capture"))

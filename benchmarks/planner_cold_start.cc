@@ -1,7 +1,12 @@
 // Where a new process's time goes before a stored plan runs (issue 12, item 8: a stored plan ready to
 // execute within 10 ms of the library being loaded). Run it in a new process per measurement:
 //
-//   planner_cold_start --store S --spec F [--mode parts|planner] [--json]
+//   planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] [--prime | --no-prime] [--json]
+//
+// --prime (parts): pay cuDNN's first-use work ahead (kiln/cudnn_primer.h), deviceless, as the first step,
+// before the CUDA context: the deserialize after it shows what is left. --no-prime (planner): a Planner
+// that does not prime (PlannerOptions::prime_cudnn false), to compare with the default, which primes on a
+// thread while the context is made.
 //
 // --mode parts (default) times each step with Kiln's own building blocks, in the order the Planner takes
 // them: the first CUDA call (context creation), environment fingerprint, first cuDNN handle, store open,
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "kiln/cuda_handles.h"
+#include "kiln/cudnn_primer.h"
 #include "kiln/device.h"
 #include "kiln/fingerprint.h"
 #include "kiln/host_tensor.h"
@@ -79,7 +85,7 @@ Status make_buffers(const Graph& g, int64_t ws, Buffers* b) {
 int main(int argc, char** argv) {
   g_start = Clock::now();
   std::string store_path, spec, spec2, mode = "parts";
-  bool json = false;
+  bool json = false, prime = false, no_prime = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--store" && i + 1 < argc) store_path = argv[++i];
@@ -87,13 +93,18 @@ int main(int argc, char** argv) {
     else if (a == "--then" && i + 1 < argc) spec2 = argv[++i];
     else if (a == "--mode" && i + 1 < argc) mode = argv[++i];
     else if (a == "--json") json = true;
+    else if (a == "--prime") prime = true;
+    else if (a == "--no-prime") no_prime = true;
     else {
-      std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] [--json]\n");
+      std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
+                           "[--prime (parts) | --no-prime (planner)] [--json]\n");
       return 2;
     }
   }
-  if (store_path.empty() || spec.empty() || (mode != "parts" && mode != "planner")) {
-    std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--mode parts|planner] [--json]\n");
+  if (store_path.empty() || spec.empty() || (mode != "parts" && mode != "planner") || (prime && mode != "parts") ||
+      (no_prime && mode != "planner")) {
+    std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
+                         "[--prime (parts) | --no-prime (planner)] [--json]\n");
     return 2;
   }
   auto graph = parse_spec_file(spec);
@@ -102,6 +113,7 @@ int main(int argc, char** argv) {
     PlannerOptions o;
     o.store_path = store_path;
     o.handles = 1;
+    o.prime_cudnn = !no_prime;
     auto planner = step("Planner::create", [&] { return Planner::create(o); });
     if (!planner.is_ok()) return fail("Planner::create", planner.status());
     auto pg = step("prepare", [&] { return (*planner)->prepare(*graph); });
@@ -123,6 +135,10 @@ int main(int argc, char** argv) {
       if (!st.is_ok()) return fail(name, st);
     }
   } else {
+    if (prime) {
+      PrimeReport r = step("cuDNN primed (deviceless)", [] { return prime_cudnn(); });
+      if (!r.status.is_ok()) return fail("prime", r.status);
+    }
     Status st = step("CUDA context (cudaFree(0))", [] {
       KILN_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
       return Status::ok();

@@ -220,6 +220,8 @@ Status run_replay(const ReplayCmdOptions& o) {
     PlanSource built_from;  // of the plan executed (a hit on a stopgap: kDynamic or kPadded)
     size_t request;
     double obtain_ms, exec_ms;
+    double gpu_ms;  // the execution's own time on the stream (CUDA events), host launch overhead left out
+    std::string config;  // the plan's engine configuration
   };
   std::mutex mu;
   std::vector<Sample> samples;
@@ -228,11 +230,13 @@ Status run_replay(const ReplayCmdOptions& o) {
   size_t phase_end = 0;  // requests [next, phase_end) run in this phase
   auto worker = [&] {
     auto stream = make_stream();
-    if (!stream.is_ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_error.is_ok()) first_error = stream.status();
-      return;
-    }
+    auto ev0 = make_event(), ev1 = make_event();
+    for (const Status& s : {stream.status(), ev0.status(), ev1.status()})
+      if (!s.is_ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.is_ok()) first_error = s;
+        return;
+      }
     // Keyed by the plan itself, held: a promoted stopgap freed here could hand its address to the next
     // plan, whose shape these buffers do not fit.
     std::map<std::shared_ptr<const ExecutablePlan>, PlanBuffers> mine;
@@ -254,18 +258,25 @@ Status run_replay(const ReplayCmdOptions& o) {
         // The buffers of a plan this thread has not run before are not timed: an application owns its
         // buffers, and their cudaMalloc is no part of the Planner's time to first execution.
         t_exec = std::chrono::steady_clock::now();
+        if (st.is_ok() && cudaEventRecord(ev0->get(), stream->get()) != cudaSuccess)
+          st = unavailable("replay: cudaEventRecord failed");
         if (st.is_ok()) st = got->plan->execute(stream->get(), it->second.bindings, it->second.workspace.data());
+        if (st.is_ok() && cudaEventRecord(ev1->get(), stream->get()) != cudaSuccess)
+          st = unavailable("replay: cudaEventRecord failed");
         if (st.is_ok() && cudaStreamSynchronize(stream->get()) != cudaSuccess)
           st = unavailable("replay: the stream failed after executing graph '" + prepared[q.graph].graph->name + "'");
       }
       const auto t2 = std::chrono::steady_clock::now();
+      float gpu_ms = 0;
+      if (st.is_ok() && cudaEventElapsedTime(&gpu_ms, ev0->get(), ev1->get()) != cudaSuccess)
+        st = unavailable("replay: cudaEventElapsedTime failed");
       if (!st.is_ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.is_ok()) first_error = st;
         return;
       }
       local.push_back({got->source, got->plan->built_from(), i, std::chrono::duration<double, std::milli>(t1 - t0).count(),
-                       std::chrono::duration<double, std::milli>(t2 - t_exec).count()});
+                       std::chrono::duration<double, std::milli>(t2 - t_exec).count(), static_cast<double>(gpu_ms), got->plan->config().identity()});
     }
     std::lock_guard<std::mutex> lock(mu);
     samples.insert(samples.end(), local.begin(), local.end());
@@ -323,14 +334,24 @@ Status run_replay(const ReplayCmdOptions& o) {
   // the static plan (hits on each).
   struct ShapeRows {
     const Sample* first = nullptr;
-    std::vector<double> stopgap, static_plan;
+    std::vector<double> stopgap, static_plan, stopgap_gpu, static_gpu;
+    std::string first_config, last_config;
   };
   std::map<std::pair<size_t, std::string>, ShapeRows> by_shape;
   for (const Sample& smp : samples) {
     const Request& q = requests[smp.request];
     ShapeRows& r = by_shape[{q.graph, shape_key_text(q.shape.empty() ? prepared[q.graph].shape : q.shape)}];
     if (!r.first) r.first = &smp;
-    else (plan_source_is_stopgap(smp.built_from) ? r.stopgap : r.static_plan).push_back(smp.exec_ms);
+    if (r.first_config.empty()) r.first_config = smp.config;
+    r.last_config = smp.config;
+    if (r.first == &smp) continue;
+    if (plan_source_is_stopgap(smp.built_from)) {
+      r.stopgap.push_back(smp.exec_ms);
+      r.stopgap_gpu.push_back(smp.gpu_ms);
+    } else {
+      r.static_plan.push_back(smp.exec_ms);
+      r.static_gpu.push_back(smp.gpu_ms);
+    }
   }
   nlohmann::ordered_json shapes = nlohmann::ordered_json::array();
   for (const auto& [k, r] : by_shape)
@@ -341,12 +362,17 @@ Status run_replay(const ReplayCmdOptions& o) {
                       {"first_execution_ms", r.first->obtain_ms + r.first->exec_ms},
                       {"stopgap_executions", r.stopgap.size()},
                       {"stopgap_execute_ms_p50", pct(r.stopgap, 0.5)},
+                      {"stopgap_gpu_ms_p50", pct(r.stopgap_gpu, 0.5)},
                       {"executions", r.static_plan.size()},
-                      {"execute_ms_p50", pct(r.static_plan, 0.5)}});
+                      {"execute_ms_p50", pct(r.static_plan, 0.5)},
+                      {"gpu_ms_p50", pct(r.static_gpu, 0.5)},
+                      {"first_plan_config", r.first_config},
+                      {"config", r.last_config}});
   j["by_shape"] = shapes;
   const PlannerStats pst = planner->stats();
-  j["promotions"] = {{"promoted", pst.promotions}, {"stopgaps_left", pst.stopgaps}, {"failed", pst.promotion_failures},
-                     {"last_failure", pst.last_promotion_failure}};
+  j["promotions"] = {{"promoted", pst.promotions},         {"by_tuning", pst.promotions_tuned},
+                     {"stopgaps_left", pst.stopgaps},       {"failed", pst.promotion_failures},
+                     {"last_failure", pst.last_promotion_failure}, {"last_tune_fallback", pst.last_tune_fallback}};
   j["stats"] = planner->stats().text();
   if (!o.record_shapes.empty()) KILN_RETURN_IF_ERROR(planner->recorder().write_file(o.record_shapes, o.force));
   if (o.json) {

@@ -32,6 +32,11 @@ struct DeviceProfile {
 };
 StatusOr<DeviceProfile> record_device_profile(int ordinal = 0);  // needs a GPU
 StatusOr<DeviceProfile> load_device_profile(const std::string& path);
+// The same from the file's text; `path` names it in errors.
+StatusOr<DeviceProfile> parse_device_profile(const std::string& text, const std::string& path);
+// profiles/h200.json as it was when Kiln was built (compiled in): for deviceless work that needs some
+// device but not this one (kiln/cudnn_primer.h).
+StatusOr<DeviceProfile> builtin_h200_profile();
 Status save_device_profile(const DeviceProfile& profile, const std::string& path);
 
 // A plan's identity: engine global index + knob choices (cuDNN backend knob type -> value) + the cuDNN

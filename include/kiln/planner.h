@@ -195,6 +195,9 @@ struct PlannerOptions {
   // Sequences of this Planner's plans (kiln/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
   bool cuda_graphs = true;
+  // create() pays cuDNN's once-per-process first-use work (kiln/cudnn_primer.h) on a thread while the CUDA
+  // context is made, instead of the first plan paying it; false: the first plan pays (to measure it).
+  bool prime_cudnn = true;
 };
 
 // A validated graph with its signature, computed once (obtain() on a PreparedGraph does no hashing).

@@ -5,6 +5,7 @@
 
 #include "kiln/cuda_handles.h"
 #include "kiln/device.h"
+#include "kiln/h200_profile.h"
 #include "kiln/lower.h"
 #include "lower/fe_status.h"
 
@@ -55,20 +56,28 @@ Status save_device_profile(const DeviceProfile& p, const std::string& path) {
 }
 
 namespace {
-StatusOr<DeviceProfile> load_device_profile_unchecked(const std::string& path);
+StatusOr<DeviceProfile> parse_device_profile_unchecked(const std::string& text, const std::string& path);
 }  // namespace
 
 StatusOr<DeviceProfile> load_device_profile(const std::string& path) {
-  return catch_exceptions("device profile '" + path + "'", [&] { return load_device_profile_unchecked(path); });
-}
-
-namespace {
-StatusOr<DeviceProfile> load_device_profile_unchecked(const std::string& path) {
   std::ifstream f(path);
   if (!f) return not_found("device profile '" + path + "' not found");
   std::stringstream ss;
   ss << f.rdbuf();
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(ss.str(), nullptr, false);
+  return parse_device_profile(ss.str(), path);
+}
+
+StatusOr<DeviceProfile> parse_device_profile(const std::string& text, const std::string& path) {
+  return catch_exceptions("device profile '" + path + "'", [&] { return parse_device_profile_unchecked(text, path); });
+}
+
+StatusOr<DeviceProfile> builtin_h200_profile() {
+  return parse_device_profile(generated::kH200ProfileJson, "profiles/h200.json (built in)");
+}
+
+namespace {
+StatusOr<DeviceProfile> parse_device_profile_unchecked(const std::string& text, const std::string& path) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid_argument("device profile '" + path + "': not valid JSON");
   DeviceProfile p;
   auto need = [&](const char* key) -> Status {

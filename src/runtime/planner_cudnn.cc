@@ -7,8 +7,10 @@
 #include <thread>
 
 #include "kiln/cuda_handles.h"
+#include "kiln/cudnn_primer.h"
 #include "kiln/device.h"
 #include "kiln/fingerprint.h"
+#include "kiln/log.h"
 #include "kiln/lower.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_store.h"
@@ -121,9 +123,16 @@ class CudnnPlanBackend : public PlanBackend {
       so.read_only = true;  // the Planner only reads plans; tuning writes them
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
     }
-    // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
-    // first plan (the cold-start breakdown in docs/runtime.md).
-    std::thread preload([] { preload_cudnn_libraries(); });
+    // cuDNN's sub-libraries load, and its first-use work is paid (kiln/cudnn_primer.h), while the CUDA
+    // context is made (collect_environment makes it), not on the first plan (docs/runtime.md "Cold start").
+    const bool prime = o.prime_cudnn;
+    std::thread preload([prime] {
+      preload_cudnn_libraries();
+      if (!prime) return;
+      PrimeReport r = prime_cudnn();
+      if (r.first && !r.status.is_ok())
+        KILN_LOG(kDebug, "cuDNN was not primed (the first plan pays its first-use work): " << r.status.message());
+    });
     EnvReport env = collect_environment();
     preload.join();
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
