@@ -166,9 +166,10 @@ struct TunedPlanner {
   std::unique_ptr<Planner> planner;
   Graph graph;
   PreparedGraph pg;
+  std::string store;
 };
 void tuned_planner(const std::string& spec_text, const std::string& tag, const std::string& policy, bool padded,
-                   TunedPlanner* out) {
+                   TunedPlanner* out, PromoteBy promote_by = PromoteBy::kBuild) {
   const std::string dir = ::testing::TempDir() + "/kiln_" + tag + std::to_string(::getpid());
   ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
   const std::string spec = dir + "/g.json", store = dir + "/plans.db";
@@ -180,6 +181,9 @@ void tuned_planner(const std::string& spec_text, const std::string& tag, const s
   o.store_path = store;
   o.new_shapes = NewShapes::kStopgap;
   o.padded = padded;
+  o.promote_by = promote_by;
+  o.tuning.store = true;  // with kTune: the tuned winners are stored
+  out->store = store;
   auto buckets = BucketPolicy::parse(policy);
   ASSERT_TRUE(buckets.is_ok());
   o.buckets = *buckets;
@@ -239,10 +243,12 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
 // outputs checked (and nothing written past the caller's buffers), on a stream and as a captured CUDA
 // graph; then the promoted static plan, checked.
 // `preload`: the representative loaded and warmed first (Planner::preload), else loaded on the first miss.
+// `promote_by` kTune: the promoted plans are the new shapes tuned in the background, and stored.
 void padded_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at,
-                          std::vector<int64_t> news, const std::string& policy, bool preload) {
+                          std::vector<int64_t> news, const std::string& policy, bool preload,
+                          PromoteBy promote_by = PromoteBy::kBuild) {
   TunedPlanner t;
-  ASSERT_NO_FATAL_FAILURE(tuned_planner(spec_text, "padded_" + sym, policy, /*padded=*/true, &t));
+  ASSERT_NO_FATAL_FAILURE(tuned_planner(spec_text, "padded_" + sym, policy, /*padded=*/true, &t, promote_by));
   std::string times;
   if (preload) {
     auto pre = t.planner->preload(t.pg, /*warm=*/true);
@@ -267,11 +273,26 @@ void padded_then_promoted(const std::string& spec_text, const std::string& sym, 
   auto promoted = t.planner->obtain(t.pg, {{sym, news[0]}});
   ASSERT_TRUE(promoted.is_ok());
   EXPECT_EQ(promoted->source, PlanSource::kMemory);
-  EXPECT_EQ(promoted->plan->built_from(), PlanSource::kBucket);
+  const bool tune = promote_by == PromoteBy::kTune;
+  EXPECT_EQ(promoted->plan->built_from(), tune ? PlanSource::kTuned : PlanSource::kBucket);
   run_and_check(*promoted->plan, "promoted, " + sym + "=" + std::to_string(news[0]), 4096);
   const PlannerStats st = t.planner->stats();
   EXPECT_EQ(st.promotions, static_cast<int64_t>(news.size())) << st.text();
+  EXPECT_EQ(st.promotions_tuned, tune ? static_cast<int64_t>(news.size()) : 0) << st.text();
   EXPECT_EQ(st.stopgaps, 0) << st.text();
+  if (tune) {  // stored: a new Planner over the store serves the shape from it, with the tune's winner
+    PlannerOptions o;
+    o.store_path = t.store;
+    auto fresh = Planner::create(o);
+    ASSERT_TRUE(fresh.is_ok()) << fresh.status().to_string();
+    auto fpg = (*fresh)->prepare(t.graph);
+    ASSERT_TRUE(fpg.is_ok());
+    auto again = (*fresh)->obtain(*fpg, {{sym, news[0]}});
+    ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+    EXPECT_EQ(again->source, PlanSource::kStore) << again->why;
+    EXPECT_EQ(again->plan->config(), promoted->plan->config());
+    run_and_check(*again->plan, "stored tune winner, " + sym + "=" + std::to_string(news[0]), 4096);
+  }
   std::printf("[ planner ] %s: padded on the plan tuned at %s=%lld, obtain %s; %s\n", t.graph.name.c_str(),
               sym.c_str(), static_cast<long long>(tuned_at), times.c_str(), st.text().c_str());
 }
@@ -300,6 +321,16 @@ const std::string kConv = R"({
 TEST(PlannerGpu, ConvPaddedStopgapsThenPromotedPlanPass) {
   KILN_REQUIRE_GPU();
   padded_then_promoted(kConv, "batch", 8, {6, 5, 7}, "batch=pow2", /*preload=*/false);
+}
+
+TEST(PlannerGpu, ConvPaddedStopgapsThenTunedInTheBackgroundPass) {
+  KILN_REQUIRE_GPU();
+  padded_then_promoted(kConv, "batch", 8, {6, 5}, "batch=pow2", /*preload=*/true, PromoteBy::kTune);
+}
+
+TEST(PlannerGpu, MatmulPaddedStopgapsThenTunedInTheBackgroundPass) {
+  KILN_REQUIRE_GPU();
+  padded_then_promoted(kSpec, "tokens", 256, {200, 131}, "tokens=pow2", /*preload=*/true, PromoteBy::kTune);
 }
 
 TEST(PlannerGpu, ConvStopgapThenPromotedPlanBothPass) {
