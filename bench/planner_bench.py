@@ -25,7 +25,12 @@ its first request, its time to first execution (obtain + execute + stream sync),
   cold_build_over_dynamic   cold first-execution / dynamic first-execution
   promoted_over_tuned       promoted plan's execute / fully tuned execute (host-timed execute + sync)
   promoted_over_tuned_gpu   the same in GPU time (CUDA events around each execute, host launch left out)
-  tune_promoted_over_tuned_gpu   padded-tuned's promoted plan / fully tuned, GPU time   (goal <= 1.03)
+  tune_promoted_over_tuned_gpu   padded-tuned's promoted plan / fully tuned, GPU time (across processes)
+  same_process_over_tuned   benchmarks/promotion_bench (beside the kiln binary): in ONE process, the plan
+                  a --promote-by tune Planner promoted for the size and the size's fully tuned plan (store of
+                  step 2), alternating on shared buffers, 200 CUDA-event-timed runs each, median / median
+                  (goal <= 1.03; the same configuration measured up to 7% apart across processes)
+  same_process_build_over_tuned   the same for --promote-by build (the bucket's configuration)
   padded_over_tuned, dynamic_over_tuned   the stopgap's execute / fully tuned execute (what promotion buys)
 
   python3 bench/planner_bench.py --kiln build/kiln [--out FILE] [--work DIR]
@@ -78,6 +83,20 @@ def replay(kiln, trace, store, policy, new_shapes, work, tag, extra=()):
     if p.returncode != 0:
         return None
     with open(os.path.join(work, f"replay-{tag}.json"), "w") as f:
+        f.write(p.stdout)
+    return json.loads(p.stdout)
+
+
+def promotion_bench(kiln, spec, sym, sizes, policy, store, exact, promote_by, work, tag):
+    exe = os.path.join(os.path.dirname(os.path.abspath(kiln)), "benchmarks", "promotion_bench")
+    if not os.access(exe, os.X_OK):
+        print(f"no promotion_bench at {exe}: same-process ratios not measured", file=sys.stderr)
+        return None
+    p = sh([exe, "--spec", spec, "--symbol", sym, "--sizes", ",".join(str(s) for s in sizes), "--buckets", policy,
+            "--reps", store, "--exact", exact, "--promote-by", promote_by, "--json"], timeout=600)
+    if p.returncode != 0:
+        return None
+    with open(os.path.join(work, f"promotion-{tag}.json"), "w") as f:
         f.write(p.stdout)
     return json.loads(p.stdout)
 
@@ -139,6 +158,11 @@ def main():
             entry["runs"][tag] = {"promotions": (r or {}).get("promotions"), "stats": (r or {}).get("stats"),
                                   "preload": (r or {}).get("preload"), "failed": r is None,
                                   "sizes": [rows.get(f"{sym}={s}", {"shape": f"{sym}={s}", "error": True}) for s in sizes]}
+        same = {}
+        for by in ("tune", "build"):
+            pbr = promotion_bench(a.kiln, spec, sym, sizes, policy, store, exact, by, work, f"{name}-{by}")
+            entry[f"promotion_bench_{by}"] = pbr
+            same[by] = {r["shape"]: r for r in (pbr or {}).get("sizes", [])}
         per_size = {}
         for i, s in enumerate(sizes):
             pd, dy, bn, cold, tuned, pheld, dheld, ptuned = (entry["runs"][k]["sizes"][i] for k, *_ in runs)
@@ -154,6 +178,8 @@ def main():
                 "promoted_over_tuned_gpu": ratio(pd.get("gpu_ms_p50"), tuned.get("gpu_ms_p50")),
                 "tune_promoted_over_tuned": ratio(ptuned.get("execute_ms_p50"), tuned.get("execute_ms_p50")),
                 "tune_promoted_over_tuned_gpu": ratio(ptuned.get("gpu_ms_p50"), tuned.get("gpu_ms_p50")),
+                "same_process_over_tuned": same["tune"].get(f"{sym}={s}", {}).get("ratio"),
+                "same_process_build_over_tuned": same["build"].get(f"{sym}={s}", {}).get("ratio"),
                 "configs": {"tuned": tuned.get("config"), "promoted": pd.get("config"),
                             "tune_promoted": ptuned.get("config")},
                 "padded_over_tuned": ratio(pheld.get("stopgap_execute_ms_p50"), tuned.get("execute_ms_p50")),

@@ -316,10 +316,11 @@ def summarize_dynamic(pb):
                                              "stopgap_first_ms": statistics.median(gf), "sizes": len(gf),
                                              "ratio": statistics.median(gc) / statistics.median(gf)}
         ratios = g.get("ratios", {})
-        # The goal's figure: the plan a background tune promoted, in GPU time, where planner_bench measured it
+        # The goal's figure: the plan a background tune promoted over the fully tuned one, timed in one
+        # process where planner_bench measured it (promotion_bench), else in GPU time across processes
         # (older files: the build-promoted plan, host-timed).
-        key = "tune_promoted_over_tuned_gpu" if any(v.get("tune_promoted_over_tuned_gpu") for v in ratios.values()) \
-            else "promoted_over_tuned"
+        key = next((k for k in ("same_process_over_tuned", "tune_promoted_over_tuned_gpu")
+                    if any(v.get(k) for v in ratios.values())), "promoted_over_tuned")
         promoted += [v[key] for v in ratios.values() if v.get(key)]
         promoted_key = key
         per_graph[g.get("graph", "?")] = {k: v.get("cold_build_over_padded", v.get("cold_build_over_stopgap"))

@@ -142,7 +142,8 @@ class PlanBackend {
                                                                 PlanSource source) = 0;
   // Runs `plan` once on scratch buffers of its own (zeroed), so that its first execution for a caller
   // does not pay the kernels' first load (about 1 ms a plan on the H200, 15 ms for a module's first
-  // kernel). Planner::preload calls it when asked to warm. The default has nothing to warm.
+  // kernel), nor the padded stopgaps' copies theirs (device_copy: about 1 ms for the process's first).
+  // Planner::preload calls it when asked to warm. The default has nothing to warm.
   virtual Status warm_up(const ExecutablePlan& plan);
   // How a padded plan copies between the caller's buffers and its scratch, in stream order: a plain
   // function, since plans may outlive their backend. The default is cudaMemcpyAsync, device to device.

@@ -1,4 +1,4 @@
-// prime_cudnn (kiln/cudnn_primer.h): a deviceless mode-A build of a tiny graph, once per process.
+// prime_cudnn (kiln/cudnn_primer.h): a deviceless mode-A heuristics query for a tiny graph, once per process.
 #include "kiln/cudnn_primer.h"
 
 #include <chrono>
@@ -30,7 +30,11 @@ Status prime_once() {
   LowerTarget target;
   target.profile = &profile;
   KILN_ASSIGN_OR_RETURN(LoweredGraph lg, LoweredGraph::create(g, target));
-  return lg.build_heuristic({HeuristicMode::kA});
+  // Mode A's query is enough (and cheaper than building its first plan: 105 against 125-137 ms on a
+  // machine without a GPU); a FALLBACK-mode build is not.
+  KILN_ASSIGN_OR_RETURN(std::vector<CandidateInfo> offered, lg.list_candidates({HeuristicMode::kA}));
+  if (offered.empty()) return not_supported("cuDNN's heuristics offered the primer's graph nothing");
+  return Status::ok();
 }
 
 }  // namespace

@@ -123,16 +123,16 @@ class CudnnPlanBackend : public PlanBackend {
       so.read_only = true;  // the Planner only reads plans; tuning writes them
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
     }
-    // cuDNN's sub-libraries load, and its first-use work is paid (kiln/cudnn_primer.h), while the CUDA
-    // context is made (collect_environment makes it), not on the first plan (docs/runtime.md "Cold start").
-    const bool prime = o.prime_cudnn;
-    std::thread preload([prime] {
-      preload_cudnn_libraries();
-      if (!prime) return;
-      PrimeReport r = prime_cudnn();
-      if (r.first && !r.status.is_ok())
-        KILN_LOG(kDebug, "cuDNN was not primed (the first plan pays its first-use work): " << r.status.message());
-    });
+    // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
+    // first plan; its first-use work is paid on a thread of its own that create() does not wait for
+    // (kiln/cudnn_primer.h; the destructor joins it). docs/runtime.md "Cold start".
+    std::thread preload([] { preload_cudnn_libraries(); });
+    if (o.prime_cudnn)
+      b->primer_ = std::thread([] {
+        PrimeReport r = prime_cudnn();
+        if (r.first && !r.status.is_ok())
+          KILN_LOG(kDebug, "cuDNN was not primed (the first plan pays its first-use work): " << r.status.message());
+      });
     EnvReport env = collect_environment();
     preload.join();
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
@@ -195,6 +195,11 @@ class CudnnPlanBackend : public PlanBackend {
     }
     KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
     KILN_RETURN_IF_ERROR(plan.execute(stream.get(), b, plan.workspace_bytes() > 0 ? ws.data() : nullptr));
+    // And the copies a padded stopgap makes: the process's first device-to-device copy cost about 1 ms on
+    // the H200 (the first padded request of a replay, 2026-12-02), which no request should pay.
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer copy, DeviceBuffer::allocate(512));
+    KILN_RETURN_IF_ERROR(copy.fill_bytes(0, stream.get()));
+    KILN_RETURN_IF_ERROR(device_copy()(copy.data(), static_cast<char*>(copy.data()) + 256, 256, stream.get()));
     KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
     return Status::ok();
   }
@@ -275,6 +280,11 @@ class CudnnPlanBackend : public PlanBackend {
         graph, sig, built, ws, source, std::make_unique<CudnnExecutor>(std::move(lg), pool_)));
   }
 
+ public:
+  ~CudnnPlanBackend() override {
+    if (primer_.joinable()) primer_.join();
+  }
+
  private:
   CudnnPlanBackend() = default;
   Status store_tuned(const GraphSignature& sig, const TuneResult& tr) {
@@ -307,6 +317,7 @@ class CudnnPlanBackend : public PlanBackend {
   std::string store_path_;
   std::mutex writer_mu_;
   std::unique_ptr<PlanStore> writer_;  // PromotionTuning::store: opened for writing on the first tuned plan
+  std::thread primer_;                 // prime_cudnn(), not waited for by create()
 };
 
 }  // namespace
