@@ -17,7 +17,7 @@ For each graph (conv+bias+ReLU over 8 batch sizes, matmul+bias+GELU over 8 token
        tuned      store of step 2: every size from the store
        padded-held, dynamic-held   as padded and dynamic, with --no-promote: the stopgaps' own execution
        padded-tuned   as padded, with --promote-by tune: each new size's promotion is that size tuned in the
-                  background (kiln tune's candidates, gate and winner rule; the heuristic's first 8, 5 s each)
+                  background (kiln tune's candidates, gate and winner rule: every candidate, 10 s each at most)
 and writes one JSON object (bench/results/h200/runtime.json by default): per graph and size, the source of
 its first request, its time to first execution (obtain + execute + stream sync), and the execution time
 (median over its later requests, host-timed execute + sync) of the stopgap and of the static plan, with

@@ -408,6 +408,11 @@ struct Planner::Impl {
   StatusOr<Built> tune_for(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, std::string* why);
   void promote(Promotion p);
   void promotion_loop();
+  // The promotion thread, started before it is needed (preload): its creation is then not on the first
+  // stopgap's path. Call under promo_mu.
+  void start_promotions_locked() {
+    if (!promo_thread.joinable() && !stopping) promo_thread = std::thread([this] { promotion_loop(); });
+  }
 };
 
 StatusOr<Built> Planner::Impl::tune_for(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape,
@@ -504,7 +509,7 @@ void Planner::Impl::promote(Promotion p) {
   std::lock_guard<std::mutex> lock(promo_mu);
   if (stopping) return;
   promo_queue.push_back(std::move(p));
-  if (!promo_thread.joinable()) promo_thread = std::thread([this] { promotion_loop(); });
+  start_promotions_locked();
   promo_cv.notify_one();
 }
 
@@ -823,6 +828,10 @@ StatusOr<PreloadReport> Planner::preload(const PreparedGraph& pg, bool warm) {
   if (!pg.graph) return invalid_argument("preload: the PreparedGraph is empty (use Planner::prepare)");
   const auto t0 = Clock::now();
   PreloadReport rep;
+  if (s.options.promote && s.options.new_shapes == NewShapes::kStopgap) {
+    std::lock_guard<std::mutex> lock(s.promo_mu);
+    s.start_promotions_locked();
+  }
   KILN_ASSIGN_OR_RETURN(std::vector<TunedShape> tuned, s.tuned_shapes_of(pg.signature, /*refresh=*/true));
   for (const TunedShape& t : tuned) {
     if (t.shape.size() != pg.shape.size()) continue;
