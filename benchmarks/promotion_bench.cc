@@ -13,7 +13,8 @@
 // 3. Per size: inputs from Kiln's seeded generator on buffers shared by both plans; each plan runs 20
 //    times to warm, then N rounds (default 200) each run both, in an order that alternates, each execution
 //    between two CUDA events on one stream. The figure is median(promoted) / median(tuned), hot caches.
-// Needs a GPU. Exit 0 when every size was measured.
+// Needs a GPU. Exit 0 when every size was measured; 1 (naming the size) when a size's tuned plan is not
+// from EXACT.db or its promoted plan is still a stopgap (a promotion failed); 2 for usage errors.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -108,7 +109,15 @@ int main(int argc, char** argv) {
   }
   std::vector<int64_t> sizes;
   std::stringstream ss(sizes_text);
-  for (std::string item; std::getline(ss, item, ',');) sizes.push_back(std::atoll(item.c_str()));
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1) {
+      std::fprintf(stderr, "promotion_bench: --sizes: '%s' is not a size >= 1\n", item.c_str());
+      return 2;
+    }
+    sizes.push_back(v);
+  }
   if (spec.empty() || symbol.empty() || sizes.empty() || reps.empty() || exact.empty() || runs < 1 ||
       (promote_by != "build" && promote_by != "tune")) {
     std::fprintf(stderr, "promotion_bench: --spec, --symbol, --sizes, --reps and --exact are needed; --runs >= 1; "
@@ -149,7 +158,6 @@ int main(int argc, char** argv) {
   for (const Status& st : {stream.status(), e0.status(), e1.status()})
     if (!st.is_ok()) return fail("stream and events", st);
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  int measured = 0;
   for (int64_t s : sizes) {
     const std::string key = symbol + "=" + std::to_string(s);
     auto promoted = (*promoter)->obtain(*pg, {{symbol, s}});
@@ -157,9 +165,13 @@ int main(int argc, char** argv) {
     if (!promoted.is_ok()) return fail("promoted " + key, promoted.status());
     if (!tuned.is_ok()) return fail("tuned " + key, tuned.status());
     const char* from = plan_source_name(promoted->plan->built_from());
+    // A ratio means something only between a promoted (or stored) plan and the size's own tuned plan.
     if (tuned->source != PlanSource::kStore)
-      std::fprintf(stderr, "promotion_bench: %s: the fully tuned plan came from %s, not the store (%s)\n", key.c_str(),
-                   plan_source_name(tuned->source), tuned->why.c_str());
+      return fail("tuned " + key, not_found(std::string("the fully tuned plan came from ") +
+                                            plan_source_name(tuned->source) + ", not --exact: " + tuned->why));
+    if (plan_source_is_stopgap(promoted->plan->built_from()))
+      return fail("promoted " + key, failed_precondition(std::string("still a ") + from + " stopgap: " +
+                                                         (*promoter)->stats().text()));
     Buffers b;
     Status st = make_buffers(*promoted->plan, *tuned->plan, &b);
     if (!st.is_ok()) return fail("buffers " + key, st);
@@ -174,7 +186,6 @@ int main(int argc, char** argv) {
       }
     }
     const double ma = median(ta), mb = median(tb);
-    ++measured;
     rows.push_back({{"shape", key}, {"promoted_from", from}, {"promoted", promoted->plan->config().identity()},
                     {"tuned", tuned->plan->config().identity()}, {"tuned_from", plan_source_name(tuned->source)},
                     {"promoted_ms", ma}, {"tuned_ms", mb}, {"ratio", ma / mb}});
@@ -192,5 +203,5 @@ int main(int argc, char** argv) {
     j["sizes"] = rows;
     std::printf("%s\n", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
-  return measured == static_cast<int>(sizes.size()) ? 0 : 1;
+  return 0;  // every size measured (any failure returned above)
 }

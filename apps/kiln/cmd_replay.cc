@@ -159,6 +159,9 @@ Status run_replay(const ReplayCmdOptions& o) {
   if (o.warm && !o.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");
   if (o.promote_by != "build" && o.promote_by != "tune")
     return invalid_argument("--promote-by must be 'build' or 'tune', got '" + o.promote_by + "'");
+  if (o.promote_by == "tune" && (o.no_promote || o.new_shapes != "stopgap"))
+    return invalid_argument("--promote-by tune tunes what replaces a stopgap: it needs --new-shapes stopgap and "
+                            "no --no-promote");
   if (o.tune_bounds_given && o.promote_by != "tune")
     return invalid_argument("--tune-top-k and --tune-budget bound the tunes of --promote-by tune: give it too");
   if ((o.tune_top_k < 0 || o.tune_top_k > 10000))
@@ -258,18 +261,15 @@ Status run_replay(const ReplayCmdOptions& o) {
         // The buffers of a plan this thread has not run before are not timed: an application owns its
         // buffers, and their cudaMalloc is no part of the Planner's time to first execution.
         t_exec = std::chrono::steady_clock::now();
-        if (st.is_ok() && cudaEventRecord(ev0->get(), stream->get()) != cudaSuccess)
-          st = unavailable("replay: cudaEventRecord failed");
+        if (st.is_ok()) st = cuda_status(cudaEventRecord(ev0->get(), stream->get()), "cudaEventRecord(start)");
         if (st.is_ok()) st = got->plan->execute(stream->get(), it->second.bindings, it->second.workspace.data());
-        if (st.is_ok() && cudaEventRecord(ev1->get(), stream->get()) != cudaSuccess)
-          st = unavailable("replay: cudaEventRecord failed");
+        if (st.is_ok()) st = cuda_status(cudaEventRecord(ev1->get(), stream->get()), "cudaEventRecord(end)");
         if (st.is_ok() && cudaStreamSynchronize(stream->get()) != cudaSuccess)
           st = unavailable("replay: the stream failed after executing graph '" + prepared[q.graph].graph->name + "'");
       }
       const auto t2 = std::chrono::steady_clock::now();
       float gpu_ms = 0;
-      if (st.is_ok() && cudaEventElapsedTime(&gpu_ms, ev0->get(), ev1->get()) != cudaSuccess)
-        st = unavailable("replay: cudaEventElapsedTime failed");
+      if (st.is_ok()) st = cuda_status(cudaEventElapsedTime(&gpu_ms, ev0->get(), ev1->get()), "cudaEventElapsedTime");
       if (!st.is_ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.is_ok()) first_error = st;

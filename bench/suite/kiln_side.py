@@ -293,7 +293,7 @@ def summarize_dynamic(pb):
     files: a new size in a tuned bucket) and by a cold static heuristics build (the `cold` run), and per size the promoted plan's
     execution time over the fully tuned plan's."""
     first, cold, promoted, per_graph, by_graph = [], [], [], {}, {}
-    promoted_key = None
+    promoted_keys = []
     for g in pb.get("graphs", []):
         runs = g.get("runs", {})
         # The stopgap a new size gets first: padded where planner_bench measured it (a file from before
@@ -322,11 +322,11 @@ def summarize_dynamic(pb):
         key = next((k for k in ("same_process_over_tuned", "tune_promoted_over_tuned_gpu")
                     if any(v.get(k) for v in ratios.values())), "promoted_over_tuned")
         promoted += [v[key] for v in ratios.values() if v.get(key)]
-        promoted_key = key
+        promoted_keys.append(f"{g.get('graph', '?')}: {key}")
         per_graph[g.get("graph", "?")] = {k: v.get("cold_build_over_padded", v.get("cold_build_over_stopgap"))
                                           for k, v in ratios.items()}
     out = {"cold_build_over_stopgap_per_size": per_graph, "promoted_vs_tuned": promoted,
-           "promoted_vs_tuned_from": promoted_key,
+           "promoted_vs_tuned_from": "; ".join(promoted_keys) or None,
            "new_shape_by_graph": by_graph}
     if first:
         out["stopgap_first_ms"] = statistics.median(first)

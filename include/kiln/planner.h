@@ -123,10 +123,18 @@ struct PromotionTuning {
   // kiln tune (with the first 8 only, a conv size's promoted plan ran 5% slower than its full tune's on
   // the H200, 2026-12-02).
   int top_k = 0;
-  double time_budget_s = 10.0;  // per shape, builds and timing included (0: none)
-  int build_threads = 2;       // host threads for its candidates' builds
-  bool store = false;          // also store the winner (the store is then opened for writing too)
+  double time_budget_s = 10.0;  // per shape, builds and timing included (0: none); finite, >= 0
+  int build_threads = 2;        // host threads for its candidates' builds
+  int64_t max_workspace_bytes = int64_t{1} << 30;  // candidates needing more are skipped (< 0: no limit)
+  // Also store the winner (a second connection to the Planner's store, opened for writing): as tuned, or
+  // untuned where the time budget cut the tune short (its winner is then the best of those it reached).
+  bool store = false;
 };
+// The background tune shares the GPU with the service: its inputs, reference and candidates allocate
+// device memory, and it synchronizes the whole device between steps (cudaDeviceSynchronize, cudaFree), so
+// requests on other streams wait at those points, and a CUDA graph being captured on another stream
+// meanwhile may be invalidated. Bound it (top_k, time_budget_s, max_workspace_bytes) or promote by build
+// where that matters.
 
 // Where the Planner's plans come from: cuDNN and the plan store (make_cudnn_plan_backend), or a fake in
 // host tests. Called outside the Planner's locks, from many threads.
@@ -153,10 +161,12 @@ class PlanBackend {
   using DeviceCopy = Status (*)(void* dst, const void* src, size_t bytes, cudaStream_t stream);
   virtual DeviceCopy device_copy() const;
   // This exact shape tuned within `tuning`'s bounds (PromoteBy::kTune): its winner as a plan (built_from
-  // kTuned), stored when tuning.store; null with the reason in `why` where the tune found no winner. The
-  // default: Unimplemented (a backend that cannot tune).
+  // kTuned), stored when tuning.store; null with the reason in `why` where the tune found no winner or was
+  // cancelled (`cancel` set: the Planner is being destroyed). A winner that could not be stored is still
+  // returned, the reason in `why`. The default: NotSupported (a backend that cannot tune).
   virtual StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& graph, const GraphSignature& sig,
-                                                               const PromotionTuning& tuning, std::string* why);
+                                                               const PromotionTuning& tuning,
+                                                               const std::atomic<bool>* cancel, std::string* why);
 };
 
 // What replaces a stopgap in the background.
@@ -199,8 +209,9 @@ struct PlannerOptions {
   // Sequences of this Planner's plans (kiln/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
   bool cuda_graphs = true;
-  // create() pays cuDNN's once-per-process first-use work (kiln/cudnn_primer.h) on a thread while the CUDA
-  // context is made, instead of the first plan paying it; false: the first plan pays (to measure it).
+  // create() starts paying cuDNN's once-per-process first-use work (kiln/cudnn_primer.h) on a thread of its
+  // own, beside the CUDA context's creation, and returns without waiting for it; false: the first plan
+  // pays it (to measure that).
   bool prime_cudnn = true;
 };
 
@@ -247,6 +258,7 @@ struct PlannerStats {
   int64_t promotion_failures = 0;         // static builds that failed (the stopgap stays)
   std::string last_promotion_failure;     // why the last one failed
   std::string last_tune_fallback;         // PromoteBy::kTune: why the last tune gave no plan (a build replaced it)
+  std::string last_tune_note;             // PromoteBy::kTune: the last tuned winner's note (not stored: why)
   // Summed over this Planner's captured sequences (GraphCounters).
   int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0,
           graph_updates = 0, graph_update_refusals = 0, graph_reinstantiations = 0;
@@ -259,7 +271,9 @@ struct PlannerStats {
 
 class Planner {
  public:
-  // Needs a GPU: collects the environment once, opens the store, creates the handle pool.
+  // Needs a GPU: collects the environment once, opens the store, creates the handle pool. InvalidArgument
+  // for options that cannot hold: PromotionTuning bounds out of range (a negative top_k, a budget that is
+  // negative or not finite), or PromotionTuning::store with PromoteBy::kTune and no store_path.
   static StatusOr<std::unique_ptr<Planner>> create(const PlannerOptions& options);
   // With another backend (host tests, benchmarks).
   static std::unique_ptr<Planner> create_with_backend(std::unique_ptr<PlanBackend> backend,

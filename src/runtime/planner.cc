@@ -112,7 +112,8 @@ Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensor
 Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }
 
 StatusOr<std::shared_ptr<const ExecutablePlan>> PlanBackend::tune(const Graph& graph, const GraphSignature&,
-                                                                   const PromotionTuning&, std::string*) {
+                                                                   const PromotionTuning&, const std::atomic<bool>*,
+                                                                   std::string*) {
   return not_supported("graph '" + graph.name + "': this plan backend cannot tune");
 }
 
@@ -223,6 +224,7 @@ std::string PlannerStats::text() const {
        " held; " + std::to_string(stopgaps) + " stopgaps, " + std::to_string(promotions) + " promoted";
   if (promotions_tuned) s += ", " + std::to_string(promotions_tuned) + " by tuning";
   if (!last_tune_fallback.empty()) s += " (a tune fell back to a build: " + last_tune_fallback + ")";
+  if (!last_tune_note.empty()) s += " (the last tuned winner: " + last_tune_note + ")";
   if (promotion_failures)
     s += ", " + std::to_string(promotion_failures) + " promotions failed (last: " + last_promotion_failure + ")";
   if (graph_captures + graph_replays + graph_stream_runs + graph_updates + graph_reinstantiations == 0) return s;
@@ -296,6 +298,8 @@ struct Planner::Impl {
   bool promo_busy = false, stopping = false;
   std::string last_promotion_failure;  // under promo_mu
   std::string last_tune_fallback;      // under promo_mu
+  std::string last_tune_note;          // under promo_mu
+  std::atomic<bool> cancel_tunes{false};  // set by ~Impl: a background tune in progress stops
   std::thread promo_thread;
 
   ~Impl() {
@@ -303,6 +307,7 @@ struct Planner::Impl {
       std::lock_guard<std::mutex> lock(promo_mu);
       stopping = true;  // queued promotions are dropped: their stopgaps die with the cache
     }
+    cancel_tunes = true;  // and a tune in progress stops after its current candidate
     promo_cv.notify_all();
     if (promo_thread.joinable()) promo_thread.join();
   }
@@ -428,12 +433,13 @@ StatusOr<Built> Planner::Impl::tune_for(const PreparedGraph& pg, const std::map<
   }
   Built out;
   std::string miss;
-  KILN_ASSIGN_OR_RETURN(out.plan, backend->from_store(g, sig, &miss));
-  if (out.plan) {
+  auto stored = backend->from_store(g, sig, &miss);  // an error is a miss, as in build()
+  if (stored.is_ok() && *stored) {
+    out.plan = std::move(*stored);
     out.source = PlanSource::kStore;
     return out;
   }
-  KILN_ASSIGN_OR_RETURN(out.plan, backend->tune(g, sig, options.tuning, why));
+  KILN_ASSIGN_OR_RETURN(out.plan, backend->tune(g, sig, options.tuning, &cancel_tunes, why));
   out.source = PlanSource::kTuned;
   if (!out.plan && why->empty()) *why = "the tune gave no plan";
   return out;
@@ -522,12 +528,19 @@ void Planner::Impl::promotion_loop() {
     promo_queue.pop_front();
     promo_busy = true;
     lock.unlock();
-    std::string fallback;  // why a tune gave no plan
+    std::string fallback, note;  // why a tune gave no plan; the note of one that did
     StatusOr<Built> built = catch_exceptions("promoting a plan for graph '" + p.graph.graph->name + "'", [&] {
       if (options.promote_by == PromoteBy::kTune) {
-        StatusOr<Built> tuned = tune_for(p.graph, p.shape, &fallback);
-        if (!tuned.is_ok()) fallback = tuned.status().message();
-        else if (tuned->plan) return tuned;
+        std::string why;
+        StatusOr<Built> tuned = tune_for(p.graph, p.shape, &why);
+        if (!tuned.is_ok()) {
+          fallback = tuned.status().message();
+        } else if (tuned->plan) {
+          note = why;
+          return tuned;
+        } else {
+          fallback = why;
+        }
       }
       return build(p.graph, p.shape, /*allow_stopgap=*/false);
     });
@@ -545,7 +558,9 @@ void Planner::Impl::promotion_loop() {
     }
     lock.lock();
     if (!built.is_ok()) last_promotion_failure = built.status().message();
-    if (!fallback.empty()) last_tune_fallback = p.graph.graph->name + " " + shape_key_text(p.shape) + ": " + fallback;
+    const std::string which = p.graph.graph->name + " " + shape_key_text(p.shape) + ": ";
+    if (!fallback.empty()) last_tune_fallback = which + fallback;
+    if (!note.empty()) last_tune_note = which + note;
     promo_busy = false;
     if (promo_queue.empty()) promo_idle.notify_all();
   }
@@ -598,7 +613,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   // a padded obtain. A plan stored for exactly this key that is not tuned (kiln compile), or was stored
   // since the tuned shapes were read, is still found: the promotion asks the store first and swaps it in.
   bool store_first = true;
-  if (stopgap && options.padded) {
+  if (stopgap && options.padded && options.promote) {  // without promotions nothing would ask it later
     const auto& tuned = tuned_shapes();
     store_first = !tuned.is_ok() || std::any_of(tuned->begin(), tuned->end(),
                                                 [&](const TunedShape& t) { return t.shape_key == sig.shape_key; });
@@ -699,6 +714,14 @@ std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBacken
 }
 
 StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options) {
+  const PromotionTuning& t = options.tuning;
+  if (t.top_k < 0) return invalid_argument("PromotionTuning::top_k must be >= 0, got " + std::to_string(t.top_k));
+  if (!std::isfinite(t.time_budget_s) || t.time_budget_s < 0)
+    return invalid_argument("PromotionTuning::time_budget_s must be finite and >= 0 (0: none)");
+  if (t.build_threads < 1)
+    return invalid_argument("PromotionTuning::build_threads must be >= 1, got " + std::to_string(t.build_threads));
+  if (options.promote_by == PromoteBy::kTune && t.store && options.store_path.empty())
+    return invalid_argument("PromotionTuning::store needs a store: set PlannerOptions::store_path");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<PlanBackend> backend, make_cudnn_plan_backend(options));
   return create_with_backend(std::move(backend), options);
 }
@@ -886,6 +909,7 @@ PlannerStats Planner::stats() const {
   std::lock_guard<std::mutex> lock(impl_->promo_mu);
   st.last_promotion_failure = impl_->last_promotion_failure;
   st.last_tune_fallback = impl_->last_tune_fallback;
+  st.last_tune_note = impl_->last_tune_note;
   return st;
 }
 

@@ -15,6 +15,7 @@
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_store.h"
 #include "kiln/plan_words.h"
+#include "kiln/retune.h"
 #include "kiln/planner.h"
 #include "kiln/tuner.h"
 
@@ -120,19 +121,20 @@ class CudnnPlanBackend : public PlanBackend {
     b->store_path_ = o.store_path;
     if (!o.store_path.empty()) {  // before the GPU: a wrong store path is the caller's error, on any machine
       StoreOpenOptions so;
-      so.read_only = true;  // the Planner only reads plans; tuning writes them
+      so.read_only = true;  // plans are read here; a tuned promotion writes through writer_ (PromotionTuning::store)
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
     }
     // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
     // first plan; its first-use work is paid on a thread of its own that create() does not wait for
     // (kiln/cudnn_primer.h; the destructor joins it). docs/runtime.md "Cold start".
-    std::thread preload([] { preload_cudnn_libraries(); });
+    // (The primer first: if starting the second thread throws, the first is a member, joined by ~.)
     if (o.prime_cudnn)
       b->primer_ = std::thread([] {
         PrimeReport r = prime_cudnn();
         if (r.first && !r.status.is_ok())
-          KILN_LOG(kDebug, "cuDNN was not primed (the first plan pays its first-use work): " << r.status.message());
+          KILN_LOG(kInfo, "cuDNN was not primed (the first plan pays its first-use work): " << r.status.message());
       });
+    std::thread preload([] { preload_cudnn_libraries(); });
     EnvReport env = collect_environment();
     preload.join();
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
@@ -197,9 +199,11 @@ class CudnnPlanBackend : public PlanBackend {
     KILN_RETURN_IF_ERROR(plan.execute(stream.get(), b, plan.workspace_bytes() > 0 ? ws.data() : nullptr));
     // And the copies a padded stopgap makes: the process's first device-to-device copy cost about 1 ms on
     // the H200 (the first padded request of a replay, 2026-12-02), which no request should pay.
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer copy, DeviceBuffer::allocate(512));
-    KILN_RETURN_IF_ERROR(copy.fill_bytes(0, stream.get()));
-    KILN_RETURN_IF_ERROR(device_copy()(copy.data(), static_cast<char*>(copy.data()) + 256, 256, stream.get()));
+    if (!copies_warm_.exchange(true)) {  // once per backend
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer copy, DeviceBuffer::allocate(512));
+      KILN_RETURN_IF_ERROR(copy.fill_bytes(0, stream.get()));
+      KILN_RETURN_IF_ERROR(device_copy()(copy.data(), static_cast<char*>(copy.data()) + 256, 256, stream.get()));
+    }
     KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
     return Status::ok();
   }
@@ -208,12 +212,19 @@ class CudnnPlanBackend : public PlanBackend {
   // correct ones timed, the winner rule), bounded by `t`; the winner loaded as this Planner's plan and, with
   // t.store, stored through a connection opened for writing on first use.
   StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& graph, const GraphSignature& sig,
-                                                       const PromotionTuning& t, std::string* why) override {
-    TuneOptions to;
-    to.top_k = std::max(0, t.top_k);
-    to.time_budget_s = std::max(0.0, t.time_budget_s);
-    to.build_threads = std::max(1, t.build_threads);
+                                                       const PromotionTuning& t, const std::atomic<bool>* cancel,
+                                                       std::string* why) override {
+    TuneOptions to;  // the bounds were checked by Planner::create
+    to.top_k = t.top_k;
+    to.time_budget_s = t.time_budget_s;
+    to.build_threads = t.build_threads;
+    to.max_workspace_bytes = t.max_workspace_bytes;
+    to.cancel = cancel;
     KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(graph, to));
+    if (tr.cancelled) {
+      *why = "cancelled: the Planner is being destroyed";
+      return std::shared_ptr<const ExecutablePlan>();
+    }
     if (!tr.winner || tr.winner_plan.empty()) {
       *why = "no correct candidate of " + std::to_string(tr.candidates.size()) +
              (tr.budget_exhausted ? " within the tune's time budget" : "");
@@ -228,7 +239,7 @@ class CudnnPlanBackend : public PlanBackend {
       return std::shared_ptr<const ExecutablePlan>();
     }
     if (t.store) {
-      Status st = store_tuned(sig, tr);
+      Status st = store_tuned(graph, sig, tr);
       if (!st.is_ok()) *why = "tuned " + tr.winner_config.identity() + ", not stored: " + st.message();
     }
     const int64_t ws = lg->workspace_size();
@@ -287,15 +298,21 @@ class CudnnPlanBackend : public PlanBackend {
 
  private:
   CudnnPlanBackend() = default;
-  Status store_tuned(const GraphSignature& sig, const TuneResult& tr) {
+  Status store_tuned(const Graph& graph, const GraphSignature& sig, const TuneResult& tr) {
     if (store_path_.empty()) return failed_precondition("the Planner has no store");
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env_, tr));
+    // A tune the budget cut short is the best of the candidates it reached: stored, but not as tuned (it
+    // must not stand for its bucket as a tuned representative, nor stop a later full tune).
+    if (tr.budget_exhausted) rec.tuned = false;
     std::lock_guard<std::mutex> lock(writer_mu_);
     if (!writer_) {
       KILN_ASSIGN_OR_RETURN(writer_, PlanStore::open(store_path_));
     }
     KILN_ASSIGN_OR_RETURN(PlanRecord stored, writer_->put(rec));
     (void)stored;
+    // Its graph spec beside it, as kiln tune keeps (plans verify --deep and re-tuning read it).
+    Status spec = remember_graph_spec(*writer_, graph);
+    if (!spec.is_ok()) KILN_LOG(kWarn, "graph spec of '" << graph.name << "' not kept: " << spec.message());
     return Status::ok();
   }
 
@@ -318,6 +335,7 @@ class CudnnPlanBackend : public PlanBackend {
   std::mutex writer_mu_;
   std::unique_ptr<PlanStore> writer_;  // PromotionTuning::store: opened for writing on the first tuned plan
   std::thread primer_;                 // prime_cudnn(), not waited for by create()
+  std::atomic<bool> copies_warm_{false};
 };
 
 }  // namespace

@@ -99,14 +99,26 @@ class FakeBackend : public PlanBackend {
   std::atomic<int> dynamic_builds{0};
   std::atomic<int> tunes{0};
   bool tune_finds_none = false;  // tune(): no correct candidate
+  int tune_delay_ms = 0;          // tune(): this long, or until cancelled
+  bool tune_not_stored = false;   // tune(): a winner, with a note that it was not stored
+  std::atomic<bool> saw_cancel{false};
   StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& g, const GraphSignature& sig, const PromotionTuning& t,
-                                                       std::string* why) override {
+                                                       const std::atomic<bool>* cancel, std::string* why) override {
     ++tunes;
     last_tuning = t;
+    for (int waited = 0; waited < tune_delay_ms; waited += 5) {
+      if (cancel && *cancel) {
+        saw_cancel = true;
+        *why = "cancelled (injected)";
+        return std::shared_ptr<const ExecutablePlan>();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     if (tune_finds_none) {
       *why = "no correct candidate of 3 (injected)";
       return std::shared_ptr<const ExecutablePlan>();
     }
+    if (tune_not_stored) *why = "tuned eng99, not stored: the store is read-only (injected)";
     return make(g, sig, EngineConfig{99, {}}, PlanSource::kTuned);
   }
   PromotionTuning last_tuning;
@@ -858,6 +870,59 @@ TEST(PlannerPadded, PromotedByATuneOfTheShape) {
   EXPECT_EQ(st.promotions_tuned, 1);
   EXPECT_EQ(st.stopgaps, 0);
   EXPECT_NE(st.text().find("1 promoted, 1 by tuning"), std::string::npos) << st.text();
+}
+
+// A tuned winner that could not be stored still replaces the stopgap: a note, not a fallback.
+TEST(PlannerPadded, ATunedWinnerNotStoredIsANoteNotAFallback) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap, PromoteBy::kTune);
+  f.backend->tune_not_stored = true;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored.insert("tokens=128");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", 100}}).is_ok());
+  f.planner->wait_for_promotions();
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.promotions_tuned, 1);
+  EXPECT_EQ(st.last_tune_fallback, "");
+  EXPECT_EQ(st.last_tune_note, "mlp tokens=100: tuned eng99, not stored: the store is read-only (injected)");
+  EXPECT_EQ(st.text().find("fell back"), std::string::npos) << st.text();
+}
+
+// Destroying the Planner cancels a background tune in progress instead of waiting for it to finish.
+TEST(PlannerPadded, DestroyingThePlannerCancelsATuneInProgress) {
+  auto f = std::make_unique<Fixture>("tokens=pow2", NewShapes::kStopgap, PromoteBy::kTune);
+  FakeBackend* backend = f->backend;
+  backend->tune_delay_ms = 20000;
+  auto pg = f->planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  backend->stored.insert("tokens=128");
+  backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  ASSERT_TRUE(f->planner->obtain(*pg, {{"tokens", 100}}).is_ok());
+  while (backend->tunes.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto t0 = std::chrono::steady_clock::now();
+  f->planner.reset();  // the backend dies with it: read the flag first
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(ms, 10000.0);  // far below the 20 s the tune would take
+}
+
+// Without promotions nothing would ask the store later: it is asked before the padded source, as ever.
+TEST(PlannerPadded, WithoutPromotionsTheStoreIsAskedFirst) {
+  auto b = std::make_unique<FakeBackend>();
+  FakeBackend* backend = b.get();
+  PlannerOptions o;
+  o.new_shapes = NewShapes::kStopgap;
+  o.promote = false;
+  o.buckets = *BucketPolicy::parse("tokens=pow2");
+  auto planner = Planner::create_with_backend(std::move(b), o);
+  auto pg = planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  backend->stored.insert("tokens=128");
+  backend->stored.insert("tokens=100");  // stored, not tuned
+  backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  auto a = planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(a->source, PlanSource::kStore) << a->why;
 }
 
 // A tune that finds no winner falls back to the static build, and the stats say why.

@@ -213,6 +213,12 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
   f = run_kiln("replay " + ok + " --promote-by tune --tune-budget nan");
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_NE(f.err.find("--tune-budget must be 0..3600 seconds"), std::string::npos) << f.err;
+  f = run_kiln("replay " + ok + " --promote-by tune --no-promote");  // nothing would be tuned
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("--promote-by tune tunes what replaces a stopgap"), std::string::npos) << f.err;
+  f = run_kiln("replay " + ok + " --promote-by tune --new-shapes build-now");
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_NE(f.err.find("--promote-by tune tunes what replaces a stopgap"), std::string::npos) << f.err;
   f = run_kiln("replay " + ok + " --promote-by tune --tune-top-k -3");
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_NE(f.err.find("--tune-top-k must be 0..10000"), std::string::npos) << f.err;
