@@ -1023,7 +1023,8 @@ TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
   auto padded = f.planner->obtain(*pg, {{"tokens", 200}});
   ASSERT_TRUE(padded.is_ok());
   EXPECT_EQ(padded->source, PlanSource::kPadded) << padded->why;
-  EXPECT_EQ(f.backend->store_calls.load(), calls);  // not even 200's own miss: its promotion asks
+  // Not even 200's own miss: its promotion asks (on the promotion thread, which may already have).
+  EXPECT_NE(padded->why.find("store: asked by the promotion"), std::string::npos) << padded->why;
   f.planner->wait_for_promotions();
   EXPECT_EQ(f.backend->store_calls.load(), calls + 1);
 }

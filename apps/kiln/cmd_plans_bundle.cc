@@ -1,0 +1,70 @@
+// kiln plans export and import (docs/store.md): one subcommand of `kiln plans` (cmd_plans.cc registers them).
+#include <atomic>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/deep_verify.h"
+#include "kiln/env_policy.h"
+#include "kiln/hash.h"
+#include "kiln/lower.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_store.h"
+#include "kiln/retune.h"
+#include "kiln/tune_policy.h"
+
+#include "plans.h"
+
+namespace kiln::cli::plans {
+
+Status run_export(const PlansOptions& o) {
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  ExportOptions eo;
+  eo.filter = filter_of(o);
+  eo.overwrite = o.force;
+  KILN_ASSIGN_OR_RETURN(ExportReport rep, store->export_bundle(o.file, eo));
+  std::printf("exported %" PRId64 " plan%s (%zu environment%s, %" PRId64 " graph spec%s) to %s\n", rep.records,
+              rep.records == 1 ? "" : "s", rep.fingerprint_keys.size(), rep.fingerprint_keys.size() == 1 ? "" : "s",
+              rep.graph_specs, rep.graph_specs == 1 ? "" : "s", o.file.c_str());
+  return Status::ok();
+}
+
+Status run_import(const PlansOptions& o) {
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, false));
+  ImportOptions io;
+  if (o.check_env) {
+    EnvReport env = collect_environment(0);
+    if (!env.device_status.is_ok())
+      return unavailable("import --check-env needs this machine's GPU: " + env.device_status.message());
+    io.current = env.fingerprint;
+  }
+  if (!o.specs.empty() && !o.deep) return invalid_argument("import: --spec gives the graphs for --deep; add --deep");
+  std::unique_ptr<DeepPlanVerifier> deep;
+  if (o.deep) {
+    KILN_ASSIGN_OR_RETURN(deep, make_deep_verifier(o, *store, "import"));
+    io.validator = deep->validator();
+  }
+  KILN_ASSIGN_OR_RETURN(ImportReport rep, store->import_bundle(o.file, io));
+  std::printf("imported %" PRId64 ", replaced %" PRId64 " older, kept %" PRId64 " newer, %" PRId64
+              " unchanged, skipped %" PRId64 " for another environment; %" PRId64 " graph spec%s added\n",
+              rep.imported, rep.replaced, rep.kept_newer, rep.unchanged, rep.skipped_stale, rep.graph_specs,
+              rep.graph_specs == 1 ? "" : "s");
+  if (deep) {
+    size_t checked = 0;
+    for (const DeepVerifyRow& r : deep->rows()) checked += r.checked ? 1 : 0;
+    std::printf("deep-checked %zu of %zu plans on this GPU (the others: no graph, pass --spec, or another "
+                "environment)\n", checked, deep->rows().size());
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln::cli::plans

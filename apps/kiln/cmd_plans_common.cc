@@ -1,0 +1,146 @@
+// The `kiln plans` subcommands' shared helpers (plans.h).
+#include <atomic>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/deep_verify.h"
+#include "kiln/env_policy.h"
+#include "kiln/hash.h"
+#include "kiln/lower.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_store.h"
+#include "kiln/retune.h"
+#include "kiln/tune_policy.h"
+
+#include "plans.h"
+
+namespace kiln::cli::plans {
+
+ListFilter filter_of(const PlansOptions& o) {
+  ListFilter f;
+  f.structure_prefix = o.structure;
+  f.shape_key = o.shape;
+  f.fingerprint_key = o.fingerprint;
+  f.tuned_only = o.tuned_only;
+  return f;
+}
+
+StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist) {
+  std::error_code ec;
+  if (must_exist && !std::filesystem::exists(o.store, ec)) return not_found("no plan store at " + o.store);
+  return PlanStore::open(o.store);
+}
+
+StatusOr<JudgedAgainst> judged_against(const PlansOptions& o) {
+  JudgedAgainst out;
+  if (!o.target.empty()) {
+    KILN_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(o.target));
+    out.fingerprint = fingerprint_for_profile(profile);
+    out.basis = "profile " + o.target + " (" + profile.gpu_name + ") with this build's libraries";
+    return out;
+  }
+  EnvReport env = collect_environment(0);
+  out.fingerprint = env.fingerprint;
+  if (env.device_status.is_ok()) {
+    out.basis = "this GPU (" + env.fingerprint.gpu_name + ")";
+    return out;
+  }
+  out.policy = without_device_fields(out.policy);
+  out.device_judged = false;
+  out.basis = "this build's libraries only; no GPU here, so GPU, SM and driver are not judged: --target PROFILE judges them";
+  return out;
+}
+
+std::string age_of(int64_t created_at) {
+  int64_t d = static_cast<int64_t>(std::time(nullptr)) - created_at;
+  if (d < 0) d = 0;
+  if (d < 120) return std::to_string(d) + "s";
+  if (d < 7200) return std::to_string(d / 60) + "m";
+  if (d < 172800) return std::to_string(d / 3600) + "h";
+  return std::to_string(d / 86400) + "d";
+}
+
+// The plan identity text that `kiln tune` prints and `--pin` accepts ("eng10_k2=4_k13=0").
+std::string engine_text(int64_t engine, const Knobs& knobs) {
+  return plan_identity(engine, knobs);
+}
+
+std::string ms_text(double ms, bool tuned) {
+  if (!tuned) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f ms", ms);
+  return buf;
+}
+
+nlohmann::ordered_json record_json(const PlanRecord& r, int64_t plan_size) {
+  nlohmann::ordered_json j;
+  j["structure_sig"] = r.structure_sig;
+  j["shape_key"] = r.shape_key;
+  j["fingerprint_key"] = r.fingerprint_key();
+  j["fingerprint"] = nlohmann::ordered_json::parse(fingerprint_to_json(r.fingerprint), nullptr, false);
+  j["plan_size"] = plan_size;
+  j["engine_id"] = r.engine_id;
+  j["knobs"] = knobs_to_text(r.knobs);
+  j["workspace_bytes"] = r.workspace_bytes;
+  j["tuned"] = r.tuned;
+  j["stats"] = {{"median_ms", r.stats.median_ms},
+                {"min_ms", r.stats.min_ms},
+                {"max_ms", r.stats.max_ms},
+                {"noise_rel", r.stats.noise_rel},
+                {"samples", r.stats.samples},
+                {"runner_up_engine", r.stats.runner_up_engine},
+                {"runner_up_knobs", knobs_to_text(r.stats.runner_up_knobs)},
+                {"runner_up_median_ms", r.stats.runner_up_median_ms}};
+  j["numerics"] = {{"verdict", r.numerics.verdict},
+                   {"max_abs", r.numerics.max_abs},
+                   {"max_rel", r.numerics.max_rel},
+                   {"nmse", r.numerics.nmse}};
+  j["tuned_by"] = r.tuned_by;
+  j["created_at"] = r.created_at;
+  j["kiln_schema_version"] = r.kiln_schema_version;
+  j["checksum"] = r.checksum;
+  return j;
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w;
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (w.size() <= i) w.push_back(0);
+      w[i] = std::max(w[i], row[i].size());
+    }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i)
+      line += row[i] + (i + 1 < row.size() ? std::string(w[i] - row[i].size() + 2, ' ') : "");
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+// The deep verifier of `verify --deep` / `import --deep`: graphs from --spec files and the store, checks on
+// this machine's GPU (Unavailable, exit 3, without one).
+StatusOr<std::unique_ptr<DeepPlanVerifier>> make_deep_verifier(const PlansOptions& o, PlanStore& store,
+                                                               const char* command) {
+  GraphCatalog catalog;
+  for (const std::string& spec : o.specs) KILN_RETURN_IF_ERROR(catalog.add_spec_file(spec));
+  KILN_RETURN_IF_ERROR(catalog.add_store(store));
+  DeepVerifyOptions dvo;
+  dvo.check.seed = o.seed;
+  StatusOr<std::unique_ptr<DeepPlanVerifier>> v = DeepPlanVerifier::create(std::move(catalog), dvo);
+  if (!v.is_ok() && v.status().code() == StatusCode::kUnavailable)
+    return unavailable(std::string(command) + " --deep runs each plan on this machine's GPU, and there is none: " +
+                       collect_environment(0).device_status.message());
+  return v;
+}
+
+}  // namespace kiln::cli::plans

@@ -1,0 +1,83 @@
+// kiln plans ls (docs/store.md): one subcommand of `kiln plans` (cmd_plans.cc registers them).
+#include <atomic>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/deep_verify.h"
+#include "kiln/env_policy.h"
+#include "kiln/hash.h"
+#include "kiln/lower.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_store.h"
+#include "kiln/retune.h"
+#include "kiln/tune_policy.h"
+
+#include "plans.h"
+
+namespace kiln::cli::plans {
+
+Status run_ls(const PlansOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::exists(o.store, ec)) {
+    if (o.json)
+      std::printf("[]\n");
+    else
+      std::printf("no plan store at %s\n", o.store.c_str());
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store->list(filter_of(o)));
+  KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
+  std::vector<FingerprintCheck> checks;
+  for (const PlanSummary& p : plans) checks.push_back(check_fingerprint(p.record.fingerprint, env.fingerprint, env.policy));
+  if (o.json) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < plans.size(); ++i) {
+      nlohmann::ordered_json j = record_json(plans[i].record, plans[i].plan_size);
+      j["status"] = checks[i].pass ? "current" : "stale";
+      j["stale_reasons"] = checks[i].reasons;
+      j["judged_against"] = env.basis;
+      arr.push_back(std::move(j));
+    }
+    std::printf("%s\n", arr.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    return Status::ok();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"STRUCTURE", "SHAPE", "GPU", "CUDNN", "FRONTEND", "ENGINE", "TUNED", "MEDIAN", "VERDICT", "AGE", "STATUS"}};
+  size_t stale = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const PlanRecord& r = plans[i].record;
+    stale += checks[i].pass ? 0 : 1;
+    rows.push_back({r.structure_sig.substr(0, 12), r.shape_key, r.fingerprint.gpu_name,
+                    EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_version),
+                    EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_frontend_version),
+                    engine_text(r.engine_id, r.knobs), r.tuned ? "yes" : "no", ms_text(r.stats.median_ms, r.tuned),
+                    r.numerics.verdict, age_of(r.created_at), checks[i].pass ? "current" : "STALE"});
+  }
+  print_table(rows);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (checks[i].pass) continue;
+    std::string why;
+    for (const std::string& reason : checks[i].reasons) why += (why.empty() ? "" : "; ") + reason;
+    std::printf("stale %s/%s: %s\n", plans[i].record.structure_sig.substr(0, 12).c_str(),
+                plans[i].record.shape_key.c_str(), why.c_str());
+  }
+  std::printf("%zu plan%s in %s, %zu stale (judged against %s)\n", plans.size(), plans.size() == 1 ? "" : "s",
+              o.store.c_str(), stale, env.basis.c_str());
+  if (stale > 0)
+    std::printf("(a stale plan is never run: `kiln plans retune` or `kiln tune --untuned` bakes it again on the "
+                "GPU, `kiln compile --target` ahead of time; `kiln plans gc --stale` drops it)\n");
+  return Status::ok();
+}
+
+}  // namespace kiln::cli::plans

@@ -1,0 +1,102 @@
+// kiln plans queue (docs/store.md): one subcommand of `kiln plans` (cmd_plans.cc registers them).
+#include <atomic>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/deep_verify.h"
+#include "kiln/env_policy.h"
+#include "kiln/hash.h"
+#include "kiln/lower.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_store.h"
+#include "kiln/retune.h"
+#include "kiln/tune_policy.h"
+
+#include "plans.h"
+
+namespace kiln::cli::plans {
+
+namespace {
+
+nlohmann::ordered_json queue_entry_json(const RetuneQueueEntry& e) {
+  nlohmann::ordered_json j;
+  j["structure_sig"] = e.structure_sig;
+  j["shape_key"] = e.shape_key;
+  j["fingerprint_key"] = e.fingerprint_key;
+  j["fingerprint"] = nlohmann::ordered_json::parse(fingerprint_to_json(e.fingerprint), nullptr, false);
+  j["graph_name"] = e.graph_name;
+  j["reasons"] = e.reasons;
+  j["request_count"] = e.request_count;
+  j["first_seen"] = e.first_seen;
+  j["last_seen"] = e.last_seen;
+  j["requested_by"] = e.requested_by;
+  nlohmann::ordered_json spec = nlohmann::ordered_json::parse(e.spec_json, nullptr, false);
+  if (spec.is_discarded())
+    j["spec_json"] = e.spec_json;
+  else
+    j["spec"] = spec;
+  if (!e.problem.empty()) j["problem"] = e.problem;
+  return j;
+}
+
+}  // namespace
+
+Status run_queue(const PlansOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::exists(o.store, ec)) {
+    if (o.clear) return not_found("no plan store at " + o.store);
+    if (o.json)
+      std::printf("[]\n");
+    else
+      std::printf("no plan store at %s\n", o.store.c_str());
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store->list_retune_queue(o.fingerprint));
+  if (!o.structure.empty()) {
+    std::vector<RetuneQueueEntry> kept;
+    for (auto& e : queue)
+      if (e.structure_sig.compare(0, o.structure.size(), o.structure) == 0) kept.push_back(std::move(e));
+    queue = std::move(kept);
+  }
+  if (o.clear) {
+    int64_t removed = 0;
+    for (const auto& e : queue) {
+      KILN_ASSIGN_OR_RETURN(bool r, store->remove_from_retune_queue(e.structure_sig, e.shape_key, e.fingerprint_key));
+      removed += r ? 1 : 0;
+    }
+    std::printf("removed %" PRId64 " queued re-tune%s\n", removed, removed == 1 ? "" : "s");
+    return Status::ok();
+  }
+  if (o.json) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const auto& e : queue) arr.push_back(queue_entry_json(e));
+    std::printf("%s\n", arr.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    return Status::ok();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"STRUCTURE", "SHAPE", "GRAPH", "GPU", "CUDNN", "REQUESTS", "FIRST", "LAST", "REASON"}};
+  for (const auto& e : queue) {
+    std::string reason = e.reasons.empty() ? "-" : e.reasons.back();
+    if (e.reasons.size() > 1) reason += " (+" + std::to_string(e.reasons.size() - 1) + " more)";
+    if (!e.problem.empty()) reason += " [unreadable: " + e.problem + "]";
+    rows.push_back({e.structure_sig.substr(0, 12), e.shape_key.empty() ? "-" : e.shape_key, e.graph_name,
+                    e.fingerprint.gpu_name, EnvFingerprint::cudnn_version_string(e.fingerprint.cudnn_version),
+                    std::to_string(e.request_count), age_of(e.first_seen), age_of(e.last_seen), reason});
+  }
+  if (!queue.empty()) print_table(rows);
+  std::printf("%zu queued re-tune%s in %s\n", queue.size(), queue.size() == 1 ? "" : "s", o.store.c_str());
+  return Status::ok();
+}
+
+}  // namespace kiln::cli::plans

@@ -1,0 +1,97 @@
+// kiln plans retune (docs/store.md): one subcommand of `kiln plans` (cmd_plans.cc registers them).
+#include <atomic>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/deep_verify.h"
+#include "kiln/env_policy.h"
+#include "kiln/hash.h"
+#include "kiln/lower.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_store.h"
+#include "kiln/retune.h"
+#include "kiln/tune_policy.h"
+
+#include "plans.h"
+
+namespace kiln::cli::plans {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_retune_sigint(int) {
+  g_interrupted = true;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+}  // namespace
+
+Status run_retune(const PlansOptions& o) {
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  EnvReport env = collect_environment(0);
+  if (!env.device_status.is_ok())
+    return unavailable("plans retune tunes each queued graph on this machine's GPU, and there is none: " +
+                       env.device_status.message());
+  RetuneOptions ro;
+  ro.current = env.fingerprint;
+  ro.budget_s = o.budget_s;
+  ro.tune.measure.stopping.time_budget_ms = o.candidate_budget_ms;
+  ro.tune.top_k = o.top_k;
+  ro.cancel = &g_interrupted;
+  ro.on_row = [&](const RetuneRowReport& r) {
+    if (o.json) return;
+    std::string key = r.entry.structure_sig.substr(0, 12) + (r.entry.shape_key.empty() ? "" : "/" + r.entry.shape_key);
+    std::string line = std::string(retune_outcome_name(r.outcome)) + "  " + key + " '" + r.entry.graph_name + "'";
+    if (r.outcome == RetuneOutcome::kTuned || r.outcome == RetuneOutcome::kAlreadyTuned) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ": %s %.4f ms %s", r.winner.c_str(), r.median_ms, r.verdict.c_str());
+      line += buf;
+    }
+    if (r.outcome != RetuneOutcome::kTuned && !r.message.empty()) line += ": " + r.message;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, " (%.1f s)", r.seconds);
+    if (r.outcome == RetuneOutcome::kTuned || r.outcome == RetuneOutcome::kFailed) line += secs;
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  g_interrupted = false;
+  std::signal(SIGINT, on_retune_sigint);
+  StatusOr<RetuneReport> rep = retune_queued(*store, ro);
+  std::signal(SIGINT, SIG_DFL);
+  if (!rep.is_ok()) return rep.status();
+  if (o.json) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const RetuneRowReport& r : rep->rows)
+      rows.push_back({{"structure_sig", r.entry.structure_sig}, {"shape_key", r.entry.shape_key},
+                      {"fingerprint_key", r.entry.fingerprint_key}, {"graph_name", r.entry.graph_name},
+                      {"outcome", retune_outcome_name(r.outcome)}, {"message", r.message}, {"winner", r.winner},
+                      {"median_ms", r.median_ms}, {"verdict", r.verdict}, {"seconds", r.seconds}});
+    nlohmann::ordered_json j = {{"store", o.store}, {"tuned", rep->tuned}, {"already_tuned", rep->already_tuned},
+                                {"failed", rep->failed}, {"other_environment", rep->other_environment},
+                                {"not_reached", rep->not_reached}, {"budget_exhausted", rep->budget_exhausted},
+                                {"cancelled", rep->cancelled}, {"rows", rows}};
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("re-tuned %" PRId64 " of %zu queued (%" PRId64 " already tuned, %" PRId64 " failed, %" PRId64
+                " for other environments, %" PRId64 " not reached%s) in %s\n",
+                rep->tuned, rep->rows.size(), rep->already_tuned, rep->failed, rep->other_environment,
+                rep->not_reached, rep->budget_exhausted ? ": the time budget ran out" : "", o.store.c_str());
+  }
+  if (rep->cancelled) return cancelled("interrupted: re-tuned plans were stored, the rest stay queued");
+  if (rep->failed > 0)
+    return check_failed(std::to_string(rep->failed) + " queued re-tune" + (rep->failed == 1 ? "" : "s") +
+                        " failed (kept in the queue; `kiln plans queue` lists them)");
+  return Status::ok();
+}
+
+}  // namespace kiln::cli::plans

@@ -1,0 +1,143 @@
+// kiln plans verify (docs/store.md): one subcommand of `kiln plans` (cmd_plans.cc registers them).
+#include <atomic>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/deep_verify.h"
+#include "kiln/env_policy.h"
+#include "kiln/hash.h"
+#include "kiln/lower.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_store.h"
+#include "kiln/retune.h"
+#include "kiln/tune_policy.h"
+
+#include "plans.h"
+
+namespace kiln::cli::plans {
+
+namespace {
+
+std::string short_key(const std::string& sig, const std::string& shape, const std::string& fp) {
+  return sig.substr(0, 12) + "/" + shape + "/" + fp.substr(0, 12);
+}
+
+std::string deep_status(const DeepVerifyRow& r) {
+  if (!r.checked) return "not deep-checked";
+  return verdict_name(r.result.verdict);
+}
+
+}  // namespace
+
+Status run_verify(const PlansOptions& o) {
+  if (!o.specs.empty() && !o.deep) return invalid_argument("verify: --spec gives the graphs for --deep; add --deep");
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  VerifyOptions vo;
+  vo.quarantine = o.quarantine;
+  std::unique_ptr<DeepPlanVerifier> deep;
+  if (o.deep) {
+    KILN_ASSIGN_OR_RETURN(deep, make_deep_verifier(o, *store, "verify"));
+    vo.validator = deep->validator();
+  }
+  KILN_ASSIGN_OR_RETURN(VerifyReport rep, store->verify(vo));
+  // Records the deep check refused: reported as deep problems (exit 1), not as corrupt ones (exit 4).
+  std::map<std::tuple<std::string, std::string, std::string>, const DeepVerifyRow*> deep_problem;
+  if (deep)
+    for (const DeepVerifyRow& r : deep->rows())
+      if (r.checked && r.result.problem()) deep_problem[{r.structure_sig, r.shape_key, r.fingerprint_key}] = &r;
+  std::vector<const VerifyProblem*> corrupt;
+  for (const auto& p : rep.problems)
+    if (!deep_problem.count({p.structure_sig, p.shape_key, p.fingerprint_key})) corrupt.push_back(&p);
+  size_t passed = 0, not_checked = 0, not_verified = 0;
+  if (deep)
+    for (const DeepVerifyRow& r : deep->rows()) {
+      if (!r.checked) ++not_checked;
+      else if (r.result.verdict == Verdict::kPassed) ++passed;
+      else if (r.result.verdict == Verdict::kNotVerified) ++not_verified;
+    }
+
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["store"] = o.store;
+    j["integrity"] = rep.integrity;
+    j["checked"] = rep.checked;
+    j["ok"] = rep.ok;
+    nlohmann::ordered_json probs = nlohmann::ordered_json::array();
+    for (const auto& p : rep.problems)
+      probs.push_back({{"structure_sig", p.structure_sig},
+                       {"shape_key", p.shape_key},
+                       {"fingerprint_key", p.fingerprint_key},
+                       {"reason", p.reason}});
+    j["problems"] = probs;
+    if (deep) {
+      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+      for (const DeepVerifyRow& r : deep->rows()) {
+        nlohmann::ordered_json row = {{"structure_sig", r.structure_sig}, {"shape_key", r.shape_key},
+                                      {"fingerprint_key", r.fingerprint_key}, {"plan", r.plan},
+                                      {"status", deep_status(r)}};
+        if (r.checked) {
+          row["message"] = r.result.message;
+          row["reference"] = r.result.reference_kind;
+          row["max_abs"] = r.result.max_abs;
+          row["max_rel"] = r.result.max_rel;
+          row["nmse"] = r.result.nmse;
+          row["graph"] = r.graph_source;
+        } else {
+          row["reason"] = r.reason;
+        }
+        rows.push_back(row);
+      }
+      j["deep"] = rows;
+    }
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+  } else {
+    for (const VerifyProblem* p : corrupt)
+      std::printf("CORRUPT  %s: %s%s\n", short_key(p->structure_sig, p->shape_key, p->fingerprint_key).c_str(),
+                  p->reason.c_str(), o.quarantine ? " (quarantined)" : "");
+    if (deep)
+      for (const DeepVerifyRow& r : deep->rows()) {
+        std::string key = short_key(r.structure_sig, r.shape_key, r.fingerprint_key);
+        if (!r.checked) {
+          std::printf("NOT DEEP-CHECKED  %s %s: %s\n", key.c_str(), r.plan.c_str(), r.reason.c_str());
+          continue;
+        }
+        std::string line = std::string(verdict_name(r.result.verdict)) + "  " + key + " " + r.plan;
+        char measures[160];
+        std::snprintf(measures, sizeof measures, " max_abs=%.3g max_rel=%.3g nmse=%.3g (%s reference)", r.result.max_abs,
+                      r.result.max_rel, r.result.nmse, r.result.reference_kind.c_str());
+        if (r.result.verdict == Verdict::kPassed || r.result.verdict == Verdict::kIncorrect) line += measures;
+        line += "; graph: " + r.graph_source;
+        if (r.result.verdict != Verdict::kPassed) line += "\n    " + r.result.message;
+        if (r.result.problem() && o.quarantine) line += " (quarantined)";
+        std::printf("%s\n", line.c_str());
+      }
+    std::printf("checked %" PRId64 " plan%s: %" PRId64 " ok, %zu corrupt", rep.checked, rep.checked == 1 ? "" : "s",
+                rep.ok, corrupt.size());
+    if (deep)
+      std::printf("; deep: %zu passed, %zu failed the check, %zu not verified (no reference), %zu not deep-checked", passed,
+                  deep_problem.size(), not_verified, not_checked);
+    std::printf("; database integrity: %s\n", rep.integrity.c_str());
+  }
+  if (rep.integrity != "ok") return corruption("plan store " + o.store + " failed integrity_check: " + rep.integrity);
+  if (!corrupt.empty())
+    return corruption(std::to_string(corrupt.size()) + " of " + std::to_string(rep.checked) +
+                      " plan records in " + o.store + " are corrupt" +
+                      (o.quarantine ? " (moved to quarantine)" : " (run with --quarantine to set them aside)"));
+  if (!deep_problem.empty())
+    return check_failed(std::to_string(deep_problem.size()) + " of " + std::to_string(rep.checked) + " plans in " +
+                        o.store + " failed the deep check on this GPU" +
+                        (o.quarantine ? " (moved to quarantine)" : " (run with --quarantine to set them aside)"));
+  return Status::ok();
+}
+
+}  // namespace kiln::cli::plans

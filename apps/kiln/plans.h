@@ -1,0 +1,76 @@
+// The `kiln plans` subcommands' shared options and helpers (cmd_plans.cc registers the subcommands, one
+// file each: cmd_plans_<name>.cc). docs/store.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kiln/deep_verify.h"
+#include "kiln/env_policy.h"
+#include "kiln/fingerprint.h"
+#include "kiln/plan_store.h"
+#include "kiln/status.h"
+
+namespace kiln::cli::plans {
+
+struct PlansOptions {
+  std::string store;
+  bool json = false;
+  std::string structure;
+  std::string shape;
+  std::string fingerprint;
+  bool tuned_only = false;
+  bool all = false;
+  bool quarantine = false;
+  bool deep = false;
+  bool stale = false;
+  double older_than_days = -1;
+  bool keep_quarantine = false;
+  bool check_env = false;
+  bool force = false;                   // export: write over an existing bundle file
+  std::string file;
+  std::vector<std::string> specs;       // verify/import --deep: graphs of the records
+  uint64_t seed = 1;                    // verify --deep: random inputs
+  bool clear = false;                   // queue --clear
+  double budget_s = 0;                  // retune: whole run
+  double candidate_budget_ms = 1000;    // retune: sampling per candidate
+  int top_k = 0;                        // retune: only the heuristic's first k configurations
+  std::string target;                   // ls, gc --stale: judge against this device profile
+};
+
+// What `ls` and `gc --stale` judge records against, under the default policy: a recorded device
+// (--target PROFILE, with this build's libraries), else this machine's GPU, else, without a GPU, this
+// build's libraries alone (cuDNN, frontend, CUDA runtime; the device fields are not judged).
+struct JudgedAgainst {
+  EnvFingerprint fingerprint;
+  EnvPolicy policy;
+  std::string basis;  // for people: "this GPU (NVIDIA H200)", ...
+  bool device_judged = true;
+};
+
+ListFilter filter_of(const PlansOptions& o);
+// The store at o.store; `must_exist`: NotFound for a missing file instead of creating one.
+StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist);
+StatusOr<JudgedAgainst> judged_against(const PlansOptions& o);
+std::string age_of(int64_t created_at);
+std::string engine_text(int64_t engine, const Knobs& knobs);
+std::string ms_text(double ms, bool tuned);
+nlohmann::ordered_json record_json(const PlanRecord& r, int64_t plan_size);
+void print_table(const std::vector<std::vector<std::string>>& rows);
+StatusOr<std::unique_ptr<DeepPlanVerifier>> make_deep_verifier(const PlansOptions& o, PlanStore& store,
+                                                               const char* command);
+
+Status run_ls(const PlansOptions& o);
+Status run_show(const PlansOptions& o);
+Status run_rm(const PlansOptions& o);
+Status run_verify(const PlansOptions& o);
+Status run_gc(const PlansOptions& o);
+Status run_export(const PlansOptions& o);
+Status run_import(const PlansOptions& o);
+Status run_queue(const PlansOptions& o);
+Status run_retune(const PlansOptions& o);
+
+}  // namespace kiln::cli::plans
