@@ -257,6 +257,19 @@ struct Promotion {
   std::map<std::string, int64_t> shape;
 };
 
+// The prepared graph at `shape` and its own signature (a structure whose derived extents are not symbolic
+// changes with the shape: it is then looked up under its own structure).
+Status graph_at(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, Graph* g, GraphSignature* sig) {
+  if (shape == pg.shape) {
+    *g = *pg.graph;
+    *sig = pg.signature;
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(*g, reshape_graph(*pg.graph, shape));
+  KILN_ASSIGN_OR_RETURN(*sig, compute_signature(*g));
+  return Status::ok();
+}
+
 // Distance between two shapes of one bucket: the sum of |log(a/b)| over their dims (the nearest tuned
 // shape shares the most of its tiling choices with this one).
 double shape_distance(const std::map<std::string, int64_t>& a, const std::map<std::string, int64_t>& b) {
@@ -424,13 +437,7 @@ StatusOr<Built> Planner::Impl::tune_for(const PreparedGraph& pg, const std::map<
                                         std::string* why) {
   Graph g;
   GraphSignature sig;
-  if (shape == pg.shape) {
-    g = *pg.graph;
-    sig = pg.signature;
-  } else {
-    KILN_ASSIGN_OR_RETURN(g, reshape_graph(*pg.graph, shape));
-    KILN_ASSIGN_OR_RETURN(sig, compute_signature(g));
-  }
+  KILN_RETURN_IF_ERROR(graph_at(pg, shape, &g, &sig));
   Built out;
   std::string miss;
   auto stored = backend->from_store(g, sig, &miss);  // an error is a miss, as in build()
@@ -570,17 +577,9 @@ void Planner::Impl::promotion_loop() {
 
 StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape,
                                      bool allow_stopgap) {
-  // The graph at this shape, and its own signature (a structure whose derived extents are not symbolic
-  // changes with the shape: it is then looked up under its own structure).
   Graph g;
   GraphSignature sig;
-  if (shape == pg.shape) {
-    g = *pg.graph;
-    sig = pg.signature;
-  } else {
-    KILN_ASSIGN_OR_RETURN(g, reshape_graph(*pg.graph, shape));
-    KILN_ASSIGN_OR_RETURN(sig, compute_signature(g));
-  }
+  KILN_RETURN_IF_ERROR(graph_at(pg, shape, &g, &sig));
   Built out;
   std::vector<std::string> why;
   auto joined = [&] {

@@ -735,6 +735,13 @@ TEST(PlannerStopgap, PromotionOffKeepsStopgapsAndCountsThem) {
 namespace kiln {
 namespace {
 
+// The token graph prepared, with tokens=128 stored and tuned (eng41): the padded stopgaps' representative.
+StatusOr<PreparedGraph> prepared_with_128_tuned(Fixture& f) {
+  f.backend->stored.insert("tokens=128");
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+  return f.planner->prepare(token_graph());
+}
+
 // A new shape in a tuned bucket: the representative's stored plan runs it at once on scratch copies
 // (kiln/padding.h), then its own static plan replaces it.
 TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
@@ -804,10 +811,8 @@ TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
 
 TEST(PlannerPadded, TwoNewShapesShareOneLoadOfTheirRepresentative) {
   Fixture f("tokens=pow2", NewShapes::kStopgap);
-  auto pg = f.planner->prepare(token_graph());
+  auto pg = prepared_with_128_tuned(f);
   ASSERT_TRUE(pg.is_ok());
-  f.backend->stored.insert("tokens=128");
-  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
   auto a = f.planner->obtain(*pg, {{"tokens", 100}});
   auto b = f.planner->obtain(*pg, {{"tokens", 90}});
   ASSERT_TRUE(a.is_ok() && b.is_ok());
@@ -848,10 +853,8 @@ TEST(PlannerPadded, AnUntunedRecordOfTheShapeIsSwappedInByThePromotion) {
 // PromoteBy::kTune: the stopgap's replacement is this shape tuned (within PromotionTuning's bounds).
 TEST(PlannerPadded, PromotedByATuneOfTheShape) {
   Fixture f("tokens=pow2", NewShapes::kStopgap, PromoteBy::kTune);
-  auto pg = f.planner->prepare(token_graph());
+  auto pg = prepared_with_128_tuned(f);
   ASSERT_TRUE(pg.is_ok());
-  f.backend->stored.insert("tokens=128");
-  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
   auto a = f.planner->obtain(*pg, {{"tokens", 100}});
   ASSERT_TRUE(a.is_ok());
   EXPECT_EQ(a->source, PlanSource::kPadded);
@@ -876,10 +879,8 @@ TEST(PlannerPadded, PromotedByATuneOfTheShape) {
 TEST(PlannerPadded, ATunedWinnerNotStoredIsANoteNotAFallback) {
   Fixture f("tokens=pow2", NewShapes::kStopgap, PromoteBy::kTune);
   f.backend->tune_not_stored = true;
-  auto pg = f.planner->prepare(token_graph());
+  auto pg = prepared_with_128_tuned(f);
   ASSERT_TRUE(pg.is_ok());
-  f.backend->stored.insert("tokens=128");
-  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
   ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", 100}}).is_ok());
   f.planner->wait_for_promotions();
   const PlannerStats st = f.planner->stats();
@@ -929,10 +930,8 @@ TEST(PlannerPadded, WithoutPromotionsTheStoreIsAskedFirst) {
 TEST(PlannerPadded, ATuneWithoutAWinnerFallsBackToTheBuild) {
   Fixture f("tokens=pow2", NewShapes::kStopgap, PromoteBy::kTune);
   f.backend->tune_finds_none = true;
-  auto pg = f.planner->prepare(token_graph());
+  auto pg = prepared_with_128_tuned(f);
   ASSERT_TRUE(pg.is_ok());
-  f.backend->stored.insert("tokens=128");
-  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
   ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", 100}}).is_ok());
   f.planner->wait_for_promotions();
   auto b = f.planner->obtain(*pg, {{"tokens", 100}});
@@ -1112,10 +1111,8 @@ TEST(PlannerPadded, AFartherTunedShapeServesWhereTheNearestDoesNotPad) {
 TEST(PlannerPadded, ManyThreadsOnePaddedPlanPerShape) {
   Fixture f("tokens=pow2", NewShapes::kStopgap);
   f.backend->build_delay_ms = 5;
-  auto pg = f.planner->prepare(token_graph());
+  auto pg = prepared_with_128_tuned(f);
   ASSERT_TRUE(pg.is_ok());
-  f.backend->stored.insert("tokens=128");
-  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
   std::atomic<int> errors{0}, padded{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < 16; ++i)
