@@ -5,7 +5,9 @@
 //   memory      a plan this Planner already holds (a lookup, no lock held across a build)
 //   store       the stored plan for exactly this key, when the environment check passes
 //   padded      (a stopgap, NewShapes::kStopgap) the plan of a larger tuned shape in the same bucket, run on
-//               scratch copies where that is exact (kiln/padding.h); dynamic: a dynamic-shape build
+//               scratch copies where that is exact (kiln/padding.h); dynamic: a dynamic-shape build. For a
+//               shape the structure's tuned shapes do not list, padded goes before the store (whose miss
+//               was most of its cost): the promotion asks the store first (docs/runtime.md "Sources").
 //   bucket      the tuned engine configuration of the nearest tuned shape in the same bucket
 //               (kiln/bucket_policy.h), built directly for this shape: no heuristics, no tuning
 //   heuristics  cuDNN's heuristics
