@@ -35,6 +35,16 @@ ListFilter filter_of(const PlansOptions& o) {
   return f;
 }
 
+bool said_no_store(const PlansOptions& o) {
+  std::error_code ec;
+  if (std::filesystem::exists(o.store, ec)) return false;
+  if (o.json)
+    std::printf("[]\n");
+  else
+    std::printf("no plan store at %s\n", o.store.c_str());
+  return true;
+}
+
 StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist) {
   std::error_code ec;
   if (must_exist && !std::filesystem::exists(o.store, ec)) return not_found("no plan store at " + o.store);

@@ -27,14 +27,7 @@
 namespace kiln::cli::plans {
 
 Status run_ls(const PlansOptions& o) {
-  std::error_code ec;
-  if (!std::filesystem::exists(o.store, ec)) {
-    if (o.json)
-      std::printf("[]\n");
-    else
-      std::printf("no plan store at %s\n", o.store.c_str());
-    return Status::ok();
-  }
+  if (said_no_store(o)) return Status::ok();
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store->list(filter_of(o)));
   KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));

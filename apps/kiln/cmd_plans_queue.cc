@@ -52,15 +52,11 @@ nlohmann::ordered_json queue_entry_json(const RetuneQueueEntry& e) {
 }  // namespace
 
 Status run_queue(const PlansOptions& o) {
-  std::error_code ec;
-  if (!std::filesystem::exists(o.store, ec)) {
-    if (o.clear) return not_found("no plan store at " + o.store);
-    if (o.json)
-      std::printf("[]\n");
-    else
-      std::printf("no plan store at %s\n", o.store.c_str());
-    return Status::ok();
+  if (o.clear) {
+    std::error_code ec;
+    if (!std::filesystem::exists(o.store, ec)) return not_found("no plan store at " + o.store);
   }
+  if (said_no_store(o)) return Status::ok();
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store->list_retune_queue(o.fingerprint));
   if (!o.structure.empty()) {

@@ -52,6 +52,9 @@ struct JudgedAgainst {
 };
 
 ListFilter filter_of(const PlansOptions& o);
+// For the listing subcommands (ls, queue): true when o.store does not exist, having said so ("[]" with
+// --json, else "no plan store at ...").
+bool said_no_store(const PlansOptions& o);
 // The store at o.store; `must_exist`: NotFound for a missing file instead of creating one.
 StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist);
 StatusOr<JudgedAgainst> judged_against(const PlansOptions& o);

@@ -163,18 +163,13 @@ class CudnnPlanBackend : public PlanBackend {
     }
     const PlanRecord& rec = *look.record;
     std::vector<uint8_t> bytes(rec.plan_bytes.begin(), rec.plan_bytes.end());
-    StatusOr<LoweredGraph> lg = [&]() -> StatusOr<LoweredGraph> {
-      KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
-      return LoweredGraph::deserialize(graph, h.get(), bytes);
-    }();
+    StatusOr<LoweredGraph> lg = load(graph, bytes);
     if (!lg.is_ok()) {
       *why = "record did not load: " + lg.status().message();
       return std::shared_ptr<const ExecutablePlan>();
     }
     KILN_ASSIGN_OR_RETURN(EngineConfig config, config_of(rec.engine_id, rec.knobs));
-    const int64_t ws = lg->workspace_size();
-    return std::shared_ptr<const ExecutablePlan>(std::make_shared<ExecutablePlan>(
-        graph, sig, config, ws, PlanSource::kStore, std::make_unique<CudnnExecutor>(std::move(lg).value(), pool_)));
+    return plan_of(graph, sig, config, std::move(lg).value(), PlanSource::kStore);
   }
 
   // One execution on zeroed buffers of the plan's own (its kernels load now, not on a caller's first
@@ -230,10 +225,7 @@ class CudnnPlanBackend : public PlanBackend {
              (tr.budget_exhausted ? " within the tune's time budget" : "");
       return std::shared_ptr<const ExecutablePlan>();
     }
-    StatusOr<LoweredGraph> lg = [&]() -> StatusOr<LoweredGraph> {
-      KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
-      return LoweredGraph::deserialize(graph, h.get(), tr.winner_plan);
-    }();
+    StatusOr<LoweredGraph> lg = load(graph, tr.winner_plan);
     if (!lg.is_ok()) {
       *why = "the tuned winner " + tr.winner_config.identity() + " did not load: " + lg.status().message();
       return std::shared_ptr<const ExecutablePlan>();
@@ -242,9 +234,7 @@ class CudnnPlanBackend : public PlanBackend {
       Status st = store_tuned(graph, sig, tr);
       if (!st.is_ok()) *why = "tuned " + tr.winner_config.identity() + ", not stored: " + st.message();
     }
-    const int64_t ws = lg->workspace_size();
-    return std::shared_ptr<const ExecutablePlan>(std::make_shared<ExecutablePlan>(
-        graph, sig, tr.winner_config, ws, PlanSource::kTuned, std::make_unique<CudnnExecutor>(std::move(lg).value(), pool_)));
+    return plan_of(graph, sig, tr.winner_config, std::move(lg).value(), PlanSource::kTuned);
   }
 
   StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature& sig) override {
@@ -286,9 +276,7 @@ class CudnnPlanBackend : public PlanBackend {
       KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_heuristic(), graph.name));
     }
     EngineConfig built = lg.config();
-    const int64_t ws = lg.workspace_size();
-    return std::shared_ptr<const ExecutablePlan>(std::make_shared<ExecutablePlan>(
-        graph, sig, built, ws, source, std::make_unique<CudnnExecutor>(std::move(lg), pool_)));
+    return plan_of(graph, sig, built, std::move(lg), source);
   }
 
  public:
@@ -298,6 +286,18 @@ class CudnnPlanBackend : public PlanBackend {
 
  private:
   CudnnPlanBackend() = default;
+  // Serialized plan bytes loaded with a handle from the pool.
+  StatusOr<LoweredGraph> load(const Graph& graph, const std::vector<uint8_t>& bytes) {
+    KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
+    return LoweredGraph::deserialize(graph, h.get(), bytes);
+  }
+  // A lowered, built plan as this Planner's plan: run with the pool's handles.
+  std::shared_ptr<const ExecutablePlan> plan_of(const Graph& graph, const GraphSignature& sig, EngineConfig config,
+                                                LoweredGraph lg, PlanSource source) {
+    const int64_t ws = lg.workspace_size();
+    return std::make_shared<ExecutablePlan>(graph, sig, std::move(config), ws, source,
+                                            std::make_unique<CudnnExecutor>(std::move(lg), pool_));
+  }
   Status store_tuned(const Graph& graph, const GraphSignature& sig, const TuneResult& tr) {
     if (store_path_.empty()) return failed_precondition("the Planner has no store");
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env_, tr));
