@@ -1,6 +1,8 @@
 // kiln::Planner on the host, with a fake backend: the order of sources, single flight, failures not
 // cached, shapes at other dynamic values, the binding checks and the recorder (docs/runtime.md).
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -1131,6 +1133,37 @@ TEST(PlannerPadded, ManyThreadsOnePaddedPlanPerShape) {
   const PlannerStats st = f.planner->stats();
   EXPECT_EQ(st.promotions, 4);
   EXPECT_EQ(st.cached, 5);  // four shapes and their representative
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Promotion bounds that cannot hold are refused by create(), before any GPU is looked for.
+TEST(PlannerOptionsCheck, PromotionTuningOutOfRangeIsRefusedNamingTheField) {
+  auto refused = [](PlannerOptions o, const std::string& expect) {
+    auto p = Planner::create(o);
+    ASSERT_FALSE(p.is_ok());
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << p.status().to_string();
+    EXPECT_NE(p.status().message().find(expect), std::string::npos) << p.status().message();
+  };
+  PlannerOptions o;
+  o.tuning.top_k = -1;
+  refused(o, "PromotionTuning::top_k must be >= 0, got -1");
+  o = PlannerOptions{};
+  o.tuning.time_budget_s = std::numeric_limits<double>::quiet_NaN();
+  refused(o, "PromotionTuning::time_budget_s must be finite and >= 0");
+  o.tuning.time_budget_s = -1;
+  refused(o, "PromotionTuning::time_budget_s must be finite and >= 0");
+  o = PlannerOptions{};
+  o.tuning.build_threads = 0;
+  refused(o, "PromotionTuning::build_threads must be >= 1, got 0");
+  o = PlannerOptions{};
+  o.promote_by = PromoteBy::kTune;
+  o.tuning.store = true;
+  refused(o, "PromotionTuning::store needs a store: set PlannerOptions::store_path");
 }
 
 }  // namespace
