@@ -7,12 +7,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "kiln/limits.h"
-#include "kiln/log.h"
 #include "kiln/plan_bridge.h"
-#include "kiln/plan_words.h"
-#include "kiln/retune.h"
-#include "kiln/segments.h"
+#include "kiln/planner.h"
 #include "kiln/spec.h"
 
 namespace kiln::cli {
@@ -34,63 +30,29 @@ struct CheckedSpec {
   Status unsupported;
 };
 
-// Why a graph did not compile, in one line of Kiln's words (kiln/plan_words.h); -v logs cuDNN's own text.
-std::string failure_line(const Status& st, const std::string& graph_name) {
-  KILN_LOG(kInfo, st.message());
-  const std::string msg = plan_failure_in_words(st, graph_name).message();
-  return msg.substr(0, msg.find('\n'));
-}
-
-// What became of one graph (or one segment of a graph past cuDNN's operation limit).
-enum class Outcome { kCompiled, kNeedsGpu, kFailed };
-
-// Compiles one graph into the store, built exactly as `pin` says when given, else from the heuristics, and
-// prints its line. `why` says what went wrong for kNeedsGpu and kFailed.
-StatusOr<Outcome> compile_one(const Graph& g, const std::optional<EngineConfig>& pin, const DeviceProfile& profile,
-                              const EnvFingerprint& env, PlanStore& store, std::string* why) {
-  KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));
-  LowerTarget target;
-  target.profile = &profile;
-  auto lg = LoweredGraph::create(g, target);
-  Status st = lg.status();
-  if (st.is_ok()) {
-    if (pin)
-      st = lg->build_config(*pin).with_context("the spec's \"pin\" " + pin->identity() + " for graph '" + g.name +
-                                               "' cannot be built");
-    else
-      st = lg->build_heuristic();
-  }
-  if (!st.is_ok()) {
-    // Without a CUDA driver some graphs cannot be compiled at all: a result to report, not a failure. The
-    // toolkit's driver stub does not help: cuDNN then offers the runtime-compiled engines, NVRTC compiles
-    // them, and loading the module (cuLibraryLoadData) fails with CUDA_ERROR_STUB_LIBRARY.
-    const std::string& msg = st.message();
-    const char* gpu_reason = nullptr;
-    if (msg.find("RUNTIME_PREREQUISITE_MISSING") != std::string::npos)
-      gpu_reason = "the engines cuDNN could build it with are runtime-compiled, and runtime compilation needs the "
-                   "CUDA driver (libcuda.so.1), absent here";
-    else if (msg.find("driver version is insufficient") != std::string::npos ||
-             msg.find("driver is a stub library") != std::string::npos)
-      gpu_reason = "cuDNN Frontend queries the CUDA device while building this graph, even for a recorded profile";
-    if (gpu_reason && !pin) {
-      KILN_LOG(kInfo, msg);
-      std::printf("%-28s needs a GPU: %s\n", g.name.c_str(), gpu_reason);
-      *why = gpu_reason;
-      return Outcome::kNeedsGpu;
+// Prints what became of one graph (each of its segments when it was cut) and returns its outcome.
+CompileOutcome print_compiled(const Graph& g, const std::optional<EngineConfig>& pin, const CompiledGraph& c) {
+  if (!c.segmented.empty() && !c.parts.empty())
+    std::printf("%-28s %s; compiling its %zu segments\n", g.name.c_str(), c.segmented.c_str(), c.parts.size());
+  if (c.parts.empty()) std::printf("%-28s FAILED  %s\n", g.name.c_str(), c.why.c_str());
+  for (const CompiledPart& p : c.parts) {
+    const char* name = p.graph_name.c_str();
+    if (p.outcome == CompileOutcome::kNeedsGpu) {
+      std::printf("%-28s needs a GPU: %s\n", name, p.why.c_str());
+      continue;
     }
-    *why = failure_line(st, g.name);
-    std::printf("%-28s FAILED  %s\n", g.name.c_str(), why->c_str());
-    return Outcome::kFailed;
+    if (p.outcome == CompileOutcome::kFailed) {
+      std::printf("%-28s FAILED  %s\n", name, p.why.c_str());
+      continue;
+    }
+    for (const std::string& w : p.workarounds)
+      std::printf("%-28s note: known cuDNN defect worked around (%s)\n", name, w.c_str());
+    for (const std::string& w : p.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    std::printf("%-28s %s  %s%s  %zu B plan, workspace %lld B, untuned\n", name, p.signature.structure.substr(0, 12).c_str(),
+                p.config.identity().c_str(), pin ? " (pinned)" : "", p.plan_bytes,
+                static_cast<long long>(p.workspace_bytes));
   }
-  for (const std::string& w : lg->workarounds())
-    std::printf("%-28s note: known cuDNN defect worked around (%s)\n", g.name.c_str(), w.c_str());
-  KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_plan(sig, env, *lg));
-  KILN_ASSIGN_OR_RETURN(PlanRecord stored, store.put(rec));
-  KILN_RETURN_IF_ERROR(remember_graph_spec(store, g));  // so that `plans verify --deep` finds the graph
-  std::printf("%-28s %s  %s%s  %zu B plan, workspace %lld B, untuned\n", g.name.c_str(),
-              sig.structure.substr(0, 12).c_str(), lg->config().identity().c_str(), pin ? " (pinned)" : "",
-              rec.plan_bytes.size(), static_cast<long long>(rec.workspace_bytes));
-  return Outcome::kCompiled;
+  return c.outcome;
 }
 
 Status compile_cmd(const CompileOptions& o) {
@@ -124,7 +86,10 @@ Status compile_cmd(const CompileOptions& o) {
   }
 
   std::string store_path = o.store_path.empty() ? default_store_path() : o.store_path;
-  KILN_ASSIGN_OR_RETURN(auto store, PlanStore::open(store_path));
+  PlannerOptions po;
+  po.store_path = store_path;
+  po.target = profile;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   std::vector<std::string> failed, need_gpu;
   for (const CheckedSpec& c : good) {
     if (!c.unsupported.is_ok()) {
@@ -132,36 +97,10 @@ Status compile_cmd(const CompileOptions& o) {
       failed.push_back(c.unsupported.message());
       continue;
     }
-    // A graph past cuDNN's operations per graph is compiled as the segments `kiln run` runs it as, each
-    // stored under its own signature; a pin names one configuration for one graph, so it cannot apply.
-    std::vector<Graph> work;
-    if (exceeds_cudnn_operation_limit(c.graph)) {
-      if (c.pin) {
-        std::string why = "graph '" + c.graph.name + "' has a \"pin\" but runs as segments (" +
-                          check_cudnn_limits(c.graph).message() + "): a pin cannot apply";
-        std::printf("%-28s FAILED  %s\n", c.graph.name.c_str(), why.c_str());
-        failed.push_back(why);
-        continue;
-      }
-      KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, graph_segments(c.graph));
-      std::printf("%-28s %s; compiling its %zu segments\n", c.graph.name.c_str(),
-                  check_cudnn_limits(c.graph).message().c_str(), parts.size());
-      for (GraphPart& p : parts) work.push_back(std::move(p.graph));
-    } else {
-      work.push_back(c.graph);
-    }
-    Outcome worst = Outcome::kCompiled;
-    std::string why;
-    for (const Graph& w : work) {
-      std::string part_why;
-      KILN_ASSIGN_OR_RETURN(Outcome out, compile_one(w, c.pin, profile, env, *store, &part_why));
-      if (out > worst) {
-        worst = out;
-        why = part_why;
-      }
-    }
-    if (worst == Outcome::kNeedsGpu) need_gpu.push_back(c.graph.name);
-    if (worst == Outcome::kFailed) failed.push_back(why);
+    KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, planner->compile(c.graph, c.pin));
+    CompileOutcome out = print_compiled(c.graph, c.pin, compiled);
+    if (out == CompileOutcome::kNeedsGpu) need_gpu.push_back(c.graph.name);
+    if (out == CompileOutcome::kFailed) failed.push_back(compiled.why);
   }
   std::printf("compiled %zu of %s for %s (sm_%d, %d SMs) into %s\n", good.size() - failed.size() - need_gpu.size(),
               n_specs.c_str(), profile.gpu_name.c_str(), profile.sm_version, profile.sm_count, store_path.c_str());

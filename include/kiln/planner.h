@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -36,6 +37,8 @@
 #include "kiln/env_policy.h"
 #include "kiln/graph.h"
 #include "kiln/lower.h"
+#include "kiln/planner_jobs.h"
+#include "kiln/retune.h"
 #include "kiln/shape_recorder.h"
 #include "kiln/status.h"
 
@@ -169,6 +172,18 @@ class PlanBackend {
   virtual StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& graph, const GraphSignature& sig,
                                                                const PromotionTuning& tuning,
                                                                const std::atomic<bool>* cancel, std::string* why);
+
+  // For the Planner's jobs (kiln/planner_jobs.h). The environment plans are made for: collected once, or
+  // the recorded profile's (PlannerOptions::target). The default: FailedPrecondition.
+  virtual StatusOr<EnvFingerprint> environment() const;
+  // Runs `fn` on the store opened for writing (opened, and created, on first use), one caller at a time.
+  // The default: FailedPrecondition (a backend without a writable store).
+  virtual Status with_writable_store(const std::function<Status(PlanStore&)>& fn);
+  // `graph`'s plan built without a device for PlannerOptions::target, exactly as `pin` says when given,
+  // else from cuDNN's heuristics: as a store record (untuned) in `part`, with its outcome. The default:
+  // NotSupported.
+  virtual Status compile(const Graph& graph, const GraphSignature& sig, const std::optional<EngineConfig>& pin,
+                         CompiledPart* part, PlanRecord* record);
 };
 
 // What replaces a stopgap in the background.
@@ -215,6 +230,13 @@ struct PlannerOptions {
   // own, beside the CUDA context's creation, and returns without waiting for it; false: the first plan
   // pays it (to measure that).
   bool prime_cudnn = true;
+  // The store is also opened for writing (and created when absent), after the device check: a Planner
+  // that could not start leaves no store behind. Needed by tune_and_store and retune_queued.
+  bool store_writable = false;
+  // Deviceless: plans are compiled for this recorded device (compile()), on a machine that may have no
+  // GPU; the environment is the profile's (fingerprint_for_profile), the store is opened for writing, and
+  // obtain(), preload(), tune_and_store() and retune_queued() are FailedPrecondition.
+  std::optional<DeviceProfile> target;
 };
 
 // A validated graph with its signature, computed once (obtain() on a PreparedGraph does no hashing).
@@ -273,7 +295,8 @@ struct PlannerStats {
 
 class Planner {
  public:
-  // Needs a GPU: collects the environment once, opens the store, creates the handle pool. InvalidArgument
+  // Needs a GPU (unless options.target): collects the environment once, opens the store, creates the
+  // handle pool. InvalidArgument
   // for options that cannot hold: PromotionTuning bounds out of range (a negative top_k, a budget that is
   // negative or not finite), or PromotionTuning::store with PromoteBy::kTune and no store_path.
   static StatusOr<std::unique_ptr<Planner>> create(const PlannerOptions& options);
@@ -301,6 +324,19 @@ class Planner {
   // caller pays its kernels' first load. It also reads the structure's tuned shapes again (the Planner
   // reads them from the store once per structure, for the padded and bucket sources).
   StatusOr<PreloadReport> preload(const PreparedGraph& graph, bool warm = false);
+
+  // Tunes `graph` (validated) like `kiln tune`: its stored tuned plan is the incumbent, the unfused
+  // alternative is timed and decided on, the winner is stored (keep_plan; untuned where the tuning was cut
+  // short). Needs a GPU and, to store, PlannerOptions::store_writable. A tuning without a correct candidate
+  // is a result (no `kept`), not an error.
+  StatusOr<TunedGraph> tune_and_store(const Graph& graph, const TuneJob& job);
+  // Compiles `graph` (validated; its fused segments where it exceeds cuDNN's operations per graph) for
+  // PlannerOptions::target and stores each plan, untuned. Per-graph outcomes are results; errors are the
+  // store's, or FailedPrecondition for a Planner without a target.
+  StatusOr<CompiledGraph> compile(const Graph& graph, const std::optional<EngineConfig>& pin = std::nullopt);
+  // Drains the store's re-tune queue for this Planner's environment (kiln/retune.h retune_queued, its
+  // `current` this Planner's fingerprint). Needs a GPU and PlannerOptions::store_writable.
+  StatusOr<RetuneReport> retune_queued(const RetuneOptions& options);
 
   // Waits until every queued promotion has finished (benchmarks, tests, or before a latency-critical
   // phase); returns at once when none is queued.

@@ -42,7 +42,8 @@ struct RetuneNowOptions {
 TuneOptions tune_options_for(const RetuneNowOptions& o);
 
 enum class RetuneOutcome {
-  kTuned,             // tuned here; the winner is in the store and the row is gone
+  kTuned,             // tuned here; the winner is in the store and the row is gone (a tuning the time
+                      // budget cut short: stored untuned, the row kept; kiln/plan_keeping.h)
   kAlreadyTuned,      // the store already had a tuned plan for this environment; the row is gone
   kFailed,            // the spec did not parse or give its key, tuning failed or found no correct plan; kept
   kOtherEnvironment,  // queued by another environment (GPU, cuDNN, ...); left for a machine of that kind
@@ -78,8 +79,8 @@ struct RetuneOptions {
 };
 
 // For each queued row whose fingerprint_key is this environment's: parses the stored spec, checks it gives
-// the queued key, tunes it, puts the winner (record_from_tuning) and its graph spec into the store, and
-// removes the row. Rows of other environments are left alone and reported. Per-row failures are reported,
+// the queued key, tunes it, stores the winner (record_from_tuning, keep_plan: its graph spec beside it, the
+// row removed). Rows of other environments are left alone and reported. Per-row failures are reported,
 // not returned. Errors: Unavailable without a GPU (when `current` is not given), store errors.
 StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& options);
 

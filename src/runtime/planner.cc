@@ -17,6 +17,7 @@
 #include "kiln/hash.h"
 #include "kiln/host_tensor.h"
 #include "kiln/padding.h"
+#include "runtime/planner_jobs_internal.h"
 
 namespace kiln {
 
@@ -115,6 +116,17 @@ StatusOr<std::shared_ptr<const ExecutablePlan>> PlanBackend::tune(const Graph& g
                                                                    const PromotionTuning&, const std::atomic<bool>*,
                                                                    std::string*) {
   return not_supported("graph '" + graph.name + "': this plan backend cannot tune");
+}
+
+StatusOr<EnvFingerprint> PlanBackend::environment() const {
+  return failed_precondition("this plan backend has no environment");
+}
+Status PlanBackend::with_writable_store(const std::function<Status(PlanStore&)>&) {
+  return failed_precondition("this plan backend has no writable store");
+}
+Status PlanBackend::compile(const Graph&, const GraphSignature&, const std::optional<EngineConfig>&, CompiledPart*,
+                            PlanRecord*) {
+  return not_supported("this plan backend does not compile plans");
 }
 
 PlanBackend::DeviceCopy PlanBackend::device_copy() const {
@@ -426,6 +438,35 @@ struct Planner::Impl {
   StatusOr<Built> tune_for(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, std::string* why);
   void promote(Promotion p);
   void promotion_loop();
+  // Drops the plans held for a structure and its tuned shapes, after a job stored a plan for it: the next
+  // obtain() of any of its shapes reads the store again.
+  void forget(const GraphSignature& sig) {
+    for (Shard& shard : shards) {
+      std::unique_lock<std::shared_mutex> wl(shard.mu);
+      for (auto it = shard.plans.begin(); it != shard.plans.end();) {
+        if (it->first.compare(0, sig.structure.size() + 1, sig.structure + "|") == 0) {
+          if (it->second && plan_source_is_stopgap(it->second->built_from()))
+            stopgaps.fetch_sub(1, std::memory_order_relaxed);
+          it = shard.plans.erase(it);
+          cached.fetch_sub(1, std::memory_order_relaxed);
+        } else {
+          ++it;
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(tuned_mu);
+    tuned_by_structure.erase(sig.structure);
+  }
+  planner_jobs::Forget forgetter() {
+    return [this](const GraphSignature& sig) { forget(sig); };
+  }
+  Status serves_plans() const {
+    if (options.target)
+      return failed_precondition("this Planner is deviceless (PlannerOptions::target: " + options.target->gpu_name +
+                                 "): it compiles plans, it does not serve them");
+    return Status::ok();
+  }
+
   // The promotion thread, started before it is needed (preload): its creation is then not on the first
   // stopgap's path. Call under promo_mu.
   void start_promotions_locked() {
@@ -556,9 +597,14 @@ void Planner::Impl::promotion_loop() {
       if (built->source == PlanSource::kTuned) promotions_tuned.fetch_add(1, std::memory_order_relaxed);
       Shard& shard = shard_for(p.key);
       std::unique_lock<std::shared_mutex> wl(shard.mu);
+      // The stopgap is normally still held; a job that stored a plan for the structure may have dropped it.
+      auto held = shard.plans.find(p.key);
+      const bool replaces_stopgap =
+          held != shard.plans.end() && held->second && plan_source_is_stopgap(held->second->built_from());
+      if (held == shard.plans.end()) cached.fetch_add(1, std::memory_order_relaxed);
       shard.plans[p.key] = built->plan;  // callers holding the stopgap keep it alive until they drop it
       wl.unlock();
-      stopgaps.fetch_sub(1, std::memory_order_relaxed);
+      if (replaces_stopgap) stopgaps.fetch_sub(1, std::memory_order_relaxed);
       promotions.fetch_add(1, std::memory_order_relaxed);
     } else {
       promotion_failures.fetch_add(1, std::memory_order_relaxed);
@@ -747,6 +793,7 @@ StatusOr<Obtained> Planner::obtain(const Graph& graph) {
 }
 
 StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::string, int64_t>& requested) {
+  KILN_RETURN_IF_ERROR(impl_->serves_plans());
   const auto t0 = Clock::now();
   Impl& s = *impl_;
   if (!pg.graph) return invalid_argument("obtain: the PreparedGraph is empty (use Planner::prepare)");
@@ -846,6 +893,7 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
 }
 
 StatusOr<PreloadReport> Planner::preload(const PreparedGraph& pg, bool warm) {
+  KILN_RETURN_IF_ERROR(impl_->serves_plans());
   Impl& s = *impl_;
   if (!pg.graph) return invalid_argument("preload: the PreparedGraph is empty (use Planner::prepare)");
   const auto t0 = Clock::now();
@@ -910,6 +958,18 @@ PlannerStats Planner::stats() const {
   st.last_tune_fallback = impl_->last_tune_fallback;
   st.last_tune_note = impl_->last_tune_note;
   return st;
+}
+
+StatusOr<TunedGraph> Planner::tune_and_store(const Graph& graph, const TuneJob& job) {
+  return planner_jobs::tune_and_store(*impl_->backend, impl_->options, graph, job, impl_->forgetter());
+}
+
+StatusOr<CompiledGraph> Planner::compile(const Graph& graph, const std::optional<EngineConfig>& pin) {
+  return planner_jobs::compile(*impl_->backend, impl_->options, graph, pin, impl_->forgetter());
+}
+
+StatusOr<RetuneReport> Planner::retune_queued(const RetuneOptions& options) {
+  return planner_jobs::retune_queued(*impl_->backend, impl_->options, options, impl_->forgetter());
 }
 
 void Planner::wait_for_promotions() {

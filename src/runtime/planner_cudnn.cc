@@ -2,7 +2,10 @@
 // with a handle taken from a pool for the duration of the call. The environment is collected once.
 #include <cudnn.h>
 
+#include <sys/stat.h>
+
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -13,6 +16,7 @@
 #include "kiln/log.h"
 #include "kiln/lower.h"
 #include "kiln/plan_bridge.h"
+#include "kiln/plan_keeping.h"
 #include "kiln/plan_store.h"
 #include "kiln/plan_words.h"
 #include "kiln/retune.h"
@@ -119,7 +123,20 @@ class CudnnPlanBackend : public PlanBackend {
     std::unique_ptr<CudnnPlanBackend> b(new CudnnPlanBackend());
     b->policy_ = o.policy;
     b->store_path_ = o.store_path;
-    if (!o.store_path.empty()) {  // before the GPU: a wrong store path is the caller's error, on any machine
+    if (o.target) {  // deviceless: no GPU, no handles; the environment is the profile's
+      b->target_ = *o.target;
+      b->env_ = fingerprint_for_profile(*o.target);
+      if (!o.store_path.empty()) {
+        KILN_ASSIGN_OR_RETURN(b->writer_, PlanStore::open(o.store_path));
+      }
+      return std::unique_ptr<PlanBackend>(std::move(b));
+    }
+    // A store to be created (store_writable, nothing or an empty file at the path) is made after the device
+    // check: a Planner that could not start leaves none behind.
+    struct stat st {};
+    const bool to_create = o.store_writable && !o.store_path.empty() &&
+                           (::stat(o.store_path.c_str(), &st) != 0 || (S_ISREG(st.st_mode) && st.st_size == 0));
+    if (!o.store_path.empty() && !to_create) {  // before the GPU: a wrong store path is the caller's error, on any machine
       StoreOpenOptions so;
       so.read_only = true;  // plans are read here; a tuned promotion writes through writer_ (PromotionTuning::store)
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
@@ -140,6 +157,14 @@ class CudnnPlanBackend : public PlanBackend {
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
     b->env_ = env.fingerprint;
     KILN_ASSIGN_OR_RETURN(b->pool_, HandlePool::create(o.handles));
+    if (o.store_writable && !o.store_path.empty()) {
+      KILN_ASSIGN_OR_RETURN(b->writer_, PlanStore::open(o.store_path));
+      if (!b->store_) {
+        StoreOpenOptions so;
+        so.read_only = true;
+        KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
+      }
+    }
     return std::unique_ptr<PlanBackend>(std::move(b));
   }
 
@@ -237,6 +262,61 @@ class CudnnPlanBackend : public PlanBackend {
     return plan_of(graph, sig, tr.winner_config, std::move(lg).value(), PlanSource::kTuned);
   }
 
+  StatusOr<EnvFingerprint> environment() const override { return env_; }
+
+  Status with_writable_store(const std::function<Status(PlanStore&)>& fn) override {
+    if (store_path_.empty()) return failed_precondition("the Planner has no store (PlannerOptions::store_path)");
+    std::lock_guard<std::mutex> lock(writer_mu_);
+    if (!writer_) {
+      KILN_ASSIGN_OR_RETURN(writer_, PlanStore::open(store_path_));
+    }
+    return fn(*writer_);
+  }
+
+  // Deviceless (PlannerOptions::target): built for the recorded profile. Without a CUDA driver some graphs
+  // cannot be compiled at all: a result (kNeedsGpu), not a failure. The toolkit's driver stub does not
+  // help: cuDNN then offers the runtime-compiled engines, NVRTC compiles them, and loading the module
+  // (cuLibraryLoadData) fails with CUDA_ERROR_STUB_LIBRARY.
+  Status compile(const Graph& graph, const GraphSignature& sig, const std::optional<EngineConfig>& pin,
+                 CompiledPart* part, PlanRecord* record) override {
+    if (!target_) return failed_precondition("compile() needs a deviceless Planner (PlannerOptions::target)");
+    LowerTarget target;
+    target.profile = &*target_;
+    auto lg = LoweredGraph::create(graph, target);
+    Status st = lg.status();
+    if (st.is_ok())
+      st = pin ? lg->build_config(*pin).with_context("the spec's \"pin\" " + pin->identity() + " for graph '" +
+                                                     graph.name + "' cannot be built")
+               : lg->build_heuristic();
+    if (!st.is_ok()) {
+      const std::string& msg = st.message();
+      const char* gpu_reason = nullptr;
+      if (msg.find("RUNTIME_PREREQUISITE_MISSING") != std::string::npos)
+        gpu_reason = "the engines cuDNN could build it with are runtime-compiled, and runtime compilation needs the "
+                     "CUDA driver (libcuda.so.1), absent here";
+      else if (msg.find("driver version is insufficient") != std::string::npos ||
+               msg.find("driver is a stub library") != std::string::npos)
+        gpu_reason = "cuDNN Frontend queries the CUDA device while building this graph, even for a recorded profile";
+      KILN_LOG(kInfo, msg);  // cuDNN's own text, with -v
+      if (gpu_reason && !pin) {
+        part->outcome = CompileOutcome::kNeedsGpu;
+        part->why = gpu_reason;
+      } else {
+        part->outcome = CompileOutcome::kFailed;
+        const std::string words = plan_failure_in_words(st, graph.name).message();
+        part->why = words.substr(0, words.find('\n'));
+      }
+      return Status::ok();
+    }
+    part->workarounds = lg->workarounds();
+    part->config = lg->config();
+    KILN_ASSIGN_OR_RETURN(*record, record_from_plan(sig, env_, *lg));
+    part->plan_bytes = record->plan_bytes.size();
+    part->workspace_bytes = record->workspace_bytes;
+    part->outcome = CompileOutcome::kCompiled;
+    return Status::ok();
+  }
+
   StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature& sig) override {
     std::vector<TunedShape> out;
     if (!store_) return out;
@@ -262,6 +342,7 @@ class CudnnPlanBackend : public PlanBackend {
   StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& graph, const GraphSignature& sig,
                                                         const std::optional<EngineConfig>& config,
                                                         PlanSource source) override {
+    if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not build plans");
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     LowerTarget target;
     target.handle = h.get();
@@ -288,6 +369,7 @@ class CudnnPlanBackend : public PlanBackend {
   CudnnPlanBackend() = default;
   // Serialized plan bytes loaded with a handle from the pool.
   StatusOr<LoweredGraph> load(const Graph& graph, const std::vector<uint8_t>& bytes) {
+    if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     return LoweredGraph::deserialize(graph, h.get(), bytes);
   }
@@ -299,21 +381,14 @@ class CudnnPlanBackend : public PlanBackend {
                                             std::make_unique<CudnnExecutor>(std::move(lg), pool_));
   }
   Status store_tuned(const Graph& graph, const GraphSignature& sig, const TuneResult& tr) {
-    if (store_path_.empty()) return failed_precondition("the Planner has no store");
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env_, tr));
-    // A tune the budget cut short is the best of the candidates it reached: stored, but not as tuned (it
-    // must not stand for its bucket as a tuned representative, nor stop a later full tune).
-    if (tr.budget_exhausted) rec.tuned = false;
-    std::lock_guard<std::mutex> lock(writer_mu_);
-    if (!writer_) {
-      KILN_ASSIGN_OR_RETURN(writer_, PlanStore::open(store_path_));
-    }
-    KILN_ASSIGN_OR_RETURN(PlanRecord stored, writer_->put(rec));
-    (void)stored;
-    // Its graph spec beside it, as kiln tune keeps (plans verify --deep and re-tuning read it).
-    Status spec = remember_graph_spec(*writer_, graph);
-    if (!spec.is_ok()) KILN_LOG(kWarn, "graph spec of '" << graph.name << "' not kept: " << spec.message());
-    return Status::ok();
+    // A tune the budget cut short is stored untuned (kiln/plan_keeping.h tuning_is_complete).
+    rec.tuned = tuning_is_complete(tr);
+    return with_writable_store([&](PlanStore& store) -> Status {
+      KILN_ASSIGN_OR_RETURN(KeptPlan kept, keep_plan(store, graph, rec));
+      for (const std::string& w : kept.warnings) KILN_LOG(kWarn, w);
+      return Status::ok();
+    });
   }
 
   // The kernel cache of a structure (made on first use; never dropped: one per structure served).
@@ -333,8 +408,11 @@ class CudnnPlanBackend : public PlanBackend {
   std::unique_ptr<PlanStore> store_;
   std::string store_path_;
   std::mutex writer_mu_;
-  std::unique_ptr<PlanStore> writer_;  // PromotionTuning::store: opened for writing on the first tuned plan
+  // Opened for writing: at create() with store_writable or a target, else on the first tuned plan stored
+  // (PromotionTuning::store).
+  std::unique_ptr<PlanStore> writer_;
   std::thread primer_;                 // prime_cudnn(), not waited for by create()
+  std::optional<DeviceProfile> target_;  // deviceless: compile() builds for it
   std::atomic<bool> copies_warm_{false};
 };
 

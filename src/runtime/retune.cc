@@ -7,6 +7,7 @@
 
 #include "kiln/log.h"
 #include "kiln/plan_bridge.h"
+#include "kiln/plan_keeping.h"
 #include "kiln/spec.h"
 #include "kiln/tune_policy.h"
 
@@ -70,18 +71,20 @@ void retune_row(PlanStore& store, const EnvFingerprint& current, const TuneOptio
   }
   StatusOr<PlanRecord> rec = record_from_tuning(*sig, current, *tr);
   if (!rec.is_ok()) return fail("no record: " + rec.status().message());
-  StatusOr<PlanRecord> stored = store.put(*rec);
-  if (!stored.is_ok()) return fail("the tuned plan could not be stored: " + stored.status().message());
-  Status spec = remember_graph_spec(store, *g);
-  if (!spec.is_ok())
-    KILN_LOG(kWarn, "graph spec of " << key_name(e.structure_sig, e.shape_key) << " not kept: " << spec.message());
+  rec->tuned = tuning_is_complete(*tr);
+  StatusOr<KeptPlan> kept = keep_plan(store, *g, *rec);
+  if (!kept.is_ok()) return fail("the tuned plan could not be stored: " + kept.status().message());
   row.outcome = RetuneOutcome::kTuned;
   row.winner = tr->winner_config.identity();
   row.median_ms = tr->candidates[*tr->winner].median_ms;
   row.verdict = rec->numerics.verdict;
   row.message = tr->winner_check;
-  StatusOr<bool> removed = store.remove_from_retune_queue(e.structure_sig, e.shape_key, e.fingerprint_key);
-  if (!removed.is_ok()) row.message += "; the queue row could not be removed: " + removed.status().message();
+  // A tuning the per-graph budget cut short is stored untuned and its request stays queued (keep_plan).
+  if (!rec->tuned) row.message += "; cut short by the time budget: stored untuned, still queued";
+  for (const std::string& w : kept->warnings) {
+    KILN_LOG(kWarn, key_name(e.structure_sig, e.shape_key) << ": " << w);
+    row.message += "; " + w;
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "kiln/log.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_chain.h"
+#include "kiln/plan_keeping.h"
 #include "kiln/plan_words.h"
 #include "kiln/reference.h"
 #include "kiln/segments.h"
@@ -48,16 +49,13 @@ StatusOr<ObtainedPlan> tune_now(const Graph& graph, const GraphSignature& sig, c
   }
   Status stored = [&]() -> Status {
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
-    KILN_ASSIGN_OR_RETURN(PlanRecord put, store.put(rec));
-    (void)put;
-    KILN_RETURN_IF_ERROR(remember_graph_spec(store, graph));
-    // A re-tune queued earlier for this key and environment is served now.
-    KILN_ASSIGN_OR_RETURN(bool removed, store.remove_from_retune_queue(sig.structure, sig.shape_key, fingerprint_key(env)));
-    (void)removed;
+    rec.tuned = tuning_is_complete(tr);
+    KILN_ASSIGN_OR_RETURN(KeptPlan kept, keep_plan(store, graph, rec));
+    for (const std::string& w : kept.warnings) out.reasons.push_back(w);
     return Status::ok();
   }();
   if (stored.is_ok())
-    out.reasons.push_back("stored in " + store.path());
+    out.reasons.push_back("stored in " + store.path() + (tuning_is_complete(tr) ? "" : " (untuned: the tuning was cut short)"));
   else
     out.reasons.push_back("tuned plan not stored: " + stored.message());
   return out;

@@ -1,0 +1,31 @@
+// keep_plan (kiln/plan_keeping.h): a plan into the store, with its graph spec, its re-tune request served.
+#include "kiln/plan_keeping.h"
+
+#include "kiln/env_policy.h"
+#include "kiln/retune.h"
+
+namespace kiln {
+
+StatusOr<KeptPlan> keep_plan(PlanStore& store, const Graph& graph, const PlanRecord& record) {
+  if (store.read_only())
+    return failed_precondition("plan store " + store.path() + " was opened read-only: the plan for graph '" +
+                               graph.name + "' was not stored");
+  KeptPlan out;
+  KILN_ASSIGN_OR_RETURN(out.record, store.put(record));
+  if (Status st = remember_graph_spec(store, graph); !st.is_ok())
+    out.warnings.push_back("graph spec of '" + graph.name + "' not kept beside its plan: " + st.message());
+  // An untuned plan (kiln compile, a tuning cut short) does not serve a re-tune request: it stays queued.
+  if (out.record.tuned) {
+    StatusOr<bool> removed = store.remove_from_retune_queue(out.record.structure_sig, out.record.shape_key,
+                                                            fingerprint_key(out.record.fingerprint));
+    if (removed.is_ok())
+      out.dequeued = *removed;
+    else
+      out.warnings.push_back("re-tune queue row of '" + graph.name + "' not removed: " + removed.status().message());
+  }
+  return out;
+}
+
+bool tuning_is_complete(const TuneResult& tr) { return !tr.cancelled && !tr.budget_exhausted; }
+
+}  // namespace kiln

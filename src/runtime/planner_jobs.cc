@@ -1,0 +1,183 @@
+// Planner::tune_and_store, compile and retune_queued (kiln/planner_jobs.h): the coordination `kiln tune`,
+// `kiln compile` and `kiln plans retune` did each in its own way, in one place, over the PlanBackend seam.
+#include <chrono>
+
+#include "kiln/limits.h"
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_keeping.h"
+#include "kiln/segments.h"
+#include "runtime/planner_jobs_internal.h"
+
+namespace kiln {
+
+const char* compile_outcome_name(CompileOutcome o) {
+  switch (o) {
+    case CompileOutcome::kCompiled: return "compiled";
+    case CompileOutcome::kNeedsGpu: return "needs a GPU";
+    case CompileOutcome::kFailed: return "failed";
+  }
+  return "?";
+}
+
+namespace planner_jobs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status needs_device(const PlannerOptions& o, const char* job) {
+  if (o.target)
+    return failed_precondition(std::string("this Planner is deviceless (PlannerOptions::target: ") + o.target->gpu_name +
+                               "): it compiles plans; " + job + " needs a GPU");
+  return Status::ok();
+}
+
+// The store's record for exactly this key, runnable in `env` (none: nullopt).
+StatusOr<std::optional<PlanRecord>> stored_record(PlanBackend& b, const GraphSignature& sig, const EnvFingerprint& env) {
+  std::optional<PlanRecord> out;
+  KILN_RETURN_IF_ERROR(b.with_writable_store([&](PlanStore& s) -> Status {
+    KILN_ASSIGN_OR_RETURN(LookupResult look, s.get(sig.structure, sig.shape_key, env));
+    if (look.runnable() && look.record) out = *look.record;
+    return Status::ok();
+  }));
+  return out;
+}
+
+StatusOr<KeptPlan> keep(PlanBackend& b, const Graph& graph, const PlanRecord& rec, const Forget& forget) {
+  KeptPlan kept;
+  KILN_RETURN_IF_ERROR(b.with_writable_store([&](PlanStore& s) -> Status {
+    KILN_ASSIGN_OR_RETURN(kept, keep_plan(s, graph, rec));
+    return Status::ok();
+  }));
+  GraphSignature sig;
+  sig.structure = rec.structure_sig;
+  sig.shape_key = rec.shape_key;
+  if (forget) forget(sig);
+  return kept;
+}
+
+}  // namespace
+
+StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, const Graph& g, const TuneJob& job,
+                                    const Forget& forget) {
+  KILN_RETURN_IF_ERROR(needs_device(o, "tune_and_store"));
+  const bool use_store = o.store_writable && !o.store_path.empty();
+  if ((job.store || job.untuned_only) && !use_store)
+    return failed_precondition(std::string("tune_and_store with TuneJob::") + (job.store ? "store" : "untuned_only") +
+                               " needs the Planner's store opened for writing (PlannerOptions::store_path and "
+                               "store_writable)");
+  const auto t0 = Clock::now();
+  TunedGraph out;
+  KILN_ASSIGN_OR_RETURN(out.signature, compute_signature(g));
+  const GraphSignature& sig = out.signature;
+  KILN_ASSIGN_OR_RETURN(EnvFingerprint env, b.environment());
+  TuneOptions to = job.tune;
+  to.incumbent.reset();
+  if (use_store) {
+    KILN_ASSIGN_OR_RETURN(std::optional<PlanRecord> prev, stored_record(b, sig, env));
+    if (prev && prev->tuned) {
+      if (job.untuned_only) {
+        out.skipped = true;
+        return out;
+      }
+      KILN_ASSIGN_OR_RETURN(EngineConfig ic, config_of(prev->engine_id, prev->knobs));
+      to.incumbent = Incumbent{plan_identity(ic.engine_id, knobs_of(ic)), prev->stats.median_ms, prev->stats.noise_rel};
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(out.result, job.tuner ? job.tuner(g, to) : tune_graph(g, to));
+  TuneResult& tr = out.result;
+
+  // The unfused alternative gets what the fused tuning left of the budget.
+  const double left_s = to.time_budget_s - std::chrono::duration<double>(Clock::now() - t0).count();
+  const bool budget_spent = to.time_budget_s > 0 && left_s <= 0;
+  if (job.unfused && g.nodes.size() > 1 && !to.pin && g.pin.empty() && tuning_is_complete(tr) && !budget_spent) {
+    UnfusedOptions uo;
+    uo.tune = to;
+    uo.tune.progress = nullptr;
+    uo.tune.incumbent.reset();
+    if (to.time_budget_s > 0) uo.tune.time_budget_s = left_s;
+    uo.materialized = job.materialized;
+    uo.evaluation = tr.evaluation;  // the same inputs and reference, still on the device
+    if (job.on_note) job.on_note("timing the unfused alternative (" + std::to_string(g.nodes.size()) + " parts)");
+    KILN_ASSIGN_OR_RETURN(out.unfused, tune_unfused(g, uo));
+    const CandidateResult* fused = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
+    out.fusion = decide_fusion(fused ? fused_side(*fused) : FusionSide{}, unfused_chain_side(*out.unfused),
+                               job.fusion_policy);
+  }
+  tr.evaluation.reset();  // frees the graph's inputs and reference on the device
+
+  if (tr.winner && job.store) {
+    KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
+    rec.tuned = tuning_is_complete(tr);
+    KILN_ASSIGN_OR_RETURN(out.kept, keep(b, g, rec, forget));
+  }
+  return out;
+}
+
+StatusOr<CompiledGraph> compile(PlanBackend& b, const PlannerOptions& o, const Graph& g,
+                                const std::optional<EngineConfig>& pin, const Forget& forget) {
+  if (!o.target)
+    return failed_precondition("compile() is for a deviceless Planner: set PlannerOptions::target to the recorded "
+                               "device profile to compile for");
+  if (o.store_path.empty()) return failed_precondition("compile() stores its plans: set PlannerOptions::store_path");
+  CompiledGraph out;
+  // A graph past cuDNN's operations per graph is compiled as the segments `kiln run` runs it as, each stored
+  // under its own signature; a pin names one configuration for one graph, so it cannot apply.
+  std::vector<Graph> work;
+  if (exceeds_cudnn_operation_limit(g)) {
+    out.segmented = check_cudnn_limits(g).message();
+    if (pin) {
+      out.outcome = CompileOutcome::kFailed;
+      out.why = "graph '" + g.name + "' has a \"pin\" but runs as segments (" + out.segmented + "): a pin cannot apply";
+      return out;
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, graph_segments(g));
+    for (GraphPart& p : parts) work.push_back(std::move(p.graph));
+  } else {
+    work.push_back(g);
+  }
+  for (const Graph& w : work) {
+    CompiledPart part;
+    part.graph_name = w.name;
+    KILN_ASSIGN_OR_RETURN(part.signature, compute_signature(w));
+    PlanRecord rec;
+    KILN_RETURN_IF_ERROR(b.compile(w, part.signature, pin, &part, &rec));
+    if (part.outcome == CompileOutcome::kCompiled) {
+      KILN_ASSIGN_OR_RETURN(KeptPlan kept, keep(b, w, rec, forget));
+      part.warnings = kept.warnings;
+    }
+    if (part.outcome > out.outcome) {
+      out.outcome = part.outcome;
+      out.why = part.why;
+    }
+    out.parts.push_back(std::move(part));
+  }
+  return out;
+}
+
+StatusOr<RetuneReport> retune_queued(PlanBackend& b, const PlannerOptions& o, const RetuneOptions& retune,
+                                     const Forget& forget) {
+  KILN_RETURN_IF_ERROR(needs_device(o, "retune_queued"));
+  if (!o.store_writable || o.store_path.empty())
+    return failed_precondition("retune_queued needs the Planner's store opened for writing (PlannerOptions::store_path "
+                               "and store_writable)");
+  KILN_ASSIGN_OR_RETURN(EnvFingerprint env, b.environment());
+  RetuneOptions ro = retune;
+  ro.current = env;
+  RetuneReport report;
+  KILN_RETURN_IF_ERROR(b.with_writable_store([&](PlanStore& s) -> Status {
+    KILN_ASSIGN_OR_RETURN(report, kiln::retune_queued(s, ro));
+    return Status::ok();
+  }));
+  if (forget)
+    for (const RetuneRowReport& r : report.rows)
+      if (r.outcome == RetuneOutcome::kTuned) {
+        GraphSignature sig;
+        sig.structure = r.entry.structure_sig;
+        sig.shape_key = r.entry.shape_key;
+        forget(sig);
+      }
+  return report;
+}
+
+}  // namespace planner_jobs
+}  // namespace kiln

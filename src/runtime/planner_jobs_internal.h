@@ -1,0 +1,20 @@
+// The Planner's jobs (kiln/planner_jobs.h) over its backend; Planner's methods (planner.cc) call these.
+#pragma once
+
+#include <functional>
+
+#include "kiln/planner.h"
+
+namespace kiln::planner_jobs {
+
+// Drops what the Planner holds in memory for a structure: its plans and its tuned shapes (a job stored one).
+using Forget = std::function<void(const GraphSignature&)>;
+
+StatusOr<TunedGraph> tune_and_store(PlanBackend& backend, const PlannerOptions& options, const Graph& graph,
+                                    const TuneJob& job, const Forget& forget);
+StatusOr<CompiledGraph> compile(PlanBackend& backend, const PlannerOptions& options, const Graph& graph,
+                                const std::optional<EngineConfig>& pin, const Forget& forget);
+StatusOr<RetuneReport> retune_queued(PlanBackend& backend, const PlannerOptions& options,
+                                     const RetuneOptions& retune, const Forget& forget);
+
+}  // namespace kiln::planner_jobs
