@@ -19,6 +19,7 @@
 #include "kiln/lower.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_store.h"
+#include "kiln/planner.h"
 #include "kiln/retune.h"
 #include "kiln/tune_policy.h"
 
@@ -42,8 +43,14 @@ Status run_retune(const PlansOptions& o) {
   if (!env.device_status.is_ok())
     return unavailable("plans retune tunes each queued graph on this machine's GPU, and there is none: " +
                        env.device_status.message());
-  RetuneOptions ro;
-  ro.current = env.fingerprint;
+  store.reset();  // checked above; the Planner holds its own connections
+  PlannerOptions po;
+  po.store_path = o.store;
+  po.store_writable = true;
+  po.handles = 1;
+  po.prime_cudnn = false;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
+  RetuneOptions ro;  // its `current`: the Planner's environment
   ro.budget_s = o.budget_s;
   ro.tune.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   ro.tune.top_k = o.top_k;
@@ -66,7 +73,7 @@ Status run_retune(const PlansOptions& o) {
   };
   g_interrupted = false;
   std::signal(SIGINT, on_retune_sigint);
-  StatusOr<RetuneReport> rep = retune_queued(*store, ro);
+  StatusOr<RetuneReport> rep = planner->retune_queued(ro);
   std::signal(SIGINT, SIG_DFL);
   if (!rep.is_ok()) return rep.status();
   if (o.json) {

@@ -71,6 +71,85 @@ Status list_candidates(const Graph& g, bool json) {
   return Status::ok();
 }
 
+// Each spec's graph with its advice; with --shapes (and not --list), each spec at its recorded shapes
+// instead, hottest first, at most --hottest, one per bucket representative.
+StatusOr<std::vector<std::pair<std::string, Graph>>> graphs_to_tune(const TuneCliOptions& o,
+                                                                     const std::vector<RecordedShape>& recorded,
+                                                                     const BucketPolicy& buckets) {
+  const bool have_shapes = !o.shapes_file.empty();
+  std::vector<std::pair<std::string, Graph>> out;
+  for (const auto& spec : o.specs) {
+    KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(spec));
+    for (const Advice& a : graph_advice(g)) std::fprintf(stderr, "%s: advice: %s\n", spec.c_str(), a.message.c_str());
+    if (!have_shapes || o.list) {
+      out.emplace_back(spec, std::move(g));
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));
+    std::vector<std::map<std::string, int64_t>> chosen;
+    std::set<std::map<std::string, int64_t>> seen;
+    for (const RecordedShape& r : recorded) {
+      if (r.structure != sig.structure) continue;
+      auto shape = parse_shape_key(r.shape_key);
+      if (!shape.is_ok()) return shape.status().with_context("--shapes " + o.shapes_file);
+      const auto rep = buckets.representative(*shape);  // exact buckets: the shape itself
+      if (seen.insert(rep).second) chosen.push_back(rep);
+      if (o.hottest > 0 && static_cast<int>(chosen.size()) >= o.hottest) break;
+    }
+    if (chosen.empty()) {
+      std::fprintf(stderr, "%s: no shape of its structure (%s) in %s: not tuned\n", spec.c_str(), sig.structure.c_str(),
+                   o.shapes_file.c_str());
+      continue;
+    }
+    for (const auto& shape : chosen) {
+      auto at = reshape_graph(g, shape);
+      if (!at.is_ok()) return at.status().with_context(spec + " at recorded shape " + shape_key_text(shape));
+      std::fprintf(stderr, "%s: tuning recorded shape %s\n", spec.c_str(),
+                   shape.empty() ? "(static)" : shape_key_text(shape).c_str());
+      out.emplace_back(spec, std::move(at).value());
+    }
+  }
+  if (have_shapes && !o.list && out.empty())
+    return invalid_argument("--shapes " + o.shapes_file + ": no recorded shape has the structure of any spec given");
+  return out;
+}
+
+// The report of one tuned graph: a table and lines, or one JSON object appended to `all`.
+void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, const TuneJob& job, bool json,
+                 nlohmann::json* all) {
+  const TuneResult& tr = t.result;
+  const GraphSignature& sig = t.signature;
+  const EnvFingerprint& env = t.environment;
+  ReportOptions ro;
+  ro.winner = job.tune.winner;
+  ro.title = g.name + "  structure " + sig.structure.substr(0, 16) + (sig.shape_key.empty() ? "" : "  shape " + sig.shape_key);
+  const CandidateResult* fused_winner = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
+  if (json) {
+    nlohmann::json meta = {{"graph", g.name}, {"spec", spec}, {"structure_signature", sig.structure}, {"shape_key", sig.shape_key},
+                           {"gpu", env.gpu_name}, {"cudnn_version", env.cudnn_version}, {"kiln_git_revision", env.kiln_git_revision},
+                           {"reference", tr.reference_kind}, {"inputs", tr.inputs},
+                           {"build_wall_ms", tr.build_wall_ms}, {"total_wall_ms", tr.total_wall_ms},
+                           {"prepare_wall_ms", tr.prepare_wall_ms},
+                           {"cancelled", tr.cancelled}, {"budget_exhausted", tr.budget_exhausted}, {"partial", tr.cancelled}};
+    if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
+    nlohmann::json rep = report_to_json(tr.candidates, meta, ro);
+    if (t.unfused) rep["fusion"] = fusion_report_json(fused_winner, *t.unfused, job.fusion_policy, *t.fusion);
+    all->push_back(rep);
+    return;
+  }
+  std::printf("%s\n", format_report_table(tr.candidates, ro).c_str());
+  std::printf("reference: %s; inputs: %s; %zu candidates built in %.0f ms on host threads (inputs and reference %.0f ms, "
+              "meanwhile); total %.1f s\n",
+              tr.reference_kind.c_str(), tr.inputs.c_str(), tr.candidates.size(), tr.build_wall_ms, tr.prepare_wall_ms,
+              tr.total_wall_ms / 1000.0);
+  if (tr.winner) std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms, tr.winner_check.c_str());
+  if (tr.incumbent_decision) std::printf("incumbent: %s\n", tr.incumbent_decision->explanation.c_str());
+  if (t.unfused) std::printf("%s", format_fusion_report(fused_winner, *t.unfused, job.fusion_policy, *t.fusion).c_str());
+  if (t.fusion && t.fusion->is_ok() && !(*t.fusion)->use_fused)
+    std::printf("note: the unfused parts win here; the store keeps the fused winner (Kiln runs one plan per graph), "
+                "so split the spec to run them unfused\n");
+}
+
 Status tune_cmd(const TuneCliOptions& o) {
   // --shapes: the shapes a service recorded (kiln::Planner's recorder, docs/runtime.md), read and checked
   // before anything else (no store is created for a bad file, no GPU is touched); each spec is tuned at its
@@ -99,24 +178,24 @@ Status tune_cmd(const TuneCliOptions& o) {
   if (!std::isfinite(o.workspace_tolerance) || o.workspace_tolerance < 0)
     return invalid_argument("--workspace-tolerance must be a number >= 0, got " + std::to_string(o.workspace_tolerance));
   if (o.top_k < 0) return invalid_argument("--top-k must be >= 0 (0: every candidate), got " + std::to_string(o.top_k));
-  // The store is opened (and, when new, created) only once every input is checked and the GPU is there:
-  // a run refused for bad input or a missing GPU leaves no store behind.
-  std::unique_ptr<PlanStore> store;
+  // The store is opened (and, when new, created) by the Planner, once every input is checked and the GPU
+  // is there: a run refused for bad input or a missing GPU leaves no store behind.
   std::string store_path = o.use_store && o.store_path.empty() ? default_store_path() : o.store_path;
   if (store_path.empty() && o.untuned_only) return invalid_argument("--untuned needs --store");
-  // Whatever exists at the path is opened now, and so checked (a folder, a pipe or device, corrupt, newer,
-  // not a store); a new store, or an empty file made one, waits until tuning starts.
+  // Whatever exists at the path is checked now, before the GPU (a folder, a pipe or device, corrupt, newer,
+  // not a store); a new store, or an empty file made one, is created by the Planner.
   struct stat st {};
   if (!store_path.empty() && ::stat(store_path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
-    KILN_ASSIGN_OR_RETURN(store, PlanStore::open(store_path));
+    StoreOpenOptions so;
+    so.read_only = true;
+    KILN_RETURN_IF_ERROR(PlanStore::open(store_path, so).status());
   }
-  EnvFingerprint env = collect_environment().fingerprint;
-  TuneOptions to;
+  TuneJob job;
+  TuneOptions& to = job.tune;
   if (!o.pin.empty()) { KILN_ASSIGN_OR_RETURN(to.pin, EngineConfig::parse(o.pin)); }
   to.top_k = o.top_k;
   to.max_workspace_bytes = o.max_workspace;
   to.exclude = o.exclude;
-  to.time_budget_s = o.budget_s;
   to.measure.hot_cache = o.hot_cache;
   to.graph_replay = o.graph_replay;
   to.measure.stopping.time_budget_ms = o.candidate_budget_ms;
@@ -127,13 +206,17 @@ Status tune_cmd(const TuneCliOptions& o) {
   to.inputs_dir = o.inputs_dir;
   to.verify = !o.no_verify;
   to.cancel = &g_interrupted;
-  KILN_ASSIGN_OR_RETURN(FusionPolicy fusion_policy, parse_fusion_policy(o.fusion_policy));
-  std::optional<DataType> materialize;
+  KILN_ASSIGN_OR_RETURN(job.fusion_policy, parse_fusion_policy(o.fusion_policy));
   if (!o.materialize.empty()) {
     auto m = parse_dtype(o.materialize);
     if (!m.is_ok()) return m.status().with_context("--materialize");
-    materialize = *m;
+    job.materialized = *m;
   }
+  job.store = !store_path.empty();
+  job.untuned_only = o.untuned_only;
+  job.unfused = !o.no_unfused;
+  // In a worker process by default: a candidate that crashes it is Failed, and the tune goes on.
+  job.tuner = o.no_isolate ? tune_graph : tune_isolated;
   g_interrupted = false;
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
@@ -143,50 +226,26 @@ Status tune_cmd(const TuneCliOptions& o) {
     return o.budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
 
-  nlohmann::json all = nlohmann::json::array();
-  Status overall;
+  KILN_ASSIGN_OR_RETURN(auto specs_read, graphs_to_tune(o, recorded, buckets));
+  if (o.list) {
+    for (auto& [spec, g] : specs_read) KILN_RETURN_IF_ERROR(list_candidates(g, o.json));
+    return Status::ok();
+  }
+  // Recorded inputs are checked before the GPU is touched (bad input is exit 2, not a late failure).
+  if (!o.inputs_dir.empty())
+    for (auto& [spec, g] : specs_read) KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
+  // cuDNN on this GPU first (also the probe of fusability below): without one, its plain message.
+  KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle probe, make_cudnn_handle());
+  PlannerOptions po;
+  po.store_path = store_path;
+  po.store_writable = !store_path.empty();
+  po.handles = 1;
+  po.prime_cudnn = false;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   // What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
   // (kiln/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
   std::vector<std::pair<std::string, Graph>> work;
-  std::vector<std::pair<std::string, Graph>> specs_read;
-  for (const auto& spec : o.specs) {
-    KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(spec));
-    for (const Advice& a : graph_advice(g)) std::fprintf(stderr, "%s: advice: %s\n", spec.c_str(), a.message.c_str());
-    if (!have_shapes || o.list) {
-      specs_read.emplace_back(spec, std::move(g));
-      continue;
-    }
-    KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));
-    std::vector<std::map<std::string, int64_t>> chosen;
-    std::set<std::map<std::string, int64_t>> seen;
-    for (const RecordedShape& r : recorded) {
-      if (r.structure != sig.structure) continue;
-      auto shape = parse_shape_key(r.shape_key);
-      if (!shape.is_ok()) return shape.status().with_context("--shapes " + o.shapes_file);
-      const auto rep = buckets.representative(*shape);  // exact buckets: the shape itself
-      if (seen.insert(rep).second) chosen.push_back(rep);
-      if (o.hottest > 0 && static_cast<int>(chosen.size()) >= o.hottest) break;
-    }
-    if (chosen.empty()) {
-      std::fprintf(stderr, "%s: no shape of its structure (%s) in %s: not tuned\n", spec.c_str(), sig.structure.c_str(),
-                   o.shapes_file.c_str());
-      continue;
-    }
-    for (const auto& shape : chosen) {
-      auto at = reshape_graph(g, shape);
-      if (!at.is_ok()) return at.status().with_context(spec + " at recorded shape " + shape_key_text(shape));
-      std::fprintf(stderr, "%s: tuning recorded shape %s\n", spec.c_str(),
-                   shape.empty() ? "(static)" : shape_key_text(shape).c_str());
-      specs_read.emplace_back(spec, std::move(at).value());
-    }
-  }
-  if (have_shapes && !o.list && specs_read.empty())
-    return invalid_argument("--shapes " + o.shapes_file + ": no recorded shape has the structure of any spec given");
   for (auto& [spec, g] : specs_read) {
-    if (o.list) { KILN_RETURN_IF_ERROR(list_candidates(g, o.json)); continue; }
-    // Recorded inputs are checked before the GPU is touched (bad input is exit 2, not a late failure).
-    if (!o.inputs_dir.empty()) KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
-    KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle probe, make_cudnn_handle());
     KILN_ASSIGN_OR_RETURN(SegmentDecision seg, segments_if_unfusable(g, probe.get()));
     if (seg.segments.empty()) {
       work.emplace_back(spec, std::move(g));
@@ -196,21 +255,10 @@ Status tune_cmd(const TuneCliOptions& o) {
                  g.name.c_str(), seg.why.c_str(), seg.segments.size());
     for (GraphPart& p : seg.segments) work.emplace_back(spec, std::move(p.graph));
   }
-  if (!store && !store_path.empty() && !work.empty()) {
-    KILN_ASSIGN_OR_RETURN(store, PlanStore::open(store_path));
-  }
+
+  nlohmann::json all = nlohmann::json::array();
+  Status overall;
   for (auto& [spec, g] : work) {
-    KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(g));
-    to.incumbent.reset();
-    if (store) {
-      auto look = store->get(sig.structure, sig.shape_key, env);
-      const PlanRecord* prev = look.is_ok() && look->runnable() ? &*look->record : nullptr;
-      if (prev && prev->tuned) {
-        if (o.untuned_only) { std::printf("%s: already tuned in the store, skipped\n", g.name.c_str()); continue; }
-        KILN_ASSIGN_OR_RETURN(EngineConfig ic, config_of(prev->engine_id, prev->knobs));
-        to.incumbent = Incumbent{plan_identity(ic.engine_id, knobs_of(ic)), prev->stats.median_ms, prev->stats.noise_rel};
-      }
-    }
     if (o.budget_s > 0) {
       if (budget_left_s() <= 0) {
         std::fprintf(stderr, "tune %s: skipped, the time budget (%.1f s) is spent\n", g.name.c_str(), o.budget_s);
@@ -229,76 +277,30 @@ Status tune_cmd(const TuneCliOptions& o) {
       progress.update(done, total, id);
       if (term_at > 0 && done == term_at) std::raise(SIGTERM);
     };
-    // In a worker process by default: a candidate that crashes it is Failed, and the tune goes on.
-    KILN_ASSIGN_OR_RETURN(TuneResult tr, o.no_isolate ? tune_graph(g, to) : tune_isolated(g, to));
+    const std::string name = g.name;
+    job.on_note = [&](const std::string& note) { std::fprintf(stderr, "tune %s: %s\n", name.c_str(), note.c_str()); };
+    KILN_ASSIGN_OR_RETURN(TunedGraph t, planner->tune_and_store(g, job));
+    if (t.skipped) {
+      std::printf("%s: already tuned in the store, skipped\n", g.name.c_str());
+      continue;
+    }
+    const TuneResult& tr = t.result;
     progress.finish(tr.cancelled ? "interrupted" : tr.budget_exhausted ? "time budget reached" : "");
-    ReportOptions ro;
-    ro.winner = to.winner;
-    ro.title = g.name + "  structure " + sig.structure.substr(0, 16) + (sig.shape_key.empty() ? "" : "  shape " + sig.shape_key);
-    nlohmann::json meta = {{"graph", g.name}, {"spec", spec}, {"structure_signature", sig.structure}, {"shape_key", sig.shape_key},
-                           {"gpu", env.gpu_name}, {"cudnn_version", env.cudnn_version}, {"kiln_git_revision", env.kiln_git_revision},
-                           {"reference", tr.reference_kind}, {"inputs", tr.inputs},
-                           {"build_wall_ms", tr.build_wall_ms}, {"total_wall_ms", tr.total_wall_ms},
-                           {"prepare_wall_ms", tr.prepare_wall_ms},
-                           {"cancelled", tr.cancelled}, {"budget_exhausted", tr.budget_exhausted}, {"partial", tr.cancelled}};
-    if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
-    // Fused vs unfused: for a graph of several nodes, unless a plan is pinned or the run was cut short.
-    std::optional<UnfusedResult> unfused;
-    std::optional<StatusOr<FusionDecision>> fusion;
-    const CandidateResult* fused_winner = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
-    if (!o.no_unfused && g.nodes.size() > 1 && to.pin == std::nullopt && g.pin.empty() && !tr.cancelled &&
-        !tr.budget_exhausted && !(o.budget_s > 0 && budget_left_s() <= 0)) {
-      UnfusedOptions uo;
-      uo.tune = to;
-      uo.tune.progress = nullptr;
-      if (o.budget_s > 0) uo.tune.time_budget_s = budget_left_s();
-      uo.materialized = materialize;
-      uo.evaluation = tr.evaluation;  // the same inputs and reference, still on the device
-      std::fprintf(stderr, "tune %s: timing the unfused alternative (%zu parts)\n", g.name.c_str(), g.nodes.size());
-      KILN_ASSIGN_OR_RETURN(unfused, tune_unfused(g, uo));
-      fusion = decide_fusion(fused_winner ? fused_side(*fused_winner) : FusionSide{}, unfused_chain_side(*unfused), fusion_policy);
+    print_tuned(spec, g, t, job, o.json, &all);
+    if (t.kept) {
+      for (const std::string& w : t.kept->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      const char* partial = t.kept->record.tuned ? "" : " (partial: marked untuned)";
+      if (!o.json) std::printf("stored in %s%s\n", store_path.c_str(), partial);
+      else if (!t.kept->record.tuned) std::fprintf(stderr, "tune %s: partial winner stored in %s, marked untuned\n", g.name.c_str(), store_path.c_str());
     }
-    tr.evaluation.reset();  // frees the graph's inputs and reference on the device
-    if (o.json) {
-      nlohmann::json rep = report_to_json(tr.candidates, meta, ro);
-      if (unfused) rep["fusion"] = fusion_report_json(fused_winner, *unfused, fusion_policy, *fusion);
-      all.push_back(rep);
-    } else {
-      std::printf("%s\n", format_report_table(tr.candidates, ro).c_str());
-      std::printf("reference: %s; inputs: %s; %zu candidates built in %.0f ms on host threads (inputs and reference %.0f ms, "
-                  "meanwhile); total %.1f s\n",
-                  tr.reference_kind.c_str(), tr.inputs.c_str(), tr.candidates.size(), tr.build_wall_ms, tr.prepare_wall_ms,
-                  tr.total_wall_ms / 1000.0);
-      if (tr.winner) std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms, tr.winner_check.c_str());
-      if (tr.incumbent_decision) std::printf("incumbent: %s\n", tr.incumbent_decision->explanation.c_str());
-      if (unfused) std::printf("%s", format_fusion_report(fused_winner, *unfused, fusion_policy, *fusion).c_str());
-    }
-    if (fusion && fusion->is_ok() && !(*fusion)->use_fused && !o.json)
-      std::printf("note: the unfused parts win here; the store keeps the fused winner (Kiln runs one plan per graph), "
-                  "so split the spec to run them unfused\n");
     if (!tr.winner) {
       if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported, none was correct"); break; }
       overall = check_failed("no correct candidate for '" + g.name + "'");
       continue;
     }
-    if (store) {
-      KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
-      // An interrupted tuning keeps its best verified candidate, marked partial: an untuned record (a
-      // complete tuning, earlier or later, is preferred to it; `kiln tune --untuned` completes it).
-      if (tr.cancelled) rec.tuned = false;
-      KILN_ASSIGN_OR_RETURN(PlanRecord stored, store->put(rec));
-      // The graph beside its plan (for `plans verify --deep` and re-tuning), and no re-tune left queued.
-      // Neither is worth failing a finished tuning for: the plan is stored; say what was not kept.
-      if (Status st = remember_graph_spec(*store, g); !st.is_ok())
-        std::fprintf(stderr, "warning: graph spec of '%s' not kept beside its plan: %s\n", g.name.c_str(), st.message().c_str());
-      if (auto rm = store->remove_from_retune_queue(sig.structure, sig.shape_key, fingerprint_key(env)); !rm.is_ok())
-        std::fprintf(stderr, "warning: re-tune queue row of '%s' not removed: %s\n", g.name.c_str(), rm.status().message().c_str());
-      if (!o.json) std::printf("stored in %s%s\n", store->path().c_str(), tr.cancelled ? " (partial: marked untuned)" : "");
-      else if (tr.cancelled) std::fprintf(stderr, "tune %s: partial winner stored in %s, marked untuned\n", g.name.c_str(), store->path().c_str());
-    }
     if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported"); break; }
   }
-  if (o.json && !o.list) std::printf("%s\n", all.dump(2).c_str());
+  if (o.json) std::printf("%s\n", all.dump(2).c_str());
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   return overall;

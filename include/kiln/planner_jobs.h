@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/fingerprint.h"
 #include "kiln/graph.h"
 #include "kiln/lower.h"
 #include "kiln/plan_keeping.h"
@@ -41,6 +42,7 @@ struct TuneJob {
 
 struct TunedGraph {
   GraphSignature signature;
+  EnvFingerprint environment;  // the Planner's, which the plan was tuned (and stored) for
   bool skipped = false;  // untuned_only, and the store holds it tuned: nothing was tuned
   TuneResult result;     // its evaluation (device buffers) already freed
   std::optional<UnfusedResult> unfused;

@@ -69,7 +69,8 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
   TunedGraph out;
   KILN_ASSIGN_OR_RETURN(out.signature, compute_signature(g));
   const GraphSignature& sig = out.signature;
-  KILN_ASSIGN_OR_RETURN(EnvFingerprint env, b.environment());
+  KILN_ASSIGN_OR_RETURN(out.environment, b.environment());
+  const EnvFingerprint& env = out.environment;
   TuneOptions to = job.tune;
   to.incumbent.reset();
   if (use_store) {

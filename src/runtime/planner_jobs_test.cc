@@ -1,0 +1,319 @@
+// The Planner's jobs on the host (kiln/planner_jobs.h, kiln/plan_keeping.h): keep_plan's companions and
+// error policy, tune_and_store's incumbent, skip, partial and memory rules over a fake backend and tuner,
+// and the deviceless compile() against the built-in H200 profile with the real cuDNN backend.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "kiln/plan_bridge.h"
+#include "kiln/plan_keeping.h"
+#include "kiln/planner.h"
+#include "kiln/retune.h"
+#include "kiln/spec.h"
+#include "store/store_test_util.h"
+
+namespace kiln {
+namespace {
+
+using store_test::TempDir;
+
+Graph mlp(int64_t tokens = 64) {
+  const std::string spec = R"({
+    "name": "mlp", "io_dtype": "fp16", "dynamic": {"tokens": )" + std::to_string(tokens) + R"(},
+    "tensors": {"x": {"dims": [1, "tokens", 128]}, "w": {"dims": [1, 128, 256]}, "b": {"dims": [1, 1, 256]}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["h"]},
+              {"name": "bias", "op": "bias_add", "inputs": ["h", "b"], "outputs": ["hb"]},
+              {"name": "gelu", "op": "gelu_tanh", "inputs": ["hb"], "outputs": ["y"]}],
+    "outputs": ["y"]})";
+  auto g = parse_spec_string(spec, "mlp.json");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  return g.is_ok() ? *g : Graph{};
+}
+
+class NullExecutor : public PlanExecutor {
+ public:
+  Status run(cudaStream_t, const std::map<int, void*>&, void*) const override { return Status::ok(); }
+};
+
+// Plans from a real store (the record's engine id as the plan's configuration) and from "heuristics".
+class StoreBackedFake : public PlanBackend {
+ public:
+  explicit StoreBackedFake(std::string path) : path_(std::move(path)) {}
+  StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
+                                                             std::string* why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    KILN_RETURN_IF_ERROR(open());
+    KILN_ASSIGN_OR_RETURN(LookupResult look, store_->get(sig.structure, sig.shape_key, store_test::h200()));
+    if (!look.runnable() || !look.record) {
+      *why = lookup_outcome_name(look.outcome);
+      return std::shared_ptr<const ExecutablePlan>();
+    }
+    return plan(g, sig, EngineConfig{look.record->engine_id, {}}, PlanSource::kStore);
+  }
+  StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return std::vector<TunedShape>{}; }
+  StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
+                                                        const std::optional<EngineConfig>& c, PlanSource s) override {
+    return plan(g, sig, c ? *c : EngineConfig{1, {}}, s);
+  }
+  StatusOr<EnvFingerprint> environment() const override { return store_test::h200(); }
+  Status with_writable_store(const std::function<Status(PlanStore&)>& fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    KILN_RETURN_IF_ERROR(open());
+    return fn(*store_);
+  }
+
+ private:
+  Status open() {
+    if (!store_) {
+      KILN_ASSIGN_OR_RETURN(store_, PlanStore::open(path_));
+    }
+    return Status::ok();
+  }
+  static std::shared_ptr<const ExecutablePlan> plan(const Graph& g, const GraphSignature& sig, EngineConfig c,
+                                                    PlanSource s) {
+    return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 0, s, std::make_unique<NullExecutor>());
+  }
+  std::string path_;
+  std::mutex mu_;
+  std::unique_ptr<PlanStore> store_;
+};
+
+// A tuner that returns one passed, timed winner (engine `engine`, `median_ms`) and records what it was given.
+struct FakeTuner {
+  int64_t engine = 5;
+  double median_ms = 0.25;
+  bool cut_short = false;  // the time budget ran out
+  bool none = false;       // no correct candidate
+  std::vector<TuneOptions> calls;
+  std::function<StatusOr<TuneResult>(const Graph&, const TuneOptions&)> fn() {
+    return [this](const Graph& g, const TuneOptions& o) -> StatusOr<TuneResult> {
+      calls.push_back(o);
+      TuneResult tr;
+      tr.graph_name = g.name;
+      CandidateResult c;
+      c.engine_id = engine;
+      c.disposition = Disposition::kPassed;
+      c.median_ms = c.min_ms = c.max_ms = median_ms;
+      c.samples = 10;
+      tr.candidates.push_back(c);
+      if (!none) {
+        tr.winner = 0;
+        tr.winner_config = EngineConfig{engine, {}};
+        tr.winner_plan = {1, 2, 3, 4};
+        tr.winner_check = "max abs err 0 (injected)";
+      }
+      tr.budget_exhausted = cut_short;
+      return tr;
+    };
+  }
+};
+
+struct Jobs {
+  TempDir dir;
+  std::string db = dir.file("plans.db");
+  std::unique_ptr<Planner> planner;
+  FakeTuner tuner;
+  explicit Jobs(bool writable = true) {
+    PlannerOptions o;
+    o.store_path = db;
+    o.store_writable = writable;
+    o.new_shapes = NewShapes::kBuildNow;  // the static sources only
+    planner = Planner::create_with_backend(std::make_unique<StoreBackedFake>(db), o);
+  }
+  TuneJob job() {
+    TuneJob j;
+    j.tuner = tuner.fn();
+    j.unfused = false;  // needs a GPU
+    return j;
+  }
+  std::unique_ptr<PlanStore> store() {
+    auto s = PlanStore::open(db);
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    return s.is_ok() ? std::move(s).value() : nullptr;
+  }
+};
+
+PlanRecord record_for(const Graph& g, bool tuned) {
+  auto sig = compute_signature(g);
+  EXPECT_TRUE(sig.is_ok());
+  PlanRecord r;
+  r.structure_sig = sig->structure;
+  r.shape_key = sig->shape_key;
+  r.fingerprint = store_test::h200();
+  r.plan_bytes = "plan";
+  r.engine_id = 3;
+  r.tuned = tuned;
+  r.stats.median_ms = 0.5;
+  return r;
+}
+
+TEST(KeepPlan, StoresTheGraphSpecAndDequeuesOnlyATunedPlan) {
+  TempDir dir;
+  auto store = PlanStore::open(dir.file("p.db"));
+  ASSERT_TRUE(store.is_ok());
+  Graph g = mlp();
+  ASSERT_TRUE(queue_retune(**store, g, store_test::h200(), "store miss").is_ok());
+
+  auto untuned = keep_plan(**store, g, record_for(g, false));
+  ASSERT_TRUE(untuned.is_ok()) << untuned.status().to_string();
+  EXPECT_FALSE(untuned->dequeued);
+  EXPECT_TRUE(untuned->warnings.empty());
+  EXPECT_EQ((*store)->list_retune_queue()->size(), 1u) << "an untuned plan does not serve a re-tune request";
+  auto sig = compute_signature(g);
+  auto spec = (*store)->get_graph_spec(sig->structure, sig->shape_key);
+  ASSERT_TRUE(spec.is_ok() && spec->has_value()) << "the graph's spec is kept beside its plan";
+  EXPECT_EQ((*spec)->graph_name, "mlp");
+
+  auto tuned = keep_plan(**store, g, record_for(g, true));
+  ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
+  EXPECT_TRUE(tuned->dequeued);
+  EXPECT_TRUE(tuned->record.tuned);
+  EXPECT_TRUE((*store)->list_retune_queue()->empty());
+}
+
+TEST(KeepPlan, ReadOnlyStoreIsRefusedNamingTheGraph) {
+  TempDir dir;
+  { ASSERT_TRUE(PlanStore::open(dir.file("p.db")).is_ok()); }
+  StoreOpenOptions so;
+  so.read_only = true;
+  auto ro = PlanStore::open(dir.file("p.db"), so);
+  ASSERT_TRUE(ro.is_ok());
+  Graph g = mlp();
+  auto kept = keep_plan(**ro, g, record_for(g, true));
+  ASSERT_FALSE(kept.is_ok());
+  EXPECT_EQ(kept.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(kept.status().message().find("'mlp'"), std::string::npos) << kept.status().message();
+}
+
+TEST(TuningIsComplete, OnlyWhenNeitherInterruptedNorCutByTheBudget) {
+  TuneResult tr;
+  EXPECT_TRUE(tuning_is_complete(tr));
+  tr.budget_exhausted = true;
+  EXPECT_FALSE(tuning_is_complete(tr));
+  tr.budget_exhausted = false;
+  tr.cancelled = true;
+  EXPECT_FALSE(tuning_is_complete(tr));
+}
+
+TEST(PlannerJobs, TuneAndStoreUsesTheStoredWinnerAsIncumbentAndDequeues) {
+  Jobs j;
+  Graph g = mlp();
+  {
+    auto s = j.store();
+    ASSERT_TRUE(queue_retune(*s, g, store_test::h200(), "store miss").is_ok());
+  }
+  auto first = j.planner->tune_and_store(g, j.job());
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  ASSERT_EQ(j.tuner.calls.size(), 1u);
+  EXPECT_FALSE(j.tuner.calls[0].incumbent.has_value()) << "nothing stored yet";
+  ASSERT_TRUE(first->kept.has_value());
+  EXPECT_TRUE(first->kept->record.tuned);
+  EXPECT_TRUE(first->kept->dequeued);
+  EXPECT_EQ(first->environment.gpu_name, "NVIDIA H200");
+
+  j.tuner.engine = 8;
+  auto second = j.planner->tune_and_store(g, j.job());
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  ASSERT_EQ(j.tuner.calls.size(), 2u);
+  ASSERT_TRUE(j.tuner.calls[1].incumbent.has_value());
+  EXPECT_EQ(j.tuner.calls[1].incumbent->identity, plan_identity(5, {}));
+  EXPECT_DOUBLE_EQ(j.tuner.calls[1].incumbent->median_ms, 0.25);
+
+  TuneJob skip = j.job();
+  skip.untuned_only = true;
+  auto skipped = j.planner->tune_and_store(g, skip);
+  ASSERT_TRUE(skipped.is_ok());
+  EXPECT_TRUE(skipped->skipped);
+  EXPECT_EQ(j.tuner.calls.size(), 2u) << "a key stored tuned is not tuned again with untuned_only";
+}
+
+TEST(PlannerJobs, ATuningCutShortIsStoredUntunedAndNoWinnerStoresNothing) {
+  Jobs j;
+  Graph g = mlp();
+  j.tuner.cut_short = true;
+  auto cut = j.planner->tune_and_store(g, j.job());
+  ASSERT_TRUE(cut.is_ok()) << cut.status().to_string();
+  ASSERT_TRUE(cut->kept.has_value());
+  EXPECT_FALSE(cut->kept->record.tuned);
+
+  Graph other = mlp(32);
+  j.tuner.cut_short = false;
+  j.tuner.none = true;
+  auto none = j.planner->tune_and_store(other, j.job());
+  ASSERT_TRUE(none.is_ok()) << none.status().to_string();
+  EXPECT_FALSE(none->kept.has_value());
+  auto sig = compute_signature(other);
+  auto s = j.store();
+  auto look = s->get(sig->structure, sig->shape_key, store_test::h200());
+  ASSERT_TRUE(look.is_ok());
+  EXPECT_EQ(look->outcome, LookupOutcome::kMiss);
+}
+
+TEST(PlannerJobs, AStoredPlanReplacesTheOneHeldInMemory) {
+  Jobs j;
+  auto pg = j.planner->prepare(mlp());
+  ASSERT_TRUE(pg.is_ok());
+  auto a = j.planner->obtain(*pg);
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->source, PlanSource::kHeuristics);
+  EXPECT_EQ(j.planner->obtain(*pg)->source, PlanSource::kMemory);
+
+  ASSERT_TRUE(j.planner->tune_and_store(mlp(), j.job()).is_ok());
+  auto b = j.planner->obtain(*pg);
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  EXPECT_EQ(b->source, PlanSource::kStore) << "the tuned plan, not the heuristic one held before";
+  EXPECT_EQ(b->plan->config().engine_id, 5);
+  EXPECT_EQ(j.planner->stats().cached, 1);
+}
+
+TEST(PlannerJobs, JobsThatNeedWhatThePlannerLacksAreRefused) {
+  Jobs ro(/*writable=*/false);
+  auto t = ro.planner->tune_and_store(mlp(), ro.job());
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(t.status().message().find("store_writable"), std::string::npos) << t.status().message();
+  EXPECT_EQ(ro.tuner.calls.size(), 0u) << "refused before tuning";
+  auto r = ro.planner->retune_queued(RetuneOptions{});
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  auto c = ro.planner->compile(mlp());
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(c.status().message().find("PlannerOptions::target"), std::string::npos) << c.status().message();
+}
+
+// The real backend, deviceless: the precompiled conv engine builds without a GPU (kiln compile's host test).
+TEST(PlannerJobs, DevicelessPlannerCompilesIntoTheStoreAndServesNothing) {
+  TempDir dir;
+  auto profile = builtin_h200_profile();
+  ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
+  PlannerOptions o;
+  o.store_path = dir.file("aot.db");
+  o.target = *profile;
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto c = (*planner)->compile(*g);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  ASSERT_EQ(c->parts.size(), 1u);
+  EXPECT_EQ(c->outcome, CompileOutcome::kCompiled) << c->why;
+  EXPECT_GT(c->parts[0].plan_bytes, 0u);
+
+  auto s = PlanStore::open(o.store_path);
+  ASSERT_TRUE(s.is_ok());
+  auto sig = compute_signature(*g);
+  auto look = (*s)->get(sig->structure, sig->shape_key, fingerprint_for_profile(*profile));
+  ASSERT_TRUE(look.is_ok());
+  ASSERT_TRUE(look->runnable()) << lookup_outcome_name(look->outcome);
+  EXPECT_FALSE(look->record->tuned);
+  auto spec = (*s)->get_graph_spec(sig->structure, sig->shape_key);
+  EXPECT_TRUE(spec.is_ok() && spec->has_value());
+
+  auto pg = (*planner)->prepare(*g);
+  ASSERT_TRUE(pg.is_ok());
+  EXPECT_EQ((*planner)->obtain(*pg).status().code(), StatusCode::kFailedPrecondition);
+  TuneJob job;
+  EXPECT_EQ((*planner)->tune_and_store(*g, job).status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace kiln
