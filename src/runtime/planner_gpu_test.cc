@@ -152,6 +152,55 @@ TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {
               hit->obtain_ms, bucket->obtain_ms, heur->obtain_ms, (*planner)->stats().text().c_str());
 }
 
+// Planner::tune_and_store on the GPU: the heuristic plan held in memory, the shape tuned (a few candidates,
+// the unfused alternative too) and stored through the Planner, and the next obtain() serves the stored
+// winner, which runs on caller buffers and passes; a second tuning takes the first winner as incumbent.
+TEST(PlannerGpu, TuneAndStoreThenTheStoredWinnerServes) {
+  KILN_REQUIRE_GPU();
+  const std::string dir = ::testing::TempDir() + "/kiln_planner_jobs_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  PlannerOptions o;
+  o.store_path = dir + "/plans.db";
+  o.store_writable = true;
+  o.new_shapes = NewShapes::kBuildNow;
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto graph = parse_spec_string(kSpec, "mlp.json");
+  ASSERT_TRUE(graph.is_ok());
+  auto pg = (*planner)->prepare(*graph);
+  ASSERT_TRUE(pg.is_ok());
+  auto before = (*planner)->obtain(*pg);
+  ASSERT_TRUE(before.is_ok()) << before.status().to_string();
+  EXPECT_EQ(before->source, PlanSource::kHeuristics) << before->why;
+
+  TuneJob job;
+  job.tune.top_k = 4;
+  job.tune.measure.stopping.time_budget_ms = 50;
+  std::vector<std::string> notes;
+  job.on_note = [&](const std::string& n) { notes.push_back(n); };
+  auto tuned = (*planner)->tune_and_store(*graph, job);
+  ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
+  ASSERT_TRUE(tuned->result.winner.has_value());
+  ASSERT_TRUE(tuned->kept.has_value());
+  EXPECT_TRUE(tuned->kept->record.tuned);
+  EXPECT_TRUE(tuned->unfused.has_value()) << "three nodes: the unfused alternative is timed";
+  EXPECT_EQ(notes.size(), 1u);
+  EXPECT_FALSE(tuned->result.evaluation) << "the evaluation's device buffers are freed";
+
+  auto after = (*planner)->obtain(*pg);
+  ASSERT_TRUE(after.is_ok()) << after.status().to_string();
+  EXPECT_EQ(after->source, PlanSource::kStore) << after->why;
+  EXPECT_EQ(after->plan->config(), tuned->result.winner_config);
+  run_and_check(*after->plan, "tune_and_store's winner, 256 tokens");
+
+  job.unfused = false;
+  auto again = (*planner)->tune_and_store(*graph, job);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  ASSERT_TRUE(again->result.incumbent_decision.has_value()) << "the stored winner is the incumbent";
+  std::printf("[ planner ] tune_and_store: %s; again: %s\n", tuned->result.winner_config.identity().c_str(),
+              again->result.incumbent_decision->explanation.c_str());
+}
+
 // Writes `text` to `path`; false on failure.
 bool write_text(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "w");
