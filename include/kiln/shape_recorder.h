@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/bucket_policy.h"
 #include "kiln/status.h"
 
 namespace kiln {
@@ -58,5 +59,13 @@ StatusOr<std::string> read_text_file_bounded(const std::string& path, const std:
 // Reads a recorded-shapes file; InvalidArgument naming the file and the entry and field that are wrong.
 StatusOr<std::vector<RecordedShape>> read_shapes_file(const std::string& path);
 StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, const std::string& where);
+
+// What `kiln tune --shapes` tunes for one structure: its recorded shapes, hottest first (ties keep the
+// file's order), each as its bucket's representative under `buckets` (exact: the shape itself), each
+// representative once, at most `hottest` of them (0: all). InvalidArgument naming the shape key that does
+// not parse.
+StatusOr<std::vector<std::map<std::string, int64_t>>> shapes_to_tune(const std::vector<RecordedShape>& recorded,
+                                                                    const std::string& structure,
+                                                                    const BucketPolicy& buckets, int hottest = 0);
 
 }  // namespace kiln

@@ -317,3 +317,41 @@ TEST(PlannerJobs, DevicelessPlannerCompilesIntoTheStoreAndServesNothing) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// kiln tune --shapes: a structure's recorded shapes, hottest first, as bucket representatives, each once.
+TEST(ShapesToTune, HottestFirstAsRepresentativesEachOnceAtMostN) {
+  const std::string s = "0123456789abcdef0123456789abcdef", other = "fedcba9876543210fedcba9876543210";
+  std::vector<RecordedShape> rec = {{s, "tokens=7", "mlp", 3, {}},   {s, "tokens=100", "mlp", 50, {}},
+                                    {other, "tokens=1", "x", 99, {}}, {s, "tokens=120", "mlp", 40, {}},
+                                    {s, "tokens=300", "mlp", 2, {}}};
+  auto exact = shapes_to_tune(rec, s, BucketPolicy{});
+  ASSERT_TRUE(exact.is_ok()) << exact.status().to_string();
+  ASSERT_EQ(exact->size(), 4u);
+  EXPECT_EQ((*exact)[0].at("tokens"), 100);
+  EXPECT_EQ((*exact)[1].at("tokens"), 120);
+  EXPECT_EQ((*exact)[3].at("tokens"), 300);
+
+  auto pow2 = BucketPolicy::parse("tokens=pow2");
+  ASSERT_TRUE(pow2.is_ok());
+  auto reps = shapes_to_tune(rec, s, *pow2);
+  ASSERT_TRUE(reps.is_ok());
+  ASSERT_EQ(reps->size(), 3u) << "100 and 120 share the bucket 65-128";
+  EXPECT_EQ((*reps)[0].at("tokens"), 128);
+  EXPECT_EQ((*reps)[1].at("tokens"), 8);
+  EXPECT_EQ((*reps)[2].at("tokens"), 512);
+
+  auto two = shapes_to_tune(rec, s, *pow2, 2);
+  ASSERT_TRUE(two.is_ok());
+  EXPECT_EQ(two->size(), 2u);
+
+  rec.push_back({s, "tokens=oops", "mlp", 1000, {}});
+  auto bad = shapes_to_tune(rec, s, BucketPolicy{});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <sys/stat.h>
+#include <set>
 #include <unordered_map>
 
 #include "kiln/atomic_file.h"
@@ -200,6 +201,24 @@ StatusOr<std::string> read_text_file_bounded(const std::string& path, const std:
 StatusOr<std::vector<RecordedShape>> read_shapes_file(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string text, read_text_file_bounded(path, "recorded-shapes file", kMaxShapesFileBytes));
   return parse_shapes_json(text, "recorded-shapes file '" + path + "'");
+}
+
+StatusOr<std::vector<std::map<std::string, int64_t>>> shapes_to_tune(const std::vector<RecordedShape>& recorded,
+                                                                    const std::string& structure,
+                                                                    const BucketPolicy& buckets, int hottest) {
+  std::vector<const RecordedShape*> hot;
+  for (const RecordedShape& r : recorded)
+    if (r.structure == structure) hot.push_back(&r);
+  std::stable_sort(hot.begin(), hot.end(), [](const RecordedShape* a, const RecordedShape* b) { return a->count > b->count; });
+  std::vector<std::map<std::string, int64_t>> out;
+  std::set<std::map<std::string, int64_t>> seen;
+  for (const RecordedShape* r : hot) {
+    if (hottest > 0 && static_cast<int>(out.size()) >= hottest) break;
+    KILN_ASSIGN_OR_RETURN(auto shape, parse_shape_key(r->shape_key));
+    auto rep = buckets.representative(shape);
+    if (seen.insert(rep).second) out.push_back(std::move(rep));
+  }
+  return out;
 }
 
 }  // namespace kiln
