@@ -10,25 +10,13 @@
 #include "kiln/planner.h"
 #include "kiln/retune.h"
 #include "kiln/spec.h"
+#include "runtime/planner_test_util.h"
 #include "store/store_test_util.h"
 
 namespace kiln {
 namespace {
 
 using store_test::TempDir;
-
-Graph mlp(int64_t tokens = 64) {
-  const std::string spec = R"({
-    "name": "mlp", "io_dtype": "fp16", "dynamic": {"tokens": )" + std::to_string(tokens) + R"(},
-    "tensors": {"x": {"dims": [1, "tokens", 128]}, "w": {"dims": [1, 128, 256]}, "b": {"dims": [1, 1, 256]}},
-    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["h"]},
-              {"name": "bias", "op": "bias_add", "inputs": ["h", "b"], "outputs": ["hb"]},
-              {"name": "gelu", "op": "gelu_tanh", "inputs": ["hb"], "outputs": ["y"]}],
-    "outputs": ["y"]})";
-  auto g = parse_spec_string(spec, "mlp.json");
-  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
-  return g.is_ok() ? *g : Graph{};
-}
 
 class NullExecutor : public PlanExecutor {
  public:
@@ -151,7 +139,7 @@ TEST(KeepPlan, StoresTheGraphSpecAndDequeuesOnlyATunedPlan) {
   TempDir dir;
   auto store = PlanStore::open(dir.file("p.db"));
   ASSERT_TRUE(store.is_ok());
-  Graph g = mlp();
+  Graph g = token_graph();
   ASSERT_TRUE(queue_retune(**store, g, store_test::h200(), "store miss").is_ok());
 
   auto untuned = keep_plan(**store, g, record_for(g, false));
@@ -178,7 +166,7 @@ TEST(KeepPlan, ReadOnlyStoreIsRefusedNamingTheGraph) {
   so.read_only = true;
   auto ro = PlanStore::open(dir.file("p.db"), so);
   ASSERT_TRUE(ro.is_ok());
-  Graph g = mlp();
+  Graph g = token_graph();
   auto kept = keep_plan(**ro, g, record_for(g, true));
   ASSERT_FALSE(kept.is_ok());
   EXPECT_EQ(kept.status().code(), StatusCode::kFailedPrecondition);
@@ -197,7 +185,7 @@ TEST(TuningIsComplete, OnlyWhenNeitherInterruptedNorCutByTheBudget) {
 
 TEST(PlannerJobs, TuneAndStoreUsesTheStoredWinnerAsIncumbentAndDequeues) {
   Jobs j;
-  Graph g = mlp();
+  Graph g = token_graph();
   {
     auto s = j.store();
     ASSERT_TRUE(queue_retune(*s, g, store_test::h200(), "store miss").is_ok());
@@ -229,14 +217,14 @@ TEST(PlannerJobs, TuneAndStoreUsesTheStoredWinnerAsIncumbentAndDequeues) {
 
 TEST(PlannerJobs, ATuningCutShortIsStoredUntunedAndNoWinnerStoresNothing) {
   Jobs j;
-  Graph g = mlp();
+  Graph g = token_graph();
   j.tuner.cut_short = true;
   auto cut = j.planner->tune_and_store(g, j.job());
   ASSERT_TRUE(cut.is_ok()) << cut.status().to_string();
   ASSERT_TRUE(cut->kept.has_value());
   EXPECT_FALSE(cut->kept->record.tuned);
 
-  Graph other = mlp(32);
+  Graph other = token_graph(32);
   j.tuner.cut_short = false;
   j.tuner.none = true;
   auto none = j.planner->tune_and_store(other, j.job());
@@ -251,14 +239,14 @@ TEST(PlannerJobs, ATuningCutShortIsStoredUntunedAndNoWinnerStoresNothing) {
 
 TEST(PlannerJobs, AStoredPlanReplacesTheOneHeldInMemory) {
   Jobs j;
-  auto pg = j.planner->prepare(mlp());
+  auto pg = j.planner->prepare(token_graph());
   ASSERT_TRUE(pg.is_ok());
   auto a = j.planner->obtain(*pg);
   ASSERT_TRUE(a.is_ok()) << a.status().to_string();
   EXPECT_EQ(a->source, PlanSource::kHeuristics);
   EXPECT_EQ(j.planner->obtain(*pg)->source, PlanSource::kMemory);
 
-  ASSERT_TRUE(j.planner->tune_and_store(mlp(), j.job()).is_ok());
+  ASSERT_TRUE(j.planner->tune_and_store(token_graph(), j.job()).is_ok());
   auto b = j.planner->obtain(*pg);
   ASSERT_TRUE(b.is_ok()) << b.status().to_string();
   EXPECT_EQ(b->source, PlanSource::kStore) << "the tuned plan, not the heuristic one held before";
@@ -268,14 +256,14 @@ TEST(PlannerJobs, AStoredPlanReplacesTheOneHeldInMemory) {
 
 TEST(PlannerJobs, JobsThatNeedWhatThePlannerLacksAreRefused) {
   Jobs ro(/*writable=*/false);
-  auto t = ro.planner->tune_and_store(mlp(), ro.job());
+  auto t = ro.planner->tune_and_store(token_graph(), ro.job());
   ASSERT_FALSE(t.is_ok());
   EXPECT_EQ(t.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(t.status().message().find("store_writable"), std::string::npos) << t.status().message();
   EXPECT_EQ(ro.tuner.calls.size(), 0u) << "refused before tuning";
   auto r = ro.planner->retune_queued(RetuneOptions{});
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
-  auto c = ro.planner->compile(mlp());
+  auto c = ro.planner->compile(token_graph());
   EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(c.status().message().find("PlannerOptions::target"), std::string::npos) << c.status().message();
 }
