@@ -432,7 +432,10 @@ struct Planner::Impl {
                                                     const std::vector<TunedShape>& tuned, std::string* why);
 
   // allow_stopgap: a dynamic-shape build may serve (NewShapes::kStopgap); false: only static plans.
-  StatusOr<Built> build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, bool allow_stopgap);
+  // store_asked: the caller asked the store for this key just before (the tune promotion's fallback), so
+  // it is not asked again.
+  StatusOr<Built> build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, bool allow_stopgap,
+                        bool store_asked = false);
   // PromoteBy::kTune: the plan stored for exactly this key (another process may have tuned it), else this
   // shape tuned by the backend. A Built without a plan (the reason in `why`) where neither gave one.
   StatusOr<Built> tune_for(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, std::string* why);
@@ -578,7 +581,9 @@ void Planner::Impl::promotion_loop() {
     lock.unlock();
     std::string fallback, note;  // why a tune gave no plan; the note of one that did
     StatusOr<Built> built = catch_exceptions("promoting a plan for graph '" + p.graph.graph->name + "'", [&] {
+      bool store_asked = false;
       if (options.promote_by == PromoteBy::kTune) {
+        store_asked = true;  // tune_for asks it first
         std::string why;
         StatusOr<Built> tuned = tune_for(p.graph, p.shape, &why);
         if (!tuned.is_ok()) {
@@ -590,7 +595,7 @@ void Planner::Impl::promotion_loop() {
           fallback = why;
         }
       }
-      return build(p.graph, p.shape, /*allow_stopgap=*/false);
+      return build(p.graph, p.shape, /*allow_stopgap=*/false, store_asked);
     });
     if (built.is_ok()) {
       builds.fetch_add(1, std::memory_order_relaxed);
@@ -622,7 +627,7 @@ void Planner::Impl::promotion_loop() {
 }
 
 StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape,
-                                     bool allow_stopgap) {
+                                     bool allow_stopgap, bool store_asked) {
   Graph g;
   GraphSignature sig;
   KILN_RETURN_IF_ERROR(graph_at(pg, shape, &g, &sig));
@@ -641,6 +646,10 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   };
   // 1. The store: this exact key. True when it served.
   auto from_store = [&] {
+    if (store_asked) {
+      why.push_back("store: asked just before (no plan)");
+      return false;
+    }
     std::string miss;
     auto stored = backend->from_store(g, sig, &miss);
     if (stored.is_ok() && *stored) {

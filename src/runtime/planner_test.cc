@@ -921,8 +921,12 @@ TEST(PlannerPadded, ATuneWithoutAWinnerFallsBackToTheBuild) {
   f.backend->tune_finds_none = true;
   auto pg = prepared_with_128_tuned(f);
   ASSERT_TRUE(pg.is_ok());
+  const int before = f.backend->store_calls.load();
   ASSERT_TRUE(f.planner->obtain(*pg, {{"tokens", 100}}).is_ok());
   f.planner->wait_for_promotions();
+  // The padded stopgap loads the tuned 128's plan (one store call); the promotion asks the store once, before
+  // its tune, not again before the build it falls back to (that was a third call).
+  EXPECT_EQ(f.backend->store_calls.load(), before + 2);
   auto b = f.planner->obtain(*pg, {{"tokens", 100}});
   ASSERT_TRUE(b.is_ok());
   EXPECT_EQ(b->plan->built_from(), PlanSource::kBucket);
