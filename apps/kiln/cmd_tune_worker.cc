@@ -27,58 +27,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-const char* mode_name(HeuristicMode m) { return m == HeuristicMode::kA ? "A" : m == HeuristicMode::kB ? "B" : "FALLBACK"; }
-
-// The options a worker needs (the winner, incumbent, progress and cancel stay with the supervisor).
-Json options_json(const TuneOptions& o) {
-  Json modes = Json::array();
-  for (HeuristicMode m : o.modes) modes.push_back(mode_name(m));
-  return Json{{"modes", modes},
-              {"top_k", o.top_k},
-              {"max_workspace_bytes", o.max_workspace_bytes},
-              {"exclude", o.exclude},
-              {"pin", o.pin ? o.pin->identity() : ""},
-              {"build_threads", o.build_threads},
-              {"hot_cache", o.measure.hot_cache},
-              {"graph_replay", o.graph_replay},
-              {"sampling_budget_ms", o.measure.stopping.time_budget_ms},
-              {"target_rel_error", o.measure.stopping.target_rel_error},
-              {"seed", o.seed},
-              {"verify", o.verify},
-              {"host_reference", o.host_reference},
-              {"inputs_dir", o.inputs_dir},
-              {"allow_tf32", o.check.allow_tf32},
-              {"tolerance_scale", o.check.tolerance_scale}};
-}
-
-StatusOr<TuneOptions> options_from_json(const Json& j) {
-  TuneOptions o;
-  o.modes.clear();
-  for (const auto& m : j.at("modes")) {
-    const std::string s = m.get<std::string>();
-    o.modes.push_back(s == "A" ? HeuristicMode::kA : s == "B" ? HeuristicMode::kB : HeuristicMode::kFallback);
-  }
-  o.top_k = j.at("top_k").get<int>();
-  o.max_workspace_bytes = j.at("max_workspace_bytes").get<int64_t>();
-  o.exclude = j.at("exclude").get<std::vector<std::string>>();
-  const std::string pin = j.at("pin").get<std::string>();
-  if (!pin.empty()) {
-    KILN_ASSIGN_OR_RETURN(o.pin, EngineConfig::parse(pin));
-  }
-  o.build_threads = j.at("build_threads").get<int>();
-  o.measure.hot_cache = j.at("hot_cache").get<bool>();
-  o.graph_replay = j.value("graph_replay", false);
-  o.measure.stopping.time_budget_ms = j.at("sampling_budget_ms").get<double>();
-  o.measure.stopping.target_rel_error = j.at("target_rel_error").get<double>();
-  o.seed = j.at("seed").get<uint64_t>();
-  o.verify = j.at("verify").get<bool>();
-  o.host_reference = j.at("host_reference").get<bool>();
-  o.inputs_dir = j.at("inputs_dir").get<std::string>();
-  o.check.allow_tf32 = j.at("allow_tf32").get<bool>();
-  o.check.tolerance_scale = j.at("tolerance_scale").get<double>();
-  return o;
-}
-
 std::atomic<bool> g_worker_interrupted{false};
 extern "C" void on_worker_signal(int sig) {
   g_worker_interrupted = true;
@@ -111,7 +59,7 @@ Status tune_worker_setup_and_run(const std::string& request_path, bool* reported
   WorkerRequest wr;
   try {
     g = parse_spec_string(req.at("graph").get<std::string>(), request_path);
-    to = options_from_json(req.at("options"));
+    to = tune_worker_options_from_json(req.at("options").dump());
     wr.skip = req.at("skip").get<std::vector<std::string>>();
     wr.serial = req.at("serial").get<bool>();
     wr.time_budget_s = req.at("time_budget_s").get<double>();
@@ -158,7 +106,7 @@ StatusOr<TuneResult> tune_isolated(const Graph& graph, const TuneOptions& option
   char dir_template[] = "/tmp/kiln-tune-XXXXXX";
   if (!::mkdtemp(dir_template)) return unavailable("cannot make a folder for the tune worker's requests");
   const std::string dir = dir_template;
-  const Json base = {{"graph", spec}, {"structure", sig.structure}, {"options", options_json(o)}};
+  const Json base = {{"graph", spec}, {"structure", sig.structure}, {"options", Json::parse(tune_worker_options_to_json(o))}};
   int attempt = 0;
   auto spawn = [&](const WorkerRequest& wr) -> StatusOr<WorkerProcess> {
     Json req = base;

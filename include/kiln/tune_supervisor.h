@@ -58,6 +58,11 @@ void write_worker_error(int events_fd, const Status& status);
 std::unique_ptr<TuneBackend> crash_injecting_backend(std::unique_ptr<TuneBackend> inner, std::string identity,
                                                      std::string phase, int sig);
 
+// The options a worker needs, as the JSON its request carries (the winner rule, incumbent, progress and
+// cancel stay with the supervisor), and back: InvalidArgument naming what is missing or malformed.
+std::string tune_worker_options_to_json(const TuneOptions& options);
+StatusOr<TuneOptions> tune_worker_options_from_json(const std::string& text);
+
 // One event as a JSON line (no newline) and back.
 std::string tune_event_to_json(const TuneEvent& event);
 StatusOr<TuneEvent> tune_event_from_json(const std::string& line);

@@ -474,4 +474,71 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
   return r;
 }
 
+namespace {
+
+const char* worker_mode_name(HeuristicMode m) {
+  return m == HeuristicMode::kA ? "A" : m == HeuristicMode::kB ? "B" : "FALLBACK";
+}
+
+// The options a worker needs (the winner rule, incumbent, progress and cancel stay with the supervisor).
+StatusOr<TuneOptions> options_from_json(const Json& j) {
+  TuneOptions o;
+  o.modes.clear();
+  for (const auto& m : j.at("modes")) {
+    const std::string s = m.get<std::string>();
+    o.modes.push_back(s == "A" ? HeuristicMode::kA : s == "B" ? HeuristicMode::kB : HeuristicMode::kFallback);
+  }
+  o.top_k = j.at("top_k").get<int>();
+  o.max_workspace_bytes = j.at("max_workspace_bytes").get<int64_t>();
+  o.exclude = j.at("exclude").get<std::vector<std::string>>();
+  const std::string pin = j.at("pin").get<std::string>();
+  if (!pin.empty()) {
+    KILN_ASSIGN_OR_RETURN(o.pin, EngineConfig::parse(pin));
+  }
+  o.build_threads = j.at("build_threads").get<int>();
+  o.measure.hot_cache = j.at("hot_cache").get<bool>();
+  o.graph_replay = j.value("graph_replay", false);
+  o.measure.stopping.time_budget_ms = j.at("sampling_budget_ms").get<double>();
+  o.measure.stopping.target_rel_error = j.at("target_rel_error").get<double>();
+  o.seed = j.at("seed").get<uint64_t>();
+  o.verify = j.at("verify").get<bool>();
+  o.host_reference = j.at("host_reference").get<bool>();
+  o.inputs_dir = j.at("inputs_dir").get<std::string>();
+  o.check.allow_tf32 = j.at("allow_tf32").get<bool>();
+  o.check.tolerance_scale = j.at("tolerance_scale").get<double>();
+  return o;
+}
+
+}  // namespace
+
+std::string tune_worker_options_to_json(const TuneOptions& o) {
+  Json modes = Json::array();
+  for (HeuristicMode m : o.modes) modes.push_back(worker_mode_name(m));
+  return Json{{"modes", modes},
+              {"top_k", o.top_k},
+              {"max_workspace_bytes", o.max_workspace_bytes},
+              {"exclude", o.exclude},
+              {"pin", o.pin ? o.pin->identity() : ""},
+              {"build_threads", o.build_threads},
+              {"hot_cache", o.measure.hot_cache},
+              {"graph_replay", o.graph_replay},
+              {"sampling_budget_ms", o.measure.stopping.time_budget_ms},
+              {"target_rel_error", o.measure.stopping.target_rel_error},
+              {"seed", o.seed},
+              {"verify", o.verify},
+              {"host_reference", o.host_reference},
+              {"inputs_dir", o.inputs_dir},
+              {"allow_tf32", o.check.allow_tf32},
+              {"tolerance_scale", o.check.tolerance_scale}}
+      .dump();
+}
+
+StatusOr<TuneOptions> tune_worker_options_from_json(const std::string& text) {
+  try {
+    return options_from_json(Json::parse(text));
+  } catch (const std::exception& e) {
+    return invalid_argument(std::string("tune worker options: ") + e.what());
+  }
+}
+
 }  // namespace kiln

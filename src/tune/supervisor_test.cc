@@ -144,3 +144,56 @@ TEST(TuneEvents, RoundTripThroughJson) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// What a tune worker's request carries of the options survives the trip; a request missing a field is
+// InvalidArgument naming it, not an exception.
+TEST(TuneWorkerOptions, RoundTripAndAMissingFieldIsNamed) {
+  TuneOptions o;
+  o.modes = {HeuristicMode::kB, HeuristicMode::kFallback};
+  o.top_k = 7;
+  o.max_workspace_bytes = 12345;
+  o.exclude = {"eng3", "eng4_k2=1"};
+  o.pin = EngineConfig{12, {}};
+  o.build_threads = 3;
+  o.measure.hot_cache = true;
+  o.graph_replay = true;
+  o.measure.stopping.time_budget_ms = 42;
+  o.measure.stopping.target_rel_error = 0.25;
+  o.seed = 99;
+  o.verify = false;
+  o.host_reference = true;
+  o.inputs_dir = "/data/in";
+  o.check.allow_tf32 = true;
+  o.check.tolerance_scale = 2.5;
+  auto back = tune_worker_options_from_json(tune_worker_options_to_json(o));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->modes, o.modes);
+  EXPECT_EQ(back->top_k, 7);
+  EXPECT_EQ(back->max_workspace_bytes, 12345);
+  EXPECT_EQ(back->exclude, o.exclude);
+  ASSERT_TRUE(back->pin.has_value());
+  EXPECT_EQ(back->pin->identity(), "eng12");
+  EXPECT_EQ(back->build_threads, 3);
+  EXPECT_TRUE(back->measure.hot_cache);
+  EXPECT_TRUE(back->graph_replay);
+  EXPECT_DOUBLE_EQ(back->measure.stopping.time_budget_ms, 42);
+  EXPECT_DOUBLE_EQ(back->measure.stopping.target_rel_error, 0.25);
+  EXPECT_EQ(back->seed, 99u);
+  EXPECT_FALSE(back->verify);
+  EXPECT_TRUE(back->host_reference);
+  EXPECT_EQ(back->inputs_dir, "/data/in");
+  EXPECT_TRUE(back->check.allow_tf32);
+  EXPECT_DOUBLE_EQ(back->check.tolerance_scale, 2.5);
+
+  auto missing = tune_worker_options_from_json(R"({"modes": ["A"]})");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("top_k"), std::string::npos) << missing.status().message();
+  EXPECT_FALSE(tune_worker_options_from_json("not json").is_ok());
+}
+
+}  // namespace
+}  // namespace kiln
