@@ -57,7 +57,6 @@ CompileOutcome print_compiled(const Graph& g, const std::optional<EngineConfig>&
 
 Status compile_cmd(const CompileOptions& o) {
   KILN_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(o.target));
-  EnvFingerprint env = fingerprint_for_profile(profile);
   ValidateOptions vo;
   vo.target_sm_version = profile.sm_version;
 

@@ -63,19 +63,16 @@ Status tune_cmd(const TuneCliOptions& o) {
   // not a store); a new store, or an empty file made one, is created by the Planner.
   struct stat st {};
   if (!store_path.empty() && ::stat(store_path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
-    StoreOpenOptions so;
-    so.read_only = true;
-    KILN_RETURN_IF_ERROR(PlanStore::open(store_path, so).status());
+    KILN_RETURN_IF_ERROR(PlanStore::open(store_path).status());  // writable: its close leaves no -wal behind
   }
   job.store = !store_path.empty();
   g_interrupted = false;
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   // --budget bounds the whole command: every graph, its builds, inputs, reference and unfused alternative.
-  const auto started = std::chrono::steady_clock::now();
-  auto budget_left_s = [&] {
-    return o.budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  };
+  if (o.budget_s > 0)
+    job.deadline = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(o.budget_s));
 
   KILN_ASSIGN_OR_RETURN(auto specs_read, graphs_to_tune(o, recorded, buckets));
   if (o.list) {
@@ -110,14 +107,6 @@ Status tune_cmd(const TuneCliOptions& o) {
   nlohmann::json all = nlohmann::json::array();
   Status overall;
   for (auto& [spec, g] : work) {
-    if (o.budget_s > 0) {
-      if (budget_left_s() <= 0) {
-        std::fprintf(stderr, "tune %s: skipped, the time budget (%.1f s) is spent\n", g.name.c_str(), o.budget_s);
-        overall = overall.is_ok() ? check_failed("time budget spent before '" + g.name + "' was tuned") : overall;
-        continue;
-      }
-      to.time_budget_s = budget_left_s();
-    }
     // Progress always goes to stderr (with --json too): a bar with the time left on a terminal, lines otherwise.
     ProgressReporter progress("tune " + g.name, 0, stderr);
     // Test hook KILN_TEST_TERM_AFTER=N: the process sends itself SIGTERM once N candidates are settled, so a
@@ -135,6 +124,11 @@ Status tune_cmd(const TuneCliOptions& o) {
       std::printf("%s: already tuned in the store, skipped\n", g.name.c_str());
       continue;
     }
+    if (t.budget_spent) {
+      std::fprintf(stderr, "tune %s: skipped, the time budget (%.1f s) is spent\n", g.name.c_str(), o.budget_s);
+      overall = overall.is_ok() ? check_failed("time budget spent before '" + g.name + "' was tuned") : overall;
+      continue;
+    }
     const TuneResult& tr = t.result;
     progress.finish(tr.cancelled ? "interrupted" : tr.budget_exhausted ? "time budget reached" : "");
     print_tuned(spec, g, t, job, o.json, &all);
@@ -144,6 +138,7 @@ Status tune_cmd(const TuneCliOptions& o) {
       if (!o.json) std::printf("stored in %s%s\n", store_path.c_str(), partial);
       else if (!t.kept->record.tuned) std::fprintf(stderr, "tune %s: partial winner stored in %s, marked untuned\n", g.name.c_str(), store_path.c_str());
     }
+    if (!t.store_status.is_ok()) return t.store_status.with_context("the winner of '" + g.name + "' was not stored");
     if (!tr.winner) {
       if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported, none was correct"); break; }
       overall = check_failed("no correct candidate for '" + g.name + "'");

@@ -5,6 +5,7 @@
 // key they store is dropped, so that its next obtain() serves the stored one.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -36,6 +37,10 @@ struct TuneJob {
   FusionPolicy fusion_policy = FusionPolicy::kFaster;
   // What tunes (default: tune_graph in this process; `kiln tune`: a supervised worker process).
   std::function<StatusOr<TuneResult>(const Graph&, const TuneOptions&)> tuner;
+  // The whole command's end (kiln tune --budget over several graphs), checked after the skip: a key that
+  // would be skipped is skipped, one not yet tuned is not tuned (TunedGraph::budget_spent) once it has
+  // passed, and the job's time budget is at most what is left of it. Unset: tune.time_budget_s alone.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   // Lines about what the job is doing ("timing the unfused alternative (3 parts)"), for a progress log.
   std::function<void(const std::string&)> on_note;
 };
@@ -43,13 +48,17 @@ struct TuneJob {
 struct TunedGraph {
   GraphSignature signature;
   EnvFingerprint environment;  // the Planner's, which the plan was tuned (and stored) for
-  bool skipped = false;  // untuned_only, and the store holds it tuned: nothing was tuned
+  bool skipped = false;       // untuned_only, and the store holds it tuned: nothing was tuned
+  bool budget_spent = false;  // the deadline had passed: nothing was tuned
   TuneResult result;     // its evaluation (device buffers) already freed
   std::optional<UnfusedResult> unfused;
   std::optional<StatusOr<FusionDecision>> fusion;  // with `unfused`: the decision under the job's policy
   // What was stored: the winner, untuned where the tuning was cut short (tuning_is_complete); unset when
   // there was no winner or the job did not store.
   std::optional<KeptPlan> kept;
+  // Why the winner could not be stored (keep_plan's error); ok when stored or not to be. The result is
+  // still returned, so that the tuning can be reported before the error.
+  Status store_status;
 };
 
 // Planner::compile: a graph's heuristic (or pinned) plan built for the Planner's recorded device profile.

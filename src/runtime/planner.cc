@@ -267,6 +267,8 @@ struct Promotion {
   std::string key;
   PreparedGraph graph;
   std::map<std::string, int64_t> shape;
+  std::shared_ptr<const ExecutablePlan> stopgap;  // what it replaces: only that, if still held
+  uint64_t generation = 0;                        // Impl::generation when queued
 };
 
 // The prepared graph at `shape` and its own signature (a structure whose derived extents are not symbolic
@@ -418,9 +420,10 @@ struct Planner::Impl {
       auto it = tuned_by_structure.find(sig.structure);
       if (it != tuned_by_structure.end()) return it->second;
     }
+    const uint64_t gen = generation.load();
     KILN_ASSIGN_OR_RETURN(std::vector<TunedShape> t, backend->tuned_shapes(sig));  // a failure is not kept
     std::lock_guard<std::mutex> lock(tuned_mu);
-    tuned_by_structure[sig.structure] = t;
+    if (generation.load() == gen) tuned_by_structure[sig.structure] = t;  // else read before a job's store
     return t;
   }
 
@@ -443,7 +446,11 @@ struct Planner::Impl {
   void promotion_loop();
   // Drops the plans held for a structure and its tuned shapes, after a job stored a plan for it: the next
   // obtain() of any of its shapes reads the store again.
+  // Bumped by forget() before it drops anything: a build that began before (an obtain's, a promotion's)
+  // may have read the store as it was, so its plan is not cached (a concurrent job's stored plan wins).
+  std::atomic<uint64_t> generation{0};
   void forget(const GraphSignature& sig) {
+    generation.fetch_add(1);
     for (Shard& shard : shards) {
       std::unique_lock<std::shared_mutex> wl(shard.mu);
       for (auto it = shard.plans.begin(); it != shard.plans.end();) {
@@ -602,15 +609,17 @@ void Planner::Impl::promotion_loop() {
       if (built->source == PlanSource::kTuned) promotions_tuned.fetch_add(1, std::memory_order_relaxed);
       Shard& shard = shard_for(p.key);
       std::unique_lock<std::shared_mutex> wl(shard.mu);
-      // The stopgap is normally still held; a job that stored a plan for the structure may have dropped it.
+      // It replaces its stopgap only: a job that stored a plan for the structure meanwhile dropped it
+      // (forget), and what is held now, or the next obtain's read of the store, is newer than this build.
       auto held = shard.plans.find(p.key);
-      const bool replaces_stopgap =
-          held != shard.plans.end() && held->second && plan_source_is_stopgap(held->second->built_from());
-      if (held == shard.plans.end()) cached.fetch_add(1, std::memory_order_relaxed);
-      shard.plans[p.key] = built->plan;  // callers holding the stopgap keep it alive until they drop it
+      const bool replaces = generation.load() == p.generation && held != shard.plans.end() &&
+                            held->second == p.stopgap;
+      if (replaces) held->second = built->plan;  // callers holding the stopgap keep it alive until they drop it
       wl.unlock();
-      if (replaces_stopgap) stopgaps.fetch_sub(1, std::memory_order_relaxed);
-      promotions.fetch_add(1, std::memory_order_relaxed);
+      if (replaces) {
+        stopgaps.fetch_sub(1, std::memory_order_relaxed);
+        promotions.fetch_add(1, std::memory_order_relaxed);
+      }
     } else {
       promotion_failures.fetch_add(1, std::memory_order_relaxed);
     }
@@ -869,16 +878,21 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
     }
   }
   if (leader) {
+    const uint64_t generation = s.generation.load();
     StatusOr<Built> built = catch_exceptions("obtaining a plan for graph '" + pg.graph->name + "'",
                                              [&] { return s.build(pg, shape, /*allow_stopgap=*/true); });
     if (built.is_ok()) {
       s.builds.fetch_add(1, std::memory_order_relaxed);
       std::unique_lock<std::shared_mutex> wl(shard.mu);
-      if (shard.plans.emplace(key, built->plan).second) s.cached.fetch_add(1, std::memory_order_relaxed);
+      // Not cached when a job stored a plan for a structure meanwhile (forget): this one may predate it.
+      const bool inserted = s.generation.load() == generation && shard.plans.emplace(key, built->plan).second;
       wl.unlock();
-      if (plan_source_is_stopgap(built->source)) {
-        s.stopgaps.fetch_add(1, std::memory_order_relaxed);
-        if (s.options.promote) s.promote(Promotion{key, pg, shape});
+      if (inserted) {
+        s.cached.fetch_add(1, std::memory_order_relaxed);
+        if (plan_source_is_stopgap(built->source)) {
+          s.stopgaps.fetch_add(1, std::memory_order_relaxed);
+          if (s.options.promote) s.promote(Promotion{key, pg, shape, built->plan, generation});
+        }
       }
     }
     {

@@ -136,9 +136,13 @@ class CudnnPlanBackend : public PlanBackend {
     struct stat st {};
     const bool to_create = o.store_writable && !o.store_path.empty() &&
                            (::stat(o.store_path.c_str(), &st) != 0 || (S_ISREG(st.st_mode) && st.st_size == 0));
+    // With store_writable the one connection is writable and serves the jobs' writes too (shared_store_): a
+    // read-only connection closed last would leave the store's -wal and -shm files behind, and the plans
+    // just written in the -wal alone.
+    b->shared_store_ = o.store_writable;
     if (!o.store_path.empty() && !to_create) {  // before the GPU: a wrong store path is the caller's error, on any machine
       StoreOpenOptions so;
-      so.read_only = true;  // plans are read here; a tuned promotion writes through writer_ (PromotionTuning::store)
+      so.read_only = !o.store_writable;  // else a tuned promotion writes through writer_ (PromotionTuning::store)
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
     }
     // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
@@ -157,13 +161,8 @@ class CudnnPlanBackend : public PlanBackend {
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
     b->env_ = env.fingerprint;
     KILN_ASSIGN_OR_RETURN(b->pool_, HandlePool::create(o.handles));
-    if (o.store_writable && !o.store_path.empty()) {
-      KILN_ASSIGN_OR_RETURN(b->writer_, PlanStore::open(o.store_path));
-      if (!b->store_) {
-        StoreOpenOptions so;
-        so.read_only = true;
-        KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
-      }
+    if (to_create) {
+      KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path));
     }
     return std::unique_ptr<PlanBackend>(std::move(b));
   }
@@ -266,6 +265,10 @@ class CudnnPlanBackend : public PlanBackend {
 
   Status with_writable_store(const std::function<Status(PlanStore&)>& fn) override {
     if (store_path_.empty()) return failed_precondition("the Planner has no store (PlannerOptions::store_path)");
+    if (shared_store_) {  // one writable connection (store_writable): reads and writes take turns on it
+      std::lock_guard<std::mutex> lock(store_mu_);
+      return fn(*store_);
+    }
     std::lock_guard<std::mutex> lock(writer_mu_);
     if (!writer_) {
       KILN_ASSIGN_OR_RETURN(writer_, PlanStore::open(store_path_));
@@ -363,6 +366,10 @@ class CudnnPlanBackend : public PlanBackend {
  public:
   ~CudnnPlanBackend() override {
     if (primer_.joinable()) primer_.join();
+    // A read-only connection closed after the writable one would leave -wal and -shm behind: it goes first.
+    if (store_ && store_->read_only()) store_.reset();
+    writer_.reset();
+    store_.reset();
   }
 
  private:
@@ -405,6 +412,7 @@ class CudnnPlanBackend : public PlanBackend {
   std::map<std::string, std::shared_ptr<DynamicKernelCache>> caches_;
   std::shared_ptr<HandlePool> pool_;
   std::mutex store_mu_;  // one connection: one call at a time (plans load outside it)
+  bool shared_store_ = false;  // store_writable: store_ is writable and with_writable_store uses it
   std::unique_ptr<PlanStore> store_;
   std::string store_path_;
   std::mutex writer_mu_;

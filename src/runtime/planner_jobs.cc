@@ -32,10 +32,11 @@ Status needs_device(const PlannerOptions& o, const char* job) {
 }
 
 // The store's record for exactly this key, runnable in `env` (none: nullopt).
-StatusOr<std::optional<PlanRecord>> stored_record(PlanBackend& b, const GraphSignature& sig, const EnvFingerprint& env) {
+StatusOr<std::optional<PlanRecord>> stored_record(PlanBackend& b, const GraphSignature& sig, const EnvFingerprint& env,
+                                                  const EnvPolicy& policy) {
   std::optional<PlanRecord> out;
   KILN_RETURN_IF_ERROR(b.with_writable_store([&](PlanStore& s) -> Status {
-    KILN_ASSIGN_OR_RETURN(LookupResult look, s.get(sig.structure, sig.shape_key, env));
+    KILN_ASSIGN_OR_RETURN(LookupResult look, s.get(sig.structure, sig.shape_key, env, policy));
     if (look.runnable() && look.record) out = *look.record;
     return Status::ok();
   }));
@@ -74,7 +75,7 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
   TuneOptions to = job.tune;
   to.incumbent.reset();
   if (use_store) {
-    KILN_ASSIGN_OR_RETURN(std::optional<PlanRecord> prev, stored_record(b, sig, env));
+    KILN_ASSIGN_OR_RETURN(std::optional<PlanRecord> prev, stored_record(b, sig, env, o.policy));
     if (prev && prev->tuned) {
       if (job.untuned_only) {
         out.skipped = true;
@@ -83,6 +84,14 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
       KILN_ASSIGN_OR_RETURN(EngineConfig ic, config_of(prev->engine_id, prev->knobs));
       to.incumbent = Incumbent{plan_identity(ic.engine_id, knobs_of(ic)), prev->stats.median_ms, prev->stats.noise_rel};
     }
+  }
+  if (job.deadline) {
+    const double left = std::chrono::duration<double>(*job.deadline - Clock::now()).count();
+    if (left <= 0) {
+      out.budget_spent = true;
+      return out;
+    }
+    if (to.time_budget_s <= 0 || to.time_budget_s > left) to.time_budget_s = left;
   }
   KILN_ASSIGN_OR_RETURN(out.result, job.tuner ? job.tuner(g, to) : tune_graph(g, to));
   TuneResult& tr = out.result;
@@ -109,7 +118,11 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
   if (tr.winner && job.store) {
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
     rec.tuned = tuning_is_complete(tr);
-    KILN_ASSIGN_OR_RETURN(out.kept, keep(b, g, rec, forget));
+    StatusOr<KeptPlan> kept = keep(b, g, rec, forget);
+    if (kept.is_ok())
+      out.kept = std::move(kept).value();
+    else
+      out.store_status = kept.status();
   }
   return out;
 }

@@ -3,8 +3,12 @@
 // and the deviceless compile() against the built-in H200 profile with the real cuDNN backend.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
 #include <mutex>
+#include <thread>
 
+#include "kiln/device.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_keeping.h"
 #include "kiln/planner.h"
@@ -41,10 +45,15 @@ class StoreBackedFake : public PlanBackend {
   StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return std::vector<TunedShape>{}; }
   StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
                                                         const std::optional<EngineConfig>& c, PlanSource s) override {
+    if (s != PlanSource::kDynamic && static_build_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_build_ms));
     return plan(g, sig, c ? *c : EngineConfig{1, {}}, s);
   }
   StatusOr<EnvFingerprint> environment() const override { return store_test::h200(); }
+  int static_build_ms = 0;     // a static build takes this long (a promotion still building)
+  bool writes_fail = false;    // with_writable_store: the store refuses
   Status with_writable_store(const std::function<Status(PlanStore&)>& fn) override {
+    if (writes_fail) return unavailable("the disk is full (injected)");
     std::lock_guard<std::mutex> lock(mu_);
     KILN_RETURN_IF_ERROR(open());
     return fn(*store_);
@@ -101,12 +110,16 @@ struct Jobs {
   std::string db = dir.file("plans.db");
   std::unique_ptr<Planner> planner;
   FakeTuner tuner;
-  explicit Jobs(bool writable = true) {
+  StoreBackedFake* backend = nullptr;
+  explicit Jobs(bool writable = true, NewShapes new_shapes = NewShapes::kBuildNow) {
     PlannerOptions o;
     o.store_path = db;
     o.store_writable = writable;
-    o.new_shapes = NewShapes::kBuildNow;  // the static sources only
-    planner = Planner::create_with_backend(std::make_unique<StoreBackedFake>(db), o);
+    o.new_shapes = new_shapes;  // the static sources only, unless a test asks
+    o.padded = false;
+    auto b = std::make_unique<StoreBackedFake>(db);
+    backend = b.get();
+    planner = Planner::create_with_backend(std::move(b), o);
   }
   TuneJob job() {
     TuneJob j;
@@ -266,6 +279,101 @@ TEST(PlannerJobs, JobsThatNeedWhatThePlannerLacksAreRefused) {
   auto c = ro.planner->compile(token_graph());
   EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(c.status().message().find("PlannerOptions::target"), std::string::npos) << c.status().message();
+}
+
+// A promotion still building when a job stores a plan for the structure does not replace the job's plan:
+// the stopgap it was to replace is gone (forget), and the next obtain serves the stored plan.
+TEST(PlannerJobs, APromotionFinishingAfterAJobStoredDoesNotReplaceItsPlan) {
+  Jobs j(/*writable=*/true, NewShapes::kStopgap);
+  j.backend->static_build_ms = 150;
+  auto pg = j.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  auto stopgap = j.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(stopgap.is_ok()) << stopgap.status().to_string();
+  ASSERT_EQ(stopgap->source, PlanSource::kDynamic) << stopgap->why;
+  auto at100 = reshape_graph(*pg->graph, {{"tokens", 100}});
+  ASSERT_TRUE(at100.is_ok());
+  // The promotion has asked the store (a miss) and is building its heuristic plan when the job stores.
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  auto tuned = j.planner->tune_and_store(*at100, j.job());
+  ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
+  auto reloaded = j.planner->obtain(*pg, {{"tokens", 100}});  // the stored plan, held again at once
+  ASSERT_TRUE(reloaded.is_ok());
+  EXPECT_EQ(reloaded->source, PlanSource::kStore) << reloaded->why;
+  j.planner->wait_for_promotions();
+  auto after = j.planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(after.is_ok());
+  EXPECT_EQ(after->source, PlanSource::kMemory) << after->why;
+  EXPECT_EQ(after->plan->config().engine_id, 5) << "the job's tuned plan, not the promotion's build";
+  const PlannerStats st = j.planner->stats();
+  EXPECT_EQ(st.stopgaps, 0);
+  EXPECT_EQ(st.promotions, 0) << "the promotion's plan was dropped";
+  EXPECT_EQ(st.cached, 1);
+}
+
+// The command's deadline: a key that would be skipped is skipped; one to tune is not tuned once it passed.
+TEST(PlannerJobs, APassedDeadlineTunesNothingButASkipIsStillASkip) {
+  Jobs j;
+  TuneJob late = j.job();
+  late.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  auto spent = j.planner->tune_and_store(token_graph(), late);
+  ASSERT_TRUE(spent.is_ok()) << spent.status().to_string();
+  EXPECT_TRUE(spent->budget_spent);
+  EXPECT_TRUE(j.tuner.calls.empty());
+
+  ASSERT_TRUE(j.planner->tune_and_store(token_graph(), j.job()).is_ok());
+  late.untuned_only = true;
+  auto skipped = j.planner->tune_and_store(token_graph(), late);
+  ASSERT_TRUE(skipped.is_ok());
+  EXPECT_TRUE(skipped->skipped);
+  EXPECT_FALSE(skipped->budget_spent);
+
+  TuneJob soon = j.job();
+  soon.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  soon.tune.time_budget_s = 0;
+  ASSERT_TRUE(j.planner->tune_and_store(token_graph(16), soon).is_ok());
+  ASSERT_EQ(j.tuner.calls.size(), 2u);
+  EXPECT_GT(j.tuner.calls.back().time_budget_s, 0);
+  EXPECT_LE(j.tuner.calls.back().time_budget_s, 30);
+}
+
+// A winner the store refuses is still returned (to be reported), with the store's error beside it.
+TEST(PlannerJobs, AStoreThatRefusesTheWinnerLeavesTheResultToReport) {
+  Jobs j;
+  j.backend->writes_fail = true;
+  TuneJob job = j.job();
+  auto t = j.planner->tune_and_store(token_graph(), job);
+  // The incumbent lookup needs the store too: it fails first, before any tuning.
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_TRUE(j.tuner.calls.empty());
+  j.backend->writes_fail = false;
+  job.tuner = [&](const Graph& g, const TuneOptions& o) {
+    j.backend->writes_fail = true;  // the disk fills while tuning
+    return j.tuner.fn()(g, o);
+  };
+  t = j.planner->tune_and_store(token_graph(), job);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_TRUE(t->result.winner.has_value());
+  EXPECT_FALSE(t->kept.has_value());
+  EXPECT_FALSE(t->store_status.is_ok());
+  EXPECT_NE(t->store_status.message().find("disk is full"), std::string::npos) << t->store_status.message();
+}
+
+// Without a GPU a writable Planner does not start, creates no store, and leaves no -wal/-shm beside one.
+TEST(PlannerJobs, AWritablePlannerThatCannotStartLeavesNoStoreBehind) {
+  StatusOr<int> n = device_count();
+  if (n.is_ok() && *n > 0) GTEST_SKIP() << "this machine has a GPU (a host test does not touch it)";
+  TempDir dir;
+  PlannerOptions o;
+  o.store_path = dir.file("new/plans.db");
+  o.store_writable = true;
+  EXPECT_EQ(Planner::create(o).status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(std::filesystem::exists(o.store_path));
+  o.store_path = dir.file("old.db");
+  { ASSERT_TRUE(PlanStore::open(o.store_path).is_ok()); }
+  EXPECT_EQ(Planner::create(o).status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(std::filesystem::exists(o.store_path + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(o.store_path + "-shm"));
 }
 
 // The real backend, deviceless: the precompiled conv engine builds without a GPU (kiln compile's host test).
