@@ -9,6 +9,8 @@
 #  3. The host tier again under AddressSanitizer + UndefinedBehaviorSanitizer, from a separate build
 #     (${KILN_SANITIZE_BUILD_DIR:-build-asan}, -DKILN_SANITIZE=ON, no benchmarks): `ctest -LE gpu`.
 #     KILN_TEST_SANITIZE=0 leaves it out (a quicker local run); CI always runs it.
+#  4. The source format: `scripts/format.sh --check` (clang-format 14, which scripts/setup.sh installs, and
+#     .clang-format) lists the files that `bash scripts/format.sh` would change.
 # Exits non-zero when any stage fails; every stage runs even when an earlier one fails.
 set -euo pipefail
 # The whole script is read before it runs (braces), so that editing or checking out a new version while
@@ -86,6 +88,14 @@ if [ "${KILN_TEST_SANITIZE:-1}" != 0 ]; then
   fi
 else
   results+=("host tier under ASan + UBSan: not run (KILN_TEST_SANITIZE=0)")
+fi
+
+echo "[test] stage 4: source format (scripts/format.sh --check)"
+t=$SECONDS
+if "$root/scripts/format.sh" --check; then
+  results+=("source format: passed ($(elapsed $t))")
+else
+  results+=("source format: FAILED (above; 'bash scripts/format.sh' formats the tree) ($(elapsed $t))"); rc=1
 fi
 
 echo "[test] summary ($(elapsed $t0)):"
