@@ -152,6 +152,23 @@ TEST(Incumbent, NoisyMeasurementsNeedALargerMargin) {
   EXPECT_TRUE(decide_incumbent(inc, ch, loose).replace);
 }
 
+// Each side's bound uses its own noise: the rule is not symmetric in n_c and n_i (issue 14 item 6: taking
+// the challenger's noise from the incumbent went through every test, which gave both sides the same noise).
+TEST(Incumbent, EachSideIsJudgedByItsOwnNoise) {
+  // A quiet incumbent (0.1%, floored to 0.5%) and a noisy challenger (6%), 10% faster: 0.9 * 1.12 = 1.008 is
+  // not below 1.0 * 0.99, so the incumbent stays.
+  Incumbent quiet{"eng3", 1.000, 0.001};
+  IncumbentDecision d = decide_incumbent(quiet, cand(5, 0.90, Disposition::kPassed, 0, {}, 0.06));
+  EXPECT_FALSE(d.replace) << d.explanation;
+  EXPECT_NEAR(d.required_margin, 1.0 - 0.99 / 1.12, 1e-12);
+  EXPECT_EQ(d.explanation, "kept incumbent eng3: challenger eng5 10.0% faster, within noise 11.6%");
+  // The noises swapped, 15% faster: 0.85 * 1.01 = 0.8585 is below 1.0 * 0.88, so the challenger replaces it.
+  Incumbent noisy{"eng3", 1.000, 0.06};
+  d = decide_incumbent(noisy, cand(5, 0.85, Disposition::kPassed, 0, {}, 0.001));
+  EXPECT_TRUE(d.replace) << d.explanation;
+  EXPECT_NEAR(d.required_margin, 1.0 - 0.88 / 1.01, 1e-12);
+}
+
 TEST(Incumbent, EdgeCases) {
   Incumbent inc{"eng3", 1.0, 0.001};
   EXPECT_FALSE(decide_incumbent(inc, cand(5, 0.5, Disposition::kIncorrect)).replace);

@@ -177,6 +177,31 @@ TEST(TunerDecisions, WithoutAReferenceCandidatesAreNotVerifiedAndTheFastestTimed
   EXPECT_EQ(*r->winner, 1u);
 }
 
+// The incumbent rule inside a tune: a challenger within noise keeps the incumbent as the winner, but only
+// when the incumbent passed in this run; a wrong incumbent is never kept, whatever its earlier timing.
+TEST(TunerDecisions, AnIncumbentIsKeptWithinNoiseOnlyWhenItPassesAgain) {
+  FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kWrong, 0.99}, {Kind::kCorrect, 0.995}});
+  TuneOptions o = quiet();
+  o.incumbent = Incumbent{"eng0", 1.0, 0.001};
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_TRUE(r->fastest && r->winner && r->incumbent_decision);
+  EXPECT_EQ(*r->fastest, 2u);
+  EXPECT_FALSE(r->incumbent_decision->replace) << r->incumbent_decision->explanation;
+  EXPECT_EQ(*r->winner, 0u);
+  EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{0});
+
+  FakeBackend again({{Kind::kCorrect, 1.0}, {Kind::kWrong, 0.99}, {Kind::kCorrect, 0.995}});
+  o.incumbent = Incumbent{"eng1", 1.0, 0.001};  // the earlier winner, wrong now
+  r = tune_with_backend(again, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_TRUE(r->winner && r->incumbent_decision);
+  EXPECT_EQ(r->candidates[1].disposition, Disposition::kIncorrect);
+  EXPECT_FALSE(r->incumbent_decision->replace);  // within noise of the recorded timing...
+  EXPECT_EQ(*r->winner, 2u);                      // ...but the incumbent is wrong: the fastest correct wins
+  EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{2});
+}
+
 TEST(TunerDecisions, PhasesAreReportedPerCandidate) {
   FakeBackend fake({{Kind::kCorrect, 1.0}});
   fake.on_time = [](size_t) { std::this_thread::sleep_for(std::chrono::milliseconds(5)); };
