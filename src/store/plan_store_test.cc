@@ -333,6 +333,42 @@ TEST(PlanStore, TruncatedBlobIsCorrupt) {
   EXPECT_NE(got->reasons[0].find("truncated plan blob (10 of"), std::string::npos) << got->reasons[0];
 }
 
+// An empty stored checksum is a mismatch like any other, never "no checksum to check" (issue 14 item 6).
+TEST(PlanStore, EmptyStoredChecksumIsCorrupt) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  auto store = open_store(path);
+  PlanRecord r = make_record(15);
+  ASSERT_TRUE(store->put(r).is_ok());
+  ASSERT_EQ(raw_sql(path, "UPDATE plans SET checksum = ''"), 1);
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->outcome, LookupOutcome::kCorrupt);
+  EXPECT_FALSE(got->runnable());
+  ASSERT_EQ(got->reasons.size(), 1u);
+  EXPECT_NE(got->reasons[0].find("checksum mismatch (stored , computed "), std::string::npos) << got->reasons[0];
+  EXPECT_EQ(store->quarantine()->size(), 1u);
+}
+
+// The fingerprint_key column must be the key of the row's fingerprint JSON (the checksum covers the JSON,
+// not the key): a row whose key says another environment is corrupt, not a hit (issue 14 item 6).
+TEST(PlanStore, StoredKeyNotMatchingTheFingerprintIsCorrupt) {
+  TempDir dir;
+  std::string path = dir.file("plans.db");
+  auto store = open_store(path);
+  PlanRecord r = make_record(16);
+  ASSERT_TRUE(store->put(r).is_ok());
+  const std::string other(32, '0');
+  ASSERT_EQ(raw_sql(path, "UPDATE plans SET fingerprint_key = '" + other + "'"), 1);
+  StatusOr<LookupResult> got = store->get(r.structure_sig, r.shape_key, h200());
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->outcome, LookupOutcome::kCorrupt);
+  EXPECT_FALSE(got->runnable());
+  ASSERT_EQ(got->reasons.size(), 1u);
+  EXPECT_EQ(got->reasons[0], "fingerprint key " + other + " does not match the stored fingerprint");
+  EXPECT_EQ(store->quarantine()->size(), 1u);
+}
+
 TEST(PlanStore, GarbageFingerprintJsonIsCorrupt) {
   TempDir dir;
   std::string path = dir.file("plans.db");
