@@ -162,8 +162,8 @@ TEST(Signature, ChangesWithEverythingThatMatters) {
 }
 
 // Op attributes that change what is computed change the structure: two graphs differing only there must
-// never share plans (issue 14 item 6: a signature leaving out SDPA's `causal` or a reduction's `axes`
-// survived every host test).
+// never share plans (issue 14 item 6: a signature leaving out SDPA's `causal` fails here; one leaving out a
+// reduction's `axes` does not, as the axes are implied by the dims: PinnedReductionAndSdpaNodeLines sees it).
 TEST(Signature, OpAttributesThatChangeTheComputationChangeIt) {
   auto sig = [](const std::string& spec) {
     auto g = parse_spec_string(spec, "a.json");
@@ -194,6 +194,28 @@ TEST(Signature, OpAttributesThatChangeTheComputationChangeIt) {
            R"(}], "outputs": ["y"]})";
   };
   EXPECT_NE(sig(norm("1e-5")), sig(norm("1e-6")));
+}
+
+// The node lines of docs/spec.md "Canonical text" for a reduction and an SDPA, pinned like PinnedValue's
+// conv: a reduction's `axes` (normalized: sorted, non-negative) and SDPA's `causal` are written out. The
+// axes are implied by the output's dims (a reduced axis has extent 1), so two reductions that differ only
+// there differ in their dims too, and OpAttributesThatChangeTheComputationChangeIt cannot see a signature
+// that leaves them out (issue 14 item 6); such a signature would still change every stored reduction's key.
+TEST(Signature, PinnedReductionAndSdpaNodeLines) {
+  GraphSignature red = sig_of(std::string(R"({"name": "r", "io_dtype": "fp16", "tensors": {"x": {"dims": [4, 8, 16]},
+    "y": {"dims": [4, 1, 1], "dtype": "fp32"}}, "nodes": [{"name": "red", "op": "reduce_sum", "inputs": ["x"],
+    "outputs": ["y"], "axes": [-1, 1]}], "outputs": ["y"]})"));
+  EXPECT_EQ(red.canonical,
+            "kiln-graph 1\n"
+            "tensor t0 input dtype=fp16 dims=[4,8,16] layout=row_major\n"
+            "node n0 reduce_sum compute=fp32 axes=[1,2] in=[t0] out=t1\n"
+            "tensor t1 output 0 dtype=fp32 dims=[4,1,1] layout=row_major\n");
+  GraphSignature attn = sig_of(std::string(R"({"name": "a", "io_dtype": "bf16", "tensors": {"q": {"dims": [1, 2, 32, 16]},
+    "k": {"dims": [1, 2, 32, 16]}, "v": {"dims": [1, 2, 32, 16]}}, "nodes": [{"name": "attn", "op": "sdpa",
+    "inputs": ["q", "k", "v"], "outputs": ["o"], "causal": true}], "outputs": ["o"]})"));
+  EXPECT_NE(attn.canonical.find("node n0 sdpa compute=fp32 causal=1 attn_scale=0.25 in=[t0,t1,t2] out=t3\n"),
+            std::string::npos)
+      << attn.canonical;
 }
 
 TEST(Signature, DynamicValueChangesOnlyTheShapeKey) {

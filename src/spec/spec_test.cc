@@ -214,6 +214,30 @@ TEST(SpecErrors, SdpaDtypeShapeTarget) {
   EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (sdpa): input 'k': rank 3, expected 4");
 }
 
+// Each operand-shape rule of sdpa (q [B,Hq,Sq,D], k [B,Hk,Skv,D], v [B,Hk,Skv,Dv]) refuses on its own, k's
+// and v's batch each (issue 14 item 6: a batch check skipping v went through every test).
+TEST(SpecErrors, SdpaOperandShapes) {
+  Json s = one_node({{"q", t({2, 4, 16, 64})}, {"k", t({2, 2, 32, 64})}, {"v", t({2, 2, 32, 64})}}, "sdpa",
+                    {"q", "k", "v"});
+  s["io_dtype"] = "fp16";
+  ASSERT_TRUE(parse(s).is_ok()) << parse(s).status().message();
+  struct Bad { const char* tensor; V dims; const char* message; };
+  for (const Bad& b : {Bad{"k", {3, 2, 32, 64}, "node 'n1' (sdpa): input 'k': batch 3 differs from input 'q' batch 2"},
+                       Bad{"v", {3, 2, 32, 64}, "node 'n1' (sdpa): input 'v': batch 3 differs from input 'q' batch 2"},
+                       Bad{"v", {2, 1, 32, 64}, "input 'v': heads 1 differ from input 'k' heads 2"},
+                       Bad{"k", {2, 3, 32, 64}, "input 'v': heads 2 differ from input 'k' heads 3"},
+                       Bad{"v", {2, 2, 48, 64}, "input 'v': sequence length 48 differs from input 'k' sequence length 32"}}) {
+    Json bad = s;
+    bad["tensors"][b.tensor] = t(b.dims);
+    EXPECT_ERROR_HAS(parse(bad).status(), b.message);
+  }
+  // Heads of k that do not divide q's (k and v agreeing).
+  Json gqa = s;
+  gqa["tensors"]["k"] = t({2, 3, 32, 64});
+  gqa["tensors"]["v"] = t({2, 3, 32, 64});
+  EXPECT_ERROR_HAS(parse(gqa).status(), "input 'k': heads 3 do not divide input 'q' heads 4");
+}
+
 TEST(SpecErrors, Fp8AndMixedDtypes) {
   Json s = one_node({{"a", t({16, 32}, "fp8_e4m3")}, {"b", t({32, 8}, "fp8_e5m2")}}, "matmul", {"a", "b"});
   s["tensors"]["y"] = {{"dtype", "bf16"}};
