@@ -67,6 +67,28 @@ TEST(BucketPolicy, RangesAndTheDefaultRule) {
   EXPECT_EQ(again->text(), p->text());
 }
 
+// A range holds both its ends; two ranges that share an end overlap (the value would have two buckets).
+TEST(BucketPolicy, RangeEndsAreInclusiveAndRangesMayNotShareOne) {
+  auto p = BucketPolicy::parse("seq=ranges:1-64,65-512");
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  for (int64_t v : {1, 64}) {
+    const Bucket b = bucket(*p, "seq", v);
+    EXPECT_EQ(b.lo, 1) << v;
+    EXPECT_EQ(b.hi, 64) << v;
+  }
+  for (int64_t v : {65, 512}) {
+    const Bucket b = bucket(*p, "seq", v);
+    EXPECT_EQ(b.lo, 65) << v;
+    EXPECT_EQ(b.hi, 512) << v;
+  }
+  EXPECT_TRUE(p->same_bucket({{"seq", 1}}, {{"seq", 64}}));
+  EXPECT_FALSE(p->same_bucket({{"seq", 64}}, {{"seq", 65}}));
+  auto shared = BucketPolicy::parse("seq=ranges:1-64,64-128");
+  ASSERT_FALSE(shared.is_ok());
+  EXPECT_NE(shared.status().message().find("ranges 1-64 and 64-128 overlap"), std::string::npos)
+      << shared.status().to_string();
+}
+
 TEST(BucketPolicy, BadPoliciesAreRefusedNamingThePart) {
   struct Bad { const char* text; const char* message; };
   for (const Bad& b : {Bad{"batch=squares", "'batch': unknown bucket rule 'squares'"},

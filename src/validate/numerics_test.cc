@@ -91,6 +91,32 @@ TEST(ErrorMeasures, NmseGate) {
   EXPECT_EQ(judge(*e, tol), Verdict::kIncorrect);
 }
 
+// The band is closed, |out - ref| <= atol + rtol |ref| (docs/numerics.md): an error of exactly the band
+// passes, and an integer output (a band of 0) that matches exactly is correct.
+TEST(ErrorMeasures, TheBandIncludesItsEdge) {
+  Tolerance tol{0.5, 0.25, 1.0, 1e-3};  // band: 0.5 + 0.25 |ref|, exact in binary at these values
+  auto e = measure_error(HostTensor::from_values(DataType::kFloat32, {3}, {1.25, 3.0, -2.5}),
+                         HostTensor::from_values(DataType::kFloat32, {3}, {0.0, 2.0, -4.0}), tol);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ(e->mismatch_count, 1);  // 1.25 over a band of 0.5 fails; 1.0 at ref 2 and 1.5 at ref -4 are the edge
+  EXPECT_EQ(e->worst_index, 0);
+  e = measure_error(HostTensor::from_values(DataType::kFloat32, {2}, {3.0, -2.5}),
+                    HostTensor::from_values(DataType::kFloat32, {2}, {2.0, -4.0}), tol);
+  EXPECT_EQ(e->mismatch_count, 0);
+  EXPECT_EQ(judge(*e, tol), Verdict::kPassed);
+  const Tolerance exact = default_tolerance(DataType::kInt32);
+  ASSERT_EQ(exact.atol, 0.0);
+  ASSERT_EQ(exact.rtol, 0.0);
+  const HostTensor ints = HostTensor::from_values(DataType::kInt32, {3}, {-7, 0, 42});
+  e = measure_error(ints, ints, exact);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ(e->mismatch_count, 0);
+  EXPECT_EQ(judge(*e, exact), Verdict::kPassed);
+  e = measure_error(HostTensor::from_values(DataType::kInt32, {3}, {-7, 1, 42}), ints, exact);
+  EXPECT_EQ(e->mismatch_count, 1);
+  EXPECT_EQ(judge(*e, exact), Verdict::kIncorrect);
+}
+
 TEST(ErrorMeasures, DimsMustMatch) {
   auto e = measure_error(t16({1, 2}), t16({1, 2, 3}), {});
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
