@@ -183,9 +183,10 @@ run_tests() {
 
 t=$SECONDS
 log "building the unmutated copy ($build)"
-if ! KILN_GIT_REVISION="$short" KILN_BUILD_DIR="$build" KILN_BUILD_JOBS="$jobs" "$tree/scripts/build.sh" -DKILN_BUILD_BENCHMARKS=OFF \
-    >"$logs/baseline.build.log" 2>&1; then
-  tail -30 "$logs/baseline.build.log"; log "the unmutated copy does not build (log: $logs/baseline.build.log)"; exit 3
+# build.sh's own compact progress, indented (a first build takes as long as scripts/build.sh's).
+if ! KILN_GIT_REVISION="$short" KILN_BUILD_DIR="$build" KILN_BUILD_JOBS="$jobs" "$tree/scripts/build.sh" \
+    -DKILN_BUILD_BENCHMARKS=OFF 2>&1 | tee "$logs/baseline.build.log" | sed 's/^/  /'; then
+  log "the unmutated copy does not build (log: $logs/baseline.build.log)"; exit 3
 fi
 used=()
 for i in "${picked[@]}"; do used+=(${layers[$i]}); done
@@ -194,7 +195,7 @@ mapfile -t used < <(printf '%s\n' "${used[@]}" | sort -u)
 if ! run_tests "$logs/baseline.test.log" "${used[@]}"; then
   tail -30 "$logs/baseline.test.log"; log "the unmutated copy fails its tests (log: $logs/baseline.test.log)"; exit 3
 fi
-log "unmutated copy built and passing ($(grep -Eo '[0-9]+ tests passed.*|tests passed, .*' "$logs/baseline.test.log" | tail -1); $(elapsed $t))"
+log "unmutated copy built and passing ($(grep -Eo '[0-9]+% tests passed, .*' "$logs/baseline.test.log" | tail -1); $(elapsed $t))"
 
 # ---- The mutations -----------------------------------------------------------------------------------------
 current=""
@@ -230,7 +231,7 @@ for i in "${picked[@]}"; do
     if ! ninja -C "$build" -j"$jobs" "${targets[@]}" >"$logs/$name.build.log" 2>&1; then
       status=NO-BUILD why="log: $logs/$name.build.log"
     elif run_tests "$logs/$name.test.log" ${layers[$i]}; then
-      status=SURVIVED why="$(grep -Eo 'tests passed, .*' "$logs/$name.test.log" | tail -1)"
+      status=SURVIVED why="$(grep -Eo '[0-9]+% tests passed, .*' "$logs/$name.test.log" | tail -1)"
     else
       status=KILLED
       # CTest's closing list: "  123 - layer.Suite.Test (Failed)".
