@@ -249,12 +249,11 @@ int main(int argc, char** argv) {
   if (!out.empty()) {
     nlohmann::json j;
     j["benchmark"] = "block_bench";
-    j["method"] =
-        "Plans from kiln::Planner (store when given, else heuristics), bound to shared buffers filled with "
-        "uniform random data. gpu_ms: kiln::Timer median (L2 flushed before each sample, stream held by a "
-        "spinning kernel while the sample is enqueued); wall_ms: host wall time per call over --wall-iters "
-        "calls, synchronised at the end. stream = ExecutablePlan::execute per step; graph = one "
-        "CapturedSequence::replay.";
+    j["method"] = "Plans from kiln::Planner (store when given, else heuristics), bound to shared buffers filled with "
+                  "uniform random data. gpu_ms: kiln::Timer median (L2 flushed before each sample, stream held by a "
+                  "spinning kernel while the sample is enqueued); wall_ms: host wall time per call over --wall-iters "
+                  "calls, synchronised at the end. stream = ExecutablePlan::execute per step; graph = one "
+                  "CapturedSequence::replay.";
     j["block"] = desc.value("name", block_file);
     j["steps"] = step_rows;
     j["sum_of_steps_ms"] = sum_steps;

@@ -253,8 +253,9 @@ int main(int argc, char** argv) {
                     {"update_stats", r.update_stats.text()},
                     {"reinstantiate_stats", r.reinstantiate_stats.text()}});
   }
-  std::printf("(us per execution of the whole sequence, GPU time between events; host launch: stream/graph enqueue us;\n"
-              " update / re-instantiation: host us of one rebind, each including its re-capture)\n");
+  std::printf(
+      "(us per execution of the whole sequence, GPU time between events; host launch: stream/graph enqueue us;\n"
+      " update / re-instantiation: host us of one rebind, each including its re-capture)\n");
   for (const Result& r : results)
     std::printf("  %s: update path %s; re-instantiation path %s\n", r.name.c_str(), r.update_stats.text().c_str(),
                 r.reinstantiate_stats.text().c_str());

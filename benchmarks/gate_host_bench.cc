@@ -71,7 +71,10 @@ int main(int argc, char** argv) {
     auto t0 = Clock::now();
     double c0 = cpu_ms();
     auto in = kiln::make_random_inputs(g, 1 + static_cast<uint64_t>(r));
-    if (!in.is_ok()) { std::fprintf(stderr, "%s\n", in.status().to_string().c_str()); return 1; }
+    if (!in.is_ok()) {
+      std::fprintf(stderr, "%s\n", in.status().to_string().c_str());
+      return 1;
+    }
     std::printf("generate_inputs_host %lld %.1f %.1f\n", static_cast<long long>(elements), ms_since(t0), cpu_ms() - c0);
 
     // What the reference would hold: values (the inputs, through an identity) and magnitudes.
@@ -88,13 +91,19 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     c0 = cpu_ms();
     auto out = kiln::HostTensor::decode(*dt, {rows, cols}, bytes.data(), bytes.size());
-    if (!out.is_ok()) { std::fprintf(stderr, "%s\n", out.status().to_string().c_str()); return 1; }
+    if (!out.is_ok()) {
+      std::fprintf(stderr, "%s\n", out.status().to_string().c_str());
+      return 1;
+    }
     std::printf("decode_output %lld %.1f %.1f\n", static_cast<long long>(elements), ms_since(t0), cpu_ms() - c0);
 
     t0 = Clock::now();
     c0 = cpu_ms();
     auto rep = kiln::check_outputs(g, {*out}, ref);
-    if (!rep.is_ok()) { std::fprintf(stderr, "%s\n", rep.status().to_string().c_str()); return 1; }
+    if (!rep.is_ok()) {
+      std::fprintf(stderr, "%s\n", rep.status().to_string().c_str());
+      return 1;
+    }
     std::printf("check_outputs %lld %.1f %.1f\n", static_cast<long long>(elements), ms_since(t0), cpu_ms() - c0);
     std::printf("verdict %s\n", rep->summary().c_str());
   }

@@ -25,7 +25,9 @@
 using namespace kiln;
 using Clock = std::chrono::steady_clock;
 
-static double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+static double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -45,7 +47,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--store") && i + 1 < argc) store_path = argv[++i];
     else specs.push_back(argv[i]);
   }
-  if (specs.empty()) { std::fprintf(stderr, "usage: plan_load_bench [--reps N] [--shapes N] [--store PATH] SPEC...\n"); return 2; }
+  if (specs.empty()) {
+    std::fprintf(stderr, "usage: plan_load_bench [--reps N] [--shapes N] [--store PATH] SPEC...\n");
+    return 2;
+  }
   std::filesystem::remove(store_path);
   std::filesystem::remove(store_path + "-wal");
   std::filesystem::remove(store_path + "-shm");
@@ -69,7 +74,10 @@ int main(int argc, char** argv) {
       auto lg = LoweredGraph::create(*g, t);
       if (!lg.is_ok()) return fail(lg.status());
       Status st = lg->build_heuristic();
-      if (!st.is_ok()) { std::printf("%-20s build failed: %s\n", g->name.c_str(), st.message().substr(0, 120).c_str()); break; }
+      if (!st.is_ok()) {
+        std::printf("%-20s build failed: %s\n", g->name.c_str(), st.message().substr(0, 120).c_str());
+        break;
+      }
       build_ms.push_back(ms_since(t0));
       if (r == 0) {
         auto rr = record_from_plan(*sig, env, *lg);
@@ -90,9 +98,16 @@ int main(int argc, char** argv) {
       load_ms.push_back(ms_since(t0));
     }
     double b = median(build_ms), l = median(load_ms);
-    std::printf("%-20s build %8.2f ms  load %7.3f ms  build/load %7.1fx  (%zu B plan, %s)\n", g->name.c_str(), b, l, b / l,
-                rec.plan_bytes.size(), rec.knobs.empty() ? ("eng" + std::to_string(rec.engine_id)).c_str() : ("eng" + std::to_string(rec.engine_id) + "+knobs").c_str());
-    summary.push_back({{"graph", g->name}, {"build_ms_median", b}, {"load_ms_median", l}, {"build_over_load", b / l}, {"plan_bytes", rec.plan_bytes.size()}, {"reps", reps}});
+    std::printf("%-20s build %8.2f ms  load %7.3f ms  build/load %7.1fx  (%zu B plan, %s)\n", g->name.c_str(), b, l,
+                b / l, rec.plan_bytes.size(),
+                rec.knobs.empty() ? ("eng" + std::to_string(rec.engine_id)).c_str()
+                                  : ("eng" + std::to_string(rec.engine_id) + "+knobs").c_str());
+    summary.push_back({{"graph", g->name},
+                       {"build_ms_median", b},
+                       {"load_ms_median", l},
+                       {"build_over_load", b / l},
+                       {"plan_bytes", rec.plan_bytes.size()},
+                       {"reps", reps}});
   }
   // Start-up: N shapes of the first spec, loaded all at once.
   nlohmann::json startup;
@@ -142,11 +157,20 @@ int main(int argc, char** argv) {
         }
       }
       double total_ms = ms_since(t0);
-      std::printf("start-up: %zu of %zu plans loaded in %.1f ms (query %.1f ms, %.3f ms/plan); building them took %.0f ms\n",
-                  loaded, graphs.size(), total_ms, query_ms, total_ms / std::max<size_t>(1, loaded), fill_ms);
-      startup = {{"plans", graphs.size()}, {"loaded", loaded}, {"load_all_ms", total_ms}, {"query_ms", query_ms}, {"build_all_ms", fill_ms}};
+      std::printf(
+          "start-up: %zu of %zu plans loaded in %.1f ms (query %.1f ms, %.3f ms/plan); building them took %.0f ms\n",
+          loaded, graphs.size(), total_ms, query_ms, total_ms / std::max<size_t>(1, loaded), fill_ms);
+      startup = {{"plans", graphs.size()},
+                 {"loaded", loaded},
+                 {"load_all_ms", total_ms},
+                 {"query_ms", query_ms},
+                 {"build_all_ms", fill_ms}};
     }
   }
-  std::printf("%s\n", nlohmann::json{{"per_graph", summary}, {"startup", startup}, {"gpu", env.gpu_name}, {"cudnn", env.cudnn_version}}.dump().c_str());
+  std::printf(
+      "%s\n",
+      nlohmann::json{{"per_graph", summary}, {"startup", startup}, {"gpu", env.gpu_name}, {"cudnn", env.cudnn_version}}
+          .dump()
+          .c_str());
   return 0;
 }

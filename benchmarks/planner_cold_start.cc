@@ -69,7 +69,8 @@ Status make_buffers(const Graph& g, int64_t ws, Buffers* b) {
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     const TensorDesc& d = g.tensors[i];
     if (d.by_value || g.is_virtual(static_cast<int>(i))) continue;
-    KILN_ASSIGN_OR_RETURN(int64_t bytes, HostTensor::checked_byte_size(g.dtype_of(static_cast<int>(i)), d.shape(), d.strides));
+    KILN_ASSIGN_OR_RETURN(int64_t bytes,
+                          HostTensor::checked_byte_size(g.dtype_of(static_cast<int>(i)), d.shape(), d.strides));
     KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(static_cast<size_t>(bytes)));
     KILN_RETURN_IF_ERROR(buf.fill_bytes(0));
     b->bindings[d.name] = TensorBinding{buf.data(), static_cast<size_t>(bytes)};
@@ -159,7 +160,8 @@ int main(int argc, char** argv) {
     if (!sig.is_ok()) return fail("signature", sig.status());
     auto look = step("store lookup", [&] { return (*store)->get(sig->structure, sig->shape_key, env.fingerprint); });
     if (!look.is_ok()) return fail("store lookup", look.status());
-    if (!look->runnable()) return fail("store lookup", not_found(std::string("no runnable record: ") + lookup_outcome_name(look->outcome)));
+    if (!look->runnable())
+      return fail("store lookup", not_found(std::string("no runnable record: ") + lookup_outcome_name(look->outcome)));
     std::vector<uint8_t> bytes(look->record->plan_bytes.begin(), look->record->plan_bytes.end());
     auto plan = step("deserialize", [&] { return LoweredGraph::deserialize(*graph, handle->get(), bytes); });
     if (!plan.is_ok()) return fail("deserialize", plan.status());
@@ -175,10 +177,12 @@ int main(int argc, char** argv) {
       auto sig2 = compute_signature(*g2);
       if (!sig2.is_ok()) return fail("--then signature", sig2.status());
       auto look2 = (*store)->get(sig2->structure, sig2->shape_key, env.fingerprint);
-      if (!look2.is_ok() || !look2->runnable()) return fail("--then store lookup", not_found("no runnable record for " + spec2));
+      if (!look2.is_ok() || !look2->runnable())
+        return fail("--then store lookup", not_found("no runnable record for " + spec2));
       std::vector<uint8_t> bytes2(look2->record->plan_bytes.begin(), look2->record->plan_bytes.end());
       std::printf("  (--then %s: engine %lld)\n", spec2.c_str(), static_cast<long long>(look2->record->engine_id));
-      auto p2 = step("deserialize a second graph", [&] { return LoweredGraph::deserialize(*g2, handle->get(), bytes2); });
+      auto p2 =
+          step("deserialize a second graph", [&] { return LoweredGraph::deserialize(*g2, handle->get(), bytes2); });
       if (!p2.is_ok()) return fail("deserialize a second graph", p2.status());
       auto p2b = step("second graph again", [&] { return LoweredGraph::deserialize(*g2, handle->get(), bytes2); });
       if (!p2b.is_ok()) return fail("second graph again", p2b.status());

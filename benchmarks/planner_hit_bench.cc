@@ -31,7 +31,8 @@ class NullExecutor : public kiln::PlanExecutor {
 
 class NullBackend : public kiln::PlanBackend {
  public:
-  kiln::StatusOr<std::shared_ptr<const kiln::ExecutablePlan>> from_store(const kiln::Graph&, const kiln::GraphSignature&,
+  kiln::StatusOr<std::shared_ptr<const kiln::ExecutablePlan>> from_store(const kiln::Graph&,
+                                                                         const kiln::GraphSignature&,
                                                                          std::string* why) override {
     *why = "none";
     return std::shared_ptr<const kiln::ExecutablePlan>();
@@ -39,11 +40,12 @@ class NullBackend : public kiln::PlanBackend {
   kiln::StatusOr<std::vector<kiln::TunedShape>> tuned_shapes(const kiln::GraphSignature&) override {
     return std::vector<kiln::TunedShape>{};
   }
-  kiln::StatusOr<std::shared_ptr<const kiln::ExecutablePlan>> build(const kiln::Graph& g, const kiln::GraphSignature& sig,
+  kiln::StatusOr<std::shared_ptr<const kiln::ExecutablePlan>> build(const kiln::Graph& g,
+                                                                    const kiln::GraphSignature& sig,
                                                                     const std::optional<kiln::EngineConfig>&,
                                                                     kiln::PlanSource s) override {
-    return std::shared_ptr<const kiln::ExecutablePlan>(
-        std::make_shared<kiln::ExecutablePlan>(g, sig, kiln::EngineConfig{1, {}}, 0, s, std::make_unique<NullExecutor>()));
+    return std::shared_ptr<const kiln::ExecutablePlan>(std::make_shared<kiln::ExecutablePlan>(
+        g, sig, kiln::EngineConfig{1, {}}, 0, s, std::make_unique<NullExecutor>()));
   }
 };
 
@@ -120,7 +122,9 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> all;
   for (auto& v : ns) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());
-  auto pct = [&](double p) { return all[std::min(all.size() - 1, static_cast<size_t>(p * static_cast<double>(all.size())))]; };
+  auto pct = [&](double p) {
+    return all[std::min(all.size() - 1, static_cast<size_t>(p * static_cast<double>(all.size())))];
+  };
   std::printf("planner_hit_bench: %d threads x %ld calls over %d cached shapes (recorder %s), %u hardware threads\n",
               threads, calls, shapes, record ? "on" : "off", std::thread::hardware_concurrency());
   std::printf("hit ns: median %u  p90 %u  p99 %u  max %u; %.2f M calls/s; %ld not from memory\n", pct(0.5), pct(0.9),

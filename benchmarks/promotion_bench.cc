@@ -170,8 +170,8 @@ int main(int argc, char** argv) {
       return fail("tuned " + key, not_found(std::string("the fully tuned plan came from ") +
                                             plan_source_name(tuned->source) + ", not --exact: " + tuned->why));
     if (plan_source_is_stopgap(promoted->plan->built_from()))
-      return fail("promoted " + key, failed_precondition(std::string("still a ") + from + " stopgap: " +
-                                                         (*promoter)->stats().text()));
+      return fail("promoted " + key,
+                  failed_precondition(std::string("still a ") + from + " stopgap: " + (*promoter)->stats().text()));
     Buffers b;
     Status st = make_buffers(*promoted->plan, *tuned->plan, &b);
     if (!st.is_ok()) return fail("buffers " + key, st);
@@ -186,18 +186,24 @@ int main(int argc, char** argv) {
       }
     }
     const double ma = median(ta), mb = median(tb);
-    rows.push_back({{"shape", key}, {"promoted_from", from}, {"promoted", promoted->plan->config().identity()},
-                    {"tuned", tuned->plan->config().identity()}, {"tuned_from", plan_source_name(tuned->source)},
-                    {"promoted_ms", ma}, {"tuned_ms", mb}, {"ratio", ma / mb}});
+    rows.push_back({{"shape", key},
+                    {"promoted_from", from},
+                    {"promoted", promoted->plan->config().identity()},
+                    {"tuned", tuned->plan->config().identity()},
+                    {"tuned_from", plan_source_name(tuned->source)},
+                    {"promoted_ms", ma},
+                    {"tuned_ms", mb},
+                    {"ratio", ma / mb}});
     if (!json)
       std::printf("%-12s promoted (%s) %-40s %.4f ms   tuned %-40s %.4f ms   ratio %.3f\n", key.c_str(), from,
-                  promoted->plan->config().identity().c_str(), ma, tuned->plan->config().identity().c_str(), mb, ma / mb);
+                  promoted->plan->config().identity().c_str(), ma, tuned->plan->config().identity().c_str(), mb,
+                  ma / mb);
   }
   if (json) {
     nlohmann::ordered_json j;
     j["method"] = "one process; per size the promoted and the fully tuned plan alternate on shared buffers, 20 "
-                  "warm-up runs each, then " + std::to_string(runs) +
-                  " runs each between CUDA events, hot caches; ratio = median / median";
+                  "warm-up runs each, then " +
+                  std::to_string(runs) + " runs each between CUDA events, hot caches; ratio = median / median";
     j["promote_by"] = promote_by;
     j["stats"] = (*promoter)->stats().text();
     j["sizes"] = rows;

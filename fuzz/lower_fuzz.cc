@@ -139,7 +139,8 @@ class Recipe {
     return name;
   }
 
-  void node(const std::string& op, const std::vector<std::string>& ins, const Dims& out_dims, json attrs = json::object()) {
+  void node(const std::string& op, const std::vector<std::string>& ins, const Dims& out_dims,
+            json attrs = json::object()) {
     std::string out = fresh("t");
     json n = attrs;
     n["name"] = fresh("n");
@@ -161,7 +162,10 @@ class Recipe {
   }
 
   json conv_attrs(size_t spatial, Dims& pre, Dims& post, Dims& stride, Dims& dil) {
-    pre.assign(spatial, 0); post.assign(spatial, 0); stride.assign(spatial, 1); dil.assign(spatial, 1);
+    pre.assign(spatial, 0);
+    post.assign(spatial, 0);
+    stride.assign(spatial, 1);
+    dil.assign(spatial, 1);
     json a;
     for (size_t i = 0; i < spatial; ++i) {
       pre[i] = pick(0, 2);
@@ -181,7 +185,9 @@ class Recipe {
     dynamic_ = rare(4);
     static const char* fp8[] = {"fp8_e4m3", "fp8_e5m2"};
     switch (p_.ConsumeIntegralInRange(0, 8)) {
-      case 0: case 1: case 2: {  // conv fprop / dgrad / wgrad
+      case 0:
+      case 1:
+      case 2: {  // conv fprop / dgrad / wgrad
         int kind = p_.ConsumeIntegralInRange(0, 2);
         size_t spatial = p_.ConsumeIntegralInRange<size_t>(1, 3);
         int64_t groups = rare(6) ? pick(2, 4) : 1;
@@ -193,8 +199,13 @@ class Recipe {
         for (size_t i = 0; i < spatial; ++i) {
           int64_t f = pick(1, 5), in = extent(40);
           int64_t o = (in + pre[i] + post[i] - dil[i] * (f - 1) - 1) / stride[i] + 1;
-          if (o < 1) { in += dil[i] * (f - 1); o = (in + pre[i] + post[i] - dil[i] * (f - 1) - 1) / stride[i] + 1; }
-          x.push_back(in); w.push_back(f); y.push_back(o);
+          if (o < 1) {
+            in += dil[i] * (f - 1);
+            o = (in + pre[i] + post[i] - dil[i] * (f - 1) - 1) / stride[i] + 1;
+          }
+          x.push_back(in);
+          w.push_back(f);
+          y.push_back(o);
         }
         const char* dt = rare(8) ? fp8[p_.ConsumeBool()] : nullptr;
         if (kind == 0) {
@@ -209,7 +220,8 @@ class Recipe {
         }
         return;
       }
-      case 3: case 4: {  // matmul, batched and broadcast
+      case 3:
+      case 4: {  // matmul, batched and broadcast
         int64_t m = extent(256), kk = extent(256), n = extent(256);
         size_t batch_rank = p_.ConsumeIntegralInRange<size_t>(0, 2);
         Dims a, b, c;
@@ -219,7 +231,9 @@ class Recipe {
           b.push_back(p_.ConsumeBool() ? e : 1);
           c.push_back(e);
         }
-        a.insert(a.end(), {m, kk}); b.insert(b.end(), {kk, n}); c.insert(c.end(), {m, n});
+        a.insert(a.end(), {m, kk});
+        b.insert(b.end(), {kk, n});
+        c.insert(c.end(), {m, n});
         const char* dt = rare(6) ? fp8[p_.ConsumeBool()] : nullptr;
         bool dyn = dynamic_ && batch_rank > 0;
         if (!dyn) dynamic_ = false;
@@ -260,7 +274,11 @@ class Recipe {
         if (p_.ConsumeBool()) a["causal"] = true;
         if (rare(4)) a["attn_scale"] = 0.125;
         node("sdpa", {q, k, v}, {batch_, h, sq, dv}, a);
-        if (p_.ConsumeBool()) { json o; o["dtype"] = t; tensors_[cur_.name] = o; }
+        if (p_.ConsumeBool()) {
+          json o;
+          o["dtype"] = t;
+          tensors_[cur_.name] = o;
+        }
         return;
       }
     }
@@ -291,8 +309,15 @@ class Recipe {
     if (p_.ConsumeBool()) {
       json axes = json::array();
       for (size_t i = 0; i < x.size(); ++i)
-        if (p_.ConsumeBool()) { axes.push_back(p_.ConsumeBool() ? static_cast<int64_t>(i) : static_cast<int64_t>(i) - static_cast<int64_t>(x.size())); y[i] = 1; }
-      if (axes.empty()) { axes.push_back(static_cast<int64_t>(x.size()) - 1); y.back() = 1; }
+        if (p_.ConsumeBool()) {
+          axes.push_back(p_.ConsumeBool() ? static_cast<int64_t>(i)
+                                          : static_cast<int64_t>(i) - static_cast<int64_t>(x.size()));
+          y[i] = 1;
+        }
+      if (axes.empty()) {
+        axes.push_back(static_cast<int64_t>(x.size()) - 1);
+        y.back() = 1;
+      }
       a["axes"] = axes;
     } else {
       std::fill(y.begin(), y.end(), 1);
@@ -314,10 +339,11 @@ class Recipe {
   void epilogue() {
     Value x = cur_;
     switch (p_.ConsumeIntegralInRange(0, 9)) {
-      case 0: case 1: case 2:
-        node(unary_op(), {x.name}, x.dims);
-        return;
-      case 3: case 4: {  // binary with a new (broadcast) operand
+      case 0:
+      case 1:
+      case 2: node(unary_op(), {x.name}, x.dims); return;
+      case 3:
+      case 4: {  // binary with a new (broadcast) operand
         static const char* ops[] = {"add", "sub", "mul", "div", "min", "max"};
         std::string op = ops[p_.ConsumeIntegralInRange(0, 5)];
         Dims b = broadcastable(x.dims);
@@ -347,15 +373,16 @@ class Recipe {
         node(unary_op(), {x.name}, x.dims);
         return;
       }
-      case 7:
-        reduction(x.name, x.dims);
-        return;
+      case 7: reduction(x.name, x.dims); return;
       case 8:
         if (x.dims.size() >= 2) norm(x.name, x.dims);
         else node(unary_op(), {x.name}, x.dims);
         return;
       default: {  // matmul with a new weight: [..., M, K] x [K, N]
-        if (x.dims.size() < 2) { node(unary_op(), {x.name}, x.dims); return; }
+        if (x.dims.size() < 2) {
+          node(unary_op(), {x.name}, x.dims);
+          return;
+        }
         Dims w(x.dims.size(), 1), y = x.dims;
         w[w.size() - 2] = x.dims.back();
         w.back() = y.back() = extent(128);
@@ -381,8 +408,9 @@ std::set<std::string> g_internal_seen;  // distinct Internal messages (their fir
 std::string message_family(const std::string& m) {
   std::string f;
   for (char ch : m.substr(0, m.find('\n'))) {
-    if (ch >= '0' && ch <= '9') { if (f.empty() || f.back() != '#') f += '#'; }
-    else f += ch;
+    if (ch >= '0' && ch <= '9') {
+      if (f.empty() || f.back() != '#') f += '#';
+    } else f += ch;
   }
   return f.substr(0, 160);
 }
@@ -428,19 +456,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       ++g_internal;
       if (print || g_internal_seen.insert(message_family(st.message())).second)
-        std::fprintf(stderr, "lower_fuzz: Internal at %s: %s\n  spec: %s\n", stage,
-                     st.message().substr(0, 400).c_str(), text.c_str());
+        std::fprintf(stderr, "lower_fuzz: Internal at %s: %s\n  spec: %s\n", stage, st.message().substr(0, 400).c_str(),
+                     text.c_str());
       if (internal_aborts) std::abort();
     } else if (print) {
       std::fprintf(stderr, "%s: %s\n", stage, st.message().substr(0, 300).c_str());
     }
   };
   auto lg = kiln::LoweredGraph::create(*g, target);
-  if (!lg.is_ok()) { outcome(lg.status(), "create"); return 0; }
+  if (!lg.is_ok()) {
+    outcome(lg.status(), "create");
+    return 0;
+  }
   if (path % 4 == 3) {
     // Every configuration the heuristics offer, then build one of them through the custom-plan path.
-    auto cands = lg->list_candidates({kiln::HeuristicMode::kA, kiln::HeuristicMode::kB, kiln::HeuristicMode::kFallback});
-    if (!cands.is_ok()) { outcome(cands.status(), "list_candidates"); return 0; }
+    auto cands =
+        lg->list_candidates({kiln::HeuristicMode::kA, kiln::HeuristicMode::kB, kiln::HeuristicMode::kFallback});
+    if (!cands.is_ok()) {
+      outcome(cands.status(), "list_candidates");
+      return 0;
+    }
     const auto& c = (*cands)[(path / 4) % cands->size()];
     kiln::Status st = lg->build_config(c.config);
     outcome(st, "build_config");

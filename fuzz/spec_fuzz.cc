@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   kiln::StatusOr<kiln::Graph> g = kiln::parse_spec_string(text, "fuzz.json");
   if (!g.is_ok()) {
-    if (g.status().message().rfind("fuzz.json", 0) != 0) std::abort();  // every message names the source
+    if (g.status().message().rfind("fuzz.json", 0) != 0) std::abort();   // every message names the source
     if (g.status().code() == kiln::StatusCode::kInternal) std::abort();  // bad input is never an internal error
     return 0;
   }

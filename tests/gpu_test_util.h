@@ -35,16 +35,16 @@ inline std::string why_no_gpu() {
 
 // Skips the current test when a GPU is not usable for `reason`, or fails it when KILN_EXPECT_GPU is set.
 // Must be used in the test body (like GTEST_SKIP and FAIL, it returns from the current function).
-#define KILN_SKIP_WITHOUT_GPU(reason)                                                                \
-  do {                                                                                               \
-    if (::kiln::gpu_tier::gpu_expected())                                                            \
-      FAIL() << "KILN_EXPECT_GPU is set, so this test may not skip, but: " << (reason);              \
-    GTEST_SKIP() << (reason);                                                                        \
+#define KILN_SKIP_WITHOUT_GPU(reason)                                                   \
+  do {                                                                                  \
+    if (::kiln::gpu_tier::gpu_expected())                                               \
+      FAIL() << "KILN_EXPECT_GPU is set, so this test may not skip, but: " << (reason); \
+    GTEST_SKIP() << (reason);                                                           \
   } while (0)
 
 // Skips the current test when no CUDA device is usable (or fails it when KILN_EXPECT_GPU is set).
-#define KILN_REQUIRE_GPU()                                                                           \
-  do {                                                                                               \
-    std::string kiln_why_ = ::kiln::gpu_tier::why_no_gpu();                                          \
-    if (!kiln_why_.empty()) KILN_SKIP_WITHOUT_GPU(kiln_why_);                                        \
+#define KILN_REQUIRE_GPU()                                    \
+  do {                                                        \
+    std::string kiln_why_ = ::kiln::gpu_tier::why_no_gpu();   \
+    if (!kiln_why_.empty()) KILN_SKIP_WITHOUT_GPU(kiln_why_); \
   } while (0)

@@ -48,9 +48,9 @@ CompileOutcome print_compiled(const Graph& g, const std::optional<EngineConfig>&
     for (const std::string& w : p.workarounds)
       std::printf("%-28s note: known cuDNN defect worked around (%s)\n", name, w.c_str());
     for (const std::string& w : p.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    std::printf("%-28s %s  %s%s  %zu B plan, workspace %lld B, untuned\n", name, p.signature.structure.substr(0, 12).c_str(),
-                p.config.identity().c_str(), pin ? " (pinned)" : "", p.plan_bytes,
-                static_cast<long long>(p.workspace_bytes));
+    std::printf("%-28s %s  %s%s  %zu B plan, workspace %lld B, untuned\n", name,
+                p.signature.structure.substr(0, 12).c_str(), p.config.identity().c_str(), pin ? " (pinned)" : "",
+                p.plan_bytes, static_cast<long long>(p.workspace_bytes));
   }
   return c.outcome;
 }
@@ -79,7 +79,8 @@ Status compile_cmd(const CompileOptions& o) {
   }
   const std::string n_specs = std::to_string(o.specs.size()) + " spec" + (o.specs.size() == 1 ? "" : "s");
   if (!invalid.empty() && !o.keep_going) {
-    if (invalid.size() == 1 && o.specs.size() == 1) return invalid_argument(invalid[0] + " is not a valid spec (above)");
+    if (invalid.size() == 1 && o.specs.size() == 1)
+      return invalid_argument(invalid[0] + " is not a valid spec (above)");
     return invalid_argument(std::to_string(invalid.size()) + " of " + n_specs +
                             " are not valid (above): nothing was compiled (--keep-going compiles the valid ones)");
   }
@@ -104,15 +105,17 @@ Status compile_cmd(const CompileOptions& o) {
   std::printf("compiled %zu of %s for %s (sm_%d, %d SMs) into %s\n", good.size() - failed.size() - need_gpu.size(),
               n_specs.c_str(), profile.gpu_name.c_str(), profile.sm_version, profile.sm_count, store_path.c_str());
   if (!invalid.empty())
-    return invalid_argument(std::to_string(invalid.size()) + " of " + n_specs + " are not valid (above) and were skipped" +
+    return invalid_argument(std::to_string(invalid.size()) + " of " + n_specs +
+                            " are not valid (above) and were skipped" +
                             (failed.empty() ? "" : "; " + std::to_string(failed.size()) + " did not compile"));
   if (failed.size() == 1) return not_supported(failed[0]);
-  if (!failed.empty()) return not_supported(std::to_string(failed.size()) + " of " + n_specs + " did not compile (above)");
+  if (!failed.empty())
+    return not_supported(std::to_string(failed.size()) + " of " + n_specs + " did not compile (above)");
   if (!need_gpu.empty()) {
     std::string names;
     for (const auto& n : need_gpu) names += (names.empty() ? "" : ", ") + n;
-    return unavailable(std::to_string(need_gpu.size()) + " of " + n_specs + (need_gpu.size() == 1 ? " needs" : " need") +
-                       " a GPU to compile (" + names +
+    return unavailable(std::to_string(need_gpu.size()) + " of " + n_specs +
+                       (need_gpu.size() == 1 ? " needs" : " need") + " a GPU to compile (" + names +
                        "): `kiln tune --use-store` bakes them on the GPU machine");
   }
   return Status::ok();

@@ -21,7 +21,8 @@ Status run_doctor(const DoctorOptions& o) {
   if (o.json) {
     // The fingerprint exactly as the plan store records it, plus what a person reading it needs.
     auto j = nlohmann::ordered_json::parse(fingerprint_to_json(f), nullptr, /*allow_exceptions=*/false);
-    j["compute_capability"] = f.has_device ? std::to_string(f.sm_version / 10) + "." + std::to_string(f.sm_version % 10) : "";
+    j["compute_capability"] =
+        f.has_device ? std::to_string(f.sm_version / 10) + "." + std::to_string(f.sm_version % 10) : "";
     j["cudnn_version_string"] = EnvFingerprint::cudnn_version_string(f.cudnn_version);
     j["device_ok"] = r.device_status.is_ok();
     if (!r.device_status.is_ok()) j["device_error"] = r.device_status.message();
@@ -45,7 +46,8 @@ Status run_doctor(const DoctorOptions& o) {
     if (mismatch) std::printf("warning: loaded cuDNN differs from the headers Kiln was built with\n");
   }
   if (!r.device_status.is_ok())
-    return unavailable("no GPU: " + r.device_status.message() + " (plans can still be compiled for a recorded profile)");
+    return unavailable("no GPU: " + r.device_status.message() +
+                       " (plans can still be compiled for a recorded profile)");
   if (mismatch)
     return unavailable("loaded cuDNN " + EnvFingerprint::cudnn_version_string(f.cudnn_version) + " from " +
                        f.cudnn_library_path + " differs from the headers (" +

@@ -19,8 +19,9 @@ void add_plans(CLI::App& app, Runner* run) {
 
   auto add = [&](const char* name, const char* help, Status (*fn)(const PlansOptions&)) {
     CLI::App* sub = plans->add_subcommand(name, help);
-    sub->add_option("--store", o->store, "Plan store file (default: $KILN_STORE, $XDG_CACHE_HOME/kiln/plans.db "
-                                         "or ~/.cache/kiln/plans.db)");
+    sub->add_option("--store", o->store,
+                    "Plan store file (default: $KILN_STORE, $XDG_CACHE_HOME/kiln/plans.db "
+                    "or ~/.cache/kiln/plans.db)");
     sub->callback([run, o, fn] { *run = [o, fn] { return fn(*o); }; });
     return sub;
   };
@@ -46,7 +47,8 @@ void add_plans(CLI::App& app, Runner* run) {
   rm->add_flag("--all", o->all, "Remove every plan");
 
   CLI::App* verify = add("verify", "Re-check every record's checksum and the database (exit 4 if corrupt)", run_verify);
-  verify->add_flag("--quarantine", o->quarantine, "Move corrupt records (and with --deep, failing plans) to the quarantine table");
+  verify->add_flag("--quarantine", o->quarantine,
+                   "Move corrupt records (and with --deep, failing plans) to the quarantine table");
   verify->add_flag("--deep", o->deep,
                    "Also run each plan on this GPU and check its outputs against a reference (exit 1 if one fails)");
   verify->add_option("--spec", o->specs, "Spec files giving the graphs of the records to deep-check (with --deep)");
@@ -71,13 +73,15 @@ void add_plans(CLI::App& app, Runner* run) {
   im->add_flag("--deep", o->deep, "Also run each plan whose graph is known on this GPU and check its outputs");
   im->add_option("--spec", o->specs, "Spec files giving the graphs of the records to deep-check (with --deep)");
 
-  CLI::App* queue = add("queue", "List the graphs queued for re-tuning (by runs that could not use a tuned plan)", run_queue);
+  CLI::App* queue =
+      add("queue", "List the graphs queued for re-tuning (by runs that could not use a tuned plan)", run_queue);
   queue->add_flag("--json", o->json, "Machine-readable output (with each graph's spec)");
   queue->add_option("--structure", o->structure, "Only this structure signature (or a prefix of it)");
   queue->add_option("--fingerprint", o->fingerprint, "Only this environment fingerprint key");
   queue->add_flag("--clear", o->clear, "Remove the listed rows instead of printing them");
 
-  CLI::App* retune = add("retune", "Tune the queued graphs of this environment on this GPU and store the winners", run_retune);
+  CLI::App* retune =
+      add("retune", "Tune the queued graphs of this environment on this GPU and store the winners", run_retune);
   retune->add_option("--budget", o->budget_s, "Time budget for the whole run, seconds (0: none)")
       ->check(CLI::NonNegativeNumber);
   retune->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate, ms")
@@ -93,4 +97,3 @@ void add_plans(CLI::App& app, Runner* run) {
 KILN_REGISTER_COMMAND("plans", add_plans);
 
 }  // namespace kiln::cli
-

@@ -62,7 +62,8 @@ Status run_import(const PlansOptions& o) {
     size_t checked = 0;
     for (const DeepVerifyRow& r : deep->rows()) checked += r.checked ? 1 : 0;
     std::printf("deep-checked %zu of %zu plans on this GPU (the others: no graph, pass --spec, or another "
-                "environment)\n", checked, deep->rows().size());
+                "environment)\n",
+                checked, deep->rows().size());
   }
   return Status::ok();
 }

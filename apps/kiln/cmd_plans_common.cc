@@ -38,10 +38,8 @@ ListFilter filter_of(const PlansOptions& o) {
 bool said_no_store(const PlansOptions& o) {
   std::error_code ec;
   if (std::filesystem::exists(o.store, ec)) return false;
-  if (o.json)
-    std::printf("[]\n");
-  else
-    std::printf("no plan store at %s\n", o.store.c_str());
+  if (o.json) std::printf("[]\n");
+  else std::printf("no plan store at %s\n", o.store.c_str());
   return true;
 }
 
@@ -67,7 +65,8 @@ StatusOr<JudgedAgainst> judged_against(const PlansOptions& o) {
   }
   out.policy = without_device_fields(out.policy);
   out.device_judged = false;
-  out.basis = "this build's libraries only; no GPU here, so GPU, SM and driver are not judged: --target PROFILE judges them";
+  out.basis =
+      "this build's libraries only; no GPU here, so GPU, SM and driver are not judged: --target PROFILE judges them";
   return out;
 }
 
@@ -81,9 +80,7 @@ std::string age_of(int64_t created_at) {
 }
 
 // The plan identity text that `kiln tune` prints and `--pin` accepts ("eng10_k2=4_k13=0").
-std::string engine_text(int64_t engine, const Knobs& knobs) {
-  return plan_identity(engine, knobs);
-}
+std::string engine_text(int64_t engine, const Knobs& knobs) { return plan_identity(engine, knobs); }
 
 std::string ms_text(double ms, bool tuned) {
   if (!tuned) return "-";

@@ -32,7 +32,8 @@ Status run_ls(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store->list(filter_of(o)));
   KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
   std::vector<FingerprintCheck> checks;
-  for (const PlanSummary& p : plans) checks.push_back(check_fingerprint(p.record.fingerprint, env.fingerprint, env.policy));
+  for (const PlanSummary& p : plans)
+    checks.push_back(check_fingerprint(p.record.fingerprint, env.fingerprint, env.policy));
   if (o.json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (size_t i = 0; i < plans.size(); ++i) {

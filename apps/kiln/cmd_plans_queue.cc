@@ -41,10 +41,8 @@ nlohmann::ordered_json queue_entry_json(const RetuneQueueEntry& e) {
   j["last_seen"] = e.last_seen;
   j["requested_by"] = e.requested_by;
   nlohmann::ordered_json spec = nlohmann::ordered_json::parse(e.spec_json, nullptr, false);
-  if (spec.is_discarded())
-    j["spec_json"] = e.spec_json;
-  else
-    j["spec"] = spec;
+  if (spec.is_discarded()) j["spec_json"] = e.spec_json;
+  else j["spec"] = spec;
   if (!e.problem.empty()) j["problem"] = e.problem;
   return j;
 }

@@ -79,20 +79,31 @@ Status run_retune(const PlansOptions& o) {
   if (o.json) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const RetuneRowReport& r : rep->rows)
-      rows.push_back({{"structure_sig", r.entry.structure_sig}, {"shape_key", r.entry.shape_key},
-                      {"fingerprint_key", r.entry.fingerprint_key}, {"graph_name", r.entry.graph_name},
-                      {"outcome", retune_outcome_name(r.outcome)}, {"message", r.message}, {"winner", r.winner},
-                      {"median_ms", r.median_ms}, {"verdict", r.verdict}, {"seconds", r.seconds}});
-    nlohmann::ordered_json j = {{"store", o.store}, {"tuned", rep->tuned}, {"already_tuned", rep->already_tuned},
-                                {"failed", rep->failed}, {"other_environment", rep->other_environment},
-                                {"not_reached", rep->not_reached}, {"budget_exhausted", rep->budget_exhausted},
-                                {"cancelled", rep->cancelled}, {"rows", rows}};
+      rows.push_back({{"structure_sig", r.entry.structure_sig},
+                      {"shape_key", r.entry.shape_key},
+                      {"fingerprint_key", r.entry.fingerprint_key},
+                      {"graph_name", r.entry.graph_name},
+                      {"outcome", retune_outcome_name(r.outcome)},
+                      {"message", r.message},
+                      {"winner", r.winner},
+                      {"median_ms", r.median_ms},
+                      {"verdict", r.verdict},
+                      {"seconds", r.seconds}});
+    nlohmann::ordered_json j = {{"store", o.store},
+                                {"tuned", rep->tuned},
+                                {"already_tuned", rep->already_tuned},
+                                {"failed", rep->failed},
+                                {"other_environment", rep->other_environment},
+                                {"not_reached", rep->not_reached},
+                                {"budget_exhausted", rep->budget_exhausted},
+                                {"cancelled", rep->cancelled},
+                                {"rows", rows}};
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   } else {
     std::printf("re-tuned %" PRId64 " of %zu queued (%" PRId64 " already tuned, %" PRId64 " failed, %" PRId64
                 " for other environments, %" PRId64 " not reached%s) in %s\n",
-                rep->tuned, rep->rows.size(), rep->already_tuned, rep->failed, rep->other_environment,
-                rep->not_reached, rep->budget_exhausted ? ": the time budget ran out" : "", o.store.c_str());
+                rep->tuned, rep->rows.size(), rep->already_tuned, rep->failed, rep->other_environment, rep->not_reached,
+                rep->budget_exhausted ? ": the time budget ran out" : "", o.store.c_str());
   }
   if (rep->cancelled) return cancelled("interrupted: re-tuned plans were stored, the rest stay queued");
   if (rep->failed > 0)

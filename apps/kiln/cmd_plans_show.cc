@@ -29,8 +29,9 @@ namespace kiln::cli::plans {
 Status run_show(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store->list(filter_of(o)));
-  if (plans.empty()) return not_found("no plan matches structure '" + o.structure + "'" +
-                                      (o.shape.empty() ? "" : " shape '" + o.shape + "'"));
+  if (plans.empty())
+    return not_found("no plan matches structure '" + o.structure + "'" +
+                     (o.shape.empty() ? "" : " shape '" + o.shape + "'"));
   nlohmann::ordered_json arr = nlohmann::ordered_json::array();
   for (const PlanSummary& p : plans) {
     StatusOr<PlanRecord> full = store->read(p.record.structure_sig, p.record.shape_key, p.record.fingerprint_key());
@@ -44,9 +45,9 @@ Status run_show(const PlansOptions& o) {
     }
     arr.push_back(j);
   }
-  std::printf("%s\n", (arr.size() == 1 ? arr[0] : arr)
-                          .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
-                          .c_str());
+  std::printf(
+      "%s\n",
+      (arr.size() == 1 ? arr[0] : arr).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   return Status::ok();
 }
 

@@ -82,8 +82,10 @@ Status run_verify(const PlansOptions& o) {
     if (deep) {
       nlohmann::ordered_json rows = nlohmann::ordered_json::array();
       for (const DeepVerifyRow& r : deep->rows()) {
-        nlohmann::ordered_json row = {{"structure_sig", r.structure_sig}, {"shape_key", r.shape_key},
-                                      {"fingerprint_key", r.fingerprint_key}, {"plan", r.plan},
+        nlohmann::ordered_json row = {{"structure_sig", r.structure_sig},
+                                      {"shape_key", r.shape_key},
+                                      {"fingerprint_key", r.fingerprint_key},
+                                      {"plan", r.plan},
                                       {"status", deep_status(r)}};
         if (r.checked) {
           row["message"] = r.result.message;
@@ -113,8 +115,8 @@ Status run_verify(const PlansOptions& o) {
         }
         std::string line = std::string(verdict_name(r.result.verdict)) + "  " + key + " " + r.plan;
         char measures[160];
-        std::snprintf(measures, sizeof measures, " max_abs=%.3g max_rel=%.3g nmse=%.3g (%s reference)", r.result.max_abs,
-                      r.result.max_rel, r.result.nmse, r.result.reference_kind.c_str());
+        std::snprintf(measures, sizeof measures, " max_abs=%.3g max_rel=%.3g nmse=%.3g (%s reference)",
+                      r.result.max_abs, r.result.max_rel, r.result.nmse, r.result.reference_kind.c_str());
         if (r.result.verdict == Verdict::kPassed || r.result.verdict == Verdict::kIncorrect) line += measures;
         line += "; graph: " + r.graph_source;
         if (r.result.verdict != Verdict::kPassed) line += "\n    " + r.result.message;
@@ -124,14 +126,14 @@ Status run_verify(const PlansOptions& o) {
     std::printf("checked %" PRId64 " plan%s: %" PRId64 " ok, %zu corrupt", rep.checked, rep.checked == 1 ? "" : "s",
                 rep.ok, corrupt.size());
     if (deep)
-      std::printf("; deep: %zu passed, %zu failed the check, %zu not verified (no reference), %zu not deep-checked", passed,
-                  deep_problem.size(), not_verified, not_checked);
+      std::printf("; deep: %zu passed, %zu failed the check, %zu not verified (no reference), %zu not deep-checked",
+                  passed, deep_problem.size(), not_verified, not_checked);
     std::printf("; database integrity: %s\n", rep.integrity.c_str());
   }
   if (rep.integrity != "ok") return corruption("plan store " + o.store + " failed integrity_check: " + rep.integrity);
   if (!corrupt.empty())
-    return corruption(std::to_string(corrupt.size()) + " of " + std::to_string(rep.checked) +
-                      " plan records in " + o.store + " are corrupt" +
+    return corruption(std::to_string(corrupt.size()) + " of " + std::to_string(rep.checked) + " plan records in " +
+                      o.store + " are corrupt" +
                       (o.quarantine ? " (moved to quarantine)" : " (run with --quarantine to set them aside)"));
   if (!deep_problem.empty())
     return check_failed(std::to_string(deep_problem.size()) + " of " + std::to_string(rep.checked) + " plans in " +

@@ -32,8 +32,8 @@ void add_profile(CLI::App& app, Runner* run) {
       StatusOr<DeviceProfile> recorded = record_device_profile(o->device);
       if (!recorded.is_ok()) return recorded.status().with_context("profile record reads this machine's GPU");
       const DeviceProfile& p = *recorded;
-      KILN_RETURN_IF_ERROR(write_file_atomically(
-          o->out, fo, [&p](const std::string& tmp) { return save_device_profile(p, tmp); }));
+      KILN_RETURN_IF_ERROR(
+          write_file_atomically(o->out, fo, [&p](const std::string& tmp) { return save_device_profile(p, tmp); }));
       std::printf("recorded %s (sm_%d, %d SMs, cuDNN %lld) into %s\n", p.gpu_name.c_str(), p.sm_version, p.sm_count,
                   static_cast<long long>(p.recorded_cudnn_version), o->out.c_str());
       return Status::ok();

@@ -83,7 +83,8 @@ StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* 
       return invalid_argument(at + ": \"spec\" is missing or not a string");
     for (const auto& [field, v] : r.items())  // a typo ("shapes") must not run the spec's own shape
       if (field != "spec" && field != "shape" && field != "count")
-        return invalid_argument(at + ": unknown field \"" + field + "\" (a request has \"spec\", \"shape\" and \"count\")");
+        return invalid_argument(at + ": unknown field \"" + field +
+                                "\" (a request has \"spec\", \"shape\" and \"count\")");
     std::string spec = r["spec"].get<std::string>();
     if (spec.empty()) return invalid_argument(at + ": \"spec\" is empty");
     if (spec[0] != '/') spec = dir + "/" + spec;
@@ -142,7 +143,8 @@ StatusOr<PlanBuffers> buffers_for(const ExecutablePlan& plan, cudaStream_t strea
     b.bindings[d.name] = TensorBinding{buf.data(), *bytes};
     b.owned.push_back(std::move(buf));
   }
-  KILN_ASSIGN_OR_RETURN(b.workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(plan.workspace_bytes(), 16))));
+  KILN_ASSIGN_OR_RETURN(b.workspace,
+                        DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(plan.workspace_bytes(), 16))));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return b;
 }
@@ -154,8 +156,10 @@ double pct(std::vector<double> v, double p) {
 }
 
 Status run_replay(const ReplayCmdOptions& o) {
-  if (o.threads < 1 || o.threads > 256) return invalid_argument("--threads must be 1..256, got " + std::to_string(o.threads));
-  if (o.handles < 1 || o.handles > 64) return invalid_argument("--handles must be 1..64, got " + std::to_string(o.handles));
+  if (o.threads < 1 || o.threads > 256)
+    return invalid_argument("--threads must be 1..256, got " + std::to_string(o.threads));
+  if (o.handles < 1 || o.handles > 64)
+    return invalid_argument("--handles must be 1..64, got " + std::to_string(o.handles));
   if (o.warm && !o.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");
   if (o.promote_by != "build" && o.promote_by != "tune")
     return invalid_argument("--promote-by must be 'build' or 'tune', got '" + o.promote_by + "'");
@@ -202,7 +206,8 @@ Status run_replay(const ReplayCmdOptions& o) {
   po.buckets = *b;
   const auto t_create = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
-  const double create_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_create).count();
+  const double create_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_create).count();
   std::vector<PreparedGraph> prepared;
   for (const Graph& g : tg.graphs) {
     KILN_ASSIGN_OR_RETURN(PreparedGraph pg, planner->prepare(g));
@@ -223,7 +228,7 @@ Status run_replay(const ReplayCmdOptions& o) {
     PlanSource built_from;  // of the plan executed (a hit on a stopgap: kDynamic or kPadded)
     size_t request;
     double obtain_ms, exec_ms;
-    double gpu_ms;  // the execution's own time on the stream (CUDA events), host launch overhead left out
+    double gpu_ms;       // the execution's own time on the stream (CUDA events), host launch overhead left out
     std::string config;  // the plan's engine configuration
   };
   std::mutex mu;
@@ -275,8 +280,10 @@ Status run_replay(const ReplayCmdOptions& o) {
         if (first_error.is_ok()) first_error = st;
         return;
       }
-      local.push_back({got->source, got->plan->built_from(), i, std::chrono::duration<double, std::milli>(t1 - t0).count(),
-                       std::chrono::duration<double, std::milli>(t2 - t_exec).count(), static_cast<double>(gpu_ms), got->plan->config().identity()});
+      local.push_back({got->source, got->plan->built_from(), i,
+                       std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                       std::chrono::duration<double, std::milli>(t2 - t_exec).count(), static_cast<double>(gpu_ms),
+                       got->plan->config().identity()});
     }
     std::lock_guard<std::mutex> lock(mu);
     samples.insert(samples.end(), local.begin(), local.end());
@@ -306,7 +313,10 @@ Status run_replay(const ReplayCmdOptions& o) {
   j["threads"] = o.threads;
   j["planner_create_ms"] = create_ms;
   if (o.preload)
-    j["preload"] = {{"ms", pre.ms}, {"plans", pre.loaded}, {"warmed", pre.warmed}, {"failed", pre.failed},
+    j["preload"] = {{"ms", pre.ms},
+                    {"plans", pre.loaded},
+                    {"warmed", pre.warmed},
+                    {"failed", pre.failed},
                     {"last_failure", pre.last_failure}};
   j["wall_s"] = wall_s;
   std::vector<double> all;
@@ -370,9 +380,12 @@ Status run_replay(const ReplayCmdOptions& o) {
                       {"config", r.last_config}});
   j["by_shape"] = shapes;
   const PlannerStats pst = planner->stats();
-  j["promotions"] = {{"promoted", pst.promotions},         {"by_tuning", pst.promotions_tuned},
-                     {"stopgaps_left", pst.stopgaps},       {"failed", pst.promotion_failures},
-                     {"last_failure", pst.last_promotion_failure}, {"last_tune_fallback", pst.last_tune_fallback}};
+  j["promotions"] = {{"promoted", pst.promotions},
+                     {"by_tuning", pst.promotions_tuned},
+                     {"stopgaps_left", pst.stopgaps},
+                     {"failed", pst.promotion_failures},
+                     {"last_failure", pst.last_promotion_failure},
+                     {"last_tune_fallback", pst.last_tune_fallback}};
   j["stats"] = planner->stats().text();
   if (!o.record_shapes.empty()) KILN_RETURN_IF_ERROR(planner->recorder().write_file(o.record_shapes, o.force));
   if (o.json) {

@@ -35,17 +35,18 @@ Status run_cmd(RunCliOptions& o) {
     o.run.policy.on_mismatch = *p;
   }
   KILN_ASSIGN_OR_RETURN(RunReport rep, run_graph(g, o.run));
-  const std::string plan = rep.segments.empty() ? rep.config.identity() : std::to_string(rep.segments.size()) + " fused segments";
+  const std::string plan =
+      rep.segments.empty() ? rep.config.identity() : std::to_string(rep.segments.size()) + " fused segments";
   std::printf("%s: plan %s from %s (workspace %lld B, %.1f ms to obtain), ran in %.3f ms\n", g.name.c_str(),
-              plan.c_str(), rep.plan_source.c_str(), static_cast<long long>(rep.workspace_bytes), rep.obtain_ms, rep.run_ms);
+              plan.c_str(), rep.plan_source.c_str(), static_cast<long long>(rep.workspace_bytes), rep.obtain_ms,
+              rep.run_ms);
   for (auto& s : rep.segments) std::printf("  segment %s\n", s.c_str());
   for (auto& r : rep.reasons) std::printf("  %s\n", r.c_str());
   if (!o.run.verify) return Status::ok();
   for (const auto& c : rep.checks) {
     if (c.report)
       std::printf("verify against the %s reference:\n%s\n", reference_kind_name(c.kind), c.report->summary().c_str());
-    else
-      std::printf("%s reference: %s: %s\n", reference_kind_name(c.kind), verdict_name(c.verdict), c.message.c_str());
+    else std::printf("%s reference: %s: %s\n", reference_kind_name(c.kind), verdict_name(c.verdict), c.message.c_str());
   }
   const Verdict v = rep.verdict();
   if (v == Verdict::kNotSupported) return not_supported("no reference could check '" + g.name + "'");
@@ -91,7 +92,8 @@ void add_run(CLI::App& app, Runner* run) {
                   "What a store miss, stale or corrupt record does: heuristics-and-queue (run cuDNN's heuristic "
                   "choice, queue a re-tune), retune (tune now, store, run the winner) or fail (exit 6)")
       ->capture_default_str();
-  sub->add_option("--retune-budget", o->run.retune.time_budget_s, "With --on-mismatch retune: seconds for the whole tuning")
+  sub->add_option("--retune-budget", o->run.retune.time_budget_s,
+                  "With --on-mismatch retune: seconds for the whole tuning")
       ->capture_default_str();
   sub->add_flag("--allow-tf32", o->run.check.allow_tf32, "fp32 outputs may come from TF32 tensor cores");
   sub->callback([run, o] { *run = [o] { return run_cmd(*o); }; });

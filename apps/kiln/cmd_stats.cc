@@ -59,8 +59,12 @@ Status run_stats(const StatsCmdOptions& o) {
     for (size_t i = 0; i < shapes.size() && static_cast<int>(i) < o.top; ++i) {
       const RecordedShape& s = shapes[i];
       auto shape = parse_shape_key(s.shape_key);
-      list.push_back({{"structure", s.structure}, {"graph", s.graph}, {"shape_key", s.shape_key}, {"count", s.count},
-                      {"sources", s.sources}, {"stopgap", stopgap(s)},
+      list.push_back({{"structure", s.structure},
+                      {"graph", s.graph},
+                      {"shape_key", s.shape_key},
+                      {"count", s.count},
+                      {"sources", s.sources},
+                      {"stopgap", stopgap(s)},
                       {"bucket", shape.is_ok() ? policy->bucket_key(*shape) : s.shape_key},
                       {"tune_at", shape.is_ok() ? shape_key_text(policy->representative(*shape)) : s.shape_key}});
     }

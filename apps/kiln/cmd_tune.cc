@@ -2,10 +2,7 @@
 // optionally store it. --list enumerates candidates without timing them; --pin builds exactly one.
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <set>
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -13,18 +10,11 @@
 #include "commands.h"
 #include "tune_cli.h"
 #include "tune_report.h"
-#include "kiln/advice.h"
 #include "kiln/device_io.h"
-#include "kiln/fingerprint.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_words.h"
 #include "kiln/planner.h"
 #include "kiln/shape_recorder.h"
-#include "kiln/retune.h"
 #include "kiln/segments.h"
 #include "kiln/spec.h"
-#include "kiln/tuner.h"
-#include "kiln/unfused.h"
 
 namespace kiln::cli {
 namespace {
@@ -34,7 +24,6 @@ extern "C" void on_interrupt(int sig) {
   g_interrupted = true;
   std::signal(sig, SIG_DFL);  // a second Ctrl-C (or TERM) ends the process at once
 }
-
 
 }  // namespace
 
@@ -71,8 +60,8 @@ Status tune_cmd(const TuneCliOptions& o) {
   std::signal(SIGTERM, on_interrupt);
   // --budget bounds the whole command: every graph, its builds, inputs, reference and unfused alternative.
   if (o.budget_s > 0)
-    job.deadline = std::chrono::steady_clock::now() +
-                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(o.budget_s));
+    job.deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                          std::chrono::duration<double>(o.budget_s));
 
   KILN_ASSIGN_OR_RETURN(auto specs_read, graphs_to_tune(o, recorded, buckets));
   if (o.list) {
@@ -81,7 +70,8 @@ Status tune_cmd(const TuneCliOptions& o) {
   }
   // Recorded inputs are checked before the GPU is touched (bad input is exit 2, not a late failure).
   if (!o.inputs_dir.empty())
-    for (auto& [spec, g] : specs_read) KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
+    for (auto& [spec, g] : specs_read)
+      KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
   // cuDNN on this GPU first (also the probe of fusability below): without one, its plain message.
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle probe, make_cudnn_handle());
   PlannerOptions po;
@@ -99,7 +89,8 @@ Status tune_cmd(const TuneCliOptions& o) {
       work.emplace_back(spec, std::move(g));
       continue;
     }
-    std::fprintf(stderr, "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
+    std::fprintf(stderr,
+                 "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
                  g.name.c_str(), seg.why.c_str(), seg.segments.size());
     for (GraphPart& p : seg.segments) work.emplace_back(spec, std::move(p.graph));
   }
@@ -136,15 +127,23 @@ Status tune_cmd(const TuneCliOptions& o) {
       for (const std::string& w : t.kept->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       const char* partial = t.kept->record.tuned ? "" : " (partial: marked untuned)";
       if (!o.json) std::printf("stored in %s%s\n", store_path.c_str(), partial);
-      else if (!t.kept->record.tuned) std::fprintf(stderr, "tune %s: partial winner stored in %s, marked untuned\n", g.name.c_str(), store_path.c_str());
+      else if (!t.kept->record.tuned)
+        std::fprintf(stderr, "tune %s: partial winner stored in %s, marked untuned\n", g.name.c_str(),
+                     store_path.c_str());
     }
     if (!t.store_status.is_ok()) return t.store_status.with_context("the winner of '" + g.name + "' was not stored");
     if (!tr.winner) {
-      if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported, none was correct"); break; }
+      if (tr.cancelled) {
+        overall = cancelled("interrupted: finished candidates were reported, none was correct");
+        break;
+      }
       overall = check_failed("no correct candidate for '" + g.name + "'");
       continue;
     }
-    if (tr.cancelled) { overall = cancelled("interrupted: finished candidates were reported"); break; }
+    if (tr.cancelled) {
+      overall = cancelled("interrupted: finished candidates were reported");
+      break;
+    }
   }
   if (o.json) std::printf("%s\n", all.dump(2).c_str());
   std::signal(SIGINT, SIG_DFL);

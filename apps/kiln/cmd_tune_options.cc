@@ -17,8 +17,8 @@ namespace kiln::cli {
 // Each spec's graph with its advice; with --shapes (and not --list), each spec at its recorded shapes
 // instead, hottest first, at most --hottest, one per bucket representative.
 StatusOr<std::vector<std::pair<std::string, Graph>>> graphs_to_tune(const TuneCliOptions& o,
-                                                                     const std::vector<RecordedShape>& recorded,
-                                                                     const BucketPolicy& buckets) {
+                                                                    const std::vector<RecordedShape>& recorded,
+                                                                    const BucketPolicy& buckets) {
   const bool have_shapes = !o.shapes_file.empty();
   std::vector<std::pair<std::string, Graph>> out;
   for (const auto& spec : o.specs) {
@@ -53,18 +53,22 @@ StatusOr<std::vector<std::pair<std::string, Graph>>> graphs_to_tune(const TuneCl
 StatusOr<TuneJob> tune_job_from(const TuneCliOptions& o, const std::atomic<bool>* cancel) {
   // Numbers that mean nothing are refused here, naming the flag (not later, as a stopping rule).
   if (!std::isfinite(o.budget_s) || o.budget_s < 0)
-    return invalid_argument("--budget must be a number of seconds >= 0 (0: no budget), got " + std::to_string(o.budget_s));
+    return invalid_argument("--budget must be a number of seconds >= 0 (0: no budget), got " +
+                            std::to_string(o.budget_s));
   if (!std::isfinite(o.candidate_budget_ms) || o.candidate_budget_ms <= 0)
     return invalid_argument("--candidate-budget-ms must be a number of milliseconds > 0, got " +
                             std::to_string(o.candidate_budget_ms));
   if (!std::isfinite(o.target_noise) || o.target_noise < 0)
     return invalid_argument("--target-noise must be a number >= 0, got " + std::to_string(o.target_noise));
   if (!std::isfinite(o.workspace_tolerance) || o.workspace_tolerance < 0)
-    return invalid_argument("--workspace-tolerance must be a number >= 0, got " + std::to_string(o.workspace_tolerance));
+    return invalid_argument("--workspace-tolerance must be a number >= 0, got " +
+                            std::to_string(o.workspace_tolerance));
   if (o.top_k < 0) return invalid_argument("--top-k must be >= 0 (0: every candidate), got " + std::to_string(o.top_k));
   TuneJob job;
   TuneOptions& to = job.tune;
-  if (!o.pin.empty()) { KILN_ASSIGN_OR_RETURN(to.pin, EngineConfig::parse(o.pin)); }
+  if (!o.pin.empty()) {
+    KILN_ASSIGN_OR_RETURN(to.pin, EngineConfig::parse(o.pin));
+  }
   to.top_k = o.top_k;
   to.max_workspace_bytes = o.max_workspace;
   to.exclude = o.exclude;
@@ -95,7 +99,8 @@ namespace {
 
 void add_tune(CLI::App& app, Runner* run) {
   auto o = std::make_shared<TuneCliOptions>();
-  CLI::App* sub = app.add_subcommand("tune", "Time every engine configuration, reject wrong ones, pick and store the winner");
+  CLI::App* sub =
+      app.add_subcommand("tune", "Time every engine configuration, reject wrong ones, pick and store the winner");
   sub->add_option("specs", o->specs, "Spec JSON files")->required();
   sub->add_flag("--list", o->list, "List candidates (engine + knobs, modes, behaviour notes) without timing");
   sub->add_flag("--json", o->json, "Machine-readable report");
@@ -106,30 +111,42 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--budget", o->budget_s,
                   "Time budget for the whole run, seconds (0: none): builds, references and the unfused alternative "
                   "included; the best verified result within it is stored");
-  sub->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate, ms")->capture_default_str();
-  sub->add_option("--target-noise", o->target_noise, "Stop sampling at this relative standard error of the median")->capture_default_str();
+  sub->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate, ms")
+      ->capture_default_str();
+  sub->add_option("--target-noise", o->target_noise, "Stop sampling at this relative standard error of the median")
+      ->capture_default_str();
   sub->add_flag("--hot-cache", o->hot_cache, "Do not flush L2 between samples (graphs that run back-to-back)");
   sub->add_flag("--graph-replay", o->graph_replay,
                 "Time candidates replayed from a CUDA graph (default: stream launches); for plans an application "
                 "replays (kiln/capture.h)");
-  sub->add_option("--objective", o->objective, "time | workspace (smallest workspace within --workspace-tolerance of the best)")->capture_default_str();
-  sub->add_option("--workspace-tolerance", o->workspace_tolerance, "Fraction of the best time allowed for --objective workspace")->capture_default_str();
+  sub->add_option("--objective", o->objective,
+                  "time | workspace (smallest workspace within --workspace-tolerance of the best)")
+      ->capture_default_str();
+  sub->add_option("--workspace-tolerance", o->workspace_tolerance,
+                  "Fraction of the best time allowed for --objective workspace")
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
-  sub->add_option("--inputs", o->inputs_dir,
-                  "Recorded inputs to gate candidates on: DIR/<tensor>.bin for each graph input (as kiln run --inputs)");
+  sub->add_option(
+      "--inputs", o->inputs_dir,
+      "Recorded inputs to gate candidates on: DIR/<tensor>.bin for each graph input (as kiln run --inputs)");
   sub->add_flag("--no-unfused", o->no_unfused, "Do not time the unfused alternative (each node as its own best plan)");
   sub->add_flag("--no-isolate", o->no_isolate,
                 "Tune in this process instead of a supervised worker (a crashing candidate then ends the run)");
-  sub->add_option("--fusion-policy", o->fusion_policy, "faster | always_fused | always_unfused: which side the report chooses")->capture_default_str();
-  sub->add_option("--materialize", o->materialize, "Dtype of intermediates between unfused parts (default: the graph's io dtype)");
+  sub->add_option("--fusion-policy", o->fusion_policy,
+                  "faster | always_fused | always_unfused: which side the report chooses")
+      ->capture_default_str();
+  sub->add_option("--materialize", o->materialize,
+                  "Dtype of intermediates between unfused parts (default: the graph's io dtype)");
   sub->add_flag("--no-verify", o->no_verify, "Skip the numerics gate (candidates become NotVerified)");
   sub->add_option("--store", o->store_path, "Plan store to write the winner to (and to read the incumbent from)");
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
   sub->add_option("--shapes", o->shapes_file,
                   "Tune each spec at the shapes a service recorded (kiln::Planner's recorder file), hottest first");
-  sub->add_option("--hottest", o->hottest, "With --shapes: at most this many shapes per spec")->check(CLI::Range(1, 1000000));
-  sub->add_option("--buckets", o->buckets,
-                  "With --shapes: tune each recorded shape's bucket representative (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
+  sub->add_option("--hottest", o->hottest, "With --shapes: at most this many shapes per spec")
+      ->check(CLI::Range(1, 1000000));
+  sub->add_option(
+      "--buckets", o->buckets,
+      "With --shapes: tune each recorded shape's bucket representative (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
   sub->add_flag("--untuned", o->untuned_only, "Only tune specs whose stored plan is untuned (e.g. from kiln compile)");
   sub->callback([run, o] { *run = [o] { return tune_cmd(*o); }; });
 }

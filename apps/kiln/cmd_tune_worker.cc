@@ -106,7 +106,8 @@ StatusOr<TuneResult> tune_isolated(const Graph& graph, const TuneOptions& option
   char dir_template[] = "/tmp/kiln-tune-XXXXXX";
   if (!::mkdtemp(dir_template)) return unavailable("cannot make a folder for the tune worker's requests");
   const std::string dir = dir_template;
-  const Json base = {{"graph", spec}, {"structure", sig.structure}, {"options", Json::parse(tune_worker_options_to_json(o))}};
+  const Json base = {
+      {"graph", spec}, {"structure", sig.structure}, {"options", Json::parse(tune_worker_options_to_json(o))}};
   int attempt = 0;
   auto spawn = [&](const WorkerRequest& wr) -> StatusOr<WorkerProcess> {
     Json req = base;

@@ -30,8 +30,8 @@ std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv)
       names += (names.empty() ? "" : ", ") + s->get_name();
     }
     if (!next)
-      return "unknown command '" + word + "'" + (cur == &app ? "" : " for '" + path + "'") + "; the commands are: " +
-             names + " (`" + path + " --help` says more)";
+      return "unknown command '" + word + "'" + (cur == &app ? "" : " for '" + path + "'") +
+             "; the commands are: " + names + " (`" + path + " --help` says more)";
     cur = next;
     path += " " + word;
   }
@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
   if (verbose) kiln::set_log_level(kiln::LogLevel::kInfo);
   // The library returns a Status for every failure; should anything still throw, it is a bug (exit 10)
   // reported in one line, not an abort.
-  kiln::Status st = kiln::catch_exceptions("kiln", [&] { return run ? run() : kiln::invalid_argument("no subcommand"); });
+  kiln::Status st =
+      kiln::catch_exceptions("kiln", [&] { return run ? run() : kiln::invalid_argument("no subcommand"); });
   if (!st.is_ok()) {
     std::fprintf(stderr, "kiln: %s\n", st.to_string().c_str());
     if (verbose && !st.trace().empty()) std::fprintf(stderr, "  trace:\n%s\n", st.trace().c_str());

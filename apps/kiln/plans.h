@@ -30,15 +30,15 @@ struct PlansOptions {
   double older_than_days = -1;
   bool keep_quarantine = false;
   bool check_env = false;
-  bool force = false;                   // export: write over an existing bundle file
+  bool force = false;  // export: write over an existing bundle file
   std::string file;
-  std::vector<std::string> specs;       // verify/import --deep: graphs of the records
-  uint64_t seed = 1;                    // verify --deep: random inputs
-  bool clear = false;                   // queue --clear
-  double budget_s = 0;                  // retune: whole run
-  double candidate_budget_ms = 1000;    // retune: sampling per candidate
-  int top_k = 0;                        // retune: only the heuristic's first k configurations
-  std::string target;                   // ls, gc --stale: judge against this device profile
+  std::vector<std::string> specs;     // verify/import --deep: graphs of the records
+  uint64_t seed = 1;                  // verify --deep: random inputs
+  bool clear = false;                 // queue --clear
+  double budget_s = 0;                // retune: whole run
+  double candidate_budget_ms = 1000;  // retune: sampling per candidate
+  int top_k = 0;                      // retune: only the heuristic's first k configurations
+  std::string target;                 // ls, gc --stale: judge against this device profile
 };
 
 // What `ls` and `gc --stale` judge records against, under the default policy: a recorded device

@@ -38,8 +38,8 @@ StatusOr<TuneJob> tune_job_from(const TuneCliOptions& o, const std::atomic<bool>
 // `recorded` holds for its structure instead (shapes_to_tune: hottest first, bucket representatives, at
 // most --hottest). InvalidArgument when --shapes matches no spec.
 StatusOr<std::vector<std::pair<std::string, Graph>>> graphs_to_tune(const TuneCliOptions& o,
-                                                                     const std::vector<RecordedShape>& recorded,
-                                                                     const BucketPolicy& buckets);
+                                                                    const std::vector<RecordedShape>& recorded,
+                                                                    const BucketPolicy& buckets);
 
 Status tune_cmd(const TuneCliOptions& o);
 

@@ -16,19 +16,26 @@ Status list_candidates(const Graph& g, bool json) {
   LowerTarget target;
   target.handle = handle.get();
   KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(g, target), g.name));
-  KILN_ASSIGN_OR_RETURN(auto cands, with_plan_words(lg.list_candidates({HeuristicMode::kA, HeuristicMode::kB,
-                                                                        HeuristicMode::kFallback}),
-                                                    g.name));
+  KILN_ASSIGN_OR_RETURN(
+      auto cands,
+      with_plan_words(lg.list_candidates({HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback}), g.name));
   nlohmann::json j = nlohmann::json::array();
-  if (!json) std::printf("%s: %zu distinct engine configurations\n  %-5s %-36s %-14s %s\n", g.name.c_str(), cands.size(), "rank", "engine+knobs", "modes", "behavior notes");
+  if (!json)
+    std::printf("%s: %zu distinct engine configurations\n  %-5s %-36s %-14s %s\n", g.name.c_str(), cands.size(), "rank",
+                "engine+knobs", "modes", "behavior notes");
   for (auto& c : cands) {
     std::string modes, notes;
     for (auto& m : c.modes) modes += (modes.empty() ? "" : ",") + m;
     for (auto& n : c.behavior_notes) notes += (notes.empty() ? "" : ",") + n;
-    if (json) j.push_back({{"identity", c.config.identity()}, {"engine_id", c.config.engine_id}, {"heuristic_rank", c.heuristic_rank},
-                           {"modes", c.modes}, {"behavior_notes", c.behavior_notes}});
-    else std::printf("  %-5s %-36s %-14s %s\n", c.heuristic_rank >= 0 ? std::to_string(c.heuristic_rank).c_str() : "-",
-                     c.config.identity().c_str(), modes.c_str(), notes.c_str());
+    if (json)
+      j.push_back({{"identity", c.config.identity()},
+                   {"engine_id", c.config.engine_id},
+                   {"heuristic_rank", c.heuristic_rank},
+                   {"modes", c.modes},
+                   {"behavior_notes", c.behavior_notes}});
+    else
+      std::printf("  %-5s %-36s %-14s %s\n", c.heuristic_rank >= 0 ? std::to_string(c.heuristic_rank).c_str() : "-",
+                  c.config.identity().c_str(), modes.c_str(), notes.c_str());
   }
   if (json) std::printf("%s\n", nlohmann::json{{"graph", g.name}, {"candidates", j}}.dump(2).c_str());
   return Status::ok();
@@ -41,15 +48,25 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
   const EnvFingerprint& env = t.environment;
   ReportOptions ro;
   ro.winner = job.tune.winner;
-  ro.title = g.name + "  structure " + sig.structure.substr(0, 16) + (sig.shape_key.empty() ? "" : "  shape " + sig.shape_key);
+  ro.title =
+      g.name + "  structure " + sig.structure.substr(0, 16) + (sig.shape_key.empty() ? "" : "  shape " + sig.shape_key);
   const CandidateResult* fused_winner = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
   if (json) {
-    nlohmann::json meta = {{"graph", g.name}, {"spec", spec}, {"structure_signature", sig.structure}, {"shape_key", sig.shape_key},
-                           {"gpu", env.gpu_name}, {"cudnn_version", env.cudnn_version}, {"kiln_git_revision", env.kiln_git_revision},
-                           {"reference", tr.reference_kind}, {"inputs", tr.inputs},
-                           {"build_wall_ms", tr.build_wall_ms}, {"total_wall_ms", tr.total_wall_ms},
+    nlohmann::json meta = {{"graph", g.name},
+                           {"spec", spec},
+                           {"structure_signature", sig.structure},
+                           {"shape_key", sig.shape_key},
+                           {"gpu", env.gpu_name},
+                           {"cudnn_version", env.cudnn_version},
+                           {"kiln_git_revision", env.kiln_git_revision},
+                           {"reference", tr.reference_kind},
+                           {"inputs", tr.inputs},
+                           {"build_wall_ms", tr.build_wall_ms},
+                           {"total_wall_ms", tr.total_wall_ms},
                            {"prepare_wall_ms", tr.prepare_wall_ms},
-                           {"cancelled", tr.cancelled}, {"budget_exhausted", tr.budget_exhausted}, {"partial", tr.cancelled}};
+                           {"cancelled", tr.cancelled},
+                           {"budget_exhausted", tr.budget_exhausted},
+                           {"partial", tr.cancelled}};
     if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
     nlohmann::json rep = report_to_json(tr.candidates, meta, ro);
     if (t.unfused) rep["fusion"] = fusion_report_json(fused_winner, *t.unfused, job.fusion_policy, *t.fusion);
@@ -57,13 +74,17 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
     return;
   }
   std::printf("%s\n", format_report_table(tr.candidates, ro).c_str());
-  std::printf("reference: %s; inputs: %s; %zu candidates built in %.0f ms on host threads (inputs and reference %.0f ms, "
-              "meanwhile); total %.1f s\n",
-              tr.reference_kind.c_str(), tr.inputs.c_str(), tr.candidates.size(), tr.build_wall_ms, tr.prepare_wall_ms,
-              tr.total_wall_ms / 1000.0);
-  if (tr.winner) std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms, tr.winner_check.c_str());
+  std::printf(
+      "reference: %s; inputs: %s; %zu candidates built in %.0f ms on host threads (inputs and reference %.0f ms, "
+      "meanwhile); total %.1f s\n",
+      tr.reference_kind.c_str(), tr.inputs.c_str(), tr.candidates.size(), tr.build_wall_ms, tr.prepare_wall_ms,
+      tr.total_wall_ms / 1000.0);
+  if (tr.winner)
+    std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms,
+                tr.winner_check.c_str());
   if (tr.incumbent_decision) std::printf("incumbent: %s\n", tr.incumbent_decision->explanation.c_str());
-  if (t.unfused) std::printf("%s", format_fusion_report(fused_winner, *t.unfused, job.fusion_policy, *t.fusion).c_str());
+  if (t.unfused)
+    std::printf("%s", format_fusion_report(fused_winner, *t.unfused, job.fusion_policy, *t.fusion).c_str());
   if (t.fusion && t.fusion->is_ok() && !(*t.fusion)->use_fused)
     std::printf("note: the unfused parts win here; the store keeps the fused winner (Kiln runs one plan per graph), "
                 "so split the spec to run them unfused\n");

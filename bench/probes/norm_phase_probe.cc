@@ -18,13 +18,13 @@
 
 namespace fe = cudnn_frontend;
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
 struct Bufs {
@@ -67,7 +67,8 @@ static void run(cudnnHandle_t h, cudaStream_t st, int64_t t, int64_t d, bool rms
   std::vector<int64_t> xd{t, d, 1, 1}, xs{d, 1, d, d}, pd{1, d, 1, 1}, ps{d, 1, d, d};
   if (g_3d) xd = {1, t, d}, xs = {t * d, d, 1}, pd = {1, 1, d}, ps = {d, d, 1};
   auto x = gr.tensor(fe::graph::Tensor_attributes().set_name("x").set_uid(1).set_dim(xd).set_stride(xs));
-  auto g = gr.tensor(fe::graph::Tensor_attributes().set_name("g").set_uid(2).set_dim(pd).set_stride(ps).set_data_type(pdt));
+  auto g =
+      gr.tensor(fe::graph::Tensor_attributes().set_name("g").set_uid(2).set_dim(pd).set_stride(ps).set_data_type(pdt));
   auto eps = gr.tensor(1e-5f);
   auto phase = training ? fe::NormFwdPhase_t::TRAINING : fe::NormFwdPhase_t::INFERENCE;
   std::shared_ptr<fe::graph::Tensor_attributes> y, mean, rstd;
@@ -76,7 +77,8 @@ static void run(cudnnHandle_t h, cudaStream_t st, int64_t t, int64_t d, bool rms
     y = o[0];
     rstd = o[1];
   } else {
-    auto bb = gr.tensor(fe::graph::Tensor_attributes().set_name("b").set_uid(3).set_dim(pd).set_stride(ps).set_data_type(pdt));
+    auto bb = gr.tensor(
+        fe::graph::Tensor_attributes().set_name("b").set_uid(3).set_dim(pd).set_stride(ps).set_data_type(pdt));
     auto o = gr.layernorm(x, g, bb, fe::graph::Layernorm_attributes().set_forward_phase(phase).set_epsilon(eps));
     y = o[0];
     mean = o[1];

@@ -27,9 +27,9 @@ struct TensorRef {
 
 // One dim of a declared tensor: a static extent or a dynamic dim's symbol.
 struct DimArg {
-  DimArg(int64_t v) : value(v) {}                 // NOLINT: implicit by design
-  DimArg(int v) : value(v) {}                     // NOLINT
-  DimArg(const char* s) : symbol(s) {}            // NOLINT
+  DimArg(int64_t v) : value(v) {}                  // NOLINT: implicit by design
+  DimArg(int v) : value(v) {}                      // NOLINT
+  DimArg(const char* s) : symbol(s) {}             // NOLINT
   DimArg(std::string s) : symbol(std::move(s)) {}  // NOLINT
   int64_t value = 0;
   std::string symbol;
@@ -37,12 +37,31 @@ struct DimArg {
 
 struct ConvOptions {
   ConvAttrs attrs;
-  ConvOptions& padding(std::vector<int64_t> p) { attrs.pre_padding = p; attrs.post_padding = std::move(p); return *this; }
-  ConvOptions& pre_padding(std::vector<int64_t> p) { attrs.pre_padding = std::move(p); return *this; }
-  ConvOptions& post_padding(std::vector<int64_t> p) { attrs.post_padding = std::move(p); return *this; }
-  ConvOptions& stride(std::vector<int64_t> s) { attrs.stride = std::move(s); return *this; }
-  ConvOptions& dilation(std::vector<int64_t> d) { attrs.dilation = std::move(d); return *this; }
-  ConvOptions& groups(int64_t g) { attrs.groups = g; return *this; }
+  ConvOptions& padding(std::vector<int64_t> p) {
+    attrs.pre_padding = p;
+    attrs.post_padding = std::move(p);
+    return *this;
+  }
+  ConvOptions& pre_padding(std::vector<int64_t> p) {
+    attrs.pre_padding = std::move(p);
+    return *this;
+  }
+  ConvOptions& post_padding(std::vector<int64_t> p) {
+    attrs.post_padding = std::move(p);
+    return *this;
+  }
+  ConvOptions& stride(std::vector<int64_t> s) {
+    attrs.stride = std::move(s);
+    return *this;
+  }
+  ConvOptions& dilation(std::vector<int64_t> d) {
+    attrs.dilation = std::move(d);
+    return *this;
+  }
+  ConvOptions& groups(int64_t g) {
+    attrs.groups = g;
+    return *this;
+  }
 };
 
 class GraphBuilder {
@@ -65,9 +84,12 @@ class GraphBuilder {
 
   // Ops. `out`: the output tensor's name (default: the node name); if a tensor of that name was declared
   // with tensor(), the node writes it.
-  TensorRef conv_fprop(const std::string& name, TensorRef x, TensorRef w, const ConvOptions& o = {}, std::string out = "");
-  TensorRef conv_dgrad(const std::string& name, TensorRef dy, TensorRef w, const ConvOptions& o = {}, std::string out = "");
-  TensorRef conv_wgrad(const std::string& name, TensorRef x, TensorRef dy, const ConvOptions& o = {}, std::string out = "");
+  TensorRef conv_fprop(const std::string& name, TensorRef x, TensorRef w, const ConvOptions& o = {},
+                       std::string out = "");
+  TensorRef conv_dgrad(const std::string& name, TensorRef dy, TensorRef w, const ConvOptions& o = {},
+                       std::string out = "");
+  TensorRef conv_wgrad(const std::string& name, TensorRef x, TensorRef dy, const ConvOptions& o = {},
+                       std::string out = "");
   TensorRef matmul(const std::string& name, TensorRef a, TensorRef b, std::string out = "");
   TensorRef pointwise(const std::string& name, PointwiseMode mode, TensorRef a, TensorRef b = {}, std::string out = "");
   TensorRef bias_add(const std::string& name, TensorRef x, TensorRef bias, std::string out = "");
@@ -78,7 +100,8 @@ class GraphBuilder {
                    std::string out = "");
   TensorRef layer_norm(const std::string& name, TensorRef x, TensorRef scale, TensorRef bias, double epsilon = 1e-5,
                        std::string out = "");
-  TensorRef rms_norm(const std::string& name, TensorRef x, TensorRef scale, double epsilon = 1e-5, std::string out = "");
+  TensorRef rms_norm(const std::string& name, TensorRef x, TensorRef scale, double epsilon = 1e-5,
+                     std::string out = "");
   TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, bool causal = false,
                  std::optional<double> attn_scale = std::nullopt, std::string out = "");
 

@@ -69,16 +69,16 @@ struct CaptureOptions {
 };
 
 struct CaptureStats {
-  bool graphs = true;             // replays come from a CUDA graph (false: stream launches)
-  int64_t captures = 0;           // sequences recorded into a graph (first capture and every rebind)
-  int64_t instantiations = 0;     // executable graphs made (the first, plus reinstantiations)
-  int64_t replays = 0;            // graph launches
-  int64_t stream_runs = 0;        // sequences launched step by step (graphs off)
-  int64_t rebinds = 0;            // rebind() calls that succeeded
-  int64_t updates = 0;            // rebinds applied in place (cudaGraphExecUpdate)
-  int64_t update_refusals = 0;    // updates CUDA refused (each followed by a re-instantiation)
-  int64_t reinstantiations = 0;   // rebinds that instantiated again (refused, or update_in_place off)
-  std::string last_refusal;       // why the last refused update was refused ("" when none was)
+  bool graphs = true;            // replays come from a CUDA graph (false: stream launches)
+  int64_t captures = 0;          // sequences recorded into a graph (first capture and every rebind)
+  int64_t instantiations = 0;    // executable graphs made (the first, plus reinstantiations)
+  int64_t replays = 0;           // graph launches
+  int64_t stream_runs = 0;       // sequences launched step by step (graphs off)
+  int64_t rebinds = 0;           // rebind() calls that succeeded
+  int64_t updates = 0;           // rebinds applied in place (cudaGraphExecUpdate)
+  int64_t update_refusals = 0;   // updates CUDA refused (each followed by a re-instantiation)
+  int64_t reinstantiations = 0;  // rebinds that instantiated again (refused, or update_in_place off)
+  std::string last_refusal;      // why the last refused update was refused ("" when none was)
   // "graphs: 2 captures, 1 instantiation, 100 replays; 1 rebind: 1 update, 0 refused, 0 re-instantiations"
   // or "graphs off: 100 stream runs".
   std::string text() const;

@@ -25,12 +25,29 @@ void cuda_call_noexcept(cudaError_t err, const char* what) noexcept;
 #define KILN_CUDA_CALL_NOEXCEPT(call) ::kiln::cuda_call_noexcept((call), #call)
 
 namespace detail {
-struct StreamDeleter { using pointer = cudaStream_t; void operator()(cudaStream_t s) const noexcept; };
-struct EventDeleter { using pointer = cudaEvent_t; void operator()(cudaEvent_t e) const noexcept; };
-struct GraphDeleter { using pointer = cudaGraph_t; void operator()(cudaGraph_t g) const noexcept; };
-struct GraphExecDeleter { using pointer = cudaGraphExec_t; void operator()(cudaGraphExec_t g) const noexcept; };
-struct CudnnDeleter { using pointer = cudnnHandle_t; void operator()(cudnnHandle_t h) const noexcept; };
-struct DeviceFree { void operator()(void* p) const noexcept; };
+struct StreamDeleter {
+  using pointer = cudaStream_t;
+  void operator()(cudaStream_t s) const noexcept;
+};
+struct EventDeleter {
+  using pointer = cudaEvent_t;
+  void operator()(cudaEvent_t e) const noexcept;
+};
+struct GraphDeleter {
+  using pointer = cudaGraph_t;
+  void operator()(cudaGraph_t g) const noexcept;
+};
+struct GraphExecDeleter {
+  using pointer = cudaGraphExec_t;
+  void operator()(cudaGraphExec_t g) const noexcept;
+};
+struct CudnnDeleter {
+  using pointer = cudnnHandle_t;
+  void operator()(cudnnHandle_t h) const noexcept;
+};
+struct DeviceFree {
+  void operator()(void* p) const noexcept;
+};
 }  // namespace detail
 
 using UniqueStream = std::unique_ptr<cudaStream_t, detail::StreamDeleter>;
@@ -52,7 +69,9 @@ class DeviceBuffer {
   void* data() const { return ptr_.get(); }
   size_t size() const { return bytes_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_.get()); }
+  T* as() const {
+    return static_cast<T*>(ptr_.get());
+  }
   Status copy_from_host(const void* src, size_t bytes, cudaStream_t stream = nullptr);
   Status copy_to_host(void* dst, size_t bytes, cudaStream_t stream = nullptr) const;
   Status fill_bytes(int value, cudaStream_t stream = nullptr);

@@ -54,14 +54,15 @@ class GraphCatalog {
 };
 
 struct DeepCheckOptions {
-  uint64_t seed = 1;    // random inputs (make_random_inputs)
-  CheckOptions check;   // tolerances (as the tuner's numerics gate)
+  uint64_t seed = 1;   // random inputs (make_random_inputs)
+  CheckOptions check;  // tolerances (as the tuner's numerics gate)
 };
 
 struct DeepCheckResult {
-  Verdict verdict = Verdict::kNotVerified;  // Passed, Incorrect, Failed (refused by the frontend, or did not run), NotVerified (no reference)
-  std::string message;                      // why, or the per-output check summary
-  std::string reference_kind;               // "host", "device", "none"
+  Verdict verdict = Verdict::
+      kNotVerified;  // Passed, Incorrect, Failed (refused by the frontend, or did not run), NotVerified (no reference)
+  std::string message;                        // why, or the per-output check summary
+  std::string reference_kind;                 // "host", "device", "none"
   double max_abs = 0, max_rel = 0, nmse = 0;  // worst over the outputs
   bool problem() const { return verdict == Verdict::kIncorrect || verdict == Verdict::kFailed; }
 };
@@ -95,7 +96,8 @@ struct DeepVerifyOptions {
 class DeepPlanVerifier {
  public:
   // Unavailable without a usable GPU.
-  static StatusOr<std::unique_ptr<DeepPlanVerifier>> create(GraphCatalog catalog, const DeepVerifyOptions& options = {});
+  static StatusOr<std::unique_ptr<DeepPlanVerifier>> create(GraphCatalog catalog,
+                                                            const DeepVerifyOptions& options = {});
   ~DeepPlanVerifier();
 
   PlanValidator validator();

@@ -11,14 +11,14 @@ namespace kiln {
 
 struct DeviceInfo {
   int ordinal = 0;
-  std::string name;            // "NVIDIA H200"
+  std::string name;  // "NVIDIA H200"
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
-  std::string uuid;            // "GPU-xxxxxxxx-xxxx-..."
+  std::string uuid;  // "GPU-xxxxxxxx-xxxx-..."
   int64_t global_memory_bytes = 0;
   int l2_cache_bytes = 0;
-  int driver_version = 0;      // cudaDriverGetVersion, e.g. 13000
-  int runtime_version = 0;     // cudaRuntimeGetVersion
+  int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;  // cudaRuntimeGetVersion
   int sm_version() const { return cc_major * 10 + cc_minor; }
 };
 

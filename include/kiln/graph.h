@@ -17,14 +17,14 @@
 namespace kiln {
 
 enum class DataType { kFloat32, kFloat16, kBFloat16, kFp8E4M3, kFp8E5M2, kInt8, kInt32, kInt64 };
-const char* dtype_name(DataType t);              // "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64"
+const char* dtype_name(DataType t);  // "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64"
 StatusOr<DataType> parse_dtype(const std::string& name);  // accepts the names above (and "float", "half", "bfloat16")
 size_t dtype_size(DataType t);
 
 // How strides were given. Layout names resolve to strides at validation; the signature records the layout
 // name, or the explicit strides when kExplicit.
 enum class Layout { kRowMajor, kNCHW, kNHWC, kExplicit };
-const char* layout_name(Layout l);              // "row_major", "NCHW", "NHWC", "explicit"
+const char* layout_name(Layout l);  // "row_major", "NCHW", "NHWC", "explicit"
 
 // One dimension: a value, and for a dynamic dimension the symbol whose value may change between calls
 // (e.g. "batch"). Two dims with the same symbol always have the same value.
@@ -36,32 +36,49 @@ struct Dim {
 
 struct TensorDesc {
   std::string name;
-  std::vector<Dim> dims;          // empty for a tensor not yet inferred
-  std::vector<int64_t> strides;   // filled by validation from `layout` unless kExplicit
+  std::vector<Dim> dims;         // empty for a tensor not yet inferred
+  std::vector<int64_t> strides;  // filled by validation from `layout` unless kExplicit
   Layout layout = Layout::kRowMajor;
   std::optional<DataType> dtype;  // unset: inferred (graph io dtype for inputs/outputs, intermediate dtype inside)
   // A scalar passed by value at execution (e.g. a scale or epsilon); dims are all 1.
   bool by_value = false;
-  double value = 0.0;             // used when by_value
-  std::vector<int64_t> shape() const;   // dims' values
+  double value = 0.0;                  // used when by_value
+  std::vector<int64_t> shape() const;  // dims' values
   int64_t element_count() const;
 };
 
 enum class OpKind {
-  kConvFprop, kConvDgrad, kConvWgrad,
+  kConvFprop,
+  kConvDgrad,
+  kConvWgrad,
   kMatmul,
   kPointwise,
   kReduction,
-  kLayerNorm, kRmsNorm,
+  kLayerNorm,
+  kRmsNorm,
   kSdpa,
 };
-const char* op_kind_name(OpKind k);  // "conv_fprop", "conv_dgrad", "conv_wgrad", "matmul", "pointwise", "reduction", "layer_norm", "rms_norm", "sdpa"
+const char* op_kind_name(
+    OpKind
+        k);  // "conv_fprop", "conv_dgrad", "conv_wgrad", "matmul", "pointwise", "reduction", "layer_norm", "rms_norm", "sdpa"
 
 enum class PointwiseMode {
-  kAdd, kSub, kMul, kDiv, kMin, kMax,           // binary (broadcasting)
-  kScale,                                       // x * scalar (by-value or 1-element tensor)
-  kBiasAdd,                                     // x + bias broadcast along the last / channel axis
-  kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid, kTanh, kExp, kIdentity,  // unary
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMin,
+  kMax,      // binary (broadcasting)
+  kScale,    // x * scalar (by-value or 1-element tensor)
+  kBiasAdd,  // x + bias broadcast along the last / channel axis
+  kRelu,
+  kGeluErf,
+  kGeluTanh,
+  kSilu,
+  kSigmoid,
+  kTanh,
+  kExp,
+  kIdentity,  // unary
 };
 const char* pointwise_mode_name(PointwiseMode m);  // "add", ..., "gelu_erf", "gelu_tanh", "silu", "identity"
 bool pointwise_is_unary(PointwiseMode m);
@@ -73,12 +90,16 @@ struct ConvAttrs {
   std::vector<int64_t> pre_padding, post_padding, stride, dilation;  // one entry per spatial dim
   int64_t groups = 1;
 };
-struct PointwiseAttrs { PointwiseMode mode = PointwiseMode::kIdentity; };
+struct PointwiseAttrs {
+  PointwiseMode mode = PointwiseMode::kIdentity;
+};
 struct ReductionAttrs {
   ReductionMode mode = ReductionMode::kSum;
   std::vector<int> axes;  // reduced axes of the input; the output keeps them with extent 1
 };
-struct NormAttrs { double epsilon = 1e-5; };
+struct NormAttrs {
+  double epsilon = 1e-5;
+};
 struct SdpaAttrs {
   bool causal = false;
   std::optional<double> attn_scale;  // default 1/sqrt(head_dim)
@@ -114,7 +135,7 @@ struct Graph {
   DataType compute_dtype = DataType::kFloat32;
   std::vector<TensorDesc> tensors;
   std::vector<Node> nodes;
-  std::vector<int> outputs;                   // tensor indices the caller reads back
+  std::vector<int> outputs;                     // tensor indices the caller reads back
   std::map<std::string, int64_t> dynamic_dims;  // symbol -> current value
   // An engine configuration the author pins for this graph ("eng41_k2=4_k13=0", the identity text that
   // `kiln tune` prints); empty: none. Not part of the signature: it selects among plans, it does not
@@ -145,7 +166,7 @@ class GraphRoles {
   bool is_graph_output(int tensor) const;
   bool is_virtual(int tensor) const { return !is_graph_input(tensor) && !is_graph_output(tensor); }
   int consumer_count(int tensor) const;  // how many node inputs read it (a node reading it twice counts twice)
-  DataType dtype_of(int tensor) const;  // as Graph::dtype_of
+  DataType dtype_of(int tensor) const;   // as Graph::dtype_of
 
  private:
   const Graph* graph_;

@@ -48,7 +48,7 @@ class Rng {
  public:
   explicit Rng(uint64_t seed);
   uint64_t next_u64();
-  double uniform();                     // [0, 1), 53 random bits
+  double uniform();                      // [0, 1), 53 random bits
   double uniform(double lo, double hi);  // [lo, hi)
 
  private:

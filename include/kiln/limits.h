@@ -22,10 +22,10 @@ namespace kiln::limits {
 // ---- What a spec or builder graph may hold (InvalidArgument, exit 2) ---------------------------------
 inline constexpr int64_t kMaxSpecBytes = int64_t{64} << 20;  // a spec file or string, before parsing
 inline constexpr int64_t kMaxNodes = 200000;
-inline constexpr int64_t kMaxTensors = 400000;               // declared and node outputs together
+inline constexpr int64_t kMaxTensors = 400000;  // declared and node outputs together
 inline constexpr int64_t kMaxDynamicDims = 64;
-inline constexpr size_t kMaxNameBytes = 256;  // a tensor, node, graph or dynamic-dim name, and a pin
-inline constexpr size_t kMaxRank = 8;         // = kCudnnDimMax: every tensor must reach cuDNN
+inline constexpr size_t kMaxNameBytes = 256;                   // a tensor, node, graph or dynamic-dim name, and a pin
+inline constexpr size_t kMaxRank = 8;                          // = kCudnnDimMax: every tensor must reach cuDNN
 inline constexpr int64_t kMaxExtent = (int64_t{1} << 31) - 1;  // one dim (and a dynamic dim's value)
 inline constexpr int64_t kMaxElements = int64_t{1} << 62;      // product of a tensor's dims
 // The memory a tensor spans: (1 + sum((extent - 1) * stride)) elements times the dtype's size, and also

@@ -18,11 +18,11 @@ void log_message(LogLevel level, const std::string& message);
 
 }  // namespace kiln
 
-#define KILN_LOG(level, expr)                                                         \
-  do {                                                                                \
+#define KILN_LOG(level, expr)                                                                 \
+  do {                                                                                        \
     if (static_cast<int>(::kiln::LogLevel::level) <= static_cast<int>(::kiln::log_level())) { \
-      std::ostringstream kiln_log_os_;                                                \
-      kiln_log_os_ << expr;                                                           \
-      ::kiln::log_message(::kiln::LogLevel::level, kiln_log_os_.str());               \
-    }                                                                                 \
+      std::ostringstream kiln_log_os_;                                                        \
+      kiln_log_os_ << expr;                                                                   \
+      ::kiln::log_message(::kiln::LogLevel::level, kiln_log_os_.str());                       \
+    }                                                                                         \
   } while (0)

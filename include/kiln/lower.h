@@ -27,8 +27,8 @@ struct DeviceProfile {
   int sm_version = 0;
   int sm_count = 0;
   int64_t recorded_cudnn_version = 0;
-  std::string recorded_at;             // ISO date
-  std::string cudnn_device_properties; // cuDNN's own JSON representation, kept verbatim
+  std::string recorded_at;              // ISO date
+  std::string cudnn_device_properties;  // cuDNN's own JSON representation, kept verbatim
 };
 StatusOr<DeviceProfile> record_device_profile(int ordinal = 0);  // needs a GPU
 StatusOr<DeviceProfile> load_device_profile(const std::string& path);
@@ -58,8 +58,8 @@ StatusOr<std::optional<EngineConfig>> resolve_pin(const Graph& graph, const std:
 // One engine configuration cuDNN offers for a graph.
 struct CandidateInfo {
   EngineConfig config;
-  int heuristic_rank = -1;              // position in heuristic mode A's list, -1 if A did not offer it
-  std::vector<std::string> modes;       // which heuristic modes offered it: "A", "B", "FALLBACK"
+  int heuristic_rank = -1;                  // position in heuristic mode A's list, -1 if A did not offer it
+  std::vector<std::string> modes;           // which heuristic modes offered it: "A", "B", "FALLBACK"
   std::vector<std::string> behavior_notes;  // e.g. "runtime_compilation"
 };
 
@@ -110,7 +110,8 @@ class LoweredGraph {
   static StatusOr<LoweredGraph> create(const Graph& graph, const LowerTarget& target);
   // Rebuilds a graph from bytes made by serialize(); needs a live handle. The Kiln graph gives tensor
   // identities (uids are tensor index + 1).
-  static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes);
+  static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle,
+                                            const std::vector<uint8_t>& bytes);
   // The same without a handle or a GPU: the plan is finalized against a recorded device (cuDNN >= 9.8).
   // Proves that bytes load for that device (e.g. a deviceless compile's output); execute() still needs
   // a handle of a live device. Bytes of another frontend's serialized form are refused (NotSupported).
@@ -130,8 +131,8 @@ class LoweredGraph {
   // The known cuDNN defects create() worked around for this graph ("pointwise_vector_broadcast: node
   // 'add' ..."): the frontend graph is an equivalent rewrite of the Kiln graph over the same buffers.
   const std::vector<std::string>& workarounds() const;
-  const EngineConfig& config() const;   // of the built plan
-  int64_t workspace_size() const;       // of the built plan
+  const EngineConfig& config() const;  // of the built plan
+  int64_t workspace_size() const;      // of the built plan
   std::vector<std::string> behavior_notes() const;
   StatusOr<std::vector<uint8_t>> serialize() const;
 

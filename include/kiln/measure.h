@@ -101,25 +101,25 @@ struct MeasureOptions {
 };
 
 struct Measurement {
-  SampleSummary stats;              // median_ms, min_ms, max_ms, mean_ms, stddev_ms, mad_ms, rel_error, samples
+  SampleSummary stats;  // median_ms, min_ms, max_ms, mean_ms, stddev_ms, mad_ms, rel_error, samples
   StopReason stop_reason = StopReason::kNotStopped;
-  std::vector<double> samples_ms;   // arrival order (empty unless keep_samples)
-  int warmup_runs = 0;              // warm-up launches actually made
-  double warmup_ms = 0.0;           // wall time they took
-  double elapsed_ms = 0.0;          // wall time spent sampling (flushes and syncs included)
+  std::vector<double> samples_ms;  // arrival order (empty unless keep_samples)
+  int warmup_runs = 0;             // warm-up launches actually made
+  double warmup_ms = 0.0;          // wall time they took
+  double elapsed_ms = 0.0;         // wall time spent sampling (flushes and syncs included)
   bool hot_cache = false;
-  size_t flush_bytes = 0;           // 0 with hot_cache
-  bool block_launch = false;        // the blocking kernel was used (for at least the first sample)
+  size_t flush_bytes = 0;     // 0 with hot_cache
+  bool block_launch = false;  // the blocking kernel was used (for at least the first sample)
   bool block_launch_fell_back = false;
 
   int device_ordinal = 0;
   std::string device_name;
-  ClockReading clock_before;        // at the start of sampling (after warm-up)
-  ClockReading clock_after;         // at the end of sampling
-  unsigned min_sm_mhz = 0;          // lowest SM clock seen while sampling (0 when unknown)
-  uint64_t reasons_seen = 0;        // OR of the reason bits seen while sampling
+  ClockReading clock_before;  // at the start of sampling (after warm-up)
+  ClockReading clock_after;   // at the end of sampling
+  unsigned min_sm_mhz = 0;    // lowest SM clock seen while sampling (0 when unknown)
+  uint64_t reasons_seen = 0;  // OR of the reason bits seen while sampling
   bool throttled = false;
-  std::string throttle_note;        // why `throttled` is set, empty otherwise
+  std::string throttle_note;  // why `throttled` is set, empty otherwise
 
   double median_ms() const { return stats.median_ms; }
   double rel_error() const { return stats.rel_error; }

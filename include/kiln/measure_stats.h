@@ -11,10 +11,10 @@
 namespace kiln {
 
 // Free functions on an unordered list of values. Empty input gives NaN (0 for stddev/mad of one value).
-double median_of(std::vector<double> values);      // mean of the two middle values when the count is even
+double median_of(std::vector<double> values);  // mean of the two middle values when the count is even
 double mean_of(const std::vector<double>& values);
 double stddev_of(const std::vector<double>& values);  // sample standard deviation (n-1); 0 when n < 2
-double mad_of(std::vector<double> values);          // median absolute deviation from the median, unscaled
+double mad_of(std::vector<double> values);            // median absolute deviation from the median, unscaled
 
 // Scale that turns a MAD into a consistent estimate of the standard deviation of a normal distribution.
 inline constexpr double kMadToSigma = 1.4826;
@@ -40,15 +40,15 @@ class SampleSet {
   void clear();
   size_t size() const { return sorted_.size(); }
   bool empty() const { return sorted_.empty(); }
-  const std::vector<double>& sorted() const { return sorted_; }       // ascending
-  const std::vector<double>& in_order() const { return arrival_; }    // as added
+  const std::vector<double>& sorted() const { return sorted_; }     // ascending
+  const std::vector<double>& in_order() const { return arrival_; }  // as added
 
-  double median() const;   // NaN when empty
-  double min() const;      // NaN when empty
-  double max() const;      // NaN when empty
-  double mean() const;     // NaN when empty
-  double stddev() const;   // sample standard deviation; 0 when size() < 2
-  double mad() const;      // unscaled; NaN when empty
+  double median() const;  // NaN when empty
+  double min() const;     // NaN when empty
+  double max() const;     // NaN when empty
+  double mean() const;    // NaN when empty
+  double stddev() const;  // sample standard deviation; 0 when size() < 2
+  double mad() const;     // unscaled; NaN when empty
   double sum() const { return sum_; }
   double rel_error() const;  // see rel_error_of_median
 

@@ -91,22 +91,22 @@ struct ToleranceOptions {
 Tolerance default_tolerance(DataType dtype, const ToleranceOptions& options = {});
 
 struct ErrorMeasures {
-  int64_t count = 0;           // elements compared
-  double max_abs = 0.0;        // max |out - ref| over finite pairs
-  double max_rel = 0.0;        // max |out - ref| / max(|ref|, rel_floor) over finite pairs
-  double nmse = 0.0;           // sum (out - ref)^2 / sum ref^2 over finite pairs (sum (out-ref)^2 if ref is all 0)
-  int64_t nan_count = 0;       // elements where out is NaN/Inf but ref is finite
-  int64_t mismatch_count = 0;  // elements that do not match (includes nan_count)
-  int64_t worst_index = -1;    // row-major logical index of the largest |out - ref| / (allowed band)
+  int64_t count = 0;            // elements compared
+  double max_abs = 0.0;         // max |out - ref| over finite pairs
+  double max_rel = 0.0;         // max |out - ref| / max(|ref|, rel_floor) over finite pairs
+  double nmse = 0.0;            // sum (out - ref)^2 / sum ref^2 over finite pairs (sum (out-ref)^2 if ref is all 0)
+  int64_t nan_count = 0;        // elements where out is NaN/Inf but ref is finite
+  int64_t mismatch_count = 0;   // elements that do not match (includes nan_count)
+  int64_t worst_index = -1;     // row-major logical index of the largest |out - ref| / (allowed band)
   double nmse_allowance = 0.0;  // acc_nmse_coeff * sum M^2 / sum ref^2 (0 without a magnitude tensor)
   // The expected-error model (tol.statistical with a scale tensor; zero otherwise):
   bool statistical = false;
-  double sum_sq_err = 0.0;        // sum (out - ref)^2 over finite pairs
-  double expected_sq_err = 0.0;   // sum V_i (see kGateSizeFactor)
-  double size_limit = 0.0;        // what sum_sq_err may reach
-  double mean_signed_rel = 0.0;   // sum (out - ref) sign(ref) / sum |ref|: the mean signed relative error,
-                                  // |ref|-weighted (exactly e for out = (1 + e) ref)
-  double bias_limit = 0.0;        // what |mean_signed_rel| may reach
+  double sum_sq_err = 0.0;       // sum (out - ref)^2 over finite pairs
+  double expected_sq_err = 0.0;  // sum V_i (see kGateSizeFactor)
+  double size_limit = 0.0;       // what sum_sq_err may reach
+  double mean_signed_rel = 0.0;  // sum (out - ref) sign(ref) / sum |ref|: the mean signed relative error,
+                                 // |ref|-weighted (exactly e for out = (1 + e) ref)
+  double bias_limit = 0.0;       // what |mean_signed_rel| may reach
   // The first mismatching elements (lowest indices, at most 8) with their values and allowed band.
   struct Offender {
     int64_t index = -1;
@@ -197,8 +197,7 @@ struct AccumulationPath {
   double approx_var = 0.0;
   double approx_dir = 0.0;
 };
-AccumulationPath accumulation_into(const Graph& graph, int tensor,
-                                   std::optional<DataType> stored = std::nullopt);
+AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional<DataType> stored = std::nullopt);
 
 // The expected-error model of an output (docs/numerics.md "The gate"), in units of the scale S_i:
 // var_coeff = u_acc^2 (K/3 + B^2) / 3 + rounding_var + (4 n 2^-24)^2 and dir_coeff = u_acc B / sqrt(3),

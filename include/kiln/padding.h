@@ -33,7 +33,7 @@ namespace kiln {
 
 // One input or output copied through scratch.
 struct PaddedTensor {
-  int tensor = -1;            // index in both graphs
+  int tensor = -1;  // index in both graphs
   std::string name;
   bool output = false;        // copied back after the run; else copied in before it
   size_t real_bytes = 0;      // what the caller's buffer holds at the requested shape (what is copied)

@@ -200,12 +200,12 @@ struct ImportOptions {
   PlanValidator validator;  // optional deeper check of each incoming record
 };
 struct ImportReport {
-  int64_t imported = 0;      // new keys
-  int64_t replaced = 0;      // existing older records replaced
-  int64_t kept_newer = 0;    // existing records at least as new kept
-  int64_t unchanged = 0;     // identical record already present
-  int64_t skipped_stale = 0; // fingerprint failed the policy
-  int64_t graph_specs = 0;   // graph specs added (a spec already stored for the key is kept)
+  int64_t imported = 0;       // new keys
+  int64_t replaced = 0;       // existing older records replaced
+  int64_t kept_newer = 0;     // existing records at least as new kept
+  int64_t unchanged = 0;      // identical record already present
+  int64_t skipped_stale = 0;  // fingerprint failed the policy
+  int64_t graph_specs = 0;    // graph specs added (a spec already stored for the key is kept)
 };
 
 // ---- Re-tune queue (docs/store.md "The re-tune queue") ----
@@ -215,12 +215,12 @@ struct ImportReport {
 // environment that wants the plan).
 struct RetuneRequest {
   std::string structure_sig;
-  std::string shape_key;        // may be empty (a graph with no dynamic dim)
-  EnvFingerprint fingerprint;   // the environment that wants a tuned plan
+  std::string shape_key;       // may be empty (a graph with no dynamic dim)
+  EnvFingerprint fingerprint;  // the environment that wants a tuned plan
   std::string graph_name;
-  std::string spec_json;        // the graph as spec JSON (graph_to_spec_json): re-tunable without its file
-  std::string reason;           // "store stale: cudnn_version: recorded 9.19.0, current 9.20.0 (must match)"
-  int64_t requested_at = 0;     // unix seconds; 0: now
+  std::string spec_json;     // the graph as spec JSON (graph_to_spec_json): re-tunable without its file
+  std::string reason;        // "store stale: cudnn_version: recorded 9.19.0, current 9.20.0 (must match)"
+  int64_t requested_at = 0;  // unix seconds; 0: now
 };
 
 // Distinct reasons kept per queue row (the oldest are dropped), and the longest reason kept (longer ones are
@@ -237,8 +237,8 @@ struct RetuneQueueEntry {
   int64_t request_count = 0;         // how many times it was asked for
   int64_t first_seen = 0;            // unix seconds
   int64_t last_seen = 0;
-  std::string requested_by;          // user@host of the last request
-  std::string problem;               // non-empty when a column did not read back (e.g. fingerprint JSON)
+  std::string requested_by;  // user@host of the last request
+  std::string problem;       // non-empty when a column did not read back (e.g. fingerprint JSON)
 };
 
 // ---- Graph specs (docs/store.md "Graph specs") ----

@@ -111,8 +111,8 @@ class ExecutablePlan {
   int64_t workspace_bytes_ = 0;
   PlanSource built_from_ = PlanSource::kHeuristics;
   std::unique_ptr<PlanExecutor> executor_;
-  std::map<std::string, int> bound_;       // name -> tensor index of every input and output
-  std::map<std::string, size_t> spans_;    // name -> bytes
+  std::map<std::string, int> bound_;     // name -> tensor index of every input and output
+  std::map<std::string, size_t> spans_;  // name -> bytes
 };
 
 // A tuned configuration the store holds for a structure, at one shape.
@@ -128,8 +128,8 @@ struct PromotionTuning {
   // kiln tune (with the first 8 only, a conv size's promoted plan ran 5% slower than its full tune's on
   // the H200, 2026-12-02).
   int top_k = 0;
-  double time_budget_s = 10.0;  // per shape, builds and timing included (0: none); finite, >= 0
-  int build_threads = 2;        // host threads for its candidates' builds
+  double time_budget_s = 10.0;                     // per shape, builds and timing included (0: none); finite, >= 0
+  int build_threads = 2;                           // host threads for its candidates' builds
   int64_t max_workspace_bytes = int64_t{1} << 30;  // candidates needing more are skipped (< 0: no limit)
   // Also store the winner (a second connection to the Planner's store, opened for writing): as tuned, or
   // untuned where the time budget cut the tune short (its winner is then the best of those it reached).
@@ -222,7 +222,7 @@ struct PlannerOptions {
   bool promote = true;  // false: stopgaps are kept (to measure them; stats count them as held)
   PromoteBy promote_by = PromoteBy::kBuild;
   PromotionTuning tuning;  // with PromoteBy::kTune
-  bool padded = true;   // false: no padded stopgaps (a new shape gets a dynamic-shape build instead)
+  bool padded = true;      // false: no padded stopgaps (a new shape gets a dynamic-shape build instead)
   // Sequences of this Planner's plans (kiln/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
   bool cuda_graphs = true;
@@ -259,8 +259,8 @@ struct Obtained {
 // What the CUDA graph sequences made from one Planner (kiln/capture.h) did, summed over all of them. Each
 // sequence holds the counters (shared: a sequence may outlive its Planner) and adds to them as it goes.
 struct GraphCounters {
-  std::atomic<int64_t> captures{0}, instantiations{0}, replays{0}, stream_runs{0}, updates{0},
-      update_refusals{0}, reinstantiations{0};
+  std::atomic<int64_t> captures{0}, instantiations{0}, replays{0}, stream_runs{0}, updates{0}, update_refusals{0},
+      reinstantiations{0};
 };
 
 struct PreloadReport {
@@ -284,8 +284,8 @@ struct PlannerStats {
   std::string last_tune_fallback;         // PromoteBy::kTune: why the last tune gave no plan (a build replaced it)
   std::string last_tune_note;             // PromoteBy::kTune: the last tuned winner's note (not stored: why)
   // Summed over this Planner's captured sequences (GraphCounters).
-  int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0,
-          graph_updates = 0, graph_update_refusals = 0, graph_reinstantiations = 0;
+  int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0, graph_updates = 0,
+          graph_update_refusals = 0, graph_reinstantiations = 0;
   // "memory 120, store 3, dynamic 2, bucket 0, heuristics 1, padded 4; 10 built, 0 failed, 10 held; 0 stopgaps,
   // 6 promoted" (", 4 by tuning" where promotions tuned; the last tune that fell back, after it),
   // then, once a captured sequence did anything, "; graphs: 2 captures, 1 instantiation, 100 replays, 0 stream

@@ -48,9 +48,9 @@ struct TuneJob {
 struct TunedGraph {
   GraphSignature signature;
   EnvFingerprint environment;  // the Planner's, which the plan was tuned (and stored) for
-  bool skipped = false;       // untuned_only, and the store holds it tuned: nothing was tuned
-  bool budget_spent = false;  // the deadline had passed: nothing was tuned
-  TuneResult result;     // its evaluation (device buffers) already freed
+  bool skipped = false;        // untuned_only, and the store holds it tuned: nothing was tuned
+  bool budget_spent = false;   // the deadline had passed: nothing was tuned
+  TuneResult result;           // its evaluation (device buffers) already freed
   std::optional<UnfusedResult> unfused;
   std::optional<StatusOr<FusionDecision>> fusion;  // with `unfused`: the decision under the job's policy
   // What was stored: the winner, untuned where the tuning was cut short (tuning_is_complete); unset when

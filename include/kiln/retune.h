@@ -49,16 +49,17 @@ enum class RetuneOutcome {
   kOtherEnvironment,  // queued by another environment (GPU, cuDNN, ...); left for a machine of that kind
   kNotReached,        // the whole-run budget ran out or the run was interrupted first; kept
 };
-const char* retune_outcome_name(RetuneOutcome o);  // "tuned", "already tuned", "failed", "other environment", "not reached"
+const char* retune_outcome_name(
+    RetuneOutcome o);  // "tuned", "already tuned", "failed", "other environment", "not reached"
 
 struct RetuneRowReport {
   RetuneQueueEntry entry;
   RetuneOutcome outcome = RetuneOutcome::kNotReached;
-  std::string message;      // why it failed / which environment / the winner's check summary
-  std::string winner;       // identity of the stored plan ("eng41_k2=4_k13=0") when tuned
-  double median_ms = 0;     // the winner's median time
-  std::string verdict;      // the winner's numerics verdict
-  double seconds = 0;       // wall time spent on this row
+  std::string message;   // why it failed / which environment / the winner's check summary
+  std::string winner;    // identity of the stored plan ("eng41_k2=4_k13=0") when tuned
+  double median_ms = 0;  // the winner's median time
+  std::string verdict;   // the winner's numerics verdict
+  double seconds = 0;    // wall time spent on this row
 };
 
 struct RetuneReport {
@@ -72,9 +73,9 @@ struct RetuneOptions {
   // Per graph: candidates, measurement, checks, seed. Its time_budget_s (0: none) is further capped by what
   // is left of budget_s.
   TuneOptions tune;
-  double budget_s = 0;                      // the whole run; 0: none. Rows not started in time: kNotReached
-  std::optional<EnvFingerprint> current;    // this environment; default: collect_environment() (needs a GPU)
-  const std::atomic<bool>* cancel = nullptr;  // also handed to the tuner
+  double budget_s = 0;                                 // the whole run; 0: none. Rows not started in time: kNotReached
+  std::optional<EnvFingerprint> current;               // this environment; default: collect_environment() (needs a GPU)
+  const std::atomic<bool>* cancel = nullptr;           // also handed to the tuner
   std::function<void(const RetuneRowReport&)> on_row;  // after each row (progress)
 };
 

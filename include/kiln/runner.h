@@ -23,9 +23,9 @@ namespace kiln {
 struct ObtainedPlan {
   LoweredGraph plan;
   EngineConfig config;
-  std::string source;                 // "store", "heuristics", "pinned", "tuned"
-  std::vector<std::string> reasons;   // why not the store, when a store was asked
-  double obtain_ms = 0;               // lookup + deserialize, or lower + build
+  std::string source;                // "store", "heuristics", "pinned", "tuned"
+  std::vector<std::string> reasons;  // why not the store, when a store was asked
+  double obtain_ms = 0;              // lookup + deserialize, or lower + build
 };
 
 // Looks the graph up in `store` (when non-null) under `env` and `policy`; on a hit deserializes it. With
@@ -52,34 +52,34 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
 //   kBoth    both, each reported; a graph over host_max_macs gets a NotSupported host entry saying so
 enum class ReferenceChoice { kAuto, kHost, kDevice, kBoth };
 constexpr int64_t kHostAutoMaxElements = int64_t{1} << 22;
-const char* reference_choice_name(ReferenceChoice c);                     // "auto", "host", "device", "both"
+const char* reference_choice_name(ReferenceChoice c);                       // "auto", "host", "device", "both"
 StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name);  // InvalidArgument naming the choices
 
 struct RunOptions {
   uint64_t seed = 1;
-  std::string inputs_dir;        // <tensor name>.bin raw files (encode() bytes); empty: seeded random
-  std::string save_outputs_dir;  // write <tensor name>.bin for each output; empty: don't
+  std::string inputs_dir;          // <tensor name>.bin raw files (encode() bytes); empty: seeded random
+  std::string save_outputs_dir;    // write <tensor name>.bin for each output; empty: don't
   bool overwrite_outputs = false;  // replace existing <tensor name>.bin files there (else refused before the run)
   bool verify = false;
-  ReferenceChoice reference = ReferenceChoice::kAuto;  // with verify
+  ReferenceChoice reference = ReferenceChoice::kAuto;      // with verify
   double host_max_macs = HostReferenceOptions().max_macs;  // the host reference's cost cap (> 0)
   CheckOptions check;
   std::optional<EngineConfig> pin;
-  std::string store_path;        // empty: no store
+  std::string store_path;  // empty: no store
   EnvPolicy policy;
-  RetuneNowOptions retune;           // how to tune when policy.on_mismatch is kRetune
+  RetuneNowOptions retune;  // how to tune when policy.on_mismatch is kRetune
 };
 
 struct RunReport {
-  std::string plan_source;               // "store", "heuristics", "pinned", "tuned", or "segments"
+  std::string plan_source;  // "store", "heuristics", "pinned", "tuned", or "segments"
   std::vector<std::string> reasons;
-  EngineConfig config;                   // with "segments": unset (see `segments`)
+  EngineConfig config;  // with "segments": unset (see `segments`)
   // A graph cuDNN cannot fuse whole runs as fused segments (kiln/segments.h), each obtained like a graph
   // of its own (store -> heuristics): "<segment>: <identity> from <source>", in run order.
   std::vector<std::string> segments;
   int64_t workspace_bytes = 0;
   double obtain_ms = 0;
-  double run_ms = 0;                     // one execution, host wall clock (includes launch)
+  double run_ms = 0;  // one execution, host wall clock (includes launch)
   // The outputs on the host, when they were needed there (save_outputs_dir, or a host reference check);
   // empty otherwise: with random inputs and the device reference nothing the size of a tensor crosses
   // to the host (inputs generated on the device, the comparison made there).
@@ -93,8 +93,8 @@ struct RunReport {
     std::string message;
   };
   std::vector<ReferenceCheck> checks;
-  std::optional<CheckReport> check;      // with verify: the first report in `checks`
-  std::string reference_kind;            // the references that ran: "host", "device", "host+device", "none"
+  std::optional<CheckReport> check;  // with verify: the first report in `checks`
+  std::string reference_kind;        // the references that ran: "host", "device", "host+device", "none"
   // Incorrect or Failed if any reference says so, else Passed if one ran, else NotSupported (none could
   // run) or NotVerified (no verify).
   Verdict verdict() const;

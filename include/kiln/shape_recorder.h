@@ -35,8 +35,7 @@ class ShapeRecorder {
   ShapeRecorder();
   ~ShapeRecorder();
   // One served call for (structure, shape_key) by `source` ("memory", "store", "bucket", "heuristics").
-  void record(const std::string& structure, const std::string& shape_key, const std::string& graph,
-              const char* source);
+  void record(const std::string& structure, const std::string& shape_key, const std::string& graph, const char* source);
   // Every shape seen, most served first (ties: structure, then shape key).
   std::vector<RecordedShape> snapshot() const;
   // The file above, written atomically; an existing file is replaced only with `overwrite`.
@@ -65,7 +64,7 @@ StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, 
 // representative once, at most `hottest` of them (0: all). InvalidArgument naming the shape key that does
 // not parse.
 StatusOr<std::vector<std::map<std::string, int64_t>>> shapes_to_tune(const std::vector<RecordedShape>& recorded,
-                                                                    const std::string& structure,
-                                                                    const BucketPolicy& buckets, int hottest = 0);
+                                                                     const std::string& structure,
+                                                                     const BucketPolicy& buckets, int hottest = 0);
 
 }  // namespace kiln

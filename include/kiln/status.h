@@ -15,16 +15,16 @@ namespace kiln {
 // Codes map onto CLI exit codes (see exit_code_for): keep them few and meaningful.
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // bad input: spec, flag, file contents (exit 2)
-  kNotFound,          // a file, record or tensor that is not there (exit 2)
-  kCorruption,        // a record or file whose checksum or structure is wrong (exit 4)
-  kNotSupported,      // cuDNN or the device cannot do this graph or config (exit 5)
-  kUnavailable,       // environment: no GPU, driver too old, library missing (exit 3)
-  kFailedPrecondition,// state does not allow the call (stale plan, policy refusal) (exit 6)
-  kCheckFailed,       // a numerical or consistency check failed (exit 1)
-  kCancelled,         // the user interrupted (exit 130)
-  kNewerVersion,      // made by a newer Kiln (store schema, bundle version): upgrade Kiln (exit 7)
-  kInternal,          // a bug or an unexpected library failure (exit 10)
+  kInvalidArgument,     // bad input: spec, flag, file contents (exit 2)
+  kNotFound,            // a file, record or tensor that is not there (exit 2)
+  kCorruption,          // a record or file whose checksum or structure is wrong (exit 4)
+  kNotSupported,        // cuDNN or the device cannot do this graph or config (exit 5)
+  kUnavailable,         // environment: no GPU, driver too old, library missing (exit 3)
+  kFailedPrecondition,  // state does not allow the call (stale plan, policy refusal) (exit 6)
+  kCheckFailed,         // a numerical or consistency check failed (exit 1)
+  kCancelled,           // the user interrupted (exit 130)
+  kNewerVersion,        // made by a newer Kiln (store schema, bundle version): upgrade Kiln (exit 7)
+  kInternal,            // a bug or an unexpected library failure (exit 10)
 };
 
 const char* status_code_name(StatusCode code);
@@ -74,9 +74,9 @@ class [[nodiscard]] StatusOr {
  public:
   // Implicit by design. Two overloads (not one by value) so that `return local;` moves under every
   // front end (nvcc's EDG only applies the implicit move to an rvalue-reference constructor).
-  StatusOr(const T& value) : value_(value) {}      // NOLINT
+  StatusOr(const T& value) : value_(value) {}        // NOLINT
   StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
-  StatusOr(Status status)  // NOLINT
+  StatusOr(Status status)                            // NOLINT
       : status_(status.is_ok() ? internal_error("StatusOr constructed from OK status without a value")
                                : std::move(status)) {}
   bool is_ok() const { return status_.is_ok(); }
@@ -133,16 +133,15 @@ auto catch_exceptions(const std::string& what, F&& fn) noexcept -> decltype(fn()
 
 // Returns the Status of `expr` from the enclosing function if it is not OK, keeping the
 // expression text, file and line in the message.
-#define KILN_RETURN_IF_ERROR(expr)                                                  \
-  do {                                                                              \
-    ::kiln::Status kiln_status_ = (expr);                                           \
-    if (!kiln_status_.is_ok())                                                      \
-      return ::kiln::annotate(std::move(kiln_status_), #expr, __FILE__, __LINE__);  \
+#define KILN_RETURN_IF_ERROR(expr)                                                                          \
+  do {                                                                                                      \
+    ::kiln::Status kiln_status_ = (expr);                                                                   \
+    if (!kiln_status_.is_ok()) return ::kiln::annotate(std::move(kiln_status_), #expr, __FILE__, __LINE__); \
   } while (0)
 
 // `KILN_ASSIGN_OR_RETURN(auto x, f());` assigns the value of a StatusOr or returns its error.
 #define KILN_ASSIGN_OR_RETURN(lhs, expr) KILN_ASSIGN_OR_RETURN_IMPL_(KILN_CONCAT_(kiln_sor_, __LINE__), lhs, expr)
-#define KILN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                                            \
-  auto tmp = (expr);                                                                           \
-  if (!tmp.is_ok()) return ::kiln::annotate(tmp.status(), #expr, __FILE__, __LINE__);          \
+#define KILN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                                   \
+  auto tmp = (expr);                                                                  \
+  if (!tmp.is_ok()) return ::kiln::annotate(tmp.status(), #expr, __FILE__, __LINE__); \
   lhs = std::move(tmp).value()

@@ -104,10 +104,10 @@ struct IncumbentOptions {
 
 struct IncumbentDecision {
   bool replace = false;
-  std::string chosen_identity;  // the incumbent's or the challenger's
-  double speedup = 0.0;         // incumbent.median / challenger.median (> 1: challenger faster)
-  double required_margin = 0.0; // fraction by which the challenger had to be faster
-  std::string explanation;      // "kept incumbent eng3:...: challenger eng5 1.2% faster, within noise 1.5%"
+  std::string chosen_identity;   // the incumbent's or the challenger's
+  double speedup = 0.0;          // incumbent.median / challenger.median (> 1: challenger faster)
+  double required_margin = 0.0;  // fraction by which the challenger had to be faster
+  std::string explanation;       // "kept incumbent eng3:...: challenger eng5 1.2% faster, within noise 1.5%"
 };
 
 // The challenger replaces the incumbent only when
@@ -125,10 +125,10 @@ StatusOr<FusionPolicy> parse_fusion_policy(const std::string& name);
 
 // One side of the comparison: the fused graph's winner, or the unfused parts' winners run in sequence.
 struct FusionSide {
-  bool available = false;              // a passing, timed plan exists for this side
-  double median_ms = 0.0;              // sum of the parts' medians for the unfused side
-  double rel_error = 0.0;              // relative error of that sum (errors added in quadrature)
-  std::vector<std::string> identities; // one for fused, one per part for unfused
+  bool available = false;               // a passing, timed plan exists for this side
+  double median_ms = 0.0;               // sum of the parts' medians for the unfused side
+  double rel_error = 0.0;               // relative error of that sum (errors added in quadrature)
+  std::vector<std::string> identities;  // one for fused, one per part for unfused
 };
 // The fused side from the fused graph's winning candidate (unavailable unless kPassed and timed).
 FusionSide fused_side(const CandidateResult& winner);

@@ -41,8 +41,8 @@ using SpawnWorker = std::function<StatusOr<WorkerProcess>(const WorkerRequest&)>
 // candidate to blame (its exit status becomes the error), the budget runs out, options.cancel is set
 // (the worker gets SIGTERM, finishes its candidate and reports), or `max_restarts` workers have
 // crashed (the rest are NotVerified). Uses options' winner, incumbent, progress, cancel and budget.
-StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string& graph_name, const TuneOptions& options,
-                                     int max_restarts = 8);
+StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string& graph_name,
+                                     const TuneOptions& options, int max_restarts = 8);
 
 // The worker's side: runs tune_with_backend on `backend` for `request`, writing every event as one JSON
 // line to `events_fd` (plans included). The caller exits with the returned status' exit code.

@@ -35,8 +35,8 @@ struct TuneEvent {
     kPrepared,    // reference_kind and inputs are known
     kBuildStart,  // index/identity: a worker thread starts building it
     kBuildEnd,
-    kRunStart,    // the loop starts running it (the gate and the timing)
-    kCandidate,   // its result (and its check summary; its plan when Passed and timed, with events_with_plans)
+    kRunStart,   // the loop starts running it (the gate and the timing)
+    kCandidate,  // its result (and its check summary; its plan when Passed and timed, with events_with_plans)
   };
   Kind kind = Kind::kCandidates;
   size_t index = 0;
@@ -52,12 +52,12 @@ struct TuneEvent {
 
 struct TuneOptions {
   std::vector<HeuristicMode> modes = {HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback};
-  int top_k = 0;                      // > 0: only the heuristic's (mode A) first k configurations
-  int64_t max_workspace_bytes = -1;   // < 0: no limit; larger plans are NotSupported
-  std::vector<std::string> exclude;   // identities ("eng12_k2=1") or engine prefixes ("eng12") to skip
-  std::optional<EngineConfig> pin;    // build, check and time exactly this configuration
-  int build_threads = 0;              // 0: hardware concurrency
-  MeasureOptions measure;             // warm-up, L2 flush (default) or hot cache, stopping rule
+  int top_k = 0;                     // > 0: only the heuristic's (mode A) first k configurations
+  int64_t max_workspace_bytes = -1;  // < 0: no limit; larger plans are NotSupported
+  std::vector<std::string> exclude;  // identities ("eng12_k2=1") or engine prefixes ("eng12") to skip
+  std::optional<EngineConfig> pin;   // build, check and time exactly this configuration
+  int build_threads = 0;             // 0: hardware concurrency
+  MeasureOptions measure;            // warm-up, L2 flush (default) or hot cache, stopping rule
   // Time each candidate replayed from a CUDA graph (one execution captured by stream capture, each sample
   // a cudaGraphLaunch) instead of stream launches (the default): the time an application that replays
   // its plans (kiln/capture.h) sees. The numerics gate runs the candidate as usual.
@@ -67,13 +67,13 @@ struct TuneOptions {
   double time_budget_s = 0;
   WinnerOptions winner;
   CheckOptions check;
-  uint64_t seed = 1;                  // inputs are seeded random (the counter-based generator)...
+  uint64_t seed = 1;  // inputs are seeded random (the counter-based generator)...
   // ...unless recorded inputs are given: <inputs_dir>/<tensor name>.bin (kiln/device_io.h
   // read_graph_inputs), uploaded once, so that candidates are gated on data like the service's.
   std::string inputs_dir;
-  bool verify = true;                 // run the numerics gate
-  bool host_reference = false;        // the reference on the host (all cores) instead of the device
-  std::optional<Incumbent> incumbent; // from an earlier tuning of the same key
+  bool verify = true;                  // run the numerics gate
+  bool host_reference = false;         // the reference on the host (all cores) instead of the device
+  std::optional<Incumbent> incumbent;  // from an earlier tuning of the same key
   IncumbentOptions incumbent_options;
   // Set (e.g. by SIGINT or SIGTERM) to stop after the candidate in progress: builds not started are
   // skipped, the rest is reported NotVerified ("not run: interrupted") and the result is cancelled.
@@ -96,18 +96,18 @@ struct TuneOptions {
 
 struct TuneResult {
   std::string graph_name;
-  std::vector<CandidateResult> candidates;   // every candidate, in enumeration order
-  std::vector<std::string> behavior_notes;   // per candidate, "; "-joined
-  std::optional<size_t> winner;              // index into candidates (after the incumbent rule)
-  std::optional<size_t> fastest;             // fastest correct candidate, before the incumbent rule
+  std::vector<CandidateResult> candidates;  // every candidate, in enumeration order
+  std::vector<std::string> behavior_notes;  // per candidate, "; "-joined
+  std::optional<size_t> winner;             // index into candidates (after the incumbent rule)
+  std::optional<size_t> fastest;            // fastest correct candidate, before the incumbent rule
   std::optional<IncumbentDecision> incumbent_decision;
-  std::vector<uint8_t> winner_plan;          // serialized plan of the winner
+  std::vector<uint8_t> winner_plan;  // serialized plan of the winner
   EngineConfig winner_config;
-  std::string reference_kind;                // "host", "device" or "none"
-  std::string inputs;                        // which inputs the gate used: "random seed 1" or "files DIR"
-  std::string winner_check;                  // the winner's numerics summary
-  double build_wall_ms = 0;                  // from the first build started to the last one finished
-  double prepare_wall_ms = 0;                // inputs and reference (concurrent with the builds)
+  std::string reference_kind;  // "host", "device" or "none"
+  std::string inputs;          // which inputs the gate used: "random seed 1" or "files DIR"
+  std::string winner_check;    // the winner's numerics summary
+  double build_wall_ms = 0;    // from the first build started to the last one finished
+  double prepare_wall_ms = 0;  // inputs and reference (concurrent with the builds)
   double total_wall_ms = 0;
   bool cancelled = false;
   bool budget_exhausted = false;

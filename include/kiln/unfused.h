@@ -29,10 +29,10 @@ struct UnfusedOptions {
 };
 
 struct UnfusedPartResult {
-  std::string name;            // "<graph>/<node>"
-  std::string structure_sig;   // the part's own signature (it can be stored and run as a graph)
+  std::string name;           // "<graph>/<node>"
+  std::string structure_sig;  // the part's own signature (it can be stored and run as a graph)
   std::string shape_key;
-  TuneResult tune;             // the part's full tuning result
+  TuneResult tune;  // the part's full tuning result
 };
 
 struct UnfusedResult {
@@ -45,9 +45,9 @@ struct UnfusedResult {
   std::vector<std::string> identities;  // each part's winner
   std::string chain_check;              // the chain's numerics summary
   std::string reference_kind;
-  double sum_of_parts_ms = 0;           // sum of the parts' medians, each timed alone
-  double intermediate_bytes = 0;        // bytes written and read back through memory between parts
-  std::string unavailable;              // why there is no chain (a part without a correct plan), or empty
+  double sum_of_parts_ms = 0;     // sum of the parts' medians, each timed alone
+  double intermediate_bytes = 0;  // bytes written and read back through memory between parts
+  std::string unavailable;        // why there is no chain (a part without a correct plan), or empty
 };
 
 // NotSupported for a graph of one node (there is nothing to unfuse). A part that cannot be tuned makes the
@@ -59,8 +59,8 @@ FusionSide unfused_chain_side(const UnfusedResult& result);
 
 // The fused-vs-unfused block of `kiln tune`'s report: both sides' times and plans, each part's winner
 // timed alone, the bytes that travel through memory between parts, and the decision (or why none).
-std::string format_fusion_report(const CandidateResult* fused_winner, const UnfusedResult& unfused,
-                                  FusionPolicy policy, const StatusOr<FusionDecision>& decision);
+std::string format_fusion_report(const CandidateResult* fused_winner, const UnfusedResult& unfused, FusionPolicy policy,
+                                 const StatusOr<FusionDecision>& decision);
 nlohmann::json fusion_report_json(const CandidateResult* fused_winner, const UnfusedResult& unfused,
                                   FusionPolicy policy, const StatusOr<FusionDecision>& decision);
 

@@ -230,8 +230,8 @@ TEST(CaptureGpu, AChainOfTenPlansInOneGraphEveryOutputChecked) {
   for (int i = 0; i < kSteps; ++i) {
     void* in = i == 0 ? first.bindings.at("x").ptr : outs[static_cast<size_t>(i - 1)].data();
     void* out = outs[static_cast<size_t>(i)].data();
-    steps.push_back({plan, {{"x", {in, bytes}}, {"b", first.bindings.at("b")}, {"y", {out, bytes}}},
-                     first.workspace.data()});
+    steps.push_back(
+        {plan, {{"x", {in, bytes}}, {"b", first.bindings.at("b")}, {"y", {out, bytes}}}, first.workspace.data()});
   }
   // Stream launches first: what each step gives.
   for (const CaptureStep& st : steps) ASSERT_TRUE(st.plan->execute(s, st.tensors, st.workspace).is_ok());
@@ -290,14 +290,15 @@ struct CopyPlan {
   size_t bytes = 0;
   CopyPlan() {
     auto g = parse_spec_string(R"({"name": "copy", "io_dtype": "fp16", "tensors": {"x": {"dims": [4, 256]}},
-      "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})", "copy.json");
+      "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
+                               "copy.json");
     EXPECT_TRUE(g.is_ok()) << g.status().to_string();
     auto sig = compute_signature(*g);
     EXPECT_TRUE(sig.is_ok()) << sig.status().to_string();
     bytes = 4 * 256 * 2;
-    plan = std::make_shared<ExecutablePlan>(*g, *sig, EngineConfig{0, {}}, 0, PlanSource::kHeuristics,
-                                            std::make_unique<CopyExecutor>(index_of(*g, "x"), index_of(*g, "y"), bytes,
-                                                                           &sync_under_capture));
+    plan = std::make_shared<ExecutablePlan>(
+        *g, *sig, EngineConfig{0, {}}, 0, PlanSource::kHeuristics,
+        std::make_unique<CopyExecutor>(index_of(*g, "x"), index_of(*g, "y"), bytes, &sync_under_capture));
   }
 };
 

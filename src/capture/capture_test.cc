@@ -16,7 +16,8 @@ namespace {
 Graph relu_graph(const std::string& name, int cols) {
   const std::string spec = R"({
     "name": ")" + name + R"(", "io_dtype": "fp16",
-    "tensors": {"x": {"dims": [4, )" + std::to_string(cols) + R"(]}},
+    "tensors": {"x": {"dims": [4, )" +
+                           std::to_string(cols) + R"(]}},
     "nodes": [{"name": "relu", "op": "relu", "inputs": ["x"], "outputs": ["y"]}],
     "outputs": ["y"]})";
   auto g = parse_spec_string(spec, name + ".json");
@@ -162,7 +163,7 @@ TEST(Capture, GraphsOffThePlannerLaunchesTheStepsInOrderOnTheStream) {
     EXPECT_EQ(c.stream, stream);
     const uintptr_t k = 1 + i % 3;
     EXPECT_EQ(c.pointers.size(), 2u);
-    EXPECT_EQ(c.pointers.begin()->second, fake_ptr(k)) << i;              // x (tensor 0)
+    EXPECT_EQ(c.pointers.begin()->second, fake_ptr(k)) << i;                 // x (tensor 0)
     EXPECT_EQ(std::next(c.pointers.begin())->second, fake_ptr(k + 1)) << i;  // y
   }
   const CaptureStats st = (*seq)->stats();

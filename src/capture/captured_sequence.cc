@@ -11,9 +11,7 @@
 
 namespace kiln {
 
-const char* capture_mode_name(CaptureMode m) {
-  return m == CaptureMode::kRelaxed ? "relaxed" : "thread-local";
-}
+const char* capture_mode_name(CaptureMode m) { return m == CaptureMode::kRelaxed ? "relaxed" : "thread-local"; }
 
 namespace {
 
@@ -74,10 +72,10 @@ StatusOr<UniqueGraph> record(cudaStream_t stream, const std::vector<CaptureStep>
 std::string CaptureStats::text() const {
   if (!graphs) return "graphs off: " + plural(stream_runs, "stream run", "stream runs");
   std::string s = "graphs: " + plural(captures, "capture", "captures") + ", " +
-                   plural(instantiations, "instantiation", "instantiations") + ", " +
-                   plural(replays, "replay", "replays") + "; " + plural(rebinds, "rebind", "rebinds") + ": " +
-                   plural(updates, "update", "updates") + ", " + std::to_string(update_refusals) + " refused, " +
-                   plural(reinstantiations, "re-instantiation", "re-instantiations");
+                  plural(instantiations, "instantiation", "instantiations") + ", " +
+                  plural(replays, "replay", "replays") + "; " + plural(rebinds, "rebind", "rebinds") + ": " +
+                  plural(updates, "update", "updates") + ", " + std::to_string(update_refusals) + " refused, " +
+                  plural(reinstantiations, "re-instantiation", "re-instantiations");
   if (!last_refusal.empty()) s += " (last refusal: " + last_refusal + ")";
   return s;
 }
@@ -133,10 +131,9 @@ StatusOr<std::unique_ptr<CapturedSequence>> CapturedSequence::create(const Plann
   impl->totals = planner.graph_counters();
   for (size_t i = 0; i < impl->steps.size(); ++i)
     if (plan_source_is_stopgap(impl->steps[i].plan->built_from()))
-      KILN_LOG(kWarn, step_name(i, impl->steps[i])
-                          << ": a " << plan_source_name(impl->steps[i].plan->built_from())
-                          << " stopgap; the sequence keeps it after the Planner promotes it "
-                             "(obtain the plan again and make a new sequence then)");
+      KILN_LOG(kWarn, step_name(i, impl->steps[i]) << ": a " << plan_source_name(impl->steps[i].plan->built_from())
+                                                   << " stopgap; the sequence keeps it after the Planner promotes it "
+                                                      "(obtain the plan again and make a new sequence then)");
   return std::unique_ptr<CapturedSequence>(new CapturedSequence(std::move(impl)));
 }
 

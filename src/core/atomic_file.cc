@@ -29,10 +29,8 @@ Status errno_status(int err, const std::string& what) {
     case EROFS:
     case ENAMETOOLONG:
     case ELOOP:
-    case EEXIST:
-      return invalid_argument(msg);
-    default:
-      return unavailable(msg);
+    case EEXIST: return invalid_argument(msg);
+    default: return unavailable(msg);
   }
 }
 
@@ -56,7 +54,8 @@ Status check_protected(const std::string& path, const FileWriteOptions& o) {
   for (const std::string& p : o.protected_paths) {
     if (p.empty()) continue;
     struct stat prot {};
-    const bool same = (dest_exists && ::stat(p.c_str(), &prot) == 0 && same_file(dest, prot)) || dest_name == normal_name(p);
+    const bool same =
+        (dest_exists && ::stat(p.c_str(), &prot) == 0 && same_file(dest, prot)) || dest_name == normal_name(p);
     if (same)
       return invalid_argument("refusing to write the " + o.what + " to " + path + ": it is " + p + ", " +
                               o.protected_what + " (never written over, --force or not)");
@@ -76,7 +75,8 @@ Status fsync_path(const std::string& path, int flags, const std::string& what) {
   int err = errno;
   ::close(fd);
   // A folder on a file system that cannot sync folders says EINVAL: the rename is done, nothing to undo.
-  if (rc != 0 && !(err == EINVAL && (flags & O_DIRECTORY))) return errno_status(err, "cannot sync " + what + " " + path);
+  if (rc != 0 && !(err == EINVAL && (flags & O_DIRECTORY)))
+    return errno_status(err, "cannot sync " + what + " " + path);
   return Status::ok();
 }
 
@@ -134,7 +134,8 @@ Status write_file_atomically(const std::string& path, const FileWriteOptions& o,
   // A new, empty temporary file beside the destination (same file system, so the rename is atomic), made
   // with the usual mode (0666 less the umask) that the destination should have.
   static std::atomic<unsigned> counter{0};
-  const std::string stem = folder + "/." + fs::path(path).filename().string() + ".kiln-tmp-" + std::to_string(::getpid());
+  const std::string stem =
+      folder + "/." + fs::path(path).filename().string() + ".kiln-tmp-" + std::to_string(::getpid());
   std::string tmp;
   for (int attempt = 0;; ++attempt) {
     tmp = stem + "-" + std::to_string(counter++);

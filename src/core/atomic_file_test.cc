@@ -64,7 +64,8 @@ TEST_F(AtomicFile, RefusesAnExistingFileUnlessOverwrite) {
   Status s = write_file_atomically(file("out.bin"), "new", o);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("bundle " + file("out.bin") + " already exists (pass --force to write over it)"),
-            std::string::npos) << s.message();
+            std::string::npos)
+      << s.message();
   EXPECT_EQ(read(file("out.bin")), "precious");
   EXPECT_EQ(names(), std::vector<std::string>{"out.bin"});
   EXPECT_EQ(check_destination(file("out.bin"), o).code(), StatusCode::kInvalidArgument);
@@ -139,10 +140,10 @@ TEST_F(AtomicFile, TheTemporaryFileIsBesideTheDestination) {
   std::string seen;
   FileWriteOptions o;
   ASSERT_TRUE(write_file_atomically(file("sub/out.bin"), o, [&](const std::string& tmp) {
-    seen = tmp;
-    write(tmp, "x");
-    return Status::ok();
-  }).is_ok());
+                seen = tmp;
+                write(tmp, "x");
+                return Status::ok();
+              }).is_ok());
   EXPECT_EQ(fs::path(seen).parent_path(), fs::path(file("sub")));
   EXPECT_EQ(fs::path(seen).filename().string().rfind(".out.bin.kiln-tmp-", 0), 0u) << seen;
 }
@@ -175,7 +176,8 @@ TEST_F(AtomicFile, ProtectedFilesAreNeverWrittenOver) {
       Status s = write_file_atomically(dest, "bundle bytes", o);
       EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << dest;
       EXPECT_NE(s.message().find("the plan store this export reads (never written over, --force or not)"),
-                std::string::npos) << s.message();
+                std::string::npos)
+          << s.message();
       EXPECT_EQ(check_destination(dest, o).code(), StatusCode::kInvalidArgument) << dest;
     }
   }

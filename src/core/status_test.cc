@@ -27,9 +27,24 @@ TEST(StatusOrDeathTest, ValueOfAnErrorAbortsNamingTheStatus) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const char* expected = "StatusOr::value\\(\\) of an error: NotFound: no plan 'x' in the store";
   EXPECT_DEATH({ (void)make(false).value(); }, expected);
-  EXPECT_DEATH({ StatusOr<std::string> s = make(false); (void)*s; }, expected);
-  EXPECT_DEATH({ StatusOr<std::string> s = make(false); (void)s->size(); }, expected);
-  EXPECT_DEATH({ const StatusOr<std::string> s = make(false); (void)s.value(); }, expected);
+  EXPECT_DEATH(
+      {
+        StatusOr<std::string> s = make(false);
+        (void)*s;
+      },
+      expected);
+  EXPECT_DEATH(
+      {
+        StatusOr<std::string> s = make(false);
+        (void)s->size();
+      },
+      expected);
+  EXPECT_DEATH(
+      {
+        const StatusOr<std::string> s = make(false);
+        (void)s.value();
+      },
+      expected);
 }
 
 }  // namespace

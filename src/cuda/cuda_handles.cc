@@ -10,12 +10,9 @@ Status cuda_status(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return Status::ok();
   using namespace cuda_detail;
   Status s;
-  if (is_no_device_error(err))
-    s = unavailable(cuda_error_words(err) + "; `kiln doctor` says more");
-  else if (err == cudaErrorMemoryAllocation)
-    s = unavailable(cuda_error_words(err));
-  else
-    s = internal_error("CUDA call " + call_name(what) + " failed: " + cuda_error_words(err));
+  if (is_no_device_error(err)) s = unavailable(cuda_error_words(err) + "; `kiln doctor` says more");
+  else if (err == cudaErrorMemoryAllocation) s = unavailable(cuda_error_words(err));
+  else s = internal_error("CUDA call " + call_name(what) + " failed: " + cuda_error_words(err));
   s.add_trace(std::string(what) + " returned " + cudaGetErrorName(err));
   return s;
 }
@@ -32,10 +29,8 @@ Status cudnn_status(cudnnStatus_t err, const char* what) {
     int n = 0;
     cudaError_t cuda = cudaGetDeviceCount(&n);
     cudaGetLastError();
-    if (cuda != cudaSuccess)
-      s = unavailable(cuda_error_words(cuda) + "; `kiln doctor` says more");
-    else
-      s = unavailable("cuDNN could not start (" + code + "); `kiln doctor` says more");
+    if (cuda != cudaSuccess) s = unavailable(cuda_error_words(cuda) + "; `kiln doctor` says more");
+    else s = unavailable("cuDNN could not start (" + code + "); `kiln doctor` says more");
   } else {
     std::string msg = "cuDNN call " + call_name(what) + " failed: " + code;
     if (last[0] && !looks_like_source_text(last)) msg += std::string(" (") + last + ")";
@@ -58,7 +53,9 @@ namespace detail {
 void StreamDeleter::operator()(cudaStream_t s) const noexcept { KILN_CUDA_CALL_NOEXCEPT(cudaStreamDestroy(s)); }
 void EventDeleter::operator()(cudaEvent_t e) const noexcept { KILN_CUDA_CALL_NOEXCEPT(cudaEventDestroy(e)); }
 void GraphDeleter::operator()(cudaGraph_t g) const noexcept { KILN_CUDA_CALL_NOEXCEPT(cudaGraphDestroy(g)); }
-void GraphExecDeleter::operator()(cudaGraphExec_t g) const noexcept { KILN_CUDA_CALL_NOEXCEPT(cudaGraphExecDestroy(g)); }
+void GraphExecDeleter::operator()(cudaGraphExec_t g) const noexcept {
+  KILN_CUDA_CALL_NOEXCEPT(cudaGraphExecDestroy(g));
+}
 void CudnnDeleter::operator()(cudnnHandle_t h) const noexcept {
   cudnnStatus_t st = cudnnDestroy(h);
   if (st != CUDNN_STATUS_SUCCESS) KILN_LOG(kWarn, "cudnnDestroy failed: " << cudnnGetErrorString(st));
@@ -100,7 +97,8 @@ StatusOr<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
 }
 
 Status DeviceBuffer::copy_from_host(const void* src, size_t bytes, cudaStream_t stream) {
-  if (bytes > bytes_) return invalid_argument("copy of " + std::to_string(bytes) + " bytes into a buffer of " + std::to_string(bytes_));
+  if (bytes > bytes_)
+    return invalid_argument("copy of " + std::to_string(bytes) + " bytes into a buffer of " + std::to_string(bytes_));
   if (bytes == 0) return Status::ok();
   KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(data(), src, bytes, cudaMemcpyHostToDevice, stream));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -108,7 +106,8 @@ Status DeviceBuffer::copy_from_host(const void* src, size_t bytes, cudaStream_t 
 }
 
 Status DeviceBuffer::copy_to_host(void* dst, size_t bytes, cudaStream_t stream) const {
-  if (bytes > bytes_) return invalid_argument("copy of " + std::to_string(bytes) + " bytes out of a buffer of " + std::to_string(bytes_));
+  if (bytes > bytes_)
+    return invalid_argument("copy of " + std::to_string(bytes) + " bytes out of a buffer of " + std::to_string(bytes_));
   if (bytes == 0) return Status::ok();
   KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, data(), bytes, cudaMemcpyDeviceToHost, stream));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));

@@ -59,9 +59,9 @@ TEST(DoctorCli, JsonHasEveryField) {
   auto end = r.out.rfind('}');
   auto j = nlohmann::json::parse(r.out.substr(brace, end - brace + 1), nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;
-  for (const char* key : {"gpu_name", "compute_capability", "sm_count", "device_uuid", "driver_version",
-                          "cuda_runtime_version", "cudnn_version", "cudnn_frontend_version", "kiln_version",
-                          "kiln_git_revision"})
+  for (const char* key :
+       {"gpu_name", "compute_capability", "sm_count", "device_uuid", "driver_version", "cuda_runtime_version",
+        "cudnn_version", "cudnn_frontend_version", "kiln_version", "kiln_git_revision"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["cudnn_frontend_version"], 13200);  // the pin in scripts/setup.sh
   EXPECT_GT(j["cudnn_version"].get<int>(), 90000);

@@ -13,10 +13,8 @@ bool is_no_device_error(cudaError_t err) {
     case cudaErrorCompatNotSupportedOnDevice:
     case cudaErrorDevicesUnavailable:
     case cudaErrorSystemNotReady:
-    case cudaErrorStubLibrary:
-      return true;
-    default:
-      return false;
+    case cudaErrorStubLibrary: return true;
+    default: return false;
   }
 }
 
@@ -25,14 +23,11 @@ std::string cuda_error_words(cudaError_t err) {
   switch (err) {
     case cudaErrorInsufficientDriver:
       return "no usable CUDA device: the driver is missing or older than the CUDA runtime (" + name + ")";
-    case cudaErrorNoDevice:
-      return "no usable CUDA device: no GPU was found (" + name + ")";
+    case cudaErrorNoDevice: return "no usable CUDA device: no GPU was found (" + name + ")";
     case cudaErrorStubLibrary:
       return "no usable CUDA device: only the CUDA driver's stub library is installed, not the driver (" + name + ")";
-    case cudaErrorMemoryAllocation:
-      return "out of GPU memory (" + name + ")";
-    default:
-      break;
+    case cudaErrorMemoryAllocation: return "out of GPU memory (" + name + ")";
+    default: break;
   }
   std::string words = std::string(cudaGetErrorString(err)) + " (" + name + ")";
   if (is_no_device_error(err)) return "no usable CUDA device: " + words;

@@ -38,7 +38,8 @@ TEST(CudaWords, NoDeviceIsSaidPlainlyAndTheCallKeptInTheTrace) {
 }
 
 TEST(CudaWords, OtherErrorsNameTheApiNotTheCall) {
-  Status s = cuda_status(cudaErrorIllegalAddress, "cudaMemcpyAsync(dst, data(), bytes, cudaMemcpyDeviceToHost, stream)");
+  Status s =
+      cuda_status(cudaErrorIllegalAddress, "cudaMemcpyAsync(dst, data(), bytes, cudaMemcpyDeviceToHost, stream)");
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_EQ(s.message().rfind("CUDA call cudaMemcpyAsync failed: ", 0), 0u) << s.message();
   EXPECT_NE(s.message().find("(cudaErrorIllegalAddress)"), std::string::npos) << s.message();

@@ -49,7 +49,7 @@ struct WideParameter {
   const Node* first = nullptr;  // the first norm node reading it as a parameter
   size_t role = 1;              // its input position there: 1 scale, 2 bias
   DataType input = DataType::kFloat16;
-  int nodes = 0;                // how many norm nodes read it as a parameter
+  int nodes = 0;  // how many norm nodes read it as a parameter
 };
 
 }  // namespace
@@ -86,13 +86,13 @@ std::vector<Advice> graph_advice(const Graph& g) {
     const std::string tn = printable(g.tensors[t].name);
     std::string where = "node '" + printable(n.name) + "' (" + op_kind_name(n.op) + ")";
     if (w.nodes > 1) where += " and " + std::to_string(w.nodes - 1) + " other norm node(s)";
-    out.push_back({n.name, g.tensors[t].name,
-                   where + ": " + (w.role == 1 ? "scale" : "bias") + " '" + tn + "' is " +
-                       dtype_name(roles.dtype_of(t)) + " while input '" + printable(g.tensors[n.inputs[0]].name) +
-                       "' is " + dtype_name(w.input) +
-                       ": with norm parameters wider than the input, cuDNN 9.19 offered only its generic engine in "
-                       "every case measured on the H200 (" + norm_evidence(n.op) + "); give '" + tn + "' dtype " +
-                       dtype_name(w.input) + " if its values allow"});
+    out.push_back(
+        {n.name, g.tensors[t].name,
+         where + ": " + (w.role == 1 ? "scale" : "bias") + " '" + tn + "' is " + dtype_name(roles.dtype_of(t)) +
+             " while input '" + printable(g.tensors[n.inputs[0]].name) + "' is " + dtype_name(w.input) +
+             ": with norm parameters wider than the input, cuDNN 9.19 offered only its generic engine in "
+             "every case measured on the H200 (" +
+             norm_evidence(n.op) + "); give '" + tn + "' dtype " + dtype_name(w.input) + " if its values allow"});
   }
   return out;
 }

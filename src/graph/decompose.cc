@@ -98,8 +98,8 @@ StatusOr<std::vector<GraphPart>> partition_graph(const Graph& graph, const std::
   for (size_t ni = 0; ni < graph.nodes.size(); ++ni)
     for (int t : graph.nodes[ni].inputs)
       if (int p = roles.producer(t); p >= 0 && group_of[static_cast<size_t>(p)] > group_of[ni])
-        return invalid_argument("partition of graph '" + graph.name + "': node '" + graph.nodes[ni].name +
-                                "' reads '" + graph.tensors[static_cast<size_t>(t)].name + "' from a later group");
+        return invalid_argument("partition of graph '" + graph.name + "': node '" + graph.nodes[ni].name + "' reads '" +
+                                graph.tensors[static_cast<size_t>(t)].name + "' from a later group");
   std::map<int, std::vector<int>> groups;  // ascending group number; nodes in topological order
   for (int ni : order) groups[group_of[static_cast<size_t>(ni)]].push_back(ni);
   const ReaderGroups readers(graph, group_of);
@@ -144,8 +144,9 @@ namespace kiln {
 StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector<int>& base,
                                            const std::vector<int64_t>& cost, int64_t budget) {
   if (base.size() != graph.nodes.size() || cost.size() != graph.nodes.size())
-    return invalid_argument("split of graph '" + graph.name + "': " + std::to_string(base.size()) + " group numbers and " +
-                            std::to_string(cost.size()) + " costs for " + std::to_string(graph.nodes.size()) + " nodes");
+    return invalid_argument("split of graph '" + graph.name + "': " + std::to_string(base.size()) +
+                            " group numbers and " + std::to_string(cost.size()) + " costs for " +
+                            std::to_string(graph.nodes.size()) + " nodes");
   std::vector<int> order;
   KILN_RETURN_IF_ERROR(graph_internal::topological_order(graph, &order));
   // Inside one base group a node's producers come earlier in the topological order, and a base group

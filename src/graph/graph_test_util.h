@@ -37,13 +37,12 @@ inline int add_node(Graph& g, const std::string& name, OpKind op, std::vector<in
 }
 
 // The error message contains every one of `parts`.
-#define EXPECT_ERROR_HAS(status, ...)                                             \
-  do {                                                                            \
-    ::kiln::Status s_ = (status);                                                 \
-    EXPECT_FALSE(s_.is_ok());                                                     \
-    for (const char* p_ : {__VA_ARGS__})                                          \
-      EXPECT_NE(s_.message().find(p_), std::string::npos)                         \
-          << "missing '" << p_ << "' in: " << s_.message();                       \
+#define EXPECT_ERROR_HAS(status, ...)                                                                       \
+  do {                                                                                                      \
+    ::kiln::Status s_ = (status);                                                                           \
+    EXPECT_FALSE(s_.is_ok());                                                                               \
+    for (const char* p_ : {__VA_ARGS__})                                                                    \
+      EXPECT_NE(s_.message().find(p_), std::string::npos) << "missing '" << p_ << "' in: " << s_.message(); \
   } while (0)
 
 }  // namespace kiln::testing

@@ -27,9 +27,7 @@ struct NodeCtx {
   const TensorDesc& in(size_t i) const { return g.tensors[node.inputs[i]]; }
   DataType in_dtype(size_t i) const { return roles.dtype_of(node.inputs[i]); }
   DataType out_dtype(size_t i = 0) const { return roles.dtype_of(node.outputs[i]); }
-  std::string in_label(size_t i) const {
-    return "input '" + in(i).name + "'";
-  }
+  std::string in_label(size_t i) const { return "input '" + in(i).name + "'"; }
   std::string out_label(size_t i = 0) const { return "output '" + g.tensors[node.outputs[i]].name + "'"; }
   Status error(const std::string& what) const { return invalid_argument(where + ": " + what); }
   DataType compute() const { return node.compute_dtype ? *node.compute_dtype : g.compute_dtype; }
@@ -84,21 +82,29 @@ Status check_compute_fp32(const NodeCtx& c) {
 // Fills defaulted conv attributes and checks their sizes and values.
 Status normalize_conv_attrs(const NodeCtx& c, size_t spatial) {
   ConvAttrs& a = c.node.conv;
-  struct Field { const char* name; std::vector<int64_t>* v; int64_t def; int64_t min; };
-  Field fields[] = {{"pre_padding", &a.pre_padding, 0, 0}, {"post_padding", &a.post_padding, 0, 0},
-                    {"stride", &a.stride, 1, 1}, {"dilation", &a.dilation, 1, 1}};
+  struct Field {
+    const char* name;
+    std::vector<int64_t>* v;
+    int64_t def;
+    int64_t min;
+  };
+  Field fields[] = {{"pre_padding", &a.pre_padding, 0, 0},
+                    {"post_padding", &a.post_padding, 0, 0},
+                    {"stride", &a.stride, 1, 1},
+                    {"dilation", &a.dilation, 1, 1}};
   for (Field& f : fields) {
     if (f.v->empty()) f.v->assign(spatial, f.def);
     if (f.v->size() == 1 && spatial > 1) f.v->assign(spatial, f.v->front());  // one value for every spatial dim
     if (f.v->size() != spatial)
-      return c.error("attribute '" + std::string(f.name) + "': " + std::to_string(f.v->size()) +
-                     " entries, expected " + std::to_string(spatial) + " (one per spatial dim)");
+      return c.error("attribute '" + std::string(f.name) + "': " + std::to_string(f.v->size()) + " entries, expected " +
+                     std::to_string(spatial) + " (one per spatial dim)");
     for (int64_t x : *f.v)
       if (x < f.min || x > (int64_t{1} << 30))
         return c.error("attribute '" + std::string(f.name) + "': " + list_text(*f.v) + " has a value below " +
                        std::to_string(f.min) + " or above 2^30");
   }
-  if (a.groups < 1 || a.groups > (int64_t{1} << 30)) return c.error("attribute 'groups': " + std::to_string(a.groups) + " must be between 1 and 2^30");
+  if (a.groups < 1 || a.groups > (int64_t{1} << 30))
+    return c.error("attribute 'groups': " + std::to_string(a.groups) + " must be between 1 and 2^30");
   return Status::ok();
 }
 
@@ -121,9 +127,8 @@ Status check_conv_channels(const NodeCtx& c, const Dims& x, const std::string& x
     return c.error(w_label + ": output channels " + std::to_string(k) + " not divisible by attribute 'groups' " +
                    std::to_string(g));
   if (w[1].value * g != channels)
-    return c.error(w_label + ": dim 1 is " + std::to_string(w[1].value) + ", expected " +
-                   std::to_string(channels / g) + " (channels " + std::to_string(channels) + " / groups " +
-                   std::to_string(g) + ")");
+    return c.error(w_label + ": dim 1 is " + std::to_string(w[1].value) + ", expected " + std::to_string(channels / g) +
+                   " (channels " + std::to_string(channels) + " / groups " + std::to_string(g) + ")");
   if (k_from_y >= 0 && k_from_y != k)
     return c.error(y_label + ": channels " + std::to_string(k_from_y) + " differ from " + w_label +
                    " output channels " + std::to_string(k));
@@ -154,8 +159,8 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
                                   a.dilation[i]);
       if (o <= 0)
         return c.error(c.in_label(1) + ": filter extent " + std::to_string(w[2 + i].value) + " (dilation " +
-                       std::to_string(a.dilation[i]) + ") does not fit spatial dim " + std::to_string(2 + i) +
-                       " of " + c.in_label(0) + " (" + std::to_string(x[2 + i].value) + " + padding)");
+                       std::to_string(a.dilation[i]) + ") does not fit spatial dim " + std::to_string(2 + i) + " of " +
+                       c.in_label(0) + " (" + std::to_string(x[2 + i].value) + " + padding)");
       y.push_back(Dim{o, ""});
     }
     out->push_back(y);
@@ -178,12 +183,12 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
       if (in_extent <= 0)
         return c.error(c.out_label() + ": spatial dim " + std::to_string(2 + i) + " would be " +
                        std::to_string(in_extent) + "; check attributes 'padding' and 'stride'");
-      int64_t o = conv_out_extent(in_extent, w[2 + i].value, a.pre_padding[i], a.post_padding[i], a.stride[i],
-                                  a.dilation[i]);
+      int64_t o =
+          conv_out_extent(in_extent, w[2 + i].value, a.pre_padding[i], a.post_padding[i], a.stride[i], a.dilation[i]);
       if (o != dy[2 + i].value)
-        return c.error(c.out_label() + ": spatial dim " + std::to_string(2 + i) + " of " +
-                       std::to_string(in_extent) + " gives a forward output of " + std::to_string(o) + ", but " +
-                       c.in_label(0) + " has " + std::to_string(dy[2 + i].value));
+        return c.error(c.out_label() + ": spatial dim " + std::to_string(2 + i) + " of " + std::to_string(in_extent) +
+                       " gives a forward output of " + std::to_string(o) + ", but " + c.in_label(0) + " has " +
+                       std::to_string(dy[2 + i].value));
       dx.push_back(Dim{in_extent, declared.empty() ? "" : declared[2 + i].symbol});
     }
     KILN_RETURN_IF_ERROR(check_conv_channels(c, dx, c.out_label(), w, c.in_label(1), dy[1].value, c.in_label(0)));
@@ -208,15 +213,15 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
       f = declared[2 + i].value;
     } else {
       f = (x[2 + i].value + a.pre_padding[i] + a.post_padding[i] - (dy[2 + i].value - 1) * a.stride[i] - 1) /
-              a.dilation[i] + 1;
+              a.dilation[i] +
+          1;
     }
-    int64_t o = f > 0 ? conv_out_extent(x[2 + i].value, f, a.pre_padding[i], a.post_padding[i], a.stride[i],
-                                        a.dilation[i])
-                      : 0;
+    int64_t o =
+        f > 0 ? conv_out_extent(x[2 + i].value, f, a.pre_padding[i], a.post_padding[i], a.stride[i], a.dilation[i]) : 0;
     if (f <= 0 || o != dy[2 + i].value)
-      return c.error(c.out_label() + ": no filter extent in spatial dim " + std::to_string(2 + i) +
-                     " maps " + c.in_label(0) + " (" + std::to_string(x[2 + i].value) + ") onto " +
-                     c.in_label(1) + " (" + std::to_string(dy[2 + i].value) + ")" +
+      return c.error(c.out_label() + ": no filter extent in spatial dim " + std::to_string(2 + i) + " maps " +
+                     c.in_label(0) + " (" + std::to_string(x[2 + i].value) + ") onto " + c.in_label(1) + " (" +
+                     std::to_string(dy[2 + i].value) + ")" +
                      (declared.empty() ? "" : " with the declared extent " + std::to_string(f)));
     dw.push_back(Dim{f, ""});
   }
@@ -225,8 +230,8 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
 }
 
 // Numpy-style broadcast of a and b (right-aligned). Prefers a's dim (and its symbol) on ties.
-Status broadcast(const NodeCtx& c, const Dims& a, const std::string& a_label, const Dims& b,
-                 const std::string& b_label, Dims* out) {
+Status broadcast(const NodeCtx& c, const Dims& a, const std::string& a_label, const Dims& b, const std::string& b_label,
+                 Dims* out) {
   size_t r = std::max(a.size(), b.size());
   out->assign(r, Dim{1, ""});
   for (size_t i = 0; i < r; ++i) {
@@ -241,8 +246,8 @@ Status broadcast(const NodeCtx& c, const Dims& a, const std::string& a_label, co
         (*out)[i] = *da;
       } else {
         return c.error(a_label + " " + dims_text(a) + " and " + b_label + " " + dims_text(b) +
-                       " do not broadcast (axis " + std::to_string(i) + ": " + std::to_string(da->value) +
-                       " vs " + std::to_string(db->value) + ")");
+                       " do not broadcast (axis " + std::to_string(i) + ": " + std::to_string(da->value) + " vs " +
+                       std::to_string(db->value) + ")");
       }
     } else {
       (*out)[i] = da ? *da : *db;
@@ -370,14 +375,16 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   for (size_t i = 0; i < 3; ++i) {
     DataType t = c.in_dtype(i);
     if (t != DataType::kFloat16 && t != DataType::kBFloat16)
-      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) + " is not supported by sdpa (fp16 or bf16 only)");
+      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) +
+                     " is not supported by sdpa (fp16 or bf16 only)");
     if (t != qt)
-      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) + " differs from " + c.in_label(0) +
-                     " (" + dtype_name(qt) + ")");
+      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) + " differs from " + c.in_label(0) + " (" +
+                     dtype_name(qt) + ")");
   }
   DataType ot = c.out_dtype();
   if (ot != DataType::kFloat16 && ot != DataType::kBFloat16)
-    return c.error(c.out_label() + ": dtype " + std::string(dtype_name(ot)) + " is not supported by sdpa (fp16 or bf16 only)");
+    return c.error(c.out_label() + ": dtype " + std::string(dtype_name(ot)) +
+                   " is not supported by sdpa (fp16 or bf16 only)");
   KILN_RETURN_IF_ERROR(check_compute_fp32(c));
   if (options.target_sm_version > 0 && options.target_sm_version < 80)
     return not_supported(c.where + ": sdpa needs SM 8.0 or newer, target is SM " +
@@ -448,8 +455,7 @@ Status infer_node(Graph& graph, const GraphRoles& roles, Node& node, const Valid
     case OpKind::kConvDgrad: return infer_conv(c, out_dims);
     case OpKind::kConvWgrad: return infer_conv(c, out_dims);
     case OpKind::kMatmul: return infer_matmul(c, out_dims);
-    case OpKind::kPointwise:
-      return infer_pointwise(c, out_dims);
+    case OpKind::kPointwise: return infer_pointwise(c, out_dims);
     case OpKind::kReduction: return infer_reduction(c, out_dims);
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: return infer_norm(c, out_dims);

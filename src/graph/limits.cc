@@ -16,8 +16,8 @@ std::string shown(const std::string& name) {
 
 Status check_name(const std::string& what, const std::string& name) {
   if (name.size() <= limits::kMaxNameBytes) return Status::ok();
-  return invalid_argument(over(what + " " + shown(name) + ": name", name.size(),
-                               static_cast<int64_t>(limits::kMaxNameBytes), "bytes"));
+  return invalid_argument(
+      over(what + " " + shown(name) + ": name", name.size(), static_cast<int64_t>(limits::kMaxNameBytes), "bytes"));
 }
 
 }  // namespace
@@ -31,18 +31,18 @@ Status check_graph_limits(const Graph& g) {
     return invalid_argument(over("graph", g.dynamic_dims.size(), limits::kMaxDynamicDims, "dynamic dims"));
   KILN_RETURN_IF_ERROR(check_name("graph", g.name));
   if (g.pin.size() > limits::kMaxNameBytes)
-    return invalid_argument(over("graph " + shown(g.name) + ": pin", g.pin.size(),
-                                 static_cast<int64_t>(limits::kMaxNameBytes), "bytes"));
+    return invalid_argument(
+        over("graph " + shown(g.name) + ": pin", g.pin.size(), static_cast<int64_t>(limits::kMaxNameBytes), "bytes"));
   for (const auto& [symbol, value] : g.dynamic_dims) KILN_RETURN_IF_ERROR(check_name("dynamic dim", symbol));
   for (const TensorDesc& t : g.tensors) {
     KILN_RETURN_IF_ERROR(check_name("tensor", t.name));
     if (t.dims.size() > limits::kMaxRank)
-      return invalid_argument(over("tensor '" + t.name + "'", t.dims.size(), static_cast<int64_t>(limits::kMaxRank),
-                                   "dims") + "; cuDNN takes at most " + std::to_string(limits::kCudnnDimMax) +
-                              " (CUDNN_DIM_MAX)");
+      return invalid_argument(
+          over("tensor '" + t.name + "'", t.dims.size(), static_cast<int64_t>(limits::kMaxRank), "dims") +
+          "; cuDNN takes at most " + std::to_string(limits::kCudnnDimMax) + " (CUDNN_DIM_MAX)");
     if (t.strides.size() > limits::kMaxRank)
-      return invalid_argument(over("tensor '" + t.name + "'", t.strides.size(),
-                                   static_cast<int64_t>(limits::kMaxRank), "strides"));
+      return invalid_argument(
+          over("tensor '" + t.name + "'", t.strides.size(), static_cast<int64_t>(limits::kMaxRank), "strides"));
     for (const Dim& d : t.dims) KILN_RETURN_IF_ERROR(check_name("tensor '" + t.name + "': dynamic dim", d.symbol));
   }
   for (const Node& n : g.nodes) KILN_RETURN_IF_ERROR(check_name("node", n.name));

@@ -47,16 +47,12 @@ std::string tensor_text(const Graph& g, const GraphRoles& roles, int t, SymbolNa
   std::string s = std::string("dtype=") + dtype_name(roles.dtype_of(t)) + " dims=[";
   for (size_t i = 0; i < d.dims.size(); ++i) {
     if (i) s += ",";
-    if (d.dims[i].is_dynamic())
-      s += namer ? namer->name(d.dims[i].symbol) : "?";
-    else
-      s += std::to_string(d.dims[i].value);
+    if (d.dims[i].is_dynamic()) s += namer ? namer->name(d.dims[i].symbol) : "?";
+    else s += std::to_string(d.dims[i].value);
   }
   s += "]";
-  if (d.layout == Layout::kExplicit)
-    s += " strides=" + list(d.strides);
-  else
-    s += std::string(" layout=") + layout_name(d.layout);
+  if (d.layout == Layout::kExplicit) s += " strides=" + list(d.strides);
+  else s += std::string(" layout=") + layout_name(d.layout);
   if (d.by_value) s += " by_value";
   return s;
 }

@@ -73,9 +73,12 @@ TEST(Signature, IndependentOfNamesKeyOrderAndWhitespace) {
   EXPECT_EQ(sig_of(j.dump()).structure, base.structure);
   // Tensor, node, symbol and graph names.
   std::string text = j.dump();
-  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"\"x\"", "\"input\""}, {"\"w\"", "\"filter\""}, {"\"cb\"", "\"z\""}, {"\"conv\"", "\"c1\""},
-           {"\"cbr\"", "\"other\""}, {"\"batch\"", "\"n\""}}) {
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{{"\"x\"", "\"input\""},
+                                                                          {"\"w\"", "\"filter\""},
+                                                                          {"\"cb\"", "\"z\""},
+                                                                          {"\"conv\"", "\"c1\""},
+                                                                          {"\"cbr\"", "\"other\""},
+                                                                          {"\"batch\"", "\"n\""}}) {
     for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size()))
       text.replace(p, from.size(), to);
   }
@@ -135,16 +138,38 @@ TEST(Signature, ChangesWithEverythingThatMatters) {
       [](Json& j) { j["intermediate_dtype"] = "fp16"; },
       [](Json& j) { j["tensors"]["b"]["dtype"] = "fp32"; },
       [](Json& j) { j["tensors"]["x"]["layout"] = "NCHW"; },
-      [](Json& j) { j["tensors"]["b"].erase("layout"); j["tensors"]["b"]["strides"] = {32, 1, 32, 32}; },
-      [](Json& j) { j["nodes"][0]["padding"] = {0, 0}; },
-      [](Json& j) { j["nodes"][0]["stride"] = {2, 2}; },
-      [](Json& j) { j["nodes"][0]["dilation"] = {2, 2}; },
+      [](Json& j) {
+        j["tensors"]["b"].erase("layout");
+        j["tensors"]["b"]["strides"] = {32, 1, 32, 32};
+      },
+      [](Json& j) {
+        j["nodes"][0]["padding"] = {0, 0};
+      },
+      [](Json& j) {
+        j["nodes"][0]["stride"] = {2, 2};
+      },
+      [](Json& j) {
+        j["nodes"][0]["dilation"] = {2, 2};
+      },
       [](Json& j) { j["nodes"][2]["op"] = "gelu_erf"; },
-      [](Json& j) { j["tensors"]["w"]["dims"] = {32, 16, 5, 5}; j["nodes"][0]["padding"] = 2; },
-      [](Json& j) { j["tensors"]["x"]["dims"] = {"batch", 16, 14, 14}; },
-      [](Json& j) { j["tensors"]["x"]["dims"][0] = 8; j.erase("dynamic"); },  // same value, no longer dynamic
-      [](Json& j) { j["nodes"][1]["compute_dtype"] = "fp16"; j["nodes"][1]["op"] = "add"; },
-      [](Json& j) { j["outputs"] = {"y", "c"}; },
+      [](Json& j) {
+        j["tensors"]["w"]["dims"] = {32, 16, 5, 5};
+        j["nodes"][0]["padding"] = 2;
+      },
+      [](Json& j) {
+        j["tensors"]["x"]["dims"] = {"batch", 16, 14, 14};
+      },
+      [](Json& j) {
+        j["tensors"]["x"]["dims"][0] = 8;
+        j.erase("dynamic");
+      },  // same value, no longer dynamic
+      [](Json& j) {
+        j["nodes"][1]["compute_dtype"] = "fp16";
+        j["nodes"][1]["op"] = "add";
+      },
+      [](Json& j) {
+        j["outputs"] = {"y", "c"};
+      },
   };
   std::set<std::string> seen = {base};
   for (size_t i = 0; i < edits.size(); ++i) {
@@ -182,16 +207,16 @@ TEST(Signature, OpAttributesThatChangeTheComputationChangeIt) {
   EXPECT_NE(sig(sdpa(R"(, "attn_scale": 0.5)")), plain);
   auto reduce = [](const std::string& op, const std::string& axes, const std::string& out_dims) {
     return R"({"name": "r", "io_dtype": "fp16", "tensors": {"x": {"dims": [4, 8, 16]}, "y": {"dims": )" + out_dims +
-           R"(, "dtype": "fp32"}}, "nodes": [{"name": "red", "op": ")" + op + R"(", "inputs": ["x"], "outputs": ["y"], "axes": )" +
-           axes + R"(}], "outputs": ["y"]})";
+           R"(, "dtype": "fp32"}}, "nodes": [{"name": "red", "op": ")" + op +
+           R"(", "inputs": ["x"], "outputs": ["y"], "axes": )" + axes + R"(}], "outputs": ["y"]})";
   };
   const std::string sum2 = sig(reduce("reduce_sum", "[2]", "[4, 8, 1]"));
   EXPECT_NE(sum2, sig(reduce("reduce_sum", "[1, 2]", "[4, 1, 1]")));
   EXPECT_NE(sum2, sig(reduce("reduce_max", "[2]", "[4, 8, 1]")));
   auto norm = [](const std::string& eps) {
     return R"({"name": "n", "io_dtype": "fp16", "tensors": {"x": {"dims": [8, 64, 1, 1]}, "g": {"dims": [1, 64, 1, 1]}},
-      "nodes": [{"name": "rms", "op": "rms_norm", "inputs": ["x", "g"], "outputs": ["y"], "epsilon": )" + eps +
-           R"(}], "outputs": ["y"]})";
+      "nodes": [{"name": "rms", "op": "rms_norm", "inputs": ["x", "g"], "outputs": ["y"], "epsilon": )" +
+           eps + R"(}], "outputs": ["y"]})";
   };
   EXPECT_NE(sig(norm("1e-5")), sig(norm("1e-6")));
 }
@@ -205,12 +230,12 @@ TEST(Signature, PinnedReductionAndSdpaNodeLines) {
   GraphSignature red = sig_of(std::string(R"({"name": "r", "io_dtype": "fp16", "tensors": {"x": {"dims": [4, 8, 16]},
     "y": {"dims": [4, 1, 1], "dtype": "fp32"}}, "nodes": [{"name": "red", "op": "reduce_sum", "inputs": ["x"],
     "outputs": ["y"], "axes": [-1, 1]}], "outputs": ["y"]})"));
-  EXPECT_EQ(red.canonical,
-            "kiln-graph 1\n"
-            "tensor t0 input dtype=fp16 dims=[4,8,16] layout=row_major\n"
-            "node n0 reduce_sum compute=fp32 axes=[1,2] in=[t0] out=t1\n"
-            "tensor t1 output 0 dtype=fp32 dims=[4,1,1] layout=row_major\n");
-  GraphSignature attn = sig_of(std::string(R"({"name": "a", "io_dtype": "bf16", "tensors": {"q": {"dims": [1, 2, 32, 16]},
+  EXPECT_EQ(red.canonical, "kiln-graph 1\n"
+                           "tensor t0 input dtype=fp16 dims=[4,8,16] layout=row_major\n"
+                           "node n0 reduce_sum compute=fp32 axes=[1,2] in=[t0] out=t1\n"
+                           "tensor t1 output 0 dtype=fp32 dims=[4,1,1] layout=row_major\n");
+  GraphSignature attn =
+      sig_of(std::string(R"({"name": "a", "io_dtype": "bf16", "tensors": {"q": {"dims": [1, 2, 32, 16]},
     "k": {"dims": [1, 2, 32, 16]}, "v": {"dims": [1, 2, 32, 16]}}, "nodes": [{"name": "attn", "op": "sdpa",
     "inputs": ["q", "k", "v"], "outputs": ["o"], "causal": true}], "outputs": ["o"]})"));
   EXPECT_NE(attn.canonical.find("node n0 sdpa compute=fp32 causal=1 attn_scale=0.25 in=[t0,t1,t2] out=t3\n"),

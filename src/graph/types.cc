@@ -20,11 +20,14 @@ const char* dtype_name(DataType t) {
 }
 
 StatusOr<DataType> parse_dtype(const std::string& name) {
-  static const struct { const char* name; DataType type; } kNames[] = {
-      {"fp32", DataType::kFloat32},     {"float", DataType::kFloat32},    {"float32", DataType::kFloat32},
-      {"fp16", DataType::kFloat16},     {"half", DataType::kFloat16},     {"float16", DataType::kFloat16},
+  static const struct {
+    const char* name;
+    DataType type;
+  } kNames[] = {
+      {"fp32", DataType::kFloat32},     {"float", DataType::kFloat32},     {"float32", DataType::kFloat32},
+      {"fp16", DataType::kFloat16},     {"half", DataType::kFloat16},      {"float16", DataType::kFloat16},
       {"bf16", DataType::kBFloat16},    {"bfloat16", DataType::kBFloat16}, {"fp8_e4m3", DataType::kFp8E4M3},
-      {"fp8_e5m2", DataType::kFp8E5M2}, {"int8", DataType::kInt8},        {"int32", DataType::kInt32},
+      {"fp8_e5m2", DataType::kFp8E5M2}, {"int8", DataType::kInt8},         {"int32", DataType::kInt32},
       {"int64", DataType::kInt64},
   };
   for (const auto& n : kNames)
@@ -151,12 +154,15 @@ bool Graph::is_graph_output(int tensor) const {
 }
 
 GraphRoles::GraphRoles(const Graph& graph)
-    : graph_(&graph), producer_(graph.tensors.size(), -1), consumers_(graph.tensors.size(), 0),
+    : graph_(&graph),
+      producer_(graph.tensors.size(), -1),
+      consumers_(graph.tensors.size(), 0),
       output_(graph.tensors.size(), 0) {
   const int nt = static_cast<int>(graph.tensors.size());
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     for (int o : graph.nodes[n].outputs)
-      if (o >= 0 && o < nt && producer_[static_cast<size_t>(o)] < 0) producer_[static_cast<size_t>(o)] = static_cast<int>(n);
+      if (o >= 0 && o < nt && producer_[static_cast<size_t>(o)] < 0)
+        producer_[static_cast<size_t>(o)] = static_cast<int>(n);
     for (int i : graph.nodes[n].inputs)
       if (i >= 0 && i < nt) ++consumers_[static_cast<size_t>(i)];
   }

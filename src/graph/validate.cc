@@ -23,7 +23,10 @@ void arity(const Node& n, size_t* lo, size_t* hi) {
     case OpKind::kPointwise: *lo = *hi = pointwise_is_unary(n.pointwise.mode) ? 1 : 2; return;
     case OpKind::kReduction: *lo = *hi = 1; return;
     case OpKind::kLayerNorm: *lo = *hi = 3; return;
-    case OpKind::kRmsNorm: *lo = 2; *hi = 3; return;  // bias is optional
+    case OpKind::kRmsNorm:
+      *lo = 2;
+      *hi = 3;
+      return;  // bias is optional
     case OpKind::kSdpa: *lo = *hi = 3; return;
   }
   *lo = *hi = 0;
@@ -44,7 +47,8 @@ Status check_structure(const Graph& g) {
   std::vector<bool> read(nt, false);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
-    if (n.name.empty()) return invalid_argument("node #" + std::to_string(ni) + " (" + op_kind_name(n.op) + ") has no name");
+    if (n.name.empty())
+      return invalid_argument("node #" + std::to_string(ni) + " (" + op_kind_name(n.op) + ") has no name");
     if (!node_names.insert(n.name).second) return invalid_argument("node '" + n.name + "' is declared twice");
     size_t lo, hi;
     arity(n, &lo, &hi);
@@ -64,8 +68,8 @@ Status check_structure(const Graph& g) {
     if (t < 0 || t >= nt)
       return invalid_argument(node_where(n) + ": output 0 refers to a missing tensor (#" + std::to_string(t) + ")");
     if (writer[t] >= 0)
-      return invalid_argument(tensor_where(g, t) + ": written by node '" + g.nodes[writer[t]].name +
-                              "' and by node '" + n.name + "'");
+      return invalid_argument(tensor_where(g, t) + ": written by node '" + g.nodes[writer[t]].name + "' and by node '" +
+                              n.name + "'");
     writer[t] = static_cast<int>(ni);
     if (g.tensors[t].by_value)
       return invalid_argument(node_where(n) + ": output '" + g.tensors[t].name +
@@ -74,7 +78,8 @@ Status check_structure(const Graph& g) {
   if (g.outputs.empty()) return invalid_argument("graph has no outputs");
   std::set<int> seen_out;
   for (int t : g.outputs) {
-    if (t < 0 || t >= nt) return invalid_argument("graph output refers to a missing tensor (#" + std::to_string(t) + ")");
+    if (t < 0 || t >= nt)
+      return invalid_argument("graph output refers to a missing tensor (#" + std::to_string(t) + ")");
     if (!seen_out.insert(t).second) return invalid_argument("output '" + g.tensors[t].name + "' is listed twice");
     if (writer[t] < 0)
       return invalid_argument("output '" + g.tensors[t].name + "' is not written by any node (it is a graph input)");
@@ -143,8 +148,8 @@ Status check_dynamic_dims(Graph& g) {
       if (!d.is_dynamic()) continue;
       auto it = g.dynamic_dims.find(d.symbol);
       if (it == g.dynamic_dims.end())
-        return invalid_argument("tensor '" + t.name + "': dim " + std::to_string(i) + " uses dynamic dim '" +
-                                d.symbol + "', which is not declared");
+        return invalid_argument("tensor '" + t.name + "': dim " + std::to_string(i) + " uses dynamic dim '" + d.symbol +
+                                "', which is not declared");
       d.value = it->second;
       used.insert(d.symbol);
     }
@@ -180,7 +185,8 @@ Status check_inputs(Graph& g, const GraphRoles& roles) {
       if (d.dims.empty()) d.dims.push_back(Dim{1, ""});
       for (const Dim& x : d.dims)
         if (x.value != 1 || x.is_dynamic())
-          return invalid_argument("tensor '" + d.name + "': a by-value scalar has all dims 1, got " + dims_text(d.dims));
+          return invalid_argument("tensor '" + d.name + "': a by-value scalar has all dims 1, got " +
+                                  dims_text(d.dims));
       if (!graph_internal::is_float(roles.dtype_of(t)))
         return invalid_argument("tensor '" + d.name + "': a by-value scalar must be floating-point, got " +
                                 dtype_name(roles.dtype_of(t)));
@@ -237,12 +243,13 @@ Status check_footprint(const TensorDesc& t, DataType dtype) {
   int64_t span = 1;
   for (size_t i = 0; i < t.dims.size() && i < t.strides.size(); ++i) {
     int64_t reach = 0;
-    if (__builtin_mul_overflow(t.dims[i].value - 1, t.strides[i], &reach) || __builtin_add_overflow(span, reach, &span) ||
-        __builtin_mul_overflow(span, size, &bytes) || bytes > limits::kMaxTensorBytes)
+    if (__builtin_mul_overflow(t.dims[i].value - 1, t.strides[i], &reach) ||
+        __builtin_add_overflow(span, reach, &span) || __builtin_mul_overflow(span, size, &bytes) ||
+        bytes > limits::kMaxTensorBytes)
       return invalid_argument("tensor '" + t.name + "': strides " + graph_internal::ints_text(t.strides) + " on dims " +
                               graph_internal::dims_text(t.dims) + " reach past " +
-                              std::to_string(limits::kMaxTensorBytes) + " bytes of " + dtype_name(dtype) +
-                              " (stride " + std::to_string(i) + " is " + std::to_string(t.strides[i]) + ")");
+                              std::to_string(limits::kMaxTensorBytes) + " bytes of " + dtype_name(dtype) + " (stride " +
+                              std::to_string(i) + " is " + std::to_string(t.strides[i]) + ")");
   }
   return Status::ok();
 }
@@ -316,8 +323,6 @@ Status validate_impl(Graph& g, const ValidateOptions& options) {
 
 }  // namespace
 
-Status validate_graph(Graph& graph, const ValidateOptions& options) {
-  return validate_impl(graph, options);
-}
+Status validate_graph(Graph& graph, const ValidateOptions& options) { return validate_impl(graph, options); }
 
 }  // namespace kiln

@@ -56,9 +56,7 @@ int64_t cudnn_operation_count(const Graph& graph) {
   return total;
 }
 
-bool exceeds_cudnn_operation_limit(const Graph& graph) {
-  return cudnn_operation_count(graph) > cudnn_max_operations();
-}
+bool exceeds_cudnn_operation_limit(const Graph& graph) { return cudnn_operation_count(graph) > cudnn_max_operations(); }
 
 Status check_cudnn_limits(const Graph& graph) {
   const std::string where = "graph '" + graph.name + "'";
@@ -67,7 +65,8 @@ Status check_cudnn_limits(const Graph& graph) {
       return not_supported(where + ": tensor '" + t.name + "' has " + std::to_string(t.dims.size()) +
                            " dims; cuDNN takes at most " + std::to_string(limits::kCudnnDimMax) + " (CUDNN_DIM_MAX)");
     if (t.strides.size() != t.dims.size())
-      return failed_precondition(where + ": tensor '" + t.name + "' has no strides for its dims (validate the graph first)");
+      return failed_precondition(where + ": tensor '" + t.name +
+                                 "' has no strides for its dims (validate the graph first)");
     for (size_t i = 0; i < t.dims.size(); ++i)
       if (t.dims[i].value < 1 || t.dims[i].value > limits::kMaxExtent || t.strides[i] < 1)
         return not_supported(where + ": tensor '" + t.name + "': dim " + std::to_string(i) + " is " +
@@ -97,12 +96,12 @@ StatusOr<std::vector<int>> cudnn_segment_groups(const Graph& graph) {
   std::vector<int64_t> cost(graph.nodes.size());
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const OpKind op = graph.nodes[i].op;
-    const bool gemm = op == OpKind::kMatmul || op == OpKind::kConvFprop || op == OpKind::kConvDgrad || op == OpKind::kConvWgrad;
+    const bool gemm =
+        op == OpKind::kMatmul || op == OpKind::kConvFprop || op == OpKind::kConvDgrad || op == OpKind::kConvWgrad;
     cost[i] = gemm ? 2 : cudnn_operation_count(graph, roles, static_cast<int>(i));
   }
   StatusOr<std::vector<int>> groups = split_by_budget(graph, base, cost, cudnn_max_operations());
-  if (!groups.is_ok())
-    return not_supported(groups.status().message() + " (" + limit_text() + ")");
+  if (!groups.is_ok()) return not_supported(groups.status().message() + " (" + limit_text() + ")");
   return groups;
 }
 

@@ -59,7 +59,7 @@ const int kMax = static_cast<int>(cudnn_max_operations());
 
 TEST(CudnnLimits, TheLimitsAreTheFrontendsOwn) {
   EXPECT_TRUE(kMax == 50 || kMax == 250) << kMax;  // MAX_OPGRAPH_OPS: frontend 1.23 or 1.32
-  EXPECT_EQ(limits::kCudnnDimMax, 8u);            // CUDNN_DIM_MAX; plan.cc static_asserts it
+  EXPECT_EQ(limits::kCudnnDimMax, 8u);             // CUDNN_DIM_MAX; plan.cc static_asserts it
   EXPECT_EQ(limits::kMaxRank, limits::kCudnnDimMax);
 }
 
@@ -76,7 +76,8 @@ TEST(CudnnLimits, OperationLimit_51NodeChainIsNotSupportedNotASegfault) {
   const std::string N = std::to_string(n);
   EXPECT_NE(m.find("graph 'chain" + N + "': needs " + N + " cuDNN operations (" + N + " nodes), over the limit of " +
                    std::to_string(kMax) + " operations"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find("MAX_OPGRAPH_OPS"), std::string::npos) << m;
   EXPECT_NE(m.find("segments"), std::string::npos) << m;
 }
@@ -213,7 +214,8 @@ TEST(CudnnLimitsCli, Compile51NodeChainIsCutIntoSegmentsNotASegfault) {
   ASSERT_TRUE(WIFEXITED(st)) << "kiln compile died of a signal:\n" << text.str();
   // 0, or 3 where the segments need a GPU (runtime-compiled engines without a driver), or 5: never a signal.
   EXPECT_TRUE(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 5) << text.str();
-  EXPECT_NE(text.str().find("over the limit of " + std::to_string(kMax) + " operations"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("over the limit of " + std::to_string(kMax) + " operations"), std::string::npos)
+      << text.str();
   EXPECT_NE(text.str().find("compiling its 2 segments"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find(name + "/n0+" + std::to_string(kMax - 1)), std::string::npos) << text.str();
   EXPECT_NE(text.str().find(name + "/n" + std::to_string(kMax)), std::string::npos) << text.str();

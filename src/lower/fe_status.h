@@ -15,16 +15,13 @@ inline Status fe_status(const fe::error_t& e, const std::string& what) {
     case fe::error_code_t::GRAPH_NOT_SUPPORTED:
     case fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
     case fe::error_code_t::HEURISTIC_QUERY_FAILED:
-    case fe::error_code_t::UNSUPPORTED_GRAPH_FORMAT:
-      return not_supported(msg);
+    case fe::error_code_t::UNSUPPORTED_GRAPH_FORMAT: return not_supported(msg);
     case fe::error_code_t::ATTRIBUTE_NOT_SET:
     case fe::error_code_t::SHAPE_DEDUCTION_FAILED:
     case fe::error_code_t::INVALID_TENSOR_NAME:
     case fe::error_code_t::INVALID_VARIANT_PACK:
-    case fe::error_code_t::INVALID_VALUE:
-      return invalid_argument(msg);
-    default:
-      return internal_error(msg);
+    case fe::error_code_t::INVALID_VALUE: return invalid_argument(msg);
+    default: return internal_error(msg);
   }
 }
 
@@ -50,7 +47,6 @@ Status fe_guard(const std::string& what, F&& call) noexcept {
 
 }  // namespace kiln::lower_detail
 
-#define KILN_FE_RETURN_IF_ERROR(call, what)                                                          \
-  KILN_RETURN_IF_ERROR(::kiln::lower_detail::fe_guard((what), [&]() -> ::kiln::Status {              \
-    return ::kiln::lower_detail::fe_status((call), (what));                                          \
-  }))
+#define KILN_FE_RETURN_IF_ERROR(call, what)            \
+  KILN_RETURN_IF_ERROR(::kiln::lower_detail::fe_guard( \
+      (what), [&]() -> ::kiln::Status { return ::kiln::lower_detail::fe_status((call), (what)); }))

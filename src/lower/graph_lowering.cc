@@ -22,9 +22,11 @@ std::string node_label(const Node& n) { return "node '" + n.name + "' (" + op_ki
 
 fe::PointwiseMode_t to_fe_mode(PointwiseMode m) {
   switch (m) {
-    case PointwiseMode::kAdd: case PointwiseMode::kBiasAdd: return fe::PointwiseMode_t::ADD;
+    case PointwiseMode::kAdd:
+    case PointwiseMode::kBiasAdd: return fe::PointwiseMode_t::ADD;
     case PointwiseMode::kSub: return fe::PointwiseMode_t::SUB;
-    case PointwiseMode::kMul: case PointwiseMode::kScale: return fe::PointwiseMode_t::MUL;
+    case PointwiseMode::kMul:
+    case PointwiseMode::kScale: return fe::PointwiseMode_t::MUL;
     case PointwiseMode::kDiv: return fe::PointwiseMode_t::DIV;
     case PointwiseMode::kMin: return fe::PointwiseMode_t::MIN;
     case PointwiseMode::kMax: return fe::PointwiseMode_t::MAX;
@@ -94,9 +96,12 @@ void finish_main_output(Ctx& c, const Node& n, const TensorPtr& y) {
     return;
   }
   const TensorDesc& d = c.g.tensors[out];
-  y->set_name(d.name + "_acc").set_dim(d.shape()).set_stride(d.strides)
+  y->set_name(d.name + "_acc")
+      .set_dim(d.shape())
+      .set_stride(d.strides)
       .set_data_type(to_fe_dtype(c.g.intermediate_dtype));
-  auto copy = c.fg.pointwise(y, fe::graph::Pointwise_attributes().set_name(n.name + "_out")
+  auto copy = c.fg.pointwise(y, fe::graph::Pointwise_attributes()
+                                    .set_name(n.name + "_out")
                                     .set_mode(fe::PointwiseMode_t::IDENTITY)
                                     .set_compute_data_type(fe::DataType_t::FLOAT));
   finish_output(c, out, copy);
@@ -119,51 +124,77 @@ Status lower_node(Ctx& c, const Node& n) {
       auto stride = or_default(n.conv.stride, spatial, 1), dil = or_default(n.conv.dilation, spatial, 1);
       TensorPtr y;
       if (n.op == OpKind::kConvFprop) {
-        y = c.fg.conv_fprop(in(0), in(1), fe::graph::Conv_fprop_attributes().set_name(n.name).set_pre_padding(pre)
-                                               .set_post_padding(post).set_stride(stride).set_dilation(dil)
-                                               .set_compute_data_type(compute));
+        y = c.fg.conv_fprop(in(0), in(1),
+                            fe::graph::Conv_fprop_attributes()
+                                .set_name(n.name)
+                                .set_pre_padding(pre)
+                                .set_post_padding(post)
+                                .set_stride(stride)
+                                .set_dilation(dil)
+                                .set_compute_data_type(compute));
       } else if (n.op == OpKind::kConvDgrad) {
-        y = c.fg.conv_dgrad(in(0), in(1), fe::graph::Conv_dgrad_attributes().set_name(n.name).set_pre_padding(pre)
-                                               .set_post_padding(post).set_stride(stride).set_dilation(dil)
-                                               .set_compute_data_type(compute));
+        y = c.fg.conv_dgrad(in(0), in(1),
+                            fe::graph::Conv_dgrad_attributes()
+                                .set_name(n.name)
+                                .set_pre_padding(pre)
+                                .set_post_padding(post)
+                                .set_stride(stride)
+                                .set_dilation(dil)
+                                .set_compute_data_type(compute));
       } else {
         // Kiln's order is {x, dy}; the frontend takes (dy, x).
-        y = c.fg.conv_wgrad(in(1), in(0), fe::graph::Conv_wgrad_attributes().set_name(n.name).set_pre_padding(pre)
-                                               .set_post_padding(post).set_stride(stride).set_dilation(dil)
-                                               .set_compute_data_type(compute));
+        y = c.fg.conv_wgrad(in(1), in(0),
+                            fe::graph::Conv_wgrad_attributes()
+                                .set_name(n.name)
+                                .set_pre_padding(pre)
+                                .set_post_padding(post)
+                                .set_stride(stride)
+                                .set_dilation(dil)
+                                .set_compute_data_type(compute));
       }
       finish_main_output(c, n, y);
       return Status::ok();
     }
     case OpKind::kMatmul: {
-      auto y = c.fg.matmul(in(0), in(1), fe::graph::Matmul_attributes().set_name(n.name).set_compute_data_type(compute));
+      auto y =
+          c.fg.matmul(in(0), in(1), fe::graph::Matmul_attributes().set_name(n.name).set_compute_data_type(compute));
       finish_main_output(c, n, y);
       return Status::ok();
     }
     case OpKind::kPointwise: {
-      auto attrs = fe::graph::Pointwise_attributes().set_name(n.name).set_mode(to_fe_mode(n.pointwise.mode))
+      auto attrs = fe::graph::Pointwise_attributes()
+                       .set_name(n.name)
+                       .set_mode(to_fe_mode(n.pointwise.mode))
                        .set_compute_data_type(compute);
       TensorPtr y = n.inputs.size() == 1 ? c.fg.pointwise(in(0), attrs) : c.fg.pointwise(in(0), in(1), attrs);
       finish_output(c, n.outputs[0], y);
       return Status::ok();
     }
     case OpKind::kReduction: {
-      auto y = c.fg.reduction(in(0), fe::graph::Reduction_attributes().set_name(n.name)
-                                         .set_mode(to_fe_reduction(n.reduction.mode)).set_compute_data_type(compute));
+      auto y = c.fg.reduction(in(0), fe::graph::Reduction_attributes()
+                                         .set_name(n.name)
+                                         .set_mode(to_fe_reduction(n.reduction.mode))
+                                         .set_compute_data_type(compute));
       finish_output(c, n.outputs[0], y);
       return Status::ok();
     }
     case OpKind::kLayerNorm: {
-      auto attrs = fe::graph::Layernorm_attributes().set_name(n.name).set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
-                       .set_epsilon(static_cast<float>(n.norm.epsilon)).set_compute_data_type(compute);
+      auto attrs = fe::graph::Layernorm_attributes()
+                       .set_name(n.name)
+                       .set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
+                       .set_epsilon(static_cast<float>(n.norm.epsilon))
+                       .set_compute_data_type(compute);
       auto outs = c.fg.layernorm(in(0), in(1), in(2), attrs);
       finish_output(c, n.outputs[0], outs[0]);
       return Status::ok();
     }
     case OpKind::kRmsNorm: {
       auto eps = std::make_shared<fe::graph::Tensor_attributes>(static_cast<float>(n.norm.epsilon));
-      auto attrs = fe::graph::Rmsnorm_attributes().set_name(n.name).set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
-                       .set_epsilon(eps).set_compute_data_type(compute);
+      auto attrs = fe::graph::Rmsnorm_attributes()
+                       .set_name(n.name)
+                       .set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
+                       .set_epsilon(eps)
+                       .set_compute_data_type(compute);
       auto outs = c.fg.rmsnorm(in(0), in(1), attrs);
       finish_output(c, n.outputs[0], outs[0]);
       return Status::ok();
@@ -171,8 +202,11 @@ Status lower_node(Ctx& c, const Node& n) {
     case OpKind::kSdpa: {
       const auto& q = c.g.tensors[n.inputs[0]];
       double scale = n.sdpa.attn_scale.value_or(1.0 / std::sqrt(static_cast<double>(q.dims.back().value)));
-      auto attrs = fe::graph::SDPA_attributes().set_name(n.name).set_generate_stats(false)
-                       .set_causal_mask(n.sdpa.causal).set_attn_scale(static_cast<float>(scale));
+      auto attrs = fe::graph::SDPA_attributes()
+                       .set_name(n.name)
+                       .set_generate_stats(false)
+                       .set_causal_mask(n.sdpa.causal)
+                       .set_attn_scale(static_cast<float>(scale));
       auto outs = c.fg.sdpa(in(0), in(1), in(2), attrs);
       finish_output(c, n.outputs[0], outs[0]);
       return Status::ok();
@@ -202,7 +236,8 @@ StatusOr<std::vector<int64_t>> tensor_uids(const Graph& graph) {
   std::vector<int64_t> uids(graph.tensors.size());
   for (size_t i = 0; i < uids.size(); ++i) {
     if (i >= sig.tensor_ids.size() || sig.tensor_ids[i] < 0)
-      return internal_error("graph '" + graph.name + "': tensor '" + graph.tensors[i].name + "' has no canonical number");
+      return internal_error("graph '" + graph.name + "': tensor '" + graph.tensors[i].name +
+                            "' has no canonical number");
     uids[i] = sig.tensor_ids[i] + 1;
   }
   return uids;

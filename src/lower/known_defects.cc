@@ -16,7 +16,9 @@ int extents_over_one(const TensorDesc& t) {
   return static_cast<int>(std::count_if(t.dims.begin(), t.dims.end(), [](const Dim& d) { return d.value > 1; }));
 }
 
-std::string node_label(const Node& n) { return "node '" + n.name + "' (" + pointwise_mode_name(n.pointwise.mode) + ")"; }
+std::string node_label(const Node& n) {
+  return "node '" + n.name + "' (" + pointwise_mode_name(n.pointwise.mode) + ")";
+}
 
 // ---- pointwise_vector_broadcast ---------------------------------------------------------------------
 // cuDNN 9.19's pointwise engine (eng1, every knob choice) on the H200: in a graph of pointwise ops only,
@@ -59,8 +61,10 @@ struct Shape {
 
 StatusOr<Graph> fold_into_unit_leading_axis(const Graph& g, const std::string& where) {
   auto refuse = [&](const std::string& why) {
-    return not_supported(where + ": cuDNN 9.19 computes this broadcast wrong in every engine configuration (known "
-                         "defect pointwise_vector_broadcast), and Kiln cannot lower it another way: " + why);
+    return not_supported(where +
+                         ": cuDNN 9.19 computes this broadcast wrong in every engine configuration (known "
+                         "defect pointwise_vector_broadcast), and Kiln cannot lower it another way: " +
+                         why);
   };
   // Every tensor cuDNN sees, right-aligned to the largest rank (numpy broadcasting).
   size_t rank = 0;
@@ -132,7 +136,8 @@ StatusOr<Graph> fold_into_unit_leading_axis(const Graph& g, const std::string& w
     for (size_t i = s.dims.size(); i-- > 0;) {
       if (s.dims[i] != 1) continue;
       int64_t stride = 1;
-      if (i + 1 < s.dims.size() && __builtin_mul_overflow(s.strides[i + 1], s.dims[i + 1], &stride)) stride = s.strides[i + 1];
+      if (i + 1 < s.dims.size() && __builtin_mul_overflow(s.strides[i + 1], s.dims[i + 1], &stride))
+        stride = s.strides[i + 1];
       s.strides[i] = stride;
     }
     t.dims.clear();
@@ -165,8 +170,10 @@ const std::vector<KnownDefect>& known_defects() {
        "[4,1,1024]+[4,1,1], [64,64]+[1,64], operand order swapped, and after a relu; right for [1,64,64]+[1,1,64], "
        "[1,4,1024]+[1,4,1], [1,4096,4096]+[1,1,4096], [4,16,64]+[1,16,64], [4,16,64]+[4,1,64], [4,16,64]+[4,16,1], "
        "[4,16,64]+[1,1,1]; a matmul followed by a [1,1,N] bias at batch 4 is right (other engines)",
-       kVectorBroadcastSpec, "lower.gpu.Table/KnownDefects.WorkedAroundOnThisGpu/pointwise_vector_broadcast",
-       find_vector_broadcast, fold_into_unit_leading_axis},
+       kVectorBroadcastSpec,
+       "lower.gpu.Table/KnownDefects.WorkedAroundOnThisGpu/pointwise_vector_broadcast",
+       find_vector_broadcast,
+       fold_into_unit_leading_axis},
   };
   return kTable;
 }

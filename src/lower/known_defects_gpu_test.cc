@@ -93,7 +93,9 @@ TEST_P(KnownDefects, WorkedAroundOnThisGpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, KnownDefects, ::testing::Range<size_t>(0, known_defects().size()),
-                         [](const ::testing::TestParamInfo<size_t>& info) { return std::string(known_defects()[info.param].id); });
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return std::string(known_defects()[info.param].id);
+                         });
 
 }  // namespace
 }  // namespace kiln

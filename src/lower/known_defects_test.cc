@@ -19,7 +19,8 @@ const std::string kRoot = KILN_SOURCE_DIR;
 
 std::string add_spec(const std::string& a, const std::string& b, const std::string& op = "add") {
   return R"({"name": "pw", "io_dtype": "fp32", "tensors": {"a": {"dims": )" + a + R"(}, "b": {"dims": )" + b +
-         R"(}}, "nodes": [{"name": "n", "op": ")" + op + R"(", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})";
+         R"(}}, "nodes": [{"name": "n", "op": ")" + op +
+         R"(", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})";
 }
 
 Graph parse(const std::string& text) {
@@ -86,13 +87,16 @@ TEST(KnownDefects, PointwiseVectorBroadcast_4x16x64Plus1x1x64IsLoweredAs1x64x64)
 }
 
 TEST(KnownDefects, PointwiseVectorBroadcast_OtherShapesFoldTheAxesTheOperandBroadcastsOver) {
-  struct Case { std::string a, b; V a_dims, b_dims; };
+  struct Case {
+    std::string a, b;
+    V a_dims, b_dims;
+  };
   for (const Case& c : std::vector<Case>{
-           {"[4, 16, 64]", "[4, 1, 1]", {1, 4, 1024}, {1, 4, 1}},    // folds axes 1 and 2
-           {"[64, 64]", "[1, 64]", {1, 64, 64}, {1, 1, 64}},         // rank 2: only a unit axis in front
-           {"[1, 1, 64]", "[4, 16, 64]", {1, 1, 64}, {1, 64, 64}},   // the vector first
+           {"[4, 16, 64]", "[4, 1, 1]", {1, 4, 1024}, {1, 4, 1}},        // folds axes 1 and 2
+           {"[64, 64]", "[1, 64]", {1, 64, 64}, {1, 1, 64}},             // rank 2: only a unit axis in front
+           {"[1, 1, 64]", "[4, 16, 64]", {1, 1, 64}, {1, 64, 64}},       // the vector first
            {"[2, 3, 4, 64]", "[1, 1, 1, 64]", {1, 24, 64}, {1, 1, 64}},  // rank 4 folds to rank 3
-           {"[4, 16, 64]", "[64]", {1, 64, 64}, {1, 1, 64}},         // numpy rank broadcast
+           {"[4, 16, 64]", "[64]", {1, 64, 64}, {1, 1, 64}},             // numpy rank broadcast
        }) {
     SCOPED_TRACE(c.a + " + " + c.b);
     Graph g = parse(add_spec(c.a, c.b));
@@ -107,7 +111,8 @@ TEST(KnownDefects, PointwiseVectorBroadcast_OtherShapesFoldTheAxesTheOperandBroa
 }
 
 TEST(KnownDefects, PointwiseVectorBroadcast_AChainOfPointwiseOpsIsFoldedWhole) {
-  Graph g = parse(R"({"name": "chain", "io_dtype": "fp32", "tensors": {"x": {"dims": [4, 16, 64]}, "b": {"dims": [1, 1, 64]}},
+  Graph g =
+      parse(R"({"name": "chain", "io_dtype": "fp32", "tensors": {"x": {"dims": [4, 16, 64]}, "b": {"dims": [1, 1, 64]}},
     "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["t"]},
               {"name": "n", "op": "mul", "inputs": ["t", "b"], "outputs": ["y"]}], "outputs": ["y"]})");
   auto w = work_around_known_defects(g);
@@ -124,7 +129,9 @@ TEST(KnownDefects, PointwiseVectorBroadcast_NoFoldIsNotSupportedWithTheReason) {
   ASSERT_FALSE(w.is_ok());
   EXPECT_EQ(w.status().code(), StatusCode::kNotSupported);
   const std::string& m = w.status().message();
-  EXPECT_NE(m.find("graph 'pw': node 'n' (add): input 'b' [1,16,1] broadcast into output 'y' [4,16,64]"), std::string::npos) << m;
+  EXPECT_NE(m.find("graph 'pw': node 'n' (add): input 'b' [1,16,1] broadcast into output 'y' [4,16,64]"),
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find("known defect pointwise_vector_broadcast"), std::string::npos) << m;
   EXPECT_NE(m.find("no two adjacent axes"), std::string::npos) << m;
   // The same through lowering: deviceless compile refuses it before cuDNN builds anything.
@@ -136,16 +143,20 @@ TEST(KnownDefects, PointwiseVectorBroadcast_NoFoldIsNotSupportedWithTheReason) {
   ASSERT_FALSE(lg.is_ok());
   EXPECT_EQ(lg.status().code(), StatusCode::kNotSupported);
   // Rows of `a` padded apart (batch stride 2048, not 16 x 64): axes 0 and 1 are not one run of memory.
-  Graph padded = parse(R"({"name": "pad", "io_dtype": "fp32", "tensors": {"a": {"dims": [4, 16, 64], "strides": [2048, 64, 1]},
+  Graph padded =
+      parse(R"({"name": "pad", "io_dtype": "fp32", "tensors": {"a": {"dims": [4, 16, 64], "strides": [2048, 64, 1]},
     "b": {"dims": [1, 1, 64]}}, "nodes": [{"name": "n", "op": "add", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})");
   EXPECT_EQ(work_around_known_defects(padded).status().code(), StatusCode::kNotSupported);
 }
 
 // What cuDNN computes right is lowered as written (the shapes the H200 runs gave right answers for).
 TEST(KnownDefects, PointwiseVectorBroadcast_ShapesCudnnGetsRightAreLeftAlone) {
-  for (auto [a, b] : std::vector<std::pair<std::string, std::string>>{
-           {"[1, 64, 64]", "[1, 1, 64]"}, {"[4, 16, 64]", "[1, 16, 64]"}, {"[4, 16, 64]", "[4, 1, 64]"},
-           {"[4, 16, 64]", "[4, 16, 1]"}, {"[4, 16, 64]", "[1, 1, 1]"}, {"[4, 1, 64]", "[1, 16, 64]"}}) {
+  for (auto [a, b] : std::vector<std::pair<std::string, std::string>>{{"[1, 64, 64]", "[1, 1, 64]"},
+                                                                      {"[4, 16, 64]", "[1, 16, 64]"},
+                                                                      {"[4, 16, 64]", "[4, 1, 64]"},
+                                                                      {"[4, 16, 64]", "[4, 16, 1]"},
+                                                                      {"[4, 16, 64]", "[1, 1, 1]"},
+                                                                      {"[4, 1, 64]", "[1, 16, 64]"}}) {
     Graph g = parse(add_spec(a, b));
     auto w = work_around_known_defects(g);
     ASSERT_TRUE(w.is_ok()) << a << " + " << b << ": " << w.status().to_string();
@@ -155,7 +166,8 @@ TEST(KnownDefects, PointwiseVectorBroadcast_ShapesCudnnGetsRightAreLeftAlone) {
   // Channel-last (NHWC strides on NCHW dims), as a conv's bias add runs on its own in the unfused
   // alternative: computed right on the H200 (tune.gpu.Unfused), left alone.
   {
-    Graph nhwc = parse(R"({"name": "nhwc", "io_dtype": "fp16", "tensors": {"a": {"dims": [2, 16, 8, 8], "layout": "NHWC"},
+    Graph nhwc =
+        parse(R"({"name": "nhwc", "io_dtype": "fp16", "tensors": {"a": {"dims": [2, 16, 8, 8], "layout": "NHWC"},
       "b": {"dims": [1, 16, 1, 1], "layout": "NHWC"}, "y": {"layout": "NHWC"}}, "nodes": [{"name": "n", "op": "add",
       "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})");
     auto w = work_around_known_defects(nhwc);
@@ -163,7 +175,8 @@ TEST(KnownDefects, PointwiseVectorBroadcast_ShapesCudnnGetsRightAreLeftAlone) {
     EXPECT_TRUE(w->applied.empty());
   }
   // A bias after a matmul runs in other engines (right at batch 4): not a pointwise-only graph.
-  Graph mm = parse(R"({"name": "mm", "io_dtype": "fp16", "tensors": {"a": {"dims": [4, 16, 32]}, "w": {"dims": [4, 32, 64]},
+  Graph mm =
+      parse(R"({"name": "mm", "io_dtype": "fp16", "tensors": {"a": {"dims": [4, 16, 32]}, "w": {"dims": [4, 32, 64]},
     "bias": {"dims": [1, 1, 64]}}, "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "w"], "outputs": ["c"]},
     {"name": "bias", "op": "add", "inputs": ["c", "bias"], "outputs": ["y"]}], "outputs": ["y"]})");
   auto w = work_around_known_defects(mm);

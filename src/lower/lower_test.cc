@@ -79,8 +79,8 @@ TEST(Deserialize, GarbageAndEmptyBytesAreCorruptionNotACrash) {
   ASSERT_TRUE(profile.is_ok());
   auto g = parse_spec_file(kRoot + "/examples/small/conv_bias_relu.json");
   ASSERT_TRUE(g.is_ok());
-  for (const std::vector<uint8_t>& bytes : {std::vector<uint8_t>{}, std::vector<uint8_t>{'{', 'x', 0xff, 3},
-                                            std::vector<uint8_t>(64, 0x5b)}) {
+  for (const std::vector<uint8_t>& bytes :
+       {std::vector<uint8_t>{}, std::vector<uint8_t>{'{', 'x', 0xff, 3}, std::vector<uint8_t>(64, 0x5b)}) {
     auto lg = LoweredGraph::deserialize(*g, *profile, bytes);
     ASSERT_FALSE(lg.is_ok());
     EXPECT_EQ(lg.status().code(), StatusCode::kCorruption) << lg.status().to_string();
@@ -165,10 +165,10 @@ TEST_P(DevicelessCompile, BuildsAndSerializesAPlanForTheH200) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, DevicelessCompile,
-                         ::testing::Values("conv_bias_relu.json", "small/conv_bias_relu.json"),
-                         [](const auto& info) {
+                         ::testing::Values("conv_bias_relu.json", "small/conv_bias_relu.json"), [](const auto& info) {
                            std::string n = info.param;
-                           for (auto& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           for (auto& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
 

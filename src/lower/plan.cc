@@ -16,17 +16,18 @@ using lower_detail::fe_status;
 
 // kiln/limits.h keeps cuDNN's limits for checks made before the frontend is called (the operation limit is
 // read from the frontend's own MAX_OPGRAPH_OPS, cudnn_max_operations); the rank must agree with cuDNN's.
-static_assert(limits::kCudnnDimMax == static_cast<size_t>(CUDNN_DIM_MAX), "kiln/limits.h disagrees with cudnn_graph.h's CUDNN_DIM_MAX");
+static_assert(limits::kCudnnDimMax == static_cast<size_t>(CUDNN_DIM_MAX),
+              "kiln/limits.h disagrees with cudnn_graph.h's CUDNN_DIM_MAX");
 
 struct DynamicKernelCache::Impl {
   std::shared_ptr<fe::KernelCache> cache = std::make_shared<fe::KernelCache>();
 };
 
 struct LoweredGraph::Impl {
-  Graph graph;  // a copy: tensor identities for execution
+  Graph graph;    // a copy: tensor identities for execution
   Graph lowered;  // what is handed to the frontend: `graph`, or its known-defect rewrite (same memory)
   std::vector<std::string> workarounds;  // known defects worked around (lower/known_defects.h)
-  std::vector<int64_t> uids;  // cuDNN uid of each tensor (lower_detail::tensor_uids of `graph`)
+  std::vector<int64_t> uids;             // cuDNN uid of each tensor (lower_detail::tensor_uids of `graph`)
   std::shared_ptr<fe::graph::Graph> fg;
   DeviceProfile profile;
   bool has_profile = false;
@@ -42,7 +43,8 @@ struct LoweredGraph::Impl {
     if (kernel_cache) fg->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache->impl_->cache);
     if (has_profile) {
       KILN_RETURN_IF_ERROR(lower_detail::apply_profile(*fg, profile));
-      KILN_FE_RETURN_IF_ERROR(fg->build_operation_graph(), "building the operation graph (deviceless, " + profile.gpu_name + ")");
+      KILN_FE_RETURN_IF_ERROR(fg->build_operation_graph(),
+                              "building the operation graph (deviceless, " + profile.gpu_name + ")");
     } else {
       KILN_FE_RETURN_IF_ERROR(fg->build_operation_graph(handle), "building the operation graph");
     }
@@ -127,7 +129,8 @@ StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
       continue;
     }
     auto eq = part.find('=');
-    if (part.size() < 3 || part[0] != 'k' || eq == std::string::npos) return bad("knob '" + part + "' is not kTYPE=VALUE");
+    if (part.size() < 3 || part[0] != 'k' || eq == std::string::npos)
+      return bad("knob '" + part + "' is not kTYPE=VALUE");
     // strtol leaves `end` pointing into its argument: keep each substring alive while *end is read.
     const std::string type_text = part.substr(1, eq - 1);
     long type = std::strtol(type_text.c_str(), &end, 10);
@@ -216,7 +219,8 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
       out[it->second].modes.push_back(mode_name(m));
     }
   }
-  if (out.empty()) return not_supported("cuDNN's heuristics offer no engine configuration for graph '" + impl_->graph.name + "'");
+  if (out.empty())
+    return not_supported("cuDNN's heuristics offer no engine configuration for graph '" + impl_->graph.name + "'");
   return out;
 }
 
@@ -224,13 +228,15 @@ Status LoweredGraph::build_heuristic(const std::vector<HeuristicMode>& modes) {
   std::vector<fe::HeurMode_t> fm;
   for (auto m : modes) fm.push_back(to_fe(m));
   auto& fg = *impl_->fg;
-  KILN_FE_RETURN_IF_ERROR(fg.create_execution_plans(fm), "querying cuDNN heuristics for graph '" + impl_->graph.name + "'");
+  KILN_FE_RETURN_IF_ERROR(fg.create_execution_plans(fm),
+                          "querying cuDNN heuristics for graph '" + impl_->graph.name + "'");
   if (impl_->has_profile) {
     KILN_FE_RETURN_IF_ERROR(fg.check_support(), "checking support for graph '" + impl_->graph.name + "'");
   } else {
     KILN_FE_RETURN_IF_ERROR(fg.check_support(impl_->handle), "checking support for graph '" + impl_->graph.name + "'");
   }
-  KILN_FE_RETURN_IF_ERROR(fg.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "building a plan for graph '" + impl_->graph.name + "'");
+  KILN_FE_RETURN_IF_ERROR(fg.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
+                          "building a plan for graph '" + impl_->graph.name + "'");
   std::string tag;
   KILN_FE_RETURN_IF_ERROR(fg.get_plan_name(tag), "reading the built plan's engine");
   KILN_ASSIGN_OR_RETURN(impl_->config, EngineConfig::parse(tag));
@@ -256,10 +262,8 @@ StatusOr<std::shared_ptr<fe::graph::Graph>> graph_offering(const EngineConfig& c
       std::string tag;
       if (!probe->get_plan_name_at_index(i, tag).is_good()) continue;
       auto c = EngineConfig::parse(tag);
-      if (c.is_ok() && *c == config)
-        target = tag;
-      else
-        others.push_back(tag);
+      if (c.is_ok() && *c == config) target = tag;
+      else others.push_back(tag);
     }
     if (target.empty()) continue;
     for (const std::string& o : others)  // the frontend deselects by substring
@@ -347,7 +351,8 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
     return not_supported("plan bytes for graph '" + graph.name + "' are in cuDNN Frontend serialized form '" +
                          blob_form(j) + "', which frontend " + std::to_string(CUDNN_FRONTEND_VERSION) +
                          " does not read (" + e.err_msg + "): re-tune or re-compile the plan");
-  if (!e.is_good()) return fe_status(e, "deserializing a plan for graph '" + graph.name + "'").with_context("stored plan refused");
+  if (!e.is_good())
+    return fe_status(e, "deserializing a plan for graph '" + graph.name + "'").with_context("stored plan refused");
   KILN_FE_RETURN_IF_ERROR(lg.impl_->fg->get_workspace_size(lg.impl_->workspace), "reading the workspace size");
   lg.impl_->built = true;
   // Identity is not read back from the frontend (a deserialized graph has no engine list to name it from):
@@ -355,7 +360,8 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
   return lg;
 }
 
-StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes) {
+StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle_t handle,
+                                                 const std::vector<uint8_t>& bytes) {
   if (!handle) return invalid_argument("deserializing a plan needs a cuDNN handle (or a device profile)");
   return deserialize_for(graph, handle, nullptr, bytes);
 }

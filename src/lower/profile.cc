@@ -88,7 +88,8 @@ StatusOr<DeviceProfile> parse_device_profile_unchecked(const std::string& text, 
   KILN_RETURN_IF_ERROR(need("sm_version"));
   KILN_RETURN_IF_ERROR(need("sm_count"));
   if (!j["gpu_name"].is_string() || !j["sm_version"].is_number_integer() || !j["sm_count"].is_number_integer())
-    return invalid_argument("device profile '" + path + "': gpu_name must be a string, sm_version and sm_count integers");
+    return invalid_argument("device profile '" + path +
+                            "': gpu_name must be a string, sm_version and sm_count integers");
   for (const char* key : {"sm_version", "sm_count"})
     if (j[key].get<int64_t>() > (int64_t{1} << 20) || j[key].get<int64_t>() < 0)
       return invalid_argument("device profile '" + path + "': '" + key + "' is out of range");

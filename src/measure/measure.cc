@@ -15,9 +15,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 struct HostFree {
   void operator()(int32_t* p) const noexcept {
@@ -192,8 +190,8 @@ StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOption
       *host_timed_out = 0;
       cudaError_t err = measure_detail::launch_blocking_kernel(stream, s.device_flags, s.device_flags + 1, timeout_ns);
       if (err != cudaSuccess) {
-        KILN_LOG(kWarn, "measure: blocking kernel did not launch (" << cudaGetErrorString(err)
-                                                                    << "); timing without it");
+        KILN_LOG(kWarn,
+                 "measure: blocking kernel did not launch (" << cudaGetErrorString(err) << "); timing without it");
         blocking = false;
         m.block_launch_fell_back = true;
       }
@@ -278,11 +276,21 @@ nlohmann::json Measurement::meta() const {
 
 nlohmann::json Measurement::to_json() const {
   nlohmann::json j = {
-      {"median_ms", stats.median_ms},   {"min_ms", stats.min_ms},       {"max_ms", stats.max_ms},
-      {"mean_ms", stats.mean_ms},       {"stddev_ms", stats.stddev_ms}, {"mad_ms", stats.mad_ms},
-      {"rel_error", stats.rel_error},   {"samples", stats.samples},     {"stop_reason", stop_reason_name(stop_reason)},
-      {"warmup_runs", warmup_runs},     {"warmup_ms", warmup_ms},       {"elapsed_ms", elapsed_ms},
-      {"hot_cache", hot_cache},         {"flush_bytes", flush_bytes},   {"block_launch", block_launch},
+      {"median_ms", stats.median_ms},
+      {"min_ms", stats.min_ms},
+      {"max_ms", stats.max_ms},
+      {"mean_ms", stats.mean_ms},
+      {"stddev_ms", stats.stddev_ms},
+      {"mad_ms", stats.mad_ms},
+      {"rel_error", stats.rel_error},
+      {"samples", stats.samples},
+      {"stop_reason", stop_reason_name(stop_reason)},
+      {"warmup_runs", warmup_runs},
+      {"warmup_ms", warmup_ms},
+      {"elapsed_ms", elapsed_ms},
+      {"hot_cache", hot_cache},
+      {"flush_bytes", flush_bytes},
+      {"block_launch", block_launch},
       {"block_launch_fell_back", block_launch_fell_back},
       {"meta", meta()},
   };
@@ -301,8 +309,12 @@ nlohmann::json environment_meta(const std::vector<std::string>& argv, int device
   j["cudnn_version"] = static_cast<int64_t>(cudnnGetVersion());
   auto dev = query_device(device_ordinal);
   if (dev.is_ok()) {
-    j["device"] = {{"ordinal", dev->ordinal},   {"name", dev->name},         {"uuid", dev->uuid},
-                   {"sm_version", dev->sm_version()}, {"sm_count", dev->sm_count}, {"l2_cache_bytes", dev->l2_cache_bytes},
+    j["device"] = {{"ordinal", dev->ordinal},
+                   {"name", dev->name},
+                   {"uuid", dev->uuid},
+                   {"sm_version", dev->sm_version()},
+                   {"sm_count", dev->sm_count},
+                   {"l2_cache_bytes", dev->l2_cache_bytes},
                    {"global_memory_bytes", dev->global_memory_bytes}};
   } else {
     j["device"] = nullptr;

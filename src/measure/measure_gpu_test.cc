@@ -13,10 +13,10 @@
 namespace kiln {
 namespace {
 
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const auto& kiln_st_ = (expr);                            \
-    ASSERT_TRUE(kiln_st_.is_ok()) << kiln_st_.to_string();    \
+#define ASSERT_OK(expr)                                    \
+  do {                                                     \
+    const auto& kiln_st_ = (expr);                         \
+    ASSERT_TRUE(kiln_st_.is_ok()) << kiln_st_.to_string(); \
   } while (0)
 
 MeasureOptions quick_options() {
@@ -130,9 +130,8 @@ TEST(Measure, ColdL2IsNotFasterThanHotForASmallWorkload) {
 TEST(Measure, LaunchErrorsComeBackAsStatus) {
   KILN_REQUIRE_GPU();
   int calls = 0;
-  auto m = measure([&](cudaStream_t) {
-    return ++calls > 2 ? invalid_argument("synthetic launch failure") : Status::ok();
-  });
+  auto m =
+      measure([&](cudaStream_t) { return ++calls > 2 ? invalid_argument("synthetic launch failure") : Status::ok(); });
   ASSERT_FALSE(m.is_ok());
   EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("synthetic launch failure"), std::string::npos) << m.status().message();

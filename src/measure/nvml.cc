@@ -107,10 +107,10 @@ std::string clock_reason_names(uint64_t reasons) {
     uint64_t bit;
     const char* name;
   } kNames[] = {
-      {kClockReasonGpuIdle, "gpu_idle"},        {kClockReasonAppClocksSetting, "app_clocks"},
-      {kClockReasonSwPowerCap, "sw_power_cap"}, {kClockReasonHwSlowdown, "hw_slowdown"},
-      {kClockReasonSyncBoost, "sync_boost"},    {kClockReasonSwThermal, "sw_thermal"},
-      {kClockReasonHwThermal, "hw_thermal"},    {kClockReasonHwPowerBrake, "hw_power_brake"},
+      {kClockReasonGpuIdle, "gpu_idle"},           {kClockReasonAppClocksSetting, "app_clocks"},
+      {kClockReasonSwPowerCap, "sw_power_cap"},    {kClockReasonHwSlowdown, "hw_slowdown"},
+      {kClockReasonSyncBoost, "sync_boost"},       {kClockReasonSwThermal, "sw_thermal"},
+      {kClockReasonHwThermal, "hw_thermal"},       {kClockReasonHwPowerBrake, "hw_power_brake"},
       {kClockReasonDisplayClock, "display_clock"},
   };
   std::string out;

@@ -26,7 +26,7 @@ double mad_of_sorted(const std::vector<double>& s) {
   // lo: count of values <= m (the lower walk starts at lo-1); hi: first value > m.
   size_t lo = static_cast<size_t>(std::upper_bound(s.begin(), s.end(), m) - s.begin());
   size_t hi = lo;
-  const size_t want_hi = n / 2;                       // index of the upper middle deviation
+  const size_t want_hi = n / 2;  // index of the upper middle deviation
   const size_t want_lo = (n % 2 == 1) ? want_hi : want_hi - 1;
   double d_lo = 0.0, d = 0.0;
   for (size_t k = 0; k <= want_hi; ++k) {

@@ -42,8 +42,8 @@ const char* disposition_name(Disposition d) {
 }
 
 StatusOr<Disposition> parse_disposition(const std::string& name) {
-  for (Disposition d : {Disposition::kPassed, Disposition::kIncorrect, Disposition::kNotSupported,
-                        Disposition::kFailed, Disposition::kNotVerified}) {
+  for (Disposition d : {Disposition::kPassed, Disposition::kIncorrect, Disposition::kNotSupported, Disposition::kFailed,
+                        Disposition::kNotVerified}) {
     if (name == disposition_name(d)) return d;
   }
   return invalid_argument("unknown disposition '" + name +
@@ -117,7 +117,8 @@ StatusOr<size_t> pick_winner(const std::vector<CandidateResult>& candidates, con
     const auto& c = candidates[i];
     if (c.median_ms > limit) continue;
     const auto& b = candidates[best];
-    if (std::tie(c.workspace_bytes, c.median_ms, ids[i]) < std::tie(b.workspace_bytes, b.median_ms, ids[best])) best = i;
+    if (std::tie(c.workspace_bytes, c.median_ms, ids[i]) < std::tie(b.workspace_bytes, b.median_ms, ids[best]))
+      best = i;
   }
   return best;
 }
@@ -170,8 +171,8 @@ IncumbentDecision decide_incumbent(const Incumbent& incumbent, const CandidateRe
     d.explanation = "kept incumbent " + incumbent.identity + ": challenger " + cid + " " + percent(faster_by) +
                     " faster, within noise " + percent(d.required_margin);
   } else {
-    d.explanation = "kept incumbent " + incumbent.identity + ": challenger " + cid + " " + percent(-faster_by) +
-                    " slower";
+    d.explanation =
+        "kept incumbent " + incumbent.identity + ": challenger " + cid + " " + percent(-faster_by) + " slower";
   }
   return d;
 }
@@ -240,13 +241,11 @@ StatusOr<FusionDecision> decide_fusion(const FusionSide& fused, const FusionSide
       d.explanation = "fused " + join(fused.identities) + " (policy always_fused)";
       return d;
     case FusionPolicy::kAlwaysUnfused:
-      if (!unfused.available)
-        return not_supported("policy always_unfused, but some unfused part has no passing plan");
+      if (!unfused.available) return not_supported("policy always_unfused, but some unfused part has no passing plan");
       d.use_fused = false;
       d.explanation = "unfused " + join(unfused.identities) + " (policy always_unfused)";
       return d;
-    case FusionPolicy::kFaster:
-      break;
+    case FusionPolicy::kFaster: break;
   }
   if (!unfused.available) {
     d.use_fused = true;
@@ -264,8 +263,8 @@ StatusOr<FusionDecision> decide_fusion(const FusionSide& fused, const FusionSide
   std::snprintf(buf, sizeof buf, "%.2fx", ratio);
   d.explanation = d.use_fused ? "fused " + join(fused.identities) + " " + millis(fused.median_ms) + " is " + buf +
                                     " faster than unfused " + millis(unfused.median_ms)
-                              : "unfused " + join(unfused.identities) + " " + millis(unfused.median_ms) + " is " +
-                                    buf + " faster than fused " + millis(fused.median_ms);
+                              : "unfused " + join(unfused.identities) + " " + millis(unfused.median_ms) + " is " + buf +
+                                    " faster than fused " + millis(fused.median_ms);
   return d;
 }
 

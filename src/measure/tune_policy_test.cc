@@ -183,7 +183,8 @@ TEST(Incumbent, EdgeCases) {
 
 TEST(Fusion, FasterPolicyAndTies) {
   FusionSide f = fused_side(cand(1, 0.5));
-  FusionSide u = unfused_side({cand(2, 0.3, Disposition::kPassed, 0, {}, 0.01), cand(3, 0.4, Disposition::kPassed, 0, {}, 0.01)});
+  FusionSide u =
+      unfused_side({cand(2, 0.3, Disposition::kPassed, 0, {}, 0.01), cand(3, 0.4, Disposition::kPassed, 0, {}, 0.01)});
   ASSERT_TRUE(u.available);
   EXPECT_DOUBLE_EQ(u.median_ms, 0.7);
   EXPECT_NEAR(u.rel_error, std::sqrt(0.003 * 0.003 + 0.004 * 0.004) / 0.7, 1e-12);
@@ -273,7 +274,7 @@ TEST(Report, ThrottledCandidatesAreMarkedInTheClockColumnAndJson) {
   EXPECT_TRUE(contains(eng1, " ok")) << t;
   EXPECT_FALSE(contains(eng1, "THROTTLED")) << t;
   EXPECT_TRUE(contains(eng2, "THROTTLED  throttled: sm clock 1980 -> 1500 MHz")) << t;  // note shown though Passed
-  EXPECT_FALSE(contains(eng3, "ok")) << t;  // not timed: no clock verdict
+  EXPECT_FALSE(contains(eng3, "ok")) << t;                                              // not timed: no clock verdict
   nlohmann::json j = report_to_json(cs, nlohmann::json::object());
   bool seen = false;
   for (const auto& c : j["candidates"])

@@ -105,8 +105,9 @@ std::string format_report_table(const std::vector<CandidateResult>& cs, const Re
   std::string out;
   if (!options.title.empty()) out += options.title + "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%4s %-2s %-*s %-12s %12s %-28s %16s %12s %-9s\n", "rank", "", static_cast<int>(id_width),
-                "plan", "disposition", "median ms", "spread", "throughput", "workspace", "clock");
+  std::snprintf(line, sizeof line, "%4s %-2s %-*s %-12s %12s %-28s %16s %12s %-9s\n", "rank", "",
+                static_cast<int>(id_width), "plan", "disposition", "median ms", "spread", "throughput", "workspace",
+                "clock");
   out += line;
   int rank = 0;
   for (size_t i : order) {
@@ -182,7 +183,9 @@ nlohmann::json candidate_to_json(const CandidateResult& c) {
   }
   if (c.flops > 0.0) j["flops"] = c.flops;
   if (c.bytes > 0.0) j["bytes"] = c.bytes;
-  j["phases_ms"] = {{"build", c.build_ms}, {"gate", c.check_ms}, {"warmup", c.warmup_ms},
+  j["phases_ms"] = {{"build", c.build_ms},
+                    {"gate", c.check_ms},
+                    {"warmup", c.warmup_ms},
                     {"timing", std::max(0.0, c.measure_ms - c.warmup_ms)}};
   return j;
 }
@@ -201,7 +204,8 @@ nlohmann::json report_to_json(const std::vector<CandidateResult>& cs, const nloh
 
   nlohmann::json s;
   nlohmann::json counts = nlohmann::json::object();
-  for (const auto& c : cs) counts[disposition_name(c.disposition)] = counts.value(disposition_name(c.disposition), 0) + 1;
+  for (const auto& c : cs)
+    counts[disposition_name(c.disposition)] = counts.value(disposition_name(c.disposition), 0) + 1;
   s["counts"] = counts;
   s["best_ms"] = sum.winner ? nlohmann::json(cs[*sum.winner].median_ms) : nlohmann::json(nullptr);
   s["heuristic"] = sum.heuristic ? nlohmann::json(cs[*sum.heuristic].identity()) : nlohmann::json(nullptr);
@@ -249,8 +253,8 @@ void ProgressReporter::update(size_t done, const std::string& note) {
   const size_t shown = total_ ? std::min(done, total_) : done;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (mode_ == Mode::kLines) {
-    std::fprintf(out_, "%s: %zu/%zu%s%s (%.1f s)\n", label_.c_str(), shown, total_, note.empty() ? "" : " ", note.c_str(),
-                 elapsed);
+    std::fprintf(out_, "%s: %zu/%zu%s%s (%.1f s)\n", label_.c_str(), shown, total_, note.empty() ? "" : " ",
+                 note.c_str(), elapsed);
     std::fflush(out_);
     return;
   }
@@ -263,7 +267,8 @@ void ProgressReporter::update(size_t done, const std::string& note) {
   // The time left, from the mean time per finished item so far.
   char eta[48] = "";
   if (shown > 0 && shown < total_)
-    std::snprintf(eta, sizeof eta, " ~%.0f s left", elapsed / static_cast<double>(shown) * static_cast<double>(total_ - shown));
+    std::snprintf(eta, sizeof eta, " ~%.0f s left",
+                  elapsed / static_cast<double>(shown) * static_cast<double>(total_ - shown));
   // \r rewrites the line; \033[K clears what a longer previous note left behind.
   std::fprintf(out_, "\r%s [%s] %zu/%zu%s %s\033[K", label_.c_str(), bar.c_str(), shown, total_, eta, tail.c_str());
   std::fflush(out_);

@@ -52,7 +52,8 @@ StatusOr<BucketRule> parse_rule(const std::string& text, const std::string& wher
     const std::string p = trim(part);
     const size_t dash = p.find('-');
     int64_t lo = 0, hi = 0;
-    if (dash == std::string::npos || !parse_positive(p.substr(0, dash), &lo) || !parse_positive(p.substr(dash + 1), &hi))
+    if (dash == std::string::npos || !parse_positive(p.substr(0, dash), &lo) ||
+        !parse_positive(p.substr(dash + 1), &hi))
       return invalid_argument(where + ": range '" + p + "' is not A-B with integers 1 <= A <= B");
     if (lo > hi) return invalid_argument(where + ": range '" + p + "' is empty (A > B)");
     r.ranges.emplace_back(lo, hi);
@@ -89,16 +90,13 @@ StatusOr<BucketPolicy> BucketPolicy::parse(const std::string& text) {
     const std::string item = trim(raw);
     if (item.empty()) continue;
     const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return invalid_argument("bucket policy: '" + item + "' is not SYMBOL=RULE");
+    if (eq == std::string::npos || eq == 0) return invalid_argument("bucket policy: '" + item + "' is not SYMBOL=RULE");
     const std::string symbol = trim(item.substr(0, eq));
     const std::string where = "bucket policy: '" + symbol + "'";
     if (!seen.insert(symbol).second) return invalid_argument(where + " is given twice");
     KILN_ASSIGN_OR_RETURN(BucketRule rule, parse_rule(trim(item.substr(eq + 1)), where));
-    if (symbol == "*")
-      p.set_default(std::move(rule));
-    else
-      p.set(symbol, std::move(rule));
+    if (symbol == "*") p.set_default(std::move(rule));
+    else p.set(symbol, std::move(rule));
   }
   return p;
 }
@@ -160,10 +158,8 @@ std::string BucketPolicy::bucket_key(const std::map<std::string, int64_t>& shape
   for (const auto& [sym, v] : shape) {
     auto b = bucket_of(sym, v);
     s += (s.empty() ? "" : ",") + sym + "=";
-    if (!b.is_ok() || b->lo == b->hi)
-      s += std::to_string(v);
-    else
-      s += std::to_string(b->lo) + "-" + std::to_string(b->hi);
+    if (!b.is_ok() || b->lo == b->hi) s += std::to_string(v);
+    else s += std::to_string(b->lo) + "-" + std::to_string(b->hi);
   }
   return s;
 }

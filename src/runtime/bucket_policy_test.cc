@@ -26,7 +26,9 @@ TEST(BucketPolicy, ExactIsTheDefault) {
 TEST(BucketPolicy, PowersOfTwo) {
   auto p = BucketPolicy::parse("batch=pow2");
   ASSERT_TRUE(p.is_ok());
-  struct Want { int64_t v, lo, hi; };
+  struct Want {
+    int64_t v, lo, hi;
+  };
   for (const Want& w : {Want{1, 1, 1}, Want{2, 2, 2}, Want{3, 3, 4}, Want{4, 3, 4}, Want{5, 5, 8}, Want{8, 5, 8},
                         Want{9, 9, 16}, Want{1000, 513, 1024}, Want{1024, 513, 1024}, Want{1025, 1025, 2048}}) {
     const Bucket b = bucket(*p, "batch", w.v);
@@ -90,16 +92,17 @@ TEST(BucketPolicy, RangeEndsAreInclusiveAndRangesMayNotShareOne) {
 }
 
 TEST(BucketPolicy, BadPoliciesAreRefusedNamingThePart) {
-  struct Bad { const char* text; const char* message; };
-  for (const Bad& b : {Bad{"batch=squares", "'batch': unknown bucket rule 'squares'"},
-                       Bad{"batch", "'batch' is not SYMBOL=RULE"},
-                       Bad{"=pow2", "'=pow2' is not SYMBOL=RULE"},
-                       Bad{"batch=pow2;batch=exact", "'batch' is given twice"},
-                       Bad{"seq=ranges:1-64,60-128", "ranges 1-64 and 60-128 overlap"},
-                       Bad{"seq=ranges:64-1", "range '64-1' is empty"},
-                       Bad{"seq=ranges:0-8", "range '0-8' is not A-B with integers 1 <= A <= B"},
-                       Bad{"seq=ranges:a-b", "range 'a-b' is not A-B"},
-                       Bad{"seq=ranges:", "range '' is not A-B"}}) {
+  struct Bad {
+    const char* text;
+    const char* message;
+  };
+  for (const Bad& b :
+       {Bad{"batch=squares", "'batch': unknown bucket rule 'squares'"}, Bad{"batch", "'batch' is not SYMBOL=RULE"},
+        Bad{"=pow2", "'=pow2' is not SYMBOL=RULE"}, Bad{"batch=pow2;batch=exact", "'batch' is given twice"},
+        Bad{"seq=ranges:1-64,60-128", "ranges 1-64 and 60-128 overlap"},
+        Bad{"seq=ranges:64-1", "range '64-1' is empty"},
+        Bad{"seq=ranges:0-8", "range '0-8' is not A-B with integers 1 <= A <= B"},
+        Bad{"seq=ranges:a-b", "range 'a-b' is not A-B"}, Bad{"seq=ranges:", "range '' is not A-B"}}) {
     auto p = BucketPolicy::parse(b.text);
     ASSERT_FALSE(p.is_ok()) << b.text;
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);

@@ -70,14 +70,18 @@ Status GraphCatalog::add_store(PlanStore& store) {
   for (const GraphSpecEntry& s : specs) {
     std::string source = "store graph spec '" + s.graph_name + "'";
     Status st = add_spec_text(s.spec_json, source);
-    if (!st.is_ok()) KILN_LOG(kWarn, "plan store " << store.path() << ": graph spec " << key_name(s.structure_sig, s.shape_key) << " skipped: " << st.message());
+    if (!st.is_ok())
+      KILN_LOG(kWarn, "plan store " << store.path() << ": graph spec " << key_name(s.structure_sig, s.shape_key)
+                                    << " skipped: " << st.message());
   }
   KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store.list_retune_queue());
   for (const RetuneQueueEntry& q : queue) {
     if (exact_.count({q.structure_sig, q.shape_key})) continue;
     std::string source = "re-tune queue graph '" + q.graph_name + "'";
     Status st = add_spec_text(q.spec_json, source);
-    if (!st.is_ok()) KILN_LOG(kWarn, "plan store " << store.path() << ": queued graph " << key_name(q.structure_sig, q.shape_key) << " skipped: " << st.message());
+    if (!st.is_ok())
+      KILN_LOG(kWarn, "plan store " << store.path() << ": queued graph " << key_name(q.structure_sig, q.shape_key)
+                                    << " skipped: " << st.message());
   }
   return Status::ok();
 }

@@ -60,8 +60,9 @@ TEST_F(FrontendUpgradeCli, RetunePolicyTunesNowAndTuneUntunedBakesTheRest) {
   ASSERT_EQ(r.exit_code, kExitOk) << r.output;
   EXPECT_NE(r.output.find("re-tuned now"), std::string::npos) << r.output;
   // Every other stale record is baked again from its spec: a stale record counts as not tuned.
-  RunResult t = run_kiln("tune " + kRoot + "/examples/small/conv_bias_relu.json " + kRoot +
-                         "/examples/conv_bias_relu.json --untuned --no-unfused --candidate-budget-ms 20 --store " + store_);
+  RunResult t =
+      run_kiln("tune " + kRoot + "/examples/small/conv_bias_relu.json " + kRoot +
+               "/examples/conv_bias_relu.json --untuned --no-unfused --candidate-budget-ms 20 --store " + store_);
   ASSERT_EQ(t.exit_code, kExitOk) << t.output;
   EXPECT_NE(t.output.find("already tuned in the store, skipped"), std::string::npos) << t.output;  // the small one
   RunResult gc = run_kiln("plans gc --stale --store " + store_);
@@ -70,7 +71,8 @@ TEST_F(FrontendUpgradeCli, RetunePolicyTunesNowAndTuneUntunedBakesTheRest) {
   ASSERT_EQ(ls.exit_code, kExitOk) << ls.output;
   EXPECT_EQ(ls.output.find("\"stale\""), std::string::npos) << ls.output;
   EXPECT_EQ(ls.output.find("12300"), std::string::npos) << "a 1.23 record survived gc --stale: " << ls.output;
-  RunResult run = run_kiln("run " + kRoot + "/examples/conv_bias_relu.json --verify --store " + store_ + " --on-mismatch fail");
+  RunResult run =
+      run_kiln("run " + kRoot + "/examples/conv_bias_relu.json --verify --store " + store_ + " --on-mismatch fail");
   ASSERT_EQ(run.exit_code, kExitOk) << run.output;
 }
 

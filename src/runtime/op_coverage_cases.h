@@ -127,7 +127,8 @@ inline GraphBuilder conv_graph(int op, const ConvCase& s, DataType io, DataType 
   GraphBuilder b(std::string(ops[op]) + "_" + s.name);
   b.io_dtype(io);
   const int64_t o = conv_out(s);
-  ConvOptions opt = ConvOptions().padding({s.pad, s.pad}).stride({s.stride, s.stride}).dilation({s.dil, s.dil}).groups(s.groups);
+  ConvOptions opt =
+      ConvOptions().padding({s.pad, s.pad}).stride({s.stride, s.stride}).dilation({s.dil, s.dil}).groups(s.groups);
   TensorRef y;
   if (op == 0) {
     TensorRef x = b.tensor("x", {s.n, s.c, s.hw, s.hw}, Layout::kNHWC);
@@ -166,7 +167,8 @@ inline GraphBuilder matmul_graph(const std::string& name, DataType a_dt, DataTyp
 // Reduction of x [4, 16, 64] over the last axis or every axis; `fused` puts it behind an fp16 matmul
 // [1, 64, 32] x [1, 32, 64] whose output is also read (as examples/matmul_amax.json).
 inline GraphBuilder reduction_graph(ReductionMode m, bool all_axes, bool fused, DataType in) {
-  GraphBuilder b(std::string("reduce_") + reduction_mode_name(m) + (all_axes ? "_all" : "_last") + (fused ? "_mm" : ""));
+  GraphBuilder b(std::string("reduce_") + reduction_mode_name(m) + (all_axes ? "_all" : "_last") +
+                 (fused ? "_mm" : ""));
   b.io_dtype(in);
   TensorRef x;
   if (fused) {
@@ -187,8 +189,8 @@ inline GraphBuilder norm_graph(bool layer, DataType io) {
   b.io_dtype(io);
   TensorRef x = b.tensor("x", {16, 64, 1, 1});
   TensorRef scale = b.tensor("scale", {1, 64, 1, 1}, Layout::kRowMajor, DataType::kFloat32);
-  TensorRef y = layer ? b.layer_norm("norm", x, scale, b.tensor("bias", {1, 64, 1, 1}, Layout::kRowMajor, DataType::kFloat32),
-                                     1e-5, "y")
+  TensorRef y = layer ? b.layer_norm("norm", x, scale,
+                                     b.tensor("bias", {1, 64, 1, 1}, Layout::kRowMajor, DataType::kFloat32), 1e-5, "y")
                       : b.rms_norm("norm", x, scale, 1e-5, "y");
   b.output(y);
   return b;
@@ -243,10 +245,14 @@ inline std::vector<OpCase> op_coverage_cases() {
   add("conv_fprop.basic", "fp8_e4m3", "", conv_graph(0, basic, D::kFp8E4M3, D::kFloat16));
 
   // ---- matmul ----
-  add("matmul.basic", "bf16", "matmul bf16", matmul_graph("bf16", D::kBFloat16, D::kBFloat16, D::kBFloat16, {1, 32, 64}, {1, 64, 48}));
-  add("matmul.basic", "fp16", "matmul fp16", matmul_graph("fp16", D::kFloat16, D::kFloat16, D::kFloat16, {1, 32, 64}, {1, 64, 48}));
-  add("matmul.basic", "fp32", "", matmul_graph("fp32", D::kFloat32, D::kFloat32, D::kFloat32, {1, 32, 64}, {1, 64, 48}), true);
-  add("matmul.batched", "fp16", "", matmul_graph("batched", D::kFloat16, D::kFloat16, D::kFloat16, {4, 32, 64}, {4, 64, 48}));
+  add("matmul.basic", "bf16", "matmul bf16",
+      matmul_graph("bf16", D::kBFloat16, D::kBFloat16, D::kBFloat16, {1, 32, 64}, {1, 64, 48}));
+  add("matmul.basic", "fp16", "matmul fp16",
+      matmul_graph("fp16", D::kFloat16, D::kFloat16, D::kFloat16, {1, 32, 64}, {1, 64, 48}));
+  add("matmul.basic", "fp32", "", matmul_graph("fp32", D::kFloat32, D::kFloat32, D::kFloat32, {1, 32, 64}, {1, 64, 48}),
+      true);
+  add("matmul.batched", "fp16", "",
+      matmul_graph("batched", D::kFloat16, D::kFloat16, D::kFloat16, {4, 32, 64}, {4, 64, 48}));
   add("matmul.batched_rank4", "fp16", "",
       matmul_graph("batched4", D::kFloat16, D::kFloat16, D::kFloat16, {2, 3, 32, 64}, {2, 3, 64, 48}));
   add("matmul.broadcast_b", "fp16", "",
@@ -270,11 +276,11 @@ inline std::vector<OpCase> op_coverage_cases() {
   }
 
   // ---- pointwise: every mode standalone (fp32, fp16, bf16) and fused behind a matmul (fp32, fp16) and a conv ----
-  const PointwiseMode modes[] = {PointwiseMode::kAdd, PointwiseMode::kSub, PointwiseMode::kMul, PointwiseMode::kDiv,
-                                 PointwiseMode::kMin, PointwiseMode::kMax, PointwiseMode::kScale, PointwiseMode::kBiasAdd,
-                                 PointwiseMode::kRelu, PointwiseMode::kGeluErf, PointwiseMode::kGeluTanh,
-                                 PointwiseMode::kSilu, PointwiseMode::kSigmoid, PointwiseMode::kTanh, PointwiseMode::kExp,
-                                 PointwiseMode::kIdentity};
+  const PointwiseMode modes[] = {
+      PointwiseMode::kAdd,     PointwiseMode::kSub,     PointwiseMode::kMul,      PointwiseMode::kDiv,
+      PointwiseMode::kMin,     PointwiseMode::kMax,     PointwiseMode::kScale,    PointwiseMode::kBiasAdd,
+      PointwiseMode::kRelu,    PointwiseMode::kGeluErf, PointwiseMode::kGeluTanh, PointwiseMode::kSilu,
+      PointwiseMode::kSigmoid, PointwiseMode::kTanh,    PointwiseMode::kExp,      PointwiseMode::kIdentity};
   for (PointwiseMode m : modes) {
     const std::string mn = pointwise_mode_name(m);
     for (D io : {D::kFloat32, D::kFloat16}) {

@@ -118,13 +118,13 @@ std::string format_line(const opcov::OpCase& c, const Outcome& r) {
   char nums[160];
   if (r.measured)
     std::snprintf(nums, sizeof(nums), "max_abs=%.2e max_rel=%.2e nmse=%.2e", r.max_abs, r.max_rel, r.nmse);
-  else
-    std::snprintf(nums, sizeof(nums), "max_abs=- max_rel=- nmse=-");
+  else std::snprintf(nums, sizeof(nums), "max_abs=- max_rel=- nmse=-");
   std::string line = "OPCOV " + c.name + " " + c.dtype + " " + verdict_name(r.verdict) + " " + nums;
   if (r.verdict != Verdict::kNotSupported && !(r.verdict == Verdict::kFailed && !r.message.empty())) {
     char tail[64];
     std::snprintf(tail, sizeof(tail), " t=%.2fs", r.seconds);
-    line += std::string(" host=") + verdict_name(r.host) + " device=" + verdict_name(r.device) + " plan=" + r.plan + tail;
+    line +=
+        std::string(" host=") + verdict_name(r.host) + " device=" + verdict_name(r.device) + " plan=" + r.plan + tail;
     if (c.allow_tf32) line += " tf32-allowed";
   }
   if (!r.message.empty()) line += " " + one_line(r.message);
@@ -140,8 +140,9 @@ TEST(OpCoverage, EveryOpModeAndDtypeOnTheGpu) {
     if (!filter || (c.name + " " + c.dtype).find(filter) != std::string::npos) cases.push_back(&c);
   int threads = 8;
   if (const char* t = std::getenv("KILN_OPCOV_THREADS")) threads = std::max(1, std::atoi(t));
-  std::printf("OPCOV running %zu of %zu cases on %d threads (case dtype verdict errors-vs-host host device plan time)\n",
-              cases.size(), all.size(), threads);
+  std::printf(
+      "OPCOV running %zu of %zu cases on %d threads (case dtype verdict errors-vs-host host device plan time)\n",
+      cases.size(), all.size(), threads);
   std::fflush(stdout);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -177,11 +178,12 @@ TEST(OpCoverage, EveryOpModeAndDtypeOnTheGpu) {
       if (cases[i]->core_group != group) continue;
       selected = true;
       seen += std::string(seen.empty() ? "" : ", ") + cases[i]->name + " " + verdict_name(results[i].verdict);
-      if (results[i].verdict == Verdict::kPassed && passed_by.empty()) passed_by = cases[i]->name + " " + cases[i]->dtype;
+      if (results[i].verdict == Verdict::kPassed && passed_by.empty())
+        passed_by = cases[i]->name + " " + cases[i]->dtype;
     }
     if (!selected) continue;
-    std::printf("OPCOV-CORE %s: %s\n", group.c_str(), passed_by.empty() ? ("MISSING (" + seen + ")").c_str()
-                                                                       : ("Passed by " + passed_by).c_str());
+    std::printf("OPCOV-CORE %s: %s\n", group.c_str(),
+                passed_by.empty() ? ("MISSING (" + seen + ")").c_str() : ("Passed by " + passed_by).c_str());
     if (passed_by.empty()) missing.push_back(group + " (" + seen + ")");
   }
   std::printf("OPCOV-SUMMARY cases=%zu passed=%d not_supported=%d incorrect_or_failed=%zu core_groups_missing=%zu "

@@ -58,9 +58,9 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
   const std::vector<opcov::OpCase> cases = opcov::op_coverage_cases();
   const std::vector<std::string> groups = opcov::core_groups(cases);
   std::set<std::string> g(groups.begin(), groups.end());
-  for (const char* want : {"conv_fprop fp16", "conv_dgrad fp16", "conv_wgrad fp16", "matmul bf16", "matmul fp16",
-                           "layer_norm fp16", "rms_norm fp16", "sdpa fp16", "sdpa.causal fp16", "sdpa bf16",
-                           "sdpa.causal bf16"})
+  for (const char* want :
+       {"conv_fprop fp16", "conv_dgrad fp16", "conv_wgrad fp16", "matmul bf16", "matmul fp16", "layer_norm fp16",
+        "rms_norm fp16", "sdpa fp16", "sdpa.causal fp16", "sdpa bf16", "sdpa.causal bf16"})
     EXPECT_TRUE(g.count(want)) << want;
   int pointwise = 0, reductions = 0;
   for (const std::string& s : groups) {

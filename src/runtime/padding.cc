@@ -29,7 +29,9 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
   auto v = [&](int t) { return vary[static_cast<size_t>(t)]; };
   auto rank = [&](int t) { return static_cast<int>(g.tensors[static_cast<size_t>(t)].dims.size()); };
   auto name = [&](int t) { return "'" + g.tensors[static_cast<size_t>(t)].name + "'"; };
-  auto extent = [](const Graph& gr, int t, int d) { return gr.tensors[static_cast<size_t>(t)].dims[static_cast<size_t>(d)].value; };
+  auto extent = [](const Graph& gr, int t, int d) {
+    return gr.tensors[static_cast<size_t>(t)].dims[static_cast<size_t>(d)].value;
+  };
   // Right-aligned (broadcast) consistency of inputs with the output: an input's varying dim must be the
   // output's, with the output's extent at both shapes (an input that broadcasts there at one shape and not
   // at the other, extent 1 against n, computes something else), and a varying output needs a varying input.
@@ -47,15 +49,14 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
         if (extent(*gr, in, v(in)) != extent(*gr, out, at))
           return refuse(where + ": input " + name(in) + " broadcasts in its varying " + dim_text(v(in)) + " (extent " +
                         std::to_string(extent(*gr, in, v(in))) + " against the output's " +
-                        std::to_string(extent(*gr, out, at)) + " at " + (gr == &g ? "the request" : "the plan's shape") +
-                        "), so the padded rows would not be its own");
+                        std::to_string(extent(*gr, out, at)) + " at " +
+                        (gr == &g ? "the request" : "the plan's shape") + "), so the padded rows would not be its own");
     }
     if (v(out) >= 0 && !any) return refuse(where + ": output " + name(out) + " varies but none of its inputs does");
     return Status::ok();
   };
   switch (n.op) {
-    case OpKind::kPointwise:
-      return aligned(n.inputs, n.outputs[0]);
+    case OpKind::kPointwise: return aligned(n.inputs, n.outputs[0]);
     case OpKind::kMatmul: {
       const int a = n.inputs[0], b = n.inputs[1], c = n.outputs[0];
       if (v(a) == rank(a) - 1) return refuse(where + ": the contracted dim K of " + name(a) + " varies");
@@ -102,7 +103,8 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
     case OpKind::kSdpa: {
       const int q = n.inputs[0];
       for (int t : n.inputs)
-        if (v(t) > 0) return refuse(where + ": " + name(t) + " varies in " + dim_text(v(t)) + " (only the batch dim 0)");
+        if (v(t) > 0)
+          return refuse(where + ": " + name(t) + " varies in " + dim_text(v(t)) + " (only the batch dim 0)");
       for (int t : n.inputs)
         if (v(t) != v(q)) return refuse(where + ": q, k and v do not vary alike");
       for (int o : n.outputs)
@@ -133,9 +135,9 @@ StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger) {
       if (vary[i] >= 0)
         return refuse("tensor '" + a.name + "' varies in two dims (" + dim_text(vary[i]) + ": " +
                       std::to_string(a.dims[static_cast<size_t>(vary[i])].value) + " against " +
-                      std::to_string(b.dims[static_cast<size_t>(vary[i])].value) + ", " + dim_text(static_cast<int>(k)) +
-                      ": " + std::to_string(a.dims[k].value) + " against " + std::to_string(b.dims[k].value) +
-                      "), so its rows are not a prefix");
+                      std::to_string(b.dims[static_cast<size_t>(vary[i])].value) + ", " +
+                      dim_text(static_cast<int>(k)) + ": " + std::to_string(a.dims[k].value) + " against " +
+                      std::to_string(b.dims[k].value) + "), so its rows are not a prefix");
       vary[i] = static_cast<int>(k);
     }
   }

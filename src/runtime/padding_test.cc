@@ -167,9 +167,10 @@ TEST(Padding, AnInputThatBroadcastsAtOneShapeOnlyDoesNotPad) {
   const char* two = R"({"name": "bc", "io_dtype": "fp16", "dynamic": {"n": 8, "m": 8},
     "tensors": {"a": {"dims": ["n", 4]}, "b": {"dims": ["m", 4]}},
     "nodes": [{"name": "add", "op": "add", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})";
-  expect_refused(pad(two, {{"n", 1}, {"m", 5}}, {{"n", 8}, {"m", 8}}),
-                 "node 'add' (pointwise): input 'a' broadcasts in its varying dim 0 (extent 1 against the output's 5 at "
-                 "the request)");
+  expect_refused(
+      pad(two, {{"n", 1}, {"m", 5}}, {{"n", 8}, {"m", 8}}),
+      "node 'add' (pointwise): input 'a' broadcasts in its varying dim 0 (extent 1 against the output's 5 at "
+      "the request)");
   // Both alike at both shapes: fine.
   auto ok = pad(two, {{"n", 5}, {"m", 5}}, {{"n", 8}, {"m", 8}});
   ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
@@ -182,7 +183,8 @@ TEST(Padding, AnInputThatBroadcastsAtOneShapeOnlyDoesNotPad) {
 TEST(Padding, ExplicitStridesAreRefused) {
   auto make = [](int64_t n) {
     const std::string spec = R"({"name": "ex", "io_dtype": "fp16",
-      "tensors": {"a": {"dims": [)" + std::to_string(n) + R"(, 4], "strides": [8, 1]}},
+      "tensors": {"a": {"dims": [)" +
+                             std::to_string(n) + R"(, 4], "strides": [8, 1]}},
       "nodes": [{"name": "r", "op": "relu", "inputs": ["a"], "outputs": ["y"]}], "outputs": ["y"]})";
     auto g = parse_spec_string(spec, "ex.json");
     EXPECT_TRUE(g.is_ok()) << g.status().to_string();

@@ -18,10 +18,8 @@ StatusOr<KeptPlan> keep_plan(PlanStore& store, const Graph& graph, const PlanRec
   if (out.record.tuned) {
     StatusOr<bool> removed = store.remove_from_retune_queue(out.record.structure_sig, out.record.shape_key,
                                                             fingerprint_key(out.record.fingerprint));
-    if (removed.is_ok())
-      out.dequeued = *removed;
-    else
-      out.warnings.push_back("re-tune queue row of '" + graph.name + "' not removed: " + removed.status().message());
+    if (removed.is_ok()) out.dequeued = *removed;
+    else out.warnings.push_back("re-tune queue row of '" + graph.name + "' not removed: " + removed.status().message());
   }
   return out;
 }

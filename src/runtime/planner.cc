@@ -68,7 +68,8 @@ Status ExecutablePlan::check_bindings(const TensorBindings& tensors) const {
     if (!bound_.count(name)) {
       std::string known;
       for (const auto& [n, t] : bound_) known += (known.empty() ? "" : ", ") + n;
-      return invalid_argument(where + ": no input or output tensor '" + name + "' to bind (its tensors: " + known + ")");
+      return invalid_argument(where + ": no input or output tensor '" + name + "' to bind (its tensors: " + known +
+                              ")");
     }
   }
   for (const auto& [name, t] : bound_) {
@@ -113,8 +114,8 @@ Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensor
 Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }
 
 StatusOr<std::shared_ptr<const ExecutablePlan>> PlanBackend::tune(const Graph& graph, const GraphSignature&,
-                                                                   const PromotionTuning&, const std::atomic<bool>*,
-                                                                   std::string*) {
+                                                                  const PromotionTuning&, const std::atomic<bool>*,
+                                                                  std::string*) {
   return not_supported("graph '" + graph.name + "': this plan backend cannot tune");
 }
 
@@ -243,8 +244,8 @@ std::string PlannerStats::text() const {
   auto n = [](int64_t v, const char* one, const char* many) { return std::to_string(v) + " " + (v == 1 ? one : many); };
   return s + "; graphs: " + n(graph_captures, "capture", "captures") + ", " +
          n(graph_instantiations, "instantiation", "instantiations") + ", " + n(graph_replays, "replay", "replays") +
-         ", " + n(graph_stream_runs, "stream run", "stream runs") + ", " + n(graph_updates, "update", "updates") + ", " +
-         std::to_string(graph_update_refusals) + " refused, " +
+         ", " + n(graph_stream_runs, "stream run", "stream runs") + ", " + n(graph_updates, "update", "updates") +
+         ", " + std::to_string(graph_update_refusals) + " refused, " +
          n(graph_reinstantiations, "re-instantiation", "re-instantiations");
 }
 
@@ -323,9 +324,9 @@ struct Planner::Impl {
   std::condition_variable promo_idle;  // the queue drained
   std::deque<Promotion> promo_queue;
   bool promo_busy = false, stopping = false;
-  std::string last_promotion_failure;  // under promo_mu
-  std::string last_tune_fallback;      // under promo_mu
-  std::string last_tune_note;          // under promo_mu
+  std::string last_promotion_failure;     // under promo_mu
+  std::string last_tune_fallback;         // under promo_mu
+  std::string last_tune_note;             // under promo_mu
   std::atomic<bool> cancel_tunes{false};  // set by ~Impl: a background tune in progress stops
   std::thread promo_thread;
 
@@ -561,12 +562,13 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
   }
   const int64_t workspace = static_cast<int64_t>(layout->scratch_bytes) + larger->workspace_bytes();
   *why = "padded: runs the plan tuned for " + best->shape_key + " on scratch (" + layout->text() +
-         (!options.promote                            ? "), kept: promotion is off"
+         (!options.promote                         ? "), kept: promotion is off"
           : options.promote_by == PromoteBy::kTune ? "), its own plan is being tuned"
                                                    : "), its own plan is being built");
   EngineConfig config = larger->config();
-  return std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kPadded,
-                                          std::make_unique<PaddedExecutor>(larger, std::move(*layout), backend->device_copy()));
+  return std::make_shared<ExecutablePlan>(
+      g, sig, std::move(config), workspace, PlanSource::kPadded,
+      std::make_unique<PaddedExecutor>(larger, std::move(*layout), backend->device_copy()));
 }
 
 void Planner::Impl::promote(Promotion p) {
@@ -612,8 +614,7 @@ void Planner::Impl::promotion_loop() {
       // It replaces its stopgap only: a job that stored a plan for the structure meanwhile dropped it
       // (forget), and what is held now, or the next obtain's read of the store, is newer than this build.
       auto held = shard.plans.find(p.key);
-      const bool replaces = generation.load() == p.generation && held != shard.plans.end() &&
-                            held->second == p.stopgap;
+      const bool replaces = generation.load() == p.generation && held != shard.plans.end() && held->second == p.stopgap;
       if (replaces) held->second = built->plan;  // callers holding the stopgap keep it alive until they drop it
       wl.unlock();
       if (replaces) {
@@ -666,8 +667,8 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
       out.source = PlanSource::kStore;
       return true;
     }
-    why.push_back("store: " + (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss)
-                                               : stored.status().message()));
+    why.push_back("store: " +
+                  (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message()));
     return false;
   };
   const bool stopgap = allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty();
@@ -742,13 +743,13 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
           note_static_cost(sig.structure, ms_since(t0));
           out.plan = std::move(*built);
           out.source = PlanSource::kBucket;
-          why.push_back("bucket " + options.buckets.bucket_key(shape) + ": " + best->config.identity() +
-                        " tuned for " + best->shape_key);
+          why.push_back("bucket " + options.buckets.bucket_key(shape) + ": " + best->config.identity() + " tuned for " +
+                        best->shape_key);
           out.why = joined();
           return out;
         }
-        why.push_back("bucket: " + best->config.identity() + " (tuned for " + best->shape_key + ") does not build here: " +
-                      (built.is_ok() ? std::string("no plan") : built.status().message()));
+        why.push_back("bucket: " + best->config.identity() + " (tuned for " + best->shape_key +
+                      ") does not build here: " + (built.is_ok() ? std::string("no plan") : built.status().message()));
       }
     }
   }

@@ -102,8 +102,7 @@ class CudnnExecutor : public PlanExecutor {
     }
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire(capturing == cudaStreamCaptureStatusNone));
     const cudnnStatus_t st = cudnnSetStream(h.get(), stream);
-    if (st != CUDNN_STATUS_SUCCESS)
-      return unavailable(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
+    if (st != CUDNN_STATUS_SUCCESS) return unavailable(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
     Status run = plan_.execute(h.get(), pointers, workspace);
     // The handle goes back to the pool on the default stream: the caller may destroy `stream` once its
     // work is done, and a later build with this handle must not touch it (it crashed kiln replay --warm,
@@ -140,7 +139,8 @@ class CudnnPlanBackend : public PlanBackend {
     // read-only connection closed last would leave the store's -wal and -shm files behind, and the plans
     // just written in the -wal alone.
     b->shared_store_ = o.store_writable;
-    if (!o.store_path.empty() && !to_create) {  // before the GPU: a wrong store path is the caller's error, on any machine
+    if (!o.store_path.empty() &&
+        !to_create) {  // before the GPU: a wrong store path is the caller's error, on any machine
       StoreOpenOptions so;
       so.read_only = !o.store_writable;  // else a tuned promotion writes through writer_ (PromotionTuning::store)
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
@@ -411,7 +411,7 @@ class CudnnPlanBackend : public PlanBackend {
   std::mutex caches_mu_;
   std::map<std::string, std::shared_ptr<DynamicKernelCache>> caches_;
   std::shared_ptr<HandlePool> pool_;
-  std::mutex store_mu_;  // one connection: one call at a time (plans load outside it)
+  std::mutex store_mu_;        // one connection: one call at a time (plans load outside it)
   bool shared_store_ = false;  // store_writable: store_ is writable and with_writable_store uses it
   std::unique_ptr<PlanStore> store_;
   std::string store_path_;
@@ -419,7 +419,7 @@ class CudnnPlanBackend : public PlanBackend {
   // Opened for writing: at create() with store_writable or a target, else on the first tuned plan stored
   // (PromotionTuning::store).
   std::unique_ptr<PlanStore> writer_;
-  std::thread primer_;                 // prime_cudnn(), not waited for by create()
+  std::thread primer_;                   // prime_cudnn(), not waited for by create()
   std::optional<DeviceProfile> target_;  // deviceless: compile() builds for it
   std::atomic<bool> copies_warm_{false};
 };

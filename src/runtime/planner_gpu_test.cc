@@ -83,8 +83,10 @@ void run_and_check(const ExecutablePlan& plan, const std::string& what, size_t s
   for (const auto& [name, tb] : b.bindings) {
     if (!slack) break;
     std::vector<unsigned char> tail(slack);
-    ASSERT_EQ(cudaMemcpy(tail.data(), static_cast<char*>(tb.ptr) + tb.bytes, slack, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t i = 0; i < slack; ++i) ASSERT_EQ(tail[i], 0xFF) << name << ": byte " << i << " past its span was written";
+    ASSERT_EQ(cudaMemcpy(tail.data(), static_cast<char*>(tb.ptr) + tb.bytes, slack, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (size_t i = 0; i < slack; ++i)
+      ASSERT_EQ(tail[i], 0xFF) << name << ": byte " << i << " past its span was written";
   }
   const Graph& g = plan.graph();
   std::map<int, void*> inputs, outputs;
@@ -249,8 +251,8 @@ void tuned_planner(const std::string& spec_text, const std::string& tag, const s
 
 // New shapes of a tuned structure: a dynamic-shape stopgap (checked), a second new shape reusing the
 // structure's kernel cache, then the promoted static plan (the bucket's tuned configuration, checked).
-void stopgap_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at,
-                           int64_t first_new, int64_t second_new, const std::string& policy) {
+void stopgap_then_promoted(const std::string& spec_text, const std::string& sym, int64_t tuned_at, int64_t first_new,
+                           int64_t second_new, const std::string& policy) {
   TunedPlanner t;
   ASSERT_NO_FATAL_FAILURE(tuned_planner(spec_text, "stopgap_" + sym, policy, /*padded=*/false, &t));
   auto stored = t.planner->obtain(t.pg);
@@ -272,7 +274,8 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
     EXPECT_EQ(second->source, PlanSource::kDynamic) << second->why;
   }
   const int64_t stopgaps_served = second->source == PlanSource::kDynamic ? 2 : 1;
-  run_and_check(*second->plan, std::string(plan_source_name(second->source)) + ", " + sym + "=" + std::to_string(second_new));
+  run_and_check(*second->plan,
+                std::string(plan_source_name(second->source)) + ", " + sym + "=" + std::to_string(second_new));
   t.planner->wait_for_promotions();
   auto promoted = t.planner->obtain(t.pg, {{sym, first_new}});
   ASSERT_TRUE(promoted.is_ok());
@@ -283,9 +286,10 @@ void stopgap_then_promoted(const std::string& spec_text, const std::string& sym,
   const PlannerStats st = t.planner->stats();
   EXPECT_EQ(st.promotions, stopgaps_served) << st.text();
   EXPECT_EQ(st.stopgaps, 0) << st.text();
-  std::printf("[ planner ] %s: stopgap %s first new shape %.2f ms (kernels compiled), second %.2f ms; tuned at %lld: %s; %s\n",
-              t.graph.name.c_str(), first->plan->config().identity().c_str(), first->obtain_ms, second->obtain_ms,
-              static_cast<long long>(tuned_at), stored->plan->config().identity().c_str(), st.text().c_str());
+  std::printf(
+      "[ planner ] %s: stopgap %s first new shape %.2f ms (kernels compiled), second %.2f ms; tuned at %lld: %s; %s\n",
+      t.graph.name.c_str(), first->plan->config().identity().c_str(), first->obtain_ms, second->obtain_ms,
+      static_cast<long long>(tuned_at), stored->plan->config().identity().c_str(), st.text().c_str());
 }
 
 // New shapes below a tuned representative: padded stopgaps on the representative's stored plan, their
@@ -342,8 +346,8 @@ void padded_then_promoted(const std::string& spec_text, const std::string& sym, 
     EXPECT_EQ(again->plan->config(), promoted->plan->config());
     run_and_check(*again->plan, "stored tune winner, " + sym + "=" + std::to_string(news[0]), 4096);
   }
-  std::printf("[ planner ] %s: padded on the plan tuned at %s=%lld, obtain %s; %s\n", t.graph.name.c_str(),
-              sym.c_str(), static_cast<long long>(tuned_at), times.c_str(), st.text().c_str());
+  std::printf("[ planner ] %s: padded on the plan tuned at %s=%lld, obtain %s; %s\n", t.graph.name.c_str(), sym.c_str(),
+              static_cast<long long>(tuned_at), times.c_str(), st.text().c_str());
 }
 
 TEST(PlannerGpu, MatmulPaddedStopgapsThenPromotedPlanPass) {
@@ -422,7 +426,8 @@ TEST(PlannerGpu, ManyThreadsObtainAndExecuteAtOnce) {
       if (cudaStreamSynchronize(stream->get()) != cudaSuccess) errors[static_cast<size_t>(t)] = "stream failed";
     });
   for (auto& th : threads) th.join();
-  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(errors[static_cast<size_t>(t)].empty()) << t << ": " << errors[static_cast<size_t>(t)];
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_TRUE(errors[static_cast<size_t>(t)].empty()) << t << ": " << errors[static_cast<size_t>(t)];
   EXPECT_EQ((*planner)->stats().builds, 2);  // one per shape: single flight
 }
 

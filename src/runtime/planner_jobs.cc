@@ -26,8 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 Status needs_device(const PlannerOptions& o, const char* job) {
   if (o.target)
-    return failed_precondition(std::string("this Planner is deviceless (PlannerOptions::target: ") + o.target->gpu_name +
-                               "): it compiles plans; " + job + " needs a GPU");
+    return failed_precondition(std::string("this Planner is deviceless (PlannerOptions::target: ") +
+                               o.target->gpu_name + "): it compiles plans; " + job + " needs a GPU");
   return Status::ok();
 }
 
@@ -110,8 +110,8 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
     if (job.on_note) job.on_note("timing the unfused alternative (" + std::to_string(g.nodes.size()) + " parts)");
     KILN_ASSIGN_OR_RETURN(out.unfused, tune_unfused(g, uo));
     const CandidateResult* fused = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
-    out.fusion = decide_fusion(fused ? fused_side(*fused) : FusionSide{}, unfused_chain_side(*out.unfused),
-                               job.fusion_policy);
+    out.fusion =
+        decide_fusion(fused ? fused_side(*fused) : FusionSide{}, unfused_chain_side(*out.unfused), job.fusion_policy);
   }
   tr.evaluation.reset();  // frees the graph's inputs and reference on the device
 
@@ -119,10 +119,8 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
     rec.tuned = tuning_is_complete(tr);
     StatusOr<KeptPlan> kept = keep(b, g, rec, forget);
-    if (kept.is_ok())
-      out.kept = std::move(kept).value();
-    else
-      out.store_status = kept.status();
+    if (kept.is_ok()) out.kept = std::move(kept).value();
+    else out.store_status = kept.status();
   }
   return out;
 }

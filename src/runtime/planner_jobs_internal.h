@@ -14,7 +14,7 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& backend, const PlannerOptions& 
                                     const TuneJob& job, const Forget& forget);
 StatusOr<CompiledGraph> compile(PlanBackend& backend, const PlannerOptions& options, const Graph& graph,
                                 const std::optional<EngineConfig>& pin, const Forget& forget);
-StatusOr<RetuneReport> retune_queued(PlanBackend& backend, const PlannerOptions& options,
-                                     const RetuneOptions& retune, const Forget& forget);
+StatusOr<RetuneReport> retune_queued(PlanBackend& backend, const PlannerOptions& options, const RetuneOptions& retune,
+                                     const Forget& forget);
 
 }  // namespace kiln::planner_jobs

@@ -50,8 +50,8 @@ class StoreBackedFake : public PlanBackend {
     return plan(g, sig, c ? *c : EngineConfig{1, {}}, s);
   }
   StatusOr<EnvFingerprint> environment() const override { return store_test::h200(); }
-  int static_build_ms = 0;     // a static build takes this long (a promotion still building)
-  bool writes_fail = false;    // with_writable_store: the store refuses
+  int static_build_ms = 0;   // a static build takes this long (a promotion still building)
+  bool writes_fail = false;  // with_writable_store: the store refuses
   Status with_writable_store(const std::function<Status(PlanStore&)>& fn) override {
     if (writes_fail) return unavailable("the disk is full (injected)");
     std::lock_guard<std::mutex> lock(mu_);
@@ -420,8 +420,10 @@ namespace {
 // kiln tune --shapes: a structure's recorded shapes, hottest first, as bucket representatives, each once.
 TEST(ShapesToTune, HottestFirstAsRepresentativesEachOnceAtMostN) {
   const std::string s = "0123456789abcdef0123456789abcdef", other = "fedcba9876543210fedcba9876543210";
-  std::vector<RecordedShape> rec = {{s, "tokens=7", "mlp", 3, {}},   {s, "tokens=100", "mlp", 50, {}},
-                                    {other, "tokens=1", "x", 99, {}}, {s, "tokens=120", "mlp", 40, {}},
+  std::vector<RecordedShape> rec = {{s, "tokens=7", "mlp", 3, {}},
+                                    {s, "tokens=100", "mlp", 50, {}},
+                                    {other, "tokens=1", "x", 99, {}},
+                                    {s, "tokens=120", "mlp", 40, {}},
                                     {s, "tokens=300", "mlp", 2, {}}};
   auto exact = shapes_to_tune(rec, s, BucketPolicy{});
   ASSERT_TRUE(exact.is_ok()) << exact.status().to_string();

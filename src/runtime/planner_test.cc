@@ -77,8 +77,8 @@ class FakeBackend : public PlanBackend {
     return Status::ok();
   }
   std::mutex mu;
-  std::set<std::string> stored;       // shape keys the "store" has
-  std::vector<TunedShape> tuned;      // tuned configurations of the structure
+  std::set<std::string> stored;   // shape keys the "store" has
+  std::vector<TunedShape> tuned;  // tuned configurations of the structure
   std::atomic<int> store_calls{0}, builds{0}, heuristic_builds{0}, runs{0};
   std::atomic<int> fail_heuristics{0};  // this many heuristic builds fail, then they succeed
   int build_delay_ms = 0;
@@ -88,11 +88,12 @@ class FakeBackend : public PlanBackend {
   std::atomic<int> dynamic_builds{0};
   std::atomic<int> tunes{0};
   bool tune_finds_none = false;  // tune(): no correct candidate
-  int tune_delay_ms = 0;          // tune(): this long, or until cancelled
-  bool tune_not_stored = false;   // tune(): a winner, with a note that it was not stored
+  int tune_delay_ms = 0;         // tune(): this long, or until cancelled
+  bool tune_not_stored = false;  // tune(): a winner, with a note that it was not stored
   std::atomic<bool> saw_cancel{false};
-  StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& g, const GraphSignature& sig, const PromotionTuning& t,
-                                                       const std::atomic<bool>* cancel, std::string* why) override {
+  StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& g, const GraphSignature& sig,
+                                                       const PromotionTuning& t, const std::atomic<bool>* cancel,
+                                                       std::string* why) override {
     ++tunes;
     last_tuning = t;
     for (int waited = 0; waited < tune_delay_ms; waited += 5) {
@@ -146,16 +147,18 @@ class FakeBackend : public PlanBackend {
       }
       return make(g, sig, EngineConfig{1, {}}, source);
     }
-    if (bad_configs.count(config->identity())) return not_supported(config->identity() + " does not support this shape");
+    if (bad_configs.count(config->identity()))
+      return not_supported(config->identity() + " does not support this shape");
     return make(g, sig, *config, source);
   }
 
  private:
   std::shared_ptr<const ExecutablePlan> make(const Graph& g, const GraphSignature& sig, EngineConfig c, PlanSource s) {
     if (compute_rows)
-      return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 1024, s,
-                                              std::make_unique<RowExecutor>(g.tensors[static_cast<size_t>(g.find_tensor("x"))].dims[1].value,
-                                                                            g.find_tensor("x"), g.find_tensor("y"), &runs));
+      return std::make_shared<ExecutablePlan>(
+          g, sig, std::move(c), 1024, s,
+          std::make_unique<RowExecutor>(g.tensors[static_cast<size_t>(g.find_tensor("x"))].dims[1].value,
+                                        g.find_tensor("x"), g.find_tensor("y"), &runs));
     return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 1024, s, std::make_unique<RecordingExecutor>(&runs));
   }
 };
@@ -381,7 +384,8 @@ TEST(Planner, ReshapeKeepsADeclaredConvGradientExtent) {
                 "dx": {"dims": ["batch", 8, 8, 8], "layout": "NHWC"}},
     "nodes": [{"name": "dgrad", "op": "conv_dgrad", "inputs": ["dy", "w"], "outputs": ["dx"], "padding": [1, 1],
                "stride": [2, 2]}],
-    "outputs": ["dx"]})", "dg.json");
+    "outputs": ["dx"]})",
+                                 "dg.json");
   ASSERT_TRUE(dgrad.is_ok()) << dgrad.status().to_string();
   ASSERT_TRUE(validate_graph(*dgrad).is_ok());
   auto r = reshape_graph(*dgrad, {{"batch", 3}});
@@ -392,7 +396,8 @@ TEST(Planner, ReshapeKeepsADeclaredConvGradientExtent) {
     "tensors": {"x": {"dims": ["batch", 8, 8, 8], "layout": "NHWC"}, "dy": {"dims": ["batch", 16, 8, 8], "layout": "NHWC"},
                 "dw": {"dims": [16, 8, 3, 3], "layout": "NHWC", "dtype": "fp32"}},
     "nodes": [{"name": "wgrad", "op": "conv_wgrad", "inputs": ["x", "dy"], "outputs": ["dw"], "padding": [1, 1]}],
-    "outputs": ["dw"]})", "wg.json");
+    "outputs": ["dw"]})",
+                                 "wg.json");
   ASSERT_TRUE(wgrad.is_ok()) << wgrad.status().to_string();
   ASSERT_TRUE(validate_graph(*wgrad).is_ok());
   auto w = reshape_graph(*wgrad, {{"batch", 5}});
@@ -463,11 +468,12 @@ TEST(ShapeRecorder, CountsPerSourceWritesAndReadsItsFile) {
   EXPECT_EQ((*back)[1].count, 2);
   std::remove(path.c_str());
   // Damaged files are refused naming the entry and field.
-  auto bad = parse_shapes_json(R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"xyz","shape_key":"","count":1}]})",
-                               "f.json");
+  auto bad = parse_shapes_json(
+      R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"xyz","shape_key":"","count":1}]})", "f.json");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("f.json: shapes[0]: \"structure\" 'xyz' is not 32 lowercase hex digits"),
-            std::string::npos) << bad.status().to_string();
+            std::string::npos)
+      << bad.status().to_string();
   bad = parse_shapes_json(R"({"format":"kiln-shapes","version":2,"shapes":[]})", "f.json");
   EXPECT_NE(bad.status().message().find("version 2 (this Kiln reads version 1)"), std::string::npos);
   bad = parse_shapes_json("[1,2]", "f.json");
@@ -479,7 +485,8 @@ TEST(ShapeRecorder, CountsPerSourceWritesAndReadsItsFile) {
                                 "0123456789abcdef0123456789abcdef\",\"shape_key\":\"" + key + "\",\"count\":1}]}",
                             "f.json");
     ASSERT_FALSE(bad.is_ok()) << key;
-    EXPECT_NE(bad.status().message().find("f.json: shapes[0]: \"shape_key\""), std::string::npos) << bad.status().to_string();
+    EXPECT_NE(bad.status().message().find("f.json: shapes[0]: \"shape_key\""), std::string::npos)
+        << bad.status().to_string();
   }
   auto zero = read_shapes_file("/dev/zero");  // a device: never read
   ASSERT_FALSE(zero.is_ok());
@@ -524,7 +531,8 @@ TEST(ShapeRecorder, ManyThreadsLoseNoCount) {
   for (int t = 0; t < 16; ++t)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 5000; ++i)
-        r.record("0123456789abcdef0123456789abcdef", "tokens=" + std::to_string(i % 7), "g", t % 2 ? "memory" : "bucket");
+        r.record("0123456789abcdef0123456789abcdef", "tokens=" + std::to_string(i % 7), "g",
+                 t % 2 ? "memory" : "bucket");
     });
   for (auto& t : threads) t.join();
   int64_t total = 0;
@@ -681,7 +689,8 @@ TEST(PlannerStopgap, AStructureWhoseStaticBuildsAreCheapSkipsTheStopgap) {
   auto r = f.planner->obtain(*pg, {{"tokens", 102}});
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->source, PlanSource::kHeuristics);
-  EXPECT_NE(r->why.find("dynamic: skipped, static builds of this structure take under 5 ms"), std::string::npos) << r->why;
+  EXPECT_NE(r->why.find("dynamic: skipped, static builds of this structure take under 5 ms"), std::string::npos)
+      << r->why;
   EXPECT_EQ(f.backend->dynamic_builds.load(), 1);
 }
 
@@ -758,9 +767,9 @@ TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint16_t>(i % 1000);
   alignas(256) static char ws[32768 + 65536 + 1024];
   const int copies0 = FakeBackend::host_copies.load();
-  Status s = a->plan->execute(nullptr, {{"x", {x.data(), x.size() * 2}}, {"w", {w.data()}}, {"b", {b.data()}},
-                                        {"y", {y.data(), 100 * 256 * 2}}},
-                              ws);
+  Status s = a->plan->execute(
+      nullptr,
+      {{"x", {x.data(), x.size() * 2}}, {"w", {w.data()}}, {"b", {b.data()}}, {"y", {y.data(), 100 * 256 * 2}}}, ws);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(FakeBackend::host_copies.load() - copies0, 2);  // x in, y out
   for (int64_t r = 0; r < 100; ++r)
@@ -769,9 +778,9 @@ TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
   for (size_t i = 100 * 256; i < y.size(); ++i) ASSERT_EQ(y[i], 0xBEEF) << "written past the caller's rows at " << i;
   // Too small a workspace is refused before anything runs.
   const int runs0 = f.backend->runs.load();
-  EXPECT_FALSE(a->plan->execute(nullptr, {{"x", {x.data()}}, {"w", {w.data()}}, {"b", {b.data()}}, {"y", {y.data()}}},
-                                nullptr)
-                   .is_ok());
+  EXPECT_FALSE(
+      a->plan->execute(nullptr, {{"x", {x.data()}}, {"w", {w.data()}}, {"b", {b.data()}}, {"y", {y.data()}}}, nullptr)
+          .is_ok());
   EXPECT_EQ(f.backend->runs.load(), runs0);
 
   // The representative's plan is held now: a hit, the same object the padded plan runs.
@@ -788,8 +797,9 @@ TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
   ASSERT_TRUE(p.is_ok());
   EXPECT_EQ(p->source, PlanSource::kMemory);
   EXPECT_EQ(p->plan->built_from(), PlanSource::kBucket);
-  ASSERT_TRUE(p->plan->execute(nullptr, {{"x", {x.data()}}, {"w", {w.data()}}, {"b", {b.data()}}, {"y", {y.data()}}}, ws)
-                  .is_ok());
+  ASSERT_TRUE(
+      p->plan->execute(nullptr, {{"x", {x.data()}}, {"w", {w.data()}}, {"b", {b.data()}}, {"y", {y.data()}}}, ws)
+          .is_ok());
   EXPECT_EQ(y[5 * 256 + 3], static_cast<uint16_t>(x[5 * 128 + 3] + 100));
   const PlannerStats st = f.planner->stats();
   EXPECT_EQ(st.served[static_cast<int>(PlanSource::kPadded)], 1);
@@ -1068,7 +1078,8 @@ TEST(PlannerPadded, AFartherTunedShapeServesWhereTheNearestDoesNotPad) {
   Fixture f("tokens=ranges:1-256;h=ranges:1-8", NewShapes::kStopgap);
   auto g = parse_spec_string(R"({"name": "rows", "io_dtype": "fp16", "dynamic": {"tokens": 64, "h": 4},
     "tensors": {"x": {"dims": ["tokens", "h"]}},
-    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})", "rows.json");
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
+                             "rows.json");
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
   auto pg = f.planner->prepare(*g);
   ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();

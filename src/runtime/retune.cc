@@ -51,7 +51,8 @@ void retune_row(PlanStore& store, const EnvFingerprint& current, const TuneOptio
     row.verdict = look->record->numerics.verdict;
     row.message = "the store already has a tuned plan for this environment";
     Status s = remember_graph_spec(store, *g);
-    if (!s.is_ok()) KILN_LOG(kWarn, "graph spec of " << key_name(e.structure_sig, e.shape_key) << " not kept: " << s.message());
+    if (!s.is_ok())
+      KILN_LOG(kWarn, "graph spec of " << key_name(e.structure_sig, e.shape_key) << " not kept: " << s.message());
     StatusOr<bool> removed = store.remove_from_retune_queue(e.structure_sig, e.shape_key, e.fingerprint_key);
     if (!removed.is_ok()) row.message += "; the queue row could not be removed: " + removed.status().message();
     return;
@@ -139,7 +140,8 @@ const char* retune_outcome_name(RetuneOutcome o) {
 }
 
 StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& options) {
-  if (store.read_only()) return failed_precondition("plan store " + store.path() + " was opened read-only: cannot store re-tuned plans");
+  if (store.read_only())
+    return failed_precondition("plan store " + store.path() + " was opened read-only: cannot store re-tuned plans");
   EnvFingerprint current;
   if (options.current) {
     current = *options.current;

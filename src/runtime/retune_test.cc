@@ -47,7 +47,8 @@ TEST(Retune, ReasonNamesTheLookupOutcome) {
   EXPECT_EQ(retune_reason(miss), "store miss");
   LookupResult stale;
   stale.outcome = LookupOutcome::kStale;
-  stale.reasons = {"cudnn_version: recorded 9.19.0, current 9.20.0 (must match)", "sm_count: recorded 132, current 114 (must match)"};
+  stale.reasons = {"cudnn_version: recorded 9.19.0, current 9.20.0 (must match)",
+                   "sm_count: recorded 132, current 114 (must match)"};
   EXPECT_EQ(retune_reason(stale),
             "store stale: cudnn_version: recorded 9.19.0, current 9.20.0 (must match); sm_count: recorded 132, current "
             "114 (must match)");
@@ -212,10 +213,12 @@ TEST(Retune, NoGpuNoRetuneAndNoDeepVerifier) {
   ASSERT_TRUE(store);
   Status s = retune_queued(*store, RetuneOptions{}).status();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
-  EXPECT_NE(s.message().find("re-tuning needs this machine's GPU, and there is none"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("re-tuning needs this machine's GPU, and there is none"), std::string::npos)
+      << s.message();
   s = DeepPlanVerifier::create(GraphCatalog{}).status();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
-  EXPECT_NE(s.message().find("deep verification runs each plan on this machine's GPU"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("deep verification runs each plan on this machine's GPU"), std::string::npos)
+      << s.message();
 }
 
 TEST(GraphCatalog, SpecFilesServeEveryShapeOfTheirStructure) {

@@ -74,7 +74,8 @@ TEST(RunCli, HostCapMustBeAPositiveNumber) {
     CliRun r = run_kiln("run " + ex("small/conv_wgrad.json") + " --verify --host-max-macs " + bad);
     EXPECT_EQ(r.code, 2) << bad << ": " << r.out << r.err;
     EXPECT_NE(r.err.find(std::string("--host-max-macs: expected a positive number of multiply-accumulates (e.g. 1e10), "
-                                     "got '") + bad + "'"),
+                                     "got '") +
+                         bad + "'"),
               std::string::npos)
         << bad << ": " << r.err;
   }
@@ -142,7 +143,8 @@ void expect_plain_no_gpu_line(const CliRun& r, const std::string& what,
   EXPECT_EQ(lines(r.err), 1u) << what << ": " << r.err;
   EXPECT_EQ(r.err.rfind(start, 0), 0u) << what << ": " << r.err;
   EXPECT_NE(r.err.find("the driver is missing or older than the CUDA runtime (cudaErrorInsufficientDriver)"),
-            std::string::npos) << what << ": " << r.err;
+            std::string::npos)
+      << what << ": " << r.err;
   EXPECT_EQ(source_text_in(r.err), "") << what << ": " << r.err;
 }
 

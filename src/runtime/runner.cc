@@ -55,9 +55,9 @@ StatusOr<ObtainedPlan> tune_now(const Graph& graph, const GraphSignature& sig, c
     return Status::ok();
   }();
   if (stored.is_ok())
-    out.reasons.push_back("stored in " + store.path() + (tuning_is_complete(tr) ? "" : " (untuned: the tuning was cut short)"));
-  else
-    out.reasons.push_back("tuned plan not stored: " + stored.message());
+    out.reasons.push_back("stored in " + store.path() +
+                          (tuning_is_complete(tr) ? "" : " (untuned: the tuning was cut short)"));
+  else out.reasons.push_back("tuned plan not stored: " + stored.message());
   return out;
 }
 
@@ -105,8 +105,7 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
       if (queued.is_ok())
         out.reasons.push_back("queued for re-tune (requested " + std::to_string(queued->request_count) +
                               (queued->request_count == 1 ? " time)" : " times)"));
-      else
-        out.reasons.push_back("not queued for re-tune: " + queued.status().message());
+      else out.reasons.push_back("not queued for re-tune: " + queued.status().message());
     }
     for (auto& r : out.reasons) KILN_LOG(kInfo, "graph '" << graph.name << "': " << r);
   }
@@ -140,8 +139,9 @@ std::string macs_text(double v) {
 StatusOr<std::string> host_refusal(const Graph& graph, double cap) {
   KILN_ASSIGN_OR_RETURN(double macs, estimate_macs(graph));
   if (macs <= cap) return std::string();
-  return "graph '" + graph.name + "' needs " + macs_text(macs) + " multiply-accumulates, over the host reference cap of " +
-         macs_text(cap) + " (raise the cap with --host-max-macs, or use the device reference)";
+  return "graph '" + graph.name + "' needs " + macs_text(macs) +
+         " multiply-accumulates, over the host reference cap of " + macs_text(cap) +
+         " (raise the cap with --host-max-macs, or use the device reference)";
 }
 
 // Elements in the graph's non-virtual tensors: what host-side inputs, reference and comparison cost.
@@ -179,7 +179,8 @@ const char* reference_choice_name(ReferenceChoice c) {
 }
 
 StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name) {
-  for (ReferenceChoice c : {ReferenceChoice::kAuto, ReferenceChoice::kHost, ReferenceChoice::kDevice, ReferenceChoice::kBoth})
+  for (ReferenceChoice c :
+       {ReferenceChoice::kAuto, ReferenceChoice::kHost, ReferenceChoice::kDevice, ReferenceChoice::kBoth})
     if (name == reference_choice_name(c)) return c;
   return invalid_argument("reference '" + name + "': expected one of auto, host, device, both");
 }
@@ -227,15 +228,15 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
     switch (o.reference) {
       case ReferenceChoice::kAuto:
         kinds = {host_refused.empty() && graph_elements(graph) <= kHostAutoMaxElements ? ReferenceKind::kHost
-                                                                                        : ReferenceKind::kDevice};
+                                                                                       : ReferenceKind::kDevice};
         break;
       case ReferenceChoice::kHost: kinds = {ReferenceKind::kHost}; break;
       case ReferenceChoice::kDevice: kinds = {ReferenceKind::kDevice}; break;
       case ReferenceChoice::kBoth: kinds = {ReferenceKind::kHost, ReferenceKind::kDevice}; break;
     }
   }
-  const bool host_check = std::find(kinds.begin(), kinds.end(), ReferenceKind::kHost) != kinds.end() &&
-                          host_refused.empty();
+  const bool host_check =
+      std::find(kinds.begin(), kinds.end(), ReferenceKind::kHost) != kinds.end() && host_refused.empty();
   // An output file that would be written over is refused before the run, not after it.
   if (!o.save_outputs_dir.empty())
     for (size_t i = 0; i < graph.outputs.size(); ++i) {
@@ -269,7 +270,9 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
   }
   // A graph cuDNN cannot fuse whole runs as its fused segments, each obtained like a graph of its own.
   SegmentDecision seg;
-  if (!pin) { KILN_ASSIGN_OR_RETURN(seg, segments_if_unfusable(graph, handle.get())); }
+  if (!pin) {
+    KILN_ASSIGN_OR_RETURN(seg, segments_if_unfusable(graph, handle.get()));
+  }
   std::optional<PlanChain> chain;
   std::map<int, void*> outputs;  // device pointers of the graph's outputs after the run
   if (!seg.segments.empty()) {
@@ -278,7 +281,8 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
                           " fused segments");
     std::vector<LoweredGraph> plans;
     for (const GraphPart& part : seg.segments) {
-      KILN_ASSIGN_OR_RETURN(ObtainedPlan sp, obtain_plan(part.graph, handle.get(), store.get(), env, o.policy, std::nullopt, o.retune));
+      KILN_ASSIGN_OR_RETURN(ObtainedPlan sp,
+                            obtain_plan(part.graph, handle.get(), store.get(), env, o.policy, std::nullopt, o.retune));
       rep.segments.push_back(part.graph.name + ": " + sp.config.identity() + " from " + sp.source);
       for (auto& r : sp.reasons) rep.reasons.push_back(part.graph.name + ": " + r);
       rep.obtain_ms += sp.obtain_ms;
@@ -299,7 +303,8 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
     rep.config = op.config;
     rep.workspace_bytes = op.plan.workspace_size();
     rep.obtain_ms = op.obtain_ms;
-    KILN_ASSIGN_OR_RETURN(source.workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(rep.workspace_bytes, 1))));
+    KILN_ASSIGN_OR_RETURN(source.workspace,
+                          DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(rep.workspace_bytes, 1))));
     auto t0 = Clock::now();
     KILN_RETURN_IF_ERROR(op.plan.execute(handle.get(), source.pointers(), source.workspace.data()));
     KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
@@ -341,8 +346,8 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
                                      : device_check();
       if (!cr.is_ok() && o.reference == ReferenceChoice::kAuto && kind == ReferenceKind::kHost) {
         // As before --reference existed: a host reference that fails gives way to the device reference.
-        KILN_LOG(kInfo, "graph '" << graph.name << "': host reference failed, using the device reference: "
-                                  << cr.status().message());
+        KILN_LOG(kInfo, "graph '" << graph.name
+                                  << "': host reference failed, using the device reference: " << cr.status().message());
         c.kind = ReferenceKind::kDevice;
         cr = device_check();
       }

@@ -20,7 +20,8 @@ namespace {
 const std::string kRoot = KILN_SOURCE_DIR;
 
 std::vector<std::string> small_examples() {
-  return {"conv_bias_relu", "conv_dgrad", "conv_wgrad", "matmul_bias_gelu", "matmul_amax", "layer_norm", "rms_norm", "sdpa_fwd"};
+  return {"conv_bias_relu", "conv_dgrad", "conv_wgrad", "matmul_bias_gelu",
+          "matmul_amax",    "layer_norm", "rms_norm",   "sdpa_fwd"};
 }
 
 class RunExample : public ::testing::TestWithParam<std::string> {};
@@ -96,7 +97,8 @@ TEST(Store, TunedPlanLoadsBackAndGivesIdenticalOutputs) {
   auto tr = tune_graph(*g, to);
   ASSERT_TRUE(tr.is_ok()) << tr.status().to_string();
   std::string dispositions;
-  for (const auto& c : tr->candidates) dispositions += c.identity() + " " + disposition_name(c.disposition) + " " + c.message.substr(0, 80) + "\n";
+  for (const auto& c : tr->candidates)
+    dispositions += c.identity() + " " + disposition_name(c.disposition) + " " + c.message.substr(0, 80) + "\n";
   ASSERT_TRUE(tr->winner.has_value()) << dispositions;
   auto sig = compute_signature(*g);
   ASSERT_TRUE(sig.is_ok());

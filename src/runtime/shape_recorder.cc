@@ -68,10 +68,8 @@ void ShapeRecorder::record(const std::string& structure, const std::string& shap
   }
   c->count.fetch_add(1, std::memory_order_relaxed);
   const int i = source_index(source);
-  if (i >= 0)
-    c->by_source[i].fetch_add(1, std::memory_order_relaxed);
-  else
-    c->other.fetch_add(1, std::memory_order_relaxed);
+  if (i >= 0) c->by_source[i].fetch_add(1, std::memory_order_relaxed);
+  else c->other.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::vector<RecordedShape> ShapeRecorder::snapshot() const {
@@ -145,7 +143,8 @@ StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, 
     if (!e.is_object()) return invalid_argument(at + " is not an object");
     RecordedShape r;
     for (const char* f : {"structure", "shape_key"})
-      if (!e.contains(f) || !e[f].is_string()) return invalid_argument(at + ": \"" + f + "\" is missing or not a string");
+      if (!e.contains(f) || !e[f].is_string())
+        return invalid_argument(at + ": \"" + f + "\" is missing or not a string");
     r.structure = e["structure"].get<std::string>();
     if (r.structure.size() != 32 || r.structure.find_first_not_of("0123456789abcdef") != std::string::npos)
       return invalid_argument(at + ": \"structure\" '" + r.structure + "' is not 32 lowercase hex digits");
@@ -154,8 +153,8 @@ StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, 
     if (!shape.is_ok()) return invalid_argument(at + ": \"shape_key\": " + shape.status().message());
     for (const auto& [sym, v] : *shape)
       if (v > limits::kMaxExtent)
-        return invalid_argument(at + ": \"shape_key\": '" + sym + "' = " + std::to_string(v) + " is over the limit of " +
-                                std::to_string(limits::kMaxExtent));
+        return invalid_argument(at + ": \"shape_key\": '" + sym + "' = " + std::to_string(v) +
+                                " is over the limit of " + std::to_string(limits::kMaxExtent));
     if (e.contains("graph")) {
       if (!e["graph"].is_string()) return invalid_argument(at + ": \"graph\" is not a string");
       r.graph = e["graph"].get<std::string>();
@@ -204,12 +203,13 @@ StatusOr<std::vector<RecordedShape>> read_shapes_file(const std::string& path) {
 }
 
 StatusOr<std::vector<std::map<std::string, int64_t>>> shapes_to_tune(const std::vector<RecordedShape>& recorded,
-                                                                    const std::string& structure,
-                                                                    const BucketPolicy& buckets, int hottest) {
+                                                                     const std::string& structure,
+                                                                     const BucketPolicy& buckets, int hottest) {
   std::vector<const RecordedShape*> hot;
   for (const RecordedShape& r : recorded)
     if (r.structure == structure) hot.push_back(&r);
-  std::stable_sort(hot.begin(), hot.end(), [](const RecordedShape* a, const RecordedShape* b) { return a->count > b->count; });
+  std::stable_sort(hot.begin(), hot.end(),
+                   [](const RecordedShape* a, const RecordedShape* b) { return a->count > b->count; });
   std::vector<std::map<std::string, int64_t>> out;
   std::set<std::map<std::string, int64_t>> seen;
   for (const RecordedShape* r : hot) {

@@ -4,9 +4,18 @@ namespace kiln {
 
 GraphBuilder::GraphBuilder(std::string name) { graph_.name = std::move(name); }
 
-GraphBuilder& GraphBuilder::io_dtype(DataType t) { graph_.io_dtype = t; return *this; }
-GraphBuilder& GraphBuilder::intermediate_dtype(DataType t) { graph_.intermediate_dtype = t; return *this; }
-GraphBuilder& GraphBuilder::compute_dtype(DataType t) { graph_.compute_dtype = t; return *this; }
+GraphBuilder& GraphBuilder::io_dtype(DataType t) {
+  graph_.io_dtype = t;
+  return *this;
+}
+GraphBuilder& GraphBuilder::intermediate_dtype(DataType t) {
+  graph_.intermediate_dtype = t;
+  return *this;
+}
+GraphBuilder& GraphBuilder::compute_dtype(DataType t) {
+  graph_.compute_dtype = t;
+  return *this;
+}
 GraphBuilder& GraphBuilder::dynamic(const std::string& symbol, int64_t value) {
   graph_.dynamic_dims[symbol] = value;
   return *this;

@@ -75,7 +75,8 @@ TEST(Cli, ValidatePrintsAdviceUnderItsSpec) {
   ASSERT_NE(second, std::string::npos) << r.out;
   const std::string under_first = r.out.substr(first, second - first), under_second = r.out.substr(second);
   EXPECT_NE(under_first.find("\n     advice: node 'norm' (layer_norm): scale 'gamma' is fp32 while input 'x' is fp16"),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(under_first.find("bias 'beta' is fp32"), std::string::npos) << r.out;
   EXPECT_EQ(under_second.find("advice:"), std::string::npos) << "fp16 parameters need no advice: " << r.out;
 }
@@ -94,7 +95,9 @@ TEST(Cli, TuneNamesABadFusionPolicyOrMaterializeDtype) {
   const std::string spec = std::string(KILN_SOURCE_DIR) + "/examples/small/matmul_bias_gelu.json";
   CliRun r = run_kiln("tune " + spec + " --fusion-policy bogus");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("unknown fusion policy 'bogus' (expected faster, always_fused or always_unfused)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown fusion policy 'bogus' (expected faster, always_fused or always_unfused)"),
+            std::string::npos)
+      << r.err;
   r = run_kiln("tune " + spec + " --materialize fp64");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--materialize: unknown dtype 'fp64'"), std::string::npos) << r.err;
@@ -103,7 +106,8 @@ TEST(Cli, TuneNamesABadFusionPolicyOrMaterializeDtype) {
 // Regressions as users met them: exit 2 with the named error, never a crash (a long pin overflowed the
 // stack in std::regex) and never "OK" (a stride whose footprint overflows 64 bits).
 TEST(Cli, ValidateRefusesOverflowingStridesAndLongPinsWithExit2) {
-  std::string stride = write_temp("stride.json", R"({"io_dtype": "fp32", "tensors": {"x": {"dims": [4, 4], "strides": [9223372036854775807, 1]}},
+  std::string stride = write_temp(
+      "stride.json", R"({"io_dtype": "fp32", "tensors": {"x": {"dims": [4, 4], "strides": [9223372036854775807, 1]}},
     "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
   CliRun r = run_kiln("validate " + stride);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
@@ -194,7 +198,8 @@ TEST(Cli, CompileChecksEverySpecBeforeCompilingAny) {
   EXPECT_NE(r.out.find("INVALID  " + bad + ": node 'n': unknown op 'nope'"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("1 of 3 specs are not valid (above): nothing was compiled (--keep-going compiles the valid "
                        "ones)"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   EXPECT_EQ(r.out.find("untuned"), std::string::npos) << r.out;  // no plan line
   struct stat st {};
   EXPECT_NE(::stat(store.c_str(), &st), 0) << "the store was created though nothing was compiled";
@@ -223,7 +228,8 @@ TEST(Cli, CompileFailsOnASpecPinThatCannotBeBuilt) {
   EXPECT_EQ(r.code, 5) << r.out << r.err;
   EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("the spec's \"pin\" eng9999 for graph 'conv_bias_relu_small' cannot be built"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   EXPECT_EQ(r.out.find("untuned"), std::string::npos) << "a heuristic plan was stored instead: " << r.out;
   CliRun ls = run_kiln("plans ls --store " + store);
   EXPECT_NE(ls.out.find("0 plans in"), std::string::npos) << ls.out;
@@ -233,15 +239,16 @@ TEST(Cli, CompileFailsOnASpecPinThatCannotBeBuilt) {
 // is pinned: src/lower cannot yet rebuild every knob type the heuristics report (eng32_k2=15_k6=3... fails with
 // "knob type 6 is unknown to cuDNN Frontend 12300"), which is lower's to fix, not compile's.
 TEST(Cli, CompileBuildsTheSpecPin) {
-  CliRun first = run_kiln("compile " + ex("small/conv_bias_relu.json") + " --target " + h200_profile() +
-                          " --store " + fresh_store("compile_heuristic.db"));
+  CliRun first = run_kiln("compile " + ex("small/conv_bias_relu.json") + " --target " + h200_profile() + " --store " +
+                          fresh_store("compile_heuristic.db"));
   ASSERT_EQ(first.code, 0) << first.out << first.err;
   const size_t at = first.out.find(" eng");
   ASSERT_NE(at, std::string::npos) << first.out;
   const std::string identity = first.out.substr(at + 1, first.out.find_first_of(" _", at + 1) - at - 1);
   ASSERT_EQ(identity.rfind("eng", 0), 0u) << identity;
   const std::string pinned = spec_with_pin("compile_good_pin.json", "small/conv_bias_relu.json", identity);
-  CliRun r = run_kiln("compile " + pinned + " --target " + h200_profile() + " --store " + fresh_store("compile_pin.db"));
+  CliRun r =
+      run_kiln("compile " + pinned + " --target " + h200_profile() + " --store " + fresh_store("compile_pin.db"));
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find(identity + " (pinned)"), std::string::npos) << r.out;
 }
@@ -267,7 +274,8 @@ TEST(Cli, CompileSaysInWordsWhyAGraphHasNoPlan) {
   }
   if (r.out.find("conv_wgrad_small             FAILED") != std::string::npos) {
     EXPECT_NE(r.out.find("FAILED  cuDNN offers no engine configuration for graph 'conv_wgrad_small': "),
-              std::string::npos) << r.out;
+              std::string::npos)
+        << r.out;
   }
   if (r.out.find("sdpa_fwd_small               FAILED") != std::string::npos) {
     EXPECT_NE(r.out.find("graph 'sdpa_fwd_small': a CUDA query inside cuDNN Frontend failed: "), std::string::npos)
@@ -282,7 +290,8 @@ TEST(Cli, UnknownCommandIsNamedAndTheCommandsListed) {
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("kiln: unknown command 'bogus'; the commands are: compile, doctor, plans, profile, replay, run, "
                        "signature, stats, tune, validate"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
   r = run_kiln("-v plans lsit");
   EXPECT_EQ(r.code, 2) << r.out << r.err;

@@ -197,7 +197,9 @@ Status parse_tensor(const std::string& name, const Json& j, TensorDesc* t) {
     if (s == "row_major") t->layout = Layout::kRowMajor;
     else if (s == "NCHW") t->layout = Layout::kNCHW;
     else if (s == "NHWC") t->layout = Layout::kNHWC;
-    else return invalid_argument(where + ": attribute 'layout': unknown layout '" + s + "' (expected row_major, NCHW or NHWC)");
+    else
+      return invalid_argument(where + ": attribute 'layout': unknown layout '" + s +
+                              "' (expected row_major, NCHW or NHWC)");
   }
   if (j.contains("strides")) {
     const Json& s = j["strides"];
@@ -248,8 +250,9 @@ Status parse_node_attrs(const Json& j, const std::string& where, Node* n) {
       bool known = it.key() == "padding" || it.key() == "pre_padding" || it.key() == "post_padding" ||
                    it.key() == "stride" || it.key() == "dilation" || it.key() == "groups" || it.key() == "axes" ||
                    it.key() == "epsilon" || it.key() == "causal" || it.key() == "attn_scale";
-      return invalid_argument(where + ": " + (known ? "attribute '" + it.key() + "' does not apply to this op"
-                                                     : "unknown key '" + it.key() + "'"));
+      return invalid_argument(
+          where + ": " +
+          (known ? "attribute '" + it.key() + "' does not apply to this op" : "unknown key '" + it.key() + "'"));
     }
   auto attr = [&](const char* key) { return where + ": attribute '" + key + "'"; };
   if (j.contains("compute_dtype")) {
@@ -263,15 +266,18 @@ Status parse_node_attrs(const Json& j, const std::string& where, Node* n) {
     KILN_RETURN_IF_ERROR(get_int_list(j["padding"], attr("padding"), &n->conv.pre_padding));
     n->conv.post_padding = n->conv.pre_padding;
   }
-  if (j.contains("pre_padding")) KILN_RETURN_IF_ERROR(get_int_list(j["pre_padding"], attr("pre_padding"), &n->conv.pre_padding));
-  if (j.contains("post_padding")) KILN_RETURN_IF_ERROR(get_int_list(j["post_padding"], attr("post_padding"), &n->conv.post_padding));
+  if (j.contains("pre_padding"))
+    KILN_RETURN_IF_ERROR(get_int_list(j["pre_padding"], attr("pre_padding"), &n->conv.pre_padding));
+  if (j.contains("post_padding"))
+    KILN_RETURN_IF_ERROR(get_int_list(j["post_padding"], attr("post_padding"), &n->conv.post_padding));
   if (j.contains("stride")) KILN_RETURN_IF_ERROR(get_int_list(j["stride"], attr("stride"), &n->conv.stride));
   if (j.contains("dilation")) KILN_RETURN_IF_ERROR(get_int_list(j["dilation"], attr("dilation"), &n->conv.dilation));
   if (j.contains("groups")) KILN_RETURN_IF_ERROR(get_int(j["groups"], attr("groups"), &n->conv.groups));
   if (j.contains("axes")) {
     std::vector<int64_t> axes;
     KILN_RETURN_IF_ERROR(get_int_list(j["axes"], attr("axes"), &axes));
-    if (j["axes"].is_array() && axes.empty()) return invalid_argument(attr("axes") + ": must not be empty (omit it to reduce every axis)");
+    if (j["axes"].is_array() && axes.empty())
+      return invalid_argument(attr("axes") + ": must not be empty (omit it to reduce every axis)");
     for (int64_t a : axes) {
       if (a < -64 || a > 64) return invalid_argument(attr("axes") + ": axis " + std::to_string(a) + " is out of range");
       n->reduction.axes.push_back(static_cast<int>(a));
@@ -302,8 +308,9 @@ Status parse_names(const Json& j, const std::string& where, std::vector<std::str
 
 Status parse_document(const Json& doc, const std::vector<std::string>& tensor_order, Graph* g) {
   if (!doc.is_object()) return type_error("spec", "an object", doc);
-  KILN_RETURN_IF_ERROR(check_keys(doc, "spec", {"name", "description", "io_dtype", "intermediate_dtype",
-                                                 "compute_dtype", "dynamic", "tensors", "nodes", "outputs", "pin"}));
+  KILN_RETURN_IF_ERROR(check_keys(doc, "spec",
+                                  {"name", "description", "io_dtype", "intermediate_dtype", "compute_dtype", "dynamic",
+                                   "tensors", "nodes", "outputs", "pin"}));
   for (const char* k : {"tensors", "nodes", "outputs"})
     if (!doc.contains(k)) return invalid_argument(std::string("spec: missing key '") + k + "'");
   if (doc.contains("name")) KILN_RETURN_IF_ERROR(get_string(doc["name"], "spec: key 'name'", &g->name));
@@ -319,12 +326,14 @@ Status parse_document(const Json& doc, const std::vector<std::string>& tensor_or
                               std::to_string(limits::kMaxNameBytes) + " (docs/spec.md \"Limits\")");
     static const std::regex kIdentity("eng[0-9]+(_k[0-9]+=-?[0-9]+)*");
     if (!std::regex_match(g->pin, kIdentity))
-      return invalid_argument("spec: key 'pin': '" + g->pin +
-                              "' is not an engine configuration identity (e.g. \"eng41_k2=4_k13=0\", as kiln tune prints it)");
+      return invalid_argument(
+          "spec: key 'pin': '" + g->pin +
+          "' is not an engine configuration identity (e.g. \"eng41_k2=4_k13=0\", as kiln tune prints it)");
   }
   if (doc.contains("io_dtype")) KILN_RETURN_IF_ERROR(get_dtype(doc["io_dtype"], "spec: key 'io_dtype'", &g->io_dtype));
   if (doc.contains("intermediate_dtype"))
-    KILN_RETURN_IF_ERROR(get_dtype(doc["intermediate_dtype"], "spec: key 'intermediate_dtype'", &g->intermediate_dtype));
+    KILN_RETURN_IF_ERROR(
+        get_dtype(doc["intermediate_dtype"], "spec: key 'intermediate_dtype'", &g->intermediate_dtype));
   if (doc.contains("compute_dtype"))
     KILN_RETURN_IF_ERROR(get_dtype(doc["compute_dtype"], "spec: key 'compute_dtype'", &g->compute_dtype));
   if (doc.contains("dynamic")) {
@@ -343,9 +352,8 @@ Status parse_document(const Json& doc, const std::vector<std::string>& tensor_or
   if (!tensors.is_object()) return type_error("spec: key 'tensors'", "an object of name: tensor", tensors);
   // Counted before anything is built from them (validate_graph checks the graph's totals again).
   if (static_cast<int64_t>(tensors.size()) > limits::kMaxTensors)
-    return invalid_argument("spec: key 'tensors': " + std::to_string(tensors.size()) +
-                            " tensors, over the limit of " + std::to_string(limits::kMaxTensors) +
-                            " (docs/spec.md \"Limits\")");
+    return invalid_argument("spec: key 'tensors': " + std::to_string(tensors.size()) + " tensors, over the limit of " +
+                            std::to_string(limits::kMaxTensors) + " (docs/spec.md \"Limits\")");
   if (doc["nodes"].is_array() && static_cast<int64_t>(doc["nodes"].size()) > limits::kMaxNodes)
     return invalid_argument("spec: key 'nodes': " + std::to_string(doc["nodes"].size()) + " nodes, over the limit of " +
                             std::to_string(limits::kMaxNodes) + " (docs/spec.md \"Limits\")");
@@ -406,8 +414,9 @@ Status parse_document(const Json& doc, const std::vector<std::string>& tensor_or
     for (const std::string& in : inputs[i]) {
       int t = tensor_index(*g, index, in, /*create=*/false);
       if (t < 0)
-        return invalid_argument("node '" + n.name + "' (" + spec_internal::find_op(nodes[i]["op"].get<std::string>())->name +
-                                "): input '" + in + "' is not a declared tensor or a node output");
+        return invalid_argument("node '" + n.name + "' (" +
+                                spec_internal::find_op(nodes[i]["op"].get<std::string>())->name + "): input '" + in +
+                                "' is not a declared tensor or a node output");
       n.inputs.push_back(t);
     }
   }
@@ -458,7 +467,8 @@ StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& so
 
 StatusOr<Graph> parse_spec_file(const std::string& path, const ValidateOptions& options) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return invalid_argument(path + ": is a folder, not a spec file");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return invalid_argument(path + ": is a folder, not a spec file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path + ": cannot open spec file");
   // Refused by its size before it is read (a spec past the limit is not worth the memory).

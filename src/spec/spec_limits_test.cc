@@ -73,12 +73,14 @@ TEST(SpecLimits, LongPinIsRefusedNotAStackOverflow) {
 
 TEST(SpecLimits, RankAndNamesAsAuthorsMeetThem) {
   auto g = parse_spec_string(R"({"tensors": {"x": {"dims": [1,1,1,1,1,1,1,1,2]}},
-    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})", "rank.json");
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
+                             "rank.json");
   ASSERT_FALSE(g.is_ok());
   expect_has(g.status(), "rank.json: tensor 'x': 9 dims, over the limit of 8");
   std::string name(300, 'a');
   g = parse_spec_string(R"({"tensors": {")" + name + R"(": {"dims": [4]}},
-    "nodes": [{"name": "r", "op": "relu", "inputs": [")" + name + R"("], "outputs": ["y"]}], "outputs": ["y"]})",
+    "nodes": [{"name": "r", "op": "relu", "inputs": [")" +
+                            name + R"("], "outputs": ["y"]}], "outputs": ["y"]})",
                         "name.json");
   ASSERT_FALSE(g.is_ok());
   expect_has(g.status(), "name.json: tensor 'aaaa");
@@ -96,8 +98,8 @@ TEST(SpecScale, QuadraticParsing_100000NodesAndTensorsReadInSeconds) {
   text += R"(}, "nodes": [)";
   for (int i = 1; i < n; ++i) {
     std::string in = i == 1 ? "x0" : "s" + std::to_string(i - 1), out = i == n - 1 ? "y" : "s" + std::to_string(i);
-    text += (i > 1 ? "," : "") + std::string(R"({"name": "a)") + std::to_string(i) + R"(", "op": "add", "inputs": [")" + in +
-            R"(", "x)" + std::to_string(i) + R"("], "outputs": [")" + out + R"("]})";
+    text += (i > 1 ? "," : "") + std::string(R"({"name": "a)") + std::to_string(i) + R"(", "op": "add", "inputs": [")" +
+            in + R"(", "x)" + std::to_string(i) + R"("], "outputs": [")" + out + R"("]})";
   }
   text += R"(], "outputs": ["y"]})";
   auto t0 = std::chrono::steady_clock::now();
@@ -114,29 +116,36 @@ TEST(SpecScale, QuadraticParsing_100000NodesAndTensorsReadInSeconds) {
 
 // Regression (as users met it): stride 2^63-1 on a [4,4] tensor passed `kiln validate`.
 TEST(SpecOverflow, Stride2Pow63IsNamedWithTheFile) {
-  auto g = parse_spec_string(R"({"io_dtype": "fp32", "tensors": {"x": {"dims": [4, 4], "strides": [9223372036854775807, 1]}},
-    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})", "stride.json");
+  auto g =
+      parse_spec_string(R"({"io_dtype": "fp32", "tensors": {"x": {"dims": [4, 4], "strides": [9223372036854775807, 1]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
+                        "stride.json");
   ASSERT_FALSE(g.is_ok());
   EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
   expect_has(g.status(), "stride.json: tensor 'x': strides [9223372036854775807,1] on dims [4,4] reach past");
 }
 
 TEST(SpecOverlap, OutputStridesSharingMemoryAreNamed) {
-  auto g = parse_spec_string(R"({"io_dtype": "fp32", "tensors": {"x": {"dims": [4, 4]}, "y": {"dims": [4, 4], "strides": [1, 1]}},
-    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})", "overlap.json");
+  auto g = parse_spec_string(
+      R"({"io_dtype": "fp32", "tensors": {"x": {"dims": [4, 4]}, "y": {"dims": [4, 4], "strides": [1, 1]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
+      "overlap.json");
   ASSERT_FALSE(g.is_ok());
   EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
-  expect_has(g.status(), "overlap.json: node 'r' (relu): output 'y': strides [1,1] on dims [4,4] make elements share memory");
+  expect_has(g.status(),
+             "overlap.json: node 'r' (relu): output 'y': strides [1,1] on dims [4,4] make elements share memory");
 }
 
 // docs/spec.md asks for rank 3 or more for NCHW/NHWC; a rank-2 NHWC tensor is refused (input or output).
 TEST(SpecLayouts, NhwcNeedsRank3) {
   auto g = parse_spec_string(R"({"tensors": {"x": {"dims": [4, 4], "layout": "NHWC"}},
-    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})", "nhwc.json");
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
+                             "nhwc.json");
   ASSERT_FALSE(g.is_ok());
   expect_has(g.status(), "nhwc.json: tensor 'x': layout NHWC needs rank 3 or more, got 2");
   g = parse_spec_string(R"({"tensors": {"x": {"dims": [4, 4]}, "y": {"layout": "NHWC"}},
-    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})", "nhwc.json");
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
+                        "nhwc.json");
   ASSERT_FALSE(g.is_ok());
   expect_has(g.status(), "nhwc.json: tensor 'y': layout NHWC needs rank 3 or more, got 2");
 }

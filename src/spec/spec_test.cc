@@ -66,8 +66,8 @@ TEST(SpecOps, ConvDgradAndWgrad) {
                    "input 'dy' has 5");
   s = one_node({{"x", t({2, 8, 9, 9})}, {"dy", t({2, 16, 9, 9})}}, "conv_wgrad", {"x", "dy"}, {{"padding", 1}});
   EXPECT_EQ(out_shape(parse(s)), (V{16, 8, 3, 3}));
-  s = one_node({{"x", t({2, 8, 9, 9})}, {"dy", t({2, 16, 5, 5})}, {"y", t({16, 8, 3, 3})}}, "conv_wgrad",
-               {"x", "dy"}, {{"padding", 1}, {"stride", 2}});
+  s = one_node({{"x", t({2, 8, 9, 9})}, {"dy", t({2, 16, 5, 5})}, {"y", t({16, 8, 3, 3})}}, "conv_wgrad", {"x", "dy"},
+               {{"padding", 1}, {"stride", 2}});
   EXPECT_EQ(out_shape(parse(s)), (V{16, 8, 3, 3}));
   s["tensors"]["dy"] = t({3, 16, 5, 5});
   EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (conv_wgrad): input 'dy': batch 3 differs from input 'x' batch 2");
@@ -81,7 +81,8 @@ TEST(SpecOps, MatmulBroadcastsBatch) {
 }
 
 TEST(SpecOps, PointwiseAll) {
-  for (const char* op : {"relu", "gelu_erf", "gelu", "gelu_tanh", "silu", "swish", "sigmoid", "tanh", "exp", "identity"}) {
+  for (const char* op :
+       {"relu", "gelu_erf", "gelu", "gelu_tanh", "silu", "swish", "sigmoid", "tanh", "exp", "identity"}) {
     Json s = one_node({{"x", t({2, 3, 4})}}, op, {"x"});
     EXPECT_EQ(out_shape(parse(s)), (V{2, 3, 4})) << op;
   }
@@ -148,13 +149,14 @@ TEST(SpecErrors, ConvAttributes) {
                    "node 'n1' (conv_fprop): attribute 'stride': 3 entries, expected 2");
   EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"stride", 0}})).status(),
                    "attribute 'stride': [0,0] has a value below 1");
-  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"padding", -1}})).status(),
-                   "attribute 'pre_padding'", "below 0");
+  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"padding", -1}})).status(), "attribute 'pre_padding'",
+                   "below 0");
   EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"groups", 0}})).status(), "attribute 'groups'");
   EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"padding", 1}, {"pre_padding", 1}})).status(),
                    "t.json: node 'n1' (conv_fprop): attribute 'padding': give 'padding' or");
-  EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"stride", "2"}})).status(),
-                   "node 'n1' (conv_fprop): attribute 'stride': expected an integer or an array of integers, got a string");
+  EXPECT_ERROR_HAS(
+      parse(one_node(x, "conv_fprop", {"x", "w"}, {{"stride", "2"}})).status(),
+      "node 'n1' (conv_fprop): attribute 'stride': expected an integer or an array of integers, got a string");
   EXPECT_ERROR_HAS(parse(one_node(x, "conv_fprop", {"x", "w"}, {{"epsilon", 1e-5}})).status(),
                    "node 'n1' (conv_fprop): attribute 'epsilon' does not apply to this op");
 }
@@ -217,16 +219,21 @@ TEST(SpecErrors, SdpaDtypeShapeTarget) {
 // Each operand-shape rule of sdpa (q [B,Hq,Sq,D], k [B,Hk,Skv,D], v [B,Hk,Skv,Dv]) refuses on its own, k's
 // and v's batch each (issue 14 item 6: a batch check skipping v went through every test).
 TEST(SpecErrors, SdpaOperandShapes) {
-  Json s = one_node({{"q", t({2, 4, 16, 64})}, {"k", t({2, 2, 32, 64})}, {"v", t({2, 2, 32, 64})}}, "sdpa",
-                    {"q", "k", "v"});
+  Json s =
+      one_node({{"q", t({2, 4, 16, 64})}, {"k", t({2, 2, 32, 64})}, {"v", t({2, 2, 32, 64})}}, "sdpa", {"q", "k", "v"});
   s["io_dtype"] = "fp16";
   ASSERT_TRUE(parse(s).is_ok()) << parse(s).status().message();
-  struct Bad { const char* tensor; V dims; const char* message; };
-  for (const Bad& b : {Bad{"k", {3, 2, 32, 64}, "node 'n1' (sdpa): input 'k': batch 3 differs from input 'q' batch 2"},
-                       Bad{"v", {3, 2, 32, 64}, "node 'n1' (sdpa): input 'v': batch 3 differs from input 'q' batch 2"},
-                       Bad{"v", {2, 1, 32, 64}, "input 'v': heads 1 differ from input 'k' heads 2"},
-                       Bad{"k", {2, 3, 32, 64}, "input 'v': heads 2 differ from input 'k' heads 3"},
-                       Bad{"v", {2, 2, 48, 64}, "input 'v': sequence length 48 differs from input 'k' sequence length 32"}}) {
+  struct Bad {
+    const char* tensor;
+    V dims;
+    const char* message;
+  };
+  for (const Bad& b :
+       {Bad{"k", {3, 2, 32, 64}, "node 'n1' (sdpa): input 'k': batch 3 differs from input 'q' batch 2"},
+        Bad{"v", {3, 2, 32, 64}, "node 'n1' (sdpa): input 'v': batch 3 differs from input 'q' batch 2"},
+        Bad{"v", {2, 1, 32, 64}, "input 'v': heads 1 differ from input 'k' heads 2"},
+        Bad{"k", {2, 3, 32, 64}, "input 'v': heads 2 differ from input 'k' heads 3"},
+        Bad{"v", {2, 2, 48, 64}, "input 'v': sequence length 48 differs from input 'k' sequence length 32"}}) {
     Json bad = s;
     bad["tensors"][b.tensor] = t(b.dims);
     EXPECT_ERROR_HAS(parse(bad).status(), b.message);
@@ -255,7 +262,8 @@ TEST(SpecErrors, Fp8AndMixedDtypes) {
 
 TEST(SpecErrors, UnknownAndMissingNames) {
   Json s = one_node({{"x", t({2, 3})}}, "relu", {"nope"});
-  EXPECT_ERROR_HAS(parse(s).status(), "t.json: node 'n1' (relu): input 'nope' is not a declared tensor or a node output");
+  EXPECT_ERROR_HAS(parse(s).status(),
+                   "t.json: node 'n1' (relu): input 'nope' is not a declared tensor or a node output");
   s = one_node({{"x", t({2, 3})}}, "frobnicate", {"x"});
   EXPECT_ERROR_HAS(parse(s).status(), "t.json: node 'n1': unknown op 'frobnicate'");
   s = one_node({{"x", t({2, 3})}}, "relu", {"x"});
@@ -283,8 +291,9 @@ TEST(SpecErrors, UnknownKeysAreNamed) {
 }
 
 TEST(SpecErrors, DuplicateKeysAreNamed) {
-  Status s = parse_spec_string(R"({"tensors": {"x": {"dims": [2], "dims": [3]}}, "nodes": [], "outputs": []})",
-                               "dup.json").status();
+  Status s =
+      parse_spec_string(R"({"tensors": {"x": {"dims": [2], "dims": [3]}}, "nodes": [], "outputs": []})", "dup.json")
+          .status();
   EXPECT_ERROR_HAS(s, "dup.json: duplicate key 'dims' in 'x'");
   s = parse_spec_string(R"({"tensors": {}, "nodes": [], "tensors": {}, "outputs": []})", "dup.json").status();
   EXPECT_ERROR_HAS(s, "dup.json: duplicate key 'tensors' in 'spec'");
@@ -295,7 +304,8 @@ TEST(SpecErrors, DuplicateKeysAreNamed) {
 
 TEST(SpecErrors, TypesAndValues) {
   Json s = one_node({{"x", {{"dims", {2, 3.5}}}}}, "relu", {"x"});
-  EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': attribute 'dims'[1]: expected an integer, got a number with a fraction");
+  EXPECT_ERROR_HAS(parse(s).status(),
+                   "tensor 'x': attribute 'dims'[1]: expected an integer, got a number with a fraction");
   s = one_node({{"x", {{"dims", {2, 3}}, {"dtype", "fp64"}}}}, "relu", {"x"});
   EXPECT_ERROR_HAS(parse(s).status(), "tensor 'x': attribute 'dtype': unknown dtype 'fp64'");
   s = one_node({{"x", {{"dims", {2, 3, 4}}, {"layout", "NWHC"}}}}, "relu", {"x"});
@@ -354,8 +364,9 @@ TEST(SpecFile, MissingFileIsNotFound) {
 TEST(SpecFile, ForwardReferencesAndUndeclaredIntermediates) {
   // Nodes in reverse order; the intermediate "h" is never declared.
   Json s = {{"tensors", {{"x", t({4, 8})}}},
-            {"nodes", {{{"name", "b"}, {"op", "exp"}, {"inputs", {"h"}}, {"outputs", {"y"}}},
-                       {{"name", "a"}, {"op", "relu"}, {"inputs", {"x"}}, {"outputs", {"h"}}}}},
+            {"nodes",
+             {{{"name", "b"}, {"op", "exp"}, {"inputs", {"h"}}, {"outputs", {"y"}}},
+              {{"name", "a"}, {"op", "relu"}, {"inputs", {"x"}}, {"outputs", {"h"}}}}},
             {"outputs", {"y"}}};
   StatusOr<Graph> g = parse(s);
   ASSERT_TRUE(g.is_ok()) << g.status().message();
@@ -365,8 +376,8 @@ TEST(SpecFile, ForwardReferencesAndUndeclaredIntermediates) {
 
 TEST(SpecExamples, AllExamplesValidate) {
   for (const char* dir : {"/examples/", "/examples/small/"})
-    for (const char* name : {"conv_bias_relu", "matmul_bias_gelu", "matmul_amax", "layer_norm", "rms_norm",
-                             "sdpa_fwd", "conv_dgrad", "conv_wgrad"}) {
+    for (const char* name : {"conv_bias_relu", "matmul_bias_gelu", "matmul_amax", "layer_norm", "rms_norm", "sdpa_fwd",
+                             "conv_dgrad", "conv_wgrad"}) {
       std::string path = std::string(KILN_SOURCE_DIR) + dir + name + ".json";
       StatusOr<Graph> g = parse_spec_file(path, ValidateOptions{90});
       EXPECT_TRUE(g.is_ok()) << g.status().message();

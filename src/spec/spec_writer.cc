@@ -28,10 +28,8 @@ const char* spec_op_name(const Node& n) {
 Json dims_json(const std::vector<Dim>& dims) {
   Json a = Json::array();
   for (const Dim& d : dims) {
-    if (d.is_dynamic())
-      a.push_back(d.symbol);
-    else
-      a.push_back(d.value);
+    if (d.is_dynamic()) a.push_back(d.symbol);
+    else a.push_back(d.value);
   }
   return a;
 }
@@ -39,10 +37,8 @@ Json dims_json(const std::vector<Dim>& dims) {
 Json tensor_json(const TensorDesc& t) {
   Json j = Json::object();
   if (!t.dims.empty()) j["dims"] = dims_json(t.dims);
-  if (t.layout == Layout::kExplicit)
-    j["strides"] = t.strides;
-  else
-    j["layout"] = layout_name(t.layout);
+  if (t.layout == Layout::kExplicit) j["strides"] = t.strides;
+  else j["layout"] = layout_name(t.layout);
   if (t.dtype) j["dtype"] = dtype_name(*t.dtype);
   if (t.by_value) j["value"] = t.value;
   return j;

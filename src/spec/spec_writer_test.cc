@@ -38,8 +38,10 @@ std::string expect_round_trip(const Graph& g, const std::string& what) {
   StatusOr<GraphSignature> after = compute_signature(*back);
   EXPECT_TRUE(after.is_ok());
   if (!after.is_ok()) return *text;
-  EXPECT_EQ(after->structure, before->structure) << what << "\nbefore:\n" << before->canonical << "after:\n"
-                                                 << after->canonical << "spec:\n" << *text;
+  EXPECT_EQ(after->structure, before->structure) << what << "\nbefore:\n"
+                                                 << before->canonical << "after:\n"
+                                                 << after->canonical << "spec:\n"
+                                                 << *text;
   EXPECT_EQ(after->shape_key, before->shape_key) << what;
   EXPECT_EQ(after->canonical, before->canonical) << what;
   EXPECT_EQ(back->name, g.name);
@@ -152,8 +154,15 @@ TEST(SpecWriter, AttentionAndNormAttributes) {
 // conv_dgrad with stride 2: dx is not unique, so the declared (here: larger than the smallest) dims must be
 // written for the graph to read back the same.
 TEST(SpecWriter, NonUniqueDgradOutputKeepsItsDims) {
-  Json s = {{"tensors", {{"dy", {{"dims", {2, 16, 5, 5}}}}, {"w", {{"dims", {16, 8, 3, 3}}}}, {"dx", {{"dims", {2, 8, 10, 10}}}}}},
-            {"nodes", {{{"name", "d"}, {"op", "conv_dgrad"}, {"inputs", {"dy", "w"}}, {"outputs", {"dx"}}, {"padding", 1}, {"stride", 2}}}},
+  Json s = {{"tensors",
+             {{"dy", {{"dims", {2, 16, 5, 5}}}}, {"w", {{"dims", {16, 8, 3, 3}}}}, {"dx", {{"dims", {2, 8, 10, 10}}}}}},
+            {"nodes",
+             {{{"name", "d"},
+               {"op", "conv_dgrad"},
+               {"inputs", {"dy", "w"}},
+               {"outputs", {"dx"}},
+               {"padding", 1},
+               {"stride", 2}}}},
             {"outputs", {"dx"}}};
   StatusOr<Graph> g = parse_spec_string(s.dump(), "dgrad.json");
   ASSERT_TRUE(g.is_ok()) << g.status().message();

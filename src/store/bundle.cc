@@ -79,9 +79,9 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
     std::map<std::string, EnvFingerprint> fingerprints;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) + " FROM plans" +
-                                                            store::kFilterWhere +
-                                                            " ORDER BY structure_sig, shape_key, fingerprint_key"));
+      KILN_ASSIGN_OR_RETURN(
+          Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) + " FROM plans" + store::kFilterWhere +
+                                          " ORDER BY structure_sig, shape_key, fingerprint_key"));
       store::bind_filter(st, options.filter);
       while (true) {
         KILN_ASSIGN_OR_RETURN(bool row, st.step());
@@ -99,10 +99,12 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
         fingerprints.emplace(r.stored_fingerprint_key, r.record.fingerprint);
       }
       // The graph specs of the exported (structure, shape) keys travel with them; a damaged one stays behind.
-      KILN_ASSIGN_OR_RETURN(Stmt gs, Stmt::prepare(db_, std::string("SELECT ") + store::kGraphSpecColumns +
-                                                            " FROM graph_specs WHERE structure_sig=?1 AND shape_key=?2"));
-      KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO graph_specs(") +
-                                                             store::kGraphSpecColumns + ") VALUES (?1,?2,?3,?4,?5,?6)"));
+      KILN_ASSIGN_OR_RETURN(Stmt gs,
+                            Stmt::prepare(db_, std::string("SELECT ") + store::kGraphSpecColumns +
+                                                   " FROM graph_specs WHERE structure_sig=?1 AND shape_key=?2"));
+      KILN_ASSIGN_OR_RETURN(
+          Stmt gins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO graph_specs(") + store::kGraphSpecColumns +
+                                            ") VALUES (?1,?2,?3,?4,?5,?6)"));
       std::set<std::pair<std::string, std::string>> done;
       for (const auto& e : entries) {
         if (!done.insert({e.structure_sig, e.shape_key}).second) continue;
@@ -204,11 +206,12 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   std::string declared_sum;
   int64_t declared_count = -1;
   try {
-    if (m.value("format", std::string()) != kBundleFormat) return corruption(what + ": not a Kiln plan bundle manifest");
+    if (m.value("format", std::string()) != kBundleFormat)
+      return corruption(what + ": not a Kiln plan bundle manifest");
     int bv = m.at("bundle_version").get<int>();
     if (bv > kBundleVersion)
-      return newer_version(what + " has bundle version " + std::to_string(bv) +
-                           ", newer than this Kiln understands (" + std::to_string(kBundleVersion) +
+      return newer_version(what + " has bundle version " + std::to_string(bv) + ", newer than this Kiln understands (" +
+                           std::to_string(kBundleVersion) +
                            "): it was made by a newer Kiln; upgrade Kiln to import it");
     int sv = m.at("schema_version").get<int>();
     if (sv > kStoreSchemaVersion)
@@ -230,7 +233,8 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   if (declared_count != static_cast<int64_t>(entries.size()))
     return corruption(what + ": the manifest says " + std::to_string(declared_count) + " records but lists " +
                       std::to_string(entries.size()));
-  if (bundle_checksum(entries) != declared_sum) return corruption(what + ": the manifest's bundle checksum does not match");
+  if (bundle_checksum(entries) != declared_sum)
+    return corruption(what + ": the manifest's bundle checksum does not match");
   std::map<std::string, std::string> listed;
   for (const auto& e : entries) listed[entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)] = e.checksum;
 
@@ -238,7 +242,8 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   // bundles), plans may not.
   for (const auto& [table, sql, required] :
        {std::tuple<const char*, std::string, bool>{"plans", store::plans_table_sql("plans"), true},
-        std::tuple<const char*, std::string, bool>{"graph_specs", store::graph_specs_table_sql("graph_specs"), false}}) {
+        std::tuple<const char*, std::string, bool>{"graph_specs", store::graph_specs_table_sql("graph_specs"),
+                                                   false}}) {
     Status t = store::check_table_schema(raw, table, sql, required);
     if (!t.is_ok()) return Status(t.code(), what + ": " + t.message());
   }
@@ -273,8 +278,8 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   KILN_ASSIGN_OR_RETURN(bool has_specs, store::table_exists(raw, "graph_specs"));
   std::set<std::string> seen_specs;
   if (has_specs) {
-    KILN_ASSIGN_OR_RETURN(Stmt gs, Stmt::prepare(raw, std::string("SELECT ") + store::kGraphSpecColumns +
-                                                         " FROM graph_specs"));
+    KILN_ASSIGN_OR_RETURN(Stmt gs,
+                          Stmt::prepare(raw, std::string("SELECT ") + store::kGraphSpecColumns + " FROM graph_specs"));
     while (true) {
       StatusOr<bool> row = gs.step();
       if (!row.is_ok()) return corruption(what + ": cannot read its graph specs: " + row.status().message());
@@ -310,7 +315,7 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
   WriteTxn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt find, Stmt::prepare(db_, "SELECT created_at, checksum FROM plans WHERE structure_sig=?1 "
-                                                          "AND shape_key=?2 AND fingerprint_key=?3"));
+                                                      "AND shape_key=?2 AND fingerprint_key=?3"));
   KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db_, insert_sql("plans", "INSERT OR REPLACE")));
   for (const PlanRecord& r : bundle.records) {
     if (options.current && !check_fingerprint(r.fingerprint, *options.current, options.policy).pass) {
@@ -337,7 +342,7 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
   }
   // A spec already stored for a key is kept: both give the same signature, so they describe the same graph.
   KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(db_, std::string("INSERT OR IGNORE INTO graph_specs(") +
-                                                         store::kGraphSpecColumns + ") VALUES (?1,?2,?3,?4,?5,?6)"));
+                                                          store::kGraphSpecColumns + ") VALUES (?1,?2,?3,?4,?5,?6)"));
   for (const GraphSpecEntry& spec : bundle.graph_specs) {
     store::bind_graph_spec(gins, 1, spec);
     KILN_RETURN_IF_ERROR(gins.run());

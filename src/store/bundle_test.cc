@@ -259,8 +259,7 @@ TEST(Bundle, DamagedNewerAndFolderBundlesHaveTheirOwnCodes) {
   auto dst = open_store(dir.file("dst.db"));
 
   std::filesystem::copy_file(bundle, dir.file("view.kilnbundle"));
-  raw_sql(dir.file("view.kilnbundle"),
-          "ALTER TABLE plans RENAME TO p0; CREATE VIEW plans AS SELECT * FROM p0");
+  raw_sql(dir.file("view.kilnbundle"), "ALTER TABLE plans RENAME TO p0; CREATE VIEW plans AS SELECT * FROM p0");
   StatusOr<ImportReport> im = dst->import_bundle(dir.file("view.kilnbundle"));
   EXPECT_EQ(im.status().code(), StatusCode::kCorruption) << im.status().to_string();
   EXPECT_NE(im.status().message().find("'plans' is a view, not a table (damaged schema)"), std::string::npos)
@@ -278,7 +277,8 @@ TEST(Bundle, DamagedNewerAndFolderBundlesHaveTheirOwnCodes) {
   im = dst->import_bundle(dir.file("newer.kilnbundle"));
   EXPECT_EQ(im.status().code(), StatusCode::kNewerVersion) << im.status().to_string();
   EXPECT_NE(im.status().message().find("has store schema version 3, newer than this Kiln understands (2)"),
-            std::string::npos) << im.status().message();
+            std::string::npos)
+      << im.status().message();
 
   std::filesystem::create_directories(dir.file("folder"));
   im = dst->import_bundle(dir.file("folder"));

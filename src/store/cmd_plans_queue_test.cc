@@ -24,7 +24,8 @@ bool have_gpu() {
   return n.is_ok() && *n > 0;
 }
 
-const char* kSpec = R"({"name":"tiny","tensors":{"x":{"dims":[2,4]}},"nodes":[{"name":"r","op":"relu","inputs":["x"],"outputs":["y"]}],"outputs":["y"]})";
+const char* kSpec =
+    R"({"name":"tiny","tensors":{"x":{"dims":[2,4]}},"nodes":[{"name":"r","op":"relu","inputs":["x"],"outputs":["y"]}],"outputs":["y"]})";
 
 class PlansQueueCli : public ::testing::Test {
  protected:
@@ -63,7 +64,8 @@ TEST_F(PlansQueueCli, QueuePrintsATable) {
   EXPECT_NE(r.output.find("conv_small"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("9.20.0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("store stale: cudnn_version: recorded 9.19.0, current 9.20.0 (must match)"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("store miss"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("2 queued re-tunes in " + store_), std::string::npos) << r.output;
 }
@@ -111,7 +113,8 @@ TEST_F(PlansQueueCli, RetuneNeedsAGpu) {
   r = run_kiln("plans retune --budget 10 --candidate-budget-ms 50 --store " + store_);
   EXPECT_EQ(r.exit_code, kExitEnvironment) << r.output;
   EXPECT_NE(r.output.find("plans retune tunes each queued graph on this machine's GPU, and there is none"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   // Nothing was taken off the queue.
   r = run_kiln("plans queue --store " + store_);
   EXPECT_NE(r.output.find("2 queued re-tunes"), std::string::npos) << r.output;

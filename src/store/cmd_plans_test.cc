@@ -100,8 +100,8 @@ TEST_F(PlansCli, VerifyReportsCorruptionWithExit4) {
     EXPECT_NE(r.output.find("not deep-checked"), std::string::npos) << r.output;
   } else {
     EXPECT_EQ(r.exit_code, kExitEnvironment) << r.output;
-    EXPECT_NE(r.output.find("verify --deep runs each plan on this machine's GPU, and there is none"),
-              std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("verify --deep runs each plan on this machine's GPU, and there is none"), std::string::npos)
+        << r.output;
   }
 }
 
@@ -195,9 +195,9 @@ TEST_F(PlansCli, ExportNeverWritesOverTheStoreItReads) {
   std::filesystem::create_directories(dir_.file("sub"));
   ASSERT_EQ(::symlink(store_.c_str(), dir_.file("link.db").c_str()), 0);
   ASSERT_EQ(::link(store_.c_str(), dir_.file("hard.db").c_str()), 0);
-  const std::vector<std::string> targets = {store_, dir_.file("sub/../plans.db"), dir_.file("link.db"),
-                                            dir_.file("hard.db"), store_ + "-wal", store_ + "-shm",
-                                            store_ + "-journal"};
+  const std::vector<std::string> targets = {
+      store_,          dir_.file("sub/../plans.db"), dir_.file("link.db"), dir_.file("hard.db"), store_ + "-wal",
+      store_ + "-shm", store_ + "-journal"};
   for (const std::string& target : targets)
     for (const char* force : {"", " --force"}) {
       RunResult r = run_kiln("plans export " + target + force + " --store " + store_);
@@ -227,12 +227,13 @@ TEST_F(PlansCli, DamagedStoreSchemaIsCorruption) {
   std::string dropped = dir_.file("dropped.db");
   std::filesystem::copy_file(store_, dropped);
   store_test::raw_sql(dropped, "ALTER TABLE plans DROP COLUMN engine_id");
-  for (const std::string& args : {std::string("plans ls"), std::string("plans verify"),
-                                  "plans export " + dir_.file("d.kilnbundle")}) {
+  for (const std::string& args :
+       {std::string("plans ls"), std::string("plans verify"), "plans export " + dir_.file("d.kilnbundle")}) {
     RunResult r = run_kiln(args + " --store " + dropped);
     EXPECT_EQ(r.exit_code, kExitCorruption) << args << ": " << r.output;
     EXPECT_NE(r.output.find("plan store " + dropped + ": table 'plans' lacks column 'engine_id' (damaged schema)"),
-              std::string::npos) << r.output;
+              std::string::npos)
+        << r.output;
   }
 
   std::string view = dir_.file("view.db");
@@ -257,7 +258,8 @@ TEST_F(PlansCli, NewerStoreSchemaExits7) {
   EXPECT_EQ(kExitNewerVersion, 7);
   EXPECT_NE(r.output.find("kiln: NewerVersion: plan store " + store_ +
                           ": written with store schema version 3, newer than this Kiln understands (2): upgrade Kiln"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(PlansCli, DamagedNewerOrFolderBundles) {
@@ -286,7 +288,8 @@ TEST_F(PlansCli, DamagedNewerOrFolderBundles) {
   EXPECT_EQ(r.exit_code, kExitNewerVersion) << r.output;
   EXPECT_NE(r.output.find("has bundle version 9, newer than this Kiln understands (1): it was made by a newer Kiln; "
                           "upgrade Kiln to import it"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
 
   std::filesystem::create_directories(dir_.file("folder.kilnbundle"));
   r = run_kiln("plans import " + dir_.file("folder.kilnbundle") + " --store " + dir_.file("d.db"));

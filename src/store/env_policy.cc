@@ -10,9 +10,19 @@ namespace kiln {
 namespace {
 
 constexpr const char* kFieldNames[kFingerprintFieldCount] = {
-    "gpu_name",       "sm_version",         "sm_count",           "cudnn_version",  "cudnn_frontend_version",
-    "cuda_runtime_version", "driver_version", "driver_release",   "device_uuid",    "cudnn_header_version",
-    "cudnn_library_path",   "kiln_version",   "kiln_git_revision",
+    "gpu_name",
+    "sm_version",
+    "sm_count",
+    "cudnn_version",
+    "cudnn_frontend_version",
+    "cuda_runtime_version",
+    "driver_version",
+    "driver_release",
+    "device_uuid",
+    "cudnn_header_version",
+    "cudnn_library_path",
+    "kiln_version",
+    "kiln_git_revision",
 };
 
 // A field's value as text (for reasons and the key) and its major part (for kSameMajor).
@@ -48,16 +58,13 @@ FieldValue field_value(const EnvFingerprint& f, FingerprintField field) {
     case FingerprintField::kDriverVersion:
       return {EnvFingerprint::cuda_version_string(f.driver_version), std::to_string(f.driver_version),
               std::to_string(f.driver_version / 1000)};
-    case FingerprintField::kDriverRelease:
-      return {f.driver_release, f.driver_release, major_of_text(f.driver_release)};
+    case FingerprintField::kDriverRelease: return {f.driver_release, f.driver_release, major_of_text(f.driver_release)};
     case FingerprintField::kDeviceUuid: return {f.device_uuid, f.device_uuid, f.device_uuid};
     case FingerprintField::kCudnnHeaderVersion:
       return {EnvFingerprint::cudnn_version_string(f.cudnn_header_version), std::to_string(f.cudnn_header_version),
               std::to_string(f.cudnn_header_version / 10000)};
-    case FingerprintField::kCudnnLibraryPath:
-      return {f.cudnn_library_path, f.cudnn_library_path, f.cudnn_library_path};
-    case FingerprintField::kKilnVersion:
-      return {f.kiln_version, f.kiln_version, major_of_text(f.kiln_version)};
+    case FingerprintField::kCudnnLibraryPath: return {f.cudnn_library_path, f.cudnn_library_path, f.cudnn_library_path};
+    case FingerprintField::kKilnVersion: return {f.kiln_version, f.kiln_version, major_of_text(f.kiln_version)};
     case FingerprintField::kKilnGitRevision: return {f.kiln_git_revision, f.kiln_git_revision, f.kiln_git_revision};
   }
   return {};
@@ -124,9 +131,9 @@ std::array<FieldRule, kFingerprintFieldCount> EnvPolicy::default_rules() {
 }
 
 EnvPolicy without_device_fields(EnvPolicy policy) {
-  for (FingerprintField f : {FingerprintField::kGpuName, FingerprintField::kSmVersion, FingerprintField::kSmCount,
-                             FingerprintField::kDriverVersion, FingerprintField::kDriverRelease,
-                             FingerprintField::kDeviceUuid})
+  for (FingerprintField f :
+       {FingerprintField::kGpuName, FingerprintField::kSmVersion, FingerprintField::kSmCount,
+        FingerprintField::kDriverVersion, FingerprintField::kDriverRelease, FingerprintField::kDeviceUuid})
     policy.set_rule(f, FieldRule::kInformational);
   return policy;
 }
@@ -179,8 +186,8 @@ Status read_int(const nlohmann::json& j, const char* key, bool required, T* out)
     if (required) return corruption(std::string("fingerprint JSON lacks '") + key + "'");
     return Status::ok();
   }
-  bool fits = it->is_number_integer() && !(it->is_number_unsigned() && it->template get<uint64_t>() >
-                                                                         static_cast<uint64_t>(INT64_MAX));
+  bool fits = it->is_number_integer() &&
+              !(it->is_number_unsigned() && it->template get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
   int64_t v = fits ? it->template get<int64_t>() : 0;
   if (!fits || v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
     return corruption(std::string("fingerprint JSON field '") + key + "' is not an integer in range");

@@ -54,12 +54,12 @@ TEST(EnvPolicy, EachExactFieldFailsWithANamedReason) {
 
 TEST(EnvPolicy, MayDifferFieldsPass) {
   const std::function<void(EnvFingerprint&)> changes[] = {
-      [](EnvFingerprint& f) { f.driver_version = 13010; },           // driver minor
+      [](EnvFingerprint& f) { f.driver_version = 13010; },  // driver minor
       [](EnvFingerprint& f) { f.driver_release = "580.200.01"; },
       [](EnvFingerprint& f) { f.device_uuid = "GPU-another-card"; },
       [](EnvFingerprint& f) { f.kiln_git_revision = "0000deadbeef"; },
       [](EnvFingerprint& f) { f.kiln_version = "0.2.0"; },
-      [](EnvFingerprint& f) { f.cuda_runtime_version = 13010; },     // runtime minor
+      [](EnvFingerprint& f) { f.cuda_runtime_version = 13010; },  // runtime minor
       [](EnvFingerprint& f) { f.cudnn_library_path = "/opt/cudnn/lib/libcudnn.so.9"; },
   };
   for (const auto& change : changes) {

@@ -19,7 +19,8 @@ std::string graph_specs_table_sql(const char* table);  // the store's `graph_spe
 StatusOr<bool> table_exists(sqlite3* db, const char* table);
 
 // The graph_specs columns in order, and their binding/reading (shared by the store and its bundles).
-inline constexpr const char* kGraphSpecColumns = "structure_sig, shape_key, graph_name, spec_json, created_at, checksum";
+inline constexpr const char* kGraphSpecColumns =
+    "structure_sig, shape_key, graph_name, spec_json, created_at, checksum";
 void bind_graph_spec(Stmt& st, int first, const GraphSpecEntry& e);
 // Reads the columns of kGraphSpecColumns from column `first`; returns "" when sound, else the problem.
 std::string read_graph_spec(const Stmt& st, int first, GraphSpecEntry* out);

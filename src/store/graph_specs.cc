@@ -124,7 +124,8 @@ StatusOr<std::optional<GraphSpecEntry>> PlanStore::get_graph_spec(const std::str
   KILN_LOG(kWarn, "plan store " << path_ << ": dropped corrupt graph spec " << name << ": " << problem);
   WriteTxn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM graph_specs WHERE structure_sig=?1 AND shape_key=?2"));
+  KILN_ASSIGN_OR_RETURN(Stmt del,
+                        Stmt::prepare(db_, "DELETE FROM graph_specs WHERE structure_sig=?1 AND shape_key=?2"));
   del.bind(1, structure_sig).bind(2, shape_key);
   KILN_RETURN_IF_ERROR(del.run());
   KILN_RETURN_IF_ERROR(txn.commit());
@@ -144,8 +145,8 @@ StatusOr<std::vector<GraphSpecEntry>> PlanStore::list_graph_specs() {
     GraphSpecEntry e;
     std::string problem = store::read_graph_spec(st, 0, &e);
     if (!problem.empty()) {
-      KILN_LOG(kWarn, "plan store " << path_ << ": skipped corrupt graph spec "
-                                    << spec_name(st.text(0), st.text(1)) << ": " << problem);
+      KILN_LOG(kWarn, "plan store " << path_ << ": skipped corrupt graph spec " << spec_name(st.text(0), st.text(1))
+                                    << ": " << problem);
       continue;
     }
     out.push_back(std::move(e));

@@ -32,7 +32,8 @@ StatusOr<Knobs> knobs_from_text(const std::string& text) {
     char* tail = nullptr;
     errno = 0;
     long long v = std::strtoll(value.c_str(), &tail, 10);
-    if (value.empty() || *tail != '\0' || errno != 0) return invalid_argument("knob '" + item + "' has no integer value");
+    if (value.empty() || *tail != '\0' || errno != 0)
+      return invalid_argument("knob '" + item + "' has no integer value");
     if (!out.emplace(name, static_cast<int64_t>(v)).second) return invalid_argument("knob '" + name + "' given twice");
     pos = end + 1;
   }
@@ -177,11 +178,32 @@ void bind_record(Stmt& st, int i, const PlanRecord& r) {
 namespace {
 
 const char* kColumnNames[kRecordColumnCount] = {
-    "structure_sig", "shape_key",  "fingerprint_key", "fingerprint_json",    "plan_bytes",   "plan_size",
-    "engine_id",     "knobs",      "workspace_bytes", "tuned",               "median_ms",    "min_ms",
-    "max_ms",        "noise_rel",  "samples",         "runner_up_engine",    "runner_up_knobs",
-    "runner_up_median_ms",         "verdict",         "max_abs",             "max_rel",      "nmse",
-    "tuned_by",      "created_at", "kiln_schema_version", "checksum",
+    "structure_sig",
+    "shape_key",
+    "fingerprint_key",
+    "fingerprint_json",
+    "plan_bytes",
+    "plan_size",
+    "engine_id",
+    "knobs",
+    "workspace_bytes",
+    "tuned",
+    "median_ms",
+    "min_ms",
+    "max_ms",
+    "noise_rel",
+    "samples",
+    "runner_up_engine",
+    "runner_up_knobs",
+    "runner_up_median_ms",
+    "verdict",
+    "max_abs",
+    "max_rel",
+    "nmse",
+    "tuned_by",
+    "created_at",
+    "kiln_schema_version",
+    "checksum",
 };
 
 const char* type_name(int t) {
@@ -268,9 +290,11 @@ RowRead read_record(const Stmt& st, int first, bool with_blob) {
     rd.note(fp.status().message());
   }
   StatusOr<Knobs> k = knobs_from_text(knobs);
-  if (k.is_ok()) r.knobs = *k; else rd.note("knobs: " + k.status().message());
+  if (k.is_ok()) r.knobs = *k;
+  else rd.note("knobs: " + k.status().message());
   StatusOr<Knobs> rk = knobs_from_text(ru_knobs);
-  if (rk.is_ok()) r.stats.runner_up_knobs = *rk; else rd.note("runner_up_knobs: " + rk.status().message());
+  if (rk.is_ok()) r.stats.runner_up_knobs = *rk;
+  else rd.note("runner_up_knobs: " + rk.status().message());
   return out;
 }
 
@@ -307,14 +331,18 @@ Status validate_for_write(const PlanRecord& r) {
   KILN_RETURN_IF_ERROR(check_knobs(r.knobs, "knob"));
   KILN_RETURN_IF_ERROR(check_knobs(r.stats.runner_up_knobs, "runner-up knob"));
   const std::pair<const char*, double> measures[] = {
-      {"median_ms", r.stats.median_ms},     {"min_ms", r.stats.min_ms},
-      {"max_ms", r.stats.max_ms},           {"noise_rel", r.stats.noise_rel},
+      {"median_ms", r.stats.median_ms},
+      {"min_ms", r.stats.min_ms},
+      {"max_ms", r.stats.max_ms},
+      {"noise_rel", r.stats.noise_rel},
       {"runner_up_median_ms", r.stats.runner_up_median_ms},
-      {"max_abs", r.numerics.max_abs},      {"max_rel", r.numerics.max_rel},
+      {"max_abs", r.numerics.max_abs},
+      {"max_rel", r.numerics.max_rel},
       {"nmse", r.numerics.nmse},
   };
   for (const auto& [name, v] : measures)
-    if (std::isnan(v)) return invalid_argument(std::string("plan record: ") + name + " is NaN (SQLite cannot store it)");
+    if (std::isnan(v))
+      return invalid_argument(std::string("plan record: ") + name + " is NaN (SQLite cannot store it)");
   return Status::ok();
 }
 

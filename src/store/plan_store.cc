@@ -221,9 +221,9 @@ Evaluation evaluate(std::vector<RowRead> rows, const EnvFingerprint& current, co
       continue;
     }
     ++ev.stale_count;
-    bool closer = !ev.stale || c.reasons.size() < ev.stale_check.reasons.size() ||
-                  (c.reasons.size() == ev.stale_check.reasons.size() &&
-                   row.record.created_at > ev.stale->record.created_at);
+    bool closer =
+        !ev.stale || c.reasons.size() < ev.stale_check.reasons.size() ||
+        (c.reasons.size() == ev.stale_check.reasons.size() && row.record.created_at > ev.stale->record.created_at);
     if (closer) {
       ev.stale = std::move(row);
       ev.stale_check = std::move(c);
@@ -289,8 +289,8 @@ StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, co
     return invalid_argument("plan store " + path + " is not a regular file (a pipe, socket or device)");
 
   sqlite3* raw = nullptr;
-  int flags = (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-              SQLITE_OPEN_FULLMUTEX;
+  int flags =
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_FULLMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   DbPtr db(raw);
   if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot open plan store " + path);
@@ -348,8 +348,8 @@ void PlanStore::quarantine_row(const std::string& structure_sig, const std::stri
                                const std::string& reason) {
   std::string name = store::record_name(structure_sig, shape_key, fingerprint_key);
   if (read_only_) {
-    KILN_LOG(kWarn, "plan store " << path_ << ": corrupt record " << name << " (" << reason
-                                  << "); read-only, left in place");
+    KILN_LOG(kWarn,
+             "plan store " << path_ << ": corrupt record " << name << " (" << reason << "); read-only, left in place");
     return;
   }
   // Matches on the text of the stored values: a damaged row may hold other types.
@@ -359,10 +359,14 @@ void PlanStore::quarantine_row(const std::string& structure_sig, const std::stri
   auto move = [&]() -> StatusOr<int> {
     WriteTxn txn(db_);
     KILN_RETURN_IF_ERROR(txn.begin());
-    KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db_, "INSERT INTO quarantine(quarantined_at, reason, " +
-                                                           store::record_columns(true) + ") SELECT ?1, ?2, " +
-                                                           store::record_columns(true) + where));
-    ins.bind(1, unix_now()).bind(2, reason).bind(3, structure_sig).bind(4, shape_key).bind(5, fingerprint_key)
+    KILN_ASSIGN_OR_RETURN(
+        Stmt ins, Stmt::prepare(db_, "INSERT INTO quarantine(quarantined_at, reason, " + store::record_columns(true) +
+                                         ") SELECT ?1, ?2, " + store::record_columns(true) + where));
+    ins.bind(1, unix_now())
+        .bind(2, reason)
+        .bind(3, structure_sig)
+        .bind(4, shape_key)
+        .bind(5, fingerprint_key)
         .bind(6, stored_checksum);
     KILN_RETURN_IF_ERROR(ins.run());
     int moved = sqlite3_changes(db_);
@@ -473,12 +477,11 @@ StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const
   return out;
 }
 
-
 StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
   std::lock_guard<std::mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(false) + " FROM plans" +
-                                                        store::kFilterWhere +
-                                                        " ORDER BY structure_sig, shape_key, fingerprint_key"));
+  KILN_ASSIGN_OR_RETURN(
+      Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(false) + " FROM plans" + store::kFilterWhere +
+                                      " ORDER BY structure_sig, shape_key, fingerprint_key"));
   store::bind_filter(st, filter);
   std::vector<PlanSummary> out;
   while (true) {
@@ -548,8 +551,7 @@ StatusOr<VerifyReport> PlanStore::verify(const VerifyOptions& options) {
         ++out.ok;
         continue;
       }
-      out.problems.push_back(
-          {r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, problem});
+      out.problems.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, problem});
       r.record.plan_bytes.clear();
       bad.push_back({std::move(r), problem});
     }
@@ -578,14 +580,13 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
   std::vector<Key> stale;
   if (options.current) {
     KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT structure_sig, shape_key, fingerprint_key, "
-                                                          "fingerprint_json, kiln_schema_version FROM plans"));
+                                                      "fingerprint_json, kiln_schema_version FROM plans"));
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
       StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(3));
       if (!fp.is_ok()) continue;  // corrupt, not stale: drop_corrupt's business
-      bool pass = check_fingerprint(*fp, *options.current, options.policy).pass &&
-                  st.int64(4) <= kStoreSchemaVersion;
+      bool pass = check_fingerprint(*fp, *options.current, options.policy).pass && st.int64(4) <= kStoreSchemaVersion;
       if (!pass) stale.push_back({st.text(0), st.text(1), st.text(2)});
     }
   }
@@ -593,7 +594,7 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
   KILN_RETURN_IF_ERROR(txn.begin());
   if (!stale.empty()) {
     KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM plans WHERE structure_sig=?1 AND shape_key=?2 "
-                                                           "AND fingerprint_key=?3"));
+                                                       "AND fingerprint_key=?3"));
     for (const Key& k : stale) {
       del.bind(1, k.sig).bind(2, k.shape).bind(3, k.fp);
       KILN_RETURN_IF_ERROR(del.run());
@@ -624,7 +625,7 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
 StatusOr<std::vector<QuarantineEntry>> PlanStore::quarantine() {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT id, structure_sig, shape_key, fingerprint_key, reason, "
-                                                        "quarantined_at FROM quarantine ORDER BY id"));
+                                                    "quarantined_at FROM quarantine ORDER BY id"));
   std::vector<QuarantineEntry> out;
   while (true) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());

@@ -202,7 +202,7 @@ TEST(PlanStore, StaleRecordIsNeverRunnableUnderAnyPolicy) {
     EXPECT_EQ(got->outcome, LookupOutcome::kStale);
     EXPECT_FALSE(got->runnable());
     ASSERT_TRUE(got->record);
-    EXPECT_TRUE(got->record->plan_bytes.empty());  // never the bytes of a stale plan
+    EXPECT_TRUE(got->record->plan_bytes.empty());    // never the bytes of a stale plan
     EXPECT_EQ(got->record->engine_id, r.engine_id);  // but the identity, as a hint
     EXPECT_EQ(got->action, p);
     ASSERT_EQ(got->reasons.size(), 1u);

@@ -65,10 +65,8 @@ RetuneQueueEntry read_entry(const Stmt& st) {
   e.fingerprint_key = st.text(2);
   std::vector<std::string> problems;
   StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(3));
-  if (fp.is_ok())
-    e.fingerprint = *fp;
-  else
-    problems.push_back("fingerprint: " + fp.status().message());
+  if (fp.is_ok()) e.fingerprint = *fp;
+  else problems.push_back("fingerprint: " + fp.status().message());
   e.graph_name = st.text(4);
   e.spec_json = st.text(5);
   nlohmann::json reasons = nlohmann::json::parse(st.text(6), nullptr, /*allow_exceptions=*/false);
@@ -135,9 +133,9 @@ StatusOr<RetuneQueueEntry> PlanStore::enqueue_retune(const RetuneRequest& reques
   if (e.reasons.size() > kRetuneReasonsKept)
     e.reasons.erase(e.reasons.begin(), e.reasons.end() - static_cast<std::ptrdiff_t>(kRetuneReasonsKept));
 
-  KILN_ASSIGN_OR_RETURN(Stmt put, Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO retune_queue(") +
-                                                         kQueueColumns +
-                                                         ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"));
+  KILN_ASSIGN_OR_RETURN(Stmt put,
+                        Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO retune_queue(") + kQueueColumns +
+                                               ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"));
   put.bind(1, e.structure_sig)
       .bind(2, e.shape_key)
       .bind(3, e.fingerprint_key)
@@ -152,8 +150,8 @@ StatusOr<RetuneQueueEntry> PlanStore::enqueue_retune(const RetuneRequest& reques
   KILN_RETURN_IF_ERROR(put.run());
   KILN_RETURN_IF_ERROR(txn.commit());
   KILN_LOG(kInfo, "plan store " << path_ << ": re-tune of " << name << " ('" << e.graph_name << "') queued ("
-                                << e.request_count << (e.request_count == 1 ? " request" : " requests") << "): "
-                                << reason);
+                                << e.request_count << (e.request_count == 1 ? " request" : " requests")
+                                << "): " << reason);
   return e;
 }
 
@@ -182,7 +180,7 @@ StatusOr<bool> PlanStore::remove_from_retune_queue(const std::string& structure_
   WriteTxn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM retune_queue WHERE structure_sig=?1 AND "
-                                                         "shape_key=?2 AND fingerprint_key=?3"));
+                                                     "shape_key=?2 AND fingerprint_key=?3"));
   del.bind(1, structure_sig).bind(2, shape_key).bind(3, fingerprint_key);
   KILN_RETURN_IF_ERROR(del.run());
   bool removed = sqlite3_changes(db_) > 0;

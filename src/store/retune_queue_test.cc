@@ -15,7 +15,8 @@ using store_test::make_record;
 using store_test::raw_sql;
 using store_test::TempDir;
 
-const char* kSpec = R"({"name":"g","tensors":{"x":{"dims":[2,4]}},"nodes":[{"name":"r","op":"relu","inputs":["x"],"outputs":["y"]}],"outputs":["y"]})";
+const char* kSpec =
+    R"({"name":"g","tensors":{"x":{"dims":[2,4]}},"nodes":[{"name":"r","op":"relu","inputs":["x"],"outputs":["y"]}],"outputs":["y"]})";
 
 RetuneRequest request(int i, const std::string& reason, int64_t at = 0, const EnvFingerprint& fp = h200()) {
   RetuneRequest r;
@@ -116,8 +117,10 @@ TEST(RetuneQueue, OneRowPerEnvironmentListedOldestFirstAndRemovable) {
   EXPECT_EQ(store->list_retune_queue()->size(), 2u);
   // Removing from the queue never touches plans.
   ASSERT_TRUE(store->put(make_record(0)).is_ok());
-  ASSERT_TRUE(store->remove_from_retune_queue(make_record(0).structure_sig, make_record(0).shape_key,
-                                              make_record(0).fingerprint_key()).is_ok());
+  ASSERT_TRUE(store
+                  ->remove_from_retune_queue(make_record(0).structure_sig, make_record(0).shape_key,
+                                             make_record(0).fingerprint_key())
+                  .is_ok());
   EXPECT_EQ(store->list()->size(), 1u);
 }
 
@@ -269,7 +272,9 @@ TEST(GraphSpecs, ADamagedSpecIsDroppedNotServed) {
   ASSERT_TRUE(store);
   ASSERT_TRUE(store->put_graph_spec("sigA", "", "g", kSpec).is_ok());
   ASSERT_TRUE(store->put_graph_spec("sigB", "", "g", kSpec).is_ok());
-  EXPECT_EQ(raw_sql(path, "UPDATE graph_specs SET spec_json = replace(spec_json, 'relu', 'tanh') WHERE structure_sig='sigA'"), 1);
+  EXPECT_EQ(
+      raw_sql(path, "UPDATE graph_specs SET spec_json = replace(spec_json, 'relu', 'tanh') WHERE structure_sig='sigA'"),
+      1);
   EXPECT_EQ(store->list_graph_specs()->size(), 1u);  // skipped
   StatusOr<std::optional<GraphSpecEntry>> got = store->get_graph_spec("sigA", "");
   ASSERT_TRUE(got.is_ok());
@@ -318,11 +323,11 @@ TEST(GraphSpecs, BundlesCarryTheSpecsOfTheirRecords) {
   ASSERT_TRUE(im.is_ok()) << im.status().to_string();
   EXPECT_EQ(im->imported, 3);
   EXPECT_EQ(im->graph_specs, 2);
-  StatusOr<std::optional<GraphSpecEntry>> g0 = dst->get_graph_spec(make_record(0).structure_sig, make_record(0).shape_key);
+  StatusOr<std::optional<GraphSpecEntry>> g0 =
+      dst->get_graph_spec(make_record(0).structure_sig, make_record(0).shape_key);
   ASSERT_TRUE(g0.is_ok() && g0->has_value());
   EXPECT_EQ((*g0)->graph_name, "g0");
-  EXPECT_EQ((*g0)->checksum,
-            (*src->get_graph_spec(make_record(0).structure_sig, make_record(0).shape_key))->checksum);
+  EXPECT_EQ((*g0)->checksum, (*src->get_graph_spec(make_record(0).structure_sig, make_record(0).shape_key))->checksum);
   EXPECT_FALSE(dst->get_graph_spec("unrelated", "")->has_value());
   im = dst->import_bundle(bundle);
   ASSERT_TRUE(im.is_ok());

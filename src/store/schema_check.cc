@@ -51,8 +51,7 @@ Status check_table_schema(sqlite3* db, const std::string& table, const std::stri
     return Status::ok();
   }
   std::string type = st.text(0);
-  if (type != "table")
-    return corruption("'" + table + "' is a " + type + ", not a table (damaged schema)");
+  if (type != "table") return corruption("'" + table + "' is a " + type + ", not a table (damaged schema)");
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> want, expected_columns(table, create_sql));
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> have_list, columns_of(db, table));
   std::set<std::string> have(have_list.begin(), have_list.end());

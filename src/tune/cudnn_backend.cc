@@ -54,8 +54,8 @@ class CudnnTuneBackend : public TuneBackend {
   }
 
   StatusOr<std::string> prepare(bool verify) override {
-    KILN_ASSIGN_OR_RETURN(eval_, prepare_evaluation(graph_, options_.seed, verify, options_.host_reference,
-                                                    options_.inputs_dir));
+    KILN_ASSIGN_OR_RETURN(
+        eval_, prepare_evaluation(graph_, options_.seed, verify, options_.host_reference, options_.inputs_dir));
     if (eval_->reference) {
       KILN_ASSIGN_OR_RETURN(DeviceChecker c, DeviceChecker::create(graph_, options_.check));
       checker_.emplace(std::move(c));
@@ -95,8 +95,8 @@ class CudnnTuneBackend : public TuneBackend {
     void* ws = workspace_.data();
     if (options_.graph_replay) {
       // One execution recorded on the backend's stream (the handle is bound to it), then launched per sample.
-      StatusOr<UniqueGraph> g = capture_graph(stream_.get(), /*relaxed=*/false,
-                                              [&] { return lg->execute(handle_.get(), ptrs, ws); });
+      StatusOr<UniqueGraph> g =
+          capture_graph(stream_.get(), /*relaxed=*/false, [&] { return lg->execute(handle_.get(), ptrs, ws); });
       if (!g.is_ok()) return g.status().with_context("capturing the candidate for --graph-replay");
       KILN_ASSIGN_OR_RETURN(UniqueGraphExec exec, instantiate_graph(g->get()));
       return timer_->measure(

@@ -96,7 +96,8 @@ StatusOr<GraphBuffers> allocate_graph_buffers_unchecked(const Graph& graph, cons
     }
     b.tensors.emplace(idx, std::move(buf));
   }
-  KILN_ASSIGN_OR_RETURN(b.workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(workspace_bytes, 0))));
+  KILN_ASSIGN_OR_RETURN(b.workspace,
+                        DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(workspace_bytes, 0))));
   KILN_RETURN_IF_ERROR(poison_outputs(graph, b));
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return b;
@@ -111,7 +112,8 @@ StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t worksp
     KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, allocate_tensor_buffer(graph, idx));
     b.tensors.emplace(idx, std::move(buf));
   }
-  KILN_ASSIGN_OR_RETURN(b.workspace, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(workspace_bytes, 0))));
+  KILN_ASSIGN_OR_RETURN(b.workspace,
+                        DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(workspace_bytes, 0))));
   KILN_RETURN_IF_ERROR(poison_outputs(graph, b));
   return b;
 }
@@ -122,7 +124,8 @@ Status copy_graph_inputs(const Graph& graph, const GraphBuffers& from, GraphBuff
     auto it = to.tensors.find(idx);
     if (it == to.tensors.end() || it->second.size() != buf.size())
       return internal_error("copy of input '" + graph.tensors[static_cast<size_t>(idx)].name + "': buffers differ");
-    KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(it->second.data(), buf.data(), buf.size(), cudaMemcpyDeviceToDevice, stream));
+    KILN_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(it->second.data(), buf.data(), buf.size(), cudaMemcpyDeviceToDevice, stream));
   }
   return Status::ok();
 }
@@ -155,7 +158,8 @@ StatusOr<std::vector<HostTensor>> download_outputs_unchecked(const Graph& graph,
     KILN_ASSIGN_OR_RETURN(const size_t size, tensor_bytes(graph, idx));
     std::vector<uint8_t> bytes(size);
     KILN_RETURN_IF_ERROR(it->second.copy_to_host(bytes.data(), bytes.size()));
-    KILN_ASSIGN_OR_RETURN(HostTensor t, HostTensor::decode(graph.dtype_of(idx), d.shape(), bytes.data(), bytes.size(), d.strides));
+    KILN_ASSIGN_OR_RETURN(HostTensor t,
+                          HostTensor::decode(graph.dtype_of(idx), d.shape(), bytes.data(), bytes.size(), d.strides));
     out.push_back(std::move(t));
   }
   return out;

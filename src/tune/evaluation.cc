@@ -48,7 +48,8 @@ StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph
   StatusOr<DeviceReference> ref = host_reference ? host() : device_reference_on_device(graph, e->buffers.pointers());
   std::string kind = host_reference ? "host" : "device";
   if (!ref.is_ok() && !host_reference) {
-    KILN_LOG(kInfo, "graph '" << graph.name << "': device reference failed, trying the host one: " << ref.status().message());
+    KILN_LOG(kInfo,
+             "graph '" << graph.name << "': device reference failed, trying the host one: " << ref.status().message());
     auto h = host();
     if (h.is_ok()) {
       ref = std::move(h);

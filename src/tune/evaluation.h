@@ -15,7 +15,7 @@
 namespace kiln {
 
 struct GraphEvaluation {
-  Graph graph;                               // a copy: the buffers' layout
+  Graph graph;  // a copy: the buffers' layout
   uint64_t seed = 0;
   std::string inputs_dir;                    // recorded inputs, or empty: generated from the seed
   std::string inputs;                        // "random seed N" or "files DIR"

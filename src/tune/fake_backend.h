@@ -25,7 +25,17 @@ namespace kiln::testing_fake {
 
 using namespace testing_graphs;
 
-enum class Kind { kCorrect, kWrong, kBuildNotSupported, kBuildFails, kRunFails, kCrashes, kTimingFails, kSegfaultInBuild, kSegfaultInRun };
+enum class Kind {
+  kCorrect,
+  kWrong,
+  kBuildNotSupported,
+  kBuildFails,
+  kRunFails,
+  kCrashes,
+  kTimingFails,
+  kSegfaultInBuild,
+  kSegfaultInRun
+};
 
 // Dies by `sig`, without a core file.
 [[noreturn]] inline void die_by(int sig) {
@@ -81,7 +91,9 @@ class FakeBackend : public TuneBackend {
     return s.workspace;
   }
 
-  StatusOr<std::string> prepare(bool verify) override { return std::string(verify && has_reference_ ? "host" : "none"); }
+  StatusOr<std::string> prepare(bool verify) override {
+    return std::string(verify && has_reference_ ? "host" : "none");
+  }
 
   StatusOr<CheckReport> run_and_check(size_t index) override {
     ++runs_;
@@ -116,7 +128,9 @@ class FakeBackend : public TuneBackend {
     return m;
   }
 
-  StatusOr<std::vector<uint8_t>> serialize(size_t index) override { return std::vector<uint8_t>{static_cast<uint8_t>(index)}; }
+  StatusOr<std::vector<uint8_t>> serialize(size_t index) override {
+    return std::vector<uint8_t>{static_cast<uint8_t>(index)};
+  }
 
   std::function<void(size_t)> on_time;  // called at each timing (a test's hook)
   std::set<size_t> timed_;
@@ -146,7 +160,8 @@ class FakeBackend : public TuneBackend {
     for (int i = 0; i < 16; ++i)
       for (int j = 0; j < 16; ++j) {
         float acc = 0.f;
-        for (int q = 0; q < 256; ++q) acc += static_cast<float>(a[static_cast<size_t>(i * 256 + q)] * b[static_cast<size_t>(q * 16 + j)]);
+        for (int q = 0; q < 256; ++q)
+          acc += static_cast<float>(a[static_cast<size_t>(i * 256 + q)] * b[static_cast<size_t>(q * 16 + j)]);
         out[static_cast<size_t>(i * 16 + j)] = acc * (wrong ? 1.0 + 0x1p-7 : 1.0);
       }
     return HostTensor::from_values(DataType::kBFloat16, {16, 16}, out);

@@ -8,8 +8,8 @@ namespace kiln {
 StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart> parts, std::vector<LoweredGraph> plans,
                                       const std::map<int, HostTensor>& inputs) {
   if (parts.size() != plans.size() || parts.empty())
-    return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts.size()) + " parts and " +
-                            std::to_string(plans.size()) + " plans");
+    return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts.size()) +
+                            " parts and " + std::to_string(plans.size()) + " plans");
   PlanChain c;
   c.graph_ = &graph;
   for (const LoweredGraph& p : plans) c.workspace_bytes_ = std::max(c.workspace_bytes_, p.workspace_size());
@@ -21,8 +21,8 @@ StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart>
 StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart> parts, std::vector<LoweredGraph> plans,
                                       const GraphBuffers& inputs_from) {
   if (parts.size() != plans.size() || parts.empty())
-    return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts.size()) + " parts and " +
-                            std::to_string(plans.size()) + " plans");
+    return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts.size()) +
+                            " parts and " + std::to_string(plans.size()) + " plans");
   PlanChain c;
   c.graph_ = &graph;
   for (const LoweredGraph& p : plans) c.workspace_bytes_ = std::max(c.workspace_bytes_, p.workspace_size());

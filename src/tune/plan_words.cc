@@ -13,8 +13,8 @@ size_t call_start_before(const std::string& m, size_t pos) {
   size_t open = m.rfind('(', pos - 1);
   if (open == std::string::npos || open == 0) return std::string::npos;
   size_t start = open;
-  while (start > 0 && (std::isalnum(static_cast<unsigned char>(m[start - 1])) || m[start - 1] == '_' ||
-                       m[start - 1] == ':'))
+  while (start > 0 &&
+         (std::isalnum(static_cast<unsigned char>(m[start - 1])) || m[start - 1] == '_' || m[start - 1] == ':'))
     --start;
   return start < open ? start : std::string::npos;
 }
@@ -30,8 +30,7 @@ Status plan_failure_in_words(const Status& s, const std::string& graph_name) {
     if (m.find("RUNTIME_PREREQUISITE_MISSING") != std::string::npos)
       words += ": the engines it has for this graph are compiled at run time, which needs the CUDA driver "
                "library, and there is none here (build this graph on a machine with a GPU)";
-    else
-      words += ": its heuristics returned none for this graph on this device";
+    else words += ": its heuristics returned none for this graph on this device";
   } else if (size_t with = m.find(" failed with "); with != std::string::npos) {
     size_t start = call_start_before(m, with);
     if (start == std::string::npos) return s;

@@ -38,7 +38,8 @@ TEST(PlanWords, ACallInTheFrontendsTextIsSaidInWords) {
   EXPECT_EQ(out.message().rfind("cuDNN Frontend rejected graph 'sdpa_fwd': a CUDA query inside cuDNN Frontend failed: "
                                 "CUDA driver version is insufficient for CUDA runtime version",
                                 0),
-            0u) << out.message();
+            0u)
+      << out.message();
   EXPECT_EQ(out.message().find('&'), std::string::npos) << out.message();
   EXPECT_EQ(out.message().find("cuda_get_device"), std::string::npos) << out.message();
 }

@@ -64,11 +64,23 @@ StatusOr<std::vector<uint8_t>> unhex(const std::string& s) {
 }
 
 Json candidate_json(const CandidateResult& c) {
-  return Json{{"engine_id", c.engine_id}, {"knobs", c.knobs}, {"disposition", disposition_name(c.disposition)},
-              {"message", c.message}, {"median_ms", c.median_ms}, {"min_ms", c.min_ms}, {"max_ms", c.max_ms},
-              {"rel_error", c.rel_error}, {"samples", c.samples}, {"throttled", c.throttled},
-              {"workspace_bytes", c.workspace_bytes}, {"heuristic_rank", c.heuristic_rank}, {"flops", c.flops},
-              {"bytes", c.bytes}, {"build_ms", c.build_ms}, {"check_ms", c.check_ms}, {"measure_ms", c.measure_ms},
+  return Json{{"engine_id", c.engine_id},
+              {"knobs", c.knobs},
+              {"disposition", disposition_name(c.disposition)},
+              {"message", c.message},
+              {"median_ms", c.median_ms},
+              {"min_ms", c.min_ms},
+              {"max_ms", c.max_ms},
+              {"rel_error", c.rel_error},
+              {"samples", c.samples},
+              {"throttled", c.throttled},
+              {"workspace_bytes", c.workspace_bytes},
+              {"heuristic_rank", c.heuristic_rank},
+              {"flops", c.flops},
+              {"bytes", c.bytes},
+              {"build_ms", c.build_ms},
+              {"check_ms", c.check_ms},
+              {"measure_ms", c.measure_ms},
               {"warmup_ms", c.warmup_ms}};
 }
 
@@ -162,7 +174,9 @@ class CrashingBackend : public TuneBackend {
     crash_if_run(index);
     return inner_->run_once(index);
   }
-  StatusOr<Measurement> time(size_t index, const MeasureOptions& options) override { return inner_->time(index, options); }
+  StatusOr<Measurement> time(size_t index, const MeasureOptions& options) override {
+    return inner_->time(index, options);
+  }
   StatusOr<std::vector<uint8_t>> serialize(size_t index) override { return inner_->serialize(index); }
   void release(size_t index) override { inner_->release(index); }
   std::shared_ptr<const GraphEvaluation> evaluation() const override { return inner_->evaluation(); }
@@ -207,9 +221,7 @@ std::string tune_event_to_json(const TuneEvent& e) {
       j["check"] = e.check;
       if (!e.plan.empty()) j["plan"] = hex(e.plan);
       break;
-    default:
-      j["identity"] = e.identity;
-      break;
+    default: j["identity"] = e.identity; break;
   }
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -395,7 +407,8 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
         break;
       }
       if (worker_error && settled.empty()) return *worker_error;  // e.g. no candidates, no device: as in process
-      if (settled.empty()) return internal_error("tune worker of '" + graph_name + "' exited with code " + std::to_string(code));
+      if (settled.empty())
+        return internal_error("tune worker of '" + graph_name + "' exited with code " + std::to_string(code));
       abandoned = worker_error ? worker_error->message() : "worker exited with code " + std::to_string(code);
       break;
     }
@@ -424,7 +437,8 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
       serial = true;  // the next worker builds and runs one candidate at a time: its crash names one
     } else if (settled.size() == settled_before) {
       // Dead outside any candidate and nothing gained: no point in starting again.
-      if (order.empty()) return internal_error("tune worker of '" + graph_name + "' died by " + how + " before its first candidate");
+      if (order.empty())
+        return internal_error("tune worker of '" + graph_name + "' died by " + how + " before its first candidate");
       abandoned = "worker died by " + how + " outside a candidate";
       break;
     }
@@ -459,17 +473,19 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
     CandidateResult c = tune_internal::result_for(configs.back(), i < ranks.size() ? ranks[i] : -1);
     c.disposition = Disposition::kNotVerified;
     c.message = cancelled_run ? "not run: interrupted"
-                              : budget_out ? "not run: time budget reached" : "not run: " + abandoned;
+                : budget_out  ? "not run: time budget reached"
+                              : "not run: " + abandoned;
     r.candidates.push_back(c);
     checks.emplace_back();
   }
   const bool verifying = o.verify && reference_kind != "none";
-  KILN_RETURN_IF_ERROR(tune_internal::decide_winner(r, configs, checks, verifying, o, [&](size_t wi) -> StatusOr<std::vector<uint8_t>> {
-    auto it = plans.find(wi);
-    if (it == plans.end() || it->second.empty())
-      return internal_error("the worker did not send the plan of the winner " + order[wi]);
-    return it->second;
-  }));
+  KILN_RETURN_IF_ERROR(
+      tune_internal::decide_winner(r, configs, checks, verifying, o, [&](size_t wi) -> StatusOr<std::vector<uint8_t>> {
+        auto it = plans.find(wi);
+        if (it == plans.end() || it->second.empty())
+          return internal_error("the worker did not send the plan of the winner " + order[wi]);
+        return it->second;
+      }));
   r.total_wall_ms = elapsed_s() * 1000.0;
   return r;
 }

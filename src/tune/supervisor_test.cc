@@ -40,7 +40,8 @@ struct ForkSpawner {
 
 TEST(TuneSupervisor, CrashWhileRunningIsFailedWithTheSignalAndTheTuneGoesOn) {
   ForkSpawner spawner{{{Kind::kCorrect, 1.0}, {Kind::kSegfaultInRun, 0.1}, {Kind::kWrong, 0.2}, {Kind::kCorrect, 0.5}},
-                      TuneOptions{}, {}};
+                      TuneOptions{},
+                      {}};
   spawner.options.build_threads = 2;
   std::vector<std::pair<size_t, size_t>> progress;
   TuneOptions o;
@@ -94,8 +95,8 @@ TEST(TuneSupervisor, CrashInAParallelBuildIsNarrowedDownByASerialWorker) {
 }
 
 TEST(TuneSupervisor, EveryCandidateCrashingEndsWithNoWinnerNotAnEndlessLoop) {
-  ForkSpawner spawner{{{Kind::kSegfaultInRun, 1.0}, {Kind::kSegfaultInRun, 0.5}, {Kind::kSegfaultInRun, 0.2}},
-                      TuneOptions{}, {}};
+  ForkSpawner spawner{
+      {{Kind::kSegfaultInRun, 1.0}, {Kind::kSegfaultInRun, 0.5}, {Kind::kSegfaultInRun, 0.2}}, TuneOptions{}, {}};
   spawner.options.build_threads = 1;
   auto r = tune_supervised(std::ref(spawner), "fake", TuneOptions{}, /*max_restarts=*/8);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();

@@ -58,11 +58,14 @@ TEST(TuneCli, RecordedShapesAreCheckedBeforeTheGpu) {
   CliRun r = run_kiln("tune " + spec + " --shapes " + dir + "/none.json");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("recorded-shapes file '" + dir + "/none.json' cannot be read"), std::string::npos) << r.err;
-  const std::string bad = write("bad.json", R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"12","shape_key":"","count":1}]})");
+  const std::string bad = write(
+      "bad.json", R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"12","shape_key":"","count":1}]})");
   r = run_kiln("tune " + spec + " --shapes " + bad);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("shapes[0]: \"structure\" '12' is not 32 lowercase hex digits"), std::string::npos) << r.err;
-  const std::string other = write("other.json", R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=5","count":1}]})");
+  const std::string other = write(
+      "other.json",
+      R"({"format":"kiln-shapes","version":1,"shapes":[{"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=5","count":1}]})");
   r = run_kiln("tune " + spec + " --shapes " + other);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("no recorded shape has the structure of any spec given"), std::string::npos) << r.err;
@@ -85,7 +88,9 @@ TEST(TuneCli, RefusedRunsLeaveNoStoreAndBadNumbersNameTheirFlag) {
   CliRun r = run_kiln("tune " + dir + "/missing.json --store " + db);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(::access(db.c_str(), F_OK), 0) << "a store was created by a refused run";
-  struct Bad { std::string flags, message; };
+  struct Bad {
+    std::string flags, message;
+  };
   for (const Bad& b : {Bad{"--budget -1", "--budget must be"}, Bad{"--budget nan", "--budget must be"},
                        Bad{"--candidate-budget-ms 0", "--candidate-budget-ms must be"},
                        Bad{"--target-noise -0.5", "--target-noise must be"}, Bad{"--top-k -3", "--top-k must be"}}) {
@@ -117,7 +122,8 @@ TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
   ASSERT_NE(run.code, -1);
   EXPECT_EQ(run.code, 0) << run.err;
   const std::string& text = run.out;
-  EXPECT_NE(text.find("3 shapes of 1 structures, 55 calls (dynamic 1, heuristics 1, memory 53)"), std::string::npos) << text;
+  EXPECT_NE(text.find("3 shapes of 1 structures, 55 calls (dynamic 1, heuristics 1, memory 53)"), std::string::npos)
+      << text;
   const size_t hot = text.find("tokens=100"), cold = text.find("tokens=7");
   ASSERT_NE(hot, std::string::npos) << text;
   ASSERT_NE(cold, std::string::npos) << text;
@@ -158,25 +164,31 @@ TEST(StatsCli, PaddedIsAStopgapAndSourceNamesArePrintable) {
 TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
   const std::string dir = ::testing::TempDir() + "/kiln_replay_" + std::to_string(::getpid());
   std::system(("mkdir -p '" + dir + "' && cp '" + std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json' '" +
-               dir + "/ln.json'").c_str());
+               dir + "/ln.json'")
+                  .c_str());
   auto trace = [&](const std::string& name, const std::string& requests) {
     std::ofstream(dir + "/" + name) << R"({"format":"kiln-trace","version":1,"requests":)" + requests + "}";
     return dir + "/" + name;
   };
-  struct Bad { std::string requests, message; };
-  for (const Bad& b : {Bad{"[]", "\"requests\" is missing, not a list, or empty"},
-                       Bad{R"([{"shape":{}}])", "requests[0]: \"spec\" is missing or not a string"},
-                       Bad{R"([{"spec":"ln.json","shape":{"batch":2}}])", "requests[0]: graph 'layer_norm_small' has no dynamic dim 'batch'"},
-                       Bad{R"([{"spec":"ln.json","shape":{"tokens":0}}])", "shape \"tokens\" is not an integer from 1 to 2147483647"},
-                       Bad{R"([{"spec":"ln.json"},{"spec":"ln.json","count":9223372036854775807}])", "more than 10000000 requests"},
-                       Bad{R"([{"spec":""}])", "requests[0]: \"spec\" is empty"},
-                       Bad{R"([{"spec":"ln.json","count":-1}])", "\"count\" is not an integer >= 1"},
-                       Bad{R"([{"spec":"ln.json"},{"spec":"missing.json"}])", "requests[1]: " + dir + "/missing.json"},
-                       Bad{R"([{"spec":"ln.json"},{"wait":"builds"}])", "requests[1]: a barrier is exactly {\"wait\": \"promotions\"}"},
-                       Bad{R"([{"wait":"promotions","spec":"ln.json"}])", "requests[0]: a barrier is exactly"},
-                       Bad{R"([{"spec":"ln.json","shapes":{"tokens":3}}])",
-                           "requests[0]: unknown field \"shapes\" (a request has \"spec\", \"shape\" and \"count\")"},
-                       Bad{R"([{"wait":"promotions"}])", "no request names a spec (only barriers)"}}) {
+  struct Bad {
+    std::string requests, message;
+  };
+  for (const Bad& b :
+       {Bad{"[]", "\"requests\" is missing, not a list, or empty"},
+        Bad{R"([{"shape":{}}])", "requests[0]: \"spec\" is missing or not a string"},
+        Bad{R"([{"spec":"ln.json","shape":{"batch":2}}])",
+            "requests[0]: graph 'layer_norm_small' has no dynamic dim 'batch'"},
+        Bad{R"([{"spec":"ln.json","shape":{"tokens":0}}])", "shape \"tokens\" is not an integer from 1 to 2147483647"},
+        Bad{R"([{"spec":"ln.json"},{"spec":"ln.json","count":9223372036854775807}])", "more than 10000000 requests"},
+        Bad{R"([{"spec":""}])", "requests[0]: \"spec\" is empty"},
+        Bad{R"([{"spec":"ln.json","count":-1}])", "\"count\" is not an integer >= 1"},
+        Bad{R"([{"spec":"ln.json"},{"spec":"missing.json"}])", "requests[1]: " + dir + "/missing.json"},
+        Bad{R"([{"spec":"ln.json"},{"wait":"builds"}])",
+            "requests[1]: a barrier is exactly {\"wait\": \"promotions\"}"},
+        Bad{R"([{"wait":"promotions","spec":"ln.json"}])", "requests[0]: a barrier is exactly"},
+        Bad{R"([{"spec":"ln.json","shapes":{"tokens":3}}])",
+            "requests[0]: unknown field \"shapes\" (a request has \"spec\", \"shape\" and \"count\")"},
+        Bad{R"([{"wait":"promotions"}])", "no request names a spec (only barriers)"}}) {
     CliRun r = run_kiln("replay " + trace("t.json", b.requests));
     EXPECT_EQ(r.code, 2) << b.requests << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.requests << ": " << r.err;

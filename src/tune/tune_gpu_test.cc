@@ -35,7 +35,8 @@ TEST(Tuner, InjectedWrongCandidateIsIncorrectAndNeverChosen) {
   // rejected by the device comparison.
   const int out = g->outputs[0];
   const int64_t span = HostTensor::zeros(g->dtype_of(out), g->tensors[static_cast<size_t>(out)].shape(),
-                                         g->tensors[static_cast<size_t>(out)].strides).storage_span();
+                                         g->tensors[static_cast<size_t>(out)].strides)
+                           .storage_span();
   ASSERT_EQ(g->dtype_of(out), DataType::kFloat16);
   o.output_hook = [&](const EngineConfig& c, const std::map<int, void*>& outs, cudaStream_t stream) -> Status {
     if (!(c == victim)) return Status::ok();
@@ -80,11 +81,10 @@ TEST(Tuner, GraphReplayTimesEveryPassedCandidate) {
   }
   EXPECT_GT(passed, 0);
   ASSERT_TRUE(launched->winner.has_value());
-  std::printf("[ tuner ] graph replay: winner %s %.4f ms; stream launches: winner %s %.4f ms\n",
-              replayed->candidates[*replayed->winner].identity().c_str(),
-              replayed->candidates[*replayed->winner].median_ms,
-              launched->candidates[*launched->winner].identity().c_str(),
-              launched->candidates[*launched->winner].median_ms);
+  std::printf(
+      "[ tuner ] graph replay: winner %s %.4f ms; stream launches: winner %s %.4f ms\n",
+      replayed->candidates[*replayed->winner].identity().c_str(), replayed->candidates[*replayed->winner].median_ms,
+      launched->candidates[*launched->winner].identity().c_str(), launched->candidates[*launched->winner].median_ms);
 }
 
 TEST(Tuner, EnumeratesDistinctCandidatesAcrossModes) {
@@ -173,7 +173,6 @@ TEST(CudnnDefect, BroadcastOverTwoDimsIsNeverChosenWhenWrong) {
   }
 }
 
-
 // Item 8: candidates gated on recorded inputs (here post-ReLU-like activations: every x >= 0, so partial
 // sums grow with K instead of cancelling). The report names the inputs; correct plans still pass.
 TEST(Tuner, RecordedInputsGateTheCandidates) {
@@ -218,7 +217,8 @@ TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
   ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
   const std::string store = dir + "/plans.db", out = dir + "/out.json", err = dir + "/err.txt";
   const std::string cmd = "KILN_TEST_TERM_AFTER=5 \"" + std::string(KILN_BINARY) + "\" tune " + kRoot +
-                          "/examples/conv_bias_relu.json --json --no-unfused --store " + store + " >" + out + " 2>" + err;
+                          "/examples/conv_bias_relu.json --json --no-unfused --store " + store + " >" + out + " 2>" +
+                          err;
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));
   std::ifstream ei(err);
@@ -243,13 +243,13 @@ TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
   EXPECT_LT(settled, 41) << os.str();
   // The store holds the partial winner, untuned.
   const std::string ls = dir + "/ls.json";
-  ASSERT_EQ(std::system(("\"" + std::string(KILN_BINARY) + "\" plans ls --json --store " + store + " >" + ls).c_str()), 0);
+  ASSERT_EQ(std::system(("\"" + std::string(KILN_BINARY) + "\" plans ls --json --store " + store + " >" + ls).c_str()),
+            0);
   std::ifstream li(ls);
   std::stringstream lss;
   lss << li.rdbuf();
   EXPECT_NE(lss.str().find("\"tuned\": false"), std::string::npos) << lss.str();
 }
-
 
 // Item 6: a crashing candidate does not end the tune. The test hook KILN_TEST_CRASH=<identity>:<phase>
 // makes kiln tune's worker process die by SIGSEGV when it builds or runs that candidate (the heuristic's
@@ -274,7 +274,8 @@ TEST(TuneCli, InjectedCrashIsFailedWithTheSignalAndTheTuneGoesOn) {
   for (const char* phase : {"run", "build"}) {
     SCOPED_TRACE(phase);
     const std::string victim = list["candidates"][0]["identity"].get<std::string>();
-    const std::string store = dir + "/" + phase + ".db", out = dir + "/" + phase + ".json", err = dir + "/" + phase + ".err";
+    const std::string store = dir + "/" + phase + ".db", out = dir + "/" + phase + ".json",
+                      err = dir + "/" + phase + ".err";
     const std::string cmd = "KILN_TEST_CRASH='" + victim + ":" + phase + "' " + kiln + " tune " + spec +
                             " --json --no-unfused --candidate-budget-ms 30 --store " + store + " >" + out + " 2>" + err;
     const int rc = std::system(cmd.c_str());
@@ -290,7 +291,7 @@ TEST(TuneCli, InjectedCrashIsFailedWithTheSignalAndTheTuneGoesOn) {
       seen = true;
       EXPECT_EQ(c["disposition"], "Failed");
       EXPECT_NE(c["message"].get<std::string>().find(std::string("crashed: signal 11 (SIGSEGV) while ") +
-                                                      (std::string(phase) == "run" ? "running" : "building")),
+                                                     (std::string(phase) == "run" ? "running" : "building")),
                 std::string::npos)
           << c["message"];
     }

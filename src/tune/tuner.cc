@@ -18,9 +18,7 @@ namespace kiln {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 bool excluded(const EngineConfig& c, const std::vector<std::string>& exclude) {
   std::string id = c.identity();
@@ -29,7 +27,6 @@ bool excluded(const EngineConfig& c, const std::vector<std::string>& exclude) {
     if (e == id || e == eng) return true;
   return false;
 }
-
 
 Disposition disposition_for_verdict(Verdict v) {
   switch (v) {
@@ -126,7 +123,8 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
       for (auto& s : c.behavior_notes) n += (n.empty() ? "" : ",") + s;
       notes.push_back(n);
     }
-    if (configs.empty()) return not_supported("no engine configuration left for graph '" + graph_name + "' after filters");
+    if (configs.empty())
+      return not_supported("no engine configuration left for graph '" + graph_name + "' after filters");
   }
   auto emit = [&](TuneEvent e) {
     if (o.on_event) o.on_event(e);
@@ -198,10 +196,12 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   auto worker = [&](size_t w) {
     for (size_t i = next++; i < n; i = next++) build_one(w, i);
   };
-  const int threads = !o.pipeline ? 0
-                                  : std::max(1, std::min<int>(o.build_threads > 0 ? o.build_threads
-                                                                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                                                              static_cast<int>(n)));
+  const int threads =
+      !o.pipeline ? 0
+                  : std::max(1, std::min<int>(o.build_threads > 0
+                                                  ? o.build_threads
+                                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                                              static_cast<int>(n)));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker, static_cast<size_t>(t));
   struct Joiner {
@@ -365,8 +365,11 @@ double graph_flops(const Graph& g) {
       case OpKind::kConvDgrad:
       case OpKind::kConvWgrad: {
         // 2 * (elements of y) * (C/g * filter volume), expressed from the weight tensor.
-        const TensorDesc& w = g.tensors[n.op == OpKind::kConvFprop || n.op == OpKind::kConvDgrad ? n.inputs[1] : n.outputs[0]];
-        const TensorDesc& y = g.tensors[n.op == OpKind::kConvFprop ? n.outputs[0] : n.op == OpKind::kConvDgrad ? n.inputs[0] : n.inputs[1]];
+        const TensorDesc& w =
+            g.tensors[n.op == OpKind::kConvFprop || n.op == OpKind::kConvDgrad ? n.inputs[1] : n.outputs[0]];
+        const TensorDesc& y = g.tensors[n.op == OpKind::kConvFprop   ? n.outputs[0]
+                                        : n.op == OpKind::kConvDgrad ? n.inputs[0]
+                                                                     : n.inputs[1]];
         double per = static_cast<double>(w.element_count()) / static_cast<double>(w.dims[0].value);
         f += 2.0 * static_cast<double>(y.element_count()) * per;
         break;

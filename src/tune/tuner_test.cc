@@ -115,8 +115,8 @@ TEST(TunerDecisions, BuildsRunOnWorkerThreadsAheadOfTheLoop) {
 }
 
 TEST(TunerDecisions, AnInterruptKeepsFinishedCandidatesAndTheBestOfThem) {
-  std::vector<Script> s = {{Kind::kCorrect, 2.0}, {Kind::kCorrect, 1.5}, {Kind::kWrong, 0.1},
-                           {Kind::kCorrect, 0.5}, {Kind::kCorrect, 0.2}};
+  std::vector<Script> s = {
+      {Kind::kCorrect, 2.0}, {Kind::kCorrect, 1.5}, {Kind::kWrong, 0.1}, {Kind::kCorrect, 0.5}, {Kind::kCorrect, 0.2}};
   FakeBackend fake(s);
   std::atomic<bool> cancel{false};
   fake.on_time = [&](size_t i) {
@@ -198,7 +198,7 @@ TEST(TunerDecisions, AnIncumbentIsKeptWithinNoiseOnlyWhenItPassesAgain) {
   ASSERT_TRUE(r->winner && r->incumbent_decision);
   EXPECT_EQ(r->candidates[1].disposition, Disposition::kIncorrect);
   EXPECT_FALSE(r->incumbent_decision->replace);  // within noise of the recorded timing...
-  EXPECT_EQ(*r->winner, 2u);                      // ...but the incumbent is wrong: the fastest correct wins
+  EXPECT_EQ(*r->winner, 2u);                     // ...but the incumbent is wrong: the fastest correct wins
   EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{2});
 }
 

@@ -38,8 +38,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
     return not_supported("graph '" + graph.name + "' has one node: there is no unfused alternative to time");
   const auto t0 = std::chrono::steady_clock::now();
   auto left_s = [&] {
-    return options.tune.time_budget_s -
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return options.tune.time_budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   UnfusedResult r;
   r.materialized = options.materialized.value_or(graph.io_dtype);
@@ -95,14 +94,15 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
   std::shared_ptr<const GraphEvaluation> eval = options.evaluation;
   if (!eval) {
-    KILN_ASSIGN_OR_RETURN(eval, prepare_evaluation(graph, options.tune.seed, options.tune.verify, options.tune.host_reference,
-                                                   options.tune.inputs_dir));
+    KILN_ASSIGN_OR_RETURN(eval, prepare_evaluation(graph, options.tune.seed, options.tune.verify,
+                                                   options.tune.host_reference, options.tune.inputs_dir));
   }
   r.reference_kind = eval->reference_kind;
 
   std::vector<LoweredGraph> plans;
   for (size_t i = 0; i < parts.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(LoweredGraph plan, LoweredGraph::deserialize(parts[i].graph, handle.get(), r.parts[i].tune.winner_plan));
+    KILN_ASSIGN_OR_RETURN(LoweredGraph plan,
+                          LoweredGraph::deserialize(parts[i].graph, handle.get(), r.parts[i].tune.winner_plan));
     plans.push_back(std::move(plan));
   }
   KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(graph, std::move(parts), std::move(plans), eval->buffers));
@@ -148,7 +148,8 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   r.chain.set_timing(*m);
   r.chain.warmup_ms = m->warmup_ms;
   r.chain.throttled = m->throttled;
-  if (m->throttled) r.chain.message += (r.chain.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
+  if (m->throttled)
+    r.chain.message += (r.chain.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
   return r;
 }
 
@@ -166,10 +167,12 @@ FusionSide unfused_chain_side(const UnfusedResult& result) {
 }
 
 std::string format_fusion_report(const CandidateResult* fused_winner, const UnfusedResult& u, FusionPolicy policy,
-                                  const StatusOr<FusionDecision>& decision) {
-  std::string out = std::string("fused vs unfused (") + std::to_string(u.parts.size()) + " parts, intermediates stored as " +
-                    dtype_name(u.materialized) + ", policy " + fusion_policy_name(policy) + "):\n";
-  out += "  fused     " + (fused_winner ? fused_winner->identity() + "  " + fmt_timing(*fused_winner) : std::string("no plan")) + "\n";
+                                 const StatusOr<FusionDecision>& decision) {
+  std::string out = std::string("fused vs unfused (") + std::to_string(u.parts.size()) +
+                    " parts, intermediates stored as " + dtype_name(u.materialized) + ", policy " +
+                    fusion_policy_name(policy) + "):\n";
+  out += "  fused     " +
+         (fused_winner ? fused_winner->identity() + "  " + fmt_timing(*fused_winner) : std::string("no plan")) + "\n";
   std::string ids;
   for (const auto& id : u.identities) ids += (ids.empty() ? "" : " + ") + id;
   if (!u.unavailable.empty()) {
@@ -179,7 +182,8 @@ std::string format_fusion_report(const CandidateResult* fused_winner, const Unfu
     std::snprintf(mib, sizeof mib, "%.1f MiB", u.intermediate_bytes / (1024.0 * 1024.0));
     out += "  unfused   " + ids + "  " + fmt_timing(u.chain) + " back to back (parts alone sum to " +
            fmt_ms(u.sum_of_parts_ms) + "; " + mib + " through memory between parts)\n";
-    if (u.chain.disposition != Disposition::kPassed && !u.chain.message.empty()) out += "            " + u.chain.message + "\n";
+    if (u.chain.disposition != Disposition::kPassed && !u.chain.message.empty())
+      out += "            " + u.chain.message + "\n";
   }
   for (const UnfusedPartResult& p : u.parts) {
     out += "    part " + p.name + ": ";
@@ -198,7 +202,9 @@ nlohmann::json fusion_report_json(const CandidateResult* fused_winner, const Unf
                                   const StatusOr<FusionDecision>& decision) {
   nlohmann::json parts = nlohmann::json::array();
   for (const UnfusedPartResult& p : u.parts) {
-    nlohmann::json j = {{"name", p.name}, {"structure_signature", p.structure_sig}, {"shape_key", p.shape_key},
+    nlohmann::json j = {{"name", p.name},
+                        {"structure_signature", p.structure_sig},
+                        {"shape_key", p.shape_key},
                         {"candidates", p.tune.candidates.size()}};
     j["winner"] = p.tune.winner ? candidate_to_json(p.tune.candidates[*p.tune.winner]) : nlohmann::json(nullptr);
     parts.push_back(j);

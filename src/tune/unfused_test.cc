@@ -105,7 +105,8 @@ TEST(UnfusedReport, ThrottledTimingsAreMarked) {
   fused.throttled = true;
   UnfusedResult u = two_parts(0.35);
   auto d = decide_fusion(fused_side(fused), unfused_chain_side(u), FusionPolicy::kFaster);
-  EXPECT_NE(format_fusion_report(&fused, u, FusionPolicy::kFaster, d).find("0.2000 ms ±0.20% THROTTLED"), std::string::npos);
+  EXPECT_NE(format_fusion_report(&fused, u, FusionPolicy::kFaster, d).find("0.2000 ms ±0.20% THROTTLED"),
+            std::string::npos);
 }
 
 }  // namespace

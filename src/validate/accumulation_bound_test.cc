@@ -120,7 +120,8 @@ TEST(AccumulationBound, MagnitudeOfAContractionIsSumOfAbsoluteProducts) {
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 4; ++j) {
       double s = 0;
-      for (int64_t q = 0; q < 50; ++q) s += std::fabs(av[static_cast<size_t>(i * 50 + q)] * bv[static_cast<size_t>(q * 4 + j)]);
+      for (int64_t q = 0; q < 50; ++q)
+        s += std::fabs(av[static_cast<size_t>(i * 50 + q)] * bv[static_cast<size_t>(q * 4 + j)]);
       EXPECT_NEAR(mag[static_cast<size_t>(i * 4 + j)], s, 1e-6 * s);  // fp32-stored magnitude
     }
   // For a convolution, the magnitude is the same convolution of |x| and |w| (padding, stride, groups).
@@ -184,8 +185,8 @@ TEST(AccumulationBound, MagnitudesBoundTheValues) {
   }
   {
     Graph g = make_graph("ln", DataType::kFloat32);
-    int x = add_tensor(g, "x", {5, 3, 30}), s = add_tensor(g, "scale", {1, 3, 30}), b = add_tensor(g, "bias", {1, 3, 30}),
-        y = add_tensor(g, "y", {5, 3, 30});
+    int x = add_tensor(g, "x", {5, 3, 30}), s = add_tensor(g, "scale", {1, 3, 30}),
+        b = add_tensor(g, "bias", {1, 3, 30}), y = add_tensor(g, "y", {5, 3, 30});
     add_node(g, "ln", OpKind::kLayerNorm, {x, s, b}, y);
     g.outputs = {y};
     graphs.push_back(g);
@@ -197,8 +198,8 @@ TEST(AccumulationBound, MagnitudesBoundTheValues) {
   }
   for (bool causal : {false, true}) {
     Graph g = make_graph("sdpa", DataType::kFloat16);
-    int q = add_tensor(g, "q", {1, 4, 9, 16}), k = add_tensor(g, "k", {1, 2, 9, 16}), v = add_tensor(g, "v", {1, 2, 9, 8}),
-        o = add_tensor(g, "o", {1, 4, 9, 8});
+    int q = add_tensor(g, "q", {1, 4, 9, 16}), k = add_tensor(g, "k", {1, 2, 9, 16}),
+        v = add_tensor(g, "v", {1, 2, 9, 8}), o = add_tensor(g, "o", {1, 4, 9, 8});
     add_node(g, "sdpa", OpKind::kSdpa, {q, k, v}, o).sdpa.causal = causal;
     g.outputs = {o};
     graphs.push_back(g);
@@ -331,7 +332,8 @@ TEST(AccumulationBound, FusedReductionReadsTheUnroundedAccumulator) {
         double acc_r = mode == ReductionMode::kSum ? 0.0 : std::nan("");
         for (int j = 0; j < 64; ++j) {
           float acc = 0.f;
-          for (int q = 0; q < 32; ++q) acc += static_cast<float>(av[static_cast<size_t>(i * 32 + q)] * bv[static_cast<size_t>(q * 64 + j)]);
+          for (int q = 0; q < 32; ++q)
+            acc += static_cast<float>(av[static_cast<size_t>(i * 32 + q)] * bv[static_cast<size_t>(q * 64 + j)]);
           yv[static_cast<size_t>(i * 64 + j)] = acc;
           const double v = mode == ReductionMode::kAmax ? std::fabs(acc) : acc;
           if (mode == ReductionMode::kSum) acc_r = static_cast<float>(acc_r + v);

@@ -91,7 +91,8 @@ __global__ void stats_kernel(CheckParams p, const void* __restrict__ out, const 
   const int64_t end = p.geom.count < begin + p.chunk ? p.geom.count : begin + p.chunk;
   GateSums g;
   int full = kMaxOffenders;  // no offenders in this pass
-  for (int64_t idx = begin + threadIdx.x; idx < end; idx += blockDim.x) element(p, out, ref, mag, scale, idx, g, nullptr, &full);
+  for (int64_t idx = begin + threadIdx.x; idx < end; idx += blockDim.x)
+    element(p, out, ref, mag, scale, idx, g, nullptr, &full);
   shared[threadIdx.x] = g;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -210,7 +211,8 @@ StatusOr<DeviceChecker> DeviceChecker::create(const Graph& graph, const CheckOpt
     KILN_ASSIGN_OR_RETURN(p.geom, tensor_geom(tensor_dims(graph, t), tensor_strides(graph, t),
                                               "output '" + s->gates[i].check.name + "'"));
     // Enough blocks to fill the GPU, each a contiguous range of at least one element per thread.
-    const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(kMaxBlocks, (p.geom.count + kThreads - 1) / kThreads));
+    const int64_t blocks =
+        std::max<int64_t>(1, std::min<int64_t>(kMaxBlocks, (p.geom.count + kThreads - 1) / kThreads));
     p.chunk = std::max<int64_t>(1, (p.geom.count + blocks - 1) / blocks);
     p.blocks = static_cast<int>(std::max<int64_t>(1, (p.geom.count + p.chunk - 1) / p.chunk));
     s->params.push_back(p);
@@ -250,8 +252,8 @@ StatusOr<CheckReport> DeviceChecker::check(const std::map<int, void*>& outputs, 
     offenders_kernel<<<1, kThreads, 0, stream>>>(p, it->second, r.values.as<double>(), mag, scale, results + i);
     KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
-  KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.host.data(), results, s.gates.size() * sizeof(CheckResult),
-                                            cudaMemcpyDeviceToHost, stream));
+  KILN_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(s.host.data(), results, s.gates.size() * sizeof(CheckResult), cudaMemcpyDeviceToHost, stream));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   CheckReport report;
   report.verdict = Verdict::kPassed;

@@ -90,7 +90,8 @@ TEST(DeviceInputs, GeneratorWritesExactlyTheHostValues) {
     size_t diff = 0;
     for (size_t i = 0; i < want.size(); ++i)
       if (!(want[i] == got[i]) && diff++ < 5)
-        ADD_FAILURE() << g.tensors[static_cast<size_t>(t)].name << "[" << i << "]: host " << want[i] << " device " << got[i];
+        ADD_FAILURE() << g.tensors[static_cast<size_t>(t)].name << "[" << i << "]: host " << want[i] << " device "
+                      << got[i];
     EXPECT_EQ(diff, 0u) << g.tensors[static_cast<size_t>(t)].name;
   }
 }
@@ -158,7 +159,9 @@ void expect_same_report(const CheckReport& h, const CheckReport& d, const std::s
     EXPECT_EQ(x.worst_index, y.worst_index);
     EXPECT_EQ(x.max_abs, y.max_abs);
     EXPECT_EQ(x.max_rel, y.max_rel);
-    auto close = [](double p, double q) { return std::fabs(p - q) <= 1e-9 * std::max(std::fabs(p), std::fabs(q)) + 1e-300; };
+    auto close = [](double p, double q) {
+      return std::fabs(p - q) <= 1e-9 * std::max(std::fabs(p), std::fabs(q)) + 1e-300;
+    };
     EXPECT_TRUE(close(x.nmse, y.nmse)) << x.nmse << " " << y.nmse;
     EXPECT_TRUE(close(x.sum_sq_err, y.sum_sq_err)) << x.sum_sq_err << " " << y.sum_sq_err;
     EXPECT_TRUE(close(x.expected_sq_err, y.expected_sq_err)) << x.expected_sq_err << " " << y.expected_sq_err;
@@ -197,7 +200,8 @@ TEST(DeviceCheck, AgreesWithTheHostComparisonOnTheSameData) {
       cases.emplace_back("correct", HostTensor::from_values(dt, dims, fp32_sums(g, *in, false), strides));
       cases.emplace_back("drops_last", HostTensor::from_values(dt, dims, fp32_sums(g, *in, true), strides));
       auto scaled = fp32_sums(g, *in, false);
-      for (double& v : scaled) v *= 1.0 + 4 * (dt == DataType::kFloat32 ? 0x1p-23 : dt == DataType::kFloat16 ? 0x1p-10 : 0x1p-7);
+      for (double& v : scaled)
+        v *= 1.0 + 4 * (dt == DataType::kFloat32 ? 0x1p-23 : dt == DataType::kFloat16 ? 0x1p-10 : 0x1p-7);
       cases.emplace_back("scaled", HostTensor::from_values(dt, dims, scaled, strides));
       // One element off by about 1 and one NaN; made through from_values, so that the host copy holds the
       // values rounded to the output dtype, exactly what the device buffer holds.
@@ -211,8 +215,8 @@ TEST(DeviceCheck, AgreesWithTheHostComparisonOnTheSameData) {
         ASSERT_TRUE(h.is_ok()) << h.status().to_string();
         auto d = checker->check(out.ptrs, *dev_ref);
         ASSERT_TRUE(d.is_ok()) << d.status().to_string();
-        std::printf("[ %s K=%lld %s ]\n  host   %s\n  device %s\n", dtype_name(dt), static_cast<long long>(k), name.c_str(),
-                    h->summary().c_str(), d->summary().c_str());
+        std::printf("[ %s K=%lld %s ]\n  host   %s\n  device %s\n", dtype_name(dt), static_cast<long long>(k),
+                    name.c_str(), h->summary().c_str(), d->summary().c_str());
         expect_same_report(*h, *d, std::string(dtype_name(dt)) + " K=" + std::to_string(k) + " " + name);
         // (A 4-ulp fp32 scaling is inside correct accumulation's own bias at these K: only agreement counts.)
         if (!(name == "scaled" && dt == DataType::kFloat32)) {
@@ -255,8 +259,8 @@ TEST(DeviceCheck, SixtyFourMillionElementsAreJudgedWhole) {
     if (i == 0) std::printf("[ gate 64M ] %s\n", rep->summary().c_str());
   }
   std::sort(ms.begin() + 1, ms.end());
-  std::printf("[ gate 64M ] first %.2f ms, median of the rest %.2f ms, reference on the device %.1f MiB\n", ms[0], ms[3],
-              static_cast<double>(ref->bytes()) / (1 << 20));
+  std::printf("[ gate 64M ] first %.2f ms, median of the rest %.2f ms, reference on the device %.1f MiB\n", ms[0],
+              ms[3], static_cast<double>(ref->bytes()) / (1 << 20));
 }
 
 }  // namespace

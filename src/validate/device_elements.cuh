@@ -28,8 +28,8 @@ struct TensorGeom {
 inline StatusOr<TensorGeom> tensor_geom(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                                         const std::string& what) {
   if (dims.size() > static_cast<size_t>(kMaxElementRank) || strides.size() != dims.size())
-    return invalid_argument(what + ": rank " + std::to_string(dims.size()) + " with " +
-                            std::to_string(strides.size()) + " strides (the device handles rank <= 8)");
+    return invalid_argument(what + ": rank " + std::to_string(dims.size()) + " with " + std::to_string(strides.size()) +
+                            " strides (the device handles rank <= 8)");
   TensorGeom g;
   g.rank = static_cast<int>(dims.size());
   g.count = 1;
@@ -98,7 +98,9 @@ __device__ inline double store_element(void* p, DataType dt, int64_t off, float 
     }
     case DataType::kInt8: static_cast<int8_t*>(p)[off] = static_cast<int8_t>(v); return static_cast<int8_t>(v);
     case DataType::kInt32: static_cast<int32_t*>(p)[off] = static_cast<int32_t>(v); return static_cast<int32_t>(v);
-    case DataType::kInt64: static_cast<int64_t*>(p)[off] = static_cast<int64_t>(v); return static_cast<double>(static_cast<int64_t>(v));
+    case DataType::kInt64:
+      static_cast<int64_t*>(p)[off] = static_cast<int64_t>(v);
+      return static_cast<double>(static_cast<int64_t>(v));
   }
   return 0.0;
 }

@@ -75,9 +75,12 @@ __global__ void conv_fprop_kernel(ConvParams p, const double* __restrict__ x, co
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t r = idx;
-    const int64_t o2 = r % p.out[2]; r /= p.out[2];
-    const int64_t o1 = r % p.out[1]; r /= p.out[1];
-    const int64_t o0 = r % p.out[0]; r /= p.out[0];
+    const int64_t o2 = r % p.out[2];
+    r /= p.out[2];
+    const int64_t o1 = r % p.out[1];
+    r /= p.out[1];
+    const int64_t o0 = r % p.out[0];
+    r /= p.out[0];
     const int64_t k = r % p.k;
     const int64_t n = r / p.k;
     const int64_t grp = k / kg;
@@ -111,9 +114,12 @@ __global__ void conv_dgrad_kernel(ConvParams p, const double* __restrict__ dy, c
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t r = idx;
-    const int64_t i2 = r % p.in[2]; r /= p.in[2];
-    const int64_t i1 = r % p.in[1]; r /= p.in[1];
-    const int64_t i0 = r % p.in[0]; r /= p.in[0];
+    const int64_t i2 = r % p.in[2];
+    r /= p.in[2];
+    const int64_t i1 = r % p.in[1];
+    r /= p.in[1];
+    const int64_t i0 = r % p.in[0];
+    r /= p.in[0];
     const int64_t ch = r % p.c;
     const int64_t n = r / p.c;
     const int64_t grp = ch / cg, ci = ch % cg;
@@ -147,9 +153,12 @@ __global__ void conv_wgrad_kernel(ConvParams p, const double* __restrict__ x, co
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t r = idx;
-    const int64_t f2 = r % p.filt[2]; r /= p.filt[2];
-    const int64_t f1 = r % p.filt[1]; r /= p.filt[1];
-    const int64_t f0 = r % p.filt[0]; r /= p.filt[0];
+    const int64_t f2 = r % p.filt[2];
+    r /= p.filt[2];
+    const int64_t f1 = r % p.filt[1];
+    r /= p.filt[1];
+    const int64_t f0 = r % p.filt[0];
+    r /= p.filt[0];
     const int64_t ci = r % cg;
     const int64_t k = r / cg;
     const int64_t ch = (k / kg) * cg + ci;
@@ -398,15 +407,16 @@ __global__ void norm_magnitude_kernel(BroadcastParams p, int64_t rows, int64_t i
     for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) s += br[i];
     const double bm = block_sum(s, shared) / static_cast<double>(inner);
     double d = 0.0;
-    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) d += norm_dterm_part(layer != 0, xr[i], mean, br[i], ex != 0, bm);
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
+      d += norm_dterm_part(layer != 0, xr[i], mean, br[i], ex != 0, bm);
     const double dterm = block_sum(d, shared) / static_cast<double>(inner);
     for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
       int64_t os, ob;
       norm_offsets(p, row * inner + i, &os, &ob);
       const double xhat = (xr[i] - mean) * inv;
-      by[row * inner + i] = norm_magnitude(layer != 0, y[row * inner + i], xhat, scale[os], br[i], bs[os],
-                                           bbias ? bbias[ob] : 0.0, ex != 0, es != 0, bbias && eb != 0, inv, var,
-                                           eps, bm, dterm);
+      by[row * inner + i] =
+          norm_magnitude(layer != 0, y[row * inner + i], xhat, scale[os], br[i], bs[os], bbias ? bbias[ob] : 0.0,
+                         ex != 0, es != 0, bbias && eb != 0, inv, var, eps, bm, dterm);
     }
   }
 }
@@ -497,8 +507,8 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
 
 __global__ void pointwise_magnitude_kernel(BroadcastParams p, PointwiseMode mode, const double* __restrict__ va,
                                            const double* __restrict__ vb, const double* __restrict__ vy,
-                                           const double* __restrict__ ba, const double* __restrict__ bb, int ea,
-                                           int eb, double* __restrict__ by, int64_t total) {
+                                           const double* __restrict__ ba, const double* __restrict__ bb, int ea, int eb,
+                                           double* __restrict__ by, int64_t total) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t rem = idx, oa = 0, ob = 0;
@@ -550,8 +560,8 @@ __global__ void round_kernel(DataType dt, double* __restrict__ x, int64_t n) {
             __half(__nv_cvt_fp8_to_halfraw(__nv_cvt_double_to_fp8(v, __NV_SATFINITE, __NV_E4M3), __NV_E4M3))));
         break;
       case DataType::kFp8E5M2:
-        r = static_cast<double>(__half2float(
-            __half(__nv_cvt_fp8_to_halfraw(__nv_cvt_double_to_fp8(v, __NV_NOSAT, __NV_E5M2), __NV_E5M2))));
+        r = static_cast<double>(
+            __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_cvt_double_to_fp8(v, __NV_NOSAT, __NV_E5M2), __NV_E5M2))));
         break;
       case DataType::kInt8: r = isnan(v) ? 0.0 : fmin(fmax(rint(v), -128.0), 127.0); break;
       case DataType::kInt32: r = isnan(v) ? 0.0 : fmin(fmax(rint(v), -2147483648.0), 2147483647.0); break;
@@ -585,10 +595,17 @@ Status fill_broadcast(BroadcastParams& p, const std::vector<int64_t>& dims, cons
 
 ConvParams conv_params(const ConvGeom& c) {
   ConvParams p{};
-  p.n = c.n; p.c = c.c; p.k = c.k; p.groups = c.groups;
+  p.n = c.n;
+  p.c = c.c;
+  p.k = c.k;
+  p.groups = c.groups;
   for (int i = 0; i < 3; ++i) {
-    p.in[i] = c.in[i]; p.filt[i] = c.filt[i]; p.out[i] = c.out[i];
-    p.pad[i] = c.pad[i]; p.stride[i] = c.stride[i]; p.dil[i] = c.dil[i];
+    p.in[i] = c.in[i];
+    p.filt[i] = c.filt[i];
+    p.out[i] = c.out[i];
+    p.pad[i] = c.pad[i];
+    p.stride[i] = c.stride[i];
+    p.dil[i] = c.dil[i];
   }
   return p;
 }
@@ -626,7 +643,8 @@ Status launch_reduction(const NodePlan& p, ReductionMode mode, const double* x, 
     return Status::ok();
   }
   const int64_t chunks = std::min(kMaxChunks, (rp.reduced_count + kPerChunk - 1) / kPerChunk);
-  KILN_ASSIGN_OR_RETURN(DeviceBuffer partial, DeviceBuffer::allocate(static_cast<size_t>(y_count * chunks) * sizeof(double)));
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer partial,
+                        DeviceBuffer::allocate(static_cast<size_t>(y_count * chunks) * sizeof(double)));
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(y_count, 1 << 16)), static_cast<unsigned>(chunks));
   reduction_partial_kernel<<<grid, kThreads>>>(rp, mode, x, partial.as<double>(), chunks);
   reduction_combine_kernel<<<grid_for(y_count), kThreads>>>(y_count, chunks, mode, partial.as<double>(), y);
@@ -657,10 +675,13 @@ Status run_node(const Graph& g, const NodePlan& p, const std::vector<const doubl
         mp.a_batch[i] = p.mm.a_batch[i];
         mp.b_batch[i] = p.mm.b_batch[i];
       }
-      mp.m = p.mm.m; mp.n = p.mm.n; mp.k = p.mm.k;
+      mp.m = p.mm.m;
+      mp.n = p.mm.n;
+      mp.k = p.mm.k;
       mp.batch_count = p.mm.batch_count();
       const int64_t gx = (mp.n + kTile - 1) / kTile, gy = (mp.m + kTile - 1) / kTile;
-      if (gx > 0x7FFFFFFF || gy > 65535) return not_supported(where + ": matrix too large for the device reference grid");
+      if (gx > 0x7FFFFFFF || gy > 65535)
+        return not_supported(where + ": matrix too large for the device reference grid");
       dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy),
                 static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(mp.batch_count, 1), 65535)));
       matmul_kernel<<<grid, dim3(kTile, kTile)>>>(mp, in[0], in[1], y);
@@ -676,7 +697,8 @@ Status run_node(const Graph& g, const NodePlan& p, const std::vector<const doubl
     case OpKind::kReduction:
       KILN_RETURN_IF_ERROR(launch_reduction(p, node.reduction.mode, in[0], y, y_count, where));
       break;
-    case OpKind::kLayerNorm: case OpKind::kRmsNorm: {
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: {
       BroadcastParams bp;
       KILN_RETURN_IF_ERROR(fill_broadcast(bp, p.norm.x_dims, p.norm.scale_strides, p.norm.bias_strides, where));
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(p.norm.rows, 1 << 20)));
@@ -686,8 +708,15 @@ Status run_node(const Graph& g, const NodePlan& p, const std::vector<const doubl
       break;
     }
     case OpKind::kSdpa: {
-      SdpaParams sp{p.sdpa.b, p.sdpa.h, p.sdpa.hk, p.sdpa.sq, p.sdpa.skv, p.sdpa.d, p.sdpa.dv,
-                    static_cast<double>(p.sdpa.scale), p.sdpa.causal ? 1 : 0};
+      SdpaParams sp{p.sdpa.b,
+                    p.sdpa.h,
+                    p.sdpa.hk,
+                    p.sdpa.sq,
+                    p.sdpa.skv,
+                    p.sdpa.d,
+                    p.sdpa.dv,
+                    static_cast<double>(p.sdpa.scale),
+                    p.sdpa.causal ? 1 : 0};
       const int64_t rows = sp.b * sp.h * sp.sq;
       sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], y);
       break;
@@ -700,12 +729,13 @@ Status run_node(const Graph& g, const NodePlan& p, const std::vector<const doubl
 struct DeviceOperand {
   const double* value = nullptr;
   const double* mag = nullptr;  // the magnitude, or the scale in the scale pass
-  bool carries = false;  // written by a node (carries accumulation error)
-  int64_t count = 0;     // elements
+  bool carries = false;         // written by a node (carries accumulation error)
+  int64_t count = 0;            // elements
 };
 
 StatusOr<DeviceBuffer> squared(const DeviceOperand& op) {
-  KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(1, op.count)) * sizeof(double)));
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer b,
+                        DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(1, op.count)) * sizeof(double)));
   square_kernel<<<grid_for(op.count), kThreads>>>(op.mag, b.as<double>(), op.count);
   return b;
 }
@@ -718,7 +748,10 @@ Status run_node_magnitude(const Graph& g, const NodePlan& p, const std::vector<D
   const Node& node = g.nodes[static_cast<size_t>(p.node)];
   const std::string where = node_label(g, p.node) + (scale_pass ? " (scale pass)" : " (magnitude pass)");
   switch (p.op) {
-    case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad: case OpKind::kMatmul: {
+    case OpKind::kConvFprop:
+    case OpKind::kConvDgrad:
+    case OpKind::kConvWgrad:
+    case OpKind::kMatmul: {
       const double f = contraction_factor(op[0].carries, op[1].carries);
       if (scale_pass) {
         KILN_ASSIGN_OR_RETURN(DeviceBuffer a2, squared(op[0]));
@@ -755,20 +788,22 @@ Status run_node_magnitude(const Graph& g, const NodePlan& p, const std::vector<D
         KILN_RETURN_IF_ERROR(launch_reduction(p, ReductionMode::kAmax, op[0].mag, by, y_count, where));
       }
       break;
-    case OpKind::kLayerNorm: case OpKind::kRmsNorm: {
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: {
       BroadcastParams bp;
       KILN_RETURN_IF_ERROR(fill_broadcast(bp, p.norm.x_dims, p.norm.scale_strides, p.norm.bias_strides, where));
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(p.norm.rows, 1 << 20)));
       const bool has_bias = op.size() > 2;
       norm_magnitude_kernel<<<blocks, kThreads>>>(bp, p.norm.rows, p.norm.inner, p.op == OpKind::kLayerNorm ? 1 : 0,
-                                                  node.norm.epsilon, op[0].value, op[1].value, y, op[0].mag,
-                                                  op[1].mag, has_bias ? op[2].mag : nullptr, op[0].carries ? 1 : 0,
+                                                  node.norm.epsilon, op[0].value, op[1].value, y, op[0].mag, op[1].mag,
+                                                  has_bias ? op[2].mag : nullptr, op[0].carries ? 1 : 0,
                                                   op[1].carries ? 1 : 0, has_bias && op[2].carries ? 1 : 0, by);
       break;
     }
     case OpKind::kSdpa: {
-      SdpaParams sp{p.sdpa.b, p.sdpa.h, p.sdpa.hk, p.sdpa.sq, p.sdpa.skv, p.sdpa.d, p.sdpa.dv,
-                    p.sdpa.scale, p.sdpa.causal ? 1 : 0};
+      SdpaParams sp{p.sdpa.b,  p.sdpa.h,     p.sdpa.hk,
+                    p.sdpa.sq, p.sdpa.skv,   p.sdpa.d,
+                    p.sdpa.dv, p.sdpa.scale, p.sdpa.causal ? 1 : 0};
       const int64_t rows = sp.b * sp.h * sp.sq;
       const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);
       sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag,
@@ -954,7 +989,8 @@ StatusOr<std::vector<HostTensor>> run_device_reference(const Graph& g, const std
 
 StatusOr<ReferenceOutputs> run_device_reference_with_magnitudes(const Graph& g,
                                                                 const std::map<int, HostTensor>& inputs) {
-  return catch_exceptions("graph '" + g.name + "': device reference", [&] { return evaluate_on_device(g, inputs, true); });
+  return catch_exceptions("graph '" + g.name + "': device reference",
+                          [&] { return evaluate_on_device(g, inputs, true); });
 }
 
 size_t DeviceReference::bytes() const {
@@ -976,10 +1012,12 @@ StatusOr<DeviceReference> device_reference_on_device(const Graph& g, const std::
     if (prod[i] >= 0 || !needed[i]) continue;
     const TensorDesc& desc = g.tensors[i];
     const int64_t count = product(tensor_dims(g, t));
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(1, count)) * sizeof(double)));
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer b,
+                          DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(1, count)) * sizeof(double)));
     auto it = inputs.find(t);
     if (it != inputs.end() && it->second != nullptr) {
-      KILN_ASSIGN_OR_RETURN(TensorGeom geom, tensor_geom(tensor_dims(g, t), tensor_strides(g, t), "input '" + desc.name + "'"));
+      KILN_ASSIGN_OR_RETURN(TensorGeom geom,
+                            tensor_geom(tensor_dims(g, t), tensor_strides(g, t), "input '" + desc.name + "'"));
       gather_kernel<<<grid_for(count), kThreads>>>(geom, dtype_of(g, t), it->second, b.as<double>());
     } else if (desc.by_value) {
       fill_kernel<<<grid_for(count), kThreads>>>(b.as<double>(), desc.value, count);

@@ -12,7 +12,7 @@
 namespace kiln::validate_internal {
 
 struct OutputGate {
-  OutputCheck check;        // name, tensor, dtype and tolerance filled; error and verdict by finish_output
+  OutputCheck check;  // name, tensor, dtype and tolerance filled; error and verdict by finish_output
   GateParams params;
   int64_t reduction_length = 1;
   bool with_bound = false;  // magnitudes: the accumulation bound
@@ -28,8 +28,8 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
 void dtype_grid(DataType dtype, int* bits, int* emin);
 
 // Measures from the sums of one pass over an output (offenders in index order).
-ErrorMeasures measures_from_sums(const GateSums& sums, const std::vector<GateOffender>& offenders,
-                                 const Tolerance& tol, bool with_magnitude);
+ErrorMeasures measures_from_sums(const GateSums& sums, const std::vector<GateOffender>& offenders, const Tolerance& tol,
+                                 bool with_magnitude);
 
 // Sets gate.check's error, verdict and summary, and adds it to `report` (whose verdict becomes the worst).
 void finish_output(OutputGate& gate, ErrorMeasures error, bool tf32, CheckReport& report);

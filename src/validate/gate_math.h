@@ -51,13 +51,13 @@ struct GateSums {
   double max_abs = 0, max_rel = 0;
   double sum_sq_err = 0, sum_sq_ref = 0, sum_sq_mag = 0;  // over finite pairs
   // The expected-error model (statistical only), over finite pairs:
-  double sum_expected = 0;     // sum V_i, V_i = sigma_i^2 + ulp_i sigma_i: expected (out - ref)^2
-  double sum_signed = 0;       // sum (out - ref) sign(ref)
-  double sum_abs_ref = 0;      // sum |ref|
-  double sum_directed = 0;     // sum D_i
-  double max_ulp = 0;          // largest output-grid spacing at a reference value
-  double sum_ulp_sq = 0;       // sum of the squared spacings (their mean sets the "grid step" allowance)
-  int64_t finite_count = 0;    // finite pairs
+  double sum_expected = 0;   // sum V_i, V_i = sigma_i^2 + ulp_i sigma_i: expected (out - ref)^2
+  double sum_signed = 0;     // sum (out - ref) sign(ref)
+  double sum_abs_ref = 0;    // sum |ref|
+  double sum_directed = 0;   // sum D_i
+  double max_ulp = 0;        // largest output-grid spacing at a reference value
+  double sum_ulp_sq = 0;     // sum of the squared spacings (their mean sets the "grid step" allowance)
+  int64_t finite_count = 0;  // finite pairs
 };
 
 KILN_GATE_HD bool gate_finite(double x) { return x == x && x - x == 0.0; }
@@ -79,8 +79,8 @@ KILN_GATE_HD double gate_ulp(const GateParams& p, double y) {
 // Accumulates element `index` (out x, reference y, magnitude m, scale s) into `g`. `offenders` (room for
 // kMaxOffenders, `*n_offenders` used) receives mismatching elements while there is room; the caller
 // visits indices in ascending order within one GateSums.
-KILN_GATE_HD void gate_element(const GateParams& p, double x, double y, double m, double s, int64_t index,
-                               GateSums& g, GateOffender* offenders, int* n_offenders) {
+KILN_GATE_HD void gate_element(const GateParams& p, double x, double y, double m, double s, int64_t index, GateSums& g,
+                               GateOffender* offenders, int* n_offenders) {
   ++g.count;
   double ratio;
   double allowed = 0;
@@ -134,8 +134,8 @@ KILN_GATE_HD void gate_element(const GateParams& p, double x, double y, double m
 
 // a <- a joined with b (b's indices follow a's).
 KILN_GATE_HD void gate_merge(GateSums& a, const GateSums& b) {
-  if (b.worst_ratio > a.worst_ratio || (b.worst_ratio == a.worst_ratio && b.worst_index >= 0 &&
-                                        (a.worst_index < 0 || b.worst_index < a.worst_index))) {
+  if (b.worst_ratio > a.worst_ratio ||
+      (b.worst_ratio == a.worst_ratio && b.worst_index >= 0 && (a.worst_index < 0 || b.worst_index < a.worst_index))) {
     a.worst_ratio = b.worst_ratio;
     a.worst_index = b.worst_index;
   }

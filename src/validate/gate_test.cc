@@ -106,8 +106,12 @@ const Case& gemm_case(int64_t k, uint64_t seed, int64_t side = 32) {
   c.ref = *ref;
   EXPECT_EQ(c.ref.scales.size(), 1u);
   const std::vector<std::pair<std::string, Dot>> dots = {
-      {"double", exact}, {"sequential", sequential}, {"pairwise", pairwise}, {"truncated16", truncated16},
-      {"truncated8", [](const std::vector<double>& p) { return truncated(p, 8); }}, {"drops_last", drops_last}};
+      {"double", exact},
+      {"sequential", sequential},
+      {"pairwise", pairwise},
+      {"truncated16", truncated16},
+      {"truncated8", [](const std::vector<double>& p) { return truncated(p, 8); }},
+      {"drops_last", drops_last}};
   const auto av = in->at(a).values(), bv = in->at(b).values();
   std::vector<double> bt(bv.size());  // b transposed: each element's products read contiguously
   for (int64_t q = 0; q < k; ++q)
@@ -121,7 +125,8 @@ const Case& gemm_case(int64_t k, uint64_t seed, int64_t side = 32) {
       for (const auto& d : dots) c.kernels[d.first][static_cast<size_t>(i * c.n + j)] = d.second(prods);
     }
   // The host reference's double sum is the test's own, in the same order.
-  EXPECT_EQ(HostTensor::from_values(DataType::kFloat32, {c.m, c.n}, c.kernels["double"]).storage, c.ref.values[0].storage);
+  EXPECT_EQ(HostTensor::from_values(DataType::kFloat32, {c.m, c.n}, c.kernels["double"]).storage,
+            c.ref.values[0].storage);
   return cache.emplace(std::make_tuple(k, seed, side), std::move(c)).first->second;
 }
 

@@ -294,10 +294,9 @@ Values norm_magnitude_of(const NodePlan& p, double eps, const NormStats& st, con
                      [&](int64_t pos, int64_t os, int64_t ob) {
                        const int64_t r = pos / n.inner;
                        const double xhat = ((*x.value)[pos] - st.mean[r]) * st.inv[r];
-                       m[pos] = norm_magnitude(layer, y[pos], xhat, (*scale.value)[os], (*x.mag)[pos],
-                                               (*scale.mag)[os], bias ? (*bias->mag)[ob] : 0.0, x.carries,
-                                               scale.carries, bias && bias->carries, st.inv[r], st.var[r], eps,
-                                               bm[r], dterm[r]);
+                       m[pos] = norm_magnitude(layer, y[pos], xhat, (*scale.value)[os], (*x.mag)[pos], (*scale.mag)[os],
+                                               bias ? (*bias->mag)[ob] : 0.0, x.carries, scale.carries,
+                                               bias && bias->carries, st.inv[r], st.var[r], eps, bm[r], dterm[r]);
                      });
   return m;
 }
@@ -360,7 +359,9 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
     Values y, m, sc;
     double root_factor = 0;  // > 0: sc holds a sum of squares whose scale is f sqrt(sc + y^2), y rounded
     switch (p.op) {
-      case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad:
+      case OpKind::kConvFprop:
+      case OpKind::kConvDgrad:
+      case OpKind::kConvWgrad:
         y = run_conv(p, *in[0], *in[1]);
         if (with_magnitudes) {
           const double f = contraction_factor(op[0].carries, op[1].carries);
@@ -400,7 +401,8 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
           }
         }
         break;
-      case OpKind::kLayerNorm: case OpKind::kRmsNorm: {
+      case OpKind::kLayerNorm:
+      case OpKind::kRmsNorm: {
         const NormStats st = norm_stats(p, node.norm.epsilon, *in[0]);
         y = run_norm(p, st, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
         if (with_magnitudes) {

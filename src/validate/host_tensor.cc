@@ -21,8 +21,8 @@ struct FloatFormat {
   int ebits;
   int mbits;
   bool ieee;
-  bool saturate;       // overflow gives the largest finite value instead of inf
-  uint32_t nan_bits;   // canonical positive NaN
+  bool saturate;      // overflow gives the largest finite value instead of inf
+  uint32_t nan_bits;  // canonical positive NaN
 };
 
 constexpr FloatFormat kFp16{5, 10, true, false, 0x7E00};
@@ -352,8 +352,8 @@ StatusOr<int64_t> HostTensor::checked_byte_size(DataType dtype, const std::vecto
     if (dims[i] <= 0) return int64_t{0};
     const int64_t stride = s.empty() ? row : s[i];
     int64_t reach = 0;
-    if (stride < 0 || __builtin_mul_overflow(dims[i] - 1, stride, &reach) || __builtin_add_overflow(span, reach, &span) ||
-        (s.empty() && __builtin_mul_overflow(row, dims[i], &row)))
+    if (stride < 0 || __builtin_mul_overflow(dims[i] - 1, stride, &reach) ||
+        __builtin_add_overflow(span, reach, &span) || (s.empty() && __builtin_mul_overflow(row, dims[i], &row)))
       return invalid_argument("a tensor of these dims and strides spans more than 2^63 elements");
   }
   int64_t bytes = 0;
@@ -370,7 +370,9 @@ StatusOr<HostTensor> HostTensor::decode(DataType dtype, std::vector<int64_t> dim
   if (static_cast<uint64_t>(*need) != size)
     return invalid_argument("decode: " + std::string(dtype_name(dtype)) + " tensor needs " + std::to_string(*need) +
                             " bytes, got " + std::to_string(size));
-  return catch_exceptions("decode", [&]() -> StatusOr<HostTensor> { return decode_unchecked(dtype, std::move(dims), bytes, std::move(strides)); });
+  return catch_exceptions("decode", [&]() -> StatusOr<HostTensor> {
+    return decode_unchecked(dtype, std::move(dims), bytes, std::move(strides));
+  });
 }
 
 HostTensor HostTensor::decode_unchecked(DataType dtype, std::vector<int64_t> dims, const void* bytes,

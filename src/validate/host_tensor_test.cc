@@ -33,9 +33,9 @@ TEST(Fp16, KnownValues) {
 }
 
 TEST(Fp16, Subnormals) {
-  EXPECT_EQ(fp16_from_double(std::ldexp(1.0, -24)), 0x0001);  // smallest subnormal
-  EXPECT_EQ(fp16_from_double(std::ldexp(1.0, -25)), 0x0000);  // tie to even -> 0
-  EXPECT_EQ(fp16_from_double(std::ldexp(3.0, -25)), 0x0002);  // 1.5 ulp: tie to even -> 2
+  EXPECT_EQ(fp16_from_double(std::ldexp(1.0, -24)), 0x0001);     // smallest subnormal
+  EXPECT_EQ(fp16_from_double(std::ldexp(1.0, -25)), 0x0000);     // tie to even -> 0
+  EXPECT_EQ(fp16_from_double(std::ldexp(3.0, -25)), 0x0002);     // 1.5 ulp: tie to even -> 2
   EXPECT_EQ(fp16_from_double(std::ldexp(1023.0, -24)), 0x03FF);  // largest subnormal
   EXPECT_EQ(fp16_from_double(std::ldexp(1.0, -14)), 0x0400);     // smallest normal
   EXPECT_EQ(fp16_from_double(std::ldexp(1023.5, -24)), 0x0400);  // rounds up into the normals
@@ -70,7 +70,8 @@ TEST(RoundToDtype, Fp16AndBf16AreNearestEvenForAnyDouble) {
     int mbits;
     double max_finite;
   };
-  for (const Format& f : {Format{DataType::kFloat16, 10, 65504.0}, Format{DataType::kBFloat16, 7, 3.3895313892515355e38}}) {
+  for (const Format& f :
+       {Format{DataType::kFloat16, 10, 65504.0}, Format{DataType::kBFloat16, 7, 3.3895313892515355e38}}) {
     for (int i = 0; i < 400000; ++i) {
       const int e = static_cast<int>(rng.next_u64() % 300) - 150;  // far below subnormals to past overflow
       double x = std::ldexp(1.0 + rng.uniform(), e) * ((rng.next_u64() & 1) ? -1.0 : 1.0);

@@ -53,7 +53,8 @@ KILN_GEN_HD void philox4x32_10(const uint32_t counter[4], const uint32_t key[2],
 // The 32 random bits of element `index` of tensor `tensor`.
 KILN_GEN_HD uint32_t input_bits(uint64_t seed, uint32_t tensor, uint64_t index) {
   const uint64_t block = index >> 2;
-  const uint32_t counter[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), tensor, kInputStreamTag};
+  const uint32_t counter[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), tensor,
+                               kInputStreamTag};
   const uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
   uint32_t out[4];
   philox4x32_10(counter, key, out);
@@ -66,9 +67,10 @@ KILN_GEN_HD uint32_t input_bits(uint64_t seed, uint32_t tensor, uint64_t index) 
 // input_range_is_exact checks and every range Kiln draws from satisfies. Integers: ceil(lo) +
 // floor(bits * n / 2^32) for the n = floor(hi) - ceil(lo) + 1 integers of the range.
 KILN_GEN_HD double input_value(uint32_t bits, float lo, float width, bool integer, int64_t int_lo, uint32_t int_count) {
-  if (integer) return static_cast<double>(int_lo + static_cast<int64_t>((static_cast<uint64_t>(bits) * int_count) >> 32));
+  if (integer)
+    return static_cast<double>(int_lo + static_cast<int64_t>((static_cast<uint64_t>(bits) * int_count) >> 32));
   const float k = static_cast<float>(bits >> 9) * 0x1p-23f;  // exact: 23 bits
-  return static_cast<double>(lo + width * k);                 // exact by the range's precondition
+  return static_cast<double>(lo + width * k);                // exact by the range's precondition
 }
 
 }  // namespace kiln::validate_internal

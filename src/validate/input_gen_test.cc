@@ -24,9 +24,11 @@ TEST(InputGen, PhiloxMatchesRandom123KnownAnswers) {
   };
   const Kat kats[] = {
       {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
-      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
        {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
-      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
        {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
   };
   for (const Kat& k : kats) {
@@ -97,11 +99,11 @@ TEST(InputGen, MakeRandomInputsFollowsTheDefinition) {
     const auto v = h.values();
     std::set<double> distinct;
     for (size_t e = 0; e < v.size(); ++e) {
-      const double want = round_to_dtype(
-          input_value(input_bits(seed, static_cast<uint32_t>(w.t), e), static_cast<float>(w.lo),
-                      static_cast<float>(w.hi - w.lo), integer, static_cast<int64_t>(std::ceil(w.lo)),
-                      static_cast<uint32_t>(std::floor(w.hi) - std::ceil(w.lo) + 1)),
-          h.dtype);
+      const double want =
+          round_to_dtype(input_value(input_bits(seed, static_cast<uint32_t>(w.t), e), static_cast<float>(w.lo),
+                                     static_cast<float>(w.hi - w.lo), integer, static_cast<int64_t>(std::ceil(w.lo)),
+                                     static_cast<uint32_t>(std::floor(w.hi) - std::ceil(w.lo) + 1)),
+                         h.dtype);
       EXPECT_EQ(v[e], want) << g.tensors[static_cast<size_t>(w.t)].name << " element " << e;
       EXPECT_GE(v[e], w.lo);
       EXPECT_LE(v[e], w.hi);

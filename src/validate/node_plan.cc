@@ -17,24 +17,27 @@ std::string dims_str(const std::vector<int64_t>& d) {
   return os.str();
 }
 
-std::string tensor_label(const Graph& g, int t) {
-  return "'" + g.tensors[static_cast<size_t>(t)].name + "'";
-}
+std::string tensor_label(const Graph& g, int t) { return "'" + g.tensors[static_cast<size_t>(t)].name + "'"; }
 
 bool is_binary(PointwiseMode m) {
   switch (m) {
-    case PointwiseMode::kAdd: case PointwiseMode::kSub: case PointwiseMode::kMul: case PointwiseMode::kDiv:
-    case PointwiseMode::kMin: case PointwiseMode::kMax: case PointwiseMode::kScale: case PointwiseMode::kBiasAdd:
-      return true;
-    default:
-      return false;
+    case PointwiseMode::kAdd:
+    case PointwiseMode::kSub:
+    case PointwiseMode::kMul:
+    case PointwiseMode::kDiv:
+    case PointwiseMode::kMin:
+    case PointwiseMode::kMax:
+    case PointwiseMode::kScale:
+    case PointwiseMode::kBiasAdd: return true;
+    default: return false;
   }
 }
 
 Status plan_conv(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const int xi = node.op == OpKind::kConvDgrad ? node.outputs[0] : node.inputs[0];
   const int wi = node.op == OpKind::kConvWgrad ? node.outputs[0] : node.inputs[1];
-  const int yi = node.op == OpKind::kConvFprop ? node.outputs[0] : (node.op == OpKind::kConvDgrad ? node.inputs[0] : node.inputs[1]);
+  const int yi = node.op == OpKind::kConvFprop ? node.outputs[0]
+                                               : (node.op == OpKind::kConvDgrad ? node.inputs[0] : node.inputs[1]);
   const auto x = tensor_dims(g, xi), w = tensor_dims(g, wi), y = tensor_dims(g, yi);
   const size_t r = x.size();
   if (r < 3 || r > 5)
@@ -47,8 +50,8 @@ Status plan_conv(const Graph& g, const Node& node, const std::string& where, Nod
   const ConvAttrs& a = node.conv;
   auto attr_ok = [&](const std::vector<int64_t>& v, const char* name) -> Status {
     if (!v.empty() && v.size() != sr)
-      return invalid_argument(where + ": attribute '" + name + "' has " + std::to_string(v.size()) +
-                              " entries for " + std::to_string(sr) + " spatial dims");
+      return invalid_argument(where + ": attribute '" + name + "' has " + std::to_string(v.size()) + " entries for " +
+                              std::to_string(sr) + " spatial dims");
     return Status::ok();
   };
   KILN_RETURN_IF_ERROR(attr_ok(a.pre_padding, "pre_padding"));
@@ -64,11 +67,11 @@ Status plan_conv(const Graph& g, const Node& node, const std::string& where, Nod
     return invalid_argument(where + ": groups=" + std::to_string(c.groups) + " must divide input channels " +
                             std::to_string(c.c) + " and output channels " + std::to_string(c.k));
   if (w[1] != c.c / c.groups)
-    return invalid_argument(where + ": filter " + tensor_label(g, wi) + " dims " + dims_str(w) + " need dim 1 = C/groups = " +
-                            std::to_string(c.c / c.groups));
+    return invalid_argument(where + ": filter " + tensor_label(g, wi) + " dims " + dims_str(w) +
+                            " need dim 1 = C/groups = " + std::to_string(c.c / c.groups));
   if (y[0] != c.n || y[1] != c.k)
-    return invalid_argument(where + ": tensor " + tensor_label(g, yi) + " dims " + dims_str(y) + " need N=" +
-                            std::to_string(c.n) + " and K=" + std::to_string(c.k));
+    return invalid_argument(where + ": tensor " + tensor_label(g, yi) + " dims " + dims_str(y) +
+                            " need N=" + std::to_string(c.n) + " and K=" + std::to_string(c.k));
   for (size_t s = 0; s < sr; ++s) {
     const size_t slot = 3 - sr + s;
     c.in[slot] = x[2 + s];
@@ -96,9 +99,9 @@ Status plan_conv(const Graph& g, const Node& node, const std::string& where, Nod
 }
 
 Status plan_matmul(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
-  const auto a = tensor_dims(g, node.inputs[0]), b = tensor_dims(g, node.inputs[1]), c = tensor_dims(g, node.outputs[0]);
-  if (a.size() < 2 || b.size() < 2 || c.size() < 2)
-    return invalid_argument(where + ": matmul operands need rank >= 2");
+  const auto a = tensor_dims(g, node.inputs[0]), b = tensor_dims(g, node.inputs[1]),
+             c = tensor_dims(g, node.outputs[0]);
+  if (a.size() < 2 || b.size() < 2 || c.size() < 2) return invalid_argument(where + ": matmul operands need rank >= 2");
   MatmulGeom& m = p.mm;
   m.m = a[a.size() - 2];
   m.k = a[a.size() - 1];
@@ -107,8 +110,8 @@ Status plan_matmul(const Graph& g, const Node& node, const std::string& where, N
     return invalid_argument(where + ": K mismatch: a " + tensor_label(g, node.inputs[0]) + " " + dims_str(a) + ", b " +
                             tensor_label(g, node.inputs[1]) + " " + dims_str(b));
   if (c[c.size() - 2] != m.m || c[c.size() - 1] != m.n)
-    return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(c) + " is not [..., " +
-                            std::to_string(m.m) + ", " + std::to_string(m.n) + "]");
+    return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(c) +
+                            " is not [..., " + std::to_string(m.m) + ", " + std::to_string(m.n) + "]");
   m.batch.assign(c.begin(), c.end() - 2);
   auto batch_strides = [&](const std::vector<int64_t>& d, int t, std::vector<int64_t>& out) -> Status {
     const size_t nb = d.size() - 2;
@@ -177,7 +180,8 @@ Status plan_reduction(const Graph& g, const Node& node, const std::string& where
       const int rank = static_cast<int>(x.size());
       const int a = ax < 0 ? ax + rank : ax;
       if (a < 0 || a >= rank)
-        return invalid_argument(where + ": axis " + std::to_string(ax) + " out of range for rank " + std::to_string(rank));
+        return invalid_argument(where + ": axis " + std::to_string(ax) + " out of range for rank " +
+                                std::to_string(rank));
       r.reduced[static_cast<size_t>(a)] = true;
     }
   }
@@ -197,10 +201,12 @@ Status plan_reduction(const Graph& g, const Node& node, const std::string& where
 Status plan_norm(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const size_t want = node.op == OpKind::kLayerNorm ? 3 : 2;
   if (node.inputs.size() != want)
-    return invalid_argument(where + ": needs " + std::to_string(want) + " inputs, got " + std::to_string(node.inputs.size()));
+    return invalid_argument(where + ": needs " + std::to_string(want) + " inputs, got " +
+                            std::to_string(node.inputs.size()));
   NormGeom& n = p.norm;
   n.x_dims = tensor_dims(g, node.inputs[0]);
-  if (n.x_dims.size() < 2) return invalid_argument(where + ": input " + tensor_label(g, node.inputs[0]) + " needs rank >= 2");
+  if (n.x_dims.size() < 2)
+    return invalid_argument(where + ": input " + tensor_label(g, node.inputs[0]) + " needs rank >= 2");
   if (tensor_dims(g, node.outputs[0]) != n.x_dims)
     return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " must have the input's dims " +
                             dims_str(n.x_dims));
@@ -226,8 +232,13 @@ Status plan_sdpa(const Graph& g, const Node& node, const std::string& where, Nod
   if (q.size() != 4 || k.size() != 4 || v.size() != 4 || o.size() != 4)
     return invalid_argument(where + ": q, k, v and o must be [B, H, S, D]");
   SdpaGeom& s = p.sdpa;
-  s.b = q[0]; s.h = q[1]; s.sq = q[2]; s.d = q[3];
-  s.hk = k[1]; s.skv = k[2]; s.dv = v[3];
+  s.b = q[0];
+  s.h = q[1];
+  s.sq = q[2];
+  s.d = q[3];
+  s.hk = k[1];
+  s.skv = k[2];
+  s.dv = v[3];
   if (k[0] != s.b || v[0] != s.b || k[3] != s.d || v[1] != s.hk || v[2] != s.skv)
     return invalid_argument(where + ": k " + dims_str(k) + " / v " + dims_str(v) + " do not fit q " + dims_str(q));
   if (s.hk <= 0 || s.h % s.hk != 0)
@@ -335,8 +346,7 @@ StatusOr<std::vector<int>> topological_order(const Graph& g) {
 }
 
 StatusOr<std::vector<int64_t>> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
-  if (in.size() > out.size())
-    return invalid_argument("dims " + dims_str(in) + " do not broadcast to " + dims_str(out));
+  if (in.size() > out.size()) return invalid_argument("dims " + dims_str(in) + " do not broadcast to " + dims_str(out));
   const auto packed = row_major_strides(in);
   std::vector<int64_t> s(out.size(), 0);
   for (size_t i = 0; i < in.size(); ++i) {
@@ -355,7 +365,10 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
   p.op = node.op;
   size_t want_in = 0;
   switch (node.op) {
-    case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad: case OpKind::kMatmul: want_in = 2; break;
+    case OpKind::kConvFprop:
+    case OpKind::kConvDgrad:
+    case OpKind::kConvWgrad:
+    case OpKind::kMatmul: want_in = 2; break;
     case OpKind::kReduction: want_in = 1; break;
     case OpKind::kSdpa: want_in = 3; break;
     default: want_in = node.inputs.size(); break;  // checked per op below
@@ -372,7 +385,8 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     const auto d = tensor_dims(g, t);
     if (d.empty()) return invalid_argument(where + ": tensor " + tensor_label(g, t) + " has no dims");
     for (int64_t v : d)
-      if (v <= 0) return invalid_argument(where + ": tensor " + tensor_label(g, t) + " has non-positive dims " + dims_str(d));
+      if (v <= 0)
+        return invalid_argument(where + ": tensor " + tensor_label(g, t) + " has non-positive dims " + dims_str(d));
     const auto& s = g.tensors[static_cast<size_t>(t)].strides;
     if (!s.empty() && s.size() != d.size())
       return invalid_argument(where + ": tensor " + tensor_label(g, t) + " has " + std::to_string(s.size()) +
@@ -381,13 +395,14 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
       if (v < 0) return invalid_argument(where + ": tensor " + tensor_label(g, t) + " has a negative stride");
   }
   switch (node.op) {
-    case OpKind::kConvFprop: case OpKind::kConvDgrad: case OpKind::kConvWgrad:
-      KILN_RETURN_IF_ERROR(plan_conv(g, node, where, p));
-      break;
+    case OpKind::kConvFprop:
+    case OpKind::kConvDgrad:
+    case OpKind::kConvWgrad: KILN_RETURN_IF_ERROR(plan_conv(g, node, where, p)); break;
     case OpKind::kMatmul: KILN_RETURN_IF_ERROR(plan_matmul(g, node, where, p)); break;
     case OpKind::kPointwise: KILN_RETURN_IF_ERROR(plan_pointwise(g, node, where, p)); break;
     case OpKind::kReduction: KILN_RETURN_IF_ERROR(plan_reduction(g, node, where, p)); break;
-    case OpKind::kLayerNorm: case OpKind::kRmsNorm: KILN_RETURN_IF_ERROR(plan_norm(g, node, where, p)); break;
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: KILN_RETURN_IF_ERROR(plan_norm(g, node, where, p)); break;
     case OpKind::kSdpa: KILN_RETURN_IF_ERROR(plan_sdpa(g, node, where, p)); break;
   }
   return p;

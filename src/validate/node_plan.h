@@ -17,7 +17,7 @@ namespace kiln::validate_internal {
 std::vector<int64_t> tensor_dims(const Graph& g, int t);
 std::vector<int64_t> tensor_strides(const Graph& g, int t);  // row-major when the desc has none
 int64_t product(const std::vector<int64_t>& v);
-std::vector<int> producers(const Graph& g);                   // tensor -> node index, -1 for inputs
+std::vector<int> producers(const Graph& g);  // tensor -> node index, -1 for inputs
 bool is_output(const Graph& g, int t);
 DataType dtype_of(const Graph& g, int t);
 // Node indices in an order where every node follows the producers of its inputs.
@@ -39,20 +39,20 @@ struct ConvGeom {
 };
 
 struct MatmulGeom {
-  std::vector<int64_t> batch;                 // the output's batch dims
-  std::vector<int64_t> a_batch, b_batch;      // packed strides of a/b per output batch dim (0: broadcast)
+  std::vector<int64_t> batch;             // the output's batch dims
+  std::vector<int64_t> a_batch, b_batch;  // packed strides of a/b per output batch dim (0: broadcast)
   int64_t m = 0, n = 0, k = 0;
   int64_t batch_count() const { return product(batch); }
 };
 
 struct ReduceGeom {
   std::vector<int64_t> in_dims;
-  std::vector<bool> reduced;                  // per axis
+  std::vector<bool> reduced;  // per axis
   int64_t reduced_count = 1;
 };
 
 struct NormGeom {
-  int64_t rows = 0, inner = 0;                // rows = dims[0], inner = product of the rest
+  int64_t rows = 0, inner = 0;  // rows = dims[0], inner = product of the rest
   std::vector<int64_t> x_dims;
   std::vector<int64_t> scale_strides, bias_strides;  // broadcast strides over x_dims
 };
@@ -77,8 +77,8 @@ struct NodePlan {
   NormGeom norm;
   SdpaGeom sdpa;
   PointwiseGeom pw;
-  double macs = 0;                // multiply-accumulates (or element ops)
-  int64_t reduction_length = 1;   // see ToleranceOptions::reduction_length
+  double macs = 0;               // multiply-accumulates (or element ops)
+  int64_t reduction_length = 1;  // see ToleranceOptions::reduction_length
 };
 
 // Resolves and checks one node; errors name the node and tensor at fault.

@@ -129,8 +129,8 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional
     }
     auto plan = plan_node(graph, n);
     if (plan.is_ok()) path.reduction_length = std::max(path.reduction_length, plan->reduction_length);
-    const bool gemm = node.op == OpKind::kConvFprop || node.op == OpKind::kConvDgrad ||
-                      node.op == OpKind::kConvWgrad || node.op == OpKind::kMatmul;
+    const bool gemm = node.op == OpKind::kConvFprop || node.op == OpKind::kConvDgrad || node.op == OpKind::kConvWgrad ||
+                      node.op == OpKind::kMatmul;
     if (gemm && node.compute_dtype.value_or(graph.compute_dtype) == DataType::kFloat16)
       path.unit_roundoff = std::max(path.unit_roundoff, 0x1p-11);
     if (gemm) {
@@ -172,13 +172,13 @@ ErrorModel expected_error_model(const AccumulationPath& path, bool tf32) {
 
 double function_approximation(PointwiseMode mode) {
   switch (mode) {
-    case PointwiseMode::kTanh: case PointwiseMode::kSigmoid: case PointwiseMode::kSilu: case PointwiseMode::kExp:
-    case PointwiseMode::kGeluTanh:
-      return 0x1p-16;
-    case PointwiseMode::kGeluErf:
-      return 0x1p-12;
-    default:
-      return 0.0;
+    case PointwiseMode::kTanh:
+    case PointwiseMode::kSigmoid:
+    case PointwiseMode::kSilu:
+    case PointwiseMode::kExp:
+    case PointwiseMode::kGeluTanh: return 0x1p-16;
+    case PointwiseMode::kGeluErf: return 0x1p-12;
+    default: return 0.0;
   }
 }
 
@@ -192,12 +192,30 @@ namespace validate_internal {
 
 void dtype_grid(DataType dtype, int* bits, int* emin) {
   switch (dtype) {
-    case DataType::kFloat32: *bits = 23; *emin = -126; return;
-    case DataType::kFloat16: *bits = 10; *emin = -14; return;
-    case DataType::kBFloat16: *bits = 7; *emin = -126; return;
-    case DataType::kFp8E4M3: *bits = 3; *emin = -6; return;
-    case DataType::kFp8E5M2: *bits = 2; *emin = -14; return;
-    default: *bits = -1; *emin = 0; return;
+    case DataType::kFloat32:
+      *bits = 23;
+      *emin = -126;
+      return;
+    case DataType::kFloat16:
+      *bits = 10;
+      *emin = -14;
+      return;
+    case DataType::kBFloat16:
+      *bits = 7;
+      *emin = -126;
+      return;
+    case DataType::kFp8E4M3:
+      *bits = 3;
+      *emin = -6;
+      return;
+    case DataType::kFp8E5M2:
+      *bits = 2;
+      *emin = -14;
+      return;
+    default:
+      *bits = -1;
+      *emin = 0;
+      return;
   }
 }
 
@@ -243,8 +261,8 @@ void compare_range(const GateParams& p, const HostTensor& out, const HostTensor&
   for (int64_t pos = begin; pos < end; ++pos) {
     const double m = mag ? mag->storage[static_cast<size_t>(o[2])] : 0.0;
     const double s = scale ? scale->storage[static_cast<size_t>(o[3])] : 0.0;
-    gate_element(p, out.storage[static_cast<size_t>(o[0])], ref.storage[static_cast<size_t>(o[1])], m, s, pos, g,
-                 found, &n_found);
+    gate_element(p, out.storage[static_cast<size_t>(o[0])], ref.storage[static_cast<size_t>(o[1])], m, s, pos, g, found,
+                 &n_found);
     for (size_t k = r; k-- > 0;) {
       if (++idx[k] < out.dims[k]) {
         for (int t = 0; t < 4; ++t)
@@ -292,8 +310,8 @@ ErrorMeasures measures_from_sums(const GateSums& g, const std::vector<GateOffend
     // The grid step the quanta allowance counts: twice the root mean square spacing, at most the largest.
     const double step = g.finite_count > 0 ? std::min(g.max_ulp, 2.0 * std::sqrt(g.sum_ulp_sq / g.finite_count)) : 0.0;
     e.size_limit = kGateSizeFactor * g.sum_expected + kGateQuanta * step * step;
-    const double allowed = kGateBiasFactor * g.sum_directed + kGateBiasSigmas * std::sqrt(g.sum_expected) +
-                           kGateQuanta * step;
+    const double allowed =
+        kGateBiasFactor * g.sum_directed + kGateBiasSigmas * std::sqrt(g.sum_expected) + kGateQuanta * step;
     if (g.sum_abs_ref > 0) {
       e.mean_signed_rel = g.sum_signed / g.sum_abs_ref;
       e.bias_limit = allowed / g.sum_abs_ref;
@@ -331,8 +349,8 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
       // path (the magnitude rules carry both; see reference_math.h and docs/numerics.md).
       const double k = static_cast<double>(path.reduction_length);
       const double rms = std::sqrt(k) * path.unit_roundoff + path.nodes * 0x1p-24;
-      c.tolerance.acc_coeff = accumulation_lambda(path.reduction_length) * std::sqrt(k) * path.unit_roundoff +
-                              path.nodes * 0x1p-24;
+      c.tolerance.acc_coeff =
+          accumulation_lambda(path.reduction_length) * std::sqrt(k) * path.unit_roundoff + path.nodes * 0x1p-24;
       c.tolerance.acc_nmse_coeff = 4.0 * rms * rms;
       if (scales) {
         const ErrorModel model = expected_error_model(path, options.allow_tf32);
@@ -354,7 +372,10 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
     while (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kPointwise) {
       int next = -1;
       for (int in : graph.nodes[static_cast<size_t>(p)].inputs)
-        if (graph.producer(in) >= 0) { next = graph.producer(in); break; }
+        if (graph.producer(in) >= 0) {
+          next = graph.producer(in);
+          break;
+        }
       p = next;
     }
     if (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction) {
@@ -406,7 +427,8 @@ void finish_output(OutputGate& gate, ErrorMeasures error, bool tf32, CheckReport
     c.summary += " first offenders:";
     for (size_t i = 0; i < e.offenders.size() && i < 3; ++i) {
       const auto& o = e.offenders[i];
-      c.summary += " [" + std::to_string(o.index) + "] out=" + sci(o.out) + " ref=" + sci(o.ref) + " band=" + sci(o.allowed);
+      c.summary +=
+          " [" + std::to_string(o.index) + "] out=" + sci(o.out) + " ref=" + sci(o.ref) + " band=" + sci(o.allowed);
     }
   }
   if (c.verdict != Verdict::kPassed) report.verdict = c.verdict;
@@ -429,7 +451,8 @@ StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& r
     if (t->strides.size() != t->dims.size() || static_cast<int64_t>(t->storage.size()) < t->storage_span())
       return invalid_argument("measure_error: " + t->describe() + ": storage does not cover its strides");
   }
-  if (tol.statistical && !scale) return invalid_argument("measure_error: a statistical tolerance needs the scale tensor");
+  if (tol.statistical && !scale)
+    return invalid_argument("measure_error: a statistical tolerance needs the scale tensor");
   const GateParams p = params_for(tol, out.dtype, magnitude != nullptr);
   const int64_t n = out.element_count();
   constexpr int64_t kChunk = int64_t{1} << 20;
@@ -439,8 +462,8 @@ StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& r
   std::atomic<int64_t> next{0};
   auto worker = [&] {
     for (int64_t c = next++; c < chunks; c = next++)
-      compare_range(p, out, ref, magnitude, tol.statistical ? scale : nullptr, c * kChunk, std::min(n, (c + 1) * kChunk),
-                    sums[static_cast<size_t>(c)], offs[static_cast<size_t>(c)]);
+      compare_range(p, out, ref, magnitude, tol.statistical ? scale : nullptr, c * kChunk,
+                    std::min(n, (c + 1) * kChunk), sums[static_cast<size_t>(c)], offs[static_cast<size_t>(c)]);
   };
   const int64_t threads = std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
   if (threads <= 1) {
@@ -490,9 +513,9 @@ StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTenso
   report.verdict = Verdict::kPassed;
   for (size_t i = 0; i < gates.size(); ++i) {
     OutputGate& gate = gates[i];
-    auto err = measure_error(outputs[i], references[i], gate.check.tolerance,
-                             gate.with_bound ? &(*magnitudes)[i] : nullptr,
-                             gate.check.tolerance.statistical ? &(*scales)[i] : nullptr);
+    auto err =
+        measure_error(outputs[i], references[i], gate.check.tolerance, gate.with_bound ? &(*magnitudes)[i] : nullptr,
+                      gate.check.tolerance.statistical ? &(*scales)[i] : nullptr);
     if (!err.is_ok()) return err.status().with_context("output '" + gate.check.name + "'");
     finish_output(gate, std::move(err).value(), options.allow_tf32, report);
   }

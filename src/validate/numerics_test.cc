@@ -36,8 +36,8 @@ TEST(ErrorMeasures, KnownValues) {
   auto e = measure_error(out, ref, tol);
   ASSERT_TRUE(e.is_ok());
   EXPECT_DOUBLE_EQ(e->max_abs, 1.0);
-  EXPECT_DOUBLE_EQ(e->max_rel, 1.0);                          // |2-1| / 1
-  EXPECT_NEAR(e->nmse, (1.0 + 1e-8) / 2.0, 1e-9);             // sum err^2 / sum ref^2
+  EXPECT_DOUBLE_EQ(e->max_rel, 1.0);               // |2-1| / 1
+  EXPECT_NEAR(e->nmse, (1.0 + 1e-8) / 2.0, 1e-9);  // sum err^2 / sum ref^2
   EXPECT_EQ(e->mismatch_count, 1);
   EXPECT_EQ(e->worst_index, 1);
   // The floor bounds max_rel where the reference is 0: 1e-4 / max(0, 1e-3) = 0.1.

@@ -76,7 +76,8 @@ StatusOr<std::vector<HostTensor>> make_magnitude_outputs(const Graph& g,
   for (int t : g.outputs) {
     auto it = magnitudes.find(t);
     if (it == magnitudes.end())
-      return internal_error("the magnitude of output '" + g.tensors[static_cast<size_t>(t)].name + "' was not computed");
+      return internal_error("the magnitude of output '" + g.tensors[static_cast<size_t>(t)].name +
+                            "' was not computed");
     HostTensor h = HostTensor::zeros(DataType::kFloat32, tensor_dims(g, t), tensor_strides(g, t));
     h.set_values(it->second);
     out.push_back(std::move(h));
@@ -154,8 +155,8 @@ void fill_input(HostTensor& h, uint64_t seed, uint32_t tensor, double lo, double
       }
       for (int64_t pos = begin; pos < end; ++pos) {
         const uint32_t bits = input_bits(seed, tensor, static_cast<uint64_t>(pos));
-        double v = round_to_dtype(input_value(bits, static_cast<float>(lo), static_cast<float>(hi - lo), integer, ilo, icount),
-                                  h.dtype);
+        double v = round_to_dtype(
+            input_value(bits, static_cast<float>(lo), static_cast<float>(hi - lo), integer, ilo, icount), h.dtype);
         if (pos == 0 && v == 0.0) v = round_to_dtype(input_nonzero_fallback(lo, hi), h.dtype);
         h.storage[static_cast<size_t>(off)] = v;
         for (size_t k = r; k-- > 0;) {
@@ -178,8 +179,6 @@ void fill_input(HostTensor& h, uint64_t seed, uint32_t tensor, double lo, double
   for (int64_t t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
 }
-
-
 
 }  // namespace kiln::validate_internal
 

@@ -13,8 +13,8 @@
 namespace kiln::validate_internal {
 
 struct PreparedGraph {
-  std::vector<int> order;            // node indices, topological
-  std::vector<NodePlan> plans;       // parallel to order
+  std::vector<int> order;       // node indices, topological
+  std::vector<NodePlan> plans;  // parallel to order
   double macs = 0;
 };
 StatusOr<PreparedGraph> prepare_graph(const Graph& g);

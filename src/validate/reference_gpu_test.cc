@@ -42,7 +42,8 @@ void expect_device_matches_host(const Graph& g, uint64_t seed = 1) {
         // Magnitudes and scales only size tolerances: agreement to 0.1% is plenty (softmax's exp in the two
         // references differs in the last digits, seen on the H200 at 5e-5 relative for sdpa).
         if (!(std::fabs(hm[j] - dm[j]) <= 1e-3 * std::fabs(hm[j]) + 1e-30) && off++ < 5)
-          ADD_FAILURE() << g.name << " output " << i << " " << what << " " << j << ": host " << hm[j] << " device " << dm[j];
+          ADD_FAILURE() << g.name << " output " << i << " " << what << " " << j << ": host " << hm[j] << " device "
+                        << dm[j];
     }
   }
   auto rep = check_outputs(g, dev->values, *host);
@@ -106,7 +107,8 @@ TEST(DeviceReference, Conv3dFprop) {
 TEST(DeviceReference, MatmulBatchBroadcastFp16) {
   KILN_REQUIRE_GPU();
   Graph g = make_graph("matmul", DataType::kFloat16);
-  int a = add_tensor(g, "a", {3, 2, 37, 70}), b = add_tensor(g, "b", {1, 2, 70, 19}), c = add_tensor(g, "c", {3, 2, 37, 19});
+  int a = add_tensor(g, "a", {3, 2, 37, 70}), b = add_tensor(g, "b", {1, 2, 70, 19}),
+      c = add_tensor(g, "c", {3, 2, 37, 19});
   add_node(g, "mm", OpKind::kMatmul, {a, b}, c);
   g.outputs = {c};
   expect_device_matches_host(g);
@@ -116,7 +118,7 @@ TEST(DeviceReference, EveryPointwiseMode) {
   KILN_REQUIRE_GPU();
   const PointwiseMode unary[] = {PointwiseMode::kRelu, PointwiseMode::kGeluErf, PointwiseMode::kGeluTanh,
                                  PointwiseMode::kSilu, PointwiseMode::kSigmoid, PointwiseMode::kTanh,
-                                 PointwiseMode::kExp, PointwiseMode::kIdentity};
+                                 PointwiseMode::kExp,  PointwiseMode::kIdentity};
   for (PointwiseMode m : unary) {
     Graph g = make_graph("unary");
     int a = add_tensor(g, "a", {4, 33}), y = add_tensor(g, "y", {4, 33});
@@ -125,8 +127,8 @@ TEST(DeviceReference, EveryPointwiseMode) {
     SCOPED_TRACE(static_cast<int>(m));
     expect_device_matches_host(g);
   }
-  const PointwiseMode binary[] = {PointwiseMode::kAdd, PointwiseMode::kSub, PointwiseMode::kMul, PointwiseMode::kDiv,
-                                  PointwiseMode::kMin, PointwiseMode::kMax};
+  const PointwiseMode binary[] = {PointwiseMode::kAdd, PointwiseMode::kSub, PointwiseMode::kMul,
+                                  PointwiseMode::kDiv, PointwiseMode::kMin, PointwiseMode::kMax};
   for (PointwiseMode m : binary) {
     Graph g = make_graph("binary");
     int a = add_tensor(g, "a", {2, 3, 5}), b = add_tensor(g, "b", {3, 1}), y = add_tensor(g, "y", {2, 3, 5});
@@ -199,8 +201,8 @@ TEST(DeviceReference, LargeReductionsToFewOutputs) {
 TEST(DeviceReference, LayerNormAndRmsNorm) {
   KILN_REQUIRE_GPU();
   Graph g = make_graph("ln", DataType::kBFloat16);
-  int x = add_tensor(g, "x", {5, 3, 300}), s = add_tensor(g, "scale", {1, 3, 300}), b = add_tensor(g, "bias", {1, 3, 300}),
-      y = add_tensor(g, "y", {5, 3, 300});
+  int x = add_tensor(g, "x", {5, 3, 300}), s = add_tensor(g, "scale", {1, 3, 300}),
+      b = add_tensor(g, "bias", {1, 3, 300}), y = add_tensor(g, "y", {5, 3, 300});
   add_node(g, "ln", OpKind::kLayerNorm, {x, s, b}, y);
   g.outputs = {y};
   expect_device_matches_host(g);
@@ -215,8 +217,8 @@ TEST(DeviceReference, SdpaCausalAndGroupedQuery) {
   KILN_REQUIRE_GPU();
   for (bool causal : {false, true}) {
     Graph g = make_graph("sdpa", DataType::kFloat16);
-    int q = add_tensor(g, "q", {2, 4, 17, 32}), k = add_tensor(g, "k", {2, 2, 17, 32}), v = add_tensor(g, "v", {2, 2, 17, 16}),
-        o = add_tensor(g, "o", {2, 4, 17, 16});
+    int q = add_tensor(g, "q", {2, 4, 17, 32}), k = add_tensor(g, "k", {2, 2, 17, 32}),
+        v = add_tensor(g, "v", {2, 2, 17, 16}), o = add_tensor(g, "o", {2, 4, 17, 16});
     add_node(g, "sdpa", OpKind::kSdpa, {q, k, v}, o).sdpa.causal = causal;
     g.outputs = {o};
     expect_device_matches_host(g);
@@ -247,7 +249,8 @@ TEST(DeviceReference, LongAccumulationsAreDouble) {
   n.reduction.axes = {1};
   r.outputs = {y};
   Graph m = make_graph("long_dot", DataType::kFloat16);
-  int a = add_tensor(m, "a", {2, 100352}), b = add_tensor(m, "b", {100352, 3}), c = add_tensor(m, "c", {2, 3}, DataType::kFloat32);
+  int a = add_tensor(m, "a", {2, 100352}), b = add_tensor(m, "b", {100352, 3}),
+      c = add_tensor(m, "c", {2, 3}, DataType::kFloat32);
   add_node(m, "mm", OpKind::kMatmul, {a, b}, c);
   m.outputs = {c};
   for (const Graph* g : {&r, &m}) {

@@ -64,15 +64,22 @@ KILN_HD inline double pointwise_magnitude(PointwiseMode mode, double va, double 
                                           bool ea, bool eb) {
   (void)va;
   switch (mode) {
-    case PointwiseMode::kAdd: case PointwiseMode::kSub: case PointwiseMode::kBiasAdd: return ba + bb;
-    case PointwiseMode::kMin: case PointwiseMode::kMax: return ::fmax(ba, bb);
-    case PointwiseMode::kMul: case PointwiseMode::kScale: return ((ea && eb) ? 2.0 : 1.0) * ba * bb;
+    case PointwiseMode::kAdd:
+    case PointwiseMode::kSub:
+    case PointwiseMode::kBiasAdd: return ba + bb;
+    case PointwiseMode::kMin:
+    case PointwiseMode::kMax: return ::fmax(ba, bb);
+    case PointwiseMode::kMul:
+    case PointwiseMode::kScale: return ((ea && eb) ? 2.0 : 1.0) * ba * bb;
     case PointwiseMode::kDiv: {
       const double inv = 1.0 / ::fabs(vb);
       return ba * inv * (1.0 + (eb ? bb * inv : 0.0));
     }
-    case PointwiseMode::kRelu: case PointwiseMode::kTanh: case PointwiseMode::kIdentity: return ba;
-    case PointwiseMode::kGeluErf: case PointwiseMode::kGeluTanh: return 1.13 * ba;
+    case PointwiseMode::kRelu:
+    case PointwiseMode::kTanh:
+    case PointwiseMode::kIdentity: return ba;
+    case PointwiseMode::kGeluErf:
+    case PointwiseMode::kGeluTanh: return 1.13 * ba;
     case PointwiseMode::kSilu: return 1.1 * ba;
     case PointwiseMode::kSigmoid: return ::fmax(::fabs(vy), 0.25 * ba);
     case PointwiseMode::kExp: return ::fabs(vy) * ::fmax(1.0, ba);
@@ -97,7 +104,8 @@ KILN_HD inline double norm_magnitude(bool layer, double vy, double xhat, double 
                                      bool ex, bool es, bool eb, double inv, double var, double eps, double bm,
                                      double dterm) {
   const double mean_err = layer ? (1.0 + (ex ? 1.0 : 0.0)) * bm : 0.0;
-  double e = ::fabs(vs) * inv * ((ex ? bx : 0.0) + mean_err) + 0.5 * ::fabs(vs * xhat) * (var + 2.0 * dterm) / (var + eps);
+  double e =
+      ::fabs(vs) * inv * ((ex ? bx : 0.0) + mean_err) + 0.5 * ::fabs(vs * xhat) * (var + 2.0 * dterm) / (var + eps);
   if (es) e += bs * ::fabs(xhat);
   if (eb) e += bb;
   return ::fmax(::fabs(vy), e);

@@ -99,7 +99,7 @@ TEST(HostReference, NhwcConvEqualsNchwConv) {
   auto ra = run_host_reference(a, *ia), rb = run_host_reference(b, ib);
   ASSERT_TRUE(ra.is_ok() && rb.is_ok());
   EXPECT_EQ((*rb)[0].strides, nhwc_strides({2, 6, 3, 3}));
-  EXPECT_NE((*ra)[0].storage, (*rb)[0].storage);  // different memory order...
+  EXPECT_NE((*ra)[0].storage, (*rb)[0].storage);    // different memory order...
   EXPECT_EQ((*ra)[0].values(), (*rb)[0].values());  // ...same tensor
 }
 
@@ -258,7 +258,8 @@ TEST(HostReference, LayerNormAndRmsNorm) {
       y = add_tensor(g, "y", {1, 4});
   add_node(g, "ln", OpKind::kLayerNorm, {x, s, b}, y).norm.epsilon = 0.0;
   g.outputs = {y};
-  std::map<int, HostTensor> in{{x, vals(g, x, {1, 2, 3, 4})}, {s, vals(g, s, {1, 1, 1, 1})}, {b, vals(g, b, {0, 0, 0, 0})}};
+  std::map<int, HostTensor> in{
+      {x, vals(g, x, {1, 2, 3, 4})}, {s, vals(g, s, {1, 1, 1, 1})}, {b, vals(g, b, {0, 0, 0, 0})}};
   // mean 2.5, biased var 1.25
   expect_near(run1(g, in), {-1.3416407864998738, -0.4472135954999579, 0.4472135954999579, 1.3416407864998738}, 1e-7);
   in[s] = vals(g, s, {2, 2, 2, 2});
@@ -270,13 +271,14 @@ TEST(HostReference, LayerNormAndRmsNorm) {
   add_node(r, "rms", OpKind::kRmsNorm, {rx, rs}, ry).norm.epsilon = 0.0;
   r.outputs = {ry};
   const double k = 1.0 / std::sqrt(7.5);
-  expect_near(run1(r, {{rx, vals(r, rx, {1, 2, 3, 4})}, {rs, vals(r, rs, {1, 1, 1, 2})}}), {k, 2 * k, 3 * k, 8 * k}, 1e-7);
+  expect_near(run1(r, {{rx, vals(r, rx, {1, 2, 3, 4})}, {rs, vals(r, rs, {1, 1, 1, 2})}}), {k, 2 * k, 3 * k, 8 * k},
+              1e-7);
 }
 
 Graph sdpa_graph(int64_t sq, int64_t skv, int64_t d, bool causal) {
   Graph g = make_graph("sdpa");
-  int q = add_tensor(g, "q", {1, 1, sq, d}), k = add_tensor(g, "k", {1, 1, skv, d}), v = add_tensor(g, "v", {1, 1, skv, d}),
-      o = add_tensor(g, "o", {1, 1, sq, d});
+  int q = add_tensor(g, "q", {1, 1, sq, d}), k = add_tensor(g, "k", {1, 1, skv, d}),
+      v = add_tensor(g, "v", {1, 1, skv, d}), o = add_tensor(g, "o", {1, 1, sq, d});
   add_node(g, "sdpa", OpKind::kSdpa, {q, k, v}, o).sdpa.causal = causal;
   g.outputs = {o};
   return g;
@@ -284,13 +286,15 @@ Graph sdpa_graph(int64_t sq, int64_t skv, int64_t d, bool causal) {
 
 TEST(HostReference, SdpaOneKeyPassesValueThrough) {
   Graph g = sdpa_graph(3, 1, 2, false);
-  std::map<int, HostTensor> in{{0, vals(g, 0, {1, 2, -3, 4, 0.5, 0.25})}, {1, vals(g, 1, {7, -8})}, {2, vals(g, 2, {0.5, -1.5})}};
+  std::map<int, HostTensor> in{
+      {0, vals(g, 0, {1, 2, -3, 4, 0.5, 0.25})}, {1, vals(g, 1, {7, -8})}, {2, vals(g, 2, {0.5, -1.5})}};
   expect_near(run1(g, in), {0.5, -1.5, 0.5, -1.5, 0.5, -1.5}, 0);
 }
 
 TEST(HostReference, SdpaCausalMask) {
   Graph g = sdpa_graph(2, 2, 2, true);
-  std::map<int, HostTensor> in{{0, vals(g, 0, {1, 0, 0, 1})}, {1, vals(g, 1, {1, 0, 0, 1})}, {2, vals(g, 2, {1, 2, 3, 4})}};
+  std::map<int, HostTensor> in{
+      {0, vals(g, 0, {1, 0, 0, 1})}, {1, vals(g, 1, {1, 0, 0, 1})}, {2, vals(g, 2, {1, 2, 3, 4})}};
   // Row 0 sees key 0 only. Row 1: scores (q1.k0, q1.k1)/sqrt(2) = (0, 1/sqrt2).
   const double e = std::exp(1.0 / std::sqrt(2.0));
   const double p0 = 1.0 / (1.0 + e), p1 = e / (1.0 + e);
@@ -347,7 +351,8 @@ TEST(HostReference, MissingInputAndBadShapesAreNamed) {
   auto r = run_host_reference(g, {{a, HostTensor::zeros(DataType::kFloat32, {2, 3})}});
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("'rhs'"), std::string::npos) << r.status().message();
-  r = run_host_reference(g, {{a, HostTensor::zeros(DataType::kFloat32, {3, 2})}, {b, HostTensor::zeros(DataType::kFloat32, {3, 2})}});
+  r = run_host_reference(
+      g, {{a, HostTensor::zeros(DataType::kFloat32, {3, 2})}, {b, HostTensor::zeros(DataType::kFloat32, {3, 2})}});
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("'lhs'"), std::string::npos) << r.status().message();
   g.tensors[static_cast<size_t>(b)].dims[0].value = 4;
