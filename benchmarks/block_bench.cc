@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
     steps.push_back({p->plan, tb, nullptr});
     step_rows.push_back({{"spec", spec},
                          {"graph", g->name},
-                         {"plan", p->plan->config().identity()},
+                         {"plan", p->plan->identity()},
                          {"plan_source", plan_source_name(p->plan->built_from())},
                          {"obtain_ms", obtain_ms},
                          {"workspace_bytes", p->plan->workspace_bytes()}});

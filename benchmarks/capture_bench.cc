@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
                 r.reinstantiate_us);
     rows.push_back({{"workload", r.name},
                     {"steps", r.steps},
-                    {"plan", (r.steps == 1 ? w1 : w10).plan->config().identity()},
+                    {"plan", (r.steps == 1 ? w1 : w10).plan->identity()},
                     {"plan_source", plan_source_name((r.steps == 1 ? w1 : w10).plan->built_from())},
                     {"stream_us_per_execution", r.stream.gpu_us},
                     {"graph_us_per_execution", r.graph.gpu_us},

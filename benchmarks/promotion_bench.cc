@@ -188,16 +188,15 @@ int main(int argc, char** argv) {
     const double ma = median(ta), mb = median(tb);
     rows.push_back({{"shape", key},
                     {"promoted_from", from},
-                    {"promoted", promoted->plan->config().identity()},
-                    {"tuned", tuned->plan->config().identity()},
+                    {"promoted", promoted->plan->identity()},
+                    {"tuned", tuned->plan->identity()},
                     {"tuned_from", plan_source_name(tuned->source)},
                     {"promoted_ms", ma},
                     {"tuned_ms", mb},
                     {"ratio", ma / mb}});
     if (!json)
       std::printf("%-12s promoted (%s) %-40s %.4f ms   tuned %-40s %.4f ms   ratio %.3f\n", key.c_str(), from,
-                  promoted->plan->config().identity().c_str(), ma, tuned->plan->config().identity().c_str(), mb,
-                  ma / mb);
+                  promoted->plan->identity().c_str(), ma, tuned->plan->identity().c_str(), mb, ma / mb);
   }
   if (json) {
     nlohmann::ordered_json j;

@@ -34,6 +34,14 @@ Status run_ls(const PlansOptions& o) {
   std::vector<FingerprintCheck> checks;
   for (const PlanSummary& p : plans)
     checks.push_back(check_fingerprint(p.record.fingerprint, env.fingerprint, env.policy));
+  // The keys that serve as an unfused chain (docs/store.md "Fusion decisions"), by key and environment.
+  KILN_ASSIGN_OR_RETURN(std::vector<FusionRecord> fusions, store->list_fusion_records());
+  std::map<std::tuple<std::string, std::string, std::string>, const FusionRecord*> chain_of;
+  for (const FusionRecord& f : fusions) chain_of[{f.structure_sig, f.shape_key, f.fingerprint_key()}] = &f;
+  auto chain_for = [&](const PlanRecord& r) -> const FusionRecord* {
+    auto it = chain_of.find({r.structure_sig, r.shape_key, r.fingerprint_key()});
+    return it == chain_of.end() ? nullptr : it->second;
+  };
   if (o.json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -41,6 +49,14 @@ Status run_ls(const PlansOptions& o) {
       j["status"] = checks[i].pass ? "current" : "stale";
       j["stale_reasons"] = checks[i].reasons;
       j["judged_against"] = env.basis;
+      if (const FusionRecord* f = chain_for(plans[i].record)) {
+        nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+        for (const FusionPartRef& p : f->parts)
+          parts.push_back({{"name", p.name}, {"structure_sig", p.structure_sig}, {"shape_key", p.shape_key}});
+        j["serves"] = "unfused chain";
+        j["fusion"] = {{"parts", parts},          {"materialized", f->materialized}, {"policy", f->policy},
+                       {"fused_ms", f->fused_ms}, {"unfused_ms", f->unfused_ms},     {"explanation", f->explanation}};
+      }
       arr.push_back(std::move(j));
     }
     std::printf("%s\n", arr.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
@@ -65,6 +81,16 @@ Status run_ls(const PlansOptions& o) {
     for (const std::string& reason : checks[i].reasons) why += (why.empty() ? "" : "; ") + reason;
     std::printf("stale %s/%s: %s\n", plans[i].record.structure_sig.substr(0, 12).c_str(),
                 plans[i].record.shape_key.c_str(), why.c_str());
+  }
+  for (const PlanSummary& p : plans) {
+    const FusionRecord* f = chain_for(p.record);
+    if (!f) continue;
+    std::string names;
+    for (const FusionPartRef& part : f->parts) names += (names.empty() ? "" : ", ") + part.name;
+    std::printf("unfused %s/%s: serves the chain of %zu parts (%s), %s against the fused %s (policy %s)\n",
+                p.record.structure_sig.substr(0, 12).c_str(), p.record.shape_key.c_str(), f->parts.size(),
+                names.c_str(), ms_text(f->unfused_ms, true).c_str(), ms_text(f->fused_ms, f->fused_ms > 0).c_str(),
+                f->policy.c_str());
   }
   std::printf("%zu plan%s in %s, %zu stale (judged against %s)\n", plans.size(), plans.size() == 1 ? "" : "s",
               o.store.c_str(), stale, env.basis.c_str());

@@ -283,7 +283,7 @@ Status run_replay(const ReplayCmdOptions& o) {
       local.push_back({got->source, got->plan->built_from(), i,
                        std::chrono::duration<double, std::milli>(t1 - t0).count(),
                        std::chrono::duration<double, std::milli>(t2 - t_exec).count(), static_cast<double>(gpu_ms),
-                       got->plan->config().identity()});
+                       got->plan->identity()});
     }
     std::lock_guard<std::mutex> lock(mu);
     samples.insert(samples.end(), local.begin(), local.end());

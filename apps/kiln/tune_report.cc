@@ -70,6 +70,16 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
     if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
     nlohmann::json rep = report_to_json(tr.candidates, meta, ro);
     if (t.unfused) rep["fusion"] = fusion_report_json(fused_winner, *t.unfused, job.fusion_policy, *t.fusion);
+    if (t.kept_fusion || t.fusion_removed || !t.fusion_status.is_ok()) {
+      nlohmann::json parts = nlohmann::json::array();
+      if (t.kept_fusion)
+        for (const FusionPartRef& p : t.kept_fusion->parts)
+          parts.push_back({{"name", p.name}, {"structure_signature", p.structure_sig}, {"shape_key", p.shape_key}});
+      rep["fusion_stored"] = {{"unfused_chain", t.kept_fusion.has_value()},
+                              {"parts", parts},
+                              {"earlier_decision_removed", t.fusion_removed},
+                              {"error", t.fusion_status.is_ok() ? "" : t.fusion_status.message()}};
+    }
     all->push_back(rep);
     return;
   }
@@ -85,9 +95,20 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
   if (tr.incumbent_decision) std::printf("incumbent: %s\n", tr.incumbent_decision->explanation.c_str());
   if (t.unfused)
     std::printf("%s", format_fusion_report(fused_winner, *t.unfused, job.fusion_policy, *t.fusion).c_str());
-  if (t.fusion && t.fusion->is_ok() && !(*t.fusion)->use_fused)
-    std::printf("note: the unfused parts win here; the store keeps the fused winner (Kiln runs one plan per graph), "
-                "so split the spec to run them unfused\n");
+  if (t.kept_fusion) {
+    std::string names;
+    for (const FusionPartRef& p : t.kept_fusion->parts) names += (names.empty() ? "" : ", ") + p.name;
+    std::printf("stored: the unfused chain decision for this key (%zu parts: %s), each part's winner under its own "
+                "signature: kiln::Planner serves the chain here\n",
+                t.kept_fusion->parts.size(), names.c_str());
+  } else if (!t.fusion_status.is_ok()) {
+    std::printf("warning: %s\n", t.fusion_status.message().c_str());
+  } else if (t.fusion && t.fusion->is_ok() && !(*t.fusion)->use_fused && !job.store) {
+    std::printf(
+        "note: the unfused parts win here; nothing was stored (no --store), so a Planner serving this key runs the fused plan\n");
+  }
+  if (t.fusion_removed)
+    std::printf("stored: the fused plan decided on again: the earlier unfused decision for this key was removed\n");
 }
 
 }  // namespace kiln::cli

@@ -21,6 +21,7 @@
 
 #include "kiln/env_policy.h"
 #include "kiln/fingerprint.h"
+#include "kiln/fusion_record.h"
 #include "kiln/status.h"
 
 struct sqlite3;
@@ -156,7 +157,8 @@ struct GcReport {
   int64_t old_removed = 0;
   int64_t corrupt_removed = 0;
   int64_t quarantine_removed = 0;
-  int64_t graph_specs_removed = 0;  // specs no plan and no queue row refers to any more
+  int64_t graph_specs_removed = 0;     // specs no plan and no queue row refers to any more
+  int64_t fusion_records_removed = 0;  // fusion decisions a part's record (same environment) is gone from
 };
 
 struct VerifyOptions {
@@ -191,6 +193,9 @@ struct ExportReport {
   int64_t records = 0;
   std::vector<std::string> fingerprint_keys;
   int64_t graph_specs = 0;  // graph specs of the exported records' (structure, shape) carried along
+  // Fusion decisions of the exported records (same key and environment) carried along; each one's parts'
+  // records travel too, even where the filter left them out (`records` counts them).
+  int64_t fusion_records = 0;
 };
 
 struct ImportOptions {
@@ -200,12 +205,13 @@ struct ImportOptions {
   PlanValidator validator;  // optional deeper check of each incoming record
 };
 struct ImportReport {
-  int64_t imported = 0;       // new keys
-  int64_t replaced = 0;       // existing older records replaced
-  int64_t kept_newer = 0;     // existing records at least as new kept
-  int64_t unchanged = 0;      // identical record already present
-  int64_t skipped_stale = 0;  // fingerprint failed the policy
-  int64_t graph_specs = 0;    // graph specs added (a spec already stored for the key is kept)
+  int64_t imported = 0;        // new keys
+  int64_t replaced = 0;        // existing older records replaced
+  int64_t kept_newer = 0;      // existing records at least as new kept
+  int64_t unchanged = 0;       // identical record already present
+  int64_t skipped_stale = 0;   // fingerprint failed the policy
+  int64_t graph_specs = 0;     // graph specs added (a spec already stored for the key is kept)
+  int64_t fusion_records = 0;  // fusion decisions added or replaced by newer ones (stale ones skipped)
 };
 
 // ---- Re-tune queue (docs/store.md "The re-tune queue") ----
@@ -340,6 +346,23 @@ class PlanStore {
                                                          const std::string& shape_key);
   // Every stored spec whose checksum passes (others are logged and skipped), by key.
   StatusOr<std::vector<GraphSpecEntry>> list_graph_specs();
+
+  // ---- Fusion decisions (kiln/fusion_record.h, docs/store.md "Fusion decisions") ----
+  // Stores the decision for its key and environment, replacing an earlier one (created_at when 0, and
+  // checksum, are filled). InvalidArgument for an empty structure signature, fewer than two parts, a part
+  // without one, or a median that is negative or not finite; FailedPrecondition for a read-only store.
+  StatusOr<FusionRecord> put_fusion_record(const FusionRecord& record);
+  // The decision for (structure_sig, shape_key) that `current` may use under `policy` (the exact
+  // environment first, then the newest), or nullopt. A row whose checksum or fingerprint fails is logged,
+  // counted corrupt, deleted (unless read-only) and reported as absent: the fused plan then serves.
+  StatusOr<std::optional<FusionRecord>> get_fusion_record(const std::string& structure_sig,
+                                                          const std::string& shape_key, const EnvFingerprint& current,
+                                                          const EnvPolicy& policy = {});
+  // Removes the decision for this key and environment; returns how many rows went (0 or 1).
+  StatusOr<int64_t> remove_fusion_record(const std::string& structure_sig, const std::string& shape_key,
+                                         const std::string& fingerprint_key);
+  // Every sound decision, by key (corrupt ones are logged and skipped).
+  StatusOr<std::vector<FusionRecord>> list_fusion_records();
 
   StoreCounters counters() const;
   void reset_counters();

@@ -35,6 +35,7 @@
 
 #include "kiln/bucket_policy.h"
 #include "kiln/env_policy.h"
+#include "kiln/fusion_record.h"
 #include "kiln/graph.h"
 #include "kiln/lower.h"
 #include "kiln/planner_jobs.h"
@@ -103,6 +104,16 @@ class ExecutablePlan {
   // check_call, then the plan on `stream`. `workspace` (kBindingAlignment-aligned, at least
   // workspace_bytes()) may be null when workspace_bytes() is 0.
   Status execute(cudaStream_t stream, const TensorBindings& tensors, void* workspace = nullptr) const;
+  // The plan on `stream` with pointers by tensor index, nothing checked: for plans made of plans (a padded
+  // stopgap, an unfused chain), which check their own call first.
+  Status run_unchecked(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const;
+
+  // An unfused chain (kiln/unfused_plan.h): its parts' plans, in run order; empty for a single plan.
+  const std::vector<std::shared_ptr<const ExecutablePlan>>& parts() const { return parts_; }
+  void set_parts(std::vector<std::shared_ptr<const ExecutablePlan>> parts) { parts_ = std::move(parts); }
+  // What runs, in words: the configuration's identity ("eng12_k2=1"), or for an unfused chain
+  // "unfused[eng1 + eng7_k3=0 + eng2]".
+  std::string identity() const;
 
  private:
   Graph graph_;
@@ -113,6 +124,7 @@ class ExecutablePlan {
   std::unique_ptr<PlanExecutor> executor_;
   std::map<std::string, int> bound_;     // name -> tensor index of every input and output
   std::map<std::string, size_t> spans_;  // name -> bytes
+  std::vector<std::shared_ptr<const ExecutablePlan>> parts_;
 };
 
 // A tuned configuration the store holds for a structure, at one shape.
@@ -172,6 +184,10 @@ class PlanBackend {
   virtual StatusOr<std::shared_ptr<const ExecutablePlan>> tune(const Graph& graph, const GraphSignature& sig,
                                                                const PromotionTuning& tuning,
                                                                const std::atomic<bool>* cancel, std::string* why);
+
+  // The store's fusion decision for exactly this key (kiln/fusion_record.h), usable in this environment:
+  // nullopt when there is none (the fused plan serves). The default: none.
+  virtual StatusOr<std::optional<FusionRecord>> fusion_record(const GraphSignature& sig);
 
   // For the Planner's jobs (kiln/planner_jobs.h). The environment plans are made for: collected once, or
   // the recorded profile's (PlannerOptions::target). The default: FailedPrecondition.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/fingerprint.h"
+#include "kiln/fusion_record.h"
 #include "kiln/graph.h"
 #include "kiln/lower.h"
 #include "kiln/plan_keeping.h"
@@ -37,6 +38,8 @@ struct TuneJob {
   FusionPolicy fusion_policy = FusionPolicy::kFaster;
   // What tunes (default: tune_graph in this process; `kiln tune`: a supervised worker process).
   std::function<StatusOr<TuneResult>(const Graph&, const TuneOptions&)> tuner;
+  // What times the unfused alternative (default: tune_unfused; host tests: a fake).
+  std::function<StatusOr<UnfusedResult>(const Graph&, const UnfusedOptions&)> unfused_tuner;
   // The whole command's end (kiln tune --budget over several graphs), checked after the skip: a key that
   // would be skipped is skipped, one not yet tuned is not tuned (TunedGraph::budget_spent) once it has
   // passed, and the job's time budget is at most what is left of it. Unset: tune.time_budget_s alone.
@@ -59,6 +62,15 @@ struct TunedGraph {
   // Why the winner could not be stored (keep_plan's error); ok when stored or not to be. The result is
   // still returned, so that the tuning can be reported before the error.
   Status store_status;
+  // Where the unfused chain was decided on and stored (docs/runtime.md "Fused or unfused, in service"): each
+  // part's winner under its own signature, and the decision that makes the Planner serve the chain for this
+  // key. Unset when the fused plan was decided on, or the job did not store.
+  std::optional<FusionRecord> kept_fusion;
+  std::vector<KeptPlan> kept_parts;
+  // The fused plan was decided on where an earlier tuning had stored the chain: that decision was removed.
+  bool fusion_removed = false;
+  // Why the chain, decided on, could not be stored (the fused winner is stored and serves); ok otherwise.
+  Status fusion_status;
 };
 
 // Planner::compile: a graph's heuristic (or pinned) plan built for the Planner's recorded device profile.

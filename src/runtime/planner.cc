@@ -16,7 +16,9 @@
 
 #include "kiln/hash.h"
 #include "kiln/host_tensor.h"
+#include "kiln/log.h"
 #include "kiln/padding.h"
+#include "kiln/unfused_plan.h"
 #include "runtime/planner_jobs_internal.h"
 
 namespace kiln {
@@ -109,9 +111,24 @@ Status ExecutablePlan::execute(cudaStream_t stream, const TensorBindings& tensor
   return executor_->run(stream, ptrs, workspace);
 }
 
+Status ExecutablePlan::run_unchecked(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const {
+  if (!executor_) return failed_precondition("graph '" + graph_.name + "': the plan has no executor");
+  return executor_->run(stream, pointers, workspace);
+}
+
+std::string ExecutablePlan::identity() const {
+  if (parts_.empty()) return config_.identity();
+  std::string out = "unfused[";
+  for (size_t i = 0; i < parts_.size(); ++i) out += (i ? " + " : "") + parts_[i]->identity();
+  return out + "]";
+}
+
 // ---- Padded plans ---------------------------------------------------------------------------------
 
 Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }
+StatusOr<std::optional<FusionRecord>> PlanBackend::fusion_record(const GraphSignature&) {
+  return std::optional<FusionRecord>();
+}
 
 StatusOr<std::shared_ptr<const ExecutablePlan>> PlanBackend::tune(const Graph& graph, const GraphSignature&,
                                                                   const PromotionTuning&, const std::atomic<bool>*,
@@ -385,6 +402,78 @@ struct Planner::Impl {
     return it == shard.plans.end() ? nullptr : it->second;
   }
 
+  // The stored plan for exactly this key, as the backend loads it, or, where the store holds a fusion
+  // decision for the key (kiln/fusion_record.h), the unfused chain of the parts' stored plans
+  // (kiln/unfused_plan.h). Null with `why` on a miss, as PlanBackend::from_store. When the decision could
+  // not be served (a part missing or stale, a signature that changed), the fused plan serves and `note`
+  // says why (also logged): an upgrade never silently changes what runs.
+  StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
+                                                             std::string* why, std::string* note = nullptr) {
+    // The fused record first: a decision is asked for only where the store answered (a hit, or a miss
+    // that may be a chain's key whose fused graph had no correct plan), not after an error.
+    auto fused = backend->from_store(g, sig, why);
+    if (!fused.is_ok()) return fused;
+    auto decision = backend->fusion_record(sig);
+    std::string refused;
+    if (!decision.is_ok()) refused = "its fusion decision could not be read: " + decision.status().message();
+    else if (!*decision) return fused;
+    else {
+      auto chain = unfused_from_store(g, sig, **decision, &refused);
+      if (chain) return chain;
+    }
+    const std::string line = "the store's unfused decision for graph '" + g.name + "' at " +
+                             (sig.shape_key.empty() ? std::string("its shape") : sig.shape_key) + " was not served (" +
+                             refused + ")";
+    if (!*fused) {  // no fused plan either: a miss, with both reasons
+      *why += (why->empty() ? "" : "; ") + line;
+      return fused;
+    }
+    KILN_LOG(kWarn, line << ": the fused plan serves");
+    if (note) *note = line + ": the fused plan serves";
+    return fused;
+  }
+  std::shared_ptr<const ExecutablePlan> unfused_from_store(const Graph& g, const GraphSignature& sig,
+                                                           const FusionRecord& d, std::string* refused) {
+    auto dtype = parse_dtype(d.materialized);
+    if (!dtype.is_ok()) {
+      *refused = "its intermediates' dtype '" + d.materialized + "' is unknown";
+      return nullptr;
+    }
+    auto parts = decompose_graph(g, *dtype);
+    if (!parts.is_ok()) {
+      *refused = parts.status().message();
+      return nullptr;
+    }
+    if (parts->size() != d.parts.size()) {
+      *refused = "the graph has " + std::to_string(parts->size()) + " parts, the decision lists " +
+                 std::to_string(d.parts.size());
+      return nullptr;
+    }
+    std::vector<std::shared_ptr<const ExecutablePlan>> plans;
+    for (size_t i = 0; i < parts->size(); ++i) {
+      const Graph& pg = (*parts)[i].graph;
+      auto psig = compute_signature(pg);
+      if (!psig.is_ok() || psig->structure != d.parts[i].structure_sig || psig->shape_key != d.parts[i].shape_key) {
+        *refused = "part '" + pg.name + "' has another signature than the decision's (the graph or Kiln changed)";
+        return nullptr;
+      }
+      std::string miss;
+      auto plan = backend->from_store(pg, *psig, &miss);
+      if (!plan.is_ok() || !*plan) {
+        *refused = "part '" + pg.name +
+                   "': " + (plan.is_ok() ? (miss.empty() ? std::string("no record") : miss) : plan.status().message());
+        return nullptr;
+      }
+      plans.push_back(std::move(*plan));
+    }
+    auto chain = make_unfused_plan(g, sig, *parts, std::move(plans), PlanSource::kStore);
+    if (!chain.is_ok()) {
+      *refused = chain.status().message();
+      return nullptr;
+    }
+    return std::move(chain).value();
+  }
+
   // The stored plan for exactly `g`'s shape, loaded and held under `key`: the plan held (a concurrent
   // obtain of that shape may have been first; `inserted` says whether this call's went in), or null with
   // the store's reason in `why`. Shared by the padded source (a representative) and preload().
@@ -396,7 +485,7 @@ struct Planner::Impl {
       return nullptr;
     }
     std::string miss;
-    auto stored = backend->from_store(g, *sig, &miss);
+    auto stored = from_store(g, *sig, &miss);
     if (!stored.is_ok() || !*stored) {
       *why = stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message();
       return nullptr;
@@ -492,7 +581,7 @@ StatusOr<Built> Planner::Impl::tune_for(const PreparedGraph& pg, const std::map<
   KILN_RETURN_IF_ERROR(graph_at(pg, shape, &g, &sig));
   Built out;
   std::string miss;
-  auto stored = backend->from_store(g, sig, &miss);  // an error is a miss, as in build()
+  auto stored = from_store(g, sig, &miss);  // an error is a miss, as in build()
   if (stored.is_ok() && *stored) {
     out.plan = std::move(*stored);
     out.source = PlanSource::kStore;
@@ -660,11 +749,13 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
       why.push_back("store: asked just before (no plan)");
       return false;
     }
-    std::string miss;
-    auto stored = backend->from_store(g, sig, &miss);
+    std::string miss, note;
+    auto stored = this->from_store(g, sig, &miss, &note);
     if (stored.is_ok() && *stored) {
       out.plan = std::move(*stored);
       out.source = PlanSource::kStore;
+      if (!note.empty()) why.push_back("store: " + note);
+      out.why = joined();
       return true;
     }
     why.push_back("store: " +

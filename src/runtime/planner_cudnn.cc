@@ -196,6 +196,12 @@ class CudnnPlanBackend : public PlanBackend {
     return plan_of(graph, sig, config, std::move(lg).value(), PlanSource::kStore);
   }
 
+  StatusOr<std::optional<FusionRecord>> fusion_record(const GraphSignature& sig) override {
+    if (!store_) return std::optional<FusionRecord>();
+    std::lock_guard<std::mutex> lock(store_mu_);
+    return store_->get_fusion_record(sig.structure, sig.shape_key, env_, policy_);
+  }
+
   // One execution on zeroed buffers of the plan's own (its kernels load now, not on a caller's first
   // request); the buffers are freed once it has run.
   Status warm_up(const ExecutablePlan& plan) override {

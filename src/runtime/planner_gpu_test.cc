@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "gpu_test_util.h"
@@ -58,7 +59,9 @@ CallerBuffers make_buffers(const ExecutablePlan& plan, size_t slack = 0) {
 
 // Runs the plan on fresh caller buffers and checks its output against the device reference; with `slack`,
 // also that no byte past any tensor's span was written. `graph`: run it as a captured CUDA graph.
-void run_and_check(const ExecutablePlan& plan, const std::string& what, size_t slack = 0, bool graph = false) {
+// `stored`: the dtype an unfused chain keeps its intermediates in (the check allows for their rounding).
+void run_and_check(const ExecutablePlan& plan, const std::string& what, size_t slack = 0, bool graph = false,
+                   std::optional<DataType> stored = std::nullopt) {
   SCOPED_TRACE(what);
   CallerBuffers b = make_buffers(plan, slack);
   auto stream = make_stream();
@@ -93,11 +96,13 @@ void run_and_check(const ExecutablePlan& plan, const std::string& what, size_t s
   for (const auto& [t, p] : b.by_index) (g.is_graph_output(t) ? outputs : inputs)[t] = p;
   auto ref = device_reference_on_device(g, inputs);
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
-  auto checker = DeviceChecker::create(g);
+  CheckOptions co;
+  co.stored_intermediates = stored;
+  auto checker = DeviceChecker::create(g, co);
   ASSERT_TRUE(checker.is_ok()) << checker.status().to_string();
   auto rep = checker->check(outputs, *ref);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
-  std::printf("[ planner ] %s: %s %s\n", what.c_str(), plan.config().identity().c_str(), rep->summary().c_str());
+  std::printf("[ planner ] %s: %s %s\n", what.c_str(), plan.identity().c_str(), rep->summary().c_str());
   EXPECT_EQ(rep->verdict, Verdict::kPassed) << rep->summary();
 }
 
@@ -201,6 +206,53 @@ TEST(PlannerGpu, TuneAndStoreThenTheStoredWinnerServes) {
   ASSERT_TRUE(again->result.incumbent_decision.has_value()) << "the stored winner is the incumbent";
   std::printf("[ planner ] tune_and_store: %s; again: %s\n", tuned->result.winner_config.identity().c_str(),
               again->result.incumbent_decision->explanation.c_str());
+}
+
+// Fused or unfused in service: a tune that decides for the chain (policy always_unfused, so the test does not
+// depend on which side is faster on this GPU) stores its parts and the decision; a new Planner on that store
+// serves the chain, which runs on the caller's buffers, stream and captured, and passes the check.
+TEST(PlannerGpu, TheUnfusedChainATuneStoredServesOnCallerBuffersAndPasses) {
+  KILN_REQUIRE_GPU();
+  const std::string dir = ::testing::TempDir() + "/kiln_planner_unfused_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  auto graph = parse_spec_string(kSpec, "mlp.json");
+  ASSERT_TRUE(graph.is_ok());
+  {
+    PlannerOptions o;
+    o.store_path = dir + "/plans.db";
+    o.store_writable = true;
+    auto tuner = Planner::create(o);
+    ASSERT_TRUE(tuner.is_ok()) << tuner.status().to_string();
+    TuneJob job;
+    job.tune.top_k = 4;
+    job.tune.measure.stopping.time_budget_ms = 50;
+    job.fusion_policy = FusionPolicy::kAlwaysUnfused;
+    auto tuned = (*tuner)->tune_and_store(*graph, job);
+    ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
+    ASSERT_TRUE(tuned->unfused.has_value());
+    ASSERT_TRUE(tuned->kept_fusion.has_value())
+        << tuned->fusion_status.to_string() << " / "
+        << (tuned->fusion && !tuned->fusion->is_ok() ? tuned->fusion->status().to_string() : std::string());
+    EXPECT_EQ(tuned->kept_parts.size(), 3u);
+    std::printf("[ planner ] unfused chain stored: fused %.4f ms, chain %.4f ms (%s)\n", tuned->kept_fusion->fused_ms,
+                tuned->kept_fusion->unfused_ms, tuned->kept_fusion->explanation.c_str());
+  }
+  PlannerOptions o;
+  o.store_path = dir + "/plans.db";
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto pg = (*planner)->prepare(*graph);
+  ASSERT_TRUE(pg.is_ok());
+  auto got = (*planner)->obtain(*pg);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->source, PlanSource::kStore) << got->why;
+  ASSERT_EQ(got->plan->parts().size(), 3u) << got->why;
+  run_and_check(*got->plan, "stored unfused chain", /*slack=*/256, /*graph=*/false, DataType::kBFloat16);
+  run_and_check(*got->plan, "stored unfused chain, captured", 0, /*graph=*/true, DataType::kBFloat16);
+  // The fused key's bucket neighbours still come from the fused representative.
+  auto other = (*planner)->obtain(*pg, {{"tokens", 192}});
+  ASSERT_TRUE(other.is_ok()) << other.status().to_string();
+  EXPECT_TRUE(other->plan->parts().empty()) << plan_source_name(other->source);
 }
 
 // Writes `text` to `path`; false on failure.

@@ -2,6 +2,7 @@
 // `kiln compile` and `kiln plans retune` did each in its own way, in one place, over the PlanBackend seam.
 #include <chrono>
 
+#include "kiln/decompose.h"
 #include "kiln/limits.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_keeping.h"
@@ -56,6 +57,49 @@ StatusOr<KeptPlan> keep(PlanBackend& b, const Graph& graph, const PlanRecord& re
   return kept;
 }
 
+// The chain decided on (TunedGraph::kept_fusion): each part's winner kept under its own signature, then the
+// decision. The parts are the graph's decomposition again (the one tune_unfused timed: same graph, same
+// dtype), checked against the tuned parts' signatures.
+Status keep_unfused(PlanBackend& b, const Graph& g, const GraphSignature& sig, const EnvFingerprint& env,
+                    const TunedGraph& tuned, FusionPolicy policy, const Forget& forget, TunedGraph* out) {
+  const UnfusedResult& u = *tuned.unfused;
+  KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(g, u.materialized));
+  if (parts.size() != u.parts.size())
+    return internal_error("the graph decomposed into " + std::to_string(parts.size()) + " parts, " +
+                          std::to_string(u.parts.size()) + " were tuned");
+  FusionRecord fr;
+  fr.structure_sig = sig.structure;
+  fr.shape_key = sig.shape_key;
+  fr.fingerprint = env;
+  fr.materialized = dtype_name(u.materialized);
+  fr.policy = fusion_policy_name(policy);
+  const CandidateResult* fused = tuned.result.winner ? &tuned.result.candidates[*tuned.result.winner] : nullptr;
+  fr.fused_ms = fused && fused->timed() ? fused->median_ms : 0.0;
+  fr.unfused_ms = u.chain.median_ms;
+  fr.explanation = (*tuned.fusion)->explanation;
+  std::vector<KeptPlan> kept;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const UnfusedPartResult& pr = u.parts[i];
+    KILN_ASSIGN_OR_RETURN(GraphSignature psig, compute_signature(parts[i].graph));
+    if (psig.structure != pr.structure_sig || psig.shape_key != pr.shape_key)
+      return internal_error("part '" + pr.name + "': its signature differs from the tuned part's");
+    KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(psig, env, pr.tune));
+    rec.tuned = tuning_is_complete(pr.tune);
+    KILN_ASSIGN_OR_RETURN(KeptPlan k, keep(b, parts[i].graph, rec, forget));
+    kept.push_back(std::move(k));
+    fr.parts.push_back({pr.name, psig.structure, psig.shape_key});
+  }
+  FusionRecord stored;
+  KILN_RETURN_IF_ERROR(b.with_writable_store([&](PlanStore& s) -> Status {
+    KILN_ASSIGN_OR_RETURN(stored, s.put_fusion_record(fr));
+    return Status::ok();
+  }));
+  if (forget) forget(sig);
+  out->kept_fusion = std::move(stored);
+  out->kept_parts = std::move(kept);
+  return Status::ok();
+}
+
 }  // namespace
 
 StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, const Graph& g, const TuneJob& job,
@@ -108,7 +152,7 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
     uo.materialized = job.materialized;
     uo.evaluation = tr.evaluation;  // the same inputs and reference, still on the device
     if (job.on_note) job.on_note("timing the unfused alternative (" + std::to_string(g.nodes.size()) + " parts)");
-    KILN_ASSIGN_OR_RETURN(out.unfused, tune_unfused(g, uo));
+    KILN_ASSIGN_OR_RETURN(out.unfused, job.unfused_tuner ? job.unfused_tuner(g, uo) : tune_unfused(g, uo));
     const CandidateResult* fused = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
     out.fusion =
         decide_fusion(fused ? fused_side(*fused) : FusionSide{}, unfused_chain_side(*out.unfused), job.fusion_policy);
@@ -121,6 +165,23 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
     StatusOr<KeptPlan> kept = keep(b, g, rec, forget);
     if (kept.is_ok()) out.kept = std::move(kept).value();
     else out.store_status = kept.status();
+  }
+  // Fused or unfused in service: the decision is stored where the chain won (or the policy asked for it),
+  // and removed where this tuning decided for the fused plan. Without a decision (no chain timed), an
+  // earlier one stands.
+  if (job.store && out.store_status.is_ok() && out.fusion && out.fusion->is_ok()) {
+    if (!(*out.fusion)->use_fused) {
+      Status st = keep_unfused(b, g, sig, env, out, job.fusion_policy, forget, &out);
+      if (!st.is_ok()) out.fusion_status = st.with_context("the unfused chain was not stored (the fused plan serves)");
+    } else {
+      Status st = b.with_writable_store([&](PlanStore& s) -> Status {
+        KILN_ASSIGN_OR_RETURN(int64_t n, s.remove_fusion_record(sig.structure, sig.shape_key, fingerprint_key(env)));
+        out.fusion_removed = n > 0;
+        return Status::ok();
+      });
+      if (!st.is_ok()) out.fusion_status = st.with_context("the earlier unfused decision was not removed");
+      else if (out.fusion_removed && forget) forget(sig);
+    }
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kiln/decompose.h"
 #include "kiln/device.h"
 #include "kiln/plan_bridge.h"
 #include "kiln/plan_keeping.h"
@@ -22,9 +23,19 @@ namespace {
 
 using store_test::TempDir;
 
+// Runs nothing; counts its runs by the graph's name (an unfused chain runs its parts in order).
 class NullExecutor : public PlanExecutor {
  public:
-  Status run(cudaStream_t, const std::map<int, void*>&, void*) const override { return Status::ok(); }
+  NullExecutor(std::string name = "", std::shared_ptr<std::vector<std::string>> runs = nullptr)
+      : name_(std::move(name)), runs_(std::move(runs)) {}
+  Status run(cudaStream_t, const std::map<int, void*>&, void*) const override {
+    if (runs_) runs_->push_back(name_);
+    return Status::ok();
+  }
+
+ private:
+  std::string name_;
+  std::shared_ptr<std::vector<std::string>> runs_;
 };
 
 // Plans from a real store (the record's engine id as the plan's configuration) and from "heuristics".
@@ -50,6 +61,12 @@ class StoreBackedFake : public PlanBackend {
     return plan(g, sig, c ? *c : EngineConfig{1, {}}, s);
   }
   StatusOr<EnvFingerprint> environment() const override { return store_test::h200(); }
+  StatusOr<std::optional<FusionRecord>> fusion_record(const GraphSignature& sig) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    KILN_RETURN_IF_ERROR(open());
+    return store_->get_fusion_record(sig.structure, sig.shape_key, store_test::h200());
+  }
+  std::shared_ptr<std::vector<std::string>> runs = std::make_shared<std::vector<std::string>>();
   int static_build_ms = 0;   // a static build takes this long (a promotion still building)
   bool writes_fail = false;  // with_writable_store: the store refuses
   Status with_writable_store(const std::function<Status(PlanStore&)>& fn) override {
@@ -66,9 +83,9 @@ class StoreBackedFake : public PlanBackend {
     }
     return Status::ok();
   }
-  static std::shared_ptr<const ExecutablePlan> plan(const Graph& g, const GraphSignature& sig, EngineConfig c,
-                                                    PlanSource s) {
-    return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 0, s, std::make_unique<NullExecutor>());
+  std::shared_ptr<const ExecutablePlan> plan(const Graph& g, const GraphSignature& sig, EngineConfig c,
+                                             PlanSource s) const {
+    return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 0, s, std::make_unique<NullExecutor>(g.name, runs));
   }
   std::string path_;
   std::mutex mu_;
@@ -101,6 +118,45 @@ struct FakeTuner {
       }
       tr.budget_exhausted = cut_short;
       return tr;
+    };
+  }
+};
+
+// An unfused alternative as tune_unfused reports it (the graph's real parts and signatures), each part's
+// winner engine 100 + i, the chain timed at `chain_ms` and passed.
+struct FakeUnfused {
+  double chain_ms = 0.10;
+  int calls = 0;
+  std::function<StatusOr<UnfusedResult>(const Graph&, const UnfusedOptions&)> fn() {
+    return [this](const Graph& g, const UnfusedOptions&) -> StatusOr<UnfusedResult> {
+      ++calls;
+      UnfusedResult u;
+      u.materialized = DataType::kFloat16;
+      KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(g, u.materialized));
+      for (size_t i = 0; i < parts.size(); ++i) {
+        KILN_ASSIGN_OR_RETURN(GraphSignature ps, compute_signature(parts[i].graph));
+        UnfusedPartResult pr;
+        pr.name = parts[i].graph.name;
+        pr.structure_sig = ps.structure;
+        pr.shape_key = ps.shape_key;
+        CandidateResult c;
+        c.engine_id = 100 + static_cast<int64_t>(i);
+        c.disposition = Disposition::kPassed;
+        c.median_ms = c.min_ms = c.max_ms = chain_ms / 3;
+        c.samples = 10;
+        pr.tune.graph_name = pr.name;
+        pr.tune.candidates.push_back(c);
+        pr.tune.winner = 0;
+        pr.tune.winner_config = EngineConfig{c.engine_id, {}};
+        pr.tune.winner_plan = {9};
+        u.identities.push_back(c.identity());
+        u.parts.push_back(std::move(pr));
+      }
+      u.chain.engine_id = -1;
+      u.chain.disposition = Disposition::kPassed;
+      u.chain.median_ms = u.chain.min_ms = u.chain.max_ms = chain_ms;
+      u.chain.samples = 10;
+      return u;
     };
   }
 };
@@ -449,6 +505,131 @@ TEST(ShapesToTune, HottestFirstAsRepresentativesEachOnceAtMostN) {
   auto bad = shapes_to_tune(rec, s, BucketPolicy{});
   ASSERT_FALSE(bad.is_ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- Fused or unfused, in service ----------------------------------------------------------------
+
+// A Planner (the fake backend over a real store) that serves what tune_and_store stored for the key.
+StatusOr<Obtained> serve(Jobs& j, const Graph& g) {
+  PlannerOptions o;
+  o.store_path = j.db;
+  o.new_shapes = NewShapes::kBuildNow;
+  o.padded = false;
+  auto b = std::make_unique<StoreBackedFake>(j.db);
+  b->runs = j.backend->runs;
+  auto planner = Planner::create_with_backend(std::move(b), o);
+  KILN_ASSIGN_OR_RETURN(PreparedGraph pg, planner->prepare(g));
+  return planner->obtain(pg);
+}
+
+TEST(FusionInService, TheChainThatWinsIsStoredAndServedAndAFusedWinRemovesIt) {
+  Jobs j;
+  Graph g = token_graph();
+  FakeUnfused unfused;  // 0.10 ms against the fused 0.25 ms
+  TuneJob job = j.job();
+  job.unfused = true;
+  job.unfused_tuner = unfused.fn();
+  auto t = j.planner->tune_and_store(g, job);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  ASSERT_EQ(unfused.calls, 1);
+  ASSERT_TRUE(t->fusion && t->fusion->is_ok());
+  EXPECT_FALSE((*t->fusion)->use_fused);
+  ASSERT_TRUE(t->kept.has_value()) << "the fused winner is stored too (the bucket's representative)";
+  ASSERT_TRUE(t->kept_fusion.has_value()) << t->fusion_status.to_string();
+  EXPECT_TRUE(t->fusion_status.is_ok());
+  ASSERT_EQ(t->kept_parts.size(), 3u);
+  EXPECT_EQ(t->kept_fusion->parts.size(), 3u);
+  EXPECT_EQ(t->kept_fusion->materialized, "fp16");
+  EXPECT_DOUBLE_EQ(t->kept_fusion->fused_ms, 0.25);
+  EXPECT_DOUBLE_EQ(t->kept_fusion->unfused_ms, 0.10);
+  EXPECT_EQ(t->kept_parts[0].record.engine_id, 100);
+
+  // A new process's Planner serves the chain: the parts' stored plans, in order, on the fused graph's names.
+  auto got = serve(j, g);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->source, PlanSource::kStore);
+  ASSERT_EQ(got->plan->parts().size(), 3u);
+  EXPECT_EQ(got->plan->identity(), "unfused[eng100 + eng101 + eng102]");
+  j.backend->runs->clear();
+  std::vector<std::unique_ptr<char[]>> bufs;
+  TensorBindings bind;
+  for (const char* name : {"x", "w", "b", "y"}) {
+    bufs.emplace_back(new char[1 << 17]);
+    // 16-byte aligned: new[] of char gives max_align_t alignment (16 on x86-64).
+    bind[name] = {bufs.back().get(), 0};
+  }
+  std::vector<char> ws(static_cast<size_t>(got->plan->workspace_bytes()) + 16);
+  void* wsp = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
+  ASSERT_TRUE(got->plan->execute(nullptr, bind, wsp).is_ok());
+  ASSERT_EQ(j.backend->runs->size(), 3u);
+  EXPECT_EQ((*j.backend->runs)[0], "mlp/mm");
+  EXPECT_EQ((*j.backend->runs)[2], "mlp/gelu");
+
+  // Tuned again where the fused plan wins: the decision goes, the fused plan serves.
+  unfused.chain_ms = 0.50;
+  auto again = j.planner->tune_and_store(g, job);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_TRUE((*again->fusion)->use_fused);
+  EXPECT_FALSE(again->kept_fusion.has_value());
+  EXPECT_TRUE(again->fusion_removed);
+  auto fused = serve(j, g);
+  ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
+  EXPECT_TRUE(fused->plan->parts().empty());
+  EXPECT_EQ(fused->plan->identity(), "eng5");
+  // Tuned a third time without the unfused alternative: nothing to remove, nothing stored.
+  TuneJob plain = j.job();
+  auto third = j.planner->tune_and_store(g, plain);
+  ASSERT_TRUE(third.is_ok());
+  EXPECT_FALSE(third->fusion_removed);
+  EXPECT_FALSE(third->kept_fusion.has_value());
+}
+
+TEST(FusionInService, AChainThatCannotBeServedFallsBackToTheFusedPlanAndSaysWhy) {
+  Jobs j;
+  Graph g = token_graph();
+  FakeUnfused unfused;
+  TuneJob job = j.job();
+  job.unfused = true;
+  job.unfused_tuner = unfused.fn();
+  auto t = j.planner->tune_and_store(g, job);
+  ASSERT_TRUE(t.is_ok() && t->kept_fusion.has_value());
+  // A part's record goes (removed by hand, or stale after an upgrade).
+  {
+    auto s = j.store();
+    ListFilter f;
+    f.structure_prefix = t->kept_fusion->parts[1].structure_sig;
+    ASSERT_EQ(*s->remove(f), 1);
+  }
+  auto got = serve(j, g);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->source, PlanSource::kStore);
+  EXPECT_TRUE(got->plan->parts().empty()) << "the fused plan serves";
+  EXPECT_NE(got->why.find("unfused decision"), std::string::npos) << got->why;
+  EXPECT_NE(got->why.find("mlp/bias"), std::string::npos) << got->why;
+}
+
+TEST(FusionInService, WhereOnlyTheChainPassesTheChainServes) {
+  Jobs j;
+  Graph g = token_graph();
+  j.tuner.none = true;  // no fused candidate passed
+  FakeUnfused unfused;
+  TuneJob job = j.job();
+  job.unfused = true;
+  job.unfused_tuner = unfused.fn();
+  auto t = j.planner->tune_and_store(g, job);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_FALSE(t->kept.has_value());
+  ASSERT_TRUE(t->kept_fusion.has_value()) << t->fusion_status.to_string();
+  EXPECT_DOUBLE_EQ(t->kept_fusion->fused_ms, 0.0);
+  auto got = serve(j, g);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->source, PlanSource::kStore);
+  EXPECT_EQ(got->plan->parts().size(), 3u);
+  // gc keeps it: its parts are there, though the fused key has no record.
+  auto s = j.store();
+  auto gc = s->gc(GcOptions{});
+  ASSERT_TRUE(gc.is_ok());
+  EXPECT_EQ(gc->fusion_records_removed, 0);
 }
 
 }  // namespace

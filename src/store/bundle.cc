@@ -72,10 +72,12 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
     KILN_RETURN_IF_ERROR(exec(raw, "CREATE TABLE bundle_manifest(json TEXT NOT NULL)"));
     KILN_RETURN_IF_ERROR(exec(raw, store::plans_table_sql("plans").c_str()));
     KILN_RETURN_IF_ERROR(exec(raw, store::graph_specs_table_sql("graph_specs").c_str()));
+    KILN_RETURN_IF_ERROR(exec(raw, store::fusion_decisions_table_sql("fusion_decisions").c_str()));
     KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(raw, insert_sql("plans", "INSERT")));
 
     std::vector<ManifestEntry> entries;
     std::vector<ManifestEntry> graph_specs;  // fingerprint_key unused
+    std::vector<ManifestEntry> fusion_records;
     std::map<std::string, EnvFingerprint> fingerprints;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -124,6 +126,63 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
         KILN_RETURN_IF_ERROR(gins.reset());
         graph_specs.push_back({spec.structure_sig, spec.shape_key, "", spec.checksum});
       }
+      // The fusion decisions of the exported records travel with them, and so do their parts' records (same
+      // environment), so that the service that imports the bundle runs the chain the tuning chose. A damaged
+      // decision stays behind (the fused plan then serves).
+      KILN_ASSIGN_OR_RETURN(bool has_fusion, store::table_exists(db_, "fusion_decisions"));
+      if (has_fusion) {
+        KILN_ASSIGN_OR_RETURN(Stmt fs, Stmt::prepare(db_, std::string("SELECT ") + store::kFusionRecordColumns +
+                                                              " FROM fusion_decisions WHERE structure_sig=?1 AND "
+                                                              "shape_key=?2 AND fingerprint_key=?3"));
+        KILN_ASSIGN_OR_RETURN(Stmt fins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO fusion_decisions(") +
+                                                                store::kFusionRecordColumns +
+                                                                ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"));
+        KILN_ASSIGN_OR_RETURN(Stmt part_st,
+                              Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+                                                     " FROM plans WHERE structure_sig=?1 AND shape_key=?2 AND "
+                                                     "fingerprint_key=?3"));
+        std::set<std::string> exported;
+        for (const auto& e : entries) exported.insert(entry_key(e.structure_sig, e.shape_key, e.fingerprint_key));
+        const size_t fused_count = entries.size();  // parts appended below are not asked for decisions
+        for (size_t i = 0; i < fused_count; ++i) {
+          const ManifestEntry e = entries[i];
+          fs.bind(1, e.structure_sig).bind(2, e.shape_key).bind(3, e.fingerprint_key);
+          KILN_ASSIGN_OR_RETURN(bool row, fs.step());
+          FusionRecord fr;
+          std::string problem = row ? store::read_fusion_record(fs, 0, &fr) : std::string();
+          KILN_RETURN_IF_ERROR(fs.reset());
+          if (!row) continue;
+          if (!problem.empty()) {
+            KILN_LOG(kWarn, "export: fusion decision "
+                                << store::record_name(e.structure_sig, e.shape_key, e.fingerprint_key)
+                                << " left out: " << problem);
+            continue;
+          }
+          for (const FusionPartRef& p : fr.parts) {
+            if (!exported.insert(entry_key(p.structure_sig, p.shape_key, e.fingerprint_key)).second) continue;
+            part_st.bind(1, p.structure_sig).bind(2, p.shape_key).bind(3, e.fingerprint_key);
+            KILN_ASSIGN_OR_RETURN(bool prow, part_st.step());
+            if (prow) {
+              RowRead r = store::read_record(part_st, 0, true);
+              std::string pp = store::record_problem(r);
+              if (!pp.empty())
+                return corruption("cannot export corrupt record " +
+                                  store::record_name(p.structure_sig, p.shape_key, e.fingerprint_key) + " (part '" +
+                                  p.name + "' of an unfused chain): " + pp + " (run `kiln plans verify --quarantine`)");
+              store::bind_record(ins, 1, r.record);
+              KILN_RETURN_IF_ERROR(ins.run());
+              KILN_RETURN_IF_ERROR(ins.reset());
+              entries.push_back(
+                  {r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, r.record.checksum});
+            }
+            KILN_RETURN_IF_ERROR(part_st.reset());
+          }
+          store::bind_fusion_record(fins, 1, fr);
+          KILN_RETURN_IF_ERROR(fins.run());
+          KILN_RETURN_IF_ERROR(fins.reset());
+          fusion_records.push_back({fr.structure_sig, fr.shape_key, fr.fingerprint_key(), fr.checksum});
+        }
+      }
     }
 
     nlohmann::ordered_json m;
@@ -157,6 +216,15 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
       specs.push_back({{"structure_sig", g.structure_sig}, {"shape_key", g.shape_key}, {"checksum", g.checksum}});
     m["graph_specs"] = specs;
     out.graph_specs = static_cast<int64_t>(graph_specs.size());
+    // Fusion decisions, likewise (each has its checksum), outside bundle_checksum.
+    nlohmann::ordered_json fusions = nlohmann::ordered_json::array();
+    for (const auto& f : fusion_records)
+      fusions.push_back({{"structure_sig", f.structure_sig},
+                         {"shape_key", f.shape_key},
+                         {"fingerprint_key", f.fingerprint_key},
+                         {"checksum", f.checksum}});
+    m["fusion_records"] = fusions;
+    out.fusion_records = static_cast<int64_t>(fusion_records.size());
     KILN_ASSIGN_OR_RETURN(Stmt man, Stmt::prepare(raw, "INSERT INTO bundle_manifest(json) VALUES (?1)"));
     man.bind(1, m.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     KILN_RETURN_IF_ERROR(man.run());
@@ -174,6 +242,7 @@ namespace {
 struct BundleContents {
   std::vector<PlanRecord> records;
   std::vector<GraphSpecEntry> graph_specs;
+  std::vector<FusionRecord> fusion_records;
 };
 
 // Reads and checks a whole bundle; Corruption naming the bundle and the first bad record.
@@ -202,7 +271,8 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   if (m.is_discarded() || !m.is_object()) return corruption(what + ": the manifest is not valid JSON");
 
   std::vector<ManifestEntry> entries;
-  std::map<std::string, std::string> listed_specs;  // entry_key(sig, shape, "") -> checksum
+  std::map<std::string, std::string> listed_specs;    // entry_key(sig, shape, "") -> checksum
+  std::map<std::string, std::string> listed_fusions;  // entry_key(sig, shape, fp) -> checksum
   std::string declared_sum;
   int64_t declared_count = -1;
   try {
@@ -227,6 +297,10 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
       for (const auto& e : m.at("graph_specs"))
         listed_specs[entry_key(e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(), "")] =
             e.at("checksum").get<std::string>();
+    if (m.contains("fusion_records"))
+      for (const auto& e : m.at("fusion_records"))
+        listed_fusions[entry_key(e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(),
+                                 e.at("fingerprint_key").get<std::string>())] = e.at("checksum").get<std::string>();
   } catch (const std::exception& e) {
     return corruption(what + ": malformed manifest: " + e.what());
   }
@@ -242,8 +316,9 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   // bundles), plans may not.
   for (const auto& [table, sql, required] :
        {std::tuple<const char*, std::string, bool>{"plans", store::plans_table_sql("plans"), true},
-        std::tuple<const char*, std::string, bool>{"graph_specs", store::graph_specs_table_sql("graph_specs"),
-                                                   false}}) {
+        std::tuple<const char*, std::string, bool>{"graph_specs", store::graph_specs_table_sql("graph_specs"), false},
+        std::tuple<const char*, std::string, bool>{"fusion_decisions",
+                                                   store::fusion_decisions_table_sql("fusion_decisions"), false}}) {
     Status t = store::check_table_schema(raw, table, sql, required);
     if (!t.is_ok()) return Status(t.code(), what + ": " + t.message());
   }
@@ -302,6 +377,35 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
       std::string sig = key.substr(0, key.find('\x1f'));
       return corruption(what + ": graph spec " + sig.substr(0, 12) + " is listed in the manifest but missing");
     }
+
+  // Fusion decisions (bundles written before they existed have no table and list none).
+  KILN_ASSIGN_OR_RETURN(bool has_fusions, store::table_exists(raw, "fusion_decisions"));
+  std::set<std::string> seen_fusions;
+  if (has_fusions) {
+    KILN_ASSIGN_OR_RETURN(
+        Stmt fs, Stmt::prepare(raw, std::string("SELECT ") + store::kFusionRecordColumns + " FROM fusion_decisions"));
+    while (true) {
+      StatusOr<bool> row = fs.step();
+      if (!row.is_ok()) return corruption(what + ": cannot read its fusion decisions: " + row.status().message());
+      if (!*row) break;
+      FusionRecord fr;
+      std::string problem = store::read_fusion_record(fs, 0, &fr);
+      std::string name = store::record_name(fs.text(0), fs.text(1), fs.text(2));
+      if (!problem.empty()) return corruption(what + ": fusion decision " + name + ": " + problem);
+      std::string key = entry_key(fr.structure_sig, fr.shape_key, fr.fingerprint_key());
+      auto it = listed_fusions.find(key);
+      if (it == listed_fusions.end()) return corruption(what + ": fusion decision " + name + " is not in the manifest");
+      if (it->second != fr.checksum)
+        return corruption(what + ": fusion decision " + name + ": checksum differs from the manifest's");
+      seen_fusions.insert(key);
+      out.fusion_records.push_back(std::move(fr));
+    }
+  }
+  for (const auto& [key, sum] : listed_fusions)
+    if (!seen_fusions.count(key)) {
+      std::string sig = key.substr(0, key.find('\x1f'));
+      return corruption(what + ": fusion decision " + sig.substr(0, 12) + " is listed in the manifest but missing");
+    }
   return out;
 }
 
@@ -348,6 +452,24 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
     KILN_RETURN_IF_ERROR(gins.run());
     out.graph_specs += sqlite3_changes(db_);
     KILN_RETURN_IF_ERROR(gins.reset());
+  }
+  // A fusion decision replaces an older one for its key and environment; one at least as new is kept.
+  KILN_ASSIGN_OR_RETURN(Stmt ffind, Stmt::prepare(db_, "SELECT created_at FROM fusion_decisions WHERE structure_sig=?1 "
+                                                       "AND shape_key=?2 AND fingerprint_key=?3"));
+  KILN_ASSIGN_OR_RETURN(Stmt fins, Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO fusion_decisions(") +
+                                                          store::kFusionRecordColumns +
+                                                          ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"));
+  for (const FusionRecord& fr : bundle.fusion_records) {
+    if (options.current && !check_fingerprint(fr.fingerprint, *options.current, options.policy).pass) continue;
+    ffind.bind(1, fr.structure_sig).bind(2, fr.shape_key).bind(3, fr.fingerprint_key());
+    KILN_ASSIGN_OR_RETURN(bool exists, ffind.step());
+    const int64_t existing_created = exists ? ffind.int64(0) : 0;
+    KILN_RETURN_IF_ERROR(ffind.reset());
+    if (exists && existing_created >= fr.created_at) continue;
+    store::bind_fusion_record(fins, 1, fr);
+    KILN_RETURN_IF_ERROR(fins.run());
+    KILN_RETURN_IF_ERROR(fins.reset());
+    ++out.fusion_records;
   }
   KILN_RETURN_IF_ERROR(txn.commit());
   return out;

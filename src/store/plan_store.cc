@@ -111,7 +111,10 @@ Status check_store_tables(sqlite3* db) {
   KILN_RETURN_IF_ERROR(store::check_table_schema(db, "plans", store::plans_table_sql("plans"), /*required=*/true));
   KILN_RETURN_IF_ERROR(store::check_table_schema(db, "quarantine", quarantine_table_sql(), false));
   KILN_RETURN_IF_ERROR(store::check_table_schema(db, "retune_queue", store::retune_queue_table_sql(), false));
-  return store::check_table_schema(db, "graph_specs", store::graph_specs_table_sql("graph_specs"), false);
+  KILN_RETURN_IF_ERROR(
+      store::check_table_schema(db, "graph_specs", store::graph_specs_table_sql("graph_specs"), false));
+  return store::check_table_schema(db, "fusion_decisions", store::fusion_decisions_table_sql("fusion_decisions"),
+                                   false);
 }
 
 // What the file holds, read without writing anything: true for a Kiln store (its version and tables
@@ -164,6 +167,7 @@ Status init_schema(sqlite3* db, bool read_only) {
   // Added within schema version 1 (a v1 store without them gets them here; older Kilns ignore them).
   KILN_RETURN_IF_ERROR(exec(db, store::retune_queue_table_sql().c_str()));
   KILN_RETURN_IF_ERROR(exec(db, store::graph_specs_table_sql("graph_specs").c_str()));
+  KILN_RETURN_IF_ERROR(exec(db, store::fusion_decisions_table_sql("fusion_decisions").c_str()));
   if (!has_meta) {
     KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
     ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(kStoreSchemaVersion));
@@ -618,6 +622,35 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
                                  " AND NOT EXISTS (SELECT 1 FROM retune_queue q WHERE q.structure_sig = "
                                  "graph_specs.structure_sig AND q.shape_key = graph_specs.shape_key)"));
   out.graph_specs_removed = sqlite3_changes(db_);
+  // Fusion decisions that could not serve any more: a part's record (same environment) is gone, or the row
+  // does not read back (damaged).
+  {
+    KILN_ASSIGN_OR_RETURN(
+        Stmt st, Stmt::prepare(db_, std::string("SELECT ") + store::kFusionRecordColumns + " FROM fusion_decisions"));
+    KILN_ASSIGN_OR_RETURN(Stmt has, Stmt::prepare(db_, "SELECT 1 FROM plans WHERE structure_sig=?1 AND shape_key=?2 "
+                                                       "AND fingerprint_key=?3"));
+    std::vector<Key> dead;
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      FusionRecord fr;
+      bool alive = store::read_fusion_record(st, 0, &fr).empty();
+      for (size_t i = 0; alive && i < fr.parts.size(); ++i) {
+        has.bind(1, fr.parts[i].structure_sig).bind(2, fr.parts[i].shape_key).bind(3, st.text(2));
+        KILN_ASSIGN_OR_RETURN(alive, has.step());
+        KILN_RETURN_IF_ERROR(has.reset());
+      }
+      if (!alive) dead.push_back({st.text(0), st.text(1), st.text(2)});
+    }
+    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM fusion_decisions WHERE structure_sig=?1 AND "
+                                                       "shape_key=?2 AND fingerprint_key=?3"));
+    for (const Key& k : dead) {
+      del.bind(1, k.sig).bind(2, k.shape).bind(3, k.fp);
+      KILN_RETURN_IF_ERROR(del.run());
+      out.fusion_records_removed += sqlite3_changes(db_);
+      KILN_RETURN_IF_ERROR(del.reset());
+    }
+  }
   KILN_RETURN_IF_ERROR(txn.commit());
   return out;
 }
