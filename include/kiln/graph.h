@@ -31,7 +31,12 @@ const char* layout_name(Layout l);  // "row_major", "NCHW", "NHWC", "explicit"
 struct Dim {
   int64_t value = 0;
   std::string symbol;  // empty: static
+  // Set by inference on a dim a node computes from a dynamic one without being it (a convolution's output
+  // extent when its input's is dynamic): its value follows the symbols, so the signature writes it as "~"
+  // and one structure covers every value of them (docs/spec.md "Signatures"). Never on a graph input.
+  bool derived = false;
   bool is_dynamic() const { return !symbol.empty(); }
+  bool follows_symbols() const { return is_dynamic() || derived; }
 };
 
 struct TensorDesc {

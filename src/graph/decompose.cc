@@ -79,6 +79,10 @@ StatusOr<GraphPart> make_part(const Graph& graph, const GraphRoles& roles, const
       return invalid_argument("graph '" + graph.name + "': dynamic dim '" + s + "' is not declared");
     g.dynamic_dims[s] = it->second;
   }
+  // A part's inputs have extents of their own (a derived dim of the graph is a number here); what the part
+  // writes is inferred again.
+  for (TensorDesc& d : g.tensors)
+    for (Dim& dim : d.dims) dim.derived = false;
   Status st = validate_graph(g);
   if (!st.is_ok()) return st.with_context("part '" + g.name + "'");
   return part;

@@ -144,5 +144,32 @@ TEST(Split, PartitionsThatRunBackwardsAreRefused) {
   EXPECT_NE(short_list.status().message().find("1 group numbers for 3 nodes"), std::string::npos);
 }
 
+// A conv whose height is dynamic: the fused graph is one structure for every height (its derived extents are
+// symbolic), but a part's inputs have extents of their own, so a part that reads the conv's output is
+// another structure at another height (its key would otherwise not say which extent its plan was built for).
+TEST(Decompose, APartsInputsKeepTheirExtentsWhereTheGraphDerivedThem) {
+  auto spec = [](int64_t h) {
+    return R"({"name": "cbr", "io_dtype": "fp16", "dynamic": {"h": )" + std::to_string(h) + R"(},
+      "tensors": {"x": {"dims": [8, 16, "h", 12], "layout": "NHWC"}, "w": {"dims": [32, 16, 3, 3], "layout": "NHWC"},
+                  "b": {"dims": [1, 32, 1, 1], "layout": "NHWC"}},
+      "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"], "padding": [1, 1]},
+                {"name": "bias", "op": "bias_add", "inputs": ["c", "b"], "outputs": ["y"]}],
+      "outputs": ["y"]})";
+  };
+  auto g12 = parse_spec_string(spec(12), "a.json"), g20 = parse_spec_string(spec(20), "b.json");
+  ASSERT_TRUE(g12.is_ok() && g20.is_ok());
+  EXPECT_EQ(compute_signature(*g12)->structure, compute_signature(*g20)->structure);
+  auto p12 = decompose_graph(*g12, DataType::kFloat16), p20 = decompose_graph(*g20, DataType::kFloat16);
+  ASSERT_TRUE(p12.is_ok() && p20.is_ok());
+  // The conv part keeps the symbol on its input: one structure.
+  EXPECT_EQ(compute_signature((*p12)[0].graph)->structure, compute_signature((*p20)[0].graph)->structure);
+  // The bias part's input c has no symbol: its extent (12 or 20) is written, so the structures differ.
+  auto s12 = compute_signature((*p12)[1].graph), s20 = compute_signature((*p20)[1].graph);
+  EXPECT_NE(s12->structure, s20->structure);
+  EXPECT_EQ(s12->canonical.find('~'), std::string::npos) << s12->canonical;
+  for (const TensorDesc& d : (*p12)[1].graph.tensors)
+    for (const Dim& dim : d.dims) EXPECT_FALSE(dim.derived) << d.name;
+}
+
 }  // namespace
 }  // namespace kiln

@@ -161,7 +161,7 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
         return c.error(c.in_label(1) + ": filter extent " + std::to_string(w[2 + i].value) + " (dilation " +
                        std::to_string(a.dilation[i]) + ") does not fit spatial dim " + std::to_string(2 + i) + " of " +
                        c.in_label(0) + " (" + std::to_string(x[2 + i].value) + " + padding)");
-      y.push_back(Dim{o, ""});
+      y.push_back(Dim{o, "", x[2 + i].follows_symbols() || w[2 + i].follows_symbols()});
     }
     out->push_back(y);
     return Status::ok();
@@ -171,7 +171,7 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
     const Dims& dy = c.in(0).dims;
     const Dims& w = c.in(1).dims;
     // dx's spatial extent is not unique when stride > 1: a declared dx is checked, else the smallest one.
-    Dims dx = {dy[0], Dim{w[1].value * a.groups, ""}};
+    Dims dx = {dy[0], Dim{w[1].value * a.groups, "", w[1].follows_symbols()}};
     for (size_t i = 0; i < spatial; ++i) {
       int64_t in_extent;
       if (!declared.empty()) {
@@ -189,7 +189,8 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
         return c.error(c.out_label() + ": spatial dim " + std::to_string(2 + i) + " of " + std::to_string(in_extent) +
                        " gives a forward output of " + std::to_string(o) + ", but " + c.in_label(0) + " has " +
                        std::to_string(dy[2 + i].value));
-      dx.push_back(Dim{in_extent, declared.empty() ? "" : declared[2 + i].symbol});
+      dx.push_back(Dim{in_extent, declared.empty() ? "" : declared[2 + i].symbol,
+                       declared.empty() && (dy[2 + i].follows_symbols() || w[2 + i].follows_symbols())});
     }
     KILN_RETURN_IF_ERROR(check_conv_channels(c, dx, c.out_label(), w, c.in_label(1), dy[1].value, c.in_label(0)));
     out->push_back(dx);
@@ -206,7 +207,7 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
     return c.error("attribute 'groups' " + std::to_string(a.groups) + " does not divide the channels of " +
                    c.in_label(0) + " (" + std::to_string(x[1].value) + ") and " + c.in_label(1) + " (" +
                    std::to_string(dy[1].value) + ")");
-  Dims dw = {dy[1], Dim{x[1].value / a.groups, ""}};
+  Dims dw = {dy[1], Dim{x[1].value / a.groups, "", x[1].follows_symbols()}};
   for (size_t i = 0; i < spatial; ++i) {
     int64_t f;
     if (!declared.empty()) {
@@ -229,7 +230,8 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
   return Status::ok();
 }
 
-// Numpy-style broadcast of a and b (right-aligned). Prefers a's dim (and its symbol) on ties.
+// Numpy-style broadcast of a and b (right-aligned). On ties prefers the dim that follows the symbols (a
+// dynamic one, then a derived one), else a's.
 Status broadcast(const NodeCtx& c, const Dims& a, const std::string& a_label, const Dims& b, const std::string& b_label,
                  Dims* out) {
   size_t r = std::max(a.size(), b.size());
@@ -239,7 +241,8 @@ Status broadcast(const NodeCtx& c, const Dims& a, const std::string& a_label, co
     const Dim* db = i + b.size() >= r ? &b[i + b.size() - r] : nullptr;
     if (da && db) {
       if (da->value == db->value) {
-        (*out)[i] = da->is_dynamic() || !db->is_dynamic() ? *da : *db;
+        const auto rank = [](const Dim* d) { return d->is_dynamic() ? 2 : d->derived ? 1 : 0; };
+        (*out)[i] = rank(da) >= rank(db) ? *da : *db;
       } else if (da->value == 1) {
         (*out)[i] = *db;
       } else if (db->value == 1) {

@@ -42,12 +42,17 @@ class SymbolNamer {
   std::vector<std::string> order_;
 };
 
+// A dim a node derives from the symbols (Dim::derived, e.g. a conv's output extent) is written "~": the
+// inputs' dims and the nodes' attributes determine it, so the structure covers every value of the symbols.
+// Only on node-written tensors: a graph input's extent is its own.
 std::string tensor_text(const Graph& g, const GraphRoles& roles, int t, SymbolNamer* namer) {
   const TensorDesc& d = g.tensors[t];
+  const bool written = !roles.is_graph_input(t);
   std::string s = std::string("dtype=") + dtype_name(roles.dtype_of(t)) + " dims=[";
   for (size_t i = 0; i < d.dims.size(); ++i) {
     if (i) s += ",";
     if (d.dims[i].is_dynamic()) s += namer ? namer->name(d.dims[i].symbol) : "?";
+    else if (written && d.dims[i].derived) s += "~";
     else s += std::to_string(d.dims[i].value);
   }
   s += "]";

@@ -258,6 +258,34 @@ TEST(Signature, DynamicValueChangesOnlyTheShapeKey) {
   EXPECT_EQ(sig_of(c).shape_key, "");
 }
 
+// A conv whose input height and width are dynamic: its output extents are derived from them, so they are
+// written "~", and every image size is one structure (buckets and the kernel cache span sizes).
+Json image_spec(int64_t h, int64_t w, int stride = 1) {
+  Json j = conv_spec();
+  j["dynamic"] = {{"h", h}, {"w", w}};
+  j["tensors"]["x"]["dims"] = {8, 16, "h", "w"};
+  j["nodes"][0]["stride"] = {stride, stride};
+  return j;
+}
+
+TEST(Signature, DerivedExtentsAreSymbolicSoEveryImageSizeIsOneStructure) {
+  GraphSignature a = sig_of(image_spec(12, 12)), b = sig_of(image_spec(20, 16));
+  EXPECT_EQ(a.structure, b.structure) << a.canonical << "\n" << b.canonical;
+  EXPECT_EQ(a.shape_key, "h=12,w=12");
+  EXPECT_EQ(b.shape_key, "h=20,w=16");
+  EXPECT_NE(a.canonical.find("tensor t2 virtual dtype=fp32 dims=[8,32,~,~] layout=NHWC"), std::string::npos)
+      << a.canonical;
+  EXPECT_NE(a.canonical.find("tensor t5 output 0 dtype=fp16 dims=[8,32,~,~] layout=NHWC"), std::string::npos)
+      << "the bias and the activation keep the derived extents: " << a.canonical;
+  // A strided conv too, where neighbouring sizes give the same output extent (7 and 8 -> 4) and 1 -> 1.
+  GraphSignature s7 = sig_of(image_spec(7, 9, 2)), s8 = sig_of(image_spec(8, 9, 2)), s1 = sig_of(image_spec(1, 1, 2));
+  EXPECT_EQ(s7.structure, s8.structure);
+  EXPECT_EQ(s7.structure, s1.structure);
+  EXPECT_NE(s7.structure, a.structure) << "the stride is structure";
+  // A dynamic batch alone derives nothing: the pinned text above has numbers for the output's extents.
+  EXPECT_EQ(sig_of(conv_spec()).canonical.find('~'), std::string::npos);
+}
+
 TEST(Signature, RevalidateWithNewDynamicValue) {
   // The runtime changes a dynamic dim on a validated graph and validates again.
   StatusOr<Graph> g = parse_spec_string(conv_spec().dump(), "s.json");

@@ -423,6 +423,52 @@ const std::string kConv = R"({
             {"name": "relu", "op": "relu", "inputs": ["cb"], "outputs": ["y"]}],
   "outputs": ["y"]})";
 
+// A conv over image sizes (dynamic h and w): one structure (derived extents are symbolic), so a new image
+// size of a tuned bucket gets the bucket's tuned configuration built for it, and a stopgap Planner serves it
+// too (padded refuses h and w; a dynamic-shape build or a static one), each checked against the reference.
+const std::string kConvImage = R"({
+  "name": "conv_image", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+  "dynamic": {"h": 32, "w": 32},
+  "tensors": {"x": {"dims": [8, 64, "h", "w"], "layout": "NHWC"}, "w": {"dims": [64, 64, 3, 3], "layout": "NHWC"},
+              "bias": {"dims": [1, 64, 1, 1], "layout": "NHWC"}, "y": {"layout": "NHWC"}},
+  "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"], "padding": [1, 1]},
+            {"name": "bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["cb"]},
+            {"name": "relu", "op": "relu", "inputs": ["cb"], "outputs": ["y"]}],
+  "outputs": ["y"]})";
+
+TEST(PlannerGpu, AConvOverImageSizesIsOneStructureServedFromItsBucket) {
+  KILN_REQUIRE_GPU();
+  TunedPlanner t;
+  ASSERT_NO_FATAL_FAILURE(tuned_planner(kConvImage, "image", "*=pow2", /*padded=*/true, &t));
+  PlannerOptions o;
+  o.store_path = t.store;
+  o.new_shapes = NewShapes::kBuildNow;
+  o.buckets = *BucketPolicy::parse("*=pow2");
+  auto now = Planner::create(o);
+  ASSERT_TRUE(now.is_ok()) << now.status().to_string();
+  auto pg = (*now)->prepare(t.graph);
+  ASSERT_TRUE(pg.is_ok());
+  auto bucket = (*now)->obtain(*pg, {{"h", 28}, {"w", 30}});
+  ASSERT_TRUE(bucket.is_ok()) << bucket.status().to_string();
+  EXPECT_EQ(bucket->source, PlanSource::kBucket) << bucket->why;
+  EXPECT_EQ(bucket->plan->signature().structure, pg->signature.structure);
+  run_and_check(*bucket->plan, "bucket, h=28 w=30");
+  // The stopgap Planner: whatever serves first (dynamic, or a static build where those are cheap), then
+  // the promoted plan.
+  auto first = t.planner->obtain(t.pg, {{"h", 24}, {"w", 20}});
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  run_and_check(*first->plan, std::string(plan_source_name(first->source)) + ", h=24 w=20");
+  t.planner->wait_for_promotions();
+  auto later = t.planner->obtain(t.pg, {{"h", 24}, {"w", 20}});
+  ASSERT_TRUE(later.is_ok());
+  EXPECT_EQ(later->source, PlanSource::kMemory);
+  run_and_check(*later->plan,
+                std::string("after promotion (") + plan_source_name(later->plan->built_from()) + "), h=24 w=20");
+  std::printf("[ planner ] conv over image sizes: bucket %s (%s); stopgap %s (%s); %s\n",
+              bucket->plan->identity().c_str(), bucket->why.c_str(), plan_source_name(first->source),
+              first->why.c_str(), t.planner->stats().text().c_str());
+}
+
 TEST(PlannerGpu, ConvPaddedStopgapsThenPromotedPlanPass) {
   KILN_REQUIRE_GPU();
   padded_then_promoted(kConv, "batch", 8, {6, 5, 7}, "batch=pow2", /*preload=*/false);

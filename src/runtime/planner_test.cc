@@ -376,6 +376,31 @@ TEST(Planner, ReshapeAChannelsLastConvolution) {
   for (int t : r->outputs) EXPECT_EQ(r->tensors[static_cast<size_t>(t)].dims[0].value, 5);
 }
 
+// A conv whose image height and width are dynamic: reshaped to another size, its derived extents follow, and
+// it keeps its structure (they are symbolic in the signature), so one structure serves every image size.
+TEST(Planner, ReshapeAConvOverImageSizesKeepsItsStructure) {
+  auto g = parse_spec_string(R"({"name": "img", "io_dtype": "fp16", "dynamic": {"h": 32, "w": 48},
+    "tensors": {"x": {"dims": [4, 16, "h", "w"], "layout": "NHWC"}, "w": {"dims": [32, 16, 3, 3], "layout": "NHWC"},
+                "b": {"dims": [1, 32, 1, 1], "layout": "NHWC"}},
+    "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["c"], "padding": [1, 1],
+               "stride": [2, 2]},
+              {"name": "bias", "op": "bias_add", "inputs": ["c", "b"], "outputs": ["cb"]},
+              {"name": "act", "op": "relu", "inputs": ["cb"], "outputs": ["y"]}],
+    "outputs": ["y"]})",
+                             "img.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto s0 = compute_signature(*g);
+  auto r = reshape_graph(*g, {{"h", 57}, {"w", 20}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  auto s1 = compute_signature(*r);
+  ASSERT_TRUE(s0.is_ok() && s1.is_ok());
+  EXPECT_EQ(s1->structure, s0->structure) << s0->canonical << "\n" << s1->canonical;
+  EXPECT_EQ(s1->shape_key, "h=57,w=20");
+  const TensorDesc& y = r->tensors[static_cast<size_t>(r->find_tensor("y"))];
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{4, 32, 29, 10}));  // (57 + 2 - 3) / 2 + 1, (20 + 2 - 3) / 2 + 1
+  EXPECT_EQ(y.strides[1], 1);
+}
+
 // A dx of stride 2 has several valid extents and a dw's filter is not derived: reshape keeps what the
 // spec declared (it used to fall back to the smallest dx and the formula's dw; found by review).
 TEST(Planner, ReshapeKeepsADeclaredConvGradientExtent) {
