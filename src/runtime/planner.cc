@@ -1,6 +1,6 @@
-// kiln::Planner (kiln/planner.h): the memory cache, single flight and the order of sources. Nothing here
+// kiln::Planner (kiln/runtime/planner.h): the memory cache, single flight and the order of sources. Nothing here
 // touches cuDNN: plans come from a PlanBackend (planner_cudnn.cc on the GPU, a fake in host tests).
-#include "kiln/planner.h"
+#include "kiln/runtime/planner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,9 +14,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include "kiln/hash.h"
-#include "kiln/host_tensor.h"
-#include "kiln/padding.h"
+#include "kiln/core/hash.h"
+#include "kiln/runtime/padding.h"
+#include "kiln/validate/host_tensor.h"
 #include "runtime/planner_jobs_internal.h"
 
 namespace kiln {
@@ -142,7 +142,7 @@ PlanBackend::DeviceCopy PlanBackend::device_copy() const {
 
 namespace {
 
-// Runs the plan of a larger shape (kiln/padding.h): the varying inputs copied into scratch at the front
+// Runs the plan of a larger shape (kiln/runtime/padding.h): the varying inputs copied into scratch at the front
 // of the workspace, the larger plan on that scratch (its own workspace after it), the outputs' first
 // rows copied back. Everything is enqueued on the caller's stream, so it captures into a CUDA graph.
 class PaddedExecutor : public PlanExecutor {
@@ -428,7 +428,7 @@ struct Planner::Impl {
     return t;
   }
 
-  // A padded stopgap for `g` (kiln/padding.h) from the smallest tuned shape of its bucket that is at least
+  // A padded stopgap for `g` (kiln/runtime/padding.h) from the smallest tuned shape of its bucket that is at least
   // as large, its plan from memory or the store (kept in memory for the next ones); null with the reason
   // in `why` when there is none or padding would not be exact.
   std::shared_ptr<const ExecutablePlan> padded_plan(const PreparedGraph& pg, const Graph& g, const GraphSignature& sig,
