@@ -12,6 +12,7 @@
 
 #include "kiln/graph/decompose.h"
 #include "kiln/graph/limits.h"
+#include "kiln/lower/cudnn_limits.h"
 #include "kiln/lower/lower.h"
 #include "kiln/runtime/segments.h"
 #include "kiln/spec/spec.h"

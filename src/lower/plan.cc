@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "kiln/graph/limits.h"
+#include "kiln/lower/cudnn_limits.h"
 #include "kiln/lower/lower.h"
 #include "lower/fe_status.h"
 #include "lower/graph_lowering.h"

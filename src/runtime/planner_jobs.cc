@@ -2,7 +2,7 @@
 // `kiln compile` and `kiln plans retune` did each in its own way, in one place, over the PlanBackend seam.
 #include <chrono>
 
-#include "kiln/graph/limits.h"
+#include "kiln/lower/cudnn_limits.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/plan_keeping.h"
 #include "kiln/runtime/segments.h"

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kiln/graph/limits.h"
+#include "kiln/lower/cudnn_limits.h"
 #include "kiln/tune/plan_words.h"
 
 namespace kiln {

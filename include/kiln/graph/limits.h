@@ -5,14 +5,14 @@
 //    input can make Kiln spend unbounded time or memory): checked by the spec parser and validate_graph
 //    before any other work; a graph past one is InvalidArgument (exit 2) naming the limit;
 //  - what cuDNN can take (cuDNN 9.19 with cuDNN Frontend 1.23, as their headers state): checked by
-//    lowering before the frontend is called (check_cudnn_limits); a graph past the operation limit is cut
-//    into fused segments that fit (cudnn_segment_groups), anything else is NotSupported (exit 5) naming
-//    the limit. Handing either to cuDNN crashes the process (a std::array overflows in the frontend).
+//    lowering before the frontend is called (check_cudnn_limits, kiln/lower/cudnn_limits.h: the lower
+//    layer's, as the operation limit is read from the frontend's header); a graph past the operation limit
+//    is cut into fused segments that fit (cudnn_segment_groups), anything else is NotSupported (exit 5)
+//    naming the limit. Handing either to cuDNN crashes the process (a std::array overflows in the frontend).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
@@ -49,29 +49,5 @@ namespace kiln {
 // InvalidArgument naming the limit and the node or tensor. Cheap (O(nodes + tensors)); validate_graph
 // calls it first.
 Status check_graph_limits(const Graph& graph);
-
-// The backend operations cuDNN Frontend creates for `node` of a validated graph (a pointwise is one, an
-// sdpa a dozen: its composite expansion), an upper bound where the frontend chooses at build time.
-// Includes the IDENTITY copy lowering adds after a matmul or convolution whose output is both read back
-// and consumed.
-int64_t cudnn_operation_count(const Graph& graph, const GraphRoles& roles, int node);
-int64_t cudnn_operation_count(const Graph& graph);  // every node
-
-// cuDNN's limits for a validated graph, checked before any frontend call: operations per operation graph
-// (the message says it can run as segments), rank, extents and uids. NotSupported naming the limit.
-Status check_cudnn_limits(const Graph& graph);
-
-// Group numbers (one per node, as partition_graph takes them) that cut a validated graph into segments
-// of at most cudnn_max_operations() operations each, in topological order, also cutting after each reduction
-// that another node reads (split_after_reductions). All zeros when the graph fits whole. NotSupported
-// naming the node when a single node needs more operations than one operation graph holds.
-StatusOr<std::vector<int>> cudnn_segment_groups(const Graph& graph);
-// Whether the graph needs more operations than one cuDNN operation graph holds.
-bool exceeds_cudnn_operation_limit(const Graph& graph);
-
-// The most backend operations one cuDNN operation graph holds: MAX_OPGRAPH_OPS of the cuDNN Frontend this
-// build uses (cudnn_frontend_OperationGraph.h), read from its header so the two cannot disagree.
-// Frontend 1.23: 50, and not checked (a std::array overflows: SIGSEGV); 1.32: 250, checked.
-int64_t cudnn_max_operations();
 
 }  // namespace kiln

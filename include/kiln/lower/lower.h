@@ -104,8 +104,8 @@ class LoweredGraph {
   LoweredGraph& operator=(LoweredGraph&&) noexcept;
 
   // Lowers a validated graph and builds cuDNN's operation graph for the target. Errors name the node.
-  // cuDNN's fixed limits are checked first (check_cudnn_limits, kiln/graph/limits.h: NotSupported naming the
-  // limit; a graph past the operation limit runs as segments, cudnn_segment_groups), and a graph with a
+  // cuDNN's fixed limits are checked first (check_cudnn_limits, kiln/lower/cudnn_limits.h: NotSupported naming
+  // the limit; a graph past the operation limit runs as segments, cudnn_segment_groups), and a graph with a
   // known cuDNN defect is lowered as its equivalent rewrite (or refused, NotSupported, with the reason).
   static StatusOr<LoweredGraph> create(const Graph& graph, const LowerTarget& target);
   // Rebuilds a graph from bytes made by serialize(); needs a live handle. The Kiln graph gives tensor

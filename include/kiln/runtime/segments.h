@@ -21,8 +21,8 @@ struct SegmentDecision {
   std::string why;                  // why the whole graph cannot be fused (cuDNN's message), when split
 };
 
-// A graph past cuDNN's operations per operation graph (kiln/graph/limits.h) is cut into segments that fit
-// (cudnn_segment_groups), without calling cuDNN (`handle` may be null then). Otherwise asks cuDNN (on
+// A graph past cuDNN's operations per operation graph (kiln/lower/cudnn_limits.h) is cut into segments that
+// fit (cudnn_segment_groups), without calling cuDNN (`handle` may be null then). Otherwise asks cuDNN (on
 // `handle`'s device) for engine configurations for the whole graph. When there are some, or the graph has
 // nothing to cut, returns no segments (the whole graph is tried as usual and any error surfaces there).
 // Otherwise returns the segments and the reason.
