@@ -9,7 +9,7 @@ For each graph (conv+bias+ReLU over 8 batch sizes, matmul+bias+GELU over 8 token
      then asks for every size 50 more times:
        padded     store of step 1, --new-shapes stopgap --preload --warm (the service loads its store at
                   start and runs each plan once, timed apart): a new size runs at once on its bucket representative's tuned plan, padded
-                  (kiln/padding.h), then is promoted to its bucket's tuned configuration built for it
+                  (kiln/runtime/padding.h), then is promoted to its bucket's tuned configuration built for it
        dynamic    the same with --no-padded: a new size is served by a dynamic-shape build that shares the
                   structure's kernel cache, then promoted the same way
        build-now  store of step 1, --new-shapes build-now: a new size waits for its bucket's configuration

@@ -29,11 +29,11 @@
 #include <string>
 #include <vector>
 
-#include "kiln/capture.h"
-#include "kiln/cuda_handles.h"
-#include "kiln/measure.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/capture/capture.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/measure/measure.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
 
 using namespace kiln;
 using Clock = std::chrono::steady_clock;

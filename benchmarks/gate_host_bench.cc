@@ -13,9 +13,9 @@
 #include <cstring>
 #include <string>
 
-#include "kiln/host_tensor.h"
-#include "kiln/numerics.h"
-#include "kiln/reference.h"
+#include "kiln/validate/host_tensor.h"
+#include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 
 namespace {
 

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/fingerprint.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/spec.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/lower/environment.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/spec/spec.h"
 
 using namespace kiln;
 using Clock = std::chrono::steady_clock;

@@ -3,7 +3,7 @@
 //
 //   planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] [--prime | --no-prime] [--json]
 //
-// --prime (parts): pay cuDNN's first-use work ahead (kiln/cudnn_primer.h), deviceless, as the first step,
+// --prime (parts): pay cuDNN's first-use work ahead (kiln/runtime/cudnn_primer.h), deviceless, as the first step,
 // before the CUDA context: the deserialize after it shows what is left. --no-prime (planner): a Planner
 // that does not prime (PlannerOptions::prime_cudnn false), to compare with the default, which primes on a
 // thread while the context is made.
@@ -20,15 +20,15 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/cudnn_primer.h"
-#include "kiln/device.h"
-#include "kiln/fingerprint.h"
-#include "kiln/host_tensor.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_store.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/cuda/device.h"
+#include "kiln/lower/environment.h"
+#include "kiln/runtime/cudnn_primer.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
+#include "kiln/store/plan_store.h"
+#include "kiln/validate/host_tensor.h"
 
 using namespace kiln;
 using Clock = std::chrono::steady_clock;

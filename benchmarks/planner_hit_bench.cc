@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
 
 namespace {
 

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/device_check.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
+#include "kiln/validate/device_check.h"
 
 using namespace kiln;
 

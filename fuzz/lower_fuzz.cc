@@ -32,9 +32,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kiln/graph.h"
-#include "kiln/lower.h"
-#include "kiln/spec.h"
+#include "kiln/graph/graph.h"
+#include "kiln/lower/lower.h"
+#include "kiln/spec/spec.h"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "kiln/graph.h"
-#include "kiln/spec.h"
+#include "kiln/graph/graph.h"
+#include "kiln/spec/spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -822,7 +822,7 @@ def default_tolerance(dt, reduction_length, allow_tf32, intermediate, accumulati
             "acc_nmse_coeff": 0.0}
 
 
-ACCUMULATION_FAILURE_PROBABILITY = 1e-12  # kAccumulationFailureProbability (include/kiln/numerics.h)
+ACCUMULATION_FAILURE_PROBABILITY = 1e-12  # kAccumulationFailureProbability (include/kiln/validate/numerics.h)
 
 
 def accumulation_lambda(K):

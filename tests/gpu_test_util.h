@@ -13,7 +13,7 @@
 #include <cstring>
 #include <string>
 
-#include "kiln/device.h"
+#include "kiln/cuda/device.h"
 
 namespace kiln::gpu_tier {
 

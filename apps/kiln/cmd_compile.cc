@@ -7,9 +7,9 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln::cli {
 namespace {

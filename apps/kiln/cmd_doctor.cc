@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "kiln/env_policy.h"
-#include "kiln/fingerprint.h"
+#include "kiln/lower/environment.h"
+#include "kiln/store/env_policy.h"
 
 namespace kiln::cli {
 namespace {

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "commands.h"
-#include "kiln/deep_verify.h"
-#include "kiln/env_policy.h"
-#include "kiln/hash.h"
-#include "kiln/lower.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_store.h"
-#include "kiln/retune.h"
-#include "kiln/tune_policy.h"
+#include "kiln/core/hash.h"
+#include "kiln/lower/lower.h"
+#include "kiln/measure/tune_policy.h"
+#include "kiln/runtime/deep_verify.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/store/env_policy.h"
+#include "kiln/store/plan_store.h"
 
 #include "plans.h"
 

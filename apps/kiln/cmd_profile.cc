@@ -2,8 +2,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "kiln/atomic_file.h"
-#include "kiln/lower.h"
+#include "kiln/core/atomic_file.h"
+#include "kiln/lower/lower.h"
 
 namespace kiln::cli {
 namespace {

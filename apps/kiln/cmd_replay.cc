@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "commands.h"
-#include "kiln/atomic_file.h"
-#include "kiln/cuda_handles.h"
-#include "kiln/limits.h"
-#include "kiln/shape_recorder.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/core/atomic_file.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/graph/limits.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/runtime/shape_recorder.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln::cli {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdlib>
 
 #include "commands.h"
-#include "kiln/runner.h"
-#include "kiln/spec.h"
+#include "kiln/runtime/runner.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln::cli {
 namespace {

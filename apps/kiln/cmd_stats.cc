@@ -9,8 +9,8 @@
 #include <string>
 
 #include "commands.h"
-#include "kiln/bucket_policy.h"
-#include "kiln/shape_recorder.h"
+#include "kiln/runtime/bucket_policy.h"
+#include "kiln/runtime/shape_recorder.h"
 
 namespace kiln::cli {
 namespace {

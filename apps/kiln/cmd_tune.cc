@@ -10,11 +10,11 @@
 #include "commands.h"
 #include "tune_cli.h"
 #include "tune_report.h"
-#include "kiln/device_io.h"
-#include "kiln/planner.h"
-#include "kiln/shape_recorder.h"
-#include "kiln/segments.h"
-#include "kiln/spec.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/runtime/segments.h"
+#include "kiln/runtime/shape_recorder.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/device_io.h"
 
 namespace kiln::cli {
 namespace {
@@ -81,7 +81,7 @@ Status tune_cmd(const TuneCliOptions& o) {
   po.prime_cudnn = false;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   // What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
-  // (kiln/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
+  // (kiln/runtime/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
   std::vector<std::pair<std::string, Graph>> work;
   for (auto& [spec, g] : specs_read) {
     KILN_ASSIGN_OR_RETURN(SegmentDecision seg, segments_if_unfusable(g, probe.get()));

@@ -4,11 +4,11 @@
 #include <set>
 
 #include "commands.h"
-#include "kiln/advice.h"
-#include "kiln/planner.h"
-#include "kiln/shape_recorder.h"
-#include "kiln/spec.h"
-#include "kiln/tuner.h"
+#include "kiln/graph/advice.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/runtime/shape_recorder.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/tuner.h"
 #include "tune_cli.h"
 #include "tune_isolation.h"
 
@@ -118,7 +118,7 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_flag("--hot-cache", o->hot_cache, "Do not flush L2 between samples (graphs that run back-to-back)");
   sub->add_flag("--graph-replay", o->graph_replay,
                 "Time candidates replayed from a CUDA graph (default: stream launches); for plans an application "
-                "replays (kiln/capture.h)");
+                "replays (kiln/capture/capture.h)");
   sub->add_option("--objective", o->objective,
                   "time | workspace (smallest workspace within --workspace-tolerance of the best)")
       ->capture_default_str();

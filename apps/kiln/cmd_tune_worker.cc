@@ -1,6 +1,6 @@
 // kiln tune-worker --request FILE (hidden): the worker side of `kiln tune`'s crash isolation. It reads the
 // graph and the options from FILE (written by tune_isolated), tunes with the cuDNN backend and writes every
-// event as a JSON line to file descriptor 3 (kiln/tune_supervisor.h).
+// event as a JSON line to file descriptor 3 (kiln/tune/tune_supervisor.h).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,9 +15,9 @@
 #include <sstream>
 
 #include "commands.h"
-#include "kiln/exit_codes.h"
-#include "kiln/spec.h"
-#include "kiln/tune_supervisor.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/tune_supervisor.h"
 #include "tune_isolation.h"
 
 extern char** environ;

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "commands.h"
-#include "kiln/advice.h"
-#include "kiln/graph.h"
-#include "kiln/spec.h"
+#include "kiln/graph/advice.h"
+#include "kiln/graph/graph.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln::cli {
 namespace {

@@ -1,13 +1,13 @@
 // The CLI's subcommands. Each cmd_*.cc file registers itself with KILN_REGISTER_COMMAND: its function
 // adds a subcommand (options and help) to the app and, when that subcommand is chosen, sets the runner.
-// main() turns the runner's Status into an exit code (kiln/exit_codes.h) and one message.
+// main() turns the runner's Status into an exit code (kiln/core/exit_codes.h) and one message.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <functional>
 
-#include "kiln/status.h"
+#include "kiln/core/status.h"
 
 namespace kiln::cli {
 

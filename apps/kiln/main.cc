@@ -5,8 +5,8 @@
 
 #include "commands.h"
 #include "kiln/build_info.h"
-#include "kiln/exit_codes.h"
-#include "kiln/log.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/core/log.h"
 
 namespace {
 

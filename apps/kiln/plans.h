@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "kiln/deep_verify.h"
-#include "kiln/env_policy.h"
-#include "kiln/fingerprint.h"
-#include "kiln/plan_store.h"
-#include "kiln/status.h"
+#include "kiln/core/fingerprint.h"
+#include "kiln/core/status.h"
+#include "kiln/runtime/deep_verify.h"
+#include "kiln/store/env_policy.h"
+#include "kiln/store/plan_store.h"
 
 namespace kiln::cli::plans {
 

@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/bucket_policy.h"
-#include "kiln/graph.h"
-#include "kiln/planner_jobs.h"
-#include "kiln/shape_recorder.h"
-#include "kiln/status.h"
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+#include "kiln/runtime/bucket_policy.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/shape_recorder.h"
 
 namespace kiln::cli {
 

@@ -1,10 +1,10 @@
-// `kiln tune`'s crash isolation (kiln/tune_supervisor.h): the candidates of one graph are built, checked
+// `kiln tune`'s crash isolation (kiln/tune/tune_supervisor.h): the candidates of one graph are built, checked
 // and timed in a `kiln tune-worker` process started fresh from this binary; a candidate that kills it is
 // reported Failed with the signal and a new worker goes on.
 #pragma once
 
-#include "kiln/graph.h"
-#include "kiln/tuner.h"
+#include "kiln/graph/graph.h"
+#include "kiln/tune/tuner.h"
 
 namespace kiln::cli {
 

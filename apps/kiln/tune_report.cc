@@ -3,11 +3,11 @@
 
 #include <cstdio>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/lower.h"
-#include "kiln/plan_words.h"
-#include "kiln/tuner.h"
-#include "kiln/unfused.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/lower/lower.h"
+#include "kiln/tune/plan_words.h"
+#include "kiln/tune/tuner.h"
+#include "kiln/tune/unfused.h"
 
 namespace kiln::cli {
 

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "kiln/graph.h"
-#include "kiln/planner_jobs.h"
-#include "kiln/status.h"
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+#include "kiln/runtime/planner_jobs.h"
 
 namespace kiln::cli {
 

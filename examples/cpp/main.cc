@@ -5,7 +5,7 @@
 //
 // Loads the spec, asks the Planner for a plan at the spec's own shape (from the store when it holds one,
 // else cuDNN's heuristics), fills every input with values in [-1, 1), runs the plan and prints the first
-// values of the first output and where the plan came from. Exit codes are Kiln's (kiln/exit_codes.h):
+// values of the first output and where the plan came from. Exit codes are Kiln's (kiln/core/exit_codes.h):
 // 2 for a bad spec or usage, 3 when there is no GPU to run on.
 #include <cuda_runtime_api.h>
 
@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/exit_codes.h"
-#include "kiln/host_tensor.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
+#include "kiln/validate/host_tensor.h"
 
 namespace {
 

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "gpu_test_util.h"
-#include "kiln/capture.h"
-#include "kiln/cuda_handles.h"
-#include "kiln/device_check.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/capture/capture.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
+#include "kiln/validate/device_check.h"
 
 namespace kiln {
 namespace {

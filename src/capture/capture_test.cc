@@ -7,8 +7,8 @@
 #include <mutex>
 #include <vector>
 
-#include "kiln/capture.h"
-#include "kiln/spec.h"
+#include "kiln/capture/capture.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

@@ -1,13 +1,13 @@
-// CapturedSequence (kiln/capture.h): steps checked on the host, recorded by stream capture into a CUDA
+// CapturedSequence (kiln/capture/capture.h): steps checked on the host, recorded by stream capture into a CUDA
 // graph, instantiated once, launched per replay; rebinds recorded again and applied by cudaGraphExecUpdate.
-#include "kiln/capture.h"
+#include "kiln/capture/capture.h"
 
 #include <atomic>
 #include <mutex>
 #include <utility>
 
-#include "kiln/cuda_graph.h"
-#include "kiln/log.h"
+#include "kiln/core/log.h"
+#include "kiln/cuda/cuda_graph.h"
 
 namespace kiln {
 
@@ -57,7 +57,7 @@ const char* update_result_words(cudaGraphExecUpdateResult r) {
   return "an unknown reason";
 }
 
-// Records `steps` on `stream` into a graph (kiln/cuda_graph.h: the stream never stays capturing).
+// Records `steps` on `stream` into a graph (kiln/cuda/cuda_graph.h: the stream never stays capturing).
 StatusOr<UniqueGraph> record(cudaStream_t stream, const std::vector<CaptureStep>& steps, CaptureMode mode) {
   StatusOr<UniqueGraph> g =
       capture_graph(stream, mode == CaptureMode::kRelaxed, [&] { return launch_steps(stream, steps); });

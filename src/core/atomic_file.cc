@@ -1,5 +1,5 @@
-// Atomic, non-clobbering file writes (kiln/atomic_file.h).
-#include "kiln/atomic_file.h"
+// Atomic, non-clobbering file writes (kiln/core/atomic_file.h).
+#include "kiln/core/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // write_file_atomically: never half-written, never over an existing file unasked, never over a protected one.
-#include "kiln/atomic_file.h"
+#include "kiln/core/atomic_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "kiln/fingerprint.h"
+#include "kiln/core/fingerprint.h"
 
 namespace kiln {
 

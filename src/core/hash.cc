@@ -1,4 +1,4 @@
-#include "kiln/hash.h"
+#include "kiln/core/hash.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

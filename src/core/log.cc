@@ -1,4 +1,4 @@
-#include "kiln/log.h"
+#include "kiln/core/log.h"
 
 #include <atomic>
 #include <cstdio>

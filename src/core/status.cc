@@ -1,4 +1,4 @@
-#include "kiln/status.h"
+#include "kiln/core/status.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kiln/status.h"
+#include "kiln/core/status.h"
 
 namespace kiln {
 namespace {

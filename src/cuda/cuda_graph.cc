@@ -1,5 +1,5 @@
-// Stream capture into a CUDA graph (kiln/cuda_graph.h).
-#include "kiln/cuda_graph.h"
+// Stream capture into a CUDA graph (kiln/cuda/cuda_graph.h).
+#include "kiln/cuda/cuda_graph.h"
 
 namespace kiln {
 

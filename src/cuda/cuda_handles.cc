@@ -1,7 +1,7 @@
-#include "kiln/cuda_handles.h"
+#include "kiln/cuda/cuda_handles.h"
 
 #include "cuda/error_words.h"
-#include "kiln/log.h"
+#include "kiln/core/log.h"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "kiln/device.h"
+#include "kiln/cuda/device.h"
 
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cuda/error_words.h"
-#include "kiln/cuda_handles.h"
+#include "kiln/cuda/cuda_handles.h"
 
 namespace kiln {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <sys/wait.h>
 
-#include "kiln/device.h"
-#include "kiln/exit_codes.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/cuda/device.h"
 
 namespace kiln {
 namespace {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cuda/error_words.h"
-#include "kiln/cuda_handles.h"
-#include "kiln/device.h"
-#include "kiln/log.h"
+#include "kiln/core/log.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/cuda/device.h"
 
 namespace kiln {
 namespace {

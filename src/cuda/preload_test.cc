@@ -1,9 +1,9 @@
-// preload_cudnn_libraries (kiln/device.h): cuDNN's sub-libraries load from the folder of the libcudnn in
+// preload_cudnn_libraries (kiln/cuda/device.h): cuDNN's sub-libraries load from the folder of the libcudnn in
 // use, without a GPU, and loading them twice is harmless.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
-#include "kiln/device.h"
+#include "kiln/cuda/device.h"
 
 namespace kiln {
 namespace {

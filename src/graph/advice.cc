@@ -1,4 +1,4 @@
-#include "kiln/advice.h"
+#include "kiln/graph/advice.h"
 
 #include <cstdio>
 #include <map>

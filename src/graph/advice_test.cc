@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/graph_test_util.h"
-#include "kiln/advice.h"
+#include "kiln/graph/advice.h"
 
 namespace kiln {
 namespace {

@@ -1,5 +1,5 @@
-// partition_graph / decompose_graph / split_after_reductions (kiln/decompose.h).
-#include "kiln/decompose.h"
+// partition_graph / decompose_graph / split_after_reductions (kiln/graph/decompose.h).
+#include "kiln/graph/decompose.h"
 
 #include <algorithm>
 #include <map>

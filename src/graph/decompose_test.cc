@@ -2,8 +2,8 @@
 // intermediate once, and gives each node a graph of its own that validates.
 #include <gtest/gtest.h>
 
-#include "kiln/decompose.h"
-#include "kiln/spec.h"
+#include "kiln/graph/decompose.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
 
 namespace kiln::testing {
 

@@ -1,5 +1,5 @@
-// check_graph_limits (kiln/limits.h): what a graph may hold, checked before any other validation work.
-#include "kiln/limits.h"
+// check_graph_limits (kiln/graph/limits.h): what a graph may hold, checked before any other validation work.
+#include "kiln/graph/limits.h"
 
 namespace kiln {
 namespace {

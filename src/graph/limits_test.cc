@@ -1,12 +1,12 @@
-// What a graph may hold (kiln/limits.h), the overflow-checked footprint of every tensor, outputs that
+// What a graph may hold (kiln/graph/limits.h), the overflow-checked footprint of every tensor, outputs that
 // would share memory, and validation that scales linearly in the number of nodes (GraphRoles).
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "graph/graph_test_util.h"
-#include "kiln/graph.h"
-#include "kiln/limits.h"
+#include "kiln/graph/graph.h"
+#include "kiln/graph/limits.h"
 
 namespace kiln {
 namespace {

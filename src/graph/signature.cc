@@ -9,7 +9,7 @@
 #include <cstdio>
 
 #include "graph/validate_internal.h"
-#include "kiln/hash.h"
+#include "kiln/core/hash.h"
 
 namespace kiln {
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "graph/graph_test_util.h"
-#include "kiln/graph.h"
-#include "kiln/spec.h"
+#include "kiln/graph/graph.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

@@ -1,7 +1,7 @@
-// Names, parsing and small helpers of Kiln's IR (kiln/graph.h).
+// Names, parsing and small helpers of Kiln's IR (kiln/graph/graph.h).
 #include <algorithm>
 
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
 
 namespace kiln {
 

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "graph/validate_internal.h"
-#include "kiln/limits.h"
+#include "kiln/graph/limits.h"
 
 namespace kiln {
 namespace {
@@ -132,7 +132,7 @@ Status topological_order(const Graph& g, std::vector<int>* order) {
 namespace {
 using graph_internal::topological_order;
 
-// Bounds keep every later product (strides, conv arithmetic) inside int64 (kiln/limits.h).
+// Bounds keep every later product (strides, conv arithmetic) inside int64 (kiln/graph/limits.h).
 constexpr int64_t kMaxExtent = limits::kMaxExtent;
 constexpr int64_t kMaxElements = limits::kMaxElements;
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
 
 namespace kiln::graph_internal {
 

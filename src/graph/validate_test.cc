@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/graph_test_util.h"
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
 
 namespace kiln {
 namespace {

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <string>
 
-#include "kiln/device.h"
-#include "kiln/exit_codes.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/cuda/device.h"
 
 namespace kiln {
 namespace {

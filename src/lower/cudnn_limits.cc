@@ -1,11 +1,13 @@
-// cuDNN's fixed limits (kiln/limits.h): the operations cuDNN Frontend creates for each Kiln node, the
-// checks lowering makes before it calls the frontend, and the segment cut for a graph past the operation
-// limit. No frontend call here: this is Kiln's model of what the frontend will do, so it can run first.
+// cuDNN's fixed limits (kiln/graph/limits.h; the checks: kiln/lower/cudnn_limits.h): the operations cuDNN
+// Frontend creates for each Kiln node, the checks lowering makes before it calls the frontend, and the
+// segment cut for a graph past the operation limit. No frontend call here: this is Kiln's model of what the
+// frontend will do, so it can run first.
 #include <algorithm>
 #include <set>
 
-#include "kiln/decompose.h"
-#include "kiln/limits.h"
+#include "kiln/graph/decompose.h"
+#include "kiln/graph/limits.h"
+#include "kiln/lower/cudnn_limits.h"
 #include "lower/frontend.h"
 
 namespace kiln {

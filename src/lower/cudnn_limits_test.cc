@@ -1,4 +1,4 @@
-// Host tier: cuDNN's fixed limits (kiln/limits.h) are known before cuDNN is called. Lowering is
+// Host tier: cuDNN's fixed limits (kiln/graph/limits.h) are known before cuDNN is called. Lowering is
 // deviceless against the recorded H200 (profiles/h200.json): the operation graph is really built by cuDNN
 // Frontend, whose std::array of MAX_OPGRAPH_OPS operations (1.23: 50, unchecked) overflowed (SIGSEGV) for
 // one more. The tests take the limit from the build's frontend (cudnn_max_operations: 1.23 50, 1.32 250).
@@ -10,11 +10,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "kiln/decompose.h"
-#include "kiln/limits.h"
-#include "kiln/lower.h"
-#include "kiln/segments.h"
-#include "kiln/spec.h"
+#include "kiln/graph/decompose.h"
+#include "kiln/graph/limits.h"
+#include "kiln/lower/cudnn_limits.h"
+#include "kiln/lower/lower.h"
+#include "kiln/runtime/segments.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "kiln/build_info.h"
-#include "kiln/device.h"
-#include "kiln/fingerprint.h"
+#include "kiln/cuda/device.h"
+#include "kiln/lower/environment.h"
 #include "lower/frontend.h"
 
 namespace kiln {

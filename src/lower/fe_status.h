@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "kiln/status.h"
+#include "kiln/core/status.h"
 #include "lower/frontend.h"
 
 namespace kiln::lower_detail {

@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
-#include "kiln/graph.h"
-#include "kiln/lower.h"
+#include "kiln/graph/graph.h"
+#include "kiln/lower/lower.h"
 #include "lower/frontend.h"
 
 namespace kiln::lower_detail {

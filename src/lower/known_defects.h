@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/graph.h"
-#include "kiln/status.h"
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
 
 namespace kiln::lower_detail {
 

@@ -8,12 +8,12 @@
 #include <cstdio>
 
 #include "gpu_test_util.h"
-#include "kiln/cuda_handles.h"
-#include "kiln/device_io.h"
-#include "kiln/reference.h"
-#include "kiln/runner.h"
-#include "kiln/spec.h"
-#include "kiln/tuner.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/runtime/runner.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/tune/tuner.h"
+#include "kiln/validate/reference.h"
 #include "lower/known_defects.h"
 
 namespace kiln {

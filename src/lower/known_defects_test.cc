@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "kiln/lower.h"
-#include "kiln/reference.h"
-#include "kiln/spec.h"
+#include "kiln/lower/lower.h"
+#include "kiln/spec/spec.h"
+#include "kiln/validate/reference.h"
 #include "lower/known_defects.h"
 
 namespace kiln {

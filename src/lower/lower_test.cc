@@ -4,8 +4,8 @@
 
 #include <chrono>
 
-#include "kiln/lower.h"
-#include "kiln/spec.h"
+#include "kiln/lower/lower.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

@@ -4,8 +4,9 @@
 #include <set>
 #include <sstream>
 
-#include "kiln/limits.h"
-#include "kiln/lower.h"
+#include "kiln/graph/limits.h"
+#include "kiln/lower/cudnn_limits.h"
+#include "kiln/lower/lower.h"
 #include "lower/fe_status.h"
 #include "lower/graph_lowering.h"
 #include "lower/known_defects.h"
@@ -14,10 +15,10 @@ namespace kiln {
 
 using lower_detail::fe_status;
 
-// kiln/limits.h keeps cuDNN's limits for checks made before the frontend is called (the operation limit is
+// kiln/graph/limits.h keeps cuDNN's limits for checks made before the frontend is called (the operation limit is
 // read from the frontend's own MAX_OPGRAPH_OPS, cudnn_max_operations); the rank must agree with cuDNN's.
 static_assert(limits::kCudnnDimMax == static_cast<size_t>(CUDNN_DIM_MAX),
-              "kiln/limits.h disagrees with cudnn_graph.h's CUDNN_DIM_MAX");
+              "kiln/graph/limits.h disagrees with cudnn_graph.h's CUDNN_DIM_MAX");
 
 struct DynamicKernelCache::Impl {
   std::shared_ptr<fe::KernelCache> cache = std::make_shared<fe::KernelCache>();

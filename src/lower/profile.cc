@@ -3,10 +3,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/device.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/cuda/device.h"
 #include "kiln/h200_profile.h"
-#include "kiln/lower.h"
+#include "kiln/lower/lower.h"
 #include "lower/fe_status.h"
 
 namespace kiln {

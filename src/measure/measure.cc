@@ -1,4 +1,4 @@
-#include "kiln/measure.h"
+#include "kiln/measure/measure.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/build_info.h"
-#include "kiln/device.h"
-#include "kiln/log.h"
+#include "kiln/core/log.h"
+#include "kiln/cuda/device.h"
 #include "measure/blocking_kernel.h"
 
 namespace kiln {

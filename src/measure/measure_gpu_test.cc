@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu_test_util.h"
-#include "kiln/cuda_handles.h"
-#include "kiln/device.h"
-#include "kiln/measure.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/cuda/device.h"
+#include "kiln/measure/measure.h"
 
 namespace kiln {
 namespace {

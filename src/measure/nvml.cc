@@ -7,9 +7,9 @@
 #include <mutex>
 #include <string>
 
-#include "kiln/device.h"
-#include "kiln/log.h"
-#include "kiln/measure.h"
+#include "kiln/core/log.h"
+#include "kiln/cuda/device.h"
+#include "kiln/measure/measure.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/measure_stats.h"
+#include "kiln/measure/measure_stats.h"
 
 namespace kiln {
 namespace {

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "kiln/measure.h"
-#include "kiln/measure_stats.h"
+#include "kiln/measure/measure.h"
+#include "kiln/measure/measure_stats.h"
 
 namespace kiln {
 namespace {

@@ -1,13 +1,13 @@
 #include <vector>
 #include <cstdlib>
-#include "kiln/tune_policy.h"
+#include "kiln/measure/tune_policy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <tuple>
 
-#include "kiln/measure.h"
+#include "kiln/measure/measure.h"
 
 namespace kiln {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/tune_policy.h"
+#include "kiln/measure/tune_policy.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 #include <sstream>
 
-#include "kiln/measure.h"
+#include "kiln/measure/measure.h"
 
 namespace kiln {
 namespace {

@@ -1,11 +1,11 @@
-#include "kiln/bucket_policy.h"
+#include "kiln/runtime/bucket_policy.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <set>
 
-#include "kiln/limits.h"
+#include "kiln/graph/limits.h"
 
 namespace kiln {
 namespace {

@@ -1,8 +1,8 @@
-// The bucket policy (kiln/bucket_policy.h, docs/runtime.md "Buckets"): its text form, each rule's
+// The bucket policy (kiln/runtime/bucket_policy.h, docs/runtime.md "Buckets"): its text form, each rule's
 // buckets and representatives, and the errors for policies that cannot be meant.
 #include <gtest/gtest.h>
 
-#include "kiln/bucket_policy.h"
+#include "kiln/runtime/bucket_policy.h"
 
 namespace kiln {
 namespace {

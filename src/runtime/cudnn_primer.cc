@@ -1,12 +1,12 @@
-// prime_cudnn (kiln/cudnn_primer.h): a deviceless mode-A heuristics query for a tiny graph, once per process.
-#include "kiln/cudnn_primer.h"
+// prime_cudnn (kiln/runtime/cudnn_primer.h): a deviceless mode-A heuristics query for a tiny graph, once per process.
+#include "kiln/runtime/cudnn_primer.h"
 
 #include <chrono>
 #include <mutex>
 
-#include "kiln/device.h"
-#include "kiln/lower.h"
-#include "kiln/spec.h"
+#include "kiln/cuda/device.h"
+#include "kiln/lower/lower.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

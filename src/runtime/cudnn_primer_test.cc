@@ -1,12 +1,12 @@
-// prime_cudnn (kiln/cudnn_primer.h) needs no GPU: it runs here as on the GPU machine.
-#include "kiln/cudnn_primer.h"
+// prime_cudnn (kiln/runtime/cudnn_primer.h) needs no GPU: it runs here as on the GPU machine.
+#include "kiln/runtime/cudnn_primer.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 #include <vector>
 
-#include "kiln/lower.h"
+#include "kiln/lower/lower.h"
 
 namespace kiln {
 namespace {

@@ -1,20 +1,20 @@
 // Deep verification of stored plans: graphs from spec files and the store, each plan run once on this GPU
 // and checked against a reference (docs/store.md "Deep verification").
-#include "kiln/deep_verify.h"
+#include "kiln/runtime/deep_verify.h"
 
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kiln/device_io.h"
-#include "kiln/fingerprint.h"
-#include "kiln/log.h"
-#include "kiln/lower.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/reference.h"
-#include "kiln/spec.h"
-#include "kiln/tune_policy.h"
+#include "kiln/core/log.h"
+#include "kiln/lower/environment.h"
+#include "kiln/lower/lower.h"
+#include "kiln/measure/tune_policy.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/validate/reference.h"
 
 namespace kiln {
 namespace {
@@ -142,7 +142,7 @@ DeepCheckResult deep_check_plan(const Graph& graph, const PlanRecord& record, cu
   StatusOr<std::vector<HostTensor>> outs = download_outputs(graph, *buffers);
   if (!outs.is_ok()) return fail("cannot read its outputs back: " + outs.status().message());
 
-  // The same reference and accumulation bound the tuner's numerics gate uses (kiln/numerics.h).
+  // The same reference and accumulation bound the tuner's numerics gate uses (kiln/validate/numerics.h).
   ReferenceOutputs ref;
   StatusOr<ReferenceOutputs> host = run_host_reference_with_magnitudes(graph, *inputs);
   if (host.is_ok()) {

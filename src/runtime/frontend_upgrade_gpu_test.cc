@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "gpu_test_util.h"
-#include "kiln/exit_codes.h"
-#include "kiln/fingerprint.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/lower/environment.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kiln/env_policy.h"
-#include "kiln/exit_codes.h"
-#include "kiln/fingerprint.h"
-#include "kiln/lower.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_store.h"
-#include "kiln/spec.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/lower/environment.h"
+#include "kiln/lower/lower.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/spec/spec.h"
+#include "kiln/store/env_policy.h"
+#include "kiln/store/plan_store.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

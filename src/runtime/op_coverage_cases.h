@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/builder.h"
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
+#include "kiln/spec/builder.h"
 
 namespace kiln::opcov {
 

@@ -26,8 +26,8 @@
 #include <thread>
 
 #include "gpu_test_util.h"
-#include "kiln/runner.h"
-#include "kiln/spec.h"
+#include "kiln/runtime/runner.h"
+#include "kiln/spec/spec.h"
 #include "runtime/op_coverage_cases.h"
 
 namespace kiln {

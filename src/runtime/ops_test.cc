@@ -6,8 +6,8 @@
 #include <cmath>
 #include <set>
 
-#include "kiln/numerics.h"
-#include "kiln/reference.h"
+#include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 #include "runtime/op_coverage_cases.h"
 
 namespace kiln {

@@ -1,10 +1,10 @@
-// plan_padding (kiln/padding.h): whether a graph's rows along its varying dim are independent, op by op,
+// plan_padding (kiln/runtime/padding.h): whether a graph's rows along its varying dim are independent, op by op,
 // and the scratch of the inputs and outputs that carry it.
-#include "kiln/padding.h"
+#include "kiln/runtime/padding.h"
 
 #include <algorithm>
 
-#include "kiln/host_tensor.h"
+#include "kiln/validate/host_tensor.h"
 
 namespace kiln {
 

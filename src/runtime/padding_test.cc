@@ -1,10 +1,10 @@
-// plan_padding (kiln/padding.h): which graphs may run a new shape on a larger shape's plan, op by op, and
+// plan_padding (kiln/runtime/padding.h): which graphs may run a new shape on a larger shape's plan, op by op, and
 // the scratch it lays out.
 #include <gtest/gtest.h>
 
-#include "kiln/padding.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/runtime/padding.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

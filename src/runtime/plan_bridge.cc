@@ -1,4 +1,5 @@
-#include "kiln/plan_bridge.h"
+#include "kiln/lower/environment.h"
+#include "kiln/runtime/plan_bridge.h"
 
 #include <cstdlib>
 

@@ -1,8 +1,8 @@
-// keep_plan (kiln/plan_keeping.h): a plan into the store, with its graph spec, its re-tune request served.
-#include "kiln/plan_keeping.h"
+// keep_plan (kiln/runtime/plan_keeping.h): a plan into the store, with its graph spec, its re-tune request served.
+#include "kiln/runtime/plan_keeping.h"
 
-#include "kiln/env_policy.h"
-#include "kiln/retune.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/store/env_policy.h"
 
 namespace kiln {
 

@@ -1,6 +1,6 @@
-// kiln::Planner (kiln/planner.h): the memory cache, single flight and the order of sources. Nothing here
+// kiln::Planner (kiln/runtime/planner.h): the memory cache, single flight and the order of sources. Nothing here
 // touches cuDNN: plans come from a PlanBackend (planner_cudnn.cc on the GPU, a fake in host tests).
-#include "kiln/planner.h"
+#include "kiln/runtime/planner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,11 +14,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "kiln/hash.h"
-#include "kiln/host_tensor.h"
-#include "kiln/log.h"
-#include "kiln/padding.h"
-#include "kiln/unfused_plan.h"
+#include "kiln/core/hash.h"
+#include "kiln/core/log.h"
+#include "kiln/runtime/padding.h"
+#include "kiln/runtime/unfused_plan.h"
+#include "kiln/validate/host_tensor.h"
 #include "runtime/planner_jobs_internal.h"
 
 namespace kiln {
@@ -159,7 +159,7 @@ PlanBackend::DeviceCopy PlanBackend::device_copy() const {
 
 namespace {
 
-// Runs the plan of a larger shape (kiln/padding.h): the varying inputs copied into scratch at the front
+// Runs the plan of a larger shape (kiln/runtime/padding.h): the varying inputs copied into scratch at the front
 // of the workspace, the larger plan on that scratch (its own workspace after it), the outputs' first
 // rows copied back. Everything is enqueued on the caller's stream, so it captures into a CUDA graph.
 class PaddedExecutor : public PlanExecutor {
@@ -403,8 +403,8 @@ struct Planner::Impl {
   }
 
   // The stored plan for exactly this key, as the backend loads it, or, where the store holds a fusion
-  // decision for the key (kiln/fusion_record.h), the unfused chain of the parts' stored plans
-  // (kiln/unfused_plan.h). Null with `why` on a miss, as PlanBackend::from_store. When the decision could
+  // decision for the key (kiln/store/fusion_record.h), the unfused chain of the parts' stored plans
+  // (kiln/runtime/unfused_plan.h). Null with `why` on a miss, as PlanBackend::from_store. When the decision could
   // not be served (a part missing or stale, a signature that changed), the fused plan serves and `note`
   // says why (also logged): an upgrade never silently changes what runs.
   StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
@@ -517,7 +517,7 @@ struct Planner::Impl {
     return t;
   }
 
-  // A padded stopgap for `g` (kiln/padding.h) from the smallest tuned shape of its bucket that is at least
+  // A padded stopgap for `g` (kiln/runtime/padding.h) from the smallest tuned shape of its bucket that is at least
   // as large, its plan from memory or the store (kept in memory for the next ones); null with the reason
   // in `why` when there is none or padding would not be exact.
   std::shared_ptr<const ExecutablePlan> padded_plan(const PreparedGraph& pg, const Graph& g, const GraphSignature& sig,

@@ -1,4 +1,4 @@
-// The Planner's cuDNN backend (kiln/planner.h): plans from the plan store and from cuDNN, each executed
+// The Planner's cuDNN backend (kiln/runtime/planner.h): plans from the plan store and from cuDNN, each executed
 // with a handle taken from a pool for the duration of the call. The environment is collected once.
 #include <cudnn.h>
 
@@ -9,19 +9,19 @@
 #include <mutex>
 #include <thread>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/cudnn_primer.h"
-#include "kiln/device.h"
-#include "kiln/fingerprint.h"
-#include "kiln/log.h"
-#include "kiln/lower.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_keeping.h"
-#include "kiln/plan_store.h"
-#include "kiln/plan_words.h"
-#include "kiln/retune.h"
-#include "kiln/planner.h"
-#include "kiln/tuner.h"
+#include "kiln/core/log.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/cuda/device.h"
+#include "kiln/lower/environment.h"
+#include "kiln/lower/lower.h"
+#include "kiln/runtime/cudnn_primer.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/plan_keeping.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/store/plan_store.h"
+#include "kiln/tune/plan_words.h"
+#include "kiln/tune/tuner.h"
 
 namespace kiln {
 namespace {
@@ -94,7 +94,7 @@ class CudnnExecutor : public PlanExecutor {
  public:
   CudnnExecutor(LoweredGraph plan, std::shared_ptr<HandlePool> pool) : plan_(std::move(plan)), pool_(std::move(pool)) {}
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
-    // Under capture (kiln/capture.h) a handle is never made: the pool holds at least one.
+    // Under capture (kiln/capture/capture.h) a handle is never made: the pool holds at least one.
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     if (stream && cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -147,7 +147,7 @@ class CudnnPlanBackend : public PlanBackend {
     }
     // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
     // first plan; its first-use work is paid on a thread of its own that create() does not wait for
-    // (kiln/cudnn_primer.h; the destructor joins it). docs/runtime.md "Cold start".
+    // (kiln/runtime/cudnn_primer.h; the destructor joins it). docs/runtime.md "Cold start".
     // (The primer first: if starting the second thread throws, the first is a member, joined by ~.)
     if (o.prime_cudnn)
       b->primer_ = std::thread([] {
@@ -395,7 +395,7 @@ class CudnnPlanBackend : public PlanBackend {
   }
   Status store_tuned(const Graph& graph, const GraphSignature& sig, const TuneResult& tr) {
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env_, tr));
-    // A tune the budget cut short is stored untuned (kiln/plan_keeping.h tuning_is_complete).
+    // A tune the budget cut short is stored untuned (kiln/runtime/plan_keeping.h tuning_is_complete).
     rec.tuned = tuning_is_complete(tr);
     return with_writable_store([&](PlanStore& store) -> Status {
       KILN_ASSIGN_OR_RETURN(KeptPlan kept, keep_plan(store, graph, rec));

@@ -9,10 +9,10 @@
 #include <thread>
 
 #include "gpu_test_util.h"
-#include "kiln/cuda_handles.h"
-#include "kiln/device_check.h"
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
+#include "kiln/validate/device_check.h"
 
 namespace kiln {
 namespace {

@@ -1,12 +1,12 @@
-// Planner::tune_and_store, compile and retune_queued (kiln/planner_jobs.h): the coordination `kiln tune`,
+// Planner::tune_and_store, compile and retune_queued (kiln/runtime/planner_jobs.h): the coordination `kiln tune`,
 // `kiln compile` and `kiln plans retune` did each in its own way, in one place, over the PlanBackend seam.
 #include <chrono>
 
-#include "kiln/decompose.h"
-#include "kiln/limits.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_keeping.h"
-#include "kiln/segments.h"
+#include "kiln/graph/decompose.h"
+#include "kiln/lower/cudnn_limits.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/plan_keeping.h"
+#include "kiln/runtime/segments.h"
 #include "runtime/planner_jobs_internal.h"
 
 namespace kiln {

@@ -1,9 +1,9 @@
-// The Planner's jobs (kiln/planner_jobs.h) over its backend; Planner's methods (planner.cc) call these.
+// The Planner's jobs (kiln/runtime/planner_jobs.h) over its backend; Planner's methods (planner.cc) call these.
 #pragma once
 
 #include <functional>
 
-#include "kiln/planner.h"
+#include "kiln/runtime/planner.h"
 
 namespace kiln::planner_jobs {
 

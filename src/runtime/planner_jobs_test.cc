@@ -1,4 +1,4 @@
-// The Planner's jobs on the host (kiln/planner_jobs.h, kiln/plan_keeping.h): keep_plan's companions and
+// The Planner's jobs on the host (kiln/runtime/planner_jobs.h, kiln/runtime/plan_keeping.h): keep_plan's companions and
 // error policy, tune_and_store's incumbent, skip, partial and memory rules over a fake backend and tuner,
 // and the deviceless compile() against the built-in H200 profile with the real cuDNN backend.
 #include <gtest/gtest.h>
@@ -8,13 +8,13 @@
 #include <mutex>
 #include <thread>
 
-#include "kiln/decompose.h"
-#include "kiln/device.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_keeping.h"
-#include "kiln/planner.h"
-#include "kiln/retune.h"
-#include "kiln/spec.h"
+#include "kiln/cuda/device.h"
+#include "kiln/graph/decompose.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/plan_keeping.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/spec/spec.h"
 #include "runtime/planner_test_util.h"
 #include "store/store_test_util.h"
 

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/planner.h"
-#include "kiln/spec.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
 #include "runtime/planner_test_util.h"
 
 namespace kiln {
@@ -766,7 +766,7 @@ StatusOr<PreparedGraph> prepared_with_128_tuned(Fixture& f) {
 }
 
 // A new shape in a tuned bucket: the representative's stored plan runs it at once on scratch copies
-// (kiln/padding.h), then its own static plan replaces it.
+// (kiln/runtime/padding.h), then its own static plan replaces it.
 TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
   Fixture f("tokens=pow2", NewShapes::kStopgap);
   f.backend->compute_rows = true;

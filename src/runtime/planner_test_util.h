@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "kiln/graph.h"
-#include "kiln/spec.h"
+#include "kiln/graph/graph.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 

@@ -1,15 +1,16 @@
 // Re-tuning what the plan store could not serve: queueing (obtain_plan under kHeuristicsAndQueue), the
 // graph specs kept beside plans, and draining the queue (`kiln plans retune`).
-#include "kiln/retune.h"
+#include "kiln/runtime/retune.h"
 
 #include <chrono>
 #include <cstdio>
 
-#include "kiln/log.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_keeping.h"
-#include "kiln/spec.h"
-#include "kiln/tune_policy.h"
+#include "kiln/core/log.h"
+#include "kiln/lower/environment.h"
+#include "kiln/measure/tune_policy.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/plan_keeping.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

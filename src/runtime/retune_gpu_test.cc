@@ -8,15 +8,15 @@
 #include <filesystem>
 
 #include "gpu_test_util.h"
-#include "kiln/deep_verify.h"
-#include "kiln/device_io.h"
-#include "kiln/exit_codes.h"
-#include "kiln/fingerprint.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/reference.h"
-#include "kiln/retune.h"
-#include "kiln/runner.h"
-#include "kiln/spec.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/lower/environment.h"
+#include "kiln/runtime/deep_verify.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/runtime/runner.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/validate/reference.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

@@ -3,10 +3,10 @@
 // Tuning and deep checks themselves need a GPU: src/runtime/retune_gpu_test.cc.
 #include <gtest/gtest.h>
 
-#include "kiln/deep_verify.h"
-#include "kiln/device.h"
-#include "kiln/retune.h"
-#include "kiln/spec.h"
+#include "kiln/cuda/device.h"
+#include "kiln/runtime/deep_verify.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/spec/spec.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

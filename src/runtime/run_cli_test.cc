@@ -13,7 +13,7 @@
 #include <string>
 
 #include "gpu_test_util.h"  // a skip for want of a GPU fails where one is expected (KILN_EXPECT_GPU)
-#include "kiln/device.h"
+#include "kiln/cuda/device.h"
 
 namespace {
 

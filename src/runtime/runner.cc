@@ -1,4 +1,4 @@
-#include "kiln/runner.h"
+#include "kiln/runtime/runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,18 +7,18 @@
 #include <sstream>
 #include <sys/stat.h>
 
-#include "kiln/atomic_file.h"
-#include "kiln/device_check.h"
-#include "kiln/device_io.h"
-#include "kiln/fingerprint.h"
-#include "kiln/log.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/plan_chain.h"
-#include "kiln/plan_keeping.h"
-#include "kiln/plan_words.h"
-#include "kiln/reference.h"
-#include "kiln/segments.h"
-#include "kiln/retune.h"
+#include "kiln/core/atomic_file.h"
+#include "kiln/core/log.h"
+#include "kiln/lower/environment.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/plan_keeping.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/runtime/segments.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/tune/plan_chain.h"
+#include "kiln/tune/plan_words.h"
+#include "kiln/validate/device_check.h"
+#include "kiln/validate/reference.h"
 
 namespace kiln {
 namespace {
@@ -111,7 +111,7 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
   }
   LowerTarget target;
   target.handle = handle;
-  // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/plan_words.h).
+  // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/tune/plan_words.h).
   KILN_ASSIGN_OR_RETURN(out.plan, with_plan_words(LoweredGraph::create(graph, target), graph.name));
   if (pin) {
     KILN_RETURN_IF_ERROR(plan_failure_in_words(out.plan.build_config(*pin), graph.name));

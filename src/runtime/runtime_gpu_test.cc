@@ -6,13 +6,13 @@
 #include <filesystem>
 
 #include "gpu_test_util.h"
-#include "kiln/device_io.h"
-#include "kiln/fingerprint.h"
-#include "kiln/plan_bridge.h"
-#include "kiln/reference.h"
-#include "kiln/runner.h"
-#include "kiln/spec.h"
-#include "kiln/tuner.h"
+#include "kiln/lower/environment.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/runner.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/tune/tuner.h"
+#include "kiln/validate/reference.h"
 
 namespace kiln {
 namespace {

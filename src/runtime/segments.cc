@@ -1,10 +1,10 @@
-// segments_if_unfusable / graph_segments (kiln/segments.h).
-#include "kiln/segments.h"
+// segments_if_unfusable / graph_segments (kiln/runtime/segments.h).
+#include "kiln/runtime/segments.h"
 
 #include <algorithm>
 
-#include "kiln/limits.h"
-#include "kiln/plan_words.h"
+#include "kiln/lower/cudnn_limits.h"
+#include "kiln/tune/plan_words.h"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "kiln/shape_recorder.h"
+#include "kiln/runtime/shape_recorder.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,17 +10,17 @@
 #include <set>
 #include <unordered_map>
 
-#include "kiln/atomic_file.h"
-#include "kiln/bucket_policy.h"
-#include "kiln/limits.h"
-#include "kiln/planner.h"
+#include "kiln/core/atomic_file.h"
+#include "kiln/graph/limits.h"
+#include "kiln/runtime/bucket_policy.h"
+#include "kiln/runtime/planner.h"
 
 namespace kiln {
 
 namespace {
 constexpr const char* kSourceNames[] = {"memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned"};
 constexpr int kSources = sizeof(kSourceNames) / sizeof(kSourceNames[0]);
-static_assert(kSources == kPlanSourceCount, "one name per PlanSource, in its order (kiln/planner.h)");
+static_assert(kSources == kPlanSourceCount, "one name per PlanSource, in its order (kiln/runtime/planner.h)");
 
 int source_index(const char* s) {
   for (int i = 0; i < kSources; ++i)

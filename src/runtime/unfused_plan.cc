@@ -1,5 +1,5 @@
-// The unfused chain as one ExecutablePlan (kiln/unfused_plan.h).
-#include "kiln/unfused_plan.h"
+// The unfused chain as one ExecutablePlan (kiln/runtime/unfused_plan.h).
+#include "kiln/runtime/unfused_plan.h"
 
 #include <algorithm>
 

@@ -1,11 +1,11 @@
-// The unfused chain as one plan (kiln/unfused_plan.h): which buffer each part's tensors get, where the
+// The unfused chain as one plan (kiln/runtime/unfused_plan.h): which buffer each part's tensors get, where the
 // workspace puts what crosses between parts, and the parts that do not fit the graph.
 #include <gtest/gtest.h>
 
 #include <memory>
 
-#include "kiln/decompose.h"
-#include "kiln/unfused_plan.h"
+#include "kiln/graph/decompose.h"
+#include "kiln/runtime/unfused_plan.h"
 #include "runtime/planner_test_util.h"
 
 namespace kiln {

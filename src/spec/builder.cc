@@ -1,4 +1,4 @@
-#include "kiln/builder.h"
+#include "kiln/spec/builder.h"
 
 namespace kiln {
 

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "graph/graph_test_util.h"
-#include "kiln/builder.h"
-#include "kiln/spec.h"
+#include "kiln/spec/builder.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {
@@ -70,7 +70,7 @@ TEST(Builder, NormsAndSdpaMatchJson) {
     GraphBuilder b;
     b.dynamic("tokens", 8192);
     TensorRef x = b.tensor("x", {"tokens", 1024, 1, 1}, Layout::kNCHW);
-    // Parameters in the io dtype, as in the example (fp32 ones get cuDNN's generic engine: kiln/advice.h).
+    // Parameters in the io dtype, as in the example (fp32 ones get cuDNN's generic engine: kiln/graph/advice.h).
     TensorRef g = b.tensor("gamma", {1, 1024, 1, 1}, Layout::kNCHW);
     TensorRef be = b.tensor("beta", {1, 1024, 1, 1}, Layout::kNCHW);
     b.output(b.layer_norm("norm", x, g, be, 1e-5));

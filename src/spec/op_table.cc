@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "kiln/spec.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln::spec_internal {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
 
 namespace kiln::spec_internal {
 

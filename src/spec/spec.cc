@@ -1,6 +1,6 @@
 // JSON spec parser (docs/spec.md). nlohmann::json may throw: every call into it happens inside
 // parse_spec_string's try block, and typed access goes through the checked getters below.
-#include "kiln/spec.h"
+#include "kiln/spec/spec.h"
 
 #include <sys/stat.h>
 
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <vector>
 
-#include "kiln/limits.h"
+#include "kiln/graph/limits.h"
 #include "spec/op_table.h"
 
 namespace kiln {

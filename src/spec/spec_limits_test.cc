@@ -1,4 +1,4 @@
-// What a spec may hold (kiln/limits.h, docs/spec.md "Limits"), refused by the parser before any work,
+// What a spec may hold (kiln/graph/limits.h, docs/spec.md "Limits"), refused by the parser before any work,
 // and the overflow and overlap checks as a spec author meets them (messages start with the file name).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "kiln/limits.h"
-#include "kiln/spec.h"
+#include "kiln/graph/limits.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

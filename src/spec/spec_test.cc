@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/graph_test_util.h"
-#include "kiln/spec.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kiln/spec.h"
+#include "kiln/spec/spec.h"
 #include "spec/op_table.h"
 
 namespace kiln {

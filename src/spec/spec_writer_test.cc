@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/graph_test_util.h"
-#include "kiln/builder.h"
-#include "kiln/spec.h"
+#include "kiln/spec/builder.h"
+#include "kiln/spec/spec.h"
 
 namespace kiln {
 namespace {

@@ -8,10 +8,10 @@
 #include <set>
 #include <tuple>
 
-#include "kiln/atomic_file.h"
-#include "kiln/hash.h"
-#include "kiln/log.h"
-#include "kiln/plan_store.h"
+#include "kiln/core/atomic_file.h"
+#include "kiln/core/hash.h"
+#include "kiln/core/log.h"
+#include "kiln/store/plan_store.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <map>
 
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

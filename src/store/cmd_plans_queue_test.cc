@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "kiln/device.h"
-#include "kiln/exit_codes.h"
-#include "kiln/plan_store.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/cuda/device.h"
+#include "kiln/store/plan_store.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

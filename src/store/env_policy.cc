@@ -1,10 +1,10 @@
-#include "kiln/env_policy.h"
+#include "kiln/store/env_policy.h"
 
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "kiln/hash.h"
+#include "kiln/core/hash.h"
 
 namespace kiln {
 namespace {

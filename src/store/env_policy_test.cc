@@ -1,4 +1,4 @@
-#include "kiln/env_policy.h"
+#include "kiln/store/env_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 #include "store/sqlite_util.h"
 
 namespace kiln::store {
@@ -27,7 +27,7 @@ void bind_graph_spec(Stmt& st, int first, const GraphSpecEntry& e);
 // Reads the columns of kGraphSpecColumns from column `first`; returns "" when sound, else the problem.
 std::string read_graph_spec(const Stmt& st, int first, GraphSpecEntry* out);
 
-// The fusion_decisions columns in order (kiln/fusion_record.h), and their binding/reading.
+// The fusion_decisions columns in order (kiln/store/fusion_record.h), and their binding/reading.
 inline constexpr const char* kFusionRecordColumns =
     "structure_sig, shape_key, fingerprint_key, fingerprint_json, materialized, parts_json, policy, fused_ms, "
     "unfused_ms, explanation, created_at, checksum";

@@ -1,13 +1,13 @@
-// PlanStore's fusion decisions (kiln/fusion_record.h, docs/store.md "Fusion decisions"): which keys run as
+// PlanStore's fusion decisions (kiln/store/fusion_record.h, docs/store.md "Fusion decisions"): which keys run as
 // the unfused chain of their parts, per environment.
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "kiln/env_policy.h"
-#include "kiln/hash.h"
-#include "kiln/log.h"
-#include "kiln/plan_store.h"
+#include "kiln/store/env_policy.h"
+#include "kiln/core/hash.h"
+#include "kiln/core/log.h"
+#include "kiln/store/plan_store.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_util.h"

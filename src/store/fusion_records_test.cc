@@ -1,10 +1,10 @@
-// The store's fusion decisions (kiln/fusion_record.h): what is kept, which environment may use it, what a
+// The store's fusion decisions (kiln/store/fusion_record.h): what is kept, which environment may use it, what a
 // damaged row does, gc, and bundles carrying decisions with their parts' records.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

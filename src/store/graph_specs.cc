@@ -1,8 +1,8 @@
 // PlanStore's graph specs (docs/store.md "Graph specs"): the graph behind a (structure, shape) as spec JSON,
 // so that its plans can be re-run and checked without the original file.
-#include "kiln/hash.h"
-#include "kiln/log.h"
-#include "kiln/plan_store.h"
+#include "kiln/core/hash.h"
+#include "kiln/core/log.h"
+#include "kiln/store/plan_store.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_util.h"

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kiln/hash.h"
-#include "kiln/plan_store.h"
+#include "kiln/core/hash.h"
+#include "kiln/store/plan_store.h"
 #include "store/record_codec.h"
 
 namespace kiln {

@@ -1,5 +1,5 @@
 // PlanStore: opening, writing, looking up and maintaining the SQLite plan store. Bundles: bundle.cc.
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "kiln/log.h"
+#include "kiln/core/log.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"

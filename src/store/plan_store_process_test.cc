@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "kiln/log.h"
+#include "kiln/core/log.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 #include "store/sqlite_util.h"
 
 namespace kiln::store {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "kiln/log.h"
-#include "kiln/plan_store.h"
+#include "kiln/core/log.h"
+#include "kiln/store/plan_store.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_util.h"

@@ -3,7 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

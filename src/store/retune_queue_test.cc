@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 #include "store/store_test_util.h"
 
 namespace kiln {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "kiln/status.h"
+#include "kiln/core/status.h"
 
 namespace kiln::store {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "kiln/status.h"
+#include "kiln/core/status.h"
 
 namespace kiln::store {
 

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <string>
 
-#include "kiln/plan_store.h"
+#include "kiln/store/plan_store.h"
 
 namespace kiln::store_test {
 

@@ -1,15 +1,15 @@
-// The cuDNN backend of the tuner (kiln/tune_backend.h): candidates from cuDNN's heuristics, plans built
+// The cuDNN backend of the tuner (kiln/tune/tune_backend.h): candidates from cuDNN's heuristics, plans built
 // on worker threads (each with its own handle), inputs and reference made once on the device, each
 // candidate run on poisoned outputs and compared on the device, then timed by the shared timer.
 #include <mutex>
 
-#include "kiln/cuda_graph.h"
-#include "kiln/cuda_handles.h"
-#include "kiln/device_check.h"
-#include "kiln/device_io.h"
-#include "kiln/plan_words.h"
-#include "kiln/tune_backend.h"
-#include "kiln/tuner.h"
+#include "kiln/cuda/cuda_graph.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/tune/plan_words.h"
+#include "kiln/tune/tune_backend.h"
+#include "kiln/tune/tuner.h"
+#include "kiln/validate/device_check.h"
 #include "tune/evaluation.h"
 
 namespace kiln {
@@ -27,7 +27,7 @@ class CudnnTuneBackend : public TuneBackend {
   StatusOr<std::vector<CandidateInfo>> candidates(const std::vector<HeuristicMode>& modes) override {
     LowerTarget target;
     target.handle = handle_.get();
-    // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/plan_words.h).
+    // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/tune/plan_words.h).
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph_, target), graph_.name));
     return with_plan_words(lg.list_candidates(modes), graph_.name);
   }

@@ -1,4 +1,4 @@
-// Recorded inputs for `kiln tune --inputs` and `kiln run --inputs` (kiln/device_io.h): read back exactly as
+// Recorded inputs for `kiln tune --inputs` and `kiln run --inputs` (kiln/tune/device_io.h): read back exactly as
 // written (strided too), and a missing or misshapen file named before any GPU work.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "kiln/device_io.h"
-#include "kiln/reference.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {

@@ -3,8 +3,8 @@
 
 #include <chrono>
 
-#include "kiln/log.h"
-#include "kiln/reference.h"
+#include "kiln/core/log.h"
+#include "kiln/validate/reference.h"
 
 namespace kiln {
 namespace {

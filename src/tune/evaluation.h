@@ -1,6 +1,6 @@
 // Internal to the tune layer: what the numerics gate of one graph works on, on the device — its inputs,
 // generated once, and its reference, computed once — shared by every fused candidate, the unfused chain
-// and the tuner's result (kiln/tuner.h TuneResult::evaluation).
+// and the tuner's result (kiln/tune/tuner.h TuneResult::evaluation).
 #pragma once
 
 #include <map>
@@ -8,9 +8,9 @@
 #include <optional>
 #include <string>
 
-#include "kiln/device_check.h"
-#include "kiln/device_io.h"
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_check.h"
 
 namespace kiln {
 

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/reference.h"
-#include "kiln/tune_backend.h"
+#include "kiln/tune/tune_backend.h"
+#include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 
 namespace kiln::testing_fake {

@@ -1,5 +1,5 @@
-// PlanChain: parts of a partitioned graph run back to back on shared buffers (kiln/plan_chain.h).
-#include "kiln/plan_chain.h"
+// PlanChain: parts of a partitioned graph run back to back on shared buffers (kiln/tune/plan_chain.h).
+#include "kiln/tune/plan_chain.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "kiln/plan_words.h"
+#include "kiln/tune/plan_words.h"
 
 #include <cctype>
 

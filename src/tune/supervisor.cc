@@ -1,6 +1,6 @@
-// A tuning that survives a crashing candidate (kiln/tune_supervisor.h): the worker's events on a pipe, the
+// A tuning that survives a crashing candidate (kiln/tune/tune_supervisor.h): the worker's events on a pipe, the
 // supervisor's bookkeeping of what was in flight when a worker died, and the merge.
-#include "kiln/tune_supervisor.h"
+#include "kiln/tune/tune_supervisor.h"
 
 #include <poll.h>
 #include <signal.h>

@@ -6,8 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kiln/exit_codes.h"
-#include "kiln/tune_supervisor.h"
+#include "kiln/core/exit_codes.h"
+#include "kiln/tune/tune_supervisor.h"
 #include "tune/fake_backend.h"
 
 namespace kiln {

@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "gpu_test_util.h"
-#include "kiln/spec.h"
-#include "kiln/tuner.h"
-#include "kiln/unfused.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/tuner.h"
+#include "kiln/tune/unfused.h"
 
 namespace kiln {
 namespace {

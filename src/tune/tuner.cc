@@ -1,7 +1,7 @@
-// The autotuner's decisions (kiln/tuner.h) over the TuneBackend seam (kiln/tune_backend.h): enumeration
+// The autotuner's decisions (kiln/tune/tuner.h) over the TuneBackend seam (kiln/tune/tune_backend.h): enumeration
 // and filters, a pipeline of builds on host threads feeding the check-and-time loop, the disposition of
 // every candidate, the time budget and interrupts, and the winner.
-#include "kiln/tuner.h"
+#include "kiln/tune/tuner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/log.h"
+#include "kiln/core/log.h"
+#include "kiln/cuda/cuda_handles.h"
 #include "tune/tuner_internal.h"
 
 namespace kiln {

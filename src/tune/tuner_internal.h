@@ -1,12 +1,12 @@
 // Internal to the tune layer: the pieces of the tuner's decisions that the supervisor
-// (kiln/tune_supervisor.h) shares, so that a supervised tuning decides exactly as an in-process one.
+// (kiln/tune/tune_supervisor.h) shares, so that a supervised tuning decides exactly as an in-process one.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "kiln/tuner.h"
+#include "kiln/tune/tuner.h"
 
 namespace kiln::tune_internal {
 

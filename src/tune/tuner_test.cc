@@ -3,7 +3,7 @@
 // output, which only the gate can see), builds refused or failing, runs that fail or crash (throw), timing
 // that fails. The real numerics gate (check_outputs) judges the outputs. A wrong candidate is never
 // chosen however fast; a crashing or failing one is reported Failed and the tune goes on; the progress
-// counter, the budget and an interrupt behave as kiln/tuner.h says.
+// counter, the budget and an interrupt behave as kiln/tune/tuner.h says.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "kiln/reference.h"
-#include "kiln/tuner.h"
+#include "kiln/tune/tuner.h"
+#include "kiln/validate/reference.h"
 #include "tune/fake_backend.h"
 
 namespace kiln {

@@ -1,18 +1,18 @@
-// tune_unfused: tune each node alone, then time the winners back to back (kiln/unfused.h).
-#include "kiln/unfused.h"
+// tune_unfused: tune each node alone, then time the winners back to back (kiln/tune/unfused.h).
+#include "kiln/tune/unfused.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/decompose.h"
-#include "kiln/device_check.h"
-#include "kiln/device_io.h"
-#include "kiln/log.h"
-#include "kiln/numerics.h"
-#include "kiln/plan_chain.h"
+#include "kiln/core/log.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/graph/decompose.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/tune/plan_chain.h"
+#include "kiln/validate/device_check.h"
+#include "kiln/validate/numerics.h"
 #include "tune/evaluation.h"
 
 namespace kiln {

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kiln/unfused.h"
+#include "kiln/tune/unfused.h"
 
 namespace kiln {
 namespace {

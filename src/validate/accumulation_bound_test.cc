@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <functional>
 
-#include "kiln/numerics.h"
-#include "kiln/reference.h"
+#include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {

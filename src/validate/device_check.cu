@@ -1,4 +1,4 @@
-// The numerics gate on the device (kiln/device_check.h): the input generator of input_gen.h writing each
+// The numerics gate on the device (kiln/validate/device_check.h): the input generator of input_gen.h writing each
 // graph input where the kernels read it, and the comparison of gate_math.h in one pass per output.
 //
 // The comparison: kernel 1 gives each block a contiguous range of logical indices; every thread folds its
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kiln/device_check.h"
+#include "kiln/validate/device_check.h"
 #include "validate/device_elements.cuh"
 #include "validate/gate.h"
 #include "validate/gate_math.h"

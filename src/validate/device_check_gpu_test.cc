@@ -10,9 +10,9 @@
 #include <cstdio>
 
 #include "gpu_test_util.h"
-#include "kiln/device_check.h"
-#include "kiln/numerics.h"
-#include "kiln/reference.h"
+#include "kiln/validate/device_check.h"
+#include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kiln/graph.h"
-#include "kiln/status.h"
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
 
 namespace kiln::validate_internal {
 

@@ -14,9 +14,9 @@
 #include <map>
 #include <vector>
 
-#include "kiln/cuda_handles.h"
-#include "kiln/device_check.h"
-#include "kiln/reference.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/validate/device_check.h"
+#include "kiln/validate/reference.h"
 #include "validate/device_elements.cuh"
 #include "validate/reference_common.h"
 #include "validate/reference_math.h"

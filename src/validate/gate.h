@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "kiln/graph.h"
-#include "kiln/numerics.h"
+#include "kiln/graph/graph.h"
+#include "kiln/validate/numerics.h"
 #include "validate/gate_math.h"
 
 namespace kiln::validate_internal {

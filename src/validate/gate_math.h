@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
 
 #if defined(__CUDACC__)
 #define KILN_GATE_HD __host__ __device__ inline

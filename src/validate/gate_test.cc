@@ -14,8 +14,8 @@
 #include <map>
 #include <tuple>
 
-#include "kiln/numerics.h"
-#include "kiln/reference.h"
+#include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {

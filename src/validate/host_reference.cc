@@ -4,7 +4,7 @@
 #include <limits>
 #include <sstream>
 
-#include "kiln/reference.h"
+#include "kiln/validate/reference.h"
 #include "validate/reference_common.h"
 #include "validate/reference_math.h"
 

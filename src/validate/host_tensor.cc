@@ -1,4 +1,4 @@
-#include "kiln/host_tensor.h"
+#include "kiln/validate/host_tensor.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,7 +9,7 @@
 #include <memory>
 #include <sstream>
 
-#include "kiln/atomic_file.h"
+#include "kiln/core/atomic_file.h"
 
 namespace kiln {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/host_tensor.h"
+#include "kiln/validate/host_tensor.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "kiln/reference.h"
+#include "kiln/validate/reference.h"
 
 namespace kiln {
 namespace {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <set>
 
-#include "kiln/reference.h"
+#include "kiln/validate/reference.h"
 #include "validate/input_gen.h"
 #include "validate/reference_common.h"
 #include "validate/test_graphs.h"

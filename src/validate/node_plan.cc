@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "kiln/host_tensor.h"
+#include "kiln/validate/host_tensor.h"
 
 namespace kiln::validate_internal {
 namespace {

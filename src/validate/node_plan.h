@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/graph.h"
-#include "kiln/status.h"
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
 
 namespace kiln::validate_internal {
 

@@ -1,4 +1,4 @@
-#include "kiln/numerics.h"
+#include "kiln/validate/numerics.h"
 
 #include <algorithm>
 #include <cmath>

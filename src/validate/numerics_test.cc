@@ -1,11 +1,11 @@
-#include "kiln/numerics.h"
+#include "kiln/validate/numerics.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "kiln/reference.h"
+#include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {

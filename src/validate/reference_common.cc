@@ -5,7 +5,7 @@
 #include <cmath>
 #include <thread>
 
-#include "kiln/reference.h"
+#include "kiln/validate/reference.h"
 #include "validate/input_gen.h"
 #include "validate/reference_math.h"
 

@@ -5,9 +5,9 @@
 #include <map>
 #include <vector>
 
-#include "kiln/graph.h"
-#include "kiln/host_tensor.h"
-#include "kiln/status.h"
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+#include "kiln/validate/host_tensor.h"
 #include "validate/node_plan.h"
 
 namespace kiln::validate_internal {
@@ -39,7 +39,7 @@ struct InputDraw {
   double value = 0.0;
 };
 // Every graph input a node reads or the graph outputs, in tensor order, with the range its first
-// consumer wants (kiln/reference.h make_random_inputs). InvalidArgument for a range the generator cannot
+// consumer wants (kiln/validate/reference.h make_random_inputs). InvalidArgument for a range the generator cannot
 // draw exactly (input_range_is_exact).
 StatusOr<std::vector<InputDraw>> input_draws(const Graph& g);
 // Whether input_value (input_gen.h) is exact for [lo, hi): width a power of two, lo a multiple of

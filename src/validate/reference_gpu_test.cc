@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "gpu_test_util.h"
-#include "kiln/numerics.h"
-#include "kiln/reference.h"
+#include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {

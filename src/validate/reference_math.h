@@ -16,7 +16,7 @@
 
 #include <math.h>
 
-#include "kiln/graph.h"
+#include "kiln/graph/graph.h"
 
 #if defined(__CUDACC__)
 #define KILN_HD __host__ __device__

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "kiln/reference.h"
-#include "kiln/spec.h"
+#include "kiln/spec/spec.h"
+#include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/graph.h"
-#include "kiln/host_tensor.h"
+#include "kiln/graph/graph.h"
+#include "kiln/validate/host_tensor.h"
 
 namespace kiln::testing_graphs {
 

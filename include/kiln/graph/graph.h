@@ -1,0 +1,207 @@
+// kiln/graph/graph.h: Kiln's own IR. Specs (JSON) and the C++ builder both produce a kiln::Graph; lowering
+// turns it into a cuDNN Frontend graph; signatures are computed from it (never from the frontend's key()).
+//
+// Tensors are referred to by index into Graph::tensors. A tensor is a graph input when no node writes it,
+// an output when it is listed in Graph::outputs, and virtual (an intermediate that cuDNN may keep on chip)
+// otherwise.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/core/status.h"
+
+namespace kiln {
+
+enum class DataType { kFloat32, kFloat16, kBFloat16, kFp8E4M3, kFp8E5M2, kInt8, kInt32, kInt64 };
+const char* dtype_name(DataType t);  // "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64"
+StatusOr<DataType> parse_dtype(const std::string& name);  // accepts the names above (and "float", "half", "bfloat16")
+size_t dtype_size(DataType t);
+
+// How strides were given. Layout names resolve to strides at validation; the signature records the layout
+// name, or the explicit strides when kExplicit.
+enum class Layout { kRowMajor, kNCHW, kNHWC, kExplicit };
+const char* layout_name(Layout l);  // "row_major", "NCHW", "NHWC", "explicit"
+
+// One dimension: a value, and for a dynamic dimension the symbol whose value may change between calls
+// (e.g. "batch"). Two dims with the same symbol always have the same value.
+struct Dim {
+  int64_t value = 0;
+  std::string symbol;  // empty: static
+  // Set by inference on a dim a node computes from a dynamic one without being it (a convolution's output
+  // extent when its input's is dynamic): its value follows the symbols, so the signature writes it as "~"
+  // and one structure covers every value of them (docs/spec.md "Signatures"). Never on a graph input.
+  bool derived = false;
+  bool is_dynamic() const { return !symbol.empty(); }
+  bool follows_symbols() const { return is_dynamic() || derived; }
+};
+
+struct TensorDesc {
+  std::string name;
+  std::vector<Dim> dims;         // empty for a tensor not yet inferred
+  std::vector<int64_t> strides;  // filled by validation from `layout` unless kExplicit
+  Layout layout = Layout::kRowMajor;
+  std::optional<DataType> dtype;  // unset: inferred (graph io dtype for inputs/outputs, intermediate dtype inside)
+  // A scalar passed by value at execution (e.g. a scale or epsilon); dims are all 1.
+  bool by_value = false;
+  double value = 0.0;                  // used when by_value
+  std::vector<int64_t> shape() const;  // dims' values
+  int64_t element_count() const;
+};
+
+enum class OpKind {
+  kConvFprop,
+  kConvDgrad,
+  kConvWgrad,
+  kMatmul,
+  kPointwise,
+  kReduction,
+  kLayerNorm,
+  kRmsNorm,
+  kSdpa,
+};
+const char* op_kind_name(
+    OpKind
+        k);  // "conv_fprop", "conv_dgrad", "conv_wgrad", "matmul", "pointwise", "reduction", "layer_norm", "rms_norm", "sdpa"
+
+enum class PointwiseMode {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMin,
+  kMax,      // binary (broadcasting)
+  kScale,    // x * scalar (by-value or 1-element tensor)
+  kBiasAdd,  // x + bias broadcast along the last / channel axis
+  kRelu,
+  kGeluErf,
+  kGeluTanh,
+  kSilu,
+  kSigmoid,
+  kTanh,
+  kExp,
+  kIdentity,  // unary
+};
+const char* pointwise_mode_name(PointwiseMode m);  // "add", ..., "gelu_erf", "gelu_tanh", "silu", "identity"
+bool pointwise_is_unary(PointwiseMode m);
+
+enum class ReductionMode { kSum, kMax, kMin, kAmax };
+const char* reduction_mode_name(ReductionMode m);  // "sum", "max", "min", "amax"
+
+struct ConvAttrs {
+  std::vector<int64_t> pre_padding, post_padding, stride, dilation;  // one entry per spatial dim
+  int64_t groups = 1;
+};
+struct PointwiseAttrs {
+  PointwiseMode mode = PointwiseMode::kIdentity;
+};
+struct ReductionAttrs {
+  ReductionMode mode = ReductionMode::kSum;
+  std::vector<int> axes;  // reduced axes of the input; the output keeps them with extent 1
+};
+struct NormAttrs {
+  double epsilon = 1e-5;
+};
+struct SdpaAttrs {
+  bool causal = false;
+  std::optional<double> attn_scale;  // default 1/sqrt(head_dim)
+};
+
+// Inputs and outputs by op (tensor indices, in this order):
+//   conv_fprop: in {x, w}        out {y}
+//   conv_dgrad: in {dy, w}       out {dx}
+//   conv_wgrad: in {x, dy}       out {dw}
+//   matmul:     in {a, b}        out {c}       ([..., M, K] x [..., K, N] -> [..., M, N])
+//   pointwise:  in {a} or {a, b} out {y}
+//   reduction:  in {x}           out {y}
+//   layer_norm: in {x, scale, bias} out {y}    (inference; normalized over all axes but the first)
+//   rms_norm:   in {x, scale}    out {y}
+//   sdpa:       in {q, k, v}     out {o}       ([B, H, S, D], fp16/bf16, SM80+)
+struct Node {
+  std::string name;
+  OpKind op = OpKind::kPointwise;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  std::optional<DataType> compute_dtype;  // unset: the graph's compute dtype
+  ConvAttrs conv;
+  PointwiseAttrs pointwise;
+  ReductionAttrs reduction;
+  NormAttrs norm;
+  SdpaAttrs sdpa;
+};
+
+struct Graph {
+  std::string name;
+  DataType io_dtype = DataType::kFloat16;
+  DataType intermediate_dtype = DataType::kFloat32;
+  DataType compute_dtype = DataType::kFloat32;
+  std::vector<TensorDesc> tensors;
+  std::vector<Node> nodes;
+  std::vector<int> outputs;                     // tensor indices the caller reads back
+  std::map<std::string, int64_t> dynamic_dims;  // symbol -> current value
+  // An engine configuration the author pins for this graph ("eng41_k2=4_k13=0", the identity text that
+  // `kiln tune` prints); empty: none. Not part of the signature: it selects among plans, it does not
+  // change the computation. `kiln run/tune --pin` overrides it.
+  std::string pin;
+
+  // Index of the tensor with this name, or -1.
+  int find_tensor(const std::string& name) const;
+  bool is_graph_input(int tensor) const;   // no node writes it
+  bool is_graph_output(int tensor) const;  // listed in outputs
+  bool is_virtual(int tensor) const { return !is_graph_input(tensor) && !is_graph_output(tensor); }
+  // Node index that writes `tensor`, or -1.
+  int producer(int tensor) const;
+  // The tensor's dtype once validated (explicit, or the graph default for its role).
+  DataType dtype_of(int tensor) const;
+  // Each of producer(), is_graph_input() and dtype_of() scans the nodes (is_graph_output() the outputs):
+  // fine for one question, quadratic in a loop over a large graph. Ask GraphRoles instead there.
+};
+
+// The roles of every tensor of a graph, found in one pass over its nodes and outputs (O(nodes + tensors)),
+// answering the same questions as Graph's methods in O(1). A snapshot: valid while the graph's nodes,
+// outputs and tensors are not changed. Out-of-range node references are ignored (validation reports them).
+class GraphRoles {
+ public:
+  explicit GraphRoles(const Graph& graph);
+  int producer(int tensor) const;  // the first node writing it, or -1
+  bool is_graph_input(int tensor) const { return producer(tensor) < 0; }
+  bool is_graph_output(int tensor) const;
+  bool is_virtual(int tensor) const { return !is_graph_input(tensor) && !is_graph_output(tensor); }
+  int consumer_count(int tensor) const;  // how many node inputs read it (a node reading it twice counts twice)
+  DataType dtype_of(int tensor) const;   // as Graph::dtype_of
+
+ private:
+  const Graph* graph_;
+  std::vector<int> producer_;
+  std::vector<int> consumers_;
+  std::vector<char> output_;
+};
+
+// Where a validation error is: every message names what it can ("node 'gelu': input 'b': ...").
+// Validation checks structure (unknown/missing/dangling tensors, cycles, arity), infers shapes and dtypes of
+// outputs and intermediates, resolves layouts into strides, and rejects rank/broadcast mismatches,
+// non-positive dims, unsupported dtype combinations and ops the target cannot run (sm_version, 0 = any).
+struct ValidateOptions {
+  int target_sm_version = 0;
+};
+Status validate_graph(Graph& graph, const ValidateOptions& options = {});
+
+// Signatures (see docs/spec.md "Signatures"). Both are stable across runs, builds and machines: a
+// canonical text form hashed with XXH3-128. Tensor and node names, JSON key order and whitespace do not
+// enter them; dtypes, layouts, attributes, static dims and graph structure do. Dynamic dims enter the
+// structure signature as symbols and the shape key as values.
+struct GraphSignature {
+  std::string structure;  // 32 hex digits
+  std::string shape_key;  // "batch=8,seq=128" in canonical symbol order; "" when nothing is dynamic
+  std::string canonical;  // the canonical text the structure hash was taken of (for debugging)
+  // Canonical number of each tensor (by tensor index), the order of the canonical text: the same for
+  // every graph with this structure signature, whatever order its tensors were declared in. Lowering
+  // binds tensors to cuDNN by it (uid = id + 1), so a stored plan fits every graph with its signature.
+  std::vector<int> tensor_ids;
+};
+StatusOr<GraphSignature> compute_signature(const Graph& validated_graph);
+
+}  // namespace kiln

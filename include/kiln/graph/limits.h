@@ -1,0 +1,53 @@
+// kiln/graph/limits.h: every fixed limit Kiln enforces, in one place (docs/spec.md "Limits").
+//
+// Two kinds:
+//  - what a graph may hold (Kiln's own bounds, chosen so that no size computation can overflow and no
+//    input can make Kiln spend unbounded time or memory): checked by the spec parser and validate_graph
+//    before any other work; a graph past one is InvalidArgument (exit 2) naming the limit;
+//  - what cuDNN can take (cuDNN 9.19 with cuDNN Frontend 1.23, as their headers state): checked by
+//    lowering before the frontend is called (check_cudnn_limits, kiln/lower/cudnn_limits.h: the lower
+//    layer's, as the operation limit is read from the frontend's header); a graph past the operation limit
+//    is cut into fused segments that fit (cudnn_segment_groups), anything else is NotSupported (exit 5)
+//    naming the limit. Handing either to cuDNN crashes the process (a std::array overflows in the frontend).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+
+namespace kiln::limits {
+
+// ---- What a spec or builder graph may hold (InvalidArgument, exit 2) ---------------------------------
+inline constexpr int64_t kMaxSpecBytes = int64_t{64} << 20;  // a spec file or string, before parsing
+inline constexpr int64_t kMaxNodes = 200000;
+inline constexpr int64_t kMaxTensors = 400000;  // declared and node outputs together
+inline constexpr int64_t kMaxDynamicDims = 64;
+inline constexpr size_t kMaxNameBytes = 256;                   // a tensor, node, graph or dynamic-dim name, and a pin
+inline constexpr size_t kMaxRank = 8;                          // = kCudnnDimMax: every tensor must reach cuDNN
+inline constexpr int64_t kMaxExtent = (int64_t{1} << 31) - 1;  // one dim (and a dynamic dim's value)
+inline constexpr int64_t kMaxElements = int64_t{1} << 62;      // product of a tensor's dims
+// The memory a tensor spans: (1 + sum((extent - 1) * stride)) elements times the dtype's size, and also
+// elements * dtype size. Each product is computed with an overflow check against this bound.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 62;
+
+// ---- What cuDNN takes (NotSupported, exit 5, or cut into segments) -----------------------------------
+// CUDNN_DIM_MAX (cudnn_graph.h): the most dims of a backend tensor; the frontend copies dims and
+// strides into arrays of CUDNN_DIM_MAX + 1 (cudnn_frontend_Tensor.h), so more overflows them.
+inline constexpr size_t kCudnnDimMax = 8;
+// Tensor uids (CUDNN_ATTR_TENSOR_UNIQUE_ID) are int64 and must be unique and non-zero in a graph; the
+// frontend numbers its own virtual tensors from 1 upward, skipping the uids already used. Kiln gives
+// every tensor canonical id + 1, so its uids are 1..tensors (at most kMaxTensors).
+inline constexpr int64_t kCudnnMinUid = 1;
+
+}  // namespace kiln::limits
+
+namespace kiln {
+
+// The graph-size limits above (nodes, tensors, dynamic dims, name lengths, pin length, ranks),
+// InvalidArgument naming the limit and the node or tensor. Cheap (O(nodes + tensors)); validate_graph
+// calls it first.
+Status check_graph_limits(const Graph& graph);
+
+}  // namespace kiln

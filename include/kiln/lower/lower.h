@@ -1,0 +1,150 @@
+// kiln/lower/lower.h: the bridge from Kiln's IR to cuDNN Frontend. This header exposes no frontend type; the
+// frontend lives behind src/lower/ (its header costs minutes per translation unit).
+//
+// A LoweredGraph is one Kiln graph turned into a cuDNN Frontend graph for one target: the live device
+// (a cuDNN handle) or a recorded device profile (deviceless, ahead-of-time compilation). It then holds at
+// most one built execution plan, chosen by heuristics or pinned by engine configuration.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+
+namespace kiln {
+
+// A recorded GPU: what cuDNN needs to build plans for it without it (cuDNN 9.8+ device properties JSON)
+// plus the SM version and count the frontend also needs. Stored as JSON (profiles/h200.json).
+struct DeviceProfile {
+  std::string gpu_name;
+  int sm_version = 0;
+  int sm_count = 0;
+  int64_t recorded_cudnn_version = 0;
+  std::string recorded_at;              // ISO date
+  std::string cudnn_device_properties;  // cuDNN's own JSON representation, kept verbatim
+};
+StatusOr<DeviceProfile> record_device_profile(int ordinal = 0);  // needs a GPU
+StatusOr<DeviceProfile> load_device_profile(const std::string& path);
+// The same from the file's text; `path` names it in errors.
+StatusOr<DeviceProfile> parse_device_profile(const std::string& text, const std::string& path);
+// profiles/h200.json as it was when Kiln was built (compiled in): for deviceless work that needs some
+// device but not this one (kiln/runtime/cudnn_primer.h).
+StatusOr<DeviceProfile> builtin_h200_profile();
+Status save_device_profile(const DeviceProfile& profile, const std::string& path);
+
+// A plan's identity: engine global index + knob choices (cuDNN backend knob type -> value) + the cuDNN
+// version that built it (kept by the store). Never an index into a heuristics list.
+struct EngineConfig {
+  int64_t engine_id = -1;
+  std::map<int, int64_t> knobs;
+  // "eng12_k2=1_k3=0", the same text cuDNN uses for its engine tags (knobs in ascending type order).
+  std::string identity() const;
+  static StatusOr<EngineConfig> parse(const std::string& identity);
+  bool operator==(const EngineConfig& o) const { return engine_id == o.engine_id && knobs == o.knobs; }
+  bool operator<(const EngineConfig& o) const { return identity() < o.identity(); }
+};
+
+// The configuration to pin for `graph`: `override_pin` (from --pin) when set, else the spec's "pin"
+// (Graph::pin), else none. InvalidArgument naming the graph for a spec pin that does not parse.
+StatusOr<std::optional<EngineConfig>> resolve_pin(const Graph& graph, const std::optional<EngineConfig>& override_pin);
+
+// One engine configuration cuDNN offers for a graph.
+struct CandidateInfo {
+  EngineConfig config;
+  int heuristic_rank = -1;                  // position in heuristic mode A's list, -1 if A did not offer it
+  std::vector<std::string> modes;           // which heuristic modes offered it: "A", "B", "FALLBACK"
+  std::vector<std::string> behavior_notes;  // e.g. "runtime_compilation"
+};
+
+enum class HeuristicMode { kA, kB, kFallback };
+
+// cuDNN's kernel cache for dynamic-shape builds: one per graph structure, shared by every shape of it, so
+// that a runtime-compiled kernel is compiled once per structure, not once per shape (cuDNN >= 9.4). The
+// first build that uses it finalizes it for that structure; a graph of another structure must not use it.
+// Thread-safe (builds that share it serialize on cuDNN's lock while it is finalized).
+class DynamicKernelCache {
+ public:
+  DynamicKernelCache();
+  ~DynamicKernelCache();
+  DynamicKernelCache(const DynamicKernelCache&) = delete;
+  DynamicKernelCache& operator=(const DynamicKernelCache&) = delete;
+  // Entries held (kernels compiled into it); 0 before the first build or where cuDNN cannot say.
+  int64_t entries() const;
+
+ private:
+  friend class LoweredGraph;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct LowerTarget {
+  // Null: the live device, through `handle`. Otherwise: build for this recorded device, no GPU needed.
+  const DeviceProfile* profile = nullptr;
+  cudnnHandle_t handle = nullptr;
+  // Set: the graph is built in cuDNN's dynamic-shape mode with this kernel cache (live device only).
+  // Such plans are a stopgap: their kernels are generic over the shape and run slower than static ones.
+  std::shared_ptr<DynamicKernelCache> kernel_cache;
+  // false: lower the graph as written even where a known cuDNN defect makes that wrong (only to check a
+  // new cuDNN against the table in src/lower/known_defects.h; never for plans that are kept or run).
+  bool work_around_known_defects = true;
+};
+
+class LoweredGraph {
+ public:
+  LoweredGraph();
+  ~LoweredGraph();
+  LoweredGraph(LoweredGraph&&) noexcept;
+  LoweredGraph& operator=(LoweredGraph&&) noexcept;
+
+  // Lowers a validated graph and builds cuDNN's operation graph for the target. Errors name the node.
+  // cuDNN's fixed limits are checked first (check_cudnn_limits, kiln/lower/cudnn_limits.h: NotSupported naming
+  // the limit; a graph past the operation limit runs as segments, cudnn_segment_groups), and a graph with a
+  // known cuDNN defect is lowered as its equivalent rewrite (or refused, NotSupported, with the reason).
+  static StatusOr<LoweredGraph> create(const Graph& graph, const LowerTarget& target);
+  // Rebuilds a graph from bytes made by serialize(); needs a live handle. The Kiln graph gives tensor
+  // identities (uids are tensor index + 1).
+  static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle,
+                                            const std::vector<uint8_t>& bytes);
+  // The same without a handle or a GPU: the plan is finalized against a recorded device (cuDNN >= 9.8).
+  // Proves that bytes load for that device (e.g. a deviceless compile's output); execute() still needs
+  // a handle of a live device. Bytes of another frontend's serialized form are refused (NotSupported).
+  static StatusOr<LoweredGraph> deserialize(const Graph& graph, const DeviceProfile& profile,
+                                            const std::vector<uint8_t>& bytes);
+
+  // Every engine configuration the given heuristic modes offer, de-duplicated by identity, in the order
+  // A's ranking, then B's, then FALLBACK's.
+  StatusOr<std::vector<CandidateInfo>> list_candidates(const std::vector<HeuristicMode>& modes);
+
+  // Builds the heuristics' first working plan (modes tried in order).
+  Status build_heuristic(const std::vector<HeuristicMode>& modes = {HeuristicMode::kA, HeuristicMode::kFallback});
+  // Builds exactly this engine configuration (the frontend's custom-plan path), or says why it cannot.
+  Status build_config(const EngineConfig& config);
+
+  bool has_plan() const;
+  // The known cuDNN defects create() worked around for this graph ("pointwise_vector_broadcast: node
+  // 'add' ..."): the frontend graph is an equivalent rewrite of the Kiln graph over the same buffers.
+  const std::vector<std::string>& workarounds() const;
+  const EngineConfig& config() const;  // of the built plan
+  int64_t workspace_size() const;      // of the built plan
+  std::vector<std::string> behavior_notes() const;
+  StatusOr<std::vector<uint8_t>> serialize() const;
+
+  // Runs the built plan. `tensor_ptrs` maps tensor index -> device pointer for every non-virtual,
+  // non-by-value tensor; `workspace` holds at least workspace_size() bytes.
+  Status execute(cudnnHandle_t handle, const std::map<int, void*>& tensor_ptrs, void* workspace) const;
+
+ private:
+  static StatusOr<LoweredGraph> deserialize_for(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile,
+                                                const std::vector<uint8_t>& bytes);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

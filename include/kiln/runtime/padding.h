@@ -1,0 +1,57 @@
+// Serving a shape from the plan of a larger one (docs/runtime.md "Padded stopgaps"). A graph whose rows along a
+// dynamic dim are independent (a batch of images through a conv, the tokens of a matmul + bias + GELU, the
+// rows of a norm) computes the same first n rows at any larger extent. So a new shape in a tuned bucket can
+// run at once on the plan tuned for the bucket's representative (which is at least as large): the inputs
+// that carry the dim are copied into scratch of the representative's size, the representative's plan runs
+// there, and the first n rows of each output are copied back to the caller's buffers. No build, no
+// heuristics; the price is the copies and the work on the padding rows, until the Planner's background
+// build replaces it (a promotion).
+//
+// plan_padding decides whether that is exact for a graph, and lays out the scratch. It compares the graph
+// at the requested shape with the same validated graph at the larger shape (both from reshape_graph), so it
+// needs no symbols on derived tensors: a dim "varies" where its extent differs. It is exact when
+//   - every tensor has at most one varying dim, no extent is larger at the request than at the plan's shape;
+//   - every op keeps rows independent along it: a pointwise op (broadcasting); a matmul's M or batch dims
+//     (not K, not N); a convolution's batch N (fprop and dgrad; not wgrad, which sums over N; not H or W,
+//     whose padding rows would enter the border windows); a norm's first axis; a reduction over other axes
+//     only; SDPA's batch;
+//   - every input and output that varies holds it as its outermost dim (the largest stride; the others'
+//     strides unchanged), so its real bytes are a prefix of the larger tensor's bytes.
+// Anything else is NotSupported with the reason (the Planner then tries the next tuned shape, then a dynamic
+// stopgap or a static build, kiln/runtime/planner.h NewShapes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+
+namespace kiln {
+
+// One input or output copied through scratch.
+struct PaddedTensor {
+  int tensor = -1;  // index in both graphs
+  std::string name;
+  bool output = false;        // copied back after the run; else copied in before it
+  size_t real_bytes = 0;      // what the caller's buffer holds at the requested shape (what is copied)
+  size_t padded_bytes = 0;    // the tensor's span at the plan's shape (its scratch)
+  size_t scratch_offset = 0;  // in the scratch, kPaddingAlignment-aligned
+};
+
+constexpr size_t kPaddingAlignment = 256;
+
+struct PaddingLayout {
+  std::vector<PaddedTensor> tensors;  // the inputs first, in tensor order, then the outputs
+  size_t scratch_bytes = 0;           // every tensor's scratch, each aligned; the plan's workspace follows
+  std::string text() const;           // "x 2457600 of 4194304 bytes, y 2457600 of 4194304 bytes"
+};
+
+// Whether `real` can run exactly on a plan built for `larger` (see above), and where its scratch goes.
+// Both are validated graphs of one structure, reshaped from one graph. NotSupported naming the node or
+// tensor that prevents it; InvalidArgument when the two are not one graph at two shapes.
+StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger);
+
+}  // namespace kiln

@@ -1,0 +1,88 @@
+// kiln/runtime/retune.h: re-tuning what the plan store could not serve. obtain_plan() (kiln/runtime/runner.h) queues a
+// re-tune under the policy kHeuristicsAndQueue, or tunes at once under kRetune; retune_queued() drains the
+// queue on a machine of the environment that asked (`kiln plans retune`). docs/store.md "The re-tune
+// queue".
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/core/fingerprint.h"
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+#include "kiln/store/plan_store.h"
+#include "kiln/tune/tuner.h"
+
+namespace kiln {
+
+// The queue reason for a lookup that gave no runnable plan: "store miss", "store stale: <field reasons
+// joined by "; ">", "store corrupt: <what was wrong>".
+std::string retune_reason(const LookupResult& look);
+
+// Queues a re-tune of `graph` (validated) for the environment `env`, with its spec JSON, under its
+// signature. FailedPrecondition for a read-only store (which never queues); InvalidArgument for a graph
+// that cannot be written as a spec.
+StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, const EnvFingerprint& env,
+                                        const std::string& reason);
+
+// Keeps `graph`'s spec JSON in the store's graph specs under its signature, so that its plans can be
+// re-run and deep-verified without the spec file. Call it beside put() of a plan for the graph.
+Status remember_graph_spec(PlanStore& store, const Graph& graph);
+
+// How obtain_plan() tunes when the policy is kRetune (a short tuning: a service waits for it).
+struct RetuneNowOptions {
+  double time_budget_s = 30;         // the whole tuning of the graph; 0: none
+  double candidate_budget_ms = 100;  // sampling budget per candidate
+  int top_k = 0;                     // > 0: only the heuristic's first k configurations
+  uint64_t seed = 1;                 // seeded random inputs of the numerics gate
+};
+TuneOptions tune_options_for(const RetuneNowOptions& o);
+
+enum class RetuneOutcome {
+  kTuned,             // tuned here; the winner is in the store and the row is gone (a tuning the time
+                      // budget cut short: stored untuned, the row kept; kiln/runtime/plan_keeping.h)
+  kAlreadyTuned,      // the store already had a tuned plan for this environment; the row is gone
+  kFailed,            // the spec did not parse or give its key, tuning failed or found no correct plan; kept
+  kOtherEnvironment,  // queued by another environment (GPU, cuDNN, ...); left for a machine of that kind
+  kNotReached,        // the whole-run budget ran out or the run was interrupted first; kept
+};
+const char* retune_outcome_name(
+    RetuneOutcome o);  // "tuned", "already tuned", "failed", "other environment", "not reached"
+
+struct RetuneRowReport {
+  RetuneQueueEntry entry;
+  RetuneOutcome outcome = RetuneOutcome::kNotReached;
+  std::string message;   // why it failed / which environment / the winner's check summary
+  std::string winner;    // identity of the stored plan ("eng41_k2=4_k13=0") when tuned
+  double median_ms = 0;  // the winner's median time
+  std::string verdict;   // the winner's numerics verdict
+  double seconds = 0;    // wall time spent on this row
+};
+
+struct RetuneReport {
+  std::vector<RetuneRowReport> rows;  // every queued row, in queue order
+  int64_t tuned = 0, already_tuned = 0, failed = 0, other_environment = 0, not_reached = 0;
+  bool budget_exhausted = false;
+  bool cancelled = false;
+};
+
+struct RetuneOptions {
+  // Per graph: candidates, measurement, checks, seed. Its time_budget_s (0: none) is further capped by what
+  // is left of budget_s.
+  TuneOptions tune;
+  double budget_s = 0;                                 // the whole run; 0: none. Rows not started in time: kNotReached
+  std::optional<EnvFingerprint> current;               // this environment; default: collect_environment() (needs a GPU)
+  const std::atomic<bool>* cancel = nullptr;           // also handed to the tuner
+  std::function<void(const RetuneRowReport&)> on_row;  // after each row (progress)
+};
+
+// For each queued row whose fingerprint_key is this environment's: parses the stored spec, checks it gives
+// the queued key, tunes it, stores the winner (record_from_tuning, keep_plan: its graph spec beside it, the
+// row removed). Rows of other environments are left alone and reported. Per-row failures are reported,
+// not returned. Errors: Unavailable without a GPU (when `current` is not given), store errors.
+StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& options);
+
+}  // namespace kiln

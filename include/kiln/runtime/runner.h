@@ -1,0 +1,105 @@
+// kiln/runtime/runner.h: obtaining a plan for a graph (store -> heuristics, or pinned) and running it once with
+// seeded or user-supplied inputs, optionally verified against a reference. `kiln run` is a thin shell
+// over run_graph().
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/graph/graph.h"
+#include "kiln/lower/lower.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/store/env_policy.h"
+#include "kiln/store/plan_store.h"
+#include "kiln/validate/host_tensor.h"
+#include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
+
+namespace kiln {
+
+// Where a plan came from, and why (a stale or corrupt record is a logged miss with its reasons).
+struct ObtainedPlan {
+  LoweredGraph plan;
+  EngineConfig config;
+  std::string source;                // "store", "heuristics", "pinned", "tuned"
+  std::vector<std::string> reasons;  // why not the store, when a store was asked
+  double obtain_ms = 0;              // lookup + deserialize, or lower + build
+};
+
+// Looks the graph up in `store` (when non-null) under `env` and `policy`; on a hit deserializes it. With
+// `pin` the store is not asked and the pinned configuration is built. On a miss, stale or corrupt record,
+// policy.on_mismatch decides (docs/store.md "Mismatch policies in obtain_plan"):
+//   kHeuristicsAndQueue  builds from heuristics (source "heuristics") and queues a re-tune in the store
+//                        (kiln/runtime/retune.h; reasons say "queued for re-tune", or why not: a read-only store);
+//   kRetune              tunes now (`retune`), puts the winner and the graph's spec into the store (when
+//                        writable) and runs it (source "tuned"); if tuning fails, heuristics, with why;
+//   kFail                FailedPrecondition naming the fields (stale records only; a miss builds from
+//                        heuristics).
+StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, PlanStore* store,
+                                   const EnvFingerprint& env, const EnvPolicy& policy,
+                                   const std::optional<EngineConfig>& pin = std::nullopt,
+                                   const RetuneNowOptions& retune = {});
+
+// Which reference(s) judge a verified run:
+//   kAuto    the host reference where it is cheap: the graph's MACs (estimate_macs) within host_max_macs
+//            and at most kHostAutoMaxElements elements in its tensors; else the device reference (and the
+//            device reference if the host one fails)
+//   kHost    the host reference only; a graph over host_max_macs is refused (kNotSupported) before the GPU
+//            is touched
+//   kDevice  the device reference only
+//   kBoth    both, each reported; a graph over host_max_macs gets a NotSupported host entry saying so
+enum class ReferenceChoice { kAuto, kHost, kDevice, kBoth };
+constexpr int64_t kHostAutoMaxElements = int64_t{1} << 22;
+const char* reference_choice_name(ReferenceChoice c);                       // "auto", "host", "device", "both"
+StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name);  // InvalidArgument naming the choices
+
+struct RunOptions {
+  uint64_t seed = 1;
+  std::string inputs_dir;          // <tensor name>.bin raw files (encode() bytes); empty: seeded random
+  std::string save_outputs_dir;    // write <tensor name>.bin for each output; empty: don't
+  bool overwrite_outputs = false;  // replace existing <tensor name>.bin files there (else refused before the run)
+  bool verify = false;
+  ReferenceChoice reference = ReferenceChoice::kAuto;      // with verify
+  double host_max_macs = HostReferenceOptions().max_macs;  // the host reference's cost cap (> 0)
+  CheckOptions check;
+  std::optional<EngineConfig> pin;
+  std::string store_path;  // empty: no store
+  EnvPolicy policy;
+  RetuneNowOptions retune;  // how to tune when policy.on_mismatch is kRetune
+};
+
+struct RunReport {
+  std::string plan_source;  // "store", "heuristics", "pinned", "tuned", or "segments"
+  std::vector<std::string> reasons;
+  EngineConfig config;  // with "segments": unset (see `segments`)
+  // A graph cuDNN cannot fuse whole runs as fused segments (kiln/runtime/segments.h), each obtained like a graph
+  // of its own (store -> heuristics): "<segment>: <identity> from <source>", in run order.
+  std::vector<std::string> segments;
+  int64_t workspace_bytes = 0;
+  double obtain_ms = 0;
+  double run_ms = 0;  // one execution, host wall clock (includes launch)
+  // The outputs on the host, when they were needed there (save_outputs_dir, or a host reference check);
+  // empty otherwise: with random inputs and the device reference nothing the size of a tensor crosses
+  // to the host (inputs generated on the device, the comparison made there).
+  std::vector<HostTensor> outputs;
+  // With verify, one entry per reference consulted (host before device). A reference that refused the
+  // graph (the host's MAC cap) has verdict kNotSupported, no report, and says why in `message`.
+  struct ReferenceCheck {
+    ReferenceKind kind = ReferenceKind::kHost;
+    Verdict verdict = Verdict::kNotVerified;
+    std::optional<CheckReport> report;
+    std::string message;
+  };
+  std::vector<ReferenceCheck> checks;
+  std::optional<CheckReport> check;  // with verify: the first report in `checks`
+  std::string reference_kind;        // the references that ran: "host", "device", "host+device", "none"
+  // Incorrect or Failed if any reference says so, else Passed if one ran, else NotSupported (none could
+  // run) or NotVerified (no verify).
+  Verdict verdict() const;
+};
+
+StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& options);
+
+}  // namespace kiln

@@ -1,0 +1,128 @@
+// kiln/spec/builder.h: a fluent C++ way to write a Kiln graph, equivalent to a JSON spec (docs/spec.md).
+//
+//   GraphBuilder b("conv_bias_relu");
+//   b.io_dtype(DataType::kFloat16).dynamic("batch", 32);
+//   TensorRef x = b.tensor("x", {"batch", 64, 56, 56}, Layout::kNHWC);
+//   TensorRef w = b.tensor("w", {64, 64, 3, 3}, Layout::kNHWC);
+//   TensorRef y = b.conv_fprop("conv", x, w, ConvOptions().padding({1, 1}));
+//   b.output(b.relu("relu", b.bias_add("bias", y, bias)));
+//   StatusOr<Graph> g = b.build();   // validated
+//
+// Mistakes (unknown refs, duplicate names) are remembered and reported by build(); the other calls never
+// fail. Each op's output tensor is named after the node unless `out` is given.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/graph.h"
+
+namespace kiln {
+
+// A tensor of the graph being built (index into Graph::tensors; -1 when invalid).
+struct TensorRef {
+  int index = -1;
+};
+
+// One dim of a declared tensor: a static extent or a dynamic dim's symbol.
+struct DimArg {
+  DimArg(int64_t v) : value(v) {}                  // NOLINT: implicit by design
+  DimArg(int v) : value(v) {}                      // NOLINT
+  DimArg(const char* s) : symbol(s) {}             // NOLINT
+  DimArg(std::string s) : symbol(std::move(s)) {}  // NOLINT
+  int64_t value = 0;
+  std::string symbol;
+};
+
+struct ConvOptions {
+  ConvAttrs attrs;
+  ConvOptions& padding(std::vector<int64_t> p) {
+    attrs.pre_padding = p;
+    attrs.post_padding = std::move(p);
+    return *this;
+  }
+  ConvOptions& pre_padding(std::vector<int64_t> p) {
+    attrs.pre_padding = std::move(p);
+    return *this;
+  }
+  ConvOptions& post_padding(std::vector<int64_t> p) {
+    attrs.post_padding = std::move(p);
+    return *this;
+  }
+  ConvOptions& stride(std::vector<int64_t> s) {
+    attrs.stride = std::move(s);
+    return *this;
+  }
+  ConvOptions& dilation(std::vector<int64_t> d) {
+    attrs.dilation = std::move(d);
+    return *this;
+  }
+  ConvOptions& groups(int64_t g) {
+    attrs.groups = g;
+    return *this;
+  }
+};
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(std::string name = "");
+
+  GraphBuilder& io_dtype(DataType t);
+  GraphBuilder& intermediate_dtype(DataType t);
+  GraphBuilder& compute_dtype(DataType t);
+  GraphBuilder& dynamic(const std::string& symbol, int64_t value);
+
+  // Declares a tensor (a graph input, or a node output whose dims/layout/dtype you want to fix up front).
+  TensorRef tensor(const std::string& name, const std::vector<DimArg>& dims, Layout layout = Layout::kRowMajor,
+                   std::optional<DataType> dtype = std::nullopt);
+  TensorRef tensor_strided(const std::string& name, const std::vector<DimArg>& dims, std::vector<int64_t> strides,
+                           std::optional<DataType> dtype = std::nullopt);
+  // A by-value scalar input (dims [1] unless `rank` says more, all 1).
+  TensorRef scalar(const std::string& name, double value, std::optional<DataType> dtype = std::nullopt,
+                   size_t rank = 1);
+
+  // Ops. `out`: the output tensor's name (default: the node name); if a tensor of that name was declared
+  // with tensor(), the node writes it.
+  TensorRef conv_fprop(const std::string& name, TensorRef x, TensorRef w, const ConvOptions& o = {},
+                       std::string out = "");
+  TensorRef conv_dgrad(const std::string& name, TensorRef dy, TensorRef w, const ConvOptions& o = {},
+                       std::string out = "");
+  TensorRef conv_wgrad(const std::string& name, TensorRef x, TensorRef dy, const ConvOptions& o = {},
+                       std::string out = "");
+  TensorRef matmul(const std::string& name, TensorRef a, TensorRef b, std::string out = "");
+  TensorRef pointwise(const std::string& name, PointwiseMode mode, TensorRef a, TensorRef b = {}, std::string out = "");
+  TensorRef bias_add(const std::string& name, TensorRef x, TensorRef bias, std::string out = "");
+  TensorRef scale(const std::string& name, TensorRef x, TensorRef s, std::string out = "");
+  TensorRef relu(const std::string& name, TensorRef x, std::string out = "");
+  TensorRef gelu(const std::string& name, TensorRef x, std::string out = "");  // erf form
+  TensorRef reduce(const std::string& name, ReductionMode mode, TensorRef x, std::vector<int> axes = {},
+                   std::string out = "");
+  TensorRef layer_norm(const std::string& name, TensorRef x, TensorRef scale, TensorRef bias, double epsilon = 1e-5,
+                       std::string out = "");
+  TensorRef rms_norm(const std::string& name, TensorRef x, TensorRef scale, double epsilon = 1e-5,
+                     std::string out = "");
+  TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, bool causal = false,
+                 std::optional<double> attn_scale = std::nullopt, std::string out = "");
+
+  // Fix-ups on a tensor (usually an op's output): its dtype, its layout.
+  GraphBuilder& set_dtype(TensorRef t, DataType dtype);
+  GraphBuilder& set_layout(TensorRef t, Layout layout);
+  // The compute dtype of the node that writes `t`.
+  GraphBuilder& set_compute_dtype(TensorRef t, DataType dtype);
+
+  GraphBuilder& output(TensorRef t);
+
+  // The graph, validated (validate_graph), or the first mistake made while building.
+  StatusOr<Graph> build(const ValidateOptions& options = {}) const;
+
+ private:
+  TensorRef add_node(Node node, const std::vector<TensorRef>& inputs, std::string out);
+  bool check_ref(TensorRef t, const std::string& where);
+  void fail(const std::string& message);
+
+  Graph graph_;
+  Status error_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,233 @@
+// kiln/validate/numerics.h: error measures between an output and its reference, per-dtype tolerances, and the
+// disposition of a checked result. See docs/numerics.md for the reasoning behind every number here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+#include "kiln/validate/host_tensor.h"
+#include "kiln/validate/reference.h"
+
+namespace kiln {
+
+// The disposition of a candidate or a run, after the CUTLASS profiler:
+//   kPassed       ran, and every output is within tolerance of the reference
+//   kIncorrect    ran, but some output is not (including NaN/Inf where the reference is finite)
+//   kNotSupported cuDNN or the device refused the configuration (not an error of the candidate)
+//   kFailed       it should have run but did not (build, launch or runtime failure)
+//   kNotVerified  ran, no reference was available (e.g. too large for the host and no device reference)
+enum class Verdict { kPassed, kIncorrect, kNotSupported, kFailed, kNotVerified };
+const char* verdict_name(Verdict v);  // "Passed", "Incorrect", "NotSupported", "Failed", "NotVerified"
+
+// How close is close enough. An element matches when |out - ref| <= atol + rtol * |ref| (+ acc_coeff *
+// M_i when a magnitude tensor M is given), both finite, or when both are the same non-finite value. A
+// tensor passes when every element matches, no element is NaN/Inf where the reference is finite, and
+// nmse <= nmse_max (+ the accumulation allowance, ErrorMeasures::nmse_allowance); with a scale tensor S
+// (the expected-error model, docs/numerics.md "The gate") it must also pass the error-size and the bias
+// tests (judge()).
+struct Tolerance {
+  double atol = 0.0;
+  double rtol = 0.0;
+  double nmse_max = 0.0;
+  double rel_floor = 1e-6;  // max_rel divides by max(|ref|, rel_floor)
+  // The accumulation bound (docs/numerics.md "The accumulation bound"), used only with a magnitude
+  // tensor M (ReferenceOutputs::magnitudes): element i may also differ by acc_coeff * M_i, and nmse may
+  // exceed nmse_max by acc_nmse_coeff * sum M^2 / sum ref^2.
+  double acc_coeff = 0.0;
+  double acc_nmse_coeff = 0.0;
+  // The expected-error model, used only with a scale tensor S (ReferenceOutputs::scales): before the
+  // output's own rounding, element i is expected to differ from the exact result by an error of mean
+  // square var_coeff * S_i^2, of which at most dir_coeff * S_i may be systematic (directed rounding).
+  bool statistical = false;
+  double var_coeff = 0.0;
+  double dir_coeff = 0.0;
+};
+
+// The gate's safety factors (docs/numerics.md "The gate"). With V_i = sigma_i^2 + ulp_i sigma_i the
+// expected squared difference of element i (sigma_i^2 = var_coeff S_i^2; ulp_i the output dtype's
+// spacing at ref_i: both results are rounded to that grid and differ by a step only when the error
+// crosses a grid point), a statistical output fails when
+//   sum (out - ref)^2           > kGateSizeFactor * sum V_i + kGateQuanta * q^2        (error size)
+//   |sum (out - ref) sign(ref)| > kGateBiasFactor * sum dir_coeff S_i + kGateBiasSigmas * sqrt(sum V_i)
+//                                  + kGateQuanta * q                                    (bias)
+// with q = min(max ulp_i, 2 rms ulp_i), a typical grid step. kGateQuanta steps are always allowed: when
+// sigma << ulp the count of crossed grid points is a Poisson variable of small mean, and a handful must
+// not fail a correct result.
+constexpr double kGateSizeFactor = 4.0;
+constexpr double kGateBiasFactor = 2.0;
+constexpr double kGateBiasSigmas = 6.0;
+constexpr double kGateQuanta = 4.0;
+
+// Options that widen the default tolerance.
+struct ToleranceOptions {
+  // Length of the longest reduction feeding the output (conv C/g * filter size, matmul K, reduced
+  // element count, normalized row length, SDPA key count); 1 for elementwise work.
+  int64_t reduction_length = 1;
+  // fp32 results may come from TF32 tensor cores (10-bit mantissa inputs); cuDNN does this for fp32
+  // conv/matmul unless math mode forbids it.
+  bool allow_tf32 = false;
+  // The dtype intermediates were rounded to, when it is coarser than the output dtype.
+  DataType intermediate_dtype = DataType::kFloat32;
+  // The caller judges accumulation error with the accumulation bound (a magnitude tensor is known): plain
+  // fp32 then keeps its base numbers instead of the legacy K/64 scaling below.
+  bool accumulation_bound = false;
+};
+
+// Default tolerance for an output of `dtype` (see docs/numerics.md "Tolerances"):
+//   fp32  atol=rtol=1e-5, nmse 1e-10     (TF32 allowed: atol 1e-2, rtol 5e-3, nmse 2e-6)
+//   fp16  atol=rtol=1e-2, nmse 1e-5,  rel floor 1e-3
+//   bf16  atol=rtol=2e-2, nmse 1e-4,  rel floor 1e-2
+//   e4m3  atol=rtol=1.25e-1, nmse 2e-2;  e5m2 atol=rtol=2.5e-1, nmse 6e-2
+//   int8/int32/int64: exact but for atol 1 on int8 (one rounding step)
+// With k = max(1, K / 64) for reduction length K: atol is multiplied by sqrt(k) (output/input rounding
+// errors add like a random walk). Plain fp32 is left at its base numbers when options.accumulation_bound
+// (accumulation error is then judged per element by the bound, see check_outputs); without it (legacy:
+// no magnitudes known) its atol and nmse_max are multiplied by k. rtol does not change: it already tracks
+// |ref|. The coarser of `dtype` and options.intermediate_dtype sets the base numbers.
+Tolerance default_tolerance(DataType dtype, const ToleranceOptions& options = {});
+
+struct ErrorMeasures {
+  int64_t count = 0;            // elements compared
+  double max_abs = 0.0;         // max |out - ref| over finite pairs
+  double max_rel = 0.0;         // max |out - ref| / max(|ref|, rel_floor) over finite pairs
+  double nmse = 0.0;            // sum (out - ref)^2 / sum ref^2 over finite pairs (sum (out-ref)^2 if ref is all 0)
+  int64_t nan_count = 0;        // elements where out is NaN/Inf but ref is finite
+  int64_t mismatch_count = 0;   // elements that do not match (includes nan_count)
+  int64_t worst_index = -1;     // row-major logical index of the largest |out - ref| / (allowed band)
+  double nmse_allowance = 0.0;  // acc_nmse_coeff * sum M^2 / sum ref^2 (0 without a magnitude tensor)
+  // The expected-error model (tol.statistical with a scale tensor; zero otherwise):
+  bool statistical = false;
+  double sum_sq_err = 0.0;       // sum (out - ref)^2 over finite pairs
+  double expected_sq_err = 0.0;  // sum V_i (see kGateSizeFactor)
+  double size_limit = 0.0;       // what sum_sq_err may reach
+  double mean_signed_rel = 0.0;  // sum (out - ref) sign(ref) / sum |ref|: the mean signed relative error,
+                                 // |ref|-weighted (exactly e for out = (1 + e) ref)
+  double bias_limit = 0.0;       // what |mean_signed_rel| may reach
+  // The first mismatching elements (lowest indices, at most 8) with their values and allowed band.
+  struct Offender {
+    int64_t index = -1;
+    double out = 0, ref = 0, allowed = 0;
+  };
+  std::vector<Offender> offenders;
+};
+
+// Compares two tensors of the same dims element by element (through their strides; dtypes may differ).
+// `magnitude` (optional, same dims) widens each element's band by tol.acc_coeff * M_i; `scale` (optional,
+// same dims, used when tol.statistical) gives the expected-error model its S_i; the output dtype's grid
+// is out.dtype's. Large tensors are split into fixed chunks compared on several threads and joined in
+// order, so the figures do not depend on the thread count.
+StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& ref, const Tolerance& tol,
+                                      const HostTensor* magnitude = nullptr, const HostTensor* scale = nullptr);
+
+// Passed or Incorrect. NaN/Inf in `out` where `ref` is finite is always Incorrect, whatever `tol` says.
+// nmse is compared with tol.nmse_max + e.nmse_allowance; a statistical measure must also stay within
+// its size and bias limits.
+Verdict judge(const ErrorMeasures& e, const Tolerance& tol);
+
+struct OutputCheck {
+  std::string name;  // tensor name
+  int tensor = -1;   // index into Graph::tensors
+  DataType dtype = DataType::kFloat32;
+  Tolerance tolerance;
+  ErrorMeasures error;
+  Verdict verdict = Verdict::kNotVerified;
+  // "y: Passed max_abs=3.1e-03 max_rel=2.0e-03 nmse=1.2e-07 (fp16 tol atol=1.0e-02 rtol=1.0e-02 nmse<=1.0e-05 K=64
+  //  acc=4.2e-06*M)", the last term only with magnitudes; nmse<= is the effective limit.
+  std::string summary;
+};
+
+struct CheckReport {
+  Verdict verdict = Verdict::kNotVerified;  // the worst over outputs (Passed only if all passed)
+  std::vector<OutputCheck> outputs;
+  std::string summary() const;  // one line per output
+};
+
+struct CheckOptions {
+  bool allow_tf32 = false;
+  // Multiplies atol, rtol and the accumulation coefficient of every default tolerance, and the expected
+  // error of the statistical model (its variance by the square), (> 1 to loosen).
+  double tolerance_scale = 1.0;
+  // The dtype the computation under test stored its intermediates in, when it did (an unfused chain of
+  // plans: its materialized dtype). Unset: a fused kernel, which keeps them in fp32 registers; the
+  // reference rounds them to the graph's intermediate dtype either way.
+  std::optional<DataType> stored_intermediates;
+};
+
+// Checks `outputs` against a reference with magnitudes (run_*_reference_with_magnitudes), both in the
+// order of graph.outputs. Each floating-point output gets its dtype's default tolerance (plain fp32 not
+// scaled by K) plus the accumulation bound: element i may differ by an extra
+//   acc_coeff * M_i,  acc_coeff = lambda(K) * sqrt(K) * u_acc + n * 2^-24
+// (K and u_acc from accumulation_into, n the nodes on the path, M the reference's magnitude), and nmse by
+// an extra 4 (sqrt(K) u_acc + n 2^-24)^2 sum M^2 / sum ref^2. With the reference's scales (S) each
+// floating-point output also gets the expected-error model (expected_error_model()): the error-size and
+// the bias tests of judge(). Returns kInvalidArgument when counts or dims do not line up.
+StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
+                                    const ReferenceOutputs& reference, const CheckOptions& options = {});
+
+// The same from reference values alone (no magnitudes): the legacy tolerances, where plain fp32 scales
+// atol and nmse_max by K/64. Prefer the overload above.
+StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
+                                    const std::vector<HostTensor>& references, const CheckOptions& options = {});
+
+// The reduction length of the longest reduction on any path into `tensor` (1 if none).
+int64_t reduction_length_into(const Graph& graph, int tensor);
+
+// What accumulates on the paths into `tensor`: the longest reduction (as reduction_length_into), the
+// coarsest unit roundoff any accumulating node uses (conv/matmul: their compute dtype, 2^-11 for fp16
+// and 2^-24 for fp32, and 2^-14 when an operand is fp8: Hopper's tensor cores keep about 14 bits when
+// they accumulate fp8 products; reductions, norms and SDPA accumulate in fp32), and the number of nodes.
+// For the expected-error model also: the sum of u_t^2 / 3 over the tensors on the path (not `tensor`
+// itself) that the reference rounds to a dtype coarser than fp32 (a fused kernel keeps them unrounded;
+// a uniform rounding error of at most u_t has mean square u_t^2 / 3), over SDPA nodes (the kernel rounds
+// its probabilities to the value dtype before the second product), and the GEMMs with fp32 operands
+// (TF32 rounds them to 10 mantissa bits when allowed). `stored` (CheckOptions::stored_intermediates)
+// rounds every intermediate on the path to at least that dtype's coarseness.
+struct AccumulationPath {
+  int64_t reduction_length = 1;
+  double unit_roundoff = 0x1p-24;
+  int nodes = 0;
+  double rounding_var = 0.0;
+  int fp32_gemms = 0;
+  // Transcendental pointwise nodes on the path (function_approximation): the sum of their relative
+  // approximation errors squared, and the sum of those errors (they are deterministic, so directed).
+  double approx_var = 0.0;
+  double approx_dir = 0.0;
+};
+AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional<DataType> stored = std::nullopt);
+
+// The expected-error model of an output (docs/numerics.md "The gate"), in units of the scale S_i:
+// var_coeff = u_acc^2 (K/3 + B^2) / 3 + rounding_var + (4 n 2^-24)^2 and dir_coeff = u_acc B / sqrt(3),
+// with B = ceil(K / kGateTruncationBlock) (0 when K = 1). The accumulation of K terms rounds at every
+// step (a random walk: mean square u^2/3 per step times the partial sum, whose mean square over a
+// random order of the terms is at most S^2/3), and tensor cores add a block of products to the fp32
+// accumulator rounding toward zero (Fasi, Higham, Mikaitis & Pranesh 2021): at most one unit roundoff
+// of the partial sum per block, all in one direction. `tf32`: CheckOptions::allow_tf32 (each fp32 GEMM
+// on the path then adds 2 (2^-11)^2 / 3 for its operands' rounding).
+// Transcendental pointwise nodes add approx_var to var_coeff and approx_dir to dir_coeff: cuDNN evaluates
+// them with fast approximations, not within the 4 ulps the per-node term assumes (function_approximation).
+constexpr int64_t kGateTruncationBlock = 16;
+
+// The relative error, in units of the node's scale S (>= |x| for these modes), that cuDNN's evaluation of
+// a pointwise function may carry (docs/numerics.md "Function approximations"); 0 for exact modes
+// (arithmetic, relu, identity). Measured on the H200 (cuDNN 9.19): fp32 tanh up to 1.04e-5 and gelu_tanh
+// 1.22e-5 relative, so 2^-16 for tanh, sigmoid, silu, exp and gelu_tanh; a GEMM's fused GELU (erf) epilogue
+// differs from the exact function as the tanh form does (at most 1.79e-4 |x|), so 2^-12 for gelu_erf.
+double function_approximation(PointwiseMode mode);
+struct ErrorModel {
+  double var_coeff = 0.0;
+  double dir_coeff = 0.0;
+};
+ErrorModel expected_error_model(const AccumulationPath& path, bool tf32 = false);
+
+// The per-element failure probability the accumulation bound is set for, and its lambda for reduction
+// length K: lambda = sqrt(2 ln(2K / delta)) / (1 - u), from Higham & Mary (2019), Theorem 3.1: the bound
+// |error| <= lambda sqrt(K) u sum|a||b| (first order) fails with probability at most
+// 2K exp(-lambda^2 (1 - u)^2 / 2) = delta.
+constexpr double kAccumulationFailureProbability = 1e-12;
+double accumulation_lambda(int64_t reduction_length);
+
+}  // namespace kiln
