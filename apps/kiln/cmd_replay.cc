@@ -24,6 +24,7 @@
 
 #include "commands.h"
 #include "kiln/core/atomic_file.h"
+#include "kiln/core/read_file.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/graph/limits.h"
 #include "kiln/runtime/planner.h"
@@ -53,7 +54,7 @@ struct TraceGraphs {
 };
 
 StatusOr<std::vector<Request>> read_trace(const std::string& path, TraceGraphs* tg) {
-  KILN_ASSIGN_OR_RETURN(std::string text, read_text_file_bounded(path, "trace", kMaxShapesFileBytes));
+  KILN_ASSIGN_OR_RETURN(std::string text, read_file(path, {"trace", kMaxShapesFileBytes}));
   const std::string where = "trace '" + path + "'";
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return invalid_argument(where + ": not JSON");

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "kiln/core/read_file.h"
 #include "kiln/core/exit_codes.h"
 #include "kiln/spec/spec.h"
 #include "kiln/tune/tune_supervisor.h"
@@ -44,13 +45,13 @@ Status tune_worker_cmd(const std::string& request_path) {
 }
 
 Status tune_worker_setup_and_run(const std::string& request_path, bool* reported) {
-  std::ifstream f(request_path);
-  if (!f) return not_found("cannot open the worker request '" + request_path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
+  auto text = read_file(request_path, {"the worker request", -1});
+  if (!text.is_ok() && text.status().code() == StatusCode::kNotFound)
+    return not_found("cannot open the worker request '" + request_path + "'");
+  KILN_RETURN_IF_ERROR(text.status());
   Json req;
   try {
-    req = Json::parse(ss.str());
+    req = Json::parse(*text);
   } catch (const std::exception& e) {
     return invalid_argument(std::string("malformed worker request: ") + e.what());
   }

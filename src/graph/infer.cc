@@ -189,8 +189,9 @@ Status infer_conv(NodeCtx& c, std::vector<Dims>* out) {
         return c.error(c.out_label() + ": spatial dim " + std::to_string(2 + i) + " of " + std::to_string(in_extent) +
                        " gives a forward output of " + std::to_string(o) + ", but " + c.in_label(0) + " has " +
                        std::to_string(dy[2 + i].value));
-      dx.push_back(Dim{in_extent, declared.empty() ? "" : declared[2 + i].symbol,
-                       declared.empty() && (dy[2 + i].follows_symbols() || w[2 + i].follows_symbols())});
+      // Not derived: the smallest of several valid extents, and `kiln` writes it back declared (spec_writer),
+      // so it stays a number in the signature (a declared dx is the spec's).
+      dx.push_back(Dim{in_extent, declared.empty() ? "" : declared[2 + i].symbol});
     }
     KILN_RETURN_IF_ERROR(check_conv_channels(c, dx, c.out_label(), w, c.in_label(1), dy[1].value, c.in_label(0)));
     out->push_back(dx);

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kiln/core/read_file.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/cuda/device.h"
 #include "kiln/h200_profile.h"
@@ -60,11 +61,11 @@ StatusOr<DeviceProfile> parse_device_profile_unchecked(const std::string& text, 
 }  // namespace
 
 StatusOr<DeviceProfile> load_device_profile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return not_found("device profile '" + path + "' not found");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_device_profile(ss.str(), path);
+  auto text = read_file(path, {"device profile", int64_t{16} << 20});
+  if (!text.is_ok() && text.status().code() == StatusCode::kNotFound)
+    return not_found("device profile '" + path + "' not found");
+  KILN_RETURN_IF_ERROR(text.status());
+  return parse_device_profile(*text, path);
 }
 
 StatusOr<DeviceProfile> parse_device_profile(const std::string& text, const std::string& path) {

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "kiln/core/log.h"
+#include "kiln/core/read_file.h"
+#include "kiln/graph/limits.h"
 #include "kiln/lower/environment.h"
 #include "kiln/lower/lower.h"
 #include "kiln/measure/tune_policy.h"
@@ -57,12 +59,11 @@ Status GraphCatalog::add_spec_text(const std::string& text, const std::string& s
 }
 
 Status GraphCatalog::add_spec_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open spec file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return not_found(path + ": cannot read spec file");
-  return add_spec_text(text.str(), path);
+  auto text = read_file(path, {"spec file", limits::kMaxSpecBytes});
+  if (!text.is_ok() && text.status().code() == StatusCode::kNotFound)
+    return not_found(path + ": cannot open spec file");
+  KILN_RETURN_IF_ERROR(text.status());
+  return add_spec_text(*text, path);
 }
 
 Status GraphCatalog::add_store(PlanStore& store) {

@@ -1,8 +1,9 @@
 #include "kiln/runtime/shape_recorder.h"
 
+#include "kiln/core/read_file.h"
+
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
@@ -175,30 +176,8 @@ StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, 
   return out;
 }
 
-StatusOr<std::string> read_text_file_bounded(const std::string& path, const std::string& what, int64_t max_bytes) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return invalid_argument(what + " '" + path + "' is a folder, not a file");
-    // A FIFO or device would block the read or never end: only regular files are read.
-    if (!S_ISREG(st.st_mode))
-      return invalid_argument(what + " '" + path + "' is not a regular file (a pipe, socket or device)");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(what + " '" + path + "' cannot be read");
-  std::string text;
-  std::vector<char> piece(1 << 16);
-  while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {
-    text.append(piece.data(), static_cast<size_t>(in.gcount()));
-    if (text.size() > static_cast<size_t>(max_bytes))
-      return invalid_argument(what + " '" + path + "' has more than " + std::to_string(max_bytes) +
-                              " bytes, over the limit");
-  }
-  if (in.bad()) return not_found(what + " '" + path + "' cannot be read");
-  return text;
-}
-
 StatusOr<std::vector<RecordedShape>> read_shapes_file(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string text, read_text_file_bounded(path, "recorded-shapes file", kMaxShapesFileBytes));
+  KILN_ASSIGN_OR_RETURN(std::string text, read_file(path, {"recorded-shapes file", kMaxShapesFileBytes}));
   return parse_shapes_json(text, "recorded-shapes file '" + path + "'");
 }
 

@@ -41,12 +41,12 @@ bool bound_in(const Graph& graph, const GraphRoles& roles, int t) {
 
 class UnfusedExecutor : public PlanExecutor {
  public:
-  UnfusedExecutor(std::vector<Step> steps, int64_t parts_workspace_offset)
-      : steps_(std::move(steps)), parts_ws_(parts_workspace_offset) {}
+  UnfusedExecutor(std::vector<Step> steps, int64_t parts_workspace_offset, bool needs_workspace)
+      : steps_(std::move(steps)), parts_ws_(parts_workspace_offset), needs_workspace_(needs_workspace) {}
 
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
     char* ws = static_cast<char*>(workspace);
-    if (!ws) return internal_error("unfused chain: no workspace for the tensors between its parts");
+    if (!ws && needs_workspace_) return internal_error("unfused chain: no workspace for the tensors between its parts");
     for (size_t i = 0; i < steps_.size(); ++i) {
       const Step& s = steps_[i];
       std::map<int, void*> ptrs;
@@ -70,6 +70,7 @@ class UnfusedExecutor : public PlanExecutor {
  private:
   std::vector<Step> steps_;
   int64_t parts_ws_ = 0;
+  bool needs_workspace_ = false;  // the chain's workspace_bytes() > 0
 };
 
 }  // namespace
@@ -139,7 +140,7 @@ StatusOr<std::shared_ptr<const ExecutablePlan>> make_unfused_plan(
   }
   auto plan = std::make_shared<ExecutablePlan>(
       graph, signature, EngineConfig{}, layout.workspace_bytes, built_from,
-      std::make_unique<UnfusedExecutor>(std::move(steps), layout.parts_workspace_offset));
+      std::make_unique<UnfusedExecutor>(std::move(steps), layout.parts_workspace_offset, layout.workspace_bytes > 0));
   plan->set_parts(std::move(plans));
   return std::shared_ptr<const ExecutablePlan>(std::move(plan));
 }

@@ -6,6 +6,7 @@
 
 #include "kiln/graph/decompose.h"
 #include "kiln/runtime/unfused_plan.h"
+#include "kiln/spec/spec.h"
 #include "runtime/planner_test_util.h"
 
 namespace kiln {
@@ -143,6 +144,36 @@ TEST(UnfusedPlan, PartsThatDoNotFitTheGraphAreRefused) {
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("bytes in an earlier part"), std::string::npos) << e.status().message();
   EXPECT_TRUE(small.log->empty());
+}
+
+// Where every tensor between parts is also a graph output, nothing lives in the workspace: a chain whose
+// parts need none has workspace_bytes() 0 and runs without one (found by review).
+TEST(UnfusedPlan, AChainWithNothingBetweenItsPartsNeedsNoWorkspace) {
+  auto g = parse_spec_string(R"({"name": "both", "io_dtype": "fp16",
+    "tensors": {"x": {"dims": [1, 64, 128]}, "w": {"dims": [1, 128, 256]}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["h"]},
+              {"name": "act", "op": "relu", "inputs": ["h"], "outputs": ["y"]}],
+    "outputs": ["h", "y"]})",
+                             "both.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto sig = compute_signature(*g);
+  auto parts = decompose_graph(*g, DataType::kFloat16);
+  ASSERT_TRUE(parts.is_ok()) << parts.status().to_string();
+  auto log = std::make_shared<std::vector<PartRun>>();
+  std::vector<std::shared_ptr<const ExecutablePlan>> plans;
+  for (const GraphPart& p : *parts)
+    plans.push_back(std::make_shared<ExecutablePlan>(p.graph, *compute_signature(p.graph), EngineConfig{1, {}}, 0,
+                                                     PlanSource::kStore, std::make_unique<Recorder>(p.graph, log)));
+  auto plan = make_unfused_plan(*g, *sig, *parts, plans, PlanSource::kStore);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ((*plan)->workspace_bytes(), 0);
+  alignas(256) static char x[64 * 128 * 2], w[128 * 256 * 2], h[64 * 256 * 2], y[64 * 256 * 2];
+  TensorBindings bind = {{"x", {x, 0}}, {"w", {w, 0}}, {"h", {h, 0}}, {"y", {y, 0}}};
+  Status st = (*plan)->execute(nullptr, bind, nullptr);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  ASSERT_EQ(log->size(), 2u);
+  EXPECT_EQ((*log)[0].by_name.at("h"), h);
+  EXPECT_EQ((*log)[1].by_name.at("h"), h);
 }
 
 }  // namespace

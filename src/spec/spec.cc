@@ -14,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "kiln/core/read_file.h"
 #include "kiln/graph/limits.h"
 #include "spec/op_table.h"
 
@@ -469,27 +470,21 @@ StatusOr<Graph> parse_spec_file(const std::string& path, const ValidateOptions& 
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return invalid_argument(path + ": is a folder, not a spec file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open spec file");
   // Refused by its size before it is read (a spec past the limit is not worth the memory).
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size > limits::kMaxSpecBytes)
-    return invalid_argument(path + ": " + std::to_string(size) + " bytes, over the limit of " +
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > limits::kMaxSpecBytes)
+    return invalid_argument(path + ": " + std::to_string(st.st_size) + " bytes, over the limit of " +
                             std::to_string(limits::kMaxSpecBytes) + " bytes for a spec (docs/spec.md \"Limits\")");
-  in.seekg(0, std::ios::beg);
-  in.clear();
   // Read in pieces, never past the limit: a device or pipe (/dev/zero, a FIFO) reports no size.
-  std::string text;
-  std::vector<char> piece(1 << 16);
-  while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {
-    text.append(piece.data(), static_cast<size_t>(in.gcount()));
-    if (text.size() > static_cast<size_t>(limits::kMaxSpecBytes))
+  ReadFileOptions ro{"spec file", limits::kMaxSpecBytes, /*regular_only=*/false};
+  auto read = read_file(path, ro);
+  if (!read.is_ok()) {
+    if (is_over_read_limit(read.status()))
       return invalid_argument(path + ": more than " + std::to_string(limits::kMaxSpecBytes) +
                               " bytes, over the limit for a spec (docs/spec.md \"Limits\")");
+    if (read.status().code() == StatusCode::kNotFound) return not_found(path + ": cannot open spec file");
+    return read.status();
   }
-  if (in.bad()) return not_found(path + ": cannot read spec file");
-  return parse_spec_string(text, path, options);
+  return parse_spec_string(*read, path, options);
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include "kiln/store/env_policy.h"
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
+#include "kiln/graph/graph.h"
 #include "kiln/store/plan_store.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
@@ -158,6 +159,11 @@ std::string read_fusion_record(const Stmt& st, int i, FusionRecord* r) {
   r->checksum = st.text(i + 11);
   const std::string sum = compute_fusion_record_checksum(*r);
   if (sum != r->checksum) return "checksum mismatch (stored " + r->checksum + ", computed " + sum + ")";
+  // Sound as written, too: a row with a matching checksum may still have been forged (the checksum is not a
+  // key), so what put_fusion_record refuses is corrupt here.
+  Status valid = validate_fusion_record(*r);
+  if (!valid.is_ok()) return valid.message();
+  if (!parse_dtype(r->materialized).is_ok()) return "unknown dtype '" + r->materialized + "' for the intermediates";
   return std::string();
 }
 

@@ -160,6 +160,29 @@ TEST(FusionRecords, ADamagedRowIsDroppedNotServed) {
   EXPECT_FALSE(s2->get_fusion_record(c.fused.structure_sig, c.fused.shape_key, h200())->has_value());
 }
 
+// A row whose checksum matches but whose contents put_fusion_record would refuse (forged: the checksum is not
+// a key) is corrupt too: not served, dropped by gc (found by review).
+TEST(FusionRecords, AForgedRowWithAMatchingChecksumIsStillCorrupt) {
+  TempDir dir;
+  const std::string path = dir.file("p.db");
+  Chain c;
+  FusionRecord stored;
+  {
+    auto s = open_store(path);
+    c.put_all(*s);
+    stored = *s->list_fusion_records()->begin();
+  }
+  FusionRecord forged = stored;
+  forged.parts.clear();
+  const std::string sum = compute_fusion_record_checksum(forged);
+  EXPECT_EQ(raw_sql(path, "UPDATE fusion_decisions SET parts_json = '[]', checksum = '" + sum + "'"), 1);
+  auto s = open_store(path);
+  EXPECT_TRUE(s->list_fusion_records()->empty());
+  auto gc = s->gc(GcOptions{});
+  ASSERT_TRUE(gc.is_ok());
+  EXPECT_EQ(gc->fusion_records_removed, 1);
+}
+
 TEST(FusionRecords, GcDropsADecisionWhosePartIsGone) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));

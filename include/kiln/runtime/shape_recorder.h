@@ -51,10 +51,6 @@ std::string shapes_to_json(const std::vector<RecordedShape>& shapes);
 
 // The most a recorded-shapes file or a replay trace may hold (about 500,000 shapes), before parsing.
 constexpr int64_t kMaxShapesFileBytes = int64_t{64} << 20;
-// A small text file read whole, in pieces, never past `max_bytes` (a device or pipe reports no size):
-// NotFound when it cannot be opened, InvalidArgument naming `what` and the path for a folder or a file
-// over the limit.
-StatusOr<std::string> read_text_file_bounded(const std::string& path, const std::string& what, int64_t max_bytes);
 // Reads a recorded-shapes file; InvalidArgument naming the file and the entry and field that are wrong.
 StatusOr<std::vector<RecordedShape>> read_shapes_file(const std::string& path);
 StatusOr<std::vector<RecordedShape>> parse_shapes_json(const std::string& text, const std::string& where);

@@ -1,0 +1,32 @@
+// kiln/core/read_file.h: reading a whole file a user named (a spec, a trace, a recorded-shapes file, a
+// device profile, a worker request), the one way Kiln does it: only regular files (a FIFO or a device would
+// block the read or never end), in pieces, never past a limit. Writing is kiln/core/atomic_file.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/core/status.h"
+
+namespace kiln {
+
+struct ReadFileOptions {
+  // What the file is, for messages ("trace", "device profile").
+  std::string what = "file";
+  // The most bytes read (< 0: no limit). A longer file is refused as soon as the limit is passed, before the
+  // rest is read.
+  int64_t max_bytes = -1;
+  // Refuse what is not a regular file (a pipe, socket or device). Off: read it up to max_bytes (which must
+  // then be set, or a device such as /dev/zero never ends).
+  bool regular_only = true;
+};
+
+// The file's bytes. NotFound "<what> '<path>' cannot be read" when it cannot be opened or read;
+// InvalidArgument "<what> '<path>' is a folder, not a file", "... is not a regular file (a pipe, socket or
+// device)", or "... has more than N bytes, over the limit".
+StatusOr<std::string> read_file(const std::string& path, const ReadFileOptions& options = {});
+
+// Whether `s` is read_file's refusal of a file longer than its limit (callers that word that themselves).
+bool is_over_read_limit(const Status& s);
+
+}  // namespace kiln
