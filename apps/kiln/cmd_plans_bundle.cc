@@ -36,6 +36,9 @@ Status run_export(const PlansOptions& o) {
   std::printf("exported %" PRId64 " plan%s (%zu environment%s, %" PRId64 " graph spec%s) to %s\n", rep.records,
               rep.records == 1 ? "" : "s", rep.fingerprint_keys.size(), rep.fingerprint_keys.size() == 1 ? "" : "s",
               rep.graph_specs, rep.graph_specs == 1 ? "" : "s", o.file.c_str());
+  if (rep.fusion_records > 0)
+    std::printf("with %" PRId64 " fusion decision%s (keys that run as an unfused chain; their parts' plans included)\n",
+                rep.fusion_records, rep.fusion_records == 1 ? "" : "s");
   return Status::ok();
 }
 
@@ -59,6 +62,9 @@ Status run_import(const PlansOptions& o) {
               " unchanged, skipped %" PRId64 " for another environment; %" PRId64 " graph spec%s added\n",
               rep.imported, rep.replaced, rep.kept_newer, rep.unchanged, rep.skipped_stale, rep.graph_specs,
               rep.graph_specs == 1 ? "" : "s");
+  if (rep.fusion_records > 0)
+    std::printf("%" PRId64 " fusion decision%s added or replaced (keys that run as an unfused chain)\n",
+                rep.fusion_records, rep.fusion_records == 1 ? "" : "s");
   if (deep) {
     size_t checked = 0;
     for (const DeepVerifyRow& r : deep->rows()) checked += r.checked ? 1 : 0;

@@ -45,6 +45,10 @@ Status run_gc(const PlansOptions& o) {
               " quarantined; dropped %" PRId64 " unused graph spec%s\n",
               rep.stale_removed, rep.old_removed, rep.corrupt_removed, rep.corrupt_removed == 1 ? "" : "s",
               rep.quarantine_removed, rep.graph_specs_removed, rep.graph_specs_removed == 1 ? "" : "s");
+  if (rep.fusion_records_removed > 0)
+    std::printf("dropped %" PRId64
+                " fusion decision%s that could not serve any more (a part's plan gone, or damaged)\n",
+                rep.fusion_records_removed, rep.fusion_records_removed == 1 ? "" : "s");
   return Status::ok();
 }
 
