@@ -16,7 +16,7 @@
 #include "kiln/core/hash.h"
 #include "kiln/lower/environment.h"
 #include "kiln/lower/lower.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/retune.h"

@@ -16,7 +16,7 @@
 #include "kiln/core/hash.h"
 #include "kiln/lower/environment.h"
 #include "kiln/lower/lower.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/retune.h"
@@ -81,7 +81,6 @@ std::string age_of(int64_t created_at) {
 }
 
 // The plan identity text that `kiln tune` prints and `--pin` accepts ("eng10_k2=4_k13=0").
-std::string engine_text(int64_t engine, const Knobs& knobs) { return plan_identity(engine, knobs); }
 
 std::string ms_text(double ms, bool tuned) {
   if (!tuned) return "-";
@@ -109,7 +108,7 @@ nlohmann::ordered_json record_json(const PlanRecord& r, int64_t plan_size) {
                 {"runner_up_engine", r.stats.runner_up_engine},
                 {"runner_up_knobs", knobs_to_text(r.stats.runner_up_knobs)},
                 {"runner_up_median_ms", r.stats.runner_up_median_ms}};
-  j["numerics"] = {{"verdict", r.numerics.verdict},
+  j["numerics"] = {{"verdict", disposition_name(r.numerics.verdict)},
                    {"max_abs", r.numerics.max_abs},
                    {"max_rel", r.numerics.max_rel},
                    {"nmse", r.numerics.nmse}};

@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "kiln/core/hash.h"
 #include "kiln/lower/lower.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/retune.h"
@@ -71,8 +71,8 @@ Status run_ls(const PlansOptions& o) {
     rows.push_back({r.structure_sig.substr(0, 12), r.shape_key, r.fingerprint.gpu_name,
                     EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_version),
                     EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_frontend_version),
-                    engine_text(r.engine_id, r.knobs), r.tuned ? "yes" : "no", ms_text(r.stats.median_ms, r.tuned),
-                    r.numerics.verdict, age_of(r.created_at), checks[i].pass ? "current" : "STALE"});
+                    plan_identity(r.engine_id, r.knobs), r.tuned ? "yes" : "no", ms_text(r.stats.median_ms, r.tuned),
+                    disposition_name(r.numerics.verdict), age_of(r.created_at), checks[i].pass ? "current" : "STALE"});
   }
   print_table(rows);
   for (size_t i = 0; i < plans.size(); ++i) {

@@ -16,7 +16,7 @@
 #include "kiln/core/hash.h"
 #include "kiln/lower/environment.h"
 #include "kiln/lower/lower.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/planner.h"
@@ -62,7 +62,7 @@ Status run_retune(const PlansOptions& o) {
     std::string line = std::string(retune_outcome_name(r.outcome)) + "  " + key + " '" + r.entry.graph_name + "'";
     if (r.outcome == RetuneOutcome::kTuned || r.outcome == RetuneOutcome::kAlreadyTuned) {
       char buf[96];
-      std::snprintf(buf, sizeof buf, ": %s %.4f ms %s", r.winner.c_str(), r.median_ms, r.verdict.c_str());
+      std::snprintf(buf, sizeof buf, ": %s %.4f ms %s", r.winner.c_str(), r.median_ms, disposition_name(r.verdict));
       line += buf;
     }
     if (r.outcome != RetuneOutcome::kTuned && !r.message.empty()) line += ": " + r.message;
@@ -88,7 +88,7 @@ Status run_retune(const PlansOptions& o) {
                       {"message", r.message},
                       {"winner", r.winner},
                       {"median_ms", r.median_ms},
-                      {"verdict", r.verdict},
+                      {"verdict", disposition_name(r.verdict)},
                       {"seconds", r.seconds}});
     nlohmann::ordered_json j = {{"store", o.store},
                                 {"tuned", rep->tuned},

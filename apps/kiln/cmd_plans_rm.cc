@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "kiln/core/hash.h"
 #include "kiln/lower/lower.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/retune.h"

@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "kiln/core/hash.h"
 #include "kiln/lower/lower.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/retune.h"
@@ -34,7 +34,7 @@ std::string short_key(const std::string& sig, const std::string& shape, const st
 
 std::string deep_status(const DeepVerifyRow& r) {
   if (!r.checked) return "not deep-checked";
-  return verdict_name(r.result.verdict);
+  return disposition_name(r.result.verdict);
 }
 
 }  // namespace
@@ -62,8 +62,8 @@ Status run_verify(const PlansOptions& o) {
   if (deep)
     for (const DeepVerifyRow& r : deep->rows()) {
       if (!r.checked) ++not_checked;
-      else if (r.result.verdict == Verdict::kPassed) ++passed;
-      else if (r.result.verdict == Verdict::kNotVerified) ++not_verified;
+      else if (r.result.verdict == Disposition::kPassed) ++passed;
+      else if (r.result.verdict == Disposition::kNotVerified) ++not_verified;
     }
 
   if (o.json) {
@@ -113,13 +113,13 @@ Status run_verify(const PlansOptions& o) {
           std::printf("NOT DEEP-CHECKED  %s %s: %s\n", key.c_str(), r.plan.c_str(), r.reason.c_str());
           continue;
         }
-        std::string line = std::string(verdict_name(r.result.verdict)) + "  " + key + " " + r.plan;
+        std::string line = std::string(disposition_name(r.result.verdict)) + "  " + key + " " + r.plan;
         char measures[160];
         std::snprintf(measures, sizeof measures, " max_abs=%.3g max_rel=%.3g nmse=%.3g (%s reference)",
                       r.result.max_abs, r.result.max_rel, r.result.nmse, r.result.reference_kind.c_str());
-        if (r.result.verdict == Verdict::kPassed || r.result.verdict == Verdict::kIncorrect) line += measures;
+        if (r.result.verdict == Disposition::kPassed || r.result.verdict == Disposition::kIncorrect) line += measures;
         line += "; graph: " + r.graph_source;
-        if (r.result.verdict != Verdict::kPassed) line += "\n    " + r.result.message;
+        if (r.result.verdict != Disposition::kPassed) line += "\n    " + r.result.message;
         if (r.result.problem() && o.quarantine) line += " (quarantined)";
         std::printf("%s\n", line.c_str());
       }

@@ -46,16 +46,18 @@ Status run_cmd(RunCliOptions& o) {
   for (const auto& c : rep.checks) {
     if (c.report)
       std::printf("verify against the %s reference:\n%s\n", reference_kind_name(c.kind), c.report->summary().c_str());
-    else std::printf("%s reference: %s: %s\n", reference_kind_name(c.kind), verdict_name(c.verdict), c.message.c_str());
+    else
+      std::printf("%s reference: %s: %s\n", reference_kind_name(c.kind), disposition_name(c.verdict),
+                  c.message.c_str());
   }
-  const Verdict v = rep.verdict();
-  if (v == Verdict::kNotSupported) return not_supported("no reference could check '" + g.name + "'");
-  if (v != Verdict::kPassed) {
+  const Disposition v = rep.verdict();
+  if (v == Disposition::kNotSupported) return not_supported("no reference could check '" + g.name + "'");
+  if (v != Disposition::kPassed) {
     std::string which;
     for (const auto& c : rep.checks)
       if (c.verdict == v) which += std::string(which.empty() ? "" : " and ") + reference_kind_name(c.kind);
-    return check_failed(std::string("outputs of '") + g.name + "' are " + verdict_name(v) + " against the " + which +
-                        " reference");
+    return check_failed(std::string("outputs of '") + g.name + "' are " + disposition_name(v) + " against the " +
+                        which + " reference");
   }
   return Status::ok();
 }

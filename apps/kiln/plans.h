@@ -59,7 +59,6 @@ bool said_no_store(const PlansOptions& o);
 StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist);
 StatusOr<JudgedAgainst> judged_against(const PlansOptions& o);
 std::string age_of(int64_t created_at);
-std::string engine_text(int64_t engine, const Knobs& knobs);
 std::string ms_text(double ms, bool tuned);
 nlohmann::ordered_json record_json(const PlanRecord& r, int64_t plan_size);
 void print_table(const std::vector<std::vector<std::string>>& rows);

@@ -70,7 +70,7 @@ void check_against_reference(const ExecutablePlan& plan, const std::map<int, voi
   auto rep = checker->check(outputs, *ref);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
   std::printf("[ capture ] %s: %s %s\n", what.c_str(), plan.config().identity().c_str(), rep->summary().c_str());
-  EXPECT_EQ(rep->verdict, Verdict::kPassed) << rep->summary();
+  EXPECT_EQ(rep->verdict, Disposition::kPassed) << rep->summary();
 }
 
 std::shared_ptr<const ExecutablePlan> obtain(Planner& planner, const std::string& spec) {

@@ -1,11 +1,11 @@
 // Environment fingerprint: versions of what is loaded, not just what was compiled against.
-#include <dlfcn.h>
 #include <link.h>
 
 #include <cstring>
 
 #include "kiln/build_info.h"
 #include "kiln/cuda/device.h"
+#include "kiln/cuda/nvml.h"
 #include "kiln/lower/environment.h"
 #include "lower/frontend.h"
 
@@ -26,25 +26,6 @@ std::string loaded_cudnn_path() {
       },
       &found);
   return found;
-}
-
-// NVML is part of the driver; it is opened at run time so that Kiln builds and runs without it.
-std::string nvml_driver_release() {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (!lib) return "";
-  using InitFn = int (*)();
-  using VerFn = int (*)(char*, unsigned int);
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
-  auto ver = reinterpret_cast<VerFn>(dlsym(lib, "nvmlSystemGetDriverVersion"));
-  auto shutdown = reinterpret_cast<InitFn>(dlsym(lib, "nvmlShutdown"));
-  std::string out;
-  if (init && ver && init() == 0) {
-    char buf[96] = {0};
-    if (ver(buf, sizeof buf) == 0) out = buf;
-    if (shutdown) shutdown();
-  }
-  dlclose(lib);
-  return out;
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ std::pair<int, int> wrong_without_workaround(const Graph& g) {
     }
     auto outs = download_outputs(g, *buffers);
     auto check = outs.is_ok() ? check_outputs(g, *outs, *ref) : StatusOr<CheckReport>(outs.status());
-    if (!check.is_ok() || check->verdict != Verdict::kPassed) ++wrong;
+    if (!check.is_ok() || check->verdict != Disposition::kPassed) ++wrong;
   }
   return {wrong, built};
 }
@@ -66,7 +66,7 @@ TEST_P(KnownDefects, WorkedAroundOnThisGpu) {
   run.seed = 3;
   auto rep = run_graph(*g, run);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
-  EXPECT_EQ(rep->verdict(), Verdict::kPassed) << (rep->check ? rep->check->summary() : std::string("no check"));
+  EXPECT_EQ(rep->verdict(), Disposition::kPassed) << (rep->check ? rep->check->summary() : std::string("no check"));
   bool said = false;
   for (const std::string& r : rep->reasons) said = said || r.find(d.id) != std::string::npos;
   EXPECT_TRUE(said) << "kiln run did not report the workaround";

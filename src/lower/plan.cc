@@ -97,52 +97,12 @@ std::string behavior_note_name(fe::BehaviorNote_t n) {
 
 }  // namespace
 
-std::string EngineConfig::identity() const {
-  std::ostringstream os;
-  os << "eng" << engine_id;
-  for (auto& [k, v] : knobs) os << "_k" << k << "=" << v;
-  return os.str();
-}
-
 StatusOr<std::optional<EngineConfig>> resolve_pin(const Graph& graph, const std::optional<EngineConfig>& override_pin) {
   if (override_pin) return override_pin;
   if (graph.pin.empty()) return std::optional<EngineConfig>();
   auto c = EngineConfig::parse(graph.pin);
   if (!c.is_ok()) return c.status().with_context("graph '" + graph.name + "': spec key 'pin'");
   return std::optional<EngineConfig>(std::move(c).value());
-}
-
-StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
-  EngineConfig c;
-  auto bad = [&](const std::string& why) {
-    return invalid_argument("engine configuration '" + id + "': " + why + " (expected e.g. eng12_k2=1_k3=0)");
-  };
-  if (id.rfind("eng", 0) != 0) return bad("must start with 'eng'");
-  std::stringstream ss(id.substr(3));
-  std::string part;
-  bool first = true;
-  while (std::getline(ss, part, '_')) {
-    char* end = nullptr;
-    if (first) {
-      c.engine_id = std::strtoll(part.c_str(), &end, 10);
-      if (part.empty() || *end || c.engine_id < 0) return bad("engine id '" + part + "' is not a number");
-      first = false;
-      continue;
-    }
-    auto eq = part.find('=');
-    if (part.size() < 3 || part[0] != 'k' || eq == std::string::npos)
-      return bad("knob '" + part + "' is not kTYPE=VALUE");
-    // strtol leaves `end` pointing into its argument: keep each substring alive while *end is read.
-    const std::string type_text = part.substr(1, eq - 1);
-    long type = std::strtol(type_text.c_str(), &end, 10);
-    if (*end) return bad("knob type in '" + part + "' is not a number");
-    const std::string value_text = part.substr(eq + 1);
-    long long value = std::strtoll(value_text.c_str(), &end, 10);
-    if (*end || value_text.empty()) return bad("knob value in '" + part + "' is not a number");
-    c.knobs[static_cast<int>(type)] = value;
-  }
-  if (first) return bad("no engine id");
-  return c;
 }
 
 DynamicKernelCache::DynamicKernelCache() : impl_(std::make_unique<Impl>()) {}
@@ -393,7 +353,9 @@ Status LoweredGraph::build_config(const EngineConfig& config) {
   std::unordered_map<fe::KnobType_t, int64_t> knobs;
   bool expressible = true;  // every knob type has a word in the frontend's vocabulary
   for (auto& [k, v] : config.knobs) {
-    auto ft = knob_from_backend(k);
+    StatusOr<int> type = knob_type_of(k);
+    if (!type.is_ok()) return type.status().with_context("engine configuration " + config.identity());
+    auto ft = knob_from_backend(*type);
     if (!ft.is_ok()) {
       expressible = false;
       break;

@@ -12,7 +12,7 @@
 #include "kiln/graph/limits.h"
 #include "kiln/lower/environment.h"
 #include "kiln/lower/lower.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/spec/spec.h"
 #include "kiln/tune/device_io.h"
@@ -125,7 +125,7 @@ DeepCheckResult deep_check_plan(const Graph& graph, const PlanRecord& record, cu
   DeepCheckResult out;
   out.reference_kind = "none";
   auto fail = [&](const std::string& why) {
-    out.verdict = Verdict::kFailed;
+    out.verdict = Disposition::kFailed;
     out.message = why;
     cudaGetLastError();  // a failed launch must not be reported again by the next record's calls
     return out;
@@ -152,7 +152,7 @@ DeepCheckResult deep_check_plan(const Graph& graph, const PlanRecord& record, cu
   } else {
     StatusOr<ReferenceOutputs> dev = run_device_reference_with_magnitudes(graph, *inputs);
     if (!dev.is_ok()) {
-      out.verdict = Verdict::kNotVerified;
+      out.verdict = Disposition::kNotVerified;
       out.message = "ran, but no reference: " + host.status().message() + "; " + dev.status().message();
       return out;
     }
@@ -214,7 +214,7 @@ Status DeepPlanVerifier::check(const PlanRecord& r) {
   }
   Status verdict = Status::ok();
   if (row.checked && row.result.problem())
-    verdict = check_failed(std::string(verdict_name(row.result.verdict)) + ": " + row.result.message);
+    verdict = check_failed(std::string(disposition_name(row.result.verdict)) + ": " + row.result.message);
   rows_.push_back(std::move(row));
   return verdict;
 }

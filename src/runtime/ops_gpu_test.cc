@@ -34,8 +34,8 @@ namespace kiln {
 namespace {
 
 struct Outcome {
-  Verdict verdict = Verdict::kNotVerified;
-  Verdict host = Verdict::kNotVerified, device = Verdict::kNotVerified;
+  Disposition verdict = Disposition::kNotVerified;
+  Disposition host = Disposition::kNotVerified, device = Disposition::kNotVerified;
   double max_abs = 0, max_rel = 0, nmse = 0;
   bool measured = false;
   std::string plan, message, details;
@@ -52,13 +52,13 @@ Outcome run_case(const opcov::OpCase& c) {
   Outcome out;
   const auto t0 = std::chrono::steady_clock::now();
   if (!c.kiln_rejects.empty()) {
-    out.verdict = Verdict::kNotSupported;
+    out.verdict = Disposition::kNotSupported;
     out.message = "kiln: " + (c.graph.is_ok() ? std::string("accepted?!") : c.graph.status().message());
-    if (c.graph.is_ok()) out.verdict = Verdict::kFailed;  // the case list is out of date
+    if (c.graph.is_ok()) out.verdict = Disposition::kFailed;  // the case list is out of date
     return out;
   }
   if (!c.graph.is_ok()) {
-    out.verdict = Verdict::kFailed;
+    out.verdict = Disposition::kFailed;
     out.message = "graph: " + c.graph.status().to_string();
     return out;
   }
@@ -71,8 +71,8 @@ Outcome run_case(const opcov::OpCase& c) {
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!rep.is_ok()) {
     // cuDNN refusing the graph (no engine, unsupported) is NotSupported; anything else did not run as it should.
-    out.verdict = rep.status().code() == StatusCode::kNotSupported ? Verdict::kNotSupported : Verdict::kFailed;
-    out.message = (out.verdict == Verdict::kNotSupported ? "cudnn: " : "error: ") + rep.status().to_string();
+    out.verdict = rep.status().code() == StatusCode::kNotSupported ? Disposition::kNotSupported : Disposition::kFailed;
+    out.message = (out.verdict == Disposition::kNotSupported ? "cudnn: " : "error: ") + rep.status().to_string();
     return out;
   }
   // A graph cuDNN cannot fuse whole runs as fused segments (run_graph): say so, so that a "fused" case
@@ -99,7 +99,7 @@ Outcome run_case(const opcov::OpCase& c) {
         out.nmse = std::max(out.nmse, oc.error.nmse);
       }
     }
-    if (chk.verdict != Verdict::kPassed) {
+    if (chk.verdict != Disposition::kPassed) {
       std::string s = chk.report->summary();
       out.details += std::string("    against the ") + reference_kind_name(chk.kind) + " reference:\n";
       size_t start = 0;
@@ -119,12 +119,12 @@ std::string format_line(const opcov::OpCase& c, const Outcome& r) {
   if (r.measured)
     std::snprintf(nums, sizeof(nums), "max_abs=%.2e max_rel=%.2e nmse=%.2e", r.max_abs, r.max_rel, r.nmse);
   else std::snprintf(nums, sizeof(nums), "max_abs=- max_rel=- nmse=-");
-  std::string line = "OPCOV " + c.name + " " + c.dtype + " " + verdict_name(r.verdict) + " " + nums;
-  if (r.verdict != Verdict::kNotSupported && !(r.verdict == Verdict::kFailed && !r.message.empty())) {
+  std::string line = "OPCOV " + c.name + " " + c.dtype + " " + disposition_name(r.verdict) + " " + nums;
+  if (r.verdict != Disposition::kNotSupported && !(r.verdict == Disposition::kFailed && !r.message.empty())) {
     char tail[64];
     std::snprintf(tail, sizeof(tail), " t=%.2fs", r.seconds);
-    line +=
-        std::string(" host=") + verdict_name(r.host) + " device=" + verdict_name(r.device) + " plan=" + r.plan + tail;
+    line += std::string(" host=") + disposition_name(r.host) + " device=" + disposition_name(r.device) +
+            " plan=" + r.plan + tail;
     if (c.allow_tf32) line += " tf32-allowed";
   }
   if (!r.message.empty()) line += " " + one_line(r.message);
@@ -165,10 +165,10 @@ TEST(OpCoverage, EveryOpModeAndDtypeOnTheGpu) {
   int passed = 0, not_supported = 0;
   std::vector<std::string> bad;
   for (size_t i = 0; i < cases.size(); ++i) {
-    const Verdict v = results[i].verdict;
-    if (v == Verdict::kPassed) ++passed;
-    else if (v == Verdict::kNotSupported) ++not_supported;
-    else bad.push_back(cases[i]->name + " " + cases[i]->dtype + " " + verdict_name(v));
+    const Disposition v = results[i].verdict;
+    if (v == Disposition::kPassed) ++passed;
+    else if (v == Disposition::kNotSupported) ++not_supported;
+    else bad.push_back(cases[i]->name + " " + cases[i]->dtype + " " + disposition_name(v));
   }
   std::vector<std::string> missing;
   for (const std::string& group : opcov::core_groups(all)) {
@@ -177,8 +177,8 @@ TEST(OpCoverage, EveryOpModeAndDtypeOnTheGpu) {
     for (size_t i = 0; i < cases.size(); ++i) {
       if (cases[i]->core_group != group) continue;
       selected = true;
-      seen += std::string(seen.empty() ? "" : ", ") + cases[i]->name + " " + verdict_name(results[i].verdict);
-      if (results[i].verdict == Verdict::kPassed && passed_by.empty())
+      seen += std::string(seen.empty() ? "" : ", ") + cases[i]->name + " " + disposition_name(results[i].verdict);
+      if (results[i].verdict == Disposition::kPassed && passed_by.empty())
         passed_by = cases[i]->name + " " + cases[i]->dtype;
     }
     if (!selected) continue;
@@ -214,14 +214,14 @@ TEST(OpCoverage, ConvWgradExampleK100352PassesTheAccumulationBound) {
   ASSERT_EQ(rep->checks.size(), 2u);
   std::printf("[ conv_wgrad ] plan %s\n", rep->config.identity().c_str());
   for (const auto& c : rep->checks)
-    std::printf("[ conv_wgrad ] %s reference: %s %s\n", reference_kind_name(c.kind), verdict_name(c.verdict),
+    std::printf("[ conv_wgrad ] %s reference: %s %s\n", reference_kind_name(c.kind), disposition_name(c.verdict),
                 c.report ? c.report->summary().c_str() : c.message.c_str());
   EXPECT_EQ(rep->checks[0].kind, ReferenceKind::kHost);
-  EXPECT_EQ(rep->checks[0].verdict, Verdict::kNotSupported);
+  EXPECT_EQ(rep->checks[0].verdict, Disposition::kNotSupported);
   EXPECT_NE(rep->checks[0].message.find("over the host reference cap"), std::string::npos) << rep->checks[0].message;
   EXPECT_EQ(rep->checks[1].kind, ReferenceKind::kDevice);
-  EXPECT_EQ(rep->checks[1].verdict, Verdict::kPassed);
-  EXPECT_EQ(rep->verdict(), Verdict::kPassed);
+  EXPECT_EQ(rep->checks[1].verdict, Disposition::kPassed);
+  EXPECT_EQ(rep->verdict(), Disposition::kPassed);
   EXPECT_EQ(rep->reference_kind, "device");
 }
 

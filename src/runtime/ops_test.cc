@@ -48,7 +48,7 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
     co.allow_tf32 = c.allow_tf32;
     auto self = check_outputs(g, ref->values, *ref, co);
     ASSERT_TRUE(self.is_ok()) << self.status().to_string();
-    EXPECT_EQ(self->verdict, Verdict::kPassed) << self->summary();
+    EXPECT_EQ(self->verdict, Disposition::kPassed) << self->summary();
   }
   EXPECT_EQ(rejected, 1);
   EXPECT_EQ(cases.size(), 155u);

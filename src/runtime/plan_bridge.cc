@@ -1,27 +1,7 @@
 #include "kiln/lower/environment.h"
 #include "kiln/runtime/plan_bridge.h"
 
-#include <cstdlib>
-
 namespace kiln {
-
-Knobs knobs_of(const EngineConfig& c) {
-  Knobs k;
-  for (auto& [type, value] : c.knobs) k["k" + std::to_string(type)] = value;
-  return k;
-}
-
-StatusOr<EngineConfig> config_of(int64_t engine_id, const Knobs& knobs) {
-  EngineConfig c;
-  c.engine_id = engine_id;
-  for (auto& [name, value] : knobs) {
-    char* end = nullptr;
-    long type = name.size() > 1 && name[0] == 'k' ? std::strtol(name.c_str() + 1, &end, 10) : -1;
-    if (type < 0 || !end || *end) return invalid_argument("knob name '" + name + "' is not kN");
-    c.knobs[static_cast<int>(type)] = value;
-  }
-  return c;
-}
 
 EnvFingerprint fingerprint_for_profile(const DeviceProfile& profile) {
   EnvFingerprint f = collect_environment().fingerprint;  // this build's library versions
@@ -64,7 +44,7 @@ StatusOr<PlanRecord> record_from_tuning(const GraphSignature& sig, const EnvFing
     r.stats.runner_up_knobs = up->knobs;
     r.stats.runner_up_median_ms = up->median_ms;
   }
-  r.numerics.verdict = disposition_name(w.disposition);
+  r.numerics.verdict = w.disposition;
   return r;
 }
 
@@ -76,7 +56,7 @@ StatusOr<PlanRecord> record_from_plan(const GraphSignature& sig, const EnvFinger
   KILN_ASSIGN_OR_RETURN(auto bytes, plan.serialize());
   r.plan_bytes.assign(bytes.begin(), bytes.end());
   r.engine_id = plan.config().engine_id;
-  r.knobs = knobs_of(plan.config());
+  r.knobs = plan.config().knobs;
   r.workspace_bytes = plan.workspace_size();
   r.tuned = false;
   return r;

@@ -192,8 +192,7 @@ class CudnnPlanBackend : public PlanBackend {
       *why = "record did not load: " + lg.status().message();
       return std::shared_ptr<const ExecutablePlan>();
     }
-    KILN_ASSIGN_OR_RETURN(EngineConfig config, config_of(rec.engine_id, rec.knobs));
-    return plan_of(graph, sig, config, std::move(lg).value(), PlanSource::kStore);
+    return plan_of(graph, sig, EngineConfig{rec.engine_id, rec.knobs}, std::move(lg).value(), PlanSource::kStore);
   }
 
   StatusOr<std::optional<FusionRecord>> fusion_record(const GraphSignature& sig) override {
@@ -341,9 +340,11 @@ class CudnnPlanBackend : public PlanBackend {
       const PlanRecord& r = s.record;
       if (r.structure_sig != sig.structure || !check_fingerprint(r.fingerprint, env_, policy_).pass) continue;
       auto shape = parse_shape_key(r.shape_key);
-      auto config = config_of(r.engine_id, r.knobs);
-      if (!shape.is_ok() || !config.is_ok()) continue;
-      out.push_back(TunedShape{r.shape_key, *shape, *config});
+      // A configuration lower cannot build (a knob not named kN) is no bucket's to lend.
+      bool buildable = true;
+      for (const auto& knob : r.knobs) buildable = buildable && knob_type_of(knob.first).is_ok();
+      if (!shape.is_ok() || !buildable) continue;
+      out.push_back(TunedShape{r.shape_key, *shape, EngineConfig{r.engine_id, r.knobs}});
     }
     return out;
   }

@@ -103,7 +103,7 @@ void run_and_check(const ExecutablePlan& plan, const std::string& what, size_t s
   auto rep = checker->check(outputs, *ref);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
   std::printf("[ planner ] %s: %s %s\n", what.c_str(), plan.identity().c_str(), rep->summary().c_str());
-  EXPECT_EQ(rep->verdict, Verdict::kPassed) << rep->summary();
+  EXPECT_EQ(rep->verdict, Disposition::kPassed) << rep->summary();
 }
 
 TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {

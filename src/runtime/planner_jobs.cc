@@ -125,8 +125,8 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
         out.skipped = true;
         return out;
       }
-      KILN_ASSIGN_OR_RETURN(EngineConfig ic, config_of(prev->engine_id, prev->knobs));
-      to.incumbent = Incumbent{plan_identity(ic.engine_id, knobs_of(ic)), prev->stats.median_ms, prev->stats.noise_rel};
+      to.incumbent =
+          Incumbent{plan_identity(prev->engine_id, prev->knobs), prev->stats.median_ms, prev->stats.noise_rel};
     }
   }
   if (job.deadline) {

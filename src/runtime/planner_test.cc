@@ -187,7 +187,7 @@ TEST(Planner, SourcesInOrderMemoryStoreBucketHeuristics) {
   auto pg = f.planner->prepare(token_graph());
   ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
   f.backend->stored.insert("tokens=64");
-  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{2, 4}}}});
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{"k2", 4}}}});
   // The graph's own shape: in the store.
   auto a = f.planner->obtain(*pg);
   ASSERT_TRUE(a.is_ok()) << a.status().to_string();
@@ -576,7 +576,7 @@ TEST(PlannerStopgap, NewShapeServedByAStopgapThenPromotedToItsBucketsConfigurati
   Fixture f("tokens=pow2", NewShapes::kStopgap);
   auto pg = f.planner->prepare(token_graph());
   ASSERT_TRUE(pg.is_ok());
-  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{2, 4}}}});
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{"k2", 4}}}});
   auto a = f.planner->obtain(*pg, {{"tokens", 100}});
   ASSERT_TRUE(a.is_ok()) << a.status().to_string();
   EXPECT_EQ(a->source, PlanSource::kDynamic);
@@ -773,7 +773,7 @@ TEST(PlannerPadded, ANewShapeRunsOnItsBucketsTunedPlanThenIsPromoted) {
   auto pg = f.planner->prepare(token_graph());
   ASSERT_TRUE(pg.is_ok());
   f.backend->stored.insert("tokens=128");
-  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{2, 4}}}});
+  f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {{"k2", 4}}}});
   auto a = f.planner->obtain(*pg, {{"tokens", 100}});
   ASSERT_TRUE(a.is_ok()) << a.status().to_string();
   EXPECT_EQ(a->source, PlanSource::kPadded);

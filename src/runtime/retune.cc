@@ -7,7 +7,7 @@
 
 #include "kiln/core/log.h"
 #include "kiln/lower/environment.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/plan_keeping.h"
 #include "kiln/spec/spec.h"

@@ -93,7 +93,7 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
   EXPECT_TRUE(contains(run->reasons, "cudnn_version: recorded")) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "queued for re-tune (requested 1 time)")) << joined(run->reasons);
   ASSERT_TRUE(run->check.has_value());
-  EXPECT_EQ(run->check->verdict, Verdict::kPassed) << run->check->summary();
+  EXPECT_EQ(run->check->verdict, Disposition::kPassed) << run->check->summary();
 
   auto store_or = PlanStore::open(path);
   ASSERT_TRUE(store_or.is_ok());
@@ -124,14 +124,14 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
   EXPECT_EQ(rep->rows[0].outcome, RetuneOutcome::kTuned) << rep->rows[0].message;
   EXPECT_EQ(rep->tuned, 1);
   std::printf("[ retune ] %s: %s %.4f ms %s (%.1f s)\n", kSpecName.c_str(), rep->rows[0].winner.c_str(),
-              rep->rows[0].median_ms, rep->rows[0].verdict.c_str(), rep->rows[0].seconds);
+              rep->rows[0].median_ms, disposition_name(rep->rows[0].verdict), rep->rows[0].seconds);
   EXPECT_TRUE(store.list_retune_queue()->empty());
   auto look = store.get(sig->structure, sig->shape_key, env);
   ASSERT_TRUE(look.is_ok()) << look.status().to_string();
   ASSERT_EQ(look->outcome, LookupOutcome::kHit);
   EXPECT_TRUE(look->record->tuned);
   EXPECT_EQ(look->record->fingerprint_key(), fingerprint_key(env));
-  EXPECT_EQ(look->record->numerics.verdict, "Passed");
+  EXPECT_EQ(look->record->numerics.verdict, Disposition::kPassed);
   EXPECT_TRUE(store.get_graph_spec(sig->structure, sig->shape_key)->has_value());
 
   // 3. obtain_plan now hits the tuned record.
@@ -158,10 +158,10 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
   int passed = 0, other_env = 0;
   for (const DeepVerifyRow& r : (*verifier)->rows()) {
     if (r.checked) {
-      EXPECT_EQ(r.result.verdict, Verdict::kPassed) << r.result.message;
+      EXPECT_EQ(r.result.verdict, Disposition::kPassed) << r.result.message;
       EXPECT_EQ(r.fingerprint_key, fingerprint_key(env));
       EXPECT_EQ(r.result.reference_kind, "host");
-      std::printf("[ deep ] %s: %s %s\n", r.plan.c_str(), verdict_name(r.result.verdict), r.result.message.c_str());
+      std::printf("[ deep ] %s: %s %s\n", r.plan.c_str(), disposition_name(r.result.verdict), r.result.message.c_str());
       ++passed;
     } else {
       EXPECT_NE(r.reason.find("built for another environment: cudnn_version"), std::string::npos) << r.reason;
@@ -257,7 +257,7 @@ TEST(RetuneGpu, RetunePolicyTunesNowAndStores) {
   ASSERT_TRUE(outs.is_ok() && ref.is_ok());
   auto check = check_outputs(*g, *outs, *ref);
   ASSERT_TRUE(check.is_ok());
-  EXPECT_EQ(check->verdict, Verdict::kPassed) << check->summary();
+  EXPECT_EQ(check->verdict, Disposition::kPassed) << check->summary();
 
   auto again = obtain_plan(*g, handle->get(), store->get(), env, policy, std::nullopt, now);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();

@@ -176,7 +176,7 @@ TEST(Retune, QueuedRowsItNeedNotOrCannotTune) {
       EXPECT_NE(r.message.find("queued by NVIDIA H200, cuDNN 9.20.0"), std::string::npos) << r.message;
     } else if (r.entry.graph_name == "rms_norm_small") {
       EXPECT_EQ(r.outcome, RetuneOutcome::kAlreadyTuned);
-      EXPECT_EQ(r.verdict, "Passed");
+      EXPECT_EQ(r.verdict, Disposition::kPassed);
     } else if (r.entry.graph_name == "broken") {
       EXPECT_EQ(r.outcome, RetuneOutcome::kFailed);
       EXPECT_NE(r.message.find("its spec does not parse: queued graph 'broken': malformed JSON"), std::string::npos)

@@ -82,7 +82,7 @@ StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, Pla
     KILN_ASSIGN_OR_RETURN(LookupResult look, store->get(sig.structure, sig.shape_key, env, policy, validator));
     if (look.runnable() && loaded) {
       out.plan = std::move(*loaded);
-      KILN_ASSIGN_OR_RETURN(out.config, config_of(look.record->engine_id, look.record->knobs));
+      out.config = EngineConfig{look.record->engine_id, look.record->knobs};
       out.source = "store";
       out.obtain_ms = ms_since(t0);
       return out;
@@ -185,15 +185,15 @@ StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name) {
   return invalid_argument("reference '" + name + "': expected one of auto, host, device, both");
 }
 
-Verdict RunReport::verdict() const {
+Disposition RunReport::verdict() const {
   bool passed = false, refused = false;
   for (const auto& c : checks) {
-    if (c.verdict == Verdict::kIncorrect || c.verdict == Verdict::kFailed) return c.verdict;
-    passed = passed || c.verdict == Verdict::kPassed;
-    refused = refused || c.verdict == Verdict::kNotSupported;
+    if (c.verdict == Disposition::kIncorrect || c.verdict == Disposition::kFailed) return c.verdict;
+    passed = passed || c.verdict == Disposition::kPassed;
+    refused = refused || c.verdict == Disposition::kNotSupported;
   }
-  if (passed) return Verdict::kPassed;
-  return refused ? Verdict::kNotSupported : Verdict::kNotVerified;
+  if (passed) return Disposition::kPassed;
+  return refused ? Disposition::kNotSupported : Disposition::kNotVerified;
 }
 
 namespace {
@@ -336,7 +336,7 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       RunReport::ReferenceCheck c;
       c.kind = kind;
       if (kind == ReferenceKind::kHost && !host_refused.empty()) {
-        c.verdict = Verdict::kNotSupported;
+        c.verdict = Disposition::kNotSupported;
         c.message = host_refused;
         rep.checks.push_back(std::move(c));
         continue;

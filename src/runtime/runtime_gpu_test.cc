@@ -38,7 +38,7 @@ TEST_P(RunExample, HeuristicPlanRunsAndMatchesTheHostReference) {
   ASSERT_TRUE(rep->check.has_value());
   std::printf("[ run ] %s: %s (%s reference)\n%s\n", GetParam().c_str(), rep->config.identity().c_str(),
               rep->reference_kind.c_str(), rep->check->summary().c_str());
-  EXPECT_EQ(rep->check->verdict, Verdict::kPassed) << rep->check->summary();
+  EXPECT_EQ(rep->check->verdict, Disposition::kPassed) << rep->check->summary();
 }
 
 INSTANTIATE_TEST_SUITE_P(Small, RunExample, ::testing::ValuesIn(small_examples()));
@@ -79,7 +79,7 @@ TEST(Deviceless, CompiledPlanRunsOnTheDeviceWithCorrectOutput) {
     auto check = check_outputs(*g, *outs, *ref);
     ASSERT_TRUE(check.is_ok());
     std::printf("[ deviceless ] %s %s: %s\n", name.c_str(), aot->config().identity().c_str(), check->summary().c_str());
-    EXPECT_EQ(check->verdict, Verdict::kPassed) << check->summary();
+    EXPECT_EQ(check->verdict, Disposition::kPassed) << check->summary();
   }
 }
 

@@ -33,7 +33,7 @@ class PlansCli : public ::testing::Test {
     for (int i = 0; i < 3; ++i) ASSERT_TRUE((*s)->put(make_record(i)).is_ok());
     PlanRecord heuristic = make_record(7);
     heuristic.tuned = false;
-    heuristic.numerics.verdict = "NotVerified";
+    heuristic.numerics.verdict = Disposition::kNotVerified;
     ASSERT_TRUE((*s)->put(heuristic).is_ok());
   }
   TempDir dir_;

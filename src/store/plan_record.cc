@@ -1,4 +1,4 @@
-// PlanRecord's canonical bytes, checksum and knob text, and its mapping onto SQLite rows.
+// PlanRecord's canonical bytes and checksum, and its mapping onto SQLite rows.
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -9,37 +9,6 @@
 #include "store/record_codec.h"
 
 namespace kiln {
-
-std::string knobs_to_text(const Knobs& knobs) {
-  std::string out;
-  for (const auto& [name, value] : knobs) {
-    if (!out.empty()) out += ';';
-    out += name + "=" + std::to_string(value);
-  }
-  return out;
-}
-
-StatusOr<Knobs> knobs_from_text(const std::string& text) {
-  Knobs out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(';', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(pos, end - pos);
-    size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) return invalid_argument("knob '" + item + "' is not name=value");
-    std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    char* tail = nullptr;
-    errno = 0;
-    long long v = std::strtoll(value.c_str(), &tail, 10);
-    if (value.empty() || *tail != '\0' || errno != 0)
-      return invalid_argument("knob '" + item + "' has no integer value");
-    if (!out.emplace(name, static_cast<int64_t>(v)).second) return invalid_argument("knob '" + name + "' given twice");
-    pos = end + 1;
-  }
-  if (!text.empty() && text.back() == ';') return invalid_argument("knob text ends with ';'");
-  return out;
-}
 
 namespace {
 
@@ -81,7 +50,7 @@ std::string canonical_record_bytes(const PlanRecord& r) {
   put_field(out, "runner_up_engine", std::to_string(r.stats.runner_up_engine));
   put_field(out, "runner_up_knobs", knobs_to_text(r.stats.runner_up_knobs));
   put_field(out, "runner_up_median_ms", double_bits(r.stats.runner_up_median_ms));
-  put_field(out, "verdict", r.numerics.verdict);
+  put_field(out, "verdict", disposition_name(r.numerics.verdict));
   put_field(out, "max_abs", double_bits(r.numerics.max_abs));
   put_field(out, "max_rel", double_bits(r.numerics.max_rel));
   put_field(out, "nmse", double_bits(r.numerics.nmse));
@@ -165,7 +134,7 @@ void bind_record(Stmt& st, int i, const PlanRecord& r) {
       .bind(i + 15, r.stats.runner_up_engine)
       .bind(i + 16, knobs_to_text(r.stats.runner_up_knobs))
       .bind_double(i + 17, r.stats.runner_up_median_ms)
-      .bind(i + 18, r.numerics.verdict)
+      .bind(i + 18, std::string_view(disposition_name(r.numerics.verdict)))
       .bind_double(i + 19, r.numerics.max_abs)
       .bind_double(i + 20, r.numerics.max_rel)
       .bind_double(i + 21, r.numerics.nmse)
@@ -274,7 +243,7 @@ RowRead read_record(const Stmt& st, int first, bool with_blob) {
   r.stats.runner_up_engine = rd.integer(15);
   std::string ru_knobs = rd.text(16);
   r.stats.runner_up_median_ms = rd.real(17);
-  r.numerics.verdict = rd.text(18);
+  std::string verdict = rd.text(18);
   r.numerics.max_abs = rd.real(19);
   r.numerics.max_rel = rd.real(20);
   r.numerics.nmse = rd.real(21);
@@ -289,6 +258,9 @@ RowRead read_record(const Stmt& st, int first, bool with_blob) {
   } else {
     rd.note(fp.status().message());
   }
+  StatusOr<Disposition> v = parse_disposition(verdict);
+  if (v.is_ok()) r.numerics.verdict = *v;
+  else rd.note("verdict: " + v.status().message());
   StatusOr<Knobs> k = knobs_from_text(knobs);
   if (k.is_ok()) r.knobs = *k;
   else rd.note("knobs: " + k.status().message());

@@ -60,7 +60,7 @@ TEST(PlanStore, PutGetRoundTrip) {
   EXPECT_EQ(knobs_to_text(r.knobs), "SPLIT_K=1;TILE_SIZE=2");
   EXPECT_EQ(r.stats.median_ms, in.stats.median_ms);
   EXPECT_EQ(r.stats.runner_up_knobs, in.stats.runner_up_knobs);
-  EXPECT_EQ(r.numerics.verdict, "Passed");
+  EXPECT_EQ(r.numerics.verdict, Disposition::kPassed);
   EXPECT_EQ(r.numerics.nmse, in.numerics.nmse);
   EXPECT_EQ(r.tuned_by, "tester@host");
   EXPECT_EQ(r.created_at, in.created_at);

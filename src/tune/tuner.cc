@@ -28,17 +28,6 @@ bool excluded(const EngineConfig& c, const std::vector<std::string>& exclude) {
   return false;
 }
 
-Disposition disposition_for_verdict(Verdict v) {
-  switch (v) {
-    case Verdict::kPassed: return Disposition::kPassed;
-    case Verdict::kIncorrect: return Disposition::kIncorrect;
-    case Verdict::kNotSupported: return Disposition::kNotSupported;
-    case Verdict::kFailed: return Disposition::kFailed;
-    case Verdict::kNotVerified: return Disposition::kNotVerified;
-  }
-  return Disposition::kNotVerified;
-}
-
 // A backend call that throws is a failed call: the tuner goes on with the next candidate.
 template <typename F>
 auto guarded(const char* what, F&& f) -> decltype(f()) {
@@ -58,7 +47,7 @@ namespace tune_internal {
 CandidateResult result_for(const EngineConfig& c, int rank) {
   CandidateResult r;
   r.engine_id = c.engine_id;
-  for (auto& [k, v] : c.knobs) r.knobs["k" + std::to_string(k)] = v;
+  r.knobs = c.knobs;
   r.heuristic_rank = rank;
   return r;
 }
@@ -303,7 +292,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
         skip(Disposition::kFailed, rep.status().message());
         continue;
       }
-      c.disposition = disposition_for_verdict(rep->verdict);
+      c.disposition = rep->verdict;
       check_summary = rep->summary();
       if (c.disposition != Disposition::kPassed) {
         skip(c.disposition, check_summary);  // an incorrect candidate is never timed, never chosen

@@ -123,7 +123,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
     KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(graph, co));
     KILN_ASSIGN_OR_RETURN(CheckReport rep, checker.check(chain.output_pointers(), *eval->reference, stream.get()));
     r.chain_check = rep.summary();
-    r.chain.disposition = rep.verdict == Verdict::kPassed ? Disposition::kPassed : Disposition::kIncorrect;
+    r.chain.disposition = rep.verdict == Disposition::kPassed ? Disposition::kPassed : Disposition::kIncorrect;
     if (r.chain.disposition != Disposition::kPassed) {
       r.chain.message = "unfused chain: " + r.chain_check;
       return r;

@@ -228,9 +228,9 @@ TEST(AccumulationBound, Fp32AccumulationOrdersPass) {
     SCOPED_TRACE(k);
     Gemm t = make_gemm(8, k, 8);
     std::printf("K=%lld\n", static_cast<long long>(k));
-    EXPECT_EQ(check(t, simulate(t, sequential)).verdict, Verdict::kPassed);
-    EXPECT_EQ(check(t, simulate(t, pairwise)).verdict, Verdict::kPassed);
-    EXPECT_EQ(check(t, simulate(t, truncated_blocks)).verdict, Verdict::kPassed);
+    EXPECT_EQ(check(t, simulate(t, sequential)).verdict, Disposition::kPassed);
+    EXPECT_EQ(check(t, simulate(t, pairwise)).verdict, Disposition::kPassed);
+    EXPECT_EQ(check(t, simulate(t, truncated_blocks)).verdict, Disposition::kPassed);
   }
 }
 
@@ -242,13 +242,13 @@ TEST(AccumulationBound, WgradLengthK100352Passes) {
   Gemm t = make_gemm(4, 100352, 16);
   for (const Dot& dot : {Dot(sequential), Dot(pairwise), Dot(truncated_blocks)}) {
     const HostTensor out = simulate(t, dot);
-    EXPECT_EQ(check(t, out).verdict, Verdict::kPassed);
+    EXPECT_EQ(check(t, out).verdict, Disposition::kPassed);
   }
   const HostTensor truncated = simulate(t, truncated_blocks);
   auto legacy = check_outputs(t.g, {truncated}, t.ref.values);
   ASSERT_TRUE(legacy.is_ok());
   std::printf("  legacy K/64 rule: %s\n", legacy->summary().c_str());
-  EXPECT_EQ(legacy->verdict, Verdict::kIncorrect);
+  EXPECT_EQ(legacy->verdict, Disposition::kIncorrect);
 }
 
 TEST(AccumulationBound, DroppedTermFails) {
@@ -265,7 +265,7 @@ TEST(AccumulationBound, DroppedTermFails) {
     HostTensor out = simulate(t, sequential);
     out.set({3, 5}, out.at({3, 5}) - largest);
     const CheckReport r = check(t, out);
-    EXPECT_EQ(r.verdict, Verdict::kIncorrect);
+    EXPECT_EQ(r.verdict, Disposition::kIncorrect);
     EXPECT_EQ(r.outputs[0].error.mismatch_count, 1);
     EXPECT_EQ(r.outputs[0].error.worst_index, 3 * 8 + 5);
   }
@@ -280,7 +280,7 @@ TEST(AccumulationBound, SwappedIndexFails) {
     out.set({i, 2}, out.at({i, 6}));
     out.set({i, 6}, c2);
   }
-  EXPECT_EQ(check(t, out).verdict, Verdict::kIncorrect);
+  EXPECT_EQ(check(t, out).verdict, Disposition::kIncorrect);
   // b read transposed (b[j][q] for b[q][j]) on a square problem.
   Gemm s = make_gemm(16, 16, 16);
   const auto av = s.in.at(s.a).values(), bv = s.in.at(s.b).values();
@@ -291,7 +291,7 @@ TEST(AccumulationBound, SwappedIndexFails) {
       for (int q = 0; q < 16; ++q) acc += av[static_cast<size_t>(i * 16 + q)] * bv[static_cast<size_t>(j * 16 + q)];
       wrong[static_cast<size_t>(i * 16 + j)] = acc;
     }
-  EXPECT_EQ(check(s, HostTensor::from_values(DataType::kFloat32, {16, 16}, wrong)).verdict, Verdict::kIncorrect);
+  EXPECT_EQ(check(s, HostTensor::from_values(DataType::kFloat32, {16, 16}, wrong)).verdict, Disposition::kIncorrect);
 }
 
 // A systematic offset of 0.02 (a bias added twice, say) is inside every element's band at K = 4096 (the
@@ -302,7 +302,7 @@ TEST(AccumulationBound, SmallSystematicOffsetFailsOnNmse) {
   for (double& v : out.storage) v = static_cast<double>(static_cast<float>(v + 0.02));
   const CheckReport r = check(t, out);
   EXPECT_EQ(r.outputs[0].error.mismatch_count, 0);
-  EXPECT_EQ(r.verdict, Verdict::kIncorrect);
+  EXPECT_EQ(r.verdict, Disposition::kIncorrect);
   EXPECT_GT(r.outputs[0].error.nmse, r.outputs[0].tolerance.nmse_max + r.outputs[0].error.nmse_allowance);
 }
 
@@ -345,7 +345,7 @@ TEST(AccumulationBound, FusedReductionReadsTheUnroundedAccumulator) {
                                   HostTensor::from_values(DataType::kFloat32, {1, 64, 1}, rv)};
       auto rep = check_outputs(g, out, *ref);
       ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
-      EXPECT_EQ(rep->verdict, Verdict::kPassed) << "seed " << seed << "\n" << rep->summary();
+      EXPECT_EQ(rep->verdict, Disposition::kPassed) << "seed " << seed << "\n" << rep->summary();
     }
   }
 }
@@ -353,7 +353,7 @@ TEST(AccumulationBound, FusedReductionReadsTheUnroundedAccumulator) {
 TEST(AccumulationBound, SummaryNamesTheCoefficient) {
   Gemm t = make_gemm(2, 64, 2);
   const CheckReport r = check(t, t.ref.values[0]);
-  EXPECT_EQ(r.verdict, Verdict::kPassed);
+  EXPECT_EQ(r.verdict, Disposition::kPassed);
   EXPECT_NE(r.summary().find("K=64 acc="), std::string::npos) << r.summary();
   EXPECT_NE(r.summary().find("*M)"), std::string::npos) << r.summary();
   // Plain fp32 keeps its base atol with the bound (no K/64 scaling).

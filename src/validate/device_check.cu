@@ -256,7 +256,7 @@ StatusOr<CheckReport> DeviceChecker::check(const std::map<int, void*>& outputs, 
       cudaMemcpyAsync(s.host.data(), results, s.gates.size() * sizeof(CheckResult), cudaMemcpyDeviceToHost, stream));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   CheckReport report;
-  report.verdict = Verdict::kPassed;
+  report.verdict = Disposition::kPassed;
   for (size_t i = 0; i < s.gates.size(); ++i) {
     OutputGate gate = s.gates[i];
     const CheckResult& h = s.host[i];

@@ -220,7 +220,7 @@ TEST(DeviceCheck, AgreesWithTheHostComparisonOnTheSameData) {
         expect_same_report(*h, *d, std::string(dtype_name(dt)) + " K=" + std::to_string(k) + " " + name);
         // (A 4-ulp fp32 scaling is inside correct accumulation's own bias at these K: only agreement counts.)
         if (!(name == "scaled" && dt == DataType::kFloat32)) {
-          EXPECT_EQ(d->verdict, name == "correct" ? Verdict::kPassed : Verdict::kIncorrect) << name;
+          EXPECT_EQ(d->verdict, name == "correct" ? Disposition::kPassed : Disposition::kIncorrect) << name;
         }
       }
     }
@@ -252,7 +252,7 @@ TEST(DeviceCheck, SixtyFourMillionElementsAreJudgedWhole) {
     ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
     // tanh(x) against x for x in [-1, 1): wrong nearly everywhere, so most of the 64M elements are outside
     // the bound (|tanh x - x| > 3e-2 for |x| > ~0.45), and the count must say so over the whole tensor.
-    EXPECT_EQ(rep->verdict, Verdict::kIncorrect);
+    EXPECT_EQ(rep->verdict, Disposition::kIncorrect);
     ASSERT_EQ(rep->outputs.size(), 1u);
     EXPECT_EQ(rep->outputs[0].error.count, int64_t{8192} * 8192);
     EXPECT_GT(rep->outputs[0].error.mismatch_count, int64_t{8192} * 8192 / 4);  // |x| > ~0.45: over half

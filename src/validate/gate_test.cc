@@ -166,7 +166,7 @@ TEST(Gate, CorrectAccumulationsPassAtEveryKAndDtype) {
       for (DataType dt : kDtypes)
         for (const char* kernel : {"double", "sequential", "pairwise", "truncated16", "truncated8"}) {
           SCOPED_TRACE(std::to_string(k) + " " + dtype_name(dt) + " " + kernel + " seed " + std::to_string(seed));
-          EXPECT_EQ(check(c, dt, result(c, kernel, dt), kernel).verdict, Verdict::kPassed);
+          EXPECT_EQ(check(c, dt, result(c, kernel, dt), kernel).verdict, Disposition::kPassed);
         }
     }
 }
@@ -178,7 +178,7 @@ TEST(Gate, ManyElementsDoNotRaiseFalseAlarms) {
   for (DataType dt : kDtypes)
     for (const char* kernel : {"sequential", "truncated16", "truncated8"}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + kernel);
-      EXPECT_EQ(check(c, dt, result(c, kernel, dt), kernel).verdict, Verdict::kPassed);
+      EXPECT_EQ(check(c, dt, result(c, kernel, dt), kernel).verdict, Disposition::kPassed);
     }
 }
 
@@ -189,7 +189,7 @@ TEST(Gate, DroppedLastTermIsIncorrectAtEveryKUpTo1e5) {
       for (DataType dt : kDtypes) {
         SCOPED_TRACE(std::to_string(k) + " " + dtype_name(dt) + " seed " + std::to_string(seed));
         const OutputCheck o = check(c, dt, result(c, "drops_last", dt), "drops_last");
-        EXPECT_EQ(o.verdict, Verdict::kIncorrect);
+        EXPECT_EQ(o.verdict, Disposition::kIncorrect);
         if (k == 100352) {
           // Inside every element's band (the per-element bound cannot see it at this K), outside the
           // expected error's size.
@@ -208,7 +208,7 @@ TEST(Gate, UniformScalingByFourUlpsIsIncorrect) {
       for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
         SCOPED_TRACE(std::to_string(k) + " " + dtype_name(dt) + " seed " + std::to_string(seed));
         const OutputCheck o = check(c, dt, result(c, "truncated16", dt, four_ulps(dt)), "scaled 4ulp");
-        EXPECT_EQ(o.verdict, Verdict::kIncorrect);
+        EXPECT_EQ(o.verdict, Disposition::kIncorrect);
         EXPECT_GT(std::fabs(o.error.mean_signed_rel), o.error.bias_limit);
         EXPECT_NEAR(o.error.mean_signed_rel, four_ulps(dt) - 1.0, 0.35 * (four_ulps(dt) - 1.0));
       }
@@ -217,7 +217,8 @@ TEST(Gate, UniformScalingByFourUlpsIsIncorrect) {
     SCOPED_TRACE("fp32 K=16 seed " + std::to_string(seed));
     const Case& c = gemm_case(16, seed);
     const DataType f32 = DataType::kFloat32;
-    EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, four_ulps(f32)), "scaled 4ulp").verdict, Verdict::kIncorrect);
+    EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, four_ulps(f32)), "scaled 4ulp").verdict,
+              Disposition::kIncorrect);
   }
 }
 
@@ -227,10 +228,10 @@ TEST(Gate, UniformScalingByFourUlpsIsIncorrect) {
 TEST(Gate, Fp32ScalingAtLargeKIsIncorrectAboveTheAccumulationsOwnBias) {
   const Case& c = gemm_case(100352, 1);
   const DataType f32 = DataType::kFloat32;
-  EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, 1.005), "scaled 1.005").verdict, Verdict::kIncorrect);
-  EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, 1.001), "scaled 1.001").verdict, Verdict::kIncorrect);
+  EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, 1.005), "scaled 1.005").verdict, Disposition::kIncorrect);
+  EXPECT_EQ(check(c, f32, result(c, "truncated16", f32, 1.001), "scaled 1.001").verdict, Disposition::kIncorrect);
   const OutputCheck o = check(c, f32, result(c, "truncated16", f32, four_ulps(f32)), "scaled 4ulp");
-  EXPECT_EQ(o.verdict, Verdict::kPassed);  // indistinguishable: the bias limit is far wider than 4.8e-7
+  EXPECT_EQ(o.verdict, Disposition::kPassed);  // indistinguishable: the bias limit is far wider than 4.8e-7
   EXPECT_GT(o.error.bias_limit, 100 * (four_ulps(f32) - 1.0));
 }
 
@@ -248,12 +249,12 @@ TEST(Gate, ElementwiseFp32ScalingByFourUlpsIsIncorrect) {
   auto v = ref->values[0].values();
   auto rep = check_outputs(g, {ref->values[0]}, *ref);
   ASSERT_TRUE(rep.is_ok());
-  EXPECT_EQ(rep->verdict, Verdict::kPassed) << rep->summary();
+  EXPECT_EQ(rep->verdict, Disposition::kPassed) << rep->summary();
   for (double& e : v) e *= four_ulps(DataType::kFloat32);
   rep = check_outputs(g, {HostTensor::from_values(DataType::kFloat32, {64, 64}, v)}, *ref);
   ASSERT_TRUE(rep.is_ok());
   std::printf("  %s\n", rep->summary().c_str());
-  EXPECT_EQ(rep->verdict, Verdict::kIncorrect);
+  EXPECT_EQ(rep->verdict, Disposition::kIncorrect);
 }
 
 // cuDNN evaluates fp32 transcendentals with fast approximations (measured on the H200: tanh up to 1.04e-5
@@ -282,10 +283,10 @@ TEST(Gate, Fp32FunctionApproximationsPassAndScalingsBeyondThemDoNot) {
       return rep->verdict;
     };
     EXPECT_EQ(verdict([](double e, size_t i) { return e * (1 + 1.22e-5 * std::sin(37.0 * static_cast<double>(i))); }),
-              Verdict::kPassed);
-    EXPECT_EQ(verdict([](double e, size_t) { return e * (1 + 1.22e-5); }), Verdict::kPassed);
-    EXPECT_EQ(verdict([](double e, size_t) { return e * four_ulps(DataType::kFloat32); }), Verdict::kPassed);
-    EXPECT_EQ(verdict([](double e, size_t) { return e * (1 + 1e-3); }), Verdict::kIncorrect);
+              Disposition::kPassed);
+    EXPECT_EQ(verdict([](double e, size_t) { return e * (1 + 1.22e-5); }), Disposition::kPassed);
+    EXPECT_EQ(verdict([](double e, size_t) { return e * four_ulps(DataType::kFloat32); }), Disposition::kPassed);
+    EXPECT_EQ(verdict([](double e, size_t) { return e * (1 + 1e-3); }), Disposition::kIncorrect);
   }
 }
 
@@ -323,10 +324,10 @@ TEST(Gate, FusedGeluErfAsTheTanhFormPassesAndADroppedTermDoesNot) {
     std::printf("  drop_last=%d tanh_form=%d: %s\n", drop_last, tanh_form, rep->summary().c_str());
     return rep->verdict;
   };
-  EXPECT_EQ(kernel(false, false), Verdict::kPassed);
-  EXPECT_EQ(kernel(false, true), Verdict::kPassed);
-  EXPECT_EQ(kernel(true, false), Verdict::kIncorrect);
-  EXPECT_EQ(kernel(true, true), Verdict::kIncorrect);
+  EXPECT_EQ(kernel(false, false), Disposition::kPassed);
+  EXPECT_EQ(kernel(false, true), Disposition::kPassed);
+  EXPECT_EQ(kernel(true, false), Disposition::kIncorrect);
+  EXPECT_EQ(kernel(true, true), Disposition::kIncorrect);
 }
 
 TEST(Gate, SingleElementBeyondTheBoundIsIncorrect) {
@@ -336,7 +337,7 @@ TEST(Gate, SingleElementBeyondTheBoundIsIncorrect) {
       const Case& c = gemm_case(k, 1);
       HostTensor out = result(c, "truncated16", dt);
       const OutputCheck ok = check(c, dt, out, "correct");
-      ASSERT_EQ(ok.verdict, Verdict::kPassed);
+      ASSERT_EQ(ok.verdict, Disposition::kPassed);
       // Element (3, 5) just past its band (atol + rtol |ref| + acc M), by more than half a grid step so that
       // rounding to the output dtype keeps it outside.
       const Tolerance& tol = ok.tolerance;
@@ -346,7 +347,7 @@ TEST(Gate, SingleElementBeyondTheBoundIsIncorrect) {
       const int bits = dt == DataType::kFloat32 ? 23 : dt == DataType::kFloat16 ? 10 : 7;
       out.set({3, 5}, round_to_dtype(x + std::fabs(x) * std::ldexp(1.0, -bits), dt));
       const OutputCheck bad = check(c, dt, out, "one beyond");
-      EXPECT_EQ(bad.verdict, Verdict::kIncorrect);
+      EXPECT_EQ(bad.verdict, Disposition::kIncorrect);
       EXPECT_EQ(bad.error.mismatch_count, 1);
       EXPECT_EQ(bad.error.worst_index, 3 * c.n + 5);
       ASSERT_EQ(bad.error.offenders.size(), 1u);
@@ -381,7 +382,7 @@ TEST(Gate, MeanSignedRelativeErrorAndOffenders) {
   EXPECT_EQ(e->offenders[0].out, -2.0 - 0x1p-9);
   EXPECT_DOUBLE_EQ(e->offenders[0].allowed, 1.5e-3);
   EXPECT_EQ(e->offenders[1].index, 3);
-  EXPECT_EQ(judge(*e, tol), Verdict::kIncorrect);
+  EXPECT_EQ(judge(*e, tol), Disposition::kIncorrect);
   // A statistical tolerance needs the scales.
   EXPECT_EQ(measure_error(out, ref, tol).status().code(), StatusCode::kInvalidArgument);
 }

@@ -29,17 +29,6 @@ bool is_integer(DataType t) { return t == DataType::kInt8 || t == DataType::kInt
 
 }  // namespace
 
-const char* verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::kPassed: return "Passed";
-    case Verdict::kIncorrect: return "Incorrect";
-    case Verdict::kNotSupported: return "NotSupported";
-    case Verdict::kFailed: return "Failed";
-    case Verdict::kNotVerified: return "NotVerified";
-  }
-  return "?";
-}
-
 Tolerance default_tolerance(DataType dtype, const ToleranceOptions& options) {
   Tolerance t;
   if (is_integer(dtype)) {
@@ -404,8 +393,8 @@ void finish_output(OutputGate& gate, ErrorMeasures error, bool tf32, CheckReport
   c.error = std::move(error);
   c.verdict = judge(c.error, c.tolerance);
   const ErrorMeasures& e = c.error;
-  c.summary = c.name + ": " + verdict_name(c.verdict) + " max_abs=" + sci(e.max_abs) + " max_rel=" + sci(e.max_rel) +
-              " nmse=" + sci(e.nmse);
+  c.summary = c.name + ": " + disposition_name(c.verdict) + " max_abs=" + sci(e.max_abs) +
+              " max_rel=" + sci(e.max_rel) + " nmse=" + sci(e.nmse);
   if (e.nan_count > 0) c.summary += " nonfinite=" + std::to_string(e.nan_count);
   if (e.mismatch_count > 0)
     c.summary += " mismatches=" + std::to_string(e.mismatch_count) + "/" + std::to_string(e.count) +
@@ -431,7 +420,7 @@ void finish_output(OutputGate& gate, ErrorMeasures error, bool tf32, CheckReport
           " [" + std::to_string(o.index) + "] out=" + sci(o.out) + " ref=" + sci(o.ref) + " band=" + sci(o.allowed);
     }
   }
-  if (c.verdict != Verdict::kPassed) report.verdict = c.verdict;
+  if (c.verdict != Disposition::kPassed) report.verdict = c.verdict;
   report.outputs.push_back(c);
 }
 
@@ -483,12 +472,12 @@ StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& r
   return measures_from_sums(total, offenders, tol, magnitude != nullptr);
 }
 
-Verdict judge(const ErrorMeasures& e, const Tolerance& tol) {
+Disposition judge(const ErrorMeasures& e, const Tolerance& tol) {
   if (e.nan_count > 0 || e.mismatch_count > 0 || !(e.nmse <= tol.nmse_max + e.nmse_allowance))
-    return Verdict::kIncorrect;
+    return Disposition::kIncorrect;
   if (e.statistical && (!(e.sum_sq_err <= e.size_limit) || !(std::fabs(e.mean_signed_rel) <= e.bias_limit)))
-    return Verdict::kIncorrect;
-  return Verdict::kPassed;
+    return Disposition::kIncorrect;
+  return Disposition::kPassed;
 }
 
 namespace {
@@ -510,7 +499,7 @@ StatusOr<CheckReport> check_impl(const Graph& graph, const std::vector<HostTenso
   KILN_ASSIGN_OR_RETURN(std::vector<OutputGate> gates,
                         plan_output_gates(graph, magnitudes != nullptr, scales != nullptr, options));
   CheckReport report;
-  report.verdict = Verdict::kPassed;
+  report.verdict = Disposition::kPassed;
   for (size_t i = 0; i < gates.size(); ++i) {
     OutputGate& gate = gates[i];
     auto err =

@@ -26,7 +26,7 @@ TEST(ErrorMeasures, ExactMatch) {
   EXPECT_EQ(e->max_rel, 0.0);
   EXPECT_EQ(e->nmse, 0.0);
   EXPECT_EQ(e->mismatch_count, 0);
-  EXPECT_EQ(judge(*e, tol), Verdict::kPassed);
+  EXPECT_EQ(judge(*e, tol), Disposition::kPassed);
 }
 
 TEST(ErrorMeasures, KnownValues) {
@@ -51,16 +51,16 @@ TEST(ErrorMeasures, PerturbedOutputIsIncorrect) {
   ref.fill_uniform(3);
   HostTensor out = ref;
   const Tolerance tol = default_tolerance(DataType::kFloat16);
-  EXPECT_EQ(judge(*measure_error(out, ref, tol), tol), Verdict::kPassed);
+  EXPECT_EQ(judge(*measure_error(out, ref, tol), tol), Disposition::kPassed);
   // One fp16 ulp is within tolerance...
   out.storage[5] = fp16_to_double(static_cast<uint16_t>(fp16_from_double(out.storage[5]) + 1));
-  EXPECT_EQ(judge(*measure_error(out, ref, tol), tol), Verdict::kPassed);
+  EXPECT_EQ(judge(*measure_error(out, ref, tol), tol), Disposition::kPassed);
   // ...a 0.1 error is not.
   out.storage[7] += 0.1;
   auto e = measure_error(out, ref, tol);
   EXPECT_EQ(e->mismatch_count, 1);
   EXPECT_EQ(e->worst_index, 7);
-  EXPECT_EQ(judge(*e, tol), Verdict::kIncorrect);
+  EXPECT_EQ(judge(*e, tol), Disposition::kIncorrect);
 }
 
 TEST(ErrorMeasures, NaNAlwaysFails) {
@@ -69,16 +69,16 @@ TEST(ErrorMeasures, NaNAlwaysFails) {
   Tolerance huge{1e30, 1e30, 1e30, 1.0};
   auto e = measure_error(t16({1, nan, 3}), t16({1, 2, 3}), huge);
   EXPECT_EQ(e->nan_count, 1);
-  EXPECT_EQ(judge(*e, huge), Verdict::kIncorrect);
+  EXPECT_EQ(judge(*e, huge), Disposition::kIncorrect);
   e = measure_error(t16({1, inf, 3}), t16({1, 2, 3}), huge);
   EXPECT_EQ(e->nan_count, 1);
-  EXPECT_EQ(judge(*e, huge), Verdict::kIncorrect);
+  EXPECT_EQ(judge(*e, huge), Disposition::kIncorrect);
   // A non-finite reference matches only the same value.
   e = measure_error(t16({nan, inf}), t16({nan, inf}), default_tolerance(DataType::kFloat16));
   EXPECT_EQ(e->mismatch_count, 0);
   e = measure_error(t16({1.0}), t16({inf}), huge);
   EXPECT_EQ(e->mismatch_count, 1);
-  EXPECT_EQ(judge(*e, huge), Verdict::kIncorrect);
+  EXPECT_EQ(judge(*e, huge), Disposition::kIncorrect);
 }
 
 TEST(ErrorMeasures, NmseGate) {
@@ -88,7 +88,7 @@ TEST(ErrorMeasures, NmseGate) {
                          HostTensor::from_values(DataType::kFloat32, {2}, {1.0, 1.0}), tol);
   EXPECT_EQ(e->mismatch_count, 0);
   EXPECT_NEAR(e->nmse, 0.04, 1e-6);
-  EXPECT_EQ(judge(*e, tol), Verdict::kIncorrect);
+  EXPECT_EQ(judge(*e, tol), Disposition::kIncorrect);
 }
 
 // The band is closed, |out - ref| <= atol + rtol |ref| (docs/numerics.md): an error of exactly the band
@@ -103,7 +103,7 @@ TEST(ErrorMeasures, TheBandIncludesItsEdge) {
   e = measure_error(HostTensor::from_values(DataType::kFloat32, {2}, {3.0, -2.5}),
                     HostTensor::from_values(DataType::kFloat32, {2}, {2.0, -4.0}), tol);
   EXPECT_EQ(e->mismatch_count, 0);
-  EXPECT_EQ(judge(*e, tol), Verdict::kPassed);
+  EXPECT_EQ(judge(*e, tol), Disposition::kPassed);
   const Tolerance exact = default_tolerance(DataType::kInt32);
   ASSERT_EQ(exact.atol, 0.0);
   ASSERT_EQ(exact.rtol, 0.0);
@@ -111,10 +111,10 @@ TEST(ErrorMeasures, TheBandIncludesItsEdge) {
   e = measure_error(ints, ints, exact);
   ASSERT_TRUE(e.is_ok());
   EXPECT_EQ(e->mismatch_count, 0);
-  EXPECT_EQ(judge(*e, exact), Verdict::kPassed);
+  EXPECT_EQ(judge(*e, exact), Disposition::kPassed);
   e = measure_error(HostTensor::from_values(DataType::kInt32, {3}, {-7, 1, 42}), ints, exact);
   EXPECT_EQ(e->mismatch_count, 1);
-  EXPECT_EQ(judge(*e, exact), Verdict::kIncorrect);
+  EXPECT_EQ(judge(*e, exact), Disposition::kIncorrect);
 }
 
 TEST(ErrorMeasures, DimsMustMatch) {
@@ -160,7 +160,7 @@ TEST(CheckOutputs, ReportAndSummary) {
 
   auto rep = check_outputs(g, *ref, *ref);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
-  EXPECT_EQ(rep->verdict, Verdict::kPassed);
+  EXPECT_EQ(rep->verdict, Disposition::kPassed);
   ASSERT_EQ(rep->outputs.size(), 1u);
   const std::string s = rep->outputs[0].summary;
   EXPECT_EQ(s.rfind("y: Passed max_abs=0.00e+00 max_rel=0.00e+00 nmse=0.00e+00 (fp16 tol atol=", 0), 0u) << s;
@@ -169,7 +169,7 @@ TEST(CheckOutputs, ReportAndSummary) {
   std::vector<HostTensor> bad = *ref;
   bad[0].storage[3] += 1.0;
   rep = check_outputs(g, bad, *ref);
-  EXPECT_EQ(rep->verdict, Verdict::kIncorrect);
+  EXPECT_EQ(rep->verdict, Disposition::kIncorrect);
   EXPECT_NE(rep->summary().find("y: Incorrect"), std::string::npos) << rep->summary();
   EXPECT_NE(rep->summary().find("mismatches=1/32"), std::string::npos) << rep->summary();
 
@@ -178,18 +178,18 @@ TEST(CheckOutputs, ReportAndSummary) {
   CheckOptions loose;
   loose.tolerance_scale = 1e6;
   rep = check_outputs(g, bad, *ref, loose);
-  EXPECT_EQ(rep->verdict, Verdict::kIncorrect);
+  EXPECT_EQ(rep->verdict, Disposition::kIncorrect);
   EXPECT_NE(rep->summary().find("nonfinite=1"), std::string::npos) << rep->summary();
 
   EXPECT_EQ(check_outputs(g, {}, *ref).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(Verdict, Names) {
-  EXPECT_STREQ(verdict_name(Verdict::kPassed), "Passed");
-  EXPECT_STREQ(verdict_name(Verdict::kIncorrect), "Incorrect");
-  EXPECT_STREQ(verdict_name(Verdict::kNotSupported), "NotSupported");
-  EXPECT_STREQ(verdict_name(Verdict::kFailed), "Failed");
-  EXPECT_STREQ(verdict_name(Verdict::kNotVerified), "NotVerified");
+TEST(Disposition, Names) {
+  EXPECT_STREQ(disposition_name(Disposition::kPassed), "Passed");
+  EXPECT_STREQ(disposition_name(Disposition::kIncorrect), "Incorrect");
+  EXPECT_STREQ(disposition_name(Disposition::kNotSupported), "NotSupported");
+  EXPECT_STREQ(disposition_name(Disposition::kFailed), "Failed");
+  EXPECT_STREQ(disposition_name(Disposition::kNotVerified), "NotVerified");
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ void expect_device_matches_host(const Graph& g, uint64_t seed = 1) {
   }
   auto rep = check_outputs(g, dev->values, *host);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
-  EXPECT_EQ(rep->verdict, Verdict::kPassed) << g.name << ":\n" << rep->summary();
+  EXPECT_EQ(rep->verdict, Disposition::kPassed) << g.name << ":\n" << rep->summary();
 }
 
 TEST(DeviceReference, ConvFpropNchwAndNhwcGrouped) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/engine_config.h"
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
 
@@ -39,17 +40,7 @@ StatusOr<DeviceProfile> parse_device_profile(const std::string& text, const std:
 StatusOr<DeviceProfile> builtin_h200_profile();
 Status save_device_profile(const DeviceProfile& profile, const std::string& path);
 
-// A plan's identity: engine global index + knob choices (cuDNN backend knob type -> value) + the cuDNN
-// version that built it (kept by the store). Never an index into a heuristics list.
-struct EngineConfig {
-  int64_t engine_id = -1;
-  std::map<int, int64_t> knobs;
-  // "eng12_k2=1_k3=0", the same text cuDNN uses for its engine tags (knobs in ascending type order).
-  std::string identity() const;
-  static StatusOr<EngineConfig> parse(const std::string& identity);
-  bool operator==(const EngineConfig& o) const { return engine_id == o.engine_id && knobs == o.knobs; }
-  bool operator<(const EngineConfig& o) const { return identity() < o.identity(); }
-};
+// A plan's identity (EngineConfig: engine + knobs): kiln/core/engine_config.h.
 
 // The configuration to pin for `graph`: `override_pin` (from --pin) when set, else the spec's "pin"
 // (Graph::pin), else none. InvalidArgument naming the graph for a spec pin that does not parse.

@@ -24,46 +24,12 @@
 
 #include "kiln/core/status.h"
 #include "kiln/cuda/cuda_handles.h"
+#include "kiln/cuda/nvml.h"
 #include "kiln/measure/measure_stats.h"
 
 namespace kiln {
 
-// ---------------------------------------------------------------------------------------------------
-// Clocks (NVML). NVML is loaded at most once per process with dlopen("libnvidia-ml.so.1"); when it is
-// absent or fails to initialise, every reading has known == false. That is never an error.
-// ---------------------------------------------------------------------------------------------------
-
-// NVML clock-event ("throttle") reason bits, as NVML defines them.
-inline constexpr uint64_t kClockReasonGpuIdle = 0x1;
-inline constexpr uint64_t kClockReasonAppClocksSetting = 0x2;
-inline constexpr uint64_t kClockReasonSwPowerCap = 0x4;
-inline constexpr uint64_t kClockReasonHwSlowdown = 0x8;
-inline constexpr uint64_t kClockReasonSyncBoost = 0x10;
-inline constexpr uint64_t kClockReasonSwThermal = 0x20;
-inline constexpr uint64_t kClockReasonHwThermal = 0x40;
-inline constexpr uint64_t kClockReasonHwPowerBrake = 0x80;
-inline constexpr uint64_t kClockReasonDisplayClock = 0x100;
-// The reasons that mean the GPU was capped by power or temperature (as opposed to idle or app clocks).
-inline constexpr uint64_t kClockReasonsCapping = kClockReasonSwPowerCap | kClockReasonHwSlowdown |
-                                                 kClockReasonSwThermal | kClockReasonHwThermal |
-                                                 kClockReasonHwPowerBrake;
-
-// "sw_power_cap,hw_thermal"; empty for 0.
-std::string clock_reason_names(uint64_t reasons);
-
-struct ClockReading {
-  bool known = false;          // false: NVML missing or the query failed
-  unsigned sm_mhz = 0;         // current SM clock
-  unsigned max_sm_mhz = 0;     // maximum SM clock (0 when unknown)
-  bool reasons_known = false;  // the reasons query succeeded
-  uint64_t reasons = 0;        // NVML clock-event reason bits
-};
-
-// Reads the SM clock of the CUDA device `cuda_ordinal` (matched to NVML by UUID, falling back to index).
-ClockReading read_sm_clock(int cuda_ordinal);
-// Whether NVML could be loaded and initialised, and if not, why (for `kiln doctor` and the meta block).
-bool nvml_available();
-std::string nvml_unavailable_reason();
+// Clocks (ClockReading, read_sm_clock) come from NVML: kiln/cuda/nvml.h.
 
 // ---------------------------------------------------------------------------------------------------
 // The timer

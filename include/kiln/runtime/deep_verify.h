@@ -59,12 +59,12 @@ struct DeepCheckOptions {
 };
 
 struct DeepCheckResult {
-  Verdict verdict = Verdict::
+  Disposition verdict = Disposition::
       kNotVerified;  // Passed, Incorrect, Failed (refused by the frontend, or did not run), NotVerified (no reference)
   std::string message;                        // why, or the per-output check summary
   std::string reference_kind;                 // "host", "device", "none"
   double max_abs = 0, max_rel = 0, nmse = 0;  // worst over the outputs
-  bool problem() const { return verdict == Verdict::kIncorrect || verdict == Verdict::kFailed; }
+  bool problem() const { return verdict == Disposition::kIncorrect || verdict == Disposition::kFailed; }
 };
 
 // Deserializes record.plan_bytes for `graph` on `handle`, runs it once on make_random_inputs(graph, seed) and

@@ -1,5 +1,5 @@
 // kiln/runtime/plan_bridge.h: the glue between tuning results, the plan store and execution:
-// identity conversions, store records for a graph, and the fingerprint of a deviceless target.
+// store records for a graph and the fingerprint of a deviceless target.
 #pragma once
 
 #include <string>
@@ -11,10 +11,6 @@
 #include "kiln/tune/tuner.h"
 
 namespace kiln {
-
-// EngineConfig knobs (backend knob type -> value) <-> store/tuner knobs ("k2" -> value).
-Knobs knobs_of(const EngineConfig& c);
-StatusOr<EngineConfig> config_of(int64_t engine_id, const Knobs& knobs);
 
 // The fingerprint a plan compiled for `profile` on this machine will carry: the profile's GPU fields plus
 // this build's cuDNN, frontend and CUDA versions. The driver requirement is the CUDA runtime's major

@@ -15,7 +15,7 @@
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
 #include "kiln/lower/lower.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/plan_keeping.h"
 #include "kiln/store/fusion_record.h"
 #include "kiln/tune/tuner.h"

@@ -55,11 +55,11 @@ const char* retune_outcome_name(
 struct RetuneRowReport {
   RetuneQueueEntry entry;
   RetuneOutcome outcome = RetuneOutcome::kNotReached;
-  std::string message;   // why it failed / which environment / the winner's check summary
-  std::string winner;    // identity of the stored plan ("eng41_k2=4_k13=0") when tuned
-  double median_ms = 0;  // the winner's median time
-  std::string verdict;   // the winner's numerics verdict
-  double seconds = 0;    // wall time spent on this row
+  std::string message;                              // why it failed / which environment / the winner's check summary
+  std::string winner;                               // identity of the stored plan ("eng41_k2=4_k13=0") when tuned
+  double median_ms = 0;                             // the winner's median time
+  Disposition verdict = Disposition::kNotVerified;  // the winner's numerics verdict
+  double seconds = 0;                               // wall time spent on this row
 };
 
 struct RetuneReport {

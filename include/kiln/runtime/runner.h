@@ -88,7 +88,7 @@ struct RunReport {
   // graph (the host's MAC cap) has verdict kNotSupported, no report, and says why in `message`.
   struct ReferenceCheck {
     ReferenceKind kind = ReferenceKind::kHost;
-    Verdict verdict = Verdict::kNotVerified;
+    Disposition verdict = Disposition::kNotVerified;
     std::optional<CheckReport> report;
     std::string message;
   };
@@ -97,7 +97,7 @@ struct RunReport {
   std::string reference_kind;        // the references that ran: "host", "device", "host+device", "none"
   // Incorrect or Failed if any reference says so, else Passed if one ran, else NotSupported (none could
   // run) or NotVerified (no verify).
-  Verdict verdict() const;
+  Disposition verdict() const;
 };
 
 StatusOr<RunReport> run_graph(const Graph& graph, const RunOptions& options);

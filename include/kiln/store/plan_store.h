@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/disposition.h"
+#include "kiln/core/engine_config.h"
 #include "kiln/core/fingerprint.h"
 #include "kiln/core/status.h"
 #include "kiln/store/env_policy.h"
@@ -34,11 +36,7 @@ inline constexpr int kStoreSchemaVersion = 2;
 // (GraphSignature::tensor_ids): they are never run (stale, reason "kiln_schema_version"), and get re-tuned.
 inline constexpr int kMinRunnableRecordVersion = 2;
 
-// Engine knob values by knob name. Canonical text: "name=value;name=value" in name order ("" when none).
-using Knobs = std::map<std::string, int64_t>;
-std::string knobs_to_text(const Knobs& knobs);
-// InvalidArgument for text that is not canonical knob text.
-StatusOr<Knobs> knobs_from_text(const std::string& text);
+// Knobs and their column text (knobs_to_text, knobs_from_text): kiln/core/engine_config.h.
 
 // Timing of the winner (all zero for a plan that was not tuned).
 struct PlanStats {
@@ -54,7 +52,7 @@ struct PlanStats {
 
 // Numerical check of the winner against a reference.
 struct PlanNumerics {
-  std::string verdict = "NotVerified";  // Passed, Incorrect, NotSupported, Failed, NotVerified
+  Disposition verdict = Disposition::kNotVerified;  // kept as its name (disposition_name) in the store
   double max_abs = 0;
   double max_rel = 0;
   double nmse = 0;

@@ -2,7 +2,7 @@
 // (heuristic modes A, B and FALLBACK, de-duplicated by identity), builds them on host threads while the
 // earlier ones are checked and timed (a pipeline), runs each once against a reference made once per graph
 // (incorrect ones are excluded), times the correct ones with the shared measurement module
-// (kiln/measure/measure.h), and picks the winner deterministically (kiln/measure/tune_policy.h). The decisions live in
+// (kiln/measure/measure.h), and picks the winner deterministically (kiln/tune/tune_policy.h). The decisions live in
 // tune_with_backend, over the TuneBackend seam (kiln/tune/tune_backend.h); tune_graph runs them on cuDNN.
 #pragma once
 
@@ -20,7 +20,7 @@
 #include "kiln/graph/graph.h"
 #include "kiln/lower/lower.h"
 #include "kiln/measure/measure.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/tune/tune_backend.h"
 #include "kiln/validate/host_tensor.h"
 #include "kiln/validate/numerics.h"

@@ -2,7 +2,7 @@
 // its own (kiln/graph/decompose.h), and the parts' winners are then run back to back, intermediates in memory,
 // as one timed unit: that chain is checked against the fused graph's reference and timed with the same
 // measurement module, so the fused winner and the chain are compared like for like (decide_fusion in
-// kiln/measure/tune_policy.h makes the choice).
+// kiln/tune/tune_policy.h makes the choice).
 #pragma once
 
 #include <optional>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kiln/graph/graph.h"
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 #include "kiln/tune/tuner.h"
 
 namespace kiln {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/disposition.h"
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
 #include "kiln/validate/host_tensor.h"
@@ -14,14 +15,7 @@
 
 namespace kiln {
 
-// The disposition of a candidate or a run, after the CUTLASS profiler:
-//   kPassed       ran, and every output is within tolerance of the reference
-//   kIncorrect    ran, but some output is not (including NaN/Inf where the reference is finite)
-//   kNotSupported cuDNN or the device refused the configuration (not an error of the candidate)
-//   kFailed       it should have run but did not (build, launch or runtime failure)
-//   kNotVerified  ran, no reference was available (e.g. too large for the host and no device reference)
-enum class Verdict { kPassed, kIncorrect, kNotSupported, kFailed, kNotVerified };
-const char* verdict_name(Verdict v);  // "Passed", "Incorrect", "NotSupported", "Failed", "NotVerified"
+// The disposition of a checked result (Passed, Incorrect, ...): kiln/core/disposition.h.
 
 // How close is close enough. An element matches when |out - ref| <= atol + rtol * |ref| (+ acc_coeff *
 // M_i when a magnitude tensor M is given), both finite, or when both are the same non-finite value. A
@@ -126,7 +120,7 @@ StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& r
 // Passed or Incorrect. NaN/Inf in `out` where `ref` is finite is always Incorrect, whatever `tol` says.
 // nmse is compared with tol.nmse_max + e.nmse_allowance; a statistical measure must also stay within
 // its size and bias limits.
-Verdict judge(const ErrorMeasures& e, const Tolerance& tol);
+Disposition judge(const ErrorMeasures& e, const Tolerance& tol);
 
 struct OutputCheck {
   std::string name;  // tensor name
@@ -134,14 +128,14 @@ struct OutputCheck {
   DataType dtype = DataType::kFloat32;
   Tolerance tolerance;
   ErrorMeasures error;
-  Verdict verdict = Verdict::kNotVerified;
+  Disposition verdict = Disposition::kNotVerified;
   // "y: Passed max_abs=3.1e-03 max_rel=2.0e-03 nmse=1.2e-07 (fp16 tol atol=1.0e-02 rtol=1.0e-02 nmse<=1.0e-05 K=64
   //  acc=4.2e-06*M)", the last term only with magnitudes; nmse<= is the effective limit.
   std::string summary;
 };
 
 struct CheckReport {
-  Verdict verdict = Verdict::kNotVerified;  // the worst over outputs (Passed only if all passed)
+  Disposition verdict = Disposition::kNotVerified;  // the worst over outputs (Passed only if all passed)
   std::vector<OutputCheck> outputs;
   std::string summary() const;  // one line per output
 };

@@ -1,4 +1,4 @@
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// kiln/measure/tune_policy.h: the autotuner's decisions, as pure host logic over measured candidates: which
+// kiln/tune/tune_policy.h: the autotuner's decisions, as pure host logic over measured candidates: which
 // candidate wins, whether it dethrones an incumbent from an earlier tuning, fused versus unfused, and how
 // the result is reported (text table, JSON, progress). No CUDA, no cuDNN: tested with synthetic timings.
 #pragma once
@@ -12,31 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/disposition.h"
+#include "kiln/core/engine_config.h"
 #include "kiln/core/status.h"
 
 namespace kiln {
 
 struct Measurement;
 
-// What happened to a candidate (the CUTLASS profiler's vocabulary).
-enum class Disposition {
-  kPassed,        // built, ran, numerics within tolerance
-  kIncorrect,     // ran, numerics out of tolerance
-  kNotSupported,  // cuDNN or the device refused the configuration
-  kFailed,        // build or run failed for another reason
-  kNotVerified,   // ran, numerics not checked
-};
-const char* disposition_name(Disposition d);  // "Passed", "Incorrect", "NotSupported", "Failed", "NotVerified"
-// Inverse of disposition_name (exact match); InvalidArgument naming the text otherwise.
-StatusOr<Disposition> parse_disposition(const std::string& name);
-
-// Canonical plan identity: "eng<id>" followed by ":k1=v1,k2=v2" in key order when there are knobs,
-// e.g. "eng12:k1=2,k2=0" or "eng7". Stable: never depends on list positions.
-std::string plan_identity(int64_t engine_id, const std::map<std::string, int64_t>& knobs);
+// A candidate's identity is plan_identity(engine_id, knobs) (kiln/core/engine_config.h).
 
 struct CandidateResult {
   int64_t engine_id = -1;
-  std::map<std::string, int64_t> knobs;
+  Knobs knobs;  // by name, "k<N>" (kiln/core/engine_config.h)
   Disposition disposition = Disposition::kNotVerified;
   std::string message;  // why it is not Passed, or a note
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "kiln/measure/tune_policy.h"
+#include "kiln/tune/tune_policy.h"
 
 namespace kiln {
 namespace {

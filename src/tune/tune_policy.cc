@@ -1,11 +1,12 @@
-#include <vector>
-#include <cstdlib>
-#include "kiln/measure/tune_policy.h"
+// The tuner's decisions: winner, incumbent, fused versus unfused (kiln/tune/tune_policy.h).
+#include "kiln/tune/tune_policy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <tuple>
+#include <vector>
 
 #include "kiln/measure/measure.h"
 
@@ -30,46 +31,6 @@ bool eligible(const CandidateResult& c) {
 
 }  // namespace
 
-const char* disposition_name(Disposition d) {
-  switch (d) {
-    case Disposition::kPassed: return "Passed";
-    case Disposition::kIncorrect: return "Incorrect";
-    case Disposition::kNotSupported: return "NotSupported";
-    case Disposition::kFailed: return "Failed";
-    case Disposition::kNotVerified: return "NotVerified";
-  }
-  return "Unknown";
-}
-
-StatusOr<Disposition> parse_disposition(const std::string& name) {
-  for (Disposition d : {Disposition::kPassed, Disposition::kIncorrect, Disposition::kNotSupported, Disposition::kFailed,
-                        Disposition::kNotVerified}) {
-    if (name == disposition_name(d)) return d;
-  }
-  return invalid_argument("unknown disposition '" + name +
-                          "' (expected Passed, Incorrect, NotSupported, Failed or NotVerified)");
-}
-
-std::string plan_identity(int64_t engine_id, const std::map<std::string, int64_t>& knobs) {
-  // The same text as cuDNN's engine tags and kiln::EngineConfig::identity() ("eng12_k2=1_k13=0"), so that
-  // what a report prints can be passed to --pin: knobs named kN sort by N, any other name after them.
-  std::vector<std::pair<std::string, int64_t>> sorted(knobs.begin(), knobs.end());
-  auto number = [](const std::string& k) -> long {
-    if (k.size() < 2 || k[0] != 'k') return -1;
-    char* end = nullptr;
-    long n = std::strtol(k.c_str() + 1, &end, 10);
-    return *end ? -1 : n;
-  };
-  std::stable_sort(sorted.begin(), sorted.end(), [&](const auto& a, const auto& b) {
-    long na = number(a.first), nb = number(b.first);
-    if ((na < 0) != (nb < 0)) return na >= 0;
-    return na >= 0 ? na < nb : a.first < b.first;
-  });
-  std::string s = "eng" + std::to_string(engine_id);
-  for (const auto& [k, v] : sorted) s += "_" + k + "=" + std::to_string(v);
-  return s;
-}
-
 void CandidateResult::set_timing(const Measurement& m) {
   median_ms = m.stats.median_ms;
   min_ms = m.stats.min_ms;
@@ -78,13 +39,15 @@ void CandidateResult::set_timing(const Measurement& m) {
   samples = m.stats.samples;
 }
 
-const char* objective_name(Objective o) { return o == Objective::kWorkspace ? "workspace" : "time"; }
+namespace {
+constexpr EnumName<Objective> kObjectiveNames[] = {{Objective::kTime, "time"}, {Objective::kWorkspace, "workspace"}};
+constexpr EnumName<FusionPolicy> kFusionPolicyNames[] = {{FusionPolicy::kFaster, "faster"},
+                                                         {FusionPolicy::kAlwaysFused, "always_fused"},
+                                                         {FusionPolicy::kAlwaysUnfused, "always_unfused"}};
+}  // namespace
 
-StatusOr<Objective> parse_objective(const std::string& name) {
-  if (name == "time") return Objective::kTime;
-  if (name == "workspace") return Objective::kWorkspace;
-  return invalid_argument("unknown objective '" + name + "' (expected time or workspace)");
-}
+const char* objective_name(Objective o) { return enum_name(kObjectiveNames, o, "time"); }
+StatusOr<Objective> parse_objective(const std::string& name) { return parse_enum(kObjectiveNames, name, "objective"); }
 
 StatusOr<size_t> pick_winner(const std::vector<CandidateResult>& candidates, const WinnerOptions& options) {
   if (options.objective == Objective::kWorkspace && !(options.workspace_tolerance >= 0.0))
@@ -177,19 +140,9 @@ IncumbentDecision decide_incumbent(const Incumbent& incumbent, const CandidateRe
   return d;
 }
 
-const char* fusion_policy_name(FusionPolicy p) {
-  switch (p) {
-    case FusionPolicy::kFaster: return "faster";
-    case FusionPolicy::kAlwaysFused: return "always_fused";
-    case FusionPolicy::kAlwaysUnfused: return "always_unfused";
-  }
-  return "unknown";
-}
-
+const char* fusion_policy_name(FusionPolicy p) { return enum_name(kFusionPolicyNames, p, "unknown"); }
 StatusOr<FusionPolicy> parse_fusion_policy(const std::string& name) {
-  for (FusionPolicy p : {FusionPolicy::kFaster, FusionPolicy::kAlwaysFused, FusionPolicy::kAlwaysUnfused})
-    if (name == fusion_policy_name(p)) return p;
-  return invalid_argument("unknown fusion policy '" + name + "' (expected faster, always_fused or always_unfused)");
+  return parse_enum(kFusionPolicyNames, name, "fusion policy");
 }
 
 FusionSide fused_side(const CandidateResult& winner) {

@@ -1,5 +1,4 @@
-// NVML through dlopen: Kiln does not link against libnvidia-ml, so a machine without the driver's NVML
-// (containers, CI) still runs everything; clocks are then reported as unknown.
+// The NVML loader and the queries through it (kiln/cuda/nvml.h).
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -9,7 +8,7 @@
 
 #include "kiln/core/log.h"
 #include "kiln/cuda/device.h"
-#include "kiln/measure/measure.h"
+#include "kiln/cuda/nvml.h"
 
 namespace kiln {
 namespace {
@@ -25,15 +24,18 @@ using HandleByUuidFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
 using ClockFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*);
 using ReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using ErrorStringFn = const char* (*)(nvmlReturn_t);
+using DriverVersionFn = nvmlReturn_t (*)(char*, unsigned int);
 
 struct Nvml {
-  bool ok = false;
-  std::string why;  // set when !ok
+  bool initialized = false;  // nvmlInit_v2 succeeded
+  bool ok = false;           // initialized, and the clock and device-handle queries are there
+  std::string why;           // set when !ok
   HandleByIndexFn by_index = nullptr;
   HandleByUuidFn by_uuid = nullptr;
   ClockFn clock = nullptr;
   ClockFn max_clock = nullptr;
   ReasonsFn reasons = nullptr;
+  DriverVersionFn driver_version = nullptr;
 };
 
 template <typename F>
@@ -60,13 +62,19 @@ const Nvml& nvml() {
     // The newer name first; the older one is deprecated but present in older drivers.
     n.reasons = sym<ReasonsFn>(lib, "nvmlDeviceGetCurrentClocksEventReasons");
     if (!n.reasons) n.reasons = sym<ReasonsFn>(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
-    if (!init || !n.clock || (!n.by_index && !n.by_uuid)) {
-      n.why = "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetClockInfo or a device-handle query";
+    n.driver_version = sym<DriverVersionFn>(lib, "nvmlSystemGetDriverVersion");
+    if (!init) {
+      n.why = "libnvidia-ml.so.1 lacks nvmlInit_v2";
       return n;
     }
     nvmlReturn_t r = init();
     if (r != 0) {
       n.why = "nvmlInit_v2 failed: " + (err_str ? std::string(err_str(r)) : "NVML error " + std::to_string(r));
+      return n;
+    }
+    n.initialized = true;
+    if (!n.clock || (!n.by_index && !n.by_uuid)) {
+      n.why = "libnvidia-ml.so.1 lacks nvmlDeviceGetClockInfo or a device-handle query";
       return n;
     }
     n.ok = true;
@@ -132,6 +140,13 @@ std::string clock_reason_names(uint64_t reasons) {
 }
 
 bool nvml_available() { return nvml().ok; }
+
+std::string nvml_driver_release() {
+  const Nvml& n = nvml();
+  if (!n.initialized || !n.driver_version) return "";
+  char buf[96] = {0};
+  return n.driver_version(buf, sizeof buf) == 0 ? std::string(buf) : std::string();
+}
 std::string nvml_unavailable_reason() { return nvml().ok ? std::string() : nvml().why; }
 
 ClockReading read_sm_clock(int cuda_ordinal) {

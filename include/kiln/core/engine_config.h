@@ -1,0 +1,48 @@
+// kiln/core/engine_config.h: a plan's identity, the one type and text every layer uses for it. An engine
+// configuration is cuDNN's engine global index plus its knob choices; with the cuDNN version that built it
+// (kept by the store beside it) it names a plan. Never an index into a heuristics list.
+//
+// Knobs are named "k<N>", N being cuDNN's backend knob type (cudnnBackendKnobType_t), as in cuDNN's own
+// engine tags ("eng41_k2=4_k13=0"); lower maps them onto the frontend's vocabulary when it builds. The store
+// keeps knobs by name and treats names as opaque, so a record may carry other names; lower refuses to build
+// a configuration with one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "kiln/core/status.h"
+
+namespace kiln {
+
+// Knob values by knob name.
+using Knobs = std::map<std::string, int64_t>;
+
+// The store's column text: "name=value;name=value" in name order ("" when none).
+std::string knobs_to_text(const Knobs& knobs);
+// Inverse of knobs_to_text; InvalidArgument for text that is not canonical knob text.
+StatusOr<Knobs> knobs_from_text(const std::string& text);
+
+// The canonical identity text: "eng<id>" then "_<name>=<value>" per knob, knobs named kN in ascending N and
+// any other name after them by name: "eng12_k2=1_k13=0", "eng7". The same text as cuDNN's engine tags, so
+// what a report prints can be passed to --pin. Stable: never depends on list positions.
+std::string plan_identity(int64_t engine_id, const Knobs& knobs);
+
+// N for a knob named "k<N>" (N >= 0, decimal, no sign); InvalidArgument naming the knob otherwise.
+StatusOr<int> knob_type_of(const std::string& name);
+
+struct EngineConfig {
+  int64_t engine_id = -1;
+  Knobs knobs;
+
+  std::string identity() const { return plan_identity(engine_id, knobs); }
+  // Inverse of identity() for kN knobs: "eng12_k2=1_k3=0" (knob types normalized, "k02" is "k2").
+  // InvalidArgument naming the text and what is wrong with it.
+  static StatusOr<EngineConfig> parse(const std::string& identity);
+  bool operator==(const EngineConfig& o) const { return engine_id == o.engine_id && knobs == o.knobs; }
+  bool operator!=(const EngineConfig& o) const { return !(*this == o); }
+  bool operator<(const EngineConfig& o) const { return identity() < o.identity(); }
+};
+
+}  // namespace kiln

@@ -1,0 +1,85 @@
+// EngineConfig, plan_identity and the knobs' text forms (kiln/core/engine_config.h).
+#include "kiln/core/engine_config.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln {
+namespace {
+
+TEST(EngineConfig, IdentityRoundTrips) {
+  auto c = EngineConfig::parse("eng12_k2=1_k3=0");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->engine_id, 12);
+  EXPECT_EQ(c->knobs.at("k2"), 1);
+  EXPECT_EQ(c->knobs.at("k3"), 0);
+  EXPECT_EQ(c->identity(), "eng12_k2=1_k3=0");
+  auto bare = EngineConfig::parse("eng0");
+  ASSERT_TRUE(bare.is_ok());
+  EXPECT_TRUE(bare->knobs.empty());
+}
+
+TEST(EngineConfig, BadIdentityNamesThePart) {
+  auto a = EngineConfig::parse("engine7");
+  ASSERT_FALSE(a.is_ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("'engine7'"), std::string::npos);
+  auto b = EngineConfig::parse("eng7_kx=1");
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_NE(b.status().message().find("kx=1"), std::string::npos) << b.status().message();
+  auto c = EngineConfig::parse("eng7_k2=");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("k2="), std::string::npos);
+}
+
+// Regression: EngineConfig::parse read `*end` through a pointer into a destroyed `substr` temporary
+// (stack-use-after-scope under AddressSanitizer; the sanitizer host tier in scripts/test.sh catches it).
+// Long knob texts (past the small-string buffer) and a bad character right at the end are the cases where
+// the freed bytes decide the answer.
+TEST(EngineConfigRegression, KnobParsingReadsNoDestroyedTemporary) {
+  auto long_knobs = EngineConfig::parse("eng12_k0000000000000000000000002=0000000000000000000000001_k3=-42");
+  ASSERT_TRUE(long_knobs.is_ok()) << long_knobs.status().to_string();
+  EXPECT_EQ(long_knobs->knobs.at("k2"), 1);
+  EXPECT_EQ(long_knobs->knobs.at("k3"), -42);
+  for (const char* bad : {"eng12_k2=1x", "eng12_k2x=1", "eng12_k2=0000000000000000000000001x",
+                          "eng12_k0000000000000000000000002x=1", "eng12_k2= 1 "}) {
+    auto c = EngineConfig::parse(bad);
+    ASSERT_FALSE(c.is_ok()) << bad << " parsed as " << c->identity();
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+// The identity text is the one cuDNN's engine tags use: kN knobs by N (k13 after k2), any other name last.
+TEST(EngineConfig, IdentityOrdersKnobTypesNumerically) {
+  EngineConfig c{41, {{"k13", 0}, {"k2", 4}}};
+  EXPECT_EQ(c.identity(), "eng41_k2=4_k13=0");
+  EXPECT_EQ(c.identity(), plan_identity(41, c.knobs));
+  EXPECT_EQ(plan_identity(7, {{"TILE", 2}, {"k3", 1}}), "eng7_k3=1_TILE=2");
+  auto back = EngineConfig::parse(c.identity());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(*back, c);
+  auto padded = EngineConfig::parse("eng41_k02=4_k13=0");  // a knob type is a number: k02 is k2
+  ASSERT_TRUE(padded.is_ok());
+  EXPECT_EQ(*padded, c);
+  EXPECT_FALSE(EngineConfig::parse("eng41_k-2=4").is_ok());
+}
+
+TEST(EngineConfig, KnobTypeOfNamesTheKnob) {
+  EXPECT_EQ(*knob_type_of("k2"), 2);
+  EXPECT_EQ(*knob_type_of("k13"), 13);
+  for (const char* bad : {"k", "kx", "k-1", "TILE_SIZE", "k2x", "k99999999999"}) {
+    auto t = knob_type_of(bad);
+    ASSERT_FALSE(t.is_ok()) << bad;
+    EXPECT_NE(t.status().message().find(std::string("'") + bad + "'"), std::string::npos) << t.status().message();
+  }
+}
+
+TEST(Knobs, TextRoundTripsAndRefusesWhatIsNotCanonical) {
+  Knobs k{{"k2", 1}, {"k13", -3}};
+  EXPECT_EQ(knobs_to_text(k), "k13=-3;k2=1");
+  EXPECT_EQ(*knobs_from_text(knobs_to_text(k)), k);
+  EXPECT_TRUE(knobs_from_text("")->empty());
+  for (const char* bad : {"k2", "=1", "k2=1;", "k2=1;k2=2", "k2=x"}) EXPECT_FALSE(knobs_from_text(bad).is_ok()) << bad;
+}
+
+}  // namespace
+}  // namespace kiln
