@@ -23,17 +23,9 @@
 
 namespace kiln {
 
-const char* plan_source_name(PlanSource s) {
-  switch (s) {
-    case PlanSource::kMemory: return "memory";
-    case PlanSource::kStore: return "store";
-    case PlanSource::kDynamic: return "dynamic";
-    case PlanSource::kBucket: return "bucket";
-    case PlanSource::kHeuristics: return "heuristics";
-    case PlanSource::kPadded: return "padded";
-    case PlanSource::kTuned: return "tuned";
-  }
-  return "unknown";
+const char* plan_source_name(PlanSource s) { return enum_name(kPlanSourceNames, s, "unknown"); }
+StatusOr<PlanSource> parse_plan_source(const std::string& name) {
+  return parse_enum(kPlanSourceNames, name, "plan source");
 }
 
 // ---- ExecutablePlan -------------------------------------------------------------------------------

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
 #include "kiln/lower/lower.h"
@@ -53,8 +54,15 @@ namespace kiln {
 // never builds one itself, so it is only a plan's built_from, and its served count stays 0.
 enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics, kPadded, kTuned };
 constexpr int kPlanSourceCount = 7;
+inline constexpr EnumName<PlanSource> kPlanSourceNames[] = {
+    {PlanSource::kMemory, "memory"}, {PlanSource::kStore, "store"},           {PlanSource::kDynamic, "dynamic"},
+    {PlanSource::kBucket, "bucket"}, {PlanSource::kHeuristics, "heuristics"}, {PlanSource::kPadded, "padded"},
+    {PlanSource::kTuned, "tuned"}};
+static_assert(sizeof(kPlanSourceNames) / sizeof(kPlanSourceNames[0]) == kPlanSourceCount);
 // "memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned"
 const char* plan_source_name(PlanSource s);
+// Inverse of plan_source_name; InvalidArgument naming the text and the choices otherwise.
+StatusOr<PlanSource> parse_plan_source(const std::string& name);
 // kDynamic and kPadded: served until the Planner's background build replaces them.
 inline bool plan_source_is_stopgap(PlanSource s) { return s == PlanSource::kDynamic || s == PlanSource::kPadded; }
 

@@ -1,0 +1,147 @@
+// kiln replay's library side (kiln/runtime/replay.h): the job's checks, the option names, the report.
+// The trace's own errors are tested through the CLI (src/tune/tune_cli_test.cc, ReplayRefusesBadTraces).
+#include "kiln/runtime/replay.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln {
+namespace {
+
+TEST(Replay, OptionNamesRoundTripAndBadOnesNameTheOption) {
+  for (NewShapes n : {NewShapes::kStopgap, NewShapes::kBuildNow}) EXPECT_EQ(*parse_new_shapes(new_shapes_name(n)), n);
+  for (PromoteBy p : {PromoteBy::kBuild, PromoteBy::kTune}) EXPECT_EQ(*parse_promote_by(promote_by_name(p)), p);
+  auto n = parse_new_shapes("later");
+  ASSERT_FALSE(n.is_ok());
+  EXPECT_EQ(n.status().message(), "--new-shapes must be 'stopgap' or 'build-now', got 'later'");
+  auto p = parse_promote_by("Tune");  // exact names only
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("--promote-by must be 'build' or 'tune', got 'Tune'"), std::string::npos);
+  for (int i = 0; i < kPlanSourceCount; ++i) {
+    const auto s = static_cast<PlanSource>(i);
+    EXPECT_EQ(*parse_plan_source(plan_source_name(s)), s);
+  }
+  EXPECT_FALSE(parse_plan_source("disk").is_ok());
+}
+
+TEST(Replay, TheJobIsCheckedWholeBeforeAnythingRuns) {
+  EXPECT_TRUE(check_replay_job(ReplayJob{}).is_ok());
+  auto msg = [](ReplayJob j) { return check_replay_job(j).message(); };
+  ReplayJob j;
+  j.threads = 0;
+  EXPECT_EQ(msg(j), "--threads must be 1..256, got 0");
+  j = {};
+  j.handles = 65;
+  EXPECT_EQ(msg(j), "--handles must be 1..64, got 65");
+  j = {};
+  j.warm = true;
+  EXPECT_NE(msg(j).find("--warm warms what --preload loads"), std::string::npos);
+  j.preload = true;
+  EXPECT_TRUE(check_replay_job(j).is_ok());
+  j = {};
+  j.tune_bounds_given = true;
+  EXPECT_NE(msg(j).find("give it too"), std::string::npos);
+  j.promote_by = PromoteBy::kTune;
+  EXPECT_TRUE(check_replay_job(j).is_ok());
+  j.promote = false;
+  EXPECT_NE(msg(j).find("tunes what replaces a stopgap"), std::string::npos);
+  j = {};
+  j.promote_by = PromoteBy::kTune;
+  j.new_shapes = NewShapes::kBuildNow;
+  EXPECT_NE(msg(j).find("tunes what replaces a stopgap"), std::string::npos);
+  j = {};
+  j.tuning.top_k = -1;
+  EXPECT_NE(msg(j).find("--tune-top-k must be 0..10000"), std::string::npos);
+  j = {};
+  j.tuning.time_budget_s = std::nan("");
+  EXPECT_NE(msg(j).find("--tune-budget must be 0..3600"), std::string::npos);
+}
+
+TEST(Replay, PlannerOptionsCarryTheJobAndNameABadBucketPolicy) {
+  ReplayJob j;
+  j.store_path = "plans.db";
+  j.handles = 7;
+  j.new_shapes = NewShapes::kBuildNow;
+  j.promote = false;
+  j.padded = false;
+  j.buckets = "batch=pow2";
+  auto po = planner_options(j);
+  ASSERT_TRUE(po.is_ok()) << po.status().message();
+  EXPECT_EQ(po->store_path, "plans.db");
+  EXPECT_EQ(po->handles, 7);
+  EXPECT_EQ(po->new_shapes, NewShapes::kBuildNow);
+  EXPECT_FALSE(po->promote);
+  EXPECT_FALSE(po->padded);
+  EXPECT_EQ(po->buckets.text(), BucketPolicy::parse("batch=pow2")->text());
+  j.buckets = "batch=cubes";
+  auto bad = planner_options(j);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().message().rfind("--buckets", 0), 0u) << bad.status().message();
+}
+
+TEST(Replay, PercentileIsNearestRank) {
+  EXPECT_EQ(percentile({}, 0.5), 0);
+  EXPECT_EQ(percentile({3, 1, 2}, 0.5), 2);
+  EXPECT_EQ(percentile({5, 1, 4, 2, 3}, 0.0), 1);
+  EXPECT_EQ(percentile({5, 1, 4, 2, 3}, 0.99), 5);
+  EXPECT_EQ(percentile({5, 1, 4, 2, 3}, 1.0), 5);
+}
+
+// Two shapes of one graph: the first served by a padded stopgap (then its hits), then promoted.
+ReplayReport two_shape_report() {
+  ReplayReport rep;
+  rep.trace.path = "t.json";
+  Graph g;
+  g.name = "mlp";
+  g.dynamic_dims = {{"tokens", 64}};
+  rep.trace.graphs.push_back(g);
+  rep.trace.specs.push_back("./mlp.json");
+  auto req = [](int64_t tokens) {
+    TraceRequest q;
+    q.shape = {{"tokens", tokens}};
+    return q;
+  };
+  rep.trace.requests = {req(100), req(100), req(100), req(200)};
+  rep.threads = 2;
+  rep.samples = {
+      {PlanSource::kPadded, PlanSource::kPadded, 0, 0.1, 0.5, 0.40, "eng1"},
+      {PlanSource::kMemory, PlanSource::kPadded, 1, 0.001, 0.3, 0.25, "eng1"},
+      {PlanSource::kMemory, PlanSource::kBucket, 2, 0.001, 0.2, 0.15, "eng2"},
+      {PlanSource::kHeuristics, PlanSource::kHeuristics, 3, 20.0, 0.4, 0.30, "eng3"},
+  };
+  rep.stats.promotions = 1;
+  return rep;
+}
+
+TEST(Replay, TheReportCountsSourcesAndSaysHowEachShapeWasFirstServed) {
+  const ReplayReport rep = two_shape_report();
+  const auto j = replay_report_json(rep);
+  EXPECT_EQ(j["requests"], 4);
+  EXPECT_EQ(j["by_source"]["memory"]["calls"], 2);
+  EXPECT_EQ(j["by_source"]["padded"]["calls"], 1);
+  EXPECT_EQ(j["by_source"]["heuristics"]["calls"], 1);
+  EXPECT_EQ(j["by_source"]["store"]["calls"], 0);
+  EXPECT_DOUBLE_EQ(j["by_source"]["memory"]["share"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j["by_source"]["heuristics"]["first_execution_ms_p50"].get<double>(), 20.4);
+  EXPECT_DOUBLE_EQ(j["latency_ms"]["p99"].get<double>(), 20.4);
+  ASSERT_EQ(j["by_shape"].size(), 2u);
+  const auto& s100 = j["by_shape"][0];
+  EXPECT_EQ(s100["shape"], "tokens=100");
+  EXPECT_EQ(s100["first_source"], "padded");
+  EXPECT_EQ(s100["stopgap_executions"], 1);  // the hit on the padded plan; the first call is apart
+  EXPECT_EQ(s100["executions"], 1);          // the hit on the promoted plan
+  EXPECT_DOUBLE_EQ(s100["gpu_ms_p50"].get<double>(), 0.15);
+  EXPECT_EQ(s100["first_plan_config"], "eng1");
+  EXPECT_EQ(s100["config"], "eng2");
+  EXPECT_EQ(j["by_shape"][1]["first_source"], "heuristics");
+  EXPECT_EQ(j["promotions"]["promoted"], 1);
+  EXPECT_FALSE(j.contains("preload"));
+  const std::string text = replay_report_text(rep);
+  EXPECT_NE(text.find("replay t.json: 4 requests on 2 threads"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory"), std::string::npos) << text;
+  EXPECT_EQ(text.find("preloaded"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace kiln
