@@ -60,6 +60,9 @@ void add_replay(CLI::App& app, Runner* run) {
                 "does at start; timed apart). Padded stopgaps need a bucket policy (--buckets) whose buckets hold "
                 "more than one size");
   sub->add_flag("--warm", job.warm, "With --preload: run each preloaded plan once, so no request pays its first load");
+  sub->add_flag("--save-kernel-caches", job.save_kernel_caches,
+                "Keep each structure's dynamic-shape kernel cache in the store (--store, opened for writing), so "
+                "that the next process does not compile its kernels again");
   sub->add_flag("--force", job.overwrite, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");
   sub->callback([run, o, top_k, budget] {

@@ -113,6 +113,25 @@ int64_t DynamicKernelCache::entries() const {
   return n;
 }
 
+bool DynamicKernelCache::finalized() const { return impl_->cache->is_finalized(); }
+
+StatusOr<std::string> DynamicKernelCache::to_json() const {
+  if (!impl_->cache->is_finalized())
+    return failed_precondition("the kernel cache has not been used by a build yet: nothing to serialize");
+  std::string json;
+  auto st = impl_->cache->to_json(json);
+  if (!st.is_good()) return unavailable("cuDNN could not serialize the kernel cache: " + st.get_message());
+  return json;
+}
+
+StatusOr<std::shared_ptr<DynamicKernelCache>> DynamicKernelCache::from_json(const std::string& json) {
+  if (json.empty()) return invalid_argument("an empty kernel cache text");
+  auto c = std::make_shared<DynamicKernelCache>();
+  auto st = c->impl_->cache->from_json(json);
+  if (!st.is_good()) return invalid_argument("cuDNN refused the kernel cache text: " + st.get_message());
+  return c;
+}
+
 LoweredGraph::LoweredGraph() : impl_(std::make_unique<Impl>()) {}
 LoweredGraph::~LoweredGraph() = default;
 LoweredGraph::LoweredGraph(LoweredGraph&&) noexcept = default;

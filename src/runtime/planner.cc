@@ -118,6 +118,8 @@ std::string ExecutablePlan::identity() const {
 // ---- Padded plans ---------------------------------------------------------------------------------
 
 Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }
+Status PlanBackend::save_kernel_cache(const GraphSignature&, const std::string&) { return Status::ok(); }
+KernelCacheCounts PlanBackend::kernel_cache_counts() const { return {}; }
 StatusOr<std::optional<FusionRecord>> PlanBackend::fusion_record(const GraphSignature&) {
   return std::optional<FusionRecord>();
 }
@@ -249,6 +251,10 @@ std::string PlannerStats::text() const {
   if (!last_tune_note.empty()) s += " (the last tuned winner: " + last_tune_note + ")";
   if (promotion_failures)
     s += ", " + std::to_string(promotion_failures) + " promotions failed (last: " + last_promotion_failure + ")";
+  if (kernel_caches_loaded + kernel_caches_saved > 0 || !last_kernel_cache_note.empty())
+    s += "; kernel caches: " + std::to_string(kernel_caches_loaded) + " loaded, " +
+         std::to_string(kernel_caches_saved) + " kept" +
+         (last_kernel_cache_note.empty() ? "" : " (last problem: " + last_kernel_cache_note + ")");
   if (graph_captures + graph_replays + graph_stream_runs + graph_updates + graph_reinstantiations == 0) return s;
   auto n = [](int64_t v, const char* one, const char* many) { return std::to_string(v) + " " + (v == 1 ? one : many); };
   return s + "; graphs: " + n(graph_captures, "capture", "captures") + ", " +
@@ -333,9 +339,13 @@ struct Planner::Impl {
   std::condition_variable promo_idle;  // the queue drained
   std::deque<Promotion> promo_queue;
   bool promo_busy = false, stopping = false;
-  std::string last_promotion_failure;     // under promo_mu
-  std::string last_tune_fallback;         // under promo_mu
-  std::string last_tune_note;             // under promo_mu
+  std::string last_promotion_failure;  // under promo_mu
+  std::string last_tune_fallback;      // under promo_mu
+  std::string last_tune_note;          // under promo_mu
+  // Structures a dynamic stopgap was built for (their kernel caches hold kernels): structure -> its
+  // signature and a graph name, for save_kernel_caches().
+  std::mutex dynamic_mu;
+  std::map<std::string, std::pair<GraphSignature, std::string>> dynamic_structures;
   std::atomic<bool> cancel_tunes{false};  // set by ~Impl: a background tune in progress stops
   std::thread promo_thread;
 
@@ -705,6 +715,9 @@ void Planner::Impl::promotion_loop() {
     } else {
       promotion_failures.fetch_add(1, std::memory_order_relaxed);
     }
+    // The stopgap's kernels, compiled for the structure, kept for the next process (off the request path).
+    if (options.save_kernel_caches && p.stopgap && p.stopgap->built_from() == PlanSource::kDynamic)
+      (void)backend->save_kernel_cache(p.stopgap->signature(), p.graph.graph->name);  // counted, noted by it
     lock.lock();
     if (!built.is_ok()) last_promotion_failure = built.status().message();
     const std::string which = p.graph.graph->name + " " + shape_key_text(p.shape) + ": ";
@@ -793,6 +806,10 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
       if (dyn.is_ok() && *dyn) {
         out.plan = std::move(*dyn);
         out.source = PlanSource::kDynamic;
+        {
+          std::lock_guard<std::mutex> lock(dynamic_mu);
+          dynamic_structures.emplace(sig.structure, std::make_pair(sig, g.name));
+        }
         why.push_back("dynamic: a stopgap, its static plan is being built");
         out.why = joined();
         return out;
@@ -1064,7 +1081,27 @@ PlannerStats Planner::stats() const {
   st.last_promotion_failure = impl_->last_promotion_failure;
   st.last_tune_fallback = impl_->last_tune_fallback;
   st.last_tune_note = impl_->last_tune_note;
+  const KernelCacheCounts k = impl_->backend->kernel_cache_counts();
+  st.kernel_caches_loaded = k.loaded;
+  st.kernel_caches_saved = k.saved;
+  st.last_kernel_cache_note = k.last_note;
   return st;
+}
+
+Status Planner::save_kernel_caches() {
+  if (!impl_->options.save_kernel_caches)
+    return failed_precondition("the Planner keeps no kernel caches (PlannerOptions::save_kernel_caches is off)");
+  std::map<std::string, std::pair<GraphSignature, std::string>> structures;
+  {
+    std::lock_guard<std::mutex> lock(impl_->dynamic_mu);
+    structures = impl_->dynamic_structures;
+  }
+  Status first;
+  for (const auto& [structure, sig_name] : structures) {
+    Status st = impl_->backend->save_kernel_cache(sig_name.first, sig_name.second);
+    if (!st.is_ok() && first.is_ok()) first = st.with_context("graph '" + sig_name.second + "'");
+  }
+  return first;
 }
 
 StatusOr<TunedGraph> Planner::tune_and_store(const Graph& graph, const TuneJob& job) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kiln/core/hash.h"
 #include "kiln/core/log.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/cuda/device.h"
@@ -122,6 +123,7 @@ class CudnnPlanBackend : public PlanBackend {
     std::unique_ptr<CudnnPlanBackend> b(new CudnnPlanBackend());
     b->policy_ = o.policy;
     b->store_path_ = o.store_path;
+    b->save_kernel_caches_ = o.save_kernel_caches;
     if (o.target) {  // deviceless: no GPU, no handles; the environment is the profile's
       b->target_ = *o.target;
       b->env_ = fingerprint_for_profile(*o.target);
@@ -359,7 +361,7 @@ class CudnnPlanBackend : public PlanBackend {
     // A stopgap: cuDNN's heuristics in dynamic-shape mode, with the structure's kernel cache. (Building the
     // engine an earlier stopgap chose, by configuration, skipped the heuristic query but cost more on the
     // H200: 28 ms against 10 ms per matmul stopgap, docs/h200-results.md.)
-    if (source == PlanSource::kDynamic) target.kernel_cache = kernel_cache_for(sig.structure);
+    if (source == PlanSource::kDynamic) target.kernel_cache = kernel_cache_for(sig.structure, graph.name);
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph, target), graph.name));
     if (config) {
       KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_config(*config), graph.name));
@@ -405,18 +407,96 @@ class CudnnPlanBackend : public PlanBackend {
     });
   }
 
-  // The kernel cache of a structure (made on first use; never dropped: one per structure served).
-  std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure) {
+  // The kernel cache of a structure (made on first use; never dropped: one per structure served). Made from
+  // the one the store keeps for this structure in this environment where there is one (its kernels are
+  // then not compiled again); a kept cache that cuDNN refuses is logged, and a new one is compiled.
+  std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure, const std::string& graph_name) {
     std::lock_guard<std::mutex> lock(caches_mu_);
     std::shared_ptr<DynamicKernelCache>& c = caches_[structure];
-    if (!c) c = std::make_shared<DynamicKernelCache>();
+    if (c) return c;
+    if (store_) {
+      StatusOr<std::optional<KernelCacheRecord>> kept = [&] {
+        std::lock_guard<std::mutex> slock(store_mu_);
+        return store_->get_kernel_cache(structure, env_);
+      }();
+      if (!kept.is_ok()) {
+        note_kernel_cache("graph '" + graph_name + "': the kept kernel cache was not read: " + kept.status().message());
+      } else if (kept->has_value()) {
+        auto loaded = DynamicKernelCache::from_json((*kept)->cache_json);
+        if (loaded.is_ok()) {
+          c = std::move(loaded).value();
+          saved_hash_[structure] = stable_hash128_hex((*kept)->cache_json);
+          kernel_caches_loaded_.fetch_add(1, std::memory_order_relaxed);
+          return c;
+        }
+        note_kernel_cache("graph '" + graph_name +
+                          "': the kept kernel cache did not load: " + loaded.status().message());
+      }
+    }
+    c = std::make_shared<DynamicKernelCache>();
     return c;
   }
 
+  void note_kernel_cache(const std::string& what) {
+    KILN_LOG(kWarn, what);
+    std::lock_guard<std::mutex> lock(note_mu_);
+    last_kernel_cache_note_ = what;
+  }
+
+ public:
+  // Keeps the structure's kernel cache in the store when it holds kernels the store does not have yet
+  // (PlannerOptions::save_kernel_caches).
+  Status save_kernel_cache(const GraphSignature& sig, const std::string& graph_name) override {
+    if (!save_kernel_caches_ || store_path_.empty()) return Status::ok();
+    std::shared_ptr<DynamicKernelCache> c;
+    {
+      std::lock_guard<std::mutex> lock(caches_mu_);
+      auto it = caches_.find(sig.structure);
+      if (it == caches_.end()) return Status::ok();
+      c = it->second;
+    }
+    if (!c->finalized()) return Status::ok();
+    KILN_ASSIGN_OR_RETURN(std::string json, c->to_json());
+    const std::string hash = stable_hash128_hex(json);
+    {
+      std::lock_guard<std::mutex> lock(caches_mu_);
+      if (saved_hash_[sig.structure] == hash) return Status::ok();  // nothing new since it was loaded or kept
+    }
+    KernelCacheRecord rec;
+    rec.structure_sig = sig.structure;
+    rec.fingerprint = env_;
+    rec.graph_name = graph_name;
+    rec.cache_json = std::move(json);
+    Status st = with_writable_store([&](PlanStore& store) { return store.put_kernel_cache(rec).status(); });
+    if (!st.is_ok()) {
+      note_kernel_cache("graph '" + graph_name + "': the kernel cache was not kept: " + st.message());
+      return st;
+    }
+    kernel_caches_saved_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(caches_mu_);
+    saved_hash_[sig.structure] = hash;
+    return Status::ok();
+  }
+
+  KernelCacheCounts kernel_cache_counts() const override {
+    KernelCacheCounts k;
+    k.loaded = kernel_caches_loaded_.load(std::memory_order_relaxed);
+    k.saved = kernel_caches_saved_.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(note_mu_);
+    k.last_note = last_kernel_cache_note_;
+    return k;
+  }
+
+ private:
   EnvPolicy policy_;
   EnvFingerprint env_;
   std::mutex caches_mu_;
   std::map<std::string, std::shared_ptr<DynamicKernelCache>> caches_;
+  std::map<std::string, std::string> saved_hash_;  // structure -> hash of the cache text the store has
+  bool save_kernel_caches_ = false;
+  std::atomic<int64_t> kernel_caches_loaded_{0}, kernel_caches_saved_{0};
+  mutable std::mutex note_mu_;
+  std::string last_kernel_cache_note_;
   std::shared_ptr<HandlePool> pool_;
   std::mutex store_mu_;        // one connection: one call at a time (plans load outside it)
   bool shared_store_ = false;  // store_writable: store_ is writable and with_writable_store uses it

@@ -531,3 +531,49 @@ TEST(PlannerGpu, ManyThreadsObtainAndExecuteAtOnce) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A structure's dynamic-shape kernel cache kept in the store (PlannerOptions::save_kernel_caches): a second
+// Planner, as a new process would, loads it with its first dynamic build, and its stopgap is still checked.
+// The two first-dynamic-build times are printed (benchmarks judge them; a test does not time).
+TEST(PlannerGpu, AKernelCacheKeptInTheStoreServesTheNextPlannersFirstDynamicBuild) {
+  KILN_REQUIRE_GPU();
+  const std::string dir = ::testing::TempDir() + "/kiln_kernel_cache" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  auto graph = parse_spec_string(kSpec, "g.json");
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  double first_ms[2] = {0, 0};
+  for (int round = 0; round < 2; ++round) {
+    PlannerOptions o;
+    o.store_path = dir + "/plans.db";
+    o.store_writable = true;
+    o.save_kernel_caches = true;
+    o.new_shapes = NewShapes::kStopgap;
+    o.padded = false;
+    o.promote = false;
+    auto planner = Planner::create(o);
+    ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+    auto pg = (*planner)->prepare(*graph);
+    ASSERT_TRUE(pg.is_ok()) << pg.status().to_string();
+    const int64_t tokens = round == 0 ? 200 : 300;
+    auto a = (*planner)->obtain(*pg, {{"tokens", tokens}});
+    ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+    ASSERT_EQ(a->source, PlanSource::kDynamic) << a->why;
+    run_and_check(*a->plan, "dynamic stopgap, round " + std::to_string(round) + ", tokens=" + std::to_string(tokens));
+    first_ms[round] = a->obtain_ms;
+    Status saved = (*planner)->save_kernel_caches();
+    EXPECT_TRUE(saved.is_ok()) << saved.to_string();
+    const PlannerStats st = (*planner)->stats();
+    EXPECT_EQ(st.kernel_caches_loaded, round) << st.text();
+    EXPECT_EQ(st.kernel_caches_saved, round == 0 ? 1 : 0) << st.text();  // the second has nothing new to keep
+    EXPECT_TRUE(st.last_kernel_cache_note.empty()) << st.last_kernel_cache_note;
+  }
+  std::printf("[ planner ] %s: first dynamic build %.1f ms compiling its kernels, %.1f ms in a new Planner with the "
+              "kept kernel cache\n",
+              graph->name.c_str(), first_ms[0], first_ms[1]);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1195,3 +1195,98 @@ TEST(PlannerOptionsCheck, PromotionTuningOutOfRangeIsRefusedNamingTheField) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A backend that counts the kernel caches it is asked to keep (the cuDNN backend writes them to the store).
+class KernelCacheBackend : public FakeBackend {
+ public:
+  std::mutex kc_mu;
+  std::vector<std::string> saved;  // graph names, in order
+  bool save_fails = false;
+  Status save_kernel_cache(const GraphSignature& sig, const std::string& graph_name) override {
+    std::lock_guard<std::mutex> lock(kc_mu);
+    if (save_fails) return unavailable("the store is busy (injected)");
+    saved.push_back(graph_name + "/" + sig.structure);
+    return Status::ok();
+  }
+  KernelCacheCounts kernel_cache_counts() const override {
+    KernelCacheCounts k;
+    k.loaded = 1;
+    k.saved = 2;
+    k.last_note = "a note (injected)";
+    return k;
+  }
+};
+
+std::unique_ptr<Planner> kernel_cache_planner(KernelCacheBackend** backend, bool save, bool promote = true) {
+  auto b = std::make_unique<KernelCacheBackend>();
+  *backend = b.get();
+  PlannerOptions o;
+  o.new_shapes = NewShapes::kStopgap;
+  o.save_kernel_caches = save;
+  o.promote = promote;
+  return Planner::create_with_backend(std::move(b), o);
+}
+
+TEST(PlannerKernelCaches, ADynamicStopgapsKernelCacheIsKeptAfterItsPromotionWhenAsked) {
+  KernelCacheBackend* b = nullptr;
+  auto planner = kernel_cache_planner(&b, /*save=*/true);
+  auto pg = planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  auto a = planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  ASSERT_EQ(a->source, PlanSource::kDynamic);
+  planner->wait_for_promotions();
+  {
+    std::lock_guard<std::mutex> lock(b->kc_mu);
+    ASSERT_EQ(b->saved.size(), 1u);
+    EXPECT_EQ(b->saved[0], token_graph().name + "/" + pg->signature.structure);
+  }
+  // A shape served from memory compiles nothing: nothing more to keep.
+  ASSERT_TRUE(planner->obtain(*pg, {{"tokens", 100}}).is_ok());
+  planner->wait_for_promotions();
+  EXPECT_EQ(b->saved.size(), 1u);
+  // The stats carry the backend's counts and its last problem.
+  const PlannerStats st = planner->stats();
+  EXPECT_EQ(st.kernel_caches_loaded, 1);
+  EXPECT_EQ(st.kernel_caches_saved, 2);
+  EXPECT_NE(st.text().find("kernel caches: 1 loaded, 2 kept (last problem: a note (injected))"), std::string::npos)
+      << st.text();
+  // save_kernel_caches() asks again for every structure a dynamic stopgap was built for.
+  EXPECT_TRUE(planner->save_kernel_caches().is_ok());
+  EXPECT_EQ(b->saved.size(), 2u);
+  b->save_fails = true;
+  Status failed = planner->save_kernel_caches();
+  EXPECT_EQ(failed.code(), StatusCode::kUnavailable);
+  EXPECT_NE(failed.message().find("the store is busy"), std::string::npos) << failed.message();
+}
+
+TEST(PlannerKernelCaches, NothingIsKeptUnlessAsked) {
+  KernelCacheBackend* b = nullptr;
+  auto planner = kernel_cache_planner(&b, /*save=*/false);
+  auto pg = planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  ASSERT_EQ(planner->obtain(*pg, {{"tokens", 100}})->source, PlanSource::kDynamic);
+  planner->wait_for_promotions();
+  EXPECT_TRUE(b->saved.empty());
+  Status st = planner->save_kernel_caches();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("save_kernel_caches is off"), std::string::npos) << st.message();
+}
+
+TEST(PlannerKernelCaches, WithoutPromotionsTheCallerKeepsThemWithSaveKernelCaches) {
+  KernelCacheBackend* b = nullptr;
+  auto planner = kernel_cache_planner(&b, /*save=*/true, /*promote=*/false);
+  auto pg = planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  ASSERT_EQ(planner->obtain(*pg, {{"tokens", 100}})->source, PlanSource::kDynamic);
+  ASSERT_EQ(planner->obtain(*pg, {{"tokens", 200}})->source, PlanSource::kDynamic);
+  EXPECT_TRUE(b->saved.empty());  // no promotion: nothing kept on its own
+  EXPECT_TRUE(planner->save_kernel_caches().is_ok());
+  EXPECT_EQ(b->saved.size(), 1u);  // one structure, one cache
+}
+
+}  // namespace
+}  // namespace kiln

@@ -151,6 +151,8 @@ Status check_replay_job(const ReplayJob& job) {
   if (job.handles < 1 || job.handles > 64)
     return invalid_argument("--handles must be 1..64, got " + std::to_string(job.handles));
   if (job.warm && !job.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");
+  if (job.save_kernel_caches && job.store_path.empty())
+    return invalid_argument("--save-kernel-caches keeps kernel caches in the plan store: give --store too");
   if (job.promote_by == PromoteBy::kTune && (!job.promote || job.new_shapes != NewShapes::kStopgap))
     return invalid_argument("--promote-by tune tunes what replaces a stopgap: it needs --new-shapes stopgap and "
                             "no --no-promote");
@@ -174,6 +176,9 @@ StatusOr<PlannerOptions> planner_options(const ReplayJob& job) {
   po.tuning = job.tuning;
   po.store_path = job.store_path;
   po.handles = job.handles;
+  // Keeping kernel caches writes to the store: one writable connection (created when absent).
+  po.save_kernel_caches = job.save_kernel_caches;
+  po.store_writable = job.save_kernel_caches;
   auto b = BucketPolicy::parse(job.buckets);
   if (!b.is_ok()) return b.status().with_context("--buckets");
   po.buckets = *b;
@@ -242,6 +247,11 @@ StatusOr<ReplayReport> run_replay(const ReplayJob& job) {
   const double create_ms = ms_between(t_create, Clock::now());
   KILN_ASSIGN_OR_RETURN(ReplayReport rep, replay_on(*planner, std::move(trace), job.threads, job.preload, job.warm));
   rep.planner_create_ms = create_ms;
+  if (job.save_kernel_caches) {
+    planner->wait_for_promotions();
+    KILN_RETURN_IF_ERROR(planner->save_kernel_caches().with_context("--save-kernel-caches"));
+    rep.stats = planner->stats();
+  }
   if (!job.record_shapes.empty())
     KILN_RETURN_IF_ERROR(planner->recorder().write_file(job.record_shapes, job.overwrite));
   return rep;

@@ -51,6 +51,16 @@ TEST(Replay, TheJobIsCheckedWholeBeforeAnythingRuns) {
   j.new_shapes = NewShapes::kBuildNow;
   EXPECT_NE(msg(j).find("tunes what replaces a stopgap"), std::string::npos);
   j = {};
+  j.save_kernel_caches = true;
+  EXPECT_NE(msg(j).find("--save-kernel-caches keeps kernel caches in the plan store: give --store too"),
+            std::string::npos);
+  j.store_path = "plans.db";
+  EXPECT_TRUE(check_replay_job(j).is_ok());
+  auto kept = planner_options(j);
+  ASSERT_TRUE(kept.is_ok());
+  EXPECT_TRUE(kept->save_kernel_caches);
+  EXPECT_TRUE(kept->store_writable);  // keeping them writes to the store
+  j = {};
   j.tuning.top_k = -1;
   EXPECT_NE(msg(j).find("--tune-top-k must be 0..10000"), std::string::npos);
   j = {};

@@ -1,4 +1,5 @@
-// The store's tables beside `plans` and `quarantine`: the re-tune queue, graph specs and fusion decisions.
+// The store's tables beside `plans` and `quarantine`: the re-tune queue, graph specs, fusion decisions and
+// kernel caches.
 // Private to the store layer. All were added to schema version 1 (docs/store.md "Schema"): open() creates them when
 // missing, and a Kiln that predates them ignores them.
 #pragma once
@@ -15,6 +16,7 @@ std::string retune_queue_table_sql();
 std::string graph_specs_table_sql(const char* table);  // the store's `graph_specs`, a bundle's `graph_specs`
 
 std::string fusion_decisions_table_sql(const char* table);  // the store's and a bundle's `fusion_decisions`
+std::string kernel_caches_table_sql();                      // the store's `kernel_caches` (never in a bundle)
 
 // Whether the database has a table of this name (a read-only store written before the table existed has
 // none).

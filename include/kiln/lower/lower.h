@@ -66,8 +66,18 @@ class DynamicKernelCache {
   ~DynamicKernelCache();
   DynamicKernelCache(const DynamicKernelCache&) = delete;
   DynamicKernelCache& operator=(const DynamicKernelCache&) = delete;
-  // Entries held (kernels compiled into it); 0 before the first build or where cuDNN cannot say.
+  // Entries held (kernels compiled into it); 0 before the first build or where cuDNN cannot say (cuDNN
+  // before 9.27 cannot).
   int64_t entries() const;
+  // Whether a build has used (and so finalized) it: only then has it anything to serialize.
+  bool finalized() const;
+  // cuDNN's JSON representation of the compiled kernels (cuDNN >= 9.10), to keep in the plan store
+  // (kiln/store/kernel_cache_record.h) so that a new process does not compile them again.
+  // FailedPrecondition before the first build; Unavailable where cuDNN cannot serialize it.
+  StatusOr<std::string> to_json() const;
+  // A cache holding what to_json() wrote, for the same structure, in the same environment (the caller
+  // checks both: cuDNN does not). InvalidArgument where cuDNN refuses the text.
+  static StatusOr<std::shared_ptr<DynamicKernelCache>> from_json(const std::string& json);
 
  private:
   friend class LoweredGraph;

@@ -163,6 +163,12 @@ struct PromotionTuning {
 
 // Where the Planner's plans come from: cuDNN and the plan store (make_cudnn_plan_backend), or a fake in
 // host tests. Called outside the Planner's locks, from many threads.
+struct KernelCacheCounts {
+  int64_t loaded = 0;     // structures whose kernel cache came from the store
+  int64_t saved = 0;      // kernel caches written to the store
+  std::string last_note;  // the last kept cache that did not load or could not be written, and why
+};
+
 class PlanBackend {
  public:
   virtual ~PlanBackend() = default;
@@ -203,6 +209,12 @@ class PlanBackend {
   // Runs `fn` on the store opened for writing (opened, and created, on first use), one caller at a time.
   // The default: FailedPrecondition (a backend without a writable store).
   virtual Status with_writable_store(const std::function<Status(PlanStore&)>& fn);
+  // Keeps the structure's dynamic-shape kernel cache in the store (kiln/store/kernel_cache_record.h) when it
+  // holds kernels the store lacks and PlannerOptions::save_kernel_caches is set; the Planner calls it after
+  // promoting a dynamic stopgap, and from save_kernel_caches(). The default: nothing to keep.
+  virtual Status save_kernel_cache(const GraphSignature& sig, const std::string& graph_name);
+  // Kernel caches loaded from the store and kept in it, and the last thing that went wrong with one.
+  virtual KernelCacheCounts kernel_cache_counts() const;
   // `graph`'s plan built without a device for PlannerOptions::target, exactly as `pin` says when given,
   // else from cuDNN's heuristics: as a store record (untuned) in `part`, with its outcome. The default:
   // NotSupported.
@@ -254,6 +266,10 @@ struct PlannerOptions {
   // own, beside the CUDA context's creation, and returns without waiting for it; false: the first plan
   // pays it (to measure that).
   bool prime_cudnn = true;
+  // Keep each structure's dynamic-shape kernel cache in the store (docs/runtime.md "Kernel caches"): after a
+  // dynamic stopgap is promoted, and at save_kernel_caches(), through a writable connection (as a tuned
+  // promotion's store does). A kept cache is read back whatever this says, whenever a store is given.
+  bool save_kernel_caches = false;
   // The store is also opened for writing (and created when absent), after the device check: a Planner
   // that could not start leaves no store behind. Needed by tune_and_store and retune_queued.
   bool store_writable = false;
@@ -307,6 +323,9 @@ struct PlannerStats {
   std::string last_promotion_failure;     // why the last one failed
   std::string last_tune_fallback;         // PromoteBy::kTune: why the last tune gave no plan (a build replaced it)
   std::string last_tune_note;             // PromoteBy::kTune: the last tuned winner's note (not stored: why)
+  int64_t kernel_caches_loaded = 0;       // structures whose dynamic-shape kernel cache came from the store
+  int64_t kernel_caches_saved = 0;        // kernel caches written to the store (save_kernel_caches)
+  std::string last_kernel_cache_note;     // the last kept cache that did not load or was not written, and why
   // Summed over this Planner's captured sequences (GraphCounters).
   int64_t graph_captures = 0, graph_instantiations = 0, graph_replays = 0, graph_stream_runs = 0, graph_updates = 0,
           graph_update_refusals = 0, graph_reinstantiations = 0;
@@ -365,6 +384,9 @@ class Planner {
   // Waits until every queued promotion has finished (benchmarks, tests, or before a latency-critical
   // phase); returns at once when none is queued.
   void wait_for_promotions();
+  // Keeps every structure's kernel cache that holds kernels the store lacks (PlannerOptions::save_kernel_caches:
+  // FailedPrecondition without it); the first error, after trying every structure.
+  Status save_kernel_caches();
 
   PlannerStats stats() const;
   const PlannerOptions& options() const;

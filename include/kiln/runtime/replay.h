@@ -59,10 +59,11 @@ struct ReplayJob {
   PromotionTuning tuning;
   bool tune_bounds_given = false;  // the tuning bounds were set by the user (they need kTune)
   bool padded = true;
-  bool preload = false;       // before the first request, load the stored plans of each structure
-  bool warm = false;          // with preload: run each once
-  std::string record_shapes;  // write the shapes served here ("" : not written)
-  bool overwrite = false;     // record_shapes may replace a file
+  bool preload = false;             // before the first request, load the stored plans of each structure
+  bool warm = false;                // with preload: run each once
+  std::string record_shapes;        // write the shapes served here ("" : not written)
+  bool save_kernel_caches = false;  // keep the structures' dynamic-shape kernel caches in the store (needs one)
+  bool overwrite = false;           // record_shapes may replace a file
 };
 
 // "stopgap", "build-now" and "build", "tune": the names `kiln replay` takes. The parsers' InvalidArgument
@@ -73,7 +74,7 @@ const char* promote_by_name(PromoteBy p);
 StatusOr<PromoteBy> parse_promote_by(const std::string& name);
 
 // The job's own consistency, before anything is read: the bounds of threads, handles and the tuning,
-// --warm without --preload, tuning bounds or PromoteBy::kTune where they would do nothing.
+// --warm without --preload, --save-kernel-caches without --store, tuning bounds or PromoteBy::kTune where they would do nothing.
 // InvalidArgument naming the option ("--threads must be 1..256, got 0").
 Status check_replay_job(const ReplayJob& job);
 // The Planner the job asks for (the bucket policy parsed: InvalidArgument "--buckets: ...").
@@ -100,7 +101,8 @@ struct ReplayReport {
 };
 
 // The job: checks it, reads the trace, checks the record_shapes destination, creates the Planner, preloads,
-// runs the requests phase by phase (barriers between), writes the recorded shapes. Needs a GPU.
+// runs the requests phase by phase (barriers between), keeps the kernel caches (save_kernel_caches, after the
+// promotions), writes the recorded shapes. Needs a GPU.
 StatusOr<ReplayReport> run_replay(const ReplayJob& job);
 // The same on a Planner the caller made (a fake backend in tests, or a service's own); the trace read.
 StatusOr<ReplayReport> replay_on(Planner& planner, Trace trace, int threads, bool preload, bool warm);

@@ -25,6 +25,7 @@
 #include "kiln/core/status.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/fusion_record.h"
+#include "kiln/store/kernel_cache_record.h"
 
 struct sqlite3;
 
@@ -362,11 +363,27 @@ class PlanStore {
   // Every sound decision, by key (corrupt ones are logged and skipped).
   StatusOr<std::vector<FusionRecord>> list_fusion_records();
 
+  // ---- Kernel caches (kiln/store/kernel_cache_record.h, docs/store.md "Kernel caches") ----
+  // Keeps a structure's kernel cache for its environment, replacing an earlier one (created_at when 0, and
+  // checksum, are filled). InvalidArgument for an empty structure signature or cache text, or a text over
+  // kMaxKernelCacheBytes; FailedPrecondition for a read-only store.
+  StatusOr<KernelCacheRecord> put_kernel_cache(const KernelCacheRecord& record);
+  // The cache kept for this structure in exactly `current`'s environment (no EnvPolicy relaxes it: it is
+  // machine code), or nullopt. A row whose checksum, fingerprint or size fails is logged, counted corrupt,
+  // deleted (unless read-only) and reported as absent.
+  StatusOr<std::optional<KernelCacheRecord>> get_kernel_cache(const std::string& structure_sig,
+                                                              const EnvFingerprint& current);
+  // Removes the cache of this structure and environment; returns how many rows went (0 or 1).
+  StatusOr<int64_t> remove_kernel_cache(const std::string& structure_sig, const std::string& fingerprint_key);
+  // What is kept, without the cache texts, by key.
+  StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches();
+
   StoreCounters counters() const;
   void reset_counters();
 
  private:
   PlanStore(std::string path, sqlite3* db, bool read_only);
+  StatusOr<int64_t> remove_kernel_cache_locked(const std::string& structure_sig, const std::string& fingerprint_key);
   // Moves the row with these stored key and checksum column values to quarantine, unless another process
   // replaced it meanwhile (its checksum column then differs). Logs. No-op for a read-only store.
   void quarantine_row(const std::string& structure_sig, const std::string& shape_key,

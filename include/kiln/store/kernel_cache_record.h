@@ -1,0 +1,49 @@
+// kiln/store/kernel_cache_record.h: a structure's cuDNN kernel cache, kept in the plan store (docs/store.md
+// "Kernel caches"). kiln::Planner builds a new shape of a graph with dynamic dims in cuDNN's dynamic-shape
+// mode with one kernel cache per structure, so a runtime-compiled kernel is compiled once per structure
+// (about 1 s on the H200 for a matmul epilogue) and not once per shape. Kept here, a new process loads the
+// compiled kernels with the structure's first dynamic build instead of compiling them again.
+//
+// A kernel cache holds machine code for one GPU, built by one cuDNN and driver: it is only ever read back
+// in exactly the environment that wrote it (kernel_cache_environment_matches, whatever the caller's EnvPolicy), and
+// a row whose checksum, fingerprint or size fails is a logged miss, dropped (unless read-only).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/core/fingerprint.h"
+#include "kiln/core/status.h"
+
+namespace kiln {
+
+// The most cache text one row may hold: a larger cache is not stored (it is compiled again instead).
+constexpr int64_t kMaxKernelCacheBytes = int64_t{256} << 20;
+
+struct KernelCacheRecord {
+  std::string structure_sig;
+  EnvFingerprint fingerprint;  // the environment that compiled it
+  std::string cache_json;      // cuDNN's JSON representation (kiln/lower/lower.h DynamicKernelCache::to_json)
+  std::string graph_name;      // for people
+  // put_kernel_cache() fills these.
+  int64_t created_at = 0;
+  std::string checksum;  // XXH3-128 hex over every other field
+
+  std::string fingerprint_key() const { return kiln::fingerprint_key(fingerprint); }
+};
+
+std::string compute_kernel_cache_checksum(const KernelCacheRecord& r);
+// Whether a cache compiled in `kept` may serve `current`: the same GPU name and SM version, and exactly the
+// same driver, CUDA runtime, cuDNN and cuDNN Frontend versions (not only their majors, as the key has).
+bool kernel_cache_environment_matches(const EnvFingerprint& kept, const EnvFingerprint& current);
+
+// What `kiln plans ls`-like listings show of a kept cache (the text itself is not read).
+struct KernelCacheInfo {
+  std::string structure_sig;
+  std::string fingerprint_key;
+  std::string graph_name;
+  int64_t bytes = 0;
+  int64_t created_at = 0;
+};
+
+}  // namespace kiln
