@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "kiln/tune/device_io.h"
@@ -29,9 +30,10 @@ Graph conv_like() {
 }
 
 std::string fresh_dir(const char* name) {
-  std::string d = ::testing::TempDir() + "/kiln_inputs_" + name + "_" + std::to_string(::getpid());
-  std::string cmd = "rm -rf '" + d + "' && mkdir -p '" + d + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  const std::string d = ::testing::TempDir() + "/kiln_inputs_" + name + "_" + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(d, ec);
+  EXPECT_TRUE(std::filesystem::create_directories(d, ec)) << d << ": " << ec.message();
   return d;
 }
 
