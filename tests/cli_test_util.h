@@ -10,6 +10,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -210,13 +211,14 @@ inline CliResult run_kiln_argv(const std::vector<std::string>& args, const CliOp
 
 // A fresh folder of this test's own (mkdtemp under the system's temporary folder; CTest runs cases in
 // parallel processes), removed with everything in it when it goes out of scope unless KILN_KEEP_TEST_DIRS
-// is set.
+// is set. A folder that cannot be made fails the current test (path() is then empty).
 class TempDir {
  public:
   explicit TempDir(const std::string& prefix = "kiln_test") {
     std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
     const char* p = ::mkdtemp(tmpl.data());
     path_ = p ? p : "";
+    if (!p) ADD_FAILURE() << "mkdtemp " << tmpl << ": " << std::strerror(errno);
   }
   ~TempDir() {
     std::error_code ec;

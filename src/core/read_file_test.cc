@@ -24,6 +24,7 @@ void write(const std::string& path, const std::string& text) {
 
 TEST(ReadFile, ReadsAWholeFileWithItsBytes) {
   const TempDir dir("kiln_read_file");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
   const std::string d = dir.path(), p = d + "/a.bin";
   std::string text(200000, 'x');
   text[7] = '\0';
@@ -37,6 +38,7 @@ TEST(ReadFile, ReadsAWholeFileWithItsBytes) {
 
 TEST(ReadFile, RefusesWhatIsNotAReadableRegularFileWithinItsLimit) {
   const TempDir dir("kiln_read_file");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
   const std::string d = dir.path();
   auto missing = read_file(d + "/none.json", {"trace", -1});
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);

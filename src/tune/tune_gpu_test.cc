@@ -179,6 +179,7 @@ TEST(Tuner, RecordedInputsGateTheCandidates) {
   auto in = make_random_inputs(*g, 5);
   ASSERT_TRUE(in.is_ok());
   const test::TempDir tmp("kiln_recorded");
+  ASSERT_FALSE(tmp.path().empty()) << "mkdtemp failed";
   const std::string dir = tmp.path();
   for (auto& [t, h] : *in) {
     if (g->tensors[static_cast<size_t>(t)].name == "x")
@@ -211,6 +212,7 @@ TEST(Tuner, RecordedInputsGateTheCandidates) {
 TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
   KILN_REQUIRE_GPU();
   const test::TempDir dir("kiln_term");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
   const std::string store = dir.file("plans.db");
   test::CliOptions term;
   term.env = {{"KILN_TEST_TERM_AFTER", "5"}};
@@ -245,6 +247,7 @@ TEST(TuneCli, InjectedCrashIsFailedWithTheSignalAndTheTuneGoesOn) {
   KILN_REQUIRE_GPU();
   const std::string spec = kRoot + "/examples/small/conv_bias_relu.json";
   const test::TempDir dir("kiln_crash");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
   const test::CliResult listed = test::run_kiln("tune " + spec + " --list --json");
   ASSERT_EQ(listed.code, 0) << listed.err;
   auto list = nlohmann::json::parse(listed.out, nullptr, false);
