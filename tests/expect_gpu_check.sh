@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Host tier: a GPU test binary run on a machine without a usable GPU
+# Host tier: a GPU test binary run where it finds no usable GPU
 #  - skips every case and exits 0 when no GPU is expected (CPU-only machines, CI);
 #  - fails, naming KILN_EXPECT_GPU and the reason, when KILN_EXPECT_GPU=1 (set by scripts/gpu-tier.sh).
-# On a machine with a GPU there is nothing to check here (exit 77: CTest reports it skipped).
+# The binary never sees a GPU here: a host test does not touch one (CUDA_VISIBLE_DEVICES= hides them all), so
+# the check holds on a machine with a GPU too. Should a GPU be usable all the same, there is nothing to check
+# (exit 77: CTest reports it skipped).
 #   tests/expect_gpu_check.sh GPU_TEST_BINARY
 set -u
+export CUDA_VISIBLE_DEVICES=
 bin="${1:?usage: expect_gpu_check.sh GPU_TEST_BINARY}"
 fail() { echo "FAIL: $*"; exit 1; }
 

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli_test_util.h"  // TempDir
+
 namespace kiln {
 namespace {
 
@@ -17,16 +19,8 @@ namespace fs = std::filesystem;
 
 class AtomicFile : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_atomic_file_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed"; }
+  std::string file(const std::string& name) const { return dir_.file(name); }
   static std::string read(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     std::stringstream s;
@@ -37,11 +31,11 @@ class AtomicFile : public ::testing::Test {
   // Every name in the folder: a failed or finished write leaves no temporary file behind.
   std::vector<std::string> names() const {
     std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(dir_.path())) out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
-  std::string dir_;
+  test::TempDir dir_{"kiln_atomic_file"};
 };
 
 TEST_F(AtomicFile, WritesANewFileAndLeavesNoTemporary) {

@@ -8,15 +8,12 @@
 #include <cstdio>
 #include <string>
 
+#include "cli_test_util.h"  // TempDir
+
 namespace kiln {
 namespace {
 
-std::string temp_dir() {
-  std::string tmpl = ::testing::TempDir() + "/kiln_read_file_XXXXXX";
-  char* p = mkdtemp(tmpl.data());
-  EXPECT_NE(p, nullptr);
-  return p ? p : "";
-}
+using test::TempDir;
 
 void write(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -26,7 +23,9 @@ void write(const std::string& path, const std::string& text) {
 }
 
 TEST(ReadFile, ReadsAWholeFileWithItsBytes) {
-  const std::string d = temp_dir(), p = d + "/a.bin";
+  const TempDir dir("kiln_read_file");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
+  const std::string d = dir.path(), p = d + "/a.bin";
   std::string text(200000, 'x');
   text[7] = '\0';
   write(p, text);
@@ -38,7 +37,9 @@ TEST(ReadFile, ReadsAWholeFileWithItsBytes) {
 }
 
 TEST(ReadFile, RefusesWhatIsNotAReadableRegularFileWithinItsLimit) {
-  const std::string d = temp_dir();
+  const TempDir dir("kiln_read_file");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
+  const std::string d = dir.path();
   auto missing = read_file(d + "/none.json", {"trace", -1});
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("trace '" + d + "/none.json' cannot be read"), std::string::npos);

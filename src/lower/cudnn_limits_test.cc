@@ -3,13 +3,10 @@
 // Frontend, whose std::array of MAX_OPGRAPH_OPS operations (1.23: 50, unchecked) overflowed (SIGSEGV) for
 // one more. The tests take the limit from the build's frontend (cudnn_max_operations: 1.23 50, 1.32 250).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
 #include <sstream>
 
+#include "cli_test_util.h"
 #include "kiln/graph/decompose.h"
 #include "kiln/graph/limits.h"
 #include "kiln/lower/cudnn_limits.h"
@@ -203,26 +200,18 @@ TEST(CudnnLimits, UidsAreOneToTensorCountAndDistinct) {
 TEST(CudnnLimitsCli, Compile51NodeChainIsCutIntoSegmentsNotASegfault) {
   const int n = kMax + 1;
   const std::string name = "chain" + std::to_string(n);
-  std::string dir = ::testing::TempDir() + "/kiln_limits_" + std::to_string(::getpid());
-  std::string spec = dir + "_chain.json", store = dir + "_store.db", out = dir + "_out.txt";
-  std::ofstream(spec) << chain_spec(n);
-  std::string cmd = std::string("\"") + KILN_BINARY + "\" compile " + spec + " --target " + kRoot +
-                    "/profiles/h200.json --store " + store + " >" + out + " 2>&1";
-  int st = std::system(cmd.c_str());
-  std::ifstream in(out);
-  std::stringstream text;
-  text << in.rdbuf();
-  ASSERT_TRUE(WIFEXITED(st)) << "kiln compile died of a signal:\n" << text.str();
+  const test::TempDir dir("kiln_limits");
+  const std::string spec = dir.write("chain.json", chain_spec(n)), store = dir.file("store.db");
+  const test::CliResult r =
+      test::run_kiln("compile " + spec + " --target " + kRoot + "/profiles/h200.json --store " + store);
+  const std::string text = r.output();
+  ASSERT_TRUE(r.code >= 0) << "kiln compile died of a signal (" << r.how_it_ended() << "):\n" << text;
   // 0, or 3 where the segments need a GPU (runtime-compiled engines without a driver), or 5: never a signal.
-  EXPECT_TRUE(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 5) << text.str();
-  EXPECT_NE(text.str().find("over the limit of " + std::to_string(kMax) + " operations"), std::string::npos)
-      << text.str();
-  EXPECT_NE(text.str().find("compiling its 2 segments"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find(name + "/n0+" + std::to_string(kMax - 1)), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find(name + "/n" + std::to_string(kMax)), std::string::npos) << text.str();
-  std::remove(spec.c_str());
-  std::remove(store.c_str());
-  std::remove(out.c_str());
+  EXPECT_TRUE(r.code == 0 || r.code == 3 || r.code == 5) << text;
+  EXPECT_NE(text.find("over the limit of " + std::to_string(kMax) + " operations"), std::string::npos) << text;
+  EXPECT_NE(text.find("compiling its 2 segments"), std::string::npos) << text;
+  EXPECT_NE(text.find(name + "/n0+" + std::to_string(kMax - 1)), std::string::npos) << text;
+  EXPECT_NE(text.find(name + "/n" + std::to_string(kMax)), std::string::npos) << text;
 }
 
 }  // namespace

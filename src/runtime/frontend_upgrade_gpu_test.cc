@@ -14,8 +14,8 @@
 namespace kiln {
 namespace {
 
-using store_test::run_kiln;
-using store_test::RunResult;
+using test::run_kiln;
+using test::CliResult;
 using store_test::TempDir;
 
 const std::string kRoot = KILN_SOURCE_DIR;
@@ -36,44 +36,45 @@ class FrontendUpgradeCli : public ::testing::Test {
 };
 
 TEST_F(FrontendUpgradeCli, FailPolicyRefusesNamingTheFrontend) {
-  RunResult r = run_kiln("run " + kSpec + " --store " + store_ + " --on-mismatch fail");
-  EXPECT_EQ(r.exit_code, kExitStalePlan) << r.output;
-  EXPECT_NE(r.output.find("cudnn_frontend_version: recorded 1.23.0, current 1.32.0"), std::string::npos) << r.output;
+  CliResult r = run_kiln("run " + kSpec + " --store " + store_ + " --on-mismatch fail");
+  EXPECT_EQ(r.code, kExitStalePlan) << r.output();
+  EXPECT_NE(r.output().find("cudnn_frontend_version: recorded 1.23.0, current 1.32.0"), std::string::npos)
+      << r.output();
 }
 
 TEST_F(FrontendUpgradeCli, DefaultPolicyRunsHeuristicsQueuesAndRetuneBakesAgain) {
-  RunResult r = run_kiln("run " + kSpec + " --verify --store " + store_);
-  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
-  EXPECT_NE(r.output.find(" from heuristics "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("queued for re-tune"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("cudnn_frontend_version"), std::string::npos) << r.output;
-  RunResult q = run_kiln("plans retune --candidate-budget-ms 20 --budget 120 --store " + store_);
-  ASSERT_EQ(q.exit_code, kExitOk) << q.output;
-  EXPECT_NE(q.output.find("re-tuned 1 of 1"), std::string::npos) << q.output;
-  RunResult again = run_kiln("run " + kSpec + " --verify --store " + store_ + " --on-mismatch fail");
-  ASSERT_EQ(again.exit_code, kExitOk) << again.output;
-  EXPECT_NE(again.output.find(" from store "), std::string::npos) << again.output;
+  CliResult r = run_kiln("run " + kSpec + " --verify --store " + store_);
+  ASSERT_EQ(r.code, kExitOk) << r.output();
+  EXPECT_NE(r.output().find(" from heuristics "), std::string::npos) << r.output();
+  EXPECT_NE(r.output().find("queued for re-tune"), std::string::npos) << r.output();
+  EXPECT_NE(r.output().find("cudnn_frontend_version"), std::string::npos) << r.output();
+  CliResult q = run_kiln("plans retune --candidate-budget-ms 20 --budget 120 --store " + store_);
+  ASSERT_EQ(q.code, kExitOk) << q.output();
+  EXPECT_NE(q.output().find("re-tuned 1 of 1"), std::string::npos) << q.output();
+  CliResult again = run_kiln("run " + kSpec + " --verify --store " + store_ + " --on-mismatch fail");
+  ASSERT_EQ(again.code, kExitOk) << again.output();
+  EXPECT_NE(again.output().find(" from store "), std::string::npos) << again.output();
 }
 
 TEST_F(FrontendUpgradeCli, RetunePolicyTunesNowAndTuneUntunedBakesTheRest) {
-  RunResult r = run_kiln("run " + kSpec + " --verify --store " + store_ + " --on-mismatch retune --retune-budget 60");
-  ASSERT_EQ(r.exit_code, kExitOk) << r.output;
-  EXPECT_NE(r.output.find("re-tuned now"), std::string::npos) << r.output;
+  CliResult r = run_kiln("run " + kSpec + " --verify --store " + store_ + " --on-mismatch retune --retune-budget 60");
+  ASSERT_EQ(r.code, kExitOk) << r.output();
+  EXPECT_NE(r.output().find("re-tuned now"), std::string::npos) << r.output();
   // Every other stale record is baked again from its spec: a stale record counts as not tuned.
-  RunResult t =
+  CliResult t =
       run_kiln("tune " + kRoot + "/examples/small/conv_bias_relu.json " + kRoot +
                "/examples/conv_bias_relu.json --untuned --no-unfused --candidate-budget-ms 20 --store " + store_);
-  ASSERT_EQ(t.exit_code, kExitOk) << t.output;
-  EXPECT_NE(t.output.find("already tuned in the store, skipped"), std::string::npos) << t.output;  // the small one
-  RunResult gc = run_kiln("plans gc --stale --store " + store_);
-  ASSERT_EQ(gc.exit_code, kExitOk) << gc.output;
-  RunResult ls = run_kiln("plans ls --json --store " + store_);
-  ASSERT_EQ(ls.exit_code, kExitOk) << ls.output;
-  EXPECT_EQ(ls.output.find("\"stale\""), std::string::npos) << ls.output;
-  EXPECT_EQ(ls.output.find("12300"), std::string::npos) << "a 1.23 record survived gc --stale: " << ls.output;
-  RunResult run =
+  ASSERT_EQ(t.code, kExitOk) << t.output();
+  EXPECT_NE(t.output().find("already tuned in the store, skipped"), std::string::npos) << t.output();  // the small one
+  CliResult gc = run_kiln("plans gc --stale --store " + store_);
+  ASSERT_EQ(gc.code, kExitOk) << gc.output();
+  CliResult ls = run_kiln("plans ls --json --store " + store_);
+  ASSERT_EQ(ls.code, kExitOk) << ls.output();
+  EXPECT_EQ(ls.output().find("\"stale\""), std::string::npos) << ls.output();
+  EXPECT_EQ(ls.output().find("12300"), std::string::npos) << "a 1.23 record survived gc --stale: " << ls.output();
+  CliResult run =
       run_kiln("run " + kRoot + "/examples/conv_bias_relu.json --verify --store " + store_ + " --on-mismatch fail");
-  ASSERT_EQ(run.exit_code, kExitOk) << run.output;
+  ASSERT_EQ(run.code, kExitOk) << run.output();
 }
 
 }  // namespace

@@ -3,11 +3,14 @@
 // executing at once.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
-#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
+#include "cli_test_util.h"
 #include "gpu_test_util.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/planner.h"
@@ -16,6 +19,15 @@
 
 namespace kiln {
 namespace {
+
+// A fresh folder of this process's (the Planner made from its store may outlive the function that made it).
+std::string fresh_dir(const std::string& name) {
+  const std::string d = ::testing::TempDir() + "/" + name + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(d, ec);
+  std::filesystem::create_directories(d, ec);
+  return d;
+}
 
 const std::string kSpec = R"({
   "name": "mlp_planner", "io_dtype": "bf16", "dynamic": {"tokens": 256},
@@ -108,8 +120,8 @@ void run_and_check(const ExecutablePlan& plan, const std::string& what, size_t s
 
 TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {
   KILN_REQUIRE_GPU();
-  const std::string dir = ::testing::TempDir() + "/kiln_planner_" + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string dir = fresh_dir("kiln_planner_");
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   const std::string spec = dir + "/mlp.json", store = dir + "/plans.db";
   {
     FILE* f = std::fopen(spec.c_str(), "w");
@@ -118,9 +130,8 @@ TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {
     std::fclose(f);
   }
   // Tuned at 256 tokens into a store (kiln tune, as a user would).
-  const std::string tune = "\"" + std::string(KILN_BINARY) + "\" tune " + spec + " --no-unfused --store " + store +
-                           " >" + dir + "/tune.txt 2>&1";
-  ASSERT_EQ(std::system(tune.c_str()), 0) << tune;
+  const test::CliResult tune = test::run_kiln("tune " + spec + " --no-unfused --store " + store);
+  ASSERT_EQ(tune.code, 0) << tune.how_it_ended() << "\n" << tune.output();
   PlannerOptions o;
   o.store_path = store;
   o.new_shapes = NewShapes::kBuildNow;  // the static sources here; the stopgap has its own test
@@ -164,8 +175,8 @@ TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {
 // winner, which runs on caller buffers and passes; a second tuning takes the first winner as incumbent.
 TEST(PlannerGpu, TuneAndStoreThenTheStoredWinnerServes) {
   KILN_REQUIRE_GPU();
-  const std::string dir = ::testing::TempDir() + "/kiln_planner_jobs_" + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string dir = fresh_dir("kiln_planner_jobs_");
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   PlannerOptions o;
   o.store_path = dir + "/plans.db";
   o.store_writable = true;
@@ -213,8 +224,8 @@ TEST(PlannerGpu, TuneAndStoreThenTheStoredWinnerServes) {
 // serves the chain, which runs on the caller's buffers, stream and captured, and passes the check.
 TEST(PlannerGpu, TheUnfusedChainATuneStoredServesOnCallerBuffersAndPasses) {
   KILN_REQUIRE_GPU();
-  const std::string dir = ::testing::TempDir() + "/kiln_planner_unfused_" + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string dir = fresh_dir("kiln_planner_unfused_");
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   auto graph = parse_spec_string(kSpec, "mlp.json");
   ASSERT_TRUE(graph.is_ok());
   {
@@ -273,13 +284,12 @@ struct TunedPlanner {
 };
 void tuned_planner(const std::string& spec_text, const std::string& tag, const std::string& policy, bool padded,
                    TunedPlanner* out, PromoteBy promote_by = PromoteBy::kBuild) {
-  const std::string dir = ::testing::TempDir() + "/kiln_" + tag + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string dir = fresh_dir("kiln_" + tag);
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   const std::string spec = dir + "/g.json", store = dir + "/plans.db";
   ASSERT_TRUE(write_text(spec, spec_text));
-  const std::string tune = "\"" + std::string(KILN_BINARY) + "\" tune " + spec + " --no-unfused --store " + store +
-                           " >" + dir + "/tune.txt 2>&1";
-  ASSERT_EQ(std::system(tune.c_str()), 0) << tune;
+  const test::CliResult tune = test::run_kiln("tune " + spec + " --no-unfused --store " + store);
+  ASSERT_EQ(tune.code, 0) << tune.how_it_ended() << "\n" << tune.output();
   PlannerOptions o;
   o.store_path = store;
   o.new_shapes = NewShapes::kStopgap;

@@ -173,13 +173,13 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
 
   // 5. The same through the CLI (another process on the same file), with the graph from --spec and from
   // the store.
-  auto cli = store_test::run_kiln("plans verify --deep --spec " + spec_path() + " --store " + path);
-  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
-  EXPECT_NE(cli.output.find("Passed  "), std::string::npos) << cli.output;
-  EXPECT_NE(cli.output.find("deep: 1 passed, 0 failed the check"), std::string::npos) << cli.output;
-  cli = store_test::run_kiln("plans verify --deep --json --store " + path);
-  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
-  EXPECT_NE(cli.output.find("\"status\": \"Passed\""), std::string::npos) << cli.output;
+  auto cli = test::run_kiln("plans verify --deep --spec " + spec_path() + " --store " + path);
+  EXPECT_EQ(cli.code, kExitOk) << cli.output();
+  EXPECT_NE(cli.output().find("Passed  "), std::string::npos) << cli.output();
+  EXPECT_NE(cli.output().find("deep: 1 passed, 0 failed the check"), std::string::npos) << cli.output();
+  cli = test::run_kiln("plans verify --deep --json --store " + path);
+  EXPECT_EQ(cli.code, kExitOk) << cli.output();
+  EXPECT_NE(cli.output().find("\"status\": \"Passed\""), std::string::npos) << cli.output();
 }
 
 // The CLI on a queue filled by `kiln run` (policy heuristics-and-queue, the default): `plans queue` lists the
@@ -199,21 +199,21 @@ TEST(RetuneGpu, CliQueueAndRetune) {
   EXPECT_TRUE(contains(run->reasons, "store miss")) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "queued for re-tune")) << joined(run->reasons);
 
-  auto cli = store_test::run_kiln("plans queue --store " + path);
-  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
-  EXPECT_NE(cli.output.find("layer_norm_small"), std::string::npos) << cli.output;
-  EXPECT_NE(cli.output.find("store miss"), std::string::npos) << cli.output;
-  EXPECT_NE(cli.output.find("1 queued re-tune in"), std::string::npos) << cli.output;
-  cli = store_test::run_kiln("plans retune --candidate-budget-ms 20 --budget 120 --store " + path);
-  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
-  EXPECT_NE(cli.output.find("tuned  "), std::string::npos) << cli.output;
-  EXPECT_NE(cli.output.find("re-tuned 1 of 1 queued"), std::string::npos) << cli.output;
-  std::printf("%s", cli.output.c_str());
-  cli = store_test::run_kiln("plans queue --store " + path);
-  EXPECT_NE(cli.output.find("0 queued re-tunes"), std::string::npos) << cli.output;
-  cli = store_test::run_kiln("plans verify --deep --store " + path);  // the graph from the store's graph specs
-  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
-  EXPECT_NE(cli.output.find("deep: 1 passed"), std::string::npos) << cli.output;
+  auto cli = test::run_kiln("plans queue --store " + path);
+  EXPECT_EQ(cli.code, kExitOk) << cli.output();
+  EXPECT_NE(cli.output().find("layer_norm_small"), std::string::npos) << cli.output();
+  EXPECT_NE(cli.output().find("store miss"), std::string::npos) << cli.output();
+  EXPECT_NE(cli.output().find("1 queued re-tune in"), std::string::npos) << cli.output();
+  cli = test::run_kiln("plans retune --candidate-budget-ms 20 --budget 120 --store " + path);
+  EXPECT_EQ(cli.code, kExitOk) << cli.output();
+  EXPECT_NE(cli.output().find("tuned  "), std::string::npos) << cli.output();
+  EXPECT_NE(cli.output().find("re-tuned 1 of 1 queued"), std::string::npos) << cli.output();
+  std::printf("%s", cli.output().c_str());
+  cli = test::run_kiln("plans queue --store " + path);
+  EXPECT_NE(cli.output().find("0 queued re-tunes"), std::string::npos) << cli.output();
+  cli = test::run_kiln("plans verify --deep --store " + path);  // the graph from the store's graph specs
+  EXPECT_EQ(cli.code, kExitOk) << cli.output();
+  EXPECT_NE(cli.output().find("deep: 1 passed"), std::string::npos) << cli.output();
 
   run = run_graph(*g, ro);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
@@ -313,16 +313,16 @@ TEST(RetuneGpu, DeepVerifyFailsAPlanTheFrontendRefuses) {
     cut.plan_bytes.resize(cut.plan_bytes.size() / 2);  // a sound record (checksum recomputed) of a broken plan
     ASSERT_TRUE((*store)->put(cut).is_ok());
   }
-  auto cli = store_test::run_kiln("plans verify --deep --spec " + spec_path() + " --store " + path);
-  EXPECT_EQ(cli.exit_code, kExitCheckFailed) << cli.output;
-  EXPECT_NE(cli.output.find("Failed  "), std::string::npos) << cli.output;
-  EXPECT_NE(cli.output.find("cuDNN Frontend refuses the plan"), std::string::npos) << cli.output;
-  EXPECT_NE(cli.output.find("failed the deep check on this GPU"), std::string::npos) << cli.output;
-  cli = store_test::run_kiln("plans verify --deep --quarantine --spec " + spec_path() + " --store " + path);
-  EXPECT_EQ(cli.exit_code, kExitCheckFailed) << cli.output;
-  cli = store_test::run_kiln("plans verify --store " + path);
-  EXPECT_EQ(cli.exit_code, kExitOk) << cli.output;
-  EXPECT_NE(cli.output.find("checked 0 plans"), std::string::npos) << cli.output;
+  auto cli = test::run_kiln("plans verify --deep --spec " + spec_path() + " --store " + path);
+  EXPECT_EQ(cli.code, kExitCheckFailed) << cli.output();
+  EXPECT_NE(cli.output().find("Failed  "), std::string::npos) << cli.output();
+  EXPECT_NE(cli.output().find("cuDNN Frontend refuses the plan"), std::string::npos) << cli.output();
+  EXPECT_NE(cli.output().find("failed the deep check on this GPU"), std::string::npos) << cli.output();
+  cli = test::run_kiln("plans verify --deep --quarantine --spec " + spec_path() + " --store " + path);
+  EXPECT_EQ(cli.code, kExitCheckFailed) << cli.output();
+  cli = test::run_kiln("plans verify --store " + path);
+  EXPECT_EQ(cli.code, kExitOk) << cli.output();
+  EXPECT_NE(cli.output().find("checked 0 plans"), std::string::npos) << cli.output();
 }
 
 }  // namespace

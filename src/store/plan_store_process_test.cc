@@ -1,8 +1,6 @@
 // Several processes on one store file: concurrent writers, and a writer killed mid-write.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -10,6 +8,7 @@
 #include <thread>
 
 #include "kiln/store/plan_store.h"
+#include "process_test_util.h"
 #include "store/store_test_util.h"
 
 namespace kiln {
@@ -18,13 +17,20 @@ namespace {
 using store_test::h200;
 using store_test::make_record;
 using store_test::TempDir;
+using test::ChildExit;
+using test::ChildProcess;
+using test::ReadySignal;
+using test::run_in_children;
 
-// Runs in a forked child: never returns (exit code 0 = every write succeeded).
-[[noreturn]] void writer_child(const std::string& path, int id, int n) {
+// A child still running after this long has hung: it is killed and fails the test.
+constexpr double kChildTimeoutS = 120;
+
+// Runs in a forked child: its exit code (0 = every write succeeded).
+int writer_child(const std::string& path, int id, int n) {
   StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
   if (!s.is_ok()) {
     std::fprintf(stderr, "child %d: %s\n", id, s.status().to_string().c_str());
-    _exit(2);
+    return 2;
   }
   PlanStore& store = **s;
   for (int i = 0; i < n; ++i) {
@@ -38,31 +44,24 @@ using store_test::TempDir;
     StatusOr<PlanRecord> b = store.put(shared);
     if (!a.is_ok() || !b.is_ok()) {
       std::fprintf(stderr, "child %d: %s %s\n", id, a.status().to_string().c_str(), b.status().to_string().c_str());
-      _exit(3);
+      return 3;
     }
     // Reads interleave with the writes of the others.
     StatusOr<LookupResult> g = store.get(mine.structure_sig, mine.shape_key, h200());
-    if (!g.is_ok() || g->outcome != LookupOutcome::kHit) _exit(4);
+    if (!g.is_ok() || g->outcome != LookupOutcome::kHit) return 4;
   }
-  _exit(0);
+  return 0;
 }
 
 TEST(PlanStoreProcesses, ConcurrentWritersLoseNothing) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   constexpr int kChildren = 5, kEach = 40;
-  std::vector<pid_t> pids;
-  for (int c = 0; c < kChildren; ++c) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) writer_child(path, c + 1, kEach);
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "child " << pid;
+  for (const ChildExit& c : run_in_children(
+           kChildren, [&](int i) { return writer_child(path, i + 1, kEach); }, kChildTimeoutS)) {
+    ASSERT_GE(c.pid, 0) << "fork failed";
+    ASSERT_TRUE(c.exited) << "child " << c.pid << ": " << c.how_it_ended();
+    EXPECT_EQ(c.code, 0) << "child " << c.pid;
   }
   StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
@@ -123,35 +122,24 @@ TEST(PlanStoreProcesses, KilledWriterLeavesAConsistentStore) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   for (int round = 0; round < 3; ++round) {
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(ready[0]);
+    ReadySignal writing;
+    ChildProcess writer([&] {
       StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
-      if (!s.is_ok()) _exit(2);
+      if (!s.is_ok()) return 2;
       for (int i = 0;; ++i) {
         PlanRecord r = make_record(round * 100000 + i, h200(), "killed");
         r.plan_bytes = std::string(20000 + i % 1000, static_cast<char>(i));  // big: spans pages
-        if (!(*s)->put(r).is_ok()) _exit(3);
-        if (i == 5) {  // tell the parent that writes are flowing
-          char c = 1;
-          if (write(ready[1], &c, 1) != 1) _exit(4);
-          close(ready[1]);
-        }
+        if (!(*s)->put(r).is_ok()) return 3;
+        if (i == 5 && !writing.signal()) return 4;  // tell the parent that writes are flowing
       }
-    }
-    close(ready[1]);
-    char c = 0;
-    ASSERT_EQ(read(ready[0], &c, 1), 1) << "the writer died before writing";
-    close(ready[0]);
+    });
+    ASSERT_TRUE(writer.started()) << "fork failed";
+    ASSERT_TRUE(writing.wait(kChildTimeoutS)) << "the writer died or hung before writing";
     // Let it write for a while longer, then kill it wherever it is.
     std::this_thread::sleep_for(std::chrono::milliseconds(30 + 70 * round));
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the writer stopped by itself: " << WEXITSTATUS(status);
+    ASSERT_TRUE(writer.kill(SIGKILL));
+    const ChildExit end = writer.wait(kChildTimeoutS);
+    ASSERT_NE(end.signal, 0) << "the writer stopped by itself: " << end.how_it_ended();
 
     StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
     ASSERT_TRUE(s.is_ok()) << s.status().to_string();

@@ -1,9 +1,8 @@
 // Several processes queueing re-tunes on one store file at once: no request is lost.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "kiln/store/plan_store.h"
+#include "process_test_util.h"
 #include "store/store_test_util.h"
 
 namespace kiln {
@@ -11,6 +10,9 @@ namespace {
 
 using store_test::h200;
 using store_test::TempDir;
+
+// A child still running after this long has hung: it is killed and fails the test.
+constexpr double kChildTimeoutS = 120;
 
 RetuneRequest request(const std::string& sig, const std::string& reason) {
   RetuneRequest r;
@@ -23,12 +25,12 @@ RetuneRequest request(const std::string& sig, const std::string& reason) {
   return r;
 }
 
-// Runs in a forked child: never returns (exit code 0 = every request was queued).
-[[noreturn]] void enqueue_child(const std::string& path, int id, int n) {
+// Runs in a forked child: its exit code (0 = every request was queued).
+int enqueue_child(const std::string& path, int id, int n) {
   StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
   if (!s.is_ok()) {
     std::fprintf(stderr, "child %d: %s\n", id, s.status().to_string().c_str());
-    _exit(2);
+    return 2;
   }
   for (int i = 0; i < n; ++i) {
     // One key every child asks for (with a reason of its own), and one only this child asks for.
@@ -37,29 +39,22 @@ RetuneRequest request(const std::string& sig, const std::string& reason) {
     if (!shared.is_ok() || !mine.is_ok()) {
       std::fprintf(stderr, "child %d: %s %s\n", id, shared.status().to_string().c_str(),
                    mine.status().to_string().c_str());
-      _exit(3);
+      return 3;
     }
-    if (mine->request_count != i + 1) _exit(4);
+    if (mine->request_count != i + 1) return 4;
   }
-  _exit(0);
+  return 0;
 }
 
 TEST(RetuneQueueProcesses, ConcurrentEnqueueLosesNothing) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   constexpr int kChildren = 5, kEach = 30;
-  std::vector<pid_t> pids;
-  for (int c = 0; c < kChildren; ++c) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) enqueue_child(path, c + 1, kEach);
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "child " << pid;
+  for (const test::ChildExit& c : test::run_in_children(
+           kChildren, [&](int i) { return enqueue_child(path, i + 1, kEach); }, kChildTimeoutS)) {
+    ASSERT_GE(c.pid, 0) << "fork failed";
+    ASSERT_TRUE(c.exited) << "child " << c.pid << ": " << c.how_it_ended();
+    EXPECT_EQ(c.code, 0) << "child " << c.pid;
   }
   StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();

@@ -1,38 +1,18 @@
-// Helpers shared by the store tests: a temporary folder, a fake H200 fingerprint, records.
+// Helpers shared by the store tests: a fake H200 fingerprint, records, corruption. The temporary folder and
+// the kiln binary's runs are tests/cli_test_util.h's.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 
+#include "cli_test_util.h"
 #include "kiln/store/plan_store.h"
 
 namespace kiln::store_test {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kiln_store_test_XXXXXX").string();
-    char* p = mkdtemp(tmpl.data());
-    path_ = p ? p : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!std::getenv("KILN_KEEP_TEST_DIRS")) std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::kiln::test::TempDir;  // tests/cli_test_util.h
 
 inline EnvFingerprint h200() {
   EnvFingerprint f;
@@ -114,26 +94,5 @@ inline void flip_blob_byte(const std::string& path, const std::string& sig, int 
   sqlite3_blob_close(blob);
   sqlite3_close(db);
 }
-
-#ifdef KILN_BINARY
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs the built kiln binary as a user would, with these arguments.
-inline RunResult run_kiln(const std::string& args) {
-  RunResult r;
-  std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-#endif
 
 }  // namespace kiln::store_test

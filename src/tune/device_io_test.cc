@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli_test_util.h"  // TempDir
 #include "kiln/tune/device_io.h"
 #include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
@@ -28,18 +29,13 @@ Graph conv_like() {
   return g;
 }
 
-std::string fresh_dir(const char* name) {
-  std::string d = ::testing::TempDir() + "/kiln_inputs_" + name + "_" + std::to_string(::getpid());
-  std::string cmd = "rm -rf '" + d + "' && mkdir -p '" + d + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
-  return d;
-}
-
 TEST(RecordedInputs, ReadBackExactlyAsWritten) {
   const Graph g = conv_like();
   auto in = make_random_inputs(g, 3);
   ASSERT_TRUE(in.is_ok());
-  const std::string dir = fresh_dir("ok");
+  const test::TempDir tmp("kiln_inputs_ok");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string dir = tmp.path();
   ASSERT_TRUE(in->at(0).write_file(dir + "/x.bin").is_ok());
   EXPECT_TRUE(check_graph_input_files(g, dir).is_ok());
   auto back = read_graph_inputs(g, dir);
@@ -51,7 +47,9 @@ TEST(RecordedInputs, ReadBackExactlyAsWritten) {
 
 TEST(RecordedInputs, MissingOrMisshapenFilesAreNamed) {
   const Graph g = conv_like();
-  const std::string dir = fresh_dir("bad");
+  const test::TempDir tmp("kiln_inputs_bad");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string dir = tmp.path();
   Status st = check_graph_input_files(g, dir);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("input tensor 'x': no file '" + dir + "/x.bin'"), std::string::npos) << st.message();

@@ -2,44 +2,23 @@
 // touched (exit 2, naming the tensor and the file).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
+
+#include "cli_test_util.h"
 
 namespace {
 
-struct CliRun {
-  int code = -1;  // -1: it did not exit normally
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-CliRun run_kiln(const std::string& args) {
-  const std::string dir = ::testing::TempDir() + "/kiln_tune_cli_" + std::to_string(::getpid());
-  std::system(("mkdir -p '" + dir + "'").c_str());
-  const std::string out = dir + "/out.txt", err = dir + "/err.txt";
-  const std::string cmd = std::string("\"") + KILN_BINARY + "\" " + args + " >" + out + " 2>" + err;
-  const int rc = std::system(cmd.c_str());
-  CliRun r;
-  r.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using kiln::test::CliResult;
+using kiln::test::run_kiln;
+using kiln::test::TempDir;
 
 TEST(TuneCli, RecordedInputsAreCheckedBeforeTheGpu) {
   const std::string spec = std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json";
-  CliRun r = run_kiln("tune " + spec + " --inputs /nonexistent/kiln_inputs");
+  CliResult r = run_kiln("tune " + spec + " --inputs /nonexistent/kiln_inputs");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--inputs"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no file '/nonexistent/kiln_inputs/x.bin'"), std::string::npos) << r.err;
@@ -48,14 +27,14 @@ TEST(TuneCli, RecordedInputsAreCheckedBeforeTheGpu) {
 // --shapes FILE (kiln::Planner's recorder file): read and checked before the GPU is touched; a file that
 // does not parse, or has no shape of any spec's structure, is exit 2 naming it.
 TEST(TuneCli, RecordedShapesAreCheckedBeforeTheGpu) {
-  const std::string dir = ::testing::TempDir() + "/kiln_tune_shapes_" + std::to_string(::getpid());
-  std::system(("mkdir -p '" + dir + "'").c_str());
+  const TempDir tmp("kiln_tune_shapes");
+  const std::string& dir = tmp.path();
   const std::string spec = std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json";
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir + "/" + name) << text;
     return dir + "/" + name;
   };
-  CliRun r = run_kiln("tune " + spec + " --shapes " + dir + "/none.json");
+  CliResult r = run_kiln("tune " + spec + " --shapes " + dir + "/none.json");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("recorded-shapes file '" + dir + "/none.json' cannot be read"), std::string::npos) << r.err;
   const std::string bad = write(
@@ -81,11 +60,11 @@ TEST(TuneCli, RecordedShapesAreCheckedBeforeTheGpu) {
 // A tune refused for bad input, or for want of a GPU, creates no store; numbers that mean nothing are
 // refused naming their flag; a store path that is not a regular file is refused.
 TEST(TuneCli, RefusedRunsLeaveNoStoreAndBadNumbersNameTheirFlag) {
-  const std::string dir = ::testing::TempDir() + "/kiln_tune_refused_" + std::to_string(::getpid());
-  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  const TempDir tmp("kiln_tune_refused");
+  const std::string& dir = tmp.path();
   const std::string spec = std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json";
   const std::string db = dir + "/new.db";
-  CliRun r = run_kiln("tune " + dir + "/missing.json --store " + db);
+  CliResult r = run_kiln("tune " + dir + "/missing.json --store " + db);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(::access(db.c_str(), F_OK), 0) << "a store was created by a refused run";
   struct Bad {
@@ -111,14 +90,14 @@ TEST(TuneCli, RefusedRunsLeaveNoStoreAndBadNumbersNameTheirFlag) {
 }
 
 TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
-  const std::string dir = ::testing::TempDir() + "/kiln_stats_" + std::to_string(::getpid());
-  std::system(("mkdir -p '" + dir + "'").c_str());
+  const TempDir tmp("kiln_stats");
+  const std::string& dir = tmp.path();
   const std::string file = dir + "/shapes.json";
   std::ofstream(file) << R"({"format":"kiln-shapes","version":1,"shapes":[
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=7","graph":"mlp","count":3,"sources":{"memory":3}},
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=100","graph":"mlp","count":50,"sources":{"memory":49,"heuristics":1}},
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=300","graph":"mlp","count":2,"sources":{"dynamic":1,"memory":1}}]})";
-  const CliRun run = run_kiln("stats " + file + " --buckets tokens=pow2");
+  const CliResult run = run_kiln("stats " + file + " --buckets tokens=pow2");
   ASSERT_NE(run.code, -1);
   EXPECT_EQ(run.code, 0) << run.err;
   const std::string& text = run.out;
@@ -134,7 +113,7 @@ TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
   ASSERT_NE(line, std::string::npos) << text;
   EXPECT_NE(text.substr(line, text.find('\n', line) - line).find("yes"), std::string::npos) << text;
   std::ofstream(dir + "/bad.json") << "{\"format\":\"kiln-shapes\",\"version\":1,\"shapes\":{}}";
-  CliRun r = run_kiln("stats " + dir + "/bad.json");
+  CliResult r = run_kiln("stats " + dir + "/bad.json");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("\"shapes\" is not a list"), std::string::npos) << r.err;
 }
@@ -142,13 +121,13 @@ TEST(StatsCli, RecordedShapesSummaryHottestFirst) {
 // A shape a padded stopgap served is a stopgap too; source names reach the terminal without control
 // characters (found by a new-user review: an ESC in a source name was printed raw).
 TEST(StatsCli, PaddedIsAStopgapAndSourceNamesArePrintable) {
-  const std::string dir = ::testing::TempDir() + "/kiln_stats_padded_" + std::to_string(::getpid());
-  std::system(("mkdir -p '" + dir + "'").c_str());
+  const TempDir tmp("kiln_stats_padded");
+  const std::string& dir = tmp.path();
   const std::string file = dir + "/shapes.json";
   std::ofstream(file) << R"({"format":"kiln-shapes","version":1,"shapes":[
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=100","graph":"mlp","count":5,"sources":{"memory":4,"padded":1}},
     {"structure":"0123456789abcdef0123456789abcdef","shape_key":"tokens=128","graph":"mlp","count":2,"sources":{"pad\u001b[2Jded":2}}]})";
-  const CliRun run = run_kiln("stats " + file);
+  const CliResult run = run_kiln("stats " + file);
   ASSERT_NE(run.code, -1);
   EXPECT_EQ(run.code, 0) << run.err;
   const std::string& text = run.out;
@@ -162,10 +141,9 @@ TEST(StatsCli, PaddedIsAStopgapAndSourceNamesArePrintable) {
 // kiln replay: the whole trace is checked before the GPU is touched (exit 2 naming the request), and
 // without a GPU the Planner says so (exit 3).
 TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
-  const std::string dir = ::testing::TempDir() + "/kiln_replay_" + std::to_string(::getpid());
-  std::system(("mkdir -p '" + dir + "' && cp '" + std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json' '" +
-               dir + "/ln.json'")
-                  .c_str());
+  const TempDir tmp("kiln_replay");
+  const std::string& dir = tmp.path();
+  std::filesystem::copy_file(std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json", dir + "/ln.json");
   auto trace = [&](const std::string& name, const std::string& requests) {
     std::ofstream(dir + "/" + name) << R"({"format":"kiln-trace","version":1,"requests":)" + requests + "}";
     return dir + "/" + name;
@@ -189,12 +167,12 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
         Bad{R"([{"spec":"ln.json","shapes":{"tokens":3}}])",
             "requests[0]: unknown field \"shapes\" (a request has \"spec\", \"shape\" and \"count\")"},
         Bad{R"([{"wait":"promotions"}])", "no request names a spec (only barriers)"}}) {
-    CliRun r = run_kiln("replay " + trace("t.json", b.requests));
+    CliResult r = run_kiln("replay " + trace("t.json", b.requests));
     EXPECT_EQ(r.code, 2) << b.requests << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.requests << ": " << r.err;
   }
   std::ofstream(dir + "/fmt.json") << R"({"format":5,"version":1,"requests":[{"spec":"ln.json"}]})";
-  CliRun f = run_kiln("replay " + dir + "/fmt.json");
+  CliResult f = run_kiln("replay " + dir + "/fmt.json");
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_NE(f.err.find("not a trace (\"format\" is not \"kiln-trace\")"), std::string::npos) << f.err;
   const std::string ok = trace("ok.json", R"([{"spec":"ln.json","shape":{"tokens":100},"count":3}])");
@@ -234,7 +212,7 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
   f = run_kiln("replay " + ok + " --promote-by tune --tune-top-k -3");
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_NE(f.err.find("--tune-top-k must be 0..10000"), std::string::npos) << f.err;
-  CliRun r = run_kiln("replay " + ok);
+  CliResult r = run_kiln("replay " + ok);
   if (r.code != 0) {  // no GPU here: the Planner says so
     EXPECT_EQ(r.code, 3) << r.err;
     EXPECT_NE(r.err.find("kiln::Planner needs a GPU"), std::string::npos) << r.err;

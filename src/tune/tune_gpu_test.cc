@@ -1,15 +1,12 @@
 // Device tier: the tuner on a real graph. An injected wrong candidate is Incorrect and never chosen.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "cli_test_util.h"
 #include "gpu_test_util.h"
 #include "kiln/spec/spec.h"
 #include "kiln/tune/tuner.h"
@@ -181,8 +178,9 @@ TEST(Tuner, RecordedInputsGateTheCandidates) {
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
   auto in = make_random_inputs(*g, 5);
   ASSERT_TRUE(in.is_ok());
-  const std::string dir = ::testing::TempDir() + "/kiln_recorded_" + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
+  const test::TempDir tmp("kiln_recorded");
+  ASSERT_FALSE(tmp.path().empty()) << "mkdtemp failed";
+  const std::string dir = tmp.path();
   for (auto& [t, h] : *in) {
     if (g->tensors[static_cast<size_t>(t)].name == "x")
       for (double& v : h.storage) v = std::fabs(v);
@@ -213,42 +211,32 @@ TEST(Tuner, RecordedInputsGateTheCandidates) {
 // (the process raises SIGTERM itself once 5 candidates are settled): the same handler as a TERM from outside.
 TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
   KILN_REQUIRE_GPU();
-  const std::string dir = ::testing::TempDir() + "/kiln_term_" + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
-  const std::string store = dir + "/plans.db", out = dir + "/out.json", err = dir + "/err.txt";
-  const std::string cmd = "KILN_TEST_TERM_AFTER=5 \"" + std::string(KILN_BINARY) + "\" tune " + kRoot +
-                          "/examples/conv_bias_relu.json --json --no-unfused --store " + store + " >" + out + " 2>" +
-                          err;
-  const int rc = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(rc));
-  std::ifstream ei(err);
-  std::stringstream es;
-  es << ei.rdbuf();
-  ASSERT_EQ(WEXITSTATUS(rc), 130) << es.str();
-  std::ifstream oi(out);
-  std::stringstream os;
-  os << oi.rdbuf();
-  auto j = nlohmann::json::parse(os.str(), nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << os.str();
+  const test::TempDir dir("kiln_term");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
+  const std::string store = dir.file("plans.db");
+  test::CliOptions term;
+  term.env = {{"KILN_TEST_TERM_AFTER", "5"}};
+  const test::CliResult r =
+      test::run_kiln("tune " + kRoot + "/examples/conv_bias_relu.json --json --no-unfused --store " + store, term);
+  ASSERT_TRUE(r.code >= 0) << r.how_it_ended();
+  ASSERT_EQ(r.code, 130) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
   ASSERT_TRUE(j.is_array() && !j.empty());
   EXPECT_EQ(j[0]["meta"]["cancelled"], true);
   EXPECT_EQ(j[0]["meta"]["partial"], true);
-  EXPECT_NE(es.str().find("tune conv_bias_relu:"), std::string::npos) << es.str();  // progress on stderr with --json
+  EXPECT_NE(r.err.find("tune conv_bias_relu:"), std::string::npos) << r.err;  // progress on stderr with --json
   // Five settled candidates of conv_bias_relu (every one of its 41 passes on the H200): a winner exists.
-  ASSERT_FALSE(j[0]["winner"].is_null()) << os.str() << es.str();
+  ASSERT_FALSE(j[0]["winner"].is_null()) << r.out << r.err;
   int settled = 0;
   for (const auto& c : j[0]["candidates"])
     settled += c["message"].get<std::string>().rfind("not run", 0) != 0;  // the rest: "not run: interrupted"
-  EXPECT_GE(settled, 5) << os.str();
-  EXPECT_LT(settled, 41) << os.str();
+  EXPECT_GE(settled, 5) << r.out;
+  EXPECT_LT(settled, 41) << r.out;
   // The store holds the partial winner, untuned.
-  const std::string ls = dir + "/ls.json";
-  ASSERT_EQ(std::system(("\"" + std::string(KILN_BINARY) + "\" plans ls --json --store " + store + " >" + ls).c_str()),
-            0);
-  std::ifstream li(ls);
-  std::stringstream lss;
-  lss << li.rdbuf();
-  EXPECT_NE(lss.str().find("\"tuned\": false"), std::string::npos) << lss.str();
+  const test::CliResult ls = test::run_kiln("plans ls --json --store " + store);
+  ASSERT_EQ(ls.code, 0) << ls.err;
+  EXPECT_NE(ls.out.find("\"tuned\": false"), std::string::npos) << ls.out;
 }
 
 // Item 6: a crashing candidate does not end the tune. The test hook KILN_TEST_CRASH=<identity>:<phase>
@@ -258,31 +246,25 @@ TEST(TuneCli, TerminatedTuneKeepsItsFinishedWorkAndStoresThePartialWinner) {
 TEST(TuneCli, InjectedCrashIsFailedWithTheSignalAndTheTuneGoesOn) {
   KILN_REQUIRE_GPU();
   const std::string spec = kRoot + "/examples/small/conv_bias_relu.json";
-  const std::string dir = ::testing::TempDir() + "/kiln_crash_" + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
-  auto slurp = [](const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  const std::string kiln = std::string("\"") + KILN_BINARY + "\"";
-  ASSERT_EQ(std::system((kiln + " tune " + spec + " --list --json >" + dir + "/list.json").c_str()), 0);
-  auto list = nlohmann::json::parse(slurp(dir + "/list.json"), nullptr, false);
+  const test::TempDir dir("kiln_crash");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
+  const test::CliResult listed = test::run_kiln("tune " + spec + " --list --json");
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  auto list = nlohmann::json::parse(listed.out, nullptr, false);
   ASSERT_FALSE(list.is_discarded());
   ASSERT_GE(list["candidates"].size(), 2u);
   for (const char* phase : {"run", "build"}) {
     SCOPED_TRACE(phase);
     const std::string victim = list["candidates"][0]["identity"].get<std::string>();
-    const std::string store = dir + "/" + phase + ".db", out = dir + "/" + phase + ".json",
-                      err = dir + "/" + phase + ".err";
-    const std::string cmd = "KILN_TEST_CRASH='" + victim + ":" + phase + "' " + kiln + " tune " + spec +
-                            " --json --no-unfused --candidate-budget-ms 30 --store " + store + " >" + out + " 2>" + err;
-    const int rc = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(rc));
-    EXPECT_EQ(WEXITSTATUS(rc), 0) << slurp(err);
-    auto j = nlohmann::json::parse(slurp(out), nullptr, false);
-    ASSERT_FALSE(j.is_discarded()) << slurp(out) << slurp(err);
+    const std::string store = dir.file(std::string(phase) + ".db");
+    test::CliOptions crash;
+    crash.env = {{"KILN_TEST_CRASH", victim + ":" + phase}};
+    const test::CliResult r =
+        test::run_kiln("tune " + spec + " --json --no-unfused --candidate-budget-ms 30 --store " + store, crash);
+    ASSERT_TRUE(r.code >= 0) << r.how_it_ended();
+    EXPECT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out << r.err;
     bool seen = false;
     size_t passed = 0;
     for (const auto& c : j[0]["candidates"]) {
