@@ -550,8 +550,7 @@ namespace {
 // The two first-dynamic-build times are printed (benchmarks judge them; a test does not time).
 TEST(PlannerGpu, AKernelCacheKeptInTheStoreServesTheNextPlannersFirstDynamicBuild) {
   KILN_REQUIRE_GPU();
-  const std::string dir = ::testing::TempDir() + "/kiln_kernel_cache" + std::to_string(::getpid());
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string dir = fresh_dir("kiln_kernel_cache");
   auto graph = parse_spec_string(kSpec, "g.json");
   ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
   double first_ms[2] = {0, 0};
