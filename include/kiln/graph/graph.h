@@ -83,9 +83,10 @@ enum class PointwiseMode {
   kSigmoid,
   kTanh,
   kExp,
+  kAbs,
   kIdentity,  // unary
 };
-const char* pointwise_mode_name(PointwiseMode m);  // "add", ..., "gelu_erf", "gelu_tanh", "silu", "identity"
+const char* pointwise_mode_name(PointwiseMode m);  // "add", ..., "gelu_erf", "gelu_tanh", "silu", "abs", "identity"
 bool pointwise_is_unary(PointwiseMode m);
 const std::vector<PointwiseMode>& pointwise_modes();  // every mode, in documentation order (the spec's)
 

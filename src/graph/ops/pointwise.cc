@@ -32,6 +32,7 @@ constexpr ModeInfo kModes[] = {
     {PointwiseMode::kSigmoid, "sigmoid", true},
     {PointwiseMode::kTanh, "tanh", true},
     {PointwiseMode::kExp, "exp", true},
+    {PointwiseMode::kAbs, "abs", true},
     {PointwiseMode::kIdentity, "identity", true},
 };
 

@@ -22,6 +22,7 @@ fe::PointwiseMode_t to_fe_mode(PointwiseMode m) {
     case PointwiseMode::kSigmoid: return fe::PointwiseMode_t::SIGMOID_FWD;
     case PointwiseMode::kTanh: return fe::PointwiseMode_t::TANH_FWD;
     case PointwiseMode::kExp: return fe::PointwiseMode_t::EXP;
+    case PointwiseMode::kAbs: return fe::PointwiseMode_t::ABS;
     case PointwiseMode::kIdentity: return fe::PointwiseMode_t::IDENTITY;
   }
   return fe::PointwiseMode_t::IDENTITY;

@@ -29,6 +29,7 @@ KILN_HD inline double pointwise_value(PointwiseMode mode, double a, double b) {
     case PointwiseMode::kSigmoid: return 1.0 / (1.0 + ::exp(-a));
     case PointwiseMode::kTanh: return ::tanh(a);
     case PointwiseMode::kExp: return ::exp(a);
+    case PointwiseMode::kAbs: return ::fabs(a);
     case PointwiseMode::kIdentity: return a;
   }
   return a;
@@ -40,7 +41,7 @@ KILN_HD inline double pointwise_value(PointwiseMode mode, double a, double b) {
 //   min/max           |min(a, b)| <= max(Ba, Bb); the error of a min is at most the larger error
 //   mul/scale         |ab| <= Ba Bb; error |a| e_b + |b| e_a <= (Ea + Eb) c Ba Bb
 //   div               |a/b| <= Ba/|b|; error e_a/|b| + |a| e_b/b^2 <= c Ba/|b| (1 + Eb Bb/|b|)
-//   unary f, f(0)=0   |f(x)| <= L|x| and error <= L e_x with L = sup|f'|: 1 (relu, tanh, identity),
+//   unary f, f(0)=0   |f(x)| <= L|x| and error <= L e_x with L = sup|f'|: 1 (relu, tanh, abs, identity),
 //                     1.13 (both GELUs: sup|f'| = 1.1290), 1.1 (SiLU: 1.0998)
 //   sigmoid           |f| = |vy|, L = 1/4;  exp: error e^x e_x, so B = e^x max(1, Bx)
 KILN_HD inline double pointwise_magnitude(PointwiseMode mode, double va, double vb, double vy, double ba, double bb,
@@ -60,6 +61,7 @@ KILN_HD inline double pointwise_magnitude(PointwiseMode mode, double va, double 
     }
     case PointwiseMode::kRelu:
     case PointwiseMode::kTanh:
+    case PointwiseMode::kAbs:
     case PointwiseMode::kIdentity: return ba;
     case PointwiseMode::kGeluErf:
     case PointwiseMode::kGeluTanh: return 1.13 * ba;
