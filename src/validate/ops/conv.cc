@@ -4,9 +4,8 @@
 #include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
-namespace {
 
-Status plan_conv(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
+Status conv_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const ConvRoles roles = conv_roles(node);
   const int xi = roles.x, wi = roles.w, yi = roles.y;
   const auto x = tensor_dims(g, xi), w = tensor_dims(g, wi), y = tensor_dims(g, yi);
@@ -67,6 +66,8 @@ Status plan_conv(const Graph& g, const Node& node, const std::string& where, Nod
   return Status::ok();
 }
 
+namespace {
+
 // Calls f(x_index, w_index, y_index) for every multiply-accumulate of a convolution (packed NCDHW
 // x and y, KCDHW w). fprop, dgrad and wgrad are the same loop with a different accumulation target.
 template <typename F>
@@ -124,10 +125,6 @@ Values run_conv(const NodePlan& p, const Values& in0, const Values& in1) {
 }
 
 }  // namespace
-
-Status conv_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
-  return plan_conv(g, node, where, p);
-}
 
 HostNodeResult conv_host(const NodePlan& p, const Node&, const std::vector<const Values*>& in,
                          const std::vector<Operand>* op, const std::vector<Operand>* sop) {

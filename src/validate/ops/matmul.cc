@@ -4,9 +4,8 @@
 #include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
-namespace {
 
-Status plan_matmul(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
+Status matmul_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const auto a = tensor_dims(g, node.inputs[0]), b = tensor_dims(g, node.inputs[1]),
              c = tensor_dims(g, node.outputs[0]);
   if (a.size() < 2 || b.size() < 2 || c.size() < 2) return invalid_argument(where + ": matmul operands need rank >= 2");
@@ -42,6 +41,8 @@ Status plan_matmul(const Graph& g, const Node& node, const std::string& where, N
   return Status::ok();
 }
 
+namespace {
+
 Values run_matmul(const MatmulGeom& m, const Values& a, const Values& b) {
   const int64_t batches = m.batch_count();
   Values c(static_cast<size_t>(batches * m.m * m.n), 0.0);
@@ -66,10 +67,6 @@ Values run_matmul(const MatmulGeom& m, const Values& a, const Values& b) {
 }
 
 }  // namespace
-
-Status matmul_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
-  return plan_matmul(g, node, where, p);
-}
 
 HostNodeResult matmul_host(const NodePlan& p, const Node&, const std::vector<const Values*>& in,
                            const std::vector<Operand>* op, const std::vector<Operand>* sop) {

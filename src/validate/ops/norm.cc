@@ -8,9 +8,8 @@
 #include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
-namespace {
 
-Status plan_norm(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
+Status norm_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const size_t want = node.op == OpKind::kLayerNorm ? 3 : 2;
   if (node.inputs.size() != want)
     return invalid_argument(where + ": needs " + std::to_string(want) + " inputs, got " +
@@ -36,6 +35,8 @@ Status plan_norm(const Graph& g, const Node& node, const std::string& where, Nod
   p.reduction_length = n.inner;
   return Status::ok();
 }
+
+namespace {
 
 struct NormStats {
   std::vector<double> mean, var, inv;  // per row; var is mean(x^2) for RMS norm
@@ -107,10 +108,6 @@ Values norm_magnitude_of(const NodePlan& p, double eps, const NormStats& st, con
 }
 
 }  // namespace
-
-Status norm_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
-  return plan_norm(g, node, where, p);
-}
 
 HostNodeResult norm_host(const NodePlan& p, const Node& node, const std::vector<const Values*>& in,
                          const std::vector<Operand>* op, const std::vector<Operand>* sop) {

@@ -7,9 +7,8 @@
 #include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
-namespace {
 
-Status plan_pointwise(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
+Status pointwise_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const PointwiseMode mode = node.pointwise.mode;
   const bool binary = !pointwise_is_unary(mode);
   if (node.inputs.size() != (binary ? 2u : 1u))
@@ -38,6 +37,8 @@ Status plan_pointwise(const Graph& g, const Node& node, const std::string& where
   return Status::ok();
 }
 
+namespace {
+
 Values run_pointwise(const NodePlan& p, PointwiseMode mode, const Values& a, const Values* b) {
   const PointwiseGeom& g = p.pw;
   Values y(static_cast<size_t>(product(g.out_dims)));
@@ -59,10 +60,6 @@ Values pointwise_magnitude_of(const NodePlan& p, PointwiseMode mode, const Opera
 }
 
 }  // namespace
-
-Status pointwise_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
-  return plan_pointwise(g, node, where, p);
-}
 
 HostNodeResult pointwise_host(const NodePlan& p, const Node& node, const std::vector<const Values*>& in,
                               const std::vector<Operand>* op, const std::vector<Operand>* sop) {

@@ -7,9 +7,8 @@
 #include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
-namespace {
 
-Status plan_reduction(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
+Status reduction_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const auto x = tensor_dims(g, node.inputs[0]), y = tensor_dims(g, node.outputs[0]);
   if (x.size() != y.size())
     return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(y) +
@@ -41,6 +40,8 @@ Status plan_reduction(const Graph& g, const Node& node, const std::string& where
   return Status::ok();
 }
 
+namespace {
+
 Values run_reduction(const ReduceGeom& r, ReductionMode mode, const Values& x) {
   std::vector<int64_t> out_dims = r.in_dims;
   for (size_t i = 0; i < out_dims.size(); ++i)
@@ -67,10 +68,6 @@ Values run_reduction(const ReduceGeom& r, ReductionMode mode, const Values& x) {
 }
 
 }  // namespace
-
-Status reduction_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
-  return plan_reduction(g, node, where, p);
-}
 
 HostNodeResult reduction_host(const NodePlan& p, const Node& node, const std::vector<const Values*>& in,
                               const std::vector<Operand>* op, const std::vector<Operand>* sop) {

@@ -8,9 +8,8 @@
 #include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
-namespace {
 
-Status plan_sdpa(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
+Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const auto q = tensor_dims(g, node.inputs[0]), k = tensor_dims(g, node.inputs[1]), v = tensor_dims(g, node.inputs[2]),
              o = tensor_dims(g, node.outputs[0]);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4 || o.size() != 4)
@@ -36,6 +35,8 @@ Status plan_sdpa(const Graph& g, const Node& node, const std::string& where, Nod
   p.reduction_length = std::max(s.skv, s.d);
   return Status::ok();
 }
+
+namespace {
 
 // Shared by the value and the magnitude pass: per query row, the probabilities p_j (causal keys only)
 // and the row's output.
@@ -101,10 +102,6 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
 }
 
 }  // namespace
-
-Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
-  return plan_sdpa(g, node, where, p);
-}
 
 HostNodeResult sdpa_host(const NodePlan& p, const Node&, const std::vector<const Values*>& in,
                          const std::vector<Operand>* op, const std::vector<Operand>* sop) {
