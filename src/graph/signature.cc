@@ -5,27 +5,13 @@
 // and every tensor and node gets a canonical id (t0, t1, ..., n0, n1, ...) when it is first emitted.
 // Dynamic symbols become $0, $1, ... in order of first appearance in that text.
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 
+#include "graph/ops/op_family.h"
 #include "graph/validate_internal.h"
 #include "kiln/core/hash.h"
 
 namespace kiln {
 namespace {
-
-std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-template <typename T>
-std::string list(const std::vector<T>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 // Renders dynamic dims: `canonical` assigns $k names; otherwise every symbol prints as "?".
 class SymbolNamer {
@@ -56,7 +42,7 @@ std::string tensor_text(const Graph& g, const GraphRoles& roles, int t, SymbolNa
     else s += std::to_string(d.dims[i].value);
   }
   s += "]";
-  if (d.layout == Layout::kExplicit) s += " strides=" + list(d.strides);
+  if (d.layout == Layout::kExplicit) s += " strides=" + graph_internal::ints_text(d.strides);
   else s += std::string(" layout=") + layout_name(d.layout);
   if (d.by_value) s += " by_value";
   return s;
@@ -65,26 +51,7 @@ std::string tensor_text(const Graph& g, const GraphRoles& roles, int t, SymbolNa
 std::string node_text(const Graph& g, const Node& n) {
   std::string s = graph_internal::node_op_label(n);
   s += std::string(" compute=") + dtype_name(n.compute_dtype ? *n.compute_dtype : g.compute_dtype);
-  switch (n.op) {
-    case OpKind::kConvFprop:
-    case OpKind::kConvDgrad:
-    case OpKind::kConvWgrad:
-      s += " pre_padding=" + list(n.conv.pre_padding) + " post_padding=" + list(n.conv.post_padding) +
-           " stride=" + list(n.conv.stride) + " dilation=" + list(n.conv.dilation) +
-           " groups=" + std::to_string(n.conv.groups);
-      break;
-    case OpKind::kReduction: s += " axes=" + list(n.reduction.axes); break;
-    case OpKind::kLayerNorm:
-    case OpKind::kRmsNorm: s += " epsilon=" + num(n.norm.epsilon); break;
-    case OpKind::kSdpa: {
-      double head_dim = static_cast<double>(g.tensors[n.inputs[0]].dims[3].value);
-      double scale = n.sdpa.attn_scale ? *n.sdpa.attn_scale : 1.0 / std::sqrt(head_dim);
-      s += std::string(" causal=") + (n.sdpa.causal ? "1" : "0") + " attn_scale=" + num(scale);
-      break;
-    }
-    default: break;
-  }
-  return s;
+  return s + graph_internal::op_family(n.op).signature_attrs(g, n);
 }
 
 }  // namespace

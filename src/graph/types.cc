@@ -75,51 +75,8 @@ const char* op_kind_name(OpKind k) {
   return "?";
 }
 
-const char* pointwise_mode_name(PointwiseMode m) {
-  switch (m) {
-    case PointwiseMode::kAdd: return "add";
-    case PointwiseMode::kSub: return "sub";
-    case PointwiseMode::kMul: return "mul";
-    case PointwiseMode::kDiv: return "div";
-    case PointwiseMode::kMin: return "min";
-    case PointwiseMode::kMax: return "max";
-    case PointwiseMode::kScale: return "scale";
-    case PointwiseMode::kBiasAdd: return "bias_add";
-    case PointwiseMode::kRelu: return "relu";
-    case PointwiseMode::kGeluErf: return "gelu_erf";
-    case PointwiseMode::kGeluTanh: return "gelu_tanh";
-    case PointwiseMode::kSilu: return "silu";
-    case PointwiseMode::kSigmoid: return "sigmoid";
-    case PointwiseMode::kTanh: return "tanh";
-    case PointwiseMode::kExp: return "exp";
-    case PointwiseMode::kIdentity: return "identity";
-  }
-  return "?";
-}
-
-bool pointwise_is_unary(PointwiseMode m) {
-  switch (m) {
-    case PointwiseMode::kRelu:
-    case PointwiseMode::kGeluErf:
-    case PointwiseMode::kGeluTanh:
-    case PointwiseMode::kSilu:
-    case PointwiseMode::kSigmoid:
-    case PointwiseMode::kTanh:
-    case PointwiseMode::kExp:
-    case PointwiseMode::kIdentity: return true;
-    default: return false;
-  }
-}
-
-const char* reduction_mode_name(ReductionMode m) {
-  switch (m) {
-    case ReductionMode::kSum: return "sum";
-    case ReductionMode::kMax: return "max";
-    case ReductionMode::kMin: return "min";
-    case ReductionMode::kAmax: return "amax";
-  }
-  return "?";
-}
+// pointwise_mode_name, pointwise_is_unary and pointwise_modes are in src/graph/ops/pointwise.cc; the
+// reduction modes in src/graph/ops/reduction.cc.
 
 std::vector<int64_t> TensorDesc::shape() const {
   std::vector<int64_t> s;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "graph/ops/op_family.h"
 #include "graph/validate_internal.h"
 #include "kiln/graph/limits.h"
 
@@ -13,26 +14,35 @@ using graph_internal::node_where;
 
 std::string tensor_where(const Graph& g, int t) { return "tensor '" + g.tensors[t].name + "'"; }
 
-// Accepted input counts per op: [min, max]. Every op writes one tensor.
-void arity(const Node& n, size_t* lo, size_t* hi) {
-  switch (n.op) {
-    case OpKind::kConvFprop:
-    case OpKind::kConvDgrad:
-    case OpKind::kConvWgrad:
-    case OpKind::kMatmul: *lo = *hi = 2; return;
-    case OpKind::kPointwise: *lo = *hi = pointwise_is_unary(n.pointwise.mode) ? 1 : 2; return;
-    case OpKind::kReduction: *lo = *hi = 1; return;
-    case OpKind::kLayerNorm: *lo = *hi = 3; return;
-    case OpKind::kRmsNorm:
-      *lo = 2;
-      *hi = 3;
-      return;  // bias is optional
-    case OpKind::kSdpa: *lo = *hi = 3; return;
+std::string count_text(size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+
+// What node `ni` refers to: one output, tensors in range, no tensor written twice (`writer`: tensor -> node).
+Status check_node_tensors(const Graph& g, size_t ni, std::vector<int>& writer) {
+  const int nt = static_cast<int>(g.tensors.size());
+  const Node& n = g.nodes[ni];
+  if (n.outputs.size() != 1)
+    return invalid_argument(node_where(n) + ": " + count_text(n.outputs.size(), "output") + ", expected 1");
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    int t = n.inputs[i];
+    if (t < 0 || t >= nt)
+      return invalid_argument(node_where(n) + ": input " + std::to_string(i) + " refers to a missing tensor (#" +
+                              std::to_string(t) + ")");
   }
-  *lo = *hi = 0;
+  int t = n.outputs[0];
+  if (t < 0 || t >= nt)
+    return invalid_argument(node_where(n) + ": output 0 refers to a missing tensor (#" + std::to_string(t) + ")");
+  if (writer[t] >= 0)
+    return invalid_argument(tensor_where(g, t) + ": written by node '" + g.nodes[writer[t]].name + "' and by node '" +
+                            n.name + "'");
+  writer[t] = static_cast<int>(ni);
+  return Status::ok();
 }
 
-std::string count_text(size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+Status check_output_refs(const Graph& g, int t) {
+  if (t < 0 || t >= static_cast<int>(g.tensors.size()))
+    return invalid_argument("graph output refers to a missing tensor (#" + std::to_string(t) + ")");
+  return Status::ok();
+}
 
 Status check_structure(const Graph& g) {
   const int nt = static_cast<int>(g.tensors.size());
@@ -50,27 +60,14 @@ Status check_structure(const Graph& g) {
     if (n.name.empty())
       return invalid_argument("node #" + std::to_string(ni) + " (" + op_kind_name(n.op) + ") has no name");
     if (!node_names.insert(n.name).second) return invalid_argument("node '" + n.name + "' is declared twice");
-    size_t lo, hi;
-    arity(n, &lo, &hi);
+    size_t lo = 0, hi = 0;
+    graph_internal::op_family(n.op).arity(n, &lo, &hi);
     if (n.inputs.size() < lo || n.inputs.size() > hi)
       return invalid_argument(node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +
                               (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)));
-    if (n.outputs.size() != 1)
-      return invalid_argument(node_where(n) + ": " + count_text(n.outputs.size(), "output") + ", expected 1");
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      int t = n.inputs[i];
-      if (t < 0 || t >= nt)
-        return invalid_argument(node_where(n) + ": input " + std::to_string(i) + " refers to a missing tensor (#" +
-                                std::to_string(t) + ")");
-      read[t] = true;
-    }
-    int t = n.outputs[0];
-    if (t < 0 || t >= nt)
-      return invalid_argument(node_where(n) + ": output 0 refers to a missing tensor (#" + std::to_string(t) + ")");
-    if (writer[t] >= 0)
-      return invalid_argument(tensor_where(g, t) + ": written by node '" + g.nodes[writer[t]].name + "' and by node '" +
-                              n.name + "'");
-    writer[t] = static_cast<int>(ni);
+    KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
+    for (int t : n.inputs) read[t] = true;
+    const int t = n.outputs[0];
     if (g.tensors[t].by_value)
       return invalid_argument(node_where(n) + ": output '" + g.tensors[t].name +
                               "' is a by-value scalar; it can only be a graph input");
@@ -78,8 +75,7 @@ Status check_structure(const Graph& g) {
   if (g.outputs.empty()) return invalid_argument("graph has no outputs");
   std::set<int> seen_out;
   for (int t : g.outputs) {
-    if (t < 0 || t >= nt)
-      return invalid_argument("graph output refers to a missing tensor (#" + std::to_string(t) + ")");
+    KILN_RETURN_IF_ERROR(check_output_refs(g, t));
     if (!seen_out.insert(t).second) return invalid_argument("output '" + g.tensors[t].name + "' is listed twice");
     if (writer[t] < 0)
       return invalid_argument("output '" + g.tensors[t].name + "' is not written by any node (it is a graph input)");
@@ -128,6 +124,15 @@ Status topological_order(const Graph& g, std::vector<int>* order) {
   return invalid_argument("graph has a cycle through node(s) " + names);
 }
 }  // namespace graph_internal
+
+StatusOr<std::vector<int>> topological_order(const Graph& g) {
+  std::vector<int> writer(g.tensors.size(), -1);
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
+  for (int t : g.outputs) KILN_RETURN_IF_ERROR(check_output_refs(g, t));
+  std::vector<int> order;
+  KILN_RETURN_IF_ERROR(graph_internal::topological_order(g, &order));
+  return order;
+}
 
 namespace {
 using graph_internal::topological_order;

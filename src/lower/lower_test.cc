@@ -83,6 +83,27 @@ TEST(Lowering, NeedsAHandleOrAProfile) {
   EXPECT_NE(lg.status().message().find("profile"), std::string::npos);
 }
 
+// The abs mode (added through docs/contributing.md "Adding an op or a pointwise mode") lowers to the
+// frontend's ABS: the frontend validates the graph and builds its operation graph for the H200. A plan
+// for it is the GPU tier's (the runtime fusion engines that run a matmul with an ABS epilogue compile
+// on the device; deviceless, cuDNN offers no engine for this pattern).
+TEST(Lowering, AbsEpilogueLowersForTheH200) {
+  auto profile = load_device_profile(kRoot + "/profiles/h200.json");
+  ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
+  auto g = parse_spec_string(R"({"name": "mm_abs", "io_dtype": "fp16",
+      "tensors": {"a": {"dims": [1, 64, 32]}, "b": {"dims": [1, 32, 48]}},
+      "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["c"]},
+                {"name": "abs", "op": "abs", "inputs": ["c"], "outputs": ["y"]}],
+      "outputs": ["y"]})",
+                             "mm_abs.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  LowerTarget target;
+  target.profile = &*profile;
+  auto lg = LoweredGraph::create(*g, target);
+  ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
+  EXPECT_FALSE(lg->has_plan());
+}
+
 // Deviceless compilation of each example for the H200: a real cuDNN plan, serialized, no GPU.
 class DevicelessCompile : public ::testing::TestWithParam<std::string> {};
 

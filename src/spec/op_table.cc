@@ -1,8 +1,11 @@
 #include "spec/op_table.h"
 
-#include <iterator>
+#include <string>
+#include <vector>
 
+#include "kiln/graph/ops/families.h"
 #include "kiln/spec/spec.h"
+#include "spec/ops/spec_ops.h"
 
 namespace kiln::spec_internal {
 namespace {
@@ -10,48 +13,66 @@ namespace {
 constexpr PointwiseMode kPw = PointwiseMode::kIdentity;
 constexpr ReductionMode kRed = ReductionMode::kSum;
 
-const OpInfo kOps[] = {
-    {"conv_fprop", OpKind::kConvFprop, kPw, kRed},
-    {"conv_dgrad", OpKind::kConvDgrad, kPw, kRed},
-    {"conv_wgrad", OpKind::kConvWgrad, kPw, kRed},
-    {"matmul", OpKind::kMatmul, kPw, kRed},
-    {"add", OpKind::kPointwise, PointwiseMode::kAdd, kRed},
-    {"sub", OpKind::kPointwise, PointwiseMode::kSub, kRed},
-    {"mul", OpKind::kPointwise, PointwiseMode::kMul, kRed},
-    {"div", OpKind::kPointwise, PointwiseMode::kDiv, kRed},
-    {"min", OpKind::kPointwise, PointwiseMode::kMin, kRed},
-    {"max", OpKind::kPointwise, PointwiseMode::kMax, kRed},
-    {"scale", OpKind::kPointwise, PointwiseMode::kScale, kRed},
-    {"bias_add", OpKind::kPointwise, PointwiseMode::kBiasAdd, kRed},
-    {"relu", OpKind::kPointwise, PointwiseMode::kRelu, kRed},
-    {"gelu_erf", OpKind::kPointwise, PointwiseMode::kGeluErf, kRed},
-    {"gelu_tanh", OpKind::kPointwise, PointwiseMode::kGeluTanh, kRed},
-    {"silu", OpKind::kPointwise, PointwiseMode::kSilu, kRed},
-    {"sigmoid", OpKind::kPointwise, PointwiseMode::kSigmoid, kRed},
-    {"tanh", OpKind::kPointwise, PointwiseMode::kTanh, kRed},
-    {"exp", OpKind::kPointwise, PointwiseMode::kExp, kRed},
-    {"identity", OpKind::kPointwise, PointwiseMode::kIdentity, kRed},
-    {"reduce_sum", OpKind::kReduction, kPw, ReductionMode::kSum},
-    {"reduce_max", OpKind::kReduction, kPw, ReductionMode::kMax},
-    {"reduce_min", OpKind::kReduction, kPw, ReductionMode::kMin},
-    {"reduce_amax", OpKind::kReduction, kPw, ReductionMode::kAmax},
-    {"layer_norm", OpKind::kLayerNorm, kPw, kRed},
-    {"rms_norm", OpKind::kRmsNorm, kPw, kRed},
-    {"sdpa", OpKind::kSdpa, kPw, kRed},
-};
+// In documentation order: the convolutions and matmul, every pointwise mode under its name
+// (pointwise_modes(), src/graph/ops/pointwise.cc), every reduction as reduce_<mode>, the norms and sdpa.
+// A new pointwise or reduction mode needs nothing here.
+const std::vector<OpInfo>& ops() {
+  static const std::vector<OpInfo> table = [] {
+    std::vector<OpInfo> v = {
+        {"conv_fprop", OpKind::kConvFprop, kPw, kRed},
+        {"conv_dgrad", OpKind::kConvDgrad, kPw, kRed},
+        {"conv_wgrad", OpKind::kConvWgrad, kPw, kRed},
+        {"matmul", OpKind::kMatmul, kPw, kRed},
+    };
+    for (PointwiseMode m : pointwise_modes()) v.push_back({pointwise_mode_name(m), OpKind::kPointwise, m, kRed});
+    static std::vector<std::string> reduction_names;  // stable storage for the names OpInfo points to
+    reduction_names.reserve(reduction_modes().size());
+    for (ReductionMode m : reduction_modes()) {
+      reduction_names.push_back(std::string("reduce_") + reduction_mode_name(m));
+      v.push_back({reduction_names.back().c_str(), OpKind::kReduction, kPw, m});
+    }
+    v.push_back({"layer_norm", OpKind::kLayerNorm, kPw, kRed});
+    v.push_back({"rms_norm", OpKind::kRmsNorm, kPw, kRed});
+    v.push_back({"sdpa", OpKind::kSdpa, kPw, kRed});
+    return v;
+  }();
+  return table;
+}
 
+}  // namespace
+
+namespace {
+Status no_attributes(const ReadJson&, const std::string&, Node*) { return Status::ok(); }
+void write_no_attributes(const Node&, WriteJson&) {}
 }  // namespace
 
 const OpInfo* find_op(const std::string& name) {
   std::string n = name == "gelu" ? "gelu_erf" : name == "swish" ? "silu" : name;
-  for (const OpInfo& op : kOps)
+  for (const OpInfo& op : ops())
     if (n == op.name) return &op;
   return nullptr;
 }
 
+const SpecFamily kMatmulSpec = {{}, no_attributes, write_no_attributes};
+const SpecFamily kPointwiseSpec = {{}, no_attributes, write_no_attributes};  // the mode is in the op's name
+
+const SpecFamily& spec_family(OpKind kind) {
+  static const SpecFamily* const kTable[kOpFamilyCount] = {&kConvSpec,      &kMatmulSpec, &kPointwiseSpec,
+                                                           &kReductionSpec, &kNormSpec,   &kSdpaSpec};
+  return *family_entry(kTable, kind);
+}
+
+bool is_op_attribute(const std::string& key) {
+  for (OpKind k :
+       {OpKind::kConvFprop, OpKind::kMatmul, OpKind::kPointwise, OpKind::kReduction, OpKind::kLayerNorm, OpKind::kSdpa})
+    for (const std::string& a : spec_family(k).attributes)
+      if (a == key) return true;
+  return false;
+}
+
 const OpInfo* op_table(size_t* count) {
-  *count = std::size(kOps);
-  return kOps;
+  *count = ops().size();
+  return ops().data();
 }
 
 }  // namespace kiln::spec_internal
@@ -61,7 +82,7 @@ namespace kiln {
 const std::vector<std::string>& spec_op_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
-    for (const auto& op : spec_internal::kOps) v.push_back(op.name);
+    for (const auto& op : spec_internal::ops()) v.push_back(op.name);
     return v;
   }();
   return names;

@@ -17,6 +17,7 @@
 #include "kiln/core/read_file.h"
 #include "kiln/graph/limits.h"
 #include "spec/op_table.h"
+#include "spec/ops/spec_ops.h"
 
 namespace kiln {
 namespace {
@@ -96,6 +97,10 @@ const char* json_type(const Json& j) {
   }
 }
 
+}  // namespace
+
+namespace spec_internal {
+
 // `where` prefixes each message ("tensor 'x': attribute 'dims'").
 Status type_error(const std::string& where, const char* expected, const Json& j) {
   return invalid_argument(where + ": expected " + expected + ", got " + json_type(j));
@@ -123,12 +128,6 @@ Status get_number(const Json& j, const std::string& where, double* out) {
   return Status::ok();
 }
 
-Status get_string(const Json& j, const std::string& where, std::string* out) {
-  if (!j.is_string()) return type_error(where, "a string", j);
-  *out = j.get<std::string>();
-  return Status::ok();
-}
-
 // An integer or an array of integers.
 Status get_int_list(const Json& j, const std::string& where, std::vector<int64_t>* out) {
   out->clear();
@@ -144,6 +143,21 @@ Status get_int_list(const Json& j, const std::string& where, std::vector<int64_t
     KILN_RETURN_IF_ERROR(get_int(j[i], where + "[" + std::to_string(i) + "]", &v));
     out->push_back(v);
   }
+  return Status::ok();
+}
+
+}  // namespace spec_internal
+
+namespace {
+
+using spec_internal::get_int;
+using spec_internal::get_int_list;
+using spec_internal::get_number;
+using spec_internal::type_error;
+
+Status get_string(const Json& j, const std::string& where, std::string* out) {
+  if (!j.is_string()) return type_error(where, "a string", j);
+  *out = j.get<std::string>();
   return Status::ok();
 }
 
@@ -233,68 +247,22 @@ int tensor_index(Graph& g, std::map<std::string, int>& index, const std::string&
 }
 
 Status parse_node_attrs(const Json& j, const std::string& where, Node* n) {
+  const spec_internal::SpecFamily& family = spec_internal::spec_family(n->op);
   std::set<std::string> allowed = {"name", "op", "inputs", "outputs", "compute_dtype"};
-  switch (n->op) {
-    case OpKind::kConvFprop:
-    case OpKind::kConvDgrad:
-    case OpKind::kConvWgrad:
-      allowed.insert({"padding", "pre_padding", "post_padding", "stride", "dilation", "groups"});
-      break;
-    case OpKind::kReduction: allowed.insert("axes"); break;
-    case OpKind::kLayerNorm:
-    case OpKind::kRmsNorm: allowed.insert("epsilon"); break;
-    case OpKind::kSdpa: allowed.insert({"causal", "attn_scale"}); break;
-    default: break;
-  }
+  allowed.insert(family.attributes.begin(), family.attributes.end());
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!allowed.count(it.key())) {
-      bool known = it.key() == "padding" || it.key() == "pre_padding" || it.key() == "post_padding" ||
-                   it.key() == "stride" || it.key() == "dilation" || it.key() == "groups" || it.key() == "axes" ||
-                   it.key() == "epsilon" || it.key() == "causal" || it.key() == "attn_scale";
+      const bool known = spec_internal::is_op_attribute(it.key());
       return invalid_argument(
           where + ": " +
           (known ? "attribute '" + it.key() + "' does not apply to this op" : "unknown key '" + it.key() + "'"));
     }
-  auto attr = [&](const char* key) { return where + ": attribute '" + key + "'"; };
   if (j.contains("compute_dtype")) {
     DataType dt;
-    KILN_RETURN_IF_ERROR(get_dtype(j["compute_dtype"], attr("compute_dtype"), &dt));
+    KILN_RETURN_IF_ERROR(get_dtype(j["compute_dtype"], where + ": attribute 'compute_dtype'", &dt));
     n->compute_dtype = dt;
   }
-  if (j.contains("padding")) {
-    if (j.contains("pre_padding") || j.contains("post_padding"))
-      return invalid_argument(attr("padding") + ": give 'padding' or 'pre_padding'/'post_padding', not both");
-    KILN_RETURN_IF_ERROR(get_int_list(j["padding"], attr("padding"), &n->conv.pre_padding));
-    n->conv.post_padding = n->conv.pre_padding;
-  }
-  if (j.contains("pre_padding"))
-    KILN_RETURN_IF_ERROR(get_int_list(j["pre_padding"], attr("pre_padding"), &n->conv.pre_padding));
-  if (j.contains("post_padding"))
-    KILN_RETURN_IF_ERROR(get_int_list(j["post_padding"], attr("post_padding"), &n->conv.post_padding));
-  if (j.contains("stride")) KILN_RETURN_IF_ERROR(get_int_list(j["stride"], attr("stride"), &n->conv.stride));
-  if (j.contains("dilation")) KILN_RETURN_IF_ERROR(get_int_list(j["dilation"], attr("dilation"), &n->conv.dilation));
-  if (j.contains("groups")) KILN_RETURN_IF_ERROR(get_int(j["groups"], attr("groups"), &n->conv.groups));
-  if (j.contains("axes")) {
-    std::vector<int64_t> axes;
-    KILN_RETURN_IF_ERROR(get_int_list(j["axes"], attr("axes"), &axes));
-    if (j["axes"].is_array() && axes.empty())
-      return invalid_argument(attr("axes") + ": must not be empty (omit it to reduce every axis)");
-    for (int64_t a : axes) {
-      if (a < -64 || a > 64) return invalid_argument(attr("axes") + ": axis " + std::to_string(a) + " is out of range");
-      n->reduction.axes.push_back(static_cast<int>(a));
-    }
-  }
-  if (j.contains("epsilon")) KILN_RETURN_IF_ERROR(get_number(j["epsilon"], attr("epsilon"), &n->norm.epsilon));
-  if (j.contains("causal")) {
-    if (!j["causal"].is_boolean()) return type_error(attr("causal"), "true or false", j["causal"]);
-    n->sdpa.causal = j["causal"].get<bool>();
-  }
-  if (j.contains("attn_scale")) {
-    double s;
-    KILN_RETURN_IF_ERROR(get_number(j["attn_scale"], attr("attn_scale"), &s));
-    n->sdpa.attn_scale = s;
-  }
-  return Status::ok();
+  return family.parse(j, where, n);
 }
 
 Status parse_names(const Json& j, const std::string& where, std::vector<std::string>* out) {

@@ -80,6 +80,22 @@ TEST(SpecOps, MatmulBroadcastsBatch) {
   EXPECT_EQ(out_shape(parse(s)), (V{5, 16, 8}));
 }
 
+// The abs mode (added through docs/contributing.md "Adding an op or a pointwise mode"): parsed by its name,
+// inferred as a unary op, written back under the same name.
+TEST(SpecOps, AbsParsesInfersAndWritesBack) {
+  Json s = one_node({{"x", t({2, 3, 4})}}, "abs", {"x"});
+  StatusOr<Graph> g = parse(s);
+  EXPECT_EQ(out_shape(g), (V{2, 3, 4}));
+  ASSERT_TRUE(g.is_ok());
+  EXPECT_EQ(g->nodes[0].op, OpKind::kPointwise);
+  EXPECT_EQ(g->nodes[0].pointwise.mode, PointwiseMode::kAbs);
+  auto text = graph_to_spec_json(*g);
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  EXPECT_EQ(Json::parse(*text)["nodes"][0]["op"], "abs");
+  EXPECT_ERROR_HAS(parse(one_node({{"a", t({2})}, {"b", t({2})}}, "abs", {"a", "b"})).status(), "node 'n1' (abs)",
+                   "2 inputs, expected 1");
+}
+
 TEST(SpecOps, PointwiseAll) {
   for (const char* op :
        {"relu", "gelu_erf", "gelu", "gelu_tanh", "silu", "swish", "sigmoid", "tanh", "exp", "identity"}) {

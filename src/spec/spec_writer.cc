@@ -5,6 +5,7 @@
 
 #include "kiln/spec/spec.h"
 #include "spec/op_table.h"
+#include "spec/ops/spec_ops.h"
 
 namespace kiln {
 namespace {
@@ -44,8 +45,6 @@ Json tensor_json(const TensorDesc& t) {
   return j;
 }
 
-bool is_conv(OpKind k) { return k == OpKind::kConvFprop || k == OpKind::kConvDgrad || k == OpKind::kConvWgrad; }
-
 StatusOr<Json> node_json(const Graph& g, const Node& n) {
   const char* op = spec_op_name(n);
   if (!op) return invalid_argument("node '" + n.name + "': its op has no spec name");
@@ -66,21 +65,7 @@ StatusOr<Json> node_json(const Graph& g, const Node& n) {
   j["inputs"] = ins;
   j["outputs"] = outs;
   if (n.compute_dtype) j["compute_dtype"] = dtype_name(*n.compute_dtype);
-  if (is_conv(n.op)) {
-    // Before validation the lists may be empty (defaults); after it they hold one entry per spatial dim.
-    if (!n.conv.pre_padding.empty()) j["pre_padding"] = n.conv.pre_padding;
-    if (!n.conv.post_padding.empty()) j["post_padding"] = n.conv.post_padding;
-    if (!n.conv.stride.empty()) j["stride"] = n.conv.stride;
-    if (!n.conv.dilation.empty()) j["dilation"] = n.conv.dilation;
-    j["groups"] = n.conv.groups;
-  } else if (n.op == OpKind::kReduction) {
-    if (!n.reduction.axes.empty()) j["axes"] = n.reduction.axes;
-  } else if (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm) {
-    j["epsilon"] = n.norm.epsilon;
-  } else if (n.op == OpKind::kSdpa) {
-    j["causal"] = n.sdpa.causal;
-    if (n.sdpa.attn_scale) j["attn_scale"] = *n.sdpa.attn_scale;
-  }
+  spec_internal::spec_family(n.op).write(n, j);
   return j;
 }
 

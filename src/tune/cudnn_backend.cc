@@ -5,6 +5,7 @@
 
 #include "kiln/cuda/cuda_graph.h"
 #include "kiln/cuda/cuda_handles.h"
+#include "kiln/graph/op_cost.h"
 #include "kiln/tune/device_io.h"
 #include "kiln/tune/plan_words.h"
 #include "kiln/tune/tune_backend.h"
@@ -117,8 +118,8 @@ class CudnnTuneBackend : public TuneBackend {
 
   std::shared_ptr<const GraphEvaluation> evaluation() const override { return eval_; }
   std::string inputs_description() const override { return eval_ ? eval_->inputs : ""; }
-  double work_flops() const override { return graph_flops(graph_); }
-  double work_bytes() const override { return graph_min_bytes(graph_); }
+  double work_flops() const override { return graph_cost(graph_).flops; }
+  double work_bytes() const override { return graph_cost(graph_).bytes; }
 
  private:
   CudnnTuneBackend(const Graph& graph, const TuneOptions& options) : graph_(graph), options_(options) {}

@@ -340,54 +340,6 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   return r;
 }
 
-double graph_flops(const Graph& g) {
-  double f = 0;
-  for (const Node& n : g.nodes) {
-    const TensorDesc& out = g.tensors[n.outputs[0]];
-    switch (n.op) {
-      case OpKind::kMatmul: {
-        const TensorDesc& a = g.tensors[n.inputs[0]];
-        f += 2.0 * static_cast<double>(out.element_count()) * static_cast<double>(a.dims.back().value);
-        break;
-      }
-      case OpKind::kConvFprop:
-      case OpKind::kConvDgrad:
-      case OpKind::kConvWgrad: {
-        // 2 * (elements of y) * (C/g * filter volume), expressed from the weight tensor.
-        const TensorDesc& w =
-            g.tensors[n.op == OpKind::kConvFprop || n.op == OpKind::kConvDgrad ? n.inputs[1] : n.outputs[0]];
-        const TensorDesc& y = g.tensors[n.op == OpKind::kConvFprop   ? n.outputs[0]
-                                        : n.op == OpKind::kConvDgrad ? n.inputs[0]
-                                                                     : n.inputs[1]];
-        double per = static_cast<double>(w.element_count()) / static_cast<double>(w.dims[0].value);
-        f += 2.0 * static_cast<double>(y.element_count()) * per;
-        break;
-      }
-      case OpKind::kSdpa: {
-        const TensorDesc& q = g.tensors[n.inputs[0]];
-        const TensorDesc& k = g.tensors[n.inputs[1]];
-        double bh = static_cast<double>(q.dims[0].value * q.dims[1].value);
-        double s = static_cast<double>(q.dims[2].value), skv = static_cast<double>(k.dims[2].value);
-        double d = static_cast<double>(q.dims[3].value);
-        f += 4.0 * bh * s * skv * d * (n.sdpa.causal ? 0.5 : 1.0);
-        break;
-      }
-      default: f += static_cast<double>(g.tensors[n.inputs[0]].element_count()); break;
-    }
-  }
-  return f;
-}
-
-double graph_min_bytes(const Graph& g) {
-  double b = 0;
-  for (size_t i = 0; i < g.tensors.size(); ++i) {
-    int idx = static_cast<int>(i);
-    if (g.tensors[i].by_value || g.is_virtual(idx)) continue;
-    b += static_cast<double>(g.tensors[i].element_count()) * static_cast<double>(dtype_size(g.dtype_of(idx)));
-  }
-  return b;
-}
-
 StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& options) {
   return catch_exceptions("tuning graph '" + graph.name + "'", [&]() -> StatusOr<TuneResult> {
     TuneOptions o = options;

@@ -9,6 +9,7 @@
 #include "kiln/core/log.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/graph/decompose.h"
+#include "kiln/graph/op_cost.h"
 #include "kiln/tune/device_io.h"
 #include "kiln/tune/plan_chain.h"
 #include "kiln/validate/device_check.h"
@@ -111,8 +112,9 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
 
   // 3. Numerics of the chain against the fused graph's reference (intermediates stored in the
   // materialized dtype), then one timing of the whole chain.
-  r.chain.flops = graph_flops(graph);
-  r.chain.bytes = graph_min_bytes(graph) + r.intermediate_bytes;
+  const OpCost cost = graph_cost(graph);
+  r.chain.flops = cost.flops;
+  r.chain.bytes = cost.bytes + r.intermediate_bytes;
   r.chain.workspace_bytes = chain.workspace_bytes();
   KILN_RETURN_IF_ERROR(chain.poison(stream.get()));
   KILN_RETURN_IF_ERROR(run_chain(stream.get()));

@@ -13,15 +13,15 @@
 
 namespace kiln::validate_internal {
 
-// Local helpers over Graph (the graph layer's own may not be implemented in every build).
-std::vector<int64_t> tensor_dims(const Graph& g, int t);
+// Packed geometry of a tensor (the graph layer answers the rest: topological_order, GraphRoles for
+// producers and dtypes, kiln/graph/ops/conv.h for convolution geometry).
+std::vector<int64_t> tensor_dims(const Graph& g, int t);     // [1] for a by-value scalar without dims
 std::vector<int64_t> tensor_strides(const Graph& g, int t);  // row-major when the desc has none
 int64_t product(const std::vector<int64_t>& v);
-std::vector<int> producers(const Graph& g);  // tensor -> node index, -1 for inputs
-bool is_output(const Graph& g, int t);
-DataType dtype_of(const Graph& g, int t);
-// Node indices in an order where every node follows the producers of its inputs.
-StatusOr<std::vector<int>> topological_order(const Graph& g);
+// "[2,3]"
+std::string dims_str(const std::vector<int64_t>& d);
+// "'x'": a tensor's name, quoted
+std::string tensor_label(const Graph& g, int t);
 // "node 'gelu' (pointwise)"
 std::string node_label(const Graph& g, int node);
 
@@ -77,11 +77,11 @@ struct NodePlan {
   NormGeom norm;
   SdpaGeom sdpa;
   PointwiseGeom pw;
-  double macs = 0;               // multiply-accumulates (or element ops)
   int64_t reduction_length = 1;  // see ToleranceOptions::reduction_length
 };
 
-// Resolves and checks one node; errors name the node and tensor at fault.
+// Resolves and checks one node (the checks every op shares here, its geometry by its family:
+// src/validate/ops/<family>.cc); errors name the node and tensor at fault.
 StatusOr<NodePlan> plan_node(const Graph& g, int node);
 
 }  // namespace kiln::validate_internal

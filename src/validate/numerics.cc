@@ -93,7 +93,7 @@ bool is_fp8(DataType t) { return t == DataType::kFp8E4M3 || t == DataType::kFp8E
 
 AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional<DataType> stored) {
   using namespace validate_internal;
-  const auto prod = producers(graph);
+  const GraphRoles roles(graph);
   AccumulationPath path;
   std::vector<bool> seen(graph.tensors.size(), false);
   std::vector<int> stack{tensor};
@@ -103,7 +103,7 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional
     stack.pop_back();
     if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size() || seen[static_cast<size_t>(t)]) continue;
     seen[static_cast<size_t>(t)] = true;
-    const int n = prod[static_cast<size_t>(t)];
+    const int n = roles.producer(t);
     if (n < 0) continue;
     const Node& node = graph.nodes[static_cast<size_t>(n)];
     ++path.nodes;
@@ -113,7 +113,7 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional
       path.approx_dir += a;
     }
     if (t != tensor) {
-      const double u = std::max(stored_roundoff(dtype_of(graph, t)), stored_u);
+      const double u = std::max(stored_roundoff(roles.dtype_of(t)), stored_u);
       path.rounding_var += u * u / 3.0;
     }
     auto plan = plan_node(graph, n);
@@ -125,7 +125,7 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional
     if (gemm) {
       bool fp8 = false, fp32 = true;
       for (int in : node.inputs) {
-        const DataType d = dtype_of(graph, in);
+        const DataType d = roles.dtype_of(in);
         fp8 = fp8 || is_fp8(d);
         fp32 = fp32 && d == DataType::kFloat32;
       }
@@ -133,7 +133,7 @@ AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional
       if (fp32) ++path.fp32_gemms;
     }
     if (node.op == OpKind::kSdpa && node.inputs.size() > 2) {
-      const double u = stored_roundoff(dtype_of(graph, node.inputs[2]));
+      const double u = stored_roundoff(roles.dtype_of(node.inputs[2]));
       path.rounding_var += u * u / 3.0;
     }
     for (int in : node.inputs) stack.push_back(in);
@@ -322,7 +322,7 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
     OutputCheck& c = gate.check;
     c.name = graph.tensors[static_cast<size_t>(t)].name;
     c.tensor = t;
-    c.dtype = dtype_of(graph, t);
+    c.dtype = graph.dtype_of(t);
     const AccumulationPath path = accumulation_into(graph, t, options.stored_intermediates);
     gate.reduction_length = path.reduction_length;
     ToleranceOptions to;
@@ -369,7 +369,7 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
     }
     if (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction) {
       const int in = graph.nodes[static_cast<size_t>(p)].inputs[0];
-      const double roundoff = stored_roundoff(dtype_of(graph, in));
+      const double roundoff = stored_roundoff(graph.dtype_of(in));
       c.tolerance.rtol = std::max(c.tolerance.rtol, 2 * roundoff);
       c.tolerance.nmse_max = std::max(c.tolerance.nmse_max, 4 * roundoff * roundoff);
       // With magnitudes the same holds per summed element: each term may differ by a rounding of its stored

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <thread>
 
+#include "kiln/graph/op_cost.h"
 #include "kiln/validate/reference.h"
 #include "validate/input_gen.h"
+#include "validate/ops/pointwise_math.h"
 #include "validate/reference_math.h"
 
 namespace kiln::validate_internal {
@@ -16,25 +18,30 @@ StatusOr<PreparedGraph> prepare_graph(const Graph& g) {
   KILN_ASSIGN_OR_RETURN(p.order, topological_order(g));
   for (int n : p.order) {
     KILN_ASSIGN_OR_RETURN(NodePlan plan, plan_node(g, n));
-    p.macs += plan.macs;
     p.plans.push_back(std::move(plan));
   }
+  p.macs = graph_cost(g).macs;  // the one count (kiln/graph/op_cost.h), once every node's geometry is checked
   return p;
 }
 
-StatusOr<std::map<int, std::vector<double>>> load_inputs(const Graph& g, const std::map<int, HostTensor>& inputs) {
-  const auto prod = producers(g);
+std::vector<int> loaded_inputs(const Graph& g, const GraphRoles& roles) {
   std::vector<bool> needed(g.tensors.size(), false);
   for (const Node& n : g.nodes)
     for (int t : n.inputs) needed[static_cast<size_t>(t)] = true;
   for (int t : g.outputs) needed[static_cast<size_t>(t)] = true;
+  std::vector<int> inputs;
+  for (size_t i = 0; i < g.tensors.size(); ++i)
+    if (needed[i] && roles.is_graph_input(static_cast<int>(i))) inputs.push_back(static_cast<int>(i));
+  return inputs;
+}
+
+StatusOr<std::map<int, std::vector<double>>> load_inputs(const Graph& g, const std::map<int, HostTensor>& inputs) {
+  const GraphRoles roles(g);
   std::map<int, std::vector<double>> values;
-  for (size_t i = 0; i < g.tensors.size(); ++i) {
-    const int t = static_cast<int>(i);
-    if (prod[i] >= 0 || !needed[i]) continue;
-    const TensorDesc& desc = g.tensors[i];
+  for (int t : loaded_inputs(g, roles)) {
+    const TensorDesc& desc = g.tensors[static_cast<size_t>(t)];
     const auto dims = tensor_dims(g, t);
-    const DataType dt = dtype_of(g, t);
+    const DataType dt = roles.dtype_of(t);
     auto it = inputs.find(t);
     std::vector<double> v;
     if (it != inputs.end()) {
@@ -63,7 +70,7 @@ StatusOr<std::vector<HostTensor>> make_outputs(const Graph& g, const std::map<in
     auto it = values.find(t);
     if (it == values.end())
       return internal_error("output '" + g.tensors[static_cast<size_t>(t)].name + "' was not computed");
-    HostTensor h = HostTensor::zeros(dtype_of(g, t), tensor_dims(g, t), tensor_strides(g, t));
+    HostTensor h = HostTensor::zeros(g.dtype_of(t), tensor_dims(g, t), tensor_strides(g, t));
     h.set_values(it->second);
     out.push_back(std::move(h));
   }
@@ -100,7 +107,7 @@ double input_nonzero_fallback(double lo, double hi) { return lo <= 1.0 && 1.0 <=
 
 StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
   KILN_RETURN_IF_ERROR(topological_order(g).status());
-  const auto prod = producers(g);
+  const GraphRoles roles(g);
   // The range a tensor needs, from the first consumer that cares.
   std::vector<std::pair<double, double>> range(g.tensors.size(), {-1.0, 1.0});
   std::vector<bool> used(g.tensors.size(), false);
@@ -117,10 +124,10 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
   for (int t : g.outputs) used[static_cast<size_t>(t)] = true;
   std::vector<InputDraw> draws;
   for (size_t i = 0; i < g.tensors.size(); ++i) {
-    if (prod[i] >= 0 || !used[i]) continue;
+    if (roles.producer(static_cast<int>(i)) >= 0 || !used[i]) continue;
     InputDraw d;
     d.tensor = static_cast<int>(i);
-    d.dtype = dtype_of(g, d.tensor);
+    d.dtype = roles.dtype_of(d.tensor);
     d.lo = range[i].first;
     d.hi = range[i].second;
     d.by_value = g.tensors[i].by_value;

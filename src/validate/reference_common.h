@@ -15,9 +15,12 @@ namespace kiln::validate_internal {
 struct PreparedGraph {
   std::vector<int> order;       // node indices, topological
   std::vector<NodePlan> plans;  // parallel to order
-  double macs = 0;
+  double macs = 0;              // graph_cost(g).macs
 };
 StatusOr<PreparedGraph> prepare_graph(const Graph& g);
+
+// The graph inputs a reference loads, in tensor order: those a node reads or the graph outputs.
+std::vector<int> loaded_inputs(const Graph& g, const GraphRoles& roles);
 
 // Packed row-major values of every graph input that a node reads or the graph outputs, rounded to the
 // tensor's dtype. By-value tensors absent from `inputs` take TensorDesc::value. Errors name the tensor.

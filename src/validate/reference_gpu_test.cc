@@ -118,7 +118,7 @@ TEST(DeviceReference, EveryPointwiseMode) {
   KILN_REQUIRE_GPU();
   const PointwiseMode unary[] = {PointwiseMode::kRelu, PointwiseMode::kGeluErf, PointwiseMode::kGeluTanh,
                                  PointwiseMode::kSilu, PointwiseMode::kSigmoid, PointwiseMode::kTanh,
-                                 PointwiseMode::kExp,  PointwiseMode::kIdentity};
+                                 PointwiseMode::kExp,  PointwiseMode::kAbs,     PointwiseMode::kIdentity};
   for (PointwiseMode m : unary) {
     Graph g = make_graph("unary");
     int a = add_tensor(g, "a", {4, 33}), y = add_tensor(g, "y", {4, 33});

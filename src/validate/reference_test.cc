@@ -185,6 +185,25 @@ TEST(HostReference, Activations) {
   EXPECT_EQ(pointwise1(PointwiseMode::kIdentity, 0.25), 0.25);
 }
 
+TEST(HostReference, AbsAndItsMagnitude) {
+  EXPECT_EQ(pointwise1(PointwiseMode::kAbs, -0.75), 0.75);
+  EXPECT_EQ(pointwise1(PointwiseMode::kAbs, 2.5), 2.5);
+  EXPECT_EQ(pointwise1(PointwiseMode::kAbs, 0.0), 0.0);
+  // |abs(x)| = |x| and the error passes through unscaled (L = 1): the magnitude of x, as identity's.
+  Graph g = make_graph("abs");
+  int a = add_tensor(g, "a", {2, 3}), b = add_tensor(g, "b", {3, 2}), c = add_tensor(g, "c", {2, 2}),
+      y = add_tensor(g, "y", {2, 2});
+  add_node(g, "mm", OpKind::kMatmul, {a, b}, c);
+  add_node(g, "abs", OpKind::kPointwise, {c}, y).pointwise.mode = PointwiseMode::kAbs;
+  g.outputs = {y};
+  g.io_dtype = g.intermediate_dtype = DataType::kFloat32;
+  auto r = run_host_reference_with_magnitudes(
+      g, {{a, vals(g, a, {1, -2, 3, -4, 5, -6})}, {b, vals(g, b, {1, 0, 0, 1, 1, 1})}});
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  expect_near(r->values[0].values(), {4, 1, 10, 1}, 0);       // |[[4, 1], [-10, -1]]|
+  expect_near(r->magnitudes[0].values(), {4, 5, 10, 11}, 0);  // sum_k |a||b| of the matmul
+}
+
 // A by-value scalar reaches cuDNN in the compute dtype (fp32 here), so the reference must not round it to
 // the io dtype: 0.1 in a bf16 graph would become 0.10009765625 (found by the PyTorch cross-check).
 TEST(HostReference, ByValueScalarKeepsTheComputeDtype) {

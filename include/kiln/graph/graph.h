@@ -83,13 +83,16 @@ enum class PointwiseMode {
   kSigmoid,
   kTanh,
   kExp,
+  kAbs,
   kIdentity,  // unary
 };
-const char* pointwise_mode_name(PointwiseMode m);  // "add", ..., "gelu_erf", "gelu_tanh", "silu", "identity"
+const char* pointwise_mode_name(PointwiseMode m);  // "add", ..., "gelu_erf", "gelu_tanh", "silu", "abs", "identity"
 bool pointwise_is_unary(PointwiseMode m);
+const std::vector<PointwiseMode>& pointwise_modes();  // every mode, in documentation order (the spec's)
 
 enum class ReductionMode { kSum, kMax, kMin, kAmax };
-const char* reduction_mode_name(ReductionMode m);  // "sum", "max", "min", "amax"
+const char* reduction_mode_name(ReductionMode m);     // "sum", "max", "min", "amax"
+const std::vector<ReductionMode>& reduction_modes();  // every mode, in documentation order
 
 struct ConvAttrs {
   std::vector<int64_t> pre_padding, post_padding, stride, dilation;  // one entry per spatial dim
@@ -179,6 +182,12 @@ class GraphRoles {
   std::vector<int> consumers_;
   std::vector<char> output_;
 };
+
+// Node indices in an order where every node follows the producers of its inputs (Kahn's algorithm, lowest
+// node index first among the ready ones, so the order is deterministic). Needs no validation: it checks
+// what it relies on (every node writes one tensor, indices in range, no tensor written twice), and an
+// error names the node or tensor at fault, or the nodes on a cycle.
+StatusOr<std::vector<int>> topological_order(const Graph& graph);
 
 // Where a validation error is: every message names what it can ("node 'gelu': input 'b': ...").
 // Validation checks structure (unknown/missing/dangling tensors, cycles, arity), infers shapes and dtypes of

@@ -122,9 +122,4 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
 // tune_with_backend on make_cudnn_backend(graph, options).
 StatusOr<TuneResult> tune_graph(const Graph& graph, const TuneOptions& options);
 
-// FLOPs of one execution of the graph (matmul/conv: 2 per MAC; others: per element), for TFLOP/s.
-double graph_flops(const Graph& graph);
-// Bytes that must move through memory at least once (inputs read, outputs written).
-double graph_min_bytes(const Graph& graph);
-
 }  // namespace kiln

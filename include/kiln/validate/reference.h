@@ -83,8 +83,9 @@ StatusOr<ReferenceOutputs> run_host_reference_with_magnitudes(const Graph& graph
 StatusOr<ReferenceOutputs> run_device_reference_with_magnitudes(const Graph& graph,
                                                                 const std::map<int, HostTensor>& inputs);
 
-// Multiply-accumulates (or element operations, for non-contracting ops) the graph costs; what the
-// host cap compares against.
+// Multiply-accumulates (or element operations, for non-contracting ops) the graph costs, once every
+// node's geometry is checked: graph_cost(graph).macs (kiln/graph/op_cost.h, the count the tuner's TFLOP/s
+// uses too); what the host cap compares against.
 StatusOr<double> estimate_macs(const Graph& graph);
 
 // Random values for every graph input, deterministic in `seed`, with ranges suited to the consumer:

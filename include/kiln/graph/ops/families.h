@@ -1,0 +1,27 @@
+// kiln/graph/ops/families.h: the op families and the one map from OpKind to them. Each layer that knows
+// the families keeps one table of its entries indexed by OpFamilyId (graph: src/graph/ops/op_families.cc,
+// validate: src/validate/ops/reference_families.cc, lower: src/lower/graph_lowering.cc), so adding a
+// family is a row in each (docs/contributing.md "Adding an op or a pointwise mode").
+#pragma once
+
+#include <cstddef>
+
+#include "kiln/graph/graph.h"
+
+namespace kiln {
+
+enum class OpFamilyId { kConv, kMatmul, kPointwise, kReduction, kNorm, kSdpa };
+constexpr size_t kOpFamilyCount = 6;
+
+// conv_fprop, conv_dgrad, conv_wgrad -> kConv; layer_norm, rms_norm -> kNorm; the others their own.
+OpFamilyId op_family_of(OpKind kind);
+// "conv", "matmul", "pointwise", "reduction", "norm", "sdpa"
+const char* op_family_name(OpFamilyId family);
+
+// A layer's table entry for `kind` (tables are indexed by OpFamilyId, in its order).
+template <typename Entry>
+const Entry& family_entry(const Entry (&table)[kOpFamilyCount], OpKind kind) {
+  return table[static_cast<size_t>(op_family_of(kind))];
+}
+
+}  // namespace kiln

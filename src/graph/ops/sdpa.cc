@@ -1,0 +1,99 @@
+// The scaled dot-product attention family in the graph layer: arity, inference, signature attributes,
+// cost.
+#include <algorithm>
+#include <cmath>
+
+#include "graph/ops/op_family.h"
+
+namespace kiln::graph_internal {
+namespace {
+
+void sdpa_arity(const Node&, size_t* lo, size_t* hi) { *lo = *hi = 3; }
+
+Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
+  for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  DataType qt = c.in_dtype(0);
+  for (size_t i = 0; i < 3; ++i) {
+    DataType t = c.in_dtype(i);
+    if (t != DataType::kFloat16 && t != DataType::kBFloat16)
+      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) +
+                     " is not supported by sdpa (fp16 or bf16 only)");
+    if (t != qt)
+      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) + " differs from " + c.in_label(0) + " (" +
+                     dtype_name(qt) + ")");
+  }
+  DataType ot = c.out_dtype();
+  if (ot != DataType::kFloat16 && ot != DataType::kBFloat16)
+    return c.error(c.out_label() + ": dtype " + std::string(dtype_name(ot)) +
+                   " is not supported by sdpa (fp16 or bf16 only)");
+  KILN_RETURN_IF_ERROR(check_compute_fp32(c));
+  if (options.target_sm_version > 0 && options.target_sm_version < 80)
+    return not_supported(c.where + ": sdpa needs SM 8.0 or newer, target is SM " +
+                         std::to_string(options.target_sm_version / 10) + "." +
+                         std::to_string(options.target_sm_version % 10));
+  if (c.node.sdpa.attn_scale && !(*c.node.sdpa.attn_scale > 0.0 && std::isfinite(*c.node.sdpa.attn_scale)))
+    return c.error("attribute 'attn_scale': " + std::to_string(*c.node.sdpa.attn_scale) + " must be positive");
+  const Dims& q = c.in(0).dims;
+  const Dims& k = c.in(1).dims;
+  const Dims& v = c.in(2).dims;
+  for (size_t i = 1; i < 3; ++i)
+    if (c.in(i).dims[0].value != q[0].value)
+      return c.error(c.in_label(i) + ": batch " + std::to_string(c.in(i).dims[0].value) + " differs from " +
+                     c.in_label(0) + " batch " + std::to_string(q[0].value));
+  if (v[1].value != k[1].value)
+    return c.error(c.in_label(2) + ": heads " + std::to_string(v[1].value) + " differ from " + c.in_label(1) +
+                   " heads " + std::to_string(k[1].value));
+  if (q[1].value % k[1].value != 0)
+    return c.error(c.in_label(1) + ": heads " + std::to_string(k[1].value) + " do not divide " + c.in_label(0) +
+                   " heads " + std::to_string(q[1].value));
+  if (v[2].value != k[2].value)
+    return c.error(c.in_label(2) + ": sequence length " + std::to_string(v[2].value) + " differs from " +
+                   c.in_label(1) + " sequence length " + std::to_string(k[2].value));
+  if (k[3].value != q[3].value)
+    return c.error(c.in_label(1) + ": head dim " + std::to_string(k[3].value) + " differs from " + c.in_label(0) +
+                   " head dim " + std::to_string(q[3].value));
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    int64_t d = c.in(i).dims[3].value;
+    if (d % 8 != 0 || d > 256)
+      return c.error(c.in_label(i) + ": head dim " + std::to_string(d) + " must be a multiple of 8 and at most 256");
+  }
+  out->push_back(Dims{q[0], q[1], q[2], v[3]});
+  return Status::ok();
+}
+
+// The scale as it applies (the default 1/sqrt(head_dim) written out), so that an explicit default and an
+// omitted one sign alike.
+std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
+  const double head_dim = static_cast<double>(g.tensors[n.inputs[0]].dims[3].value);
+  const double scale = n.sdpa.attn_scale ? *n.sdpa.attn_scale : 1.0 / std::sqrt(head_dim);
+  return std::string(" causal=") + (n.sdpa.causal ? "1" : "0") + " attn_scale=" + canonical_number(scale);
+}
+
+// q [B, H, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv]: per (query, key) pair scored, D
+// multiply-accumulates for q.k and Dv for p.v. Causal (top-left aligned) scores query i against keys
+// [0, min(i + 1, Skv)) only, as the references do.
+OpCost sdpa_cost(const Graph& g, const Node& n) {
+  const TensorDesc& q = g.tensors[static_cast<size_t>(n.inputs[0])];
+  const TensorDesc& k = g.tensors[static_cast<size_t>(n.inputs[1])];
+  const TensorDesc& v = g.tensors[static_cast<size_t>(n.inputs[2])];
+  OpCost c;
+  if (q.dims.size() != 4 || k.dims.size() != 4 || v.dims.size() != 4) return c;
+  const double bh = static_cast<double>(q.dims[0].value) * static_cast<double>(q.dims[1].value);
+  const int64_t sq = q.dims[2].value, skv = k.dims[2].value;
+  double pairs = static_cast<double>(sq) * static_cast<double>(skv);
+  if (n.sdpa.causal) {
+    // sum over i < Sq of min(i + 1, Skv): a triangle of the first min(Sq, Skv) rows, full rows after.
+    const int64_t tri = std::min(sq, skv);
+    pairs = static_cast<double>(tri) * static_cast<double>(tri + 1) / 2.0 +
+            static_cast<double>(sq - tri) * static_cast<double>(skv);
+  }
+  c.macs = bh * pairs * static_cast<double>(q.dims[3].value + v.dims[3].value);
+  c.flops = 2.0 * c.macs;
+  return c;
+}
+
+}  // namespace
+
+const OpFamily kSdpaFamily = {"sdpa", sdpa_arity, infer_sdpa, sdpa_signature_attrs, sdpa_cost};
+
+}  // namespace kiln::graph_internal

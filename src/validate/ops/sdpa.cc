@@ -1,0 +1,117 @@
+// The scaled dot-product attention family's node plan (geometry, scale) and host reference.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "validate/ops/reference_ops.h"
+#include "validate/ops/sdpa_math.h"
+#include "validate/reference_math.h"
+
+namespace kiln::validate_internal {
+
+Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
+  const auto q = tensor_dims(g, node.inputs[0]), k = tensor_dims(g, node.inputs[1]), v = tensor_dims(g, node.inputs[2]),
+             o = tensor_dims(g, node.outputs[0]);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4 || o.size() != 4)
+    return invalid_argument(where + ": q, k, v and o must be [B, H, S, D]");
+  SdpaGeom& s = p.sdpa;
+  s.b = q[0];
+  s.h = q[1];
+  s.sq = q[2];
+  s.d = q[3];
+  s.hk = k[1];
+  s.skv = k[2];
+  s.dv = v[3];
+  if (k[0] != s.b || v[0] != s.b || k[3] != s.d || v[1] != s.hk || v[2] != s.skv)
+    return invalid_argument(where + ": k " + dims_str(k) + " / v " + dims_str(v) + " do not fit q " + dims_str(q));
+  if (s.hk <= 0 || s.h % s.hk != 0)
+    return invalid_argument(where + ": query heads " + std::to_string(s.h) + " must be a multiple of key heads " +
+                            std::to_string(s.hk));
+  if (o != std::vector<int64_t>{s.b, s.h, s.sq, s.dv})
+    return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(o) + " must be " +
+                            dims_str({s.b, s.h, s.sq, s.dv}));
+  s.scale = node.sdpa.attn_scale ? *node.sdpa.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.d));
+  s.causal = node.sdpa.causal;
+  p.reduction_length = std::max(s.skv, s.d);
+  return Status::ok();
+}
+
+namespace {
+
+// Shared by the value and the magnitude pass: per query row, the probabilities p_j (causal keys only)
+// and the row's output.
+template <typename RowFn>
+void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, RowFn&& row_fn) {
+  std::vector<double> score(static_cast<size_t>(s.skv));
+  const int64_t group = s.h / s.hk;
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t h = 0; h < s.h; ++h) {
+      const int64_t hk = h / group;
+      const double* kb = k.data() + (b * s.hk + hk) * s.skv * s.d;
+      for (int64_t i = 0; i < s.sq; ++i) {
+        const int64_t row = (b * s.h + h) * s.sq + i;
+        const double* qi = q.data() + row * s.d;
+        const int64_t last = s.causal ? std::min(i + 1, s.skv) : s.skv;  // keys [0, last)
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < last; ++j) {
+          double dot = 0.0;
+          for (int64_t d = 0; d < s.d; ++d) dot += qi[d] * kb[j * s.d + d];
+          score[j] = dot * s.scale;
+          mx = std::max(mx, score[j]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < last; ++j) {
+          score[j] = std::exp(score[j] - mx);
+          sum += score[j];
+        }
+        for (int64_t j = 0; j < last; ++j) score[j] /= sum;
+        row_fn(row, b * s.hk + hk, last, score.data());
+      }
+    }
+}
+
+Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v) {
+  Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
+  for_each_sdpa_row(s, q, k, [&](int64_t row, int64_t kv_head, int64_t last, const double* p) {
+    const double* vb = v.data() + kv_head * s.skv * s.dv;
+    double* oi = o.data() + row * s.dv;
+    for (int64_t j = 0; j < last; ++j)
+      for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vb[j * s.dv + d];
+  });
+  return o;
+}
+
+Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, const Operand& v, const Values& o) {
+  Values m(o.size(), 0.0);
+  const double qk_factor = contraction_factor(q.carries, k.carries) * std::fabs(s.scale);
+  for_each_sdpa_row(s, *q.value, *k.value, [&](int64_t row, int64_t kv_head, int64_t last, const double* p) {
+    const double* bq = q.mag->data() + row * s.d;
+    const double* bk = k.mag->data() + kv_head * s.skv * s.d;
+    const double* bv = v.mag->data() + kv_head * s.skv * s.dv;
+    const double* oi = o.data() + row * s.dv;
+    double* mi = m.data() + row * s.dv;
+    for (int64_t j = 0; j < last; ++j) {
+      double s_mag = 0.0;
+      for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[j * s.d + d];
+      s_mag *= qk_factor;
+      for (int64_t d = 0; d < s.dv; ++d) mi[d] += sdpa_magnitude_term(p[j], bv[j * s.dv + d], oi[d], s_mag, v.carries);
+    }
+    for (int64_t d = 0; d < s.dv; ++d) mi[d] = std::max(mi[d], std::fabs(oi[d]));
+  });
+  return m;
+}
+
+}  // namespace
+
+HostNodeResult sdpa_host(const NodePlan& p, const Node&, const std::vector<const Values*>& in,
+                         const std::vector<Operand>* op, const std::vector<Operand>* sop) {
+  HostNodeResult r;
+  r.y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2]);
+  if (op) {
+    r.m = sdpa_magnitude_of(p.sdpa, (*op)[0], (*op)[1], (*op)[2], r.y);
+    r.sc = sdpa_magnitude_of(p.sdpa, (*sop)[0], (*sop)[1], (*sop)[2], r.y);
+  }
+  return r;
+}
+
+}  // namespace kiln::validate_internal
