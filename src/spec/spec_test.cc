@@ -210,6 +210,9 @@ TEST(SpecErrors, NormShapesAndEpsilon) {
   EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (layer_norm): input 'g': dims [1,16,1,1], expected [1,32,1,1]");
   s = one_node({{"x", t({8, 32})}, {"g", t({1, 32})}}, "rms_norm", {"x", "g"}, {{"epsilon", 0}});
   EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (rms_norm): attribute 'epsilon'", "must be positive");
+  // A bias would be dropped by the lowering and refused by the references: refused at validation.
+  s = one_node({{"x", t({8, 32})}, {"g", t({1, 32})}, {"b", t({1, 32})}}, "rms_norm", {"x", "g", "b"});
+  EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (rms_norm): input 'b'", "rms_norm's bias is not supported yet");
   s = one_node({{"x", t({8, 32}, "int8")}, {"g", t({1, 32})}}, "rms_norm", {"x", "g"});
   EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (rms_norm): input 'x': dtype int8 is not supported");
 }
