@@ -407,14 +407,16 @@ class CudnnPlanBackend : public PlanBackend {
     });
   }
 
-  // The kernel cache of a structure (made on first use; never dropped: one per structure served). Made from
-  // the one the store keeps for this structure in this environment where there is one (its kernels are
-  // then not compiled again); a kept cache that cuDNN refuses is logged, and a new one is compiled.
+  // The kernel cache of a structure (made on first use; never dropped: one per structure served). With
+  // save_kernel_caches, made from the one the store keeps for this structure in this environment where there
+  // is one; a kept cache that cuDNN refuses is logged, and a new one is compiled. (Only then: on cuDNN 9.19
+  // a kept cache did not shorten a new process's first dynamic build, docs/runtime.md "Kernel caches kept in
+  // the store", so a Planner that did not ask does not pay for reading one.)
   std::shared_ptr<DynamicKernelCache> kernel_cache_for(const std::string& structure, const std::string& graph_name) {
     std::lock_guard<std::mutex> lock(caches_mu_);
     std::shared_ptr<DynamicKernelCache>& c = caches_[structure];
     if (c) return c;
-    if (store_) {
+    if (store_ && save_kernel_caches_) {
       StatusOr<std::optional<KernelCacheRecord>> kept = [&] {
         std::lock_guard<std::mutex> slock(store_mu_);
         return store_->get_kernel_cache(structure, env_);

@@ -266,9 +266,11 @@ struct PlannerOptions {
   // own, beside the CUDA context's creation, and returns without waiting for it; false: the first plan
   // pays it (to measure that).
   bool prime_cudnn = true;
-  // Keep each structure's dynamic-shape kernel cache in the store (docs/runtime.md "Kernel caches"): after a
-  // dynamic stopgap is promoted, and at save_kernel_caches(), through a writable connection (as a tuned
-  // promotion's store does). A kept cache is read back whatever this says, whenever a store is given.
+  // Keep each structure's dynamic-shape kernel cache in the store and read it back (docs/runtime.md "Kernel
+  // caches kept in the store"): written after a dynamic stopgap is promoted and at save_kernel_caches(),
+  // through a writable connection (as a tuned promotion's store does); read when the structure's cache is
+  // made. Off by default: on cuDNN 9.19 (H200, 2026-12-03) a kept cache did not shorten a new process's
+  // first dynamic build.
   bool save_kernel_caches = false;
   // The store is also opened for writing (and created when absent), after the device check: a Planner
   // that could not start leaves no store behind. Needed by tune_and_store and retune_queued.
