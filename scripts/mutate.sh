@@ -42,8 +42,8 @@ names=() files=() layers=() finds=() replaces=()
 m() { names+=("$1"); files+=("$2"); layers+=("$3"); finds+=("$4"); replaces+=("$5"); }
 
 # Issue 14 item 6, the six that went through every host test when it was written:
-# measure.Incumbent.EachSideIsJudgedByItsOwnNoise
-m incumbent-noise-from-incumbent src/measure/tune_policy.cc "measure tune" \
+# tune.Incumbent.EachSideIsJudgedByItsOwnNoise
+m incumbent-noise-from-incumbent src/tune/tune_policy.cc "tune" \
   'const double n_c = std::max(std::isfinite(challenger.rel_error) ? challenger.rel_error : 1.0, floor);' \
   'const double n_c = std::max(std::isfinite(incumbent.rel_error) ? incumbent.rel_error : 1.0, floor);'
 # store.PlanStore.EmptyStoredChecksumIsCorrupt
@@ -55,15 +55,15 @@ m store-ignores-stored-key src/store/plan_record.cc "store runtime" \
   '  if (row.stored_fingerprint_key != r.fingerprint_key())' \
   '  if (false && row.stored_fingerprint_key != r.fingerprint_key())'
 # graph.Signature.OpAttributesThatChangeTheComputationChangeIt, graph.Signature.PinnedReductionAndSdpaNodeLines
-m signature-without-causal src/graph/signature.cc "graph spec" \
-  '      s += std::string(" causal=") + (n.sdpa.causal ? "1" : "0") + " attn_scale=" + num(scale);' \
-  '      s += std::string(" attn_scale=") + num(scale);'
+m signature-without-causal src/graph/ops/sdpa.cc "graph spec" \
+  '  return std::string(" causal=") + (n.sdpa.causal ? "1" : "0") + " attn_scale=" + canonical_number(scale);' \
+  '  return std::string(" attn_scale=") + canonical_number(scale);'
 # graph.Signature.PinnedReductionAndSdpaNodeLines (the axes are implied by the dims: only the text shows it)
-m signature-without-axes src/graph/signature.cc "graph spec" \
-  $'    case OpKind::kReduction: s += " axes=" + list(n.reduction.axes); break;\n' \
-  ''
+m signature-without-axes src/graph/ops/reduction.cc "graph spec" \
+  '  return " axes=" + ints_text(std::vector<int64_t>(n.reduction.axes.begin(), n.reduction.axes.end()));' \
+  '  return "";'
 # spec.SpecErrors.SdpaOperandShapes
-m sdpa-batch-check-skips-v src/graph/infer.cc "graph spec" \
+m sdpa-batch-check-skips-v src/graph/ops/sdpa.cc "graph spec" \
   $'  for (size_t i = 1; i < 3; ++i)\n    if (c.in(i).dims[0].value != q[0].value)' \
   $'  for (size_t i = 1; i < 2; ++i)\n    if (c.in(i).dims[0].value != q[0].value)'
 
@@ -96,6 +96,11 @@ m bucket-ranges-may-share-an-end src/runtime/bucket_policy.cc "runtime" \
 m gate-band-excludes-its-edge src/validate/gate_math.h "validate tune" \
   '    mismatch = diff > allowed;' \
   '    mismatch = diff >= allowed;'
+
+# store.KernelCaches.OnlyTheExactEnvironmentReadsItBack (another driver minor shares the key, not the code)
+m kernel-cache-any-driver src/store/kernel_caches.cc "store runtime" \
+  'kept.driver_version == current.driver_version &&' \
+  'true &&'
 
 # ---- Options -----------------------------------------------------------------------------------------------
 full=0 list=0 rev=HEAD only=()
