@@ -18,16 +18,9 @@ namespace kiln {
 using store::Stmt;
 using store::WriteTxn;
 
-namespace {
+using store::put_field;
 
-void put_field(std::string& out, const char* name, const std::string& value) {
-  out += name;
-  out += '=';
-  out += std::to_string(value.size());
-  out += ':';
-  out += value;
-  out += '\n';
-}
+namespace {
 
 std::string double_bits(double v) {
   uint64_t bits = 0;

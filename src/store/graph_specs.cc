@@ -12,16 +12,9 @@ namespace kiln {
 using store::Stmt;
 using store::WriteTxn;
 
-namespace {
+using store::put_field;
 
-void put_field(std::string& out, const char* name, const std::string& value) {
-  out += name;
-  out += '=';
-  out += std::to_string(value.size());
-  out += ':';
-  out += value;
-  out += '\n';
-}
+namespace {
 
 std::string spec_name(const std::string& sig, const std::string& shape) { return sig.substr(0, 12) + "/" + shape; }
 

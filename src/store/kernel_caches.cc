@@ -15,19 +15,12 @@ namespace kiln {
 using store::Stmt;
 using store::WriteTxn;
 
+using store::put_field;
+
 namespace {
 
 constexpr const char* kColumns =
     "structure_sig, fingerprint_key, fingerprint_json, graph_name, cache_json, created_at, checksum";
-
-void put_field(std::string& out, const char* name, const std::string& value) {
-  out += name;
-  out += '=';
-  out += std::to_string(value.size());
-  out += ':';
-  out += value;
-  out += '\n';
-}
 
 std::string cache_name(const std::string& sig, const std::string& fp) { return store::record_name(sig, "kernels", fp); }
 

@@ -10,16 +10,9 @@
 
 namespace kiln {
 
-namespace {
+using store::put_field;
 
-void put_field(std::string& out, const char* name, std::string_view v) {
-  out += name;
-  out += '=';
-  out += std::to_string(v.size());
-  out += ':';
-  out.append(v.data(), v.size());
-  out += '\n';
-}
+namespace {
 
 // Exact and platform-independent: the IEEE-754 bits. -0 is written as +0 (SQLite stores both as 0).
 std::string double_bits(double v) {
