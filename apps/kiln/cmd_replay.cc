@@ -33,7 +33,8 @@ void add_replay(CLI::App& app, Runner* run) {
   ReplayJob& job = o->job;
   CLI::App* sub = app.add_subcommand("replay", "Run a trace of requests through kiln::Planner and report per source");
   sub->add_option("trace", job.trace, "Trace file (JSON: format kiln-trace, see docs/runtime.md)")->required();
-  sub->add_option("--store", job.store_path, "Plan store the Planner reads");
+  sub->add_option("--store", job.store_path,
+                  "Plan store the Planner reads (and writes, created when absent, with --save-kernel-caches)");
   sub->add_option("--buckets", job.buckets, "Bucket policy (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
   sub->add_option("--threads", job.threads, "Threads sending requests")->capture_default_str();
   sub->add_option("--handles", job.handles, "cuDNN handles in the Planner's pool")->capture_default_str();
@@ -53,6 +54,11 @@ void add_replay(CLI::App& app, Runner* run) {
   CLI::Option* budget =
       sub->add_option("--tune-budget", job.tuning.time_budget_s, "With --promote-by tune: seconds per shape (0: none)")
           ->capture_default_str();
+  CLI::Option* share =
+      sub->add_option("--tune-gpu-share", job.tuning.gpu_share,
+                      "With --promote-by tune: the share of the GPU's time a tune may take, in (0, 1] (it rests "
+                      "after each candidate's device work)")
+          ->capture_default_str();
   sub->add_flag("--no-padded", o->no_padded,
                 "No padded stopgaps (a new shape gets a dynamic-shape build instead): to compare them");
   sub->add_flag("--preload", job.preload,
@@ -65,8 +71,8 @@ void add_replay(CLI::App& app, Runner* run) {
                 "that the next process does not compile its kernels again");
   sub->add_flag("--force", job.overwrite, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");
-  sub->callback([run, o, top_k, budget] {
-    o->job.tune_bounds_given = top_k->count() > 0 || budget->count() > 0;
+  sub->callback([run, o, top_k, budget, share] {
+    o->job.tune_bounds_given = top_k->count() > 0 || budget->count() > 0 || share->count() > 0;
     *run = [o] { return replay_cmd(*o); };
   });
 }

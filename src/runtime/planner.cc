@@ -882,6 +882,8 @@ StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options
   if (t.top_k < 0) return invalid_argument("PromotionTuning::top_k must be >= 0, got " + std::to_string(t.top_k));
   if (!std::isfinite(t.time_budget_s) || t.time_budget_s < 0)
     return invalid_argument("PromotionTuning::time_budget_s must be finite and >= 0 (0: none)");
+  if (!(t.gpu_share > 0 && t.gpu_share <= 1))
+    return invalid_argument("PromotionTuning::gpu_share must be in (0, 1], got " + std::to_string(t.gpu_share));
   if (t.build_threads < 1)
     return invalid_argument("PromotionTuning::build_threads must be >= 1, got " + std::to_string(t.build_threads));
   if (options.promote_by == PromoteBy::kTune && t.store && options.store_path.empty())

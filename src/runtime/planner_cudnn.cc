@@ -245,6 +245,7 @@ class CudnnPlanBackend : public PlanBackend {
     to.time_budget_s = t.time_budget_s;
     to.build_threads = t.build_threads;
     to.max_workspace_bytes = t.max_workspace_bytes;
+    to.gpu_share = t.gpu_share;
     to.cancel = cancel;
     KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(graph, to));
     if (tr.cancelled) {

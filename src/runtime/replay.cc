@@ -157,10 +157,13 @@ Status check_replay_job(const ReplayJob& job) {
     return invalid_argument("--promote-by tune tunes what replaces a stopgap: it needs --new-shapes stopgap and "
                             "no --no-promote");
   if (job.tune_bounds_given && job.promote_by != PromoteBy::kTune)
-    return invalid_argument("--tune-top-k and --tune-budget bound the tunes of --promote-by tune: give it too");
+    return invalid_argument(
+        "--tune-top-k, --tune-budget and --tune-gpu-share bound the tunes of --promote-by tune: give it too");
   if (job.tuning.top_k < 0 || job.tuning.top_k > 10000)
     return invalid_argument("--tune-top-k must be 0..10000 (0: every candidate), got " +
                             std::to_string(job.tuning.top_k));
+  if (!(job.tuning.gpu_share > 0 && job.tuning.gpu_share <= 1))
+    return invalid_argument("--tune-gpu-share must be in (0, 1], got " + std::to_string(job.tuning.gpu_share));
   if (!(job.tuning.time_budget_s >= 0 && job.tuning.time_budget_s <= 3600))
     return invalid_argument("--tune-budget must be 0..3600 seconds (0: none), got " +
                             std::to_string(job.tuning.time_budget_s));
@@ -242,6 +245,13 @@ StatusOr<ReplayReport> run_replay(const ReplayJob& job) {
   KILN_ASSIGN_OR_RETURN(Trace trace, read_trace(job.trace));
   if (!job.record_shapes.empty()) KILN_RETURN_IF_ERROR(check_record_destination(job, trace));
   KILN_ASSIGN_OR_RETURN(PlannerOptions po, planner_options(job));
+  if (job.save_kernel_caches) {  // the store may be created: its folder must exist (said before the GPU)
+    const size_t slash = job.store_path.rfind('/');
+    const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : job.store_path.substr(0, slash);
+    struct stat st {};
+    if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return invalid_argument("--store: folder '" + parent + "' does not exist");
+  }
   const auto t_create = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   const double create_ms = ms_between(t_create, Clock::now());

@@ -61,6 +61,12 @@ TEST(Replay, TheJobIsCheckedWholeBeforeAnythingRuns) {
   EXPECT_TRUE(kept->save_kernel_caches);
   EXPECT_TRUE(kept->store_writable);  // keeping them writes to the store
   j = {};
+  j.promote_by = PromoteBy::kTune;
+  j.tuning.gpu_share = 0;
+  EXPECT_EQ(msg(j), "--tune-gpu-share must be in (0, 1], got 0.000000");
+  j.tuning.gpu_share = 0.25;
+  EXPECT_TRUE(check_replay_job(j).is_ok());
+  j = {};
   j.tuning.top_k = -1;
   EXPECT_NE(msg(j).find("--tune-top-k must be 0..10000"), std::string::npos);
   j = {};

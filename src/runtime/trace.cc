@@ -1,4 +1,6 @@
 // Reading a replay trace (kiln/runtime/replay.h): checked whole before the GPU is touched.
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/read_file.h"
@@ -25,6 +27,11 @@ StatusOr<Trace> parse_trace_json(const std::string& text, const std::string& pat
     return invalid_argument(where + ": \"version\" must be 1");
   if (!j.contains("requests") || !j["requests"].is_array() || j["requests"].empty())
     return invalid_argument(where + ": \"requests\" is missing, not a list, or empty");
+  for (const auto& [field, v] : j.items())  // a misspelt field must not be ignored
+    if (field != "format" && field != "version" && field != "requests")
+      return invalid_argument(where + ": unknown field \"" + field +
+                              "\" (a trace has \"format\", \"version\" and "
+                              "\"requests\")");
   const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   Trace trace;
   trace.path = path;
@@ -51,6 +58,10 @@ StatusOr<Trace> parse_trace_json(const std::string& text, const std::string& pat
     if (spec[0] != '/') spec = dir + "/" + spec;
     auto it = index.find(spec);
     if (it == index.end()) {
+      // A trace's specs are files: a pipe or device would block the read (kiln validate reads one on purpose).
+      struct stat st {};
+      if (::stat(spec.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return invalid_argument(at + ": spec '" + spec + "' is not a regular file (a pipe, socket or device)");
       auto g = parse_spec_file(spec);
       if (!g.is_ok()) return g.status().with_context(at);
       it = index.emplace(spec, trace.graphs.size()).first;
@@ -70,7 +81,7 @@ StatusOr<Trace> parse_trace_json(const std::string& text, const std::string& pat
           return invalid_argument(at + ": graph '" + graph.name + "' has no dynamic dim '" + sym + "'");
         q.shape[sym] = v.get<int64_t>();
       }
-      if (!q.shape.empty() && q.shape.size() != graph.dynamic_dims.size())
+      if (q.shape.size() != graph.dynamic_dims.size())  // {} too: leave "shape" out for the spec's own
         return invalid_argument(at + ": shape must name every dynamic dim of graph '" + graph.name + "'");
     }
     int64_t count = 1;

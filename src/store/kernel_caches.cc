@@ -127,13 +127,17 @@ StatusOr<std::optional<KernelCacheRecord>> PlanStore::get_kernel_cache(const std
   KernelCacheRecord r;
   std::string problem;
   {
+    // The text's size first: an oversized row is refused without reading it into memory.
     KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("SELECT ") + kColumns +
-                                                          " FROM kernel_caches WHERE structure_sig=?1 AND "
-                                                          "fingerprint_key=?2"));
+                                                          ", length(cache_json) FROM kernel_caches WHERE "
+                                                          "structure_sig=?1 AND fingerprint_key=?2"));
     st.bind(1, structure_sig).bind(2, key);
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) return std::optional<KernelCacheRecord>();
-    problem = read_kernel_cache(st, &r);
+    if (st.int64(7) > kMaxKernelCacheBytes)
+      problem = std::to_string(st.int64(7)) + " bytes of cache text, over the " + std::to_string(kMaxKernelCacheBytes) +
+                " a row may hold";
+    else problem = read_kernel_cache(st, &r);
   }
   if (problem.empty()) {
     // The key matched (major versions); the versions themselves must be this environment's exactly. A row of

@@ -144,6 +144,7 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
   const TempDir tmp("kiln_replay");
   const std::string& dir = tmp.path();
   std::filesystem::copy_file(std::string(KILN_SOURCE_DIR) + "/examples/small/layer_norm.json", dir + "/ln.json");
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
   auto trace = [&](const std::string& name, const std::string& requests) {
     std::ofstream(dir + "/" + name) << R"({"format":"kiln-trace","version":1,"requests":)" + requests + "}";
     return dir + "/" + name;
@@ -157,6 +158,10 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
         Bad{R"([{"spec":"ln.json","shape":{"batch":2}}])",
             "requests[0]: graph 'layer_norm_small' has no dynamic dim 'batch'"},
         Bad{R"([{"spec":"ln.json","shape":{"tokens":0}}])", "shape \"tokens\" is not an integer from 1 to 2147483647"},
+        // An empty shape is not the spec's own (that is "shape" left out): refused (found by review).
+        Bad{R"([{"spec":"ln.json","shape":{}}])", "requests[0]: shape must name every dynamic dim"},
+        // A spec that is a pipe would block the read forever: refused before it is opened (found by review).
+        Bad{R"([{"spec":"fifo"}])", "requests[0]: spec '" + dir + "/fifo' is not a regular file"},
         Bad{R"([{"spec":"ln.json"},{"spec":"ln.json","count":9223372036854775807}])", "more than 10000000 requests"},
         Bad{R"([{"spec":""}])", "requests[0]: \"spec\" is empty"},
         Bad{R"([{"spec":"ln.json","count":-1}])", "\"count\" is not an integer >= 1"},
@@ -171,6 +176,19 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
     EXPECT_EQ(r.code, 2) << b.requests << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.requests << ": " << r.err;
   }
+  // A misspelt top-level field is refused, as a request's is (found by review).
+  std::ofstream(dir + "/extra.json") << R"({"format":"kiln-trace","version":1,"requests":[{"spec":"ln.json"}],"x":1})";
+  CliResult x = run_kiln("replay " + dir + "/extra.json");
+  EXPECT_EQ(x.code, 2) << x.err;
+  EXPECT_NE(x.err.find("unknown field \"x\" (a trace has"), std::string::npos) << x.err;
+  // --save-kernel-caches creates the store: a folder that is not there is said before the GPU.
+  x = run_kiln("replay " + trace("ok0.json", R"([{"spec":"ln.json"}])") + " --store " + dir +
+               "/nodir/s.db --save-kernel-caches");
+  EXPECT_EQ(x.code, 2) << x.err;
+  EXPECT_NE(x.err.find("--store: folder '" + dir + "/nodir' does not exist"), std::string::npos) << x.err;
+  x = run_kiln("replay " + dir + "/ok0.json --save-kernel-caches");  // nowhere to keep them
+  EXPECT_EQ(x.code, 2) << x.err;
+  EXPECT_NE(x.err.find("give --store too"), std::string::npos) << x.err;
   std::ofstream(dir + "/fmt.json") << R"({"format":5,"version":1,"requests":[{"spec":"ln.json"}]})";
   CliResult f = run_kiln("replay " + dir + "/fmt.json");
   EXPECT_EQ(f.code, 2) << f.err;

@@ -15,6 +15,11 @@
 #include "tune/tuner_internal.h"
 
 namespace kiln {
+
+double gpu_share_rest_ms(double device_ms, double gpu_share) {
+  if (!(gpu_share > 0) || gpu_share >= 1.0 || !(device_ms > 0)) return 0.0;
+  return device_ms * (1.0 / gpu_share - 1.0);
+}
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -86,6 +91,8 @@ Status decide_winner(TuneResult& r, const std::vector<EngineConfig>& configs, co
 using tune_internal::result_for;
 
 StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& graph_name, const TuneOptions& o) {
+  if (!(o.gpu_share > 0 && o.gpu_share <= 1))
+    return invalid_argument("the tune's GPU share must be in (0, 1], got " + std::to_string(o.gpu_share));
   const auto t0 = Clock::now();
   TuneResult r;
   r.graph_name = graph_name;
@@ -237,6 +244,13 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     c.build_ms = slot.ms;
     std::vector<uint8_t> plan_for_event;
     auto finish = [&] {
+      // A bounded share of the GPU: rest after this candidate's device work (nothing runs on the device
+      // meanwhile; builds of later candidates go on on their threads).
+      for (const auto rest_end =
+               Clock::now() + std::chrono::microseconds(static_cast<int64_t>(
+                                  1000.0 * gpu_share_rest_ms(c.check_ms + c.measure_ms, o.gpu_share)));
+           Clock::now() < rest_end && !interrupted() && !over_budget();)
+        std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(5), rest_end - Clock::now()));
       r.candidates.push_back(c);
       if (o.on_event) {
         TuneEvent e = event_for(TuneEvent::Kind::kCandidate, i);

@@ -216,3 +216,52 @@ TEST(TunerDecisions, PhasesAreReportedPerCandidate) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+using namespace testing_fake;
+
+TEST(TunerGpuShare, TheRestIsTheDeviceTimeScaledByTheShare) {
+  EXPECT_DOUBLE_EQ(gpu_share_rest_ms(10.0, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(gpu_share_rest_ms(10.0, 0.5), 10.0);
+  EXPECT_DOUBLE_EQ(gpu_share_rest_ms(10.0, 0.25), 30.0);
+  EXPECT_DOUBLE_EQ(gpu_share_rest_ms(0.0, 0.25), 0.0);
+  EXPECT_DOUBLE_EQ(gpu_share_rest_ms(10.0, 0.0), 0.0);  // refused before it gets here
+}
+
+TEST(TunerGpuShare, EachCandidateRestsAfterItsDeviceWork) {
+  FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kCorrect, 0.8}, {Kind::kCorrect, 0.9}});
+  std::vector<std::chrono::steady_clock::time_point> timed_at;
+  fake.on_time = [&](size_t) {
+    timed_at.push_back(std::chrono::steady_clock::now());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the candidate's timing on the "device"
+  };
+  TuneOptions o;
+  o.build_threads = 2;
+  o.gpu_share = 0.25;  // at least 3 x 20 ms of rest after each timing
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(timed_at.size(), 3u);
+  for (size_t i = 1; i < timed_at.size(); ++i) {
+    const double gap_ms = std::chrono::duration<double, std::milli>(timed_at[i] - timed_at[i - 1]).count();
+    EXPECT_GE(gap_ms, 80.0) << "between timings " << i - 1 << " and " << i;
+  }
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(*r->winner, 1u);  // resting changes when candidates run, not what wins
+}
+
+TEST(TunerGpuShare, AShareOutsideZeroToOneIsRefused) {
+  for (double share : {0.0, -0.5, 1.5, std::nan("")}) {
+    FakeBackend fake({{Kind::kCorrect, 1.0}});
+    TuneOptions o;
+    o.gpu_share = share;
+    auto r = tune_with_backend(fake, "fake", o);
+    ASSERT_FALSE(r.is_ok()) << share;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("GPU share must be in (0, 1]"), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace kiln

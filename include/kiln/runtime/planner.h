@@ -151,6 +151,10 @@ struct PromotionTuning {
   double time_budget_s = 10.0;                     // per shape, builds and timing included (0: none); finite, >= 0
   int build_threads = 2;                           // host threads for its candidates' builds
   int64_t max_workspace_bytes = int64_t{1} << 30;  // candidates needing more are skipped (< 0: no limit)
+  // The share of the GPU's time the tune may take, in (0, 1] (TuneOptions::gpu_share): after each
+  // candidate's device work it rests that work's time x (1/gpu_share - 1). 0.25: the tune keeps the device
+  // busy at most a quarter of the time, so requests on other streams meet it less often.
+  double gpu_share = 1.0;
   // Also store the winner (a second connection to the Planner's store, opened for writing): as tuned, or
   // untuned where the time budget cut the tune short (its winner is then the best of those it reached).
   bool store = false;
@@ -158,7 +162,7 @@ struct PromotionTuning {
 // The background tune shares the GPU with the service: its inputs, reference and candidates allocate
 // device memory, and it synchronizes the whole device between steps (cudaDeviceSynchronize, cudaFree), so
 // requests on other streams wait at those points, and a CUDA graph being captured on another stream
-// meanwhile may be invalidated. Bound it (top_k, time_budget_s, max_workspace_bytes) or promote by build
+// meanwhile may be invalidated. Bound it (top_k, time_budget_s, max_workspace_bytes, gpu_share) or promote by build
 // where that matters.
 
 // Where the Planner's plans come from: cuDNN and the plan store (make_cudnn_plan_backend), or a fake in

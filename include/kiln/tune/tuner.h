@@ -75,6 +75,12 @@ struct TuneOptions {
   bool host_reference = false;         // the reference on the host (all cores) instead of the device
   std::optional<Incumbent> incumbent;  // from an earlier tuning of the same key
   IncumbentOptions incumbent_options;
+  // The share of the GPU's time the tune may take, in (0, 1]: after each candidate's device work (its
+  // numerics gate and its timing), the tune rests for that work's time x (1/gpu_share - 1) before the next
+  // (gpu_share_rest_ms), so that a background tune beside a service keeps the device busy at most this
+  // fraction of the time. 1: no rest. The rest counts against time_budget_s (a budgeted tune at a small
+  // share reaches fewer candidates) and ends early when the tune is cancelled or out of budget.
+  double gpu_share = 1.0;
   // Set (e.g. by SIGINT or SIGTERM) to stop after the candidate in progress: builds not started are
   // skipped, the rest is reported NotVerified ("not run: interrupted") and the result is cancelled.
   const std::atomic<bool>* cancel = nullptr;
@@ -93,6 +99,10 @@ struct TuneOptions {
   std::vector<std::string> skip;
   bool pipeline = true;
 };
+
+// How long a tune at `gpu_share` rests after `device_ms` of device work: device_ms x (1/gpu_share - 1); 0 for a
+// share of 1 or more, or no device work. (A share <= 0 is refused by the callers' checks; here it is 0.)
+double gpu_share_rest_ms(double device_ms, double gpu_share);
 
 struct TuneResult {
   std::string graph_name;
