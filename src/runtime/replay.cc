@@ -245,6 +245,11 @@ StatusOr<ReplayReport> run_replay(const ReplayJob& job) {
   KILN_ASSIGN_OR_RETURN(Trace trace, read_trace(job.trace));
   if (!job.record_shapes.empty()) KILN_RETURN_IF_ERROR(check_record_destination(job, trace));
   KILN_ASSIGN_OR_RETURN(PlannerOptions po, planner_options(job));
+  for (const std::string& sym : po.buckets.symbols()) {  // a misspelt dim would silently bucket nothing
+    bool used = false;
+    for (const Graph& g : trace.graphs) used = used || g.dynamic_dims.count(sym) > 0;
+    if (!used) return invalid_argument("--buckets: no graph of the trace has a dynamic dim '" + sym + "'");
+  }
   if (job.save_kernel_caches) {  // the store may be created: its folder must exist (said before the GPU)
     const size_t slash = job.store_path.rfind('/');
     const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : job.store_path.substr(0, slash);

@@ -176,6 +176,10 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
     EXPECT_EQ(r.code, 2) << b.requests << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.requests << ": " << r.err;
   }
+  // A bucket policy for a dim no traced graph has is refused before the GPU (found by review).
+  CliResult bk = run_kiln("replay " + trace("okb.json", R"([{"spec":"ln.json"}])") + " --buckets 'tokns=pow2'");
+  EXPECT_EQ(bk.code, 2) << bk.err;
+  EXPECT_NE(bk.err.find("--buckets: no graph of the trace has a dynamic dim 'tokns'"), std::string::npos) << bk.err;
   // A misspelt top-level field is refused, as a request's is (found by review).
   std::ofstream(dir + "/extra.json") << R"({"format":"kiln-trace","version":1,"requests":[{"spec":"ln.json"}],"x":1})";
   CliResult x = run_kiln("replay " + dir + "/extra.json");

@@ -50,6 +50,12 @@ class BucketPolicy {
   // "batch=5-8,seq=128" (a dim's range, or its value when exact).
   std::string bucket_key(const std::map<std::string, int64_t>& shape) const;
   std::string text() const;
+  // The symbols given a rule of their own ("*" is the default, not a symbol).
+  std::vector<std::string> symbols() const {
+    std::vector<std::string> out;
+    for (const auto& r : rules_) out.push_back(r.first);
+    return out;
+  }
 
  private:
   std::map<std::string, BucketRule> rules_;
