@@ -12,6 +12,7 @@ namespace kiln {
 namespace {
 
 using store_test::h200;
+using store_test::open_store;
 using store_test::TempDir;
 
 const std::string kRoot = KILN_SOURCE_DIR;
@@ -20,14 +21,6 @@ Graph small(const std::string& name) {
   StatusOr<Graph> g = parse_spec_file(kRoot + "/examples/small/" + name + ".json");
   EXPECT_TRUE(g.is_ok()) << g.status().message();
   return g.is_ok() ? *g : Graph{};
-}
-
-std::unique_ptr<PlanStore> open_store(const std::string& path, bool read_only = false) {
-  StoreOpenOptions o;
-  o.read_only = read_only;
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path, o);
-  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
-  return s.is_ok() ? std::move(s).value() : nullptr;
 }
 
 EnvFingerprint other_env() {

@@ -11,6 +11,7 @@ namespace kiln {
 namespace {
 
 using store_test::h200;
+using store_test::open_store;
 using store_test::make_record;
 using store_test::raw_sql;
 using store_test::TempDir;
@@ -36,14 +37,6 @@ struct Chain {
     ASSERT_TRUE(s.put_fusion_record(decision).is_ok());
   }
 };
-
-std::unique_ptr<PlanStore> open_store(const std::string& path, bool read_only = false) {
-  StoreOpenOptions o;
-  o.read_only = read_only;
-  auto s = PlanStore::open(path, o);
-  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
-  return s.is_ok() ? std::move(s).value() : nullptr;
-}
 
 TEST(FusionRecords, RoundTripKeepsEveryField) {
   TempDir dir;

@@ -9,16 +9,9 @@ namespace kiln {
 namespace {
 
 using store_test::h200;
+using store_test::open_store;
 using store_test::raw_sql;
 using store_test::TempDir;
-
-std::unique_ptr<PlanStore> open_store(const std::string& path, bool read_only = false) {
-  StoreOpenOptions o;
-  o.read_only = read_only;
-  auto s = PlanStore::open(path, o);
-  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
-  return s.is_ok() ? std::move(s).value() : nullptr;
-}
 
 KernelCacheRecord cache(const std::string& sig = "0123456789abcdef0123456789abcdef",
                         const EnvFingerprint& fp = h200()) {

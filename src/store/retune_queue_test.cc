@@ -11,6 +11,7 @@ namespace kiln {
 namespace {
 
 using store_test::h200;
+using store_test::open_store;
 using store_test::make_record;
 using store_test::raw_sql;
 using store_test::TempDir;
@@ -34,14 +35,6 @@ EnvFingerprint newer_cudnn() {
   EnvFingerprint f = h200();
   f.cudnn_version = 92000;
   return f;
-}
-
-std::unique_ptr<PlanStore> open_store(const std::string& path, bool read_only = false) {
-  StoreOpenOptions o;
-  o.read_only = read_only;
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path, o);
-  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
-  return s.is_ok() ? std::move(s).value() : nullptr;
 }
 
 TEST(RetuneQueue, EnqueueIsAnUpsertThatCountsAndMergesReasons) {

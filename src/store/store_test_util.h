@@ -14,6 +14,15 @@ namespace kiln::store_test {
 
 using ::kiln::test::TempDir;  // tests/cli_test_util.h
 
+// The store at `path`, opened (read-only when asked); a failure fails the test and gives null.
+inline std::unique_ptr<PlanStore> open_store(const std::string& path, bool read_only = false) {
+  StoreOpenOptions o;
+  o.read_only = read_only;
+  auto s = PlanStore::open(path, o);
+  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+  return s.is_ok() ? std::move(s).value() : nullptr;
+}
+
 inline EnvFingerprint h200() {
   EnvFingerprint f;
   f.gpu_name = "NVIDIA H200";
