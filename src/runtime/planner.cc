@@ -10,6 +10,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -110,7 +111,7 @@ Status ExecutablePlan::run_unchecked(cudaStream_t stream, const std::map<int, vo
 
 std::string ExecutablePlan::identity() const {
   if (parts_.empty()) return config_.identity();
-  std::string out = "unfused[";
+  std::string out = built_from_ == PlanSource::kSegments ? "segments[" : "unfused[";
   for (size_t i = 0; i < parts_.size(); ++i) out += (i ? " + " : "") + parts_[i]->identity();
   return out + "]";
 }
@@ -118,6 +119,8 @@ std::string ExecutablePlan::identity() const {
 // ---- Padded plans ---------------------------------------------------------------------------------
 
 Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }
+StatusOr<SegmentDecision> PlanBackend::segments(const Graph&) { return SegmentDecision{}; }
+void PlanBackend::queue_retune(const Graph&, const GraphSignature&, const std::string&, std::string*) {}
 Status PlanBackend::save_kernel_cache(const GraphSignature&, const std::string&) { return Status::ok(); }
 KernelCacheCounts PlanBackend::kernel_cache_counts() const { return {}; }
 StatusOr<std::optional<FusionRecord>> PlanBackend::fusion_record(const GraphSignature&) {
@@ -347,6 +350,10 @@ struct Planner::Impl {
   std::mutex dynamic_mu;
   std::map<std::string, std::pair<GraphSignature, std::string>> dynamic_structures;
   std::atomic<bool> cancel_tunes{false};  // set by ~Impl: a background tune in progress stops
+  Planner* self = nullptr;                // the owner: a graph run as segments obtains each one through it
+  // Structures cuDNN fuses whole (PlanBackend::segments said so once): not asked again.
+  std::mutex fusable_mu;
+  std::set<std::string> fusable;
   std::thread promo_thread;
 
   ~Impl() {
@@ -534,6 +541,14 @@ struct Planner::Impl {
   // PromoteBy::kTune: the plan stored for exactly this key (another process may have tuned it), else this
   // shape tuned by the backend. A Built without a plan (the reason in `why`) where neither gave one.
   StatusOr<Built> tune_for(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape, std::string* why);
+  // A graph cuDNN cannot fuse whole (PlanBackend::segments): its segments, each obtained through the
+  // Planner like a graph of its own, run as one chain (PlanSource::kSegments). Null plan: the graph fuses.
+  StatusOr<Built> segmented(const Graph& g, const GraphSignature& sig);
+  // After the store could not serve this exact key, what PlannerOptions::policy.on_mismatch says: kFail
+  // returns the store's refusal, kRetune tunes now (a Built with a plan when that gave one), kHeuristicsAndQueue
+  // queues a re-tune. Notes go to `why`. `static_graph`: the graph has no dynamic dims (a plain miss counts).
+  StatusOr<Built> after_store_miss(const Graph& g, const GraphSignature& sig, const Status& error,
+                                   const std::string& miss, bool static_graph, std::vector<std::string>* why);
   void promote(Promotion p);
   void promotion_loop();
   // Drops the plans held for a structure and its tuned shapes, after a job stored a plan for it: the next
@@ -662,6 +677,77 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
       std::make_unique<PaddedExecutor>(larger, std::move(*layout), backend->device_copy()));
 }
 
+StatusOr<Built> Planner::Impl::segmented(const Graph& g, const GraphSignature& sig) {
+  Built out;
+  {
+    std::lock_guard<std::mutex> lock(fusable_mu);
+    if (fusable.count(sig.structure)) return out;
+  }
+  KILN_ASSIGN_OR_RETURN(SegmentDecision seg, backend->segments(g));
+  if (seg.segments.empty()) {
+    std::lock_guard<std::mutex> lock(fusable_mu);
+    fusable.insert(sig.structure);
+    return out;
+  }
+  std::vector<std::shared_ptr<const ExecutablePlan>> plans;
+  std::string list;
+  for (const GraphPart& part : seg.segments) {
+    const std::string where = "graph '" + g.name + "', segment '" + part.graph.name + "'";
+    StatusOr<PreparedGraph> ppg = self->prepare(part.graph);
+    if (!ppg.is_ok()) return ppg.status().with_context(where);
+    StatusOr<Obtained> got = self->obtain(*ppg);
+    if (!got.is_ok()) return got.status().with_context(where);
+    list += (list.empty() ? "" : "; ") + part.graph.name + ": " + got->plan->identity() + " from " +
+            plan_source_name(got->plan->built_from());
+    plans.push_back(std::move(got->plan));
+  }
+  const size_t n = seg.segments.size();
+  KILN_ASSIGN_OR_RETURN(out.plan, make_unfused_plan(g, sig, seg.segments, std::move(plans), PlanSource::kSegments));
+  out.source = PlanSource::kSegments;
+  out.why =
+      "whole graph not fusable (" + seg.why + "): runs as " + std::to_string(n) + " fused segments (" + list + ")";
+  return out;
+}
+
+StatusOr<Built> Planner::Impl::after_store_miss(const Graph& g, const GraphSignature& sig, const Status& error,
+                                                const std::string& miss, bool static_graph,
+                                                std::vector<std::string>* why) {
+  Built none;
+  const MismatchPolicy policy = options.policy.on_mismatch;
+  // The store refuses a stale record itself under kFail (PlanStore::get: FailedPrecondition naming the fields).
+  if (!error.is_ok()) {
+    if (policy == MismatchPolicy::kFail && error.code() == StatusCode::kFailedPrecondition)
+      return error.with_context("graph '" + g.name + "' (--on-mismatch fail)");
+    return none;  // the store could not be read: a miss, as before
+  }
+  // A dynamic graph's new shape is the other sources' work (and the recorder's), not a mismatch.
+  const bool plain_miss = miss.rfind(lookup_outcome_name(LookupOutcome::kMiss), 0) == 0 || miss == "no record";
+  if (!static_graph && plain_miss) return none;
+  if (policy == MismatchPolicy::kHeuristicsAndQueue) {
+    std::string note;
+    backend->queue_retune(g, sig, miss, &note);
+    if (!note.empty()) why->push_back(note);
+    return none;
+  }
+  if (policy != MismatchPolicy::kRetune) return none;
+  PromotionTuning now = options.tuning;
+  now.store = options.store_writable;
+  std::string tw;
+  StatusOr<std::shared_ptr<const ExecutablePlan>> tuned = backend->tune(g, sig, now, &cancel_tunes, &tw);
+  if (!tuned.is_ok() || !*tuned) {
+    why->push_back("re-tune failed, the next sources serve: " + (tuned.is_ok() ? tw : tuned.status().message()));
+    return none;
+  }
+  why->push_back("re-tuned now: " + (*tuned)->identity());
+  if (!now.store) why->push_back("tuned plan not stored: the Planner's store is read-only (store_writable)");
+  else if (!tw.empty()) why->push_back(tw);
+  else why->push_back("stored in " + options.store_path);
+  Built out;
+  out.plan = std::move(*tuned);
+  out.source = PlanSource::kTuned;
+  return out;
+}
+
 void Planner::Impl::promote(Promotion p) {
   std::lock_guard<std::mutex> lock(promo_mu);
   if (stopping) return;
@@ -748,8 +834,14 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     if (!tuned_once) tuned_once.emplace(tuned_shapes_of(sig));
     return *tuned_once;
   };
-  // 1. The store: this exact key. True when it served.
-  auto from_store = [&] {
+  // 0. A graph cuDNN cannot fuse whole: its segments.
+  {
+    KILN_ASSIGN_OR_RETURN(Built seg, segmented(g, sig));
+    if (seg.plan) return seg;
+  }
+  // 1. The store: this exact key. True when it served (the store's plan, or under kRetune a plan tuned now);
+  //    an error only where the mismatch policy refuses (kFail).
+  auto from_store = [&]() -> StatusOr<bool> {
     if (store_asked) {
       why.push_back("store: asked just before (no plan)");
       return false;
@@ -763,9 +855,15 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
       out.why = joined();
       return true;
     }
-    why.push_back("store: " +
-                  (stored.is_ok() ? (miss.empty() ? std::string("no record") : miss) : stored.status().message()));
-    return false;
+    if (stored.is_ok() && miss.empty()) miss = "no record";
+    why.push_back("store: " + (stored.is_ok() ? miss : stored.status().message()));
+    if (!allow_stopgap || options.store_path.empty()) return false;  // a promotion: obtain() applied the policy
+    KILN_ASSIGN_OR_RETURN(Built tuned, after_store_miss(g, sig, stored.status(), miss, pg.shape.empty(), &why));
+    if (!tuned.plan) return false;
+    out.plan = std::move(tuned.plan);
+    out.source = tuned.source;
+    out.why = joined();
+    return true;
   };
   const bool stopgap = allow_stopgap && options.new_shapes == NewShapes::kStopgap && !shape.empty();
   // Where a padded stopgap may serve and the structure's tuned shapes (read once) do not hold this one, the
@@ -778,7 +876,10 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     store_first = !tuned.is_ok() || std::any_of(tuned->begin(), tuned->end(),
                                                 [&](const TunedShape& t) { return t.shape_key == sig.shape_key; });
   }
-  if (store_first && from_store()) return out;
+  if (store_first) {
+    KILN_ASSIGN_OR_RETURN(bool served, from_store());
+    if (served) return out;
+  }
   // 2. A padded stopgap: the plan of a larger tuned shape of the bucket on scratch copies, no build.
   if (stopgap && options.padded) {
     const auto& tuned = tuned_shapes();
@@ -795,7 +896,10 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     }
     why.push_back(tuned.is_ok() ? miss : "padded: " + tuned.status().message());
   }
-  if (!store_first && from_store()) return out;
+  if (!store_first) {
+    KILN_ASSIGN_OR_RETURN(bool served, from_store());
+    if (served) return out;
+  }
   // 3. A dynamic stopgap: a dynamic-shape build that shares the structure's kernel cache; its static plan
   //    is built in the background (promotion).
   if (stopgap) {
@@ -866,7 +970,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   return out;
 }
 
-Planner::Planner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Planner::Planner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
 Planner::~Planner() = default;
 
 std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBackend> backend,
@@ -884,6 +988,8 @@ StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options
     return invalid_argument("PromotionTuning::time_budget_s must be finite and >= 0 (0: none)");
   if (!(t.gpu_share > 0 && t.gpu_share <= 1))
     return invalid_argument("PromotionTuning::gpu_share must be in (0, 1], got " + std::to_string(t.gpu_share));
+  if (!std::isfinite(t.candidate_budget_ms) || t.candidate_budget_ms < 0)
+    return invalid_argument("PromotionTuning::candidate_budget_ms must be finite and >= 0 (0: the tuner's own)");
   if (t.build_threads < 1)
     return invalid_argument("PromotionTuning::build_threads must be >= 1, got " + std::to_string(t.build_threads));
   if (options.promote_by == PromoteBy::kTune && t.store && options.store_path.empty())
@@ -1014,6 +1120,48 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
   o.source = leader ? r->source : PlanSource::kMemory;
   o.why = leader ? r->why : "waited for a concurrent build from " + std::string(plan_source_name(r->source));
   record(o.source, *o.plan);
+  o.obtain_ms = ms_since(t0);
+  return o;
+}
+
+StatusOr<Obtained> Planner::obtain_pinned(const PreparedGraph& pg, const EngineConfig& config,
+                                          const std::map<std::string, int64_t>& requested) {
+  KILN_RETURN_IF_ERROR(impl_->serves_plans());
+  const auto t0 = Clock::now();
+  Impl& s = *impl_;
+  if (!pg.graph) return invalid_argument("obtain_pinned: the PreparedGraph is empty (use Planner::prepare)");
+  const std::map<std::string, int64_t>& shape = requested.empty() ? pg.shape : requested;
+  // Its own key: the graph's plan from the other sources is another entry.
+  const std::string key = Impl::cache_key(pg, shape) + "|pin=" + config.identity();
+  Obtained o;
+  if ((o.plan = s.cached_plan(key))) {
+    o.source = PlanSource::kMemory;
+  } else {
+    Graph g;
+    GraphSignature sig;
+    StatusOr<std::shared_ptr<const ExecutablePlan>> built = [&]() -> StatusOr<std::shared_ptr<const ExecutablePlan>> {
+      KILN_RETURN_IF_ERROR(graph_at(pg, shape, &g, &sig));
+      return s.backend->build(g, sig, config, PlanSource::kPinned);
+    }();
+    if (built.is_ok() && !*built)
+      built = internal_error("graph '" + pg.graph->name + "': the backend returned no plan for " + config.identity());
+    if (!built.is_ok()) {
+      s.failures.fetch_add(1, std::memory_order_relaxed);
+      return built.status();
+    }
+    s.builds.fetch_add(1, std::memory_order_relaxed);
+    Impl::Shard& shard = s.shard_for(key);
+    std::unique_lock<std::shared_mutex> wl(shard.mu);
+    auto [it, inserted] = shard.plans.emplace(key, std::move(*built));
+    if (inserted) s.cached.fetch_add(1, std::memory_order_relaxed);
+    o.plan = it->second;  // a concurrent call's, where it was first
+    o.source = PlanSource::kPinned;
+    o.why = "pinned: " + config.identity() + " as asked (no store, no heuristics)";
+  }
+  s.served[static_cast<int>(o.source)].fetch_add(1, std::memory_order_relaxed);
+  if (s.options.record_shapes)
+    s.recorder.record(o.plan->signature().structure, o.plan->signature().shape_key, pg.graph->name,
+                      plan_source_name(o.source));
   o.obtain_ms = ms_since(t0);
   return o;
 }

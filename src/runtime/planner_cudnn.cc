@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -183,8 +184,7 @@ class CudnnPlanBackend : public PlanBackend {
     }();
     KILN_ASSIGN_OR_RETURN(LookupResult look, std::move(got));
     if (!look.runnable() || !look.record) {
-      *why = lookup_outcome_name(look.outcome);
-      for (const std::string& r : look.reasons) *why += " (" + r + ")";
+      *why = retune_reason(look).substr(std::strlen("store "));  // "stale: cudnn_version: recorded ..."
       return std::shared_ptr<const ExecutablePlan>();
     }
     const PlanRecord& rec = *look.record;
@@ -195,6 +195,27 @@ class CudnnPlanBackend : public PlanBackend {
       return std::shared_ptr<const ExecutablePlan>();
     }
     return plan_of(graph, sig, EngineConfig{rec.engine_id, rec.knobs}, std::move(lg).value(), PlanSource::kStore);
+  }
+
+  StatusOr<SegmentDecision> segments(const Graph& graph) override {
+    if (!pool_) return SegmentDecision{};  // deviceless: compile() cuts by cuDNN's limits itself
+    KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
+    return segments_if_unfusable(graph, h.get());
+  }
+
+  // Through the Planner's own connection: a read-only one (store_writable unset) refuses, and says so.
+  void queue_retune(const Graph& graph, const GraphSignature&, const std::string& why_missed,
+                    std::string* note) override {
+    if (!store_) return;
+    StatusOr<RetuneQueueEntry> q = [&] {
+      std::lock_guard<std::mutex> lock(store_mu_);
+      return kiln::queue_retune(*store_, graph, env_, "store " + why_missed);  // as retune_reason words it
+    }();
+    if (q.is_ok())
+      *note = "queued for re-tune (requested " + std::to_string(q->request_count) +
+              (q->request_count == 1 ? " time)" : " times)");
+    else *note = "not queued for re-tune: " + q.status().message();
+    KILN_LOG(kInfo, "graph '" << graph.name << "': " << *note);
   }
 
   StatusOr<std::optional<FusionRecord>> fusion_record(const GraphSignature& sig) override {
@@ -246,6 +267,8 @@ class CudnnPlanBackend : public PlanBackend {
     to.build_threads = t.build_threads;
     to.max_workspace_bytes = t.max_workspace_bytes;
     to.gpu_share = t.gpu_share;
+    if (t.candidate_budget_ms > 0) to.measure.stopping.time_budget_ms = t.candidate_budget_ms;
+    to.seed = t.seed;
     to.cancel = cancel;
     KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(graph, to));
     if (tr.cancelled) {
@@ -370,7 +393,9 @@ class CudnnPlanBackend : public PlanBackend {
       KILN_RETURN_IF_ERROR(plan_failure_in_words(lg.build_heuristic(), graph.name));
     }
     EngineConfig built = lg.config();
-    return plan_of(graph, sig, built, std::move(lg), source);
+    std::vector<std::string> notes;
+    for (const std::string& w : lg.workarounds()) notes.push_back("known cuDNN defect worked around: " + w);
+    return plan_of(graph, sig, built, std::move(lg), source, std::move(notes));
   }
 
  public:
@@ -392,10 +417,13 @@ class CudnnPlanBackend : public PlanBackend {
   }
   // A lowered, built plan as this Planner's plan: run with the pool's handles.
   std::shared_ptr<const ExecutablePlan> plan_of(const Graph& graph, const GraphSignature& sig, EngineConfig config,
-                                                LoweredGraph lg, PlanSource source) {
+                                                LoweredGraph lg, PlanSource source,
+                                                std::vector<std::string> notes = {}) {
     const int64_t ws = lg.workspace_size();
-    return std::make_shared<ExecutablePlan>(graph, sig, std::move(config), ws, source,
-                                            std::make_unique<CudnnExecutor>(std::move(lg), pool_));
+    auto plan = std::make_shared<ExecutablePlan>(graph, sig, std::move(config), ws, source,
+                                                 std::make_unique<CudnnExecutor>(std::move(lg), pool_));
+    plan->set_notes(std::move(notes));
+    return plan;
   }
   Status store_tuned(const Graph& graph, const GraphSignature& sig, const TuneResult& tr) {
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env_, tr));

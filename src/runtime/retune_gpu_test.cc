@@ -12,6 +12,7 @@
 #include "kiln/lower/environment.h"
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
+#include "kiln/runtime/planner.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/runtime/runner.h"
 #include "kiln/spec/spec.h"
@@ -89,7 +90,7 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
   auto run = run_graph(*g, ro);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(run->plan_source, "heuristics") << joined(run->reasons);
-  EXPECT_TRUE(contains(run->reasons, "store stale")) << joined(run->reasons);
+  EXPECT_TRUE(contains(run->reasons, "store: stale")) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "cudnn_version: recorded")) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "queued for re-tune (requested 1 time)")) << joined(run->reasons);
   ASSERT_TRUE(run->check.has_value());
@@ -134,14 +135,17 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
   EXPECT_EQ(look->record->numerics.verdict, Disposition::kPassed);
   EXPECT_TRUE(store.get_graph_spec(sig->structure, sig->shape_key)->has_value());
 
-  // 3. obtain_plan now hits the tuned record.
-  auto handle = make_cudnn_handle();
-  ASSERT_TRUE(handle.is_ok());
-  EnvPolicy policy;
-  auto op = obtain_plan(*g, handle->get(), &store, env, policy);
-  ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-  EXPECT_EQ(op->source, "store") << joined(op->reasons);
-  EXPECT_EQ(op->config.identity(), rep->rows[0].winner);
+  // 3. A Planner on the store now hits the tuned record.
+  {
+    PlannerOptions po;
+    po.store_path = path;
+    auto planner = Planner::create(po);
+    ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+    auto op = (*planner)->obtain(*g);
+    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+    EXPECT_EQ(op->source, PlanSource::kStore) << op->why;
+    EXPECT_EQ(op->plan->identity(), rep->rows[0].winner);
+  }
 
   // 4. Deep verification of the store: the tuned plan passes on this GPU (its graph from the store's graph
   // specs), the stale one is not run here.
@@ -196,7 +200,7 @@ TEST(RetuneGpu, CliQueueAndRetune) {
   auto run = run_graph(*g, ro);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(run->plan_source, "heuristics");
-  EXPECT_TRUE(contains(run->reasons, "store miss")) << joined(run->reasons);
+  EXPECT_TRUE(contains(run->reasons, "store: miss")) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "queued for re-tune")) << joined(run->reasons);
 
   auto cli = test::run_kiln("plans queue --store " + path);
@@ -228,29 +232,36 @@ TEST(RetuneGpu, RetunePolicyTunesNowAndStores) {
   ASSERT_TRUE(g.is_ok());
   auto sig = compute_signature(*g);
   ASSERT_TRUE(sig.is_ok());
-  EnvFingerprint env = collect_environment().fingerprint;
+  // kRetune through a Planner on a writable store: tuned now on the calling thread, stored, run.
+  PlannerOptions po;
+  po.store_path = path;
+  po.store_writable = true;
+  po.policy.on_mismatch = MismatchPolicy::kRetune;
+  po.tuning.candidate_budget_ms = 20;
+  po.tuning.time_budget_s = 30;
+  po.tuning.store = true;
+  po.prime_cudnn = false;
+  auto planner = Planner::create(po);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto op = (*planner)->obtain(*g);
+  ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+  EXPECT_EQ(op->source, PlanSource::kTuned) << op->why;
+  EXPECT_NE(op->why.find("store: miss"), std::string::npos) << op->why;
+  EXPECT_NE(op->why.find("re-tuned now: " + op->plan->identity()), std::string::npos) << op->why;
+  EXPECT_NE(op->why.find("stored in " + path), std::string::npos) << op->why;
   auto store = PlanStore::open(path);
   ASSERT_TRUE(store.is_ok());
-  auto handle = make_cudnn_handle();
-  ASSERT_TRUE(handle.is_ok());
-  EnvPolicy policy;
-  policy.on_mismatch = MismatchPolicy::kRetune;
-  RetuneNowOptions now;
-  now.candidate_budget_ms = 20;
-  auto op = obtain_plan(*g, handle->get(), store->get(), env, policy, std::nullopt, now);
-  ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-  EXPECT_EQ(op->source, "tuned") << joined(op->reasons);
-  EXPECT_TRUE(contains(op->reasons, "store miss")) << joined(op->reasons);
-  EXPECT_TRUE(contains(op->reasons, "re-tuned now: " + op->config.identity())) << joined(op->reasons);
-  EXPECT_TRUE(contains(op->reasons, "stored in " + path)) << joined(op->reasons);
   EXPECT_TRUE((*store)->list_retune_queue()->empty());  // kRetune never queues
 
-  // The tuned plan runs and is correct.
+  // The tuned plan runs on the caller's buffers and is correct.
   auto inputs = make_random_inputs(*g, 5);
   ASSERT_TRUE(inputs.is_ok());
-  auto buffers = allocate_graph_buffers(*g, *inputs, op->plan.workspace_size());
+  auto buffers = allocate_graph_buffers(*g, *inputs, std::max<int64_t>(op->plan->workspace_bytes(), 16));
   ASSERT_TRUE(buffers.is_ok());
-  ASSERT_TRUE(op->plan.execute(handle->get(), buffers->pointers(), buffers->workspace.data()).is_ok());
+  TensorBindings bind;
+  for (const auto& [t, ptr] : buffers->pointers()) bind[g->tensors[static_cast<size_t>(t)].name] = TensorBinding{ptr};
+  Status ex = op->plan->execute(nullptr, bind, buffers->workspace.data());
+  ASSERT_TRUE(ex.is_ok()) << ex.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   auto outs = download_outputs(*g, *buffers);
   auto ref = run_host_reference(*g, *inputs);
@@ -259,10 +270,15 @@ TEST(RetuneGpu, RetunePolicyTunesNowAndStores) {
   ASSERT_TRUE(check.is_ok());
   EXPECT_EQ(check->verdict, Disposition::kPassed) << check->summary();
 
-  auto again = obtain_plan(*g, handle->get(), store->get(), env, policy, std::nullopt, now);
+  // A new Planner (a new process's) is served by the store.
+  planner->reset();
+  po.store_writable = false;
+  auto again_planner = Planner::create(po);
+  ASSERT_TRUE(again_planner.is_ok()) << again_planner.status().to_string();
+  auto again = (*again_planner)->obtain(*g);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
-  EXPECT_EQ(again->source, "store");
-  EXPECT_EQ(again->config, op->config);
+  EXPECT_EQ(again->source, PlanSource::kStore) << again->why;
+  EXPECT_EQ(again->plan->config(), op->plan->config());
   EXPECT_TRUE((*store)->get_graph_spec(sig->structure, sig->shape_key)->has_value());
 }
 
@@ -271,27 +287,32 @@ TEST(RetuneGpu, ReadOnlyStoreRunsHeuristicsWithoutQueueing) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   { ASSERT_TRUE(PlanStore::open(path).is_ok()); }
-  StoreOpenOptions ro;
-  ro.read_only = true;
-  auto store = PlanStore::open(path, ro);
-  ASSERT_TRUE(store.is_ok());
   auto g = parse_spec_file(spec_path());
   ASSERT_TRUE(g.is_ok());
-  auto handle = make_cudnn_handle();
-  ASSERT_TRUE(handle.is_ok());
-  auto op = obtain_plan(*g, handle->get(), store->get(), collect_environment().fingerprint, EnvPolicy{});
+  PlannerOptions po;  // store_writable unset: the Planner's connection is read-only
+  po.store_path = path;
+  po.prime_cudnn = false;
+  auto planner = Planner::create(po);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto op = (*planner)->obtain(*g);
   ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-  EXPECT_EQ(op->source, "heuristics");
-  EXPECT_TRUE(contains(op->reasons, "not queued for re-tune: plan store " + path + " was opened read-only"))
-      << joined(op->reasons);
-  EXPECT_TRUE((*store)->list_retune_queue()->empty());
-
-  // A pinned plan never asks the store, so it never queues either.
+  EXPECT_EQ(op->source, PlanSource::kHeuristics);
+  EXPECT_NE(op->why.find("not queued for re-tune: plan store " + path + " was opened read-only"), std::string::npos)
+      << op->why;
   auto rw = PlanStore::open(path);
   ASSERT_TRUE(rw.is_ok());
-  auto pinned = obtain_plan(*g, handle->get(), rw->get(), collect_environment().fingerprint, EnvPolicy{}, op->config);
+  EXPECT_TRUE((*rw)->list_retune_queue()->empty());
+
+  // A pinned plan never asks the store, so it never queues either, even on a writable one.
+  po.store_writable = true;
+  auto writable = Planner::create(po);
+  ASSERT_TRUE(writable.is_ok()) << writable.status().to_string();
+  auto prepared = (*writable)->prepare(*g);
+  ASSERT_TRUE(prepared.is_ok());
+  auto pinned = (*writable)->obtain_pinned(*prepared, op->plan->config());
   ASSERT_TRUE(pinned.is_ok()) << pinned.status().to_string();
-  EXPECT_EQ(pinned->source, "pinned");
+  EXPECT_EQ(pinned->source, PlanSource::kPinned);
+  EXPECT_EQ(pinned->plan->config(), op->plan->config());
   EXPECT_TRUE((*rw)->list_retune_queue()->empty());
 }
 

@@ -9,14 +9,8 @@
 
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/log.h"
-#include "kiln/lower/environment.h"
-#include "kiln/runtime/plan_bridge.h"
-#include "kiln/runtime/plan_keeping.h"
-#include "kiln/runtime/retune.h"
-#include "kiln/runtime/segments.h"
+#include "kiln/runtime/planner.h"
 #include "kiln/tune/device_io.h"
-#include "kiln/tune/plan_chain.h"
-#include "kiln/tune/plan_words.h"
 #include "kiln/validate/device_check.h"
 #include "kiln/validate/reference.h"
 
@@ -30,101 +24,30 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 namespace {
 
-// obtain_plan under kRetune: tunes the graph now, stores the winner (and the graph's spec) when the store
-// is writable, and deserializes the winner on the caller's handle.
-StatusOr<ObtainedPlan> tune_now(const Graph& graph, const GraphSignature& sig, cudnnHandle_t handle, PlanStore& store,
-                                const EnvFingerprint& env, const RetuneNowOptions& retune) {
-  ObtainedPlan out;
-  KILN_ASSIGN_OR_RETURN(TuneResult tr, tune_graph(graph, tune_options_for(retune)));
-  if (!tr.winner)
-    return check_failed("no correct candidate among " + std::to_string(tr.candidates.size()) +
-                        (tr.budget_exhausted ? " within the time budget" : ""));
-  KILN_ASSIGN_OR_RETURN(out.plan, LoweredGraph::deserialize(graph, handle, tr.winner_plan));
-  out.config = tr.winner_config;
-  out.source = "tuned";
-  out.reasons.push_back("re-tuned now: " + tr.winner_config.identity() + " " + tr.winner_check);
-  if (store.read_only()) {
-    out.reasons.push_back("tuned plan not stored: the store is read-only");
-    return out;
-  }
-  Status stored = [&]() -> Status {
-    KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
-    rec.tuned = tuning_is_complete(tr);
-    KILN_ASSIGN_OR_RETURN(KeptPlan kept, keep_plan(store, graph, rec));
-    for (const std::string& w : kept.warnings) out.reasons.push_back(w);
-    return Status::ok();
-  }();
-  if (stored.is_ok())
-    out.reasons.push_back("stored in " + store.path() +
-                          (tuning_is_complete(tr) ? "" : " (untuned: the tuning was cut short)"));
-  else out.reasons.push_back("tuned plan not stored: " + stored.message());
-  return out;
+// The Planner run_graph obtains its one plan from: the store (opened for writing, as kiln run always did: a
+// miss is queued, a re-tune stored), no stopgaps (one shape, built at once), nothing recorded, no primer
+// (one plan: its first use pays cuDNN's first-use work either way, and a primer thread would only delay exit).
+PlannerOptions run_planner_options(const RunOptions& o) {
+  PlannerOptions po;
+  po.store_path = o.store_path;
+  po.store_writable = !o.store_path.empty();
+  po.policy = o.policy;
+  po.handles = 1;
+  po.new_shapes = NewShapes::kBuildNow;
+  po.promote = false;
+  po.padded = false;
+  po.record_shapes = false;
+  po.prime_cudnn = false;
+  po.cuda_graphs = false;
+  po.tuning.time_budget_s = o.retune.time_budget_s;
+  po.tuning.top_k = o.retune.top_k;
+  po.tuning.candidate_budget_ms = o.retune.candidate_budget_ms;
+  po.tuning.seed = o.retune.seed;
+  po.tuning.store = po.store_writable;
+  return po;
 }
 
 }  // namespace
-
-StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, PlanStore* store,
-                                   const EnvFingerprint& env, const EnvPolicy& policy,
-                                   const std::optional<EngineConfig>& pin, const RetuneNowOptions& retune) {
-  auto t0 = Clock::now();
-  ObtainedPlan out;
-  if (store && !pin) {
-    KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(graph));
-    // The validator deserializes the record once; on a hit that same plan is the one run.
-    std::optional<LoweredGraph> loaded;
-    PlanValidator validator = [&](const PlanRecord& r) -> Status {
-      std::vector<uint8_t> bytes(r.plan_bytes.begin(), r.plan_bytes.end());
-      auto lg = LoweredGraph::deserialize(graph, handle, bytes);
-      if (!lg.is_ok()) return lg.status();
-      loaded = std::move(lg).value();
-      return Status::ok();
-    };
-    KILN_ASSIGN_OR_RETURN(LookupResult look, store->get(sig.structure, sig.shape_key, env, policy, validator));
-    if (look.runnable() && loaded) {
-      out.plan = std::move(*loaded);
-      out.config = EngineConfig{look.record->engine_id, look.record->knobs};
-      out.source = "store";
-      out.obtain_ms = ms_since(t0);
-      return out;
-    } else {
-      out.reasons.push_back(std::string("store ") + lookup_outcome_name(look.outcome));
-      for (auto& r : look.reasons) out.reasons.push_back(r);
-    }
-    if (policy.on_mismatch == MismatchPolicy::kRetune) {
-      StatusOr<ObtainedPlan> tuned = tune_now(graph, sig, handle, *store, env, retune);
-      if (tuned.is_ok()) {
-        out.reasons.insert(out.reasons.end(), tuned->reasons.begin(), tuned->reasons.end());
-        tuned->reasons = std::move(out.reasons);
-        for (auto& r : tuned->reasons) KILN_LOG(kInfo, "graph '" << graph.name << "': " << r);
-        tuned->obtain_ms = ms_since(t0);
-        return tuned;
-      }
-      out.reasons.push_back("re-tune failed, running heuristics: " + tuned.status().message());
-    } else if (policy.on_mismatch == MismatchPolicy::kHeuristicsAndQueue) {
-      StatusOr<RetuneQueueEntry> queued = queue_retune(*store, graph, env, retune_reason(look));
-      if (queued.is_ok())
-        out.reasons.push_back("queued for re-tune (requested " + std::to_string(queued->request_count) +
-                              (queued->request_count == 1 ? " time)" : " times)"));
-      else out.reasons.push_back("not queued for re-tune: " + queued.status().message());
-    }
-    for (auto& r : out.reasons) KILN_LOG(kInfo, "graph '" << graph.name << "': " << r);
-  }
-  LowerTarget target;
-  target.handle = handle;
-  // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/tune/plan_words.h).
-  KILN_ASSIGN_OR_RETURN(out.plan, with_plan_words(LoweredGraph::create(graph, target), graph.name));
-  if (pin) {
-    KILN_RETURN_IF_ERROR(plan_failure_in_words(out.plan.build_config(*pin), graph.name));
-    out.source = "pinned";
-  } else {
-    KILN_RETURN_IF_ERROR(plan_failure_in_words(out.plan.build_heuristic(), graph.name));
-    out.source = "heuristics";
-  }
-  for (const std::string& w : out.plan.workarounds()) out.reasons.push_back("known cuDNN defect worked around: " + w);
-  out.config = out.plan.config();
-  out.obtain_ms = ms_since(t0);
-  return out;
-}
 
 namespace {
 
@@ -245,18 +168,15 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       fo.what = "output file";
       KILN_RETURN_IF_ERROR(check_destination(output_file(o, graph, i), fo));
     }
-  KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
-  KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
-  std::unique_ptr<PlanStore> store;
-  EnvFingerprint env = collect_environment().fingerprint;
-  if (!o.store_path.empty()) {
-    KILN_ASSIGN_OR_RETURN(store, PlanStore::open(o.store_path));
-  }
   KILN_ASSIGN_OR_RETURN(std::optional<EngineConfig> pin, resolve_pin(graph, o.pin));
+  // The stream first: without a usable GPU, its error says so plainly (and names kiln doctor).
+  KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
+  // The plan: one Planner call (kiln/runtime/planner.h), as any application obtains one.
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(run_planner_options(o)));
   // Inputs: from files (uploaded), or seeded random, generated on the device where the plan reads them;
   // the host gets a copy (the same values, make_random_inputs) only when the host reference needs one.
   std::map<int, HostTensor> inputs;
-  GraphBuffers source;  // the graph's inputs on the device (and its outputs, for a single plan)
+  GraphBuffers source;  // the graph's inputs and outputs on the device
   if (!o.inputs_dir.empty()) {
     KILN_ASSIGN_OR_RETURN(inputs, read_graph_inputs(graph, o.inputs_dir));
     KILN_ASSIGN_OR_RETURN(source, allocate_graph_buffers(graph, inputs, 0));
@@ -268,56 +188,37 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       KILN_ASSIGN_OR_RETURN(inputs, make_random_inputs(graph, o.seed));
     }
   }
-  // A graph cuDNN cannot fuse whole runs as its fused segments, each obtained like a graph of its own.
-  SegmentDecision seg;
-  if (!pin) {
-    KILN_ASSIGN_OR_RETURN(seg, segments_if_unfusable(graph, handle.get()));
+  KILN_ASSIGN_OR_RETURN(PreparedGraph pg, planner->prepare(graph));
+  KILN_ASSIGN_OR_RETURN(Obtained got, pin ? planner->obtain_pinned(pg, *pin) : planner->obtain(pg));
+  const ExecutablePlan& plan = *got.plan;
+  rep.plan_source = plan_source_name(got.source);
+  if (!got.why.empty()) rep.reasons.push_back(got.why);
+  for (const std::string& n : plan.notes()) rep.reasons.push_back(n);
+  for (const auto& part : plan.parts()) {
+    for (const std::string& n : part->notes()) rep.reasons.push_back(part->graph().name + ": " + n);
+    rep.segments.push_back(part->graph().name + ": " + part->identity() + " from " +
+                           plan_source_name(part->built_from()));
   }
-  std::optional<PlanChain> chain;
-  std::map<int, void*> outputs;  // device pointers of the graph's outputs after the run
-  if (!seg.segments.empty()) {
-    rep.plan_source = "segments";
-    rep.reasons.push_back("whole graph not fusable (" + seg.why + "): runs as " + std::to_string(seg.segments.size()) +
-                          " fused segments");
-    std::vector<LoweredGraph> plans;
-    for (const GraphPart& part : seg.segments) {
-      KILN_ASSIGN_OR_RETURN(ObtainedPlan sp,
-                            obtain_plan(part.graph, handle.get(), store.get(), env, o.policy, std::nullopt, o.retune));
-      rep.segments.push_back(part.graph.name + ": " + sp.config.identity() + " from " + sp.source);
-      for (auto& r : sp.reasons) rep.reasons.push_back(part.graph.name + ": " + r);
-      rep.obtain_ms += sp.obtain_ms;
-      plans.push_back(std::move(sp.plan));
-    }
-    KILN_ASSIGN_OR_RETURN(PlanChain c, PlanChain::create(graph, std::move(seg.segments), std::move(plans), source));
-    chain.emplace(std::move(c));
-    rep.workspace_bytes = chain->workspace_bytes();
-    auto t0 = Clock::now();
-    KILN_RETURN_IF_ERROR(chain->run(handle.get()));
-    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
-    rep.run_ms = ms_since(t0);
-    outputs = chain->output_pointers();
-  } else {
-    KILN_ASSIGN_OR_RETURN(ObtainedPlan op, obtain_plan(graph, handle.get(), store.get(), env, o.policy, pin, o.retune));
-    rep.plan_source = op.source;
-    rep.reasons = op.reasons;
-    rep.config = op.config;
-    rep.workspace_bytes = op.plan.workspace_size();
-    rep.obtain_ms = op.obtain_ms;
-    KILN_ASSIGN_OR_RETURN(source.workspace,
-                          DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(rep.workspace_bytes, 1))));
-    auto t0 = Clock::now();
-    KILN_RETURN_IF_ERROR(op.plan.execute(handle.get(), source.pointers(), source.workspace.data()));
-    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
-    rep.run_ms = ms_since(t0);
-    outputs = output_pointers(graph, source);
+  if (plan.parts().empty()) rep.config = plan.config();
+  rep.workspace_bytes = plan.workspace_bytes();
+  rep.obtain_ms = got.obtain_ms;
+  for (const std::string& r : rep.reasons) KILN_LOG(kInfo, "graph '" << graph.name << "': " << r);
+  // On the graph's own buffers, bound by name.
+  TensorBindings bindings;
+  for (const auto& [t, ptr] : source.pointers()) {
+    const std::string& name = graph.tensors[static_cast<size_t>(t)].name;
+    if (plan.tensor_bytes(name).is_ok()) bindings[name] = TensorBinding{ptr, source.tensors.at(t).size()};
   }
+  KILN_ASSIGN_OR_RETURN(source.workspace,
+                        DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(rep.workspace_bytes, 16))));
+  auto t0 = Clock::now();
+  KILN_RETURN_IF_ERROR(plan.execute(stream.get(), bindings, source.workspace.data()));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+  rep.run_ms = ms_since(t0);
+  const std::map<int, void*> outputs = output_pointers(graph, source);
   // The outputs travel to the host only when they are wanted there.
   if (!o.save_outputs_dir.empty() || host_check) {
-    if (chain) {
-      KILN_ASSIGN_OR_RETURN(rep.outputs, chain->download_outputs());
-    } else {
-      KILN_ASSIGN_OR_RETURN(rep.outputs, download_outputs(graph, source));
-    }
+    KILN_ASSIGN_OR_RETURN(rep.outputs, download_outputs(graph, source));
   }
 
   if (!o.save_outputs_dir.empty())

@@ -19,13 +19,12 @@
 namespace kiln {
 
 namespace {
-constexpr const char* kSourceNames[] = {"memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned"};
-constexpr int kSources = sizeof(kSourceNames) / sizeof(kSourceNames[0]);
-static_assert(kSources == kPlanSourceCount, "one name per PlanSource, in its order (kiln/runtime/planner.h)");
+// The served counts of each PlanSource, by its name (kPlanSourceNames, in its order).
+constexpr int kSources = kPlanSourceCount;
 
 int source_index(const char* s) {
   for (int i = 0; i < kSources; ++i)
-    if (std::string(s) == kSourceNames[i]) return i;
+    if (std::string(s) == kPlanSourceNames[i].name) return i;
   return -1;
 }
 
@@ -86,7 +85,7 @@ std::vector<RecordedShape> ShapeRecorder::snapshot() const {
       r.count = c->count.load(std::memory_order_relaxed);
       for (int i = 0; i < kSources; ++i) {
         const int64_t n = c->by_source[i].load(std::memory_order_relaxed);
-        if (n > 0) r.sources[kSourceNames[i]] = n;
+        if (n > 0) r.sources[kPlanSourceNames[i].name] = n;
       }
       const int64_t other = c->other.load(std::memory_order_relaxed);
       if (other > 0) r.sources["other"] = other;

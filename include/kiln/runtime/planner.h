@@ -40,6 +40,7 @@
 #include "kiln/runtime/bucket_policy.h"
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
+#include "kiln/runtime/segments.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/fusion_record.h"
@@ -50,16 +51,18 @@ namespace kiln {
 // cache (milliseconds once the structure's kernels are compiled; slower kernels: a stopgap, promoted).
 // kPadded: the plan tuned for a larger shape of the same bucket, run on scratch copies of the inputs and
 // outputs that carry the dynamic dim (kiln/runtime/padding.h; no build at all; a stopgap, promoted).
-// kTuned: tuned for exactly this shape by the Planner's background promotion (PromoteBy::kTune); obtain()
-// never builds one itself, so it is only a plan's built_from, and its served count stays 0.
-enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics, kPadded, kTuned };
-constexpr int kPlanSourceCount = 7;
+// kTuned: tuned for exactly this shape, by the Planner's background promotion (PromoteBy::kTune) or, under
+// MismatchPolicy::kRetune, by obtain() itself on the calling thread. kPinned: built with the configuration
+// the caller named (obtain_pinned). kSegments: a graph cuDNN cannot fuse whole, run as its fused segments,
+// each obtained like a graph of its own (parts() says from where).
+enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics, kPadded, kTuned, kPinned, kSegments };
+constexpr int kPlanSourceCount = 9;
 inline constexpr EnumName<PlanSource> kPlanSourceNames[] = {
     {PlanSource::kMemory, "memory"}, {PlanSource::kStore, "store"},           {PlanSource::kDynamic, "dynamic"},
     {PlanSource::kBucket, "bucket"}, {PlanSource::kHeuristics, "heuristics"}, {PlanSource::kPadded, "padded"},
-    {PlanSource::kTuned, "tuned"}};
+    {PlanSource::kTuned, "tuned"},   {PlanSource::kPinned, "pinned"},         {PlanSource::kSegments, "segments"}};
 static_assert(sizeof(kPlanSourceNames) / sizeof(kPlanSourceNames[0]) == kPlanSourceCount);
-// "memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned"
+// "memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned", "pinned", "segments"
 const char* plan_source_name(PlanSource s);
 // Inverse of plan_source_name; InvalidArgument naming the text and the choices otherwise.
 StatusOr<PlanSource> parse_plan_source(const std::string& name);
@@ -119,8 +122,12 @@ class ExecutablePlan {
   // An unfused chain (kiln/runtime/unfused_plan.h): its parts' plans, in run order; empty for a single plan.
   const std::vector<std::shared_ptr<const ExecutablePlan>>& parts() const { return parts_; }
   void set_parts(std::vector<std::shared_ptr<const ExecutablePlan>> parts) { parts_ = std::move(parts); }
+  // What its build noted for the reader: the known cuDNN defects worked around ("known cuDNN defect worked
+  // around: ..."), in the order met.
+  const std::vector<std::string>& notes() const { return notes_; }
+  void set_notes(std::vector<std::string> notes) { notes_ = std::move(notes); }
   // What runs, in words: the configuration's identity ("eng12_k2=1"), or for an unfused chain
-  // "unfused[eng1 + eng7_k3=0 + eng2]".
+  // "unfused[eng1 + eng7_k3=0 + eng2]" ("segments[...]" for a graph run as its fused segments).
   std::string identity() const;
 
  private:
@@ -133,6 +140,7 @@ class ExecutablePlan {
   std::map<std::string, int> bound_;     // name -> tensor index of every input and output
   std::map<std::string, size_t> spans_;  // name -> bytes
   std::vector<std::shared_ptr<const ExecutablePlan>> parts_;
+  std::vector<std::string> notes_;
 };
 
 // A tuned configuration the store holds for a structure, at one shape.
@@ -142,7 +150,8 @@ struct TunedShape {
   EngineConfig config;
 };
 
-// How a promotion tunes (PromoteBy::kTune): bounded, since it shares the GPU with the service.
+// How a promotion tunes (PromoteBy::kTune), and obtain() under MismatchPolicy::kRetune: bounded, since it shares the
+// GPU with the service.
 struct PromotionTuning {
   // cuDNN heuristic mode A's first k configurations; 0: every configuration of modes A, B and FALLBACK, as
   // kiln tune (with the first 8 only, a conv size's promoted plan ran 5% slower than its full tune's on
@@ -155,6 +164,9 @@ struct PromotionTuning {
   // candidate's device work it rests that work's time x (1/gpu_share - 1). 0.25: the tune keeps the device
   // busy at most a quarter of the time, so requests on other streams meet it less often.
   double gpu_share = 1.0;
+  // Sampling budget of each candidate's timing in ms (> 0), or 0: the tuner's own (kiln/tune/tuner.h).
+  double candidate_budget_ms = 0;
+  uint64_t seed = 1;  // the numerics gate's seeded random inputs
   // Also store the winner (a second connection to the Planner's store, opened for writing): as tuned, or
   // untuned where the time budget cut the tune short (its winner is then the best of those it reached).
   bool store = false;
@@ -207,6 +219,15 @@ class PlanBackend {
   // nullopt when there is none (the fused plan serves). The default: none.
   virtual StatusOr<std::optional<FusionRecord>> fusion_record(const GraphSignature& sig);
 
+  // Whether `graph` must run as its fused segments (kiln/runtime/segments.h segments_if_unfusable): none (the
+  // whole graph is planned) or the segments and why. The default: none (a backend without cuDNN).
+  virtual StatusOr<SegmentDecision> segments(const Graph& graph);
+  // After the store could not serve `graph` (`look`: what it found) under MismatchPolicy::kHeuristicsAndQueue:
+  // queues a re-tune of the key in the store (kiln/runtime/retune.h queue_retune) and says so in `note`
+  // ("queued for re-tune (requested 2 times)", or "not queued for re-tune: <why>"). The default: nothing.
+  virtual void queue_retune(const Graph& graph, const GraphSignature& sig, const std::string& why_missed,
+                            std::string* note);
+
   // For the Planner's jobs (kiln/runtime/planner_jobs.h). The environment plans are made for: collected once, or
   // the recorded profile's (PlannerOptions::target). The default: FailedPrecondition.
   virtual StatusOr<EnvFingerprint> environment() const;
@@ -253,8 +274,18 @@ enum class NewShapes {
 };
 
 struct PlannerOptions {
-  std::string store_path;     // "" : no store (bucket and store sources then have nothing)
-  EnvPolicy policy;           // which environment differences a stored record may have
+  std::string store_path;  // "" : no store (bucket and store sources then have nothing)
+  // Which environment differences a stored record may have, and what obtain() does when the store cannot
+  // serve this exact key (a stale, corrupt or unloadable record; for a graph without dynamic dims, also a
+  // plain miss: a dynamic graph's new shapes are the other sources' work, and the recorder's):
+  //   kHeuristicsAndQueue  the next sources serve, and the key is queued for re-tune in the store
+  //                        (store_writable; a read-only store says "not queued for re-tune: ..." in why)
+  //   kRetune              tuned now on the calling thread within `tuning`'s bounds (PlanSource::kTuned,
+  //                        stored with store_writable); a tune without a winner falls through to the next
+  //                        sources, with why
+  //   kFail                a stale record fails obtain() (FailedPrecondition naming the fields); a miss
+  //                        falls through
+  EnvPolicy policy;
   BucketPolicy buckets;       // per dynamic dim (exact by default)
   bool record_shapes = true;  // count served shapes (recorder())
   int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
@@ -362,6 +393,11 @@ class Planner {
   // other than the graph's own re-derives every extent from the new values; InvalidArgument for an unknown
   // symbol, a missing one, or a value below 1.
   StatusOr<Obtained> obtain(const PreparedGraph& graph, const std::map<std::string, int64_t>& shape = {});
+  // A plan built with exactly `config` (kiln run --pin, a spec's "pin"): no store, no stopgap, no heuristics;
+  // held under its own key, beside the graph's other plans (PlanSource::kPinned). The build's error,
+  // in Kiln's words, when cuDNN cannot build that configuration for this graph.
+  StatusOr<Obtained> obtain_pinned(const PreparedGraph& graph, const EngineConfig& config,
+                                   const std::map<std::string, int64_t>& shape = {});
   // prepare() then obtain() (hashes the graph on every call: prefer prepare once).
   StatusOr<Obtained> obtain(const Graph& graph);
 

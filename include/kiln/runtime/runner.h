@@ -1,6 +1,7 @@
-// kiln/runtime/runner.h: obtaining a plan for a graph (store -> heuristics, or pinned) and running it once with
-// seeded or user-supplied inputs, optionally verified against a reference. `kiln run` is a thin shell
-// over run_graph().
+// kiln/runtime/runner.h: running a graph once with seeded or user-supplied inputs, its plan obtained from a
+// kiln::Planner (kiln/runtime/planner.h: the store, else heuristics; or the pinned configuration; a graph cuDNN
+// cannot fuse whole as its fused segments), optionally verified against a reference. `kiln run` is a thin
+// shell over run_graph().
 #pragma once
 
 #include <optional>
@@ -18,29 +19,6 @@
 #include "kiln/validate/reference.h"
 
 namespace kiln {
-
-// Where a plan came from, and why (a stale or corrupt record is a logged miss with its reasons).
-struct ObtainedPlan {
-  LoweredGraph plan;
-  EngineConfig config;
-  std::string source;                // "store", "heuristics", "pinned", "tuned"
-  std::vector<std::string> reasons;  // why not the store, when a store was asked
-  double obtain_ms = 0;              // lookup + deserialize, or lower + build
-};
-
-// Looks the graph up in `store` (when non-null) under `env` and `policy`; on a hit deserializes it. With
-// `pin` the store is not asked and the pinned configuration is built. On a miss, stale or corrupt record,
-// policy.on_mismatch decides (docs/store.md "Mismatch policies in obtain_plan"):
-//   kHeuristicsAndQueue  builds from heuristics (source "heuristics") and queues a re-tune in the store
-//                        (kiln/runtime/retune.h; reasons say "queued for re-tune", or why not: a read-only store);
-//   kRetune              tunes now (`retune`), puts the winner and the graph's spec into the store (when
-//                        writable) and runs it (source "tuned"); if tuning fails, heuristics, with why;
-//   kFail                FailedPrecondition naming the fields (stale records only; a miss builds from
-//                        heuristics).
-StatusOr<ObtainedPlan> obtain_plan(const Graph& graph, cudnnHandle_t handle, PlanStore* store,
-                                   const EnvFingerprint& env, const EnvPolicy& policy,
-                                   const std::optional<EngineConfig>& pin = std::nullopt,
-                                   const RetuneNowOptions& retune = {});
 
 // Which reference(s) judge a verified run:
 //   kAuto    the host reference where it is cheap: the graph's MACs (estimate_macs) within host_max_macs
@@ -65,13 +43,18 @@ struct RunOptions {
   double host_max_macs = HostReferenceOptions().max_macs;  // the host reference's cost cap (> 0)
   CheckOptions check;
   std::optional<EngineConfig> pin;
-  std::string store_path;  // empty: no store
+  std::string store_path;  // empty: no store; else opened for writing (a miss queued, a re-tune stored)
+  // What a store miss, stale or corrupt record does (PlannerOptions::policy, docs/store.md "Mismatch
+  // policies"): kHeuristicsAndQueue runs cuDNN's heuristic plan and queues a re-tune; kRetune tunes now
+  // (`retune`), stores and runs the winner (heuristics where tuning finds none, with why); kFail refuses a
+  // stale record (FailedPrecondition naming the fields; a plain miss runs heuristics).
   EnvPolicy policy;
   RetuneNowOptions retune;  // how to tune when policy.on_mismatch is kRetune
 };
 
 struct RunReport {
-  std::string plan_source;  // "store", "heuristics", "pinned", "tuned", or "segments"
+  std::string plan_source;  // the Planner's source (plan_source_name): "store", "heuristics", "pinned", "tuned",
+                            // "bucket" (a dynamic graph's other tuned shape) or "segments"
   std::vector<std::string> reasons;
   EngineConfig config;  // with "segments": unset (see `segments`)
   // A graph cuDNN cannot fuse whole runs as fused segments (kiln/runtime/segments.h), each obtained like a graph
