@@ -157,10 +157,9 @@ int main(int argc, char** argv) {
       return Status::ok();
     });
     if (!st.is_ok()) return fail("cuda", st);
-    // NVML's first use (dlopen, init) apart from the rest of the fingerprint, which then finds it loaded.
-    const std::string release = step("NVML: driver release", [] { return nvml_driver_release(); });
-    std::printf("  (driver release '%s')\n", release.c_str());
-    EnvReport env = step("environment fingerprint (NVML loaded)", [] { return collect_environment(); });
+    EnvReport env = step("environment fingerprint", [] { return collect_environment(); });
+    std::printf("  (driver release '%s' from /proc; NVML says '%s')\n", env.fingerprint.driver_release.c_str(),
+                nvml_driver_release().c_str());
     if (!env.device_status.is_ok()) return fail("environment", env.device_status);
     auto handle = step("cuDNN handle", [] { return make_cudnn_handle(); });
     // What Planner::create overlaps with the CUDA context: cuDNN's sub-libraries, loaded ahead of the plan.

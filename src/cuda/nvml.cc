@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "kiln/core/log.h"
@@ -147,6 +151,30 @@ std::string nvml_driver_release() {
   char buf[96] = {0};
   return n.driver_version(buf, sizeof buf) == 0 ? std::string(buf) : std::string();
 }
+std::string driver_release_from_proc_text(const std::string& text) {
+  const size_t at = text.find("Kernel Module");
+  if (at == std::string::npos) return "";
+  std::istringstream words(text.substr(at + std::strlen("Kernel Module")));
+  std::string w;
+  while (words >> w) {
+    const bool digits_and_dots = std::isdigit(static_cast<unsigned char>(w[0])) &&
+                                 w.find_first_not_of("0123456789.") == std::string::npos &&
+                                 w.find('.') != std::string::npos;
+    if (digits_and_dots) return w;
+  }
+  return "";
+}
+
+std::string driver_release() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string first_line;
+  if (f && std::getline(f, first_line)) {
+    std::string r = driver_release_from_proc_text(first_line);
+    if (!r.empty()) return r;
+  }
+  return nvml_driver_release();
+}
+
 std::string nvml_unavailable_reason() { return nvml().ok ? std::string() : nvml().why; }
 
 ClockReading read_sm_clock(int cuda_ordinal) {

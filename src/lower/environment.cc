@@ -51,7 +51,7 @@ EnvReport collect_environment(int ordinal) {
   f.sm_version = dev->sm_version();
   f.sm_count = dev->sm_count;
   f.device_uuid = dev->uuid;
-  f.driver_release = nvml_driver_release();
+  f.driver_release = driver_release();  // /proc first: no NVML load on the start path
   return r;
 }
 

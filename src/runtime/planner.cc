@@ -546,9 +546,10 @@ struct Planner::Impl {
   StatusOr<Built> segmented(const Graph& g, const GraphSignature& sig);
   // After the store could not serve this exact key, what PlannerOptions::policy.on_mismatch says: kFail
   // returns the store's refusal, kRetune tunes now (a Built with a plan when that gave one), kHeuristicsAndQueue
-  // queues a re-tune. Notes go to `why`. `static_graph`: the graph has no dynamic dims (a plain miss counts).
+  // queues a re-tune. Notes go to `why`. `own_shape`: the graph at its own dims (the shape its spec declares,
+  // the one `kiln tune SPEC` tunes), where a plain miss counts too.
   StatusOr<Built> after_store_miss(const Graph& g, const GraphSignature& sig, const Status& error,
-                                   const std::string& miss, bool static_graph, std::vector<std::string>* why);
+                                   const std::string& miss, bool own_shape, std::vector<std::string>* why);
   void promote(Promotion p);
   void promotion_loop();
   // Drops the plans held for a structure and its tuned shapes, after a job stored a plan for it: the next
@@ -710,7 +711,7 @@ StatusOr<Built> Planner::Impl::segmented(const Graph& g, const GraphSignature& s
 }
 
 StatusOr<Built> Planner::Impl::after_store_miss(const Graph& g, const GraphSignature& sig, const Status& error,
-                                                const std::string& miss, bool static_graph,
+                                                const std::string& miss, bool own_shape,
                                                 std::vector<std::string>* why) {
   Built none;
   const MismatchPolicy policy = options.policy.on_mismatch;
@@ -720,9 +721,9 @@ StatusOr<Built> Planner::Impl::after_store_miss(const Graph& g, const GraphSigna
       return error.with_context("graph '" + g.name + "' (--on-mismatch fail)");
     return none;  // the store could not be read: a miss, as before
   }
-  // A dynamic graph's new shape is the other sources' work (and the recorder's), not a mismatch.
+  // A shape other than the graph's own is the other sources' work (and the recorder's), not a mismatch.
   const bool plain_miss = miss.rfind(lookup_outcome_name(LookupOutcome::kMiss), 0) == 0 || miss == "no record";
-  if (!static_graph && plain_miss) return none;
+  if (!own_shape && plain_miss) return none;
   if (policy == MismatchPolicy::kHeuristicsAndQueue) {
     std::string note;
     backend->queue_retune(g, sig, miss, &note);
@@ -858,7 +859,7 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     if (stored.is_ok() && miss.empty()) miss = "no record";
     why.push_back("store: " + (stored.is_ok() ? miss : stored.status().message()));
     if (!allow_stopgap || options.store_path.empty()) return false;  // a promotion: obtain() applied the policy
-    KILN_ASSIGN_OR_RETURN(Built tuned, after_store_miss(g, sig, stored.status(), miss, pg.shape.empty(), &why));
+    KILN_ASSIGN_OR_RETURN(Built tuned, after_store_miss(g, sig, stored.status(), miss, shape == pg.shape, &why));
     if (!tuned.plan) return false;
     out.plan = std::move(tuned.plan);
     out.source = tuned.source;

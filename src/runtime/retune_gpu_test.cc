@@ -241,6 +241,7 @@ TEST(RetuneGpu, RetunePolicyTunesNowAndStores) {
   po.tuning.time_budget_s = 30;
   po.tuning.store = true;
   po.prime_cudnn = false;
+  po.new_shapes = NewShapes::kBuildNow;  // as kiln run: the spec's own shape, no stopgap
   auto planner = Planner::create(po);
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   auto op = (*planner)->obtain(*g);
@@ -292,6 +293,7 @@ TEST(RetuneGpu, ReadOnlyStoreRunsHeuristicsWithoutQueueing) {
   PlannerOptions po;  // store_writable unset: the Planner's connection is read-only
   po.store_path = path;
   po.prime_cudnn = false;
+  po.new_shapes = NewShapes::kBuildNow;  // as kiln run: the spec's own shape, no stopgap
   auto planner = Planner::create(po);
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   auto op = (*planner)->obtain(*g);

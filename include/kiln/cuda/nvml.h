@@ -45,4 +45,13 @@ std::string nvml_unavailable_reason();
 // The kernel driver's release ("580.159.04", nvmlSystemGetDriverVersion); "" where NVML does not answer.
 std::string nvml_driver_release();
 
+// The kernel driver's release ("580.159.04") without loading NVML: read from /proc/driver/nvidia/version,
+// which the driver writes (NVML's first use costs 10-12 ms on the H200 host, 2026-12-03: most of what a
+// Planner's environment fingerprint cost); NVML's answer where that file is absent or does not parse.
+std::string driver_release();
+// The release in the text of /proc/driver/nvidia/version: the first word after "Kernel Module" made of
+// digits and dots ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ...", or the open modules'
+// "... Open Kernel Module for x86_64  580.159.04 ..."); "" when there is none.
+std::string driver_release_from_proc_text(const std::string& text);
+
 }  // namespace kiln

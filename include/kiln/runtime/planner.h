@@ -276,8 +276,9 @@ enum class NewShapes {
 struct PlannerOptions {
   std::string store_path;  // "" : no store (bucket and store sources then have nothing)
   // Which environment differences a stored record may have, and what obtain() does when the store cannot
-  // serve this exact key (a stale, corrupt or unloadable record; for a graph without dynamic dims, also a
-  // plain miss: a dynamic graph's new shapes are the other sources' work, and the recorder's):
+  // serve this exact key (a stale, corrupt or unloadable record; at the graph's own dims, the shape its spec
+  // declares and `kiln tune SPEC` tunes, also a plain miss: other shapes are the other sources' work, and the
+  // recorder's):
   //   kHeuristicsAndQueue  the next sources serve, and the key is queued for re-tune in the store
   //                        (store_writable; a read-only store says "not queued for re-tune: ..." in why)
   //   kRetune              tuned now on the calling thread within `tuning`'s bounds (PlanSource::kTuned,
