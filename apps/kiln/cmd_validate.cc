@@ -45,20 +45,14 @@ std::string summary(const Graph& g) {
   return s;
 }
 
-// The one spec's graph as a normalized-graph document, into o.normalized (never over the spec itself).
-Status write_normalized(const ValidateCmdOptions& o, const Graph& g) {
-  KILN_ASSIGN_OR_RETURN(std::string text, normalized_graph_json(g));
-  text += "\n";
-  if (o.normalized == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return Status::ok();
-  }
+// Where --normalized writes a file: never over an existing one unasked, never over the spec itself.
+FileWriteOptions normalized_destination(const ValidateCmdOptions& o) {
   FileWriteOptions fo;
   fo.overwrite = o.force;
   fo.what = "normalized graph";
   fo.protected_paths = o.specs;
   fo.protected_what = "the spec this command reads";
-  return write_file_atomically(o.normalized, text, fo);
+  return fo;
 }
 
 Status run_validate(const ValidateCmdOptions& o) {
@@ -72,9 +66,16 @@ Status run_validate(const ValidateCmdOptions& o) {
   for (const std::string& path : o.specs) {
     StatusOr<Graph> g = parse_spec_file(path, vo);
     if (g.is_ok()) {
+      std::string doc;  // the document, and a refused destination, before the OK line
+      if (!o.normalized.empty()) {
+        KILN_ASSIGN_OR_RETURN(doc, normalized_graph_json(*g));
+        if (o.normalized != "-") KILN_RETURN_IF_ERROR(check_destination(o.normalized, normalized_destination(o)));
+      }
       std::fprintf(report, "OK   %s: %s\n", path.c_str(), summary(*g).c_str());
       for (const Advice& a : graph_advice(*g)) std::fprintf(report, "     advice: %s\n", a.message.c_str());
-      if (!o.normalized.empty()) return write_normalized(o, *g);
+      if (o.normalized == "-") std::printf("%s\n", doc.c_str());
+      if (!o.normalized.empty() && o.normalized != "-")
+        return write_file_atomically(o.normalized, doc + "\n", normalized_destination(o));
       continue;
     }
     ++failed;

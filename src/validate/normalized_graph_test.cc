@@ -290,6 +290,7 @@ TEST(NormalizedGraphCli, ExistingFileNeedsForceAndTheSpecIsNeverWritten) {
   EXPECT_NE(r.err.find("normalized graph " + out + " already exists (pass --force to write over it)"),
             std::string::npos)
       << r.err;
+  EXPECT_EQ(r.out, "") << "no OK line for a spec whose document is refused";
   EXPECT_EQ(test::file_text(out), "keep");
   r = run_kiln("validate " + spec + " --normalized " + out + " --force");
   EXPECT_EQ(r.code, 0) << r.err;
