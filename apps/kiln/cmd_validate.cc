@@ -1,4 +1,6 @@
-// kiln validate SPEC...: parses and validates specs; prints OK and a summary, or the named error.
+// kiln validate SPEC...: parses and validates specs; prints OK and a summary, or the named error. With
+// --normalized OUT (one spec): also writes the graph it validated as a normalized-graph document
+// (docs/normalized-graph.md), OUT "-" for stdout (the OK line then goes to stderr).
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -6,9 +8,11 @@
 #include <vector>
 
 #include "commands.h"
+#include "kiln/core/atomic_file.h"
 #include "kiln/graph/advice.h"
 #include "kiln/graph/graph.h"
 #include "kiln/spec/spec.h"
+#include "kiln/validate/normalized_graph.h"
 
 namespace kiln::cli {
 namespace {
@@ -16,6 +20,8 @@ namespace {
 struct ValidateCmdOptions {
   std::vector<std::string> specs;
   int target_sm = 0;
+  std::string normalized;  // --normalized: a file, or "-" for stdout
+  bool force = false;
 };
 
 std::string summary(const Graph& g) {
@@ -25,9 +31,7 @@ std::string summary(const Graph& g) {
   std::map<std::string, int> ops;
   std::vector<std::string> op_order;
   for (const Node& n : g.nodes) {
-    std::string op = n.op == OpKind::kPointwise   ? pointwise_mode_name(n.pointwise.mode)
-                     : n.op == OpKind::kReduction ? std::string("reduce_") + reduction_mode_name(n.reduction.mode)
-                                                  : op_kind_name(n.op);
+    const std::string op = node_op_name(n);
     if (ops[op]++ == 0) op_order.push_back(op);
   }
   std::string s = "'" + g.name + "': " + std::to_string(g.nodes.size()) + " node(s) [";
@@ -41,16 +45,37 @@ std::string summary(const Graph& g) {
   return s;
 }
 
+// Where --normalized writes a file: never over an existing one unasked, never over the spec itself.
+FileWriteOptions normalized_destination(const ValidateCmdOptions& o) {
+  FileWriteOptions fo;
+  fo.overwrite = o.force;
+  fo.what = "normalized graph";
+  fo.protected_paths = o.specs;
+  fo.protected_what = "the spec this command reads";
+  return fo;
+}
+
 Status run_validate(const ValidateCmdOptions& o) {
+  if (!o.normalized.empty() && o.specs.size() != 1)
+    return invalid_argument("--normalized writes one spec's graph; got " + std::to_string(o.specs.size()) + " specs");
   ValidateOptions vo;
   vo.target_sm_version = o.target_sm;
   Status first;
   int failed = 0;
+  FILE* report = o.normalized == "-" ? stderr : stdout;  // stdout is the document's
   for (const std::string& path : o.specs) {
     StatusOr<Graph> g = parse_spec_file(path, vo);
     if (g.is_ok()) {
-      std::printf("OK   %s: %s\n", path.c_str(), summary(*g).c_str());
-      for (const Advice& a : graph_advice(*g)) std::printf("     advice: %s\n", a.message.c_str());
+      std::string doc;  // the document, and a refused destination, before the OK line
+      if (!o.normalized.empty()) {
+        KILN_ASSIGN_OR_RETURN(doc, normalized_graph_json(*g));
+        if (o.normalized != "-") KILN_RETURN_IF_ERROR(check_destination(o.normalized, normalized_destination(o)));
+      }
+      std::fprintf(report, "OK   %s: %s\n", path.c_str(), summary(*g).c_str());
+      for (const Advice& a : graph_advice(*g)) std::fprintf(report, "     advice: %s\n", a.message.c_str());
+      if (o.normalized == "-") std::printf("%s\n", doc.c_str());
+      if (!o.normalized.empty() && o.normalized != "-")
+        return write_file_atomically(o.normalized, doc + "\n", normalized_destination(o));
       continue;
     }
     ++failed;
@@ -70,6 +95,10 @@ void add_validate(CLI::App& app, Runner* run) {
   sub->add_option("specs", o->specs, "Spec files (JSON, see docs/spec.md)")->required();
   sub->add_option("--target-sm", o->target_sm, "Check against this SM version (e.g. 90); 0 = any")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--normalized", o->normalized,
+                  "Also write the validated graph as a normalized-graph JSON document (docs/normalized-graph.md) "
+                  "to this file, or - for stdout; one spec only");
+  sub->add_flag("--force", o->force, "With --normalized: write over an existing file");
   sub->callback([run, o] { *run = [o] { return run_validate(*o); }; });
 }
 

@@ -18,13 +18,13 @@ Status check_rank(const NodeCtx& c, size_t i, size_t lo, size_t hi) {
 Status check_float_in(const NodeCtx& c, size_t i) {
   if (is_float(c.in_dtype(i))) return Status::ok();
   return c.error(c.in_label(i) + ": dtype " + dtype_name(c.in_dtype(i)) + " is not supported by " +
-                 node_op_label(c.node) + " (expected a floating-point type)");
+                 node_op_name(c.node) + " (expected a floating-point type)");
 }
 
 Status check_float_out(const NodeCtx& c) {
   if (is_float(c.out_dtype())) return Status::ok();
   return c.error(c.out_label() + ": dtype " + dtype_name(c.out_dtype()) + " is not supported by " +
-                 node_op_label(c.node) + " (expected a floating-point type)");
+                 node_op_name(c.node) + " (expected a floating-point type)");
 }
 
 Status check_gemm_dtypes(const NodeCtx& c) {
@@ -41,7 +41,7 @@ Status check_gemm_dtypes(const NodeCtx& c) {
                    dtype_name(a) + " inputs (use fp32" + (a == DataType::kFloat16 ? " or fp16)" : ")"));
   KILN_RETURN_IF_ERROR(check_float_out(c));
   if (fp8 && is_fp8(c.out_dtype()))
-    return c.error(c.out_label() + ": an fp8 " + node_op_label(c.node) + " writes fp16, bf16 or fp32, not " +
+    return c.error(c.out_label() + ": an fp8 " + node_op_name(c.node) + " writes fp16, bf16 or fp32, not " +
                    dtype_name(c.out_dtype()) + " (add a scale node to produce fp8)");
   return Status::ok();
 }
@@ -49,7 +49,7 @@ Status check_gemm_dtypes(const NodeCtx& c) {
 Status check_compute_fp32(const NodeCtx& c) {
   if (c.compute() == DataType::kFloat32) return Status::ok();
   return c.error("attribute 'compute_dtype': " + std::string(dtype_name(c.compute())) + " is not supported by " +
-                 node_op_label(c.node) + " (expected fp32)");
+                 node_op_name(c.node) + " (expected fp32)");
 }
 
 Status broadcast(const NodeCtx& c, const Dims& a, const std::string& a_label, const Dims& b, const std::string& b_label,
@@ -84,13 +84,7 @@ bool is_float(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || is_fp8(t);
 }
 
-std::string node_op_label(const Node& node) {
-  if (node.op == OpKind::kPointwise) return pointwise_mode_name(node.pointwise.mode);
-  if (node.op == OpKind::kReduction) return std::string("reduce_") + reduction_mode_name(node.reduction.mode);
-  return op_kind_name(node.op);
-}
-
-std::string node_where(const Node& node) { return "node '" + node.name + "' (" + node_op_label(node) + ")"; }
+std::string node_where(const Node& node) { return "node '" + node.name + "' (" + node_op_name(node) + ")"; }
 
 std::string ints_text(const std::vector<int64_t>& values) {
   std::string s = "[";

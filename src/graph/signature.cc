@@ -49,7 +49,7 @@ std::string tensor_text(const Graph& g, const GraphRoles& roles, int t, SymbolNa
 }
 
 std::string node_text(const Graph& g, const Node& n) {
-  std::string s = graph_internal::node_op_label(n);
+  std::string s = node_op_name(n);
   s += std::string(" compute=") + dtype_name(n.compute_dtype ? *n.compute_dtype : g.compute_dtype);
   return s + graph_internal::op_family(n.op).signature_attrs(g, n);
 }

@@ -75,6 +75,12 @@ const char* op_kind_name(OpKind k) {
   return "?";
 }
 
+std::string node_op_name(const Node& node) {
+  if (node.op == OpKind::kPointwise) return pointwise_mode_name(node.pointwise.mode);
+  if (node.op == OpKind::kReduction) return std::string("reduce_") + reduction_mode_name(node.reduction.mode);
+  return op_kind_name(node.op);
+}
+
 // pointwise_mode_name, pointwise_is_unary and pointwise_modes are in src/graph/ops/pointwise.cc; the
 // reduction modes in src/graph/ops/reduction.cc.
 

@@ -8,8 +8,6 @@
 
 namespace kiln::graph_internal {
 
-// The op name a user writes in a spec: "conv_fprop", "relu", "reduce_amax", ...
-std::string node_op_label(const Node& node);
 // "node 'conv1' (conv_fprop)"
 std::string node_where(const Node& node);
 // "[32,64,56,56]" with symbols shown as batch=32

@@ -136,6 +136,10 @@ struct Node {
   SdpaAttrs sdpa;
 };
 
+// The spec's name of a node's op (docs/spec.md's op table, never an alias): the op kind's name, a
+// pointwise node's mode ("relu", "bias_add") or "reduce_" and a reduction's mode ("reduce_amax").
+std::string node_op_name(const Node& node);
+
 struct Graph {
   std::string name;
   DataType io_dtype = DataType::kFloat16;

@@ -23,7 +23,7 @@ Status infer_norm(NodeCtx& c, const ValidateOptions&, std::vector<Dims>* out) {
   DataType xt = c.in_dtype(0);
   if (xt != DataType::kFloat32 && xt != DataType::kFloat16 && xt != DataType::kBFloat16)
     return c.error(c.in_label(0) + ": dtype " + std::string(dtype_name(xt)) + " is not supported by " +
-                   node_op_label(c.node) + " (expected fp32, fp16 or bf16)");
+                   node_op_name(c.node) + " (expected fp32, fp16 or bf16)");
   KILN_RETURN_IF_ERROR(check_float_out(c));
   KILN_RETURN_IF_ERROR(check_compute_fp32(c));
   double eps = c.node.norm.epsilon;

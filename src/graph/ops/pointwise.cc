@@ -109,7 +109,7 @@ Status infer_pointwise(NodeCtx& c, const ValidateOptions&, std::vector<Dims>* ou
   return Status::ok();
 }
 
-// The mode is in the op's name (node_op_label): no attributes.
+// The mode is in the op's name (node_op_name): no attributes.
 std::string pointwise_signature_attrs(const Graph&, const Node&) { return ""; }
 
 // One operation per output element (a broadcast operand is read once per output element).

@@ -1,0 +1,217 @@
+"""The graph in PyTorch: each op as a PyTorch user writes it, and each tensor's magnitude by the rules of
+src/validate/reference_math.h and ops/<family>_math.h (the accumulation bound, docs/numerics.md).
+
+Nodes come from the normalized graph (normalized.py) in Kiln's topological order, with every attribute
+resolved by Kiln: nothing here infers a dim or fills a default.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .tensors import DTYPES, round_to_dtype
+
+CONV = {1: (F.conv1d, torch.nn.grad.conv1d_input, torch.nn.grad.conv1d_weight),
+        2: (F.conv2d, torch.nn.grad.conv2d_input, torch.nn.grad.conv2d_weight),
+        3: (F.conv3d, torch.nn.grad.conv3d_input, torch.nn.grad.conv3d_weight)}
+BINARY = {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add"}
+POINTWISE = {"add": torch.add, "bias_add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+             "scale": lambda x, s: x * s.reshape(()),
+             "min": torch.fmin, "max": torch.fmax,  # as pointwise_value's fmin/fmax: a NaN loses to a number
+             "relu": F.relu, "gelu_erf": lambda x: F.gelu(x, approximate="none"),
+             "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid,
+             "tanh": torch.tanh, "exp": torch.exp, "abs": torch.abs, "identity": lambda x: x}
+
+
+def pad_spatial(x, pre, post):
+    """Zero padding of the spatial dims, pre/post per dim (F.pad lists the last dim first)."""
+    pads = []
+    for p0, p1 in reversed(list(zip(pre, post))):
+        pads += [p0, p1]
+    return F.pad(x, pads)
+
+
+def run_conv(n, a, b, out_dims):
+    at = n.attrs
+    pre, post, stride, dilation, groups = at["pre_padding"], at["post_padding"], at["stride"], at["dilation"], at["groups"]
+    sp = len(out_dims) - 2
+    fprop, data_grad, weight_grad = CONV[sp]
+    sym = pre == post
+    pad = pre if sym else [0] * sp
+    if n.kind == "conv_fprop":
+        x = a if sym else pad_spatial(a, pre, post)
+        return fprop(x, b, None, stride, pad, dilation, groups)
+    if n.kind == "conv_dgrad":  # dy, w -> dx: the gradient of conv_fprop with respect to its input
+        size = list(out_dims) if sym else out_dims[:2] + [d + p0 + p1 for d, p0, p1 in zip(out_dims[2:], pre, post)]
+        dx = data_grad(size, b, a, stride, pad, dilation, groups)
+        if not sym:
+            dx = dx[(slice(None), slice(None)) + tuple(slice(p, p + d) for p, d in zip(pre, out_dims[2:]))]
+        return dx
+    x = a if sym else pad_spatial(a, pre, post)  # x, dy -> dw
+    return weight_grad(x, list(out_dims), b, stride, pad, dilation, groups)
+
+
+def run_sdpa(n, q, k, v):
+    causal, scale = n.attrs["causal"], n.attrs["attn_scale"]
+    if k.shape[1] != q.shape[1]:
+        try:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+        except TypeError:  # torch < 2.5: query head h reads key head h // (H / Hk)
+            rep = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
+def run_node(n, ins, out_dims):
+    """One node with PyTorch, in the dtype of its (float) inputs."""
+    if n.kind.startswith("conv_"):
+        return run_conv(n, ins[0], ins[1], out_dims)
+    if n.kind == "matmul":
+        return torch.matmul(ins[0], ins[1])
+    if n.kind == "pointwise":
+        return POINTWISE[n.mode](*ins[:2]) if n.mode in BINARY else POINTWISE[n.mode](ins[0])
+    if n.kind == "reduction":
+        x, axes = ins[0], n.attrs["axes"]
+        if n.mode == "sum":
+            return x.sum(dim=axes, keepdim=True)
+        if n.mode == "max":
+            return x.amax(dim=axes, keepdim=True)
+        if n.mode == "min":
+            return x.amin(dim=axes, keepdim=True)
+        return x.abs().amax(dim=axes, keepdim=True)
+    if n.kind in ("layer_norm", "rms_norm"):
+        x, eps = ins[0], n.attrs["epsilon"]
+        shape = list(x.shape[1:])  # normalized over every axis but the first
+        w = ins[1].reshape(shape)
+        if n.kind == "layer_norm":
+            return F.layer_norm(x, shape, w, ins[2].reshape(shape), eps)
+        if hasattr(F, "rms_norm"):
+            y = F.rms_norm(x, shape, w, eps)
+        else:
+            dims = list(range(1, x.dim()))
+            y = x * torch.rsqrt(x.pow(2).mean(dim=dims, keepdim=True) + eps) * w
+        return y + ins[2].reshape(shape) if len(ins) > 2 else y
+    return run_sdpa(n, ins[0], ins[1], ins[2])
+
+
+def pointwise_magnitude(mode, va, vb, vy, ba, bb, ea, eb):
+    """pointwise_magnitude (src/validate/ops/pointwise_math.h), elementwise over broadcast tensors."""
+    if mode in ("add", "sub", "bias_add"):
+        return ba + bb
+    if mode in ("min", "max"):
+        return torch.fmax(ba, bb)
+    if mode in ("mul", "scale"):
+        return (2.0 if ea and eb else 1.0) * ba * bb
+    if mode == "div":
+        inv = 1.0 / vb.abs()
+        return ba * inv * (1.0 + (bb * inv if eb else 0.0))
+    if mode in ("relu", "tanh", "abs", "identity"):
+        return ba
+    if mode in ("gelu_erf", "gelu_tanh"):
+        return 1.13 * ba
+    if mode == "silu":
+        return 1.1 * ba
+    if mode == "sigmoid":
+        return torch.fmax(vy.abs(), 0.25 * ba)
+    return vy.abs() * torch.clamp(ba, min=1.0)  # exp
+
+
+def norm_magnitude(n, x, s, bx, bs, bb, ex, es, eb, vy):
+    """norm_magnitude / norm_dterm_part (ops/norm_math.h) with the row statistics of host_reference.cc."""
+    layer, eps = n.kind == "layer_norm", n.attrs["epsilon"]
+    dims = list(range(1, x.dim()))
+    shape = list(x.shape[1:])
+    mean = x.mean(dim=dims, keepdim=True) if layer else torch.zeros_like(x[:1])
+    var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)  # mean(x^2) for RMS norm
+    inv = 1.0 / torch.sqrt(var + eps)
+    bm = bx.mean(dim=dims, keepdim=True)
+    mean_err = (1.0 + (1.0 if ex else 0.0)) * bm if layer else torch.zeros_like(bm)
+    dterm = ((x - mean).abs() * ((bx if ex else 0.0) + mean_err)).mean(dim=dims, keepdim=True)
+    xhat = (x - mean) * inv
+    vs = s.reshape(shape)
+    e = vs.abs() * inv * ((bx if ex else 0.0) + mean_err) + 0.5 * (vs * xhat).abs() * (var + 2.0 * dterm) / (var + eps)
+    if es:
+        e = e + bs.reshape(shape) * xhat.abs()
+    if eb:
+        e = e + bb.reshape(shape)
+    return torch.fmax(vy.abs(), e)
+
+
+def sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, o):
+    """sdpa_magnitude_term summed over keys (host_reference.cc sdpa_magnitude_of), batched:
+    B_o = max(|o|, sum_j p_j ((Bv_j + |o|) S_j + (2 + Ev) Bv_j)), S_j = (1 + Eq + Ek) scale sum_d Bq_d Bk_jd."""
+    scale = n.attrs["attn_scale"]
+    rep = q.shape[1] // k.shape[1]
+    if rep > 1:  # query head h reads key head h // (H / Hk)
+        k, v, bk, bv = (t.repeat_interleave(rep, dim=1) for t in (k, v, bk, bv))
+    scores = scale * torch.matmul(q, k.transpose(-1, -2))
+    if n.attrs["causal"]:  # key j > query i is masked (top-left)
+        keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, -math.inf)
+    p = torch.softmax(scores, dim=-1)
+    ps = p * ((1.0 + eq + ek) * abs(scale) * torch.matmul(bq, bk.transpose(-1, -2)))
+    acc = torch.matmul(ps, bv) + o.abs() * ps.sum(dim=-1, keepdim=True) + (2.0 + ev) * torch.matmul(p, bv)
+    return torch.fmax(o.abs(), acc)
+
+
+def node_magnitude(n, ins, bs, es, y, out_dims):
+    """The magnitude of node n's output (host_reference.cc evaluate, magnitude pass): B >= |y| and the
+    accumulation error of y <= c * B, from the operands' values, magnitudes and whether they carry error."""
+    if n.kind.startswith("conv_") or n.kind == "matmul":
+        factor = 1.0 + es[0] + es[1]  # contraction_factor
+        return factor * (run_conv(n, bs[0], bs[1], out_dims) if n.kind != "matmul" else torch.matmul(bs[0], bs[1]))
+    if n.kind == "pointwise":
+        zero = torch.zeros((), dtype=ins[0].dtype, device=ins[0].device)
+        vb, bb = (ins[1], bs[1]) if len(ins) > 1 else (zero, zero)
+        if n.mode == "scale":
+            vb, bb = vb.reshape(()), bb.reshape(())
+        return pointwise_magnitude(n.mode, ins[0], vb, y, bs[0], bb, es[0], len(es) > 1 and es[1]).expand(out_dims)
+    if n.kind == "reduction":  # a sum accumulates; max, min and amax pick one element
+        if n.mode == "sum":
+            return (1.0 + es[0]) * bs[0].sum(dim=n.attrs["axes"], keepdim=True)
+        return bs[0].amax(dim=n.attrs["axes"], keepdim=True)
+    if n.kind in ("layer_norm", "rms_norm"):
+        bias = len(ins) > 2
+        return norm_magnitude(n, ins[0], ins[1], bs[0], bs[1], bs[2] if bias else None, es[0], es[1], bias and es[2], y)
+    return sdpa_magnitude(n, ins[0], ins[1], ins[2], bs[0], bs[1], bs[2], es[0], es[1], es[2], y)
+
+
+def run_graph_torch(g, inputs, device, compute, magnitudes=False):
+    """Every node in Kiln's topological order on `device` in `compute` (torch.float32 or float64); every
+    tensor a node writes is rounded to its dtype, as the GPU stores it. Returns ({output index: float64
+    values}, {output index: float64 magnitudes rounded to fp32, as ReferenceOutputs::magnitudes} or None)."""
+    vals, mags, carries = {}, {}, {}
+
+    def holder(t):  # integers are kept in float64 (identity may cast them); floats in the compute dtype
+        return torch.float64 if DTYPES[g.tensors[t].dtype].is_int else compute
+
+    for t in g.tensors:
+        if not t.is_input:
+            continue
+        if t.by_value:
+            v = round_to_dtype(torch.full(t.dims, t.value, dtype=torch.float64), DTYPES[t.dtype])
+        else:
+            v = inputs[t.index]
+        vals[t.index] = v.to(device=device, dtype=holder(t.index))
+        if magnitudes:  # a graph input: B = |x|, no accumulation error
+            mags[t.index] = vals[t.index].abs().to(compute)
+            carries[t.index] = False
+    for n in g.nodes:
+        o = n.output
+        dims = g.tensors[o].dims
+        ins = [vals[t] if n.mode == "identity" else vals[t].to(compute) for t in n.inputs]
+        y = run_node(n, ins, dims)
+        if list(y.shape) != list(dims):
+            raise RuntimeError(f"{n.label()}: PyTorch gave shape {list(y.shape)}, Kiln infers {dims}")
+        if magnitudes:  # from the unrounded result, as the host reference does
+            fvals = [vals[t].to(compute) for t in n.inputs]
+            mags[o] = node_magnitude(n, fvals, [mags[t] for t in n.inputs], [carries[t] for t in n.inputs],
+                                     y.to(compute), dims).contiguous()
+            carries[o] = True
+        vals[o] = round_to_dtype(y, DTYPES[g.tensors[o].dtype]).to(holder(o)).contiguous()
+    outs = [o.tensor for o in g.outputs]
+    out_vals = {t: vals[t].to(torch.float64) for t in outs}
+    if not magnitudes:
+        return out_vals, None
+    return out_vals, {t: mags[t].to(torch.float32).to(torch.float64) for t in outs}
