@@ -1,5 +1,5 @@
-// kiln/runtime/retune.h: re-tuning what the plan store could not serve. obtain_plan() (kiln/runtime/runner.h) queues a
-// re-tune under the policy kHeuristicsAndQueue, or tunes at once under kRetune; retune_queued() drains the
+// kiln/runtime/retune.h: re-tuning what the plan store could not serve. kiln::Planner::obtain (kiln/runtime/planner.h)
+// queues a re-tune under the policy kHeuristicsAndQueue, or tunes at once under kRetune; retune_queued() drains the
 // queue on a machine of the environment that asked (`kiln plans retune`). docs/store.md "The re-tune
 // queue".
 #pragma once
@@ -32,7 +32,8 @@ StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, co
 // re-run and deep-verified without the spec file. Call it beside put() of a plan for the graph.
 Status remember_graph_spec(PlanStore& store, const Graph& graph);
 
-// How obtain_plan() tunes when the policy is kRetune (a short tuning: a service waits for it).
+// How kiln run tunes when the policy is kRetune (a short tuning: the run waits for it); run_graph hands these
+// to the Planner as PromotionTuning.
 struct RetuneNowOptions {
   double time_budget_s = 30;         // the whole tuning of the graph; 0: none
   double candidate_budget_ms = 100;  // sampling budget per candidate
