@@ -19,21 +19,28 @@ struct ConvParams {
   int64_t in[3], filt[3], out[3], pad[3], stride[3], dil[3];
 };
 
+// Splits a flat index over [outer][mid][e[0]][e[1]][e[2]] (row-major) into its coordinates.
+__device__ inline void unravel5(int64_t idx, int64_t mid, const int64_t (&e)[3], int64_t* outer, int64_t* m,
+                                int64_t (&s)[3]) {
+  s[2] = idx % e[2];
+  idx /= e[2];
+  s[1] = idx % e[1];
+  idx /= e[1];
+  s[0] = idx % e[0];
+  idx /= e[0];
+  *m = idx % mid;
+  *outer = idx / mid;
+}
+
 __global__ void conv_fprop_kernel(ConvParams p, const double* __restrict__ x, const double* __restrict__ w,
                                   double* __restrict__ y) {
   const int64_t total = p.n * p.k * p.out[0] * p.out[1] * p.out[2];
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t r = idx;
-    const int64_t o2 = r % p.out[2];
-    r /= p.out[2];
-    const int64_t o1 = r % p.out[1];
-    r /= p.out[1];
-    const int64_t o0 = r % p.out[0];
-    r /= p.out[0];
-    const int64_t k = r % p.k;
-    const int64_t n = r / p.k;
+    int64_t n, k, o[3];
+    unravel5(idx, p.k, p.out, &n, &k, o);
+    const int64_t o0 = o[0], o1 = o[1], o2 = o[2];
     const int64_t grp = k / kg;
     double acc = 0.0;
     for (int64_t ci = 0; ci < cg; ++ci) {
@@ -64,15 +71,9 @@ __global__ void conv_dgrad_kernel(ConvParams p, const double* __restrict__ dy, c
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t r = idx;
-    const int64_t i2 = r % p.in[2];
-    r /= p.in[2];
-    const int64_t i1 = r % p.in[1];
-    r /= p.in[1];
-    const int64_t i0 = r % p.in[0];
-    r /= p.in[0];
-    const int64_t ch = r % p.c;
-    const int64_t n = r / p.c;
+    int64_t n, ch, i[3];
+    unravel5(idx, p.c, p.in, &n, &ch, i);
+    const int64_t i0 = i[0], i1 = i[1], i2 = i[2];
     const int64_t grp = ch / cg, ci = ch % cg;
     double acc = 0.0;
     for (int64_t k = grp * kg; k < (grp + 1) * kg; ++k)
@@ -103,15 +104,9 @@ __global__ void conv_wgrad_kernel(ConvParams p, const double* __restrict__ x, co
   const int64_t total = p.k * cg * p.filt[0] * p.filt[1] * p.filt[2];
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t r = idx;
-    const int64_t f2 = r % p.filt[2];
-    r /= p.filt[2];
-    const int64_t f1 = r % p.filt[1];
-    r /= p.filt[1];
-    const int64_t f0 = r % p.filt[0];
-    r /= p.filt[0];
-    const int64_t ci = r % cg;
-    const int64_t k = r / cg;
+    int64_t k, ci, f[3];
+    unravel5(idx, cg, p.filt, &k, &ci, f);
+    const int64_t f0 = f[0], f1 = f[1], f2 = f[2];
     const int64_t ch = (k / kg) * cg + ci;
     double acc = 0.0;
     for (int64_t n = 0; n < p.n; ++n)

@@ -37,21 +37,31 @@ __device__ double sdpa_weight(const SdpaParams& p, const double* qi, const doubl
   return exp(dot * p.scale - mx);
 }
 
+// A query row's coordinates: its position i, and the K/V head (b * hk + h / group) it reads.
+struct SdpaRow {
+  int64_t i, kv_head;
+};
+__device__ inline SdpaRow sdpa_row(const SdpaParams& p, int64_t idx) {
+  const int64_t h = (idx / p.sq) % p.h;
+  const int64_t b = idx / (p.sq * p.h);
+  return SdpaRow{idx % p.sq, b * p.hk + h / (p.h / p.hk)};
+}
+// The keys row i attends to: all, or with causal masking up to and including i.
+__device__ inline int64_t sdpa_last(const SdpaParams& p, int64_t i) {
+  return p.causal ? (i + 1 < p.skv ? i + 1 : p.skv) : p.skv;
+}
+
 __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
                             const double* __restrict__ v, double* __restrict__ o) {
   const int64_t rows = p.b * p.h * p.sq;
-  const int64_t group = p.h / p.hk;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = idx % p.sq;
-    const int64_t h = (idx / p.sq) % p.h;
-    const int64_t b = idx / (p.sq * p.h);
-    const int64_t hk = h / group;
+    const SdpaRow row = sdpa_row(p, idx);
     const double* qi = q + idx * p.d;
-    const double* kb = k + (b * p.hk + hk) * p.skv * p.d;
-    const double* vb = v + (b * p.hk + hk) * p.skv * p.dv;
+    const double* kb = k + row.kv_head * p.skv * p.d;
+    const double* vb = v + row.kv_head * p.skv * p.dv;
     double* oi = o + idx * p.dv;
-    const int64_t last = p.causal ? (i + 1 < p.skv ? i + 1 : p.skv) : p.skv;
+    const int64_t last = sdpa_last(p, row.i);
     const double mx = sdpa_row_max(p, qi, kb, last);
     for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.0;
     double sum = 0.0;
@@ -71,13 +81,10 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
                                       const double* __restrict__ bk, const double* __restrict__ bv, double qk_factor,
                                       int ev, double* __restrict__ bo) {
   const int64_t rows = p.b * p.h * p.sq;
-  const int64_t group = p.h / p.hk;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = idx % p.sq;
-    const int64_t h = (idx / p.sq) % p.h;
-    const int64_t b = idx / (p.sq * p.h);
-    const int64_t head = b * p.hk + h / group;
+    const SdpaRow row = sdpa_row(p, idx);
+    const int64_t head = row.kv_head;
     const double* qi = q + idx * p.d;
     const double* kb = k + head * p.skv * p.d;
     const double* bqi = bq + idx * p.d;
@@ -85,7 +92,7 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
     const double* bvb = bv + head * p.skv * p.dv;
     const double* oi = o + idx * p.dv;
     double* mi = bo + idx * p.dv;
-    const int64_t last = p.causal ? (i + 1 < p.skv ? i + 1 : p.skv) : p.skv;
+    const int64_t last = sdpa_last(p, row.i);
     const double mx = sdpa_row_max(p, qi, kb, last);
     double sum = 0.0;
     for (int64_t j = 0; j < last; ++j) sum += sdpa_weight(p, qi, kb + j * p.d, mx);
