@@ -89,7 +89,7 @@ Status run_verify(const PlansOptions& o) {
                                       {"status", deep_status(r)}};
         if (r.checked) {
           row["message"] = r.result.message;
-          row["reference"] = r.result.reference_kind;
+          row["reference"] = reference_kind_name(r.result.reference_kind);
           row["max_abs"] = r.result.max_abs;
           row["max_rel"] = r.result.max_rel;
           row["nmse"] = r.result.nmse;
@@ -116,7 +116,7 @@ Status run_verify(const PlansOptions& o) {
         std::string line = std::string(disposition_name(r.result.verdict)) + "  " + key + " " + r.plan;
         char measures[160];
         std::snprintf(measures, sizeof measures, " max_abs=%.3g max_rel=%.3g nmse=%.3g (%s reference)",
-                      r.result.max_abs, r.result.max_rel, r.result.nmse, r.result.reference_kind.c_str());
+                      r.result.max_abs, r.result.max_rel, r.result.nmse, reference_kind_name(r.result.reference_kind));
         if (r.result.verdict == Disposition::kPassed || r.result.verdict == Disposition::kIncorrect) line += measures;
         line += "; graph: " + r.graph_source;
         if (r.result.verdict != Disposition::kPassed) line += "\n    " + r.result.message;

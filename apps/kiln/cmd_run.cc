@@ -38,8 +38,8 @@ Status run_cmd(RunCliOptions& o) {
   const std::string plan =
       rep.segments.empty() ? rep.config.identity() : std::to_string(rep.segments.size()) + " fused segments";
   std::printf("%s: plan %s from %s (workspace %lld B, %.1f ms to obtain), ran in %.3f ms\n", g.name.c_str(),
-              plan.c_str(), rep.plan_source.c_str(), static_cast<long long>(rep.workspace_bytes), rep.obtain_ms,
-              rep.run_ms);
+              plan.c_str(), plan_source_name(rep.plan_source), static_cast<long long>(rep.workspace_bytes),
+              rep.obtain_ms, rep.run_ms);
   for (auto& s : rep.segments) std::printf("  segment %s\n", s.c_str());
   for (auto& r : rep.reasons) std::printf("  %s\n", r.c_str());
   if (!o.run.verify) return Status::ok();

@@ -59,7 +59,7 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
                            {"gpu", env.gpu_name},
                            {"cudnn_version", env.cudnn_version},
                            {"kiln_git_revision", env.kiln_git_revision},
-                           {"reference", tr.reference_kind},
+                           {"reference", reference_kind_name(tr.reference_kind)},
                            {"inputs", tr.inputs},
                            {"build_wall_ms", tr.build_wall_ms},
                            {"total_wall_ms", tr.total_wall_ms},
@@ -87,8 +87,8 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
   std::printf(
       "reference: %s; inputs: %s; %zu candidates built in %.0f ms on host threads (inputs and reference %.0f ms, "
       "meanwhile); total %.1f s\n",
-      tr.reference_kind.c_str(), tr.inputs.c_str(), tr.candidates.size(), tr.build_wall_ms, tr.prepare_wall_ms,
-      tr.total_wall_ms / 1000.0);
+      reference_kind_name(tr.reference_kind), tr.inputs.c_str(), tr.candidates.size(), tr.build_wall_ms,
+      tr.prepare_wall_ms, tr.total_wall_ms / 1000.0);
   if (tr.winner)
     std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms,
                 tr.winner_check.c_str());

@@ -123,7 +123,7 @@ const Graph* GraphCatalog::find(const std::string& structure_sig, const std::str
 DeepCheckResult deep_check_plan(const Graph& graph, const PlanRecord& record, cudnnHandle_t handle,
                                 const DeepCheckOptions& options) {
   DeepCheckResult out;
-  out.reference_kind = "none";
+  out.reference_kind = ReferenceKind::kNone;
   auto fail = [&](const std::string& why) {
     out.verdict = Disposition::kFailed;
     out.message = why;
@@ -148,7 +148,7 @@ DeepCheckResult deep_check_plan(const Graph& graph, const PlanRecord& record, cu
   StatusOr<ReferenceOutputs> host = run_host_reference_with_magnitudes(graph, *inputs);
   if (host.is_ok()) {
     ref = std::move(host).value();
-    out.reference_kind = "host";
+    out.reference_kind = ReferenceKind::kHost;
   } else {
     StatusOr<ReferenceOutputs> dev = run_device_reference_with_magnitudes(graph, *inputs);
     if (!dev.is_ok()) {
@@ -157,7 +157,7 @@ DeepCheckResult deep_check_plan(const Graph& graph, const PlanRecord& record, cu
       return out;
     }
     ref = std::move(dev).value();
-    out.reference_kind = "device";
+    out.reference_kind = ReferenceKind::kDevice;
   }
   StatusOr<CheckReport> check = check_outputs(graph, *outs, ref, options.check);
   if (!check.is_ok()) return fail("cannot compare with the reference: " + check.status().message());

@@ -77,12 +77,12 @@ Outcome run_case(const opcov::OpCase& c) {
   }
   // A graph cuDNN cannot fuse whole runs as fused segments (run_graph): say so, so that a "fused" case
   // that ran unfused is visible.
-  if (rep->plan_source == "segments") {
+  if (rep->plan_source == PlanSource::kSegments) {
     out.plan = "segments[";
     for (size_t i = 0; i < rep->segments.size(); ++i) out.plan += (i ? "; " : "") + rep->segments[i];
     out.plan += "]";
   } else {
-    out.plan = rep->config.identity() + "(" + rep->plan_source + ")";
+    out.plan = rep->config.identity() + "(" + plan_source_name(rep->plan_source) + ")";
   }
   out.verdict = rep->verdict();
   for (const auto& chk : rep->checks) {
@@ -222,7 +222,7 @@ TEST(OpCoverage, ConvWgradExampleK100352PassesTheAccumulationBound) {
   EXPECT_EQ(rep->checks[1].kind, ReferenceKind::kDevice);
   EXPECT_EQ(rep->checks[1].verdict, Disposition::kPassed);
   EXPECT_EQ(rep->verdict(), Disposition::kPassed);
-  EXPECT_EQ(rep->reference_kind, "device");
+  EXPECT_EQ(rep->references_run, std::vector<ReferenceKind>{ReferenceKind::kDevice});
 }
 
 }  // namespace

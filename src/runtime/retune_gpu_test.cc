@@ -89,7 +89,7 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
   ro.policy.on_mismatch = MismatchPolicy::kHeuristicsAndQueue;
   auto run = run_graph(*g, ro);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(run->plan_source, "heuristics") << joined(run->reasons);
+  EXPECT_EQ(run->plan_source, PlanSource::kHeuristics) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "store: stale")) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "cudnn_version: recorded")) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "queued for re-tune (requested 1 time)")) << joined(run->reasons);
@@ -164,7 +164,7 @@ TEST(RetuneGpu, StaleRecordRunsHeuristicsQueuesThenRetunesAndDeepVerifies) {
     if (r.checked) {
       EXPECT_EQ(r.result.verdict, Disposition::kPassed) << r.result.message;
       EXPECT_EQ(r.fingerprint_key, fingerprint_key(env));
-      EXPECT_EQ(r.result.reference_kind, "host");
+      EXPECT_EQ(r.result.reference_kind, ReferenceKind::kHost);
       std::printf("[ deep ] %s: %s %s\n", r.plan.c_str(), disposition_name(r.result.verdict), r.result.message.c_str());
       ++passed;
     } else {
@@ -199,7 +199,7 @@ TEST(RetuneGpu, CliQueueAndRetune) {
   ro.store_path = path;
   auto run = run_graph(*g, ro);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(run->plan_source, "heuristics");
+  EXPECT_EQ(run->plan_source, PlanSource::kHeuristics);
   EXPECT_TRUE(contains(run->reasons, "store: miss")) << joined(run->reasons);
   EXPECT_TRUE(contains(run->reasons, "queued for re-tune")) << joined(run->reasons);
 
@@ -221,7 +221,7 @@ TEST(RetuneGpu, CliQueueAndRetune) {
 
   run = run_graph(*g, ro);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(run->plan_source, "store") << joined(run->reasons);
+  EXPECT_EQ(run->plan_source, PlanSource::kStore) << joined(run->reasons);
 }
 
 TEST(RetuneGpu, RetunePolicyTunesNowAndStores) {

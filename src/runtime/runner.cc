@@ -191,7 +191,7 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
   KILN_ASSIGN_OR_RETURN(PreparedGraph pg, planner->prepare(graph));
   KILN_ASSIGN_OR_RETURN(Obtained got, pin ? planner->obtain_pinned(pg, *pin) : planner->obtain(pg));
   const ExecutablePlan& plan = *got.plan;
-  rep.plan_source = plan_source_name(got.source);
+  rep.plan_source = got.source;
   if (!got.why.empty()) rep.reasons.push_back(got.why);
   for (const std::string& n : plan.notes()) rep.reasons.push_back(n);
   for (const auto& part : plan.parts()) {
@@ -224,7 +224,6 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
   if (!o.save_outputs_dir.empty())
     for (size_t i = 0; i < graph.outputs.size(); ++i)
       KILN_RETURN_IF_ERROR(rep.outputs[i].write_file(output_file(o, graph, i), o.overwrite_outputs));
-  rep.reference_kind = "none";
   if (o.verify) {
     // The device reference and comparison stay on the device: from the inputs where the plan read them.
     auto device_check = [&]() -> StatusOr<CheckReport> {
@@ -232,7 +231,6 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(graph, o.check));
       return checker.check(outputs, ref, stream.get());
     };
-    std::vector<std::string> ran;
     for (ReferenceKind kind : kinds) {
       RunReport::ReferenceCheck c;
       c.kind = kind;
@@ -256,12 +254,8 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       c.verdict = cr->verdict;
       c.report = std::move(cr).value();
       if (!rep.check) rep.check = c.report;
-      ran.push_back(reference_kind_name(c.kind));
+      rep.references_run.push_back(c.kind);
       rep.checks.push_back(std::move(c));
-    }
-    if (!ran.empty()) {
-      rep.reference_kind = ran[0];
-      for (size_t i = 1; i < ran.size(); ++i) rep.reference_kind += "+" + ran[i];
     }
   }
   return rep;

@@ -37,7 +37,7 @@ TEST_P(RunExample, HeuristicPlanRunsAndMatchesTheHostReference) {
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
   ASSERT_TRUE(rep->check.has_value());
   std::printf("[ run ] %s: %s (%s reference)\n%s\n", GetParam().c_str(), rep->config.identity().c_str(),
-              rep->reference_kind.c_str(), rep->check->summary().c_str());
+              reference_kind_name(rep->checks.front().kind), rep->check->summary().c_str());
   EXPECT_EQ(rep->check->verdict, Disposition::kPassed) << rep->check->summary();
 }
 
@@ -115,7 +115,7 @@ TEST(Store, TunedPlanLoadsBackAndGivesIdenticalOutputs) {
   from_store.seed = 3;
   auto a = run_graph(*g, from_store);
   ASSERT_TRUE(a.is_ok()) << a.status().to_string();
-  EXPECT_EQ(a->plan_source, "store");
+  EXPECT_EQ(a->plan_source, PlanSource::kStore);
   EXPECT_EQ(a->config, tr->winner_config);
   RunOptions pinned;
   pinned.pin = tr->winner_config;

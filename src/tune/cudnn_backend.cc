@@ -54,7 +54,7 @@ class CudnnTuneBackend : public TuneBackend {
     return ws;
   }
 
-  StatusOr<std::string> prepare(bool verify) override {
+  StatusOr<ReferenceKind> prepare(bool verify) override {
     KILN_ASSIGN_OR_RETURN(
         eval_, prepare_evaluation(graph_, options_.seed, verify, options_.host_reference, options_.inputs_dir));
     if (eval_->reference) {

@@ -46,14 +46,14 @@ StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph
     return upload_reference(graph, r);
   };
   StatusOr<DeviceReference> ref = host_reference ? host() : device_reference_on_device(graph, e->buffers.pointers());
-  std::string kind = host_reference ? "host" : "device";
+  ReferenceKind kind = host_reference ? ReferenceKind::kHost : ReferenceKind::kDevice;
   if (!ref.is_ok() && !host_reference) {
     KILN_LOG(kInfo,
              "graph '" << graph.name << "': device reference failed, trying the host one: " << ref.status().message());
     auto h = host();
     if (h.is_ok()) {
       ref = std::move(h);
-      kind = "host";
+      kind = ReferenceKind::kHost;
     }
   }
   e->reference_ms = ms_since(t0);

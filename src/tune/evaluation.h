@@ -21,15 +21,15 @@ struct GraphEvaluation {
   std::string inputs;                        // "random seed N" or "files DIR"
   GraphBuffers buffers;                      // inputs generated or uploaded; outputs allocated (poisoned)
   std::optional<DeviceReference> reference;  // none when not verifying or none could be made
-  std::string reference_kind = "none";       // "device", "host" or "none"
-  double inputs_ms = 0, reference_ms = 0;    // wall time of each, synchronised
+  ReferenceKind reference_kind = ReferenceKind::kNone;
+  double inputs_ms = 0, reference_ms = 0;  // wall time of each, synchronised
 };
 
 // Allocates the graph's buffers, generates its inputs on the device (seed; or uploads the recorded ones of
 // `inputs_dir`, read once) and, when `verify`, computes
 // its reference: on the device and kept there, or with `host_reference` on the host (make_random_inputs
 // gives the same inputs) and uploaded. A reference that cannot be made is a logged warning and
-// reference_kind "none"; a failure to allocate or generate is an error.
+// reference_kind kNone; a failure to allocate or generate is an error.
 StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph, uint64_t seed, bool verify,
                                                               bool host_reference, const std::string& inputs_dir = "");
 

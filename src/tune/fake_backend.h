@@ -91,8 +91,8 @@ class FakeBackend : public TuneBackend {
     return s.workspace;
   }
 
-  StatusOr<std::string> prepare(bool verify) override {
-    return std::string(verify && has_reference_ ? "host" : "none");
+  StatusOr<ReferenceKind> prepare(bool verify) override {
+    return verify && has_reference_ ? ReferenceKind::kHost : ReferenceKind::kNone;
   }
 
   StatusOr<CheckReport> run_and_check(size_t index) override {

@@ -165,7 +165,7 @@ class CrashingBackend : public TuneBackend {
     if (phase_ == "build" && config.identity() == identity_) crash_now(sig_);
     return inner_->build(worker, index, config);
   }
-  StatusOr<std::string> prepare(bool verify) override { return inner_->prepare(verify); }
+  StatusOr<ReferenceKind> prepare(bool verify) override { return inner_->prepare(verify); }
   StatusOr<CheckReport> run_and_check(size_t index) override {
     crash_if_run(index);
     return inner_->run_and_check(index);
@@ -211,7 +211,7 @@ std::string tune_event_to_json(const TuneEvent& e) {
       j["ranks"] = e.ranks;
       break;
     case TuneEvent::Kind::kPrepared:
-      j["reference_kind"] = e.reference_kind;
+      j["reference_kind"] = reference_kind_name(e.reference_kind);
       j["inputs"] = e.inputs;
       j["prepare_ms"] = e.prepare_ms;
       break;
@@ -245,7 +245,9 @@ StatusOr<TuneEvent> tune_event_from_json(const std::string& line) {
       e.notes = j.at("notes").get<std::vector<std::string>>();
       e.ranks = j.at("ranks").get<std::vector<int>>();
     } else if (e.kind == TuneEvent::Kind::kPrepared) {
-      e.reference_kind = j.at("reference_kind").get<std::string>();
+      auto kind = parse_reference_kind(j.at("reference_kind").get<std::string>());
+      if (!kind.is_ok()) return corruption("tune event: " + kind.status().message());
+      e.reference_kind = *kind;
       e.inputs = j.at("inputs").get<std::string>();
       e.prepare_ms = j.at("prepare_ms").get<double>();
     } else if (e.kind == TuneEvent::Kind::kCandidate) {
@@ -301,7 +303,8 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
   std::vector<std::string> order, notes;
   std::vector<int> ranks;
   std::map<std::string, Settled> settled;
-  std::string reference_kind = "none", inputs;
+  ReferenceKind reference_kind = ReferenceKind::kNone;
+  std::string inputs;
   double prepare_ms = 0;  // summed over workers: each makes the inputs and reference again
   bool serial = false, cancelled_run = false, budget_out = false;
   int crashes = 0;
@@ -478,7 +481,7 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
     r.candidates.push_back(c);
     checks.emplace_back();
   }
-  const bool verifying = o.verify && reference_kind != "none";
+  const bool verifying = o.verify && reference_kind != ReferenceKind::kNone;
   KILN_RETURN_IF_ERROR(
       tune_internal::decide_winner(r, configs, checks, verifying, o, [&](size_t wi) -> StatusOr<std::vector<uint8_t>> {
         auto it = plans.find(wi);

@@ -60,7 +60,7 @@ TEST(TuneSupervisor, CrashWhileRunningIsFailedWithTheSignalAndTheTuneGoesOn) {
   // The winner's plan comes from the worker that timed it: the last one, which skipped eng0 and eng1
   // (settled before), so eng3 was its candidate 1 (the fake's plan is its index).
   EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{1});
-  EXPECT_EQ(r->reference_kind, "host");
+  EXPECT_EQ(r->reference_kind, ReferenceKind::kHost);
   // A second worker (a third when builds were in flight at the crash: the serial one names eng1).
   ASSERT_GE(spawner.requests.size(), 2u);
   ASSERT_LE(spawner.requests.size(), 3u);

@@ -115,7 +115,7 @@ TEST(Unfused, ChainOfPartWinnersIsCheckedTimedAndCompared) {
     auto fused = tune_graph(*g, o);
     ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
     ASSERT_TRUE(fused->winner.has_value());
-    EXPECT_EQ(fused->reference_kind, "device");
+    EXPECT_EQ(fused->reference_kind, ReferenceKind::kDevice);
     ASSERT_NE(fused->evaluation, nullptr);  // the fused graph's inputs and reference, kept on the device
     UnfusedOptions uo;
     uo.tune = o;
@@ -123,7 +123,7 @@ TEST(Unfused, ChainOfPartWinnersIsCheckedTimedAndCompared) {
     auto u = tune_unfused(*g, uo);
     ASSERT_TRUE(u.is_ok()) << u.status().to_string();
     EXPECT_TRUE(u->unavailable.empty()) << u->unavailable;
-    EXPECT_EQ(u->reference_kind, "device");
+    EXPECT_EQ(u->reference_kind, ReferenceKind::kDevice);
     EXPECT_EQ(u->parts.size(), g->nodes.size());
     EXPECT_EQ(u->identities.size(), g->nodes.size());
     EXPECT_EQ(u->chain.disposition, Disposition::kPassed) << u->chain.message;
@@ -192,7 +192,7 @@ TEST(Tuner, RecordedInputsGateTheCandidates) {
   auto r = tune_graph(*g, o);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->inputs, "files " + dir);
-  EXPECT_EQ(r->reference_kind, "device");
+  EXPECT_EQ(r->reference_kind, ReferenceKind::kDevice);
   int incorrect = 0;
   for (const auto& c : r->candidates)
     if (c.disposition == Disposition::kIncorrect) {

@@ -225,7 +225,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     e.prepare_ms = r.prepare_wall_ms;
     emit(std::move(e));
   }
-  const bool verifying = o.verify && r.reference_kind != "none";
+  const bool verifying = o.verify && r.reference_kind != ReferenceKind::kNone;
   const double flops = backend.work_flops(), bytes = backend.work_bytes();
 
   // 4. Each candidate in order, as its build finishes: the gate, then the timer.

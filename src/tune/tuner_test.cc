@@ -48,7 +48,7 @@ TEST(TunerDecisions, WrongCandidateIsNeverChosenHoweverFast) {
   EXPECT_EQ(*r->winner, 2u);
   EXPECT_EQ(r->winner_config.engine_id, 2);
   EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{2});
-  EXPECT_EQ(r->reference_kind, "host");
+  EXPECT_EQ(r->reference_kind, ReferenceKind::kHost);
 }
 
 TEST(TunerDecisions, CrashingAndFailingCandidatesAreFailedAndTheTuneGoesOn) {
@@ -169,7 +169,7 @@ TEST(TunerDecisions, WithoutAReferenceCandidatesAreNotVerifiedAndTheFastestTimed
   FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kWrong, 0.5}, {Kind::kRunFails, 0.1}}, /*has_reference=*/false);
   auto r = tune_with_backend(fake, "fake", quiet());
   ASSERT_TRUE(r.is_ok());
-  EXPECT_EQ(r->reference_kind, "none");
+  EXPECT_EQ(r->reference_kind, ReferenceKind::kNone);
   EXPECT_EQ(r->candidates[0].disposition, Disposition::kNotVerified);
   EXPECT_EQ(r->candidates[1].disposition, Disposition::kNotVerified);  // nobody can tell it is wrong
   EXPECT_EQ(r->candidates[2].disposition, Disposition::kFailed);

@@ -159,8 +159,9 @@ FusionSide unfused_chain_side(const UnfusedResult& result) {
   FusionSide s;
   s.identities = result.identities;
   // Without a reference (--no-verify) the chain is NotVerified, like every fused candidate then.
-  const bool checked = result.chain.disposition == Disposition::kPassed ||
-                       (result.reference_kind == "none" && result.chain.disposition == Disposition::kNotVerified);
+  const bool checked =
+      result.chain.disposition == Disposition::kPassed ||
+      (result.reference_kind == ReferenceKind::kNone && result.chain.disposition == Disposition::kNotVerified);
   if (!result.unavailable.empty() || !checked || !result.chain.timed()) return s;
   s.available = true;
   s.median_ms = result.chain.median_ms;
@@ -224,7 +225,7 @@ nlohmann::json fusion_report_json(const CandidateResult* fused_winner, const Unf
                       {"unfused_unavailable_reason", u.unavailable},
                       {"sum_of_parts_ms", u.sum_of_parts_ms},
                       {"intermediate_bytes", u.intermediate_bytes},
-                      {"reference", u.reference_kind},
+                      {"reference", reference_kind_name(u.reference_kind)},
                       {"parts", parts}};
   if (decision.is_ok()) {
     j["decision"] = decision->use_fused ? "fused" : "unfused";

@@ -21,7 +21,7 @@ CandidateResult timed(int64_t engine, double ms, double rel = 0.002) {
 UnfusedResult two_parts(double chain_ms) {
   UnfusedResult u;
   u.materialized = DataType::kBFloat16;
-  u.reference_kind = "host";
+  u.reference_kind = ReferenceKind::kHost;
   for (int i = 0; i < 2; ++i) {
     UnfusedPartResult p;
     p.name = "g/n" + std::to_string(i);
@@ -94,9 +94,9 @@ TEST(UnfusedReport, IncorrectOrUnavailableChainIsNeverChosen) {
 TEST(UnfusedReport, NotVerifiedChainCountsOnlyWithoutAReference) {
   UnfusedResult u = two_parts(0.3);
   u.chain.disposition = Disposition::kNotVerified;
-  u.reference_kind = "host";
+  u.reference_kind = ReferenceKind::kHost;
   EXPECT_FALSE(unfused_chain_side(u).available);
-  u.reference_kind = "none";
+  u.reference_kind = ReferenceKind::kNone;
   EXPECT_TRUE(unfused_chain_side(u).available);
 }
 

@@ -191,7 +191,10 @@ void fill_input(HostTensor& h, uint64_t seed, uint32_t tensor, double lo, double
 
 namespace kiln {
 
-const char* reference_kind_name(ReferenceKind k) { return k == ReferenceKind::kHost ? "host" : "device"; }
+const char* reference_kind_name(ReferenceKind k) { return enum_name(kReferenceKindNames, k); }
+StatusOr<ReferenceKind> parse_reference_kind(const std::string& name) {
+  return parse_enum(kReferenceKindNames, name, "reference kind");
+}
 
 StatusOr<double> estimate_macs(const Graph& graph) {
   KILN_ASSIGN_OR_RETURN(auto p, validate_internal::prepare_graph(graph));

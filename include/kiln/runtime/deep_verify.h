@@ -19,6 +19,7 @@
 #include "kiln/store/env_policy.h"
 #include "kiln/store/plan_store.h"
 #include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 
 namespace kiln {
 
@@ -61,8 +62,8 @@ struct DeepCheckOptions {
 struct DeepCheckResult {
   Disposition verdict = Disposition::
       kNotVerified;  // Passed, Incorrect, Failed (refused by the frontend, or did not run), NotVerified (no reference)
-  std::string message;                        // why, or the per-output check summary
-  std::string reference_kind;                 // "host", "device", "none"
+  std::string message;  // why, or the per-output check summary
+  ReferenceKind reference_kind = ReferenceKind::kNone;
   double max_abs = 0, max_rel = 0, nmse = 0;  // worst over the outputs
   bool problem() const { return verdict == Disposition::kIncorrect || verdict == Disposition::kFailed; }
 };

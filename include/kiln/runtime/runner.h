@@ -11,6 +11,7 @@
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/graph/graph.h"
 #include "kiln/lower/lower.h"
+#include "kiln/runtime/planner.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/plan_store.h"
@@ -53,8 +54,9 @@ struct RunOptions {
 };
 
 struct RunReport {
-  std::string plan_source;  // the Planner's source (plan_source_name): "store", "heuristics", "pinned", "tuned",
-                            // "bucket" (a dynamic graph's other tuned shape) or "segments"
+  // Where the Planner got the plan: kStore, kHeuristics, kPinned, kTuned, kBucket (a dynamic graph's other
+  // tuned shape) or kSegments.
+  PlanSource plan_source = PlanSource::kHeuristics;
   std::vector<std::string> reasons;
   EngineConfig config;  // with "segments": unset (see `segments`)
   // A graph cuDNN cannot fuse whole runs as fused segments (kiln/runtime/segments.h), each obtained like a graph
@@ -77,7 +79,9 @@ struct RunReport {
   };
   std::vector<ReferenceCheck> checks;
   std::optional<CheckReport> check;  // with verify: the first report in `checks`
-  std::string reference_kind;        // the references that ran: "host", "device", "host+device", "none"
+  // The references that ran and reported (a refused one does not count), in order: {kHost, kDevice} for
+  // --reference both; empty without verify.
+  std::vector<ReferenceKind> references_run;
   // Incorrect or Failed if any reference says so, else Passed if one ran, else NotSupported (none could
   // run) or NotVerified (no verify).
   Disposition verdict() const;

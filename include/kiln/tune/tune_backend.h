@@ -17,6 +17,7 @@
 #include "kiln/lower/lower.h"
 #include "kiln/measure/measure.h"
 #include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 
 namespace kiln {
 
@@ -38,7 +39,7 @@ class TuneBackend {
   // Makes the inputs and, when `verify`, the reference, once for all candidates (concurrently with the
   // builds). Returns the reference's kind ("device", "host"), or "none" when no reference could be made
   // (candidates are then NotVerified).
-  virtual StatusOr<std::string> prepare(bool verify) = 0;
+  virtual StatusOr<ReferenceKind> prepare(bool verify) = 0;
 
   // Runs built candidate `index` once on poisoned outputs and, after prepare() found a reference, checks
   // its outputs against it. An error (or a thrown exception) is a failed run.

@@ -24,6 +24,7 @@
 #include "kiln/tune/tune_backend.h"
 #include "kiln/validate/host_tensor.h"
 #include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
 
 namespace kiln {
 
@@ -43,7 +44,8 @@ struct TuneEvent {
   std::string identity;
   std::vector<std::string> identities, notes;
   std::vector<int> ranks;
-  std::string reference_kind, inputs;
+  ReferenceKind reference_kind = ReferenceKind::kNone;
+  std::string inputs;
   double prepare_ms = 0;  // kPrepared: wall time of the inputs and reference
   CandidateResult result;
   std::string check;
@@ -113,7 +115,7 @@ struct TuneResult {
   std::optional<IncumbentDecision> incumbent_decision;
   std::vector<uint8_t> winner_plan;  // serialized plan of the winner
   EngineConfig winner_config;
-  std::string reference_kind;  // "host", "device" or "none"
+  ReferenceKind reference_kind = ReferenceKind::kNone;
   std::string inputs;          // which inputs the gate used: "random seed 1" or "files DIR"
   std::string winner_check;    // the winner's numerics summary
   double build_wall_ms = 0;    // from the first build started to the last one finished

@@ -44,7 +44,7 @@ struct UnfusedResult {
   CandidateResult chain;
   std::vector<std::string> identities;  // each part's winner
   std::string chain_check;              // the chain's numerics summary
-  std::string reference_kind;
+  ReferenceKind reference_kind = ReferenceKind::kNone;
   double sum_of_parts_ms = 0;     // sum of the parts' medians, each timed alone
   double intermediate_bytes = 0;  // bytes written and read back through memory between parts
   std::string unavailable;        // why there is no chain (a part without a correct plan), or empty

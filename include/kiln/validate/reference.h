@@ -25,6 +25,8 @@
 //              (top-left aligned)
 #pragma once
 
+#include "kiln/core/enum_names.h"
+
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -41,8 +43,13 @@ struct HostReferenceOptions {
   double max_macs = 2e9;
 };
 
-enum class ReferenceKind { kHost, kDevice };
-const char* reference_kind_name(ReferenceKind k);  // "host", "device"
+// Which reference judged outputs: the host's, the device's, or none (not verified, or none could be made).
+enum class ReferenceKind { kHost, kDevice, kNone };
+inline constexpr EnumName<ReferenceKind> kReferenceKindNames[] = {
+    {ReferenceKind::kHost, "host"}, {ReferenceKind::kDevice, "device"}, {ReferenceKind::kNone, "none"}};
+const char* reference_kind_name(ReferenceKind k);  // "host", "device", "none"
+// Inverse of reference_kind_name; InvalidArgument naming the text and the choices otherwise.
+StatusOr<ReferenceKind> parse_reference_kind(const std::string& name);
 
 // What a reference computes for each graph output, in the order of graph.outputs:
 //   values      the output, as run_host_reference/run_device_reference return it;
