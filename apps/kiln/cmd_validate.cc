@@ -50,6 +50,7 @@ FileWriteOptions normalized_destination(const ValidateCmdOptions& o) {
   FileWriteOptions fo;
   fo.overwrite = o.force;
   fo.what = "normalized graph";
+  fo.create_folders = false;  // a mistyped folder is refused, not made
   fo.protected_paths = o.specs;
   fo.protected_what = "the spec this command reads";
   return fo;
@@ -73,7 +74,8 @@ Status run_validate(const ValidateCmdOptions& o) {
       }
       std::fprintf(report, "OK   %s: %s\n", path.c_str(), summary(*g).c_str());
       for (const Advice& a : graph_advice(*g)) std::fprintf(report, "     advice: %s\n", a.message.c_str());
-      if (o.normalized == "-") std::printf("%s\n", doc.c_str());
+      if (o.normalized == "-" && (std::printf("%s\n", doc.c_str()) < 0 || std::fflush(stdout) != 0))
+        return unavailable("cannot write the normalized graph to standard output");
       if (!o.normalized.empty() && o.normalized != "-")
         return write_file_atomically(o.normalized, doc + "\n", normalized_destination(o));
       continue;
@@ -95,10 +97,14 @@ void add_validate(CLI::App& app, Runner* run) {
   sub->add_option("specs", o->specs, "Spec files (JSON, see docs/spec.md)")->required();
   sub->add_option("--target-sm", o->target_sm, "Check against this SM version (e.g. 90); 0 = any")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--normalized", o->normalized,
-                  "Also write the validated graph as a normalized-graph JSON document (docs/normalized-graph.md) "
-                  "to this file, or - for stdout; one spec only");
-  sub->add_flag("--force", o->force, "With --normalized: write over an existing file");
+  CLI::Option* normalized =
+      sub->add_option("--normalized", o->normalized,
+                      "Also write the validated graph as a normalized-graph JSON document (docs/normalized-graph.md) "
+                      "to this file, or - for stdout; one spec only");
+  normalized->check(CLI::Validator(
+      [](std::string& v) { return v.empty() ? std::string("names no file (give a path, or - for stdout)") : ""; },
+      "PATH"));
+  sub->add_flag("--force", o->force, "With --normalized: write over an existing file")->needs(normalized);
   sub->callback([run, o] { *run = [o] { return run_validate(*o); }; });
 }
 

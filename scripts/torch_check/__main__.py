@@ -42,7 +42,8 @@ KILN_EXIT = {1: "a check failed", 2: "bad input or usage", 3: "environment", 4: 
 
 
 def run_kiln(args, spec, in_dir, out_dir):
-    cmd = [args.kiln, "run", spec, "--inputs", in_dir, "--save-outputs", out_dir]
+    # The output folder is the checker's own (a kept one from an earlier run is written over).
+    cmd = [args.kiln, "run", spec, "--inputs", in_dir, "--save-outputs", out_dir, "--force"]
     if args.allow_tf32:
         cmd.append("--allow-tf32")
     cmd += args.kiln_arg
@@ -225,6 +226,17 @@ def disable_tf32():
     return "allow_tf32=False (matmul, cudnn)"
 
 
+def positive_finite(text):
+    """argparse type: a finite number > 0 (a NaN scale would pass every output)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'")
+    if not (v > 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got '{text}'")
+    return v
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="torch_check.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -241,7 +253,7 @@ def parse_args(argv):
                     "compare the PyTorch interpreter in fp32 against itself in fp64 (self-test)")
     ap.add_argument("--allow-tf32", action="store_true",
                     help="pass --allow-tf32 to kiln run and judge fp32 outputs with the TF32 tolerance")
-    ap.add_argument("--tolerance-scale", type=float, default=1.0,
+    ap.add_argument("--tolerance-scale", type=positive_finite, default=1.0,
                     help="multiply atol, rtol and the accumulation coefficient (CheckOptions::tolerance_scale)")
     ap.add_argument("--tolerance", choices=["bound", "legacy"], default="bound",
                     help="bound (default): Kiln's check with magnitudes, the accumulation bound; legacy: "
@@ -257,6 +269,11 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
+    try:
+        torch.device(args.device)
+    except (RuntimeError, ValueError) as e:
+        print(f"torch_check: --device {args.device}: {e}", file=sys.stderr)
+        return 2
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("torch_check: CUDA is not available to this PyTorch; use --device cpu", file=sys.stderr)
         return 2

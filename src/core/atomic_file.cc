@@ -110,7 +110,15 @@ Status check_destination(const std::string& path, const FileWriteOptions& o) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return invalid_argument(o.what + " destination " + path + " is a folder, not a file");
-  if (::lstat(path.c_str(), &st) != 0) return Status::ok();
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOTDIR) return invalid_argument(o.what + " destination " + path + ": a folder on its path is a file");
+    if (errno != ENOENT) return errno_status(errno, "cannot reach the " + o.what + " destination " + path);
+    const std::string folder = folder_of(path);
+    struct stat fst {};
+    if (!o.create_folders && (::stat(folder.c_str(), &fst) != 0 || !S_ISDIR(fst.st_mode)))
+      return invalid_argument(o.what + " destination " + path + ": folder " + folder + " does not exist");
+    return Status::ok();
+  }
   // --force replaces a regular file; a device, pipe, socket or symbolic link is never replaced by a file
   // (`--force` to /dev/null once made it a regular file).
   if (!S_ISREG(st.st_mode))

@@ -696,7 +696,9 @@ StatusOr<Built> Planner::Impl::segmented(const Graph& g, const GraphSignature& s
     const std::string where = "graph '" + g.name + "', segment '" + part.graph.name + "'";
     StatusOr<PreparedGraph> ppg = self->prepare(part.graph);
     if (!ppg.is_ok()) return ppg.status().with_context(where);
-    StatusOr<Obtained> got = self->obtain(*ppg);
+    // Static plans only (store, bucket, heuristics): the chain is held whole and never promoted, so a stopgap
+    // in it would stay; and no mismatch policy, which is the whole graph's.
+    StatusOr<Built> got = build(*ppg, ppg->shape, /*allow_stopgap=*/false);
     if (!got.is_ok()) return got.status().with_context(where);
     list += (list.empty() ? "" : "; ") + part.graph.name + ": " + got->plan->identity() + " from " +
             plan_source_name(got->plan->built_from());
@@ -718,7 +720,7 @@ StatusOr<Built> Planner::Impl::after_store_miss(const Graph& g, const GraphSigna
   // The store refuses a stale record itself under kFail (PlanStore::get: FailedPrecondition naming the fields).
   if (!error.is_ok()) {
     if (policy == MismatchPolicy::kFail && error.code() == StatusCode::kFailedPrecondition)
-      return error.with_context("graph '" + g.name + "' (--on-mismatch fail)");
+      return error.with_context("graph '" + g.name + "' (mismatch policy: fail)");
     return none;  // the store could not be read: a miss, as before
   }
   // A shape other than the graph's own is the other sources' work (and the recorder's), not a mismatch.

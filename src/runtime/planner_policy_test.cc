@@ -224,7 +224,8 @@ TEST(PlannerPolicy, FailRefusesAStaleRecordButAMissStillBuilds) {
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find("cudnn_version: recorded 9.14.0"), std::string::npos)
       << refused.status().to_string();
-  EXPECT_NE(refused.status().message().find("--on-mismatch fail"), std::string::npos) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("mismatch policy: fail"), std::string::npos)
+      << refused.status().to_string();
   EXPECT_EQ(g.planner->stats().failures, 1);
 
   // Under the other policies a store that cannot be read is a miss, as before.
@@ -287,7 +288,28 @@ TEST(PlannerPolicy, AGraphCuDnnCannotFuseRunsAsItsSegmentsEachObtainedOnItsOwn) 
   EXPECT_GT(got->plan->workspace_bytes(), 0);
   const PlannerStats st = f.planner->stats();
   EXPECT_EQ(st.served[static_cast<int>(PlanSource::kSegments)], 1);
-  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kHeuristics)], static_cast<int64_t>(got->plan->parts().size()));
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kHeuristics)], 0);  // the segments are the chain's, not served
+}
+
+// A segment is never a stopgap (the chain is held whole and not promoted) and carries no mismatch policy.
+TEST(PlannerPolicy, ADynamicGraphsSegmentsAreStaticPlansAtEveryShapeAndNeverQueued) {
+  PlannerOptions o;  // stopgaps on (the default), a store
+  auto b = std::make_unique<PolicyBackend>();
+  PolicyBackend* backend = b.get();
+  backend->split = true;
+  o.store_path = "/nonexistent/plans.db";
+  o.store_writable = true;
+  auto planner = Planner::create_with_backend(std::move(b), o);
+  auto pg = planner->prepare(token_graph(64));
+  ASSERT_TRUE(pg.is_ok());
+  for (int64_t t : {64, 100, 300}) {
+    auto got = planner->obtain(*pg, {{"tokens", t}});
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    EXPECT_EQ(got->source, PlanSource::kSegments);
+    for (const auto& part : got->plan->parts()) EXPECT_FALSE(plan_source_is_stopgap(part->built_from()));
+  }
+  // Nothing queued: the segments carry no mismatch policy (a new shape would otherwise queue each of them).
+  EXPECT_TRUE(backend->queued.empty());
 }
 
 TEST(PlannerPolicy, AGraphCuDnnFusesIsAskedAboutOncePerStructure) {

@@ -126,8 +126,8 @@ Status check_record_destination(const ReplayJob& job, const Trace& trace) {
   fo.protected_paths = trace.specs;
   fo.protected_paths.push_back(job.trace);
   if (!job.store_path.empty()) fo.protected_paths.push_back(job.store_path);
-  KILN_RETURN_IF_ERROR(check_destination(job.record_shapes, fo).with_context("--record-shapes"));
-  return check_parent_folder(job.record_shapes, "--record-shapes");
+  KILN_RETURN_IF_ERROR(check_parent_folder(job.record_shapes, "--record-shapes"));  // names the folder's problem
+  return check_destination(job.record_shapes, fo).with_context("--record-shapes");
 }
 
 }  // namespace

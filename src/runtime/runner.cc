@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <cmath>
 #include <optional>
 #include <fstream>
 #include <sstream>
@@ -169,6 +171,22 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       KILN_RETURN_IF_ERROR(check_destination(output_file(o, graph, i), fo));
     }
   KILN_ASSIGN_OR_RETURN(std::optional<EngineConfig> pin, resolve_pin(graph, o.pin));
+  // What the caller named is checked before the GPU is asked: inputs, the store, the re-tune budget.
+  if (!o.inputs_dir.empty()) KILN_RETURN_IF_ERROR(check_graph_input_files(graph, o.inputs_dir));
+  if (!std::isfinite(o.retune.time_budget_s) || o.retune.time_budget_s < 0)
+    return invalid_argument("the re-tune budget (--retune-budget) must be a finite number of seconds >= 0 (0: none)");
+  if (!o.store_path.empty()) {
+    struct stat st {};
+    if (::stat(o.store_path.c_str(), &st) == 0) {  // an existing store is read as one now (a file that is not
+      StoreOpenOptions so;                         // a Kiln store is refused here, not after the GPU)
+      so.read_only = true;
+      KILN_RETURN_IF_ERROR(PlanStore::open(o.store_path, so).status());
+    } else {
+      const std::string folder = std::filesystem::path(o.store_path).parent_path().string();
+      if (!folder.empty() && (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+        return invalid_argument("plan store " + o.store_path + ": folder " + folder + " does not exist");
+    }
+  }
   // The stream first: without a usable GPU, its error says so plainly (and names kiln doctor).
   KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
   // The plan: one Planner call (kiln/runtime/planner.h), as any application obtains one.
