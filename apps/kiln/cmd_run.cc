@@ -14,6 +14,7 @@ struct RunCliOptions {
   std::string spec;
   RunOptions run;
   std::string pin;
+  bool pin_given = false;
   std::string reference;  // empty: not given (auto)
   std::string on_mismatch = "heuristics-and-queue";
   bool use_store = false;
@@ -25,7 +26,7 @@ Status run_cmd(RunCliOptions& o) {
     o.run.verify = true;  // naming a reference asks for verification
   }
   KILN_ASSIGN_OR_RETURN(Graph g, parse_spec_file(o.spec));
-  if (!o.pin.empty()) {
+  if (o.pin_given) {  // an empty --pin is a mistake, not "no pin"
     KILN_ASSIGN_OR_RETURN(o.run.pin, EngineConfig::parse(o.pin));
   }
   if (o.use_store && o.run.store_path.empty()) o.run.store_path = default_store_path();
@@ -87,7 +88,13 @@ void add_run(CLI::App& app, Runner* run) {
   sub->add_option("--save-outputs", o->run.save_outputs_dir,
                   "Folder to write <tensor>.bin outputs into (existing files are refused before the run)");
   sub->add_flag("--force", o->run.overwrite_outputs, "With --save-outputs: write over existing <tensor>.bin files");
-  sub->add_option("--pin", o->pin, "Engine configuration to build instead of the heuristics' (e.g. eng12_k2=1)");
+  sub->add_option_function<std::string>(
+      "--pin",
+      [o](const std::string& v) {
+        o->pin = v;
+        o->pin_given = true;
+      },
+      "Engine configuration to build instead of the heuristics' (e.g. eng12_k2=1)");
   sub->add_option("--store", o->run.store_path, "Plan store to load the plan from (default: none)");
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
   sub->add_option("--on-mismatch", o->on_mismatch,

@@ -85,8 +85,10 @@ StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
   while (std::getline(ss, part, '_')) {
     char* end = nullptr;
     if (first) {
+      errno = 0;
       c.engine_id = std::strtoll(part.c_str(), &end, 10);
       if (part.empty() || *end || c.engine_id < 0) return bad("engine id '" + part + "' is not a number");
+      if (errno == ERANGE) return bad("engine id '" + part + "' is out of range");
       first = false;
       continue;
     }
@@ -95,11 +97,15 @@ StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
       return bad("knob '" + part + "' is not kTYPE=VALUE");
     // strtol leaves `end` pointing into its argument: keep each substring alive while *end is read.
     const std::string type_text = part.substr(1, eq - 1);
+    errno = 0;
     long type = std::strtol(type_text.c_str(), &end, 10);
-    if (*end || type < 0 || type > INT_MAX) return bad("knob type in '" + part + "' is not a number");
+    if (*end || type_text.empty() || type < 0 || type > INT_MAX || errno == ERANGE)
+      return bad("knob type in '" + part + "' is not a number");
     const std::string value_text = part.substr(eq + 1);
+    errno = 0;
     long long value = std::strtoll(value_text.c_str(), &end, 10);
     if (*end || value_text.empty()) return bad("knob value in '" + part + "' is not a number");
+    if (errno == ERANGE) return bad("knob value in '" + part + "' is out of range");
     c.knobs["k" + std::to_string(static_cast<int>(type))] = value;
   }
   if (first) return bad("no engine id");

@@ -83,3 +83,19 @@ TEST(Knobs, TextRoundTripsAndRefusesWhatIsNotCanonical) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(EngineConfig, OutOfRangeNumbersAreRefusedNotWrapped) {
+  for (const char* text :
+       {"eng99999999999999999999", "eng12_k99999999999999999999=1", "eng12_k2=99999999999999999999", "eng12_k=1"}) {
+    auto c = EngineConfig::parse(text);
+    ASSERT_FALSE(c.is_ok()) << text;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(c.status().message().find(text), std::string::npos) << c.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
