@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "cli_test_util.h"
 
@@ -144,6 +145,37 @@ TEST(RunCli, SaveOutputsRefusesAnExistingFileBeforeRunning) {
   ASSERT_TRUE(r.code == 0 || r.code == 3) << r.code << "\n" << r.out << r.err;
   if (r.code == 3) {
     EXPECT_EQ(file_text(y), "earlier outputs");  // no GPU: nothing ran, nothing written
+  }
+}
+
+// What the user named is checked before the GPU is asked (review, 2026-12-03): each of these is refused with
+// its own message and exit code on any machine; an empty store file still goes on to the GPU (it is made a
+// store, as a missing one is).
+TEST(RunCli, InputsStoreAndBudgetAreCheckedBeforeTheGpu) {
+  const std::string spec = ex("small/matmul_bias_gelu.json");
+  const std::string notdb = test_dir() + "/notdb.db", afile = test_dir() + "/afile", empty = test_dir() + "/empty.db";
+  std::ofstream(notdb) << "not a database, but long enough to be read as one's header...........";
+  std::ofstream(afile) << "x";
+  std::ofstream{empty};
+  struct Case {
+    std::string args;
+    int code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--inputs " + test_dir() + "/missing", 2, "input tensor 'a': no file"},
+           {"--store " + notdb, 4, "is not a SQLite database"},
+           {"--store " + test_dir() + "/nofolder/p.db", 2, "folder " + test_dir() + "/nofolder does not exist"},
+           {"--retune-budget nan", 2, "re-tune budget (--retune-budget) must be a finite number"},
+           {"--retune-budget -1", 2, "re-tune budget (--retune-budget) must be a finite number"},
+           {"--save-outputs " + afile + "/x", 2, "a folder on its path is a file"},
+           {"--pin \"\"", 2, "engine configuration '': must start with 'eng'"},
+           {"--store " + empty, 3, "no usable CUDA device"},
+       }) {
+    if (c.code == 3 && cuda_driver_installed()) continue;  // the hidden GPU's error words differ by driver
+    CliResult r = run_kiln("run " + spec + " " + c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
   }
 }
 

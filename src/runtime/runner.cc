@@ -177,8 +177,10 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
     return invalid_argument("the re-tune budget (--retune-budget) must be a finite number of seconds >= 0 (0: none)");
   if (!o.store_path.empty()) {
     struct stat st {};
-    if (::stat(o.store_path.c_str(), &st) == 0) {  // an existing store is read as one now (a file that is not
-      StoreOpenOptions so;                         // a Kiln store is refused here, not after the GPU)
+    if (::stat(o.store_path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
+      // An existing store is read as one now (a file that is not a Kiln store is refused here, not after the
+      // GPU); an empty file is made a store, as a missing one is.
+      StoreOpenOptions so;
       so.read_only = true;
       KILN_RETURN_IF_ERROR(PlanStore::open(o.store_path, so).status());
     } else {
