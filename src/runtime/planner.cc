@@ -860,6 +860,11 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     }
     if (stored.is_ok() && miss.empty()) miss = "no record";
     why.push_back("store: " + (stored.is_ok() ? miss : stored.status().message()));
+    // kFail holds for a promotion too: a padded stopgap's shape whose stored record is stale keeps its
+    // stopgap (the promotion fails, saying why) rather than being replaced by a build.
+    if (!stored.is_ok() && options.policy.on_mismatch == MismatchPolicy::kFail &&
+        stored.status().code() == StatusCode::kFailedPrecondition)
+      return stored.status().with_context("graph '" + g.name + "' (mismatch policy: fail)");
     if (!allow_stopgap || options.store_path.empty()) return false;  // a promotion: obtain() applied the policy
     KILN_ASSIGN_OR_RETURN(Built tuned, after_store_miss(g, sig, stored.status(), miss, shape == pg.shape, &why));
     if (!tuned.plan) return false;

@@ -41,16 +41,22 @@ class PolicyBackend : public PlanBackend {
   bool tune_finds_none = false;
   std::set<int64_t> unbuildable;  // engine ids whose pinned build fails
   PromotionTuning last_tuning;
-  bool split = false;  // segments(): the graph's parts (decompose_graph), as if cuDNN could not fuse it
+  bool split = false;                // segments(): the graph's parts (decompose_graph), as if cuDNN could not fuse it
+  std::set<std::string> stale_keys;  // shape keys whose record is stale under kFail (FailedPrecondition)
+  std::vector<TunedShape> tuned;     // tuned_shapes(): these, each served by from_store
 
   StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
                                                              std::string* why) override {
     if (!store_error.is_ok()) return store_error;
+    if (stale_keys.count(sig.shape_key))
+      return failed_precondition("stored plan for " + sig.shape_key + " is stale: cudnn_version (injected)");
     if (stored.count(g.name)) return plan(g, sig, 7, PlanSource::kStore);
+    for (const TunedShape& t : tuned)
+      if (t.shape_key == sig.shape_key) return plan(g, sig, 7, PlanSource::kStore);
     *why = miss;
     return std::shared_ptr<const ExecutablePlan>();
   }
-  StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return std::vector<TunedShape>{}; }
+  StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return tuned; }
   StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
                                                         const std::optional<EngineConfig>& config,
                                                         PlanSource source) override {
@@ -322,6 +328,36 @@ TEST(PlannerPolicy, AGraphCuDnnFusesIsAskedAboutOncePerStructure) {
     EXPECT_NE(got->source, PlanSource::kSegments);
   }
   EXPECT_EQ(f.backend->segment_queries, 1);
+}
+
+// Under kFail a stale record is never replaced by a build behind the caller's back: a padded stopgap whose
+// shape has a stale record keeps serving (a current plan of a larger shape), and its promotion fails, saying why.
+TEST(PlannerPolicy, FailHoldsForAPaddedShapesPromotionToo) {
+  auto b = std::make_unique<PolicyBackend>();
+  PolicyBackend* backend = b.get();
+  backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{7, {}}});
+  backend->stale_keys.insert("tokens=100");
+  PlannerOptions o;
+  o.store_path = "/nonexistent/plans.db";
+  o.policy.on_mismatch = MismatchPolicy::kFail;
+  auto bp = BucketPolicy::parse("tokens=pow2");
+  ASSERT_TRUE(bp.is_ok());
+  o.buckets = *bp;
+  auto planner = Planner::create_with_backend(std::move(b), o);
+  auto pg = planner->prepare(token_graph(64));
+  ASSERT_TRUE(pg.is_ok());
+  auto got = planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  ASSERT_EQ(got->source, PlanSource::kPadded) << got->why;
+  planner->wait_for_promotions();
+  const PlannerStats st = planner->stats();
+  EXPECT_EQ(st.promotions, 0) << st.text();
+  EXPECT_EQ(st.promotion_failures, 1) << st.text();
+  EXPECT_NE(st.last_promotion_failure.find("mismatch policy: fail"), std::string::npos) << st.text();
+  auto again = planner->obtain(*pg, {{"tokens", 100}});
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->plan, got->plan);  // still the stopgap, not a build
+  EXPECT_EQ(backend->builds, 0);
 }
 
 }  // namespace
