@@ -389,6 +389,12 @@ struct Planner::Impl {
   }
 
   Shard& shard_for(const std::string& key) { return shards[std::hash<std::string>{}(key) % kShards]; }
+  // An obtain() answered by `src` with `plan`: counted, and recorded (PlannerOptions::record_shapes).
+  void note_served(PlanSource src, const ExecutablePlan& plan, const std::string& graph_name) {
+    served[static_cast<int>(src)].fetch_add(1, std::memory_order_relaxed);
+    if (options.record_shapes)
+      recorder.record(plan.signature().structure, plan.signature().shape_key, graph_name, plan_source_name(src));
+  }
 
   // The cache key: the prepared structure, its names and the values (sorted by symbol: a std::map).
   static std::string cache_key(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape) {
@@ -544,12 +550,13 @@ struct Planner::Impl {
   // A graph cuDNN cannot fuse whole (PlanBackend::segments): its segments, each obtained through the
   // Planner like a graph of its own, run as one chain (PlanSource::kSegments). Null plan: the graph fuses.
   StatusOr<Built> segmented(const Graph& g, const GraphSignature& sig);
-  // After the store could not serve this exact key, what PlannerOptions::policy.on_mismatch says: kFail
-  // returns the store's refusal, kRetune tunes now (a Built with a plan when that gave one), kHeuristicsAndQueue
-  // queues a re-tune. Notes go to `why`. `own_shape`: the graph at its own dims (the shape its spec declares,
-  // the one `kiln tune SPEC` tunes), where a plain miss counts too.
-  StatusOr<Built> after_store_miss(const Graph& g, const GraphSignature& sig, const Status& error,
-                                   const std::string& miss, bool own_shape, std::vector<std::string>* why);
+  // After the store answered this exact key without a plan (`miss`: why), what PlannerOptions::policy.on_mismatch
+  // says: kRetune tunes now (a Built with a plan when that gave one), kHeuristicsAndQueue queues a re-tune.
+  // (kFail is the store's own refusal, an error build() returns before this.) Notes go to `why`.
+  // `own_shape`: the graph at its own dims (the shape its spec declares, the one `kiln tune SPEC` tunes),
+  // where a plain miss counts too.
+  StatusOr<Built> after_store_miss(const Graph& g, const GraphSignature& sig, const std::string& miss, bool own_shape,
+                                   std::vector<std::string>* why);
   void promote(Promotion p);
   void promotion_loop();
   // Drops the plans held for a structure and its tuned shapes, after a job stored a plan for it: the next
@@ -712,17 +719,10 @@ StatusOr<Built> Planner::Impl::segmented(const Graph& g, const GraphSignature& s
   return out;
 }
 
-StatusOr<Built> Planner::Impl::after_store_miss(const Graph& g, const GraphSignature& sig, const Status& error,
-                                                const std::string& miss, bool own_shape,
-                                                std::vector<std::string>* why) {
+StatusOr<Built> Planner::Impl::after_store_miss(const Graph& g, const GraphSignature& sig, const std::string& miss,
+                                                bool own_shape, std::vector<std::string>* why) {
   Built none;
   const MismatchPolicy policy = options.policy.on_mismatch;
-  // The store refuses a stale record itself under kFail (PlanStore::get: FailedPrecondition naming the fields).
-  if (!error.is_ok()) {
-    if (policy == MismatchPolicy::kFail && error.code() == StatusCode::kFailedPrecondition)
-      return error.with_context("graph '" + g.name + "' (mismatch policy: fail)");
-    return none;  // the store could not be read: a miss, as before
-  }
   // A shape other than the graph's own is the other sources' work (and the recorder's), not a mismatch.
   const bool plain_miss = miss.rfind(lookup_outcome_name(LookupOutcome::kMiss), 0) == 0 || miss == "no record";
   if (!own_shape && plain_miss) return none;
@@ -860,13 +860,15 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     }
     if (stored.is_ok() && miss.empty()) miss = "no record";
     why.push_back("store: " + (stored.is_ok() ? miss : stored.status().message()));
-    // kFail holds for a promotion too: a padded stopgap's shape whose stored record is stale keeps its
-    // stopgap (the promotion fails, saying why) rather than being replaced by a build.
+    // kFail: the store refuses a stale record itself (PlanStore::get: FailedPrecondition naming the fields). It
+    // holds for a promotion too: a padded stopgap's shape whose record is stale keeps its stopgap (the
+    // promotion fails, saying why) rather than being replaced by a build.
     if (!stored.is_ok() && options.policy.on_mismatch == MismatchPolicy::kFail &&
         stored.status().code() == StatusCode::kFailedPrecondition)
       return stored.status().with_context("graph '" + g.name + "' (mismatch policy: fail)");
-    if (!allow_stopgap || options.store_path.empty()) return false;  // a promotion: obtain() applied the policy
-    KILN_ASSIGN_OR_RETURN(Built tuned, after_store_miss(g, sig, stored.status(), miss, shape == pg.shape, &why));
+    // A store that could not be read is a miss; a promotion's miss was obtain()'s to act on.
+    if (!stored.is_ok() || !allow_stopgap || options.store_path.empty()) return false;
+    KILN_ASSIGN_OR_RETURN(Built tuned, after_store_miss(g, sig, miss, shape == pg.shape, &why));
     if (!tuned.plan) return false;
     out.plan = std::move(tuned.plan);
     out.source = tuned.source;
@@ -1046,11 +1048,7 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
     }
   }
   const std::string key = Impl::cache_key(pg, shape);
-  auto record = [&](PlanSource src, const ExecutablePlan& p) {
-    s.served[static_cast<int>(src)].fetch_add(1, std::memory_order_relaxed);
-    if (s.options.record_shapes)
-      s.recorder.record(p.signature().structure, p.signature().shape_key, pg.graph->name, plan_source_name(src));
-  };
+  auto record = [&](PlanSource src, const ExecutablePlan& p) { s.note_served(src, p, pg.graph->name); };
   Impl::Shard& shard = s.shard_for(key);
   {
     std::shared_lock<std::shared_mutex> lock(shard.mu);
@@ -1166,10 +1164,7 @@ StatusOr<Obtained> Planner::obtain_pinned(const PreparedGraph& pg, const EngineC
     o.source = PlanSource::kPinned;
     o.why = "pinned: " + config.identity() + " as asked (no store, no heuristics)";
   }
-  s.served[static_cast<int>(o.source)].fetch_add(1, std::memory_order_relaxed);
-  if (s.options.record_shapes)
-    s.recorder.record(o.plan->signature().structure, o.plan->signature().shape_key, pg.graph->name,
-                      plan_source_name(o.source));
+  s.note_served(o.source, *o.plan, pg.graph->name);
   o.obtain_ms = ms_since(t0);
   return o;
 }
