@@ -4,6 +4,7 @@
 #include "kiln/validate/normalized_graph.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <fstream>
@@ -323,6 +324,38 @@ TEST(NormalizedGraphCli, BadSpecKeepsValidatesErrorAndWritesNothing) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--normalized writes one spec's graph; got 2 specs"), std::string::npos) << r.err;
   EXPECT_FALSE(std::ifstream(out).good());
+}
+
+// A destination that cannot be written is refused before anything is (review, 2026-12-03): a missing folder
+// is not made, a path through a file, an empty name, --force alone; a failed write to stdout is an error.
+TEST(NormalizedGraphCli, UnwritableDestinationsAreRefusedWithWhatIsWrong) {
+  test::TempDir dir("kiln_normalized");
+  const std::string spec = std::string(KILN_SOURCE_DIR) + "/examples/small/matmul_bias_gelu.json";
+  const std::string afile = dir.file("afile");
+  std::ofstream(afile) << "x";
+  struct Case {
+    std::string args;
+    int code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--normalized " + dir.file("nofolder/g.json"), 2, "folder " + dir.file("nofolder") + " does not exist"},
+           {"--normalized " + afile + "/g.json", 2, "a folder on its path is a file"},
+           {"--normalized \"\"", 2, "names no file"},
+           {"--force", 2, "--force requires --normalized"},
+       }) {
+    CliResult r = run_kiln("validate " + spec + " " + c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << ": " << r.output();
+    EXPECT_NE(r.output().find(c.says), std::string::npos) << c.args << ": " << r.output();
+    EXPECT_EQ(r.output().find("OK "), std::string::npos) << c.args << ": " << r.output();
+  }
+  struct stat st {};
+  EXPECT_NE(::stat(dir.file("nofolder").c_str(), &st), 0);  // not made
+  if (::stat("/dev/full", &st) == 0) {
+    CliResult r = run_kiln("validate " + spec + " --normalized - > /dev/full");
+    EXPECT_EQ(r.code, 3) << r.output();
+    EXPECT_NE(r.output().find("cannot write the normalized graph to standard output"), std::string::npos) << r.output();
+  }
 }
 
 }  // namespace
