@@ -148,4 +148,60 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   return sig;
 }
 
+namespace {
+
+// True when every piece of the canonical text (tensor by tensor, node by node) reads the same for both graphs:
+// the same dtypes, layouts and strides, every dim either dynamic in both (the symbol is written, not the
+// value), derived in both where written ("~"), or the same value, and the same node text (attributes that
+// read an extent, such as an SDPA's default scale from a dynamic head dim, are compared as written).
+bool same_canonical_text(const Graph& a, const Graph& b) {
+  if (a.io_dtype != b.io_dtype || a.intermediate_dtype != b.intermediate_dtype || a.compute_dtype != b.compute_dtype ||
+      a.tensors.size() != b.tensors.size() || a.nodes.size() != b.nodes.size() || a.outputs != b.outputs)
+    return false;
+  for (size_t t = 0; t < a.tensors.size(); ++t) {
+    const TensorDesc& x = a.tensors[t];
+    const TensorDesc& y = b.tensors[t];
+    if (x.dtype != y.dtype || x.layout != y.layout || x.by_value != y.by_value || x.dims.size() != y.dims.size())
+      return false;
+    if (x.layout == Layout::kExplicit && x.strides != y.strides) return false;
+    for (size_t i = 0; i < x.dims.size(); ++i) {
+      const Dim& dx = x.dims[i];
+      const Dim& dy = y.dims[i];
+      if (dx.symbol != dy.symbol || dx.derived != dy.derived) return false;
+      if (!dx.is_dynamic() && !dx.derived && dx.value != dy.value) return false;
+    }
+  }
+  for (size_t n = 0; n < a.nodes.size(); ++n) {
+    const Node& x = a.nodes[n];
+    const Node& y = b.nodes[n];
+    if (x.op != y.op || x.inputs != y.inputs || x.outputs != y.outputs || node_text(a, x) != node_text(b, y))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<GraphSignature> reshaped_signature(const Graph& base, const GraphSignature& base_sig, const Graph& reshaped) {
+  if (!same_canonical_text(base, reshaped)) return compute_signature(reshaped);
+  GraphSignature sig;
+  sig.structure = base_sig.structure;
+  sig.canonical = base_sig.canonical;
+  sig.tensor_ids = base_sig.tensor_ids;
+  // The base's shape key names the symbols in canonical order: the same order, the new values.
+  size_t at = 0;
+  while (at < base_sig.shape_key.size()) {
+    size_t comma = base_sig.shape_key.find(',', at);
+    if (comma == std::string::npos) comma = base_sig.shape_key.size();
+    const size_t eq = base_sig.shape_key.find('=', at);
+    if (eq == std::string::npos || eq > comma) return compute_signature(reshaped);
+    const std::string sym = base_sig.shape_key.substr(at, eq - at);
+    auto it = reshaped.dynamic_dims.find(sym);
+    if (it == reshaped.dynamic_dims.end()) return compute_signature(reshaped);
+    sig.shape_key += (sig.shape_key.empty() ? "" : ",") + sym + "=" + std::to_string(it->second);
+    at = comma + 1;
+  }
+  return sig;
+}
+
 }  // namespace kiln

@@ -167,16 +167,18 @@ class PaddedExecutor : public PlanExecutor {
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
     char* ws = static_cast<char*>(workspace);
     if (!ws) return internal_error("padded plan: no workspace for its scratch");
-    // The caller's pointers, by the name each tensor has in the larger graph (the same index, the same name).
-    TensorBindings b;
-    const Graph& lg = larger_->graph();
-    for (const auto& [t, ptr] : pointers) b[lg.tensors[static_cast<size_t>(t)].name] = TensorBinding{ptr, 0};
+    // The caller's pointers (checked against this shape by ExecutablePlan::execute) by tensor index, which the
+    // larger graph shares, the padded ones replaced by their scratch: the larger plan runs without a second
+    // binding by name (its checks would only see what this layout made).
+    std::map<int, void*> ptrs = pointers;
     for (const PaddedTensor& p : layout_.tensors) {
-      b[p.name] = TensorBinding{ws + p.scratch_offset, p.padded_bytes};
-      if (!p.output) KILN_RETURN_IF_ERROR(copy_(ws + p.scratch_offset, pointers.at(p.tensor), p.real_bytes, stream));
+      void*& bound = ptrs[p.tensor];
+      if (!bound) return internal_error("padded plan: no pointer for tensor '" + p.name + "'");
+      if (!p.output) KILN_RETURN_IF_ERROR(copy_(ws + p.scratch_offset, bound, p.real_bytes, stream));
+      bound = ws + p.scratch_offset;
     }
     KILN_RETURN_IF_ERROR(
-        larger_->execute(stream, b, larger_->workspace_bytes() > 0 ? ws + layout_.scratch_bytes : nullptr));
+        larger_->run_unchecked(stream, ptrs, larger_->workspace_bytes() > 0 ? ws + layout_.scratch_bytes : nullptr));
     for (const PaddedTensor& p : layout_.tensors)
       if (p.output) KILN_RETURN_IF_ERROR(copy_(pointers.at(p.tensor), ws + p.scratch_offset, p.real_bytes, stream));
     return Status::ok();
@@ -299,7 +301,7 @@ Status graph_at(const PreparedGraph& pg, const std::map<std::string, int64_t>& s
     return Status::ok();
   }
   KILN_ASSIGN_OR_RETURN(*g, reshape_graph(*pg.graph, shape));
-  KILN_ASSIGN_OR_RETURN(*sig, compute_signature(*g));
+  KILN_ASSIGN_OR_RETURN(*sig, reshaped_signature(*pg.graph, pg.signature, *g));
   return Status::ok();
 }
 

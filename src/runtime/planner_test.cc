@@ -401,6 +401,66 @@ TEST(Planner, ReshapeAConvOverImageSizesKeepsItsStructure) {
   EXPECT_EQ(y.strides[1], 1);
 }
 
+// reshaped_signature (the obtain path's signature of a new shape) equals a full compute_signature for every
+// example with dynamic dims at several values, and for graphs whose text reads a dynamic value: an SDPA whose
+// default scale follows a dynamic head dim, where the structure changes with the shape.
+TEST(Planner, ReshapedSignatureEqualsAFullSignature) {
+  auto same = [](const GraphSignature& a, const GraphSignature& b) {
+    return a.structure == b.structure && a.shape_key == b.shape_key && a.canonical == b.canonical &&
+           a.tensor_ids == b.tensor_ids;
+  };
+  int checked = 0;
+  for (const char* name : {"conv_bias_relu", "conv_dgrad", "conv_wgrad", "layer_norm", "rms_norm", "sdpa_fwd",
+                           "small/conv_bias_relu", "small/matmul_bias_gelu", "small/sdpa_fwd"}) {
+    auto g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/" + name + ".json");
+    ASSERT_TRUE(g.is_ok()) << name << ": " << g.status().to_string();
+    auto base = compute_signature(*g);
+    ASSERT_TRUE(base.is_ok()) << name;
+    for (int64_t v : {1, 3, 7, 64}) {
+      std::map<std::string, int64_t> shape = g->dynamic_dims;
+      for (auto& [sym, value] : shape) value = v;
+      auto r = reshape_graph(*g, shape);
+      if (!r.is_ok()) continue;  // e.g. a dx whose declared extents do not fit every batch
+      auto fast = reshaped_signature(*g, *base, *r);
+      auto full = compute_signature(*r);
+      ASSERT_TRUE(fast.is_ok() && full.is_ok()) << name;
+      EXPECT_TRUE(same(*fast, *full)) << name << " at " << v << ": " << fast->shape_key << " vs " << full->shape_key;
+      EXPECT_EQ(fast->structure, base->structure) << name << ": one structure for every value";
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 30);
+  // Two symbols: the key keeps the canonical order (first appearance), not the map's.
+  auto two = parse_spec_string(R"({"name": "img", "io_dtype": "fp16", "dynamic": {"h": 32, "a_w": 48},
+    "tensors": {"x": {"dims": [4, 16, "h", "a_w"], "layout": "NHWC"}, "w": {"dims": [32, 16, 3, 3], "layout": "NHWC"}},
+    "nodes": [{"name": "conv", "op": "conv_fprop", "inputs": ["x", "w"], "outputs": ["y"], "padding": [1, 1]}],
+    "outputs": ["y"]})",
+                               "img.json");
+  ASSERT_TRUE(two.is_ok()) << two.status().to_string();
+  auto tb = compute_signature(*two);
+  auto tr = reshape_graph(*two, {{"h", 9}, {"a_w", 11}});
+  ASSERT_TRUE(tb.is_ok() && tr.is_ok());
+  auto tf = reshaped_signature(*two, *tb, *tr);
+  auto tfull = compute_signature(*tr);
+  ASSERT_TRUE(tf.is_ok() && tfull.is_ok());
+  EXPECT_TRUE(same(*tf, *tfull)) << tf->shape_key << " vs " << tfull->shape_key;
+  // A dynamic head dim: the default scale 1/sqrt(d) is in the text, so each d is its own structure.
+  auto sd = parse_spec_string(R"({"name": "att", "io_dtype": "bf16", "dynamic": {"d": 64},
+    "tensors": {"q": {"dims": [1, 2, 128, "d"]}, "k": {"dims": [1, 2, 128, "d"]}, "v": {"dims": [1, 2, 128, "d"]}},
+    "nodes": [{"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v"], "outputs": ["o"]}],
+    "outputs": ["o"]})",
+                              "att.json");
+  ASSERT_TRUE(sd.is_ok()) << sd.status().to_string();
+  auto sb = compute_signature(*sd);
+  auto sr = reshape_graph(*sd, {{"d", 128}});
+  ASSERT_TRUE(sb.is_ok() && sr.is_ok()) << (sr.is_ok() ? "" : sr.status().to_string());
+  auto sf = reshaped_signature(*sd, *sb, *sr);
+  auto sfull = compute_signature(*sr);
+  ASSERT_TRUE(sf.is_ok() && sfull.is_ok());
+  EXPECT_TRUE(same(*sf, *sfull));
+  EXPECT_NE(sf->structure, sb->structure) << "the scale differs, so the structure does";
+}
+
 // A dx of stride 2 has several valid extents and a dw's filter is not derived: reshape keeps what the
 // spec declared (it used to fall back to the smallest dx and the formula's dw; found by review).
 TEST(Planner, ReshapeKeepsADeclaredConvGradientExtent) {

@@ -216,5 +216,11 @@ struct GraphSignature {
   std::vector<int> tensor_ids;
 };
 StatusOr<GraphSignature> compute_signature(const Graph& validated_graph);
+// The signature of `reshaped`, a graph of `base`'s structure at other values of its dynamic dims (reshape_graph),
+// given `base_sig` = compute_signature(base). Where every piece of the canonical text reads the same for both
+// (derived extents are written "~", symbols by name) only the shape key is made anew, a few hundred
+// nanoseconds instead of a full signature; otherwise it is compute_signature(reshaped). Equal to
+// compute_signature(reshaped) either way.
+StatusOr<GraphSignature> reshaped_signature(const Graph& base, const GraphSignature& base_sig, const Graph& reshaped);
 
 }  // namespace kiln
