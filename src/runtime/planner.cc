@@ -119,6 +119,7 @@ std::string ExecutablePlan::identity() const {
 // ---- Padded plans ---------------------------------------------------------------------------------
 
 Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }
+Status PlanBackend::warm_concurrency() { return Status::ok(); }
 StatusOr<SegmentDecision> PlanBackend::segments(const Graph&) { return SegmentDecision{}; }
 void PlanBackend::queue_retune(const Graph&, const GraphSignature&, const std::string&, std::string*) {}
 Status PlanBackend::save_kernel_cache(const GraphSignature&, const std::string&) { return Status::ok(); }
@@ -537,6 +538,11 @@ struct Planner::Impl {
   // A padded stopgap for `g` (kiln/runtime/padding.h) from the smallest tuned shape of its bucket that is at least
   // as large, its plan from memory or the store (kept in memory for the next ones); null with the reason
   // in `why` when there is none or padding would not be exact.
+  // preload's warm-up of the padded path: a padded plan for a shape one below a tuned shape of the bucket
+  // (the one nearest the graph's own shape that has such a shape untuned) runs once on scratch buffers of
+  // its own, and is not kept. False with the reason in `why` where it could not run; false and `why`
+  // empty where no tuned shape has such a neighbour.
+  bool warm_padded(const PreparedGraph& pg, const std::vector<TunedShape>& tuned, std::string* why);
   std::shared_ptr<const ExecutablePlan> padded_plan(const PreparedGraph& pg, const Graph& g, const GraphSignature& sig,
                                                     const std::map<std::string, int64_t>& shape,
                                                     const std::vector<TunedShape>& tuned, std::string* why);
@@ -685,6 +691,42 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
   return std::make_shared<ExecutablePlan>(
       g, sig, std::move(config), workspace, PlanSource::kPadded,
       std::make_unique<PaddedExecutor>(larger, std::move(*layout), backend->device_copy()));
+}
+
+bool Planner::Impl::warm_padded(const PreparedGraph& pg, const std::vector<TunedShape>& tuned, std::string* why) {
+  std::vector<std::pair<double, const TunedShape*>> near;
+  for (const TunedShape& t : tuned)
+    if (t.shape.size() == pg.shape.size()) near.emplace_back(shape_distance(t.shape, pg.shape), &t);
+  std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->shape_key < b.second->shape_key;
+  });
+  for (const auto& [d, t] : near) {
+    std::map<std::string, int64_t> below = t->shape;
+    bool smaller = false;
+    for (auto& [sym, v] : below)
+      if (v > 1) {
+        --v;
+        smaller = true;
+      }
+    if (!smaller || !options.buckets.same_bucket(below, t->shape)) continue;
+    const std::string below_key = shape_key_text(below);
+    if (std::any_of(tuned.begin(), tuned.end(), [&](const TunedShape& o) { return o.shape_key == below_key; }))
+      continue;
+    Graph g;
+    GraphSignature sig;
+    Status at = graph_at(pg, below, &g, &sig);
+    if (!at.is_ok()) continue;  // e.g. a declared extent that does not fit that shape
+    std::string miss;
+    std::shared_ptr<const ExecutablePlan> padded = padded_plan(pg, g, sig, below, tuned, &miss);
+    if (!padded) continue;
+    Status w = backend->warm_up(*padded);
+    if (!w.is_ok()) {
+      *why = below_key + ": " + w.message();
+      return false;
+    }
+    return true;
+  }
+  return false;
 }
 
 StatusOr<Built> Planner::Impl::segmented(const Graph& g, const GraphSignature& sig) {
@@ -1208,6 +1250,20 @@ StatusOr<PreloadReport> Planner::preload(const PreparedGraph& pg, bool warm) {
       Status w = s.backend->warm_up(*plan);
       if (!w.is_ok()) note("warm-up: " + w.message());  // loaded all the same: it runs, just not warm
       else ++rep.warmed;
+    }
+  }
+  if (warm) {
+    Status h = s.backend->warm_concurrency();
+    if (!h.is_ok()) {
+      ++rep.failed;
+      rep.last_failure = "warm-up of the handles: " + h.message();
+    }
+    std::string why;
+    if (s.options.padded && s.options.new_shapes == NewShapes::kStopgap && !pg.shape.empty())
+      rep.padded_warmed = s.warm_padded(pg, tuned, &why);
+    if (!why.empty()) {
+      ++rep.failed;
+      rep.last_failure = "padded warm-up: " + why;
     }
   }
   rep.ms = ms_since(t0);

@@ -56,6 +56,25 @@ class HandlePool {
     HandlePool* pool_;
     cudnnHandle_t h_;
   };
+  // Makes handles until the pool holds as many as it may (idempotent).
+  Status fill() {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (made_ >= max_) return Status::ok();
+        ++made_;
+      }
+      StatusOr<UniqueCudnnHandle> h = make_cudnn_handle();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!h.is_ok()) {
+        --made_;
+        return h.status();
+      }
+      free_.push_back(h->get());
+      owned_.push_back(std::move(h).value());
+      cv_.notify_one();
+    }
+  }
   StatusOr<Lease> acquire(bool may_create = true) {
     std::unique_lock<std::mutex> lock(mu_);
     if (may_create && free_.empty() && made_ < max_) {
@@ -226,6 +245,8 @@ class CudnnPlanBackend : public PlanBackend {
 
   // One execution on zeroed buffers of the plan's own (its kernels load now, not on a caller's first
   // request); the buffers are freed once it has run.
+  Status warm_concurrency() override { return pool_->fill(); }
+
   Status warm_up(const ExecutablePlan& plan) override {
     std::vector<DeviceBuffer> owned;
     TensorBindings b;

@@ -69,10 +69,20 @@ class FakeBackend : public PlanBackend {
     };
   }
   static inline std::atomic<int> host_copies{0};
-  std::atomic<int> warmed{0}, tuned_queries{0};
+  std::atomic<int> warmed{0}, tuned_queries{0}, warmed_padded{0}, concurrency_warms{0};
+  std::string last_padded_warmed;  // the shape key of the last padded plan warmed
   bool warm_fails = false;
-  Status warm_up(const ExecutablePlan&) override {
+  Status warm_concurrency() override {
+    ++concurrency_warms;
+    return Status::ok();
+  }
+  Status warm_up(const ExecutablePlan& plan) override {
     if (warm_fails) return unavailable("out of device memory (injected)");
+    if (plan.built_from() == PlanSource::kPadded) {
+      ++warmed_padded;
+      last_padded_warmed = plan.signature().shape_key;
+      return Status::ok();
+    }
     ++warmed;
     return Status::ok();
   }
@@ -1098,7 +1108,14 @@ TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
   EXPECT_EQ(f.backend->warmed.load(), 2);
   EXPECT_EQ(n->failed, 1);
   EXPECT_EQ(n->last_failure, "tokens=512: miss");
+  // The padded path ran once, for a shape one below the tuned shape nearest the graph's own (64: 128), and
+  // that plan is not held; the backend made its handles.
+  EXPECT_TRUE(n->padded_warmed);
+  EXPECT_EQ(f.backend->warmed_padded.load(), 1);
+  EXPECT_EQ(f.backend->last_padded_warmed, "tokens=127");
+  EXPECT_EQ(f.backend->concurrency_warms.load(), 1);
   EXPECT_EQ(f.planner->stats().cached, 2);
+  EXPECT_EQ(f.planner->stats().served[static_cast<int>(PlanSource::kPadded)], 0) << "a warm-up serves no one";
   auto again = f.planner->preload(*pg);
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ(again->loaded, 0);  // held already: nothing loaded twice
@@ -1116,6 +1133,48 @@ TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
   EXPECT_EQ(f.backend->store_calls.load(), calls + 1);
 }
 
+// The padded warm-up runs only where padded stopgaps serve, and only for a shape that is untuned and in its
+// representative's bucket; where none is, it is skipped without counting a failure.
+TEST(PlannerPadded, PreloadWarmsThePaddedPathOnlyWhereItServes) {
+  {
+    Fixture f("tokens=pow2", NewShapes::kBuildNow);  // no stopgaps
+    auto pg = f.planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    f.backend->stored = {"tokens=128"};
+    f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+    auto r = f.planner->preload(*pg, /*warm=*/true);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_FALSE(r->padded_warmed);
+    EXPECT_EQ(f.backend->warmed_padded.load(), 0);
+    EXPECT_EQ(f.backend->concurrency_warms.load(), 1);
+  }
+  {
+    Fixture f("tokens=exact", NewShapes::kStopgap);  // 127 is not in 128's bucket
+    auto pg = f.planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    f.backend->stored = {"tokens=128"};
+    f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
+    auto r = f.planner->preload(*pg, /*warm=*/true);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_FALSE(r->padded_warmed);
+    EXPECT_EQ(r->failed, 0) << r->last_failure;
+  }
+  {
+    // The tuned shape nearest the graph's own (200) is 128, whose neighbour 127 is tuned itself: the next
+    // nearest, 127, gives 126.
+    Fixture f("tokens=pow2", NewShapes::kStopgap);
+    auto pg = f.planner->prepare(token_graph(200));
+    ASSERT_TRUE(pg.is_ok());
+    f.backend->stored = {"tokens=127", "tokens=128"};
+    for (int64_t t : {127, 128})
+      f.backend->tuned.push_back(TunedShape{"tokens=" + std::to_string(t), {{"tokens", t}}, EngineConfig{41, {}}});
+    auto r = f.planner->preload(*pg, /*warm=*/true);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_TRUE(r->padded_warmed);
+    EXPECT_EQ(f.backend->last_padded_warmed, "tokens=126");
+  }
+}
+
 // A plan that loads but does not warm is held all the same (it runs, just not warm), and counted.
 TEST(PlannerPadded, AWarmUpThatFailsKeepsThePlanAndSaysWhy) {
   Fixture f("tokens=pow2", NewShapes::kStopgap);
@@ -1128,8 +1187,9 @@ TEST(PlannerPadded, AWarmUpThatFailsKeepsThePlanAndSaysWhy) {
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->loaded, 1);
   EXPECT_EQ(r->warmed, 0);
-  EXPECT_EQ(r->failed, 1);
-  EXPECT_EQ(r->last_failure, "tokens=128: warm-up: out of device memory (injected)");
+  EXPECT_EQ(r->failed, 2);  // the plan's warm-up, then the padded one's
+  EXPECT_FALSE(r->padded_warmed);
+  EXPECT_EQ(r->last_failure, "padded warm-up: tokens=127: out of device memory (injected)");
   auto hit = f.planner->obtain(*pg, {{"tokens", 128}});
   ASSERT_TRUE(hit.is_ok());
   EXPECT_EQ(hit->source, PlanSource::kMemory);

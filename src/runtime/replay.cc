@@ -208,6 +208,7 @@ StatusOr<ReplayReport> replay_on(Planner& planner, Trace trace, int threads, boo
     KILN_ASSIGN_OR_RETURN(PreloadReport r, planner.preload(prepared[i], warm));
     rep.preload.loaded += r.loaded;
     rep.preload.warmed += r.warmed;
+    rep.preload.padded_warmed = rep.preload.padded_warmed || r.padded_warmed;
     rep.preload.failed += r.failed;
     rep.preload.ms += r.ms;
     if (!r.last_failure.empty()) rep.preload.last_failure = r.last_failure;

@@ -77,11 +77,9 @@ nlohmann::ordered_json replay_report_json(const ReplayReport& rep) {
   j["threads"] = rep.threads;
   j["planner_create_ms"] = rep.planner_create_ms;
   if (rep.preloaded)
-    j["preload"] = {{"ms", rep.preload.ms},
-                    {"plans", rep.preload.loaded},
-                    {"warmed", rep.preload.warmed},
-                    {"failed", rep.preload.failed},
-                    {"last_failure", rep.preload.last_failure}};
+    j["preload"] = {{"ms", rep.preload.ms},         {"plans", rep.preload.loaded},
+                    {"warmed", rep.preload.warmed}, {"padded_warmed", rep.preload.padded_warmed},
+                    {"failed", rep.preload.failed}, {"last_failure", rep.preload.last_failure}};
   j["wall_s"] = rep.wall_s;
   const std::vector<double> all = latencies(rep);
   j["latency_ms"] = {{"p50", percentile(all, 0.5)}, {"p90", percentile(all, 0.9)}, {"p99", percentile(all, 0.99)}};
@@ -122,8 +120,9 @@ std::string replay_report_text(const ReplayReport& rep) {
   std::string s = format("replay %s: %zu requests on %d threads in %.3f s (Planner ready in %.1f ms)\n",
                          rep.trace.path.c_str(), rep.samples.size(), rep.threads, rep.wall_s, rep.planner_create_ms);
   if (rep.preloaded)
-    s += format("  preloaded %d plans (%d warmed) in %.1f ms; %d did not load or warm%s", rep.preload.loaded,
-                rep.preload.warmed, rep.preload.ms, rep.preload.failed, rep.preload.failed ? "; last: " : "") +
+    s += format("  preloaded %d plans (%d warmed%s) in %.1f ms; %d did not load or warm%s", rep.preload.loaded,
+                rep.preload.warmed, rep.preload.padded_warmed ? ", a padded plan run once" : "", rep.preload.ms,
+                rep.preload.failed, rep.preload.failed ? "; last: " : "") +
          (rep.preload.failed ? rep.preload.last_failure : "") + "\n";
   s += format("  latency (obtain + execute + sync) ms: p50 %.4f  p90 %.4f  p99 %.4f\n", percentile(all, 0.5),
               percentile(all, 0.9), percentile(all, 0.99));

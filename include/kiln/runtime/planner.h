@@ -203,6 +203,10 @@ class PlanBackend {
   // kernel), nor the padded stopgaps' copies theirs (device_copy: about 1 ms for the process's first).
   // Planner::preload calls it when asked to warm. The default has nothing to warm.
   virtual Status warm_up(const ExecutablePlan& plan);
+  // Makes now what calls that overlap later would make on their way (the cuDNN handles of the pool, up to
+  // PlannerOptions::handles): a promotion building beside a request's first execution, or two requests at
+  // once, then find them made. Planner::preload calls it when asked to warm. The default has nothing to make.
+  virtual Status warm_concurrency();
   // How a padded plan copies between the caller's buffers and its scratch, in stream order: a plain
   // function, since plans may outlive their backend. The default is cudaMemcpyAsync, device to device.
   using DeviceCopy = Status (*)(void* dst, const void* src, size_t bytes, cudaStream_t stream);
@@ -342,8 +346,11 @@ struct GraphCounters {
 };
 
 struct PreloadReport {
-  int loaded = 0;            // plans loaded into memory
-  int warmed = 0;            // of those, run once (warm)
+  int loaded = 0;  // plans loaded into memory
+  int warmed = 0;  // of those, run once (warm)
+  // With warm and padded stopgaps: a padded plan (a shape one below a representative) ran once, so that the
+  // process's first new shape does not pay the padded path's first use (its copies at their sizes).
+  bool padded_warmed = false;
   int failed = 0;            // records that did not load or warm (skipped)
   std::string last_failure;  // "tokens=512: ...", the last of them
   double ms = 0;
@@ -407,7 +414,8 @@ class Planner {
   // without loading anything: what a service does at start, for the graphs it will serve. A shape
   // already held is not loaded again; a record that does not load is skipped and counted. With `warm`,
   // each plan loaded also runs once on scratch buffers of its own (PlanBackend::warm_up), so that no
-  // caller pays its kernels' first load. It also reads the structure's tuned shapes again (the Planner
+  // caller pays its kernels' first load; the backend makes its handles (PlanBackend::warm_concurrency); and
+  // where padded stopgaps serve, one padded plan runs once (PreloadReport::padded_warmed). It also reads the structure's tuned shapes again (the Planner
   // reads them from the store once per structure, for the padded and bucket sources).
   StatusOr<PreloadReport> preload(const PreparedGraph& graph, bool warm = false);
 
