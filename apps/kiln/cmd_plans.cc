@@ -36,6 +36,8 @@ void add_plans(CLI::App& app, Runner* run) {
   add_filter(ls);
   ls->add_flag("--json", o->json, "Machine-readable output");
   ls->add_option("--target", o->target, "Judge staleness against this device profile (default: this GPU)");
+  ls->add_flag("--kernel-caches", o->kernel_caches,
+               "List the kept kernel caches alone (with --json, as a JSON array; plain ls lists them under the plans)");
 
   CLI::App* show = add("show", "Show every field of the plans matching a structure signature prefix", run_show);
   show->add_option("structure", o->structure, "Structure signature (or a prefix of it)")->required();
@@ -46,21 +48,28 @@ void add_plans(CLI::App& app, Runner* run) {
   add_filter(rm);
   rm->add_flag("--all", o->all, "Remove every plan");
 
-  CLI::App* verify = add("verify", "Re-check every record's checksum and the database (exit 4 if corrupt)", run_verify);
+  CLI::App* verify =
+      add("verify", "Re-check every record's checksum, every kept kernel cache and the database (exit 4 if corrupt)",
+          run_verify);
   verify->add_flag("--quarantine", o->quarantine,
-                   "Move corrupt records (and with --deep, failing plans) to the quarantine table");
+                   "Move corrupt records (and with --deep, failing plans) to the quarantine table; drop corrupt "
+                   "kernel caches");
   verify->add_flag("--deep", o->deep,
                    "Also run each plan on this GPU and check its outputs against a reference (exit 1 if one fails)");
   verify->add_option("--spec", o->specs, "Spec files giving the graphs of the records to deep-check (with --deep)");
   verify->add_option("--seed", o->seed, "Seed of the random inputs of --deep")->capture_default_str();
   verify->add_flag("--json", o->json, "Machine-readable output");
 
-  CLI::App* gc = add("gc", "Drop corrupt, quarantined, stale or old plans", run_gc);
-  gc->add_flag("--stale", o->stale, "Drop plans whose environment does not pass the default policy on this GPU");
+  CLI::App* gc = add("gc", "Drop corrupt, quarantined, stale or old plans and kernel caches", run_gc);
+  gc->add_flag("--stale", o->stale,
+               "Drop plans whose environment does not pass the default policy on this GPU, and kernel caches kept "
+               "for any other environment");
   gc->add_option("--target", o->target, "With --stale: judge against this device profile instead of this GPU");
-  gc->add_option("--older-than", o->older_than_days, "Drop plans created more than this many days ago")
+  gc->add_option("--older-than", o->older_than_days,
+                 "Drop plans and kernel caches created more than this many days ago")
       ->check(CLI::NonNegativeNumber);
   gc->add_flag("--keep-quarantine", o->keep_quarantine, "Keep the quarantine table");
+  gc->add_flag("--dry-run", o->dry_run, "Say what would be removed, and remove nothing");
 
   CLI::App* ex = add("export", "Write plans to a bundle file", run_export);
   ex->add_option("file", o->file, "Bundle file to write (never the store itself)")->required();

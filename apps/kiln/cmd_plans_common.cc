@@ -56,6 +56,7 @@ StatusOr<JudgedAgainst> judged_against(const PlansOptions& o) {
     KILN_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(o.target));
     out.fingerprint = fingerprint_for_profile(profile);
     out.basis = "profile " + o.target + " (" + profile.gpu_name + ") with this build's libraries";
+    out.kernel_cache_judged = KernelCacheJudged::kWithoutDriver;  // a profile records no driver
     return out;
   }
   EnvReport env = collect_environment(0);
@@ -66,6 +67,7 @@ StatusOr<JudgedAgainst> judged_against(const PlansOptions& o) {
   }
   out.policy = without_device_fields(out.policy);
   out.device_judged = false;
+  out.kernel_cache_judged = KernelCacheJudged::kLibrariesOnly;
   out.basis =
       "this build's libraries only; no GPU here, so GPU, SM and driver are not judged: --target PROFILE judges them";
   return out;
@@ -117,6 +119,14 @@ nlohmann::ordered_json record_json(const PlanRecord& r, int64_t plan_size) {
   j["kiln_schema_version"] = r.kiln_schema_version;
   j["checksum"] = r.checksum;
   return j;
+}
+
+std::string size_text(int64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  char buf[32];
+  if (bytes < (int64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
 }
 
 void print_table(const std::vector<std::vector<std::string>>& rows) {

@@ -39,16 +39,34 @@ Status run_gc(const PlansOptions& o) {
                          "device with --target PROFILE (e.g. profiles/h200.json)");
     g.current = env.fingerprint;
     g.policy = env.policy;
+    g.kernel_cache_judged = env.kernel_cache_judged;
   }
+  g.dry_run = o.dry_run;
   KILN_ASSIGN_OR_RETURN(GcReport rep, store->gc(g));
-  std::printf("removed %" PRId64 " stale, %" PRId64 " old, %" PRId64 " corrupt plan%s; cleared %" PRId64
-              " quarantined; dropped %" PRId64 " unused graph spec%s\n",
-              rep.stale_removed, rep.old_removed, rep.corrupt_removed, rep.corrupt_removed == 1 ? "" : "s",
-              rep.quarantine_removed, rep.graph_specs_removed, rep.graph_specs_removed == 1 ? "" : "s");
+  const bool dry = rep.dry_run;
+  std::printf("%s %" PRId64 " stale, %" PRId64 " old, %" PRId64 " corrupt plan%s; %s %" PRId64
+              " quarantined; %s %" PRId64 " unused graph spec%s\n",
+              dry ? "would remove" : "removed", rep.stale_removed, rep.old_removed, rep.corrupt_removed,
+              rep.corrupt_removed == 1 ? "" : "s", dry ? "would clear" : "cleared", rep.quarantine_removed,
+              dry ? "would drop" : "dropped", rep.graph_specs_removed, rep.graph_specs_removed == 1 ? "" : "s");
   if (rep.fusion_records_removed > 0)
-    std::printf("dropped %" PRId64
-                " fusion decision%s that could not serve any more (a part's plan gone, or damaged)\n",
-                rep.fusion_records_removed, rep.fusion_records_removed == 1 ? "" : "s");
+    std::printf("%s %" PRId64 " fusion decision%s that could not serve any more (a part's plan gone, or damaged)\n",
+                dry ? "would drop" : "dropped", rep.fusion_records_removed, rep.fusion_records_removed == 1 ? "" : "s");
+  // Kernel caches: each one by name and why, then the counts.
+  for (const KernelCacheRemoval& k : rep.kernel_caches_removed) {
+    const std::string graph = k.graph_name.empty() ? "" : " (" + k.graph_name + ")";
+    std::printf("%s kernel cache %s/%s%s: %s\n", dry ? "would remove" : "removed",
+                k.structure_sig.substr(0, 12).c_str(), k.fingerprint_key.substr(0, 12).c_str(), graph.c_str(),
+                k.why.c_str());
+  }
+  const int64_t caches =
+      rep.kernel_caches_stale_removed + rep.kernel_caches_old_removed + rep.kernel_caches_corrupt_removed;
+  if (caches > 0)
+    std::printf("%s %" PRId64 " kernel cache%s: %" PRId64 " kept for another environment, %" PRId64 " old, %" PRId64
+                " corrupt\n",
+                dry ? "would remove" : "removed", caches, caches == 1 ? "" : "s", rep.kernel_caches_stale_removed,
+                rep.kernel_caches_old_removed, rep.kernel_caches_corrupt_removed);
+  if (dry) std::printf("dry run: nothing was removed\n");
   return Status::ok();
 }
 

@@ -27,8 +27,15 @@
 namespace kiln::cli::plans {
 
 Status run_ls(const PlansOptions& o) {
+  if (o.kernel_caches && (!o.shape.empty() || o.tuned_only))
+    return invalid_argument("ls --kernel-caches: --shape and --tuned select plans, and a kernel cache has neither "
+                            "(one is kept per structure and environment): use --structure or --fingerprint");
   if (said_no_store(o)) return Status::ok();
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  if (o.kernel_caches) {
+    KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
+    return print_kernel_caches(o, *store, env, /*alone=*/true);
+  }
   KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store->list(filter_of(o)));
   KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
   std::vector<FingerprintCheck> checks;
@@ -97,6 +104,8 @@ Status run_ls(const PlansOptions& o) {
   if (stale > 0)
     std::printf("(a stale plan is never run: `kiln plans retune` or `kiln tune --untuned` bakes it again on the "
                 "GPU, `kiln compile --target` ahead of time; `kiln plans gc --stale` drops it)\n");
+  // The kept kernel caches under the plans, unless the filter is one only plans have.
+  if (o.shape.empty() && !o.tuned_only) KILN_RETURN_IF_ERROR(print_kernel_caches(o, *store, env, /*alone=*/false));
   return Status::ok();
 }
 

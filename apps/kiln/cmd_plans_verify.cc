@@ -79,6 +79,12 @@ Status run_verify(const PlansOptions& o) {
                        {"fingerprint_key", p.fingerprint_key},
                        {"reason", p.reason}});
     j["problems"] = probs;
+    nlohmann::ordered_json cache_probs = nlohmann::ordered_json::array();
+    for (const auto& p : rep.kernel_cache_problems)
+      cache_probs.push_back(
+          {{"structure_sig", p.structure_sig}, {"fingerprint_key", p.fingerprint_key}, {"reason", p.reason}});
+    j["kernel_caches"] = {
+        {"checked", rep.kernel_caches_checked}, {"ok", rep.kernel_caches_ok}, {"problems", cache_probs}};
     if (deep) {
       nlohmann::ordered_json rows = nlohmann::ordered_json::array();
       for (const DeepVerifyRow& r : deep->rows()) {
@@ -106,6 +112,9 @@ Status run_verify(const PlansOptions& o) {
     for (const VerifyProblem* p : corrupt)
       std::printf("CORRUPT  %s: %s%s\n", short_key(p->structure_sig, p->shape_key, p->fingerprint_key).c_str(),
                   p->reason.c_str(), o.quarantine ? " (quarantined)" : "");
+    for (const VerifyProblem& p : rep.kernel_cache_problems)
+      std::printf("CORRUPT  kernel cache %s/%s: %s%s\n", p.structure_sig.substr(0, 12).c_str(),
+                  p.fingerprint_key.substr(0, 12).c_str(), p.reason.c_str(), o.quarantine ? " (dropped)" : "");
     if (deep)
       for (const DeepVerifyRow& r : deep->rows()) {
         std::string key = short_key(r.structure_sig, r.shape_key, r.fingerprint_key);
@@ -125,16 +134,27 @@ Status run_verify(const PlansOptions& o) {
       }
     std::printf("checked %" PRId64 " plan%s: %" PRId64 " ok, %zu corrupt", rep.checked, rep.checked == 1 ? "" : "s",
                 rep.ok, corrupt.size());
+    if (rep.kernel_caches_checked > 0)
+      std::printf("; %" PRId64 " kernel cache%s: %" PRId64 " ok, %zu corrupt", rep.kernel_caches_checked,
+                  rep.kernel_caches_checked == 1 ? "" : "s", rep.kernel_caches_ok, rep.kernel_cache_problems.size());
     if (deep)
       std::printf("; deep: %zu passed, %zu failed the check, %zu not verified (no reference), %zu not deep-checked",
                   passed, deep_problem.size(), not_verified, not_checked);
     std::printf("; database integrity: %s\n", rep.integrity.c_str());
   }
   if (rep.integrity != "ok") return corruption("plan store " + o.store + " failed integrity_check: " + rep.integrity);
+  // A damaged kernel cache counts as a corrupt record does (exit 4); --quarantine drops it (it is compiled again).
+  const size_t bad_caches = rep.kernel_cache_problems.size();
+  const std::string caches_text =
+      std::to_string(bad_caches) + " of " + std::to_string(rep.kernel_caches_checked) + " kernel caches";
   if (!corrupt.empty())
     return corruption(std::to_string(corrupt.size()) + " of " + std::to_string(rep.checked) + " plan records in " +
-                      o.store + " are corrupt" +
+                      o.store + " are corrupt" + (bad_caches > 0 ? ", and " + caches_text : "") +
                       (o.quarantine ? " (moved to quarantine)" : " (run with --quarantine to set them aside)"));
+  if (bad_caches > 0)
+    return corruption(caches_text + " in " + o.store + " are corrupt" +
+                      (o.quarantine ? " (dropped: their kernels are compiled again)"
+                                    : " (run with --quarantine to drop them, or `kiln plans gc`)"));
   if (!deep_problem.empty())
     return check_failed(std::to_string(deep_problem.size()) + " of " + std::to_string(rep.checked) + " plans in " +
                         o.store + " failed the deep check on this GPU" +

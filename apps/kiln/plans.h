@@ -39,6 +39,8 @@ struct PlansOptions {
   double candidate_budget_ms = 1000;  // retune: sampling per candidate
   int top_k = 0;                      // retune: only the heuristic's first k configurations
   std::string target;                 // ls, gc --stale: judge against this device profile
+  bool kernel_caches = false;         // ls --kernel-caches: list the kept kernel caches alone
+  bool dry_run = false;               // gc --dry-run: say what would go, remove nothing
 };
 
 // What `ls` and `gc --stale` judge records against, under the default policy: a recorded device
@@ -49,6 +51,9 @@ struct JudgedAgainst {
   EnvPolicy policy;
   std::string basis;  // for people: "this GPU (NVIDIA H200)", ...
   bool device_judged = true;
+  // What a kept kernel cache is judged on: everything against this GPU, all but the driver against a
+  // profile, the libraries alone without either (kiln/store/kernel_cache_record.h).
+  KernelCacheJudged kernel_cache_judged = KernelCacheJudged::kEverything;
 };
 
 ListFilter filter_of(const PlansOptions& o);
@@ -62,6 +67,11 @@ std::string age_of(int64_t created_at);
 std::string ms_text(double ms, bool tuned);
 nlohmann::ordered_json record_json(const PlanRecord& r, int64_t plan_size);
 void print_table(const std::vector<std::vector<std::string>>& rows);
+// "41 B", "3.2 KiB", "1.5 MiB".
+std::string size_text(int64_t bytes);
+// ls's kernel cache part (cmd_plans_ls_kernel_caches.cc): with `alone` (ls --kernel-caches) the whole output,
+// text or JSON; else the section under the plans' text, printed only when some cache matches the filter.
+Status print_kernel_caches(const PlansOptions& o, PlanStore& store, const JudgedAgainst& env, bool alone);
 StatusOr<std::unique_ptr<DeepPlanVerifier>> make_deep_verifier(const PlansOptions& o, PlanStore& store,
                                                                const char* command);
 

@@ -1,6 +1,8 @@
 // PlanStore's kernel caches (kiln/store/kernel_cache_record.h, docs/store.md "Kernel caches"): one row per
 // structure and environment, read back only in that exact environment.
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
@@ -60,12 +62,73 @@ std::string read_kernel_cache(const Stmt& st, KernelCacheRecord* r) {
   return std::string();
 }
 
+// Reads a cache text through without building it (a cache may hold 256 MiB), keeping the first error.
+struct JsonScan : nlohmann::json::json_sax_t {
+  std::string error;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) override {
+    error = e.what();
+    return false;
+  }
+};
+
+// "" when the cache text is one whole JSON document, else why not (a truncated text ends too early).
+std::string json_problem(const std::string& text) {
+  JsonScan scan;
+  try {
+    if (nlohmann::json::sax_parse(text, &scan)) return std::string();
+  } catch (const std::exception& e) {
+    scan.error = e.what();
+  }
+  return "cache text is not whole JSON (truncated or damaged): " + (scan.error.empty() ? "unreadable" : scan.error);
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
 }  // namespace
 
+std::vector<std::string> kernel_cache_mismatches(const EnvFingerprint& kept, const EnvFingerprint& current,
+                                                 KernelCacheJudged judged) {
+  std::vector<std::string> out;
+  auto differ = [&](const char* field, int64_t k, int64_t c, std::string (*text)(int64_t)) {
+    if (k == c) return;
+    std::string kt = text(k), ct = text(c);
+    if (kt == ct) kt = std::to_string(k), ct = std::to_string(c);  // the text form hides the difference
+    out.push_back(std::string(field) + ": kept " + kt + ", current " + ct + " (must match exactly)");
+  };
+  auto number = [](int64_t v) { return std::to_string(v); };
+  auto cuda = [](int64_t v) { return EnvFingerprint::cuda_version_string(static_cast<int>(v)); };
+  auto cudnn = [](int64_t v) { return EnvFingerprint::cudnn_version_string(v); };
+  if (judged != KernelCacheJudged::kLibrariesOnly) {
+    if (kept.gpu_name != current.gpu_name)
+      out.push_back("gpu_name: kept " + kept.gpu_name + ", current " + current.gpu_name + " (must match exactly)");
+    differ("sm_version", kept.sm_version, current.sm_version, number);
+  }
+  if (judged == KernelCacheJudged::kEverything)
+    differ("driver_version", kept.driver_version, current.driver_version, cuda);
+  differ("cuda_runtime_version", kept.cuda_runtime_version, current.cuda_runtime_version, cuda);
+  differ("cudnn_version", kept.cudnn_version, current.cudnn_version, cudnn);
+  differ("cudnn_frontend_version", kept.cudnn_frontend_version, current.cudnn_frontend_version, cudnn);
+  return out;
+}
+
 bool kernel_cache_environment_matches(const EnvFingerprint& kept, const EnvFingerprint& current) {
-  return kept.gpu_name == current.gpu_name && kept.sm_version == current.sm_version &&
-         kept.driver_version == current.driver_version && kept.cuda_runtime_version == current.cuda_runtime_version &&
-         kept.cudnn_version == current.cudnn_version && kept.cudnn_frontend_version == current.cudnn_frontend_version;
+  return kernel_cache_mismatches(kept, current, KernelCacheJudged::kEverything).empty();
 }
 
 std::string compute_kernel_cache_checksum(const KernelCacheRecord& r) {
@@ -186,14 +249,126 @@ StatusOr<std::vector<KernelCacheInfo>> PlanStore::list_kernel_caches() {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return out;
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT structure_sig, fingerprint_key, graph_name, "
-                                                    "length(cache_json), created_at FROM kernel_caches ORDER BY "
-                                                    "structure_sig, fingerprint_key"));
+                                                    "length(cache_json), created_at, fingerprint_json FROM "
+                                                    "kernel_caches ORDER BY structure_sig, fingerprint_key"));
   while (true) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
-    out.push_back({st.text(0), st.text(1), st.text(2), st.int64(3), st.int64(4)});
+    KernelCacheInfo info;
+    info.structure_sig = st.text(0);
+    info.fingerprint_key = st.text(1);
+    info.graph_name = st.text(2);
+    info.bytes = st.int64(3);
+    info.created_at = st.int64(4);
+    StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(5));
+    if (!fp.is_ok()) info.problem = "fingerprint: " + fp.status().message();
+    else if (fingerprint_key(*fp) != info.fingerprint_key)
+      info.problem = "fingerprint_key does not match its fingerprint (" + fingerprint_key(*fp) + ")";
+    else info.fingerprint = *fp;
+    out.push_back(std::move(info));
   }
   return out;
+}
+
+Status PlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vector<BadKernelCache>* bad) {
+  KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
+  if (!exists) return Status::ok();
+  // Sizes first: a row's text is read only when it is within the limit (a damaged length could be anything).
+  struct Row {
+    int64_t rowid, bytes;
+    std::string sig, key, checksum;
+  };
+  std::vector<Row> rows;
+  {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, length(cache_json), structure_sig, "
+                                                      "fingerprint_key, checksum FROM kernel_caches ORDER BY "
+                                                      "structure_sig, fingerprint_key"));
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      rows.push_back({st.int64(0), st.int64(1), st.text(2), st.text(3), st.text(4)});
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Stmt one,
+                        Stmt::prepare(db_, std::string("SELECT ") + kColumns + " FROM kernel_caches WHERE rowid=?1"));
+  for (const Row& row : rows) {
+    ++out->kernel_caches_checked;
+    std::string problem;
+    if (row.bytes > kMaxKernelCacheBytes) {
+      problem = std::to_string(row.bytes) + " bytes of cache text, over the " + std::to_string(kMaxKernelCacheBytes) +
+                " a row may hold";
+    } else {
+      one.bind(1, row.rowid);
+      KILN_ASSIGN_OR_RETURN(bool found, one.step());
+      KernelCacheRecord r;
+      if (!found) problem = "row vanished while it was read";
+      else problem = read_kernel_cache(one, &r);
+      if (problem.empty()) problem = json_problem(r.cache_json);
+      KILN_RETURN_IF_ERROR(one.reset());
+    }
+    if (problem.empty()) {
+      ++out->kernel_caches_ok;
+      continue;
+    }
+    out->kernel_cache_problems.push_back({row.sig, "", row.key, problem});
+    bad->push_back({row.rowid, row.checksum});
+  }
+  return Status::ok();
+}
+
+StatusOr<int64_t> PlanStore::drop_kernel_cache_row_locked(const BadKernelCache& bad) {
+  // By rowid and the stored checksum's text: a row another process replaced meanwhile stays.
+  KILN_ASSIGN_OR_RETURN(
+      Stmt del,
+      Stmt::prepare(db_, "DELETE FROM kernel_caches WHERE rowid=?1 AND IFNULL(CAST(checksum AS TEXT),'')=?2"));
+  del.bind(1, bad.rowid).bind(2, bad.stored_checksum);
+  KILN_RETURN_IF_ERROR(del.run());
+  return static_cast<int64_t>(sqlite3_changes(db_));
+}
+
+Status PlanStore::gc_kernel_caches_locked(const GcOptions& options, GcReport* out) {
+  if (!options.current && !options.older_than) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
+  if (!exists) return Status::ok();
+  struct Gone {
+    int64_t rowid;
+    std::string checksum;
+    KernelCacheRemoval what;
+    bool stale;
+  };
+  std::vector<Gone> gone;
+  {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, structure_sig, fingerprint_key, graph_name, "
+                                                      "fingerprint_json, created_at, checksum FROM kernel_caches "
+                                                      "ORDER BY structure_sig, fingerprint_key"));
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(4));
+      if (!fp.is_ok()) continue;  // damaged, not stale: drop_corrupt's business
+      KernelCacheRemoval what{st.text(1), st.text(2), st.text(3), ""};
+      if (options.current) {
+        std::vector<std::string> why = kernel_cache_mismatches(*fp, *options.current, options.kernel_cache_judged);
+        if (!why.empty()) {
+          what.why = "kept for another environment: " + join(why, "; ");
+          gone.push_back({st.int64(0), st.text(6), std::move(what), true});
+          continue;
+        }
+      }
+      // As for plans (created_at < the cut-off): a created_at that is not a number is never old.
+      if (options.older_than && st.type(5) == SQLITE_INTEGER && st.int64(5) < *options.older_than) {
+        what.why = "kept before the --older-than cut-off";
+        gone.push_back({st.int64(0), st.text(6), std::move(what), false});
+      }
+    }
+  }
+  for (Gone& g : gone) {
+    KILN_ASSIGN_OR_RETURN(int64_t n, drop_kernel_cache_row_locked({g.rowid, g.checksum}));
+    if (n == 0) continue;
+    (g.stale ? out->kernel_caches_stale_removed : out->kernel_caches_old_removed) += n;
+    out->kernel_caches_removed.push_back(std::move(g.what));
+  }
+  return Status::ok();
 }
 
 }  // namespace kiln

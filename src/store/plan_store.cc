@@ -349,6 +349,13 @@ StatusOr<PlanRecord> PlanStore::put(const PlanRecord& record) {
   return r;
 }
 
+namespace {
+// One plans row by the text of its stored key and checksum values (?3..?6): a damaged row may hold other types.
+constexpr const char* kStoredRowWhere =
+    " FROM plans WHERE IFNULL(CAST(structure_sig AS TEXT),'')=?3 AND IFNULL(CAST(shape_key AS TEXT),'')=?4"
+    " AND IFNULL(CAST(fingerprint_key AS TEXT),'')=?5 AND IFNULL(CAST(checksum AS TEXT),'')=?6";
+}  // namespace
+
 void PlanStore::quarantine_row(const std::string& structure_sig, const std::string& shape_key,
                                const std::string& fingerprint_key, const std::string& stored_checksum,
                                const std::string& reason) {
@@ -358,10 +365,7 @@ void PlanStore::quarantine_row(const std::string& structure_sig, const std::stri
              "plan store " << path_ << ": corrupt record " << name << " (" << reason << "); read-only, left in place");
     return;
   }
-  // Matches on the text of the stored values: a damaged row may hold other types.
-  const char* where =
-      " FROM plans WHERE IFNULL(CAST(structure_sig AS TEXT),'')=?3 AND IFNULL(CAST(shape_key AS TEXT),'')=?4"
-      " AND IFNULL(CAST(fingerprint_key AS TEXT),'')=?5 AND IFNULL(CAST(checksum AS TEXT),'')=?6";
+  const char* where = kStoredRowWhere;
   auto move = [&]() -> StatusOr<int> {
     WriteTxn txn(db_);
     KILN_RETURN_IF_ERROR(txn.begin());
@@ -533,6 +537,11 @@ StatusOr<int64_t> PlanStore::remove(const ListFilter& filter, bool all) {
 StatusOr<VerifyReport> PlanStore::verify(const VerifyOptions& options) {
   if (options.quarantine && read_only_) return failed_precondition("verify --quarantine needs a writable store");
   std::lock_guard<std::mutex> lock(mu_);
+  return verify_locked(options);
+}
+
+StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans,
+                                                std::vector<BadKernelCache>* bad_caches) {
   VerifyReport out;
   KILN_ASSIGN_OR_RETURN(out.integrity, check_pragma(db_, "PRAGMA integrity_check"));
   struct Bad {
@@ -567,22 +576,63 @@ StatusOr<VerifyReport> PlanStore::verify(const VerifyOptions& options) {
     for (auto& b : bad)
       quarantine_row(b.row.record.structure_sig, b.row.record.shape_key, b.row.stored_fingerprint_key,
                      b.row.record.checksum, b.reason);
+  if (bad_plans)
+    for (const Bad& b : bad)
+      bad_plans->push_back({b.row.record.structure_sig, b.row.record.shape_key, b.row.stored_fingerprint_key,
+                            b.row.record.checksum, b.reason});
+
+  std::vector<BadKernelCache> caches;
+  KILN_RETURN_IF_ERROR(verify_kernel_caches_locked(&out, &caches));
+  counters_.corrupt += static_cast<int64_t>(caches.size());
+  if (options.quarantine)
+    for (size_t i = 0; i < caches.size(); ++i) {
+      // A damaged cache is dropped, as get_kernel_cache drops one: its kernels are compiled again.
+      const VerifyProblem& p = out.kernel_cache_problems[i];
+      const std::string name = store::record_name(p.structure_sig, "kernels", p.fingerprint_key);
+      StatusOr<int64_t> gone = drop_kernel_cache_row_locked(caches[i]);
+      if (!gone.is_ok())
+        KILN_LOG(kWarn, "plan store " << path_ << ": corrupt kernel cache " << name << " (" << p.reason
+                                      << "); could not drop it: " << gone.status().message());
+      else if (*gone > 0)
+        KILN_LOG(kWarn, "plan store " << path_ << ": dropped corrupt kernel cache " << name << ": " << p.reason);
+    }
+  if (bad_caches) bad_caches->insert(bad_caches->end(), caches.begin(), caches.end());
   return out;
 }
 
 StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
-  GcReport out;
-  if (options.drop_corrupt) {
-    VerifyOptions vo;
-    vo.quarantine = true;
-    KILN_ASSIGN_OR_RETURN(VerifyReport vr, verify(vo));
-    out.corrupt_removed = static_cast<int64_t>(vr.problems.size());
-  }
   std::lock_guard<std::mutex> lock(mu_);
+  GcReport out;
+  out.dry_run = options.dry_run;
+  std::vector<BadPlan> bad_plans;
+  std::vector<BadKernelCache> bad_caches;
+  if (options.drop_corrupt) {
+    // A dry run leaves them in place here, and removes them in the transaction below, which it rolls back.
+    VerifyOptions vo;
+    vo.quarantine = !options.dry_run;
+    KILN_ASSIGN_OR_RETURN(VerifyReport vr, verify_locked(vo, &bad_plans, &bad_caches));
+    out.corrupt_removed = static_cast<int64_t>(vr.problems.size());
+    out.kernel_caches_corrupt_removed = static_cast<int64_t>(vr.kernel_cache_problems.size());
+    for (const VerifyProblem& p : vr.kernel_cache_problems)
+      out.kernel_caches_removed.push_back({p.structure_sig, p.fingerprint_key, "", "corrupt: " + p.reason});
+  }
   struct Key {
     std::string sig, shape, fp;
   };
+  WriteTxn txn(db_);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  if (options.dry_run) {
+    // What the verify above would have moved to quarantine or dropped goes here, so that every count below
+    // is the one a real run gives.
+    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, std::string("DELETE") + kStoredRowWhere));
+    for (const BadPlan& b : bad_plans) {
+      del.bind(3, b.structure_sig).bind(4, b.shape_key).bind(5, b.fingerprint_key).bind(6, b.stored_checksum);
+      KILN_RETURN_IF_ERROR(del.run());
+      KILN_RETURN_IF_ERROR(del.reset());
+    }
+    for (const BadKernelCache& b : bad_caches) KILN_RETURN_IF_ERROR(drop_kernel_cache_row_locked(b).status());
+  }
   std::vector<Key> stale;
   if (options.current) {
     KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT structure_sig, shape_key, fingerprint_key, "
@@ -596,8 +646,6 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
       if (!pass) stale.push_back({st.text(0), st.text(1), st.text(2)});
     }
   }
-  WriteTxn txn(db_);
-  KILN_RETURN_IF_ERROR(txn.begin());
   if (!stale.empty()) {
     KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM plans WHERE structure_sig=?1 AND shape_key=?2 "
                                                        "AND fingerprint_key=?3"));
@@ -617,6 +665,7 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
   if (options.drop_quarantine) {
     KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM quarantine"));
     out.quarantine_removed = sqlite3_changes(db_);
+    if (options.dry_run) out.quarantine_removed += static_cast<int64_t>(bad_plans.size());  // moved there first
   }
   // Graph specs that no plan and no queued re-tune refers to any more.
   KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM graph_specs WHERE NOT EXISTS (SELECT 1 FROM plans p WHERE "
@@ -653,6 +702,8 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
       KILN_RETURN_IF_ERROR(del.reset());
     }
   }
+  KILN_RETURN_IF_ERROR(gc_kernel_caches_locked(options, &out));
+  if (options.dry_run) return out;  // rolled back: nothing removed
   KILN_RETURN_IF_ERROR(txn.commit());
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/core/fingerprint.h"
 #include "kiln/core/status.h"
@@ -37,13 +38,29 @@ std::string compute_kernel_cache_checksum(const KernelCacheRecord& r);
 // same driver, CUDA runtime, cuDNN and cuDNN Frontend versions (not only their majors, as the key has).
 bool kernel_cache_environment_matches(const EnvFingerprint& kept, const EnvFingerprint& current);
 
-// What `kiln plans ls`-like listings show of a kept cache (the text itself is not read).
+// Which of those fields a judgement of a kept cache can look at (`kiln plans ls`, `kiln plans gc --stale`):
+// all of them against this machine's GPU; all but the driver against a recorded device profile (it records
+// none); the libraries alone (CUDA runtime, cuDNN, cuDNN Frontend) on a machine without a GPU.
+enum class KernelCacheJudged { kEverything, kWithoutDriver, kLibrariesOnly };
+
+// One line per field, of those `judged` covers, that keeps a cache compiled in `kept` from serving
+// `current` ("cudnn_version: kept 9.19.0, current 9.20.0 (must match exactly)"); empty when none does.
+// With kEverything, empty exactly when kernel_cache_environment_matches.
+std::vector<std::string> kernel_cache_mismatches(const EnvFingerprint& kept, const EnvFingerprint& current,
+                                                 KernelCacheJudged judged = KernelCacheJudged::kEverything);
+
+// What `kiln plans ls`-like listings show of a kept cache (the text itself is not read, nor its checksum:
+// PlanStore::verify checks those).
 struct KernelCacheInfo {
   std::string structure_sig;
-  std::string fingerprint_key;
+  std::string fingerprint_key;  // as stored
   std::string graph_name;
   int64_t bytes = 0;
   int64_t created_at = 0;
+  EnvFingerprint fingerprint;  // the environment that compiled it, when `problem` is empty
+  // "" when the row's fingerprint reads back and gives its stored key; else what is wrong (the row is
+  // damaged: PlanStore::verify reports it, and get_kernel_cache drops it).
+  std::string problem;
 };
 
 }  // namespace kiln

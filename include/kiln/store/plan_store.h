@@ -150,22 +150,42 @@ struct GcOptions {
   std::optional<int64_t> older_than;
   // Drop records whose checksum fails (they are moved to quarantine first, then dropped with it).
   bool drop_corrupt = true;
+  // Kernel caches (docs/store.md "Kernel caches") follow the same switches: with `current`, a cache that
+  // could not serve it (kernel_cache_mismatches under `kernel_cache_judged`, not `policy`: a cache is machine
+  // code, read back only in exactly its environment) is dropped; with `older_than`, one kept before that time;
+  // with `drop_corrupt`, a damaged one (as verify finds it). A cache whose structure has no plan record is
+  // kept: a Planner reads it for any dynamic build of the structure, plan record or not.
+  KernelCacheJudged kernel_cache_judged = KernelCacheJudged::kEverything;
+  // Report what would be removed, and remove nothing: the same work in one transaction, rolled back.
+  bool dry_run = false;
+};
+// A kernel cache gc removed (or, dry run, would remove), and why.
+struct KernelCacheRemoval {
+  std::string structure_sig, fingerprint_key, graph_name;
+  std::string why;  // "another environment: cudnn_version: kept ...", "older than the cut-off", "corrupt: ..."
 };
 struct GcReport {
+  bool dry_run = false;  // counts are what a real run would remove; nothing was
   int64_t stale_removed = 0;
   int64_t old_removed = 0;
   int64_t corrupt_removed = 0;
   int64_t quarantine_removed = 0;
-  int64_t graph_specs_removed = 0;     // specs no plan and no queue row refers to any more
-  int64_t fusion_records_removed = 0;  // fusion decisions a part's record (same environment) is gone from
+  int64_t graph_specs_removed = 0;            // specs no plan and no queue row refers to any more
+  int64_t fusion_records_removed = 0;         // fusion decisions a part's record (same environment) is gone from
+  int64_t kernel_caches_stale_removed = 0;    // kept for an environment other than `current`
+  int64_t kernel_caches_old_removed = 0;      // kept before `older_than`
+  int64_t kernel_caches_corrupt_removed = 0;  // damaged
+  std::vector<KernelCacheRemoval> kernel_caches_removed;  // each of them, by key
 };
 
 struct VerifyOptions {
   PlanValidator validator;  // optional deeper check (e.g. the device-side deserialization)
-  bool quarantine = false;  // move bad records to quarantine (needs a writable store)
+  // Move bad records to quarantine, and drop damaged kernel caches (they are compiled again, as a lookup
+  // that meets one does); needs a writable store.
+  bool quarantine = false;
 };
 struct VerifyProblem {
-  std::string structure_sig, shape_key, fingerprint_key;
+  std::string structure_sig, shape_key, fingerprint_key;  // shape_key is empty for a kernel cache
   std::string reason;
 };
 struct VerifyReport {
@@ -173,6 +193,11 @@ struct VerifyReport {
   int64_t ok = 0;
   std::vector<VerifyProblem> problems;
   std::string integrity;  // "ok" or SQLite's integrity_check output
+  // Kernel caches (docs/store.md "Kernel caches"): each row's column types, size, fingerprint and key,
+  // checksum, and that its cache text is whole JSON. A damaged one is reported here, never thrown.
+  int64_t kernel_caches_checked = 0;
+  int64_t kernel_caches_ok = 0;
+  std::vector<VerifyProblem> kernel_cache_problems;
 };
 
 struct QuarantineEntry {
@@ -310,7 +335,8 @@ class PlanStore {
   StatusOr<int64_t> remove(const ListFilter& filter, bool all = false);
 
   StatusOr<GcReport> gc(const GcOptions& options);
-  // Re-checks every record's checksum (and the validator), plus PRAGMA integrity_check.
+  // Re-checks every record's checksum (and the validator), every kept kernel cache, plus PRAGMA
+  // integrity_check.
   StatusOr<VerifyReport> verify(const VerifyOptions& options = {});
   StatusOr<std::vector<QuarantineEntry>> quarantine();
 
@@ -384,6 +410,25 @@ class PlanStore {
  private:
   PlanStore(std::string path, sqlite3* db, bool read_only);
   StatusOr<int64_t> remove_kernel_cache_locked(const std::string& structure_sig, const std::string& fingerprint_key);
+  // A bad plan row found by verify: its stored key and checksum column texts (what quarantine_row matches).
+  struct BadPlan {
+    std::string structure_sig, shape_key, fingerprint_key, stored_checksum, reason;
+  };
+  // A damaged kernel cache row found by verify: its rowid and stored checksum text, so that only that row goes.
+  struct BadKernelCache {
+    int64_t rowid = 0;
+    std::string stored_checksum;
+  };
+  // What verify() does, under mu_; the bad rows are handed back too, when asked for.
+  StatusOr<VerifyReport> verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans = nullptr,
+                                       std::vector<BadKernelCache>* bad_caches = nullptr);
+  // Appends a check of every kernel cache row to `out` (kernel_caches.cc).
+  Status verify_kernel_caches_locked(VerifyReport* out, std::vector<BadKernelCache>* bad);
+  // Deletes one kernel cache row (by rowid and stored checksum), in the caller's transaction if there is one;
+  // returns the rows gone.
+  StatusOr<int64_t> drop_kernel_cache_row_locked(const BadKernelCache& bad);
+  // gc's kernel cache part (stale and old), in the caller's transaction (kernel_caches.cc).
+  Status gc_kernel_caches_locked(const GcOptions& options, GcReport* out);
   // Moves the row with these stored key and checksum column values to quarantine, unless another process
   // replaced it meanwhile (its checksum column then differs). Logs. No-op for a read-only store.
   void quarantine_row(const std::string& structure_sig, const std::string& shape_key,

@@ -1,0 +1,264 @@
+// `kiln plans ls`, `verify` and `gc` on a store's kernel caches, as a user rolling out a driver or cuDNN
+// upgrade runs them: the built binary on a store holding a cache of this environment, one of another
+// environment and a damaged one (docs/store.md "Kernel caches").
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "kiln/core/exit_codes.h"
+#include "kiln/lower/lower.h"
+#include "kiln/runtime/plan_bridge.h"
+#include "kiln/store/plan_store.h"
+#include "store/store_test_util.h"
+
+namespace kiln {
+namespace {
+
+using store_test::make_record;
+using store_test::TempDir;
+using test::CliResult;
+using test::run_kiln;
+
+const std::string kProfile = std::string(KILN_SOURCE_DIR) + "/profiles/h200.json";
+const std::string kSig = make_record(0).structure_sig;         // has plan records
+const std::string kDamagedSig = make_record(9).structure_sig;  // has none
+
+class PlansCliKernelCaches : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(KILN_BINARY)) GTEST_SKIP() << "kiln binary not built: " << KILN_BINARY;
+    auto profile = load_device_profile(kProfile);
+    ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
+    // What `--target profiles/h200.json` judges against: the profile's GPU with this build's libraries.
+    current_ = fingerprint_for_profile(*profile);
+    // The same GPU and libraries but cuDNN Frontend 1.23 (this build has a later one): what a store holds
+    // after an upgrade.
+    foreign_ = current_;
+    foreign_.cudnn_frontend_version = 12300;
+    ASSERT_NE(foreign_.cudnn_frontend_version, current_.cudnn_frontend_version);
+    store_ = dir_.file("plans.db");
+    auto s = store_test::open_store(store_);
+    ASSERT_TRUE(s);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->put(make_record(i)).is_ok());
+    ASSERT_TRUE(s->put_kernel_cache(cache(kSig, current_)).is_ok());
+    ASSERT_TRUE(s->put_kernel_cache(cache(kSig, foreign_)).is_ok());
+    ASSERT_TRUE(s->put_kernel_cache(cache(kDamagedSig, current_)).is_ok());
+    // The damaged one: its text cut short in place (as a torn write or a bad disk would leave it).
+    ASSERT_EQ(store_test::raw_sql(store_, "UPDATE kernel_caches SET cache_json = CAST(substr(CAST(cache_json AS "
+                                          "TEXT), 1, 12) AS BLOB) WHERE structure_sig = '" +
+                                              kDamagedSig + "'"),
+              1);
+  }
+  static KernelCacheRecord cache(const std::string& sig, const EnvFingerprint& fp) {
+    KernelCacheRecord r;
+    r.structure_sig = sig;
+    r.fingerprint = fp;
+    r.graph_name = "mlp";
+    r.cache_json = R"({"kernels":[{"id":1,"cubin":"AAECAwQ="}]})";
+    return r;
+  }
+  std::string name(const std::string& sig, const EnvFingerprint& fp) const {
+    return sig.substr(0, 12) + "/" + fingerprint_key(fp).substr(0, 12);
+  }
+  std::vector<KernelCacheInfo> kept() {
+    auto s = store_test::open_store(store_, /*read_only=*/true);
+    auto l = s->list_kernel_caches();
+    EXPECT_TRUE(l.is_ok()) << l.status().to_string();
+    return l.is_ok() ? *l : std::vector<KernelCacheInfo>();
+  }
+  TempDir dir_;
+  std::string store_;
+  EnvFingerprint current_, foreign_;
+};
+
+TEST_F(PlansCliKernelCaches, LsListsThemUnderThePlansAndMarksTheForeignOneStale) {
+  for (const std::string& target : {std::string(), " --target " + kProfile}) {
+    CliResult r = run_kiln("plans ls --store " + store_ + target);
+    ASSERT_EQ(r.code, kExitOk) << r.output();
+    const std::string& out = r.out;
+    // The plans' part as before, then the caches' section.
+    const size_t plans_footer = out.find("3 plans in " + store_);
+    const size_t section = out.find("KERNEL CACHE");
+    ASSERT_NE(plans_footer, std::string::npos) << out;
+    ASSERT_NE(section, std::string::npos) << out;
+    EXPECT_LT(plans_footer, section) << out;
+    EXPECT_NE(out.find("3 kernel caches in " + store_ + ", 1 stale, 0 damaged"), std::string::npos) << out;
+    EXPECT_NE(
+        out.find("kernel cache " + name(kSig, foreign_) + " is stale: cudnn_frontend_version: kept 1.23.0, current "),
+        std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("\nstale kernel"), std::string::npos) << out;  // a plan's stale line is "stale <plan>: ..."
+    // One row each, with its graph, environment key, GPU and cuDNN, size and status.
+    size_t rows = 0;
+    for (size_t at = out.find("\nsig", section); at != std::string::npos; at = out.find("\nsig", at + 1)) {
+      const std::string line = out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+      EXPECT_NE(line.find(" mlp "), std::string::npos) << line;
+      EXPECT_NE(line.find("NVIDIA H200"), std::string::npos) << line;
+      // The damaged one's text was cut to 12 bytes.
+      const bool damaged = line.rfind(kDamagedSig.substr(0, 12), 0) == 0;
+      const size_t bytes = damaged ? 12 : cache(kSig, current_).cache_json.size();
+      EXPECT_NE(line.find(std::to_string(bytes) + " B"), std::string::npos) << line;
+      const bool foreign = line.find(fingerprint_key(foreign_).substr(0, 12)) != std::string::npos;
+      EXPECT_NE(line.find(foreign ? "STALE" : "current"), std::string::npos) << line;
+      EXPECT_EQ(line.find("1.23.0") != std::string::npos, foreign) << line;
+      ++rows;
+    }
+    EXPECT_EQ(rows, 3u) << out;
+  }
+  // A filter only plans have leaves the section out; --structure narrows it.
+  CliResult tuned = run_kiln("plans ls --tuned --store " + store_);
+  ASSERT_EQ(tuned.code, kExitOk) << tuned.output();
+  EXPECT_EQ(tuned.out.find("KERNEL CACHE"), std::string::npos) << tuned.out;
+  CliResult one = run_kiln("plans ls --structure sig9 --store " + store_);
+  ASSERT_EQ(one.code, kExitOk) << one.output();
+  EXPECT_NE(one.out.find("1 kernel cache in "), std::string::npos) << one.out;
+}
+
+TEST_F(PlansCliKernelCaches, LsJsonKeepsThePlansArrayAndKernelCachesHaveTheirOwn) {
+  CliResult plans = run_kiln("plans ls --json --store " + store_);
+  ASSERT_EQ(plans.code, kExitOk) << plans.output();
+  nlohmann::json p = nlohmann::json::parse(plans.out, nullptr, false);
+  ASSERT_TRUE(p.is_array()) << plans.out;
+  EXPECT_EQ(p.size(), 3u);
+  for (const auto& rec : p) EXPECT_TRUE(rec.contains("shape_key")) << rec.dump();
+
+  CliResult r = run_kiln("plans ls --kernel-caches --json --target " + kProfile + " --store " + store_);
+  ASSERT_EQ(r.code, kExitOk) << r.output();
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << r.out;
+  ASSERT_EQ(j.size(), 3u);
+  int current = 0, stale = 0;
+  for (const auto& c : j) {
+    EXPECT_EQ(c["graph_name"], "mlp");
+    EXPECT_GT(c["created_at"].get<int64_t>(), 0);
+    EXPECT_GT(c["bytes"].get<int64_t>(), 0);
+    EXPECT_EQ(c["fingerprint"]["gpu_name"], "NVIDIA H200");
+    if (c["fingerprint_key"] == fingerprint_key(foreign_)) {
+      EXPECT_EQ(c["structure_sig"], kSig);
+      EXPECT_EQ(c["status"], "stale");
+      ASSERT_FALSE(c["stale_reasons"].empty());
+      EXPECT_EQ(c["stale_reasons"][0].get<std::string>().rfind("cudnn_frontend_version: kept 1.23.0", 0), 0u)
+          << c.dump();
+      ++stale;
+    } else {
+      EXPECT_EQ(c["fingerprint_key"], fingerprint_key(current_));
+      EXPECT_EQ(c["status"], "current");
+      EXPECT_TRUE(c["stale_reasons"].empty());
+      ++current;
+    }
+  }
+  EXPECT_EQ(current, 2);
+  EXPECT_EQ(stale, 1);
+
+  CliResult text = run_kiln("plans ls --kernel-caches --store " + store_);
+  ASSERT_EQ(text.code, kExitOk) << text.output();
+  EXPECT_EQ(text.out.find("STRUCTURE"), std::string::npos) << text.out;  // no plans table
+  EXPECT_NE(text.out.find("3 kernel caches in"), std::string::npos) << text.out;
+
+  CliResult shape = run_kiln("plans ls --kernel-caches --shape b=8 --store " + store_);
+  EXPECT_EQ(shape.code, kExitBadInput) << shape.output();
+  EXPECT_NE(shape.output().find("a kernel cache has neither"), std::string::npos) << shape.output();
+}
+
+TEST_F(PlansCliKernelCaches, VerifyFlagsTheDamagedCacheWithExit4) {
+  CliResult r = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(r.code, kExitCorruption) << r.output();
+  EXPECT_NE(r.output().find("CORRUPT  kernel cache " + name(kDamagedSig, current_) + ": checksum mismatch"),
+            std::string::npos)
+      << r.output();
+  EXPECT_NE(r.output().find("checked 3 plans: 3 ok, 0 corrupt; 3 kernel caches: 2 ok, 1 corrupt"), std::string::npos)
+      << r.output();
+  EXPECT_NE(r.output().find("1 of 3 kernel caches in " + store_ + " are corrupt"), std::string::npos) << r.output();
+  // The sound ones, this environment's and the other's, are not flagged.
+  EXPECT_EQ(r.output().find("CORRUPT  kernel cache " + name(kSig, current_)), std::string::npos) << r.output();
+  EXPECT_EQ(r.output().find("CORRUPT  kernel cache " + name(kSig, foreign_)), std::string::npos) << r.output();
+
+  CliResult j = run_kiln("plans verify --json --store " + store_);
+  EXPECT_EQ(j.code, kExitCorruption) << j.output();
+  nlohmann::json doc = nlohmann::json::parse(j.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << j.out;
+  EXPECT_EQ(doc["checked"], 3);
+  EXPECT_EQ(doc["kernel_caches"]["checked"], 3);
+  EXPECT_EQ(doc["kernel_caches"]["ok"], 2);
+  ASSERT_EQ(doc["kernel_caches"]["problems"].size(), 1u);
+  EXPECT_EQ(doc["kernel_caches"]["problems"][0]["structure_sig"], kDamagedSig);
+  EXPECT_EQ(doc["kernel_caches"]["problems"][0]["fingerprint_key"], fingerprint_key(current_));
+
+  // A corrupt plan too: both are counted, exit 4 still.
+  store_test::flip_blob_byte(store_, make_record(1).structure_sig, 2);
+  r = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(r.code, kExitCorruption) << r.output();
+  EXPECT_NE(r.output().find("1 of 3 plan records in " + store_ + " are corrupt, and 1 of 3 kernel caches"),
+            std::string::npos)
+      << r.output();
+
+  // --quarantine drops the damaged cache (and quarantines the plan); verify then passes, the sound caches kept.
+  r = run_kiln("plans verify --quarantine --store " + store_);
+  EXPECT_EQ(r.code, kExitCorruption) << r.output();
+  const size_t dropped = r.output().find("CORRUPT  kernel cache " + name(kDamagedSig, current_));
+  ASSERT_NE(dropped, std::string::npos) << r.output();
+  EXPECT_NE(r.output().substr(dropped, r.output().find('\n', dropped) - dropped).find("(dropped)"), std::string::npos)
+      << r.output();
+  r = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(r.code, kExitOk) << r.output();
+  EXPECT_NE(r.output().find("2 ok, 0 corrupt; 2 kernel caches: 2 ok, 0 corrupt"), std::string::npos) << r.output();
+  EXPECT_EQ(kept().size(), 2u);
+}
+
+TEST_F(PlansCliKernelCaches, GcDropsTheForeignCacheAndItsDryRunDropsNothing) {
+  const std::string stale = "plans gc --stale --target " + kProfile + " --store " + store_;
+  CliResult dry = run_kiln(stale + " --dry-run");
+  ASSERT_EQ(dry.code, kExitOk) << dry.output();
+  EXPECT_NE(dry.out.find("would remove kernel cache " + name(kSig, foreign_) +
+                         " (mlp): kept for another environment: cudnn_frontend_version: kept 1.23.0"),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("would remove kernel cache " + name(kDamagedSig, current_) + ": corrupt: checksum mismatch"),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("would remove 2 kernel caches: 1 kept for another environment, 0 old, 1 corrupt"),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("dry run: nothing was removed"), std::string::npos) << dry.out;
+  EXPECT_EQ(dry.out.find("\nremoved"), std::string::npos) << dry.out;
+  EXPECT_EQ(kept().size(), 3u);
+  {
+    auto s = store_test::open_store(store_, /*read_only=*/true);
+    EXPECT_EQ(s->list()->size(), 3u);  // the plans (of frontend 1.23: stale for this build) are all there too
+  }
+  CliResult plans_after_dry = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(plans_after_dry.code, kExitCorruption) << plans_after_dry.output();  // the damaged cache is still there
+
+  CliResult r = run_kiln(stale);
+  ASSERT_EQ(r.code, kExitOk) << r.output();
+  EXPECT_NE(r.out.find("removed kernel cache " + name(kSig, foreign_) + " (mlp): kept for another environment"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("removed 2 kernel caches: 1 kept for another environment, 0 old, 1 corrupt"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("dry run"), std::string::npos) << r.out;
+  std::vector<KernelCacheInfo> left = kept();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].structure_sig, kSig);
+  EXPECT_EQ(left[0].fingerprint_key, fingerprint_key(current_));
+  r = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(r.code, kExitOk) << r.output();
+}
+
+TEST_F(PlansCliKernelCaches, GcWithoutStaleKeepsTheForeignCacheAndDropsTheDamagedOne) {
+  CliResult r = run_kiln("plans gc --store " + store_);
+  ASSERT_EQ(r.code, kExitOk) << r.output();
+  EXPECT_NE(r.out.find("removed 1 kernel cache: 0 kept for another environment, 0 old, 1 corrupt"), std::string::npos)
+      << r.out;
+  std::vector<KernelCacheInfo> left = kept();
+  ASSERT_EQ(left.size(), 2u);
+  for (const KernelCacheInfo& c : left) EXPECT_EQ(c.structure_sig, kSig);
+  // --stale without a GPU or a profile judges nothing and removes nothing (exit 3), as for plans.
+  r = run_kiln("plans gc --stale --store " + store_);
+  EXPECT_EQ(r.code, kExitEnvironment) << r.output();
+  EXPECT_EQ(kept().size(), 2u);
+}
+
+}  // namespace
+}  // namespace kiln
