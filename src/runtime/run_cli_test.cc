@@ -166,6 +166,7 @@ TEST(RunCli, InputsStoreAndBudgetAreCheckedBeforeTheGpu) {
            {"--inputs " + test_dir() + "/missing", 2, "input tensor 'a': no file"},
            {"--store " + notdb, 4, "is not a SQLite database"},
            {"--store " + test_dir() + "/nofolder/p.db", 2, "folder " + test_dir() + "/nofolder does not exist"},
+           {"--store " + afile + "/p.db", 2, "plan store " + afile + "/p.db: " + afile + " is not a folder"},
            {"--retune-budget nan", 2, "re-tune budget (--retune-budget) must be a finite number"},
            {"--retune-budget -1", 2, "re-tune budget (--retune-budget) must be a finite number"},
            {"--save-outputs " + afile + "/x", 2, "a folder on its path is a file"},
