@@ -180,6 +180,31 @@ TEST(RunCli, InputsStoreAndBudgetAreCheckedBeforeTheGpu) {
   }
 }
 
+// Every --seed (kiln run, kiln tune, kiln plans verify) is a whole number from 0 to 2^64-1 in decimal:
+// CLI11 alone took -1 as 2^64-1, 0x10 as 16 and 010 as 8. Anything else is a usage error naming the option
+// and the value, said before the GPU is asked.
+TEST(RunCli, EverySeedOptionRefusesWhatIsNotAWholeNumber) {
+  const std::string spec = ex("small/matmul_bias_gelu.json");
+  const std::string store = test_dir() + "/seed_store.db";
+  for (const std::string& command : {"run " + spec, "tune " + spec, "plans verify --deep --store " + store}) {
+    for (const std::string seed : {"-1", "-0", "1.5", "0x10", "1e3", "+5", "18446744073709551616", "abc"}) {
+      CliResult r = run_kiln(command + " --seed " + kiln::test::shell_quote(seed));
+      EXPECT_EQ(r.code, 2) << command << " --seed " << seed << ": " << r.how_it_ended() << ": " << r.err;
+      EXPECT_NE(r.err.find("--seed: must be a whole number from 0 to 18446744073709551615, got '" + seed + "'"),
+                std::string::npos)
+          << command << " --seed " << seed << ": " << r.err;
+    }
+  }
+  // The whole range, leading zeros read as decimal: parsing passes, and the run goes on to the GPU.
+  for (const char* seed : {"0", "010", "18446744073709551615"}) {
+    CliResult r = run_kiln("run " + spec + " --seed " + seed);
+    EXPECT_EQ(r.err.find("--seed"), std::string::npos) << seed << ": " << r.err;
+    if (!cuda_driver_installed()) {
+      EXPECT_EQ(r.code, 3) << seed << ": " << r.err;
+    }
+  }
+}
+
 TEST(RunCli, ProfileRecordRefusesAnExistingFileBeforeAskingTheGpu) {
   const std::string out = test_dir() + "/device.json";
   std::ofstream(out) << "{}";
