@@ -57,7 +57,7 @@ void add_plans(CLI::App& app, Runner* run) {
   verify->add_flag("--deep", o->deep,
                    "Also run each plan on this GPU and check its outputs against a reference (exit 1 if one fails)");
   verify->add_option("--spec", o->specs, "Spec files giving the graphs of the records to deep-check (with --deep)");
-  verify->add_option("--seed", o->seed, "Seed of the random inputs of --deep")->capture_default_str();
+  add_seed_option(verify, &o->seed, "Seed of the random inputs of --deep");
   verify->add_flag("--json", o->json, "Machine-readable output");
 
   CLI::App* gc = add("gc", "Drop corrupt, quarantined, stale or old plans and kernel caches", run_gc);

@@ -83,7 +83,7 @@ void add_run(CLI::App& app, Runner* run) {
             return std::string();
           },
           "POSITIVE"));
-  sub->add_option("--seed", o->run.seed, "Seed of the random inputs")->capture_default_str();
+  add_seed_option(sub, &o->run.seed, "Seed of the random inputs");
   sub->add_option("--inputs", o->run.inputs_dir, "Folder of <tensor>.bin raw inputs instead of random ones");
   sub->add_option("--save-outputs", o->run.save_outputs_dir,
                   "Folder to write <tensor>.bin outputs into (existing files are refused before the run)");

@@ -125,7 +125,7 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--workspace-tolerance", o->workspace_tolerance,
                   "Fraction of the best time allowed for --objective workspace")
       ->capture_default_str();
-  sub->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  add_seed_option(sub, &o->seed, "Seed of the random inputs");
   sub->add_option(
       "--inputs", o->inputs_dir,
       "Recorded inputs to gate candidates on: DIR/<tensor>.bin for each graph input (as kiln run --inputs)");

@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <string>
 
 #include "kiln/core/status.h"
 
@@ -18,6 +20,11 @@ using CommandAdder = void (*)(CLI::App& app, Runner* run);
 bool register_command(const char* name, CommandAdder adder);
 // Calls every registered adder, in name order.
 void add_registered_commands(CLI::App& app, Runner* run);
+
+// Adds --seed to `sub`, read into *seed: a whole number from 0 to 2^64-1 in decimal (leading zeros are
+// decimal too). Anything else ("-1", "1.5", "0x10", "1e3", "") is a usage error naming the option and the
+// value (exit 2): CLI11 alone reads -1 as 2^64-1 and 010 as 8. No seed has a meaning beyond that range.
+CLI::Option* add_seed_option(CLI::App* sub, uint64_t* seed, const std::string& help);
 
 }  // namespace kiln::cli
 

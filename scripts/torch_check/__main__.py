@@ -7,11 +7,14 @@ seeded random inputs in Kiln's ranges are written in Kiln's raw encoding; `kiln 
 --save-outputs DIR` computes the outputs; PyTorch computes the same graph from the same inputs (fp32, TF32
 off), rounding every written tensor to its dtype and carrying magnitudes (reference_math.h); each output is
 judged by kiln::measure_error against the tolerance kiln::check_outputs gives it. Results in
-OUT_DIR/torch_check.json. Exit 0: all Passed; 1: something Incorrect or Failed; 2: bad usage.
-docs/numerics.md "Cross-check against PyTorch" says more.
+OUT_DIR/torch_check.json. Exit codes: EXIT_CODES below (--help lists them); docs/numerics.md "Cross-check
+against PyTorch" says more.
 
 The kiln binary is always needed: it reads every spec. --skip-kiln skips only `kiln run` and compares the
 PyTorch interpreter in fp32 against itself in fp64 (a self-test; with --device cpu it needs no GPU).
+
+PyTorch is imported only once the arguments are good (import_torch, and where a function computes with it):
+--help, a usage error and a spec kiln refuses need no PyTorch.
 """
 
 import argparse
@@ -25,17 +28,19 @@ import tempfile
 import time
 import warnings
 
-warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch alone is enough here
-try:
-    import torch
-except ImportError:  # pragma: no cover - reported as bad usage
-    print("torch_check needs PyTorch (e.g. /opt/torch/.venv/bin/python)", file=sys.stderr)
-    sys.exit(2)
+from .normalized import NormalizedError, last_line, normalize  # standard library only
 
-from .compare import measure_error  # noqa: E402
-from .normalized import NormalizedError, last_line, normalize  # noqa: E402
-from .ops import run_graph_torch  # noqa: E402
-from .tensors import DTYPES, check_encoding, decode_tensor, encode_tensor, make_inputs  # noqa: E402
+# The checker's exit codes: a spec kiln refuses is neither a numerics mismatch nor bad usage of this script.
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}  every output Passed
+  {EXIT_MISMATCH}  a numerics mismatch: an output is Incorrect, or Failed once kiln accepted its spec (kiln run or
+     PyTorch failed, an output unreadable); also a failed encoding self-check, or kiln validate failing
+     otherwise (killed, the environment, a bug)
+  {EXIT_USAGE}  bad usage: an argument, no kiln binary, a missing spec, no PyTorch, no CUDA for --device cuda,
+     --out not creatable
+  {EXIT_REFUSED}  kiln refused a spec (kiln validate exited 2, bad input, or 5, not supported; the spec's row is
+     Failed with kiln's exit code and message) and nothing else went wrong ({EXIT_MISMATCH} wins when both happen)"""
 
 KILN_EXIT = {1: "a check failed", 2: "bad input or usage", 3: "environment", 4: "corruption", 5: "not supported",
              6: "stale plan refused", 7: "made by a newer Kiln", 10: "internal error", 130: "interrupted"}
@@ -61,8 +66,21 @@ def run_kiln(args, spec, in_dir, out_dir):
     return rec
 
 
+def import_torch():
+    """PyTorch, or None (said on stderr) when this Python has none."""
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch alone is enough here
+    try:
+        import torch
+    except ImportError:
+        print("torch_check needs PyTorch (e.g. /opt/torch/.venv/bin/python)", file=sys.stderr)
+        return None
+    return torch
+
+
 def sync(device):
     if device.startswith("cuda"):
+        import torch
+
         torch.cuda.synchronize()
 
 
@@ -108,7 +126,20 @@ def check_spec(args, spec, files_dir):
     try:
         g, text = normalize(args.kiln, spec)
     except NormalizedError as e:
-        return fail_rows(spec, None, f"spec: {e}"), rec
+        if e.exit_code is None:  # kiln could not be run, was killed, or wrote no JSON
+            return fail_rows(spec, None, f"spec: {e}"), rec
+        rec["kiln_validate_exit_code"] = e.exit_code
+        what = "kiln refused the spec" if e.refused else "kiln validate failed"
+        rows = fail_rows(spec, None, f"{what} (exit {e.exit_code}, {KILN_EXIT.get(e.exit_code, '?')}): {e}")
+        rows[0]["kiln_exit_code"] = e.exit_code
+        rows[0]["refused"] = e.refused
+        return rows, rec
+    import torch
+
+    from .compare import measure_error
+    from .ops import run_graph_torch
+    from .tensors import DTYPES, decode_tensor, encode_tensor, make_inputs
+
     rec["graph"] = g.name
     rec["outputs"] = describe(g.output_tensors())
     inputs = make_inputs(g, args.seed, args.device)
@@ -215,6 +246,8 @@ def kiln_doctor(kiln):
 def disable_tf32():
     """The reference must be more accurate than what it judges: no TF32 in PyTorch's fp32 conv/matmul.
     PyTorch >= 2.9 has per-backend fp32_precision, and refuses a mix of it with the legacy flags."""
+    import torch
+
     b = torch.backends
     if hasattr(b.cuda.matmul, "fp32_precision") and hasattr(getattr(b, "cudnn", None), "conv"):
         b.cuda.matmul.fp32_precision = "ieee"
@@ -237,15 +270,30 @@ def positive_finite(text):
     return v
 
 
+def seed_value(text):
+    """argparse type: a seed as Kiln takes one (kiln run --seed): a whole number from 0 to 2^64-1, in decimal."""
+    if not (text.isascii() and text.isdigit()) or int(text) >= 1 << 64:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {(1 << 64) - 1}, got '{text}'")
+    return int(text)
+
+
+def exit_code(rows, encoding_failures):
+    """EXIT_CODES: a mismatch (or a failure after kiln accepted the spec) before a refusal, a refusal before OK."""
+    if encoding_failures or any(r["verdict"] != "Passed" and not r.get("refused") for r in rows):
+        return EXIT_MISMATCH
+    return EXIT_REFUSED if any(r.get("refused") for r in rows) else EXIT_OK
+
+
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="torch_check.py", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="torch_check.py", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("specs", nargs="+", help="spec JSON files (docs/spec.md)")
     ap.add_argument("--kiln", default=os.environ.get("KILN", "build-gpu/kiln"), help="kiln binary, always needed: "
                     "`kiln validate --normalized` reads every spec, and `kiln run` runs it unless --skip-kiln "
                     "(default: $KILN or build-gpu/kiln)")
     ap.add_argument("--out", default="out/torch_check", help="folder for torch_check.json (default: %(default)s)")
-    ap.add_argument("--seed", type=int, default=1, help="seed of the random inputs (default: %(default)s)")
+    ap.add_argument("--seed", type=seed_value, default=1,
+                    help="seed of the random inputs, 0 to 2^64-1 (default: %(default)s)")
     ap.add_argument("--device", default="cuda", help="where PyTorch computes: cuda (default), cuda:N or cpu")
     ap.add_argument("--compute", choices=["fp32", "fp64"], default="fp32",
                     help="PyTorch reference precision (default fp32, TF32 off)")
@@ -269,29 +317,34 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    try:
-        torch.device(args.device)
-    except (RuntimeError, ValueError) as e:
-        print(f"torch_check: --device {args.device}: {e}", file=sys.stderr)
-        return 2
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print("torch_check: CUDA is not available to this PyTorch; use --device cpu", file=sys.stderr)
-        return 2
     path = shutil.which(args.kiln) if os.sep not in args.kiln else args.kiln
     if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
         print(f"torch_check: kiln binary '{args.kiln}' not found or not executable (--kiln PATH: it reads every "
               "spec, with --skip-kiln too)", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     args.kiln = os.path.abspath(path)
     for s in args.specs:
         if not os.path.isfile(s):
             print(f"torch_check: spec '{s}' not found", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
+    torch = import_torch()
+    if torch is None:
+        return EXIT_USAGE
+    from .tensors import check_encoding
+
+    try:
+        torch.device(args.device)
+    except (RuntimeError, ValueError) as e:
+        print(f"torch_check: --device {args.device}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("torch_check: CUDA is not available to this PyTorch; use --device cpu", file=sys.stderr)
+        return EXIT_USAGE
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:
         print(f"torch_check: cannot create --out '{args.out}': {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if sys.byteorder != "little":
         print("torch_check: Kiln's raw files are little-endian; byte views here assume a little-endian host",
               file=sys.stderr)
@@ -328,14 +381,18 @@ def main(argv):
     print_table(rows)
     bad = [r for r in rows if r["verdict"] != "Passed"]
     ok = not bad and not enc_fail
+    refused = sorted({r["spec"] for r in rows if r.get("refused")})
+    code = exit_code(rows, enc_fail)
     result = {"meta": meta, "rows": rows, "specs": specs,
-              "summary": {"rows": len(rows), "passed": len(rows) - len(bad), "not_passed": len(bad), "ok": ok}}
+              "summary": {"rows": len(rows), "passed": len(rows) - len(bad), "not_passed": len(bad),
+                          "refused_specs": refused, "ok": ok, "exit_code": code}}
     path = os.path.join(args.out, "torch_check.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, allow_nan=True)
         f.write("\n")
-    print(f"\n{len(rows) - len(bad)}/{len(rows)} outputs agree; results in {path}")
-    return 0 if ok else 1
+    print(f"\n{len(rows) - len(bad)}/{len(rows)} outputs agree" +
+          (f"; kiln refused {len(refused)} spec(s)" if refused else "") + f"; results in {path}")
+    return code
 
 
 if __name__ == "__main__":

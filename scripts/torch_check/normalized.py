@@ -13,8 +13,19 @@ FORMAT = "kiln-normalized-graph"
 VERSION = 1
 
 
+# `kiln validate`'s exit codes that say the spec is refused (README's table): bad input, not supported.
+REFUSAL_EXIT_CODES = {2: "bad input or usage", 5: "not supported"}
+
+
 class NormalizedError(Exception):
-    """kiln refused the spec (its message), or its document cannot be read."""
+    """kiln refused the spec (its message), or its document cannot be read. exit_code: kiln validate's
+    when it exited non-zero, else None; refused: that exit code says the spec is refused (not a crash, not
+    the environment)."""
+
+    def __init__(self, message, exit_code=None):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.refused = exit_code in REFUSAL_EXIT_CODES
 
 
 class Tensor:
@@ -95,14 +106,15 @@ def last_line(text):
 
 def normalize(kiln, spec, timeout=120):
     """Runs `kiln validate SPEC --normalized -`: returns (Graph, the document's text); NormalizedError with
-    kiln's own message for a spec it refuses."""
+    kiln's own message and exit code for a spec it refuses."""
     try:
         p = subprocess.run([kiln, "validate", spec, "--normalized", "-"], capture_output=True, text=True,
                            timeout=timeout)
     except (OSError, subprocess.SubprocessError) as e:
         raise NormalizedError(f"kiln validate: {e}") from None
     if p.returncode != 0:
-        raise NormalizedError(last_line(p.stderr) or f"kiln validate exited {p.returncode}")
+        raise NormalizedError(last_line(p.stderr) or f"kiln validate exited {p.returncode}",
+                              p.returncode if p.returncode > 0 else None)
     try:
         doc = json.loads(p.stdout)
     except ValueError as e:

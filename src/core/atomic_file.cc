@@ -104,6 +104,17 @@ Status publish_no_replace(const std::string& tmp, const std::string& path, const
 
 }  // namespace
 
+Status check_parent_folder(const std::string& path) {
+  const std::string folder = folder_of(path);
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return invalid_argument("folder " + folder + " does not exist");
+    return errno_status(errno, "cannot look at folder " + folder);
+  }
+  if (!S_ISDIR(st.st_mode)) return invalid_argument(folder + " is not a folder");
+  return Status::ok();
+}
+
 Status check_destination(const std::string& path, const FileWriteOptions& o) {
   if (path.empty()) return invalid_argument("no file named for the " + o.what);
   KILN_RETURN_IF_ERROR(check_protected(path, o));
@@ -113,10 +124,7 @@ Status check_destination(const std::string& path, const FileWriteOptions& o) {
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOTDIR) return invalid_argument(o.what + " destination " + path + ": a folder on its path is a file");
     if (errno != ENOENT) return errno_status(errno, "cannot reach the " + o.what + " destination " + path);
-    const std::string folder = folder_of(path);
-    struct stat fst {};
-    if (!o.create_folders && (::stat(folder.c_str(), &fst) != 0 || !S_ISDIR(fst.st_mode)))
-      return invalid_argument(o.what + " destination " + path + ": folder " + folder + " does not exist");
+    if (!o.create_folders) return check_parent_folder(path).with_context(o.what + " destination " + path);
     return Status::ok();
   }
   // --force replaces a regular file; a device, pipe, socket or symbolic link is never replaced by a file

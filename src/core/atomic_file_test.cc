@@ -94,6 +94,35 @@ TEST_F(AtomicFile, ForceNeverReplacesADevicePipeOrLink) {
   EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
+// The one check of a destination's folder (kiln replay's --store and --record-shapes, kiln run's store,
+// check_destination without create_folders): a missing folder and a file in a folder's place each said
+// plainly, naming the folder; the caller's context in front.
+TEST_F(AtomicFile, CheckParentFolderNamesAMissingFolderOrAFileInItsPlace) {
+  write(file("afile"), "x");
+  EXPECT_TRUE(check_parent_folder(file("new.bin")).is_ok());
+  EXPECT_TRUE(check_parent_folder("new.bin").is_ok());  // the working folder
+  EXPECT_TRUE(check_parent_folder("/new.bin").is_ok());
+  Status missing = check_parent_folder(file("nodir/new.bin"));
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(missing.message(), "folder " + file("nodir") + " does not exist");
+  Status through = check_parent_folder(file("afile/sub/new.bin"));
+  EXPECT_EQ(through.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(through.message(), "folder " + file("afile/sub") + " does not exist");
+  Status not_folder = check_parent_folder(file("afile/new.bin"));
+  EXPECT_EQ(not_folder.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(not_folder.message(), file("afile") + " is not a folder");
+
+  FileWriteOptions o;
+  o.what = "normalized graph";
+  o.create_folders = false;
+  Status dest = check_destination(file("nodir/g.json"), o);
+  EXPECT_EQ(dest.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dest.message(),
+            "normalized graph destination " + file("nodir/g.json") + ": folder " + file("nodir") + " does not exist");
+  o.create_folders = true;
+  EXPECT_TRUE(check_destination(file("nodir/g.json"), o).is_ok());
+}
+
 // A file that appears while the contents are being made is not replaced: the final move never clobbers.
 TEST_F(AtomicFile, AFileThatAppearsDuringTheWriteIsNotReplaced) {
   FileWriteOptions o;

@@ -1,37 +1,92 @@
 // read_file (kiln/core/read_file.h).
 #include "kiln/core/read_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
+#include <cctype>
+#include <cerrno>
 #include <vector>
 
 namespace kiln {
 
 namespace {
 constexpr const char* kOverLimit = " bytes, over the limit";
+
+// The refusals by kind, for a file already stat'ed (by path before the open, by descriptor after it).
+Status check_kind(const struct stat& st, const std::string& path, const ReadFileOptions& o) {
+  const std::string name = o.what + " '" + path + "'";
+  if (S_ISDIR(st.st_mode)) return invalid_argument(name + " is a folder, not a file");
+  if (S_ISREG(st.st_mode)) return Status::ok();
+  if (o.regular_only) return invalid_argument(name + " is not a regular file (a pipe, socket or device)");
+  if (S_ISFIFO(st.st_mode) && !names_open_descriptor(path))
+    return invalid_argument(name + " is a named pipe (FIFO): reading it would wait for a writer, forever when " +
+                            "none comes; give a file, or a pipe the shell opens, as in <(cat FILE)");
+  return Status::ok();
+}
+
+// Owns a descriptor: closed when it goes out of scope.
+struct Fd {
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd;
+};
+
+// "N" is a descriptor number: digits only, at least one.
+bool is_number(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
 }  // namespace
+
+bool names_open_descriptor(const std::string& path) {
+  if (path == "/dev/stdin") return true;
+  for (const char* folder : {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"}) {
+    const std::string f = folder;
+    if (path.compare(0, f.size(), f) == 0 && is_number(path.substr(f.size()))) return true;
+  }
+  return false;
+}
+
+Status check_readable_file(const std::string& path, const ReadFileOptions& o) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::ok();
+  return check_kind(st, path, o);
+}
 
 StatusOr<std::string> read_file(const std::string& path, const ReadFileOptions& o) {
   if (!o.regular_only && o.max_bytes < 0)
     return internal_error("read_file: reading what may be a device needs a limit (" + path + ")");
   const std::string name = o.what + " '" + path + "'";
+  KILN_RETURN_IF_ERROR(check_readable_file(path, o));
+  // Opened without waiting: a FIFO that took the path's place since the check would otherwise block the open
+  // until a writer comes. What was opened is checked again, then read blocking as usual.
+  const Fd f(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (f.fd < 0) return not_found(name + " cannot be read");
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return invalid_argument(name + " is a folder, not a file");
-    if (o.regular_only && !S_ISREG(st.st_mode))
-      return invalid_argument(name + " is not a regular file (a pipe, socket or device)");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(name + " cannot be read");
+  if (::fstat(f.fd, &st) != 0) return not_found(name + " cannot be read");
+  KILN_RETURN_IF_ERROR(check_kind(st, path, o));
+  const int flags = ::fcntl(f.fd, F_GETFL);
+  if (flags < 0 || ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return not_found(name + " cannot be read");
   std::string text;
   std::vector<char> piece(1 << 16);
-  while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {
-    text.append(piece.data(), static_cast<size_t>(in.gcount()));
+  for (;;) {
+    const ssize_t n = ::read(f.fd, piece.data(), piece.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return not_found(name + " cannot be read");
+    if (n == 0) break;
+    text.append(piece.data(), static_cast<size_t>(n));
     if (o.max_bytes >= 0 && text.size() > static_cast<size_t>(o.max_bytes))
       return invalid_argument(name + " has more than " + std::to_string(o.max_bytes) + kOverLimit);
   }
-  if (in.bad()) return not_found(name + " cannot be read");
   return text;
 }
 

@@ -5,7 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <string>
 
 #include "cli_test_util.h"  // TempDir
@@ -55,6 +59,59 @@ TEST(ReadFile, RefusesWhatIsNotAReadableRegularFileWithinItsLimit) {
   EXPECT_TRUE(is_over_read_limit(big.status())) << big.status().to_string();
   EXPECT_FALSE(is_over_read_limit(folder.status()));
   EXPECT_FALSE(is_over_read_limit(missing.status()));
+}
+
+// A FIFO on disk that no writer opens is refused at once, pipes allowed or not: it used to block the open
+// forever (`kiln validate FIFO`). Should the read still wait, the test opens a writer itself so that it
+// fails instead of hanging.
+TEST(ReadFile, AFifoOnDiskIsRefusedWithoutWaitingForAWriter) {
+  const TempDir dir("kiln_read_file");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
+  const std::string fifo = dir.file("spec.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (bool regular_only : {false, true}) {
+    auto read = std::async(std::launch::async, [&] { return read_file(fifo, {"spec file", 1024, regular_only}); });
+    if (read.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // the reader waiting in open() goes on
+      if (w >= 0) ::close(w);
+      ADD_FAILURE() << "read_file waited for a writer (regular_only " << regular_only << ")";
+    }
+    auto got = read.get();
+    ASSERT_FALSE(got.is_ok()) << "regular_only " << regular_only;
+    EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
+    const std::string want = regular_only ? "spec file '" + fifo + "' is not a regular file"
+                                          : "spec file '" + fifo + "' is a named pipe (FIFO)";
+    EXPECT_NE(got.status().message().find(want), std::string::npos) << got.status().to_string();
+    EXPECT_EQ(check_readable_file(fifo, {"spec file", 1024, regular_only}).message(), got.status().message());
+  }
+}
+
+// A pipe this process holds, named by its descriptor (what `<(cat spec.json)` passes), is read when pipes
+// are allowed, and refused when only regular files are.
+TEST(ReadFile, APipeNamedByItsDescriptorIsReadWhenPipesAreAllowed) {
+  for (const std::string folder : {"/dev/fd/", "/proc/self/fd/"}) {
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    const std::string text = R"({"spec": true})";
+    ASSERT_EQ(::write(p[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    ::close(p[1]);
+    const std::string path = folder + std::to_string(p[0]);
+    auto got = read_file(path, {"spec file", 1024, /*regular_only=*/false});
+    ASSERT_TRUE(got.is_ok()) << path << ": " << got.status().to_string();
+    EXPECT_EQ(*got, text);
+    auto refused = read_file(path, {"trace", 1024});
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("is not a regular file"), std::string::npos);
+    ::close(p[0]);
+  }
+}
+
+TEST(ReadFile, NamesOpenDescriptorKnowsTheDescriptorFolders) {
+  for (const char* yes : {"/dev/fd/63", "/proc/self/fd/0", "/proc/thread-self/fd/12", "/dev/stdin"})
+    EXPECT_TRUE(names_open_descriptor(yes)) << yes;
+  for (const char* no :
+       {"/dev/fd/", "/dev/fd/6x", "/dev/fd/63/x", "/tmp/dev/fd/63", "dev/fd/3", "/proc/1/fd/3", "/tmp/spec.fifo", ""})
+    EXPECT_FALSE(names_open_descriptor(no)) << no;
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 // the Planner and executed on buffers the replay owns.
 #include "kiln/runtime/replay.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -105,18 +103,6 @@ class PhaseWorker {
   std::map<std::shared_ptr<const ExecutablePlan>, PlanBuffers> mine_;
 };
 
-// The folder a file the run will write (or create) goes in exists and is a folder; InvalidArgument naming
-// `option` otherwise.
-Status check_parent_folder(const std::string& path, const char* option) {
-  const size_t slash = path.rfind('/');
-  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  struct stat st {};
-  if (::stat(parent.c_str(), &st) != 0)
-    return invalid_argument(std::string(option) + ": folder '" + parent + "' does not exist");
-  if (!S_ISDIR(st.st_mode)) return invalid_argument(std::string(option) + ": '" + parent + "' is not a folder");
-  return Status::ok();
-}
-
 // The record_shapes destination, refused now rather than after the run: never one of the command's own
 // inputs, an existing file only with overwrite, in a folder that exists.
 Status check_record_destination(const ReplayJob& job, const Trace& trace) {
@@ -126,7 +112,7 @@ Status check_record_destination(const ReplayJob& job, const Trace& trace) {
   fo.protected_paths = trace.specs;
   fo.protected_paths.push_back(job.trace);
   if (!job.store_path.empty()) fo.protected_paths.push_back(job.store_path);
-  KILN_RETURN_IF_ERROR(check_parent_folder(job.record_shapes, "--record-shapes"));  // names the folder's problem
+  KILN_RETURN_IF_ERROR(check_parent_folder(job.record_shapes).with_context("--record-shapes"));
   return check_destination(job.record_shapes, fo).with_context("--record-shapes");
 }
 
@@ -258,7 +244,7 @@ StatusOr<ReplayReport> run_replay(const ReplayJob& job) {
     if (!used) return invalid_argument("--buckets: no graph of the trace has a dynamic dim '" + sym + "'");
   }
   // The store may be created: its folder must exist (said before the GPU).
-  if (job.save_kernel_caches) KILN_RETURN_IF_ERROR(check_parent_folder(job.store_path, "--store"));
+  if (job.save_kernel_caches) KILN_RETURN_IF_ERROR(check_parent_folder(job.store_path).with_context("--store"));
   const auto t_create = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   const double create_ms = ms_between(t_create, Clock::now());

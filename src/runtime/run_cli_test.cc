@@ -166,6 +166,7 @@ TEST(RunCli, InputsStoreAndBudgetAreCheckedBeforeTheGpu) {
            {"--inputs " + test_dir() + "/missing", 2, "input tensor 'a': no file"},
            {"--store " + notdb, 4, "is not a SQLite database"},
            {"--store " + test_dir() + "/nofolder/p.db", 2, "folder " + test_dir() + "/nofolder does not exist"},
+           {"--store " + afile + "/p.db", 2, "plan store " + afile + "/p.db: " + afile + " is not a folder"},
            {"--retune-budget nan", 2, "re-tune budget (--retune-budget) must be a finite number"},
            {"--retune-budget -1", 2, "re-tune budget (--retune-budget) must be a finite number"},
            {"--save-outputs " + afile + "/x", 2, "a folder on its path is a file"},
@@ -176,6 +177,31 @@ TEST(RunCli, InputsStoreAndBudgetAreCheckedBeforeTheGpu) {
     CliResult r = run_kiln("run " + spec + " " + c.args);
     EXPECT_EQ(r.code, c.code) << c.args << ": " << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+  }
+}
+
+// Every --seed (kiln run, kiln tune, kiln plans verify) is a whole number from 0 to 2^64-1 in decimal:
+// CLI11 alone took -1 as 2^64-1, 0x10 as 16 and 010 as 8. Anything else is a usage error naming the option
+// and the value, said before the GPU is asked.
+TEST(RunCli, EverySeedOptionRefusesWhatIsNotAWholeNumber) {
+  const std::string spec = ex("small/matmul_bias_gelu.json");
+  const std::string store = test_dir() + "/seed_store.db";
+  for (const std::string& command : {"run " + spec, "tune " + spec, "plans verify --deep --store " + store}) {
+    for (const std::string seed : {"-1", "-0", "1.5", "0x10", "1e3", "+5", "18446744073709551616", "abc"}) {
+      CliResult r = run_kiln(command + " --seed " + kiln::test::shell_quote(seed));
+      EXPECT_EQ(r.code, 2) << command << " --seed " << seed << ": " << r.how_it_ended() << ": " << r.err;
+      EXPECT_NE(r.err.find("--seed: must be a whole number from 0 to 18446744073709551615, got '" + seed + "'"),
+                std::string::npos)
+          << command << " --seed " << seed << ": " << r.err;
+    }
+  }
+  // The whole range, leading zeros read as decimal: parsing passes, and the run goes on to the GPU.
+  for (const char* seed : {"0", "010", "18446744073709551615"}) {
+    CliResult r = run_kiln("run " + spec + " --seed " + seed);
+    EXPECT_EQ(r.err.find("--seed"), std::string::npos) << seed << ": " << r.err;
+    if (!cuda_driver_installed()) {
+      EXPECT_EQ(r.code, 3) << seed << ": " << r.err;
+    }
   }
 }
 

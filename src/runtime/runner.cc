@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cmath>
 #include <optional>
 #include <fstream>
@@ -184,9 +183,7 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       so.read_only = true;
       KILN_RETURN_IF_ERROR(PlanStore::open(o.store_path, so).status());
     } else {
-      const std::string folder = std::filesystem::path(o.store_path).parent_path().string();
-      if (!folder.empty() && (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
-        return invalid_argument("plan store " + o.store_path + ": folder " + folder + " does not exist");
+      KILN_RETURN_IF_ERROR(check_parent_folder(o.store_path).with_context("plan store " + o.store_path));
     }
   }
   // The stream first: without a usable GPU, its error says so plainly (and names kiln doctor).

@@ -1,6 +1,4 @@
 // Reading a replay trace (kiln/runtime/replay.h): checked whole before the GPU is touched.
-#include <sys/stat.h>
-
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/read_file.h"
@@ -59,9 +57,7 @@ StatusOr<Trace> parse_trace_json(const std::string& text, const std::string& pat
     auto it = index.find(spec);
     if (it == index.end()) {
       // A trace's specs are files: a pipe or device would block the read (kiln validate reads one on purpose).
-      struct stat st {};
-      if (::stat(spec.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-        return invalid_argument(at + ": spec '" + spec + "' is not a regular file (a pipe, socket or device)");
+      KILN_RETURN_IF_ERROR(check_readable_file(spec, {"spec", -1}).with_context(at));
       auto g = parse_spec_file(spec);
       if (!g.is_ok()) return g.status().with_context(at);
       it = index.emplace(spec, trace.graphs.size()).first;

@@ -107,6 +107,36 @@ TEST(Cli, ValidateMalformedAndMissing) {
   EXPECT_EQ(r.code, 2);  // usage
 }
 
+// A FIFO on disk that no writer opens is refused at once (exit 2, naming the file): it used to block
+// `kiln validate` forever. The run is killed after a minute, so that a wait fails the test, not CI.
+TEST(Cli, ValidateRefusesAFifoOnDiskWithoutWaiting) {
+  const std::string fifo = test_dir() + "/spec.fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  kiln::test::CliOptions o;
+  o.timeout_s = 60;
+  for (const char* command : {"validate ", "signature "}) {
+    CliResult r = run_kiln(command + fifo, o);
+    EXPECT_EQ(r.code, 2) << command << r.how_it_ended() << ": " << r.err;
+    EXPECT_NE(r.err.find("spec file '" + fifo + "' is a named pipe (FIFO)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("<(cat FILE)"), std::string::npos) << r.err;
+  }
+  std::remove(fifo.c_str());
+}
+
+// A pipe the shell opens stays readable: process substitution (/dev/fd/N) and /dev/stdin.
+TEST(Cli, ValidateReadsAPipeTheShellOpens) {
+  const std::string kiln = kiln::test::shell_quote(KILN_BINARY), spec = ex("conv_bias_relu.json");
+  CliResult r = kiln::test::run_shell(
+      "bash -c " + kiln::test::shell_quote(kiln + " validate <(cat " + kiln::test::shell_quote(spec) + ")"));
+  EXPECT_EQ(r.code, 0) << r.how_it_ended() << ": " << r.err;
+  EXPECT_NE(r.out.find("OK   /dev/fd/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conv_fprop"), std::string::npos) << r.out;
+  r = kiln::test::run_shell("cat " + kiln::test::shell_quote(spec) + " | " + kiln + " validate /dev/stdin");
+  EXPECT_EQ(r.code, 0) << r.how_it_ended() << ": " << r.err;
+  EXPECT_NE(r.out.find("OK   /dev/stdin: "), std::string::npos) << r.out;
+}
+
 TEST(Cli, ValidateSeveralReportsEachFailure) {
   std::string bad = write_temp("unknown_op.json", R"({"tensors": {"x": {"dims": [2]}},
     "nodes": [{"name": "n", "op": "nope", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");

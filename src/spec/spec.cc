@@ -442,7 +442,8 @@ StatusOr<Graph> parse_spec_file(const std::string& path, const ValidateOptions& 
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > limits::kMaxSpecBytes)
     return invalid_argument(path + ": " + std::to_string(st.st_size) + " bytes, over the limit of " +
                             std::to_string(limits::kMaxSpecBytes) + " bytes for a spec (docs/spec.md \"Limits\")");
-  // Read in pieces, never past the limit: a device or pipe (/dev/zero, a FIFO) reports no size.
+  // Read in pieces, never past the limit: a device or a pipe the shell opens (/dev/zero, <(cat spec.json))
+  // reports no size. A FIFO on disk is refused by read_file: it would wait for a writer.
   ReadFileOptions ro{"spec file", limits::kMaxSpecBytes, /*regular_only=*/false};
   auto read = read_file(path, ro);
   if (!read.is_ok()) {

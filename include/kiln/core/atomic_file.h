@@ -32,6 +32,12 @@ struct FileWriteOptions {
 // write_file_atomically checks again; this only lets a command refuse early.
 Status check_destination(const std::string& path, const FileWriteOptions& options);
 
+// Checks, before the work that writes it, that the folder a file at `path` goes in (its parent; "." for a
+// bare name) exists and is a folder. InvalidArgument (exit 2) "folder F does not exist" or "F is not a
+// folder", or, when the folder cannot be looked at (no permission), the system's reason naming it; the
+// caller adds what the file is as context (the option that names it, "plan store P").
+Status check_parent_folder(const std::string& path);
+
 // Writes `path` atomically. `fill` writes the contents into a new, empty temporary file in the destination's
 // folder (it is given that file's path and may write it by any means, SQLite included). The temporary file
 // is then fsync'd and renamed into place (without replacing an existing file unless `overwrite`), and the

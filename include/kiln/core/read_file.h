@@ -16,15 +16,28 @@ struct ReadFileOptions {
   // The most bytes read (< 0: no limit). A longer file is refused as soon as the limit is passed, before the
   // rest is read.
   int64_t max_bytes = -1;
-  // Refuse what is not a regular file (a pipe, socket or device). Off: read it up to max_bytes (which must
-  // then be set, or a device such as /dev/zero never ends).
+  // Refuse what is not a regular file (a pipe, socket or device). Off: also read a device, or a pipe named
+  // by a descriptor this process holds (names_open_descriptor: process substitution, `<(cat spec.json)`),
+  // up to max_bytes (which must then be set, or a device such as /dev/zero never ends). A FIFO on disk
+  // (mkfifo) is refused either way: opening it waits for a writer, forever when none comes.
   bool regular_only = true;
 };
 
 // The file's bytes. NotFound "<what> '<path>' cannot be read" when it cannot be opened or read;
 // InvalidArgument "<what> '<path>' is a folder, not a file", "... is not a regular file (a pipe, socket or
-// device)", or "... has more than N bytes, over the limit".
+// device)", "... is a named pipe (FIFO) ...", or "... has more than N bytes, over the limit". Never waits
+// for a FIFO's writer: the open does not block, and what was opened is checked again.
 StatusOr<std::string> read_file(const std::string& path, const ReadFileOptions& options = {});
+
+// What read_file refuses before it opens anything, for a caller that checks its files before other work:
+// the InvalidArgument above for a folder, a FIFO on disk, or (regular_only) what is not a regular file.
+// A path with nothing there passes (reading it says so).
+Status check_readable_file(const std::string& path, const ReadFileOptions& options = {});
+
+// Whether `path` names a descriptor this process already holds: /dev/fd/N, /proc/self/fd/N,
+// /proc/thread-self/fd/N, /dev/stdin. Such a pipe has its writer already (the shell's process
+// substitution made both ends); a FIFO named on disk may never get one.
+bool names_open_descriptor(const std::string& path);
 
 // Whether `s` is read_file's refusal of a file longer than its limit (callers that word that themselves).
 bool is_over_read_limit(const Status& s);
