@@ -333,6 +333,11 @@ struct Planner::Impl {
 
   std::mutex flight_mu;
   std::unordered_map<std::string, std::shared_future<StatusOr<Built>>> in_flight;
+  // Single flight for `key`: the plan held under it (`*held` set), or else the first caller runs `make`, which
+  // holds what it made, and every caller that comes meanwhile waits for that result (`*leader` false).
+  template <typename Make>
+  StatusOr<Built> single_flight(const std::string& key, Shard& shard, Make&& make, bool* leader,
+                                std::shared_ptr<const ExecutablePlan>* held);
 
   std::atomic<int64_t> served[kPlanSourceCount] = {};
   std::atomic<int64_t> builds{0}, failures{0}, cached{0};
@@ -606,6 +611,42 @@ struct Planner::Impl {
     if (!promo_thread.joinable() && !stopping) promo_thread = std::thread([this] { promotion_loop(); });
   }
 };
+
+template <typename Make>
+StatusOr<Built> Planner::Impl::single_flight(const std::string& key, Shard& shard, Make&& make, bool* leader,
+                                             std::shared_ptr<const ExecutablePlan>* held) {
+  std::shared_future<StatusOr<Built>> fut;
+  std::promise<StatusOr<Built>> promise;
+  *leader = false;
+  {
+    std::lock_guard<std::mutex> lock(flight_mu);
+    {  // a build may have finished between the caller's lookup and here
+      std::shared_lock<std::shared_mutex> rl(shard.mu);
+      auto it = shard.plans.find(key);
+      if (it != shard.plans.end()) {
+        *held = it->second;
+        return Built{};
+      }
+    }
+    auto it = in_flight.find(key);
+    if (it != in_flight.end()) {
+      fut = it->second;
+    } else {
+      fut = promise.get_future().share();
+      in_flight.emplace(key, fut);
+      *leader = true;
+    }
+  }
+  if (*leader) {
+    StatusOr<Built> built = make();
+    {
+      std::lock_guard<std::mutex> lock(flight_mu);
+      in_flight.erase(key);
+    }
+    promise.set_value(std::move(built));
+  }
+  return fut.get();
+}
 
 StatusOr<Built> Planner::Impl::tune_for(const PreparedGraph& pg, const std::map<std::string, int64_t>& shape,
                                         std::string* why) {
@@ -1107,60 +1148,38 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
       return o;
     }
   }
-  // Single flight: the first caller for a key builds; the others wait for its result.
-  std::shared_future<StatusOr<Built>> fut;
-  std::promise<StatusOr<Built>> promise;
   bool leader = false;
-  {
-    std::lock_guard<std::mutex> lock(s.flight_mu);
-    // A build may have finished between the cache lookup and here.
-    {
-      std::shared_lock<std::shared_mutex> rl(shard.mu);
-      auto it = shard.plans.find(key);
-      if (it != shard.plans.end()) {
-        Obtained o;
-        o.plan = it->second;
-        o.source = PlanSource::kMemory;
-        rl.unlock();
-        record(o.source, *o.plan);
-        o.obtain_ms = ms_since(t0);
-        return o;
-      }
-    }
-    auto it = s.in_flight.find(key);
-    if (it != s.in_flight.end()) {
-      fut = it->second;
-    } else {
-      fut = promise.get_future().share();
-      s.in_flight.emplace(key, fut);
-      leader = true;
-    }
-  }
-  if (leader) {
-    const uint64_t generation = s.generation.load();
-    StatusOr<Built> built = catch_exceptions("obtaining a plan for graph '" + pg.graph->name + "'",
-                                             [&] { return s.build(pg, shape, /*allow_stopgap=*/true); });
-    if (built.is_ok()) {
-      s.builds.fetch_add(1, std::memory_order_relaxed);
-      std::unique_lock<std::shared_mutex> wl(shard.mu);
-      // Not cached when a job stored a plan for a structure meanwhile (forget): this one may predate it.
-      const bool inserted = s.generation.load() == generation && shard.plans.emplace(key, built->plan).second;
-      wl.unlock();
-      if (inserted) {
-        s.cached.fetch_add(1, std::memory_order_relaxed);
-        if (plan_source_is_stopgap(built->source)) {
-          s.stopgaps.fetch_add(1, std::memory_order_relaxed);
-          if (s.options.promote) s.promote(Promotion{key, pg, shape, built->plan, generation});
+  std::shared_ptr<const ExecutablePlan> held;
+  const uint64_t generation = s.generation.load();
+  StatusOr<Built> r = s.single_flight(
+      key, shard,
+      [&]() -> StatusOr<Built> {
+        StatusOr<Built> built = catch_exceptions("obtaining a plan for graph '" + pg.graph->name + "'",
+                                                 [&] { return s.build(pg, shape, /*allow_stopgap=*/true); });
+        if (!built.is_ok()) return built;  // a failure is handed to the waiters and not cached
+        s.builds.fetch_add(1, std::memory_order_relaxed);
+        std::unique_lock<std::shared_mutex> wl(shard.mu);
+        // Not cached when a job stored a plan for a structure meanwhile (forget): this one may predate it.
+        const bool inserted = s.generation.load() == generation && shard.plans.emplace(key, built->plan).second;
+        wl.unlock();
+        if (inserted) {
+          s.cached.fetch_add(1, std::memory_order_relaxed);
+          if (plan_source_is_stopgap(built->source)) {
+            s.stopgaps.fetch_add(1, std::memory_order_relaxed);
+            if (s.options.promote) s.promote(Promotion{key, pg, shape, built->plan, generation});
+          }
         }
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(s.flight_mu);
-      s.in_flight.erase(key);
-    }
-    promise.set_value(built);  // a failure is handed to the waiters and not cached
+        return built;
+      },
+      &leader, &held);
+  if (held) {
+    Obtained o;
+    o.plan = std::move(held);
+    o.source = PlanSource::kMemory;
+    record(o.source, *o.plan);
+    o.obtain_ms = ms_since(t0);
+    return o;
   }
-  const StatusOr<Built>& r = fut.get();
   if (!r.is_ok()) {
     s.failures.fetch_add(1, std::memory_order_relaxed);
     return r.status();
@@ -1187,26 +1206,42 @@ StatusOr<Obtained> Planner::obtain_pinned(const PreparedGraph& pg, const EngineC
   if ((o.plan = s.cached_plan(key))) {
     o.source = PlanSource::kMemory;
   } else {
-    Graph g;
-    GraphSignature sig;
-    StatusOr<std::shared_ptr<const ExecutablePlan>> built = [&]() -> StatusOr<std::shared_ptr<const ExecutablePlan>> {
-      KILN_RETURN_IF_ERROR(graph_at(pg, shape, &g, &sig));
-      return s.backend->build(g, sig, config, PlanSource::kPinned);
-    }();
-    if (built.is_ok() && !*built)
-      built = internal_error("graph '" + pg.graph->name + "': the backend returned no plan for " + config.identity());
-    if (!built.is_ok()) {
-      s.failures.fetch_add(1, std::memory_order_relaxed);
-      return built.status();
-    }
-    s.builds.fetch_add(1, std::memory_order_relaxed);
+    // Single flight, as obtain(): concurrent first calls for one pinned key build once.
     Impl::Shard& shard = s.shard_for(key);
-    std::unique_lock<std::shared_mutex> wl(shard.mu);
-    auto [it, inserted] = shard.plans.emplace(key, std::move(*built));
-    if (inserted) s.cached.fetch_add(1, std::memory_order_relaxed);
-    o.plan = it->second;  // a concurrent call's, where it was first
-    o.source = PlanSource::kPinned;
-    o.why = "pinned: " + config.identity() + " as asked (no store, no heuristics)";
+    bool leader = false;
+    std::shared_ptr<const ExecutablePlan> held;
+    StatusOr<Built> r = s.single_flight(
+        key, shard,
+        [&]() -> StatusOr<Built> {
+          Graph g;
+          GraphSignature sig;
+          KILN_RETURN_IF_ERROR(graph_at(pg, shape, &g, &sig));
+          Built out;
+          KILN_ASSIGN_OR_RETURN(
+              out.plan, catch_exceptions("building a pinned plan for graph '" + pg.graph->name + "'",
+                                         [&] { return s.backend->build(g, sig, config, PlanSource::kPinned); }));
+          if (!out.plan)
+            return internal_error("graph '" + pg.graph->name + "': the backend returned no plan for " +
+                                  config.identity());
+          out.source = PlanSource::kPinned;
+          out.why = "pinned: " + config.identity() + " as asked (no store, no heuristics)";
+          s.builds.fetch_add(1, std::memory_order_relaxed);
+          std::unique_lock<std::shared_mutex> wl(shard.mu);
+          if (shard.plans.emplace(key, out.plan).second) s.cached.fetch_add(1, std::memory_order_relaxed);
+          return out;
+        },
+        &leader, &held);
+    if (held) {
+      o.plan = std::move(held);
+      o.source = PlanSource::kMemory;
+    } else if (!r.is_ok()) {
+      s.failures.fetch_add(1, std::memory_order_relaxed);
+      return r.status();
+    } else {
+      o.plan = r->plan;
+      o.source = leader ? PlanSource::kPinned : PlanSource::kMemory;
+      o.why = leader ? r->why : "waited for a concurrent build of the pinned configuration";
+    }
   }
   s.note_served(o.source, *o.plan, pg.graph->name);
   o.obtain_ms = ms_since(t0);

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/graph/decompose.h"
@@ -39,7 +41,8 @@ class PolicyBackend : public PlanBackend {
   std::vector<std::string> queued;  // the reasons queue_retune was given
   std::atomic<int> tunes{0}, builds{0}, segment_queries{0};
   bool tune_finds_none = false;
-  std::set<int64_t> unbuildable;  // engine ids whose pinned build fails
+  std::set<int64_t> unbuildable;             // engine ids whose pinned build fails
+  std::chrono::milliseconds build_delay{0};  // each build takes this long (concurrent callers overlap it)
   PromotionTuning last_tuning;
   bool split = false;                // segments(): the graph's parts (decompose_graph), as if cuDNN could not fuse it
   std::set<std::string> stale_keys;  // shape keys whose record is stale under kFail (FailedPrecondition)
@@ -61,6 +64,7 @@ class PolicyBackend : public PlanBackend {
                                                         const std::optional<EngineConfig>& config,
                                                         PlanSource source) override {
     ++builds;
+    if (build_delay.count() > 0) std::this_thread::sleep_for(build_delay);
     if (config && unbuildable.count(config->engine_id))
       return not_supported("engine " + config->identity() + " does not support this graph (injected)");
     return plan(g, sig, config ? config->engine_id : 1, source);
@@ -272,6 +276,42 @@ TEST(PlannerPolicy, APinnedPlanIsBuiltAsAskedAndHeldUnderItsOwnKey) {
   const PlannerStats st = f.planner->stats();
   EXPECT_EQ(st.served[static_cast<int>(PlanSource::kPinned)], 1);
   EXPECT_NE(st.text().find("pinned 1"), std::string::npos) << st.text();
+}
+
+// Single flight holds for pinned plans too: 16 threads asking at once for one pinned configuration get one
+// build and the same plan; one of them is told it was built as pinned, the others that they waited or hit.
+TEST(PlannerPolicy, ConcurrentPinnedCallsBuildOnce) {
+  Fixture f = make(MismatchPolicy::kHeuristicsAndQueue);
+  f.backend->build_delay = std::chrono::milliseconds(50);
+  auto pg = f.planner->prepare(static_graph());
+  ASSERT_TRUE(pg.is_ok());
+  constexpr int kThreads = 16;
+  std::vector<StatusOr<Obtained>> got(kThreads, StatusOr<Obtained>(internal_error("not run")));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] { got[i] = f.planner->obtain_pinned(*pg, EngineConfig{12, {{"k2", 1}}}); });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(f.backend->builds.load(), 1);
+  int pinned = 0;
+  for (const auto& g : got) {
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    EXPECT_EQ(g->plan, got[0]->plan);
+    if (g->source == PlanSource::kPinned) ++pinned;
+    else EXPECT_EQ(g->source, PlanSource::kMemory);
+  }
+  EXPECT_EQ(pinned, 1);
+  // A failing pinned build is handed to every waiter and not cached: the next call builds again.
+  f.backend->unbuildable.insert(13);
+  std::vector<StatusOr<Obtained>> bad(4, StatusOr<Obtained>(internal_error("not run")));
+  threads.clear();
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] { bad[i] = f.planner->obtain_pinned(*pg, EngineConfig{13, {}}); });
+  for (std::thread& t : threads) t.join();
+  for (const auto& b : bad) EXPECT_FALSE(b.is_ok());
+  EXPECT_LE(f.backend->builds.load(), 5);
+  const int before = f.backend->builds.load();
+  EXPECT_FALSE(f.planner->obtain_pinned(*pg, EngineConfig{13, {}}).is_ok());
+  EXPECT_EQ(f.backend->builds.load(), before + 1);
 }
 
 TEST(PlannerPolicy, AGraphCuDnnCannotFuseRunsAsItsSegmentsEachObtainedOnItsOwn) {
