@@ -28,7 +28,7 @@
 namespace kiln::cli::plans {
 
 Status run_export(const PlansOptions& o) {
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/true));
   ExportOptions eo;
   eo.filter = filter_of(o);
   eo.overwrite = o.force;

@@ -44,10 +44,12 @@ bool said_no_store(const PlansOptions& o) {
   return true;
 }
 
-StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist) {
+StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist, bool read_only) {
   std::error_code ec;
   if (must_exist && !std::filesystem::exists(o.store, ec)) return not_found("no plan store at " + o.store);
-  return PlanStore::open(o.store);
+  StoreOpenOptions so;
+  so.read_only = read_only;
+  return PlanStore::open(o.store, so);
 }
 
 StatusOr<JudgedAgainst> judged_against(const PlansOptions& o) {

@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -30,6 +31,9 @@ Status run_gc(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   GcOptions g;
   g.drop_quarantine = !o.keep_quarantine;
+  if (std::isnan(o.older_than_days) || o.older_than_days > 1e6)
+    return invalid_argument("--older-than must be a number of days from 0 to 1000000, got " +
+                            std::to_string(o.older_than_days));
   if (o.older_than_days >= 0)
     g.older_than = static_cast<int64_t>(std::time(nullptr)) - static_cast<int64_t>(o.older_than_days * 86400);
   if (o.stale) {

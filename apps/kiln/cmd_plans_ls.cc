@@ -31,7 +31,7 @@ Status run_ls(const PlansOptions& o) {
     return invalid_argument("ls --kernel-caches: --shape and --tuned select plans, and a kernel cache has neither "
                             "(one is kept per structure and environment): use --structure or --fingerprint");
   if (said_no_store(o)) return Status::ok();
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/true));
   if (o.kernel_caches) {
     KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
     return print_kernel_caches(o, *store, env, /*alone=*/true);

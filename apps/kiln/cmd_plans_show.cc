@@ -27,7 +27,7 @@
 namespace kiln::cli::plans {
 
 Status run_show(const PlansOptions& o) {
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/true));
   KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store->list(filter_of(o)));
   if (plans.empty())
     return not_found("no plan matches structure '" + o.structure + "'" +

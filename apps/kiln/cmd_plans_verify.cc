@@ -41,7 +41,7 @@ std::string deep_status(const DeepVerifyRow& r) {
 
 Status run_verify(const PlansOptions& o) {
   if (!o.specs.empty() && !o.deep) return invalid_argument("verify: --spec gives the graphs for --deep; add --deep");
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/!o.quarantine));
   VerifyOptions vo;
   vo.quarantine = o.quarantine;
   std::unique_ptr<DeepPlanVerifier> deep;

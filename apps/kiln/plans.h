@@ -61,7 +61,9 @@ ListFilter filter_of(const PlansOptions& o);
 // --json, else "no plan store at ...").
 bool said_no_store(const PlansOptions& o);
 // The store at o.store; `must_exist`: NotFound for a missing file instead of creating one.
-StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist);
+// `read_only`: for the commands that only read (ls, show, verify without --quarantine, export): the file is
+// not touched (no schema added to an older store, no switch to WAL), and a store in a read-only place opens.
+StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist, bool read_only = false);
 StatusOr<JudgedAgainst> judged_against(const PlansOptions& o);
 std::string age_of(int64_t created_at);
 std::string ms_text(double ms, bool tuned);

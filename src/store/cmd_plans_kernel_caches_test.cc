@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/exit_codes.h"
@@ -244,6 +245,32 @@ TEST_F(PlansCliKernelCaches, GcDropsTheForeignCacheAndItsDryRunDropsNothing) {
   EXPECT_EQ(left[0].fingerprint_key, fingerprint_key(current_));
   r = run_kiln("plans verify --store " + store_);
   EXPECT_EQ(r.code, kExitOk) << r.output();
+}
+
+// The commands that only read leave the file as it was, byte for byte: an older store (no kernel_caches table,
+// a rollback journal) is not given the table nor switched to WAL by ls, ls --kernel-caches, verify or export.
+// A command that writes says so on a bad --older-than (review: NaN was taken and ignored).
+TEST_F(PlansCliKernelCaches, ReadingCommandsLeaveAnOlderStoreUntouched) {
+  store_test::raw_sql(store_, "DROP TABLE kernel_caches");
+  store_test::raw_sql(store_, "PRAGMA journal_mode=DELETE");
+  auto bytes = [&] {
+    std::ifstream f(store_, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string before = bytes();
+  ASSERT_FALSE(before.empty());
+  for (const std::string& cmd : {std::string("plans ls"), std::string("plans ls --kernel-caches --json"),
+                                 std::string("plans verify"), std::string("plans export ") + dir_.file("b.kpb")}) {
+    CliResult r = run_kiln(cmd + " --store " + store_);
+    EXPECT_NE(r.code, kExitInternal) << cmd << ": " << r.output();
+    EXPECT_EQ(bytes(), before) << cmd << " changed the store";
+    EXPECT_FALSE(std::filesystem::exists(store_ + "-wal")) << cmd;
+  }
+  for (const char* bad : {"nan", "NaN", "1e300"}) {
+    CliResult r = run_kiln(std::string("plans gc --dry-run --older-than ") + bad + " --store " + store_);
+    EXPECT_EQ(r.code, kExitBadInput) << bad << ": " << r.output();
+    EXPECT_NE(r.output().find("--older-than"), std::string::npos) << r.output();
+  }
 }
 
 TEST_F(PlansCliKernelCaches, GcWithoutStaleKeepsTheForeignCacheAndDropsTheDamagedOne) {

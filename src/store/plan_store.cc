@@ -276,6 +276,20 @@ std::vector<std::string> PlanStore::database_files() const {
   return out;
 }
 
+namespace {
+// `path` as the path part of a SQLite URI: '%', '?' and '#' escaped.
+std::string uri_path(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%') out += "%25";
+    else if (c == '?') out += "%3f";
+    else if (c == '#') out += "%23";
+    else out += c;
+  }
+  return out;
+}
+}  // namespace
+
 StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   if (path.empty()) return invalid_argument("plan store path is empty");
   namespace fs = std::filesystem;
@@ -320,6 +334,32 @@ StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, co
     return init_schema(raw, options.read_only);
   };
   Status s = configure();
+  // A read-only open of a WAL store where nothing beside it can be written (a baked store in a read-only
+  // folder or file): SQLite cannot make the -shm file it reads through. With no -wal left beside the file
+  // (a store closed cleanly has none), nothing is missed by reading the file as immutable.
+  if (!s.is_ok() && options.read_only && s.code() == StatusCode::kFailedPrecondition &&
+      s.message().find("readonly") != std::string::npos) {
+    const std::string wal = path + "-wal";
+    if (fs::exists(wal, ec) && fs::file_size(wal, ec) > 0)
+      return failed_precondition("plan store " + path + " cannot be read here: it is read-only to this user and " +
+                                 wal + " holds writes not yet in the file (open it once where it can be " +
+                                 "written, or copy the store)");
+    db.reset();
+    raw = nullptr;
+    const std::string uri = "file:" + uri_path(path) + "?immutable=1";
+    rc = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
+    db.reset(raw);
+    if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot open plan store " + path + " (immutable)");
+    sqlite3_extended_result_codes(raw, 1);
+    s = configure();
+  }
+  // A store this user cannot write (the file, or the folder its -wal and -shm go in), opened to write: bad
+  // input naming what to do, not SQLite's "attempt to write a readonly database" as a policy refusal (exit 6).
+  if (!s.is_ok() && !options.read_only && s.code() == StatusCode::kFailedPrecondition &&
+      s.message().find("readonly") != std::string::npos)
+    return invalid_argument("plan store " + path +
+                            " cannot be written here (the file, or the folder it is in, is read-only to this "
+                            "user), and this command writes it: run it where the store can be written");
   if (!s.is_ok()) {
     if (s.code() == StatusCode::kCorruption && s.message().find("not a database") != std::string::npos)
       return corruption("plan store " + path + " is not a SQLite database (damaged or another kind of file)");
