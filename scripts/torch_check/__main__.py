@@ -311,7 +311,8 @@ def parse_args(argv):
     ap.add_argument("--keep-files", action="store_true",
                     help="keep the normalized graph, inputs, kiln's and PyTorch's outputs (Kiln's encoding) under "
                     "OUT/files/<n>_<spec>/{normalized.json,inputs,kiln_outputs,torch_outputs}/")
-    ap.add_argument("--timeout", type=float, default=900, help="seconds allowed per kiln run (default 900)")
+    ap.add_argument("--timeout", type=positive_finite, default=900,
+                    help="seconds allowed per kiln run, a positive number (default 900)")
     return ap.parse_args(argv)
 
 

@@ -79,6 +79,9 @@ class HelpAndUsageNeedNoTorch(unittest.TestCase):
                  (["--seed", str(1 << 64), "x.json"], "argument --seed: expected a whole number"),
                  (["--compute", "fp16", "x.json"], "argument --compute: invalid choice: 'fp16'"),
                  (["--tolerance-scale", "nan", "x.json"], "argument --tolerance-scale: expected a finite number > 0"),
+                 (["--timeout", "0", "x.json"], "argument --timeout: expected a finite number > 0"),
+                 (["--timeout", "nan", "x.json"], "argument --timeout: expected a finite number > 0"),
+                 (["--timeout", "-5", "x.json"], "argument --timeout: expected a finite number > 0"),
                  (["--kiln", "/nonexistent/kiln", "x.json"], "kiln binary '/nonexistent/kiln' not found")]
         for args, says in cases:
             p = run_checker(args)
