@@ -273,6 +273,34 @@ TEST_F(PlansCliKernelCaches, ReadingCommandsLeaveAnOlderStoreUntouched) {
   }
 }
 
+// A kernel_caches table rebuilt WITHOUT ROWID, or with a column named rowid that takes the rowid's place, is a
+// damaged schema (exit 4, named) for every command, not an internal error (exit 10) or six healthy caches
+// reported corrupt and "removed" while nothing was (review).
+TEST_F(PlansCliKernelCaches, ARowidlessOrRowidShadowingTableIsADamagedSchema) {
+  const std::string cols =
+      "structure_sig TEXT NOT NULL, fingerprint_key TEXT NOT NULL, fingerprint_json TEXT NOT NULL, graph_name TEXT "
+      "NOT NULL, cache_json BLOB NOT NULL, created_at INTEGER NOT NULL, checksum TEXT NOT NULL";
+  for (const std::string& table :
+       {"CREATE TABLE kernel_caches(" + cols + ", PRIMARY KEY(structure_sig, fingerprint_key)) WITHOUT ROWID",
+        "CREATE TABLE kernel_caches(rowid TEXT, " + cols + ")"}) {
+    TempDir d;
+    const std::string db = d.file("s.db");
+    {
+      auto s = store_test::open_store(db);
+      ASSERT_TRUE(s);
+      ASSERT_TRUE(s->put(make_record(0)).is_ok());
+    }
+    store_test::raw_sql(db, "DROP TABLE kernel_caches");
+    store_test::raw_sql(db, table);
+    for (const char* cmd : {"plans verify", "plans gc --dry-run", "plans ls --kernel-caches"}) {
+      CliResult r = run_kiln(std::string(cmd) + " --store " + db);
+      EXPECT_EQ(r.code, kExitCorruption) << table << " / " << cmd << ": " << r.output();
+      EXPECT_NE(r.output().find("table 'kernel_caches'"), std::string::npos) << r.output();
+      EXPECT_NE(r.output().find("(damaged schema)"), std::string::npos) << r.output();
+    }
+  }
+}
+
 TEST_F(PlansCliKernelCaches, GcWithoutStaleKeepsTheForeignCacheAndDropsTheDamagedOne) {
   CliResult r = run_kiln("plans gc --store " + store_);
   ASSERT_EQ(r.code, kExitOk) << r.output();

@@ -1,5 +1,7 @@
 #include "store/schema_check.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <set>
@@ -55,6 +57,17 @@ Status check_table_schema(sqlite3* db, const std::string& table, const std::stri
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> want, expected_columns(table, create_sql));
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> have_list, columns_of(db, table));
   std::set<std::string> have(have_list.begin(), have_list.end());
+  // Kiln reads its rows by SQLite's own rowid: a WITHOUT ROWID table, or a column that takes the rowid's
+  // name (and so its place in every query), is damage, not a SQL error or a wrong row at the first query.
+  for (const std::string& c : have_list) {
+    std::string lower;
+    for (char ch : c) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if ((lower == "rowid" || lower == "_rowid_" || lower == "oid") &&
+        std::find(want.begin(), want.end(), c) == want.end())
+      return corruption("table '" + table + "' has a column named '" + c + "' (damaged schema)");
+  }
+  if (!Stmt::prepare(db, "SELECT rowid FROM \"" + table + "\" LIMIT 0").is_ok())
+    return corruption("table '" + table + "' is WITHOUT ROWID, and Kiln reads its rows by rowid (damaged schema)");
   std::vector<std::string> missing;
   for (const std::string& c : want)
     if (!have.count(c)) missing.push_back(c);
