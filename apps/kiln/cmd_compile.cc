@@ -126,7 +126,8 @@ void add_compile(CLI::App& app, Runner* run) {
   CLI::App* sub = app.add_subcommand("compile", "Compile heuristic plans for a recorded GPU without one (deviceless)");
   sub->add_option("specs", o->specs, "Spec JSON files (all are checked before any is compiled)")->required();
   sub->add_option("--target", o->target, "Device profile JSON (e.g. profiles/h200.json)")->required();
-  sub->add_option("--store", o->store_path, "Plan store (default: $KILN_STORE or ~/.cache/kiln/plans.db)");
+  sub->add_option("--store", o->store_path, "Plan store (default: $KILN_STORE or ~/.cache/kiln/plans.db)")
+      ->check(non_empty_path());
   sub->add_flag("--keep-going", o->keep_going,
                 "Compile the valid specs even when others are not valid (exit 2 still reports them)");
   sub->callback([run, o] { *run = [o] { return compile_cmd(*o); }; });

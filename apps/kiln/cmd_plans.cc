@@ -21,7 +21,8 @@ void add_plans(CLI::App& app, Runner* run) {
     CLI::App* sub = plans->add_subcommand(name, help);
     sub->add_option("--store", o->store,
                     "Plan store file (default: $KILN_STORE, $XDG_CACHE_HOME/kiln/plans.db "
-                    "or ~/.cache/kiln/plans.db)");
+                    "or ~/.cache/kiln/plans.db)")
+        ->check(non_empty_path());
     sub->callback([run, o, fn] { *run = [o, fn] { return fn(*o); }; });
     return sub;
   };
@@ -35,7 +36,8 @@ void add_plans(CLI::App& app, Runner* run) {
   CLI::App* ls = add("ls", "List stored plans, each current or stale for this environment", run_ls);
   add_filter(ls);
   ls->add_flag("--json", o->json, "Machine-readable output");
-  ls->add_option("--target", o->target, "Judge staleness against this device profile (default: this GPU)");
+  ls->add_option("--target", o->target, "Judge staleness against this device profile (default: this GPU)")
+      ->check(non_empty_path());
   ls->add_flag("--kernel-caches", o->kernel_caches,
                "List the kept kernel caches alone (with --json, as a JSON array; plain ls lists them under the plans)");
 
@@ -57,14 +59,17 @@ void add_plans(CLI::App& app, Runner* run) {
   verify->add_flag("--deep", o->deep,
                    "Also run each plan on this GPU and check its outputs against a reference (exit 1 if one fails)");
   verify->add_option("--spec", o->specs, "Spec files giving the graphs of the records to deep-check (with --deep)");
-  add_seed_option(verify, &o->seed, "Seed of the random inputs of --deep");
+  add_seed_option(verify, &o->seed, "Seed of the random inputs of --deep")->each([o](const std::string&) {
+    o->seed_given = true;
+  });
   verify->add_flag("--json", o->json, "Machine-readable output");
 
   CLI::App* gc = add("gc", "Drop corrupt, quarantined, stale or old plans and kernel caches", run_gc);
   gc->add_flag("--stale", o->stale,
                "Drop plans whose environment does not pass the default policy on this GPU, and kernel caches kept "
                "for any other environment");
-  gc->add_option("--target", o->target, "With --stale: judge against this device profile instead of this GPU");
+  gc->add_option("--target", o->target, "With --stale: judge against this device profile instead of this GPU")
+      ->check(non_empty_path());
   gc->add_option("--older-than", o->older_than_days,
                  "Drop plans and kernel caches created more than this many days ago")
       ->check(CLI::NonNegativeNumber);

@@ -31,6 +31,8 @@ Status run_gc(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   GcOptions g;
   g.drop_quarantine = !o.keep_quarantine;
+  if (!o.target.empty() && !o.stale)
+    return invalid_argument("gc: --target judges which records are stale; add --stale (without it nothing is judged)");
   if (std::isnan(o.older_than_days) || o.older_than_days > 1e6)
     return invalid_argument("--older-than must be a number of days from 0 to 1000000, got " +
                             std::to_string(o.older_than_days));

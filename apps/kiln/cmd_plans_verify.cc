@@ -41,6 +41,7 @@ std::string deep_status(const DeepVerifyRow& r) {
 
 Status run_verify(const PlansOptions& o) {
   if (!o.specs.empty() && !o.deep) return invalid_argument("verify: --spec gives the graphs for --deep; add --deep");
+  if (o.seed_given && !o.deep) return invalid_argument("verify: --seed is the seed of --deep's inputs; add --deep");
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/!o.quarantine));
   VerifyOptions vo;
   vo.quarantine = o.quarantine;

@@ -34,7 +34,8 @@ void add_replay(CLI::App& app, Runner* run) {
   CLI::App* sub = app.add_subcommand("replay", "Run a trace of requests through kiln::Planner and report per source");
   sub->add_option("trace", job.trace, "Trace file (JSON: format kiln-trace, see docs/runtime.md)")->required();
   sub->add_option("--store", job.store_path,
-                  "Plan store the Planner reads (and writes, created when absent, with --save-kernel-caches)");
+                  "Plan store the Planner reads (and writes, created when absent, with --save-kernel-caches)")
+      ->check(non_empty_path());
   sub->add_option("--buckets", job.buckets, "Bucket policy (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
   sub->add_option("--threads", job.threads, "Threads sending requests")->capture_default_str();
   sub->add_option("--handles", job.handles, "cuDNN handles in the Planner's pool")->capture_default_str();
@@ -42,7 +43,8 @@ void add_replay(CLI::App& app, Runner* run) {
                   "A shape the store lacks: 'stopgap' (a padded or dynamic-shape plan now, its static plan in the "
                   "background) or 'build-now' (the static plan on the calling thread)")
       ->capture_default_str();
-  sub->add_option("--record-shapes", job.record_shapes, "Write the shapes served to this file (kiln stats reads it)");
+  sub->add_option("--record-shapes", job.record_shapes, "Write the shapes served to this file (kiln stats reads it)")
+      ->check(non_empty_path());
   sub->add_flag("--no-promote", o->no_promote, "Keep stopgaps (no background static builds): to measure them");
   sub->add_option("--promote-by", o->promote_by,
                   "What replaces a stopgap in the background: 'build' (the bucket's tuned configuration built for "

@@ -95,7 +95,8 @@ void add_run(CLI::App& app, Runner* run) {
         o->pin_given = true;
       },
       "Engine configuration to build instead of the heuristics' (e.g. eng12_k2=1)");
-  sub->add_option("--store", o->run.store_path, "Plan store to load the plan from (default: none)");
+  sub->add_option("--store", o->run.store_path, "Plan store to load the plan from (default: none)")
+      ->check(non_empty_path());
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
   sub->add_option("--on-mismatch", o->on_mismatch,
                   "What a store miss, stale or corrupt record does: heuristics-and-queue (run cuDNN's heuristic "

@@ -138,7 +138,8 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--materialize", o->materialize,
                   "Dtype of intermediates between unfused parts (default: the graph's io dtype)");
   sub->add_flag("--no-verify", o->no_verify, "Skip the numerics gate (candidates become NotVerified)");
-  sub->add_option("--store", o->store_path, "Plan store to write the winner to (and to read the incumbent from)");
+  sub->add_option("--store", o->store_path, "Plan store to write the winner to (and to read the incumbent from)")
+      ->check(non_empty_path());
   sub->add_flag("--use-store", o->use_store, "Use the default plan store ($KILN_STORE or ~/.cache/kiln/plans.db)");
   sub->add_option("--shapes", o->shapes_file,
                   "Tune each spec at the shapes a service recorded (kiln::Planner's recorder file), hottest first");

@@ -22,6 +22,10 @@ void add_registered_commands(CLI::App& app, Runner* run) {
   for (auto& [name, adder] : registry()) adder(app, run);
 }
 
+CLI::Validator non_empty_path() {
+  return CLI::Validator([](const std::string& v) { return v.empty() ? std::string("the path is empty") : ""; }, "");
+}
+
 CLI::Option* add_seed_option(CLI::App* sub, uint64_t* seed, const std::string& help) {
   // A transform, not a check: the value is rewritten as plain decimal, so that CLI11's own conversion (base
   // 0) never reads a leading zero as octal.

@@ -26,6 +26,10 @@ void add_registered_commands(CLI::App& app, Runner* run);
 // value (exit 2): CLI11 alone reads -1 as 2^64-1 and 010 as 8. No seed has a meaning beyond that range.
 CLI::Option* add_seed_option(CLI::App* sub, uint64_t* seed, const std::string& help);
 
+// A check for an option that names a file or folder: an empty value ("--store ''", an unset variable in a
+// script) is a usage error, not "the option was not given" (exit 2, "--store: the path is empty").
+CLI::Validator non_empty_path();
+
 }  // namespace kiln::cli
 
 #define KILN_REGISTER_COMMAND(name, adder) \

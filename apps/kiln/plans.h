@@ -34,6 +34,7 @@ struct PlansOptions {
   std::string file;
   std::vector<std::string> specs;     // verify/import --deep: graphs of the records
   uint64_t seed = 1;                  // verify --deep: random inputs
+  bool seed_given = false;            // --seed was on the command line (it means nothing without --deep)
   bool clear = false;                 // queue --clear
   double budget_s = 0;                // retune: whole run
   double candidate_budget_ms = 1000;  // retune: sampling per candidate

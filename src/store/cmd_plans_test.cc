@@ -48,6 +48,29 @@ TEST_F(PlansCli, LsPrintsATable) {
   EXPECT_NE(r.output().find("4 plans in"), std::string::npos) << r.output();
 }
 
+// Options that mean nothing as given are usage errors naming them (review): an empty path is not "not given",
+// --target judges nothing without gc --stale, and --seed is --deep's.
+TEST_F(PlansCli, EmptyPathsAndOptionsThatMeanNothingAreRefused) {
+  const std::string profile = std::string(KILN_SOURCE_DIR) + "/profiles/h200.json";
+  const std::pair<std::string, std::string> cases[] = {
+      {"plans ls --store ''", "--store: the path is empty"},
+      {"plans verify --store ''", "--store: the path is empty"},
+      {"plans gc --stale --target '' --store " + store_, "--target: the path is empty"},
+      {"plans gc --target " + profile + " --store " + store_, "--target judges which records are stale; add --stale"},
+      {"plans verify --seed 5 --store " + store_, "--seed is the seed of --deep's inputs; add --deep"},
+      {"run " + std::string(KILN_SOURCE_DIR) + "/examples/small/conv_bias_relu.json --store ''",
+       "--store: the path is empty"},
+      {"replay trace.json --record-shapes ''", "--record-shapes: the path is empty"},
+  };
+  for (const auto& [cmd, says] : cases) {
+    CliResult r = run_kiln(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.output();
+    EXPECT_NE(r.output().find(says), std::string::npos) << cmd << ": " << r.output();
+  }
+  CliResult ok = run_kiln("plans verify --store " + store_);  // the same store, nothing refused
+  EXPECT_NE(ok.code, 2) << ok.output();
+}
+
 TEST_F(PlansCli, LsJsonParses) {
   CliResult r = run_kiln("plans ls --json --tuned --store " + store_);
   ASSERT_EQ(r.code, kExitOk) << r.output();
