@@ -131,7 +131,11 @@ std::string size_text(int64_t bytes) {
   return buf;
 }
 
-void print_table(const std::vector<std::vector<std::string>>& rows) {
+void print_table(const std::vector<std::vector<std::string>>& raw) {
+  // Cells come from the store's rows (names, keys): escaped, so that none moves the cursor or forges a line.
+  std::vector<std::vector<std::string>> rows = raw;
+  for (auto& row : rows)
+    for (std::string& cell : row) cell = printable(cell);
   std::vector<size_t> w;
   for (const auto& row : rows)
     for (size_t i = 0; i < row.size(); ++i) {

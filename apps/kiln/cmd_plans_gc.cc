@@ -62,8 +62,8 @@ Status run_gc(const PlansOptions& o) {
   for (const KernelCacheRemoval& k : rep.kernel_caches_removed) {
     const std::string graph = k.graph_name.empty() ? "" : " (" + k.graph_name + ")";
     std::printf("%s kernel cache %s/%s%s: %s\n", dry ? "would remove" : "removed",
-                k.structure_sig.substr(0, 12).c_str(), k.fingerprint_key.substr(0, 12).c_str(), graph.c_str(),
-                k.why.c_str());
+                printable(k.structure_sig.substr(0, 12)).c_str(), printable(k.fingerprint_key.substr(0, 12)).c_str(),
+                printable(graph).c_str(), printable(k.why).c_str());
   }
   const int64_t caches =
       rep.kernel_caches_stale_removed + rep.kernel_caches_old_removed + rep.kernel_caches_corrupt_removed;

@@ -86,8 +86,8 @@ Status run_ls(const PlansOptions& o) {
     if (checks[i].pass) continue;
     std::string why;
     for (const std::string& reason : checks[i].reasons) why += (why.empty() ? "" : "; ") + reason;
-    std::printf("stale %s/%s: %s\n", plans[i].record.structure_sig.substr(0, 12).c_str(),
-                plans[i].record.shape_key.c_str(), why.c_str());
+    std::printf("stale %s/%s: %s\n", printable(plans[i].record.structure_sig.substr(0, 12)).c_str(),
+                printable(plans[i].record.shape_key).c_str(), printable(why).c_str());
   }
   for (const PlanSummary& p : plans) {
     const FusionRecord* f = chain_for(p.record);
@@ -95,9 +95,9 @@ Status run_ls(const PlansOptions& o) {
     std::string names;
     for (const FusionPartRef& part : f->parts) names += (names.empty() ? "" : ", ") + part.name;
     std::printf("unfused %s/%s: serves the chain of %zu parts (%s), %s against the fused %s (policy %s)\n",
-                p.record.structure_sig.substr(0, 12).c_str(), p.record.shape_key.c_str(), f->parts.size(),
-                names.c_str(), ms_text(f->unfused_ms, true).c_str(), ms_text(f->fused_ms, f->fused_ms > 0).c_str(),
-                f->policy.c_str());
+                printable(p.record.structure_sig.substr(0, 12)).c_str(), printable(p.record.shape_key).c_str(),
+                f->parts.size(), printable(names).c_str(), ms_text(f->unfused_ms, true).c_str(),
+                ms_text(f->fused_ms, f->fused_ms > 0).c_str(), f->policy.c_str());
   }
   std::printf("%zu plan%s in %s, %zu stale (judged against %s)\n", plans.size(), plans.size() == 1 ? "" : "s",
               o.store.c_str(), stale, env.basis.c_str());

@@ -93,9 +93,11 @@ Status print_kernel_caches(const PlansOptions& o, PlanStore& store, const Judged
   // Not "stale X: ..." as a plan's line: a reader of those lines must not take a cache for a plan.
   for (const JudgedCache& j : caches) {
     if (!j.info->problem.empty())
-      std::printf("kernel cache %s is damaged: %s\n", short_name(*j.info).c_str(), j.info->problem.c_str());
+      std::printf("kernel cache %s is damaged: %s\n", printable(short_name(*j.info)).c_str(),
+                  printable(j.info->problem).c_str());
     else if (!j.stale_reasons.empty())
-      std::printf("kernel cache %s is stale: %s\n", short_name(*j.info).c_str(), join(j.stale_reasons).c_str());
+      std::printf("kernel cache %s is stale: %s\n", printable(short_name(*j.info)).c_str(),
+                  printable(join(j.stale_reasons)).c_str());
   }
   std::printf("%zu kernel cache%s in %s, %zu stale, %zu damaged (judged against %s)\n", caches.size(),
               caches.size() == 1 ? "" : "s", o.store.c_str(), stale, damaged, env.basis.c_str());

@@ -111,11 +111,13 @@ Status run_verify(const PlansOptions& o) {
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   } else {
     for (const VerifyProblem* p : corrupt)
-      std::printf("CORRUPT  %s: %s%s\n", short_key(p->structure_sig, p->shape_key, p->fingerprint_key).c_str(),
-                  p->reason.c_str(), o.quarantine ? " (quarantined)" : "");
+      std::printf("CORRUPT  %s: %s%s\n",
+                  printable(short_key(p->structure_sig, p->shape_key, p->fingerprint_key)).c_str(),
+                  printable(p->reason).c_str(), o.quarantine ? " (quarantined)" : "");
     for (const VerifyProblem& p : rep.kernel_cache_problems)
-      std::printf("CORRUPT  kernel cache %s/%s: %s%s\n", p.structure_sig.substr(0, 12).c_str(),
-                  p.fingerprint_key.substr(0, 12).c_str(), p.reason.c_str(), o.quarantine ? " (dropped)" : "");
+      std::printf("CORRUPT  kernel cache %s/%s: %s%s\n", printable(p.structure_sig.substr(0, 12)).c_str(),
+                  printable(p.fingerprint_key.substr(0, 12)).c_str(), printable(p.reason).c_str(),
+                  o.quarantine ? " (dropped)" : "");
     if (deep)
       for (const DeepVerifyRow& r : deep->rows()) {
         std::string key = short_key(r.structure_sig, r.shape_key, r.fingerprint_key);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands.h"
+#include "kiln/core/printable.h"
 #include "kiln/runtime/bucket_policy.h"
 #include "kiln/runtime/shape_recorder.h"
 
@@ -75,11 +76,7 @@ Status run_stats(const StatsCmdOptions& o) {
   std::printf("%s: %zu shapes of %zu structures, %lld calls", o.file.c_str(), shapes.size(), graph_of.size(),
               static_cast<long long>(calls));
   // Printed: no control characters reach the terminal (the file is data, its names anything).
-  auto printable = [](std::string t) {
-    for (char& c : t)
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-    return t.empty() ? std::string("\"\"") : t;
-  };
+  auto printable = [](const std::string& t) { return t.empty() ? std::string("\"\"") : kiln::printable(t); };
   std::string srcs;
   for (const auto& [src, n] : by_source) srcs += (srcs.empty() ? "" : ", ") + printable(src) + " " + std::to_string(n);
   std::printf("%s%s%s\n", srcs.empty() ? "" : " (", srcs.c_str(), srcs.empty() ? "" : ")");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/core/fingerprint.h"
+#include "kiln/core/printable.h"
 #include "kiln/core/status.h"
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/store/env_policy.h"

@@ -301,6 +301,27 @@ TEST_F(PlansCliKernelCaches, ARowidlessOrRowidShadowingTableIsADamagedSchema) {
   }
 }
 
+// A store row's text reaches the terminal escaped (review: a graph name with an escape sequence and a newline
+// printed as-is made a fake table row): ls, verify and gc print no control byte of it.
+TEST_F(PlansCliKernelCaches, RowTextIsPrintedEscaped) {
+  {
+    auto s = store_test::open_store(store_);
+    ASSERT_TRUE(s);
+    KernelCacheRecord r = cache(make_record(5).structure_sig, foreign_);
+    r.graph_name = "\x1b[31mRED\x1b[0m\nFAKE LINE";
+    ASSERT_TRUE(s->put_kernel_cache(r).is_ok());
+  }
+  for (const std::string& cmd :
+       {"plans ls --store " + store_, "plans ls --kernel-caches --store " + store_, "plans verify --store " + store_,
+        "plans gc --dry-run --stale --target " + kProfile + " --store " + store_}) {
+    CliResult r = run_kiln(cmd);
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find("\nFAKE LINE"), std::string::npos) << cmd << ": " << r.out;
+  }
+  CliResult ls = run_kiln("plans ls --kernel-caches --store " + store_);
+  EXPECT_NE(ls.out.find("\\x1b[31mRED\\x1b[0m\\x0aFAKE LINE"), std::string::npos) << ls.out;
+}
+
 TEST_F(PlansCliKernelCaches, GcWithoutStaleKeepsTheForeignCacheAndDropsTheDamagedOne) {
   CliResult r = run_kiln("plans gc --store " + store_);
   ASSERT_EQ(r.code, kExitOk) << r.output();
