@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -14,15 +15,30 @@ namespace kiln {
 namespace {
 constexpr const char* kOverLimit = " bytes, over the limit";
 
-// The refusals by kind, for a file already stat'ed (by path before the open, by descriptor after it).
-Status check_kind(const struct stat& st, const std::string& path, const ReadFileOptions& o) {
+constexpr long kPipefsMagic = 0x50495045;  // statfs f_type of an anonymous pipe (linux/magic.h PIPEFS_MAGIC)
+
+// The refusals by kind, for a file already stat'ed (by path before the open, by descriptor after it; `fd` is
+// the open descriptor, or -1 before the open).
+// - A pipe is read only when it is anonymous (a shell's `<(cat FILE)` or `cat FILE |`, by whatever path:
+//   /dev/stdin, /dev/fd/N, a link to one): a named pipe (FIFO) on disk would wait for a writer, forever when
+//   none comes. Before the open, the path alone cannot tell, so the check waits for the descriptor.
+// - A device or socket is read only through the process's own descriptors (/dev/stdin, /dev/fd/N): a device
+//   by its name (/dev/zero, /dev/ptmx) gives no spec, and some never answer.
+Status check_kind(const struct stat& st, const std::string& path, const ReadFileOptions& o, int fd) {
   const std::string name = o.what + " '" + path + "'";
   if (S_ISDIR(st.st_mode)) return invalid_argument(name + " is a folder, not a file");
   if (S_ISREG(st.st_mode)) return Status::ok();
   if (o.regular_only) return invalid_argument(name + " is not a regular file (a pipe, socket or device)");
-  if (S_ISFIFO(st.st_mode) && !names_open_descriptor(path))
+  if (S_ISFIFO(st.st_mode)) {
+    if (fd < 0) return Status::ok();
+    struct statfs fs {};
+    if (::fstatfs(fd, &fs) == 0 && static_cast<long>(fs.f_type) == kPipefsMagic) return Status::ok();
     return invalid_argument(name + " is a named pipe (FIFO): reading it would wait for a writer, forever when " +
                             "none comes; give a file, or a pipe the shell opens, as in <(cat FILE)");
+  }
+  if (!names_open_descriptor(path))
+    return invalid_argument(name + " is a device or socket, not a file; give a file, or a pipe the shell opens, " +
+                            "as in <(cat FILE)");
   return Status::ok();
 }
 
@@ -59,7 +75,12 @@ bool names_open_descriptor(const std::string& path) {
 Status check_readable_file(const std::string& path, const ReadFileOptions& o) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Status::ok();
-  return check_kind(st, path, o);
+  KILN_RETURN_IF_ERROR(check_kind(st, path, o, -1));
+  if (!S_ISFIFO(st.st_mode)) return Status::ok();
+  // A pipe: opened without waiting (a named one opens at once for reading) to tell which kind it is.
+  const Fd f(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (f.fd < 0) return Status::ok();  // the read says why
+  return check_kind(st, path, o, f.fd);
 }
 
 StatusOr<std::string> read_file(const std::string& path, const ReadFileOptions& o) {
@@ -73,7 +94,7 @@ StatusOr<std::string> read_file(const std::string& path, const ReadFileOptions& 
   if (f.fd < 0) return not_found(name + " cannot be read");
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) return not_found(name + " cannot be read");
-  KILN_RETURN_IF_ERROR(check_kind(st, path, o));
+  KILN_RETURN_IF_ERROR(check_kind(st, path, o, f.fd));
   const int flags = ::fcntl(f.fd, F_GETFL);
   if (flags < 0 || ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return not_found(name + " cannot be read");
   std::string text;

@@ -53,6 +53,14 @@ TEST(ReadFile, RefusesWhatIsNotAReadableRegularFileWithinItsLimit) {
   auto device = read_file("/dev/zero", {"trace", 1024});
   EXPECT_EQ(device.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(device.status().message().find("not a regular file"), std::string::npos);
+  // Pipes allowed: a device by its name still is not read (/dev/ptmx never answers).
+  ReadFileOptions pipes{"spec", 1024};
+  pipes.regular_only = false;
+  for (const char* dev : {"/dev/zero", "/dev/ptmx"}) {
+    auto d2 = read_file(dev, pipes);
+    EXPECT_EQ(d2.status().code(), StatusCode::kInvalidArgument) << dev;
+    EXPECT_NE(d2.status().message().find("is a device or socket, not a file"), std::string::npos) << dev;
+  }
   write(d + "/big", std::string(1025, 'y'));
   auto big = read_file(d + "/big", {"trace", 1024});
   EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument);
@@ -104,6 +112,35 @@ TEST(ReadFile, APipeNamedByItsDescriptorIsReadWhenPipesAreAllowed) {
     EXPECT_NE(refused.status().message().find("is not a regular file"), std::string::npos);
     ::close(p[0]);
   }
+}
+
+// An anonymous pipe is read by any path that leads to it (a link to /dev/stdin or /dev/fd/N: review), and a
+// named FIFO is refused by any path, its descriptor's too (`exec 5<>fifo; kiln validate /dev/fd/5` blocked).
+TEST(ReadFile, APipeIsTakenByWhatItIsNotByItsPath) {
+  const TempDir dir("kiln_read_file");
+  ASSERT_FALSE(dir.path().empty()) << "mkdtemp failed";
+  ReadFileOptions pipes{"spec file", 1024};
+  pipes.regular_only = false;
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  const std::string text = R"({"spec": 1})";
+  ASSERT_EQ(::write(p[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(p[1]);
+  const std::string link = dir.path() + "/spec.json";
+  ASSERT_EQ(::symlink(("/proc/self/fd/" + std::to_string(p[0])).c_str(), link.c_str()), 0);
+  auto got = read_file(link, pipes);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(*got, text);
+  ::close(p[0]);
+  const std::string fifo = dir.path() + "/named.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int held = ::open(fifo.c_str(), O_RDWR);  // a reader and a writer held here: a read would wait forever
+  ASSERT_GE(held, 0);
+  auto refused = read_file("/dev/fd/" + std::to_string(held), pipes);
+  ::close(held);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("is a named pipe (FIFO)"), std::string::npos)
+      << refused.status().to_string();
 }
 
 TEST(ReadFile, NamesOpenDescriptorKnowsTheDescriptorFolders) {

@@ -16,10 +16,12 @@ struct ReadFileOptions {
   // The most bytes read (< 0: no limit). A longer file is refused as soon as the limit is passed, before the
   // rest is read.
   int64_t max_bytes = -1;
-  // Refuse what is not a regular file (a pipe, socket or device). Off: also read a device, or a pipe named
-  // by a descriptor this process holds (names_open_descriptor: process substitution, `<(cat spec.json)`),
-  // up to max_bytes (which must then be set, or a device such as /dev/zero never ends). A FIFO on disk
-  // (mkfifo) is refused either way: opening it waits for a writer, forever when none comes.
+  // Refuse what is not a regular file (a pipe, socket or device). Off: also read an anonymous pipe, by
+  // whatever path (process substitution `<(cat spec.json)`, `cat spec.json | kiln validate /dev/stdin`, a link
+  // to one), and a device or socket named by a descriptor this process holds (names_open_descriptor), up to
+  // max_bytes (which must then be set). A FIFO on disk (mkfifo), even through /dev/fd/N, and a device by its
+  // name (/dev/zero, /dev/ptmx) are refused either way: the first waits for a writer, forever when none
+  // comes, and some devices never answer.
   bool regular_only = true;
 };
 
