@@ -165,7 +165,16 @@ class CudnnPlanBackend : public PlanBackend {
         !to_create) {  // before the GPU: a wrong store path is the caller's error, on any machine
       StoreOpenOptions so;
       so.read_only = !o.store_writable;  // else a tuned promotion writes through writer_ (PromotionTuning::store)
-      KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path, so));
+      StatusOr<std::unique_ptr<PlanStore>> opened = PlanStore::open(o.store_path, so);
+      // A store this user cannot write (a baked store in a read-only place) still serves its plans: read-only,
+      // so nothing is queued or stored ("not queued for re-tune: ... opened read-only").
+      if (!opened.is_ok() && !so.read_only && PlanStore::is_unwritable_store(opened.status())) {
+        KILN_LOG(kWarn, opened.status().message() << "; opened read-only: its plans serve, nothing is written to it");
+        so.read_only = true;
+        b->shared_store_ = false;
+        opened = PlanStore::open(o.store_path, so);
+      }
+      KILN_ASSIGN_OR_RETURN(b->store_, std::move(opened));
     }
     // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
     // first plan; its first-use work is paid on a thread of its own that create() does not wait for

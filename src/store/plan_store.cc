@@ -290,6 +290,16 @@ std::string uri_path(const std::string& path) {
 }
 }  // namespace
 
+namespace {
+constexpr const char* kUnwritable =
+    " cannot be written here (the file, or the folder it is in, is read-only to this user), and this command "
+    "writes it: run it where the store can be written";
+}  // namespace
+
+bool PlanStore::is_unwritable_store(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument && s.message().find(kUnwritable) != std::string::npos;
+}
+
 StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   if (path.empty()) return invalid_argument("plan store path is empty");
   namespace fs = std::filesystem;
@@ -357,9 +367,7 @@ StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, co
   // input naming what to do, not SQLite's "attempt to write a readonly database" as a policy refusal (exit 6).
   if (!s.is_ok() && !options.read_only && s.code() == StatusCode::kFailedPrecondition &&
       s.message().find("readonly") != std::string::npos)
-    return invalid_argument("plan store " + path +
-                            " cannot be written here (the file, or the folder it is in, is read-only to this "
-                            "user), and this command writes it: run it where the store can be written");
+    return invalid_argument("plan store " + path + kUnwritable);
   if (!s.is_ok()) {
     if (s.code() == StatusCode::kCorruption && s.message().find("not a database") != std::string::npos)
       return corruption("plan store " + path + " is not a SQLite database (damaged or another kind of file)");

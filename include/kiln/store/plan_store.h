@@ -291,8 +291,12 @@ class PlanStore {
  public:
   // Opens (creating the file and its folders unless read_only) a store. Corruption for a file that is
   // not a SQLite database, fails quick_check, or whose tables are damaged (a Kiln table that is a view or
-  // lacks a column, or a store without its plans table); NewerVersion for a store of a newer schema.
+  // lacks a column, or a store without its plans table); NewerVersion for a store of a newer schema. A store
+  // this user cannot write, opened to write: InvalidArgument that is_unwritable_store() recognizes (a reader
+  // may open it read-only instead); opened read-only, it is read as immutable where no -wal is left beside it.
   static StatusOr<std::unique_ptr<PlanStore>> open(const std::string& path, const StoreOpenOptions& options = {});
+  // True for open()'s refusal of a store this user cannot write, opened to write.
+  static bool is_unwritable_store(const Status& s);
   ~PlanStore();
   PlanStore(const PlanStore&) = delete;
   PlanStore& operator=(const PlanStore&) = delete;
