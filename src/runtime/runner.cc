@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/log.h"
@@ -184,6 +185,12 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       KILN_RETURN_IF_ERROR(PlanStore::open(o.store_path, so).status());
     } else {
       KILN_RETURN_IF_ERROR(check_parent_folder(o.store_path).with_context("plan store " + o.store_path));
+      // To be made there: a folder this user cannot write is refused now, not after the GPU work.
+      const size_t slash = o.store_path.rfind('/');
+      const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : o.store_path.substr(0, slash);
+      if (::access(folder.c_str(), W_OK | X_OK) != 0)
+        return invalid_argument("plan store " + o.store_path + ": folder " + folder +
+                                " cannot be written by this user, so the store cannot be made there");
     }
   }
   // The stream first: without a usable GPU, its error says so plainly (and names kiln doctor).
