@@ -169,7 +169,9 @@ class CudnnPlanBackend : public PlanBackend {
       // A store this user cannot write (a baked store in a read-only place) still serves its plans: read-only,
       // so nothing is queued or stored ("not queued for re-tune: ... opened read-only").
       if (!opened.is_ok() && !so.read_only && PlanStore::is_unwritable_store(opened.status())) {
-        KILN_LOG(kWarn, opened.status().message() << "; opened read-only: its plans serve, nothing is written to it");
+        KILN_LOG(kWarn, "plan store " << o.store_path
+                                      << " cannot be written by this user: opened read-only (its plans serve; "
+                                         "nothing is queued or stored in it)");
         so.read_only = true;
         b->shared_store_ = false;
         opened = PlanStore::open(o.store_path, so);
