@@ -288,9 +288,7 @@ std::string uri_path(const std::string& path) {
   }
   return out;
 }
-}  // namespace
 
-namespace {
 constexpr const char* kUnwritable =
     " cannot be written here (the file, or the folder it is in, is read-only to this user), and this command "
     "writes it: run it where the store can be written";
