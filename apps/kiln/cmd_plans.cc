@@ -72,7 +72,17 @@ void add_plans(CLI::App& app, Runner* run) {
       ->check(non_empty_path());
   gc->add_option("--older-than", o->older_than_days,
                  "Drop plans and kernel caches created more than this many days ago")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            // Decimal days only: CLI11 alone reads 0x10 as 16 and answers "abc" with a 300-digit range.
+            size_t i = 0, digits = 0;
+            while (i < v.size() && v[i] >= '0' && v[i] <= '9') ++i, ++digits;
+            if (i < v.size() && v[i] == '.')
+              for (++i; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i) ++digits;
+            return digits > 0 && i == v.size() ? std::string()
+                                               : "must be a number of days (decimal, >= 0), got '" + v + "'";
+          },
+          ""));
   gc->add_flag("--keep-quarantine", o->keep_quarantine, "Keep the quarantine table");
   gc->add_flag("--dry-run", o->dry_run, "Say what would be removed, and remove nothing");
 

@@ -326,7 +326,8 @@ def main(argv):
     args.kiln = os.path.abspath(path)
     for s in args.specs:
         if not os.path.isfile(s):
-            print(f"torch_check: spec '{s}' not found", file=sys.stderr)
+            why = "is a folder, not a spec file" if os.path.isdir(s) else "not found"
+            print(f"torch_check: spec '{s}' {why}", file=sys.stderr)
             return EXIT_USAGE
     torch = import_torch()
     if torch is None:

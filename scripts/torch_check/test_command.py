@@ -83,6 +83,8 @@ class HelpAndUsageNeedNoTorch(unittest.TestCase):
                  (["--timeout", "nan", "x.json"], "argument --timeout: expected a finite number > 0"),
                  (["--timeout", "-5", "x.json"], "argument --timeout: expected a finite number > 0"),
                  (["--kiln", "/nonexistent/kiln", "x.json"], "kiln binary '/nonexistent/kiln' not found")]
+        if HAVE_KILN:
+            cases.append((["--kiln", KILN, os.path.dirname(os.path.abspath(__file__))], "is a folder, not a spec file"))
         for args, says in cases:
             p = run_checker(args)
             self.assertEqual(p.returncode, command.EXIT_USAGE, f"{args}: {p.stderr}")

@@ -266,7 +266,7 @@ TEST_F(PlansCliKernelCaches, ReadingCommandsLeaveAnOlderStoreUntouched) {
     EXPECT_EQ(bytes(), before) << cmd << " changed the store";
     EXPECT_FALSE(std::filesystem::exists(store_ + "-wal")) << cmd;
   }
-  for (const char* bad : {"nan", "NaN", "1e300"}) {
+  for (const char* bad : {"nan", "NaN", "1e300", "0x10", "abc", "-1", "5d"}) {
     CliResult r = run_kiln(std::string("plans gc --dry-run --older-than ") + bad + " --store " + store_);
     EXPECT_EQ(r.code, kExitBadInput) << bad << ": " << r.output();
     EXPECT_NE(r.output().find("--older-than"), std::string::npos) << r.output();
