@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/store/env_policy.h"
+#include "kiln/core/strings.h"
 #include "kiln/store/kernel_cache_record.h"
 #include "kiln/store/plan_store.h"
 #include "plans.h"
@@ -25,12 +26,6 @@ struct JudgedCache {
 
 std::string short_name(const KernelCacheInfo& c) {
   return c.structure_sig.substr(0, 12) + "/" + c.fingerprint_key.substr(0, 12);
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : "; ") + s;
-  return out;
 }
 
 }  // namespace
@@ -97,7 +92,7 @@ Status print_kernel_caches(const PlansOptions& o, PlanStore& store, const Judged
                   printable(j.info->problem).c_str());
     else if (!j.stale_reasons.empty())
       std::printf("kernel cache %s is stale: %s\n", printable(short_name(*j.info)).c_str(),
-                  printable(join(j.stale_reasons)).c_str());
+                  printable(join(j.stale_reasons, "; ")).c_str());
   }
   std::printf("%zu kernel cache%s in %s, %zu stale, %zu damaged (judged against %s)\n", caches.size(),
               caches.size() == 1 ? "" : "s", o.store.c_str(), stale, damaged, env.basis.c_str());

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kiln/core/log.h"
+#include "kiln/core/strings.h"
 #include "kiln/lower/environment.h"
 #include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/plan_bridge.h"
@@ -17,12 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 std::string key_name(const std::string& sig, const std::string& shape) {
   return sig.substr(0, 12) + (shape.empty() ? "" : "/" + shape);

@@ -6,6 +6,7 @@
 
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
+#include "kiln/core/strings.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/plan_store.h"
 #include "store/extra_tables.h"
@@ -92,12 +93,6 @@ std::string json_problem(const std::string& text) {
     scan.error = e.what();
   }
   return "cache text is not whole JSON (truncated or damaged): " + (scan.error.empty() ? "unreadable" : scan.error);
-}
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kiln/core/log.h"
+#include "kiln/core/strings.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
@@ -56,12 +57,6 @@ std::string home_dir() {
   if (!h.empty()) return h;
   if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir) return pw->pw_dir;
   return std::string();
-}
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
 }
 
 std::string quarantine_table_sql() {
