@@ -63,11 +63,6 @@ Status check_protected(const std::string& path, const FileWriteOptions& o) {
   return Status::ok();
 }
 
-std::string folder_of(const std::string& path) {
-  fs::path parent = fs::path(path).parent_path();
-  return parent.empty() ? std::string(".") : parent.string();
-}
-
 Status fsync_path(const std::string& path, int flags, const std::string& what) {
   int fd = ::open(path.c_str(), flags | O_CLOEXEC);
   if (fd < 0) return errno_status(errno, "cannot open " + what + " " + path + " to sync it");
@@ -104,8 +99,13 @@ Status publish_no_replace(const std::string& tmp, const std::string& path, const
 
 }  // namespace
 
+std::string parent_folder(const std::string& path) {
+  fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
 Status check_parent_folder(const std::string& path) {
-  const std::string folder = folder_of(path);
+  const std::string folder = parent_folder(path);
   struct stat st {};
   if (::stat(folder.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) return invalid_argument("folder " + folder + " does not exist");
@@ -140,7 +140,7 @@ Status check_destination(const std::string& path, const FileWriteOptions& o) {
 Status write_file_atomically(const std::string& path, const FileWriteOptions& o,
                              const std::function<Status(const std::string& temp_path)>& fill) {
   KILN_RETURN_IF_ERROR(check_destination(path, o));
-  const std::string folder = folder_of(path);
+  const std::string folder = parent_folder(path);
   std::error_code ec;
   if (o.create_folders && !fs::exists(folder, ec)) {
     fs::create_directories(folder, ec);

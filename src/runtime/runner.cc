@@ -186,8 +186,7 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
     } else {
       KILN_RETURN_IF_ERROR(check_parent_folder(o.store_path).with_context("plan store " + o.store_path));
       // To be made there: a folder this user cannot write is refused now, not after the GPU work.
-      const size_t slash = o.store_path.rfind('/');
-      const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : o.store_path.substr(0, slash);
+      const std::string folder = parent_folder(o.store_path);
       if (::access(folder.c_str(), W_OK | X_OK) != 0)
         return invalid_argument("plan store " + o.store_path + ": folder " + folder +
                                 " cannot be written by this user, so the store cannot be made there");

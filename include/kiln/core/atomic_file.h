@@ -37,6 +37,8 @@ Status check_destination(const std::string& path, const FileWriteOptions& option
 // folder", or, when the folder cannot be looked at (no permission), the system's reason naming it; the
 // caller adds what the file is as context (the option that names it, "plan store P").
 Status check_parent_folder(const std::string& path);
+// The folder a file at `path` goes in: its parent, "." for a bare name.
+std::string parent_folder(const std::string& path);
 
 // Writes `path` atomically. `fill` writes the contents into a new, empty temporary file in the destination's
 // folder (it is given that file's path and may write it by any means, SQLite included). The temporary file
