@@ -13,7 +13,7 @@ namespace {
 struct ReplayCliOptions {
   ReplayJob job;
   std::string new_shapes = "stopgap", promote_by = "build";
-  bool no_promote = false, no_padded = false, json = false;
+  bool no_promote = false, no_padded = false, no_split = false, json = false;
 };
 
 Status replay_cmd(ReplayCliOptions& o) {
@@ -21,6 +21,7 @@ Status replay_cmd(ReplayCliOptions& o) {
   KILN_ASSIGN_OR_RETURN(o.job.promote_by, parse_promote_by(o.promote_by));
   o.job.promote = !o.no_promote;
   o.job.padded = !o.no_padded;
+  o.job.split = !o.no_split;
   KILN_ASSIGN_OR_RETURN(ReplayReport rep, run_replay(o.job));
   if (o.json)
     std::printf("%s\n", replay_report_json(rep).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -63,6 +64,12 @@ void add_replay(CLI::App& app, Runner* run) {
           ->capture_default_str();
   sub->add_flag("--no-padded", o->no_padded,
                 "No padded stopgaps (a new shape gets a dynamic-shape build instead): to compare them");
+  sub->add_flag("--no-split", o->no_split,
+                "No split stopgaps (a new shape that is a sum of tuned ones, run as their plans on its rows, is "
+                "padded instead): to compare them");
+  sub->add_option("--split-max-parts", job.split_max_parts,
+                  "The most tuned plans a split stopgap runs, 1..64 (a sum needing more is padded)")
+      ->capture_default_str();
   sub->add_flag("--preload", job.preload,
                 "Before the first request, load every stored plan of each traced spec's structure (what a service "
                 "does at start; timed apart). Padded stopgaps need a bucket policy (--buckets) whose buckets hold "

@@ -47,8 +47,8 @@ Status run_stats(const StatsCmdOptions& o) {
   // A shape whose calls were served by a bucket build or heuristics at least once has no stored plan of
   // its own in that service: a candidate for offline tuning.
   auto stopgap = [](const RecordedShape& s) {
-    return s.sources.count("dynamic") || s.sources.count("padded") || s.sources.count("bucket") ||
-           s.sources.count("heuristics");
+    return s.sources.count("dynamic") || s.sources.count("padded") || s.sources.count("split") ||
+           s.sources.count("bucket") || s.sources.count("heuristics");
   };
   if (o.json) {
     nlohmann::ordered_json j;

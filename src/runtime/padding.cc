@@ -3,6 +3,7 @@
 #include "kiln/runtime/padding.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "kiln/validate/host_tensor.h"
 
@@ -193,6 +194,48 @@ StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger) {
       layout.tensors.push_back(std::move(p));
     }
   return layout;
+}
+
+std::vector<int64_t> split_extents(int64_t n, std::vector<int64_t> available, int max_parts) {
+  std::sort(available.begin(), available.end(), std::greater<int64_t>());
+  std::vector<int64_t> parts;
+  int64_t left = n;
+  for (int64_t v : available) {
+    if (v < 1) continue;
+    while (v <= left && static_cast<int>(parts.size()) < max_parts) {
+      parts.push_back(v);
+      left -= v;
+    }
+  }
+  if (left != 0) parts.clear();
+  return parts;
+}
+
+StatusOr<std::vector<SplitTensor>> split_rows(const Graph& real, const Graph& part) {
+  StatusOr<PaddingLayout> pl = plan_padding(part, real);
+  if (!pl.is_ok()) {
+    std::string m = pl.status().message();
+    const std::string prefix = "no padded plan: ";
+    if (m.rfind(prefix, 0) == 0) m = m.substr(prefix.size());
+    return Status(pl.status().code(), "no split plan: " + m);
+  }
+  const PaddingLayout& layout = *pl;
+  const GraphRoles roles(real);
+  std::vector<SplitTensor> out;
+  for (const PaddedTensor& p : layout.tensors) {
+    const TensorDesc& a = real.tensors[static_cast<size_t>(p.tensor)];
+    const TensorDesc& b = part.tensors[static_cast<size_t>(p.tensor)];
+    for (size_t k = 0; k < a.dims.size(); ++k) {
+      if (a.dims[k].value == b.dims[k].value) continue;
+      SplitTensor st;
+      st.tensor = p.tensor;
+      st.name = p.name;
+      st.row_bytes = static_cast<size_t>(a.strides[k]) * dtype_size(roles.dtype_of(p.tensor));
+      out.push_back(std::move(st));
+      break;  // plan_padding allows one varying dim
+    }
+  }
+  return out;
 }
 
 }  // namespace kiln

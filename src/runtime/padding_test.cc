@@ -205,5 +205,52 @@ TEST(Padding, TwoShapesOfDifferentGraphsAreRefused) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
+// ---- Split stopgaps ----
+
+TEST(Split, ExtentsAreTheLargestThatFitLargestFirst) {
+  const std::vector<int64_t> pow2 = {1, 2, 4, 8, 16, 32, 64};
+  EXPECT_EQ(split_extents(48, pow2, 3), (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(split_extents(7, pow2, 3), (std::vector<int64_t>{4, 2, 1}));
+  EXPECT_TRUE(split_extents(15, pow2, 3).empty()) << "8 + 4 + 2 + 1 needs 4 parts";
+  EXPECT_EQ(split_extents(15, pow2, 4), (std::vector<int64_t>{8, 4, 2, 1}));
+  EXPECT_EQ(split_extents(128, {64}, 3), (std::vector<int64_t>{64, 64})) << "a part may repeat";
+  EXPECT_EQ(split_extents(40, {64, 16, 8}, 3), (std::vector<int64_t>{16, 16, 8}));  // unsorted input
+  EXPECT_TRUE(split_extents(5, {4, 2}, 3).empty()) << "no sum";
+  EXPECT_TRUE(split_extents(5, {}, 3).empty());
+  EXPECT_TRUE(split_extents(5, {0, -3}, 3).empty()) << "no extent below 1 is a part";
+  EXPECT_TRUE(split_extents(4, {4}, 0).empty());
+}
+
+StatusOr<std::vector<SplitTensor>> rows(const std::string& spec, const std::map<std::string, int64_t>& real,
+                                        const std::map<std::string, int64_t>& part) {
+  auto g = parse_spec_string(spec, "split.json");
+  if (!g.is_ok()) return g.status();
+  KILN_RETURN_IF_ERROR(validate_graph(*g));
+  KILN_ASSIGN_OR_RETURN(Graph a, reshape_graph(*g, real));
+  KILN_ASSIGN_OR_RETURN(Graph b, reshape_graph(*g, part));
+  return split_rows(a, b);
+}
+
+TEST(Split, RowsAreTheVaryingTensorsStrideInBytes) {
+  auto r = rows(kMlp, {{"tokens", 96}}, {{"tokens", 64}});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].name, "x");
+  EXPECT_EQ((*r)[0].row_bytes, 128u * 2);  // bf16
+  EXPECT_EQ((*r)[1].name, "y");
+  EXPECT_EQ((*r)[1].row_bytes, 256u * 2);
+}
+
+TEST(Split, RowsThatDependOnEachOtherAreRefusedAsASplit) {
+  const char* k = R"({"name": "mmk", "io_dtype": "fp16", "dynamic": {"k": 64},
+    "tensors": {"a": {"dims": [1, 32, "k"]}, "b": {"dims": [1, "k", 16]}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["c"]}], "outputs": ["c"]})";
+  auto r = rows(k, {{"k", 96}}, {{"k", 64}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(r.status().message().rfind("no split plan: node 'mm' (matmul): the contracted dim K of 'a' varies", 0), 0u)
+      << r.status().message();
+}
+
 }  // namespace
 }  // namespace kiln

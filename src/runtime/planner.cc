@@ -191,6 +191,36 @@ class PaddedExecutor : public PlanExecutor {
   PlanBackend::DeviceCopy copy_;
 };
 
+// Runs plans of smaller shapes one after another, each on its own rows of the caller's buffers (kiln/runtime/padding.h
+// "Split stopgaps"): a part's pointers are the caller's, those of the tensors that carry the dim moved past the rows
+// before it. In stream order on the caller's stream, sharing one workspace.
+class SplitExecutor : public PlanExecutor {
+ public:
+  struct Part {
+    std::shared_ptr<const ExecutablePlan> plan;
+    std::vector<std::pair<int, size_t>> offsets;  // tensor index, bytes from the caller's pointer
+  };
+  explicit SplitExecutor(std::vector<Part> parts) : parts_(std::move(parts)) {}
+
+  Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
+    std::map<int, void*> ptrs = pointers;
+    for (const Part& part : parts_) {
+      for (const auto& [t, off] : part.offsets) {
+        auto it = pointers.find(t);
+        if (it == pointers.end() || !it->second)
+          return internal_error("split plan: no pointer for tensor " + std::to_string(t));
+        ptrs[t] = static_cast<char*>(it->second) + off;
+      }
+      KILN_RETURN_IF_ERROR(
+          part.plan->run_unchecked(stream, ptrs, part.plan->workspace_bytes() > 0 ? workspace : nullptr));
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::vector<Part> parts_;
+};
+
 }  // namespace
 
 // ---- reshape_graph --------------------------------------------------------------------------------
@@ -548,6 +578,35 @@ struct Planner::Impl {
   // its own, and is not kept. False with the reason in `why` where it could not run; false and `why`
   // empty where no tuned shape has such a neighbour.
   bool warm_padded(const PreparedGraph& pg, const std::vector<TunedShape>& tuned, std::string* why);
+  // A split stopgap for `g` (kiln/runtime/padding.h "Split stopgaps"): plans of smaller tuned shapes, equal to
+  // `shape` but in one dim, whose extents there sum to its own, from memory or the store (kept in memory);
+  // null with the reason in `why` where there is none.
+  std::shared_ptr<const ExecutablePlan> split_plan(const PreparedGraph& pg, const Graph& g, const GraphSignature& sig,
+                                                   const std::map<std::string, int64_t>& shape,
+                                                   const std::vector<TunedShape>& tuned, std::string* why);
+  // The stopgap that needs no build: split where options.split and it is exact, else padded where
+  // options.padded; null with both reasons in `why`.
+  std::shared_ptr<const ExecutablePlan> unbuilt_stopgap(const PreparedGraph& pg, const Graph& g,
+                                                        const GraphSignature& sig,
+                                                        const std::map<std::string, int64_t>& shape,
+                                                        const std::vector<TunedShape>& tuned, std::string* why) {
+    std::string split_miss;
+    if (options.split) {
+      auto split = split_plan(pg, g, sig, shape, tuned, &split_miss);
+      if (split) {
+        *why = split_miss;
+        return split;
+      }
+    }
+    if (!options.padded) {
+      *why = split_miss;
+      return nullptr;
+    }
+    std::string padded_miss;
+    auto padded = padded_plan(pg, g, sig, shape, tuned, &padded_miss);
+    *why = split_miss.empty() ? padded_miss : split_miss + "; " + padded_miss;
+    return padded;
+  }
   std::shared_ptr<const ExecutablePlan> padded_plan(const PreparedGraph& pg, const Graph& g, const GraphSignature& sig,
                                                     const std::map<std::string, int64_t>& shape,
                                                     const std::vector<TunedShape>& tuned, std::string* why);
@@ -734,6 +793,105 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
       std::make_unique<PaddedExecutor>(larger, std::move(*layout), backend->device_copy()));
 }
 
+std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGraph& pg, const Graph& g,
+                                                                const GraphSignature& sig,
+                                                                const std::map<std::string, int64_t>& shape,
+                                                                const std::vector<TunedShape>& tuned,
+                                                                std::string* why) {
+  std::string first_miss;
+  auto miss = [&](const std::string& m) {
+    if (first_miss.empty()) first_miss = "split: " + m;
+  };
+  for (const auto& [sym, n] : shape) {
+    // The tuned shapes equal to this one in every other dim and smaller in `sym`, by their extent there.
+    std::map<int64_t, const TunedShape*> by_extent;
+    for (const TunedShape& t : tuned) {
+      if (t.shape.size() != shape.size()) continue;
+      bool same = true;
+      int64_t e = 0;
+      for (const auto& [s2, v] : shape) {
+        auto it = t.shape.find(s2);
+        if (it == t.shape.end()) {
+          same = false;
+        } else if (s2 == sym) {
+          e = it->second;
+        } else if (it->second != v) {
+          same = false;
+        }
+      }
+      if (same && e >= 1 && e < n) by_extent.emplace(e, &t);
+    }
+    if (by_extent.empty()) continue;
+    std::vector<int64_t> available;
+    for (const auto& [e, t] : by_extent) available.push_back(e);
+    const std::vector<int64_t> extents = split_extents(n, available, options.split_max_parts);
+    if (extents.empty()) {
+      miss(sym + " " + std::to_string(n) + " is no sum of at most " + std::to_string(options.split_max_parts) +
+           " tuned extents");
+      continue;
+    }
+    // Each distinct part's plan (held, or loaded from the store and held) and the rows it moves.
+    std::map<int64_t, std::pair<std::shared_ptr<const ExecutablePlan>, std::vector<SplitTensor>>> plans;
+    bool ok = true;
+    for (int64_t e : extents) {
+      if (plans.count(e)) continue;
+      const TunedShape* t = by_extent.at(e);
+      const std::string key = cache_key(pg, t->shape);
+      std::shared_ptr<const ExecutablePlan> held = cached_plan(key);
+      auto pgr = held ? StatusOr<Graph>(held->graph()) : reshape_graph(*pg.graph, t->shape);
+      auto rows = pgr.is_ok() ? split_rows(g, *pgr) : StatusOr<std::vector<SplitTensor>>(pgr.status());
+      if (!rows.is_ok()) {  // rows that depend on each other along `sym`, or it is not outermost
+        miss(t->shape_key + ": " + rows.status().message());
+        ok = false;
+        break;
+      }
+      if (!held) {
+        std::string m;
+        held = hold_stored(key, *pgr, &m);
+        if (!held) {
+          miss("the plan tuned for " + t->shape_key + " did not load: " + m);
+          ok = false;
+          break;
+        }
+      }
+      plans.emplace(e, std::make_pair(std::move(held), std::move(*rows)));
+    }
+    if (!ok) continue;
+    std::vector<SplitExecutor::Part> parts;
+    int64_t row = 0, workspace = 0;
+    std::string sum;
+    for (int64_t e : extents) {
+      const auto& [plan, rows] = plans.at(e);
+      SplitExecutor::Part part;
+      part.plan = plan;
+      for (const SplitTensor& st : rows) {
+        const size_t off = static_cast<size_t>(row) * st.row_bytes;
+        if (off % kBindingAlignment != 0) {
+          miss("tensor '" + st.name + "' row " + std::to_string(row) + " starts " + std::to_string(off) +
+               " bytes in, not " + std::to_string(kBindingAlignment) + "-byte aligned");
+          ok = false;
+        }
+        part.offsets.emplace_back(st.tensor, off);
+      }
+      workspace = std::max(workspace, plan->workspace_bytes());
+      sum += (sum.empty() ? "" : " + ") + std::to_string(e);
+      row += e;
+      parts.push_back(std::move(part));
+    }
+    if (!ok) continue;
+    *why = "split: " + sym + " " + std::to_string(n) + " = " + sum +
+           ", the tuned plans on their rows of the caller's buffers" +
+           (!options.promote                         ? ", kept: promotion is off"
+            : options.promote_by == PromoteBy::kTune ? ", its own plan is being tuned"
+                                                     : ", its own plan is being built");
+    EngineConfig config = parts.front().plan->config();
+    return std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kSplit,
+                                            std::make_unique<SplitExecutor>(std::move(parts)));
+  }
+  *why = first_miss.empty() ? "split: no smaller tuned shape equal in the other dims" : first_miss;
+  return nullptr;
+}
+
 bool Planner::Impl::warm_padded(const PreparedGraph& pg, const std::vector<TunedShape>& tuned, std::string* why) {
   std::vector<std::pair<double, const TunedShape*>> near;
   for (const TunedShape& t : tuned)
@@ -758,7 +916,7 @@ bool Planner::Impl::warm_padded(const PreparedGraph& pg, const std::vector<Tuned
     Status at = graph_at(pg, below, &g, &sig);
     if (!at.is_ok()) continue;  // e.g. a declared extent that does not fit that shape
     std::string miss;
-    std::shared_ptr<const ExecutablePlan> padded = padded_plan(pg, g, sig, below, tuned, &miss);
+    std::shared_ptr<const ExecutablePlan> padded = unbuilt_stopgap(pg, g, sig, below, tuned, &miss);
     if (!padded) continue;
     Status w = backend->warm_up(*padded);
     if (!w.is_ok()) {
@@ -966,7 +1124,8 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
   // a padded obtain. A plan stored for exactly this key that is not tuned (kiln compile), or was stored
   // since the tuned shapes were read, is still found: the promotion asks the store first and swaps it in.
   bool store_first = true;
-  if (stopgap && options.padded && options.promote) {  // without promotions nothing would ask it later
+  const bool unbuilt = stopgap && (options.padded || options.split);
+  if (unbuilt && options.promote) {  // without promotions nothing would ask it later
     const auto& tuned = tuned_shapes();
     store_first = !tuned.is_ok() || std::any_of(tuned->begin(), tuned->end(),
                                                 [&](const TunedShape& t) { return t.shape_key == sig.shape_key; });
@@ -975,21 +1134,22 @@ StatusOr<Built> Planner::Impl::build(const PreparedGraph& pg, const std::map<std
     KILN_ASSIGN_OR_RETURN(bool served, from_store());
     if (served) return out;
   }
-  // 2. A padded stopgap: the plan of a larger tuned shape of the bucket on scratch copies, no build.
-  if (stopgap && options.padded) {
+  // 2. A stopgap with no build: tuned plans on the caller's rows (split), else a larger tuned shape's plan on
+  //    scratch copies (padded).
+  if (unbuilt) {
     const auto& tuned = tuned_shapes();
     std::string miss;
-    std::shared_ptr<const ExecutablePlan> padded =
-        tuned.is_ok() ? padded_plan(pg, g, sig, shape, *tuned, &miss) : nullptr;
-    if (padded) {
+    std::shared_ptr<const ExecutablePlan> plan =
+        tuned.is_ok() ? unbuilt_stopgap(pg, g, sig, shape, *tuned, &miss) : nullptr;
+    if (plan) {
       if (!store_first) why.push_back("store: asked by the promotion (no tuned record for this shape)");
-      out.plan = std::move(padded);
-      out.source = PlanSource::kPadded;
+      out.source = plan->built_from();
+      out.plan = std::move(plan);
       why.push_back(miss);
       out.why = joined();
       return out;
     }
-    why.push_back(tuned.is_ok() ? miss : "padded: " + tuned.status().message());
+    why.push_back(tuned.is_ok() ? miss : "tuned shapes: " + tuned.status().message());
   }
   if (!store_first) {
     KILN_ASSIGN_OR_RETURN(bool served, from_store());
@@ -1087,6 +1247,9 @@ StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options
     return invalid_argument("PromotionTuning::candidate_budget_ms must be finite and >= 0 (0: the tuner's own)");
   if (t.build_threads < 1)
     return invalid_argument("PromotionTuning::build_threads must be >= 1, got " + std::to_string(t.build_threads));
+  if (options.split_max_parts < 1 || options.split_max_parts > 64)
+    return invalid_argument("PlannerOptions::split_max_parts must be 1..64, got " +
+                            std::to_string(options.split_max_parts));
   if (options.promote_by == PromoteBy::kTune && t.store && options.store_path.empty())
     return invalid_argument("PromotionTuning::store needs a store: set PlannerOptions::store_path");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<PlanBackend> backend, make_cudnn_plan_backend(options));
@@ -1294,7 +1457,7 @@ StatusOr<PreloadReport> Planner::preload(const PreparedGraph& pg, bool warm) {
       rep.last_failure = "warm-up of the handles: " + h.message();
     }
     std::string why;
-    if (s.options.padded && s.options.new_shapes == NewShapes::kStopgap && !pg.shape.empty())
+    if ((s.options.padded || s.options.split) && s.options.new_shapes == NewShapes::kStopgap && !pg.shape.empty())
       rep.padded_warmed = s.warm_padded(pg, tuned, &why);
     if (!why.empty()) {
       ++rep.failed;

@@ -282,14 +282,22 @@ struct TunedPlanner {
   PreparedGraph pg;
   std::string store;
 };
+// `also`: the same graph at other shapes (specs), tuned into the store too.
 void tuned_planner(const std::string& spec_text, const std::string& tag, const std::string& policy, bool padded,
-                   TunedPlanner* out, PromoteBy promote_by = PromoteBy::kBuild) {
+                   TunedPlanner* out, PromoteBy promote_by = PromoteBy::kBuild,
+                   const std::vector<std::string>& also = {}) {
   const std::string dir = fresh_dir("kiln_" + tag);
   ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   const std::string spec = dir + "/g.json", store = dir + "/plans.db";
   ASSERT_TRUE(write_text(spec, spec_text));
   const test::CliResult tune = test::run_kiln("tune " + spec + " --no-unfused --store " + store);
   ASSERT_EQ(tune.code, 0) << tune.how_it_ended() << "\n" << tune.output();
+  for (size_t i = 0; i < also.size(); ++i) {
+    const std::string other = dir + "/also" + std::to_string(i) + ".json";
+    ASSERT_TRUE(write_text(other, also[i]));
+    const test::CliResult t2 = test::run_kiln("tune " + other + " --no-unfused --store " + store);
+    ASSERT_EQ(t2.code, 0) << t2.how_it_ended() << "\n" << t2.output();
+  }
   PlannerOptions o;
   o.store_path = store;
   o.new_shapes = NewShapes::kStopgap;
@@ -492,6 +500,46 @@ TEST(PlannerGpu, ConvPaddedStopgapsThenTunedInTheBackgroundPass) {
 TEST(PlannerGpu, MatmulPaddedStopgapsThenTunedInTheBackgroundPass) {
   KILN_REQUIRE_GPU();
   padded_then_promoted(kSpec, "tokens", 256, {200, 131}, "tokens=pow2", /*preload=*/true, PromoteBy::kTune);
+}
+
+// Batch sizes that are sums of tuned ones (8 and 4 tuned): split stopgaps, the tuned plans run on their own
+// rows of the caller's buffers (no copies), checked against the reference with nothing written past the
+// buffers, on a stream and as a captured CUDA graph; 16 is past every tuned size (8 + 8). Then promoted.
+TEST(PlannerGpu, ConvSplitStopgapsRunTunedPlansOnTheirRowsAndPass) {
+  KILN_REQUIRE_GPU();
+  std::string at4 = kConv;
+  at4.replace(at4.find("\"batch\": 8"), std::string("\"batch\": 8").size(), "\"batch\": 4");
+  TunedPlanner t;
+  ASSERT_NO_FATAL_FAILURE(
+      tuned_planner(kConv, "split_batch", "batch=pow2", /*padded=*/true, &t, PromoteBy::kBuild, {at4}));
+  auto pre = t.planner->preload(t.pg, /*warm=*/true);
+  ASSERT_TRUE(pre.is_ok()) << pre.status().to_string();
+  EXPECT_EQ(pre->loaded, 2);
+  std::string times;
+  const std::vector<int64_t> news = {12, 16};
+  for (size_t i = 0; i < news.size(); ++i) {
+    auto p = t.planner->obtain(t.pg, {{"batch", news[i]}});
+    ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+    EXPECT_EQ(p->source, PlanSource::kSplit) << p->why;
+    run_and_check(*p->plan, "split, batch=" + std::to_string(news[i]), /*slack=*/4096, /*graph=*/i == 1);
+    times += (i ? ", " : "") + std::string("batch=") + std::to_string(news[i]) + " " + std::to_string(p->obtain_ms) +
+             " ms (" + p->why + ")";
+  }
+  auto padded = t.planner->obtain(t.pg, {{"batch", 7}});  // 4 + 2 + 1: no 2 or 1 tuned; padded on the 8
+  ASSERT_TRUE(padded.is_ok());
+  EXPECT_EQ(padded->source, PlanSource::kPadded) << padded->why;
+  run_and_check(*padded->plan, "padded, batch=7", 4096);
+  t.planner->wait_for_promotions();
+  auto promoted = t.planner->obtain(t.pg, {{"batch", 12}});
+  ASSERT_TRUE(promoted.is_ok());
+  EXPECT_EQ(promoted->source, PlanSource::kMemory);
+  EXPECT_NE(promoted->plan->built_from(), PlanSource::kSplit);
+  run_and_check(*promoted->plan, "promoted, batch=12", 4096);
+  const PlannerStats st = t.planner->stats();
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kSplit)], 2) << st.text();
+  EXPECT_EQ(st.stopgaps, 0) << st.text();
+  std::printf("[ planner ] %s: split stopgaps, obtain %s; %s\n", t.graph.name.c_str(), times.c_str(),
+              st.text().c_str());
 }
 
 TEST(PlannerGpu, ConvStopgapThenPromotedPlanBothPass) {

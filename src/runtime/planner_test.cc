@@ -1410,3 +1410,119 @@ TEST(PlannerKernelCaches, WithoutPromotionsTheCallerKeepsThemWithSaveKernelCache
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A new shape that is a sum of tuned shapes (kiln/runtime/padding.h "Split stopgaps"): their stored plans run
+// one after another, each on its own rows of the caller's buffers, with no copies; then its own plan
+// replaces it.
+TEST(PlannerSplit, ASumOfTunedShapesRunsAsTheirPlansOnTheirRowsThenIsPromoted) {
+  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  f.backend->compute_rows = true;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  f.backend->stored = {"tokens=32", "tokens=64", "tokens=128"};
+  for (int64_t t : {32, 64, 128})
+    f.backend->tuned.push_back(TunedShape{"tokens=" + std::to_string(t), {{"tokens", t}}, EngineConfig{41, {}}});
+  auto a = f.planner->obtain(*pg, {{"tokens", 96}});
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->source, PlanSource::kSplit);
+  EXPECT_EQ(a->plan->built_from(), PlanSource::kSplit);
+  EXPECT_TRUE(plan_source_is_stopgap(a->source));
+  EXPECT_NE(a->why.find("split: tokens 96 = 64 + 32, the tuned plans on their rows of the caller's buffers"),
+            std::string::npos)
+      << a->why;
+  EXPECT_EQ(a->plan->workspace_bytes(), 1024);  // the parts share one: no scratch
+  EXPECT_EQ(f.backend->dynamic_builds.load(), 0);
+
+  std::vector<uint16_t> x(96 * 128), w(128 * 256), b(256), y(96 * 256 + 64, 0xBEEF);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint16_t>(i % 1000);
+  alignas(256) static char ws[1024];
+  const int copies0 = FakeBackend::host_copies.load();
+  const int runs0 = f.backend->runs.load();
+  Status s = a->plan->execute(
+      nullptr, {{"x", {x.data(), x.size() * 2}}, {"w", {w.data()}}, {"b", {b.data()}}, {"y", {y.data(), 96 * 256 * 2}}},
+      ws);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(FakeBackend::host_copies.load(), copies0) << "a split copies nothing";
+  EXPECT_EQ(f.backend->runs.load() - runs0, 2);
+  // Rows 0..63 by the 64 plan (+64), rows 64..95 by the 32 plan (+32), each from its own input row.
+  for (int64_t r = 0; r < 96; ++r)
+    for (int64_t j = 0; j < 256; j += 37)
+      ASSERT_EQ(y[r * 256 + j], static_cast<uint16_t>(x[r * 128 + j % 128] + (r < 64 ? 64 : 32))) << r << "," << j;
+  for (size_t i = 96 * 256; i < y.size(); ++i) ASSERT_EQ(y[i], 0xBEEF) << "written past the caller's rows at " << i;
+
+  // The parts' plans are held: hits.
+  auto part = f.planner->obtain(*pg, {{"tokens", 32}});
+  ASSERT_TRUE(part.is_ok());
+  EXPECT_EQ(part->source, PlanSource::kMemory);
+
+  f.planner->wait_for_promotions();
+  auto p = f.planner->obtain(*pg, {{"tokens", 96}});
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->source, PlanSource::kMemory);
+  EXPECT_EQ(p->plan->built_from(), PlanSource::kBucket);
+  const PlannerStats st = f.planner->stats();
+  EXPECT_EQ(st.served[static_cast<int>(PlanSource::kSplit)], 1);
+  EXPECT_EQ(st.promotions, 1);
+  EXPECT_EQ(st.stopgaps, 0);
+  EXPECT_NE(st.text().find("split 1"), std::string::npos) << st.text();
+}
+
+// A shape past every tuned one runs as a repeated part; one that is no short sum is padded, and with split off
+// the sum is padded too.
+TEST(PlannerSplit, PastTheLargestTunedShapeTooAndPaddedWhereItIsNoShortSum) {
+  for (int mode = 0; mode < 3; ++mode) {
+    auto b = std::make_unique<FakeBackend>();
+    FakeBackend* backend = b.get();
+    backend->compute_rows = true;
+    PlannerOptions o;
+    o.buckets = *BucketPolicy::parse("tokens=pow2");
+    o.split_max_parts = 2;
+    if (mode == 2) o.split = false;
+    auto planner = Planner::create_with_backend(std::move(b), o);
+    auto pg = planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    backend->stored = {"tokens=8", "tokens=128"};
+    for (int64_t t : {8, 128})
+      backend->tuned.push_back(TunedShape{"tokens=" + std::to_string(t), {{"tokens", t}}, EngineConfig{41, {}}});
+    if (mode == 0) {  // 256 = 128 + 128: no tuned shape is as large, so nothing else but a build could serve it
+      auto a = planner->obtain(*pg, {{"tokens", 256}});
+      ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+      EXPECT_EQ(a->source, PlanSource::kSplit) << a->why;
+      EXPECT_NE(a->why.find("tokens 256 = 128 + 128"), std::string::npos) << a->why;
+      std::vector<uint16_t> x(256 * 128, 3), w(128 * 256), bias(256), y(256 * 256, 0);
+      alignas(256) static char ws[1024];
+      ASSERT_TRUE(
+          a->plan->execute(nullptr, {{"x", {x.data()}}, {"w", {w.data()}}, {"b", {bias.data()}}, {"y", {y.data()}}}, ws)
+              .is_ok());
+      EXPECT_EQ(y[0], 3 + 128);
+      EXPECT_EQ(y[255 * 256 + 255], 3 + 128) << "the second 128 rows were not written";
+    } else {  // 120 = 8 x 15 (more than 2 parts), or split off: padded on the 128 plan
+      auto a = planner->obtain(*pg, {{"tokens", 120}});
+      ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+      EXPECT_EQ(a->source, PlanSource::kPadded) << a->why;
+      if (mode == 1)
+        EXPECT_NE(a->why.find("split: tokens 120 is no sum of at most 2 tuned extents"), std::string::npos) << a->why;
+      else EXPECT_EQ(a->why.find("split:"), std::string::npos) << a->why;
+    }
+    planner->wait_for_promotions();
+  }
+}
+
+TEST(PlannerSplit, MaxPartsOutOfRangeIsRefusedByCreate) {
+  for (int bad : {0, -1, 65}) {
+    PlannerOptions o;
+    o.split_max_parts = bad;
+    auto p = Planner::create(o);
+    ASSERT_FALSE(p.is_ok());
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find("PlannerOptions::split_max_parts must be 1..64, got " + std::to_string(bad)),
+              std::string::npos)
+        << p.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace kiln

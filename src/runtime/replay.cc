@@ -140,6 +140,8 @@ double percentile(std::vector<double> v, double p) {
 Status check_replay_job(const ReplayJob& job) {
   if (job.threads < 1 || job.threads > 256)
     return invalid_argument("--threads must be 1..256, got " + std::to_string(job.threads));
+  if (job.split_max_parts < 1 || job.split_max_parts > 64)
+    return invalid_argument("--split-max-parts must be 1..64, got " + std::to_string(job.split_max_parts));
   if (job.handles < 1 || job.handles > 64)
     return invalid_argument("--handles must be 1..64, got " + std::to_string(job.handles));
   if (job.warm && !job.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");
@@ -167,6 +169,8 @@ StatusOr<PlannerOptions> planner_options(const ReplayJob& job) {
   po.new_shapes = job.new_shapes;
   po.promote = job.promote;
   po.padded = job.padded;
+  po.split = job.split;
+  po.split_max_parts = job.split_max_parts;
   po.promote_by = job.promote_by;
   po.tuning = job.tuning;
   po.store_path = job.store_path;

@@ -38,6 +38,7 @@ PlannerOptions run_planner_options(const RunOptions& o) {
   po.new_shapes = NewShapes::kBuildNow;
   po.promote = false;
   po.padded = false;
+  po.split = false;
   po.record_shapes = false;
   po.prime_cudnn = false;
   po.cuda_graphs = false;

@@ -54,4 +54,27 @@ struct PaddingLayout {
 // tensor that prevents it; InvalidArgument when the two are not one graph at two shapes.
 StatusOr<PaddingLayout> plan_padding(const Graph& real, const Graph& larger);
 
+// ---- Split stopgaps ------------------------------------------------------------------------------------
+// Under the same rules a shape of n rows also runs exactly as plans of smaller tuned shapes whose rows sum
+// to n, each on its own rows of the caller's buffers (pointers offset by the rows before it): no scratch, no
+// copies, no padding rows, and a shape past every tuned one (two 64s for 128) is served too. Batch 48 with
+// batch 32 and 16 tuned runs the 32 plan on rows 0..31 and the 16 plan on rows 32..47.
+
+// At most `max_parts` extents from `available` (each may repeat), largest first, that sum to `n`; empty
+// when the greedy choice (the largest that fits, again and again) finds none. Greedy is the fewest parts
+// for powers of two, the common representatives; for other sets it may miss a sum that exists.
+std::vector<int64_t> split_extents(int64_t n, std::vector<int64_t> available, int max_parts);
+
+// One input or output whose rows are split: its index, and the bytes between two rows along its varying dim.
+struct SplitTensor {
+  int tensor = -1;
+  std::string name;
+  size_t row_bytes = 0;
+};
+
+// The inputs and outputs of `real` that vary between it and `part` (the same validated graph at a shape
+// smaller along one dim), with their row sizes. NotSupported where plan_padding(part, real) is: rows that
+// depend on each other along the dim, or a dim that is not outermost.
+StatusOr<std::vector<SplitTensor>> split_rows(const Graph& real, const Graph& part);
+
 }  // namespace kiln

@@ -4,7 +4,9 @@
 // cheapest source that has one:
 //   memory      a plan this Planner already holds (a lookup, no lock held across a build)
 //   store       the stored plan for exactly this key, when the environment check passes
-//   padded      (a stopgap, NewShapes::kStopgap) the plan of a larger tuned shape in the same bucket, run on
+//   split       (a stopgap, NewShapes::kStopgap) plans of smaller tuned shapes whose rows sum to the shape's,
+//               each on its own rows of the caller's buffers (kiln/runtime/padding.h "Split stopgaps");
+//   padded      (a stopgap) the plan of a larger tuned shape in the same bucket, run on
 //               scratch copies where that is exact (kiln/runtime/padding.h); dynamic: a dynamic-shape build. For a
 //               shape the structure's tuned shapes do not list, padded goes before the store (whose miss
 //               was most of its cost): the promotion asks the store first (docs/runtime.md "Sources").
@@ -55,19 +57,24 @@ namespace kiln {
 // MismatchPolicy::kRetune, by obtain() itself on the calling thread. kPinned: built with the configuration
 // the caller named (obtain_pinned). kSegments: a graph cuDNN cannot fuse whole, run as its fused segments,
 // each obtained like a graph of its own (parts() says from where).
-enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics, kPadded, kTuned, kPinned, kSegments };
-constexpr int kPlanSourceCount = 9;
+// kSplit: plans of smaller tuned shapes whose rows sum to this shape's, each run on its own rows of the
+// caller's buffers (kiln/runtime/padding.h "Split stopgaps"; no build, no copies; a stopgap, promoted).
+enum class PlanSource { kMemory, kStore, kDynamic, kBucket, kHeuristics, kPadded, kTuned, kPinned, kSegments, kSplit };
+constexpr int kPlanSourceCount = 10;
 inline constexpr EnumName<PlanSource> kPlanSourceNames[] = {
     {PlanSource::kMemory, "memory"}, {PlanSource::kStore, "store"},           {PlanSource::kDynamic, "dynamic"},
     {PlanSource::kBucket, "bucket"}, {PlanSource::kHeuristics, "heuristics"}, {PlanSource::kPadded, "padded"},
-    {PlanSource::kTuned, "tuned"},   {PlanSource::kPinned, "pinned"},         {PlanSource::kSegments, "segments"}};
+    {PlanSource::kTuned, "tuned"},   {PlanSource::kPinned, "pinned"},         {PlanSource::kSegments, "segments"},
+    {PlanSource::kSplit, "split"}};
 static_assert(sizeof(kPlanSourceNames) / sizeof(kPlanSourceNames[0]) == kPlanSourceCount);
-// "memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned", "pinned", "segments"
+// "memory", "store", "dynamic", "bucket", "heuristics", "padded", "tuned", "pinned", "segments", "split"
 const char* plan_source_name(PlanSource s);
 // Inverse of plan_source_name; InvalidArgument naming the text and the choices otherwise.
 StatusOr<PlanSource> parse_plan_source(const std::string& name);
-// kDynamic and kPadded: served until the Planner's background build replaces them.
-inline bool plan_source_is_stopgap(PlanSource s) { return s == PlanSource::kDynamic || s == PlanSource::kPadded; }
+// kDynamic, kPadded and kSplit: served until the Planner's background build replaces them.
+inline bool plan_source_is_stopgap(PlanSource s) {
+  return s == PlanSource::kDynamic || s == PlanSource::kPadded || s == PlanSource::kSplit;
+}
 
 // A device buffer the caller binds to a tensor: its pointer and, when known, its size in bytes (0: the
 // size is not checked).
@@ -266,6 +273,9 @@ enum class NewShapes {
   // Serve a stopgap at once and build the static plan (the bucket's tuned configuration, else heuristics)
   // on a background thread; it replaces the stopgap in the cache when ready (stats: stopgaps, promotions).
   // The stopgap is, in this order:
+  //   split    where plans of smaller tuned shapes (equal in the other dims) sum to the shape's rows, in at
+  //            most split_max_parts parts, and the rows are independent (kiln/runtime/padding.h "Split
+  //            stopgaps"): those plans, each on its own rows of the caller's buffers; no copies, no build;
   //   padded   where the bucket has a tuned shape at least as large and the graph's rows along the dim
   //            are independent (kiln/runtime/padding.h): the nearest such shape's plan on scratch copies, no build
   //            at all (so only with a bucket policy whose buckets hold more than one value: not `exact`);
@@ -299,6 +309,10 @@ struct PlannerOptions {
   PromoteBy promote_by = PromoteBy::kBuild;
   PromotionTuning tuning;  // with PromoteBy::kTune
   bool padded = true;      // false: no padded stopgaps (a new shape gets a dynamic-shape build instead)
+  // false: no split stopgaps (a new shape gets a padded one, else a dynamic-shape build). A split runs one plan
+  // per part, so a sum needing more than split_max_parts (1..64) is padded instead.
+  bool split = true;
+  int split_max_parts = 3;
   // Sequences of this Planner's plans (kiln/capture/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
   bool cuda_graphs = true;
