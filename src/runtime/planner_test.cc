@@ -1526,3 +1526,77 @@ TEST(PlannerSplit, MaxPartsOutOfRangeIsRefusedByCreate) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A promotion waits until no new shape has been served for promotion_quiet_ms, at most promotion_max_delay_ms,
+// and a Planner destroyed meanwhile does not wait it out.
+TEST(PlannerPromotionQuiet, APromotionWaitsForQuietAtMostItsMaxDelay) {
+  auto start = [](double quiet, double max_delay, FakeBackend** backend) {
+    auto b = std::make_unique<FakeBackend>();
+    *backend = b.get();
+    PlannerOptions o;
+    o.promotion_quiet_ms = quiet;
+    o.promotion_max_delay_ms = max_delay;
+    return Planner::create_with_backend(std::move(b), o);
+  };
+  using C = std::chrono::steady_clock;
+  {  // quiet 300 ms: not built 50 ms after the miss, built once it has passed
+    FakeBackend* backend = nullptr;
+    auto planner = start(300, 5000, &backend);
+    auto pg = planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    const auto t0 = C::now();
+    auto a = planner->obtain(*pg, {{"tokens", 70}});
+    ASSERT_TRUE(a.is_ok());
+    EXPECT_EQ(a->source, PlanSource::kDynamic);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(backend->heuristic_builds.load(), 0) << "the promotion did not wait for quiet";
+    planner->wait_for_promotions();
+    EXPECT_GE(C::now() - t0, std::chrono::milliseconds(300));
+    EXPECT_EQ(planner->stats().promotions, 1);
+  }
+  {  // quiet 10 s, at most 100 ms: built well before 10 s
+    FakeBackend* backend = nullptr;
+    auto planner = start(10000, 100, &backend);
+    auto pg = planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    const auto t0 = C::now();
+    ASSERT_TRUE(planner->obtain(*pg, {{"tokens", 70}}).is_ok());
+    planner->wait_for_promotions();
+    EXPECT_LT(C::now() - t0, std::chrono::seconds(5));
+    EXPECT_EQ(planner->stats().promotions, 1);
+  }
+  {  // destroyed while its promotion waits: returns without the wait
+    FakeBackend* backend = nullptr;
+    auto planner = start(10000, 60000, &backend);
+    auto pg = planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    ASSERT_TRUE(planner->obtain(*pg, {{"tokens", 70}}).is_ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto t0 = C::now();
+    planner.reset();
+    EXPECT_LT(C::now() - t0, std::chrono::seconds(5));
+  }
+}
+
+TEST(PlannerPromotionQuiet, OutOfRangeIsRefusedByCreate) {
+  for (double bad : {-1.0, 10001.0, std::numeric_limits<double>::quiet_NaN()}) {
+    PlannerOptions o;
+    o.promotion_quiet_ms = bad;
+    auto p = Planner::create(o);
+    ASSERT_FALSE(p.is_ok());
+    EXPECT_NE(p.status().message().find("PlannerOptions::promotion_quiet_ms must be 0..10000"), std::string::npos)
+        << p.status().message();
+    o = PlannerOptions{};
+    o.promotion_max_delay_ms = bad * 10;
+    p = Planner::create(o);
+    ASSERT_FALSE(p.is_ok());
+    EXPECT_NE(p.status().message().find("PlannerOptions::promotion_max_delay_ms must be 0..60000"), std::string::npos)
+        << p.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
