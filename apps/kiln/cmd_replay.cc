@@ -67,10 +67,6 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_flag("--no-split", o->no_split,
                 "No split stopgaps (a new shape that is a sum of tuned ones, run as their plans on its rows, is "
                 "padded instead): to compare them");
-  sub->add_option("--promotion-quiet-ms", job.promotion_quiet_ms,
-                  "A promotion starts once no new shape has been served for this long (at most 50 ms later; 0: "
-                  "at once), so that its build does not run beside a burst of first requests")
-      ->capture_default_str();
   sub->add_option("--split-max-parts", job.split_max_parts,
                   "The most tuned plans a split stopgap runs, 1..64 (a sum needing more is padded)")
       ->capture_default_str();

@@ -380,10 +380,6 @@ struct Planner::Impl {
   std::condition_variable promo_idle;  // the queue drained
   std::deque<Promotion> promo_queue;
   bool promo_busy = false, stopping = false;
-  // When obtain() last missed memory (a new shape's first request), in Clock ticks: a promotion waits for
-  // options.promotion_quiet_ms past it (at most promotion_max_delay_ms), so that its build does not run
-  // beside the first executions of a burst of new shapes.
-  std::atomic<int64_t> last_miss{0};
   std::string last_promotion_failure;  // under promo_mu
   std::string last_tune_fallback;      // under promo_mu
   std::string last_tune_note;          // under promo_mu
@@ -1014,18 +1010,6 @@ void Planner::Impl::promotion_loop() {
     Promotion p = std::move(promo_queue.front());
     promo_queue.pop_front();
     promo_busy = true;
-    if (options.promotion_quiet_ms > 0) {
-      const auto quiet = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double, std::milli>(options.promotion_quiet_ms));
-      const auto latest = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double, std::milli>(options.promotion_max_delay_ms));
-      for (;;) {
-        const auto until = std::min(latest, Clock::time_point(Clock::duration(last_miss.load())) + quiet);
-        if (stopping || Clock::now() >= until) break;
-        promo_cv.wait_until(lock, until);
-      }
-      if (stopping) break;
-    }
     lock.unlock();
     std::string fallback, note;  // why a tune gave no plan; the note of one that did
     StatusOr<Built> built = catch_exceptions("promoting a plan for graph '" + p.graph.graph->name + "'", [&] {
@@ -1263,14 +1247,6 @@ StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options
     return invalid_argument("PromotionTuning::candidate_budget_ms must be finite and >= 0 (0: the tuner's own)");
   if (t.build_threads < 1)
     return invalid_argument("PromotionTuning::build_threads must be >= 1, got " + std::to_string(t.build_threads));
-  if (!std::isfinite(options.promotion_quiet_ms) || options.promotion_quiet_ms < 0 ||
-      options.promotion_quiet_ms > 10000)
-    return invalid_argument("PlannerOptions::promotion_quiet_ms must be 0..10000, got " +
-                            std::to_string(options.promotion_quiet_ms));
-  if (!std::isfinite(options.promotion_max_delay_ms) || options.promotion_max_delay_ms < 0 ||
-      options.promotion_max_delay_ms > 60000)
-    return invalid_argument("PlannerOptions::promotion_max_delay_ms must be 0..60000, got " +
-                            std::to_string(options.promotion_max_delay_ms));
   if (options.split_max_parts < 1 || options.split_max_parts > 64)
     return invalid_argument("PlannerOptions::split_max_parts must be 1..64, got " +
                             std::to_string(options.split_max_parts));
@@ -1335,7 +1311,6 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
       return o;
     }
   }
-  s.last_miss.store(t0.time_since_epoch().count(), std::memory_order_relaxed);
   bool leader = false;
   std::shared_ptr<const ExecutablePlan> held;
   const uint64_t generation = s.generation.load();

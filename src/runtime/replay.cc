@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -141,8 +140,6 @@ double percentile(std::vector<double> v, double p) {
 Status check_replay_job(const ReplayJob& job) {
   if (job.threads < 1 || job.threads > 256)
     return invalid_argument("--threads must be 1..256, got " + std::to_string(job.threads));
-  if (!std::isfinite(job.promotion_quiet_ms) || job.promotion_quiet_ms < 0 || job.promotion_quiet_ms > 10000)
-    return invalid_argument("--promotion-quiet-ms must be 0..10000, got " + std::to_string(job.promotion_quiet_ms));
   if (job.split_max_parts < 1 || job.split_max_parts > 64)
     return invalid_argument("--split-max-parts must be 1..64, got " + std::to_string(job.split_max_parts));
   if (job.handles < 1 || job.handles > 64)
@@ -174,7 +171,6 @@ StatusOr<PlannerOptions> planner_options(const ReplayJob& job) {
   po.padded = job.padded;
   po.split = job.split;
   po.split_max_parts = job.split_max_parts;
-  po.promotion_quiet_ms = job.promotion_quiet_ms;
   po.promote_by = job.promote_by;
   po.tuning = job.tuning;
   po.store_path = job.store_path;

@@ -35,12 +35,6 @@ TEST(Replay, TheJobIsCheckedWholeBeforeAnythingRuns) {
   j.handles = 65;
   EXPECT_EQ(msg(j), "--handles must be 1..64, got 65");
   j = {};
-  j.split_max_parts = 0;
-  EXPECT_EQ(msg(j), "--split-max-parts must be 1..64, got 0");
-  j = {};
-  j.promotion_quiet_ms = -1;
-  EXPECT_NE(msg(j).find("--promotion-quiet-ms must be 0..10000"), std::string::npos) << msg(j);
-  j = {};
   j.warm = true;
   EXPECT_NE(msg(j).find("--warm warms what --preload loads"), std::string::npos);
   j.preload = true;

@@ -306,11 +306,6 @@ struct PlannerOptions {
   int handles = 4;            // cuDNN handles in the pool (execute() takes one per call)
   NewShapes new_shapes = NewShapes::kStopgap;
   bool promote = true;  // false: stopgaps are kept (to measure them; stats count them as held)
-  // A promotion starts once no new shape has been served for this long (a miss of the memory cache), and
-  // waits at most promotion_max_delay_ms for that: a build beside the first executions of a burst of new
-  // shapes slows them (cuDNN and the driver take locks a build holds). 0: promotions start at once.
-  double promotion_quiet_ms = 2.0;       // 0..10000
-  double promotion_max_delay_ms = 50.0;  // 0..60000
   PromoteBy promote_by = PromoteBy::kBuild;
   PromotionTuning tuning;  // with PromoteBy::kTune
   bool padded = true;      // false: no padded stopgaps (a new shape gets a dynamic-shape build instead)

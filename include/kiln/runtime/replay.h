@@ -61,7 +61,6 @@ struct ReplayJob {
   bool padded = true;
   bool split = true;
   int split_max_parts = 3;          // 1..64
-  double promotion_quiet_ms = 2.0;  // PlannerOptions::promotion_quiet_ms, 0..10000
   bool preload = false;             // before the first request, load the stored plans of each structure
   bool warm = false;                // with preload: run each once
   std::string record_shapes;        // write the shapes served here ("" : not written)
