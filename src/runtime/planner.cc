@@ -731,23 +731,26 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
                                                                  const std::map<std::string, int64_t>& shape,
                                                                  const std::vector<TunedShape>& tuned,
                                                                  std::string* why) {
-  // Every tuned shape of the bucket at least as large, nearest first: the first that pads exactly.
+  // Every tuned shape at least as large, of the bucket or at most twice as large in every dim (a shape below
+  // its bucket's smallest tuned one, batch 2 against a tuned 4), nearest first: the first that pads exactly.
   std::vector<std::pair<double, const TunedShape*>> covering;
   for (const TunedShape& t : tuned) {
-    if (t.shape_key == sig.shape_key || t.shape.size() != shape.size() || !options.buckets.same_bucket(t.shape, shape))
-      continue;
-    bool covers = true;
+    if (t.shape_key == sig.shape_key || t.shape.size() != shape.size()) continue;
+    bool covers = true, within_twice = true;
     for (const auto& [sym, v] : shape) {
       auto it = t.shape.find(sym);
       covers = covers && it != t.shape.end() && it->second >= v;
+      within_twice = within_twice && covers && it->second - v <= v;
     }
-    if (covers) covering.emplace_back(shape_distance(t.shape, shape), &t);
+    if (covers && (within_twice || options.buckets.same_bucket(t.shape, shape)))
+      covering.emplace_back(shape_distance(t.shape, shape), &t);
   }
   std::sort(covering.begin(), covering.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second->shape_key < b.second->shape_key;
   });
   if (covering.empty()) {
-    *why = "padded: no tuned shape at least as large in bucket " + options.buckets.bucket_key(shape);
+    *why = "padded: no tuned shape at least as large in bucket " + options.buckets.bucket_key(shape) +
+           ", nor one at most twice as large outside it";
     return nullptr;
   }
   const TunedShape* best = nullptr;

@@ -1526,3 +1526,35 @@ TEST(PlannerSplit, MaxPartsOutOfRangeIsRefusedByCreate) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A shape below its bucket's tuned shapes (pow2: 50 is in 33-64, where nothing is tuned) is padded on a tuned
+// shape of another bucket at most twice as large; three times as large is not a stopgap (a dynamic build).
+TEST(PlannerPadded, OutsideTheBucketAtMostTwiceAsLarge) {
+  for (int64_t tuned_at : {100, 150}) {
+    Fixture f("tokens=pow2", NewShapes::kStopgap);
+    auto pg = f.planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    const std::string key = "tokens=" + std::to_string(tuned_at);
+    f.backend->stored.insert(key);
+    f.backend->tuned.push_back(TunedShape{key, {{"tokens", tuned_at}}, EngineConfig{41, {}}});
+    auto a = f.planner->obtain(*pg, {{"tokens", 50}});
+    ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+    if (tuned_at == 100) {
+      EXPECT_EQ(a->source, PlanSource::kPadded) << a->why;
+      EXPECT_NE(a->why.find("padded: runs the plan tuned for tokens=100"), std::string::npos) << a->why;
+    } else {
+      EXPECT_EQ(a->source, PlanSource::kDynamic) << a->why;
+      EXPECT_NE(a->why.find("padded: no tuned shape at least as large in bucket tokens=33-64, nor one at most twice "
+                            "as large outside it"),
+                std::string::npos)
+          << a->why;
+    }
+    f.planner->wait_for_promotions();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
