@@ -276,9 +276,9 @@ enum class NewShapes {
   //   split    where plans of smaller tuned shapes (equal in the other dims) sum to the shape's rows, in at
   //            most split_max_parts parts, and the rows are independent (kiln/runtime/padding.h "Split
   //            stopgaps"): those plans, each on its own rows of the caller's buffers; no copies, no build;
-  //   padded   where the bucket has a tuned shape at least as large and the graph's rows along the dim
-  //            are independent (kiln/runtime/padding.h): the nearest such shape's plan on scratch copies, no build
-  //            at all (so only with a bucket policy whose buckets hold more than one value: not `exact`);
+  //   padded   where the bucket has a tuned shape at least as large (or another bucket one at most twice
+  //            as large in every dim) and the graph's rows along the dim are independent
+  //            (kiln/runtime/padding.h): the nearest such shape's plan on scratch copies, no build at all;
   //   dynamic  a dynamic-shape build with the structure's kernel cache (milliseconds after the first
   //            shape), except where the structure's static builds have proved cheap (under 5 ms: a
   //            precompiled engine): its new shapes are then built statically at once.
