@@ -8,8 +8,11 @@ For each graph (conv+bias+ReLU over 8 batch sizes, matmul+bias+GELU over 8 token
      size outside the list, then asks for every size once, waits for the Planner's background promotions,
      then asks for every size 50 more times:
        padded     store of step 1, --new-shapes stopgap --preload --warm (the service loads its store at
-                  start and runs each plan once, timed apart): a new size runs at once on its bucket representative's tuned plan, padded
-                  (kiln/runtime/padding.h), then is promoted to its bucket's tuned configuration built for it
+                  start and runs each plan once, timed apart): a new size runs at once on tuned plans, no
+                  build: split (the tuned plans of smaller sizes that sum to it, each on its own rows) where
+                  the size is such a sum, else padded on its bucket representative's plan
+                  (kiln/runtime/padding.h); then it is promoted to its bucket's tuned configuration built for it
+       padded-only  the same with --no-split: every new size padded
        dynamic    the same with --no-padded: a new size is served by a dynamic-shape build that shares the
                   structure's kernel cache, then promoted the same way
        build-now  store of step 1, --new-shapes build-now: a new size waits for its bucket's configuration
@@ -22,6 +25,9 @@ and writes one JSON object (bench/results/h200/runtime.json by default): per gra
 its first request, its time to first execution (obtain + execute + stream sync), and the execution time
 (median over its later requests, host-timed execute + sync) of the stopgap and of the static plan, with
   cold_build_over_padded    cold first-execution / padded first-execution    (goal >= 50)
+                  The padded, padded-only and cold runs are repeated (--repeats, 3 by default), alternating,
+                  and their ratios are of the medians over the repeats.
+  cold_build_over_padded_only   the same for padded-only
   cold_build_over_dynamic   cold first-execution / dynamic first-execution
   promoted_over_tuned       promoted plan's execute / fully tuned execute (host-timed execute + sync)
   promoted_over_tuned_gpu   the same in GPU time (CUDA events around each execute, host launch left out)
@@ -40,6 +46,7 @@ Standard library only. Needs a GPU. Exit 0 when every command ran.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -106,6 +113,8 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "h200", "runtime.json"))
     ap.add_argument("--work", default=None, help="folder for specs, stores and traces (default: a temporary one)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="processes per size for the padded, padded-only and cold runs (ratios of medians)")
     a = ap.parse_args()
     if not os.access(a.kiln, os.X_OK):
         print(f"no kiln binary at {a.kiln}", file=sys.stderr)
@@ -115,7 +124,9 @@ def main():
     results = {"method": "kiln replay through kiln::Planner, one process per run, warmed by one size outside "
                          "the list; first execution = obtain + execute + stream sync of a size's first request "
                          "(host clock; the replay's own buffers for a new plan are made between the two, untimed); execute = median of host-timed execute + sync over its later requests, "
-                         "after the background promotions finished",
+                         "after the background promotions finished; the padded, padded-only and cold runs are "
+                         "repeated, alternating, and cold_build_over_padded(_only) are ratios of the medians of "
+                         "first_execution_ms over the repeats (first_execution_ms_repeats)",
                "graphs": []}
     for name, spec, sym, sizes in GRAPHS:
         if isinstance(spec, dict):
@@ -145,19 +156,34 @@ def main():
         tp = os.path.join(work, f"{name}.trace.json")
         with open(tp, "w") as f:
             json.dump({"format": "kiln-trace", "version": 1, "requests": reqs}, f)
-        runs = (("padded", store, "stopgap", ("--preload", "--warm")), ("dynamic", store, "stopgap", ("--no-padded",)),
+        runs = (("padded", store, "stopgap", ("--preload", "--warm")),
+                ("padded-only", store, "stopgap", ("--preload", "--warm", "--no-split")),
+                ("dynamic", store, "stopgap", ("--no-padded", "--no-split")),
                 ("build-now", store, "build-now", ()), ("cold", None, "build-now", ()),
                 ("tuned", exact, "build-now", ()), ("padded-held", store, "stopgap", ("--preload", "--warm", "--no-promote")),
-                ("dynamic-held", store, "stopgap", ("--no-padded", "--no-promote")),
+                ("dynamic-held", store, "stopgap", ("--no-padded", "--no-split", "--no-promote")),
                 ("padded-tuned", store, "stopgap", ("--preload", "--warm", "--promote-by", "tune")))
-        for tag, st, mode, extra in runs:
-            r = replay(a.kiln, tp, st, policy, mode, work, f"{name}-{tag}", extra)
-            rows = {}
-            for row in (r or {}).get("by_shape", []):
-                rows[row["shape"]] = row
-            entry["runs"][tag] = {"promotions": (r or {}).get("promotions"), "stats": (r or {}).get("stats"),
-                                  "preload": (r or {}).get("preload"), "failed": r is None,
-                                  "sizes": [rows.get(f"{sym}={s}", {"shape": f"{sym}={s}", "error": True}) for s in sizes]}
+        repeated = ("padded", "padded-only", "cold")
+        firsts = {tag: {s: [] for s in sizes} for tag in repeated}  # first_execution_ms per repeat
+        for k in range(max(1, a.repeats)):  # alternating: every repeated run once, then again
+            for tag, st, mode, extra in runs:
+                if k > 0 and tag not in repeated:
+                    continue
+                r = replay(a.kiln, tp, st, policy, mode, work, f"{name}-{tag}" + (f"-{k}" if k else ""), extra)
+                rows = {}
+                for row in (r or {}).get("by_shape", []):
+                    rows[row["shape"]] = row
+                if tag in repeated:
+                    for s in sizes:
+                        ms = rows.get(f"{sym}={s}", {}).get("first_execution_ms")
+                        if ms:
+                            firsts[tag][s].append(ms)
+                if k == 0:
+                    entry["runs"][tag] = {"promotions": (r or {}).get("promotions"), "stats": (r or {}).get("stats"),
+                                          "preload": (r or {}).get("preload"), "failed": r is None,
+                                          "sizes": [rows.get(f"{sym}={s}", {"shape": f"{sym}={s}", "error": True})
+                                                    for s in sizes]}
+        entry["first_execution_ms_repeats"] = {tag: {str(s): v for s, v in per.items()} for tag, per in firsts.items()}
         same = {}
         for by in ("tune", "build"):
             pbr = promotion_bench(a.kiln, spec, sym, sizes, policy, store, exact, by, work, f"{name}-{by}")
@@ -165,13 +191,17 @@ def main():
             same[by] = {r["shape"]: r for r in (pbr or {}).get("sizes", [])}
         per_size = {}
         for i, s in enumerate(sizes):
-            pd, dy, bn, cold, tuned, pheld, dheld, ptuned = (entry["runs"][k]["sizes"][i] for k, *_ in runs)
+            pd, po, dy, bn, cold, tuned, pheld, dheld, ptuned = (entry["runs"][k]["sizes"][i] for k, *_ in runs)
             def ratio(a_, b_):
                 return a_ / b_ if a_ and b_ else None
+            def med(tag):
+                v = firsts[tag][s]
+                return statistics.median(v) if v else None
             per_size[s] = {
                 "first_source": pd.get("first_source"),
                 "first_plan": pd.get("first_plan"),
-                "cold_build_over_padded": ratio(cold.get("first_execution_ms"), pd.get("first_execution_ms")),
+                "cold_build_over_padded": ratio(med("cold"), med("padded")),
+                "cold_build_over_padded_only": ratio(med("cold"), med("padded-only")),
                 "cold_build_over_dynamic": ratio(cold.get("first_execution_ms"), dy.get("first_execution_ms")),
                 "cold_build_over_build_now": ratio(cold.get("first_execution_ms"), bn.get("first_execution_ms")),
                 "promoted_over_tuned": ratio(pd.get("execute_ms_p50"), tuned.get("execute_ms_p50")),
