@@ -4,8 +4,8 @@
 For each graph (conv+bias+ReLU over 8 batch sizes, matmul+bias+GELU over 8 token counts):
   1. tune the bucket representatives (pow2) into a store:  kiln tune SPEC --shapes REC --buckets P --store S
   2. tune every size exactly into a second store (the fully tuned plans)
-  3. replay, in ONE process per run (a service that is up), a trace that first warms the process with one
-     size outside the list, then asks for every size once, waits for the Planner's background promotions,
+  3. replay, in ONE process per run (a service that is up), a trace that first warms the process with 20
+     requests of one size outside the list (--warm-requests), then asks for every size once, waits for the Planner's background promotions,
      then asks for every size 50 more times:
        padded     store of step 1, --new-shapes stopgap --preload --warm (the service loads its store at
                   start and runs each plan once, timed apart): a new size runs at once on tuned plans, no
@@ -113,6 +113,9 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "h200", "runtime.json"))
     ap.add_argument("--work", default=None, help="folder for specs, stores and traces (default: a temporary one)")
+    ap.add_argument("--warm-requests", type=int, default=20,
+                    help="requests of the warm-up size before the measured sizes (a service that is up has been "
+                         "serving; with 1, a warm-up served by a cheap stopgap leaves the GPU and host idle)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="processes per size for the padded, padded-only and cold runs (ratios of medians)")
     a = ap.parse_args()
@@ -121,8 +124,8 @@ def main():
         return 2
     work = a.work or tempfile.mkdtemp(prefix="kiln_planner_bench_")
     os.makedirs(work, exist_ok=True)
-    results = {"method": "kiln replay through kiln::Planner, one process per run, warmed by one size outside "
-                         "the list; first execution = obtain + execute + stream sync of a size's first request "
+    results = {"method": f"kiln replay through kiln::Planner, one process per run, warmed by {a.warm_requests} "
+                         "requests of one size outside the list; first execution = obtain + execute + stream sync of a size's first request "
                          "(host clock; the replay's own buffers for a new plan are made between the two, untimed); execute = median of host-timed execute + sync over its later requests, "
                          "after the background promotions finished; the padded, padded-only and cold runs are "
                          "repeated, alternating, and cold_build_over_padded(_only) are ratios of the medians of "
@@ -149,7 +152,7 @@ def main():
         exact = os.path.join(work, f"{name}-exact.db")
         sh([a.kiln, "tune", spec, "--shapes", rec_path, "--store", exact, "--no-unfused"], timeout=900)
         warm = {"conv_bias_relu": 2, "matmul_bias_gelu": 64}[name]
-        reqs = [{"spec": spec, "shape": {sym: warm}}]
+        reqs = [{"spec": spec, "shape": {sym: warm}, "count": max(1, a.warm_requests)}]
         reqs += [{"spec": spec, "shape": {sym: s}} for s in sizes]
         reqs += [{"wait": "promotions"}]
         reqs += [{"spec": spec, "shape": {sym: s}, "count": 50} for s in sizes]
