@@ -4,8 +4,8 @@
 For each graph (conv+bias+ReLU over 8 batch sizes, matmul+bias+GELU over 8 token counts):
   1. tune the bucket representatives (pow2) into a store:  kiln tune SPEC --shapes REC --buckets P --store S
   2. tune every size exactly into a second store (the fully tuned plans)
-  3. replay, in ONE process per run (a service that is up), a trace that first warms the process with 20
-     requests of one size outside the list (--warm-requests), then asks for every size once, waits for the Planner's background promotions,
+  3. replay, in ONE process per run (a service that is up), a trace that first warms the process with one
+     request of a size outside the list (--warm-requests N: N of them), then asks for every size once, waits for the Planner's background promotions,
      then asks for every size 50 more times:
        padded     store of step 1, --new-shapes stopgap --preload --warm (the service loads its store at
                   start and runs each plan once, timed apart): a new size runs at once on tuned plans, no
@@ -113,12 +113,14 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "h200", "runtime.json"))
     ap.add_argument("--work", default=None, help="folder for specs, stores and traces (default: a temporary one)")
-    ap.add_argument("--warm-requests", type=int, default=20,
-                    help="requests of the warm-up size before the measured sizes (a service that is up has been "
-                         "serving; with 1, a warm-up served by a cheap stopgap leaves the GPU and host idle)")
+    ap.add_argument("--warm-requests", type=int, default=1,
+                    help="requests of the warm-up size before the measured sizes (20 measured no faster first "
+                         "executions than 1 on the H200, 2026-12-03)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="processes per size for the padded, padded-only and cold runs (ratios of medians)")
     a = ap.parse_args()
+    if a.repeats < 1 or a.warm_requests < 1:
+        ap.error("--repeats and --warm-requests must be at least 1")
     if not os.access(a.kiln, os.X_OK):
         print(f"no kiln binary at {a.kiln}", file=sys.stderr)
         return 2

@@ -41,8 +41,8 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_option("--threads", job.threads, "Threads sending requests")->capture_default_str();
   sub->add_option("--handles", job.handles, "cuDNN handles in the Planner's pool")->capture_default_str();
   sub->add_option("--new-shapes", o->new_shapes,
-                  "A shape the store lacks: 'stopgap' (a padded or dynamic-shape plan now, its static plan in the "
-                  "background) or 'build-now' (the static plan on the calling thread)")
+                  "A shape the store lacks: 'stopgap' (a split, padded or dynamic-shape plan now, its static plan "
+                  "in the background) or 'build-now' (the static plan on the calling thread)")
       ->capture_default_str();
   sub->add_option("--record-shapes", job.record_shapes, "Write the shapes served to this file (kiln stats reads it)")
       ->check(non_empty_path());
@@ -63,17 +63,18 @@ void add_replay(CLI::App& app, Runner* run) {
                       "after each candidate's device work)")
           ->capture_default_str();
   sub->add_flag("--no-padded", o->no_padded,
-                "No padded stopgaps (a new shape gets a dynamic-shape build instead): to compare them");
+                "No padded stopgaps (a new shape no split serves gets a dynamic-shape build instead; with "
+                "--no-split too, every new shape does): to compare them");
   sub->add_flag("--no-split", o->no_split,
                 "No split stopgaps (a new shape that is a sum of tuned ones, run as their plans on its rows, is "
                 "padded instead): to compare them");
   sub->add_option("--split-max-parts", job.split_max_parts,
-                  "The most tuned plans a split stopgap runs, 1..64 (a sum needing more is padded)")
+                  "The most tuned plans a split stopgap runs, 2..64 (a sum needing more is padded)")
       ->capture_default_str();
   sub->add_flag("--preload", job.preload,
                 "Before the first request, load every stored plan of each traced spec's structure (what a service "
-                "does at start; timed apart). Padded stopgaps need a bucket policy (--buckets) whose buckets hold "
-                "more than one size");
+                "does at start; timed apart). With --warm, one padded plan runs once too, so that the first padded "
+                "request does not pay its copies' first use");
   sub->add_flag("--warm", job.warm, "With --preload: run each preloaded plan once, so no request pays its first load");
   sub->add_flag("--save-kernel-caches", job.save_kernel_caches,
                 "Keep each structure's dynamic-shape kernel cache in the store (--store, opened for writing), so "

@@ -111,7 +111,9 @@ Status ExecutablePlan::run_unchecked(cudaStream_t stream, const std::map<int, vo
 
 std::string ExecutablePlan::identity() const {
   if (parts_.empty()) return config_.identity();
-  std::string out = built_from_ == PlanSource::kSegments ? "segments[" : "unfused[";
+  std::string out = built_from_ == PlanSource::kSegments ? "segments["
+                    : built_from_ == PlanSource::kSplit  ? "split["
+                                                         : "unfused[";
   for (size_t i = 0; i < parts_.size(); ++i) out += (i ? " + " : "") + parts_[i]->identity();
   return out + "]";
 }
@@ -204,7 +206,11 @@ class SplitExecutor : public PlanExecutor {
 
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
     std::map<int, void*> ptrs = pointers;
+    const Part* previous = nullptr;
     for (const Part& part : parts_) {
+      if (previous)  // the previous part's moved pointers back to the caller's
+        for (const auto& [t, off] : previous->offsets) ptrs[t] = pointers.at(t);
+      previous = &part;
       for (const auto& [t, off] : part.offsets) {
         auto it = pointers.find(t);
         if (it == pointers.end() || !it->second)
@@ -888,8 +894,12 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
             : options.promote_by == PromoteBy::kTune ? ", its own plan is being tuned"
                                                      : ", its own plan is being built");
     EngineConfig config = parts.front().plan->config();
-    return std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kSplit,
-                                            std::make_unique<SplitExecutor>(std::move(parts)));
+    std::vector<std::shared_ptr<const ExecutablePlan>> part_plans;
+    for (const SplitExecutor::Part& part : parts) part_plans.push_back(part.plan);
+    auto split = std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kSplit,
+                                                  std::make_unique<SplitExecutor>(std::move(parts)));
+    split->set_parts(std::move(part_plans));  // identity(): "split[eng41 + eng41]", in run order
+    return split;
   }
   *why = first_miss.empty() ? "split: no smaller tuned shape equal in the other dims" : first_miss;
   return nullptr;
@@ -910,7 +920,7 @@ bool Planner::Impl::warm_padded(const PreparedGraph& pg, const std::vector<Tuned
         --v;
         smaller = true;
       }
-    if (!smaller || !options.buckets.same_bucket(below, t->shape)) continue;
+    if (!smaller) continue;  // one below is at most twice as large: padded_plan serves it from any bucket
     const std::string below_key = shape_key_text(below);
     if (std::any_of(tuned.begin(), tuned.end(), [&](const TunedShape& o) { return o.shape_key == below_key; }))
       continue;
@@ -919,7 +929,7 @@ bool Planner::Impl::warm_padded(const PreparedGraph& pg, const std::vector<Tuned
     Status at = graph_at(pg, below, &g, &sig);
     if (!at.is_ok()) continue;  // e.g. a declared extent that does not fit that shape
     std::string miss;
-    std::shared_ptr<const ExecutablePlan> padded = unbuilt_stopgap(pg, g, sig, below, tuned, &miss);
+    std::shared_ptr<const ExecutablePlan> padded = padded_plan(pg, g, sig, below, tuned, &miss);
     if (!padded) continue;
     Status w = backend->warm_up(*padded);
     if (!w.is_ok()) {
@@ -1250,8 +1260,8 @@ StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options
     return invalid_argument("PromotionTuning::candidate_budget_ms must be finite and >= 0 (0: the tuner's own)");
   if (t.build_threads < 1)
     return invalid_argument("PromotionTuning::build_threads must be >= 1, got " + std::to_string(t.build_threads));
-  if (options.split_max_parts < 1 || options.split_max_parts > 64)
-    return invalid_argument("PlannerOptions::split_max_parts must be 1..64, got " +
+  if (options.split_max_parts < 2 || options.split_max_parts > 64)
+    return invalid_argument("PlannerOptions::split_max_parts must be 2..64 (one part is the shape itself), got " +
                             std::to_string(options.split_max_parts));
   if (options.promote_by == PromoteBy::kTune && t.store && options.store_path.empty())
     return invalid_argument("PromotionTuning::store needs a store: set PlannerOptions::store_path");

@@ -1149,14 +1149,17 @@ TEST(PlannerPadded, PreloadWarmsThePaddedPathOnlyWhereItServes) {
     EXPECT_EQ(f.backend->concurrency_warms.load(), 1);
   }
   {
-    Fixture f("tokens=exact", NewShapes::kStopgap);  // 127 is not in 128's bucket
+    // 127 is not in 128's exact bucket, but 128 is at most twice as large: padded all the same. A padded
+    // stopgap warms the padded path whatever the buckets.
+    Fixture f("tokens=exact", NewShapes::kStopgap);
     auto pg = f.planner->prepare(token_graph());
     ASSERT_TRUE(pg.is_ok());
     f.backend->stored = {"tokens=128"};
     f.backend->tuned.push_back(TunedShape{"tokens=128", {{"tokens", 128}}, EngineConfig{41, {}}});
     auto r = f.planner->preload(*pg, /*warm=*/true);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-    EXPECT_FALSE(r->padded_warmed);
+    EXPECT_TRUE(r->padded_warmed);
+    EXPECT_EQ(f.backend->last_padded_warmed, "tokens=127");
     EXPECT_EQ(r->failed, 0) << r->last_failure;
   }
   {
@@ -1433,7 +1436,10 @@ TEST(PlannerSplit, ASumOfTunedShapesRunsAsTheirPlansOnTheirRowsThenIsPromoted) {
   EXPECT_NE(a->why.find("split: tokens 96 = 64 + 32, the tuned plans on their rows of the caller's buffers"),
             std::string::npos)
       << a->why;
-  EXPECT_EQ(a->plan->workspace_bytes(), 1024);  // the parts share one: no scratch
+  EXPECT_EQ(a->plan->workspace_bytes(), 1024);           // the parts share one: no scratch
+  EXPECT_EQ(a->plan->identity(), "split[eng7 + eng7]");  // the stored plans of 64 and 32, in run order
+  ASSERT_EQ(a->plan->parts().size(), 2u);
+  EXPECT_EQ(a->plan->parts()[0]->signature().shape_key, "tokens=64");
   EXPECT_EQ(f.backend->dynamic_builds.load(), 0);
 
   std::vector<uint16_t> x(96 * 128), w(128 * 256), b(256), y(96 * 256 + 64, 0xBEEF);
@@ -1512,13 +1518,15 @@ TEST(PlannerSplit, PastTheLargestTunedShapeTooAndPaddedWhereItIsNoShortSum) {
 }
 
 TEST(PlannerSplit, MaxPartsOutOfRangeIsRefusedByCreate) {
-  for (int bad : {0, -1, 65}) {
+  for (int bad : {1, 0, -1, 65}) {
     PlannerOptions o;
     o.split_max_parts = bad;
     auto p = Planner::create(o);
     ASSERT_FALSE(p.is_ok());
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(p.status().message().find("PlannerOptions::split_max_parts must be 1..64, got " + std::to_string(bad)),
+    EXPECT_NE(p.status().message().find("PlannerOptions::split_max_parts must be 2..64 (one part is the shape itself), "
+                                        "got " +
+                                        std::to_string(bad)),
               std::string::npos)
         << p.status().message();
   }
@@ -1552,6 +1560,38 @@ TEST(PlannerPadded, OutsideTheBucketAtMostTwiceAsLarge) {
                 std::string::npos)
           << a->why;
     }
+    f.planner->wait_for_promotions();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// preload(warm) warms the padded path itself, even where a split would serve the shape one below a tuned one
+// (7 = 4 + 2 + 1), and with the default exact buckets, whose padded stopgaps come from a tuned shape at most
+// twice as large.
+TEST(PlannerPadded, PreloadWarmsAPaddedPlanWhereSplitsServeAndWithExactBuckets) {
+  for (const std::string buckets : {"tokens=pow2", ""}) {
+    Fixture f(buckets, NewShapes::kStopgap);
+    auto pg = f.planner->prepare(token_graph(8));
+    ASSERT_TRUE(pg.is_ok());
+    const std::vector<int64_t> tuned = buckets.empty() ? std::vector<int64_t>{8} : std::vector<int64_t>{1, 2, 4, 8};
+    for (int64_t t : tuned) {
+      const std::string key = "tokens=" + std::to_string(t);
+      f.backend->stored.insert(key);
+      f.backend->tuned.push_back(TunedShape{key, {{"tokens", t}}, EngineConfig{41, {}}});
+    }
+    auto n = f.planner->preload(*pg, /*warm=*/true);
+    ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+    EXPECT_TRUE(n->padded_warmed) << buckets;
+    EXPECT_EQ(f.backend->warmed_padded.load(), 1) << buckets;
+    EXPECT_EQ(f.backend->last_padded_warmed, "tokens=7") << buckets;
+    auto five = f.planner->obtain(*pg, {{"tokens", 5}});  // 4 + 1 where they are tuned, else padded on 8
+    ASSERT_TRUE(five.is_ok());
+    EXPECT_EQ(five->source, buckets.empty() ? PlanSource::kPadded : PlanSource::kSplit) << five->why;
     f.planner->wait_for_promotions();
   }
 }

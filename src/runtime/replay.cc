@@ -140,8 +140,9 @@ double percentile(std::vector<double> v, double p) {
 Status check_replay_job(const ReplayJob& job) {
   if (job.threads < 1 || job.threads > 256)
     return invalid_argument("--threads must be 1..256, got " + std::to_string(job.threads));
-  if (job.split_max_parts < 1 || job.split_max_parts > 64)
-    return invalid_argument("--split-max-parts must be 1..64, got " + std::to_string(job.split_max_parts));
+  if (job.split_max_parts < 2 || job.split_max_parts > 64)
+    return invalid_argument("--split-max-parts must be 2..64 (one part is the shape itself), got " +
+                            std::to_string(job.split_max_parts));
   if (job.handles < 1 || job.handles > 64)
     return invalid_argument("--handles must be 1..64, got " + std::to_string(job.handles));
   if (job.warm && !job.preload) return invalid_argument("--warm warms what --preload loads: give --preload too");

@@ -35,6 +35,11 @@ TEST(Replay, TheJobIsCheckedWholeBeforeAnythingRuns) {
   j.handles = 65;
   EXPECT_EQ(msg(j), "--handles must be 1..64, got 65");
   j = {};
+  j.split_max_parts = 1;
+  EXPECT_EQ(msg(j), "--split-max-parts must be 2..64 (one part is the shape itself), got 1");
+  j.split_max_parts = 65;
+  EXPECT_EQ(msg(j), "--split-max-parts must be 2..64 (one part is the shape itself), got 65");
+  j = {};
   j.warm = true;
   EXPECT_NE(msg(j).find("--warm warms what --preload loads"), std::string::npos);
   j.preload = true;

@@ -6,7 +6,7 @@
 //   store       the stored plan for exactly this key, when the environment check passes
 //   split       (a stopgap, NewShapes::kStopgap) plans of smaller tuned shapes whose rows sum to the shape's,
 //               each on its own rows of the caller's buffers (kiln/runtime/padding.h "Split stopgaps");
-//   padded      (a stopgap) the plan of a larger tuned shape in the same bucket, run on
+//   padded      (a stopgap) the plan of a larger tuned shape (of the same bucket, or at most twice as large), run on
 //               scratch copies where that is exact (kiln/runtime/padding.h); dynamic: a dynamic-shape build. For a
 //               shape the structure's tuned shapes do not list, padded goes before the store (whose miss
 //               was most of its cost): the promotion asks the store first (docs/runtime.md "Sources").
@@ -51,7 +51,7 @@ namespace kiln {
 
 // Where a plan came from. kDynamic: built in cuDNN's dynamic-shape mode with the structure's shared kernel
 // cache (milliseconds once the structure's kernels are compiled; slower kernels: a stopgap, promoted).
-// kPadded: the plan tuned for a larger shape of the same bucket, run on scratch copies of the inputs and
+// kPadded: the plan tuned for a larger shape (of the same bucket, or at most twice as large), run on scratch copies of the inputs and
 // outputs that carry the dynamic dim (kiln/runtime/padding.h; no build at all; a stopgap, promoted).
 // kTuned: tuned for exactly this shape, by the Planner's background promotion (PromoteBy::kTune) or, under
 // MismatchPolicy::kRetune, by obtain() itself on the calling thread. kPinned: built with the configuration
@@ -308,9 +308,9 @@ struct PlannerOptions {
   bool promote = true;  // false: stopgaps are kept (to measure them; stats count them as held)
   PromoteBy promote_by = PromoteBy::kBuild;
   PromotionTuning tuning;  // with PromoteBy::kTune
-  bool padded = true;      // false: no padded stopgaps (a new shape gets a dynamic-shape build instead)
+  bool padded = true;      // false: no padded stopgaps (a new shape that no split serves gets a dynamic-shape build)
   // false: no split stopgaps (a new shape gets a padded one, else a dynamic-shape build). A split runs one plan
-  // per part, so a sum needing more than split_max_parts (1..64) is padded instead.
+  // per part, so a sum needing more than split_max_parts (2..64) is padded instead.
   bool split = true;
   int split_max_parts = 3;
   // Sequences of this Planner's plans (kiln/capture/capture.h) replay from CUDA graphs; false: they launch on the
@@ -375,7 +375,7 @@ struct PlannerStats {
   int64_t builds = 0;                     // plans made (store loads and builds), not hits
   int64_t failures = 0;                   // obtain() calls that returned an error
   int64_t cached = 0;                     // plans held in memory
-  int64_t stopgaps = 0;                   // of those, stopgaps (padded or dynamic) not yet promoted
+  int64_t stopgaps = 0;                   // of those, stopgaps (split, padded or dynamic) not yet promoted
   int64_t promotions = 0;                 // stopgaps replaced by their static plan
   int64_t promotions_tuned = 0;           // of those, by a tune of the shape (PromoteBy::kTune)
   int64_t promotion_failures = 0;         // static builds that failed (the stopgap stays)
@@ -424,7 +424,7 @@ class Planner {
   StatusOr<Obtained> obtain(const Graph& graph);
 
   // Loads every plan the store holds for this structure (each tuned shape current in this environment)
-  // into memory, so that those shapes are hits and new shapes of their buckets get padded stopgaps
+  // into memory, so that those shapes are hits and new shapes get split or padded stopgaps
   // without loading anything: what a service does at start, for the graphs it will serve. A shape
   // already held is not loaded again; a record that does not load is skipped and counted. With `warm`,
   // each plan loaded also runs once on scratch buffers of its own (PlanBackend::warm_up), so that no

@@ -60,7 +60,7 @@ struct ReplayJob {
   bool tune_bounds_given = false;  // the tuning bounds were set by the user (they need kTune)
   bool padded = true;
   bool split = true;
-  int split_max_parts = 3;          // 1..64
+  int split_max_parts = 3;          // 2..64
   bool preload = false;             // before the first request, load the stored plans of each structure
   bool warm = false;                // with preload: run each once
   std::string record_shapes;        // write the shapes served here ("" : not written)
