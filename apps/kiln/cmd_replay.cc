@@ -68,9 +68,10 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_flag("--no-split", o->no_split,
                 "No split stopgaps (a new shape that is a sum of tuned ones, run as their plans on its rows, is "
                 "padded instead): to compare them");
-  sub->add_option("--split-max-parts", job.split_max_parts,
-                  "The most tuned plans a split stopgap runs, 2..64 (a sum needing more is padded)")
-      ->capture_default_str();
+  CLI::Option* max_parts =
+      sub->add_option("--split-max-parts", job.split_max_parts,
+                      "The most tuned plans a split stopgap runs, 2..64 (a sum needing more is padded)")
+          ->capture_default_str();
   sub->add_flag("--preload", job.preload,
                 "Before the first request, load every stored plan of each traced spec's structure (what a service "
                 "does at start; timed apart). With --warm, one padded plan runs once too, so that the first padded "
@@ -81,8 +82,9 @@ void add_replay(CLI::App& app, Runner* run) {
                 "that the next process does not compile its kernels again");
   sub->add_flag("--force", job.overwrite, "Write over an existing --record-shapes file");
   sub->add_flag("--json", o->json, "Machine-readable report");
-  sub->callback([run, o, top_k, budget, share] {
+  sub->callback([run, o, top_k, budget, share, max_parts] {
     o->job.tune_bounds_given = top_k->count() > 0 || budget->count() > 0 || share->count() > 0;
+    o->job.split_max_parts_given = max_parts->count() > 0;
     *run = [o] { return replay_cmd(*o); };
   });
 }

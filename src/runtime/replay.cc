@@ -151,6 +151,8 @@ Status check_replay_job(const ReplayJob& job) {
   if (job.promote_by == PromoteBy::kTune && (!job.promote || job.new_shapes != NewShapes::kStopgap))
     return invalid_argument("--promote-by tune tunes what replaces a stopgap: it needs --new-shapes stopgap and "
                             "no --no-promote");
+  if (job.split_max_parts_given && (!job.split || job.new_shapes != NewShapes::kStopgap))
+    return invalid_argument("--split-max-parts bounds split stopgaps: it needs --new-shapes stopgap and no --no-split");
   if (job.tune_bounds_given && job.promote_by != PromoteBy::kTune)
     return invalid_argument(
         "--tune-top-k, --tune-budget and --tune-gpu-share bound the tunes of --promote-by tune: give it too");

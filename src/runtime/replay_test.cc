@@ -40,6 +40,14 @@ TEST(Replay, TheJobIsCheckedWholeBeforeAnythingRuns) {
   j.split_max_parts = 65;
   EXPECT_EQ(msg(j), "--split-max-parts must be 2..64 (one part is the shape itself), got 65");
   j = {};
+  j.split_max_parts_given = true;
+  EXPECT_TRUE(check_replay_job(j).is_ok());
+  j.split = false;
+  EXPECT_EQ(msg(j), "--split-max-parts bounds split stopgaps: it needs --new-shapes stopgap and no --no-split");
+  j.split = true;
+  j.new_shapes = NewShapes::kBuildNow;
+  EXPECT_NE(msg(j).find("--split-max-parts bounds split stopgaps"), std::string::npos);
+  j = {};
   j.warm = true;
   EXPECT_NE(msg(j).find("--warm warms what --preload loads"), std::string::npos);
   j.preload = true;

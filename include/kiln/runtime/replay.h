@@ -60,12 +60,13 @@ struct ReplayJob {
   bool tune_bounds_given = false;  // the tuning bounds were set by the user (they need kTune)
   bool padded = true;
   bool split = true;
-  int split_max_parts = 3;          // 2..64
-  bool preload = false;             // before the first request, load the stored plans of each structure
-  bool warm = false;                // with preload: run each once
-  std::string record_shapes;        // write the shapes served here ("" : not written)
-  bool save_kernel_caches = false;  // keep the structures' dynamic-shape kernel caches in the store (needs one)
-  bool overwrite = false;           // record_shapes may replace a file
+  int split_max_parts = 3;             // 2..64
+  bool split_max_parts_given = false;  // set by the user (it needs split stopgaps)
+  bool preload = false;                // before the first request, load the stored plans of each structure
+  bool warm = false;                   // with preload: run each once
+  std::string record_shapes;           // write the shapes served here ("" : not written)
+  bool save_kernel_caches = false;     // keep the structures' dynamic-shape kernel caches in the store (needs one)
+  bool overwrite = false;              // record_shapes may replace a file
 };
 
 // "stopgap", "build-now" and "build", "tune": the names `kiln replay` takes. The parsers' InvalidArgument
