@@ -28,7 +28,9 @@
 namespace kiln::cli::plans {
 
 Status run_gc(const PlansOptions& o) {
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  // A dry run only reads (PlanStore::gc finds the same rows without writing): opened read-only, it leaves the
+  // file as it was, and it runs on a store this user cannot write.
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/o.dry_run));
   GcOptions g;
   g.drop_quarantine = !o.keep_quarantine;
   if (!o.target.empty() && !o.stale)

@@ -248,7 +248,8 @@ TEST_F(PlansCliKernelCaches, GcDropsTheForeignCacheAndItsDryRunDropsNothing) {
 }
 
 // The commands that only read leave the file as it was, byte for byte: an older store (no kernel_caches table,
-// a rollback journal) is not given the table nor switched to WAL by ls, ls --kernel-caches, verify or export.
+// a rollback journal) is not given the table nor switched to WAL by ls, ls --kernel-caches, verify, export or
+// gc --dry-run (which opened the store to write, and rolled its deletions back: it did both).
 // A command that writes says so on a bad --older-than (review: NaN was taken and ignored).
 TEST_F(PlansCliKernelCaches, ReadingCommandsLeaveAnOlderStoreUntouched) {
   store_test::raw_sql(store_, "DROP TABLE kernel_caches");
@@ -259,13 +260,32 @@ TEST_F(PlansCliKernelCaches, ReadingCommandsLeaveAnOlderStoreUntouched) {
   };
   const std::string before = bytes();
   ASSERT_FALSE(before.empty());
-  for (const std::string& cmd : {std::string("plans ls"), std::string("plans ls --kernel-caches --json"),
-                                 std::string("plans verify"), std::string("plans export ") + dir_.file("b.kpb")}) {
+  for (const std::string& cmd :
+       {std::string("plans ls"), std::string("plans ls --kernel-caches --json"), std::string("plans verify"),
+        std::string("plans export ") + dir_.file("b.kpb"), std::string("plans gc --dry-run"),
+        "plans gc --dry-run --stale --older-than 0 --target " + kProfile}) {
     CliResult r = run_kiln(cmd + " --store " + store_);
     EXPECT_NE(r.code, kExitInternal) << cmd << ": " << r.output();
     EXPECT_EQ(bytes(), before) << cmd << " changed the store";
     EXPECT_FALSE(std::filesystem::exists(store_ + "-wal")) << cmd;
+    if (cmd.rfind("plans gc", 0) == 0) {
+      EXPECT_EQ(r.code, kExitOk) << cmd << ": " << r.output();
+      EXPECT_NE(r.out.find("dry run: nothing was removed"), std::string::npos) << cmd << ": " << r.out;
+    }
   }
+  // What the dry run said is what a real run then removes (the plans: 1.23's, stale for this build).
+  CliResult dry = run_kiln("plans gc --dry-run --stale --target " + kProfile + " --store " + store_);
+  ASSERT_EQ(dry.code, kExitOk) << dry.output();
+  EXPECT_NE(dry.out.find("would remove 3 stale, 0 old, 0 corrupt plans; would clear 0 quarantined; would drop 0 "
+                         "unused graph specs"),
+            std::string::npos)
+      << dry.out;
+  CliResult real = run_kiln("plans gc --stale --target " + kProfile + " --store " + store_);
+  ASSERT_EQ(real.code, kExitOk) << real.output();
+  EXPECT_NE(real.out.find("removed 3 stale, 0 old, 0 corrupt plans; cleared 0 quarantined; dropped 0 unused graph "
+                          "specs"),
+            std::string::npos)
+      << real.out;
   for (const char* bad : {"nan", "NaN", "1e300", "0x10", "abc", "-1", "5d"}) {
     CliResult r = run_kiln(std::string("plans gc --dry-run --older-than ") + bad + " --store " + store_);
     EXPECT_EQ(r.code, kExitBadInput) << bad << ": " << r.output();
