@@ -541,7 +541,7 @@ StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
     RowRead r = store::read_record(st, 0, false);
-    out.push_back(PlanSummary{std::move(r.record), r.plan_size});
+    out.push_back(PlanSummary{std::move(r.record), r.plan_size, std::move(r.stored_fingerprint_key)});
   }
   return out;
 }

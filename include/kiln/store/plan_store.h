@@ -134,6 +134,7 @@ struct ListFilter {
 struct PlanSummary {
   PlanRecord record;  // plan_bytes empty
   int64_t plan_size = 0;
+  std::string stored_fingerprint_key;  // the row's fingerprint_key column (what ListFilter matches)
 };
 
 struct LoadAllResult {
