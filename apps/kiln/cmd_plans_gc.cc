@@ -63,8 +63,8 @@ Status run_gc(const PlansOptions& o) {
   // Kernel caches: each one by name and why, then the counts.
   for (const KernelCacheRemoval& k : rep.kernel_caches_removed) {
     const std::string graph = k.graph_name.empty() ? "" : " (" + k.graph_name + ")";
-    std::printf("%s kernel cache %s/%s%s: %s\n", dry ? "would remove" : "removed",
-                printable(k.structure_sig.substr(0, 12)).c_str(), printable(k.fingerprint_key.substr(0, 12)).c_str(),
+    std::printf("%s kernel cache %s%s: %s\n", dry ? "would remove" : "removed",
+                printable(kernel_cache_display_name(k.structure_sig, k.fingerprint_key, k.rowid)).c_str(),
                 printable(graph).c_str(), printable(k.why).c_str());
   }
   const int64_t caches =

@@ -611,7 +611,7 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
         ++out.ok;
         continue;
       }
-      out.problems.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, problem});
+      out.problems.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, problem, rowid});
       r.record.plan_bytes.clear();
       bad.push_back({rowid, std::move(r), problem});
     }
@@ -633,7 +633,8 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
     for (size_t i = 0; i < caches.size(); ++i) {
       // A damaged cache is dropped, as get_kernel_cache drops one: its kernels are compiled again.
       const VerifyProblem& p = out.kernel_cache_problems[i];
-      const std::string name = store::record_name(p.structure_sig, "kernels", p.fingerprint_key);
+      std::string name = store::record_name(p.structure_sig, "kernels", p.fingerprint_key);
+      if (p.structure_sig.empty() || p.fingerprint_key.empty()) name += " (rowid " + std::to_string(p.rowid) + ")";
       StatusOr<int64_t> gone = drop_kernel_cache_row_locked(caches[i]);
       if (!gone.is_ok())
         KILN_LOG(kWarn, "plan store " << path_ << ": corrupt kernel cache " << name << " (" << p.reason
@@ -665,7 +666,7 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
     out.corrupt_removed = static_cast<int64_t>(vr.problems.size());
     out.kernel_caches_corrupt_removed = static_cast<int64_t>(vr.kernel_cache_problems.size());
     for (const VerifyProblem& p : vr.kernel_cache_problems)
-      out.kernel_caches_removed.push_back({p.structure_sig, p.fingerprint_key, "", "corrupt: " + p.reason});
+      out.kernel_caches_removed.push_back({p.structure_sig, p.fingerprint_key, "", "corrupt: " + p.reason, p.rowid});
   }
   std::set<int64_t> gone_plans, gone_caches;
   if (options.dry_run) {

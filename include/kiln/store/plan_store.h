@@ -165,7 +165,8 @@ struct GcOptions {
 // A kernel cache gc removed (or, dry run, would remove), and why.
 struct KernelCacheRemoval {
   std::string structure_sig, fingerprint_key, graph_name;
-  std::string why;  // "another environment: cudnn_version: kept ...", "older than the cut-off", "corrupt: ..."
+  std::string why;    // "another environment: cudnn_version: kept ...", "older than the cut-off", "corrupt: ..."
+  int64_t rowid = 0;  // names a row whose key columns are NULL (kernel_cache_display_name)
 };
 struct GcReport {
   bool dry_run = false;  // counts are what a real run would remove; nothing was
@@ -190,6 +191,7 @@ struct VerifyOptions {
 struct VerifyProblem {
   std::string structure_sig, shape_key, fingerprint_key;  // shape_key is empty for a kernel cache
   std::string reason;
+  int64_t rowid = 0;  // the row's SQLite rowid: names a row whose key columns are NULL
 };
 struct VerifyReport {
   int64_t checked = 0;
