@@ -26,15 +26,16 @@ void add_plans(CLI::App& app, Runner* run) {
     sub->callback([run, o, fn] { *run = [o, fn] { return fn(*o); }; });
     return sub;
   };
-  auto add_filter = [&](CLI::App* sub) {
+  auto add_filter = [&](CLI::App* sub, const char* fingerprint_help = "Environment fingerprint key") {
     sub->add_option("--structure", o->structure, "Structure signature (or a prefix of it)");
     sub->add_option("--shape", o->shape, "Shape key");
-    sub->add_option("--fingerprint", o->fingerprint, "Environment fingerprint key");
+    sub->add_option("--fingerprint", o->fingerprint, fingerprint_help);
     sub->add_flag("--tuned", o->tuned_only, "Only tuned plans");
   };
 
   CLI::App* ls = add("ls", "List stored plans, each current or stale for this environment", run_ls);
-  add_filter(ls);
+  add_filter(ls, "Environment fingerprint key, or a prefix of it that begins only one key in the store (at least 6 hex "
+                 "digits, e.g. the 12 ls shows); an ambiguous prefix is refused, naming the keys it begins");
   ls->add_flag("--json", o->json, "Machine-readable output");
   ls->add_option("--target", o->target, "Judge staleness against this device profile (default: this GPU)")
       ->check(non_empty_path());

@@ -1,5 +1,6 @@
 // The `kiln plans` subcommands' shared helpers (plans.h).
 #include <atomic>
+#include <cctype>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
@@ -8,12 +9,14 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "commands.h"
 #include "kiln/core/hash.h"
+#include "kiln/core/strings.h"
 #include "kiln/lower/environment.h"
 #include "kiln/lower/lower.h"
 #include "kiln/tune/tune_policy.h"
@@ -73,6 +76,44 @@ StatusOr<JudgedAgainst> judged_against(const PlansOptions& o) {
   out.basis =
       "this build's libraries only; no GPU here, so GPU, SM and driver are not judged: --target PROFILE judges them";
   return out;
+}
+
+namespace {
+constexpr size_t kFingerprintKeyDigits = 32;  // fingerprint_key(): XXH3-128 in hex
+}  // namespace
+
+StatusOr<std::string> fingerprint_prefix_text(const std::string& given) {
+  std::string key;
+  bool hex = true;
+  for (char c : given) {
+    hex = hex && std::isxdigit(static_cast<unsigned char>(c));
+    key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (!hex || key.size() < kMinFingerprintPrefix || key.size() > kFingerprintKeyDigits)
+    return invalid_argument("--fingerprint takes an environment key (" + std::to_string(kFingerprintKeyDigits) +
+                            " hex digits) or a prefix of one of at least " + std::to_string(kMinFingerprintPrefix) +
+                            " (ls shows the first 12), got '" + printable(given) + "'");
+  return key;
+}
+
+StatusOr<std::string> resolve_fingerprint_key(const std::string& given, PlanStore& store) {
+  if (given.empty()) return given;
+  KILN_ASSIGN_OR_RETURN(std::string prefix, fingerprint_prefix_text(given));
+  if (prefix.size() == kFingerprintKeyDigits) return prefix;
+  // Every environment key the store files something under (plans and kernel caches).
+  std::set<std::string> keys;
+  KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store.list());
+  for (const PlanSummary& p : plans) keys.insert(p.stored_fingerprint_key);
+  KILN_ASSIGN_OR_RETURN(std::vector<KernelCacheInfo> caches, store.list_kernel_caches());
+  for (const KernelCacheInfo& c : caches) keys.insert(c.fingerprint_key);
+  std::vector<std::string> begun;
+  for (const std::string& k : keys)
+    if (k.compare(0, prefix.size(), prefix) == 0) begun.push_back(k);
+  if (begun.empty()) return prefix;  // begins no key: nothing is listed, as for a whole key not in the store
+  if (begun.size() == 1) return begun[0];
+  return invalid_argument("--fingerprint " + prefix + " is ambiguous: it begins " + std::to_string(begun.size()) +
+                          " environment keys in " + store.path() + ": " + printable(join(begun, ", ")) +
+                          " (give more of it)");
 }
 
 std::string age_of(int64_t created_at) {

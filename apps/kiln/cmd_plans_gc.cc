@@ -28,7 +28,9 @@
 namespace kiln::cli::plans {
 
 Status run_gc(const PlansOptions& o) {
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  // A dry run only reads (PlanStore::gc finds the same rows without writing): opened read-only, it leaves the
+  // file as it was, and it runs on a store this user cannot write.
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/o.dry_run));
   GcOptions g;
   g.drop_quarantine = !o.keep_quarantine;
   if (!o.target.empty() && !o.stale)
@@ -61,8 +63,8 @@ Status run_gc(const PlansOptions& o) {
   // Kernel caches: each one by name and why, then the counts.
   for (const KernelCacheRemoval& k : rep.kernel_caches_removed) {
     const std::string graph = k.graph_name.empty() ? "" : " (" + k.graph_name + ")";
-    std::printf("%s kernel cache %s/%s%s: %s\n", dry ? "would remove" : "removed",
-                printable(k.structure_sig.substr(0, 12)).c_str(), printable(k.fingerprint_key.substr(0, 12)).c_str(),
+    std::printf("%s kernel cache %s%s: %s\n", dry ? "would remove" : "removed",
+                printable(kernel_cache_display_name(k.structure_sig, k.fingerprint_key, k.rowid)).c_str(),
                 printable(graph).c_str(), printable(k.why).c_str());
   }
   const int64_t caches =

@@ -26,12 +26,16 @@
 
 namespace kiln::cli::plans {
 
-Status run_ls(const PlansOptions& o) {
-  if (o.kernel_caches && (!o.shape.empty() || o.tuned_only))
+Status run_ls(const PlansOptions& given) {
+  if (given.kernel_caches && (!given.shape.empty() || given.tuned_only))
     return invalid_argument("ls --kernel-caches: --shape and --tuned select plans, and a kernel cache has neither "
                             "(one is kept per structure and environment): use --structure or --fingerprint");
-  if (said_no_store(o)) return Status::ok();
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/true));
+  if (!given.fingerprint.empty()) KILN_RETURN_IF_ERROR(fingerprint_prefix_text(given.fingerprint).status());
+  if (said_no_store(given)) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(given, true, /*read_only=*/true));
+  // --fingerprint may be the 12 digits the table shows (a unique prefix): from here on, the whole key.
+  PlansOptions o = given;
+  KILN_ASSIGN_OR_RETURN(o.fingerprint, resolve_fingerprint_key(given.fingerprint, *store));
   if (o.kernel_caches) {
     KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
     return print_kernel_caches(o, *store, env, /*alone=*/true);

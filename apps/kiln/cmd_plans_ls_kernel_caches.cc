@@ -25,7 +25,7 @@ struct JudgedCache {
 };
 
 std::string short_name(const KernelCacheInfo& c) {
-  return c.structure_sig.substr(0, 12) + "/" + c.fingerprint_key.substr(0, 12);
+  return kernel_cache_display_name(c.structure_sig, c.fingerprint_key, c.rowid);
 }
 
 }  // namespace
@@ -53,7 +53,8 @@ Status print_kernel_caches(const PlansOptions& o, PlanStore& store, const Judged
                              : nlohmann::ordered_json();
       e["graph_name"] = c.graph_name;
       e["bytes"] = c.bytes;
-      e["created_at"] = c.created_at;
+      e["created_at"] =
+          c.created_at ? nlohmann::ordered_json(*c.created_at) : nlohmann::ordered_json();  // null: unknown
       e["status"] = j.status();
       e["stale_reasons"] = j.stale_reasons;
       e["problem"] = c.problem;
@@ -79,7 +80,7 @@ Status print_kernel_caches(const PlansOptions& o, PlanStore& store, const Judged
                     ok ? EnvFingerprint::cuda_version_string(f.cuda_runtime_version) : "?",
                     ok ? EnvFingerprint::cudnn_version_string(f.cudnn_version) : "?",
                     ok ? EnvFingerprint::cudnn_version_string(f.cudnn_frontend_version) : "?", size_text(c.bytes),
-                    age_of(c.created_at),
+                    c.created_at ? age_of(*c.created_at) : "unknown",
                     !ok                       ? "DAMAGED"
                     : j.stale_reasons.empty() ? "current"
                                               : "STALE"});

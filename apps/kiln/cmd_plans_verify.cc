@@ -115,9 +115,9 @@ Status run_verify(const PlansOptions& o) {
                   printable(short_key(p->structure_sig, p->shape_key, p->fingerprint_key)).c_str(),
                   printable(p->reason).c_str(), o.quarantine ? " (quarantined)" : "");
     for (const VerifyProblem& p : rep.kernel_cache_problems)
-      std::printf("CORRUPT  kernel cache %s/%s: %s%s\n", printable(p.structure_sig.substr(0, 12)).c_str(),
-                  printable(p.fingerprint_key.substr(0, 12)).c_str(), printable(p.reason).c_str(),
-                  o.quarantine ? " (dropped)" : "");
+      std::printf("CORRUPT  kernel cache %s: %s%s\n",
+                  printable(kernel_cache_display_name(p.structure_sig, p.fingerprint_key, p.rowid)).c_str(),
+                  printable(p.reason).c_str(), o.quarantine ? " (dropped)" : "");
     if (deep)
       for (const DeepVerifyRow& r : deep->rows()) {
         std::string key = short_key(r.structure_sig, r.shape_key, r.fingerprint_key);

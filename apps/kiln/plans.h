@@ -67,6 +67,15 @@ bool said_no_store(const PlansOptions& o);
 // not touched (no schema added to an older store, no switch to WAL), and a store in a read-only place opens.
 StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist, bool read_only = false);
 StatusOr<JudgedAgainst> judged_against(const PlansOptions& o);
+// The fewest hex digits of an environment key that `ls --fingerprint` takes as a prefix (ls shows 12).
+inline constexpr size_t kMinFingerprintPrefix = 6;
+// `ls --fingerprint`'s text lowercased; InvalidArgument (exit 2) unless it is 6 to 32 hex digits.
+StatusOr<std::string> fingerprint_prefix_text(const std::string& given);
+// `ls --fingerprint`'s key: "" when none was given; the whole key (lowercased) when `given` is one or is the
+// prefix of exactly one key in the store (its plans' and kernel caches'); `given` itself when it begins none
+// (it then lists nothing). InvalidArgument (exit 2) for anything but 6 to 32 hex digits, and for a prefix that
+// begins several keys, naming them.
+StatusOr<std::string> resolve_fingerprint_key(const std::string& given, PlanStore& store);
 std::string age_of(int64_t created_at);
 std::string ms_text(double ms, bool tuned);
 nlohmann::ordered_json record_json(const PlanRecord& r, int64_t plan_size);

@@ -3,6 +3,7 @@
 // environment and a damaged one (docs/store.md "Kernel caches").
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -248,7 +249,8 @@ TEST_F(PlansCliKernelCaches, GcDropsTheForeignCacheAndItsDryRunDropsNothing) {
 }
 
 // The commands that only read leave the file as it was, byte for byte: an older store (no kernel_caches table,
-// a rollback journal) is not given the table nor switched to WAL by ls, ls --kernel-caches, verify or export.
+// a rollback journal) is not given the table nor switched to WAL by ls, ls --kernel-caches, verify, export or
+// gc --dry-run (which opened the store to write, and rolled its deletions back: it did both).
 // A command that writes says so on a bad --older-than (review: NaN was taken and ignored).
 TEST_F(PlansCliKernelCaches, ReadingCommandsLeaveAnOlderStoreUntouched) {
   store_test::raw_sql(store_, "DROP TABLE kernel_caches");
@@ -259,13 +261,32 @@ TEST_F(PlansCliKernelCaches, ReadingCommandsLeaveAnOlderStoreUntouched) {
   };
   const std::string before = bytes();
   ASSERT_FALSE(before.empty());
-  for (const std::string& cmd : {std::string("plans ls"), std::string("plans ls --kernel-caches --json"),
-                                 std::string("plans verify"), std::string("plans export ") + dir_.file("b.kpb")}) {
+  for (const std::string& cmd :
+       {std::string("plans ls"), std::string("plans ls --kernel-caches --json"), std::string("plans verify"),
+        std::string("plans export ") + dir_.file("b.kpb"), std::string("plans gc --dry-run"),
+        "plans gc --dry-run --stale --older-than 0 --target " + kProfile}) {
     CliResult r = run_kiln(cmd + " --store " + store_);
     EXPECT_NE(r.code, kExitInternal) << cmd << ": " << r.output();
     EXPECT_EQ(bytes(), before) << cmd << " changed the store";
     EXPECT_FALSE(std::filesystem::exists(store_ + "-wal")) << cmd;
+    if (cmd.rfind("plans gc", 0) == 0) {
+      EXPECT_EQ(r.code, kExitOk) << cmd << ": " << r.output();
+      EXPECT_NE(r.out.find("dry run: nothing was removed"), std::string::npos) << cmd << ": " << r.out;
+    }
   }
+  // What the dry run said is what a real run then removes (the plans: 1.23's, stale for this build).
+  CliResult dry = run_kiln("plans gc --dry-run --stale --target " + kProfile + " --store " + store_);
+  ASSERT_EQ(dry.code, kExitOk) << dry.output();
+  EXPECT_NE(dry.out.find("would remove 3 stale, 0 old, 0 corrupt plans; would clear 0 quarantined; would drop 0 "
+                         "unused graph specs"),
+            std::string::npos)
+      << dry.out;
+  CliResult real = run_kiln("plans gc --stale --target " + kProfile + " --store " + store_);
+  ASSERT_EQ(real.code, kExitOk) << real.output();
+  EXPECT_NE(real.out.find("removed 3 stale, 0 old, 0 corrupt plans; cleared 0 quarantined; dropped 0 unused graph "
+                          "specs"),
+            std::string::npos)
+      << real.out;
   for (const char* bad : {"nan", "NaN", "1e300", "0x10", "abc", "-1", "5d"}) {
     CliResult r = run_kiln(std::string("plans gc --dry-run --older-than ") + bad + " --store " + store_);
     EXPECT_EQ(r.code, kExitBadInput) << bad << ": " << r.output();
@@ -320,6 +341,81 @@ TEST_F(PlansCliKernelCaches, RowTextIsPrintedEscaped) {
   }
   CliResult ls = run_kiln("plans ls --kernel-caches --store " + store_);
   EXPECT_NE(ls.out.find("\\x1b[31mRED\\x1b[0m\\x0aFAKE LINE"), std::string::npos) << ls.out;
+}
+
+// A kept cache whose created_at is NULL was listed as 20790 days old (the age of 0, the epoch), and a row whose
+// key columns are NULL was named "/" in messages. An unknown age is "unknown" (null in JSON), and a row
+// without its key is named by its rowid as well.
+TEST_F(PlansCliKernelCaches, AnUnknownAgeIsUnknownAndAKeylessRowIsNamedByItsRowid) {
+  // The table as a store holds it whose columns are not NOT NULL (the schema check asks for the columns): the
+  // sound cache of this environment with a NULL created_at, and a copy of the foreign one with NULL keys at
+  // rowid 77.
+  const std::string cols =
+      "structure_sig TEXT, fingerprint_key TEXT, fingerprint_json TEXT, graph_name TEXT, cache_json BLOB, "
+      "created_at INTEGER, checksum TEXT";
+  store_test::raw_sql(store_, "CREATE TABLE kc(" + cols +
+                                  ", PRIMARY KEY(structure_sig, fingerprint_key)); INSERT INTO kc SELECT "
+                                  "structure_sig, fingerprint_key, fingerprint_json, graph_name, cache_json, "
+                                  "created_at, checksum FROM kernel_caches; DROP TABLE kernel_caches; ALTER TABLE "
+                                  "kc RENAME TO kernel_caches");
+  ASSERT_EQ(store_test::raw_sql(store_, "UPDATE kernel_caches SET created_at = NULL WHERE structure_sig = '" + kSig +
+                                            "' AND fingerprint_key = '" + fingerprint_key(current_) + "'"),
+            1);
+  ASSERT_EQ(store_test::raw_sql(store_, "INSERT INTO kernel_caches(rowid, structure_sig, fingerprint_key, "
+                                        "fingerprint_json, graph_name, cache_json, created_at, checksum) SELECT 77, "
+                                        "NULL, NULL, fingerprint_json, graph_name, cache_json, created_at, checksum "
+                                        "FROM kernel_caches WHERE fingerprint_key = '" +
+                                            fingerprint_key(foreign_) + "'"),
+            1);
+  const std::string keyless = "kernel cache ?/? (rowid 77)";
+  const std::string epoch_age = std::to_string(static_cast<int64_t>(std::time(nullptr)) / 86400) + "d";
+
+  CliResult ls = run_kiln("plans ls --kernel-caches --store " + store_);
+  ASSERT_EQ(ls.code, kExitOk) << ls.output();
+  EXPECT_EQ(ls.out.find(epoch_age), std::string::npos) << ls.out;
+  bool found = false;
+  for (size_t at = ls.out.find("\n" + kSig.substr(0, 12)); at != std::string::npos;
+       at = ls.out.find("\n" + kSig.substr(0, 12), at + 1)) {
+    const std::string line = ls.out.substr(at + 1, ls.out.find('\n', at + 1) - at - 1);
+    if (line.find(fingerprint_key(current_).substr(0, 12)) == std::string::npos) continue;
+    found = true;
+    EXPECT_NE(line.find(" unknown "), std::string::npos) << line;
+  }
+  EXPECT_TRUE(found) << ls.out;
+  EXPECT_NE(ls.out.find(keyless + " is damaged: fingerprint_key does not match its fingerprint"), std::string::npos)
+      << ls.out;
+
+  CliResult js = run_kiln("plans ls --kernel-caches --json --store " + store_);
+  ASSERT_EQ(js.code, kExitOk) << js.output();
+  nlohmann::json doc = nlohmann::json::parse(js.out, nullptr, false);
+  ASSERT_TRUE(doc.is_array()) << js.out;
+  ASSERT_EQ(doc.size(), 4u) << js.out;
+  for (const auto& e : doc) {
+    const bool unknown = e["structure_sig"] == kSig && e["fingerprint_key"] == fingerprint_key(current_);
+    EXPECT_EQ(e["created_at"].is_null(), unknown) << e.dump();
+    EXPECT_TRUE(unknown || e["created_at"].is_number_integer()) << e.dump();
+  }
+
+  CliResult verify = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(verify.code, kExitCorruption) << verify.output();
+  EXPECT_NE(verify.out.find("CORRUPT  " + keyless + ": column structure_sig has the wrong type"), std::string::npos)
+      << verify.out;
+  EXPECT_NE(verify.out.find("CORRUPT  kernel cache " + name(kSig, current_) + ": column created_at has the wrong type"),
+            std::string::npos)
+      << verify.out;
+
+  CliResult dry = run_kiln("plans gc --dry-run --store " + store_);
+  ASSERT_EQ(dry.code, kExitOk) << dry.output();
+  EXPECT_NE(dry.out.find("would remove " + keyless + ": corrupt: column structure_sig has the wrong type"),
+            std::string::npos)
+      << dry.out;
+  CliResult gc = run_kiln("plans gc --store " + store_);
+  ASSERT_EQ(gc.code, kExitOk) << gc.output();
+  EXPECT_NE(gc.out.find("removed " + keyless + ": corrupt: column structure_sig has the wrong type"), std::string::npos)
+      << gc.out;
+  verify = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(verify.code, kExitOk) << verify.output();
+  EXPECT_EQ(kept().size(), 1u);  // the foreign cache (gc without --stale keeps it)
 }
 
 TEST_F(PlansCliKernelCaches, GcWithoutStaleKeepsTheForeignCacheAndDropsTheDamagedOne) {

@@ -2,9 +2,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "kiln/core/exit_codes.h"
 #include "kiln/store/plan_store.h"
@@ -79,6 +84,89 @@ TEST_F(PlansCli, LsJsonParses) {
   EXPECT_EQ(j.size(), 3u);
   EXPECT_EQ(j[0]["fingerprint"]["gpu_name"], "NVIDIA H200");
   EXPECT_EQ(j[0]["knobs"], "SPLIT_K=0;TILE_SIZE=2");
+}
+
+// `ls --fingerprint` took only the whole key (32 digits) while ls shows 12: a prefix that begins one key of the
+// store (its plans' or its kernel caches') now selects that environment, one that begins several is refused
+// naming them (exit 2), one that begins none lists nothing, as a whole key not in the store does.
+TEST_F(PlansCli, LsFingerprintTakesAUniquePrefixOfTheKey) {
+  const std::string k0 = fingerprint_key(h200());  // the fixture's four records
+  // Two environments whose keys begin with the same 6 digits (found by trying SM counts), and a third.
+  EnvFingerprint a = h200(), b = h200(), c = h200();
+  {
+    std::map<std::string, int> seen;
+    for (int sm = 1; sm < 1000000 && b.sm_count == h200().sm_count; ++sm) {
+      EnvFingerprint f = h200();
+      f.sm_count = sm;
+      const std::string p = fingerprint_key(f).substr(0, 6);
+      if (sm == h200().sm_count || p == k0.substr(0, 6)) continue;
+      auto [it, fresh] = seen.emplace(p, sm);
+      if (!fresh) a.sm_count = it->second, b.sm_count = sm;
+    }
+  }
+  ASSERT_NE(b.sm_count, h200().sm_count);
+  c.cudnn_version = 92000;
+  const std::string ka = fingerprint_key(a), kb = fingerprint_key(b), kc = fingerprint_key(c);
+  ASSERT_EQ(ka.substr(0, 6), kb.substr(0, 6));
+  ASSERT_NE(ka.substr(0, 12), kb.substr(0, 12));
+  ASSERT_NE(kc.substr(0, 6), k0.substr(0, 6));
+  ASSERT_NE(kc.substr(0, 6), ka.substr(0, 6));
+  {
+    auto s = store_test::open_store(store_);
+    ASSERT_TRUE(s->put(make_record(10, a)).is_ok());
+    ASSERT_TRUE(s->put(make_record(11, b)).is_ok());
+    KernelCacheRecord k;  // environment c has a kernel cache and no plan
+    k.structure_sig = make_record(12).structure_sig;
+    k.fingerprint = c;
+    k.cache_json = R"({"kernels":[]})";
+    ASSERT_TRUE(s->put_kernel_cache(k).is_ok());
+  }
+  auto listed = [&](const std::string& args) {
+    CliResult r = run_kiln("plans ls --json " + args + " --store " + store_);
+    EXPECT_EQ(r.code, kExitOk) << args << ": " << r.output();
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_TRUE(j.is_array()) << r.out;
+    std::vector<std::string> keys;
+    if (j.is_array())
+      for (const auto& e : j) keys.push_back(e["fingerprint_key"]);
+    return keys;
+  };
+  // The 12 digits a table shows, and the whole key, select the same environment.
+  EXPECT_EQ(listed("--fingerprint " + ka.substr(0, 12)), std::vector<std::string>{ka});
+  EXPECT_EQ(listed("--fingerprint " + ka), std::vector<std::string>{ka});
+  std::string upper = k0.substr(0, 6);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  EXPECT_EQ(listed("--fingerprint " + upper), std::vector<std::string>(4, k0));
+  // A kernel cache's environment (no plan under it): its caches are listed.
+  EXPECT_EQ(listed("--kernel-caches --fingerprint " + kc.substr(0, 8)), std::vector<std::string>{kc});
+  CliResult text = run_kiln("plans ls --fingerprint " + kb.substr(0, 12) + " --store " + store_);
+  EXPECT_EQ(text.code, kExitOk) << text.output();
+  EXPECT_NE(text.out.find("1 plan in " + store_), std::string::npos) << text.out;
+  // Ambiguous: refused, naming both keys.
+  CliResult amb = run_kiln("plans ls --fingerprint " + ka.substr(0, 6) + " --store " + store_);
+  EXPECT_EQ(amb.code, kExitBadInput) << amb.output();
+  EXPECT_NE(amb.output().find("--fingerprint " + ka.substr(0, 6) + " is ambiguous: it begins 2 environment keys in " +
+                              store_ + ": " + std::min(ka, kb) + ", " + std::max(ka, kb) + " (give more of it)"),
+            std::string::npos)
+      << amb.output();
+  // Begins none: nothing listed, as for a whole key that is not in the store.
+  std::string none = "000000";
+  for (char d = '0'; d <= '9' && (k0.rfind(none, 0) == 0 || ka.rfind(none, 0) == 0 || kb.rfind(none, 0) == 0 ||
+                                  kc.rfind(none, 0) == 0);
+       ++d)
+    none = std::string(6, d);
+  EXPECT_TRUE(listed("--fingerprint " + none).empty());
+  EXPECT_TRUE(listed("--fingerprint " + std::string(32, 'f')).empty());
+  // Too short, not hex, too long: usage errors naming the option (also without a store).
+  for (const std::string& bad : {ka.substr(0, 5), std::string("xyz123"), ka + "0"})
+    for (const std::string& where : {store_, dir_.file("absent.db")}) {
+      CliResult r = run_kiln("plans ls --fingerprint " + bad + " --store " + where);
+      EXPECT_EQ(r.code, kExitBadInput) << bad << ": " << r.output();
+      EXPECT_NE(r.output().find("--fingerprint takes an environment key (32 hex digits) or a prefix of one of at "
+                                "least 6"),
+                std::string::npos)
+          << r.output();
+    }
 }
 
 TEST_F(PlansCli, ShowAndRm) {

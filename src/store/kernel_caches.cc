@@ -122,6 +122,14 @@ std::vector<std::string> kernel_cache_mismatches(const EnvFingerprint& kept, con
   return out;
 }
 
+std::string kernel_cache_display_name(const std::string& structure_sig, const std::string& fingerprint_key,
+                                      int64_t rowid) {
+  const std::string name = (structure_sig.empty() ? "?" : structure_sig.substr(0, 12)) + "/" +
+                           (fingerprint_key.empty() ? "?" : fingerprint_key.substr(0, 12));
+  if (!structure_sig.empty() && !fingerprint_key.empty()) return name;
+  return name + " (rowid " + std::to_string(rowid) + ")";
+}
+
 bool kernel_cache_environment_matches(const EnvFingerprint& kept, const EnvFingerprint& current) {
   return kernel_cache_mismatches(kept, current, KernelCacheJudged::kEverything).empty();
 }
@@ -244,17 +252,19 @@ StatusOr<std::vector<KernelCacheInfo>> PlanStore::list_kernel_caches() {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return out;
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT structure_sig, fingerprint_key, graph_name, "
-                                                    "length(cache_json), created_at, fingerprint_json FROM "
+                                                    "length(cache_json), created_at, fingerprint_json, rowid FROM "
                                                     "kernel_caches ORDER BY structure_sig, fingerprint_key"));
   while (true) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
     KernelCacheInfo info;
+    info.rowid = st.int64(6);
     info.structure_sig = st.text(0);
     info.fingerprint_key = st.text(1);
     info.graph_name = st.text(2);
     info.bytes = st.int64(3);
-    info.created_at = st.int64(4);
+    // A NULL (or text) created_at is an unknown time, not the epoch.
+    if (st.type(4) == SQLITE_INTEGER) info.created_at = st.int64(4);
     StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(5));
     if (!fp.is_ok()) info.problem = "fingerprint: " + fp.status().message();
     else if (fingerprint_key(*fp) != info.fingerprint_key)
@@ -305,7 +315,7 @@ Status PlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vector<Bad
       ++out->kernel_caches_ok;
       continue;
     }
-    out->kernel_cache_problems.push_back({row.sig, "", row.key, problem});
+    out->kernel_cache_problems.push_back({row.sig, "", row.key, problem, row.rowid});
     bad->push_back({row.rowid, row.checksum});
   }
   return Status::ok();
@@ -321,47 +331,34 @@ StatusOr<int64_t> PlanStore::drop_kernel_cache_row_locked(const BadKernelCache& 
   return static_cast<int64_t>(sqlite3_changes(db_));
 }
 
-Status PlanStore::gc_kernel_caches_locked(const GcOptions& options, GcReport* out) {
+Status PlanStore::gc_find_kernel_caches_locked(const GcOptions& options, const std::set<int64_t>& gone,
+                                               GcGarbage* out) {
   if (!options.current && !options.older_than) return Status::ok();
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return Status::ok();
-  struct Gone {
-    int64_t rowid;
-    std::string checksum;
-    KernelCacheRemoval what;
-    bool stale;
-  };
-  std::vector<Gone> gone;
-  {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, structure_sig, fingerprint_key, graph_name, "
-                                                      "fingerprint_json, created_at, checksum FROM kernel_caches "
-                                                      "ORDER BY structure_sig, fingerprint_key"));
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
-      StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(4));
-      if (!fp.is_ok()) continue;  // damaged, not stale: drop_corrupt's business
-      KernelCacheRemoval what{st.text(1), st.text(2), st.text(3), ""};
-      if (options.current) {
-        std::vector<std::string> why = kernel_cache_mismatches(*fp, *options.current, options.kernel_cache_judged);
-        if (!why.empty()) {
-          what.why = "kept for another environment: " + join(why, "; ");
-          gone.push_back({st.int64(0), st.text(6), std::move(what), true});
-          continue;
-        }
-      }
-      // As for plans (created_at < the cut-off): a created_at that is not a number is never old.
-      if (options.older_than && st.type(5) == SQLITE_INTEGER && st.int64(5) < *options.older_than) {
-        what.why = "kept before the --older-than cut-off";
-        gone.push_back({st.int64(0), st.text(6), std::move(what), false});
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, structure_sig, fingerprint_key, graph_name, "
+                                                    "fingerprint_json, created_at, checksum FROM kernel_caches "
+                                                    "ORDER BY structure_sig, fingerprint_key"));
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    if (gone.count(st.int64(0))) continue;  // damaged: dropped before this, as corrupt
+    StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(4));
+    if (!fp.is_ok()) continue;  // damaged, not stale: drop_corrupt's business
+    KernelCacheRemoval what{st.text(1), st.text(2), st.text(3), "", st.int64(0)};
+    if (options.current) {
+      std::vector<std::string> why = kernel_cache_mismatches(*fp, *options.current, options.kernel_cache_judged);
+      if (!why.empty()) {
+        what.why = "kept for another environment: " + join(why, "; ");
+        out->kernel_caches.push_back({{st.int64(0), st.text(6)}, std::move(what), true});
+        continue;
       }
     }
-  }
-  for (Gone& g : gone) {
-    KILN_ASSIGN_OR_RETURN(int64_t n, drop_kernel_cache_row_locked({g.rowid, g.checksum}));
-    if (n == 0) continue;
-    (g.stale ? out->kernel_caches_stale_removed : out->kernel_caches_old_removed) += n;
-    out->kernel_caches_removed.push_back(std::move(g.what));
+    // As for plans (created_at < the cut-off): a created_at that is not a number is never old.
+    if (options.older_than && st.type(5) == SQLITE_INTEGER && st.int64(5) < *options.older_than) {
+      what.why = "kept before the --older-than cut-off";
+      out->kernel_caches.push_back({{st.int64(0), st.text(6)}, std::move(what), false});
+    }
   }
   return Status::ok();
 }

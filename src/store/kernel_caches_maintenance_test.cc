@@ -91,7 +91,8 @@ TEST(KernelCacheMaintenance, ListShowsEachEnvironmentAndADamagedFingerprint) {
     EXPECT_TRUE(c.problem.empty()) << c.problem;
     EXPECT_EQ(c.fingerprint_key, fingerprint_key(c.fingerprint));
     EXPECT_EQ(c.fingerprint.gpu_name, "NVIDIA H200");
-    EXPECT_GT(c.created_at, 0);
+    ASSERT_TRUE(c.created_at.has_value());
+    EXPECT_GT(*c.created_at, 0);
     EXPECT_EQ(c.bytes, static_cast<int64_t>(cache(kSigA).cache_json.size()));
     with_new_cudnn += c.fingerprint.cudnn_version == 92000 ? 1 : 0;
   }

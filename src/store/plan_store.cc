@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "kiln/core/log.h"
@@ -539,7 +541,7 @@ StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
     RowRead r = store::read_record(st, 0, false);
-    out.push_back(PlanSummary{std::move(r.record), r.plan_size});
+    out.push_back(PlanSummary{std::move(r.record), r.plan_size, std::move(r.stored_fingerprint_key)});
   }
   return out;
 }
@@ -586,17 +588,19 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
   VerifyReport out;
   KILN_ASSIGN_OR_RETURN(out.integrity, check_pragma(db_, "PRAGMA integrity_check"));
   struct Bad {
+    int64_t rowid;
     RowRead row;
     std::string reason;
   };
   std::vector<Bad> bad;
   {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, " + store::record_columns(true) +
                                                           " FROM plans ORDER BY structure_sig, shape_key"));
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
-      RowRead r = store::read_record(st, 0, true);
+      const int64_t rowid = st.int64(0);
+      RowRead r = store::read_record(st, 1, true);
       ++out.checked;
       std::string problem = store::record_problem(r);
       if (problem.empty()) {
@@ -607,9 +611,9 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
         ++out.ok;
         continue;
       }
-      out.problems.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, problem});
+      out.problems.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, problem, rowid});
       r.record.plan_bytes.clear();
-      bad.push_back({std::move(r), problem});
+      bad.push_back({rowid, std::move(r), problem});
     }
   }
   counters_.corrupt += static_cast<int64_t>(bad.size());
@@ -619,7 +623,7 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
                      b.row.record.checksum, b.reason);
   if (bad_plans)
     for (const Bad& b : bad)
-      bad_plans->push_back({b.row.record.structure_sig, b.row.record.shape_key, b.row.stored_fingerprint_key,
+      bad_plans->push_back({b.rowid, b.row.record.structure_sig, b.row.record.shape_key, b.row.stored_fingerprint_key,
                             b.row.record.checksum, b.reason});
 
   std::vector<BadKernelCache> caches;
@@ -629,7 +633,8 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
     for (size_t i = 0; i < caches.size(); ++i) {
       // A damaged cache is dropped, as get_kernel_cache drops one: its kernels are compiled again.
       const VerifyProblem& p = out.kernel_cache_problems[i];
-      const std::string name = store::record_name(p.structure_sig, "kernels", p.fingerprint_key);
+      std::string name = store::record_name(p.structure_sig, "kernels", p.fingerprint_key);
+      if (p.structure_sig.empty() || p.fingerprint_key.empty()) name += " (rowid " + std::to_string(p.rowid) + ")";
       StatusOr<int64_t> gone = drop_kernel_cache_row_locked(caches[i]);
       if (!gone.is_ok())
         KILN_LOG(kWarn, "plan store " << path_ << ": corrupt kernel cache " << name << " (" << p.reason
@@ -642,111 +647,155 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
 }
 
 StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
-  if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
+  // A dry run only reads: it works on a store opened read-only, and leaves the file as it was.
+  if (read_only_ && !options.dry_run) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
   GcReport out;
   out.dry_run = options.dry_run;
+  // A dry run reads one snapshot: what it reports is one state of the store, whatever other processes write.
+  store::ReadTxn snapshot(db_);
+  if (options.dry_run) KILN_RETURN_IF_ERROR(snapshot.begin());
   std::vector<BadPlan> bad_plans;
   std::vector<BadKernelCache> bad_caches;
   if (options.drop_corrupt) {
-    // A dry run leaves them in place here, and removes them in the transaction below, which it rolls back.
+    // A real run moves the corrupt plans to quarantine and drops the damaged caches here; a dry run leaves
+    // them in place, and passes over them below, so that every count is the one a real run gives.
     VerifyOptions vo;
     vo.quarantine = !options.dry_run;
     KILN_ASSIGN_OR_RETURN(VerifyReport vr, verify_locked(vo, &bad_plans, &bad_caches));
     out.corrupt_removed = static_cast<int64_t>(vr.problems.size());
     out.kernel_caches_corrupt_removed = static_cast<int64_t>(vr.kernel_cache_problems.size());
     for (const VerifyProblem& p : vr.kernel_cache_problems)
-      out.kernel_caches_removed.push_back({p.structure_sig, p.fingerprint_key, "", "corrupt: " + p.reason});
+      out.kernel_caches_removed.push_back({p.structure_sig, p.fingerprint_key, "", "corrupt: " + p.reason, p.rowid});
   }
-  struct Key {
-    std::string sig, shape, fp;
-  };
-  WriteTxn txn(db_);
-  KILN_RETURN_IF_ERROR(txn.begin());
+  std::set<int64_t> gone_plans, gone_caches;
   if (options.dry_run) {
-    // What the verify above would have moved to quarantine or dropped goes here, so that every count below
-    // is the one a real run gives.
-    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, std::string("DELETE") + kStoredRowWhere));
-    for (const BadPlan& b : bad_plans) {
-      del.bind(3, b.structure_sig).bind(4, b.shape_key).bind(5, b.fingerprint_key).bind(6, b.stored_checksum);
+    for (const BadPlan& b : bad_plans) gone_plans.insert(b.rowid);
+    for (const BadKernelCache& b : bad_caches) gone_caches.insert(b.rowid);
+  }
+  WriteTxn txn(db_);
+  if (!options.dry_run) KILN_RETURN_IF_ERROR(txn.begin());
+  GcGarbage garbage;
+  KILN_RETURN_IF_ERROR(gc_find_locked(options, gone_plans, gone_caches, &garbage));
+  out.stale_removed = static_cast<int64_t>(garbage.stale_plans.size());
+  out.old_removed = static_cast<int64_t>(garbage.old_plans.size());
+  if (options.drop_quarantine)
+    out.quarantine_removed = garbage.quarantined + (options.dry_run ? static_cast<int64_t>(bad_plans.size()) : 0);
+  out.graph_specs_removed = static_cast<int64_t>(garbage.graph_specs.size());
+  out.fusion_records_removed = static_cast<int64_t>(garbage.fusion_records.size());
+  for (const KernelCacheGarbage& k : garbage.kernel_caches) {
+    ++(k.stale ? out.kernel_caches_stale_removed : out.kernel_caches_old_removed);
+    out.kernel_caches_removed.push_back(k.what);
+  }
+  if (options.dry_run) return out;  // nothing written
+
+  // What was found, removed in the same write transaction (nothing else wrote in between).
+  auto delete_rows = [&](const char* table, const std::vector<int64_t>& rowids) -> Status {
+    if (rowids.empty()) return Status::ok();
+    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, std::string("DELETE FROM ") + table + " WHERE rowid=?1"));
+    for (int64_t rowid : rowids) {
+      del.bind(1, rowid);
       KILN_RETURN_IF_ERROR(del.run());
       KILN_RETURN_IF_ERROR(del.reset());
     }
-    for (const BadKernelCache& b : bad_caches) KILN_RETURN_IF_ERROR(drop_kernel_cache_row_locked(b).status());
-  }
-  std::vector<Key> stale;
+    return Status::ok();
+  };
+  KILN_RETURN_IF_ERROR(delete_rows("plans", garbage.stale_plans));
+  KILN_RETURN_IF_ERROR(delete_rows("plans", garbage.old_plans));
+  if (garbage.quarantined > 0) KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM quarantine"));
+  KILN_RETURN_IF_ERROR(delete_rows("graph_specs", garbage.graph_specs));
+  KILN_RETURN_IF_ERROR(delete_rows("fusion_decisions", garbage.fusion_records));
+  for (const KernelCacheGarbage& k : garbage.kernel_caches)
+    KILN_RETURN_IF_ERROR(drop_kernel_cache_row_locked(k.row).status());
+  KILN_RETURN_IF_ERROR(txn.commit());
+  return out;
+}
+
+Status PlanStore::gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
+                                 const std::set<int64_t>& gone_caches, GcGarbage* out) {
+  // The plan rows gone by each step, as a real run removes them in turn: corrupt, then stale, then old.
+  std::set<int64_t> gone = gone_plans;
   if (options.current) {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT structure_sig, shape_key, fingerprint_key, "
-                                                      "fingerprint_json, kiln_schema_version FROM plans"));
+    KILN_ASSIGN_OR_RETURN(Stmt st,
+                          Stmt::prepare(db_, "SELECT rowid, fingerprint_json, kiln_schema_version FROM plans"));
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
-      StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(3));
+      const int64_t rowid = st.int64(0);
+      if (gone.count(rowid)) continue;
+      StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(1));
       if (!fp.is_ok()) continue;  // corrupt, not stale: drop_corrupt's business
-      bool pass = check_fingerprint(*fp, *options.current, options.policy).pass && st.int64(4) <= kStoreSchemaVersion;
-      if (!pass) stale.push_back({st.text(0), st.text(1), st.text(2)});
+      bool pass = check_fingerprint(*fp, *options.current, options.policy).pass && st.int64(2) <= kStoreSchemaVersion;
+      if (!pass) out->stale_plans.push_back(rowid);
     }
-  }
-  if (!stale.empty()) {
-    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM plans WHERE structure_sig=?1 AND shape_key=?2 "
-                                                       "AND fingerprint_key=?3"));
-    for (const Key& k : stale) {
-      del.bind(1, k.sig).bind(2, k.shape).bind(3, k.fp);
-      KILN_RETURN_IF_ERROR(del.run());
-      out.stale_removed += sqlite3_changes(db_);
-      KILN_RETURN_IF_ERROR(del.reset());
-    }
+    gone.insert(out->stale_plans.begin(), out->stale_plans.end());
   }
   if (options.older_than) {
-    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM plans WHERE created_at < ?1"));
-    del.bind(1, *options.older_than);
-    KILN_RETURN_IF_ERROR(del.run());
-    out.old_removed = sqlite3_changes(db_);
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid FROM plans WHERE created_at < ?1"));
+    st.bind(1, *options.older_than);
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      if (!gone.count(st.int64(0))) out->old_plans.push_back(st.int64(0));
+    }
+    gone.insert(out->old_plans.begin(), out->old_plans.end());
   }
-  if (options.drop_quarantine) {
-    KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM quarantine"));
-    out.quarantine_removed = sqlite3_changes(db_);
-    if (options.dry_run) out.quarantine_removed += static_cast<int64_t>(bad_plans.size());  // moved there first
+  // A table an older store lacks (a read-only dry run adds none) holds nothing to remove.
+  KILN_ASSIGN_OR_RETURN(bool has_quarantine, store::table_exists(db_, "quarantine"));
+  if (options.drop_quarantine && has_quarantine) {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT count(*) FROM quarantine"));
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    out->quarantined = row ? st.int64(0) : 0;
   }
-  // Graph specs that no plan and no queued re-tune refers to any more.
-  KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM graph_specs WHERE NOT EXISTS (SELECT 1 FROM plans p WHERE "
-                                 "p.structure_sig = graph_specs.structure_sig AND p.shape_key = graph_specs.shape_key)"
-                                 " AND NOT EXISTS (SELECT 1 FROM retune_queue q WHERE q.structure_sig = "
-                                 "graph_specs.structure_sig AND q.shape_key = graph_specs.shape_key)"));
-  out.graph_specs_removed = sqlite3_changes(db_);
+  // Graph specs that no plan left and no queued re-tune refers to (matched as SQL compares the columns).
+  KILN_ASSIGN_OR_RETURN(bool has_specs, store::table_exists(db_, "graph_specs"));
+  if (has_specs) {
+    KILN_ASSIGN_OR_RETURN(bool has_queue, store::table_exists(db_, "retune_queue"));
+    KILN_ASSIGN_OR_RETURN(
+        Stmt st, Stmt::prepare(db_, std::string("SELECT g.rowid, p.rowid FROM graph_specs g LEFT JOIN plans p ON "
+                                                "p.structure_sig = g.structure_sig AND p.shape_key = g.shape_key") +
+                                        (has_queue ? " WHERE NOT EXISTS (SELECT 1 FROM retune_queue q WHERE "
+                                                     "q.structure_sig = g.structure_sig AND q.shape_key = g.shape_key)"
+                                                   : "") +
+                                        " ORDER BY g.rowid"));
+    std::map<int64_t, bool> referred;  // graph spec rowid -> whether a plan left refers to it
+    while (true) {
+      KILN_ASSIGN_OR_RETURN(bool row, st.step());
+      if (!row) break;
+      bool& r = referred[st.int64(0)];
+      r = r || (st.type(1) != SQLITE_NULL && !gone.count(st.int64(1)));
+    }
+    for (const auto& [rowid, r] : referred)
+      if (!r) out->graph_specs.push_back(rowid);
+  }
   // Fusion decisions that could not serve any more: a part's record (same environment) is gone, or the row
   // does not read back (damaged).
-  {
-    KILN_ASSIGN_OR_RETURN(
-        Stmt st, Stmt::prepare(db_, std::string("SELECT ") + store::kFusionRecordColumns + " FROM fusion_decisions"));
-    KILN_ASSIGN_OR_RETURN(Stmt has, Stmt::prepare(db_, "SELECT 1 FROM plans WHERE structure_sig=?1 AND shape_key=?2 "
-                                                       "AND fingerprint_key=?3"));
-    std::vector<Key> dead;
+  KILN_ASSIGN_OR_RETURN(bool has_fusions, store::table_exists(db_, "fusion_decisions"));
+  if (has_fusions) {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("SELECT rowid, ") + store::kFusionRecordColumns +
+                                                          " FROM fusion_decisions"));
+    KILN_ASSIGN_OR_RETURN(Stmt has, Stmt::prepare(db_, "SELECT rowid FROM plans WHERE structure_sig=?1 AND "
+                                                       "shape_key=?2 AND fingerprint_key=?3"));
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
       FusionRecord fr;
-      bool alive = store::read_fusion_record(st, 0, &fr).empty();
+      bool alive = store::read_fusion_record(st, 1, &fr).empty();
       for (size_t i = 0; alive && i < fr.parts.size(); ++i) {
-        has.bind(1, fr.parts[i].structure_sig).bind(2, fr.parts[i].shape_key).bind(3, st.text(2));
-        KILN_ASSIGN_OR_RETURN(alive, has.step());
+        has.bind(1, fr.parts[i].structure_sig).bind(2, fr.parts[i].shape_key).bind(3, st.text(3));
+        bool found = false;
+        while (true) {
+          KILN_ASSIGN_OR_RETURN(bool part, has.step());
+          if (!part) break;
+          found = found || !gone.count(has.int64(0));
+        }
         KILN_RETURN_IF_ERROR(has.reset());
+        alive = found;
       }
-      if (!alive) dead.push_back({st.text(0), st.text(1), st.text(2)});
-    }
-    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM fusion_decisions WHERE structure_sig=?1 AND "
-                                                       "shape_key=?2 AND fingerprint_key=?3"));
-    for (const Key& k : dead) {
-      del.bind(1, k.sig).bind(2, k.shape).bind(3, k.fp);
-      KILN_RETURN_IF_ERROR(del.run());
-      out.fusion_records_removed += sqlite3_changes(db_);
-      KILN_RETURN_IF_ERROR(del.reset());
+      if (!alive) out->fusion_records.push_back(st.int64(0));
     }
   }
-  KILN_RETURN_IF_ERROR(gc_kernel_caches_locked(options, &out));
-  if (options.dry_run) return out;  // rolled back: nothing removed
-  KILN_RETURN_IF_ERROR(txn.commit());
-  return out;
+  return gc_find_kernel_caches_locked(options, gone_caches, out);
 }
 
 StatusOr<std::vector<QuarantineEntry>> PlanStore::quarantine() {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <tuple>
+#include <utility>
 
 #include "kiln/core/log.h"
 #include "store/store_test_util.h"
@@ -470,6 +472,128 @@ TEST(PlanStore, ListRemoveAndGc) {
   EXPECT_EQ(rep->old_removed, 2);
   EXPECT_EQ(store->list()->size(), 3u);
   EXPECT_EQ(*store->remove(ListFilter{}, /*all=*/true), 3);
+}
+
+// `plans gc --dry-run` ran gc's deletions in a write transaction and rolled it back: refused on a store opened
+// read-only (a baked store in a read-only folder), and it wrote the file. A dry run finds the rows by reading
+// alone: on a read-only open it reports what a real run then removes, in every category, and the file is byte
+// for byte as it was.
+TEST(PlanStore, GcDryRunOnAReadOnlyStoreReportsWhatARealRunRemovesAndWritesNothing) {
+  TempDir dir;
+  const std::string path = dir.file("plans.db");
+  EnvFingerprint old = h200();
+  old.cudnn_version = 91800;
+  const std::string spec = R"({"name":"g"})";
+  {
+    auto store = open_store(path);
+    for (int i : {0, 1, 2, 3, 4, 6, 7}) ASSERT_TRUE(store->put(make_record(i)).is_ok());  // created 1700000000 + i
+    ASSERT_TRUE(store->put(make_record(5, old)).is_ok());                                 // stale
+    store_test::flip_blob_byte(path, make_record(4).structure_sig, 1);
+    VerifyOptions vo;
+    vo.quarantine = true;
+    ASSERT_TRUE(store->verify(vo).is_ok());  // record 4 in quarantine
+    ASSERT_EQ(store->quarantine()->size(), 1u);
+    store_test::flip_blob_byte(path, make_record(3).structure_sig, 1);  // record 3 corrupt
+    // Specs of an old, a stale, a corrupt and a kept record, an orphan, and a queued graph's.
+    for (int i : {0, 5, 3, 2}) {
+      const PlanRecord r = make_record(i);
+      ASSERT_TRUE(store->put_graph_spec(r.structure_sig, r.shape_key, "g", spec).is_ok());
+    }
+    ASSERT_TRUE(store->put_graph_spec("orphan", "", "g", spec).is_ok());
+    RetuneRequest q;
+    q.structure_sig = "queued";
+    q.fingerprint = h200();
+    q.spec_json = spec;
+    q.reason = "store miss";
+    ASSERT_TRUE(store->enqueue_retune(q).is_ok());
+    ASSERT_TRUE(store->put_graph_spec("queued", "", "g", spec).is_ok());
+    // A decision with an old part (it goes) and one whose parts stay.
+    for (auto [fused, a, b] : {std::tuple{2, 1, 2}, std::tuple{6, 6, 7}}) {
+      FusionRecord f;
+      f.structure_sig = make_record(fused).structure_sig;
+      f.shape_key = make_record(fused).shape_key;
+      f.fingerprint = h200();
+      f.materialized = "fp16";
+      f.parts = {{"g/a", make_record(a).structure_sig, make_record(a).shape_key},
+                 {"g/b", make_record(b).structure_sig, make_record(b).shape_key}};
+      f.policy = "faster";
+      f.fused_ms = 0.3;
+      f.unfused_ms = 0.2;
+      ASSERT_TRUE(store->put_fusion_record(f).is_ok());
+    }
+    // Kernel caches: one of this environment, one of another, one damaged.
+    for (const auto& [sig, fp] : {std::pair{std::string("k1"), h200()}, std::pair{std::string("k2"), old},
+                                  std::pair{std::string("k3"), h200()}}) {
+      KernelCacheRecord k;
+      k.structure_sig = sig;
+      k.fingerprint = fp;
+      k.cache_json = R"({"kernels":[]})";
+      ASSERT_TRUE(store->put_kernel_cache(k).is_ok());
+    }
+    ASSERT_EQ(raw_sql(path, "UPDATE kernel_caches SET graph_name = 'x' WHERE structure_sig = 'k3'"), 1);
+  }
+  auto bytes = [&] {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string before = bytes();
+  GcOptions g;
+  g.current = h200();
+  g.older_than = 1700000002;  // records 0 and 1
+  g.dry_run = true;
+  StoreOpenOptions ro_options;
+  ro_options.read_only = true;
+  GcReport dry;
+  {
+    auto ro = open_store(path, ro_options);
+    ASSERT_TRUE(ro);
+    StatusOr<GcReport> rep = ro->gc(g);
+    ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+    dry = *rep;
+    GcOptions real = g;
+    real.dry_run = false;
+    EXPECT_EQ(ro->gc(real).status().code(), StatusCode::kFailedPrecondition);  // a real run needs a writable store
+  }
+  EXPECT_EQ(bytes(), before);
+  EXPECT_TRUE(dry.dry_run);
+  EXPECT_EQ(dry.corrupt_removed, 1);
+  EXPECT_EQ(dry.stale_removed, 1);
+  EXPECT_EQ(dry.old_removed, 2);
+  EXPECT_EQ(dry.quarantine_removed, 2);   // record 4, and record 3 moved there first
+  EXPECT_EQ(dry.graph_specs_removed, 4);  // the old, stale and corrupt records' and the orphan
+  EXPECT_EQ(dry.fusion_records_removed, 1);
+  EXPECT_EQ(dry.kernel_caches_stale_removed, 1);
+  EXPECT_EQ(dry.kernel_caches_corrupt_removed, 1);
+
+  g.dry_run = false;
+  auto store = open_store(path);
+  StatusOr<GcReport> real = store->gc(g);
+  ASSERT_TRUE(real.is_ok()) << real.status().to_string();
+  EXPECT_EQ(real->corrupt_removed, dry.corrupt_removed);
+  EXPECT_EQ(real->stale_removed, dry.stale_removed);
+  EXPECT_EQ(real->old_removed, dry.old_removed);
+  EXPECT_EQ(real->quarantine_removed, dry.quarantine_removed);
+  EXPECT_EQ(real->graph_specs_removed, dry.graph_specs_removed);
+  EXPECT_EQ(real->fusion_records_removed, dry.fusion_records_removed);
+  EXPECT_EQ(real->kernel_caches_stale_removed, dry.kernel_caches_stale_removed);
+  EXPECT_EQ(real->kernel_caches_corrupt_removed, dry.kernel_caches_corrupt_removed);
+  ASSERT_EQ(real->kernel_caches_removed.size(), dry.kernel_caches_removed.size());
+  for (size_t i = 0; i < dry.kernel_caches_removed.size(); ++i)
+    EXPECT_EQ(real->kernel_caches_removed[i].why, dry.kernel_caches_removed[i].why);
+  EXPECT_EQ(store->list()->size(), 3u);  // records 2, 6, 7
+  EXPECT_TRUE(store->quarantine()->empty());
+  EXPECT_EQ(store->list_graph_specs()->size(), 2u);
+  EXPECT_EQ(store->list_fusion_records()->size(), 1u);
+  EXPECT_EQ(store->list_kernel_caches()->size(), 1u);
+  // Nothing left to remove: a second dry run, read-only, finds nothing.
+  store.reset();
+  g.dry_run = true;
+  StatusOr<GcReport> again = open_store(path, ro_options)->gc(g);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ(again->stale_removed + again->old_removed + again->corrupt_removed + again->quarantine_removed +
+                again->graph_specs_removed + again->fusion_records_removed,
+            0);
+  EXPECT_TRUE(again->kernel_caches_removed.empty());
 }
 
 TEST(PlanStore, VerifyFindsAndQuarantinesBadRecords) {

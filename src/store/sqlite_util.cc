@@ -112,4 +112,14 @@ Status WriteTxn::commit() {
   return s;
 }
 
+ReadTxn::~ReadTxn() {
+  if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+Status ReadTxn::begin() {
+  KILN_RETURN_IF_ERROR(exec(db_, "BEGIN"));
+  open_ = true;
+  return Status::ok();
+}
+
 }  // namespace kiln::store

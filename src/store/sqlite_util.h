@@ -71,4 +71,19 @@ class WriteTxn {
   bool open_ = false;
 };
 
+// BEGIN (deferred) on begin(): the reads that follow see one snapshot of the database, and take no write
+// lock (it works on a read-only connection). Ended on destruction; it writes nothing, so ending is a rollback.
+class ReadTxn {
+ public:
+  explicit ReadTxn(sqlite3* db) : db_(db) {}
+  ~ReadTxn();
+  ReadTxn(const ReadTxn&) = delete;
+  ReadTxn& operator=(const ReadTxn&) = delete;
+  Status begin();
+
+ private:
+  sqlite3* db_;
+  bool open_ = false;
+};
+
 }  // namespace kiln::store

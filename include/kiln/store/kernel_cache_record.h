@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,18 +47,24 @@ enum class KernelCacheJudged { kEverything, kWithoutDriver, kLibrariesOnly };
 // One line per field, of those `judged` covers, that keeps a cache compiled in `kept` from serving
 // `current` ("cudnn_version: kept 9.19.0, current 9.20.0 (must match exactly)"); empty when none does.
 // With kEverything, empty exactly when kernel_cache_environment_matches.
+// How messages name a kept cache: "<structure_sig, 12>/<fingerprint_key, 12>"; a row whose structure or key
+// column is NULL (or empty), shown "?", is named by its rowid as well: "?/? (rowid 77)".
+std::string kernel_cache_display_name(const std::string& structure_sig, const std::string& fingerprint_key,
+                                      int64_t rowid);
+
 std::vector<std::string> kernel_cache_mismatches(const EnvFingerprint& kept, const EnvFingerprint& current,
                                                  KernelCacheJudged judged = KernelCacheJudged::kEverything);
 
 // What `kiln plans ls`-like listings show of a kept cache (the text itself is not read, nor its checksum:
 // PlanStore::verify checks those).
 struct KernelCacheInfo {
+  int64_t rowid = 0;  // the row's SQLite rowid: names a row whose key columns are NULL
   std::string structure_sig;
   std::string fingerprint_key;  // as stored
   std::string graph_name;
   int64_t bytes = 0;
-  int64_t created_at = 0;
-  EnvFingerprint fingerprint;  // the environment that compiled it, when `problem` is empty
+  std::optional<int64_t> created_at;  // unix seconds; none when the column holds no integer (NULL, damaged)
+  EnvFingerprint fingerprint;         // the environment that compiled it, when `problem` is empty
   // "" when the row's fingerprint reads back and gives its stored key; else what is wrong (the row is
   // damaged: PlanStore::verify reports it, and get_kernel_cache drops it).
   std::string problem;

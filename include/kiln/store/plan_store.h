@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,7 @@ struct ListFilter {
 struct PlanSummary {
   PlanRecord record;  // plan_bytes empty
   int64_t plan_size = 0;
+  std::string stored_fingerprint_key;  // the row's fingerprint_key column (what ListFilter matches)
 };
 
 struct LoadAllResult {
@@ -156,13 +158,15 @@ struct GcOptions {
   // with `drop_corrupt`, a damaged one (as verify finds it). A cache whose structure has no plan record is
   // kept: a Planner reads it for any dynamic build of the structure, plan record or not.
   KernelCacheJudged kernel_cache_judged = KernelCacheJudged::kEverything;
-  // Report what would be removed, and remove nothing: the same work in one transaction, rolled back.
+  // Report what would be removed, and remove nothing: the same rows are found by reading alone (one snapshot),
+  // so a dry run writes nothing at all and works on a store opened read-only.
   bool dry_run = false;
 };
 // A kernel cache gc removed (or, dry run, would remove), and why.
 struct KernelCacheRemoval {
   std::string structure_sig, fingerprint_key, graph_name;
-  std::string why;  // "another environment: cudnn_version: kept ...", "older than the cut-off", "corrupt: ..."
+  std::string why;    // "another environment: cudnn_version: kept ...", "older than the cut-off", "corrupt: ..."
+  int64_t rowid = 0;  // names a row whose key columns are NULL (kernel_cache_display_name)
 };
 struct GcReport {
   bool dry_run = false;  // counts are what a real run would remove; nothing was
@@ -187,6 +191,7 @@ struct VerifyOptions {
 struct VerifyProblem {
   std::string structure_sig, shape_key, fingerprint_key;  // shape_key is empty for a kernel cache
   std::string reason;
+  int64_t rowid = 0;  // the row's SQLite rowid: names a row whose key columns are NULL
 };
 struct VerifyReport {
   int64_t checked = 0;
@@ -414,14 +419,28 @@ class PlanStore {
  private:
   PlanStore(std::string path, sqlite3* db, bool read_only);
   StatusOr<int64_t> remove_kernel_cache_locked(const std::string& structure_sig, const std::string& fingerprint_key);
-  // A bad plan row found by verify: its stored key and checksum column texts (what quarantine_row matches).
+  // A bad plan row found by verify: its rowid, and its stored key and checksum column texts (what quarantine_row
+  // matches).
   struct BadPlan {
+    int64_t rowid = 0;
     std::string structure_sig, shape_key, fingerprint_key, stored_checksum, reason;
   };
   // A damaged kernel cache row found by verify: its rowid and stored checksum text, so that only that row goes.
   struct BadKernelCache {
     int64_t rowid = 0;
     std::string stored_checksum;
+  };
+  // A kernel cache gc removes (stale or old), with what its report says of it.
+  struct KernelCacheGarbage {
+    BadKernelCache row;
+    KernelCacheRemoval what;
+    bool stale = false;  // else old
+  };
+  // What gc removes after the corrupt rows, found by reading alone (gc_find_locked): rowids by table.
+  struct GcGarbage {
+    std::vector<int64_t> stale_plans, old_plans, graph_specs, fusion_records;
+    int64_t quarantined = 0;  // rows in the quarantine table (when it is to be emptied)
+    std::vector<KernelCacheGarbage> kernel_caches;
   };
   // What verify() does, under mu_; the bad rows are handed back too, when asked for.
   StatusOr<VerifyReport> verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans = nullptr,
@@ -431,8 +450,12 @@ class PlanStore {
   // Deletes one kernel cache row (by rowid and stored checksum), in the caller's transaction if there is one;
   // returns the rows gone.
   StatusOr<int64_t> drop_kernel_cache_row_locked(const BadKernelCache& bad);
-  // gc's kernel cache part (stale and old), in the caller's transaction (kernel_caches.cc).
-  Status gc_kernel_caches_locked(const GcOptions& options, GcReport* out);
+  // What gc removes besides the corrupt rows, read without writing. `gone_plans` and `gone_caches`: rows a
+  // real run has already removed as corrupt by then (a dry run leaves them in place), passed over here.
+  Status gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
+                        const std::set<int64_t>& gone_caches, GcGarbage* out);
+  // gc_find_locked's kernel cache part (stale and old caches; kernel_caches.cc).
+  Status gc_find_kernel_caches_locked(const GcOptions& options, const std::set<int64_t>& gone, GcGarbage* out);
   // Moves the row with these stored key and checksum column values to quarantine, unless another process
   // replaced it meanwhile (its checksum column then differs). Logs. No-op for a read-only store.
   void quarantine_row(const std::string& structure_sig, const std::string& shape_key,
