@@ -23,7 +23,7 @@ using store::DbPtr;
 using store::exec;
 using store::RowRead;
 using store::Stmt;
-using store::WriteTxn;
+using store::Txn;
 
 namespace {
 
@@ -416,7 +416,7 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
   KILN_ASSIGN_OR_RETURN(BundleContents bundle, read_bundle(bundle_path, options.validator));
   ImportReport out;
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt find, Stmt::prepare(db_, "SELECT created_at, checksum FROM plans WHERE structure_sig=?1 "
                                                       "AND shape_key=?2 AND fingerprint_key=?3"));

@@ -16,7 +16,7 @@
 namespace kiln {
 
 using store::Stmt;
-using store::WriteTxn;
+using store::Txn;
 
 using store::put_field;
 
@@ -169,7 +169,7 @@ StatusOr<FusionRecord> PlanStore::put_fusion_record(const FusionRecord& record) 
   if (r.created_at == 0) r.created_at = store::unix_now();
   r.checksum = compute_fusion_record_checksum(r);
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO fusion_decisions(") +
                                                         store::kFusionRecordColumns +
@@ -213,7 +213,7 @@ StatusOr<std::optional<FusionRecord>> PlanStore::get_fusion_record(const std::st
       continue;
     }
     KILN_LOG(kWarn, "plan store " << path_ << ": dropped corrupt fusion decision " << name << ": " << problem);
-    WriteTxn txn(db_);
+    Txn txn(db_);
     KILN_RETURN_IF_ERROR(txn.begin());
     KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM fusion_decisions WHERE structure_sig=?1 AND "
                                                        "shape_key=?2 AND fingerprint_key=?3"));
@@ -239,7 +239,7 @@ StatusOr<int64_t> PlanStore::remove_fusion_record(const std::string& structure_s
                                                   const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM fusion_decisions WHERE structure_sig=?1 AND "
                                                      "shape_key=?2 AND fingerprint_key=?3"));

@@ -10,7 +10,7 @@
 namespace kiln {
 
 using store::Stmt;
-using store::WriteTxn;
+using store::Txn;
 
 using store::put_field;
 
@@ -81,7 +81,7 @@ StatusOr<GraphSpecEntry> PlanStore::put_graph_spec(const std::string& structure_
   GraphSpecEntry e{structure_sig, shape_key, graph_name, spec_json, store::unix_now(), ""};
   e.checksum = compute_graph_spec_checksum(e);
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO graph_specs(") +
                                                         store::kGraphSpecColumns + ") VALUES (?1,?2,?3,?4,?5,?6)"));
@@ -115,7 +115,7 @@ StatusOr<std::optional<GraphSpecEntry>> PlanStore::get_graph_spec(const std::str
     return std::optional<GraphSpecEntry>();
   }
   KILN_LOG(kWarn, "plan store " << path_ << ": dropped corrupt graph spec " << name << ": " << problem);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt del,
                         Stmt::prepare(db_, "DELETE FROM graph_specs WHERE structure_sig=?1 AND shape_key=?2"));

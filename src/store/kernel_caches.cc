@@ -16,7 +16,7 @@
 namespace kiln {
 
 using store::Stmt;
-using store::WriteTxn;
+using store::Txn;
 
 using store::put_field;
 
@@ -168,7 +168,7 @@ StatusOr<KernelCacheRecord> PlanStore::put_kernel_cache(const KernelCacheRecord&
   if (r.created_at == 0) r.created_at = store::unix_now();
   r.checksum = compute_kernel_cache_checksum(r);
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO kernel_caches(") + kColumns +
                                                         ") VALUES (?1,?2,?3,?4,?5,?6,?7)"));
@@ -235,7 +235,7 @@ StatusOr<int64_t> PlanStore::remove_kernel_cache_locked(const std::string& struc
                                                         const std::string& fingerprint_key) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return int64_t{0};
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt del,
                         Stmt::prepare(db_, "DELETE FROM kernel_caches WHERE structure_sig=?1 AND fingerprint_key=?2"));

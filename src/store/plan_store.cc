@@ -43,7 +43,7 @@ using store::DbPtr;
 using store::exec;
 using store::RowRead;
 using store::Stmt;
-using store::WriteTxn;
+using store::Txn;
 using store::unix_now;
 using store::user_at_host;
 
@@ -156,7 +156,7 @@ Status init_schema(sqlite3* db, bool read_only) {
     if (!is_store) return invalid_argument("not a Kiln plan store (empty database)");
     return Status::ok();
   }
-  WriteTxn txn(db);
+  Txn txn(db);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(bool has_meta, check_existing_schema(db));  // again, under the write lock
   KILN_RETURN_IF_ERROR(exec(db, kMetaTableSql));
@@ -381,7 +381,7 @@ StatusOr<PlanRecord> PlanStore::put(const PlanRecord& record) {
   r.checksum = compute_record_checksum(r);
 
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "INSERT OR REPLACE INTO plans(" + store::record_columns(true) +
                                                         ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
@@ -410,7 +410,7 @@ void PlanStore::quarantine_row(const std::string& structure_sig, const std::stri
   }
   const char* where = kStoredRowWhere;
   auto move = [&]() -> StatusOr<int> {
-    WriteTxn txn(db_);
+    Txn txn(db_);
     KILN_RETURN_IF_ERROR(txn.begin());
     KILN_ASSIGN_OR_RETURN(
         Stmt ins, Stmt::prepare(db_, "INSERT INTO quarantine(quarantined_at, reason, " + store::record_columns(true) +
@@ -567,7 +567,7 @@ StatusOr<int64_t> PlanStore::remove(const ListFilter& filter, bool all) {
   if (empty && !all) return invalid_argument("remove: give a filter, or ask for all records explicitly");
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("DELETE FROM plans") + store::kFilterWhere));
   store::bind_filter(st, filter);
@@ -653,8 +653,9 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
   GcReport out;
   out.dry_run = options.dry_run;
   // A dry run reads one snapshot: what it reports is one state of the store, whatever other processes write.
-  store::ReadTxn snapshot(db_);
-  if (options.dry_run) KILN_RETURN_IF_ERROR(snapshot.begin());
+  // A real run writes in a transaction begun below, after the verify's quarantine (its own transaction).
+  Txn txn(db_);
+  if (options.dry_run) KILN_RETURN_IF_ERROR(txn.begin_read());
   std::vector<BadPlan> bad_plans;
   std::vector<BadKernelCache> bad_caches;
   if (options.drop_corrupt) {
@@ -673,7 +674,6 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
     for (const BadPlan& b : bad_plans) gone_plans.insert(b.rowid);
     for (const BadKernelCache& b : bad_caches) gone_caches.insert(b.rowid);
   }
-  WriteTxn txn(db_);
   if (!options.dry_run) KILN_RETURN_IF_ERROR(txn.begin());
   GcGarbage garbage;
   KILN_RETURN_IF_ERROR(gc_find_locked(options, gone_plans, gone_caches, &garbage));

@@ -12,7 +12,7 @@
 namespace kiln {
 
 using store::Stmt;
-using store::WriteTxn;
+using store::Txn;
 
 namespace store {
 
@@ -102,7 +102,7 @@ StatusOr<RetuneQueueEntry> PlanStore::enqueue_retune(const RetuneRequest& reques
   std::string reason = clip_reason(request.reason);
 
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   RetuneQueueEntry e;
   bool exists = false;
@@ -177,7 +177,7 @@ StatusOr<bool> PlanStore::remove_from_retune_queue(const std::string& structure_
                                                    const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
-  WriteTxn txn(db_);
+  Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM retune_queue WHERE structure_sig=?1 AND "
                                                      "shape_key=?2 AND fingerprint_key=?3"));

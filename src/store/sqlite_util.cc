@@ -96,27 +96,23 @@ std::string Stmt::text(int col) const {
   return std::string(static_cast<const char*>(p), static_cast<size_t>(n));
 }
 
-WriteTxn::~WriteTxn() {
+Txn::~Txn() {
   if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
-Status WriteTxn::begin() {
+Status Txn::begin() {
   KILN_RETURN_IF_ERROR(exec(db_, "BEGIN IMMEDIATE"));
   open_ = true;
   return Status::ok();
 }
 
-Status WriteTxn::commit() {
+Status Txn::commit() {
   Status s = exec(db_, "COMMIT");
   if (s.is_ok()) open_ = false;
   return s;
 }
 
-ReadTxn::~ReadTxn() {
-  if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-}
-
-Status ReadTxn::begin() {
+Status Txn::begin_read() {
   KILN_RETURN_IF_ERROR(exec(db_, "BEGIN"));
   open_ = true;
   return Status::ok();

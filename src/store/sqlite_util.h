@@ -58,28 +58,19 @@ class Stmt {
   Status bind_error_;
 };
 
-// BEGIN IMMEDIATE on construction (via begin()); rolls back unless commit() succeeded.
-class WriteTxn {
+// A transaction, rolled back on destruction unless commit() succeeded.
+//   begin()       BEGIN IMMEDIATE: takes the write lock at once (a write transaction);
+//   begin_read()  BEGIN (deferred): the reads that follow see one snapshot of the database and take no write
+//                 lock, so it works on a read-only connection; it writes nothing, so ending it is a rollback.
+class Txn {
  public:
-  explicit WriteTxn(sqlite3* db) : db_(db) {}
-  ~WriteTxn();
+  explicit Txn(sqlite3* db) : db_(db) {}
+  ~Txn();
+  Txn(const Txn&) = delete;
+  Txn& operator=(const Txn&) = delete;
   Status begin();
+  Status begin_read();
   Status commit();
-
- private:
-  sqlite3* db_;
-  bool open_ = false;
-};
-
-// BEGIN (deferred) on begin(): the reads that follow see one snapshot of the database, and take no write
-// lock (it works on a read-only connection). Ended on destruction; it writes nothing, so ending is a rollback.
-class ReadTxn {
- public:
-  explicit ReadTxn(sqlite3* db) : db_(db) {}
-  ~ReadTxn();
-  ReadTxn(const ReadTxn&) = delete;
-  ReadTxn& operator=(const ReadTxn&) = delete;
-  Status begin();
 
  private:
   sqlite3* db_;
