@@ -590,6 +590,12 @@ struct Planner::Impl {
   std::shared_ptr<const ExecutablePlan> split_plan(const PreparedGraph& pg, const Graph& g, const GraphSignature& sig,
                                                    const std::map<std::string, int64_t>& shape,
                                                    const std::vector<TunedShape>& tuned, std::string* why);
+  // What becomes of a stopgap served now, for its `why`: "its own plan is being built" (or tuned), or "kept:
+  // promotion is off".
+  const char* stopgap_fate() const {
+    if (!options.promote) return "kept: promotion is off";
+    return options.promote_by == PromoteBy::kTune ? "its own plan is being tuned" : "its own plan is being built";
+  }
   // The stopgap that needs no build: split where options.split and it is exact, else padded where
   // options.padded; null with both reasons in `why`.
   std::shared_ptr<const ExecutablePlan> unbuilt_stopgap(const PreparedGraph& pg, const Graph& g,
@@ -792,10 +798,8 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
     }
   }
   const int64_t workspace = static_cast<int64_t>(layout->scratch_bytes) + larger->workspace_bytes();
-  *why = "padded: runs the plan tuned for " + best->shape_key + " on scratch (" + layout->text() +
-         (!options.promote                         ? "), kept: promotion is off"
-          : options.promote_by == PromoteBy::kTune ? "), its own plan is being tuned"
-                                                   : "), its own plan is being built");
+  *why =
+      "padded: runs the plan tuned for " + best->shape_key + " on scratch (" + layout->text() + "), " + stopgap_fate();
   EngineConfig config = larger->config();
   return std::make_shared<ExecutablePlan>(
       g, sig, std::move(config), workspace, PlanSource::kPadded,
@@ -847,8 +851,12 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
       const TunedShape* t = by_extent.at(e);
       const std::string key = cache_key(pg, t->shape);
       std::shared_ptr<const ExecutablePlan> held = cached_plan(key);
-      auto pgr = held ? StatusOr<Graph>(held->graph()) : reshape_graph(*pg.graph, t->shape);
-      auto rows = pgr.is_ok() ? split_rows(g, *pgr) : StatusOr<std::vector<SplitTensor>>(pgr.status());
+      // A held plan carries its graph at that shape (read in place, not copied); else the graph reshaped.
+      std::optional<StatusOr<Graph>> reshaped;
+      if (!held) reshaped.emplace(reshape_graph(*pg.graph, t->shape));
+      auto rows = held                ? split_rows(g, held->graph())
+                  : reshaped->is_ok() ? split_rows(g, **reshaped)
+                                      : StatusOr<std::vector<SplitTensor>>(reshaped->status());
       if (!rows.is_ok()) {  // rows that depend on each other along `sym`, or it is not outermost
         miss(t->shape_key + ": " + rows.status().message());
         ok = false;
@@ -856,7 +864,7 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
       }
       if (!held) {
         std::string m;
-        held = hold_stored(key, *pgr, &m);
+        held = hold_stored(key, **reshaped, &m);
         if (!held) {
           miss("the plan tuned for " + t->shape_key + " did not load: " + m);
           ok = false;
@@ -889,10 +897,7 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
     }
     if (!ok) continue;
     *why = "split: " + sym + " " + std::to_string(n) + " = " + sum +
-           ", the tuned plans on their rows of the caller's buffers" +
-           (!options.promote                         ? ", kept: promotion is off"
-            : options.promote_by == PromoteBy::kTune ? ", its own plan is being tuned"
-                                                     : ", its own plan is being built");
+           ", the tuned plans on their rows of the caller's buffers, " + stopgap_fate();
     EngineConfig config = parts.front().plan->config();
     std::vector<std::shared_ptr<const ExecutablePlan>> part_plans;
     for (const SplitExecutor::Part& part : parts) part_plans.push_back(part.plan);
