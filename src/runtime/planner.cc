@@ -767,18 +767,21 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::padded_plan(const PreparedG
   }
   const TunedShape* best = nullptr;
   std::shared_ptr<const ExecutablePlan> larger;  // the best one's plan, when held already
-  std::optional<Graph> larger_g;
+  std::optional<Graph> larger_g;                 // the best one's graph, reshaped, when its plan is not held
   std::optional<PaddingLayout> layout;
   std::string first_refusal;
   for (const auto& [d, t] : covering) {
-    // A held plan carries its graph at that shape: no reshape for it.
+    // A held plan carries its graph at that shape: read in place, no reshape and no copy for it.
     std::shared_ptr<const ExecutablePlan> held = cached_plan(cache_key(pg, t->shape));
-    auto lg = held ? StatusOr<Graph>(held->graph()) : reshape_graph(*pg.graph, t->shape);
-    StatusOr<PaddingLayout> pl = lg.is_ok() ? plan_padding(g, *lg) : StatusOr<PaddingLayout>(lg.status());
+    std::optional<StatusOr<Graph>> reshaped;
+    if (!held) reshaped.emplace(reshape_graph(*pg.graph, t->shape));
+    StatusOr<PaddingLayout> pl = held                ? plan_padding(g, held->graph())
+                                 : reshaped->is_ok() ? plan_padding(g, **reshaped)
+                                                     : StatusOr<PaddingLayout>(reshaped->status());
     if (pl.is_ok()) {
       best = t;
       larger = std::move(held);
-      larger_g = std::move(*lg);
+      if (reshaped) larger_g = std::move(**reshaped);
       layout = std::move(*pl);
       break;
     }
