@@ -13,7 +13,7 @@ namespace {
 struct ReplayCliOptions {
   ReplayJob job;
   std::string new_shapes = "stopgap", promote_by = "build";
-  bool no_promote = false, no_padded = false, no_split = false, json = false;
+  bool no_promote = false, no_padded = false, no_split = false, no_split_overlap = false, json = false;
 };
 
 Status replay_cmd(ReplayCliOptions& o) {
@@ -22,6 +22,7 @@ Status replay_cmd(ReplayCliOptions& o) {
   o.job.promote = !o.no_promote;
   o.job.padded = !o.no_padded;
   o.job.split = !o.no_split;
+  o.job.split_overlap = !o.no_split_overlap;
   KILN_ASSIGN_OR_RETURN(ReplayReport rep, run_replay(o.job));
   if (o.json)
     std::printf("%s\n", replay_report_json(rep).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -68,6 +69,10 @@ void add_replay(CLI::App& app, Runner* run) {
   sub->add_flag("--no-split", o->no_split,
                 "No split stopgaps (a new shape that is a sum of tuned ones, run as their plans on its rows, is "
                 "padded instead): to compare them");
+  sub->add_flag("--no-split-overlap", o->no_split_overlap,
+                "No overlapping split stopgaps (a shape that is no sum of tuned ones, covered by parts that share a "
+                "few rows, is padded instead): to compare them, or for callers whose outputs share memory with "
+                "their inputs");
   CLI::Option* max_parts =
       sub->add_option("--split-max-parts", job.split_max_parts,
                       "The most tuned plans a split stopgap runs, 2..64 (a sum needing more is padded)")

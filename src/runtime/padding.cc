@@ -211,6 +211,22 @@ std::vector<int64_t> split_extents(int64_t n, std::vector<int64_t> available, in
   return parts;
 }
 
+std::vector<int64_t> cover_extents(int64_t n, std::vector<int64_t> available, int max_parts) {
+  int64_t largest = 0;
+  for (int64_t v : available)
+    if (v >= 1 && v <= n) largest = std::max(largest, v);
+  if (largest == 0 || max_parts < 1) return {};
+  const int64_t parts_needed = (n + largest - 1) / largest;
+  if (parts_needed > max_parts) return {};
+  std::vector<int64_t> parts(static_cast<size_t>(parts_needed - 1), largest);
+  const int64_t rest = n - (parts_needed - 1) * largest;  // in (0, largest]
+  int64_t last = largest;
+  for (int64_t v : available)
+    if (v >= rest && v < last) last = v;
+  parts.push_back(last);
+  return parts;
+}
+
 StatusOr<std::vector<SplitTensor>> split_rows(const Graph& real, const Graph& part) {
   StatusOr<PaddingLayout> pl = plan_padding(part, real);
   if (!pl.is_ok()) {

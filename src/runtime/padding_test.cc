@@ -221,6 +221,36 @@ TEST(Split, ExtentsAreTheLargestThatFitLargestFirst) {
   EXPECT_TRUE(split_extents(4, {4}, 0).empty());
 }
 
+// Where no sum exists: the largest extent not above n for every part but the last, which is the smallest that
+// reaches n; the fewest parts.
+TEST(Split, CoversAreTheFewestPartsThenTheFewestRowsComputedTwice) {
+  const std::vector<int64_t> tuned = {4, 8, 16, 32, 64};
+  EXPECT_EQ(cover_extents(6, tuned, 3), (std::vector<int64_t>{4, 4})) << "rows 0..3, then 2..5";
+  EXPECT_EQ(cover_extents(60, tuned, 3), (std::vector<int64_t>{32, 32})) << "2 parts, not 32 + 16 + 8 + 4";
+  EXPECT_EQ(cover_extents(36, tuned, 3), (std::vector<int64_t>{32, 4})) << "the last part as small as reaches";
+  EXPECT_EQ(cover_extents(45, tuned, 3), (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(cover_extents(200, tuned, 4), (std::vector<int64_t>{64, 64, 64, 8}));
+  EXPECT_TRUE(cover_extents(200, tuned, 3).empty()) << "4 parts needed";
+  EXPECT_TRUE(cover_extents(3, tuned, 3).empty()) << "every extent is larger than the shape";
+  EXPECT_EQ(cover_extents(7, {8, 4, 2}, 2), (std::vector<int64_t>{4, 4})) << "unsorted; 8 is past the shape";
+  EXPECT_EQ(cover_extents(5, {4, 2}, 3), (std::vector<int64_t>{4, 2}));
+  EXPECT_TRUE(cover_extents(5, {}, 3).empty());
+  EXPECT_TRUE(cover_extents(5, {0, -3}, 3).empty()) << "no extent below 1 is a part";
+  EXPECT_TRUE(cover_extents(5, {4}, 0).empty());
+  // Every cover reaches n with its last part inside [0, n).
+  for (int64_t n = 1; n <= 300; ++n)
+    for (int parts = 1; parts <= 5; ++parts) {
+      const std::vector<int64_t> c = cover_extents(n, tuned, parts);
+      if (c.empty()) continue;
+      int64_t sum = 0;
+      for (int64_t e : c) sum += e;
+      ASSERT_LE(static_cast<int>(c.size()), parts) << n;
+      ASSERT_GE(sum, n) << n;
+      ASSERT_LE(c.back(), n) << n;
+      ASSERT_LT(sum - c.back(), n) << n << ": a part before the last passes the shape";
+    }
+}
+
 StatusOr<std::vector<SplitTensor>> rows(const std::string& spec, const std::map<std::string, int64_t>& real,
                                         const std::map<std::string, int64_t>& part) {
   auto g = parse_spec_string(spec, "split.json");

@@ -196,15 +196,26 @@ class PaddedExecutor : public PlanExecutor {
 // Runs plans of smaller shapes one after another, each on its own rows of the caller's buffers (kiln/runtime/padding.h
 // "Split stopgaps"): a part's pointers are the caller's, those of the tensors that carry the dim moved past the rows
 // before it. In stream order on the caller's stream, sharing one workspace.
+// A cover (padding.h cover_extents) runs its last part over rows the part before it computed: it refuses a call
+// where an output shares memory with an input, whose rows the earlier part would have overwritten.
 class SplitExecutor : public PlanExecutor {
  public:
   struct Part {
     std::shared_ptr<const ExecutablePlan> plan;
     std::vector<std::pair<int, size_t>> offsets;  // tensor index, bytes from the caller's pointer
   };
-  explicit SplitExecutor(std::vector<Part> parts) : parts_(std::move(parts)) {}
+  // An input or output of the whole shape, for a cover's check.
+  struct Span {
+    int tensor = -1;
+    std::string name;
+    size_t bytes = 0;
+    bool output = false;
+  };
+  SplitExecutor(std::vector<Part> parts, std::string graph, std::vector<Span> cover_spans)
+      : parts_(std::move(parts)), graph_(std::move(graph)), cover_spans_(std::move(cover_spans)) {}
 
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
+    KILN_RETURN_IF_ERROR(check_no_alias(pointers));
     std::map<int, void*> ptrs = pointers;
     const Part* previous = nullptr;
     for (const Part& part : parts_) {
@@ -224,7 +235,31 @@ class SplitExecutor : public PlanExecutor {
   }
 
  private:
+  Status check_no_alias(const std::map<int, void*>& pointers) const {
+    for (const Span& out : cover_spans_) {
+      if (!out.output) continue;
+      auto o = pointers.find(out.tensor);
+      if (o == pointers.end() || !o->second) continue;  // the parts' own checks name it
+      const uintptr_t o0 = reinterpret_cast<uintptr_t>(o->second);
+      for (const Span& in : cover_spans_) {
+        if (in.output) continue;
+        auto i = pointers.find(in.tensor);
+        if (i == pointers.end() || !i->second) continue;
+        const uintptr_t i0 = reinterpret_cast<uintptr_t>(i->second);
+        if (o0 < i0 + in.bytes && i0 < o0 + out.bytes)
+          return invalid_argument("graph '" + graph_ + "': output '" + out.name + "' shares memory with input '" +
+                                  in.name +
+                                  "', and this split stopgap runs its last part over rows the part before it "
+                                  "wrote: give the output a buffer of its own (or PlannerOptions::split_overlap = "
+                                  "false)");
+      }
+    }
+    return Status::ok();
+  }
+
   std::vector<Part> parts_;
+  std::string graph_;
+  std::vector<Span> cover_spans_;  // empty unless the parts overlap
 };
 
 }  // namespace
@@ -840,10 +875,15 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
     if (by_extent.empty()) continue;
     std::vector<int64_t> available;
     for (const auto& [e, t] : by_extent) available.push_back(e);
-    const std::vector<int64_t> extents = split_extents(n, available, options.split_max_parts);
+    std::vector<int64_t> extents = split_extents(n, available, options.split_max_parts);
+    bool cover = false;
+    if (extents.empty() && options.split_overlap) {
+      extents = cover_extents(n, available, options.split_max_parts);
+      cover = !extents.empty();
+    }
     if (extents.empty()) {
       miss(sym + " " + std::to_string(n) + " is no sum of at most " + std::to_string(options.split_max_parts) +
-           " tuned extents");
+           " tuned extents" + (options.split_overlap ? ", nor covered by as many" : " (overlapping parts are off)"));
       continue;
     }
     // Each distinct part's plan (held, or loaded from the store and held) and the rows it moves.
@@ -880,7 +920,9 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
     std::vector<SplitExecutor::Part> parts;
     int64_t row = 0, workspace = 0;
     std::string sum;
-    for (int64_t e : extents) {
+    for (size_t k = 0; k < extents.size(); ++k) {
+      const int64_t e = extents[k];
+      if (cover && k + 1 == extents.size()) row = n - e;  // the last part ends at the last row
       const auto& [plan, rows] = plans.at(e);
       SplitExecutor::Part part;
       part.plan = plan;
@@ -899,13 +941,35 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
       parts.push_back(std::move(part));
     }
     if (!ok) continue;
-    *why = "split: " + sym + " " + std::to_string(n) + " = " + sum +
-           ", the tuned plans on their rows of the caller's buffers, " + stopgap_fate();
+    std::vector<SplitExecutor::Span> cover_spans;
+    if (cover) {
+      const int64_t last = extents.back();
+      const int64_t before_last = [&] {
+        int64_t r = 0;
+        for (size_t k = 0; k + 1 < extents.size(); ++k) r += extents[k];
+        return r;
+      }();
+      *why = "split: " + sym + " " + std::to_string(n) + " covered by " + sum + " (the last part on rows " +
+             std::to_string(n - last) + ".." + std::to_string(n - 1) + ", " + std::to_string(before_last - (n - last)) +
+             " of them computed twice), the tuned plans on their rows of the caller's buffers, " + stopgap_fate();
+      const GraphRoles roles(g);
+      for (size_t i = 0; i < g.tensors.size(); ++i) {
+        const int t = static_cast<int>(i);
+        const TensorDesc& d = g.tensors[i];
+        if (d.by_value || roles.is_virtual(t)) continue;
+        auto bytes = HostTensor::checked_byte_size(roles.dtype_of(t), d.shape(), d.strides);
+        cover_spans.push_back({t, d.name, bytes.is_ok() ? static_cast<size_t>(*bytes) : 0, roles.producer(t) >= 0});
+      }
+    } else {
+      *why = "split: " + sym + " " + std::to_string(n) + " = " + sum +
+             ", the tuned plans on their rows of the caller's buffers, " + stopgap_fate();
+    }
     EngineConfig config = parts.front().plan->config();
     std::vector<std::shared_ptr<const ExecutablePlan>> part_plans;
     for (const SplitExecutor::Part& part : parts) part_plans.push_back(part.plan);
-    auto split = std::make_shared<ExecutablePlan>(g, sig, std::move(config), workspace, PlanSource::kSplit,
-                                                  std::make_unique<SplitExecutor>(std::move(parts)));
+    auto split = std::make_shared<ExecutablePlan>(
+        g, sig, std::move(config), workspace, PlanSource::kSplit,
+        std::make_unique<SplitExecutor>(std::move(parts), g.name, std::move(cover_spans)));
     split->set_parts(std::move(part_plans));  // identity(): "split[eng41 + eng41]", in run order
     return split;
   }

@@ -178,11 +178,12 @@ struct Fixture {
   std::unique_ptr<Planner> planner;
   // Most tests check the static sources: new shapes built on the calling thread unless they ask.
   explicit Fixture(const std::string& buckets = "", NewShapes new_shapes = NewShapes::kBuildNow,
-                   PromoteBy promote_by = PromoteBy::kBuild) {
+                   PromoteBy promote_by = PromoteBy::kBuild, bool split_overlap = true) {
     auto b = std::make_unique<FakeBackend>();
     backend = b.get();
     PlannerOptions o;
     o.new_shapes = new_shapes;
+    o.split_overlap = split_overlap;
     o.promote_by = promote_by;
     o.tuning.top_k = 5;
     auto p = BucketPolicy::parse(buckets);
@@ -1047,7 +1048,8 @@ TEST(PlannerPadded, ATuneWithoutAWinnerFallsBackToTheBuild) {
 // Where padding does not apply the stopgap is a dynamic-shape build, and `why` says what padding lacked.
 TEST(PlannerPadded, WithoutALargerTunedShapeOrItsRecordTheStopgapIsDynamic) {
   {
-    Fixture f("tokens=ranges:65-200", NewShapes::kStopgap);
+    // Covers off: 80 + 80 would cover 100 (PlannerSplit.NoSumIsCoveredByOverlappingPartsUnlessOff).
+    Fixture f("tokens=ranges:65-200", NewShapes::kStopgap, PromoteBy::kBuild, /*split_overlap=*/false);
     auto pg = f.planner->prepare(token_graph());
     ASSERT_TRUE(pg.is_ok());
     f.backend->stored.insert("tokens=80");
@@ -1095,7 +1097,8 @@ TEST(PlannerPadded, OffByOptionAndNeverWhenBuildingNow) {
 // A service at start: every stored shape of the structure loaded, so they are hits and new shapes of
 // their buckets are padded without loading anything.
 TEST(PlannerPadded, PreloadHoldsEveryStoredShapeOfTheStructure) {
-  Fixture f("tokens=pow2", NewShapes::kStopgap);
+  // Covers off: 128 + 128 would cover 200 below; this test is about the padded path.
+  Fixture f("tokens=pow2", NewShapes::kStopgap, PromoteBy::kBuild, /*split_overlap=*/false);
   auto pg = f.planner->prepare(token_graph());
   ASSERT_TRUE(pg.is_ok());
   f.backend->stored = {"tokens=128", "tokens=256"};
@@ -1513,6 +1516,69 @@ TEST(PlannerSplit, PastTheLargestTunedShapeTooAndPaddedWhereItIsNoShortSum) {
         EXPECT_NE(a->why.find("split: tokens 120 is no sum of at most 2 tuned extents"), std::string::npos) << a->why;
       else EXPECT_EQ(a->why.find("split:"), std::string::npos) << a->why;
     }
+    planner->wait_for_promotions();
+  }
+}
+
+// A shape that is no sum of tuned shapes is covered by overlapping parts (kiln/runtime/padding.h cover_extents):
+// tokens 7 with 4 tuned runs the 4 plan on rows 0..3, then on rows 3..6; no copies, nothing past the caller's
+// rows. A call whose output shares memory with an input is refused before anything runs; with split_overlap off
+// the shape is padded instead.
+TEST(PlannerSplit, NoSumIsCoveredByOverlappingPartsUnlessOff) {
+  for (bool overlap : {true, false}) {
+    auto b = std::make_unique<FakeBackend>();
+    FakeBackend* backend = b.get();
+    backend->compute_rows = true;
+    PlannerOptions o;
+    o.buckets = *BucketPolicy::parse("tokens=pow2");
+    o.split_overlap = overlap;
+    auto planner = Planner::create_with_backend(std::move(b), o);
+    auto pg = planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    backend->stored = {"tokens=4", "tokens=8"};
+    for (int64_t t : {4, 8})
+      backend->tuned.push_back(TunedShape{"tokens=" + std::to_string(t), {{"tokens", t}}, EngineConfig{41, {}}});
+    auto a = planner->obtain(*pg, {{"tokens", 7}});
+    ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+    if (!overlap) {
+      EXPECT_EQ(a->source, PlanSource::kPadded) << a->why;
+      EXPECT_NE(a->why.find("split: tokens 7 is no sum of at most 3 tuned extents (overlapping parts are off)"),
+                std::string::npos)
+          << a->why;
+      planner->wait_for_promotions();
+      continue;
+    }
+    EXPECT_EQ(a->source, PlanSource::kSplit) << a->why;
+    EXPECT_NE(a->why.find("split: tokens 7 covered by 4 + 4 (the last part on rows 3..6, 1 of them computed twice)"),
+              std::string::npos)
+        << a->why;
+    EXPECT_EQ(a->plan->identity(), "split[eng7 + eng7]");
+    std::vector<uint16_t> x(7 * 128), w(128 * 256), bias(256), y(7 * 256 + 64, 0xBEEF);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint16_t>(i % 1000);
+    alignas(256) static char ws[1024];
+    const int copies0 = FakeBackend::host_copies.load();
+    const int runs0 = backend->runs.load();
+    Status s = a->plan->execute(
+        nullptr,
+        {{"x", {x.data(), x.size() * 2}}, {"w", {w.data()}}, {"b", {bias.data()}}, {"y", {y.data(), 7 * 256 * 2}}}, ws);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(FakeBackend::host_copies.load(), copies0) << "a cover copies nothing";
+    EXPECT_EQ(backend->runs.load() - runs0, 2);
+    for (int64_t r = 0; r < 7; ++r)  // every row from its own input row, by a 4 plan (+4)
+      for (int64_t j = 0; j < 256; j += 37)
+        ASSERT_EQ(y[r * 256 + j], static_cast<uint16_t>(x[r * 128 + j % 128] + 4)) << r << "," << j;
+    for (size_t i = 7 * 256; i < y.size(); ++i) ASSERT_EQ(y[i], 0xBEEF) << "written past the caller's rows at " << i;
+
+    // The output inside the input's memory: the last part would read rows the first one wrote.
+    std::vector<uint16_t> shared(7 * 256 + 7 * 128);
+    const int runs1 = backend->runs.load();
+    Status aliased = a->plan->execute(
+        nullptr, {{"x", {shared.data() + 7 * 64}}, {"w", {w.data()}}, {"b", {bias.data()}}, {"y", {shared.data()}}},
+        ws);
+    EXPECT_EQ(aliased.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(aliased.message().find("output 'y' shares memory with input 'x'"), std::string::npos)
+        << aliased.message();
+    EXPECT_EQ(backend->runs.load(), runs1) << "nothing ran";
     planner->wait_for_promotions();
   }
 }

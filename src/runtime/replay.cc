@@ -151,6 +151,9 @@ Status check_replay_job(const ReplayJob& job) {
   if (job.promote_by == PromoteBy::kTune && (!job.promote || job.new_shapes != NewShapes::kStopgap))
     return invalid_argument("--promote-by tune tunes what replaces a stopgap: it needs --new-shapes stopgap and "
                             "no --no-promote");
+  if (!job.split_overlap && (!job.split || job.new_shapes != NewShapes::kStopgap))
+    return invalid_argument(
+        "--no-split-overlap changes split stopgaps: it needs --new-shapes stopgap and no --no-split");
   if (job.split_max_parts_given && (!job.split || job.new_shapes != NewShapes::kStopgap))
     return invalid_argument("--split-max-parts bounds split stopgaps: it needs --new-shapes stopgap and no --no-split");
   if (job.tune_bounds_given && job.promote_by != PromoteBy::kTune)
@@ -173,6 +176,7 @@ StatusOr<PlannerOptions> planner_options(const ReplayJob& job) {
   po.promote = job.promote;
   po.padded = job.padded;
   po.split = job.split;
+  po.split_overlap = job.split_overlap;
   po.split_max_parts = job.split_max_parts;
   po.promote_by = job.promote_by;
   po.tuning = job.tuning;

@@ -48,6 +48,11 @@ TEST(Replay, TheJobIsCheckedWholeBeforeAnythingRuns) {
   j.new_shapes = NewShapes::kBuildNow;
   EXPECT_NE(msg(j).find("--split-max-parts bounds split stopgaps"), std::string::npos);
   j = {};
+  j.split_overlap = false;
+  EXPECT_TRUE(check_replay_job(j).is_ok());
+  j.split = false;
+  EXPECT_EQ(msg(j), "--no-split-overlap changes split stopgaps: it needs --new-shapes stopgap and no --no-split");
+  j = {};
   j.warm = true;
   EXPECT_NE(msg(j).find("--warm warms what --preload loads"), std::string::npos);
   j.preload = true;

@@ -4,8 +4,9 @@
 // cheapest source that has one:
 //   memory      a plan this Planner already holds (a lookup, no lock held across a build)
 //   store       the stored plan for exactly this key, when the environment check passes
-//   split       (a stopgap, NewShapes::kStopgap) plans of smaller tuned shapes whose rows sum to the shape's,
-//               each on its own rows of the caller's buffers (kiln/runtime/padding.h "Split stopgaps");
+//   split       (a stopgap, NewShapes::kStopgap) plans of smaller tuned shapes whose rows sum to the shape's
+//               (or cover it, a few rows computed twice), each on its own rows of the caller's buffers
+//               (kiln/runtime/padding.h "Split stopgaps");
 //   padded      (a stopgap) the plan of a larger tuned shape (of the same bucket, or at most twice as large), run on
 //               scratch copies where that is exact (kiln/runtime/padding.h); dynamic: a dynamic-shape build. For a
 //               shape the structure's tuned shapes do not list, padded goes before the store (whose miss
@@ -273,9 +274,10 @@ enum class NewShapes {
   // Serve a stopgap at once and build the static plan (the bucket's tuned configuration, else heuristics)
   // on a background thread; it replaces the stopgap in the cache when ready (stats: stopgaps, promotions).
   // The stopgap is, in this order:
-  //   split    where plans of smaller tuned shapes (equal in the other dims) sum to the shape's rows, in at
-  //            most split_max_parts parts, and the rows are independent (kiln/runtime/padding.h "Split
-  //            stopgaps"): those plans, each on its own rows of the caller's buffers; no copies, no build;
+  //   split    where plans of smaller tuned shapes (equal in the other dims) sum to the shape's rows, or
+  //            else cover them with overlapping parts (split_overlap), in at most split_max_parts parts, and
+  //            the rows are independent (kiln/runtime/padding.h "Split stopgaps"): those plans, each on its
+  //            own rows of the caller's buffers; no copies, no build;
   //   padded   where the bucket has a tuned shape at least as large (or another bucket one at most twice
   //            as large in every dim) and the graph's rows along the dim are independent
   //            (kiln/runtime/padding.h): the nearest such shape's plan on scratch copies, no build at all;
@@ -313,6 +315,11 @@ struct PlannerOptions {
   // per part, so a sum needing more than split_max_parts (2..64) is padded instead.
   bool split = true;
   int split_max_parts = 3;
+  // Where no sum of tuned shapes makes the shape, a split may still cover it with overlapping parts (batch 6 as
+  // the tuned 4 on rows 0..3 and again on rows 2..5; kiln/runtime/padding.h cover_extents): no copies, a few rows
+  // computed twice. Such a plan refuses an execute whose output shares memory with an input (InvalidArgument);
+  // false: a shape that is no sum is padded instead (or, for in-place callers, keep this off).
+  bool split_overlap = true;
   // Sequences of this Planner's plans (kiln/capture/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
   bool cuda_graphs = true;

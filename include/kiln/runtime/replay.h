@@ -60,6 +60,7 @@ struct ReplayJob {
   bool tune_bounds_given = false;  // the tuning bounds were set by the user (they need kTune)
   bool padded = true;
   bool split = true;
+  bool split_overlap = true;           // false (--no-split-overlap): a shape that is no sum of tuned ones is padded
   int split_max_parts = 3;             // 2..64
   bool split_max_parts_given = false;  // set by the user (it needs split stopgaps)
   bool preload = false;                // before the first request, load the stored plans of each structure
