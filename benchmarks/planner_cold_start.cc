@@ -2,7 +2,7 @@
 // execute within 10 ms of the library being loaded). Run it in a new process per measurement:
 //
 //   planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] [--prime | --no-prime]
-//                      [--context-first] [--json]
+//                      [--context-first] [--prime-early] [--json]
 //
 // --prime (parts): pay cuDNN's first-use work ahead (kiln/runtime/cudnn_primer.h), deviceless, as the first step,
 // before the CUDA context: the deserialize after it shows what is left. --no-prime (planner): a Planner
@@ -16,6 +16,8 @@
 // main()'s first line (the program links Kiln statically: that is when the library is loaded), in ms.
 // --context-first (planner): the application makes its CUDA context (cudaFree(0)) before Kiln does anything, as a
 // service that already holds its weights on the GPU has; the steps after it are then what Kiln's own start costs.
+// --prime-early (planner): kiln::start_priming_cudnn() on main()'s first line, as such an application would call it
+// at its own start (kiln/runtime/cudnn_primer.h), before its context and the Planner.
 // Needs a GPU and a store holding a plan for the spec at its own shape (kiln tune SPEC --store S).
 #include <chrono>
 #include <cstdio>
@@ -90,7 +92,13 @@ Status make_buffers(const Graph& g, int64_t ws, Buffers* b) {
 int main(int argc, char** argv) {
   g_start = Clock::now();
   std::string store_path, spec, spec2, mode = "parts";
-  bool json = false, prime = false, no_prime = false, context_first = false;
+  bool json = false, prime = false, no_prime = false, context_first = false, prime_early = false;
+  PrimerThread early;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--prime-early") {
+      early = step("start_priming_cudnn (returns at once)", [] { return start_priming_cudnn(); });
+      prime_early = true;
+    }
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--store" && i + 1 < argc) store_path = argv[++i];
@@ -101,16 +109,17 @@ int main(int argc, char** argv) {
     else if (a == "--prime") prime = true;
     else if (a == "--no-prime") no_prime = true;
     else if (a == "--context-first") context_first = true;
+    else if (a == "--prime-early") continue;
     else {
       std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
-                           "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--json]\n");
+                           "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--json]\n");
       return 2;
     }
   }
   if (store_path.empty() || spec.empty() || (mode != "parts" && mode != "planner") || (prime && mode != "parts") ||
-      (no_prime && mode != "planner") || (context_first && mode != "planner")) {
+      (no_prime && mode != "planner") || (context_first && mode != "planner") || (prime_early && mode != "planner")) {
     std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
-                         "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--json]\n");
+                         "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--json]\n");
     return 2;
   }
   auto graph = parse_spec_file(spec);
@@ -151,6 +160,7 @@ int main(int argc, char** argv) {
     if (prime) {
       PrimeReport r = step("cuDNN primed (deviceless)", [] { return prime_cudnn(); });
       if (!r.status.is_ok()) return fail("prime", r.status);
+      std::printf("  (primed by %s)\n", r.how.c_str());
     }
     Status st = step("CUDA context (cudaFree(0))", [] {
       KILN_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));

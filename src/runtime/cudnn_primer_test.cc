@@ -30,6 +30,26 @@ TEST(CudnnPrimer, BuildsOnceWithoutAGpuAndLaterCallsReturnItsStatus) {
   const PrimeReport again = prime_cudnn();
   EXPECT_FALSE(again.first);
   EXPECT_TRUE(again.status.is_ok());
+  // With the cuDNN Kiln is built against (9.19) the pinned engine builds: the cheap trigger, not mode A's query. A
+  // cuDNN where it does not build still primes (by the query) but at twice the cost: find the engine its heuristics
+  // choose for the primer's graph and set kPrimerEngine to it.
+  EXPECT_EQ(again.how, "engine " + std::to_string(kPrimerEngine) + " pinned") << again.how;
+}
+
+// start_priming_cudnn() returns at once and its thread is joined by the object it returns, moved or not; threads
+// started after the first priming return at once.
+TEST(CudnnPrimer, PrimerThreadsAreJoinedByTheirOwners) {
+  PrimerThread a = start_priming_cudnn();
+  PrimerThread b = start_priming_cudnn();
+  PrimerThread moved = std::move(b);
+  moved.join();
+  moved.join();  // twice is harmless
+  a = std::move(moved);  // joins a's thread first
+  a.join();
+  const PrimeReport r = prime_cudnn();
+  EXPECT_FALSE(r.first);
+  EXPECT_TRUE(r.status.is_ok()) << r.status.to_string();
+  PrimerThread empty;  // default: nothing to join
 }
 
 TEST(CudnnPrimer, TheBuiltInProfileIsTheRecordedH200) {

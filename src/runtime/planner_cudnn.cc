@@ -186,7 +186,8 @@ class CudnnPlanBackend : public PlanBackend {
       b->primer_ = std::thread([] {
         PrimeReport r = prime_cudnn();
         if (r.first && !r.status.is_ok())
-          KILN_LOG(kInfo, "cuDNN was not primed (the first plan pays its first-use work): " << r.status.message());
+          KILN_LOG(kInfo, "cuDNN was not primed (the first plan pays its first-use work): " << r.how << ": "
+                                                                                             << r.status.message());
       });
     std::thread preload([] { preload_cudnn_libraries(); });
     EnvReport env = collect_environment();
