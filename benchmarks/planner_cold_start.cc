@@ -111,15 +111,19 @@ int main(int argc, char** argv) {
     else if (a == "--context-first") context_first = true;
     else if (a == "--prime-early") continue;
     else {
-      std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
-                           "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--json]\n");
+      std::fprintf(
+          stderr,
+          "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
+          "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--json]\n");
       return 2;
     }
   }
   if (store_path.empty() || spec.empty() || (mode != "parts" && mode != "planner") || (prime && mode != "parts") ||
       (no_prime && mode != "planner") || (context_first && mode != "planner") || (prime_early && mode != "planner")) {
-    std::fprintf(stderr, "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
-                         "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--json]\n");
+    std::fprintf(
+        stderr,
+        "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
+        "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--json]\n");
     return 2;
   }
   auto graph = parse_spec_file(spec);

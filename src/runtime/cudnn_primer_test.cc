@@ -43,7 +43,7 @@ TEST(CudnnPrimer, PrimerThreadsAreJoinedByTheirOwners) {
   PrimerThread b = start_priming_cudnn();
   PrimerThread moved = std::move(b);
   moved.join();
-  moved.join();  // twice is harmless
+  moved.join();          // twice is harmless
   a = std::move(moved);  // joins a's thread first
   a.join();
   const PrimeReport r = prime_cudnn();

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "kiln/core/hash.h"
@@ -161,8 +162,11 @@ class CudnnPlanBackend : public PlanBackend {
     // read-only connection closed last would leave the store's -wal and -shm files behind, and the plans
     // just written in the -wal alone.
     b->shared_store_ = o.store_writable;
-    if (!o.store_path.empty() &&
-        !to_create) {  // before the GPU: a wrong store path is the caller's error, on any machine
+    // An existing store opens on a thread of its own while the GPU is checked and the first cuDNN handle is made
+    // (3-4 ms each on the H200's host); its error, a wrong store path being the caller's on any machine, is
+    // reported before the GPU's.
+    CudnnPlanBackend* backend = b.get();
+    auto open_store = [backend, &o]() -> Status {
       StoreOpenOptions so;
       so.read_only = !o.store_writable;  // else a tuned promotion writes through writer_ (PromotionTuning::store)
       StatusOr<std::unique_ptr<PlanStore>> opened = PlanStore::open(o.store_path, so);
@@ -173,10 +177,26 @@ class CudnnPlanBackend : public PlanBackend {
                                       << " cannot be written by this user: opened read-only (its plans serve; "
                                          "nothing is queued or stored in it)");
         so.read_only = true;
-        b->shared_store_ = false;
+        backend->shared_store_ = false;
         opened = PlanStore::open(o.store_path, so);
       }
-      KILN_ASSIGN_OR_RETURN(b->store_, std::move(opened));
+      KILN_ASSIGN_OR_RETURN(backend->store_, std::move(opened));
+      return Status::ok();
+    };
+    Status store_status;
+    std::thread store_thread;
+    struct Joiner {
+      std::thread& t;
+      ~Joiner() {
+        if (t.joinable()) t.join();
+      }
+    } join_store{store_thread};
+    if (!o.store_path.empty() && !to_create) {
+      try {
+        store_thread = std::thread([&] { store_status = open_store(); });
+      } catch (const std::system_error&) {  // no thread: open it here
+        store_status = open_store();
+      }
     }
     // cuDNN's sub-libraries load while the CUDA context is made (collect_environment makes it), not on the
     // first plan; its first-use work is paid on a thread of its own that create() does not wait for
@@ -187,14 +207,19 @@ class CudnnPlanBackend : public PlanBackend {
         PrimeReport r = prime_cudnn();
         if (r.first && !r.status.is_ok())
           KILN_LOG(kInfo, "cuDNN was not primed (the first plan pays its first-use work): " << r.how << ": "
-                                                                                             << r.status.message());
+                                                                                            << r.status.message());
       });
     std::thread preload([] { preload_cudnn_libraries(); });
     EnvReport env = collect_environment();
     preload.join();
+    StatusOr<std::shared_ptr<HandlePool>> pool = env.device_status.is_ok()
+                                                     ? HandlePool::create(o.handles)
+                                                     : StatusOr<std::shared_ptr<HandlePool>>(env.device_status);
+    if (store_thread.joinable()) store_thread.join();
+    KILN_RETURN_IF_ERROR(store_status);
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
     b->env_ = env.fingerprint;
-    KILN_ASSIGN_OR_RETURN(b->pool_, HandlePool::create(o.handles));
+    KILN_ASSIGN_OR_RETURN(b->pool_, std::move(pool));
     if (to_create) {
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path));
     }
