@@ -80,6 +80,18 @@ m store-accepts-a-stale-fingerprint src/store/env_policy.cc "store runtime" \
 m store-prefers-another-environment src/store/plan_store.cc "store runtime" \
   '  if (ea != eb) return ea;' \
   '  if (ea != eb) return eb;'
+# runtime.PlannerSplit.NoSumIsCoveredByOverlappingPartsUnlessOff (rows past the caller's, or rows unwritten)
+m cover-last-part-not-moved-back src/runtime/planner.cc "runtime" \
+  'if (cover && k + 1 == extents.size()) row = n - e;' \
+  'if (cover && k + 1 == extents.size()) row = row;'
+# runtime.PlannerSplit.NoSumIsCoveredByOverlappingPartsUnlessOff (an output inside an input's memory runs)
+m cover-alias-check-off src/runtime/planner.cc "runtime" \
+  'if (o0 < i0 + in.bytes && i0 < o0 + out.bytes)' \
+  'if (o0 < i0 + in.bytes && i0 < o0)'
+# runtime.Split.CoversMatchAnExhaustiveSearch
+m cover-search-prunes-too-much src/runtime/padding.cc "runtime" \
+  'if (sum + ext[i] + static_cast<int64_t>(left - 1) * ext.back() >= best_sum) continue;' \
+  'if (sum + ext[i] + static_cast<int64_t>(left - 1) * ext.back() >= best_sum) break;'
 # runtime.BucketPolicy.PowersOfTwo
 m bucket-pow2-lower-end-off-by-one src/runtime/bucket_policy.cc "runtime" \
   'b.lo = hi == 1 ? 1 : hi / 2 + 1;' \

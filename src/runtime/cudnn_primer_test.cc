@@ -52,6 +52,23 @@ TEST(CudnnPrimer, PrimerThreadsAreJoinedByTheirOwners) {
   PrimerThread empty;  // default: nothing to join
 }
 
+// Review: move-assignment over a running PrimerThread joins it and takes the other's (still running or not),
+// a self-move keeps the thread, and moved-from objects are empty (their destructors join nothing).
+TEST(CudnnPrimer, PrimerThreadMovesJoinWhatTheyReplaceAndSelfMovesKeep) {
+  PrimerThread a = start_priming_cudnn();
+  PrimerThread b = start_priming_cudnn();
+  PrimerThread& also_a = a;
+  a = std::move(also_a);  // self: nothing joined, nothing lost
+  a = std::move(b);       // a's thread joined first, b's taken while it may still run
+  PrimerThread c;
+  c = std::move(a);  // into an empty one
+  std::vector<PrimerThread> v;
+  v.push_back(std::move(c));
+  v.push_back(start_priming_cudnn());
+  v.clear();  // joins both
+  EXPECT_FALSE(prime_cudnn().first);
+}
+
 TEST(CudnnPrimer, TheBuiltInProfileIsTheRecordedH200) {
   auto p = builtin_h200_profile();
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();

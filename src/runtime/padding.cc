@@ -212,19 +212,55 @@ std::vector<int64_t> split_extents(int64_t n, std::vector<int64_t> available, in
 }
 
 std::vector<int64_t> cover_extents(int64_t n, std::vector<int64_t> available, int max_parts) {
-  int64_t largest = 0;
+  // The extents that can be a part (at most n rows), largest first, each once.
+  std::vector<int64_t> ext;
   for (int64_t v : available)
-    if (v >= 1 && v <= n) largest = std::max(largest, v);
-  if (largest == 0 || max_parts < 1) return {};
-  const int64_t parts_needed = (n + largest - 1) / largest;
+    if (v >= 1 && v <= n) ext.push_back(v);
+  std::sort(ext.begin(), ext.end(), std::greater<int64_t>());
+  ext.erase(std::unique(ext.begin(), ext.end()), ext.end());
+  if (ext.empty() || max_parts < 1) return {};
+  // The fewest parts: every part the largest extent reaches n in this many, and fewer never do.
+  const int64_t parts_needed = (n + ext[0] - 1) / ext[0];
   if (parts_needed > max_parts) return {};
-  std::vector<int64_t> parts(static_cast<size_t>(parts_needed - 1), largest);
-  const int64_t rest = n - (parts_needed - 1) * largest;  // in (0, largest]
-  int64_t last = largest;
-  for (int64_t v : available)
-    if (v >= rest && v < last) last = v;
-  parts.push_back(last);
-  return parts;
+  const size_t k = static_cast<size_t>(parts_needed);
+  // A first answer: the largest extent for every part but the last, the smallest that reaches n for the last.
+  std::vector<int64_t> best(k - 1, ext[0]);
+  const int64_t rest = n - static_cast<int64_t>(k - 1) * ext[0];  // in (0, ext[0]]
+  int64_t last = ext[0];
+  for (int64_t v : ext)
+    if (v >= rest) last = v;  // ext is descending: the last one that reaches is the smallest
+  best.push_back(last);
+  int64_t best_sum = static_cast<int64_t>(k - 1) * ext[0] + last;
+  // Then the multiset of k extents (in descending order) with the least sum that reaches n: the fewest rows
+  // computed twice, for any set of tuned extents (13 with 7 and 10 tuned is 7 + 7, not 10 + 7). Depth-first with
+  // bounds, and at most kMaxVisits steps (k is at most 64, the extents a structure's tuned shapes, so this is
+  // seldom reached; past it the best found so far stands).
+  constexpr int kMaxVisits = 20000;
+  int visits = 0;
+  std::vector<int64_t> cur;
+  cur.reserve(k);
+  std::function<void(size_t, int64_t)> search = [&](size_t from, int64_t sum) {
+    if (++visits > kMaxVisits) return;
+    const size_t left = k - cur.size();
+    if (left == 0) {
+      if (sum >= n && sum < best_sum) {
+        best_sum = sum;
+        best = cur;
+      }
+      return;
+    }
+    for (size_t i = from; i < ext.size(); ++i) {
+      // ext[i] for every part left is the most this branch reaches: smaller extents reach even less.
+      if (sum + static_cast<int64_t>(left) * ext[i] < n) break;
+      // ext[i] here and the smallest extent for the parts after it is the least it adds.
+      if (sum + ext[i] + static_cast<int64_t>(left - 1) * ext.back() >= best_sum) continue;
+      cur.push_back(ext[i]);
+      search(i, sum + ext[i]);
+      cur.pop_back();
+    }
+  };
+  search(0, 0);
+  return best;
 }
 
 StatusOr<std::vector<SplitTensor>> split_rows(const Graph& real, const Graph& part) {

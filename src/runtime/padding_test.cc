@@ -251,6 +251,52 @@ TEST(Split, CoversAreTheFewestPartsThenTheFewestRowsComputedTwice) {
     }
 }
 
+// Review: "the fewest parts, then the fewest rows computed twice" (padding.h, docs/runtime.md) does not hold for
+// tuned sets other than powers of two: the largest extent repeated is not always the best. 13 with 7 and 10 tuned:
+// 7 + 7 computes 1 row twice, 10 + 7 four; 150 with 96 and 128: 96 + 96 (42 twice) against 128 + 96 (74); 20 with
+// 7 and 8 in 3 parts: 7 + 7 + 7 (1 twice) against 8 + 8 + 7 (3).
+// Against every multiset of the fewest parts, for small shapes and a few tuned sets: the least sum that reaches n.
+TEST(Split, CoversMatchAnExhaustiveSearch) {
+  const std::vector<std::vector<int64_t>> sets = {{4, 8, 16, 32}, {7, 10}, {3, 5, 11}, {6, 9, 13, 20}, {12}};
+  for (const auto& set : sets)
+    for (int64_t n = 1; n <= 70; ++n)
+      for (int parts = 1; parts <= 4; ++parts) {
+        std::vector<int64_t> ext;
+        for (int64_t v : set)
+          if (v <= n) ext.push_back(v);
+        int64_t best = -1;
+        size_t fewest = 0;
+        for (size_t k = 1; k <= static_cast<size_t>(parts) && best < 0 && !ext.empty(); ++k) {
+          std::vector<size_t> idx(k, 0);  // non-decreasing indices into ext: every multiset of size k
+          while (true) {
+            int64_t sum = 0;
+            for (size_t i : idx) sum += ext[i];
+            if (sum >= n && (best < 0 || sum < best)) best = sum, fewest = k;
+            size_t j = k;
+            while (j > 0 && idx[j - 1] + 1 == ext.size()) --j;
+            if (j == 0) break;
+            ++idx[j - 1];
+            for (size_t t = j; t < k; ++t) idx[t] = idx[j - 1];
+          }
+        }
+        const std::vector<int64_t> c = cover_extents(n, set, parts);
+        if (best < 0) {
+          EXPECT_TRUE(c.empty()) << n << " in " << parts;
+          continue;
+        }
+        ASSERT_EQ(c.size(), fewest) << n << " in " << parts;
+        int64_t sum = 0;
+        for (int64_t e : c) sum += e;
+        EXPECT_EQ(sum, best) << n << " in " << parts;
+      }
+}
+
+TEST(Split, CoversComputeTheFewestRowsTwiceForAnyTunedSet) {
+  EXPECT_EQ(cover_extents(13, {7, 10}, 2), (std::vector<int64_t>{7, 7}));
+  EXPECT_EQ(cover_extents(150, {96, 128}, 3), (std::vector<int64_t>{96, 96}));
+  EXPECT_EQ(cover_extents(20, {7, 8}, 3), (std::vector<int64_t>{7, 7, 7}));
+}
+
 StatusOr<std::vector<SplitTensor>> rows(const std::string& spec, const std::map<std::string, int64_t>& real,
                                         const std::map<std::string, int64_t>& part) {
   auto g = parse_spec_string(spec, "split.json");

@@ -13,6 +13,7 @@
 #include <set>
 #include <shared_mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "kiln/core/hash.h"
@@ -853,7 +854,11 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
   auto miss = [&](const std::string& m) {
     if (first_miss.empty()) first_miss = "split: " + m;
   };
-  for (const auto& [sym, n] : shape) {
+  // Exact sums in every dim first, then covers (pass 1): a cover computes rows twice and refuses in-place calls.
+  std::vector<std::tuple<int, std::string, int64_t>> order;
+  for (int pass = 0; pass < (options.split_overlap ? 2 : 1); ++pass)
+    for (const auto& [s, v] : shape) order.emplace_back(pass, s, v);
+  for (const auto& [pass, sym, n] : order) {
     // The tuned shapes equal to this one in every other dim and smaller in `sym`, by their extent there.
     std::map<int64_t, const TunedShape*> by_extent;
     for (const TunedShape& t : tuned) {
@@ -877,9 +882,12 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
     for (const auto& [e, t] : by_extent) available.push_back(e);
     std::vector<int64_t> extents = split_extents(n, available, options.split_max_parts);
     bool cover = false;
-    if (extents.empty() && options.split_overlap) {
+    if (pass == 1) {
+      if (!extents.empty()) continue;  // an exact sum: tried in the first pass
       extents = cover_extents(n, available, options.split_max_parts);
       cover = !extents.empty();
+    } else if (extents.empty() && options.split_overlap) {
+      continue;  // no sum in this dim: its cover waits for the other dims' sums
     }
     if (extents.empty()) {
       miss(sym + " " + std::to_string(n) + " is no sum of at most " + std::to_string(options.split_max_parts) +

@@ -192,8 +192,13 @@ class CudnnPlanBackend : public PlanBackend {
       }
     } join_store{store_thread};
     if (!o.store_path.empty() && !to_create) {
+      // What a path alone says (missing, a folder, a pipe) before any GPU work, as before the open moved here.
+      StoreOpenOptions so;
+      so.read_only = !o.store_writable;
+      KILN_RETURN_IF_ERROR(PlanStore::check_path(o.store_path, so));
       try {
-        store_thread = std::thread([&] { store_status = open_store(); });
+        // An exception must not leave the thread (std::terminate): it is the Status create() gave before.
+        store_thread = std::thread([&] { store_status = catch_exceptions("kiln::Planner", open_store); });
       } catch (const std::system_error&) {  // no thread: open it here
         store_status = open_store();
       }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -430,6 +431,35 @@ TEST(PlannerJobs, AWritablePlannerThatCannotStartLeavesNoStoreBehind) {
   EXPECT_EQ(Planner::create(o).status().code(), StatusCode::kUnavailable);
   EXPECT_FALSE(std::filesystem::exists(o.store_path + "-wal"));
   EXPECT_FALSE(std::filesystem::exists(o.store_path + "-shm"));
+}
+
+// Review: the existing store opens on a thread of its own while the GPU is checked; where both fail the store's
+// error is the one returned (a wrong path is the caller's on any machine), as before, for every kind of store
+// failure, read-only or writable.
+TEST(PlannerJobs, AStoreThatCannotOpenIsReportedBeforeTheMissingGpu) {
+  if (test::cuda_driver_installed()) GTEST_SKIP() << "a CUDA driver is installed (a host test does not touch a GPU)";
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("folder.db"));
+  { std::ofstream(dir.file("junk.db")) << "not a database"; }
+  struct Case {
+    std::string path;
+    bool writable;
+    StatusCode code;
+    std::string message;
+  };
+  for (const Case& c : {Case{dir.file("missing.db"), false, StatusCode::kNotFound, "does not exist"},
+                        Case{dir.file("folder.db"), false, StatusCode::kInvalidArgument, "is a folder"},
+                        Case{dir.file("folder.db"), true, StatusCode::kInvalidArgument, "is a folder"},
+                        Case{dir.file("junk.db"), false, StatusCode::kCorruption, "is not a SQLite database"},
+                        Case{dir.file("junk.db"), true, StatusCode::kCorruption, "is not a SQLite database"}}) {
+    PlannerOptions o;
+    o.store_path = c.path;
+    o.store_writable = c.writable;
+    auto p = Planner::create(o);
+    ASSERT_FALSE(p.is_ok()) << c.path;
+    EXPECT_EQ(p.status().code(), c.code) << c.path << ": " << p.status().to_string();
+    EXPECT_NE(p.status().message().find(c.message), std::string::npos) << p.status().message();
+  }
 }
 
 // The real backend, deviceless: the precompiled conv engine builds without a GPU (kiln compile's host test).

@@ -295,23 +295,29 @@ bool PlanStore::is_unwritable_store(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument && s.message().find(kUnwritable) != std::string::npos;
 }
 
-StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
+Status PlanStore::check_path(const std::string& path, const StoreOpenOptions& options) {
   if (path.empty()) return invalid_argument("plan store path is empty");
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (options.read_only) {
-    if (!fs::exists(path, ec)) return not_found("plan store " + path + " does not exist");
-  } else {
+  if (options.read_only && !fs::exists(path, ec)) return not_found("plan store " + path + " does not exist");
+  if (fs::is_directory(path, ec)) return invalid_argument("plan store " + path + " is a folder, not a file");
+  // A FIFO would block the open, a device would get a journal beside it: only regular files are stores.
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    return invalid_argument("plan store " + path + " is not a regular file (a pipe, socket or device)");
+  return Status::ok();
+}
+
+StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
+  KILN_RETURN_IF_ERROR(check_path(path, options));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!options.read_only) {
     fs::path parent = fs::path(path).parent_path();
     if (!parent.empty() && !fs::exists(parent, ec)) {
       fs::create_directories(parent, ec);
       if (ec) return unavailable("cannot create folder " + parent.string() + " for the plan store: " + ec.message());
     }
   }
-  if (fs::is_directory(path, ec)) return invalid_argument("plan store " + path + " is a folder, not a file");
-  // A FIFO would block the open, a device would get a journal beside it: only regular files are stores.
-  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
-    return invalid_argument("plan store " + path + " is not a regular file (a pipe, socket or device)");
 
   sqlite3* raw = nullptr;
   int flags =

@@ -300,6 +300,9 @@ class PlanStore {
   // this user cannot write, opened to write: InvalidArgument that is_unwritable_store() recognizes (a reader
   // may open it read-only instead); opened read-only, it is read as immutable where no -wal is left beside it.
   static StatusOr<std::unique_ptr<PlanStore>> open(const std::string& path, const StoreOpenOptions& options = {});
+  // open()'s first checks of the path alone, which read no file: not empty, present when read_only, and not a folder,
+  // pipe, socket or device. The same errors open() returns for them; ok says nothing of the file's contents.
+  static Status check_path(const std::string& path, const StoreOpenOptions& options = {});
   // True for open()'s refusal of a store this user cannot write, opened to write.
   static bool is_unwritable_store(const Status& s);
   ~PlanStore();
