@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/core/exit_codes.h"
+#include "kiln/runtime/cudnn_primer.h"
 #include "kiln/runtime/planner.h"
 #include "kiln/spec/spec.h"
 #include "kiln/validate/host_tensor.h"
@@ -57,6 +58,10 @@ int main(int argc, char** argv) {
     return kiln::kExitBadInput;
   }
 
+  // cuDNN's once-per-process start-up (60-90 ms on the H200's host) runs on a thread from here on, while this
+  // program reads its spec (a service: makes its CUDA context and loads its weights): by the time the Planner loads
+  // its first plan it is paid (kiln/runtime/cudnn_primer.h). Joined when `primer` goes out of scope.
+  kiln::PrimerThread primer = kiln::start_priming_cudnn();
   kiln::StatusOr<kiln::Graph> graph = kiln::parse_spec_file(spec_path);
   if (!graph.is_ok()) return fail("bad spec", graph.status());
 
