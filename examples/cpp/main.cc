@@ -6,7 +6,8 @@
 // Loads the spec, asks the Planner for a plan at the spec's own shape (from the store when it holds one,
 // else cuDNN's heuristics), fills every input with values in [-1, 1), runs the plan and prints the first
 // values of the first output and where the plan came from. Exit codes are Kiln's (kiln/core/exit_codes.h):
-// 2 for a bad spec or usage, 3 when there is no GPU to run on.
+// 2 for a bad spec, usage or store path (a store that does not exist), 3 when there is no GPU to run on, 4 for a
+// damaged store.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -15,7 +16,6 @@
 #include <vector>
 
 #include "kiln/core/exit_codes.h"
-#include "kiln/runtime/cudnn_primer.h"
 #include "kiln/runtime/planner.h"
 #include "kiln/spec/spec.h"
 #include "kiln/validate/host_tensor.h"
@@ -58,15 +58,14 @@ int main(int argc, char** argv) {
     return kiln::kExitBadInput;
   }
 
-  // cuDNN's once-per-process start-up (60-90 ms on the H200's host) runs on a thread from here on, while this
-  // program reads its spec (a service: makes its CUDA context and loads its weights): by the time the Planner loads
-  // its first plan it is paid (kiln/runtime/cudnn_primer.h). Joined when `primer` goes out of scope.
-  kiln::PrimerThread primer = kiln::start_priming_cudnn();
   kiln::StatusOr<kiln::Graph> graph = kiln::parse_spec_file(spec_path);
   if (!graph.is_ok()) return fail("bad spec", graph.status());
 
   kiln::PlannerOptions options;
   options.store_path = store_path;  // "": heuristics only
+  // create() makes the CUDA context, and cuDNN's once-per-process start-up runs beside it (prime_cudnn, on by
+  // default). A service that makes its context or loads its weights first starts that earlier, after reading its
+  // command line: kiln::start_priming_cudnn() (kiln/runtime/cudnn_primer.h, docs/runtime.md "Cold start").
   auto planner = kiln::Planner::create(options);
   if (!planner.is_ok()) return fail("cannot plan on this machine", planner.status());
 

@@ -1,7 +1,7 @@
 // kiln/runtime/cudnn_primer.h: cuDNN's once-per-process first-use work, paid ahead of the first plan.
 //
 // In a new process the first plan that uses one of cuDNN's precompiled engines (the example conv's engine 32)
-// costs 60-80 ms more than the next ones on the H200's host, whichever plan it is (docs/h200-results.md "Cold
+// costs 60-90 ms more than the next ones on the H200's host (86-88 ms on 2026-12-04), whichever plan it is (docs/h200-results.md "Cold
 // start"), loaded or built. That work is host-side and needs no GPU: a deviceless load pays it too (72-75 ms on a
 // machine without a GPU, then 0.6 ms a load). Profiled there (perf, docs/runtime.md "Cold start"), it is the
 // precompiled-engine library's own code with malloc, strcmp and dynamic_cast under it: an initialization inside
@@ -18,8 +18,9 @@
 // (PlannerOptions::prime_cudnn): the first plan then waits only for what is left of it. An application that
 // makes its CUDA context, or loads its weights, before it creates a Planner starts it earlier, at its own start:
 //
-//   int main() {
-//     kiln::PrimerThread primer = kiln::start_priming_cudnn();  // returns at once
+//   int main(int argc, char** argv) {
+//     parse_the_command_line(argc, argv);                        // an early exit would wait for the primer
+//     kiln::PrimerThread primer = kiln::start_priming_cudnn();  // returns at once; keep it (dropped, it waits)
 //     load_weights_onto_the_gpu();                               // the primer runs meanwhile
 //     auto planner = kiln::Planner::create(options);             // its first plan finds cuDNN primed
 #pragma once
@@ -39,7 +40,8 @@ struct PrimeReport {
   Status status;       // the primer's build; a failure leaves cuDNN unprimed (the first plan then pays)
   double ms = 0;       // the first call's time (0 for the calls after it)
   bool first = false;  // this call ran it; the calls after it return its status at once
-  // How it primed: "engine 32 pinned", or "mode A's query (engine 32 did not build: ...)".
+  // How it primed: "engine 32 pinned", or "mode A's query (engine 32 did not build: ...)"; where the set-up failed
+  // before either (status not ok), "its set-up (the built-in H200 profile and graph)".
   std::string how;
 };
 

@@ -317,8 +317,9 @@ struct PlannerOptions {
   int split_max_parts = 3;
   // Where no sum of tuned shapes makes the shape, a split may still cover it with overlapping parts (batch 6 as
   // the tuned 4 on rows 0..3 and again on rows 2..5; kiln/runtime/padding.h cover_extents): no copies, a few rows
-  // computed twice. Such a plan refuses an execute whose output shares memory with an input (InvalidArgument);
-  // false: a shape that is no sum is padded instead (or, for in-place callers, keep this off).
+  // computed twice. Such a plan refuses an execute whose output shares memory with an input (InvalidArgument).
+  // On by default; false (callers that run in place should set it): a shape that is no sum gets the next stopgap
+  // (padded, else dynamic). No effect with split = false.
   bool split_overlap = true;
   // Sequences of this Planner's plans (kiln/capture/capture.h) replay from CUDA graphs; false: they launch on the
   // stream, step by step (a CaptureOptions may override it per sequence).
@@ -407,7 +408,8 @@ class Planner {
   // Needs a GPU (unless options.target): collects the environment once, opens the store, creates the
   // handle pool. InvalidArgument
   // for options that cannot hold: PromotionTuning bounds out of range (a negative top_k, a budget that is
-  // negative or not finite), or PromotionTuning::store with PromoteBy::kTune and no store_path.
+  // negative or not finite), PromotionTuning::store with PromoteBy::kTune and no store_path, or split_max_parts
+  // outside 2..64.
   static StatusOr<std::unique_ptr<Planner>> create(const PlannerOptions& options);
   // With another backend (host tests, benchmarks).
   static std::unique_ptr<Planner> create_with_backend(std::unique_ptr<PlanBackend> backend,
