@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/exit_codes.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/nvml.h"
@@ -58,9 +59,10 @@ auto step(const char* name, F&& f) -> decltype(f()) {
   return r;
 }
 
+// Kiln's exit code for the failure (kiln/core/exit_codes.h: 2 bad input, 3 no GPU, 4 a damaged store, ...).
 int fail(const std::string& what, const Status& s) {
   std::fprintf(stderr, "planner_cold_start: %s: %s\n", what.c_str(), s.to_string().c_str());
-  return 1;
+  return exit_code_for(s);
 }
 
 // Buffers for every bound tensor of a plan, zeroed.
