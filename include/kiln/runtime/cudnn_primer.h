@@ -1,18 +1,18 @@
 // kiln/runtime/cudnn_primer.h: cuDNN's once-per-process first-use work, paid ahead of the first plan.
 //
 // In a new process the first plan that uses one of cuDNN's precompiled engines (the example conv's engine 32)
-// costs 60-90 ms more than the next ones on the H200's host (86-88 ms on 2026-12-04), whichever plan it is (docs/h200-results.md "Cold
-// start"), loaded or built. That work is host-side and needs no GPU: a deviceless load pays it too (72-75 ms on a
-// machine without a GPU, then 0.6 ms a load). Profiled there (perf, docs/runtime.md "Cold start"), it is the
+// costs 60-90 ms more than the next ones on the H200's host (86-88 ms on 2026-12-04), whichever plan it is,
+// loaded or built (docs/h200-results.md "Cold start"). That work is host-side and needs no GPU: a deviceless
+// load pays it too (72-75 ms on a machine without a GPU, then 0.6 ms a load). Profiled there (perf, docs/runtime.md "Cold start"), it is the
 // precompiled-engine library's own code with malloc, strcmp and dynamic_cast under it: an initialization inside
 // cuDNN, not the plan, and not cuBLASLt (which that library loads: preloading cuBLASLt left it unchanged).
 //
 // prime_cudnn() pays it without a GPU or a CUDA context, with the cheapest trigger found: it builds a tiny
 // built-in convolution + bias + ReLU with that engine pinned (kPrimerEngine, no heuristics) against the built-in
 // H200 profile (kiln/lower/lower.h builtin_h200_profile) and keeps nothing: 72-81 ms on a machine without a GPU,
-// the same as the work it pays for. Where that engine does not build (another cuDNN), it asks mode A's
-// heuristics for the same graph instead, which pays it too but costs about twice as much (139-150 ms there,
-// about 300 ms on the H200's host).
+// about what the work itself costs there, and 213-235 ms on the H200's host (its lowering and build included).
+// Where that engine does not build (another cuDNN), it asks mode A's heuristics for the same graph instead,
+// which pays it too at a higher cost (139-150 ms on the machine without a GPU, 281-289 ms on the H200's host).
 //
 // Planner::create starts it on a thread of its own beside the CUDA context's creation and does not wait for it
 // (PlannerOptions::prime_cudnn): the first plan then waits only for what is left of it. An application that

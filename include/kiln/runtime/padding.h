@@ -70,11 +70,11 @@ std::vector<int64_t> split_extents(int64_t n, std::vector<int64_t> available, in
 // [n - e_k, n), over rows the part before it has computed too: batch 6 with batch 4 tuned runs the 4 plan on
 // rows 0..3, then on rows 2..5. Of the covers with the fewest parts, the one whose parts sum least (the fewest
 // rows computed twice: 13 with 7 and 10 tuned is 7 + 7), found by a bounded search; with powers of two that is
-// the largest extent for every part but the last, and the smallest that reaches `n` for it. Exact under the same rules as a
-// split (each row's outputs depend only on that row's inputs), so long as no output shares memory with an
-// input: the last part would read rows the one before it has overwritten (the Planner's split executor
-// refuses such a call). Empty where every extent is larger than `n`, or more than `max_parts` parts would
-// be needed.
+// the largest extent for every part but the last, and the smallest that reaches `n` for it. Exact under the
+// same rules as a split (each row's outputs depend only on that row's inputs), so long as no output shares
+// memory with an input: the last part would read rows the one before it has overwritten (the Planner's split
+// executor refuses such a call). Empty where every extent is larger than `n`, or more than `max_parts` parts
+// would be needed.
 std::vector<int64_t> cover_extents(int64_t n, std::vector<int64_t> available, int max_parts);
 
 // One input or output whose rows are split: its index, and the bytes between two rows along its varying dim.
