@@ -10,6 +10,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <shared_mutex>
 #include <thread>
@@ -32,6 +33,32 @@ StatusOr<PlanSource> parse_plan_source(const std::string& name) {
 
 // ---- ExecutablePlan -------------------------------------------------------------------------------
 
+namespace {
+
+// An input or output of a graph that a caller binds (not by value, not virtual), with the bytes it spans.
+struct BoundTensor {
+  int tensor = -1;
+  std::string name;
+  size_t bytes = 0;
+  bool output = false;  // written by a node
+};
+
+std::vector<BoundTensor> bound_tensors(const Graph& g) {
+  const GraphRoles roles(g);
+  std::vector<BoundTensor> out;
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const int t = static_cast<int>(i);
+    const TensorDesc& d = g.tensors[i];
+    if (d.by_value || roles.is_virtual(t)) continue;
+    // Validated graphs have checked footprints: this cannot fail for them.
+    auto bytes = HostTensor::checked_byte_size(roles.dtype_of(t), d.shape(), d.strides);
+    out.push_back({t, d.name, bytes.is_ok() ? static_cast<size_t>(*bytes) : 0, roles.producer(t) >= 0});
+  }
+  return out;
+}
+
+}  // namespace
+
 ExecutablePlan::ExecutablePlan(Graph graph, GraphSignature signature, EngineConfig config, int64_t workspace_bytes,
                                PlanSource built_from, std::unique_ptr<PlanExecutor> executor)
     : graph_(std::move(graph)),
@@ -40,15 +67,9 @@ ExecutablePlan::ExecutablePlan(Graph graph, GraphSignature signature, EngineConf
       workspace_bytes_(workspace_bytes),
       built_from_(built_from),
       executor_(std::move(executor)) {
-  const GraphRoles roles(graph_);
-  for (size_t i = 0; i < graph_.tensors.size(); ++i) {
-    const int t = static_cast<int>(i);
-    const TensorDesc& d = graph_.tensors[i];
-    if (d.by_value || roles.is_virtual(t)) continue;
-    bound_[d.name] = t;
-    // Validated graphs have checked footprints: this cannot fail for them.
-    auto bytes = HostTensor::checked_byte_size(roles.dtype_of(t), d.shape(), d.strides);
-    spans_[d.name] = bytes.is_ok() ? static_cast<size_t>(*bytes) : 0;
+  for (const BoundTensor& b : bound_tensors(graph_)) {
+    bound_[b.name] = b.tensor;
+    spans_[b.name] = b.bytes;
   }
 }
 
@@ -205,13 +226,8 @@ class SplitExecutor : public PlanExecutor {
     std::shared_ptr<const ExecutablePlan> plan;
     std::vector<std::pair<int, size_t>> offsets;  // tensor index, bytes from the caller's pointer
   };
-  // An input or output of the whole shape, for a cover's check.
-  struct Span {
-    int tensor = -1;
-    std::string name;
-    size_t bytes = 0;
-    bool output = false;
-  };
+  // The inputs and outputs of the whole shape, for a cover's check.
+  using Span = BoundTensor;
   SplitExecutor(std::vector<Part> parts, std::string graph, std::vector<Span> cover_spans)
       : parts_(std::move(parts)), graph_(std::move(graph)), cover_spans_(std::move(cover_spans)) {}
 
@@ -952,22 +968,11 @@ std::shared_ptr<const ExecutablePlan> Planner::Impl::split_plan(const PreparedGr
     std::vector<SplitExecutor::Span> cover_spans;
     if (cover) {
       const int64_t last = extents.back();
-      const int64_t before_last = [&] {
-        int64_t r = 0;
-        for (size_t k = 0; k + 1 < extents.size(); ++k) r += extents[k];
-        return r;
-      }();
+      const int64_t before_last = std::accumulate(extents.begin(), extents.end() - 1, int64_t{0});
       *why = "split: " + sym + " " + std::to_string(n) + " covered by " + sum + " (the last part on rows " +
              std::to_string(n - last) + ".." + std::to_string(n - 1) + ", " + std::to_string(before_last - (n - last)) +
              " of them computed twice), the tuned plans on their rows of the caller's buffers, " + stopgap_fate();
-      const GraphRoles roles(g);
-      for (size_t i = 0; i < g.tensors.size(); ++i) {
-        const int t = static_cast<int>(i);
-        const TensorDesc& d = g.tensors[i];
-        if (d.by_value || roles.is_virtual(t)) continue;
-        auto bytes = HostTensor::checked_byte_size(roles.dtype_of(t), d.shape(), d.strides);
-        cover_spans.push_back({t, d.name, bytes.is_ok() ? static_cast<size_t>(*bytes) : 0, roles.producer(t) >= 0});
-      }
+      cover_spans = bound_tensors(g);
     } else {
       *why = "split: " + sym + " " + std::to_string(n) + " = " + sum +
              ", the tuned plans on their rows of the caller's buffers, " + stopgap_fate();

@@ -166,9 +166,11 @@ class CudnnPlanBackend : public PlanBackend {
     // (3-4 ms each on the H200's host); its error, a wrong store path being the caller's on any machine, is
     // reported before the GPU's.
     CudnnPlanBackend* backend = b.get();
-    auto open_store = [backend, &o]() -> Status {
-      StoreOpenOptions so;
-      so.read_only = !o.store_writable;  // else a tuned promotion writes through writer_ (PromotionTuning::store)
+    // Read-only unless store_writable (else a tuned promotion writes through writer_, PromotionTuning::store).
+    StoreOpenOptions store_options;
+    store_options.read_only = !o.store_writable;
+    auto open_store = [backend, &o, store_options]() -> Status {
+      StoreOpenOptions so = store_options;
       StatusOr<std::unique_ptr<PlanStore>> opened = PlanStore::open(o.store_path, so);
       // A store this user cannot write (a baked store in a read-only place) still serves its plans: read-only,
       // so nothing is queued or stored ("not queued for re-tune: ... opened read-only").
@@ -193,9 +195,7 @@ class CudnnPlanBackend : public PlanBackend {
     } join_store{store_thread};
     if (!o.store_path.empty() && !to_create) {
       // What a path alone says (missing, a folder, a pipe) before any GPU work, as before the open moved here.
-      StoreOpenOptions so;
-      so.read_only = !o.store_writable;
-      KILN_RETURN_IF_ERROR(PlanStore::check_path(o.store_path, so));
+      KILN_RETURN_IF_ERROR(PlanStore::check_path(o.store_path, store_options));
       try {
         // An exception must not leave the thread (std::terminate): it is the Status create() gave before.
         store_thread = std::thread([&] { store_status = catch_exceptions("kiln::Planner", open_store); });
