@@ -4,6 +4,9 @@
 # compact progress indication (every tenth of the build), never the hundreds of per-file lines; a
 # compiler error is printed whole. With nothing changed it takes seconds.
 #   KILN_BUILD_JOBS  parallel jobs (default: the number of cores)
+#   KILN_CCACHE      0: compile without ccache even where it is installed (default: use it when present). Its
+#                    cache lies outside the checkout (ccache's default, ~/.cache/ccache, or $CCACHE_DIR), keyed
+#                    relative to the checkout, so a second clone on the same machine reuses it.
 set -euo pipefail
 # The whole script is read before it runs (braces), so that editing or checking out a new version while
 # it runs cannot change what it does halfway.
@@ -18,10 +21,19 @@ t=$SECONDS
 
 t=$SECONDS
 mkdir -p "$build"
-if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$build/configure.log" 2>&1; then
+launcher=()
+if [ "${KILN_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+else
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=)  # also clears a launcher an earlier configure left in the cache
+fi
+if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" \
+  >"$build/configure.log" 2>&1; then
   tail -30 "$build/configure.log"; echo "[configure] FAILED (full log: $build/configure.log)"; exit 1
 fi
-echo "[configure] $build ($(elapsed $t); log: $build/configure.log)"
+cc_note="no ccache"; [ "${launcher[0]}" = -DCMAKE_CXX_COMPILER_LAUNCHER= ] || cc_note="ccache"
+echo "[configure] $build ($(elapsed $t), $cc_note; log: $build/configure.log)"
 
 # Ninja prints one "[done/total] description" line per step when its output is not a terminal: keep the
 # first, one per tenth of the build, one a minute at most otherwise, and the last; and everything else

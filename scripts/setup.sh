@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Kiln needs on a fresh Debian machine, and is safe to re-run.
-#  - Debian packages: compilers, CMake/Ninja, SQLite, nlohmann-json, CLI11, xxHash, GoogleTest, and
-#    clang-format (14 on Debian 12: the version scripts/format.sh pins).
+#  - Debian packages: compilers, CMake/Ninja, SQLite, nlohmann-json, CLI11, xxHash, GoogleTest,
+#    clang-format (14 on Debian 12: the version scripts/format.sh pins), and ccache (scripts/build.sh uses it).
 #  - cuDNN Frontend headers from PyPI's nvidia-cudnn-frontend wheel, pinned by version and sha256.
 # Everything the build reads is gathered under third_party/ (git-ignored), so the same folder can be
 # carried to a machine that reaches no registry (the GPU machine) and the build there needs nothing else.
@@ -28,7 +28,7 @@ done
 log() { printf '[setup] %s\n' "$*"; }
 
 need_pkgs=()
-for p in cmake ninja-build g++ unzip python3-pip libsqlite3-dev nlohmann-json3-dev libcli11-dev libxxhash-dev googletest clang-format; do
+for p in cmake ninja-build g++ unzip python3-pip libsqlite3-dev nlohmann-json3-dev libcli11-dev libxxhash-dev googletest clang-format ccache; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then

@@ -11,6 +11,9 @@
 #     KILN_TEST_SANITIZE=0 leaves it out (a quicker local run); CI always runs it.
 #  4. The source format: `scripts/format.sh --check` (clang-format 14, which scripts/setup.sh installs, and
 #     .clang-format) lists the files that `bash scripts/format.sh` would change.
+# Each stage's wall time is printed as it ends ("[time] NAME: 1m23s") and again in the summary: setup, build,
+# tests, install + example, sanitizer build, sanitizer tier, format (docs/contributing.md "Build cost" says
+# what each costs on a 2-core machine).
 # Exits non-zero when any stage fails; every stage runs even when an earlier one fails.
 set -euo pipefail
 # The whole script is read before it runs (braces), so that editing or checking out a new version while
@@ -24,11 +27,22 @@ t0=$SECONDS
 elapsed() { local s=$((SECONDS - $1)); echo "$((s / 60))m$((s % 60))s"; }
 
 results=()
+times=()
 rc=0
+# timed NAME COMMAND...: runs COMMAND, prints and records its wall time; returns its exit status.
+timed() {
+  local name=$1 t=$SECONDS r=0; shift
+  "$@" || r=$?
+  times+=("$(printf '%-18s %s' "$name" "$(elapsed $t)")")
+  echo "[time] $name: $(elapsed $t)$([ $r = 0 ] || echo " (failed, exit $r)")"
+  return $r
+}
+
 echo "[test] stage 1: build and run every test ($build)"
 t=$SECONDS
 built=0
-if "$root/scripts/build.sh" && built=1 && ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900; then
+if timed setup "$root/scripts/setup.sh" && timed build "$root/scripts/build.sh" && built=1 &&
+   timed tests ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900; then
   results+=("all tests (normal build): passed ($(elapsed $t))")
 else
   results+=("all tests (normal build): FAILED ($(elapsed $t))"); rc=1
@@ -65,7 +79,7 @@ t=$SECONDS
 example_result=""
 if [ "$built" = 0 ]; then
   results+=("C++ example against the install: not run (the build failed)"); rc=1
-elif example_cpp; then
+elif timed "install + example" example_cpp; then
   results+=("C++ example against the install: passed, $example_result ($(elapsed $t))")
 else
   results+=("C++ example against the install: FAILED ($(elapsed $t))"); rc=1
@@ -80,8 +94,9 @@ if [ "${KILN_TEST_SANITIZE:-1}" != 0 ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp:print_suppressions=0}"
-  if KILN_BUILD_DIR="$asan_build" "$root/scripts/build.sh" -DKILN_SANITIZE=ON -DKILN_BUILD_BENCHMARKS=OFF &&
-     ctest --test-dir "$asan_build" -LE gpu --output-on-failure -j"$jobs" --timeout 1800; then
+  if KILN_BUILD_DIR="$asan_build" timed "sanitizer build" "$root/scripts/build.sh" -DKILN_SANITIZE=ON \
+       -DKILN_BUILD_BENCHMARKS=OFF &&
+     timed "sanitizer tier" ctest --test-dir "$asan_build" -LE gpu --output-on-failure -j"$jobs" --timeout 1800; then
     results+=("host tier under ASan + UBSan: passed ($(elapsed $t))")
   else
     results+=("host tier under ASan + UBSan: FAILED ($(elapsed $t))"); rc=1
@@ -92,7 +107,7 @@ fi
 
 echo "[test] stage 4: source format (scripts/format.sh --check)"
 t=$SECONDS
-if "$root/scripts/format.sh" --check; then
+if timed format "$root/scripts/format.sh" --check; then
   results+=("source format: passed ($(elapsed $t))")
 else
   results+=("source format: FAILED (above; 'bash scripts/format.sh' formats the tree) ($(elapsed $t))"); rc=1
@@ -100,5 +115,7 @@ fi
 
 echo "[test] summary ($(elapsed $t0)):"
 printf '  %s\n' "${results[@]}"
+echo "[test] wall time per stage:"
+printf '  %s\n' "${times[@]}" "$(printf '%-18s %s' total "$(elapsed $t0)")"
 exit $rc
 }
