@@ -1,8 +1,9 @@
-// Device tier: every known cuDNN defect (src/lower/known_defects.h) is worked around on this GPU: its
-// example graph is right through `kiln run`'s path (heuristics, checked against the host reference) and
-// in every engine configuration `kiln tune` tries. Each case also reports whether this cuDNN still shows
-// the defect when the graph is lowered as written, so that a new cuDNN can be checked against the table
-// and a fixed defect dropped.
+// Device tier: every known cuDNN defect (src/lower/known_defects.h) and every canonical rule
+// (src/lower/canonicalize.h) holds on this GPU: its example graph is right through `kiln run`'s path
+// (heuristics, checked against the host reference) and in every engine configuration `kiln tune` tries.
+// Each case also reports whether this cuDNN still needs it when the graph is lowered as written, so that a
+// new cuDNN can be checked against the tables and an entry no longer needed dropped. CanonicalShapes runs
+// more shapes of the kinds the canonical rules rewrite.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "kiln/tune/device_io.h"
 #include "kiln/tune/tuner.h"
 #include "kiln/validate/reference.h"
+#include "lower/canonicalize.h"
 #include "lower/known_defects.h"
 
 namespace kiln {
@@ -52,11 +54,7 @@ std::pair<int, int> wrong_without_workaround(const Graph& g) {
   return {wrong, built};
 }
 
-class KnownDefects : public ::testing::TestWithParam<size_t> {};
-
-TEST_P(KnownDefects, WorkedAroundOnThisGpu) {
-  KILN_REQUIRE_GPU();
-  const lower_detail::KnownDefect& d = known_defects()[GetParam()];
+void check_worked_around(const lower_detail::KnownDefect& d) {
   auto g = parse_spec_string(d.example_spec, d.id);
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
 
@@ -92,10 +90,107 @@ TEST_P(KnownDefects, WorkedAroundOnThisGpu) {
                                       : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, KnownDefects, ::testing::Range<size_t>(0, known_defects().size()),
-                         [](const ::testing::TestParamInfo<size_t>& info) {
-                           return std::string(known_defects()[info.param].id);
-                         });
+std::vector<const lower_detail::KnownDefect*> entries(const std::vector<lower_detail::KnownDefect>& table) {
+  std::vector<const lower_detail::KnownDefect*> v;
+  for (const auto& d : table) v.push_back(&d);
+  return v;
+}
+std::string entry_name(const ::testing::TestParamInfo<const lower_detail::KnownDefect*>& info) {
+  return info.param->id;
+}
+
+class KnownDefects : public ::testing::TestWithParam<const lower_detail::KnownDefect*> {};
+TEST_P(KnownDefects, WorkedAroundOnThisGpu) {
+  KILN_REQUIRE_GPU();
+  check_worked_around(*GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Table, KnownDefects, ::testing::ValuesIn(entries(known_defects())), entry_name);
+
+class CanonicalRules : public ::testing::TestWithParam<const lower_detail::KnownDefect*> {};
+TEST_P(CanonicalRules, WorkedAroundOnThisGpu) {
+  KILN_REQUIRE_GPU();
+  check_worked_around(*GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Table, CanonicalRules, ::testing::ValuesIn(entries(lower_detail::canonical_rules())),
+                         entry_name);
+
+// A pointwise chain of `n` ops over [rows, cols] fp16: relu, add of a second input, tanh, mul, repeated.
+std::string pointwise_chain(int n, int rows, int cols) {
+  std::string nodes;
+  std::string prev = "x";
+  const char* ops[] = {"relu", "add", "tanh", "mul"};
+  for (int i = 0; i < n; ++i) {
+    const std::string op = ops[i % 4];
+    const std::string out = i + 1 == n ? "y" : "t" + std::to_string(i);
+    const bool binary = op == "add" || op == "mul";
+    nodes += std::string(i ? ", " : "") + R"({"name": "n)" + std::to_string(i) + R"(", "op": ")" + op +
+             R"(", "inputs": [")" + prev + (binary ? R"(", "b"])" : R"("])") + R"(, "outputs": [")" + out + R"("]})";
+    prev = out;
+  }
+  const std::string d = "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+  return R"({"name": "chain", "io_dtype": "fp16", "compute_dtype": "fp32", "tensors": {"x": {"dims": )" + d +
+         R"(}, "b": {"dims": )" + d + R"(}}, "nodes": [)" + nodes + R"(], "outputs": ["y"]})";
+}
+
+// Shapes of the kinds the canonical rules rewrite, each through `kiln run --verify`'s path against the
+// host reference: every one must pass (before the rules: wrong past the first row, or refused).
+TEST(CanonicalShapes, EachRunsRightThroughKilnRun) {
+  KILN_REQUIRE_GPU();
+  auto pw = [](const std::string& dtype, const std::string& op, const std::string& x, const std::string& b) {
+    return R"({"name": "pw", "io_dtype": ")" + dtype + R"(", "compute_dtype": "fp32", "tensors": {"x": {"dims": )" +
+           x + "}" + (b.empty() ? "" : R"(, "b": {"dims": )" + b + "}") +
+           R"(}, "nodes": [{"name": "n", "op": ")" + op + R"(", "inputs": )" +
+           (b.empty() ? R"(["x"])" : R"(["x", "b"])") + R"(, "outputs": ["y"]}], "outputs": ["y"]})";
+  };
+  auto mm = [](const std::string& dtype, const std::string& a, const std::string& w, const std::string& bias) {
+    std::string t = R"("a": {"dims": )" + a + R"(}, "w": {"dims": )" + w + "}";
+    std::string nodes = R"({"name": "mm", "op": "matmul", "inputs": ["a", "w"], "outputs": [")" +
+                        std::string(bias.empty() ? "y" : "c") + R"("]})";
+    if (!bias.empty()) {
+      t += R"(, "bias": {"dims": )" + bias + "}";
+      nodes += R"(, {"name": "bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["y"]})";
+    }
+    return R"({"name": "mm", "io_dtype": ")" + dtype +
+           R"(", "intermediate_dtype": "fp32", "compute_dtype": "fp32", "tensors": {)" + t + R"(}, "nodes": [)" +
+           nodes + R"(], "outputs": ["y"]})";
+  };
+  const std::vector<std::string> specs = {
+      pw("fp32", "relu", "[4, 4]", ""),
+      pw("fp16", "relu", "[256, 4096]", ""),
+      pw("fp32", "relu", "[256, 4096]", ""),
+      pw("fp16", "add", "[256, 4096]", "[256, 4096]"),
+      pw("bf16", "gelu_erf", "[33, 517]", ""),
+      pw("fp32", "sigmoid", "[1000]", ""),
+      pw("fp16", "add", "[4096]", "[4096]"),
+      pw("fp32", "add", "[4, 16, 64]", "[64]"),
+      pw("fp32", "mul", "[64, 64]", "[1, 64]"),
+      pointwise_chain(2, 256, 4096),
+      pointwise_chain(24, 64, 128),
+      pointwise_chain(120, 16, 64),
+      mm("bf16", "[16, 64]", "[64, 64]", ""),
+      mm("fp16", "[128, 256]", "[256, 512]", "[1, 512]"),
+      mm("bf16", "[3, 8, 16]", "[16, 32]", ""),
+  };
+  int passed = 0;
+  for (const std::string& text : specs) {
+    auto g = parse_spec_string(text, "canonical shape");
+    ASSERT_TRUE(g.is_ok()) << text << ": " << g.status().to_string();
+    RunOptions run;
+    run.verify = true;
+    run.reference = ReferenceChoice::kHost;
+    run.seed = 5;
+    auto rep = run_graph(*g, run);
+    if (!rep.is_ok()) {
+      ADD_FAILURE() << text << ": " << rep.status().to_string();
+      continue;
+    }
+    const bool ok = rep->verdict() == Disposition::kPassed;
+    EXPECT_TRUE(ok) << text << ": " << (rep->check ? rep->check->summary() : std::string("no check"));
+    passed += ok ? 1 : 0;
+  }
+  std::printf("[ canonical ] %d of %zu shapes passed through kiln run --verify on cuDNN %zu\n", passed, specs.size(),
+              cudnnGetVersion());
+}
 
 }  // namespace
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include "kiln/lower/cudnn_limits.h"
 #include "kiln/lower/lower.h"
 #include "lower/fe_status.h"
+#include "lower/canonicalize.h"
 #include "lower/graph_lowering.h"
 #include "lower/known_defects.h"
 
@@ -27,7 +28,7 @@ struct DynamicKernelCache::Impl {
 struct LoweredGraph::Impl {
   Graph graph;    // a copy: tensor identities for execution
   Graph lowered;  // what is handed to the frontend: `graph`, or its known-defect rewrite (same memory)
-  std::vector<std::string> workarounds;  // known defects worked around (lower/known_defects.h)
+  std::vector<std::string> workarounds;  // canonical rules and known defects applied (lower/canonicalize.h)
   std::vector<int64_t> uids;             // cuDNN uid of each tensor (lower_detail::tensor_uids of `graph`)
   std::shared_ptr<fe::graph::Graph> fg;
   DeviceProfile profile;
@@ -146,7 +147,7 @@ StatusOr<LoweredGraph> LoweredGraph::create(const Graph& graph, const LowerTarge
   lg.impl_->graph = graph;
   KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
   if (target.work_around_known_defects) {
-    KILN_ASSIGN_OR_RETURN(lower_detail::DefectWorkaround w, lower_detail::work_around_known_defects(graph));
+    KILN_ASSIGN_OR_RETURN(lower_detail::DefectWorkaround w, lower_detail::rewrite_for_cudnn(graph));
     lg.impl_->lowered = std::move(w.graph);
     lg.impl_->workarounds = std::move(w.applied);
   } else {
@@ -309,7 +310,7 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
   lg.impl_->graph = graph;
   KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
   // A graph whose known defect cannot be worked around is refused here too (its plan would be wrong).
-  KILN_ASSIGN_OR_RETURN(lower_detail::DefectWorkaround w, lower_detail::work_around_known_defects(graph));
+  KILN_ASSIGN_OR_RETURN(lower_detail::DefectWorkaround w, lower_detail::rewrite_for_cudnn(graph));
   lg.impl_->lowered = std::move(w.graph);
   lg.impl_->workarounds = std::move(w.applied);
   lg.impl_->handle = handle;

@@ -92,8 +92,9 @@ struct LowerTarget {
   // Set: the graph is built in cuDNN's dynamic-shape mode with this kernel cache (live device only).
   // Such plans are a stopgap: their kernels are generic over the shape and run slower than static ones.
   std::shared_ptr<DynamicKernelCache> kernel_cache;
-  // false: lower the graph as written even where a known cuDNN defect makes that wrong (only to check a
-  // new cuDNN against the table in src/lower/known_defects.h; never for plans that are kept or run).
+  // false: lower the graph as written, without canonicalization (src/lower/canonicalize.h) and even where a
+  // known cuDNN defect makes that wrong (only to check a new cuDNN against the tables in src/lower/canonicalize.h
+  // and src/lower/known_defects.h; never for plans that are kept or run).
   bool work_around_known_defects = true;
 };
 
@@ -129,8 +130,9 @@ class LoweredGraph {
   Status build_config(const EngineConfig& config);
 
   bool has_plan() const;
-  // The known cuDNN defects create() worked around for this graph ("pointwise_vector_broadcast: node
-  // 'add' ..."): the frontend graph is an equivalent rewrite of the Kiln graph over the same buffers.
+  // The canonical rules and known cuDNN defects create() applied to this graph ("pointwise_rank_below_3:
+  // tensor 'x' [256,4096] (rank 2), lowered at rank 3", "pointwise_vector_broadcast: node 'add' ..."): the
+  // frontend graph is an equivalent rewrite of the Kiln graph over the same buffers.
   const std::vector<std::string>& workarounds() const;
   const EngineConfig& config() const;  // of the built plan
   int64_t workspace_size() const;      // of the built plan
