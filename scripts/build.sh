@@ -4,9 +4,12 @@
 # compact progress indication (every tenth of the build), never the hundreds of per-file lines; a
 # compiler error is printed whole. With nothing changed it takes seconds.
 #   KILN_BUILD_JOBS  parallel jobs (default: the number of cores)
+#   KILN_SKIP_SETUP  1: do not run scripts/setup.sh first (a caller that just ran it)
 #   KILN_CCACHE      0: compile without ccache even where it is installed (default: use it when present). Its
-#                    cache lies outside the checkout (ccache's default, ~/.cache/ccache, or $CCACHE_DIR), keyed
-#                    relative to the checkout, so a second clone on the same machine reuses it.
+#                    cache lies outside the checkout (ccache's default, ~/.cache/ccache, or $CCACHE_DIR), so a
+#                    fresh clone at the same path (as CI makes) or a removed build folder recompiles little.
+#                    Objects carry absolute paths (debug info, the unity units, the tests' KILN_SOURCE_DIR):
+#                    a checkout at another path misses.
 set -euo pipefail
 # The whole script is read before it runs (braces), so that editing or checking out a new version while
 # it runs cannot change what it does halfway.
@@ -17,14 +20,13 @@ jobs="${KILN_BUILD_JOBS:-$(nproc)}"
 elapsed() { local s=$((SECONDS - $1)); if ((s >= 60)); then echo "$((s / 60))m$((s % 60))s"; else echo "${s}s"; fi; }
 
 t=$SECONDS
-"$root/scripts/setup.sh"
+[ "${KILN_SKIP_SETUP:-0}" = 1 ] || "$root/scripts/setup.sh"  # scripts/test.sh runs it once, as its own stage
 
 t=$SECONDS
 mkdir -p "$build"
 launcher=()
 if [ "${KILN_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 else
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=)  # also clears a launcher an earlier configure left in the cache
 fi

@@ -38,11 +38,25 @@ timed() {
   return $r
 }
 
+# not_run NAME: a stage an earlier failure kept from running still has its row.
+not_run() { times+=("$(printf '%-18s %s' "$1" "not run")"); }
+
 echo "[test] stage 1: build and run every test ($build)"
 t=$SECONDS
 built=0
-if timed setup "$root/scripts/setup.sh" && timed build "$root/scripts/build.sh" && built=1 &&
-   timed tests ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900; then
+passed=0
+# Set-up is its own stage; the builds below skip theirs (KILN_SKIP_SETUP) so that it is counted once.
+if timed setup "$root/scripts/setup.sh"; then
+  if KILN_SKIP_SETUP=1 timed build "$root/scripts/build.sh"; then
+    built=1
+    timed tests ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900 && passed=1
+  else
+    not_run tests
+  fi
+else
+  not_run build; not_run tests
+fi
+if [ "$passed" = 1 ]; then
   results+=("all tests (normal build): passed ($(elapsed $t))")
 else
   results+=("all tests (normal build): FAILED ($(elapsed $t))"); rc=1
@@ -78,7 +92,7 @@ echo "[test] stage 2: install, and build and run examples/cpp against the instal
 t=$SECONDS
 example_result=""
 if [ "$built" = 0 ]; then
-  results+=("C++ example against the install: not run (the build failed)"); rc=1
+  results+=("C++ example against the install: not run (the build failed)"); rc=1; not_run "install + example"
 elif timed "install + example" example_cpp; then
   results+=("C++ example against the install: passed, $example_result ($(elapsed $t))")
 else
@@ -94,9 +108,15 @@ if [ "${KILN_TEST_SANITIZE:-1}" != 0 ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp:print_suppressions=0}"
-  if KILN_BUILD_DIR="$asan_build" timed "sanitizer build" "$root/scripts/build.sh" -DKILN_SANITIZE=ON \
-       -DKILN_BUILD_BENCHMARKS=OFF &&
-     timed "sanitizer tier" ctest --test-dir "$asan_build" -LE gpu --output-on-failure -j"$jobs" --timeout 1800; then
+  san_ok=0
+  if KILN_BUILD_DIR="$asan_build" KILN_SKIP_SETUP=1 timed "sanitizer build" "$root/scripts/build.sh" \
+       -DKILN_SANITIZE=ON -DKILN_BUILD_BENCHMARKS=OFF; then
+    timed "sanitizer tier" ctest --test-dir "$asan_build" -LE gpu --output-on-failure -j"$jobs" --timeout 1800 &&
+      san_ok=1
+  else
+    not_run "sanitizer tier"
+  fi
+  if [ "$san_ok" = 1 ]; then
     results+=("host tier under ASan + UBSan: passed ($(elapsed $t))")
   else
     results+=("host tier under ASan + UBSan: FAILED ($(elapsed $t))"); rc=1

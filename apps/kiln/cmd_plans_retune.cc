@@ -30,9 +30,9 @@ namespace kiln::cli::plans {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
+std::atomic<bool> g_retune_interrupted{false};
 extern "C" void on_retune_sigint(int) {
-  g_interrupted = true;
+  g_retune_interrupted = true;
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
 }
 
@@ -55,7 +55,7 @@ Status run_retune(const PlansOptions& o) {
   ro.budget_s = o.budget_s;
   ro.tune.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   ro.tune.top_k = o.top_k;
-  ro.cancel = &g_interrupted;
+  ro.cancel = &g_retune_interrupted;
   ro.on_row = [&](const RetuneRowReport& r) {
     if (o.json) return;
     std::string key = r.entry.structure_sig.substr(0, 12) + (r.entry.shape_key.empty() ? "" : "/" + r.entry.shape_key);
@@ -72,7 +72,7 @@ Status run_retune(const PlansOptions& o) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   };
-  g_interrupted = false;
+  g_retune_interrupted = false;
   std::signal(SIGINT, on_retune_sigint);
   StatusOr<RetuneReport> rep = planner->retune_queued(ro);
   std::signal(SIGINT, SIG_DFL);

@@ -19,9 +19,9 @@
 namespace kiln::cli {
 namespace {
 
-std::atomic<bool> g_interrupted{false};
+std::atomic<bool> g_tune_interrupted{false};
 extern "C" void on_interrupt(int sig) {
-  g_interrupted = true;
+  g_tune_interrupted = true;
   std::signal(sig, SIG_DFL);  // a second Ctrl-C (or TERM) ends the process at once
 }
 
@@ -42,7 +42,7 @@ Status tune_cmd(const TuneCliOptions& o) {
   } else if (o.hottest > 0 || !o.buckets.empty()) {
     return invalid_argument("--hottest and --buckets choose among the shapes of --shapes FILE: give --shapes");
   }
-  KILN_ASSIGN_OR_RETURN(TuneJob job, tune_job_from(o, &g_interrupted));
+  KILN_ASSIGN_OR_RETURN(TuneJob job, tune_job_from(o, &g_tune_interrupted));
   TuneOptions& to = job.tune;
   // The store is opened (and, when new, created) by the Planner, once every input is checked and the GPU
   // is there: a run refused for bad input or a missing GPU leaves no store behind.
@@ -55,7 +55,7 @@ Status tune_cmd(const TuneCliOptions& o) {
     KILN_RETURN_IF_ERROR(PlanStore::open(store_path).status());  // writable: its close leaves no -wal behind
   }
   job.store = !store_path.empty();
-  g_interrupted = false;
+  g_tune_interrupted = false;
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   // --budget bounds the whole command: every graph, its builds, inputs, reference and unfused alternative.

@@ -1,10 +1,12 @@
 // kiln: a thin CLI. Parse options, call the library, turn its Status into an exit code and a message.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 
 #include "commands.h"
-#include "kiln/build_info.h"
+#include "kiln/core/build_identity.h"
 #include "kiln/core/exit_codes.h"
 #include "kiln/core/log.h"
 
@@ -42,7 +44,8 @@ std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv)
 
 int main(int argc, char** argv) {
   CLI::App app{"Kiln: fused cuDNN graphs, tuned, baked and shipped"};
-  app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION_STRING + " (" + KILN_GIT_REVISION + ")");
+  app.set_version_flag("--version",
+                       std::string("kiln ") + kiln::kiln_version_string() + " (" + kiln::kiln_git_revision() + ")");
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log more, and print where an error travelled");
@@ -65,6 +68,17 @@ int main(int argc, char** argv) {
   // reported in one line, not an abort.
   kiln::Status st =
       kiln::catch_exceptions("kiln", [&] { return run ? run() : kiln::invalid_argument("no subcommand"); });
+  // Output that could not be written (a full disk, `> /dev/full`, a closed stdout) fails the command: stdio
+  // buffers, so the error shows only once the buffer is flushed, after the command has returned.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int err = errno;
+    kiln::Status out =
+        kiln::unavailable(std::string("writing standard output failed: ") +
+                          (err ? std::strerror(err) : "an output error") + " (what was printed is incomplete)");
+    if (st.is_ok()) st = out;
+    else std::fprintf(stderr, "kiln: %s\n", out.message().c_str());
+  }
   if (!st.is_ok()) {
     std::fprintf(stderr, "kiln: %s\n", st.to_string().c_str());
     if (verbose && !st.trace().empty()) std::fprintf(stderr, "  trace:\n%s\n", st.trace().c_str());

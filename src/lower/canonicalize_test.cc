@@ -35,8 +35,8 @@ std::string pointwise_spec(const std::string& op, const std::string& x_dims, con
     tensors += R"(, "b": {"dims": )" + b_dims + "}";
     inputs = R"(["x", "b"])";
   }
-  return R"({"name": "pw", "io_dtype": "fp32", "tensors": {)" + tensors + R"(}, "nodes": [{"name": "n", "op": ")" +
-         op + R"(", "inputs": )" + inputs + R"(, "outputs": ["y"]}], "outputs": ["y"]})";
+  return R"({"name": "pw", "io_dtype": "fp32", "tensors": {)" + tensors + R"(}, "nodes": [{"name": "n", "op": ")" + op +
+         R"(", "inputs": )" + inputs + R"(, "outputs": ["y"]}], "outputs": ["y"]})";
 }
 
 std::string applied_text(const lower_detail::DefectWorkaround& w) {

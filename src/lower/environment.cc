@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "kiln/build_info.h"
+#include "kiln/core/build_identity.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/nvml.h"
 #include "kiln/lower/environment.h"
@@ -37,8 +37,8 @@ EnvReport collect_environment(int ordinal) {
   f.cudnn_header_version = CUDNN_VERSION;
   f.cudnn_library_path = loaded_cudnn_path();
   f.cudnn_frontend_version = CUDNN_FRONTEND_VERSION;
-  f.kiln_version = KILN_VERSION_STRING;
-  f.kiln_git_revision = KILN_GIT_REVISION;
+  f.kiln_version = kiln_version_string();
+  f.kiln_git_revision = kiln_git_revision();
   f.cuda_runtime_version = cuda_runtime_version();
   f.driver_version = cuda_driver_version();
   auto dev = query_device(ordinal);

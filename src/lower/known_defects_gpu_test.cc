@@ -82,9 +82,11 @@ void check_worked_around(const lower_detail::KnownDefect& d) {
   EXPECT_GT(passed, 0);
 
   auto [wrong, built] = wrong_without_workaround(*g);
-  std::printf("[ defect ] %s on cuDNN %zu: with the workaround %d of %zu configurations passed; as written %d of %d "
-              "were wrong%s\n",
-              d.id, cudnnGetVersion(), passed, tr->candidates.size(), wrong, built,
+  const std::string as_written =
+      wrong < 0 || built == 0 ? "as written it does not lower or build (no configuration to run)"
+                              : "as written " + std::to_string(wrong) + " of " + std::to_string(built) + " were wrong";
+  std::printf("[ defect ] %s on cuDNN %zu: with the workaround %d of %zu configurations passed; %s%s\n", d.id,
+              cudnnGetVersion(), passed, tr->candidates.size(), as_written.c_str(),
               wrong == 0 && built > 0 ? " (the defect no longer shows here: check the other supported cuDNN versions "
                                         "and drop it from the table)"
                                       : "");
@@ -137,10 +139,10 @@ std::string pointwise_chain(int n, int rows, int cols) {
 TEST(CanonicalShapes, EachRunsRightThroughKilnRun) {
   KILN_REQUIRE_GPU();
   auto pw = [](const std::string& dtype, const std::string& op, const std::string& x, const std::string& b) {
-    return R"({"name": "pw", "io_dtype": ")" + dtype + R"(", "compute_dtype": "fp32", "tensors": {"x": {"dims": )" +
-           x + "}" + (b.empty() ? "" : R"(, "b": {"dims": )" + b + "}") +
-           R"(}, "nodes": [{"name": "n", "op": ")" + op + R"(", "inputs": )" +
-           (b.empty() ? R"(["x"])" : R"(["x", "b"])") + R"(, "outputs": ["y"]}], "outputs": ["y"]})";
+    return R"({"name": "pw", "io_dtype": ")" + dtype + R"(", "compute_dtype": "fp32", "tensors": {"x": {"dims": )" + x +
+           "}" + (b.empty() ? "" : R"(, "b": {"dims": )" + b + "}") + R"(}, "nodes": [{"name": "n", "op": ")" + op +
+           R"(", "inputs": )" + (b.empty() ? R"(["x"])" : R"(["x", "b"])") +
+           R"(, "outputs": ["y"]}], "outputs": ["y"]})";
   };
   auto mm = [](const std::string& dtype, const std::string& a, const std::string& w, const std::string& bias) {
     std::string t = R"("a": {"dims": )" + a + R"(}, "w": {"dims": )" + w + "}";

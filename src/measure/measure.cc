@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "kiln/build_info.h"
+#include "kiln/core/build_identity.h"
 #include "kiln/core/log.h"
 #include "kiln/cuda/device.h"
 #include "measure/blocking_kernel.h"
@@ -301,9 +301,9 @@ nlohmann::json Measurement::to_json() const {
 nlohmann::json environment_meta(const std::vector<std::string>& argv, int device_ordinal) {
   nlohmann::json j;
   j["argv"] = argv;
-  j["kiln_version"] = KILN_VERSION_STRING;
-  j["git_revision"] = KILN_GIT_REVISION;
-  j["cuda_architectures"] = KILN_CUDA_ARCHITECTURES;
+  j["kiln_version"] = kiln_version_string();
+  j["git_revision"] = kiln_git_revision();
+  j["cuda_architectures"] = kiln_cuda_architectures();
   j["cuda_runtime_version"] = cuda_runtime_version();
   j["cuda_driver_version"] = cuda_driver_version();
   j["cudnn_version"] = static_cast<int64_t>(cudnnGetVersion());

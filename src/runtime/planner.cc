@@ -22,6 +22,7 @@
 #include "kiln/runtime/padding.h"
 #include "kiln/runtime/unfused_plan.h"
 #include "kiln/validate/host_tensor.h"
+#include "runtime/first_use.h"
 #include "runtime/planner_jobs_internal.h"
 
 namespace kiln {
@@ -167,6 +168,10 @@ Status PlanBackend::with_writable_store(const std::function<Status(PlanStore&)>&
 Status PlanBackend::compile(const Graph&, const GraphSignature&, const std::optional<EngineConfig>&, CompiledPart*,
                             PlanRecord*) {
   return not_supported("this plan backend does not compile plans");
+}
+StatusOr<FirstUseVerdict> PlanBackend::verify_first_use(const ExecutablePlan&) {
+  return not_supported("this plan backend cannot verify plans (set PlannerOptions::first_use to kOff to serve them "
+                       "unverified)");
 }
 
 PlanBackend::DeviceCopy PlanBackend::device_copy() const {
@@ -345,6 +350,9 @@ std::string PlannerStats::text() const {
   if (!last_tune_note.empty()) s += " (the last tuned winner: " + last_tune_note + ")";
   if (promotion_failures)
     s += ", " + std::to_string(promotion_failures) + " promotions failed (last: " + last_promotion_failure + ")";
+  if (first_use_checks) s += "; " + std::to_string(first_use_checks) + " checked before first use";
+  if (first_use_refused)
+    s += ", " + std::to_string(first_use_refused) + " refused (last failure: " + last_first_use_failure + ")";
   if (kernel_caches_loaded + kernel_caches_saved > 0 || !last_kernel_cache_note.empty())
     s += "; kernel caches: " + std::to_string(kernel_caches_loaded) + " loaded, " +
          std::to_string(kernel_caches_saved) + " kept" +
@@ -410,6 +418,7 @@ double shape_distance(const std::map<std::string, int64_t>& a, const std::map<st
 struct Planner::Impl {
   std::unique_ptr<PlanBackend> backend;
   PlannerOptions options;
+  std::unique_ptr<runtime_detail::FirstUseGate> first_use;  // made with the backend (create_with_backend)
   ShapeRecorder recorder;
 
   static constexpr int kShards = 16;
@@ -602,6 +611,10 @@ struct Planner::Impl {
       return nullptr;
     }
     builds.fetch_add(1, std::memory_order_relaxed);
+    if (Status admitted = first_use->admit(**stored, PlanSource::kStore, g.name); !admitted.is_ok()) {
+      *why = admitted.message();
+      return nullptr;
+    }
     Shard& shard = shard_for(key);
     std::unique_lock<std::shared_mutex> wl(shard.mu);
     auto [it, in] = shard.plans.emplace(key, std::move(*stored));
@@ -1127,6 +1140,10 @@ void Planner::Impl::promotion_loop() {
       }
       return build(p.graph, p.shape, /*allow_stopgap=*/false, store_asked);
     });
+    if (built.is_ok()) {  // a promoted plan that fails the gate leaves its (verified) stopgap serving
+      Status admitted = first_use->admit(*built->plan, built->source, p.graph.graph->name);
+      if (!admitted.is_ok()) built = admitted;
+    }
     if (built.is_ok()) {
       builds.fetch_add(1, std::memory_order_relaxed);
       if (built->source == PlanSource::kTuned) promotions_tuned.fetch_add(1, std::memory_order_relaxed);
@@ -1331,6 +1348,7 @@ std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBacken
   auto impl = std::make_unique<Impl>();
   impl->backend = std::move(backend);
   impl->options = options;
+  impl->first_use = std::make_unique<runtime_detail::FirstUseGate>(options.first_use, impl->backend.get());
   return std::unique_ptr<Planner>(new Planner(std::move(impl)));
 }
 
@@ -1419,6 +1437,8 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
                                                  [&] { return s.build(pg, shape, /*allow_stopgap=*/true); });
         if (!built.is_ok()) return built;  // a failure is handed to the waiters and not cached
         s.builds.fetch_add(1, std::memory_order_relaxed);
+        // Not served, and not held, before it has passed the numerics gate in this environment.
+        KILN_RETURN_IF_ERROR(s.first_use->admit(*built->plan, built->source, pg.graph->name));
         std::unique_lock<std::shared_mutex> wl(shard.mu);
         // Not cached when a job stored a plan for a structure meanwhile (forget): this one may predate it.
         const bool inserted = s.generation.load() == generation && shard.plans.emplace(key, built->plan).second;
@@ -1487,6 +1507,7 @@ StatusOr<Obtained> Planner::obtain_pinned(const PreparedGraph& pg, const EngineC
           out.source = PlanSource::kPinned;
           out.why = "pinned: " + config.identity() + " as asked (no store, no heuristics)";
           s.builds.fetch_add(1, std::memory_order_relaxed);
+          KILN_RETURN_IF_ERROR(s.first_use->admit(*out.plan, PlanSource::kPinned, pg.graph->name));
           std::unique_lock<std::shared_mutex> wl(shard.mu);
           if (shard.plans.emplace(key, out.plan).second) s.cached.fetch_add(1, std::memory_order_relaxed);
           return out;
@@ -1584,6 +1605,9 @@ PlannerStats Planner::stats() const {
   st.promotions = impl_->promotions.load(std::memory_order_relaxed);
   st.promotions_tuned = impl_->promotions_tuned.load(std::memory_order_relaxed);
   st.promotion_failures = impl_->promotion_failures.load(std::memory_order_relaxed);
+  st.first_use_checks = impl_->first_use->checks();
+  st.first_use_refused = impl_->first_use->refused();
+  st.last_first_use_failure = impl_->first_use->last_failure();
   std::lock_guard<std::mutex> lock(impl_->promo_mu);
   st.last_promotion_failure = impl_->last_promotion_failure;
   st.last_tune_fallback = impl_->last_tune_fallback;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include "kiln/store/plan_store.h"
 #include "kiln/tune/plan_words.h"
 #include "kiln/tune/tuner.h"
+#include "runtime/first_use.h"
 
 namespace kiln {
 namespace {
@@ -255,7 +257,12 @@ class CudnnPlanBackend : public PlanBackend {
       *why = "record did not load: " + lg.status().message();
       return std::shared_ptr<const ExecutablePlan>();
     }
-    return plan_of(graph, sig, EngineConfig{rec.engine_id, rec.knobs}, std::move(lg).value(), PlanSource::kStore);
+    auto plan = plan_of(graph, sig, EngineConfig{rec.engine_id, rec.knobs}, std::move(lg).value(), PlanSource::kStore);
+    if (rec.tuned) {
+      std::lock_guard<std::mutex> lock(tuned_mu_);
+      tuned_store_plans_.insert(first_use_key(*plan));
+    }
+    return plan;
   }
 
   StatusOr<SegmentDecision> segments(const Graph& graph) override {
@@ -283,6 +290,19 @@ class CudnnPlanBackend : public PlanBackend {
     if (!store_) return std::optional<FusionRecord>();
     std::lock_guard<std::mutex> lock(store_mu_);
     return store_->get_fusion_record(sig.structure, sig.shape_key, env_, policy_);
+  }
+
+  // First-use verification: a record tuned in this environment (from_store saw it) passed the gate when it
+  // was tuned; any other plan is run and checked now (runtime/first_use.h).
+  StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan& plan) override {
+    if (!pool_) return FirstUseVerdict{true, false, "deviceless: nothing runs here"};
+    if (plan.built_from() == PlanSource::kStore) {
+      std::lock_guard<std::mutex> lock(tuned_mu_);
+      if (tuned_store_plans_.count(first_use_key(plan)))
+        return FirstUseVerdict{true, false, "its store record was tuned in this environment"};
+    }
+    KILN_ASSIGN_OR_RETURN(CheckReport r, runtime_detail::check_plan_on_device(plan, /*seed=*/1));
+    return FirstUseVerdict{r.verdict == Disposition::kPassed, true, r.summary()};
   }
 
   // One execution on zeroed buffers of the plan's own (its kernels load now, not on a caller's first
@@ -472,6 +492,11 @@ class CudnnPlanBackend : public PlanBackend {
 
  private:
   CudnnPlanBackend() = default;
+  static std::string first_use_key(const ExecutablePlan& plan) {
+    return plan.signature().structure + "|" + plan.signature().shape_key + "|" + plan.identity();
+  }
+  std::mutex tuned_mu_;
+  std::set<std::string> tuned_store_plans_;  // first_use_key of store plans whose record is tuned
   // Serialized plan bytes loaded with a handle from the pool.
   StatusOr<LoweredGraph> load(const Graph& graph, const std::vector<uint8_t>& bytes) {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");

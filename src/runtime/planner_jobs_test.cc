@@ -54,6 +54,9 @@ class StoreBackedFake : public PlanBackend {
     return plan(g, sig, EngineConfig{look.record->engine_id, {}}, PlanSource::kStore);
   }
   StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return std::vector<TunedShape>{}; }
+  StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan&) override {
+    return FirstUseVerdict{true, true, "fake plan: nothing to compute"};
+  }
   StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
                                                         const std::optional<EngineConfig>& c, PlanSource s) override {
     if (s != PlanSource::kDynamic && static_build_ms > 0)

@@ -60,6 +60,9 @@ class PolicyBackend : public PlanBackend {
     return std::shared_ptr<const ExecutablePlan>();
   }
   StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return tuned; }
+  StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan&) override {
+    return FirstUseVerdict{true, true, "fake plan: nothing to compute"};
+  }
   StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
                                                         const std::optional<EngineConfig>& config,
                                                         PlanSource source) override {

@@ -138,6 +138,15 @@ class FakeBackend : public PlanBackend {
     std::lock_guard<std::mutex> lock(mu);
     return tuned;
   }
+  // First-use verification: every plan passes, except those whose identity is in wrong_configs (injected).
+  std::set<std::string> wrong_configs;
+  std::atomic<int> verifications{0};
+  StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan& plan) override {
+    ++verifications;
+    if (wrong_configs.count(plan.identity()))
+      return FirstUseVerdict{false, true, "y: Incorrect max_abs=1.0e+00 at [0,3] (injected)"};
+    return FirstUseVerdict{true, true, "fake plan: nothing to compute"};
+  }
   StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
                                                         const std::optional<EngineConfig>& config,
                                                         PlanSource source) override {

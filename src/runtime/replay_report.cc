@@ -110,6 +110,9 @@ nlohmann::ordered_json replay_report_json(const ReplayReport& rep) {
                      {"failed", pst.promotion_failures},
                      {"last_failure", pst.last_promotion_failure},
                      {"last_tune_fallback", pst.last_tune_fallback}};
+  j["first_use"] = {{"checked", pst.first_use_checks},
+                    {"refused", pst.first_use_refused},
+                    {"last_failure", pst.last_first_use_failure}};
   j["stats"] = pst.text();
   return j;
 }

@@ -38,6 +38,23 @@ TEST(Cli, ValidateGoodSpecs) {
   EXPECT_NE(r.out.find("batch=32"), std::string::npos) << r.out;
 }
 
+// Regression (hostile pass): `kiln validate > /dev/full` exited 0 with nothing written. Output that cannot be
+// written fails the command with exit 3 and says so, for a full device and for a closed stdout alike.
+TEST(Cli, OutputThatCannotBeWrittenFailsTheCommand) {
+  for (const std::string& cmd : {"validate " + ex("conv_bias_relu.json"), "signature " + ex("small/sdpa_fwd.json")}) {
+    CliResult full = run_kiln(cmd + " > /dev/full");
+    EXPECT_EQ(full.code, 3) << cmd << ": " << full.err;
+    EXPECT_NE(full.err.find("writing standard output failed: No space left on device"), std::string::npos)
+        << cmd << ": " << full.err;
+    CliResult closed = run_kiln(cmd + " >&-");
+    EXPECT_EQ(closed.code, 3) << cmd << ": " << closed.err;
+    EXPECT_NE(closed.err.find("writing standard output failed: Bad file descriptor"), std::string::npos)
+        << cmd << ": " << closed.err;
+  }
+  // The same commands written to a working stdout still exit 0 (the check itself fails nothing).
+  EXPECT_EQ(run_kiln("signature " + ex("small/sdpa_fwd.json") + " > /dev/null").code, 0);
+}
+
 // Advice follows its spec's OK line, one indented line per tensor; it changes no exit code, and a spec
 // without a slow choice gets none.
 TEST(Cli, ValidatePrintsAdviceUnderItsSpec) {

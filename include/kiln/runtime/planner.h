@@ -193,6 +193,13 @@ struct KernelCacheCounts {
   std::string last_note;  // the last kept cache that did not load or could not be written, and why
 };
 
+// What first-use verification found for one plan (PlanBackend::verify_first_use; PlannerOptions::first_use).
+struct FirstUseVerdict {
+  bool passed = false;
+  bool ran = false;     // false: known without running it (a record tuned in this environment)
+  std::string summary;  // the numerics gate's summary, or how it was known
+};
+
 class PlanBackend {
  public:
   virtual ~PlanBackend() = default;
@@ -252,6 +259,12 @@ class PlanBackend {
   virtual Status save_kernel_cache(const GraphSignature& sig, const std::string& graph_name);
   // Kernel caches loaded from the store and kept in it, and the last thing that went wrong with one.
   virtual KernelCacheCounts kernel_cache_counts() const;
+  // First-use verification: `plan` run once on seeded random inputs of its own, its outputs checked against
+  // the device reference through the numerics gate (what `kiln run --verify` does), or known to pass without a
+  // run (a store record tuned in this environment: its configuration passed the gate when it was tuned). An
+  // error (out of memory, say) is not a verdict: the Planner does not serve the plan and asks again next time.
+  // The default: NotSupported (a backend that cannot check refuses to serve under FirstUse::kVerify).
+  virtual StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan& plan);
   // `graph`'s plan built without a device for PlannerOptions::target, exactly as `pin` says when given,
   // else from cuDNN's heuristics: as a store record (untuned) in `part`, with its outcome. The default:
   // NotSupported.
@@ -288,6 +301,9 @@ enum class NewShapes {
   // Build the static plan on the calling thread (the bucket's tuned configuration, else heuristics).
   kBuildNow,
 };
+
+// PlannerOptions::first_use.
+enum class FirstUse { kVerify, kOff };
 
 struct PlannerOptions {
   std::string store_path;  // "" : no store (bucket and store sources then have nothing)
@@ -337,6 +353,15 @@ struct PlannerOptions {
   // The store is also opened for writing (and created when absent), after the device check: a Planner
   // that could not start leaves no store behind. Needed by tune_and_store and retune_queued.
   bool store_writable = false;
+  // First-use verification. kVerify (default): a plan whose configuration has not passed the numerics gate in
+  // this environment at this shape is run once on generated inputs and checked against the device reference
+  // before any caller gets it; one that fails is refused (CheckFailed, exit 1, naming the plan and the gate's
+  // summary) and never served by this Planner again. Known to pass without a run: plans tuned now (kTuned),
+  // store records tuned in this environment, and the split and padded stopgaps (they run tuned plans at their
+  // tuned shapes). Cost: one execution, the device reference and one comparison per new (structure, shape,
+  // configuration), about the cost of `kiln run --verify` (docs/runtime.md "First-use verification").
+  // kOff: plans serve unverified, as before (benchmarks of build cost; a caller that verifies itself).
+  FirstUse first_use = FirstUse::kVerify;
   // Deviceless: plans are compiled for this recorded device (compile()), on a machine that may have no
   // GPU; the environment is the profile's (fingerprint_for_profile), the store is opened for writing, and
   // obtain(), preload(), tune_and_store() and retune_queued() are FailedPrecondition.
@@ -387,6 +412,9 @@ struct PlannerStats {
   int64_t promotions = 0;                 // stopgaps replaced by their static plan
   int64_t promotions_tuned = 0;           // of those, by a tune of the shape (PromoteBy::kTune)
   int64_t promotion_failures = 0;         // static builds that failed (the stopgap stays)
+  int64_t first_use_checks = 0;           // plans run and checked before their first use (FirstUse::kVerify)
+  int64_t first_use_refused = 0;          // obtain() calls refused because the plan failed that check
+  std::string last_first_use_failure;     // the last plan that failed it, and the gate's summary
   std::string last_promotion_failure;     // why the last one failed
   std::string last_tune_fallback;         // PromoteBy::kTune: why the last tune gave no plan (a build replaced it)
   std::string last_tune_note;             // PromoteBy::kTune: the last tuned winner's note (not stored: why)

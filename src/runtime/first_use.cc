@@ -1,0 +1,66 @@
+// The Planner's first-use gate (first_use.h).
+#include "runtime/first_use.h"
+
+#include <algorithm>
+
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_check.h"
+
+namespace kiln::runtime_detail {
+namespace {
+
+// Plans whose configuration passed the numerics gate before they reach the caller: a tune checks every
+// candidate it times, and the split and padded stopgaps run the structure's tuned plans at their tuned shapes.
+bool known_to_pass(PlanSource source) {
+  return source == PlanSource::kTuned || source == PlanSource::kSplit || source == PlanSource::kPadded;
+}
+
+}  // namespace
+
+Status FirstUseGate::admit(const ExecutablePlan& plan, PlanSource source, const std::string& graph_name) {
+  if (mode_ == FirstUse::kOff || known_to_pass(source)) return Status::ok();
+  const GraphSignature& sig = plan.signature();
+  const std::string key = sig.structure + "|" + sig.shape_key + "|" + plan.identity();
+  auto refusal = [&](const FirstUseVerdict& v) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return check_failed("graph '" + graph_name + "': plan " + plan.identity() + " (from " + plan_source_name(source) +
+                        ") failed first-use verification in this environment and is not served: " + v.summary +
+                        " (`kiln tune` finds a configuration that passes)");
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = verdicts_.find(key);
+    if (it != verdicts_.end()) return it->second.passed ? Status::ok() : refusal(it->second);
+  }
+  StatusOr<FirstUseVerdict> v = backend_->verify_first_use(plan);
+  if (!v.is_ok())
+    return v.status().with_context("graph '" + graph_name + "': first-use verification of plan " + plan.identity() +
+                                   " (PlannerOptions::first_use)");
+  if (v->ran) checks_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  verdicts_.emplace(key, *v);
+  if (v->passed) return Status::ok();
+  last_failure_ = plan.identity() + " for graph '" + graph_name + "': " + v->summary;
+  return refusal(*v);
+}
+
+StatusOr<CheckReport> check_plan_on_device(const ExecutablePlan& plan, uint64_t seed) {
+  const Graph& g = plan.graph();
+  KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
+  KILN_ASSIGN_OR_RETURN(GraphBuffers buffers, allocate_graph_buffers(g, std::max<int64_t>(plan.workspace_bytes(), 16)));
+  KILN_RETURN_IF_ERROR(generate_inputs_on_device(g, seed, buffers.pointers(), stream.get()));
+  KILN_RETURN_IF_ERROR(poison_outputs(g, buffers, stream.get()));
+  KILN_RETURN_IF_ERROR(plan.run_unchecked(stream.get(), buffers.pointers(), buffers.workspace.data()));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+  KILN_ASSIGN_OR_RETURN(DeviceReference ref, device_reference_on_device(g, buffers.pointers()));
+  KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(g));
+  return checker.check(output_pointers(g, buffers), ref, stream.get());
+}
+
+std::string FirstUseGate::last_failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_failure_;
+}
+
+}  // namespace kiln::runtime_detail

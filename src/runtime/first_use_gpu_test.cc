@@ -1,0 +1,126 @@
+// Device tier: first-use verification with cuDNN's backend. A backend that wraps it corrupts every plan of
+// one configuration after it runs (a few output elements overwritten): the Planner must refuse it before
+// any caller gets it, and serve the real plans, checked on the device, as before.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gpu_test_util.h"
+#include "kiln/runtime/planner.h"
+#include "kiln/spec/spec.h"
+
+namespace kiln {
+namespace {
+
+const char* kSpec = R"({
+  "name": "mm_bias_relu", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+  "tensors": {"a": {"dims": [1, 64, 128]}, "w": {"dims": [1, 128, 96]}, "bias": {"dims": [1, 1, 96]}},
+  "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "w"], "outputs": ["c"]},
+            {"name": "bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["b"]},
+            {"name": "relu", "op": "relu", "inputs": ["b"], "outputs": ["y"]}],
+  "outputs": ["y"]
+})";
+
+// Runs the real plan, then overwrites the first 16 bytes of output `y` (8 fp16 elements of 6,144).
+class CorruptingExecutor : public PlanExecutor {
+ public:
+  CorruptingExecutor(std::shared_ptr<const ExecutablePlan> real, int y) : real_(std::move(real)), y_(y) {}
+  Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
+    KILN_RETURN_IF_ERROR(real_->run_unchecked(stream, pointers, workspace));
+    if (cudaMemsetAsync(pointers.at(y_), 0x7b, 16, stream) != cudaSuccess) return internal_error("cudaMemsetAsync");
+    return Status::ok();
+  }
+
+ private:
+  std::shared_ptr<const ExecutablePlan> real_;
+  int y_;
+};
+
+// cuDNN's backend, except that heuristic plans come back corrupted (the "deliberately wrong candidate").
+class WrongHeuristicsBackend : public PlanBackend {
+ public:
+  explicit WrongHeuristicsBackend(std::unique_ptr<PlanBackend> real) : real_(std::move(real)) {}
+  StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
+                                                             std::string* why) override {
+    return real_->from_store(g, sig, why);
+  }
+  StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature& sig) override {
+    return real_->tuned_shapes(sig);
+  }
+  StatusOr<std::shared_ptr<const ExecutablePlan>> build(const Graph& g, const GraphSignature& sig,
+                                                        const std::optional<EngineConfig>& config,
+                                                        PlanSource source) override {
+    KILN_ASSIGN_OR_RETURN(auto plan, real_->build(g, sig, config, source));
+    if (config) return plan;  // pinned plans stay right
+    return std::shared_ptr<const ExecutablePlan>(
+        std::make_shared<ExecutablePlan>(g, sig, plan->config(), plan->workspace_bytes(), source,
+                                         std::make_unique<CorruptingExecutor>(plan, g.find_tensor("y"))));
+  }
+  StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan& plan) override {
+    ++verifications;
+    return real_->verify_first_use(plan);
+  }
+  int verifications = 0;
+
+ private:
+  std::unique_ptr<PlanBackend> real_;
+};
+
+TEST(FirstUseGpu, AWrongPlanIsRefusedBeforeAnyCallerGetsItAndARightOneServes) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_string(kSpec, "first_use.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  PlannerOptions o;
+  o.new_shapes = NewShapes::kBuildNow;
+  auto real = make_cudnn_plan_backend(o);
+  ASSERT_TRUE(real.is_ok()) << real.status().to_string();
+  auto backend = std::make_unique<WrongHeuristicsBackend>(std::move(real).value());
+  WrongHeuristicsBackend* wrong = backend.get();
+  auto planner = Planner::create_with_backend(std::move(backend), o);
+
+  auto refused = planner->obtain(*g);
+  ASSERT_FALSE(refused.is_ok()) << "a corrupted plan was served";
+  EXPECT_EQ(refused.status().code(), StatusCode::kCheckFailed) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("failed first-use verification"), std::string::npos)
+      << refused.status().message();
+  std::printf("[ first use ] refused: %s\n", refused.status().message().c_str());
+  auto again = planner->obtain(*g);
+  ASSERT_FALSE(again.is_ok());
+  EXPECT_EQ(wrong->verifications, 1) << "the failed verdict was not kept";
+
+  // The same configuration, pinned, is built uncorrupted: checked on the device, and it passes and serves.
+  auto pg = planner->prepare(*g);
+  ASSERT_TRUE(pg.is_ok());
+  // The refused identity, as the message names it ("plan eng<N>... (from heuristics)").
+  const std::string& m = refused.status().message();
+  const size_t at = m.find("plan ") + 5;
+  auto cfg = EngineConfig::parse(m.substr(at, m.find(' ', at) - at));
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  auto right = planner->obtain_pinned(*pg, *cfg);
+  ASSERT_TRUE(right.is_ok()) << right.status().to_string();
+  EXPECT_EQ(wrong->verifications, 2);
+  PlannerStats st = planner->stats();
+  EXPECT_EQ(st.first_use_checks, 2);
+  EXPECT_EQ(st.first_use_refused, 2);
+  std::printf("[ first use ] %s\n", st.text().c_str());
+}
+
+// With the real backend, a plan from heuristics is checked on the device once, then served from memory.
+TEST(FirstUseGpu, HeuristicPlansAreCheckedOnTheDeviceOnce) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_string(kSpec, "first_use.json");
+  ASSERT_TRUE(g.is_ok());
+  PlannerOptions o;
+  o.new_shapes = NewShapes::kBuildNow;
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto a = (*planner)->obtain(*g);
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  auto b = (*planner)->obtain(*g);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->source, PlanSource::kMemory);
+  EXPECT_EQ((*planner)->stats().first_use_checks, 1);
+}
+
+}  // namespace
+}  // namespace kiln
