@@ -14,9 +14,9 @@ namespace kiln::runtime_detail {
 
 // `plan` run once on its own device buffers, its inputs drawn on the device from `seed` as the tuner's are,
 // its outputs poisoned first (so an output it never writes fails), then checked against the device
-// reference through the numerics gate (kiln/validate/device_check.h): what `kiln run --verify` does, on
-// buffers of its own. Needs the GPU; synchronizes its own stream.
-StatusOr<CheckReport> check_plan_on_device(const ExecutablePlan& plan, uint64_t seed);
+// reference through the numerics gate with `check` (kiln/validate/device_check.h): what `kiln run --verify`
+// does, on buffers of its own. Needs the GPU; synchronizes the device once and its own stream.
+StatusOr<CheckReport> check_plan_on_device(const ExecutablePlan& plan, const CheckOptions& check, uint64_t seed);
 
 class FirstUseGate {
  public:

@@ -584,6 +584,11 @@ struct Planner::Impl {
                    "': " + (plan.is_ok() ? (miss.empty() ? std::string("no record") : miss) : plan.status().message());
         return nullptr;
       }
+      // Each part passes the gate (first use) before the chain made of them may serve.
+      if (Status admitted = first_use->admit(**plan, PlanSource::kStore, pg.name); !admitted.is_ok()) {
+        *refused = "part '" + pg.name + "': " + admitted.message();
+        return nullptr;
+      }
       plans.push_back(std::move(*plan));
     }
     auto chain = make_unfused_plan(g, sig, *parts, std::move(plans), PlanSource::kStore);
@@ -1061,6 +1066,8 @@ StatusOr<Built> Planner::Impl::segmented(const Graph& g, const GraphSignature& s
     // in it would stay; and no mismatch policy, which is the whole graph's.
     StatusOr<Built> got = build(*ppg, ppg->shape, /*allow_stopgap=*/false);
     if (!got.is_ok()) return got.status().with_context(where);
+    // Each segment passes the gate (first use) before the chain made of them may serve.
+    KILN_RETURN_IF_ERROR(first_use->admit(*got->plan, got->source, part.graph.name).with_context(where));
     list += (list.empty() ? "" : "; ") + part.graph.name + ": " + got->plan->identity() + " from " +
             plan_source_name(got->plan->built_from());
     plans.push_back(std::move(got->plan));

@@ -145,6 +145,7 @@ class CudnnPlanBackend : public PlanBackend {
   static StatusOr<std::unique_ptr<PlanBackend>> create(const PlannerOptions& o) {
     std::unique_ptr<CudnnPlanBackend> b(new CudnnPlanBackend());
     b->policy_ = o.policy;
+    b->first_use_check_ = o.first_use_check;
     b->store_path_ = o.store_path;
     b->save_kernel_caches_ = o.save_kernel_caches;
     if (o.target) {  // deviceless: no GPU, no handles; the environment is the profile's
@@ -301,7 +302,7 @@ class CudnnPlanBackend : public PlanBackend {
       if (tuned_store_plans_.count(first_use_key(plan)))
         return FirstUseVerdict{true, false, "its store record was tuned in this environment"};
     }
-    KILN_ASSIGN_OR_RETURN(CheckReport r, runtime_detail::check_plan_on_device(plan, /*seed=*/1));
+    KILN_ASSIGN_OR_RETURN(CheckReport r, runtime_detail::check_plan_on_device(plan, first_use_check_, /*seed=*/1));
     return FirstUseVerdict{r.verdict == Disposition::kPassed, true, r.summary()};
   }
 
@@ -495,6 +496,7 @@ class CudnnPlanBackend : public PlanBackend {
   static std::string first_use_key(const ExecutablePlan& plan) {
     return plan.signature().structure + "|" + plan.signature().shape_key + "|" + plan.identity();
   }
+  CheckOptions first_use_check_;  // PlannerOptions::first_use_check
   std::mutex tuned_mu_;
   std::set<std::string> tuned_store_plans_;  // first_use_key of store plans whose record is tuned
   // Serialized plan bytes loaded with a handle from the pool.

@@ -47,6 +47,7 @@ PlannerOptions run_planner_options(const RunOptions& o) {
   po.tuning.candidate_budget_ms = o.retune.candidate_budget_ms;
   po.tuning.seed = o.retune.seed;
   po.tuning.store = po.store_writable;
+  po.first_use_check = o.check;  // the plan is checked before it runs with the gate the caller asked for
   return po;
 }
 

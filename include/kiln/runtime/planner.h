@@ -47,6 +47,7 @@
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/fusion_record.h"
+#include "kiln/validate/numerics.h"
 
 namespace kiln {
 
@@ -362,6 +363,9 @@ struct PlannerOptions {
   // configuration), about the cost of `kiln run --verify` (docs/runtime.md "First-use verification").
   // kOff: plans serve unverified, as before (benchmarks of build cost; a caller that verifies itself).
   FirstUse first_use = FirstUse::kVerify;
+  // The gate's options for that check (allow_tf32: fp32 outputs may come from TF32 tensor cores, as
+  // `kiln run --allow-tf32` says; without it an fp32 plan that uses them is refused).
+  CheckOptions first_use_check;
   // Deviceless: plans are compiled for this recorded device (compile()), on a machine that may have no
   // GPU; the environment is the profile's (fingerprint_for_profile), the store is opened for writing, and
   // obtain(), preload(), tune_and_store() and retune_queued() are FailedPrecondition.
