@@ -2,6 +2,7 @@
 #include "lower/canonicalize.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace kiln::lower_detail {
 namespace {
@@ -87,14 +88,17 @@ StatusOr<Graph> lift_to_rank(const Graph& g, size_t min_rank, const std::string&
     if (t.strides.size() != t.dims.size())
       return internal_error(where + ": tensor '" + t.name + "' has no strides (validate the graph first)");
     const size_t add = rank - t.dims.size();
-    // A leading axis of extent 1 is never stepped along; it gets the stride of a row-major view (the
-    // extent times the stride of the axis after it), as cuDNN was shown it in the rank-3 graphs.
+    // A leading axis of extent 1 is never stepped along; it gets the tensor's span (the largest extent times
+    // stride: a row-major view's outer stride, as cuDNN was shown it in the rank-3 graphs, and the same for a
+    // transposed operand), saturating where that overflows (any stride serves an axis of extent 1).
     int64_t outer = 1;
-    if (!t.dims.empty() && __builtin_mul_overflow(t.dims[0].value, t.strides[0], &outer))
-      return not_supported(where + ": tensor '" + t.name + "' " + shape_text(t) +
-                           ": its extent times its stride overflows 64 bits");
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      int64_t span = 0;
+      if (__builtin_mul_overflow(t.dims[i].value, t.strides[i], &span)) span = INT64_MAX;
+      outer = std::max(outer, span);
+    }
     t.dims.insert(t.dims.begin(), add, Dim{1, ""});
-    t.strides.insert(t.strides.begin(), add, std::max<int64_t>(outer, 1));
+    t.strides.insert(t.strides.begin(), add, outer);
     t.layout = Layout::kExplicit;
   }
   Status st = validate_graph(out);

@@ -105,6 +105,18 @@ TEST(Canonicalize, AStridedRank2ViewKeepsItsMemory) {
   expect_same_memory_results(g, w->graph);
 }
 
+// A transposed operand (column-major strides): the new axis steps over its whole span, not its first row's.
+TEST(Canonicalize, ATransposedOperandGetsItsSpanAsTheNewStride) {
+  Graph g = parse(R"({"name": "mm", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+    "tensors": {"a": {"dims": [16, 64]}, "w": {"dims": [64, 32], "strides": [1, 64]}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "w"], "outputs": ["y"]}], "outputs": ["y"]})");
+  auto w = rewrite_for_cudnn(g);
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  EXPECT_EQ(strides(w->graph, "w"), (V{2048, 1, 64}));
+  EXPECT_EQ(strides(w->graph, "a"), (V{1024, 64, 1}));
+  expect_same_memory_results(g, w->graph);
+}
+
 // An operand of lower rank broadcasts right-aligned (Kiln's rule): lifted to the output's rank, after
 // which the vector-broadcast defect's rewrite applies as it does to a [1,1,64] operand.
 TEST(Canonicalize, ALowerRankOperandIsRightAligned) {

@@ -52,10 +52,19 @@ Status FirstUseGate::admit(const ExecutablePlan& plan, PlanSource source, const 
 StatusOr<CheckReport> check_plan_on_device(const ExecutablePlan& plan, const CheckOptions& check, uint64_t seed) {
   const Graph& g = plan.graph();
   KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
-  KILN_ASSIGN_OR_RETURN(GraphBuffers buffers, allocate_graph_buffers(g, std::max<int64_t>(plan.workspace_bytes(), 16)));
-  // The allocation poisons the outputs on the legacy default stream, which `stream` is not ordered after: wait
-  // for it, or the poison can land after the plan has written (every output NaN, seen on the H200).
-  KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  // Buffers allocated here and poisoned on `stream` itself: allocate_graph_buffers poisons on the legacy default
+  // stream, which `stream` is not ordered after (the poison landed after the plan on the H200: every output NaN),
+  // and waiting for the whole device would stall a service's other streams.
+  GraphBuffers buffers;
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const int idx = static_cast<int>(i);
+    if (g.tensors[i].by_value || g.is_virtual(idx)) continue;
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, allocate_tensor_buffer(g, idx));
+    buffers.tensors.emplace(idx, std::move(buf));
+  }
+  KILN_ASSIGN_OR_RETURN(buffers.workspace,
+                        DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(plan.workspace_bytes(), 16))));
+  KILN_RETURN_IF_ERROR(poison_outputs(g, buffers, stream.get()));
   KILN_RETURN_IF_ERROR(generate_inputs_on_device(g, seed, buffers.pointers(), stream.get()));
   KILN_RETURN_IF_ERROR(plan.run_unchecked(stream.get(), buffers.pointers(), buffers.workspace.data()));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));

@@ -259,7 +259,8 @@ class CudnnPlanBackend : public PlanBackend {
       return std::shared_ptr<const ExecutablePlan>();
     }
     auto plan = plan_of(graph, sig, EngineConfig{rec.engine_id, rec.knobs}, std::move(lg).value(), PlanSource::kStore);
-    if (rec.tuned) {
+    // Known to pass only when the tune checked it: a record of `kiln tune --no-verify` is tuned but unverified.
+    if (rec.tuned && rec.numerics.verdict == Disposition::kPassed) {
       std::lock_guard<std::mutex> lock(tuned_mu_);
       tuned_store_plans_.insert(first_use_key(*plan));
     }
@@ -498,7 +499,7 @@ class CudnnPlanBackend : public PlanBackend {
   }
   CheckOptions first_use_check_;  // PlannerOptions::first_use_check
   std::mutex tuned_mu_;
-  std::set<std::string> tuned_store_plans_;  // first_use_key of store plans whose record is tuned
+  std::set<std::string> tuned_store_plans_;  // first_use_key of store plans whose record is tuned and Passed
   // Serialized plan bytes loaded with a handle from the pool.
   StatusOr<LoweredGraph> load(const Graph& graph, const std::vector<uint8_t>& bytes) {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");
