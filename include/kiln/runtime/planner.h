@@ -358,8 +358,8 @@ struct PlannerOptions {
   // this environment at this shape is run once on generated inputs and checked against the device reference
   // before any caller gets it; one that fails is refused (CheckFailed, exit 1, naming the plan and the gate's
   // summary) and never served by this Planner again. Known to pass without a run: plans tuned now (kTuned),
-  // store records tuned in this environment, and the split and padded stopgaps (they run tuned plans at their
-  // tuned shapes). Cost: one execution, the device reference and one comparison per new (structure, shape,
+  // store records tuned and verified (Passed) in this environment, the split and padded stopgaps (they run
+  // admitted plans), and chains whose parts were each admitted. Cost: one execution, the device reference and one comparison per new (structure, shape,
   // configuration), about the cost of `kiln run --verify` (docs/runtime.md "First-use verification").
   // kOff: plans serve unverified, as before (benchmarks of build cost; a caller that verifies itself).
   FirstUse first_use = FirstUse::kVerify;
