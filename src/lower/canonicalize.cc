@@ -136,22 +136,11 @@ const std::vector<KnownDefect>& canonical_rules() {
 }
 
 StatusOr<DefectWorkaround> rewrite_for_cudnn(const Graph& graph) {
-  DefectWorkaround c{graph, {}};
-  for (const KnownDefect& r : canonical_rules()) {
-    std::string where = r.find(c.graph);
-    if (where.empty()) continue;
-    StatusOr<Graph> rewritten = r.rewrite(c.graph, "graph '" + graph.name + "': " + where);
-    if (!rewritten.is_ok()) return rewritten.status();
-    if (!r.find(*rewritten).empty())
-      return internal_error("graph '" + graph.name + "': canonical rule " + r.id + " left its case in place (a bug)");
-    c.graph = std::move(rewritten).value();
-    c.applied.push_back(std::string(r.id) + ": " + where + ", lowered at rank " +
-                        std::to_string(lifted_rank(c.graph, 0)));
-  }
-  KILN_ASSIGN_OR_RETURN(DefectWorkaround w, work_around_known_defects(c.graph));
-  c.graph = std::move(w.graph);
-  c.applied.insert(c.applied.end(), w.applied.begin(), w.applied.end());
-  return c;
+  KILN_ASSIGN_OR_RETURN(DefectWorkaround c,
+                        apply_rewrites(canonical_rules(), DefectWorkaround{graph, {}}, "canonical rule"));
+  // Every canonical rule lifts ranks (at most one matches: pointwise-only graphs, or graphs with a matmul).
+  for (std::string& a : c.applied) a += ", lowered at rank " + std::to_string(lifted_rank(c.graph, 0));
+  return apply_rewrites(known_defects(), std::move(c), "known cuDNN defect");
 }
 
 }  // namespace kiln::lower_detail

@@ -178,20 +178,25 @@ const std::vector<KnownDefect>& known_defects() {
   return kTable;
 }
 
-StatusOr<DefectWorkaround> work_around_known_defects(const Graph& graph) {
-  DefectWorkaround w{graph, {}};
-  for (const KnownDefect& d : known_defects()) {
-    std::string where = d.find(w.graph);
+StatusOr<DefectWorkaround> apply_rewrites(const std::vector<KnownDefect>& table, DefectWorkaround start,
+                                          const std::string& kind) {
+  const std::string name = start.graph.name;
+  for (const KnownDefect& d : table) {
+    std::string where = d.find(start.graph);
     if (where.empty()) continue;
-    StatusOr<Graph> rewritten = d.rewrite(w.graph, "graph '" + graph.name + "': " + where);
+    StatusOr<Graph> rewritten = d.rewrite(start.graph, "graph '" + name + "': " + where);
     if (!rewritten.is_ok()) return rewritten.status();
     if (!d.find(*rewritten).empty())
-      return internal_error("graph '" + graph.name + "': the rewrite for known cuDNN defect " + d.id +
-                            " left the defect in place (a bug)");
-    w.graph = std::move(rewritten).value();
-    w.applied.push_back(std::string(d.id) + ": " + where);
+      return internal_error("graph '" + name + "': the rewrite for " + kind + " " + d.id +
+                            " left its case in place (a bug)");
+    start.graph = std::move(rewritten).value();
+    start.applied.push_back(std::string(d.id) + ": " + where);
   }
-  return w;
+  return start;
+}
+
+StatusOr<DefectWorkaround> work_around_known_defects(const Graph& graph) {
+  return apply_rewrites(known_defects(), DefectWorkaround{graph, {}}, "known cuDNN defect");
 }
 
 }  // namespace kiln::lower_detail

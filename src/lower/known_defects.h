@@ -38,6 +38,13 @@ struct DefectWorkaround {
   Graph graph;                       // the graph to lower (the input graph when nothing applies)
   std::vector<std::string> applied;  // "pointwise_vector_broadcast: node 'add' ...: lowered as ..."
 };
+// Applies every entry of `table` whose find() matches `start.graph`, in table order, appending "id: where" to
+// start.applied (InternalError, "<graph>: the rewrite for <kind> <id> left its case in place (a bug)", when an
+// entry still matches its own rewrite). Shared by the known defects below and the canonical rules
+// (lower/canonicalize.h).
+StatusOr<DefectWorkaround> apply_rewrites(const std::vector<KnownDefect>& table, DefectWorkaround start,
+                                          const std::string& kind);
+
 // Applies every known defect's rewrite that matches `graph` (validated), in table order. NotSupported
 // (naming the defect and the reason) when a defect matches and cannot be worked around.
 StatusOr<DefectWorkaround> work_around_known_defects(const Graph& graph);

@@ -24,8 +24,7 @@ bool known_to_pass(const ExecutablePlan& plan, PlanSource source) {
 
 Status FirstUseGate::admit(const ExecutablePlan& plan, PlanSource source, const std::string& graph_name) {
   if (mode_ == FirstUse::kOff || known_to_pass(plan, source)) return Status::ok();
-  const GraphSignature& sig = plan.signature();
-  const std::string key = sig.structure + "|" + sig.shape_key + "|" + plan.identity();
+  const std::string key = first_use_key(plan);
   auto refusal = [&](const FirstUseVerdict& v) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     return check_failed("graph '" + graph_name + "': plan " + plan.identity() + " (from " + plan_source_name(source) +
@@ -55,22 +54,18 @@ StatusOr<CheckReport> check_plan_on_device(const ExecutablePlan& plan, const Che
   // Buffers allocated here and poisoned on `stream` itself: allocate_graph_buffers poisons on the legacy default
   // stream, which `stream` is not ordered after (the poison landed after the plan on the H200: every output NaN),
   // and waiting for the whole device would stall a service's other streams.
-  GraphBuffers buffers;
-  for (size_t i = 0; i < g.tensors.size(); ++i) {
-    const int idx = static_cast<int>(i);
-    if (g.tensors[i].by_value || g.is_virtual(idx)) continue;
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer buf, allocate_tensor_buffer(g, idx));
-    buffers.tensors.emplace(idx, std::move(buf));
-  }
-  KILN_ASSIGN_OR_RETURN(buffers.workspace,
-                        DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(plan.workspace_bytes(), 16))));
-  KILN_RETURN_IF_ERROR(poison_outputs(g, buffers, stream.get()));
+  KILN_ASSIGN_OR_RETURN(GraphBuffers buffers,
+                        allocate_graph_buffers(g, std::max<int64_t>(plan.workspace_bytes(), 16), stream.get()));
   KILN_RETURN_IF_ERROR(generate_inputs_on_device(g, seed, buffers.pointers(), stream.get()));
   KILN_RETURN_IF_ERROR(plan.run_unchecked(stream.get(), buffers.pointers(), buffers.workspace.data()));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
   KILN_ASSIGN_OR_RETURN(DeviceReference ref, device_reference_on_device(g, buffers.pointers()));
   KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(g, check));
   return checker.check(output_pointers(g, buffers), ref, stream.get());
+}
+
+std::string first_use_key(const ExecutablePlan& plan) {
+  return plan.signature().structure + "|" + plan.signature().shape_key + "|" + plan.identity();
 }
 
 std::string FirstUseGate::last_failure() const {

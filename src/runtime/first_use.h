@@ -18,6 +18,9 @@ namespace kiln::runtime_detail {
 // does, on buffers of its own. Needs the GPU; synchronizes the device once and its own stream.
 StatusOr<CheckReport> check_plan_on_device(const ExecutablePlan& plan, const CheckOptions& check, uint64_t seed);
 
+// What a first-use verdict is kept under: structure|shape key|the plan's identity (its configuration).
+std::string first_use_key(const ExecutablePlan& plan);
+
 class FirstUseGate {
  public:
   FirstUseGate(FirstUse mode, PlanBackend* backend) : mode_(mode), backend_(backend) {}

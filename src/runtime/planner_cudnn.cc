@@ -262,7 +262,7 @@ class CudnnPlanBackend : public PlanBackend {
     // Known to pass only when the tune checked it: a record of `kiln tune --no-verify` is tuned but unverified.
     if (rec.tuned && rec.numerics.verdict == Disposition::kPassed) {
       std::lock_guard<std::mutex> lock(tuned_mu_);
-      tuned_store_plans_.insert(first_use_key(*plan));
+      tuned_store_plans_.insert(runtime_detail::first_use_key(*plan));
     }
     return plan;
   }
@@ -300,7 +300,7 @@ class CudnnPlanBackend : public PlanBackend {
     if (!pool_) return FirstUseVerdict{true, false, "deviceless: nothing runs here"};
     if (plan.built_from() == PlanSource::kStore) {
       std::lock_guard<std::mutex> lock(tuned_mu_);
-      if (tuned_store_plans_.count(first_use_key(plan)))
+      if (tuned_store_plans_.count(runtime_detail::first_use_key(plan)))
         return FirstUseVerdict{true, false, "its store record was tuned in this environment"};
     }
     KILN_ASSIGN_OR_RETURN(CheckReport r, runtime_detail::check_plan_on_device(plan, first_use_check_, /*seed=*/1));
@@ -494,9 +494,6 @@ class CudnnPlanBackend : public PlanBackend {
 
  private:
   CudnnPlanBackend() = default;
-  static std::string first_use_key(const ExecutablePlan& plan) {
-    return plan.signature().structure + "|" + plan.signature().shape_key + "|" + plan.identity();
-  }
   CheckOptions first_use_check_;  // PlannerOptions::first_use_check
   std::mutex tuned_mu_;
   std::set<std::string> tuned_store_plans_;  // first_use_key of store plans whose record is tuned and Passed

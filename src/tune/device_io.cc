@@ -104,7 +104,7 @@ StatusOr<GraphBuffers> allocate_graph_buffers_unchecked(const Graph& graph, cons
 }
 }  // namespace
 
-StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t workspace_bytes) {
+StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t workspace_bytes, cudaStream_t stream) {
   GraphBuffers b;
   for (size_t i = 0; i < graph.tensors.size(); ++i) {
     const int idx = static_cast<int>(i);
@@ -114,7 +114,7 @@ StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t worksp
   }
   KILN_ASSIGN_OR_RETURN(b.workspace,
                         DeviceBuffer::allocate(static_cast<size_t>(std::max<int64_t>(workspace_bytes, 0))));
-  KILN_RETURN_IF_ERROR(poison_outputs(graph, b));
+  KILN_RETURN_IF_ERROR(poison_outputs(graph, b, stream));
   return b;
 }
 

@@ -37,7 +37,8 @@ StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, const std::map
 // Allocates every graph input and output (strided spans) and `workspace_bytes` of workspace, filling
 // nothing but the poison of the outputs: for inputs that are generated (generate_inputs_on_device) or
 // copied (copy_graph_inputs) on the device.
-StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t workspace_bytes);
+StatusOr<GraphBuffers> allocate_graph_buffers(const Graph& graph, int64_t workspace_bytes,
+                                              cudaStream_t stream = nullptr);
 // Copies every graph input of `from` into `to` on the device (both allocated for `graph`).
 Status copy_graph_inputs(const Graph& graph, const GraphBuffers& from, GraphBuffers& to, cudaStream_t stream = nullptr);
 // Fills every output with 0xFF bytes (NaN for floating types).
