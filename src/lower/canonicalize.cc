@@ -19,6 +19,148 @@ bool only_ops(const Graph& g, bool allow_matmul) {
   return true;
 }
 
+// The family a canonical rule sees: graphs of pointwise ops only; of matmuls with pointwise epilogues and
+// reductions to one element (the FP8 recipe's AMAX); of reductions with pointwise ops; anything else (convs,
+// norms, sdpa, reductions beside a matmul that keep axes) is lowered as written.
+enum class Family { kPointwise, kMatmul, kReduction, kOther };
+
+Family family_of(const Graph& g) {
+  bool matmul = false, reduction = false;
+  for (const Node& n : g.nodes) {
+    if (n.op == OpKind::kMatmul) matmul = true;
+    else if (n.op == OpKind::kReduction) reduction = true;
+    else if (n.op != OpKind::kPointwise) return Family::kOther;
+  }
+  if (matmul) {
+    for (const Node& n : g.nodes)
+      if (n.op == OpKind::kReduction && g.tensors[static_cast<size_t>(n.outputs[0])].element_count() != 1)
+        return Family::kOther;
+    return Family::kMatmul;
+  }
+  return reduction ? Family::kReduction : Family::kPointwise;
+}
+
+bool dims_follow_symbols(const TensorDesc& t, size_t i) { return t.dims[i].follows_symbols(); }
+
+// A reduction's axes, read from its tensors after their axes moved: every axis its output holds at extent 1.
+void renumber_reduction_axes(Graph& g) {
+  for (Node& n : g.nodes) {
+    if (n.op != OpKind::kReduction) continue;
+    const TensorDesc& y = g.tensors[static_cast<size_t>(n.outputs[0])];
+    n.reduction.axes.clear();
+    for (size_t i = 0; i < y.dims.size(); ++i)
+      if (y.dims[i].value == 1) n.reduction.axes.push_back(static_cast<int>(i));
+  }
+}
+
+// Strides strictly decreasing over the axes of extent above 1 (a row-major order, padded or not).
+bool strides_decrease(const TensorDesc& t) {
+  int64_t prev = INT64_MAX;
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    if (t.dims[i].value == 1) continue;
+    if (t.strides[i] >= prev) return false;
+    prev = t.strides[i];
+  }
+  return true;
+}
+
+// The largest graph output (else the largest tensor): the one whose memory order the canonical form keeps.
+const TensorDesc& reference_tensor(const Graph& g) {
+  const TensorDesc* best = nullptr;
+  for (int pass = 0; pass < 2 && !best; ++pass)
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+      const TensorDesc& t = g.tensors[i];
+      if (t.by_value) continue;
+      if (pass == 0 && std::find(g.outputs.begin(), g.outputs.end(), static_cast<int>(i)) == g.outputs.end()) continue;
+      if (!best || t.element_count() > best->element_count()) best = &t;
+    }
+  return best ? *best : g.tensors.front();
+}
+
+// Every tensor (not a by-value scalar; all of one rank) with its axes in `order` (new axis j = old order[j]).
+void permute_axes(Graph& g, const std::vector<size_t>& order) {
+  for (TensorDesc& t : g.tensors) {
+    if (t.by_value) continue;
+    std::vector<Dim> d;
+    std::vector<int64_t> st;
+    for (size_t o : order) {
+      d.push_back(t.dims[o]);
+      st.push_back(t.strides[o]);
+    }
+    t.dims = std::move(d);
+    t.strides = std::move(st);
+    t.layout = Layout::kExplicit;
+  }
+}
+
+// The axis order that puts `t`'s strides in decreasing order (stable: ties keep their order).
+std::vector<size_t> row_major_order(const TensorDesc& t) {
+  std::vector<size_t> order(t.dims.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.strides[a] > t.strides[b]; });
+  return order;
+}
+
+// Coalesces axes [lo, hi) of every tensor (not a by-value scalar; all of rank R): an axis of extent 1 in every
+// tensor is dropped, and two neighbours are merged into one when every tensor either holds both (extent as
+// the graph's, the outer one's stride the inner one's times its extent: the same memory as one axis) or
+// broadcasts over both (extent 1 in both). An axis that follows a dynamic dim is never dropped or merged: the
+// form must hold for every value of the symbol.
+void coalesce_axes(Graph& g, size_t lo, size_t hi) {
+  std::vector<const TensorDesc*> ts;
+  for (const TensorDesc& t : g.tensors)
+    if (!t.by_value) ts.push_back(&t);
+  if (ts.empty()) return;
+  const size_t rank = ts.front()->dims.size();
+  std::vector<int64_t> ext(rank, 1);
+  std::vector<bool> sym(rank, false);
+  for (const TensorDesc* t : ts)
+    for (size_t i = 0; i < rank; ++i) {
+      ext[i] = std::max(ext[i], t->dims[i].value);
+      sym[i] = sym[i] || dims_follow_symbols(*t, i);
+    }
+  // groups of old axes, in order, each becoming one new axis
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < rank; ++i) {
+    const bool inside = i >= lo && i < hi;
+    if (inside && ext[i] == 1 && !sym[i]) continue;  // dropped
+    if (inside && !groups.empty() && !sym[i]) {
+      const size_t prev = groups.back().back();
+      bool merge = prev >= lo && !sym[prev];
+      for (const TensorDesc* t : ts) {
+        if (!merge) break;
+        const bool both_held = t->dims[prev].value == ext[prev] && t->dims[i].value == ext[i] &&
+                               t->strides[prev] == t->strides[i] * ext[i];
+        const bool both_broadcast = t->dims[prev].value == 1 && t->dims[i].value == 1;
+        merge = both_held || both_broadcast;
+      }
+      if (merge) {
+        groups.back().push_back(i);
+        continue;
+      }
+    }
+    groups.push_back({i});
+  }
+  for (TensorDesc& t : g.tensors) {
+    if (t.by_value) continue;
+    std::vector<Dim> d;
+    std::vector<int64_t> st;
+    for (const auto& grp : groups) {
+      if (grp.size() == 1) {
+        d.push_back(t.dims[grp[0]]);
+      } else {
+        int64_t e = 1;
+        for (size_t a : grp) e *= t.dims[a].value;
+        d.push_back(Dim{e, ""});
+      }
+      st.push_back(t.strides[grp.back()]);
+    }
+    t.dims = std::move(d);
+    t.strides = std::move(st);
+    t.layout = Layout::kExplicit;
+  }
+}
+
 // The rank every tensor is lifted to: max(min_rank, the largest rank in the graph).
 size_t lifted_rank(const Graph& g, size_t min_rank) {
   size_t rank = min_rank;
@@ -54,9 +196,7 @@ std::string find_pointwise_low_rank(const Graph& g) {
 // shape every matmul engine Kiln tunes runs. Kiln's matmul broadcasts batch dims right-aligned, so an
 // operand of lower rank is lifted the same way; pointwise epilogues are lifted with it.
 std::string find_matmul_low_rank(const Graph& g) {
-  bool has_matmul = false;
-  for (const Node& n : g.nodes) has_matmul = has_matmul || n.op == OpKind::kMatmul;
-  if (!has_matmul || !only_ops(g, /*allow_matmul=*/true)) return "";
+  if (family_of(g) != Family::kMatmul) return "";
   return first_below(g, 3);
 }
 
@@ -78,7 +218,187 @@ const char* kMatmulRank2Spec = R"({
   "outputs": ["y"]
 })";
 
+std::string strides_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// "tensor 'x' [8,32,2,17] strides [1088,34,17,1] as [8,17,32,2] strides [1088,1,34,17]" for the first tensor
+// whose description `to` changes, or "" when none does.
+std::string first_change(const Graph& from, const Graph& to) {
+  for (size_t i = 0; i < from.tensors.size() && i < to.tensors.size(); ++i) {
+    const TensorDesc& a = from.tensors[i];
+    const TensorDesc& b = to.tensors[i];
+    if (a.by_value || (a.shape() == b.shape() && a.strides == b.strides)) continue;
+    return "tensor '" + a.name + "' " + shape_text(a) + " strides " + strides_text(a.strides) + " as " + shape_text(b) +
+           " strides " + strides_text(b.strides);
+  }
+  return "";
+}
+
+Status revalidate(Graph& g, const std::string& where) {
+  renumber_reduction_axes(g);
+  Status st = validate_graph(g);
+  if (!st.is_ok()) return internal_error(where + ": the canonical graph does not validate (a bug): " + st.message());
+  return Status::ok();
+}
+
+// ---- pointwise_layout --------------------------------------------------------------------------------
+// cuDNN 9.19's pointwise engines (H200 profile, heuristics modes A, B and FALLBACK) are offered for rank-3
+// tensors in row-major order and for rank-4 and rank-5 tensors with the innermost axis second (NHWC,
+// NDHWC); none for row-major rank 4 or 5 ([8,32,2,17], [3,5,3,16,17]), any rank 6, or rank 3 with its
+// innermost axis second ([8,17,64] strides [1088,1,17]). A graph of pointwise ops is elementwise, so its
+// axes may be reordered and neighbours merged, as long as every tensor moves alike: the axes are put in
+// the memory order of the largest output, coalesced (coalesce_axes), and the result described at rank 3
+// (row-major) or, when more axes remain, at rank 4 or 5 with the innermost axis second.
+StatusOr<Graph> canonical_pointwise(const Graph& g, const std::string& where) {
+  const size_t rank = lifted_rank(g, 0);
+  KILN_ASSIGN_OR_RETURN(Graph out, lift_to_rank(g, rank, where));
+  bool runs = rank == 3;
+  for (const TensorDesc& t : out.tensors) runs = runs && (t.by_value || strides_decrease(t));
+  if (runs) return out;
+  permute_axes(out, row_major_order(reference_tensor(out)));
+  coalesce_axes(out, 0, rank);
+  const size_t r = reference_tensor(out).dims.size();
+  if (r <= 3) return lift_to_rank(out, 3, where);
+  if (r > 5)
+    return not_supported(where + ": its axes coalesce to no fewer than " + std::to_string(r) +
+                         " (operands broadcast over different axes), and cuDNN 9.19's pointwise engines take rank 3, "
+                         "or rank 4 and 5 with the innermost axis second");
+  std::vector<size_t> order = {0, r - 1};
+  for (size_t i = 1; i + 1 < r; ++i) order.push_back(i);
+  permute_axes(out, order);
+  KILN_RETURN_IF_ERROR(revalidate(out, where));
+  return out;
+}
+
+std::string find_pointwise_layout(const Graph& g) {
+  if (g.nodes.empty() || family_of(g) != Family::kPointwise) return "";
+  auto c = canonical_pointwise(g, "");
+  if (!c.is_ok()) return "node '" + g.nodes.front().name + "'";  // the rewrite refuses it, saying why
+  return first_change(g, *c);
+}
+
+StatusOr<Graph> rewrite_pointwise_layout(const Graph& g, const std::string& where) {
+  return canonical_pointwise(g, where);
+}
+
+// ---- reduction_rows ----------------------------------------------------------------------------------
+// cuDNN 9.19 offers a standalone reduction engine (H200 profile) only for a rank-2 row-major tensor reduced
+// along its last axis or both ([64,128] -> [64,1] or [1,1], fp32, fp16, bf16; sum, max, amax), and none for
+// rank 1, rank 3 to 6 whatever the axes ([4,64,128] over [2], [0], [1,2], all), a reduction along the
+// first axis, or a transposed or padded rank-2 tensor. A reduction over the innermost axes of a row-major
+// tensor is exactly that [rows, columns] view: the axes are put in the input's memory order, coalesced,
+// and described at rank 2.
+StatusOr<Graph> canonical_reduction(const Graph& g, const std::string& where) {
+  const size_t rank = lifted_rank(g, 0);
+  KILN_ASSIGN_OR_RETURN(Graph out, lift_to_rank(g, rank, where));
+  const Node* red = nullptr;
+  for (const Node& n : out.nodes)
+    if (n.op == OpKind::kReduction) {
+      if (red && n.reduction.axes != red->reduction.axes)
+        return not_supported(where + ": its reductions reduce different axes, which no one [rows, columns] view holds");
+      if (!red) red = &n;
+    }
+  const int xi = red->inputs[0], yi = red->outputs[0];
+  permute_axes(out, row_major_order(out.tensors[static_cast<size_t>(xi)]));
+  coalesce_axes(out, 0, rank);
+  const TensorDesc& x = out.tensors[static_cast<size_t>(xi)];
+  const TensorDesc& y = out.tensors[static_cast<size_t>(yi)];
+  size_t first_reduced = x.dims.size();
+  for (size_t i = 0; i < x.dims.size(); ++i)
+    if (y.dims[i].value == 1 && x.dims[i].value > 1 && first_reduced == x.dims.size()) first_reduced = i;
+  for (size_t i = first_reduced; i < x.dims.size(); ++i)
+    if (!(y.dims[i].value == 1 && x.dims[i].value > 1))
+      return not_supported(where + ": the reduced axes are not the innermost in memory (in memory order, " +
+                           shape_text(x) + " -> " + shape_text(y) +
+                           "), and cuDNN 9.19 reduces only a row-major [rows, columns] view along its columns");
+  if (first_reduced > 1 || x.dims.size() - first_reduced > 1)
+    return not_supported(where + ": its kept or reduced axes do not merge into one (in memory order, " + shape_text(x) +
+                         " -> " + shape_text(y) +
+                         ": padded strides or operands broadcast over some of them), and cuDNN 9.19 reduces only a "
+                         "[rows, columns] view");
+  if (first_reduced == x.dims.size()) {  // only unit axes reduced: reduce a trailing axis of extent 1
+    for (TensorDesc& t : out.tensors) {
+      if (t.by_value) continue;
+      t.dims.push_back(Dim{1, ""});
+      t.strides.push_back(1);
+    }
+  }
+  if (out.tensors[static_cast<size_t>(xi)].dims.size() < 2) return lift_to_rank(out, 2, where);
+  KILN_RETURN_IF_ERROR(revalidate(out, where));
+  return out;
+}
+
+std::string find_reduction_rows(const Graph& g) {
+  if (family_of(g) != Family::kReduction) return "";
+  auto c = canonical_reduction(g, "");
+  if (!c.is_ok()) {  // the rewrite refuses it, saying why
+    for (const Node& n : g.nodes)
+      if (n.op == OpKind::kReduction) return "node '" + n.name + "' (" + node_op_name(n) + ")";
+  }
+  return first_change(g, *c);
+}
+
+StatusOr<Graph> rewrite_reduction_rows(const Graph& g, const std::string& where) {
+  return canonical_reduction(g, where);
+}
+
+// ---- matmul_batch_axes -------------------------------------------------------------------------------
+// cuDNN 9.19's matmul takes one batch axis: with two or more (a [2,3,16,64] x [64,32] product, or
+// [2,3,16,64] x [1,3,64,32]) its operation graph is refused (CUDNN_STATUS_NOT_SUPPORTED at finalize, H200
+// profile, when an AMAX reduction follows) or no engine is offered (exit 5 on the H200). Batch axes that
+// every tensor holds densely or broadcasts alike are one batch axis: coalesced into it, or into a unit batch.
+StatusOr<Graph> canonical_matmul_batch(const Graph& g, const std::string& where) {
+  const size_t rank = lifted_rank(g, 3);
+  KILN_ASSIGN_OR_RETURN(Graph out, lift_to_rank(g, rank, where));
+  if (rank == 3) return out;
+  coalesce_axes(out, 0, rank - 2);
+  const size_t r = reference_tensor(out).dims.size();
+  if (r > 3) return lift_to_rank(g, rank, where);  // left to cuDNN (engine_coverage.h names a refusal)
+  if (r < 3) return lift_to_rank(out, 3, where);
+  KILN_RETURN_IF_ERROR(revalidate(out, where));
+  return out;
+}
+
+std::string find_matmul_batch_axes(const Graph& g) {
+  if (family_of(g) != Family::kMatmul || lifted_rank(g, 3) == 3) return "";
+  auto c = canonical_matmul_batch(g, "");
+  if (!c.is_ok() || reference_tensor(*c).dims.size() > 3) return "";
+  return first_change(g, *c);
+}
+
+StatusOr<Graph> rewrite_matmul_batch_axes(const Graph& g, const std::string& where) {
+  return canonical_matmul_batch(g, where);
+}
+
+const char* kPointwiseRank4Spec = R"({
+  "name": "canonical_pointwise_rank_4", "io_dtype": "fp32",
+  "tensors": {"x": {"dims": [8, 32, 2, 17]}},
+  "nodes": [{"name": "gelu", "op": "gelu_erf", "inputs": ["x"], "outputs": ["y"]}],
+  "outputs": ["y"]
+})";
+
+const char* kReductionSpec = R"({
+  "name": "canonical_reduction_rows", "io_dtype": "fp32",
+  "tensors": {"x": {"dims": [4, 64, 128]}},
+  "nodes": [{"name": "sum", "op": "reduce_sum", "inputs": ["x"], "outputs": ["y"], "axes": [2]}],
+  "outputs": ["y"]
+})";
+
+const char* kMatmulBatchSpec = R"({
+  "name": "canonical_matmul_batch", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+  "tensors": {"a": {"dims": [2, 3, 16, 64]}, "b": {"dims": [64, 32]}},
+  "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["y"]}],
+  "outputs": ["y"]
+})";
+
 }  // namespace
+
+StatusOr<Graph> canonical_pointwise_form(const Graph& graph) {
+  return canonical_pointwise(graph, "graph '" + graph.name + "'");
+}
 
 StatusOr<Graph> lift_to_rank(const Graph& g, size_t min_rank, const std::string& where) {
   const size_t rank = lifted_rank(g, min_rank);
@@ -101,6 +421,7 @@ StatusOr<Graph> lift_to_rank(const Graph& g, size_t min_rank, const std::string&
     t.strides.insert(t.strides.begin(), add, outer);
     t.layout = Layout::kExplicit;
   }
+  renumber_reduction_axes(out);
   Status st = validate_graph(out);
   if (!st.is_ok()) return internal_error(where + ": the lifted graph does not validate (a bug): " + st.message());
   return out;
@@ -131,6 +452,43 @@ const std::vector<KnownDefect>& canonical_rules() {
        "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/matmul_rank_2",
        find_matmul_low_rank,
        lift_to_rank_3},
+      {"pointwise_layout",
+       "in a graph of pointwise ops only, cuDNN offers engines for rank 3 in row-major order and for rank 4 and 5 with "
+       "the innermost axis second, none otherwise; the axes are put in the largest output's memory order, coalesced, "
+       "and described in one of those forms",
+       {91900},
+       "H200 profile, cuDNN 9.19 with cuDNN Frontend 1.32: heuristics (A, B, FALLBACK) offer nothing for row-major "
+       "[8,32,2,17] and [3,5,3,16,17], for 62 of 200 random pointwise graphs of rank 4 to 6, and for [8,17,64] "
+       "strides [1088,1,17]; they offer engines for the same memory as [8,17,32,2] strides [1088,1,34,17] and "
+       "[3,17,5,3,16] strides [4080,1,816,272,17]",
+       kPointwiseRank4Spec,
+       "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/pointwise_layout",
+       find_pointwise_layout,
+       rewrite_pointwise_layout},
+      {"reduction_rows",
+       "cuDNN offers a standalone reduction engine only for a row-major [rows, columns] tensor reduced along its "
+       "columns (or both axes); a reduction over the innermost axes in memory is described that way, others are "
+       "refused naming this",
+       {91900},
+       "H200 profile, cuDNN 9.19 with cuDNN Frontend 1.32: heuristics offer nothing for [4,64,128] reduced over [2], "
+       "[0], [1,2] or all axes, rank 1, rank 4, or a transposed or padded [64,128]; they offer engines for "
+       "[64,128] -> [64,1] and [1,1] (fp32, fp16, bf16; sum, max, amax); 8 of 8 standalone reductions were refused "
+       "on the H200 (issue 31)",
+       kReductionSpec,
+       "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/reduction_rows",
+       find_reduction_rows,
+       rewrite_reduction_rows},
+      {"matmul_batch_axes",
+       "cuDNN's matmul takes one batch axis; batch axes every tensor holds densely or broadcasts alike are merged "
+       "into one (others are lowered as written)",
+       {91900},
+       "H200, cuDNN 9.19 with cuDNN Frontend 1.32: rank-4 operands whose batch dims broadcast refused with exit 5 "
+       "(issue 31's sweep); with an AMAX reduction after it the operation graph is refused at finalize "
+       "(CUDNN_STATUS_NOT_SUPPORTED, 25 of 34 random specs, H200 profile)",
+       kMatmulBatchSpec,
+       "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/matmul_batch_axes",
+       find_matmul_batch_axes,
+       rewrite_matmul_batch_axes},
   };
   return kTable;
 }
@@ -138,7 +496,7 @@ const std::vector<KnownDefect>& canonical_rules() {
 StatusOr<DefectWorkaround> rewrite_for_cudnn(const Graph& graph) {
   KILN_ASSIGN_OR_RETURN(DefectWorkaround c,
                         apply_rewrites(canonical_rules(), DefectWorkaround{graph, {}}, "canonical rule"));
-  // Every canonical rule lifts ranks (at most one matches: pointwise-only graphs, or graphs with a matmul).
+  // Each canonical rule settles the graph's rank (the rank-lifting ones first, then the layout ones).
   for (std::string& a : c.applied) a += ", lowered at rank " + std::to_string(lifted_rank(c.graph, 0));
   return apply_rewrites(known_defects(), std::move(c), "known cuDNN defect");
 }

@@ -26,6 +26,10 @@ const std::vector<KnownDefect>& canonical_rules();
 // `applied` names each ("pointwise_rank_below_3: ..."). NotSupported where a defect cannot be worked around.
 StatusOr<DefectWorkaround> rewrite_for_cudnn(const Graph& graph);
 
+// The form the pointwise rules give a graph of pointwise ops only (for the engine coverage registry, which
+// names why cuDNN refuses one): rank 3 row-major, or rank 4-5 with the innermost axis second.
+StatusOr<Graph> canonical_pointwise_form(const Graph& graph);
+
 // The rank-lifting rewrite on its own (for tests): every tensor that is not a by-value scalar is given
 // leading axes of extent 1 up to max(min_rank, the graph's largest rank), right-aligned as Kiln's
 // broadcasting is, with the strides of a row-major view of the same memory.

@@ -202,8 +202,9 @@ TEST(Canonicalize, LoweringUsesItAndReportsIt) {
     Graph g = parse(r.example_spec);
     auto lg = LoweredGraph::create(g, target);
     ASSERT_TRUE(lg.is_ok()) << r.id << ": " << lg.status().to_string();
-    ASSERT_FALSE(lg->workarounds().empty()) << r.id;
-    EXPECT_EQ(lg->workarounds()[0].rfind(r.id, 0), 0u) << lg->workarounds()[0];
+    bool named = false;
+    for (const std::string& w : lg->workarounds()) named = named || w.rfind(r.id, 0) == 0;
+    EXPECT_TRUE(named) << r.id << " not among the workarounds applied to its example";
   }
 }
 

@@ -10,6 +10,7 @@
 #include "lower/fe_status.h"
 #include "lower/canonicalize.h"
 #include "lower/graph_lowering.h"
+#include "lower/engine_coverage.h"
 #include "lower/known_defects.h"
 
 namespace kiln {
@@ -24,6 +25,27 @@ static_assert(limits::kCudnnDimMax == static_cast<size_t>(CUDNN_DIM_MAX),
 struct DynamicKernelCache::Impl {
   std::shared_ptr<fe::KernelCache> cache = std::make_shared<fe::KernelCache>();
 };
+
+namespace {
+
+// cuDNN refused the graph (no engine configuration, or an operation it does not support in this form) and
+// the engine coverage registry knows why: the refusal says so, NotSupported, after cuDNN's own words
+// ("... [engine coverage gap reduction_not_innermost: node 'r' ...]"; plan_failure_in_words keeps the bracket).
+Status with_coverage_gap(Status s, const Graph& graph) {
+  if (s.is_ok()) return s;
+  const std::string& m = s.message();
+  const bool refused = m.find("No valid engine configs") != std::string::npos ||
+                       m.find("no engine configuration") != std::string::npos ||
+                       m.find("CUDNN_STATUS_NOT_SUPPORTED") != std::string::npos;
+  if (!refused) return s;
+  const std::string gap = lower_detail::name_engine_coverage_gap(graph);
+  if (gap.empty()) return s;
+  Status out(StatusCode::kNotSupported, m + " [engine coverage gap " + gap + "]");
+  if (!s.trace().empty()) out.add_trace(s.trace());
+  return out;
+}
+
+}  // namespace
 
 struct LoweredGraph::Impl {
   Graph graph;    // a copy: tensor identities for execution
@@ -163,7 +185,9 @@ StatusOr<LoweredGraph> LoweredGraph::create(const Graph& graph, const LowerTarge
     lg.impl_->profile = *target.profile;
     lg.impl_->has_profile = true;
   }
-  KILN_ASSIGN_OR_RETURN(lg.impl_->fg, lg.impl_->fresh_graph());
+  auto fg = lg.impl_->fresh_graph();
+  if (!fg.is_ok()) return with_coverage_gap(fg.status(), graph);
+  lg.impl_->fg = std::move(fg).value();
   return lg;
 }
 
@@ -201,11 +225,17 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
     }
   }
   if (out.empty())
-    return not_supported("cuDNN's heuristics offer no engine configuration for graph '" + impl_->graph.name + "'");
+    return with_coverage_gap(
+        not_supported("cuDNN's heuristics offer no engine configuration for graph '" + impl_->graph.name + "'"),
+        impl_->graph);
   return out;
 }
 
 Status LoweredGraph::build_heuristic(const std::vector<HeuristicMode>& modes) {
+  return with_coverage_gap(build_heuristic_plan(modes), impl_->graph);
+}
+
+Status LoweredGraph::build_heuristic_plan(const std::vector<HeuristicMode>& modes) {
   std::vector<fe::HeurMode_t> fm;
   for (auto m : modes) fm.push_back(to_fe(m));
   auto& fg = *impl_->fg;

@@ -31,6 +31,8 @@ Status plan_failure_in_words(const Status& s, const std::string& graph_name) {
       words += ": the engines it has for this graph are compiled at run time, which needs the CUDA driver "
                "library, and there is none here (build this graph on a machine with a GPU)";
     else words += ": its heuristics returned none for this graph on this device";
+    // Lowering names the engine coverage gap when its registry knows the graph: kept.
+    if (size_t gap = m.find(" [engine coverage gap "); gap != std::string::npos) words += m.substr(gap);
   } else if (size_t with = m.find(" failed with "); with != std::string::npos) {
     size_t start = call_start_before(m, with);
     if (start == std::string::npos) return s;

@@ -124,7 +124,8 @@ class LoweredGraph {
   // A's ranking, then B's, then FALLBACK's.
   StatusOr<std::vector<CandidateInfo>> list_candidates(const std::vector<HeuristicMode>& modes);
 
-  // Builds the heuristics' first working plan (modes tried in order).
+  // Builds the heuristics' first working plan (modes tried in order). Where cuDNN offers nothing for a graph
+  // the engine coverage registry knows (src/lower/engine_coverage.h), NotSupported naming the gap.
   Status build_heuristic(const std::vector<HeuristicMode>& modes = {HeuristicMode::kA, HeuristicMode::kFallback});
   // Builds exactly this engine configuration (the frontend's custom-plan path), or says why it cannot.
   Status build_config(const EngineConfig& config);
@@ -144,6 +145,7 @@ class LoweredGraph {
   Status execute(cudnnHandle_t handle, const std::map<int, void*>& tensor_ptrs, void* workspace) const;
 
  private:
+  Status build_heuristic_plan(const std::vector<HeuristicMode>& modes);
   static StatusOr<LoweredGraph> deserialize_for(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile,
                                                 const std::vector<uint8_t>& bytes);
   struct Impl;

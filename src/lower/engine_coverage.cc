@@ -1,0 +1,211 @@
+// The engine coverage registry (engine_coverage.h).
+#include "lower/engine_coverage.h"
+
+#include <algorithm>
+
+#include "lower/canonicalize.h"
+
+namespace kiln::lower_detail {
+namespace {
+
+std::string dims_text(const TensorDesc& t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? "," : "") + std::to_string(t.dims[i].value);
+  return s + "]";
+}
+
+bool pointwise_only(const Graph& g) {
+  if (g.nodes.empty()) return false;
+  for (const Node& n : g.nodes)
+    if (n.op != OpKind::kPointwise) return false;
+  return true;
+}
+
+// ---- reduction_output_not_fp32 ----
+std::string find_reduction_output_not_fp32(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.op != OpKind::kReduction) continue;
+    const TensorDesc& y = g.tensors[static_cast<size_t>(n.outputs[0])];
+    const DataType dt = g.dtype_of(n.outputs[0]);
+    if (dt != DataType::kFloat32)
+      return "node '" + n.name + "' (" + node_op_name(n) + ") writes '" + y.name + "' as " + dtype_name(dt) +
+             " (declare it \"dtype\": \"fp32\", and cast after it if needed)";
+  }
+  return "";
+}
+
+// ---- reduction_strided_input ----
+std::string find_reduction_strided_input(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.op != OpKind::kReduction) continue;
+    for (int in : n.inputs) {
+      // Follow pointwise producers back to a graph input: the memory the reduction's [rows, columns] view reads.
+      const TensorDesc& x = g.tensors[static_cast<size_t>(in)];
+      int64_t span = 1;
+      for (size_t i = 0; i < x.dims.size(); ++i) span += (x.dims[i].value - 1) * x.strides[i];
+      if (span > x.element_count())
+        return "node '" + n.name + "' (" + node_op_name(n) + "): input '" + x.name + "' " + dims_text(x) +
+               " is not densely packed (padded or strided rows)";
+    }
+  }
+  for (const TensorDesc& x : g.tensors) {
+    if (x.by_value || x.dims.empty() || x.strides.size() != x.dims.size()) continue;
+    int64_t span = 1;
+    for (size_t i = 0; i < x.dims.size(); ++i) span += (x.dims[i].value - 1) * x.strides[i];
+    bool reduction_graph = false;
+    for (const Node& n : g.nodes) reduction_graph = reduction_graph || n.op == OpKind::kReduction;
+    if (reduction_graph && span > x.element_count())
+      return "tensor '" + x.name + "' " + dims_text(x) + " is not densely packed (padded or strided rows)";
+  }
+  return "";
+}
+
+// The canonical pointwise form's order for a tensor: rank 3 strides decreasing; rank 4-5 the innermost axis
+// second (channels last).
+bool in_canonical_order(const TensorDesc& t) {
+  std::vector<size_t> order(t.dims.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (order.size() >= 4) {
+    order.erase(order.begin() + 1);
+    order.push_back(1);
+  }
+  int64_t prev = INT64_MAX;
+  for (size_t a : order) {
+    if (t.dims[a].value == 1) continue;
+    if (t.strides[a] >= prev) return false;
+    prev = t.strides[a];
+  }
+  return true;
+}
+
+// ---- pointwise_mixed_layouts ----
+std::string find_pointwise_mixed_layouts(const Graph& g) {
+  if (!pointwise_only(g)) return "";
+  auto c = canonical_pointwise_form(g);
+  if (!c.is_ok()) return "";
+  for (size_t i = 0; i < c->tensors.size(); ++i) {
+    const TensorDesc& t = c->tensors[i];
+    if (!t.by_value && !in_canonical_order(t))
+      return "tensor '" + t.name + "' " + dims_text(g.tensors[i]) + " is laid out in another memory order than the " +
+             "graph's largest output (as cuDNN would read them: " + dims_text(t) + ")";
+  }
+  return "";
+}
+
+// ---- pointwise_broadcast_rank_4 ----
+std::string find_pointwise_broadcast_rank_4(const Graph& g) {
+  if (!pointwise_only(g)) return "";
+  auto c = canonical_pointwise_form(g);
+  if (!c.is_ok()) return "";
+  size_t rank = 0;
+  std::vector<int64_t> ext;
+  for (const TensorDesc& t : c->tensors)
+    if (!t.by_value) {
+      rank = t.dims.size();
+      ext.resize(rank, 1);
+      for (size_t i = 0; i < rank; ++i) ext[i] = std::max(ext[i], t.dims[i].value);
+    }
+  if (rank < 4) return "";
+  for (size_t i = 0; i < c->tensors.size(); ++i) {
+    const TensorDesc& t = c->tensors[i];
+    if (t.by_value) continue;
+    for (size_t a = 0; a < rank; ++a)
+      if (t.dims[a].value == 1 && ext[a] > 1)
+        return "tensor '" + t.name + "' " + dims_text(g.tensors[i]) +
+               " broadcasts over axes that stay apart (the graph " + "needs rank " + std::to_string(rank) +
+               " after merging its axes)";
+  }
+  return "";
+}
+
+// ---- matmul_batch_broadcast ----
+std::string find_matmul_batch_broadcast(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.op != OpKind::kMatmul) continue;
+    const TensorDesc& a = g.tensors[static_cast<size_t>(n.inputs[0])];
+    const TensorDesc& b = g.tensors[static_cast<size_t>(n.inputs[1])];
+    if (a.dims.size() > 3 || b.dims.size() > 3)
+      return "node '" + n.name + "' (matmul): " + dims_text(a) + " x " + dims_text(b) +
+             " has batch axes that do not merge into one (they broadcast differently)";
+  }
+  return "";
+}
+
+const char* kReductionFp16Spec = R"({"name": "gap_reduction_fp16", "io_dtype": "fp16",
+  "tensors": {"x": {"dims": [64, 128]}}, "nodes": [{"name": "r", "op": "reduce_sum", "inputs": ["x"],
+  "outputs": ["y"], "axes": [1]}], "outputs": ["y"]})";
+
+const char* kReductionStridedSpec = R"({"name": "gap_reduction_strided_input", "io_dtype": "fp32",
+  "tensors": {"x": {"dims": [64, 128], "strides": [136, 1]}}, "nodes": [{"name": "r", "op": "reduce_sum",
+  "inputs": ["x"], "outputs": ["y"], "axes": [1]}], "outputs": ["y"]})";
+
+const char* kMixedLayoutSpec = R"({"name": "gap_pointwise_mixed_layouts", "io_dtype": "fp32",
+  "tensors": {"a": {"dims": [5, 8, 64]}, "b": {"dims": [5, 8, 64], "layout": "NHWC"}},
+  "nodes": [{"name": "add", "op": "add", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})";
+
+const char* kBroadcastRank4Spec = R"({"name": "gap_pointwise_broadcast_rank_4", "io_dtype": "fp32",
+  "tensors": {"x": {"dims": [17, 5, 3, 32, 4]}, "b": {"dims": [17, 1, 3, 32, 1]}},
+  "nodes": [{"name": "add", "op": "bias_add", "inputs": ["x", "b"], "outputs": ["y"]}], "outputs": ["y"]})";
+
+const char* kMatmulBroadcastSpec = R"({"name": "gap_matmul_batch_broadcast", "io_dtype": "fp16",
+  "tensors": {"a": {"dims": [2, 3, 16, 64]}, "b": {"dims": [1, 3, 64, 32]}},
+  "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["y"]}], "outputs": ["y"]})";
+
+}  // namespace
+
+const std::vector<CoverageGap>& engine_coverage_gaps() {
+  static const std::vector<CoverageGap> kTable = {
+      {"reduction_output_not_fp32",
+       "cuDNN offers no standalone reduction engine that writes fp16 or bf16 (it does for an fp32 output)",
+       {91900},
+       "H200 profile, cuDNN 9.19 with cuDNN Frontend 1.32: [64,128] -> [64,1] sum and max with an fp16 or bf16 output "
+       "get no engine configuration; the same with an fp32 output (fp16, bf16 or fp32 input) do",
+       kReductionFp16Spec,
+       find_reduction_output_not_fp32},
+      {"reduction_strided_input",
+       "cuDNN offers no standalone reduction engine for a tensor that is not densely packed (padded or strided "
+       "rows); it does for the same values packed",
+       {91900},
+       "H200 profile, cuDNN 9.19 with cuDNN Frontend 1.32: [64,128] strides [136,1] and [128,64] strides [1,128] "
+       "reduced over the last axis get no engine configuration; packed [64,128] does",
+       kReductionStridedSpec,
+       find_reduction_strided_input},
+      {"pointwise_mixed_layouts",
+       "cuDNN offers no pointwise engine for tensors of one graph laid out in different memory orders (a "
+       "channels-last operand beside row-major ones)",
+       {91900},
+       "H200 profile, cuDNN 9.19 with cuDNN Frontend 1.32: [5,8,64] + [5,8,64] NHWC and 11 of 200 random pointwise "
+       "graphs with an NHWC or transposed operand beside row-major ones get no engine configuration",
+       kMixedLayoutSpec,
+       find_pointwise_mixed_layouts},
+      {"pointwise_broadcast_rank_4",
+       "cuDNN offers no pointwise engine at rank 4 or 5 (channels last) for an operand that broadcasts over some "
+       "axes; at rank 3 it does",
+       {91900},
+       "H200 profile, cuDNN 9.19 with cuDNN Frontend 1.32: [17,5,3,32,4] + [17,1,3,32,1] (lowered as [17,4,5,96] + "
+       "[17,1,1,96]) and 6 of 200 random pointwise graphs like it get no engine configuration",
+       kBroadcastRank4Spec,
+       find_pointwise_broadcast_rank_4},
+      {"matmul_batch_broadcast",
+       "cuDNN's matmul takes one batch axis; operands whose batch axes broadcast differently do not merge into one",
+       {91900},
+       "H200, cuDNN 9.19 with cuDNN Frontend 1.32: rank-4 matmuls whose batch dims broadcast refused with no engine "
+       "configuration (issue 31's sweep, exit 5)",
+       kMatmulBroadcastSpec,
+       find_matmul_batch_broadcast},
+  };
+  return kTable;
+}
+
+std::string name_engine_coverage_gap(const Graph& graph) {
+  for (const CoverageGap& gap : engine_coverage_gaps()) {
+    const std::string where = gap.find(graph);
+    if (where.empty()) continue;
+    std::string seen;
+    for (int64_t v : gap.seen_on) seen += (seen.empty() ? "" : ", ") + std::to_string(v);
+    return std::string(gap.id) + ": " + where + ": " + gap.summary + " (seen on cuDNN " + seen + ")";
+  }
+  return "";
+}
+
+}  // namespace kiln::lower_detail
