@@ -373,6 +373,57 @@ StatusOr<Graph> rewrite_matmul_batch_axes(const Graph& g, const std::string& whe
   return canonical_matmul_batch(g, where);
 }
 
+// ---- norm_rank_4 --------------------------------------------------------------------------------------
+// cuDNN 9.19's layer norm on a rank-2 [4,768] fp16 tensor (fp32 scale and bias) ran on the H200 and faulted
+// with a misaligned address, which poisons the process's CUDA context (every later call fails); cuDNN's norms
+// are described for [N, C, H, W] (docs/spec.md: write [tokens, hidden] as [tokens, hidden, 1, 1]). A norm
+// normalizes over every axis but the first, so trailing axes of extent 1 change nothing: a graph of norms and
+// pointwise ops whose tensors all have one rank below 4 gets them up to rank 4.
+bool norm_graph_below_rank_4(const Graph& g, size_t* rank) {
+  bool norm = false;
+  for (const Node& n : g.nodes) {
+    if (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm) norm = true;
+    else if (n.op != OpKind::kPointwise) return false;
+  }
+  if (!norm) return false;
+  *rank = 0;
+  for (const TensorDesc& t : g.tensors) {
+    if (t.by_value) continue;
+    if (*rank != 0 && t.dims.size() != *rank) return false;  // mixed ranks: lowered as written
+    *rank = t.dims.size();
+  }
+  return *rank > 0 && *rank < 4;
+}
+
+std::string find_norm_low_rank(const Graph& g) {
+  size_t rank = 0;
+  if (!norm_graph_below_rank_4(g, &rank)) return "";
+  for (const TensorDesc& t : g.tensors)
+    if (!t.by_value) return "tensor '" + t.name + "' " + shape_text(t) + " (rank " + std::to_string(rank) + ")";
+  return "";
+}
+
+StatusOr<Graph> append_unit_axes_to_rank_4(const Graph& g, const std::string& where) {
+  Graph out = g;
+  for (TensorDesc& t : out.tensors) {
+    if (t.by_value) continue;
+    while (t.dims.size() < 4) {
+      t.dims.push_back(Dim{1, ""});
+      t.strides.push_back(1);
+    }
+    t.layout = Layout::kExplicit;
+  }
+  KILN_RETURN_IF_ERROR(revalidate(out, where));
+  return out;
+}
+
+const char* kNormRank2Spec = R"({
+  "name": "canonical_norm_rank_2", "io_dtype": "fp16",
+  "tensors": {"x": {"dims": [4, 768]}, "scale": {"dims": [1, 768], "dtype": "fp32"}, "bias": {"dims": [1, 768], "dtype": "fp32"}},
+  "nodes": [{"name": "ln", "op": "layer_norm", "inputs": ["x", "scale", "bias"], "outputs": ["y"], "epsilon": 0.001}],
+  "outputs": ["y"]
+})";
+
 const char* kPointwiseRank4Spec = R"({
   "name": "canonical_pointwise_rank_4", "io_dtype": "fp32",
   "tensors": {"x": {"dims": [8, 32, 2, 17]}},
@@ -452,6 +503,18 @@ const std::vector<KnownDefect>& canonical_rules() {
        "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/matmul_rank_2",
        find_matmul_low_rank,
        lift_to_rank_3},
+      {"norm_rank_4",
+       "a layer or RMS norm on a tensor below rank 4 ([tokens, hidden]) faulted on the GPU (misaligned address, which "
+       "ends the process's CUDA context); its tensors get trailing axes of extent 1 up to rank 4, as cuDNN describes "
+       "norms",
+       {91900},
+       "H200, cuDNN 9.19 with cuDNN Frontend 1.32 (issue 31's sweep, seed 1, spec 76): layer_norm on [4,768] fp16 "
+       "with fp32 scale and bias faulted with cudaErrorMisalignedAddress, and every later CUDA call in the process "
+       "failed; the examples' [N, C, 1, 1] norms run right",
+       kNormRank2Spec,
+       "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/norm_rank_4",
+       find_norm_low_rank,
+       append_unit_axes_to_rank_4},
       {"pointwise_layout",
        "in a graph of pointwise ops only, cuDNN offers engines for rank 3 in row-major order and for rank 4 and 5 with "
        "the innermost axis second, none otherwise; the axes are put in the largest output's memory order, coalesced, "

@@ -146,6 +146,7 @@ class LoweredGraph {
 
  private:
   Status build_heuristic_plan(const std::vector<HeuristicMode>& modes);
+  Status build_heuristic_on(const std::vector<HeuristicMode>& modes, bool without_tensor_cores);
   static StatusOr<LoweredGraph> deserialize_for(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile,
                                                 const std::vector<uint8_t>& bytes);
   struct Impl;
