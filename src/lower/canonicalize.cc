@@ -424,6 +424,39 @@ const char* kNormRank2Spec = R"({
   "outputs": ["y"]
 })";
 
+// ---- pointwise_strided_innermost ---------------------------------------------------------------------
+// cuDNN 9.19's pointwise kernels assume each tensor's innermost axis is contiguous: a graph whose input is
+// read along its innermost axis with a stride above 1 ([4,100,1] strides [900,9,1], fp16: rows of one element
+// nine apart) faulted on the H200 with a misaligned address, which ends the process's CUDA context. Refused
+// before cuDNN sees it.
+std::string find_strided_innermost(const Graph& g) {
+  if (g.nodes.empty() || family_of(g) != Family::kPointwise) return "";
+  for (const TensorDesc& t : g.tensors) {
+    if (t.by_value) continue;
+    int64_t smallest = INT64_MAX;
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (t.dims[i].value > 1) smallest = std::min(smallest, t.strides[i]);
+    if (smallest != INT64_MAX && smallest > 1)
+      return "tensor '" + t.name + "' " + shape_text(t) + " strides " + strides_text(t.strides) +
+             " (its innermost axis steps " + std::to_string(smallest) + " elements)";
+  }
+  return "";
+}
+
+StatusOr<Graph> refuse_strided_innermost(const Graph&, const std::string& where) {
+  return not_supported(where +
+                       ": cuDNN 9.19's pointwise kernels read the innermost axis as contiguous, and one "
+                       "with a stride above 1 faulted on the H200 (misaligned address, which ends the process's "
+                       "CUDA context); copy it to a packed tensor first");
+}
+
+const char* kStridedInnermostSpec = R"({
+  "name": "canonical_pointwise_strided_innermost", "io_dtype": "fp16",
+  "tensors": {"x": {"dims": [4, 100, 1], "strides": [900, 9, 1]}},
+  "nodes": [{"name": "t", "op": "tanh", "inputs": ["x"], "outputs": ["y"]}],
+  "outputs": ["y"]
+})";
+
 const char* kPointwiseRank4Spec = R"({
   "name": "canonical_pointwise_rank_4", "io_dtype": "fp32",
   "tensors": {"x": {"dims": [8, 32, 2, 17]}},
@@ -503,6 +536,16 @@ const std::vector<KnownDefect>& canonical_rules() {
        "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/matmul_rank_2",
        find_matmul_low_rank,
        lift_to_rank_3},
+      {"pointwise_strided_innermost",
+       "a pointwise graph reading a tensor whose innermost axis has a stride above 1 faulted on the GPU (misaligned "
+       "address, which ends the process's CUDA context); refused",
+       {91900},
+       "H200, cuDNN 9.19 with cuDNN Frontend 1.32 (issue 31's sweep, seed 1, spec 111): tanh, silu, bias_add and max "
+       "over [4,100,1] fp16 with strides [900,9,1] faulted with cudaErrorMisalignedAddress",
+       kStridedInnermostSpec,
+       "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/pointwise_strided_innermost",
+       find_strided_innermost,
+       refuse_strided_innermost},
       {"norm_rank_4",
        "a layer or RMS norm on a tensor below rank 4 ([tokens, hidden]) faulted on the GPU (misaligned address, which "
        "ends the process's CUDA context); its tensors get trailing axes of extent 1 up to rank 4, as cuDNN describes "

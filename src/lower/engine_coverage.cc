@@ -118,6 +118,19 @@ std::string find_pointwise_broadcast_rank_4(const Graph& g) {
   return "";
 }
 
+// ---- rms_norm_epilogue ----
+std::string find_rms_norm_epilogue(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.op != OpKind::kRmsNorm) continue;
+    for (const Node& m : g.nodes)
+      for (int in : m.inputs)
+        if (in == n.outputs[0] && m.op == OpKind::kPointwise)
+          return "node '" + n.name + "' (rms_norm) is followed by node '" + m.name + "' (" + node_op_name(m) +
+                 ") in the same graph";
+  }
+  return "";
+}
+
 // ---- matmul_batch_broadcast ----
 std::string find_matmul_batch_broadcast(const Graph& g) {
   for (const Node& n : g.nodes) {
@@ -146,6 +159,11 @@ const char* kMixedLayoutSpec = R"({"name": "gap_pointwise_mixed_layouts", "io_dt
 const char* kBroadcastRank4Spec = R"({"name": "gap_pointwise_broadcast_rank_4", "io_dtype": "fp32",
   "tensors": {"x": {"dims": [17, 5, 3, 32, 4]}, "b": {"dims": [17, 1, 3, 32, 1]}},
   "nodes": [{"name": "add", "op": "bias_add", "inputs": ["x", "b"], "outputs": ["y"]}], "outputs": ["y"]})";
+
+const char* kRmsNormReluSpec = R"({"name": "gap_rms_norm_epilogue", "io_dtype": "fp16",
+  "tensors": {"x": {"dims": [1, 128, 1, 1]}, "scale": {"dims": [1, 128, 1, 1], "dtype": "fp32"}},
+  "nodes": [{"name": "norm", "op": "rms_norm", "inputs": ["x", "scale"], "outputs": ["t"], "epsilon": 0.001},
+            {"name": "relu", "op": "relu", "inputs": ["t"], "outputs": ["y"]}], "outputs": ["y"]})";
 
 const char* kMatmulBroadcastSpec = R"({"name": "gap_matmul_batch_broadcast", "io_dtype": "fp16",
   "tensors": {"a": {"dims": [2, 3, 16, 64]}, "b": {"dims": [1, 3, 64, 32]}},
@@ -186,6 +204,14 @@ const std::vector<CoverageGap>& engine_coverage_gaps() {
        "[17,1,1,96]) and 6 of 200 random pointwise graphs like it get no engine configuration",
        kBroadcastRank4Spec,
        find_pointwise_broadcast_rank_4},
+      {"rms_norm_epilogue",
+       "cuDNN offers no engine for an RMS norm with a pointwise op after it in one graph (run the pointwise op as a "
+       "graph of its own)",
+       {91900},
+       "H200, cuDNN 9.19 with cuDNN Frontend 1.32 (issue 31's sweep, seed 1, spec 33): rms_norm of [1,128,1,1] fp16 "
+       "followed by relu gets no engine configuration",
+       kRmsNormReluSpec,
+       find_rms_norm_epilogue},
       {"matmul_batch_broadcast",
        "cuDNN's matmul takes one batch axis; operands whose batch axes broadcast differently do not merge into one",
        {91900},

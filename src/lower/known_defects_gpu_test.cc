@@ -62,6 +62,16 @@ void check_worked_around(const lower_detail::KnownDefect& d) {
   run.verify = true;
   run.reference = ReferenceChoice::kHost;
   run.seed = 3;
+  if (!d.rewrite(*g, "example").is_ok()) {
+    // A rule that refuses (its example faulted on the GPU): kiln run refuses it before cuDNN runs anything, and
+    // it is never run as written here (a fault would end this process's CUDA context).
+    auto refused = run_graph(*g, run);
+    ASSERT_FALSE(refused.is_ok()) << d.id << ": ran";
+    EXPECT_EQ(refused.status().code(), StatusCode::kNotSupported) << refused.status().to_string();
+    std::printf("[ defect ] %s on cuDNN %zu: refused before cuDNN: %s\n", d.id, cudnnGetVersion(),
+                refused.status().message().c_str());
+    return;
+  }
   auto rep = run_graph(*g, run);
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
   EXPECT_EQ(rep->verdict(), Disposition::kPassed) << (rep->check ? rep->check->summary() : std::string("no check"));
