@@ -54,7 +54,8 @@ Status run_queue(const PlansOptions& o) {
     std::error_code ec;
     if (!std::filesystem::exists(o.store, ec)) return not_found("no plan store at " + o.store);
   }
-  if (said_no_store(o)) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(bool no_store, said_no_store(o));
+  if (no_store) return Status::ok();
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store->list_retune_queue(o.fingerprint));
   if (!o.structure.empty()) {
