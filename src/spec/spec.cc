@@ -85,10 +85,9 @@ class KeyScan : public nlohmann::json_sax<Json> {
   bool end_array() override {
     --containers_;
     if (!arrays_.empty() && arrays_.back() && arrays_.back()->entries > limits::kMaxRank) {
-      // Worded as check_graph_limits words it, found before the document is built.
       const RankedArray& a = *arrays_.back();
-      refusal = "tensor '" + a.tensor + "': " + std::to_string(a.entries) + " " + a.attribute + ", over the limit of " +
-                std::to_string(limits::kMaxRank) + " (docs/spec.md \"Limits\")";
+      refusal = "tensor '" + a.tensor + "': attribute '" + a.attribute + "': " + std::to_string(a.entries) +
+                " entries, over the rank limit of " + std::to_string(limits::kMaxRank) + " (docs/spec.md \"Limits\")";
       return false;
     }
     if (!arrays_.empty()) arrays_.pop_back();
