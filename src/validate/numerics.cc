@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <thread>
+#include <unordered_set>
 #include <atomic>
 
 #include "validate/gate.h"
@@ -92,17 +93,20 @@ bool is_fp8(DataType t) { return t == DataType::kFp8E4M3 || t == DataType::kFp8E
 }  // namespace
 
 AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional<DataType> stored) {
+  return accumulation_into(graph, GraphRoles(graph), tensor, stored);
+}
+
+AccumulationPath accumulation_into(const Graph& graph, const GraphRoles& roles, int tensor,
+                                   std::optional<DataType> stored) {
   using namespace validate_internal;
-  const GraphRoles roles(graph);
   AccumulationPath path;
-  std::vector<bool> seen(graph.tensors.size(), false);
+  std::unordered_set<int> seen;  // only what the path visits: asked once per output
   std::vector<int> stack{tensor};
   const double stored_u = stored ? stored_roundoff(*stored) : 0.0;
   while (!stack.empty()) {
     const int t = stack.back();
     stack.pop_back();
-    if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size() || seen[static_cast<size_t>(t)]) continue;
-    seen[static_cast<size_t>(t)] = true;
+    if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size() || !seen.insert(t).second) continue;
     const int n = roles.producer(t);
     if (n < 0) continue;
     const Node& node = graph.nodes[static_cast<size_t>(n)];
@@ -326,7 +330,7 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
     c.name = graph.tensors[static_cast<size_t>(t)].name;
     c.tensor = t;
     c.dtype = roles.dtype_of(t);
-    const AccumulationPath path = accumulation_into(graph, t, options.stored_intermediates);
+    const AccumulationPath path = accumulation_into(graph, roles, t, options.stored_intermediates);
     gate.reduction_length = path.reduction_length;
     ToleranceOptions to;
     to.reduction_length = path.reduction_length;
