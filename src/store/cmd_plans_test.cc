@@ -488,7 +488,7 @@ TEST_F(PlansCli, LsReportsCorruptRecordsAsVerifyDoes) {
 TEST_F(PlansCli, UnreachableStoreSaysWhy) {
   const std::string loop = dir_.file("loop.db");
   ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
-  for (const std::string cmd : {"plans ls", "plans verify", "plans rm --all", "plans queue"}) {
+  for (const std::string cmd : {"plans ls", "plans verify", "plans rm --all", "plans queue", "plans queue --clear"}) {
     CliResult r = run_kiln(cmd + " --store " + loop);
     EXPECT_EQ(r.code, kExitBadInput) << cmd << ": " << r.output();
     EXPECT_NE(r.err.find("plan store '" + loop + "' cannot be reached: Too many levels of symbolic links"),
