@@ -3,6 +3,7 @@
 // not a failure), and the command exits 3 (environment), never with cuDNN's or the CUDA runtime's raw text.
 // With a GPU: lower.gpu.CompileCliWithAGpu.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -140,9 +141,21 @@ TEST(CompileCli, ProfileShowEscapesNamesAndSigtermExits130) {
   EXPECT_NE(r.out.find("H\\x1b]0;pwned\\x07200: sm_90"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   // A command that does not handle SIGTERM itself: the documented "interrupted" code, not the shell's 143.
-  // (validate waits on a pipe that stays open; the shell sends TERM and reports how it ended.)
-  CliResult t = test::run_shell("sleep 4 2>/dev/null | " + test::shell_quote(KILN_BINARY) +
-                                " validate /dev/stdin & pid=$!; sleep 1; kill -TERM $pid; wait $pid");
+  // validate waits on a pipe that stays open (bash's process substitution, so that `wait` waits for kiln alone);
+  // the shell sends TERM once kiln catches it (SigCgt bit 14, or after 10 s: a kiln that never catches it is
+  // then killed, as before the fix) and reports how it ended.
+  if (::access("/bin/bash", X_OK) != 0) GTEST_SKIP() << "no /bin/bash";
+  const std::string script = dir.file("term.sh");
+  std::ofstream(script) << "exec 3< <(exec sleep 60); writer=$!\n"
+                        << test::shell_quote(KILN_BINARY) << " validate /dev/stdin <&3 & pid=$!\n"
+                        << "exec 3<&-\n"
+                        << "i=0; while [ $i -lt 100 ]; do\n"
+                        << "  m=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/$pid/status 2>/dev/null)\n"
+                        << "  if [ -n \"$m\" ] && [ $(( 0x$m & 0x4000 )) -ne 0 ]; then break; fi\n"
+                        << "  sleep 0.1; i=$((i+1))\n"
+                        << "done\n"
+                        << "kill -TERM $pid; wait $pid; rc=$?; kill $writer 2>/dev/null; exit $rc\n";
+  CliResult t = test::run_shell("/bin/bash " + script);
   EXPECT_EQ(t.code, kExitInterrupted) << t.how_it_ended() << ": " << t.output();
 }
 
