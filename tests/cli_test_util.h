@@ -202,6 +202,21 @@ inline CliResult run_kiln(const std::string& args, const CliOptions& o = {}) {
   return run_shell(shell_quote(KILN_BINARY) + " " + args, o);
 }
 
+// Runs the built kiln binary as a user without privileges: as root (a container, CI), through
+// `setpriv --reuid=65534` (nobody), since root writes a read-only file and enters any folder; as anyone
+// else, as it is. Whatever the binary must reach (its folders, the test's files) must be open to others.
+// `skipped` is set, and nothing run, when root has no setpriv.
+inline CliResult run_kiln_unprivileged(const std::string& args, bool* skipped, const CliOptions& o = {}) {
+  *skipped = false;
+  if (::geteuid() != 0) return run_kiln(args, o);
+  if (::access("/usr/bin/setpriv", X_OK) != 0) {
+    *skipped = true;
+    return {};
+  }
+  return run_shell(
+      "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups " + shell_quote(KILN_BINARY) + " " + args, o);
+}
+
 // Runs the built kiln binary with these arguments, each passed as it is (no shell word splitting).
 inline CliResult run_kiln_argv(const std::vector<std::string>& args, const CliOptions& o = {}) {
   std::string line;

@@ -4,15 +4,42 @@
 // Every spec is read and validated first: one bad spec compiles none (exit 2) unless --keep-going. A spec's
 // "pin" is built exactly, as `kiln run --pin` builds it: an engine configuration cuDNN does not offer fails
 // that graph (exit 5), never falls back to the heuristics.
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
+#include "kiln/core/printable.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/planner.h"
 #include "kiln/spec/spec.h"
 
 namespace kiln::cli {
 namespace {
+
+// Ctrl-C or SIGTERM stops compile between graphs: what was compiled is in the store and was printed, and the
+// command exits 130 (kExitInterrupted). A second signal ends the process at once.
+std::atomic<bool> g_compile_interrupted{false};
+extern "C" void on_compile_interrupt(int sig) {
+  g_compile_interrupted = true;
+  std::signal(sig, SIG_DFL);
+}
+
+// The handlers for one compile run; the defaults come back when it ends.
+struct CompileSignals {
+  CompileSignals() {
+    g_compile_interrupted = false;
+    std::signal(SIGINT, on_compile_interrupt);
+    std::signal(SIGTERM, on_compile_interrupt);
+  }
+  ~CompileSignals() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }
+  CompileSignals(const CompileSignals&) = delete;
+  CompileSignals& operator=(const CompileSignals&) = delete;
+};
 
 struct CompileOptions {
   std::vector<std::string> specs;
@@ -33,21 +60,23 @@ struct CheckedSpec {
 // Prints what became of one graph (each of its segments when it was cut) and returns its outcome.
 CompileOutcome print_compiled(const Graph& g, const std::optional<EngineConfig>& pin, const CompiledGraph& c) {
   if (!c.segmented.empty() && !c.parts.empty())
-    std::printf("%-28s %s; compiling its %zu segments\n", g.name.c_str(), c.segmented.c_str(), c.parts.size());
-  if (c.parts.empty()) std::printf("%-28s FAILED  %s\n", g.name.c_str(), c.why.c_str());
+    std::printf("%-28s %s; compiling its %zu segments\n", printable(g.name).c_str(), printable(c.segmented).c_str(),
+                c.parts.size());
+  if (c.parts.empty()) std::printf("%-28s FAILED  %s\n", printable(g.name).c_str(), printable(c.why).c_str());
   for (const CompiledPart& p : c.parts) {
-    const char* name = p.graph_name.c_str();
+    const std::string shown = printable(p.graph_name);
+    const char* name = shown.c_str();
     if (p.outcome == CompileOutcome::kNeedsGpu) {
-      std::printf("%-28s needs a GPU: %s\n", name, p.why.c_str());
+      std::printf("%-28s needs a GPU: %s\n", name, printable(p.why).c_str());
       continue;
     }
     if (p.outcome == CompileOutcome::kFailed) {
-      std::printf("%-28s FAILED  %s\n", name, p.why.c_str());
+      std::printf("%-28s FAILED  %s\n", name, printable(p.why).c_str());
       continue;
     }
     for (const std::string& w : p.workarounds)
-      std::printf("%-28s note: known cuDNN defect worked around (%s)\n", name, w.c_str());
-    for (const std::string& w : p.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      std::printf("%-28s note: known cuDNN defect worked around (%s)\n", name, printable(w).c_str());
+    for (const std::string& w : p.warnings) std::fprintf(stderr, "warning: %s\n", printable(w).c_str());
     std::printf("%-28s %s  %s%s  %zu B plan, workspace %lld B, untuned\n", name,
                 p.signature.structure.substr(0, 12).c_str(), p.config.identity().c_str(), pin ? " (pinned)" : "",
                 p.plan_bytes, static_cast<long long>(p.workspace_bytes));
@@ -71,7 +100,7 @@ Status compile_cmd(const CompileOptions& o) {
     }
     StatusOr<std::optional<EngineConfig>> pin = g.is_ok() ? resolve_pin(*g, std::nullopt) : g.status();
     if (!pin.is_ok()) {
-      std::printf("%-28s INVALID  %s\n", spec.c_str(), pin.status().message().c_str());
+      std::printf("%-28s INVALID  %s\n", printable(spec).c_str(), printable(pin.status().message()).c_str());
       invalid.push_back(spec);
       continue;
     }
@@ -91,9 +120,17 @@ Status compile_cmd(const CompileOptions& o) {
   po.target = profile;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   std::vector<std::string> failed, need_gpu;
+  const CompileSignals signals;
+  // Test hook KILN_TEST_TERM_AFTER=N: the process sends itself SIGTERM once N graphs are done.
+  const char* term_after = std::getenv("KILN_TEST_TERM_AFTER");
+  const size_t term_at = term_after ? static_cast<size_t>(std::strtoul(term_after, nullptr, 10)) : 0;
+  size_t attempted = 0;
   for (const CheckedSpec& c : good) {
+    if (term_at > 0 && attempted == term_at) std::raise(SIGTERM);
+    if (g_compile_interrupted) break;
+    ++attempted;
     if (!c.unsupported.is_ok()) {
-      std::printf("%-28s FAILED  %s\n", c.path.c_str(), c.unsupported.message().c_str());
+      std::printf("%-28s FAILED  %s\n", printable(c.path).c_str(), printable(c.unsupported.message()).c_str());
       failed.push_back(c.unsupported.message());
       continue;
     }
@@ -102,8 +139,12 @@ Status compile_cmd(const CompileOptions& o) {
     if (out == CompileOutcome::kNeedsGpu) need_gpu.push_back(c.graph.name);
     if (out == CompileOutcome::kFailed) failed.push_back(compiled.why);
   }
-  std::printf("compiled %zu of %s for %s (sm_%d, %d SMs) into %s\n", good.size() - failed.size() - need_gpu.size(),
-              n_specs.c_str(), profile.gpu_name.c_str(), profile.sm_version, profile.sm_count, store_path.c_str());
+  const size_t compiled = attempted - failed.size() - need_gpu.size();
+  std::printf("compiled %zu of %s for %s (sm_%d, %d SMs) into %s\n", compiled, n_specs.c_str(),
+              printable(profile.gpu_name).c_str(), profile.sm_version, profile.sm_count, printable(store_path).c_str());
+  if (g_compile_interrupted)
+    return cancelled("interrupted: the " + std::to_string(compiled) +
+                     " compiled above are in the store; the rest were not compiled");
   if (!invalid.empty())
     return invalid_argument(std::to_string(invalid.size()) + " of " + n_specs +
                             " are not valid (above) and were skipped" +

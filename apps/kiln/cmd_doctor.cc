@@ -59,7 +59,7 @@ void add_doctor(CLI::App& app, Runner* run) {
   auto o = std::make_shared<DoctorOptions>();
   CLI::App* sub = app.add_subcommand("doctor", "Print the environment fingerprint plans are keyed on");
   sub->add_flag("--json", o->json, "Machine-readable output");
-  sub->add_option("--device", o->device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
+  sub->add_option("--device", o->device, "CUDA device ordinal")->check(whole_number_at_least(0));
   sub->callback([run, o] { *run = [o] { return run_doctor(*o); }; });
 }
 

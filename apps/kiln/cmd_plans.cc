@@ -108,12 +108,12 @@ void add_plans(CLI::App& app, Runner* run) {
   CLI::App* retune =
       add("retune", "Tune the queued graphs of this environment on this GPU and store the winners", run_retune);
   retune->add_option("--budget", o->budget_s, "Time budget for the whole run, seconds (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_at_least(0));
   retune->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate, ms")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   retune->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (quick tuning)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number_at_least(0));
   retune->add_flag("--json", o->json, "Machine-readable report");
 }
 

@@ -27,8 +27,13 @@
 
 namespace kiln::cli::plans {
 
-Status run_export(const PlansOptions& o) {
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/true));
+Status run_export(const PlansOptions& given) {
+  // --fingerprint as ls reads it: hex digits (refused otherwise, before anything is written), a unique prefix
+  // of a key standing for the whole key.
+  if (!given.fingerprint.empty()) KILN_RETURN_IF_ERROR(fingerprint_prefix_text(given.fingerprint).status());
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(given, true, /*read_only=*/true));
+  PlansOptions o = given;
+  KILN_ASSIGN_OR_RETURN(o.fingerprint, resolve_fingerprint_key(given.fingerprint, *store));
   ExportOptions eo;
   eo.filter = filter_of(o);
   eo.overwrite = o.force;

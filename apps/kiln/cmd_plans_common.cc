@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kiln/core/read_file.h"
 #include "kiln/core/hash.h"
 #include "kiln/core/strings.h"
 #include "kiln/lower/environment.h"
@@ -39,17 +40,19 @@ ListFilter filter_of(const PlansOptions& o) {
   return f;
 }
 
-bool said_no_store(const PlansOptions& o) {
-  std::error_code ec;
-  if (std::filesystem::exists(o.store, ec)) return false;
+StatusOr<bool> said_no_store(const PlansOptions& o) {
+  // Only nothing at the path is "no plan store": a store that cannot be reached (a link loop, a folder this
+  // user may not enter) is an error with the system's reason.
+  KILN_ASSIGN_OR_RETURN(bool exists, path_exists(o.store, "plan store"));
+  if (exists) return false;
   if (o.json) std::printf("[]\n");
-  else std::printf("no plan store at %s\n", o.store.c_str());
+  else std::printf("no plan store at %s\n", printable(o.store).c_str());
   return true;
 }
 
 StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist, bool read_only) {
-  std::error_code ec;
-  if (must_exist && !std::filesystem::exists(o.store, ec)) return not_found("no plan store at " + o.store);
+  KILN_ASSIGN_OR_RETURN(bool exists, path_exists(o.store, "plan store"));
+  if (must_exist && !exists) return not_found("no plan store at " + o.store);
   StoreOpenOptions so;
   so.read_only = read_only;
   return PlanStore::open(o.store, so);

@@ -31,7 +31,8 @@ Status run_ls(const PlansOptions& given) {
     return invalid_argument("ls --kernel-caches: --shape and --tuned select plans, and a kernel cache has neither "
                             "(one is kept per structure and environment): use --structure or --fingerprint");
   if (!given.fingerprint.empty()) KILN_RETURN_IF_ERROR(fingerprint_prefix_text(given.fingerprint).status());
-  if (said_no_store(given)) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(bool no_store, said_no_store(given));
+  if (no_store) return Status::ok();
   KILN_ASSIGN_OR_RETURN(auto store, open_store(given, true, /*read_only=*/true));
   // --fingerprint may be the 12 digits the table shows (a unique prefix): from here on, the whole key.
   PlansOptions o = given;
@@ -42,9 +43,14 @@ Status run_ls(const PlansOptions& given) {
   }
   KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store->list(filter_of(o)));
   KILN_ASSIGN_OR_RETURN(JudgedAgainst env, judged_against(o));
+  // A corrupt record (verify's check) is neither current nor stale: its fingerprint is not judged.
   std::vector<FingerprintCheck> checks;
   for (const PlanSummary& p : plans)
-    checks.push_back(check_fingerprint(p.record.fingerprint, env.fingerprint, env.policy));
+    checks.push_back(p.problem.empty() ? check_fingerprint(p.record.fingerprint, env.fingerprint, env.policy)
+                                       : FingerprintCheck{});
+  auto status_of = [&](size_t i) -> std::string {
+    return !plans[i].problem.empty() ? "corrupt" : checks[i].pass ? "current" : "stale";
+  };
   // The keys that serve as an unfused chain (docs/store.md "Fusion decisions"), by key and environment.
   KILN_ASSIGN_OR_RETURN(std::vector<FusionRecord> fusions, store->list_fusion_records());
   std::map<std::tuple<std::string, std::string, std::string>, const FusionRecord*> chain_of;
@@ -57,8 +63,9 @@ Status run_ls(const PlansOptions& given) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (size_t i = 0; i < plans.size(); ++i) {
       nlohmann::ordered_json j = record_json(plans[i].record, plans[i].plan_size);
-      j["status"] = checks[i].pass ? "current" : "stale";
+      j["status"] = status_of(i);
       j["stale_reasons"] = checks[i].reasons;
+      if (!plans[i].problem.empty()) j["problem"] = plans[i].problem;
       j["judged_against"] = env.basis;
       if (const FusionRecord* f = chain_for(plans[i].record)) {
         nlohmann::ordered_json parts = nlohmann::ordered_json::array();
@@ -75,18 +82,27 @@ Status run_ls(const PlansOptions& given) {
   }
   std::vector<std::vector<std::string>> rows = {
       {"STRUCTURE", "SHAPE", "GPU", "CUDNN", "FRONTEND", "ENGINE", "TUNED", "MEDIAN", "VERDICT", "AGE", "STATUS"}};
-  size_t stale = 0;
+  size_t stale = 0, corrupt = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     const PlanRecord& r = plans[i].record;
-    stale += checks[i].pass ? 0 : 1;
+    corrupt += plans[i].problem.empty() ? 0 : 1;
+    stale += plans[i].problem.empty() && !checks[i].pass ? 1 : 0;
     rows.push_back({r.structure_sig.substr(0, 12), r.shape_key, r.fingerprint.gpu_name,
                     EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_version),
                     EnvFingerprint::cudnn_version_string(r.fingerprint.cudnn_frontend_version),
                     plan_identity(r.engine_id, r.knobs), r.tuned ? "yes" : "no", ms_text(r.stats.median_ms, r.tuned),
-                    disposition_name(r.numerics.verdict), age_of(r.created_at), checks[i].pass ? "current" : "STALE"});
+                    disposition_name(r.numerics.verdict), age_of(r.created_at),
+                    plans[i].problem.empty() && checks[i].pass ? "current"
+                    : plans[i].problem.empty()                 ? "STALE"
+                                                               : "CORRUPT"});
   }
   print_table(rows);
   for (size_t i = 0; i < plans.size(); ++i) {
+    if (!plans[i].problem.empty()) {
+      std::printf("corrupt %s/%s: %s\n", printable(plans[i].record.structure_sig.substr(0, 12)).c_str(),
+                  printable(plans[i].record.shape_key).c_str(), printable(plans[i].problem).c_str());
+      continue;
+    }
     if (checks[i].pass) continue;
     std::string why;
     for (const std::string& reason : checks[i].reasons) why += (why.empty() ? "" : "; ") + reason;
@@ -103,8 +119,12 @@ Status run_ls(const PlansOptions& given) {
                 f->parts.size(), printable(names).c_str(), ms_text(f->unfused_ms, true).c_str(),
                 ms_text(f->fused_ms, f->fused_ms > 0).c_str(), f->policy.c_str());
   }
-  std::printf("%zu plan%s in %s, %zu stale (judged against %s)\n", plans.size(), plans.size() == 1 ? "" : "s",
-              o.store.c_str(), stale, env.basis.c_str());
+  std::printf("%zu plan%s in %s, %zu stale%s (judged against %s)\n", plans.size(), plans.size() == 1 ? "" : "s",
+              printable(o.store).c_str(), stale,
+              corrupt > 0 ? (", " + std::to_string(corrupt) + " corrupt").c_str() : "", env.basis.c_str());
+  if (corrupt > 0)
+    std::printf("(a corrupt record is never run: `kiln plans verify --quarantine` moves it aside, `kiln plans gc` "
+                "drops it)\n");
   if (stale > 0)
     std::printf("(a stale plan is never run: `kiln plans retune` or `kiln tune --untuned` bakes it again on the "
                 "GPU, `kiln compile --target` ahead of time; `kiln plans gc --stale` drops it)\n");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kiln/core/read_file.h"
 #include "kiln/core/hash.h"
 #include "kiln/lower/lower.h"
 #include "kiln/tune/tune_policy.h"
@@ -51,10 +52,11 @@ nlohmann::ordered_json queue_entry_json(const RetuneQueueEntry& e) {
 
 Status run_queue(const PlansOptions& o) {
   if (o.clear) {
-    std::error_code ec;
-    if (!std::filesystem::exists(o.store, ec)) return not_found("no plan store at " + o.store);
+    KILN_ASSIGN_OR_RETURN(bool exists, path_exists(o.store, "plan store"));
+    if (!exists) return not_found("no plan store at " + o.store);
   }
-  if (said_no_store(o)) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(bool no_store, said_no_store(o));
+  if (no_store) return Status::ok();
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store->list_retune_queue(o.fingerprint));
   if (!o.structure.empty()) {

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "kiln/core/printable.h"
 #include "kiln/core/atomic_file.h"
 #include "kiln/lower/lower.h"
 
@@ -21,7 +22,7 @@ void add_profile(CLI::App& app, Runner* run) {
   sub->require_subcommand(1);
   CLI::App* rec = sub->add_subcommand("record", "Record this machine's GPU (needs a GPU)");
   rec->add_option("--out", o->out, "Where to write the profile JSON")->capture_default_str();
-  rec->add_option("--device", o->device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
+  rec->add_option("--device", o->device, "CUDA device ordinal")->check(whole_number_at_least(0));
   rec->add_flag("--force", o->force, "Write over an existing profile file");
   rec->callback([run, o] {
     *run = [o]() -> Status {
@@ -34,8 +35,8 @@ void add_profile(CLI::App& app, Runner* run) {
       const DeviceProfile& p = *recorded;
       KILN_RETURN_IF_ERROR(
           write_file_atomically(o->out, fo, [&p](const std::string& tmp) { return save_device_profile(p, tmp); }));
-      std::printf("recorded %s (sm_%d, %d SMs, cuDNN %lld) into %s\n", p.gpu_name.c_str(), p.sm_version, p.sm_count,
-                  static_cast<long long>(p.recorded_cudnn_version), o->out.c_str());
+      std::printf("recorded %s (sm_%d, %d SMs, cuDNN %lld) into %s\n", printable(p.gpu_name).c_str(), p.sm_version,
+                  p.sm_count, static_cast<long long>(p.recorded_cudnn_version), o->out.c_str());
       return Status::ok();
     };
   });
@@ -45,8 +46,9 @@ void add_profile(CLI::App& app, Runner* run) {
     *run = [o]() -> Status {
       KILN_ASSIGN_OR_RETURN(DeviceProfile p, load_device_profile(o->path));
       std::printf("%s: sm_%d, %d SMs, recorded with cuDNN %lld on %s, %zu bytes of cuDNN device properties\n",
-                  p.gpu_name.c_str(), p.sm_version, p.sm_count, static_cast<long long>(p.recorded_cudnn_version),
-                  p.recorded_at.c_str(), p.cudnn_device_properties.size());
+                  printable(p.gpu_name).c_str(), p.sm_version, p.sm_count,
+                  static_cast<long long>(p.recorded_cudnn_version), printable(p.recorded_at).c_str(),
+                  p.cudnn_device_properties.size());
       return Status::ok();
     };
   });

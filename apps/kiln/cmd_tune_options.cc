@@ -105,15 +105,20 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_flag("--list", o->list, "List candidates (engine + knobs, modes, behaviour notes) without timing");
   sub->add_flag("--json", o->json, "Machine-readable report");
   sub->add_option("--pin", o->pin, "Build, check and time exactly this engine configuration (e.g. eng12_k2=1)");
-  sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (quick tuning)");
-  sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes");
+  sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (quick tuning)")
+      ->check(whole_number_at_least(0));
+  sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes")
+      ->check(whole_number_at_least(0));
   sub->add_option("--exclude", o->exclude, "Identities or engN prefixes to skip");
   sub->add_option("--budget", o->budget_s,
                   "Time budget for the whole run, seconds (0: none): builds, references and the unfused alternative "
-                  "included; the best verified result within it is stored");
+                  "included; the best verified result within it is stored")
+      ->check(number_at_least(0));
   sub->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate, ms")
+      ->check(positive_number())
       ->capture_default_str();
   sub->add_option("--target-noise", o->target_noise, "Stop sampling at this relative standard error of the median")
+      ->check(number_at_least(0))
       ->capture_default_str();
   sub->add_flag("--hot-cache", o->hot_cache, "Do not flush L2 between samples (graphs that run back-to-back)");
   sub->add_flag("--graph-replay", o->graph_replay,
@@ -124,6 +129,7 @@ void add_tune(CLI::App& app, Runner* run) {
       ->capture_default_str();
   sub->add_option("--workspace-tolerance", o->workspace_tolerance,
                   "Fraction of the best time allowed for --objective workspace")
+      ->check(number_at_least(0))
       ->capture_default_str();
   add_seed_option(sub, &o->seed, "Seed of the random inputs");
   sub->add_option(

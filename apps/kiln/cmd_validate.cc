@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kiln/core/printable.h"
 #include "kiln/core/atomic_file.h"
 #include "kiln/graph/advice.h"
 #include "kiln/graph/graph.h"
@@ -72,8 +73,8 @@ Status run_validate(const ValidateCmdOptions& o) {
         KILN_ASSIGN_OR_RETURN(doc, normalized_graph_json(*g));
         if (o.normalized != "-") KILN_RETURN_IF_ERROR(check_destination(o.normalized, normalized_destination(o)));
       }
-      std::fprintf(report, "OK   %s: %s\n", path.c_str(), summary(*g).c_str());
-      for (const Advice& a : graph_advice(*g)) std::fprintf(report, "     advice: %s\n", a.message.c_str());
+      std::fprintf(report, "OK   %s: %s\n", printable(path).c_str(), printable(summary(*g)).c_str());
+      for (const Advice& a : graph_advice(*g)) std::fprintf(report, "     advice: %s\n", printable(a.message).c_str());
       if (o.normalized == "-" && (std::printf("%s\n", doc.c_str()) < 0 || std::fflush(stdout) != 0))
         return unavailable("cannot write the normalized graph to standard output");
       if (!o.normalized.empty() && o.normalized != "-")
@@ -83,7 +84,7 @@ Status run_validate(const ValidateCmdOptions& o) {
     ++failed;
     if (first.is_ok()) first = g.status();
     // With several specs, report each failure here; main() prints the returned status once.
-    if (o.specs.size() > 1) std::fprintf(stderr, "FAIL %s\n", g.status().message().c_str());
+    if (o.specs.size() > 1) std::fprintf(stderr, "FAIL %s\n", printable(g.status().message()).c_str());
   }
   if (failed == 0) return Status::ok();
   if (o.specs.size() == 1) return first;
@@ -95,8 +96,9 @@ void add_validate(CLI::App& app, Runner* run) {
   auto o = std::make_shared<ValidateCmdOptions>();
   CLI::App* sub = app.add_subcommand("validate", "Parse and validate graph specs (exit 2 on a bad spec)");
   sub->add_option("specs", o->specs, "Spec files (JSON, see docs/spec.md)")->required();
-  sub->add_option("--target-sm", o->target_sm, "Check against this SM version (e.g. 90); 0 = any")
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--target-sm", o->target_sm,
+                  "Check against this SM version, major * 10 + minor (90 for SM 9.0); 0 = any")
+      ->check(sm_version_option());
   CLI::Option* normalized =
       sub->add_option("--normalized", o->normalized,
                       "Also write the validated graph as a normalized-graph JSON document (docs/normalized-graph.md) "

@@ -1,8 +1,12 @@
 #include "commands.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace kiln::cli {
@@ -46,6 +50,76 @@ CLI::Option* add_seed_option(CLI::App* sub, uint64_t* seed, const std::string& h
       },
       "");  // the type (UINT) says it in --help
   return sub->add_option("--seed", *seed, help)->transform(decimal)->capture_default_str();
+}
+
+namespace {
+// The value as a number, or nullopt when it is not one whole ("1x", "", "nan"); `whole`: an integer.
+std::optional<double> read_number(const std::string& v, bool whole) {
+  if (v.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  if (whole) {
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (errno != 0 || end != v.c_str() + v.size()) return std::nullopt;
+    return static_cast<double>(n);
+  }
+  const double d = std::strtod(v.c_str(), &end);
+  if (errno != 0 || end != v.c_str() + v.size() || !std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
+std::string number_text(double d) {
+  std::string s = std::to_string(d);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+}  // namespace
+
+CLI::Validator number_at_least(double min) {
+  return CLI::Validator(
+      [min](std::string& v) -> std::string {
+        const std::optional<double> d = read_number(v, false);
+        if (d && *d >= min) return "";
+        return "must be a number >= " + number_text(min) + ", got '" + v + "'";
+      },
+      "NUMBER >= " + number_text(min));
+}
+
+CLI::Validator whole_number_at_least(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& v) -> std::string {
+        const std::optional<double> d = read_number(v, true);
+        if (d && *d >= static_cast<double>(min)) return "";
+        return "must be a whole number >= " + std::to_string(min) + ", got '" + v + "'";
+      },
+      "INT >= " + std::to_string(min));
+}
+
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const std::optional<double> d = read_number(v, false);
+        if (d && *d > 0) return "";
+        return "must be a number > 0, got '" + v + "'";
+      },
+      "NUMBER > 0");
+}
+
+CLI::Validator sm_version_option() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const std::optional<double> d = read_number(v, true);
+        if (!d || *d < 0 || *d > 1000)
+          return "must be an SM version written as major * 10 + minor (90 for SM 9.0), or 0 for any; got '" + v + "'";
+        if (*d >= 1 && *d <= 9) {
+          const std::string n = std::to_string(static_cast<int>(*d));
+          return "'" + n + "' is ambiguous: an SM version is written as major * 10 + minor; write " + n + "0 for SM " +
+                 n + ".0";
+        }
+        return "";
+      },
+      "SM");
 }
 
 }  // namespace kiln::cli

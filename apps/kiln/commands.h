@@ -30,6 +30,19 @@ CLI::Option* add_seed_option(CLI::App* sub, uint64_t* seed, const std::string& h
 // script) is a usage error, not "the option was not given" (exit 2, "--store: the path is empty").
 CLI::Validator non_empty_path();
 
+// Checks for a number option, at parse time (before any GPU is touched): the value must read whole as a
+// number (an integer for whole_number_at_least) not below `min`; a usage error names the option, the bound and
+// the value ("--device: must be a whole number >= 0, got '-1'", exit 2). CLI11's NonNegativeNumber and
+// PositiveNumber instead print a double's range, 309 digits of it.
+CLI::Validator number_at_least(double min);
+CLI::Validator whole_number_at_least(int64_t min);
+// A number above 0 (a budget, a time): "must be a number > 0, got '0'".
+CLI::Validator positive_number();
+
+// --target-sm: an SM version as cuDNN writes it, major * 10 + minor (90 for SM 9.0), or 0 for any. A value from
+// 1 to 9 is refused as ambiguous (7 could be SM 7.0 or a typo for 70): "write 70 for SM 7.0".
+CLI::Validator sm_version_option();
+
 }  // namespace kiln::cli
 
 #define KILN_REGISTER_COMMAND(name, adder) \

@@ -1,5 +1,8 @@
 // kiln: a thin CLI. Parse options, call the library, turn its Status into an exit code and a message.
+#include <unistd.h>
+
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -9,6 +12,7 @@
 #include "kiln/core/build_identity.h"
 #include "kiln/core/exit_codes.h"
 #include "kiln/core/log.h"
+#include "kiln/core/printable.h"
 
 namespace {
 
@@ -40,9 +44,29 @@ std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv)
   return std::nullopt;
 }
 
+// SIGTERM, for a command that does not handle it itself (tune and compile stop between steps and keep what
+// they finished): the documented "interrupted" exit, 130, rather than the shell's 143 for a killed process.
+extern "C" void on_unhandled_sigterm(int) { ::_exit(kiln::kExitInterrupted); }
+
+// Output that could not be written (a full disk, `> /dev/full`, a closed stdout) fails the command: stdio
+// buffers, so the error shows only once the buffer is flushed, after the command has returned. `st` is the
+// command's own outcome, kept when it already failed.
+kiln::Status check_stdout(kiln::Status st) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return st;
+  const int err = errno;
+  kiln::Status out =
+      kiln::unavailable(std::string("writing standard output failed: ") +
+                        (err ? std::strerror(err) : "an output error") + " (what was printed is incomplete)");
+  if (st.is_ok()) return out;
+  std::fprintf(stderr, "kiln: %s\n", out.message().c_str());
+  return st;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::signal(SIGTERM, on_unhandled_sigterm);
   CLI::App app{"Kiln: fused cuDNN graphs, tuned, baked and shipped"};
   app.set_version_flag("--version",
                        std::string("kiln ") + kiln::kiln_version_string() + " (" + kiln::kiln_git_revision() + ")");
@@ -61,26 +85,21 @@ int main(int argc, char** argv) {
       }
     }
     int rc = app.exit(e);
-    return rc == 0 ? kiln::kExitOk : kiln::kExitBadInput;
+    if (rc != 0) return kiln::kExitBadInput;
+    // --help and --version print to stdout and end here: a failed write fails them as it fails a command.
+    kiln::Status out = check_stdout(kiln::Status::ok());
+    if (!out.is_ok()) std::fprintf(stderr, "kiln: %s\n", out.to_string().c_str());
+    return kiln::exit_code_for(out);
   }
   if (verbose) kiln::set_log_level(kiln::LogLevel::kInfo);
   // The library returns a Status for every failure; should anything still throw, it is a bug (exit 10)
   // reported in one line, not an abort.
   kiln::Status st =
       kiln::catch_exceptions("kiln", [&] { return run ? run() : kiln::invalid_argument("no subcommand"); });
-  // Output that could not be written (a full disk, `> /dev/full`, a closed stdout) fails the command: stdio
-  // buffers, so the error shows only once the buffer is flushed, after the command has returned.
-  errno = 0;
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    const int err = errno;
-    kiln::Status out =
-        kiln::unavailable(std::string("writing standard output failed: ") +
-                          (err ? std::strerror(err) : "an output error") + " (what was printed is incomplete)");
-    if (st.is_ok()) st = out;
-    else std::fprintf(stderr, "kiln: %s\n", out.message().c_str());
-  }
+  st = check_stdout(st);
   if (!st.is_ok()) {
-    std::fprintf(stderr, "kiln: %s\n", st.to_string().c_str());
+    // The message quotes names from specs and stores: a NUL would cut it, a control byte reach the terminal.
+    std::fprintf(stderr, "kiln: %s\n", kiln::printable_lines(st.to_string()).c_str());
     if (verbose && !st.trace().empty()) std::fprintf(stderr, "  trace:\n%s\n", st.trace().c_str());
   }
   return kiln::exit_code_for(st);

@@ -61,7 +61,7 @@ struct JudgedAgainst {
 ListFilter filter_of(const PlansOptions& o);
 // For the listing subcommands (ls, queue): true when o.store does not exist, having said so ("[]" with
 // --json, else "no plan store at ...").
-bool said_no_store(const PlansOptions& o);
+StatusOr<bool> said_no_store(const PlansOptions& o);
 // The store at o.store; `must_exist`: NotFound for a missing file instead of creating one.
 // `read_only`: for the commands that only read (ls, show, verify without --quarantine, export): the file is
 // not touched (no schema added to an older store, no switch to WAL), and a store in a read-only place opens.

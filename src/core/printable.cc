@@ -29,4 +29,16 @@ std::string printable(const std::string& s) {
   return out;
 }
 
+std::string printable_lines(const std::string& s) {
+  std::string out;
+  size_t start = 0;
+  for (;;) {
+    const size_t nl = s.find('\n', start);
+    out += printable(s.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (nl == std::string::npos) return out;
+    out += '\n';
+    start = nl + 1;
+  }
+}
+
 }  // namespace kiln

@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 namespace kiln {
@@ -53,6 +54,13 @@ struct Fd {
   int fd;
 };
 
+// Why a path could not be opened or read, from errno: NotFound when nothing is there, else bad input with the
+// system's reason (a file this user may not read is not a missing one).
+Status unreadable(const std::string& name, int err) {
+  const std::string why = name + " cannot be read: " + std::strerror(err);
+  return err == ENOENT || err == ENOTDIR ? not_found(why) : invalid_argument(why);
+}
+
 // "N" is a descriptor number: digits only, at least one.
 bool is_number(const std::string& s) {
   if (s.empty()) return false;
@@ -62,6 +70,14 @@ bool is_number(const std::string& s) {
 }
 
 }  // namespace
+
+StatusOr<bool> path_exists(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return true;
+  const int err = errno;
+  if (err == ENOENT || err == ENOTDIR) return false;
+  return invalid_argument(what + " '" + path + "' cannot be reached: " + std::strerror(err));
+}
 
 bool names_open_descriptor(const std::string& path) {
   if (path == "/dev/stdin") return true;
@@ -91,18 +107,18 @@ StatusOr<std::string> read_file(const std::string& path, const ReadFileOptions& 
   // Opened without waiting: a FIFO that took the path's place since the check would otherwise block the open
   // until a writer comes. What was opened is checked again, then read blocking as usual.
   const Fd f(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (f.fd < 0) return not_found(name + " cannot be read");
+  if (f.fd < 0) return unreadable(name, errno);
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) return not_found(name + " cannot be read");
+  if (::fstat(f.fd, &st) != 0) return unreadable(name, errno);
   KILN_RETURN_IF_ERROR(check_kind(st, path, o, f.fd));
   const int flags = ::fcntl(f.fd, F_GETFL);
-  if (flags < 0 || ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return not_found(name + " cannot be read");
+  if (flags < 0 || ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return unreadable(name, errno);
   std::string text;
   std::vector<char> piece(1 << 16);
   for (;;) {
     const ssize_t n = ::read(f.fd, piece.data(), piece.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return not_found(name + " cannot be read");
+    if (n < 0) return unreadable(name, errno);
     if (n == 0) break;
     text.append(piece.data(), static_cast<size_t>(n));
     if (o.max_bytes >= 0 && text.size() > static_cast<size_t>(o.max_bytes))

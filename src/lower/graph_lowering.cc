@@ -117,7 +117,9 @@ StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph, cons
       .set_intermediate_data_type(to_fe_dtype(graph.intermediate_dtype))
       .set_compute_data_type(to_fe_dtype(graph.compute_dtype));
   LowerCtx c{graph, *fg, std::vector<TensorPtr>(graph.tensors.size()), uids};
-  // Nodes in dependency order: a node runs once all its inputs exist.
+  // Nodes in dependency order: a node runs once all its inputs exist. Producers from one index (Graph::producer()
+  // scans the nodes per call).
+  const GraphRoles roles(graph);
   std::vector<bool> done(graph.nodes.size(), false);
   size_t remaining = graph.nodes.size();
   while (remaining > 0) {
@@ -127,7 +129,7 @@ StatusOr<std::shared_ptr<fe::graph::Graph>> lower_graph(const Graph& graph, cons
       const Node& n = graph.nodes[i];
       bool ready = true;
       for (int t : n.inputs) {
-        int p = graph.producer(t);
+        int p = roles.producer(t);
         if (p >= 0 && !done[static_cast<size_t>(p)]) ready = false;
       }
       if (!ready) continue;

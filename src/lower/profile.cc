@@ -77,6 +77,77 @@ StatusOr<DeviceProfile> builtin_h200_profile() {
 }
 
 namespace {
+constexpr int kProfileFormat = 1;  // the "kiln_device_profile" this Kiln writes and reads
+
+// A JSON value's kind, with every number one kind (nlohmann tells signed, unsigned and float apart).
+char profile_json_kind(const nlohmann::json& v) {
+  return v.is_number()    ? 'n'
+         : v.is_string()  ? 's'
+         : v.is_array()   ? 'a'
+         : v.is_object()  ? 'o'
+         : v.is_boolean() ? 'b'
+                          : '-';
+}
+
+// "9.19.0" from cuDNN's version number (major * 10000 + minor * 100 + patch since cuDNN 9).
+std::string profile_cudnn_version_text(int64_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+// The profile's format and the cuDNN it was recorded with. cuDNN's device properties are its own
+// serialization: a profile from another cuDNN release (major or minor) is recorded again, not guessed at.
+Status check_profile_format(const nlohmann::ordered_json& j, const std::string& path) {
+  const std::string name = "device profile '" + path + "'";
+  if (!j.contains("kiln_device_profile") || !j["kiln_device_profile"].is_number_integer())
+    return invalid_argument(name + ": missing 'kiln_device_profile' (the format version, " +
+                            std::to_string(kProfileFormat) + "): not a profile `kiln profile record` wrote");
+  const int64_t format = j["kiln_device_profile"].get<int64_t>();
+  if (format != kProfileFormat)
+    return invalid_argument(name + ": format version " + std::to_string(format) + ", and this Kiln reads version " +
+                            std::to_string(kProfileFormat) + " (record the profile again with `kiln profile record`)");
+  if (!j.contains("recorded_cudnn_version") || !j["recorded_cudnn_version"].is_number_integer())
+    return invalid_argument(name + ": missing 'recorded_cudnn_version' (an integer, as cuDNN gives it: 91900)");
+  const int64_t recorded = j["recorded_cudnn_version"].get<int64_t>();
+  const auto loaded = static_cast<int64_t>(cudnnGetVersion());
+  if (recorded < 0 || recorded / 100 != loaded / 100)
+    return invalid_argument(name + ": recorded with cuDNN " + profile_cudnn_version_text(recorded) +
+                            ", and this Kiln runs cuDNN " + profile_cudnn_version_text(loaded) +
+                            ": cuDNN's device properties are read only by the release that wrote them; record the " +
+                            "profile again with this cuDNN (`kiln profile record` on the GPU)");
+  return Status::ok();
+}
+
+// cuDNN's device properties: an object with every field this cuDNN records (the built-in H200 profile's, made
+// by the same release), agreeing with the sm_version and sm_count beside them. The frontend would otherwise
+// refuse them only when a graph is compiled, in its own words (exit 5).
+Status check_device_properties(const DeviceProfile& p, const std::string& path) {
+  const std::string name = "device profile '" + path + "': cudnn_device_properties";
+  const nlohmann::json props = nlohmann::json::parse(p.cudnn_device_properties, nullptr, false);
+  if (props.is_discarded() || !props.is_object()) return invalid_argument(name + " is not a JSON object");
+  const nlohmann::json builtin = nlohmann::json::parse(generated::kH200ProfileJson, nullptr, false);
+  if (builtin.is_object() && builtin.contains("cudnn_device_properties"))
+    for (const auto& [key, value] : builtin["cudnn_device_properties"].items())
+      if (!props.contains(key) || profile_json_kind(props[key]) != profile_json_kind(value))
+        return invalid_argument(name + ": '" + key + "' is missing or not a" +
+                                (value.is_string()  ? " string"
+                                 : value.is_array() ? "n array"
+                                                    : " number") +
+                                " (record the profile again with `kiln profile record`)");
+  for (const char* key : {"deviceVer", "multiProcessorCount"})
+    if (!props.contains(key) || !props[key].is_number_integer())
+      return invalid_argument(name + ": '" + key + "' is missing or not an integer");
+  const int64_t device_ver = props["deviceVer"].get<int64_t>();  // 900 for SM 9.0
+  if (device_ver / 10 != p.sm_version)
+    return invalid_argument("device profile '" + path + "': sm_version " + std::to_string(p.sm_version) +
+                            " contradicts cudnn_device_properties.deviceVer " + std::to_string(device_ver) + " (SM " +
+                            std::to_string(device_ver / 10) + ")");
+  if (props["multiProcessorCount"].get<int64_t>() != p.sm_count)
+    return invalid_argument("device profile '" + path + "': sm_count " + std::to_string(p.sm_count) +
+                            " contradicts cudnn_device_properties.multiProcessorCount " +
+                            std::to_string(props["multiProcessorCount"].get<int64_t>()));
+  return Status::ok();
+}
+
 StatusOr<DeviceProfile> parse_device_profile_unchecked(const std::string& text, const std::string& path) {
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid_argument("device profile '" + path + "': not valid JSON");
@@ -99,13 +170,14 @@ StatusOr<DeviceProfile> parse_device_profile_unchecked(const std::string& text, 
   p.sm_count = j["sm_count"].get<int>();
   if (p.sm_version <= 0 || p.sm_count <= 0)
     return invalid_argument("device profile '" + path + "': sm_version and sm_count must be positive");
-  if (j.contains("recorded_cudnn_version") && j["recorded_cudnn_version"].is_number_integer())
-    p.recorded_cudnn_version = j["recorded_cudnn_version"].get<int64_t>();
+  KILN_RETURN_IF_ERROR(check_profile_format(j, path));
+  p.recorded_cudnn_version = j["recorded_cudnn_version"].get<int64_t>();
   if (j.contains("recorded_at") && j["recorded_at"].is_string()) p.recorded_at = j["recorded_at"].get<std::string>();
   if (j.contains("cudnn_device_properties")) p.cudnn_device_properties = j["cudnn_device_properties"].dump();
   else if (j.contains("cudnn_device_properties_text") && j["cudnn_device_properties_text"].is_string())
     p.cudnn_device_properties = j["cudnn_device_properties_text"].get<std::string>();
   else return invalid_argument("device profile '" + path + "': missing 'cudnn_device_properties'");
+  KILN_RETURN_IF_ERROR(check_device_properties(p, path));
   return p;
 }
 }  // namespace

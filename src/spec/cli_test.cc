@@ -1,10 +1,13 @@
 // `kiln validate` and `kiln signature` run as a user runs them: exit codes and messages.
 #include <sys/stat.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -331,6 +334,167 @@ TEST(Cli, UnknownCommandIsNamedAndTheCommandsListed) {
   r = run_kiln("validate --no-such-flag x.json");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no-such-flag"), std::string::npos) << r.err;
+}
+
+// Regression (hostile pass, item 4): a NUL in a name cut the error message short, and control characters and
+// escape sequences in names reached the terminal raw from validate's OK line and its errors. Every byte of a
+// name is now shown, controls as \xNN.
+TEST(Cli, NamesWithControlBytesArePrintedEscapedAndWhole) {
+  const std::string bad = write_temp("ctl_bad.json", R"({"tensors": {"x\u0000hidden": {"dims": [2, 8]},
+    "y\u001b[31mred": {"dims": [2, 8, 3]}}, "nodes": [{"name": "n\u001b]0;title\u0007", "op": "add",
+    "inputs": ["x\u0000hidden", "y\u001b[31mred"], "outputs": ["z"]}], "outputs": ["z"]})");
+  CliResult r = run_kiln("validate " + bad);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("node 'n\\x1b]0;title\\x07' (add): input 'x\\x00hidden' [2,8] and input 'y\\x1b[31mred' "
+                       "[2,8,3] do not broadcast"),
+            std::string::npos)
+      << r.err;
+  const std::string good = write_temp("ctl_good.json", R"({"name": "g\u001b[2J", "tensors": {"x": {"dims": [2, 8]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  r = run_kiln("validate " + good + " " + bad);  // several specs: each failure on its own FAIL line
+  EXPECT_NE(r.out.find("'g\\x1b[2J': 1 node(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("FAIL " + bad + ": node 'n\\x1b]0;title\\x07'"), std::string::npos) << r.err;
+  for (const std::string& text : {r.out, r.err}) {
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+    EXPECT_EQ(text.find('\0'), std::string::npos) << text;
+  }
+}
+
+// Regression (hostile pass, item 5): `kiln --version > /dev/full` exited 0 (CLI11 prints it and main returned
+// before its check of standard output). --version and --help fail as any command does.
+TEST(Cli, VersionAndHelpToAFullDeviceFail) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const std::string args : {"--version", "--help", "plans --help"}) {
+    CliResult r = run_kiln(args + " > /dev/full");
+    EXPECT_EQ(r.code, 3) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("writing standard output failed"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(run_kiln(args + " > /dev/null").code, 0) << args;
+  }
+}
+
+// Regression (hostile pass, item 8): a 62 MB spec whose dims array held 31M entries took 14.5 s and 3.5 GB
+// before it was refused. The reading scan counts a tensor's dims and strides and refuses past the rank
+// limit before any document is built; the message names the tensor and the attribute.
+TEST(Cli, ADimsArrayPastTheRankLimitIsRefusedWhileReading) {
+  std::string dims;
+  for (int i = 0; i < 3000000; ++i) dims += i ? ",1" : "1";
+  const std::string spec = write_temp(
+      "long_dims.json", R"({"tensors": {"x": {"dims": [)" + dims + R"(]}, "w": {"dims": [2, 2], "strides": [)" +
+                            dims.substr(0, 19) + R"(]}}, "nodes": [{"name": "r", "op": "relu", "inputs": ["x"],
+    "outputs": ["y"]}], "outputs": ["y"]})");
+  kiln::test::CliOptions o;
+  o.timeout_s = 60;
+  CliResult r = run_kiln("validate " + spec, o);
+  EXPECT_EQ(r.code, 2) << r.how_it_ended() << ": " << r.err;
+  EXPECT_NE(r.err.find("long_dims.json: tensor 'x': attribute 'dims': 3000000 entries, over the rank limit of 8"),
+            std::string::npos)
+      << r.err;
+  const std::string strides = write_temp("long_strides.json", R"({"tensors": {"w": {"dims": [2, 2], "strides": [)" +
+                                                                  dims.substr(0, 19) + R"(]}}, "nodes": [],
+    "outputs": ["w"]})");
+  r = run_kiln("validate " + strides);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("tensor 'w': attribute 'strides': 10 entries, over the rank limit of 8"), std::string::npos)
+      << r.err;
+}
+
+// Regression (hostile pass, item 12): a dim of 2^64 was "a number with a fraction", and `"outputs": []` got a
+// message about something else. Each now says what is wrong: out of range with the limit, no outputs.
+TEST(Cli, HugeDimAndNoOutputsSayWhatIsWrong) {
+  const std::string big = write_temp("dim_2_64.json", R"({"tensors": {"x": {"dims": [18446744073709551616, 8]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  CliResult r = run_kiln("validate " + big);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("tensor 'x': attribute 'dims'[0]: 18446744073709551616 is out of range (a dim is at most "
+                       "2147483647"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("fraction"), std::string::npos) << r.err;
+  const std::string none = write_temp("no_outputs.json", R"({"tensors": {"x": {"dims": [2, 8]}},
+    "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": []})");
+  r = run_kiln("validate " + none);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("no_outputs.json: spec: key 'outputs': the graph has no outputs"), std::string::npos) << r.err;
+}
+
+// Regression (hostile pass, item 10): numeric options out of range printed CLI11's range, a double's max in
+// 309 digits; `--target-sm 7` was read as SM 0.7; `tune --max-workspace -1` was refused only after the GPU
+// check (exit 3 on a machine without one). Each is a usage error (exit 2) naming the option, the bound and
+// the value, found while parsing.
+TEST(Cli, NumericOptionsAreRefusedWithPlainBoundsBeforeAnyWork) {
+  struct Case {
+    std::string args, says;
+  };
+  const std::string spec = ex("conv_bias_relu.json");
+  for (const Case& c : std::vector<Case>{
+           {"doctor --device -1", "--device: must be a whole number >= 0, got '-1'"},
+           {"plans retune --candidate-budget-ms 1e-320", "--candidate-budget-ms: must be a number > 0, got '1e-320'"},
+           {"plans retune --budget -2", "--budget: must be a number >= 0, got '-2'"},
+           {"validate --target-sm 7 " + spec, "--target-sm: '7' is ambiguous: an SM version is written as major * 10 + "
+                                              "minor; write 70 for SM 7.0"},
+           {"validate --target-sm -90 " + spec, "--target-sm: must be an SM version written as major * 10 + minor"},
+           {"tune --max-workspace -1 " + spec, "--max-workspace: must be a whole number >= 0, got '-1'"},
+           {"tune --budget -1 " + spec, "--budget: must be a number >= 0, got '-1'"},
+       }) {
+    CliResult r = run_kiln(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.output();
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_EQ(r.err.find("179769313486231"), std::string::npos) << c.args << ": " << r.err;
+  }
+  EXPECT_EQ(run_kiln("validate --target-sm 90 " + spec).code, 0);
+}
+
+// Regression (hostile pass, item 9): a spec this user may not read, or a link loop, was reported as NotFound
+// ("cannot open spec file"). The message now gives the system's reason with the path (exit 2).
+TEST(Cli, UnreadableSpecSaysWhy) {
+  const std::string loop = test_dir() + "/loop.json";
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
+  CliResult r = run_kiln("validate " + loop);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("spec file '" + loop + "' cannot be read: Too many levels of symbolic links"), std::string::npos)
+      << r.err;
+  const std::string secret = write_temp("secret.json", "{}");
+  ::chmod(test_dir().c_str(), 0755);
+  ::chmod(secret.c_str(), 0600);
+  bool skipped = false;
+  r = kiln::test::run_kiln_unprivileged("validate " + secret, &skipped);
+  if (skipped) GTEST_SKIP() << "running as root without setpriv";
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("spec file '" + secret + "' cannot be read: Permission denied"), std::string::npos) << r.err;
+}
+
+// Regression (hostile pass, item 3): `validate --normalized` took quadratic time in the nodes of a chain
+// (Graph::producer() scanned every node, once per step up the chain): 100k nodes took 322 s. A bound, not a
+// timing: 100k nodes now take a few seconds (on a loaded 2-core machine, both graphs below ~18 s), so
+// 150 s each is far from both, a sanitizer build included.
+TEST(Cli, NormalizedGraphOfALongChainIsLinear) {
+  const int n = 100000;
+  std::string nodes;
+  for (int i = 0; i < n; ++i)
+    nodes += std::string(i ? "," : "") + R"({"name": "n)" + std::to_string(i) + R"(", "op": "relu", "inputs": ["x)" +
+             std::to_string(i) + R"("], "outputs": ["x)" + std::to_string(i + 1) + R"("]})";
+  const std::string spec = write_temp("chain.json", R"({"tensors": {"x0": {"dims": [4, 8]}}, "nodes": [)" + nodes +
+                                                        R"(], "outputs": ["x)" + std::to_string(n) + R"("]})");
+  kiln::test::CliOptions o;
+  o.timeout_s = 150;
+  CliResult r = run_kiln("validate " + spec + " --normalized " + test_dir() + "/chain_normalized.json", o);
+  EXPECT_FALSE(r.timed_out) << "validate --normalized of a 100k-node chain took over 150 s (quadratic again?)";
+  EXPECT_EQ(r.code, 0) << r.how_it_ended() << ": " << r.err;
+  EXPECT_NE(r.out.find("100000 node(s) [relu x100000]"), std::string::npos) << r.out;
+  // Wide as well as long: each output's accumulation path was found with the graph's roles built again (20k
+  // outputs took 17 s, 100k several minutes).
+  std::string wide_nodes, outputs;
+  for (int i = 0; i < n; ++i) {
+    wide_nodes += std::string(i ? "," : "") + R"({"name": "w)" + std::to_string(i) +
+                  R"(", "op": "relu", "inputs": ["x"], "outputs": ["y)" + std::to_string(i) + R"("]})";
+    outputs += std::string(i ? "," : "") + "\"y" + std::to_string(i) + "\"";
+  }
+  const std::string wide = write_temp("wide.json", R"({"tensors": {"x": {"dims": [4, 8]}}, "nodes": [)" + wide_nodes +
+                                                       R"(], "outputs": [)" + outputs + "]}");
+  r = run_kiln("validate " + wide + " --normalized " + test_dir() + "/wide_normalized.json", o);
+  EXPECT_FALSE(r.timed_out) << "validate --normalized of 100k outputs took over 150 s (quadratic again?)";
+  EXPECT_EQ(r.code, 0) << r.how_it_ended() << ": " << r.err;
+  EXPECT_NE(r.out.find("100000 output(s)"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -34,18 +36,23 @@ class KeyScan : public nlohmann::json_sax<Json> {
  public:
   std::string duplicate, duplicate_in;
   std::vector<std::string> tensor_order;
+  // Set when the scan stopped: a tensor's 'dims' or 'strides' past the rank limit, refused before the document
+  // is built (a 31M-entry dims array took 14.5 s and 3.5 GB to build before its refusal).
+  std::string refusal;
 
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
   bool start_object(std::size_t) override {
+    if (!value()) return false;
     const bool tensors = objects_.size() == 1 && containers_ == 1 && last_key_ == "tensors";
     objects_.push_back(Object{objects_.empty() ? std::string("spec") : last_key_, {}, tensors});
     ++containers_;
+    arrays_.push_back(nullptr);
     return true;
   }
   bool key(string_t& k) override {
@@ -62,14 +69,28 @@ class KeyScan : public nlohmann::json_sax<Json> {
   bool end_object() override {
     if (!objects_.empty()) objects_.pop_back();
     --containers_;
+    if (!arrays_.empty()) arrays_.pop_back();
     return true;
   }
   bool start_array(std::size_t) override {
+    if (!value()) return false;
     ++containers_;
+    // A tensor's dims or strides: an array directly in an object of the top-level "tensors" object.
+    const bool ranked = objects_.size() == 3 && objects_[1].tensors && arrays_.size() == 3 && !arrays_.back() &&
+                        (last_key_ == "dims" || last_key_ == "strides");
+    arrays_.push_back(ranked ? std::make_unique<RankedArray>(RankedArray{objects_.back().name, last_key_, 0})
+                             : nullptr);
     return true;
   }
   bool end_array() override {
     --containers_;
+    if (!arrays_.empty() && arrays_.back() && arrays_.back()->entries > limits::kMaxRank) {
+      const RankedArray& a = *arrays_.back();
+      refusal = "tensor '" + a.tensor + "': attribute '" + a.attribute + "': " + std::to_string(a.entries) +
+                " entries, over the rank limit of " + std::to_string(limits::kMaxRank) + " (docs/spec.md \"Limits\")";
+      return false;
+    }
+    if (!arrays_.empty()) arrays_.pop_back();
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
@@ -80,8 +101,18 @@ class KeyScan : public nlohmann::json_sax<Json> {
     std::set<std::string> keys;
     bool tensors;  // the top-level "tensors" object
   };
+  struct RankedArray {
+    std::string tensor, attribute;
+    size_t entries;
+  };
+  // Counts an entry of the enclosing container (a ranked array's length is all that is kept of it).
+  bool value() {
+    if (!arrays_.empty() && arrays_.back()) ++arrays_.back()->entries;
+    return true;
+  }
   std::vector<Object> objects_;
-  int containers_ = 0;  // open objects and arrays
+  std::vector<std::unique_ptr<RankedArray>> arrays_;  // per open container: set for a ranked array, else null
+  int containers_ = 0;                                // open objects and arrays
   std::string last_key_;
 };
 
@@ -95,6 +126,17 @@ const char* json_type(const Json& j) {
     case Json::value_t::number_float: return "a number with a fraction";
     default: return "a number";
   }
+}
+
+// A whole number past 64 bits (2^64) reaches the parser as a double: its digits ("18446744073709551616"), to
+// be called out of range rather than "a number with a fraction"; "" for anything else.
+std::string whole_past_int64(const Json& j) {
+  if (!j.is_number_float()) return "";
+  const double d = j.get<double>();
+  if (!std::isfinite(d) || std::floor(d) != d || std::fabs(d) < 0x1p63) return "";
+  char text[400];
+  std::snprintf(text, sizeof text, "%.0f", d);
+  return text;
 }
 
 }  // namespace
@@ -118,6 +160,9 @@ Status get_int(const Json& j, const std::string& where, int64_t* out) {
     *out = j.get<int64_t>();
     return Status::ok();
   }
+  if (!whole_past_int64(j).empty())
+    return invalid_argument(where + ": " + whole_past_int64(j) + " is out of range (an integer here is at most " +
+                            std::to_string(std::numeric_limits<int64_t>::max()) + ")");
   return type_error(where, "an integer", j);
 }
 
@@ -197,6 +242,9 @@ Status parse_tensor(const std::string& name, const Json& j, TensorDesc* t) {
         dim.symbol = d[i].get<std::string>();
         if (dim.symbol.empty()) return invalid_argument(iw + ": empty dynamic dim name");
       } else if (d[i].is_number()) {
+        if (const std::string big = whole_past_int64(d[i]); !big.empty())
+          return invalid_argument(iw + ": " + big + " is out of range (a dim is at most " +
+                                  std::to_string(limits::kMaxExtent) + ", docs/spec.md \"Limits\")");
         KILN_RETURN_IF_ERROR(get_int(d[i], iw, &dim.value));
       } else {
         return type_error(iw, "an integer or a dynamic dim name", d[i]);
@@ -392,6 +440,8 @@ Status parse_document(const Json& doc, const std::vector<std::string>& tensor_or
 
   std::vector<std::string> outs;
   KILN_RETURN_IF_ERROR(parse_names(doc["outputs"], "spec: key 'outputs'", &outs));
+  if (outs.empty())
+    return invalid_argument("spec: key 'outputs': the graph has no outputs (list the tensors the caller reads back)");
   for (const std::string& o : outs) {
     int t = tensor_index(*g, index, o, /*create=*/false);
     if (t < 0) return invalid_argument("output '" + o + "' is not a declared tensor or a node output");
@@ -412,6 +462,7 @@ StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& so
     KeyScan scan;
     // A text the scan cannot read is malformed: the DOM parse below reports where, as it always did.
     const bool scanned = Json::sax_parse(text, &scan);
+    if (!scan.refusal.empty()) return invalid_argument(source_name + ": " + scan.refusal);
     try {
       doc = Json::parse(text);
     } catch (const Json::parse_error& e) {

@@ -95,7 +95,7 @@ TEST(SpecLimits, RankAndNamesAsAuthorsMeetThem) {
     "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
                              "rank.json");
   ASSERT_FALSE(g.is_ok());
-  expect_has(g.status(), "rank.json: tensor 'x': 9 dims, over the limit of 8");
+  expect_has(g.status(), "rank.json: tensor 'x': attribute 'dims': 9 entries, over the rank limit of 8");
   std::string name(300, 'a');
   g = parse_spec_string(R"({"tensors": {")" + name + R"(": {"dims": [4]}},
     "nodes": [{"name": "r", "op": "relu", "inputs": [")" +

@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "kiln/core/read_file.h"
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
@@ -251,6 +252,11 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   std::error_code ec;
   if (!fs::exists(path, ec)) return not_found("bundle " + path + " does not exist");
   if (fs::is_directory(path, ec)) return invalid_argument("bundle " + path + " is a folder, not a bundle file");
+  // A FIFO would block SQLite's open until a writer comes, and a device (/dev/zero) is no bundle: refused as
+  // every other reader of a named file refuses them (bad input, before anything is opened).
+  ReadFileOptions kind;
+  kind.what = "bundle";
+  KILN_RETURN_IF_ERROR(check_readable_file(path, kind));
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr);
   DbPtr db(raw);

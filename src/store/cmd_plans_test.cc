@@ -1,5 +1,6 @@
 // `kiln plans` as a user runs it: the built binary on a temporary store, checking exit codes and messages.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -399,6 +400,137 @@ TEST_F(PlansCli, GcClearsQuarantine) {
   EXPECT_NE(r.output().find("cleared 1 quarantined"), std::string::npos) << r.output();
   r = run_kiln("plans verify --store " + store_);
   EXPECT_EQ(r.code, kExitOk) << r.output();
+}
+
+// Regression (hostile pass, item 1): `plans import FIFO` waited for a writer forever, and `import /dev/zero`
+// exited 4 (corruption). Both are bad input (exit 2), refused as every other reader of a named file refuses
+// them, and the store is left as it was.
+TEST_F(PlansCli, ImportRefusesAFifoAndADevice) {
+  const std::string fifo = dir_.file("bundle.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  test::CliOptions quick;
+  quick.timeout_s = 20;
+  CliResult r = run_kiln("plans import " + fifo + " --store " + store_, quick);
+  EXPECT_FALSE(r.timed_out) << "import waited on the FIFO";
+  EXPECT_EQ(r.code, kExitBadInput) << r.how_it_ended() << ": " << r.output();
+  EXPECT_NE(r.err.find("bundle '" + fifo + "' is not a regular file (a pipe, socket or device)"), std::string::npos)
+      << r.err;
+  r = run_kiln("plans import /dev/zero --store " + store_, quick);
+  EXPECT_EQ(r.code, kExitBadInput) << r.output();
+  EXPECT_NE(r.err.find("bundle '/dev/zero' is not a regular file"), std::string::npos) << r.err;
+  EXPECT_NE(run_kiln("plans ls --store " + store_).out.find("4 plans in"), std::string::npos);
+}
+
+// Regression (hostile pass, item 2): on a store file this user cannot write, `plans rm --all`, `import` and
+// `compile` exited 6 with SQLite's "attempt to write a readonly database", and `plans gc` printed that it
+// removed a plan, exiting 0, having removed nothing. Each is now bad input (exit 2) naming the store file and
+// that it is read-only; nothing is removed, and reading the store still works.
+TEST_F(PlansCli, ReadOnlyStoreFileIsRefusedNamingItForEveryWrite) {
+  std::string bundle = dir_.file("b.kilnbundle");
+  ASSERT_EQ(run_kiln("plans export " + bundle + " --store " + store_).code, kExitOk);
+  store_test::flip_blob_byte(store_, make_record(2).structure_sig, 3);     // something for gc to remove
+  std::filesystem::permissions(dir_.path(), std::filesystem::perms::all);  // the folder stays writable
+  std::filesystem::permissions(bundle, std::filesystem::perms::owner_read | std::filesystem::perms::others_read |
+                                           std::filesystem::perms::group_read);
+  std::filesystem::permissions(store_, std::filesystem::perms::owner_read | std::filesystem::perms::others_read |
+                                           std::filesystem::perms::group_read);
+  const std::string root = KILN_SOURCE_DIR;
+  for (const std::string& cmd :
+       {std::string("plans rm --all"), std::string("plans gc"), "plans import " + bundle,
+        "compile " + root + "/examples/conv_bias_relu.json --target " + root + "/profiles/h200.json"}) {
+    bool skipped = false;
+    CliResult r = test::run_kiln_unprivileged(cmd + " --store " + store_, &skipped);
+    if (skipped) GTEST_SKIP() << "running as root without setpriv: a read-only file is writable to root";
+    EXPECT_EQ(r.code, kExitBadInput) << cmd << ": " << r.output();
+    EXPECT_NE(r.err.find("plan store " + store_ +
+                         " cannot be written here (the file, or the folder it is in, is "
+                         "read-only to this user)"),
+              std::string::npos)
+        << cmd << ": " << r.err;
+    EXPECT_EQ(r.output().find("readonly database"), std::string::npos) << cmd << ": " << r.output();
+    EXPECT_EQ(r.out.find("removed"), std::string::npos) << cmd << ": " << r.out;
+  }
+  bool skipped = false;
+  CliResult ls = test::run_kiln_unprivileged("plans ls --store " + store_, &skipped);
+  EXPECT_EQ(ls.code, kExitOk) << ls.output();
+  EXPECT_NE(ls.out.find("4 plans in"), std::string::npos) << ls.out;
+}
+
+// Regression (hostile pass, item 7): `plans ls` listed a record whose plan bytes fail their checksum as
+// current, and one whose fingerprint JSON cannot be read as stale ("recorded 0.0.0"), where `plans verify`
+// calls both corrupt. ls now says corrupt too, with verify's reason, and judges no fingerprint of theirs.
+TEST_F(PlansCli, LsReportsCorruptRecordsAsVerifyDoes) {
+  store_test::flip_blob_byte(store_, make_record(2).structure_sig, 3);
+  ASSERT_EQ(store_test::raw_sql(store_, "UPDATE plans SET fingerprint_json='{not json' WHERE structure_sig='" +
+                                            make_record(1).structure_sig + "'"),
+            1);
+  CliResult v = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(v.code, kExitCorruption) << v.output();
+  EXPECT_NE(v.output().find("2 of 4 plan records"), std::string::npos) << v.output();
+
+  CliResult r = run_kiln("plans ls --store " + store_);
+  EXPECT_EQ(r.code, kExitOk) << r.output();
+  EXPECT_NE(r.out.find("corrupt sig2_0123456"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checksum mismatch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("corrupt sig1_0123456"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("recorded 0.0.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 plans in " + store_ + ", 2 stale, 2 corrupt"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(run_kiln("plans ls --json --store " + store_).out, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << j;
+  int corrupt = 0;
+  for (const auto& rec : j) corrupt += rec["status"] == "corrupt" && rec.contains("problem") ? 1 : 0;
+  EXPECT_EQ(corrupt, 2) << j.dump(1);
+}
+
+// Regression (hostile pass, item 9): a store that is a symbolic link to itself was "no plan store" (exit 0),
+// and a store in a folder this user may not enter was NotFound. Both say the system's reason with the path,
+// exit 2.
+TEST_F(PlansCli, UnreachableStoreSaysWhy) {
+  const std::string loop = dir_.file("loop.db");
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
+  for (const std::string cmd : {"plans ls", "plans verify", "plans rm --all", "plans queue", "plans queue --clear"}) {
+    CliResult r = run_kiln(cmd + " --store " + loop);
+    EXPECT_EQ(r.code, kExitBadInput) << cmd << ": " << r.output();
+    EXPECT_NE(r.err.find("plan store '" + loop + "' cannot be reached: Too many levels of symbolic links"),
+              std::string::npos)
+        << cmd << ": " << r.err;
+    EXPECT_EQ(r.out.find("no plan store"), std::string::npos) << cmd << ": " << r.out;
+  }
+  const std::string closed = dir_.file("closed");
+  std::filesystem::create_directories(closed);
+  std::filesystem::permissions(dir_.path(), std::filesystem::perms::all);
+  std::filesystem::permissions(closed, std::filesystem::perms::none);
+  bool skipped = false;
+  CliResult r = test::run_kiln_unprivileged("plans ls --store " + closed + "/plans.db", &skipped);
+  std::filesystem::permissions(closed, std::filesystem::perms::owner_all);
+  if (skipped) GTEST_SKIP() << "running as root without setpriv";
+  EXPECT_EQ(r.code, kExitBadInput) << r.output();
+  EXPECT_NE(r.err.find("plan store '" + closed + "/plans.db' cannot be reached: Permission denied"), std::string::npos)
+      << r.err;
+}
+
+// Regression (hostile pass, item 12): `plans export --fingerprint zz` wrote an empty bundle where `plans ls
+// --fingerprint zz` refuses the value. export refuses it the same way, writing nothing.
+TEST_F(PlansCli, ExportRefusesAFingerprintLsRefuses) {
+  const std::string bundle = dir_.file("zz.kilnbundle");
+  CliResult ls = run_kiln("plans ls --fingerprint zz --store " + store_);
+  CliResult ex = run_kiln("plans export " + bundle + " --fingerprint zz --store " + store_);
+  EXPECT_EQ(ls.code, kExitBadInput) << ls.output();
+  EXPECT_EQ(ex.code, kExitBadInput) << ex.output();
+  EXPECT_NE(ex.err.find("--fingerprint takes an environment key (32 hex digits)"), std::string::npos) << ex.err;
+  EXPECT_EQ(ex.err, ls.err);
+  EXPECT_FALSE(std::filesystem::exists(bundle));
+}
+
+// Regression (hostile pass, item 5): `plans ls > /dev/full` exited 0. A failed write to standard output fails
+// the command (exit 3), with or without a store.
+TEST_F(PlansCli, LsToAFullDeviceFails) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const std::string& store : {store_, dir_.file("absent.db")}) {
+    CliResult r = run_kiln("plans ls --store " + store + " > /dev/full");
+    EXPECT_EQ(r.code, kExitEnvironment) << store << ": " << r.output();
+    EXPECT_NE(r.err.find("writing standard output failed: No space left on device"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

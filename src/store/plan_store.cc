@@ -1,4 +1,5 @@
 // PlanStore: opening, writing, looking up and maintaining the SQLite plan store. Bundles: bundle.cc.
+#include "kiln/core/read_file.h"
 #include "kiln/store/plan_store.h"
 
 #include <pwd.h>
@@ -299,7 +300,8 @@ Status PlanStore::check_path(const std::string& path, const StoreOpenOptions& op
   if (path.empty()) return invalid_argument("plan store path is empty");
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (options.read_only && !fs::exists(path, ec)) return not_found("plan store " + path + " does not exist");
+  KILN_ASSIGN_OR_RETURN(bool exists, path_exists(path, "plan store"));  // a link loop is not "missing"
+  if (options.read_only && !exists) return not_found("plan store " + path + " does not exist");
   if (fs::is_directory(path, ec)) return invalid_argument("plan store " + path + " is a folder, not a file");
   // A FIFO would block the open, a device would get a journal beside it: only regular files are stores.
   if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
@@ -325,6 +327,11 @@ StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, co
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   DbPtr db(raw);
   if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot open plan store " + path);
+  // SQLite opens a file this user may not write read-only without a word when asked to write it: every write
+  // would then fail later with "attempt to write a readonly database" (and gc counted removals it never made).
+  // A store opened to write must be writable: said here, once, naming the file.
+  if (!options.read_only && sqlite3_db_readonly(raw, "main") == 1)
+    return invalid_argument("plan store " + path + kUnwritable);
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
 
@@ -539,15 +546,20 @@ StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const
 StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(
-      Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(false) + " FROM plans" + store::kFilterWhere +
+      Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) + " FROM plans" + store::kFilterWhere +
                                       " ORDER BY structure_sig, shape_key, fingerprint_key"));
   store::bind_filter(st, filter);
   std::vector<PlanSummary> out;
   while (true) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
-    RowRead r = store::read_record(st, 0, false);
-    out.push_back(PlanSummary{std::move(r.record), r.plan_size, std::move(r.stored_fingerprint_key)});
+    // Read with the plan bytes so that the checksum is checked as verify checks it; the bytes are not kept.
+    RowRead r = store::read_record(st, 0, true);
+    std::string problem = store::record_problem(r);
+    r.record.plan_bytes.clear();
+    r.record.plan_bytes.shrink_to_fit();
+    out.push_back(
+        PlanSummary{std::move(r.record), r.plan_size, std::move(r.stored_fingerprint_key), std::move(problem)});
   }
   return out;
 }

@@ -70,9 +70,12 @@ TEST(TuneCli, RefusedRunsLeaveNoStoreAndBadNumbersNameTheirFlag) {
   struct Bad {
     std::string flags, message;
   };
-  for (const Bad& b : {Bad{"--budget -1", "--budget must be"}, Bad{"--budget nan", "--budget must be"},
-                       Bad{"--candidate-budget-ms 0", "--candidate-budget-ms must be"},
-                       Bad{"--target-noise -0.5", "--target-noise must be"}, Bad{"--top-k -3", "--top-k must be"}}) {
+  // Checked while the command line is read (before any GPU check): "--flag: must be ..., got 'value'".
+  for (const Bad& b : {Bad{"--budget -1", "--budget: must be a number >= 0, got '-1'"},
+                       Bad{"--budget nan", "--budget: must be a number >= 0, got 'nan'"},
+                       Bad{"--candidate-budget-ms 0", "--candidate-budget-ms: must be a number > 0, got '0'"},
+                       Bad{"--target-noise -0.5", "--target-noise: must be a number >= 0, got '-0.5'"},
+                       Bad{"--top-k -3", "--top-k: must be a whole number >= 0, got '-3'"}}) {
     r = run_kiln("tune " + spec + " " + b.flags + " --store " + db);
     EXPECT_EQ(r.code, 2) << b.flags << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.flags << ": " << r.err;

@@ -145,9 +145,10 @@ StatusOr<Json> outputs_json(const Graph& g) {
                             plan_output_gates(g, bound, false, o));
     }
   Json outs = Json::array();
+  const GraphRoles roles(g);
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const int t = g.outputs[i];
-    const AccumulationPath path = accumulation_into(g, t);
+    const AccumulationPath path = accumulation_into(g, roles, t);
     Json j;
     j["tensor"] = g.tensors[static_cast<size_t>(t)].name;
     j["reduction_length"] = path.reduction_length;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <thread>
+#include <unordered_set>
 #include <atomic>
 
 #include "validate/gate.h"
@@ -92,17 +93,20 @@ bool is_fp8(DataType t) { return t == DataType::kFp8E4M3 || t == DataType::kFp8E
 }  // namespace
 
 AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional<DataType> stored) {
+  return accumulation_into(graph, GraphRoles(graph), tensor, stored);
+}
+
+AccumulationPath accumulation_into(const Graph& graph, const GraphRoles& roles, int tensor,
+                                   std::optional<DataType> stored) {
   using namespace validate_internal;
-  const GraphRoles roles(graph);
   AccumulationPath path;
-  std::vector<bool> seen(graph.tensors.size(), false);
+  std::unordered_set<int> seen;  // only what the path visits: asked once per output
   std::vector<int> stack{tensor};
   const double stored_u = stored ? stored_roundoff(*stored) : 0.0;
   while (!stack.empty()) {
     const int t = stack.back();
     stack.pop_back();
-    if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size() || seen[static_cast<size_t>(t)]) continue;
-    seen[static_cast<size_t>(t)] = true;
+    if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size() || !seen.insert(t).second) continue;
     const int n = roles.producer(t);
     if (n < 0) continue;
     const Node& node = graph.nodes[static_cast<size_t>(n)];
@@ -313,6 +317,9 @@ ErrorMeasures measures_from_sums(const GateSums& g, const std::vector<GateOffend
 StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool magnitudes, bool scales,
                                                     const CheckOptions& options) {
   std::vector<OutputGate> gates;
+  // One index of producers for every question below: Graph::producer() scans the nodes per call, and the
+  // walk up a pointwise chain asks once per node (quadratic on a long chain).
+  const GraphRoles roles(graph);
   const bool multi_node = graph.nodes.size() > 1;
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const int t = graph.outputs[i];
@@ -322,8 +329,8 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
     OutputCheck& c = gate.check;
     c.name = graph.tensors[static_cast<size_t>(t)].name;
     c.tensor = t;
-    c.dtype = graph.dtype_of(t);
-    const AccumulationPath path = accumulation_into(graph, t, options.stored_intermediates);
+    c.dtype = roles.dtype_of(t);
+    const AccumulationPath path = accumulation_into(graph, roles, t, options.stored_intermediates);
     gate.reduction_length = path.reduction_length;
     ToleranceOptions to;
     to.reduction_length = path.reduction_length;
@@ -357,25 +364,25 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
     // The same holds for a pointwise chain after such a reduction (the recipe's 448 / amax): a quotient or
     // product carries the reduction's relative difference unchanged, so the nearest reduction up a chain
     // of pointwise nodes decides.
-    int p = graph.producer(t);
+    int p = roles.producer(t);
     while (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kPointwise) {
       int next = -1;
       for (int in : graph.nodes[static_cast<size_t>(p)].inputs)
-        if (graph.producer(in) >= 0) {
-          next = graph.producer(in);
+        if (roles.producer(in) >= 0) {
+          next = roles.producer(in);
           break;
         }
       p = next;
     }
     if (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction) {
       const int in = graph.nodes[static_cast<size_t>(p)].inputs[0];
-      const double roundoff = stored_roundoff(graph.dtype_of(in));
+      const double roundoff = stored_roundoff(roles.dtype_of(in));
       c.tolerance.rtol = std::max(c.tolerance.rtol, 2 * roundoff);
       c.tolerance.nmse_max = std::max(c.tolerance.nmse_max, 4 * roundoff * roundoff);
       // With magnitudes the same holds per summed element: each term may differ by a rounding of its stored
       // dtype, at most u |x_j| <= u M_x_j, and sum_j M_x_j <= M_out (max M_x_j for max/min/amax). rtol on
       // the result alone misses a sum that cancels.
-      if (with_bound && graph.producer(in) >= 0) c.tolerance.acc_coeff += 2 * roundoff;
+      if (with_bound && roles.producer(in) >= 0) c.tolerance.acc_coeff += 2 * roundoff;
     }
     c.tolerance.atol *= options.tolerance_scale;
     c.tolerance.rtol *= options.tolerance_scale;

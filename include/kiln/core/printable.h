@@ -10,4 +10,8 @@ namespace kiln {
 // Everything else, including other UTF-8, is kept.
 std::string printable(const std::string& s);
 
+// As printable(), but a line break stays one: for a message of several lines (an error that quotes a
+// library's report). A NUL, an escape sequence or a carriage return inside is still written as \xNN.
+std::string printable_lines(const std::string& s);
+
 }  // namespace kiln

@@ -25,7 +25,9 @@ struct ReadFileOptions {
   bool regular_only = true;
 };
 
-// The file's bytes. NotFound "<what> '<path>' cannot be read" when it cannot be opened or read;
+// The file's bytes. NotFound "<what> '<path>' cannot be read: No such file or directory" when there is none,
+// InvalidArgument "... cannot be read: <the system's reason>" when it cannot be opened or read otherwise
+// (Permission denied, Too many levels of symbolic links);
 // InvalidArgument "<what> '<path>' is a folder, not a file", "... is not a regular file (a pipe, socket or
 // device)", "... is a named pipe (FIFO) ...", or "... has more than N bytes, over the limit". Never waits
 // for a FIFO's writer: the open does not block, and what was opened is checked again.
@@ -35,6 +37,11 @@ StatusOr<std::string> read_file(const std::string& path, const ReadFileOptions& 
 // the InvalidArgument above for a folder, a FIFO on disk, or (regular_only) what is not a regular file.
 // A path with nothing there passes (reading it says so).
 Status check_readable_file(const std::string& path, const ReadFileOptions& options = {});
+
+// Whether something is at `path` (following links): true, false when nothing is (ENOENT, or a folder on the
+// way is missing), or InvalidArgument "<what> '<path>' cannot be reached: <the system's reason>" when it
+// cannot be told (permission denied on a folder, a loop of symbolic links): never "missing" for those.
+StatusOr<bool> path_exists(const std::string& path, const std::string& what);
 
 // Whether `path` names a descriptor this process already holds: /dev/fd/N, /proc/self/fd/N,
 // /proc/thread-self/fd/N, /dev/stdin. Such a pipe has its writer already (the shell's process

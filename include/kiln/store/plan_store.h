@@ -135,6 +135,9 @@ struct PlanSummary {
   PlanRecord record;  // plan_bytes empty
   int64_t plan_size = 0;
   std::string stored_fingerprint_key;  // the row's fingerprint_key column (what ListFilter matches)
+  // Why the record is corrupt (verify's check: columns, fingerprint, truncated plan, checksum), "" when sound.
+  // A corrupt record's other fields may be defaults: its fingerprint is not to be judged.
+  std::string problem;
 };
 
 struct LoadAllResult {

@@ -192,6 +192,10 @@ struct AccumulationPath {
   double approx_dir = 0.0;
 };
 AccumulationPath accumulation_into(const Graph& graph, int tensor, std::optional<DataType> stored = std::nullopt);
+// The same with the graph's roles found once (`roles` of `graph`): for a caller asking about every output,
+// linear in what the paths visit rather than in outputs x nodes.
+AccumulationPath accumulation_into(const Graph& graph, const GraphRoles& roles, int tensor,
+                                   std::optional<DataType> stored = std::nullopt);
 
 // The expected-error model of an output (docs/numerics.md "The gate"), in units of the scale S_i:
 // var_coeff = u_acc^2 (K/3 + B^2) / 3 + rounding_var + (4 n 2^-24)^2 and dir_coeff = u_acc B / sqrt(3),
