@@ -132,23 +132,24 @@ m gate-gelu-allowance-x4 src/validate/numerics.cc "validate" \
   '    case PointwiseMode::kGeluErf: return 0x1p-12;' \
   '    case PointwiseMode::kGeluErf: return 0x1p-10;'
 
-# The audit's list: the gate's statistics (validate.Gate.LimitsOnKnownDataFollowTheFormulas unless named)
-m gate-bias-factor include/kiln/validate/numerics.h "validate" \
-  'constexpr double kGateBiasFactor = 1.5;' \
-  'constexpr double kGateBiasFactor = 3.0;'
-m gate-bias-sigmas include/kiln/validate/numerics.h "validate" \
-  'constexpr double kGateBiasSigmas = 6.0;' \
-  'constexpr double kGateBiasSigmas = 12.0;'
-m gate-quanta include/kiln/validate/numerics.h "validate" \
-  'constexpr double kGateQuanta = 4.0;' \
-  'constexpr double kGateQuanta = 8.0;'
-m gate-element-sigmas include/kiln/validate/numerics.h "validate" \
-  'constexpr double kGateElementSigmas = 7.5;' \
-  'constexpr double kGateElementSigmas = 15.0;'
+# The audit's list: the gate's statistics (validate.Gate.LimitsOnKnownDataFollowTheFormulas unless named).
+# Each factor is changed where numerics.cc uses it: a row that edits numerics.h recompiles half the tree.
+m gate-bias-factor src/validate/numerics.cc "validate" \
+  '    const double toward = kGateBiasFactor * (g.sum_directed + g.sum_directed_sym) + random;' \
+  '    const double toward = 2 * kGateBiasFactor * (g.sum_directed + g.sum_directed_sym) + random;'
+m gate-bias-sigmas src/validate/numerics.cc "validate" \
+  '    const double random = kGateBiasSigmas * std::sqrt(g.sum_expected) + kGateQuanta * step;' \
+  '    const double random = 2 * kGateBiasSigmas * std::sqrt(g.sum_expected) + kGateQuanta * step;'
+m gate-quanta src/validate/numerics.cc "validate" \
+  '    e.size_limit = kGateSizeFactor * g.sum_expected + kGateQuanta * step * step;' \
+  '    e.size_limit = kGateSizeFactor * g.sum_expected + 2 * kGateQuanta * step * step;'
+m gate-element-sigmas src/validate/numerics.cc "validate" \
+  '  p.elem_sigmas = kGateElementSigmas;' \
+  '  p.elem_sigmas = 2 * kGateElementSigmas;'
 # validate.Gate.ErrorModelCoefficientsArePinned
-m gate-truncation-block include/kiln/validate/numerics.h "validate" \
-  'constexpr int64_t kGateTruncationBlock = 16;' \
-  'constexpr int64_t kGateTruncationBlock = 8;'
+m gate-truncation-block src/validate/numerics.cc "validate" \
+  'std::ceil(k / static_cast<double>(kGateTruncationBlock))' \
+  'std::ceil(k / static_cast<double>(kGateTruncationBlock / 2))'
 # validate.Gate.ErrorModelCoefficientsArePinned (the old, wider directed part)
 m gate-directed-part-old src/validate/numerics.cc "validate" \
   '  m.dir_coeff = u * blocks / 2.0;' \
