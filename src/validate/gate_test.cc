@@ -521,8 +521,10 @@ TEST(Gate, LimitsOnKnownDataFollowTheFormulas) {
       return std::ldexp(1.0, e - grid.bits);
     };
     const double tiny = std::ldexp(1.0, grid.emin - 2);  // subnormal in every format
-    const std::vector<double> ref = {1.0, -2.0, 3.0, 0.5, tiny};
-    const std::vector<double> scale = {2.0, 2.0, 4.0, 1.0, tiny};
+    // 320 makes the largest step wider than twice the rms step, so that q is the latter.
+    const std::vector<double> ref = {1.0, -2.0, 3.0, 0.5, tiny, 320.0};
+    const std::vector<double> scale = {2.0, 2.0, 4.0, 1.0, tiny, 400.0};
+    const int64_t n = static_cast<int64_t>(ref.size());
     Tolerance tol;
     tol.atol = 1e3;  // the band plays no part here
     tol.nmse_max = 1e3;
@@ -531,13 +533,13 @@ TEST(Gate, LimitsOnKnownDataFollowTheFormulas) {
     tol.dir_coeff = 1e-4;
     tol.dir_sym_coeff = 2e-5;
     tol.elem_rtol = 1e-3;
-    const HostTensor r = HostTensor::from_values(grid.dt, {5}, ref),
-                     sc = HostTensor::from_values(DataType::kFloat32, {5}, scale);
+    const HostTensor r = HostTensor::from_values(grid.dt, {n}, ref),
+                     sc = HostTensor::from_values(DataType::kFloat32, {n}, scale);
     for (double delta : {0.5, -0.5}) {
       SCOPED_TRACE(delta);
       std::vector<double> out = ref;
       out[2] += delta;  // representable in every format: 3.5 and 2.5
-      auto e = measure_error(HostTensor::from_values(grid.dt, {5}, out), r, tol, nullptr, &sc);
+      auto e = measure_error(HostTensor::from_values(grid.dt, {n}, out), r, tol, nullptr, &sc);
       ASSERT_TRUE(e.is_ok()) << e.status().to_string();
       double sum_v = 0, sum_abs = 0, max_ulp = 0, sum_ulp_sq = 0, sum_s = 0;
       for (size_t i = 0; i < ref.size(); ++i) {
@@ -548,7 +550,8 @@ TEST(Gate, LimitsOnKnownDataFollowTheFormulas) {
         sum_ulp_sq += u * u;
         sum_s += scale[i];
       }
-      const double q = std::min(max_ulp, 2.0 * std::sqrt(sum_ulp_sq / 5.0));
+      const double q = std::min(max_ulp, 2.0 * std::sqrt(sum_ulp_sq / static_cast<double>(n)));
+      EXPECT_LT(q, max_ulp);
       EXPECT_DOUBLE_EQ(e->expected_sq_err, sum_v);
       EXPECT_DOUBLE_EQ(e->size_limit, 4.0 * sum_v + 4.0 * q * q);
       const double random = 6.0 * std::sqrt(sum_v) + 4.0 * q;
@@ -561,6 +564,18 @@ TEST(Gate, LimitsOnKnownDataFollowTheFormulas) {
       EXPECT_EQ(e->element_worst_index, 2);
       EXPECT_EQ(e->element_over, 0.5 > allowed ? 1 : 0);
     }
+    // The subnormal range: an element with no expected error (S = 0) one step of the grid from its
+    // reference is exactly at its allowance (half a step each side) when the step is 2^(emin - bits).
+    const double step = std::ldexp(1.0, grid.emin - grid.bits);
+    const HostTensor zero_scale = HostTensor::from_values(DataType::kFloat32, {1}, {0.0});
+    Tolerance grid_only = tol;
+    grid_only.elem_rtol = 0;
+    auto sub = measure_error(HostTensor::from_values(grid.dt, {1}, {tiny + step}),
+                             HostTensor::from_values(grid.dt, {1}, {tiny}), grid_only, nullptr, &zero_scale);
+    ASSERT_TRUE(sub.is_ok()) << sub.status().to_string();
+    EXPECT_EQ(sub->element_ratio, 1.0);
+    EXPECT_EQ(sub->element_over, 0);
+    EXPECT_DOUBLE_EQ(sub->size_limit, 4.0 * step * step);
   }
 }
 
