@@ -31,7 +31,9 @@ namespace {
 const std::string kRoot = KILN_SOURCE_DIR;
 
 // The old gate's bias test, rebuilt from the new limits: the toward-zero limit's directed part was
-// 2 x (u B / sqrt(3)) S per element, the new one is 1.5 x (u B / 2) S; the random part is the same.
+// 2 x (u B / sqrt(3)) S per element, the new one is 1.5 x (u B / 2) S; the random part is the same. (The
+// function approximations' part stays at 1.5x instead of the old 2x: a little tighter than the old test,
+// so a configuration counted as passing it did pass the old gate.)
 bool old_bias_within(const ErrorMeasures& e) {
   const double directed_new = e.bias_limit - e.bias_limit_away;  // 1.5 x sum D_i / sum |ref|
   const double old_limit = e.bias_limit_away + directed_new / 1.5 * 2.0 * (2.0 / std::sqrt(3.0));
@@ -60,12 +62,13 @@ void run_graph_configs(const std::string& path, Totals& totals) {
     std::vector<HostTensor> host;
     for (int t : g->outputs) {
       const TensorDesc& d = g->tensors[static_cast<size_t>(t)];
-      KILN_ASSIGN_OR_RETURN(int64_t bytes, HostTensor::checked_byte_size(*d.dtype, d.shape(), d.strides));
+      const DataType dt = g->dtype_of(t);
+      KILN_ASSIGN_OR_RETURN(int64_t bytes, HostTensor::checked_byte_size(dt, d.shape(), d.strides));
       std::vector<unsigned char> buf(static_cast<size_t>(bytes));
       KILN_RETURN_IF_ERROR(cuda_status(
           cudaMemcpyAsync(buf.data(), outs.at(t), buf.size(), cudaMemcpyDeviceToHost, stream), "copy output"));
       KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "sync"));
-      KILN_ASSIGN_OR_RETURN(HostTensor h, HostTensor::decode(*d.dtype, d.shape(), buf.data(), buf.size(), d.strides));
+      KILN_ASSIGN_OR_RETURN(HostTensor h, HostTensor::decode(dt, d.shape(), buf.data(), buf.size(), d.strides));
       host.push_back(std::move(h));
     }
     std::lock_guard<std::mutex> lock(mu);

@@ -21,8 +21,8 @@ namespace kiln {
 // M_i when a magnitude tensor M is given), both finite, or when both are the same non-finite value. A
 // tensor passes when every element matches, no element is NaN/Inf where the reference is finite, and
 // nmse <= nmse_max (+ the accumulation allowance, ErrorMeasures::nmse_allowance); with a scale tensor S
-// (the expected-error model, docs/numerics.md "The gate") it must also pass the error-size and the bias
-// tests (judge()).
+// (the expected-error model, docs/numerics.md "The gate") it must also pass the error-size, the bias and
+// the per-element tests (judge()).
 struct Tolerance {
   double atol = 0.0;
   double rtol = 0.0;
@@ -137,7 +137,7 @@ StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& r
 
 // Passed or Incorrect. NaN/Inf in `out` where `ref` is finite is always Incorrect, whatever `tol` says.
 // nmse is compared with tol.nmse_max + e.nmse_allowance; a statistical measure must also stay within
-// its size and bias limits.
+// its size and bias limits (bias_within) and have no element over its own allowance (element_ratio <= 1).
 Disposition judge(const ErrorMeasures& e, const Tolerance& tol);
 
 // The bias test alone: mean_signed_rel within -bias_limit .. bias_limit_away (see kGateBiasFactor).
@@ -178,8 +178,8 @@ struct CheckOptions {
 //   acc_coeff * M_i,  acc_coeff = lambda(K) * sqrt(K) * u_acc + n * 2^-24
 // (K and u_acc from accumulation_into, n the nodes on the path, M the reference's magnitude), and nmse by
 // an extra 4 (sqrt(K) u_acc + n 2^-24)^2 sum M^2 / sum ref^2. With the reference's scales (S) each
-// floating-point output also gets the expected-error model (expected_error_model()): the error-size and
-// the bias tests of judge(). Returns kInvalidArgument when counts or dims do not line up.
+// floating-point output also gets the expected-error model (expected_error_model()): the error-size, bias
+// and per-element tests of judge(). Returns kInvalidArgument when counts or dims do not line up.
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const ReferenceOutputs& reference, const CheckOptions& options = {});
 
