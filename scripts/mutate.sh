@@ -111,8 +111,135 @@ m gate-band-excludes-its-edge src/validate/gate_math.h "validate tune" \
 
 # store.KernelCaches.OnlyTheExactEnvironmentReadsItBack (another driver minor shares the key, not the code)
 m kernel-cache-any-driver src/store/kernel_caches.cc "store runtime" \
-  'kept.driver_version == current.driver_version &&' \
-  'true &&'
+  '  if (judged == KernelCacheJudged::kEverything)' \
+  '  if (false && judged == KernelCacheJudged::kEverything)'
+
+# Issue 31 item 5, the audit's four mutations of the gate that went through every host test:
+# validate.Gate.LimitsOnKnownDataFollowTheFormulas
+m gate-size-limit-doubled src/validate/numerics.cc "validate" \
+  '    e.size_limit = kGateSizeFactor * g.sum_expected' \
+  '    e.size_limit = 2 * kGateSizeFactor * g.sum_expected'
+# validate.Gate.LimitsOnKnownDataFollowTheFormulas (fp16)
+m grid-fp16-graded-as-bf16 src/validate/numerics.cc "validate" \
+  $'    case DataType::kFloat16:\n      *bits = 10;' \
+  $'    case DataType::kFloat16:\n      *bits = 7;'
+# validate.Gate.ErrorModelCoefficientsArePinned
+m gate-fp8-accumulation-unit src/validate/numerics.cc "validate" \
+  'if (fp8) path.unit_roundoff = std::max(path.unit_roundoff, 0x1p-14);' \
+  'if (fp8) path.unit_roundoff = std::max(path.unit_roundoff, 0x1p-8);'
+# validate.Gate.ErrorModelCoefficientsArePinned
+m gate-gelu-allowance-x4 src/validate/numerics.cc "validate" \
+  '    case PointwiseMode::kGeluErf: return 0x1p-12;' \
+  '    case PointwiseMode::kGeluErf: return 0x1p-10;'
+
+# The audit's list: the gate's statistics (validate.Gate.LimitsOnKnownDataFollowTheFormulas unless named).
+# Each factor is changed where numerics.cc uses it: a row that edits numerics.h recompiles half the tree.
+m gate-bias-factor src/validate/numerics.cc "validate" \
+  '    const double toward = kGateBiasFactor * (g.sum_directed + g.sum_directed_sym) + random;' \
+  '    const double toward = 2 * kGateBiasFactor * (g.sum_directed + g.sum_directed_sym) + random;'
+m gate-bias-sigmas src/validate/numerics.cc "validate" \
+  '    const double random = kGateBiasSigmas * std::sqrt(g.sum_expected) + kGateQuanta * step;' \
+  '    const double random = 2 * kGateBiasSigmas * std::sqrt(g.sum_expected) + kGateQuanta * step;'
+m gate-quanta src/validate/numerics.cc "validate" \
+  '    e.size_limit = kGateSizeFactor * g.sum_expected + kGateQuanta * step * step;' \
+  '    e.size_limit = kGateSizeFactor * g.sum_expected + 2 * kGateQuanta * step * step;'
+m gate-element-sigmas src/validate/numerics.cc "validate" \
+  '  p.elem_sigmas = kGateElementSigmas;' \
+  '  p.elem_sigmas = 2 * kGateElementSigmas;'
+# validate.Gate.ErrorModelCoefficientsArePinned
+m gate-truncation-block src/validate/numerics.cc "validate" \
+  'std::ceil(k / static_cast<double>(kGateTruncationBlock))' \
+  'std::ceil(k / static_cast<double>(kGateTruncationBlock / 2))'
+# validate.Gate.ErrorModelCoefficientsArePinned (the old, wider directed part)
+m gate-directed-part-old src/validate/numerics.cc "validate" \
+  '  m.dir_coeff = u * blocks / 2.0;' \
+  '  m.dir_coeff = u * blocks / std::sqrt(3.0);'
+# validate.Gate.AuditUniformScalingAtK100352IsIncorrect, validate.Gate.LimitsOnKnownDataFollowTheFormulas
+m gate-bias-two-sided src/validate/numerics.cc "validate" \
+  '    const double away = kGateBiasFactor * g.sum_directed_sym + random;' \
+  '    const double away = toward;'
+# validate.Gate.AuditDroppedTermInOnePercentOfOutputsIsIncorrectAtK100352, validate.Gate.BiasAwayFromZero...
+m gate-element-test-ignored src/validate/numerics.cc "validate" \
+  '|| !bias_within(e) || !(e.element_ratio <= 1.0)))' \
+  '|| !bias_within(e)))'
+m gate-element-whole-steps src/validate/gate_math.h "validate" \
+  '      const double elem_allowed = unrounded + 0.5 * (ulp + gate_ulp(p, ay + unrounded + 0.5 * ulp));' \
+  '      const double elem_allowed = unrounded + ulp + gate_ulp(p, ay + unrounded + 0.5 * ulp);'
+m gate-element-directed-dropped src/validate/gate_math.h "validate" \
+  'p.elem_sigmas * sqrt(var) + (p.dir_coeff + p.dir_sym_coeff) * s + p.elem_rtol * ay;' \
+  'p.elem_sigmas * sqrt(var) + p.elem_rtol * ay;'
+m gate-quanta-step-largest src/validate/numerics.cc "validate" \
+  'std::min(g.max_ulp, 2.0 * std::sqrt(g.sum_ulp_sq / g.finite_count))' \
+  'g.max_ulp'
+m gate-expected-without-crossings src/validate/gate_math.h "validate" \
+  '      g.sum_expected += var + ulp * sqrt(var);' \
+  '      g.sum_expected += var + ulp * ulp;'
+# validate.Gate.BiasAwayFromZeroIsAllowedOnlyItsRandomPart
+m gate-bias-sign-ignored src/validate/numerics.cc "validate" \
+  '  return e.mean_signed_rel < 0 ? -e.mean_signed_rel <= e.bias_limit : e.mean_signed_rel <= e.bias_limit_away;' \
+  '  return std::fabs(e.mean_signed_rel) <= e.bias_limit;'
+
+# The audit's list: the dtype grids (validate.Gate.LimitsOnKnownDataFollowTheFormulas)
+m grid-fp32-emin src/validate/numerics.cc "validate" \
+  $'      *bits = 23;\n      *emin = -126;' \
+  $'      *bits = 23;\n      *emin = -149;'
+m grid-fp16-emin src/validate/numerics.cc "validate" \
+  $'      *bits = 10;\n      *emin = -14;' \
+  $'      *bits = 10;\n      *emin = -15;'
+m grid-bf16-bits src/validate/numerics.cc "validate" \
+  $'      *bits = 7;\n      *emin = -126;' \
+  $'      *bits = 8;\n      *emin = -126;'
+m grid-e4m3-emin src/validate/numerics.cc "validate" \
+  $'      *bits = 3;\n      *emin = -6;' \
+  $'      *bits = 3;\n      *emin = -7;'
+m grid-e5m2-bits src/validate/numerics.cc "validate" \
+  $'      *bits = 2;\n      *emin = -14;' \
+  $'      *bits = 3;\n      *emin = -14;'
+
+# The audit's list: the tuner's winner rule (tune.Winner.*, tune.TunerDecisions.*)
+m winner-ties-by-workspace-first src/tune/tune_policy.cc "tune" \
+  'return std::tie(x.median_ms, x.workspace_bytes, ids[a]) < std::tie(y.median_ms, y.workspace_bytes, ids[b]);' \
+  'return std::tie(x.workspace_bytes, x.median_ms, ids[a]) < std::tie(y.workspace_bytes, y.median_ms, ids[b]);'
+m winner-any-disposition src/tune/tune_policy.cc "tune" \
+  '  return c.disposition == Disposition::kPassed && c.timed() && std::isfinite(c.median_ms);' \
+  '  return c.timed() && std::isfinite(c.median_ms);'
+m winner-workspace-window-wider src/tune/tune_policy.cc "tune" \
+  '    if (c.median_ms > limit) continue;' \
+  '    if (c.median_ms > 2 * limit) continue;'
+
+# The audit's list: the Planner's order of sources (runtime.Planner*)
+m planner-store-after-stopgap src/runtime/planner.cc "runtime" \
+  '  bool store_first = true;' \
+  '  bool store_first = false;'
+m planner-no-dynamic-stopgap src/runtime/planner.cc "runtime" \
+  '    if (static_is_cheap(sig.structure)) {' \
+  '    if (true) {'
+m planner-bucket-farthest src/runtime/planner.cc "runtime" \
+  'if (!best || d < best_d || (d == best_d && t.shape_key < best->shape_key)) {' \
+  'if (!best || d > best_d || (d == best_d && t.shape_key < best->shape_key)) {'
+m planner-segments-skipped src/runtime/planner.cc "runtime" \
+  '    if (seg.plan) return seg;' \
+  '    if (false && seg.plan) return seg;'
+
+# The audit's list: the padding rules (runtime.Padding.*)
+m padding-matmul-k-varies src/runtime/padding.cc "runtime" \
+  '      if (v(a) == rank(a) - 1) return refuse(' \
+  '      if (false && v(a) == rank(a) - 1) return refuse('
+m padding-conv-spatial-varies src/runtime/padding.cc "runtime" \
+  $'      if (v(x) > 1)\n        return refuse(where + ": " + name(x) + " varies in spatial "' \
+  $'      if (v(x) > 2)\n        return refuse(where + ": " + name(x) + " varies in spatial "'
+m padding-norm-axis-varies src/runtime/padding.cc "runtime" \
+  '      if (v(x) > 0) return refuse(where + ": " + name(x) + " varies in " + dim_text(v(x)) + ", a normalized axis");' \
+  '      if (v(x) > 1) return refuse(where + ": " + name(x) + " varies in " + dim_text(v(x)) + ", a normalized axis");'
+m padding-reduced-axis-varies src/runtime/padding.cc "runtime" \
+  '      if (v(x) >= 0 && std::find(n.reduction.axes.begin()' \
+  '      if (false && v(x) >= 0 && std::find(n.reduction.axes.begin()'
+m padding-sdpa-sequence-varies src/runtime/padding.cc "runtime" \
+  $'        if (v(t) > 0)\n          return refuse(where + ": " + name(t) + " varies in " + dim_text(v(t)) + " (only the batch dim 0)");' \
+  $'        if (v(t) > 2)\n          return refuse(where + ": " + name(t) + " varies in " + dim_text(v(t)) + " (only the batch dim 0)");'
+m padding-wgrad-batch-varies src/runtime/padding.cc "runtime" \
+  '        if (v(t) >= 0) return refuse(where + ": the weight gradient sums over ' \
+  '        if (v(t) > 0) return refuse(where + ": the weight gradient sums over '
 
 # ---- Options -----------------------------------------------------------------------------------------------
 full=0 list=0 rev=HEAD only=()

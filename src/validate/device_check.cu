@@ -26,6 +26,8 @@ using namespace validate_internal;
 
 constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 1024;
+// Each block folds its threads' sums in static shared memory (at most 48 KiB).
+static_assert(kThreads * sizeof(kiln::validate_internal::GateSums) <= 48 * 1024, "GateSums outgrew shared memory");
 
 unsigned grid_for(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;

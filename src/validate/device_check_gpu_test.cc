@@ -168,6 +168,10 @@ void expect_same_report(const CheckReport& h, const CheckReport& d, const std::s
     EXPECT_TRUE(close(x.size_limit, y.size_limit));
     EXPECT_TRUE(close(x.mean_signed_rel, y.mean_signed_rel)) << x.mean_signed_rel << " " << y.mean_signed_rel;
     EXPECT_TRUE(close(x.bias_limit, y.bias_limit));
+    EXPECT_TRUE(close(x.bias_limit_away, y.bias_limit_away));
+    EXPECT_TRUE(close(x.element_ratio, y.element_ratio)) << x.element_ratio << " " << y.element_ratio;
+    EXPECT_EQ(x.element_worst_index, y.element_worst_index);
+    EXPECT_EQ(x.element_over, y.element_over);
     EXPECT_EQ(x.statistical, y.statistical);
     ASSERT_EQ(x.offenders.size(), y.offenders.size());
     for (size_t k = 0; k < x.offenders.size(); ++k) {

@@ -29,9 +29,14 @@ struct GateParams {
   double atol = 0, rtol = 0, rel_floor = 1e-6, acc_coeff = 0;
   int with_magnitude = 0;  // M given (the accumulation bound)
   // The expected-error model (needs the scale tensor S): sigma_i^2 = var_coeff S_i^2 is the expected
-  // squared error of the unrounded result, D_i = dir_coeff S_i its possible directed (biased) part.
+  // squared error of the unrounded result, D_i = dir_coeff S_i its possible directed part toward zero
+  // (truncating accumulation) and dir_sym_coeff S_i its possible directed part of either sign (function
+  // approximations).
   int statistical = 0;
-  double var_coeff = 0, dir_coeff = 0;
+  double var_coeff = 0, dir_coeff = 0, dir_sym_coeff = 0;
+  // The per-element test: element i fails when |out - ref| > elem_sigmas sigma_i + (dir_coeff +
+  // dir_sym_coeff) S_i + elem_rtol |ref_i| + (ulp(ref_i) + ulp(|ref_i| + that allowance + ulp(ref_i) / 2)) / 2.
+  double elem_sigmas = 0, elem_rtol = 0;
   // The output dtype's grid: mantissa bits stored and the exponent of the smallest normal number
   // (ulp_bits < 0: an integer dtype, spacing 1).
   int ulp_bits = 23, ulp_emin = -126;
@@ -51,10 +56,16 @@ struct GateSums {
   double max_abs = 0, max_rel = 0;
   double sum_sq_err = 0, sum_sq_ref = 0, sum_sq_mag = 0;  // over finite pairs
   // The expected-error model (statistical only), over finite pairs:
-  double sum_expected = 0;   // sum V_i, V_i = sigma_i^2 + ulp_i sigma_i: expected (out - ref)^2
-  double sum_signed = 0;     // sum (out - ref) sign(ref)
-  double sum_abs_ref = 0;    // sum |ref|
-  double sum_directed = 0;   // sum D_i
+  double sum_expected = 0;      // sum V_i, V_i = sigma_i^2 + ulp_i sigma_i: expected (out - ref)^2
+  double sum_signed = 0;        // sum (out - ref) sign(ref)
+  double sum_abs_ref = 0;       // sum |ref|
+  double sum_directed = 0;      // sum D_i (toward zero)
+  double sum_directed_sym = 0;  // sum dir_sym_coeff S_i (either sign)
+  // The per-element test: the largest |out - ref| / element allowance (its index; ties: the lowest) and
+  // how many elements exceed their allowance.
+  double elem_worst_ratio = 0;
+  int64_t elem_worst_index = -1;
+  int64_t elem_over_count = 0;
   double max_ulp = 0;        // largest output-grid spacing at a reference value
   double sum_ulp_sq = 0;     // sum of the squared spacings (their mean sets the "grid step" allowance)
   int64_t finite_count = 0;  // finite pairs
@@ -111,6 +122,19 @@ KILN_GATE_HD void gate_element(const GateParams& p, double x, double y, double m
       g.sum_signed += y > 0 ? x - y : (y < 0 ? y - x : 0.0);
       g.sum_abs_ref += ay;
       g.sum_directed += p.dir_coeff * s;
+      g.sum_directed_sym += p.dir_sym_coeff * s;
+      // The element against its own expected error: the unrounded results differ by at most elem_sigmas
+      // standard deviations plus the directed parts; each rounding to the output grid adds half a step
+      // (the kernel's at its own value, which may lie in the next binade: the exact result is within half a
+      // step of the reference).
+      const double unrounded = p.elem_sigmas * sqrt(var) + (p.dir_coeff + p.dir_sym_coeff) * s + p.elem_rtol * ay;
+      const double elem_allowed = unrounded + 0.5 * (ulp + gate_ulp(p, ay + unrounded + 0.5 * ulp));
+      const double elem_ratio = diff / elem_allowed;
+      if (elem_ratio > 1.0) ++g.elem_over_count;
+      if (elem_ratio > g.elem_worst_ratio || g.elem_worst_index < 0) {
+        g.elem_worst_ratio = elem_ratio;
+        g.elem_worst_index = index;
+      }
       if (ulp > g.max_ulp) g.max_ulp = ulp;
       g.sum_ulp_sq += ulp * ulp;
     }
@@ -151,6 +175,14 @@ KILN_GATE_HD void gate_merge(GateSums& a, const GateSums& b) {
   a.sum_signed += b.sum_signed;
   a.sum_abs_ref += b.sum_abs_ref;
   a.sum_directed += b.sum_directed;
+  a.sum_directed_sym += b.sum_directed_sym;
+  if (b.elem_worst_index >= 0 &&
+      (a.elem_worst_index < 0 || b.elem_worst_ratio > a.elem_worst_ratio ||
+       (b.elem_worst_ratio == a.elem_worst_ratio && b.elem_worst_index < a.elem_worst_index))) {
+    a.elem_worst_ratio = b.elem_worst_ratio;
+    a.elem_worst_index = b.elem_worst_index;
+  }
+  a.elem_over_count += b.elem_over_count;
   a.max_ulp = a.max_ulp > b.max_ulp ? a.max_ulp : b.max_ulp;
   a.sum_ulp_sq += b.sum_ulp_sq;
   a.finite_count += b.finite_count;

@@ -159,7 +159,10 @@ ErrorModel expected_error_model(const AccumulationPath& path, bool tf32) {
   double var = acc + path.rounding_var + node * node + path.approx_var;
   if (tf32) var += path.fp32_gemms * 2.0 * 0x1p-22 / 3.0;
   m.var_coeff = var;
-  m.dir_coeff = u * blocks / std::sqrt(3.0) + path.approx_dir;
+  // Truncation toward zero, one unit roundoff at most per block of the partial sum after it, whose mean
+  // over a random order is (b / B) y: at most u (B / 2) |y| <= u (B / 2) S in all, signed as y.
+  m.dir_coeff = u * blocks / 2.0;
+  m.dir_sym_coeff = path.approx_dir;
   return m;
 }
 
@@ -224,6 +227,9 @@ GateParams params_for(const Tolerance& tol, DataType dtype, bool with_magnitude)
   p.statistical = tol.statistical ? 1 : 0;
   p.var_coeff = tol.var_coeff;
   p.dir_coeff = tol.dir_coeff;
+  p.dir_sym_coeff = tol.dir_sym_coeff;
+  p.elem_sigmas = kGateElementSigmas;
+  p.elem_rtol = tol.elem_rtol;
   dtype_grid(dtype, &p.ulp_bits, &p.ulp_emin);
   return p;
 }
@@ -303,12 +309,19 @@ ErrorMeasures measures_from_sums(const GateSums& g, const std::vector<GateOffend
     // The grid step the quanta allowance counts: twice the root mean square spacing, at most the largest.
     const double step = g.finite_count > 0 ? std::min(g.max_ulp, 2.0 * std::sqrt(g.sum_ulp_sq / g.finite_count)) : 0.0;
     e.size_limit = kGateSizeFactor * g.sum_expected + kGateQuanta * step * step;
-    const double allowed =
-        kGateBiasFactor * g.sum_directed + kGateBiasSigmas * std::sqrt(g.sum_expected) + kGateQuanta * step;
+    // Truncating accumulation only shrinks a result: toward zero the directed parts are allowed, away
+    // from it only the function approximations' (either sign).
+    const double random = kGateBiasSigmas * std::sqrt(g.sum_expected) + kGateQuanta * step;
+    const double toward = kGateBiasFactor * (g.sum_directed + g.sum_directed_sym) + random;
+    const double away = kGateBiasFactor * g.sum_directed_sym + random;
     if (g.sum_abs_ref > 0) {
       e.mean_signed_rel = g.sum_signed / g.sum_abs_ref;
-      e.bias_limit = allowed / g.sum_abs_ref;
+      e.bias_limit = toward / g.sum_abs_ref;
+      e.bias_limit_away = away / g.sum_abs_ref;
     }
+    e.element_ratio = g.elem_worst_ratio;
+    e.element_worst_index = g.elem_worst_index;
+    e.element_over = g.elem_over_count;
   }
   for (const GateOffender& o : offenders) e.offenders.push_back({o.index, o.out, o.ref, o.allowed});
   return e;
@@ -353,6 +366,7 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
         c.tolerance.statistical = true;
         c.tolerance.var_coeff = model.var_coeff;
         c.tolerance.dir_coeff = model.dir_coeff;
+        c.tolerance.dir_sym_coeff = model.dir_sym_coeff;
       }
       // The old nmse limit allows for the same function approximations (an error of a S_i, S_i <= 2 |y_i|
       // for these functions' typical arguments, in mean square).
@@ -383,12 +397,15 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
       // dtype, at most u |x_j| <= u M_x_j, and sum_j M_x_j <= M_out (max M_x_j for max/min/amax). rtol on
       // the result alone misses a sum that cancels.
       if (with_bound && roles.producer(in) >= 0) c.tolerance.acc_coeff += 2 * roundoff;
+      if (with_bound && roles.producer(in) >= 0) c.tolerance.elem_rtol = 2 * roundoff;
     }
     c.tolerance.atol *= options.tolerance_scale;
     c.tolerance.rtol *= options.tolerance_scale;
     c.tolerance.acc_coeff *= options.tolerance_scale;
     c.tolerance.var_coeff *= options.tolerance_scale * options.tolerance_scale;
     c.tolerance.dir_coeff *= options.tolerance_scale;
+    c.tolerance.dir_sym_coeff *= options.tolerance_scale;
+    c.tolerance.elem_rtol *= options.tolerance_scale;
     gate.params = params_for(c.tolerance, c.dtype, with_bound);
     gates.push_back(std::move(gate));
   }
@@ -416,8 +433,12 @@ void finish_output(OutputGate& gate, ErrorMeasures error, bool tf32, CheckReport
     const double ratio = e.expected_sq_err > 0 ? e.sum_sq_err / e.expected_sq_err : (e.sum_sq_err > 0 ? INFINITY : 0.0);
     const double limit = e.expected_sq_err > 0 ? e.size_limit / e.expected_sq_err : INFINITY;
     c.summary += " err2/expected=" + fixed2(ratio) + (e.sum_sq_err <= e.size_limit ? "" : " OVER") +
-                 "(<=" + fixed2(limit) + ") bias=" + sci(e.mean_signed_rel) +
-                 (std::fabs(e.mean_signed_rel) <= e.bias_limit ? "" : " OVER") + "(|bias|<=" + sci(e.bias_limit) + ")";
+                 "(<=" + fixed2(limit) + ") bias=" + sci(e.mean_signed_rel) + (bias_within(e) ? "" : " OVER") + "(" +
+                 sci(-e.bias_limit) + ".." + sci(e.bias_limit_away) + ") elem=" + fixed2(e.element_ratio) +
+                 (e.element_ratio <= 1.0 ? "" : " OVER") + "(<=1";
+    if (e.element_over > 0)
+      c.summary += ", " + std::to_string(e.element_over) + " over, worst at " + std::to_string(e.element_worst_index);
+    c.summary += ")";
   }
   if (!e.offenders.empty()) {
     c.summary += " first offenders:";
@@ -479,10 +500,14 @@ StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& r
   return measures_from_sums(total, offenders, tol, magnitude != nullptr);
 }
 
+bool bias_within(const ErrorMeasures& e) {
+  return e.mean_signed_rel < 0 ? -e.mean_signed_rel <= e.bias_limit : e.mean_signed_rel <= e.bias_limit_away;
+}
+
 Disposition judge(const ErrorMeasures& e, const Tolerance& tol) {
   if (e.nan_count > 0 || e.mismatch_count > 0 || !(e.nmse <= tol.nmse_max + e.nmse_allowance))
     return Disposition::kIncorrect;
-  if (e.statistical && (!(e.sum_sq_err <= e.size_limit) || !(std::fabs(e.mean_signed_rel) <= e.bias_limit)))
+  if (e.statistical && (!(e.sum_sq_err <= e.size_limit) || !bias_within(e) || !(e.element_ratio <= 1.0)))
     return Disposition::kIncorrect;
   return Disposition::kPassed;
 }

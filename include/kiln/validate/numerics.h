@@ -21,8 +21,8 @@ namespace kiln {
 // M_i when a magnitude tensor M is given), both finite, or when both are the same non-finite value. A
 // tensor passes when every element matches, no element is NaN/Inf where the reference is finite, and
 // nmse <= nmse_max (+ the accumulation allowance, ErrorMeasures::nmse_allowance); with a scale tensor S
-// (the expected-error model, docs/numerics.md "The gate") it must also pass the error-size and the bias
-// tests (judge()).
+// (the expected-error model, docs/numerics.md "The gate") it must also pass the error-size, the bias and
+// the per-element tests (judge()).
 struct Tolerance {
   double atol = 0.0;
   double rtol = 0.0;
@@ -35,26 +35,38 @@ struct Tolerance {
   double acc_nmse_coeff = 0.0;
   // The expected-error model, used only with a scale tensor S (ReferenceOutputs::scales): before the
   // output's own rounding, element i is expected to differ from the exact result by an error of mean
-  // square var_coeff * S_i^2, of which at most dir_coeff * S_i may be systematic (directed rounding).
+  // square var_coeff * S_i^2, of which at most dir_coeff * S_i may be systematic toward zero (truncating
+  // accumulation) and dir_sym_coeff * S_i systematic of either sign (function approximations).
   bool statistical = false;
   double var_coeff = 0.0;
   double dir_coeff = 0.0;
+  double dir_sym_coeff = 0.0;
+  // The per-element test's relative allowance beyond the model (a reduction fused behind a GEMM reads the
+  // unrounded accumulator: 2 u of its input's dtype).
+  double elem_rtol = 0.0;
 };
 
 // The gate's safety factors (docs/numerics.md "The gate"). With V_i = sigma_i^2 + ulp_i sigma_i the
 // expected squared difference of element i (sigma_i^2 = var_coeff S_i^2; ulp_i the output dtype's
 // spacing at ref_i: both results are rounded to that grid and differ by a step only when the error
-// crosses a grid point), a statistical output fails when
+// crosses a grid point), D_i = dir_coeff S_i (toward zero) and E_i = dir_sym_coeff S_i (either sign), a
+// statistical output fails when
 //   sum (out - ref)^2           > kGateSizeFactor * sum V_i + kGateQuanta * q^2        (error size)
-//   |sum (out - ref) sign(ref)| > kGateBiasFactor * sum dir_coeff S_i + kGateBiasSigmas * sqrt(sum V_i)
-//                                  + kGateQuanta * q                                    (bias)
+//   b = sum (out - ref) sign(ref), R = kGateBiasSigmas * sqrt(sum V_i) + kGateQuanta * q:
+//   b < -(kGateBiasFactor * sum (D_i + E_i) + R)  or  b > kGateBiasFactor * sum E_i + R  (bias: truncation
+//                                                 only shrinks a result, so away from zero only E_i is allowed)
+//   |out_i - ref_i| > kGateElementSigmas sigma_i + D_i + E_i + elem_rtol |ref_i|
+//                     + (ulp(ref_i) + ulp(|ref_i| + that + ulp(ref_i) / 2)) / 2 for any i  (per element)
 // with q = min(max ulp_i, 2 rms ulp_i), a typical grid step. kGateQuanta steps are always allowed: when
 // sigma << ulp the count of crossed grid points is a Poisson variable of small mean, and a handful must
-// not fail a correct result.
+// not fail a correct result. kGateElementSigmas: a Gaussian exceeds 7.5 standard deviations with
+// probability 6e-14 (and sigma_i is an upper estimate), so 10^9 checked elements raise a false alarm with
+// probability below 1e-4.
 constexpr double kGateSizeFactor = 4.0;
-constexpr double kGateBiasFactor = 2.0;
+constexpr double kGateBiasFactor = 1.5;
 constexpr double kGateBiasSigmas = 6.0;
 constexpr double kGateQuanta = 4.0;
+constexpr double kGateElementSigmas = 7.5;
 
 // Options that widen the default tolerance.
 struct ToleranceOptions {
@@ -100,7 +112,13 @@ struct ErrorMeasures {
   double size_limit = 0.0;       // what sum_sq_err may reach
   double mean_signed_rel = 0.0;  // sum (out - ref) sign(ref) / sum |ref|: the mean signed relative error,
                                  // |ref|-weighted (exactly e for out = (1 + e) ref)
-  double bias_limit = 0.0;       // what |mean_signed_rel| may reach
+  double bias_limit = 0.0;       // what |mean_signed_rel| may reach toward zero (mean_signed_rel < 0)
+  double bias_limit_away = 0.0;  // what mean_signed_rel may reach away from zero (> 0)
+  // The per-element test: the largest |out - ref| / element allowance (> 1 fails), its row-major index and
+  // how many elements exceed their allowance.
+  double element_ratio = 0.0;
+  int64_t element_worst_index = -1;
+  int64_t element_over = 0;
   // The first mismatching elements (lowest indices, at most 8) with their values and allowed band.
   struct Offender {
     int64_t index = -1;
@@ -119,8 +137,11 @@ StatusOr<ErrorMeasures> measure_error(const HostTensor& out, const HostTensor& r
 
 // Passed or Incorrect. NaN/Inf in `out` where `ref` is finite is always Incorrect, whatever `tol` says.
 // nmse is compared with tol.nmse_max + e.nmse_allowance; a statistical measure must also stay within
-// its size and bias limits.
+// its size and bias limits (bias_within) and have no element over its own allowance (element_ratio <= 1).
 Disposition judge(const ErrorMeasures& e, const Tolerance& tol);
+
+// The bias test alone: mean_signed_rel within -bias_limit .. bias_limit_away (see kGateBiasFactor).
+bool bias_within(const ErrorMeasures& e);
 
 struct OutputCheck {
   std::string name;  // tensor name
@@ -157,8 +178,8 @@ struct CheckOptions {
 //   acc_coeff * M_i,  acc_coeff = lambda(K) * sqrt(K) * u_acc + n * 2^-24
 // (K and u_acc from accumulation_into, n the nodes on the path, M the reference's magnitude), and nmse by
 // an extra 4 (sqrt(K) u_acc + n 2^-24)^2 sum M^2 / sum ref^2. With the reference's scales (S) each
-// floating-point output also gets the expected-error model (expected_error_model()): the error-size and
-// the bias tests of judge(). Returns kInvalidArgument when counts or dims do not line up.
+// floating-point output also gets the expected-error model (expected_error_model()): the error-size, bias
+// and per-element tests of judge(). Returns kInvalidArgument when counts or dims do not line up.
 StatusOr<CheckReport> check_outputs(const Graph& graph, const std::vector<HostTensor>& outputs,
                                     const ReferenceOutputs& reference, const CheckOptions& options = {});
 
@@ -198,14 +219,16 @@ AccumulationPath accumulation_into(const Graph& graph, const GraphRoles& roles, 
                                    std::optional<DataType> stored = std::nullopt);
 
 // The expected-error model of an output (docs/numerics.md "The gate"), in units of the scale S_i:
-// var_coeff = u_acc^2 (K/3 + B^2) / 3 + rounding_var + (4 n 2^-24)^2 and dir_coeff = u_acc B / sqrt(3),
+// var_coeff = u_acc^2 (K/3 + B^2) / 3 + rounding_var + (4 n 2^-24)^2 and dir_coeff = u_acc B / 2,
 // with B = ceil(K / kGateTruncationBlock) (0 when K = 1). The accumulation of K terms rounds at every
 // step (a random walk: mean square u^2/3 per step times the partial sum, whose mean square over a
 // random order of the terms is at most S^2/3), and tensor cores add a block of products to the fp32
 // accumulator rounding toward zero (Fasi, Higham, Mikaitis & Pranesh 2021): at most one unit roundoff
-// of the partial sum per block, all in one direction. `tf32`: CheckOptions::allow_tf32 (each fp32 GEMM
+// of the partial sum per block, toward zero. Over a random order the partial sum after block b has mean
+// (b / B) y, so the truncations' expected sum, signed as y, is at most u sum_b (b / B) |y| <= u (B / 2) S
+// (dir_coeff). `tf32`: CheckOptions::allow_tf32 (each fp32 GEMM
 // on the path then adds 2 (2^-11)^2 / 3 for its operands' rounding).
-// Transcendental pointwise nodes add approx_var to var_coeff and approx_dir to dir_coeff: cuDNN evaluates
+// Transcendental pointwise nodes add approx_var to var_coeff and approx_dir to dir_sym_coeff: cuDNN evaluates
 // them with fast approximations, not within the 4 ulps the per-node term assumes (function_approximation).
 constexpr int64_t kGateTruncationBlock = 16;
 
@@ -217,7 +240,8 @@ constexpr int64_t kGateTruncationBlock = 16;
 double function_approximation(PointwiseMode mode);
 struct ErrorModel {
   double var_coeff = 0.0;
-  double dir_coeff = 0.0;
+  double dir_coeff = 0.0;      // toward zero: u_acc B / 2
+  double dir_sym_coeff = 0.0;  // either sign: approx_dir
 };
 ErrorModel expected_error_model(const AccumulationPath& path, bool tf32 = false);
 
