@@ -7,18 +7,6 @@
 namespace kiln::lower_detail {
 namespace {
 
-std::string shape_text(const TensorDesc& t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? "," : "") + std::to_string(t.dims[i].value);
-  return s + "]";
-}
-
-bool only_ops(const Graph& g, bool allow_matmul) {
-  for (const Node& n : g.nodes)
-    if (n.op != OpKind::kPointwise && !(allow_matmul && n.op == OpKind::kMatmul)) return false;
-  return true;
-}
-
 // The family a canonical rule sees: graphs of pointwise ops only; of matmuls with pointwise epilogues and
 // reductions to one element (the FP8 recipe's AMAX); of reductions with pointwise ops; anything else (convs,
 // norms, sdpa, reductions beside a matmul that keep axes) is lowered as written.
@@ -39,8 +27,6 @@ Family family_of(const Graph& g) {
   }
   return reduction ? Family::kReduction : Family::kPointwise;
 }
-
-bool dims_follow_symbols(const TensorDesc& t, size_t i) { return t.dims[i].follows_symbols(); }
 
 // A reduction's axes, read from its tensors after their axes moved: every axis its output holds at extent 1.
 void renumber_reduction_axes(Graph& g) {
@@ -117,7 +103,7 @@ void coalesce_axes(Graph& g, size_t lo, size_t hi) {
   for (const TensorDesc* t : ts)
     for (size_t i = 0; i < rank; ++i) {
       ext[i] = std::max(ext[i], t->dims[i].value);
-      sym[i] = sym[i] || dims_follow_symbols(*t, i);
+      sym[i] = sym[i] || t->dims[i].follows_symbols();
     }
   // groups of old axes, in order, each becoming one new axis
   std::vector<std::vector<size_t>> groups;
@@ -174,7 +160,7 @@ std::string first_below(const Graph& g, size_t min_rank) {
   const size_t rank = lifted_rank(g, min_rank);
   for (const TensorDesc& t : g.tensors)
     if (!t.by_value && t.dims.size() < rank)
-      return "tensor '" + t.name + "' " + shape_text(t) + " (rank " + std::to_string(t.dims.size()) + ")";
+      return "tensor '" + t.name + "' " + dims_text(t) + " (rank " + std::to_string(t.dims.size()) + ")";
   return "";
 }
 
@@ -186,7 +172,7 @@ std::string first_below(const Graph& g, size_t min_rank) {
 // tensor to rank 3 (or to the graph's largest rank, for an operand of lower rank that broadcasts) with
 // leading axes of extent 1 describes the same memory in the ranks that were measured right.
 std::string find_pointwise_low_rank(const Graph& g) {
-  if (g.nodes.empty() || !only_ops(g, /*allow_matmul=*/false)) return "";
+  if (g.nodes.empty() || family_of(g) != Family::kPointwise) return "";
   return first_below(g, 3);
 }
 
@@ -218,12 +204,6 @@ const char* kMatmulRank2Spec = R"({
   "outputs": ["y"]
 })";
 
-std::string strides_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // "tensor 'x' [8,32,2,17] strides [1088,34,17,1] as [8,17,32,2] strides [1088,1,34,17]" for the first tensor
 // whose description `to` changes, or "" when none does.
 std::string first_change(const Graph& from, const Graph& to) {
@@ -231,8 +211,8 @@ std::string first_change(const Graph& from, const Graph& to) {
     const TensorDesc& a = from.tensors[i];
     const TensorDesc& b = to.tensors[i];
     if (a.by_value || (a.shape() == b.shape() && a.strides == b.strides)) continue;
-    return "tensor '" + a.name + "' " + shape_text(a) + " strides " + strides_text(a.strides) + " as " + shape_text(b) +
-           " strides " + strides_text(b.strides);
+    return "tensor '" + a.name + "' " + dims_text(a) + " strides " + ints_text(a.strides) + " as " + dims_text(b) +
+           " strides " + ints_text(b.strides);
   }
   return "";
 }
@@ -280,10 +260,6 @@ std::string find_pointwise_layout(const Graph& g) {
   return first_change(g, *c);
 }
 
-StatusOr<Graph> rewrite_pointwise_layout(const Graph& g, const std::string& where) {
-  return canonical_pointwise(g, where);
-}
-
 // ---- reduction_rows ----------------------------------------------------------------------------------
 // cuDNN 9.19 offers a standalone reduction engine (H200 profile) only for a rank-2 row-major tensor reduced
 // along its last axis or both ([64,128] -> [64,1] or [1,1], fp32, fp16, bf16; sum, max, amax), and none for
@@ -312,11 +288,11 @@ StatusOr<Graph> canonical_reduction(const Graph& g, const std::string& where) {
   for (size_t i = first_reduced; i < x.dims.size(); ++i)
     if (!(y.dims[i].value == 1 && x.dims[i].value > 1))
       return not_supported(where + ": the reduced axes are not the innermost in memory (in memory order, " +
-                           shape_text(x) + " -> " + shape_text(y) +
+                           dims_text(x) + " -> " + dims_text(y) +
                            "), and cuDNN 9.19 reduces only a row-major [rows, columns] view along its columns");
   if (first_reduced > 1 || x.dims.size() - first_reduced > 1)
-    return not_supported(where + ": its kept or reduced axes do not merge into one (in memory order, " + shape_text(x) +
-                         " -> " + shape_text(y) +
+    return not_supported(where + ": its kept or reduced axes do not merge into one (in memory order, " + dims_text(x) +
+                         " -> " + dims_text(y) +
                          ": padded strides or operands broadcast over some of them), and cuDNN 9.19 reduces only a "
                          "[rows, columns] view");
   if (first_reduced == x.dims.size()) {  // only unit axes reduced: reduce a trailing axis of extent 1
@@ -341,10 +317,6 @@ std::string find_reduction_rows(const Graph& g) {
   return first_change(g, *c);
 }
 
-StatusOr<Graph> rewrite_reduction_rows(const Graph& g, const std::string& where) {
-  return canonical_reduction(g, where);
-}
-
 // ---- matmul_batch_axes -------------------------------------------------------------------------------
 // cuDNN 9.19's matmul takes one batch axis: with two or more (a [2,3,16,64] x [64,32] product, or
 // [2,3,16,64] x [1,3,64,32]) its operation graph is refused (CUDNN_STATUS_NOT_SUPPORTED at finalize, H200
@@ -367,10 +339,6 @@ std::string find_matmul_batch_axes(const Graph& g) {
   auto c = canonical_matmul_batch(g, "");
   if (!c.is_ok() || reference_tensor(*c).dims.size() > 3) return "";
   return first_change(g, *c);
-}
-
-StatusOr<Graph> rewrite_matmul_batch_axes(const Graph& g, const std::string& where) {
-  return canonical_matmul_batch(g, where);
 }
 
 // ---- norm_rank_4 --------------------------------------------------------------------------------------
@@ -399,7 +367,7 @@ std::string find_norm_low_rank(const Graph& g) {
   size_t rank = 0;
   if (!norm_graph_below_rank_4(g, &rank)) return "";
   for (const TensorDesc& t : g.tensors)
-    if (!t.by_value) return "tensor '" + t.name + "' " + shape_text(t) + " (rank " + std::to_string(rank) + ")";
+    if (!t.by_value) return "tensor '" + t.name + "' " + dims_text(t) + " (rank " + std::to_string(rank) + ")";
   return "";
 }
 
@@ -437,7 +405,7 @@ std::string find_strided_innermost(const Graph& g) {
     for (size_t i = 0; i < t.dims.size(); ++i)
       if (t.dims[i].value > 1) smallest = std::min(smallest, t.strides[i]);
     if (smallest != INT64_MAX && smallest > 1)
-      return "tensor '" + t.name + "' " + shape_text(t) + " strides " + strides_text(t.strides) +
+      return "tensor '" + t.name + "' " + dims_text(t) + " strides " + ints_text(t.strides) +
              " (its innermost axis steps " + std::to_string(smallest) + " elements)";
   }
   return "";
@@ -570,7 +538,7 @@ const std::vector<KnownDefect>& canonical_rules() {
        kPointwiseRank4Spec,
        "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/pointwise_layout",
        find_pointwise_layout,
-       rewrite_pointwise_layout},
+       canonical_pointwise},
       {"reduction_rows",
        "cuDNN offers a standalone reduction engine only for a row-major [rows, columns] tensor reduced along its "
        "columns (or both axes); a reduction over the innermost axes in memory is described that way, others are "
@@ -583,7 +551,7 @@ const std::vector<KnownDefect>& canonical_rules() {
        kReductionSpec,
        "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/reduction_rows",
        find_reduction_rows,
-       rewrite_reduction_rows},
+       canonical_reduction},
       {"matmul_batch_axes",
        "cuDNN's matmul takes one batch axis; batch axes every tensor holds densely or broadcasts alike are merged "
        "into one (others are lowered as written)",
@@ -594,7 +562,7 @@ const std::vector<KnownDefect>& canonical_rules() {
        kMatmulBatchSpec,
        "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/matmul_batch_axes",
        find_matmul_batch_axes,
-       rewrite_matmul_batch_axes},
+       canonical_matmul_batch},
   };
   return kTable;
 }

@@ -4,15 +4,10 @@
 #include <algorithm>
 
 #include "lower/canonicalize.h"
+#include "lower/known_defects.h"
 
 namespace kiln::lower_detail {
 namespace {
-
-std::string dims_text(const TensorDesc& t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? "," : "") + std::to_string(t.dims[i].value);
-  return s + "]";
-}
 
 bool pointwise_only(const Graph& g) {
   if (g.nodes.empty()) return false;
@@ -35,28 +30,28 @@ std::string find_reduction_output_not_fp32(const Graph& g) {
 }
 
 // ---- reduction_strided_input ----
+// The memory a tensor's strides span is more than its elements: padded or strided rows.
+bool not_packed(const TensorDesc& t) {
+  if (t.by_value || t.strides.size() != t.dims.size()) return false;
+  int64_t span = 1;
+  for (size_t i = 0; i < t.dims.size(); ++i) span += (t.dims[i].value - 1) * t.strides[i];
+  return span > t.element_count();
+}
+
 std::string find_reduction_strided_input(const Graph& g) {
+  bool reduction_graph = false;
   for (const Node& n : g.nodes) {
     if (n.op != OpKind::kReduction) continue;
-    for (int in : n.inputs) {
-      // Follow pointwise producers back to a graph input: the memory the reduction's [rows, columns] view reads.
-      const TensorDesc& x = g.tensors[static_cast<size_t>(in)];
-      int64_t span = 1;
-      for (size_t i = 0; i < x.dims.size(); ++i) span += (x.dims[i].value - 1) * x.strides[i];
-      if (span > x.element_count())
-        return "node '" + n.name + "' (" + node_op_name(n) + "): input '" + x.name + "' " + dims_text(x) +
-               " is not densely packed (padded or strided rows)";
-    }
+    reduction_graph = true;
+    const TensorDesc& x = g.tensors[static_cast<size_t>(n.inputs[0])];
+    if (not_packed(x))
+      return "node '" + n.name + "' (" + node_op_name(n) + "): input '" + x.name + "' " + dims_text(x) +
+             " is not densely packed (padded or strided rows)";
   }
-  for (const TensorDesc& x : g.tensors) {
-    if (x.by_value || x.dims.empty() || x.strides.size() != x.dims.size()) continue;
-    int64_t span = 1;
-    for (size_t i = 0; i < x.dims.size(); ++i) span += (x.dims[i].value - 1) * x.strides[i];
-    bool reduction_graph = false;
-    for (const Node& n : g.nodes) reduction_graph = reduction_graph || n.op == OpKind::kReduction;
-    if (reduction_graph && span > x.element_count())
+  if (!reduction_graph) return "";
+  for (const TensorDesc& x : g.tensors)  // read through pointwise ops before the reduction
+    if (not_packed(x))
       return "tensor '" + x.name + "' " + dims_text(x) + " is not densely packed (padded or strided rows)";
-  }
   return "";
 }
 

@@ -6,12 +6,6 @@
 namespace kiln::lower_detail {
 namespace {
 
-std::string dims_of(const TensorDesc& t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? "," : "") + std::to_string(t.dims[i].value);
-  return s + "]";
-}
-
 int extents_over_one(const TensorDesc& t) {
   return static_cast<int>(std::count_if(t.dims.begin(), t.dims.end(), [](const Dim& d) { return d.value > 1; }));
 }
@@ -48,8 +42,8 @@ std::string find_vector_broadcast(const Graph& g) {
     for (int in : n.inputs) {
       const TensorDesc& t = g.tensors[static_cast<size_t>(in)];
       if (!t.by_value && extents_over_one(t) == 1)
-        return node_label(n) + ": input '" + t.name + "' " + dims_of(t) + " broadcast into output '" + y.name + "' " +
-               dims_of(y);
+        return node_label(n) + ": input '" + t.name + "' " + dims_text(t) + " broadcast into output '" + y.name + "' " +
+               dims_text(y);
     }
   }
   return "";
@@ -158,6 +152,14 @@ const char* kVectorBroadcastSpec = R"({
 })";
 
 }  // namespace
+
+std::string ints_text(const std::vector<int64_t>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
+  return s + "]";
+}
+
+std::string dims_text(const TensorDesc& t) { return ints_text(t.shape()); }
 
 const std::vector<KnownDefect>& known_defects() {
   static const std::vector<KnownDefect> kTable = {

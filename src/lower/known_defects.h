@@ -34,6 +34,11 @@ struct KnownDefect {
 
 const std::vector<KnownDefect>& known_defects();
 
+// How the rewrite tables' messages (known defects, canonical rules, engine coverage) print a tensor's extents,
+// "[4,16,64]", and a list of integers such as strides, "[1024,64,1]".
+std::string dims_text(const TensorDesc& t);
+std::string ints_text(const std::vector<int64_t>& values);
+
 struct DefectWorkaround {
   Graph graph;                       // the graph to lower (the input graph when nothing applies)
   std::vector<std::string> applied;  // "pointwise_vector_broadcast: node 'add' ...: lowered as ..."

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "kiln/lower/lower.h"
 #include "kiln/spec/spec.h"
@@ -22,16 +23,6 @@
 
 namespace kiln {
 namespace {
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o;
-}
 
 TEST(Sweep, GeneratedSpecsValidateCanonicalizeAndLowerWithoutAGpu) {
   auto profile = builtin_h200_profile();
@@ -99,8 +90,13 @@ TEST(Sweep, GeneratedSpecsValidateCanonicalizeAndLowerWithoutAGpu) {
     }
     ++table[rs.family][outcome];
     if (report.is_open())
-      report << "{\"name\": \"" << rs.name << "\", \"family\": \"" << rs.family << "\", \"outcome\": \"" << outcome
-             << "\", \"reason\": \"" << json_escape(reason) << "\", \"spec\": " << rs.json << "}\n";
+      report << nlohmann::json{{"name", rs.name},
+                               {"family", rs.family},
+                               {"outcome", outcome},
+                               {"reason", reason},
+                               {"spec", nlohmann::json::parse(rs.json)}}
+                    .dump()
+             << "\n";
   }
   for (const auto& [family, outcomes] : table) {
     std::string line;

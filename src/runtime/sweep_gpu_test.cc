@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "gpu_test_util.h"
 #include "kiln/runtime/runner.h"
@@ -39,16 +40,6 @@ namespace fs = std::filesystem;
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o;
 }
 
 // A refusal names its reason when it is not cuDNN's bare "no engine configuration" (lowering appends the
@@ -121,9 +112,10 @@ TEST(Sweep, RandomValidSpecsPassOrAreRefusedWithANamedReason) {
       break;
     }
     if (report.is_open()) {
-      report << "{\"name\": \"" << rs.name << "\", \"family\": \"" << rs.family << "\", \"outcome\": \"" << o.kind
-             << "\", \"ms\": " << ms << ", \"message\": \"" << json_escape(o.message) << "\", \"spec\": " << rs.json
-             << "}\n";
+      report << nlohmann::json{{"name", rs.name}, {"family", rs.family},  {"outcome", o.kind},
+                               {"ms", ms},        {"message", o.message}, {"spec", nlohmann::json::parse(rs.json)}}
+                    .dump()
+             << "\n";
       report.flush();
     }
   }

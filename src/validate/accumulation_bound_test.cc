@@ -10,6 +10,7 @@
 
 #include "kiln/validate/numerics.h"
 #include "kiln/validate/reference.h"
+#include "validate/simulated_sums.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {
@@ -61,36 +62,10 @@ HostTensor simulate(const Gemm& t, const Dot& dot) {
 }
 
 // fp16 x fp16 products are exact in fp32 (11 + 11 bits), so the only error is the accumulation's.
-float sequential(const std::vector<double>& p) {
-  float acc = 0.f;
-  for (double x : p) acc += static_cast<float>(x);
-  return acc;
-}
-
-float pairwise(const std::vector<double>& p) {
-  std::vector<float> v(p.begin(), p.end());
-  while (v.size() > 1) {
-    std::vector<float> next((v.size() + 1) / 2);
-    for (size_t i = 0; i < next.size(); ++i) next[i] = v[2 * i] + (2 * i + 1 < v.size() ? v[2 * i + 1] : 0.f);
-    v.swap(next);
-  }
-  return v.empty() ? 0.f : v[0];
-}
-
-// Tensor-core-like: 16 products summed exactly, then added to an fp32 accumulator rounding toward zero
-// (biased, unlike round-to-nearest; Fasi, Higham, Mikaitis & Pranesh 2021 measured such truncation).
-float truncated_blocks(const std::vector<double>& p) {
-  float acc = 0.f;
-  for (size_t i = 0; i < p.size(); i += 16) {
-    double block = 0.0;
-    for (size_t j = i; j < std::min(p.size(), i + 16); ++j) block += p[j];
-    const double exact = static_cast<double>(acc) + block;
-    float r = static_cast<float>(exact);
-    if (std::fabs(static_cast<double>(r)) > std::fabs(exact)) r = std::nextafter(r, 0.f);
-    acc = r;
-  }
-  return acc;
-}
+float sequential(const std::vector<double>& p) { return simulated_sums::sequential(p); }
+float pairwise(const std::vector<double>& p) { return simulated_sums::pairwise(p); }
+// Tensor-core-like: 16-product blocks, truncated into the fp32 accumulator (biased, unlike round-to-nearest).
+float truncated_blocks(const std::vector<double>& p) { return simulated_sums::truncated(p, 16); }
 
 CheckReport check(const Gemm& t, const HostTensor& out) {
   auto rep = check_outputs(t.g, {out}, t.ref);

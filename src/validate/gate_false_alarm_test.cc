@@ -18,6 +18,7 @@
 
 #include "kiln/validate/numerics.h"
 #include "kiln/validate/reference.h"
+#include "validate/simulated_sums.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {
@@ -27,26 +28,10 @@ using namespace testing_graphs;
 
 // ---- Accumulation orders: a kernel's fp32 result from an element's terms (products), in order ----------
 
-float sum_sequential(const std::vector<float>& p) {
-  float acc = 0.f;
-  for (float x : p) acc += x;
-  return acc;
-}
-
 float sum_reversed(const std::vector<float>& p) {
   float acc = 0.f;
   for (size_t i = p.size(); i-- > 0;) acc += p[i];
   return acc;
-}
-
-float sum_pairwise(const std::vector<float>& p) {
-  std::vector<float> v(p);
-  while (v.size() > 1) {
-    std::vector<float> next((v.size() + 1) / 2);
-    for (size_t i = 0; i < next.size(); ++i) next[i] = v[2 * i] + (2 * i + 1 < v.size() ? v[2 * i + 1] : 0.f);
-    v.swap(next);
-  }
-  return v.empty() ? 0.f : v[0];
 }
 
 // Split-K: four contiguous slices summed on their own, then the partial sums in order.
@@ -61,34 +46,22 @@ float sum_split4(const std::vector<float>& p) {
   return total;
 }
 
-// Tensor cores: `block` products summed exactly, added to the fp32 accumulator rounding toward zero.
-float sum_truncated(const std::vector<float>& p, size_t block) {
-  float acc = 0.f;
-  for (size_t i = 0; i < p.size(); i += block) {
-    double sum = 0.0;
-    for (size_t j = i; j < std::min(p.size(), i + block); ++j) sum += p[j];
-    const double e = static_cast<double>(acc) + sum;
-    float r = static_cast<float>(e);
-    if (std::fabs(static_cast<double>(r)) > std::fabs(e)) r = std::nextafter(r, 0.f);
-    acc = r;
-  }
-  return acc;
-}
-
 using Order = std::function<float(const std::vector<float>&)>;
 const std::vector<std::pair<std::string, Order>>& gemm_orders() {
   static const std::vector<std::pair<std::string, Order>> o = {
-      {"sequential", sum_sequential},
+      {"sequential", simulated_sums::sequential<float>},
       {"reversed", sum_reversed},
-      {"pairwise", sum_pairwise},
+      {"pairwise", simulated_sums::pairwise<float>},
       {"split4", sum_split4},
-      {"truncated16", [](const std::vector<float>& p) { return sum_truncated(p, 16); }},
-      {"truncated8", [](const std::vector<float>& p) { return sum_truncated(p, 8); }}};
+      {"truncated16", [](const std::vector<float>& p) { return simulated_sums::truncated(p, 16); }},
+      {"truncated8", [](const std::vector<float>& p) { return simulated_sums::truncated(p, 8); }}};
   return o;
 }
 const std::vector<std::pair<std::string, Order>>& sum_orders() {  // CUDA-core reductions: round to nearest
-  static const std::vector<std::pair<std::string, Order>> o = {
-      {"sequential", sum_sequential}, {"reversed", sum_reversed}, {"pairwise", sum_pairwise}, {"split4", sum_split4}};
+  static const std::vector<std::pair<std::string, Order>> o = {{"sequential", simulated_sums::sequential<float>},
+                                                               {"reversed", sum_reversed},
+                                                               {"pairwise", simulated_sums::pairwise<float>},
+                                                               {"split4", sum_split4}};
   return o;
 }
 

@@ -18,6 +18,7 @@
 
 #include "kiln/validate/numerics.h"
 #include "kiln/validate/reference.h"
+#include "validate/simulated_sums.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {
@@ -35,37 +36,9 @@ double exact(const std::vector<double>& p) {
 }
 
 // fp16 x fp16 products are exact in fp32 (11 + 11 bits): the only error is the accumulation's.
-double sequential(const std::vector<double>& p) {
-  float acc = 0.f;
-  for (double x : p) acc += static_cast<float>(x);
-  return acc;
-}
-
-double pairwise(const std::vector<double>& p) {
-  std::vector<float> v(p.begin(), p.end());
-  while (v.size() > 1) {
-    std::vector<float> next((v.size() + 1) / 2);
-    for (size_t i = 0; i < next.size(); ++i) next[i] = v[2 * i] + (2 * i + 1 < v.size() ? v[2 * i + 1] : 0.f);
-    v.swap(next);
-  }
-  return v.empty() ? 0.0 : v[0];
-}
-
-// Tensor-core-like: `block` products summed exactly, then added to the fp32 accumulator rounding toward
-// zero (Fasi, Higham, Mikaitis & Pranesh 2021). With 16-product blocks this reproduces the H200's error on
-// conv_wgrad (K = 100352): nmse ~2e-8 simulated, 1.35e-8 measured.
-double truncated(const std::vector<double>& p, size_t block) {
-  float acc = 0.f;
-  for (size_t i = 0; i < p.size(); i += block) {
-    double sum = 0.0;
-    for (size_t j = i; j < std::min(p.size(), i + block); ++j) sum += p[j];
-    const double e = static_cast<double>(acc) + sum;
-    float r = static_cast<float>(e);
-    if (std::fabs(static_cast<double>(r)) > std::fabs(e)) r = std::nextafter(r, 0.f);
-    acc = r;
-  }
-  return acc;
-}
+double sequential(const std::vector<double>& p) { return simulated_sums::sequential(p); }
+double pairwise(const std::vector<double>& p) { return simulated_sums::pairwise(p); }
+double truncated(const std::vector<double>& p, size_t block) { return simulated_sums::truncated(p, block); }
 double truncated16(const std::vector<double>& p) { return truncated(p, 16); }
 
 // The kernel that forgets its last product (a K-tail bug), accumulating like truncated16.
