@@ -113,17 +113,38 @@ std::string find_pointwise_broadcast_rank_4(const Graph& g) {
   return "";
 }
 
-// ---- rms_norm_epilogue ----
-std::string find_rms_norm_epilogue(const Graph& g) {
+// A norm node followed by a pointwise node in the same graph: "node 'n' (layer_norm) is followed by node 'r'
+// (relu)", or "" (the first such pair for which `also` holds of the norm).
+std::string norm_with_epilogue(const Graph& g, OpKind norm, bool (*also)(const Graph&, const Node&)) {
   for (const Node& n : g.nodes) {
-    if (n.op != OpKind::kRmsNorm) continue;
+    if (n.op != norm || !also(g, n)) continue;
     for (const Node& m : g.nodes)
       for (int in : m.inputs)
         if (in == n.outputs[0] && m.op == OpKind::kPointwise)
-          return "node '" + n.name + "' (rms_norm) is followed by node '" + m.name + "' (" + node_op_name(m) +
-                 ") in the same graph";
+          return "node '" + n.name + "' (" + node_op_name(n) + ") " +
+                 dims_text(g.tensors[static_cast<size_t>(n.inputs[0])]) + " is followed by node '" + m.name + "' (" +
+                 node_op_name(m) + ") in the same graph";
   }
   return "";
+}
+
+// ---- rms_norm_epilogue ----
+std::string find_rms_norm_epilogue(const Graph& g) {
+  return norm_with_epilogue(g, OpKind::kRmsNorm, [](const Graph& gr, const Node& n) {
+    return gr.tensors[static_cast<size_t>(n.inputs[0])].dims.front().value == 1;
+  });
+}
+
+// ---- layer_norm_epilogue_inner_axes ----
+std::string find_layer_norm_epilogue_inner_axes(const Graph& g) {
+  return norm_with_epilogue(g, OpKind::kLayerNorm, [](const Graph& gr, const Node& n) {
+    const TensorDesc& x = gr.tensors[static_cast<size_t>(n.inputs[0])];
+    const DataType dt = gr.dtype_of(n.inputs[0]);
+    if (dt != DataType::kFloat16 && dt != DataType::kBFloat16) return false;
+    for (size_t i = 2; i < x.dims.size(); ++i)
+      if (x.dims[i].value > 1) return true;
+    return false;
+  });
 }
 
 // ---- matmul_batch_broadcast ----
@@ -158,6 +179,12 @@ const char* kBroadcastRank4Spec = R"({"name": "gap_pointwise_broadcast_rank_4", 
 const char* kRmsNormReluSpec = R"({"name": "gap_rms_norm_epilogue", "io_dtype": "fp16",
   "tensors": {"x": {"dims": [1, 128, 1, 1]}, "scale": {"dims": [1, 128, 1, 1], "dtype": "fp32"}},
   "nodes": [{"name": "norm", "op": "rms_norm", "inputs": ["x", "scale"], "outputs": ["t"], "epsilon": 0.001},
+            {"name": "relu", "op": "relu", "inputs": ["t"], "outputs": ["y"]}], "outputs": ["y"]})";
+
+const char* kLayerNormReluSpec = R"({"name": "gap_layer_norm_epilogue_inner_axes", "io_dtype": "fp16",
+  "tensors": {"x": {"dims": [64, 64, 2, 1]}, "scale": {"dims": [1, 64, 2, 1], "dtype": "fp32"},
+              "bias": {"dims": [1, 64, 2, 1], "dtype": "fp32"}},
+  "nodes": [{"name": "norm", "op": "layer_norm", "inputs": ["x", "scale", "bias"], "outputs": ["t"], "epsilon": 0.001},
             {"name": "relu", "op": "relu", "inputs": ["t"], "outputs": ["y"]}], "outputs": ["y"]})";
 
 const char* kMatmulBroadcastSpec = R"({"name": "gap_matmul_batch_broadcast", "io_dtype": "fp16",
@@ -200,13 +227,24 @@ const std::vector<CoverageGap>& engine_coverage_gaps() {
        kBroadcastRank4Spec,
        find_pointwise_broadcast_rank_4},
       {"rms_norm_epilogue",
-       "cuDNN offers no engine for an RMS norm with a pointwise op after it in one graph (run the pointwise op as a "
-       "graph of its own)",
+       "cuDNN offers no engine for an RMS norm over a batch of 1 with a pointwise op after it in one graph (run the "
+       "pointwise op as a graph of its own)",
        {91900},
-       "H200, cuDNN 9.19 with cuDNN Frontend 1.32 (issue 31's sweep, seed 1, spec 33): rms_norm of [1,128,1,1] fp16 "
-       "followed by relu gets no engine configuration",
+       "H200, cuDNN 9.19 with cuDNN Frontend 1.32 (issue 31's sweep, seed 1, specs 33 and 492): rms_norm of "
+       "[1,128,1,1] fp16 and [1,1024,1,1] bf16 followed by relu get no engine configuration; the same with a batch "
+       "of 16 or 64 ([16,768,2], [64,256,1,4]) runs",
        kRmsNormReluSpec,
        find_rms_norm_epilogue},
+      {"layer_norm_epilogue_inner_axes",
+       "cuDNN offers no engine for an fp16 or bf16 layer norm with a pointwise op after it in one graph when the "
+       "normalized tensor has an extent above 1 past its second axis (run the pointwise op as a graph of its own, or "
+       "merge those axes into the second)",
+       {91900},
+       "H200, cuDNN 9.19 with cuDNN Frontend 1.32 (issue 31's sweep, seed 1, specs 116, 241, 400): layer_norm then "
+       "relu on fp16 [64,64,2,1], fp16 [64,64,1,1,2] and bf16 [64,128,4,1,2] get no engine configuration; fp32 "
+       "[1,128,4], [16,64,1,2] and [64,1024,4,1,1] with relu, and fp16 or bf16 layer norms without relu, run",
+       kLayerNormReluSpec,
+       find_layer_norm_epilogue_inner_axes},
       {"matmul_batch_broadcast",
        "cuDNN's matmul takes one batch axis; operands whose batch axes broadcast differently do not merge into one",
        {91900},

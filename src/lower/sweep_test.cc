@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -107,6 +108,19 @@ TEST(Sweep, GeneratedSpecsValidateCanonicalizeAndLowerWithoutAGpu) {
               static_cast<unsigned long long>(seed), unnamed);
   EXPECT_EQ(unnamed, 0) << "graphs cuDNN offers nothing for, not named by the engine coverage registry "
                            "(KILN_SWEEP_REPORT=<file> lists them)";
+}
+
+// The regression specs the GPU sweep runs (tests/sweep/regressions/) stay valid specs.
+TEST(Sweep, RegressionSpecsAreValid) {
+  const std::filesystem::path dir = std::filesystem::path(KILN_SOURCE_DIR) / "tests" / "sweep" / "regressions";
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    auto g = parse_spec_file(e.path().string());
+    EXPECT_TRUE(g.is_ok()) << e.path() << ": " << g.status().to_string();
+    ++n;
+  }
+  EXPECT_GE(n, 16) << dir;
 }
 
 }  // namespace
