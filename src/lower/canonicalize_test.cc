@@ -213,5 +213,50 @@ TEST(Canonicalize, LoweringUsesItAndReportsIt) {
   }
 }
 
+// The rules that refuse say why, naming the graph, the node or tensor and the form cuDNN would need.
+TEST(Canonicalize, RefusalsNameWhatCuDnnCannotRun) {
+  Graph column = parse(R"({"name": "col", "io_dtype": "fp32", "tensors": {"x": {"dims": [4, 64, 128]}},
+    "nodes": [{"name": "r", "op": "reduce_amax", "inputs": ["x"], "outputs": ["y"], "axes": [0]}], "outputs": ["y"]})");
+  auto c = rewrite_for_cudnn(column);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(c.status().message().find("graph 'col': node 'r' (reduce_amax): the reduced axes are not the innermost in "
+                                      "memory (in memory order, [4,8192] -> [1,8192])"),
+            std::string::npos)
+      << c.status().message();
+
+  Graph strided = parse(R"({"name": "st", "io_dtype": "fp16", "tensors": {"x": {"dims": [4, 100, 1],
+    "strides": [900, 9, 1]}}, "nodes": [{"name": "t", "op": "tanh", "inputs": ["x"], "outputs": ["y"]}],
+    "outputs": ["y"]})");
+  auto st = rewrite_for_cudnn(strided);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(
+      st.status().message().find("graph 'st': tensor 'x' [4,100,1] strides [900,9,1] (its innermost axis steps 9 "
+                                 "elements): cuDNN 9.19's pointwise kernels read the innermost axis as contiguous"),
+      std::string::npos)
+      << st.status().message();
+}
+
+// A graph cuDNN offers nothing for, and the registry knows: the deviceless H200 build's refusal names the gap after
+// cuDNN's own words.
+TEST(Canonicalize, ARefusalByCuDnnNamesTheEngineCoverageGap) {
+  auto profile = load_device_profile(kRoot + "/profiles/h200.json");
+  ASSERT_TRUE(profile.is_ok());
+  LowerTarget target;
+  target.profile = &*profile;
+  Graph g = parse(R"({"name": "red16", "io_dtype": "fp16", "tensors": {"x": {"dims": [64, 128]}},
+    "nodes": [{"name": "r", "op": "reduce_sum", "inputs": ["x"], "outputs": ["y"], "axes": [1]}], "outputs": ["y"]})");
+  auto lg = LoweredGraph::create(g, target);
+  ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
+  Status st = lg->build_heuristic();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_NE(st.message().find(" [engine coverage gap reduction_output_not_fp32: node 'r' (reduce_sum) writes 'y' as "
+                              "fp16 (declare it \"dtype\": \"fp32\""),
+            std::string::npos)
+      << st.message();
+}
+
 }  // namespace
 }  // namespace kiln

@@ -27,6 +27,15 @@ TEST(PlanWords, NoValidEngineConfigsNamesTheGraphAndTheReason) {
                               "g");
   EXPECT_EQ(out.message(), "cuDNN offers no engine configuration for graph 'g': its heuristics returned none for this "
                            "graph on this device");
+
+  // The engine coverage gap lowering names is kept, after the words.
+  out = plan_failure_in_words(
+      not_supported("querying cuDNN heuristics for graph 'g': No valid engine configs for _\n [engine coverage gap "
+                    "reduction_output_not_fp32: node 'r' (reduce_sum) writes 'y' as fp16 ...]"),
+      "g");
+  EXPECT_EQ(out.message(), "cuDNN offers no engine configuration for graph 'g': its heuristics returned none for this "
+                           "graph on this device [engine coverage gap reduction_output_not_fp32: node 'r' (reduce_sum) "
+                           "writes 'y' as fp16 ...]");
 }
 
 TEST(PlanWords, ACallInTheFrontendsTextIsSaidInWords) {
