@@ -123,6 +123,23 @@ StatusOr<std::vector<GraphPart>> decompose_graph(const Graph& graph, DataType ma
   return partition_graph(graph, group_of, materialized);
 }
 
+int64_t entrance_node_count(const Graph& graph) {
+  const GraphRoles roles(graph);
+  int64_t n = 0;
+  for (const Node& node : graph.nodes)
+    n += std::all_of(node.inputs.begin(), node.inputs.end(), [&](int t) { return roles.producer(t) < 0; }) ? 1 : 0;
+  return n;
+}
+
+int64_t exit_node_count(const Graph& graph) {
+  const GraphRoles roles(graph);
+  int64_t n = 0;
+  for (const Node& node : graph.nodes)
+    n += std::all_of(node.outputs.begin(), node.outputs.end(), [&](int t) { return roles.consumer_count(t) == 0; }) ? 1
+                                                                                                                    : 0;
+  return n;
+}
+
 std::vector<int> split_after_reductions(const Graph& graph) {
   std::vector<int> order;
   std::vector<int> group_of(graph.nodes.size(), 0);
@@ -146,7 +163,7 @@ std::vector<int> split_after_reductions(const Graph& graph) {
 namespace kiln {
 
 StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector<int>& base,
-                                           const std::vector<int64_t>& cost, int64_t budget) {
+                                           const std::vector<int64_t>& cost, int64_t budget, const GroupShape& shape) {
   if (base.size() != graph.nodes.size() || cost.size() != graph.nodes.size())
     return invalid_argument("split of graph '" + graph.name + "': " + std::to_string(base.size()) +
                             " group numbers and " + std::to_string(cost.size()) + " costs for " +
@@ -157,22 +174,43 @@ StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector
   // only reads lower ones, so taking base groups in ascending order keeps every group runnable in turn.
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return base[static_cast<size_t>(a)] < base[static_cast<size_t>(b)]; });
-  std::vector<int> group(graph.nodes.size(), 0);
+  const GraphRoles roles(graph);
+  std::vector<int> group(graph.nodes.size(), -1);
+  std::vector<char> read_in_group(graph.nodes.size(), 0);  // a node of its own group reads its output
   int current = 0;
   int current_base = order.empty() ? 0 : base[static_cast<size_t>(order.front())];
-  int64_t used = 0;
+  int64_t used = 0, entrances = 0, exits = 0;
+  bool empty = true;
   for (int ni : order) {
     const size_t i = static_cast<size_t>(ni);
     if (cost[i] > budget)
       return invalid_argument("split of graph '" + graph.name + "': node '" + graph.nodes[i].name + "' alone costs " +
                               std::to_string(cost[i]) + ", over the budget of " + std::to_string(budget));
-    if (base[i] != current_base || used + cost[i] > budget) {
-      if (used > 0) ++current;
-      current_base = base[i];
-      used = 0;
+    // In the current group: whether no input is written by a node already in it, and how many of its exit
+    // nodes this one reads (they stop being exits).
+    std::set<int> reads_exits;
+    bool entrance = true;
+    for (int t : graph.nodes[i].inputs) {
+      const int p = roles.producer(t);
+      if (p < 0 || group[static_cast<size_t>(p)] != current) continue;
+      entrance = false;
+      if (!read_in_group[static_cast<size_t>(p)]) reads_exits.insert(p);
     }
+    const int64_t exits_after = exits + 1 - static_cast<int64_t>(reads_exits.size());
+    if (base[i] != current_base || used + cost[i] > budget || (entrance && entrances + 1 > shape.max_entrances) ||
+        exits_after > shape.max_exits) {
+      if (!empty) ++current;
+      current_base = base[i];
+      used = entrances = exits = 0;
+      entrance = true;  // a new group: whatever the node reads comes from outside it
+      reads_exits.clear();
+    }
+    for (int p : reads_exits) read_in_group[static_cast<size_t>(p)] = 1;
     group[i] = current;
     used += cost[i];
+    entrances += entrance ? 1 : 0;
+    exits += 1 - static_cast<int64_t>(reads_exits.size());
+    empty = false;
   }
   return group;
 }

@@ -44,7 +44,11 @@ std::string tensor_text(const Graph& g, const GraphRoles& roles, int t, SymbolNa
   s += "]";
   if (d.layout == Layout::kExplicit) s += " strides=" + graph_internal::ints_text(d.strides);
   else s += std::string(" layout=") + layout_name(d.layout);
-  if (d.by_value) s += " by_value";
+  // A by-value scalar's value is part of the computation: cuDNN Frontend bakes it into the plan it builds (the
+  // frontend passes it itself at execution), so two graphs that differ only in it must never share a plan.
+  // Written as the float lowering hands over, so values that round to one float share one.
+  if (d.by_value)
+    s += " by_value=" + graph_internal::canonical_number(static_cast<double>(static_cast<float>(d.value)));
   return s;
 }
 

@@ -2,6 +2,7 @@
 // everything that changes the computation, dynamic dims in the shape key only.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -184,6 +185,26 @@ TEST(Signature, ChangesWithEverythingThatMatters) {
     std::string s = compute_signature(*g)->structure;
     EXPECT_TRUE(seen.insert(s).second) << "edit " << i << " did not change the signature";
   }
+}
+
+// A by-value scalar is baked into the plan cuDNN Frontend builds (graph_lowering.cc hands it over as a
+// float): a graph scaled by 0.5 and the same graph scaled by 2.0 must not share a plan, in the store or in a
+// Planner's memory. Values that round to one float are one computation and share one.
+TEST(Signature, ByValueScalarValueIsPartOfTheStructure) {
+  auto scaled = [](double v) {
+    Json j = Json::parse(R"({"name": "s", "io_dtype": "fp16",
+      "tensors": {"x": {"dims": [1, 8, 8]}, "s": {"value": 0.5}},
+      "nodes": [{"name": "n", "op": "scale", "inputs": ["x", "s"], "outputs": ["y"]}], "outputs": ["y"]})");
+    j["tensors"]["s"]["value"] = v;
+    return sig_of(j);
+  };
+  const GraphSignature half = scaled(0.5), two = scaled(2.0);
+  EXPECT_NE(half.structure, two.structure);
+  EXPECT_NE(half.canonical.find("by_value=0.5"), std::string::npos) << half.canonical;
+  EXPECT_EQ(half.shape_key, two.shape_key);
+  // 0.1 and the next double up are one float: one computation, one structure.
+  EXPECT_EQ(scaled(0.1).structure, scaled(std::nextafter(0.1, 1.0)).structure);
+  EXPECT_NE(scaled(0.1).structure, scaled(0.1000001).structure);
 }
 
 // Op attributes that change what is computed change the structure: two graphs differing only there must

@@ -58,7 +58,11 @@ int64_t cudnn_operation_count(const Graph& graph) {
   return total;
 }
 
-bool exceeds_cudnn_operation_limit(const Graph& graph) { return cudnn_operation_count(graph) > cudnn_max_operations(); }
+bool exceeds_cudnn_graph_limits(const Graph& graph) {
+  return cudnn_operation_count(graph) > cudnn_max_operations() ||
+         entrance_node_count(graph) > limits::kCudnnMaxEntranceNodes ||
+         exit_node_count(graph) > limits::kCudnnMaxExitNodes;
+}
 
 Status check_cudnn_limits(const Graph& graph) {
   const std::string where = "graph '" + graph.name + "'";
@@ -86,12 +90,28 @@ Status check_cudnn_limits(const Graph& graph) {
     return not_supported(where + ": needs " + std::to_string(ops) + " cuDNN operations (" +
                          std::to_string(graph.nodes.size()) + " nodes), over the limit of " + limit_text() +
                          "; kiln run, tune and compile cut such a graph into fused segments that fit");
+  const int64_t entrances = entrance_node_count(graph);
+  if (entrances > limits::kCudnnMaxEntranceNodes)
+    return not_supported(where + ": " + std::to_string(entrances) +
+                         " nodes read graph inputs only (entrance nodes), over the limit of " +
+                         std::to_string(limits::kCudnnMaxEntranceNodes) +
+                         " per cuDNN operation graph (cuDNN 9.19 matches its fusion patterns in time exponential in "
+                         "them: 14 take 8 s, 51 run out of host memory); kiln run, tune and compile cut such a graph "
+                         "into fused segments that fit");
+  const int64_t exits = exit_node_count(graph);
+  if (exits > limits::kCudnnMaxExitNodes)
+    return not_supported(where + ": " + std::to_string(exits) +
+                         " nodes have an output no node reads (exit nodes), over the limit of " +
+                         std::to_string(limits::kCudnnMaxExitNodes) +
+                         " per cuDNN operation graph (cuDNN 9.19 matches its fusion patterns in time exponential in "
+                         "them: 24 take 24 s, 30 run out of host memory); kiln run, tune and compile cut such a graph "
+                         "into fused segments that fit");
   return Status::ok();
 }
 
 StatusOr<std::vector<int>> cudnn_segment_groups(const Graph& graph) {
   std::vector<int> base = split_after_reductions(graph);
-  if (cudnn_operation_count(graph) <= cudnn_max_operations()) return base;
+  if (!exceeds_cudnn_graph_limits(graph)) return base;
   // Costs for the cut: a matmul or convolution counts its IDENTITY copy whether or not the whole graph
   // needs it, since a segment boundary may turn its output into one the segment reads back and consumes.
   const GraphRoles roles(graph);
@@ -102,7 +122,9 @@ StatusOr<std::vector<int>> cudnn_segment_groups(const Graph& graph) {
         op == OpKind::kMatmul || op == OpKind::kConvFprop || op == OpKind::kConvDgrad || op == OpKind::kConvWgrad;
     cost[i] = gemm ? 2 : cudnn_operation_count(graph, roles, static_cast<int>(i));
   }
-  StatusOr<std::vector<int>> groups = split_by_budget(graph, base, cost, cudnn_max_operations());
+  StatusOr<std::vector<int>> groups =
+      split_by_budget(graph, base, cost, cudnn_max_operations(),
+                      GroupShape{limits::kCudnnMaxEntranceNodes, limits::kCudnnMaxExitNodes});
   if (!groups.is_ok()) return not_supported(groups.status().message() + " (" + limit_text() + ")");
   return groups;
 }

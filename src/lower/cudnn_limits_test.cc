@@ -66,7 +66,7 @@ TEST(CudnnLimits, OperationLimit_51NodeChainIsNotSupportedNotASegfault) {
   const int n = kMax + 1;
   Graph g = chain(n);
   EXPECT_EQ(cudnn_operation_count(g), n);
-  EXPECT_TRUE(exceeds_cudnn_operation_limit(g));
+  EXPECT_TRUE(exceeds_cudnn_graph_limits(g));
   auto lg = lower_for_h200(g);
   ASSERT_FALSE(lg.is_ok());
   EXPECT_EQ(lg.status().code(), StatusCode::kNotSupported);
@@ -83,7 +83,7 @@ TEST(CudnnLimits, OperationLimit_51NodeChainIsNotSupportedNotASegfault) {
 // The model is exact at the boundary: 50 operations is one operation graph, built for real.
 TEST(CudnnLimits, FiftyNodeChainBuildsItsOperationGraph) {
   Graph g = chain(kMax);
-  EXPECT_FALSE(exceeds_cudnn_operation_limit(g));
+  EXPECT_FALSE(exceeds_cudnn_graph_limits(g));
   auto lg = lower_for_h200(g);
   EXPECT_TRUE(lg.is_ok()) << lg.status().to_string();
 }
@@ -128,6 +128,117 @@ TEST(CudnnLimits, SdpaCountsItsCompositeExpansion) {
   EXPECT_GE(cudnn_operation_count(*g), 12);  // bmm1, scale, 4 mask ops, 5 softmax ops, bmm2
   g->nodes[0].sdpa.causal = false;
   EXPECT_GE(cudnn_operation_count(*g), 8);
+}
+
+// x [1,64,64] fp16 -> k relus, each an output (tests/sweep/regressions/fan_out_51_outputs.json at k = 51).
+// With `from_node`, the relus read a first relu's output instead of x: the same width, one entrance node.
+Graph fan_out(int k, bool from_node = false) {
+  std::ostringstream s;
+  s << R"({"name": "fan)" << k << R"(", "io_dtype": "fp16", "tensors": {"x": {"dims": [1, 64, 64]}}, "nodes": [)";
+  if (from_node) s << R"({"name": "h", "op": "relu", "inputs": ["x"], "outputs": ["hx"]},)";
+  for (int i = 0; i < k; ++i)
+    s << (i ? "," : "") << R"({"name": "r)" << i << R"(", "op": "relu", "inputs": [")" << (from_node ? "hx" : "x")
+      << R"("], "outputs": ["y)" << i << R"("]})";
+  s << R"(], "outputs": [)";
+  for (int i = 0; i < k; ++i) s << (i ? "," : "") << "\"y" << i << "\"";
+  s << "]}";
+  auto g = parse_spec_string(s.str(), "fan.json");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  return g.is_ok() ? *g : Graph{};
+}
+
+// Issue 31: 51 relus of one input failed to build with "out of host memory" (exit 3), and 14 already took
+// 8 s in cuDNN's pattern matcher. Past limits::kCudnnMaxEntranceNodes the graph is refused by lowering with
+// the limit named, and cut into segments of at most that many entrance nodes, without asking cuDNN.
+TEST(CudnnLimits, WideFanOutOfGraphInputsIsCutIntoSegments) {
+  Graph g = fan_out(51);
+  EXPECT_EQ(entrance_node_count(g), 51);
+  EXPECT_TRUE(exceeds_cudnn_graph_limits(g));
+  Status st = check_cudnn_limits(g);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_NE(st.message().find("graph 'fan51': 51 nodes read graph inputs only (entrance nodes), over the limit of " +
+                              std::to_string(limits::kCudnnMaxEntranceNodes) + " per cuDNN operation graph"),
+            std::string::npos)
+      << st.message();
+  auto lg = lower_for_h200(g);
+  ASSERT_FALSE(lg.is_ok());
+  EXPECT_EQ(lg.status().code(), StatusCode::kNotSupported);
+
+  auto d = segments_if_unfusable(g, nullptr);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  const size_t want = (51 + limits::kCudnnMaxEntranceNodes - 1) / limits::kCudnnMaxEntranceNodes;
+  ASSERT_EQ(d->segments.size(), want);
+  EXPECT_NE(d->why.find("entrance nodes"), std::string::npos) << d->why;
+  size_t outputs = 0;
+  for (const GraphPart& p : d->segments) {
+    EXPECT_LE(entrance_node_count(p.graph), limits::kCudnnMaxEntranceNodes) << p.graph.name;
+    EXPECT_FALSE(exceeds_cudnn_graph_limits(p.graph)) << p.graph.name;
+    outputs += p.graph.outputs.size();
+  }
+  EXPECT_EQ(outputs, 51u);
+  // Each segment is one operation graph cuDNN builds at once (deviceless, the H200 profile).
+  auto first = lower_for_h200(d->segments.front().graph);
+  EXPECT_TRUE(first.is_ok()) << first.status().to_string();
+}
+
+// A fan-out from a node's output is one entrance node but as many exit nodes: 51 of them failed with "out
+// of host memory" too (deviceless, from 30). Cut into segments of at most kCudnnMaxExitNodes exits.
+TEST(CudnnLimits, WideFanOutFromANodeIsCutByItsExitNodes) {
+  Graph tree = fan_out(51, /*from_node=*/true);
+  EXPECT_EQ(entrance_node_count(tree), 1);
+  EXPECT_EQ(exit_node_count(tree), 51);
+  EXPECT_TRUE(exceeds_cudnn_graph_limits(tree));
+  EXPECT_NE(check_cudnn_limits(tree).message().find("51 nodes have an output no node reads (exit nodes), over the "
+                                                    "limit of " +
+                                                    std::to_string(limits::kCudnnMaxExitNodes)),
+            std::string::npos)
+      << check_cudnn_limits(tree).message();
+  auto d = segments_if_unfusable(tree, nullptr);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  // h and 16 relus of it; then the other 35 read h from memory, which makes each an entrance node of its
+  // segment: 8, 8, 8, 8 and 3.
+  EXPECT_EQ(d->segments.size(), 6u);
+  for (const GraphPart& p : d->segments) {
+    EXPECT_LE(exit_node_count(p.graph), limits::kCudnnMaxExitNodes) << p.graph.name;
+    EXPECT_FALSE(exceeds_cudnn_graph_limits(p.graph)) << p.graph.name;
+    auto lg = lower_for_h200(p.graph);
+    EXPECT_TRUE(lg.is_ok()) << p.graph.name << ": " << lg.status().to_string();
+  }
+}
+
+// Exactly at the limits a graph stays whole, and a chain never counts more than one of each.
+TEST(CudnnLimits, FanOutAtTheLimitsStaysWhole) {
+  Graph tree = fan_out(static_cast<int>(limits::kCudnnMaxExitNodes), /*from_node=*/true);
+  EXPECT_FALSE(exceeds_cudnn_graph_limits(tree));
+  EXPECT_TRUE(exceeds_cudnn_graph_limits(fan_out(static_cast<int>(limits::kCudnnMaxExitNodes) + 1, true)));
+  EXPECT_EQ(exit_node_count(chain(60)), 1);
+  EXPECT_EQ(entrance_node_count(chain(60)), 1);
+  Graph at = fan_out(static_cast<int>(limits::kCudnnMaxEntranceNodes));
+  EXPECT_FALSE(exceeds_cudnn_graph_limits(at));
+  EXPECT_TRUE(check_cudnn_limits(at).is_ok());
+  auto groups = cudnn_segment_groups(at);
+  ASSERT_TRUE(groups.is_ok());
+  for (int gi : *groups) EXPECT_EQ(gi, 0);
+  EXPECT_TRUE(exceeds_cudnn_graph_limits(fan_out(static_cast<int>(limits::kCudnnMaxEntranceNodes) + 1)));
+}
+
+// split_by_budget's entrance and exit budgets: a node reading an earlier group's output is an entrance of
+// its own group, and a node reading its own group's output is not; a node read in its group is no exit.
+TEST(CudnnLimits, EntranceBudgetCountsNodesReadingOnlyOutsideTheirGroup) {
+  Graph g = fan_out(5);
+  std::vector<int> base(g.nodes.size(), 0);
+  std::vector<int64_t> cost(g.nodes.size(), 1);
+  auto groups = split_by_budget(g, base, cost, 100, GroupShape{2, 100});
+  ASSERT_TRUE(groups.is_ok());
+  EXPECT_EQ(*groups, (std::vector<int>{0, 0, 1, 1, 2}));
+  auto by_exits = split_by_budget(g, base, cost, 100, GroupShape{100, 3});
+  ASSERT_TRUE(by_exits.is_ok());
+  EXPECT_EQ(*by_exits, (std::vector<int>{0, 0, 0, 1, 1}));
+  Graph c = chain(10);  // one entrance and one exit node, however small the budgets
+  auto one = split_by_budget(c, std::vector<int>(c.nodes.size(), 0), std::vector<int64_t>(c.nodes.size(), 1), 100,
+                             GroupShape{1, 1});
+  ASSERT_TRUE(one.is_ok());
+  EXPECT_EQ(*one, std::vector<int>(10, 0));
 }
 
 // A node that alone needs more operations than a graph holds cannot be cut: NotSupported, named.

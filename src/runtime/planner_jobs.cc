@@ -193,10 +193,10 @@ StatusOr<CompiledGraph> compile(PlanBackend& b, const PlannerOptions& o, const G
                                "device profile to compile for");
   if (o.store_path.empty()) return failed_precondition("compile() stores its plans: set PlannerOptions::store_path");
   CompiledGraph out;
-  // A graph past cuDNN's operations per graph is compiled as the segments `kiln run` runs it as, each stored
+  // A graph past cuDNN's operations or entrance nodes per graph is compiled as the segments `kiln run` runs it as, each stored
   // under its own signature; a pin names one configuration for one graph, so it cannot apply.
   std::vector<Graph> work;
-  if (exceeds_cudnn_operation_limit(g)) {
+  if (exceeds_cudnn_graph_limits(g)) {
     out.segmented = check_cudnn_limits(g).message();
     if (pin) {
       out.outcome = CompileOutcome::kFailed;

@@ -15,8 +15,9 @@ StatusOr<std::vector<GraphPart>> graph_segments(const Graph& graph) {
 
 StatusOr<SegmentDecision> segments_if_unfusable(const Graph& graph, cudnnHandle_t handle) {
   SegmentDecision d;
-  // Past cuDNN's operations per graph, the whole graph cannot even be handed over: cut it without asking.
-  if (exceeds_cudnn_operation_limit(graph)) {
+  // Past cuDNN's operations or entrance nodes per graph, the whole graph cannot be handed over: cut it
+  // without asking.
+  if (exceeds_cudnn_graph_limits(graph)) {
     KILN_ASSIGN_OR_RETURN(std::vector<int> groups, cudnn_segment_groups(graph));
     KILN_ASSIGN_OR_RETURN(d.segments, partition_graph(graph, groups, graph.intermediate_dtype));
     d.why = check_cudnn_limits(graph).message();

@@ -7,8 +7,10 @@
 //  - what cuDNN can take (cuDNN 9.19 with cuDNN Frontend 1.23, as their headers state): checked by
 //    lowering before the frontend is called (check_cudnn_limits, kiln/lower/cudnn_limits.h: the lower
 //    layer's, as the operation limit is read from the frontend's header); a graph past the operation limit
-//    is cut into fused segments that fit (cudnn_segment_groups), anything else is NotSupported (exit 5)
-//    naming the limit. Handing either to cuDNN crashes the process (a std::array overflows in the frontend).
+//    or the entrance-node limit is cut into fused segments that fit (cudnn_segment_groups), anything else
+//    is NotSupported (exit 5) naming the limit. Handing cuDNN a graph past the operation limit crashes the
+//    process (a std::array overflows in the frontend); past the entrance-node limit it runs out of time or
+//    host memory.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,18 @@ inline constexpr size_t kCudnnDimMax = 8;
 // frontend numbers its own virtual tensors from 1 upward, skipping the uids already used. Kiln gives
 // every tensor canonical id + 1, so its uids are 1..tensors (at most kMaxTensors).
 inline constexpr int64_t kCudnnMinUid = 1;
+// Entrance nodes (that read graph inputs only) and exit nodes (whose output no node reads) per operation
+// graph (entrance_node_count, exit_node_count in kiln/graph/decompose.h). cuDNN 9.19's operation-graph
+// finalize matches its fusion patterns (NormFwdPwReducePatternMatcher, JoinCompositeNode) in time
+// exponential in both; finalized deviceless for the H200 profile (`kiln compile`, whole process):
+//  - k relus of one input (k entrance and k exit nodes): 0.11 s at 8, 0.20 s at 10, 0.99 s at 12, 2.8 s
+//    at 13, 8.3 s at 14, over 40 s at 17; at 51 "out of host memory" (exit 3 on the H200);
+//  - k relus of one relu's output (1 entrance, k exits): 0.18 s at 16, 0.25 s at 17, 1.8 s at 20, 24 s at
+//    24, 47 s at 25, and "out of host memory" from 30;
+//  - 8 entrance nodes each read by 2 exit nodes: 0.14 s. A chain stays at 0.1 s whatever its length.
+// Kiln hands cuDNN at most these many and cuts a wider graph into segments (cudnn_segment_groups).
+inline constexpr int64_t kCudnnMaxEntranceNodes = 8;
+inline constexpr int64_t kCudnnMaxExitNodes = 16;
 
 }  // namespace kiln::limits
 

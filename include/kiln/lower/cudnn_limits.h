@@ -19,17 +19,21 @@ namespace kiln {
 int64_t cudnn_operation_count(const Graph& graph, const GraphRoles& roles, int node);
 int64_t cudnn_operation_count(const Graph& graph);  // every node
 
-// cuDNN's limits for a validated graph, checked before any frontend call: operations per operation graph
-// (the message says it can run as segments), rank, extents and uids. NotSupported naming the limit.
+// cuDNN's limits for a validated graph, checked before any frontend call: operations, entrance nodes and
+// exit nodes per operation graph (the message says it can run as segments), rank, extents and uids. NotSupported
+// naming the limit.
 Status check_cudnn_limits(const Graph& graph);
 
 // Group numbers (one per node, as partition_graph takes them) that cut a validated graph into segments
-// of at most cudnn_max_operations() operations each, in topological order, also cutting after each reduction
-// that another node reads (split_after_reductions). All zeros when the graph fits whole. NotSupported
-// naming the node when a single node needs more operations than one operation graph holds.
+// of at most cudnn_max_operations() operations, limits::kCudnnMaxEntranceNodes entrance nodes and
+// limits::kCudnnMaxExitNodes exit nodes each, in
+// topological order, also cutting after each reduction that another node reads (split_after_reductions).
+// split_after_reductions' groups when the graph fits whole. NotSupported naming the node when a single
+// node needs more operations than one operation graph holds.
 StatusOr<std::vector<int>> cudnn_segment_groups(const Graph& graph);
-// Whether the graph needs more operations than one cuDNN operation graph holds.
-bool exceeds_cudnn_operation_limit(const Graph& graph);
+// Whether the graph needs more operations, or has more entrance or exit nodes, than one cuDNN operation
+// graph takes: it runs as segments (cudnn_segment_groups).
+bool exceeds_cudnn_graph_limits(const Graph& graph);
 
 // The most backend operations one cuDNN operation graph holds: MAX_OPGRAPH_OPS of the cuDNN Frontend this
 // build uses (cudnn_frontend_OperationGraph.h), read from its header so the two cannot disagree.
