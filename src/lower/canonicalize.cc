@@ -260,6 +260,92 @@ std::string find_pointwise_layout(const Graph& g) {
   return first_change(g, *c);
 }
 
+// ---- pointwise_long_rows -----------------------------------------------------------------------------
+// cuDNN 9.19's pointwise kernels on the H200 fail to launch (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER,
+// `kiln run` exit 10) when the innermost axis in memory is long: relu over [1, N] bf16 ran for N up to
+// 262144 (2^18) and failed from 1048576 (2^20) up to 2^31-1, as did [2, 2^28], [64, 2^22] and fp32
+// [1, 2^29]; [1, 16384, 65536] and [65536, 32768] (2^31 elements) ran. So it is the row, not the size. A
+// graph of pointwise ops is elementwise: in the canonical rank-3 form a row longer than kMaxPointwiseRow is
+// cut into rows of its largest divisor up to that length, the axis that cut makes taking the place of an
+// axis every tensor holds at extent 1. Refused, naming the limit, where no such axis or divisor exists.
+constexpr int64_t kMaxPointwiseRow = int64_t{1} << 18;
+constexpr int64_t kMinPointwiseRowAfterCut = 1024;  // a shorter row would run, but far below memory speed
+
+// The innermost axis in memory of the canonical form: the last at rank 3, the second (channels) at 4 and 5.
+size_t row_axis(size_t rank) { return rank == 3 ? 2 : 1; }
+
+std::string find_pointwise_long_rows(const Graph& g) {
+  if (g.nodes.empty() || family_of(g) != Family::kPointwise) return "";
+  for (const TensorDesc& t : g.tensors) {
+    if (t.by_value || t.dims.size() < 3) continue;
+    const size_t ax = row_axis(t.dims.size());
+    if (t.dims[ax].value > kMaxPointwiseRow)
+      return "tensor '" + t.name + "' " + dims_text(t) + " (rows of " + std::to_string(t.dims[ax].value) + " elements)";
+  }
+  return "";
+}
+
+StatusOr<Graph> cut_pointwise_rows(const Graph& g, const std::string& where) {
+  const std::string limit =
+      where + ": cuDNN 9.19's pointwise kernels fail to launch on rows (the innermost axis) longer than " +
+      std::to_string(kMaxPointwiseRow) + " elements (seen on the H200)";
+  const size_t rank = lifted_rank(g, 0);
+  if (rank != 3) return not_supported(limit + ", and at rank " + std::to_string(rank) + " the row cannot be cut");
+  int64_t c = 1;
+  for (const TensorDesc& t : g.tensors)
+    if (!t.by_value) {
+      if (t.dims[2].follows_symbols())
+        return not_supported(limit +
+                             ", and the row's extent follows a dynamic dim, so it cannot be cut for every value");
+      c = std::max(c, t.dims[2].value);
+    }
+  int64_t k = 1;
+  for (int64_t d = kMaxPointwiseRow; d >= kMinPointwiseRowAfterCut; --d)
+    if (c % d == 0) {
+      k = d;
+      break;
+    }
+  if (k == 1)
+    return not_supported(limit + ", and " + std::to_string(c) + " has no divisor from " +
+                         std::to_string(kMinPointwiseRowAfterCut) + " to " + std::to_string(kMaxPointwiseRow) +
+                         " to cut it into rows of");
+  // The axis the cut's outer part replaces: one every tensor holds at extent 1 (the middle one, else the first).
+  auto unit_everywhere = [&](size_t ax) {
+    for (const TensorDesc& t : g.tensors)
+      if (!t.by_value && (t.dims[ax].value != 1 || t.dims[ax].follows_symbols())) return false;
+    return true;
+  };
+  const int keep = unit_everywhere(1) ? 0 : unit_everywhere(0) ? 1 : -1;
+  if (keep < 0)
+    return not_supported(limit + ", and cutting the row of " + std::to_string(c) +
+                         " needs rank 4, where cuDNN's pointwise engines take only the innermost axis second");
+  Graph out = g;
+  for (TensorDesc& t : out.tensors) {
+    if (t.by_value) continue;
+    const bool holds = t.dims[2].value == c;  // else extent 1: broadcast along the row
+    const Dim outer = t.dims[static_cast<size_t>(keep)];
+    const int64_t outer_stride = t.strides[static_cast<size_t>(keep)];
+    t.dims = {outer, Dim{holds ? c / k : 1, ""}, Dim{holds ? k : 1, ""}};
+    t.strides = {outer_stride, holds ? k : 1, 1};
+    t.layout = Layout::kExplicit;
+  }
+  KILN_RETURN_IF_ERROR(revalidate(out, where));
+  // A row-wide operand beside the cut rows ([4,1,1] + [4,2,150000]) is the pattern cuDNN reads wrong
+  // (pointwise_vector_broadcast), whose fold would join the rows again.
+  for (const KnownDefect& d : known_defects())
+    if (std::string hit = d.find(out); !hit.empty())
+      return not_supported(limit + ", and the graph with its rows cut (" + first_change(g, out) +
+                           ") meets known cuDNN defect " + d.id + " (" + hit + ")");
+  return out;
+}
+
+const char* kPointwiseLongRowsSpec = R"({
+  "name": "canonical_pointwise_long_rows", "io_dtype": "bf16",
+  "tensors": {"x": {"dims": [1, 1, 1048576]}},
+  "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}],
+  "outputs": ["y"]
+})";
+
 // ---- reduction_rows ----------------------------------------------------------------------------------
 // cuDNN 9.19 offers a standalone reduction engine (H200 profile) only for a rank-2 row-major tensor reduced
 // along its last axis or both ([64,128] -> [64,1] or [1,1], fp32, fp16, bf16; sum, max, amax), and none for
@@ -539,6 +625,18 @@ const std::vector<KnownDefect>& canonical_rules() {
        "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/pointwise_layout",
        find_pointwise_layout,
        canonical_pointwise},
+      {"pointwise_long_rows",
+       "in a graph of pointwise ops only, rows (the innermost axis in memory) longer than 262144 elements fail to "
+       "launch; in the canonical rank-3 form a longer row is cut into rows of its largest divisor up to that length, "
+       "or the graph is refused naming the limit",
+       {91900},
+       "H200, cuDNN 9.19 with cuDNN Frontend 1.32 (bench/probes/row_probe.sh, extent_probe.sh): relu over [1, N] bf16 "
+       "ran for N = 65535 to 262144 and failed with CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER (exit 10) for N = 2^20 "
+       "to 2^31-1, [2, 2^28], [64, 2^22] and fp32 [1, 2^29]; [1, 16384, 65536] bf16 and [65536, 32768] fp16 ran",
+       kPointwiseLongRowsSpec,
+       "lower.gpu.Table/CanonicalRules.WorkedAroundOnThisGpu/pointwise_long_rows",
+       find_pointwise_long_rows,
+       cut_pointwise_rows},
       {"reduction_rows",
        "cuDNN offers a standalone reduction engine only for a row-major [rows, columns] tensor reduced along its "
        "columns (or both axes); a reduction over the innermost axes in memory is described that way, others are "

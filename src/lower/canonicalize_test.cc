@@ -258,5 +258,52 @@ TEST(Canonicalize, ARefusalByCuDnnNamesTheEngineCoverageGap) {
       << st.message();
 }
 
+// pointwise_long_rows: rows past 2^18 elements are cut into rows of the largest divisor up to 2^18, the
+// cut's outer part taking a unit axis's place; where no divisor or unit axis exists the graph is refused,
+// naming the limit, before cuDNN sees it (relu over [1, 2^31-1] bf16 failed at launch, exit 10).
+TEST(Canonicalize, LongPointwiseRowsAreCutOrRefusedBeforeTheGpu) {
+  auto relu = [](const std::string& dims, const std::string& b = "") {
+    return parse(R"({"name": "r", "io_dtype": "bf16", "tensors": {"x": {"dims": )" + dims + "}" +
+                 (b.empty() ? "" : R"(, "b": {"dims": )" + b + "}") + R"(}, "nodes": [{"name": "n", "op": ")" +
+                 (b.empty() ? "relu" : "add") + R"(", "inputs": )" + (b.empty() ? R"(["x"])" : R"(["x", "b"])") +
+                 R"(, "outputs": ["y"]}], "outputs": ["y"]})");
+  };
+  auto form = [](const Graph& g) { return lower_detail::rewrite_for_cudnn(g); };
+  // [1, 2^20]: lifted to [1,1,2^20], cut into [1, 4, 2^18].
+  auto a = form(relu("[1, 1048576]"));
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  const TensorDesc& x = a->graph.tensors[static_cast<size_t>(a->graph.find_tensor("x"))];
+  EXPECT_EQ(x.shape(), (std::vector<int64_t>{1, 4, 262144}));
+  EXPECT_EQ(x.strides, (std::vector<int64_t>{1048576, 262144, 1}));
+  EXPECT_NE(applied_text(*a).find("pointwise_long_rows"), std::string::npos) << applied_text(*a);
+  // Rows of many rows: [64, 2^22] + a broadcast row [1, 2^22]: the unit first axis takes the cut.
+  auto b = form(relu("[64, 4194304]", "[1, 4194304]"));
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  const Graph& bg = b->graph;
+  EXPECT_EQ(bg.tensors[static_cast<size_t>(bg.find_tensor("x"))].shape(), (std::vector<int64_t>{64, 16, 262144}));
+  EXPECT_EQ(bg.tensors[static_cast<size_t>(bg.find_tensor("b"))].shape(), (std::vector<int64_t>{1, 16, 262144}));
+  // An operand broadcast along the row beside the cut rows would be known defect pointwise_vector_broadcast
+  // ([4,2,150000] + [4,1,1], which cuDNN reads wrong): refused, naming both.
+  auto c = form(relu("[1, 4, 300000]", "[1, 4, 1]"));
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(c.status().message().find("longer than 262144 elements"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("meets known cuDNN defect pointwise_vector_broadcast"), std::string::npos)
+      << c.status().message();
+  // 2^31-1 is prime: refused before the GPU, naming the limit.
+  auto p = form(relu("[1, 2147483647]"));
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(p.status().message().find("fail to launch on rows (the innermost axis) longer than 262144 elements"),
+            std::string::npos)
+      << p.status().message();
+  EXPECT_NE(p.status().message().find("2147483647 has no divisor from 1024 to 262144"), std::string::npos)
+      << p.status().message();
+  // Rows at the limit stay as they are.
+  auto at = form(relu("[1, 262144]"));
+  ASSERT_TRUE(at.is_ok());
+  EXPECT_EQ(applied_text(*at).find("pointwise_long_rows"), std::string::npos) << applied_text(*at);
+}
+
 }  // namespace
 }  // namespace kiln
