@@ -5,8 +5,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cli_test_util.h"
 #include "gpu_test_util.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/store/plan_store.h"
 #include "kiln/spec/spec.h"
 
 namespace kiln {
@@ -121,6 +123,65 @@ TEST(FirstUseGpu, HeuristicPlansAreCheckedOnTheDeviceOnce) {
   ASSERT_TRUE(b.is_ok());
   EXPECT_EQ(b->source, PlanSource::kMemory);
   EXPECT_EQ((*planner)->stats().first_use_checks, 1);
+}
+
+// The verdict persists in the store (issue 31): a Planner sharing the store with one that checked a plan
+// serves it without checking again, and a configuration that failed is refused by every later Planner on
+// that store, even one whose plan would now run right, without running it.
+TEST(FirstUseGpu, VerdictsAreKeptInTheStoreForEveryPlannerSharingIt) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_string(kSpec, "first_use.json");
+  ASSERT_TRUE(g.is_ok());
+  test::TempDir dir;
+  PlannerOptions o;
+  o.new_shapes = NewShapes::kBuildNow;
+  o.store_path = dir.file("passed.db");
+  o.store_writable = true;
+  {
+    auto first = Planner::create(o);
+    ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+    ASSERT_TRUE((*first)->obtain(*g).is_ok());
+    EXPECT_EQ((*first)->stats().first_use_checks, 1);
+  }
+  PlannerOptions reader = o;
+  reader.store_writable = false;
+  {
+    auto second = Planner::create(reader);
+    ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+    auto p = (*second)->obtain(*g);
+    ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+    EXPECT_EQ((*second)->stats().first_use_checks, 0) << "checked again despite the kept verdict";
+  }
+  {
+    auto s = PlanStore::open(o.store_path);
+    ASSERT_TRUE(s.is_ok());
+    auto kept = (*s)->list_first_use_verdicts();
+    ASSERT_TRUE(kept.is_ok());
+    ASSERT_EQ(kept->size(), 1u);
+    EXPECT_TRUE(kept->front().passed);
+    std::printf("[ first use ] kept: %s %s passed=%d: %s\n", kept->front().structure_sig.substr(0, 12).c_str(),
+                kept->front().config.c_str(), kept->front().passed ? 1 : 0, kept->front().summary.c_str());
+  }
+
+  // A wrong plan's failure, kept; then cuDNN's own (right) plan of that configuration is refused unrun.
+  PlannerOptions w = o;
+  w.store_path = dir.file("failed.db");
+  {
+    auto real = make_cudnn_plan_backend(w);
+    ASSERT_TRUE(real.is_ok()) << real.status().to_string();
+    auto planner = Planner::create_with_backend(std::make_unique<WrongHeuristicsBackend>(std::move(real).value()), w);
+    auto refused = planner->obtain(*g);
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kCheckFailed);
+  }
+  auto later = Planner::create(w);
+  ASSERT_TRUE(later.is_ok()) << later.status().to_string();
+  auto again = (*later)->obtain(*g);
+  ASSERT_FALSE(again.is_ok()) << "a configuration that failed in this environment was served";
+  EXPECT_EQ(again.status().code(), StatusCode::kCheckFailed);
+  EXPECT_NE(again.status().message().find("verdict kept in the store"), std::string::npos) << again.status().message();
+  EXPECT_EQ((*later)->stats().first_use_checks, 0);
+  std::printf("[ first use ] later Planner: %s\n", again.status().message().c_str());
 }
 
 }  // namespace

@@ -303,8 +303,39 @@ class CudnnPlanBackend : public PlanBackend {
       if (tuned_store_plans_.count(runtime_detail::first_use_key(plan)))
         return FirstUseVerdict{true, false, "its store record was tuned in this environment"};
     }
+    // A verdict the store keeps for this configuration in this environment (another Planner, perhaps on
+    // another host, checked it): a failed one is never served, a passing one is not checked again.
+    const std::string fp = fingerprint_key(env_);
+    if (store_) {
+      StatusOr<std::optional<FirstUseRecord>> kept = [&] {
+        std::lock_guard<std::mutex> lock(store_mu_);
+        return store_->get_first_use_verdict(plan.signature().structure, plan.signature().shape_key, plan.identity(),
+                                             fp);
+      }();
+      if (kept.is_ok() && kept->has_value())
+        return FirstUseVerdict{(*kept)->passed, false, "verdict kept in the store: " + (*kept)->summary};
+      if (!kept.is_ok()) KILN_LOG(kWarn, "first-use verdict not read from the store: " << kept.status().message());
+    }
     KILN_ASSIGN_OR_RETURN(CheckReport r, runtime_detail::check_plan_on_device(plan, first_use_check_, /*seed=*/1));
-    return FirstUseVerdict{r.verdict == Disposition::kPassed, true, r.summary()};
+    FirstUseVerdict v{r.verdict == Disposition::kPassed, true, r.summary()};
+    // Kept for every Planner sharing the store, when this one may write it (store_writable).
+    if (store_ && shared_store_) {
+      FirstUseRecord rec;
+      rec.structure_sig = plan.signature().structure;
+      rec.shape_key = plan.signature().shape_key;
+      rec.config = plan.identity();
+      rec.fingerprint_key = fp;
+      rec.passed = v.passed;
+      rec.summary = v.summary;
+      StatusOr<FirstUseRecord> put = [&] {
+        std::lock_guard<std::mutex> lock(store_mu_);
+        return store_->put_first_use_verdict(rec);
+      }();
+      if (!put.is_ok()) KILN_LOG(kWarn, "first-use verdict not kept in the store: " << put.status().message());
+      else if (put->passed != v.passed)  // another Planner's failed verdict came first: it stands
+        return FirstUseVerdict{false, true, "verdict kept in the store: " + put->summary};
+    }
+    return v;
   }
 
   // One execution on zeroed buffers of the plan's own (its kernels load now, not on a caller's first

@@ -1,5 +1,5 @@
-// The store's tables beside `plans` and `quarantine`: the re-tune queue, graph specs, fusion decisions and
-// kernel caches.
+// The store's tables beside `plans` and `quarantine`: the re-tune queue, graph specs, fusion decisions, kernel
+// caches and first-use verdicts.
 // Private to the store layer. All were added to schema version 1 (docs/store.md "Schema"): open() creates them when
 // missing, and a Kiln that predates them ignores them.
 #pragma once
@@ -17,6 +17,7 @@ std::string graph_specs_table_sql(const char* table);  // the store's `graph_spe
 
 std::string fusion_decisions_table_sql(const char* table);  // the store's and a bundle's `fusion_decisions`
 std::string kernel_caches_table_sql();                      // the store's `kernel_caches` (never in a bundle)
+std::string first_use_verdicts_table_sql();                 // the store's `first_use_verdicts` (never in a bundle)
 
 // Whether the database has a table of this name (a read-only store written before the table existed has
 // none).

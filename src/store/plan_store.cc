@@ -113,7 +113,8 @@ Status check_store_tables(sqlite3* db) {
       store::check_table_schema(db, "graph_specs", store::graph_specs_table_sql("graph_specs"), false));
   KILN_RETURN_IF_ERROR(
       store::check_table_schema(db, "fusion_decisions", store::fusion_decisions_table_sql("fusion_decisions"), false));
-  return store::check_table_schema(db, "kernel_caches", store::kernel_caches_table_sql(), false);
+  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "kernel_caches", store::kernel_caches_table_sql(), false));
+  return store::check_table_schema(db, "first_use_verdicts", store::first_use_verdicts_table_sql(), false);
 }
 
 // What the file holds, read without writing anything: true for a Kiln store (its version and tables
@@ -168,6 +169,7 @@ Status init_schema(sqlite3* db, bool read_only) {
   KILN_RETURN_IF_ERROR(exec(db, store::graph_specs_table_sql("graph_specs").c_str()));
   KILN_RETURN_IF_ERROR(exec(db, store::fusion_decisions_table_sql("fusion_decisions").c_str()));
   KILN_RETURN_IF_ERROR(exec(db, store::kernel_caches_table_sql().c_str()));
+  KILN_RETURN_IF_ERROR(exec(db, store::first_use_verdicts_table_sql().c_str()));
   if (!has_meta) {
     KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
     ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(kStoreSchemaVersion));

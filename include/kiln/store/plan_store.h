@@ -25,6 +25,7 @@
 #include "kiln/core/fingerprint.h"
 #include "kiln/core/status.h"
 #include "kiln/store/env_policy.h"
+#include "kiln/store/first_use_record.h"
 #include "kiln/store/fusion_record.h"
 #include "kiln/store/kernel_cache_record.h"
 
@@ -403,6 +404,20 @@ class PlanStore {
                                          const std::string& fingerprint_key);
   // Every sound decision, by key (corrupt ones are logged and skipped).
   StatusOr<std::vector<FusionRecord>> list_fusion_records();
+
+  // ---- First-use verdicts (kiln/store/first_use_record.h, docs/store.md "First-use verdicts") ----
+  // Keeps a verdict for its (structure, shape, configuration, environment) and returns what the store holds
+  // there afterwards: a failed verdict is never replaced (a configuration that failed once is not served
+  // again in that environment), a passing one is replaced by a newer verdict. InvalidArgument for an empty
+  // structure signature, configuration or fingerprint key; FailedPrecondition for a read-only store.
+  StatusOr<FirstUseRecord> put_first_use_verdict(const FirstUseRecord& record);
+  // The verdict kept for exactly this key and environment, or nullopt. A row whose checksum fails is logged,
+  // counted corrupt, deleted (unless read-only) and reported as absent: the plan is then checked again.
+  StatusOr<std::optional<FirstUseRecord>> get_first_use_verdict(const std::string& structure_sig,
+                                                                const std::string& shape_key, const std::string& config,
+                                                                const std::string& fingerprint_key);
+  // Every sound verdict, by key (corrupt ones are logged and skipped).
+  StatusOr<std::vector<FirstUseRecord>> list_first_use_verdicts();
 
   // ---- Kernel caches (kiln/store/kernel_cache_record.h, docs/store.md "Kernel caches") ----
   // Keeps a structure's kernel cache for its environment, replacing an earlier one (created_at when 0, and

@@ -1,0 +1,136 @@
+// The store's first-use verdicts (kiln/store/first_use_record.h): what is kept per key, configuration and
+// environment, that a failed verdict is never replaced, and what a damaged row or an older store does.
+#include <gtest/gtest.h>
+
+#include "kiln/store/plan_store.h"
+#include "store/store_test_util.h"
+
+namespace kiln {
+namespace {
+
+using store_test::h200;
+using store_test::open_store;
+using store_test::raw_sql;
+using store_test::TempDir;
+
+FirstUseRecord verdict(bool passed, const std::string& config = "eng1_k24=35") {
+  FirstUseRecord r;
+  r.structure_sig = "0123456789abcdef0123456789abcdef";
+  r.shape_key = "batch=8";
+  r.config = config;
+  r.fingerprint_key = fingerprint_key(h200());
+  r.passed = passed;
+  r.summary = passed ? "y: Passed max_abs=0" : "y: Incorrect max_abs=3.1e+02";
+  return r;
+}
+
+StatusOr<std::optional<FirstUseRecord>> get(PlanStore& s, const FirstUseRecord& r) {
+  return s.get_first_use_verdict(r.structure_sig, r.shape_key, r.config, r.fingerprint_key);
+}
+
+TEST(FirstUseVerdicts, KeptPerKeyConfigurationAndEnvironment) {
+  TempDir d;
+  auto s = open_store(d.file("s.db"));
+  ASSERT_TRUE(s);
+  auto put = s->put_first_use_verdict(verdict(true));
+  ASSERT_TRUE(put.is_ok()) << put.status().to_string();
+  EXPECT_GT(put->created_at, 0);
+  EXPECT_FALSE(put->checksum.empty());
+  auto got = get(*s, verdict(true));
+  ASSERT_TRUE(got.is_ok() && got->has_value());
+  EXPECT_TRUE((*got)->passed);
+  EXPECT_EQ((*got)->summary, "y: Passed max_abs=0");
+  // Another configuration, another environment, another shape: nothing kept for them.
+  EXPECT_FALSE(get(*s, verdict(true, "eng7"))->has_value());
+  FirstUseRecord other = verdict(true);
+  other.fingerprint_key = "ffffffffffffffff";
+  EXPECT_FALSE(get(*s, other)->has_value());
+  other = verdict(true);
+  other.shape_key = "batch=16";
+  EXPECT_FALSE(get(*s, other)->has_value());
+  EXPECT_EQ(s->list_first_use_verdicts()->size(), 1u);
+}
+
+// "A failed configuration is never served again in that environment": a pass stored later (another
+// Planner's check, a flaky device) does not replace a failure; a failure replaces a pass.
+TEST(FirstUseVerdicts, AFailedVerdictIsNeverReplaced) {
+  TempDir d;
+  auto s = open_store(d.file("s.db"));
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->put_first_use_verdict(verdict(false)).is_ok());
+  auto again = s->put_first_use_verdict(verdict(true));
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_FALSE(again->passed) << "put did not return the failure that stands";
+  EXPECT_FALSE((*get(*s, verdict(true)))->passed);
+
+  ASSERT_TRUE(s->put_first_use_verdict(verdict(true, "eng7")).is_ok());
+  ASSERT_TRUE(s->put_first_use_verdict(verdict(false, "eng7")).is_ok());
+  EXPECT_FALSE((*get(*s, verdict(true, "eng7")))->passed);
+}
+
+TEST(FirstUseVerdicts, BadInputIsRefusedNamingTheField) {
+  TempDir d;
+  auto s = open_store(d.file("s.db"));
+  ASSERT_TRUE(s);
+  FirstUseRecord r = verdict(true);
+  r.config.clear();
+  EXPECT_EQ(s->put_first_use_verdict(r).status().code(), StatusCode::kInvalidArgument);
+  r = verdict(true);
+  r.structure_sig.clear();
+  EXPECT_NE(s->put_first_use_verdict(r).status().message().find("empty structure signature"), std::string::npos);
+  r = verdict(true);
+  r.fingerprint_key.clear();
+  EXPECT_NE(s->put_first_use_verdict(r).status().message().find("empty fingerprint key"), std::string::npos);
+}
+
+// A damaged row is never trusted (a failure edited into a pass would serve a wrong plan): dropped, counted
+// corrupt, reported absent, so the plan is checked again.
+TEST(FirstUseVerdicts, ADamagedRowIsDroppedNotTrusted) {
+  TempDir d;
+  const std::string db = d.file("s.db");
+  {
+    auto s = open_store(db);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(s->put_first_use_verdict(verdict(false)).is_ok());
+    ASSERT_TRUE(s->put_first_use_verdict(verdict(false, "eng7")).is_ok());
+  }
+  ASSERT_EQ(raw_sql(db, "UPDATE first_use_verdicts SET passed = 1 WHERE config = 'eng1_k24=35'"), 1);
+  ASSERT_EQ(raw_sql(db, "UPDATE first_use_verdicts SET passed = 7 WHERE config = 'eng7'"), 1);
+  {
+    auto ro = open_store(db, /*read_only=*/true);
+    ASSERT_TRUE(ro);
+    EXPECT_FALSE(get(*ro, verdict(true))->has_value());
+    EXPECT_EQ(ro->counters().corrupt, 1);
+    EXPECT_TRUE(ro->list_first_use_verdicts()->empty());  // both skipped
+    EXPECT_EQ(ro->put_first_use_verdict(verdict(true, "eng9")).status().code(), StatusCode::kFailedPrecondition);
+  }
+  auto s = open_store(db);
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(get(*s, verdict(true))->has_value());
+  EXPECT_FALSE(get(*s, verdict(true, "eng7"))->has_value());
+  EXPECT_EQ(s->counters().corrupt, 2);
+  EXPECT_EQ(raw_sql(db, "DELETE FROM first_use_verdicts"), 0) << "the damaged rows were not dropped";
+}
+
+// A store made before the table existed, opened read-only, has no verdicts (and no error); opened
+// writable, it gets the table.
+TEST(FirstUseVerdicts, AStoreWithoutTheTable) {
+  TempDir d;
+  const std::string db = d.file("s.db");
+  { ASSERT_TRUE(open_store(db)); }
+  raw_sql(db, "DROP TABLE first_use_verdicts");
+  {
+    auto ro = open_store(db, /*read_only=*/true);
+    ASSERT_TRUE(ro);
+    auto got = get(*ro, verdict(true));
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    EXPECT_FALSE(got->has_value());
+    EXPECT_TRUE(ro->list_first_use_verdicts()->empty());
+  }
+  auto s = open_store(db);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->put_first_use_verdict(verdict(true)).is_ok());
+}
+
+}  // namespace
+}  // namespace kiln
