@@ -163,9 +163,11 @@ TEST(FirstUseGpu, VerdictsAreKeptInTheStoreForEveryPlannerSharingIt) {
                 kept->front().config.c_str(), kept->front().passed ? 1 : 0, kept->front().summary.c_str());
   }
 
-  // A wrong plan's failure, kept; then cuDNN's own (right) plan of that configuration is refused unrun.
+  // A wrong plan's failure, kept; then cuDNN's own (right) plan of that configuration is never served by a
+  // later Planner: it is refused unrun, and the Planner falls through to the heuristics' next configuration.
   PlannerOptions w = o;
   w.store_path = dir.file("failed.db");
+  std::string failed_config;
   {
     auto real = make_cudnn_plan_backend(w);
     ASSERT_TRUE(real.is_ok()) << real.status().to_string();
@@ -173,15 +175,35 @@ TEST(FirstUseGpu, VerdictsAreKeptInTheStoreForEveryPlannerSharingIt) {
     auto refused = planner->obtain(*g);
     ASSERT_FALSE(refused.is_ok());
     EXPECT_EQ(refused.status().code(), StatusCode::kCheckFailed);
+    const std::string& m = refused.status().message();
+    const size_t at = m.find("plan ") + 5;
+    failed_config = m.substr(at, m.find(' ', at) - at);
   }
+  auto kept = PlanStore::open(w.store_path);
+  ASSERT_TRUE(kept.is_ok());
+  auto verdicts = (*kept)->list_first_use_verdicts();
+  ASSERT_TRUE(verdicts.is_ok());
+  ASSERT_EQ(verdicts->size(), 1u);
+  EXPECT_EQ(verdicts->front().config, failed_config);
+  EXPECT_FALSE(verdicts->front().passed);
+  kept->reset();
+
   auto later = Planner::create(w);
   ASSERT_TRUE(later.is_ok()) << later.status().to_string();
   auto again = (*later)->obtain(*g);
-  ASSERT_FALSE(again.is_ok()) << "a configuration that failed in this environment was served";
-  EXPECT_EQ(again.status().code(), StatusCode::kCheckFailed);
-  EXPECT_NE(again.status().message().find("verdict kept in the store"), std::string::npos) << again.status().message();
-  EXPECT_EQ((*later)->stats().first_use_checks, 0);
-  std::printf("[ first use ] later Planner: %s\n", again.status().message().c_str());
+  if (again.is_ok()) {
+    EXPECT_NE(again->plan->identity(), failed_config) << "a configuration that failed in this environment was served";
+    EXPECT_NE(again->why.find("heuristics' choice " + failed_config + " failed first-use verification"),
+              std::string::npos)
+        << again->why;
+    EXPECT_EQ((*later)->stats().first_use_checks, 1) << "only the configuration served instead is checked";
+    std::printf("[ first use ] later Planner served %s: %s\n", again->plan->identity().c_str(), again->why.c_str());
+  } else {
+    EXPECT_EQ(again.status().code(), StatusCode::kCheckFailed);
+    EXPECT_NE(again.status().message().find("verdict kept in the store"), std::string::npos)
+        << again.status().message();
+    std::printf("[ first use ] later Planner: %s\n", again.status().message().c_str());
+  }
 }
 
 }  // namespace

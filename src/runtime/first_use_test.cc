@@ -219,5 +219,68 @@ TEST(FirstUse, TunedPlansAndTheirStopgapsAreNotChecked) {
   EXPECT_EQ(gate.refused(), 6);
 }
 
+// Heuristics that offer eng1 (their choice), then eng3 and eng5.
+class ListingBackend : public VerifyingBackend {
+ public:
+  StatusOr<std::vector<EngineConfig>> heuristic_configs(const Graph&) override {
+    return std::vector<EngineConfig>{EngineConfig{1, {}}, EngineConfig{3, {}}, EngineConfig{5, {}}};
+  }
+};
+
+std::unique_ptr<Planner> listing_planner(ListingBackend** out) {
+  auto b = std::make_unique<ListingBackend>();
+  *out = b.get();
+  PlannerOptions o;
+  o.new_shapes = NewShapes::kBuildNow;
+  return Planner::create_with_backend(std::move(b), o);
+}
+
+// The heuristics' choice fails the gate: the next configuration they offer that passes serves instead (the
+// sweep's fp32 GEMVs whose first choice was off by 1e-3), each one checked first, and the why says so.
+TEST(FirstUse, AFailedHeuristicChoiceGivesWayToTheNextThatPasses) {
+  ListingBackend* b = nullptr;
+  auto planner = listing_planner(&b);
+  b->wrong = {"eng1", "eng3"};
+  auto a = planner->obtain(relu_graph());
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->plan->identity(), "eng5");
+  EXPECT_EQ(a->source, PlanSource::kHeuristics);
+  EXPECT_NE(a->why.find("heuristics' choice eng1 failed first-use verification, eng5 (their choice 3) passed"),
+            std::string::npos)
+      << a->why;
+  EXPECT_EQ(b->verifications, 3);
+  EXPECT_EQ(b->caller_runs, 0) << "a plan ran for the caller during the checks";
+  auto again = planner->obtain(relu_graph());
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->plan->identity(), "eng5");
+  EXPECT_EQ(b->verifications, 3);
+  PlannerStats st = planner->stats();
+  EXPECT_EQ(st.heuristic_fall_throughs, 1);
+  EXPECT_NE(st.text().find("1 served by a later heuristic configuration"), std::string::npos) << st.text();
+}
+
+// None passes: refused, saying how many were tried; a pinned configuration never falls through.
+TEST(FirstUse, WhenEveryHeuristicConfigurationFailsTheRefusalStands) {
+  ListingBackend* b = nullptr;
+  auto planner = listing_planner(&b);
+  b->wrong = {"eng1", "eng3", "eng5"};
+  auto r = planner->obtain(relu_graph());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCheckFailed);
+  EXPECT_NE(r.status().message().find("so did the next 2 configurations cuDNN's heuristics offer"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(b->caller_runs, 0);
+  EXPECT_EQ(planner->stats().heuristic_fall_throughs, 0);
+
+  ListingBackend* b2 = nullptr;
+  auto p2 = listing_planner(&b2);
+  b2->wrong = {"eng3"};
+  auto pg = p2->prepare(relu_graph());
+  ASSERT_TRUE(pg.is_ok());
+  auto pinned = p2->obtain_pinned(*pg, EngineConfig{3, {}});
+  ASSERT_FALSE(pinned.is_ok()) << "a pinned configuration that failed was replaced by another";
+  EXPECT_EQ(pinned.status().code(), StatusCode::kCheckFailed);
+}
+
 }  // namespace
 }  // namespace kiln

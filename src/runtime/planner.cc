@@ -174,6 +174,8 @@ StatusOr<FirstUseVerdict> PlanBackend::verify_first_use(const ExecutablePlan&) {
                        "unverified)");
 }
 
+StatusOr<std::vector<EngineConfig>> PlanBackend::heuristic_configs(const Graph&) { return std::vector<EngineConfig>(); }
+
 PlanBackend::DeviceCopy PlanBackend::device_copy() const {
   return [](void* dst, const void* src, size_t bytes, cudaStream_t stream) -> Status {
     const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
@@ -353,6 +355,8 @@ std::string PlannerStats::text() const {
   if (first_use_checks) s += "; " + std::to_string(first_use_checks) + " checked before first use";
   if (first_use_refused)
     s += ", " + std::to_string(first_use_refused) + " refused (last failure: " + last_first_use_failure + ")";
+  if (heuristic_fall_throughs)
+    s += "; " + std::to_string(heuristic_fall_throughs) + " served by a later heuristic configuration";
   if (kernel_caches_loaded + kernel_caches_saved > 0 || !last_kernel_cache_note.empty())
     s += "; kernel caches: " + std::to_string(kernel_caches_loaded) + " loaded, " +
          std::to_string(kernel_caches_saved) + " kept" +
@@ -438,6 +442,7 @@ struct Planner::Impl {
 
   std::atomic<int64_t> served[kPlanSourceCount] = {};
   std::atomic<int64_t> builds{0}, failures{0}, cached{0};
+  std::atomic<int64_t> heuristic_fall_throughs{0};  // heuristic plans served in place of one that failed the gate
   std::shared_ptr<GraphCounters> graphs = std::make_shared<GraphCounters>();
   std::atomic<int64_t> stopgaps{0}, promotions{0}, promotions_tuned{0}, promotion_failures{0};
 
@@ -692,6 +697,42 @@ struct Planner::Impl {
   std::shared_ptr<const ExecutablePlan> padded_plan(const PreparedGraph& pg, const Graph& g, const GraphSignature& sig,
                                                     const std::map<std::string, int64_t>& shape,
                                                     const std::vector<TunedShape>& tuned, std::string* why);
+
+  // The first-use gate for a plan just built (first_use->admit). A heuristic plan that fails it gives way to the
+  // next configurations cuDNN's heuristics offer for its graph (at most kHeuristicFallThrough of them, each built
+  // pinned and put through the gate): `built` becomes the first that passes, its why saying what was passed
+  // over. The refusal stands, saying how many were tried, when none passes.
+  static constexpr int kHeuristicFallThrough = 8;
+  Status admit_or_next_heuristic(Built* built, const std::string& graph_name) {
+    Status admitted = first_use->admit(*built->plan, built->source, graph_name);
+    if (admitted.is_ok() || admitted.code() != StatusCode::kCheckFailed || built->source != PlanSource::kHeuristics)
+      return admitted;
+    const ExecutablePlan& failed = *built->plan;
+    StatusOr<std::vector<EngineConfig>> configs = backend->heuristic_configs(failed.graph());
+    if (!configs.is_ok() || configs->empty()) return admitted;
+    int tried = 0;
+    std::vector<std::string> passed_over = {failed.identity()};
+    for (const EngineConfig& c : *configs) {
+      if (tried == kHeuristicFallThrough) break;
+      if (std::find(passed_over.begin(), passed_over.end(), c.identity()) != passed_over.end()) continue;
+      ++tried;
+      passed_over.push_back(c.identity());
+      auto next = backend->build(failed.graph(), failed.signature(), c, PlanSource::kHeuristics);
+      if (!next.is_ok() || !*next) continue;  // not buildable on this device: the next one
+      Status ok = first_use->admit(**next, PlanSource::kHeuristics, graph_name);
+      if (ok.is_ok()) {
+        heuristic_fall_throughs.fetch_add(1, std::memory_order_relaxed);
+        built->why += std::string(built->why.empty() ? "" : "; ") + "heuristics' choice " + failed.identity() +
+                      " failed first-use verification, " + c.identity() + " (their choice " +
+                      std::to_string(passed_over.size()) + ") passed";
+        built->plan = std::move(*next);
+        return Status::ok();
+      }
+      if (ok.code() != StatusCode::kCheckFailed) return ok;  // an error, not a verdict
+    }
+    return Status(admitted.code(), admitted.message() + "; so did the next " + std::to_string(tried) +
+                                       " configurations cuDNN's heuristics offer, or they did not build");
+  }
 
   // allow_stopgap: a dynamic-shape build may serve (NewShapes::kStopgap); false: only static plans.
   // store_asked: the caller asked the store for this key just before (the tune promotion's fallback), so
@@ -1444,8 +1485,9 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
                                                  [&] { return s.build(pg, shape, /*allow_stopgap=*/true); });
         if (!built.is_ok()) return built;  // a failure is handed to the waiters and not cached
         s.builds.fetch_add(1, std::memory_order_relaxed);
-        // Not served, and not held, before it has passed the numerics gate in this environment.
-        KILN_RETURN_IF_ERROR(s.first_use->admit(*built->plan, built->source, pg.graph->name));
+        // Not served, and not held, before it has passed the numerics gate in this environment; a heuristic
+        // choice that fails gives way to the next configuration the heuristics offer that passes.
+        KILN_RETURN_IF_ERROR(s.admit_or_next_heuristic(&*built, pg.graph->name));
         std::unique_lock<std::shared_mutex> wl(shard.mu);
         // Not cached when a job stored a plan for a structure meanwhile (forget): this one may predate it.
         const bool inserted = s.generation.load() == generation && shard.plans.emplace(key, built->plan).second;
@@ -1614,6 +1656,7 @@ PlannerStats Planner::stats() const {
   st.promotion_failures = impl_->promotion_failures.load(std::memory_order_relaxed);
   st.first_use_checks = impl_->first_use->checks();
   st.first_use_refused = impl_->first_use->refused();
+  st.heuristic_fall_throughs = impl_->heuristic_fall_throughs.load();
   st.last_first_use_failure = impl_->first_use->last_failure();
   std::lock_guard<std::mutex> lock(impl_->promo_mu);
   st.last_promotion_failure = impl_->last_promotion_failure;

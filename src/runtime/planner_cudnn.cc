@@ -338,6 +338,19 @@ class CudnnPlanBackend : public PlanBackend {
     return v;
   }
 
+  StatusOr<std::vector<EngineConfig>> heuristic_configs(const Graph& graph) override {
+    std::vector<EngineConfig> out;
+    if (!pool_) return out;
+    KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
+    LowerTarget target;
+    target.handle = h.get();
+    KILN_ASSIGN_OR_RETURN(LoweredGraph lg, LoweredGraph::create(graph, target));
+    KILN_ASSIGN_OR_RETURN(std::vector<CandidateInfo> c,
+                          lg.list_candidates({HeuristicMode::kA, HeuristicMode::kFallback}));
+    for (CandidateInfo& ci : c) out.push_back(std::move(ci.config));
+    return out;
+  }
+
   // One execution on zeroed buffers of the plan's own (its kernels load now, not on a caller's first
   // request); the buffers are freed once it has run.
   Status warm_concurrency() override { return pool_->fill(); }

@@ -266,6 +266,10 @@ class PlanBackend {
   // error (out of memory, say) is not a verdict: the Planner does not serve the plan and asks again next time.
   // The default: NotSupported (a backend that cannot check refuses to serve under FirstUse::kVerify).
   virtual StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan& plan);
+  // The engine configurations cuDNN's heuristics offer for `graph` (modes A, then FALLBACK), in their order:
+  // what the Planner tries in turn, pinned, when the heuristics' own choice fails first-use verification.
+  // The default: none (the refusal stands).
+  virtual StatusOr<std::vector<EngineConfig>> heuristic_configs(const Graph& graph);
   // `graph`'s plan built without a device for PlannerOptions::target, exactly as `pin` says when given,
   // else from cuDNN's heuristics: as a store record (untuned) in `part`, with its outcome. The default:
   // NotSupported.
@@ -418,6 +422,7 @@ struct PlannerStats {
   int64_t promotion_failures = 0;         // static builds that failed (the stopgap stays)
   int64_t first_use_checks = 0;           // plans run and checked before their first use (FirstUse::kVerify)
   int64_t first_use_refused = 0;          // obtain() calls refused because the plan failed that check
+  int64_t heuristic_fall_throughs = 0;    // heuristic plans that failed it, replaced by a later configuration
   std::string last_first_use_failure;     // the last plan that failed it, and the gate's summary
   std::string last_promotion_failure;     // why the last one failed
   std::string last_tune_fallback;         // PromoteBy::kTune: why the last tune gave no plan (a build replaced it)
