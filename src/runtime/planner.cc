@@ -730,8 +730,18 @@ struct Planner::Impl {
       }
       if (ok.code() != StatusCode::kCheckFailed) return ok;  // an error, not a verdict
     }
-    return Status(admitted.code(), admitted.message() + "; so did the next " + std::to_string(tried) +
-                                       " configurations cuDNN's heuristics offer, or they did not build");
+    // fp32 GEMMs: on the H200 every configuration offered for some (GEMVs) computes in TF32 (about 1e-3 off).
+    bool fp32_gemm = false;
+    for (const Node& n : failed.graph().nodes)
+      fp32_gemm = fp32_gemm || ((n.op == OpKind::kMatmul || n.op == OpKind::kConvFprop || n.op == OpKind::kConvDgrad ||
+                                 n.op == OpKind::kConvWgrad) &&
+                                failed.graph().dtype_of(n.inputs[0]) == DataType::kFloat32);
+    return Status(admitted.code(),
+                  admitted.message() + "; so did the next " + std::to_string(tried) +
+                      " configurations cuDNN's heuristics offer, or they did not build" +
+                      (fp32_gemm ? " (an fp32 matmul or convolution: where TF32 precision is acceptable, "
+                                   "PlannerOptions::first_use_check.allow_tf32 or `kiln run --allow-tf32` accepts it)"
+                                 : ""));
   }
 
   // allow_stopgap: a dynamic-shape build may serve (NewShapes::kStopgap); false: only static plans.
