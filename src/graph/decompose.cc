@@ -140,6 +140,14 @@ int64_t exit_node_count(const Graph& graph) {
   return n;
 }
 
+int64_t max_tensor_readers(const Graph& graph) {
+  std::map<int, int64_t> readers;
+  int64_t most = 0;
+  for (const Node& node : graph.nodes)
+    for (int t : std::set<int>(node.inputs.begin(), node.inputs.end())) most = std::max(most, ++readers[t]);
+  return most;
+}
+
 std::vector<int> split_after_reductions(const Graph& graph) {
   std::vector<int> order;
   std::vector<int> group_of(graph.nodes.size(), 0);
@@ -177,6 +185,7 @@ StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector
   const GraphRoles roles(graph);
   std::vector<int> group(graph.nodes.size(), -1);
   std::vector<char> read_in_group(graph.nodes.size(), 0);  // a node of its own group reads its output
+  std::map<int, int64_t> readers;                          // tensor -> nodes of the current group reading it
   int current = 0;
   int current_base = order.empty() ? 0 : base[static_cast<size_t>(order.front())];
   int64_t used = 0, entrances = 0, exits = 0;
@@ -197,14 +206,19 @@ StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector
       if (!read_in_group[static_cast<size_t>(p)]) reads_exits.insert(p);
     }
     const int64_t exits_after = exits + 1 - static_cast<int64_t>(reads_exits.size());
+    const std::set<int> inputs(graph.nodes[i].inputs.begin(), graph.nodes[i].inputs.end());
+    bool too_many_readers = false;
+    for (int t : inputs) too_many_readers = too_many_readers || readers[t] + 1 > shape.max_readers;
     if (base[i] != current_base || used + cost[i] > budget || (entrance && entrances + 1 > shape.max_entrances) ||
-        exits_after > shape.max_exits) {
+        exits_after > shape.max_exits || too_many_readers) {
       if (!empty) ++current;
       current_base = base[i];
       used = entrances = exits = 0;
       entrance = true;  // a new group: whatever the node reads comes from outside it
       reads_exits.clear();
+      readers.clear();
     }
+    for (int t : inputs) ++readers[t];
     for (int p : reads_exits) read_in_group[static_cast<size_t>(p)] = 1;
     group[i] = current;
     used += cost[i];

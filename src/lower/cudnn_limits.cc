@@ -61,7 +61,8 @@ int64_t cudnn_operation_count(const Graph& graph) {
 bool exceeds_cudnn_graph_limits(const Graph& graph) {
   return cudnn_operation_count(graph) > cudnn_max_operations() ||
          entrance_node_count(graph) > limits::kCudnnMaxEntranceNodes ||
-         exit_node_count(graph) > limits::kCudnnMaxExitNodes;
+         exit_node_count(graph) > limits::kCudnnMaxExitNodes ||
+         max_tensor_readers(graph) > limits::kCudnnMaxTensorReaders;
 }
 
 Status check_cudnn_limits(const Graph& graph) {
@@ -106,6 +107,13 @@ Status check_cudnn_limits(const Graph& graph) {
                          " per cuDNN operation graph (cuDNN 9.19 matches its fusion patterns in time exponential in "
                          "them: 24 take 24 s, 30 run out of host memory); kiln run, tune and compile cut such a graph "
                          "into fused segments that fit");
+  const int64_t readers = max_tensor_readers(graph);
+  if (readers > limits::kCudnnMaxTensorReaders)
+    return not_supported(where + ": " + std::to_string(readers) + " nodes read one tensor, over the limit of " +
+                         std::to_string(limits::kCudnnMaxTensorReaders) +
+                         " per cuDNN operation graph (cuDNN 9.19 matches its fusion patterns in time exponential in "
+                         "them: 24 take 24 s and 2.5 GB, 30 run out of host memory); kiln run, tune and compile cut "
+                         "such a graph into fused segments that fit");
   return Status::ok();
 }
 
@@ -122,9 +130,9 @@ StatusOr<std::vector<int>> cudnn_segment_groups(const Graph& graph) {
         op == OpKind::kMatmul || op == OpKind::kConvFprop || op == OpKind::kConvDgrad || op == OpKind::kConvWgrad;
     cost[i] = gemm ? 2 : cudnn_operation_count(graph, roles, static_cast<int>(i));
   }
-  StatusOr<std::vector<int>> groups =
-      split_by_budget(graph, base, cost, cudnn_max_operations(),
-                      GroupShape{limits::kCudnnMaxEntranceNodes, limits::kCudnnMaxExitNodes});
+  StatusOr<std::vector<int>> groups = split_by_budget(
+      graph, base, cost, cudnn_max_operations(),
+      GroupShape{limits::kCudnnMaxEntranceNodes, limits::kCudnnMaxExitNodes, limits::kCudnnMaxTensorReaders});
   if (!groups.is_ok()) return not_supported(groups.status().message() + " (" + limit_text() + ")");
   return groups;
 }

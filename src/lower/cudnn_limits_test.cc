@@ -206,6 +206,52 @@ TEST(CudnnLimits, WideFanOutFromANodeIsCutByItsExitNodes) {
   }
 }
 
+// x -> relu a -> k relus of a -> added back together by a chain of adds: one entrance and one exit node,
+// but k nodes reading a. The hostile trial of issue 31 found it at 24 took 24 s and 2.5 GB to finalize,
+// 28 all of the host's memory, and from 30 "out of host memory".
+Graph diamond(int k) {
+  std::ostringstream s;
+  s << R"({"name": "diamond)" << k << R"(", "io_dtype": "fp16", "tensors": {"x": {"dims": [1, 64, 64]}}, "nodes": [)"
+    << R"({"name": "a", "op": "relu", "inputs": ["x"], "outputs": ["ax"]})";
+  for (int i = 0; i < k; ++i)
+    s << R"(,{"name": "r)" << i << R"(", "op": "relu", "inputs": ["ax"], "outputs": ["y)" << i << R"("]})";
+  std::string prev = "y0";
+  for (int i = 1; i < k; ++i) {
+    const std::string out = "s" + std::to_string(i);
+    s << R"(,{"name": "add)" << i << R"(", "op": "add", "inputs": [")" << prev << R"(", "y)" << i
+      << R"("], "outputs": [")" << out << R"("]})";
+    prev = out;
+  }
+  s << R"(], "outputs": [")" << prev << R"("]})";
+  auto g = parse_spec_string(s.str(), "diamond.json");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  return g.is_ok() ? *g : Graph{};
+}
+
+TEST(CudnnLimits, ManyReadersOfOneTensorAreCutIntoSegments) {
+  Graph g = diamond(30);
+  EXPECT_EQ(entrance_node_count(g), 1);
+  EXPECT_EQ(exit_node_count(g), 1);
+  EXPECT_EQ(max_tensor_readers(g), 30);
+  EXPECT_TRUE(exceeds_cudnn_graph_limits(g));
+  EXPECT_NE(check_cudnn_limits(g).message().find("30 nodes read one tensor, over the limit of " +
+                                                 std::to_string(limits::kCudnnMaxTensorReaders)),
+            std::string::npos)
+      << check_cudnn_limits(g).message();
+  auto d = segments_if_unfusable(g, nullptr);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_GE(d->segments.size(), 2u);
+  size_t nodes = 0;
+  for (const GraphPart& p : d->segments) {
+    EXPECT_FALSE(exceeds_cudnn_graph_limits(p.graph)) << p.graph.name;
+    nodes += p.graph.nodes.size();
+    auto lg = lower_for_h200(p.graph);  // each segment is handed to cuDNN (deviceless) and comes back
+    EXPECT_TRUE(lg.is_ok()) << p.graph.name << ": " << lg.status().to_string();
+  }
+  EXPECT_EQ(nodes, g.nodes.size());
+  EXPECT_FALSE(exceeds_cudnn_graph_limits(diamond(static_cast<int>(limits::kCudnnMaxTensorReaders))));
+}
+
 // Exactly at the limits a graph stays whole, and a chain never counts more than one of each.
 TEST(CudnnLimits, FanOutAtTheLimitsStaysWhole) {
   Graph tree = fan_out(static_cast<int>(limits::kCudnnMaxExitNodes), /*from_node=*/true);

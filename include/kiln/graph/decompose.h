@@ -33,13 +33,15 @@ std::vector<int> split_after_reductions(const Graph& graph);
 // at most `budget`. `base` is a grouping to refine (e.g. split_after_reductions; all zeros for none): its
 // groups are taken in ascending order, each in topological order, and a new group starts where the next
 // node would not fit or the base group changes. A group also holds at most `shape.max_entrances` entrance
-// nodes (none of whose inputs another node of the group writes) and `shape.max_exits` exit nodes (whose
-// output no other node of the group reads): a node that would pass either starts a new group.
+// nodes (none of whose inputs another node of the group writes), `shape.max_exits` exit nodes (whose
+// output no other node of the group reads) and `shape.max_readers` nodes reading any one tensor: a node that
+// would pass one starts a new group.
 // InvalidArgument naming the node when one node alone costs more than `budget`. Used to cut graphs past
 // cuDNN's operations, entrance nodes and exit nodes per graph (kiln/graph/limits.h).
 struct GroupShape {
   int64_t max_entrances = INT64_MAX;
   int64_t max_exits = INT64_MAX;
+  int64_t max_readers = INT64_MAX;
 };
 StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector<int>& base,
                                            const std::vector<int64_t>& cost, int64_t budget,
@@ -49,6 +51,8 @@ StatusOr<std::vector<int>> split_by_budget(const Graph& graph, const std::vector
 // inputs only) and its exit nodes (whose output no node reads).
 int64_t entrance_node_count(const Graph& graph);
 int64_t exit_node_count(const Graph& graph);
+// The most nodes reading any one tensor of a validated graph (a node reading it twice counts once).
+int64_t max_tensor_readers(const Graph& graph);
 
 // One part per node of a validated graph, in topological order. A tensor that was virtual in the fused
 // graph (an intermediate) is materialized in memory with dtype `materialized` (e.g. the graph's io dtype,

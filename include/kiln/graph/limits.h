@@ -50,10 +50,14 @@ inline constexpr int64_t kCudnnMinUid = 1;
 //    at 13, 8.3 s at 14, over 40 s at 17; at 51 "out of host memory" (exit 3 on the H200);
 //  - k relus of one relu's output (1 entrance, k exits): 0.18 s at 16, 0.25 s at 17, 1.8 s at 20, 24 s at
 //    24, 47 s at 25, and "out of host memory" from 30;
-//  - 8 entrance nodes each read by 2 exit nodes: 0.14 s. A chain stays at 0.1 s whatever its length.
+//  - 8 entrance nodes each read by 2 exit nodes: 0.14 s. A chain stays at 0.1 s whatever its length;
+//  - k relus of one relu's output added back together by a chain of adds (1 entrance, 1 exit node): 0.47 s
+//    at 18, 1.6 s at 20, 6 s at 22, 24 s (2.5 GB) at 24, 103 s (9.5 GB) at 26, all of 24 GB and more at
+//    28, "out of host memory" from 30: the nodes reading one tensor count too.
 // Kiln hands cuDNN at most these many and cuts a wider graph into segments (cudnn_segment_groups).
 inline constexpr int64_t kCudnnMaxEntranceNodes = 8;
 inline constexpr int64_t kCudnnMaxExitNodes = 16;
+inline constexpr int64_t kCudnnMaxTensorReaders = 16;  // nodes reading any one tensor
 
 }  // namespace kiln::limits
 
