@@ -6,6 +6,8 @@
 #include <set>
 
 #include "graph/validate_internal.h"
+#include "kiln/core/hash.h"
+#include "kiln/graph/limits.h"
 
 namespace kiln {
 namespace {
@@ -37,6 +39,12 @@ StatusOr<GraphPart> make_part(const Graph& graph, const GraphRoles& roles, const
   Graph& g = part.graph;
   g.name = graph.name + "/" + graph.nodes[static_cast<size_t>(group.front())].name;
   if (group.size() > 1) g.name += "+" + std::to_string(group.size() - 1);
+  // Within the name limit however long the graph's and node's names are (each may be the limit itself): a
+  // prefix, then a hash of the whole name so that parts stay distinct.
+  if (g.name.size() > limits::kMaxNameBytes) {
+    const std::string tail = "~" + hex64(stable_hash64(g.name));
+    g.name = g.name.substr(0, limits::kMaxNameBytes - tail.size()) + tail;
+  }
   g.io_dtype = graph.io_dtype;
   g.intermediate_dtype = graph.intermediate_dtype;
   g.compute_dtype = graph.compute_dtype;

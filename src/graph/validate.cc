@@ -1,5 +1,7 @@
 // validate_graph: structure checks, dynamic dims, shape/dtype inference in topological order, layouts.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "graph/ops/op_family.h"
@@ -195,6 +197,12 @@ Status check_inputs(Graph& g, const GraphRoles& roles) {
       if (!graph_internal::is_float(roles.dtype_of(t)))
         return invalid_argument("tensor '" + d.name + "': a by-value scalar must be floating-point, got " +
                                 dtype_name(roles.dtype_of(t)));
+      // cuDNN takes it as a float (lowering hands it over as one): past that range it would become infinity.
+      if (!std::isfinite(d.value) || std::fabs(d.value) > static_cast<double>(std::numeric_limits<float>::max()))
+        return invalid_argument("tensor '" + d.name + "': by-value scalar " +
+                                graph_internal::canonical_number(d.value) +
+                                " is not a finite fp32 value (cuDNN takes it as a float; at most " +
+                                graph_internal::canonical_number(std::numeric_limits<float>::max()) + " in magnitude)");
     }
     if (d.dims.empty()) return invalid_argument("tensor '" + d.name + "': graph input has no dims");
     KILN_RETURN_IF_ERROR(check_dims_positive(d));

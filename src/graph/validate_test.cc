@@ -157,6 +157,14 @@ TEST(GraphStructure, ByValueScalars) {
   g.tensors[s].dims = {Dim{1, ""}};
   g.tensors[s].dtype = DataType::kInt32;
   EXPECT_ERROR_HAS(validate_graph(g), "tensor 's': a by-value scalar must be floating-point");
+  // Past fp32's range it would reach cuDNN as infinity (and every such value would share one signature).
+  g.tensors[s].dtype.reset();
+  for (double v : {1e39, -1e39, 3.4028236e38}) {
+    g.tensors[s].value = v;
+    EXPECT_ERROR_HAS(validate_graph(g), "is not a finite fp32 value");
+  }
+  g.tensors[s].value = 3.4028234e38;
+  EXPECT_TRUE(validate_graph(g).is_ok()) << validate_graph(g).message();
 }
 
 TEST(GraphStructure, DeclaredOutputDimsMustMatch) {

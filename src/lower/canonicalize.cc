@@ -315,7 +315,18 @@ StatusOr<Graph> cut_pointwise_rows(const Graph& g, const std::string& where) {
       if (!t.by_value && (t.dims[ax].value != 1 || t.dims[ax].follows_symbols())) return false;
     return true;
   };
-  const int keep = unit_everywhere(1) ? 0 : unit_everywhere(0) ? 1 : -1;
+  // Else the first two axes as one, where every tensor holds both densely or broadcasts over both.
+  auto mergeable = [&] {
+    for (const TensorDesc& t : g.tensors) {
+      if (t.by_value) continue;
+      if (t.dims[0].follows_symbols() || t.dims[1].follows_symbols()) return false;
+      const bool both_broadcast = t.dims[0].value == 1 && t.dims[1].value == 1;
+      const bool dense = t.strides[0] == t.strides[1] * t.dims[1].value;
+      if (!both_broadcast && !dense) return false;
+    }
+    return true;
+  };
+  const int keep = unit_everywhere(1) ? 0 : unit_everywhere(0) ? 1 : mergeable() ? 2 : -1;
   if (keep < 0)
     return not_supported(limit + ", and cutting the row of " + std::to_string(c) +
                          " needs rank 4, where cuDNN's pointwise engines take only the innermost axis second");
@@ -323,8 +334,8 @@ StatusOr<Graph> cut_pointwise_rows(const Graph& g, const std::string& where) {
   for (TensorDesc& t : out.tensors) {
     if (t.by_value) continue;
     const bool holds = t.dims[2].value == c;  // else extent 1: broadcast along the row
-    const Dim outer = t.dims[static_cast<size_t>(keep)];
-    const int64_t outer_stride = t.strides[static_cast<size_t>(keep)];
+    const Dim outer = keep == 2 ? Dim{t.dims[0].value * t.dims[1].value, ""} : t.dims[static_cast<size_t>(keep)];
+    const int64_t outer_stride = t.strides[keep == 2 ? 1 : static_cast<size_t>(keep)];
     t.dims = {outer, Dim{holds ? c / k : 1, ""}, Dim{holds ? k : 1, ""}};
     t.strides = {outer_stride, holds ? k : 1, 1};
     t.layout = Layout::kExplicit;
@@ -670,7 +681,14 @@ StatusOr<DefectWorkaround> rewrite_for_cudnn(const Graph& graph) {
                         apply_rewrites(canonical_rules(), DefectWorkaround{graph, {}}, "canonical rule"));
   // Each canonical rule settles the graph's rank (the rank-lifting ones first, then the layout ones).
   for (std::string& a : c.applied) a += ", lowered at rank " + std::to_string(lifted_rank(c.graph, 0));
-  return apply_rewrites(known_defects(), std::move(c), "known cuDNN defect");
+  KILN_ASSIGN_OR_RETURN(DefectWorkaround out, apply_rewrites(known_defects(), std::move(c), "known cuDNN defect"));
+  // A known defect's rewrite may join axes into a row past what the kernels launch on ([4,4,262144] + [4,1,1]
+  // folded by pointwise_vector_broadcast into [1,4,1048576] + [1,4,1]): refused, naming both.
+  if (std::string row = find_pointwise_long_rows(out.graph); !row.empty())
+    return not_supported("graph '" + graph.name + "': " + row + " after the known-defect rewrites (" +
+                         out.applied.back() + "): cuDNN 9.19's pointwise kernels fail to launch on rows longer than " +
+                         std::to_string(kMaxPointwiseRow) + " elements (seen on the H200)");
+  return out;
 }
 
 }  // namespace kiln::lower_detail

@@ -290,6 +290,17 @@ TEST(Canonicalize, LongPointwiseRowsAreCutOrRefusedBeforeTheGpu) {
   EXPECT_NE(c.status().message().find("longer than 262144 elements"), std::string::npos) << c.status().message();
   EXPECT_NE(c.status().message().find("meets known cuDNN defect pointwise_vector_broadcast"), std::string::npos)
       << c.status().message();
+  // Neither leading axis a unit, both dense: they are merged, [3, 5, 2^20] as [15, 4, 2^18].
+  auto merged = form(relu("[3, 5, 1048576]"));
+  ASSERT_TRUE(merged.is_ok()) << merged.status().to_string();
+  EXPECT_EQ(merged->graph.tensors[static_cast<size_t>(merged->graph.find_tensor("x"))].shape(),
+            (std::vector<int64_t>{15, 4, 262144}));
+  // Cut rows that a known defect's fold joins again ([4,4,262144] + [4,1,1] folds into rows of 2^20): refused.
+  auto folded = form(relu("[4, 4, 262144]", "[4, 1, 1]"));
+  ASSERT_FALSE(folded.is_ok());
+  EXPECT_NE(folded.status().message().find("after the known-defect rewrites (pointwise_vector_broadcast"),
+            std::string::npos)
+      << folded.status().message();
   // 2^31-1 is prime: refused before the GPU, naming the limit.
   auto p = form(relu("[1, 2147483647]"));
   ASSERT_FALSE(p.is_ok());

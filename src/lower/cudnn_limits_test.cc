@@ -4,6 +4,7 @@
 // one more. The tests take the limit from the build's frontend (cudnn_max_operations: 1.23 50, 1.32 250).
 #include <gtest/gtest.h>
 
+#include <set>
 #include <sstream>
 
 #include "cli_test_util.h"
@@ -250,6 +251,21 @@ TEST(CudnnLimits, ManyReadersOfOneTensorAreCutIntoSegments) {
   }
   EXPECT_EQ(nodes, g.nodes.size());
   EXPECT_FALSE(exceeds_cudnn_graph_limits(diamond(static_cast<int>(limits::kCudnnMaxTensorReaders))));
+}
+
+// A graph and node named at the name limit still cut into parts whose names are within it, all distinct.
+TEST(CudnnLimits, SegmentNamesStayWithinTheNameLimit) {
+  Graph g = fan_out(20);
+  g.name = std::string(limits::kMaxNameBytes, 'G');
+  for (Node& n : g.nodes) n.name = std::string(limits::kMaxNameBytes - 4, 'n') + n.name.substr(0, 3);
+  auto d = segments_if_unfusable(g, nullptr);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  std::set<std::string> names;
+  for (const GraphPart& p : d->segments) {
+    EXPECT_LE(p.graph.name.size(), limits::kMaxNameBytes);
+    EXPECT_TRUE(names.insert(p.graph.name).second) << p.graph.name;
+    EXPECT_TRUE(check_graph_limits(p.graph).is_ok()) << check_graph_limits(p.graph).message();
+  }
 }
 
 // Exactly at the limits a graph stays whole, and a chain never counts more than one of each.

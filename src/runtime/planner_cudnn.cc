@@ -305,7 +305,9 @@ class CudnnPlanBackend : public PlanBackend {
     }
     // A verdict the store keeps for this configuration in this environment (another Planner, perhaps on
     // another host, checked it): a failed one is never served, a passing one is not checked again.
-    const std::string fp = fingerprint_key(env_);
+    // Per environment and per Kiln build: a new Kiln may lower the same configuration differently (a canonical
+    // rule), so a verdict made by another build does not carry over.
+    const std::string fp = fingerprint_key(env_) + "/kiln " + env_.kiln_version + " " + env_.kiln_git_revision;
     if (store_) {
       StatusOr<std::optional<FirstUseRecord>> kept = [&] {
         std::lock_guard<std::mutex> lock(store_mu_);

@@ -14,7 +14,8 @@ struct FirstUseRecord {
   std::string structure_sig;
   std::string shape_key;        // may be empty (a graph with no dynamic dim)
   std::string config;           // the plan's identity: its engine configuration ("eng1_k24=35") or chain
-  std::string fingerprint_key;  // the environment it was checked in (fingerprint_key())
+  std::string fingerprint_key;  // the environment it was checked in: fingerprint_key() and the Kiln build
+                                //   ("<key>/kiln <version> <revision>": a new Kiln may lower it differently)
   bool passed = false;
   std::string summary;  // the numerics gate's summary of the check
   // put_first_use_verdict() fills these.
