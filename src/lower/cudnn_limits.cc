@@ -91,29 +91,27 @@ Status check_cudnn_limits(const Graph& graph) {
     return not_supported(where + ": needs " + std::to_string(ops) + " cuDNN operations (" +
                          std::to_string(graph.nodes.size()) + " nodes), over the limit of " + limit_text() +
                          "; kiln run, tune and compile cut such a graph into fused segments that fit");
-  const int64_t entrances = entrance_node_count(graph);
-  if (entrances > limits::kCudnnMaxEntranceNodes)
-    return not_supported(where + ": " + std::to_string(entrances) +
-                         " nodes read graph inputs only (entrance nodes), over the limit of " +
-                         std::to_string(limits::kCudnnMaxEntranceNodes) +
-                         " per cuDNN operation graph (cuDNN 9.19 matches its fusion patterns in time exponential in "
-                         "them: 14 take 8 s, 51 run out of host memory); kiln run, tune and compile cut such a graph "
-                         "into fused segments that fit");
-  const int64_t exits = exit_node_count(graph);
-  if (exits > limits::kCudnnMaxExitNodes)
-    return not_supported(where + ": " + std::to_string(exits) +
-                         " nodes have an output no node reads (exit nodes), over the limit of " +
-                         std::to_string(limits::kCudnnMaxExitNodes) +
-                         " per cuDNN operation graph (cuDNN 9.19 matches its fusion patterns in time exponential in "
-                         "them: 24 take 24 s, 30 run out of host memory); kiln run, tune and compile cut such a graph "
-                         "into fused segments that fit");
-  const int64_t readers = max_tensor_readers(graph);
-  if (readers > limits::kCudnnMaxTensorReaders)
-    return not_supported(where + ": " + std::to_string(readers) + " nodes read one tensor, over the limit of " +
-                         std::to_string(limits::kCudnnMaxTensorReaders) +
-                         " per cuDNN operation graph (cuDNN 9.19 matches its fusion patterns in time exponential in "
-                         "them: 24 take 24 s and 2.5 GB, 30 run out of host memory); kiln run, tune and compile cut "
-                         "such a graph into fused segments that fit");
+  // The pattern matcher's limits (kiln/graph/limits.h), each with what was measured past it.
+  struct Width {
+    int64_t count, limit;
+    const char* what;
+    const char* measured;
+  };
+  for (const Width& w :
+       {Width{entrance_node_count(graph), limits::kCudnnMaxEntranceNodes,
+              "nodes read graph inputs only (entrance nodes)", "14 take 8 s, 51 run out of host memory"},
+        Width{exit_node_count(graph), limits::kCudnnMaxExitNodes, "nodes have an output no node reads (exit nodes)",
+              "24 take 24 s, 30 run out of host memory"},
+        Width{max_tensor_readers(graph), limits::kCudnnMaxTensorReaders, "nodes read one tensor",
+              "24 take 24 s and 2.5 GB, 30 run out of host memory"}})
+    if (w.count > w.limit)
+      return not_supported(where + ": " + std::to_string(w.count) + " " + w.what + ", over the limit of " +
+                           std::to_string(w.limit) +
+                           " per cuDNN operation graph (cuDNN 9.19 matches its fusion patterns in time exponential in "
+                           "them: " +
+                           w.measured +
+                           "); kiln run, tune and compile cut such a graph into fused segments "
+                           "that fit");
   return Status::ok();
 }
 
