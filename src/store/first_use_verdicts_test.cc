@@ -132,5 +132,29 @@ TEST(FirstUseVerdicts, AStoreWithoutTheTable) {
   EXPECT_TRUE(s->put_first_use_verdict(verdict(true)).is_ok());
 }
 
+// SQLite's names are case-insensitive: a table written in capitals is Kiln's table, not damage. An index in
+// its place is damage, said in English.
+TEST(FirstUseVerdicts, TheSchemaCheckReadsNamesAsSqliteDoes) {
+  TempDir d;
+  const std::string db = d.file("s.db");
+  { ASSERT_TRUE(open_store(db)); }
+  raw_sql(db,
+          "DROP TABLE first_use_verdicts; CREATE TABLE FIRST_USE_VERDICTS(STRUCTURE_SIG TEXT NOT NULL, SHAPE_KEY TEXT "
+          "NOT NULL, CONFIG TEXT NOT NULL, FINGERPRINT_KEY TEXT NOT NULL, PASSED INTEGER NOT NULL, SUMMARY TEXT NOT "
+          "NULL, CREATED_AT INTEGER NOT NULL, CHECKSUM TEXT NOT NULL, PRIMARY KEY (STRUCTURE_SIG, SHAPE_KEY, CONFIG, "
+          "FINGERPRINT_KEY))");
+  {
+    auto s = open_store(db);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(s->put_first_use_verdict(verdict(true)).is_ok());
+    EXPECT_TRUE((*get(*s, verdict(true)))->passed);
+  }
+  raw_sql(db, "DROP TABLE FIRST_USE_VERDICTS; CREATE TABLE t(a); CREATE INDEX first_use_verdicts ON t(a)");
+  auto bad = PlanStore::open(db);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'first_use_verdicts' is an index, not a table"), std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace kiln

@@ -12,6 +12,12 @@
 namespace kiln::store {
 namespace {
 
+std::string lowercase(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
 StatusOr<std::vector<std::string>> columns_of(sqlite3* db, const std::string& table) {
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT name FROM pragma_table_info(?1)"));
   st.bind(1, table);
@@ -53,15 +59,18 @@ Status check_table_schema(sqlite3* db, const std::string& table, const std::stri
     return Status::ok();
   }
   std::string type = st.text(0);
-  if (type != "table") return corruption("'" + table + "' is a " + type + ", not a table (damaged schema)");
+  if (type != "table")
+    return corruption("'" + table + "' is " + (type == "index" ? "an " : "a ") + type +
+                      ", not a table (damaged schema)");
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> want, expected_columns(table, create_sql));
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> have_list, columns_of(db, table));
-  std::set<std::string> have(have_list.begin(), have_list.end());
+  // SQLite's column names are case-insensitive: a table made with STRUCTURE_SIG has the column structure_sig.
+  std::set<std::string> have;
+  for (const std::string& c : have_list) have.insert(lowercase(c));
   // Kiln reads its rows by SQLite's own rowid: a WITHOUT ROWID table, or a column that takes the rowid's
   // name (and so its place in every query), is damage, not a SQL error or a wrong row at the first query.
   for (const std::string& c : have_list) {
-    std::string lower;
-    for (char ch : c) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const std::string lower = lowercase(c);
     if ((lower == "rowid" || lower == "_rowid_" || lower == "oid") &&
         std::find(want.begin(), want.end(), c) == want.end())
       return corruption("table '" + table + "' has a column named '" + c + "' (damaged schema)");
@@ -70,7 +79,7 @@ Status check_table_schema(sqlite3* db, const std::string& table, const std::stri
     return corruption("table '" + table + "' is WITHOUT ROWID, and Kiln reads its rows by rowid (damaged schema)");
   std::vector<std::string> missing;
   for (const std::string& c : want)
-    if (!have.count(c)) missing.push_back(c);
+    if (!have.count(lowercase(c))) missing.push_back(c);
   if (missing.empty()) return Status::ok();
   std::string list;
   for (const std::string& c : missing) list += (list.empty() ? "'" : ", '") + c + "'";
