@@ -235,10 +235,7 @@ Status LoweredGraph::build_heuristic(const std::vector<HeuristicMode>& modes) {
   return with_coverage_gap(build_heuristic_plan(modes), impl_->graph);
 }
 
-// True when a convolution or matmul reads fp32 data: cuDNN's heuristics then rank tensor-core engines first,
-// which compute in TF32 (10-bit mantissas, errors near 1e-3), not the fp32 the graph asks for.
-namespace {
-bool wants_fp32_math(const Graph& g) {
+bool wants_fp32_gemm_math(const Graph& g) {
   for (const Node& n : g.nodes) {
     const bool gemm = n.op == OpKind::kMatmul || n.op == OpKind::kConvFprop || n.op == OpKind::kConvDgrad ||
                       n.op == OpKind::kConvWgrad;
@@ -246,13 +243,12 @@ bool wants_fp32_math(const Graph& g) {
   }
   return false;
 }
-}  // namespace
 
 Status LoweredGraph::build_heuristic_plan(const std::vector<HeuristicMode>& modes) {
   // fp32 graphs: the heuristics' choice among engines that do not use tensor cores (TF32), measured on the
   // H200 (issue 31's sweep: fp32 matmuls and convs from heuristics were wrong by 1e-3, eng7 and eng51, every
   // one caught by first-use verification); cuDNN's own choice where it offers none of those.
-  if (wants_fp32_math(impl_->graph)) {
+  if (wants_fp32_gemm_math(impl_->graph)) {
     Status st = build_heuristic_on(modes, /*without_tensor_cores=*/true);
     if (st.is_ok()) return st;
     KILN_ASSIGN_OR_RETURN(impl_->fg, impl_->fresh_graph());

@@ -19,6 +19,7 @@
 
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
+#include "kiln/lower/lower.h"
 #include "kiln/runtime/padding.h"
 #include "kiln/runtime/unfused_plan.h"
 #include "kiln/validate/host_tensor.h"
@@ -731,11 +732,7 @@ struct Planner::Impl {
       if (ok.code() != StatusCode::kCheckFailed) return ok;  // an error, not a verdict
     }
     // fp32 GEMMs: on the H200 every configuration offered for some (GEMVs) computes in TF32 (about 1e-3 off).
-    bool fp32_gemm = false;
-    for (const Node& n : failed.graph().nodes)
-      fp32_gemm = fp32_gemm || ((n.op == OpKind::kMatmul || n.op == OpKind::kConvFprop || n.op == OpKind::kConvDgrad ||
-                                 n.op == OpKind::kConvWgrad) &&
-                                failed.graph().dtype_of(n.inputs[0]) == DataType::kFloat32);
+    const bool fp32_gemm = wants_fp32_gemm_math(failed.graph());
     return Status(admitted.code(),
                   admitted.message() + "; so did the next " + std::to_string(tried) +
                       " configurations cuDNN's heuristics offer, or they did not build" +

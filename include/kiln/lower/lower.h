@@ -44,6 +44,11 @@ Status save_device_profile(const DeviceProfile& profile, const std::string& path
 
 // The configuration to pin for `graph`: `override_pin` (from --pin) when set, else the spec's "pin"
 // (Graph::pin), else none. InvalidArgument naming the graph for a spec pin that does not parse.
+// True when a convolution or matmul of `graph` reads fp32 data: cuDNN's heuristics then rank tensor-core
+// engines first, which compute in TF32 (10-bit mantissas, errors near 1e-3), not the fp32 the graph asks for
+// (build_heuristic passes over them first; the Planner names TF32 when every configuration offered fails).
+bool wants_fp32_gemm_math(const Graph& graph);
+
 StatusOr<std::optional<EngineConfig>> resolve_pin(const Graph& graph, const std::optional<EngineConfig>& override_pin);
 
 // One engine configuration cuDNN offers for a graph.
