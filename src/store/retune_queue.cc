@@ -34,7 +34,9 @@ std::string retune_queue_table_sql() {
 }
 
 StatusOr<bool> table_exists(sqlite3* db, const char* table) {
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1"));
+  // Case-insensitive, as SQLite's own names are (and as check_table_schema finds the table).
+  KILN_ASSIGN_OR_RETURN(Stmt st,
+                        Stmt::prepare(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1 COLLATE NOCASE"));
   st.bind(1, std::string_view(table));
   return st.step();
 }
