@@ -13,6 +13,8 @@
 #include "kiln/core/printable.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
 #include "kiln/spec/spec.h"
 
 namespace kiln::cli {

@@ -20,6 +20,8 @@
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/plan_store.h"

@@ -11,6 +11,8 @@
 #include "tune_cli.h"
 #include "tune_report.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
 #include "kiln/runtime/segments.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"

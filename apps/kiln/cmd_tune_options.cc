@@ -6,6 +6,8 @@
 #include "commands.h"
 #include "kiln/graph/advice.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 #include "kiln/tune/tuner.h"

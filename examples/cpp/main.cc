@@ -17,6 +17,9 @@
 
 #include "kiln/core/exit_codes.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 #include "kiln/validate/host_tensor.h"
 

@@ -13,6 +13,9 @@
 #include "kiln/capture/capture.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 #include "kiln/validate/device_check.h"
 

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_options.h"
 #include "kiln/validate/numerics.h"
 
 namespace kiln::runtime_detail {

@@ -8,6 +8,9 @@
 #include "cli_test_util.h"
 #include "gpu_test_util.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/runtime/shape_recorder.h"
 #include "kiln/store/plan_store.h"
 #include "kiln/spec/spec.h"
 

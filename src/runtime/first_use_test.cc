@@ -7,6 +7,9 @@
 #include <set>
 
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 #include "runtime/first_use.h"
 

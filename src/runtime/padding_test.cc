@@ -4,6 +4,9 @@
 
 #include "kiln/runtime/padding.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 
 namespace kiln {

@@ -22,6 +22,7 @@
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/plan_keeping.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/plan_store.h"
 #include "kiln/tune/plan_words.h"

@@ -4,6 +4,8 @@
 #include <functional>
 
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
 
 namespace kiln::planner_jobs {
 

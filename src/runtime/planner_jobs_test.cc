@@ -13,6 +13,8 @@
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/plan_keeping.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/shape_recorder.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/spec/spec.h"
 #include "runtime/planner_test_util.h"

@@ -13,6 +13,9 @@
 
 #include "kiln/graph/decompose.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
+#include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 #include "runtime/planner_test_util.h"
 

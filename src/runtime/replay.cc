@@ -11,6 +11,7 @@
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/enum_names.h"
 #include "kiln/cuda/cuda_handles.h"
+#include "kiln/runtime/shape_recorder.h"
 
 namespace kiln {
 namespace {

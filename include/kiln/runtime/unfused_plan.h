@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kiln/graph/decompose.h"
-#include "kiln/runtime/planner.h"
+#include "kiln/runtime/plan_types.h"
 
 namespace kiln {
 
