@@ -1307,7 +1307,9 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
     L.append("")
     L.append("Times are medians in ms. \"Kiln ms\" is the tuned fused plan Kiln serves (the unfused chain's time in parentheses, where measured). "
              "%matmul rate = achieved TFLOP/s / limits.matmul_bf16_tflops; %copy BW = min_bytes / time / "
-             "limits.copy_tbps. † marks a value whose measurement recorded an error (listed under the table).")
+             "limits.copy_tbps. † marks a value whose measurement recorded an error (listed under the table). "
+             "\"From\" names the part files of a family's figures, in merge order: where a case was measured "
+             "again, the later file's figures replace the earlier one's.")
     L.append("")
     fams = by_family(cases)
     for fam in FAMILIES + [f for f in fams if f not in FAMILIES]:
