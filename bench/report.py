@@ -3,8 +3,11 @@
 
     python3 bench/report.py PART.json [PART.json ...] --out-dir bench/results/h200 --markdown BENCHMARKS.md
 
-Writes into --out-dir: suite.json (the merged parts), summary.json ({"meta", "goals"}) and the PNG charts
-(speedup, limits, coldstart, tuning_cost, block); and the Markdown report at --markdown.
+Writes into --out-dir: suite.json (the merged parts; "provenance" says which part file gave each case, the
+block and each key of cold_start, dynamic and capture), summary.json ({"meta", "goals"}) and the PNG charts
+(speedup, limits, coldstart, tuning_cost, block); and the Markdown report at --markdown, which names for each
+figure its part file and when that part was measured, and writes no absolute path of the machine that ran a
+part (bench/make_benchmarks_md.py runs this over the committed parts: the one command for BENCHMARKS.md).
 
 Merging: cases are keyed by "id" and block entries by (batch, tokens); a later part (argv order) overrides
 an earlier one per key, dicts merged recursively. A null in a later part does not erase a number that an
