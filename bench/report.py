@@ -3,8 +3,11 @@
 
     python3 bench/report.py PART.json [PART.json ...] --out-dir bench/results/h200 --markdown BENCHMARKS.md
 
-Writes into --out-dir: suite.json (the merged parts), summary.json ({"meta", "goals"}) and the PNG charts
-(speedup, limits, coldstart, tuning_cost, block); and the Markdown report at --markdown.
+Writes into --out-dir: suite.json (the merged parts; "provenance" says which part file gave each case, the
+block and each key of cold_start, dynamic and capture), summary.json ({"meta", "goals"}) and the PNG charts
+(speedup, limits, coldstart, tuning_cost, block); and the Markdown report at --markdown, which names for each
+figure its part file and when that part was measured, and writes no absolute path of the machine that ran a
+part (bench/make_benchmarks_md.py runs this over the committed parts: the one command for BENCHMARKS.md).
 
 Merging: cases are keyed by "id" and block entries by (batch, tokens); a later part (argv order) overrides
 an earlier one per key, dicts merged recursively. A null in a later part does not erase a number that an
@@ -25,6 +28,7 @@ import collections
 import json
 import math
 import os
+import re
 import shlex
 import sys
 
@@ -61,6 +65,7 @@ FAMILY_PEERS = {
     "rms_norm": ["eager_ms", "compile_ms"],
 }
 NM = "not measured"
+GENERATOR = "python3 bench/make_benchmarks_md.py"
 WHY_DEFAULT = "see docs/h200-results.md"
 
 
@@ -233,14 +238,17 @@ def merge(parts):
     block_order = []
     sections = {"cold_start": {}, "dynamic": {}, "capture": {}}
     errors = {}
+    # Which part file gave what (base names): a case's files, the block's, each section key's last one.
+    prov = {"cases": {}, "block": [], "cold_start": {}, "dynamic": {}, "capture": {}}
     for path, d in parts:
+        base = os.path.basename(path)
         m = as_dict(d.get("meta"))
-        meta_parts.append(dict(m, file=path))
+        meta_parts.append(dict(m, file=base))
         for k, v in m.items():
             if v is not None:
                 meta[k] = v
         lim = as_dict(d.get("limits"))
-        limits_parts.append(dict(lim, file=path))
+        limits_parts.append(dict(lim, file=base))
         for k, v in lim.items():
             if pos(v) is not None:  # the last usable value; a part's bad value stays under limits["parts"]
                 limits[k] = v
@@ -254,6 +262,8 @@ def merge(parts):
             if any(pos(lim.get(k)) is not None for k in ("matmul_bf16_tflops", "copy_tbps")):
                 # The limits measured in the same run as this part's figures: fractions use them.
                 c = dict(c, run_limits={k: lim.get(k) for k in ("matmul_bf16_tflops", "copy_tbps")})
+            if base not in prov["cases"].setdefault(cid, []):
+                prov["cases"][cid].append(base)
             if cid in cases:
                 cases[cid] = deep_merge(cases[cid], c)
             else:
@@ -263,6 +273,8 @@ def merge(parts):
             if not isinstance(b, dict):
                 continue
             key = (b.get("batch"), b.get("tokens"))
+            if base not in prov["block"]:
+                prov["block"].append(base)
             if key in block:
                 block[key] = deep_merge(block[key], b)
             else:
@@ -271,13 +283,17 @@ def merge(parts):
         for s in sections:
             if isinstance(d.get(s), dict):
                 sections[s] = deep_merge(sections[s], d[s])
+                for k, v in d[s].items():
+                    if v is not None:
+                        prov[s][k] = base
         for k, v in normalize_errors(d.get("errors"), os.path.basename(path)).items():
             errors[k] = v
     meta["parts"] = meta_parts
     limits["parts"] = limits_parts
     out = {"meta": meta, "limits": limits,
            "cases": [cases[i] for i in case_order],
-           "block": [block[k] for k in block_order]}
+           "block": [block[k] for k in block_order],
+           "provenance": prov}
     for s, v in sections.items():
         if v:
             out[s] = v
@@ -914,6 +930,291 @@ def argv_text(a):
     return str(a) if a is not None else NM
 
 
+# --------------------------------------------------------------------------------------- provenance, paths
+REPO_DIRS = ("bench", "benchmarks", "examples", "profiles", "scripts", "apps", "src", "docs", "tests")
+ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.+@-]+/)*[\w.+@-]+")
+
+
+def scrub_path(p, out_dir=None):
+    """An absolute path of the machine that ran a part, made machine-free: a path inside the checkout from its
+    top-level folder (bench/..., examples/...), a build folder's file as BUILD/<file>, anything else as
+    OUT/<path under the part's output folder> (else OUT/<its last two names>)."""
+    parts = p.strip("/").split("/")
+    for i, name in enumerate(parts):
+        if name in REPO_DIRS and i > 0:
+            return "/".join(parts[i:])
+        if name.startswith("build") and i > 0 and i + 1 < len(parts):
+            return "BUILD/" + "/".join(parts[i + 1:])
+    if out_dir and (p + "/").startswith(out_dir.rstrip("/") + "/"):
+        rest = p[len(out_dir.rstrip("/")):].strip("/")
+        return "OUT/" + rest if rest else "OUT"
+    return "OUT/" + "/".join(parts[-2:])
+
+
+def scrub_text(text, out_dir=None):
+    return ABS_PATH.sub(lambda m: scrub_path(m.group(0), out_dir), text)
+
+
+def part_argv(p):
+    """A part's command line as a list (some parts record it as the text of a Python list)."""
+    a = p.get("argv")
+    if isinstance(a, str) and a.startswith("["):
+        try:
+            import ast
+            a = ast.literal_eval(a)
+        except (ValueError, SyntaxError):
+            pass
+    return a
+
+
+def part_out_dir(argv):
+    if isinstance(argv, list) and "--out" in argv:
+        i = argv.index("--out")
+        if i + 1 < len(argv):
+            return os.path.dirname(str(argv[i + 1]))
+    return None
+
+
+def part_when(p):
+    """When a part was measured: its meta's start time (UTC, to the minute), else its date."""
+    for k in ("started", "start_utc", "finished", "end_utc"):
+        v = p.get(k)
+        if isinstance(v, str) and len(v) >= 16:
+            return v[:10] + " " + v[11:16] + " UTC"
+    return str(p.get("date")) if p.get("date") else "—"
+
+
+def part_index(merged):
+    """{file: {"side", "when", "rev", "command"}} for every part of the merge."""
+    idx = {}
+    for p in as_dict(merged.get("meta")).get("parts") or []:
+        f = str(p.get("file"))
+        argv = part_argv(p)
+        side = p.get("side") or ("kiln" if "-kiln" in f else "torch" if "-torch" in f else "—")
+        cmd = scrub_text(argv_text(argv), part_out_dir(argv)) if argv is not None else "—"
+        idx[f] = {"side": {"kiln": "Kiln", "torch": "PyTorch"}.get(side, side), "when": part_when(p),
+                  "rev": p.get("git_revision") or "", "command": cmd}
+    return idx
+
+
+def cite(files, idx):
+    """'conv-kiln.json (2026-12-01 11:23 UTC)' for each file, in order."""
+    out = []
+    for f in files:
+        i = idx.get(f, {})
+        extra = ", ".join(x for x in (i.get("when"), ("rev " + i["rev"]) if i.get("rev") else "") if x and x != "—")
+        out.append(f"`{f}`" + (f" ({extra})" if extra else ""))
+    return ", ".join(out) if out else NM
+
+
+def goal_files(g, merged):
+    """The part files a goal's figures come from."""
+    prov = as_dict(merged.get("provenance"))
+    pc = as_dict(prov.get("cases"))
+    name = g["name"]
+    fams = sorted(FAMILIES, key=len, reverse=True)
+    files = []
+
+    def add(fs):
+        for f in fs:
+            if f not in files:
+                files.append(f)
+
+    def fam_files(fam):
+        for c in merged.get("cases", []):
+            if c.get("family") == fam:
+                add(pc.get(str(c.get("id") or c.get("name")), []))
+
+    if name.startswith("cold start"):
+        add(as_dict(prov.get("cold_start")).get(k) for k in ("heuristic_build_ms", "load_ms", "runtime_compiled_build_ms")
+            if as_dict(prov.get("cold_start")).get(k))
+    elif name.startswith("dynamic"):
+        add(sorted(set(as_dict(prov.get("dynamic")).values())))
+        if isinstance(as_dict(merged.get("dynamic")).get("from_file"), str):
+            add([as_dict(merged.get("dynamic"))["from_file"]])  # the part copied its figures from this file
+    elif name.startswith("capture"):
+        add(sorted(set(as_dict(prov.get("capture")).values())))
+    elif name.startswith("block"):
+        add(prov.get("block") or [])
+    elif name.startswith("tuning cost"):
+        for fam in FAMILIES:
+            fam_files(fam)
+    elif name.startswith("tuned vs heuristic"):
+        fam_files("matmul_bias_gelu")
+    elif name.startswith("AMAX"):
+        fam_files("matmul_amax")
+    else:
+        for fam in fams:
+            if name.startswith(fam + " ") or name == fam:
+                fam_files(fam)
+                break
+    return [f for f in files if f]
+
+
+# What each figure of the runtime sections is and how it was measured (key -> (label, how)).
+COLD_START_FIGURES = [
+    ("load_ms", "load one stored plan (ms)",
+     "plan_load_bench: store lookup + fingerprint check + checksum + deserialize of the graph named by "
+     "`heuristic_build_graph`, median of 5 in one process after its first load (cuDNN's once-per-process work "
+     "already paid)"),
+    ("heuristic_build_ms", "build one plan from the heuristics (ms)",
+     "plan_load_bench, the same graph and process: lowering + heuristics query + build, median of 5"),
+    ("heuristic_build_graph", "graph of the two rows above", ""),
+    ("heuristic_build_over_load", "heuristic build / load", "the two medians above"),
+    ("runtime_compiled_build_ms", "build one runtime-compiled plan (ms)",
+     "plan_load_bench: the runtime-compiled graph with the lowest build/load ratio; after the first build in "
+     "the process cuDNN reuses the compiled kernel, so this is not a new process's 0.2-1.5 s"),
+    ("runtime_compiled_load_ms", "load that plan (ms)", "plan_load_bench, median of 5"),
+    ("runtime_compiled_graph", "graph of the two rows above", ""),
+    ("runtime_compiled_build_over_load", "runtime-compiled build / load", "the two medians above"),
+    ("runtime_compiled_per_graph", "build / load per runtime-compiled graph", "plan_load_bench"),
+    ("load_100_ms", "load 100 plans at start (ms)",
+     "plan_load_bench: 100 shapes of the first spec in a store, one load_all query + deserialize each"),
+    ("build_100_ms", "build the same 100 plans (ms)", "plan_load_bench"),
+    ("plans_at_start", "plans loaded at start", "plan_load_bench"),
+    ("examples_tune_wall_s", "`kiln tune` of the examples into the store (s)", "wall clock, one process"),
+    ("examples_tune_exit", "its exit code", ""),
+    ("first_result_graphs", "graphs of the next two rows", ""),
+    ("first_result_with_store_s", "first results, with a store (s)",
+     "`kiln replay` of the examples in a new process, process start to exit, plans from the store; median of 3"),
+    ("first_result_without_store_s", "first results, without a store (s)",
+     "the same replay without a store: every plan from cuDNN's heuristics; median of 3"),
+]
+DYNAMIC_FIGURES = [
+    ("stopgap_first_ms", "first execution of a new shape through a stopgap (ms)",
+     "planner_bench: obtain + execute + sync of a size's first request, median over the sizes"),
+    ("static_build_ms", "cold static build of the same shape (ms)", "planner_bench, median over the sizes"),
+    ("sizes", "new sizes measured", ""),
+    ("promoted_vs_tuned_from", "promoted vs tuned: which ratio", ""),
+    ("promoted_vs_tuned", "promoted plan time / tuned plan time, per size", "planner_bench / promotion_bench"),
+    ("from_file", "taken from", ""),
+    ("note", "note", ""),
+]
+CAPTURE_FIGURES = [
+    ("single_speedup", "one graph: stream launch / captured replay (x)", "capture_bench (method below)"),
+    ("chain_speedup", "chain of ten graphs: stream launch / captured replay (x)", "capture_bench"),
+]
+
+
+def figure_table(d, prov, idx, figures):
+    """measure | value | what and how | from: the section's known figures in order, then any other scalar."""
+    rows = []
+    known = {k for k, _, _ in figures}
+    if isinstance(d.get("from_file"), str):  # the part copied these figures from another committed file
+        prov = {k: v for k, v in prov.items()}
+        src = d["from_file"]
+        idx = dict(idx)
+        for k, f in list(prov.items()):
+            if k not in ("from_file", "note"):
+                idx[f + " via"] = idx.get(f, {})
+                prov[k] = f + " via"
+        cite_one = lambda k: (f"{cite([prov[k][:-4]], idx)}, copied from `{src}` (see the note)"  # noqa: E731
+                              if prov.get(k, "").endswith(" via") else cite([prov[k]] if prov.get(k) else [], idx))
+    else:
+        cite_one = lambda k: cite([prov[k]] if prov.get(k) else [], idx)  # noqa: E731
+    for k, label, how in figures:
+        if k not in d:
+            continue
+        v = d[k]
+        if isinstance(v, dict) and not all(num(x) is not None for x in v.values()):
+            continue  # shown as a table of its own
+        rows.append([label, scrub_text(fmt_any(v)), how, cite_one(k)])
+    for k, v in d.items():
+        if k in known or k == "errors" or isinstance(v, (dict, list)):
+            continue
+        rows.append([k.replace("_", " "), scrub_text(fmt_any(v)), "", cite_one(k)])
+    return table(["measure", "value", "what and how", "from"], rows) if rows else NM
+
+
+def cold_start_details(cs, prov, idx):
+    L = []
+    pl = as_dict(cs.get("plan_load_bench"))
+    per = [as_dict(g) for g in pl.get("per_graph") or []]
+    if per:
+        L.append(f"`plan_load_bench` per graph (one process, medians of {per[0].get('reps', '?')}; "
+                 f"{cite([prov.get('plan_load_bench')], idx)}):")
+        L.append("")
+        L.append(table(["graph", "build ms", "load ms", "build / load", "plan bytes"],
+                       [[g.get("graph"), fmt(g.get("build_ms_median")), fmt(g.get("load_ms_median")),
+                         fx(num(g.get("build_over_load"))), fmt_any(g.get("plan_bytes"))] for g in per]))
+        L.append("")
+    runs = [as_dict(r) for r in cs.get("planner_cold_start") or [] if isinstance(r, dict)]
+    if runs:
+        L.append("`planner_cold_start`: a new process per run, each step timed from `main()` (ms, one column per "
+                 f"run; spec {scrub_text(str(runs[0].get('spec')))}; {cite([prov.get('planner_cold_start')], idx)}):")
+        L.append("")
+        for mode in dict.fromkeys(r.get("mode") for r in runs):
+            rs = [r for r in runs if r.get("mode") == mode]
+            steps = list(dict.fromkeys(s.get("step") for r in rs for s in r.get("steps") or []))
+            rows = []
+            for st in steps:
+                row = [f"{mode}: {st}"]
+                for r in rs:
+                    t = [s.get("took_ms") for s in r.get("steps") or [] if s.get("step") == st]
+                    row.append(fmt(t[0]) if t else NM)
+                rows.append(row)
+            L.append(table(["step"] + [f"run {i + 1}" for i in range(len(rs))], rows))
+            L.append("")
+    reps = [(lab, as_dict(cs.get(k))) for lab, k in (("with a store", "replay_with_store"),
+                                                     ("without a store", "replay_without_store")) if cs.get(k)]
+    if reps:
+        L.append(f"`kiln replay` of the examples, the last of the three runs ({cite([prov.get('replay_with_store')], idx)}):")
+        L.append("")
+        rows = []
+        for lab, r in reps:
+            lat = as_dict(r.get("latency_ms"))
+            rows.append([lab, fmt_any(r.get("requests")), fmt(r.get("planner_create_ms")), fmt(r.get("wall_s")),
+                         fmt(lat.get("p50")), fmt(lat.get("p90")), md_escape(str(r.get("stats") or NM))])
+        L.append(table(["replay", "requests", "Planner::create ms", "replay wall s", "first execution p50 ms",
+                        "p90 ms", "served"], rows))
+        L.append("")
+    return "\n".join(L)
+
+
+def dynamic_details(dy, prov, idx):
+    L = []
+    bg = {k: as_dict(v) for k, v in as_dict(dy.get("new_shape_by_graph")).items()}
+    via = f", copied from `{dy['from_file']}`" if isinstance(dy.get("from_file"), str) else ""
+    if bg:
+        L.append(f"Per graph ({cite([prov.get('new_shape_by_graph')], idx)}{via}):")
+        L.append("")
+        L.append(table(["graph", "cold static build ms", "stopgap first execution ms", "ratio", "new sizes"],
+                       [[g, fmt(v.get("static_build_ms")), fmt(v.get("stopgap_first_ms")), fx(num(v.get("ratio"))),
+                         fmt_any(v.get("sizes"))] for g, v in bg.items()]))
+        L.append("")
+    per = {k: as_dict(v) for k, v in as_dict(dy.get("cold_build_over_stopgap_per_size")).items()}
+    if per:
+        L.append("Cold static build / stopgap first execution, per size: " + "; ".join(
+            f"{g}: " + ", ".join(f"{s} {fmt(r)}" for s, r in v.items()) for g, v in per.items()) + ".")
+        L.append("")
+    pb = as_dict(dy.get("planner_bench"))
+    if pb.get("method"):
+        L.append(f"planner_bench's method: {md_escape(scrub_text(str(pb['method'])))}")
+        L.append("")
+    return "\n".join(L)
+
+
+def capture_details(cap, prov, idx):
+    L = []
+    cb = as_dict(cap.get("capture_bench"))
+    res = [as_dict(r) for r in cb.get("results") or []]
+    if res:
+        L.append(f"`capture_bench` ({cite([prov.get('capture_bench')], idx)}; {fmt_any(cb.get('iters'))} executions "
+                 f"per repetition, median of {fmt_any(cb.get('reps'))}):")
+        L.append("")
+        L.append(table(["workload", "stream us / execution", "graph us / execution", "speed-up", "goal",
+                        "rebind by update us", "rebind by re-instantiation us", "plan (source)"],
+                       [[r.get("workload"), fmt(r.get("stream_us_per_execution")), fmt(r.get("graph_us_per_execution")),
+                         fx(num(r.get("speedup"))), fx(num(r.get("goal"))), fmt(r.get("rebind_update_us")),
+                         fmt(r.get("rebind_reinstantiate_us")), f"`{r.get('plan')}` ({r.get('plan_source')})"]
+                        for r in res]))
+        L.append("")
+    if cb.get("method"):
+        L.append(f"Method: {md_escape(scrub_text(str(cb['method'])))}")
+        L.append("")
+    return "\n".join(L)
+
+
 def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
     meta = as_dict(merged.get("meta"))
     limits = as_dict(merged.get("limits"))
@@ -927,36 +1228,55 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
              "time (>1: Kiln is faster); Kiln's time is the plan it serves: the tuned fused plan (Kiln runs one "
              "plan per graph; the unfused chain's time is shown beside it where the tuner measured it).")
     L.append("")
-    method = meta.get("method")
-    if isinstance(method, list):
-        method = " ".join(str(x) for x in method)
-    if isinstance(method, dict):
-        method = "; ".join(f"{k}: {v}" for k, v in method.items())
-    L.append(f"**Method.** {method}" if method else
-             "**Method.** The measurement method (timing, warm-up, L2 flushing, repetitions) is described in "
-             "bench/README.md.")
+    idx = part_index(merged)
+    L.append(f"Generated by `{GENERATOR}` from the committed part files in `bench/results/h200/parts/` "
+             "(bench/README.md \"The report\"); do not edit it by hand. Each figure names the part file it comes "
+             "from and when that part was measured.")
     L.append("")
-    L.append(f"**Date:** {meta.get('date') or NM}")
+    L.append("**Method.** The two sides are timed the same way: the median of CUDA-event-timed samples, the L2 "
+             "flushed before each sample outside the timed span, the host's launch cost kept out of the sample, "
+             "after a warm-up (docs/measure.md).")
+    L.append("")
+    seen_methods = []
+    for p in meta.get("parts") or []:
+        m = p.get("method")
+        if isinstance(m, list):
+            m = " ".join(str(x) for x in m)
+        if isinstance(m, dict):
+            m = "; ".join(f"{k}: {v}" for k, v in m.items())
+        side = idx.get(str(p.get("file")), {}).get("side", "—")
+        if m and (side, m) not in seen_methods:
+            seen_methods.append((side, m))
+    for side, m in seen_methods:
+        L.append(f"- {side} side (as its part files record it): {md_escape(scrub_text(str(m)))}")
+    l2 = next((pos(as_dict(p.get("device")).get("l2_bytes")) for p in meta.get("parts") or []
+               if pos(as_dict(p.get("device")).get("l2_bytes"))), None)
+    fb = next((pos(p.get("flush_bytes")) for p in meta.get("parts") or [] if pos(p.get("flush_bytes"))), None)
+    if l2:
+        L.append(f"- L2 flush sizes: Kiln's `kiln::Timer` writes twice the device's L2 "
+                 f"({fmt(2 * l2 / 2**20)} MiB here: L2 {fmt(l2 / 2**20)} MiB)"
+                 + (f"; the PyTorch side writes a fixed {fmt(fb / 2**20)} MiB buffer" if fb else "")
+                 + ". Both exceed the L2, so every sample starts with none of the workload's data cached.")
+    L.append("")
+    dates = sorted({i["when"][:10] for i in idx.values() if i["when"] != "—"})
+    L.append(f"**Measured:** {' to '.join(dict.fromkeys([dates[0], dates[-1]])) if dates else NM} "
+             f"(per part below).")
     L.append("")
     vrows = [[k, fmt_any(meta.get(k)) if meta.get(k) is not None else NM]
-             for k in ("gpu", "driver", "cuda", "cudnn", "frontend", "torch", "git_revision")]
+             for k in ("gpu", "driver", "cuda", "cudnn", "frontend", "torch")]
+    revs = list(dict.fromkeys(i["rev"] for i in idx.values() if i["rev"]))
+    vrows.append(["Kiln git revisions (of the parts that record one)", ", ".join(revs) if revs else NM])
     vrows.append(["limits.matmul_bf16_tflops", fmt(limits.get("matmul_bf16_tflops"), " TFLOP/s")])
     vrows.append(["limits.copy_tbps", fmt(limits.get("copy_tbps"), " TB/s")])
     L.append(table(["", "version / value"], vrows))
     L.append("")
-    parts = meta.get("parts") or []
-    L.append("**Command:**" if len(parts) <= 1 else f"**Commands** ({len(parts)} part files, later parts "
-                                                     f"override earlier ones per key):")
+    L.append(f"**Part files** ({len(idx)}; a later part overrides an earlier one per key). In the commands, "
+             "`BUILD` is the build folder and `OUT` the run's output folder on the machine that ran them:")
     L.append("")
-    if len(parts) <= 1:
-        L.append("```")
-        L.append(argv_text(meta.get("argv")))
-        L.append("```")
-    else:
-        for p in parts:
-            extra = ", ".join(f"{k} {p[k]}" for k in ("date", "git_revision") if p.get(k))
-            L.append(f"- `{os.path.basename(str(p.get('file')))}`{(' (' + extra + ')') if extra else ''}: "
-                     f"`{argv_text(p.get('argv'))}`")
+    L.append(table(["file", "side", "measured", "revision", "command"],
+                   [[f"`{f}`", i["side"], i["when"], i["rev"] or "—", f"`{i['command']}`" if i["command"] != "—"
+                     else "— (no measurement: " + ("the written explanations of missed goals)" if f == "why.json"
+                                                   else "no command recorded)")] for f, i in idx.items()]))
     L.append("")
 
     L.append("## Goals")
@@ -964,8 +1284,8 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
     grows = []
     for g in goals:
         r, t = goal_value_text(g)
-        grows.append([g["name"], r, t, status_text(g), g["detail"]])
-    L.append(table(["goal", "measured", "target", "status", "detail"], grows))
+        grows.append([g["name"], r, t, status_text(g), g["detail"], cite(goal_files(g, merged), idx)])
+    L.append(table(["goal", "measured", "target", "status", "detail (what the ratio is)", "from"], grows))
     L.append("")
     n_met = sum(1 for g in goals if g["met"] is True)
     n_miss = sum(1 for g in goals if g["met"] is False)
@@ -990,12 +1310,20 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
     L.append("")
     L.append("Times are medians in ms. \"Kiln ms\" is the tuned fused plan Kiln serves (the unfused chain's time in parentheses, where measured). "
              "%matmul rate = achieved TFLOP/s / limits.matmul_bf16_tflops; %copy BW = min_bytes / time / "
-             "limits.copy_tbps. † marks a value whose measurement recorded an error (listed under the table).")
+             "limits.copy_tbps. † marks a value whose measurement recorded an error (listed under the table). "
+             "\"From\" names the part files of a family's figures, in merge order: where a case was measured "
+             "again, the later file's figures replace the earlier one's.")
     L.append("")
     fams = by_family(cases)
     for fam in FAMILIES + [f for f in fams if f not in FAMILIES]:
         if fam in fams:
             L.append(family_section(fam, fams[fam], None))
+            pc = as_dict(as_dict(merged.get("provenance")).get("cases"))
+            files = []
+            for c in fams[fam]:
+                files += [f for f in pc.get(c.id, []) if f not in files]
+            L.append(f"From: {cite(files, idx)}.")
+            L.append("")
 
     L.append("### Tuned vs heuristic, per graph")
     L.append("")
@@ -1034,6 +1362,9 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
                     "compile CG ms", "compile CG wall ms", "eager/Kiln", "best torch/Kiln", "%matmul rate",
                     "compile no-CG s", "compile CG s"], rows) if rows else NM)
     L.append("")
+    if rows:
+        L.append(f"From: {cite(as_dict(merged.get('provenance')).get('block') or [], idx)}.")
+        L.append("")
     berrs = [(b, k, v) for b in block_rows(merged, block_shapes) for k, v in b["errors"].items()]
     for b, k, v in berrs:
         L.append(f"- error, batch {b['batch']} tokens {b['tokens']}, `{k}`: {md_escape(v)}")
@@ -1052,23 +1383,22 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
                if not measured(k, [name])]
         return "".join(f"\n- error `{k}`: {md_escape(v)}" for k, v in es)
 
+    prov = as_dict(merged.get("provenance"))
     cs = as_dict(merged.get("cold_start"))
     L.append("## Cold start")
     L.append("")
+    L.append("Two kinds of measurement, which give different figures. `plan_load_bench` repeats a load and a "
+             "build in one process (medians of 5): cuDNN's once-per-process initialization is paid before the "
+             "samples, so these are the steady costs of a load and a build. `planner_cold_start` and "
+             "`kiln replay` start a new process: the first plan also pays cuDNN's first-use work unless "
+             "Kiln's cuDNN primer has paid it (docs/runtime.md \"Cold start\"). docs/runtime.md gives the "
+             "current code's new-process figures; the revision each part below was measured at is in the "
+             "part-file table above.")
+    L.append("")
     if cs:
-        L.append(kv_table(cs, [
-            ("load_ms", "load one plan from the store (ms)"),
-            ("heuristic_build_ms", "build one plan from the heuristics (ms)"),
-            ("runtime_compiled_build_ms", "build one runtime-compiled plan (ms)"),
-            ("load_100_ms", "load 100 plans (ms)"), ("build_100_ms", "build 100 plans (ms)"),
-            ("first_result_with_store_s", "first result, with a store (s)"),
-            ("first_result_without_store_s", "first result, without a store (s)")],
-            [("heuristic build / load", div(cs.get("heuristic_build_ms"), cs.get("load_ms"))),
-             ("runtime-compiled build / load", div(cs.get("runtime_compiled_build_ms"),
-                                                  pos(cs.get("runtime_compiled_load_ms")) or cs.get("load_ms"))),
-             ("build 100 / load 100", div(cs.get("build_100_ms"), cs.get("load_100_ms"))),
-             ("first result without / with store", div(cs.get("first_result_without_store_s"),
-                                                        cs.get("first_result_with_store_s")))]))
+        L.append(figure_table(cs, as_dict(prov.get("cold_start")), idx, COLD_START_FIGURES))
+        L.append("")
+        L.append(cold_start_details(cs, as_dict(prov.get("cold_start")), idx))
     else:
         L.append(NM + ".")
     L.append(section_errors("cold_start"))
@@ -1077,11 +1407,9 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
     L.append("## Dynamic shapes")
     L.append("")
     if dy:
-        L.append(kv_table(dy, [("stopgap_first_ms", "first call through the stop-gap plan (ms)"),
-                               ("static_build_ms", "building a static plan (ms)"),
-                               ("promoted_vs_tuned", "promoted plan time / tuned plan time, per shape")],
-                          [("static build / stop-gap first call", div(dy.get("static_build_ms"),
-                                                                      dy.get("stopgap_first_ms")))]))
+        L.append(figure_table(dy, as_dict(prov.get("dynamic")), idx, DYNAMIC_FIGURES))
+        L.append("")
+        L.append(dynamic_details(dy, as_dict(prov.get("dynamic")), idx))
     else:
         L.append(NM + ".")
     L.append(section_errors("dynamic"))
@@ -1090,8 +1418,9 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
     L.append("## CUDA graph capture")
     L.append("")
     if cap:
-        L.append(kv_table(cap, [("single_speedup", "one graph: launch vs captured replay (x)"),
-                                ("chain_speedup", "chain of graphs: launch vs captured replay (x)")]))
+        L.append(figure_table(cap, as_dict(prov.get("capture")), idx, CAPTURE_FIGURES))
+        L.append("")
+        L.append(capture_details(cap, as_dict(prov.get("capture")), idx))
     else:
         L.append(NM + ".")
     L.append(section_errors("capture"))
@@ -1123,7 +1452,10 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
         for g in notm:
             L.append(f"- {g['name']}: {g['detail']}")
         L.append("")
-    return "\n".join(L).replace("\n\n\n", "\n\n")
+    md = "\n".join(L)
+    while "\n\n\n" in md:
+        md = md.replace("\n\n\n", "\n\n")
+    return scrub_text(md)  # no path of the machine that ran a part reaches the report
 
 
 # ----------------------------------------------------------------------------------------------- main
