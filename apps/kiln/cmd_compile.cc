@@ -117,9 +117,7 @@ Status compile_cmd(const CompileOptions& o) {
   }
 
   std::string store_path = o.store_path.empty() ? default_store_path() : o.store_path;
-  PlannerOptions po;
-  po.store_path = store_path;
-  po.target = profile;
+  PlannerOptions po = PlannerOptions::offline(store_path).with_target(profile);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   std::vector<std::string> failed, need_gpu;
   const CompileSignals signals;

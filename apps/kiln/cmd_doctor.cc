@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "kiln/lower/environment.h"
+#include "kiln/runtime/source_chain.h"
 #include "kiln/store/env_policy.h"
 
 namespace kiln::cli {
@@ -27,6 +28,8 @@ Status run_doctor(const DoctorOptions& o) {
     j["device_ok"] = r.device_status.is_ok();
     if (!r.device_status.is_ok()) j["device_error"] = r.device_status.message();
     if (mismatch) j["warning"] = "loaded cuDNN differs from the headers Kiln was built with";
+    // The order in which a Planner asks its plan sources (kiln/runtime/source_chain.h).
+    j["source_chain"] = nlohmann::ordered_json::parse(source_chain_json());
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("GPU                  %s\n", f.has_device ? f.gpu_name.c_str() : "(none)");
@@ -43,6 +46,7 @@ Status run_doctor(const DoctorOptions& o) {
     std::printf("cuDNN (headers)      %s\n", EnvFingerprint::cudnn_version_string(f.cudnn_header_version).c_str());
     std::printf("cuDNN Frontend       %s\n", EnvFingerprint::cudnn_version_string(f.cudnn_frontend_version).c_str());
     std::printf("Kiln                 %s (%s)\n", f.kiln_version.c_str(), f.kiln_git_revision.c_str());
+    std::printf("plan sources         %s\n", source_chain_text().c_str());
     if (mismatch) std::printf("warning: loaded cuDNN differs from the headers Kiln was built with\n");
   }
   if (!r.device_status.is_ok())

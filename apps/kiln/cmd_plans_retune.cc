@@ -47,11 +47,7 @@ Status run_retune(const PlansOptions& o) {
     return unavailable("plans retune tunes each queued graph on this machine's GPU, and there is none: " +
                        env.device_status.message());
   store.reset();  // checked above; the Planner holds its own connections
-  PlannerOptions po;
-  po.store_path = o.store;
-  po.store_writable = true;
-  po.handles = 1;
-  po.prime_cudnn = false;
+  PlannerOptions po = PlannerOptions::offline(o.store).with_store(o.store, /*writable=*/true);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   RetuneOptions ro;  // its `current`: the Planner's environment
   ro.budget_s = o.budget_s;

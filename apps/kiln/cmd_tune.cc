@@ -76,11 +76,7 @@ Status tune_cmd(const TuneCliOptions& o) {
       KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
   // cuDNN on this GPU first (also the probe of fusability below): without one, its plain message.
   KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle probe, make_cudnn_handle());
-  PlannerOptions po;
-  po.store_path = store_path;
-  po.store_writable = !store_path.empty();
-  po.handles = 1;
-  po.prime_cudnn = false;
+  PlannerOptions po = PlannerOptions::offline(store_path);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   // What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
   // (kiln/runtime/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.

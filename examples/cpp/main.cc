@@ -17,9 +17,6 @@
 
 #include "kiln/core/exit_codes.h"
 #include "kiln/runtime/planner.h"
-#include "kiln/runtime/planner_jobs.h"
-#include "kiln/runtime/retune.h"
-#include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 #include "kiln/validate/host_tensor.h"
 
@@ -64,8 +61,8 @@ int main(int argc, char** argv) {
   kiln::StatusOr<kiln::Graph> graph = kiln::parse_spec_file(spec_path);
   if (!graph.is_ok()) return fail("bad spec", graph.status());
 
-  kiln::PlannerOptions options;
-  options.store_path = store_path;  // "": heuristics only
+  // A service's preset: a read-only store ("": heuristics only), stopgaps promoted in the background.
+  kiln::PlannerOptions options = kiln::PlannerOptions::serving(store_path);
   // create() makes the CUDA context, and cuDNN's once-per-process start-up runs beside it (prime_cudnn, on by
   // default). A service that makes its context or loads its weights first starts that earlier, after reading its
   // command line: kiln::start_priming_cudnn() (kiln/runtime/cudnn_primer.h, docs/runtime.md "Cold start").

@@ -37,6 +37,22 @@ TEST(DoctorCli, JsonHasEveryField) {
   EXPECT_TRUE(j.contains("device_error"));
 }
 
+// The order in which a Planner asks its plan sources, as kiln/runtime/source_chain.h writes it.
+TEST(DoctorCli, JsonListsThePlanSourceChain) {
+  CliResult r = run_kiln("doctor --json");
+  const nlohmann::json j = test::doctor_json(r);
+  ASSERT_TRUE(j.contains("source_chain")) << r.output();
+  const nlohmann::json& order = j["source_chain"]["order"];
+  ASSERT_EQ(order.size(), 9u) << r.output();
+  EXPECT_EQ(order[0]["name"], "memory");
+  EXPECT_EQ(order[2]["name"], "store");
+  EXPECT_EQ(order[8]["name"], "heuristics");
+  EXPECT_EQ(j["source_chain"]["asked_for"].size(), 2u);
+  CliResult text = run_kiln("doctor");
+  EXPECT_NE(text.output().find("plan sources         memory > segments > store > split > padded"), std::string::npos)
+      << text.output();
+}
+
 TEST(DoctorCli, BadFlagIsUsageError) {
   CliResult r = run_kiln("doctor --no-such-flag");
   EXPECT_EQ(r.code, kExitBadInput) << r.output();

@@ -14,16 +14,21 @@ PlannerOptions PlannerOptions::serving(std::string store_path) {
 }
 
 PlannerOptions PlannerOptions::tools(std::string store_path) {
-  PlannerOptions o = serving(std::move(store_path));
-  o.new_shapes = NewShapes::kBuildNow;
-  o.prime_cudnn = false;
+  PlannerOptions o = offline(std::move(store_path));
+  o.padded = false;
+  o.split = false;
+  o.cuda_graphs = false;
   return o;
 }
 
 PlannerOptions PlannerOptions::offline(std::string store_path) {
-  PlannerOptions o = tools(std::move(store_path));
-  o.store_writable = true;
+  PlannerOptions o = serving(std::move(store_path));
+  o.store_writable = !o.store_path.empty();
+  o.handles = 1;
+  o.new_shapes = NewShapes::kBuildNow;
+  o.promote = false;
   o.record_shapes = false;
+  o.prime_cudnn = false;
   return o;
 }
 

@@ -14,7 +14,7 @@ using runtime_detail::TunedSource;
 PlannerOptions with_policy(MismatchPolicy p) {
   EnvPolicy e;
   e.on_mismatch = p;
-  return PlannerOptions::tools("plans.db").with_policy(e);
+  return PlannerOptions::tools().with_store("plans.db", /*writable=*/false).with_policy(e);
 }
 
 TEST(TunedSource, APlainMissOfAnotherShapeIsNoMismatch) {

@@ -120,11 +120,11 @@ struct PlannerOptions {
   // obtain(), preload(), tune_and_store() and retune_queued() are FailedPrecondition.
   std::optional<DeviceProfile> target;
 
-  // Presets. serving: what a long-lived service wants, the defaults above (a read-only store, stopgaps and
-  // their promotion in the background, first-use verification, cuDNN primed at create). tools: a command that
-  // runs a few plans and exits (kiln run, kiln replay): new shapes built at once on the calling thread (no
-  // stopgap to promote before the process ends), no background priming. offline: the jobs (tune, compile,
-  // re-tune): the store opened for writing, new shapes built at once, no priming, no shape recording.
+  // Presets. serving: a long-lived service, the defaults above (a read-only store, stopgaps promoted in the
+  // background, first-use verification, cuDNN primed at create). offline: a job (kiln tune, compile, plans
+  // retune): the store opened for writing (when a path is given), one handle, new shapes built at once on the
+  // calling thread, no promotion, no shape recording, no priming. tools: a command that runs one graph and exits
+  // (kiln run): offline, and no split or padded stopgap and no CUDA graphs either.
   static PlannerOptions serving(std::string store_path = "");
   static PlannerOptions tools(std::string store_path = "");
   static PlannerOptions offline(std::string store_path = "");
