@@ -81,11 +81,11 @@ m store-prefers-another-environment src/store/plan_store.cc "store runtime" \
   '  if (ea != eb) return ea;' \
   '  if (ea != eb) return eb;'
 # runtime.PlannerSplit.NoSumIsCoveredByOverlappingPartsUnlessOff (rows past the caller's, or rows unwritten)
-m cover-last-part-not-moved-back src/runtime/planner.cc "runtime" \
+m cover-last-part-not-moved-back src/runtime/source_split.cc "runtime" \
   'if (cover && k + 1 == extents.size()) row = n - e;' \
   'if (cover && k + 1 == extents.size()) row = row;'
 # runtime.PlannerSplit.NoSumIsCoveredByOverlappingPartsUnlessOff (an output inside an input's memory runs)
-m cover-alias-check-off src/runtime/planner.cc "runtime" \
+m cover-alias-check-off src/runtime/stopgap_executors.h "runtime" \
   'if (o0 < i0 + in.bytes && i0 < o0 + out.bytes)' \
   'if (o0 < i0 + in.bytes && i0 < o0)'
 # runtime.Split.CoversMatchAnExhaustiveSearch
@@ -207,19 +207,41 @@ m winner-workspace-window-wider src/tune/tune_policy.cc "tune" \
   '    if (c.median_ms > limit) continue;' \
   '    if (c.median_ms > 2 * limit) continue;'
 
-# The audit's list: the Planner's order of sources (runtime.Planner*)
-m planner-store-after-stopgap src/runtime/planner.cc "runtime" \
-  '  bool store_first = true;' \
-  '  bool store_first = false;'
-m planner-no-dynamic-stopgap src/runtime/planner.cc "runtime" \
-  '    if (static_is_cheap(sig.structure)) {' \
-  '    if (true) {'
-m planner-bucket-farthest src/runtime/planner.cc "runtime" \
+# The audit's list: the Planner's order of sources (runtime.Planner*, runtime.*Source.*)
+m planner-store-after-stopgap src/runtime/source_chain.cc "runtime" \
+  '    store_after_stopgaps_ = t.is_ok() && std::none_of(' \
+  '    store_after_stopgaps_ = true || std::none_of('
+m planner-no-dynamic-stopgap src/runtime/source_dynamic.cc "runtime" \
+  '  if (state_.static_is_cheap(r.sig.structure)) {' \
+  '  if (true) {'
+m planner-bucket-farthest src/runtime/source_bucket.cc "runtime" \
   'if (!best || d < best_d || (d == best_d && t.shape_key < best->shape_key)) {' \
   'if (!best || d > best_d || (d == best_d && t.shape_key < best->shape_key)) {'
-m planner-segments-skipped src/runtime/planner.cc "runtime" \
-  '    if (seg.plan) return seg;' \
-  '    if (false && seg.plan) return seg;'
+m planner-segments-skipped src/runtime/source_segments.cc "runtime" \
+  '  if (seg.segments.empty()) {' \
+  '  if (true) {'
+
+# The chain's order is data (kiln/runtime/source_chain.h kSourceChain) and the chain is built from it
+# (runtime.SourceChain.TheOrderIsWrittenOnce, runtime.SourceChain.TheWalkAsksInTheChainsOrder, runtime.PlannerStopgap.*)
+m chain-dynamic-entry-is-bucket include/kiln/runtime/source_chain.h "runtime" \
+  '{SourceStep::kDynamic, PlanSource::kDynamic, "dynamic",' \
+  '{SourceStep::kBucket, PlanSource::kDynamic, "dynamic",'
+# runtime.PlannerStopgap.StoredShapesNeverGetAStopgap, runtime.StoreSource.ExactlyOneOfTheTwoStepsAsks
+m chain-store-only-after-stopgaps src/runtime/source_chain.cc "runtime" \
+  'steps_.push_back(std::make_unique<StoreSource>(state, tuned_, /*after_stopgaps=*/false));' \
+  'steps_.push_back(std::make_unique<StoreSource>(state, tuned_, /*after_stopgaps=*/true));'
+# runtime.Planner.SourcesInOrderMemoryStoreBucketHeuristics, runtime.SegmentsSource.*
+m chain-heuristics-second src/runtime/source_chain.cc "runtime" \
+  'steps_.push_back(std::make_unique<SegmentsSource>(state, *this));' \
+  'steps_.push_back(std::make_unique<HeuristicsSource>(state));'
+# runtime.SourceChain.TheWalkAsksInTheChainsOrder, runtime.PlannerPadded.*
+m chain-padded-step-is-split src/runtime/source_chain.cc "runtime" \
+  '        auto padded = std::make_unique<PaddedSource>(state);
+        padded_ = padded.get();
+        steps_.push_back(std::move(padded));' \
+  '        auto padded = std::make_unique<PaddedSource>(state);
+        padded_ = padded.get();
+        steps_.push_back(std::make_unique<SplitSource>(state));'
 
 # The audit's list: the padding rules (runtime.Padding.*)
 m padding-matmul-k-varies src/runtime/padding.cc "runtime" \

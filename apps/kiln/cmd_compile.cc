@@ -13,6 +13,7 @@
 #include "kiln/core/printable.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/workshop.h"
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/spec/spec.h"
@@ -134,7 +135,7 @@ Status compile_cmd(const CompileOptions& o) {
       failed.push_back(c.unsupported.message());
       continue;
     }
-    KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, planner->compile(c.graph, c.pin));
+    KILN_ASSIGN_OR_RETURN(CompiledGraph compiled, planner->workshop().compile(c.graph, c.pin));
     CompileOutcome out = print_compiled(c.graph, c.pin, compiled);
     if (out == CompileOutcome::kNeedsGpu) need_gpu.push_back(c.graph.name);
     if (out == CompileOutcome::kFailed) failed.push_back(compiled.why);

@@ -20,6 +20,7 @@
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/workshop.h"
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/runtime/retune.h"
@@ -72,7 +73,7 @@ Status run_retune(const PlansOptions& o) {
   };
   g_retune_interrupted = false;
   std::signal(SIGINT, on_retune_sigint);
-  StatusOr<RetuneReport> rep = planner->retune_queued(ro);
+  StatusOr<RetuneReport> rep = planner->workshop().retune_queued(ro);
   std::signal(SIGINT, SIG_DFL);
   if (!rep.is_ok()) return rep.status();
   if (o.json) {

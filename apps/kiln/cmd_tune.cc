@@ -10,10 +10,9 @@
 #include "commands.h"
 #include "tune_cli.h"
 #include "tune_report.h"
+#include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/planner.h"
-#include "kiln/runtime/planner_jobs.h"
-#include "kiln/runtime/retune.h"
-#include "kiln/runtime/segments.h"
+#include "kiln/runtime/workshop.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 #include "kiln/tune/device_io.h"
@@ -74,23 +73,21 @@ Status tune_cmd(const TuneCliOptions& o) {
   if (!o.inputs_dir.empty())
     for (auto& [spec, g] : specs_read)
       KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
-  // cuDNN on this GPU first (also the probe of fusability below): without one, its plain message.
-  KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle probe, make_cudnn_handle());
-  PlannerOptions po = PlannerOptions::offline(store_path);
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
-  // What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
-  // (kiln/runtime/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
+  // The GPU first, in plain words (a missing one is exit 3, and no store is created): the CUDA context the Planner
+  // uses is made here. Then the Planner opens the store, and its workshop decides what to tune: each spec's graph, or, where cuDNN cannot fuse it whole, each of its fused
+  // segments, as the Planner's segments source decides it when `kiln run` serves the graph.
+  KILN_RETURN_IF_ERROR(cuda_status(cudaFree(nullptr), "cudaFree(nullptr)"));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(PlannerOptions::offline(store_path)));
+  Workshop& workshop = planner->workshop();
   std::vector<std::pair<std::string, Graph>> work;
   for (auto& [spec, g] : specs_read) {
-    KILN_ASSIGN_OR_RETURN(SegmentDecision seg, segments_if_unfusable(g, probe.get()));
-    if (seg.segments.empty()) {
-      work.emplace_back(spec, std::move(g));
-      continue;
-    }
-    std::fprintf(stderr,
-                 "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
-                 g.name.c_str(), seg.why.c_str(), seg.segments.size());
-    for (GraphPart& p : seg.segments) work.emplace_back(spec, std::move(p.graph));
+    KILN_ASSIGN_OR_RETURN(TuneWork w, workshop.work_for(g));
+    if (!w.segmented.empty())
+      std::fprintf(
+          stderr,
+          "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
+          g.name.c_str(), w.segmented.c_str(), w.graphs.size());
+    for (Graph& part : w.graphs) work.emplace_back(spec, std::move(part));
   }
 
   nlohmann::json all = nlohmann::json::array();
@@ -108,7 +105,7 @@ Status tune_cmd(const TuneCliOptions& o) {
     };
     const std::string name = g.name;
     job.on_note = [&](const std::string& note) { std::fprintf(stderr, "tune %s: %s\n", name.c_str(), note.c_str()); };
-    KILN_ASSIGN_OR_RETURN(TunedGraph t, planner->tune_and_store(g, job));
+    KILN_ASSIGN_OR_RETURN(TunedGraph t, workshop.tune(g, job));
     if (t.skipped) {
       std::printf("%s: already tuned in the store, skipped\n", g.name.c_str());
       continue;

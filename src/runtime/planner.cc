@@ -4,11 +4,9 @@
 // cuDNN: plans come from a PlanBackend (planner_cudnn.cc on the GPU, a fake in host tests).
 #include "kiln/runtime/planner.h"
 
-#include "kiln/runtime/planner_jobs.h"
-#include "kiln/runtime/retune.h"
 #include "kiln/runtime/shape_recorder.h"
+#include "kiln/runtime/workshop.h"
 #include "runtime/plan_sources.h"
-#include "runtime/planner_jobs_internal.h"
 #include "runtime/planner_options_check.h"
 #include "runtime/promotions.h"
 #include "runtime/shapes.h"
@@ -21,11 +19,15 @@ using runtime_detail::Promotion;
 
 struct Planner::Impl {
   Impl(std::unique_ptr<PlanBackend> backend, const PlannerOptions& options)
-      : state(std::move(backend), options), chain(state), promotions(state, chain) {}
+      : state(std::move(backend), options),
+        chain(state),
+        promotions(state, chain),
+        workshop(state.backend(), state.options(), [this](const GraphSignature& sig) { state.forget(sig); }) {}
 
   runtime_detail::PlannerState state;
   runtime_detail::SourceChain chain;
   runtime_detail::Promotions promotions;  // after the chain: stopped (its thread joined) before the chain goes
+  Workshop workshop;
   ShapeRecorder recorder;
   std::shared_ptr<GraphCounters> graphs = std::make_shared<GraphCounters>();
 
@@ -252,26 +254,7 @@ Status Planner::save_kernel_caches() {
   return first;
 }
 
-namespace {
-planner_jobs::Forget forgetter(runtime_detail::PlannerState& state) {
-  return [&state](const GraphSignature& sig) { state.forget(sig); };
-}
-}  // namespace
-
-StatusOr<TunedGraph> Planner::tune_and_store(const Graph& graph, const TuneJob& job) {
-  runtime_detail::PlannerState& s = impl_->state;
-  return planner_jobs::tune_and_store(s.backend(), s.options(), graph, job, forgetter(s));
-}
-
-StatusOr<CompiledGraph> Planner::compile(const Graph& graph, const std::optional<EngineConfig>& pin) {
-  runtime_detail::PlannerState& s = impl_->state;
-  return planner_jobs::compile(s.backend(), s.options(), graph, pin, forgetter(s));
-}
-
-StatusOr<RetuneReport> Planner::retune_queued(const RetuneOptions& options) {
-  runtime_detail::PlannerState& s = impl_->state;
-  return planner_jobs::retune_queued(s.backend(), s.options(), options, forgetter(s));
-}
+Workshop& Planner::workshop() { return impl_->workshop; }
 
 void Planner::wait_for_promotions() { impl_->promotions.wait(); }
 

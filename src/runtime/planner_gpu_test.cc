@@ -14,6 +14,7 @@
 #include "gpu_test_util.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/workshop.h"
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/runtime/shape_recorder.h"
@@ -199,7 +200,7 @@ TEST(PlannerGpu, TuneAndStoreThenTheStoredWinnerServes) {
   job.tune.measure.stopping.time_budget_ms = 50;
   std::vector<std::string> notes;
   job.on_note = [&](const std::string& n) { notes.push_back(n); };
-  auto tuned = (*planner)->tune_and_store(*graph, job);
+  auto tuned = (*planner)->workshop().tune(*graph, job);
   ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
   ASSERT_TRUE(tuned->result.winner.has_value());
   ASSERT_TRUE(tuned->kept.has_value());
@@ -215,7 +216,7 @@ TEST(PlannerGpu, TuneAndStoreThenTheStoredWinnerServes) {
   run_and_check(*after->plan, "tune_and_store's winner, 256 tokens");
 
   job.unfused = false;
-  auto again = (*planner)->tune_and_store(*graph, job);
+  auto again = (*planner)->workshop().tune(*graph, job);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   ASSERT_TRUE(again->result.incumbent_decision.has_value()) << "the stored winner is the incumbent";
   std::printf("[ planner ] tune_and_store: %s; again: %s\n", tuned->result.winner_config.identity().c_str(),
@@ -241,7 +242,7 @@ TEST(PlannerGpu, TheUnfusedChainATuneStoredServesOnCallerBuffersAndPasses) {
     job.tune.top_k = 4;
     job.tune.measure.stopping.time_budget_ms = 50;
     job.fusion_policy = FusionPolicy::kAlwaysUnfused;
-    auto tuned = (*tuner)->tune_and_store(*graph, job);
+    auto tuned = (*tuner)->workshop().tune(*graph, job);
     ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
     ASSERT_TRUE(tuned->unfused.has_value());
     ASSERT_TRUE(tuned->kept_fusion.has_value())

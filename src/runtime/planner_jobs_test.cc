@@ -13,6 +13,7 @@
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/plan_keeping.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/workshop.h"
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/runtime/retune.h"
@@ -264,7 +265,7 @@ TEST(PlannerJobs, TuneAndStoreUsesTheStoredWinnerAsIncumbentAndDequeues) {
     auto s = j.store();
     ASSERT_TRUE(queue_retune(*s, g, store_test::h200(), "store miss").is_ok());
   }
-  auto first = j.planner->tune_and_store(g, j.job());
+  auto first = j.planner->workshop().tune(g, j.job());
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   ASSERT_EQ(j.tuner.calls.size(), 1u);
   EXPECT_FALSE(j.tuner.calls[0].incumbent.has_value()) << "nothing stored yet";
@@ -274,7 +275,7 @@ TEST(PlannerJobs, TuneAndStoreUsesTheStoredWinnerAsIncumbentAndDequeues) {
   EXPECT_EQ(first->environment.gpu_name, "NVIDIA H200");
 
   j.tuner.engine = 8;
-  auto second = j.planner->tune_and_store(g, j.job());
+  auto second = j.planner->workshop().tune(g, j.job());
   ASSERT_TRUE(second.is_ok()) << second.status().to_string();
   ASSERT_EQ(j.tuner.calls.size(), 2u);
   ASSERT_TRUE(j.tuner.calls[1].incumbent.has_value());
@@ -283,7 +284,7 @@ TEST(PlannerJobs, TuneAndStoreUsesTheStoredWinnerAsIncumbentAndDequeues) {
 
   TuneJob skip = j.job();
   skip.untuned_only = true;
-  auto skipped = j.planner->tune_and_store(g, skip);
+  auto skipped = j.planner->workshop().tune(g, skip);
   ASSERT_TRUE(skipped.is_ok());
   EXPECT_TRUE(skipped->skipped);
   EXPECT_EQ(j.tuner.calls.size(), 2u) << "a key stored tuned is not tuned again with untuned_only";
@@ -293,7 +294,7 @@ TEST(PlannerJobs, ATuningCutShortIsStoredUntunedAndNoWinnerStoresNothing) {
   Jobs j;
   Graph g = token_graph();
   j.tuner.cut_short = true;
-  auto cut = j.planner->tune_and_store(g, j.job());
+  auto cut = j.planner->workshop().tune(g, j.job());
   ASSERT_TRUE(cut.is_ok()) << cut.status().to_string();
   ASSERT_TRUE(cut->kept.has_value());
   EXPECT_FALSE(cut->kept->record.tuned);
@@ -301,7 +302,7 @@ TEST(PlannerJobs, ATuningCutShortIsStoredUntunedAndNoWinnerStoresNothing) {
   Graph other = token_graph(32);
   j.tuner.cut_short = false;
   j.tuner.none = true;
-  auto none = j.planner->tune_and_store(other, j.job());
+  auto none = j.planner->workshop().tune(other, j.job());
   ASSERT_TRUE(none.is_ok()) << none.status().to_string();
   EXPECT_FALSE(none->kept.has_value());
   auto sig = compute_signature(other);
@@ -320,7 +321,7 @@ TEST(PlannerJobs, AStoredPlanReplacesTheOneHeldInMemory) {
   EXPECT_EQ(a->source, PlanSource::kHeuristics);
   EXPECT_EQ(j.planner->obtain(*pg)->source, PlanSource::kMemory);
 
-  ASSERT_TRUE(j.planner->tune_and_store(token_graph(), j.job()).is_ok());
+  ASSERT_TRUE(j.planner->workshop().tune(token_graph(), j.job()).is_ok());
   auto b = j.planner->obtain(*pg);
   ASSERT_TRUE(b.is_ok()) << b.status().to_string();
   EXPECT_EQ(b->source, PlanSource::kStore) << "the tuned plan, not the heuristic one held before";
@@ -330,14 +331,14 @@ TEST(PlannerJobs, AStoredPlanReplacesTheOneHeldInMemory) {
 
 TEST(PlannerJobs, JobsThatNeedWhatThePlannerLacksAreRefused) {
   Jobs ro(/*writable=*/false);
-  auto t = ro.planner->tune_and_store(token_graph(), ro.job());
+  auto t = ro.planner->workshop().tune(token_graph(), ro.job());
   ASSERT_FALSE(t.is_ok());
   EXPECT_EQ(t.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(t.status().message().find("store_writable"), std::string::npos) << t.status().message();
   EXPECT_EQ(ro.tuner.calls.size(), 0u) << "refused before tuning";
-  auto r = ro.planner->retune_queued(RetuneOptions{});
+  auto r = ro.planner->workshop().retune_queued(RetuneOptions{});
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
-  auto c = ro.planner->compile(token_graph());
+  auto c = ro.planner->workshop().compile(token_graph());
   EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(c.status().message().find("PlannerOptions::target"), std::string::npos) << c.status().message();
 }
@@ -356,7 +357,7 @@ TEST(PlannerJobs, APromotionFinishingAfterAJobStoredDoesNotReplaceItsPlan) {
   ASSERT_TRUE(at100.is_ok());
   // The promotion has asked the store (a miss) and is building its heuristic plan when the job stores.
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  auto tuned = j.planner->tune_and_store(*at100, j.job());
+  auto tuned = j.planner->workshop().tune(*at100, j.job());
   ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
   auto reloaded = j.planner->obtain(*pg, {{"tokens", 100}});  // the stored plan, held again at once
   ASSERT_TRUE(reloaded.is_ok());
@@ -377,14 +378,14 @@ TEST(PlannerJobs, APassedDeadlineTunesNothingButASkipIsStillASkip) {
   Jobs j;
   TuneJob late = j.job();
   late.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-  auto spent = j.planner->tune_and_store(token_graph(), late);
+  auto spent = j.planner->workshop().tune(token_graph(), late);
   ASSERT_TRUE(spent.is_ok()) << spent.status().to_string();
   EXPECT_TRUE(spent->budget_spent);
   EXPECT_TRUE(j.tuner.calls.empty());
 
-  ASSERT_TRUE(j.planner->tune_and_store(token_graph(), j.job()).is_ok());
+  ASSERT_TRUE(j.planner->workshop().tune(token_graph(), j.job()).is_ok());
   late.untuned_only = true;
-  auto skipped = j.planner->tune_and_store(token_graph(), late);
+  auto skipped = j.planner->workshop().tune(token_graph(), late);
   ASSERT_TRUE(skipped.is_ok());
   EXPECT_TRUE(skipped->skipped);
   EXPECT_FALSE(skipped->budget_spent);
@@ -392,7 +393,7 @@ TEST(PlannerJobs, APassedDeadlineTunesNothingButASkipIsStillASkip) {
   TuneJob soon = j.job();
   soon.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   soon.tune.time_budget_s = 0;
-  ASSERT_TRUE(j.planner->tune_and_store(token_graph(16), soon).is_ok());
+  ASSERT_TRUE(j.planner->workshop().tune(token_graph(16), soon).is_ok());
   ASSERT_EQ(j.tuner.calls.size(), 2u);
   EXPECT_GT(j.tuner.calls.back().time_budget_s, 0);
   EXPECT_LE(j.tuner.calls.back().time_budget_s, 30);
@@ -403,7 +404,7 @@ TEST(PlannerJobs, AStoreThatRefusesTheWinnerLeavesTheResultToReport) {
   Jobs j;
   j.backend->writes_fail = true;
   TuneJob job = j.job();
-  auto t = j.planner->tune_and_store(token_graph(), job);
+  auto t = j.planner->workshop().tune(token_graph(), job);
   // The incumbent lookup needs the store too: it fails first, before any tuning.
   ASSERT_FALSE(t.is_ok());
   EXPECT_TRUE(j.tuner.calls.empty());
@@ -412,7 +413,7 @@ TEST(PlannerJobs, AStoreThatRefusesTheWinnerLeavesTheResultToReport) {
     j.backend->writes_fail = true;  // the disk fills while tuning
     return j.tuner.fn()(g, o);
   };
-  t = j.planner->tune_and_store(token_graph(), job);
+  t = j.planner->workshop().tune(token_graph(), job);
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
   EXPECT_TRUE(t->result.winner.has_value());
   EXPECT_FALSE(t->kept.has_value());
@@ -479,7 +480,7 @@ TEST(PlannerJobs, DevicelessPlannerCompilesIntoTheStoreAndServesNothing) {
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   auto g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/conv_bias_relu.json");
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
-  auto c = (*planner)->compile(*g);
+  auto c = (*planner)->workshop().compile(*g);
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
   ASSERT_EQ(c->parts.size(), 1u);
   EXPECT_EQ(c->outcome, CompileOutcome::kCompiled) << c->why;
@@ -499,7 +500,7 @@ TEST(PlannerJobs, DevicelessPlannerCompilesIntoTheStoreAndServesNothing) {
   ASSERT_TRUE(pg.is_ok());
   EXPECT_EQ((*planner)->obtain(*pg).status().code(), StatusCode::kFailedPrecondition);
   TuneJob job;
-  EXPECT_EQ((*planner)->tune_and_store(*g, job).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*planner)->workshop().tune(*g, job).status().code(), StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
@@ -564,7 +565,7 @@ TEST(FusionInService, TheChainThatWinsIsStoredAndServedAndAFusedWinRemovesIt) {
   TuneJob job = j.job();
   job.unfused = true;
   job.unfused_tuner = unfused.fn();
-  auto t = j.planner->tune_and_store(g, job);
+  auto t = j.planner->workshop().tune(g, job);
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
   ASSERT_EQ(unfused.calls, 1);
   ASSERT_TRUE(t->fusion && t->fusion->is_ok());
@@ -602,7 +603,7 @@ TEST(FusionInService, TheChainThatWinsIsStoredAndServedAndAFusedWinRemovesIt) {
 
   // Tuned again where the fused plan wins: the decision goes, the fused plan serves.
   unfused.chain_ms = 0.50;
-  auto again = j.planner->tune_and_store(g, job);
+  auto again = j.planner->workshop().tune(g, job);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   EXPECT_TRUE((*again->fusion)->use_fused);
   EXPECT_FALSE(again->kept_fusion.has_value());
@@ -613,7 +614,7 @@ TEST(FusionInService, TheChainThatWinsIsStoredAndServedAndAFusedWinRemovesIt) {
   EXPECT_EQ(fused->plan->identity(), "eng5");
   // Tuned a third time without the unfused alternative: nothing to remove, nothing stored.
   TuneJob plain = j.job();
-  auto third = j.planner->tune_and_store(g, plain);
+  auto third = j.planner->workshop().tune(g, plain);
   ASSERT_TRUE(third.is_ok());
   EXPECT_FALSE(third->fusion_removed);
   EXPECT_FALSE(third->kept_fusion.has_value());
@@ -626,7 +627,7 @@ TEST(FusionInService, AChainThatCannotBeServedFallsBackToTheFusedPlanAndSaysWhy)
   TuneJob job = j.job();
   job.unfused = true;
   job.unfused_tuner = unfused.fn();
-  auto t = j.planner->tune_and_store(g, job);
+  auto t = j.planner->workshop().tune(g, job);
   ASSERT_TRUE(t.is_ok() && t->kept_fusion.has_value());
   // A part's record goes (removed by hand, or stale after an upgrade).
   {
@@ -651,7 +652,7 @@ TEST(FusionInService, WhereOnlyTheChainPassesTheChainServes) {
   TuneJob job = j.job();
   job.unfused = true;
   job.unfused_tuner = unfused.fn();
-  auto t = j.planner->tune_and_store(g, job);
+  auto t = j.planner->workshop().tune(g, job);
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
   EXPECT_FALSE(t->kept.has_value());
   ASSERT_TRUE(t->kept_fusion.has_value()) << t->fusion_status.to_string();

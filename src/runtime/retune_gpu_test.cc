@@ -13,6 +13,7 @@
 #include "kiln/runtime/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/planner.h"
+#include "kiln/runtime/workshop.h"
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/runtime/shape_recorder.h"

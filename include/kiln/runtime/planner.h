@@ -38,13 +38,9 @@
 
 namespace kiln {
 
-// The Planner's jobs (kiln/runtime/planner_jobs.h) and its recorder (kiln/runtime/shape_recorder.h): include
-// those headers to call them.
-struct TuneJob;
-struct TunedGraph;
-struct CompiledGraph;
-struct RetuneOptions;
-struct RetuneReport;
+// The Planner's jobs (kiln/runtime/workshop.h) and its recorder (kiln/runtime/shape_recorder.h): include those
+// headers to use them.
+class Workshop;
 class ShapeRecorder;
 
 class Planner {
@@ -86,18 +82,8 @@ class Planner {
   // reads them from the store once per structure, for the padded and bucket sources).
   StatusOr<PreloadReport> preload(const PreparedGraph& graph, bool warm = false);
 
-  // Tunes `graph` (validated) like `kiln tune`: its stored tuned plan is the incumbent, the unfused
-  // alternative is timed and decided on, the winner is stored (keep_plan; untuned where the tuning was cut
-  // short). Needs a GPU and, to store, PlannerOptions::store_writable. A tuning without a correct candidate
-  // is a result (no `kept`), not an error.
-  StatusOr<TunedGraph> tune_and_store(const Graph& graph, const TuneJob& job);
-  // Compiles `graph` (validated; its fused segments where it exceeds cuDNN's operations per graph) for
-  // PlannerOptions::target and stores each plan, untuned. Per-graph outcomes are results; errors are the
-  // store's, or FailedPrecondition for a Planner without a target.
-  StatusOr<CompiledGraph> compile(const Graph& graph, const std::optional<EngineConfig>& pin = std::nullopt);
-  // Drains the store's re-tune queue for this Planner's environment (kiln/runtime/retune.h retune_queued, its
-  // `current` this Planner's fingerprint). Needs a GPU and PlannerOptions::store_writable.
-  StatusOr<RetuneReport> retune_queued(const RetuneOptions& options);
+  // The jobs (tune, compile, re-tune), sharing this Planner's backend (kiln/runtime/workshop.h).
+  Workshop& workshop();
 
   // Waits until every queued promotion has finished (benchmarks, tests, or before a latency-critical
   // phase); returns at once when none is queued.
