@@ -14,7 +14,7 @@
 #include "kiln/runtime/segments.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 
 namespace kiln::cli {
 namespace {
@@ -23,6 +23,25 @@ std::atomic<bool> g_tune_interrupted{false};
 extern "C" void on_interrupt(int sig) {
   g_tune_interrupted = true;
   std::signal(sig, SIG_DFL);  // a second Ctrl-C (or TERM) ends the process at once
+}
+
+// What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
+// (kiln/runtime/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
+StatusOr<std::vector<std::pair<std::string, Graph>>> tune_work_items(std::vector<std::pair<std::string, Graph>> specs,
+                                                                     cudnnHandle_t probe) {
+  std::vector<std::pair<std::string, Graph>> work;
+  for (auto& [spec, g] : specs) {
+    KILN_ASSIGN_OR_RETURN(SegmentDecision seg, segments_if_unfusable(g, probe));
+    if (seg.segments.empty()) {
+      work.emplace_back(spec, std::move(g));
+      continue;
+    }
+    std::fprintf(stderr,
+                 "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
+                 g.name.c_str(), seg.why.c_str(), seg.segments.size());
+    for (GraphPart& p : seg.segments) work.emplace_back(spec, std::move(p.graph));
+  }
+  return work;
 }
 
 }  // namespace
@@ -80,20 +99,7 @@ Status tune_cmd(const TuneCliOptions& o) {
   po.handles = 1;
   po.prime_cudnn = false;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
-  // What to tune: each spec's graph, or, when cuDNN cannot fuse it whole, each of its fused segments
-  // (kiln/runtime/segments.h); `kiln run` finds the segments' plans in the store under their own signatures.
-  std::vector<std::pair<std::string, Graph>> work;
-  for (auto& [spec, g] : specs_read) {
-    KILN_ASSIGN_OR_RETURN(SegmentDecision seg, segments_if_unfusable(g, probe.get()));
-    if (seg.segments.empty()) {
-      work.emplace_back(spec, std::move(g));
-      continue;
-    }
-    std::fprintf(stderr,
-                 "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
-                 g.name.c_str(), seg.why.c_str(), seg.segments.size());
-    for (GraphPart& p : seg.segments) work.emplace_back(spec, std::move(p.graph));
-  }
+  KILN_ASSIGN_OR_RETURN(auto work, tune_work_items(std::move(specs_read), probe.get()));
 
   nlohmann::json all = nlohmann::json::array();
   Status overall;
