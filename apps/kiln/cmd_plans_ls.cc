@@ -16,7 +16,7 @@
 #include "kiln/core/hash.h"
 #include "kiln/lower/lower.h"
 #include "kiln/tune/tune_policy.h"
-#include "kiln/runtime/deep_verify.h"
+#include "kiln/tools/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/env_policy.h"

@@ -16,7 +16,7 @@
 #include "kiln/core/hash.h"
 #include "kiln/lower/lower.h"
 #include "kiln/tune/tune_policy.h"
-#include "kiln/runtime/deep_verify.h"
+#include "kiln/tools/deep_verify.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/env_policy.h"
@@ -35,6 +35,48 @@ std::string short_key(const std::string& sig, const std::string& shape, const st
 std::string deep_status(const DeepVerifyRow& r) {
   if (!r.checked) return "not deep-checked";
   return disposition_name(r.result.verdict);
+}
+
+// --deep's rows in `kiln plans verify --json`.
+nlohmann::ordered_json deep_verify_rows_json(const std::vector<DeepVerifyRow>& deep_rows) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const DeepVerifyRow& r : deep_rows) {
+    nlohmann::ordered_json row = {{"structure_sig", r.structure_sig},
+                                  {"shape_key", r.shape_key},
+                                  {"fingerprint_key", r.fingerprint_key},
+                                  {"plan", r.plan},
+                                  {"status", deep_status(r)}};
+    if (r.checked) {
+      row["message"] = r.result.message;
+      row["reference"] = reference_kind_name(r.result.reference_kind);
+      row["max_abs"] = r.result.max_abs;
+      row["max_rel"] = r.result.max_rel;
+      row["nmse"] = r.result.nmse;
+      row["graph"] = r.graph_source;
+    } else {
+      row["reason"] = r.reason;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// One --deep row of `kiln plans verify`'s text.
+void print_deep_verify_row(const DeepVerifyRow& r, bool quarantine) {
+  std::string key = short_key(r.structure_sig, r.shape_key, r.fingerprint_key);
+  if (!r.checked) {
+    std::printf("NOT DEEP-CHECKED  %s %s: %s\n", key.c_str(), r.plan.c_str(), r.reason.c_str());
+    return;
+  }
+  std::string line = std::string(disposition_name(r.result.verdict)) + "  " + key + " " + r.plan;
+  char measures[160];
+  std::snprintf(measures, sizeof measures, " max_abs=%.3g max_rel=%.3g nmse=%.3g (%s reference)", r.result.max_abs,
+                r.result.max_rel, r.result.nmse, reference_kind_name(r.result.reference_kind));
+  if (r.result.verdict == Disposition::kPassed || r.result.verdict == Disposition::kIncorrect) line += measures;
+  line += "; graph: " + r.graph_source;
+  if (r.result.verdict != Disposition::kPassed) line += "\n    " + r.result.message;
+  if (r.result.problem() && quarantine) line += " (quarantined)";
+  std::printf("%s\n", line.c_str());
 }
 
 }  // namespace
@@ -86,28 +128,7 @@ Status run_verify(const PlansOptions& o) {
           {{"structure_sig", p.structure_sig}, {"fingerprint_key", p.fingerprint_key}, {"reason", p.reason}});
     j["kernel_caches"] = {
         {"checked", rep.kernel_caches_checked}, {"ok", rep.kernel_caches_ok}, {"problems", cache_probs}};
-    if (deep) {
-      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-      for (const DeepVerifyRow& r : deep->rows()) {
-        nlohmann::ordered_json row = {{"structure_sig", r.structure_sig},
-                                      {"shape_key", r.shape_key},
-                                      {"fingerprint_key", r.fingerprint_key},
-                                      {"plan", r.plan},
-                                      {"status", deep_status(r)}};
-        if (r.checked) {
-          row["message"] = r.result.message;
-          row["reference"] = reference_kind_name(r.result.reference_kind);
-          row["max_abs"] = r.result.max_abs;
-          row["max_rel"] = r.result.max_rel;
-          row["nmse"] = r.result.nmse;
-          row["graph"] = r.graph_source;
-        } else {
-          row["reason"] = r.reason;
-        }
-        rows.push_back(row);
-      }
-      j["deep"] = rows;
-    }
+    if (deep) j["deep"] = deep_verify_rows_json(deep->rows());
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   } else {
     for (const VerifyProblem* p : corrupt)
@@ -119,22 +140,7 @@ Status run_verify(const PlansOptions& o) {
                   printable(kernel_cache_display_name(p.structure_sig, p.fingerprint_key, p.rowid)).c_str(),
                   printable(p.reason).c_str(), o.quarantine ? " (dropped)" : "");
     if (deep)
-      for (const DeepVerifyRow& r : deep->rows()) {
-        std::string key = short_key(r.structure_sig, r.shape_key, r.fingerprint_key);
-        if (!r.checked) {
-          std::printf("NOT DEEP-CHECKED  %s %s: %s\n", key.c_str(), r.plan.c_str(), r.reason.c_str());
-          continue;
-        }
-        std::string line = std::string(disposition_name(r.result.verdict)) + "  " + key + " " + r.plan;
-        char measures[160];
-        std::snprintf(measures, sizeof measures, " max_abs=%.3g max_rel=%.3g nmse=%.3g (%s reference)",
-                      r.result.max_abs, r.result.max_rel, r.result.nmse, reference_kind_name(r.result.reference_kind));
-        if (r.result.verdict == Disposition::kPassed || r.result.verdict == Disposition::kIncorrect) line += measures;
-        line += "; graph: " + r.graph_source;
-        if (r.result.verdict != Disposition::kPassed) line += "\n    " + r.result.message;
-        if (r.result.problem() && o.quarantine) line += " (quarantined)";
-        std::printf("%s\n", line.c_str());
-      }
+      for (const DeepVerifyRow& r : deep->rows()) print_deep_verify_row(r, o.quarantine);
     std::printf("checked %" PRId64 " plan%s: %" PRId64 " ok, %zu corrupt", rep.checked, rep.checked == 1 ? "" : "s",
                 rep.ok, corrupt.size());
     if (rep.kernel_caches_checked > 0)

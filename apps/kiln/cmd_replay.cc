@@ -1,11 +1,11 @@
 // kiln replay TRACE: runs a trace of requests (graph, shape) through kiln::Planner with N threads and
 // reports per source the calls served, the time to first execution and the execution time, with latency
-// percentiles (kiln/runtime/replay.h; docs/runtime.md "Replaying a trace").
+// percentiles (kiln/tools/replay.h; docs/runtime.md "Replaying a trace").
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "kiln/runtime/replay.h"
+#include "kiln/tools/replay.h"
 
 namespace kiln::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "commands.h"
-#include "kiln/runtime/runner.h"
+#include "kiln/tools/runner.h"
 #include "kiln/spec/spec.h"
 
 namespace kiln::cli {

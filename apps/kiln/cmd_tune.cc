@@ -15,7 +15,7 @@
 #include "kiln/runtime/workshop.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 
 namespace kiln::cli {
 namespace {
@@ -24,6 +24,24 @@ std::atomic<bool> g_tune_interrupted{false};
 extern "C" void on_interrupt(int sig) {
   g_tune_interrupted = true;
   std::signal(sig, SIG_DFL);  // a second Ctrl-C (or TERM) ends the process at once
+}
+
+// What to tune: each spec's graph, or, where cuDNN cannot fuse it whole, each of its fused segments, as the
+// Planner's workshop decides it (the decision the segments source makes when `kiln run` serves the graph); `kiln
+// run` finds the segments' plans in the store under their own signatures.
+StatusOr<std::vector<std::pair<std::string, Graph>>> tune_work_items(std::vector<std::pair<std::string, Graph>> specs,
+                                                                     Workshop& workshop) {
+  std::vector<std::pair<std::string, Graph>> work;
+  for (auto& [spec, g] : specs) {
+    KILN_ASSIGN_OR_RETURN(TuneWork w, workshop.work_for(g));
+    if (!w.segmented.empty())
+      std::fprintf(
+          stderr,
+          "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
+          g.name.c_str(), w.segmented.c_str(), w.graphs.size());
+    for (Graph& part : w.graphs) work.emplace_back(spec, std::move(part));
+  }
+  return work;
 }
 
 }  // namespace
@@ -74,21 +92,11 @@ Status tune_cmd(const TuneCliOptions& o) {
     for (auto& [spec, g] : specs_read)
       KILN_RETURN_IF_ERROR(check_graph_input_files(g, o.inputs_dir).with_context("--inputs"));
   // The GPU first, in plain words (a missing one is exit 3, and no store is created): the CUDA context the Planner
-  // uses is made here. Then the Planner opens the store, and its workshop decides what to tune: each spec's graph, or, where cuDNN cannot fuse it whole, each of its fused
-  // segments, as the Planner's segments source decides it when `kiln run` serves the graph.
+  // uses is made here. Then the Planner opens the store, and its workshop decides what to tune.
   KILN_RETURN_IF_ERROR(cuda_status(cudaFree(nullptr), "cudaFree(nullptr)"));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(PlannerOptions::offline(store_path)));
   Workshop& workshop = planner->workshop();
-  std::vector<std::pair<std::string, Graph>> work;
-  for (auto& [spec, g] : specs_read) {
-    KILN_ASSIGN_OR_RETURN(TuneWork w, workshop.work_for(g));
-    if (!w.segmented.empty())
-      std::fprintf(
-          stderr,
-          "%s: cannot be fused whole (%s); tuning its %zu fused segments, each stored under its own signature\n",
-          g.name.c_str(), w.segmented.c_str(), w.graphs.size());
-    for (Graph& part : w.graphs) work.emplace_back(spec, std::move(part));
-  }
+  KILN_ASSIGN_OR_RETURN(auto work, tune_work_items(std::move(specs_read), workshop));
 
   nlohmann::json all = nlohmann::json::array();
   Status overall;

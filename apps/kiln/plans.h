@@ -11,7 +11,7 @@
 #include "kiln/core/fingerprint.h"
 #include "kiln/core/printable.h"
 #include "kiln/core/status.h"
-#include "kiln/runtime/deep_verify.h"
+#include "kiln/tools/deep_verify.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/plan_store.h"
 

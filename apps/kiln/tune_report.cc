@@ -5,7 +5,7 @@
 
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/lower/lower.h"
-#include "kiln/tune/plan_words.h"
+#include "kiln/lower/plan_words.h"
 #include "kiln/tune/tuner.h"
 #include "kiln/tune/unfused.h"
 

@@ -127,6 +127,24 @@ StatusOr<Timer> Timer::create(int device_ordinal) {
   return Timer(std::move(state));
 }
 
+namespace {
+// Why a measurement counts as throttled ("" when it does not): the SM clock fell by more than
+// clock_drop_fraction below its reading before the samples, or NVML reported a capping reason.
+std::string describe_throttling(const ClockReading& before, unsigned min_mhz, uint64_t reasons_seen,
+                                double clock_drop_fraction) {
+  std::string note;
+  if (before.known && min_mhz > 0 &&
+      static_cast<double>(min_mhz) < static_cast<double>(before.sm_mhz) * (1.0 - clock_drop_fraction)) {
+    note = "SM clock dropped from " + std::to_string(before.sm_mhz) + " to " + std::to_string(min_mhz) + " MHz";
+  }
+  if (reasons_seen & kClockReasonsCapping) {
+    if (!note.empty()) note += "; ";
+    note += "NVML reports " + clock_reason_names(reasons_seen & kClockReasonsCapping);
+  }
+  return note;
+}
+}  // namespace
+
 StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOptions& options) {
   if (!launch) return invalid_argument("measure: launch function is empty");
   KILN_RETURN_IF_ERROR(validate_options(options));
@@ -240,18 +258,9 @@ StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOption
   }
   m.min_sm_mhz = min_mhz;
   m.reasons_seen = reasons_seen;
-  std::string note;
-  if (m.clock_before.known && min_mhz > 0 &&
-      static_cast<double>(min_mhz) < static_cast<double>(m.clock_before.sm_mhz) * (1.0 - options.clock_drop_fraction)) {
-    note = "SM clock dropped from " + std::to_string(m.clock_before.sm_mhz) + " to " + std::to_string(min_mhz) + " MHz";
-  }
-  if (reasons_seen & kClockReasonsCapping) {
-    if (!note.empty()) note += "; ";
-    note += "NVML reports " + clock_reason_names(reasons_seen & kClockReasonsCapping);
-  }
-  m.throttled = !note.empty();
-  m.throttle_note = note;
-  if (m.throttled) KILN_LOG(kInfo, "measure: throttled: " << note);
+  m.throttle_note = describe_throttling(m.clock_before, min_mhz, reasons_seen, options.clock_drop_fraction);
+  m.throttled = !m.throttle_note.empty();
+  if (m.throttled) KILN_LOG(kInfo, "measure: throttled: " << m.throttle_note);
   return m;
 }
 

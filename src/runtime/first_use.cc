@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "kiln/cuda/cuda_handles.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 #include "kiln/validate/device_check.h"
 
 namespace kiln::runtime_detail {

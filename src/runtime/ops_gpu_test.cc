@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "gpu_test_util.h"
-#include "kiln/runtime/runner.h"
+#include "kiln/tools/runner.h"
 #include "kiln/spec/spec.h"
 #include "runtime/op_coverage_cases.h"
 

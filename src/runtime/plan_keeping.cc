@@ -1,7 +1,7 @@
 // keep_plan (kiln/runtime/plan_keeping.h): a plan into the store, with its graph spec, its re-tune request served.
 #include "kiln/runtime/plan_keeping.h"
 
-#include "kiln/runtime/retune.h"
+#include "kiln/spec/spec.h"
 #include "kiln/store/env_policy.h"
 
 namespace kiln {
@@ -25,5 +25,13 @@ StatusOr<KeptPlan> keep_plan(PlanStore& store, const Graph& graph, const PlanRec
 }
 
 bool tuning_is_complete(const TuneResult& tr) { return !tr.cancelled && !tr.budget_exhausted; }
+
+Status remember_graph_spec(PlanStore& store, const Graph& graph) {
+  KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(graph));
+  KILN_ASSIGN_OR_RETURN(std::string spec, graph_to_spec_json(graph));
+  KILN_ASSIGN_OR_RETURN(GraphSpecEntry e, store.put_graph_spec(sig.structure, sig.shape_key, graph.name, spec));
+  (void)e;
+  return Status::ok();
+}
 
 }  // namespace kiln

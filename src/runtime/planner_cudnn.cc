@@ -25,7 +25,7 @@
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/plan_store.h"
-#include "kiln/tune/plan_words.h"
+#include "kiln/lower/plan_words.h"
 #include "kiln/tune/tuner.h"
 #include "runtime/first_use.h"
 

@@ -1,6 +1,6 @@
 // kiln::Planner on the host, with a fake backend: what obtain() does when the store cannot serve a key
 // (PlannerOptions::policy.on_mismatch: queue, re-tune now, fail), pinned plans (obtain_pinned) and graphs
-// cuDNN cannot fuse whole (run as their segments). What `kiln run` relies on (kiln/runtime/runner.h).
+// cuDNN cannot fuse whole (run as their segments). What `kiln run` relies on (kiln/tools/runner.h).
 #include <gtest/gtest.h>
 
 #include <atomic>

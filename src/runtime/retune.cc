@@ -107,14 +107,6 @@ StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, co
   return store.enqueue_retune(req);
 }
 
-Status remember_graph_spec(PlanStore& store, const Graph& graph) {
-  KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(graph));
-  KILN_ASSIGN_OR_RETURN(std::string spec, graph_to_spec_json(graph));
-  KILN_ASSIGN_OR_RETURN(GraphSpecEntry e, store.put_graph_spec(sig.structure, sig.shape_key, graph.name, spec));
-  (void)e;
-  return Status::ok();
-}
-
 TuneOptions tune_options_for(const RetuneNowOptions& o) {
   TuneOptions to;
   to.time_budget_s = o.time_budget_s;

@@ -3,7 +3,8 @@
 // Tuning and deep checks themselves need a GPU: src/runtime/retune_gpu_test.cc.
 #include <gtest/gtest.h>
 
-#include "kiln/runtime/deep_verify.h"
+#include "kiln/tools/deep_verify.h"
+#include "kiln/runtime/plan_keeping.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/spec/spec.h"
 #include "store/store_test_util.h"

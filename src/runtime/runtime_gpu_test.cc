@@ -8,9 +8,9 @@
 #include "gpu_test_util.h"
 #include "kiln/lower/environment.h"
 #include "kiln/runtime/plan_bridge.h"
-#include "kiln/runtime/runner.h"
+#include "kiln/tools/runner.h"
 #include "kiln/spec/spec.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 #include "kiln/tune/tuner.h"
 #include "kiln/validate/reference.h"
 

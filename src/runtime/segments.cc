@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "kiln/lower/cudnn_limits.h"
-#include "kiln/tune/plan_words.h"
+#include "kiln/lower/plan_words.h"
 
 namespace kiln {
 

@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu_test_util.h"
-#include "kiln/runtime/runner.h"
+#include "kiln/tools/runner.h"
 #include "kiln/spec/spec.h"
 #include "random_spec.h"
 

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "kiln/graph/ops/families.h"
-#include "kiln/spec/spec.h"
 #include "spec/ops/spec_ops.h"
 
 namespace kiln::spec_internal {
@@ -76,16 +75,3 @@ const OpInfo* op_table(size_t* count) {
 }
 
 }  // namespace kiln::spec_internal
-
-namespace kiln {
-
-const std::vector<std::string>& spec_op_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const auto& op : spec_internal::ops()) v.push_back(op.name);
-    return v;
-  }();
-  return names;
-}
-
-}  // namespace kiln

@@ -323,6 +323,33 @@ Status parse_names(const Json& j, const std::string& where, std::vector<std::str
   return Status::ok();
 }
 
+// The spec's "pin": an engine configuration identity, as kiln tune prints it.
+Status parse_pin(const Json& j, std::string* pin) {
+  KILN_RETURN_IF_ERROR(get_string(j, "spec: key 'pin'", pin));
+  // std::regex recurses per character: a long pin would exhaust the stack before it is refused.
+  if (pin->size() > limits::kMaxNameBytes)
+    return invalid_argument("spec: key 'pin': " + std::to_string(pin->size()) + " bytes, over the limit of " +
+                            std::to_string(limits::kMaxNameBytes) + " (docs/spec.md \"Limits\")");
+  static const std::regex kIdentity("eng[0-9]+(_k[0-9]+=-?[0-9]+)*");
+  if (!std::regex_match(*pin, kIdentity))
+    return invalid_argument(
+        "spec: key 'pin': '" + *pin +
+        "' is not an engine configuration identity (e.g. \"eng41_k2=4_k13=0\", as kiln tune prints it)");
+  return Status::ok();
+}
+
+// The spec's "dynamic": an object of dynamic dim name: value.
+Status parse_dynamic_dims(const Json& d, std::map<std::string, int64_t>* dims) {
+  if (!d.is_object()) return type_error("spec: key 'dynamic'", "an object of name: value", d);
+  for (auto it = d.begin(); it != d.end(); ++it) {
+    int64_t v;
+    KILN_RETURN_IF_ERROR(get_int(it.value(), "dynamic dim '" + it.key() + "'", &v));
+    if (it.key().empty()) return invalid_argument("spec: key 'dynamic': empty dynamic dim name");
+    (*dims)[it.key()] = v;
+  }
+  return Status::ok();
+}
+
 Status parse_document(const Json& doc, const std::vector<std::string>& tensor_order, Graph* g) {
   if (!doc.is_object()) return type_error("spec", "an object", doc);
   KILN_RETURN_IF_ERROR(check_keys(doc, "spec",
@@ -335,34 +362,14 @@ Status parse_document(const Json& doc, const std::vector<std::string>& tensor_or
     std::string unused;
     KILN_RETURN_IF_ERROR(get_string(doc["description"], "spec: key 'description'", &unused));
   }
-  if (doc.contains("pin")) {
-    KILN_RETURN_IF_ERROR(get_string(doc["pin"], "spec: key 'pin'", &g->pin));
-    // std::regex recurses per character: a long pin would exhaust the stack before it is refused.
-    if (g->pin.size() > limits::kMaxNameBytes)
-      return invalid_argument("spec: key 'pin': " + std::to_string(g->pin.size()) + " bytes, over the limit of " +
-                              std::to_string(limits::kMaxNameBytes) + " (docs/spec.md \"Limits\")");
-    static const std::regex kIdentity("eng[0-9]+(_k[0-9]+=-?[0-9]+)*");
-    if (!std::regex_match(g->pin, kIdentity))
-      return invalid_argument(
-          "spec: key 'pin': '" + g->pin +
-          "' is not an engine configuration identity (e.g. \"eng41_k2=4_k13=0\", as kiln tune prints it)");
-  }
+  if (doc.contains("pin")) KILN_RETURN_IF_ERROR(parse_pin(doc["pin"], &g->pin));
   if (doc.contains("io_dtype")) KILN_RETURN_IF_ERROR(get_dtype(doc["io_dtype"], "spec: key 'io_dtype'", &g->io_dtype));
   if (doc.contains("intermediate_dtype"))
     KILN_RETURN_IF_ERROR(
         get_dtype(doc["intermediate_dtype"], "spec: key 'intermediate_dtype'", &g->intermediate_dtype));
   if (doc.contains("compute_dtype"))
     KILN_RETURN_IF_ERROR(get_dtype(doc["compute_dtype"], "spec: key 'compute_dtype'", &g->compute_dtype));
-  if (doc.contains("dynamic")) {
-    const Json& d = doc["dynamic"];
-    if (!d.is_object()) return type_error("spec: key 'dynamic'", "an object of name: value", d);
-    for (auto it = d.begin(); it != d.end(); ++it) {
-      int64_t v;
-      KILN_RETURN_IF_ERROR(get_int(it.value(), "dynamic dim '" + it.key() + "'", &v));
-      if (it.key().empty()) return invalid_argument("spec: key 'dynamic': empty dynamic dim name");
-      g->dynamic_dims[it.key()] = v;
-    }
-  }
+  if (doc.contains("dynamic")) KILN_RETURN_IF_ERROR(parse_dynamic_dims(doc["dynamic"], &g->dynamic_dims));
 
   std::map<std::string, int> index;
   const Json& tensors = doc["tensors"];
@@ -451,6 +458,17 @@ Status parse_document(const Json& doc, const std::vector<std::string>& tensor_or
 }
 
 }  // namespace
+
+const std::vector<std::string>& spec_op_names() {
+  static const std::vector<std::string> names = [] {
+    size_t count = 0;
+    const spec_internal::OpInfo* ops = spec_internal::op_table(&count);
+    std::vector<std::string> v;
+    for (size_t i = 0; i < count; ++i) v.push_back(ops[i].name);
+    return v;
+  }();
+  return names;
+}
 
 StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& source_name,
                                   const ValidateOptions& options) {

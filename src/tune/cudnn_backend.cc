@@ -6,8 +6,8 @@
 #include "kiln/cuda/cuda_graph.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/graph/op_cost.h"
-#include "kiln/tune/device_io.h"
-#include "kiln/tune/plan_words.h"
+#include "kiln/validate/device_io.h"
+#include "kiln/lower/plan_words.h"
 #include "kiln/tune/tune_backend.h"
 #include "kiln/tune/tuner.h"
 #include "kiln/validate/device_check.h"
@@ -28,7 +28,7 @@ class CudnnTuneBackend : public TuneBackend {
   StatusOr<std::vector<CandidateInfo>> candidates(const std::vector<HeuristicMode>& modes) override {
     LowerTarget target;
     target.handle = handle_.get();
-    // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/tune/plan_words.h).
+    // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/lower/plan_words.h).
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph_, target), graph_.name));
     return with_plan_words(lg.list_candidates(modes), graph_.name);
   }

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kiln/graph/graph.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 #include "kiln/validate/device_check.h"
 
 namespace kiln {

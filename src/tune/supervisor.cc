@@ -292,15 +292,16 @@ std::unique_ptr<TuneBackend> crash_injecting_backend(std::unique_ptr<TuneBackend
   return std::make_unique<CrashingBackend>(std::move(inner), std::move(identity), std::move(phase), sig);
 }
 
-StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string& graph_name, const TuneOptions& o,
-                                     int max_restarts) {
-  const auto t0 = Clock::now();
+namespace {
+
+// What tune_supervised knows of the tuning across its workers.
+struct SupervisedTune {
   struct Settled {
     CandidateResult result;
     std::string check;
     std::vector<uint8_t> plan;
   };
-  std::vector<std::string> order, notes;
+  std::vector<std::string> order, notes;  // every candidate, in enumeration order (the first worker's list)
   std::vector<int> ranks;
   std::map<std::string, Settled> settled;
   ReferenceKind reference_kind = ReferenceKind::kNone;
@@ -309,154 +310,83 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
   bool serial = false, cancelled_run = false, budget_out = false;
   int crashes = 0;
   std::string abandoned;  // why the candidates left were not run
-  auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+};
 
-  while (true) {
-    if (!order.empty() && settled.size() >= order.size()) break;  // nothing left for a worker
-    WorkerRequest req;
-    for (const auto& [id, s] : settled) req.skip.push_back(id);
-    req.serial = serial;
-    req.attempt = crashes;
-    if (o.time_budget_s > 0) {
-      req.time_budget_s = o.time_budget_s - elapsed_s();
-      if (req.time_budget_s <= 0) {
-        budget_out = true;
-        break;
-      }
+// What one worker was doing, from its events: a crash is blamed on the candidate it was building or running.
+struct WorkerWatch {
+  std::set<std::string> building;
+  std::string running;
+  std::optional<Status> worker_error;  // the error line it sent, if any
+};
+
+// One line of a worker's events: an error, or a TuneEvent that the tuning and the watch take in.
+Status handle_worker_line(const std::string& line, const TuneOptions& o, SupervisedTune& st, WorkerWatch& watch) {
+  if (line.rfind("{\"error\"", 0) == 0) {
+    try {
+      const Json j = Json::parse(line).at("error");
+      watch.worker_error = Status(static_cast<StatusCode>(j.at("code").get<int>()), j.at("message").get<std::string>());
+    } catch (const std::exception& ex) {
+      watch.worker_error = internal_error(std::string("malformed worker error: ") + ex.what());
     }
-    if (o.cancel && o.cancel->load()) {
-      cancelled_run = true;
-      break;
-    }
-    KILN_ASSIGN_OR_RETURN(WorkerProcess w, spawn(req));
-    std::set<std::string> building;
-    std::string running;
-    std::optional<Status> worker_error;
-    std::string buffer;
-    bool sent_term = false;
-    const size_t settled_before = settled.size();
-    auto handle = [&](const std::string& line) -> Status {
-      if (line.rfind("{\"error\"", 0) == 0) {
-        try {
-          const Json j = Json::parse(line).at("error");
-          worker_error = Status(static_cast<StatusCode>(j.at("code").get<int>()), j.at("message").get<std::string>());
-        } catch (const std::exception& ex) {
-          worker_error = internal_error(std::string("malformed worker error: ") + ex.what());
-        }
-        return Status::ok();
-      }
-      KILN_ASSIGN_OR_RETURN(TuneEvent e, tune_event_from_json(line));
-      switch (e.kind) {
-        case TuneEvent::Kind::kCandidates:
-          if (order.empty()) {
-            order = e.identities;
-            notes = e.notes;
-            ranks = e.ranks;
-          }
-          break;
-        case TuneEvent::Kind::kPrepared:
-          reference_kind = e.reference_kind;
-          inputs = e.inputs;
-          prepare_ms += e.prepare_ms;
-          break;
-        case TuneEvent::Kind::kBuildStart: building.insert(e.identity); break;
-        case TuneEvent::Kind::kBuildEnd: building.erase(e.identity); break;
-        case TuneEvent::Kind::kRunStart: running = e.identity; break;
-        case TuneEvent::Kind::kCandidate:
-          building.erase(e.identity);
-          if (running == e.identity) running.clear();
-          settled[e.identity] = Settled{e.result, e.check, std::move(e.plan)};
-          if (o.progress) o.progress(settled.size(), order.size(), e.identity);
-          break;
-      }
-      return Status::ok();
-    };
-    Status read_status;
-    char chunk[1 << 16];
-    while (true) {
-      if (o.cancel && o.cancel->load() && !sent_term) {
-        ::kill(w.pid, SIGTERM);  // the worker finishes its candidate, reports, and exits
-        sent_term = true;
-      }
-      pollfd pfd{w.events_fd, POLLIN, 0};
-      const int pr = ::poll(&pfd, 1, 200);
-      if (pr < 0 && errno == EINTR) continue;
-      if (pr == 0) continue;
-      const ssize_t n = ::read(w.events_fd, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;  // EOF: the worker is gone
-      buffer.append(chunk, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = buffer.find('\n')) != std::string::npos) {
-        Status st = handle(buffer.substr(0, nl));
-        buffer.erase(0, nl + 1);
-        if (!st.is_ok() && read_status.is_ok()) read_status = st;
-      }
-    }
-    ::close(w.events_fd);
-    int status = 0;
-    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!read_status.is_ok()) return read_status.with_context("tune worker of '" + graph_name + "'");
-    if (WIFEXITED(status)) {
-      const int code = WEXITSTATUS(status);
-      if (code == 0) break;  // every candidate it was given is settled
-      if (worker_error && worker_error->code() == StatusCode::kCancelled) {
-        cancelled_run = true;
-        break;
-      }
-      if (sent_term || (worker_error && worker_error->code() == StatusCode::kCancelled) || code == 130) {
-        cancelled_run = true;
-        break;
-      }
-      if (worker_error && settled.empty()) return *worker_error;  // e.g. no candidates, no device: as in process
-      if (settled.empty())
-        return internal_error("tune worker of '" + graph_name + "' exited with code " + std::to_string(code));
-      abandoned = worker_error ? worker_error->message() : "worker exited with code " + std::to_string(code);
-      break;
-    }
-    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    if (sent_term && sig == SIGTERM) {
-      cancelled_run = true;
-      break;
-    }
-    ++crashes;
-    std::vector<std::string> suspects(building.begin(), building.end());
-    if (!running.empty() && !building.count(running)) suspects.push_back(running);
-    const std::string how = "signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
-    if (suspects.size() == 1) {
-      const std::string& id = suspects[0];
-      auto cfg = EngineConfig::parse(id);
-      size_t pos = 0;
-      while (pos < order.size() && order[pos] != id) ++pos;
-      Settled s;
-      s.result = tune_internal::result_for(cfg.is_ok() ? *cfg : EngineConfig{}, pos < ranks.size() ? ranks[pos] : -1);
-      s.result.disposition = Disposition::kFailed;
-      s.result.message = "crashed: " + how + " while " + (building.count(id) ? "building" : "running") +
-                         " it (worker process " + std::to_string(w.pid) + "); excluded, the tune went on";
-      settled[id] = std::move(s);
-      if (o.progress) o.progress(settled.size(), order.size(), id);
-    } else if (suspects.size() > 1) {
-      serial = true;  // the next worker builds and runs one candidate at a time: its crash names one
-    } else if (settled.size() == settled_before) {
-      // Dead outside any candidate and nothing gained: no point in starting again.
-      if (order.empty())
-        return internal_error("tune worker of '" + graph_name + "' died by " + how + " before its first candidate");
-      abandoned = "worker died by " + how + " outside a candidate";
-      break;
-    }
-    if (crashes > max_restarts) {
-      abandoned = "worker crashed " + std::to_string(crashes) + " times";
-      break;
-    }
+    return Status::ok();
   }
+  KILN_ASSIGN_OR_RETURN(TuneEvent e, tune_event_from_json(line));
+  switch (e.kind) {
+    case TuneEvent::Kind::kCandidates:
+      if (st.order.empty()) {
+        st.order = e.identities;
+        st.notes = e.notes;
+        st.ranks = e.ranks;
+      }
+      break;
+    case TuneEvent::Kind::kPrepared:
+      st.reference_kind = e.reference_kind;
+      st.inputs = e.inputs;
+      st.prepare_ms += e.prepare_ms;
+      break;
+    case TuneEvent::Kind::kBuildStart: watch.building.insert(e.identity); break;
+    case TuneEvent::Kind::kBuildEnd: watch.building.erase(e.identity); break;
+    case TuneEvent::Kind::kRunStart: watch.running = e.identity; break;
+    case TuneEvent::Kind::kCandidate:
+      watch.building.erase(e.identity);
+      if (watch.running == e.identity) watch.running.clear();
+      st.settled[e.identity] = SupervisedTune::Settled{e.result, e.check, std::move(e.plan)};
+      if (o.progress) o.progress(st.settled.size(), st.order.size(), e.identity);
+      break;
+  }
+  return Status::ok();
+}
 
+// The one candidate a worker was on when it died: settled as Failed, so that the next worker skips it.
+void settle_crashed(const std::string& id, const std::string& how, bool building, pid_t pid, const TuneOptions& o,
+                    SupervisedTune& st) {
+  auto cfg = EngineConfig::parse(id);
+  size_t pos = 0;
+  while (pos < st.order.size() && st.order[pos] != id) ++pos;
+  SupervisedTune::Settled s;
+  s.result = tune_internal::result_for(cfg.is_ok() ? *cfg : EngineConfig{}, pos < st.ranks.size() ? st.ranks[pos] : -1);
+  s.result.disposition = Disposition::kFailed;
+  s.result.message = "crashed: " + how + " while " + (building ? "building" : "running") + " it (worker process " +
+                     std::to_string(pid) + "); excluded, the tune went on";
+  st.settled[id] = std::move(s);
+  if (o.progress) o.progress(st.settled.size(), st.order.size(), id);
+}
+
+// The tuning's result from what its workers settled (the candidates none reached: NotVerified, with why),
+// and its winner, decided as in process.
+StatusOr<TuneResult> supervised_result(SupervisedTune& st, const std::string& graph_name, const TuneOptions& o) {
+  const std::vector<std::string>& order = st.order;
+  const std::vector<int>& ranks = st.ranks;
+  const ReferenceKind reference_kind = st.reference_kind;
+  const bool cancelled_run = st.cancelled_run, budget_out = st.budget_out;
+  const std::string& abandoned = st.abandoned;
+  auto& settled = st.settled;
   TuneResult r;
   r.graph_name = graph_name;
   r.reference_kind = reference_kind;
-  r.inputs = inputs;
-  r.prepare_wall_ms = prepare_ms;
-  r.behavior_notes = notes;
+  r.inputs = st.inputs;
+  r.prepare_wall_ms = st.prepare_ms;
+  r.behavior_notes = st.notes;
   r.cancelled = cancelled_run;
   r.budget_exhausted = budget_out;
   std::vector<EngineConfig> configs;
@@ -489,6 +419,116 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
           return internal_error("the worker did not send the plan of the winner " + order[wi]);
         return it->second;
       }));
+  return r;
+}
+
+}  // namespace
+
+StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string& graph_name, const TuneOptions& o,
+                                     int max_restarts) {
+  const auto t0 = Clock::now();
+  SupervisedTune st;
+  const std::vector<std::string>& order = st.order;
+  auto& settled = st.settled;
+  bool& cancelled_run = st.cancelled_run;
+  std::string& abandoned = st.abandoned;
+  auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+
+  while (true) {
+    if (!order.empty() && settled.size() >= order.size()) break;  // nothing left for a worker
+    WorkerRequest req;
+    for (const auto& [id, s] : settled) req.skip.push_back(id);
+    req.serial = st.serial;
+    req.attempt = st.crashes;
+    if (o.time_budget_s > 0) {
+      req.time_budget_s = o.time_budget_s - elapsed_s();
+      if (req.time_budget_s <= 0) {
+        st.budget_out = true;
+        break;
+      }
+    }
+    if (o.cancel && o.cancel->load()) {
+      cancelled_run = true;
+      break;
+    }
+    KILN_ASSIGN_OR_RETURN(WorkerProcess w, spawn(req));
+    WorkerWatch watch;
+    const std::set<std::string>& building = watch.building;
+    const std::optional<Status>& worker_error = watch.worker_error;
+    std::string buffer;
+    bool sent_term = false;
+    const size_t settled_before = settled.size();
+    Status read_status;
+    char chunk[1 << 16];
+    while (true) {
+      if (o.cancel && o.cancel->load() && !sent_term) {
+        ::kill(w.pid, SIGTERM);  // the worker finishes its candidate, reports, and exits
+        sent_term = true;
+      }
+      pollfd pfd{w.events_fd, POLLIN, 0};
+      const int pr = ::poll(&pfd, 1, 200);
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr == 0) continue;
+      const ssize_t n = ::read(w.events_fd, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // EOF: the worker is gone
+      buffer.append(chunk, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        Status line_status = handle_worker_line(buffer.substr(0, nl), o, st, watch);
+        buffer.erase(0, nl + 1);
+        if (!line_status.is_ok() && read_status.is_ok()) read_status = line_status;
+      }
+    }
+    ::close(w.events_fd);
+    int status = 0;
+    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!read_status.is_ok()) return read_status.with_context("tune worker of '" + graph_name + "'");
+    if (WIFEXITED(status)) {
+      const int code = WEXITSTATUS(status);
+      if (code == 0) break;  // every candidate it was given is settled
+      if (worker_error && worker_error->code() == StatusCode::kCancelled) {
+        cancelled_run = true;
+        break;
+      }
+      if (sent_term || (worker_error && worker_error->code() == StatusCode::kCancelled) || code == 130) {
+        cancelled_run = true;
+        break;
+      }
+      if (worker_error && settled.empty()) return *worker_error;  // e.g. no candidates, no device: as in process
+      if (settled.empty())
+        return internal_error("tune worker of '" + graph_name + "' exited with code " + std::to_string(code));
+      abandoned = worker_error ? worker_error->message() : "worker exited with code " + std::to_string(code);
+      break;
+    }
+    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (sent_term && sig == SIGTERM) {
+      cancelled_run = true;
+      break;
+    }
+    ++st.crashes;
+    std::vector<std::string> suspects(building.begin(), building.end());
+    if (!watch.running.empty() && !building.count(watch.running)) suspects.push_back(watch.running);
+    const std::string how = "signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+    if (suspects.size() == 1) {
+      settle_crashed(suspects[0], how, building.count(suspects[0]) > 0, w.pid, o, st);
+    } else if (suspects.size() > 1) {
+      st.serial = true;  // the next worker builds and runs one candidate at a time: its crash names one
+    } else if (settled.size() == settled_before) {
+      // Dead outside any candidate and nothing gained: no point in starting again.
+      if (order.empty())
+        return internal_error("tune worker of '" + graph_name + "' died by " + how + " before its first candidate");
+      abandoned = "worker died by " + how + " outside a candidate";
+      break;
+    }
+    if (st.crashes > max_restarts) {
+      abandoned = "worker crashed " + std::to_string(st.crashes) + " times";
+      break;
+    }
+  }
+
+  KILN_ASSIGN_OR_RETURN(TuneResult r, supervised_result(st, graph_name, o));
   r.total_wall_ms = elapsed_s() * 1000.0;
   return r;
 }

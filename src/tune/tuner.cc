@@ -7,7 +7,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "kiln/core/log.h"
@@ -43,6 +45,226 @@ auto guarded(const char* what, F&& f) -> decltype(f()) {
   } catch (...) {
     return internal_error(std::string(what) + " threw a non-standard exception");
   }
+}
+
+// The candidates of one tuning, in enumeration order (parallel vectors).
+struct CandidateList {
+  std::vector<EngineConfig> configs;
+  std::vector<int> ranks;
+  std::vector<std::string> notes;
+
+  // Drops the candidates whose identity is in `skip`.
+  void drop(const std::vector<std::string>& skip) {
+    if (skip.empty()) return;
+    CandidateList kept;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      if (std::find(skip.begin(), skip.end(), configs[i].identity()) != skip.end()) continue;
+      kept.configs.push_back(configs[i]);
+      kept.ranks.push_back(ranks[i]);
+      kept.notes.push_back(notes[i]);
+    }
+    *this = std::move(kept);
+  }
+};
+
+// The pinned configuration, or the backend's candidates less those --exclude and --top-k leave out.
+StatusOr<CandidateList> list_candidates(TuneBackend& backend, const std::string& graph_name, const TuneOptions& o) {
+  CandidateList l;
+  if (o.pin) {
+    l.configs.push_back(*o.pin);
+    l.ranks.push_back(-1);
+    l.notes.push_back("pinned");
+    return l;
+  }
+  KILN_ASSIGN_OR_RETURN(auto cands, guarded("listing candidates", [&] { return backend.candidates(o.modes); }));
+  for (const CandidateInfo& c : cands) {
+    if (excluded(c.config, o.exclude)) continue;
+    if (o.top_k > 0 && (c.heuristic_rank < 0 || c.heuristic_rank >= o.top_k)) continue;
+    l.configs.push_back(c.config);
+    l.ranks.push_back(c.heuristic_rank);
+    std::string n;
+    for (auto& s : c.behavior_notes) n += (n.empty() ? "" : ",") + s;
+    l.notes.push_back(n);
+  }
+  if (l.configs.empty())
+    return not_supported("no engine configuration left for graph '" + graph_name + "' after filters");
+  return l;
+}
+
+// Why a candidate is settled without being timed: its disposition and message.
+struct Skip {
+  Disposition disposition;
+  std::string why;
+};
+
+// The numerics gate (one run on poisoned outputs, compared with the reference; without a reference, one run
+// unchecked), then the timer, for built candidate `i`: fills c's disposition, times and timing, and
+// *check_summary. Returns why the candidate goes no further (a failed run or timing, or an incorrect
+// result: never timed, never chosen), or nothing when it was timed.
+std::optional<Skip> gate_and_time(TuneBackend& backend, size_t i, bool verifying, const TuneOptions& o,
+                                  CandidateResult& c, std::string* check_summary) {
+  const auto tg = Clock::now();
+  if (verifying) {
+    auto rep = guarded("run and check", [&] { return backend.run_and_check(i); });
+    c.check_ms = ms_since(tg);
+    if (!rep.is_ok()) return Skip{Disposition::kFailed, rep.status().message()};
+    c.disposition = rep->verdict;
+    *check_summary = rep->summary();
+    if (c.disposition != Disposition::kPassed) return Skip{c.disposition, *check_summary};
+  } else {
+    Status st = guarded("run", [&] { return backend.run_once(i); });
+    c.check_ms = ms_since(tg);
+    if (!st.is_ok()) return Skip{Disposition::kFailed, st.message()};
+    c.disposition = Disposition::kNotVerified;
+    c.message = "no reference: not verified";
+  }
+  const auto tm = Clock::now();
+  auto m = guarded("timing", [&] { return backend.time(i, o.measure); });
+  c.measure_ms = ms_since(tm);
+  if (!m.is_ok()) return Skip{Disposition::kFailed, m.status().message()};
+  c.set_timing(*m);
+  c.warmup_ms = m->warmup_ms;
+  c.throttled = m->throttled;
+  if (m->throttled) c.message += (c.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
+  return std::nullopt;
+}
+
+// Builds of the candidates in enumeration order: on worker threads ahead of the check-and-time loop
+// (TuneOptions::pipeline), or each on the caller's thread just before its run. A build asked for after
+// stop(), an interrupt or the time budget is settled as cancelled, not made. The destructor stops and joins
+// the threads (a build under way finishes first).
+class BuildPipeline {
+ public:
+  struct Slot {
+    bool done = false;
+    StatusOr<int64_t> workspace = internal_error("not built");
+    double ms = 0;
+  };
+
+  BuildPipeline(TuneBackend& backend, const std::vector<EngineConfig>& configs, const TuneOptions& o,
+                std::function<bool()> interrupted, std::function<bool()> over_budget,
+                std::function<void(TuneEvent::Kind, size_t)> announce)
+      : backend_(backend),
+        configs_(configs),
+        pipelined_(o.pipeline),
+        interrupted_(std::move(interrupted)),
+        over_budget_(std::move(over_budget)),
+        announce_(std::move(announce)),
+        slots_(configs.size()) {
+    const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = !o.pipeline ? 0
+                                    : std::max(1, std::min<int>(o.build_threads > 0 ? o.build_threads : hardware,
+                                                                static_cast<int>(configs.size())));
+    for (int t = 0; t < threads; ++t) pool_.emplace_back([this, t] { work(static_cast<size_t>(t)); });
+  }
+  BuildPipeline(const BuildPipeline&) = delete;
+  BuildPipeline& operator=(const BuildPipeline&) = delete;
+  ~BuildPipeline() { join(); }
+
+  // Candidate i's build once it is done (made here first when the builds are not pipelined).
+  Slot take(size_t i) {
+    if (!pipelined_) build_one(0, i);  // on this thread, just before its run
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return slots_[i].done; });
+    return std::move(slots_[i]);
+  }
+  void stop() { stop_ = true; }
+  void join() {
+    stop_ = true;
+    for (auto& t : pool_)
+      if (t.joinable()) t.join();
+  }
+  // From the pipeline's start to the end of its last build (after join()).
+  double wall_ms() const { return std::chrono::duration<double, std::milli>(last_build_ - first_build_).count(); }
+
+ private:
+  void work(size_t w) {
+    for (size_t i = next_++; i < configs_.size(); i = next_++) build_one(w, i);
+  }
+  void build_one(size_t w, size_t i) {
+    Slot s;
+    if (stop_ || interrupted_()) {
+      s.workspace = cancelled("not built: interrupted");
+    } else if (over_budget_()) {
+      s.workspace = cancelled("not built: time budget reached");
+    } else {
+      announce_(TuneEvent::Kind::kBuildStart, i);
+      const auto tb = Clock::now();
+      s.workspace = guarded("build", [&] { return backend_.build(w, i, configs_[i]); });
+      s.ms = ms_since(tb);
+      announce_(TuneEvent::Kind::kBuildEnd, i);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    s.done = true;
+    last_build_ = std::max(last_build_, Clock::now());
+    slots_[i] = std::move(s);
+    cv_.notify_all();
+  }
+
+  TuneBackend& backend_;
+  const std::vector<EngineConfig>& configs_;
+  const bool pipelined_;
+  const std::function<bool()> interrupted_, over_budget_;
+  const std::function<void(TuneEvent::Kind, size_t)> announce_;
+  std::vector<Slot> slots_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<size_t> next_{0};
+  std::atomic<bool> stop_{false};
+  Clock::time_point first_build_ = Clock::now(), last_build_ = first_build_;
+  std::vector<std::thread> pool_;  // last: started once every member above is made
+};
+
+// 3. The inputs and the reference, once (while the first plans build): r's reference kind, inputs and
+// preparation time, and the kPrepared event.
+Status prepare_inputs_and_reference(TuneBackend& backend, const TuneOptions& o, TuneResult& r) {
+  const auto tp = Clock::now();
+  auto prepared = guarded("preparing inputs and reference", [&] { return backend.prepare(o.verify); });
+  r.prepare_wall_ms = ms_since(tp);
+  if (!prepared.is_ok()) return prepared.status();
+  r.reference_kind = *prepared;
+  r.inputs = backend.inputs_description();
+  if (o.on_event) {
+    TuneEvent e;
+    e.kind = TuneEvent::Kind::kPrepared;
+    e.reference_kind = r.reference_kind;
+    e.inputs = r.inputs;
+    e.prepare_ms = r.prepare_wall_ms;
+    o.on_event(e);
+  }
+  return Status::ok();
+}
+
+// Why a built (or unbuilt) candidate is not run: its build failed or was cancelled, the tuning is
+// interrupted or over its time budget (r marked so, and no further build starts), or its workspace is over
+// the limit. Fills c's workspace size; nothing when it is to run.
+std::optional<Skip> why_not_run(const StatusOr<int64_t>& workspace, const TuneOptions& o,
+                                const std::function<bool()>& interrupted, const std::function<bool()>& over_budget,
+                                BuildPipeline& builds, CandidateResult& c, TuneResult& r) {
+  if (!workspace.is_ok()) {
+    const Status& st = workspace.status();
+    if (st.code() == StatusCode::kCancelled) {
+      if (interrupted()) r.cancelled = true;
+      else r.budget_exhausted = true;
+      return Skip{Disposition::kNotVerified, st.message()};
+    }
+    return Skip{st.code() == StatusCode::kNotSupported ? Disposition::kNotSupported : Disposition::kFailed,
+                st.message()};
+  }
+  c.workspace_bytes = *workspace;
+  if (interrupted() || r.cancelled) {
+    r.cancelled = true;
+    builds.stop();
+    return Skip{Disposition::kNotVerified, "not run: interrupted"};
+  }
+  if (over_budget() || r.budget_exhausted) {
+    r.budget_exhausted = true;
+    builds.stop();
+    return Skip{Disposition::kNotVerified, "not run: time budget reached"};
+  }
+  if (o.max_workspace_bytes >= 0 && c.workspace_bytes > o.max_workspace_bytes)
+    return Skip{Disposition::kNotSupported, "workspace " + std::to_string(c.workspace_bytes) + " B over the limit"};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -101,54 +323,22 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   auto interrupted = [&] { return o.cancel && o.cancel->load(); };
 
   // 1. Candidates.
-  std::vector<EngineConfig> configs;
-  std::vector<int> ranks;
-  std::vector<std::string> notes;
-  if (o.pin) {
-    configs.push_back(*o.pin);
-    ranks.push_back(-1);
-    notes.push_back("pinned");
-  } else {
-    KILN_ASSIGN_OR_RETURN(auto cands, guarded("listing candidates", [&] { return backend.candidates(o.modes); }));
-    for (const CandidateInfo& c : cands) {
-      if (excluded(c.config, o.exclude)) continue;
-      if (o.top_k > 0 && (c.heuristic_rank < 0 || c.heuristic_rank >= o.top_k)) continue;
-      configs.push_back(c.config);
-      ranks.push_back(c.heuristic_rank);
-      std::string n;
-      for (auto& s : c.behavior_notes) n += (n.empty() ? "" : ",") + s;
-      notes.push_back(n);
-    }
-    if (configs.empty())
-      return not_supported("no engine configuration left for graph '" + graph_name + "' after filters");
-  }
+  KILN_ASSIGN_OR_RETURN(CandidateList list, list_candidates(backend, graph_name, o));
   auto emit = [&](TuneEvent e) {
     if (o.on_event) o.on_event(e);
   };
   {
     TuneEvent e;
     e.kind = TuneEvent::Kind::kCandidates;
-    for (const EngineConfig& c : configs) e.identities.push_back(c.identity());
-    e.notes = notes;
-    e.ranks = ranks;
+    for (const EngineConfig& c : list.configs) e.identities.push_back(c.identity());
+    e.notes = list.notes;
+    e.ranks = list.ranks;
     emit(std::move(e));
   }
-  // Candidates settled by an earlier (crashed) worker are neither built nor reported again.
-  if (!o.skip.empty()) {
-    std::vector<EngineConfig> kc;
-    std::vector<int> kr;
-    std::vector<std::string> kn;
-    for (size_t i = 0; i < configs.size(); ++i) {
-      if (std::find(o.skip.begin(), o.skip.end(), configs[i].identity()) != o.skip.end()) continue;
-      kc.push_back(configs[i]);
-      kr.push_back(ranks[i]);
-      kn.push_back(notes[i]);
-    }
-    configs.swap(kc);
-    ranks.swap(kr);
-    notes.swap(kn);
-  }
-  r.behavior_notes = notes;
+  list.drop(o.skip);  // settled by an earlier (crashed) worker: neither built nor reported again
+  const std::vector<EngineConfig>& configs = list.configs;
+  const std::vector<int>& ranks = list.ranks;
+  r.behavior_notes = list.notes;
   const size_t n = configs.size();
   auto event_for = [&](TuneEvent::Kind kind, size_t i) {
     TuneEvent e;
@@ -159,85 +349,18 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   };
 
   // 2. Builds on worker threads, in enumeration order, ahead of the check-and-time loop below.
-  struct Slot {
-    bool done = false;
-    StatusOr<int64_t> workspace = internal_error("not built");
-    double ms = 0;
-  };
-  std::vector<Slot> slots(n);
-  std::mutex mu;
-  std::condition_variable cv;
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
-  Clock::time_point first_build = Clock::now(), last_build = first_build;
-  auto build_one = [&](size_t w, size_t i) {
-    Slot s;
-    if (stop || interrupted()) {
-      s.workspace = cancelled("not built: interrupted");
-    } else if (over_budget()) {
-      s.workspace = cancelled("not built: time budget reached");
-    } else {
-      emit(event_for(TuneEvent::Kind::kBuildStart, i));
-      const auto tb = Clock::now();
-      s.workspace = guarded("build", [&] { return backend.build(w, i, configs[i]); });
-      s.ms = ms_since(tb);
-      emit(event_for(TuneEvent::Kind::kBuildEnd, i));
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    s.done = true;
-    last_build = std::max(last_build, Clock::now());
-    slots[i] = std::move(s);
-    cv.notify_all();
-  };
-  auto worker = [&](size_t w) {
-    for (size_t i = next++; i < n; i = next++) build_one(w, i);
-  };
-  const int threads =
-      !o.pipeline ? 0
-                  : std::max(1, std::min<int>(o.build_threads > 0
-                                                  ? o.build_threads
-                                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                                              static_cast<int>(n)));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker, static_cast<size_t>(t));
-  struct Joiner {
-    std::vector<std::thread>& pool;
-    std::atomic<bool>& stop;
-    ~Joiner() {
-      stop = true;
-      for (auto& t : pool)
-        if (t.joinable()) t.join();
-    }
-  } joiner{pool, stop};
+  BuildPipeline builds(backend, configs, o, interrupted, over_budget,
+                       [&](TuneEvent::Kind kind, size_t i) { emit(event_for(kind, i)); });
 
   // 3. Inputs and reference, once, while the first plans build.
-  const auto tp = Clock::now();
-  auto prepared = guarded("preparing inputs and reference", [&] { return backend.prepare(o.verify); });
-  r.prepare_wall_ms = ms_since(tp);
-  if (!prepared.is_ok()) return prepared.status();
-  r.reference_kind = *prepared;
-  r.inputs = backend.inputs_description();
-  {
-    TuneEvent e;
-    e.kind = TuneEvent::Kind::kPrepared;
-    e.reference_kind = r.reference_kind;
-    e.inputs = r.inputs;
-    e.prepare_ms = r.prepare_wall_ms;
-    emit(std::move(e));
-  }
+  KILN_RETURN_IF_ERROR(prepare_inputs_and_reference(backend, o, r));
   const bool verifying = o.verify && r.reference_kind != ReferenceKind::kNone;
   const double flops = backend.work_flops(), bytes = backend.work_bytes();
 
   // 4. Each candidate in order, as its build finishes: the gate, then the timer.
   std::vector<std::string> checks(n);
   for (size_t i = 0; i < n; ++i) {
-    if (!o.pipeline) build_one(0, i);  // on this thread, just before its run
-    Slot slot;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return slots[i].done; });
-      slot = std::move(slots[i]);
-    }
+    BuildPipeline::Slot slot = builds.take(i);
     CandidateResult c = result_for(configs[i], ranks[i]);
     c.flops = flops;
     c.bytes = bytes;
@@ -267,72 +390,16 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
       backend.release(i);
       finish();
     };
-    if (!slot.workspace.is_ok()) {
-      const Status& st = slot.workspace.status();
-      if (st.code() == StatusCode::kCancelled) {
-        if (interrupted()) r.cancelled = true;
-        else r.budget_exhausted = true;
-        skip(Disposition::kNotVerified, st.message());
-      } else {
-        skip(st.code() == StatusCode::kNotSupported ? Disposition::kNotSupported : Disposition::kFailed, st.message());
-      }
+    if (std::optional<Skip> not_run = why_not_run(slot.workspace, o, interrupted, over_budget, builds, c, r)) {
+      skip(not_run->disposition, not_run->why);
       continue;
     }
-    c.workspace_bytes = *slot.workspace;
-    if (interrupted() || r.cancelled) {
-      r.cancelled = true;
-      stop = true;
-      skip(Disposition::kNotVerified, "not run: interrupted");
-      continue;
-    }
-    if (over_budget() || r.budget_exhausted) {
-      r.budget_exhausted = true;
-      stop = true;
-      skip(Disposition::kNotVerified, "not run: time budget reached");
-      continue;
-    }
-    if (o.max_workspace_bytes >= 0 && c.workspace_bytes > o.max_workspace_bytes) {
-      skip(Disposition::kNotSupported, "workspace " + std::to_string(c.workspace_bytes) + " B over the limit");
-      continue;
-    }
-    // The numerics gate: one run on poisoned outputs, compared with the reference.
     emit(event_for(TuneEvent::Kind::kRunStart, i));
-    const auto tg = Clock::now();
     std::string check_summary;
-    if (verifying) {
-      auto rep = guarded("run and check", [&] { return backend.run_and_check(i); });
-      c.check_ms = ms_since(tg);
-      if (!rep.is_ok()) {
-        skip(Disposition::kFailed, rep.status().message());
-        continue;
-      }
-      c.disposition = rep->verdict;
-      check_summary = rep->summary();
-      if (c.disposition != Disposition::kPassed) {
-        skip(c.disposition, check_summary);  // an incorrect candidate is never timed, never chosen
-        continue;
-      }
-    } else {
-      Status st = guarded("run", [&] { return backend.run_once(i); });
-      c.check_ms = ms_since(tg);
-      if (!st.is_ok()) {
-        skip(Disposition::kFailed, st.message());
-        continue;
-      }
-      c.disposition = Disposition::kNotVerified;
-      c.message = "no reference: not verified";
-    }
-    const auto tm = Clock::now();
-    auto m = guarded("timing", [&] { return backend.time(i, o.measure); });
-    c.measure_ms = ms_since(tm);
-    if (!m.is_ok()) {
-      skip(Disposition::kFailed, m.status().message());
+    if (std::optional<Skip> gated_out = gate_and_time(backend, i, verifying, o, c, &check_summary)) {
+      skip(gated_out->disposition, gated_out->why);
       continue;
     }
-    c.set_timing(*m);
-    c.warmup_ms = m->warmup_ms;
-    c.throttled = m->throttled;
-    if (m->throttled) c.message += (c.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
     checks[i] = check_summary;
     if (o.events_with_plans && c.timed()) {
       auto plan = guarded("serialize", [&] { return backend.serialize(i); });
@@ -340,9 +407,8 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     }
     finish();
   }
-  stop = true;
-  for (auto& t : pool) t.join();
-  r.build_wall_ms = std::chrono::duration<double, std::milli>(last_build - first_build).count();
+  builds.join();
+  r.build_wall_ms = builds.wall_ms();
 
   // 5. Winner: fastest correct candidate, then the incumbent rule.
   KILN_RETURN_IF_ERROR(tune_internal::decide_winner(r, configs, checks, verifying, o, [&](size_t wi) {

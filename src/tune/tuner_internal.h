@@ -6,7 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "kiln/tune/tuner.h"
+#include "kiln/core/engine_config.h"
+#include "kiln/core/status.h"
+#include "kiln/tune/tune_policy.h"
+
+namespace kiln {
+// Declared in kiln/tune/tuner.h, which includes what the tuner's callers need; this header only names them,
+// so that tuner.cc, which defines what is declared here, and this header do not include each other.
+struct TuneOptions;
+struct TuneResult;
+}  // namespace kiln
 
 namespace kiln::tune_internal {
 

@@ -10,7 +10,7 @@
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/graph/decompose.h"
 #include "kiln/graph/op_cost.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 #include "kiln/tune/plan_chain.h"
 #include "kiln/validate/device_check.h"
 #include "kiln/validate/numerics.h"

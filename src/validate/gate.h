@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kiln/graph/graph.h"
-#include "kiln/validate/numerics.h"
+#include "kiln/validate/check_types.h"
 #include "validate/gate_math.h"
 
 namespace kiln::validate_internal {

@@ -80,8 +80,9 @@ struct NodePlan {
   int64_t reduction_length = 1;  // see ToleranceOptions::reduction_length
 };
 
-// Resolves and checks one node (the checks every op shares here, its geometry by its family:
-// src/validate/ops/<family>.cc); errors name the node and tensor at fault.
+// Resolves and checks one node (the checks every op shares, its geometry by its family:
+// src/validate/ops/<family>.cc); errors name the node and tensor at fault. Defined beside the families'
+// table (src/validate/ops/reference_families.cc).
 StatusOr<NodePlan> plan_node(const Graph& g, int node);
 
 }  // namespace kiln::validate_internal

@@ -33,4 +33,9 @@ StatusOr<KeptPlan> keep_plan(PlanStore& store, const Graph& graph, const PlanRec
 // --untuned` completes it).
 bool tuning_is_complete(const TuneResult& tr);
 
+// Keeps `graph`'s spec JSON in the store's graph specs under its signature, so that its plans can be
+// re-run and deep-verified without the spec file. keep_plan calls it beside put(); the re-tune queue
+// (kiln/runtime/retune.h) calls it for a graph it queues.
+Status remember_graph_spec(PlanStore& store, const Graph& graph);
+
 }  // namespace kiln

@@ -12,13 +12,11 @@
 #include <vector>
 
 #include "kiln/core/fingerprint.h"
-#include "kiln/core/status.h"
-#include "kiln/graph/graph.h"
 #include "kiln/lower/lower.h"
 #include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/plan_keeping.h"
 #include "kiln/store/fusion_record.h"
-#include "kiln/tune/tuner.h"
+#include "kiln/tune/tuner.h"  // TuneOptions, TuneResult (and through the tuner's seam Status and Graph)
 #include "kiln/tune/unfused.h"
 
 namespace kiln {

@@ -28,10 +28,6 @@ std::string retune_reason(const LookupResult& look);
 StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, const EnvFingerprint& env,
                                         const std::string& reason);
 
-// Keeps `graph`'s spec JSON in the store's graph specs under its signature, so that its plans can be
-// re-run and deep-verified without the spec file. Call it beside put() of a plan for the graph.
-Status remember_graph_spec(PlanStore& store, const Graph& graph);
-
 // How kiln run tunes when the policy is kRetune (a short tuning: the run waits for it); run_graph hands these
 // to the Planner as PromotionTuning.
 struct RetuneNowOptions {

@@ -1,7 +1,7 @@
 // kiln/tune/plan_chain.h: several plans run back to back as one computation: the parts of a partitioned graph
 // (kiln/graph/decompose.h), each with its own plan, on shared buffers. The graph's inputs and outputs live in
 // one GraphBuffers; each tensor that crosses between parts gets one buffer of its own. Used for the
-// unfused alternative (kiln/tune/unfused.h) and for graphs that run as fused segments (kiln/runtime/runner.h).
+// unfused alternative (kiln/tune/unfused.h) and for graphs that run as fused segments (kiln/tools/runner.h).
 #pragma once
 
 #include <map>
@@ -9,7 +9,7 @@
 
 #include "kiln/graph/decompose.h"
 #include "kiln/lower/lower.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 
 namespace kiln {
 
@@ -26,7 +26,7 @@ class PlanChain {
 
   // Enqueues every part on the handle's stream, in order.
   Status run(cudnnHandle_t handle) const;
-  // Poisons the graph's outputs (kiln/tune/device_io.h).
+  // Poisons the graph's outputs (kiln/validate/device_io.h).
   Status poison(cudaStream_t stream);
   StatusOr<std::vector<HostTensor>> download_outputs() const;
   // The graph's output buffers (tensor index -> device pointer), e.g. for a DeviceChecker.

@@ -16,15 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/status.h"
-#include "kiln/graph/graph.h"
-#include "kiln/lower/lower.h"
-#include "kiln/measure/measure.h"
-#include "kiln/tune/tune_policy.h"
+// The seam brings what its users and the types here share: Status, Graph, the lowering (EngineConfig,
+// HeuristicMode), MeasureOptions, CheckOptions and the references (ReferenceKind, HostTensor).
 #include "kiln/tune/tune_backend.h"
-#include "kiln/validate/host_tensor.h"
-#include "kiln/validate/numerics.h"
-#include "kiln/validate/reference.h"
+#include "kiln/tune/tune_policy.h"
 
 namespace kiln {
 
@@ -70,7 +65,7 @@ struct TuneOptions {
   WinnerOptions winner;
   CheckOptions check;
   uint64_t seed = 1;  // inputs are seeded random (the counter-based generator)...
-  // ...unless recorded inputs are given: <inputs_dir>/<tensor name>.bin (kiln/tune/device_io.h
+  // ...unless recorded inputs are given: <inputs_dir>/<tensor name>.bin (kiln/validate/device_io.h
   // read_graph_inputs), uploaded once, so that candidates are gated on data like the service's.
   std::string inputs_dir;
   bool verify = true;                  // run the numerics gate

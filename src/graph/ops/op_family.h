@@ -11,7 +11,6 @@
 #include "graph/validate_internal.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/op_cost.h"
-#include "kiln/graph/ops/conv.h"
 
 namespace kiln::graph_internal {
 

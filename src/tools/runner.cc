@@ -1,4 +1,4 @@
-#include "kiln/runtime/runner.h"
+#include "kiln/tools/runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,8 +11,10 @@
 
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/log.h"
+#include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/planner.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/store/plan_store.h"
+#include "kiln/validate/device_io.h"
 #include "kiln/validate/device_check.h"
 #include "kiln/validate/reference.h"
 
@@ -129,6 +131,71 @@ std::string output_file(const RunOptions& o, const Graph& graph, size_t i) {
   return o.save_outputs_dir + "/" + graph.tensors[graph.outputs[i]].name + ".bin";
 }
 
+// Which references will run: auto takes the host reference only where it is cheap (within the MAC cap
+// and at most kHostAutoMaxElements elements in the graph's tensors), the device one otherwise. `host_refused`:
+// why the host reference cannot take the graph ("" when it can).
+std::vector<ReferenceKind> references_to_run(const Graph& graph, const RunOptions& o, const std::string& host_refused) {
+  if (!o.verify) return {};
+  switch (o.reference) {
+    case ReferenceChoice::kAuto:
+      return {host_refused.empty() && graph_elements(graph) <= kHostAutoMaxElements ? ReferenceKind::kHost
+                                                                                    : ReferenceKind::kDevice};
+    case ReferenceChoice::kHost: return {ReferenceKind::kHost};
+    case ReferenceChoice::kDevice: return {ReferenceKind::kDevice};
+    case ReferenceChoice::kBoth: return {ReferenceKind::kHost, ReferenceKind::kDevice};
+  }
+  return {};
+}
+
+// --save-outputs: none of the files may exist unless --overwrite-outputs says so.
+Status check_output_files(const Graph& graph, const RunOptions& o) {
+  if (o.save_outputs_dir.empty()) return Status::ok();
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    FileWriteOptions fo;
+    fo.overwrite = o.overwrite_outputs;
+    fo.what = "output file";
+    KILN_RETURN_IF_ERROR(check_destination(output_file(o, graph, i), fo));
+  }
+  return Status::ok();
+}
+
+// --store, before the GPU is asked: an existing store must read as one, a new one must be possible to make.
+Status check_store_path(const RunOptions& o) {
+  if (o.store_path.empty()) return Status::ok();
+  struct stat st {};
+  if (::stat(o.store_path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
+    // An existing store is read as one now (a file that is not a Kiln store is refused here, not after the
+    // GPU); an empty file is made a store, as a missing one is.
+    StoreOpenOptions so;
+    so.read_only = true;
+    return PlanStore::open(o.store_path, so).status();
+  }
+  KILN_RETURN_IF_ERROR(check_parent_folder(o.store_path).with_context("plan store " + o.store_path));
+  // To be made there: a folder this user cannot write is refused now, not after the GPU work.
+  const std::string folder = parent_folder(o.store_path);
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    return invalid_argument("plan store " + o.store_path + ": folder " + folder +
+                            " cannot be written by this user, so the store cannot be made there");
+  return Status::ok();
+}
+
+// The plan the Planner gave, in the report: where it came from, why, its segments, and its notes (logged).
+void report_plan(const Graph& graph, const Obtained& got, RunReport& rep) {
+  const ExecutablePlan& plan = *got.plan;
+  rep.plan_source = got.source;
+  if (!got.why.empty()) rep.reasons.push_back(got.why);
+  for (const std::string& n : plan.notes()) rep.reasons.push_back(n);
+  for (const auto& part : plan.parts()) {
+    for (const std::string& n : part->notes()) rep.reasons.push_back(part->graph().name + ": " + n);
+    rep.segments.push_back(part->graph().name + ": " + part->identity() + " from " +
+                           plan_source_name(part->built_from()));
+  }
+  if (plan.parts().empty()) rep.config = plan.config();
+  rep.workspace_bytes = plan.workspace_bytes();
+  rep.obtain_ms = got.obtain_ms;
+  for (const std::string& r : rep.reasons) KILN_LOG(kInfo, "graph '" << graph.name << "': " << r);
+}
+
 StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o);
 }  // namespace
 
@@ -148,52 +215,17 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
     if (o.reference == ReferenceChoice::kHost && !host_refused.empty())
       return not_supported("--reference host: " + host_refused);
   }
-  // Which references will run: auto takes the host reference only where it is cheap (within the MAC cap
-  // and at most kHostAutoMaxElements elements in the graph's tensors), the device one otherwise.
-  std::vector<ReferenceKind> kinds;
-  if (o.verify) {
-    switch (o.reference) {
-      case ReferenceChoice::kAuto:
-        kinds = {host_refused.empty() && graph_elements(graph) <= kHostAutoMaxElements ? ReferenceKind::kHost
-                                                                                       : ReferenceKind::kDevice};
-        break;
-      case ReferenceChoice::kHost: kinds = {ReferenceKind::kHost}; break;
-      case ReferenceChoice::kDevice: kinds = {ReferenceKind::kDevice}; break;
-      case ReferenceChoice::kBoth: kinds = {ReferenceKind::kHost, ReferenceKind::kDevice}; break;
-    }
-  }
+  const std::vector<ReferenceKind> kinds = references_to_run(graph, o, host_refused);
   const bool host_check =
       std::find(kinds.begin(), kinds.end(), ReferenceKind::kHost) != kinds.end() && host_refused.empty();
   // An output file that would be written over is refused before the run, not after it.
-  if (!o.save_outputs_dir.empty())
-    for (size_t i = 0; i < graph.outputs.size(); ++i) {
-      FileWriteOptions fo;
-      fo.overwrite = o.overwrite_outputs;
-      fo.what = "output file";
-      KILN_RETURN_IF_ERROR(check_destination(output_file(o, graph, i), fo));
-    }
+  KILN_RETURN_IF_ERROR(check_output_files(graph, o));
   KILN_ASSIGN_OR_RETURN(std::optional<EngineConfig> pin, resolve_pin(graph, o.pin));
   // What the caller named is checked before the GPU is asked: inputs, the store, the re-tune budget.
   if (!o.inputs_dir.empty()) KILN_RETURN_IF_ERROR(check_graph_input_files(graph, o.inputs_dir));
   if (!std::isfinite(o.retune.time_budget_s) || o.retune.time_budget_s < 0)
     return invalid_argument("the re-tune budget (--retune-budget) must be a finite number of seconds >= 0 (0: none)");
-  if (!o.store_path.empty()) {
-    struct stat st {};
-    if (::stat(o.store_path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
-      // An existing store is read as one now (a file that is not a Kiln store is refused here, not after the
-      // GPU); an empty file is made a store, as a missing one is.
-      StoreOpenOptions so;
-      so.read_only = true;
-      KILN_RETURN_IF_ERROR(PlanStore::open(o.store_path, so).status());
-    } else {
-      KILN_RETURN_IF_ERROR(check_parent_folder(o.store_path).with_context("plan store " + o.store_path));
-      // To be made there: a folder this user cannot write is refused now, not after the GPU work.
-      const std::string folder = parent_folder(o.store_path);
-      if (::access(folder.c_str(), W_OK | X_OK) != 0)
-        return invalid_argument("plan store " + o.store_path + ": folder " + folder +
-                                " cannot be written by this user, so the store cannot be made there");
-    }
-  }
+  KILN_RETURN_IF_ERROR(check_store_path(o));
   // The stream first: without a usable GPU, its error says so plainly (and names kiln doctor).
   KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
   // The plan: one Planner call (kiln/runtime/planner.h), as any application obtains one.
@@ -216,18 +248,7 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
   KILN_ASSIGN_OR_RETURN(PreparedGraph pg, planner->prepare(graph));
   KILN_ASSIGN_OR_RETURN(Obtained got, pin ? planner->obtain_pinned(pg, *pin) : planner->obtain(pg));
   const ExecutablePlan& plan = *got.plan;
-  rep.plan_source = got.source;
-  if (!got.why.empty()) rep.reasons.push_back(got.why);
-  for (const std::string& n : plan.notes()) rep.reasons.push_back(n);
-  for (const auto& part : plan.parts()) {
-    for (const std::string& n : part->notes()) rep.reasons.push_back(part->graph().name + ": " + n);
-    rep.segments.push_back(part->graph().name + ": " + part->identity() + " from " +
-                           plan_source_name(part->built_from()));
-  }
-  if (plan.parts().empty()) rep.config = plan.config();
-  rep.workspace_bytes = plan.workspace_bytes();
-  rep.obtain_ms = got.obtain_ms;
-  for (const std::string& r : rep.reasons) KILN_LOG(kInfo, "graph '" << graph.name << "': " << r);
+  report_plan(graph, got, rep);
   // On the graph's own buffers, bound by name.
   TensorBindings bindings;
   for (const auto& [t, ptr] : source.pointers()) {

@@ -1,5 +1,5 @@
 // plan_failure_in_words: cuDNN Frontend's messages said in Kiln's words, the original kept in the trace.
-#include "kiln/tune/plan_words.h"
+#include "kiln/lower/plan_words.h"
 
 #include <gtest/gtest.h>
 

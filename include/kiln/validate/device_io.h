@@ -1,4 +1,4 @@
-// kiln/tune/device_io.h: device buffers for one graph execution: inputs uploaded from HostTensors, outputs
+// kiln/validate/device_io.h: device buffers for one graph execution: inputs uploaded from HostTensors, outputs
 // poisoned before each run (so an unwritten element shows as NaN, never as a plausible value), outputs
 // read back as HostTensors, workspace sized from the plan.
 #pragma once

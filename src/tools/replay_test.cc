@@ -1,6 +1,6 @@
-// kiln replay's library side (kiln/runtime/replay.h): the job's checks, the option names, the report.
+// kiln replay's library side (kiln/tools/replay.h): the job's checks, the option names, the report.
 // The trace's own errors are tested through the CLI (src/tune/tune_cli_test.cc, ReplayRefusesBadTraces).
-#include "kiln/runtime/replay.h"
+#include "kiln/tools/replay.h"
 
 #include <gtest/gtest.h>
 

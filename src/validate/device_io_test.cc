@@ -1,4 +1,4 @@
-// Recorded inputs for `kiln tune --inputs` and `kiln run --inputs` (kiln/tune/device_io.h): read back exactly as
+// Recorded inputs for `kiln tune --inputs` and `kiln run --inputs` (kiln/validate/device_io.h): read back exactly as
 // written (strided too), and a missing or misshapen file named before any GPU work.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "cli_test_util.h"  // TempDir
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 #include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
 

@@ -1,10 +1,10 @@
-// kiln replay's report (kiln/runtime/replay.h): JSON and text from the samples.
+// kiln replay's report (kiln/tools/replay.h): JSON and text from the samples.
 #include <cstdarg>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "kiln/runtime/bucket_policy.h"
-#include "kiln/runtime/replay.h"
+#include "kiln/tools/replay.h"
 
 namespace kiln {
 namespace {

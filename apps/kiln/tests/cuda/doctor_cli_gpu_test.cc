@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cli_test_util.h"
-#include "cuda/doctor_test_util.h"
+#include "doctor_test_util.h"
 #include "gpu_test_util.h"
 #include "kiln/core/exit_codes.h"
 

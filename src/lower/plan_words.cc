@@ -1,4 +1,4 @@
-#include "kiln/tune/plan_words.h"
+#include "kiln/lower/plan_words.h"
 
 #include <cctype>
 

@@ -1,6 +1,6 @@
-// kiln replay's run (kiln/runtime/replay.h): requests spread over threads, phase by phase, each obtained from
+// kiln replay's run (kiln/tools/replay.h): requests spread over threads, phase by phase, each obtained from
 // the Planner and executed on buffers the replay owns.
-#include "kiln/runtime/replay.h"
+#include "kiln/tools/replay.h"
 
 #include <algorithm>
 #include <atomic>

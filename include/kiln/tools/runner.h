@@ -1,4 +1,4 @@
-// kiln/runtime/runner.h: running a graph once with seeded or user-supplied inputs, its plan obtained from a
+// kiln/tools/runner.h: running a graph once with seeded or user-supplied inputs, its plan obtained from a
 // kiln::Planner (kiln/runtime/planner.h: the store, else heuristics; or the pinned configuration; a graph cuDNN
 // cannot fuse whole as its fused segments), optionally verified against a reference. `kiln run` is a thin
 // shell over run_graph().
@@ -8,13 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cuda/cuda_handles.h"
 #include "kiln/graph/graph.h"
-#include "kiln/lower/lower.h"
 #include "kiln/runtime/planner.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/env_policy.h"
-#include "kiln/store/plan_store.h"
 #include "kiln/validate/host_tensor.h"
 #include "kiln/validate/numerics.h"
 #include "kiln/validate/reference.h"

@@ -1,4 +1,4 @@
-// kiln/tune/plan_words.h: Kiln's own words for cuDNN's failure to offer or build a plan for a graph.
+// kiln/lower/plan_words.h: Kiln's own words for cuDNN's failure to offer or build a plan for a graph.
 //
 // cuDNN Frontend's messages are written for its developers: "No valid engine configs for ___" (the
 // underscores are its operation-graph tag) followed by the backend's log, or "cuda_get_device(&device)

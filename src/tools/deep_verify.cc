@@ -1,6 +1,6 @@
 // Deep verification of stored plans: graphs from spec files and the store, each plan run once on this GPU
 // and checked against a reference (docs/store.md "Deep verification").
-#include "kiln/runtime/deep_verify.h"
+#include "kiln/tools/deep_verify.h"
 
 #include <algorithm>
 #include <fstream>
@@ -15,7 +15,7 @@
 #include "kiln/tune/tune_policy.h"
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/spec/spec.h"
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 #include "kiln/validate/reference.h"
 
 namespace kiln {

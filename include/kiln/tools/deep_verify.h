@@ -1,11 +1,9 @@
-// kiln/runtime/deep_verify.h: deep verification of stored plans (`kiln plans verify --deep`, `import --deep`).
+// kiln/tools/deep_verify.h: deep verification of stored plans (`kiln plans verify --deep`, `import --deep`).
 // A record's plan is deserialized with cuDNN Frontend on this GPU, run once on seeded random inputs, and its
 // outputs compared with a reference (host, else device). That needs the record's Kiln graph: it comes from
 // spec files given by the caller, the store's graph specs, or its re-tune queue (GraphCatalog).
 // docs/store.md "Deep verification".
 #pragma once
-
-#include <cudnn.h>
 
 #include <map>
 #include <memory>
@@ -14,7 +12,7 @@
 #include <vector>
 
 #include "kiln/core/status.h"
-#include "kiln/cuda/cuda_handles.h"
+#include "kiln/cuda/cuda_handles.h"  // UniqueStream, UniqueCudnnHandle (and cudnnHandle_t)
 #include "kiln/graph/graph.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/plan_store.h"

@@ -1,4 +1,4 @@
-#include "kiln/tune/device_io.h"
+#include "kiln/validate/device_io.h"
 
 #include <sys/stat.h>
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli_test_util.h"
-#include "cuda/doctor_test_util.h"
+#include "doctor_test_util.h"
 #include "kiln/core/exit_codes.h"
 
 namespace kiln {

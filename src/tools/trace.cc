@@ -1,9 +1,9 @@
-// Reading a replay trace (kiln/runtime/replay.h): checked whole before the GPU is touched.
+// Reading a replay trace (kiln/tools/replay.h): checked whole before the GPU is touched.
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/read_file.h"
 #include "kiln/graph/limits.h"
-#include "kiln/runtime/replay.h"
+#include "kiln/tools/replay.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 

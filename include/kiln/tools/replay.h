@@ -1,4 +1,4 @@
-// kiln/runtime/replay.h: a trace of requests (graph, shape) run through kiln::Planner with N threads, each
+// kiln/tools/replay.h: a trace of requests (graph, shape) run through kiln::Planner with N threads, each
 // request obtained and executed on buffers the replay owns, reported per source: the calls served, the
 // time to first execution (obtain + execute + sync) and the execution time, with latency percentiles
 // (docs/runtime.md "Replaying a trace"). What `kiln replay` runs; the trace is checked whole, and every
