@@ -12,7 +12,7 @@
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
-#include "kiln/store/plan_store.h"
+#include "store/sqlite_plan_store.h"
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
@@ -47,14 +47,11 @@ std::string bundle_checksum(const std::vector<ManifestEntry>& entries) {
   return stable_hash128_hex(canon);
 }
 
-std::string insert_sql(const char* table, const char* verb) {
-  return std::string(verb) + " INTO " + table + "(" + store::record_columns(true) +
-         ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)";
-}
+std::string insert_sql(const char* table, const char* verb) { return store::plans_table().insert_sql(verb, table); }
 
 }  // namespace
 
-StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, const ExportOptions& options) {
+StatusOr<ExportReport> SqlitePlanStore::export_bundle(const std::string& bundle_path, const ExportOptions& options) {
   FileWriteOptions fo;
   fo.overwrite = options.overwrite;
   fo.what = "bundle";
@@ -72,8 +69,8 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
     KILN_RETURN_IF_ERROR(exec(raw, "BEGIN"));
     KILN_RETURN_IF_ERROR(exec(raw, "CREATE TABLE bundle_manifest(json TEXT NOT NULL)"));
     KILN_RETURN_IF_ERROR(exec(raw, store::plans_table_sql("plans").c_str()));
-    KILN_RETURN_IF_ERROR(exec(raw, store::graph_specs_table_sql("graph_specs").c_str()));
-    KILN_RETURN_IF_ERROR(exec(raw, store::fusion_decisions_table_sql("fusion_decisions").c_str()));
+    KILN_RETURN_IF_ERROR(exec(raw, store::graph_spec_codec().table.create_sql().c_str()));
+    KILN_RETURN_IF_ERROR(exec(raw, store::fusion_record_codec().table.create_sql().c_str()));
     KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(raw, insert_sql("plans", "INSERT")));
 
     std::vector<ManifestEntry> entries;
@@ -83,13 +80,13 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
     {
       std::lock_guard<std::mutex> lock(mu_);
       KILN_ASSIGN_OR_RETURN(
-          Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) + " FROM plans" + store::kFilterWhere +
+          Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns() + " FROM plans" + store::kFilterWhere +
                                           " ORDER BY structure_sig, shape_key, fingerprint_key"));
       store::bind_filter(st, options.filter);
       while (true) {
         KILN_ASSIGN_OR_RETURN(bool row, st.step());
         if (!row) break;
-        RowRead r = store::read_record(st, 0, true);
+        RowRead r = store::read_record(st, 0);
         std::string problem = store::record_problem(r);
         if (!problem.empty())
           return corruption("cannot export corrupt record " +
@@ -103,18 +100,18 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
       }
       // The graph specs of the exported (structure, shape) keys travel with them; a damaged one stays behind.
       KILN_ASSIGN_OR_RETURN(Stmt gs,
-                            Stmt::prepare(db_, std::string("SELECT ") + store::kGraphSpecColumns +
+                            Stmt::prepare(db_, std::string("SELECT ") + store::graph_spec_codec().table.column_list() +
                                                    " FROM graph_specs WHERE structure_sig=?1 AND shape_key=?2"));
-      KILN_ASSIGN_OR_RETURN(
-          Stmt gins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO graph_specs(") + store::kGraphSpecColumns +
-                                            ") VALUES (?1,?2,?3,?4,?5,?6)"));
+      KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO graph_specs(") +
+                                                              store::graph_spec_codec().table.column_list() +
+                                                              ") VALUES (?1,?2,?3,?4,?5,?6)"));
       std::set<std::pair<std::string, std::string>> done;
       for (const auto& e : entries) {
         if (!done.insert({e.structure_sig, e.shape_key}).second) continue;
         gs.bind(1, e.structure_sig).bind(2, e.shape_key);
         KILN_ASSIGN_OR_RETURN(bool row, gs.step());
         GraphSpecEntry spec;
-        std::string problem = row ? store::read_graph_spec(gs, 0, &spec) : std::string();
+        std::string problem = row ? store::graph_spec_codec().read(gs, 0, &spec) : std::string();
         KILN_RETURN_IF_ERROR(gs.reset());
         if (!row) continue;
         if (!problem.empty()) {
@@ -122,7 +119,7 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
                                                 << " left out: " << problem);
           continue;
         }
-        store::bind_graph_spec(gins, 1, spec);
+        store::graph_spec_codec().bind(gins, 1, spec);
         KILN_RETURN_IF_ERROR(gins.run());
         KILN_RETURN_IF_ERROR(gins.reset());
         graph_specs.push_back({spec.structure_sig, spec.shape_key, "", spec.checksum});
@@ -132,14 +129,15 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
       // decision stays behind (the fused plan then serves).
       KILN_ASSIGN_OR_RETURN(bool has_fusion, store::table_exists(db_, "fusion_decisions"));
       if (has_fusion) {
-        KILN_ASSIGN_OR_RETURN(Stmt fs, Stmt::prepare(db_, std::string("SELECT ") + store::kFusionRecordColumns +
-                                                              " FROM fusion_decisions WHERE structure_sig=?1 AND "
-                                                              "shape_key=?2 AND fingerprint_key=?3"));
+        KILN_ASSIGN_OR_RETURN(
+            Stmt fs, Stmt::prepare(db_, std::string("SELECT ") + store::fusion_record_codec().table.column_list() +
+                                            " FROM fusion_decisions WHERE structure_sig=?1 AND "
+                                            "shape_key=?2 AND fingerprint_key=?3"));
         KILN_ASSIGN_OR_RETURN(Stmt fins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO fusion_decisions(") +
-                                                                store::kFusionRecordColumns +
+                                                                store::fusion_record_codec().table.column_list() +
                                                                 ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"));
         KILN_ASSIGN_OR_RETURN(Stmt part_st,
-                              Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+                              Stmt::prepare(db_, "SELECT " + store::record_columns() +
                                                      " FROM plans WHERE structure_sig=?1 AND shape_key=?2 AND "
                                                      "fingerprint_key=?3"));
         std::set<std::string> exported;
@@ -150,7 +148,7 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
           fs.bind(1, e.structure_sig).bind(2, e.shape_key).bind(3, e.fingerprint_key);
           KILN_ASSIGN_OR_RETURN(bool row, fs.step());
           FusionRecord fr;
-          std::string problem = row ? store::read_fusion_record(fs, 0, &fr) : std::string();
+          std::string problem = row ? store::fusion_record_codec().read(fs, 0, &fr) : std::string();
           KILN_RETURN_IF_ERROR(fs.reset());
           if (!row) continue;
           if (!problem.empty()) {
@@ -164,7 +162,7 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
             part_st.bind(1, p.structure_sig).bind(2, p.shape_key).bind(3, e.fingerprint_key);
             KILN_ASSIGN_OR_RETURN(bool prow, part_st.step());
             if (prow) {
-              RowRead r = store::read_record(part_st, 0, true);
+              RowRead r = store::read_record(part_st, 0);
               std::string pp = store::record_problem(r);
               if (!pp.empty())
                 return corruption("cannot export corrupt record " +
@@ -178,7 +176,7 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
             }
             KILN_RETURN_IF_ERROR(part_st.reset());
           }
-          store::bind_fusion_record(fins, 1, fr);
+          store::fusion_record_codec().bind(fins, 1, fr);
           KILN_RETURN_IF_ERROR(fins.run());
           KILN_RETURN_IF_ERROR(fins.reset());
           fusion_records.push_back({fr.structure_sig, fr.shape_key, fr.fingerprint_key(), fr.checksum});
@@ -322,21 +320,21 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   // bundles), plans may not.
   for (const auto& [table, sql, required] :
        {std::tuple<const char*, std::string, bool>{"plans", store::plans_table_sql("plans"), true},
-        std::tuple<const char*, std::string, bool>{"graph_specs", store::graph_specs_table_sql("graph_specs"), false},
-        std::tuple<const char*, std::string, bool>{"fusion_decisions",
-                                                   store::fusion_decisions_table_sql("fusion_decisions"), false}}) {
+        std::tuple<const char*, std::string, bool>{"graph_specs", store::graph_spec_codec().table.create_sql(), false},
+        std::tuple<const char*, std::string, bool>{"fusion_decisions", store::fusion_record_codec().table.create_sql(),
+                                                   false}}) {
     Status t = store::check_table_schema(raw, table, sql, required);
     if (!t.is_ok()) return Status(t.code(), what + ": " + t.message());
   }
 
   BundleContents out;
   std::set<std::string> seen;
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(raw, "SELECT " + store::record_columns(true) + " FROM plans"));
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(raw, "SELECT " + store::record_columns() + " FROM plans"));
   while (true) {
     StatusOr<bool> row = st.step();
     if (!row.is_ok()) return corruption(what + ": cannot read its records: " + row.status().message());
     if (!*row) break;
-    RowRead r = store::read_record(st, 0, true);
+    RowRead r = store::read_record(st, 0);
     std::string name = store::record_name(r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key);
     std::string problem = store::record_problem(r);
     if (!problem.empty()) return corruption(what + ": record " + name + ": " + problem);
@@ -360,13 +358,14 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   std::set<std::string> seen_specs;
   if (has_specs) {
     KILN_ASSIGN_OR_RETURN(Stmt gs,
-                          Stmt::prepare(raw, std::string("SELECT ") + store::kGraphSpecColumns + " FROM graph_specs"));
+                          Stmt::prepare(raw, std::string("SELECT ") + store::graph_spec_codec().table.column_list() +
+                                                 " FROM graph_specs"));
     while (true) {
       StatusOr<bool> row = gs.step();
       if (!row.is_ok()) return corruption(what + ": cannot read its graph specs: " + row.status().message());
       if (!*row) break;
       GraphSpecEntry spec;
-      std::string problem = store::read_graph_spec(gs, 0, &spec);
+      std::string problem = store::graph_spec_codec().read(gs, 0, &spec);
       std::string name = gs.text(0).substr(0, 12) + "/" + gs.text(1);
       if (!problem.empty()) return corruption(what + ": graph spec " + name + ": " + problem);
       std::string key = entry_key(spec.structure_sig, spec.shape_key, "");
@@ -388,14 +387,15 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   KILN_ASSIGN_OR_RETURN(bool has_fusions, store::table_exists(raw, "fusion_decisions"));
   std::set<std::string> seen_fusions;
   if (has_fusions) {
-    KILN_ASSIGN_OR_RETURN(
-        Stmt fs, Stmt::prepare(raw, std::string("SELECT ") + store::kFusionRecordColumns + " FROM fusion_decisions"));
+    KILN_ASSIGN_OR_RETURN(Stmt fs,
+                          Stmt::prepare(raw, std::string("SELECT ") + store::fusion_record_codec().table.column_list() +
+                                                 " FROM fusion_decisions"));
     while (true) {
       StatusOr<bool> row = fs.step();
       if (!row.is_ok()) return corruption(what + ": cannot read its fusion decisions: " + row.status().message());
       if (!*row) break;
       FusionRecord fr;
-      std::string problem = store::read_fusion_record(fs, 0, &fr);
+      std::string problem = store::fusion_record_codec().read(fs, 0, &fr);
       std::string name = store::record_name(fs.text(0), fs.text(1), fs.text(2));
       if (!problem.empty()) return corruption(what + ": fusion decision " + name + ": " + problem);
       std::string key = entry_key(fr.structure_sig, fr.shape_key, fr.fingerprint_key());
@@ -417,7 +417,7 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
 
 }  // namespace
 
-StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, const ImportOptions& options) {
+StatusOr<ImportReport> SqlitePlanStore::import_bundle(const std::string& bundle_path, const ImportOptions& options) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   KILN_ASSIGN_OR_RETURN(BundleContents bundle, read_bundle(bundle_path, options.validator));
   ImportReport out;
@@ -452,9 +452,10 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
   }
   // A spec already stored for a key is kept: both give the same signature, so they describe the same graph.
   KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(db_, std::string("INSERT OR IGNORE INTO graph_specs(") +
-                                                          store::kGraphSpecColumns + ") VALUES (?1,?2,?3,?4,?5,?6)"));
+                                                          store::graph_spec_codec().table.column_list() +
+                                                          ") VALUES (?1,?2,?3,?4,?5,?6)"));
   for (const GraphSpecEntry& spec : bundle.graph_specs) {
-    store::bind_graph_spec(gins, 1, spec);
+    store::graph_spec_codec().bind(gins, 1, spec);
     KILN_RETURN_IF_ERROR(gins.run());
     out.graph_specs += sqlite3_changes(db_);
     KILN_RETURN_IF_ERROR(gins.reset());
@@ -463,7 +464,7 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
   KILN_ASSIGN_OR_RETURN(Stmt ffind, Stmt::prepare(db_, "SELECT created_at FROM fusion_decisions WHERE structure_sig=?1 "
                                                        "AND shape_key=?2 AND fingerprint_key=?3"));
   KILN_ASSIGN_OR_RETURN(Stmt fins, Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO fusion_decisions(") +
-                                                          store::kFusionRecordColumns +
+                                                          store::fusion_record_codec().table.column_list() +
                                                           ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"));
   for (const FusionRecord& fr : bundle.fusion_records) {
     if (options.current && !check_fingerprint(fr.fingerprint, *options.current, options.policy).pass) continue;
@@ -472,7 +473,7 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
     const int64_t existing_created = exists ? ffind.int64(0) : 0;
     KILN_RETURN_IF_ERROR(ffind.reset());
     if (exists && existing_created >= fr.created_at) continue;
-    store::bind_fusion_record(fins, 1, fr);
+    store::fusion_record_codec().bind(fins, 1, fr);
     KILN_RETURN_IF_ERROR(fins.run());
     KILN_RETURN_IF_ERROR(fins.reset());
     ++out.fusion_records;

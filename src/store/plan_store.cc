@@ -1,6 +1,6 @@
 // PlanStore: opening, writing, looking up and maintaining the SQLite plan store. Bundles: bundle.cc.
 #include "kiln/core/read_file.h"
-#include "kiln/store/plan_store.h"
+#include "store/sqlite_plan_store.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 #include "store/extra_tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
+#include "store/sqlite_table.h"
 #include "store/sqlite_util.h"
 
 namespace kiln {
@@ -65,7 +66,7 @@ std::string home_dir() {
 std::string quarantine_table_sql() {
   return "CREATE TABLE IF NOT EXISTS quarantine(id INTEGER PRIMARY KEY AUTOINCREMENT, quarantined_at INTEGER, "
          "reason TEXT, " +
-         store::record_columns(true) + ")";
+         store::record_columns() + ")";
 }
 
 // Runs a pragma that returns one row per message (quick_check, integrity_check): "ok" or the messages.
@@ -101,6 +102,13 @@ Status set_wal(sqlite3* db, int timeout_ms) {
   }
 }
 
+// The tables added within schema version 1 (a v1 store without them gets them on a writable open; older Kilns
+// ignore them), in the order they are made.
+std::vector<const store::TableCodec*> optional_tables() {
+  return {&store::retune_queue_codec().table, &store::graph_spec_codec().table, &store::fusion_record_codec().table,
+          &store::kernel_cache_codec().table, &store::first_use_codec().table};
+}
+
 constexpr const char* kMetaTableSql = "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)";
 
 // Every Kiln table present is the table Kiln made (not a view, no column missing), and a store has its
@@ -108,13 +116,9 @@ constexpr const char* kMetaTableSql = "CREATE TABLE IF NOT EXISTS meta(key TEXT 
 Status check_store_tables(sqlite3* db) {
   KILN_RETURN_IF_ERROR(store::check_table_schema(db, "plans", store::plans_table_sql("plans"), /*required=*/true));
   KILN_RETURN_IF_ERROR(store::check_table_schema(db, "quarantine", quarantine_table_sql(), false));
-  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "retune_queue", store::retune_queue_table_sql(), false));
-  KILN_RETURN_IF_ERROR(
-      store::check_table_schema(db, "graph_specs", store::graph_specs_table_sql("graph_specs"), false));
-  KILN_RETURN_IF_ERROR(
-      store::check_table_schema(db, "fusion_decisions", store::fusion_decisions_table_sql("fusion_decisions"), false));
-  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "kernel_caches", store::kernel_caches_table_sql(), false));
-  return store::check_table_schema(db, "first_use_verdicts", store::first_use_verdicts_table_sql(), false);
+  for (const store::TableCodec* t : optional_tables())
+    KILN_RETURN_IF_ERROR(store::check_table_schema(db, t->table, t->create_sql(), false));
+  return Status::ok();
 }
 
 // What the file holds, read without writing anything: true for a Kiln store (its version and tables
@@ -165,11 +169,7 @@ Status init_schema(sqlite3* db, bool read_only) {
   KILN_RETURN_IF_ERROR(exec(db, store::plans_table_sql("plans").c_str()));
   KILN_RETURN_IF_ERROR(exec(db, quarantine_table_sql().c_str()));
   // Added within schema version 1 (a v1 store without them gets them here; older Kilns ignore them).
-  KILN_RETURN_IF_ERROR(exec(db, store::retune_queue_table_sql().c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, store::graph_specs_table_sql("graph_specs").c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, store::fusion_decisions_table_sql("fusion_decisions").c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, store::kernel_caches_table_sql().c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, store::first_use_verdicts_table_sql().c_str()));
+  for (const store::TableCodec* t : optional_tables()) KILN_RETURN_IF_ERROR(exec(db, t->create_sql().c_str()));
   if (!has_meta) {
     KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
     ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(kStoreSchemaVersion));
@@ -260,12 +260,12 @@ std::string default_store_path() {
   return "kiln-plans.db";
 }
 
-PlanStore::PlanStore(std::string path, sqlite3* db, bool read_only)
+SqlitePlanStore::SqlitePlanStore(std::string path, sqlite3* db, bool read_only)
     : path_(std::move(path)), db_(db), read_only_(read_only) {}
 
-PlanStore::~PlanStore() { sqlite3_close_v2(db_); }
+SqlitePlanStore::~SqlitePlanStore() { sqlite3_close_v2(db_); }
 
-std::vector<std::string> PlanStore::database_files() const {
+std::vector<std::string> SqlitePlanStore::database_files() const {
   std::vector<std::string> bases = {path_};
   std::error_code ec;
   std::filesystem::path resolved = std::filesystem::canonical(path_, ec);
@@ -313,6 +313,10 @@ Status PlanStore::check_path(const std::string& path, const StoreOpenOptions& op
 
 StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   KILN_RETURN_IF_ERROR(check_path(path, options));
+  return SqlitePlanStore::open(path, options);
+}
+
+StatusOr<std::unique_ptr<PlanStore>> SqlitePlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!options.read_only) {
@@ -383,10 +387,10 @@ StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, co
       return corruption("plan store " + path + " is not a SQLite database (damaged or another kind of file)");
     return Status(s.code(), "plan store " + path + ": " + s.message());
   }
-  return std::unique_ptr<PlanStore>(new PlanStore(path, db.release(), options.read_only));
+  return std::unique_ptr<PlanStore>(new SqlitePlanStore(path, db.release(), options.read_only));
 }
 
-StatusOr<PlanRecord> PlanStore::put(const PlanRecord& record) {
+StatusOr<PlanRecord> SqlitePlanStore::put(const PlanRecord& record) {
   KILN_RETURN_IF_ERROR(store::validate_for_write(record));
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   PlanRecord r = record;
@@ -396,14 +400,7 @@ StatusOr<PlanRecord> PlanStore::put(const PlanRecord& record) {
   r.checksum = compute_record_checksum(r);
 
   std::lock_guard<std::mutex> lock(mu_);
-  Txn txn(db_);
-  KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "INSERT OR REPLACE INTO plans(" + store::record_columns(true) +
-                                                        ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
-                                                        "?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)"));
-  store::bind_record(st, 1, r);
-  KILN_RETURN_IF_ERROR(st.run());
-  KILN_RETURN_IF_ERROR(txn.commit());
+  KILN_RETURN_IF_ERROR(store::put_row(db_, store::plans_table(), store::encode_record(r)));
   return r;
 }
 
@@ -414,9 +411,9 @@ constexpr const char* kStoredRowWhere =
     " AND IFNULL(CAST(fingerprint_key AS TEXT),'')=?5 AND IFNULL(CAST(checksum AS TEXT),'')=?6";
 }  // namespace
 
-void PlanStore::quarantine_row(const std::string& structure_sig, const std::string& shape_key,
-                               const std::string& fingerprint_key, const std::string& stored_checksum,
-                               const std::string& reason) {
+void SqlitePlanStore::quarantine_row(const std::string& structure_sig, const std::string& shape_key,
+                                     const std::string& fingerprint_key, const std::string& stored_checksum,
+                                     const std::string& reason) {
   std::string name = store::record_name(structure_sig, shape_key, fingerprint_key);
   if (read_only_) {
     KILN_LOG(kWarn,
@@ -428,8 +425,8 @@ void PlanStore::quarantine_row(const std::string& structure_sig, const std::stri
     Txn txn(db_);
     KILN_RETURN_IF_ERROR(txn.begin());
     KILN_ASSIGN_OR_RETURN(
-        Stmt ins, Stmt::prepare(db_, "INSERT INTO quarantine(quarantined_at, reason, " + store::record_columns(true) +
-                                         ") SELECT ?1, ?2, " + store::record_columns(true) + where));
+        Stmt ins, Stmt::prepare(db_, "INSERT INTO quarantine(quarantined_at, reason, " + store::record_columns() +
+                                         ") SELECT ?1, ?2, " + store::record_columns() + where));
     ins.bind(1, unix_now())
         .bind(2, reason)
         .bind(3, structure_sig)
@@ -456,19 +453,30 @@ void PlanStore::quarantine_row(const std::string& structure_sig, const std::stri
   }
 }
 
-StatusOr<LookupResult> PlanStore::get(const std::string& structure_sig, const std::string& shape_key,
-                                      const EnvFingerprint& current, const EnvPolicy& policy,
-                                      const PlanValidator& validator) {
+Status SqlitePlanStore::drop_corrupt_locked(const char* what, const std::string& name, const std::string& problem,
+                                            const char* kept_note, const std::function<StatusOr<int64_t>()>& remove) {
+  if (read_only_) {
+    KILN_LOG(kWarn, "plan store " << path_ << ": corrupt " << what << " " << name << " (" << problem
+                                  << "); read-only, left in place" << kept_note);
+    return Status::ok();
+  }
+  KILN_LOG(kWarn, "plan store " << path_ << ": dropped corrupt " << what << " " << name << ": " << problem);
+  return remove().status();
+}
+
+StatusOr<LookupResult> SqlitePlanStore::get(const std::string& structure_sig, const std::string& shape_key,
+                                            const EnvFingerprint& current, const EnvPolicy& policy,
+                                            const PlanValidator& validator) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RowRead> rows;
   {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns() +
                                                           " FROM plans WHERE structure_sig=?1 AND shape_key=?2"));
     st.bind(1, structure_sig).bind(2, shape_key);
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
-      rows.push_back(store::read_record(st, 0, true));
+      rows.push_back(store::read_record(st, 0));
     }
   }
   Evaluation ev = evaluate(std::move(rows), current, policy, validator);
@@ -509,13 +517,13 @@ StatusOr<LookupResult> PlanStore::get(const std::string& structure_sig, const st
   return out;
 }
 
-StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const EnvPolicy& policy,
-                                            const PlanValidator& validator) {
+StatusOr<LoadAllResult> SqlitePlanStore::load_all(const EnvFingerprint& current, const EnvPolicy& policy,
+                                                  const PlanValidator& validator) {
   std::lock_guard<std::mutex> lock(mu_);
   LoadAllResult out;
   std::vector<std::pair<RowRead, std::string>> corrupt;
   {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns() +
                                                           " FROM plans ORDER BY structure_sig, shape_key"));
     std::vector<RowRead> group;
     auto flush = [&]() {
@@ -529,7 +537,7 @@ StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
-      RowRead r = store::read_record(st, 0, true);
+      RowRead r = store::read_record(st, 0);
       if (!group.empty() && (group.front().record.structure_sig != r.record.structure_sig ||
                              group.front().record.shape_key != r.record.shape_key))
         flush();
@@ -545,18 +553,18 @@ StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const
   return out;
 }
 
-StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
+StatusOr<std::vector<PlanSummary>> SqlitePlanStore::list(const ListFilter& filter) {
   std::lock_guard<std::mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(
-      Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) + " FROM plans" + store::kFilterWhere +
-                                      " ORDER BY structure_sig, shape_key, fingerprint_key"));
+  KILN_ASSIGN_OR_RETURN(Stmt st,
+                        Stmt::prepare(db_, "SELECT " + store::record_columns() + " FROM plans" + store::kFilterWhere +
+                                               " ORDER BY structure_sig, shape_key, fingerprint_key"));
   store::bind_filter(st, filter);
   std::vector<PlanSummary> out;
   while (true) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
     // Read with the plan bytes so that the checksum is checked as verify checks it; the bytes are not kept.
-    RowRead r = store::read_record(st, 0, true);
+    RowRead r = store::read_record(st, 0);
     std::string problem = store::record_problem(r);
     r.record.plan_bytes.clear();
     r.record.plan_bytes.shrink_to_fit();
@@ -566,22 +574,22 @@ StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
   return out;
 }
 
-StatusOr<PlanRecord> PlanStore::read(const std::string& structure_sig, const std::string& shape_key,
-                                     const std::string& fingerprint_key) {
+StatusOr<PlanRecord> SqlitePlanStore::read(const std::string& structure_sig, const std::string& shape_key,
+                                           const std::string& fingerprint_key) {
   std::lock_guard<std::mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns() +
                                                         " FROM plans WHERE structure_sig=?1 AND shape_key=?2 AND "
                                                         "fingerprint_key=?3"));
   st.bind(1, structure_sig).bind(2, shape_key).bind(3, fingerprint_key);
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
   std::string name = store::record_name(structure_sig, shape_key, fingerprint_key);
   if (!row) return not_found("no plan record " + name);
-  RowRead r = store::read_record(st, 0, true);
+  RowRead r = store::read_record(st, 0);
   if (!r.problem.empty()) return corruption("plan record " + name + ": " + r.problem);
   return std::move(r.record);
 }
 
-StatusOr<int64_t> PlanStore::remove(const ListFilter& filter, bool all) {
+StatusOr<int64_t> SqlitePlanStore::remove(const ListFilter& filter, bool all) {
   bool empty = filter.structure_prefix.empty() && filter.shape_key.empty() && filter.fingerprint_key.empty() &&
                !filter.tuned_only;
   if (empty && !all) return invalid_argument("remove: give a filter, or ask for all records explicitly");
@@ -597,14 +605,14 @@ StatusOr<int64_t> PlanStore::remove(const ListFilter& filter, bool all) {
   return n;
 }
 
-StatusOr<VerifyReport> PlanStore::verify(const VerifyOptions& options) {
+StatusOr<VerifyReport> SqlitePlanStore::verify(const VerifyOptions& options) {
   if (options.quarantine && read_only_) return failed_precondition("verify --quarantine needs a writable store");
   std::lock_guard<std::mutex> lock(mu_);
   return verify_locked(options);
 }
 
-StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans,
-                                                std::vector<BadKernelCache>* bad_caches) {
+StatusOr<VerifyReport> SqlitePlanStore::verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans,
+                                                      std::vector<BadKernelCache>* bad_caches) {
   VerifyReport out;
   KILN_ASSIGN_OR_RETURN(out.integrity, check_pragma(db_, "PRAGMA integrity_check"));
   struct Bad {
@@ -614,13 +622,13 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
   };
   std::vector<Bad> bad;
   {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, " + store::record_columns(true) +
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, " + store::record_columns() +
                                                           " FROM plans ORDER BY structure_sig, shape_key"));
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
       const int64_t rowid = st.int64(0);
-      RowRead r = store::read_record(st, 1, true);
+      RowRead r = store::read_record(st, 1);
       ++out.checked;
       std::string problem = store::record_problem(r);
       if (problem.empty()) {
@@ -666,7 +674,7 @@ StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, st
   return out;
 }
 
-StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
+StatusOr<GcReport> SqlitePlanStore::gc(const GcOptions& options) {
   // A dry run only reads: it works on a store opened read-only, and leaves the file as it was.
   if (read_only_ && !options.dry_run) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
@@ -731,8 +739,8 @@ StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
   return out;
 }
 
-Status PlanStore::gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
-                                 const std::set<int64_t>& gone_caches, GcGarbage* out) {
+Status SqlitePlanStore::gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
+                                       const std::set<int64_t>& gone_caches, GcGarbage* out) {
   // The plan rows gone by each step, as a real run removes them in turn: corrupt, then stale, then old.
   std::set<int64_t> gone = gone_plans;
   if (options.current) {
@@ -792,15 +800,16 @@ Status PlanStore::gc_find_locked(const GcOptions& options, const std::set<int64_
   // does not read back (damaged).
   KILN_ASSIGN_OR_RETURN(bool has_fusions, store::table_exists(db_, "fusion_decisions"));
   if (has_fusions) {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("SELECT rowid, ") + store::kFusionRecordColumns +
-                                                          " FROM fusion_decisions"));
+    KILN_ASSIGN_OR_RETURN(
+        Stmt st, Stmt::prepare(db_, std::string("SELECT rowid, ") + store::fusion_record_codec().table.column_list() +
+                                        " FROM fusion_decisions"));
     KILN_ASSIGN_OR_RETURN(Stmt has, Stmt::prepare(db_, "SELECT rowid FROM plans WHERE structure_sig=?1 AND "
                                                        "shape_key=?2 AND fingerprint_key=?3"));
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
       FusionRecord fr;
-      bool alive = store::read_fusion_record(st, 1, &fr).empty();
+      bool alive = store::fusion_record_codec().read(st, 1, &fr).empty();
       for (size_t i = 0; alive && i < fr.parts.size(); ++i) {
         has.bind(1, fr.parts[i].structure_sig).bind(2, fr.parts[i].shape_key).bind(3, st.text(3));
         bool found = false;
@@ -818,7 +827,7 @@ Status PlanStore::gc_find_locked(const GcOptions& options, const std::set<int64_
   return gc_find_kernel_caches_locked(options, gone_caches, out);
 }
 
-StatusOr<std::vector<QuarantineEntry>> PlanStore::quarantine() {
+StatusOr<std::vector<QuarantineEntry>> SqlitePlanStore::quarantine() {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT id, structure_sig, shape_key, fingerprint_key, reason, "
                                                     "quarantined_at FROM quarantine ORDER BY id"));
@@ -831,12 +840,12 @@ StatusOr<std::vector<QuarantineEntry>> PlanStore::quarantine() {
   return out;
 }
 
-StoreCounters PlanStore::counters() const {
+StoreCounters SqlitePlanStore::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
 }
 
-void PlanStore::reset_counters() {
+void SqlitePlanStore::reset_counters() {
   std::lock_guard<std::mutex> lock(mu_);
   counters_ = StoreCounters{};
 }
