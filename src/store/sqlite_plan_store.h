@@ -11,8 +11,7 @@
 #include <vector>
 
 #include "kiln/store/plan_store.h"
-
-struct sqlite3;
+#include "store/database.h"
 
 namespace kiln {
 
@@ -78,7 +77,7 @@ class SqlitePlanStore final : public PlanStore {
   void reset_counters() override;
 
  private:
-  SqlitePlanStore(std::string path, sqlite3* db, bool read_only);
+  SqlitePlanStore(std::string path, store::Database db, bool read_only);
   StatusOr<int64_t> remove_kernel_cache_locked(const std::string& structure_sig, const std::string& fingerprint_key);
   // A bad plan row found by verify: its rowid, and its stored key and checksum column texts (what quarantine_row
   // matches).
@@ -128,7 +127,8 @@ class SqlitePlanStore final : public PlanStore {
                       const std::string& reason);
 
   std::string path_;
-  sqlite3* db_ = nullptr;
+  store::Database database_;
+  sqlite3* db_ = nullptr;  // database_'s connection
   bool read_only_ = false;
   mutable std::mutex mu_;  // one connection, shared by threads: calls are serialized
   StoreCounters counters_;
