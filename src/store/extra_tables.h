@@ -36,6 +36,14 @@ struct RecordCodec {
   std::string checksum(const Record& r) const { return table.checksum(encode(r)); }
 };
 
+// The one codec of a record kind (made on first use).
+template <class Record>
+const RecordCodec<Record>& make_codec(const TableCodec& table, Row (*encode)(const Record&),
+                                      std::string (*decode)(const Row&, Record*)) {
+  static const RecordCodec<Record> codec{table, encode, decode};
+  return codec;
+}
+
 const RecordCodec<GraphSpecEntry>& graph_spec_codec();
 const RecordCodec<FusionRecord>& fusion_record_codec();
 const RecordCodec<KernelCacheRecord>& kernel_cache_codec();

@@ -17,38 +17,26 @@ std::string verdict_name(const std::string& sig, const std::string& shape, const
 }
 
 const store::TableCodec& verdicts_table() {
-  using store::ColumnType;
   static const store::TableCodec t{"first_use_verdicts",
-                                   {{"structure_sig", ColumnType::kText, "structure_sig"},
-                                    {"shape_key", ColumnType::kText, "shape_key"},
-                                    {"config", ColumnType::kText, "config"},
-                                    {"fingerprint_key", ColumnType::kText, "fingerprint_key"},
-                                    {"passed", ColumnType::kInteger, "passed"},
-                                    {"summary", ColumnType::kText, "summary"},
-                                    {"created_at", ColumnType::kInteger, "created_at"},
-                                    {"checksum", ColumnType::kText}},
+                                   {store::text("structure_sig"), store::text("shape_key"), store::text("config"),
+                                    store::text("fingerprint_key"), store::integer("passed"), store::text("summary"),
+                                    store::integer("created_at"), store::text("checksum", store::kUnchecked)},
                                    {"structure_sig", "shape_key", "config", "fingerprint_key"},
                                    "kiln-first-use-verdict/v1"};
   return t;
 }
 
 store::Row encode(const FirstUseRecord& r) {
-  using namespace store;
-  return {text_value(r.structure_sig), text_value(r.shape_key), text_value(r.config),    text_value(r.fingerprint_key),
-          int_value(r.passed ? 1 : 0), text_value(r.summary),   int_value(r.created_at), text_value(r.checksum)};
+  return store::row_of(r.structure_sig, r.shape_key, r.config, r.fingerprint_key, int64_t{r.passed}, r.summary,
+                       r.created_at, r.checksum);
 }
 
 std::string decode(const store::Row& row, FirstUseRecord* r) {
-  r->structure_sig = row[0].text;
-  r->shape_key = row[1].text;
-  r->config = row[2].text;
-  r->fingerprint_key = row[3].text;
-  const int64_t passed = row[4].integer;
+  int64_t passed = 0;
+  store::RowCursor(row) >> r->structure_sig >> r->shape_key >> r->config >> r->fingerprint_key >> passed >>
+      r->summary >> r->created_at >> r->checksum;
   if (passed != 0 && passed != 1) return "column passed is " + std::to_string(passed) + ", not 0 or 1";
   r->passed = passed == 1;
-  r->summary = row[5].text;
-  r->created_at = row[6].integer;
-  r->checksum = row[7].text;
   return store::checksum_problem(r->checksum, verdicts_table().checksum(row));
 }
 
@@ -57,8 +45,7 @@ std::string no_name(const store::Row&) { return std::string(); }
 }  // namespace
 
 const store::RecordCodec<FirstUseRecord>& store::first_use_codec() {
-  static const RecordCodec<FirstUseRecord> c{verdicts_table(), encode, decode};
-  return c;
+  return make_codec(verdicts_table(), encode, decode);
 }
 
 std::string compute_first_use_checksum(const FirstUseRecord& r) { return store::first_use_codec().checksum(r); }
@@ -68,9 +55,7 @@ StatusOr<FirstUseRecord> SqlitePlanStore::put_first_use_verdict(const FirstUseRe
   if (record.config.empty()) return invalid_argument("first-use verdict: empty configuration");
   if (record.fingerprint_key.empty()) return invalid_argument("first-use verdict: empty fingerprint key");
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
-  FirstUseRecord r = record;
-  if (r.created_at == 0) r.created_at = store::unix_now();
-  r.checksum = compute_first_use_checksum(r);
+  const FirstUseRecord r = store::stamped(store::first_use_codec(), record);
   std::lock_guard<std::mutex> lock(mu_);
   store::Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());

@@ -63,60 +63,35 @@ StatusOr<std::vector<FusionPartRef>> fusion_parts_from_json(const std::string& t
 namespace {
 
 const store::TableCodec& fusion_table() {
-  using store::ColumnType;
-  static const store::TableCodec t{"fusion_decisions",
-                                   {{"structure_sig", ColumnType::kText, "structure_sig"},
-                                    {"shape_key", ColumnType::kText, "shape_key"},
-                                    {"fingerprint_key", ColumnType::kText},
-                                    {"fingerprint_json", ColumnType::kText, "fingerprint"},
-                                    {"materialized", ColumnType::kText, "materialized"},
-                                    {"parts_json", ColumnType::kText, "parts"},
-                                    {"policy", ColumnType::kText, "policy"},
-                                    {"fused_ms", ColumnType::kReal, "fused_ms"},
-                                    {"unfused_ms", ColumnType::kReal, "unfused_ms"},
-                                    {"explanation", ColumnType::kText, "explanation"},
-                                    {"created_at", ColumnType::kInteger, "created_at"},
-                                    {"checksum", ColumnType::kText}},
-                                   {"structure_sig", "shape_key", "fingerprint_key"},
-                                   "kiln-fusion-decision/v1"};
+  static const store::TableCodec t{
+      "fusion_decisions",
+      {store::text("structure_sig"), store::text("shape_key"), store::text("fingerprint_key", store::kUnchecked),
+       store::text("fingerprint_json", "fingerprint"), store::text("materialized"), store::text("parts_json", "parts"),
+       store::text("policy"), store::real("fused_ms"), store::real("unfused_ms"), store::text("explanation"),
+       store::integer("created_at"), store::text("checksum", store::kUnchecked)},
+      {"structure_sig", "shape_key", "fingerprint_key"},
+      "kiln-fusion-decision/v1"};
   return t;
 }
 
 store::Row encode(const FusionRecord& r) {
-  using namespace store;
-  return {text_value(r.structure_sig),
-          text_value(r.shape_key),
-          text_value(r.fingerprint_key()),
-          text_value(fingerprint_to_json(r.fingerprint)),
-          text_value(r.materialized),
-          text_value(fusion_parts_to_json(r.parts)),
-          text_value(r.policy),
-          real_value(r.fused_ms),
-          real_value(r.unfused_ms),
-          text_value(r.explanation),
-          int_value(r.created_at),
-          text_value(r.checksum)};
+  return store::row_of(r.structure_sig, r.shape_key, r.fingerprint_key(), fingerprint_to_json(r.fingerprint),
+                       r.materialized, fusion_parts_to_json(r.parts), r.policy, r.fused_ms, r.unfused_ms, r.explanation,
+                       r.created_at, r.checksum);
 }
 
 std::string decode(const store::Row& row, FusionRecord* r) {
-  r->structure_sig = row[0].text;
-  r->shape_key = row[1].text;
-  const std::string& stored_key = row[2].text;
-  auto fp = fingerprint_from_json(row[3].text);
+  std::string stored_key, fingerprint, parts;
+  store::RowCursor(row) >> r->structure_sig >> r->shape_key >> stored_key >> fingerprint >> r->materialized >> parts >>
+      r->policy >> r->fused_ms >> r->unfused_ms >> r->explanation >> r->created_at >> r->checksum;
+  auto fp = fingerprint_from_json(fingerprint);
   if (!fp.is_ok()) return "fingerprint: " + fp.status().message();
   r->fingerprint = *fp;
   if (r->fingerprint_key() != stored_key)
     return "fingerprint_key " + stored_key + " does not match its fingerprint (" + r->fingerprint_key() + ")";
-  r->materialized = row[4].text;
-  auto parts = fusion_parts_from_json(row[5].text);
-  if (!parts.is_ok()) return "parts: " + parts.status().message();
-  r->parts = std::move(parts).value();
-  r->policy = row[6].text;
-  r->fused_ms = row[7].real;
-  r->unfused_ms = row[8].real;
-  r->explanation = row[9].text;
-  r->created_at = row[10].integer;
-  r->checksum = row[11].text;
+  auto chain = fusion_parts_from_json(parts);
+  if (!chain.is_ok()) return "parts: " + chain.status().message();
+  r->parts = std::move(chain).value();
   const std::string problem = store::checksum_problem(r->checksum, fusion_table().checksum(encode(*r)));
   if (!problem.empty()) return problem;
   // Sound as written, too: a row with a matching checksum may still have been forged (the checksum is not a
@@ -132,21 +107,14 @@ std::string row_name(const store::Row& row) { return decision_name(row[0].text, 
 }  // namespace
 
 const store::RecordCodec<FusionRecord>& store::fusion_record_codec() {
-  static const RecordCodec<FusionRecord> c{fusion_table(), encode, decode};
-  return c;
+  return make_codec(fusion_table(), encode, decode);
 }
 
 std::string compute_fusion_record_checksum(const FusionRecord& r) { return store::fusion_record_codec().checksum(r); }
 
 StatusOr<FusionRecord> SqlitePlanStore::put_fusion_record(const FusionRecord& record) {
   KILN_RETURN_IF_ERROR(validate_fusion_record(record));
-  if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
-  FusionRecord r = record;
-  if (r.created_at == 0) r.created_at = store::unix_now();
-  r.checksum = compute_fusion_record_checksum(r);
-  std::lock_guard<std::mutex> lock(mu_);
-  KILN_RETURN_IF_ERROR(store::put_row(db_, fusion_table(), encode(r)));
-  return r;
+  return put_stamped(store::fusion_record_codec(), record);
 }
 
 StatusOr<std::optional<FusionRecord>> SqlitePlanStore::get_fusion_record(const std::string& structure_sig,

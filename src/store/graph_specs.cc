@@ -13,27 +13,22 @@ namespace {
 std::string spec_name(const std::string& sig, const std::string& shape) { return sig.substr(0, 12) + "/" + shape; }
 
 const store::TableCodec& graph_specs_table() {
-  using store::ColumnType;
-  static const store::TableCodec t{"graph_specs",
-                                   {{"structure_sig", ColumnType::kText, "structure_sig"},
-                                    {"shape_key", ColumnType::kText, "shape_key"},
-                                    {"graph_name", ColumnType::kText, "graph_name"},
-                                    {"spec_json", ColumnType::kText, "spec_json"},
-                                    {"created_at", ColumnType::kInteger, "created_at"},
-                                    {"checksum", ColumnType::kText}},
-                                   {"structure_sig", "shape_key"},
-                                   "kiln-graph-spec/v1"};
+  static const store::TableCodec t{
+      "graph_specs",
+      {store::text("structure_sig"), store::text("shape_key"), store::text("graph_name"), store::text("spec_json"),
+       store::integer("created_at"), store::text("checksum", store::kUnchecked)},
+      {"structure_sig", "shape_key"},
+      "kiln-graph-spec/v1"};
   return t;
 }
 
 store::Row encode(const GraphSpecEntry& e) {
-  using namespace store;
-  return {text_value(e.structure_sig), text_value(e.shape_key), text_value(e.graph_name),
-          text_value(e.spec_json),     int_value(e.created_at), text_value(e.checksum)};
+  return store::row_of(e.structure_sig, e.shape_key, e.graph_name, e.spec_json, e.created_at, e.checksum);
 }
 
 std::string decode(const store::Row& row, GraphSpecEntry* e) {
-  *e = GraphSpecEntry{row[0].text, row[1].text, row[2].text, row[3].text, row[4].integer, row[5].text};
+  store::RowCursor(row) >> e->structure_sig >> e->shape_key >> e->graph_name >> e->spec_json >> e->created_at >>
+      e->checksum;
   return store::checksum_problem(e->checksum, graph_specs_table().checksum(row));
 }
 
@@ -42,8 +37,7 @@ std::string row_name(const store::Row& row) { return spec_name(row[0].text, row[
 }  // namespace
 
 const store::RecordCodec<GraphSpecEntry>& store::graph_spec_codec() {
-  static const RecordCodec<GraphSpecEntry> c{graph_specs_table(), encode, decode};
-  return c;
+  return make_codec(graph_specs_table(), encode, decode);
 }
 
 std::string compute_graph_spec_checksum(const GraphSpecEntry& e) { return store::graph_spec_codec().checksum(e); }

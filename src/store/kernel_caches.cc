@@ -107,40 +107,31 @@ bool kernel_cache_environment_matches(const EnvFingerprint& kept, const EnvFinge
 namespace {
 
 const store::TableCodec& caches_table() {
-  using store::ColumnType;
-  static const store::TableCodec t{"kernel_caches",
-                                   {{"structure_sig", ColumnType::kText, "structure_sig"},
-                                    {"fingerprint_key", ColumnType::kText},
-                                    {"fingerprint_json", ColumnType::kText, "fingerprint"},
-                                    {"graph_name", ColumnType::kText, "graph_name"},
-                                    {"cache_json", ColumnType::kBlob, "cache_json"},
-                                    {"created_at", ColumnType::kInteger, "created_at"},
-                                    {"checksum", ColumnType::kText}},
-                                   {"structure_sig", "fingerprint_key"},
-                                   "kiln-kernel-cache/v1"};
+  static const store::TableCodec t{
+      "kernel_caches",
+      {store::text("structure_sig"), store::text("fingerprint_key", store::kUnchecked),
+       store::text("fingerprint_json", "fingerprint"), store::text("graph_name"), store::blob("cache_json"),
+       store::integer("created_at"), store::text("checksum", store::kUnchecked)},
+      {"structure_sig", "fingerprint_key"},
+      "kiln-kernel-cache/v1"};
   return t;
 }
 
 store::Row encode(const KernelCacheRecord& r) {
-  using namespace store;
-  return {text_value(r.structure_sig), text_value(r.fingerprint_key()), text_value(fingerprint_to_json(r.fingerprint)),
-          text_value(r.graph_name),    text_value(r.cache_json),        int_value(r.created_at),
-          text_value(r.checksum)};
+  return store::row_of(r.structure_sig, r.fingerprint_key(), fingerprint_to_json(r.fingerprint), r.graph_name,
+                       r.cache_json, r.created_at, r.checksum);
 }
 
 // "" when sound (fingerprint key, checksum, size), else the problem.
 std::string decode(const store::Row& row, KernelCacheRecord* r) {
-  r->structure_sig = row[0].text;
-  const std::string& stored_key = row[1].text;
-  auto fp = fingerprint_from_json(row[2].text);
+  std::string stored_key, fingerprint;
+  store::RowCursor(row) >> r->structure_sig >> stored_key >> fingerprint >> r->graph_name >> r->cache_json >>
+      r->created_at >> r->checksum;
+  auto fp = fingerprint_from_json(fingerprint);
   if (!fp.is_ok()) return "fingerprint: " + fp.status().message();
   r->fingerprint = *fp;
   if (r->fingerprint_key() != stored_key)
     return "fingerprint_key " + stored_key + " does not match its fingerprint (" + r->fingerprint_key() + ")";
-  r->graph_name = row[3].text;
-  r->cache_json = row[4].text;
-  r->created_at = row[5].integer;
-  r->checksum = row[6].text;
   const std::string problem = store::checksum_problem(r->checksum, caches_table().checksum(encode(*r)));
   if (!problem.empty()) return problem;
   Status valid = validate_kernel_cache(*r);
@@ -158,8 +149,7 @@ std::string oversize_problem(int64_t bytes) {
 }  // namespace
 
 const store::RecordCodec<KernelCacheRecord>& store::kernel_cache_codec() {
-  static const RecordCodec<KernelCacheRecord> c{caches_table(), encode, decode};
-  return c;
+  return make_codec(caches_table(), encode, decode);
 }
 
 std::string compute_kernel_cache_checksum(const KernelCacheRecord& r) {
@@ -168,13 +158,7 @@ std::string compute_kernel_cache_checksum(const KernelCacheRecord& r) {
 
 StatusOr<KernelCacheRecord> SqlitePlanStore::put_kernel_cache(const KernelCacheRecord& record) {
   KILN_RETURN_IF_ERROR(validate_kernel_cache(record));
-  if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
-  KernelCacheRecord r = record;
-  if (r.created_at == 0) r.created_at = store::unix_now();
-  r.checksum = compute_kernel_cache_checksum(r);
-  std::lock_guard<std::mutex> lock(mu_);
-  KILN_RETURN_IF_ERROR(store::put_row(db_, caches_table(), encode(r)));
-  return r;
+  return put_stamped(store::kernel_cache_codec(), record);
 }
 
 StatusOr<std::optional<KernelCacheRecord>> SqlitePlanStore::get_kernel_cache(const std::string& structure_sig,
@@ -233,9 +217,7 @@ StatusOr<std::vector<KernelCacheInfo>> SqlitePlanStore::list_kernel_caches() {
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT structure_sig, fingerprint_key, graph_name, "
                                                     "length(cache_json), created_at, fingerprint_json, rowid FROM "
                                                     "kernel_caches ORDER BY structure_sig, fingerprint_key"));
-  while (true) {
-    KILN_ASSIGN_OR_RETURN(bool row, st.step());
-    if (!row) break;
+  KILN_RETURN_IF_ERROR(store::for_each_row(st, [&]() -> Status {
     KernelCacheInfo info;
     info.rowid = st.int64(6);
     info.structure_sig = st.text(0);
@@ -250,7 +232,8 @@ StatusOr<std::vector<KernelCacheInfo>> SqlitePlanStore::list_kernel_caches() {
       info.problem = "fingerprint_key does not match its fingerprint (" + fingerprint_key(*fp) + ")";
     else info.fingerprint = *fp;
     out.push_back(std::move(info));
-  }
+    return Status::ok();
+  }));
   return out;
 }
 
@@ -267,11 +250,10 @@ Status SqlitePlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vect
     KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, length(cache_json), structure_sig, "
                                                       "fingerprint_key, checksum FROM kernel_caches ORDER BY "
                                                       "structure_sig, fingerprint_key"));
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
+    KILN_RETURN_IF_ERROR(store::for_each_row(st, [&] {
       rows.push_back({st.int64(0), st.int64(1), st.text(2), st.text(3), st.text(4)});
-    }
+      return Status::ok();
+    }));
   }
   KILN_ASSIGN_OR_RETURN(Stmt one, Stmt::prepare(db_, caches_table().select_sql(" WHERE rowid=?1")));
   for (const Row& row : rows) {

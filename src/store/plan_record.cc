@@ -30,32 +30,32 @@ namespace store {
 
 const TableCodec& plans_table() {
   static const TableCodec t{"plans",
-                            {{"structure_sig", ColumnType::kText, "structure_sig"},
-                             {"shape_key", ColumnType::kText, "shape_key"},
-                             {"fingerprint_key", ColumnType::kText},
-                             {"fingerprint_json", ColumnType::kText, "fingerprint"},
-                             {"plan_bytes", ColumnType::kBlob, "plan_bytes"},
-                             {"plan_size", ColumnType::kInteger},
-                             {"engine_id", ColumnType::kInteger, "engine_id"},
-                             {"knobs", ColumnType::kText, "knobs"},
-                             {"workspace_bytes", ColumnType::kInteger, "workspace_bytes"},
-                             {"tuned", ColumnType::kInteger, "tuned"},
-                             {"median_ms", ColumnType::kReal, "median_ms"},
-                             {"min_ms", ColumnType::kReal, "min_ms"},
-                             {"max_ms", ColumnType::kReal, "max_ms"},
-                             {"noise_rel", ColumnType::kReal, "noise_rel"},
-                             {"samples", ColumnType::kInteger, "samples"},
-                             {"runner_up_engine", ColumnType::kInteger, "runner_up_engine"},
-                             {"runner_up_knobs", ColumnType::kText, "runner_up_knobs"},
-                             {"runner_up_median_ms", ColumnType::kReal, "runner_up_median_ms"},
-                             {"verdict", ColumnType::kText, "verdict"},
-                             {"max_abs", ColumnType::kReal, "max_abs"},
-                             {"max_rel", ColumnType::kReal, "max_rel"},
-                             {"nmse", ColumnType::kReal, "nmse"},
-                             {"tuned_by", ColumnType::kText, "tuned_by"},
-                             {"created_at", ColumnType::kInteger, "created_at"},
-                             {"kiln_schema_version", ColumnType::kInteger, "kiln_schema_version"},
-                             {"checksum", ColumnType::kText}},
+                            {text("structure_sig"),
+                             text("shape_key"),
+                             text("fingerprint_key", kUnchecked),
+                             text("fingerprint_json", "fingerprint"),
+                             blob("plan_bytes"),
+                             integer("plan_size", kUnchecked),
+                             integer("engine_id"),
+                             text("knobs"),
+                             integer("workspace_bytes"),
+                             integer("tuned"),
+                             real("median_ms"),
+                             real("min_ms"),
+                             real("max_ms"),
+                             real("noise_rel"),
+                             integer("samples"),
+                             integer("runner_up_engine"),
+                             text("runner_up_knobs"),
+                             real("runner_up_median_ms"),
+                             text("verdict"),
+                             real("max_abs"),
+                             real("max_rel"),
+                             real("nmse"),
+                             text("tuned_by"),
+                             integer("created_at"),
+                             integer("kiln_schema_version"),
+                             text("checksum", kUnchecked)},
                             {"structure_sig", "shape_key", "fingerprint_key"},
                             "kiln-plan-record/v1",
                             RowTyping::kPlanRow,
@@ -66,32 +66,13 @@ const TableCodec& plans_table() {
 std::string record_columns() { return plans_table().column_list(); }
 
 Row encode_record(const PlanRecord& r) {
-  return {text_value(r.structure_sig),
-          text_value(r.shape_key),
-          text_value(r.fingerprint_key()),
-          text_value(fingerprint_to_json(r.fingerprint)),
-          text_value(r.plan_bytes),
-          int_value(static_cast<int64_t>(r.plan_bytes.size())),
-          int_value(r.engine_id),
-          text_value(knobs_to_text(r.knobs)),
-          int_value(r.workspace_bytes),
-          int_value(r.tuned ? 1 : 0),
-          real_value(r.stats.median_ms),
-          real_value(r.stats.min_ms),
-          real_value(r.stats.max_ms),
-          real_value(r.stats.noise_rel),
-          int_value(r.stats.samples),
-          int_value(r.stats.runner_up_engine),
-          text_value(knobs_to_text(r.stats.runner_up_knobs)),
-          real_value(r.stats.runner_up_median_ms),
-          text_value(disposition_name(r.numerics.verdict)),
-          real_value(r.numerics.max_abs),
-          real_value(r.numerics.max_rel),
-          real_value(r.numerics.nmse),
-          text_value(r.tuned_by),
-          int_value(r.created_at),
-          int_value(r.kiln_schema_version),
-          text_value(r.checksum)};
+  const PlanStats& t = r.stats;
+  const PlanNumerics& n = r.numerics;
+  return row_of(r.structure_sig, r.shape_key, r.fingerprint_key(), fingerprint_to_json(r.fingerprint), r.plan_bytes,
+                static_cast<int64_t>(r.plan_bytes.size()), r.engine_id, knobs_to_text(r.knobs), r.workspace_bytes,
+                int64_t{r.tuned}, t.median_ms, t.min_ms, t.max_ms, t.noise_rel, t.samples, t.runner_up_engine,
+                knobs_to_text(t.runner_up_knobs), t.runner_up_median_ms, disposition_name(n.verdict), n.max_abs,
+                n.max_rel, n.nmse, r.tuned_by, r.created_at, int64_t{r.kiln_schema_version}, r.checksum);
 }
 
 void bind_record(Stmt& st, int first, const PlanRecord& r) { plans_table().bind(st, first, encode_record(r)); }
@@ -100,21 +81,22 @@ namespace {
 
 // The fields of a plans row that are text in the table and values in the record; the first one that does not
 // parse is noted (after any column-type problem).
-void decode_parsed(const Row& row, RowRead* out) {
+void decode_parsed(const std::string& fingerprint, const std::string& verdict, const std::string& knobs,
+                   const std::string& runner_up_knobs, RowRead* out) {
   auto note = [&](const std::string& p) {
     if (out->problem.empty()) out->problem = p;
   };
   PlanRecord& r = out->record;
-  StatusOr<EnvFingerprint> fp = fingerprint_from_json(row[3].text);
+  StatusOr<EnvFingerprint> fp = fingerprint_from_json(fingerprint);
   if (fp.is_ok()) r.fingerprint = *fp;
   else note(fp.status().message());
-  StatusOr<Disposition> v = parse_disposition(row[18].text);
+  StatusOr<Disposition> v = parse_disposition(verdict);
   if (v.is_ok()) r.numerics.verdict = *v;
   else note("verdict: " + v.status().message());
-  StatusOr<Knobs> k = knobs_from_text(row[7].text);
+  StatusOr<Knobs> k = knobs_from_text(knobs);
   if (k.is_ok()) r.knobs = *k;
   else note("knobs: " + k.status().message());
-  StatusOr<Knobs> rk = knobs_from_text(row[16].text);
+  StatusOr<Knobs> rk = knobs_from_text(runner_up_knobs);
   if (rk.is_ok()) r.stats.runner_up_knobs = *rk;
   else note("runner_up_knobs: " + rk.status().message());
 }
@@ -125,22 +107,17 @@ RowRead read_record(const Stmt& st, int first) {
   RowRead out;
   const Row row = plans_table().read(st, first, &out.problem);
   PlanRecord& r = out.record;
-  r.structure_sig = row[0].text;
-  r.shape_key = row[1].text;
-  out.stored_fingerprint_key = row[2].text;
-  r.plan_bytes = row[4].text;
-  out.plan_size = row[5].integer;
-  r.engine_id = row[6].integer;
-  r.workspace_bytes = row[8].integer;
-  r.tuned = row[9].integer != 0;
-  r.stats = PlanStats{row[10].real,    row[11].real,    row[12].real, row[13].real,
-                      row[14].integer, row[15].integer, Knobs{},      row[17].real};
-  r.numerics = PlanNumerics{Disposition::kNotVerified, row[19].real, row[20].real, row[21].real};
-  r.tuned_by = row[22].text;
-  r.created_at = row[23].integer;
-  r.kiln_schema_version = static_cast<int>(row[24].integer);
-  r.checksum = row[25].text;
-  decode_parsed(row, &out);
+  PlanStats& t = r.stats;
+  PlanNumerics& n = r.numerics;
+  std::string fingerprint, knobs, verdict, runner_up_knobs;
+  int64_t tuned = 0, version = 0;
+  RowCursor(row) >> r.structure_sig >> r.shape_key >> out.stored_fingerprint_key >> fingerprint >> r.plan_bytes >>
+      out.plan_size >> r.engine_id >> knobs >> r.workspace_bytes >> tuned >> t.median_ms >> t.min_ms >> t.max_ms >>
+      t.noise_rel >> t.samples >> t.runner_up_engine >> runner_up_knobs >> t.runner_up_median_ms >> verdict >>
+      n.max_abs >> n.max_rel >> n.nmse >> r.tuned_by >> r.created_at >> version >> r.checksum;
+  r.tuned = tuned != 0;
+  r.kiln_schema_version = static_cast<int>(version);
+  decode_parsed(fingerprint, verdict, knobs, runner_up_knobs, &out);
   return out;
 }
 

@@ -30,21 +30,14 @@ StatusOr<bool> table_exists(sqlite3* db, const char* table) {
 namespace {
 
 const store::TableCodec& queue_table() {
-  using store::ColumnType;
-  static const store::TableCodec t{"retune_queue",
-                                   {{"structure_sig", ColumnType::kText},
-                                    {"shape_key", ColumnType::kText},
-                                    {"fingerprint_key", ColumnType::kText},
-                                    {"fingerprint_json", ColumnType::kText},
-                                    {"graph_name", ColumnType::kText},
-                                    {"spec_json", ColumnType::kText},
-                                    {"reasons", ColumnType::kText},
-                                    {"request_count", ColumnType::kInteger},
-                                    {"first_seen", ColumnType::kInteger},
-                                    {"last_seen", ColumnType::kInteger},
-                                    {"requested_by", ColumnType::kText}},
-                                   {"structure_sig", "shape_key", "fingerprint_key"},
-                                   nullptr};
+  static const store::TableCodec t{
+      "retune_queue",
+      {store::text("structure_sig"), store::text("shape_key"), store::text("fingerprint_key"),
+       store::text("fingerprint_json"), store::text("graph_name"), store::text("spec_json"), store::text("reasons"),
+       store::integer("request_count"), store::integer("first_seen"), store::integer("last_seen"),
+       store::text("requested_by")},
+      {"structure_sig", "shape_key", "fingerprint_key"},
+      nullptr};
   return t;
 }
 
@@ -59,42 +52,27 @@ std::string reasons_to_json(const std::vector<std::string>& reasons) {
 }
 
 store::Row encode(const RetuneQueueEntry& e) {
-  using namespace store;
-  return {text_value(e.structure_sig),
-          text_value(e.shape_key),
-          text_value(e.fingerprint_key),
-          text_value(fingerprint_to_json(e.fingerprint)),
-          text_value(e.graph_name),
-          text_value(e.spec_json),
-          text_value(reasons_to_json(e.reasons)),
-          int_value(e.request_count),
-          int_value(e.first_seen),
-          int_value(e.last_seen),
-          text_value(e.requested_by)};
+  return store::row_of(e.structure_sig, e.shape_key, e.fingerprint_key, fingerprint_to_json(e.fingerprint),
+                       e.graph_name, e.spec_json, reasons_to_json(e.reasons), e.request_count, e.first_seen,
+                       e.last_seen, e.requested_by);
 }
 
 // A queue row is listed whatever it holds: unreadable columns are named in entry.problem; returns "".
 std::string decode(const store::Row& row, RetuneQueueEntry* e) {
-  e->structure_sig = row[0].text;
-  e->shape_key = row[1].text;
-  e->fingerprint_key = row[2].text;
+  std::string fingerprint, reasons_json;
+  store::RowCursor(row) >> e->structure_sig >> e->shape_key >> e->fingerprint_key >> fingerprint >> e->graph_name >>
+      e->spec_json >> reasons_json >> e->request_count >> e->first_seen >> e->last_seen >> e->requested_by;
   std::vector<std::string> problems;
-  StatusOr<EnvFingerprint> fp = fingerprint_from_json(row[3].text);
+  StatusOr<EnvFingerprint> fp = fingerprint_from_json(fingerprint);
   if (fp.is_ok()) e->fingerprint = *fp;
   else problems.push_back("fingerprint: " + fp.status().message());
-  e->graph_name = row[4].text;
-  e->spec_json = row[5].text;
-  nlohmann::json reasons = nlohmann::json::parse(row[6].text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json reasons = nlohmann::json::parse(reasons_json, nullptr, /*allow_exceptions=*/false);
   if (reasons.is_array()) {
     for (const auto& r : reasons)
       if (r.is_string()) e->reasons.push_back(r.get<std::string>());
   } else {
     problems.push_back("reasons are not a JSON array");
   }
-  e->request_count = row[7].integer;
-  e->first_seen = row[8].integer;
-  e->last_seen = row[9].integer;
-  e->requested_by = row[10].text;
   for (const auto& p : problems) e->problem += (e->problem.empty() ? "" : "; ") + p;
   return std::string();
 }
@@ -110,8 +88,7 @@ RetuneQueueEntry read_entry(const store::Stmt& st) {
 }  // namespace
 
 const store::RecordCodec<RetuneQueueEntry>& store::retune_queue_codec() {
-  static const RecordCodec<RetuneQueueEntry> c{queue_table(), encode, decode};
-  return c;
+  return make_codec(queue_table(), encode, decode);
 }
 
 StatusOr<RetuneQueueEntry> SqlitePlanStore::enqueue_retune(const RetuneRequest& request) {

@@ -12,6 +12,7 @@
 
 #include "kiln/store/plan_store.h"
 #include "store/database.h"
+#include "store/sqlite_table.h"
 
 namespace kiln {
 
@@ -78,6 +79,16 @@ class SqlitePlanStore final : public PlanStore {
 
  private:
   SqlitePlanStore(std::string path, store::Database db, bool read_only);
+  // A put of a record that passed its own checks: the store writable, created_at (when 0) and checksum
+  // filled, written in one transaction; returns the record as stored.
+  template <class Record>
+  StatusOr<Record> put_stamped(const store::RecordCodec<Record>& codec, const Record& record) {
+    if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
+    const Record r = store::stamped(codec, record);
+    std::lock_guard<std::mutex> lock(mu_);
+    KILN_RETURN_IF_ERROR(store::put_row(db_, codec.table, codec.encode(r)));
+    return r;
+  }
   StatusOr<int64_t> remove_kernel_cache_locked(const std::string& structure_sig, const std::string& fingerprint_key);
   // A bad plan row found by verify: its rowid, and its stored key and checksum column texts (what quarantine_row
   // matches).

@@ -9,6 +9,7 @@
 
 #include "kiln/core/log.h"
 #include "store/extra_tables.h"
+#include "store/record_codec.h"
 #include "store/sqlite_util.h"
 
 namespace kiln::store {
@@ -20,6 +21,14 @@ Status put_row(sqlite3* db, const TableCodec& t, const Row& row);
 // Deletes the rows with these values of the first key columns, in a write transaction of its own; returns how
 // many went.
 StatusOr<int64_t> delete_by_key(sqlite3* db, const TableCodec& t, std::initializer_list<std::string_view> key);
+
+// Fills a record's created_at (when 0) and checksum: what every put stores.
+template <class Record>
+Record stamped(const RecordCodec<Record>& codec, Record r) {
+  if (r.created_at == 0) r.created_at = unix_now();
+  r.checksum = codec.checksum(r);
+  return r;
+}
 
 // A row read back: the record (when sound), the row's values as read, and the problem ("" when sound).
 template <class Record>

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/sqlite_util.h"
@@ -18,24 +19,58 @@
 namespace kiln::store {
 
 enum class ColumnType { kText, kInteger, kReal, kBlob };
+// A column the checksum does not cover (derived from others, or the checksum itself).
+inline constexpr const char* kUnchecked = nullptr;
 
 struct Column {
   const char* name;
   ColumnType type;
-  // The field's name in the checksum's canonical text; nullptr: not covered (derived columns, the checksum).
-  const char* checksum_field = nullptr;
+  // The field's name in the checksum's canonical text; kUnchecked (nullptr): not covered.
+  const char* checksum_field;
 };
 
+// Columns of each type, for the column tables: text("shape_key") is covered by the checksum under its own
+// name, text("fingerprint_json", "fingerprint") under another, text("checksum", kUnchecked) not at all.
+inline Column text(const char* name, const char* field) { return {name, ColumnType::kText, field}; }
+inline Column text(const char* name) { return text(name, name); }
+inline Column integer(const char* name, const char* field) { return {name, ColumnType::kInteger, field}; }
+inline Column integer(const char* name) { return integer(name, name); }
+inline Column real(const char* name) { return {name, ColumnType::kReal, name}; }
+inline Column blob(const char* name) { return {name, ColumnType::kBlob, name}; }
+
 // One column's value: text and blob bytes in `text`, numbers in `integer` or `real` (by the column's type).
+// Made from what the record holds: a string, an int64_t or a double.
 struct Value {
+  Value() = default;
+  Value(std::string s) : text(std::move(s)) {}  // NOLINT: a row is written as a list of values
+  Value(const char* s) : text(s) {}             // NOLINT
+  Value(int64_t v) : integer(v) {}              // NOLINT
+  Value(double v) : real(v) {}                  // NOLINT
   std::string text;
   int64_t integer = 0;
   double real = 0;
 };
-inline Value text_value(std::string s) { return Value{std::move(s), 0, 0}; }
-inline Value int_value(int64_t v) { return Value{std::string(), v, 0}; }
-inline Value real_value(double v) { return Value{std::string(), 0, v}; }
 using Row = std::vector<Value>;
+
+// A row from a record's fields, in column order: row_of(r.structure_sig, r.created_at, ...).
+template <class... Fields>
+Row row_of(Fields&&... fields) {
+  return Row{Value(std::forward<Fields>(fields))...};
+}
+
+// Reads a row's values, in column order, into a record's fields: RowCursor(row) >> r.structure_sig >> ...
+// (text and blob columns into strings, integers into int64_t, reals into double).
+class RowCursor {
+ public:
+  explicit RowCursor(const Row& row) : row_(row) {}
+  RowCursor& operator>>(std::string& v) { return v = row_[i_++].text, *this; }
+  RowCursor& operator>>(int64_t& v) { return v = row_[i_++].integer, *this; }
+  RowCursor& operator>>(double& v) { return v = row_[i_++].real, *this; }
+
+ private:
+  const Row& row_;
+  size_t i_ = 0;
+};
 
 // How a row read back must be typed. kExact: each column holds its declared type ("column X has the wrong
 // type"). kPlanRow (the plans table since its first version): a REAL column may hold an INTEGER, and a
