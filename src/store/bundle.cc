@@ -13,7 +13,7 @@
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
 #include "store/sqlite_plan_store.h"
-#include "store/extra_tables.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
 #include "store/sqlite_table.h"

@@ -2,7 +2,7 @@
 // plan configuration passed the numerics gate on its first use, per key and environment.
 #include "kiln/core/log.h"
 #include "kiln/core/printable.h"
-#include "store/extra_tables.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_plan_store.h"
 #include "store/sqlite_table.h"

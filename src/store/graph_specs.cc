@@ -1,7 +1,7 @@
 // The store's graph specs (docs/store.md "Graph specs"): the graph behind a (structure, shape) as spec JSON,
 // so that its plans can be re-run and checked without the original file.
 #include "kiln/core/log.h"
-#include "store/extra_tables.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_plan_store.h"
 #include "store/sqlite_table.h"

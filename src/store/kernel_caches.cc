@@ -9,7 +9,7 @@
 #include "kiln/core/strings.h"
 #include "kiln/store/env_policy.h"
 #include "store/sqlite_plan_store.h"
-#include "store/extra_tables.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_table.h"
 #include "store/sqlite_util.h"

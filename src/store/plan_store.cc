@@ -15,7 +15,7 @@
 
 #include "kiln/core/log.h"
 #include "kiln/core/strings.h"
-#include "store/extra_tables.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
 #include "store/sqlite_table.h"

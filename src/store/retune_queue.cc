@@ -5,7 +5,7 @@
 
 #include "kiln/core/log.h"
 #include "store/sqlite_plan_store.h"
-#include "store/extra_tables.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_table.h"
 #include "store/sqlite_util.h"

@@ -1,5 +1,5 @@
 // Reading and writing one table of the SQLite store, the same for every record kind (its codec says how a
-// record maps onto a row: store/extra_tables.h). Private to the store layer.
+// record maps onto a row: store/tables.h). Private to the store layer.
 #pragma once
 
 #include <initializer_list>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kiln/core/log.h"
-#include "store/extra_tables.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/sqlite_util.h"
 
