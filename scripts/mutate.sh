@@ -46,11 +46,11 @@ m() { names+=("$1"); files+=("$2"); layers+=("$3"); finds+=("$4"); replaces+=("$
 m incumbent-noise-from-incumbent src/tune/tune_policy.cc "tune" \
   'const double n_c = std::max(std::isfinite(challenger.rel_error) ? challenger.rel_error : 1.0, floor);' \
   'const double n_c = std::max(std::isfinite(incumbent.rel_error) ? incumbent.rel_error : 1.0, floor);'
-# store.PlanStore.EmptyStoredChecksumIsCorrupt
+# store.Store/PlanStoreContract.EmptyStoredChecksumIsCorrupt/sqlite
 m store-skips-empty-checksum src/store/plan_record.cc "store runtime" \
   '  if (sum != r.checksum) return "checksum mismatch' \
   '  if (!r.checksum.empty() && sum != r.checksum) return "checksum mismatch'
-# store.PlanStore.StoredKeyNotMatchingTheFingerprintIsCorrupt
+# store.Store/PlanStoreContract.StoredKeyNotMatchingTheFingerprintIsCorrupt/sqlite
 m store-ignores-stored-key src/store/plan_record.cc "store runtime" \
   '  if (row.stored_fingerprint_key != r.fingerprint_key())' \
   '  if (false && row.stored_fingerprint_key != r.fingerprint_key())'
@@ -72,11 +72,11 @@ m sdpa-batch-check-skips-v src/graph/ops/sdpa.cc "graph spec" \
 m tuner-keeps-a-wrong-incumbent src/tune/tuner.cc "tune" \
   'if (eligible[i].identity() == o.incumbent->identity && eligible[i].disposition == Disposition::kPassed)' \
   'if (eligible[i].identity() == o.incumbent->identity)'
-# store.EnvPolicy.EachExactFieldFailsWithANamedReason, store.PlanStore.EachExactFieldMakesTheRecordStale, ...
+# store.EnvPolicy.EachExactFieldFailsWithANamedReason, store.Store/PlanStoreContract.EachExactFieldMakesTheRecordStale/sqlite, ...
 m store-accepts-a-stale-fingerprint src/store/env_policy.cc "store runtime" \
   'bool same = rule == FieldRule::kMustMatch ? a.exact == b.exact : a.major == b.major;' \
   'bool same = a.major == b.major;'
-# store.PlanStore.PrefersTheExactEnvironmentThenTunedThenNewest
+# store.Store/PlanStoreContract.PrefersTheExactEnvironmentThenTunedThenNewest/sqlite
 m store-prefers-another-environment src/store/plan_store.cc "store runtime" \
   '  if (ea != eb) return ea;' \
   '  if (ea != eb) return eb;'
@@ -109,7 +109,7 @@ m gate-band-excludes-its-edge src/validate/gate_math.h "validate tune" \
   '    mismatch = diff > allowed;' \
   '    mismatch = diff >= allowed;'
 
-# store.KernelCaches.OnlyTheExactEnvironmentReadsItBack (another driver minor shares the key, not the code)
+# store.Store/KernelCachesContract.OnlyTheExactEnvironmentReadsItBack/sqlite (another driver minor shares the key, not the code)
 m kernel-cache-any-driver src/store/kernel_caches.cc "store runtime" \
   '  if (judged == KernelCacheJudged::kEverything)' \
   '  if (false && judged == KernelCacheJudged::kEverything)'

@@ -12,10 +12,11 @@
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
-#include "kiln/store/plan_store.h"
-#include "store/extra_tables.h"
+#include "store/sqlite_plan_store.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
+#include "store/sqlite_table.h"
 #include "store/sqlite_util.h"
 
 namespace kiln {
@@ -47,14 +48,160 @@ std::string bundle_checksum(const std::vector<ManifestEntry>& entries) {
   return stable_hash128_hex(canon);
 }
 
-std::string insert_sql(const char* table, const char* verb) {
-  return std::string(verb) + " INTO " + table + "(" + store::record_columns(true) +
-         ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)";
+std::string insert_sql(const char* table, const char* verb) { return store::plans_table().insert_sql(verb, table); }
+
+}  // namespace
+
+namespace {
+
+// What an export has written to the bundle so far: the manifest's lists.
+struct Exported {
+  std::vector<ManifestEntry> entries;
+  std::vector<ManifestEntry> graph_specs;  // fingerprint_key unused
+  std::vector<ManifestEntry> fusion_records;
+  std::map<std::string, EnvFingerprint> fingerprints;
+};
+
+// Copies one sound plan row (read by `st`) into the bundle; Corruption naming it (and `role`) when damaged.
+Status export_record(const Stmt& st, Stmt& ins, const std::string& role, Exported* ex) {
+  RowRead r = store::read_record(st, 0);
+  std::string problem = store::record_problem(r);
+  if (!problem.empty())
+    return corruption("cannot export corrupt record " +
+                      store::record_name(r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key) + role +
+                      ": " + problem + " (run `kiln plans verify --quarantine`)");
+  store::bind_record(ins, 1, r.record);
+  KILN_RETURN_IF_ERROR(ins.run());
+  KILN_RETURN_IF_ERROR(ins.reset());
+  ex->entries.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, r.record.checksum});
+  ex->fingerprints.emplace(r.stored_fingerprint_key, r.record.fingerprint);
+  return Status::ok();
+}
+
+Status export_plans(sqlite3* db, Stmt& ins, const ListFilter& filter, Exported* ex) {
+  KILN_ASSIGN_OR_RETURN(
+      Stmt st,
+      Stmt::prepare(db, store::plans_table().select_sql(std::string(store::kFilterWhere) +
+                                                        " ORDER BY structure_sig, shape_key, fingerprint_key")));
+  store::bind_filter(st, filter);
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) return Status::ok();
+    KILN_RETURN_IF_ERROR(export_record(st, ins, "", ex));
+  }
+}
+
+// The graph specs of the exported (structure, shape) keys travel with them; a damaged one stays behind.
+Status export_graph_specs(sqlite3* db, sqlite3* bundle, Exported* ex) {
+  const auto& codec = store::graph_spec_codec();
+  KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(bundle, codec.table.insert_sql("INSERT OR IGNORE")));
+  std::set<std::pair<std::string, std::string>> done;
+  for (const auto& e : ex->entries) {
+    if (!done.insert({e.structure_sig, e.shape_key}).second) continue;
+    KILN_ASSIGN_OR_RETURN(auto rows,
+                          store::select_records(db, codec, codec.table.where_key(), {e.structure_sig, e.shape_key}));
+    if (rows.empty()) continue;
+    if (!rows[0].problem.empty()) {
+      KILN_LOG(kWarn, "export: graph spec " << e.structure_sig.substr(0, 12) << "/" << e.shape_key
+                                            << " left out: " << rows[0].problem);
+      continue;
+    }
+    const GraphSpecEntry& spec = rows[0].record;
+    codec.bind(gins, 1, spec);
+    KILN_RETURN_IF_ERROR(gins.run());
+    KILN_RETURN_IF_ERROR(gins.reset());
+    ex->graph_specs.push_back({spec.structure_sig, spec.shape_key, "", spec.checksum});
+  }
+  return Status::ok();
+}
+
+// The fusion decisions of the exported records travel with them, and so do their parts' records (same
+// environment), so that the service that imports the bundle runs the chain the tuning chose. A damaged
+// decision stays behind (the fused plan then serves).
+Status export_fusion_records(sqlite3* db, sqlite3* bundle, Stmt& ins, Exported* ex) {
+  KILN_ASSIGN_OR_RETURN(bool has_fusion, store::table_exists(db, "fusion_decisions"));
+  if (!has_fusion) return Status::ok();
+  const auto& codec = store::fusion_record_codec();
+  KILN_ASSIGN_OR_RETURN(Stmt fins, Stmt::prepare(bundle, codec.table.insert_sql("INSERT OR IGNORE")));
+  KILN_ASSIGN_OR_RETURN(Stmt part_st,
+                        Stmt::prepare(db, store::plans_table().select_sql(store::plans_table().where_key())));
+  std::set<std::string> exported;
+  for (const auto& e : ex->entries) exported.insert(entry_key(e.structure_sig, e.shape_key, e.fingerprint_key));
+  const size_t fused_count = ex->entries.size();  // parts appended below are not asked for decisions
+  for (size_t i = 0; i < fused_count; ++i) {
+    const ManifestEntry e = ex->entries[i];
+    KILN_ASSIGN_OR_RETURN(auto rows, store::select_records(db, codec, codec.table.where_key(),
+                                                           {e.structure_sig, e.shape_key, e.fingerprint_key}));
+    if (rows.empty()) continue;
+    if (!rows[0].problem.empty()) {
+      KILN_LOG(kWarn, "export: fusion decision " << store::record_name(e.structure_sig, e.shape_key, e.fingerprint_key)
+                                                 << " left out: " << rows[0].problem);
+      continue;
+    }
+    const FusionRecord& fr = rows[0].record;
+    for (const FusionPartRef& p : fr.parts) {
+      if (!exported.insert(entry_key(p.structure_sig, p.shape_key, e.fingerprint_key)).second) continue;
+      store::bind_texts(part_st, {p.structure_sig, p.shape_key, e.fingerprint_key});
+      KILN_ASSIGN_OR_RETURN(bool prow, part_st.step());
+      if (prow) KILN_RETURN_IF_ERROR(export_record(part_st, ins, " (part '" + p.name + "' of an unfused chain)", ex));
+      KILN_RETURN_IF_ERROR(part_st.reset());
+    }
+    codec.bind(fins, 1, fr);
+    KILN_RETURN_IF_ERROR(fins.run());
+    KILN_RETURN_IF_ERROR(fins.reset());
+    ex->fusion_records.push_back({fr.structure_sig, fr.shape_key, fr.fingerprint_key(), fr.checksum});
+  }
+  return Status::ok();
+}
+
+// Keys and checksums as the manifest lists them (`with_fingerprint_key`: records and fusion decisions).
+nlohmann::ordered_json manifest_list(const std::vector<ManifestEntry>& entries, bool with_fingerprint_key) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& e : entries) {
+    nlohmann::ordered_json j;
+    j["structure_sig"] = e.structure_sig;
+    j["shape_key"] = e.shape_key;
+    if (with_fingerprint_key) j["fingerprint_key"] = e.fingerprint_key;
+    j["checksum"] = e.checksum;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// The bundle's manifest (docs/store.md "Bundles"); fills the report's counts and fingerprint keys.
+std::string manifest_text(const Exported& ex, ExportReport* out) {
+  nlohmann::ordered_json m;
+  m["format"] = kBundleFormat;
+  m["bundle_version"] = kBundleVersion;
+  m["schema_version"] = kStoreSchemaVersion;
+  m["created_at"] = store::unix_now();
+  m["created_by"] = store::user_at_host();
+  m["record_count"] = ex.entries.size();
+  nlohmann::ordered_json fps = nlohmann::ordered_json::array();
+  for (const auto& [key, f] : ex.fingerprints) {
+    nlohmann::ordered_json e;
+    e["key"] = key;
+    e["fingerprint"] = nlohmann::ordered_json::parse(fingerprint_to_json(f), nullptr, false);
+    fps.push_back(e);
+    out->fingerprint_keys.push_back(key);
+  }
+  m["fingerprints"] = fps;
+  m["records"] = manifest_list(ex.entries, true);
+  m["bundle_checksum"] = bundle_checksum(ex.entries);
+  // Graph specs carry their own checksums (each covers its key and text); listed here so that a missing or
+  // extra one is caught. Not part of bundle_checksum: bundles without them stay valid.
+  m["graph_specs"] = manifest_list(ex.graph_specs, false);
+  // Fusion decisions, likewise (each has its checksum), outside bundle_checksum.
+  m["fusion_records"] = manifest_list(ex.fusion_records, true);
+  out->records = static_cast<int64_t>(ex.entries.size());
+  out->graph_specs = static_cast<int64_t>(ex.graph_specs.size());
+  out->fusion_records = static_cast<int64_t>(ex.fusion_records.size());
+  return m.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace
 
-StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, const ExportOptions& options) {
+StatusOr<ExportReport> SqlitePlanStore::export_bundle(const std::string& bundle_path, const ExportOptions& options) {
   FileWriteOptions fo;
   fo.overwrite = options.overwrite;
   fo.what = "bundle";
@@ -71,167 +218,21 @@ StatusOr<ExportReport> PlanStore::export_bundle(const std::string& bundle_path, 
     KILN_RETURN_IF_ERROR(exec(raw, "PRAGMA journal_mode=DELETE"));
     KILN_RETURN_IF_ERROR(exec(raw, "BEGIN"));
     KILN_RETURN_IF_ERROR(exec(raw, "CREATE TABLE bundle_manifest(json TEXT NOT NULL)"));
-    KILN_RETURN_IF_ERROR(exec(raw, store::plans_table_sql("plans").c_str()));
-    KILN_RETURN_IF_ERROR(exec(raw, store::graph_specs_table_sql("graph_specs").c_str()));
-    KILN_RETURN_IF_ERROR(exec(raw, store::fusion_decisions_table_sql("fusion_decisions").c_str()));
+    for (const store::TableCodec* t :
+         {&store::plans_table(), &store::graph_spec_codec().table, &store::fusion_record_codec().table})
+      KILN_RETURN_IF_ERROR(exec(raw, t->create_sql().c_str()));
     KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(raw, insert_sql("plans", "INSERT")));
-
-    std::vector<ManifestEntry> entries;
-    std::vector<ManifestEntry> graph_specs;  // fingerprint_key unused
-    std::vector<ManifestEntry> fusion_records;
-    std::map<std::string, EnvFingerprint> fingerprints;
+    Exported ex;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      KILN_ASSIGN_OR_RETURN(
-          Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) + " FROM plans" + store::kFilterWhere +
-                                          " ORDER BY structure_sig, shape_key, fingerprint_key"));
-      store::bind_filter(st, options.filter);
-      while (true) {
-        KILN_ASSIGN_OR_RETURN(bool row, st.step());
-        if (!row) break;
-        RowRead r = store::read_record(st, 0, true);
-        std::string problem = store::record_problem(r);
-        if (!problem.empty())
-          return corruption("cannot export corrupt record " +
-                            store::record_name(r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key) +
-                            ": " + problem + " (run `kiln plans verify --quarantine`)");
-        store::bind_record(ins, 1, r.record);
-        KILN_RETURN_IF_ERROR(ins.run());
-        KILN_RETURN_IF_ERROR(ins.reset());
-        entries.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, r.record.checksum});
-        fingerprints.emplace(r.stored_fingerprint_key, r.record.fingerprint);
-      }
-      // The graph specs of the exported (structure, shape) keys travel with them; a damaged one stays behind.
-      KILN_ASSIGN_OR_RETURN(Stmt gs,
-                            Stmt::prepare(db_, std::string("SELECT ") + store::kGraphSpecColumns +
-                                                   " FROM graph_specs WHERE structure_sig=?1 AND shape_key=?2"));
-      KILN_ASSIGN_OR_RETURN(
-          Stmt gins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO graph_specs(") + store::kGraphSpecColumns +
-                                            ") VALUES (?1,?2,?3,?4,?5,?6)"));
-      std::set<std::pair<std::string, std::string>> done;
-      for (const auto& e : entries) {
-        if (!done.insert({e.structure_sig, e.shape_key}).second) continue;
-        gs.bind(1, e.structure_sig).bind(2, e.shape_key);
-        KILN_ASSIGN_OR_RETURN(bool row, gs.step());
-        GraphSpecEntry spec;
-        std::string problem = row ? store::read_graph_spec(gs, 0, &spec) : std::string();
-        KILN_RETURN_IF_ERROR(gs.reset());
-        if (!row) continue;
-        if (!problem.empty()) {
-          KILN_LOG(kWarn, "export: graph spec " << e.structure_sig.substr(0, 12) << "/" << e.shape_key
-                                                << " left out: " << problem);
-          continue;
-        }
-        store::bind_graph_spec(gins, 1, spec);
-        KILN_RETURN_IF_ERROR(gins.run());
-        KILN_RETURN_IF_ERROR(gins.reset());
-        graph_specs.push_back({spec.structure_sig, spec.shape_key, "", spec.checksum});
-      }
-      // The fusion decisions of the exported records travel with them, and so do their parts' records (same
-      // environment), so that the service that imports the bundle runs the chain the tuning chose. A damaged
-      // decision stays behind (the fused plan then serves).
-      KILN_ASSIGN_OR_RETURN(bool has_fusion, store::table_exists(db_, "fusion_decisions"));
-      if (has_fusion) {
-        KILN_ASSIGN_OR_RETURN(Stmt fs, Stmt::prepare(db_, std::string("SELECT ") + store::kFusionRecordColumns +
-                                                              " FROM fusion_decisions WHERE structure_sig=?1 AND "
-                                                              "shape_key=?2 AND fingerprint_key=?3"));
-        KILN_ASSIGN_OR_RETURN(Stmt fins, Stmt::prepare(raw, std::string("INSERT OR IGNORE INTO fusion_decisions(") +
-                                                                store::kFusionRecordColumns +
-                                                                ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"));
-        KILN_ASSIGN_OR_RETURN(Stmt part_st,
-                              Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
-                                                     " FROM plans WHERE structure_sig=?1 AND shape_key=?2 AND "
-                                                     "fingerprint_key=?3"));
-        std::set<std::string> exported;
-        for (const auto& e : entries) exported.insert(entry_key(e.structure_sig, e.shape_key, e.fingerprint_key));
-        const size_t fused_count = entries.size();  // parts appended below are not asked for decisions
-        for (size_t i = 0; i < fused_count; ++i) {
-          const ManifestEntry e = entries[i];
-          fs.bind(1, e.structure_sig).bind(2, e.shape_key).bind(3, e.fingerprint_key);
-          KILN_ASSIGN_OR_RETURN(bool row, fs.step());
-          FusionRecord fr;
-          std::string problem = row ? store::read_fusion_record(fs, 0, &fr) : std::string();
-          KILN_RETURN_IF_ERROR(fs.reset());
-          if (!row) continue;
-          if (!problem.empty()) {
-            KILN_LOG(kWarn, "export: fusion decision "
-                                << store::record_name(e.structure_sig, e.shape_key, e.fingerprint_key)
-                                << " left out: " << problem);
-            continue;
-          }
-          for (const FusionPartRef& p : fr.parts) {
-            if (!exported.insert(entry_key(p.structure_sig, p.shape_key, e.fingerprint_key)).second) continue;
-            part_st.bind(1, p.structure_sig).bind(2, p.shape_key).bind(3, e.fingerprint_key);
-            KILN_ASSIGN_OR_RETURN(bool prow, part_st.step());
-            if (prow) {
-              RowRead r = store::read_record(part_st, 0, true);
-              std::string pp = store::record_problem(r);
-              if (!pp.empty())
-                return corruption("cannot export corrupt record " +
-                                  store::record_name(p.structure_sig, p.shape_key, e.fingerprint_key) + " (part '" +
-                                  p.name + "' of an unfused chain): " + pp + " (run `kiln plans verify --quarantine`)");
-              store::bind_record(ins, 1, r.record);
-              KILN_RETURN_IF_ERROR(ins.run());
-              KILN_RETURN_IF_ERROR(ins.reset());
-              entries.push_back(
-                  {r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, r.record.checksum});
-            }
-            KILN_RETURN_IF_ERROR(part_st.reset());
-          }
-          store::bind_fusion_record(fins, 1, fr);
-          KILN_RETURN_IF_ERROR(fins.run());
-          KILN_RETURN_IF_ERROR(fins.reset());
-          fusion_records.push_back({fr.structure_sig, fr.shape_key, fr.fingerprint_key(), fr.checksum});
-        }
-      }
+      KILN_RETURN_IF_ERROR(export_plans(db_, ins, options.filter, &ex));
+      KILN_RETURN_IF_ERROR(export_graph_specs(db_, raw, &ex));
+      KILN_RETURN_IF_ERROR(export_fusion_records(db_, raw, ins, &ex));
     }
-
-    nlohmann::ordered_json m;
-    m["format"] = kBundleFormat;
-    m["bundle_version"] = kBundleVersion;
-    m["schema_version"] = kStoreSchemaVersion;
-    m["created_at"] = store::unix_now();
-    m["created_by"] = store::user_at_host();
-    m["record_count"] = entries.size();
-    nlohmann::ordered_json fps = nlohmann::ordered_json::array();
-    for (const auto& [key, f] : fingerprints) {
-      nlohmann::ordered_json e;
-      e["key"] = key;
-      e["fingerprint"] = nlohmann::ordered_json::parse(fingerprint_to_json(f), nullptr, false);
-      fps.push_back(e);
-      out.fingerprint_keys.push_back(key);
-    }
-    m["fingerprints"] = fps;
-    nlohmann::ordered_json recs = nlohmann::ordered_json::array();
-    for (const auto& e : entries)
-      recs.push_back({{"structure_sig", e.structure_sig},
-                      {"shape_key", e.shape_key},
-                      {"fingerprint_key", e.fingerprint_key},
-                      {"checksum", e.checksum}});
-    m["records"] = recs;
-    m["bundle_checksum"] = bundle_checksum(entries);
-    // Graph specs carry their own checksums (each covers its key and text); listed here so that a missing or
-    // extra one is caught. Not part of bundle_checksum: bundles without them stay valid.
-    nlohmann::ordered_json specs = nlohmann::ordered_json::array();
-    for (const auto& g : graph_specs)
-      specs.push_back({{"structure_sig", g.structure_sig}, {"shape_key", g.shape_key}, {"checksum", g.checksum}});
-    m["graph_specs"] = specs;
-    out.graph_specs = static_cast<int64_t>(graph_specs.size());
-    // Fusion decisions, likewise (each has its checksum), outside bundle_checksum.
-    nlohmann::ordered_json fusions = nlohmann::ordered_json::array();
-    for (const auto& f : fusion_records)
-      fusions.push_back({{"structure_sig", f.structure_sig},
-                         {"shape_key", f.shape_key},
-                         {"fingerprint_key", f.fingerprint_key},
-                         {"checksum", f.checksum}});
-    m["fusion_records"] = fusions;
-    out.fusion_records = static_cast<int64_t>(fusion_records.size());
     KILN_ASSIGN_OR_RETURN(Stmt man, Stmt::prepare(raw, "INSERT INTO bundle_manifest(json) VALUES (?1)"));
-    man.bind(1, m.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+    man.bind(1, manifest_text(ex, &out));
     KILN_RETURN_IF_ERROR(man.run());
-    KILN_RETURN_IF_ERROR(exec(raw, "COMMIT"));
-    out.records = static_cast<int64_t>(entries.size());
-    return Status::ok();
+    return exec(raw, "COMMIT");
   };
   Status s = write_file_atomically(bundle_path, fo, write);
   if (!s.is_ok()) return s.with_context("exporting to " + bundle_path);
@@ -246,8 +247,59 @@ struct BundleContents {
   std::vector<FusionRecord> fusion_records;
 };
 
-// Reads and checks a whole bundle; Corruption naming the bundle and the first bad record.
-StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidator& validator) {
+// What a bundle's manifest lists: its records, and the checksums of its graph specs and fusion decisions by
+// entry_key (a graph spec's with an empty fingerprint key).
+struct Manifest {
+  std::vector<ManifestEntry> entries;
+  std::map<std::string, std::string> specs;
+  std::map<std::string, std::string> fusions;
+};
+
+// Parses and checks the manifest's JSON (format, versions, record count, bundle checksum).
+StatusOr<Manifest> parse_manifest(const std::string& what, const std::string& text) {
+  nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.is_object()) return corruption(what + ": the manifest is not valid JSON");
+  Manifest out;
+  std::string declared_sum;
+  int64_t declared_count = -1;
+  try {
+    if (m.value("format", std::string()) != kBundleFormat)
+      return corruption(what + ": not a Kiln plan bundle manifest");
+    for (const auto& [field, mine, words] :
+         {std::tuple<const char*, int, const char*>{"bundle_version", kBundleVersion, " has bundle version "},
+          std::tuple<const char*, int, const char*>{"schema_version", kStoreSchemaVersion,
+                                                    " has store schema version "}}) {
+      const int v = m.at(field).get<int>();
+      if (v > mine)
+        return newer_version(what + words + std::to_string(v) + ", newer than this Kiln understands (" +
+                             std::to_string(mine) + "): it was made by a newer Kiln; upgrade Kiln to import it");
+    }
+    declared_count = m.at("record_count").get<int64_t>();
+    declared_sum = m.at("bundle_checksum").get<std::string>();
+    auto key_of = [](const nlohmann::json& e, bool with_fp) {
+      return entry_key(e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(),
+                       with_fp ? e.at("fingerprint_key").get<std::string>() : std::string());
+    };
+    for (const auto& e : m.at("records"))
+      out.entries.push_back({e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(),
+                             e.at("fingerprint_key").get<std::string>(), e.at("checksum").get<std::string>()});
+    if (m.contains("graph_specs"))
+      for (const auto& e : m.at("graph_specs")) out.specs[key_of(e, false)] = e.at("checksum").get<std::string>();
+    if (m.contains("fusion_records"))
+      for (const auto& e : m.at("fusion_records")) out.fusions[key_of(e, true)] = e.at("checksum").get<std::string>();
+  } catch (const std::exception& e) {
+    return corruption(what + ": malformed manifest: " + e.what());
+  }
+  if (declared_count != static_cast<int64_t>(out.entries.size()))
+    return corruption(what + ": the manifest says " + std::to_string(declared_count) + " records but lists " +
+                      std::to_string(out.entries.size()));
+  if (bundle_checksum(out.entries) != declared_sum)
+    return corruption(what + ": the manifest's bundle checksum does not match");
+  return out;
+}
+
+// Opens a bundle file read-only, after refusing what is not a regular file.
+StatusOr<DbPtr> open_bundle(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) return not_found("bundle " + path + " does not exist");
@@ -262,9 +314,13 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   DbPtr db(raw);
   if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot open bundle " + path);
   sqlite3_extended_result_codes(raw, 1);
-  const std::string what = "bundle " + path;
+  return db;
+}
 
-  StatusOr<Stmt> mst = Stmt::prepare(raw, "SELECT json FROM bundle_manifest");
+// Reads the manifest row and checks the tables are the ones Kiln writes (not views, no column missing):
+// graph_specs and fusion_decisions may be absent (older bundles), plans may not.
+StatusOr<Manifest> read_manifest(sqlite3* db, const std::string& what) {
+  StatusOr<Stmt> mst = Stmt::prepare(db, "SELECT json FROM bundle_manifest");
   if (!mst.is_ok()) {
     if (mst.status().message().find("not a database") != std::string::npos ||
         mst.status().code() == StatusCode::kCorruption)
@@ -273,70 +329,28 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
   }
   KILN_ASSIGN_OR_RETURN(bool has_row, mst->step());
   if (!has_row) return corruption(what + ": the manifest is empty");
-  nlohmann::json m = nlohmann::json::parse(mst->text(0), nullptr, /*allow_exceptions=*/false);
-  if (m.is_discarded() || !m.is_object()) return corruption(what + ": the manifest is not valid JSON");
-
-  std::vector<ManifestEntry> entries;
-  std::map<std::string, std::string> listed_specs;    // entry_key(sig, shape, "") -> checksum
-  std::map<std::string, std::string> listed_fusions;  // entry_key(sig, shape, fp) -> checksum
-  std::string declared_sum;
-  int64_t declared_count = -1;
-  try {
-    if (m.value("format", std::string()) != kBundleFormat)
-      return corruption(what + ": not a Kiln plan bundle manifest");
-    int bv = m.at("bundle_version").get<int>();
-    if (bv > kBundleVersion)
-      return newer_version(what + " has bundle version " + std::to_string(bv) + ", newer than this Kiln understands (" +
-                           std::to_string(kBundleVersion) +
-                           "): it was made by a newer Kiln; upgrade Kiln to import it");
-    int sv = m.at("schema_version").get<int>();
-    if (sv > kStoreSchemaVersion)
-      return newer_version(what + " has store schema version " + std::to_string(sv) +
-                           ", newer than this Kiln understands (" + std::to_string(kStoreSchemaVersion) +
-                           "): it was made by a newer Kiln; upgrade Kiln to import it");
-    declared_count = m.at("record_count").get<int64_t>();
-    declared_sum = m.at("bundle_checksum").get<std::string>();
-    for (const auto& e : m.at("records"))
-      entries.push_back({e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(),
-                         e.at("fingerprint_key").get<std::string>(), e.at("checksum").get<std::string>()});
-    if (m.contains("graph_specs"))
-      for (const auto& e : m.at("graph_specs"))
-        listed_specs[entry_key(e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(), "")] =
-            e.at("checksum").get<std::string>();
-    if (m.contains("fusion_records"))
-      for (const auto& e : m.at("fusion_records"))
-        listed_fusions[entry_key(e.at("structure_sig").get<std::string>(), e.at("shape_key").get<std::string>(),
-                                 e.at("fingerprint_key").get<std::string>())] = e.at("checksum").get<std::string>();
-  } catch (const std::exception& e) {
-    return corruption(what + ": malformed manifest: " + e.what());
+  KILN_ASSIGN_OR_RETURN(Manifest m, parse_manifest(what, mst->text(0)));
+  for (const store::TableCodec* t :
+       {&store::plans_table(), &store::graph_spec_codec().table, &store::fusion_record_codec().table}) {
+    Status c = store::check_table_schema(db, t->table, t->create_sql(), t == &store::plans_table());
+    if (!c.is_ok()) return Status(c.code(), what + ": " + c.message());
   }
-  if (declared_count != static_cast<int64_t>(entries.size()))
-    return corruption(what + ": the manifest says " + std::to_string(declared_count) + " records but lists " +
-                      std::to_string(entries.size()));
-  if (bundle_checksum(entries) != declared_sum)
-    return corruption(what + ": the manifest's bundle checksum does not match");
+  return m;
+}
+
+// The bundle's plan records, each sound, listed with its checksum and passing the validator; every listed one
+// present.
+Status read_bundle_records(sqlite3* db, const std::string& what, const Manifest& m, const PlanValidator& validator,
+                           std::vector<PlanRecord>* out) {
   std::map<std::string, std::string> listed;
-  for (const auto& e : entries) listed[entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)] = e.checksum;
-
-  // The tables are the ones Kiln writes (not views, no column missing); graph_specs may be absent (older
-  // bundles), plans may not.
-  for (const auto& [table, sql, required] :
-       {std::tuple<const char*, std::string, bool>{"plans", store::plans_table_sql("plans"), true},
-        std::tuple<const char*, std::string, bool>{"graph_specs", store::graph_specs_table_sql("graph_specs"), false},
-        std::tuple<const char*, std::string, bool>{"fusion_decisions",
-                                                   store::fusion_decisions_table_sql("fusion_decisions"), false}}) {
-    Status t = store::check_table_schema(raw, table, sql, required);
-    if (!t.is_ok()) return Status(t.code(), what + ": " + t.message());
-  }
-
-  BundleContents out;
+  for (const auto& e : m.entries) listed[entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)] = e.checksum;
   std::set<std::string> seen;
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(raw, "SELECT " + store::record_columns(true) + " FROM plans"));
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, store::plans_table().select_sql()));
   while (true) {
     StatusOr<bool> row = st.step();
     if (!row.is_ok()) return corruption(what + ": cannot read its records: " + row.status().message());
     if (!*row) break;
-    RowRead r = store::read_record(st, 0, true);
+    RowRead r = store::read_record(st, 0);
     std::string name = store::record_name(r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key);
     std::string problem = store::record_problem(r);
     if (!problem.empty()) return corruption(what + ": record " + name + ": " + problem);
@@ -348,76 +362,84 @@ StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidato
     Status v = store::run_validator(validator, r.record);
     if (!v.is_ok()) return corruption(what + ": record " + name + ": validator refused the plan: " + v.message());
     seen.insert(key);
-    out.records.push_back(std::move(r.record));
+    out->push_back(std::move(r.record));
   }
-  for (const auto& e : entries)
+  for (const auto& e : m.entries)
     if (!seen.count(entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)))
       return corruption(what + ": record " + store::record_name(e.structure_sig, e.shape_key, e.fingerprint_key) +
                         " is listed in the manifest but missing");
+  return Status::ok();
+}
 
-  // Graph specs (bundles written before they existed have no table and list none).
-  KILN_ASSIGN_OR_RETURN(bool has_specs, store::table_exists(raw, "graph_specs"));
-  std::set<std::string> seen_specs;
-  if (has_specs) {
-    KILN_ASSIGN_OR_RETURN(Stmt gs,
-                          Stmt::prepare(raw, std::string("SELECT ") + store::kGraphSpecColumns + " FROM graph_specs"));
+// How a bundle's side table (graph specs, fusion decisions) is named in messages and matched to its manifest.
+template <class Record>
+struct SideTable {
+  const store::RecordCodec<Record>& codec;
+  const char* one;   // "graph spec"
+  const char* many;  // "graph specs"
+  std::string (*key)(const Record&);
+  std::string (*name)(const store::Row&);
+};
+
+// Every row of a side table, each sound and listed with its checksum; every listed one present. Bundles written
+// before the table existed have none and list none.
+template <class Record>
+Status read_side_table(sqlite3* db, const std::string& what, const SideTable<Record>& t,
+                       const std::map<std::string, std::string>& listed, std::vector<Record>* out) {
+  KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db, t.codec.table.table));
+  std::set<std::string> seen;
+  if (exists) {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, t.codec.table.select_sql()));
     while (true) {
-      StatusOr<bool> row = gs.step();
-      if (!row.is_ok()) return corruption(what + ": cannot read its graph specs: " + row.status().message());
+      StatusOr<bool> row = st.step();
+      if (!row.is_ok()) return corruption(what + ": cannot read its " + t.many + ": " + row.status().message());
       if (!*row) break;
-      GraphSpecEntry spec;
-      std::string problem = store::read_graph_spec(gs, 0, &spec);
-      std::string name = gs.text(0).substr(0, 12) + "/" + gs.text(1);
-      if (!problem.empty()) return corruption(what + ": graph spec " + name + ": " + problem);
-      std::string key = entry_key(spec.structure_sig, spec.shape_key, "");
-      auto it = listed_specs.find(key);
-      if (it == listed_specs.end()) return corruption(what + ": graph spec " + name + " is not in the manifest");
-      if (it->second != spec.checksum)
-        return corruption(what + ": graph spec " + name + ": checksum differs from the manifest's");
-      seen_specs.insert(key);
-      out.graph_specs.push_back(std::move(spec));
+      std::string problem;
+      Record r;
+      const store::Row values = t.codec.table.read(st, 0, &problem);
+      if (problem.empty()) problem = t.codec.decode(values, &r);
+      const std::string name = std::string(t.one) + " " + t.name(values);
+      if (!problem.empty()) return corruption(what + ": " + name + ": " + problem);
+      const std::string key = t.key(r);
+      auto it = listed.find(key);
+      if (it == listed.end()) return corruption(what + ": " + name + " is not in the manifest");
+      if (it->second != r.checksum) return corruption(what + ": " + name + ": checksum differs from the manifest's");
+      seen.insert(key);
+      out->push_back(std::move(r));
     }
   }
-  for (const auto& [key, sum] : listed_specs)
-    if (!seen_specs.count(key)) {
+  for (const auto& [key, sum] : listed)
+    if (!seen.count(key)) {
       std::string sig = key.substr(0, key.find('\x1f'));
-      return corruption(what + ": graph spec " + sig.substr(0, 12) + " is listed in the manifest but missing");
+      return corruption(what + ": " + t.one + " " + sig.substr(0, 12) + " is listed in the manifest but missing");
     }
+  return Status::ok();
+}
 
-  // Fusion decisions (bundles written before they existed have no table and list none).
-  KILN_ASSIGN_OR_RETURN(bool has_fusions, store::table_exists(raw, "fusion_decisions"));
-  std::set<std::string> seen_fusions;
-  if (has_fusions) {
-    KILN_ASSIGN_OR_RETURN(
-        Stmt fs, Stmt::prepare(raw, std::string("SELECT ") + store::kFusionRecordColumns + " FROM fusion_decisions"));
-    while (true) {
-      StatusOr<bool> row = fs.step();
-      if (!row.is_ok()) return corruption(what + ": cannot read its fusion decisions: " + row.status().message());
-      if (!*row) break;
-      FusionRecord fr;
-      std::string problem = store::read_fusion_record(fs, 0, &fr);
-      std::string name = store::record_name(fs.text(0), fs.text(1), fs.text(2));
-      if (!problem.empty()) return corruption(what + ": fusion decision " + name + ": " + problem);
-      std::string key = entry_key(fr.structure_sig, fr.shape_key, fr.fingerprint_key());
-      auto it = listed_fusions.find(key);
-      if (it == listed_fusions.end()) return corruption(what + ": fusion decision " + name + " is not in the manifest");
-      if (it->second != fr.checksum)
-        return corruption(what + ": fusion decision " + name + ": checksum differs from the manifest's");
-      seen_fusions.insert(key);
-      out.fusion_records.push_back(std::move(fr));
-    }
-  }
-  for (const auto& [key, sum] : listed_fusions)
-    if (!seen_fusions.count(key)) {
-      std::string sig = key.substr(0, key.find('\x1f'));
-      return corruption(what + ": fusion decision " + sig.substr(0, 12) + " is listed in the manifest but missing");
-    }
+std::string spec_key(const GraphSpecEntry& e) { return entry_key(e.structure_sig, e.shape_key, ""); }
+std::string spec_row_name(const store::Row& row) { return row[0].text.substr(0, 12) + "/" + row[1].text; }
+std::string fusion_key(const FusionRecord& r) { return entry_key(r.structure_sig, r.shape_key, r.fingerprint_key()); }
+std::string fusion_row_name(const store::Row& row) { return store::record_name(row[0].text, row[1].text, row[2].text); }
+
+// Reads and checks a whole bundle; Corruption naming the bundle and the first bad record.
+StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidator& validator) {
+  KILN_ASSIGN_OR_RETURN(DbPtr db, open_bundle(path));
+  const std::string what = "bundle " + path;
+  KILN_ASSIGN_OR_RETURN(Manifest m, read_manifest(db.get(), what));
+  BundleContents out;
+  KILN_RETURN_IF_ERROR(read_bundle_records(db.get(), what, m, validator, &out.records));
+  const SideTable<GraphSpecEntry> specs{store::graph_spec_codec(), "graph spec", "graph specs", spec_key,
+                                        spec_row_name};
+  KILN_RETURN_IF_ERROR(read_side_table(db.get(), what, specs, m.specs, &out.graph_specs));
+  const SideTable<FusionRecord> fusions{store::fusion_record_codec(), "fusion decision", "fusion decisions", fusion_key,
+                                        fusion_row_name};
+  KILN_RETURN_IF_ERROR(read_side_table(db.get(), what, fusions, m.fusions, &out.fusion_records));
   return out;
 }
 
 }  // namespace
 
-StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, const ImportOptions& options) {
+StatusOr<ImportReport> SqlitePlanStore::import_bundle(const std::string& bundle_path, const ImportOptions& options) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   KILN_ASSIGN_OR_RETURN(BundleContents bundle, read_bundle(bundle_path, options.validator));
   ImportReport out;
@@ -452,9 +474,10 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
   }
   // A spec already stored for a key is kept: both give the same signature, so they describe the same graph.
   KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(db_, std::string("INSERT OR IGNORE INTO graph_specs(") +
-                                                          store::kGraphSpecColumns + ") VALUES (?1,?2,?3,?4,?5,?6)"));
+                                                          store::graph_spec_codec().table.column_list() +
+                                                          ") VALUES (?1,?2,?3,?4,?5,?6)"));
   for (const GraphSpecEntry& spec : bundle.graph_specs) {
-    store::bind_graph_spec(gins, 1, spec);
+    store::graph_spec_codec().bind(gins, 1, spec);
     KILN_RETURN_IF_ERROR(gins.run());
     out.graph_specs += sqlite3_changes(db_);
     KILN_RETURN_IF_ERROR(gins.reset());
@@ -463,7 +486,7 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
   KILN_ASSIGN_OR_RETURN(Stmt ffind, Stmt::prepare(db_, "SELECT created_at FROM fusion_decisions WHERE structure_sig=?1 "
                                                        "AND shape_key=?2 AND fingerprint_key=?3"));
   KILN_ASSIGN_OR_RETURN(Stmt fins, Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO fusion_decisions(") +
-                                                          store::kFusionRecordColumns +
+                                                          store::fusion_record_codec().table.column_list() +
                                                           ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"));
   for (const FusionRecord& fr : bundle.fusion_records) {
     if (options.current && !check_fingerprint(fr.fingerprint, *options.current, options.policy).pass) continue;
@@ -472,7 +495,7 @@ StatusOr<ImportReport> PlanStore::import_bundle(const std::string& bundle_path, 
     const int64_t existing_created = exists ? ffind.int64(0) : 0;
     KILN_RETURN_IF_ERROR(ffind.reset());
     if (exists && existing_created >= fr.created_at) continue;
-    store::bind_fusion_record(fins, 1, fr);
+    store::fusion_record_codec().bind(fins, 1, fr);
     KILN_RETURN_IF_ERROR(fins.run());
     KILN_RETURN_IF_ERROR(fins.reset());
     ++out.fusion_records;

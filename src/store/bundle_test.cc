@@ -30,7 +30,9 @@ std::map<std::string, std::string> checksums(PlanStore& store) {
   return out;
 }
 
-TEST(Bundle, ExportImportRoundTripsExactly) {
+class BundleContract : public store_test::StoreContract {};
+
+TEST_P(BundleContract, ExportImportRoundTripsExactly) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   for (int i = 0; i < 12; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
@@ -69,7 +71,7 @@ TEST(Bundle, ExportImportRoundTripsExactly) {
   EXPECT_EQ(im->imported, 0);
 }
 
-TEST(Bundle, ImportKeepsNewerRecordsAndSkipsStaleOnRequest) {
+TEST_P(BundleContract, ImportKeepsNewerRecordsAndSkipsStaleOnRequest) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
@@ -102,7 +104,7 @@ TEST(Bundle, ImportKeepsNewerRecordsAndSkipsStaleOnRequest) {
   EXPECT_EQ(dst->get(r1.structure_sig, r1.shape_key, h200())->record->engine_id, r1.engine_id);
 }
 
-TEST(Bundle, ExportWithFilter) {
+TEST_P(BundleContract, ExportWithFilter) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
@@ -132,7 +134,7 @@ TEST(Bundle, FlippedByteInABundleRecordIsRejectedByName) {
   EXPECT_TRUE(dst->list()->empty());  // all or nothing
 }
 
-TEST(Bundle, RecordAndChecksumRewrittenTogetherIsCaughtByTheManifest) {
+TEST_P(BundleContract, RecordAndChecksumRewrittenTogetherIsCaughtByTheManifest) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
@@ -152,7 +154,7 @@ TEST(Bundle, RecordAndChecksumRewrittenTogetherIsCaughtByTheManifest) {
   EXPECT_NE(im.status().message().find("differs from the manifest"), std::string::npos) << im.status().message();
 }
 
-TEST(Bundle, MissingRecordOrBadManifestIsCorruption) {
+TEST_P(BundleContract, MissingRecordOrBadManifestIsCorruption) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(src->put(make_record(i)).is_ok());
@@ -174,7 +176,7 @@ TEST(Bundle, MissingRecordOrBadManifestIsCorruption) {
   EXPECT_NE(im.status().message().find("manifest says 4 records"), std::string::npos) << im.status().message();
 }
 
-TEST(Bundle, GarbageFileIsNotABundle) {
+TEST_P(BundleContract, GarbageFileIsNotABundle) {
   TempDir dir;
   std::string bundle = dir.file("junk.kilnbundle");
   {
@@ -193,7 +195,7 @@ TEST(Bundle, GarbageFileIsNotABundle) {
   EXPECT_EQ(dst->import_bundle(dir.file("nope")).status().code(), StatusCode::kNotFound);
 }
 
-TEST(Bundle, ValidatorCanRefuseAnImport) {
+TEST_P(BundleContract, ValidatorCanRefuseAnImport) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   ASSERT_TRUE(src->put(make_record(1)).is_ok());
@@ -207,7 +209,7 @@ TEST(Bundle, ValidatorCanRefuseAnImport) {
   EXPECT_NE(im.status().message().find("plan does not deserialize"), std::string::npos);
 }
 
-TEST(Bundle, ExportRefusesCorruptRecords) {
+TEST_P(BundleContract, ExportRefusesCorruptRecords) {
   TempDir dir;
   std::string path = dir.file("src.db");
   auto src = open_store(path);
@@ -220,7 +222,7 @@ TEST(Bundle, ExportRefusesCorruptRecords) {
 }
 
 // Issue 10 case 4: an export wrote over any file, the store it read included.
-TEST(Bundle, ExportRefusesAnExistingFileAndNeverTheStoreItself) {
+TEST_P(BundleContract, ExportRefusesAnExistingFileAndNeverTheStoreItself) {
   TempDir dir;
   std::string path = dir.file("src.db");
   auto src = open_store(path);
@@ -250,7 +252,7 @@ TEST(Bundle, ExportRefusesAnExistingFileAndNeverTheStoreItself) {
 }
 
 // Issue 10 case 5: a bundle without its plans table exited 10, a newer one 6, a folder 3.
-TEST(Bundle, DamagedNewerAndFolderBundlesHaveTheirOwnCodes) {
+TEST_P(BundleContract, DamagedNewerAndFolderBundlesHaveTheirOwnCodes) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   ASSERT_TRUE(src->put(make_record(1)).is_ok());
@@ -288,6 +290,8 @@ TEST(Bundle, DamagedNewerAndFolderBundlesHaveTheirOwnCodes) {
   ASSERT_TRUE(all.is_ok());
   EXPECT_TRUE(all->empty());
 }
+
+KILN_STORE_CONTRACT_SUITE(BundleContract);
 
 }  // namespace
 }  // namespace kiln

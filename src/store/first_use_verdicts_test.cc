@@ -35,7 +35,9 @@ bool kept_passed(PlanStore& s, const FirstUseRecord& r) {
   return got.is_ok() && got->has_value() && (*got)->passed;
 }
 
-TEST(FirstUseVerdicts, KeptPerKeyConfigurationAndEnvironment) {
+class FirstUseVerdictsContract : public store_test::StoreContract {};
+
+TEST_P(FirstUseVerdictsContract, KeptPerKeyConfigurationAndEnvironment) {
   TempDir d;
   auto s = open_store(d.file("s.db"));
   ASSERT_TRUE(s);
@@ -60,7 +62,7 @@ TEST(FirstUseVerdicts, KeptPerKeyConfigurationAndEnvironment) {
 
 // "A failed configuration is never served again in that environment": a pass stored later (another
 // Planner's check, a flaky device) does not replace a failure; a failure replaces a pass.
-TEST(FirstUseVerdicts, AFailedVerdictIsNeverReplaced) {
+TEST_P(FirstUseVerdictsContract, AFailedVerdictIsNeverReplaced) {
   TempDir d;
   auto s = open_store(d.file("s.db"));
   ASSERT_TRUE(s);
@@ -75,7 +77,7 @@ TEST(FirstUseVerdicts, AFailedVerdictIsNeverReplaced) {
   EXPECT_FALSE(kept_passed(*s, verdict(true, "eng7")));
 }
 
-TEST(FirstUseVerdicts, BadInputIsRefusedNamingTheField) {
+TEST_P(FirstUseVerdictsContract, BadInputIsRefusedNamingTheField) {
   TempDir d;
   auto s = open_store(d.file("s.db"));
   ASSERT_TRUE(s);
@@ -92,7 +94,7 @@ TEST(FirstUseVerdicts, BadInputIsRefusedNamingTheField) {
 
 // A damaged row is never trusted (a failure edited into a pass would serve a wrong plan): dropped, counted
 // corrupt, reported absent, so the plan is checked again.
-TEST(FirstUseVerdicts, ADamagedRowIsDroppedNotTrusted) {
+TEST_P(FirstUseVerdictsContract, ADamagedRowIsDroppedNotTrusted) {
   TempDir d;
   const std::string db = d.file("s.db");
   {
@@ -121,7 +123,7 @@ TEST(FirstUseVerdicts, ADamagedRowIsDroppedNotTrusted) {
 
 // A store made before the table existed, opened read-only, has no verdicts (and no error); opened
 // writable, it gets the table.
-TEST(FirstUseVerdicts, AStoreWithoutTheTable) {
+TEST_P(FirstUseVerdictsContract, AStoreWithoutTheTable) {
   TempDir d;
   const std::string db = d.file("s.db");
   { ASSERT_TRUE(open_store(db)); }
@@ -141,7 +143,7 @@ TEST(FirstUseVerdicts, AStoreWithoutTheTable) {
 
 // SQLite's names are case-insensitive: a table written in capitals is Kiln's table, not damage. An index in
 // its place is damage, said in English.
-TEST(FirstUseVerdicts, TheSchemaCheckReadsNamesAsSqliteDoes) {
+TEST_P(FirstUseVerdictsContract, TheSchemaCheckReadsNamesAsSqliteDoes) {
   TempDir d;
   const std::string db = d.file("s.db");
   { ASSERT_TRUE(open_store(db)); }
@@ -161,11 +163,13 @@ TEST(FirstUseVerdicts, TheSchemaCheckReadsNamesAsSqliteDoes) {
     EXPECT_TRUE((*got)->passed);
   }
   raw_sql(db, "DROP TABLE FIRST_USE_VERDICTS; CREATE TABLE t(a); CREATE INDEX first_use_verdicts ON t(a)");
-  auto bad = PlanStore::open(db);
+  auto bad = open_impl(db);
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("'first_use_verdicts' is an index, not a table"), std::string::npos)
       << bad.status().message();
 }
+
+KILN_STORE_CONTRACT_SUITE(FirstUseVerdictsContract);
 
 }  // namespace
 }  // namespace kiln

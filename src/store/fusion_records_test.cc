@@ -38,7 +38,9 @@ struct Chain {
   }
 };
 
-TEST(FusionRecords, RoundTripKeepsEveryField) {
+class FusionRecordsContract : public store_test::StoreContract {};
+
+TEST_P(FusionRecordsContract, RoundTripKeepsEveryField) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   Chain c;
@@ -67,7 +69,7 @@ TEST(FusionRecords, RoundTripKeepsEveryField) {
   EXPECT_FALSE(s->get_fusion_record(r.structure_sig, r.shape_key, h200())->has_value());
 }
 
-TEST(FusionRecords, BadDecisionsAreRefusedBeforeWriting) {
+TEST_P(FusionRecordsContract, BadDecisionsAreRefusedBeforeWriting) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   Chain c;
@@ -91,7 +93,7 @@ TEST(FusionRecords, BadDecisionsAreRefusedBeforeWriting) {
   EXPECT_EQ(ro->put_fusion_record(c.decision).status().code(), StatusCode::kFailedPrecondition);
 }
 
-TEST(FusionRecords, OnlyAnEnvironmentThePolicyAcceptsUsesIt) {
+TEST_P(FusionRecordsContract, OnlyAnEnvironmentThePolicyAcceptsUsesIt) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   Chain c;
@@ -121,7 +123,7 @@ TEST(FusionRecords, OnlyAnEnvironmentThePolicyAcceptsUsesIt) {
   EXPECT_EQ((*theirs)->explanation, "measured under cuDNN 9.20");
 }
 
-TEST(FusionRecords, ADamagedRowIsDroppedNotServed) {
+TEST_P(FusionRecordsContract, ADamagedRowIsDroppedNotServed) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   Chain c;
@@ -155,7 +157,7 @@ TEST(FusionRecords, ADamagedRowIsDroppedNotServed) {
 
 // A row whose checksum matches but whose contents put_fusion_record would refuse (forged: the checksum is not
 // a key) is corrupt too: not served, dropped by gc (found by review).
-TEST(FusionRecords, AForgedRowWithAMatchingChecksumIsStillCorrupt) {
+TEST_P(FusionRecordsContract, AForgedRowWithAMatchingChecksumIsStillCorrupt) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   Chain c;
@@ -176,7 +178,7 @@ TEST(FusionRecords, AForgedRowWithAMatchingChecksumIsStillCorrupt) {
   EXPECT_EQ(gc->fusion_records_removed, 1);
 }
 
-TEST(FusionRecords, GcDropsADecisionWhosePartIsGone) {
+TEST_P(FusionRecordsContract, GcDropsADecisionWhosePartIsGone) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   Chain c;
@@ -193,7 +195,7 @@ TEST(FusionRecords, GcDropsADecisionWhosePartIsGone) {
   EXPECT_TRUE(s->list_fusion_records()->empty());
 }
 
-TEST(FusionRecords, ABundleCarriesTheDecisionAndItsParts) {
+TEST_P(FusionRecordsContract, ABundleCarriesTheDecisionAndItsParts) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   Chain c;
@@ -232,7 +234,7 @@ TEST(FusionRecords, ABundleCarriesTheDecisionAndItsParts) {
   EXPECT_TRUE(t2->list_fusion_records()->empty());
 }
 
-TEST(FusionRecords, ATamperedDecisionInABundleRefusesTheWholeImport) {
+TEST_P(FusionRecordsContract, ATamperedDecisionInABundleRefusesTheWholeImport) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   Chain c;
@@ -251,6 +253,8 @@ TEST(FusionRecords, ATamperedDecisionInABundleRefusesTheWholeImport) {
   EXPECT_EQ(im2.status().code(), StatusCode::kCorruption);
   EXPECT_NE(im2.status().message().find("missing"), std::string::npos) << im2.status().message();
 }
+
+KILN_STORE_CONTRACT_SUITE(FusionRecordsContract);
 
 }  // namespace
 }  // namespace kiln

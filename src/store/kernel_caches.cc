@@ -8,9 +8,10 @@
 #include "kiln/core/log.h"
 #include "kiln/core/strings.h"
 #include "kiln/store/env_policy.h"
-#include "kiln/store/plan_store.h"
-#include "store/extra_tables.h"
+#include "store/sqlite_plan_store.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
+#include "store/sqlite_table.h"
 #include "store/sqlite_util.h"
 
 namespace kiln {
@@ -18,12 +19,7 @@ namespace kiln {
 using store::Stmt;
 using store::Txn;
 
-using store::put_field;
-
 namespace {
-
-constexpr const char* kColumns =
-    "structure_sig, fingerprint_key, fingerprint_json, graph_name, cache_json, created_at, checksum";
 
 std::string cache_name(const std::string& sig, const std::string& fp) { return store::record_name(sig, "kernels", fp); }
 
@@ -35,32 +31,6 @@ Status validate_kernel_cache(const KernelCacheRecord& r) {
     return invalid_argument(where + ": " + std::to_string(r.cache_json.size()) + " bytes, over the " +
                             std::to_string(kMaxKernelCacheBytes) + " a row may hold");
   return Status::ok();
-}
-
-// Reads the columns of kColumns; "" when sound (types, fingerprint key, checksum, size), else the problem.
-std::string read_kernel_cache(const Stmt& st, KernelCacheRecord* r) {
-  static const char* names[] = {"structure_sig", "fingerprint_key", "fingerprint_json", "graph_name",
-                                "cache_json",    "created_at",      "checksum"};
-  for (int c = 0; c < 7; ++c) {
-    const int want = c == 5 ? SQLITE_INTEGER : c == 4 ? SQLITE_BLOB : SQLITE_TEXT;
-    if (st.type(c) != want) return std::string("column ") + names[c] + " has the wrong type";
-  }
-  r->structure_sig = st.text(0);
-  const std::string stored_key = st.text(1);
-  auto fp = fingerprint_from_json(st.text(2));
-  if (!fp.is_ok()) return "fingerprint: " + fp.status().message();
-  r->fingerprint = *fp;
-  if (r->fingerprint_key() != stored_key)
-    return "fingerprint_key " + stored_key + " does not match its fingerprint (" + r->fingerprint_key() + ")";
-  r->graph_name = st.text(3);
-  r->cache_json = st.text(4);
-  r->created_at = st.int64(5);
-  r->checksum = st.text(6);
-  const std::string sum = compute_kernel_cache_checksum(*r);
-  if (sum != r->checksum) return "checksum mismatch (stored " + r->checksum + ", computed " + sum + ")";
-  Status valid = validate_kernel_cache(*r);
-  if (!valid.is_ok()) return valid.message();
-  return std::string();
 }
 
 // Reads a cache text through without building it (a cache may hold 256 MiB), keeping the first error.
@@ -134,58 +104,65 @@ bool kernel_cache_environment_matches(const EnvFingerprint& kept, const EnvFinge
   return kernel_cache_mismatches(kept, current, KernelCacheJudged::kEverything).empty();
 }
 
+namespace {
+
+const store::TableCodec& caches_table() {
+  static const store::TableCodec t{
+      "kernel_caches",
+      {store::text("structure_sig"), store::text("fingerprint_key", store::kUnchecked),
+       store::text("fingerprint_json", "fingerprint"), store::text("graph_name"), store::blob("cache_json"),
+       store::integer("created_at"), store::text("checksum", store::kUnchecked)},
+      {"structure_sig", "fingerprint_key"},
+      "kiln-kernel-cache/v1"};
+  return t;
+}
+
+store::Row encode(const KernelCacheRecord& r) {
+  return store::row_of(r.structure_sig, r.fingerprint_key(), fingerprint_to_json(r.fingerprint), r.graph_name,
+                       r.cache_json, r.created_at, r.checksum);
+}
+
+// "" when sound (fingerprint key, checksum, size), else the problem.
+std::string decode(const store::Row& row, KernelCacheRecord* r) {
+  std::string stored_key, fingerprint;
+  store::RowCursor(row) >> r->structure_sig >> stored_key >> fingerprint >> r->graph_name >> r->cache_json >>
+      r->created_at >> r->checksum;
+  auto fp = fingerprint_from_json(fingerprint);
+  if (!fp.is_ok()) return "fingerprint: " + fp.status().message();
+  r->fingerprint = *fp;
+  if (r->fingerprint_key() != stored_key)
+    return "fingerprint_key " + stored_key + " does not match its fingerprint (" + r->fingerprint_key() + ")";
+  const std::string problem = store::checksum_problem(r->checksum, caches_table().checksum(encode(*r)));
+  if (!problem.empty()) return problem;
+  Status valid = validate_kernel_cache(*r);
+  if (!valid.is_ok()) return valid.message();
+  return std::string();
+}
+
+// What a row's cache text holds past the limit (read without the text), "" within it.
+std::string oversize_problem(int64_t bytes) {
+  if (bytes <= kMaxKernelCacheBytes) return std::string();
+  return std::to_string(bytes) + " bytes of cache text, over the " + std::to_string(kMaxKernelCacheBytes) +
+         " a row may hold";
+}
+
+}  // namespace
+
+const store::RecordCodec<KernelCacheRecord>& store::kernel_cache_codec() {
+  return make_codec(caches_table(), encode, decode);
+}
+
 std::string compute_kernel_cache_checksum(const KernelCacheRecord& r) {
-  std::string canon = "kiln-kernel-cache/v1\n";
-  put_field(canon, "structure_sig", r.structure_sig);
-  put_field(canon, "fingerprint", fingerprint_to_json(r.fingerprint));
-  put_field(canon, "graph_name", r.graph_name);
-  put_field(canon, "cache_json", r.cache_json);
-  put_field(canon, "created_at", std::to_string(r.created_at));
-  return stable_hash128_hex(canon);
+  return store::kernel_cache_codec().checksum(r);
 }
 
-namespace store {
-
-std::string kernel_caches_table_sql() {
-  return "CREATE TABLE IF NOT EXISTS kernel_caches(\n"
-         "  structure_sig TEXT NOT NULL,\n"
-         "  fingerprint_key TEXT NOT NULL,\n"
-         "  fingerprint_json TEXT NOT NULL,\n"
-         "  graph_name TEXT NOT NULL,\n"
-         "  cache_json BLOB NOT NULL,\n"
-         "  created_at INTEGER NOT NULL,\n"
-         "  checksum TEXT NOT NULL,\n"
-         "  PRIMARY KEY (structure_sig, fingerprint_key)\n"
-         ")";
-}
-
-}  // namespace store
-
-StatusOr<KernelCacheRecord> PlanStore::put_kernel_cache(const KernelCacheRecord& record) {
+StatusOr<KernelCacheRecord> SqlitePlanStore::put_kernel_cache(const KernelCacheRecord& record) {
   KILN_RETURN_IF_ERROR(validate_kernel_cache(record));
-  if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
-  KernelCacheRecord r = record;
-  if (r.created_at == 0) r.created_at = store::unix_now();
-  r.checksum = compute_kernel_cache_checksum(r);
-  std::lock_guard<std::mutex> lock(mu_);
-  Txn txn(db_);
-  KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO kernel_caches(") + kColumns +
-                                                        ") VALUES (?1,?2,?3,?4,?5,?6,?7)"));
-  st.bind(1, r.structure_sig)
-      .bind(2, r.fingerprint_key())
-      .bind(3, fingerprint_to_json(r.fingerprint))
-      .bind(4, r.graph_name)
-      .bind_blob(5, r.cache_json)
-      .bind(6, r.created_at)
-      .bind(7, r.checksum);
-  KILN_RETURN_IF_ERROR(st.run());
-  KILN_RETURN_IF_ERROR(txn.commit());
-  return r;
+  return put_stamped(store::kernel_cache_codec(), record);
 }
 
-StatusOr<std::optional<KernelCacheRecord>> PlanStore::get_kernel_cache(const std::string& structure_sig,
-                                                                       const EnvFingerprint& current) {
+StatusOr<std::optional<KernelCacheRecord>> SqlitePlanStore::get_kernel_cache(const std::string& structure_sig,
+                                                                             const EnvFingerprint& current) {
   const std::string key = fingerprint_key(current);
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
@@ -194,16 +171,14 @@ StatusOr<std::optional<KernelCacheRecord>> PlanStore::get_kernel_cache(const std
   std::string problem;
   {
     // The text's size first: an oversized row is refused without reading it into memory.
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("SELECT ") + kColumns +
-                                                          ", length(cache_json) FROM kernel_caches WHERE "
-                                                          "structure_sig=?1 AND fingerprint_key=?2"));
-    st.bind(1, structure_sig).bind(2, key);
+    KILN_ASSIGN_OR_RETURN(
+        Stmt st, Stmt::prepare(db_, "SELECT " + caches_table().column_list() +
+                                        ", length(cache_json) FROM kernel_caches" + caches_table().where_key()));
+    store::bind_texts(st, {structure_sig, key});
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) return std::optional<KernelCacheRecord>();
-    if (st.int64(7) > kMaxKernelCacheBytes)
-      problem = std::to_string(st.int64(7)) + " bytes of cache text, over the " + std::to_string(kMaxKernelCacheBytes) +
-                " a row may hold";
-    else problem = read_kernel_cache(st, &r);
+    problem = oversize_problem(st.int64(7));
+    if (problem.empty()) problem = store::kernel_cache_codec().read(st, 0, &r);
   }
   if (problem.empty()) {
     // The key matched (major versions); the versions themselves must be this environment's exactly. A row of
@@ -214,39 +189,27 @@ StatusOr<std::optional<KernelCacheRecord>> PlanStore::get_kernel_cache(const std
   }
   // A damaged cache is dropped (the next dynamic build compiles, and the Planner keeps, a new one).
   ++counters_.corrupt;
-  const std::string name = cache_name(structure_sig, key);
-  if (read_only_) {
-    KILN_LOG(kWarn, "plan store " << path_ << ": corrupt kernel cache " << name << " (" << problem
-                                  << "); read-only, left in place, its kernels are compiled again");
-    return std::optional<KernelCacheRecord>();
-  }
-  KILN_LOG(kWarn, "plan store " << path_ << ": dropped corrupt kernel cache " << name << ": " << problem);
-  KILN_RETURN_IF_ERROR(remove_kernel_cache_locked(structure_sig, key).status());
+  KILN_RETURN_IF_ERROR(drop_corrupt_locked("kernel cache", cache_name(structure_sig, key), problem,
+                                           ", its kernels are compiled again",
+                                           [&] { return remove_kernel_cache_locked(structure_sig, key); }));
   return std::optional<KernelCacheRecord>();
 }
 
-StatusOr<int64_t> PlanStore::remove_kernel_cache(const std::string& structure_sig, const std::string& fingerprint_key) {
+StatusOr<int64_t> SqlitePlanStore::remove_kernel_cache(const std::string& structure_sig,
+                                                       const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
   return remove_kernel_cache_locked(structure_sig, fingerprint_key);
 }
 
-StatusOr<int64_t> PlanStore::remove_kernel_cache_locked(const std::string& structure_sig,
-                                                        const std::string& fingerprint_key) {
+StatusOr<int64_t> SqlitePlanStore::remove_kernel_cache_locked(const std::string& structure_sig,
+                                                              const std::string& fingerprint_key) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return int64_t{0};
-  Txn txn(db_);
-  KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(Stmt del,
-                        Stmt::prepare(db_, "DELETE FROM kernel_caches WHERE structure_sig=?1 AND fingerprint_key=?2"));
-  del.bind(1, structure_sig).bind(2, fingerprint_key);
-  KILN_RETURN_IF_ERROR(del.run());
-  const int64_t n = sqlite3_changes(db_);
-  KILN_RETURN_IF_ERROR(txn.commit());
-  return n;
+  return store::delete_by_key(db_, caches_table(), {structure_sig, fingerprint_key});
 }
 
-StatusOr<std::vector<KernelCacheInfo>> PlanStore::list_kernel_caches() {
+StatusOr<std::vector<KernelCacheInfo>> SqlitePlanStore::list_kernel_caches() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<KernelCacheInfo> out;
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
@@ -254,9 +217,7 @@ StatusOr<std::vector<KernelCacheInfo>> PlanStore::list_kernel_caches() {
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT structure_sig, fingerprint_key, graph_name, "
                                                     "length(cache_json), created_at, fingerprint_json, rowid FROM "
                                                     "kernel_caches ORDER BY structure_sig, fingerprint_key"));
-  while (true) {
-    KILN_ASSIGN_OR_RETURN(bool row, st.step());
-    if (!row) break;
+  KILN_RETURN_IF_ERROR(store::for_each_row(st, [&]() -> Status {
     KernelCacheInfo info;
     info.rowid = st.int64(6);
     info.structure_sig = st.text(0);
@@ -271,11 +232,12 @@ StatusOr<std::vector<KernelCacheInfo>> PlanStore::list_kernel_caches() {
       info.problem = "fingerprint_key does not match its fingerprint (" + fingerprint_key(*fp) + ")";
     else info.fingerprint = *fp;
     out.push_back(std::move(info));
-  }
+    return Status::ok();
+  }));
   return out;
 }
 
-Status PlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vector<BadKernelCache>* bad) {
+Status SqlitePlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vector<BadKernelCache>* bad) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return Status::ok();
   // Sizes first: a row's text is read only when it is within the limit (a damaged length could be anything).
@@ -288,26 +250,22 @@ Status PlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vector<Bad
     KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, length(cache_json), structure_sig, "
                                                       "fingerprint_key, checksum FROM kernel_caches ORDER BY "
                                                       "structure_sig, fingerprint_key"));
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
+    KILN_RETURN_IF_ERROR(store::for_each_row(st, [&] {
       rows.push_back({st.int64(0), st.int64(1), st.text(2), st.text(3), st.text(4)});
-    }
+      return Status::ok();
+    }));
   }
-  KILN_ASSIGN_OR_RETURN(Stmt one,
-                        Stmt::prepare(db_, std::string("SELECT ") + kColumns + " FROM kernel_caches WHERE rowid=?1"));
+  KILN_ASSIGN_OR_RETURN(Stmt one, Stmt::prepare(db_, caches_table().select_sql(" WHERE rowid=?1")));
   for (const Row& row : rows) {
     ++out->kernel_caches_checked;
     std::string problem;
-    if (row.bytes > kMaxKernelCacheBytes) {
-      problem = std::to_string(row.bytes) + " bytes of cache text, over the " + std::to_string(kMaxKernelCacheBytes) +
-                " a row may hold";
-    } else {
+    problem = oversize_problem(row.bytes);
+    if (problem.empty()) {
       one.bind(1, row.rowid);
       KILN_ASSIGN_OR_RETURN(bool found, one.step());
       KernelCacheRecord r;
       if (!found) problem = "row vanished while it was read";
-      else problem = read_kernel_cache(one, &r);
+      else problem = store::kernel_cache_codec().read(one, 0, &r);
       if (problem.empty()) problem = json_problem(r.cache_json);
       KILN_RETURN_IF_ERROR(one.reset());
     }
@@ -321,7 +279,7 @@ Status PlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vector<Bad
   return Status::ok();
 }
 
-StatusOr<int64_t> PlanStore::drop_kernel_cache_row_locked(const BadKernelCache& bad) {
+StatusOr<int64_t> SqlitePlanStore::drop_kernel_cache_row_locked(const BadKernelCache& bad) {
   // By rowid and the stored checksum's text: a row another process replaced meanwhile stays.
   KILN_ASSIGN_OR_RETURN(
       Stmt del,
@@ -331,8 +289,8 @@ StatusOr<int64_t> PlanStore::drop_kernel_cache_row_locked(const BadKernelCache& 
   return static_cast<int64_t>(sqlite3_changes(db_));
 }
 
-Status PlanStore::gc_find_kernel_caches_locked(const GcOptions& options, const std::set<int64_t>& gone,
-                                               GcGarbage* out) {
+Status SqlitePlanStore::gc_find_kernel_caches_locked(const GcOptions& options, const std::set<int64_t>& gone,
+                                                     GcGarbage* out) {
   if (!options.current && !options.older_than) return Status::ok();
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return Status::ok();

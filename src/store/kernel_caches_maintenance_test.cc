@@ -42,6 +42,8 @@ bool has_cache(PlanStore& s, const std::string& sig, const EnvFingerprint& fp) {
   return false;
 }
 
+class KernelCacheMaintenanceContract : public store_test::StoreContract {};
+
 TEST(KernelCacheMismatches, NameEachFieldThatDiffersAtTheJudgedLevel) {
   EnvFingerprint other = h200();
   other.driver_version = 13010;
@@ -69,7 +71,7 @@ TEST(KernelCacheMismatches, NameEachFieldThatDiffersAtTheJudgedLevel) {
   EXPECT_TRUE(kernel_cache_environment_matches(card, h200()));
 }
 
-TEST(KernelCacheMaintenance, ListShowsEachEnvironmentAndADamagedFingerprint) {
+TEST_P(KernelCacheMaintenanceContract, ListShowsEachEnvironmentAndADamagedFingerprint) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   auto s = open_store(path);
@@ -99,7 +101,7 @@ TEST(KernelCacheMaintenance, ListShowsEachEnvironmentAndADamagedFingerprint) {
   EXPECT_EQ(with_new_cudnn, 1);
 }
 
-TEST(KernelCacheMaintenance, VerifyChecksEveryRowAndReportsTheDamagedOnesByKey) {
+TEST_P(KernelCacheMaintenanceContract, VerifyChecksEveryRowAndReportsTheDamagedOnesByKey) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   auto s = open_store(path);
@@ -146,7 +148,7 @@ TEST(KernelCacheMaintenance, VerifyChecksEveryRowAndReportsTheDamagedOnesByKey) 
   EXPECT_TRUE(s->quarantine()->empty());  // caches are dropped, not quarantined: the table holds plans
 }
 
-TEST(KernelCacheMaintenance, VerifyNeverThrowsOnDamagedColumns) {
+TEST_P(KernelCacheMaintenanceContract, VerifyNeverThrowsOnDamagedColumns) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   auto s = open_store(path);
@@ -184,7 +186,7 @@ TEST(KernelCacheMaintenance, VerifyNeverThrowsOnDamagedColumns) {
   EXPECT_TRUE(s->list_kernel_caches()->empty());
 }
 
-TEST(KernelCacheMaintenance, VerifyRefusesAnOversizedRowWithoutReadingIt) {
+TEST_P(KernelCacheMaintenanceContract, VerifyRefusesAnOversizedRowWithoutReadingIt) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   auto s = open_store(path);
@@ -200,7 +202,7 @@ TEST(KernelCacheMaintenance, VerifyRefusesAnOversizedRowWithoutReadingIt) {
                                                       std::to_string(kMaxKernelCacheBytes) + " a row may hold");
 }
 
-TEST(KernelCacheMaintenance, GcDropsOtherEnvironmentsOnlyWhenJudgingAndKeepsCachesWithoutPlans) {
+TEST_P(KernelCacheMaintenanceContract, GcDropsOtherEnvironmentsOnlyWhenJudgingAndKeepsCachesWithoutPlans) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   auto s = open_store(path);
@@ -292,6 +294,8 @@ TEST(KernelCacheMaintenance, GcDryRunReportsWhatARealRunRemovesAndRemovesNothing
   EXPECT_EQ((*left)[0].fingerprint_key, fingerprint_key(h200()));
   EXPECT_EQ(s->list()->size(), 1u);
 }
+
+KILN_STORE_CONTRACT_SUITE(KernelCacheMaintenanceContract);
 
 }  // namespace
 }  // namespace kiln

@@ -23,7 +23,9 @@ KernelCacheRecord cache(const std::string& sig = "0123456789abcdef0123456789abcd
   return r;
 }
 
-TEST(KernelCaches, RoundTripKeepsTheTextAndListsItWithoutIt) {
+class KernelCachesContract : public store_test::StoreContract {};
+
+TEST_P(KernelCachesContract, RoundTripKeepsTheTextAndListsItWithoutIt) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   auto put = s->put_kernel_cache(cache());
@@ -50,7 +52,7 @@ TEST(KernelCaches, RoundTripKeepsTheTextAndListsItWithoutIt) {
   EXPECT_FALSE(s->get_kernel_cache(more.structure_sig, h200())->has_value());
 }
 
-TEST(KernelCaches, OnlyTheExactEnvironmentReadsItBack) {
+TEST_P(KernelCachesContract, OnlyTheExactEnvironmentReadsItBack) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   ASSERT_TRUE(s->put_kernel_cache(cache()).is_ok());
@@ -72,7 +74,7 @@ TEST(KernelCaches, OnlyTheExactEnvironmentReadsItBack) {
   EXPECT_TRUE(s->get_kernel_cache(cache().structure_sig, cudnn)->has_value());
 }
 
-TEST(KernelCaches, BadRecordsAreRefusedBeforeTheyAreWritten) {
+TEST_P(KernelCachesContract, BadRecordsAreRefusedBeforeTheyAreWritten) {
   TempDir dir;
   auto s = open_store(dir.file("p.db"));
   KernelCacheRecord r = cache();
@@ -92,7 +94,7 @@ TEST(KernelCaches, BadRecordsAreRefusedBeforeTheyAreWritten) {
   EXPECT_EQ(ro->put_kernel_cache(cache()).status().code(), StatusCode::kFailedPrecondition);
 }
 
-TEST(KernelCaches, ADamagedRowIsAMissDroppedUnlessReadOnly) {
+TEST_P(KernelCachesContract, ADamagedRowIsAMissDroppedUnlessReadOnly) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   {
@@ -131,7 +133,7 @@ TEST(KernelCaches, ADamagedRowIsAMissDroppedUnlessReadOnly) {
   EXPECT_EQ(s->counters().corrupt, 3);
 }
 
-TEST(KernelCaches, AStoreWrittenBeforeTheTableExistedHasNone) {
+TEST_P(KernelCachesContract, AStoreWrittenBeforeTheTableExistedHasNone) {
   TempDir dir;
   const std::string path = dir.file("p.db");
   { auto s = open_store(path); }
@@ -144,6 +146,8 @@ TEST(KernelCaches, AStoreWrittenBeforeTheTableExistedHasNone) {
   auto s = open_store(path);  // a writable open makes it again
   EXPECT_TRUE(s->put_kernel_cache(cache()).is_ok());
 }
+
+KILN_STORE_CONTRACT_SUITE(KernelCachesContract);
 
 }  // namespace
 }  // namespace kiln

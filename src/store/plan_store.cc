@@ -1,6 +1,6 @@
 // PlanStore: opening, writing, looking up and maintaining the SQLite plan store. Bundles: bundle.cc.
 #include "kiln/core/read_file.h"
-#include "kiln/store/plan_store.h"
+#include "store/sqlite_plan_store.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -15,9 +15,10 @@
 
 #include "kiln/core/log.h"
 #include "kiln/core/strings.h"
-#include "store/extra_tables.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
+#include "store/sqlite_table.h"
 #include "store/sqlite_util.h"
 
 namespace kiln {
@@ -65,120 +66,31 @@ std::string home_dir() {
 std::string quarantine_table_sql() {
   return "CREATE TABLE IF NOT EXISTS quarantine(id INTEGER PRIMARY KEY AUTOINCREMENT, quarantined_at INTEGER, "
          "reason TEXT, " +
-         store::record_columns(true) + ")";
+         store::record_columns() + ")";
 }
 
-// Runs a pragma that returns one row per message (quick_check, integrity_check): "ok" or the messages.
-StatusOr<std::string> check_pragma(sqlite3* db, const char* pragma) {
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, pragma));
-  std::vector<std::string> lines;
-  while (true) {
-    KILN_ASSIGN_OR_RETURN(bool row, st.step());
-    if (!row) break;
-    if (lines.size() < 10) lines.push_back(st.text(0));
-  }
-  return join(lines, "; ");
+// The tables added within schema version 1 (a v1 store without them gets them on a writable open; older Kilns
+// ignore them), in the order they are made.
+std::vector<const store::TableCodec*> optional_tables() {
+  return {&store::retune_queue_codec().table, &store::graph_spec_codec().table, &store::fusion_record_codec().table,
+          &store::kernel_cache_codec().table, &store::first_use_codec().table};
 }
-
-// Switching to WAL needs a moment alone with the file; another process opening at the same time makes it
-// report BUSY before the busy handler applies, so retry within the timeout.
-Status set_wal(sqlite3* db, int timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (true) {
-    StatusOr<Stmt> st = Stmt::prepare(db, "PRAGMA journal_mode=WAL");
-    Status s = st.status();
-    if (st.is_ok()) {
-      StatusOr<bool> row = st->step();
-      s = row.status();
-      if (row.is_ok()) {
-        std::string mode = *row ? st->text(0) : "";
-        if (mode == "wal") return Status::ok();
-        return unavailable("cannot switch to WAL mode (journal mode is '" + mode + "')");
-      }
-    }
-    if (s.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() > deadline) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-constexpr const char* kMetaTableSql = "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)";
 
 // Every Kiln table present is the table Kiln made (not a view, no column missing), and a store has its
-// plans table: a damaged schema is Corruption here, not a SQL error at the first query (exit 10).
+// plans table: a damaged schema is Corruption when the file is opened, not a SQL error at the first query.
 Status check_store_tables(sqlite3* db) {
   KILN_RETURN_IF_ERROR(store::check_table_schema(db, "plans", store::plans_table_sql("plans"), /*required=*/true));
   KILN_RETURN_IF_ERROR(store::check_table_schema(db, "quarantine", quarantine_table_sql(), false));
-  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "retune_queue", store::retune_queue_table_sql(), false));
-  KILN_RETURN_IF_ERROR(
-      store::check_table_schema(db, "graph_specs", store::graph_specs_table_sql("graph_specs"), false));
-  KILN_RETURN_IF_ERROR(
-      store::check_table_schema(db, "fusion_decisions", store::fusion_decisions_table_sql("fusion_decisions"), false));
-  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "kernel_caches", store::kernel_caches_table_sql(), false));
-  return store::check_table_schema(db, "first_use_verdicts", store::first_use_verdicts_table_sql(), false);
+  for (const store::TableCodec* t : optional_tables())
+    KILN_RETURN_IF_ERROR(store::check_table_schema(db, t->table, t->create_sql(), false));
+  return Status::ok();
 }
 
-// What the file holds, read without writing anything: true for a Kiln store (its version and tables
-// checked), false for an empty database; any other SQLite database is refused (InvalidArgument).
-StatusOr<bool> check_existing_schema(sqlite3* db) {
-  // Views too: a Kiln table replaced by a view is damage, not another kind of database.
-  KILN_ASSIGN_OR_RETURN(Stmt tables,
-                        Stmt::prepare(db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"));
-  std::vector<std::string> names;
-  while (true) {
-    KILN_ASSIGN_OR_RETURN(bool row, tables.step());
-    if (!row) break;
-    std::string n = tables.text(0);
-    if (n.rfind("sqlite_", 0) != 0) names.push_back(n);
-  }
-  if (std::find(names.begin(), names.end(), "meta") == names.end()) {
-    if (!names.empty())
-      return invalid_argument("a SQLite database but not a Kiln plan store (tables: " + join(names, ", ") + ")");
-    return false;
-  }
-  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "meta", kMetaTableSql, true));
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT value FROM meta WHERE key='schema_version'"));
-  KILN_ASSIGN_OR_RETURN(bool row, st.step());
-  if (!row) return corruption("the meta table has no schema_version");
-  std::string v = st.text(0);
-  char* end = nullptr;
-  long version = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') return corruption("schema_version '" + v + "' is not a number");
-  if (version > kStoreSchemaVersion)
-    return newer_version("written with store schema version " + std::to_string(version) +
-                         ", newer than this Kiln understands (" + std::to_string(kStoreSchemaVersion) +
-                         "): upgrade Kiln or use another store (--store / $KILN_STORE)");
-  if (version < 1) return corruption("schema_version " + v + " is not valid");
-  KILN_RETURN_IF_ERROR(check_store_tables(db));
-  return true;
-}
-
-Status init_schema(sqlite3* db, bool read_only) {
-  if (read_only) {
-    KILN_ASSIGN_OR_RETURN(bool is_store, check_existing_schema(db));
-    if (!is_store) return invalid_argument("not a Kiln plan store (empty database)");
-    return Status::ok();
-  }
-  Txn txn(db);
-  KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(bool has_meta, check_existing_schema(db));  // again, under the write lock
-  KILN_RETURN_IF_ERROR(exec(db, kMetaTableSql));
+Status create_store_tables(sqlite3* db) {
   KILN_RETURN_IF_ERROR(exec(db, store::plans_table_sql("plans").c_str()));
   KILN_RETURN_IF_ERROR(exec(db, quarantine_table_sql().c_str()));
-  // Added within schema version 1 (a v1 store without them gets them here; older Kilns ignore them).
-  KILN_RETURN_IF_ERROR(exec(db, store::retune_queue_table_sql().c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, store::graph_specs_table_sql("graph_specs").c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, store::fusion_decisions_table_sql("fusion_decisions").c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, store::kernel_caches_table_sql().c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, store::first_use_verdicts_table_sql().c_str()));
-  if (!has_meta) {
-    KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
-    ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(kStoreSchemaVersion));
-    KILN_RETURN_IF_ERROR(ins.run());
-    KILN_RETURN_IF_ERROR(ins.reset());
-    ins.bind(1, std::string_view("created_at")).bind(2, std::to_string(unix_now()));
-    KILN_RETURN_IF_ERROR(ins.run());
-  }
-  return txn.commit();
+  for (const store::TableCodec* t : optional_tables()) KILN_RETURN_IF_ERROR(exec(db, t->create_sql().c_str()));
+  return Status::ok();
 }
 
 // Which of several records passing the policy to run: the exact environment first, then tuned plans,
@@ -260,12 +172,12 @@ std::string default_store_path() {
   return "kiln-plans.db";
 }
 
-PlanStore::PlanStore(std::string path, sqlite3* db, bool read_only)
-    : path_(std::move(path)), db_(db), read_only_(read_only) {}
+SqlitePlanStore::SqlitePlanStore(std::string path, store::Database db, bool read_only)
+    : path_(std::move(path)), database_(std::move(db)), db_(database_.handle()), read_only_(read_only) {}
 
-PlanStore::~PlanStore() { sqlite3_close_v2(db_); }
+SqlitePlanStore::~SqlitePlanStore() = default;
 
-std::vector<std::string> PlanStore::database_files() const {
+std::vector<std::string> SqlitePlanStore::database_files() const {
   std::vector<std::string> bases = {path_};
   std::error_code ec;
   std::filesystem::path resolved = std::filesystem::canonical(path_, ec);
@@ -276,27 +188,7 @@ std::vector<std::string> PlanStore::database_files() const {
   return out;
 }
 
-namespace {
-// `path` as the path part of a SQLite URI: '%', '?' and '#' escaped.
-std::string uri_path(const std::string& path) {
-  std::string out;
-  for (char c : path) {
-    if (c == '%') out += "%25";
-    else if (c == '?') out += "%3f";
-    else if (c == '#') out += "%23";
-    else out += c;
-  }
-  return out;
-}
-
-constexpr const char* kUnwritable =
-    " cannot be written here (the file, or the folder it is in, is read-only to this user), and this command "
-    "writes it: run it where the store can be written";
-}  // namespace
-
-bool PlanStore::is_unwritable_store(const Status& s) {
-  return s.code() == StatusCode::kInvalidArgument && s.message().find(kUnwritable) != std::string::npos;
-}
+bool PlanStore::is_unwritable_store(const Status& s) { return store::Database::is_unwritable(s); }
 
 Status PlanStore::check_path(const std::string& path, const StoreOpenOptions& options) {
   if (path.empty()) return invalid_argument("plan store path is empty");
@@ -313,80 +205,16 @@ Status PlanStore::check_path(const std::string& path, const StoreOpenOptions& op
 
 StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   KILN_RETURN_IF_ERROR(check_path(path, options));
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!options.read_only) {
-    fs::path parent = fs::path(path).parent_path();
-    if (!parent.empty() && !fs::exists(parent, ec)) {
-      fs::create_directories(parent, ec);
-      if (ec) return unavailable("cannot create folder " + parent.string() + " for the plan store: " + ec.message());
-    }
-  }
-
-  sqlite3* raw = nullptr;
-  int flags =
-      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_FULLMUTEX;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
-  DbPtr db(raw);
-  if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot open plan store " + path);
-  // SQLite opens a file this user may not write read-only without a word when asked to write it: every write
-  // would then fail later with "attempt to write a readonly database" (and gc counted removals it never made).
-  // A store opened to write must be writable: said here, once, naming the file.
-  if (!options.read_only && sqlite3_db_readonly(raw, "main") == 1)
-    return invalid_argument("plan store " + path + kUnwritable);
-  sqlite3_extended_result_codes(raw, 1);
-  sqlite3_busy_timeout(raw, options.busy_timeout_ms);
-
-  auto configure = [&]() -> Status {
-    if (!options.read_only) {
-      // Look before writing: switching to WAL rewrites the file's header, so a SQLite file that is not a
-      // Kiln store (a bundle given as --store, say) is refused untouched.
-      KILN_RETURN_IF_ERROR(check_existing_schema(raw).status());
-      KILN_RETURN_IF_ERROR(set_wal(raw, options.busy_timeout_ms));
-      // WAL + NORMAL: a crash of the process never loses a committed write or damages the file; a power
-      // loss may lose the last commits but leaves the file consistent.
-      KILN_RETURN_IF_ERROR(exec(raw, "PRAGMA synchronous=NORMAL"));
-    }
-    if (options.quick_check) {
-      KILN_ASSIGN_OR_RETURN(std::string qc, check_pragma(raw, "PRAGMA quick_check"));
-      if (qc != "ok") return corruption("damaged database file (quick_check: " + qc + ")");
-    }
-    return init_schema(raw, options.read_only);
-  };
-  Status s = configure();
-  // A read-only open of a WAL store where nothing beside it can be written (a baked store in a read-only
-  // folder or file): SQLite cannot make the -shm file it reads through. With no -wal left beside the file
-  // (a store closed cleanly has none), nothing is missed by reading the file as immutable.
-  if (!s.is_ok() && options.read_only && s.code() == StatusCode::kFailedPrecondition &&
-      s.message().find("readonly") != std::string::npos) {
-    const std::string wal = path + "-wal";
-    if (fs::exists(wal, ec) && fs::file_size(wal, ec) > 0)
-      return failed_precondition("plan store " + path + " cannot be read here: it is read-only to this user and " +
-                                 wal + " holds writes not yet in the file (open it once where it can be " +
-                                 "written, or copy the store)");
-    db.reset();
-    raw = nullptr;
-    const std::string uri = "file:" + uri_path(path) + "?immutable=1";
-    rc = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
-    db.reset(raw);
-    if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot open plan store " + path + " (immutable)");
-    sqlite3_extended_result_codes(raw, 1);
-    s = configure();
-  }
-  // A store this user cannot write (the file, or the folder its -wal and -shm go in), opened to write: bad
-  // input naming what to do, not SQLite's "attempt to write a readonly database" as a policy refusal (exit 6).
-  if (!s.is_ok() && !options.read_only && s.code() == StatusCode::kFailedPrecondition &&
-      s.message().find("readonly") != std::string::npos)
-    return invalid_argument("plan store " + path + kUnwritable);
-  if (!s.is_ok()) {
-    if (s.code() == StatusCode::kCorruption && s.message().find("not a database") != std::string::npos)
-      return corruption("plan store " + path + " is not a SQLite database (damaged or another kind of file)");
-    return Status(s.code(), "plan store " + path + ": " + s.message());
-  }
-  return std::unique_ptr<PlanStore>(new PlanStore(path, db.release(), options.read_only));
+  return SqlitePlanStore::open(path, options);
 }
 
-StatusOr<PlanRecord> PlanStore::put(const PlanRecord& record) {
+StatusOr<std::unique_ptr<PlanStore>> SqlitePlanStore::open(const std::string& path, const StoreOpenOptions& options) {
+  const store::Schema schema{kStoreSchemaVersion, "plan store", check_store_tables, create_store_tables};
+  KILN_ASSIGN_OR_RETURN(store::Database db, store::Database::open(path, options, schema));
+  return std::unique_ptr<PlanStore>(new SqlitePlanStore(path, std::move(db), options.read_only));
+}
+
+StatusOr<PlanRecord> SqlitePlanStore::put(const PlanRecord& record) {
   KILN_RETURN_IF_ERROR(store::validate_for_write(record));
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   PlanRecord r = record;
@@ -396,14 +224,7 @@ StatusOr<PlanRecord> PlanStore::put(const PlanRecord& record) {
   r.checksum = compute_record_checksum(r);
 
   std::lock_guard<std::mutex> lock(mu_);
-  Txn txn(db_);
-  KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "INSERT OR REPLACE INTO plans(" + store::record_columns(true) +
-                                                        ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
-                                                        "?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)"));
-  store::bind_record(st, 1, r);
-  KILN_RETURN_IF_ERROR(st.run());
-  KILN_RETURN_IF_ERROR(txn.commit());
+  KILN_RETURN_IF_ERROR(store::put_row(db_, store::plans_table(), store::encode_record(r)));
   return r;
 }
 
@@ -414,9 +235,9 @@ constexpr const char* kStoredRowWhere =
     " AND IFNULL(CAST(fingerprint_key AS TEXT),'')=?5 AND IFNULL(CAST(checksum AS TEXT),'')=?6";
 }  // namespace
 
-void PlanStore::quarantine_row(const std::string& structure_sig, const std::string& shape_key,
-                               const std::string& fingerprint_key, const std::string& stored_checksum,
-                               const std::string& reason) {
+void SqlitePlanStore::quarantine_row(const std::string& structure_sig, const std::string& shape_key,
+                                     const std::string& fingerprint_key, const std::string& stored_checksum,
+                                     const std::string& reason) {
   std::string name = store::record_name(structure_sig, shape_key, fingerprint_key);
   if (read_only_) {
     KILN_LOG(kWarn,
@@ -428,8 +249,8 @@ void PlanStore::quarantine_row(const std::string& structure_sig, const std::stri
     Txn txn(db_);
     KILN_RETURN_IF_ERROR(txn.begin());
     KILN_ASSIGN_OR_RETURN(
-        Stmt ins, Stmt::prepare(db_, "INSERT INTO quarantine(quarantined_at, reason, " + store::record_columns(true) +
-                                         ") SELECT ?1, ?2, " + store::record_columns(true) + where));
+        Stmt ins, Stmt::prepare(db_, "INSERT INTO quarantine(quarantined_at, reason, " + store::record_columns() +
+                                         ") SELECT ?1, ?2, " + store::record_columns() + where));
     ins.bind(1, unix_now())
         .bind(2, reason)
         .bind(3, structure_sig)
@@ -456,19 +277,30 @@ void PlanStore::quarantine_row(const std::string& structure_sig, const std::stri
   }
 }
 
-StatusOr<LookupResult> PlanStore::get(const std::string& structure_sig, const std::string& shape_key,
-                                      const EnvFingerprint& current, const EnvPolicy& policy,
-                                      const PlanValidator& validator) {
+Status SqlitePlanStore::drop_corrupt_locked(const char* what, const std::string& name, const std::string& problem,
+                                            const char* kept_note, const std::function<StatusOr<int64_t>()>& remove) {
+  if (read_only_) {
+    KILN_LOG(kWarn, "plan store " << path_ << ": corrupt " << what << " " << name << " (" << problem
+                                  << "); read-only, left in place" << kept_note);
+    return Status::ok();
+  }
+  KILN_LOG(kWarn, "plan store " << path_ << ": dropped corrupt " << what << " " << name << ": " << problem);
+  return remove().status();
+}
+
+StatusOr<LookupResult> SqlitePlanStore::get(const std::string& structure_sig, const std::string& shape_key,
+                                            const EnvFingerprint& current, const EnvPolicy& policy,
+                                            const PlanValidator& validator) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RowRead> rows;
   {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns() +
                                                           " FROM plans WHERE structure_sig=?1 AND shape_key=?2"));
     st.bind(1, structure_sig).bind(2, shape_key);
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
-      rows.push_back(store::read_record(st, 0, true));
+      rows.push_back(store::read_record(st, 0));
     }
   }
   Evaluation ev = evaluate(std::move(rows), current, policy, validator);
@@ -509,13 +341,13 @@ StatusOr<LookupResult> PlanStore::get(const std::string& structure_sig, const st
   return out;
 }
 
-StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const EnvPolicy& policy,
-                                            const PlanValidator& validator) {
+StatusOr<LoadAllResult> SqlitePlanStore::load_all(const EnvFingerprint& current, const EnvPolicy& policy,
+                                                  const PlanValidator& validator) {
   std::lock_guard<std::mutex> lock(mu_);
   LoadAllResult out;
   std::vector<std::pair<RowRead, std::string>> corrupt;
   {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns() +
                                                           " FROM plans ORDER BY structure_sig, shape_key"));
     std::vector<RowRead> group;
     auto flush = [&]() {
@@ -529,7 +361,7 @@ StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool row, st.step());
       if (!row) break;
-      RowRead r = store::read_record(st, 0, true);
+      RowRead r = store::read_record(st, 0);
       if (!group.empty() && (group.front().record.structure_sig != r.record.structure_sig ||
                              group.front().record.shape_key != r.record.shape_key))
         flush();
@@ -545,18 +377,18 @@ StatusOr<LoadAllResult> PlanStore::load_all(const EnvFingerprint& current, const
   return out;
 }
 
-StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
+StatusOr<std::vector<PlanSummary>> SqlitePlanStore::list(const ListFilter& filter) {
   std::lock_guard<std::mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(
-      Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) + " FROM plans" + store::kFilterWhere +
-                                      " ORDER BY structure_sig, shape_key, fingerprint_key"));
+  KILN_ASSIGN_OR_RETURN(Stmt st,
+                        Stmt::prepare(db_, "SELECT " + store::record_columns() + " FROM plans" + store::kFilterWhere +
+                                               " ORDER BY structure_sig, shape_key, fingerprint_key"));
   store::bind_filter(st, filter);
   std::vector<PlanSummary> out;
   while (true) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
     // Read with the plan bytes so that the checksum is checked as verify checks it; the bytes are not kept.
-    RowRead r = store::read_record(st, 0, true);
+    RowRead r = store::read_record(st, 0);
     std::string problem = store::record_problem(r);
     r.record.plan_bytes.clear();
     r.record.plan_bytes.shrink_to_fit();
@@ -566,22 +398,22 @@ StatusOr<std::vector<PlanSummary>> PlanStore::list(const ListFilter& filter) {
   return out;
 }
 
-StatusOr<PlanRecord> PlanStore::read(const std::string& structure_sig, const std::string& shape_key,
-                                     const std::string& fingerprint_key) {
+StatusOr<PlanRecord> SqlitePlanStore::read(const std::string& structure_sig, const std::string& shape_key,
+                                           const std::string& fingerprint_key) {
   std::lock_guard<std::mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns(true) +
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns() +
                                                         " FROM plans WHERE structure_sig=?1 AND shape_key=?2 AND "
                                                         "fingerprint_key=?3"));
   st.bind(1, structure_sig).bind(2, shape_key).bind(3, fingerprint_key);
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
   std::string name = store::record_name(structure_sig, shape_key, fingerprint_key);
   if (!row) return not_found("no plan record " + name);
-  RowRead r = store::read_record(st, 0, true);
+  RowRead r = store::read_record(st, 0);
   if (!r.problem.empty()) return corruption("plan record " + name + ": " + r.problem);
   return std::move(r.record);
 }
 
-StatusOr<int64_t> PlanStore::remove(const ListFilter& filter, bool all) {
+StatusOr<int64_t> SqlitePlanStore::remove(const ListFilter& filter, bool all) {
   bool empty = filter.structure_prefix.empty() && filter.shape_key.empty() && filter.fingerprint_key.empty() &&
                !filter.tuned_only;
   if (empty && !all) return invalid_argument("remove: give a filter, or ask for all records explicitly");
@@ -597,246 +429,12 @@ StatusOr<int64_t> PlanStore::remove(const ListFilter& filter, bool all) {
   return n;
 }
 
-StatusOr<VerifyReport> PlanStore::verify(const VerifyOptions& options) {
-  if (options.quarantine && read_only_) return failed_precondition("verify --quarantine needs a writable store");
-  std::lock_guard<std::mutex> lock(mu_);
-  return verify_locked(options);
-}
-
-StatusOr<VerifyReport> PlanStore::verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans,
-                                                std::vector<BadKernelCache>* bad_caches) {
-  VerifyReport out;
-  KILN_ASSIGN_OR_RETURN(out.integrity, check_pragma(db_, "PRAGMA integrity_check"));
-  struct Bad {
-    int64_t rowid;
-    RowRead row;
-    std::string reason;
-  };
-  std::vector<Bad> bad;
-  {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid, " + store::record_columns(true) +
-                                                          " FROM plans ORDER BY structure_sig, shape_key"));
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
-      const int64_t rowid = st.int64(0);
-      RowRead r = store::read_record(st, 1, true);
-      ++out.checked;
-      std::string problem = store::record_problem(r);
-      if (problem.empty()) {
-        Status v = store::run_validator(options.validator, r.record);
-        if (!v.is_ok()) problem = "validator refused the plan: " + v.message();
-      }
-      if (problem.empty()) {
-        ++out.ok;
-        continue;
-      }
-      out.problems.push_back({r.record.structure_sig, r.record.shape_key, r.stored_fingerprint_key, problem, rowid});
-      r.record.plan_bytes.clear();
-      bad.push_back({rowid, std::move(r), problem});
-    }
-  }
-  counters_.corrupt += static_cast<int64_t>(bad.size());
-  if (options.quarantine)
-    for (auto& b : bad)
-      quarantine_row(b.row.record.structure_sig, b.row.record.shape_key, b.row.stored_fingerprint_key,
-                     b.row.record.checksum, b.reason);
-  if (bad_plans)
-    for (const Bad& b : bad)
-      bad_plans->push_back({b.rowid, b.row.record.structure_sig, b.row.record.shape_key, b.row.stored_fingerprint_key,
-                            b.row.record.checksum, b.reason});
-
-  std::vector<BadKernelCache> caches;
-  KILN_RETURN_IF_ERROR(verify_kernel_caches_locked(&out, &caches));
-  counters_.corrupt += static_cast<int64_t>(caches.size());
-  if (options.quarantine)
-    for (size_t i = 0; i < caches.size(); ++i) {
-      // A damaged cache is dropped, as get_kernel_cache drops one: its kernels are compiled again.
-      const VerifyProblem& p = out.kernel_cache_problems[i];
-      std::string name = store::record_name(p.structure_sig, "kernels", p.fingerprint_key);
-      if (p.structure_sig.empty() || p.fingerprint_key.empty()) name += " (rowid " + std::to_string(p.rowid) + ")";
-      StatusOr<int64_t> gone = drop_kernel_cache_row_locked(caches[i]);
-      if (!gone.is_ok())
-        KILN_LOG(kWarn, "plan store " << path_ << ": corrupt kernel cache " << name << " (" << p.reason
-                                      << "); could not drop it: " << gone.status().message());
-      else if (*gone > 0)
-        KILN_LOG(kWarn, "plan store " << path_ << ": dropped corrupt kernel cache " << name << ": " << p.reason);
-    }
-  if (bad_caches) bad_caches->insert(bad_caches->end(), caches.begin(), caches.end());
-  return out;
-}
-
-StatusOr<GcReport> PlanStore::gc(const GcOptions& options) {
-  // A dry run only reads: it works on a store opened read-only, and leaves the file as it was.
-  if (read_only_ && !options.dry_run) return failed_precondition("plan store " + path_ + " was opened read-only");
-  std::lock_guard<std::mutex> lock(mu_);
-  GcReport out;
-  out.dry_run = options.dry_run;
-  // A dry run reads one snapshot: what it reports is one state of the store, whatever other processes write.
-  // A real run writes in a transaction begun below, after the verify's quarantine (its own transaction).
-  Txn txn(db_);
-  if (options.dry_run) KILN_RETURN_IF_ERROR(txn.begin_read());
-  std::vector<BadPlan> bad_plans;
-  std::vector<BadKernelCache> bad_caches;
-  if (options.drop_corrupt) {
-    // A real run moves the corrupt plans to quarantine and drops the damaged caches here; a dry run leaves
-    // them in place, and passes over them below, so that every count is the one a real run gives.
-    VerifyOptions vo;
-    vo.quarantine = !options.dry_run;
-    KILN_ASSIGN_OR_RETURN(VerifyReport vr, verify_locked(vo, &bad_plans, &bad_caches));
-    out.corrupt_removed = static_cast<int64_t>(vr.problems.size());
-    out.kernel_caches_corrupt_removed = static_cast<int64_t>(vr.kernel_cache_problems.size());
-    for (const VerifyProblem& p : vr.kernel_cache_problems)
-      out.kernel_caches_removed.push_back({p.structure_sig, p.fingerprint_key, "", "corrupt: " + p.reason, p.rowid});
-  }
-  std::set<int64_t> gone_plans, gone_caches;
-  if (options.dry_run) {
-    for (const BadPlan& b : bad_plans) gone_plans.insert(b.rowid);
-    for (const BadKernelCache& b : bad_caches) gone_caches.insert(b.rowid);
-  }
-  if (!options.dry_run) KILN_RETURN_IF_ERROR(txn.begin());
-  GcGarbage garbage;
-  KILN_RETURN_IF_ERROR(gc_find_locked(options, gone_plans, gone_caches, &garbage));
-  out.stale_removed = static_cast<int64_t>(garbage.stale_plans.size());
-  out.old_removed = static_cast<int64_t>(garbage.old_plans.size());
-  if (options.drop_quarantine)
-    out.quarantine_removed = garbage.quarantined + (options.dry_run ? static_cast<int64_t>(bad_plans.size()) : 0);
-  out.graph_specs_removed = static_cast<int64_t>(garbage.graph_specs.size());
-  out.fusion_records_removed = static_cast<int64_t>(garbage.fusion_records.size());
-  for (const KernelCacheGarbage& k : garbage.kernel_caches) {
-    ++(k.stale ? out.kernel_caches_stale_removed : out.kernel_caches_old_removed);
-    out.kernel_caches_removed.push_back(k.what);
-  }
-  if (options.dry_run) return out;  // nothing written
-
-  // What was found, removed in the same write transaction (nothing else wrote in between).
-  auto delete_rows = [&](const char* table, const std::vector<int64_t>& rowids) -> Status {
-    if (rowids.empty()) return Status::ok();
-    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, std::string("DELETE FROM ") + table + " WHERE rowid=?1"));
-    for (int64_t rowid : rowids) {
-      del.bind(1, rowid);
-      KILN_RETURN_IF_ERROR(del.run());
-      KILN_RETURN_IF_ERROR(del.reset());
-    }
-    return Status::ok();
-  };
-  KILN_RETURN_IF_ERROR(delete_rows("plans", garbage.stale_plans));
-  KILN_RETURN_IF_ERROR(delete_rows("plans", garbage.old_plans));
-  if (garbage.quarantined > 0) KILN_RETURN_IF_ERROR(exec(db_, "DELETE FROM quarantine"));
-  KILN_RETURN_IF_ERROR(delete_rows("graph_specs", garbage.graph_specs));
-  KILN_RETURN_IF_ERROR(delete_rows("fusion_decisions", garbage.fusion_records));
-  for (const KernelCacheGarbage& k : garbage.kernel_caches)
-    KILN_RETURN_IF_ERROR(drop_kernel_cache_row_locked(k.row).status());
-  KILN_RETURN_IF_ERROR(txn.commit());
-  return out;
-}
-
-Status PlanStore::gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
-                                 const std::set<int64_t>& gone_caches, GcGarbage* out) {
-  // The plan rows gone by each step, as a real run removes them in turn: corrupt, then stale, then old.
-  std::set<int64_t> gone = gone_plans;
-  if (options.current) {
-    KILN_ASSIGN_OR_RETURN(Stmt st,
-                          Stmt::prepare(db_, "SELECT rowid, fingerprint_json, kiln_schema_version FROM plans"));
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
-      const int64_t rowid = st.int64(0);
-      if (gone.count(rowid)) continue;
-      StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(1));
-      if (!fp.is_ok()) continue;  // corrupt, not stale: drop_corrupt's business
-      bool pass = check_fingerprint(*fp, *options.current, options.policy).pass && st.int64(2) <= kStoreSchemaVersion;
-      if (!pass) out->stale_plans.push_back(rowid);
-    }
-    gone.insert(out->stale_plans.begin(), out->stale_plans.end());
-  }
-  if (options.older_than) {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT rowid FROM plans WHERE created_at < ?1"));
-    st.bind(1, *options.older_than);
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
-      if (!gone.count(st.int64(0))) out->old_plans.push_back(st.int64(0));
-    }
-    gone.insert(out->old_plans.begin(), out->old_plans.end());
-  }
-  // A table an older store lacks (a read-only dry run adds none) holds nothing to remove.
-  KILN_ASSIGN_OR_RETURN(bool has_quarantine, store::table_exists(db_, "quarantine"));
-  if (options.drop_quarantine && has_quarantine) {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT count(*) FROM quarantine"));
-    KILN_ASSIGN_OR_RETURN(bool row, st.step());
-    out->quarantined = row ? st.int64(0) : 0;
-  }
-  // Graph specs that no plan left and no queued re-tune refers to (matched as SQL compares the columns).
-  KILN_ASSIGN_OR_RETURN(bool has_specs, store::table_exists(db_, "graph_specs"));
-  if (has_specs) {
-    KILN_ASSIGN_OR_RETURN(bool has_queue, store::table_exists(db_, "retune_queue"));
-    KILN_ASSIGN_OR_RETURN(
-        Stmt st, Stmt::prepare(db_, std::string("SELECT g.rowid, p.rowid FROM graph_specs g LEFT JOIN plans p ON "
-                                                "p.structure_sig = g.structure_sig AND p.shape_key = g.shape_key") +
-                                        (has_queue ? " WHERE NOT EXISTS (SELECT 1 FROM retune_queue q WHERE "
-                                                     "q.structure_sig = g.structure_sig AND q.shape_key = g.shape_key)"
-                                                   : "") +
-                                        " ORDER BY g.rowid"));
-    std::map<int64_t, bool> referred;  // graph spec rowid -> whether a plan left refers to it
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
-      bool& r = referred[st.int64(0)];
-      r = r || (st.type(1) != SQLITE_NULL && !gone.count(st.int64(1)));
-    }
-    for (const auto& [rowid, r] : referred)
-      if (!r) out->graph_specs.push_back(rowid);
-  }
-  // Fusion decisions that could not serve any more: a part's record (same environment) is gone, or the row
-  // does not read back (damaged).
-  KILN_ASSIGN_OR_RETURN(bool has_fusions, store::table_exists(db_, "fusion_decisions"));
-  if (has_fusions) {
-    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("SELECT rowid, ") + store::kFusionRecordColumns +
-                                                          " FROM fusion_decisions"));
-    KILN_ASSIGN_OR_RETURN(Stmt has, Stmt::prepare(db_, "SELECT rowid FROM plans WHERE structure_sig=?1 AND "
-                                                       "shape_key=?2 AND fingerprint_key=?3"));
-    while (true) {
-      KILN_ASSIGN_OR_RETURN(bool row, st.step());
-      if (!row) break;
-      FusionRecord fr;
-      bool alive = store::read_fusion_record(st, 1, &fr).empty();
-      for (size_t i = 0; alive && i < fr.parts.size(); ++i) {
-        has.bind(1, fr.parts[i].structure_sig).bind(2, fr.parts[i].shape_key).bind(3, st.text(3));
-        bool found = false;
-        while (true) {
-          KILN_ASSIGN_OR_RETURN(bool part, has.step());
-          if (!part) break;
-          found = found || !gone.count(has.int64(0));
-        }
-        KILN_RETURN_IF_ERROR(has.reset());
-        alive = found;
-      }
-      if (!alive) out->fusion_records.push_back(st.int64(0));
-    }
-  }
-  return gc_find_kernel_caches_locked(options, gone_caches, out);
-}
-
-StatusOr<std::vector<QuarantineEntry>> PlanStore::quarantine() {
-  std::lock_guard<std::mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT id, structure_sig, shape_key, fingerprint_key, reason, "
-                                                    "quarantined_at FROM quarantine ORDER BY id"));
-  std::vector<QuarantineEntry> out;
-  while (true) {
-    KILN_ASSIGN_OR_RETURN(bool row, st.step());
-    if (!row) break;
-    out.push_back({st.int64(0), st.text(1), st.text(2), st.text(3), st.text(4), st.int64(5)});
-  }
-  return out;
-}
-
-StoreCounters PlanStore::counters() const {
+StoreCounters SqlitePlanStore::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
 }
 
-void PlanStore::reset_counters() {
+void SqlitePlanStore::reset_counters() {
   std::lock_guard<std::mutex> lock(mu_);
   counters_ = StoreCounters{};
 }

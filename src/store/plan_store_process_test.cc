@@ -26,8 +26,8 @@ using test::run_in_children;
 constexpr double kChildTimeoutS = 120;
 
 // Runs in a forked child: its exit code (0 = every write succeeded).
-int writer_child(const std::string& path, int id, int n) {
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+int writer_child(const store_test::StoreImplementation& impl, const std::string& path, int id, int n) {
+  StatusOr<std::unique_ptr<PlanStore>> s = impl.open(path, StoreOpenOptions{});
   if (!s.is_ok()) {
     std::fprintf(stderr, "child %d: %s\n", id, s.status().to_string().c_str());
     return 2;
@@ -53,17 +53,19 @@ int writer_child(const std::string& path, int id, int n) {
   return 0;
 }
 
-TEST(PlanStoreProcesses, ConcurrentWritersLoseNothing) {
+class PlanStoreProcessesContract : public store_test::StoreContract {};
+
+TEST_P(PlanStoreProcessesContract, ConcurrentWritersLoseNothing) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   constexpr int kChildren = 5, kEach = 40;
   for (const ChildExit& c : run_in_children(
-           kChildren, [&](int i) { return writer_child(path, i + 1, kEach); }, kChildTimeoutS)) {
+           kChildren, [&](int i) { return writer_child(GetParam(), path, i + 1, kEach); }, kChildTimeoutS)) {
     ASSERT_GE(c.pid, 0) << "fork failed";
     ASSERT_TRUE(c.exited) << "child " << c.pid << ": " << c.how_it_ended();
     EXPECT_EQ(c.code, 0) << "child " << c.pid;
   }
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
   PlanStore& store = **s;
   ListFilter mine;
@@ -96,9 +98,9 @@ TEST(PlanStoreProcesses, ConcurrentWritersLoseNothing) {
   EXPECT_EQ(v->checked, kChildren * kEach + 3);
 }
 
-TEST(PlanStoreProcesses, ThreadsShareOneStore) {
+TEST_P(PlanStoreProcessesContract, ThreadsShareOneStore) {
   TempDir dir;
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(dir.file("plans.db"));
+  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(dir.file("plans.db"));
   ASSERT_TRUE(s.is_ok());
   PlanStore& store = **s;
   std::vector<std::thread> threads;
@@ -118,13 +120,13 @@ TEST(PlanStoreProcesses, ThreadsShareOneStore) {
   EXPECT_EQ(store.counters().hits, 100);
 }
 
-TEST(PlanStoreProcesses, KilledWriterLeavesAConsistentStore) {
+TEST_P(PlanStoreProcessesContract, KilledWriterLeavesAConsistentStore) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   for (int round = 0; round < 3; ++round) {
     ReadySignal writing;
     ChildProcess writer([&] {
-      StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+      StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
       if (!s.is_ok()) return 2;
       for (int i = 0;; ++i) {
         PlanRecord r = make_record(round * 100000 + i, h200(), "killed");
@@ -141,7 +143,7 @@ TEST(PlanStoreProcesses, KilledWriterLeavesAConsistentStore) {
     const ChildExit end = writer.wait(kChildTimeoutS);
     ASSERT_NE(end.signal, 0) << "the writer stopped by itself: " << end.how_it_ended();
 
-    StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+    StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
     ASSERT_TRUE(s.is_ok()) << s.status().to_string();
     StatusOr<VerifyReport> v = (*s)->verify();
     ASSERT_TRUE(v.is_ok()) << v.status().to_string();
@@ -151,6 +153,8 @@ TEST(PlanStoreProcesses, KilledWriterLeavesAConsistentStore) {
     EXPECT_EQ(v->ok, v->checked);
   }
 }
+
+KILN_STORE_CONTRACT_SUITE(PlanStoreProcessesContract);
 
 }  // namespace
 }  // namespace kiln

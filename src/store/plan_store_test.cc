@@ -41,7 +41,9 @@ class LogCapture {
   std::string text_;
 };
 
-TEST(PlanStore, PutGetRoundTrip) {
+class PlanStoreContract : public store_test::StoreContract {};
+
+TEST_P(PlanStoreContract, PutGetRoundTrip) {
   TempDir dir;
   auto store = open_store(dir.file("a/b/plans.db"));  // folders are created
   ASSERT_TRUE(store);
@@ -83,21 +85,21 @@ TEST(PlanStore, PutGetRoundTrip) {
 // Regression: a graph with no dynamic dimension has an empty shape key (GraphSignature::shape_key); the
 // store refused such records, so static examples (matmul_bias_gelu, sdpa_fwd) could not be stored.
 // A path that is not a regular file (a FIFO would block the open) is refused, for reading and writing.
-TEST(PlanStore, APipeIsRefusedNotOpened) {
+TEST_P(PlanStoreContract, APipeIsRefusedNotOpened) {
   TempDir dir;
   const std::string fifo = dir.path() + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   for (bool ro : {false, true}) {
     StoreOpenOptions o;
     o.read_only = ro;
-    auto s = PlanStore::open(fifo, o);
+    auto s = open_impl(fifo, o);
     ASSERT_FALSE(s.is_ok());
     EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.status().message().find("is not a regular file"), std::string::npos) << s.status().to_string();
   }
 }
 
-TEST(PlanStore, StaticGraphWithEmptyShapeKeyRoundTrips) {
+TEST_P(PlanStoreContract, StaticGraphWithEmptyShapeKeyRoundTrips) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   ASSERT_TRUE(store);
@@ -116,7 +118,7 @@ TEST(PlanStore, StaticGraphWithEmptyShapeKeyRoundTrips) {
   EXPECT_EQ(other->outcome, LookupOutcome::kMiss);
 }
 
-TEST(PlanStore, PutUpsertsAndFillsProvenance) {
+TEST_P(PlanStoreContract, PutUpsertsAndFillsProvenance) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   PlanRecord r = make_record(2);
@@ -136,7 +138,7 @@ TEST(PlanStore, PutUpsertsAndFillsProvenance) {
   EXPECT_TRUE((*all)[0].record.plan_bytes.empty());
 }
 
-TEST(PlanStore, PutRejectsBadRecords) {
+TEST_P(PlanStoreContract, PutRejectsBadRecords) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   PlanRecord r = make_record(3);
@@ -154,7 +156,7 @@ TEST(PlanStore, PutRejectsBadRecords) {
 
 // A record written by a schema-1 Kiln binds its plan's tensors by declaration order: it must never run,
 // whatever the fingerprint says, and the reason names the schema.
-TEST(PlanStore, Schema1RecordIsStaleNotRun) {
+TEST_P(PlanStoreContract, Schema1RecordIsStaleNotRun) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   PlanRecord r = make_record(5);
@@ -181,7 +183,7 @@ TEST(PlanStore, Schema1RecordIsStaleNotRun) {
   EXPECT_EQ(all->stale, 1);
 }
 
-TEST(PlanStore, StaleRecordIsNeverRunnableUnderAnyPolicy) {
+TEST_P(PlanStoreContract, StaleRecordIsNeverRunnableUnderAnyPolicy) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   PlanRecord r = make_record(4);
@@ -221,7 +223,7 @@ TEST(PlanStore, StaleRecordIsNeverRunnableUnderAnyPolicy) {
   EXPECT_EQ(all->stale, 1);
 }
 
-TEST(PlanStore, EachExactFieldMakesTheRecordStale) {
+TEST_P(PlanStoreContract, EachExactFieldMakesTheRecordStale) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   PlanRecord r = make_record(5);
@@ -259,7 +261,7 @@ TEST(PlanStore, EachExactFieldMakesTheRecordStale) {
   EXPECT_EQ(got->outcome, LookupOutcome::kHit);
 }
 
-TEST(PlanStore, PrefersTheExactEnvironmentThenTunedThenNewest) {
+TEST_P(PlanStoreContract, PrefersTheExactEnvironmentThenTunedThenNewest) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   PlanRecord exact = make_record(6);
@@ -322,7 +324,7 @@ TEST(PlanStore, FlippedBlobByteIsQuarantinedAndAMiss) {
   EXPECT_EQ(v->integrity, "ok");
 }
 
-TEST(PlanStore, TruncatedBlobIsCorrupt) {
+TEST_P(PlanStoreContract, TruncatedBlobIsCorrupt) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   auto store = open_store(path);
@@ -336,7 +338,7 @@ TEST(PlanStore, TruncatedBlobIsCorrupt) {
 }
 
 // An empty stored checksum is a mismatch like any other, never "no checksum to check" (issue 14 item 6).
-TEST(PlanStore, EmptyStoredChecksumIsCorrupt) {
+TEST_P(PlanStoreContract, EmptyStoredChecksumIsCorrupt) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   auto store = open_store(path);
@@ -354,7 +356,7 @@ TEST(PlanStore, EmptyStoredChecksumIsCorrupt) {
 
 // The fingerprint_key column must be the key of the row's fingerprint JSON (the checksum covers the JSON,
 // not the key): a row whose key says another environment is corrupt, not a hit (issue 14 item 6).
-TEST(PlanStore, StoredKeyNotMatchingTheFingerprintIsCorrupt) {
+TEST_P(PlanStoreContract, StoredKeyNotMatchingTheFingerprintIsCorrupt) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   auto store = open_store(path);
@@ -371,7 +373,7 @@ TEST(PlanStore, StoredKeyNotMatchingTheFingerprintIsCorrupt) {
   EXPECT_EQ(store->quarantine()->size(), 1u);
 }
 
-TEST(PlanStore, GarbageFingerprintJsonIsCorrupt) {
+TEST_P(PlanStoreContract, GarbageFingerprintJsonIsCorrupt) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   auto store = open_store(path);
@@ -385,7 +387,7 @@ TEST(PlanStore, GarbageFingerprintJsonIsCorrupt) {
   EXPECT_EQ(store->quarantine()->size(), 1u);
 }
 
-TEST(PlanStore, WrongColumnTypesAreCorrupt) {
+TEST_P(PlanStoreContract, WrongColumnTypesAreCorrupt) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   auto store = open_store(path);
@@ -399,7 +401,7 @@ TEST(PlanStore, WrongColumnTypesAreCorrupt) {
   EXPECT_EQ(store->quarantine()->size(), 1u);
 }
 
-TEST(PlanStore, ValidatorRefusalQuarantines) {
+TEST_P(PlanStoreContract, ValidatorRefusalQuarantines) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   PlanRecord r = make_record(12);
@@ -449,7 +451,7 @@ TEST(PlanStore, LoadAllReturnsRunnableRecordsInOneCall) {
   for (const PlanRecord& r : all->records) EXPECT_EQ(r.checksum, compute_record_checksum(r));
 }
 
-TEST(PlanStore, ListRemoveAndGc) {
+TEST_P(PlanStoreContract, ListRemoveAndGc) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(store->put(make_record(i)).is_ok());
@@ -596,7 +598,7 @@ TEST(PlanStore, GcDryRunOnAReadOnlyStoreReportsWhatARealRunRemovesAndWritesNothi
   EXPECT_TRUE(again->kernel_caches_removed.empty());
 }
 
-TEST(PlanStore, VerifyFindsAndQuarantinesBadRecords) {
+TEST_P(PlanStoreContract, VerifyFindsAndQuarantinesBadRecords) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   auto store = open_store(path);
@@ -616,7 +618,7 @@ TEST(PlanStore, VerifyFindsAndQuarantinesBadRecords) {
   EXPECT_EQ(store->verify()->problems.size(), 0u);
 }
 
-TEST(PlanStore, ReopenKeepsRecords) {
+TEST_P(PlanStoreContract, ReopenKeepsRecords) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   {
@@ -634,12 +636,12 @@ TEST(PlanStore, ReopenKeepsRecords) {
   EXPECT_EQ(reader->put(r).status().code(), StatusCode::kFailedPrecondition);
 }
 
-TEST(PlanStore, NewerSchemaIsRefusedClearly) {
+TEST_P(PlanStoreContract, NewerSchemaIsRefusedClearly) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   { auto store = open_store(path); }
   raw_sql(path, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.status().code(), StatusCode::kNewerVersion);  // exit 7, not 6 (a stale plan refused by policy)
   EXPECT_NE(s.status().message().find("schema version 99, newer than this Kiln"), std::string::npos)
@@ -648,7 +650,7 @@ TEST(PlanStore, NewerSchemaIsRefusedClearly) {
 
 // Issue 10 case 5: a damaged schema was a SQL error at the first query (Internal, exit 10); it is Corruption
 // at open, naming the table, for a writable and a read-only open alike.
-TEST(PlanStore, DamagedSchemaIsCorruptionAtOpen) {
+TEST_P(PlanStoreContract, DamagedSchemaIsCorruptionAtOpen) {
   TempDir dir;
   struct Damage {
     const char* sql;
@@ -674,7 +676,7 @@ TEST(PlanStore, DamagedSchemaIsCorruptionAtOpen) {
     for (bool read_only : {false, true}) {
       StoreOpenOptions o;
       o.read_only = read_only;
-      StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path, o);
+      StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path, o);
       ASSERT_FALSE(s.is_ok()) << d.sql;
       EXPECT_EQ(s.status().code(), StatusCode::kCorruption) << d.sql << ": " << s.status().to_string();
       EXPECT_NE(s.status().message().find("plan store " + path + ": "), std::string::npos) << s.status().message();
@@ -687,15 +689,15 @@ TEST(PlanStore, DamagedSchemaIsCorruptionAtOpen) {
   raw_sql(old, "DROP TABLE retune_queue; DROP TABLE graph_specs");
   StoreOpenOptions ro;
   ro.read_only = true;
-  EXPECT_TRUE(PlanStore::open(old, ro).is_ok());
-  EXPECT_TRUE(PlanStore::open(old).is_ok());
+  EXPECT_TRUE(open_impl(old, ro).is_ok());
+  EXPECT_TRUE(open_impl(old).is_ok());
 }
 
-TEST(PlanStore, ForeignSqliteFileIsRefused) {
+TEST_P(PlanStoreContract, ForeignSqliteFileIsRefused) {
   TempDir dir;
   std::string path = dir.file("other.db");
   raw_sql(path, "CREATE TABLE users(name TEXT)");
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("not a Kiln plan store"), std::string::npos) << s.status().message();
@@ -703,7 +705,7 @@ TEST(PlanStore, ForeignSqliteFileIsRefused) {
 
 // Issue 10 case 4: a writable open switched any SQLite file to WAL mode (its header rewritten) before
 // finding that it was not a store; a bundle given as --store was changed that way. It is refused untouched.
-TEST(PlanStore, ForeignSqliteFileIsLeftUntouched) {
+TEST_P(PlanStoreContract, ForeignSqliteFileIsLeftUntouched) {
   TempDir dir;
   std::string path = dir.file("other.db");
   raw_sql(path, "CREATE TABLE users(name TEXT); INSERT INTO users VALUES ('ada')");
@@ -712,25 +714,25 @@ TEST(PlanStore, ForeignSqliteFileIsLeftUntouched) {
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   };
   const std::string before = bytes(path);
-  EXPECT_FALSE(PlanStore::open(path).is_ok());
+  EXPECT_FALSE(open_impl(path).is_ok());
   EXPECT_EQ(bytes(path), before);
   EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
 }
 
-TEST(PlanStore, GarbageFileFailsToOpen) {
+TEST_P(PlanStoreContract, GarbageFileFailsToOpen) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   {
     std::ofstream f(path, std::ios::binary);
     for (int i = 0; i < 5000; ++i) f << "this is not a database " << i;
   }
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.status().code(), StatusCode::kCorruption);
   EXPECT_NE(s.status().message().find("is not a SQLite database"), std::string::npos) << s.status().message();
 }
 
-TEST(PlanStore, TruncatedDatabaseFailsToOpen) {
+TEST_P(PlanStoreContract, TruncatedDatabaseFailsToOpen) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   {
@@ -744,13 +746,13 @@ TEST(PlanStore, TruncatedDatabaseFailsToOpen) {
   auto size = std::filesystem::file_size(path);
   ASSERT_GT(size, 100000u);
   std::filesystem::resize_file(path, size / 2);
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.status().code(), StatusCode::kCorruption);
   EXPECT_NE(s.status().message().find(path), std::string::npos) << s.status().message();
 }
 
-TEST(PlanStore, GarbledPagesFailToOpen) {
+TEST_P(PlanStoreContract, GarbledPagesFailToOpen) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   {
@@ -763,12 +765,12 @@ TEST(PlanStore, GarbledPagesFailToOpen) {
     std::string junk(4 * 4096, '\x5a');
     f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
   }
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.status().code(), StatusCode::kCorruption) << s.status().to_string();
 }
 
-TEST(PlanStore, DefaultPathFollowsTheEnvironment) {
+TEST_P(PlanStoreContract, DefaultPathFollowsTheEnvironment) {
   std::string saved_store = std::getenv("KILN_STORE") ? std::getenv("KILN_STORE") : "";
   std::string saved_xdg = std::getenv("XDG_CACHE_HOME") ? std::getenv("XDG_CACHE_HOME") : "";
   setenv("KILN_STORE", "/tmp/x/store.db", 1);
@@ -782,7 +784,7 @@ TEST(PlanStore, DefaultPathFollowsTheEnvironment) {
   if (!saved_xdg.empty()) setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
 }
 
-TEST(PlanStore, KnobText) {
+TEST_P(PlanStoreContract, KnobText) {
   Knobs k = {{"b", -3}, {"a", 1}};
   EXPECT_EQ(knobs_to_text(k), "a=1;b=-3");
   EXPECT_EQ(*knobs_from_text("a=1;b=-3"), k);
@@ -792,6 +794,8 @@ TEST(PlanStore, KnobText) {
   EXPECT_FALSE(knobs_from_text("=1").is_ok());
   EXPECT_FALSE(knobs_from_text("a=1;").is_ok());
 }
+
+KILN_STORE_CONTRACT_SUITE(PlanStoreContract);
 
 }  // namespace
 }  // namespace kiln

@@ -7,16 +7,19 @@
 
 #include "kiln/store/plan_store.h"
 #include "store/sqlite_util.h"
+#include "store/table_codec.h"
 
 namespace kiln::store {
 
-// CREATE TABLE text for a plans table called `table` (the store's `plans`, a bundle's `plans`).
-std::string plans_table_sql(const char* table);
-// The record columns in order, comma-separated; with_blob false selects an empty blob instead of the plan.
-std::string record_columns(bool with_blob);
-inline constexpr int kRecordColumnCount = 26;
+// The plans table (the store's `plans`, a bundle's `plans`), described once (store/table_codec.h).
+const TableCodec& plans_table();
+// plans_table().create_sql(table): CREATE TABLE text for a plans table called `table`.
+inline std::string plans_table_sql(const char* table) { return plans_table().create_sql(table); }
+// The record columns in order, comma-separated.
+std::string record_columns();
 
-// Binds every record column of `r` to parameters first..first+25 (order of record_columns).
+// A record as a plans row, and its binding to parameters first..first+25 (order of record_columns).
+Row encode_record(const PlanRecord& r);
 void bind_record(Stmt& st, int first, const PlanRecord& r);
 
 // A row read back. `problem` is empty when every column had its type and parsed; otherwise the record
@@ -27,8 +30,8 @@ struct RowRead {
   std::string stored_fingerprint_key;
   std::string problem;
 };
-// Reads the record columns starting at column `first`. with_blob: whether plan bytes were selected.
-RowRead read_record(const Stmt& st, int first, bool with_blob);
+// Reads the record columns starting at column `first`.
+RowRead read_record(const Stmt& st, int first);
 
 // Full check of a row read with its blob: column problems, fingerprint key, truncated blob, checksum.
 // Returns "" when the record is sound, else the reason.

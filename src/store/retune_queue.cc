@@ -4,9 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/log.h"
-#include "kiln/store/plan_store.h"
-#include "store/extra_tables.h"
+#include "store/sqlite_plan_store.h"
+#include "store/tables.h"
 #include "store/record_codec.h"
+#include "store/sqlite_table.h"
 #include "store/sqlite_util.h"
 
 namespace kiln {
@@ -15,23 +16,6 @@ using store::Stmt;
 using store::Txn;
 
 namespace store {
-
-std::string retune_queue_table_sql() {
-  return "CREATE TABLE IF NOT EXISTS retune_queue(\n"
-         "  structure_sig TEXT NOT NULL,\n"
-         "  shape_key TEXT NOT NULL,\n"
-         "  fingerprint_key TEXT NOT NULL,\n"
-         "  fingerprint_json TEXT NOT NULL,\n"
-         "  graph_name TEXT NOT NULL,\n"
-         "  spec_json TEXT NOT NULL,\n"
-         "  reasons TEXT NOT NULL,\n"
-         "  request_count INTEGER NOT NULL,\n"
-         "  first_seen INTEGER NOT NULL,\n"
-         "  last_seen INTEGER NOT NULL,\n"
-         "  requested_by TEXT NOT NULL,\n"
-         "  PRIMARY KEY (structure_sig, shape_key, fingerprint_key)\n"
-         ")";
-}
 
 StatusOr<bool> table_exists(sqlite3* db, const char* table) {
   // Case-insensitive, as SQLite's own names are (and as check_table_schema finds the table).
@@ -45,9 +29,17 @@ StatusOr<bool> table_exists(sqlite3* db, const char* table) {
 
 namespace {
 
-constexpr const char* kQueueColumns =
-    "structure_sig, shape_key, fingerprint_key, fingerprint_json, graph_name, spec_json, reasons, request_count, "
-    "first_seen, last_seen, requested_by";
+const store::TableCodec& queue_table() {
+  static const store::TableCodec t{
+      "retune_queue",
+      {store::text("structure_sig"), store::text("shape_key"), store::text("fingerprint_key"),
+       store::text("fingerprint_json"), store::text("graph_name"), store::text("spec_json"), store::text("reasons"),
+       store::integer("request_count"), store::integer("first_seen"), store::integer("last_seen"),
+       store::text("requested_by")},
+      {"structure_sig", "shape_key", "fingerprint_key"},
+      nullptr};
+  return t;
+}
 
 std::string clip_reason(std::string r) {
   if (r.empty()) r = "requested";
@@ -59,36 +51,47 @@ std::string reasons_to_json(const std::vector<std::string>& reasons) {
   return nlohmann::json(reasons).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// Reads one row of kQueueColumns. Unreadable columns are named in entry.problem.
-RetuneQueueEntry read_entry(const Stmt& st) {
-  RetuneQueueEntry e;
-  e.structure_sig = st.text(0);
-  e.shape_key = st.text(1);
-  e.fingerprint_key = st.text(2);
+store::Row encode(const RetuneQueueEntry& e) {
+  return store::row_of(e.structure_sig, e.shape_key, e.fingerprint_key, fingerprint_to_json(e.fingerprint),
+                       e.graph_name, e.spec_json, reasons_to_json(e.reasons), e.request_count, e.first_seen,
+                       e.last_seen, e.requested_by);
+}
+
+// A queue row is listed whatever it holds: unreadable columns are named in entry.problem; returns "".
+std::string decode(const store::Row& row, RetuneQueueEntry* e) {
+  std::string fingerprint, reasons_json;
+  store::RowCursor(row) >> e->structure_sig >> e->shape_key >> e->fingerprint_key >> fingerprint >> e->graph_name >>
+      e->spec_json >> reasons_json >> e->request_count >> e->first_seen >> e->last_seen >> e->requested_by;
   std::vector<std::string> problems;
-  StatusOr<EnvFingerprint> fp = fingerprint_from_json(st.text(3));
-  if (fp.is_ok()) e.fingerprint = *fp;
+  StatusOr<EnvFingerprint> fp = fingerprint_from_json(fingerprint);
+  if (fp.is_ok()) e->fingerprint = *fp;
   else problems.push_back("fingerprint: " + fp.status().message());
-  e.graph_name = st.text(4);
-  e.spec_json = st.text(5);
-  nlohmann::json reasons = nlohmann::json::parse(st.text(6), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json reasons = nlohmann::json::parse(reasons_json, nullptr, /*allow_exceptions=*/false);
   if (reasons.is_array()) {
     for (const auto& r : reasons)
-      if (r.is_string()) e.reasons.push_back(r.get<std::string>());
+      if (r.is_string()) e->reasons.push_back(r.get<std::string>());
   } else {
     problems.push_back("reasons are not a JSON array");
   }
-  e.request_count = st.int64(7);
-  e.first_seen = st.int64(8);
-  e.last_seen = st.int64(9);
-  e.requested_by = st.text(10);
-  for (const auto& p : problems) e.problem += (e.problem.empty() ? "" : "; ") + p;
+  for (const auto& p : problems) e->problem += (e->problem.empty() ? "" : "; ") + p;
+  return std::string();
+}
+
+// Reads one queue row, whatever the types its columns hold.
+RetuneQueueEntry read_entry(const store::Stmt& st) {
+  std::string types;  // not checked: SQLite converts, and decode names what does not read back
+  RetuneQueueEntry e;
+  decode(queue_table().read(st, 0, &types), &e);
   return e;
 }
 
 }  // namespace
 
-StatusOr<RetuneQueueEntry> PlanStore::enqueue_retune(const RetuneRequest& request) {
+const store::RecordCodec<RetuneQueueEntry>& store::retune_queue_codec() {
+  return make_codec(queue_table(), encode, decode);
+}
+
+StatusOr<RetuneQueueEntry> SqlitePlanStore::enqueue_retune(const RetuneRequest& request) {
   if (request.structure_sig.empty()) return invalid_argument("re-tune request: empty structure signature");
   if (request.spec_json.empty())
     return invalid_argument("re-tune request for " + request.structure_sig.substr(0, 12) +
@@ -109,10 +112,8 @@ StatusOr<RetuneQueueEntry> PlanStore::enqueue_retune(const RetuneRequest& reques
   RetuneQueueEntry e;
   bool exists = false;
   {
-    KILN_ASSIGN_OR_RETURN(Stmt find, Stmt::prepare(db_, std::string("SELECT ") + kQueueColumns +
-                                                            " FROM retune_queue WHERE structure_sig=?1 AND "
-                                                            "shape_key=?2 AND fingerprint_key=?3"));
-    find.bind(1, request.structure_sig).bind(2, request.shape_key).bind(3, fpkey);
+    KILN_ASSIGN_OR_RETURN(Stmt find, Stmt::prepare(db_, queue_table().select_sql(queue_table().where_key())));
+    store::bind_texts(find, {request.structure_sig, request.shape_key, fpkey});
     KILN_ASSIGN_OR_RETURN(exists, find.step());
     if (exists) e = read_entry(find);
   }
@@ -135,21 +136,7 @@ StatusOr<RetuneQueueEntry> PlanStore::enqueue_retune(const RetuneRequest& reques
   if (e.reasons.size() > kRetuneReasonsKept)
     e.reasons.erase(e.reasons.begin(), e.reasons.end() - static_cast<std::ptrdiff_t>(kRetuneReasonsKept));
 
-  KILN_ASSIGN_OR_RETURN(Stmt put,
-                        Stmt::prepare(db_, std::string("INSERT OR REPLACE INTO retune_queue(") + kQueueColumns +
-                                               ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"));
-  put.bind(1, e.structure_sig)
-      .bind(2, e.shape_key)
-      .bind(3, e.fingerprint_key)
-      .bind(4, fingerprint_to_json(e.fingerprint))
-      .bind(5, e.graph_name)
-      .bind(6, e.spec_json)
-      .bind(7, reasons_to_json(e.reasons))
-      .bind(8, e.request_count)
-      .bind(9, e.first_seen)
-      .bind(10, e.last_seen)
-      .bind(11, e.requested_by);
-  KILN_RETURN_IF_ERROR(put.run());
+  KILN_RETURN_IF_ERROR(store::insert_row(db_, queue_table(), encode(e)));
   KILN_RETURN_IF_ERROR(txn.commit());
   KILN_LOG(kInfo, "plan store " << path_ << ": re-tune of " << name << " ('" << e.graph_name << "') queued ("
                                 << e.request_count << (e.request_count == 1 ? " request" : " requests")
@@ -157,15 +144,14 @@ StatusOr<RetuneQueueEntry> PlanStore::enqueue_retune(const RetuneRequest& reques
   return e;
 }
 
-StatusOr<std::vector<RetuneQueueEntry>> PlanStore::list_retune_queue(const std::string& fingerprint_key) {
+StatusOr<std::vector<RetuneQueueEntry>> SqlitePlanStore::list_retune_queue(const std::string& fingerprint_key) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RetuneQueueEntry> out;
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "retune_queue"));
   if (!exists) return out;  // a read-only store from before the queue existed
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("SELECT ") + kQueueColumns +
-                                                        " FROM retune_queue WHERE (?1 = '' OR fingerprint_key = ?1)"
-                                                        " ORDER BY first_seen, structure_sig, shape_key, "
-                                                        "fingerprint_key"));
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, queue_table().select_sql(
+                                                        " WHERE (?1 = '' OR fingerprint_key = ?1) ORDER BY first_seen, "
+                                                        "structure_sig, shape_key, fingerprint_key")));
   st.bind(1, fingerprint_key);
   while (true) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
@@ -175,19 +161,13 @@ StatusOr<std::vector<RetuneQueueEntry>> PlanStore::list_retune_queue(const std::
   return out;
 }
 
-StatusOr<bool> PlanStore::remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
-                                                   const std::string& fingerprint_key) {
+StatusOr<bool> SqlitePlanStore::remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
+                                                         const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
-  Txn txn(db_);
-  KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM retune_queue WHERE structure_sig=?1 AND "
-                                                     "shape_key=?2 AND fingerprint_key=?3"));
-  del.bind(1, structure_sig).bind(2, shape_key).bind(3, fingerprint_key);
-  KILN_RETURN_IF_ERROR(del.run());
-  bool removed = sqlite3_changes(db_) > 0;
-  KILN_RETURN_IF_ERROR(txn.commit());
-  return removed;
+  KILN_ASSIGN_OR_RETURN(int64_t n,
+                        store::delete_by_key(db_, queue_table(), {structure_sig, shape_key, fingerprint_key}));
+  return n > 0;
 }
 
 }  // namespace kiln

@@ -26,8 +26,8 @@ RetuneRequest request(const std::string& sig, const std::string& reason) {
 }
 
 // Runs in a forked child: its exit code (0 = every request was queued).
-int enqueue_child(const std::string& path, int id, int n) {
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+int enqueue_child(const store_test::StoreImplementation& impl, const std::string& path, int id, int n) {
+  StatusOr<std::unique_ptr<PlanStore>> s = impl.open(path, StoreOpenOptions{});
   if (!s.is_ok()) {
     std::fprintf(stderr, "child %d: %s\n", id, s.status().to_string().c_str());
     return 2;
@@ -46,17 +46,19 @@ int enqueue_child(const std::string& path, int id, int n) {
   return 0;
 }
 
-TEST(RetuneQueueProcesses, ConcurrentEnqueueLosesNothing) {
+class RetuneQueueProcessesContract : public store_test::StoreContract {};
+
+TEST_P(RetuneQueueProcessesContract, ConcurrentEnqueueLosesNothing) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   constexpr int kChildren = 5, kEach = 30;
   for (const test::ChildExit& c : test::run_in_children(
-           kChildren, [&](int i) { return enqueue_child(path, i + 1, kEach); }, kChildTimeoutS)) {
+           kChildren, [&](int i) { return enqueue_child(GetParam(), path, i + 1, kEach); }, kChildTimeoutS)) {
     ASSERT_GE(c.pid, 0) << "fork failed";
     ASSERT_TRUE(c.exited) << "child " << c.pid << ": " << c.how_it_ended();
     EXPECT_EQ(c.code, 0) << "child " << c.pid;
   }
-  StatusOr<std::unique_ptr<PlanStore>> s = PlanStore::open(path);
+  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path);
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
   StatusOr<std::vector<RetuneQueueEntry>> q = (*s)->list_retune_queue();
   ASSERT_TRUE(q.is_ok()) << q.status().to_string();
@@ -78,6 +80,8 @@ TEST(RetuneQueueProcesses, ConcurrentEnqueueLosesNothing) {
   ASSERT_TRUE(v.is_ok());
   EXPECT_EQ(v->integrity, "ok");
 }
+
+KILN_STORE_CONTRACT_SUITE(RetuneQueueProcessesContract);
 
 }  // namespace
 }  // namespace kiln

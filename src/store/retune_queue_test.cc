@@ -37,7 +37,10 @@ EnvFingerprint newer_cudnn() {
   return f;
 }
 
-TEST(RetuneQueue, EnqueueIsAnUpsertThatCountsAndMergesReasons) {
+class GraphSpecsContract : public store_test::StoreContract {};
+class RetuneQueueContract : public store_test::StoreContract {};
+
+TEST_P(RetuneQueueContract, EnqueueIsAnUpsertThatCountsAndMergesReasons) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   ASSERT_TRUE(store);
@@ -80,7 +83,7 @@ TEST(RetuneQueue, EnqueueIsAnUpsertThatCountsAndMergesReasons) {
   EXPECT_TRUE(e.problem.empty()) << e.problem;
 }
 
-TEST(RetuneQueue, OneRowPerEnvironmentListedOldestFirstAndRemovable) {
+TEST_P(RetuneQueueContract, OneRowPerEnvironmentListedOldestFirstAndRemovable) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   ASSERT_TRUE(store);
@@ -117,7 +120,7 @@ TEST(RetuneQueue, OneRowPerEnvironmentListedOldestFirstAndRemovable) {
   EXPECT_EQ(store->list()->size(), 1u);
 }
 
-TEST(RetuneQueue, BadRequestsAreRefusedByName) {
+TEST_P(RetuneQueueContract, BadRequestsAreRefusedByName) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   ASSERT_TRUE(store);
@@ -134,7 +137,7 @@ TEST(RetuneQueue, BadRequestsAreRefusedByName) {
   EXPECT_TRUE(store->list_retune_queue()->empty());
 }
 
-TEST(RetuneQueue, ReasonsAreBoundedAndClipped) {
+TEST_P(RetuneQueueContract, ReasonsAreBoundedAndClipped) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   ASSERT_TRUE(store);
@@ -220,7 +223,7 @@ TEST(RetuneQueue, OldStoreGetsTheTablesOnAWritableOpen) {
   EXPECT_EQ(raw_sql(path, "UPDATE meta SET value='" + sv + "' WHERE key='schema_version' AND value='" + sv + "'"), 1);
 }
 
-TEST(RetuneQueue, ReadOnlyStoreNeverQueues) {
+TEST_P(RetuneQueueContract, ReadOnlyStoreNeverQueues) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   { ASSERT_TRUE(open_store(path)); }
@@ -235,7 +238,7 @@ TEST(RetuneQueue, ReadOnlyStoreNeverQueues) {
   EXPECT_TRUE(rw->list_retune_queue()->empty());
 }
 
-TEST(GraphSpecs, PutGetListAndReplace) {
+TEST_P(GraphSpecsContract, PutGetListAndReplace) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   ASSERT_TRUE(store);
@@ -258,7 +261,7 @@ TEST(GraphSpecs, PutGetListAndReplace) {
   EXPECT_EQ(store->put_graph_spec("sigC", "", "g", "").status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(GraphSpecs, ADamagedSpecIsDroppedNotServed) {
+TEST_P(GraphSpecsContract, ADamagedSpecIsDroppedNotServed) {
   TempDir dir;
   std::string path = dir.file("plans.db");
   auto store = open_store(path);
@@ -276,7 +279,7 @@ TEST(GraphSpecs, ADamagedSpecIsDroppedNotServed) {
   EXPECT_TRUE(store->get_graph_spec("sigB", "")->has_value());
 }
 
-TEST(GraphSpecs, GcDropsSpecsNothingRefersTo) {
+TEST_P(GraphSpecsContract, GcDropsSpecsNothingRefersTo) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));
   ASSERT_TRUE(store);
@@ -296,7 +299,7 @@ TEST(GraphSpecs, GcDropsSpecsNothingRefersTo) {
   EXPECT_EQ(store->list_retune_queue()->size(), 1u);  // gc leaves the queue alone
 }
 
-TEST(GraphSpecs, BundlesCarryTheSpecsOfTheirRecords) {
+TEST_P(GraphSpecsContract, BundlesCarryTheSpecsOfTheirRecords) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   ASSERT_TRUE(src);
@@ -342,7 +345,7 @@ TEST(GraphSpecs, BundlesCarryTheSpecsOfTheirRecords) {
   EXPECT_NE(s.message().find("listed in the manifest but missing"), std::string::npos) << s.message();
 }
 
-TEST(GraphSpecs, BundleFromBeforeGraphSpecsImports) {
+TEST_P(GraphSpecsContract, BundleFromBeforeGraphSpecsImports) {
   TempDir dir;
   auto src = open_store(dir.file("src.db"));
   ASSERT_TRUE(src);
@@ -358,6 +361,9 @@ TEST(GraphSpecs, BundleFromBeforeGraphSpecsImports) {
   EXPECT_EQ(im->imported, 1);
   EXPECT_EQ(im->graph_specs, 0);
 }
+
+KILN_STORE_CONTRACT_SUITE(GraphSpecsContract);
+KILN_STORE_CONTRACT_SUITE(RetuneQueueContract);
 
 }  // namespace
 }  // namespace kiln

@@ -58,6 +58,17 @@ class Stmt {
   Status bind_error_;
 };
 
+// Steps `st` through its rows, calling `each()` on every one; stops at the first error (its own or each's).
+template <class Each>
+Status for_each_row(Stmt& st, Each&& each) {
+  while (true) {
+    StatusOr<bool> row = st.step();
+    if (!row.is_ok()) return row.status();
+    if (!*row) return Status::ok();
+    KILN_RETURN_IF_ERROR(each());
+  }
+}
+
 // A transaction, rolled back on destruction unless commit() succeeded.
 //   begin()       BEGIN IMMEDIATE: takes the write lock at once (a write transaction);
 //   begin_read()  BEGIN (deferred): the reads that follow see one snapshot of the database and take no write

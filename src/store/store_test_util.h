@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <functional>
+#include <memory>
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "cli_test_util.h"
 #include "kiln/store/plan_store.h"
@@ -22,6 +26,62 @@ inline std::unique_ptr<PlanStore> open_store(const std::string& path, bool read_
   EXPECT_TRUE(s.is_ok()) << s.status().to_string();
   return s.is_ok() ? std::move(s).value() : nullptr;
 }
+
+// Runs one SQL statement on a store file directly (to inject corruption); returns the rows changed.
+inline int raw_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << sql << ": " << (err ? err : "");
+  sqlite3_free(err);
+  int changes = sqlite3_changes(db);
+  sqlite3_close(db);
+  return changes;
+}
+
+// ---- The store's contract: tests written against PlanStore&, run once per implementation ----
+// An implementation of PlanStore: how to open one at a location, and how to damage its rows behind its back
+// (SQL on the store's own tables, for the corruption tests). A second implementation (PostgreSQL) is one more
+// entry of store_implementations().
+struct StoreImplementation {
+  std::string name;  // the test parameter's name: "sqlite"
+  std::function<StatusOr<std::unique_ptr<PlanStore>>(const std::string& where, const StoreOpenOptions&)> open;
+  std::function<int(const std::string& where, const std::string& sql)> raw_sql;
+};
+
+// What a test's name and its failure messages call the implementation.
+inline void PrintTo(const StoreImplementation& impl, std::ostream* os) { *os << impl.name; }
+
+inline std::vector<StoreImplementation> store_implementations() {
+  return {{"sqlite", [](const std::string& p, const StoreOpenOptions& o) { return PlanStore::open(p, o); },
+           [](const std::string& p, const std::string& sql) { return store_test::raw_sql(p, sql); }}};
+}
+
+// The fixture of a contract test: open_store, open_impl and raw_sql go to the implementation under test.
+class StoreContract : public ::testing::TestWithParam<StoreImplementation> {
+ protected:
+  StatusOr<std::unique_ptr<PlanStore>> open_impl(const std::string& where, const StoreOpenOptions& o = {}) {
+    return GetParam().open(where, o);
+  }
+  std::unique_ptr<PlanStore> open_store(const std::string& where, const StoreOpenOptions& o) {
+    auto s = open_impl(where, o);
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    return s.is_ok() ? std::move(s).value() : nullptr;
+  }
+  std::unique_ptr<PlanStore> open_store(const std::string& where, bool read_only = false) {
+    StoreOpenOptions o;
+    o.read_only = read_only;
+    return open_store(where, o);
+  }
+  int raw_sql(const std::string& where, const std::string& sql) { return GetParam().raw_sql(where, sql); }
+};
+
+// Runs the contract suite `fixture` (a class derived from StoreContract) over every implementation.
+#define KILN_STORE_CONTRACT_SUITE(fixture)                                              \
+  INSTANTIATE_TEST_SUITE_P(                                                             \
+      Store, fixture, ::testing::ValuesIn(::kiln::store_test::store_implementations()), \
+      [](const ::testing::TestParamInfo<::kiln::store_test::StoreImplementation>& i) { return i.param.name; })
 
 inline EnvFingerprint h200() {
   EnvFingerprint f;
@@ -68,19 +128,6 @@ inline PlanRecord make_record(int i, const EnvFingerprint& fp = h200(), const st
   r.tuned_by = "tester@host";
   r.created_at = 1700000000 + i;
   return r;
-}
-
-// Runs one SQL statement on a store file directly (to inject corruption); returns the rows changed.
-inline int raw_sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  EXPECT_EQ(rc, SQLITE_OK) << sql << ": " << (err ? err : "");
-  sqlite3_free(err);
-  int changes = sqlite3_changes(db);
-  sqlite3_close(db);
-  return changes;
 }
 
 // Flips (XORs with 0xff) one byte of the plan blob of the row whose structure_sig is `sig`, in place, with

@@ -1,0 +1,220 @@
+#include "store/database.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "kiln/core/strings.h"
+#include "store/record_codec.h"
+#include "store/schema_check.h"
+
+namespace kiln::store {
+
+namespace {
+
+// Runs a pragma that returns one row per message (quick_check, integrity_check): "ok" or the messages.
+StatusOr<std::string> check_pragma(sqlite3* db, const char* pragma) {
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, pragma));
+  std::vector<std::string> lines;
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    if (lines.size() < 10) lines.push_back(st.text(0));
+  }
+  return join(lines, "; ");
+}
+
+// Switching to WAL needs a moment alone with the file; another process opening at the same time makes it
+// report BUSY before the busy handler applies, so retry within the timeout.
+Status set_wal(sqlite3* db, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    StatusOr<Stmt> st = Stmt::prepare(db, "PRAGMA journal_mode=WAL");
+    Status s = st.status();
+    if (st.is_ok()) {
+      StatusOr<bool> row = st->step();
+      s = row.status();
+      if (row.is_ok()) {
+        std::string mode = *row ? st->text(0) : "";
+        if (mode == "wal") return Status::ok();
+        return unavailable("cannot switch to WAL mode (journal mode is '" + mode + "')");
+      }
+    }
+    if (s.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() > deadline) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+constexpr const char* kMetaTableSql = "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)";
+
+// The schema version in the meta table: NewerVersion past `schema.version`, Corruption when missing or not a
+// positive number.
+Status check_schema_version(sqlite3* db, const Schema& schema) {
+  KILN_RETURN_IF_ERROR(check_table_schema(db, "meta", kMetaTableSql, true));
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT value FROM meta WHERE key='schema_version'"));
+  KILN_ASSIGN_OR_RETURN(bool row, st.step());
+  if (!row) return corruption("the meta table has no schema_version");
+  std::string v = st.text(0);
+  char* end = nullptr;
+  long version = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') return corruption("schema_version '" + v + "' is not a number");
+  if (version > schema.version)
+    return newer_version("written with store schema version " + std::to_string(version) +
+                         ", newer than this Kiln understands (" + std::to_string(schema.version) +
+                         "): upgrade Kiln or use another store (--store / $KILN_STORE)");
+  if (version < 1) return corruption("schema_version " + v + " is not valid");
+  return Status::ok();
+}
+
+// What the file holds, read without writing anything: true for a file of this schema (its version and tables
+// checked), false for an empty database; any other SQLite database is refused (InvalidArgument).
+StatusOr<bool> check_existing_schema(sqlite3* db, const Schema& schema) {
+  // Views too: a Kiln table replaced by a view is damage, not another kind of database.
+  KILN_ASSIGN_OR_RETURN(Stmt tables,
+                        Stmt::prepare(db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"));
+  std::vector<std::string> names;
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool row, tables.step());
+    if (!row) break;
+    std::string n = tables.text(0);
+    if (n.rfind("sqlite_", 0) != 0) names.push_back(n);
+  }
+  if (std::find(names.begin(), names.end(), "meta") == names.end()) {
+    if (!names.empty())
+      return invalid_argument(std::string("a SQLite database but not a Kiln ") + schema.what +
+                              " (tables: " + join(names, ", ") + ")");
+    return false;
+  }
+  KILN_RETURN_IF_ERROR(check_schema_version(db, schema));
+  KILN_RETURN_IF_ERROR(schema.check_tables(db));
+  return true;
+}
+
+// Checks the schema (read-only), or checks and creates it under the write lock, writing the version into a
+// new file.
+Status init_schema(sqlite3* db, bool read_only, const Schema& schema) {
+  if (read_only) {
+    KILN_ASSIGN_OR_RETURN(bool is_kiln, check_existing_schema(db, schema));
+    if (!is_kiln) return invalid_argument(std::string("not a Kiln ") + schema.what + " (empty database)");
+    return Status::ok();
+  }
+  Txn txn(db);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  KILN_ASSIGN_OR_RETURN(bool has_meta, check_existing_schema(db, schema));  // again, under the write lock
+  KILN_RETURN_IF_ERROR(exec(db, kMetaTableSql));
+  KILN_RETURN_IF_ERROR(schema.create_tables(db));
+  if (!has_meta) {
+    KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db, "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"));
+    ins.bind(1, std::string_view("schema_version")).bind(2, std::to_string(schema.version));
+    KILN_RETURN_IF_ERROR(ins.run());
+    KILN_RETURN_IF_ERROR(ins.reset());
+    ins.bind(1, std::string_view("created_at")).bind(2, std::to_string(unix_now()));
+    KILN_RETURN_IF_ERROR(ins.run());
+  }
+  return txn.commit();
+}
+
+// `path` as the path part of a SQLite URI: '%', '?' and '#' escaped.
+std::string uri_path(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%') out += "%25";
+    else if (c == '?') out += "%3f";
+    else if (c == '#') out += "%23";
+    else out += c;
+  }
+  return out;
+}
+
+constexpr const char* kUnwritable =
+    " cannot be written here (the file, or the folder it is in, is read-only to this user), and this command "
+    "writes it: run it where the store can be written";
+
+// The connection's settings, its checks and its schema, on a file just opened.
+Status configure(sqlite3* db, const StoreOpenOptions& options, const Schema& schema) {
+  if (!options.read_only) {
+    // Look before writing: switching to WAL rewrites the file's header, so a SQLite file that is not a
+    // Kiln store (a bundle given as --store, say) is refused untouched.
+    KILN_RETURN_IF_ERROR(check_existing_schema(db, schema).status());
+    KILN_RETURN_IF_ERROR(set_wal(db, options.busy_timeout_ms));
+    // WAL + NORMAL: a crash of the process never loses a committed write or damages the file; a power
+    // loss may lose the last commits but leaves the file consistent.
+    KILN_RETURN_IF_ERROR(exec(db, "PRAGMA synchronous=NORMAL"));
+  }
+  if (options.quick_check) {
+    KILN_ASSIGN_OR_RETURN(std::string qc, check_pragma(db, "PRAGMA quick_check"));
+    if (qc != "ok") return corruption("damaged database file (quick_check: " + qc + ")");
+  }
+  return init_schema(db, options.read_only, schema);
+}
+
+bool is_readonly_refusal(const Status& s) {
+  return s.code() == StatusCode::kFailedPrecondition && s.message().find("readonly") != std::string::npos;
+}
+
+}  // namespace
+
+bool Database::is_unwritable(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument && s.message().find(kUnwritable) != std::string::npos;
+}
+
+StatusOr<Database> Database::open(const std::string& path, const StoreOpenOptions& options, const Schema& schema) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string what = schema.what;
+  if (!options.read_only) {
+    fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty() && !fs::exists(parent, ec)) {
+      fs::create_directories(parent, ec);
+      if (ec) return unavailable("cannot create folder " + parent.string() + " for the " + what + ": " + ec.message());
+    }
+  }
+  sqlite3* raw = nullptr;
+  int flags =
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_FULLMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  DbPtr db(raw);
+  if (rc != SQLITE_OK) return sqlite_status(raw, rc, "cannot open " + what + " " + path);
+  // SQLite opens a file this user may not write read-only without a word when asked to write it: every write
+  // would then fail later with "attempt to write a readonly database" (and gc counted removals it never made).
+  // A store opened to write must be writable: said here, once, naming the file.
+  if (!options.read_only && sqlite3_db_readonly(raw, "main") == 1)
+    return invalid_argument(what + " " + path + kUnwritable);
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, options.busy_timeout_ms);
+  Status s = configure(raw, options, schema);
+  // A read-only open of a WAL store where nothing beside it can be written (a baked store in a read-only
+  // folder or file): SQLite cannot make the -shm file it reads through. With no -wal left beside the file
+  // (a store closed cleanly has none), nothing is missed by reading the file as immutable.
+  if (options.read_only && is_readonly_refusal(s)) {
+    const std::string wal = path + "-wal";
+    if (fs::exists(wal, ec) && fs::file_size(wal, ec) > 0)
+      return failed_precondition(what + " " + path + " cannot be read here: it is read-only to this user and " + wal +
+                                 " holds writes not yet in the file (open it once where it can be " +
+                                 "written, or copy the store)");
+    db.reset();
+    raw = nullptr;
+    const std::string uri = "file:" + uri_path(path) + "?immutable=1";
+    rc = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
+    db.reset(raw);
+    if (rc != SQLITE_OK) return sqlite_status(raw, rc, "cannot open " + what + " " + path + " (immutable)");
+    sqlite3_extended_result_codes(raw, 1);
+    s = configure(raw, options, schema);
+  }
+  // A store this user cannot write (the file, or the folder its -wal and -shm go in), opened to write: bad
+  // input naming what to do, not SQLite's "attempt to write a readonly database" as a policy refusal (exit 6).
+  if (!options.read_only && is_readonly_refusal(s)) return invalid_argument(what + " " + path + kUnwritable);
+  if (!s.is_ok()) {
+    if (s.code() == StatusCode::kCorruption && s.message().find("not a database") != std::string::npos)
+      return corruption(what + " " + path + " is not a SQLite database (damaged or another kind of file)");
+    return Status(s.code(), what + " " + path + ": " + s.message());
+  }
+  return Database(std::move(db));
+}
+
+StatusOr<std::string> Database::integrity_check() const { return check_pragma(db_.get(), "PRAGMA integrity_check"); }
+
+}  // namespace kiln::store

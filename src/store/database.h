@@ -1,0 +1,47 @@
+// Database: one SQLite file opened as every Kiln store (and nothing else) is: its open, its transactions, its
+// integrity check and its schema version. What tables it holds is the caller's (a Schema). Private to the store
+// layer; the tables themselves are described in store/table_codec.h.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "kiln/store/plan_store.h"
+#include "store/sqlite_util.h"
+
+namespace kiln::store {
+
+// The tables of a database kind and its version. The version is kept in a `meta` table (key, value); a file
+// without one is empty (a new store) or another kind of database, refused.
+struct Schema {
+  int version = 0;   // written into a new file; a file of a newer version is NewerVersion
+  const char* what;  // "plan store": what error messages call the file
+  // Every table of this schema present in the file is the one Kiln made (read only): Corruption otherwise.
+  std::function<Status(sqlite3*)> check_tables;
+  // CREATE TABLE IF NOT EXISTS for each table, in the caller's transaction.
+  std::function<Status(sqlite3*)> create_tables;
+};
+
+class Database {
+ public:
+  // Opens (creating it and its folders unless read_only) the file at `path`: extended result codes, the busy
+  // timeout; writable: the schema looked at before anything is written, then WAL and synchronous=NORMAL; a
+  // quick_check when asked; then the schema version checked (newer: NewerVersion; not a number: Corruption)
+  // and, writable, the tables created under the write lock. A read-only open that cannot make its -shm reads
+  // the file as immutable when no -wal holds writes. Errors name the file.
+  static StatusOr<Database> open(const std::string& path, const StoreOpenOptions& options, const Schema& schema);
+  // True for open()'s refusal of a file this user cannot write, opened to write.
+  static bool is_unwritable(const Status& s);
+
+  sqlite3* handle() const { return db_.get(); }
+  // A write transaction (Txn::begin) or a read snapshot (Txn::begin_read) on this file.
+  Txn transaction() const { return Txn(db_.get()); }
+  // PRAGMA integrity_check: "ok" or SQLite's messages (the first ten, "; "-joined).
+  StatusOr<std::string> integrity_check() const;
+
+ private:
+  explicit Database(DbPtr db) : db_(std::move(db)) {}
+  DbPtr db_;
+};
+
+}  // namespace kiln::store

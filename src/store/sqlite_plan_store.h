@@ -1,0 +1,148 @@
+// SqlitePlanStore: the PlanStore interface over one embedded SQLite file (docs/store.md "Schema"). Private to
+// the store layer: callers open it through PlanStore::open().
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/store/plan_store.h"
+#include "store/database.h"
+#include "store/sqlite_table.h"
+
+namespace kiln {
+
+class SqlitePlanStore final : public PlanStore {
+ public:
+  // PlanStore::open's work (the path already checked by PlanStore::check_path).
+  static StatusOr<std::unique_ptr<PlanStore>> open(const std::string& path, const StoreOpenOptions& options);
+  ~SqlitePlanStore() override;
+
+  const std::string& path() const override { return path_; }
+  bool read_only() const override { return read_only_; }
+  std::vector<std::string> database_files() const override;
+
+  StatusOr<PlanRecord> put(const PlanRecord& record) override;
+  StatusOr<LookupResult> get(const std::string& structure_sig, const std::string& shape_key,
+                             const EnvFingerprint& current, const EnvPolicy& policy = {},
+                             const PlanValidator& validator = nullptr) override;
+  StatusOr<LoadAllResult> load_all(const EnvFingerprint& current, const EnvPolicy& policy = {},
+                                   const PlanValidator& validator = nullptr) override;
+  StatusOr<std::vector<PlanSummary>> list(const ListFilter& filter = {}) override;
+  StatusOr<PlanRecord> read(const std::string& structure_sig, const std::string& shape_key,
+                            const std::string& fingerprint_key) override;
+  StatusOr<int64_t> remove(const ListFilter& filter, bool all = false) override;
+
+  StatusOr<GcReport> gc(const GcOptions& options) override;
+  StatusOr<VerifyReport> verify(const VerifyOptions& options = {}) override;
+  StatusOr<std::vector<QuarantineEntry>> quarantine() override;
+  StatusOr<ExportReport> export_bundle(const std::string& bundle_path, const ExportOptions& options = {}) override;
+  StatusOr<ImportReport> import_bundle(const std::string& bundle_path, const ImportOptions& options = {}) override;
+
+  StatusOr<RetuneQueueEntry> enqueue_retune(const RetuneRequest& request) override;
+  StatusOr<std::vector<RetuneQueueEntry>> list_retune_queue(const std::string& fingerprint_key = "") override;
+  StatusOr<bool> remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
+                                          const std::string& fingerprint_key) override;
+
+  StatusOr<GraphSpecEntry> put_graph_spec(const std::string& structure_sig, const std::string& shape_key,
+                                          const std::string& graph_name, const std::string& spec_json) override;
+  StatusOr<std::optional<GraphSpecEntry>> get_graph_spec(const std::string& structure_sig,
+                                                         const std::string& shape_key) override;
+  StatusOr<std::vector<GraphSpecEntry>> list_graph_specs() override;
+
+  StatusOr<FusionRecord> put_fusion_record(const FusionRecord& record) override;
+  StatusOr<std::optional<FusionRecord>> get_fusion_record(const std::string& structure_sig,
+                                                          const std::string& shape_key, const EnvFingerprint& current,
+                                                          const EnvPolicy& policy = {}) override;
+  StatusOr<int64_t> remove_fusion_record(const std::string& structure_sig, const std::string& shape_key,
+                                         const std::string& fingerprint_key) override;
+  StatusOr<std::vector<FusionRecord>> list_fusion_records() override;
+
+  StatusOr<FirstUseRecord> put_first_use_verdict(const FirstUseRecord& record) override;
+  StatusOr<std::optional<FirstUseRecord>> get_first_use_verdict(const std::string& structure_sig,
+                                                                const std::string& shape_key, const std::string& config,
+                                                                const std::string& fingerprint_key) override;
+  StatusOr<std::vector<FirstUseRecord>> list_first_use_verdicts() override;
+
+  StatusOr<KernelCacheRecord> put_kernel_cache(const KernelCacheRecord& record) override;
+  StatusOr<std::optional<KernelCacheRecord>> get_kernel_cache(const std::string& structure_sig,
+                                                              const EnvFingerprint& current) override;
+  StatusOr<int64_t> remove_kernel_cache(const std::string& structure_sig, const std::string& fingerprint_key) override;
+  StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches() override;
+
+  StoreCounters counters() const override;
+  void reset_counters() override;
+
+ private:
+  SqlitePlanStore(std::string path, store::Database db, bool read_only);
+  // A put of a record that passed its own checks: the store writable, created_at (when 0) and checksum
+  // filled, written in one transaction; returns the record as stored.
+  template <class Record>
+  StatusOr<Record> put_stamped(const store::RecordCodec<Record>& codec, const Record& record) {
+    if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
+    const Record r = store::stamped(codec, record);
+    std::lock_guard<std::mutex> lock(mu_);
+    KILN_RETURN_IF_ERROR(store::put_row(db_, codec.table, codec.encode(r)));
+    return r;
+  }
+  StatusOr<int64_t> remove_kernel_cache_locked(const std::string& structure_sig, const std::string& fingerprint_key);
+  // A bad plan row found by verify: its rowid, and its stored key and checksum column texts (what quarantine_row
+  // matches).
+  struct BadPlan {
+    int64_t rowid = 0;
+    std::string structure_sig, shape_key, fingerprint_key, stored_checksum, reason;
+  };
+  // A damaged kernel cache row found by verify: its rowid and stored checksum text, so that only that row goes.
+  struct BadKernelCache {
+    int64_t rowid = 0;
+    std::string stored_checksum;
+  };
+  // A kernel cache gc removes (stale or old), with what its report says of it.
+  struct KernelCacheGarbage {
+    BadKernelCache row;
+    KernelCacheRemoval what;
+    bool stale = false;  // else old
+  };
+  // What gc removes after the corrupt rows, found by reading alone (gc_find_locked): rowids by table.
+  struct GcGarbage {
+    std::vector<int64_t> stale_plans, old_plans, graph_specs, fusion_records;
+    int64_t quarantined = 0;  // rows in the quarantine table (when it is to be emptied)
+    std::vector<KernelCacheGarbage> kernel_caches;
+  };
+  // What verify() does, under mu_; the bad rows are handed back too, when asked for.
+  StatusOr<VerifyReport> verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans = nullptr,
+                                       std::vector<BadKernelCache>* bad_caches = nullptr);
+  // Appends a check of every kernel cache row to `out` (kernel_caches.cc).
+  Status verify_kernel_caches_locked(VerifyReport* out, std::vector<BadKernelCache>* bad);
+  // Deletes one kernel cache row (by rowid and stored checksum), in the caller's transaction if there is one;
+  // returns the rows gone.
+  StatusOr<int64_t> drop_kernel_cache_row_locked(const BadKernelCache& bad);
+  // What gc removes besides the corrupt rows, read without writing. `gone_plans` and `gone_caches`: rows a
+  // real run has already removed as corrupt by then (a dry run leaves them in place), passed over here.
+  Status gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
+                        const std::set<int64_t>& gone_caches, GcGarbage* out);
+  // gc_find_locked's kernel cache part (stale and old caches; kernel_caches.cc).
+  Status gc_find_kernel_caches_locked(const GcOptions& options, const std::set<int64_t>& gone, GcGarbage* out);
+  // A damaged row (not a plan) met by a read: logged, and removed through `remove` unless the store is read-only
+  // (then left in place; `kept_note` ends the log line: ", the fused plan serves"). The caller counts it.
+  Status drop_corrupt_locked(const char* what, const std::string& name, const std::string& problem,
+                             const char* kept_note, const std::function<StatusOr<int64_t>()>& remove);
+  // Moves the row with these stored key and checksum column values to quarantine, unless another process
+  // replaced it meanwhile (its checksum column then differs). Logs. No-op for a read-only store.
+  void quarantine_row(const std::string& structure_sig, const std::string& shape_key,
+                      const std::string& fingerprint_key, const std::string& stored_checksum,
+                      const std::string& reason);
+
+  std::string path_;
+  store::Database database_;
+  sqlite3* db_ = nullptr;  // database_'s connection
+  bool read_only_ = false;
+  mutable std::mutex mu_;  // one connection, shared by threads: calls are serialized
+  StoreCounters counters_;
+};
+
+}  // namespace kiln
