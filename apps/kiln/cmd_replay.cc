@@ -12,7 +12,8 @@ namespace {
 
 struct ReplayCliOptions {
   ReplayJob job;
-  std::string new_shapes = "stopgap", promote_by = "build";
+  std::string new_shapes = new_shapes_name(ReplayJob{}.new_shapes),
+              promote_by = promote_by_name(ReplayJob{}.promote_by);
   bool no_promote = false, no_padded = false, no_split = false, no_split_overlap = false, json = false;
 };
 

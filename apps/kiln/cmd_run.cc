@@ -16,7 +16,7 @@ struct RunCliOptions {
   std::string pin;
   bool pin_given = false;
   std::string reference;  // empty: not given (auto)
-  std::string on_mismatch = "heuristics-and-queue";
+  std::string on_mismatch = mismatch_policy_name(MismatchPolicy::kHeuristicsAndQueue);
   bool use_store = false;
 };
 

@@ -11,7 +11,7 @@
 
 namespace kiln {
 
-const char* capture_mode_name(CaptureMode m) { return m == CaptureMode::kRelaxed ? "relaxed" : "thread-local"; }
+const char* capture_mode_name(CaptureMode m) { return enum_name(kCaptureModeNames, m); }
 
 namespace {
 

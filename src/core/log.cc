@@ -6,16 +6,20 @@
 #include <cstring>
 #include <mutex>
 
+#include "kiln/core/enum_names.h"
+
 namespace kiln {
 namespace {
 
+constexpr EnumName<LogLevel> kLogLevelNames[] = {
+    {LogLevel::kError, "error"}, {LogLevel::kWarn, "warn"}, {LogLevel::kInfo, "info"}, {LogLevel::kDebug, "debug"}};
+
+// KILN_LOG's level; warn when unset or not a level's name.
 LogLevel level_from_env() {
   const char* v = std::getenv("KILN_LOG");
   if (!v) return LogLevel::kWarn;
-  if (!std::strcmp(v, "error")) return LogLevel::kError;
-  if (!std::strcmp(v, "info")) return LogLevel::kInfo;
-  if (!std::strcmp(v, "debug")) return LogLevel::kDebug;
-  return LogLevel::kWarn;
+  StatusOr<LogLevel> level = parse_enum(kLogLevelNames, v, "log level");
+  return level.is_ok() ? *level : LogLevel::kWarn;
 }
 
 std::atomic<int>& level_ref() {
@@ -33,15 +37,7 @@ std::function<void(LogLevel, const std::string&)>& sink_ref() {
   return sink;
 }
 
-const char* level_name(LogLevel level) {
-  switch (level) {
-    case LogLevel::kError: return "error";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kDebug: return "debug";
-  }
-  return "?";
-}
+const char* level_name(LogLevel level) { return enum_name(kLogLevelNames, level); }
 
 }  // namespace
 

@@ -5,35 +5,17 @@
 
 namespace kiln {
 
-const char* dtype_name(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return "fp32";
-    case DataType::kFloat16: return "fp16";
-    case DataType::kBFloat16: return "bf16";
-    case DataType::kFp8E4M3: return "fp8_e4m3";
-    case DataType::kFp8E5M2: return "fp8_e5m2";
-    case DataType::kInt8: return "int8";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-  }
-  return "?";
-}
+const char* dtype_name(DataType t) { return enum_name(kDataTypeNames, t); }
 
 StatusOr<DataType> parse_dtype(const std::string& name) {
-  static const struct {
-    const char* name;
-    DataType type;
-  } kNames[] = {
-      {"fp32", DataType::kFloat32},     {"float", DataType::kFloat32},     {"float32", DataType::kFloat32},
-      {"fp16", DataType::kFloat16},     {"half", DataType::kFloat16},      {"float16", DataType::kFloat16},
-      {"bf16", DataType::kBFloat16},    {"bfloat16", DataType::kBFloat16}, {"fp8_e4m3", DataType::kFp8E4M3},
-      {"fp8_e5m2", DataType::kFp8E5M2}, {"int8", DataType::kInt8},         {"int32", DataType::kInt32},
-      {"int64", DataType::kInt64},
-  };
-  for (const auto& n : kNames)
-    if (name == n.name) return n.type;
-  return invalid_argument("unknown dtype '" + name +
-                          "' (expected fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int32 or int64)");
+  static constexpr EnumName<DataType> kAliases[] = {{DataType::kFloat32, "float"},
+                                                    {DataType::kFloat32, "float32"},
+                                                    {DataType::kFloat16, "half"},
+                                                    {DataType::kFloat16, "float16"},
+                                                    {DataType::kBFloat16, "bfloat16"}};
+  for (const auto& alias : kAliases)
+    if (name == alias.name) return alias.value;
+  return parse_enum(kDataTypeNames, name, "dtype");
 }
 
 size_t dtype_size(DataType t) {
@@ -50,30 +32,10 @@ size_t dtype_size(DataType t) {
   return 0;
 }
 
-const char* layout_name(Layout l) {
-  switch (l) {
-    case Layout::kRowMajor: return "row_major";
-    case Layout::kNCHW: return "NCHW";
-    case Layout::kNHWC: return "NHWC";
-    case Layout::kExplicit: return "explicit";
-  }
-  return "?";
-}
+const char* layout_name(Layout l) { return enum_name(kLayoutNames, l); }
+StatusOr<Layout> parse_layout(const std::string& name) { return parse_enum(kLayoutNames, name, "layout"); }
 
-const char* op_kind_name(OpKind k) {
-  switch (k) {
-    case OpKind::kConvFprop: return "conv_fprop";
-    case OpKind::kConvDgrad: return "conv_dgrad";
-    case OpKind::kConvWgrad: return "conv_wgrad";
-    case OpKind::kMatmul: return "matmul";
-    case OpKind::kPointwise: return "pointwise";
-    case OpKind::kReduction: return "reduction";
-    case OpKind::kLayerNorm: return "layer_norm";
-    case OpKind::kRmsNorm: return "rms_norm";
-    case OpKind::kSdpa: return "sdpa";
-  }
-  return "?";
-}
+const char* op_kind_name(OpKind k) { return enum_name(kOpKindNames, k); }
 
 std::string node_op_name(const Node& node) {
   if (node.op == OpKind::kPointwise) return pointwise_mode_name(node.pointwise.mode);

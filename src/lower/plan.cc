@@ -78,15 +78,6 @@ struct LoweredGraph::Impl {
 
 namespace {
 
-const char* mode_name(HeuristicMode m) {
-  switch (m) {
-    case HeuristicMode::kA: return "A";
-    case HeuristicMode::kB: return "B";
-    case HeuristicMode::kFallback: return "FALLBACK";
-  }
-  return "?";
-}
-
 fe::HeurMode_t to_fe(HeuristicMode m) {
   switch (m) {
     case HeuristicMode::kA: return fe::HeurMode_t::A;
@@ -108,14 +99,16 @@ StatusOr<fe::KnobType_t> knob_from_backend(int backend_type) {
   return k;
 }
 
+constexpr EnumName<fe::BehaviorNote_t> kBehaviorNoteNames[] = {
+    {fe::BehaviorNote_t::RUNTIME_COMPILATION, "runtime_compilation"},
+    {fe::BehaviorNote_t::REQUIRES_FILTER_INT8x32_REORDER, "requires_filter_int8x32_reorder"},
+    {fe::BehaviorNote_t::REQUIRES_BIAS_INT8x32_REORDER, "requires_bias_int8x32_reorder"},
+    {fe::BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API, "supports_cuda_graph_native_api"}};
+
+// A note this Kiln has no name for (a newer frontend's) is "note_<number>".
 std::string behavior_note_name(fe::BehaviorNote_t n) {
-  switch (n) {
-    case fe::BehaviorNote_t::RUNTIME_COMPILATION: return "runtime_compilation";
-    case fe::BehaviorNote_t::REQUIRES_FILTER_INT8x32_REORDER: return "requires_filter_int8x32_reorder";
-    case fe::BehaviorNote_t::REQUIRES_BIAS_INT8x32_REORDER: return "requires_bias_int8x32_reorder";
-    case fe::BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API: return "supports_cuda_graph_native_api";
-    default: return "note_" + std::to_string(static_cast<int>(n));
-  }
+  const char* name = enum_name(kBehaviorNoteNames, n, nullptr);
+  return name ? name : "note_" + std::to_string(static_cast<int>(n));
 }
 
 }  // namespace
@@ -221,7 +214,7 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
         out.push_back(ci);
         it = seen.find(id);
       }
-      out[it->second].modes.push_back(mode_name(m));
+      out[it->second].modes.push_back(heuristic_mode_name(m));
     }
   }
   if (out.empty())

@@ -129,15 +129,7 @@ SampleSummary summarize(const SampleSet& s) {
   return out;
 }
 
-const char* stop_reason_name(StopReason reason) {
-  switch (reason) {
-    case StopReason::kNotStopped: return "not_stopped";
-    case StopReason::kConverged: return "converged";
-    case StopReason::kTimeBudget: return "time_budget";
-    case StopReason::kMaxSamples: return "max_samples";
-  }
-  return "unknown";
-}
+const char* stop_reason_name(StopReason reason) { return enum_name(kStopReasonNames, reason, "unknown"); }
 
 StopReason StoppingRule::evaluate(const SampleSet& samples, double elapsed_ms) const {
   const size_t n = samples.size();

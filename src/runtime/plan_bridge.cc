@@ -23,8 +23,8 @@ StatusOr<PlanRecord> record_from_tuning(const GraphSignature& sig, const EnvFing
   r.shape_key = sig.shape_key;
   r.fingerprint = env;
   r.plan_bytes.assign(tr.winner_plan.begin(), tr.winner_plan.end());
-  r.engine_id = w.engine_id;
-  r.knobs = w.knobs;
+  r.engine_id = w.config.engine_id;
+  r.knobs = w.config.knobs;
   r.workspace_bytes = w.workspace_bytes;
   r.tuned = true;
   r.stats.median_ms = w.median_ms;
@@ -40,8 +40,8 @@ StatusOr<PlanRecord> record_from_tuning(const GraphSignature& sig, const EnvFing
     if (!up || c.median_ms < up->median_ms) up = &c;
   }
   if (up) {
-    r.stats.runner_up_engine = up->engine_id;
-    r.stats.runner_up_knobs = up->knobs;
+    r.stats.runner_up_engine = up->config.engine_id;
+    r.stats.runner_up_knobs = up->config.knobs;
     r.stats.runner_up_median_ms = up->median_ms;
   }
   r.numerics.verdict = w.disposition;

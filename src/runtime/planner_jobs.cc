@@ -11,14 +11,7 @@
 
 namespace kiln {
 
-const char* compile_outcome_name(CompileOutcome o) {
-  switch (o) {
-    case CompileOutcome::kCompiled: return "compiled";
-    case CompileOutcome::kNeedsGpu: return "needs a GPU";
-    case CompileOutcome::kFailed: return "failed";
-  }
-  return "?";
-}
+const char* compile_outcome_name(CompileOutcome o) { return enum_name(kCompileOutcomeNames, o); }
 
 namespace planner_jobs {
 namespace {

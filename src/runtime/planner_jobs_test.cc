@@ -111,7 +111,7 @@ struct FakeTuner {
       TuneResult tr;
       tr.graph_name = g.name;
       CandidateResult c;
-      c.engine_id = engine;
+      c.config.engine_id = engine;
       c.disposition = Disposition::kPassed;
       c.median_ms = c.min_ms = c.max_ms = median_ms;
       c.samples = 10;
@@ -146,19 +146,19 @@ struct FakeUnfused {
         pr.structure_sig = ps.structure;
         pr.shape_key = ps.shape_key;
         CandidateResult c;
-        c.engine_id = 100 + static_cast<int64_t>(i);
+        c.config.engine_id = 100 + static_cast<int64_t>(i);
         c.disposition = Disposition::kPassed;
         c.median_ms = c.min_ms = c.max_ms = chain_ms / 3;
         c.samples = 10;
         pr.tune.graph_name = pr.name;
         pr.tune.candidates.push_back(c);
         pr.tune.winner = 0;
-        pr.tune.winner_config = EngineConfig{c.engine_id, {}};
+        pr.tune.winner_config = c.config;
         pr.tune.winner_plan = {9};
         u.identities.push_back(c.identity());
         u.parts.push_back(std::move(pr));
       }
-      u.chain.engine_id = -1;
+      u.chain.config.engine_id = -1;
       u.chain.disposition = Disposition::kPassed;
       u.chain.median_ms = u.chain.min_ms = u.chain.max_ms = chain_ms;
       u.chain.samples = 10;

@@ -116,16 +116,7 @@ TuneOptions tune_options_for(const RetuneNowOptions& o) {
   return to;
 }
 
-const char* retune_outcome_name(RetuneOutcome o) {
-  switch (o) {
-    case RetuneOutcome::kTuned: return "tuned";
-    case RetuneOutcome::kAlreadyTuned: return "already tuned";
-    case RetuneOutcome::kFailed: return "failed";
-    case RetuneOutcome::kOtherEnvironment: return "other environment";
-    case RetuneOutcome::kNotReached: return "not reached";
-  }
-  return "?";
-}
+const char* retune_outcome_name(RetuneOutcome o) { return enum_name(kRetuneOutcomeNames, o); }
 
 StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& options) {
   if (store.read_only())

@@ -18,10 +18,10 @@ constexpr ReductionMode kRed = ReductionMode::kSum;
 const std::vector<OpInfo>& ops() {
   static const std::vector<OpInfo> table = [] {
     std::vector<OpInfo> v = {
-        {"conv_fprop", OpKind::kConvFprop, kPw, kRed},
-        {"conv_dgrad", OpKind::kConvDgrad, kPw, kRed},
-        {"conv_wgrad", OpKind::kConvWgrad, kPw, kRed},
-        {"matmul", OpKind::kMatmul, kPw, kRed},
+        {op_kind_name(OpKind::kConvFprop), OpKind::kConvFprop, kPw, kRed},
+        {op_kind_name(OpKind::kConvDgrad), OpKind::kConvDgrad, kPw, kRed},
+        {op_kind_name(OpKind::kConvWgrad), OpKind::kConvWgrad, kPw, kRed},
+        {op_kind_name(OpKind::kMatmul), OpKind::kMatmul, kPw, kRed},
     };
     for (PointwiseMode m : pointwise_modes()) v.push_back({pointwise_mode_name(m), OpKind::kPointwise, m, kRed});
     static std::vector<std::string> reduction_names;  // stable storage for the names OpInfo points to
@@ -30,9 +30,9 @@ const std::vector<OpInfo>& ops() {
       reduction_names.push_back(std::string("reduce_") + reduction_mode_name(m));
       v.push_back({reduction_names.back().c_str(), OpKind::kReduction, kPw, m});
     }
-    v.push_back({"layer_norm", OpKind::kLayerNorm, kPw, kRed});
-    v.push_back({"rms_norm", OpKind::kRmsNorm, kPw, kRed});
-    v.push_back({"sdpa", OpKind::kSdpa, kPw, kRed});
+    v.push_back({op_kind_name(OpKind::kLayerNorm), OpKind::kLayerNorm, kPw, kRed});
+    v.push_back({op_kind_name(OpKind::kRmsNorm), OpKind::kRmsNorm, kPw, kRed});
+    v.push_back({op_kind_name(OpKind::kSdpa), OpKind::kSdpa, kPw, kRed});
     return v;
   }();
   return table;

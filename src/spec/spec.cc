@@ -257,12 +257,11 @@ Status parse_tensor(const std::string& name, const Json& j, TensorDesc* t) {
   if (j.contains("layout")) {
     std::string s;
     KILN_RETURN_IF_ERROR(get_string(j["layout"], where + ": attribute 'layout'", &s));
-    if (s == "row_major") t->layout = Layout::kRowMajor;
-    else if (s == "NCHW") t->layout = Layout::kNCHW;
-    else if (s == "NHWC") t->layout = Layout::kNHWC;
-    else
+    StatusOr<Layout> layout = parse_layout(s);  // "explicit" is what strides give, never a spec's word
+    if (!layout.is_ok() || *layout == Layout::kExplicit)
       return invalid_argument(where + ": attribute 'layout': unknown layout '" + s +
                               "' (expected row_major, NCHW or NHWC)");
+    t->layout = *layout;
   }
   if (j.contains("strides")) {
     const Json& s = j["strides"];

@@ -21,10 +21,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-constexpr EnumName<NewShapes> kNewShapesNames[] = {{NewShapes::kStopgap, "stopgap"},
-                                                   {NewShapes::kBuildNow, "build-now"}};
-constexpr EnumName<PromoteBy> kPromoteByNames[] = {{PromoteBy::kBuild, "build"}, {PromoteBy::kTune, "tune"}};
-
 // Buffers a replay thread owns for one plan: every bound tensor and the workspace, zeroed.
 struct PlanBuffers {
   std::vector<DeviceBuffer> owned;

@@ -97,21 +97,14 @@ StatusOr<CheckReport> check_against(const Graph& graph, const std::vector<HostTe
 
 }  // namespace
 
-const char* reference_choice_name(ReferenceChoice c) {
-  switch (c) {
-    case ReferenceChoice::kAuto: return "auto";
-    case ReferenceChoice::kHost: return "host";
-    case ReferenceChoice::kDevice: return "device";
-    case ReferenceChoice::kBoth: return "both";
-  }
-  return "?";
-}
+const char* reference_choice_name(ReferenceChoice c) { return enum_name(kReferenceChoiceNames, c); }
 
 StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name) {
-  for (ReferenceChoice c :
-       {ReferenceChoice::kAuto, ReferenceChoice::kHost, ReferenceChoice::kDevice, ReferenceChoice::kBoth})
-    if (name == reference_choice_name(c)) return c;
-  return invalid_argument("reference '" + name + "': expected one of auto, host, device, both");
+  StatusOr<ReferenceChoice> choice = parse_enum(kReferenceChoiceNames, name, "reference");
+  if (choice.is_ok()) return choice;
+  std::string names;  // kiln run's own wording of the error, which its users and tests know
+  for (const auto& row : kReferenceChoiceNames) names += std::string(names.empty() ? "" : ", ") + row.name;
+  return invalid_argument("reference '" + name + "': expected one of " + names);
 }
 
 Disposition RunReport::verdict() const {

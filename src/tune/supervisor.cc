@@ -25,17 +25,12 @@ namespace {
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const char* kind_name(TuneEvent::Kind k) {
-  switch (k) {
-    case TuneEvent::Kind::kCandidates: return "candidates";
-    case TuneEvent::Kind::kPrepared: return "prepared";
-    case TuneEvent::Kind::kBuildStart: return "build_start";
-    case TuneEvent::Kind::kBuildEnd: return "build_end";
-    case TuneEvent::Kind::kRunStart: return "run_start";
-    case TuneEvent::Kind::kCandidate: return "candidate";
-  }
-  return "?";
-}
+constexpr EnumName<TuneEvent::Kind> kTuneEventKindNames[] = {
+    {TuneEvent::Kind::kCandidates, "candidates"},  {TuneEvent::Kind::kPrepared, "prepared"},
+    {TuneEvent::Kind::kBuildStart, "build_start"}, {TuneEvent::Kind::kBuildEnd, "build_end"},
+    {TuneEvent::Kind::kRunStart, "run_start"},     {TuneEvent::Kind::kCandidate, "candidate"}};
+
+const char* kind_name(TuneEvent::Kind k) { return enum_name(kTuneEventKindNames, k); }
 
 std::string hex(const std::vector<uint8_t>& bytes) {
   static const char* digits = "0123456789abcdef";
@@ -61,50 +56,6 @@ StatusOr<std::vector<uint8_t>> unhex(const std::string& s) {
     out[i] = static_cast<uint8_t>(hi * 16 + lo);
   }
   return out;
-}
-
-Json candidate_json(const CandidateResult& c) {
-  return Json{{"engine_id", c.engine_id},
-              {"knobs", c.knobs},
-              {"disposition", disposition_name(c.disposition)},
-              {"message", c.message},
-              {"median_ms", c.median_ms},
-              {"min_ms", c.min_ms},
-              {"max_ms", c.max_ms},
-              {"rel_error", c.rel_error},
-              {"samples", c.samples},
-              {"throttled", c.throttled},
-              {"workspace_bytes", c.workspace_bytes},
-              {"heuristic_rank", c.heuristic_rank},
-              {"flops", c.flops},
-              {"bytes", c.bytes},
-              {"build_ms", c.build_ms},
-              {"check_ms", c.check_ms},
-              {"measure_ms", c.measure_ms},
-              {"warmup_ms", c.warmup_ms}};
-}
-
-StatusOr<CandidateResult> candidate_from_json(const Json& j) {
-  CandidateResult c;
-  c.engine_id = j.at("engine_id").get<int64_t>();
-  c.knobs = j.at("knobs").get<std::map<std::string, int64_t>>();
-  KILN_ASSIGN_OR_RETURN(c.disposition, parse_disposition(j.at("disposition").get<std::string>()));
-  c.message = j.at("message").get<std::string>();
-  c.median_ms = j.at("median_ms").get<double>();
-  c.min_ms = j.at("min_ms").get<double>();
-  c.max_ms = j.at("max_ms").get<double>();
-  c.rel_error = j.at("rel_error").get<double>();
-  c.samples = j.at("samples").get<size_t>();
-  c.throttled = j.at("throttled").get<bool>();
-  c.workspace_bytes = j.at("workspace_bytes").get<int64_t>();
-  c.heuristic_rank = j.at("heuristic_rank").get<int>();
-  c.flops = j.at("flops").get<double>();
-  c.bytes = j.at("bytes").get<double>();
-  c.build_ms = j.at("build_ms").get<double>();
-  c.check_ms = j.at("check_ms").get<double>();
-  c.measure_ms = j.at("measure_ms").get<double>();
-  c.warmup_ms = j.at("warmup_ms").get<double>();
-  return c;
 }
 
 // A worker's error, written as the last line before it exits.
@@ -217,7 +168,7 @@ std::string tune_event_to_json(const TuneEvent& e) {
       break;
     case TuneEvent::Kind::kCandidate:
       j["identity"] = e.identity;
-      j["result"] = candidate_json(e.result);
+      j["result"] = candidate_to_json(e.result, CandidateJson::kExact);
       j["check"] = e.check;
       if (!e.plan.empty()) j["plan"] = hex(e.plan);
       break;
@@ -231,14 +182,9 @@ StatusOr<TuneEvent> tune_event_from_json(const std::string& line) {
     const Json j = Json::parse(line);
     TuneEvent e;
     const std::string k = j.at("kind").get<std::string>();
-    bool known = false;
-    for (TuneEvent::Kind kind : {TuneEvent::Kind::kCandidates, TuneEvent::Kind::kPrepared, TuneEvent::Kind::kBuildStart,
-                                 TuneEvent::Kind::kBuildEnd, TuneEvent::Kind::kRunStart, TuneEvent::Kind::kCandidate})
-      if (k == kind_name(kind)) {
-        e.kind = kind;
-        known = true;
-      }
-    if (!known) return corruption("tune event of unknown kind '" + k + "'");
+    StatusOr<TuneEvent::Kind> kind = parse_enum(kTuneEventKindNames, k, "tune event kind");
+    if (!kind.is_ok()) return corruption("tune event of unknown kind '" + k + "'");
+    e.kind = *kind;
     if (j.contains("identity")) e.identity = j["identity"].get<std::string>();
     if (e.kind == TuneEvent::Kind::kCandidates) {
       e.identities = j.at("identities").get<std::vector<std::string>>();
@@ -251,7 +197,9 @@ StatusOr<TuneEvent> tune_event_from_json(const std::string& line) {
       e.inputs = j.at("inputs").get<std::string>();
       e.prepare_ms = j.at("prepare_ms").get<double>();
     } else if (e.kind == TuneEvent::Kind::kCandidate) {
-      KILN_ASSIGN_OR_RETURN(e.result, candidate_from_json(j.at("result")));
+      StatusOr<CandidateResult> result = candidate_from_json(j.at("result"));
+      if (!result.is_ok()) return corruption("tune event: " + result.status().message());
+      e.result = std::move(result).value();
       e.check = j.at("check").get<std::string>();
       if (j.contains("plan")) {
         KILN_ASSIGN_OR_RETURN(e.plan, unhex(j["plan"].get<std::string>()));
@@ -535,17 +483,13 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
 
 namespace {
 
-const char* worker_mode_name(HeuristicMode m) {
-  return m == HeuristicMode::kA ? "A" : m == HeuristicMode::kB ? "B" : "FALLBACK";
-}
-
 // The options a worker needs (the winner rule, incumbent, progress and cancel stay with the supervisor).
 StatusOr<TuneOptions> options_from_json(const Json& j) {
   TuneOptions o;
   o.modes.clear();
   for (const auto& m : j.at("modes")) {
-    const std::string s = m.get<std::string>();
-    o.modes.push_back(s == "A" ? HeuristicMode::kA : s == "B" ? HeuristicMode::kB : HeuristicMode::kFallback);
+    KILN_ASSIGN_OR_RETURN(HeuristicMode mode, parse_heuristic_mode(m.get<std::string>()));
+    o.modes.push_back(mode);
   }
   o.top_k = j.at("top_k").get<int>();
   o.max_workspace_bytes = j.at("max_workspace_bytes").get<int64_t>();
@@ -572,7 +516,7 @@ StatusOr<TuneOptions> options_from_json(const Json& j) {
 
 std::string tune_worker_options_to_json(const TuneOptions& o) {
   Json modes = Json::array();
-  for (HeuristicMode m : o.modes) modes.push_back(worker_mode_name(m));
+  for (HeuristicMode m : o.modes) modes.push_back(heuristic_mode_name(m));
   return Json{{"modes", modes},
               {"top_k", o.top_k},
               {"max_workspace_bytes", o.max_workspace_bytes},

@@ -117,12 +117,24 @@ TEST(TuneSupervisor, AWorkerErrorBeforeAnyCandidateIsTheTunesError) {
   EXPECT_NE(r.status().message().find("no engine configuration left"), std::string::npos) << r.status().message();
 }
 
+// Every kind's name (the table private to supervisor.cc) reads back to that kind.
+TEST(TuneEvents, EveryKindRoundTrips) {
+  for (TuneEvent::Kind kind : {TuneEvent::Kind::kCandidates, TuneEvent::Kind::kPrepared, TuneEvent::Kind::kBuildStart,
+                               TuneEvent::Kind::kBuildEnd, TuneEvent::Kind::kRunStart, TuneEvent::Kind::kCandidate}) {
+    TuneEvent e;
+    e.kind = kind;
+    const std::string line = tune_event_to_json(e);
+    auto back = tune_event_from_json(line);
+    ASSERT_TRUE(back.is_ok()) << line << ": " << back.status().to_string();
+    EXPECT_EQ(back->kind, kind) << line;
+  }
+}
+
 TEST(TuneEvents, RoundTripThroughJson) {
   TuneEvent e;
   e.kind = TuneEvent::Kind::kCandidate;
   e.identity = "eng7_k2=3";
-  e.result.engine_id = 7;
-  e.result.knobs = {{"k2", 3}};
+  e.result.config = EngineConfig{7, {{"k2", 3}}};
   e.result.disposition = Disposition::kPassed;
   e.result.median_ms = 0.125;
   e.result.samples = 42;

@@ -39,13 +39,6 @@ void CandidateResult::set_timing(const Measurement& m) {
   samples = m.stats.samples;
 }
 
-namespace {
-constexpr EnumName<Objective> kObjectiveNames[] = {{Objective::kTime, "time"}, {Objective::kWorkspace, "workspace"}};
-constexpr EnumName<FusionPolicy> kFusionPolicyNames[] = {{FusionPolicy::kFaster, "faster"},
-                                                         {FusionPolicy::kAlwaysFused, "always_fused"},
-                                                         {FusionPolicy::kAlwaysUnfused, "always_unfused"}};
-}  // namespace
-
 const char* objective_name(Objective o) { return enum_name(kObjectiveNames, o, "time"); }
 StatusOr<Objective> parse_objective(const std::string& name) { return parse_enum(kObjectiveNames, name, "objective"); }
 

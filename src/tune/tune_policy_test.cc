@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -20,8 +21,7 @@ namespace {
 CandidateResult cand(int64_t eng, double median, Disposition d = Disposition::kPassed, int64_t ws = 0,
                      std::map<std::string, int64_t> knobs = {}, double rel = 0.005) {
   CandidateResult c;
-  c.engine_id = eng;
-  c.knobs = std::move(knobs);
+  c.config = EngineConfig{eng, std::move(knobs)};
   c.disposition = d;
   c.median_ms = median;
   c.min_ms = median * 0.98;
@@ -73,7 +73,7 @@ TEST(Winner, UntimedPassedIsNotEligible) {
   std::vector<CandidateResult> cs = {cand(1, 0.0), cand(2, 0.4)};
   auto w = pick_winner(cs);
   ASSERT_TRUE(w.is_ok());
-  EXPECT_EQ(cs[*w].engine_id, 2);
+  EXPECT_EQ(cs[*w].config.engine_id, 2);
 }
 
 TEST(Winner, TiesAreBrokenByWorkspaceThenIdentityInAnyOrder) {
@@ -98,12 +98,12 @@ TEST(Winner, WorkspaceObjectivePicksSmallestWithinTolerance) {
   opt.objective = Objective::kWorkspace;
   auto w = pick_winner(cs, opt);
   ASSERT_TRUE(w.is_ok());
-  EXPECT_EQ(cs[*w].engine_id, 2);
+  EXPECT_EQ(cs[*w].config.engine_id, 2);
   opt.workspace_tolerance = 0.25;
-  EXPECT_EQ(cs[*pick_winner(cs, opt)].engine_id, 3);
+  EXPECT_EQ(cs[*pick_winner(cs, opt)].config.engine_id, 3);
   opt.workspace_tolerance = 0.0;
-  EXPECT_EQ(cs[*pick_winner(cs, opt)].engine_id, 1);
-  EXPECT_EQ(cs[*pick_winner(cs)].engine_id, 1);  // default objective: time
+  EXPECT_EQ(cs[*pick_winner(cs, opt)].config.engine_id, 1);
+  EXPECT_EQ(cs[*pick_winner(cs)].config.engine_id, 1);  // default objective: time
 }
 
 TEST(Winner, NotFoundListsDispositions) {
@@ -326,6 +326,91 @@ TEST(Report, CandidateTimingFromMeasurement) {
   EXPECT_DOUBLE_EQ(c.min_ms, 0.9);
   EXPECT_DOUBLE_EQ(c.max_ms, 1.1);
   EXPECT_EQ(c.samples, 3u);
+}
+
+// The one encoder of a candidate (candidate_to_json): reports write what they always wrote, byte for byte.
+CandidateResult golden_candidate() {
+  CandidateResult c = cand(3, 0.5, Disposition::kPassed, 1024, {{"k2", 1}}, 0.125);
+  c.min_ms = 0.25;
+  c.max_ms = 0.75;
+  c.heuristic_rank = 0;
+  c.build_ms = 2.0;
+  c.check_ms = 1.0;
+  c.warmup_ms = 0.25;
+  c.measure_ms = 1.25;
+  return c;
+}
+
+TEST(CandidateJson, ReportFormIsTheReportsBytes) {
+  EXPECT_EQ(candidate_to_json(golden_candidate()).dump(),
+            R"({"disposition":"Passed","engine_id":3,"heuristic_rank":0,"identity":"eng3_k2=1","knobs":{"k2":1},)"
+            R"("max_ms":0.75,"median_ms":0.5,"message":"","min_ms":0.25,)"
+            R"("phases_ms":{"build":2.0,"gate":1.0,"timing":1.0,"warmup":0.25},"rel_error":0.125,"samples":50,)"
+            R"("throttled":false,"workspace_bytes":1024})");
+  CandidateResult refused = cand(4, 0.0, Disposition::kNotSupported);
+  refused.message = "refused";
+  refused.heuristic_rank = -1;
+  EXPECT_EQ(candidate_to_json(refused).dump(),
+            R"({"disposition":"NotSupported","engine_id":4,"heuristic_rank":-1,"identity":"eng4","knobs":{},)"
+            R"("median_ms":null,"message":"refused","phases_ms":{"build":0.0,"gate":0.0,"timing":0.0,"warmup":0.0},)"
+            R"("samples":0,"throttled":false,"workspace_bytes":0})");
+}
+
+void expect_same_candidate(const CandidateResult& a, const CandidateResult& b) {
+  EXPECT_EQ(a.config, b.config);
+  EXPECT_EQ(a.disposition, b.disposition);
+  EXPECT_EQ(a.message, b.message);
+  EXPECT_EQ(a.median_ms, b.median_ms);
+  EXPECT_EQ(a.min_ms, b.min_ms);
+  EXPECT_EQ(a.max_ms, b.max_ms);
+  EXPECT_EQ(a.rel_error, b.rel_error);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.throttled, b.throttled);
+  EXPECT_EQ(a.workspace_bytes, b.workspace_bytes);
+  EXPECT_EQ(a.heuristic_rank, b.heuristic_rank);
+  EXPECT_EQ(a.flops, b.flops);
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.build_ms, b.build_ms);
+  EXPECT_EQ(a.check_ms, b.check_ms);
+  EXPECT_EQ(a.measure_ms, b.measure_ms);
+  EXPECT_EQ(a.warmup_ms, b.warmup_ms);
+}
+
+// What a worker sends its supervisor: every field back exactly, those a report drops or derives included.
+TEST(CandidateJson, ExactFormRoundTrips) {
+  CandidateResult c = golden_candidate();
+  c.flops = 3e9;
+  c.throttled = true;
+  c.message = "note";
+  c.measure_ms = 0.3;  // the report's timing (0.3 - 0.1) plus warmup is not exactly 0.3
+  c.warmup_ms = 0.1;
+  CandidateResult untimed = cand(8, 0.0, Disposition::kFailed, 0, {{"k13", 0}, {"k2", 4}});
+  untimed.min_ms = 0.5;  // not timed, yet with numbers a report leaves out
+  untimed.rel_error = std::numeric_limits<double>::infinity();
+  for (const CandidateResult& x : {c, untimed}) {
+    SCOPED_TRACE(x.identity());
+    const std::string text = candidate_to_json(x, CandidateJson::kExact).dump();
+    StatusOr<CandidateResult> back = candidate_from_json(nlohmann::json::parse(text));
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    expect_same_candidate(*back, x);
+  }
+}
+
+TEST(CandidateJson, ReportFormReadsBackWhatItKeeps) {
+  StatusOr<CandidateResult> back = candidate_from_json(candidate_to_json(golden_candidate()));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  expect_same_candidate(*back, golden_candidate());
+}
+
+TEST(CandidateJson, MalformedIsAnErrorNamingIt) {
+  nlohmann::json j = candidate_to_json(golden_candidate(), CandidateJson::kExact);
+  j.erase("samples");
+  EXPECT_EQ(candidate_from_json(j).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(candidate_from_json(j).status().message().find("samples"), std::string::npos)
+      << candidate_from_json(j).status().message();
+  j = candidate_to_json(golden_candidate());
+  j["disposition"] = "Fine";
+  EXPECT_NE(candidate_from_json(j).status().message().find("unknown disposition 'Fine'"), std::string::npos);
 }
 
 std::string read_all(std::FILE* f) {

@@ -157,39 +157,6 @@ std::string format_report_table(const std::vector<CandidateResult>& cs, const Re
   return out;
 }
 
-nlohmann::json candidate_to_json(const CandidateResult& c) {
-  nlohmann::json knobs = nlohmann::json::object();
-  for (const auto& [k, v] : c.knobs) knobs[k] = v;
-  nlohmann::json j = {
-      {"identity", c.identity()},
-      {"engine_id", c.engine_id},
-      {"knobs", knobs},
-      {"disposition", disposition_name(c.disposition)},
-      {"message", c.message},
-      {"workspace_bytes", c.workspace_bytes},
-      {"heuristic_rank", c.heuristic_rank},
-      {"samples", c.samples},
-      {"throttled", c.throttled},
-  };
-  if (c.timed()) {
-    j["median_ms"] = c.median_ms;
-    j["min_ms"] = c.min_ms;
-    j["max_ms"] = c.max_ms;
-    j["rel_error"] = std::isfinite(c.rel_error) ? nlohmann::json(c.rel_error) : nlohmann::json(nullptr);
-    if (c.flops > 0.0) j["tflops"] = c.flops / (c.median_ms * 1e-3) / 1e12;
-    if (c.bytes > 0.0) j["gbps"] = c.bytes / (c.median_ms * 1e-3) / 1e9;
-  } else {
-    j["median_ms"] = nullptr;
-  }
-  if (c.flops > 0.0) j["flops"] = c.flops;
-  if (c.bytes > 0.0) j["bytes"] = c.bytes;
-  j["phases_ms"] = {{"build", c.build_ms},
-                    {"gate", c.check_ms},
-                    {"warmup", c.warmup_ms},
-                    {"timing", std::max(0.0, c.measure_ms - c.warmup_ms)}};
-  return j;
-}
-
 nlohmann::json report_to_json(const std::vector<CandidateResult>& cs, const nlohmann::json& meta,
                               const ReportOptions& options) {
   const Summary sum = summarize_candidates(cs, options);

@@ -273,8 +273,7 @@ namespace tune_internal {
 
 CandidateResult result_for(const EngineConfig& c, int rank) {
   CandidateResult r;
-  r.engine_id = c.engine_id;
-  r.knobs = c.knobs;
+  r.config = c;
   r.heuristic_rank = rank;
   return r;
 }

@@ -10,7 +10,7 @@ namespace {
 
 CandidateResult timed(int64_t engine, double ms, double rel = 0.002) {
   CandidateResult c;
-  c.engine_id = engine;
+  c.config.engine_id = engine;
   c.disposition = Disposition::kPassed;
   c.median_ms = c.min_ms = c.max_ms = ms;
   c.rel_error = rel;

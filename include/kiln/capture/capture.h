@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/core/status.h"
 #include "kiln/runtime/planner.h"
 
@@ -56,7 +57,9 @@ struct CaptureStep {
 // cudaMalloc, a stream query) from this thread fails the capture instead of silently escaping it; other
 // threads are unaffected. kRelaxed allows those calls (for code that must make them while capturing).
 enum class CaptureMode { kThreadLocal, kRelaxed };
-const char* capture_mode_name(CaptureMode m);  // "thread-local", "relaxed"
+inline constexpr EnumName<CaptureMode> kCaptureModeNames[] = {{CaptureMode::kThreadLocal, "thread-local"},
+                                                              {CaptureMode::kRelaxed, "relaxed"}};
+const char* capture_mode_name(CaptureMode m);  // kCaptureModeNames' name
 
 struct CaptureOptions {
   std::optional<bool> cuda_graphs;  // unset: the Planner's PlannerOptions::cuda_graphs

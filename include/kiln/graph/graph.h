@@ -6,25 +6,39 @@
 // otherwise.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/core/status.h"
 
 namespace kiln {
 
 enum class DataType { kFloat32, kFloat16, kBFloat16, kFp8E4M3, kFp8E5M2, kInt8, kInt32, kInt64 };
-const char* dtype_name(DataType t);  // "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64"
+inline constexpr EnumName<DataType> kDataTypeNames[] = {
+    {DataType::kFloat32, "fp32"},     {DataType::kFloat16, "fp16"},     {DataType::kBFloat16, "bf16"},
+    {DataType::kFp8E4M3, "fp8_e4m3"}, {DataType::kFp8E5M2, "fp8_e5m2"}, {DataType::kInt8, "int8"},
+    {DataType::kInt32, "int32"},      {DataType::kInt64, "int64"}};
+static_assert(std::size(kDataTypeNames) == static_cast<size_t>(DataType::kInt64) + 1, "a DataType without a name");
+const char* dtype_name(DataType t);                       // kDataTypeNames' name; "?" for a value outside the enum
 StatusOr<DataType> parse_dtype(const std::string& name);  // accepts the names above (and "float", "half", "bfloat16")
 size_t dtype_size(DataType t);
 
 // How strides were given. Layout names resolve to strides at validation; the signature records the layout
 // name, or the explicit strides when kExplicit.
 enum class Layout { kRowMajor, kNCHW, kNHWC, kExplicit };
-const char* layout_name(Layout l);  // "row_major", "NCHW", "NHWC", "explicit"
+inline constexpr EnumName<Layout> kLayoutNames[] = {{Layout::kRowMajor, "row_major"},
+                                                    {Layout::kNCHW, "NCHW"},
+                                                    {Layout::kNHWC, "NHWC"},
+                                                    {Layout::kExplicit, "explicit"}};
+static_assert(std::size(kLayoutNames) == static_cast<size_t>(Layout::kExplicit) + 1, "a Layout without a name");
+const char* layout_name(Layout l);  // kLayoutNames' name
+StatusOr<Layout> parse_layout(const std::string& name);
 
 // One dimension: a value, and for a dynamic dimension the symbol whose value may change between calls
 // (e.g. "batch"). Two dims with the same symbol always have the same value.
@@ -63,9 +77,12 @@ enum class OpKind {
   kRmsNorm,
   kSdpa,
 };
-const char* op_kind_name(
-    OpKind
-        k);  // "conv_fprop", "conv_dgrad", "conv_wgrad", "matmul", "pointwise", "reduction", "layer_norm", "rms_norm", "sdpa"
+inline constexpr EnumName<OpKind> kOpKindNames[] = {
+    {OpKind::kConvFprop, "conv_fprop"}, {OpKind::kConvDgrad, "conv_dgrad"}, {OpKind::kConvWgrad, "conv_wgrad"},
+    {OpKind::kMatmul, "matmul"},        {OpKind::kPointwise, "pointwise"},  {OpKind::kReduction, "reduction"},
+    {OpKind::kLayerNorm, "layer_norm"}, {OpKind::kRmsNorm, "rms_norm"},     {OpKind::kSdpa, "sdpa"}};
+static_assert(std::size(kOpKindNames) == static_cast<size_t>(OpKind::kSdpa) + 1, "an OpKind without a name");
+const char* op_kind_name(OpKind k);  // kOpKindNames' name
 
 enum class PointwiseMode {
   kAdd,
@@ -86,12 +103,38 @@ enum class PointwiseMode {
   kAbs,
   kIdentity,  // unary
 };
-const char* pointwise_mode_name(PointwiseMode m);  // "add", ..., "gelu_erf", "gelu_tanh", "silu", "abs", "identity"
+// In documentation order: the spec's op list (spec_op_names) and pointwise_modes() follow it.
+inline constexpr EnumName<PointwiseMode> kPointwiseModeNames[] = {{PointwiseMode::kAdd, "add"},
+                                                                  {PointwiseMode::kSub, "sub"},
+                                                                  {PointwiseMode::kMul, "mul"},
+                                                                  {PointwiseMode::kDiv, "div"},
+                                                                  {PointwiseMode::kMin, "min"},
+                                                                  {PointwiseMode::kMax, "max"},
+                                                                  {PointwiseMode::kScale, "scale"},
+                                                                  {PointwiseMode::kBiasAdd, "bias_add"},
+                                                                  {PointwiseMode::kRelu, "relu"},
+                                                                  {PointwiseMode::kGeluErf, "gelu_erf"},
+                                                                  {PointwiseMode::kGeluTanh, "gelu_tanh"},
+                                                                  {PointwiseMode::kSilu, "silu"},
+                                                                  {PointwiseMode::kSigmoid, "sigmoid"},
+                                                                  {PointwiseMode::kTanh, "tanh"},
+                                                                  {PointwiseMode::kExp, "exp"},
+                                                                  {PointwiseMode::kAbs, "abs"},
+                                                                  {PointwiseMode::kIdentity, "identity"}};
+static_assert(std::size(kPointwiseModeNames) == static_cast<size_t>(PointwiseMode::kIdentity) + 1,
+              "a PointwiseMode without a name");
+const char* pointwise_mode_name(PointwiseMode m);  // kPointwiseModeNames' name, as a spec writes the op
 bool pointwise_is_unary(PointwiseMode m);
 const std::vector<PointwiseMode>& pointwise_modes();  // every mode, in documentation order (the spec's)
 
 enum class ReductionMode { kSum, kMax, kMin, kAmax };
-const char* reduction_mode_name(ReductionMode m);     // "sum", "max", "min", "amax"
+inline constexpr EnumName<ReductionMode> kReductionModeNames[] = {{ReductionMode::kSum, "sum"},
+                                                                  {ReductionMode::kMax, "max"},
+                                                                  {ReductionMode::kMin, "min"},
+                                                                  {ReductionMode::kAmax, "amax"}};
+static_assert(std::size(kReductionModeNames) == static_cast<size_t>(ReductionMode::kAmax) + 1,
+              "a ReductionMode without a name");
+const char* reduction_mode_name(ReductionMode m);     // kReductionModeNames' name
 const std::vector<ReductionMode>& reduction_modes();  // every mode, in documentation order
 
 struct ConvAttrs {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kiln/core/engine_config.h"
+#include "kiln/core/enum_names.h"
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
 
@@ -60,6 +61,13 @@ struct CandidateInfo {
 };
 
 enum class HeuristicMode { kA, kB, kFallback };
+// cuDNN's names for the modes (CandidateInfo::modes, the tuner's worker requests).
+inline constexpr EnumName<HeuristicMode> kHeuristicModeNames[] = {
+    {HeuristicMode::kA, "A"}, {HeuristicMode::kB, "B"}, {HeuristicMode::kFallback, "FALLBACK"}};
+inline const char* heuristic_mode_name(HeuristicMode m) { return enum_name(kHeuristicModeNames, m); }
+inline StatusOr<HeuristicMode> parse_heuristic_mode(const std::string& name) {
+  return parse_enum(kHeuristicModeNames, name, "heuristic mode");
+}
 
 // cuDNN's kernel cache for dynamic-shape builds: one per graph structure, shared by every shape of it, so
 // that a runtime-compiled kernel is compiled once per structure, not once per shape (cuDNN >= 9.4). The

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <vector>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/core/status.h"
 
 namespace kiln {
@@ -79,7 +81,13 @@ enum class StopReason {
   kTimeBudget,      // the wall-time budget ran out (after min_samples)
   kMaxSamples,      // max_samples reached
 };
-const char* stop_reason_name(StopReason reason);  // "not_stopped", "converged", "time_budget", "max_samples"
+inline constexpr EnumName<StopReason> kStopReasonNames[] = {{StopReason::kNotStopped, "not_stopped"},
+                                                            {StopReason::kConverged, "converged"},
+                                                            {StopReason::kTimeBudget, "time_budget"},
+                                                            {StopReason::kMaxSamples, "max_samples"}};
+static_assert(std::size(kStopReasonNames) == static_cast<size_t>(StopReason::kMaxSamples) + 1,
+              "a StopReason without a name");
+const char* stop_reason_name(StopReason reason);  // kStopReasonNames' name; "unknown" for a value outside it
 
 // When to stop sampling. Checked after every sample, in this order:
 //   1. size >= max_samples                                  -> kMaxSamples

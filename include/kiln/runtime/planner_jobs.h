@@ -77,7 +77,10 @@ enum class CompileOutcome {
   kNeedsGpu,  // this graph cannot be compiled without a CUDA driver (a result, not a failure)
   kFailed,    // cuDNN could not build it (or its pin); `why` says so
 };
-const char* compile_outcome_name(CompileOutcome o);  // "compiled", "needs a GPU", "failed"
+inline constexpr EnumName<CompileOutcome> kCompileOutcomeNames[] = {{CompileOutcome::kCompiled, "compiled"},
+                                                                    {CompileOutcome::kNeedsGpu, "needs a GPU"},
+                                                                    {CompileOutcome::kFailed, "failed"}};
+const char* compile_outcome_name(CompileOutcome o);  // kCompileOutcomeNames' name
 
 struct CompiledPart {
   std::string graph_name;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/core/fingerprint.h"
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
@@ -46,8 +47,13 @@ enum class RetuneOutcome {
   kOtherEnvironment,  // queued by another environment (GPU, cuDNN, ...); left for a machine of that kind
   kNotReached,        // the whole-run budget ran out or the run was interrupted first; kept
 };
-const char* retune_outcome_name(
-    RetuneOutcome o);  // "tuned", "already tuned", "failed", "other environment", "not reached"
+inline constexpr EnumName<RetuneOutcome> kRetuneOutcomeNames[] = {
+    {RetuneOutcome::kTuned, "tuned"},
+    {RetuneOutcome::kAlreadyTuned, "already tuned"},
+    {RetuneOutcome::kFailed, "failed"},
+    {RetuneOutcome::kOtherEnvironment, "other environment"},
+    {RetuneOutcome::kNotReached, "not reached"}};
+const char* retune_outcome_name(RetuneOutcome o);  // kRetuneOutcomeNames' name
 
 struct RetuneRowReport {
   RetuneQueueEntry entry;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
 #include "kiln/runtime/planner.h"
@@ -70,6 +71,9 @@ struct ReplayJob {
   bool overwrite = false;              // record_shapes may replace a file
 };
 
+inline constexpr EnumName<NewShapes> kNewShapesNames[] = {{NewShapes::kStopgap, "stopgap"},
+                                                          {NewShapes::kBuildNow, "build-now"}};
+inline constexpr EnumName<PromoteBy> kPromoteByNames[] = {{PromoteBy::kBuild, "build"}, {PromoteBy::kTune, "tune"}};
 // "stopgap", "build-now" and "build", "tune": the names `kiln replay` takes. The parsers' InvalidArgument
 // names the option: "--new-shapes must be 'stopgap' or 'build-now', got 'later'".
 const char* new_shapes_name(NewShapes n);

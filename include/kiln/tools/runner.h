@@ -28,7 +28,11 @@ namespace kiln {
 //   kBoth    both, each reported; a graph over host_max_macs gets a NotSupported host entry saying so
 enum class ReferenceChoice { kAuto, kHost, kDevice, kBoth };
 constexpr int64_t kHostAutoMaxElements = int64_t{1} << 22;
-const char* reference_choice_name(ReferenceChoice c);                       // "auto", "host", "device", "both"
+inline constexpr EnumName<ReferenceChoice> kReferenceChoiceNames[] = {{ReferenceChoice::kAuto, "auto"},
+                                                                      {ReferenceChoice::kHost, "host"},
+                                                                      {ReferenceChoice::kDevice, "device"},
+                                                                      {ReferenceChoice::kBoth, "both"}};
+const char* reference_choice_name(ReferenceChoice c);                       // kReferenceChoiceNames' name
 StatusOr<ReferenceChoice> parse_reference_choice(const std::string& name);  // InvalidArgument naming the choices
 
 struct RunOptions {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/disposition.h"
+#include "kiln/core/disposition.h"  // and kiln/core/enum_names.h
 #include "kiln/core/engine_config.h"
 #include "kiln/core/status.h"
 
@@ -20,11 +20,8 @@ namespace kiln {
 
 struct Measurement;
 
-// A candidate's identity is plan_identity(engine_id, knobs) (kiln/core/engine_config.h).
-
 struct CandidateResult {
-  int64_t engine_id = -1;
-  Knobs knobs;  // by name, "k<N>" (kiln/core/engine_config.h)
+  EngineConfig config;  // the engine and its knobs (kiln/core/engine_config.h)
   Disposition disposition = Disposition::kNotVerified;
   std::string message;  // why it is not Passed, or a note
 
@@ -48,7 +45,7 @@ struct CandidateResult {
   double measure_ms = 0.0;
   double warmup_ms = 0.0;
 
-  std::string identity() const { return plan_identity(engine_id, knobs); }
+  std::string identity() const { return config.identity(); }
   bool timed() const { return samples > 0 && median_ms > 0.0; }
   // Copies median/min/max/rel_error/samples from a Measurement.
   void set_timing(const Measurement& m);
@@ -59,7 +56,9 @@ enum class Objective {
   kTime,       // fastest median
   kWorkspace,  // smallest workspace among those within workspace_tolerance of the fastest median
 };
-const char* objective_name(Objective o);  // "time", "workspace"
+inline constexpr EnumName<Objective> kObjectiveNames[] = {{Objective::kTime, "time"},
+                                                          {Objective::kWorkspace, "workspace"}};
+const char* objective_name(Objective o);  // kObjectiveNames' name
 StatusOr<Objective> parse_objective(const std::string& name);
 
 struct WinnerOptions {
@@ -108,7 +107,10 @@ IncumbentDecision decide_incumbent(const Incumbent& incumbent, const CandidateRe
 
 // ---- Fused versus unfused -------------------------------------------------------------------------
 enum class FusionPolicy { kFaster, kAlwaysFused, kAlwaysUnfused };
-const char* fusion_policy_name(FusionPolicy p);  // "faster", "always_fused", "always_unfused"
+inline constexpr EnumName<FusionPolicy> kFusionPolicyNames[] = {{FusionPolicy::kFaster, "faster"},
+                                                                {FusionPolicy::kAlwaysFused, "always_fused"},
+                                                                {FusionPolicy::kAlwaysUnfused, "always_unfused"}};
+const char* fusion_policy_name(FusionPolicy p);  // kFusionPolicyNames' name
 StatusOr<FusionPolicy> parse_fusion_policy(const std::string& name);
 
 // One side of the comparison: the fused graph's winner, or the unfused parts' winners run in sequence.
@@ -150,7 +152,18 @@ std::string format_report_table(const std::vector<CandidateResult>& candidates, 
 //  "counts": {"Passed": n, ...}}}
 nlohmann::json report_to_json(const std::vector<CandidateResult>& candidates, const nlohmann::json& meta,
                               const ReportOptions& options = {});
-nlohmann::json candidate_to_json(const CandidateResult& c);
+
+// One candidate as JSON. kReport, as reports write it: identity, engine_id, knobs, disposition, message,
+// workspace_bytes, heuristic_rank, samples, throttled, median_ms (null when not timed); when timed also
+// min_ms, max_ms, rel_error (null when not finite), tflops or gbps; flops and bytes when known; phases_ms
+// {build, gate, warmup, timing}. kExact adds what kReport leaves out or derives (the timing of a candidate
+// that is not timed, flops and bytes of 0, measure_ms), so that candidate_from_json gives the same
+// CandidateResult back: what a tuning worker sends its supervisor (kiln/tune/tune_supervisor.h).
+enum class CandidateJson { kReport, kExact };
+nlohmann::json candidate_to_json(const CandidateResult& c, CandidateJson form = CandidateJson::kReport);
+// The inverse of candidate_to_json (kExact: every field; kReport: what the report keeps, a rel_error of null
+// read as infinity). InvalidArgument naming what is missing or malformed.
+StatusOr<CandidateResult> candidate_from_json(const nlohmann::json& j);
 
 // Progress on a long tuning run. kAuto draws a one-line bar (rewritten with '\r') with an estimate of the
 // time left when `out` is a TTY, and prints plain lines (done/total, elapsed) otherwise; kLines and kBar

@@ -21,10 +21,7 @@ OpFamilyId op_family_of(OpKind kind) {
   return OpFamilyId::kPointwise;
 }
 
-const char* op_family_name(OpFamilyId family) {
-  static const char* const kNames[kOpFamilyCount] = {"conv", "matmul", "pointwise", "reduction", "norm", "sdpa"};
-  return kNames[static_cast<size_t>(family)];
-}
+const char* op_family_name(OpFamilyId family) { return enum_name(kOpFamilyNames, family); }
 
 }  // namespace kiln
 

@@ -1,7 +1,9 @@
 // The pointwise family in the graph layer: its modes (names, arity), inference, signature attributes
-// and cost. A new mode is a row of kModes here, an enumerator in kiln/graph/graph.h, its math in
+// and cost. A new mode is an enumerator and a row of kPointwiseModeNames in kiln/graph/graph.h (and of
+// kBinaryModes here when it takes two inputs), its math in
 // src/validate/ops/pointwise_math.h and its frontend mode in src/lower/ops/pointwise.cc
 // (docs/contributing.md "Adding an op or a pointwise mode").
+#include <algorithm>
 #include <iterator>
 
 #include "graph/ops/op_family.h"
@@ -9,55 +11,24 @@
 namespace kiln {
 namespace {
 
-struct ModeInfo {
-  PointwiseMode mode;
-  const char* name;  // as a spec writes the op
-  bool unary;
-};
-
-// Documentation order: the spec's op list (spec_op_names) follows it.
-constexpr ModeInfo kModes[] = {
-    {PointwiseMode::kAdd, "add", false},
-    {PointwiseMode::kSub, "sub", false},
-    {PointwiseMode::kMul, "mul", false},
-    {PointwiseMode::kDiv, "div", false},
-    {PointwiseMode::kMin, "min", false},
-    {PointwiseMode::kMax, "max", false},
-    {PointwiseMode::kScale, "scale", false},
-    {PointwiseMode::kBiasAdd, "bias_add", false},
-    {PointwiseMode::kRelu, "relu", true},
-    {PointwiseMode::kGeluErf, "gelu_erf", true},
-    {PointwiseMode::kGeluTanh, "gelu_tanh", true},
-    {PointwiseMode::kSilu, "silu", true},
-    {PointwiseMode::kSigmoid, "sigmoid", true},
-    {PointwiseMode::kTanh, "tanh", true},
-    {PointwiseMode::kExp, "exp", true},
-    {PointwiseMode::kAbs, "abs", true},
-    {PointwiseMode::kIdentity, "identity", true},
-};
-
-const ModeInfo* mode_info(PointwiseMode m) {
-  for (const ModeInfo& i : kModes)
-    if (i.mode == m) return &i;
-  return nullptr;
-}
+// The binary modes; every other mode of kPointwiseModeNames (kiln/graph/graph.h) is unary.
+constexpr PointwiseMode kBinaryModes[] = {PointwiseMode::kAdd,   PointwiseMode::kSub,    PointwiseMode::kMul,
+                                          PointwiseMode::kDiv,   PointwiseMode::kMin,    PointwiseMode::kMax,
+                                          PointwiseMode::kScale, PointwiseMode::kBiasAdd};
 
 }  // namespace
 
-const char* pointwise_mode_name(PointwiseMode m) {
-  const ModeInfo* i = mode_info(m);
-  return i ? i->name : "?";
-}
+const char* pointwise_mode_name(PointwiseMode m) { return enum_name(kPointwiseModeNames, m); }
 
 bool pointwise_is_unary(PointwiseMode m) {
-  const ModeInfo* i = mode_info(m);
-  return i && i->unary;
+  if (!enum_name(kPointwiseModeNames, m, nullptr)) return false;  // no mode at all
+  return std::find(std::begin(kBinaryModes), std::end(kBinaryModes), m) == std::end(kBinaryModes);
 }
 
 const std::vector<PointwiseMode>& pointwise_modes() {
   static const std::vector<PointwiseMode> modes = [] {
     std::vector<PointwiseMode> v;
-    for (const ModeInfo& i : kModes) v.push_back(i.mode);
+    for (const auto& row : kPointwiseModeNames) v.push_back(row.value);
     return v;
   }();
   return modes;

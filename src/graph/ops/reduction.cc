@@ -5,19 +5,14 @@
 
 namespace kiln {
 
-const char* reduction_mode_name(ReductionMode m) {
-  switch (m) {
-    case ReductionMode::kSum: return "sum";
-    case ReductionMode::kMax: return "max";
-    case ReductionMode::kMin: return "min";
-    case ReductionMode::kAmax: return "amax";
-  }
-  return "?";
-}
+const char* reduction_mode_name(ReductionMode m) { return enum_name(kReductionModeNames, m); }
 
 const std::vector<ReductionMode>& reduction_modes() {
-  static const std::vector<ReductionMode> modes = {ReductionMode::kSum, ReductionMode::kMax, ReductionMode::kMin,
-                                                   ReductionMode::kAmax};
+  static const std::vector<ReductionMode> modes = [] {
+    std::vector<ReductionMode> v;
+    for (const auto& row : kReductionModeNames) v.push_back(row.value);
+    return v;
+  }();
   return modes;
 }
 

@@ -5,17 +5,23 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/graph/graph.h"
 
 namespace kiln {
 
 enum class OpFamilyId { kConv, kMatmul, kPointwise, kReduction, kNorm, kSdpa };
 constexpr size_t kOpFamilyCount = 6;
+inline constexpr EnumName<OpFamilyId> kOpFamilyNames[] = {
+    {OpFamilyId::kConv, "conv"},           {OpFamilyId::kMatmul, "matmul"}, {OpFamilyId::kPointwise, "pointwise"},
+    {OpFamilyId::kReduction, "reduction"}, {OpFamilyId::kNorm, "norm"},     {OpFamilyId::kSdpa, "sdpa"}};
+static_assert(std::size(kOpFamilyNames) == kOpFamilyCount, "an op family without a name");
 
 // conv_fprop, conv_dgrad, conv_wgrad -> kConv; layer_norm, rms_norm -> kNorm; the others their own.
 OpFamilyId op_family_of(OpKind kind);
-// "conv", "matmul", "pointwise", "reduction", "norm", "sdpa"
+// kOpFamilyNames' name
 const char* op_family_name(OpFamilyId family);
 
 // A layer's table entry for `kind` (tables are indexed by OpFamilyId, in its order).
