@@ -5,30 +5,7 @@
 #include <cstring>
 #include <iterator>
 
-#include "kiln/core/enum_names.h"
-
 namespace kiln {
-
-namespace {
-
-// Here rather than beside the enum: kiln/core/enum_names.h includes kiln/core/status.h.
-constexpr EnumName<StatusCode> kStatusCodeNames[] = {{StatusCode::kOk, "OK"},
-                                                     {StatusCode::kInvalidArgument, "InvalidArgument"},
-                                                     {StatusCode::kNotFound, "NotFound"},
-                                                     {StatusCode::kCorruption, "Corruption"},
-                                                     {StatusCode::kNotSupported, "NotSupported"},
-                                                     {StatusCode::kUnavailable, "Unavailable"},
-                                                     {StatusCode::kFailedPrecondition, "FailedPrecondition"},
-                                                     {StatusCode::kCheckFailed, "CheckFailed"},
-                                                     {StatusCode::kCancelled, "Cancelled"},
-                                                     {StatusCode::kNewerVersion, "NewerVersion"},
-                                                     {StatusCode::kInternal, "Internal"}};
-static_assert(std::size(kStatusCodeNames) == static_cast<size_t>(StatusCode::kInternal) + 1,
-              "a StatusCode without a name");
-
-}  // namespace
-
-const char* status_code_name(StatusCode code) { return enum_name(kStatusCodeNames, code, "Unknown"); }
 
 void status_or_value_of_error(const Status& status) {
   std::fprintf(stderr, "kiln: StatusOr::value() of an error: %s\n", status.to_string().c_str());

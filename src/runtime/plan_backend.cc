@@ -1,8 +1,6 @@
 // PlanBackend's defaults (kiln/runtime/plan_backend.h): what a backend that cannot do something answers.
 #include "kiln/runtime/plan_backend.h"
 
-#include "kiln/runtime/planner_jobs.h"
-
 namespace kiln {
 
 // ---- Padded plans ---------------------------------------------------------------------------------

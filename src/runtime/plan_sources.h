@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "kiln/runtime/source_chain.h"
 #include "runtime/planner_state.h"
 
 namespace kiln::runtime_detail {

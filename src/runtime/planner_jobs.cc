@@ -7,6 +7,8 @@
 #include "kiln/runtime/plan_bridge.h"
 #include "kiln/runtime/plan_keeping.h"
 #include "kiln/runtime/segments.h"
+#include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/retune.h"
 #include "runtime/planner_jobs_internal.h"
 
 namespace kiln {

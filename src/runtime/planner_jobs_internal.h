@@ -3,9 +3,19 @@
 
 #include <functional>
 
-#include "kiln/runtime/planner.h"
-#include "kiln/runtime/planner_jobs.h"
-#include "kiln/runtime/retune.h"
+#include <optional>
+
+#include "kiln/runtime/plan_backend.h"
+#include "kiln/runtime/planner_options.h"
+
+namespace kiln {
+// kiln/runtime/planner_jobs.h and kiln/runtime/retune.h (their users include them).
+struct TuneJob;
+struct TunedGraph;
+struct CompiledGraph;
+struct RetuneOptions;
+struct RetuneReport;
+}  // namespace kiln
 
 namespace kiln::planner_jobs {
 

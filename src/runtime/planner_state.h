@@ -14,7 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/runtime/planner.h"
+#include "kiln/runtime/plan_backend.h"
+#include "kiln/runtime/plan_types.h"
+#include "kiln/runtime/planner_options.h"
 #include "runtime/first_use.h"
 #include "runtime/plan_cache.h"
 

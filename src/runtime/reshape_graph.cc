@@ -2,7 +2,7 @@
 // (runtime/shapes.h).
 #include <cmath>
 
-#include "kiln/runtime/planner.h"
+#include "kiln/runtime/reshape_graph.h"
 #include "runtime/shapes.h"
 
 namespace kiln {

@@ -14,7 +14,7 @@
 #include "kiln/core/atomic_file.h"
 #include "kiln/graph/limits.h"
 #include "kiln/runtime/bucket_policy.h"
-#include "kiln/runtime/planner.h"
+#include "kiln/runtime/plan_types.h"
 
 namespace kiln {
 

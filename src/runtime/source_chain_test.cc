@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kiln/runtime/source_chain.h"
 #include "runtime/fake_backend_test_util.h"
 
 namespace kiln {

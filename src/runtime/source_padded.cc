@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "kiln/runtime/reshape_graph.h"
 #include "runtime/plan_sources.h"
 #include "runtime/shapes.h"
 #include "runtime/stopgap_executors.h"

@@ -4,10 +4,39 @@
 #include <optional>
 #include <tuple>
 
+#include "kiln/runtime/reshape_graph.h"
 #include "runtime/plan_sources.h"
 #include "runtime/stopgap_executors.h"
 
 namespace kiln::runtime_detail {
+
+namespace {
+
+// The tuned shapes equal to `shape` in every other dim and smaller in `sym`, by their extent there.
+std::map<int64_t, const TunedShape*> smaller_in(const std::vector<TunedShape>& tuned,
+                                                const std::map<std::string, int64_t>& shape, const std::string& sym) {
+  std::map<int64_t, const TunedShape*> by_extent;
+  const int64_t n = shape.at(sym);
+  for (const TunedShape& t : tuned) {
+    if (t.shape.size() != shape.size()) continue;
+    bool same = true;
+    int64_t e = 0;
+    for (const auto& [s2, v] : shape) {
+      auto it = t.shape.find(s2);
+      if (it == t.shape.end()) {
+        same = false;
+      } else if (s2 == sym) {
+        e = it->second;
+      } else if (it->second != v) {
+        same = false;
+      }
+    }
+    if (same && e >= 1 && e < n) by_extent.emplace(e, &t);
+  }
+  return by_extent;
+}
+
+}  // namespace
 
 StatusOr<bool> SplitSource::serve(SourceRequest& r, Built* out) {
   if (!r.unbuilt() || !state_.options().split) return false;
@@ -38,24 +67,7 @@ std::shared_ptr<const ExecutablePlan> SplitSource::split_plan(SourceRequest& r, 
   for (int pass = 0; pass < (state_.options().split_overlap ? 2 : 1); ++pass)
     for (const auto& [s, v] : r.shape) order.emplace_back(pass, s, v);
   for (const auto& [pass, sym, n] : order) {
-    // The tuned shapes equal to this one in every other dim and smaller in `sym`, by their extent there.
-    std::map<int64_t, const TunedShape*> by_extent;
-    for (const TunedShape& t : tuned) {
-      if (t.shape.size() != r.shape.size()) continue;
-      bool same = true;
-      int64_t e = 0;
-      for (const auto& [s2, v] : r.shape) {
-        auto it = t.shape.find(s2);
-        if (it == t.shape.end()) {
-          same = false;
-        } else if (s2 == sym) {
-          e = it->second;
-        } else if (it->second != v) {
-          same = false;
-        }
-      }
-      if (same && e >= 1 && e < n) by_extent.emplace(e, &t);
-    }
+    const std::map<int64_t, const TunedShape*> by_extent = smaller_in(tuned, r.shape, sym);
     if (by_extent.empty()) continue;
     std::vector<int64_t> available;
     for (const auto& [e, t] : by_extent) available.push_back(e);

@@ -35,6 +35,7 @@
 #include "kiln/runtime/plan_types.h"
 #include "kiln/runtime/planner_options.h"
 #include "kiln/runtime/planner_stats.h"
+#include "kiln/runtime/reshape_graph.h"
 
 namespace kiln {
 
@@ -104,11 +105,5 @@ class Planner {
   explicit Planner(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// The graph at another shape: every dim with a symbol takes its new value, every tensor a node writes is
-// inferred again (so derived extents follow), layouts give strides again. InvalidArgument naming the
-// symbol or tensor when that cannot be done (an unknown or missing symbol, explicit strides on a dynamic
-// tensor).
-StatusOr<Graph> reshape_graph(const Graph& validated_graph, const std::map<std::string, int64_t>& shape);
 
 }  // namespace kiln

@@ -1,3 +1,4 @@
+// Every enum-name table of the library, across the layers (so it lives in the top one, tools).
 // Every enum's name table (kiln/core/enum_names.h) read both ways: each value has one name and each name one
 // value, the enum's name function prints the table's name, and its parser (where it has one) reads that name
 // back to the value. One case per table; the tables live beside their enums in the layers above core.
@@ -18,9 +19,9 @@
 #include "kiln/measure/measure_stats.h"
 #include "kiln/runtime/planner.h"
 #include "kiln/runtime/planner_jobs.h"
-#include "kiln/runtime/replay.h"
+#include "kiln/tools/replay.h"
 #include "kiln/runtime/retune.h"
-#include "kiln/runtime/runner.h"
+#include "kiln/tools/runner.h"
 #include "kiln/tune/tune_policy.h"
 #include "kiln/validate/reference.h"
 
