@@ -13,6 +13,6 @@ $b/kiln doctor 2>&1 | grep -E "GPU |cuDNN \(loaded\)|driver|plan sources"
 echo "## ctest -L gpu -E Sweep"
 export KILN_EXPECT_GPU=1
 s=$SECONDS
-ctest --test-dir $b -L gpu -E Sweep -j2 --output-on-failure >"$out/ctest.log" 2>&1; echo "ctest exit $? in $((SECONDS - s)) s"
+ctest --test-dir $b -L gpu -E Sweep --output-on-failure >"$out/ctest.log" 2>&1; echo "ctest exit $? in $((SECONDS - s)) s"
 grep -E "tests passed|Total Test time|\(Failed\)|\(SEGFAULT\)|Skipped|Not Run" "$out/ctest.log" | head -20
 grep -hE "^\[ planner \]" "$out/ctest.log" | cut -c1-300 | head -10
