@@ -48,6 +48,9 @@ class SourceRequest {
   std::string joined() const;
   // A plan served: `out` filled from it, its why the notes so far.
   bool serve(std::shared_ptr<const ExecutablePlan> plan, PlanSource source, Built* out) const;
+  // A stopgap that needs no build (split, padded), or null: `why` (what it found) noted, and where the store is
+  // asked after these stopgaps, that it was not asked first.
+  bool serve_unbuilt(std::shared_ptr<const ExecutablePlan> plan, PlanSource source, const std::string& why, Built* out);
 
  private:
   PlannerState& state_;

@@ -59,6 +59,18 @@ PlannerOptions& PlannerOptions::with_first_use(FirstUse mode, const CheckOptions
   first_use_check = check;
   return *this;
 }
+PlannerOptions& PlannerOptions::with_stopgaps(bool split_on, bool padded_on, bool overlap, int max_parts) {
+  split = split_on;
+  padded = padded_on;
+  split_overlap = overlap;
+  split_max_parts = max_parts;
+  return *this;
+}
+PlannerOptions& PlannerOptions::with_kernel_caches(bool save) {
+  save_kernel_caches = save;
+  store_writable = save;
+  return *this;
+}
 PlannerOptions& PlannerOptions::with_handles(int n) {
   handles = n;
   return *this;

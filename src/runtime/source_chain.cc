@@ -88,6 +88,17 @@ bool SourceRequest::serve(std::shared_ptr<const ExecutablePlan> plan, PlanSource
   return true;
 }
 
+bool SourceRequest::serve_unbuilt(std::shared_ptr<const ExecutablePlan> plan, PlanSource source,
+                                  const std::string& found, Built* out) {
+  if (!plan) {
+    why.push_back(found);
+    return false;
+  }
+  if (store_after_stopgaps_) why.push_back("store: asked by the promotion (no tuned record for this shape)");
+  why.push_back(found);
+  return serve(std::move(plan), source, out);
+}
+
 SourceChain::SourceChain(PlannerState& state) : state_(state), tuned_(state), pinned_(state) {
   for (const SourceChainEntry& e : kSourceChain) {
     switch (e.step) {

@@ -20,13 +20,7 @@ StatusOr<bool> PaddedSource::serve(SourceRequest& r, Built* out) {
   }
   std::string why;
   std::shared_ptr<const ExecutablePlan> plan = padded_plan(r.pg, r.g, r.sig, r.shape, *tuned, &why);
-  if (!plan) {
-    r.why.push_back(why);
-    return false;
-  }
-  if (r.store_after_stopgaps()) r.why.push_back("store: asked by the promotion (no tuned record for this shape)");
-  r.why.push_back(why);
-  return r.serve(std::move(plan), PlanSource::kPadded, out);
+  return r.serve_unbuilt(std::move(plan), PlanSource::kPadded, why, out);
 }
 
 std::shared_ptr<const ExecutablePlan> PaddedSource::padded_plan(const PreparedGraph& pg, const Graph& g,

@@ -47,13 +47,7 @@ StatusOr<bool> SplitSource::serve(SourceRequest& r, Built* out) {
   }
   std::string why;
   std::shared_ptr<const ExecutablePlan> plan = split_plan(r, *tuned, &why);
-  if (!plan) {
-    r.why.push_back(why);
-    return false;
-  }
-  if (r.store_after_stopgaps()) r.why.push_back("store: asked by the promotion (no tuned record for this shape)");
-  r.why.push_back(why);
-  return r.serve(std::move(plan), PlanSource::kSplit, out);
+  return r.serve_unbuilt(std::move(plan), PlanSource::kSplit, why, out);
 }
 
 std::shared_ptr<const ExecutablePlan> SplitSource::split_plan(SourceRequest& r, const std::vector<TunedShape>& tuned,

@@ -168,24 +168,18 @@ Status check_replay_job(const ReplayJob& job) {
 }
 
 StatusOr<PlannerOptions> planner_options(const ReplayJob& job) {
-  PlannerOptions po;
-  po.new_shapes = job.new_shapes;
-  po.promote = job.promote;
-  po.padded = job.padded;
-  po.split = job.split;
-  po.split_overlap = job.split_overlap;
-  po.split_max_parts = job.split_max_parts;
-  po.promote_by = job.promote_by;
-  po.tuning = job.tuning;
-  po.store_path = job.store_path;
-  po.handles = job.handles;
-  // Keeping kernel caches writes to the store: one writable connection (created when absent).
-  po.save_kernel_caches = job.save_kernel_caches;
-  po.store_writable = job.save_kernel_caches;
   auto b = BucketPolicy::parse(job.buckets);
   if (!b.is_ok()) return b.status().with_context("--buckets");
-  po.buckets = *b;
-  return po;
+  // A service's Planner, as the job configures it. Keeping kernel caches writes to the store: one writable
+  // connection (created when absent).
+  return PlannerOptions::serving(job.store_path)
+      .with_new_shapes(job.new_shapes)
+      .with_promotion(job.promote, job.promote_by)
+      .with_tuning(job.tuning)
+      .with_stopgaps(job.split, job.padded, job.split_overlap, job.split_max_parts)
+      .with_handles(job.handles)
+      .with_buckets(*b)
+      .with_kernel_caches(job.save_kernel_caches);
 }
 
 StatusOr<ReplayReport> replay_on(Planner& planner, Trace trace, int threads, bool preload, bool warm) {

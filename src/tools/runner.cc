@@ -32,25 +32,17 @@ namespace {
 // miss is queued, a re-tune stored), no stopgaps (one shape, built at once), nothing recorded, no primer
 // (one plan: its first use pays cuDNN's first-use work either way, and a primer thread would only delay exit).
 PlannerOptions run_planner_options(const RunOptions& o) {
-  PlannerOptions po;
-  po.store_path = o.store_path;
-  po.store_writable = !o.store_path.empty();
-  po.policy = o.policy;
-  po.handles = 1;
-  po.new_shapes = NewShapes::kBuildNow;
-  po.promote = false;
-  po.padded = false;
-  po.split = false;
-  po.record_shapes = false;
-  po.prime_cudnn = false;
-  po.cuda_graphs = false;
-  po.tuning.time_budget_s = o.retune.time_budget_s;
-  po.tuning.top_k = o.retune.top_k;
-  po.tuning.candidate_budget_ms = o.retune.candidate_budget_ms;
-  po.tuning.seed = o.retune.seed;
-  po.tuning.store = po.store_writable;
-  po.first_use_check = o.check;  // the plan is checked before it runs with the gate the caller asked for
-  return po;
+  PromotionTuning t;
+  t.time_budget_s = o.retune.time_budget_s;
+  t.top_k = o.retune.top_k;
+  t.candidate_budget_ms = o.retune.candidate_budget_ms;
+  t.seed = o.retune.seed;
+  t.store = !o.store_path.empty();
+  // The plan is checked before it runs with the gate the caller asked for.
+  return PlannerOptions::tools(o.store_path)
+      .with_policy(o.policy)
+      .with_tuning(t)
+      .with_first_use(FirstUse::kVerify, o.check);
 }
 
 }  // namespace

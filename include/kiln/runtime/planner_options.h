@@ -138,6 +138,9 @@ struct PlannerOptions {
   PlannerOptions& with_promotion(bool on, PromoteBy by = PromoteBy::kBuild);
   PlannerOptions& with_tuning(const PromotionTuning& t);
   PlannerOptions& with_first_use(FirstUse mode, const CheckOptions& check = {});
+  PlannerOptions& with_stopgaps(bool split_on, bool padded_on, bool overlap = true, int max_parts = 3);
+  // Keep kernel caches in the store: the store is then opened for writing too.
+  PlannerOptions& with_kernel_caches(bool save);
   PlannerOptions& with_handles(int n);
   PlannerOptions& with_target(std::optional<DeviceProfile> profile);
 };
