@@ -1,6 +1,5 @@
 // kiln tune SPEC...: measure every engine configuration cuDNN offers, reject wrong ones, pick the winner,
 // optionally store it. --list enumerates candidates without timing them; --pin builds exactly one.
-#include <sys/stat.h>
 
 #include <chrono>
 #include <csignal>
@@ -13,6 +12,7 @@
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/planner.h"
 #include "kiln/runtime/workshop.h"
+#include "kiln/store/store_path.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
 #include "kiln/validate/device_io.h"
@@ -67,12 +67,10 @@ Status tune_cmd(const TuneCliOptions& o) {
   // is there: a run refused for bad input or a missing GPU leaves no store behind.
   std::string store_path = o.use_store && o.store_path.empty() ? default_store_path() : o.store_path;
   if (store_path.empty() && o.untuned_only) return invalid_argument("--untuned needs --store");
-  // Whatever exists at the path is checked now, before the GPU (a folder, a pipe or device, corrupt, newer,
-  // not a store); a new store, or an empty file made one, is created by the Planner.
-  struct stat st {};
-  if (!store_path.empty() && ::stat(store_path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
-    KILN_RETURN_IF_ERROR(PlanStore::open(store_path).status());  // writable: its close leaves no -wal behind
-  }
+  // Whatever exists at the path is checked now, before the GPU (a folder, a pipe or device, corrupt, newer, not
+  // a store, a path that cannot be reached, a folder this user cannot write); a new store, or an empty file made
+  // one, is created by the Planner. Opened writable: its close leaves no -wal behind.
+  if (!store_path.empty()) KILN_RETURN_IF_ERROR(check_store_destination(store_path));
   job.store = !store_path.empty();
   g_tune_interrupted = false;
   std::signal(SIGINT, on_interrupt);

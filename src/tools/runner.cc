@@ -1,5 +1,7 @@
 #include "kiln/tools/runner.h"
 
+#include "kiln/store/store_path.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -147,21 +149,9 @@ Status check_output_files(const Graph& graph, const RunOptions& o) {
 // --store, before the GPU is asked: an existing store must read as one, a new one must be possible to make.
 Status check_store_path(const RunOptions& o) {
   if (o.store_path.empty()) return Status::ok();
-  struct stat st {};
-  if (::stat(o.store_path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
-    // An existing store is read as one now (a file that is not a Kiln store is refused here, not after the
-    // GPU); an empty file is made a store, as a missing one is.
-    StoreOpenOptions so;
-    so.read_only = true;
-    return PlanStore::open(o.store_path, so).status();
-  }
-  KILN_RETURN_IF_ERROR(check_parent_folder(o.store_path).with_context("plan store " + o.store_path));
-  // To be made there: a folder this user cannot write is refused now, not after the GPU work.
-  const std::string folder = parent_folder(o.store_path);
-  if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    return invalid_argument("plan store " + o.store_path + ": folder " + folder +
-                            " cannot be written by this user, so the store cannot be made there");
-  return Status::ok();
+  StoreOpenOptions so;
+  so.read_only = true;
+  return check_store_destination(o.store_path, so);
 }
 
 // The plan the Planner gave, in the report: where it came from, why, its segments, and its notes (logged).

@@ -50,7 +50,8 @@ inline constexpr SourceChainEntry kSourceChain[] = {
     {SourceStep::kPadded, PlanSource::kPadded, "padded", "a new shape (NewShapes::kStopgap, PlannerOptions::padded)",
      "none built: a larger tuned shape's plan on scratch copies"},
     {SourceStep::kStoreAfterStopgaps, PlanSource::kStore, "store (after the stopgaps)",
-     "a new shape the structure's tuned shapes do not list, when no stopgap served",
+     "instead of the store step above: a new shape the structure's tuned shapes do not list, when split and padded "
+     "may serve and promotions are on",
      "a store read and a plan deserialized"},
     {SourceStep::kDynamic, PlanSource::kDynamic, "dynamic",
      "a new shape (NewShapes::kStopgap), unless static builds of the structure are cheap",

@@ -86,6 +86,22 @@ TEST(TuneCli, RefusedRunsLeaveNoStoreAndBadNumbersNameTheirFlag) {
   r = run_kiln("tune " + spec + " --store " + fifo);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
+  // A store path that cannot be reached, or whose folder is a file, is bad input (exit 2) before the GPU is asked.
+  const std::string loop = dir + "/loop";
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
+  r = run_kiln("tune " + spec + " --store " + loop);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("plan store '" + loop + "' cannot be reached: Too many levels of symbolic links"),
+            std::string::npos)
+      << r.err;
+  const std::string file = dir + "/afile";
+  std::ofstream(file) << "x";
+  r = run_kiln("tune " + spec + " --store " + file + "/x.db");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(::access((file + "/x.db").c_str(), F_OK), -1);
+  r = run_kiln("run " + spec + " --store " + loop);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("cannot be reached"), std::string::npos) << r.err;
   r = run_kiln("tune " + spec + " --store " + db);
   if (r.code == 3) {
     EXPECT_NE(::access(db.c_str(), F_OK), 0) << "no GPU, yet a store was created";
