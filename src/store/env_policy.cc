@@ -90,30 +90,13 @@ StatusOr<FingerprintField> parse_fingerprint_field(std::string_view name) {
   return invalid_argument("unknown fingerprint field '" + std::string(name) + "'");
 }
 
-const char* field_rule_name(FieldRule rule) {
-  switch (rule) {
-    case FieldRule::kMustMatch: return "must match";
-    case FieldRule::kSameMajor: return "same major";
-    case FieldRule::kInformational: return "informational";
-  }
-  return "?";
-}
+const char* field_rule_name(FieldRule rule) { return enum_name(kFieldRuleNames, rule); }
 
-const char* mismatch_policy_name(MismatchPolicy p) {
-  switch (p) {
-    case MismatchPolicy::kRetune: return "retune";
-    case MismatchPolicy::kHeuristicsAndQueue: return "heuristics-and-queue";
-    case MismatchPolicy::kFail: return "fail";
-  }
-  return "?";
-}
+const char* mismatch_policy_name(MismatchPolicy p) { return enum_name(kMismatchPolicyNames, p); }
 
 StatusOr<MismatchPolicy> parse_mismatch_policy(std::string_view name) {
-  if (name == "retune") return MismatchPolicy::kRetune;
-  if (name == "heuristics-and-queue" || name == "heuristics") return MismatchPolicy::kHeuristicsAndQueue;
-  if (name == "fail") return MismatchPolicy::kFail;
-  return invalid_argument("unknown mismatch policy '" + std::string(name) +
-                          "' (expected retune, heuristics-and-queue or fail)");
+  if (name == "heuristics") return MismatchPolicy::kHeuristicsAndQueue;  // the short name, kept
+  return parse_enum(kMismatchPolicyNames, std::string(name), "mismatch policy");
 }
 
 std::array<FieldRule, kFingerprintFieldCount> EnvPolicy::default_rules() {

@@ -5,14 +5,30 @@
 
 namespace kiln {
 
+namespace {
+
+// One plan per part, at least one part: InvalidArgument naming the graph otherwise.
+Status check_parts(const Graph& graph, size_t parts, size_t plans) {
+  if (parts == plans && parts > 0) return Status::ok();
+  return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts) + " parts and " +
+                          std::to_string(plans) + " plans");
+}
+
+// The workspace the chain's plans share: the largest of theirs.
+int64_t shared_workspace(const std::vector<LoweredGraph>& plans) {
+  int64_t bytes = 0;
+  for (const LoweredGraph& p : plans) bytes = std::max(bytes, p.workspace_size());
+  return bytes;
+}
+
+}  // namespace
+
 StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart> parts, std::vector<LoweredGraph> plans,
                                       const std::map<int, HostTensor>& inputs) {
-  if (parts.size() != plans.size() || parts.empty())
-    return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts.size()) +
-                            " parts and " + std::to_string(plans.size()) + " plans");
+  KILN_RETURN_IF_ERROR(check_parts(graph, parts.size(), plans.size()));
   PlanChain c;
   c.graph_ = &graph;
-  for (const LoweredGraph& p : plans) c.workspace_bytes_ = std::max(c.workspace_bytes_, p.workspace_size());
+  c.workspace_bytes_ = shared_workspace(plans);
   KILN_ASSIGN_OR_RETURN(c.io_, allocate_graph_buffers(graph, inputs, c.workspace_bytes_));
   KILN_RETURN_IF_ERROR(c.wire(std::move(parts), std::move(plans)));
   return c;
@@ -20,12 +36,10 @@ StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart>
 
 StatusOr<PlanChain> PlanChain::create(const Graph& graph, std::vector<GraphPart> parts, std::vector<LoweredGraph> plans,
                                       const GraphBuffers& inputs_from) {
-  if (parts.size() != plans.size() || parts.empty())
-    return invalid_argument("plan chain for graph '" + graph.name + "': " + std::to_string(parts.size()) +
-                            " parts and " + std::to_string(plans.size()) + " plans");
+  KILN_RETURN_IF_ERROR(check_parts(graph, parts.size(), plans.size()));
   PlanChain c;
   c.graph_ = &graph;
-  for (const LoweredGraph& p : plans) c.workspace_bytes_ = std::max(c.workspace_bytes_, p.workspace_size());
+  c.workspace_bytes_ = shared_workspace(plans);
   KILN_ASSIGN_OR_RETURN(c.io_, allocate_graph_buffers(graph, c.workspace_bytes_));
   KILN_RETURN_IF_ERROR(copy_graph_inputs(graph, inputs_from, c.io_));
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/core/fingerprint.h"
 #include "kiln/core/status.h"
 
@@ -46,6 +47,9 @@ enum class FieldRule {
   kSameMajor,      // the major version must match (CUDA 13.0 vs 13.1 passes); for text fields: kMustMatch
   kInformational,  // recorded for people, never a match criterion
 };
+inline constexpr EnumName<FieldRule> kFieldRuleNames[] = {{FieldRule::kMustMatch, "must match"},
+                                                          {FieldRule::kSameMajor, "same major"},
+                                                          {FieldRule::kInformational, "informational"}};
 const char* field_rule_name(FieldRule rule);  // "must match", "same major", "informational"
 
 // What a caller does with a stored plan whose fingerprint fails the policy. The store never hands out the
@@ -55,6 +59,10 @@ enum class MismatchPolicy {
   kHeuristicsAndQueue,  // run cuDNN's heuristic choice now, queue a background re-tune (default for services)
   kFail,                // refuse: PlanStore::get returns FailedPrecondition naming the fields
 };
+inline constexpr EnumName<MismatchPolicy> kMismatchPolicyNames[] = {
+    {MismatchPolicy::kRetune, "retune"},
+    {MismatchPolicy::kHeuristicsAndQueue, "heuristics-and-queue"},
+    {MismatchPolicy::kFail, "fail"}};
 const char* mismatch_policy_name(MismatchPolicy p);  // "retune", "heuristics-and-queue", "fail"
 StatusOr<MismatchPolicy> parse_mismatch_policy(std::string_view name);
 

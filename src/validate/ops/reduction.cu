@@ -23,25 +23,36 @@ struct ReduceParams {
   int64_t out_count, reduced_count;
 };
 
+// The input offset of output `out`'s first element: its index over the kept dims, in the input's strides.
+__device__ int64_t kept_offset(const ReduceParams& p, int64_t out) {
+  int64_t rem = out, base = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    if (p.reduced[d]) continue;
+    base += (rem % p.dims[d]) * p.strides[d];
+    rem /= p.dims[d];
+  }
+  return base;
+}
+
+// The input offset of the `r`-th reduced element of the output whose first element is at `base`.
+__device__ int64_t reduced_offset(const ReduceParams& p, int64_t r, int64_t base) {
+  int64_t rr = r, off = base;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    if (!p.reduced[d]) continue;
+    off += (rr % p.dims[d]) * p.strides[d];
+    rr /= p.dims[d];
+  }
+  return off;
+}
+
 __global__ void reduction_kernel(ReduceParams p, ReductionMode mode, const double* __restrict__ x,
                                  double* __restrict__ y) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < p.out_count;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = idx, base = 0;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      if (p.reduced[d]) continue;
-      base += (rem % p.dims[d]) * p.strides[d];
-      rem /= p.dims[d];
-    }
+    const int64_t base = kept_offset(p, idx);
     double acc = mode == ReductionMode::kMax ? -INFINITY : (mode == ReductionMode::kMin ? INFINITY : 0.0);
     for (int64_t r = 0; r < p.reduced_count; ++r) {
-      int64_t rr = r, off = base;
-      for (int d = p.rank - 1; d >= 0; --d) {
-        if (!p.reduced[d]) continue;
-        off += (rr % p.dims[d]) * p.strides[d];
-        rr /= p.dims[d];
-      }
-      const double v = x[off];
+      const double v = x[reduced_offset(p, r, base)];
       switch (mode) {
         case ReductionMode::kSum: acc += v; break;
         case ReductionMode::kMax: acc = fmax(acc, v); break;
@@ -76,23 +87,12 @@ __global__ void reduction_partial_kernel(ReduceParams p, ReductionMode mode, con
   __shared__ double shared[kThreads];
   const int64_t chunk_len = (p.reduced_count + chunks - 1) / chunks;
   for (int64_t out = blockIdx.x; out < p.out_count; out += gridDim.x) {
-    int64_t rem = out, base = 0;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      if (p.reduced[d]) continue;
-      base += (rem % p.dims[d]) * p.strides[d];
-      rem /= p.dims[d];
-    }
+    const int64_t base = kept_offset(p, out);
     const int64_t begin = blockIdx.y * chunk_len;
     const int64_t end = min(p.reduced_count, begin + chunk_len);
     double acc = reduce_init(mode);
     for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
-      int64_t rr = r, off = base;
-      for (int d = p.rank - 1; d >= 0; --d) {
-        if (!p.reduced[d]) continue;
-        off += (rr % p.dims[d]) * p.strides[d];
-        rr /= p.dims[d];
-      }
-      const double v = x[off];
+      const double v = x[reduced_offset(p, r, base)];
       acc = reduce_combine(mode, acc, mode == ReductionMode::kAmax ? fabs(v) : v);
     }
     shared[threadIdx.x] = acc;
