@@ -47,11 +47,11 @@ m incumbent-noise-from-incumbent src/tune/tune_policy.cc "tune" \
   'const double n_c = std::max(std::isfinite(challenger.rel_error) ? challenger.rel_error : 1.0, floor);' \
   'const double n_c = std::max(std::isfinite(incumbent.rel_error) ? incumbent.rel_error : 1.0, floor);'
 # store.Store/PlanStoreContract.EmptyStoredChecksumIsCorrupt/sqlite
-m store-skips-empty-checksum src/store/plan_record.cc "store runtime" \
+m store-skips-empty-checksum src/store/record_codec.cc "store runtime" \
   '  if (sum != r.checksum) return "checksum mismatch' \
   '  if (!r.checksum.empty() && sum != r.checksum) return "checksum mismatch'
 # store.Store/PlanStoreContract.StoredKeyNotMatchingTheFingerprintIsCorrupt/sqlite
-m store-ignores-stored-key src/store/plan_record.cc "store runtime" \
+m store-ignores-stored-key src/store/record_codec.cc "store runtime" \
   '  if (row.stored_fingerprint_key != r.fingerprint_key())' \
   '  if (false && row.stored_fingerprint_key != r.fingerprint_key())'
 # graph.Signature.OpAttributesThatChangeTheComputationChangeIt, graph.Signature.PinnedReductionAndSdpaNodeLines
@@ -77,7 +77,7 @@ m store-accepts-a-stale-fingerprint src/store/env_policy.cc "store runtime" \
   'bool same = rule == FieldRule::kMustMatch ? a.exact == b.exact : a.major == b.major;' \
   'bool same = a.major == b.major;'
 # store.Store/PlanStoreContract.PrefersTheExactEnvironmentThenTunedThenNewest/sqlite
-m store-prefers-another-environment src/store/plan_store.cc "store runtime" \
+m store-prefers-another-environment src/store/sqlite_plan_store.cc "store runtime" \
   '  if (ea != eb) return ea;' \
   '  if (ea != eb) return eb;'
 # runtime.PlannerSplit.NoSumIsCoveredByOverlappingPartsUnlessOff (rows past the caller's, or rows unwritten)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core/strings.h"
+#include "kiln/store/plan_store.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
 

@@ -6,8 +6,11 @@
 #include <functional>
 #include <string>
 
-#include "kiln/store/plan_store.h"
 #include "store/sqlite_util.h"
+
+namespace kiln {
+struct StoreOpenOptions;  // kiln/store/plan_store.h
+}  // namespace kiln
 
 namespace kiln::store {
 

@@ -5,7 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "kiln/store/plan_store.h"
+#include "kiln/store/plan_lookup.h"
+#include "kiln/store/plan_record.h"
 #include "store/sqlite_util.h"
 #include "store/table_codec.h"
 
@@ -36,17 +37,6 @@ RowRead read_record(const Stmt& st, int first);
 // Full check of a row read with its blob: column problems, fingerprint key, truncated blob, checksum.
 // Returns "" when the record is sound, else the reason.
 std::string record_problem(const RowRead& row);
-
-// Appends "name=<length>:<value>\n" to a checksum's canonical text: every table's checksum is XXH3-128 over
-// such fields, each length-prefixed so that no two field lists give one text.
-inline void put_field(std::string& out, const char* name, std::string_view value) {
-  out += name;
-  out += '=';
-  out += std::to_string(value.size());
-  out += ':';
-  out.append(value.data(), value.size());
-  out += '\n';
-}
 
 // "0123456789ab/shape/fedcba987654": a short name of a record for messages.
 std::string record_name(const std::string& structure_sig, const std::string& shape_key,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -105,6 +106,17 @@ struct TableCodec {
   std::string canonical_text(const Row& row) const;
   std::string checksum(const Row& row) const;
 };
+
+// Appends "name=<length>:<value>\n" to a checksum's canonical text: every table's checksum is XXH3-128 over
+// such fields, each length-prefixed so that no two field lists give one text.
+inline void put_field(std::string& out, const char* name, std::string_view value) {
+  out += name;
+  out += '=';
+  out += std::to_string(value.size());
+  out += ':';
+  out.append(value.data(), value.size());
+  out += '\n';
+}
 
 // Binds `values` to ?1..?n (the key columns' values of a where_key clause).
 void bind_texts(Stmt& st, std::initializer_list<std::string_view> values);

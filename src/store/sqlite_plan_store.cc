@@ -1,5 +1,4 @@
 // PlanStore: opening, writing, looking up and maintaining the SQLite plan store. Bundles: bundle.cc.
-#include "kiln/core/read_file.h"
 #include "store/sqlite_plan_store.h"
 
 #include <pwd.h>
@@ -14,6 +13,7 @@
 #include <thread>
 
 #include "kiln/core/log.h"
+#include "kiln/core/read_file.h"
 #include "kiln/core/strings.h"
 #include "store/tables.h"
 #include "store/record_codec.h"

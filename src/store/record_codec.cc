@@ -1,12 +1,14 @@
-// PlanRecord's canonical bytes and checksum, and its mapping onto SQLite rows.
+// The plans table's codec (store/record_codec.h): PlanRecord's canonical bytes and checksum, and its mapping onto
+// SQLite rows.
+#include "store/record_codec.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "kiln/core/hash.h"
-#include "kiln/store/plan_store.h"
-#include "store/record_codec.h"
+#include "kiln/store/plan_record.h"
 
 namespace kiln {
 
@@ -15,16 +17,6 @@ std::string canonical_record_bytes(const PlanRecord& r) {
 }
 
 std::string compute_record_checksum(const PlanRecord& r) { return stable_hash128_hex(canonical_record_bytes(r)); }
-
-const char* lookup_outcome_name(LookupOutcome o) {
-  switch (o) {
-    case LookupOutcome::kHit: return "hit";
-    case LookupOutcome::kMiss: return "miss";
-    case LookupOutcome::kStale: return "stale";
-    case LookupOutcome::kCorrupt: return "corrupt";
-  }
-  return "?";
-}
 
 namespace store {
 
