@@ -1,4 +1,4 @@
-// Planner::tune_and_store, compile and retune_queued (kiln/runtime/planner_jobs.h): the coordination `kiln tune`,
+// The workshop's tune, compile and retune_queued (kiln/runtime/workshop.h, planner_jobs.h): the coordination `kiln tune`,
 // `kiln compile` and `kiln plans retune` did each in its own way, in one place, over the PlanBackend seam.
 #include <chrono>
 

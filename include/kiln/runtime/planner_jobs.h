@@ -21,7 +21,7 @@
 
 namespace kiln {
 
-// Planner::tune_and_store: one graph (or one fused segment of one) tuned, the fused winner against the
+// Workshop::tune (kiln/runtime/workshop.h): one graph (or one fused segment of one) tuned, the fused winner against the
 // unfused chain, the winner stored.
 struct TuneJob {
   // Candidates, measurement, checks, budget (the whole job: the unfused alternative gets what the fused
@@ -71,7 +71,7 @@ struct TunedGraph {
   Status fusion_status;
 };
 
-// Planner::compile: a graph's heuristic (or pinned) plan built for the Planner's recorded device profile.
+// Workshop::compile: a graph's heuristic (or pinned) plan built for the Planner's recorded device profile.
 enum class CompileOutcome {
   kCompiled,  // stored, untuned
   kNeedsGpu,  // this graph cannot be compiled without a CUDA driver (a result, not a failure)

@@ -100,7 +100,7 @@ struct PlannerOptions {
   bool save_kernel_caches = false;
   // --- The store again: writable (jobs), and first-use verification. ---
   // The store is also opened for writing (and created when absent), after the device check: a Planner
-  // that could not start leaves no store behind. Needed by tune_and_store and retune_queued.
+  // that could not start leaves no store behind. Needed by the workshop's tune and retune_queued.
   bool store_writable = false;
   // First-use verification. kVerify (default): a plan whose configuration has not passed the numerics gate in
   // this environment at this shape is run once on generated inputs and checked against the device reference
@@ -117,7 +117,7 @@ struct PlannerOptions {
   // --- Deviceless compilation. ---
   // Deviceless: plans are compiled for this recorded device (compile()), on a machine that may have no
   // GPU; the environment is the profile's (fingerprint_for_profile), the store is opened for writing, and
-  // obtain(), preload(), tune_and_store() and retune_queued() are FailedPrecondition.
+  // obtain(), preload() and the workshop's tune() and retune_queued() are FailedPrecondition.
   std::optional<DeviceProfile> target;
 
   // Presets. serving: a long-lived service, the defaults above (a read-only store, stopgaps promoted in the
