@@ -78,8 +78,9 @@ class Source {
 class TunedSource {
  public:
   explicit TunedSource(PlannerState& state) : state_(state) {}
-  // A Built with a plan when the policy tuned one; notes go to r.why. `own_shape`: the graph at its own dims
-  // (the shape its spec declares, the one `kiln tune SPEC` tunes), where a plain miss counts too.
+  // A Built with a plan when the policy tuned one; notes go to r.why. At the graph's own dims (the shape its spec
+  // declares, the one `kiln tune SPEC` tunes) a plain miss counts too; at another shape only a stale, corrupt or
+  // unloadable record does (a new shape is the other sources' work).
   StatusOr<Built> after_store_miss(SourceRequest& r, const std::string& miss);
   // PromoteBy::kTune: the plan stored for exactly this key (another process may have tuned it), else this shape
   // tuned by the backend. A Built without a plan (the reason in `why`) where neither gave one.
