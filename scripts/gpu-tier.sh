@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs Kiln's GPU test tier on a machine with a GPU: builds there, then `ctest -L gpu`.
-#   scripts/gpu-tier.sh OUT_DIR [--sanitize] [--all]
+#   scripts/gpu-tier.sh OUT_DIR [--sanitize] [--all] [--exclude REGEX]
 # OUT_DIR receives configure/build logs, `kiln doctor --json`, the CTest log and JUnit XML, and with
 # --sanitize one compute-sanitizer (memcheck) log per GPU test executable. --all runs the host tier too.
+# --exclude REGEX leaves out the tests it matches (ctest -E: `--exclude Sweep` keeps the 600-spec sweep for a
+# device call of its own).
 # The machine needs no registry: third_party/ (made by scripts/setup.sh elsewhere) travels with the tree.
 # A GPU is expected here: KILN_EXPECT_GPU=1 makes every GPU test that would skip for want of one fail, and
 # the tier fails (exit 1) when `kiln doctor` fails, a test fails, no `gpu` test ran, or any `gpu` test was
@@ -11,9 +13,17 @@
 # that the loaded library is the one the headers describe.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${1:?usage: scripts/gpu-tier.sh OUT_DIR [--sanitize] [--all]}"; shift
-sanitize=0; all=0
-for a in "$@"; do case "$a" in --sanitize) sanitize=1;; --all) all=1;; *) echo "unknown option $a" >&2; exit 2;; esac; done
+out="${1:?usage: scripts/gpu-tier.sh OUT_DIR [--sanitize] [--all] [--exclude REGEX]}"; shift
+sanitize=0; all=0; exclude=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) sanitize=1;;
+    --all) all=1;;
+    --exclude) [ $# -ge 2 ] && [ -n "$2" ] || { echo "--exclude needs a REGEX" >&2; exit 2; }; exclude=(-E "$2"); shift;;
+    *) echo "unknown option $1" >&2; exit 2;;
+  esac
+  shift
+done
 mkdir -p "$out"; out="$(cd "$out" && pwd)"
 build="${KILN_GPU_BUILD_DIR:-$root/build-gpu}"
 cd "$root"
@@ -26,7 +36,7 @@ rc=0
 "$build/kiln" doctor --json >"$out/doctor.json"; d=$?; echo "kiln doctor exit code: $d"; cat "$out/doctor.json"
 [ $d -eq 0 ] || { echo "FAIL: kiln doctor exit $d: no usable GPU where one is expected"; rc=1; }
 labels=(-L gpu); [ "$all" = 1 ] && labels=()
-ctest --test-dir "$build" "${labels[@]}" --output-on-failure --output-junit "$out/ctest.xml" 2>&1 | tee "$out/ctest.log"
+ctest --test-dir "$build" "${labels[@]}" "${exclude[@]}" --output-on-failure --output-junit "$out/ctest.xml" 2>&1 | tee "$out/ctest.log"
 c=${PIPESTATUS[0]}; [ $c -eq 0 ] || { echo "FAIL: ctest exit $c"; rc=1; }
 # CTest counts a skipped test as not failed: a skipped or missing `gpu` test fails the tier here.
 ran=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: [a-z_]+\.gpu\.' "$out/ctest.log")
