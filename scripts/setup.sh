@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything Kiln needs on a fresh Debian machine, and is safe to re-run.
 #  - Debian packages: compilers, CMake/Ninja, SQLite, nlohmann-json, CLI11, xxHash, GoogleTest,
-#    clang-format (14 on Debian 12: the version scripts/format.sh pins), and ccache (scripts/build.sh uses it).
+#    clang-format (14 on Debian 12: the version scripts/format.sh pins), ccache (scripts/build.sh uses it),
+#    and PostgreSQL (15 on Debian 12): the server the tests start (scripts/postgres.sh) and libpq-dev.
 #  - cuDNN Frontend headers from PyPI's nvidia-cudnn-frontend wheel, pinned by version and sha256.
 # Everything the build reads is gathered under third_party/ (git-ignored), so the same folder can be
 # carried to a machine that reaches no registry (the GPU machine) and the build there needs nothing else.
+# Of libpq only its client headers are copied (third_party/postgresql/include/): Kiln loads libpq.so.5 with
+# dlopen at run time, so nothing links against it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tp="$root/third_party"
@@ -28,7 +31,8 @@ done
 log() { printf '[setup] %s\n' "$*"; }
 
 need_pkgs=()
-for p in cmake ninja-build g++ unzip python3-pip libsqlite3-dev nlohmann-json3-dev libcli11-dev libxxhash-dev googletest clang-format ccache; do
+for p in cmake ninja-build g++ unzip python3-pip libsqlite3-dev nlohmann-json3-dev libcli11-dev libxxhash-dev \
+         googletest clang-format ccache postgresql libpq-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then
@@ -63,12 +67,15 @@ fetch_frontend "$FE_VERSION" "$tp/cudnn_frontend"
 for v in "${extra_fe[@]}"; do fetch_frontend "$v" "$tp/cudnn_frontend-$v"; done
 
 # Header-only and static dependencies, copied from the Debian packages so the folder travels whole.
-mkdir -p "$tp/include/nlohmann" "$tp/include/CLI" "$tp/sqlite/include" "$tp/sqlite/lib"
+mkdir -p "$tp/include/nlohmann" "$tp/include/CLI" "$tp/sqlite/include" "$tp/sqlite/lib" \
+  "$tp/postgresql/include"
 cp -ru /usr/include/nlohmann/. "$tp/include/nlohmann/"
 cp -ru /usr/include/CLI/. "$tp/include/CLI/"
 cp -u /usr/include/xxhash.h "$tp/include/"
 cp -u /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$tp/sqlite/include/"
 cp -u /usr/lib/x86_64-linux-gnu/libsqlite3.a "$tp/sqlite/lib/"
+cp -u /usr/include/postgresql/libpq-fe.h /usr/include/postgresql/postgres_ext.h \
+  /usr/include/postgresql/pg_config_ext.h "$tp/postgresql/include/"
 # googletest: copied only when it differs from the package's, so that a re-run leaves the build's inputs
 # (and their timestamps) untouched and nothing is rebuilt; a changed package is copied with fresh timestamps.
 if ! diff -rq /usr/src/googletest "$tp/googletest" >/dev/null 2>&1; then

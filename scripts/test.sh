@@ -2,6 +2,12 @@
 # README command 2: set up, build, and run the whole test suite. `.ci/run` calls exactly this.
 #  1. The normal build (${KILN_BUILD_DIR:-build}) and every test. The `gpu` tier is reported as skipped on
 #     a machine without a GPU (scripts/gpu-tier.sh runs it on one, where a skip is a failure).
+#     Once the build has succeeded, and before any test, a private PostgreSQL server is started in a fresh
+#     temp folder (stage `postgres`: scripts/postgres.sh start) for the PostgreSQL plan store's tests (CTest
+#     label `postgres`); both test tiers see it as KILN_TEST_POSTGRES (the libpq connection string) and
+#     KILN_TEST_POSTGRES_DATA (the folder), and it is stopped and removed when this script exits, however.
+#     A server that does not start fails the stage, and the tests run all the same (the PostgreSQL ones then
+#     fail where CI is set, and skip elsewhere). KILN_TEST_POSTGRES already set: that server is used, none started.
 #  2. The C++ API as an application sees it: `cmake --install` of that build into $build/install, then
 #     examples/cpp configured with find_package(kiln) against it ($build/example-cpp), built and run on
 #     examples/small/conv_bias_relu.json: exit 0 with a GPU (`kiln doctor` passes), else exit 3 and its
@@ -12,8 +18,8 @@
 #  4. The source format: `scripts/format.sh --check` (clang-format 14, which scripts/setup.sh installs, and
 #     .clang-format) lists the files that `bash scripts/format.sh` would change.
 # Each stage's wall time is printed as it ends ("[time] NAME: 1m23s") and again in the summary: setup, build,
-# tests, install + example, sanitizer build, sanitizer tier, format (docs/contributing.md "Build cost" says
-# what each costs on a 2-core machine).
+# postgres, tests, install + example, sanitizer build, sanitizer tier, format (docs/contributing.md "Build
+# cost" says what each costs on a 2-core machine).
 # Exits non-zero when any stage fails; every stage runs even when an earlier one fails.
 set -euo pipefail
 # The whole script is read before it runs (braces), so that editing or checking out a new version while
@@ -41,6 +47,39 @@ timed() {
 # not_run NAME: a stage an earlier failure kept from running still has its row.
 not_run() { times+=("$(printf '%-18s %s' "$1" "not run")"); }
 
+# The tests' PostgreSQL server: started once (postgres_stage), by the first test tier whose build succeeded,
+# and stopped, its folder removed, when the script exits, also after a failed stage or an interrupt.
+pg_dir=""
+pg_tried=0
+start_postgres() {
+  local conninfo
+  pg_dir="$(mktemp -d /tmp/kiln-pg.XXXXXX)" || return 1
+  chmod 755 "$pg_dir" || return 1  # the server's own user (kiln-pg, when we are root) must reach it
+  conninfo="$("$root/scripts/postgres.sh" start "$pg_dir")" || return 1
+  export KILN_TEST_POSTGRES="$conninfo" KILN_TEST_POSTGRES_DATA="$pg_dir"
+}
+postgres_stage() {
+  [ "$pg_tried" = 0 ] || return 0
+  pg_tried=1
+  if [ -n "${KILN_TEST_POSTGRES:-}" ]; then
+    echo "[test] PostgreSQL: KILN_TEST_POSTGRES is set ($KILN_TEST_POSTGRES): using it, starting none"
+    return 0
+  fi
+  if timed postgres start_postgres; then
+    echo "[test] PostgreSQL: $KILN_TEST_POSTGRES"
+  else
+    results+=("PostgreSQL server for the tests: FAILED to start (above); the PostgreSQL tests will fail"); rc=1
+  fi
+}
+stop_postgres() {
+  [ -n "$pg_dir" ] || return 0
+  "$root/scripts/postgres.sh" stop "$pg_dir" || true
+  rm -rf "$pg_dir"
+}
+trap stop_postgres EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 echo "[test] stage 1: build and run every test ($build)"
 t=$SECONDS
 built=0
@@ -49,6 +88,7 @@ passed=0
 if timed setup "$root/scripts/setup.sh"; then
   if KILN_SKIP_SETUP=1 timed build "$root/scripts/build.sh"; then
     built=1
+    postgres_stage
     timed tests ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900 && passed=1
   else
     not_run tests
@@ -111,6 +151,7 @@ if [ "${KILN_TEST_SANITIZE:-1}" != 0 ]; then
   san_ok=0
   if KILN_BUILD_DIR="$asan_build" KILN_SKIP_SETUP=1 timed "sanitizer build" "$root/scripts/build.sh" \
        -DKILN_SANITIZE=ON -DKILN_BUILD_BENCHMARKS=OFF; then
+    postgres_stage  # started already, unless the normal build failed
     timed "sanitizer tier" ctest --test-dir "$asan_build" -LE gpu --output-on-failure -j"$jobs" --timeout 1800 &&
       san_ok=1
   else
