@@ -77,7 +77,7 @@ m store-accepts-a-stale-fingerprint src/store/env_policy.cc "store runtime" \
   'bool same = rule == FieldRule::kMustMatch ? a.exact == b.exact : a.major == b.major;' \
   'bool same = a.major == b.major;'
 # store.Store/PlanStoreContract.PrefersTheExactEnvironmentThenTunedThenNewest/sqlite
-m store-prefers-another-environment src/store/sqlite_plan_store.cc "store runtime" \
+m store-prefers-another-environment src/store/sql_plan_store.cc "store runtime" \
   '  if (ea != eb) return ea;' \
   '  if (ea != eb) return eb;'
 # runtime.PlannerSplit.NoSumIsCoveredByOverlappingPartsUnlessOff (rows past the caller's, or rows unwritten)

@@ -12,12 +12,12 @@
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
-#include "store/sqlite_plan_store.h"
+#include "store/sql_plan_store.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
 #include "store/schema_check.h"
-#include "store/sqlite_table.h"
-#include "store/sqlite_util.h"
+#include "store/sql_table.h"
+#include "store/sql.h"
 
 namespace kiln {
 
@@ -25,6 +25,7 @@ using store::DbPtr;
 using store::exec;
 using store::RowRead;
 using store::Stmt;
+using store::Conn;
 using store::Txn;
 
 namespace {
@@ -78,7 +79,7 @@ Status export_record(const Stmt& st, Stmt& ins, const std::string& role, Exporte
   return Status::ok();
 }
 
-Status export_plans(sqlite3* db, Stmt& ins, const ListFilter& filter, Exported* ex) {
+Status export_plans(Conn* db, Stmt& ins, const ListFilter& filter, Exported* ex) {
   KILN_ASSIGN_OR_RETURN(
       Stmt st,
       Stmt::prepare(db, store::plans_table().select_sql(std::string(store::kFilterWhere) +
@@ -92,7 +93,7 @@ Status export_plans(sqlite3* db, Stmt& ins, const ListFilter& filter, Exported* 
 }
 
 // The graph specs of the exported (structure, shape) keys travel with them; a damaged one stays behind.
-Status export_graph_specs(sqlite3* db, sqlite3* bundle, Exported* ex) {
+Status export_graph_specs(Conn* db, Conn* bundle, Exported* ex) {
   const auto& codec = store::graph_spec_codec();
   KILN_ASSIGN_OR_RETURN(Stmt gins, Stmt::prepare(bundle, codec.table.insert_sql("INSERT OR IGNORE")));
   std::set<std::pair<std::string, std::string>> done;
@@ -118,7 +119,7 @@ Status export_graph_specs(sqlite3* db, sqlite3* bundle, Exported* ex) {
 // The fusion decisions of the exported records travel with them, and so do their parts' records (same
 // environment), so that the service that imports the bundle runs the chain the tuning chose. A damaged
 // decision stays behind (the fused plan then serves).
-Status export_fusion_records(sqlite3* db, sqlite3* bundle, Stmt& ins, Exported* ex) {
+Status export_fusion_records(Conn* db, Conn* bundle, Stmt& ins, Exported* ex) {
   KILN_ASSIGN_OR_RETURN(bool has_fusion, store::table_exists(db, "fusion_decisions"));
   if (!has_fusion) return Status::ok();
   const auto& codec = store::fusion_record_codec();
@@ -201,7 +202,7 @@ std::string manifest_text(const Exported& ex, ExportReport* out) {
 
 }  // namespace
 
-StatusOr<ExportReport> SqlitePlanStore::export_bundle(const std::string& bundle_path, const ExportOptions& options) {
+StatusOr<ExportReport> SqlPlanStore::export_bundle(const std::string& bundle_path, const ExportOptions& options) {
   FileWriteOptions fo;
   fo.overwrite = options.overwrite;
   fo.what = "bundle";
@@ -213,26 +214,26 @@ StatusOr<ExportReport> SqlitePlanStore::export_bundle(const std::string& bundle_
   auto write = [&](const std::string& tmp) -> Status {
     sqlite3* raw = nullptr;
     int rc = sqlite3_open_v2(tmp.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-    DbPtr bundle(raw);
+    store::SqliteConn bundle{DbPtr(raw)};
     if (rc != SQLITE_OK) return store::sqlite_status(raw, rc, "cannot create bundle " + tmp);
-    KILN_RETURN_IF_ERROR(exec(raw, "PRAGMA journal_mode=DELETE"));
-    KILN_RETURN_IF_ERROR(exec(raw, "BEGIN"));
-    KILN_RETURN_IF_ERROR(exec(raw, "CREATE TABLE bundle_manifest(json TEXT NOT NULL)"));
+    KILN_RETURN_IF_ERROR(bundle.exec("PRAGMA journal_mode=DELETE"));
+    KILN_RETURN_IF_ERROR(exec(&bundle, "BEGIN"));
+    KILN_RETURN_IF_ERROR(exec(&bundle, "CREATE TABLE bundle_manifest(json TEXT NOT NULL)"));
     for (const store::TableCodec* t :
          {&store::plans_table(), &store::graph_spec_codec().table, &store::fusion_record_codec().table})
-      KILN_RETURN_IF_ERROR(exec(raw, t->create_sql().c_str()));
-    KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(raw, insert_sql("plans", "INSERT")));
+      KILN_RETURN_IF_ERROR(exec(&bundle, t->create_sql().c_str()));
+    KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(&bundle, insert_sql("plans", "INSERT")));
     Exported ex;
     {
       std::lock_guard<std::mutex> lock(mu_);
       KILN_RETURN_IF_ERROR(export_plans(db_, ins, options.filter, &ex));
-      KILN_RETURN_IF_ERROR(export_graph_specs(db_, raw, &ex));
-      KILN_RETURN_IF_ERROR(export_fusion_records(db_, raw, ins, &ex));
+      KILN_RETURN_IF_ERROR(export_graph_specs(db_, &bundle, &ex));
+      KILN_RETURN_IF_ERROR(export_fusion_records(db_, &bundle, ins, &ex));
     }
-    KILN_ASSIGN_OR_RETURN(Stmt man, Stmt::prepare(raw, "INSERT INTO bundle_manifest(json) VALUES (?1)"));
+    KILN_ASSIGN_OR_RETURN(Stmt man, Stmt::prepare(&bundle, "INSERT INTO bundle_manifest(json) VALUES (?1)"));
     man.bind(1, manifest_text(ex, &out));
     KILN_RETURN_IF_ERROR(man.run());
-    return exec(raw, "COMMIT");
+    return exec(&bundle, "COMMIT");
   };
   Status s = write_file_atomically(bundle_path, fo, write);
   if (!s.is_ok()) return s.with_context("exporting to " + bundle_path);
@@ -319,7 +320,7 @@ StatusOr<DbPtr> open_bundle(const std::string& path) {
 
 // Reads the manifest row and checks the tables are the ones Kiln writes (not views, no column missing):
 // graph_specs and fusion_decisions may be absent (older bundles), plans may not.
-StatusOr<Manifest> read_manifest(sqlite3* db, const std::string& what) {
+StatusOr<Manifest> read_manifest(Conn* db, const std::string& what) {
   StatusOr<Stmt> mst = Stmt::prepare(db, "SELECT json FROM bundle_manifest");
   if (!mst.is_ok()) {
     if (mst.status().message().find("not a database") != std::string::npos ||
@@ -340,7 +341,7 @@ StatusOr<Manifest> read_manifest(sqlite3* db, const std::string& what) {
 
 // The bundle's plan records, each sound, listed with its checksum and passing the validator; every listed one
 // present.
-Status read_bundle_records(sqlite3* db, const std::string& what, const Manifest& m, const PlanValidator& validator,
+Status read_bundle_records(Conn* db, const std::string& what, const Manifest& m, const PlanValidator& validator,
                            std::vector<PlanRecord>* out) {
   std::map<std::string, std::string> listed;
   for (const auto& e : m.entries) listed[entry_key(e.structure_sig, e.shape_key, e.fingerprint_key)] = e.checksum;
@@ -384,7 +385,7 @@ struct SideTable {
 // Every row of a side table, each sound and listed with its checksum; every listed one present. Bundles written
 // before the table existed have none and list none.
 template <class Record>
-Status read_side_table(sqlite3* db, const std::string& what, const SideTable<Record>& t,
+Status read_side_table(Conn* db, const std::string& what, const SideTable<Record>& t,
                        const std::map<std::string, std::string>& listed, std::vector<Record>* out) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db, t.codec.table.table));
   std::set<std::string> seen;
@@ -423,23 +424,25 @@ std::string fusion_row_name(const store::Row& row) { return store::record_name(r
 
 // Reads and checks a whole bundle; Corruption naming the bundle and the first bad record.
 StatusOr<BundleContents> read_bundle(const std::string& path, const PlanValidator& validator) {
-  KILN_ASSIGN_OR_RETURN(DbPtr db, open_bundle(path));
+  KILN_ASSIGN_OR_RETURN(DbPtr file, open_bundle(path));
+  store::SqliteConn conn{std::move(file)};
+  store::Conn* db = &conn;
   const std::string what = "bundle " + path;
-  KILN_ASSIGN_OR_RETURN(Manifest m, read_manifest(db.get(), what));
+  KILN_ASSIGN_OR_RETURN(Manifest m, read_manifest(db, what));
   BundleContents out;
-  KILN_RETURN_IF_ERROR(read_bundle_records(db.get(), what, m, validator, &out.records));
+  KILN_RETURN_IF_ERROR(read_bundle_records(db, what, m, validator, &out.records));
   const SideTable<GraphSpecEntry> specs{store::graph_spec_codec(), "graph spec", "graph specs", spec_key,
                                         spec_row_name};
-  KILN_RETURN_IF_ERROR(read_side_table(db.get(), what, specs, m.specs, &out.graph_specs));
+  KILN_RETURN_IF_ERROR(read_side_table(db, what, specs, m.specs, &out.graph_specs));
   const SideTable<FusionRecord> fusions{store::fusion_record_codec(), "fusion decision", "fusion decisions", fusion_key,
                                         fusion_row_name};
-  KILN_RETURN_IF_ERROR(read_side_table(db.get(), what, fusions, m.fusions, &out.fusion_records));
+  KILN_RETURN_IF_ERROR(read_side_table(db, what, fusions, m.fusions, &out.fusion_records));
   return out;
 }
 
 }  // namespace
 
-StatusOr<ImportReport> SqlitePlanStore::import_bundle(const std::string& bundle_path, const ImportOptions& options) {
+StatusOr<ImportReport> SqlPlanStore::import_bundle(const std::string& bundle_path, const ImportOptions& options) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   KILN_ASSIGN_OR_RETURN(BundleContents bundle, read_bundle(bundle_path, options.validator));
   ImportReport out;
@@ -479,7 +482,7 @@ StatusOr<ImportReport> SqlitePlanStore::import_bundle(const std::string& bundle_
   for (const GraphSpecEntry& spec : bundle.graph_specs) {
     store::graph_spec_codec().bind(gins, 1, spec);
     KILN_RETURN_IF_ERROR(gins.run());
-    out.graph_specs += sqlite3_changes(db_);
+    out.graph_specs += db_->changes();
     KILN_RETURN_IF_ERROR(gins.reset());
   }
   // A fusion decision replaces an older one for its key and environment; one at least as new is kept.

@@ -10,6 +10,7 @@
 #include "kiln/core/strings.h"
 #include "kiln/store/plan_store.h"
 #include "store/record_codec.h"
+#include "store/pg_conn.h"
 #include "store/schema_check.h"
 
 namespace kiln::store {
@@ -17,7 +18,7 @@ namespace kiln::store {
 namespace {
 
 // Runs a pragma that returns one row per message (quick_check, integrity_check): "ok" or the messages.
-StatusOr<std::string> check_pragma(sqlite3* db, const char* pragma) {
+StatusOr<std::string> check_pragma(Conn* db, const char* pragma) {
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, pragma));
   std::vector<std::string> lines;
   while (true) {
@@ -30,7 +31,7 @@ StatusOr<std::string> check_pragma(sqlite3* db, const char* pragma) {
 
 // Switching to WAL needs a moment alone with the file; another process opening at the same time makes it
 // report BUSY before the busy handler applies, so retry within the timeout.
-Status set_wal(sqlite3* db, int timeout_ms) {
+Status set_wal(Conn* db, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
     StatusOr<Stmt> st = Stmt::prepare(db, "PRAGMA journal_mode=WAL");
@@ -53,7 +54,7 @@ constexpr const char* kMetaTableSql = "CREATE TABLE IF NOT EXISTS meta(key TEXT 
 
 // The schema version in the meta table: NewerVersion past `schema.version`, Corruption when missing or not a
 // positive number.
-Status check_schema_version(sqlite3* db, const Schema& schema) {
+Status check_schema_version(Conn* db, const Schema& schema) {
   KILN_RETURN_IF_ERROR(check_table_schema(db, "meta", kMetaTableSql, true));
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT value FROM meta WHERE key='schema_version'"));
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
@@ -72,21 +73,12 @@ Status check_schema_version(sqlite3* db, const Schema& schema) {
 
 // What the file holds, read without writing anything: true for a file of this schema (its version and tables
 // checked), false for an empty database; any other SQLite database is refused (InvalidArgument).
-StatusOr<bool> check_existing_schema(sqlite3* db, const Schema& schema) {
-  // Views too: a Kiln table replaced by a view is damage, not another kind of database.
-  KILN_ASSIGN_OR_RETURN(Stmt tables,
-                        Stmt::prepare(db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"));
-  std::vector<std::string> names;
-  while (true) {
-    KILN_ASSIGN_OR_RETURN(bool row, tables.step());
-    if (!row) break;
-    std::string n = tables.text(0);
-    if (n.rfind("sqlite_", 0) != 0) names.push_back(n);
-  }
+StatusOr<bool> check_existing_schema(Conn* db, const Schema& schema) {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> names, db->table_names());
   if (std::find(names.begin(), names.end(), "meta") == names.end()) {
     if (!names.empty())
-      return invalid_argument(std::string("a SQLite database but not a Kiln ") + schema.what +
-                              " (tables: " + join(names, ", ") + ")");
+      return invalid_argument(std::string(db->dialect() == SqlDialect::kSqlite ? "a SQLite" : "a PostgreSQL") +
+                              " database but not a Kiln " + schema.what + " (tables: " + join(names, ", ") + ")");
     return false;
   }
   KILN_RETURN_IF_ERROR(check_schema_version(db, schema));
@@ -96,7 +88,7 @@ StatusOr<bool> check_existing_schema(sqlite3* db, const Schema& schema) {
 
 // Checks the schema (read-only), or checks and creates it under the write lock, writing the version into a
 // new file.
-Status init_schema(sqlite3* db, bool read_only, const Schema& schema) {
+Status init_schema(Conn* db, bool read_only, const Schema& schema) {
   if (read_only) {
     KILN_ASSIGN_OR_RETURN(bool is_kiln, check_existing_schema(db, schema));
     if (!is_kiln) return invalid_argument(std::string("not a Kiln ") + schema.what + " (empty database)");
@@ -135,7 +127,7 @@ constexpr const char* kUnwritable =
     "writes it: run it where the store can be written";
 
 // The connection's settings, its checks and its schema, on a file just opened.
-Status configure(sqlite3* db, const StoreOpenOptions& options, const Schema& schema) {
+Status configure(Conn* db, const StoreOpenOptions& options, const Schema& schema) {
   if (!options.read_only) {
     // Look before writing: switching to WAL rewrites the file's header, so a SQLite file that is not a
     // Kiln store (a bundle given as --store, say) is refused untouched.
@@ -177,7 +169,7 @@ StatusOr<Database> Database::open(const std::string& path, const StoreOpenOption
   int flags =
       (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_FULLMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
-  DbPtr db(raw);
+  auto db = std::make_unique<SqliteConn>(DbPtr(raw));
   if (rc != SQLITE_OK) return sqlite_status(raw, rc, "cannot open " + what + " " + path);
   // SQLite opens a file this user may not write read-only without a word when asked to write it: every write
   // would then fail later with "attempt to write a readonly database" (and gc counted removals it never made).
@@ -186,7 +178,7 @@ StatusOr<Database> Database::open(const std::string& path, const StoreOpenOption
     return invalid_argument(what + " " + path + kUnwritable);
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
-  Status s = configure(raw, options, schema);
+  Status s = configure(db.get(), options, schema);
   // A read-only open of a WAL store where nothing beside it can be written (a baked store in a read-only
   // folder or file): SQLite cannot make the -shm file it reads through. With no -wal left beside the file
   // (a store closed cleanly has none), nothing is missed by reading the file as immutable.
@@ -200,10 +192,10 @@ StatusOr<Database> Database::open(const std::string& path, const StoreOpenOption
     raw = nullptr;
     const std::string uri = "file:" + uri_path(path) + "?immutable=1";
     rc = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
-    db.reset(raw);
+    db = std::make_unique<SqliteConn>(DbPtr(raw));
     if (rc != SQLITE_OK) return sqlite_status(raw, rc, "cannot open " + what + " " + path + " (immutable)");
     sqlite3_extended_result_codes(raw, 1);
-    s = configure(raw, options, schema);
+    s = configure(db.get(), options, schema);
   }
   // A store this user cannot write (the file, or the folder its -wal and -shm go in), opened to write: bad
   // input naming what to do, not SQLite's "attempt to write a readonly database" as a policy refusal (exit 6).
@@ -216,6 +208,27 @@ StatusOr<Database> Database::open(const std::string& path, const StoreOpenOption
   return Database(std::move(db));
 }
 
-StatusOr<std::string> Database::integrity_check() const { return check_pragma(db_.get(), "PRAGMA integrity_check"); }
+StatusOr<Database> Database::open_postgres(const std::string& conninfo, const std::string& display,
+                                           const StoreOpenOptions& options, const Schema& schema) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> conn, PgConn::connect(conninfo, display, options.read_only));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> schema_name, [&]() -> StatusOr<std::vector<std::string>> {
+    KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(conn.get(), "SELECT coalesce(current_schema(), '')"));
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    return std::vector<std::string>{row ? st.text(0) : std::string()};
+  }());
+  if (schema_name[0].empty())
+    return invalid_argument(schema.what + std::string(" ") + display +
+                            ": no schema to keep the tables in (the search_path names none that exists)");
+  Status s = init_schema(conn.get(), options.read_only, schema);
+  if (!s.is_ok()) return Status(s.code(), std::string(schema.what) + " " + display + ": " + s.message());
+  return Database(std::unique_ptr<Conn>(std::move(conn)));
+}
+
+StatusOr<std::string> Database::integrity_check() const {
+  if (db_->dialect() == SqlDialect::kSqlite) return check_pragma(db_.get(), "PRAGMA integrity_check");
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_.get(), "SELECT 1"));
+  KILN_RETURN_IF_ERROR(st.run());
+  return std::string("ok");
+}
 
 }  // namespace kiln::store

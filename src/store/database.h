@@ -1,12 +1,12 @@
-// Database: one SQLite file opened as every Kiln store (and nothing else) is: its open, its transactions, its
-// integrity check and its schema version. What tables it holds is the caller's (a Schema). Private to the store
+// Database: one SQLite file (or PostgreSQL database: open_postgres) opened as every Kiln store (and nothing
+// else) is: its open, its transactions, its integrity check and its schema version. What tables it holds is the caller's (a Schema). Private to the store
 // layer; the tables themselves are described in store/table_codec.h.
 #pragma once
 
 #include <functional>
 #include <string>
 
-#include "store/sqlite_util.h"
+#include "store/sql.h"
 
 namespace kiln {
 struct StoreOpenOptions;  // kiln/store/plan_store.h
@@ -20,9 +20,9 @@ struct Schema {
   int version = 0;   // written into a new file; a file of a newer version is NewerVersion
   const char* what;  // "plan store": what error messages call the file
   // Every table of this schema present in the file is the one Kiln made (read only): Corruption otherwise.
-  std::function<Status(sqlite3*)> check_tables;
+  std::function<Status(Conn*)> check_tables;
   // CREATE TABLE IF NOT EXISTS for each table, in the caller's transaction.
-  std::function<Status(sqlite3*)> create_tables;
+  std::function<Status(Conn*)> create_tables;
 };
 
 class Database {
@@ -33,18 +33,26 @@ class Database {
   // and, writable, the tables created under the write lock. A read-only open that cannot make its -shm reads
   // the file as immutable when no -wal holds writes. Errors name the file.
   static StatusOr<Database> open(const std::string& path, const StoreOpenOptions& options, const Schema& schema);
+  // Connects to the PostgreSQL database of a libpq connection string (store/pg_conn.h), checks its schema
+  // as open() does and, unless read_only, creates the tables (under an advisory lock). Errors name `display`
+  // (the connection string without its password).
+  static StatusOr<Database> open_postgres(const std::string& conninfo, const std::string& display,
+                                          const StoreOpenOptions& options, const Schema& schema);
   // True for open()'s refusal of a file this user cannot write, opened to write.
   static bool is_unwritable(const Status& s);
 
-  sqlite3* handle() const { return db_.get(); }
+  Conn* handle() const { return db_.get(); }
   // A write transaction (Txn::begin) or a read snapshot (Txn::begin_read) on this file.
   Txn transaction() const { return Txn(db_.get()); }
-  // PRAGMA integrity_check: "ok" or SQLite's messages (the first ten, "; "-joined).
+  // SQLite: PRAGMA integrity_check, "ok" or SQLite's messages (the first ten, "; "-joined). PostgreSQL: "ok"
+  // when the server answers (its pages are the server's to check; every row's checksum is verify's).
   StatusOr<std::string> integrity_check() const;
 
+  // A database already connected and checked (store/pg_database.cc).
+  explicit Database(std::unique_ptr<Conn> db) : db_(std::move(db)) {}
+
  private:
-  explicit Database(DbPtr db) : db_(std::move(db)) {}
-  DbPtr db_;
+  std::unique_ptr<Conn> db_;
 };
 
 }  // namespace kiln::store

@@ -4,8 +4,8 @@
 #include "kiln/core/printable.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
-#include "store/sqlite_plan_store.h"
-#include "store/sqlite_table.h"
+#include "store/sql_plan_store.h"
+#include "store/sql_table.h"
 
 namespace kiln {
 
@@ -50,7 +50,7 @@ const store::RecordCodec<FirstUseRecord>& store::first_use_codec() {
 
 std::string compute_first_use_checksum(const FirstUseRecord& r) { return store::first_use_codec().checksum(r); }
 
-StatusOr<FirstUseRecord> SqlitePlanStore::put_first_use_verdict(const FirstUseRecord& record) {
+StatusOr<FirstUseRecord> SqlPlanStore::put_first_use_verdict(const FirstUseRecord& record) {
   if (record.structure_sig.empty()) return invalid_argument("first-use verdict: empty structure signature");
   if (record.config.empty()) return invalid_argument("first-use verdict: empty configuration");
   if (record.fingerprint_key.empty()) return invalid_argument("first-use verdict: empty fingerprint key");
@@ -68,10 +68,10 @@ StatusOr<FirstUseRecord> SqlitePlanStore::put_first_use_verdict(const FirstUseRe
   return r;
 }
 
-StatusOr<std::optional<FirstUseRecord>> SqlitePlanStore::get_first_use_verdict(const std::string& structure_sig,
-                                                                               const std::string& shape_key,
-                                                                               const std::string& config,
-                                                                               const std::string& fingerprint_key) {
+StatusOr<std::optional<FirstUseRecord>> SqlPlanStore::get_first_use_verdict(const std::string& structure_sig,
+                                                                            const std::string& shape_key,
+                                                                            const std::string& config,
+                                                                            const std::string& fingerprint_key) {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "first_use_verdicts"));
   if (!exists) return std::optional<FirstUseRecord>();
@@ -88,7 +88,7 @@ StatusOr<std::optional<FirstUseRecord>> SqlitePlanStore::get_first_use_verdict(c
   return std::optional<FirstUseRecord>();
 }
 
-StatusOr<std::vector<FirstUseRecord>> SqlitePlanStore::list_first_use_verdicts() {
+StatusOr<std::vector<FirstUseRecord>> SqlPlanStore::list_first_use_verdicts() {
   std::lock_guard<std::mutex> lock(mu_);
   return store::list_sound(db_, path_, store::first_use_codec(),
                            "ORDER BY structure_sig, shape_key, config, fingerprint_key", "first-use verdict", no_name);

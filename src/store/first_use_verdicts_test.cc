@@ -144,6 +144,7 @@ TEST_P(FirstUseVerdictsContract, AStoreWithoutTheTable) {
 // SQLite's names are case-insensitive: a table written in capitals is Kiln's table, not damage. An index in
 // its place is damage, said in English.
 TEST_P(FirstUseVerdictsContract, TheSchemaCheckReadsNamesAsSqliteDoes) {
+  KILN_STORE_FILE_CASE();
   TempDir d;
   const std::string db = d.file("s.db");
   { ASSERT_TRUE(open_store(db)); }

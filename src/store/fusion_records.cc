@@ -7,11 +7,11 @@
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
 #include "kiln/graph/graph.h"
-#include "store/sqlite_plan_store.h"
+#include "store/sql_plan_store.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
-#include "store/sqlite_table.h"
-#include "store/sqlite_util.h"
+#include "store/sql_table.h"
+#include "store/sql.h"
 
 namespace kiln {
 
@@ -112,15 +112,15 @@ const store::RecordCodec<FusionRecord>& store::fusion_record_codec() {
 
 std::string compute_fusion_record_checksum(const FusionRecord& r) { return store::fusion_record_codec().checksum(r); }
 
-StatusOr<FusionRecord> SqlitePlanStore::put_fusion_record(const FusionRecord& record) {
+StatusOr<FusionRecord> SqlPlanStore::put_fusion_record(const FusionRecord& record) {
   KILN_RETURN_IF_ERROR(validate_fusion_record(record));
   return put_stamped(store::fusion_record_codec(), record);
 }
 
-StatusOr<std::optional<FusionRecord>> SqlitePlanStore::get_fusion_record(const std::string& structure_sig,
-                                                                         const std::string& shape_key,
-                                                                         const EnvFingerprint& current,
-                                                                         const EnvPolicy& policy) {
+StatusOr<std::optional<FusionRecord>> SqlPlanStore::get_fusion_record(const std::string& structure_sig,
+                                                                      const std::string& shape_key,
+                                                                      const EnvFingerprint& current,
+                                                                      const EnvPolicy& policy) {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "fusion_decisions"));
   if (!exists) return std::optional<FusionRecord>();
@@ -154,14 +154,14 @@ StatusOr<std::optional<FusionRecord>> SqlitePlanStore::get_fusion_record(const s
   return std::optional<FusionRecord>(*best);
 }
 
-StatusOr<int64_t> SqlitePlanStore::remove_fusion_record(const std::string& structure_sig, const std::string& shape_key,
-                                                        const std::string& fingerprint_key) {
+StatusOr<int64_t> SqlPlanStore::remove_fusion_record(const std::string& structure_sig, const std::string& shape_key,
+                                                     const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
   return store::delete_by_key(db_, fusion_table(), {structure_sig, shape_key, fingerprint_key});
 }
 
-StatusOr<std::vector<FusionRecord>> SqlitePlanStore::list_fusion_records() {
+StatusOr<std::vector<FusionRecord>> SqlPlanStore::list_fusion_records() {
   std::lock_guard<std::mutex> lock(mu_);
   return store::list_sound(db_, path_, store::fusion_record_codec(),
                            "ORDER BY structure_sig, shape_key, fingerprint_key", "fusion decision", row_name);

@@ -3,8 +3,8 @@
 #include "kiln/core/log.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
-#include "store/sqlite_plan_store.h"
-#include "store/sqlite_table.h"
+#include "store/sql_plan_store.h"
+#include "store/sql_table.h"
 
 namespace kiln {
 
@@ -42,8 +42,8 @@ const store::RecordCodec<GraphSpecEntry>& store::graph_spec_codec() {
 
 std::string compute_graph_spec_checksum(const GraphSpecEntry& e) { return store::graph_spec_codec().checksum(e); }
 
-StatusOr<GraphSpecEntry> SqlitePlanStore::put_graph_spec(const std::string& structure_sig, const std::string& shape_key,
-                                                         const std::string& graph_name, const std::string& spec_json) {
+StatusOr<GraphSpecEntry> SqlPlanStore::put_graph_spec(const std::string& structure_sig, const std::string& shape_key,
+                                                      const std::string& graph_name, const std::string& spec_json) {
   if (structure_sig.empty()) return invalid_argument("graph spec: empty structure signature");
   if (spec_json.empty()) return invalid_argument("graph spec " + spec_name(structure_sig, shape_key) + ": empty spec");
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
@@ -54,8 +54,8 @@ StatusOr<GraphSpecEntry> SqlitePlanStore::put_graph_spec(const std::string& stru
   return e;
 }
 
-StatusOr<std::optional<GraphSpecEntry>> SqlitePlanStore::get_graph_spec(const std::string& structure_sig,
-                                                                        const std::string& shape_key) {
+StatusOr<std::optional<GraphSpecEntry>> SqlPlanStore::get_graph_spec(const std::string& structure_sig,
+                                                                     const std::string& shape_key) {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "graph_specs"));
   if (!exists) return std::optional<GraphSpecEntry>();
@@ -70,7 +70,7 @@ StatusOr<std::optional<GraphSpecEntry>> SqlitePlanStore::get_graph_spec(const st
   return std::optional<GraphSpecEntry>();
 }
 
-StatusOr<std::vector<GraphSpecEntry>> SqlitePlanStore::list_graph_specs() {
+StatusOr<std::vector<GraphSpecEntry>> SqlPlanStore::list_graph_specs() {
   std::lock_guard<std::mutex> lock(mu_);
   return store::list_sound(db_, path_, store::graph_spec_codec(), "ORDER BY structure_sig, shape_key", "graph spec",
                            row_name);

@@ -8,11 +8,11 @@
 #include "kiln/core/log.h"
 #include "kiln/core/strings.h"
 #include "kiln/store/env_policy.h"
-#include "store/sqlite_plan_store.h"
+#include "store/sql_plan_store.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
-#include "store/sqlite_table.h"
-#include "store/sqlite_util.h"
+#include "store/sql_table.h"
+#include "store/sql.h"
 
 namespace kiln {
 
@@ -156,13 +156,13 @@ std::string compute_kernel_cache_checksum(const KernelCacheRecord& r) {
   return store::kernel_cache_codec().checksum(r);
 }
 
-StatusOr<KernelCacheRecord> SqlitePlanStore::put_kernel_cache(const KernelCacheRecord& record) {
+StatusOr<KernelCacheRecord> SqlPlanStore::put_kernel_cache(const KernelCacheRecord& record) {
   KILN_RETURN_IF_ERROR(validate_kernel_cache(record));
   return put_stamped(store::kernel_cache_codec(), record);
 }
 
-StatusOr<std::optional<KernelCacheRecord>> SqlitePlanStore::get_kernel_cache(const std::string& structure_sig,
-                                                                             const EnvFingerprint& current) {
+StatusOr<std::optional<KernelCacheRecord>> SqlPlanStore::get_kernel_cache(const std::string& structure_sig,
+                                                                          const EnvFingerprint& current) {
   const std::string key = fingerprint_key(current);
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
@@ -195,21 +195,21 @@ StatusOr<std::optional<KernelCacheRecord>> SqlitePlanStore::get_kernel_cache(con
   return std::optional<KernelCacheRecord>();
 }
 
-StatusOr<int64_t> SqlitePlanStore::remove_kernel_cache(const std::string& structure_sig,
-                                                       const std::string& fingerprint_key) {
+StatusOr<int64_t> SqlPlanStore::remove_kernel_cache(const std::string& structure_sig,
+                                                    const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
   return remove_kernel_cache_locked(structure_sig, fingerprint_key);
 }
 
-StatusOr<int64_t> SqlitePlanStore::remove_kernel_cache_locked(const std::string& structure_sig,
-                                                              const std::string& fingerprint_key) {
+StatusOr<int64_t> SqlPlanStore::remove_kernel_cache_locked(const std::string& structure_sig,
+                                                           const std::string& fingerprint_key) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return int64_t{0};
   return store::delete_by_key(db_, caches_table(), {structure_sig, fingerprint_key});
 }
 
-StatusOr<std::vector<KernelCacheInfo>> SqlitePlanStore::list_kernel_caches() {
+StatusOr<std::vector<KernelCacheInfo>> SqlPlanStore::list_kernel_caches() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<KernelCacheInfo> out;
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
@@ -237,7 +237,7 @@ StatusOr<std::vector<KernelCacheInfo>> SqlitePlanStore::list_kernel_caches() {
   return out;
 }
 
-Status SqlitePlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vector<BadKernelCache>* bad) {
+Status SqlPlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vector<BadKernelCache>* bad) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return Status::ok();
   // Sizes first: a row's text is read only when it is within the limit (a damaged length could be anything).
@@ -279,18 +279,18 @@ Status SqlitePlanStore::verify_kernel_caches_locked(VerifyReport* out, std::vect
   return Status::ok();
 }
 
-StatusOr<int64_t> SqlitePlanStore::drop_kernel_cache_row_locked(const BadKernelCache& bad) {
+StatusOr<int64_t> SqlPlanStore::drop_kernel_cache_row_locked(const BadKernelCache& bad) {
   // By rowid and the stored checksum's text: a row another process replaced meanwhile stays.
   KILN_ASSIGN_OR_RETURN(
       Stmt del,
-      Stmt::prepare(db_, "DELETE FROM kernel_caches WHERE rowid=?1 AND IFNULL(CAST(checksum AS TEXT),'')=?2"));
+      Stmt::prepare(db_, "DELETE FROM kernel_caches WHERE rowid=?1 AND COALESCE(CAST(checksum AS TEXT),'')=?2"));
   del.bind(1, bad.rowid).bind(2, bad.stored_checksum);
   KILN_RETURN_IF_ERROR(del.run());
-  return static_cast<int64_t>(sqlite3_changes(db_));
+  return static_cast<int64_t>(db_->changes());
 }
 
-Status SqlitePlanStore::gc_find_kernel_caches_locked(const GcOptions& options, const std::set<int64_t>& gone,
-                                                     GcGarbage* out) {
+Status SqlPlanStore::gc_find_kernel_caches_locked(const GcOptions& options, const std::set<int64_t>& gone,
+                                                  GcGarbage* out) {
   if (!options.current && !options.older_than) return Status::ok();
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "kernel_caches"));
   if (!exists) return Status::ok();

@@ -113,9 +113,10 @@ TEST_P(KernelCacheMaintenanceContract, VerifyChecksEveryRowAndReportsTheDamagedO
   ASSERT_TRUE(s->put_kernel_cache(cut).is_ok());
   // A row truncated in place: its checksum fails.
   ASSERT_TRUE(s->put_kernel_cache(cache(kSigA, new_cudnn())).is_ok());
-  ASSERT_EQ(raw_sql(path, "UPDATE kernel_caches SET cache_json = CAST(substr(CAST(cache_json AS TEXT), 1, 9) AS BLOB) "
-                          "WHERE fingerprint_key = '" +
-                              fingerprint_key(new_cudnn()) + "'"),
+  ASSERT_EQ(raw_sql(path, sql_for("UPDATE kernel_caches SET cache_json = CAST(substr(CAST(cache_json AS TEXT), 1, 9) "
+                                  "AS BLOB)",
+                                  "UPDATE kernel_caches SET cache_json = substring(cache_json from 1 for 9)") +
+                              " WHERE fingerprint_key = '" + fingerprint_key(new_cudnn()) + "'"),
             1);
   auto rep = s->verify();
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
@@ -149,6 +150,7 @@ TEST_P(KernelCacheMaintenanceContract, VerifyChecksEveryRowAndReportsTheDamagedO
 }
 
 TEST_P(KernelCacheMaintenanceContract, VerifyNeverThrowsOnDamagedColumns) {
+  KILN_STORE_FILE_CASE();
   TempDir dir;
   const std::string path = dir.file("p.db");
   auto s = open_store(path);
@@ -191,9 +193,11 @@ TEST_P(KernelCacheMaintenanceContract, VerifyRefusesAnOversizedRowWithoutReading
   const std::string path = dir.file("p.db");
   auto s = open_store(path);
   ASSERT_TRUE(s->put_kernel_cache(cache(kSigA)).is_ok());
-  ASSERT_EQ(
-      raw_sql(path, "UPDATE kernel_caches SET cache_json = zeroblob(" + std::to_string(kMaxKernelCacheBytes + 1) + ")"),
-      1);
+  ASSERT_EQ(raw_sql(path, sql_for("UPDATE kernel_caches SET cache_json = zeroblob(" +
+                                      std::to_string(kMaxKernelCacheBytes + 1) + ")",
+                                  "UPDATE kernel_caches SET cache_json = convert_to(repeat('0', " +
+                                      std::to_string(kMaxKernelCacheBytes + 1) + "), 'UTF8')")),
+            1);
   auto rep = s->verify();
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
   ASSERT_EQ(rep->kernel_cache_problems.size(), 1u);

@@ -102,8 +102,10 @@ TEST_P(KernelCachesContract, ADamagedRowIsAMissDroppedUnlessReadOnly) {
     ASSERT_TRUE(s->put_kernel_cache(cache()).is_ok());
   }
   // One changed byte of machine code: the checksum fails.
-  ASSERT_EQ(raw_sql(path, "UPDATE kernel_caches SET cache_json = CAST(replace(CAST(cache_json AS TEXT), 'AAEC', "
-                          "'AAED') AS BLOB)"),
+  ASSERT_EQ(raw_sql(path, sql_for("UPDATE kernel_caches SET cache_json = CAST(replace(CAST(cache_json AS TEXT), "
+                                  "'AAEC', 'AAED') AS BLOB)",
+                                  "UPDATE kernel_caches SET cache_json = convert_to(replace(convert_from(cache_json, "
+                                  "'UTF8'), 'AAEC', 'AAED'), 'UTF8')")),
             1);
   {
     auto ro = open_store(path, /*read_only=*/true);
@@ -126,7 +128,8 @@ TEST_P(KernelCachesContract, ADamagedRowIsAMissDroppedUnlessReadOnly) {
   ASSERT_EQ(raw_sql(path, "UPDATE kernel_caches SET fingerprint_key = '" + fingerprint_key(h200()) + "'"), 1);
   EXPECT_FALSE(s->get_kernel_cache(cache().structure_sig, h200())->has_value());
   EXPECT_EQ(s->counters().corrupt, 2);
-  // A text column where the blob belongs: the wrong type.
+  // A text column where the blob belongs: the wrong type (a PostgreSQL column holds only its own type).
+  if (!file_case()) return;
   ASSERT_TRUE(s->put_kernel_cache(cache()).is_ok());
   ASSERT_EQ(raw_sql(path, "UPDATE kernel_caches SET cache_json = CAST(cache_json AS TEXT)"), 1);
   EXPECT_FALSE(s->get_kernel_cache(cache().structure_sig, h200())->has_value());

@@ -86,6 +86,7 @@ TEST_P(PlanStoreContract, PutGetRoundTrip) {
 // store refused such records, so static examples (matmul_bias_gelu, sdpa_fwd) could not be stored.
 // A path that is not a regular file (a FIFO would block the open) is refused, for reading and writing.
 TEST_P(PlanStoreContract, APipeIsRefusedNotOpened) {
+  KILN_STORE_FILE_CASE();
   TempDir dir;
   const std::string fifo = dir.path() + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
@@ -388,6 +389,7 @@ TEST_P(PlanStoreContract, GarbageFingerprintJsonIsCorrupt) {
 }
 
 TEST_P(PlanStoreContract, WrongColumnTypesAreCorrupt) {
+  KILN_STORE_FILE_CASE();
   TempDir dir;
   std::string path = dir.file("plans.db");
   auto store = open_store(path);
@@ -679,7 +681,8 @@ TEST_P(PlanStoreContract, DamagedSchemaIsCorruptionAtOpen) {
       StatusOr<std::unique_ptr<PlanStore>> s = open_impl(path, o);
       ASSERT_FALSE(s.is_ok()) << d.sql;
       EXPECT_EQ(s.status().code(), StatusCode::kCorruption) << d.sql << ": " << s.status().to_string();
-      EXPECT_NE(s.status().message().find("plan store " + path + ": "), std::string::npos) << s.status().message();
+      EXPECT_NE(s.status().message().find("plan store " + location(path) + ": "), std::string::npos)
+          << s.status().message();
       EXPECT_NE(s.status().message().find(d.message), std::string::npos) << s.status().message();
     }
   }
@@ -720,6 +723,7 @@ TEST_P(PlanStoreContract, ForeignSqliteFileIsLeftUntouched) {
 }
 
 TEST_P(PlanStoreContract, GarbageFileFailsToOpen) {
+  KILN_STORE_FILE_CASE();
   TempDir dir;
   std::string path = dir.file("plans.db");
   {
@@ -733,6 +737,7 @@ TEST_P(PlanStoreContract, GarbageFileFailsToOpen) {
 }
 
 TEST_P(PlanStoreContract, TruncatedDatabaseFailsToOpen) {
+  KILN_STORE_FILE_CASE();
   TempDir dir;
   std::string path = dir.file("plans.db");
   {
@@ -753,6 +758,7 @@ TEST_P(PlanStoreContract, TruncatedDatabaseFailsToOpen) {
 }
 
 TEST_P(PlanStoreContract, GarbledPagesFailToOpen) {
+  KILN_STORE_FILE_CASE();
   TempDir dir;
   std::string path = dir.file("plans.db");
   {

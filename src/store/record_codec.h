@@ -7,7 +7,7 @@
 
 #include "kiln/store/plan_lookup.h"
 #include "kiln/store/plan_record.h"
-#include "store/sqlite_util.h"
+#include "store/sql.h"
 #include "store/table_codec.h"
 
 namespace kiln::store {

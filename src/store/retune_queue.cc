@@ -4,28 +4,16 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/log.h"
-#include "store/sqlite_plan_store.h"
+#include "store/sql_plan_store.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
-#include "store/sqlite_table.h"
-#include "store/sqlite_util.h"
+#include "store/sql_table.h"
+#include "store/sql.h"
 
 namespace kiln {
 
 using store::Stmt;
 using store::Txn;
-
-namespace store {
-
-StatusOr<bool> table_exists(sqlite3* db, const char* table) {
-  // Case-insensitive, as SQLite's own names are (and as check_table_schema finds the table).
-  KILN_ASSIGN_OR_RETURN(Stmt st,
-                        Stmt::prepare(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1 COLLATE NOCASE"));
-  st.bind(1, std::string_view(table));
-  return st.step();
-}
-
-}  // namespace store
 
 namespace {
 
@@ -91,7 +79,7 @@ const store::RecordCodec<RetuneQueueEntry>& store::retune_queue_codec() {
   return make_codec(queue_table(), encode, decode);
 }
 
-StatusOr<RetuneQueueEntry> SqlitePlanStore::enqueue_retune(const RetuneRequest& request) {
+StatusOr<RetuneQueueEntry> SqlPlanStore::enqueue_retune(const RetuneRequest& request) {
   if (request.structure_sig.empty()) return invalid_argument("re-tune request: empty structure signature");
   if (request.spec_json.empty())
     return invalid_argument("re-tune request for " + request.structure_sig.substr(0, 12) +
@@ -144,7 +132,7 @@ StatusOr<RetuneQueueEntry> SqlitePlanStore::enqueue_retune(const RetuneRequest& 
   return e;
 }
 
-StatusOr<std::vector<RetuneQueueEntry>> SqlitePlanStore::list_retune_queue(const std::string& fingerprint_key) {
+StatusOr<std::vector<RetuneQueueEntry>> SqlPlanStore::list_retune_queue(const std::string& fingerprint_key) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RetuneQueueEntry> out;
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "retune_queue"));
@@ -161,8 +149,8 @@ StatusOr<std::vector<RetuneQueueEntry>> SqlitePlanStore::list_retune_queue(const
   return out;
 }
 
-StatusOr<bool> SqlitePlanStore::remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
-                                                         const std::string& fingerprint_key) {
+StatusOr<bool> SqlPlanStore::remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
+                                                      const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(int64_t n,

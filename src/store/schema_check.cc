@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "store/sqlite_util.h"
+#include "store/sql.h"
 
 namespace kiln::store {
 namespace {
@@ -15,18 +15,6 @@ namespace {
 std::string lowercase(const std::string& s) {
   std::string out;
   for (char ch : s) out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
-
-StatusOr<std::vector<std::string>> columns_of(sqlite3* db, const std::string& table) {
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT name FROM pragma_table_info(?1)"));
-  st.bind(1, table);
-  std::vector<std::string> out;
-  while (true) {
-    KILN_ASSIGN_OR_RETURN(bool row, st.step());
-    if (!row) break;
-    out.push_back(st.text(0));
-  }
   return out;
 }
 
@@ -41,34 +29,18 @@ StatusOr<std::vector<std::string>> expected_columns(const std::string& table, co
   int rc = sqlite3_open_v2(":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   DbPtr mem(raw);
   if (rc != SQLITE_OK) return sqlite_status(raw, rc, "opening an in-memory database");
-  KILN_RETURN_IF_ERROR(exec(raw, create_sql.c_str()));
-  KILN_ASSIGN_OR_RETURN(std::vector<std::string> cols, columns_of(raw, table));
+  SqliteConn conn(raw);
+  KILN_RETURN_IF_ERROR(conn.exec(create_sql.c_str()));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> cols, conn.columns_of(table));
   if (cols.empty()) return internal_error("CREATE text for table '" + table + "' makes no such table");
   cache[create_sql] = cols;
   return cols;
 }
 
-}  // namespace
-
-Status check_table_schema(sqlite3* db, const std::string& table, const std::string& create_sql, bool required) {
-  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT type FROM sqlite_master WHERE name = ?1 COLLATE NOCASE"));
-  st.bind(1, table);
-  KILN_ASSIGN_OR_RETURN(bool row, st.step());
-  if (!row) {
-    if (required) return corruption("no '" + table + "' table (damaged schema)");
-    return Status::ok();
-  }
-  std::string type = st.text(0);
-  if (type != "table")
-    return corruption("'" + table + "' is " + (type == "index" ? "an " : "a ") + type +
-                      ", not a table (damaged schema)");
-  KILN_ASSIGN_OR_RETURN(std::vector<std::string> want, expected_columns(table, create_sql));
-  KILN_ASSIGN_OR_RETURN(std::vector<std::string> have_list, columns_of(db, table));
-  // SQLite's column names are case-insensitive: a table made with STRUCTURE_SIG has the column structure_sig.
-  std::set<std::string> have;
-  for (const std::string& c : have_list) have.insert(lowercase(c));
-  // Kiln reads its rows by SQLite's own rowid: a WITHOUT ROWID table, or a column that takes the rowid's
-  // name (and so its place in every query), is damage, not a SQL error or a wrong row at the first query.
+// Kiln reads its rows by SQLite's own rowid: a WITHOUT ROWID table, or a column that takes the rowid's name
+// (and so its place in every query), is damage, not a SQL error or a wrong row at the first query.
+Status check_sqlite_rowid(Conn* db, const std::string& table, const std::vector<std::string>& have_list,
+                          const std::vector<std::string>& want) {
   for (const std::string& c : have_list) {
     const std::string lower = lowercase(c);
     if ((lower == "rowid" || lower == "_rowid_" || lower == "oid") &&
@@ -77,6 +49,31 @@ Status check_table_schema(sqlite3* db, const std::string& table, const std::stri
   }
   if (!Stmt::prepare(db, "SELECT rowid FROM \"" + table + "\" LIMIT 0").is_ok())
     return corruption("table '" + table + "' is WITHOUT ROWID, and Kiln reads its rows by rowid (damaged schema)");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_table_schema(Conn* db, const std::string& table, const std::string& create_sql, bool required) {
+  KILN_ASSIGN_OR_RETURN(std::string type, db->object_type(table));
+  if (type.empty()) {
+    if (required) return corruption("no '" + table + "' table (damaged schema)");
+    return Status::ok();
+  }
+  if (type != "table")
+    return corruption("'" + table + "' is " + (type == "index" ? "an " : "a ") + type +
+                      ", not a table (damaged schema)");
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> want, expected_columns(table, create_sql));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> have_list, db->columns_of(table));
+  // SQLite's column names are case-insensitive: a table made with STRUCTURE_SIG has the column structure_sig.
+  std::set<std::string> have;
+  for (const std::string& c : have_list) have.insert(lowercase(c));
+  // Kiln reads its rows by rowid: SQLite's own, or on PostgreSQL the BIGSERIAL column of that name it made.
+  if (db->dialect() == SqlDialect::kPostgres) {
+    if (!have.count("rowid")) return corruption("table '" + table + "' lacks column 'rowid' (damaged schema)");
+  } else {
+    KILN_RETURN_IF_ERROR(check_sqlite_rowid(db, table, have_list, want));
+  }
   std::vector<std::string> missing;
   for (const std::string& c : want)
     if (!have.count(lowercase(c))) missing.push_back(c);

@@ -3,11 +3,10 @@
 // opened, rather than a SQL error at the first query that touches it. Private to the store layer.
 #pragma once
 
-#include <sqlite3.h>
-
 #include <string>
 
 #include "kiln/core/status.h"
+#include "store/sql.h"
 
 namespace kiln::store {
 
@@ -15,6 +14,6 @@ namespace kiln::store {
 // expected columns are read from it. Absent table: Corruption when `required`, else OK. Extra columns are
 // allowed (a later Kiln of the same schema version may add some). Messages name the table and the damage
 // ("table 'plans' lacks column 'engine_id' (damaged schema)"); the caller names the file.
-Status check_table_schema(sqlite3* db, const std::string& table, const std::string& create_sql, bool required);
+Status check_table_schema(Conn* db, const std::string& table, const std::string& create_sql, bool required);
 
 }  // namespace kiln::store

@@ -7,9 +7,9 @@
 
 namespace kiln::store {
 
-namespace {
+namespace {}  // namespace
 
-const char* sql_type(ColumnType t) {
+const char* sql_type_name(ColumnType t) {
   switch (t) {
     case ColumnType::kText: return "TEXT";
     case ColumnType::kInteger: return "INTEGER";
@@ -18,6 +18,8 @@ const char* sql_type(ColumnType t) {
   }
   return "TEXT";
 }
+
+namespace {
 
 int sqlite_type(ColumnType t) {
   switch (t) {
@@ -52,7 +54,7 @@ std::string double_bits(double v, bool canonical_zero) {
 
 std::string TableCodec::create_sql(const char* name) const {
   std::string out = std::string("CREATE TABLE IF NOT EXISTS ") + (name ? name : table) + "(\n";
-  for (const Column& c : columns) out += std::string("  ") + c.name + " " + sql_type(c.type) + " NOT NULL,\n";
+  for (const Column& c : columns) out += std::string("  ") + c.name + " " + sql_type_name(c.type) + " NOT NULL,\n";
   std::vector<std::string> keys(key.begin(), key.end());
   return out + "  PRIMARY KEY (" + join(keys, ", ") + ")\n)";
 }

@@ -15,13 +15,16 @@
 #include <utility>
 #include <vector>
 
-#include "store/sqlite_util.h"
+#include "store/sql.h"
 
 namespace kiln::store {
 
 enum class ColumnType { kText, kInteger, kReal, kBlob };
 // A column the checksum does not cover (derived from others, or the checksum itself).
 inline constexpr const char* kUnchecked = nullptr;
+
+// The column type as a CREATE TABLE writes it (SQLite's words: TEXT, INTEGER, REAL, BLOB).
+const char* sql_type_name(ColumnType t);
 
 struct Column {
   const char* name;

@@ -54,6 +54,6 @@ const RecordCodec<RetuneQueueEntry>& retune_queue_codec();
 
 // Whether the database has a table of this name (a read-only store written before the table existed has
 // none).
-StatusOr<bool> table_exists(sqlite3* db, const char* table);
+inline StatusOr<bool> table_exists(Conn* db, const char* table) { return db->table_exists(table); }
 
 }  // namespace kiln::store

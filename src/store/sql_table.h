@@ -10,17 +10,17 @@
 #include "kiln/core/log.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
-#include "store/sqlite_util.h"
+#include "store/sql.h"
 
 namespace kiln::store {
 
 // Inserts (or replaces, by key) one row, in the caller's transaction.
-Status insert_row(sqlite3* db, const TableCodec& t, const Row& row);
+Status insert_row(Conn* db, const TableCodec& t, const Row& row);
 // Inserts (or replaces) one row in a write transaction of its own.
-Status put_row(sqlite3* db, const TableCodec& t, const Row& row);
+Status put_row(Conn* db, const TableCodec& t, const Row& row);
 // Deletes the rows with these values of the first key columns, in a write transaction of its own; returns how
 // many went.
-StatusOr<int64_t> delete_by_key(sqlite3* db, const TableCodec& t, std::initializer_list<std::string_view> key);
+StatusOr<int64_t> delete_by_key(Conn* db, const TableCodec& t, std::initializer_list<std::string_view> key);
 
 // Fills a record's created_at (when 0) and checksum: what every put stores.
 template <class Record>
@@ -40,8 +40,7 @@ struct Found {
 
 // The rows of `SELECT <columns> FROM <table><tail>`, with ?1..?n bound to `binds`.
 template <class Record>
-StatusOr<std::vector<Found<Record>>> select_records(sqlite3* db, const RecordCodec<Record>& codec,
-                                                    const std::string& tail,
+StatusOr<std::vector<Found<Record>>> select_records(Conn* db, const RecordCodec<Record>& codec, const std::string& tail,
                                                     std::initializer_list<std::string_view> binds = {}) {
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, codec.table.select_sql(tail)));
   bind_texts(st, binds);
@@ -61,7 +60,7 @@ StatusOr<std::vector<Found<Record>>> select_records(sqlite3* db, const RecordCod
 // <what> <name>: <problem>", `name` made from the row as read, may be "") and passed over. Nothing when the
 // table is absent (a read-only store written before it existed).
 template <class Record>
-StatusOr<std::vector<Record>> list_sound(sqlite3* db, const std::string& store_path, const RecordCodec<Record>& codec,
+StatusOr<std::vector<Record>> list_sound(Conn* db, const std::string& store_path, const RecordCodec<Record>& codec,
                                          const char* order, const char* what, std::string (*name)(const Row&)) {
   std::vector<Record> out;
   KILN_ASSIGN_OR_RETURN(bool exists, table_exists(db, codec.table.table));

@@ -5,8 +5,8 @@
 #include "kiln/core/log.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
-#include "store/sqlite_plan_store.h"
-#include "store/sqlite_util.h"
+#include "store/sql_plan_store.h"
+#include "store/sql.h"
 
 namespace kiln {
 
@@ -15,14 +15,14 @@ using store::RowRead;
 using store::Stmt;
 using store::Txn;
 
-StatusOr<VerifyReport> SqlitePlanStore::verify(const VerifyOptions& options) {
+StatusOr<VerifyReport> SqlPlanStore::verify(const VerifyOptions& options) {
   if (options.quarantine && read_only_) return failed_precondition("verify --quarantine needs a writable store");
   std::lock_guard<std::mutex> lock(mu_);
   return verify_locked(options);
 }
 
-StatusOr<VerifyReport> SqlitePlanStore::verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans,
-                                                      std::vector<BadKernelCache>* bad_caches) {
+StatusOr<VerifyReport> SqlPlanStore::verify_locked(const VerifyOptions& options, std::vector<BadPlan>* bad_plans,
+                                                   std::vector<BadKernelCache>* bad_caches) {
   VerifyReport out;
   KILN_ASSIGN_OR_RETURN(out.integrity, database_.integrity_check());
   struct Bad {
@@ -84,7 +84,7 @@ StatusOr<VerifyReport> SqlitePlanStore::verify_locked(const VerifyOptions& optio
   return out;
 }
 
-StatusOr<GcReport> SqlitePlanStore::gc(const GcOptions& options) {
+StatusOr<GcReport> SqlPlanStore::gc(const GcOptions& options) {
   // A dry run only reads: it works on a store opened read-only, and leaves the file as it was.
   if (read_only_ && !options.dry_run) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
@@ -149,8 +149,8 @@ StatusOr<GcReport> SqlitePlanStore::gc(const GcOptions& options) {
   return out;
 }
 
-Status SqlitePlanStore::gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
-                                       const std::set<int64_t>& gone_caches, GcGarbage* out) {
+Status SqlPlanStore::gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
+                                    const std::set<int64_t>& gone_caches, GcGarbage* out) {
   // The plan rows gone by each step, as a real run removes them in turn: corrupt, then stale, then old.
   std::set<int64_t> gone = gone_plans;
   if (options.current) {
@@ -237,7 +237,7 @@ Status SqlitePlanStore::gc_find_locked(const GcOptions& options, const std::set<
   return gc_find_kernel_caches_locked(options, gone_caches, out);
 }
 
-StatusOr<std::vector<QuarantineEntry>> SqlitePlanStore::quarantine() {
+StatusOr<std::vector<QuarantineEntry>> SqlPlanStore::quarantine() {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT id, structure_sig, shape_key, fingerprint_key, reason, "
                                                     "quarantined_at FROM quarantine ORDER BY id"));

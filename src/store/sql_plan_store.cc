@@ -1,5 +1,5 @@
 // PlanStore: opening, writing, looking up and maintaining the SQLite plan store. Bundles: bundle.cc.
-#include "store/sqlite_plan_store.h"
+#include "store/sql_plan_store.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -17,9 +17,10 @@
 #include "kiln/core/strings.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
+#include "store/pg_conn.h"
 #include "store/schema_check.h"
-#include "store/sqlite_table.h"
-#include "store/sqlite_util.h"
+#include "store/sql_table.h"
+#include "store/sql.h"
 
 namespace kiln {
 
@@ -41,6 +42,7 @@ int64_t unix_now() {
 
 }  // namespace store
 
+using store::Conn;
 using store::DbPtr;
 using store::exec;
 using store::RowRead;
@@ -63,10 +65,17 @@ std::string home_dir() {
   return std::string();
 }
 
-std::string quarantine_table_sql() {
+// SQLite's quarantine columns are untyped (as every store was made); PostgreSQL needs each column's type.
+std::string quarantine_table_sql(store::SqlDialect dialect) {
+  std::string columns = store::record_columns();
+  if (dialect == store::SqlDialect::kPostgres) {
+    columns.clear();
+    for (const store::Column& c : store::plans_table().columns)
+      columns += (columns.empty() ? "" : ", ") + std::string(c.name) + " " + store::sql_type_name(c.type);
+  }
   return "CREATE TABLE IF NOT EXISTS quarantine(id INTEGER PRIMARY KEY AUTOINCREMENT, quarantined_at INTEGER, "
          "reason TEXT, " +
-         store::record_columns() + ")";
+         columns + ")";
 }
 
 // The tables added within schema version 1 (a v1 store without them gets them on a writable open; older Kilns
@@ -78,17 +87,17 @@ std::vector<const store::TableCodec*> optional_tables() {
 
 // Every Kiln table present is the table Kiln made (not a view, no column missing), and a store has its
 // plans table: a damaged schema is Corruption when the file is opened, not a SQL error at the first query.
-Status check_store_tables(sqlite3* db) {
+Status check_store_tables(Conn* db) {
   KILN_RETURN_IF_ERROR(store::check_table_schema(db, "plans", store::plans_table_sql("plans"), /*required=*/true));
-  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "quarantine", quarantine_table_sql(), false));
+  KILN_RETURN_IF_ERROR(store::check_table_schema(db, "quarantine", quarantine_table_sql(db->dialect()), false));
   for (const store::TableCodec* t : optional_tables())
     KILN_RETURN_IF_ERROR(store::check_table_schema(db, t->table, t->create_sql(), false));
   return Status::ok();
 }
 
-Status create_store_tables(sqlite3* db) {
+Status create_store_tables(Conn* db) {
   KILN_RETURN_IF_ERROR(exec(db, store::plans_table_sql("plans").c_str()));
-  KILN_RETURN_IF_ERROR(exec(db, quarantine_table_sql().c_str()));
+  KILN_RETURN_IF_ERROR(exec(db, quarantine_table_sql(db->dialect()).c_str()));
   for (const store::TableCodec* t : optional_tables()) KILN_RETURN_IF_ERROR(exec(db, t->create_sql().c_str()));
   return Status::ok();
 }
@@ -172,12 +181,13 @@ std::string default_store_path() {
   return "kiln-plans.db";
 }
 
-SqlitePlanStore::SqlitePlanStore(std::string path, store::Database db, bool read_only)
+SqlPlanStore::SqlPlanStore(std::string path, store::Database db, bool read_only)
     : path_(std::move(path)), database_(std::move(db)), db_(database_.handle()), read_only_(read_only) {}
 
-SqlitePlanStore::~SqlitePlanStore() = default;
+SqlPlanStore::~SqlPlanStore() = default;
 
-std::vector<std::string> SqlitePlanStore::database_files() const {
+std::vector<std::string> SqlPlanStore::database_files() const {
+  if (db_->dialect() != store::SqlDialect::kSqlite) return {};
   std::vector<std::string> bases = {path_};
   std::error_code ec;
   std::filesystem::path resolved = std::filesystem::canonical(path_, ec);
@@ -192,6 +202,7 @@ bool PlanStore::is_unwritable_store(const Status& s) { return store::Database::i
 
 Status PlanStore::check_path(const std::string& path, const StoreOpenOptions& options) {
   if (path.empty()) return invalid_argument("plan store path is empty");
+  if (store::is_postgres_location(path)) return Status::ok();  // a server, not a file: open() connects
   namespace fs = std::filesystem;
   std::error_code ec;
   KILN_ASSIGN_OR_RETURN(bool exists, path_exists(path, "plan store"));  // a link loop is not "missing"
@@ -205,16 +216,21 @@ Status PlanStore::check_path(const std::string& path, const StoreOpenOptions& op
 
 StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   KILN_RETURN_IF_ERROR(check_path(path, options));
-  return SqlitePlanStore::open(path, options);
+  return SqlPlanStore::open(path, options);
 }
 
-StatusOr<std::unique_ptr<PlanStore>> SqlitePlanStore::open(const std::string& path, const StoreOpenOptions& options) {
+StatusOr<std::unique_ptr<PlanStore>> SqlPlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   const store::Schema schema{kStoreSchemaVersion, "plan store", check_store_tables, create_store_tables};
+  if (store::is_postgres_location(path)) {
+    const std::string shown = store::redact_location(path);
+    KILN_ASSIGN_OR_RETURN(store::Database db, store::Database::open_postgres(path, shown, options, schema));
+    return std::unique_ptr<PlanStore>(new SqlPlanStore(shown, std::move(db), options.read_only));
+  }
   KILN_ASSIGN_OR_RETURN(store::Database db, store::Database::open(path, options, schema));
-  return std::unique_ptr<PlanStore>(new SqlitePlanStore(path, std::move(db), options.read_only));
+  return std::unique_ptr<PlanStore>(new SqlPlanStore(path, std::move(db), options.read_only));
 }
 
-StatusOr<PlanRecord> SqlitePlanStore::put(const PlanRecord& record) {
+StatusOr<PlanRecord> SqlPlanStore::put(const PlanRecord& record) {
   KILN_RETURN_IF_ERROR(store::validate_for_write(record));
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   PlanRecord r = record;
@@ -231,13 +247,13 @@ StatusOr<PlanRecord> SqlitePlanStore::put(const PlanRecord& record) {
 namespace {
 // One plans row by the text of its stored key and checksum values (?3..?6): a damaged row may hold other types.
 constexpr const char* kStoredRowWhere =
-    " FROM plans WHERE IFNULL(CAST(structure_sig AS TEXT),'')=?3 AND IFNULL(CAST(shape_key AS TEXT),'')=?4"
-    " AND IFNULL(CAST(fingerprint_key AS TEXT),'')=?5 AND IFNULL(CAST(checksum AS TEXT),'')=?6";
+    " FROM plans WHERE COALESCE(CAST(structure_sig AS TEXT),'')=?3 AND COALESCE(CAST(shape_key AS TEXT),'')=?4"
+    " AND COALESCE(CAST(fingerprint_key AS TEXT),'')=?5 AND COALESCE(CAST(checksum AS TEXT),'')=?6";
 }  // namespace
 
-void SqlitePlanStore::quarantine_row(const std::string& structure_sig, const std::string& shape_key,
-                                     const std::string& fingerprint_key, const std::string& stored_checksum,
-                                     const std::string& reason) {
+void SqlPlanStore::quarantine_row(const std::string& structure_sig, const std::string& shape_key,
+                                  const std::string& fingerprint_key, const std::string& stored_checksum,
+                                  const std::string& reason) {
   std::string name = store::record_name(structure_sig, shape_key, fingerprint_key);
   if (read_only_) {
     KILN_LOG(kWarn,
@@ -258,7 +274,7 @@ void SqlitePlanStore::quarantine_row(const std::string& structure_sig, const std
         .bind(5, fingerprint_key)
         .bind(6, stored_checksum);
     KILN_RETURN_IF_ERROR(ins.run());
-    int moved = sqlite3_changes(db_);
+    int moved = db_->changes();
     KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, std::string("DELETE") + where));
     del.bind(3, structure_sig).bind(4, shape_key).bind(5, fingerprint_key).bind(6, stored_checksum);
     KILN_RETURN_IF_ERROR(del.run());
@@ -277,8 +293,8 @@ void SqlitePlanStore::quarantine_row(const std::string& structure_sig, const std
   }
 }
 
-Status SqlitePlanStore::drop_corrupt_locked(const char* what, const std::string& name, const std::string& problem,
-                                            const char* kept_note, const std::function<StatusOr<int64_t>()>& remove) {
+Status SqlPlanStore::drop_corrupt_locked(const char* what, const std::string& name, const std::string& problem,
+                                         const char* kept_note, const std::function<StatusOr<int64_t>()>& remove) {
   if (read_only_) {
     KILN_LOG(kWarn, "plan store " << path_ << ": corrupt " << what << " " << name << " (" << problem
                                   << "); read-only, left in place" << kept_note);
@@ -288,9 +304,9 @@ Status SqlitePlanStore::drop_corrupt_locked(const char* what, const std::string&
   return remove().status();
 }
 
-StatusOr<LookupResult> SqlitePlanStore::get(const std::string& structure_sig, const std::string& shape_key,
-                                            const EnvFingerprint& current, const EnvPolicy& policy,
-                                            const PlanValidator& validator) {
+StatusOr<LookupResult> SqlPlanStore::get(const std::string& structure_sig, const std::string& shape_key,
+                                         const EnvFingerprint& current, const EnvPolicy& policy,
+                                         const PlanValidator& validator) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RowRead> rows;
   {
@@ -341,8 +357,8 @@ StatusOr<LookupResult> SqlitePlanStore::get(const std::string& structure_sig, co
   return out;
 }
 
-StatusOr<LoadAllResult> SqlitePlanStore::load_all(const EnvFingerprint& current, const EnvPolicy& policy,
-                                                  const PlanValidator& validator) {
+StatusOr<LoadAllResult> SqlPlanStore::load_all(const EnvFingerprint& current, const EnvPolicy& policy,
+                                               const PlanValidator& validator) {
   std::lock_guard<std::mutex> lock(mu_);
   LoadAllResult out;
   std::vector<std::pair<RowRead, std::string>> corrupt;
@@ -377,7 +393,7 @@ StatusOr<LoadAllResult> SqlitePlanStore::load_all(const EnvFingerprint& current,
   return out;
 }
 
-StatusOr<std::vector<PlanSummary>> SqlitePlanStore::list(const ListFilter& filter) {
+StatusOr<std::vector<PlanSummary>> SqlPlanStore::list(const ListFilter& filter) {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(Stmt st,
                         Stmt::prepare(db_, "SELECT " + store::record_columns() + " FROM plans" + store::kFilterWhere +
@@ -398,8 +414,8 @@ StatusOr<std::vector<PlanSummary>> SqlitePlanStore::list(const ListFilter& filte
   return out;
 }
 
-StatusOr<PlanRecord> SqlitePlanStore::read(const std::string& structure_sig, const std::string& shape_key,
-                                           const std::string& fingerprint_key) {
+StatusOr<PlanRecord> SqlPlanStore::read(const std::string& structure_sig, const std::string& shape_key,
+                                        const std::string& fingerprint_key) {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, "SELECT " + store::record_columns() +
                                                         " FROM plans WHERE structure_sig=?1 AND shape_key=?2 AND "
@@ -413,7 +429,7 @@ StatusOr<PlanRecord> SqlitePlanStore::read(const std::string& structure_sig, con
   return std::move(r.record);
 }
 
-StatusOr<int64_t> SqlitePlanStore::remove(const ListFilter& filter, bool all) {
+StatusOr<int64_t> SqlPlanStore::remove(const ListFilter& filter, bool all) {
   bool empty = filter.structure_prefix.empty() && filter.shape_key.empty() && filter.fingerprint_key.empty() &&
                !filter.tuned_only;
   if (empty && !all) return invalid_argument("remove: give a filter, or ask for all records explicitly");
@@ -424,17 +440,17 @@ StatusOr<int64_t> SqlitePlanStore::remove(const ListFilter& filter, bool all) {
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db_, std::string("DELETE FROM plans") + store::kFilterWhere));
   store::bind_filter(st, filter);
   KILN_RETURN_IF_ERROR(st.run());
-  int64_t n = sqlite3_changes(db_);
+  int64_t n = db_->changes();
   KILN_RETURN_IF_ERROR(txn.commit());
   return n;
 }
 
-StoreCounters SqlitePlanStore::counters() const {
+StoreCounters SqlPlanStore::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
 }
 
-void SqlitePlanStore::reset_counters() {
+void SqlPlanStore::reset_counters() {
   std::lock_guard<std::mutex> lock(mu_);
   counters_ = StoreCounters{};
 }

@@ -1,4 +1,4 @@
-// SqlitePlanStore: the PlanStore interface over one embedded SQLite file (docs/store.md "Schema"). Private to
+// SqlPlanStore: the PlanStore interface over one embedded SQLite file (docs/store.md "Schema"). Private to
 // the store layer: callers open it through PlanStore::open().
 #pragma once
 
@@ -12,15 +12,15 @@
 
 #include "kiln/store/plan_store.h"
 #include "store/database.h"
-#include "store/sqlite_table.h"
+#include "store/sql_table.h"
 
 namespace kiln {
 
-class SqlitePlanStore final : public PlanStore {
+class SqlPlanStore final : public PlanStore {
  public:
   // PlanStore::open's work (the path already checked by PlanStore::check_path).
   static StatusOr<std::unique_ptr<PlanStore>> open(const std::string& path, const StoreOpenOptions& options);
-  ~SqlitePlanStore() override;
+  ~SqlPlanStore() override;
 
   const std::string& path() const override { return path_; }
   bool read_only() const override { return read_only_; }
@@ -78,7 +78,7 @@ class SqlitePlanStore final : public PlanStore {
   void reset_counters() override;
 
  private:
-  SqlitePlanStore(std::string path, store::Database db, bool read_only);
+  SqlPlanStore(std::string path, store::Database db, bool read_only);
   // A put of a record that passed its own checks: the store writable, created_at (when 0) and checksum
   // filled, written in one transaction; returns the record as stored.
   template <class Record>
@@ -139,7 +139,7 @@ class SqlitePlanStore final : public PlanStore {
 
   std::string path_;
   store::Database database_;
-  sqlite3* db_ = nullptr;  // database_'s connection
+  store::Conn* db_ = nullptr;  // database_'s connection
   bool read_only_ = false;
   mutable std::mutex mu_;  // one connection, shared by threads: calls are serialized
   StoreCounters counters_;

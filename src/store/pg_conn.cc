@@ -1,0 +1,316 @@
+#include "store/pg_conn.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+
+#include "kiln/core/hash.h"
+#include "store/pg_sql.h"
+
+namespace kiln::store {
+
+bool is_postgres_location(const std::string& location) {
+  if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) return true;
+  static const std::regex kKeyValue(R"(^\s*(host|hostaddr|dbname|service|user|port)\s*=)");
+  return std::regex_search(location, kKeyValue);
+}
+
+std::string redact_location(const std::string& location) {
+  static const std::regex kUriPassword(R"(^(postgres(ql)?://[^:/@?]*):[^@/]*@)");
+  static const std::regex kPair(R"((password\s*=\s*)('([^'\\]|\\.)*'|\S+))");
+  std::string out = std::regex_replace(location, kUriPassword, "$1:***@");
+  return std::regex_replace(out, kPair, "$1***");
+}
+
+namespace {
+
+// SQLSTATE -> Status: a lost or refused connection, a server shutting down, a conflict to retry and too
+// little of a resource are Unavailable; a refused write (privileges, a read-only transaction) is
+// FailedPrecondition; data the server finds damaged is Corruption; the rest Internal.
+Status status_of(const std::string& sqlstate, const std::string& msg) {
+  const std::string cls = sqlstate.substr(0, 2);
+  if (cls == "08" || cls == "53" || cls == "57" || sqlstate == "40001" || sqlstate == "40P01") return unavailable(msg);
+  if (sqlstate == "42501" || sqlstate == "25006") return failed_precondition(msg);
+  if (cls == "XX" && (sqlstate == "XX001" || sqlstate == "XX002")) return corruption(msg);
+  if (cls == "22" || cls == "23") return invalid_argument(msg);
+  return internal_error(msg);
+}
+
+std::string trimmed(const char* s) {
+  std::string out = s ? s : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string double_text(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// bytea's text output ("\x0a1b..."), as bytes.
+std::string bytea_bytes(const char* s, int n) {
+  if (n < 2 || s[0] != '\\' || s[1] != 'x') return std::string(s, static_cast<size_t>(n));
+  std::string out;
+  out.reserve(static_cast<size_t>(n - 2) / 2);
+  for (int i = 2; i + 1 < n; i += 2) out += static_cast<char>(hex_value(s[i]) * 16 + hex_value(s[i + 1]));
+  return out;
+}
+
+void ignore_notice(void*, const char*) {}
+
+// A statement of a PgConn: its parameters collected by the binders, run at the first step.
+class PgStmt final : public StmtImpl {
+ public:
+  PgStmt(PgConn* conn, std::string sql) : conn_(conn), sql_(std::move(sql)) {}
+  ~PgStmt() override { clear(); }
+
+  void bind_text(int i, std::string_view text) override { set(i, kText, std::string(text), 0); }
+  void bind_blob(int i, std::string_view bytes) override { set(i, pq::kByteaOid, std::string(bytes), 1); }
+  void bind_int64(int i, int64_t v) override { set(i, pq::kInt8Oid, std::to_string(v), 0); }
+  void bind_double(int i, double v) override { set(i, pq::kFloat8Oid, double_text(v), 0); }
+
+  StatusOr<bool> step() override {
+    if (!res_) {
+      KILN_ASSIGN_OR_RETURN(res_, conn_->run(sql_, types_, values_, formats_, nulls_));
+      rows_ = conn_->api().ntuples(res_);
+      row_ = -1;
+    }
+    return ++row_ < rows_;
+  }
+  void reset() override {
+    clear();
+    types_.clear();
+    values_.clear();
+    formats_.clear();
+    nulls_.clear();
+  }
+  int type(int col) const override {
+    const pq::Api& a = conn_->api();
+    if (a.getisnull(res_, row_, col)) return SQLITE_NULL;
+    switch (a.ftype(res_, col)) {
+      case pq::kInt8Oid:
+      case pq::kInt4Oid:
+      case pq::kInt2Oid:
+      case pq::kOidOid: return SQLITE_INTEGER;
+      case pq::kFloat8Oid:
+      case pq::kFloat4Oid:
+      case pq::kNumericOid: return SQLITE_FLOAT;
+      case pq::kByteaOid: return SQLITE_BLOB;
+      default: return SQLITE_TEXT;
+    }
+  }
+  int64_t int64(int col) const override { return std::strtoll(value(col), nullptr, 10); }
+  double real(int col) const override { return std::strtod(value(col), nullptr); }
+  std::string text(int col) const override {
+    const pq::Api& a = conn_->api();
+    if (a.getisnull(res_, row_, col)) return std::string();
+    const char* v = a.getvalue(res_, row_, col);
+    const int n = a.getlength(res_, row_, col);
+    if (a.ftype(res_, col) == pq::kByteaOid) return bytea_bytes(v, n);
+    return std::string(v, static_cast<size_t>(n));
+  }
+
+ private:
+  // Text parameters are typed text: a parameter a statement leaves unused (SQLite allows it) needs a type.
+  static constexpr unsigned kText = pq::kTextOid;
+  void set(int i, unsigned type, std::string value, int format) {
+    const size_t k = static_cast<size_t>(i - 1);
+    if (values_.size() <= k) {
+      types_.resize(k + 1, kText);  // a gap (a parameter only another statement of the text uses): text NULL
+      values_.resize(k + 1);
+      formats_.resize(k + 1, 0);
+      nulls_.resize(k + 1, true);
+    }
+    types_[k] = type;
+    values_[k] = std::move(value);
+    formats_[k] = format;
+    nulls_[k] = false;
+  }
+  const char* value(int col) const { return conn_->api().getvalue(res_, row_, col); }
+  void clear() {
+    if (res_) conn_->api().clear(res_);
+    res_ = nullptr;
+  }
+
+  PgConn* conn_;
+  std::string sql_;
+  std::vector<unsigned> types_;
+  std::vector<std::string> values_;
+  std::vector<int> formats_;
+  std::vector<bool> nulls_;
+  pq::PGresult* res_ = nullptr;
+  int rows_ = 0, row_ = -1;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PgConn>> PgConn::connect(const std::string& conninfo, const std::string& display,
+                                                  bool read_only) {
+  KILN_ASSIGN_OR_RETURN(const pq::Api* api, pq::api());
+  pq::PGconn* c = api->connectdb(conninfo.c_str());
+  if (!c) return unavailable("cannot reach PostgreSQL store " + display + ": out of memory");
+  std::unique_ptr<PgConn> conn(new PgConn(api, c, display, read_only));
+  if (api->status(c) != pq::kConnectionOk)
+    return unavailable("cannot reach PostgreSQL store " + display + ": " + trimmed(api->error_message(c)));
+  api->set_notice_processor(c, ignore_notice, nullptr);
+  KILN_RETURN_IF_ERROR(conn->session_settings());
+  return conn;
+}
+
+PgConn::~PgConn() {
+  if (conn_) api_->finish(conn_);
+}
+
+Status PgConn::session_settings() {
+  // extra_float_digits=3: every double read back is the one written (servers before 12 round by default).
+  std::string sql = "SET extra_float_digits = 3; SET client_encoding = 'UTF8'; SET client_min_messages = warning";
+  if (read_only_) sql += "; SET default_transaction_read_only = on";
+  return simple(sql.c_str());
+}
+
+Status PgConn::ensure_connected() {
+  if (api_->status(conn_) == pq::kConnectionOk) return Status::ok();
+  if (in_txn_) return unavailable("PostgreSQL store " + display_ + ": the connection was lost in a transaction");
+  api_->reset(conn_);
+  prepared_.clear();  // the server's prepared statements went with the old session
+  if (api_->status(conn_) != pq::kConnectionOk)
+    return unavailable("cannot reach PostgreSQL store " + display_ + ": " + trimmed(api_->error_message(conn_)));
+  return session_settings();
+}
+
+Status PgConn::result_error(pq::PGresult* res, const std::string& what) {
+  std::string msg = res ? trimmed(api_->result_error_message(res)) : trimmed(api_->error_message(conn_));
+  const char* state = res ? api_->result_error_field(res, pq::kDiagSqlstate) : nullptr;
+  std::string sqlstate = state ? state : "";
+  if (res) api_->clear(res);
+  // No SQLSTATE and a connection gone: the server went away under the call.
+  if (sqlstate.empty() && api_->status(conn_) != pq::kConnectionOk) sqlstate = "08006";
+  return status_of(sqlstate, "PostgreSQL store " + display_ + ": " + what + ": " + msg);
+}
+
+Status PgConn::simple(const char* sql) {
+  pq::PGresult* res = api_->exec(conn_, sql);
+  const int st = res ? api_->result_status(res) : -1;
+  if (st != pq::kCommandOk && st != pq::kTuplesOk)
+    return result_error(res, "SQL '" + std::string(sql).substr(0, 80) + "'");
+  char* n = api_->cmd_tuples(res);
+  changes_ = n && *n ? std::strtoll(n, nullptr, 10) : 0;
+  api_->clear(res);
+  return Status::ok();
+}
+
+Status PgConn::exec(const char* sql) {
+  KILN_RETURN_IF_ERROR(ensure_connected());
+  return simple(postgres_sql(sql).c_str());
+}
+
+StatusOr<std::unique_ptr<StmtImpl>> PgConn::prepare(std::string_view sql) {
+  KILN_RETURN_IF_ERROR(ensure_connected());
+  return std::unique_ptr<StmtImpl>(new PgStmt(this, postgres_sql(sql)));
+}
+
+StatusOr<pq::PGresult*> PgConn::run(const std::string& sql, const std::vector<unsigned>& types,
+                                    const std::vector<std::string>& values, const std::vector<int>& formats,
+                                    const std::vector<bool>& nulls) {
+  KILN_RETURN_IF_ERROR(ensure_connected());
+  std::string key = sql;
+  for (unsigned t : types) key += "|" + std::to_string(t);
+  auto it = prepared_.find(key);
+  const int n = static_cast<int>(values.size());
+  if (it == prepared_.end()) {
+    std::string name = "kiln_" + std::to_string(prepared_.size());
+    pq::PGresult* res = api_->prepare(conn_, name.c_str(), sql.c_str(), n, types.empty() ? nullptr : types.data());
+    if (!res || api_->result_status(res) != pq::kCommandOk)
+      return result_error(res, "preparing '" + sql.substr(0, 80) + "'");
+    api_->clear(res);
+    it = prepared_.emplace(key, name).first;
+  }
+  std::vector<const char*> ptrs(values.size());
+  std::vector<int> lengths(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    ptrs[i] = nulls[i] ? nullptr : values[i].data();
+    lengths[i] = static_cast<int>(values[i].size());
+  }
+  pq::PGresult* res = api_->exec_prepared(conn_, it->second.c_str(), n, ptrs.data(), lengths.data(),
+                                          formats.empty() ? nullptr : formats.data(), 0);
+  const int st = res ? api_->result_status(res) : -1;
+  if (st != pq::kCommandOk && st != pq::kTuplesOk) return result_error(res, "executing '" + sql.substr(0, 80) + "'");
+  char* rows = api_->cmd_tuples(res);
+  changes_ = rows && *rows ? std::strtoll(rows, nullptr, 10) : 0;
+  return res;
+}
+
+Status PgConn::begin_write() {
+  KILN_RETURN_IF_ERROR(ensure_connected());
+  // Writers are serialized per schema, as SQLite's BEGIN IMMEDIATE serializes them per file: the store's
+  // read-modify-write steps (counting a queued key, a quarantine move) then need no retry loop.
+  KILN_RETURN_IF_ERROR(
+      simple("BEGIN; SELECT pg_advisory_xact_lock(hashtext('kiln:' || coalesce(current_schema(), '')))"));
+  in_txn_ = true;
+  return Status::ok();
+}
+
+Status PgConn::begin_read() {
+  KILN_RETURN_IF_ERROR(ensure_connected());
+  KILN_RETURN_IF_ERROR(simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  in_txn_ = true;
+  return Status::ok();
+}
+
+Status PgConn::commit() {
+  Status s = simple("COMMIT");
+  if (s.is_ok()) in_txn_ = false;
+  return s;
+}
+
+void PgConn::rollback() {
+  if (api_->status(conn_) == pq::kConnectionOk) (void)simple("ROLLBACK");
+  in_txn_ = false;
+}
+
+StatusOr<std::string> PgConn::object_type(const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(this, "SELECT c.relkind::text FROM pg_class c JOIN pg_namespace n ON "
+                                                     "n.oid = c.relnamespace WHERE n.nspname = current_schema() AND "
+                                                     "lower(c.relname) = lower(?1)"));
+  st.bind(1, name);
+  KILN_ASSIGN_OR_RETURN(bool row, st.step());
+  if (!row) return std::string();
+  const std::string kind = st.text(0);
+  if (kind == "r" || kind == "p") return std::string("table");
+  if (kind == "v" || kind == "m") return std::string("view");
+  if (kind == "i" || kind == "I") return std::string("index");
+  if (kind == "S") return std::string("sequence");
+  return "relation of kind " + kind;
+}
+
+StatusOr<std::vector<std::string>> PgConn::table_names() {
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(this, "SELECT table_name::text FROM information_schema.tables WHERE "
+                                                     "table_schema = current_schema() ORDER BY table_name"));
+  std::vector<std::string> out;
+  KILN_RETURN_IF_ERROR(for_each_row(st, [&] { return out.push_back(st.text(0)), Status::ok(); }));
+  return out;
+}
+
+StatusOr<std::vector<std::string>> PgConn::columns_of(const std::string& table) {
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(this, "SELECT column_name::text FROM information_schema.columns WHERE "
+                                                     "table_schema = current_schema() AND lower(table_name) = "
+                                                     "lower(?1) ORDER BY ordinal_position"));
+  st.bind(1, table);
+  std::vector<std::string> out;
+  KILN_RETURN_IF_ERROR(for_each_row(st, [&] { return out.push_back(st.text(0)), Status::ok(); }));
+  return out;
+}
+
+}  // namespace kiln::store

@@ -1,0 +1,88 @@
+// The store's SQL as PostgreSQL runs it (store/pg_sql.h), and the libpq declarations against libpq's own header.
+#include "store/pg_sql.h"
+
+#include <gtest/gtest.h>
+
+#include "store/libpq.h"
+#include "store/pg_conn.h"
+
+#if __has_include(<postgresql/libpq-fe.h>)
+#include <postgresql/libpq-fe.h>
+static_assert(kiln::store::pq::kConnectionOk == CONNECTION_OK);
+static_assert(kiln::store::pq::kCommandOk == PGRES_COMMAND_OK);
+static_assert(kiln::store::pq::kTuplesOk == PGRES_TUPLES_OK);
+static_assert(kiln::store::pq::kDiagSqlstate == PG_DIAG_SQLSTATE);
+static_assert(sizeof(kiln::store::pq::PGnotify) == sizeof(PGnotify));
+static_assert(offsetof(kiln::store::pq::PGnotify, extra) == offsetof(PGnotify, extra));
+#endif
+
+namespace kiln::store {
+namespace {
+
+TEST(PostgresSql, ParametersAreNumberedWithDollarsOutsideQuotes) {
+  EXPECT_EQ(postgres_sql("SELECT a FROM t WHERE b=?1 AND c='?2' AND \"d?\"=?3"),
+            "SELECT a FROM t WHERE b=$1 AND c='?2' AND \"d?\"=$3");
+}
+
+TEST(PostgresSql, InsertOrReplaceIsAnUpsertOnThePrimaryKey) {
+  EXPECT_EQ(postgres_sql("INSERT OR REPLACE INTO graph_specs(structure_sig, shape_key, spec_json) VALUES (?1,?2,?3)"),
+            "INSERT INTO graph_specs(structure_sig, shape_key, spec_json) VALUES ($1,$2,$3) ON CONFLICT ON CONSTRAINT "
+            "graph_specs_pkey DO UPDATE SET structure_sig = EXCLUDED.structure_sig, shape_key = EXCLUDED.shape_key, "
+            "spec_json = EXCLUDED.spec_json");
+}
+
+TEST(PostgresSql, InsertOrIgnoreDoesNothingOnAConflict) {
+  EXPECT_EQ(postgres_sql("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)"),
+            "INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING");
+  EXPECT_EQ(postgres_sql("INSERT INTO meta(key, value) VALUES (?1, ?2)"),
+            "INSERT INTO meta(key, value) VALUES ($1, $2)");
+}
+
+TEST(PostgresSql, CreateTableGetsARowidAndPostgresTypes) {
+  EXPECT_EQ(postgres_sql("CREATE TABLE IF NOT EXISTS t(\n  a TEXT NOT NULL,\n  b INTEGER NOT NULL,\n  c REAL NOT "
+                         "NULL,\n  d BLOB NOT NULL,\n  PRIMARY KEY (a)\n)"),
+            "CREATE TABLE IF NOT EXISTS t(rowid BIGSERIAL, \n  a TEXT COLLATE \"C\" NOT NULL,\n  b BIGINT NOT NULL,\n  "
+            "c DOUBLE PRECISION NOT NULL,\n  d BYTEA NOT NULL,\n  PRIMARY KEY (a)\n)");
+  EXPECT_EQ(
+      postgres_sql("CREATE TABLE IF NOT EXISTS q(id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER, realm TEXT)"),
+      "CREATE TABLE IF NOT EXISTS q(rowid BIGSERIAL, id BIGSERIAL PRIMARY KEY, n BIGINT, realm TEXT COLLATE \"C\")");
+  // Names that contain a type's word are names: only whole words outside quotes change.
+  EXPECT_EQ(postgres_sql("CREATE TABLE IF NOT EXISTS r(INTEGERS TEXT, \"REAL\" REAL)"),
+            "CREATE TABLE IF NOT EXISTS r(rowid BIGSERIAL, INTEGERS TEXT COLLATE \"C\", \"REAL\" DOUBLE PRECISION)");
+}
+
+TEST(PostgresSql, EverythingElseIsTheSame) {
+  const char* sql = "DELETE FROM kernel_caches WHERE rowid=$1 AND COALESCE(CAST(checksum AS TEXT),'')=$2";
+  EXPECT_EQ(postgres_sql("DELETE FROM kernel_caches WHERE rowid=?1 AND COALESCE(CAST(checksum AS TEXT),'')=?2"), sql);
+}
+
+TEST(PostgresLocation, UrisAndKeyValueStringsArePostgresPathsAreNot) {
+  EXPECT_TRUE(is_postgres_location("postgresql://kiln@db.internal/plans"));
+  EXPECT_TRUE(is_postgres_location("postgres:///plans?host=/run/postgresql"));
+  EXPECT_TRUE(is_postgres_location("host=/tmp/sock dbname=kiln"));
+  EXPECT_TRUE(is_postgres_location("  dbname=kiln"));
+  EXPECT_FALSE(is_postgres_location("/var/cache/kiln/plans.db"));
+  EXPECT_FALSE(is_postgres_location("plans=1.db"));
+  EXPECT_FALSE(is_postgres_location("postgresql.db"));
+  EXPECT_FALSE(is_postgres_location(""));
+}
+
+TEST(PostgresLocation, PasswordsNeverReachAMessage) {
+  EXPECT_EQ(redact_location("postgresql://kiln:s3cret@db/plans"), "postgresql://kiln:***@db/plans");
+  EXPECT_EQ(redact_location("host=db password=s3cret dbname=kiln"), "host=db password=*** dbname=kiln");
+  EXPECT_EQ(redact_location("host=db password='a b\\' c' dbname=kiln"), "host=db password=*** dbname=kiln");
+  EXPECT_EQ(redact_location("postgresql://kiln@db/plans"), "postgresql://kiln@db/plans");
+}
+
+TEST(PostgresConnection, AnUnreachableServerIsUnavailableNamingTheStoreWithoutItsPassword) {
+  auto c = PgConn::connect("host=/nonexistent/kiln-sock dbname=x password=hunter2 connect_timeout=2",
+                           redact_location("host=/nonexistent/kiln-sock dbname=x password=hunter2"), false);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().to_string();
+  EXPECT_NE(c.status().message().find("cannot reach PostgreSQL store host=/nonexistent/kiln-sock"), std::string::npos)
+      << c.status().message();
+  EXPECT_EQ(c.status().message().find("hunter2"), std::string::npos) << c.status().message();
+}
+
+}  // namespace
+}  // namespace kiln::store
