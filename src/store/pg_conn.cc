@@ -269,6 +269,13 @@ Status PgConn::begin_read() {
   return Status::ok();
 }
 
+Status PgConn::begin_row_locks() {
+  KILN_RETURN_IF_ERROR(ensure_connected());
+  KILN_RETURN_IF_ERROR(simple("BEGIN"));
+  in_txn_ = true;
+  return Status::ok();
+}
+
 Status PgConn::commit() {
   Status s = simple("COMMIT");
   if (s.is_ok()) in_txn_ = false;

@@ -34,6 +34,7 @@ class PgConn final : public Conn {
   int64_t changes() const override { return changes_; }
   Status begin_write() override;
   Status begin_read() override;
+  Status begin_row_locks() override;
   Status commit() override;
   void rollback() override;
   StatusOr<std::string> object_type(const std::string& name) override;
@@ -58,6 +59,7 @@ class PgConn final : public Conn {
   // The Status of a failed result (and clears it): by SQLSTATE, naming `what`.
   Status result_error(pq::PGresult* res, const std::string& what);
   Status simple(const char* sql);  // a statement without parameters or rows
+  Status begin(const char* sql);   // a transaction's BEGIN, once more on a new connection when the old one died
 
   const pq::Api* api_;
   pq::PGconn* conn_;

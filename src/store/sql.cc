@@ -143,6 +143,12 @@ Status Txn::begin() {
   return Status::ok();
 }
 
+Status Txn::begin_row_locks() {
+  KILN_RETURN_IF_ERROR(db_->begin_row_locks());
+  open_ = true;
+  return Status::ok();
+}
+
 Status Txn::commit() {
   Status s = db_->commit();
   if (s.is_ok()) open_ = false;

@@ -59,6 +59,9 @@ class Conn {
   // or a read snapshot (no lock; works on a read-only connection).
   virtual Status begin_write() = 0;
   virtual Status begin_read() = 0;
+  // A write transaction that takes no database-wide lock (PostgreSQL: BEGIN, rows locked as read with
+  // FOR UPDATE); SQLite has only the one write lock.
+  virtual Status begin_row_locks() { return begin_write(); }
   virtual Status commit() = 0;
   virtual void rollback() = 0;
   // What the database calls `name` (case-insensitively): "table", "view", "index", ..., or "" when absent.
@@ -153,6 +156,7 @@ class Txn {
   Txn& operator=(const Txn&) = delete;
   Status begin();
   Status begin_read();
+  Status begin_row_locks();  // Conn::begin_row_locks
   Status commit();
 
  private:

@@ -82,7 +82,8 @@ std::string quarantine_table_sql(store::SqlDialect dialect) {
 // ignore them), in the order they are made.
 std::vector<const store::TableCodec*> optional_tables() {
   return {&store::retune_queue_codec().table, &store::graph_spec_codec().table, &store::fusion_record_codec().table,
-          &store::kernel_cache_codec().table, &store::first_use_codec().table};
+          &store::kernel_cache_codec().table, &store::first_use_codec().table,  &store::retune_leases_table(),
+          &store::retune_log_table()};
 }
 
 // Every Kiln table present is the table Kiln made (not a view, no column missing), and a store has its

@@ -48,6 +48,13 @@ class SqlPlanStore final : public PlanStore {
   StatusOr<bool> remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
                                           const std::string& fingerprint_key) override;
 
+  StatusOr<std::optional<RetuneJob>> claim_retune(const std::string& fingerprint_key,
+                                                  const RetuneLeaseOptions& options) override;
+  Status heartbeat_retune(const RetuneJob& job, int64_t lease_s) override;
+  Status finish_retune(const RetuneJob& job, const RetuneJobFinish& finish) override;
+  StatusOr<std::vector<RetuneJobState>> list_retune_jobs(const std::string& fingerprint_key = "") override;
+  StatusOr<std::vector<RetuneJobLogEntry>> retune_job_log() override;
+
   StatusOr<GraphSpecEntry> put_graph_spec(const std::string& structure_sig, const std::string& shape_key,
                                           const std::string& graph_name, const std::string& spec_json) override;
   StatusOr<std::optional<GraphSpecEntry>> get_graph_spec(const std::string& structure_sig,

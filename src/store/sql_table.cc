@@ -16,13 +16,17 @@ Status put_row(Conn* db, const TableCodec& t, const Row& row) {
   return txn.commit();
 }
 
-StatusOr<int64_t> delete_by_key(Conn* db, const TableCodec& t, std::initializer_list<std::string_view> key) {
-  Txn txn(db);
-  KILN_RETURN_IF_ERROR(txn.begin());
+StatusOr<int64_t> delete_by_key_in_txn(Conn* db, const TableCodec& t, std::initializer_list<std::string_view> key) {
   KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db, std::string("DELETE FROM ") + t.table + t.where_key(key.size())));
   bind_texts(del, key);
   KILN_RETURN_IF_ERROR(del.run());
-  const int64_t n = db->changes();
+  return db->changes();
+}
+
+StatusOr<int64_t> delete_by_key(Conn* db, const TableCodec& t, std::initializer_list<std::string_view> key) {
+  Txn txn(db);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  KILN_ASSIGN_OR_RETURN(int64_t n, delete_by_key_in_txn(db, t, key));
   KILN_RETURN_IF_ERROR(txn.commit());
   return n;
 }

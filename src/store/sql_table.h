@@ -21,6 +21,8 @@ Status put_row(Conn* db, const TableCodec& t, const Row& row);
 // Deletes the rows with these values of the first key columns, in a write transaction of its own; returns how
 // many went.
 StatusOr<int64_t> delete_by_key(Conn* db, const TableCodec& t, std::initializer_list<std::string_view> key);
+// The same, in the caller's transaction.
+StatusOr<int64_t> delete_by_key_in_txn(Conn* db, const TableCodec& t, std::initializer_list<std::string_view> key);
 
 // Fills a record's created_at (when 0) and checksum: what every put stores.
 template <class Record>

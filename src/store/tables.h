@@ -52,6 +52,10 @@ const RecordCodec<FirstUseRecord>& first_use_codec();
 // is listed whatever it holds).
 const RecordCodec<RetuneQueueEntry>& retune_queue_codec();
 
+// The re-tune queue's leases and the log of ended claims (store/retune_leases.cc; no checksum: queue state).
+const TableCodec& retune_leases_table();
+const TableCodec& retune_log_table();
+
 // Whether the database has a table of this name (a read-only store written before the table existed has
 // none).
 inline StatusOr<bool> table_exists(Conn* db, const char* table) { return db->table_exists(table); }

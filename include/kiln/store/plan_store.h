@@ -97,6 +97,19 @@ class PlanStore {
   virtual StatusOr<bool> remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
                                                   const std::string& fingerprint_key) = 0;
 
+  // ---- Leases on the re-tune queue: a fleet's job queue (kiln/store/retune_request.h) ----
+  // Claims the oldest claimable row of the environment `fingerprint_key` (free, its lease expired, or its
+  // retry due), or nullopt. PostgreSQL: SELECT ... FOR UPDATE SKIP LOCKED, so workers never wait on each other.
+  virtual StatusOr<std::optional<RetuneJob>> claim_retune(const std::string& fingerprint_key,
+                                                          const RetuneLeaseOptions& options) = 0;
+  // Extends the claim's lease; FailedPrecondition ("lease lost") when the claim no longer holds.
+  virtual Status heartbeat_retune(const RetuneJob& job, int64_t lease_s) = 0;
+  // Ends the claim as `finish` says and logs it; FailedPrecondition ("lease lost") when it no longer holds
+  // (another worker took the job after this one's lease ran out): nothing is changed then.
+  virtual Status finish_retune(const RetuneJob& job, const RetuneJobFinish& finish) = 0;
+  virtual StatusOr<std::vector<RetuneJobState>> list_retune_jobs(const std::string& fingerprint_key = "") = 0;
+  virtual StatusOr<std::vector<RetuneJobLogEntry>> retune_job_log() = 0;  // oldest first
+
   // ---- Graph specs (kiln/store/graph_spec_entry.h) ----
   // Replaces the spec of the key. InvalidArgument: empty signature or spec; FailedPrecondition: read-only.
   virtual StatusOr<GraphSpecEntry> put_graph_spec(const std::string& structure_sig, const std::string& shape_key,

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/enum_names.h"
 #include "kiln/core/fingerprint.h"
 
 namespace kiln {
@@ -39,6 +40,55 @@ struct RetuneQueueEntry {
   int64_t last_seen = 0;
   std::string requested_by;  // user@host of the last request
   std::string problem;       // non-empty when a column did not read back (e.g. fingerprint JSON)
+};
+
+// ---- Leases: the queue as a fleet's job queue (docs/fleet.md) ----
+// A worker (`kiln worker`, one per GPU) claims the oldest queued row of its own environment for a while (its
+// lease), keeps the claim alive (heartbeat), and ends it: done (the plan is stored; the row is gone), failed
+// (retried after a backoff, dead-lettered with the reason after max_attempts), or released (back to the queue,
+// the attempt not counted: a worker stopping). A claim whose lease ran out (its worker died) is claimed again;
+// the first worker's token then no longer holds, so a job is completed at most once.
+struct RetuneLeaseOptions {
+  std::string worker;     // who claims: "user@host/gpu0 pid 1234"
+  int64_t lease_s = 120;  // how long the claim holds without a heartbeat
+  int64_t now = 0;        // unix seconds; 0: now (tests set it)
+};
+
+struct RetuneJob {
+  RetuneQueueEntry entry;
+  std::string token;  // this claim; heartbeat and finish name it
+  std::string worker;
+  int64_t attempt = 0;  // 1 for the first claim of the row
+  int64_t lease_expires_at = 0;
+};
+
+enum class RetuneJobEnd { kDone, kFailed, kReleased };
+inline constexpr EnumName<RetuneJobEnd> kRetuneJobEndNames[] = {
+    {RetuneJobEnd::kDone, "done"}, {RetuneJobEnd::kFailed, "failed"}, {RetuneJobEnd::kReleased, "released"}};
+
+struct RetuneJobFinish {
+  RetuneJobEnd end = RetuneJobEnd::kDone;
+  std::string message;       // what the worker found (the winner, why it failed)
+  int64_t max_attempts = 3;  // a failed job is dead-lettered at this many attempts
+  int64_t backoff_s = 30;    // a failed job waits backoff_s * 2^(attempt-1) before it is claimed again
+  int64_t now = 0;           // unix seconds; 0: now
+};
+
+// A queued row with its lease, for listings: state "queued" (free), "claimed" (a worker holds it; "expired"
+// when its lease ran out), "retry" (failed, waiting for next_attempt_at), "dead" (dead-lettered: last_error
+// says why; never claimed again until its lease row is removed).
+struct RetuneJobState {
+  RetuneQueueEntry entry;
+  std::string state = "queued";
+  std::string worker;
+  int64_t attempts = 0, lease_expires_at = 0, next_attempt_at = 0;
+  std::string last_error;
+};
+
+// One ended claim, as the job log keeps it (outcome "done", "failed", "dead", "released").
+struct RetuneJobLogEntry {
+  std::string token, structure_sig, shape_key, fingerprint_key, worker, outcome, message;
+  int64_t attempt = 0, finished_at = 0;
 };
 
 }  // namespace kiln
