@@ -118,6 +118,21 @@ TuneOptions tune_options_for(const RetuneNowOptions& o) {
 
 const char* retune_outcome_name(RetuneOutcome o) { return enum_name(kRetuneOutcomeNames, o); }
 
+RetuneRowReport retune_one(PlanStore& store, const EnvFingerprint& current, RetuneQueueEntry entry,
+                           const TuneOptions& to) {
+  RetuneRowReport row;
+  row.entry = std::move(entry);
+  auto t0 = Clock::now();
+  if (row.entry.fingerprint_key != fingerprint_key(current)) {
+    row.outcome = RetuneOutcome::kOtherEnvironment;
+    row.message = "queued for environment " + row.entry.fingerprint_key.substr(0, 12) + ", not this one";
+  } else {
+    retune_row(store, current, to, row);
+  }
+  row.seconds = seconds_since(t0);
+  return row;
+}
+
 StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& options) {
   if (store.read_only())
     return failed_precondition("plan store " + store.path() + " was opened read-only: cannot store re-tuned plans");

@@ -88,4 +88,10 @@ struct RetuneOptions {
 // not returned. Errors: Unavailable without a GPU (when `current` is not given), store errors.
 StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& options);
 
+// One queued row, tuned as retune_queued tunes each row of this environment (`kiln worker` takes rows one at
+// a time under a lease: kiln/tools/worker.h). `current` must be the row's environment; to.cancel interrupts
+// it (kNotReached). The report's outcome says what happened; nothing is returned as an error.
+RetuneRowReport retune_one(PlanStore& store, const EnvFingerprint& current, RetuneQueueEntry entry,
+                           const TuneOptions& to);
+
 }  // namespace kiln
