@@ -17,6 +17,7 @@
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/spec/spec.h"
+#include "kiln/store/store_path.h"
 
 namespace kiln::cli {
 namespace {
@@ -142,7 +143,8 @@ Status compile_cmd(const CompileOptions& o) {
   }
   const size_t compiled = attempted - failed.size() - need_gpu.size();
   std::printf("compiled %zu of %s for %s (sm_%d, %d SMs) into %s\n", compiled, n_specs.c_str(),
-              printable(profile.gpu_name).c_str(), profile.sm_version, profile.sm_count, printable(store_path).c_str());
+              printable(profile.gpu_name).c_str(), profile.sm_version, profile.sm_count,
+              printable(shown_location(store_path)).c_str());
   if (g_compile_interrupted)
     return cancelled("interrupted: the " + std::to_string(compiled) +
                      " compiled above are in the store; the rest were not compiled");

@@ -14,14 +14,14 @@ using namespace plans;
 void add_plans(CLI::App& app, Runner* run) {
   auto o = std::make_shared<PlansOptions>();
   o->store = default_store_path();
-  CLI::App* plans = app.add_subcommand("plans", "Look after the plan store (" + o->store + ")");
+  CLI::App* plans = app.add_subcommand("plans", "Look after the plan store (" + shown_location(o->store) + ")");
   plans->require_subcommand(1);
 
   auto add = [&](const char* name, const char* help, Status (*fn)(const PlansOptions&)) {
     CLI::App* sub = plans->add_subcommand(name, help);
     sub->add_option("--store", o->store,
-                    "Plan store file (default: $KILN_STORE, $XDG_CACHE_HOME/kiln/plans.db "
-                    "or ~/.cache/kiln/plans.db)")
+                    "Plan store: a file, or a PostgreSQL server's (postgresql://... or 'host=... dbname=...') "
+                    "(default: $KILN_STORE, $XDG_CACHE_HOME/kiln/plans.db or ~/.cache/kiln/plans.db)")
         ->check(non_empty_path());
     sub->callback([run, o, fn] { *run = [o, fn] { return fn(*o); }; });
     return sub;

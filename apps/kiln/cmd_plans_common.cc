@@ -42,7 +42,8 @@ ListFilter filter_of(const PlansOptions& o) {
 
 StatusOr<bool> said_no_store(const PlansOptions& o) {
   // Only nothing at the path is "no plan store": a store that cannot be reached (a link loop, a folder this
-  // user may not enter) is an error with the system's reason.
+  // user may not enter) is an error with the system's reason. A server location is opened by the caller.
+  if (is_server_location(o.store)) return false;
   KILN_ASSIGN_OR_RETURN(bool exists, path_exists(o.store, "plan store"));
   if (exists) return false;
   if (o.json) std::printf("[]\n");
@@ -51,8 +52,10 @@ StatusOr<bool> said_no_store(const PlansOptions& o) {
 }
 
 StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist, bool read_only) {
-  KILN_ASSIGN_OR_RETURN(bool exists, path_exists(o.store, "plan store"));
-  if (must_exist && !exists) return not_found("no plan store at " + o.store);
+  if (!is_server_location(o.store)) {  // a server has no file to find: connecting says what is there
+    KILN_ASSIGN_OR_RETURN(bool exists, path_exists(o.store, "plan store"));
+    if (must_exist && !exists) return not_found("no plan store at " + o.store);
+  }
   StoreOpenOptions so;
   so.read_only = read_only;
   return PlanStore::open(o.store, so);

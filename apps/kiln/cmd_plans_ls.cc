@@ -120,7 +120,7 @@ Status run_ls(const PlansOptions& given) {
                 ms_text(f->fused_ms, f->fused_ms > 0).c_str(), f->policy.c_str());
   }
   std::printf("%zu plan%s in %s, %zu stale%s (judged against %s)\n", plans.size(), plans.size() == 1 ? "" : "s",
-              printable(o.store).c_str(), stale,
+              printable(shown_store(o)).c_str(), stale,
               corrupt > 0 ? (", " + std::to_string(corrupt) + " corrupt").c_str() : "", env.basis.c_str());
   if (corrupt > 0)
     std::printf("(a corrupt record is never run: `kiln plans verify --quarantine` moves it aside, `kiln plans gc` "

@@ -96,7 +96,7 @@ Status print_kernel_caches(const PlansOptions& o, PlanStore& store, const Judged
                   printable(join(j.stale_reasons, "; ")).c_str());
   }
   std::printf("%zu kernel cache%s in %s, %zu stale, %zu damaged (judged against %s)\n", caches.size(),
-              caches.size() == 1 ? "" : "s", o.store.c_str(), stale, damaged, env.basis.c_str());
+              caches.size() == 1 ? "" : "s", printable(shown_store(o)).c_str(), stale, damaged, env.basis.c_str());
   if (stale > 0)
     std::printf("(a stale kernel cache is never read: it is machine code for another GPU, driver or library; "
                 "`kiln plans gc --stale` drops it)\n");

@@ -51,7 +51,7 @@ nlohmann::ordered_json queue_entry_json(const RetuneQueueEntry& e) {
 }  // namespace
 
 Status run_queue(const PlansOptions& o) {
-  if (o.clear) {
+  if (o.clear && !is_server_location(o.store)) {
     KILN_ASSIGN_OR_RETURN(bool exists, path_exists(o.store, "plan store"));
     if (!exists) return not_found("no plan store at " + o.store);
   }
@@ -91,7 +91,8 @@ Status run_queue(const PlansOptions& o) {
                     std::to_string(e.request_count), age_of(e.first_seen), age_of(e.last_seen), reason});
   }
   if (!queue.empty()) print_table(rows);
-  std::printf("%zu queued re-tune%s in %s\n", queue.size(), queue.size() == 1 ? "" : "s", o.store.c_str());
+  std::printf("%zu queued re-tune%s in %s\n", queue.size(), queue.size() == 1 ? "" : "s",
+              printable(shown_store(o)).c_str());
   return Status::ok();
 }
 

@@ -89,7 +89,7 @@ Status run_retune(const PlansOptions& o) {
                       {"median_ms", r.median_ms},
                       {"verdict", disposition_name(r.verdict)},
                       {"seconds", r.seconds}});
-    nlohmann::ordered_json j = {{"store", o.store},
+    nlohmann::ordered_json j = {{"store", shown_store(o)},
                                 {"tuned", rep->tuned},
                                 {"already_tuned", rep->already_tuned},
                                 {"failed", rep->failed},
@@ -103,7 +103,7 @@ Status run_retune(const PlansOptions& o) {
     std::printf("re-tuned %" PRId64 " of %zu queued (%" PRId64 " already tuned, %" PRId64 " failed, %" PRId64
                 " for other environments, %" PRId64 " not reached%s) in %s\n",
                 rep->tuned, rep->rows.size(), rep->already_tuned, rep->failed, rep->other_environment, rep->not_reached,
-                rep->budget_exhausted ? ": the time budget ran out" : "", o.store.c_str());
+                rep->budget_exhausted ? ": the time budget ran out" : "", printable(shown_store(o)).c_str());
   }
   if (rep->cancelled) return cancelled("interrupted: re-tuned plans were stored, the rest stay queued");
   if (rep->failed > 0)

@@ -111,7 +111,7 @@ Status run_verify(const PlansOptions& o) {
 
   if (o.json) {
     nlohmann::ordered_json j;
-    j["store"] = o.store;
+    j["store"] = shown_store(o);
     j["integrity"] = rep.integrity;
     j["checked"] = rep.checked;
     j["ok"] = rep.ok;
@@ -151,22 +151,23 @@ Status run_verify(const PlansOptions& o) {
                   passed, deep_problem.size(), not_verified, not_checked);
     std::printf("; database integrity: %s\n", rep.integrity.c_str());
   }
-  if (rep.integrity != "ok") return corruption("plan store " + o.store + " failed integrity_check: " + rep.integrity);
+  if (rep.integrity != "ok")
+    return corruption("plan store " + shown_store(o) + " failed integrity_check: " + rep.integrity);
   // A damaged kernel cache counts as a corrupt record does (exit 4); --quarantine drops it (it is compiled again).
   const size_t bad_caches = rep.kernel_cache_problems.size();
   const std::string caches_text =
       std::to_string(bad_caches) + " of " + std::to_string(rep.kernel_caches_checked) + " kernel caches";
   if (!corrupt.empty())
     return corruption(std::to_string(corrupt.size()) + " of " + std::to_string(rep.checked) + " plan records in " +
-                      o.store + " are corrupt" + (bad_caches > 0 ? ", and " + caches_text : "") +
+                      shown_store(o) + " are corrupt" + (bad_caches > 0 ? ", and " + caches_text : "") +
                       (o.quarantine ? " (moved to quarantine)" : " (run with --quarantine to set them aside)"));
   if (bad_caches > 0)
-    return corruption(caches_text + " in " + o.store + " are corrupt" +
+    return corruption(caches_text + " in " + shown_store(o) + " are corrupt" +
                       (o.quarantine ? " (dropped: their kernels are compiled again)"
                                     : " (run with --quarantine to drop them, or `kiln plans gc`)"));
   if (!deep_problem.empty())
     return check_failed(std::to_string(deep_problem.size()) + " of " + std::to_string(rep.checked) + " plans in " +
-                        o.store + " failed the deep check on this GPU" +
+                        shown_store(o) + " failed the deep check on this GPU" +
                         (o.quarantine ? " (moved to quarantine)" : " (run with --quarantine to set them aside)"));
   return Status::ok();
 }

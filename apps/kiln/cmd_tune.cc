@@ -127,10 +127,10 @@ Status tune_cmd(const TuneCliOptions& o) {
     if (t.kept) {
       for (const std::string& w : t.kept->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       const char* partial = t.kept->record.tuned ? "" : " (partial: marked untuned)";
-      if (!o.json) std::printf("stored in %s%s\n", store_path.c_str(), partial);
+      if (!o.json) std::printf("stored in %s%s\n", shown_location(store_path).c_str(), partial);
       else if (!t.kept->record.tuned)
         std::fprintf(stderr, "tune %s: partial winner stored in %s, marked untuned\n", g.name.c_str(),
-                     store_path.c_str());
+                     shown_location(store_path).c_str());
     }
     if (!t.store_status.is_ok()) return t.store_status.with_context("the winner of '" + g.name + "' was not stored");
     if (!tr.winner) {

@@ -14,6 +14,7 @@
 #include "kiln/tools/deep_verify.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/store/plan_store.h"
+#include "kiln/store/store_path.h"
 
 namespace kiln::cli::plans {
 
@@ -60,9 +61,11 @@ struct JudgedAgainst {
 
 ListFilter filter_of(const PlansOptions& o);
 // For the listing subcommands (ls, queue): true when o.store does not exist, having said so ("[]" with
-// --json, else "no plan store at ...").
+// --json, else "no plan store at ..."). A PostgreSQL location is never "no store": it is opened (and an unreachable
+// server is its Unavailable error).
 StatusOr<bool> said_no_store(const PlansOptions& o);
-// The store at o.store; `must_exist`: NotFound for a missing file instead of creating one.
+// The store at o.store; `must_exist`: NotFound for a missing file instead of creating one (a PostgreSQL location has
+// no file: it is opened, its own errors said: Unavailable for a server that cannot be reached).
 // `read_only`: for the commands that only read (ls, show, verify without --quarantine, export): the file is
 // not touched (no schema added to an older store, no switch to WAL), and a store in a read-only place opens.
 StatusOr<std::unique_ptr<PlanStore>> open_store(const PlansOptions& o, bool must_exist, bool read_only = false);
@@ -87,6 +90,9 @@ std::string size_text(int64_t bytes);
 Status print_kernel_caches(const PlansOptions& o, PlanStore& store, const JudgedAgainst& env, bool alone);
 StatusOr<std::unique_ptr<DeepPlanVerifier>> make_deep_verifier(const PlansOptions& o, PlanStore& store,
                                                                const char* command);
+
+// o.store as messages show it: a PostgreSQL location's password hidden (kiln/store/store_path.h).
+inline std::string shown_store(const PlansOptions& o) { return shown_location(o.store); }
 
 Status run_ls(const PlansOptions& o);
 Status run_show(const PlansOptions& o);

@@ -1,4 +1,4 @@
-// check_store_destination (kiln/store/store_path.h).
+// check_store_destination, is_server_location, shown_location (kiln/store/store_path.h).
 #include "kiln/store/store_path.h"
 
 #include <sys/stat.h>
@@ -6,11 +6,14 @@
 
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/read_file.h"
+#include "store/pg_conn.h"
 
 namespace kiln {
 
 Status check_store_destination(const std::string& path, const StoreOpenOptions& options) {
   if (path.empty()) return invalid_argument("plan store: the path is empty");
+  // A server holds no file to look at: only connecting says whether it is reachable and holds a Kiln store.
+  if (is_server_location(path)) return PlanStore::open(path, options).status();
   KILN_ASSIGN_OR_RETURN(bool exists, path_exists(path, "plan store"));
   struct stat st {};
   if (exists && ::stat(path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
@@ -25,6 +28,12 @@ Status check_store_destination(const std::string& path, const StoreOpenOptions& 
     return invalid_argument("plan store " + path + ": folder " + folder +
                             " cannot be written by this user, so the store cannot be made there");
   return Status::ok();
+}
+
+bool is_server_location(const std::string& location) { return store::is_postgres_location(location); }
+
+std::string shown_location(const std::string& location) {
+  return is_server_location(location) ? store::redact_location(location) : location;
 }
 
 }  // namespace kiln
