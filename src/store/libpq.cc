@@ -21,7 +21,7 @@ Status load_api(Api* a) {
   void* lib = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    return failed_precondition(std::string("a PostgreSQL plan store needs libpq (libpq.so.5: ") + (why ? why : "?") +
+    return unavailable(std::string("a PostgreSQL plan store needs libpq (libpq.so.5: ") + (why ? why : "?") +
                                "); install it (Debian: apt-get install libpq5) or use a SQLite store path");
   }
   std::string missing;
@@ -51,7 +51,7 @@ Status load_api(Api* a) {
   load(lib, "PQsocket", &a->socket, &missing);
   load(lib, "PQserverVersion", &a->server_version, &missing);
   load(lib, "PQsetNoticeProcessor", &a->set_notice_processor, &missing);
-  if (!missing.empty()) return failed_precondition("libpq.so.5 lacks " + missing + " (a libpq older than 9.x?)");
+  if (!missing.empty()) return unavailable("libpq.so.5 lacks " + missing + " (a libpq older than 9.x?)");
   return Status::ok();  // the library stays loaded for the process's life
 }
 

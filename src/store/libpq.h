@@ -67,7 +67,7 @@ struct Api {
   void* (*set_notice_processor)(PGconn* conn, void (*proc)(void* arg, const char* message), void* arg);
 };
 
-// The library, loaded once per process. FailedPrecondition naming libpq.so.5 and Debian's libpq5 package
+// The library, loaded once per process. Unavailable (exit 3: a missing library) naming libpq.so.5 and Debian's libpq5 package
 // when it cannot be loaded or lacks a function.
 StatusOr<const Api*> api();
 

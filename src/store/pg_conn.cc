@@ -32,15 +32,30 @@ namespace {
 Status status_of(const std::string& sqlstate, const std::string& msg) {
   const std::string cls = sqlstate.substr(0, 2);
   if (cls == "08" || cls == "53" || cls == "57" || sqlstate == "40001" || sqlstate == "40P01") return unavailable(msg);
-  if (sqlstate == "42501" || sqlstate == "25006") return failed_precondition(msg);
+  // A role that may not write (or read) the store: bad input naming it (exit 2), as SQLite's unwritable file.
+  if (sqlstate == "42501") return invalid_argument(msg + " (this database role lacks the privilege)");
+  if (sqlstate == "25006") return failed_precondition(msg);
   if (cls == "XX" && (sqlstate == "XX001" || sqlstate == "XX002")) return corruption(msg);
   if (cls == "22" || cls == "23") return invalid_argument(msg);
   return internal_error(msg);
 }
 
+// libpq's message as one line: its own line breaks (a hint on a second, tab-indented line) become "; ".
 std::string trimmed(const char* s) {
-  std::string out = s ? s : "";
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  std::string out;
+  bool pending_break = false;
+  for (const char* p = s ? s : ""; *p; ++p) {
+    if (*p == '\n' || *p == '\r') {
+      pending_break = true;
+    } else if (pending_break && (*p == '\t' || *p == ' ')) {
+      continue;  // the next line's indent
+    } else {
+      if (pending_break && !out.empty()) out += "; ";
+      pending_break = false;
+      out += *p;
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 
@@ -290,7 +305,7 @@ void PgConn::rollback() {
 StatusOr<std::string> PgConn::object_type(const std::string& name) {
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(this, "SELECT c.relkind::text FROM pg_class c JOIN pg_namespace n ON "
                                                      "n.oid = c.relnamespace WHERE n.nspname = current_schema() AND "
-                                                     "lower(c.relname) = lower(?1)"));
+                                                     "c.relname = lower(?1)"));
   st.bind(1, name);
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
   if (!row) return std::string();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -69,6 +70,11 @@ inline std::string postgres_schema(const std::string& where) {
 inline std::string postgres_location(const std::string& where) {
   return postgres_conninfo() + " options='-csearch_path=" + postgres_schema(where) + "'";
 }
+// The schemas this process made (dropped when its test ends: StoreContract::TearDown).
+inline std::set<std::string>& postgres_schemas_made() {
+  static std::set<std::string> made;
+  return made;
+}
 // Runs SQL in the location's schema (made when missing); returns the rows the last statement changed, -1 (and
 // a test failure) on an error.
 inline int postgres_sql(const std::string& where, const std::string& sql) {
@@ -79,6 +85,7 @@ inline int postgres_sql(const std::string& where, const std::string& sql) {
   // (each its own statement: one multi-statement text is one transaction, whose catalog view predates the lock).
   Status s = (*conn)->exec("SELECT pg_advisory_lock(7)");
   if (s.is_ok()) s = (*conn)->exec(("CREATE SCHEMA IF NOT EXISTS " + postgres_schema(where)).c_str());
+  if (s.is_ok()) postgres_schemas_made().insert(postgres_schema(where));
   if (s.is_ok()) s = (*conn)->exec("SELECT pg_advisory_unlock(7)");
   if (s.is_ok() && !sql.empty()) s = (*conn)->exec(sql.c_str());
   EXPECT_TRUE(s.is_ok()) << sql << ": " << s.to_string();
@@ -109,6 +116,14 @@ class StoreContract : public ::testing::TestWithParam<StoreImplementation> {
     if (std::getenv("CI"))
       FAIL() << "KILN_TEST_POSTGRES is not set: CI runs these against scripts/postgres.sh's server";
     GTEST_SKIP() << "no PostgreSQL server: set KILN_TEST_POSTGRES (scripts/postgres.sh start DIR; ... env DIR)";
+  }
+  // A test's schemas go with it, so that a long-lived test server does not fill with them.
+  void TearDown() override {
+    if (postgres_schemas_made().empty()) return;
+    auto conn = store::PgConn::connect(postgres_conninfo(), "test server", false);
+    for (const std::string& schema : postgres_schemas_made())
+      if (conn.is_ok()) (void)(*conn)->exec(("DROP SCHEMA IF EXISTS " + schema + " CASCADE").c_str());
+    postgres_schemas_made().clear();
   }
   // The case is about the store's file (SQLite's format); other implementations skip it.
   bool file_case() const { return GetParam().files; }

@@ -12,6 +12,7 @@
 #include "kiln/core/enum_names.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/shape_recorder.h"
+#include "kiln/store/store_path.h"
 
 namespace kiln {
 namespace {
@@ -246,7 +247,8 @@ StatusOr<ReplayReport> run_replay(const ReplayJob& job) {
     if (!used) return invalid_argument("--buckets: no graph of the trace has a dynamic dim '" + sym + "'");
   }
   // The store may be created: its folder must exist (said before the GPU).
-  if (job.save_kernel_caches) KILN_RETURN_IF_ERROR(check_parent_folder(job.store_path).with_context("--store"));
+  if (job.save_kernel_caches && !is_server_location(job.store_path))
+    KILN_RETURN_IF_ERROR(check_parent_folder(job.store_path).with_context("--store"));
   const auto t_create = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, Planner::create(po));
   const double create_ms = ms_between(t_create, Clock::now());

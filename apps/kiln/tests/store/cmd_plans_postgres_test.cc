@@ -234,7 +234,7 @@ TEST_F(PlansCliPostgres, UnreachableServerIsExit3NamingTheLocation) {
 // error text whole, and libpq adds a second line to it ("\tIs the server running locally and accepting
 // connections on that socket?"), which the CLI prints as a second line; store/pg_conn.cc's to mend (the CLI
 // prints a Status as the store gives it).
-TEST_F(PlansCliPostgres, DISABLED_UnreachableServerMessageIsOneLine) {
+TEST_F(PlansCliPostgres, UnreachableServerMessageIsOneLine) {
   CliResult r = kiln_on("plans ls", kUnreachable);
   EXPECT_EQ(r.code, kExitEnvironment) << r.output();
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
