@@ -161,13 +161,23 @@ auto with_retry(const Retry& r, F&& f) -> decltype(f()) {
 }
 
 // Runs client `child`'s n steps against the store (a forked child): 0 when every step did what it should.
+// With `until` (a file's path), it goes on past n steps until that file exists, then 50 steps more (at most
+// 20000 in all); *steps says how many it ran.
 int run_client(const store_test::StoreImplementation& impl, const std::string& where, int child, int n,
-               const Retry& retry, ReadySignal* ready = nullptr, int ready_after = 0) {
+               const Retry& retry, ReadySignal* ready = nullptr, int ready_after = 0, const std::string& until = "",
+               int* steps = nullptr) {
   StatusOr<std::unique_ptr<PlanStore>> opened = with_retry(retry, [&] { return impl.open(where, {}); });
   if (!opened.is_ok()) return child_fail(child, -1, "open", opened.status().to_string(), 2);
   PlanStore& store = **opened;
-  ClientState st;  // what this client has written so far (for its own reads)
-  for (int i = 0; i < n; ++i) {
+  ClientState st;    // what this client has written so far (for its own reads)
+  int seen_at = -1;  // the step at which `until` was first seen
+  for (int i = 0;; ++i) {
+    if (steps) *steps = i;
+    if (i >= n) {
+      if (until.empty()) break;
+      if (seen_at < 0 && std::filesystem::exists(until)) seen_at = i;
+      if ((seen_at >= 0 && i >= seen_at + 50) || i >= 20000) break;
+    }
     if (ready && i == ready_after && !ready->signal()) return child_fail(child, i, "ready", "pipe", 9);
     const Step s = step_of(child, i);
     switch (s.op) {
@@ -271,10 +281,11 @@ int run_client(const store_test::StoreImplementation& impl, const std::string& w
 // whole, removed ones absent, the shared key one writer's whole value, specs and queue counts all there, and
 // verify() finding nothing wrong. `retried`: clients retried calls whose answer was lost, so a queued key may
 // have been counted more often than asked (at least once each).
-void expect_store_holds(PlanStore& store, int clients, int n, bool retried = false) {
+void expect_store_holds(PlanStore& store, const std::vector<int>& steps, bool retried = false) {
+  const int clients = static_cast<int>(steps.size());
   int64_t plans = 0, lost = 0, wrong = 0, resurrected = 0;
   for (int c = 0; c < clients; ++c) {
-    const ClientState st = replay(c, n);
+    const ClientState st = replay(c, steps[c]);
     for (int k = 0; k < kOwnKeys; ++k) {
       const PlanRecord r = own_record(c, k, 0);
       StatusOr<LookupResult> g = store.get(r.structure_sig, r.shape_key, h200());
@@ -326,7 +337,7 @@ void expect_store_holds(PlanStore& store, int clients, int n, bool retried = fal
   EXPECT_EQ(static_cast<int64_t>(listed->size()), plans);
 
   int shared_writers = 0;
-  for (int c = 0; c < clients; ++c) shared_writers += replay(c, n).shared_puts > 0;
+  for (int c = 0; c < clients; ++c) shared_writers += replay(c, steps[c]).shared_puts > 0;
   StatusOr<LookupResult> sh = store.get(kSharedSig, make_record(0).shape_key, h200());
   ASSERT_TRUE(sh.is_ok());
   if (shared_writers > 0) {
@@ -376,27 +387,62 @@ TEST_P(PlanStoreChaosContract, ManyClientsMixedOperationsLoseNothing) {
               each, ops, secs, ops / secs);
   StatusOr<std::unique_ptr<PlanStore>> s = open_impl(where);
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
-  expect_store_holds(**s, kClients, each);
+  expect_store_holds(**s, std::vector<int>(kClients, each));
 }
 
-// The PostgreSQL server is restarted (fast shutdown: every session is ended) while clients write; each treats
-// Unavailable as retryable, and every client must finish with nothing lost or half-written.
+// A PostgreSQL server of a case's own, under `dir` (scripts/postgres.sh start|restart|stop DIR): restarting
+// the shared server of $KILN_TEST_POSTGRES_DATA would end the sessions of every other PostgreSQL case that
+// `ctest -j` runs beside this one (seen: RetuneQueueProcessesContract failing with "the database system is
+// shutting down"). Stopped when it goes out of scope.
+class PrivatePostgres {
+ public:
+  explicit PrivatePostgres(const std::string& dir) : dir_(dir) {
+    // The server runs as kiln-pg when we are root: it must be let into the test's folder (mkdtemp makes it 0700).
+    std::error_code ec;
+    std::filesystem::permissions(std::filesystem::path(dir).parent_path(), std::filesystem::perms(0755), ec);
+    std::FILE* out = ::popen(script("start").c_str(), "r");
+    if (!out) return;
+    char line[512];
+    while (std::fgets(line, sizeof line, out)) conninfo_ = line;
+    started_ = ::pclose(out) == 0;
+    while (!conninfo_.empty() && (conninfo_.back() == '\n' || conninfo_.back() == '\r')) conninfo_.pop_back();
+  }
+  ~PrivatePostgres() {
+    if (started_) (void)std::system(script("stop").c_str());
+  }
+  bool started() const { return started_ && !conninfo_.empty(); }
+  const std::string& conninfo() const { return conninfo_; }
+  int restart() const { return std::system(script("restart").c_str()); }
+  std::string script(const char* cmd) const {
+    return std::string("bash ") + KILN_SOURCE_DIR + "/scripts/postgres.sh " + cmd + " " + dir_;
+  }
+
+ private:
+  std::string dir_, conninfo_;
+  bool started_ = false;
+};
+
+// A PostgreSQL server is restarted (fast shutdown: every session is ended) while clients write; each treats
+// Unavailable as retryable, and every client must finish with nothing lost or half-written. The server is the
+// case's own (PrivatePostgres), started with scripts/postgres.sh like the shared one.
 TEST_P(PlanStoreChaosContract, DatabaseRestartMidRun) {
   if (GetParam().name != "postgresql") GTEST_SKIP() << "restarts the PostgreSQL server; SQLite has none";
-  const char* data = std::getenv("KILN_TEST_POSTGRES_DATA");
-  if (!data || !*data) {
-    if (std::getenv("CI")) FAIL() << "KILN_TEST_POSTGRES_DATA is not set: CI restarts scripts/postgres.sh's server";
-    GTEST_SKIP() << "KILN_TEST_POSTGRES_DATA is not set (scripts/postgres.sh env DIR): cannot restart the server";
-  }
   TempDir dir;
-  const std::string where = dir.file("plans.db");
+  PrivatePostgres server(dir.file("pg"));
+  if (!server.started()) {
+    if (std::getenv("CI")) FAIL() << "could not start a PostgreSQL server: " << server.script("start");
+    GTEST_SKIP() << "could not start a PostgreSQL server (" << server.script("start") << "; its stderr says why)";
+  }
+  const std::string where = server.conninfo();
+  store_test::StoreImplementation impl = GetParam();
+  impl.open = [](const std::string& location, const StoreOpenOptions& o) { return PlanStore::open(location, o); };
   {
-    StatusOr<std::unique_ptr<PlanStore>> s = open_impl(where);
+    StatusOr<std::unique_ptr<PlanStore>> s = impl.open(where, {});
     ASSERT_TRUE(s.is_ok()) << s.status().to_string();
   }
   constexpr int kWriters = 8, kEach = 400;
-  // Each client says when it is 20 steps in; the restart starts when all are writing, and the clients'
-  // steps left take longer than the restart (the count of retries below shows that the restart hit them).
+  // Each client says when it is 20 steps in; the restart starts when all are writing, and each client goes on
+  // until the restart is over (and at least kEach steps): the count of retries below shows that it hit them.
   std::vector<std::unique_ptr<ReadySignal>> ready;
   for (int c = 0; c < kWriters; ++c) ready.push_back(std::make_unique<ReadySignal>());
   std::vector<std::unique_ptr<test::ChildProcess>> kids;
@@ -407,38 +453,42 @@ TEST_P(PlanStoreChaosContract, DatabaseRestartMidRun) {
       Retry r;
       r.unavailable = true;
       r.retries = &retries;
-      const int code = run_client(GetParam(), where, c, kEach, r, ready[c].get(), 20);
-      std::ofstream(dir.file("retries." + std::to_string(c))) << retries;
+      int steps = 0;
+      const int code = run_client(impl, where, c, kEach, r, ready[c].get(), 20, dir.file("restarted"), &steps);
+      std::ofstream(dir.file("client." + std::to_string(c))) << retries << " " << steps;
       return code;
     }));
   for (int c = 0; c < kWriters; ++c) {
     ASSERT_TRUE(kids[c]->started()) << "fork failed";
     ASSERT_TRUE(ready[c]->wait(kChildTimeoutS)) << "client " << c << " died or hung before writing";
   }
-  const std::string cmd = std::string("bash ") + KILN_SOURCE_DIR + "/scripts/postgres.sh restart " + data;
   const auto r0 = std::chrono::steady_clock::now();
-  const int rc = std::system(cmd.c_str());
+  const int rc = server.restart();
   const double restart_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
-  EXPECT_EQ(rc, 0) << cmd;
+  EXPECT_EQ(rc, 0) << server.script("restart");
+  std::ofstream(dir.file("restarted")) << "done\n";  // the clients finish 50 steps after seeing this
   for (int c = 0; c < kWriters; ++c) {
     const ChildExit e = kids[c]->wait(kChildTimeoutS);
     ASSERT_TRUE(e.exited) << "client " << c << ": " << e.how_it_ended();
     EXPECT_EQ(e.code, 0) << "client " << c << " (its stderr says why)";
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  int64_t retries = 0;
+  int64_t retries = 0, ops = 0;
+  std::vector<int> steps(kWriters, 0);
   for (int c = 0; c < kWriters; ++c) {
-    std::ifstream in(dir.file("retries." + std::to_string(c)));
+    std::ifstream in(dir.file("client." + std::to_string(c)));
     int64_t n = -1;
-    ASSERT_TRUE(in >> n) << "client " << c << " wrote no retry count";
+    ASSERT_TRUE(in >> n >> steps[c]) << "client " << c << " wrote no retry and step counts";
+    ASSERT_GE(steps[c], kEach) << "client " << c;
     retries += n;
+    ops += steps[c];
   }
-  std::printf("[chaos restart] %d clients x %d ops in %.2f s (restart took %.2f s), %lld retried calls\n", kWriters,
-              kEach, secs, restart_s, static_cast<long long>(retries));
+  std::printf("[chaos restart] %d clients, %lld ops in %.2f s (restart took %.2f s), %lld retried calls\n", kWriters,
+              static_cast<long long>(ops), secs, restart_s, static_cast<long long>(retries));
   EXPECT_GT(retries, 0) << "no client saw the restart: the run ended before it, the case proved nothing";
-  StatusOr<std::unique_ptr<PlanStore>> s = open_impl(where);
+  StatusOr<std::unique_ptr<PlanStore>> s = impl.open(where, {});
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
-  expect_store_holds(**s, kWriters, kEach, /*retried=*/true);
+  expect_store_holds(**s, steps, /*retried=*/true);
 }
 
 KILN_STORE_CONTRACT_SUITE(PlanStoreChaosContract);
