@@ -105,11 +105,16 @@ Status run_worker_cli(const WorkerCliOptions& o) {
   if (o.json) {
     nlohmann::ordered_json jobs = nlohmann::ordered_json::array();
     for (const WorkerJobReport& j : rep->jobs) jobs.push_back(job_json(j));
-    nlohmann::ordered_json j = {{"store", store->path()},       {"worker", rep->worker},
-                                {"fingerprint_key", rep->fingerprint_key}, {"done", rep->done},
-                                {"failed", rep->failed},         {"released", rep->released},
-                                {"lost", rep->lost},             {"stopped", rep->stopped},
-                                {"seconds", rep->seconds},       {"jobs", jobs}};
+    nlohmann::ordered_json j = {{"store", store->path()},
+                                {"worker", rep->worker},
+                                {"fingerprint_key", rep->fingerprint_key},
+                                {"done", rep->done},
+                                {"failed", rep->failed},
+                                {"released", rep->released},
+                                {"lost", rep->lost},
+                                {"stopped", rep->stopped},
+                                {"seconds", rep->seconds},
+                                {"jobs", jobs}};
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   } else {
     std::printf("worker %s: %zu job%s (%" PRId64 " done, %" PRId64 " failed, %" PRId64 " released, %" PRId64
@@ -139,10 +144,12 @@ void add_worker(CLI::App& app, Runner* run) {
   sub->add_flag("--json", o->json, "Machine-readable report of what it did");
   sub->add_option("--lease", o->lease_s, "Seconds a claim holds without a heartbeat (default 120)")
       ->check(whole_number_at_least(2));
-  sub->add_option("--poll", o->poll_s, "Seconds between asks when there is no work (default 5)")->check(positive_number());
+  sub->add_option("--poll", o->poll_s, "Seconds between asks when there is no work (default 5)")
+      ->check(positive_number());
   sub->add_option("--max-attempts", o->max_attempts, "Dead-letter a job after this many failures (default 3)")
       ->check(whole_number_at_least(1));
-  sub->add_option("--backoff", o->backoff_s, "Seconds before a failed job's first retry, doubled each time (default 30)")
+  sub->add_option("--backoff", o->backoff_s,
+                  "Seconds before a failed job's first retry, doubled each time (default 30)")
       ->check(whole_number_at_least(0));
   sub->add_option("--job-budget", o->job_budget_s, "Seconds of tuning per job (default 300)")->check(positive_number());
   sub->add_option("--candidate-budget-ms", o->candidate_budget_ms, "Sampling budget per candidate (default 100)")

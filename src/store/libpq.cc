@@ -22,7 +22,7 @@ Status load_api(Api* a) {
   if (!lib) {
     const char* why = dlerror();
     return unavailable(std::string("a PostgreSQL plan store needs libpq (libpq.so.5: ") + (why ? why : "?") +
-                               "); install it (Debian: apt-get install libpq5) or use a SQLite store path");
+                       "); install it (Debian: apt-get install libpq5) or use a SQLite store path");
   }
   std::string missing;
   load(lib, "PQconnectdb", &a->connectdb, &missing);

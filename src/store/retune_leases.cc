@@ -117,20 +117,44 @@ StatusOr<std::optional<RetuneJob>> SqlPlanStore::claim_retune(const std::string&
   KILN_RETURN_IF_ERROR(txn.begin_row_locks());
   const bool pg = db_->dialect() == store::SqlDialect::kPostgres;
   // Claimable: no lease row, a claim whose lease ran out, or a retry that is due. Dead rows never are.
+  const std::string claimable =
+      "(l.state IS NULL OR (l.state = 'claimed' AND l.lease_expires_at < ?2) OR (l.state = 'retry' AND "
+      "l.next_attempt_at <= ?2))";
+  KILN_ASSIGN_OR_RETURN(Stmt find,
+                        Stmt::prepare(db_, "SELECT " + queue_columns() + ", COALESCE(l.attempts, 0)" + kJoinLeases +
+                                               " WHERE q.fingerprint_key = ?1 AND " + claimable +
+                                               " ORDER BY q.first_seen, q.structure_sig, q.shape_key "
+                                               "LIMIT 1" +
+                                               (pg ? " FOR UPDATE OF q SKIP LOCKED" : "")));
+  // PostgreSQL locks the queue row, but the lease row beside it is what a concurrent claim changed: a row
+  // another worker claimed and committed while this search waited is locked here without the lease being read
+  // again. So the lease is read again under the lock (a new statement sees every committed claim), and the
+  // search repeats when the row turns out taken. SQLite's one writer never needs the second look.
   KILN_ASSIGN_OR_RETURN(
-      Stmt find, Stmt::prepare(db_, "SELECT " + queue_columns() + ", COALESCE(l.attempts, 0)" + kJoinLeases +
-                                        " WHERE q.fingerprint_key = ?1 AND (l.state IS NULL OR (l.state = 'claimed' "
-                                        "AND l.lease_expires_at < ?2) OR (l.state = 'retry' AND l.next_attempt_at <= "
-                                        "?2)) ORDER BY q.first_seen, q.structure_sig, q.shape_key LIMIT 1" +
-                                        (pg ? " FOR UPDATE OF q SKIP LOCKED" : "")));
-  find.bind(1, fingerprint_key).bind(2, now);
-  KILN_ASSIGN_OR_RETURN(bool found, find.step());
-  if (!found) return std::optional<RetuneJob>();
+      Stmt recheck,
+      Stmt::prepare(db_,
+                    std::string("SELECT COALESCE(l.attempts, 0) FROM retune_queue q LEFT JOIN retune_leases l ON ") +
+                        "l.structure_sig = q.structure_sig AND l.shape_key = q.shape_key AND "
+                        "l.fingerprint_key = q.fingerprint_key WHERE q.structure_sig = ?3 AND "
+                        "q.shape_key = ?4 AND q.fingerprint_key = ?1 AND " +
+                        claimable));
+  bool found = false;
+  for (int tries = 0; tries < 16 && !found; ++tries) {
+    KILN_RETURN_IF_ERROR(find.reset());
+    find.bind(1, fingerprint_key).bind(2, now);
+    KILN_ASSIGN_OR_RETURN(bool row, find.step());
+    if (!row) return std::optional<RetuneJob>();
+    if (!pg) break;
+    KILN_RETURN_IF_ERROR(recheck.reset());
+    recheck.bind(1, fingerprint_key).bind(2, now).bind(3, find.text(0)).bind(4, find.text(1));
+    KILN_ASSIGN_OR_RETURN(found, recheck.step());
+  }
+  if (pg && !found) return std::optional<RetuneJob>();  // contended: the caller asks again
   std::string ignored;
   RetuneJob job;
   store::retune_queue_codec().decode(store::retune_queue_codec().table.read(find, 0, &ignored), &job.entry);
   const int attempts_col = static_cast<int>(store::retune_queue_codec().table.columns.size());
-  job.attempt = find.int64(attempts_col) + 1;
+  job.attempt = (pg ? recheck.int64(0) : find.int64(attempts_col)) + 1;
   job.token = new_token();
   job.worker = options.worker.empty() ? store::user_at_host() : options.worker;
   job.lease_expires_at = now + std::max<int64_t>(options.lease_s, 1);

@@ -174,6 +174,32 @@ CREATE TABLE plans(
   PRIMARY KEY (structure_sig, shape_key, fingerprint_key)
 )
 CREATE TABLE quarantine(id INTEGER PRIMARY KEY AUTOINCREMENT, quarantined_at INTEGER, reason TEXT, structure_sig, shape_key, fingerprint_key, fingerprint_json, plan_bytes, plan_size, engine_id, knobs, workspace_bytes, tuned, median_ms, min_ms, max_ms, noise_rel, samples, runner_up_engine, runner_up_knobs, runner_up_median_ms, verdict, max_abs, max_rel, nmse, tuned_by, created_at, kiln_schema_version, checksum)
+CREATE TABLE retune_leases(
+  structure_sig TEXT NOT NULL,
+  shape_key TEXT NOT NULL,
+  fingerprint_key TEXT NOT NULL,
+  state TEXT NOT NULL,
+  worker TEXT NOT NULL,
+  token TEXT NOT NULL,
+  attempts INTEGER NOT NULL,
+  lease_expires_at INTEGER NOT NULL,
+  next_attempt_at INTEGER NOT NULL,
+  last_error TEXT NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (structure_sig, shape_key, fingerprint_key)
+)
+CREATE TABLE retune_log(
+  token TEXT NOT NULL,
+  structure_sig TEXT NOT NULL,
+  shape_key TEXT NOT NULL,
+  fingerprint_key TEXT NOT NULL,
+  worker TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  message TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL,
+  PRIMARY KEY (token)
+)
 CREATE TABLE retune_queue(
   structure_sig TEXT NOT NULL,
   shape_key TEXT NOT NULL,

@@ -64,7 +64,8 @@ RetuneJobEnd end_for(const RetuneRowReport& r, PlanStore& store) {
       StatusOr<std::vector<RetuneQueueEntry>> q = store.list_retune_queue(r.entry.fingerprint_key);
       if (q.is_ok())
         for (const RetuneQueueEntry& e : *q)
-          if (e.structure_sig == r.entry.structure_sig && e.shape_key == r.entry.shape_key) return RetuneJobEnd::kFailed;
+          if (e.structure_sig == r.entry.structure_sig && e.shape_key == r.entry.shape_key)
+            return RetuneJobEnd::kFailed;
       return RetuneJobEnd::kDone;
     }
     case RetuneOutcome::kAlreadyTuned: return RetuneJobEnd::kDone;
@@ -90,8 +91,7 @@ void idle(const WorkerOptions& o, double s) {
 }
 
 // One claimed job: tuned under a heartbeat, then its claim ended.
-WorkerJobReport work_on(PlanStore& store, const EnvFingerprint& current, const RetuneJob& job,
-                        const WorkerOptions& o) {
+WorkerJobReport work_on(PlanStore& store, const EnvFingerprint& current, const RetuneJob& job, const WorkerOptions& o) {
   WorkerJobReport rep;
   rep.job = job;
   TuneOptions to = o.tune;
