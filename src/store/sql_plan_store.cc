@@ -17,6 +17,7 @@
 #include "kiln/core/strings.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
+#include "store/mirrored_store.h"
 #include "store/pg_conn.h"
 #include "store/schema_check.h"
 #include "store/sql_table.h"
@@ -217,6 +218,7 @@ Status PlanStore::check_path(const std::string& path, const StoreOpenOptions& op
 
 StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, const StoreOpenOptions& options) {
   KILN_RETURN_IF_ERROR(check_path(path, options));
+  if (!options.mirror_path.empty() && store::is_postgres_location(path)) return MirroredPlanStore::open(path, options);
   return SqlPlanStore::open(path, options);
 }
 

@@ -36,6 +36,11 @@ struct StoreCounters {
   int64_t corrupt = 0;  // records found corrupt (by get, load_all or verify)
   int64_t quarantined = 0;
   std::map<std::string, int64_t> stale_by_field;  // "cudnn_version" -> count
+  // A server store with a local mirror (StoreOpenOptions::mirror_path): lookups the mirror answered because the
+  // server could not be reached, calls that found it unreachable, and the last such error ("" once it answers).
+  int64_t mirror_hits = 0;
+  int64_t unreachable = 0;
+  std::string unreachable_error;
 };
 
 struct ListFilter {

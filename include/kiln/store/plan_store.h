@@ -25,7 +25,16 @@ struct StoreOpenOptions {
   bool read_only = false;       // no writes; corrupt records are reported but not quarantined
   int busy_timeout_ms = 10000;  // how long a write waits for another writer
   bool quick_check = true;      // PRAGMA quick_check on open: a damaged file fails open, not a later call
+  // A server location (PostgreSQL) only: a local SQLite file that mirrors the plans read from the server, so that
+  // a restart loads from disk and lookups go on while the server cannot be reached (docs/fleet.md "Local
+  // mirror"). "" : none. default_mirror_path() gives one per location.
+  std::string mirror_path;
+  double mirror_retry_s = 5;  // while the server is unreachable, how often a call tries it again
 };
+
+// The mirror a host keeps of a server location: $XDG_CACHE_HOME/kiln/mirror-<hash>.db (or under
+// $HOME/.cache/kiln), the hash of the location without its password.
+std::string default_mirror_path(const std::string& location);
 
 // $KILN_STORE, else $XDG_CACHE_HOME/kiln/plans.db, else $HOME/.cache/kiln/plans.db.
 std::string default_store_path();
