@@ -240,6 +240,8 @@ PlannerStats Planner::stats() const {
   st.kernel_caches_loaded = k.loaded;
   st.kernel_caches_saved = k.saved;
   st.last_kernel_cache_note = k.last_note;
+  st.store_mirror_hits = k.store_mirror_hits;
+  st.store_unreachable = k.store_unreachable;
   return st;
 }
 

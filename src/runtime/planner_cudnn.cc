@@ -25,6 +25,7 @@
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/plan_store.h"
+#include "kiln/store/store_path.h"
 #include "kiln/lower/plan_words.h"
 #include "kiln/tune/tuner.h"
 #include "runtime/first_use.h"
@@ -173,6 +174,8 @@ class CudnnPlanBackend : public PlanBackend {
     // Read-only unless store_writable (else a tuned promotion writes through writer_, PromotionTuning::store).
     StoreOpenOptions store_options;
     store_options.read_only = !o.store_writable;
+    if (is_server_location(o.store_path))
+      store_options.mirror_path = o.store_mirror == "auto" ? default_mirror_path(o.store_path) : o.store_mirror;
     auto open_store = [backend, &o, store_options]() -> Status {
       StoreOpenOptions so = store_options;
       StatusOr<std::unique_ptr<PlanStore>> opened = PlanStore::open(o.store_path, so);
@@ -650,6 +653,11 @@ class CudnnPlanBackend : public PlanBackend {
     k.saved = kernel_caches_saved_.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(note_mu_);
     k.last_note = last_kernel_cache_note_;
+    if (store_) {
+      const StoreCounters c = store_->counters();
+      k.store_mirror_hits = c.mirror_hits;
+      k.store_unreachable = c.unreachable_error;
+    }
     return k;
   }
 

@@ -33,6 +33,10 @@ PlannerOptions& PlannerOptions::with_store(std::string path, bool writable) {
   store_writable = writable;
   return *this;
 }
+PlannerOptions& PlannerOptions::with_mirror(std::string path) {
+  store_mirror = std::move(path);
+  return *this;
+}
 PlannerOptions& PlannerOptions::with_policy(const EnvPolicy& p) {
   policy = p;
   return *this;

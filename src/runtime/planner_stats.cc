@@ -23,6 +23,10 @@ std::string PlannerStats::text() const {
     s += "; kernel caches: " + std::to_string(kernel_caches_loaded) + " loaded, " +
          std::to_string(kernel_caches_saved) + " kept" +
          (last_kernel_cache_note.empty() ? "" : " (last problem: " + last_kernel_cache_note + ")");
+  if (!store_unreachable.empty() || store_mirror_hits > 0)
+    s += "; store: " + std::to_string(store_mirror_hits) + " served from its local mirror" +
+         (store_unreachable.empty() ? " (the server answers again)"
+                                    : " (the server is unreachable: " + store_unreachable + ")");
   if (graph_captures + graph_replays + graph_stream_runs + graph_updates + graph_reinstantiations == 0) return s;
   auto n = [](int64_t v, const char* one, const char* many) { return std::to_string(v) + " " + (v == 1 ? one : many); };
   return s + "; graphs: " + n(graph_captures, "capture", "captures") + ", " +

@@ -54,6 +54,10 @@ struct KernelCacheCounts {
   int64_t loaded = 0;     // structures whose kernel cache came from the store
   int64_t saved = 0;      // kernel caches written to the store
   std::string last_note;  // the last kept cache that did not load or could not be written, and why
+  // The store's mirror (a server store): lookups it answered while the server was unreachable, and that
+  // server's last error ("" while it answers).
+  int64_t store_mirror_hits = 0;
+  std::string store_unreachable;
 };
 
 // What first-use verification found for one plan (PlanBackend::verify_first_use; PlannerOptions::first_use).

@@ -53,6 +53,10 @@ enum class FirstUse { kVerify, kOff };
 struct PlannerOptions {
   // --- The store, and what happens when it cannot serve a key. ---
   std::string store_path;  // "" : no store (bucket and store sources then have nothing)
+  // A server store (postgresql://...): the local SQLite mirror that keeps what was read, so that a restart loads
+  // from disk and obtain() goes on serving while the server is unreachable (docs/fleet.md "Local mirror").
+  // "auto": default_mirror_path(store_path); "": none. Not used for a SQLite store.
+  std::string store_mirror = "auto";
   // Which environment differences a stored record may have, and what obtain() does when the store cannot
   // serve this exact key (a stale, corrupt or unloadable record; at the graph's own dims, the shape its spec
   // declares and `kiln tune SPEC` tunes, also a plain miss: other shapes are the other sources' work, and the
@@ -132,6 +136,7 @@ struct PlannerOptions {
   // The builder: each sets one option (or one group) and returns the options, so a call site reads as one
   // expression from a preset.
   PlannerOptions& with_store(std::string path, bool writable);
+  PlannerOptions& with_mirror(std::string path);  // store_mirror
   PlannerOptions& with_policy(const EnvPolicy& p);
   PlannerOptions& with_buckets(const BucketPolicy& b);
   PlannerOptions& with_new_shapes(NewShapes n);
