@@ -11,6 +11,7 @@ StatusOr<SegmentDecision> PlanBackend::segments(const Graph&) { return SegmentDe
 void PlanBackend::queue_retune(const Graph&, const GraphSignature&, const std::string&, std::string*) {}
 Status PlanBackend::save_kernel_cache(const GraphSignature&, const std::string&) { return Status::ok(); }
 KernelCacheCounts PlanBackend::kernel_cache_counts() const { return {}; }
+StatusOr<std::vector<StoredPlanKey>> PlanBackend::changed_plans() { return std::vector<StoredPlanKey>(); }
 StatusOr<std::optional<FusionRecord>> PlanBackend::fusion_record(const GraphSignature&) {
   return std::optional<FusionRecord>();
 }

@@ -61,7 +61,7 @@ void PlanCache::forget(const std::string& structure) {
   for (Shard& shard : shards_) {
     std::unique_lock<std::shared_mutex> wl(shard.mu);
     for (auto it = shard.plans.begin(); it != shard.plans.end();) {
-      if (it->first.compare(0, prefix.size(), prefix) != 0) {
+      if (!structure.empty() && it->first.compare(0, prefix.size(), prefix) != 0) {
         ++it;
         continue;
       }

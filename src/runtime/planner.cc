@@ -4,12 +4,16 @@
 // cuDNN: plans come from a PlanBackend (planner_cudnn.cc on the GPU, a fake in host tests).
 #include "kiln/runtime/planner.h"
 
+#include "kiln/core/log.h"
+
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/runtime/workshop.h"
+#include "kiln/store/store_path.h"
 #include "runtime/plan_sources.h"
 #include "runtime/planner_options_check.h"
 #include "runtime/promotions.h"
 #include "runtime/shapes.h"
+#include "runtime/store_watch.h"
 
 namespace kiln {
 
@@ -30,6 +34,32 @@ struct Planner::Impl {
   Workshop workshop;
   ShapeRecorder recorder;
   std::shared_ptr<GraphCounters> graphs = std::make_shared<GraphCounters>();
+  std::atomic<int64_t> store_notices{0};
+  std::string last_watch_error;  // the watcher thread's alone
+  // Last: stopped (its thread joined) before anything it touches goes.
+  std::unique_ptr<runtime_detail::StoreWatch> watch;
+
+  // A server store's notices: what the Planner holds of each structure stored elsewhere is dropped, so that the
+  // next obtain() reads the store again (and its new plan), as a promotion swaps a plan in.
+  void poll_store() {
+    StatusOr<std::vector<StoredPlanKey>> keys = state.backend().changed_plans();
+    if (!keys.is_ok()) {
+      if (keys.status().message() != last_watch_error)
+        KILN_LOG(kWarn, "plan store notices: " << keys.status().message());
+      last_watch_error = keys.status().message();
+      return;
+    }
+    last_watch_error.clear();
+    for (const StoredPlanKey& k : *keys) {
+      state.forget_structure(k.structure_sig == "*" ? std::string() : k.structure_sig);
+      store_notices.fetch_add(1, std::memory_order_relaxed);
+      KILN_LOG(kInfo, "plan store notice: " << (k.structure_sig == "*"
+                                                    ? std::string("notices may have been missed: every held plan is "
+                                                                  "read again")
+                                                    : "a plan for " + k.structure_sig.substr(0, 12) + "/" +
+                                                          k.shape_key + " was stored elsewhere: read again"));
+    }
+  }
 
   const PlannerOptions& options() const { return state.options(); }
   Status serves_plans() const {
@@ -81,7 +111,12 @@ Planner::~Planner() = default;
 
 std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBackend> backend,
                                                       const PlannerOptions& options) {
-  return std::unique_ptr<Planner>(new Planner(std::make_unique<Impl>(std::move(backend), options)));
+  auto impl = std::make_unique<Impl>(std::move(backend), options);
+  if (options.store_watch_s > 0 && is_server_location(options.store_path) && !options.target) {
+    Impl* i = impl.get();
+    impl->watch = std::make_unique<runtime_detail::StoreWatch>(options.store_watch_s, [i] { i->poll_store(); });
+  }
+  return std::unique_ptr<Planner>(new Planner(std::move(impl)));
 }
 
 StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options) {
@@ -241,6 +276,7 @@ PlannerStats Planner::stats() const {
   st.kernel_caches_saved = k.saved;
   st.last_kernel_cache_note = k.last_note;
   st.store_mirror_hits = k.store_mirror_hits;
+  st.store_notices = impl_->store_notices.load(std::memory_order_relaxed);
   st.store_unreachable = k.store_unreachable;
   return st;
 }

@@ -647,6 +647,16 @@ class CudnnPlanBackend : public PlanBackend {
     return Status::ok();
   }
 
+  StatusOr<std::vector<StoredPlanKey>> changed_plans() override {
+    std::vector<StoredPlanKey> out;
+    if (!store_) return out;
+    KILN_ASSIGN_OR_RETURN(std::vector<StoredPlanKey> keys, store_->changed_plans());
+    const std::string here = fingerprint_key(env_);
+    for (StoredPlanKey& k : keys)
+      if (k.structure_sig == "*" || k.fingerprint_key == here) out.push_back(std::move(k));
+    return out;
+  }
+
   KernelCacheCounts kernel_cache_counts() const override {
     KernelCacheCounts k;
     k.loaded = kernel_caches_loaded_.load(std::memory_order_relaxed);

@@ -51,10 +51,13 @@ void PlannerState::note_fusable(const std::string& structure) {
   fusable_.insert(structure);
 }
 
-void PlannerState::forget(const GraphSignature& sig) {
-  cache_.forget(sig.structure);
+void PlannerState::forget(const GraphSignature& sig) { forget_structure(sig.structure); }
+
+void PlannerState::forget_structure(const std::string& structure) {
+  cache_.forget(structure);
   std::lock_guard<std::mutex> lock(mu_);
-  tuned_by_structure_.erase(sig.structure);
+  if (structure.empty()) tuned_by_structure_.clear();
+  else tuned_by_structure_.erase(structure);
 }
 
 const char* PlannerState::stopgap_fate() const {

@@ -67,6 +67,8 @@ class PlannerState {
   // After a job stored a plan for a structure: its plans and tuned shapes are dropped, so the next obtain() of
   // any of its shapes reads the store again.
   void forget(const GraphSignature& sig);
+  // The same for a structure by its signature ("": every structure), for a store's change notice.
+  void forget_structure(const std::string& structure);
 
   // What becomes of a stopgap served now, for its `why`: "its own plan is being built" (or tuned), or "kept:
   // promotion is off".

@@ -23,6 +23,9 @@ std::string PlannerStats::text() const {
     s += "; kernel caches: " + std::to_string(kernel_caches_loaded) + " loaded, " +
          std::to_string(kernel_caches_saved) + " kept" +
          (last_kernel_cache_note.empty() ? "" : " (last problem: " + last_kernel_cache_note + ")");
+  if (store_notices > 0)
+    s += "; " + std::to_string(store_notices) + " plan" + (store_notices == 1 ? "" : "s") +
+         " stored elsewhere swapped in (the store's notices)";
   if (!store_unreachable.empty() || store_mirror_hits > 0)
     s += "; store: " + std::to_string(store_mirror_hits) + " served from its local mirror" +
          (store_unreachable.empty() ? " (the server answers again)"

@@ -64,6 +64,7 @@ struct Api {
   void (*freemem)(void* p);
   int (*socket)(const PGconn* conn);
   int (*server_version)(const PGconn* conn);
+  int (*backend_pid)(const PGconn* conn);
   void* (*set_notice_processor)(PGconn* conn, void (*proc)(void* arg, const char* message), void* arg);
 };
 

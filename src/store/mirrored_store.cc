@@ -348,6 +348,12 @@ StatusOr<std::vector<KernelCacheInfo>> MirroredPlanStore::list_kernel_caches() {
                                                     [&](PlanStore& m) { return m.list_kernel_caches(); });
 }
 
+StatusOr<std::vector<StoredPlanKey>> MirroredPlanStore::changed_plans() {
+  // While the server is away nothing changes that this host could read: nothing to say.
+  return read_through<std::vector<StoredPlanKey>>([&](PlanStore& s) { return s.changed_plans(); },
+                                                  [&](PlanStore&) { return std::vector<StoredPlanKey>(); });
+}
+
 StoreCounters MirroredPlanStore::counters() const {
   StoreCounters c;
   std::shared_ptr<PlanStore> s;

@@ -82,6 +82,8 @@ class MirroredPlanStore final : public PlanStore {
   StatusOr<int64_t> remove_kernel_cache(const std::string& structure_sig, const std::string& fingerprint_key) override;
   StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches() override;
 
+  StatusOr<std::vector<StoredPlanKey>> changed_plans() override;
+
   StoreCounters counters() const override;
   void reset_counters() override;
 

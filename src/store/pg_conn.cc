@@ -192,6 +192,7 @@ Status PgConn::session_settings() {
   // extra_float_digits=3: every double read back is the one written (servers before 12 round by default).
   std::string sql = "SET extra_float_digits = 3; SET client_encoding = 'UTF8'; SET client_min_messages = warning";
   if (read_only_) sql += "; SET default_transaction_read_only = on";
+  for (const std::string& c : channels_) sql += "; LISTEN " + c;
   return simple(sql.c_str());
 }
 
@@ -199,7 +200,8 @@ Status PgConn::ensure_connected() {
   if (api_->status(conn_) == pq::kConnectionOk) return Status::ok();
   if (in_txn_) return unavailable("PostgreSQL store " + display_ + ": the connection was lost in a transaction");
   api_->reset(conn_);
-  prepared_.clear();  // the server's prepared statements went with the old session
+  prepared_.clear();                     // the server's prepared statements went with the old session
+  missed_notices_ = !channels_.empty();  // and so did what was sent while no session listened
   if (api_->status(conn_) != pq::kConnectionOk)
     return unavailable("cannot reach PostgreSQL store " + display_ + ": " + trimmed(api_->error_message(conn_)));
   return session_settings();
@@ -300,6 +302,43 @@ Status PgConn::commit() {
 void PgConn::rollback() {
   if (api_->status(conn_) == pq::kConnectionOk) (void)simple("ROLLBACK");
   in_txn_ = false;
+}
+
+Status PgConn::listen(const char* channel) {
+  for (const std::string& c : channels_)
+    if (c == channel) return Status::ok();
+  KILN_RETURN_IF_ERROR(ensure_connected());
+  KILN_RETURN_IF_ERROR(simple((std::string("LISTEN ") + channel).c_str()));
+  channels_.push_back(channel);
+  return Status::ok();
+}
+
+Status PgConn::notify(const char* channel, const std::string& payload) {
+  KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(this, "SELECT pg_notify(?1, ?2)"));
+  st.bind(1, std::string_view(channel)).bind(2, payload);
+  return st.run();
+}
+
+StatusOr<std::vector<std::string>> PgConn::notifications() {
+  std::vector<std::string> out;
+  if (channels_.empty()) return out;
+  // A connection lost while listening is made again at once: notices sent meanwhile are gone, so the caller
+  // hears "*" (anything may have changed).
+  if (api_->status(conn_) == pq::kConnectionOk && !api_->consume_input(conn_) &&
+      api_->status(conn_) == pq::kConnectionOk)
+    return unavailable("PostgreSQL store " + display_ +
+                       ": reading notifications: " + trimmed(api_->error_message(conn_)));
+  KILN_RETURN_IF_ERROR(ensure_connected());
+  if (missed_notices_) {
+    missed_notices_ = false;
+    out.push_back("*");
+  }
+  const int self = api_->backend_pid(conn_);
+  while (pq::PGnotify* n = api_->notifies(conn_)) {
+    if (n->be_pid != self) out.push_back(n->extra ? n->extra : "");  // this connection's own writes are known
+    api_->freemem(n);
+  }
+  return out;
 }
 
 StatusOr<std::string> PgConn::object_type(const std::string& name) {

@@ -40,6 +40,9 @@ class PgConn final : public Conn {
   StatusOr<std::string> object_type(const std::string& name) override;
   StatusOr<std::vector<std::string>> table_names() override;
   StatusOr<std::vector<std::string>> columns_of(const std::string& table) override;
+  Status listen(const char* channel) override;
+  Status notify(const char* channel, const std::string& payload) override;
+  StatusOr<std::vector<std::string>> notifications() override;
 
   // Runs a translated statement with its parameters (text, or binary where formats[i] is 1); the result on
   // success (the caller clears it). For PgStmt.
@@ -68,6 +71,8 @@ class PgConn final : public Conn {
   bool in_txn_ = false;
   int64_t changes_ = 0;
   std::map<std::string, std::string> prepared_;  // text + parameter types -> server-side statement name
+  std::vector<std::string> channels_;            // listened to: again on every new session
+  bool missed_notices_ = false;                  // a new session began since notifications() last asked
 };
 
 }  // namespace kiln::store

@@ -75,6 +75,13 @@ class Conn {
     KILN_ASSIGN_OR_RETURN(std::string type, object_type(table));
     return type == "table";
   }
+  // Notifications between connections (PostgreSQL LISTEN/NOTIFY; none on SQLite): listen() subscribes this
+  // connection to a channel (again after a reconnect), notify() sends a payload when the caller's transaction
+  // commits, notifications() returns the payloads other connections sent since the last call, without waiting
+  // ("*" when some may have been missed: the connection was made again).
+  virtual Status listen(const char* channel) { return Status::ok(); }
+  virtual Status notify(const char* channel, const std::string& payload) { return Status::ok(); }
+  virtual StatusOr<std::vector<std::string>> notifications() { return std::vector<std::string>(); }
   // The SQLite handle, or null for another backend (file-level checks: pragmas, sqlite_master).
   virtual sqlite3* sqlite_handle() const { return nullptr; }
 };

@@ -54,6 +54,9 @@ using store::user_at_host;
 
 namespace {
 
+// The channel a put announces its key on (PostgreSQL NOTIFY).
+constexpr const char* kPlanChannel = "kiln_plans";
+
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
@@ -243,8 +246,36 @@ StatusOr<PlanRecord> SqlPlanStore::put(const PlanRecord& record) {
   r.checksum = compute_record_checksum(r);
 
   std::lock_guard<std::mutex> lock(mu_);
-  KILN_RETURN_IF_ERROR(store::put_row(db_, store::plans_table(), store::encode_record(r)));
+  Txn txn(db_);
+  KILN_RETURN_IF_ERROR(txn.begin());
+  KILN_RETURN_IF_ERROR(store::insert_row(db_, store::plans_table(), store::encode_record(r)));
+  // Other processes serving from this store hear of it when the write commits (PostgreSQL; nothing on SQLite).
+  KILN_RETURN_IF_ERROR(
+      db_->notify(kPlanChannel, r.structure_sig + "\n" + r.shape_key + "\n" + fingerprint_key(r.fingerprint)));
+  KILN_RETURN_IF_ERROR(txn.commit());
   return r;
+}
+
+StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_plans() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StoredPlanKey> out;
+  if (db_->dialect() != store::SqlDialect::kPostgres) return out;
+  if (!listening_) {
+    KILN_RETURN_IF_ERROR(db_->listen(kPlanChannel));
+    listening_ = true;
+    return out;
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> notes, db_->notifications());
+  for (const std::string& n : notes) {
+    if (n == "*") {
+      out.push_back({"*", "", ""});
+      continue;
+    }
+    const size_t a = n.find('\n'), b = a == std::string::npos ? a : n.find('\n', a + 1);
+    if (b == std::string::npos) continue;  // not Kiln's notice
+    out.push_back({n.substr(0, a), n.substr(a + 1, b - a - 1), n.substr(b + 1)});
+  }
+  return out;
 }
 
 namespace {

@@ -81,6 +81,8 @@ class SqlPlanStore final : public PlanStore {
   StatusOr<int64_t> remove_kernel_cache(const std::string& structure_sig, const std::string& fingerprint_key) override;
   StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches() override;
 
+  StatusOr<std::vector<StoredPlanKey>> changed_plans() override;
+
   StoreCounters counters() const override;
   void reset_counters() override;
 
@@ -150,6 +152,7 @@ class SqlPlanStore final : public PlanStore {
   bool read_only_ = false;
   mutable std::mutex mu_;  // one connection, shared by threads: calls are serialized
   StoreCounters counters_;
+  bool listening_ = false;  // changed_plans() has subscribed this connection
 };
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 #include "kiln/runtime/plan_types.h"
 #include "kiln/runtime/segments.h"
 #include "kiln/store/fusion_record.h"
+#include "kiln/store/plan_lookup.h"
 
 namespace kiln {
 
@@ -126,6 +127,9 @@ class PlanBackend {
   virtual Status save_kernel_cache(const GraphSignature& sig, const std::string& graph_name);
   // Kernel caches loaded from the store and kept in it, and the last thing that went wrong with one.
   virtual KernelCacheCounts kernel_cache_counts() const;
+  // Plans of this environment that other processes stored since the last call (a server store's notices:
+  // PlanStore::changed_plans; structure_sig "*": any may have changed). Default: none.
+  virtual StatusOr<std::vector<StoredPlanKey>> changed_plans();
   // First-use verification: `plan` run once on seeded random inputs of its own, its outputs checked against
   // the device reference through the numerics gate (what `kiln run --verify` does), or known to pass without a
   // run (a store record tuned in this environment: its configuration passed the gate when it was tuned). An

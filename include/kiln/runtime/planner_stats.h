@@ -47,6 +47,7 @@ struct PlannerStats {
   int64_t kernel_caches_loaded = 0;       // structures whose dynamic-shape kernel cache came from the store
   int64_t kernel_caches_saved = 0;        // kernel caches written to the store (save_kernel_caches)
   std::string last_kernel_cache_note;     // the last kept cache that did not load or was not written, and why
+  int64_t store_notices = 0;              // a server store's notices of plans stored elsewhere, acted on
   int64_t store_mirror_hits = 0;          // a server store: lookups its local mirror answered (server unreachable)
   std::string store_unreachable;          // that server's last error, "" while it answers
   // Summed over this Planner's captured sequences (GraphCounters).

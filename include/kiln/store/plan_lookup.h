@@ -43,6 +43,11 @@ struct StoreCounters {
   std::string unreachable_error;
 };
 
+// A stored plan's key, as change notices name it (PlanStore::changed_plans).
+struct StoredPlanKey {
+  std::string structure_sig, shape_key, fingerprint_key;
+};
+
 struct ListFilter {
   std::string structure_prefix;  // empty: any
   std::string shape_key;         // empty: any

@@ -162,6 +162,13 @@ class PlanStore {
                                                 const std::string& fingerprint_key) = 0;  // rows gone (0 or 1)
   virtual StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches() = 0;                // without the texts, by key
 
+  // ---- Change notices (a server store: PostgreSQL NOTIFY on every put) ----
+  // The keys other processes stored plans for since the last call, without waiting; the first call starts
+  // listening and returns nothing. A key whose structure_sig is "*" says notices may have been missed (the
+  // connection to the server was made again): any held plan may be out of date. A SQLite store returns nothing (its writers are one host's: the Planner's
+  // own jobs tell it).
+  virtual StatusOr<std::vector<StoredPlanKey>> changed_plans() = 0;
+
   virtual StoreCounters counters() const = 0;
   virtual void reset_counters() = 0;
 
