@@ -9,12 +9,17 @@
 #   scripts/postgres.sh status DIR    exit 0 when the server is running, 1 when not.
 #   scripts/postgres.sh env DIR       `export KILN_TEST_POSTGRES=...` and `export KILN_TEST_POSTGRES_DATA=...`
 #                                     lines, for `eval "$(bash scripts/postgres.sh env DIR)"` after `start`.
-# The server takes the newest /usr/lib/postgresql/*/bin (scripts/setup.sh installs Debian's `postgresql`),
-# listens on no TCP port, only on a Unix socket in DIR/sock, and trusts every local connection (superuser
-# role `kiln`). initdb refuses to run as root: run as root, the server runs as the system user `kiln-pg`
-# (made here when missing), DIR is chowned to it, and DIR's parents must let it through (mktemp -d under /tmp,
-# then chmod 755, as scripts/test.sh does).
+# The server takes the bin folder named by KILN_PG_BIN when set (a carried PostgreSQL, on a machine that has
+# none: KILN_PG_BIN="$(scripts/pg-pack.sh unpack /tmp/kiln-pgdist)"), else the newest /usr/lib/postgresql/*/bin
+# (scripts/setup.sh installs Debian's `postgresql`). Debian's server reads zone names from /usr/share/zoneinfo
+# only: where that is missing, initdb sets the POSIX zone 'UTC0', which needs no file. The server listens on no TCP
+# port, only on a Unix socket in DIR/sock, and trusts every local connection (superuser role `kiln`). initdb
+# refuses to run as root: run as root, the server runs as the system user `kiln-pg` (made here when missing), DIR
+# is chowned to it, and DIR's parents must let it through (mktemp -d under /tmp, then chmod 755, as
+# scripts/test.sh does), as must the bin folder's.
 set -euo pipefail
+# runuser and useradd live in sbin, which a plain PATH (env -i, cron, a remote call) may lack.
+PATH="$PATH:/usr/sbin:/sbin"
 
 log() { printf '[postgres] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -36,9 +41,16 @@ conninfo="host=$sock dbname=kiln_test user=kiln"
 # A Unix socket's path holds at most 107 bytes: DIR/sock/.s.PGSQL.5432 must fit.
 [ ${#sock} -le 90 ] || die "DIR is too long for a Unix socket path ($sock); choose a shorter one"
 
-bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)" || true
-[ -n "$bin" ] && [ -x "$bin/pg_ctl" ] ||
-  die "no PostgreSQL server under /usr/lib/postgresql/*/bin (scripts/setup.sh installs Debian's postgresql)"
+if [ -n "${KILN_PG_BIN:-}" ]; then
+  [ -x "$KILN_PG_BIN/pg_ctl" ] && [ -x "$KILN_PG_BIN/postgres" ] ||
+    die "KILN_PG_BIN=$KILN_PG_BIN holds no pg_ctl and postgres (scripts/pg-pack.sh unpack DIR prints the folder)"
+  bin="$(cd "$KILN_PG_BIN" && pwd)"  # absolute: the commands run from DIR
+else
+  bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)" || true
+  [ -n "$bin" ] && [ -x "$bin/pg_ctl" ] ||
+    die "no PostgreSQL server under /usr/lib/postgresql/*/bin (scripts/setup.sh installs Debian's postgresql;" \
+      "elsewhere KILN_PG_BIN names a carried one, scripts/pg-pack.sh)"
+fi
 
 # as_server COMMAND...: runs COMMAND as the server's owner (kiln-pg when we are root), from DIR (a working
 # folder that user can enter: root's home is closed to it).
@@ -94,6 +106,8 @@ start)
     chown -R "$pg_user:" "$dir"
     runuser -u "$pg_user" -- test -w "$dir" ||
       die "$pg_user cannot reach $dir: every folder above it must be traversable (chmod 755)"
+    runuser -u "$pg_user" -- test -x "$bin/postgres" ||
+      die "$pg_user cannot run $bin/postgres: every folder above it must be traversable (unpack it under /tmp)"
   fi
   as_server mkdir -p "$sock" "$logdir"
   if [ ! -f "$data/PG_VERSION" ]; then

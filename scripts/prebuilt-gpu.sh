@@ -3,8 +3,8 @@
 #   scripts/prebuilt-gpu.sh pack BUILD_DIR            here: kiln and every *_gpu_test of BUILD_DIR, stripped,
 #                                                     into .prebuilt/ (ignored; name it in the call's carry)
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
-#                                                     capture mainjob (default: all but mainjob, in
-#                                                     that order), or
+#                                                     capture mainjob gputier fleet (default: all but
+#                                                     mainjob, gputier and fleet, in that order), or
 #                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
 #                                                     block, runtime; its files under OUT_DIR/suite)
 # The test binaries name the source and build folders they were built in (KILN_SOURCE_DIR, KILN_BINARY):
@@ -146,6 +146,18 @@ if want capture; then  # issue 13: CUDA Graphs over tuned plans (capture, update
   else
     echo "capture_bench: not packed" >>"$fails"
   fi
+fi
+if want gputier; then  # the whole GPU tier (every *_gpu_test binary, each whole; the 600-spec sweep left out)
+  for exe in "$build"/tests/*_gpu_test; do
+    b="$(basename "$exe")"; f='*'; [ "$b" = runtime_gpu_test ] && f='-*Sweep*'
+    gtest "$b" "$f" 300 >"$out/tier-$b.txt" 2>&1; cat "$out/tier-$b.txt"
+  done
+  stamp "gpu tier: $(cat "$out"/*_gpu_test.log | grep -cE '^\[ +OK +\]') passed, $(cat "$out"/*_gpu_test.log | grep -cE '^\[ +FAILED +\] [A-Za-z]') failed, $(cat "$out"/*_gpu_test.log | grep -cE '^\[ +SKIPPED +\]') skipped"
+fi
+if want fleet; then  # a PostgreSQL fleet store on this machine: workers, NOTIFY, replay (scripts/fleet-demo.sh)
+  stamp "fleet"
+  timeout 560 bash scripts/fleet-demo.sh "$kiln" "$out/fleet" >"$out/fleet.txt" 2>&1; rc=$?
+  cat "$out/fleet.txt"; check $rc "scripts/fleet-demo.sh"
 fi
 if want mainjob; then  # README command 1 on the GPU: tune, reload in new processes, verify, report
   stamp "main job (scripts/run.sh with the carried kiln)"

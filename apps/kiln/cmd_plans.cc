@@ -11,6 +11,34 @@ namespace {
 
 using namespace plans;
 
+// `kiln plans queue add` (cmd_plans_queue_add.cc): queue graphs by hand. CLI11 runs a parent's callback after its
+// subcommand's, so `queue`'s own callback leaves the command to `add` when it was given.
+CLI::App* add_queue_add(CLI::App* queue, const std::shared_ptr<PlansOptions>& o, Runner* run) {
+  CLI::App* queue_add = queue->add_subcommand(
+      "add", "Queue graphs for re-tuning by `kiln worker`: each spec as it is, or at the shapes a service recorded");
+  queue_add->add_option("spec", o->specs, "Spec files")->required()->check(non_empty_path());
+  queue_add->add_option("--store", o->store, "Plan store (as for `kiln plans queue`)")->check(non_empty_path());
+  queue_add
+      ->add_option("--shapes", o->shapes_file,
+                   "A recorded-shapes file (kiln replay --record-shapes): queue each spec at its recorded shapes, "
+                   "each with its served count")
+      ->check(non_empty_path());
+  queue_add->add_option("--hottest", o->hottest, "With --shapes: at most this many shapes per spec, hottest first")
+      ->check(whole_number_at_least(0));
+  queue_add->add_option("--for", o->fingerprint,
+                        "The environment to tune for: a fingerprint key (or a prefix of one) that the store holds "
+                        "plans or jobs of (default: this machine's GPU)");
+  queue_add->add_option("--reason", o->reason,
+                        "Why (kept with the job; default: 'queued by hand' or the hot shape's count)");
+  queue_add->add_flag("--json", o->json, "Machine-readable output");
+  queue_add
+      ->add_option("--environment-json", o->environment_json,
+                   "Testing: queue for the environment of this fingerprint JSON")
+      ->group("");
+  queue_add->callback([run, o] { *run = [o] { return run_queue_add(*o); }; });
+  return queue_add;
+}
+
 void add_plans(CLI::App& app, Runner* run) {
   auto o = std::make_shared<PlansOptions>();
   o->store = default_store_path();
@@ -104,6 +132,10 @@ void add_plans(CLI::App& app, Runner* run) {
   queue->add_option("--structure", o->structure, "Only this structure signature (or a prefix of it)");
   queue->add_option("--fingerprint", o->fingerprint, "Only this environment fingerprint key");
   queue->add_flag("--clear", o->clear, "Remove the listed rows instead of printing them");
+  CLI::App* queue_add = add_queue_add(queue, o, run);
+  queue->callback([run, o, queue_add] {
+    if (!queue_add->parsed()) *run = [o] { return run_queue(*o); };
+  });
 
   CLI::App* retune =
       add("retune", "Tune the queued graphs of this environment on this GPU and store the winners", run_retune);

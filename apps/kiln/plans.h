@@ -44,6 +44,10 @@ struct PlansOptions {
   std::string target;                 // ls, gc --stale: judge against this device profile
   bool kernel_caches = false;         // ls --kernel-caches: list the kept kernel caches alone
   bool dry_run = false;               // gc --dry-run: say what would go, remove nothing
+  std::string shapes_file;            // queue add --shapes: a recorded-shapes file
+  int hottest = 0;                    // queue add --hottest: at most this many shapes per spec (0: all)
+  std::string reason;                 // queue add --reason
+  std::string environment_json;       // queue add: testing, this environment instead of the GPU's
 };
 
 // What `ls` and `gc --stale` judge records against, under the default policy: a recorded device
@@ -102,6 +106,7 @@ Status run_gc(const PlansOptions& o);
 Status run_export(const PlansOptions& o);
 Status run_import(const PlansOptions& o);
 Status run_queue(const PlansOptions& o);
+Status run_queue_add(const PlansOptions& o);  // cmd_plans_queue_add.cc
 Status run_retune(const PlansOptions& o);
 
 }  // namespace kiln::cli::plans

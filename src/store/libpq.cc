@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -18,11 +19,15 @@ bool load(void* lib, const char* name, F* out, std::string* missing) {
 
 Status load_api(Api* a) {
   // RTLD_LOCAL: libpq's own dependencies (OpenSSL, Kerberos) stay out of the process's global namespace.
-  void* lib = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+  // KILN_LIBPQ names the library file where it is not on the loader's path (a libpq unpacked beside Kiln).
+  const char* given = std::getenv("KILN_LIBPQ");
+  const std::string name = given && *given ? given : "libpq.so.5";
+  void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    return unavailable(std::string("a PostgreSQL plan store needs libpq (libpq.so.5: ") + (why ? why : "?") +
-                       "); install it (Debian: apt-get install libpq5) or use a SQLite store path");
+    return unavailable("a PostgreSQL plan store needs libpq (" + name + ": " + (why ? why : "?") +
+                       "); install it (Debian: apt-get install libpq5), name its file in KILN_LIBPQ, or use a "
+                       "SQLite store path");
   }
   std::string missing;
   load(lib, "PQconnectdb", &a->connectdb, &missing);
@@ -50,6 +55,7 @@ Status load_api(Api* a) {
   load(lib, "PQfreemem", &a->freemem, &missing);
   load(lib, "PQsocket", &a->socket, &missing);
   load(lib, "PQserverVersion", &a->server_version, &missing);
+  load(lib, "PQbackendPID", &a->backend_pid, &missing);
   load(lib, "PQsetNoticeProcessor", &a->set_notice_processor, &missing);
   if (!missing.empty()) return unavailable("libpq.so.5 lacks " + missing + " (a libpq older than 9.x?)");
   return Status::ok();  // the library stays loaded for the process's life

@@ -1,6 +1,7 @@
 // PlanStore's re-tune queue (docs/store.md "The re-tune queue"): one row per (structure, shape, environment)
 // that asked for a tuned plan it could not get, with why, how often and the graph's spec.
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/log.h"
@@ -116,7 +117,9 @@ StatusOr<RetuneQueueEntry> SqlPlanStore::enqueue_retune(const RetuneRequest& req
   e.graph_name = request.graph_name;
   e.spec_json = request.spec_json;
   e.problem.clear();
-  ++e.request_count;
+  const int64_t add = std::max<int64_t>(1, request.count);  // saturating: a count never wraps negative
+  e.request_count = e.request_count > std::numeric_limits<int64_t>::max() - add ? std::numeric_limits<int64_t>::max()
+                                                                                : e.request_count + add;
   e.first_seen = std::min(e.first_seen, now);
   e.last_seen = std::max(e.last_seen, now);
   e.requested_by = store::user_at_host();

@@ -2,6 +2,7 @@
 // store written before the tables existed; read-only stores; bundles carrying graph specs.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "kiln/store/plan_store.h"
@@ -81,6 +82,36 @@ TEST_P(RetuneQueueContract, EnqueueIsAnUpsertThatCountsAndMergesReasons) {
   EXPECT_EQ(e.fingerprint.gpu_name, "NVIDIA H200");
   EXPECT_EQ(e.fingerprint.cudnn_version, 91900);
   EXPECT_TRUE(e.problem.empty()) << e.problem;
+}
+
+// A request may stand for many (a hot shape's served calls, merged across hosts): the count adds up, a count
+// below 1 counts as one request, and the sum saturates rather than wrapping negative.
+TEST_P(RetuneQueueContract, RequestsCarryCountsThatAddUpAcrossHosts) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  ASSERT_TRUE(store);
+  RetuneRequest host_a = request(0, "hot shape: served 120 times", 1000);
+  host_a.count = 120;
+  RetuneRequest host_b = request(0, "hot shape: served 80 times", 1100);
+  host_b.count = 80;
+  ASSERT_TRUE(store->enqueue_retune(host_a).is_ok());
+  StatusOr<RetuneQueueEntry> e = store->enqueue_retune(host_b);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_EQ(e->request_count, 200);
+  RetuneRequest zero = request(0, "store miss", 1200);
+  zero.count = 0;
+  e = store->enqueue_retune(zero);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ(e->request_count, 201);
+  RetuneRequest huge = request(0, "store miss", 1300);
+  huge.count = std::numeric_limits<int64_t>::max();
+  e = store->enqueue_retune(huge);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ(e->request_count, std::numeric_limits<int64_t>::max());
+  StatusOr<std::vector<RetuneQueueEntry>> q = store->list_retune_queue();
+  ASSERT_TRUE(q.is_ok());
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].request_count, std::numeric_limits<int64_t>::max());
 }
 
 TEST_P(RetuneQueueContract, OneRowPerEnvironmentListedOldestFirstAndRemovable) {

@@ -94,11 +94,8 @@ std::string table_texts(const std::string& path) {
   return out;
 }
 
-TEST(StoreFormat, ANewStoreHasTheTablesWrittenBeforeTheCodec) {
-  TempDir dir;
-  const std::string path = dir.file("plans.db");
-  { ASSERT_TRUE(PlanStore::open(path).is_ok()); }
-  EXPECT_EQ(table_texts(path), R"sql(CREATE TABLE first_use_verdicts(
+// The tables a new store is made with, as SQLite keeps their CREATE statements.
+const char* const kTablesOfANewStore = R"sql(CREATE TABLE first_use_verdicts(
   structure_sig TEXT NOT NULL,
   shape_key TEXT NOT NULL,
   config TEXT NOT NULL,
@@ -215,7 +212,13 @@ CREATE TABLE retune_queue(
   PRIMARY KEY (structure_sig, shape_key, fingerprint_key)
 )
 CREATE TABLE sqlite_sequence(name,seq)
-)sql");
+)sql";
+
+TEST(StoreFormat, ANewStoreHasTheTablesWrittenBeforeTheCodec) {
+  TempDir dir;
+  const std::string path = dir.file("plans.db");
+  { ASSERT_TRUE(PlanStore::open(path).is_ok()); }
+  EXPECT_EQ(table_texts(path), kTablesOfANewStore);
 }
 
 }  // namespace

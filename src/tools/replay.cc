@@ -114,6 +114,27 @@ Status check_record_destination(const ReplayJob& job, const Trace& trace) {
   return check_destination(job.record_shapes, fo).with_context("--record-shapes");
 }
 
+// A {"wait": "notices"} barrier: until the Planner has acted on that many notices of plans stored elsewhere
+// (PlannerStats::store_notices, since it was made), or the barrier's timeout. A timeout is reported, not an
+// error: the requests after it run on what the Planner holds.
+NoticeWait wait_for_notices(const Planner& planner, const Trace& trace, size_t index) {
+  const TraceRequest& b = trace.requests[index];
+  NoticeWait w;
+  w.request = index;
+  w.wanted = b.notices;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration<double>(b.timeout_s);
+  while ((w.seen = planner.stats().store_notices) < w.wanted) {
+    if (Clock::now() >= deadline) {
+      w.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  w.waited_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return w;
+}
+
 }  // namespace
 
 const char* new_shapes_name(NewShapes n) { return enum_name(kNewShapesNames, n); }
@@ -207,7 +228,8 @@ StatusOr<ReplayReport> replay_on(Planner& planner, Trace trace, int threads, boo
   const auto t_run = Clock::now();
   for (size_t begin = 0; begin < trace.requests.size() && first_error.is_ok();) {
     if (trace.requests[begin].barrier) {
-      planner.wait_for_promotions();
+      if (trace.requests[begin].notices > 0) rep.notice_waits.push_back(wait_for_notices(planner, trace, begin));
+      else planner.wait_for_promotions();
       ++begin;
       continue;
     }

@@ -1,6 +1,7 @@
 // kiln replay's report (kiln/tools/replay.h): JSON and text from the samples.
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "kiln/runtime/bucket_policy.h"
@@ -68,6 +69,28 @@ std::vector<double> latencies(const ReplayReport& rep) {
   return all;
 }
 
+// Each {"wait": "notices"} barrier: what it waited for and saw, and which sources served the requests after it
+// (up to the next such barrier): a fleet's new plans read from the store once their notices came.
+nlohmann::ordered_json notice_waits_json(const ReplayReport& rep) {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < rep.notice_waits.size(); ++i) {
+    const NoticeWait& w = rep.notice_waits[i];
+    const size_t until = i + 1 < rep.notice_waits.size() ? rep.notice_waits[i + 1].request : rep.trace.requests.size();
+    std::map<std::string, int64_t> after;
+    for (const ReplaySample& smp : rep.samples)
+      if (smp.request > w.request && smp.request < until) ++after[plan_source_name(smp.source)];
+    nlohmann::ordered_json a = nlohmann::ordered_json::object();
+    for (const auto& [name, n] : after) a[name] = n;
+    arr.push_back({{"request", w.request},
+                   {"wanted", w.wanted},
+                   {"seen", w.seen},
+                   {"waited_s", w.waited_s},
+                   {"timed_out", w.timed_out},
+                   {"sources_after", a}});
+  }
+  return arr;
+}
+
 }  // namespace
 
 nlohmann::ordered_json replay_report_json(const ReplayReport& rep) {
@@ -113,6 +136,7 @@ nlohmann::ordered_json replay_report_json(const ReplayReport& rep) {
   j["first_use"] = {{"checked", pst.first_use_checks},
                     {"refused", pst.first_use_refused},
                     {"last_failure", pst.last_first_use_failure}};
+  if (!rep.notice_waits.empty()) j["notice_waits"] = notice_waits_json(rep);
   j["stats"] = pst.text();
   return j;
 }
@@ -136,6 +160,16 @@ std::string replay_report_text(const ReplayReport& rep) {
                 static_cast<long long>(v["calls"].get<size_t>()), 100.0 * v["share"].get<double>(),
                 v["obtain_ms_p50"].get<double>(), v["first_execution_ms_p50"].get<double>(),
                 v["first_execution_ms_p90"].get<double>(), v["execute_ms_p50"].get<double>());
+  if (j.contains("notice_waits"))
+    for (const auto& w : j["notice_waits"]) {
+      std::string after;
+      for (const auto& [name, n] : w["sources_after"].items())
+        after += (after.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
+      s += format("  waited %.1f s for %lld notices of plans stored elsewhere: %lld seen%s; after it: %s\n",
+                  w["waited_s"].get<double>(), static_cast<long long>(w["wanted"].get<int64_t>()),
+                  static_cast<long long>(w["seen"].get<int64_t>()), w["timed_out"].get<bool>() ? " (timed out)" : "",
+                  after.empty() ? "no requests" : after.c_str());
+    }
   return s + "  " + rep.stats.text() + "\n";
 }
 

@@ -3,7 +3,10 @@
 #include "kiln/tools/replay.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace kiln {
@@ -175,6 +178,68 @@ TEST(Replay, TheReportCountsSourcesAndSaysHowEachShapeWasFirstServed) {
   EXPECT_NE(text.find("replay t.json: 4 requests on 2 threads"), std::string::npos) << text;
   EXPECT_NE(text.find("memory"), std::string::npos) << text;
   EXPECT_EQ(text.find("preloaded"), std::string::npos) << text;
+}
+
+// {"wait": "notices"} barriers: read with their count and timeout; every other form refused, naming the request.
+TEST(Replay, ANoticesBarrierIsReadAndItsBadFormsAreRefused) {
+  const std::string dir = ::testing::TempDir() + "/replay_notices_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/g.json")
+      << R"({"name":"g","tensors":{"x":{"dims":[2,4]}},"nodes":[{"name":"r","op":"relu","inputs":["x"],"outputs":["y"]}],"outputs":["y"]})";
+  auto parse = [&](const std::string& barrier) {
+    return parse_trace_json(R"({"format":"kiln-trace","version":1,"requests":[{"spec":"g.json"},)" + barrier + "]}",
+                            dir + "/t.json");
+  };
+  StatusOr<Trace> t = parse(R"({"wait":"notices","count":20,"timeout_s":2.5})");
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  ASSERT_EQ(t->requests.size(), 2u);
+  EXPECT_TRUE(t->requests[1].barrier);
+  EXPECT_EQ(t->requests[1].notices, 20);
+  EXPECT_DOUBLE_EQ(t->requests[1].timeout_s, 2.5);
+  t = parse(R"({"wait":"notices","count":1})");
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_DOUBLE_EQ(t->requests[1].timeout_s, 60);
+  t = parse(R"({"wait":"promotions"})");
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t->requests[1].notices, 0);
+  for (const char* bad :
+       {R"({"wait":"notices"})", R"({"wait":"notices","count":0})", R"({"wait":"notices","count":2.5})",
+        R"({"wait":"notices","count":1,"timeout_s":0})", R"({"wait":"notices","count":1,"timeout_s":"10"})",
+        R"({"wait":"notices","count":1,"timeout":10})", R"({"wait":"promotions","count":1})", R"({"wait":"later"})",
+        R"({"wait":3})"}) {
+    StatusOr<Trace> b = parse(bad);
+    ASSERT_FALSE(b.is_ok()) << bad;
+    EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(b.status().message().find("requests[1]"), std::string::npos) << b.status().message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// What a notices barrier saw, and the sources of the requests after it, in the JSON report and its text.
+TEST(Replay, TheReportSaysWhatEachNoticesBarrierSawAndWhatServedAfterIt) {
+  ReplayReport rep = two_shape_report();
+  TraceRequest b;
+  b.barrier = true;
+  b.notices = 3;
+  rep.trace.requests.insert(rep.trace.requests.begin() + 2, b);  // requests: 100, 100, barrier, 100, 200
+  rep.samples[2].request = 3;
+  rep.samples[3].request = 4;
+  rep.samples[3].source = PlanSource::kStore;
+  rep.notice_waits.push_back({2, 3, 2, 1.5, true});
+  const auto j = replay_report_json(rep);
+  ASSERT_TRUE(j.contains("notice_waits"));
+  ASSERT_EQ(j["notice_waits"].size(), 1u);
+  const auto& w = j["notice_waits"][0];
+  EXPECT_EQ(w["wanted"], 3);
+  EXPECT_EQ(w["seen"], 2);
+  EXPECT_EQ(w["timed_out"], true);
+  EXPECT_EQ(w["sources_after"], (nlohmann::ordered_json{{"memory", 1}, {"store", 1}}));
+  const std::string text = replay_report_text(rep);
+  EXPECT_NE(text.find("waited 1.5 s for 3 notices of plans stored elsewhere: 2 seen (timed out); after it: memory 1, "
+                      "store 1"),
+            std::string::npos)
+      << text;
+  EXPECT_FALSE(replay_report_json(two_shape_report()).contains("notice_waits"));
 }
 
 }  // namespace

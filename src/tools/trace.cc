@@ -9,6 +9,39 @@
 
 namespace kiln {
 
+namespace {
+
+// {"wait": "promotions"}, or {"wait": "notices", "count": N >= 1, "timeout_s": T > 0 (default 60)}.
+StatusOr<TraceRequest> parse_barrier(const nlohmann::json& r, const std::string& at) {
+  const char* forms =
+      ": a barrier is {\"wait\": \"promotions\"} or {\"wait\": \"notices\", \"count\": N, \"timeout_s\": T}";
+  TraceRequest b;
+  b.barrier = true;
+  if (!r["wait"].is_string()) return invalid_argument(at + forms);
+  const std::string kind = r["wait"].get<std::string>();
+  if (kind == "promotions") {
+    if (r.size() != 1) return invalid_argument(at + forms);
+    return b;
+  }
+  if (kind != "notices") return invalid_argument(at + ": unknown barrier \"" + kind + "\"" + forms);
+  for (const auto& [field, v] : r.items())
+    if (field != "wait" && field != "count" && field != "timeout_s")
+      return invalid_argument(at + ": unknown field \"" + field + "\"" + forms);
+  if (!r.contains("count") || !r["count"].is_number_integer() || r["count"].get<int64_t>() < 1 ||
+      r["count"].get<int64_t>() > kMaxTraceRequests)
+    return invalid_argument(at + ": \"count\" of a notices barrier must be a whole number from 1 to " +
+                            std::to_string(kMaxTraceRequests));
+  b.notices = r["count"].get<int64_t>();
+  if (r.contains("timeout_s")) {
+    if (!r["timeout_s"].is_number() || !(r["timeout_s"].get<double>() > 0) || r["timeout_s"].get<double>() > 86400)
+      return invalid_argument(at + ": \"timeout_s\" must be a number of seconds above 0 and at most 86400");
+    b.timeout_s = r["timeout_s"].get<double>();
+  }
+  return b;
+}
+
+}  // namespace
+
 StatusOr<Trace> read_trace(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string text, read_file(path, {"trace", kMaxShapesFileBytes}));
   return parse_trace_json(text, path);
@@ -38,10 +71,7 @@ StatusOr<Trace> parse_trace_json(const std::string& text, const std::string& pat
     const auto& r = j["requests"][i];
     const std::string at = where + ": requests[" + std::to_string(i) + "]";
     if (r.is_object() && r.contains("wait")) {
-      if (!r["wait"].is_string() || r["wait"].get<std::string>() != "promotions" || r.size() != 1)
-        return invalid_argument(at + ": a barrier is exactly {\"wait\": \"promotions\"}");
-      TraceRequest b;
-      b.barrier = true;
+      KILN_ASSIGN_OR_RETURN(TraceRequest b, parse_barrier(r, at));
       trace.requests.push_back(b);
       continue;
     }

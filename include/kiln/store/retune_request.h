@@ -22,6 +22,7 @@ struct RetuneRequest {
   std::string spec_json;     // the graph as spec JSON (graph_to_spec_json): re-tunable without its file
   std::string reason;        // "store stale: cudnn_version: recorded 9.19.0, current 9.20.0 (must match)"
   int64_t requested_at = 0;  // unix seconds; 0: now
+  int64_t count = 1;         // requests this one stands for (a hot shape's served calls); < 1 counts as 1
 };
 
 // Distinct reasons kept per queue row (the oldest are dropped), and the longest reason kept (longer ones are

@@ -9,6 +9,9 @@
 // spec paths are relative to the trace's folder; "shape" may be left out (the spec's own); "count" is 1
 // by default. Requests run in order, spread over the threads. An entry {"wait": "promotions"} is a barrier:
 // every request before it finishes and the Planner's background promotions are done before the next runs.
+// {"wait": "notices", "count": N, "timeout_s": T} waits, after the requests before it, until the Planner has
+// acted on N notices of plans stored by other processes (a fleet store's NOTIFY, docs/fleet.md), or T seconds
+// (default 60) have passed; the report says what each such wait saw.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,9 @@ namespace kiln {
 struct TraceRequest {
   size_t graph = 0;                      // index into Trace::graphs
   std::map<std::string, int64_t> shape;  // every dynamic dim, or empty: the spec's own shape
-  bool barrier = false;                  // {"wait": "promotions"}
+  bool barrier = false;                  // {"wait": "promotions"}, or with notices > 0 {"wait": "notices"}
+  int64_t notices = 0;                   // {"wait": "notices"}: how many the Planner must have acted on
+  double timeout_s = 60;                 // {"wait": "notices"}: the longest wait
 };
 
 struct Trace {
@@ -97,6 +102,14 @@ struct ReplaySample {
   std::string config;  // the plan's identity
 };
 
+// One {"wait": "notices"} barrier as it went.
+struct NoticeWait {
+  size_t request = 0;  // index into Trace::requests
+  int64_t wanted = 0, seen = 0;
+  double waited_s = 0;
+  bool timed_out = false;
+};
+
 struct ReplayReport {
   Trace trace;
   int threads = 1;
@@ -105,6 +118,7 @@ struct ReplayReport {
   PreloadReport preload;
   double wall_s = 0;
   std::vector<ReplaySample> samples;  // by request index
+  std::vector<NoticeWait> notice_waits;
   PlannerStats stats;
 };
 

@@ -186,8 +186,9 @@ TEST(ReplayCli, TraceIsCheckedBeforeTheGpu) {
         Bad{R"([{"spec":"ln.json","count":-1}])", "\"count\" is not an integer >= 1"},
         Bad{R"([{"spec":"ln.json"},{"spec":"missing.json"}])", "requests[1]: " + dir + "/missing.json"},
         Bad{R"([{"spec":"ln.json"},{"wait":"builds"}])",
-            "requests[1]: a barrier is exactly {\"wait\": \"promotions\"}"},
-        Bad{R"([{"wait":"promotions","spec":"ln.json"}])", "requests[0]: a barrier is exactly"},
+            "requests[1]: unknown barrier \"builds\": a barrier is {\"wait\": \"promotions\"} or {\"wait\": "
+            "\"notices\", \"count\": N, \"timeout_s\": T}"},
+        Bad{R"([{"wait":"promotions","spec":"ln.json"}])", "requests[0]: a barrier is {\"wait\": \"promotions\"}"},
         Bad{R"([{"spec":"ln.json","shapes":{"tokens":3}}])",
             "requests[0]: unknown field \"shapes\" (a request has \"spec\", \"shape\" and \"count\")"},
         Bad{R"([{"wait":"promotions"}])", "no request names a spec (only barriers)"}}) {
