@@ -86,12 +86,15 @@ StatusOr<bool> check_existing_schema(Conn* db, const Schema& schema) {
   return true;
 }
 
+// A read-only open of a database with no tables (an empty file, a PostgreSQL schema nobody wrote yet).
+constexpr const char* kEmptyDatabase = " (empty database: the first command that writes to it makes it a store)";
+
 // Checks the schema (read-only), or checks and creates it under the write lock, writing the version into a
 // new file.
 Status init_schema(Conn* db, bool read_only, const Schema& schema) {
   if (read_only) {
     KILN_ASSIGN_OR_RETURN(bool is_kiln, check_existing_schema(db, schema));
-    if (!is_kiln) return invalid_argument(std::string("not a Kiln ") + schema.what + " (empty database)");
+    if (!is_kiln) return invalid_argument(std::string("not a Kiln ") + schema.what + kEmptyDatabase);
     return Status::ok();
   }
   Txn txn(db);
@@ -149,6 +152,10 @@ bool is_readonly_refusal(const Status& s) {
 }
 
 }  // namespace
+
+bool Database::is_empty(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument && s.message().find(kEmptyDatabase) != std::string::npos;
+}
 
 bool Database::is_unwritable(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument && s.message().find(kUnwritable) != std::string::npos;

@@ -40,6 +40,8 @@ class Database {
                                           const StoreOpenOptions& options, const Schema& schema);
   // True for open()'s refusal of a file this user cannot write, opened to write.
   static bool is_unwritable(const Status& s);
+  // The error of a read-only open of a database that holds no tables yet (a new store, not a damaged one).
+  static bool is_empty(const Status& s);
 
   Conn* handle() const { return db_.get(); }
   // A write transaction (Txn::begin) or a read snapshot (Txn::begin_read) on this file.

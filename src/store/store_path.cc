@@ -6,6 +6,7 @@
 
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/read_file.h"
+#include "store/database.h"
 #include "store/pg_conn.h"
 
 namespace kiln {
@@ -13,7 +14,12 @@ namespace kiln {
 Status check_store_destination(const std::string& path, const StoreOpenOptions& options) {
   if (path.empty()) return invalid_argument("plan store: the path is empty");
   // A server holds no file to look at: only connecting says whether it is reachable and holds a Kiln store.
-  if (is_server_location(path)) return PlanStore::open(path, options).status();
+  // An empty schema is a store to be made, as a missing file is: the command's own open makes it (and says so
+  // when this role may not).
+  if (is_server_location(path)) {
+    Status s = PlanStore::open(path, options).status();
+    return options.read_only && store::Database::is_empty(s) ? Status::ok() : s;
+  }
   KILN_ASSIGN_OR_RETURN(bool exists, path_exists(path, "plan store"));
   struct stat st {};
   if (exists && ::stat(path.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0)) {
