@@ -57,14 +57,14 @@ queued=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' 
 stamp "3 queue holds $queued jobs"
 
 stamp "4 watcher started (a running Planner, waiting for notices)"
-timeout 540 "$kiln" replay bench/fleet/watch.json --store "$store" --no-promote --json >"$out/4-watch.json" \
+timeout 300 "$kiln" replay bench/fleet/watch.json --store "$store" --no-promote --json >"$out/4-watch.json" \
   2>"$out/4-watch.err" &
 watcher=$!
 sleep "${KILN_FLEET_WATCH_HEAD_START:-20}"  # its first pass (every key once, heuristics) before any plan lands
 
 stamp "5 two workers"
 for w in 1 2; do
-  timeout 420 "$kiln" worker --store "$store" --drain --json --name "worker$w" --candidate-budget-ms 20 --top-k 8 \
+  timeout 240 "$kiln" worker --store "$store" --drain --json --name "worker$w" --candidate-budget-ms 20 --top-k 8 \
     --job-budget 60 >"$out/5-worker$w.json" 2>"$out/5-worker$w.err" &
   eval "w$w=\$!"
 done
