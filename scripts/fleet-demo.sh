@@ -64,7 +64,7 @@ sleep "${KILN_FLEET_WATCH_HEAD_START:-20}"  # its first pass (every key once, he
 
 stamp "5 two workers"
 for w in 1 2; do
-  timeout 240 "$kiln" worker --store "$store" --drain --json --name "worker$w" --candidate-budget-ms 20 --top-k 8 \
+  timeout 240 "$kiln" worker --store "$store" --drain --json --name "worker$w" --candidate-budget-ms 20 --top-k 32 \
     --job-budget 60 >"$out/5-worker$w.json" 2>"$out/5-worker$w.err" &
   eval "w$w=\$!"
 done
