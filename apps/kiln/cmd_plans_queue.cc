@@ -58,16 +58,26 @@ Status run_queue(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(bool no_store, said_no_store(o));
   if (no_store) return Status::ok();
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
-  KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store->list_retune_queue(o.fingerprint));
+  // Each row with its job state (queued, claimed, expired, retry, dead: kiln/store/retune_request.h).
+  KILN_ASSIGN_OR_RETURN(std::vector<RetuneJobState> jobs, store->list_retune_jobs(o.fingerprint));
+  if (jobs.empty()) {  // a read-only store from before the leases: its rows, each queued
+    KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store->list_retune_queue(o.fingerprint));
+    for (auto& e : queue) {
+      RetuneJobState j;
+      j.entry = std::move(e);
+      jobs.push_back(std::move(j));
+    }
+  }
   if (!o.structure.empty()) {
-    std::vector<RetuneQueueEntry> kept;
-    for (auto& e : queue)
-      if (e.structure_sig.compare(0, o.structure.size(), o.structure) == 0) kept.push_back(std::move(e));
-    queue = std::move(kept);
+    std::vector<RetuneJobState> kept;
+    for (auto& j : jobs)
+      if (j.entry.structure_sig.compare(0, o.structure.size(), o.structure) == 0) kept.push_back(std::move(j));
+    jobs = std::move(kept);
   }
   if (o.clear) {
     int64_t removed = 0;
-    for (const auto& e : queue) {
+    for (const auto& j : jobs) {
+      const RetuneQueueEntry& e = j.entry;
       KILN_ASSIGN_OR_RETURN(bool r, store->remove_from_retune_queue(e.structure_sig, e.shape_key, e.fingerprint_key));
       removed += r ? 1 : 0;
     }
@@ -76,23 +86,47 @@ Status run_queue(const PlansOptions& o) {
   }
   if (o.json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-    for (const auto& e : queue) arr.push_back(queue_entry_json(e));
+    for (const auto& j : jobs) {
+      nlohmann::ordered_json row = queue_entry_json(j.entry);
+      row["state"] = j.state;
+      if (j.state != "queued") {
+        row["worker"] = j.worker;
+        row["attempts"] = j.attempts;
+        row["lease_expires_at"] = j.lease_expires_at;
+        row["next_attempt_at"] = j.next_attempt_at;
+        row["last_error"] = j.last_error;
+      }
+      arr.push_back(row);
+    }
     std::printf("%s\n", arr.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     return Status::ok();
   }
   std::vector<std::vector<std::string>> rows = {
-      {"STRUCTURE", "SHAPE", "GRAPH", "GPU", "CUDNN", "REQUESTS", "FIRST", "LAST", "REASON"}};
-  for (const auto& e : queue) {
+      {"STRUCTURE", "SHAPE", "GRAPH", "GPU", "CUDNN", "REQUESTS", "FIRST", "LAST", "STATE", "REASON"}};
+  size_t dead = 0;
+  for (const auto& j : jobs) {
+    const RetuneQueueEntry& e = j.entry;
     std::string reason = e.reasons.empty() ? "-" : e.reasons.back();
     if (e.reasons.size() > 1) reason += " (+" + std::to_string(e.reasons.size() - 1) + " more)";
     if (!e.problem.empty()) reason += " [unreadable: " + e.problem + "]";
-    rows.push_back({e.structure_sig.substr(0, 12), e.shape_key.empty() ? "-" : e.shape_key, e.graph_name,
-                    e.fingerprint.gpu_name, EnvFingerprint::cudnn_version_string(e.fingerprint.cudnn_version),
-                    std::to_string(e.request_count), age_of(e.first_seen), age_of(e.last_seen), reason});
+    std::string state = j.state;
+    if (j.state == "claimed" || j.state == "expired") state += " by " + j.worker;
+    if (j.state == "retry" || j.state == "dead")
+      state += " after " + std::to_string(j.attempts) + " attempt" + (j.attempts == 1 ? "" : "s") + ": " + j.last_error;
+    dead += j.state == "dead" ? 1 : 0;
+    rows.push_back({e.structure_sig.substr(0, 12), e.shape_key.empty() ? "-" : e.shape_key, printable(e.graph_name),
+                    printable(e.fingerprint.gpu_name),
+                    EnvFingerprint::cudnn_version_string(e.fingerprint.cudnn_version), std::to_string(e.request_count),
+                    age_of(e.first_seen), age_of(e.last_seen), printable(state), printable(reason)});
   }
-  if (!queue.empty()) print_table(rows);
-  std::printf("%zu queued re-tune%s in %s\n", queue.size(), queue.size() == 1 ? "" : "s",
-              printable(shown_store(o)).c_str());
+  if (!jobs.empty()) print_table(rows);
+  std::printf("%zu queued re-tune%s in %s%s\n", jobs.size(), jobs.size() == 1 ? "" : "s",
+              printable(shown_store(o)).c_str(),
+              dead ? (", " + std::to_string(dead) +
+                      " dead-lettered (never claimed again; --clear removes them, "
+                      "and a key queued again later is a new job)")
+                         .c_str()
+                   : "");
   return Status::ok();
 }
 

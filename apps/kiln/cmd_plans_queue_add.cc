@@ -4,13 +4,17 @@
 // add up. The environment is this machine's GPU, or one the store already holds plans or jobs for (--for KEY).
 #include <cinttypes>
 #include <cstdio>
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
 #include "kiln/core/read_file.h"
+#include "kiln/core/strings.h"
 #include "kiln/graph/graph.h"
 #include "kiln/lower/environment.h"
 #include "kiln/runtime/bucket_policy.h"
@@ -24,38 +28,55 @@ namespace kiln::cli::plans {
 
 namespace {
 
-// The environment whose key is `given` (a key or a prefix of one, as ls shows it), from what the store holds
-// for it: a plan, a queued job or a kept kernel cache.
+// The environment whose key is `given` (a key or a prefix of at least 6 hex digits, as `kiln plans ls --json` and
+// `kiln plans queue --json` show them), from what the store holds for it: a plan, a queued job or a kept kernel
+// cache. A prefix that begins several keys is refused, naming them.
 StatusOr<EnvFingerprint> environment_in_store(const std::string& given, PlanStore& store) {
-  KILN_ASSIGN_OR_RETURN(std::string key, resolve_fingerprint_key(given, store));
-  ListFilter f;
-  f.fingerprint_key = key;
-  KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store.list(f));
+  KILN_ASSIGN_OR_RETURN(std::string prefix, fingerprint_prefix_text(given));
+  std::map<std::string, EnvFingerprint> known;  // key -> its environment, from whatever holds it
+  KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store.list());
   for (const PlanSummary& p : plans)
-    if (p.problem.empty() && p.record.fingerprint_key() == key) return p.record.fingerprint;
-  KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queued, store.list_retune_queue(key));
+    if (p.problem.empty()) known.emplace(p.record.fingerprint_key(), p.record.fingerprint);
+  KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queued, store.list_retune_queue());
   for (const RetuneQueueEntry& e : queued)
-    if (e.problem.empty() && fingerprint_key(e.fingerprint) == key) return e.fingerprint;
+    if (e.problem.empty()) known.emplace(fingerprint_key(e.fingerprint), e.fingerprint);
   KILN_ASSIGN_OR_RETURN(std::vector<KernelCacheInfo> caches, store.list_kernel_caches());
   for (const KernelCacheInfo& c : caches)
-    if (c.problem.empty() && c.fingerprint_key == key) return c.fingerprint;
-  return not_found("--for " + printable(given) + ": " + printable(store.path()) +
-                   " holds no plan, queued job or kernel cache of that environment (kiln plans ls shows the keys)");
+    if (c.problem.empty()) known.emplace(c.fingerprint_key, c.fingerprint);
+  std::vector<std::string> begun;
+  for (const auto& [key, fp] : known)
+    if (key.compare(0, prefix.size(), prefix) == 0) begun.push_back(key);
+  if (begun.size() > 1)
+    return invalid_argument("--for " + prefix + " is ambiguous: it begins " + std::to_string(begun.size()) +
+                            " environment keys in " + printable(store.path()) + ": " + printable(join(begun, ", ")) +
+                            " (give more of it)");
+  if (begun.empty())
+    return not_found("--for " + printable(given) + ": " + printable(store.path()) +
+                     " holds no plan, queued job or kernel cache of an environment whose key begins so (kiln plans "
+                     "ls --json and kiln plans queue --json show the keys)");
+  return known.at(begun[0]);
 }
 
-StatusOr<EnvFingerprint> environment_for(const PlansOptions& o, PlanStore& store) {
+// The environment to queue for; --for reads the store (read-only: nothing is written before everything checks).
+StatusOr<EnvFingerprint> environment_for(const PlansOptions& o) {
   if (!o.environment_json.empty()) {
     KILN_ASSIGN_OR_RETURN(std::string text, read_file(o.environment_json));
     StatusOr<EnvFingerprint> fp = fingerprint_from_json(text);
     if (!fp.is_ok()) return invalid_argument("--environment-json " + o.environment_json + ": " + fp.status().message());
     return *fp;
   }
-  if (!o.fingerprint.empty()) return environment_in_store(o.fingerprint, store);
+  if (!o.fingerprint.empty()) {
+    StatusOr<std::unique_ptr<PlanStore>> store = open_store(o, false, /*read_only=*/true);
+    if (!store.is_ok() && is_server_location(o.store))  // an empty schema (no store yet) knows no environment
+      return store.status().with_context("--for " + printable(o.fingerprint));
+    if (!store.is_ok()) return store.status();
+    return environment_in_store(o.fingerprint, **store);
+  }
   EnvReport env = collect_environment(0);
   if (!env.device_status.is_ok())
     return unavailable("a re-tune is queued for one environment, and this machine has no GPU to say which (" +
                        env.device_status.message() +
-                       "): name an environment the store knows with --for KEY (kiln plans ls shows the keys)");
+                       "): name an environment the store knows with --for KEY (kiln plans ls --json shows the keys)");
   return env.fingerprint;
 }
 
@@ -76,8 +97,12 @@ StatusOr<std::vector<RetuneRequest>> requests_for(const std::string& spec, const
   if (o.shapes_file.empty()) {
     graphs.emplace_back(std::move(g), 1);
   } else {
-    for (const RecordedShape& r : recorded) {
-      if (r.structure != sig.structure) continue;
+    std::vector<RecordedShape> mine;  // this structure's shapes, hottest first (ties keep the file's order)
+    for (const RecordedShape& r : recorded)
+      if (r.structure == sig.structure && r.count > 0) mine.push_back(r);
+    std::stable_sort(mine.begin(), mine.end(),
+                     [](const RecordedShape& a, const RecordedShape& b) { return a.count > b.count; });
+    for (const RecordedShape& r : mine) {
       if (o.hottest > 0 && static_cast<int>(graphs.size()) >= o.hottest) break;
       StatusOr<std::map<std::string, int64_t>> shape = parse_shape_key(r.shape_key);
       if (!shape.is_ok())
@@ -122,14 +147,23 @@ Status run_queue_add(const PlansOptions& o) {
   if (!o.shapes_file.empty()) {
     KILN_ASSIGN_OR_RETURN(recorded, read_shapes_file(o.shapes_file));
   }
-  // Every spec is read before anything is queued: a bad one queues nothing.
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, false));
-  KILN_ASSIGN_OR_RETURN(EnvFingerprint env, environment_for(o, *store));
+  // Every spec, the shapes and the environment are read before the store is opened to write: bad input queues
+  // nothing and leaves no store behind. A key asked for twice (a spec given twice, a shape recorded twice) is one
+  // request with the counts added.
+  KILN_ASSIGN_OR_RETURN(EnvFingerprint env, environment_for(o));
   std::vector<std::pair<std::string, RetuneRequest>> requests;
+  std::map<std::pair<std::string, std::string>, size_t> index;
   for (const std::string& spec : o.specs) {
     KILN_ASSIGN_OR_RETURN(std::vector<RetuneRequest> rs, requests_for(spec, o, recorded, env));
-    for (auto& r : rs) requests.emplace_back(spec, std::move(r));
+    for (auto& r : rs) {
+      auto [it, fresh] = index.emplace(std::make_pair(r.structure_sig, r.shape_key), requests.size());
+      if (fresh) requests.emplace_back(spec, std::move(r));
+      else requests[it->second].second.count += r.count;
+    }
   }
+  if (requests.empty())
+    return invalid_argument("--shapes " + o.shapes_file + ": no recorded shape has the structure of any spec given");
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, false));
   std::vector<Queued> done;
   for (auto& [spec, req] : requests) {
     StatusOr<RetuneQueueEntry> e = store->enqueue_retune(req);
@@ -155,10 +189,10 @@ Status run_queue_add(const PlansOptions& o) {
   }
   for (const Queued& q : done)
     std::printf("queued %s %s ('%s'): %" PRId64 " request%s\n", q.entry.structure_sig.substr(0, 12).c_str(),
-                q.entry.shape_key.empty() ? "(static)" : q.entry.shape_key.c_str(), q.entry.graph_name.c_str(),
-                q.entry.request_count, q.entry.request_count == 1 ? "" : "s");
+                q.entry.shape_key.empty() ? "(static)" : printable(q.entry.shape_key).c_str(),
+                printable(q.entry.graph_name).c_str(), q.entry.request_count, q.entry.request_count == 1 ? "" : "s");
   std::printf("%zu re-tune%s queued for environment %s (%s, cuDNN %s) in %s\n", done.size(),
-              done.size() == 1 ? "" : "s", key.substr(0, 12).c_str(), env.gpu_name.c_str(),
+              done.size() == 1 ? "" : "s", key.substr(0, 12).c_str(), printable(env.gpu_name).c_str(),
               EnvFingerprint::cudnn_version_string(env.cudnn_version).c_str(), printable(shown_store(o)).c_str());
   return Status::ok();
 }

@@ -59,7 +59,25 @@ nlohmann::ordered_json job_json(const WorkerJobReport& j) {
           {"seconds", j.tuned.seconds}};
 }
 
+// Bounds the flags' checks leave open: times that would overflow a unix time, and a poll that would hammer the store.
+constexpr int64_t kMaxLeaseS = 7 * 86400, kMaxBackoffS = 30 * 86400;
+constexpr double kMinPollS = 0.05;
+
+Status check_worker_bounds(const WorkerCliOptions& o) {
+  if (o.lease_s > kMaxLeaseS)
+    return invalid_argument("--lease must be at most " + std::to_string(kMaxLeaseS) + " seconds (a week), got " +
+                            std::to_string(o.lease_s));
+  if (o.backoff_s > kMaxBackoffS)
+    return invalid_argument("--backoff must be at most " + std::to_string(kMaxBackoffS) + " seconds (30 days), got " +
+                            std::to_string(o.backoff_s));
+  if (o.poll_s < kMinPollS)
+    return invalid_argument("--poll must be at least " + std::to_string(kMinPollS).substr(0, 4) + " seconds, got " +
+                            std::to_string(o.poll_s));
+  return Status::ok();
+}
+
 Status run_worker_cli(const WorkerCliOptions& o) {
+  KILN_RETURN_IF_ERROR(check_worker_bounds(o));
   const std::string store_path = o.store.empty() ? default_store_path() : o.store;
   WorkerOptions wo;
   if (!o.environment_json.empty()) {
@@ -83,7 +101,7 @@ Status run_worker_cli(const WorkerCliOptions& o) {
   wo.on_job = [&](const WorkerJobReport& j) {
     if (o.json) return;
     std::string line = std::string(enum_name(kRetuneJobEndNames, j.end)) + "  " + key_of(j.job.entry) + " '" +
-                       j.job.entry.graph_name + "' (attempt " + std::to_string(j.job.attempt) + ")";
+                       printable(j.job.entry.graph_name) + "' (attempt " + std::to_string(j.job.attempt) + ")";
     if (!j.tuned.winner.empty()) {
       char buf[96];
       std::snprintf(buf, sizeof buf, ": %s %.4f ms %s", j.tuned.winner.c_str(), j.tuned.median_ms,

@@ -11,20 +11,54 @@
 
 namespace kiln::store {
 
+namespace {
+
+// The scheme of a URI location, matched whatever its case, after leading blanks.
+const std::regex& uri_scheme() {
+  static const std::regex kScheme(R"(^\s*(postgres(ql)?)://)", std::regex::icase);
+  return kScheme;
+}
+
+}  // namespace
+
 bool is_postgres_location(const std::string& location) {
-  if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) return true;
-  static const std::regex kKeyValue(R"(^\s*(host|hostaddr|dbname|service|user|port)\s*=)");
+  if (std::regex_search(location, uri_scheme())) return true;
+  // A libpq key=value string starting with any of libpq's connection keywords (a file path rarely does).
+  static const std::regex kKeyValue(
+      R"(^\s*(host|hostaddr|port|dbname|user|password|passfile|options|application_name|fallback_application_name|)"
+      R"(connect_timeout|client_encoding|service|sslmode|sslcert|sslkey|sslrootcert|sslcrl|sslpassword|requiressl|)"
+      R"(gssencmode|krbsrvname|target_session_attrs|channel_binding|require_auth|load_balance_hosts|keepalives\w*|)"
+      R"(tcp_user_timeout)\s*=)",
+      std::regex::icase);
   return std::regex_search(location, kKeyValue);
 }
 
 std::string redact_location(const std::string& location) {
-  static const std::regex kUriPassword(R"(^(postgres(ql)?://[^:/@?]*):[^@/]*@)");
-  static const std::regex kPair(R"((password\s*=\s*)('([^'\\]|\\.)*'|\S+))");
+  static const std::regex kUriPassword(R"(^(\s*postgres(ql)?://[^:/@?]*):[^@]*@)", std::regex::icase);
+  static const std::regex kPair(R"((password\s*=\s*)('([^'\\]|\\.)*'|\S+))", std::regex::icase);
   std::string out = std::regex_replace(location, kUriPassword, "$1:***@");
   return std::regex_replace(out, kPair, "$1***");
 }
 
 namespace {
+
+// How long a connection attempt and a lock wait may take (seconds) before the call fails Unavailable.
+constexpr int kConnectTimeoutS = 10;
+constexpr int kLockTimeoutS = 10;
+
+// The location with libpq's connect_timeout (kConnectTimeoutS) unless it or $PGCONNECT_TIMEOUT sets one: a
+// server that accepts the connection and never answers must not hang a command.
+// Leading blanks go and a URI's scheme is lowercased (libpq knows only "postgresql://" and "postgres://").
+std::string with_connect_timeout(const std::string& location) {
+  std::string conninfo = location.substr(std::min(location.size(), location.find_first_not_of(" \t\n")));
+  std::smatch m;
+  const bool uri = std::regex_search(conninfo, m, uri_scheme());
+  if (uri) conninfo = (m[2].matched ? "postgresql://" : "postgres://") + conninfo.substr(m[0].length());
+  if (conninfo.find("connect_timeout") != std::string::npos || std::getenv("PGCONNECT_TIMEOUT")) return conninfo;
+  const std::string t = "connect_timeout=" + std::to_string(kConnectTimeoutS);
+  if (uri) return conninfo + (conninfo.find('?') == std::string::npos ? "?" : "&") + t;
+  return conninfo + " " + t;
+}
 
 // SQLSTATE -> Status: a lost or refused connection, a server shutting down, a conflict to retry and too
 // little of a resource are Unavailable; a refused write (privileges, a read-only transaction) is
@@ -35,6 +69,9 @@ Status status_of(const std::string& sqlstate, const std::string& msg) {
   // A role that may not write (or read) the store: bad input naming it (exit 2), as SQLite's unwritable file.
   if (sqlstate == "42501") return invalid_argument(msg + " (this database role lacks the privilege)");
   if (sqlstate == "25006") return failed_precondition(msg);
+  // lock_timeout (session_settings): another writer held the store's lock that long, as SQLite's busy timeout.
+  if (sqlstate == "55P03")
+    return unavailable(msg + " (the store's lock stayed taken for " + std::to_string(kLockTimeoutS) + " s)");
   if (cls == "XX" && (sqlstate == "XX001" || sqlstate == "XX002")) return corruption(msg);
   if (cls == "22" || cls == "23") return invalid_argument(msg);
   return internal_error(msg);
@@ -174,7 +211,7 @@ class PgStmt final : public StmtImpl {
 StatusOr<std::unique_ptr<PgConn>> PgConn::connect(const std::string& conninfo, const std::string& display,
                                                   bool read_only) {
   KILN_ASSIGN_OR_RETURN(const pq::Api* api, pq::api());
-  pq::PGconn* c = api->connectdb(conninfo.c_str());
+  pq::PGconn* c = api->connectdb(with_connect_timeout(conninfo).c_str());
   if (!c) return unavailable("cannot reach PostgreSQL store " + display + ": out of memory");
   std::unique_ptr<PgConn> conn(new PgConn(api, c, display, read_only));
   if (api->status(c) != pq::kConnectionOk)
@@ -190,7 +227,11 @@ PgConn::~PgConn() {
 
 Status PgConn::session_settings() {
   // extra_float_digits=3: every double read back is the one written (servers before 12 round by default).
-  std::string sql = "SET extra_float_digits = 3; SET client_encoding = 'UTF8'; SET client_min_messages = warning";
+  // lock_timeout: a write waits for another writer's lock (pg_advisory_xact_lock) at most that long, as a SQLite
+  // store's busy timeout; then Unavailable (55P03), never a hang.
+  std::string sql = "SET extra_float_digits = 3; SET client_encoding = 'UTF8'; SET client_min_messages = warning; "
+                    "SET lock_timeout = '" +
+                    std::to_string(kLockTimeoutS) + "s'";
   if (read_only_) sql += "; SET default_transaction_read_only = on";
   for (const std::string& c : channels_) sql += "; LISTEN " + c;
   return simple(sql.c_str());
@@ -214,6 +255,11 @@ Status PgConn::result_error(pq::PGresult* res, const std::string& what) {
   if (res) api_->clear(res);
   // No SQLSTATE and a connection gone: the server went away under the call.
   if (sqlstate.empty() && api_->status(conn_) != pq::kConnectionOk) sqlstate = "08006";
+  // A write refused by a server this connection did not ask to be read-only (a hot standby, a role's
+  // default_transaction_read_only): the location is wrong for a command that writes, not a stale plan.
+  if (sqlstate == "25006" && !read_only_)
+    return invalid_argument("PostgreSQL store " + display_ + ": " + what + ": " + msg +
+                            " (this server or role accepts no writes: a command that writes needs a writable primary)");
   return status_of(sqlstate, "PostgreSQL store " + display_ + ": " + what + ": " + msg);
 }
 

@@ -2,6 +2,13 @@
 #include "store/pg_sql.h"
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
 
 #include "store/libpq.h"
 #include "store/pg_conn.h"
@@ -65,6 +72,14 @@ TEST(PostgresLocation, UrisAndKeyValueStringsArePostgresPathsAreNot) {
   EXPECT_FALSE(is_postgres_location("plans=1.db"));
   EXPECT_FALSE(is_postgres_location("postgresql.db"));
   EXPECT_FALSE(is_postgres_location(""));
+  // Any libpq keyword first, any case of the scheme, leading blanks: a server, never a file path whose name
+  // would print (and keep on disk) a password (found by a hostile trial).
+  EXPECT_TRUE(is_postgres_location("password=s3cret host=/tmp/sock dbname=kiln"));
+  EXPECT_TRUE(is_postgres_location("options='-csearch_path=a' host=db"));
+  EXPECT_TRUE(is_postgres_location("sslmode=require host=db"));
+  EXPECT_TRUE(is_postgres_location("POSTGRESQL://kiln:s3cret@db/plans"));
+  EXPECT_TRUE(is_postgres_location(" postgresql://kiln@db/plans"));
+  EXPECT_FALSE(is_postgres_location("hosts=1.db"));
 }
 
 TEST(PostgresLocation, PasswordsNeverReachAMessage) {
@@ -72,6 +87,34 @@ TEST(PostgresLocation, PasswordsNeverReachAMessage) {
   EXPECT_EQ(redact_location("host=db password=s3cret dbname=kiln"), "host=db password=*** dbname=kiln");
   EXPECT_EQ(redact_location("host=db password='a b\\' c' dbname=kiln"), "host=db password=*** dbname=kiln");
   EXPECT_EQ(redact_location("postgresql://kiln@db/plans"), "postgresql://kiln@db/plans");
+  EXPECT_EQ(redact_location("postgresql://kiln:Se/CrEt@db/plans"), "postgresql://kiln:***@db/plans");
+  EXPECT_EQ(redact_location("POSTGRESQL://kiln:s3cret@db/plans"), "POSTGRESQL://kiln:***@db/plans");
+  EXPECT_EQ(redact_location("host=db PASSWORD=s3cret"), "host=db PASSWORD=***");
+}
+
+// A server that accepts the connection and never answers: libpq's connect_timeout (10 s unless the location or
+// $PGCONNECT_TIMEOUT sets one) ends the attempt, Unavailable, instead of a hang (found by a hostile trial).
+TEST(PostgresConnection, ASilentServerTimesOutInsteadOfHanging) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);  // the kernel accepts; nobody ever answers
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string where = "host=127.0.0.1 port=" + std::to_string(ntohs(a.sin_port)) + " dbname=x user=kiln";
+  ::unsetenv("PGCONNECT_TIMEOUT");  // the location names none either: Kiln's default (10 s) is what ends it
+  const auto t0 = std::chrono::steady_clock::now();
+  auto c = PgConn::connect(where, where, false);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(fd);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().to_string();
+  EXPECT_GE(s, 5) << "ended before the default timeout: " << c.status().to_string();
+  EXPECT_LT(s, 30) << "the connection attempt hung";
 }
 
 TEST(PostgresConnection, AnUnreachableServerIsUnavailableNamingTheStoreWithoutItsPassword) {

@@ -1,6 +1,7 @@
 // Leases on the re-tune queue (kiln/store/retune_request.h, docs/fleet.md): the queue as a fleet's job queue.
 // A lease row beside a queue row says who holds it and until when, how many attempts it had, and whether it
 // waits for a retry or was dead-lettered; the log keeps every ended claim.
+#include <algorithm>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +15,11 @@
 #include "store/tables.h"
 
 namespace kiln {
+
+namespace {
+// The longest lease or backoff step a caller may ask for (about 136 years): sums with a unix time never overflow.
+constexpr int64_t kMaxSpanS = int64_t{1} << 32;
+}  // namespace
 
 using store::Stmt;
 using store::Txn;
@@ -157,7 +163,7 @@ StatusOr<std::optional<RetuneJob>> SqlPlanStore::claim_retune(const std::string&
   job.attempt = (pg ? recheck.int64(0) : find.int64(attempts_col)) + 1;
   job.token = new_token();
   job.worker = options.worker.empty() ? store::user_at_host() : options.worker;
-  job.lease_expires_at = now + std::max<int64_t>(options.lease_s, 1);
+  job.lease_expires_at = now + std::clamp<int64_t>(options.lease_s, 1, kMaxSpanS);
   Lease l{job.entry.structure_sig,
           job.entry.shape_key,
           job.entry.fingerprint_key,
@@ -184,7 +190,7 @@ Status SqlPlanStore::heartbeat_retune(const RetuneJob& job, int64_t lease_s) {
   Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin_row_locks());
   KILN_ASSIGN_OR_RETURN(Lease l, held_lease(db_, job, path_));
-  l.lease_expires_at = now + std::max<int64_t>(lease_s, 1);
+  l.lease_expires_at = now + std::clamp<int64_t>(lease_s, 1, kMaxSpanS);
   l.updated_at = now;
   KILN_RETURN_IF_ERROR(store::insert_row(db_, store::retune_leases_table(), encode(l)));
   return txn.commit();
@@ -215,7 +221,9 @@ Status SqlPlanStore::finish_retune(const RetuneJob& job, const RetuneJobFinish& 
     l.state = dead ? "dead" : "retry";
     l.last_error = finish.message;
     const int64_t shift = std::min<int64_t>(l.attempts - 1, 20);
-    l.next_attempt_at = dead ? 0 : now + finish.backoff_s * (int64_t{1} << std::max<int64_t>(shift, 0));
+    l.next_attempt_at =
+        dead ? 0
+             : now + std::clamp<int64_t>(finish.backoff_s, 0, kMaxSpanS) * (int64_t{1} << std::max<int64_t>(shift, 0));
     l.token.clear();
     l.updated_at = now;
     if (dead) outcome = "dead";

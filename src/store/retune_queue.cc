@@ -156,8 +156,20 @@ StatusOr<bool> SqlPlanStore::remove_from_retune_queue(const std::string& structu
                                                       const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
+  // A dead-lettered row's lease goes with it: the key queued again later is a new job, not one still dead. A live
+  // claim's lease stays (a worker removes the row when it stores the plan, then ends its claim).
+  Txn txn(db_);
+  KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(int64_t n,
-                        store::delete_by_key(db_, queue_table(), {structure_sig, shape_key, fingerprint_key}));
+                        store::delete_by_key_in_txn(db_, queue_table(), {structure_sig, shape_key, fingerprint_key}));
+  KILN_ASSIGN_OR_RETURN(bool leases, store::table_exists(db_, "retune_leases"));
+  if (leases) {
+    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM retune_leases WHERE structure_sig = ?1 AND "
+                                                       "shape_key = ?2 AND fingerprint_key = ?3 AND state = 'dead'"));
+    store::bind_texts(del, {structure_sig, shape_key, fingerprint_key});
+    KILN_RETURN_IF_ERROR(del.run());
+  }
+  KILN_RETURN_IF_ERROR(txn.commit());
   return n > 0;
 }
 

@@ -4,7 +4,9 @@
 // a bad spec, shapes file or key queues nothing and names what is wrong.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/exit_codes.h"
@@ -164,6 +166,68 @@ TEST_P(QueueAddCli, BadInputQueuesNothingAndSaysWhatIsWrong) {
   EXPECT_EQ(r.code, kExitBadInput) << r.output();
   EXPECT_NE(r.err.find("not-shapes.json"), std::string::npos) << r.err;
   EXPECT_TRUE(queue().empty());
+}
+
+// Found by a hostile trial: a file out of order is still taken hottest first; a key asked for twice is one request
+// with the counts added; --for takes a prefix of a key the store knows only from a queued job.
+TEST_P(QueueAddCli, HottestFirstWhateverTheFileOrderAndOneRowPerKey) {
+  nlohmann::json j = {{"format", "kiln-shapes"}, {"version", 1}};
+  j["shapes"] = nlohmann::json::array();
+  for (auto [key, n] : {std::pair{"batch=64", 5}, std::pair{"batch=128", 50}, std::pair{"batch=2", 0}})
+    j["shapes"].push_back({{"structure", structure_},
+                           {"shape_key", key},
+                           {"graph", "relu_dyn"},
+                           {"count", n},
+                           {"sources", {{"dynamic", n}}}});
+  const std::string path = dir_.file("unsorted.json");
+  std::ofstream(path) << j.dump();
+  CliResult r = add(spec_ + " " + spec_ + " --shapes " + path + " --hottest 1");
+  ASSERT_EQ(r.code, 0) << r.output();
+  std::vector<RetuneQueueEntry> q = queue();
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].shape_key, "batch=128");
+  EXPECT_EQ(q[0].request_count, 100);  // the spec given twice: one row, both counts
+  const std::string prefix = fingerprint_key(h200()).substr(0, 12);
+  r = add(other_ + " --for " + prefix, false);  // the store holds no plan: the key is the queued job's
+  ASSERT_EQ(r.code, 0) << r.output();
+  EXPECT_EQ(queue().size(), 2u);
+}
+
+// Bad input leaves no store behind (a new SQLite file is not made for a command that fails).
+TEST_P(QueueAddCli, ACommandThatFailsMakesNoStore) {
+  KILN_STORE_FILE_CASE();
+  const std::string fresh = dir_.file("fresh.db");
+  CliResult r = run_kiln("plans queue add " + dir_.file("missing.json") + " --store " + fresh + " --environment-json " +
+                         env_file_);
+  EXPECT_EQ(r.code, kExitBadInput) << r.output();
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  r = run_kiln("plans queue add " + spec_ + " --store " + fresh);  // no GPU, no --for
+  EXPECT_EQ(r.code, kExitEnvironment) << r.output();
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+}
+
+// A dead-lettered job is listed as dead with its reason; --clear removes it with its lease, so the key queued again
+// is a new job that a worker claims.
+TEST_P(QueueAddCli, ADeadJobIsListedAsDeadAndClearingItMakesTheKeyClaimableAgain) {
+  ASSERT_EQ(add(spec_).code, 0);
+  RetuneLeaseOptions lo;
+  lo.worker = "w1";
+  StatusOr<std::optional<RetuneJob>> job = store_->claim_retune(fingerprint_key(h200()), lo);
+  ASSERT_TRUE(job.is_ok() && job->has_value()) << job.status().to_string();
+  RetuneJobFinish f;
+  f.end = RetuneJobEnd::kFailed;
+  f.message = "no engine configuration left";
+  f.max_attempts = 1;
+  ASSERT_TRUE(store_->finish_retune(**job, f).is_ok());
+  CliResult r = run_kiln("plans queue --store \"" + location() + "\"");
+  ASSERT_EQ(r.code, 0) << r.output();
+  EXPECT_NE(r.out.find("dead after 1 attempt: no engine configuration left"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 dead-lettered"), std::string::npos) << r.out;
+  ASSERT_EQ(run_kiln("plans queue --clear --store \"" + location() + "\"").code, 0);
+  ASSERT_EQ(add(spec_).code, 0);
+  job = store_->claim_retune(fingerprint_key(h200()), lo);
+  ASSERT_TRUE(job.is_ok()) << job.status().to_string();
+  EXPECT_TRUE(job->has_value()) << "the key queued again after --clear is still dead";
 }
 
 KILN_STORE_CONTRACT_SUITE(QueueAddCli);
