@@ -65,12 +65,14 @@ class FakeBackend : public TuneBackend {
     reference_ = *run_host_reference_with_magnitudes(graph_, inputs_);
   }
 
+  bool ranked_ = true;  // false: the heuristics rank none (each candidate from the enumeration alone)
+
   StatusOr<std::vector<CandidateInfo>> candidates(const std::vector<HeuristicMode>&) override {
     std::vector<CandidateInfo> out;
     for (size_t i = 0; i < script_.size(); ++i) {
       CandidateInfo c;
       c.config.engine_id = static_cast<int64_t>(i);
-      c.heuristic_rank = static_cast<int>(i);
+      c.heuristic_rank = ranked_ ? static_cast<int>(i) : -1;
       c.modes = {"A"};
       out.push_back(c);
     }

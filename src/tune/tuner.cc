@@ -77,15 +77,24 @@ StatusOr<CandidateList> list_candidates(TuneBackend& backend, const std::string&
     return l;
   }
   KILN_ASSIGN_OR_RETURN(auto cands, guarded("listing candidates", [&] { return backend.candidates(o.modes); }));
-  for (const CandidateInfo& c : cands) {
-    if (excluded(c.config, o.exclude)) continue;
-    if (o.top_k > 0 && (c.heuristic_rank < 0 || c.heuristic_rank >= o.top_k)) continue;
+  auto keep = [&](const CandidateInfo& c) {
     l.configs.push_back(c.config);
     l.ranks.push_back(c.heuristic_rank);
     std::string n;
     for (auto& s : c.behavior_notes) n += (n.empty() ? "" : ",") + s;
     l.notes.push_back(n);
+  };
+  for (const CandidateInfo& c : cands) {
+    if (excluded(c.config, o.exclude)) continue;
+    if (o.top_k > 0 && (c.heuristic_rank < 0 || c.heuristic_rank >= o.top_k)) continue;
+    keep(c);
   }
+  // top_k counts the heuristics' ranked choices; where they rank none (cuDNN's heuristics give no list for some
+  // graphs, conv wgrad among them on the H200), the first top_k of the enumeration stand in, rather than nothing.
+  if (l.configs.empty() && o.top_k > 0)
+    for (const CandidateInfo& c : cands)
+      if (!excluded(c.config, o.exclude) && c.heuristic_rank < 0 && static_cast<int>(l.configs.size()) < o.top_k)
+        keep(c);
   if (l.configs.empty())
     return not_supported("no engine configuration left for graph '" + graph_name + "' after filters");
   return l;

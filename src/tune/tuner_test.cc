@@ -104,6 +104,20 @@ TEST(TunerDecisions, ProgressCountsEveryCandidateAfterTheFilters) {
   EXPECT_EQ(r->winner_config.engine_id, 3);
 }
 
+// Where the heuristics rank no candidate (found on the H200 for conv wgrad: `kiln worker --top-k 8` and 32 had
+// "no engine configuration left after filters"), top_k takes the first k of the enumeration instead.
+TEST(TunerDecisions, TopKTakesTheEnumerationsFirstWhenTheHeuristicsRankNone) {
+  FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kCorrect, 0.5}, {Kind::kCorrect, 0.1}});
+  fake.ranked_ = false;
+  TuneOptions o = quiet();
+  o.top_k = 2;
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(r->winner_config.engine_id, 1);  // the faster of the first two; the third is left out
+  EXPECT_EQ(fake.built_.count(2), 0u);
+}
+
 TEST(TunerDecisions, BuildsRunOnWorkerThreadsAheadOfTheLoop) {
   std::vector<Script> s(8, Script{Kind::kCorrect, 1.0});
   FakeBackend fake(s);
