@@ -57,21 +57,29 @@ Status run_queue(const PlansOptions& o) {
   }
   KILN_ASSIGN_OR_RETURN(bool no_store, said_no_store(o));
   if (no_store) return Status::ok();
-  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
+  // --fingerprint: a key or a prefix of one (at least 6 hex digits, any case), as other subcommands take it.
+  std::string prefix;
+  if (!o.fingerprint.empty()) {
+    KILN_ASSIGN_OR_RETURN(prefix, fingerprint_prefix_text(o.fingerprint));
+  }
+  // A listing only reads: a read-only role or a hot standby can list the queue.
+  KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/!o.clear));
   // Each row with its job state (queued, claimed, expired, retry, dead: kiln/store/retune_request.h).
-  KILN_ASSIGN_OR_RETURN(std::vector<RetuneJobState> jobs, store->list_retune_jobs(o.fingerprint));
+  KILN_ASSIGN_OR_RETURN(std::vector<RetuneJobState> jobs, store->list_retune_jobs());
   if (jobs.empty()) {  // a read-only store from before the leases: its rows, each queued
-    KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store->list_retune_queue(o.fingerprint));
+    KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store->list_retune_queue());
     for (auto& e : queue) {
       RetuneJobState j;
       j.entry = std::move(e);
       jobs.push_back(std::move(j));
     }
   }
-  if (!o.structure.empty()) {
+  {
     std::vector<RetuneJobState> kept;
     for (auto& j : jobs)
-      if (j.entry.structure_sig.compare(0, o.structure.size(), o.structure) == 0) kept.push_back(std::move(j));
+      if (j.entry.structure_sig.compare(0, o.structure.size(), o.structure) == 0 &&
+          j.entry.fingerprint_key.compare(0, prefix.size(), prefix) == 0)
+        kept.push_back(std::move(j));
     jobs = std::move(kept);
   }
   if (o.clear) {

@@ -126,6 +126,7 @@ StatusOr<std::vector<RetuneRequest>> requests_for(const std::string& spec, const
     req.graph_name = graph.name;
     req.spec_json = std::move(spec_json);
     req.count = count;
+    req.revive = true;  // by hand: a dead-lettered job of this key is queued again
     req.reason = !o.reason.empty() ? o.reason
                  : o.shapes_file.empty()
                      ? std::string("queued by hand (kiln plans queue add)")

@@ -61,7 +61,7 @@ nlohmann::ordered_json job_json(const WorkerJobReport& j) {
 
 // Bounds the flags' checks leave open: times that would overflow a unix time, and a poll that would hammer the store.
 constexpr int64_t kMaxLeaseS = 7 * 86400, kMaxBackoffS = 30 * 86400;
-constexpr double kMinPollS = 0.05;
+constexpr double kMinPollS = 0.05, kMaxPollS = 3600;
 
 Status check_worker_bounds(const WorkerCliOptions& o) {
   if (o.lease_s > kMaxLeaseS)
@@ -70,9 +70,12 @@ Status check_worker_bounds(const WorkerCliOptions& o) {
   if (o.backoff_s > kMaxBackoffS)
     return invalid_argument("--backoff must be at most " + std::to_string(kMaxBackoffS) + " seconds (30 days), got " +
                             std::to_string(o.backoff_s));
-  if (o.poll_s < kMinPollS)
-    return invalid_argument("--poll must be at least " + std::to_string(kMinPollS).substr(0, 4) + " seconds, got " +
-                            std::to_string(o.poll_s));
+  if (!(o.poll_s >= kMinPollS && o.poll_s <= kMaxPollS)) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", o.poll_s);
+    return invalid_argument("--poll must be 0.05 to " + std::to_string(static_cast<int64_t>(kMaxPollS)) +
+                            " seconds, got " + got);
+  }
   return Status::ok();
 }
 
@@ -85,6 +88,12 @@ Status run_worker_cli(const WorkerCliOptions& o) {
     StatusOr<EnvFingerprint> fp = fingerprint_from_json(text);
     if (!fp.is_ok()) return invalid_argument("--environment-json " + o.environment_json + ": " + fp.status().message());
     wo.current = *fp;
+  }
+  // A worker takes jobs from a store that exists: a mistyped path must not become a new, empty store it waits on.
+  if (!is_server_location(store_path)) {
+    KILN_ASSIGN_OR_RETURN(bool exists, path_exists(store_path, "plan store"));
+    if (!exists)
+      return not_found("no plan store at " + store_path + " (a worker takes its jobs from an existing store)");
   }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<PlanStore> store, PlanStore::open(store_path));
   wo.name = o.name;

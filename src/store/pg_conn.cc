@@ -34,8 +34,10 @@ bool is_postgres_location(const std::string& location) {
 }
 
 std::string redact_location(const std::string& location) {
-  static const std::regex kUriPassword(R"(^(\s*postgres(ql)?://[^:/@?]*):[^@]*@)", std::regex::icase);
-  static const std::regex kPair(R"((password\s*=\s*)('([^'\\]|\\.)*'|\S+))", std::regex::icase);
+  // The URI's password runs to the last '@' (an unencoded '/' or '@' in it stays hidden); a key=value password
+  // to the next unescaped blank ("Se\ CrEt" is one value to libpq).
+  static const std::regex kUriPassword(R"(^(\s*postgres(ql)?://[^:/@?]*):.*@)", std::regex::icase);
+  static const std::regex kPair(R"((password\s*=\s*)('([^'\\]|\\.)*'|(\\.|[^\s\\])+))", std::regex::icase);
   std::string out = std::regex_replace(location, kUriPassword, "$1:***@");
   return std::regex_replace(out, kPair, "$1***");
 }
@@ -58,6 +60,22 @@ std::string with_connect_timeout(const std::string& location) {
   const std::string t = "connect_timeout=" + std::to_string(kConnectTimeoutS);
   if (uri) return conninfo + (conninfo.find('?') == std::string::npos ? "?" : "&") + t;
   return conninfo + " " + t;
+}
+
+// A URI whose user:password part holds an unencoded '/' or '@': libpq would split it elsewhere than meant, and
+// its error message would quote a piece of the password (as a port or a host name). Refused before libpq sees it.
+Status check_uri_userinfo(const std::string& location, const std::string& display) {
+  std::smatch m;
+  if (!std::regex_search(location, m, uri_scheme())) return Status::ok();
+  const std::string rest = location.substr(m[0].length());
+  const std::string head = rest.substr(0, rest.find('?'));  // a query parameter may hold '@' of its own
+  const size_t at = head.rfind('@');
+  if (at == std::string::npos) return Status::ok();
+  const std::string userinfo = head.substr(0, at);
+  if (userinfo.find('/') == std::string::npos && userinfo.find('@') == std::string::npos) return Status::ok();
+  return invalid_argument("PostgreSQL store " + display +
+                          ": the URI's user:password part holds an unencoded '/' or '@'; percent-encode them (%2F, "
+                          "%40) or use the key=value form (password='...')");
 }
 
 // SQLSTATE -> Status: a lost or refused connection, a server shutting down, a conflict to retry and too
@@ -210,6 +228,7 @@ class PgStmt final : public StmtImpl {
 
 StatusOr<std::unique_ptr<PgConn>> PgConn::connect(const std::string& conninfo, const std::string& display,
                                                   bool read_only) {
+  KILN_RETURN_IF_ERROR(check_uri_userinfo(conninfo, display));
   KILN_ASSIGN_OR_RETURN(const pq::Api* api, pq::api());
   pq::PGconn* c = api->connectdb(with_connect_timeout(conninfo).c_str());
   if (!c) return unavailable("cannot reach PostgreSQL store " + display + ": out of memory");

@@ -90,6 +90,19 @@ TEST(PostgresLocation, PasswordsNeverReachAMessage) {
   EXPECT_EQ(redact_location("postgresql://kiln:Se/CrEt@db/plans"), "postgresql://kiln:***@db/plans");
   EXPECT_EQ(redact_location("POSTGRESQL://kiln:s3cret@db/plans"), "POSTGRESQL://kiln:***@db/plans");
   EXPECT_EQ(redact_location("host=db PASSWORD=s3cret"), "host=db PASSWORD=***");
+  EXPECT_EQ(redact_location("password=Se\\ CrEt host=db"), "password=*** host=db");
+  EXPECT_EQ(redact_location("postgresql://nobody:Se@CrEt@db/kiln"), "postgresql://nobody:***@db/kiln");
+}
+
+// A URI whose password holds an unencoded '/' or '@' is refused before libpq, whose message would quote a piece
+// of it as a port or a host name (found by a hostile trial).
+TEST(PostgresConnection, AUriPasswordThatLibpqWouldSplitIsRefusedUnquoted) {
+  const std::string where = "postgresql://kiln:TopSecretPrefix/tail99@localhost/nosuch";
+  auto c = PgConn::connect(where, redact_location(where), false);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().to_string();
+  EXPECT_EQ(c.status().message().find("TopSecret"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("percent-encode"), std::string::npos) << c.status().message();
 }
 
 // A server that accepts the connection and never answers: libpq's connect_timeout (10 s unless the location or

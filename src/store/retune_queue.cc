@@ -128,6 +128,7 @@ StatusOr<RetuneQueueEntry> SqlPlanStore::enqueue_retune(const RetuneRequest& req
     e.reasons.erase(e.reasons.begin(), e.reasons.end() - static_cast<std::ptrdiff_t>(kRetuneReasonsKept));
 
   KILN_RETURN_IF_ERROR(store::insert_row(db_, queue_table(), encode(e)));
+  if (request.revive) KILN_RETURN_IF_ERROR(delete_dead_lease(request.structure_sig, request.shape_key, fpkey));
   KILN_RETURN_IF_ERROR(txn.commit());
   KILN_LOG(kInfo, "plan store " << path_ << ": re-tune of " << name << " ('" << e.graph_name << "') queued ("
                                 << e.request_count << (e.request_count == 1 ? " request" : " requests")
@@ -152,6 +153,16 @@ StatusOr<std::vector<RetuneQueueEntry>> SqlPlanStore::list_retune_queue(const st
   return out;
 }
 
+Status SqlPlanStore::delete_dead_lease(const std::string& structure_sig, const std::string& shape_key,
+                                       const std::string& fingerprint_key) {
+  KILN_ASSIGN_OR_RETURN(bool leases, store::table_exists(db_, "retune_leases"));
+  if (!leases) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM retune_leases WHERE structure_sig = ?1 AND "
+                                                     "shape_key = ?2 AND fingerprint_key = ?3 AND state = 'dead'"));
+  store::bind_texts(del, {structure_sig, shape_key, fingerprint_key});
+  return del.run();
+}
+
 StatusOr<bool> SqlPlanStore::remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
                                                       const std::string& fingerprint_key) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
@@ -162,13 +173,7 @@ StatusOr<bool> SqlPlanStore::remove_from_retune_queue(const std::string& structu
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(int64_t n,
                         store::delete_by_key_in_txn(db_, queue_table(), {structure_sig, shape_key, fingerprint_key}));
-  KILN_ASSIGN_OR_RETURN(bool leases, store::table_exists(db_, "retune_leases"));
-  if (leases) {
-    KILN_ASSIGN_OR_RETURN(Stmt del, Stmt::prepare(db_, "DELETE FROM retune_leases WHERE structure_sig = ?1 AND "
-                                                       "shape_key = ?2 AND fingerprint_key = ?3 AND state = 'dead'"));
-    store::bind_texts(del, {structure_sig, shape_key, fingerprint_key});
-    KILN_RETURN_IF_ERROR(del.run());
-  }
+  KILN_RETURN_IF_ERROR(delete_dead_lease(structure_sig, shape_key, fingerprint_key));
   KILN_RETURN_IF_ERROR(txn.commit());
   return n > 0;
 }

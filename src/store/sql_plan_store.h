@@ -87,6 +87,9 @@ class SqlPlanStore final : public PlanStore {
   void reset_counters() override;
 
  private:
+  // In a write transaction: a dead-lettered lease of this key goes (its queue row is removed or asked for again).
+  Status delete_dead_lease(const std::string& structure_sig, const std::string& shape_key,
+                           const std::string& fingerprint_key);
   SqlPlanStore(std::string path, store::Database db, bool read_only);
   // A put of a record that passed its own checks: the store writable, created_at (when 0) and checksum
   // filled, written in one transaction; returns the record as stored.

@@ -264,8 +264,8 @@ StatusOr<ReplayReport> run_replay(const ReplayJob& job) {
   // Notices come only from a server store (PostgreSQL NOTIFY): elsewhere such a barrier could only time out.
   for (size_t i = 0; i < trace.requests.size(); ++i)
     if (trace.requests[i].notices > 0 && !is_server_location(job.store_path))
-      return invalid_argument(job.trace + ": requests[" + std::to_string(i) +
-                              "]: a {\"wait\": \"notices\"} barrier needs a PostgreSQL --store (only a server store "
+      return invalid_argument("trace '" + job.trace +
+                              "': a {\"wait\": \"notices\"} barrier needs a PostgreSQL --store (only a server store "
                               "sends notices of plans stored elsewhere)");
   if (!job.record_shapes.empty()) KILN_RETURN_IF_ERROR(check_record_destination(job, trace));
   KILN_ASSIGN_OR_RETURN(PlannerOptions po, planner_options(job));

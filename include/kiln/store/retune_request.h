@@ -23,6 +23,9 @@ struct RetuneRequest {
   std::string reason;        // "store stale: cudnn_version: recorded 9.19.0, current 9.20.0 (must match)"
   int64_t requested_at = 0;  // unix seconds; 0: now
   int64_t count = 1;         // requests this one stands for (a hot shape's served calls); < 1 counts as 1
+  // Asked for by hand (`kiln plans queue add`): a dead-lettered job of this key becomes a new job. A Planner's
+  // automatic requests leave a dead job dead (else a key that always fails would be retried forever).
+  bool revive = false;
 };
 
 // Distinct reasons kept per queue row (the oldest are dropped), and the longest reason kept (longer ones are

@@ -223,8 +223,26 @@ TEST_P(QueueAddCli, ADeadJobIsListedAsDeadAndClearingItMakesTheKeyClaimableAgain
   ASSERT_EQ(r.code, 0) << r.output();
   EXPECT_NE(r.out.find("dead after 1 attempt: no engine configuration left"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 dead-lettered"), std::string::npos) << r.out;
-  ASSERT_EQ(run_kiln("plans queue --clear --store \"" + location() + "\"").code, 0);
+  // A Planner's automatic request leaves it dead (a key that always fails is not retried forever)...
+  RetuneRequest automatic;
+  automatic.structure_sig = structure_;
+  automatic.shape_key = "batch=8";
+  automatic.fingerprint = h200();
+  automatic.spec_json = kDynamicSpec;
+  automatic.reason = "store miss";
+  ASSERT_TRUE(store_->enqueue_retune(automatic).is_ok());
+  job = store_->claim_retune(fingerprint_key(h200()), lo);
+  ASSERT_TRUE(job.is_ok()) << job.status().to_string();
+  EXPECT_FALSE(job->has_value()) << "an automatic request revived a dead job";
+  // ...queueing it by hand makes it a new job...
   ASSERT_EQ(add(spec_).code, 0);
+  job = store_->claim_retune(fingerprint_key(h200()), lo);
+  ASSERT_TRUE(job.is_ok()) << job.status().to_string();
+  ASSERT_TRUE(job->has_value()) << "the key queued again by hand is still dead";
+  ASSERT_TRUE(store_->finish_retune(**job, f).is_ok());  // dead again
+  // ...and so does --clear, then any request.
+  ASSERT_EQ(run_kiln("plans queue --clear --store \"" + location() + "\"").code, 0);
+  ASSERT_TRUE(store_->enqueue_retune(automatic).is_ok());
   job = store_->claim_retune(fingerprint_key(h200()), lo);
   ASSERT_TRUE(job.is_ok()) << job.status().to_string();
   EXPECT_TRUE(job->has_value()) << "the key queued again after --clear is still dead";
