@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "kiln/core/read_file.h"
 #include "kiln/core/strings.h"
 #include "kiln/graph/graph.h"
 #include "kiln/lower/environment.h"
@@ -59,12 +58,7 @@ StatusOr<EnvFingerprint> environment_in_store(const std::string& given, PlanStor
 
 // The environment to queue for; --for reads the store (read-only: nothing is written before everything checks).
 StatusOr<EnvFingerprint> environment_for(const PlansOptions& o) {
-  if (!o.environment_json.empty()) {
-    KILN_ASSIGN_OR_RETURN(std::string text, read_file(o.environment_json));
-    StatusOr<EnvFingerprint> fp = fingerprint_from_json(text);
-    if (!fp.is_ok()) return invalid_argument("--environment-json " + o.environment_json + ": " + fp.status().message());
-    return *fp;
-  }
+  if (!o.environment_json.empty()) return read_environment_json(o.environment_json);
   if (!o.fingerprint.empty()) {
     StatusOr<std::unique_ptr<PlanStore>> store = open_store(o, false, /*read_only=*/true);
     if (!store.is_ok() && is_server_location(o.store))  // an empty schema (no store yet) knows no environment
@@ -117,20 +111,13 @@ StatusOr<std::vector<RetuneRequest>> requests_for(const std::string& spec, const
   }
   std::vector<RetuneRequest> out;
   for (auto& [graph, count] : graphs) {
-    KILN_ASSIGN_OR_RETURN(GraphSignature s, compute_signature(graph));
-    KILN_ASSIGN_OR_RETURN(std::string spec_json, graph_to_spec_json(graph));
-    RetuneRequest req;
-    req.structure_sig = s.structure;
-    req.shape_key = s.shape_key;
-    req.fingerprint = env;
-    req.graph_name = graph.name;
-    req.spec_json = std::move(spec_json);
+    const std::string reason = !o.reason.empty() ? o.reason
+                               : o.shapes_file.empty()
+                                   ? std::string("queued by hand (kiln plans queue add)")
+                                   : "hot shape: served " + std::to_string(count) + " times (" + o.shapes_file + ")";
+    KILN_ASSIGN_OR_RETURN(RetuneRequest req, retune_request_for(graph, env, reason));
     req.count = count;
     req.revive = true;  // by hand: a dead-lettered job of this key is queued again
-    req.reason = !o.reason.empty() ? o.reason
-                 : o.shapes_file.empty()
-                     ? std::string("queued by hand (kiln plans queue add)")
-                     : "hot shape: served " + std::to_string(count) + " times (" + o.shapes_file + ")";
     out.push_back(std::move(req));
   }
   return out;

@@ -84,10 +84,7 @@ Status run_worker_cli(const WorkerCliOptions& o) {
   const std::string store_path = o.store.empty() ? default_store_path() : o.store;
   WorkerOptions wo;
   if (!o.environment_json.empty()) {
-    KILN_ASSIGN_OR_RETURN(std::string text, read_file(o.environment_json));
-    StatusOr<EnvFingerprint> fp = fingerprint_from_json(text);
-    if (!fp.is_ok()) return invalid_argument("--environment-json " + o.environment_json + ": " + fp.status().message());
-    wo.current = *fp;
+    KILN_ASSIGN_OR_RETURN(wo.current, read_environment_json(o.environment_json));
   }
   // A worker takes jobs from a store that exists: a mistyped path must not become a new, empty store it waits on.
   if (!is_server_location(store_path)) {

@@ -1,5 +1,7 @@
 #include "commands.h"
 
+#include "kiln/core/read_file.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +26,13 @@ bool register_command(const char* name, CommandAdder adder) {
 
 void add_registered_commands(CLI::App& app, Runner* run) {
   for (auto& [name, adder] : registry()) adder(app, run);
+}
+
+StatusOr<EnvFingerprint> read_environment_json(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  StatusOr<EnvFingerprint> fp = fingerprint_from_json(text);
+  if (!fp.is_ok()) return invalid_argument("--environment-json " + path + ": " + fp.status().message());
+  return fp;
 }
 
 CLI::Validator non_empty_path() {

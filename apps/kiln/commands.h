@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "kiln/core/fingerprint.h"
 #include "kiln/core/status.h"
 
 namespace kiln::cli {
@@ -29,6 +30,9 @@ CLI::Option* add_seed_option(CLI::App* sub, uint64_t* seed, const std::string& h
 // A check for an option that names a file or folder: an empty value ("--store ''", an unset variable in a
 // script) is a usage error, not "the option was not given" (exit 2, "--store: the path is empty").
 CLI::Validator non_empty_path();
+// The hidden testing flag --environment-json (kiln worker, kiln plans queue add): the environment of that
+// fingerprint JSON file; InvalidArgument naming the flag and the file when it does not read as one.
+StatusOr<EnvFingerprint> read_environment_json(const std::string& path);
 
 // Checks for a number option, at parse time (before any GPU is touched): the value must read whole as a
 // number (an integer for whole_number_at_least) not below `min`; a usage error names the option, the bound and

@@ -93,8 +93,7 @@ std::string retune_reason(const LookupResult& look) {
   return r;
 }
 
-StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, const EnvFingerprint& env,
-                                        const std::string& reason) {
+StatusOr<RetuneRequest> retune_request_for(const Graph& graph, const EnvFingerprint& env, const std::string& reason) {
   KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(graph));
   KILN_ASSIGN_OR_RETURN(std::string spec, graph_to_spec_json(graph));
   RetuneRequest req;
@@ -104,7 +103,21 @@ StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, co
   req.graph_name = graph.name;
   req.spec_json = std::move(spec);
   req.reason = reason;
+  return req;
+}
+
+StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, const EnvFingerprint& env,
+                                        const std::string& reason) {
+  KILN_ASSIGN_OR_RETURN(RetuneRequest req, retune_request_for(graph, env, reason));
   return store.enqueue_retune(req);
+}
+
+StatusOr<EnvFingerprint> this_machine_environment(const std::optional<EnvFingerprint>& given,
+                                                  const std::string& needs) {
+  if (given) return *given;
+  EnvReport env = collect_environment(0);
+  if (!env.device_status.is_ok()) return unavailable(needs + ", and there is none: " + env.device_status.message());
+  return env.fingerprint;
 }
 
 TuneOptions tune_options_for(const RetuneNowOptions& o) {
@@ -136,15 +149,8 @@ RetuneRowReport retune_one(PlanStore& store, const EnvFingerprint& current, Retu
 StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& options) {
   if (store.read_only())
     return failed_precondition("plan store " + store.path() + " was opened read-only: cannot store re-tuned plans");
-  EnvFingerprint current;
-  if (options.current) {
-    current = *options.current;
-  } else {
-    EnvReport env = collect_environment(0);
-    if (!env.device_status.is_ok())
-      return unavailable("re-tuning needs this machine's GPU, and there is none: " + env.device_status.message());
-    current = env.fingerprint;
-  }
+  KILN_ASSIGN_OR_RETURN(EnvFingerprint current,
+                        this_machine_environment(options.current, "re-tuning needs this machine's GPU"));
   const std::string here = fingerprint_key(current);
   KILN_ASSIGN_OR_RETURN(std::vector<RetuneQueueEntry> queue, store.list_retune_queue());
 

@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "kiln/core/log.h"
-#include "kiln/lower/environment.h"
 
 namespace kiln {
 
@@ -120,15 +119,8 @@ WorkerJobReport work_on(PlanStore& store, const EnvFingerprint& current, const R
 StatusOr<WorkerReport> run_worker(PlanStore& store, const WorkerOptions& options) {
   if (store.read_only())
     return failed_precondition("plan store " + store.path() + " was opened read-only: a worker stores its winners");
-  EnvFingerprint current;
-  if (options.current) {
-    current = *options.current;
-  } else {
-    EnvReport env = collect_environment(0);
-    if (!env.device_status.is_ok())
-      return unavailable("a worker tunes on this machine's GPU, and there is none: " + env.device_status.message());
-    current = env.fingerprint;
-  }
+  KILN_ASSIGN_OR_RETURN(EnvFingerprint current,
+                        this_machine_environment(options.current, "a worker tunes on this machine's GPU"));
   WorkerReport rep;
   rep.worker = options.name.empty() ? default_name() : options.name;
   rep.fingerprint_key = fingerprint_key(current);

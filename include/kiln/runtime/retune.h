@@ -23,11 +23,16 @@ namespace kiln {
 // joined by "; ">", "store corrupt: <what was wrong>".
 std::string retune_reason(const LookupResult& look);
 
-// Queues a re-tune of `graph` (validated) for the environment `env`, with its spec JSON, under its
-// signature. FailedPrecondition for a read-only store (which never queues); InvalidArgument for a graph
-// that cannot be written as a spec.
+// The request to re-tune `graph` (validated) for the environment `env`: its signature and its spec JSON.
+// InvalidArgument for a graph that cannot be written as a spec.
+StatusOr<RetuneRequest> retune_request_for(const Graph& graph, const EnvFingerprint& env, const std::string& reason);
+// Queues retune_request_for(graph, env, reason). FailedPrecondition for a read-only store (which never queues).
 StatusOr<RetuneQueueEntry> queue_retune(PlanStore& store, const Graph& graph, const EnvFingerprint& env,
                                         const std::string& reason);
+
+// `given`, else this machine's environment (device 0): Unavailable "<needs>, and there is none: <why>" without
+// a usable GPU (a worker, kiln plans retune).
+StatusOr<EnvFingerprint> this_machine_environment(const std::optional<EnvFingerprint>& given, const std::string& needs);
 
 // How kiln run tunes when the policy is kRetune (a short tuning: the run waits for it); run_graph hands these
 // to the Planner as PromotionTuning.
