@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -72,6 +73,26 @@ TEST_P(WorkerCli, WithoutAGpuItRefusesToStart) {
   CliResult r = run_kiln("worker --store \"" + location() + "\" --once");
   EXPECT_EQ(r.code, kExitEnvironment) << r.output();
   EXPECT_NE(r.err.find("a worker tunes on this machine's GPU, and there is none"), std::string::npos) << r.err;
+}
+
+// Found by a hostile trial: a mistyped store path is not made into a new, empty store the worker waits on, and
+// times that would overflow a unix time, or a poll that would hammer the store, are refused naming the flag.
+TEST_P(WorkerCli, AMissingStoreAndOutOfBoundTimesAreRefusedByName) {
+  KILN_STORE_FILE_CASE();
+  const std::string missing = dir_.file("no-such.db");
+  CliResult r = run_kiln("worker --store " + missing + " --environment-json " + env_file_ + " --drain");
+  EXPECT_EQ(r.code, kExitBadInput) << r.output();
+  EXPECT_NE(r.err.find("no plan store at " + missing), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  for (const auto& [flag, words] :
+       {std::pair<std::string, std::string>{"--lease 9223372036854775807", "--lease must be at most 604800"},
+        {"--backoff 9223372036854775807", "--backoff must be at most 2592000"},
+        {"--poll 1e-9", "--poll must be 0.05 to 3600 seconds, got 1e-09"},
+        {"--poll 1e300", "--poll must be 0.05 to 3600 seconds"}}) {
+    r = worker("--drain " + flag);
+    EXPECT_EQ(r.code, kExitBadInput) << flag << ": " << r.output();
+    EXPECT_NE(r.err.find(words), std::string::npos) << flag << ": " << r.err;
+  }
 }
 
 TEST_P(WorkerCli, AFailedTuneIsRetriedAfterItsBackoffThenDeadLetteredWithItsReason) {
