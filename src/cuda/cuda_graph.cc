@@ -1,6 +1,8 @@
 // Stream capture into a CUDA graph (kiln/cuda/cuda_graph.h).
 #include "kiln/cuda/cuda_graph.h"
 
+#include "kiln/cuda/capture_gate.h"
+
 namespace kiln {
 
 Status check_capturable(cudaStream_t stream) {
@@ -15,6 +17,7 @@ Status check_capturable(cudaStream_t stream) {
 
 StatusOr<UniqueGraph> capture_graph(cudaStream_t stream, bool relaxed, const std::function<Status()>& record) {
   KILN_RETURN_IF_ERROR(check_capturable(stream));
+  CaptureGuard guard;  // Kiln's device-synchronizing work waits until the capture ends
   KILN_CUDA_RETURN_IF_ERROR(
       cudaStreamBeginCapture(stream, relaxed ? cudaStreamCaptureModeRelaxed : cudaStreamCaptureModeThreadLocal));
   Status run = record();

@@ -55,13 +55,25 @@ bool PlanCache::replace(const std::string& key, const std::shared_ptr<const Exec
   return true;
 }
 
+namespace {
+
+// Whether `plan` runs as parts (segments, an unfused chain) one of which is a plan for `structure`: a new plan
+// for that part makes the chain out of date too.
+bool has_part(const ExecutablePlan& plan, const std::string& structure) {
+  for (const auto& part : plan.parts())
+    if (part && (part->signature().structure == structure || has_part(*part, structure))) return true;
+  return false;
+}
+
+}  // namespace
+
 void PlanCache::forget(const std::string& structure) {
   generation_.fetch_add(1);
   const std::string prefix = structure + "|";
   for (Shard& shard : shards_) {
     std::unique_lock<std::shared_mutex> wl(shard.mu);
     for (auto it = shard.plans.begin(); it != shard.plans.end();) {
-      if (!structure.empty() && it->first.compare(0, prefix.size(), prefix) != 0) {
+      if (!structure.empty() && it->first.compare(0, prefix.size(), prefix) != 0 && !has_part(*it->second, structure)) {
         ++it;
         continue;
       }

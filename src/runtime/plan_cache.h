@@ -41,7 +41,8 @@ class PlanCache {
   // generation has not moved. True when it did.
   bool replace(const std::string& key, const std::shared_ptr<const ExecutablePlan>& stopgap,
                std::shared_ptr<const ExecutablePlan> plan, uint64_t generation);
-  // Drops every plan held for `structure` ("": every plan held) and bumps the generation first: a build that began before may have
+  // Drops every plan held for `structure`, and every chain of parts one of which is (segments, an unfused chain)
+  // ("": every plan held), and bumps the generation first: a build that began before may have
   // read the store as it was, so its plan is not held (a concurrent job's stored plan wins).
   void forget(const std::string& structure);
 

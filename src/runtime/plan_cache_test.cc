@@ -73,6 +73,29 @@ TEST(PlanCache, APromotionReplacesOnlyItsOwnStopgapAndForgetDropsTheStructure) {
   EXPECT_EQ(c.find(key), nullptr);
 }
 
+// A chain of parts (segments, an unfused chain) is held under the whole graph's key: a new plan for one of its parts'
+// structures (a notice, a job's store) drops the chain too, and leaves a plan unrelated to it.
+TEST(PlanCache, ForgettingAPartsStructureDropsTheChainsThatRunIt) {
+  SourceFixture f;
+  PlanCache c;
+  GraphSignature part_sig = f.pg.signature;
+  part_sig.structure = "part-structure";
+  auto part = std::make_shared<ExecutablePlan>(*f.pg.graph, part_sig, EngineConfig{3, {}}, 0, PlanSource::kHeuristics,
+                                               std::make_unique<RecordingExecutor>(nullptr));
+  auto chain = std::make_shared<ExecutablePlan>(*f.pg.graph, f.pg.signature, EngineConfig{3, {}}, 0,
+                                                PlanSource::kSegments, std::make_unique<RecordingExecutor>(nullptr));
+  chain->set_parts({part});
+  const std::string key = PlanCache::key(f.pg, {{"tokens", 64}});
+  c.hold(key, chain, c.generation());
+  c.hold(PlanCache::key(f.pg, {{"tokens", 32}}), plan_of(f.pg, PlanSource::kStore), c.generation());
+  c.forget("another-structure");
+  EXPECT_EQ(c.held(), 2);
+  c.forget("part-structure");
+  EXPECT_EQ(c.held(), 1);
+  EXPECT_EQ(c.find(key), nullptr) << "the chain running the part's old plan is still held";
+  EXPECT_NE(c.find(PlanCache::key(f.pg, {{"tokens", 32}})), nullptr);
+}
+
 TEST(PlanCache, SingleFlightBuildsOnceForManyCallers) {
   SourceFixture f;
   PlanCache c;

@@ -14,6 +14,7 @@
 
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
+#include "kiln/cuda/capture_gate.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/cuda/device.h"
 #include "kiln/lower/environment.h"
@@ -61,6 +62,11 @@ class HandlePool {
     HandlePool* pool_;
     cudnnHandle_t h_;
   };
+  // cudnnCreate allocates on the device: not while another thread captures a graph.
+  static StatusOr<UniqueCudnnHandle> new_handle() {
+    SynchronizingWork sync;
+    return make_cudnn_handle();
+  }
   // Makes handles until the pool holds as many as it may (idempotent).
   Status fill() {
     for (;;) {
@@ -69,7 +75,7 @@ class HandlePool {
         if (made_ >= max_) return Status::ok();
         ++made_;
       }
-      StatusOr<UniqueCudnnHandle> h = make_cudnn_handle();
+      StatusOr<UniqueCudnnHandle> h = new_handle();
       std::lock_guard<std::mutex> lock(mu_);
       if (!h.is_ok()) {
         --made_;
@@ -85,7 +91,7 @@ class HandlePool {
     if (may_create && free_.empty() && made_ < max_) {
       ++made_;  // this caller makes one (outside the lock: cudnnCreate takes a while)
       lock.unlock();
-      StatusOr<UniqueCudnnHandle> h = make_cudnn_handle();
+      StatusOr<UniqueCudnnHandle> h = new_handle();
       lock.lock();
       if (!h.is_ok()) {
         --made_;
@@ -322,7 +328,11 @@ class CudnnPlanBackend : public PlanBackend {
         return FirstUseVerdict{(*kept)->passed, false, "verdict kept in the store: " + (*kept)->summary};
       if (!kept.is_ok()) KILN_LOG(kWarn, "first-use verdict not read from the store: " << kept.status().message());
     }
-    KILN_ASSIGN_OR_RETURN(CheckReport r, runtime_detail::check_plan_on_device(plan, first_use_check_, /*seed=*/1));
+    StatusOr<CheckReport> checked = [&] {
+      SynchronizingWork sync;  // synchronizes the device: not while another thread captures a graph
+      return runtime_detail::check_plan_on_device(plan, first_use_check_, /*seed=*/1);
+    }();
+    KILN_ASSIGN_OR_RETURN(CheckReport r, std::move(checked));
     FirstUseVerdict v{r.verdict == Disposition::kPassed, true, r.summary()};
     // Kept for every Planner sharing the store, when this one may write it (store_writable).
     if (store_ && shared_store_) {
@@ -362,6 +372,7 @@ class CudnnPlanBackend : public PlanBackend {
   Status warm_concurrency() override { return pool_->fill(); }
 
   Status warm_up(const ExecutablePlan& plan) override {
+    SynchronizingWork sync;  // allocates and frees device memory: not while another thread captures a graph
     std::vector<DeviceBuffer> owned;
     TensorBindings b;
     const Graph& g = plan.graph();
@@ -514,6 +525,8 @@ class CudnnPlanBackend : public PlanBackend {
                                                         const std::optional<EngineConfig>& config,
                                                         PlanSource source) override {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not build plans");
+    // cuDNN's build may allocate, load modules and synchronize: not while another thread captures a graph.
+    SynchronizingWork sync;
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     LowerTarget target;
     target.handle = h.get();
@@ -550,6 +563,7 @@ class CudnnPlanBackend : public PlanBackend {
   // Serialized plan bytes loaded with a handle from the pool.
   StatusOr<LoweredGraph> load(const Graph& graph, const std::vector<uint8_t>& bytes) {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");
+    SynchronizingWork sync;  // cuDNN loads the plan's kernels: not while another thread captures a graph
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     return LoweredGraph::deserialize(graph, h.get(), bytes);
   }

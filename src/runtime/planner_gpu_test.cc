@@ -12,6 +12,7 @@
 
 #include "cli_test_util.h"
 #include "gpu_test_util.h"
+#include "kiln/cuda/capture_gate.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/planner.h"
 #include "kiln/runtime/workshop.h"
@@ -88,9 +89,15 @@ void run_and_check(const ExecutablePlan& plan, const std::string& what, size_t s
   ASSERT_TRUE(stream.is_ok());
   if (graph) {
     cudaGraph_t cg = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream->get(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    Status st = plan.execute(stream->get(), b.bindings, b.workspace.data());
-    ASSERT_EQ(cudaStreamEndCapture(stream->get(), &cg), cudaSuccess);
+    Status st;
+    {
+      // An application's own capture, while the Planner may promote in the background: the guard keeps
+      // Kiln's device-synchronizing work (builds, first-use checks) from invalidating it.
+      CaptureGuard guard;
+      ASSERT_EQ(cudaStreamBeginCapture(stream->get(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      st = plan.execute(stream->get(), b.bindings, b.workspace.data());
+      ASSERT_EQ(cudaStreamEndCapture(stream->get(), &cg), cudaSuccess);
+    }
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     cudaGraphExec_t exec = nullptr;
     ASSERT_EQ(cudaGraphInstantiate(&exec, cg, 0), cudaSuccess);

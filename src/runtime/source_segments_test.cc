@@ -52,6 +52,60 @@ TEST(SegmentsSource, AnUnfusableGraphRunsAsItsSegmentsEachFromTheChain) {
   EXPECT_EQ(f.backend->heuristic_builds.load(), 0);
 }
 
+// Under heuristics-and-queue, a segment the store has no plan for is queued as its own graph (a worker tunes it);
+// a stored one is not, and no other policy queues.
+TEST(SegmentsSource, SegmentsTheStoreLacksAreQueuedForReTune) {
+  for (const MismatchPolicy policy : {MismatchPolicy::kHeuristicsAndQueue, MismatchPolicy::kFail}) {
+    EnvPolicy e;
+    e.on_mismatch = policy;
+    SourceFixture f(PlannerOptions::tools().with_store("plans.db", /*writable=*/false).with_policy(e));
+    auto parts = decompose_graph(*f.pg.graph, DataType::kFloat16);
+    ASSERT_TRUE(parts.is_ok()) << parts.status().to_string();
+    SegmentDecision d;
+    d.segments = *parts;
+    d.why = "no engine fuses these (injected)";
+    f.backend->segment_into = d;
+    f.backend->queue_note = "queued for re-tune (requested 1 time)";
+    runtime_detail::SourceChain chain(*f.state);
+    runtime_detail::SegmentsSource segments(*f.state, chain);
+    std::map<std::string, int64_t> shape = {{"tokens", 64}};
+    auto r = f.request(shape, /*allow_stopgap=*/false);
+    Built out;
+    auto served = segments.serve(r, &out);
+    ASSERT_TRUE(served.is_ok()) << served.status().to_string();
+    ASSERT_TRUE(*served);
+    if (policy != MismatchPolicy::kHeuristicsAndQueue) {
+      EXPECT_TRUE(f.backend->queued.empty()) << f.backend->queued.front();
+      continue;
+    }
+    ASSERT_EQ(f.backend->queued.size(), parts->size());  // none stored: every segment queued, once
+    EXPECT_EQ(f.backend->queued.front(), "miss, a segment of graph 'mlp'");
+    EXPECT_NE(r.joined().find("segment '" + parts->front().graph.name + "': queued for re-tune"), std::string::npos)
+        << r.joined();
+  }
+}
+
+TEST(SegmentsSource, StoredSegmentsAreNotQueued) {
+  EnvPolicy e;
+  e.on_mismatch = MismatchPolicy::kHeuristicsAndQueue;
+  SourceFixture f(PlannerOptions::tools().with_store("plans.db", /*writable=*/false).with_policy(e));
+  auto parts = decompose_graph(*f.pg.graph, DataType::kFloat16);
+  ASSERT_TRUE(parts.is_ok());
+  SegmentDecision d;
+  d.segments = *parts;
+  d.why = "injected";
+  f.backend->segment_into = d;
+  f.backend->stored.insert("tokens=64");  // every segment's key
+  runtime_detail::SourceChain chain(*f.state);
+  runtime_detail::SegmentsSource segments(*f.state, chain);
+  std::map<std::string, int64_t> shape = {{"tokens", 64}};
+  auto r = f.request(shape, /*allow_stopgap=*/false);
+  Built out;
+  auto served = segments.serve(r, &out);
+  ASSERT_TRUE(served.is_ok()) << served.status().to_string();
+  EXPECT_TRUE(f.backend->queued.empty());
+}
+
 TEST(SegmentsSource, ASegmentThatCannotBeBuiltNamesItself) {
   SourceFixture f;
   auto parts = decompose_graph(*f.pg.graph, DataType::kFloat16);

@@ -86,9 +86,9 @@ class PhaseWorker {
     const auto t2 = Clock::now();
     float gpu_ms = 0;
     KILN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, ev0_.get(), ev1_.get()));
-    return ReplaySample{got.source,          got.plan->built_from(), i,
-                        ms_between(t0, t1),  ms_between(t_exec, t2), static_cast<double>(gpu_ms),
-                        got.plan->identity()};
+    return ReplaySample{got.source,           got.plan->built_from(), i,
+                        ms_between(t0, t1),   ms_between(t_exec, t2), static_cast<double>(gpu_ms),
+                        got.plan->identity(), std::move(got.why)};
   }
 
   Planner& planner_;

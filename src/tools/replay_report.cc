@@ -51,6 +51,7 @@ nlohmann::ordered_json by_shape_json(const ReplayReport& rep) {
                       {"shape", k.second},
                       {"first_source", plan_source_name(r.first->source)},
                       {"first_plan", plan_source_name(r.first->built_from)},
+                      {"first_why", r.first->why},
                       {"first_execution_ms", r.first->obtain_ms + r.first->exec_ms},
                       {"stopgap_executions", r.stopgap.size()},
                       {"stopgap_execute_ms_p50", percentile(r.stopgap, 0.5)},

@@ -142,10 +142,10 @@ ReplayReport two_shape_report() {
   rep.trace.requests = {req(100), req(100), req(100), req(200)};
   rep.threads = 2;
   rep.samples = {
-      {PlanSource::kPadded, PlanSource::kPadded, 0, 0.1, 0.5, 0.40, "eng1"},
-      {PlanSource::kMemory, PlanSource::kPadded, 1, 0.001, 0.3, 0.25, "eng1"},
-      {PlanSource::kMemory, PlanSource::kBucket, 2, 0.001, 0.2, 0.15, "eng2"},
-      {PlanSource::kHeuristics, PlanSource::kHeuristics, 3, 20.0, 0.4, 0.30, "eng3"},
+      {PlanSource::kPadded, PlanSource::kPadded, 0, 0.1, 0.5, 0.40, "eng1", "store: no record; padded from 128"},
+      {PlanSource::kMemory, PlanSource::kPadded, 1, 0.001, 0.3, 0.25, "eng1", ""},
+      {PlanSource::kMemory, PlanSource::kBucket, 2, 0.001, 0.2, 0.15, "eng2", ""},
+      {PlanSource::kHeuristics, PlanSource::kHeuristics, 3, 20.0, 0.4, 0.30, "eng3", "store: no record"},
   };
   rep.stats.promotions = 1;
   return rep;
@@ -170,6 +170,7 @@ TEST(Replay, TheReportCountsSourcesAndSaysHowEachShapeWasFirstServed) {
   EXPECT_EQ(s100["executions"], 1);          // the hit on the promoted plan
   EXPECT_DOUBLE_EQ(s100["gpu_ms_p50"].get<double>(), 0.15);
   EXPECT_EQ(s100["first_plan_config"], "eng1");
+  EXPECT_EQ(s100["first_why"], "store: no record; padded from 128");  // the first request's, not a later one's
   EXPECT_EQ(s100["config"], "eng2");
   EXPECT_EQ(j["by_shape"][1]["first_source"], "heuristics");
   EXPECT_EQ(j["promotions"]["promoted"], 1);

@@ -56,6 +56,8 @@ struct CaptureStep {
 // cudaStreamCaptureModeThreadLocal (default): a call CUDA deems unsafe during capture (a synchronous
 // cudaMalloc, a stream query) from this thread fails the capture instead of silently escaping it; other
 // threads are unaffected. kRelaxed allows those calls (for code that must make them while capturing).
+// Either way the capture holds the capture gate (kiln/cuda/capture_gate.h): Kiln's device-synchronizing
+// work on other threads (a Planner's background builds, first-use checks) waits until it ends.
 enum class CaptureMode { kThreadLocal, kRelaxed };
 inline constexpr EnumName<CaptureMode> kCaptureModeNames[] = {{CaptureMode::kThreadLocal, "thread-local"},
                                                               {CaptureMode::kRelaxed, "relaxed"}};

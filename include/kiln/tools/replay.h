@@ -100,6 +100,7 @@ struct ReplaySample {
   double obtain_ms = 0, exec_ms = 0;                // host clock: obtain(); execute + sync
   double gpu_ms = 0;   // the execution's own time on the stream (CUDA events), launch overhead left out
   std::string config;  // the plan's identity
+  std::string why;     // the Planner's words for how it obtained the plan (Obtained::why)
 };
 
 // One {"wait": "notices"} barrier as it went.
