@@ -28,6 +28,7 @@ import report  # noqa: E402
 ORDER = ["conv-kiln", "conv-torch", "gemm-kiln", "gemm-torch", "attention-kiln", "attention-torch",
          "block-kiln", "block-torch", "runtime-kiln", "runtime-torch", "coldstart-kiln", "cases-kiln",
          "cases-torch", "cases-norms-kiln", "cases-norms-torch", "why"]
+# (Parts a later run replaced whole are kept in a folder below, e.g. parts/superseded-2026-12-01/: not read.)
 
 
 def part_files(parts_dir):

@@ -1,8 +1,11 @@
-// kiln stats SHAPES_FILE: a recorded-shapes file's summary (kiln::Planner's recorder, docs/runtime.md):
-// per structure, the shapes served, how often, and which are still served by stopgaps (padded, dynamic,
-// bucket or heuristics) rather than a stored tuned plan; with --buckets, the bucket representatives to tune.
+// kiln stats [SHAPES_FILE] [--store S]: a recorded-shapes file's summary (kiln::Planner's recorder,
+// docs/runtime.md): per structure, the shapes served, how often, and which are still served by stopgaps (padded,
+// dynamic, bucket or heuristics) rather than a stored tuned plan; with --buckets, the bucket representatives to
+// tune. With --store, a plan store's (a fleet's): its plans, the job log's outcomes, and the winner changes
+// (docs/fleet.md "Winner changes").
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +13,7 @@
 
 #include "commands.h"
 #include "kiln/core/printable.h"
+#include "plans.h"
 #include "kiln/runtime/bucket_policy.h"
 #include "kiln/runtime/shape_recorder.h"
 
@@ -17,12 +21,85 @@ namespace kiln::cli {
 namespace {
 
 struct StatsCmdOptions {
-  std::string file, buckets;
+  std::string file, buckets, store;
   bool json = false;
   int top = 20;
 };
 
-Status run_stats(const StatsCmdOptions& o) {
+// The store's part: its plans, the job log's outcomes and the winner changes (newest last; the last --top in
+// text). JSON into *j, else printed.
+Status store_stats(const StatsCmdOptions& o, nlohmann::ordered_json* j) {
+  plans::PlansOptions po;
+  po.store = o.store;
+  KILN_ASSIGN_OR_RETURN(auto store, plans::open_store(po, /*must_exist=*/true, /*read_only=*/true));
+  KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> records, store->list());
+  KILN_ASSIGN_OR_RETURN(std::vector<RetuneJobLogEntry> log, store->retune_job_log());
+  KILN_ASSIGN_OR_RETURN(std::vector<WinnerChange> changes, store->winner_changes());
+  KILN_ASSIGN_OR_RETURN(std::vector<GraphSpecEntry> specs, store->list_graph_specs());
+  std::map<std::string, std::string> graph_of;  // structure|shape -> the graph's name, where a spec is kept
+  for (const GraphSpecEntry& e : specs) graph_of[e.structure_sig + "|" + e.shape_key] = e.graph_name;
+  int64_t tuned = 0;
+  std::map<std::string, int64_t> envs, outcomes;
+  for (const PlanSummary& r : records) {
+    tuned += r.record.tuned;
+    ++envs[r.record.fingerprint_key()];
+  }
+  for (const RetuneJobLogEntry& e : log) ++outcomes[e.outcome];
+  std::map<std::string, int64_t> keys;  // structure|shape|environment -> its changes
+  for (const WinnerChange& c : changes) ++keys[c.structure_sig + "|" + c.shape_key + "|" + c.fingerprint_key];
+  auto graph = [&](const WinnerChange& c) {
+    auto it = graph_of.find(c.structure_sig + "|" + c.shape_key);
+    return it == graph_of.end() ? std::string() : it->second;
+  };
+  if (j) {
+    nlohmann::ordered_json list = nlohmann::json::array();
+    for (const WinnerChange& c : changes)
+      list.push_back({{"structure", c.structure_sig},
+                      {"shape_key", c.shape_key},
+                      {"graph", graph(c)},
+                      {"fingerprint", c.fingerprint_key},
+                      {"from", c.from_config},
+                      {"to", c.to_config},
+                      {"from_median_ms", c.from_median_ms},
+                      {"to_median_ms", c.to_median_ms},
+                      {"from_tuned_by", c.from_tuned_by},
+                      {"to_tuned_by", c.to_tuned_by},
+                      {"changed_at", c.changed_at}});
+    (*j)["store"] = {
+        {"location", shown_location(o.store)}, {"plans", records.size()},   {"tuned", tuned},
+        {"environments", envs.size()},         {"jobs", outcomes},          {"winner_changes", changes.size()},
+        {"keys_changed", keys.size()},         {"changes", std::move(list)}};
+    return Status::ok();
+  }
+  std::string jobs;
+  for (const auto& [outcome, n] : outcomes) jobs += (jobs.empty() ? "" : ", ") + std::to_string(n) + " " + outcome;
+  std::printf("%s: %zu plans (%lld tuned) in %zu environments; job log: %s\n",
+              printable(shown_location(o.store)).c_str(), records.size(), static_cast<long long>(tuned), envs.size(),
+              jobs.empty() ? "empty" : jobs.c_str());
+  std::printf("winner changes: %zu, over %zu keys (a tuned plan replaced by a tuned one of another configuration)\n",
+              changes.size(), keys.size());
+  const size_t first = changes.size() > static_cast<size_t>(o.top) ? changes.size() - static_cast<size_t>(o.top) : 0;
+  if (!changes.empty())
+    std::printf("  %-19s %-16s %-16s %-26s %-24s %s\n", "when (UTC)", "graph", "shape", "from -> to", "ms -> ms", "by");
+  for (size_t i = first; i < changes.size(); ++i) {
+    const WinnerChange& c = changes[i];
+    char when[32] = "?";
+    const std::time_t t = static_cast<std::time_t>(c.changed_at);
+    std::tm tm{};
+    if (gmtime_r(&t, &tm)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    char ms[64];
+    std::snprintf(ms, sizeof ms, "%.4g -> %.4g", c.from_median_ms, c.to_median_ms);
+    const std::string g = graph(c).empty() ? c.structure_sig.substr(0, 12) : printable(graph(c));
+    std::printf("  %-19s %-16s %-16s %-26s %-24s %s\n", when, g.c_str(),
+                c.shape_key.empty() ? "(static)" : printable(c.shape_key).c_str(),
+                (printable(c.from_config) + " -> " + printable(c.to_config)).c_str(), ms,
+                (printable(c.from_tuned_by) + " -> " + printable(c.to_tuned_by)).c_str());
+  }
+  if (first > 0) std::printf("  ... %zu earlier (--top N shows more)\n", first);
+  return Status::ok();
+}
+
+Status shape_stats(const StatsCmdOptions& o, nlohmann::ordered_json* json_out) {
   KILN_ASSIGN_OR_RETURN(std::vector<RecordedShape> shapes, read_shapes_file(o.file));
   auto policy = BucketPolicy::parse(o.buckets);
   if (!policy.is_ok()) return policy.status().with_context("--buckets");
@@ -50,7 +127,7 @@ Status run_stats(const StatsCmdOptions& o) {
     return s.sources.count("dynamic") || s.sources.count("padded") || s.sources.count("split") ||
            s.sources.count("bucket") || s.sources.count("heuristics");
   };
-  if (o.json) {
+  if (json_out) {
     nlohmann::ordered_json j;
     j["file"] = o.file;
     j["shapes"] = shapes.size();
@@ -70,7 +147,7 @@ Status run_stats(const StatsCmdOptions& o) {
                       {"tune_at", shape.is_ok() ? shape_key_text(policy->representative(*shape)) : s.shape_key}});
     }
     j["hottest"] = std::move(list);
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    json_out->update(j);
     return Status::ok();
   }
   std::printf("%s: %zu shapes of %zu structures, %lld calls", o.file.c_str(), shapes.size(), graph_of.size(),
@@ -95,10 +172,29 @@ Status run_stats(const StatsCmdOptions& o) {
   return Status::ok();
 }
 
+Status run_stats(const StatsCmdOptions& o) {
+  if (o.file.empty() && o.store.empty())
+    return invalid_argument("kiln stats needs a recorded-shapes file, --store, or both");
+  if (o.top < 1) return invalid_argument("--top must be >= 1, got " + std::to_string(o.top));
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (!o.file.empty()) KILN_RETURN_IF_ERROR(shape_stats(o, o.json ? &j : nullptr));
+  if (!o.store.empty()) {
+    if (!o.file.empty() && !o.json) std::printf("\n");
+    KILN_RETURN_IF_ERROR(store_stats(o, o.json ? &j : nullptr).with_context("--store"));
+  }
+  if (o.json) std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  return Status::ok();
+}
+
 void add_stats(CLI::App& app, Runner* run) {
   auto o = std::make_shared<StatsCmdOptions>();
-  CLI::App* sub = app.add_subcommand("stats", "Summarize a recorded-shapes file (kiln::Planner's recorder)");
-  sub->add_option("file", o->file, "Recorded-shapes file (docs/runtime.md)")->required();
+  CLI::App* sub = app.add_subcommand(
+      "stats",
+      "Summarize a recorded-shapes file (kiln::Planner's recorder) and/or a plan store's winner changes and jobs");
+  sub->add_option("file", o->file, "Recorded-shapes file (docs/runtime.md)");
+  sub->add_option("--store", o->store,
+                  "A plan store (a path or a PostgreSQL location): its plans, job outcomes and "
+                  "winner changes (docs/fleet.md)");
   sub->add_option("--top", o->top, "Show the N hottest shapes")->capture_default_str();
   sub->add_option("--buckets", o->buckets, "Bucket policy to group shapes by (e.g. 'batch=pow2')");
   sub->add_flag("--json", o->json, "Machine-readable output");

@@ -115,7 +115,9 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
   to.incumbent.reset();
   if (use_store) {
     KILN_ASSIGN_OR_RETURN(std::optional<PlanRecord> prev, stored_record(b, sig, env, o.policy));
-    if (prev && prev->tuned) {
+    // The incumbent is the winner measured in this environment (its key): a record a relaxed policy lets run here
+    // was timed elsewhere, so its time says nothing against a challenger timed here.
+    if (prev && prev->tuned && prev->fingerprint_key() == fingerprint_key(env)) {
       if (job.untuned_only) {
         out.skipped = true;
         return out;

@@ -173,8 +173,9 @@ struct Jobs {
   std::unique_ptr<Planner> planner;
   FakeTuner tuner;
   StoreBackedFake* backend = nullptr;
-  explicit Jobs(bool writable = true, NewShapes new_shapes = NewShapes::kBuildNow) {
+  explicit Jobs(bool writable = true, NewShapes new_shapes = NewShapes::kBuildNow, const EnvPolicy& policy = {}) {
     PlannerOptions o;
+    o.policy = policy;
     o.store_path = db;
     o.store_writable = writable;
     o.new_shapes = new_shapes;  // the static sources only, unless a test asks
@@ -288,6 +289,35 @@ TEST(PlannerJobs, TuneAndStoreUsesTheStoredWinnerAsIncumbentAndDequeues) {
   ASSERT_TRUE(skipped.is_ok());
   EXPECT_TRUE(skipped->skipped);
   EXPECT_EQ(j.tuner.calls.size(), 2u) << "a key stored tuned is not tuned again with untuned_only";
+}
+
+// A record another environment tuned, runnable here under a relaxed policy, is no incumbent: its time was measured
+// there (a winner replaces a stored one only when faster beyond noise in the same environment).
+TEST(PlannerJobs, AnotherEnvironmentsWinnerIsNoIncumbent) {
+  EnvPolicy relaxed;
+  relaxed.set_rule(FingerprintField::kCudnnVersion, FieldRule::kInformational);
+  Jobs j(/*writable=*/true, NewShapes::kBuildNow, relaxed);
+  Graph g = token_graph();
+  auto sig = compute_signature(g);
+  ASSERT_TRUE(sig.is_ok());
+  PlanRecord elsewhere = store_test::make_record(0);
+  elsewhere.structure_sig = sig->structure;
+  elsewhere.shape_key = sig->shape_key;
+  elsewhere.fingerprint.cudnn_version = 92000;  // another key; the relaxed policy lets it run here
+  elsewhere.engine_id = 3;
+  elsewhere.knobs.clear();
+  elsewhere.stats.median_ms = 0.01;
+  {
+    auto s = j.store();
+    ASSERT_TRUE(s->put(elsewhere).is_ok());
+    auto look = s->get(sig->structure, sig->shape_key, store_test::h200(), relaxed);
+    ASSERT_TRUE(look.is_ok());
+    ASSERT_TRUE(look->runnable()) << "the test needs the other environment's record to pass the relaxed policy";
+  }
+  auto tuned = j.planner->workshop().tune(g, j.job());
+  ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
+  ASSERT_EQ(j.tuner.calls.size(), 1u);
+  EXPECT_FALSE(j.tuner.calls[0].incumbent.has_value()) << j.tuner.calls[0].incumbent->identity;
 }
 
 TEST(PlannerJobs, ATuningCutShortIsStoredUntunedAndNoWinnerStoresNothing) {

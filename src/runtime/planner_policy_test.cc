@@ -343,8 +343,9 @@ TEST(PlannerPolicy, AGraphCuDnnCannotFuseRunsAsItsSegmentsEachObtainedOnItsOwn) 
   EXPECT_EQ(st.served[static_cast<int>(PlanSource::kHeuristics)], 0);  // the segments are the chain's, not served
 }
 
-// A segment is never a stopgap (the chain is held whole and not promoted) and carries no mismatch policy.
-TEST(PlannerPolicy, ADynamicGraphsSegmentsAreStaticPlansAtEveryShapeAndNeverQueued) {
+// A segment is never a stopgap (the chain is held whole and not promoted); the store's missing segments are queued at
+// the graph's own shape only.
+TEST(PlannerPolicy, ADynamicGraphsSegmentsAreStaticPlansAtEveryShapeAndQueuedAtItsOwnShapeOnly) {
   PlannerOptions o;  // stopgaps on (the default), a store
   auto b = std::make_unique<PolicyBackend>();
   PolicyBackend* backend = b.get();
@@ -354,14 +355,18 @@ TEST(PlannerPolicy, ADynamicGraphsSegmentsAreStaticPlansAtEveryShapeAndNeverQueu
   auto planner = Planner::create_with_backend(std::move(b), o);
   auto pg = planner->prepare(token_graph(64));
   ASSERT_TRUE(pg.is_ok());
+  size_t own_parts = 0;
   for (int64_t t : {64, 100, 300}) {
     auto got = planner->obtain(*pg, {{"tokens", t}});
     ASSERT_TRUE(got.is_ok()) << got.status().to_string();
     EXPECT_EQ(got->source, PlanSource::kSegments);
     for (const auto& part : got->plan->parts()) EXPECT_FALSE(plan_source_is_stopgap(part->built_from()));
+    if (t == 64) own_parts = got->plan->parts().size();
   }
-  // Nothing queued: the segments carry no mismatch policy (a new shape would otherwise queue each of them).
-  EXPECT_TRUE(backend->queued.empty());
+  // The own shape's segments queued (the store has none), once each; the other shapes' are the recorder's.
+  ASSERT_FALSE(backend->queued.empty());
+  for (const std::string& q : backend->queued) EXPECT_NE(q.find("a segment of graph"), std::string::npos) << q;
+  EXPECT_EQ(backend->queued.size(), own_parts) << "segments queued at shapes other than the graph's own";
 }
 
 TEST(PlannerPolicy, AGraphCuDnnFusesIsAskedAboutOncePerStructure) {

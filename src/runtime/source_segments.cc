@@ -25,10 +25,12 @@ StatusOr<bool> SegmentsSource::serve(SourceRequest& r, Built* out) {
     // Each segment passes the gate (first use) before the chain made of them may serve.
     KILN_RETURN_IF_ERROR(state_.first_use().admit(*got->plan, got->source, part.graph.name).with_context(where));
     // A segment the store has no plan for is queued for re-tune as a graph of its own, as the whole graph's miss
-    // would be: a worker tunes it, and the next Planner serves the chain of stored segments.
+    // would be: a worker tunes it, and the next Planner serves the chain of stored segments. At the graph's own
+    // shape only, as for a whole graph: other shapes are the recorder's (a dynamic graph would otherwise queue
+    // its segments at every shape it meets).
     const PlannerOptions& o = state_.options();
     if (got->plan->built_from() != PlanSource::kStore && o.policy.on_mismatch == MismatchPolicy::kHeuristicsAndQueue &&
-        !o.store_path.empty()) {
+        !o.store_path.empty() && r.shape == r.pg.shape) {
       std::string note;
       state_.backend().queue_retune(part.graph, ppg->signature, "miss, a segment of graph '" + r.g.name + "'", &note);
       if (!note.empty()) r.why.push_back("segment '" + part.graph.name + "': " + note);

@@ -354,6 +354,10 @@ StatusOr<std::vector<StoredPlanKey>> MirroredPlanStore::changed_plans() {
                                                   [&](PlanStore&) { return std::vector<StoredPlanKey>(); });
 }
 
+StatusOr<std::vector<WinnerChange>> MirroredPlanStore::winner_changes() {
+  return on_server<std::vector<WinnerChange>>([&](PlanStore& s) { return s.winner_changes(); });
+}
+
 StoreCounters MirroredPlanStore::counters() const {
   StoreCounters c;
   std::shared_ptr<PlanStore> s;

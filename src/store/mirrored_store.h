@@ -83,6 +83,7 @@ class MirroredPlanStore final : public PlanStore {
   StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches() override;
 
   StatusOr<std::vector<StoredPlanKey>> changed_plans() override;
+  StatusOr<std::vector<WinnerChange>> winner_changes() override;
 
   StoreCounters counters() const override;
   void reset_counters() override;

@@ -139,6 +139,62 @@ TEST_P(PlanStoreContract, PutUpsertsAndFillsProvenance) {
   EXPECT_TRUE((*all)[0].record.plan_bytes.empty());
 }
 
+// A tuned record replacing a tuned one of another configuration is a winner change, kept with both sides; the same
+// configuration stored again, an untuned record, or another environment's key is not.
+TEST_P(PlanStoreContract, PutKeepsEachChangeOfTunedWinner) {
+  TempDir dir;
+  auto store = open_store(dir.file("plans.db"));
+  PlanRecord r = make_record(2);
+  r.tuned_by = "worker1@a";
+  r.created_at = 1700000000;
+  ASSERT_TRUE(store->put(r).is_ok());
+  ASSERT_TRUE(store->put(r).is_ok());  // the same winner again
+  PlanRecord other_env = r;
+  other_env.fingerprint.cudnn_version += 100;  // a field the key holds
+  other_env.engine_id = 99;
+  auto put_other = store->put(other_env);
+  ASSERT_TRUE(put_other.is_ok()) << put_other.status().to_string();  // a key of its own: nothing replaced
+  PlanRecord untuned = r;
+  untuned.tuned = false;
+  untuned.engine_id = 55;
+  untuned.created_at = 1700000050;
+  ASSERT_TRUE(store->put(untuned).is_ok());  // an untuned record replaces the winner: no winner to flip to
+  ASSERT_TRUE(store->put(r).is_ok());        // a tuned record over an untuned one: no winner flipped either
+  auto none = store->winner_changes();
+  ASSERT_TRUE(none.is_ok()) << none.status().to_string();
+  EXPECT_TRUE(none->empty()) << none->front().from_config << " -> " << none->front().to_config;
+
+  PlanRecord flip = r;
+  flip.engine_id = 42;
+  flip.stats.median_ms = 0.1;
+  flip.tuned_by = "worker2@b";
+  flip.created_at = 1700000100;
+  ASSERT_TRUE(store->put(flip).is_ok());
+  auto changes = store->winner_changes();
+  ASSERT_TRUE(changes.is_ok()) << changes.status().to_string();
+  ASSERT_EQ(changes->size(), 1u);
+  const WinnerChange& c = changes->front();
+  EXPECT_EQ(c.structure_sig, r.structure_sig);
+  EXPECT_EQ(c.shape_key, r.shape_key);
+  EXPECT_EQ(c.fingerprint_key, r.fingerprint_key());
+  EXPECT_EQ(c.from_config, plan_identity(r.engine_id, r.knobs));
+  EXPECT_EQ(c.to_config, plan_identity(42, r.knobs));
+  EXPECT_DOUBLE_EQ(c.from_median_ms, r.stats.median_ms);
+  EXPECT_DOUBLE_EQ(c.to_median_ms, 0.1);
+  EXPECT_EQ(c.from_tuned_by, "worker1@a");
+  EXPECT_EQ(c.to_tuned_by, "worker2@b");
+  EXPECT_EQ(c.changed_at, 1700000100);
+  // A read-only opening lists them too.
+  store.reset();
+  StoreOpenOptions ro;
+  ro.read_only = true;
+  auto reader = open_store(dir.file("plans.db"), ro);
+  ASSERT_NE(reader, nullptr);
+  auto again = reader->winner_changes();
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->size(), 1u);
+}
+
 TEST_P(PlanStoreContract, PutRejectsBadRecords) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));

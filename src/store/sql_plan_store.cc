@@ -85,9 +85,9 @@ std::string quarantine_table_sql(store::SqlDialect dialect) {
 // The tables added within schema version 1 (a v1 store without them gets them on a writable open; older Kilns
 // ignore them), in the order they are made.
 std::vector<const store::TableCodec*> optional_tables() {
-  return {&store::retune_queue_codec().table, &store::graph_spec_codec().table, &store::fusion_record_codec().table,
-          &store::kernel_cache_codec().table, &store::first_use_codec().table,  &store::retune_leases_table(),
-          &store::retune_log_table()};
+  return {&store::retune_queue_codec().table, &store::graph_spec_codec().table,   &store::fusion_record_codec().table,
+          &store::kernel_cache_codec().table, &store::first_use_codec().table,    &store::retune_leases_table(),
+          &store::retune_log_table(),         &store::winner_change_codec().table};
 }
 
 // Every Kiln table present is the table Kiln made (not a view, no column missing), and a store has its
@@ -248,7 +248,11 @@ StatusOr<PlanRecord> SqlPlanStore::put(const PlanRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
+  KILN_ASSIGN_OR_RETURN(std::optional<WinnerChange> change, winner_change_locked(r));
   KILN_RETURN_IF_ERROR(store::insert_row(db_, store::plans_table(), store::encode_record(r)));
+  if (change)  // in this transaction: a winner change is kept exactly when its record is
+    KILN_RETURN_IF_ERROR(
+        store::insert_row(db_, store::winner_change_codec().table, store::winner_change_codec().encode(*change)));
   // Other processes serving from this store hear of it when the write commits (PostgreSQL; nothing on SQLite).
   KILN_RETURN_IF_ERROR(
       db_->notify(kPlanChannel, r.structure_sig + "\n" + r.shape_key + "\n" + fingerprint_key(r.fingerprint)));

@@ -82,6 +82,7 @@ class SqlPlanStore final : public PlanStore {
   StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches() override;
 
   StatusOr<std::vector<StoredPlanKey>> changed_plans() override;
+  StatusOr<std::vector<WinnerChange>> winner_changes() override;
 
   StoreCounters counters() const override;
   void reset_counters() override;
@@ -101,6 +102,9 @@ class SqlPlanStore final : public PlanStore {
     KILN_RETURN_IF_ERROR(store::put_row(db_, codec.table, codec.encode(r)));
     return r;
   }
+  // The change of winner that putting `incoming` makes (a tuned record over a tuned one of another
+  // configuration, same key and environment), or nullopt; read in the caller's transaction.
+  StatusOr<std::optional<WinnerChange>> winner_change_locked(const PlanRecord& incoming);
   StatusOr<int64_t> remove_kernel_cache_locked(const std::string& structure_sig, const std::string& fingerprint_key);
   // A bad plan row found by verify: its rowid, and its stored key and checksum column texts (what quarantine_row
   // matches).

@@ -14,6 +14,7 @@
 #include "kiln/store/graph_spec_entry.h"
 #include "kiln/store/kernel_cache_record.h"
 #include "kiln/store/retune_request.h"
+#include "kiln/store/winner_change.h"
 #include "store/table_codec.h"
 
 namespace kiln::store {
@@ -51,6 +52,9 @@ const RecordCodec<FirstUseRecord>& first_use_codec();
 // The re-tune queue keeps no checksum; decode names unreadable columns in RetuneQueueEntry::problem (a row
 // is listed whatever it holds).
 const RecordCodec<RetuneQueueEntry>& retune_queue_codec();
+
+// The winner changes put() keeps (store/winner_changes.cc; no checksum: a log).
+const RecordCodec<WinnerChange>& winner_change_codec();
 
 // The re-tune queue's leases and the log of ended claims (store/retune_leases.cc; no checksum: queue state).
 const TableCodec& retune_leases_table();

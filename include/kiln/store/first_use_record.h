@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <string>
+#include <optional>
+#include <vector>
+#include "kiln/core/status.h"
 
 namespace kiln {
 
@@ -24,5 +27,22 @@ struct FirstUseRecord {
 };
 
 std::string compute_first_use_checksum(const FirstUseRecord& r);
+
+// The first-use verdicts a store keeps (PlanStore implements it).
+class FirstUseTable {
+ public:
+  // Keeps a verdict and returns what is held afterwards: a failed verdict is never replaced, a passing one is.
+  virtual StatusOr<FirstUseRecord> put_first_use_verdict(const FirstUseRecord& record) = 0;
+  // The verdict for exactly this key, or nullopt; a damaged row is logged, counted corrupt, dropped, absent.
+  virtual StatusOr<std::optional<FirstUseRecord>> get_first_use_verdict(const std::string& structure_sig,
+                                                                        const std::string& shape_key,
+                                                                        const std::string& config,
+                                                                        const std::string& fingerprint_key) = 0;
+  virtual StatusOr<std::vector<FirstUseRecord>> list_first_use_verdicts() = 0;  // sound ones, by key
+
+ protected:
+  FirstUseTable() = default;
+  ~FirstUseTable() = default;
+};
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include "kiln/store/env_policy.h"
 #include "kiln/core/fingerprint.h"
 #include "kiln/core/status.h"
+#include <optional>
 
 namespace kiln {
 
@@ -49,5 +50,25 @@ std::string compute_fusion_record_checksum(const FusionRecord& r);
 std::string fusion_parts_to_json(const std::vector<FusionPartRef>& parts);
 // InvalidArgument for text that is not such a list.
 StatusOr<std::vector<FusionPartRef>> fusion_parts_from_json(const std::string& text);
+
+// The fusion decisions a store keeps (PlanStore implements it).
+class FusionRecordTable {
+ public:
+  // Replaces the decision for its key and environment. InvalidArgument for a chain that is not sound.
+  virtual StatusOr<FusionRecord> put_fusion_record(const FusionRecord& record) = 0;
+  // The decision `current` may use under `policy` (exact environment first, then the newest), or nullopt. A
+  // damaged row is logged, counted corrupt, dropped (unless read-only) and absent: the fused plan serves.
+  virtual StatusOr<std::optional<FusionRecord>> get_fusion_record(const std::string& structure_sig,
+                                                                  const std::string& shape_key,
+                                                                  const EnvFingerprint& current,
+                                                                  const EnvPolicy& policy = {}) = 0;
+  virtual StatusOr<int64_t> remove_fusion_record(const std::string& structure_sig, const std::string& shape_key,
+                                                 const std::string& fingerprint_key) = 0;  // rows gone (0 or 1)
+  virtual StatusOr<std::vector<FusionRecord>> list_fusion_records() = 0;                   // sound ones, by key
+
+ protected:
+  FusionRecordTable() = default;
+  ~FusionRecordTable() = default;
+};
 
 }  // namespace kiln

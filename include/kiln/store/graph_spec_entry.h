@@ -6,6 +6,9 @@
 
 #include <cstdint>
 #include <string>
+#include <optional>
+#include <vector>
+#include "kiln/core/status.h"
 
 namespace kiln {
 
@@ -17,5 +20,21 @@ struct GraphSpecEntry {
   std::string checksum;  // XXH3-128 hex over the key and the text (docs/store.md)
 };
 std::string compute_graph_spec_checksum(const GraphSpecEntry& e);
+
+// The graph specs a store keeps by key (PlanStore implements it).
+class GraphSpecTable {
+ public:
+  // Replaces the spec of the key. InvalidArgument: empty signature or spec; FailedPrecondition: read-only.
+  virtual StatusOr<GraphSpecEntry> put_graph_spec(const std::string& structure_sig, const std::string& shape_key,
+                                                  const std::string& graph_name, const std::string& spec_json) = 0;
+  // The stored spec, or nullopt; a row whose checksum fails is logged, dropped (unless read-only), absent.
+  virtual StatusOr<std::optional<GraphSpecEntry>> get_graph_spec(const std::string& structure_sig,
+                                                                 const std::string& shape_key) = 0;
+  virtual StatusOr<std::vector<GraphSpecEntry>> list_graph_specs() = 0;  // sound ones, by key
+
+ protected:
+  GraphSpecTable() = default;
+  ~GraphSpecTable() = default;
+};
 
 }  // namespace kiln

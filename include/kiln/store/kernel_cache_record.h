@@ -70,4 +70,22 @@ struct KernelCacheInfo {
   std::string problem;
 };
 
+// The kernel caches a store keeps (PlanStore implements it).
+class KernelCacheTable {
+ public:
+  // Replaces a structure's cache for its environment. InvalidArgument: empty or over kMaxKernelCacheBytes.
+  virtual StatusOr<KernelCacheRecord> put_kernel_cache(const KernelCacheRecord& record) = 0;
+  // The cache for exactly `current`'s environment (no policy relaxes it), or nullopt; a damaged row is logged,
+  // counted corrupt, dropped (unless read-only) and absent.
+  virtual StatusOr<std::optional<KernelCacheRecord>> get_kernel_cache(const std::string& structure_sig,
+                                                                      const EnvFingerprint& current) = 0;
+  virtual StatusOr<int64_t> remove_kernel_cache(const std::string& structure_sig,
+                                                const std::string& fingerprint_key) = 0;  // rows gone (0 or 1)
+  virtual StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches() = 0;                // without the texts, by key
+
+ protected:
+  KernelCacheTable() = default;
+  ~KernelCacheTable() = default;
+};
+
 }  // namespace kiln

@@ -11,6 +11,8 @@
 
 #include "kiln/core/enum_names.h"
 #include "kiln/core/fingerprint.h"
+#include <optional>
+#include "kiln/core/status.h"
 
 namespace kiln {
 
@@ -93,6 +95,36 @@ struct RetuneJobState {
 struct RetuneJobLogEntry {
   std::string token, structure_sig, shape_key, fingerprint_key, worker, outcome, message;
   int64_t attempt = 0, finished_at = 0;
+};
+
+// The re-tune queue and its leases: a fleet's job queue (docs/fleet.md). PlanStore implements it over its
+// tables; one interface so that a worker or a Planner needs only this part of the store.
+class RetuneQueue {
+ public:
+  // Adds a request, or counts a queued key again (count, last_seen, reason; spec and fingerprint replaced).
+  // InvalidArgument for an empty signature or spec; FailedPrecondition (and a log line) for a read-only store.
+  virtual StatusOr<RetuneQueueEntry> enqueue_retune(const RetuneRequest& request) = 0;
+  // The queued rows (for one environment when fingerprint_key is non-empty), oldest request first.
+  virtual StatusOr<std::vector<RetuneQueueEntry>> list_retune_queue(const std::string& fingerprint_key = "") = 0;
+  // Removes one row; returns whether it was there.
+  virtual StatusOr<bool> remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
+                                                  const std::string& fingerprint_key) = 0;
+
+  // Claims the oldest claimable row of the environment `fingerprint_key` (free, its lease expired, or its
+  // retry due), or nullopt. PostgreSQL: SELECT ... FOR UPDATE SKIP LOCKED, so workers never wait on each other.
+  virtual StatusOr<std::optional<RetuneJob>> claim_retune(const std::string& fingerprint_key,
+                                                          const RetuneLeaseOptions& options) = 0;
+  // Extends the claim's lease; FailedPrecondition ("lease lost") when the claim no longer holds.
+  virtual Status heartbeat_retune(const RetuneJob& job, int64_t lease_s) = 0;
+  // Ends the claim as `finish` says and logs it; FailedPrecondition ("lease lost") when it no longer holds
+  // (another worker took the job after this one's lease ran out): nothing is changed then.
+  virtual Status finish_retune(const RetuneJob& job, const RetuneJobFinish& finish) = 0;
+  virtual StatusOr<std::vector<RetuneJobState>> list_retune_jobs(const std::string& fingerprint_key = "") = 0;
+  virtual StatusOr<std::vector<RetuneJobLogEntry>> retune_job_log() = 0;  // oldest first
+
+ protected:
+  RetuneQueue() = default;
+  ~RetuneQueue() = default;
 };
 
 }  // namespace kiln
