@@ -212,6 +212,19 @@ CREATE TABLE retune_queue(
   PRIMARY KEY (structure_sig, shape_key, fingerprint_key)
 )
 CREATE TABLE sqlite_sequence(name,seq)
+CREATE TABLE winner_changes(
+  structure_sig TEXT NOT NULL,
+  shape_key TEXT NOT NULL,
+  fingerprint_key TEXT NOT NULL,
+  from_config TEXT NOT NULL,
+  to_config TEXT NOT NULL,
+  from_median_ms REAL NOT NULL,
+  to_median_ms REAL NOT NULL,
+  from_tuned_by TEXT NOT NULL,
+  to_tuned_by TEXT NOT NULL,
+  changed_at INTEGER NOT NULL,
+  PRIMARY KEY (structure_sig, shape_key, fingerprint_key, changed_at, to_config)
+)
 )sql";
 
 TEST(StoreFormat, ANewStoreHasTheTablesWrittenBeforeTheCodec) {
