@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "kiln/core/log.h"
 #include "kiln/core/strings.h"
 #include "kiln/store/plan_store.h"
 #include "store/record_codec.h"
@@ -54,7 +55,7 @@ constexpr const char* kMetaTableSql = "CREATE TABLE IF NOT EXISTS meta(key TEXT 
 
 // The schema version in the meta table: NewerVersion past `schema.version`, Corruption when missing or not a
 // positive number.
-Status check_schema_version(Conn* db, const Schema& schema) {
+StatusOr<int> read_schema_version(Conn* db, const Schema& schema) {
   KILN_RETURN_IF_ERROR(check_table_schema(db, "meta", kMetaTableSql, true));
   KILN_ASSIGN_OR_RETURN(Stmt st, Stmt::prepare(db, "SELECT value FROM meta WHERE key='schema_version'"));
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
@@ -68,12 +69,52 @@ Status check_schema_version(Conn* db, const Schema& schema) {
                          ", newer than this Kiln understands (" + std::to_string(schema.version) +
                          "): upgrade Kiln or use another store (--store / $KILN_STORE)");
   if (version < 1) return corruption("schema_version " + v + " is not valid");
+  return static_cast<int>(version);
+}
+
+// The migration from `version`, or null.
+const Migration* migration_from(const Schema& schema, int version) {
+  for (const Migration& m : schema.migrations)
+    if (m.from == version) return &m;
+  return nullptr;
+}
+
+// The file's version; a read-only open of a file with steps to run is refused.
+StatusOr<int> check_schema_version(Conn* db, const Schema& schema, bool read_only) {
+  KILN_ASSIGN_OR_RETURN(int version, read_schema_version(db, schema));
+  if (read_only && version < schema.version && migration_from(schema, version))
+    return failed_precondition(
+        "written with store schema version " + std::to_string(version) + ", which this Kiln (" +
+        std::to_string(schema.version) + ") migrates on its first writing open (\"" +
+        migration_from(schema, version)->what +
+        "\"): a Kiln command that writes to it (kiln tune --store, kiln worker, kiln plans import) "
+        "migrates it; until then an older Kiln reads it");
+  return version;
+}
+
+// In the caller's write transaction: the steps from the file's version on, then the version they reach.
+Status run_migrations(Conn* db, const Schema& schema) {
+  KILN_ASSIGN_OR_RETURN(int version, read_schema_version(db, schema));
+  const int from = version;
+  for (const Migration* m = migration_from(schema, version); m && version < schema.version;
+       m = migration_from(schema, version)) {
+    Status st = m->apply(db);
+    if (!st.is_ok())
+      return st.with_context("migrating the " + std::string(schema.what) + " from schema version " +
+                             std::to_string(version) + " (" + m->what + ")");
+    ++version;
+  }
+  if (version == from) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(Stmt up, Stmt::prepare(db, "UPDATE meta SET value=?1 WHERE key='schema_version'"));
+  up.bind(1, std::to_string(version));
+  KILN_RETURN_IF_ERROR(up.run());
+  KILN_LOG(kInfo, schema.what << " migrated from schema version " << from << " to " << version);
   return Status::ok();
 }
 
 // What the file holds, read without writing anything: true for a file of this schema (its version and tables
 // checked), false for an empty database; any other SQLite database is refused (InvalidArgument).
-StatusOr<bool> check_existing_schema(Conn* db, const Schema& schema) {
+StatusOr<bool> check_existing_schema(Conn* db, const Schema& schema, bool read_only) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> names, db->table_names());
   if (std::find(names.begin(), names.end(), "meta") == names.end()) {
     if (!names.empty())
@@ -81,8 +122,9 @@ StatusOr<bool> check_existing_schema(Conn* db, const Schema& schema) {
                               " database but not a Kiln " + schema.what + " (tables: " + join(names, ", ") + ")");
     return false;
   }
-  KILN_RETURN_IF_ERROR(check_schema_version(db, schema));
-  KILN_RETURN_IF_ERROR(schema.check_tables(db));
+  KILN_ASSIGN_OR_RETURN(int version, check_schema_version(db, schema, read_only));
+  // Tables a migration is yet to change are checked after it (init_schema).
+  if (read_only || !migration_from(schema, version)) KILN_RETURN_IF_ERROR(schema.check_tables(db));
   return true;
 }
 
@@ -93,13 +135,17 @@ constexpr const char* kEmptyDatabase = " (empty database: the first command that
 // new file.
 Status init_schema(Conn* db, bool read_only, const Schema& schema) {
   if (read_only) {
-    KILN_ASSIGN_OR_RETURN(bool is_kiln, check_existing_schema(db, schema));
+    KILN_ASSIGN_OR_RETURN(bool is_kiln, check_existing_schema(db, schema, /*read_only=*/true));
     if (!is_kiln) return invalid_argument(std::string("not a Kiln ") + schema.what + kEmptyDatabase);
     return Status::ok();
   }
   Txn txn(db);
   KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(bool has_meta, check_existing_schema(db, schema));  // again, under the write lock
+  KILN_ASSIGN_OR_RETURN(bool has_meta, check_existing_schema(db, schema, false));  // again, under the write lock
+  if (has_meta) {
+    KILN_RETURN_IF_ERROR(run_migrations(db, schema));
+    KILN_RETURN_IF_ERROR(schema.check_tables(db));
+  }
   KILN_RETURN_IF_ERROR(exec(db, kMetaTableSql));
   KILN_RETURN_IF_ERROR(schema.create_tables(db));
   if (!has_meta) {
@@ -134,7 +180,7 @@ Status configure(Conn* db, const StoreOpenOptions& options, const Schema& schema
   if (!options.read_only) {
     // Look before writing: switching to WAL rewrites the file's header, so a SQLite file that is not a
     // Kiln store (a bundle given as --store, say) is refused untouched.
-    KILN_RETURN_IF_ERROR(check_existing_schema(db, schema).status());
+    KILN_RETURN_IF_ERROR(check_existing_schema(db, schema, options.read_only).status());
     KILN_RETURN_IF_ERROR(set_wal(db, options.busy_timeout_ms));
     // WAL + NORMAL: a crash of the process never loses a committed write or damages the file; a power
     // loss may lose the last commits but leaves the file consistent.

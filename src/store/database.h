@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "store/sql.h"
 
@@ -13,6 +14,14 @@ struct StoreOpenOptions;  // kiln/store/plan_store.h
 }  // namespace kiln
 
 namespace kiln::store {
+
+// One step of a schema's history: what makes a database of version `from` one of version `from` + 1 (an ALTER
+// TABLE, a table rebuilt), run in the opening's write transaction on both backends.
+struct Migration {
+  int from = 0;
+  const char* what = "";  // for the log and errors: "winner_changes gains a reason column"
+  std::function<Status(Conn*)> apply;
+};
 
 // The tables of a database kind and its version. The version is kept in a `meta` table (key, value); a file
 // without one is empty (a new store) or another kind of database, refused.
@@ -23,6 +32,12 @@ struct Schema {
   std::function<Status(Conn*)> check_tables;
   // CREATE TABLE IF NOT EXISTS for each table, in the caller's transaction.
   std::function<Status(Conn*)> create_tables;
+  // The steps from older versions (docs/store.md "Migrations"). A writable open of a file of version v runs the
+  // steps from v on, one after the other, then sets meta.schema_version to where they end, all in one
+  // transaction (a failing step leaves the file as it was). A version with no step from it is as readable as
+  // the current one (its tables are the same), and stays as it is. A read-only open of a file that has steps
+  // to run is FailedPrecondition, naming both versions.
+  std::vector<Migration> migrations;
 };
 
 class Database {

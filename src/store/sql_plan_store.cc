@@ -226,7 +226,8 @@ StatusOr<std::unique_ptr<PlanStore>> PlanStore::open(const std::string& path, co
 }
 
 StatusOr<std::unique_ptr<PlanStore>> SqlPlanStore::open(const std::string& path, const StoreOpenOptions& options) {
-  const store::Schema schema{kStoreSchemaVersion, "plan store", check_store_tables, create_store_tables};
+  // No migrations yet: version 1 files have version 2's tables (docs/store.md "Schema", "Migrations").
+  const store::Schema schema{kStoreSchemaVersion, "plan store", check_store_tables, create_store_tables, {}};
   if (store::is_postgres_location(path)) {
     const std::string shown = store::redact_location(path);
     KILN_ASSIGN_OR_RETURN(store::Database db, store::Database::open_postgres(path, shown, options, schema));
