@@ -88,7 +88,7 @@ namespace {
 constexpr size_t kFingerprintKeyDigits = 32;  // fingerprint_key(): XXH3-128 in hex
 }  // namespace
 
-StatusOr<std::string> fingerprint_prefix_text(const std::string& given) {
+StatusOr<std::string> fingerprint_prefix_text(const std::string& given, const char* option) {
   std::string key;
   bool hex = true;
   for (char c : given) {
@@ -96,9 +96,10 @@ StatusOr<std::string> fingerprint_prefix_text(const std::string& given) {
     key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   if (!hex || key.size() < kMinFingerprintPrefix || key.size() > kFingerprintKeyDigits)
-    return invalid_argument("--fingerprint takes an environment key (" + std::to_string(kFingerprintKeyDigits) +
-                            " hex digits) or a prefix of one of at least " + std::to_string(kMinFingerprintPrefix) +
-                            " (ls shows the first 12), got '" + printable(given) + "'");
+    return invalid_argument(std::string(option) + " takes an environment key (" +
+                            std::to_string(kFingerprintKeyDigits) + " hex digits) or a prefix of one of at least " +
+                            std::to_string(kMinFingerprintPrefix) + " (ls shows the first 12), got '" +
+                            printable(given) + "'");
   return key;
 }
 

@@ -31,7 +31,7 @@ namespace {
 // `kiln plans queue --json` show them), from what the store holds for it: a plan, a queued job or a kept kernel
 // cache. A prefix that begins several keys is refused, naming them.
 StatusOr<EnvFingerprint> environment_in_store(const std::string& given, PlanStore& store) {
-  KILN_ASSIGN_OR_RETURN(std::string prefix, fingerprint_prefix_text(given));
+  KILN_ASSIGN_OR_RETURN(std::string prefix, fingerprint_prefix_text(given, "--for"));
   std::map<std::string, EnvFingerprint> known;  // key -> its environment, from whatever holds it
   KILN_ASSIGN_OR_RETURN(std::vector<PlanSummary> plans, store.list());
   for (const PlanSummary& p : plans)

@@ -72,7 +72,8 @@ Status store_stats(const StatsCmdOptions& o, nlohmann::ordered_json* j) {
     return Status::ok();
   }
   std::string jobs;
-  for (const auto& [outcome, n] : outcomes) jobs += (jobs.empty() ? "" : ", ") + std::to_string(n) + " " + outcome;
+  for (const auto& [outcome, n] : outcomes)  // the log's words, printed safe (the table is data)
+    jobs += (jobs.empty() ? "" : ", ") + std::to_string(n) + " " + (outcome.empty() ? "\"\"" : printable(outcome));
   std::printf("%s: %zu plans (%lld tuned) in %zu environments; job log: %s\n",
               printable(shown_location(o.store)).c_str(), records.size(), static_cast<long long>(tuned), envs.size(),
               jobs.empty() ? "empty" : jobs.c_str());
@@ -89,7 +90,7 @@ Status store_stats(const StatsCmdOptions& o, nlohmann::ordered_json* j) {
     if (gmtime_r(&t, &tm)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
     char ms[64];
     std::snprintf(ms, sizeof ms, "%.4g -> %.4g", c.from_median_ms, c.to_median_ms);
-    const std::string g = graph(c).empty() ? c.structure_sig.substr(0, 12) : printable(graph(c));
+    const std::string g = printable(graph(c).empty() ? c.structure_sig.substr(0, 12) : graph(c));
     std::printf("  %-19s %-16s %-16s %-26s %-24s %s\n", when, g.c_str(),
                 c.shape_key.empty() ? "(static)" : printable(c.shape_key).c_str(),
                 (printable(c.from_config) + " -> " + printable(c.to_config)).c_str(), ms,

@@ -77,7 +77,7 @@ StatusOr<JudgedAgainst> judged_against(const PlansOptions& o);
 // The fewest hex digits of an environment key that `ls --fingerprint` takes as a prefix (ls shows 12).
 inline constexpr size_t kMinFingerprintPrefix = 6;
 // `ls --fingerprint`'s text lowercased; InvalidArgument (exit 2) unless it is 6 to 32 hex digits.
-StatusOr<std::string> fingerprint_prefix_text(const std::string& given);
+StatusOr<std::string> fingerprint_prefix_text(const std::string& given, const char* option = "--fingerprint");
 // `ls --fingerprint`'s key: "" when none was given; the whole key (lowercased) when `given` is one or is the
 // prefix of exactly one key in the store (its plans' and kernel caches'); `given` itself when it begins none
 // (it then lists nothing). InvalidArgument (exit 2) for anything but 6 to 32 hex digits, and for a prefix that

@@ -1,53 +1,102 @@
-// The capture gate (kiln/cuda/capture_gate.h): one reader/writer lock for the process, captures the readers.
+// The capture gate (kiln/cuda/capture_gate.h): one gate for the process, captures its shared side, synchronizing
+// work its exclusive side, work preferred (a capture waits while work waits: captures cannot starve it).
 #include "kiln/cuda/capture_gate.h"
 
 #include <chrono>
-#include <shared_mutex>
+#include <condition_variable>
+#include <mutex>
 
 #include "kiln/core/log.h"
 
 namespace kiln {
 namespace {
 
-std::shared_timed_mutex& gate() {
-  static std::shared_timed_mutex* g = new std::shared_timed_mutex;  // never destroyed: holds may end during exit
+// How long synchronizing work waits for the captures in progress. A capture lasts as long as what it records is
+// enqueued (microseconds to milliseconds); a wait this long means a capturing thread waits on Kiln's work (it
+// obtains, under its capture, a plan another thread is building): the work goes on rather than deadlock, and
+// may invalidate the captures still in progress (new ones wait for it).
+constexpr auto kMaxWaitForCaptures = std::chrono::seconds(10);
+
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  int captures = 0;      // CaptureGuards holding it
+  int work_waiting = 0;  // SynchronizingWork waiting for it
+  bool working = false;  // a SynchronizingWork holds it
+};
+
+Gate& gate() {
+  static Gate* g = new Gate;  // never destroyed: holds may end during exit
   return *g;
 }
 
-// How long synchronizing work waits for the captures in progress. A capture lasts as long as what it records
-// is enqueued (microseconds to milliseconds); a wait this long means a capturing thread waits on this one
-// (it obtains, under its capture, a plan this thread is building): the work goes on rather than deadlock,
-// and may invalidate that capture.
-constexpr auto kMaxWait = std::chrono::seconds(10);
-
-// This thread's holds of the gate, of either kind: a nested hold (a capture inside a first-use check, a check
-// started under a capture) neither locks again nor waits for itself.
-thread_local int held_here = 0;
+// This thread's holds of each kind: a nested hold neither locks again nor waits for its own thread.
+thread_local int captures_here = 0;
+thread_local int work_here = 0;
 
 }  // namespace
 
-CaptureGuard::CaptureGuard() : held_(held_here == 0) {
-  if (held_) gate().lock_shared();
-  ++held_here;
+CaptureGuard::CaptureGuard() : held_(captures_here == 0 && work_here == 0) {
+  if (held_) {
+    Gate& g = gate();
+    std::unique_lock<std::mutex> lock(g.mu);
+    g.cv.wait(lock, [&] { return !g.working && g.work_waiting == 0; });
+    ++g.captures;
+  }
+  ++captures_here;
 }
 
 CaptureGuard::~CaptureGuard() {
-  --held_here;
-  if (held_) gate().unlock_shared();
+  --captures_here;
+  if (!held_) return;
+  Gate& g = gate();
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    --g.captures;
+  }
+  g.cv.notify_all();
 }
 
-SynchronizingWork::SynchronizingWork() : held_(held_here == 0) {
-  if (held_ && !gate().try_lock_for(kMaxWait)) {
-    held_ = false;
-    KILN_LOG(kWarn, "device work went on after waiting 10 s for a CUDA graph capture in progress to end: that "
-                    "capture may be invalidated");
+SynchronizingWork::SynchronizingWork() {
+  if (work_here > 0) {  // nested in this thread's own work: it holds the gate already
+    ++work_here;
+    return;
   }
-  ++held_here;
+  if (captures_here > 0) {  // this thread holds a capture: running would invalidate every capture in progress
+    refused_ = true;
+    return;
+  }
+  Gate& g = gate();
+  std::unique_lock<std::mutex> lock(g.mu);
+  ++g.work_waiting;
+  g.cv.wait(lock, [&] { return !g.working; });  // one work at a time, however long the other takes
+  if (!g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return g.captures == 0; }))
+    KILN_LOG(kWarn, "device work went on after waiting 10 s for " << g.captures
+                                                                  << " CUDA graph capture(s) in progress to end: they "
+                                                                     "may be invalidated");
+  --g.work_waiting;
+  g.working = true;
+  held_ = true;
+  ++work_here;
 }
 
 SynchronizingWork::~SynchronizingWork() {
-  --held_here;
-  if (held_) gate().unlock();
+  if (refused_) return;
+  --work_here;
+  if (!held_) return;
+  Gate& g = gate();
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    g.working = false;
+  }
+  g.cv.notify_all();
+}
+
+Status refused_under_capture(const std::string& what) {
+  return failed_precondition(what +
+                             " synchronizes the device, and this thread holds a kiln::CaptureGuard (a CUDA graph "
+                             "capture): doing it would invalidate every capture in progress. Obtain plans before "
+                             "the guard, or after it");
 }
 
 }  // namespace kiln

@@ -41,7 +41,7 @@ class HandlePool {
   static StatusOr<std::shared_ptr<HandlePool>> create(int n) {
     auto p = std::make_shared<HandlePool>();
     p->max_ = std::max(1, n);
-    KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle h, make_cudnn_handle());
+    KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle h, new_handle());
     p->free_.push_back(h.get());
     p->owned_.push_back(std::move(h));
     return p;
@@ -62,9 +62,16 @@ class HandlePool {
     HandlePool* pool_;
     cudnnHandle_t h_;
   };
+  // cudnnDestroy synchronizes the device: not while another thread captures a graph (the pool goes with the last
+  // plan that holds it, on whatever thread drops it).
+  ~HandlePool() {
+    SynchronizingWork sync;
+    owned_.clear();
+  }
   // cudnnCreate allocates on the device: not while another thread captures a graph.
   static StatusOr<UniqueCudnnHandle> new_handle() {
     SynchronizingWork sync;
+    if (sync.refused()) return refused_under_capture("making a cuDNN handle");
     return make_cudnn_handle();
   }
   // Makes handles until the pool holds as many as it may (idempotent).
@@ -328,8 +335,9 @@ class CudnnPlanBackend : public PlanBackend {
         return FirstUseVerdict{(*kept)->passed, false, "verdict kept in the store: " + (*kept)->summary};
       if (!kept.is_ok()) KILN_LOG(kWarn, "first-use verdict not read from the store: " << kept.status().message());
     }
-    StatusOr<CheckReport> checked = [&] {
+    StatusOr<CheckReport> checked = [&]() -> StatusOr<CheckReport> {
       SynchronizingWork sync;  // synchronizes the device: not while another thread captures a graph
+      if (sync.refused()) return refused_under_capture("a first-use check of " + plan.identity());
       return runtime_detail::check_plan_on_device(plan, first_use_check_, /*seed=*/1);
     }();
     KILN_ASSIGN_OR_RETURN(CheckReport r, std::move(checked));
@@ -373,6 +381,7 @@ class CudnnPlanBackend : public PlanBackend {
 
   Status warm_up(const ExecutablePlan& plan) override {
     SynchronizingWork sync;  // allocates and frees device memory: not while another thread captures a graph
+    if (sync.refused()) return refused_under_capture("warming up " + plan.identity());
     std::vector<DeviceBuffer> owned;
     TensorBindings b;
     const Graph& g = plan.graph();
@@ -527,6 +536,7 @@ class CudnnPlanBackend : public PlanBackend {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not build plans");
     // cuDNN's build may allocate, load modules and synchronize: not while another thread captures a graph.
     SynchronizingWork sync;
+    if (sync.refused()) return refused_under_capture("building a plan for graph '" + graph.name + "'");
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     LowerTarget target;
     target.handle = h.get();
@@ -564,6 +574,7 @@ class CudnnPlanBackend : public PlanBackend {
   StatusOr<LoweredGraph> load(const Graph& graph, const std::vector<uint8_t>& bytes) {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");
     SynchronizingWork sync;  // cuDNN loads the plan's kernels: not while another thread captures a graph
+    if (sync.refused()) return refused_under_capture("loading a stored plan for graph '" + graph.name + "'");
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     return LoweredGraph::deserialize(graph, h.get(), bytes);
   }

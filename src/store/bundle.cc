@@ -470,9 +470,17 @@ StatusOr<ImportReport> SqlPlanStore::import_bundle(const std::string& bundle_pat
       ++out.kept_newer;
       continue;
     }
+    // A tuned winner replaced by another configuration is a winner change, as put() keeps it.
+    std::optional<WinnerChange> change;
+    if (exists) {
+      KILN_ASSIGN_OR_RETURN(change, winner_change_locked(r));
+    }
     store::bind_record(ins, 1, r);
     KILN_RETURN_IF_ERROR(ins.run());
     KILN_RETURN_IF_ERROR(ins.reset());
+    if (change)
+      KILN_RETURN_IF_ERROR(
+          store::insert_row(db_, store::winner_change_codec().table, store::winner_change_codec().encode(*change)));
     ++(exists ? out.replaced : out.imported);
   }
   // A spec already stored for a key is kept: both give the same signature, so they describe the same graph.

@@ -57,6 +57,8 @@ Status load_api(Api* a) {
   load(lib, "PQserverVersion", &a->server_version, &missing);
   load(lib, "PQbackendPID", &a->backend_pid, &missing);
   load(lib, "PQsetNoticeProcessor", &a->set_notice_processor, &missing);
+  load(lib, "PQconninfoParse", &a->conninfo_parse, &missing);
+  load(lib, "PQconninfoFree", &a->conninfo_free, &missing);
   if (!missing.empty()) return unavailable("libpq.so.5 lacks " + missing + " (a libpq older than 9.x?)");
   return Status::ok();  // the library stays loaded for the process's life
 }

@@ -11,8 +11,9 @@
 
 namespace kiln::store::pq {
 
-struct PGconn;    // opaque
-struct PGresult;  // opaque
+struct PGconn;  // opaque
+struct PGresult;
+struct PQconninfoOption;  // opaque
 // libpq's PGnotify (a NOTIFY received): its public fields, in libpq's order.
 struct PGnotify {
   char* relname;   // the channel
@@ -66,6 +67,8 @@ struct Api {
   int (*server_version)(const PGconn* conn);
   int (*backend_pid)(const PGconn* conn);
   void* (*set_notice_processor)(PGconn* conn, void (*proc)(void* arg, const char* message), void* arg);
+  PQconninfoOption* (*conninfo_parse)(const char* conninfo, char** errmsg);  // null and *errmsg on a bad string
+  void (*conninfo_free)(PQconninfoOption* options);
 };
 
 // The library, loaded once per process. Unavailable (exit 3: a missing library) naming libpq.so.5 and Debian's libpq5 package

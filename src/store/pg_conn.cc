@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <cctype>
 #include <regex>
+#include <vector>
 
 #include "kiln/core/hash.h"
 #include "store/pg_sql.h"
@@ -37,7 +40,8 @@ std::string redact_location(const std::string& location) {
   // The URI's password runs to the last '@' (an unencoded '/' or '@' in it stays hidden); a key=value password
   // to the next unescaped blank ("Se\ CrEt" is one value to libpq).
   static const std::regex kUriPassword(R"(^(\s*postgres(ql)?://[^:/@?]*):.*@)", std::regex::icase);
-  static const std::regex kPair(R"((password\s*=\s*)('([^'\\]|\\.)*'|(\\.|[^\s\\])+))", std::regex::icase);
+  // A quote never closed runs to the end (libpq refuses the string; its text must not show).
+  static const std::regex kPair(R"((password\s*=\s*)('([^'\\]|\\.)*'|'.*$|(\\.|[^\s\\])+))", std::regex::icase);
   std::string out = std::regex_replace(location, kUriPassword, "$1:***@");
   return std::regex_replace(out, kPair, "$1***");
 }
@@ -76,6 +80,56 @@ Status check_uri_userinfo(const std::string& location, const std::string& displa
   return invalid_argument("PostgreSQL store " + display +
                           ": the URI's user:password part holds an unencoded '/' or '@'; percent-encode them (%2F, "
                           "%40) or use the key=value form (password='...')");
+}
+
+// The secrets a location holds: a URI's password (as written and percent-decoded) and every password= or
+// sslpassword= value (quoted or not). Best effort on a string libpq cannot parse.
+std::vector<std::string> secrets_of(const std::string& location) {
+  std::vector<std::string> out;
+  std::smatch m;
+  if (std::regex_search(location, m, uri_scheme())) {
+    const std::string rest = location.substr(m[0].length());
+    const size_t at = rest.rfind('@');
+    const size_t colon = at == std::string::npos ? at : rest.find(':');
+    if (colon != std::string::npos && colon < at) {
+      const std::string raw = rest.substr(colon + 1, at - colon - 1);
+      out.push_back(raw);
+      std::string decoded;
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] == '%' && i + 2 < raw.size() && std::isxdigit(static_cast<unsigned char>(raw[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(raw[i + 2]))) {
+          decoded += static_cast<char>(std::stoi(raw.substr(i + 1, 2), nullptr, 16));
+          i += 2;
+        } else {
+          decoded += raw[i];
+        }
+      }
+      out.push_back(decoded);
+    }
+  }
+  static const std::regex kPair(R"(password\s*=\s*('(([^'\\]|\\.)*)'|'(.*)$|((\\.|[^\s\\'])+)))", std::regex::icase);
+  for (auto it = std::sregex_iterator(location.begin(), location.end(), kPair); it != std::sregex_iterator(); ++it) {
+    const std::smatch& p = *it;
+    out.push_back(p[2].matched ? p[2].str() : p[4].matched ? p[4].str() : p[5].str());
+    out.push_back(p[1].str());
+  }
+  return out;
+}
+
+// libpq's text about `location` with every secret of it replaced by ***, and the location itself by `display`.
+std::string scrubbed(std::string message, const std::string& location, const std::string& display) {
+  auto replace_all = [&message](const std::string& what, const std::string& with) {
+    if (what.empty()) return;
+    for (size_t p = message.find(what); p != std::string::npos; p = message.find(what, p + with.size()))
+      message.replace(p, what.size(), with);
+  };
+  replace_all(with_connect_timeout(location), display);
+  replace_all(location, display);
+  std::vector<std::string> secrets = secrets_of(location);
+  std::sort(secrets.begin(), secrets.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (const std::string& s : secrets) replace_all(s, "***");
+  return message;
 }
 
 // SQLSTATE -> Status: a lost or refused connection, a server shutting down, a conflict to retry and too
@@ -230,11 +284,24 @@ StatusOr<std::unique_ptr<PgConn>> PgConn::connect(const std::string& conninfo, c
                                                   bool read_only) {
   KILN_RETURN_IF_ERROR(check_uri_userinfo(conninfo, display));
   KILN_ASSIGN_OR_RETURN(const pq::Api* api, pq::api());
-  pq::PGconn* c = api->connectdb(with_connect_timeout(conninfo).c_str());
+  const std::string full = with_connect_timeout(conninfo);
+  // A string libpq cannot read is bad input (exit 2), said before any connection; libpq's words may quote the
+  // string or a piece of its password: they are scrubbed.
+  char* parse_error = nullptr;
+  if (pq::PQconninfoOption* opts = api->conninfo_parse(full.c_str(), &parse_error)) {
+    api->conninfo_free(opts);
+  } else {
+    const std::string why = parse_error ? trimmed(parse_error) : "not a libpq connection string";
+    if (parse_error) api->freemem(parse_error);
+    return invalid_argument("PostgreSQL store " + display +
+                            " is not a location libpq can read: " + scrubbed(why, conninfo, display));
+  }
+  pq::PGconn* c = api->connectdb(full.c_str());
   if (!c) return unavailable("cannot reach PostgreSQL store " + display + ": out of memory");
   std::unique_ptr<PgConn> conn(new PgConn(api, c, display, read_only));
   if (api->status(c) != pq::kConnectionOk)
-    return unavailable("cannot reach PostgreSQL store " + display + ": " + trimmed(api->error_message(c)));
+    return unavailable("cannot reach PostgreSQL store " + display + ": " +
+                       scrubbed(trimmed(api->error_message(c)), conninfo, display));
   api->set_notice_processor(c, ignore_notice, nullptr);
   KILN_RETURN_IF_ERROR(conn->session_settings());
   return conn;

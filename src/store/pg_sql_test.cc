@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <vector>
 #include <cstdlib>
 
 #include "store/libpq.h"
@@ -138,6 +139,32 @@ TEST(PostgresConnection, AnUnreachableServerIsUnavailableNamingTheStoreWithoutIt
   EXPECT_NE(c.status().message().find("cannot reach PostgreSQL store host=/nonexistent/kiln-sock"), std::string::npos)
       << c.status().message();
   EXPECT_EQ(c.status().message().find("hunter2"), std::string::npos) << c.status().message();
+}
+
+// A location libpq cannot parse is bad input (exit 2), said before any connection, and libpq's words about it, which
+// quote the string or a piece of its password, reach no message with the password in them (found by a hostile
+// trial: an unclosed IPv6 bracket, a bad percent-escape, %00 in the password, an unterminated quote).
+TEST(PostgresConnection, AnUnparsableLocationIsBadInputAndItsPasswordIsScrubbedFromLibpqsWords) {
+  struct Case {
+    std::string where, secret;
+  };
+  const std::vector<Case> cases = {
+      {"postgresql://u:SuperSecret123@[::1/kiln_test", "SuperSecret123"},
+      {"postgresql://u:Super%zzSecret@localhost/kiln_test", "zzSecret"},
+      {"postgresql://u:Super%00Secret@localhost/kiln_test", "Secret"},
+      {"host=localhost dbname=x password='Unterminated Secret99", "Secret99"},
+      {"host=localhost dbname=x password=Plain99Secret bogus=1", "Plain99Secret"},
+  };
+  for (const Case& c : cases) {
+    auto conn = PgConn::connect(c.where, redact_location(c.where), false);
+    ASSERT_FALSE(conn.is_ok()) << c.where;
+    if (conn.status().code() == StatusCode::kFailedPrecondition)
+      GTEST_SKIP() << "no libpq: " << conn.status().message();
+    EXPECT_EQ(conn.status().code(), StatusCode::kInvalidArgument) << conn.status().to_string();
+    EXPECT_NE(conn.status().message().find("is not a location libpq can read"), std::string::npos)
+        << conn.status().message();
+    EXPECT_EQ(conn.status().message().find(c.secret), std::string::npos) << conn.status().message();
+  }
 }
 
 }  // namespace

@@ -195,6 +195,35 @@ TEST_P(PlanStoreContract, PutKeepsEachChangeOfTunedWinner) {
   EXPECT_EQ(again->size(), 1u);
 }
 
+// An import that replaces a tuned winner by a newer tuned one of another configuration keeps the change, as put does
+// (found by a hostile trial: `kiln plans import` said "replaced 1 older" and `kiln stats --store` said 0 changes).
+TEST_P(PlanStoreContract, AnImportThatReplacesAWinnerKeepsTheChange) {
+  TempDir dir;
+  auto a = open_store(dir.file("a.db"));
+  PlanRecord r = make_record(3);
+  r.created_at = 1700000000;
+  ASSERT_TRUE(a->put(r).is_ok());
+  auto b = open_store(dir.file("b.db"));
+  PlanRecord newer = r;
+  newer.engine_id = 58;
+  newer.tuned_by = "hostB";
+  newer.created_at = 1700000500;
+  ASSERT_TRUE(b->put(newer).is_ok());
+  const std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(b->export_bundle(bundle).is_ok());
+  auto im = a->import_bundle(bundle);
+  ASSERT_TRUE(im.is_ok()) << im.status().to_string();
+  EXPECT_EQ(im->replaced, 1);
+  auto changes = a->winner_changes();
+  ASSERT_TRUE(changes.is_ok()) << changes.status().to_string();
+  ASSERT_EQ(changes->size(), 1u);
+  EXPECT_EQ(changes->front().to_config, plan_identity(58, r.knobs));
+  EXPECT_EQ(changes->front().to_tuned_by, "hostB");
+  auto again = a->import_bundle(bundle);  // unchanged now: no second change
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(a->winner_changes()->size(), 1u);
+}
+
 TEST_P(PlanStoreContract, PutRejectsBadRecords) {
   TempDir dir;
   auto store = open_store(dir.file("plans.db"));

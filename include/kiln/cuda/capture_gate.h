@@ -5,8 +5,17 @@
 // builds and warm-ups, on the caller's thread or a Planner's background thread) holds the gate alone
 // (SynchronizingWork); every capture Kiln makes (capture_graph, so CapturedSequence and the tuner's graph
 // timing) holds it shared, and so can an application's own capture (CaptureGuard). Each side waits for the
-// other's holds to end, never for a hold of its own thread (a nested hold is a no-op).
+// other's holds to end: work waits for the captures in progress (at most 10 s, then goes on, logging it), a
+// capture waits while work runs or waits (so captures cannot starve it). Holds nest on one thread: a capture in
+// this thread's work does not wait for it; work started while this thread holds a CaptureGuard is refused
+// (SynchronizingWork::refused(): its caller fails, naming the guard) since it would invalidate every capture in
+// progress. Both are scoped locals: not movable, not made with new.
 #pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kiln/core/status.h"
 
 namespace kiln {
 
@@ -19,6 +28,7 @@ class CaptureGuard {
   ~CaptureGuard();
   CaptureGuard(const CaptureGuard&) = delete;
   CaptureGuard& operator=(const CaptureGuard&) = delete;
+  static void* operator new(std::size_t) = delete;  // a scoped local: released on the thread that took it
 
  private:
   bool held_;  // false: this thread held the gate already
@@ -32,9 +42,17 @@ class SynchronizingWork {
   ~SynchronizingWork();
   SynchronizingWork(const SynchronizingWork&) = delete;
   SynchronizingWork& operator=(const SynchronizingWork&) = delete;
+  static void* operator new(std::size_t) = delete;
+
+  // True when this thread holds a CaptureGuard: the work must not run (it would invalidate the captures).
+  bool refused() const { return refused_; }
 
  private:
-  bool held_;  // false: this thread held the gate already
+  bool held_ = false;  // this object took the gate (false: nested in this thread's work, or refused)
+  bool refused_ = false;
 };
+
+// The error a caller returns when its SynchronizingWork is refused: FailedPrecondition naming `what` and the guard.
+Status refused_under_capture(const std::string& what);
 
 }  // namespace kiln
