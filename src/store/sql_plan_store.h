@@ -26,66 +26,7 @@ class SqlPlanStore final : public PlanStore {
   bool read_only() const override { return read_only_; }
   std::vector<std::string> database_files() const override;
 
-  StatusOr<PlanRecord> put(const PlanRecord& record) override;
-  StatusOr<LookupResult> get(const std::string& structure_sig, const std::string& shape_key,
-                             const EnvFingerprint& current, const EnvPolicy& policy = {},
-                             const PlanValidator& validator = nullptr) override;
-  StatusOr<LoadAllResult> load_all(const EnvFingerprint& current, const EnvPolicy& policy = {},
-                                   const PlanValidator& validator = nullptr) override;
-  StatusOr<std::vector<PlanSummary>> list(const ListFilter& filter = {}) override;
-  StatusOr<PlanRecord> read(const std::string& structure_sig, const std::string& shape_key,
-                            const std::string& fingerprint_key) override;
-  StatusOr<int64_t> remove(const ListFilter& filter, bool all = false) override;
-
-  StatusOr<GcReport> gc(const GcOptions& options) override;
-  StatusOr<VerifyReport> verify(const VerifyOptions& options = {}) override;
-  StatusOr<std::vector<QuarantineEntry>> quarantine() override;
-  StatusOr<ExportReport> export_bundle(const std::string& bundle_path, const ExportOptions& options = {}) override;
-  StatusOr<ImportReport> import_bundle(const std::string& bundle_path, const ImportOptions& options = {}) override;
-
-  StatusOr<RetuneQueueEntry> enqueue_retune(const RetuneRequest& request) override;
-  StatusOr<std::vector<RetuneQueueEntry>> list_retune_queue(const std::string& fingerprint_key = "") override;
-  StatusOr<bool> remove_from_retune_queue(const std::string& structure_sig, const std::string& shape_key,
-                                          const std::string& fingerprint_key) override;
-
-  StatusOr<std::optional<RetuneJob>> claim_retune(const std::string& fingerprint_key,
-                                                  const RetuneLeaseOptions& options) override;
-  Status heartbeat_retune(const RetuneJob& job, int64_t lease_s) override;
-  Status finish_retune(const RetuneJob& job, const RetuneJobFinish& finish) override;
-  StatusOr<std::vector<RetuneJobState>> list_retune_jobs(const std::string& fingerprint_key = "") override;
-  StatusOr<std::vector<RetuneJobLogEntry>> retune_job_log() override;
-
-  StatusOr<GraphSpecEntry> put_graph_spec(const std::string& structure_sig, const std::string& shape_key,
-                                          const std::string& graph_name, const std::string& spec_json) override;
-  StatusOr<std::optional<GraphSpecEntry>> get_graph_spec(const std::string& structure_sig,
-                                                         const std::string& shape_key) override;
-  StatusOr<std::vector<GraphSpecEntry>> list_graph_specs() override;
-
-  StatusOr<FusionRecord> put_fusion_record(const FusionRecord& record) override;
-  StatusOr<std::optional<FusionRecord>> get_fusion_record(const std::string& structure_sig,
-                                                          const std::string& shape_key, const EnvFingerprint& current,
-                                                          const EnvPolicy& policy = {}) override;
-  StatusOr<int64_t> remove_fusion_record(const std::string& structure_sig, const std::string& shape_key,
-                                         const std::string& fingerprint_key) override;
-  StatusOr<std::vector<FusionRecord>> list_fusion_records() override;
-
-  StatusOr<FirstUseRecord> put_first_use_verdict(const FirstUseRecord& record) override;
-  StatusOr<std::optional<FirstUseRecord>> get_first_use_verdict(const std::string& structure_sig,
-                                                                const std::string& shape_key, const std::string& config,
-                                                                const std::string& fingerprint_key) override;
-  StatusOr<std::vector<FirstUseRecord>> list_first_use_verdicts() override;
-
-  StatusOr<KernelCacheRecord> put_kernel_cache(const KernelCacheRecord& record) override;
-  StatusOr<std::optional<KernelCacheRecord>> get_kernel_cache(const std::string& structure_sig,
-                                                              const EnvFingerprint& current) override;
-  StatusOr<int64_t> remove_kernel_cache(const std::string& structure_sig, const std::string& fingerprint_key) override;
-  StatusOr<std::vector<KernelCacheInfo>> list_kernel_caches() override;
-
-  StatusOr<std::vector<StoredPlanKey>> changed_plans() override;
-  StatusOr<std::vector<WinnerChange>> winner_changes() override;
-
-  StoreCounters counters() const override;
-  void reset_counters() override;
+#include "store/plan_store_methods.inc"  // put() ... reset_counters(), each an override
 
  private:
   // In a write transaction: a dead-lettered lease of this key goes (its queue row is removed or asked for again).
