@@ -23,7 +23,9 @@ CLI::App* add_queue_add(CLI::App* queue, const std::shared_ptr<PlansOptions>& o,
                    "A recorded-shapes file (kiln replay --record-shapes): queue each spec at its recorded shapes, "
                    "each with its served count")
       ->check(non_empty_path());
-  queue_add->add_option("--hottest", o->hottest, "With --shapes: at most this many shapes per spec, hottest first")
+  queue_add
+      ->add_option("--hottest", o->hottest,
+                   "With --shapes: at most this many shapes per spec, hottest first (0: every one)")
       ->check(whole_number_at_least(0));
   queue_add->add_option("--for", o->fingerprint,
                         "The environment to tune for: a fingerprint key (or a prefix of one) that the store holds "

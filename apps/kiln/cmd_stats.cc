@@ -22,6 +22,7 @@ namespace {
 
 struct StatsCmdOptions {
   std::string file, buckets, store;
+  bool store_given = false;  // --store was on the command line (an empty one is refused as such)
   bool json = false;
   int top = 20;
 };
@@ -174,6 +175,7 @@ Status shape_stats(const StatsCmdOptions& o, nlohmann::ordered_json* json_out) {
 }
 
 Status run_stats(const StatsCmdOptions& o) {
+  if (o.store_given && o.store.empty()) return invalid_argument("--store is empty: give a store's path or location");
   if (o.file.empty() && o.store.empty())
     return invalid_argument("kiln stats needs a recorded-shapes file, --store, or both");
   if (o.top < 1) return invalid_argument("--top must be >= 1, got " + std::to_string(o.top));
@@ -199,7 +201,11 @@ void add_stats(CLI::App& app, Runner* run) {
   sub->add_option("--top", o->top, "Show the N hottest shapes")->capture_default_str();
   sub->add_option("--buckets", o->buckets, "Bucket policy to group shapes by (e.g. 'batch=pow2')");
   sub->add_flag("--json", o->json, "Machine-readable output");
-  sub->callback([run, o] { *run = [o] { return run_stats(*o); }; });
+  CLI::Option* store = sub->get_option("--store");
+  sub->callback([run, o, store] {
+    o->store_given = store->count() > 0;
+    *run = [o] { return run_stats(*o); };
+  });
 }
 
 }  // namespace

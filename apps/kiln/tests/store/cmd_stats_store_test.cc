@@ -77,6 +77,9 @@ TEST_F(StatsStoreCli, NothingToSummarizeOrAnAbsentStoreIsRefusedNamingIt) {
   CliResult r = run_kiln("stats");
   EXPECT_EQ(r.code, kExitBadInput) << r.output();
   EXPECT_NE(r.output().find("needs a recorded-shapes file, --store, or both"), std::string::npos) << r.output();
+  r = run_kiln("stats --store ''");
+  EXPECT_EQ(r.code, kExitBadInput) << r.output();
+  EXPECT_NE(r.output().find("--store is empty"), std::string::npos) << r.output();
   r = run_kiln("stats --store " + dir_.file("absent.db"));
   EXPECT_EQ(r.code, kExitBadInput) << r.output();
   EXPECT_NE(r.output().find("no plan store at " + dir_.file("absent.db")), std::string::npos) << r.output();
