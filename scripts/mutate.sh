@@ -221,6 +221,20 @@ m planner-segments-skipped src/runtime/source_segments.cc "runtime" \
   '  if (seg.segments.empty()) {' \
   '  if (true) {'
 
+# The fleet's winner rule (docs/fleet.md "Winner changes"): runtime.PlannerJobs.AnotherEnvironmentsWinnerIsNoIncumbent,
+# store.Store/PlanStoreContract.PutKeepsEachChangeOfTunedWinner/*
+m incumbent-from-another-environment src/runtime/planner_jobs.cc "runtime" \
+  '    if (prev && prev->tuned && prev->fingerprint_key() == fingerprint_key(env)) {' \
+  '    if (prev && prev->tuned) {'
+m winner-change-on-same-config src/store/winner_changes.cc "store" \
+  '  if (from == to) return none;' \
+  '  if (from != to) return none;'
+# The segments the store lacks are queued, at the graph's own shape only: runtime.SegmentsSource.*,
+# runtime.PlannerPolicy.ADynamicGraphsSegmentsAreStaticPlansAtEveryShapeAndQueuedAtItsOwnShapeOnly
+m segments-queued-at-every-shape src/runtime/source_segments.cc "runtime" \
+  '        !o.store_path.empty() && r.shape == r.pg.shape) {' \
+  '        !o.store_path.empty()) {'
+
 # The chain's order is data (kiln/runtime/source_chain.h kSourceChain) and the chain is built from it
 # (runtime.SourceChain.TheOrderIsWrittenOnce, runtime.SourceChain.TheWalkAsksInTheChainsOrder, runtime.PlannerStopgap.*)
 m chain-dynamic-entry-is-bucket include/kiln/runtime/source_chain.h "runtime" \
