@@ -70,10 +70,12 @@ SynchronizingWork::SynchronizingWork() {
   std::unique_lock<std::mutex> lock(g.mu);
   ++g.work_waiting;
   g.cv.wait(lock, [&] { return !g.working; });  // one work at a time, however long the other takes
-  if (!g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return g.captures == 0; }))
-    KILN_LOG(kWarn, "device work went on after waiting 10 s for " << g.captures
-                                                                  << " CUDA graph capture(s) in progress to end: they "
-                                                                     "may be invalidated");
+  if (!g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return !g.working && g.captures == 0; })) {
+    g.cv.wait(lock, [&] { return !g.working; });  // another work that came meanwhile goes first; captures do not
+    if (g.captures > 0)
+      KILN_LOG(kWarn, "device work went on after waiting 10 s for "
+                          << g.captures << " CUDA graph capture(s) in progress to end: they may be invalidated");
+  }
   --g.work_waiting;
   g.working = true;
   held_ = true;

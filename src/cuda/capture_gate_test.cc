@@ -85,6 +85,34 @@ TEST(CaptureGate, NestedHoldsOnOneThreadDoNotWaitForThemselves) {
   ASSERT_EQ(after.wait_for(5s), std::future_status::ready) << "a nested hold was not released";
 }
 
+// Two works that waited for the same capture run one after the other once it ends, never together (found by the
+// last read: both passed the "no work running" wait before the capture ended).
+TEST(CaptureGate, WorksThatWaitedForOneCaptureRunOneAtATime) {
+  std::promise<void> capturing;
+  std::thread capturer([&] {
+    CaptureGuard guard;
+    capturing.set_value();
+    std::this_thread::sleep_for(150ms);
+  });
+  capturing.get_future().wait();
+  std::atomic<int> inside{0}, most{0};
+  auto work = [&] {
+    SynchronizingWork w;
+    const int now = ++inside;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(50ms);
+    --inside;
+  };
+  std::thread w1(work), w2(work), w3(work);
+  w1.join();
+  w2.join();
+  w3.join();
+  capturer.join();
+  EXPECT_EQ(most.load(), 1) << "synchronizing works ran together";
+}
+
 // Work a capturing thread starts itself is refused (it would invalidate every capture in progress, other threads'
 // too), and takes nothing: another thread's capture still holds the gate.
 TEST(CaptureGate, WorkUnderThisThreadsOwnCaptureIsRefused) {
