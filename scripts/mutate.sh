@@ -232,8 +232,8 @@ m winner-change-on-same-config src/store/winner_changes.cc "store" \
 # The segments the store lacks are queued, at the graph's own shape only: runtime.SegmentsSource.*,
 # runtime.PlannerPolicy.ADynamicGraphsSegmentsAreStaticPlansAtEveryShapeAndQueuedAtItsOwnShapeOnly
 m segments-queued-at-every-shape src/runtime/source_segments.cc "runtime" \
-  '        !o.store_path.empty() && r.shape == r.pg.shape) {' \
-  '        !o.store_path.empty()) {'
+  '        !o.store_path.empty() && r.shape == r.pg.shape &&' \
+  '        !o.store_path.empty() &&'
 
 # The chain's order is data (kiln/runtime/source_chain.h kSourceChain) and the chain is built from it
 # (runtime.SourceChain.TheOrderIsWrittenOnce, runtime.SourceChain.TheWalkAsksInTheChainsOrder, runtime.PlannerStopgap.*)

@@ -1,5 +1,8 @@
 // The segments source (runtime/plan_sources.h SegmentsSource): a graph cuDNN cannot fuse whole, run as its fused
 // segments.
+#include <set>
+#include <string>
+
 #include "kiln/runtime/unfused_plan.h"
 #include "runtime/plan_sources.h"
 
@@ -14,12 +17,13 @@ StatusOr<bool> SegmentsSource::serve(SourceRequest& r, Built* out) {
   }
   std::vector<std::shared_ptr<const ExecutablePlan>> plans;
   std::string list;
+  std::set<std::string> queued;  // the segments' keys queued by this serve
   for (const GraphPart& part : seg.segments) {
     const std::string where = "graph '" + r.g.name + "', segment '" + part.graph.name + "'";
     StatusOr<PreparedGraph> ppg = prepare_graph(part.graph);
     if (!ppg.is_ok()) return ppg.status().with_context(where);
     // Static plans only (store, bucket, heuristics): the chain is held whole and never promoted, so a stopgap in
-    // it would stay; and no mismatch policy, which is the whole graph's.
+    // it would stay. The store's mismatch policy is not the segment's: its miss is queued below.
     StatusOr<Built> got = chain_.build(*ppg, ppg->shape, /*allow_stopgap=*/false);
     if (!got.is_ok()) return got.status().with_context(where);
     // Each segment passes the gate (first use) before the chain made of them may serve.
@@ -30,7 +34,8 @@ StatusOr<bool> SegmentsSource::serve(SourceRequest& r, Built* out) {
     // its segments at every shape it meets).
     const PlannerOptions& o = state_.options();
     if (got->plan->built_from() != PlanSource::kStore && o.policy.on_mismatch == MismatchPolicy::kHeuristicsAndQueue &&
-        !o.store_path.empty() && r.shape == r.pg.shape) {
+        !o.store_path.empty() && r.shape == r.pg.shape &&
+        queued.insert(ppg->signature.structure + "|" + ppg->signature.shape_key).second) {  // a repeated segment once
       std::string note;
       state_.backend().queue_retune(part.graph, ppg->signature, "miss, a segment of graph '" + r.g.name + "'", &note);
       if (!note.empty()) r.why.push_back("segment '" + part.graph.name + "': " + note);
