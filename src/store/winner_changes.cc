@@ -1,6 +1,7 @@
 // The store's winner changes (kiln/store/winner_change.h, docs/fleet.md "Winner changes"): kept by put() when a
 // tuned record replaces a tuned one of another configuration, in put's transaction.
 #include "kiln/core/engine_config.h"
+#include "kiln/core/log.h"
 #include "store/record_codec.h"
 #include "store/sql_plan_store.h"
 #include "store/sql_table.h"
@@ -62,8 +63,10 @@ StatusOr<std::vector<WinnerChange>> SqlPlanStore::winner_changes() {
   if (!exists) return out;  // a read-only store written before the table existed
   KILN_ASSIGN_OR_RETURN(auto rows,
                         store::select_records(db_, store::winner_change_codec(), " ORDER BY changed_at", {}));
-  for (auto& r : rows)
+  for (auto& r : rows) {
     if (r.problem.empty()) out.push_back(std::move(r.record));
+    else KILN_LOG(kWarn, "plan store " << path_ << ": a winner change skipped: " << r.problem);  // a log, not a plan
+  }
   return out;
 }
 
