@@ -1,0 +1,142 @@
+"""Kiln: tuned, verified cuDNN plans, served from a store (docs/python.md).
+
+    import kiln
+    g = kiln.load("model/conv.json")                 # a spec file, a dict, JSON text, or a kiln.Graph
+    planner = kiln.Planner(store="plans.db")
+    plan = planner.obtain(g, batch=24)               # plan.source, plan.why, plan.config, plan.workspace_bytes
+    plan(x=x, w=w, y=y)                              # CUDA tensors: torch, CuPy, JAX (DLPack) ...
+
+``kiln.torch.op(spec, store=...)`` makes a torch custom op of a graph (torch.compile and CUDA graphs accept it).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, NamedTuple, Union
+
+from . import _preload
+
+_preload.load_cudnn()
+
+from . import _kiln  # noqa: E402
+from .errors import (  # noqa: E402,F401
+    BY_CODE as _BY_CODE,
+    BadInput,
+    Cancelled,
+    CheckFailed,
+    Corruption,
+    InternalError,
+    KilnError,
+    NewerVersion,
+    NoPlan,
+    NotFound,
+    NotSupported,
+    Unavailable,
+)
+
+_kiln._set_error_classes(_BY_CODE, KilnError)
+
+__version__: str = _kiln.__version__
+
+Graph = _kiln.Graph
+PreparedGraph = _kiln.PreparedGraph
+Plan = _kiln.Plan
+SpecLike = Union[str, "os.PathLike[str]", Mapping[str, Any], "_kiln.Graph"]
+
+
+def load(spec: SpecLike, *, target_sm: int = 0) -> "_kiln.Graph":
+    """A validated graph from a spec: a path (str or PathLike) to a JSON file, a dict, JSON text (a str starting
+    with '{'), or a Graph (returned as is). BadInput naming the node, tensor or attribute at fault; NotFound for
+    a file that is not there."""
+    if isinstance(spec, _kiln.Graph):
+        return spec
+    if isinstance(spec, Mapping):
+        try:
+            text = json.dumps(spec)
+        except (TypeError, ValueError) as e:
+            raise BadInput(f"<dict>: not JSON-serializable: {e}", "InvalidArgument", 2) from None
+        return _kiln.Graph.from_json(text, "<dict>", target_sm)
+    if isinstance(spec, os.PathLike):
+        return _kiln.Graph.from_file(os.fspath(spec), target_sm)
+    if isinstance(spec, str):
+        if spec.lstrip().startswith("{"):
+            return _kiln.Graph.from_json(spec, "<string>", target_sm)
+        return _kiln.Graph.from_file(spec, target_sm)
+    raise BadInput(f"a spec is a path, a dict, JSON text or a kiln.Graph, not a {type(spec).__name__}",
+                   "InvalidArgument", 2)
+
+
+def validate(spec: SpecLike, *, target_sm: int = 0) -> "_kiln.Graph":
+    """load(), named for what it checks: returns the validated graph or raises BadInput."""
+    return load(spec, target_sm=target_sm)
+
+
+class Signature(NamedTuple):
+    structure: str  # 32 hex digits: what plans are stored under
+    shape_key: str  # "batch=8": the dynamic dims' values; "" when nothing is dynamic
+
+
+def signature(spec: SpecLike) -> Signature:
+    """The graph's structure signature and shape key (the same as `kiln signature`)."""
+    g = load(spec)
+    return Signature(g.structure, g.shape_key)
+
+
+class Planner:
+    """kiln::Planner: plans for graphs at shapes, from the cheapest source (docs/runtime.md "Sources").
+
+    store: a SQLite file or a postgresql:// location (None: no store). preset: "serving" (a service: stopgaps for
+    new shapes, promoted in the background), "tools" or "offline" (tuning). buckets: "batch=pow2;*=exact".
+    policy: what a stale stored plan does ("heuristics-and-queue", "retune", "fail"). new_shapes: "stopgap" or
+    "build_now". first_use: "verify" or "off". Needs a GPU: Unavailable on a machine without one.
+    """
+
+    def __init__(self, store: str | os.PathLike[str] | None = None, *, preset: str = "serving",
+                 buckets: str | None = None, policy: str | None = None, new_shapes: str | None = None,
+                 promote: bool | None = None, promote_by: str = "build", first_use: str | None = None,
+                 writable: bool | None = None, mirror: str | None = None, handles: int = 0):
+        self._p = _kiln.Planner(None if store is None else os.fspath(store), preset, writable, policy, buckets,
+                                new_shapes, promote, promote_by, first_use, mirror, handles)
+
+    def prepare(self, graph: SpecLike) -> "_kiln.PreparedGraph":
+        """Validates the graph and computes its signature once: obtain() on the result does no hashing."""
+        return self._p.prepare(load(graph))
+
+    def obtain(self, graph: SpecLike | "_kiln.PreparedGraph", shape: Mapping[str, int] | None = None,
+               **dims: int) -> "_kiln.Plan":
+        """A plan for the graph at `shape` (or dims as keywords; neither: the graph's own values)."""
+        values = dict(shape or {})
+        values.update(dims)
+        prepared = graph if isinstance(graph, _kiln.PreparedGraph) else self.prepare(graph)
+        return self._p.obtain(prepared, values)
+
+    def preload(self, graph: SpecLike | "_kiln.PreparedGraph", warm: bool = False) -> dict:
+        """Loads every stored plan of the graph's structure into memory (what a service does at start)."""
+        prepared = graph if isinstance(graph, _kiln.PreparedGraph) else self.prepare(graph)
+        return self._p.preload(prepared, warm)
+
+    def wait_for_promotions(self) -> None:
+        self._p.wait_for_promotions()
+
+    def stats(self) -> dict:
+        return self._p.stats()
+
+
+def tune(spec: SpecLike, store: str | os.PathLike[str] | None = None, *, time_budget_s: float = 0.0,
+         unfused: bool = True, shape: Mapping[str, int] | None = None) -> list[dict]:
+    """Tunes the graph (or its fused segments, where cuDNN cannot fuse it whole) like `kiln tune`: every engine
+    configuration built, checked against a reference and timed; the unfused alternative timed; the winner stored
+    in `store` (default: the default store, $KILN_STORE or ~/.cache/kiln/plans.db). One dict per graph tuned."""
+    g = load(spec)
+    if shape:
+        g = g.at(dict(shape))
+    location = os.fspath(store) if store is not None else _kiln.default_store_path()
+    p = _kiln.Planner(location, "offline", True, None, None, None, None, "build", None, None, 0)
+    return _kiln.tune(p.prepare(g), time_budget_s, True, unfused)
+
+
+from . import store  # noqa: E402,F401  (kiln.store.open)
+
+__all__ = ["Graph", "PreparedGraph", "Plan", "Planner", "Signature", "load", "validate", "signature", "tune",
+           "store", "__version__", "KilnError", "BadInput", "NotFound", "Corruption", "NotSupported", "Unavailable",
+           "NoPlan", "CheckFailed", "Cancelled", "NewerVersion", "InternalError"]

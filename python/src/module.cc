@@ -1,0 +1,73 @@
+// kiln._kiln: the extension module (docs/python.md). Python's `kiln` package wraps it; nothing here is meant to be
+// imported directly.
+#include <nanobind/nanobind.h>
+
+#include "kiln/core/exit_codes.h"
+#include "py_common.h"
+
+namespace kiln::py {
+namespace {
+
+// Exception classes by StatusCode, given by kiln/errors.py at import (_set_error_classes). Kept for the process's
+// life: the translator may run until the interpreter ends.
+PyObject* g_error_classes[16] = {};
+PyObject* g_base_error = nullptr;
+
+void translate(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const StatusError& e) {
+    const auto code = static_cast<size_t>(e.status.code());
+    PyObject* cls = code < std::size(g_error_classes) && g_error_classes[code] ? g_error_classes[code] : g_base_error;
+    if (cls == nullptr) cls = PyExc_RuntimeError;
+    // kiln/errors.py's KilnError(message, code_name, exit_code).
+    PyObject* args = Py_BuildValue("(ssi)", e.status.message().c_str(), status_code_name(e.status.code()),
+                                   exit_code_for(e.status));
+    if (args == nullptr) return;  // the error Py_BuildValue set stands
+    PyErr_SetObject(cls, args);
+    Py_DECREF(args);
+  }
+}
+
+}  // namespace
+
+void init_errors(nb::module_& m) {
+  nb::register_exception_translator(translate);
+  m.def(
+      "_set_error_classes",
+      [](nb::dict by_code_name, nb::handle base) {
+        for (int c = 0; c <= static_cast<int>(StatusCode::kInternal); ++c) {
+          const char* name = status_code_name(static_cast<StatusCode>(c));
+          if (!by_code_name.contains(name)) continue;
+          nb::object cls = by_code_name[name];
+          Py_XDECREF(g_error_classes[c]);
+          g_error_classes[c] = cls.release().ptr();
+        }
+        Py_XDECREF(g_base_error);
+        g_base_error = nb::borrow(base).release().ptr();
+      },
+      "by_code_name"_a, "base"_a, "Which exception class each status code raises (kiln/errors.py).");
+  m.def(
+      "_raise_status",
+      [](const std::string& code_name, const std::string& message) {
+        for (int c = 1; c <= static_cast<int>(StatusCode::kInternal); ++c) {
+          if (code_name == status_code_name(static_cast<StatusCode>(c))) raise(Status(static_cast<StatusCode>(c), message));
+        }
+        raise(Status(StatusCode::kInternal, "unknown status code '" + code_name + "': " + message));
+      },
+      "code_name"_a, "message"_a, "Raises the exception for a status code (tests of the translation).");
+}
+
+}  // namespace kiln::py
+
+NB_MODULE(_kiln, m) {
+  using namespace kiln::py;
+  m.doc() = "Kiln's extension module: the C++ library under the `kiln` package (docs/python.md).";
+  m.attr("__version__") = KILN_VERSION;
+  init_errors(m);
+  init_graph(m);
+  init_planner(m);
+  init_runner(m);
+  init_store(m);
+  init_tune(m);
+}

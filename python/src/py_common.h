@@ -1,0 +1,52 @@
+// What the binding's files share (python/src/, docs/python.md): how a Status becomes a Python exception, and the
+// graph facts the tensor checks and the torch op read. Kiln's library throws nothing; only this binding does,
+// and only StatusError, which module.cc turns into the exception class for its code (kiln/errors.py).
+#pragma once
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/status.h"
+#include "kiln/graph/graph.h"
+
+namespace kiln::py {
+namespace nb = nanobind;
+using namespace nanobind::literals;
+
+// A Status that is not OK, on its way to Python.
+struct StatusError {
+  Status status;
+};
+
+[[noreturn]] inline void raise(Status s) { throw StatusError{std::move(s)}; }
+inline void check(const Status& s) {
+  if (!s.is_ok()) raise(s);
+}
+template <class T>
+T value_or_raise(StatusOr<T>&& s) {
+  if (!s.is_ok()) raise(s.status());
+  return std::move(s).value();
+}
+[[noreturn]] inline void bad_input(std::string message) { raise(Status(StatusCode::kInvalidArgument, std::move(message))); }
+
+// The tensors a caller binds, in the graph's order: inputs (graph inputs not passed by value), then outputs.
+struct BoundNames {
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+};
+BoundNames bound_names(const Graph& g);
+
+// A tensor's description as Python sees it: {"name", "shape", "strides", "dtype", "symbols", "layout", ...}.
+nb::dict tensor_dict(const Graph& g, int t);
+
+void init_errors(nb::module_& m);
+void init_graph(nb::module_& m);
+void init_planner(nb::module_& m);
+void init_runner(nb::module_& m);
+void init_store(nb::module_& m);
+void init_tune(nb::module_& m);
+
+}  // namespace kiln::py

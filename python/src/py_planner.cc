@@ -1,0 +1,211 @@
+// kiln._kiln.Planner, PreparedGraph and Plan (docs/python.md "Serving"): thin over kiln::Planner. Every call that
+// can block (create, obtain, preload, promotions, execute) runs with the GIL released.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "kiln/runtime/planner_options.h"
+#include "py_common.h"
+#include "py_planner.h"
+#include "py_tensors.h"
+
+namespace kiln::py {
+
+PyPrepared prepare(const PyPlanner& p, const PyGraph& g) {
+  PyPrepared out;
+  out.planner = p.planner;
+  out.prepared = value_or_raise(p.planner->prepare(*g.graph));
+  out.graph = g;
+  return out;
+}
+
+Obtained obtain(Planner& planner, const PreparedGraph& pg, const std::map<std::string, int64_t>& shape) {
+  StatusOr<Obtained> got = Status(StatusCode::kInternal, "not run");
+  {
+    nb::gil_scoped_release release;
+    got = planner.obtain(pg, shape);
+  }
+  return value_or_raise(std::move(got));
+}
+
+namespace {
+
+struct PyPlan {
+  std::shared_ptr<Planner> planner;  // keeps the plan's handles and backend alive
+  Obtained obtained;
+};
+
+template <class E, size_t N>
+E by_name(const EnumName<E> (&names)[N], const std::string& what, const std::string& text) {
+  std::string known;
+  for (const auto& n : names) {
+    if (text == n.name) return n.value;
+    known += (known.empty() ? "" : ", ") + std::string(n.name);
+  }
+  bad_input(what + ": unknown value '" + text + "' (known: " + known + ")");
+}
+
+constexpr EnumName<NewShapes> kNewShapes[] = {{NewShapes::kStopgap, "stopgap"}, {NewShapes::kBuildNow, "build_now"}};
+constexpr EnumName<PromoteBy> kPromoteBy[] = {{PromoteBy::kBuild, "build"}, {PromoteBy::kTune, "tune"}};
+constexpr EnumName<FirstUse> kFirstUse[] = {{FirstUse::kVerify, "verify"}, {FirstUse::kOff, "off"}};
+
+PyPlanner make_planner(const std::optional<std::string>& store, const std::string& preset,
+                       const std::optional<bool>& writable, const std::optional<std::string>& policy,
+                       const std::optional<std::string>& buckets, const std::optional<std::string>& new_shapes,
+                       const std::optional<bool>& promote, const std::string& promote_by,
+                       const std::optional<std::string>& first_use, const std::optional<std::string>& mirror,
+                       int handles) {
+  const std::string path = store.value_or("");
+  PlannerOptions o;
+  if (preset == "serving") {
+    o = PlannerOptions::serving(path);
+  } else if (preset == "tools") {
+    o = PlannerOptions::tools(path);
+  } else if (preset == "offline") {
+    o = PlannerOptions::offline(path);
+  } else {
+    bad_input("preset: unknown value '" + preset + "' (known: serving, tools, offline)");
+  }
+  if (writable) o.with_store(path, *writable);
+  if (policy) {
+    EnvPolicy p = o.policy;
+    p.on_mismatch = value_or_raise(parse_mismatch_policy(*policy));
+    o.with_policy(p);
+  }
+  if (buckets) o.with_buckets(value_or_raise(BucketPolicy::parse(*buckets)));
+  if (new_shapes) o.with_new_shapes(by_name(kNewShapes, "new_shapes", *new_shapes));
+  if (promote) o.with_promotion(*promote, by_name(kPromoteBy, "promote_by", promote_by));
+  if (first_use) o.with_first_use(by_name(kFirstUse, "first_use", *first_use));
+  if (mirror) o.with_mirror(*mirror);
+  if (handles > 0) o.with_handles(handles);
+  StatusOr<std::unique_ptr<Planner>> made = Status(StatusCode::kInternal, "not run");
+  {
+    nb::gil_scoped_release release;
+    made = Planner::create(o);
+  }
+  return PyPlanner{std::shared_ptr<Planner>(value_or_raise(std::move(made)))};
+}
+
+nb::dict stats_dict(const PlannerStats& s) {
+  nb::dict d, served;
+  for (int i = 0; i < kPlanSourceCount; ++i) served[plan_source_name(static_cast<PlanSource>(i))] = s.served[i];
+  d["served"] = served;
+  d["builds"] = s.builds;
+  d["failures"] = s.failures;
+  d["cached"] = s.cached;
+  d["stopgaps"] = s.stopgaps;
+  d["promotions"] = s.promotions;
+  d["promotion_failures"] = s.promotion_failures;
+  d["first_use_checks"] = s.first_use_checks;
+  d["first_use_refused"] = s.first_use_refused;
+  d["graph_captures"] = s.graph_captures;
+  d["graph_replays"] = s.graph_replays;
+  d["text"] = s.text();
+  return d;
+}
+
+// plan(workspace=None, stream=None, **tensors): every tensor read and checked, then the plan on the stream.
+void call_plan(const PyPlan& p, nb::handle workspace, nb::handle stream, nb::kwargs tensors) {
+  const ExecutablePlan& plan = *p.obtained.plan;
+  const Graph& g = plan.graph();
+  TensorBindings bindings;
+  for (auto [key, value] : tensors) {
+    std::string name = nb::cast<std::string>(key);
+    int t = g.find_tensor(name);
+    if (t < 0) {
+      std::string known;
+      BoundNames b = bound_names(g);
+      for (int i : b.inputs) known += (known.empty() ? "" : ", ") + g.tensors[i].name;
+      for (int i : b.outputs) known += ", " + g.tensors[i].name;
+      bad_input("tensor '" + name + "': graph '" + g.name + "' has no such tensor (it binds " + known + ")");
+    }
+    bindings[name] = checked_binding(read_tensor(value, name), g, t);
+  }
+  cudaStream_t s = read_stream(stream);
+  void* ws = read_workspace(workspace, plan.workspace_bytes());
+  check(plan.check_bindings(bindings));
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    if (ws == nullptr && plan.workspace_bytes() > 0) {
+      StreamScratch scratch(s, plan.workspace_bytes());
+      st = plan.execute(s, bindings, scratch.get());
+    } else {
+      st = plan.execute(s, bindings, ws);
+    }
+  }
+  check(st);
+}
+
+}  // namespace
+
+void init_planner(nb::module_& m) {
+  nb::class_<PyPlanner>(m, "Planner", "kiln::Planner: plans for graphs at shapes, from the cheapest source.")
+      .def(nb::new_(&make_planner), "store"_a = nb::none(), "preset"_a = "serving", "writable"_a = nb::none(),
+           "policy"_a = nb::none(), "buckets"_a = nb::none(), "new_shapes"_a = nb::none(), "promote"_a = nb::none(),
+           "promote_by"_a = "build", "first_use"_a = nb::none(), "mirror"_a = nb::none(), "handles"_a = 0)
+      .def("prepare", &prepare, "graph"_a, "Validates the graph and computes its signature once.")
+      .def(
+          "obtain",
+          [](const PyPlanner& p, const PyPrepared& pg, const std::map<std::string, int64_t>& shape) {
+            if (pg.planner != p.planner) bad_input("obtain: the graph was prepared by another Planner");
+            return PyPlan{p.planner, obtain(*p.planner, pg.prepared, shape)};
+          },
+          "graph"_a, "shape"_a = std::map<std::string, int64_t>{})
+      .def(
+          "preload",
+          [](const PyPlanner& p, const PyPrepared& pg, bool warm) {
+            StatusOr<PreloadReport> r = Status(StatusCode::kInternal, "not run");
+            {
+              nb::gil_scoped_release release;
+              r = p.planner->preload(pg.prepared, warm);
+            }
+            PreloadReport rep = value_or_raise(std::move(r));
+            nb::dict d;
+            d["loaded"] = rep.loaded;
+            d["warmed"] = rep.warmed;
+            d["failed"] = rep.failed;
+            d["last_failure"] = rep.last_failure;
+            d["ms"] = rep.ms;
+            return d;
+          },
+          "graph"_a, "warm"_a = false)
+      .def("wait_for_promotions",
+           [](const PyPlanner& p) {
+             nb::gil_scoped_release release;
+             p.planner->wait_for_promotions();
+           })
+      .def("stats", [](const PyPlanner& p) { return stats_dict(p.planner->stats()); });
+
+  nb::class_<PyPrepared>(m, "PreparedGraph", "A graph a Planner validated and signed once.")
+      .def_prop_ro("graph", [](const PyPrepared& p) { return p.graph; });
+
+  nb::class_<PyPlan>(m, "Plan", "A plan ready to execute on the caller's CUDA tensors.")
+      .def_prop_ro("source", [](const PyPlan& p) { return std::string(plan_source_name(p.obtained.source)); },
+                   "Where this call got it: memory, store, split, padded, dynamic, bucket, heuristics, tuned, ...")
+      .def_prop_ro("built_from",
+                   [](const PyPlan& p) { return std::string(plan_source_name(p.obtained.plan->built_from())); })
+      .def_prop_ro("why", [](const PyPlan& p) { return p.obtained.why; }, "The sources that missed before it, and why.")
+      .def_prop_ro("config", [](const PyPlan& p) { return p.obtained.plan->identity(); },
+                   "What runs: the engine configuration ('eng12_k2=1'), or a chain ('unfused[...]').")
+      .def_prop_ro("workspace_bytes", [](const PyPlan& p) { return p.obtained.plan->workspace_bytes(); })
+      .def_prop_ro("obtain_ms", [](const PyPlan& p) { return p.obtained.obtain_ms; })
+      .def_prop_ro("notes", [](const PyPlan& p) { return p.obtained.plan->notes(); })
+      .def_prop_ro("graph",
+                   [](const PyPlan& p) {
+                     PyGraph g;
+                     g.graph = std::make_shared<const Graph>(p.obtained.plan->graph());
+                     g.signature = p.obtained.plan->signature();
+                     return g;
+                   })
+      .def("__call__", &call_plan, "workspace"_a = nb::none(), "stream"_a = nb::none(), "tensors"_a,
+           "Runs the plan on the given tensors (every input and output by name) on `stream`; a workspace the "
+           "caller does not pass is allocated stream-ordered for the call.")
+      .def("__repr__", [](const PyPlan& p) {
+        return "kiln.Plan(" + p.obtained.plan->identity() + ", source=" + plan_source_name(p.obtained.source) +
+               ", workspace_bytes=" + std::to_string(p.obtained.plan->workspace_bytes()) + ")";
+      });
+}
+
+}  // namespace kiln::py

@@ -1,0 +1,174 @@
+// kiln._kiln.Store (docs/python.md "The store"): what `kiln plans ls/verify/export/import/rm` and `kiln stats` read,
+// over one open PlanStore (a SQLite file or a postgresql:// location). Records come back as dicts, without plan bytes.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+#include "kiln/core/disposition.h"
+#include "kiln/core/engine_config.h"
+#include "kiln/store/plan_store.h"
+#include "py_common.h"
+
+namespace kiln::py {
+namespace {
+
+struct PyStore {
+  std::unique_ptr<PlanStore> store;
+  PlanStore& get() const {
+    if (!store) raise(Status(StatusCode::kFailedPrecondition, "the store is closed"));
+    return *store;
+  }
+};
+
+template <class T, class F>
+T unlocked(F&& f) {
+  StatusOr<T> r = Status(StatusCode::kInternal, "not run");
+  {
+    nb::gil_scoped_release release;
+    r = f();
+  }
+  return value_or_raise(std::move(r));
+}
+
+nb::dict summary_dict(const PlanSummary& s) {
+  const PlanRecord& r = s.record;
+  nb::dict d;
+  d["structure"] = r.structure_sig;
+  d["shape_key"] = r.shape_key;
+  d["fingerprint_key"] = s.stored_fingerprint_key;
+  d["config"] = plan_identity(r.engine_id, r.knobs);
+  d["tuned"] = r.tuned;
+  d["median_ms"] = r.stats.median_ms;
+  d["verdict"] = std::string(disposition_name(r.numerics.verdict));
+  d["workspace_bytes"] = r.workspace_bytes;
+  d["plan_bytes"] = s.plan_size;
+  d["gpu"] = r.fingerprint.gpu_name;
+  d["sm"] = r.fingerprint.sm_version;
+  d["cudnn"] = r.fingerprint.cudnn_version;
+  d["cudnn_frontend"] = r.fingerprint.cudnn_frontend_version;
+  d["tuned_by"] = r.tuned_by;
+  d["created_at"] = r.created_at;
+  d["problem"] = s.problem;
+  return d;
+}
+
+ListFilter filter_of(const std::string& structure, const std::string& shape, const std::string& fingerprint,
+                     bool tuned_only) {
+  ListFilter f;
+  f.structure_prefix = structure;
+  f.shape_key = shape;
+  f.fingerprint_key = fingerprint;
+  f.tuned_only = tuned_only;
+  return f;
+}
+
+PyStore open_store(const std::string& location, bool read_only, const std::optional<std::string>& mirror) {
+  StoreOpenOptions o;
+  o.read_only = read_only;
+  if (mirror) o.mirror_path = *mirror;
+  return PyStore{unlocked<std::unique_ptr<PlanStore>>([&] { return PlanStore::open(location, o); })};
+}
+
+}  // namespace
+
+void init_store(nb::module_& m) {
+  m.def("open_store", &open_store, "location"_a, "read_only"_a = false, "mirror"_a = nb::none(),
+        "Opens a plan store: a SQLite file (made unless read_only) or a postgresql:// location.");
+  m.def("default_store_path", &default_store_path);
+  nb::class_<PyStore>(m, "Store", "A plan store (docs/store.md).")
+      .def_prop_ro("location", [](const PyStore& s) { return s.get().path(); })
+      .def_prop_ro("read_only", [](const PyStore& s) { return s.get().read_only(); })
+      .def(
+          "ls",
+          [](const PyStore& s, const std::string& structure, const std::string& shape, const std::string& fingerprint,
+             bool tuned_only) {
+            ListFilter f = filter_of(structure, shape, fingerprint, tuned_only);
+            std::vector<PlanSummary> rows = unlocked<std::vector<PlanSummary>>([&] { return s.get().list(f); });
+            nb::list out;
+            for (const PlanSummary& r : rows) out.append(summary_dict(r));
+            return out;
+          },
+          "structure"_a = "", "shape"_a = "", "fingerprint"_a = "", "tuned_only"_a = false,
+          "The records matching the filter (a structure prefix, a shape key, a fingerprint key), without plan bytes.")
+      .def(
+          "remove",
+          [](const PyStore& s, const std::string& structure, const std::string& shape, const std::string& fingerprint,
+             bool all) {
+            ListFilter f = filter_of(structure, shape, fingerprint, false);
+            return unlocked<int64_t>([&] { return s.get().remove(f, all); });
+          },
+          "structure"_a = "", "shape"_a = "", "fingerprint"_a = "", "all"_a = false,
+          "Removes the matching records (an empty filter only with all=True); returns how many.")
+      .def("verify",
+           [](const PyStore& s) {
+             VerifyReport r = unlocked<VerifyReport>([&] { return s.get().verify(); });
+             nb::dict d;
+             d["checked"] = r.checked;
+             d["ok"] = r.ok;
+             d["integrity"] = r.integrity;
+             nb::list problems;
+             for (const VerifyProblem& p : r.problems) {
+               nb::dict q;
+               q["structure"] = p.structure_sig;
+               q["shape_key"] = p.shape_key;
+               q["fingerprint_key"] = p.fingerprint_key;
+               q["reason"] = p.reason;
+               problems.append(q);
+             }
+             d["problems"] = problems;
+             return d;
+           })
+      .def(
+          "export_bundle",
+          [](const PyStore& s, const std::string& path, const std::string& structure, bool overwrite) {
+            ExportOptions o;
+            o.filter.structure_prefix = structure;
+            o.overwrite = overwrite;
+            ExportReport r = unlocked<ExportReport>([&] { return s.get().export_bundle(path, o); });
+            nb::dict d;
+            d["records"] = r.records;
+            d["graph_specs"] = r.graph_specs;
+            d["fusion_records"] = r.fusion_records;
+            return d;
+          },
+          "path"_a, "structure"_a = "", "overwrite"_a = false)
+      .def(
+          "import_bundle",
+          [](const PyStore& s, const std::string& path) {
+            ImportReport r = unlocked<ImportReport>([&] { return s.get().import_bundle(path, ImportOptions{}); });
+            nb::dict d;
+            d["imported"] = r.imported;
+            d["replaced"] = r.replaced;
+            d["kept_newer"] = r.kept_newer;
+            d["unchanged"] = r.unchanged;
+            d["skipped_stale"] = r.skipped_stale;
+            return d;
+          },
+          "path"_a, "Checks the whole bundle, then merges it in one transaction (nothing on any error).")
+      .def("winner_changes",
+           [](const PyStore& s) {
+             std::vector<WinnerChange> rows = unlocked<std::vector<WinnerChange>>([&] { return s.get().winner_changes(); });
+             nb::list out;
+             for (const WinnerChange& w : rows) {
+               nb::dict d;
+               d["structure"] = w.structure_sig;
+               d["shape_key"] = w.shape_key;
+               d["from_config"] = w.from_config;
+               d["to_config"] = w.to_config;
+               d["from_median_ms"] = w.from_median_ms;
+               d["to_median_ms"] = w.to_median_ms;
+               d["changed_at"] = w.changed_at;
+               out.append(d);
+             }
+             return out;
+           })
+      .def("close", [](PyStore& s) {
+        nb::gil_scoped_release release;
+        s.store.reset();
+      });
+}
+
+}  // namespace kiln::py

@@ -1,0 +1,214 @@
+// Reading a caller's tensors and streams (py_tensors.h).
+#include "py_tensors.h"
+
+#include <nanobind/ndarray.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace kiln::py {
+namespace {
+
+std::string dims_text(const std::vector<int64_t>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+// torch dtypes are singletons: each is named once (str(dtype)) and remembered by identity.
+bool torch_dtype(nb::handle dtype, DataType* out, std::string* text) {
+  static std::mutex mu;
+  static std::map<PyObject*, std::pair<int, std::string>> known;  // -1: no Kiln dtype
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(dtype.ptr());
+  if (it == known.end()) {
+    std::string name = nb::cast<std::string>(nb::str(dtype));
+    static const std::map<std::string, DataType> names = {
+        {"torch.float32", DataType::kFloat32},      {"torch.float16", DataType::kFloat16},
+        {"torch.bfloat16", DataType::kBFloat16},    {"torch.float8_e4m3fn", DataType::kFp8E4M3},
+        {"torch.float8_e5m2", DataType::kFp8E5M2},  {"torch.int8", DataType::kInt8},
+        {"torch.int32", DataType::kInt32},          {"torch.int64", DataType::kInt64}};
+    auto n = names.find(name);
+    Py_INCREF(dtype.ptr());  // kept with the table
+    it = known.emplace(dtype.ptr(), std::make_pair(n == names.end() ? -1 : static_cast<int>(n->second), name)).first;
+  }
+  *text = it->second.second;
+  if (it->second.first < 0) return false;
+  *out = static_cast<DataType>(it->second.first);
+  return true;
+}
+
+void read_torch(nb::handle obj, TensorView& v) {
+  v.kind = "torch.Tensor";
+  v.on_cuda = nb::cast<bool>(obj.attr("is_cuda"));
+  if (v.on_cuda) v.device = nb::cast<int>(obj.attr("get_device")());
+  v.ptr = nb::cast<uintptr_t>(obj.attr("data_ptr")());
+  for (nb::handle d : obj.attr("shape")) v.shape.push_back(nb::cast<int64_t>(d));
+  for (nb::handle s : obj.attr("stride")()) v.strides.push_back(nb::cast<int64_t>(s));
+  v.itemsize = nb::cast<size_t>(obj.attr("element_size")());
+  v.dtype_known = torch_dtype(obj.attr("dtype"), &v.dtype, &v.dtype_text);
+}
+
+// typestr of the CUDA array interface: '<f2', '|i1', ...; 'V' (bf16, fp8 from ml_dtypes) is known by size only.
+void read_typestr(const std::string& ts, TensorView& v) {
+  v.dtype_text = ts;
+  if (ts.size() < 3) return;
+  char kind = ts[1];
+  int bytes = std::atoi(ts.c_str() + 2);
+  v.itemsize = static_cast<size_t>(bytes);
+  v.dtype_known = true;
+  if (kind == 'f' && bytes == 4) v.dtype = DataType::kFloat32;
+  else if (kind == 'f' && bytes == 2) v.dtype = DataType::kFloat16;
+  else if (kind == 'i' && bytes == 1) v.dtype = DataType::kInt8;
+  else if (kind == 'i' && bytes == 4) v.dtype = DataType::kInt32;
+  else if (kind == 'i' && bytes == 8) v.dtype = DataType::kInt64;
+  else v.dtype_known = false;
+  if (!v.dtype_known && kind != 'V') v.itemsize = 0;  // a dtype Kiln has not: refused by size 0 below
+}
+
+void read_cai(nb::handle obj, TensorView& v, const std::string& name) {
+  v.kind = "__cuda_array_interface__";
+  nb::dict d = nb::cast<nb::dict>(obj.attr("__cuda_array_interface__"));
+  v.on_cuda = true;
+  nb::tuple data = nb::cast<nb::tuple>(d["data"]);
+  v.ptr = nb::cast<uintptr_t>(data[0]);
+  for (nb::handle s : d["shape"]) v.shape.push_back(nb::cast<int64_t>(s));
+  read_typestr(nb::cast<std::string>(d["typestr"]), v);
+  nb::object st = d.contains("strides") ? nb::object(d["strides"]) : nb::none();
+  if (st.is_none()) {
+    v.strides.assign(v.shape.size(), 1);
+    for (int i = static_cast<int>(v.shape.size()) - 2; i >= 0; --i) v.strides[i] = v.strides[i + 1] * v.shape[i + 1];
+    return;
+  }
+  for (nb::handle s : st) {
+    int64_t b = nb::cast<int64_t>(s);
+    if (v.itemsize == 0 || b % static_cast<int64_t>(v.itemsize) != 0) {
+      bad_input("tensor '" + name + "': a stride of " + std::to_string(b) + " bytes is not a whole number of elements");
+    }
+    v.strides.push_back(b / static_cast<int64_t>(v.itemsize));
+  }
+}
+
+void read_dlpack(nb::handle obj, TensorView& v, const std::string& name) {
+  v.kind = "DLPack";
+  nb::ndarray<> a;
+  if (!nb::try_cast(obj, a)) {
+    bad_input("tensor '" + name + "': a " + nb::cast<std::string>(nb::type_name(obj.type())) +
+              " is not a tensor Kiln can read (a torch.Tensor, an object with __cuda_array_interface__, or DLPack)");
+  }
+  v.on_cuda = a.device_type() == nb::device::cuda::value;
+  v.device = a.device_id();
+  v.ptr = reinterpret_cast<uintptr_t>(a.data());
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    v.shape.push_back(static_cast<int64_t>(a.shape(i)));
+    v.strides.push_back(a.stride(i));
+  }
+  nb::dlpack::dtype t = a.dtype();
+  v.itemsize = (t.bits * t.lanes) / 8;
+  v.dtype_text = "DLPack(code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits)";
+  using C = nb::dlpack::dtype_code;
+  v.dtype_known = true;
+  if (t.code == static_cast<uint8_t>(C::Float) && t.bits == 32) v.dtype = DataType::kFloat32;
+  else if (t.code == static_cast<uint8_t>(C::Float) && t.bits == 16) v.dtype = DataType::kFloat16;
+  else if (t.code == static_cast<uint8_t>(C::Bfloat) && t.bits == 16) v.dtype = DataType::kBFloat16;
+  else if (t.code == static_cast<uint8_t>(C::Int) && t.bits == 8) v.dtype = DataType::kInt8;
+  else if (t.code == static_cast<uint8_t>(C::Int) && t.bits == 32) v.dtype = DataType::kInt32;
+  else if (t.code == static_cast<uint8_t>(C::Int) && t.bits == 64) v.dtype = DataType::kInt64;
+  else v.dtype_known = false;  // fp8 exporters differ in their codes: checked by size only
+}
+
+}  // namespace
+
+TensorView read_tensor(nb::handle obj, const std::string& name) {
+  TensorView v;
+  if (obj.is_none()) bad_input("tensor '" + name + "': None, a CUDA tensor expected");
+  if (nb::hasattr(obj, "data_ptr") && nb::hasattr(obj, "is_cuda")) {
+    read_torch(obj, v);
+  } else if (nb::hasattr(obj, "__cuda_array_interface__")) {
+    read_cai(obj, v, name);
+  } else {
+    read_dlpack(obj, v, name);
+  }
+  return v;
+}
+
+TensorBinding checked_binding(const TensorView& v, const Graph& g, int t) {
+  const TensorDesc& d = g.tensors[t];
+  const std::string what = "tensor '" + d.name + "'";
+  if (!v.on_cuda) bad_input(what + ": a " + v.kind + " on the host; a plan runs on CUDA tensors");
+  const DataType want = g.dtype_of(t);
+  if (v.dtype_known ? v.dtype != want : v.itemsize != dtype_size(want)) {
+    bad_input(what + ": dtype " + v.dtype_text + ", the graph's is " + dtype_name(want));
+  }
+  const std::vector<int64_t> shape = d.shape();
+  if (v.shape != shape) {
+    bad_input(what + ": shape " + dims_text(v.shape) + ", the graph's is " + dims_text(shape) +
+              (g.dynamic_dims.empty() ? "" : " (obtain a plan for the shape you run)"));
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] > 1 && v.strides[i] != d.strides[i]) {
+      bad_input(what + ": strides " + dims_text(v.strides) + ", the plan needs " + dims_text(d.strides) + " (layout " +
+                layout_name(d.layout) + (d.layout == Layout::kNHWC ? ": torch's channels_last" : "") + ")");
+    }
+  }
+  size_t span = 1;
+  for (size_t i = 0; i < shape.size(); ++i) span += static_cast<size_t>((shape[i] - 1) * d.strides[i]);
+  return TensorBinding{reinterpret_cast<void*>(v.ptr), span * dtype_size(want)};
+}
+
+cudaStream_t read_stream(nb::handle stream) {
+  if (stream.is_none()) {
+    static nb::object torch_get_device, torch_raw_stream;  // cached once torch is seen
+    PyObject* modules = PySys_GetObject("modules");        // borrowed
+    if (modules == nullptr || PyDict_GetItemString(modules, "torch") == nullptr) return nullptr;
+    if (!torch_raw_stream.is_valid()) {
+      nb::object c = nb::module_::import_("torch").attr("_C");
+      torch_get_device = c.attr("_cuda_getDevice");
+      torch_raw_stream = c.attr("_cuda_getCurrentRawStream");
+    }
+    nb::object dev = torch_get_device();
+    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(torch_raw_stream(dev)));
+  }
+  if (PyLong_Check(stream.ptr())) return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream));
+  if (nb::hasattr(stream, "cuda_stream")) {
+    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream.attr("cuda_stream")));
+  }
+  if (nb::hasattr(stream, "__cuda_stream__")) {
+    nb::tuple t = nb::cast<nb::tuple>(stream.attr("__cuda_stream__")());
+    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(t[1]));
+  }
+  if (nb::hasattr(stream, "ptr")) return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream.attr("ptr")));
+  bad_input("stream: a " + nb::cast<std::string>(nb::type_name(stream.type())) +
+            " is not a stream (None, an int cudaStream_t, a torch.cuda.Stream, or an object with __cuda_stream__ or ptr)");
+}
+
+void* read_workspace(nb::handle workspace, int64_t need) {
+  if (workspace.is_none()) return nullptr;
+  if (PyLong_Check(workspace.ptr())) return reinterpret_cast<void*>(nb::cast<uintptr_t>(workspace));
+  TensorView v = read_tensor(workspace, "workspace");
+  if (!v.on_cuda) bad_input("workspace: on the host; a CUDA buffer expected");
+  int64_t elems = 1;
+  for (int64_t s : v.shape) elems *= s;
+  if (elems * static_cast<int64_t>(v.itemsize) < need) {
+    bad_input("workspace: " + std::to_string(elems * static_cast<int64_t>(v.itemsize)) + " bytes, the plan needs " +
+              std::to_string(need));
+  }
+  return reinterpret_cast<void*>(v.ptr);
+}
+
+StreamScratch::StreamScratch(cudaStream_t stream, int64_t bytes) : stream_(stream) {
+  if (bytes <= 0) return;
+  cudaError_t e = cudaMallocAsync(&ptr_, static_cast<size_t>(bytes), stream);
+  if (e != cudaSuccess) {
+    ptr_ = nullptr;
+    raise(Status(StatusCode::kUnavailable, "workspace: cudaMallocAsync of " + std::to_string(bytes) +
+                                               " bytes failed: " + cudaGetErrorString(e)));
+  }
+}
+
+StreamScratch::~StreamScratch() {
+  if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
+}
+
+}  // namespace kiln::py
