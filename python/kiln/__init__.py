@@ -135,8 +135,16 @@ def tune(spec: SpecLike, store: str | os.PathLike[str] | None = None, *, time_bu
     return _kiln.tune(p.prepare(g), time_budget_s, True, unfused)
 
 
+def compile(spec: SpecLike, target: str | os.PathLike[str], store: str | os.PathLike[str] | None = None) -> list[dict]:  # noqa: A001
+    """`kiln compile`: the graph's heuristic plans built for a recorded GPU (a device profile JSON such as
+    profiles/h200.json) without one, stored untuned. One dict per part (the graph, or its fused segments), each
+    with its `outcome` ("compiled", "needs a GPU", "failed") and `why`."""
+    location = os.fspath(store) if store is not None else _kiln.default_store_path()
+    return _kiln.compile(load(spec), os.fspath(target), location)
+
+
 from . import store  # noqa: E402,F401  (kiln.store.open)
 
-__all__ = ["Graph", "PreparedGraph", "Plan", "Planner", "Signature", "load", "validate", "signature", "tune",
+__all__ = ["Graph", "PreparedGraph", "Plan", "Planner", "Signature", "load", "validate", "signature", "tune", "compile",
            "store", "__version__", "KilnError", "BadInput", "NotFound", "Corruption", "NotSupported", "Unavailable",
            "NoPlan", "CheckFailed", "Cancelled", "NewerVersion", "InternalError"]

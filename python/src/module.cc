@@ -1,6 +1,7 @@
 // kiln._kiln: the extension module (docs/python.md). Python's `kiln` package wraps it; nothing here is meant to be
 // imported directly.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include "kiln/core/exit_codes.h"
 #include "py_common.h"
@@ -21,8 +22,8 @@ void translate(const std::exception_ptr& p, void*) {
     PyObject* cls = code < std::size(g_error_classes) && g_error_classes[code] ? g_error_classes[code] : g_base_error;
     if (cls == nullptr) cls = PyExc_RuntimeError;
     // kiln/errors.py's KilnError(message, code_name, exit_code).
-    PyObject* args = Py_BuildValue("(ssi)", e.status.message().c_str(), status_code_name(e.status.code()),
-                                   exit_code_for(e.status));
+    PyObject* args =
+        Py_BuildValue("(ssi)", e.status.message().c_str(), status_code_name(e.status.code()), exit_code_for(e.status));
     if (args == nullptr) return;  // the error Py_BuildValue set stands
     PyErr_SetObject(cls, args);
     Py_DECREF(args);
@@ -51,7 +52,8 @@ void init_errors(nb::module_& m) {
       "_raise_status",
       [](const std::string& code_name, const std::string& message) {
         for (int c = 1; c <= static_cast<int>(StatusCode::kInternal); ++c) {
-          if (code_name == status_code_name(static_cast<StatusCode>(c))) raise(Status(static_cast<StatusCode>(c), message));
+          if (code_name == status_code_name(static_cast<StatusCode>(c)))
+            raise(Status(static_cast<StatusCode>(c), message));
         }
         raise(Status(StatusCode::kInternal, "unknown status code '" + code_name + "': " + message));
       },
@@ -70,4 +72,5 @@ NB_MODULE(_kiln, m) {
   init_runner(m);
   init_store(m);
   init_tune(m);
+  init_tensors(m);
 }

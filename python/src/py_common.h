@@ -30,7 +30,9 @@ T value_or_raise(StatusOr<T>&& s) {
   if (!s.is_ok()) raise(s.status());
   return std::move(s).value();
 }
-[[noreturn]] inline void bad_input(std::string message) { raise(Status(StatusCode::kInvalidArgument, std::move(message))); }
+[[noreturn]] inline void bad_input(std::string message) {
+  raise(Status(StatusCode::kInvalidArgument, std::move(message)));
+}
 
 // The tensors a caller binds, in the graph's order: inputs (graph inputs not passed by value), then outputs.
 struct BoundNames {
@@ -48,5 +50,6 @@ void init_planner(nb::module_& m);
 void init_runner(nb::module_& m);
 void init_store(nb::module_& m);
 void init_tune(nb::module_& m);
+void init_tensors(nb::module_& m);
 
 }  // namespace kiln::py

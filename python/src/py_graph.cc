@@ -92,28 +92,36 @@ void init_graph(nb::module_& m) {
           "text"_a, "source"_a = "<spec>", "target_sm"_a = 0,
           "Parses and validates spec text; `source` starts every error message.")
       .def_prop_ro("name", [](const PyGraph& p) { return p.graph->name; })
-      .def_prop_ro("structure", [](const PyGraph& p) { return p.signature.structure; },
-                   "The structure signature (32 hex digits): what plans are stored under.")
-      .def_prop_ro("shape_key", [](const PyGraph& p) { return p.signature.shape_key; },
-                   "The dynamic dims' values in canonical order ('batch=8'); '' when nothing is dynamic.")
-      .def_prop_ro("dynamic", [](const PyGraph& p) { return p.graph->dynamic_dims; },
-                   "Each dynamic dim's symbol and its value in this graph.")
-      .def_prop_ro("inputs", [](const PyGraph& p) { return tensor_list(*p.graph, bound_names(*p.graph).inputs); },
-                   "The tensors a caller passes, in declaration order (scalars passed by value are not among them).")
-      .def_prop_ro("outputs", [](const PyGraph& p) { return tensor_list(*p.graph, p.graph->outputs); },
-                   "The tensors a plan writes for the caller.")
-      .def("tensor",
-           [](const PyGraph& p, const std::string& name) {
-             int t = p.graph->find_tensor(name);
-             if (t < 0) raise(Status(StatusCode::kNotFound, "graph '" + p.graph->name + "' has no tensor '" + name + "'"));
-             return tensor_dict(*p.graph, t);
-           },
-           "name"_a)
+      .def_prop_ro(
+          "structure", [](const PyGraph& p) { return p.signature.structure; },
+          "The structure signature (32 hex digits): what plans are stored under.")
+      .def_prop_ro(
+          "shape_key", [](const PyGraph& p) { return p.signature.shape_key; },
+          "The dynamic dims' values in canonical order ('batch=8'); '' when nothing is dynamic.")
+      .def_prop_ro(
+          "dynamic", [](const PyGraph& p) { return p.graph->dynamic_dims; },
+          "Each dynamic dim's symbol and its value in this graph.")
+      .def_prop_ro(
+          "inputs", [](const PyGraph& p) { return tensor_list(*p.graph, bound_names(*p.graph).inputs); },
+          "The tensors a caller passes, in declaration order (scalars passed by value are not among them).")
+      .def_prop_ro(
+          "outputs", [](const PyGraph& p) { return tensor_list(*p.graph, p.graph->outputs); },
+          "The tensors a plan writes for the caller.")
+      .def(
+          "tensor",
+          [](const PyGraph& p, const std::string& name) {
+            int t = p.graph->find_tensor(name);
+            if (t < 0)
+              raise(Status(StatusCode::kNotFound, "graph '" + p.graph->name + "' has no tensor '" + name + "'"));
+            return tensor_dict(*p.graph, t);
+          },
+          "name"_a)
       .def("at", &PyGraph::at, "shape"_a,
            "The graph at other values of its dynamic dims (every extent derived anew); BadInput for an unknown "
            "symbol or a value below 1.")
-      .def("to_json", [](const PyGraph& p, int indent) { return value_or_raise(graph_to_spec_json(*p.graph, indent)); },
-           "indent"_a = -1, "The graph as spec JSON (one line when indent < 0).")
+      .def(
+          "to_json", [](const PyGraph& p, int indent) { return value_or_raise(graph_to_spec_json(*p.graph, indent)); },
+          "indent"_a = -1, "The graph as spec JSON (one line when indent < 0).")
       .def("__repr__", [](const PyGraph& p) {
         std::string s = "kiln.Graph('" + p.graph->name + "', structure=" + p.signature.structure;
         if (!p.signature.shape_key.empty()) s += ", shape='" + p.signature.shape_key + "'";

@@ -182,13 +182,16 @@ void init_planner(nb::module_& m) {
       .def_prop_ro("graph", [](const PyPrepared& p) { return p.graph; });
 
   nb::class_<PyPlan>(m, "Plan", "A plan ready to execute on the caller's CUDA tensors.")
-      .def_prop_ro("source", [](const PyPlan& p) { return std::string(plan_source_name(p.obtained.source)); },
-                   "Where this call got it: memory, store, split, padded, dynamic, bucket, heuristics, tuned, ...")
+      .def_prop_ro(
+          "source", [](const PyPlan& p) { return std::string(plan_source_name(p.obtained.source)); },
+          "Where this call got it: memory, store, split, padded, dynamic, bucket, heuristics, tuned, ...")
       .def_prop_ro("built_from",
                    [](const PyPlan& p) { return std::string(plan_source_name(p.obtained.plan->built_from())); })
-      .def_prop_ro("why", [](const PyPlan& p) { return p.obtained.why; }, "The sources that missed before it, and why.")
-      .def_prop_ro("config", [](const PyPlan& p) { return p.obtained.plan->identity(); },
-                   "What runs: the engine configuration ('eng12_k2=1'), or a chain ('unfused[...]').")
+      .def_prop_ro(
+          "why", [](const PyPlan& p) { return p.obtained.why; }, "The sources that missed before it, and why.")
+      .def_prop_ro(
+          "config", [](const PyPlan& p) { return p.obtained.plan->identity(); },
+          "What runs: the engine configuration ('eng12_k2=1'), or a chain ('unfused[...]').")
       .def_prop_ro("workspace_bytes", [](const PyPlan& p) { return p.obtained.plan->workspace_bytes(); })
       .def_prop_ro("obtain_ms", [](const PyPlan& p) { return p.obtained.obtain_ms; })
       .def_prop_ro("notes", [](const PyPlan& p) { return p.obtained.plan->notes(); })
@@ -199,7 +202,8 @@ void init_planner(nb::module_& m) {
                      g.signature = p.obtained.plan->signature();
                      return g;
                    })
-      .def("__call__", &call_plan, "workspace"_a = nb::none(), "stream"_a = nb::none(), "tensors"_a,
+      .def("__call__", &call_plan, nb::arg("workspace").none() = nb::none(), nb::arg("stream").none() = nb::none(),
+           "tensors"_a,
            "Runs the plan on the given tensors (every input and output by name) on `stream`; a workspace the "
            "caller does not pass is allocated stream-ordered for the call.")
       .def("__repr__", [](const PyPlan& p) {

@@ -46,10 +46,9 @@ class TorchRunner {
     empty_ = torch.attr("empty");
     uint8_ = torch.attr("uint8");
     static const std::map<DataType, const char*> torch_names = {
-        {DataType::kFloat32, "float32"},         {DataType::kFloat16, "float16"},
-        {DataType::kBFloat16, "bfloat16"},       {DataType::kFp8E4M3, "float8_e4m3fn"},
-        {DataType::kFp8E5M2, "float8_e5m2"},     {DataType::kInt8, "int8"},
-        {DataType::kInt32, "int32"},             {DataType::kInt64, "int64"}};
+        {DataType::kFloat32, "float32"},       {DataType::kFloat16, "float16"},     {DataType::kBFloat16, "bfloat16"},
+        {DataType::kFp8E4M3, "float8_e4m3fn"}, {DataType::kFp8E5M2, "float8_e5m2"}, {DataType::kInt8, "int8"},
+        {DataType::kInt32, "int32"},           {DataType::kInt64, "int64"}};
     for (int t : outputs_) out_dtypes_.push_back(torch.attr(torch_names.at(g.dtype_of(t))));
   }
 
@@ -125,7 +124,8 @@ class TorchRunner {
 void init_runner(nb::module_& m) {
   nb::class_<TorchRunner>(m, "TorchRunner", "The body of a kiln.torch op: inputs in, outputs allocated by torch.")
       .def(nb::init<PyPrepared>(), "prepared"_a)
-      .def("__call__", &TorchRunner::run, "Runs the graph on torch tensors (its inputs, in order); returns its outputs.")
+      .def("__call__", &TorchRunner::run,
+           "Runs the graph on torch tensors (its inputs, in order); returns its outputs.")
       .def_prop_ro("prepared", &TorchRunner::prepared);
 }
 

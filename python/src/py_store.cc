@@ -150,7 +150,8 @@ void init_store(nb::module_& m) {
           "path"_a, "Checks the whole bundle, then merges it in one transaction (nothing on any error).")
       .def("winner_changes",
            [](const PyStore& s) {
-             std::vector<WinnerChange> rows = unlocked<std::vector<WinnerChange>>([&] { return s.get().winner_changes(); });
+             std::vector<WinnerChange> rows =
+                 unlocked<std::vector<WinnerChange>>([&] { return s.get().winner_changes(); });
              nb::list out;
              for (const WinnerChange& w : rows) {
                nb::dict d;

@@ -7,6 +7,11 @@
 #include <mutex>
 #include <string>
 
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "py_graph.h"
+
 namespace kiln::py {
 namespace {
 
@@ -25,10 +30,10 @@ bool torch_dtype(nb::handle dtype, DataType* out, std::string* text) {
   if (it == known.end()) {
     std::string name = nb::cast<std::string>(nb::str(dtype));
     static const std::map<std::string, DataType> names = {
-        {"torch.float32", DataType::kFloat32},      {"torch.float16", DataType::kFloat16},
-        {"torch.bfloat16", DataType::kBFloat16},    {"torch.float8_e4m3fn", DataType::kFp8E4M3},
-        {"torch.float8_e5m2", DataType::kFp8E5M2},  {"torch.int8", DataType::kInt8},
-        {"torch.int32", DataType::kInt32},          {"torch.int64", DataType::kInt64}};
+        {"torch.float32", DataType::kFloat32},     {"torch.float16", DataType::kFloat16},
+        {"torch.bfloat16", DataType::kBFloat16},   {"torch.float8_e4m3fn", DataType::kFp8E4M3},
+        {"torch.float8_e5m2", DataType::kFp8E5M2}, {"torch.int8", DataType::kInt8},
+        {"torch.int32", DataType::kInt32},         {"torch.int64", DataType::kInt64}};
     auto n = names.find(name);
     Py_INCREF(dtype.ptr());  // kept with the table
     it = known.emplace(dtype.ptr(), std::make_pair(n == names.end() ? -1 : static_cast<int>(n->second), name)).first;
@@ -179,8 +184,9 @@ cudaStream_t read_stream(nb::handle stream) {
     return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(t[1]));
   }
   if (nb::hasattr(stream, "ptr")) return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream.attr("ptr")));
-  bad_input("stream: a " + nb::cast<std::string>(nb::type_name(stream.type())) +
-            " is not a stream (None, an int cudaStream_t, a torch.cuda.Stream, or an object with __cuda_stream__ or ptr)");
+  bad_input(
+      "stream: a " + nb::cast<std::string>(nb::type_name(stream.type())) +
+      " is not a stream (None, an int cudaStream_t, a torch.cuda.Stream, or an object with __cuda_stream__ or ptr)");
 }
 
 void* read_workspace(nb::handle workspace, int64_t need) {
@@ -202,13 +208,50 @@ StreamScratch::StreamScratch(cudaStream_t stream, int64_t bytes) : stream_(strea
   cudaError_t e = cudaMallocAsync(&ptr_, static_cast<size_t>(bytes), stream);
   if (e != cudaSuccess) {
     ptr_ = nullptr;
-    raise(Status(StatusCode::kUnavailable, "workspace: cudaMallocAsync of " + std::to_string(bytes) +
-                                               " bytes failed: " + cudaGetErrorString(e)));
+    raise(Status(StatusCode::kUnavailable,
+                 "workspace: cudaMallocAsync of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(e)));
   }
 }
 
 StreamScratch::~StreamScratch() {
   if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
+}
+
+}  // namespace kiln::py
+
+namespace kiln::py {
+
+// The reading and the checks alone, for tests and for callers that want to check a tensor before a call.
+void init_tensors(nb::module_& m) {
+  m.def(
+      "_describe_tensor",
+      [](nb::handle obj, const std::string& name) {
+        TensorView v = read_tensor(obj, name);
+        nb::dict d;
+        d["kind"] = std::string(v.kind);
+        d["ptr"] = v.ptr;
+        d["shape"] = nb::tuple(nb::cast(v.shape));
+        d["strides"] = nb::tuple(nb::cast(v.strides));
+        d["dtype"] = v.dtype_known ? nb::object(nb::str(dtype_name(v.dtype))) : nb::none();
+        d["itemsize"] = v.itemsize;
+        d["on_cuda"] = v.on_cuda;
+        return d;
+      },
+      nb::arg("obj").none(), "name"_a = "tensor",
+      "How Kiln reads a tensor argument (torch, CUDA array interface or DLPack).");
+  m.def(
+      "_check_tensor",
+      [](nb::handle obj, const PyGraph& g, const std::string& name) {
+        int t = g.graph->find_tensor(name);
+        if (t < 0) raise(Status(StatusCode::kNotFound, "graph '" + g.graph->name + "' has no tensor '" + name + "'"));
+        return checked_binding(read_tensor(obj, name), *g.graph, t).bytes;
+      },
+      nb::arg("obj").none(), "graph"_a, "name"_a,
+      "Checks a tensor argument against the graph's tensor `name` (device, dtype, shape, strides) as a call does; "
+      "returns the bytes it spans. BadInput naming the tensor otherwise.");
+  m.def(
+      "_stream_of", [](nb::handle s) { return reinterpret_cast<uintptr_t>(read_stream(s)); },
+      nb::arg("stream").none() = nb::none(), "The cudaStream_t a call would run on for this stream argument.");
 }
 
 }  // namespace kiln::py

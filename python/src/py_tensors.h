@@ -23,9 +23,9 @@ struct TensorView {
   DataType dtype = DataType::kFloat32;
   size_t itemsize = 0;
   bool on_cuda = false;
-  int device = -1;          // the CUDA device index, when the exporter says it (-1: unknown)
-  const char* kind = "";    // "torch.Tensor", "__cuda_array_interface__", "DLPack"
-  std::string dtype_text;   // as the exporter names it, for messages
+  int device = -1;         // the CUDA device index, when the exporter says it (-1: unknown)
+  const char* kind = "";   // "torch.Tensor", "__cuda_array_interface__", "DLPack"
+  std::string dtype_text;  // as the exporter names it, for messages
 };
 
 // Reads `obj`; BadInput naming `name` when it is none of the three kinds.

@@ -4,8 +4,11 @@
 #include <nanobind/stl/string.h>
 
 #include "kiln/core/disposition.h"
+#include "kiln/lower/lower.h"
+#include "kiln/runtime/planner_options.h"
 #include "kiln/runtime/workshop.h"
 #include "py_common.h"
+#include "py_graph.h"
 #include "py_planner.h"
 
 namespace kiln::py {
@@ -74,11 +77,49 @@ nb::list tune(const PyPrepared& pg, double time_budget_s, bool store, bool unfus
   return out;
 }
 
+// `kiln compile`: heuristic plans built for a recorded device profile, without a GPU, stored untuned.
+nb::list compile(const PyGraph& g, const std::string& target, const std::string& store) {
+  std::vector<CompiledGraph> done;
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    StatusOr<DeviceProfile> profile = load_device_profile(target);
+    if (!profile.is_ok()) {
+      st = profile.status();
+    } else {
+      StatusOr<std::unique_ptr<Planner>> p = Planner::create(PlannerOptions::offline(store).with_target(*profile));
+      if (!p.is_ok()) {
+        st = p.status();
+      } else {
+        StatusOr<CompiledGraph> c = (*p)->workshop().compile(*g.graph);
+        if (c.is_ok()) done.push_back(std::move(c).value());
+        else st = c.status();
+      }
+    }
+  }
+  check(st);
+  nb::list out;
+  for (const CompiledPart& part : done[0].parts) {
+    nb::dict d;
+    d["graph"] = part.graph_name;
+    d["structure"] = part.signature.structure;
+    d["shape_key"] = part.signature.shape_key;
+    d["outcome"] = std::string(compile_outcome_name(part.outcome));
+    d["why"] = part.why;
+    d["config"] = part.config.identity();
+    d["workspace_bytes"] = part.workspace_bytes;
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 void init_tune(nb::module_& m) {
   m.def("tune", &tune, "prepared"_a, "time_budget_s"_a = 0.0, "store"_a = true, "unfused"_a = true,
         "Tunes a prepared graph (or its fused segments) with its Planner's store; one dict per graph tuned.");
+  m.def("compile", &compile, "graph"_a, "target"_a, "store"_a,
+        "Builds the graph's heuristic plans for a recorded device profile (no GPU needed) and stores them untuned.");
 }
 
 }  // namespace kiln::py

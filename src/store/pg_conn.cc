@@ -299,9 +299,16 @@ StatusOr<std::unique_ptr<PgConn>> PgConn::connect(const std::string& conninfo, c
   pq::PGconn* c = api->connectdb(full.c_str());
   if (!c) return unavailable("cannot reach PostgreSQL store " + display + ": out of memory");
   std::unique_ptr<PgConn> conn(new PgConn(api, c, display, read_only));
-  if (api->status(c) != pq::kConnectionOk)
-    return unavailable("cannot reach PostgreSQL store " + display + ": " +
-                       scrubbed(trimmed(api->error_message(c)), conninfo, display));
+  if (api->status(c) != pq::kConnectionOk) {
+    const std::string why = scrubbed(trimmed(api->error_message(c)), conninfo, display);
+    // libpq checks option values (a port that is not a number, an unknown sslmode) only when it connects; its
+    // words for them ("invalid integer value ... for connection option", "invalid port number", "invalid sslmode
+    // value") say the location is wrong, not the server away: bad input (exit 2), as an unparsable location.
+    static const std::regex kBadValue(R"(^invalid (integer value|port number|\S+ value))");
+    if (std::regex_search(why, kBadValue))
+      return invalid_argument("PostgreSQL store " + display + " is not a location libpq can use: " + why);
+    return unavailable("cannot reach PostgreSQL store " + display + ": " + why);
+  }
   api->set_notice_processor(c, ignore_notice, nullptr);
   KILN_RETURN_IF_ERROR(conn->session_settings());
   return conn;

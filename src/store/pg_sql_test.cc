@@ -167,5 +167,21 @@ TEST(PostgresConnection, AnUnparsableLocationIsBadInputAndItsPasswordIsScrubbedF
   }
 }
 
+// Option values libpq checks only when it connects (a port that is not a number, an unknown sslmode) are bad input
+// too, not an unreachable server (found by the Python suite: `:abc` as the port exited 3).
+TEST(PostgresConnection, AnOptionValueLibpqRefusesIsBadInputWithoutThePassword) {
+  const std::vector<std::string> cases = {"postgresql://u:Secret77x@localhost:abc/kiln_test",
+                                          "host=localhost dbname=x port=99999999999 password=Secret77x",
+                                          "host=localhost dbname=x sslmode=sometimes password=Secret77x"};
+  for (const std::string& where : cases) {
+    auto conn = PgConn::connect(where, redact_location(where), false);
+    ASSERT_FALSE(conn.is_ok()) << where;
+    if (conn.status().code() == StatusCode::kFailedPrecondition)
+      GTEST_SKIP() << "no libpq: " << conn.status().message();
+    EXPECT_EQ(conn.status().code(), StatusCode::kInvalidArgument) << conn.status().to_string();
+    EXPECT_EQ(conn.status().message().find("Secret77x"), std::string::npos) << conn.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace kiln::store

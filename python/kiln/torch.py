@@ -1,0 +1,103 @@
+"""kiln.torch: a Kiln graph as a PyTorch custom op (docs/python.md "PyTorch").
+
+    import kiln.torch
+    mlp = kiln.torch.op("mlp_up.json", store="plans.db")      # torch.ops.kiln.<graph name>
+    y = mlp(x, w, bias)                                        # outputs allocated by PyTorch
+
+The op is registered with torch.library: a CUDA kernel (one call into Kiln: the plan for the inputs' shapes from
+the Planner's cache, outputs and workspace from PyTorch's caching allocator on the inputs' device, the plan on
+torch's current stream) and a fake kernel that gives the outputs' shapes, strides and dtypes from the graph, so
+torch.compile(fullgraph=True) traces it without a graph break, and dynamic dims stay dynamic. A CUDA graph that
+torch captures (torch.cuda.graph) replays it; run the op once for each shape before capturing, as torch's own
+warm-up asks (a plan built during a capture would synchronize the device and break the capture).
+Inference only: the op has no backward.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any, Callable
+
+import torch as _torch
+
+from . import Planner, _kiln, errors, load
+from ._meta import output_meta
+
+_LIB = _torch.library.Library("kiln", "FRAGMENT")
+_lock = threading.Lock()
+_ops: dict[str, tuple[str, Any]] = {}  # op name -> (structure signature, op)
+_planners: dict[tuple, Planner] = {}
+
+_DTYPES = {"fp32": _torch.float32, "fp16": _torch.float16, "bf16": _torch.bfloat16,
+           "fp8_e4m3": getattr(_torch, "float8_e4m3fn", None), "fp8_e5m2": getattr(_torch, "float8_e5m2", None),
+           "int8": _torch.int8, "int32": _torch.int32, "int64": _torch.int64}
+
+
+def torch_dtype(kiln_dtype: str) -> "_torch.dtype":
+    d = _DTYPES.get(kiln_dtype)
+    if d is None:
+        raise errors.NotSupported(f"dtype {kiln_dtype} has no torch dtype in this torch", "NotSupported", 5)
+    return d
+
+
+def planner_for(store: str | os.PathLike[str] | None, **options: Any) -> Planner:
+    """The process's shared Planner for a store and options (made on first use): every op on one store shares
+    its cache, its handles and its promotions."""
+    key = (None if store is None else os.fspath(store),) + tuple(sorted(options.items()))
+    with _lock:
+        p = _planners.get(key)
+        if p is None:
+            p = _planners[key] = Planner(store, **options)
+        return p
+
+
+def _identifier(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    return s if s and not s[0].isdigit() else "_" + s
+
+
+def _make_fake(graph: Any) -> Callable[..., Any]:
+    def fake(*inputs: "_torch.Tensor") -> Any:
+        metas = output_meta(graph, [tuple(t.shape) for t in inputs])
+        device = inputs[0].device
+        outs = [_torch.empty_strided(shape, strides, dtype=torch_dtype(dt), device=device)
+                for shape, strides, dt in metas]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    return fake
+
+
+def op(spec: Any, store: str | os.PathLike[str] | None = None, *, name: str | None = None,
+       planner: Planner | None = None, **planner_options: Any) -> Any:
+    """Registers the graph as torch.ops.kiln.<name> (default: the graph's name, made an identifier) and returns it.
+
+    Its arguments are the graph's inputs in declaration order (scalars passed by value are part of the graph, not
+    arguments); it returns the graph's output, or a tuple of them. `planner` (a kiln.Planner) serves it; else the
+    process's shared Planner for `store` and `planner_options` (kiln.Planner's keywords). Registering a name again
+    for a graph of the same structure returns the op already made; for another structure, BadInput."""
+    graph = load(spec)
+    op_name = _identifier(name or graph.name)
+    with _lock:
+        known = _ops.get(op_name)
+    if known is not None:
+        if known[0] != graph.structure:
+            raise errors.BadInput(f"kiln.torch.op: torch.ops.kiln.{op_name} is registered for another graph "
+                                  f"(structure {known[0]}); pass name=", "InvalidArgument", 2)
+        return known[1]
+    p = planner if planner is not None else planner_for(store, **planner_options)
+    runner = _kiln.TorchRunner(p._p.prepare(graph))
+    args = [_identifier(t["name"]) for t in graph.inputs]
+    if len(set(args)) != len(args):
+        args = [f"{a}_{i}" for i, a in enumerate(args)]
+    n_out = len(graph.outputs)
+    returns = "Tensor" if n_out == 1 else "(" + ", ".join(["Tensor"] * n_out) + ")"
+    with _lock:
+        if op_name in _ops:  # made by another thread meanwhile
+            return _ops[op_name][1]
+        _LIB.define(f"{op_name}({', '.join('Tensor ' + a for a in args)}) -> {returns}")
+        _LIB.impl(op_name, runner, "CUDA")
+        _torch.library.register_fake(f"kiln::{op_name}", _make_fake(graph), lib=_LIB)
+        handle = getattr(_torch.ops.kiln, op_name)
+        _ops[op_name] = (graph.structure, handle)
+    return handle

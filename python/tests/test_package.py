@@ -1,0 +1,88 @@
+"""The package itself: its version, its public names, its stubs, and errors as exception classes."""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+import kiln
+from kiln import _kiln
+
+
+def test_version_is_the_projects(root):
+    cmake = (root / "CMakeLists.txt").read_text()
+    want = re.search(r"project\(kiln VERSION ([0-9.]+)", cmake).group(1)
+    assert kiln.__version__ == want
+
+
+def test_public_names_exist():
+    for name in kiln.__all__:
+        assert hasattr(kiln, name), name
+
+
+def test_stubs_and_marker_are_shipped():
+    pkg = pathlib.Path(kiln.__file__).parent
+    stub = (pkg / "_kiln.pyi").read_text()
+    assert "class Graph" in stub and "class Planner" in stub and "def tune(" in stub
+    assert (pkg / "py.typed").exists()
+
+
+# Each status code, the class it raises and the exit code the CLI gives it (include/kiln/core/exit_codes.h).
+CODES = [
+    ("InvalidArgument", kiln.BadInput, 2),
+    ("NotFound", kiln.NotFound, 2),
+    ("Corruption", kiln.Corruption, 4),
+    ("NotSupported", kiln.NotSupported, 5),
+    ("Unavailable", kiln.Unavailable, 3),
+    ("FailedPrecondition", kiln.NoPlan, 6),
+    ("CheckFailed", kiln.CheckFailed, 1),
+    ("Cancelled", kiln.Cancelled, 130),
+    ("NewerVersion", kiln.NewerVersion, 7),
+    ("Internal", kiln.InternalError, 10),
+]
+
+
+@pytest.mark.parametrize("code,cls,exit_code", CODES)
+def test_status_codes_become_their_exception(code, cls, exit_code):
+    with pytest.raises(cls) as e:
+        _kiln._raise_status(code, "what went wrong")
+    assert type(e.value) is cls
+    assert e.value.code == code and e.value.exit_code == exit_code
+    assert e.value.message == "what went wrong"
+    assert str(e.value) == f"{code}: what went wrong"
+    assert isinstance(e.value, kiln.KilnError)
+
+
+def test_bad_input_is_also_a_value_error():
+    with pytest.raises(ValueError):
+        _kiln._raise_status("InvalidArgument", "x")
+    with pytest.raises(LookupError):
+        _kiln._raise_status("NotFound", "x")
+
+
+def test_planner_without_a_gpu_says_so():
+    try:
+        import torch  # noqa: F401
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
+    except ImportError:
+        pass
+    with pytest.raises(kiln.Unavailable) as e:
+        kiln.Planner()
+    assert e.value.exit_code == 3
+    assert "needs a GPU" in e.value.message
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"preset": "fast"}, "preset: unknown value 'fast'"),
+    ({"new_shapes": "later"}, "new_shapes: unknown value 'later'"),
+    ({"first_use": "sometimes"}, "first_use: unknown value 'sometimes'"),
+    ({"buckets": "batch=cubes"}, "cubes"),
+    ({"policy": "hope"}, "hope"),
+])
+def test_planner_options_are_checked_before_the_gpu(kwargs, needle):
+    with pytest.raises(kiln.BadInput) as e:
+        kiln.Planner(**kwargs)
+    assert needle in e.value.message
