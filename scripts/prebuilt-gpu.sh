@@ -31,6 +31,13 @@ case "$mode" in
     # machine's own cuDNN (the venv's, set below) is the one loaded.
     command -v patchelf >/dev/null || { echo "pack needs patchelf (apt-get install patchelf)" >&2; exit 3; }
     for f in "$pre"/*; do patchelf --remove-rpath "$f"; done
+    # The Python package (a build configured with -DKILN_BUILD_PYTHON=ON for the machine's Python, 3.12 there): the
+    # extension finds the libsqlite3 carried beside it ($ORIGIN) and the venv's cuDNN (kiln/_preload.py).
+    if [ -d "$build/python/kiln" ]; then
+      mkdir -p "$pre/python"; cp -r "$build/python/kiln" "$pre/python/"; rm -rf "$pre/python/kiln/__pycache__"
+      for so in "$pre"/python/kiln/_kiln*.so; do strip --strip-debug "$so"; patchelf --set-rpath '$ORIGIN' "$so"; done
+      cp -L "$(ldconfig -p | sed -n 's/.*libsqlite3.so.0 (libc6,x86-64) => //p' | head -1)" "$pre/python/kiln/"
+    fi
     src="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")"
     { echo "source=$src"; echo "build=$build"; echo "revision=$(git -C "$src" rev-parse --short HEAD)"
       git -C "$src" diff --quiet HEAD || echo "note=the source folder had uncommitted changes"; } >"$pre/manifest"
@@ -48,6 +55,7 @@ mkdir -p "$out"; out="$(cd "$out" && pwd)"
 src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' "$pre/manifest")"
 if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
 mkdir -p "$build/tests" "$build/benchmarks"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
+if [ -d "$pre/python/kiln" ]; then rm -rf "$build/python"; mkdir -p "$build/python"; cp -r "$pre/python/kiln" "$build/python/"; fi
 for b in planner_cold_start capture_bench block_bench plan_load_bench; do
   [ -f "$pre/$b" ] && cp "$pre/$b" "$build/benchmarks/"
 done
@@ -164,6 +172,31 @@ if want mainjob; then  # README command 1 on the GPU: tune, reload in new proces
   KILN_SKIP_BUILD=1 KILN_BUILD_DIR="$build" KILN_STORE="$out/mainjob-plans.db" timeout 400 bash scripts/run.sh \
     >"$out/mainjob.txt" 2>&1; rc=$?
   grep -v "^tune .*: [0-9]*/[0-9]* " "$out/mainjob.txt" | tail -40; check $rc "scripts/run.sh (main job)"
+fi
+# The Python phases' interpreter (the PyTorch venv) and what they import beside the package: pytest and cuDNN
+# Frontend's Python wheel, carried in .pydeps (the machine reaches no registry), unpacked, not installed, so the
+# venv is left as it was.
+py="${KILN_TORCH_PYTHON:-/opt/torch/.venv/bin/python}"; deps="${TMPDIR:-/tmp}/kiln-pydeps"
+pydeps() {
+  [ -d "$deps" ] || "$py" -c 'import sys, zipfile, glob; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in glob.glob(sys.argv[2] + "/*.whl")]' \
+    "$deps" "$root/.pydeps"
+}
+if want python; then  # issue 34: the Python package on real PyTorch (python/tests, GPU suite included)
+  stamp "python"
+  pydeps
+  export PYTHONPATH="$build/python:$deps" KILN_CLI="$kiln"
+  timeout 400 "$py" -m pytest -p no:cacheprovider -v -rs "$root/python/tests" >"$out/python-tests.txt" 2>&1; rc=$?
+  tail -30 "$out/python-tests.txt"; check $rc "python/tests (pytest, GPU suite included)"
+fi
+if want pybench; then  # issue 34's benchmark: per-call overhead, and the example model end to end
+  stamp "python benchmark"
+  pydeps
+  export PYTHONPATH="$build/python:$deps"
+  timeout 200 "$py" "$root/bench/python/overhead.py" --json "$out/python-overhead.json" >"$out/python-overhead.txt" 2>&1
+  rc=$?; tail -8 "$out/python-overhead.txt"; check $rc "bench/python/overhead.py"
+  timeout 400 "$py" "$root/python/examples/mlp_block.py" --store "$out/python-plans.db" --tune \
+    --json "$out/python-mlp.json" >"$out/python-mlp.txt" 2>&1; rc=$?
+  tail -6 "$out/python-mlp.txt"; check $rc "python/examples/mlp_block.py"
 fi
 for p in $phases; do  # suite:gemm suite:block ...: the benchmark suite's parts, in the order given
   [[ "$p" == suite:* ]] || continue

@@ -26,7 +26,7 @@ from ._meta import output_meta
 
 _LIB = _torch.library.Library("kiln", "FRAGMENT")
 _lock = threading.Lock()
-_ops: dict[str, tuple[str, Any]] = {}  # op name -> (structure signature, op)
+_ops: dict[str, tuple[str, Any, Any]] = {}  # op name -> (structure signature, op, its runner)
 _planners: dict[tuple, Planner] = {}
 
 _DTYPES = {"fp32": _torch.float32, "fp16": _torch.float16, "bf16": _torch.bfloat16,
@@ -99,5 +99,15 @@ def op(spec: Any, store: str | os.PathLike[str] | None = None, *, name: str | No
         _LIB.impl(op_name, runner, "CUDA")
         _torch.library.register_fake(f"kiln::{op_name}", _make_fake(graph), lib=_LIB)
         handle = getattr(_torch.ops.kiln, op_name)
-        _ops[op_name] = (graph.structure, handle)
+        _ops[op_name] = (graph.structure, handle, runner)
     return handle
+
+
+def plan(op_handle: Any, *inputs: "_torch.Tensor") -> "_kiln.Plan":
+    """The plan the op runs for these inputs (obtained, not run): its `source`, `why`, `config`, `workspace_bytes`.
+    What a user reads to know what Kiln decided for a shape."""
+    with _lock:
+        runners = [r for _, h, r in _ops.values() if h is op_handle]
+    if not runners:
+        raise errors.BadInput("kiln.torch.plan: not an op made by kiln.torch.op", "InvalidArgument", 2)
+    return runners[0].plan(*inputs)

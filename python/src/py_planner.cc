@@ -5,6 +5,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
+
 #include "kiln/runtime/planner_options.h"
 #include "py_common.h"
 #include "py_planner.h"
@@ -30,11 +32,6 @@ Obtained obtain(Planner& planner, const PreparedGraph& pg, const std::map<std::s
 }
 
 namespace {
-
-struct PyPlan {
-  std::shared_ptr<Planner> planner;  // keeps the plan's handles and backend alive
-  Obtained obtained;
-};
 
 template <class E, size_t N>
 E by_name(const EnumName<E> (&names)[N], const std::string& what, const std::string& text) {
@@ -138,6 +135,36 @@ void call_plan(const PyPlan& p, nb::handle workspace, nb::handle stream, nb::kwa
   check(st);
 }
 
+// The C++ Planner's own per-call cost, for the Python overhead benchmark (bench/python/overhead.py): `n` calls of
+// obtain() (a memory hit) and execute() on fixed bindings, timed in C++ with the GIL released; seconds in all.
+double time_cpp_calls(const PyPrepared& pg, const std::map<std::string, int64_t>& shape, nb::handle stream, int64_t n,
+                      nb::kwargs tensors) {
+  Obtained first = obtain(*pg.planner, pg.prepared, shape);
+  const Graph& g = first.plan->graph();
+  TensorBindings bindings;
+  for (auto [key, value] : tensors) {
+    std::string name = nb::cast<std::string>(key);
+    int t = g.find_tensor(name);
+    if (t < 0) bad_input("tensor '" + name + "': no such tensor");
+    bindings[name] = checked_binding(read_tensor(value, name), g, t);
+  }
+  cudaStream_t s = read_stream(stream);
+  Status st;
+  std::chrono::steady_clock::duration took{};
+  {
+    nb::gil_scoped_release release;
+    StreamScratch ws(s, first.plan->workspace_bytes());
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n && st.is_ok(); ++i) {
+      StatusOr<Obtained> o = pg.planner->obtain(pg.prepared, shape);
+      st = o.is_ok() ? o->plan->execute(s, bindings, ws.get()) : o.status();
+    }
+    took = std::chrono::steady_clock::now() - t0;
+  }
+  check(st);
+  return std::chrono::duration<double>(took).count();
+}
+
 }  // namespace
 
 void init_planner(nb::module_& m) {
@@ -177,6 +204,9 @@ void init_planner(nb::module_& m) {
              p.planner->wait_for_promotions();
            })
       .def("stats", [](const PyPlanner& p) { return stats_dict(p.planner->stats()); });
+
+  m.def("_time_cpp_calls", &time_cpp_calls, "prepared"_a, "shape"_a, nb::arg("stream").none(), "n"_a, "tensors"_a,
+        "Seconds for n C++ calls of obtain() and execute() (the Python overhead benchmark's baseline).");
 
   nb::class_<PyPrepared>(m, "PreparedGraph", "A graph a Planner validated and signed once.")
       .def_prop_ro("graph", [](const PyPrepared& p) { return p.graph; });

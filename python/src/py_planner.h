@@ -19,6 +19,12 @@ struct PyPrepared {
   PyGraph graph;
 };
 
+// A plan handed to Python, with the Planner that keeps its handles and backend alive.
+struct PyPlan {
+  std::shared_ptr<Planner> planner;
+  Obtained obtained;
+};
+
 PyPrepared prepare(const PyPlanner& p, const PyGraph& g);
 // obtain() on a prepared graph, the GIL released while it runs.
 Obtained obtain(Planner& planner, const PreparedGraph& pg, const std::map<std::string, int64_t>& shape);

@@ -52,25 +52,15 @@ class TorchRunner {
     for (int t : outputs_) out_dtypes_.push_back(torch.attr(torch_names.at(g.dtype_of(t))));
   }
 
-  nb::object run(nb::args args) {
-    const Graph& base = *pg_.graph.graph;
-    if (args.size() != inputs_.size()) {
-      bad_input("graph '" + base.name + "': " + std::to_string(args.size()) + " inputs given, it takes " +
-                std::to_string(inputs_.size()) + " (" + names(base, inputs_) + ")");
-    }
+  // The plan a call with these inputs runs (what kiln.torch.plan reports).
+  PyPlan plan_for(nb::args args) {
     std::vector<TensorView> views;
-    views.reserve(inputs_.size());
-    for (size_t i = 0; i < inputs_.size(); ++i) views.push_back(read_tensor(args[i], base.tensors[inputs_[i]].name));
-    std::map<std::string, int64_t> shape;
-    for (const auto& [symbol, at] : symbol_at_) {
-      const TensorView& v = views[at.first];
-      if (static_cast<size_t>(at.second) >= v.shape.size()) {
-        bad_input("tensor '" + base.tensors[inputs_[at.first]].name + "': rank " + std::to_string(v.shape.size()) +
-                  ", the graph's is " + std::to_string(base.tensors[inputs_[at.first]].dims.size()));
-      }
-      shape[symbol] = v.shape[at.second];
-    }
-    Obtained got = obtain(*pg_.planner, pg_.prepared, shape);
+    return PyPlan{pg_.planner, obtain_for(args, views)};
+  }
+
+  nb::object run(nb::args args) {
+    std::vector<TensorView> views;
+    Obtained got = obtain_for(args, views);
     const ExecutablePlan& plan = *got.plan;
     const Graph& g = plan.graph();
     TensorBindings bindings;
@@ -106,6 +96,27 @@ class TorchRunner {
   const PyPrepared& prepared() const { return pg_; }
 
  private:
+  // Reads the inputs, takes the dynamic dims from their shapes, and obtains the plan for them.
+  Obtained obtain_for(nb::args args, std::vector<TensorView>& views) {
+    const Graph& base = *pg_.graph.graph;
+    if (args.size() != inputs_.size()) {
+      bad_input("graph '" + base.name + "': " + std::to_string(args.size()) + " inputs given, it takes " +
+                std::to_string(inputs_.size()) + " (" + names(base, inputs_) + ")");
+    }
+    views.reserve(inputs_.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) views.push_back(read_tensor(args[i], base.tensors[inputs_[i]].name));
+    std::map<std::string, int64_t> shape;
+    for (const auto& [symbol, at] : symbol_at_) {
+      const TensorView& v = views[at.first];
+      if (static_cast<size_t>(at.second) >= v.shape.size()) {
+        bad_input("tensor '" + base.tensors[inputs_[at.first]].name + "': rank " + std::to_string(v.shape.size()) +
+                  ", the graph's is " + std::to_string(base.tensors[inputs_[at.first]].dims.size()));
+      }
+      shape[symbol] = v.shape[at.second];
+    }
+    return obtain(*pg_.planner, pg_.prepared, shape);
+  }
+
   static std::string names(const Graph& g, const std::vector<int>& ids) {
     std::string s;
     for (int t : ids) s += (s.empty() ? "" : ", ") + g.tensors[t].name;
@@ -126,6 +137,7 @@ void init_runner(nb::module_& m) {
       .def(nb::init<PyPrepared>(), "prepared"_a)
       .def("__call__", &TorchRunner::run,
            "Runs the graph on torch tensors (its inputs, in order); returns its outputs.")
+      .def("plan", &TorchRunner::plan_for, "The plan a call with these inputs runs (obtained, not run).")
       .def_prop_ro("prepared", &TorchRunner::prepared);
 }
 

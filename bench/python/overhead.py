@@ -1,0 +1,178 @@
+"""Per-call overhead of Kiln from Python (issue 34's benchmark; docs/python.md "Cost of a call").
+
+One small graph (matmul + bias + GELU, bf16, [1, tokens, d] x [1, d, h]) so that launching dominates, called in a
+loop by each contestant, all in one process on one GPU:
+  cpp_planner      the C++ Planner: obtain() (a memory hit) + execute(), looped in C++ (kiln._kiln._time_cpp_calls)
+  kiln_plan_call   plan(x=..., w=..., bias=..., y=...) on a plan obtained once, output preallocated
+  kiln_torch_op    torch.ops.kiln.<op>(x, w, bias): dims from the shapes, plan from the cache, output allocated
+  fe_python        cuDNN Frontend's Python graph.execute() on the same graph (heuristic plan), output preallocated
+  torch_eager      F.gelu(F.linear(x, w^T, bias)) (cuBLAS + a pointwise kernel)
+  torch_compile    the same under torch.compile
+Method: per contestant, 300 warm-up calls, then R=25 rounds of N=1000 calls; a round's host time per call is
+(perf_counter after the N-th call is issued - before the first) / N, with CUDA events around the round giving its
+GPU time per call. A round whose GPU time per call is at least 90% of its host time was bound by the GPU, not the
+launch path, and is flagged. Reported: the median over rounds (and p10/p90), in microseconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+import kiln
+import kiln.torch
+
+F = torch.nn.functional
+
+
+def spec(tokens: int, d: int, h: int) -> dict:
+    return {
+        "name": f"overhead_mlp_{d}x{h}", "io_dtype": "bf16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+        "dynamic": {"tokens": tokens},
+        "tensors": {"x": {"dims": [1, "tokens", d]}, "w": {"dims": [1, d, h]}, "bias": {"dims": [1, 1, h]}},
+        "nodes": [
+            {"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["mm_out"]},
+            {"name": "add_bias", "op": "bias_add", "inputs": ["mm_out", "bias"], "outputs": ["biased"]},
+            {"name": "gelu", "op": "gelu_erf", "inputs": ["biased"], "outputs": ["y"]},
+        ],
+        "outputs": ["y"],
+    }
+
+
+def rounds(call, n: int, r: int) -> dict:
+    for _ in range(300):
+        call()
+    torch.cuda.synchronize()
+    host, gpu = [], []
+    for _ in range(r):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        t1 = time.perf_counter()
+        end.record()
+        end.synchronize()
+        host.append((t1 - t0) / n * 1e6)
+        gpu.append(start.elapsed_time(end) * 1e3 / n)
+    return summary(host, gpu)
+
+
+def summary(host: list, gpu: list) -> dict:
+    q = statistics.quantiles(host, n=10)
+    return {"median_us": statistics.median(host), "p10_us": q[0], "p90_us": q[-1],
+            "gpu_us_per_call": statistics.median(gpu),
+            "gpu_bound_rounds": sum(1 for h, g in zip(host, gpu) if g >= 0.9 * h), "rounds": len(host)}
+
+
+def fe_contestant(x, w, bias, y):
+    """cuDNN Frontend's own Python API on the same graph, or why it cannot run here."""
+    try:
+        import cudnn  # type: ignore[import-not-found]
+    except ImportError as e:
+        return None, f"cudnn (nvidia-cudnn-frontend) not importable: {e}"
+    try:
+        handle = cudnn.create_handle()
+        cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+        X = g.tensor(name="x", dim=list(x.shape), stride=list(x.stride()), data_type=cudnn.data_type.BFLOAT16)
+        W = g.tensor(name="w", dim=list(w.shape), stride=list(w.stride()), data_type=cudnn.data_type.BFLOAT16)
+        B = g.tensor(name="bias", dim=list(bias.shape), stride=list(bias.stride()), data_type=cudnn.data_type.BFLOAT16)
+        mm = g.matmul(name="mm", A=X, B=W)
+        biased = g.bias(name="bias_add", input=mm, bias=B)
+        Y = g.gelu(name="gelu", input=biased)
+        Y.set_output(True).set_data_type(cudnn.data_type.BFLOAT16)
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.check_support()
+        g.build_plans()
+        ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+        pack = {X: x, W: w, B: bias, Y: y}
+        return (lambda: g.execute(pack, ws, handle=handle)), f"cudnn frontend {cudnn.__version__}"
+    except Exception as e:  # noqa: BLE001 - reported in the results
+        return None, f"cuDNN Frontend's Python graph did not build: {e!r}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Kiln's per-call overhead from Python")
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--h", type=int, default=256)
+    ap.add_argument("-n", type=int, default=1000)
+    ap.add_argument("-r", type=int, default=25)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    x = torch.randn(1, a.tokens, a.d, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(1, a.d, a.h, device="cuda", dtype=torch.bfloat16) / a.d**0.5
+    bias = torch.randn(1, 1, a.h, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(1, a.tokens, a.h, device="cuda", dtype=torch.bfloat16)
+    s = spec(a.tokens, a.d, a.h)
+    planner = kiln.Planner()
+    prepared = planner.prepare(s)
+    shape = {"tokens": a.tokens}
+    plan = planner.obtain(prepared, shape)
+    op = kiln.torch.op(s, planner=planner)
+    w_t = w[0].t().contiguous()  # nn.Linear's [out, in]
+    bias_1d = bias.reshape(-1)
+
+    def eager():
+        return F.gelu(F.linear(x, w_t, bias_1d))
+
+    compiled = torch.compile(eager)
+    ref = F.gelu(x.float() @ w.float() + bias.float())
+    checks = {}
+    plan(x=x, w=w, bias=bias, y=y)
+    checks["kiln_plan_call"] = (y.float() - ref).abs().max().item()
+    checks["kiln_torch_op"] = (op(x, w, bias).float() - ref).abs().max().item()
+    checks["torch_compile"] = (compiled().float() - ref).abs().max().item()
+
+    results = {"contestants": {}}
+    c = results["contestants"]
+    n, r = a.n, a.r
+    # The C++ baseline: its host time per call is measured in C++; GPU time from events around each round.
+    host, gpu = [], []
+    for _ in range(r):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        secs = kiln._kiln._time_cpp_calls(prepared, shape, None, n, x=x, w=w, bias=bias, y=y)
+        end.record()
+        end.synchronize()
+        host.append(secs / n * 1e6)
+        gpu.append(start.elapsed_time(end) * 1e3 / n)
+    c["cpp_planner"] = summary(host, gpu)
+    c["kiln_plan_call"] = rounds(lambda: plan(x=x, w=w, bias=bias, y=y), n, r)
+    c["kiln_torch_op"] = rounds(lambda: op(x, w, bias), n, r)
+    fe, fe_note = fe_contestant(x, w, bias, torch.empty_like(y))
+    results["fe_python"] = fe_note
+    if fe is not None:
+        c["fe_python"] = rounds(fe, n, r)
+    c["torch_eager"] = rounds(eager, n, r)
+    c["torch_compile"] = rounds(compiled, n, r)
+    base = c["cpp_planner"]["median_us"]
+    results["above_cpp_us"] = {k: v["median_us"] - base for k, v in c.items()}
+    results["max_abs_error_vs_fp32_reference"] = checks
+    results["plan"] = {"source": plan.source, "config": plan.config}
+    results["graph"] = {"tokens": a.tokens, "d": a.d, "h": a.h, "dtype": "bf16"}
+    results["method"] = __doc__.split("Method: ")[1].strip()
+    results["environment"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                              "python": platform.python_version(), "kiln": kiln.__version__}
+    print(json.dumps(results, indent=2))
+    for k, v in c.items():
+        print(f"{k:16s} {v['median_us']:7.2f} us/call (p10 {v['p10_us']:.2f}, p90 {v['p90_us']:.2f}; "
+              f"GPU {v['gpu_us_per_call']:.2f} us/call, {v['gpu_bound_rounds']}/{v['rounds']} rounds GPU-bound)"
+              f"  {results['above_cpp_us'][k]:+.2f} vs C++", file=sys.stderr)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

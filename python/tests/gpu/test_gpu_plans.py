@@ -1,0 +1,143 @@
+"""kiln.Planner and plans on real CUDA tensors, checked against PyTorch's own ops."""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+import kiln
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+SMALL = ROOT / "examples" / "small"
+
+
+@pytest.fixture(scope="module")
+def planner():
+    return kiln.Planner()
+
+
+def conv_inputs(batch):
+    g = torch.Generator(device="cuda").manual_seed(batch)
+    x = torch.randn(batch, 8, 8, 8, device="cuda", generator=g).half().to(memory_format=torch.channels_last)
+    w = (torch.randn(16, 8, 3, 3, device="cuda", generator=g) * 0.2).half().to(memory_format=torch.channels_last)
+    bias = torch.randn(1, 16, 1, 1, device="cuda", generator=g).half().to(memory_format=torch.channels_last)
+    return x, w, bias
+
+
+def conv_reference(x, w, bias):
+    return F.relu(F.conv2d(x.float(), w.float(), padding=1) + bias.float())
+
+
+@pytest.mark.parametrize("batch", [2, 5, 16])
+def test_conv_bias_relu_matches_torch(planner, batch):
+    plan = planner.obtain(SMALL / "conv_bias_relu.json", batch=batch)
+    x, w, bias = conv_inputs(batch)
+    y = torch.empty(batch, 16, 8, 8, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    plan(x=x, w=w, bias=bias, y=y)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.float(), conv_reference(x, w, bias), rtol=1e-2, atol=1e-2)
+    assert plan.source in {"heuristics", "dynamic", "padded", "split", "bucket", "memory", "store"}
+    assert plan.config
+
+
+def test_matmul_bias_gelu_matches_torch(planner):
+    plan = planner.obtain(SMALL / "matmul_bias_gelu.json")
+    a = torch.randn(1, 16, 32, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1, 32, 24, device="cuda", dtype=torch.bfloat16) * 0.2
+    bias = torch.randn(1, 1, 24, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(1, 16, 24, device="cuda", dtype=torch.bfloat16)
+    plan(a=a, b=b, bias=bias, y=y, stream=torch.cuda.current_stream())
+    torch.cuda.synchronize()
+    ref = F.gelu(a.float() @ b.float() + bias.float())
+    torch.testing.assert_close(y.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+class CAI:
+    """A tensor seen only through the CUDA array interface (as CuPy and Numba export)."""
+
+    def __init__(self, t):
+        self._t = t
+        self.__cuda_array_interface__ = t.__cuda_array_interface__
+
+
+class DL:
+    """A tensor seen only through DLPack (as JAX exports)."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, **kw):
+        return self._t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def test_cuda_array_interface_and_dlpack_tensors(planner):
+    plan = planner.obtain(SMALL / "layer_norm.json", tokens=16)
+    x = torch.randn(16, 32, 1, 1, device="cuda", dtype=torch.float16)
+    gamma = torch.randn(1, 32, 1, 1, device="cuda")
+    beta = torch.randn(1, 32, 1, 1, device="cuda")
+    ref = F.layer_norm(x.float().reshape(16, 32), (32,), gamma.reshape(32), beta.reshape(32), 1e-5)
+    for wrap in (CAI, DL):
+        y = torch.zeros(16, 32, 1, 1, device="cuda", dtype=torch.float16)
+        plan(x=wrap(x), gamma=wrap(gamma), beta=wrap(beta), y=wrap(y))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y.float().reshape(16, 32), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_a_workspace_may_be_passed(planner):
+    plan = planner.obtain(SMALL / "conv_bias_relu.json", batch=2)
+    x, w, bias = conv_inputs(2)
+    y = torch.empty(2, 16, 8, 8, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    ws = torch.empty(max(plan.workspace_bytes, 16), device="cuda", dtype=torch.uint8)
+    plan(x=x, w=w, bias=bias, y=y, workspace=ws)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.float(), conv_reference(x, w, bias), rtol=1e-2, atol=1e-2)
+    if plan.workspace_bytes > 0:
+        with pytest.raises(kiln.BadInput, match="workspace"):
+            plan(x=x, w=w, bias=bias, y=y, workspace=torch.empty(1, device="cuda", dtype=torch.uint8))
+
+
+def test_wrong_tensors_are_refused_before_anything_runs(planner):
+    plan = planner.obtain(SMALL / "conv_bias_relu.json", batch=2)
+    x, w, bias = conv_inputs(2)
+    y = torch.full((2, 16, 8, 8), 7.0, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    cases = [
+        (dict(x=x.float(), w=w, bias=bias, y=y), "tensor 'x': dtype torch.float32"),
+        (dict(x=x.contiguous(), w=w, bias=bias, y=y), "tensor 'x': strides"),
+        (dict(x=x.cpu(), w=w, bias=bias, y=y), "tensor 'x': a torch.Tensor on the host"),
+        (dict(x=x[:1], w=w, bias=bias, y=y), "tensor 'x': shape (1, 8, 8, 8)"),
+        (dict(w=w, bias=bias, y=y), "x"),
+        (dict(x=x, w=w, bias=bias, y=y, z=y), "tensor 'z'"),
+        (dict(x=None, w=w, bias=bias, y=y), "tensor 'x'"),
+    ]
+    for kwargs, needle in cases:
+        with pytest.raises(kiln.BadInput) as e:
+            plan(**kwargs)
+        assert needle in e.value.message, e.value.message
+    torch.cuda.synchronize()
+    assert bool((y == 7.0).all()), "a refused call wrote its output"
+
+
+def test_tune_then_serve_from_the_store(tmp_path):
+    db = tmp_path / "plans.db"
+    spec = SMALL / "conv_bias_relu.json"
+    results = kiln.tune(spec, db, time_budget_s=30)
+    assert len(results) == 1 and results[0]["winner"], results
+    assert results[0]["stored"] and results[0]["passed"] >= 1
+    with kiln.store.open(db, read_only=True) as s:
+        rows = s.ls(tuned_only=True)
+    assert [r["config"] for r in rows] == [results[0]["winner"]] or results[0].get("fusion")
+    p = kiln.Planner(store=db)
+    plan = p.obtain(spec)
+    assert plan.source == "store", plan.why
+    x, w, bias = conv_inputs(2)
+    y = torch.empty(2, 16, 8, 8, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    plan(x=x, w=w, bias=bias, y=y)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.float(), conv_reference(x, w, bias), rtol=1e-2, atol=1e-2)
+    assert p.obtain(spec).source == "memory"
+    assert p.stats()["served"]["store"] == 1
