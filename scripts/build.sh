@@ -30,7 +30,13 @@ if [ "${KILN_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1; then
 else
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=)  # also clears a launcher an earlier configure left in the cache
 fi
-if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" \
+# The Python extension (python/) builds with the rest when setup made its venv; a later -DKILN_BUILD_PYTHON=OFF in
+# "$@" wins (the sanitizer build).
+py_args=()
+if [ -x "$root/third_party/python/bin/python" ]; then
+  py_args=(-DKILN_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$root/third_party/python/bin/python")
+fi
+if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "${py_args[@]}" "$@" \
   >"$build/configure.log" 2>&1; then
   tail -30 "$build/configure.log"; echo "[configure] FAILED (full log: $build/configure.log)"; exit 1
 fi

@@ -32,7 +32,7 @@ log() { printf '[setup] %s\n' "$*"; }
 
 need_pkgs=()
 for p in cmake ninja-build g++ unzip python3-pip libsqlite3-dev nlohmann-json3-dev libcli11-dev libxxhash-dev \
-         googletest clang-format ccache postgresql libpq-dev; do
+         googletest clang-format ccache postgresql libpq-dev python3-venv python3-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then
@@ -81,5 +81,17 @@ cp -u /usr/include/postgresql/libpq-fe.h /usr/include/postgresql/postgres_ext.h 
 if ! diff -rq /usr/src/googletest "$tp/googletest" >/dev/null 2>&1; then
   log "copying googletest from /usr/src/googletest"
   rm -rf "$tp/googletest" && cp -r /usr/src/googletest "$tp/googletest"
+fi
+# The Python package's build and tests (python/, docs/python.md): a venv with python/requirements-dev.txt's pinned
+# packages (nanobind, scikit-build-core, pytest, numpy), made again when that file changes.
+py_venv="$tp/python"
+req="$root/python/requirements-dev.txt"
+py_stamp="$py_venv/.requirements-$(sha256sum "$req" | cut -c1-16)"
+if [ ! -f "$py_stamp" ]; then
+  log "Python venv third_party/python: $(grep -v '^#' "$req" | tr '\n' ' ')"
+  rm -rf "$py_venv"
+  python3 -m venv "$py_venv"
+  "$py_venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+  touch "$py_stamp"
 fi
 log "ready: Debian packages, cuDNN Frontend $FE_VERSION, third_party/ ($(du -sh "$tp" | cut -f1))"

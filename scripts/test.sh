@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # README command 2: set up, build, and run the whole test suite. `.ci/run` calls exactly this.
-#  1. The normal build (${KILN_BUILD_DIR:-build}) and every test. The `gpu` tier is reported as skipped on
-#     a machine without a GPU (scripts/gpu-tier.sh runs it on one, where a skip is a failure).
+#  1. The normal build (${KILN_BUILD_DIR:-build}) and every test: CTest's, then the Python package's host suite
+#     (python/tests with pytest, against the extension the same build made; stage "python tests"). The `gpu`
+#     tier is reported as skipped on a machine without a GPU (scripts/gpu-tier.sh runs it on one, where a skip
+#     is a failure; scripts/prebuilt-gpu.sh's `python` phase runs the Python GPU suite).
 #     Once the build has succeeded, and before any test, a private PostgreSQL server is started in a fresh
 #     temp folder (stage `postgres`: scripts/postgres.sh start) for the PostgreSQL plan store's tests (CTest
 #     label `postgres`); both test tiers see it as KILN_TEST_POSTGRES (the libpq connection string) and
@@ -80,6 +82,16 @@ trap stop_postgres EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The Python package's suite (python/tests, pytest) against the extension this build made ($build/python): the host
+# tests run, the GPU suite (python/tests/gpu) skips without torch and a GPU. Any failure fails the stage.
+python_tests() {
+  local py="$root/third_party/python/bin/python"
+  if [ ! -d "$build/python/kiln" ]; then echo "[python] no $build/python/kiln: the build made no extension"; return 1; fi
+  PYTHONPATH="$build/python" KILN_CLI="$build/kiln" "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests" \
+    2>&1 | sed 's/^/[python] /'
+  return "${PIPESTATUS[0]}"
+}
+
 echo "[test] stage 1: build and run every test ($build)"
 t=$SECONDS
 built=0
@@ -90,11 +102,12 @@ if timed setup "$root/scripts/setup.sh"; then
     built=1
     postgres_stage
     timed tests ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900 && passed=1
+    timed "python tests" python_tests || passed=0
   else
-    not_run tests
+    not_run tests; not_run "python tests"
   fi
 else
-  not_run build; not_run tests
+  not_run build; not_run tests; not_run "python tests"
 fi
 if [ "$passed" = 1 ]; then
   results+=("all tests (normal build): passed ($(elapsed $t))")
@@ -150,7 +163,7 @@ if [ "${KILN_TEST_SANITIZE:-1}" != 0 ]; then
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp:print_suppressions=0}"
   san_ok=0
   if KILN_BUILD_DIR="$asan_build" KILN_SKIP_SETUP=1 timed "sanitizer build" "$root/scripts/build.sh" \
-       -DKILN_SANITIZE=ON -DKILN_BUILD_BENCHMARKS=OFF; then
+       -DKILN_SANITIZE=ON -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_PYTHON=OFF; then
     postgres_stage  # started already, unless the normal build failed
     timed "sanitizer tier" ctest --test-dir "$asan_build" -LE gpu --output-on-failure -j"$jobs" --timeout 1800 &&
       san_ok=1
