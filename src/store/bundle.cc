@@ -451,7 +451,6 @@ StatusOr<ImportReport> SqlPlanStore::import_bundle(const std::string& bundle_pat
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(Stmt find, Stmt::prepare(db_, "SELECT created_at, checksum FROM plans WHERE structure_sig=?1 "
                                                       "AND shape_key=?2 AND fingerprint_key=?3"));
-  KILN_ASSIGN_OR_RETURN(Stmt ins, Stmt::prepare(db_, insert_sql("plans", "INSERT OR REPLACE")));
   for (const PlanRecord& r : bundle.records) {
     if (options.current && !check_fingerprint(r.fingerprint, *options.current, options.policy).pass) {
       ++out.skipped_stale;
@@ -470,17 +469,12 @@ StatusOr<ImportReport> SqlPlanStore::import_bundle(const std::string& bundle_pat
       ++out.kept_newer;
       continue;
     }
-    // A tuned winner replaced by another configuration is a winner change, as put() keeps it.
-    std::optional<WinnerChange> change;
-    if (exists) {
-      KILN_ASSIGN_OR_RETURN(change, winner_change_locked(r));
-    }
-    store::bind_record(ins, 1, r);
-    KILN_RETURN_IF_ERROR(ins.run());
-    KILN_RETURN_IF_ERROR(ins.reset());
-    if (change)
-      KILN_RETURN_IF_ERROR(
-          store::insert_row(db_, store::winner_change_codec().table, store::winner_change_codec().encode(*change)));
+    // As put() stores it: a winner change where a tuned winner is replaced, the replaced plan retired (a rollback
+    // can restore it), the history rows.
+    Activation how;
+    how.reason = "imported from bundle " + bundle_path;
+    how.notify = false;
+    KILN_RETURN_IF_ERROR(activate_locked(r, how));
     ++(exists ? out.replaced : out.imported);
   }
   // A spec already stored for a key is kept: both give the same signature, so they describe the same graph.

@@ -358,6 +358,36 @@ StatusOr<std::vector<WinnerChange>> MirroredPlanStore::winner_changes() {
   return on_server<std::vector<WinnerChange>>([&](PlanStore& s) { return s.winner_changes(); });
 }
 
+// Plan states live on the server; a change of a key's active plan is kept in the mirror as put() keeps it.
+StatusOr<PlanRecord> MirroredPlanStore::put_candidate(const PlanRecord& record, const std::string& reason) {
+  return on_server<PlanRecord>([&](PlanStore& s) { return s.put_candidate(record, reason); });
+}
+StatusOr<std::vector<RolloutEntry>> MirroredPlanStore::rollout_entries(const ListFilter& filter) {
+  return on_server<std::vector<RolloutEntry>>([&](PlanStore& s) { return s.rollout_entries(filter); });
+}
+StatusOr<RolloutEntry> MirroredPlanStore::rollout_entry(const StoredPlanKey& key, const std::string& config) {
+  return on_server<RolloutEntry>([&](PlanStore& s) { return s.rollout_entry(key, config); });
+}
+Status MirroredPlanStore::transition(const StoredPlanKey& key, const std::string& config, PlanState to,
+                                     const std::string& reason, const std::string& evidence) {
+  StatusOr<PlanRecord> active = on_server<PlanRecord>([&](PlanStore& s) -> StatusOr<PlanRecord> {
+    KILN_RETURN_IF_ERROR(s.transition(key, config, to, reason, evidence));
+    if (to != PlanState::kActive) return PlanRecord{};  // the key's active plan is what it was
+    return s.read(key.structure_sig, key.shape_key, key.fingerprint_key);
+  });
+  if (!active.is_ok()) return active.status();
+  if (to == PlanState::kActive) keep(*active);
+  return Status::ok();
+}
+StatusOr<PlanRecord> MirroredPlanStore::rollback(const StoredPlanKey& key, const std::string& reason) {
+  StatusOr<PlanRecord> r = on_server<PlanRecord>([&](PlanStore& s) { return s.rollback(key, reason); });
+  if (r.is_ok()) keep(*r);
+  return r;
+}
+StatusOr<std::vector<PlanTransition>> MirroredPlanStore::plan_history(const StoredPlanKey& key) {
+  return on_server<std::vector<PlanTransition>>([&](PlanStore& s) { return s.plan_history(key); });
+}
+
 StoreCounters MirroredPlanStore::counters() const {
   StoreCounters c;
   std::shared_ptr<PlanStore> s;

@@ -55,7 +55,7 @@ using store::user_at_host;
 namespace {
 
 // The channel a put announces its key on (PostgreSQL NOTIFY).
-constexpr const char* kPlanChannel = "kiln_plans";
+
 
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
@@ -87,7 +87,8 @@ std::string quarantine_table_sql(store::SqlDialect dialect) {
 std::vector<const store::TableCodec*> optional_tables() {
   return {&store::retune_queue_codec().table, &store::graph_spec_codec().table,   &store::fusion_record_codec().table,
           &store::kernel_cache_codec().table, &store::first_use_codec().table,    &store::retune_leases_table(),
-          &store::retune_log_table(),         &store::winner_change_codec().table};
+          &store::retune_log_table(),         &store::winner_change_codec().table, &store::plan_rollout_table(),
+          &store::plan_history_codec().table};
 }
 
 // Every Kiln table present is the table Kiln made (not a view, no column missing), and a store has its
@@ -249,14 +250,8 @@ StatusOr<PlanRecord> SqlPlanStore::put(const PlanRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
-  KILN_ASSIGN_OR_RETURN(std::optional<WinnerChange> change, winner_change_locked(r));
-  KILN_RETURN_IF_ERROR(store::insert_row(db_, store::plans_table(), store::encode_record(r)));
-  if (change)  // in this transaction: a winner change is kept exactly when its record is
-    KILN_RETURN_IF_ERROR(
-        store::insert_row(db_, store::winner_change_codec().table, store::winner_change_codec().encode(*change)));
-  // Other processes serving from this store hear of it when the write commits (PostgreSQL; nothing on SQLite).
-  KILN_RETURN_IF_ERROR(
-      db_->notify(kPlanChannel, r.structure_sig + "\n" + r.shape_key + "\n" + fingerprint_key(r.fingerprint)));
+  // The immediate policy's transition: active at once, the plan it replaces retired (docs/rollout.md).
+  KILN_RETURN_IF_ERROR(activate_locked(r, Activation{}));
   KILN_RETURN_IF_ERROR(txn.commit());
   return r;
 }

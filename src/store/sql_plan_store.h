@@ -12,9 +12,13 @@
 
 #include "kiln/store/plan_store.h"
 #include "store/database.h"
+#include "store/record_codec.h"
 #include "store/sql_table.h"
 
 namespace kiln {
+
+// The PostgreSQL channel a put() notifies on (PlanStore::changed_plans).
+inline constexpr const char* kPlanChannel = "kiln_plans";
 
 class SqlPlanStore final : public PlanStore {
  public:
@@ -43,9 +47,32 @@ class SqlPlanStore final : public PlanStore {
     KILN_RETURN_IF_ERROR(store::put_row(db_, codec.table, codec.encode(r)));
     return r;
   }
-  // The change of winner that putting `incoming` makes (a tuned record over a tuned one of another
-  // configuration, same key and environment), or nullopt; read in the caller's transaction.
-  StatusOr<std::optional<WinnerChange>> winner_change_locked(const PlanRecord& incoming);
+  // The change of winner that `incoming` replacing `old` (same key and environment) makes at `at` (unix seconds): a
+  // tuned record over a tuned one of another configuration; nullopt otherwise.
+  static std::optional<WinnerChange> winner_change_of(const PlanRecord& old, const PlanRecord& incoming, int64_t at);
+  // How a plan becomes its key's active one (activate_locked): the state it leaves ("" for a record that enters
+  // the store), why, the evidence, and what the plan it replaces becomes.
+  struct Activation {
+    std::string from_state;
+    std::string reason = "stored";
+    std::string evidence;
+    PlanState old_becomes = PlanState::kRetired;
+    std::string old_reason;  // "" : "replaced by <config> (<reason>)"
+    bool notify = true;      // tell other processes (PostgreSQL NOTIFY)
+  };
+  // In the caller's write transaction (plan_rollout.cc): `r` becomes the plans row of its key, with the winner
+  // change it makes, the plan it replaces kept in plan_rollout (Activation::old_becomes), its own earlier state
+  // row removed, and the history rows.
+  Status activate_locked(const PlanRecord& r, const Activation& how);
+  // The key's plans row (its problem, when damaged), or nullopt.
+  StatusOr<std::optional<store::RowRead>> active_row_locked(const StoredPlanKey& key);
+  // The key's plan of `config` in plan_rollout (with its bytes), or nullopt.
+  StatusOr<std::optional<RolloutEntry>> rollout_row_locked(const StoredPlanKey& key, const std::string& config);
+  // A rollout row for `r` in `state`, numbered `seq` (the history row that put it there).
+  Status put_rollout_locked(const PlanRecord& r, PlanState state, const std::string& reason, int64_t seq);
+  // Appends a history row to the key's, numbered one past its last; returns that number.
+  StatusOr<int64_t> history_locked(const StoredPlanKey& key, const std::string& config, const std::string& from,
+                                   PlanState to, const std::string& reason, const std::string& evidence);
   StatusOr<int64_t> remove_kernel_cache_locked(const std::string& structure_sig, const std::string& fingerprint_key);
   // A bad plan row found by verify: its rowid, and its stored key and checksum column texts (what quarantine_row
   // matches).

@@ -141,6 +141,54 @@ CREATE TABLE kernel_caches(
   PRIMARY KEY (structure_sig, fingerprint_key)
 )
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)
+CREATE TABLE plan_history(
+  structure_sig TEXT NOT NULL,
+  shape_key TEXT NOT NULL,
+  fingerprint_key TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  config TEXT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  evidence TEXT NOT NULL,
+  by_whom TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  PRIMARY KEY (structure_sig, shape_key, fingerprint_key, seq)
+)
+CREATE TABLE plan_rollout(
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  changed_at INTEGER NOT NULL,
+  config TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  structure_sig TEXT NOT NULL,
+  shape_key TEXT NOT NULL,
+  fingerprint_key TEXT NOT NULL,
+  fingerprint_json TEXT NOT NULL,
+  plan_bytes BLOB NOT NULL,
+  plan_size INTEGER NOT NULL,
+  engine_id INTEGER NOT NULL,
+  knobs TEXT NOT NULL,
+  workspace_bytes INTEGER NOT NULL,
+  tuned INTEGER NOT NULL,
+  median_ms REAL NOT NULL,
+  min_ms REAL NOT NULL,
+  max_ms REAL NOT NULL,
+  noise_rel REAL NOT NULL,
+  samples INTEGER NOT NULL,
+  runner_up_engine INTEGER NOT NULL,
+  runner_up_knobs TEXT NOT NULL,
+  runner_up_median_ms REAL NOT NULL,
+  verdict TEXT NOT NULL,
+  max_abs REAL NOT NULL,
+  max_rel REAL NOT NULL,
+  nmse REAL NOT NULL,
+  tuned_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  kiln_schema_version INTEGER NOT NULL,
+  checksum TEXT NOT NULL,
+  PRIMARY KEY (structure_sig, shape_key, fingerprint_key, config)
+)
 CREATE TABLE plans(
   structure_sig TEXT NOT NULL,
   shape_key TEXT NOT NULL,

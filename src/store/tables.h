@@ -13,6 +13,7 @@
 #include "kiln/store/fusion_record.h"
 #include "kiln/store/graph_spec_entry.h"
 #include "kiln/store/kernel_cache_record.h"
+#include "kiln/store/plan_rollout.h"
 #include "kiln/store/retune_request.h"
 #include "kiln/store/winner_change.h"
 #include "store/table_codec.h"
@@ -55,6 +56,11 @@ const RecordCodec<RetuneQueueEntry>& retune_queue_codec();
 
 // The winner changes put() keeps (store/winner_changes.cc; no checksum: a log).
 const RecordCodec<WinnerChange>& winner_change_codec();
+
+// Plan states (store/plan_rollout.cc): the non-active plans of each key, whole, and every transition (a log: no
+// checksum; the rollout rows keep their records' own checksums).
+const RecordCodec<PlanTransition>& plan_history_codec();
+const TableCodec& plan_rollout_table();
 
 // The re-tune queue's leases and the log of ended claims (store/retune_leases.cc; no checksum: queue state).
 const TableCodec& retune_leases_table();

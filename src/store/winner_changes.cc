@@ -35,25 +35,15 @@ const store::RecordCodec<WinnerChange>& store::winner_change_codec() {
   return make_codec(t, encode, decode);
 }
 
-StatusOr<std::optional<WinnerChange>> SqlPlanStore::winner_change_locked(const PlanRecord& incoming) {
-  std::optional<WinnerChange> none;
-  if (!incoming.tuned) return none;
-  KILN_ASSIGN_OR_RETURN(store::Stmt st, store::Stmt::prepare(db_, "SELECT " + store::record_columns() +
-                                                                      " FROM plans WHERE structure_sig=?1 AND "
-                                                                      "shape_key=?2 AND fingerprint_key=?3"));
-  const std::string fp = incoming.fingerprint_key();
-  st.bind(1, incoming.structure_sig).bind(2, incoming.shape_key).bind(3, fp);
-  KILN_ASSIGN_OR_RETURN(bool row, st.step());
-  if (!row) return none;
-  const store::RowRead old = store::read_record(st, 0);  // a damaged row is replaced, not a change of winner
-  KILN_RETURN_IF_ERROR(st.reset());                      // the statement done before put's write and commit
-  if (!old.problem.empty() || !old.record.tuned) return none;
-  const std::string from = plan_identity(old.record.engine_id, old.record.knobs);
+std::optional<WinnerChange> SqlPlanStore::winner_change_of(const PlanRecord& old, const PlanRecord& incoming,
+                                                          int64_t at) {
+  if (!incoming.tuned || !old.tuned) return std::nullopt;
+  const std::string from = plan_identity(old.engine_id, old.knobs);
   const std::string to = plan_identity(incoming.engine_id, incoming.knobs);
-  if (from == to) return none;
-  return std::optional<WinnerChange>(WinnerChange{incoming.structure_sig, incoming.shape_key, fp, from, to,
-                                                  old.record.stats.median_ms, incoming.stats.median_ms,
-                                                  old.record.tuned_by, incoming.tuned_by, incoming.created_at});
+  if (from == to) return std::nullopt;
+  return WinnerChange{incoming.structure_sig, incoming.shape_key, incoming.fingerprint_key(), from, to,
+                      old.stats.median_ms,     incoming.stats.median_ms, old.tuned_by,        incoming.tuned_by,
+                      at};
 }
 
 StatusOr<std::vector<WinnerChange>> SqlPlanStore::winner_changes() {

@@ -15,6 +15,7 @@
 #include "kiln/store/kernel_cache_record.h"
 #include "kiln/store/plan_lookup.h"
 #include "kiln/store/plan_record.h"
+#include "kiln/store/plan_rollout.h"
 #include "kiln/store/retune_request.h"
 #include "kiln/store/store_maintenance.h"
 #include "kiln/store/winner_change.h"
@@ -45,7 +46,8 @@ class PlanStore : public RetuneQueue,
                   public FusionRecordTable,
                   public FirstUseTable,
                   public KernelCacheTable,
-                  public WinnerChangeLog {
+                  public WinnerChangeLog,
+                  public PlanRollout {
  public:
   // Opens (creating it unless read_only) the SQLite store at `path`. Corruption for a file that is not a SQLite
   // database, fails quick_check, or has damaged tables; NewerVersion for a newer schema; a store this user

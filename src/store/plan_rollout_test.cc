@@ -1,0 +1,270 @@
+// Plan states and their history (kiln/store/plan_rollout.h): every transition, activation's bookkeeping, rollback,
+// and what a damaged or refused transition leaves; on every store implementation (SQLite and PostgreSQL).
+#include "kiln/store/plan_rollout.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/core/engine_config.h"
+#include "kiln/store/plan_store.h"
+#include "store/store_test_util.h"
+
+namespace kiln {
+namespace {
+
+using store_test::h200;
+using store_test::make_record;
+using store_test::TempDir;
+
+class PlanRolloutContract : public store_test::StoreContract {
+ protected:
+  static std::string config(const PlanRecord& r) { return plan_identity(r.engine_id, r.knobs); }
+  static StoredPlanKey key(const PlanRecord& r) { return {r.structure_sig, r.shape_key, r.fingerprint_key()}; }
+  // The configuration the store serves for the key (its plans row), or "" when none.
+  static std::string active(PlanStore& s, const PlanRecord& r) {
+    auto got = s.read(r.structure_sig, r.shape_key, r.fingerprint_key());
+    return got.is_ok() ? config(*got) : "";
+  }
+  static std::string state_of(PlanStore& s, const PlanRecord& r) {
+    auto e = s.rollout_entry(key(r), config(r));
+    return e.is_ok() ? plan_state_name(e->state) : "";
+  }
+  // "from->to" of each history row of the key, in order.
+  static std::vector<std::string> moves(PlanStore& s, const PlanRecord& r) {
+    std::vector<std::string> out;
+    auto h = s.plan_history(key(r));
+    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
+    if (h.is_ok())
+      for (const PlanTransition& t : *h) out.push_back(t.config + ":" + t.from_state + "->" + t.to_state);
+    return out;
+  }
+  static PlanRecord variant(const PlanRecord& r, int64_t engine, double ms) {
+    PlanRecord v = r;
+    v.engine_id = engine;
+    v.stats.median_ms = ms;
+    v.created_at = r.created_at + engine;
+    return v;
+  }
+};
+
+TEST(PlanStates, NamesAndAllowedTransitions) {
+  for (const auto& n : kPlanStateNames) EXPECT_EQ(parse_plan_state(n.name).value(), n.value);
+  EXPECT_FALSE(parse_plan_state("live").is_ok());
+  const PlanState all[] = {PlanState::kCandidate, PlanState::kShadow, PlanState::kActive, PlanState::kRetired,
+                           PlanState::kRejected};
+  int allowed = 0;
+  for (PlanState a : all)
+    for (PlanState b : all) allowed += plan_transition_allowed(a, b) ? 1 : 0;
+  EXPECT_EQ(allowed, 7);  // candidate->{shadow,active,rejected}, shadow->{active,rejected,candidate}, retired->active
+  EXPECT_TRUE(plan_transition_allowed(PlanState::kShadow, PlanState::kActive));
+  EXPECT_FALSE(plan_transition_allowed(PlanState::kRejected, PlanState::kActive));
+  EXPECT_FALSE(plan_transition_allowed(PlanState::kActive, PlanState::kRetired));  // only by another's activation
+  EXPECT_FALSE(plan_transition_allowed(PlanState::kCandidate, PlanState::kRetired));
+}
+
+TEST_P(PlanRolloutContract, ACandidateIsStoredButNotServed) {
+  TempDir dir;
+  auto s = open_store(dir.file("plans.db"));
+  PlanRecord a = make_record(1);
+  ASSERT_TRUE(s->put(a).is_ok());
+  PlanRecord b = variant(a, 40, 0.1);
+  auto put = s->put_candidate(b, "tuned by kiln tune");
+  ASSERT_TRUE(put.is_ok()) << put.status().to_string();
+  EXPECT_EQ(active(*s, a), config(a));  // the served plan did not change
+  auto got = s->get(a.structure_sig, a.shape_key, h200());
+  ASSERT_TRUE(got.is_ok() && got->runnable());
+  EXPECT_EQ(config(*got->record), config(a));
+  EXPECT_EQ(state_of(*s, b), "candidate");
+  auto entry = s->rollout_entry(key(b), config(b));
+  ASSERT_TRUE(entry.is_ok());
+  EXPECT_EQ(entry->record.plan_bytes, b.plan_bytes);  // whole, to be activated later
+  EXPECT_EQ(entry->reason, "tuned by kiln tune");
+  EXPECT_EQ(entry->problem, "");
+  auto listed = s->rollout_entries({});
+  ASSERT_TRUE(listed.is_ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_TRUE(listed->front().record.plan_bytes.empty());
+  EXPECT_EQ(moves(*s, a), (std::vector<std::string>{config(a) + ":->active", config(b) + ":->candidate"}));
+  // The active configuration itself is no candidate.
+  auto same = s->put_candidate(a, "again");
+  EXPECT_EQ(same.status().code(), StatusCode::kFailedPrecondition) << same.status().to_string();
+}
+
+TEST_P(PlanRolloutContract, CandidateThroughShadowToActiveRetiresTheOldPlan) {
+  TempDir dir;
+  auto s = open_store(dir.file("plans.db"));
+  PlanRecord a = make_record(2);
+  ASSERT_TRUE(s->put(a).is_ok());
+  PlanRecord b = variant(a, 41, 0.1);
+  ASSERT_TRUE(s->put_candidate(b, "tuned").is_ok());
+  ASSERT_TRUE(s->transition(key(b), config(b), PlanState::kShadow, "shadow sampling 5%").is_ok());
+  EXPECT_EQ(state_of(*s, b), "shadow");
+  EXPECT_EQ(active(*s, a), config(a));
+  Status up = s->transition(key(b), config(b), PlanState::kActive, "200 agreeing samples, 1.20x", "{\"samples\":200}");
+  ASSERT_TRUE(up.is_ok()) << up.to_string();
+  EXPECT_EQ(active(*s, a), config(b));
+  EXPECT_EQ(state_of(*s, a), "retired");
+  EXPECT_EQ(state_of(*s, b), "");  // active: the plans row, no rollout row
+  auto changes = s->winner_changes();
+  ASSERT_TRUE(changes.is_ok());
+  ASSERT_EQ(changes->size(), 1u);
+  EXPECT_EQ(changes->front().to_config, config(b));
+  auto h = s->plan_history(key(a));
+  ASSERT_TRUE(h.is_ok());
+  EXPECT_EQ(moves(*s, a),
+            (std::vector<std::string>{config(a) + ":->active", config(b) + ":->candidate",
+                                      config(b) + ":candidate->shadow", config(a) + ":active->retired",
+                                      config(b) + ":shadow->active"}));
+  EXPECT_EQ(h->back().evidence, "{\"samples\":200}");
+  EXPECT_EQ(h->back().reason, "200 agreeing samples, 1.20x");
+  EXPECT_FALSE(h->back().by.empty());
+  EXPECT_GT(h->back().at, 0);
+}
+
+TEST_P(PlanRolloutContract, RefusedTransitionsChangeNothing) {
+  TempDir dir;
+  auto s = open_store(dir.file("plans.db"));
+  PlanRecord a = make_record(3);
+  ASSERT_TRUE(s->put(a).is_ok());
+  PlanRecord b = variant(a, 42, 0.1);
+  ASSERT_TRUE(s->put_candidate(b, "tuned").is_ok());
+  ASSERT_TRUE(s->transition(key(b), config(b), PlanState::kRejected, "disagreed on 3 of 100 samples").is_ok());
+  const size_t rows = moves(*s, a).size();
+  Status again = s->transition(key(b), config(b), PlanState::kActive, "try anyway");
+  EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.message().find("cannot go from rejected to active"), std::string::npos) << again.message();
+  Status retire = s->transition(key(b), config(b), PlanState::kRetired, "x");
+  EXPECT_EQ(retire.code(), StatusCode::kFailedPrecondition);
+  Status of_active = s->transition(key(a), config(a), PlanState::kRejected, "x");
+  EXPECT_EQ(of_active.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(of_active.message().find("is active"), std::string::npos) << of_active.message();
+  Status unknown = s->transition(key(a), "eng999", PlanState::kShadow, "x");
+  EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
+  EXPECT_EQ(active(*s, a), config(a));
+  EXPECT_EQ(state_of(*s, b), "rejected");
+  EXPECT_EQ(moves(*s, a).size(), rows);
+  // A rejected plan may enter again as a candidate (a new tune of the same configuration), with its history.
+  ASSERT_TRUE(s->put_candidate(b, "tuned again").is_ok());
+  EXPECT_EQ(moves(*s, a).back(), config(b) + ":rejected->candidate");
+}
+
+TEST_P(PlanRolloutContract, RollbackRestoresTheRetiredPlanAndRejectsTheActiveOne) {
+  TempDir dir;
+  auto s = open_store(dir.file("plans.db"));
+  PlanRecord a = make_record(4);
+  ASSERT_TRUE(s->put(a).is_ok());
+  auto none = s->rollback(key(a), "no earlier plan");
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
+  PlanRecord b = variant(a, 43, 0.1);
+  ASSERT_TRUE(s->put(b).is_ok());  // the immediate policy: active at once, a retired
+  EXPECT_EQ(state_of(*s, a), "retired");
+  PlanRecord c = variant(a, 44, 0.09);
+  ASSERT_TRUE(s->put(c).is_ok());  // b retired too, newer than a
+  auto back = s->rollback(key(a), "first-use verification failed on host x");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(config(*back), config(b));  // the newest retired plan
+  EXPECT_EQ(back->plan_bytes, b.plan_bytes);
+  EXPECT_EQ(active(*s, a), config(b));
+  EXPECT_EQ(state_of(*s, c), "rejected");
+  auto rej = s->rollout_entry(key(c), config(c));
+  ASSERT_TRUE(rej.is_ok());
+  EXPECT_NE(rej->reason.find("first-use verification failed on host x"), std::string::npos);
+  auto got = s->get(a.structure_sig, a.shape_key, h200());
+  ASSERT_TRUE(got.is_ok() && got->runnable());
+  EXPECT_EQ(config(*got->record), config(b));
+  // Again: back to a; then nothing is left to go back to.
+  ASSERT_TRUE(s->rollback(key(a), "again").is_ok());
+  EXPECT_EQ(active(*s, a), config(a));
+  EXPECT_EQ(s->rollback(key(a), "once more").status().code(), StatusCode::kFailedPrecondition);
+  auto changes = s->winner_changes();
+  ASSERT_TRUE(changes.is_ok());
+  EXPECT_EQ(changes->size(), 4u);  // a->b, b->c, c->b, b->a: each is a change of the served winner
+  auto no_key = s->rollback({"nosuch", "", a.fingerprint_key()}, "x");
+  EXPECT_EQ(no_key.status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(PlanRolloutContract, ARetiredPlanActivatedByTransitionIsALastingRollback) {
+  TempDir dir;
+  auto s = open_store(dir.file("plans.db"));
+  PlanRecord a = make_record(5);
+  ASSERT_TRUE(s->put(a).is_ok());
+  PlanRecord b = variant(a, 45, 0.1);
+  ASSERT_TRUE(s->put(b).is_ok());
+  ASSERT_TRUE(s->transition(key(a), config(a), PlanState::kActive, "operator chose it").is_ok());
+  EXPECT_EQ(active(*s, a), config(a));
+  EXPECT_EQ(state_of(*s, b), "retired");  // replaced by an activation, not rejected
+}
+
+TEST_P(PlanRolloutContract, SameConfigurationStoredAgainIsNoTransition) {
+  TempDir dir;
+  auto s = open_store(dir.file("plans.db"));
+  PlanRecord a = make_record(6);
+  ASSERT_TRUE(s->put(a).is_ok());
+  ASSERT_TRUE(s->put(a).is_ok());
+  EXPECT_EQ(moves(*s, a).size(), 1u);
+  auto entries = s->rollout_entries({});
+  ASSERT_TRUE(entries.is_ok());
+  EXPECT_TRUE(entries->empty());
+}
+
+TEST_P(PlanRolloutContract, ReadOnlyStoresRefuseTransitionsAndListHistory) {
+  TempDir dir;
+  const std::string where = dir.file("plans.db");
+  {
+    auto s = open_store(where);
+    PlanRecord a = make_record(7);
+    ASSERT_TRUE(s->put(a).is_ok());
+    ASSERT_TRUE(s->put_candidate(variant(a, 46, 0.1), "tuned").is_ok());
+  }
+  auto r = open_store(where, /*read_only=*/true);
+  ASSERT_NE(r, nullptr);
+  PlanRecord a = make_record(7);
+  EXPECT_EQ(moves(*r, a).size(), 2u);
+  EXPECT_EQ(r->put_candidate(variant(a, 47, 0.1), "x").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r->transition(key(a), plan_identity(46, a.knobs), PlanState::kShadow, "x").code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r->rollback(key(a), "x").status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_P(PlanRolloutContract, ADamagedRolloutRowIsNamedNeverActivated) {
+  TempDir dir;
+  const std::string where = dir.file("plans.db");
+  auto s = open_store(where);
+  PlanRecord a = make_record(8);
+  ASSERT_TRUE(s->put(a).is_ok());
+  PlanRecord b = variant(a, 48, 0.1);
+  ASSERT_TRUE(s->put_candidate(b, "tuned").is_ok());
+  s.reset();
+  raw_sql(where, "UPDATE plan_rollout SET median_ms = 0.5");  // the record's checksum no longer holds
+  s = open_store(where);
+  auto e = s->rollout_entry(key(b), config(b));
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_NE(e->problem, "");
+  Status up = s->transition(key(b), config(b), PlanState::kActive, "x");
+  EXPECT_EQ(up.code(), StatusCode::kCorruption) << up.to_string();
+  EXPECT_EQ(active(*s, a), config(a));
+}
+
+TEST_P(PlanRolloutContract, AnImportRetiresThePlanItReplaces) {
+  TempDir dir;
+  auto a = open_store(dir.file("a.db"));
+  PlanRecord r = make_record(9);
+  r.created_at = 1700000000;
+  ASSERT_TRUE(a->put(r).is_ok());
+  auto b = open_store(dir.file("b.db"));
+  PlanRecord newer = variant(r, 49, 0.1);
+  newer.created_at = 1700000500;
+  ASSERT_TRUE(b->put(newer).is_ok());
+  const std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(b->export_bundle(bundle).is_ok());
+  ASSERT_TRUE(a->import_bundle(bundle).is_ok());
+  EXPECT_EQ(active(*a, r), config(newer));
+  EXPECT_EQ(state_of(*a, r), "retired");
+  auto back = a->rollback(key(r), "the imported plan is wrong here");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(active(*a, r), config(r));
+}
+
+KILN_STORE_CONTRACT_SUITE(PlanRolloutContract);
+
+}  // namespace
+}  // namespace kiln
