@@ -44,26 +44,37 @@ Plan = _kiln.Plan
 SpecLike = Union[str, "os.PathLike[str]", Mapping[str, Any], "_kiln.Graph"]
 
 
+def _jsonable(o: Any) -> Any:
+    """json.dumps' fallback: any Mapping as a dict, any integer-like (numpy's) as an int, any sequence as a list."""
+    if isinstance(o, Mapping):
+        return dict(o)
+    if hasattr(o, "__index__"):
+        return o.__index__()
+    if isinstance(o, (tuple, list)) or (hasattr(o, "__iter__") and not isinstance(o, (str, bytes))):
+        return list(o)
+    raise TypeError(f"{type(o).__name__} is not JSON-serializable")
+
+
 def load(spec: SpecLike, *, target_sm: int = 0) -> "_kiln.Graph":
-    """A validated graph from a spec: a path (str or PathLike) to a JSON file, a dict, JSON text (a str starting
-    with '{'), or a Graph (returned as is). BadInput naming the node, tensor or attribute at fault; NotFound for
-    a file that is not there."""
+    """A validated graph from a spec: a path (str or PathLike) to a JSON file, a dict (any Mapping), JSON text (a str
+    starting with '{', after any whitespace or byte-order mark), or a Graph (checked again only when target_sm is
+    given). BadInput naming the node, tensor or attribute at fault; NotFound for a file that is not there."""
     if isinstance(spec, _kiln.Graph):
-        return spec
+        return spec if not target_sm else _kiln.Graph.from_json(spec.to_json(), spec.name, target_sm)
     if isinstance(spec, Mapping):
         try:
-            text = json.dumps(spec)
+            text = json.dumps(dict(spec), default=_jsonable, allow_nan=True)
         except (TypeError, ValueError) as e:
-            raise BadInput(f"<dict>: not JSON-serializable: {e}", "InvalidArgument", 2) from None
+            raise BadInput(f"<dict>: not JSON-serializable: {e}") from None
         return _kiln.Graph.from_json(text, "<dict>", target_sm)
     if isinstance(spec, os.PathLike):
         return _kiln.Graph.from_file(os.fspath(spec), target_sm)
     if isinstance(spec, str):
-        if spec.lstrip().startswith("{"):
-            return _kiln.Graph.from_json(spec, "<string>", target_sm)
+        stripped = spec.lstrip("\ufeff \t\r\n")
+        if stripped.startswith("{"):
+            return _kiln.Graph.from_json(stripped, "<string>", target_sm)
         return _kiln.Graph.from_file(spec, target_sm)
-    raise BadInput(f"a spec is a path, a dict, JSON text or a kiln.Graph, not a {type(spec).__name__}",
-                   "InvalidArgument", 2)
+    raise BadInput(f"a spec is a path, a dict, JSON text or a kiln.Graph, not a {type(spec).__name__}")
 
 
 def validate(spec: SpecLike, *, target_sm: int = 0) -> "_kiln.Graph":

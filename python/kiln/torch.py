@@ -37,7 +37,7 @@ _DTYPES = {"fp32": _torch.float32, "fp16": _torch.float16, "bf16": _torch.bfloat
 def torch_dtype(kiln_dtype: str) -> "_torch.dtype":
     d = _DTYPES.get(kiln_dtype)
     if d is None:
-        raise errors.NotSupported(f"dtype {kiln_dtype} has no torch dtype in this torch", "NotSupported", 5)
+        raise errors.NotSupported(f"dtype {kiln_dtype} has no torch dtype in this torch")
     return d
 
 
@@ -83,7 +83,7 @@ def op(spec: Any, store: str | os.PathLike[str] | None = None, *, name: str | No
     if known is not None:
         if known[0] != graph.structure:
             raise errors.BadInput(f"kiln.torch.op: torch.ops.kiln.{op_name} is registered for another graph "
-                                  f"(structure {known[0]}); pass name=", "InvalidArgument", 2)
+                                  f"(structure {known[0]}); pass name=")
         return known[1]
     p = planner if planner is not None else planner_for(store, **planner_options)
     runner = _kiln.TorchRunner(p._p.prepare(graph))
@@ -109,5 +109,5 @@ def plan(op_handle: Any, *inputs: "_torch.Tensor") -> "_kiln.Plan":
     with _lock:
         runners = [r for _, h, r in _ops.values() if h is op_handle]
     if not runners:
-        raise errors.BadInput("kiln.torch.plan: not an op made by kiln.torch.op", "InvalidArgument", 2)
+        raise errors.BadInput("kiln.torch.plan: not an op made by kiln.torch.op")
     return runners[0].plan(*inputs)

@@ -21,9 +21,12 @@ void translate(const std::exception_ptr& p, void*) {
     const auto code = static_cast<size_t>(e.status.code());
     PyObject* cls = code < std::size(g_error_classes) && g_error_classes[code] ? g_error_classes[code] : g_base_error;
     if (cls == nullptr) cls = PyExc_RuntimeError;
-    // kiln/errors.py's KilnError(message, code_name, exit_code).
+    // kiln/errors.py's KilnError(message, code_name, exit_code). Kiln cuts long names in its messages by bytes,
+    // which may split a UTF-8 character: the message is decoded with replacement.
+    const std::string& m = e.status.message();
     PyObject* args =
-        Py_BuildValue("(ssi)", e.status.message().c_str(), status_code_name(e.status.code()), exit_code_for(e.status));
+        Py_BuildValue("(Nsi)", PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()), "replace"),
+                      status_code_name(e.status.code()), exit_code_for(e.status));
     if (args == nullptr) return;  // the error Py_BuildValue set stands
     PyErr_SetObject(cls, args);
     Py_DECREF(args);
@@ -58,6 +61,15 @@ void init_errors(nb::module_& m) {
         raise(Status(StatusCode::kInternal, "unknown status code '" + code_name + "': " + message));
       },
       "code_name"_a, "message"_a, "Raises the exception for a status code (tests of the translation).");
+}
+
+void check_target_sm(int sm) {
+  if (sm == 0 || (sm >= 10 && sm <= 1000)) return;
+  if (sm >= 1 && sm <= 9)
+    bad_input("target_sm " + std::to_string(sm) +
+              " is ambiguous: an SM version is written as major * 10 + minor; write " + std::to_string(sm) +
+              "0 for SM " + std::to_string(sm) + ".0");
+  bad_input("target_sm " + std::to_string(sm) + ": an SM version is major * 10 + minor (90 for SM 9.0), or 0 for any");
 }
 
 }  // namespace kiln::py

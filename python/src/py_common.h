@@ -34,6 +34,15 @@ T value_or_raise(StatusOr<T>&& s) {
   raise(Status(StatusCode::kInvalidArgument, std::move(message)));
 }
 
+// A text argument that names something (a path, a location): refused when it holds a NUL byte, which would cut it
+// short where the C library reads it (as Python's own open() refuses it).
+inline const std::string& text_arg(const std::string& s, const char* what) {
+  if (s.find('\0') != std::string::npos) bad_input(std::string(what) + ": embedded NUL byte");
+  return s;
+}
+// An SM version as a target: 0 (any), or major * 10 + minor (90 for SM 9.0), as `kiln validate --target-sm` reads it.
+void check_target_sm(int sm);
+
 // The tensors a caller binds, in the graph's order: inputs (graph inputs not passed by value), then outputs.
 struct BoundNames {
   std::vector<int> inputs;

@@ -55,8 +55,11 @@ PyGraph PyGraph::make(Graph g) {
 
 PyGraph PyGraph::at(const std::map<std::string, int64_t>& shape) const {
   if (shape.empty()) return *this;
+  // Dims left out keep their values; an unknown symbol is refused by reshape_graph.
+  std::map<std::string, int64_t> full = graph->dynamic_dims;
+  for (const auto& [symbol, value] : shape) full[symbol] = value;
   PyGraph p;
-  Graph g = value_or_raise(reshape_graph(*graph, shape));
+  Graph g = value_or_raise(reshape_graph(*graph, full));
   p.signature = value_or_raise(reshaped_signature(*graph, signature, g));
   p.graph = std::make_shared<const Graph>(std::move(g));
   return p;
@@ -77,14 +80,16 @@ void init_graph(nb::module_& m) {
       .def_static(
           "from_file",
           [](const std::string& path, int target_sm) {
+            check_target_sm(target_sm);
             ValidateOptions o;
             o.target_sm_version = target_sm;
-            return PyGraph::make(value_or_raise(parse_spec_file(path, o)));
+            return PyGraph::make(value_or_raise(parse_spec_file(text_arg(path, "path"), o)));
           },
           "path"_a, "target_sm"_a = 0, "Reads and validates the spec at `path`.")
       .def_static(
           "from_json",
           [](const std::string& text, const std::string& source, int target_sm) {
+            check_target_sm(target_sm);
             ValidateOptions o;
             o.target_sm_version = target_sm;
             return PyGraph::make(value_or_raise(parse_spec_string(text, source, o)));

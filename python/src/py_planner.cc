@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "kiln/runtime/planner_options.h"
+#include "kiln/store/store_path.h"
 #include "py_common.h"
 #include "py_planner.h"
 #include "py_tensors.h"
@@ -53,7 +54,7 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
                        const std::optional<bool>& promote, const std::string& promote_by,
                        const std::optional<std::string>& first_use, const std::optional<std::string>& mirror,
                        int handles) {
-  const std::string path = store.value_or("");
+  const std::string path = text_arg(store.value_or(""), "store");
   PlannerOptions o;
   if (preset == "serving") {
     o = PlannerOptions::serving(path);
@@ -72,9 +73,14 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
   }
   if (buckets) o.with_buckets(value_or_raise(BucketPolicy::parse(*buckets)));
   if (new_shapes) o.with_new_shapes(by_name(kNewShapes, "new_shapes", *new_shapes));
-  if (promote) o.with_promotion(*promote, by_name(kPromoteBy, "promote_by", promote_by));
+  const PromoteBy by = by_name(kPromoteBy, "promote_by", promote_by);
+  if (promote || by != o.promote_by) o.with_promotion(promote.value_or(o.promote), by);
   if (first_use) o.with_first_use(by_name(kFirstUse, "first_use", *first_use));
-  if (mirror) o.with_mirror(*mirror);
+  if (mirror) {
+    if (!is_server_location(path)) bad_input("mirror: only a server store (postgresql://...) keeps a local mirror");
+    o.with_mirror(text_arg(*mirror, "mirror"));
+  }
+  if (handles < 0) bad_input("handles: " + std::to_string(handles) + ", at least 1 (0: the preset's)");
   if (handles > 0) o.with_handles(handles);
   StatusOr<std::unique_ptr<Planner>> made = Status(StatusCode::kInternal, "not run");
   {

@@ -6,20 +6,40 @@
 #include <nanobind/stl/vector.h>
 
 #include <memory>
+#include <mutex>
 
 #include "kiln/core/disposition.h"
 #include "kiln/core/engine_config.h"
 #include "kiln/store/plan_store.h"
+#include "kiln/store/store_path.h"
 #include "py_common.h"
 
 namespace kiln::py {
 namespace {
 
+// An open store shared by the calls that use it: close() drops this object's hold, and a call still running keeps
+// the store alive until it returns (a close while another thread's call ran freed it under that call: found by a
+// hostile trial).
 struct PyStore {
-  std::unique_ptr<PlanStore> store;
-  PlanStore& get() const {
-    if (!store) raise(Status(StatusCode::kFailedPrecondition, "the store is closed"));
-    return *store;
+  struct State {
+    std::mutex mu;
+    std::shared_ptr<PlanStore> store;
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
+
+  std::shared_ptr<PlanStore> get() const {
+    std::lock_guard<std::mutex> lock(state->mu);
+    if (!state->store) bad_input("the store is closed");
+    return state->store;
+  }
+  void close() const {
+    std::shared_ptr<PlanStore> last;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      last.swap(state->store);
+    }
+    nb::gil_scoped_release release;
+    last.reset();  // closes it, unless a running call still holds it (then that call's end does)
   }
 };
 
@@ -31,6 +51,13 @@ T unlocked(F&& f) {
     r = f();
   }
   return value_or_raise(std::move(r));
+}
+
+// `f` on the store, held for the call, with the GIL released.
+template <class T, class F>
+T with_store(const PyStore& s, F&& f) {
+  std::shared_ptr<PlanStore> held = s.get();
+  return unlocked<T>([&] { return f(*held); });
 }
 
 nb::dict summary_dict(const PlanSummary& s) {
@@ -68,8 +95,14 @@ ListFilter filter_of(const std::string& structure, const std::string& shape, con
 PyStore open_store(const std::string& location, bool read_only, const std::optional<std::string>& mirror) {
   StoreOpenOptions o;
   o.read_only = read_only;
-  if (mirror) o.mirror_path = *mirror;
-  return PyStore{unlocked<std::unique_ptr<PlanStore>>([&] { return PlanStore::open(location, o); })};
+  text_arg(location, "location");
+  if (mirror) {
+    if (!is_server_location(location)) bad_input("mirror: only a server store (postgresql://...) keeps a local mirror");
+    o.mirror_path = text_arg(*mirror, "mirror");
+  }
+  PyStore s;
+  s.state->store = unlocked<std::unique_ptr<PlanStore>>([&] { return PlanStore::open(location, o); });
+  return s;
 }
 
 }  // namespace
@@ -79,14 +112,15 @@ void init_store(nb::module_& m) {
         "Opens a plan store: a SQLite file (made unless read_only) or a postgresql:// location.");
   m.def("default_store_path", &default_store_path);
   nb::class_<PyStore>(m, "Store", "A plan store (docs/store.md).")
-      .def_prop_ro("location", [](const PyStore& s) { return s.get().path(); })
-      .def_prop_ro("read_only", [](const PyStore& s) { return s.get().read_only(); })
+      .def_prop_ro("location", [](const PyStore& s) { return s.get()->path(); })
+      .def_prop_ro("read_only", [](const PyStore& s) { return s.get()->read_only(); })
       .def(
           "ls",
           [](const PyStore& s, const std::string& structure, const std::string& shape, const std::string& fingerprint,
              bool tuned_only) {
             ListFilter f = filter_of(structure, shape, fingerprint, tuned_only);
-            std::vector<PlanSummary> rows = unlocked<std::vector<PlanSummary>>([&] { return s.get().list(f); });
+            std::vector<PlanSummary> rows =
+                with_store<std::vector<PlanSummary>>(s, [&](PlanStore& st) { return st.list(f); });
             nb::list out;
             for (const PlanSummary& r : rows) out.append(summary_dict(r));
             return out;
@@ -98,13 +132,13 @@ void init_store(nb::module_& m) {
           [](const PyStore& s, const std::string& structure, const std::string& shape, const std::string& fingerprint,
              bool all) {
             ListFilter f = filter_of(structure, shape, fingerprint, false);
-            return unlocked<int64_t>([&] { return s.get().remove(f, all); });
+            return with_store<int64_t>(s, [&](PlanStore& st) { return st.remove(f, all); });
           },
           "structure"_a = "", "shape"_a = "", "fingerprint"_a = "", "all"_a = false,
           "Removes the matching records (an empty filter only with all=True); returns how many.")
       .def("verify",
            [](const PyStore& s) {
-             VerifyReport r = unlocked<VerifyReport>([&] { return s.get().verify(); });
+             VerifyReport r = with_store<VerifyReport>(s, [&](PlanStore& st) { return st.verify(); });
              nb::dict d;
              d["checked"] = r.checked;
              d["ok"] = r.ok;
@@ -127,7 +161,8 @@ void init_store(nb::module_& m) {
             ExportOptions o;
             o.filter.structure_prefix = structure;
             o.overwrite = overwrite;
-            ExportReport r = unlocked<ExportReport>([&] { return s.get().export_bundle(path, o); });
+            ExportReport r =
+                with_store<ExportReport>(s, [&](PlanStore& st) { return st.export_bundle(text_arg(path, "path"), o); });
             nb::dict d;
             d["records"] = r.records;
             d["graph_specs"] = r.graph_specs;
@@ -138,7 +173,8 @@ void init_store(nb::module_& m) {
       .def(
           "import_bundle",
           [](const PyStore& s, const std::string& path) {
-            ImportReport r = unlocked<ImportReport>([&] { return s.get().import_bundle(path, ImportOptions{}); });
+            ImportReport r = with_store<ImportReport>(
+                s, [&](PlanStore& st) { return st.import_bundle(text_arg(path, "path"), ImportOptions{}); });
             nb::dict d;
             d["imported"] = r.imported;
             d["replaced"] = r.replaced;
@@ -151,7 +187,7 @@ void init_store(nb::module_& m) {
       .def("winner_changes",
            [](const PyStore& s) {
              std::vector<WinnerChange> rows =
-                 unlocked<std::vector<WinnerChange>>([&] { return s.get().winner_changes(); });
+                 with_store<std::vector<WinnerChange>>(s, [&](PlanStore& st) { return st.winner_changes(); });
              nb::list out;
              for (const WinnerChange& w : rows) {
                nb::dict d;
@@ -166,10 +202,7 @@ void init_store(nb::module_& m) {
              }
              return out;
            })
-      .def("close", [](PyStore& s) {
-        nb::gil_scoped_release release;
-        s.store.reset();
-      });
+      .def("close", [](const PyStore& s) { s.close(); });
 }
 
 }  // namespace kiln::py

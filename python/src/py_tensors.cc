@@ -55,12 +55,16 @@ void read_torch(nb::handle obj, TensorView& v) {
   v.dtype_known = torch_dtype(obj.attr("dtype"), &v.dtype, &v.dtype_text);
 }
 
-// typestr of the CUDA array interface: '<f2', '|i1', ...; 'V' (bf16, fp8 from ml_dtypes) is known by size only.
-void read_typestr(const std::string& ts, TensorView& v) {
+// typestr of the CUDA array interface: '<f2', '|i1', ...: a byte order, a kind, a size. 'V' (bfloat16 and fp8 from
+// ml_dtypes) is known by its size only; a big-endian number, or a kind Kiln binds no tensor of, is refused.
+void read_typestr(const std::string& ts, TensorView& v, const std::string& name) {
   v.dtype_text = ts;
-  if (ts.size() < 3) return;
-  char kind = ts[1];
-  int bytes = std::atoi(ts.c_str() + 2);
+  const bool digits = ts.size() >= 3 && ts.find_first_not_of("0123456789", 2) == std::string::npos;
+  if (!digits || std::string("<>|=").find(ts[0]) == std::string::npos)
+    bad_input("tensor '" + name + "': typestr '" + ts + "' is not a CUDA array interface type ('<f2', '|i1', ...)");
+  const char kind = ts[1];
+  const int bytes = std::atoi(ts.c_str() + 2);
+  if (ts[0] == '>' && bytes > 1) bad_input("tensor '" + name + "': typestr '" + ts + "' is big-endian");
   v.itemsize = static_cast<size_t>(bytes);
   v.dtype_known = true;
   if (kind == 'f' && bytes == 4) v.dtype = DataType::kFloat32;
@@ -68,27 +72,30 @@ void read_typestr(const std::string& ts, TensorView& v) {
   else if (kind == 'i' && bytes == 1) v.dtype = DataType::kInt8;
   else if (kind == 'i' && bytes == 4) v.dtype = DataType::kInt32;
   else if (kind == 'i' && bytes == 8) v.dtype = DataType::kInt64;
-  else v.dtype_known = false;
-  if (!v.dtype_known && kind != 'V') v.itemsize = 0;  // a dtype Kiln has not: refused by size 0 below
+  else if (kind == 'V') v.dtype_known = false;
+  else bad_input("tensor '" + name + "': typestr '" + ts + "' is no dtype Kiln binds");
 }
 
 void read_cai(nb::handle obj, TensorView& v, const std::string& name) {
   v.kind = "__cuda_array_interface__";
   nb::dict d = nb::cast<nb::dict>(obj.attr("__cuda_array_interface__"));
+  for (const char* key : {"data", "shape", "typestr"})
+    if (!d.contains(key)) bad_input("tensor '" + name + "': its __cuda_array_interface__ has no '" + key + "'");
   v.on_cuda = true;
   nb::tuple data = nb::cast<nb::tuple>(d["data"]);
+  if (data.size() < 1) bad_input("tensor '" + name + "': its __cuda_array_interface__'s 'data' is an empty tuple");
   v.ptr = nb::cast<uintptr_t>(data[0]);
-  for (nb::handle s : d["shape"]) v.shape.push_back(nb::cast<int64_t>(s));
-  read_typestr(nb::cast<std::string>(d["typestr"]), v);
+  for (nb::handle s : nb::cast<nb::tuple>(d["shape"])) v.shape.push_back(nb::cast<int64_t>(s));
+  read_typestr(nb::cast<std::string>(d["typestr"]), v, name);
   nb::object st = d.contains("strides") ? nb::object(d["strides"]) : nb::none();
   if (st.is_none()) {
     v.strides.assign(v.shape.size(), 1);
     for (int i = static_cast<int>(v.shape.size()) - 2; i >= 0; --i) v.strides[i] = v.strides[i + 1] * v.shape[i + 1];
     return;
   }
-  for (nb::handle s : st) {
+  for (nb::handle s : nb::cast<nb::tuple>(st)) {
     int64_t b = nb::cast<int64_t>(s);
-    if (v.itemsize == 0 || b % static_cast<int64_t>(v.itemsize) != 0) {
+    if (b % static_cast<int64_t>(v.itemsize) != 0) {
       bad_input("tensor '" + name + "': a stride of " + std::to_string(b) + " bytes is not a whole number of elements");
     }
     v.strides.push_back(b / static_cast<int64_t>(v.itemsize));
@@ -128,13 +135,27 @@ void read_dlpack(nb::handle obj, TensorView& v, const std::string& name) {
 TensorView read_tensor(nb::handle obj, const std::string& name) {
   TensorView v;
   if (obj.is_none()) bad_input("tensor '" + name + "': None, a CUDA tensor expected");
-  if (nb::hasattr(obj, "data_ptr") && nb::hasattr(obj, "is_cuda")) {
-    read_torch(obj, v);
-  } else if (nb::hasattr(obj, "__cuda_array_interface__")) {
-    read_cai(obj, v, name);
-  } else {
-    read_dlpack(obj, v, name);
+  // An exporter's fields of the wrong kind (a list for a tuple, a negative pointer, a property that raises) are bad
+  // input naming the tensor, never a crash or a bare cast error (found by a hostile trial).
+  try {
+    if (nb::hasattr(obj, "data_ptr") && nb::hasattr(obj, "is_cuda")) {
+      read_torch(obj, v);
+    } else if (nb::hasattr(obj, "__cuda_array_interface__")) {
+      read_cai(obj, v, name);
+    } else {
+      read_dlpack(obj, v, name);
+    }
+  } catch (const StatusError&) {
+    throw;
+  } catch (const nb::python_error& e) {
+    bad_input("tensor '" + name + "': reading it as a " + (*v.kind ? v.kind : "tensor") + " failed: " + e.what());
+  } catch (const std::exception& e) {
+    bad_input("tensor '" + name + "': its " + (*v.kind ? v.kind : "tensor") + " holds a field of the wrong type (" +
+              e.what() + ")");
   }
+  if (v.strides.size() != v.shape.size())
+    bad_input("tensor '" + name + "': " + std::to_string(v.strides.size()) + " strides for " +
+              std::to_string(v.shape.size()) + " dims");
   return v;
 }
 
@@ -162,6 +183,28 @@ TensorBinding checked_binding(const TensorView& v, const Graph& g, int t) {
   return TensorBinding{reinterpret_cast<void*>(v.ptr), span * dtype_size(want)};
 }
 
+namespace {
+
+cudaStream_t stream_of(nb::handle stream) {
+  if (PyLong_Check(stream.ptr())) return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream));
+  if (nb::hasattr(stream, "cuda_stream")) {
+    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream.attr("cuda_stream")));
+  }
+  if (nb::hasattr(stream, "__cuda_stream__")) {
+    nb::tuple t = nb::cast<nb::tuple>(stream.attr("__cuda_stream__")());
+    if (t.size() < 2)
+      bad_input("stream: __cuda_stream__() gave a tuple of " + std::to_string(t.size()) +
+                ", (version, handle) expected");
+    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(t[1]));
+  }
+  if (nb::hasattr(stream, "ptr")) return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream.attr("ptr")));
+  bad_input(
+      "stream: a " + nb::cast<std::string>(nb::type_name(stream.type())) +
+      " is not a stream (None, an int cudaStream_t, a torch.cuda.Stream, or an object with __cuda_stream__ or ptr)");
+}
+
+}  // namespace
+
 cudaStream_t read_stream(nb::handle stream) {
   if (stream.is_none()) {
     static nb::object torch_get_device, torch_raw_stream;  // cached once torch is seen
@@ -175,18 +218,15 @@ cudaStream_t read_stream(nb::handle stream) {
     nb::object dev = torch_get_device();
     return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(torch_raw_stream(dev)));
   }
-  if (PyLong_Check(stream.ptr())) return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream));
-  if (nb::hasattr(stream, "cuda_stream")) {
-    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream.attr("cuda_stream")));
+  try {
+    return stream_of(stream);
+  } catch (const StatusError&) {
+    throw;
+  } catch (const nb::python_error& e) {
+    bad_input(std::string("stream: reading it failed: ") + e.what());
+  } catch (const std::exception& e) {
+    bad_input("stream: not a stream handle (a negative or non-integer value: " + std::string(e.what()) + ")");
   }
-  if (nb::hasattr(stream, "__cuda_stream__")) {
-    nb::tuple t = nb::cast<nb::tuple>(stream.attr("__cuda_stream__")());
-    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(t[1]));
-  }
-  if (nb::hasattr(stream, "ptr")) return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(stream.attr("ptr")));
-  bad_input(
-      "stream: a " + nb::cast<std::string>(nb::type_name(stream.type())) +
-      " is not a stream (None, an int cudaStream_t, a torch.cuda.Stream, or an object with __cuda_stream__ or ptr)");
 }
 
 void* read_workspace(nb::handle workspace, int64_t need) {

@@ -79,6 +79,9 @@ nb::list tune(const PyPrepared& pg, double time_budget_s, bool store, bool unfus
 
 // `kiln compile`: heuristic plans built for a recorded device profile, without a GPU, stored untuned.
 nb::list compile(const PyGraph& g, const std::string& target, const std::string& store) {
+  if (store.empty()) bad_input("store: empty (a SQLite file or a postgresql:// location)");
+  text_arg(store, "store");
+  text_arg(target, "target");
   std::vector<CompiledGraph> done;
   Status st;
   {

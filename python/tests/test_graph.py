@@ -104,3 +104,68 @@ def test_validate_for_an_older_target(root):
     with pytest.raises(kiln.KilnError) as e:
         kiln.validate(root / "examples" / "sdpa_fwd.json", target_sm=70)
     assert e.value.code == "NotSupported"
+
+
+def test_indent_over_the_limit_is_refused(spec_dict):
+    g = kiln.load(spec_dict)
+    assert json.loads(g.to_json(64))["name"] == "mm_gelu"
+    for indent in (65, 1025, 100000):
+        with pytest.raises(kiln.BadInput, match="indent"):
+            g.to_json(indent)
+
+
+def test_nul_bytes_are_refused(root, spec_dict):
+    path = str(root / "examples" / "small" / "conv_bias_relu.json")
+    with pytest.raises(kiln.BadInput, match="NUL"):
+        kiln.load(path + "\x00junk")
+    with pytest.raises(kiln.BadInput, match="NUL byte at byte"):
+        kiln.load(json.dumps(spec_dict) + "\x00junk")
+
+
+def test_long_non_ascii_names_in_errors_are_readable(spec_dict):
+    spec_dict["nodes"][0]["inputs"] = ["a", "b" + "\U0001F525" * 100]
+    with pytest.raises(kiln.BadInput) as e:
+        kiln.load(spec_dict)
+    assert isinstance(e.value.message, str)
+
+
+@pytest.mark.parametrize("sm,needle", [(5, "ambiguous"), (-1, "SM version"), (1001, "SM version")])
+def test_target_sm_is_read_as_the_cli_reads_it(root, sm, needle):
+    with pytest.raises(kiln.BadInput, match=needle):
+        kiln.validate(root / "examples" / "small" / "conv_bias_relu.json", target_sm=sm)
+
+
+def test_validate_checks_a_graph_again_for_a_target(root):
+    g = kiln.load(root / "examples" / "sdpa_fwd.json")
+    assert kiln.validate(g) is g
+    with pytest.raises(kiln.NotSupported):
+        kiln.validate(g, target_sm=75)
+
+
+def test_at_keeps_the_dims_left_out():
+    spec = {
+        "name": "two_dims", "io_dtype": "fp16", "dynamic": {"b": 2, "m": 8},
+        "tensors": {"x": {"dims": ["b", "m", 16]}},
+        "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"],
+    }
+    g = kiln.load(spec)
+    assert g.at({"m": 3}).shape_key == "b=2,m=3"
+    assert g.at({"m": 3}).tensor("y")["shape"] == [2, 3, 16]
+
+
+def test_mappings_numpy_ints_and_a_bom_are_read(spec_dict):
+    import types
+
+    import numpy as np
+
+    spec_dict["tensors"]["b"]["dims"] = [np.int64(1), np.int32(32), 48]
+    proxy = types.MappingProxyType(spec_dict)
+    assert kiln.load(proxy).structure == kiln.load(json.loads(json.dumps(spec_dict, default=int))).structure
+    assert kiln.load("\ufeff  " + json.dumps(spec_dict, default=int)).name == "mm_gelu"
+
+
+def test_user_made_errors_carry_their_class_code():
+    e = kiln.BadInput("x")
+    assert (e.code, e.exit_code) == ("InvalidArgument", 2)
+    assert (kiln.Unavailable("y").code, kiln.Unavailable("y").exit_code) == ("Unavailable", 3)
+    assert kiln.KilnError("z").exit_code == 10

@@ -81,6 +81,9 @@ def test_planner_without_a_gpu_says_so():
     ({"first_use": "sometimes"}, "first_use: unknown value 'sometimes'"),
     ({"buckets": "batch=cubes"}, "cubes"),
     ({"policy": "hope"}, "hope"),
+    ({"promote_by": "bogus"}, "promote_by: unknown value 'bogus'"),
+    ({"handles": -1}, "handles: -1"),
+    ({"store": "a.db", "mirror": "/tmp/m.db"}, "mirror: only a server store"),
 ])
 def test_planner_options_are_checked_before_the_gpu(kwargs, needle):
     with pytest.raises(kiln.BadInput) as e:

@@ -66,7 +66,7 @@ def test_filters_verify_export_import_remove(compiled_store, tmp_path):
 def test_a_closed_store_says_so(tmp_path):
     s = kiln.store.open(tmp_path / "x.db")
     s.close()
-    with pytest.raises(kiln.NoPlan, match="closed"):
+    with pytest.raises(kiln.BadInput, match="closed"):
         s.ls()
 
 
@@ -102,3 +102,43 @@ def test_unparsable_server_location_is_bad_input_without_the_password():
         with pytest.raises(kiln.BadInput) as e:
             kiln.store.open(where)
         assert "s3cret" not in str(e.value) and e.value.exit_code == 2
+
+
+def test_closing_while_another_thread_uses_the_store(compiled_store):
+    import threading
+
+    db, _ = compiled_store
+    for _ in range(5):
+        s = kiln.store.open(db)
+        errors = []
+
+        def use():
+            for _ in range(200):
+                try:
+                    s.verify()
+                except kiln.BadInput as e:  # closed meanwhile: the only error allowed
+                    assert "closed" in e.message
+                    return
+                except Exception as e:  # noqa: BLE001
+                    errors.append(repr(e))
+                    return
+
+        t = threading.Thread(target=use)
+        t.start()
+        s.close()
+        t.join()
+        assert errors == []
+    with pytest.raises(kiln.BadInput, match="closed"):
+        s.ls()
+
+
+def test_mirror_is_for_server_stores_only(tmp_path):
+    with pytest.raises(kiln.BadInput, match="mirror"):
+        kiln.store.open(tmp_path / "a.db", mirror=str(tmp_path / "m.db"))
+
+
+def test_compile_needs_a_store(root):
+    with pytest.raises(kiln.BadInput, match="store: empty"):
+        kiln.compile(root / "examples" / "small" / "conv_bias_relu.json", root / "profiles" / "h200.json", "")
+    with pytest.raises(kiln.BadInput, match="NUL"):
+        kiln.store.open("a.db\x00zzz")

@@ -39,7 +39,7 @@ def test_byte_strides_become_element_strides():
     (CudaArray([4, 64, 31]), "shape (4, 64, 31), the graph's is (4, 64, 32)"),
     (CudaArray([4, 64]), "shape (4, 64)"),
     (CudaArray([4, 64, 32], strides=(2 * 64 * 32, 2, 128)), "strides"),
-    (CudaArray([4, 64, 32], "<c8"), "dtype <c8"),
+    (CudaArray([4, 64, 32], "<c8"), "typestr '<c8' is no dtype Kiln binds"),
 ])
 def test_a_wrong_tensor_is_refused_naming_it(graph, arr, needle):
     with pytest.raises(kiln.BadInput) as e:
@@ -91,3 +91,50 @@ def test_streams_without_torch():
     assert _kiln._stream_of(CupyLike()) == 55
     with pytest.raises(kiln.BadInput, match="is not a stream"):
         _kiln._stream_of(object())
+
+
+# Exporters that lie (found by a hostile trial): each is BadInput naming the tensor, never a crash or a cast error.
+@pytest.mark.parametrize("cai,needle", [
+    ({"data": (4096, False), "shape": (4, 64, 32), "typestr": "<f2", "strides": ()}, "0 strides for 3 dims"),
+    ({"data": (4096, False), "shape": (4, 64, 32), "typestr": "<f2", "strides": (1024,)}, "1 strides for 3 dims"),
+    ({"data": (), "shape": (4, 64, 32), "typestr": "<f2"}, "'data' is an empty tuple"),
+    ({"shape": (4, 64, 32), "typestr": "<f2"}, "has no 'data'"),
+    ({"data": [4096, False], "shape": (4, 64, 32), "typestr": "<f2"}, "wrong type"),
+    ({"data": (-1, False), "shape": (4, 64, 32), "typestr": "<f2"}, "wrong type"),
+    ({"data": (4096, False), "shape": (4.5, 64, 32), "typestr": "<f2"}, "wrong type"),
+    ({"data": (4096, False), "shape": (4, 64, 32), "typestr": 5}, "wrong type"),
+    ({"data": (4096, False), "shape": (4, 64, 32), "typestr": ""}, "typestr ''"),
+    ({"data": (4096, False), "shape": (4, 64, 32), "typestr": "f"}, "typestr 'f'"),
+    ({"data": (4096, False), "shape": (4, 64, 32), "typestr": ">f2"}, "big-endian"),
+    ({"data": (4096, False), "shape": (4, 64, 32), "typestr": "<f2xyz"}, "typestr '<f2xyz'"),
+    ({"data": (4096, False), "shape": (4, 64, 32), "typestr": "<u2"}, "no dtype Kiln binds"),
+])
+def test_lying_exporters_are_bad_input(graph, cai, needle):
+    class Liar:
+        __cuda_array_interface__ = cai
+
+    with pytest.raises(kiln.BadInput) as e:
+        _kiln._check_tensor(Liar(), graph, "a")
+    assert e.value.message.startswith("tensor 'a'") and needle in e.value.message, e.value.message
+
+
+def test_an_interface_property_that_raises_is_named():
+    class Raises:
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("device lost")
+
+    with pytest.raises(kiln.BadInput, match="tensor 'x'"):
+        _kiln._describe_tensor(Raises(), "x")
+
+
+@pytest.mark.parametrize("stream,needle", [
+    (-1, "not a stream handle"),
+    (type("S", (), {"__cuda_stream__": lambda self: (0,)})(), "a tuple of 1"),
+    (type("S", (), {"__cuda_stream__": lambda self: 7})(), "not a stream handle"),
+    (type("S", (), {"ptr": -5})(), "not a stream handle"),
+])
+def test_bad_streams_are_bad_input(stream, needle):
+    with pytest.raises(kiln.BadInput) as e:
+        _kiln._stream_of(stream)
+    assert needle in e.value.message, e.value.message

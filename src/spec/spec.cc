@@ -474,6 +474,10 @@ StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& so
   if (static_cast<int64_t>(text.size()) > limits::kMaxSpecBytes)
     return invalid_argument(source_name + ": " + std::to_string(text.size()) + " bytes, over the limit of " +
                             std::to_string(limits::kMaxSpecBytes) + " bytes for a spec (docs/spec.md \"Limits\")");
+  // JSON has no NUL outside a string's \u0000, and the parser would stop at one and take what came before it as
+  // the whole spec (found by a hostile trial: a file with "\0junk" after the document was accepted).
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    return invalid_argument(source_name + ": a NUL byte at byte " + std::to_string(nul) + ": not JSON text");
   try {
     Json doc;
     KeyScan scan;

@@ -39,6 +39,17 @@ Json t(std::vector<int64_t> dims, const std::string& dtype = "") {
 
 using V = std::vector<int64_t>;
 
+// A NUL byte ends what the JSON parser reads: the text after it was ignored (found by a hostile trial).
+TEST(SpecText, ANulByteIsRefusedWithItsOffset) {
+  const std::string good = one_node({{"a", t({2, 3})}}, "relu", {"a"}).dump();
+  ASSERT_TRUE(parse_spec_string(good, "t.json").is_ok());
+  StatusOr<Graph> g = parse_spec_string(good + std::string(1, '\0') + "junk", "t.json");
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("t.json: a NUL byte at byte " + std::to_string(good.size())), std::string::npos)
+      << g.status().message();
+}
+
 // ---- every op infers ----
 
 TEST(SpecOps, ConvFprop) {

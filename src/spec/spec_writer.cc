@@ -117,6 +117,11 @@ StatusOr<Json> graph_json(const Graph& g) {
 
 StatusOr<std::string> graph_to_spec_json(const Graph& graph, int indent) {
   std::string where = "graph '" + graph.name + "'";
+  // nlohmann's writer grows its indent buffer by doubling once per level: a step past its size overruns it
+  // (found by a hostile trial: indent 100000 crashed).
+  if (indent > kMaxSpecIndent)
+    return invalid_argument(where + ": indent " + std::to_string(indent) + " is over the limit of " +
+                            std::to_string(kMaxSpecIndent));
   try {
     StatusOr<Json> doc = graph_json(graph);
     if (!doc.is_ok()) return doc.status().with_context(where + ": cannot be written as a spec");

@@ -63,6 +63,19 @@ std::string expect_round_trip(const Graph& g, const std::string& what) {
   return *text;
 }
 
+// An indent past the writer's limit is refused; nlohmann's buffer overran past 1024 (found by a hostile trial).
+TEST(SpecWriter, AnIndentOverTheLimitIsRefused) {
+  StatusOr<Graph> g = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/small/conv_bias_relu.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_TRUE(graph_to_spec_json(*g, kMaxSpecIndent).is_ok());
+  for (int indent : {kMaxSpecIndent + 1, 1025, 100000}) {
+    StatusOr<std::string> s = graph_to_spec_json(*g, indent);
+    ASSERT_FALSE(s.is_ok()) << indent;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("indent"), std::string::npos) << s.status().message();
+  }
+}
+
 TEST(SpecWriter, EveryExampleRoundTrips) {
   std::vector<std::string> files = example_files();
   ASSERT_GE(files.size(), 16u);  // examples/*.json and examples/small/*.json

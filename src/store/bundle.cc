@@ -270,7 +270,8 @@ StatusOr<Manifest> parse_manifest(const std::string& what, const std::string& te
          {std::tuple<const char*, int, const char*>{"bundle_version", kBundleVersion, " has bundle version "},
           std::tuple<const char*, int, const char*>{"schema_version", kStoreSchemaVersion,
                                                     " has store schema version "}}) {
-      const int v = m.at(field).get<int>();
+      const int64_t v = m.at(field).get<int64_t>();
+      if (v < 1) return corruption(what + words + std::to_string(v) + ": not a version any Kiln writes");
       if (v > mine)
         return newer_version(what + words + std::to_string(v) + ", newer than this Kiln understands (" +
                              std::to_string(mine) + "): it was made by a newer Kiln; upgrade Kiln to import it");

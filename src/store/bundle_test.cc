@@ -284,6 +284,15 @@ TEST_P(BundleContract, DamagedNewerAndFolderBundlesHaveTheirOwnCodes) {
             std::string::npos)
       << im.status().message();
 
+  // A version no Kiln writes (0, negative, past int64) is damage, not an older bundle (found by a hostile trial).
+  for (const char* v : {"0", "-1", "1180591620717411303424"}) {
+    const std::string b = dir.file(std::string("v") + v + ".kilnbundle");
+    std::filesystem::copy_file(bundle, b);
+    raw_sql(b, std::string("UPDATE bundle_manifest SET json = json_set(json, '$.bundle_version', ") + v + ")");
+    im = dst->import_bundle(b);
+    EXPECT_EQ(im.status().code(), StatusCode::kCorruption) << v << ": " << im.status().to_string();
+  }
+
   std::filesystem::create_directories(dir.file("folder"));
   im = dst->import_bundle(dir.file("folder"));
   EXPECT_EQ(im.status().code(), StatusCode::kInvalidArgument) << im.status().to_string();

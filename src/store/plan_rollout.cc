@@ -14,7 +14,9 @@ using store::unix_now;
 using store::user_at_host;
 
 const char* plan_state_name(PlanState s) { return enum_name(kPlanStateNames, s, "?"); }
-StatusOr<PlanState> parse_plan_state(const std::string& name) { return parse_enum(kPlanStateNames, name, "plan state"); }
+StatusOr<PlanState> parse_plan_state(const std::string& name) {
+  return parse_enum(kPlanStateNames, name, "plan state");
+}
 
 bool plan_transition_allowed(PlanState from, PlanState to) {
   switch (from) {
@@ -22,11 +24,9 @@ bool plan_transition_allowed(PlanState from, PlanState to) {
       return to == PlanState::kShadow || to == PlanState::kActive || to == PlanState::kRejected;
     case PlanState::kShadow:
       return to == PlanState::kActive || to == PlanState::kRejected || to == PlanState::kCandidate;
-    case PlanState::kRetired:
-      return to == PlanState::kActive;
+    case PlanState::kRetired: return to == PlanState::kActive;
     case PlanState::kActive:
-    case PlanState::kRejected:
-      return false;
+    case PlanState::kRejected: return false;
   }
   return false;
 }
@@ -46,7 +46,9 @@ std::string decode(const store::Row& row, PlanTransition* t) {
 
 std::string config_of(const PlanRecord& r) { return plan_identity(r.engine_id, r.knobs); }
 
-std::string name_of(const StoredPlanKey& k) { return store::record_name(k.structure_sig, k.shape_key, k.fingerprint_key); }
+std::string name_of(const StoredPlanKey& k) {
+  return store::record_name(k.structure_sig, k.shape_key, k.fingerprint_key);
+}
 
 constexpr const char* kRolloutExtras = "state, reason, changed_at, config, seq";
 constexpr const char* kRolloutKeyWhere = " WHERE structure_sig=?1 AND shape_key=?2 AND fingerprint_key=?3";
@@ -74,12 +76,12 @@ RolloutEntry read_entry(const store::Stmt& st) {
 
 // No checksum: a log of what happened; it never decides what runs.
 const store::RecordCodec<PlanTransition>& store::plan_history_codec() {
-  static const TableCodec t{"plan_history",
-                            {text("structure_sig"), text("shape_key"), text("fingerprint_key"), integer("seq"),
-                             text("config"), text("from_state"), text("to_state"), text("reason"), text("evidence"),
-                             text("by_whom"), integer("at")},
-                            {"structure_sig", "shape_key", "fingerprint_key", "seq"},
-                            nullptr};
+  static const TableCodec t{
+      "plan_history",
+      {text("structure_sig"), text("shape_key"), text("fingerprint_key"), integer("seq"), text("config"),
+       text("from_state"), text("to_state"), text("reason"), text("evidence"), text("by_whom"), integer("at")},
+      {"structure_sig", "shape_key", "fingerprint_key", "seq"},
+      nullptr};
   return make_codec(t, encode, decode);
 }
 
@@ -97,8 +99,8 @@ const store::TableCodec& store::plan_rollout_table() {
 }
 
 StatusOr<int64_t> SqlPlanStore::history_locked(const StoredPlanKey& key, const std::string& config,
-                                              const std::string& from, PlanState to, const std::string& reason,
-                                              const std::string& evidence) {
+                                               const std::string& from, PlanState to, const std::string& reason,
+                                               const std::string& evidence) {
   // The key's next number: its history's order (and its rollout rows'), whatever the clock says.
   KILN_ASSIGN_OR_RETURN(store::Stmt st, store::Stmt::prepare(db_, std::string("SELECT COALESCE(MAX(seq), 0) FROM "
                                                                               "plan_history") +
@@ -107,8 +109,9 @@ StatusOr<int64_t> SqlPlanStore::history_locked(const StoredPlanKey& key, const s
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
   const int64_t seq = (row ? st.int64(0) : 0) + 1;
   KILN_RETURN_IF_ERROR(st.reset());
-  const PlanTransition t{key.structure_sig, key.shape_key, key.fingerprint_key, seq,      config,        from,
-                         plan_state_name(to), reason,        evidence,          user_at_host(), unix_now()};
+  const PlanTransition t{
+      key.structure_sig, key.shape_key,  key.fingerprint_key, seq, config, from, plan_state_name(to), reason,
+      evidence,          user_at_host(), unix_now()};
   KILN_RETURN_IF_ERROR(
       store::insert_row(db_, store::plan_history_codec().table, store::plan_history_codec().encode(t)));
   return seq;
@@ -136,9 +139,9 @@ StatusOr<std::optional<RolloutEntry>> SqlPlanStore::rollout_row_locked(const Sto
                                                                        const std::string& config) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
   if (!exists) return std::optional<RolloutEntry>();
-  KILN_ASSIGN_OR_RETURN(store::Stmt st,
-                        store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " + store::record_columns() +
-                                                      " FROM plan_rollout" + kRolloutKeyWhere + " AND config=?4"));
+  KILN_ASSIGN_OR_RETURN(store::Stmt st, store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " +
+                                                                      store::record_columns() + " FROM plan_rollout" +
+                                                                      kRolloutKeyWhere + " AND config=?4"));
   st.bind(1, key.structure_sig).bind(2, key.shape_key).bind(3, key.fingerprint_key).bind(4, config);
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
   if (!row) return std::optional<RolloutEntry>();
@@ -168,18 +171,19 @@ Status SqlPlanStore::activate_locked(const PlanRecord& r, const Activation& how)
     KILN_ASSIGN_OR_RETURN(int64_t seq, history_locked(key, config_of(old->record), "active", old_to, why, ""));
     KILN_RETURN_IF_ERROR(put_rollout_locked(old->record, old_to, why, seq));
   }
-  KILN_ASSIGN_OR_RETURN(int64_t gone, store::delete_by_key_in_txn(db_, store::plan_rollout_table(),
-                                                                   {key.structure_sig, key.shape_key,
-                                                                    key.fingerprint_key, to}));
+  KILN_ASSIGN_OR_RETURN(int64_t gone,
+                        store::delete_by_key_in_txn(db_, store::plan_rollout_table(),
+                                                    {key.structure_sig, key.shape_key, key.fingerprint_key, to}));
   (void)gone;  // the plan left its earlier state (candidate, shadow, retired) for active
   if (replaced || !old || !old->problem.empty() || !how.from_state.empty()) {
-    KILN_ASSIGN_OR_RETURN(int64_t seq, history_locked(key, to, how.from_state, PlanState::kActive, how.reason,
-                                                      how.evidence));
+    KILN_ASSIGN_OR_RETURN(int64_t seq,
+                          history_locked(key, to, how.from_state, PlanState::kActive, how.reason, how.evidence));
     (void)seq;
   }
   // Other processes serving from this store hear of it when the write commits (PostgreSQL; nothing on SQLite).
   if (how.notify)
-    KILN_RETURN_IF_ERROR(db_->notify(kPlanChannel, key.structure_sig + "\n" + key.shape_key + "\n" + key.fingerprint_key));
+    KILN_RETURN_IF_ERROR(
+        db_->notify(kPlanChannel, key.structure_sig + "\n" + key.shape_key + "\n" + key.fingerprint_key));
   return Status::ok();
 }
 
@@ -213,10 +217,10 @@ StatusOr<std::vector<RolloutEntry>> SqlPlanStore::rollout_entries(const ListFilt
   std::vector<RolloutEntry> out;
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
   if (!exists) return out;
-  KILN_ASSIGN_OR_RETURN(store::Stmt st, store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " +
-                                                                      store::record_columns() + " FROM plan_rollout" +
-                                                                      store::kFilterWhere +
-                                                                      " ORDER BY changed_at DESC, seq DESC"));
+  KILN_ASSIGN_OR_RETURN(store::Stmt st,
+                        store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " +
+                                                      store::record_columns() + " FROM plan_rollout" +
+                                                      store::kFilterWhere + " ORDER BY changed_at DESC, seq DESC"));
   store::bind_filter(st, filter);
   KILN_RETURN_IF_ERROR(store::for_each_row(st, [&] {
     out.push_back(read_entry(st));
@@ -229,7 +233,8 @@ StatusOr<std::vector<RolloutEntry>> SqlPlanStore::rollout_entries(const ListFilt
 StatusOr<RolloutEntry> SqlPlanStore::rollout_entry(const StoredPlanKey& key, const std::string& config) {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(std::optional<RolloutEntry> e, rollout_row_locked(key, config));
-  if (!e) return not_found("plan store " + path_ + ": " + name_of(key) + " has no plan " + config + " beside its active one");
+  if (!e)
+    return not_found("plan store " + path_ + ": " + name_of(key) + " has no plan " + config + " beside its active one");
   return *e;
 }
 
@@ -282,10 +287,10 @@ StatusOr<PlanRecord> SqlPlanStore::rollback(const StoredPlanKey& key, const std:
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
   std::optional<RolloutEntry> back;
   if (exists) {
-    KILN_ASSIGN_OR_RETURN(store::Stmt st, store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " +
-                                                                        store::record_columns() + " FROM plan_rollout" +
-                                                                        kRolloutKeyWhere +
-                                                                        " AND state='retired' ORDER BY seq DESC"));
+    KILN_ASSIGN_OR_RETURN(store::Stmt st,
+                          store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " +
+                                                        store::record_columns() + " FROM plan_rollout" +
+                                                        kRolloutKeyWhere + " AND state='retired' ORDER BY seq DESC"));
     st.bind(1, key.structure_sig).bind(2, key.shape_key).bind(3, key.fingerprint_key);
     KILN_RETURN_IF_ERROR(store::for_each_row(st, [&] {
       RolloutEntry e = read_entry(st);
@@ -294,8 +299,9 @@ StatusOr<PlanRecord> SqlPlanStore::rollback(const StoredPlanKey& key, const std:
     }));
   }
   if (!back)
-    return failed_precondition("plan store " + path_ + ": " + name_of(key) +
-                               " has no retired plan to go back to (only plans replaced since Kiln kept states can be)");
+    return failed_precondition(
+        "plan store " + path_ + ": " + name_of(key) +
+        " has no retired plan to go back to (only plans replaced since Kiln kept states can be)");
   Activation how;
   how.from_state = "retired";
   how.reason = "rollback: " + reason;

@@ -110,10 +110,9 @@ TEST_P(PlanRolloutContract, CandidateThroughShadowToActiveRetiresTheOldPlan) {
   EXPECT_EQ(changes->front().to_config, config(b));
   auto h = s->plan_history(key(a));
   ASSERT_TRUE(h.is_ok());
-  EXPECT_EQ(moves(*s, a),
-            (std::vector<std::string>{config(a) + ":->active", config(b) + ":->candidate",
-                                      config(b) + ":candidate->shadow", config(a) + ":active->retired",
-                                      config(b) + ":shadow->active"}));
+  EXPECT_EQ(moves(*s, a), (std::vector<std::string>{config(a) + ":->active", config(b) + ":->candidate",
+                                                    config(b) + ":candidate->shadow", config(a) + ":active->retired",
+                                                    config(b) + ":shadow->active"}));
   EXPECT_EQ(h->back().evidence, "{\"samples\":200}");
   EXPECT_EQ(h->back().reason, "200 agreeing samples, 1.20x");
   EXPECT_FALSE(h->back().by.empty());

@@ -56,7 +56,6 @@ namespace {
 
 // The channel a put announces its key on (PostgreSQL NOTIFY).
 
-
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
@@ -85,8 +84,8 @@ std::string quarantine_table_sql(store::SqlDialect dialect) {
 // The tables added within schema version 1 (a v1 store without them gets them on a writable open; older Kilns
 // ignore them), in the order they are made.
 std::vector<const store::TableCodec*> optional_tables() {
-  return {&store::retune_queue_codec().table, &store::graph_spec_codec().table,   &store::fusion_record_codec().table,
-          &store::kernel_cache_codec().table, &store::first_use_codec().table,    &store::retune_leases_table(),
+  return {&store::retune_queue_codec().table, &store::graph_spec_codec().table,    &store::fusion_record_codec().table,
+          &store::kernel_cache_codec().table, &store::first_use_codec().table,     &store::retune_leases_table(),
           &store::retune_log_table(),         &store::winner_change_codec().table, &store::plan_rollout_table(),
           &store::plan_history_codec().table};
 }

@@ -36,14 +36,14 @@ const store::RecordCodec<WinnerChange>& store::winner_change_codec() {
 }
 
 std::optional<WinnerChange> SqlPlanStore::winner_change_of(const PlanRecord& old, const PlanRecord& incoming,
-                                                          int64_t at) {
+                                                           int64_t at) {
   if (!incoming.tuned || !old.tuned) return std::nullopt;
   const std::string from = plan_identity(old.engine_id, old.knobs);
   const std::string to = plan_identity(incoming.engine_id, incoming.knobs);
   if (from == to) return std::nullopt;
-  return WinnerChange{incoming.structure_sig, incoming.shape_key, incoming.fingerprint_key(), from, to,
-                      old.stats.median_ms,     incoming.stats.median_ms, old.tuned_by,        incoming.tuned_by,
-                      at};
+  return WinnerChange{
+      incoming.structure_sig,   incoming.shape_key, incoming.fingerprint_key(), from, to, old.stats.median_ms,
+      incoming.stats.median_ms, old.tuned_by,       incoming.tuned_by,          at};
 }
 
 StatusOr<std::vector<WinnerChange>> SqlPlanStore::winner_changes() {

@@ -28,6 +28,8 @@ StatusOr<Graph> parse_spec_string(const std::string& text, const std::string& so
 // written. `indent` < 0: one line (the form stored in the plan store); else pretty-printed with that indent.
 // InvalidArgument for a graph that no spec can express (an empty or repeated name, a name that is not
 // UTF-8).
+// InvalidArgument for an indent over kMaxSpecIndent.
+inline constexpr int kMaxSpecIndent = 64;
 StatusOr<std::string> graph_to_spec_json(const Graph& graph, int indent = -1);
 
 // The spec op names ("conv_fprop", "relu", "reduce_amax", ...), in documentation order.
