@@ -1,6 +1,7 @@
 // kiln plans: look after the plan store (ls, show, rm, verify, gc, export, import, queue, retune), one
 // file per subcommand (cmd_plans_<name>.cc, plans.h); this one registers them. docs/store.md.
 #include <memory>
+#include <tuple>
 #include <string>
 
 #include "commands.h"
@@ -138,6 +139,8 @@ void add_plans(CLI::App& app, Runner* run) {
   queue->callback([run, o, queue_add] {
     if (!queue_add->parsed()) *run = [o] { return run_queue(*o); };
   });
+
+  add_rollout(add, add_filter, o);  // history, candidates, promote, reject, rollback (cmd_plans_rollout.cc)
 
   CLI::App* retune =
       add("retune", "Tune the queued graphs of this environment on this GPU and store the winners", run_retune);

@@ -127,7 +127,12 @@ Status tune_cmd(const TuneCliOptions& o) {
     if (t.kept) {
       for (const std::string& w : t.kept->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       const char* partial = t.kept->record.tuned ? "" : " (partial: marked untuned)";
-      if (!o.json) std::printf("stored in %s%s\n", shown_location(store_path).c_str(), partial);
+      // Held back by --rollout: stored beside the active plan, not served until promoted (docs/rollout.md).
+      const std::string held = t.kept->state == PlanState::kActive
+                                   ? ""
+                                   : std::string(" as a ") + plan_state_name(t.kept->state) +
+                                         " (the active plan serves until 'kiln plans promote' or the shadow rule)";
+      if (!o.json) std::printf("stored in %s%s%s\n", shown_location(store_path).c_str(), partial, held.c_str());
       else if (!t.kept->record.tuned)
         std::fprintf(stderr, "tune %s: partial winner stored in %s, marked untuned\n", g.name.c_str(),
                      shown_location(store_path).c_str());

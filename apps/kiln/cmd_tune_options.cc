@@ -92,6 +92,9 @@ StatusOr<TuneJob> tune_job_from(const TuneCliOptions& o, const std::atomic<bool>
   }
   job.untuned_only = o.untuned_only;
   job.unfused = !o.no_unfused;
+  auto rollout = parse_rollout_policy(o.rollout);
+  if (!rollout.is_ok()) return rollout.status().with_context("--rollout");
+  job.rollout = *rollout;
   // In a worker process by default: a candidate that crashes it is Failed, and the tune goes on.
   job.tuner = o.no_isolate ? tune_graph : tune_isolated;
   return job;
@@ -157,6 +160,10 @@ void add_tune(CLI::App& app, Runner* run) {
       "--buckets", o->buckets,
       "With --shapes: tune each recorded shape's bucket representative (e.g. 'batch=pow2;seq=ranges:1-64,65-512')");
   sub->add_flag("--untuned", o->untuned_only, "Only tune specs whose stored plan is untuned (e.g. from kiln compile)");
+  sub->add_option("--rollout", o->rollout,
+                  "How a winner replaces a stored plan of another configuration: immediate, verify (a candidate until "
+                  "'kiln plans promote') or shadow (sampled beside it by serving Planners); docs/rollout.md")
+      ->capture_default_str();
   sub->callback([run, o] { *run = [o] { return tune_cmd(*o); }; });
 }
 

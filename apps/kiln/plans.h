@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +16,10 @@
 #include "kiln/store/env_policy.h"
 #include "kiln/store/plan_store.h"
 #include "kiln/store/store_path.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace kiln::cli::plans {
 
@@ -46,7 +51,8 @@ struct PlansOptions {
   bool dry_run = false;               // gc --dry-run: say what would go, remove nothing
   std::string shapes_file;            // queue add --shapes: a recorded-shapes file
   int hottest = 0;                    // queue add --hottest: at most this many shapes per spec (0: all)
-  std::string reason;                 // queue add --reason
+  std::string reason;                 // queue add, promote, reject, rollback --reason
+  std::string config;                 // promote, reject --config: a plan's configuration
   std::string environment_json;       // queue add: testing, this environment instead of the GPU's
 };
 
@@ -108,5 +114,15 @@ Status run_import(const PlansOptions& o);
 Status run_queue(const PlansOptions& o);
 Status run_queue_add(const PlansOptions& o);  // cmd_plans_queue_add.cc
 Status run_retune(const PlansOptions& o);
+// `kiln plans`' subcommand maker (cmd_plans.cc): a subcommand with --store, running `fn`.
+using AddSubcommand = std::function<CLI::App*(const char* name, const char* help, Status (*fn)(const PlansOptions&))>;
+// Registers history, candidates, promote, reject and rollback (cmd_plans_rollout.cc).
+void add_rollout(const AddSubcommand& add, const std::function<void(CLI::App*, const char*)>& add_filter,
+                 const std::shared_ptr<PlansOptions>& o);
+Status run_history(const PlansOptions& o);     // cmd_plans_rollout.cc
+Status run_candidates(const PlansOptions& o);  // cmd_plans_rollout.cc
+Status run_promote(const PlansOptions& o);     // cmd_plans_rollout.cc
+Status run_reject(const PlansOptions& o);      // cmd_plans_rollout.cc
+Status run_rollback(const PlansOptions& o);    // cmd_plans_rollout.cc
 
 }  // namespace kiln::cli::plans

@@ -16,6 +16,7 @@
 namespace kiln::cli {
 
 struct TuneCliOptions {
+  std::string rollout = "immediate";  // --rollout: immediate, verify or shadow (docs/rollout.md)
   std::vector<std::string> specs;
   bool list = false, json = false, hot_cache = false, untuned_only = false, no_verify = false, use_store = false;
   bool no_unfused = false, no_isolate = false, graph_replay = false;

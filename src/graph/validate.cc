@@ -1,5 +1,6 @@
 // validate_graph: structure checks, dynamic dims, shape/dtype inference in topological order, layouts.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -143,7 +144,20 @@ using graph_internal::topological_order;
 constexpr int64_t kMaxExtent = limits::kMaxExtent;
 constexpr int64_t kMaxElements = limits::kMaxElements;
 
+// A dynamic dim's name is written into the shape key ("batch=8,seq=128") and read back from it: a name with '=' or
+// ',' would make two keys one (found by a hostile trial: "a=1,b" at 2 read as two dims). Names are identifiers.
+bool is_symbol_name(const std::string& s) {
+  if (s.empty() || s.size() > 64 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
 Status check_dynamic_dims(Graph& g) {
+  for (const auto& [sym, value] : g.dynamic_dims)
+    if (!is_symbol_name(sym))
+      return invalid_argument("dynamic dim '" + sym +
+                              "': a name is letters, digits and '_' (not starting with a digit), at most 64");
   for (const auto& [sym, value] : g.dynamic_dims)
     if (value <= 0 || value > kMaxExtent)
       return invalid_argument("dynamic dim '" + sym + "': value " + std::to_string(value) +

@@ -140,6 +140,20 @@ TEST(GraphStructure, DynamicDims) {
   EXPECT_ERROR_HAS(validate_graph(g), "dynamic dim 'batch': value 0 must be positive");
 }
 
+// A dynamic dim's name goes into the shape key: '=' or ',' in it would make two keys one.
+TEST(GraphStructure, DynamicDimNamesAreIdentifiers) {
+  for (const char* bad : {"a=1,b", "8", "$0", "two words", ""}) {
+    Graph g = chain();
+    g.tensors[0].dims[0] = Dim{0, bad};
+    g.dynamic_dims[bad] = 2;
+    EXPECT_ERROR_HAS(validate_graph(g), "a name is letters, digits and '_'");
+  }
+  Graph g = chain();
+  g.tensors[0].dims[0] = Dim{0, "_seq_len2"};
+  g.dynamic_dims["_seq_len2"] = 2;
+  EXPECT_TRUE(validate_graph(g).is_ok());
+}
+
 TEST(GraphStructure, ByValueScalars) {
   Graph g;
   int x = add_tensor(g, "x", {4, 8});

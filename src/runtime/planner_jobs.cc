@@ -39,10 +39,11 @@ StatusOr<std::optional<PlanRecord>> stored_record(PlanBackend& b, const GraphSig
   return out;
 }
 
-StatusOr<KeptPlan> keep(PlanBackend& b, const Graph& graph, const PlanRecord& rec, const Forget& forget) {
+StatusOr<KeptPlan> keep(PlanBackend& b, const Graph& graph, const PlanRecord& rec, const Forget& forget,
+                        RolloutPolicy rollout = RolloutPolicy::kImmediate) {
   KeptPlan kept;
   KILN_RETURN_IF_ERROR(b.with_writable_store([&](PlanStore& s) -> Status {
-    KILN_ASSIGN_OR_RETURN(kept, keep_plan(s, graph, rec));
+    KILN_ASSIGN_OR_RETURN(kept, keep_plan(s, graph, rec, rollout));
     return Status::ok();
   }));
   GraphSignature sig;
@@ -159,7 +160,7 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
   if (tr.winner && job.store) {
     KILN_ASSIGN_OR_RETURN(PlanRecord rec, record_from_tuning(sig, env, tr));
     rec.tuned = tuning_is_complete(tr);
-    StatusOr<KeptPlan> kept = keep(b, g, rec, forget);
+    StatusOr<KeptPlan> kept = keep(b, g, rec, forget, job.rollout);
     if (kept.is_ok()) out.kept = std::move(kept).value();
     else out.store_status = kept.status();
   }

@@ -3,6 +3,8 @@
 // and the deviceless compile() against the built-in H200 profile with the real cuDNN backend.
 #include <gtest/gtest.h>
 
+#include "kiln/core/engine_config.h"
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -233,6 +235,43 @@ TEST(KeepPlan, StoresTheGraphSpecAndDequeuesOnlyATunedPlan) {
   EXPECT_TRUE(tuned->dequeued);
   EXPECT_TRUE(tuned->record.tuned);
   EXPECT_TRUE((*store)->list_retune_queue()->empty());
+}
+
+// Under the verify and shadow policies a tuned winner that would replace an active plan of another configuration
+// waits beside it; a key's first plan, the same configuration again, and an untuned record are stored at once.
+TEST(KeepPlan, RolloutPoliciesHoldANewWinnerBack) {
+  for (RolloutPolicy policy : {RolloutPolicy::kVerify, RolloutPolicy::kShadow}) {
+    TempDir dir;
+    auto store = PlanStore::open(dir.file("p.db"));
+    ASSERT_TRUE(store.is_ok());
+    Graph g = token_graph();
+    PlanRecord first = record_for(g, true);
+    auto kept = keep_plan(**store, g, first, policy);
+    ASSERT_TRUE(kept.is_ok()) << kept.status().to_string();
+    EXPECT_EQ(kept->state, PlanState::kActive) << "a key's first plan has nothing to protect";
+    auto same = keep_plan(**store, g, first, policy);
+    ASSERT_TRUE(same.is_ok());
+    EXPECT_EQ(same->state, PlanState::kActive);
+    PlanRecord next = first;
+    next.engine_id = 9;
+    auto held = keep_plan(**store, g, next, policy, "tuned by a test");
+    ASSERT_TRUE(held.is_ok()) << held.status().to_string();
+    const PlanState want = policy == RolloutPolicy::kVerify ? PlanState::kCandidate : PlanState::kShadow;
+    EXPECT_EQ(held->state, want);
+    auto active = (*store)->read(first.structure_sig, first.shape_key, first.fingerprint_key());
+    ASSERT_TRUE(active.is_ok());
+    EXPECT_EQ(active->engine_id, first.engine_id) << "the active plan still serves";
+    auto entry = (*store)->rollout_entry({first.structure_sig, first.shape_key, first.fingerprint_key()},
+                                         plan_identity(9, first.knobs));
+    ASSERT_TRUE(entry.is_ok()) << entry.status().to_string();
+    EXPECT_EQ(entry->state, want);
+    PlanRecord untuned = next;
+    untuned.engine_id = 11;
+    untuned.tuned = false;
+    auto plain = keep_plan(**store, g, untuned, policy);
+    ASSERT_TRUE(plain.is_ok());
+    EXPECT_EQ(plain->state, PlanState::kActive) << "an untuned record is never a candidate";
+  }
 }
 
 TEST(KeepPlan, ReadOnlyStoreIsRefusedNamingTheGraph) {

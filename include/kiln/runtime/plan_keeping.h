@@ -18,14 +18,18 @@
 namespace kiln {
 
 struct KeptPlan {
-  PlanRecord record;                  // as stored (tuned_by, created_at, checksum filled)
-  bool dequeued = false;              // a queued re-tune of its key and environment was removed
-  std::vector<std::string> warnings;  // "graph spec not kept beside the plan: ...", "re-tune queue row ..."
+  PlanRecord record;                     // as stored (tuned_by, created_at, checksum filled)
+  bool dequeued = false;                 // a queued re-tune of its key and environment was removed
+  std::vector<std::string> warnings;     // "graph spec not kept beside the plan: ...", "re-tune queue row ..."
+  PlanState state = PlanState::kActive;  // what the record is now: active, or a candidate or in shadow (rollout)
 };
 
 // Stores `record`, a plan for `graph` (validated), as described above. FailedPrecondition for a read-only
-// store; the store's error where put() fails.
-StatusOr<KeptPlan> keep_plan(PlanStore& store, const Graph& graph, const PlanRecord& record);
+// store; the store's error where put() fails. Under RolloutPolicy::kVerify or kShadow, a key that has an active plan
+// of another configuration gets `record` as a candidate (kVerify) or in shadow (kShadow) instead (KeptPlan::state),
+// with `why` as its reason; an untuned record is never a candidate (it is stored as put() stores it).
+StatusOr<KeptPlan> keep_plan(PlanStore& store, const Graph& graph, const PlanRecord& record,
+                             RolloutPolicy rollout = RolloutPolicy::kImmediate, const std::string& why = "tuned");
 
 // Whether a tuning's winner stands as tuned in the store: a complete tuning. One cut short, by an
 // interrupt or a time budget, is the best of the candidates it reached: stored untuned, so that it

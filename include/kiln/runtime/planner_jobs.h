@@ -29,6 +29,10 @@ struct TuneJob {
   TuneOptions tune;
   bool store = true;          // put the winner into the Planner's store (needs PlannerOptions::store_writable)
   bool untuned_only = false;  // skip a key whose stored plan is already tuned (TunedGraph::skipped)
+  // How the winner becomes active where its key has an active plan already (docs/rollout.md): at once, or as a
+  // candidate (verify) or in shadow. The graph's own winner only: an unfused chain's parts and its decision are
+  // stored at once.
+  RolloutPolicy rollout = RolloutPolicy::kImmediate;
   // Also time the unfused alternative: for a graph of several nodes, without a pin, when the tuning was
   // complete and some of the budget is left.
   bool unfused = true;

@@ -35,6 +35,19 @@ StatusOr<PlanState> parse_plan_state(const std::string& name);
 // (only as another plan's activation or a rollback, never alone: a key keeps an active plan once it has one).
 bool plan_transition_allowed(PlanState from, PlanState to);
 
+// How a newly tuned plan becomes active (docs/rollout.md "Policies"), where its key already has an active plan (a
+// key's first plan is active at once under every policy: there is nothing to protect yet):
+//   immediate  at once (put: the plan it replaces retired); development, and every store before states existed;
+//   verify     stored as a candidate; `kiln plans promote` (after `kiln plans verify --deep` or a check of one's own)
+//              makes it active;
+//   shadow     stored in shadow: serving Planners run it beside the active plan on sampled requests, and promote or
+//              reject it by the shadow rule (kiln/runtime/shadow_rule.h).
+enum class RolloutPolicy { kImmediate, kVerify, kShadow };
+inline constexpr EnumName<RolloutPolicy> kRolloutPolicyNames[] = {
+    {RolloutPolicy::kImmediate, "immediate"}, {RolloutPolicy::kVerify, "verify"}, {RolloutPolicy::kShadow, "shadow"}};
+const char* rollout_policy_name(RolloutPolicy p);
+StatusOr<RolloutPolicy> parse_rollout_policy(const std::string& name);
+
 // A plan of a key in a state other than active (the active one is the plans row), whole.
 struct RolloutEntry {
   PlanRecord record;

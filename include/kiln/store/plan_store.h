@@ -14,7 +14,6 @@
 #include "kiln/store/graph_spec_entry.h"
 #include "kiln/store/kernel_cache_record.h"
 #include "kiln/store/plan_lookup.h"
-#include "kiln/store/plan_record.h"
 #include "kiln/store/plan_rollout.h"
 #include "kiln/store/retune_request.h"
 #include "kiln/store/store_maintenance.h"
