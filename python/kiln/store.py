@@ -43,6 +43,24 @@ class Store:
     def winner_changes(self) -> list[dict]:
         return self._s.winner_changes()
 
+    # Plan states (docs/rollout.md): the plans beside the active ones, a key's history, moves and rollback. A key is
+    # (structure, shape_key, fingerprint_key), each in full, as ls() gives them.
+    def candidates(self, structure: str = "", shape: str = "", fingerprint: str = "") -> list[dict]:
+        return self._s.candidates(structure, shape, fingerprint)
+
+    def history(self, structure: str, shape: str, fingerprint: str = "") -> list[dict]:
+        return self._s.history(structure, shape, fingerprint)
+
+    def promote(self, structure: str, shape: str, fingerprint: str, config: str, reason: str = "by hand (python)") -> None:
+        self._s.transition(structure, shape, fingerprint, config, "active", reason)
+
+    def reject(self, structure: str, shape: str, fingerprint: str, config: str, reason: str = "by hand (python)") -> None:
+        self._s.transition(structure, shape, fingerprint, config, "rejected", reason)
+
+    def rollback(self, structure: str, shape: str, fingerprint: str, reason: str = "by hand (python)") -> str:
+        """Restores the key's newest retired plan; returns its configuration. NoPlan when there is none."""
+        return self._s.rollback(structure, shape, fingerprint, reason)
+
     def close(self) -> None:
         self._s.close()
 

@@ -202,6 +202,79 @@ void init_store(nb::module_& m) {
              }
              return out;
            })
+      .def(
+          "candidates",
+          [](const PyStore& s, const std::string& structure, const std::string& shape, const std::string& fingerprint) {
+            ListFilter f = filter_of(structure, shape, fingerprint, false);
+            std::vector<RolloutEntry> rows =
+                with_store<std::vector<RolloutEntry>>(s, [&](PlanStore& st) { return st.rollout_entries(f); });
+            nb::list out;
+            for (const RolloutEntry& e : rows) {
+              nb::dict d;
+              d["structure"] = e.record.structure_sig;
+              d["shape_key"] = e.record.shape_key;
+              d["fingerprint_key"] = e.record.fingerprint_key();
+              d["config"] = e.config;
+              d["state"] = std::string(plan_state_name(e.state));
+              d["reason"] = e.reason;
+              d["changed_at"] = e.changed_at;
+              d["median_ms"] = e.record.stats.median_ms;
+              d["problem"] = e.problem;
+              out.append(d);
+            }
+            return out;
+          },
+          "structure"_a = "", "shape"_a = "", "fingerprint"_a = "",
+          "The plans beside the active ones (candidate, shadow, retired, rejected), newest first (docs/rollout.md).")
+      .def(
+          "history",
+          [](const PyStore& s, const std::string& structure, const std::string& shape, const std::string& fingerprint) {
+            const StoredPlanKey key{structure, shape, fingerprint};
+            std::vector<PlanTransition> rows =
+                with_store<std::vector<PlanTransition>>(s, [&](PlanStore& st) { return st.plan_history(key); });
+            nb::list out;
+            for (const PlanTransition& t : rows) {
+              nb::dict d;
+              d["seq"] = t.seq;
+              d["config"] = t.config;
+              d["from"] = t.from_state;
+              d["to"] = t.to_state;
+              d["reason"] = t.reason;
+              d["evidence"] = t.evidence;
+              d["by"] = t.by;
+              d["at"] = t.at;
+              out.append(d);
+            }
+            return out;
+          },
+          "structure"_a, "shape"_a, "fingerprint"_a = "",
+          "A key's transitions in order (every environment of the structure and shape when fingerprint is '').")
+      .def(
+          "transition",
+          [](const PyStore& s, const std::string& structure, const std::string& shape, const std::string& fingerprint,
+             const std::string& config, const std::string& to, const std::string& reason) {
+            const PlanState state = value_or_raise(parse_plan_state(to));
+            const StoredPlanKey key{structure, shape, fingerprint};
+            std::shared_ptr<PlanStore> held = s.get();
+            Status st;
+            {
+              nb::gil_scoped_release release;
+              st = held->transition(key, config, state, reason);
+            }
+            check(st);
+          },
+          "structure"_a, "shape"_a, "fingerprint"_a, "config"_a, "to"_a, "reason"_a = "by hand (python)",
+          "Moves a key's plan of `config` to state `to` ('active' promotes; 'rejected', 'shadow', 'candidate').")
+      .def(
+          "rollback",
+          [](const PyStore& s, const std::string& structure, const std::string& shape, const std::string& fingerprint,
+             const std::string& reason) {
+            const StoredPlanKey key{structure, shape, fingerprint};
+            PlanRecord r = with_store<PlanRecord>(s, [&](PlanStore& st) { return st.rollback(key, reason); });
+            return plan_identity(r.engine_id, r.knobs);
+          },
+          "structure"_a, "shape"_a, "fingerprint"_a, "reason"_a = "by hand (python)",
+          "Restores the key's newest retired plan (the active one is rejected); returns its configuration.")
       .def("close", [](const PyStore& s) { s.close(); });
 }
 

@@ -142,3 +142,27 @@ def test_compile_needs_a_store(root):
         kiln.compile(root / "examples" / "small" / "conv_bias_relu.json", root / "profiles" / "h200.json", "")
     with pytest.raises(kiln.BadInput, match="NUL"):
         kiln.store.open("a.db\x00zzz")
+
+
+def test_plan_states_from_python_match_the_cli(compiled_store, kiln_cli):
+    db, parts = compiled_store
+    with kiln.store.open(db) as s:
+        row = s.ls()[0]
+        key = (row["structure"], row["shape_key"], row["fingerprint_key"])
+        assert s.candidates() == []
+        history = s.history(*key)
+        assert [(h["config"], h["from"], h["to"]) for h in history] == [(row["config"], "", "active")]
+        with pytest.raises(kiln.NoPlan, match="no retired plan"):
+            s.rollback(*key)
+        with pytest.raises(kiln.NotFound):
+            s.promote(*key, "eng999")
+        with pytest.raises(kiln.NoPlan, match="is active"):
+            s.reject(*key, row["config"])
+        with pytest.raises(kiln.BadInput, match="plan state"):
+            s._s.transition(*key, row["config"], "live", "x")
+    out = subprocess.run([kiln_cli, "plans", "history", "--json", "--store", str(db), "--structure", key[0]],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    cli = json.loads(out.stdout)
+    assert [(h["config"], h["from"], h["to"]) for h in cli["history"]] == [(h["config"], h["from"], h["to"])
+                                                                         for h in history]
