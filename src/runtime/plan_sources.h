@@ -199,6 +199,14 @@ class HeuristicsSource : public Source {
   static Status admit_or_next(PlannerState& state, Built* built, const std::string& graph_name);
 };
 
+// A stored plan refused by the first-use gate (`refusal`) is its key's active plan in the store: with
+// PlannerOptions::rollback_on_first_use_failure, the store is rolled back (the plan rejected, the key's previous plan
+// active again: PlanStore::rollback, guarded by the refused plan's configuration) and the restored plan, read again
+// and put through the gate, becomes `built`'s, its why saying so (runtime/first_use_rollback.cc). The refusal
+// stands where the rollback cannot be made or the restored plan fails too.
+Status roll_back_refused_store_plan(PlannerState& state, Built* built, const Status& refusal,
+                                    const std::string& graph_name);
+
 // The sources in kSourceChain's order (memory aside: the Planner looks in it before a walk).
 class SourceChain {
  public:

@@ -266,6 +266,7 @@ PlannerStats Planner::stats() const {
   st.first_use_checks = state.first_use().checks();
   st.first_use_refused = state.first_use().refused();
   st.heuristic_fall_throughs = c.heuristic_fall_throughs.load();
+  st.first_use_rollbacks = c.first_use_rollbacks.load();
   st.last_first_use_failure = state.first_use().last_failure();
   const runtime_detail::Promotions::Notes notes = impl_->promotions.notes();
   st.last_promotion_failure = notes.last_failure;

@@ -27,6 +27,7 @@ struct PlannerCounters {
   std::atomic<int64_t> served[kPlanSourceCount] = {};
   std::atomic<int64_t> builds{0}, failures{0};
   std::atomic<int64_t> heuristic_fall_throughs{0};  // heuristic plans served in place of one that failed the gate
+  std::atomic<int64_t> first_use_rollbacks{0};      // stored plans that failed it, the store rolled back
   std::atomic<int64_t> promotions{0}, promotions_tuned{0}, promotion_failures{0};
 };
 

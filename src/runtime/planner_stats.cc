@@ -19,6 +19,9 @@ std::string PlannerStats::text() const {
     s += ", " + std::to_string(first_use_refused) + " refused (last failure: " + last_first_use_failure + ")";
   if (heuristic_fall_throughs)
     s += "; " + std::to_string(heuristic_fall_throughs) + " served by a later heuristic configuration";
+  if (first_use_rollbacks)
+    s += "; " + std::to_string(first_use_rollbacks) + " stored plan" + (first_use_rollbacks == 1 ? "" : "s") +
+         " rolled back";
   if (kernel_caches_loaded + kernel_caches_saved > 0 || !last_kernel_cache_note.empty())
     s += "; kernel caches: " + std::to_string(kernel_caches_loaded) + " loaded, " +
          std::to_string(kernel_caches_saved) + " kept" +

@@ -21,6 +21,8 @@ StatusOr<bool> HeuristicsSource::serve(SourceRequest& r, Built* out) {
 Status HeuristicsSource::admit_or_next(PlannerState& state, Built* built, const std::string& graph_name) {
   FirstUseGate& gate = state.first_use();
   Status admitted = gate.admit(*built->plan, built->source, graph_name);
+  if (!admitted.is_ok() && admitted.code() == StatusCode::kCheckFailed && built->source == PlanSource::kStore)
+    return roll_back_refused_store_plan(state, built, admitted, graph_name);
   if (admitted.is_ok() || admitted.code() != StatusCode::kCheckFailed || built->source != PlanSource::kHeuristics)
     return admitted;
   const ExecutablePlan& failed = *built->plan;

@@ -379,8 +379,9 @@ Status MirroredPlanStore::transition(const StoredPlanKey& key, const std::string
   if (to == PlanState::kActive) keep(*active);
   return Status::ok();
 }
-StatusOr<PlanRecord> MirroredPlanStore::rollback(const StoredPlanKey& key, const std::string& reason) {
-  StatusOr<PlanRecord> r = on_server<PlanRecord>([&](PlanStore& s) { return s.rollback(key, reason); });
+StatusOr<PlanRecord> MirroredPlanStore::rollback(const StoredPlanKey& key, const std::string& reason,
+                                                 const std::string& if_active) {
+  StatusOr<PlanRecord> r = on_server<PlanRecord>([&](PlanStore& s) { return s.rollback(key, reason, if_active); });
   if (r.is_ok()) keep(*r);
   return r;
 }

@@ -259,13 +259,17 @@ Status SqlPlanStore::transition(const StoredPlanKey& key, const std::string& con
   return txn.commit();
 }
 
-StatusOr<PlanRecord> SqlPlanStore::rollback(const StoredPlanKey& key, const std::string& reason) {
+StatusOr<PlanRecord> SqlPlanStore::rollback(const StoredPlanKey& key, const std::string& reason,
+                                            const std::string& if_active) {
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
   std::lock_guard<std::mutex> lock(mu_);
   store::Txn txn(db_);
   KILN_RETURN_IF_ERROR(txn.begin());
   KILN_ASSIGN_OR_RETURN(std::optional<store::RowRead> active, active_row_locked(key));
   if (!active) return not_found("plan store " + path_ + ": " + name_of(key) + " has no active plan to roll back");
+  if (!if_active.empty() && (!active->problem.empty() || config_of(active->record) != if_active))
+    return failed_precondition("plan store " + path_ + ": " + name_of(key) + ": the active plan is no longer " +
+                               if_active + ": not rolled back");
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
   std::optional<RolloutEntry> back;
   if (exists) {

@@ -119,6 +119,12 @@ struct PlannerOptions {
   // configuration), about the cost of `kiln run --verify` (docs/runtime.md "First-use verification").
   // kOff: plans serve unverified, as before (benchmarks of build cost; a caller that verifies itself).
   FirstUse first_use = FirstUse::kVerify;
+  // A stored plan that fails first-use verification is the store's active plan for its key: with this on (the
+  // default), the Planner rolls the store back to the key's previous plan (PlanStore::rollback: the failing plan
+  // rejected, with the gate's summary as the reason; docs/rollout.md), and serves that plan if it passes the gate in
+  // turn. Needs a store the Planner may write; where it cannot, or there is no previous plan, the refusal stands
+  // and the next sources serve as before.
+  bool rollback_on_first_use_failure = true;
   // The gate's options for that check (allow_tf32: fp32 outputs may come from TF32 tensor cores, as
   // `kiln run --allow-tf32` says; without it an fp32 plan that uses them is refused).
   CheckOptions first_use_check;

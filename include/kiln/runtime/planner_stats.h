@@ -40,6 +40,7 @@ struct PlannerStats {
   int64_t first_use_checks = 0;           // plans run and checked before their first use (FirstUse::kVerify)
   int64_t first_use_refused = 0;          // obtain() calls refused because the plan failed that check
   int64_t heuristic_fall_throughs = 0;    // heuristic plans that failed it, replaced by a later configuration
+  int64_t first_use_rollbacks = 0;        // stored plans that failed it, the store rolled back to the previous plan
   std::string last_first_use_failure;     // the last plan that failed it, and the gate's summary
   std::string last_promotion_failure;     // why the last one failed
   std::string last_tune_fallback;         // PromoteBy::kTune: why the last tune gave no plan (a build replaced it)

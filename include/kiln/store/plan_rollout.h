@@ -90,9 +90,11 @@ class PlanRollout {
   virtual Status transition(const StoredPlanKey& key, const std::string& config, PlanState to,
                             const std::string& reason, const std::string& evidence = "") = 0;
   // The key's active plan becomes rejected (with `reason`) and its newest retired plan active again, in one
-  // transaction; returns the plan now active. FailedPrecondition when the key has no retired plan to go back to,
+  // transaction; returns the plan now active. FailedPrecondition when the key has no retired plan to go back to, or
+  // when `if_active` is given and the active plan is not that configuration (another process changed it meanwhile);
   // NotFound when it has no active plan.
-  virtual StatusOr<PlanRecord> rollback(const StoredPlanKey& key, const std::string& reason) = 0;
+  virtual StatusOr<PlanRecord> rollback(const StoredPlanKey& key, const std::string& reason,
+                                        const std::string& if_active = "") = 0;
   // The key's history in order (every environment of the key's structure and shape when
   // key.fingerprint_key is empty).
   virtual StatusOr<std::vector<PlanTransition>> plan_history(const StoredPlanKey& key) = 0;
