@@ -67,6 +67,10 @@ Status run_import(const PlansOptions& o) {
               " unchanged, skipped %" PRId64 " for another environment; %" PRId64 " graph spec%s added\n",
               rep.imported, rep.replaced, rep.kept_newer, rep.unchanged, rep.skipped_stale, rep.graph_specs,
               rep.graph_specs == 1 ? "" : "s");
+  if (rep.skipped_decided > 0)
+    std::printf("skipped %" PRId64 " plan%s this store rejected or retired for its key (docs/rollout.md; 'kiln plans "
+                "promote' brings one back)\n",
+                rep.skipped_decided, rep.skipped_decided == 1 ? "" : "s");
   if (rep.fusion_records > 0)
     std::printf("%" PRId64 " fusion decision%s added or replaced (keys that run as an unfused chain)\n",
                 rep.fusion_records, rep.fusion_records == 1 ? "" : "s");

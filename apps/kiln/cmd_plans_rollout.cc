@@ -37,7 +37,7 @@ StatusOr<StoredPlanKey> one_key(const PlansOptions& o, PlanStore& store) {
     keys.insert({s.record.structure_sig, s.record.shape_key, s.stored_fingerprint_key});
   KILN_ASSIGN_OR_RETURN(std::vector<RolloutEntry> beside, store.rollout_entries(f));
   for (const RolloutEntry& e : beside)
-    keys.insert({e.record.structure_sig, e.record.shape_key, e.record.fingerprint_key()});
+    keys.insert({e.record.structure_sig, e.record.shape_key, e.stored_fingerprint_key});
   const std::string asked = "--structure " + o.structure + (o.shape.empty() ? "" : " --shape '" + o.shape + "'") +
                             (o.fingerprint.empty() ? "" : " --fingerprint " + o.fingerprint);
   if (keys.empty()) return not_found("no plan in " + shown_location(o.store) + " matches " + asked);
@@ -107,9 +107,9 @@ Status run_candidates(const PlansOptions& o) {
     for (const RolloutEntry& e : all)
       arr.push_back({{"structure_sig", e.record.structure_sig},
                      {"shape_key", e.record.shape_key},
-                     {"fingerprint_key", e.record.fingerprint_key()},
+                     {"fingerprint_key", e.stored_fingerprint_key},
                      {"config", e.config},
-                     {"state", plan_state_name(e.state)},
+                     {"state", e.problem.empty() ? plan_state_name(e.state) : "damaged"},
                      {"reason", e.reason},
                      {"changed_at", e.changed_at},
                      {"median_ms", e.record.stats.median_ms},
@@ -120,7 +120,7 @@ Status run_candidates(const PlansOptions& o) {
   std::vector<std::vector<std::string>> rows = {
       {"STRUCTURE", "SHAPE", "FINGERPRINT", "CONFIG", "STATE", "MEDIAN", "CHANGED", "WHY"}};
   for (const RolloutEntry& e : all)
-    rows.push_back({e.record.structure_sig.substr(0, 12), e.record.shape_key, e.record.fingerprint_key().substr(0, 12),
+    rows.push_back({e.record.structure_sig.substr(0, 12), e.record.shape_key, e.stored_fingerprint_key.substr(0, 12),
                     e.config, e.problem.empty() ? plan_state_name(e.state) : "damaged",
                     ms_text(e.record.stats.median_ms, e.record.tuned), when(e.changed_at),
                     printable(e.problem.empty() ? e.reason : e.problem)});

@@ -181,6 +181,7 @@ void init_store(nb::module_& m) {
             d["kept_newer"] = r.kept_newer;
             d["unchanged"] = r.unchanged;
             d["skipped_stale"] = r.skipped_stale;
+            d["skipped_decided"] = r.skipped_decided;
             return d;
           },
           "path"_a, "Checks the whole bundle, then merges it in one transaction (nothing on any error).")
@@ -213,9 +214,9 @@ void init_store(nb::module_& m) {
               nb::dict d;
               d["structure"] = e.record.structure_sig;
               d["shape_key"] = e.record.shape_key;
-              d["fingerprint_key"] = e.record.fingerprint_key();
+              d["fingerprint_key"] = e.stored_fingerprint_key;
               d["config"] = e.config;
-              d["state"] = std::string(plan_state_name(e.state));
+              d["state"] = e.problem.empty() ? std::string(plan_state_name(e.state)) : std::string("damaged");
               d["reason"] = e.reason;
               d["changed_at"] = e.changed_at;
               d["median_ms"] = e.record.stats.median_ms;

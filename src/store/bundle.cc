@@ -12,6 +12,7 @@
 #include "kiln/core/atomic_file.h"
 #include "kiln/core/hash.h"
 #include "kiln/core/log.h"
+#include "kiln/core/engine_config.h"
 #include "store/sql_plan_store.h"
 #include "store/tables.h"
 #include "store/record_codec.h"
@@ -468,6 +469,16 @@ StatusOr<ImportReport> SqlPlanStore::import_bundle(const std::string& bundle_pat
     }
     if (exists && existing_created >= r.created_at) {
       ++out.kept_newer;
+      continue;
+    }
+    // A plan this store rejected or retired for the key (a rollback, a promotion of another) is not brought back by
+    // an import of the same plan (found by a hostile trial: an import re-activated a rolled-back plan).
+    KILN_ASSIGN_OR_RETURN(
+        std::optional<RolloutEntry> decided,
+        rollout_row_locked({r.structure_sig, r.shape_key, r.fingerprint_key()}, plan_identity(r.engine_id, r.knobs)));
+    if (decided && decided->problem.empty() && decided->record.checksum == r.checksum &&
+        (decided->state == PlanState::kRejected || decided->state == PlanState::kRetired)) {
+      ++out.skipped_decided;
       continue;
     }
     // As put() stores it: a winner change where a tuned winner is replaced, the replaced plan retired (a rollback

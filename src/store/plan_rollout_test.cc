@@ -263,6 +263,75 @@ TEST_P(PlanRolloutContract, AnImportRetiresThePlanItReplaces) {
   EXPECT_EQ(active(*a, r), config(r));
 }
 
+// Found by a hostile trial: an import of the very plan a rollback rejected brought it back, active.
+TEST_P(PlanRolloutContract, AnImportDoesNotBringBackARejectedOrRetiredPlan) {
+  TempDir dir;
+  auto s = open_store(dir.file("plans.db"));
+  PlanRecord a = make_record(10);
+  ASSERT_TRUE(s->put(a).is_ok());
+  PlanRecord b = variant(a, 50, 0.1);
+  ASSERT_TRUE(s->put(b).is_ok());
+  const std::string bundle = dir.file("b.kilnbundle");
+  ASSERT_TRUE(s->export_bundle(bundle).is_ok());  // holds b, active at the time
+  ASSERT_TRUE(s->rollback(key(a), "p99 regressed").is_ok());
+  EXPECT_EQ(active(*s, a), config(a));
+  auto im = s->import_bundle(bundle);
+  ASSERT_TRUE(im.is_ok()) << im.status().to_string();
+  EXPECT_EQ(im->skipped_decided, 1);
+  EXPECT_EQ(im->replaced, 0);
+  EXPECT_EQ(active(*s, a), config(a));
+  EXPECT_EQ(state_of(*s, b), "rejected");
+  // A new plan of that configuration (another tune: another checksum) is imported as any newer plan is.
+  auto other = open_store(dir.file("other.db"));
+  PlanRecord b2 = b;
+  b2.created_at += 1000;
+  b2.stats.median_ms = 0.09;
+  ASSERT_TRUE(other->put(b2).is_ok());
+  ASSERT_TRUE(other->export_bundle(dir.file("b2.kilnbundle")).is_ok());
+  auto im2 = s->import_bundle(dir.file("b2.kilnbundle"));
+  ASSERT_TRUE(im2.is_ok());
+  EXPECT_EQ(im2->skipped_decided, 0);
+  EXPECT_EQ(active(*s, a), config(b));
+}
+
+// Found by a hostile trial: a damaged newest retired row was passed over for an older one.
+TEST_P(PlanRolloutContract, RollbackNamesADamagedNewestRetiredPlan) {
+  TempDir dir;
+  const std::string where = dir.file("plans.db");
+  auto s = open_store(where);
+  PlanRecord a = make_record(11);
+  ASSERT_TRUE(s->put(a).is_ok());
+  PlanRecord b = variant(a, 51, 0.1);
+  ASSERT_TRUE(s->put(b).is_ok());
+  PlanRecord c = variant(a, 52, 0.09);
+  ASSERT_TRUE(s->put(c).is_ok());
+  s.reset();
+  raw_sql(where, "UPDATE plan_rollout SET median_ms = 0.5 WHERE engine_id = 51");
+  s = open_store(where);
+  auto back = s->rollback(key(a), "x");
+  EXPECT_EQ(back.status().code(), StatusCode::kCorruption) << back.status().to_string();
+  EXPECT_NE(back.status().message().find(config(b)), std::string::npos) << back.status().message();
+  EXPECT_EQ(active(*s, a), config(c));
+}
+
+// Found by a hostile trial: a history number at the end of its range wrapped and replaced a row.
+TEST_P(PlanRolloutContract, DamagedHistoryNumbersAreRefusedNotWrapped) {
+  TempDir dir;
+  const std::string where = dir.file("plans.db");
+  auto s = open_store(where);
+  PlanRecord a = make_record(12);
+  ASSERT_TRUE(s->put(a).is_ok());
+  ASSERT_TRUE(s->put_candidate(variant(a, 53, 0.1), "tuned").is_ok());
+  s.reset();
+  raw_sql(where, "UPDATE plan_history SET seq = 9223372036854775807 WHERE seq = 2");
+  s = open_store(where);
+  const size_t rows = moves(*s, a).size();
+  Status up = s->transition(key(a), plan_identity(53, a.knobs), PlanState::kActive, "x");
+  EXPECT_EQ(up.code(), StatusCode::kCorruption) << up.to_string();
+  EXPECT_EQ(active(*s, a), config(a));
+  EXPECT_EQ(moves(*s, a).size(), rows);
+}
+
 KILN_STORE_CONTRACT_SUITE(PlanRolloutContract);
 
 }  // namespace

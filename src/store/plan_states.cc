@@ -1,6 +1,8 @@
 // Plan states and their history in the store (kiln/store/plan_rollout.h, docs/rollout.md): the non-active plans of a
 // key in `plan_rollout` (whole records, beside their state), every transition in `plan_history`, and activation, the
 // one way a plan becomes the key's `plans` row (put, a bundle import, a promotion, a rollback).
+#include <limits>
+
 #include "kiln/core/engine_config.h"
 #include "kiln/core/log.h"
 #include "store/record_codec.h"
@@ -44,6 +46,7 @@ RolloutEntry read_entry(const store::Stmt& st) {
   e.config = st.text(3);
   e.seq = st.int64(4);
   store::RowRead r = store::read_record(st, 5);
+  e.stored_fingerprint_key = r.stored_fingerprint_key;
   e.problem = r.problem.empty() ? store::record_problem(r) : r.problem;
   e.record = std::move(r.record);
   StatusOr<PlanState> s = parse_plan_state(state);
@@ -89,13 +92,24 @@ StatusOr<int64_t> SqlPlanStore::history_locked(const StoredPlanKey& key, const s
                                                                       kRolloutKeyWhere));
   st.bind(1, key.structure_sig).bind(2, key.shape_key).bind(3, key.fingerprint_key);
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
-  const int64_t seq = (row ? st.int64(0) : 0) + 1;
+  // A damaged number (text, or at the end of its range) would wrap or collide with a row it then replaced (found by
+  // a hostile trial): the history is refused as damaged, never renumbered.
+  if (row && st.type(0) != SQLITE_INTEGER)
+    return corruption("plan store " + path_ + ": " + name_of(key) + ": its history's numbers are damaged");
+  const int64_t last = row ? st.int64(0) : 0;
   KILN_RETURN_IF_ERROR(st.reset());
+  if (last < 0 || last >= std::numeric_limits<int64_t>::max() - 1)
+    return corruption("plan store " + path_ + ": " + name_of(key) + ": its history's numbers are damaged (" +
+                      std::to_string(last) + ")");
+  const int64_t seq = last + 1;
   const PlanTransition t{
       key.structure_sig, key.shape_key,  key.fingerprint_key, seq, config, from, plan_state_name(to), reason,
       evidence,          user_at_host(), unix_now()};
-  KILN_RETURN_IF_ERROR(
-      store::insert_row(db_, store::plan_history_codec().table, store::plan_history_codec().encode(t)));
+  // A plain INSERT: a history row never replaces another.
+  KILN_ASSIGN_OR_RETURN(store::Stmt ins,
+                        store::Stmt::prepare(db_, store::plan_history_codec().table.insert_sql("INSERT")));
+  store::plan_history_codec().bind(ins, 1, t);
+  KILN_RETURN_IF_ERROR(ins.run());
   return seq;
 }
 
@@ -278,11 +292,14 @@ StatusOr<PlanRecord> SqlPlanStore::rollback(const StoredPlanKey& key, const std:
                                                         store::record_columns() + " FROM plan_rollout" +
                                                         kRolloutKeyWhere + " AND state='retired' ORDER BY seq DESC"));
     st.bind(1, key.structure_sig).bind(2, key.shape_key).bind(3, key.fingerprint_key);
-    KILN_RETURN_IF_ERROR(store::for_each_row(st, [&] {
-      RolloutEntry e = read_entry(st);
-      if (!back && e.problem.empty()) back = std::move(e);  // a damaged retired row is passed over
-      return Status::ok();
-    }));
+    // The newest retired plan, whole: a damaged one is named, never passed over for an older one (the plan the
+    // active one replaced is the one to go back to; found by a hostile trial).
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (row) back = read_entry(st);
+    KILN_RETURN_IF_ERROR(st.reset());
+    if (back && !back->problem.empty())
+      return corruption("plan store " + path_ + ": " + name_of(key) + ": the newest retired plan's row (" +
+                        back->config + ") is damaged (" + back->problem + "): not rolled back");
   }
   if (!back)
     return failed_precondition(

@@ -52,11 +52,12 @@ StatusOr<RolloutPolicy> parse_rollout_policy(const std::string& name);
 struct RolloutEntry {
   PlanRecord record;
   PlanState state = PlanState::kCandidate;
-  std::string reason;      // why it is in this state
-  int64_t changed_at = 0;  // unix seconds
-  std::string config;      // its plan identity ("eng4_k24=2")
-  int64_t seq = 0;         // the number of the history row that put it in this state
-  std::string problem;     // why the row is damaged ("" when sound); its other fields may then be defaults
+  std::string reason;                  // why it is in this state
+  int64_t changed_at = 0;              // unix seconds
+  std::string config;                  // its plan identity ("eng4_k24=2")
+  int64_t seq = 0;                     // the number of the history row that put it in this state
+  std::string stored_fingerprint_key;  // the row's fingerprint_key column (what keys are matched by)
+  std::string problem;                 // why the row is damaged ("" when sound); its other fields may then be defaults
 };
 
 // One row of a key's history.

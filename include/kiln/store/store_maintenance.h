@@ -106,11 +106,14 @@ struct ImportOptions {
   PlanValidator validator;  // optional deeper check of each incoming record
 };
 struct ImportReport {
-  int64_t imported = 0;        // new keys
-  int64_t replaced = 0;        // existing older records replaced
-  int64_t kept_newer = 0;      // existing records at least as new kept
-  int64_t unchanged = 0;       // identical record already present
-  int64_t skipped_stale = 0;   // fingerprint failed the policy
+  int64_t imported = 0;       // new keys
+  int64_t replaced = 0;       // existing older records replaced
+  int64_t kept_newer = 0;     // existing records at least as new kept
+  int64_t unchanged = 0;      // identical record already present
+  int64_t skipped_stale = 0;  // fingerprint failed the policy
+  // The very plan (same checksum) was rejected or retired for its key here (a rollback, a promotion of another):
+  // an import does not undo that decision (docs/rollout.md).
+  int64_t skipped_decided = 0;
   int64_t graph_specs = 0;     // graph specs added (a spec already stored for the key is kept)
   int64_t fusion_records = 0;  // fusion decisions added or replaced by newer ones (stale ones skipped)
 };
