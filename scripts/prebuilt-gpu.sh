@@ -55,7 +55,7 @@ mkdir -p "$out"; out="$(cd "$out" && pwd)"
 src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' "$pre/manifest")"
 if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
 mkdir -p "$build/tests" "$build/benchmarks"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
-if [ -d "$pre/python/kiln" ]; then rm -rf "$build/python"; mkdir -p "$build/python"; cp -r "$pre/python/kiln" "$build/python/"; fi
+if [ -d "$pre/python/kiln" ]; then rm -rf "$build/python/kiln"; mkdir -p "$build/python"; cp -r "$pre/python/kiln" "$build/python/"; fi
 for b in planner_cold_start capture_bench block_bench plan_load_bench; do
   [ -f "$pre/$b" ] && cp "$pre/$b" "$build/benchmarks/"
 done
