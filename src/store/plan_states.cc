@@ -186,11 +186,7 @@ Status SqlPlanStore::activate_locked(const PlanRecord& r, const Activation& how)
 StatusOr<PlanRecord> SqlPlanStore::put_candidate(const PlanRecord& record, const std::string& reason) {
   KILN_RETURN_IF_ERROR(store::validate_for_write(record));
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
-  PlanRecord r = record;
-  if (r.tuned_by.empty()) r.tuned_by = user_at_host();
-  if (r.created_at == 0) r.created_at = unix_now();
-  r.kiln_schema_version = kStoreSchemaVersion;
-  r.checksum = compute_record_checksum(r);
+  const PlanRecord r = store::stamped_for_write(record);
   const StoredPlanKey key{r.structure_sig, r.shape_key, r.fingerprint_key()};
   const std::string config = config_of(r);
   std::lock_guard<std::mutex> lock(mu_);

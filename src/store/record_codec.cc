@@ -131,6 +131,15 @@ std::string record_name(const std::string& structure_sig, const std::string& sha
   return structure_sig.substr(0, 12) + "/" + shape_key + "/" + fingerprint_key.substr(0, 12);
 }
 
+PlanRecord stamped_for_write(const PlanRecord& record) {
+  PlanRecord r = record;
+  if (r.tuned_by.empty()) r.tuned_by = user_at_host();
+  if (r.created_at == 0) r.created_at = unix_now();
+  r.kiln_schema_version = kStoreSchemaVersion;
+  r.checksum = compute_record_checksum(r);
+  return r;
+}
+
 Status validate_for_write(const PlanRecord& r) {
   if (r.structure_sig.empty()) return invalid_argument("plan record: empty structure signature");
   // An empty shape key is valid: a graph with no dynamic dimension has one shape (GraphSignature::shape_key).

@@ -52,6 +52,9 @@ inline void bind_filter(Stmt& st, const ListFilter& f) {
 
 // Checks a record before it is written: InvalidArgument naming the field.
 Status validate_for_write(const PlanRecord& r);
+// The record as a write stores it: tuned_by (user@host) and created_at (now) filled when empty, this schema's
+// version, and its checksum.
+PlanRecord stamped_for_write(const PlanRecord& r);
 
 // "user@host" of this process, and the time in unix seconds.
 std::string user_at_host();

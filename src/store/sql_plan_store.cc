@@ -240,11 +240,7 @@ StatusOr<std::unique_ptr<PlanStore>> SqlPlanStore::open(const std::string& path,
 StatusOr<PlanRecord> SqlPlanStore::put(const PlanRecord& record) {
   KILN_RETURN_IF_ERROR(store::validate_for_write(record));
   if (read_only_) return failed_precondition("plan store " + path_ + " was opened read-only");
-  PlanRecord r = record;
-  if (r.tuned_by.empty()) r.tuned_by = user_at_host();
-  if (r.created_at == 0) r.created_at = unix_now();
-  r.kiln_schema_version = kStoreSchemaVersion;
-  r.checksum = compute_record_checksum(r);
+  const PlanRecord r = store::stamped_for_write(record);
 
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
