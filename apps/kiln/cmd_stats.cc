@@ -75,11 +75,12 @@ Status store_stats(const StatsCmdOptions& o, nlohmann::ordered_json* j) {
   std::string jobs;
   for (const auto& [outcome, n] : outcomes)  // the log's words, printed safe (the table is data)
     jobs += (jobs.empty() ? "" : ", ") + std::to_string(n) + " " + (outcome.empty() ? "\"\"" : printable(outcome));
-  std::printf("%s: %zu plans (%lld tuned) in %zu environments; job log: %s\n",
-              printable(shown_location(o.store)).c_str(), records.size(), static_cast<long long>(tuned), envs.size(),
+  std::printf("%s: %zu plan%s (%lld tuned) in %zu environment%s; job log: %s\n",
+              printable(shown_location(o.store)).c_str(), records.size(), records.size() == 1 ? "" : "s",
+              static_cast<long long>(tuned), envs.size(), envs.size() == 1 ? "" : "s",
               jobs.empty() ? "empty" : jobs.c_str());
-  std::printf("winner changes: %zu, over %zu keys (a tuned plan replaced by a tuned one of another configuration)\n",
-              changes.size(), keys.size());
+  std::printf("winner changes: %zu, over %zu key%s (a tuned plan replaced by a tuned one of another configuration)\n",
+              changes.size(), keys.size(), keys.size() == 1 ? "" : "s");
   const size_t first = changes.size() > static_cast<size_t>(o.top) ? changes.size() - static_cast<size_t>(o.top) : 0;
   if (!changes.empty())
     std::printf("  %-19s %-16s %-16s %-26s %-24s %s\n", "when (UTC)", "graph", "shape", "from -> to", "ms -> ms", "by");

@@ -46,8 +46,8 @@ class StatsStoreCli : public ::testing::Test {
 TEST_F(StatsStoreCli, TextSaysThePlansAndEachWinnerChange) {
   CliResult r = run_kiln("stats --store " + store_);
   ASSERT_EQ(r.code, kExitOk) << r.output();
-  EXPECT_NE(r.output().find("2 plans (2 tuned) in 1 environments; job log: empty"), std::string::npos) << r.output();
-  EXPECT_NE(r.output().find("winner changes: 1, over 1 keys"), std::string::npos) << r.output();
+  EXPECT_NE(r.output().find("2 plans (2 tuned) in 1 environment; job log: empty"), std::string::npos) << r.output();
+  EXPECT_NE(r.output().find("winner changes: 1, over 1 key"), std::string::npos) << r.output();
   const std::string from = plan_identity(first_.engine_id, first_.knobs), to = plan_identity(42, first_.knobs);
   EXPECT_NE(r.output().find(from + " -> " + to), std::string::npos) << r.output();
   EXPECT_NE(r.output().find("mlp_up"), std::string::npos) << r.output();  // the graph's name, from its kept spec
