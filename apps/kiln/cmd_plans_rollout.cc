@@ -187,6 +187,13 @@ void add_rollout(const AddSubcommand& add, const std::function<void(CLI::App*, c
           run_rollback);
   add_key(rollback);
   rollback->add_option("--reason", o->reason, "Why (kept in the history)");
+  CLI::App* diff = add("diff",
+                       "Compare the plans a store holds for two environments (an upgrade): configurations, stored "
+                       "times, keys not re-baked",
+                       run_diff);
+  diff->add_option("--from", o->from_env, "The old environment's fingerprint key (or 6+ hex digits of it)")->required();
+  diff->add_option("--to", o->to_env, "The new environment's fingerprint key (or 6+ hex digits of it)")->required();
+  diff->add_flag("--json", o->json, "Machine-readable output");
 }
 
 }  // namespace kiln::cli::plans

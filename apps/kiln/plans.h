@@ -53,6 +53,7 @@ struct PlansOptions {
   int hottest = 0;                    // queue add --hottest: at most this many shapes per spec (0: all)
   std::string reason;                 // queue add, promote, reject, rollback --reason
   std::string config;                 // promote, reject --config: a plan's configuration
+  std::string from_env, to_env;       // diff --from, --to: environment fingerprint keys (or prefixes)
   std::string environment_json;       // queue add: testing, this environment instead of the GPU's
 };
 
@@ -124,5 +125,6 @@ Status run_candidates(const PlansOptions& o);  // cmd_plans_rollout.cc
 Status run_promote(const PlansOptions& o);     // cmd_plans_rollout.cc
 Status run_reject(const PlansOptions& o);      // cmd_plans_rollout.cc
 Status run_rollback(const PlansOptions& o);    // cmd_plans_rollout.cc
+Status run_diff(const PlansOptions& o);        // cmd_plans_diff.cc
 
 }  // namespace kiln::cli::plans
