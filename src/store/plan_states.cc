@@ -34,10 +34,10 @@ std::string name_of(const StoredPlanKey& k) {
   return store::record_name(k.structure_sig, k.shape_key, k.fingerprint_key);
 }
 
-constexpr const char* kRolloutExtras = "state, reason, changed_at, config, seq";
 constexpr const char* kRolloutKeyWhere = " WHERE structure_sig=?1 AND shape_key=?2 AND fingerprint_key=?3";
 
-// A rollout row read from column 0 (its state, reason, time and configuration, then the record's columns).
+// A rollout row read from column 0, in plan_rollout_table()'s order (its state, reason, time, configuration and
+// history number, then the record's columns).
 RolloutEntry read_entry(const store::Stmt& st) {
   RolloutEntry e;
   const std::string state = st.text(0);
@@ -135,9 +135,9 @@ StatusOr<std::optional<RolloutEntry>> SqlPlanStore::rollout_row_locked(const Sto
                                                                        const std::string& config) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
   if (!exists) return std::optional<RolloutEntry>();
-  KILN_ASSIGN_OR_RETURN(store::Stmt st, store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " +
-                                                                      store::record_columns() + " FROM plan_rollout" +
-                                                                      kRolloutKeyWhere + " AND config=?4"));
+  KILN_ASSIGN_OR_RETURN(store::Stmt st,
+                        store::Stmt::prepare(db_, store::plan_rollout_table().select_sql(std::string(kRolloutKeyWhere) +
+                                                                                         " AND config=?4")));
   st.bind(1, key.structure_sig).bind(2, key.shape_key).bind(3, key.fingerprint_key).bind(4, config);
   KILN_ASSIGN_OR_RETURN(bool row, st.step());
   if (!row) return std::optional<RolloutEntry>();
@@ -209,10 +209,10 @@ StatusOr<std::vector<RolloutEntry>> SqlPlanStore::rollout_entries(const ListFilt
   std::vector<RolloutEntry> out;
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
   if (!exists) return out;
-  KILN_ASSIGN_OR_RETURN(store::Stmt st,
-                        store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " +
-                                                      store::record_columns() + " FROM plan_rollout" +
-                                                      store::kFilterWhere + " ORDER BY changed_at DESC, seq DESC"));
+  KILN_ASSIGN_OR_RETURN(
+      store::Stmt st,
+      store::Stmt::prepare(db_, store::plan_rollout_table().select_sql(std::string(store::kFilterWhere) +
+                                                                       " ORDER BY changed_at DESC, seq DESC")));
   store::bind_filter(st, filter);
   KILN_RETURN_IF_ERROR(store::for_each_row(st, [&] {
     out.push_back(read_entry(st));
@@ -283,10 +283,10 @@ StatusOr<PlanRecord> SqlPlanStore::rollback(const StoredPlanKey& key, const std:
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
   std::optional<RolloutEntry> back;
   if (exists) {
-    KILN_ASSIGN_OR_RETURN(store::Stmt st,
-                          store::Stmt::prepare(db_, std::string("SELECT ") + kRolloutExtras + ", " +
-                                                        store::record_columns() + " FROM plan_rollout" +
-                                                        kRolloutKeyWhere + " AND state='retired' ORDER BY seq DESC"));
+    KILN_ASSIGN_OR_RETURN(
+        store::Stmt st,
+        store::Stmt::prepare(db_, store::plan_rollout_table().select_sql(std::string(kRolloutKeyWhere) +
+                                                                         " AND state='retired' ORDER BY seq DESC")));
     st.bind(1, key.structure_sig).bind(2, key.shape_key).bind(3, key.fingerprint_key);
     // The newest retired plan, whole: a damaged one is named, never passed over for an older one (the plan the
     // active one replaced is the one to go back to; found by a hostile trial).

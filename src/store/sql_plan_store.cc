@@ -54,8 +54,6 @@ using store::user_at_host;
 
 namespace {
 
-// The channel a put announces its key on (PostgreSQL NOTIFY).
-
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
