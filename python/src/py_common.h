@@ -30,6 +30,17 @@ T value_or_raise(StatusOr<T>&& s) {
   if (!s.is_ok()) raise(s.status());
   return std::move(s).value();
 }
+// `f()`, which returns a StatusOr<T>, run with the GIL released (every call that can block); its value, or its
+// error raised.
+template <class T, class F>
+T unlocked(F&& f) {
+  StatusOr<T> r = Status(StatusCode::kInternal, "not run");
+  {
+    nb::gil_scoped_release release;
+    r = f();
+  }
+  return value_or_raise(std::move(r));
+}
 [[noreturn]] inline void bad_input(std::string message) {
   raise(Status(StatusCode::kInvalidArgument, std::move(message)));
 }

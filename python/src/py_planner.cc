@@ -24,12 +24,7 @@ PyPrepared prepare(const PyPlanner& p, const PyGraph& g) {
 }
 
 Obtained obtain(Planner& planner, const PreparedGraph& pg, const std::map<std::string, int64_t>& shape) {
-  StatusOr<Obtained> got = Status(StatusCode::kInternal, "not run");
-  {
-    nb::gil_scoped_release release;
-    got = planner.obtain(pg, shape);
-  }
-  return value_or_raise(std::move(got));
+  return unlocked<Obtained>([&] { return planner.obtain(pg, shape); });
 }
 
 namespace {
@@ -82,12 +77,7 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
   }
   if (handles < 0) bad_input("handles: " + std::to_string(handles) + ", at least 1 (0: the preset's)");
   if (handles > 0) o.with_handles(handles);
-  StatusOr<std::unique_ptr<Planner>> made = Status(StatusCode::kInternal, "not run");
-  {
-    nb::gil_scoped_release release;
-    made = Planner::create(o);
-  }
-  return PyPlanner{std::shared_ptr<Planner>(value_or_raise(std::move(made)))};
+  return PyPlanner{std::shared_ptr<Planner>(unlocked<std::unique_ptr<Planner>>([&] { return Planner::create(o); }))};
 }
 
 nb::dict stats_dict(const PlannerStats& s) {
@@ -189,12 +179,7 @@ void init_planner(nb::module_& m) {
       .def(
           "preload",
           [](const PyPlanner& p, const PyPrepared& pg, bool warm) {
-            StatusOr<PreloadReport> r = Status(StatusCode::kInternal, "not run");
-            {
-              nb::gil_scoped_release release;
-              r = p.planner->preload(pg.prepared, warm);
-            }
-            PreloadReport rep = value_or_raise(std::move(r));
+            PreloadReport rep = unlocked<PreloadReport>([&] { return p.planner->preload(pg.prepared, warm); });
             nb::dict d;
             d["loaded"] = rep.loaded;
             d["warmed"] = rep.warmed;

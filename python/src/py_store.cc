@@ -43,16 +43,6 @@ struct PyStore {
   }
 };
 
-template <class T, class F>
-T unlocked(F&& f) {
-  StatusOr<T> r = Status(StatusCode::kInternal, "not run");
-  {
-    nb::gil_scoped_release release;
-    r = f();
-  }
-  return value_or_raise(std::move(r));
-}
-
 // `f` on the store, held for the call, with the GIL released.
 template <class T, class F>
 T with_store(const PyStore& s, F&& f) {
