@@ -37,12 +37,16 @@ elapsed() { local s=$((SECONDS - $1)); echo "$((s / 60))m$((s % 60))s"; }
 results=()
 times=()
 rc=0
+# Free space where the builds go: printed at the start and after a failed stage. The two builds take ~4 GB with
+# their debug info compressed (docs/contributing.md "Build cost"); a disk that fills cuts a stage off mid-line.
+free_kb() { df -Pk "$root" 2>/dev/null | awk 'NR==2 {print $4}'; }
+disk_free() { free_kb | awk '{printf "%.1f GB free under the checkout", $1/1048576}'; }
 # timed NAME COMMAND...: runs COMMAND, prints and records its wall time; returns its exit status.
 timed() {
   local name=$1 t=$SECONDS r=0; shift
   "$@" || r=$?
   times+=("$(printf '%-18s %s' "$name" "$(elapsed $t)")")
-  echo "[time] $name: $(elapsed $t)$([ $r = 0 ] || echo " (failed, exit $r)")"
+  echo "[time] $name: $(elapsed $t)$([ $r = 0 ] || echo " (failed, exit $r; $(disk_free))")"
   return $r
 }
 
@@ -92,6 +96,10 @@ python_tests() {
   return "${PIPESTATUS[0]}"
 }
 
+echo "[test] disk: $(disk_free)"
+if [ "$(free_kb)" -lt $((8 * 1048576)) ] 2>/dev/null; then
+  echo "[test] WARNING: under 8 GB free: the builds and their tests may fill the disk and fail mid-stage"
+fi
 echo "[test] stage 1: build and run every test ($build)"
 t=$SECONDS
 built=0
