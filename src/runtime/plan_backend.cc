@@ -1,6 +1,9 @@
 // PlanBackend's defaults (kiln/runtime/plan_backend.h): what a backend that cannot do something answers.
 #include "kiln/runtime/plan_backend.h"
 
+#include "kiln/runtime/shadow_lane.h"
+#include "kiln/store/plan_record.h"
+
 namespace kiln {
 
 // ---- Padded plans ---------------------------------------------------------------------------------
@@ -35,6 +38,13 @@ Status PlanBackend::compile(const Graph&, const GraphSignature&, const std::opti
 StatusOr<FirstUseVerdict> PlanBackend::verify_first_use(const ExecutablePlan&) {
   return not_supported("this plan backend cannot verify plans (set PlannerOptions::first_use to kOff to serve them "
                        "unverified)");
+}
+
+StatusOr<std::optional<PlanRecord>> PlanBackend::shadow_record(const GraphSignature&) {
+  return std::optional<PlanRecord>();
+}
+StatusOr<std::unique_ptr<ShadowLane>> PlanBackend::shadow_lane(size_t device_bytes, size_t host_bytes) {
+  return make_cuda_shadow_lane(device_bytes, host_bytes);
 }
 
 StatusOr<std::vector<EngineConfig>> PlanBackend::heuristic_configs(const Graph&) { return std::vector<EngineConfig>(); }

@@ -12,6 +12,7 @@
 #include "runtime/plan_sources.h"
 #include "runtime/planner_options_check.h"
 #include "runtime/promotions.h"
+#include "runtime/shadow_trial.h"
 #include "runtime/shapes.h"
 #include "runtime/store_watch.h"
 
@@ -26,7 +27,11 @@ struct Planner::Impl {
       : state(std::move(backend), options),
         chain(state),
         promotions(state, chain),
-        workshop(state.backend(), state.options(), [this](const GraphSignature& sig) { state.forget(sig); }) {}
+        workshop(state.backend(), state.options(), [this](const GraphSignature& sig) { state.forget(sig); }) {
+    state.set_shadow_judge(std::make_shared<runtime_detail::ShadowJudge>(state));
+  }
+  // The shadow judge first (its thread joined): it writes verdicts through the state's backend.
+  ~Impl() { state.shadow_judge()->stop(); }
 
   runtime_detail::PlannerState state;
   runtime_detail::SourceChain chain;
@@ -95,6 +100,7 @@ struct Planner::Impl {
     if (!built.is_ok()) return built;  // a failure is handed to the waiters and not cached
     state.counters().builds.fetch_add(1, std::memory_order_relaxed);
     KILN_RETURN_IF_ERROR(runtime_detail::HeuristicsSource::admit_or_next(state, &*built, pg.graph->name));
+    if (built->source == PlanSource::kStore) runtime_detail::shadow_if_any(state, &*built, pg.graph->name);
     bool inserted = false;
     state.cache().hold(key, built->plan, generation, &inserted);
     if (inserted && plan_source_is_stopgap(built->source) && options().promote)
@@ -267,6 +273,12 @@ PlannerStats Planner::stats() const {
   st.first_use_refused = state.first_use().refused();
   st.heuristic_fall_throughs = c.heuristic_fall_throughs.load();
   st.first_use_rollbacks = c.first_use_rollbacks.load();
+  st.shadow_trials = c.shadow_trials.load();
+  st.shadow_samples = c.shadow_samples.load();
+  st.shadow_disagreements = c.shadow_disagreements.load();
+  st.shadow_promotions = c.shadow_promotions.load();
+  st.shadow_rejections = c.shadow_rejections.load();
+  st.shadow_unrecorded = c.shadow_unrecorded.load();
   st.last_first_use_failure = state.first_use().last_failure();
   const runtime_detail::Promotions::Notes notes = impl_->promotions.notes();
   st.last_promotion_failure = notes.last_failure;

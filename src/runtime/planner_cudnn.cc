@@ -284,6 +284,24 @@ class CudnnPlanBackend : public PlanBackend {
     return plan;
   }
 
+  // The key's plan in shadow, exactly this environment's (a verdict is recorded under the same key).
+  StatusOr<std::optional<PlanRecord>> shadow_record(const GraphSignature& sig) override {
+    if (!store_) return std::optional<PlanRecord>();
+    ListFilter filter;
+    filter.structure_prefix = sig.structure;
+    filter.shape_key = sig.shape_key;
+    filter.fingerprint_key = fingerprint_key(env_);
+    StatusOr<std::vector<RolloutEntry>> entries = [&] {
+      std::lock_guard<std::mutex> lock(store_mu_);
+      return store_->rollout_entries(filter);
+    }();
+    KILN_RETURN_IF_ERROR(entries.status());
+    for (const RolloutEntry& e : *entries)  // newest first
+      if (e.state == PlanState::kShadow && e.problem.empty() && e.record.structure_sig == sig.structure)
+        return std::optional<PlanRecord>(e.record);
+    return std::optional<PlanRecord>();
+  }
+
   StatusOr<SegmentDecision> segments(const Graph& graph) override {
     if (!pool_) return SegmentDecision{};  // deviceless: compile() cuts by cuDNN's limits itself
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());

@@ -22,6 +22,11 @@ Status check_planner_options(const PlannerOptions& options) {
   if (options.split_max_parts < 2 || options.split_max_parts > 64)
     return invalid_argument("PlannerOptions::split_max_parts must be 2..64 (one part is the shape itself), got " +
                             std::to_string(options.split_max_parts));
+  if (options.shadow.sample_every < 0)
+    return invalid_argument("PlannerOptions::shadow.sample_every must be >= 0 (0: shadow plans are not run), got " +
+                            std::to_string(options.shadow.sample_every));
+  if (std::string bad = check_shadow_rule(options.shadow.rule); !bad.empty())
+    return invalid_argument("PlannerOptions::shadow.rule: " + bad);
   if (options.promote_by == PromoteBy::kTune && t.store && options.store_path.empty())
     return invalid_argument("PromotionTuning::store needs a store: set PlannerOptions::store_path");
   return Status::ok();

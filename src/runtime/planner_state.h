@@ -29,7 +29,11 @@ struct PlannerCounters {
   std::atomic<int64_t> heuristic_fall_throughs{0};  // heuristic plans served in place of one that failed the gate
   std::atomic<int64_t> first_use_rollbacks{0};      // stored plans that failed it, the store rolled back
   std::atomic<int64_t> promotions{0}, promotions_tuned{0}, promotion_failures{0};
+  std::atomic<int64_t> shadow_trials{0}, shadow_samples{0}, shadow_disagreements{0}, shadow_promotions{0},
+      shadow_rejections{0}, shadow_unrecorded{0};
 };
+
+class ShadowJudge;
 
 class PlannerState {
  public:
@@ -74,6 +78,10 @@ class PlannerState {
   // What becomes of a stopgap served now, for its `why`: "its own plan is being built" (or tuned), or "kept:
   // promotion is off".
   const char* stopgap_fate() const;
+  // The thread that judges shadow samples (runtime/shadow_trial.h): the Planner makes it, and stops it before this
+  // state goes. Null in a state without a Planner (no shadow sampling then).
+  void set_shadow_judge(std::shared_ptr<ShadowJudge> judge) { judge_ = std::move(judge); }
+  const std::shared_ptr<ShadowJudge>& shadow_judge() const { return judge_; }
 
  private:
   struct BuildCosts {
@@ -91,6 +99,7 @@ class PlannerState {
   std::unordered_map<std::string, BuildCosts> costs_;
   std::map<std::string, std::pair<GraphSignature, std::string>> dynamic_structures_;
   std::set<std::string> fusable_;
+  std::shared_ptr<ShadowJudge> judge_;  // set once, before any request
 };
 
 }  // namespace kiln::runtime_detail

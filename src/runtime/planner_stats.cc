@@ -22,6 +22,11 @@ std::string PlannerStats::text() const {
   if (first_use_rollbacks)
     s += "; " + std::to_string(first_use_rollbacks) + " stored plan" + (first_use_rollbacks == 1 ? "" : "s") +
          " rolled back";
+  if (shadow_trials > 0)
+    s += "; shadow: " + std::to_string(shadow_trials) + " in trial, " + std::to_string(shadow_samples) + " samples (" +
+         std::to_string(shadow_disagreements) + " disagreed), " + std::to_string(shadow_promotions) + " promoted, " +
+         std::to_string(shadow_rejections) + " rejected" +
+         (shadow_unrecorded ? ", " + std::to_string(shadow_unrecorded) + " verdicts not recorded" : "");
   if (kernel_caches_loaded + kernel_caches_saved > 0 || !last_kernel_cache_note.empty())
     s += "; kernel caches: " + std::to_string(kernel_caches_loaded) + " loaded, " +
          std::to_string(kernel_caches_saved) + " kept" +

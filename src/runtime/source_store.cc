@@ -3,6 +3,7 @@
 #include "kiln/core/log.h"
 #include "kiln/runtime/unfused_plan.h"
 #include "runtime/plan_sources.h"
+#include "runtime/shadow_trial.h"
 
 namespace kiln::runtime_detail {
 namespace {
@@ -103,7 +104,9 @@ std::shared_ptr<const ExecutablePlan> hold_stored(PlannerState& state, const std
     *why = admitted.message();
     return nullptr;
   }
-  return state.cache().hold(key, std::move(*stored), PlanCache::kAnyGeneration, inserted);
+  Built built{std::move(*stored), PlanSource::kStore, ""};
+  shadow_if_any(state, &built, g.name);
+  return state.cache().hold(key, std::move(built.plan), PlanCache::kAnyGeneration, inserted);
 }
 
 StatusOr<bool> StoreSource::serve(SourceRequest& r, Built* out) {

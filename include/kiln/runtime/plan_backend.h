@@ -19,6 +19,7 @@ namespace kiln {
 
 class PlanStore;
 struct PlanRecord;
+class ShadowLane;
 struct CompiledPart;
 struct PlannerOptions;
 
@@ -145,6 +146,13 @@ class PlanBackend {
   // NotSupported.
   virtual Status compile(const Graph& graph, const GraphSignature& sig, const std::optional<EngineConfig>& pin,
                          CompiledPart* part, PlanRecord* record);
+  // Shadow sampling (docs/rollout.md "Shadow sampling"). The key's plan in shadow (kiln/store/plan_rollout.h) that
+  // the store holds for exactly this structure, shape and environment, without its plan bytes; nullopt when none.
+  // The default: none.
+  virtual StatusOr<std::optional<PlanRecord>> shadow_record(const GraphSignature& sig);
+  // A lane to run a shadow plan in (kiln/runtime/shadow_lane.h): `device_bytes` of device scratch, `host_bytes` of
+  // host memory the outputs are read back into. The default: a CUDA lane on the current device.
+  virtual StatusOr<std::unique_ptr<ShadowLane>> shadow_lane(size_t device_bytes, size_t host_bytes);
 };
 
 // The cuDNN backend (needs a GPU, unless options.target): the store at options.store_path (none when empty), the

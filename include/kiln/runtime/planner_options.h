@@ -12,6 +12,7 @@
 #include "kiln/lower/lower.h"
 #include "kiln/runtime/bucket_policy.h"
 #include "kiln/runtime/plan_backend.h"
+#include "kiln/runtime/shadow_rule.h"
 #include "kiln/store/env_policy.h"
 #include "kiln/validate/numerics.h"
 
@@ -125,6 +126,13 @@ struct PlannerOptions {
   // turn. Needs a store the Planner may write; where it cannot, or there is no previous plan, the refusal stands
   // and the next sources serve as before.
   bool rollback_on_first_use_failure = true;
+  // Shadow sampling (docs/rollout.md "Shadow sampling"): where the store holds a plan in shadow for a key this Planner
+  // serves from the store, one request in shadow.sample_every also runs it on a side stream, on copies of the inputs,
+  // and the Planner's judge thread compares its outputs with the active plan's and times both; by shadow.rule
+  // (kiln/runtime/shadow_rule.h) it promotes the shadow plan or rejects it in the store (for every host sharing it:
+  // the store is opened for writing when a verdict is recorded). The caller always gets the active plan's output.
+  // sample_every 0: shadow plans are not run.
+  ShadowSampling shadow;
   // The gate's options for that check (allow_tf32: fp32 outputs may come from TF32 tensor cores, as
   // `kiln run --allow-tf32` says; without it an fp32 plan that uses them is refused).
   CheckOptions first_use_check;

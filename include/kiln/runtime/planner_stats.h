@@ -41,6 +41,12 @@ struct PlannerStats {
   int64_t first_use_refused = 0;          // obtain() calls refused because the plan failed that check
   int64_t heuristic_fall_throughs = 0;    // heuristic plans that failed it, replaced by a later configuration
   int64_t first_use_rollbacks = 0;        // stored plans that failed it, the store rolled back to the previous plan
+  int64_t shadow_trials = 0;              // keys whose plan in shadow this Planner runs beside the active one
+  int64_t shadow_samples = 0;             // samples judged (both plans run on one request, compared, timed)
+  int64_t shadow_disagreements = 0;       // of those, where the outputs disagreed (or the shadow plan failed)
+  int64_t shadow_promotions = 0;          // shadow plans this Planner promoted in the store
+  int64_t shadow_rejections = 0;          // shadow plans this Planner rejected in the store
+  int64_t shadow_unrecorded = 0;          // verdicts the store did not take (another host decided first)
   std::string last_first_use_failure;     // the last plan that failed it, and the gate's summary
   std::string last_promotion_failure;     // why the last one failed
   std::string last_tune_fallback;         // PromoteBy::kTune: why the last tune gave no plan (a build replaced it)

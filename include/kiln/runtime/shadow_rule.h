@@ -35,6 +35,15 @@ struct ShadowRule {
   double alpha = 0.001;  // the sign test's significance, each way
 };
 
+// How a serving Planner samples the shadow plans it finds (PlannerOptions::shadow, docs/rollout.md "Shadow
+// sampling"): one request in `sample_every` of a key also runs its shadow plan, one sample at a time per key (a
+// sample taken while the previous one is still judged is skipped); 0: none. The cost on a sampled request: device
+// copies of its inputs and outputs on the caller's stream, and the shadow plan on a side stream.
+struct ShadowSampling {
+  int sample_every = 100;
+  ShadowRule rule;
+};
+
 enum class ShadowVerdict { kContinue, kPromote, kReject };
 const char* shadow_verdict_name(ShadowVerdict v);  // "continue", "promote", "reject"
 

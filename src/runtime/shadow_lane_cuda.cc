@@ -1,0 +1,77 @@
+// The CUDA shadow lane (kiln/runtime/shadow_lane.h).
+#include <cuda_runtime_api.h>
+
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/runtime/shadow_lane.h"
+
+namespace kiln {
+namespace {
+
+struct PinnedFree {
+  void operator()(char* p) const noexcept { KILN_CUDA_CALL_NOEXCEPT(cudaFreeHost(p)); }
+};
+
+class CudaShadowLane : public ShadowLane {
+ public:
+  CudaShadowLane(DeviceBuffer device, std::unique_ptr<char, PinnedFree> host, UniqueStream side, UniqueEvent marks[4],
+                 UniqueEvent forked)
+      : device_(std::move(device)), host_(std::move(host)), side_(std::move(side)), forked_(std::move(forked)) {
+    for (int i = 0; i < 4; ++i) marks_[i] = std::move(marks[i]);
+  }
+  ~CudaShadowLane() override {
+    if (side_) KILN_CUDA_CALL_NOEXCEPT(cudaStreamSynchronize(side_.get()));
+  }
+
+  char* device() override { return static_cast<char*>(device_.data()); }
+  char* host() override { return host_.get(); }
+  cudaStream_t side() override { return side_.get(); }
+  bool capturing(cudaStream_t stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    // An error (a stream of another device, say) is taken as capturing: no sample, nothing enqueued.
+    return cudaStreamIsCapturing(stream, &status) != cudaSuccess || status != cudaStreamCaptureStatusNone;
+  }
+  Status mark(int i, cudaStream_t stream) override {
+    if (i < 0 || i > 3) return internal_error("shadow lane: mark " + std::to_string(i) + " (0..3)");
+    return cuda_status(cudaEventRecord(marks_[i].get(), stream), "cudaEventRecord (shadow lane)");
+  }
+  Status fork(cudaStream_t stream) override {
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(forked_.get(), stream));
+    return cuda_status(cudaStreamWaitEvent(side_.get(), forked_.get(), 0), "cudaStreamWaitEvent (shadow lane)");
+  }
+  Status copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) override {
+    return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync (shadow lane)");
+  }
+  Status wait() override { return cuda_status(cudaStreamSynchronize(side_.get()), "cudaStreamSynchronize (shadow)"); }
+  StatusOr<double> elapsed_ms(int from, int to) override {
+    if (from < 0 || from > 3 || to < 0 || to > 3) return internal_error("shadow lane: marks out of 0..3");
+    float ms = 0;
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, marks_[from].get(), marks_[to].get()));
+    return static_cast<double>(ms);
+  }
+
+ private:
+  DeviceBuffer device_;
+  std::unique_ptr<char, PinnedFree> host_;
+  UniqueStream side_;
+  UniqueEvent marks_[4];
+  UniqueEvent forked_;  // what fork() records on the caller's stream, untimed
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ShadowLane>> make_cuda_shadow_lane(size_t device_bytes, size_t host_bytes) {
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer device, DeviceBuffer::allocate(device_bytes));
+  char* pinned = nullptr;
+  if (host_bytes > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&pinned), host_bytes));
+  std::unique_ptr<char, PinnedFree> host(pinned);
+  KILN_ASSIGN_OR_RETURN(UniqueStream side, make_stream(/*non_blocking=*/true));
+  UniqueEvent marks[4];
+  for (UniqueEvent& m : marks) {
+    KILN_ASSIGN_OR_RETURN(m, make_event(/*timing=*/true));
+  }
+  KILN_ASSIGN_OR_RETURN(UniqueEvent forked, make_event(/*timing=*/false));
+  return std::unique_ptr<ShadowLane>(
+      new CudaShadowLane(std::move(device), std::move(host), std::move(side), marks, std::move(forked)));
+}
+
+}  // namespace kiln

@@ -1,0 +1,318 @@
+// Shadow sampling (runtime/shadow_trial.h): the trial a request runs through, the judge thread, and the wrapping of a
+// stored plan whose key has a plan in shadow.
+#include "runtime/shadow_trial.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "kiln/core/engine_config.h"
+#include "kiln/core/log.h"
+#include "kiln/store/plan_store.h"
+#include "kiln/validate/host_tensor.h"
+#include "runtime/bound_tensors.h"
+
+namespace kiln::runtime_detail {
+namespace {
+
+constexpr size_t kShadowAlign = 256;
+size_t aligned(size_t n) { return (n + kShadowAlign - 1) / kShadowAlign * kShadowAlign; }
+
+// Runs every request through its trial.
+class ShadowExecutor : public PlanExecutor {
+ public:
+  explicit ShadowExecutor(std::shared_ptr<ShadowTrial> trial) : trial_(std::move(trial)) {}
+  Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
+    return trial_->run(stream, pointers, workspace);
+  }
+
+ private:
+  std::shared_ptr<ShadowTrial> trial_;
+};
+
+}  // namespace
+
+ShadowTrial::ShadowTrial(StoredPlanKey key, std::string graph_name, std::shared_ptr<const ExecutablePlan> active,
+                         std::shared_ptr<const ExecutablePlan> shadow, std::unique_ptr<ShadowLane> lane,
+                         std::vector<ShadowTensor> tensors, size_t workspace_at, const ShadowSampling& sampling,
+                         std::shared_ptr<ShadowJudge> judge)
+    : key_(std::move(key)),
+      graph_name_(std::move(graph_name)),
+      active_(std::move(active)),
+      shadow_(std::move(shadow)),
+      lane_(std::move(lane)),
+      tensors_(std::move(tensors)),
+      workspace_at_(workspace_at),
+      sample_every_(std::max(1, sampling.sample_every)),
+      rule_(sampling.rule),
+      judge_(std::move(judge)) {}
+
+int ShadowTrial::samples() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(samples_.size());
+}
+
+bool ShadowTrial::claim(cudaStream_t stream) {
+  if (done_.load(std::memory_order_acquire)) return false;
+  if (calls_.fetch_add(1, std::memory_order_relaxed) % static_cast<uint64_t>(sample_every_) != 0) return false;
+  bool idle = false;
+  if (!busy_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return false;
+  if (lane_->capturing(stream)) {  // a CUDA graph capture: the sample would join it
+    release();
+    return false;
+  }
+  return true;
+}
+
+// Whether an output the caller bound overlaps an input: the inputs must then be copied before the active plan
+// writes over them.
+bool ShadowTrial::outputs_alias_inputs(const std::map<int, void*>& pointers) const {
+  for (const ShadowTensor& o : tensors_) {
+    if (!o.output) continue;
+    const char* ob = static_cast<const char*>(pointers.at(o.index));
+    for (const ShadowTensor& i : tensors_) {
+      if (i.output) continue;
+      const char* ib = static_cast<const char*>(pointers.at(i.index));
+      if (ob < ib + i.bytes && ib < ob + o.bytes) return true;
+    }
+  }
+  return false;
+}
+
+Status ShadowTrial::run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) {
+  if (!claim(stream)) return active_->run_unchecked(stream, pointers, workspace);
+  for (const ShadowTensor& t : tensors_)
+    if (!pointers.count(t.index) || !pointers.at(t.index)) {
+      release();
+      return active_->run_unchecked(stream, pointers, workspace);
+    }
+  char* dev = lane_->device();
+  const bool copy_first = outputs_alias_inputs(pointers);
+  Status pre = Status::ok();
+  for (const ShadowTensor& t : tensors_)
+    if (copy_first && !t.output && pre.is_ok())
+      pre = lane_->copy(dev + t.copy_at, pointers.at(t.index), t.bytes, stream);
+  if (pre.is_ok()) pre = lane_->mark(0, stream);
+  Status ran = active_->run_unchecked(stream, pointers, workspace);
+  if (!ran.is_ok() || !pre.is_ok()) {
+    release();
+    if (!pre.is_ok()) KILN_LOG(kWarn, "graph '" << graph_name_ << "': a shadow sample was dropped: " << pre.message());
+    return ran;
+  }
+  if (Status side = enqueue_shadow(stream, pointers, copy_first); !side.is_ok()) {
+    // The lane failed (not the shadow plan): nothing more is sampled by this Planner; the active plan serves.
+    finish();
+    KILN_LOG(kWarn, "graph '" << graph_name_ << "': shadow sampling of " << shadow_->identity()
+                              << " stopped: " << side.message());
+    return Status::ok();
+  }
+  if (!judge_->submit(shared_from_this())) finish();  // the Planner is going: nothing more is sampled
+  return Status::ok();
+}
+
+Status ShadowTrial::enqueue_shadow(cudaStream_t stream, const std::map<int, void*>& pointers, bool inputs_copied) {
+  char* dev = lane_->device();
+  char* host = lane_->host();
+  KILN_RETURN_IF_ERROR(lane_->mark(1, stream));
+  for (const ShadowTensor& t : tensors_)
+    if (t.output || !inputs_copied)
+      KILN_RETURN_IF_ERROR(lane_->copy(dev + t.copy_at, pointers.at(t.index), t.bytes, stream));
+  KILN_RETURN_IF_ERROR(lane_->fork(stream));
+  cudaStream_t side = lane_->side();
+  std::map<int, void*> ptrs;
+  for (const ShadowTensor& t : tensors_) ptrs[t.index] = dev + (t.output ? t.shadow_at : t.copy_at);
+  KILN_RETURN_IF_ERROR(lane_->mark(2, side));
+  Status launched = shadow_->run_unchecked(side, ptrs, shadow_->workspace_bytes() > 0 ? dev + workspace_at_ : nullptr);
+  launch_error_ = launched.is_ok() ? "" : launched.message();
+  KILN_RETURN_IF_ERROR(lane_->mark(3, side));
+  for (const ShadowTensor& t : tensors_) {
+    if (!t.output) continue;
+    KILN_RETURN_IF_ERROR(lane_->copy(host + t.host_active, dev + t.copy_at, t.bytes, side));
+    KILN_RETURN_IF_ERROR(lane_->copy(host + t.host_shadow, dev + t.shadow_at, t.bytes, side));
+  }
+  return Status::ok();
+}
+
+ShadowSample ShadowTrial::read_sample() {
+  ShadowSample s;
+  s.shape_key = key_.shape_key;
+  Status waited = lane_->wait();
+  if (!launch_error_.empty() || !waited.is_ok()) {
+    s.agreed = false;
+    s.disagreement = "the shadow plan failed to run: " + (launch_error_.empty() ? waited.message() : launch_error_);
+    return s;
+  }
+  StatusOr<double> a = lane_->elapsed_ms(0, 1), c = lane_->elapsed_ms(2, 3);
+  s.active_ms = a.is_ok() ? *a : 0;
+  s.candidate_ms = c.is_ok() ? *c : 0;
+  const char* host = lane_->host();
+  for (const ShadowTensor& t : tensors_) {
+    if (!t.output) continue;
+    StatusOr<HostTensor> av = HostTensor::decode(t.dtype, t.dims, host + t.host_active, t.bytes, t.strides);
+    StatusOr<HostTensor> cv = HostTensor::decode(t.dtype, t.dims, host + t.host_shadow, t.bytes, t.strides);
+    if (!av.is_ok() || !cv.is_ok()) {
+      s.agreed = false;
+      s.disagreement = "tensor '" + t.name + "' could not be read: " + (av.is_ok() ? cv : av).status().message();
+      return s;
+    }
+    ShadowComparison cmp = compare_shadow_outputs(*av, *cv);
+    if (!cmp.agreed) {
+      s.agreed = false;
+      s.disagreement = "tensor '" + t.name + "': " + cmp.summary;
+      return s;
+    }
+  }
+  return s;
+}
+
+ShadowDecision ShadowTrial::add(ShadowSample sample) {
+  std::lock_guard<std::mutex> lock(mu_);
+  samples_.push_back(std::move(sample));
+  return decide_shadow(samples_, rule_);
+}
+
+ShadowJudge::ShadowJudge(PlannerState& state) : state_(state) {}
+
+bool ShadowJudge::submit(std::shared_ptr<ShadowTrial> trial) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    queue_.push_back(std::move(trial));
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });  // the Planner's first sample
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void ShadowJudge::stop() {
+  std::thread thread;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (const std::shared_ptr<ShadowTrial>& t : queue_) t->finish();
+    queue_.clear();
+    thread = std::move(thread_);  // joined once, by whoever stops first
+  }
+  cv_.notify_all();
+  if (thread.joinable()) {
+    if (thread.get_id() == std::this_thread::get_id())
+      thread.detach();  // the last trial dropped on the judge's own thread
+    else thread.join();
+  }
+}
+
+void ShadowJudge::loop() {
+  for (;;) {
+    std::shared_ptr<ShadowTrial> trial;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      trial = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    judge(*trial);
+  }
+}
+
+void ShadowJudge::judge(ShadowTrial& trial) {
+  ShadowSample sample = trial.read_sample();
+  state_.counters().shadow_samples.fetch_add(1, std::memory_order_relaxed);
+  if (!sample.agreed) state_.counters().shadow_disagreements.fetch_add(1, std::memory_order_relaxed);
+  ShadowDecision d = trial.add(std::move(sample));
+  if (d.verdict == ShadowVerdict::kContinue) {
+    trial.release();
+    return;
+  }
+  trial.finish();
+  record(trial, d);
+}
+
+// The verdict in the store (one transaction with its history row), then the structure's plans dropped from memory:
+// the next obtain() reads the store again and serves its active plan (the promoted one, or the old one alone).
+void ShadowJudge::record(ShadowTrial& trial, const ShadowDecision& d) {
+  const bool promote = d.verdict == ShadowVerdict::kPromote;
+  const std::string config = trial.shadow().identity();
+  Status st = state_.backend().with_writable_store([&](PlanStore& store) {
+    return store.transition(trial.key(), config, promote ? PlanState::kActive : PlanState::kRejected,
+                            "shadow: " + d.reason, d.evidence);
+  });
+  if (st.is_ok()) {
+    (promote ? state_.counters().shadow_promotions : state_.counters().shadow_rejections)
+        .fetch_add(1, std::memory_order_relaxed);
+    const std::string at = trial.key().shape_key.empty() ? "its own shape" : trial.key().shape_key;
+    if (promote)
+      KILN_LOG(kInfo, "graph '" << trial.graph_name() << "' at " << at << ": shadow plan " << config << " promoted ("
+                                << d.reason << ")");
+    else
+      KILN_LOG(kWarn, "graph '" << trial.graph_name() << "' at " << at << ": shadow plan " << config << " rejected ("
+                                << d.reason << ")");
+  } else {
+    // Another host decided first (NotFound: it is no longer in shadow), or the store could not be written: the
+    // trial ends here either way, and the store says what serves.
+    state_.counters().shadow_unrecorded.fetch_add(1, std::memory_order_relaxed);
+    KILN_LOG(kWarn, "graph '" << trial.graph_name() << "': the shadow verdict on " << config << " was not recorded ("
+                              << st.message() << "): " << d.reason);
+  }
+  state_.forget_structure(trial.key().structure_sig);
+}
+
+void shadow_if_any(PlannerState& state, Built* built, const std::string& graph_name) {
+  const ShadowSampling& sampling = state.options().shadow;
+  if (sampling.sample_every <= 0 || !state.shadow_judge() || !built->plan || !built->plan->parts().empty()) return;
+  std::shared_ptr<const ExecutablePlan> active = built->plan;
+  auto note = [&](const std::string& line) { built->why += (built->why.empty() ? "" : "; ") + line; };
+  StatusOr<std::optional<PlanRecord>> rec = state.backend().shadow_record(active->signature());
+  if (!rec.is_ok()) return note("shadow: the store's plan states were not read: " + rec.status().message());
+  if (!*rec) return;
+  const EngineConfig config{(*rec)->engine_id, (*rec)->knobs};
+  if (config.identity() == active->identity()) return;
+  StatusOr<std::shared_ptr<const ExecutablePlan>> shadow =
+      state.backend().build(active->graph(), active->signature(), config, PlanSource::kStore);
+  if (!shadow.is_ok() || !*shadow)
+    return note("shadow: its plan " + config.identity() + " was not built here (" +
+                (shadow.is_ok() ? std::string("no plan") : shadow.status().message()) +
+                "): the active plan serves alone");
+  StatusOr<EnvFingerprint> env = state.backend().environment();
+  if (!env.is_ok()) return note("shadow: " + env.status().message());
+  // The lane's layout: every bound tensor's copy, then the shadow plan's outputs, then its workspace; on the host,
+  // both plans' outputs.
+  const Graph& g = active->graph();
+  std::vector<ShadowTensor> tensors;
+  size_t dev = 0, host = 0;
+  for (const BoundTensor& b : bound_tensors(g)) {
+    ShadowTensor t;
+    t.index = b.tensor;
+    t.name = b.name;
+    t.bytes = b.bytes;
+    t.output = b.output;
+    t.dtype = g.dtype_of(b.tensor);
+    t.dims = g.tensors[b.tensor].shape();
+    t.strides = g.tensors[b.tensor].strides;
+    t.copy_at = dev;
+    dev += aligned(b.bytes);
+    if (t.output) {
+      t.shadow_at = dev;
+      dev += aligned(b.bytes);
+      t.host_active = host;
+      t.host_shadow = host + b.bytes;
+      host += 2 * b.bytes;
+    }
+    tensors.push_back(std::move(t));
+  }
+  const size_t workspace_at = dev;
+  dev += static_cast<size_t>(std::max<int64_t>(0, (*shadow)->workspace_bytes()));
+  StatusOr<std::unique_ptr<ShadowLane>> lane = state.backend().shadow_lane(dev, host);
+  if (!lane.is_ok()) return note("shadow: no lane for " + config.identity() + " (" + lane.status().message() + ")");
+  auto trial = std::make_shared<ShadowTrial>(
+      StoredPlanKey{active->signature().structure, active->signature().shape_key, fingerprint_key(*env)}, graph_name,
+      active, std::move(*shadow), std::move(*lane), std::move(tensors), workspace_at, sampling, state.shadow_judge());
+  auto wrapped = std::make_shared<ExecutablePlan>(g, active->signature(), active->config(), active->workspace_bytes(),
+                                                  active->built_from(), std::make_unique<ShadowExecutor>(trial));
+  wrapped->set_notes(active->notes());
+  built->plan = std::move(wrapped);
+  state.counters().shadow_trials.fetch_add(1, std::memory_order_relaxed);
+  note("shadow: plan " + config.identity() + " runs beside it on 1 in " + std::to_string(sampling.sample_every) +
+       " requests (docs/rollout.md \"Shadow sampling\")");
+}
+
+}  // namespace kiln::runtime_detail
