@@ -3,8 +3,9 @@
 #   scripts/prebuilt-gpu.sh pack BUILD_DIR            here: kiln and every *_gpu_test of BUILD_DIR, stripped,
 #                                                     into .prebuilt/ (ignored; name it in the call's carry)
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
-#                                                     capture mainjob gputier fleet (default: all but
-#                                                     mainjob, gputier and fleet, in that order), or
+#                                                     capture mainjob gputier shadow fleet python pybench
+#                                                     (default: all but mainjob, gputier, shadow, fleet,
+#                                                     python and pybench, in that order), or
 #                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
 #                                                     block, runtime; its files under OUT_DIR/suite)
 # The test binaries name the source and build folders they were built in (KILN_SOURCE_DIR, KILN_BINARY):
@@ -25,7 +26,7 @@ case "$mode" in
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
     cp "$build"/benchmarks/planner_cold_start "$pre/" 2>/dev/null
     cp "$build"/benchmarks/capture_bench "$pre/" 2>/dev/null
-    for b in block_bench plan_load_bench; do cp "$build/benchmarks/$b" "$pre/" 2>/dev/null; done
+    for b in block_bench plan_load_bench shadow_bench; do cp "$build/benchmarks/$b" "$pre/" 2>/dev/null; done
     strip --strip-debug "$pre"/*
     # This machine's cuDNN folder, baked in as RPATH, would win over LD_LIBRARY_PATH there: drop it, so the
     # machine's own cuDNN (the venv's, set below) is the one loaded.
@@ -56,7 +57,7 @@ src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' 
 if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
 mkdir -p "$build/tests" "$build/benchmarks"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
 if [ -d "$pre/python/kiln" ]; then rm -rf "$build/python/kiln"; mkdir -p "$build/python"; cp -r "$pre/python/kiln" "$build/python/"; fi
-for b in planner_cold_start capture_bench block_bench plan_load_bench; do
+for b in planner_cold_start capture_bench block_bench plan_load_bench shadow_bench; do
   [ -f "$pre/$b" ] && cp "$pre/$b" "$build/benchmarks/"
 done
 cudnn_lib="$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
@@ -161,6 +162,14 @@ if want gputier; then  # the whole GPU tier (every *_gpu_test binary, each whole
     gtest "$b" "$f" 300 >"$out/tier-$b.txt" 2>&1; cat "$out/tier-$b.txt"
   done
   stamp "gpu tier: $(cat "$out"/*_gpu_test.log | grep -cE '^\[ +OK +\]') passed, $(cat "$out"/*_gpu_test.log | grep -cE '^\[ +FAILED +\] [A-Za-z]') failed, $(cat "$out"/*_gpu_test.log | grep -cE '^\[ +SKIPPED +\]') skipped"
+fi
+if want shadow; then  # issue 35: shadow sampling on real requests (its GPU tests), and what it costs a request
+  stamp "shadow"
+  gtest runtime_gpu_test 'ShadowGpu.*' 240 >"$out/shadow-tests.txt" 2>&1; cat "$out/shadow-tests.txt"
+  grep -E '^\[ shadow \]' "$out/runtime_gpu_test.log" | tee -a "$out/shadow-tests.txt"
+  timeout 240 "$build/benchmarks/shadow_bench" --spec examples/matmul_bias_gelu.json --spec examples/conv_bias_relu.json \
+    --work "$out/shadow-work" --out "$out/shadow.json" >"$out/shadow-bench.txt" 2>&1; rc=$?
+  cat "$out/shadow-bench.txt"; check $rc "shadow_bench"; rm -rf "$out/shadow-work"
 fi
 if want fleet; then  # a PostgreSQL fleet store on this machine: workers, NOTIFY, replay (scripts/fleet-demo.sh)
   stamp "fleet"
