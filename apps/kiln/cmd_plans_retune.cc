@@ -42,6 +42,8 @@ extern "C" void on_retune_sigint(int) {
 }  // namespace
 
 Status run_retune(const PlansOptions& o) {
+  StatusOr<RolloutPolicy> rollout = parse_rollout_policy(o.rollout);
+  if (!rollout.is_ok()) return rollout.status().with_context("--rollout");
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
   EnvReport env = collect_environment(0);
   if (!env.device_status.is_ok())
@@ -54,6 +56,7 @@ Status run_retune(const PlansOptions& o) {
   ro.budget_s = o.budget_s;
   ro.tune.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   ro.tune.top_k = o.top_k;
+  ro.rollout = *rollout;
   ro.cancel = &g_retune_interrupted;
   ro.on_row = [&](const RetuneRowReport& r) {
     if (o.json) return;
@@ -86,6 +89,7 @@ Status run_retune(const PlansOptions& o) {
                       {"outcome", retune_outcome_name(r.outcome)},
                       {"message", r.message},
                       {"winner", r.winner},
+                      {"state", r.outcome == RetuneOutcome::kTuned ? plan_state_name(r.state) : ""},
                       {"median_ms", r.median_ms},
                       {"verdict", disposition_name(r.verdict)},
                       {"seconds", r.seconds}});

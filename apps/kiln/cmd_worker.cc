@@ -33,7 +33,8 @@ struct WorkerCliOptions {
   double job_budget_s = 300;
   double candidate_budget_ms = 100;
   int top_k = 0;
-  std::string environment_json;  // tests: this environment instead of the GPU's
+  std::string rollout = "immediate";  // how a winner replaces an active plan (docs/rollout.md)
+  std::string environment_json;       // tests: this environment instead of the GPU's
 };
 
 std::atomic<bool> g_fleet_worker_stop{false};
@@ -52,6 +53,7 @@ nlohmann::ordered_json job_json(const WorkerJobReport& j) {
           {"end", enum_name(kRetuneJobEndNames, j.end)},
           {"outcome", retune_outcome_name(j.tuned.outcome)},
           {"winner", j.tuned.winner},
+          {"state", j.tuned.outcome == RetuneOutcome::kTuned ? plan_state_name(j.tuned.state) : ""},
           {"median_ms", j.tuned.median_ms},
           {"verdict", disposition_name(j.tuned.verdict)},
           {"message", j.tuned.message},
@@ -81,6 +83,8 @@ Status check_worker_bounds(const WorkerCliOptions& o) {
 
 Status run_worker_cli(const WorkerCliOptions& o) {
   KILN_RETURN_IF_ERROR(check_worker_bounds(o));
+  StatusOr<RolloutPolicy> rollout = parse_rollout_policy(o.rollout);
+  if (!rollout.is_ok()) return rollout.status().with_context("--rollout");
   const std::string store_path = o.store.empty() ? default_store_path() : o.store;
   WorkerOptions wo;
   if (!o.environment_json.empty()) {
@@ -103,6 +107,7 @@ Status run_worker_cli(const WorkerCliOptions& o) {
   wo.tune.time_budget_s = o.job_budget_s;
   wo.tune.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   wo.tune.top_k = o.top_k;
+  wo.rollout = *rollout;
   wo.stop = &g_fleet_worker_stop;
   wo.on_job = [&](const WorkerJobReport& j) {
     if (o.json) return;
@@ -180,6 +185,10 @@ void add_worker(CLI::App& app, Runner* run) {
       ->check(positive_number());
   sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (default: all)")
       ->check(whole_number_at_least(0));
+  sub->add_option("--rollout", o->rollout,
+                  "How a winner replaces an active plan of another configuration: immediate, verify (a candidate "
+                  "until 'kiln plans promote') or shadow (sampled beside it by serving Planners); docs/rollout.md")
+      ->capture_default_str();
   sub->add_option("--environment-json", o->environment_json,
                   "Testing: claim as the environment of this fingerprint JSON, not this machine's GPU")
       ->check(non_empty_path())

@@ -24,7 +24,8 @@ std::string key_name(const std::string& sig, const std::string& shape) {
 }
 
 // Tunes one queued row whose environment is this one. Fills the row's outcome.
-void retune_row(PlanStore& store, const EnvFingerprint& current, const TuneOptions& to, RetuneRowReport& row) {
+void retune_row(PlanStore& store, const EnvFingerprint& current, const TuneOptions& to, RolloutPolicy rollout,
+                RetuneRowReport& row) {
   const RetuneQueueEntry& e = row.entry;
   auto fail = [&](const std::string& why) {
     row.outcome = RetuneOutcome::kFailed;
@@ -69,15 +70,19 @@ void retune_row(PlanStore& store, const EnvFingerprint& current, const TuneOptio
   StatusOr<PlanRecord> rec = record_from_tuning(*sig, current, *tr);
   if (!rec.is_ok()) return fail("no record: " + rec.status().message());
   rec->tuned = tuning_is_complete(*tr);
-  StatusOr<KeptPlan> kept = keep_plan(store, *g, *rec);
+  StatusOr<KeptPlan> kept = keep_plan(store, *g, *rec, rollout, "re-tuned");
   if (!kept.is_ok()) return fail("the tuned plan could not be stored: " + kept.status().message());
   row.outcome = RetuneOutcome::kTuned;
   row.winner = tr->winner_config.identity();
   row.median_ms = tr->candidates[*tr->winner].median_ms;
   row.verdict = rec->numerics.verdict;
   row.message = tr->winner_check;
+  row.state = kept->state;
   // A tuning the per-graph budget cut short is stored untuned and its request stays queued (keep_plan).
   if (!rec->tuned) row.message += "; cut short by the time budget: stored untuned, still queued";
+  if (kept->state != PlanState::kActive)
+    row.message += std::string("; held back (--rollout ") + rollout_policy_name(rollout) + "): stored as " +
+                   plan_state_name(kept->state) + ", the active plan still serves";
   for (const std::string& w : kept->warnings) {
     KILN_LOG(kWarn, key_name(e.structure_sig, e.shape_key) << ": " << w);
     row.message += "; " + w;
@@ -132,7 +137,7 @@ TuneOptions tune_options_for(const RetuneNowOptions& o) {
 const char* retune_outcome_name(RetuneOutcome o) { return enum_name(kRetuneOutcomeNames, o); }
 
 RetuneRowReport retune_one(PlanStore& store, const EnvFingerprint& current, RetuneQueueEntry entry,
-                           const TuneOptions& to) {
+                           const TuneOptions& to, RolloutPolicy rollout) {
   RetuneRowReport row;
   row.entry = std::move(entry);
   auto t0 = Clock::now();
@@ -140,7 +145,7 @@ RetuneRowReport retune_one(PlanStore& store, const EnvFingerprint& current, Retu
     row.outcome = RetuneOutcome::kOtherEnvironment;
     row.message = "queued for environment " + row.entry.fingerprint_key.substr(0, 12) + ", not this one";
   } else {
-    retune_row(store, current, to, row);
+    retune_row(store, current, to, rollout, row);
   }
   row.seconds = seconds_since(t0);
   return row;
@@ -180,7 +185,7 @@ StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& opti
       TuneOptions to = options.tune;
       if (options.cancel) to.cancel = options.cancel;
       if (options.budget_s > 0 && (to.time_budget_s <= 0 || to.time_budget_s > left_s)) to.time_budget_s = left_s;
-      retune_row(store, current, to, row);
+      retune_row(store, current, to, options.rollout, row);
       if (row.outcome == RetuneOutcome::kNotReached) rep.cancelled = true;
     }
     row.seconds = seconds_since(tr0);

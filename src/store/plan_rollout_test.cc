@@ -119,6 +119,34 @@ TEST_P(PlanRolloutContract, CandidateThroughShadowToActiveRetiresTheOldPlan) {
   EXPECT_GT(h->back().at, 0);
 }
 
+TEST_P(PlanRolloutContract, RemovingAKeyRemovesItsPlansInEveryStateButKeepsItsHistory) {
+  TempDir dir;
+  auto s = open_store(dir.file("plans.db"));
+  PlanRecord a = make_record(3);
+  PlanRecord other = make_record(4);  // another structure: untouched
+  ASSERT_TRUE(s->put(a).is_ok());
+  ASSERT_TRUE(s->put(other).is_ok());
+  PlanRecord b = variant(a, 42, 0.1), c = variant(a, 43, 0.2);
+  ASSERT_TRUE(s->put(b).is_ok());  // a retired
+  ASSERT_TRUE(s->put_candidate(c, "tuned").is_ok());
+  ASSERT_TRUE(s->put_candidate(variant(other, 44, 0.1), "tuned").is_ok());
+  ListFilter f;
+  f.structure_prefix = a.structure_sig;
+  auto removed = s->remove(f);
+  ASSERT_TRUE(removed.is_ok()) << removed.status().to_string();
+  EXPECT_EQ(*removed, 3);  // b active, a retired, c candidate
+  EXPECT_EQ(active(*s, a), "");
+  EXPECT_EQ(state_of(*s, a), "");
+  EXPECT_EQ(state_of(*s, c), "");
+  auto back = s->rollback(key(a), "bring it back");
+  EXPECT_FALSE(back.is_ok());  // nothing left to restore
+  EXPECT_EQ(active(*s, other), config(other));
+  auto left = s->rollout_entries({});
+  ASSERT_TRUE(left.is_ok());
+  EXPECT_EQ(left->size(), 1u);         // the other structure's candidate
+  EXPECT_EQ(moves(*s, a).size(), 4u);  // a, b, its retirement, c: what was served stays readable
+}
+
 TEST_P(PlanRolloutContract, RefusedTransitionsChangeNothing) {
   TempDir dir;
   auto s = open_store(dir.file("plans.db"));

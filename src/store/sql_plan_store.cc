@@ -468,6 +468,13 @@ StatusOr<int64_t> SqlPlanStore::remove(const ListFilter& filter, bool all) {
   store::bind_filter(st, filter);
   KILN_RETURN_IF_ERROR(st.run());
   int64_t n = db_->changes();
+  // The same keys' other plans (candidate, shadow, retired, rejected: docs/rollout.md) go with them, so that no
+  // rollback or promotion brings back what was removed. Their history stays: it says what was served.
+  KILN_ASSIGN_OR_RETURN(Stmt rollout,
+                        Stmt::prepare(db_, std::string("DELETE FROM plan_rollout") + store::kFilterWhere));
+  store::bind_filter(rollout, filter);
+  KILN_RETURN_IF_ERROR(rollout.run());
+  n += db_->changes();
   KILN_RETURN_IF_ERROR(txn.commit());
   return n;
 }

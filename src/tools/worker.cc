@@ -98,7 +98,7 @@ WorkerJobReport work_on(PlanStore& store, const EnvFingerprint& current, const R
   {
     const double every = o.heartbeat_s > 0 ? o.heartbeat_s : std::max(1.0, static_cast<double>(o.lease_s) / 3);
     Heartbeat beat(store, job, o.lease_s, every);
-    rep.tuned = retune_one(store, current, job.entry, to);
+    rep.tuned = retune_one(store, current, job.entry, to, o.rollout);
     beat.stop();
     rep.note = beat.problem();
   }

@@ -68,6 +68,7 @@ struct RetuneRowReport {
   double median_ms = 0;                             // the winner's median time
   Disposition verdict = Disposition::kNotVerified;  // the winner's numerics verdict
   double seconds = 0;                               // wall time spent on this row
+  PlanState state = PlanState::kActive;             // what the stored winner is (RolloutPolicy: held back or not)
 };
 
 struct RetuneReport {
@@ -85,6 +86,8 @@ struct RetuneOptions {
   std::optional<EnvFingerprint> current;               // this environment; default: collect_environment() (needs a GPU)
   const std::atomic<bool>* cancel = nullptr;           // also handed to the tuner
   std::function<void(const RetuneRowReport&)> on_row;  // after each row (progress)
+  // How a winner becomes active where its key has an active plan already (docs/rollout.md "Policies"; keep_plan).
+  RolloutPolicy rollout = RolloutPolicy::kImmediate;
 };
 
 // For each queued row whose fingerprint_key is this environment's: parses the stored spec, checks it gives
@@ -97,6 +100,6 @@ StatusOr<RetuneReport> retune_queued(PlanStore& store, const RetuneOptions& opti
 // a time under a lease: kiln/tools/worker.h). `current` must be the row's environment; to.cancel interrupts
 // it (kNotReached). The report's outcome says what happened; nothing is returned as an error.
 RetuneRowReport retune_one(PlanStore& store, const EnvFingerprint& current, RetuneQueueEntry entry,
-                           const TuneOptions& to);
+                           const TuneOptions& to, RolloutPolicy rollout = RolloutPolicy::kImmediate);
 
 }  // namespace kiln

@@ -89,7 +89,8 @@ class PlanStore : public RetuneQueue,
   // The record with this exact key (checksum not checked: verify or get check it).
   virtual StatusOr<PlanRecord> read(const std::string& structure_sig, const std::string& shape_key,
                                     const std::string& fingerprint_key) = 0;
-  // Removes the records matching the filter (an empty one only with `all`); returns how many.
+  // Removes the records matching the filter (an empty one only with `all`), and the plans of theirs in other states
+  // (kiln/store/plan_rollout.h; their history stays); returns how many rows went.
   virtual StatusOr<int64_t> remove(const ListFilter& filter, bool all = false) = 0;
 
   // ---- Upkeep (kiln/store/store_maintenance.h) ----

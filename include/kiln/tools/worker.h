@@ -20,16 +20,17 @@
 namespace kiln {
 
 struct WorkerOptions {
-  std::string name;                         // who claims, as the lease and the log show it; default "user@host pid N"
-  int64_t lease_s = 120;                    // a claim not renewed for this long is taken by another worker
-  double heartbeat_s = 0;                   // how often the lease is renewed; 0: a third of lease_s
-  int64_t max_jobs = 0;                     // stop after this many claims; 0: no limit
-  bool drain = false;                       // stop when nothing of this environment is claimable (else wait for work)
-  double poll_s = 5;                        // how long to wait before asking again when there is nothing to do
-  int64_t max_attempts = 3;                 // a job that failed this many times is dead-lettered
-  int64_t backoff_s = 30;                   // a failed job waits backoff_s * 2^(attempt-1) before its next claim
-  TuneOptions tune;                         // per job (its time_budget_s included)
-  std::optional<EnvFingerprint> current;    // this environment; default collect_environment() (needs a GPU)
+  std::string name;          // who claims, as the lease and the log show it; default "user@host pid N"
+  int64_t lease_s = 120;     // a claim not renewed for this long is taken by another worker
+  double heartbeat_s = 0;    // how often the lease is renewed; 0: a third of lease_s
+  int64_t max_jobs = 0;      // stop after this many claims; 0: no limit
+  bool drain = false;        // stop when nothing of this environment is claimable (else wait for work)
+  double poll_s = 5;         // how long to wait before asking again when there is nothing to do
+  int64_t max_attempts = 3;  // a job that failed this many times is dead-lettered
+  int64_t backoff_s = 30;    // a failed job waits backoff_s * 2^(attempt-1) before its next claim
+  TuneOptions tune;          // per job (its time_budget_s included)
+  RolloutPolicy rollout = RolloutPolicy::kImmediate;  // how a winner becomes active (docs/rollout.md "Policies")
+  std::optional<EnvFingerprint> current;              // this environment; default collect_environment() (needs a GPU)
   const std::atomic<bool>* stop = nullptr;  // set (SIGTERM, SIGINT): the job in hand is released, the worker ends
   std::function<void(const struct WorkerJobReport&)> on_job;  // after each job (progress)
 };

@@ -93,6 +93,12 @@ TEST_P(WorkerCli, AMissingStoreAndOutOfBoundTimesAreRefusedByName) {
     EXPECT_EQ(r.code, kExitBadInput) << flag << ": " << r.output();
     EXPECT_NE(r.err.find(words), std::string::npos) << flag << ": " << r.err;
   }
+  // An unknown rollout policy, named, before any job is claimed.
+  r = worker("--drain --rollout canary");
+  EXPECT_EQ(r.code, kExitBadInput) << r.output();
+  EXPECT_NE(r.err.find("--rollout"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'canary'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("shadow"), std::string::npos) << r.err;  // the choices
 }
 
 TEST_P(WorkerCli, AFailedTuneIsRetriedAfterItsBackoffThenDeadLetteredWithItsReason) {
