@@ -99,15 +99,18 @@ class Planner:
     store: a SQLite file or a postgresql:// location (None: no store). preset: "serving" (a service: stopgaps for
     new shapes, promoted in the background), "tools" or "offline" (tuning). buckets: "batch=pow2;*=exact".
     policy: what a stale stored plan does ("heuristics-and-queue", "retune", "fail"). new_shapes: "stopgap" or
-    "build_now". first_use: "verify" or "off". Needs a GPU: Unavailable on a machine without one.
+    "build_now". first_use: "verify" or "off". shadow_every: one request in this many also runs the key's plan in
+    shadow, if the store holds one (docs/rollout.md "Shadow sampling"; default 100, 0: never). Needs a GPU:
+    Unavailable on a machine without one.
     """
 
     def __init__(self, store: str | os.PathLike[str] | None = None, *, preset: str = "serving",
                  buckets: str | None = None, policy: str | None = None, new_shapes: str | None = None,
                  promote: bool | None = None, promote_by: str = "build", first_use: str | None = None,
-                 writable: bool | None = None, mirror: str | None = None, handles: int = 0):
+                 writable: bool | None = None, mirror: str | None = None, handles: int = 0,
+                 shadow_every: int | None = None):
         self._p = _kiln.Planner(None if store is None else os.fspath(store), preset, writable, policy, buckets,
-                                new_shapes, promote, promote_by, first_use, mirror, handles)
+                                new_shapes, promote, promote_by, first_use, mirror, handles, shadow_every)
 
     def prepare(self, graph: SpecLike) -> "_kiln.PreparedGraph":
         """Validates the graph and computes its signature once: obtain() on the result does no hashing."""
@@ -142,7 +145,7 @@ def tune(spec: SpecLike, store: str | os.PathLike[str] | None = None, *, time_bu
     if shape:
         g = g.at(dict(shape))
     location = os.fspath(store) if store is not None else _kiln.default_store_path()
-    p = _kiln.Planner(location, "offline", True, None, None, None, None, "build", None, None, 0)
+    p = _kiln.Planner(location, "offline", True, None, None, None, None, "build", None, None, 0, None)
     return _kiln.tune(p.prepare(g), time_budget_s, True, unfused)
 
 

@@ -48,7 +48,7 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
                        const std::optional<std::string>& buckets, const std::optional<std::string>& new_shapes,
                        const std::optional<bool>& promote, const std::string& promote_by,
                        const std::optional<std::string>& first_use, const std::optional<std::string>& mirror,
-                       int handles) {
+                       int handles, const std::optional<int>& shadow_every) {
   const std::string path = text_arg(store.value_or(""), "store");
   PlannerOptions o;
   if (preset == "serving") {
@@ -77,6 +77,11 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
   }
   if (handles < 0) bad_input("handles: " + std::to_string(handles) + ", at least 1 (0: the preset's)");
   if (handles > 0) o.with_handles(handles);
+  if (shadow_every) {
+    if (*shadow_every < 0)
+      bad_input("shadow_every: " + std::to_string(*shadow_every) + ", at least 0 (0: shadow plans are not run)");
+    o.shadow.sample_every = *shadow_every;
+  }
   return PyPlanner{std::shared_ptr<Planner>(unlocked<std::unique_ptr<Planner>>([&] { return Planner::create(o); }))};
 }
 
@@ -92,6 +97,11 @@ nb::dict stats_dict(const PlannerStats& s) {
   d["promotion_failures"] = s.promotion_failures;
   d["first_use_checks"] = s.first_use_checks;
   d["first_use_refused"] = s.first_use_refused;
+  d["shadow_trials"] = s.shadow_trials;
+  d["shadow_samples"] = s.shadow_samples;
+  d["shadow_disagreements"] = s.shadow_disagreements;
+  d["shadow_promotions"] = s.shadow_promotions;
+  d["shadow_rejections"] = s.shadow_rejections;
   d["graph_captures"] = s.graph_captures;
   d["graph_replays"] = s.graph_replays;
   d["text"] = s.text();
@@ -167,7 +177,8 @@ void init_planner(nb::module_& m) {
   nb::class_<PyPlanner>(m, "Planner", "kiln::Planner: plans for graphs at shapes, from the cheapest source.")
       .def(nb::new_(&make_planner), "store"_a = nb::none(), "preset"_a = "serving", "writable"_a = nb::none(),
            "policy"_a = nb::none(), "buckets"_a = nb::none(), "new_shapes"_a = nb::none(), "promote"_a = nb::none(),
-           "promote_by"_a = "build", "first_use"_a = nb::none(), "mirror"_a = nb::none(), "handles"_a = 0)
+           "promote_by"_a = "build", "first_use"_a = nb::none(), "mirror"_a = nb::none(), "handles"_a = 0,
+           "shadow_every"_a = nb::none())
       .def("prepare", &prepare, "graph"_a, "Validates the graph and computes its signature once.")
       .def(
           "obtain",

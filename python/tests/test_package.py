@@ -83,6 +83,7 @@ def test_planner_without_a_gpu_says_so():
     ({"policy": "hope"}, "hope"),
     ({"promote_by": "bogus"}, "promote_by: unknown value 'bogus'"),
     ({"handles": -1}, "handles: -1"),
+    ({"shadow_every": -5}, "shadow_every: -5"),
     ({"store": "a.db", "mirror": "/tmp/m.db"}, "mirror: only a server store"),
 ])
 def test_planner_options_are_checked_before_the_gpu(kwargs, needle):
