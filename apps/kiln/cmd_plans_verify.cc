@@ -128,6 +128,13 @@ Status run_verify(const PlansOptions& o) {
           {{"structure_sig", p.structure_sig}, {"fingerprint_key", p.fingerprint_key}, {"reason", p.reason}});
     j["kernel_caches"] = {
         {"checked", rep.kernel_caches_checked}, {"ok", rep.kernel_caches_ok}, {"problems", cache_probs}};
+    nlohmann::ordered_json rollout_probs = nlohmann::ordered_json::array();
+    for (const auto& p : rep.rollout_problems)
+      rollout_probs.push_back({{"structure_sig", p.structure_sig},
+                               {"shape_key", p.shape_key},
+                               {"fingerprint_key", p.fingerprint_key},
+                               {"reason", p.reason}});
+    j["other_states"] = {{"checked", rep.rollout_checked}, {"ok", rep.rollout_ok}, {"problems", rollout_probs}};
     if (deep) j["deep"] = deep_verify_rows_json(deep->rows());
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   } else {
@@ -139,6 +146,10 @@ Status run_verify(const PlansOptions& o) {
       std::printf("CORRUPT  kernel cache %s: %s%s\n",
                   printable(kernel_cache_display_name(p.structure_sig, p.fingerprint_key, p.rowid)).c_str(),
                   printable(p.reason).c_str(), o.quarantine ? " (dropped)" : "");
+    for (const VerifyProblem& p : rep.rollout_problems)
+      std::printf("CORRUPT  %s, plan %s\n",
+                  printable(short_key(p.structure_sig, p.shape_key, p.fingerprint_key)).c_str(),
+                  printable(p.reason).c_str());
     if (deep)
       for (const DeepVerifyRow& r : deep->rows()) print_deep_verify_row(r, o.quarantine);
     std::printf("checked %" PRId64 " plan%s: %" PRId64 " ok, %zu corrupt", rep.checked, rep.checked == 1 ? "" : "s",
@@ -146,6 +157,9 @@ Status run_verify(const PlansOptions& o) {
     if (rep.kernel_caches_checked > 0)
       std::printf("; %" PRId64 " kernel cache%s: %" PRId64 " ok, %zu corrupt", rep.kernel_caches_checked,
                   rep.kernel_caches_checked == 1 ? "" : "s", rep.kernel_caches_ok, rep.kernel_cache_problems.size());
+    if (rep.rollout_checked > 0)
+      std::printf("; %" PRId64 " plan%s in other states: %" PRId64 " ok, %zu corrupt", rep.rollout_checked,
+                  rep.rollout_checked == 1 ? "" : "s", rep.rollout_ok, rep.rollout_problems.size());
     if (deep)
       std::printf("; deep: %zu passed, %zu failed the check, %zu not verified (no reference), %zu not deep-checked",
                   passed, deep_problem.size(), not_verified, not_checked);
@@ -161,6 +175,10 @@ Status run_verify(const PlansOptions& o) {
     return corruption(std::to_string(corrupt.size()) + " of " + std::to_string(rep.checked) + " plan records in " +
                       shown_store(o) + " are corrupt" + (bad_caches > 0 ? ", and " + caches_text : "") +
                       (o.quarantine ? " (moved to quarantine)" : " (run with --quarantine to set them aside)"));
+  if (!rep.rollout_problems.empty() && bad_caches == 0)
+    return corruption(std::to_string(rep.rollout_problems.size()) + " of " + std::to_string(rep.rollout_checked) +
+                      " plans in other states (candidate, shadow, retired, rejected) in " + shown_store(o) +
+                      " are damaged: never activated; `kiln plans rm` removes them with their key");
   if (bad_caches > 0)
     return corruption(caches_text + " in " + shown_store(o) + " are corrupt" +
                       (o.quarantine ? " (dropped: their kernels are compiled again)"

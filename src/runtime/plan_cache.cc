@@ -70,6 +70,7 @@ bool has_part(const ExecutablePlan& plan, const std::string& structure) {
 void PlanCache::forget(const std::string& structure) {
   generation_.fetch_add(1);
   const std::string prefix = structure + "|";
+  std::vector<std::shared_ptr<const ExecutablePlan>> gone;  // released after the locks
   for (Shard& shard : shards_) {
     std::unique_lock<std::shared_mutex> wl(shard.mu);
     for (auto it = shard.plans.begin(); it != shard.plans.end();) {
@@ -79,6 +80,26 @@ void PlanCache::forget(const std::string& structure) {
       }
       if (it->second && plan_source_is_stopgap(it->second->built_from()))
         stopgaps_.fetch_sub(1, std::memory_order_relaxed);
+      gone.push_back(std::move(it->second));
+      it = shard.plans.erase(it);
+      held_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+void PlanCache::drop(const ExecutablePlan* plan) {
+  if (!plan) return;
+  generation_.fetch_add(1);
+  std::vector<std::shared_ptr<const ExecutablePlan>> gone;  // released after the locks
+  for (Shard& shard : shards_) {
+    std::unique_lock<std::shared_mutex> wl(shard.mu);
+    for (auto it = shard.plans.begin(); it != shard.plans.end();) {
+      if (it->second.get() != plan) {
+        ++it;
+        continue;
+      }
+      if (plan_source_is_stopgap(it->second->built_from())) stopgaps_.fetch_sub(1, std::memory_order_relaxed);
+      gone.push_back(std::move(it->second));
       it = shard.plans.erase(it);
       held_.fetch_sub(1, std::memory_order_relaxed);
     }

@@ -45,6 +45,9 @@ class PlanCache {
   // ("": every plan held), and bumps the generation first: a build that began before may have
   // read the store as it was, so its plan is not held (a concurrent job's stored plan wins).
   void forget(const std::string& structure);
+  // Drops every key holding `plan` (a decided shadow trial's plan: compared by address, never used), and bumps the
+  // generation. Plans dropped are released after the shard's lock (their destructors may free device memory).
+  void drop(const ExecutablePlan* plan);
 
   // Single flight for `key`: the plan held under it (`*held` set), or else the first caller runs `make`
   // (which holds what it made), and every caller that comes meanwhile waits for that result (`*leader`

@@ -1,6 +1,7 @@
 // The CUDA shadow lane (kiln/runtime/shadow_lane.h).
 #include <cuda_runtime_api.h>
 
+#include "kiln/cuda/capture_gate.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/shadow_lane.h"
 
@@ -19,7 +20,12 @@ class CudaShadowLane : public ShadowLane {
     for (int i = 0; i < 4; ++i) marks_[i] = std::move(marks[i]);
   }
   ~CudaShadowLane() override {
+    // Freeing synchronizes the device: apart from captures in progress (kiln/cuda/capture_gate.h). Freed whatever
+    // the gate says (a destructor cannot wait for a capture this thread holds).
+    SynchronizingWork work;
     if (side_) KILN_CUDA_CALL_NOEXCEPT(cudaStreamSynchronize(side_.get()));
+    device_ = DeviceBuffer();
+    host_.reset();
   }
 
   char* device() override { return static_cast<char*>(device_.data()); }
@@ -27,8 +33,13 @@ class CudaShadowLane : public ShadowLane {
   cudaStream_t side() override { return side_.get(); }
   bool capturing(cudaStream_t stream) override {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    // An error (a stream of another device, say) is taken as capturing: no sample, nothing enqueued.
-    return cudaStreamIsCapturing(stream, &status) != cudaSuccess || status != cudaStreamCaptureStatusNone;
+    // An error (a stream of another device, say) is taken as capturing: no sample, nothing enqueued; and it is
+    // cleared, so that the caller's own cudaGetLastError does not find it.
+    if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return true;
+    }
+    return status != cudaStreamCaptureStatusNone;
   }
   Status mark(int i, cudaStream_t stream) override {
     if (i < 0 || i > 3) return internal_error("shadow lane: mark " + std::to_string(i) + " (0..3)");
@@ -60,6 +71,8 @@ class CudaShadowLane : public ShadowLane {
 }  // namespace
 
 StatusOr<std::unique_ptr<ShadowLane>> make_cuda_shadow_lane(size_t device_bytes, size_t host_bytes) {
+  SynchronizingWork work;  // allocations may synchronize the device: apart from captures in progress
+  if (work.refused()) return refused_under_capture("a shadow lane's allocation");
   KILN_ASSIGN_OR_RETURN(DeviceBuffer device, DeviceBuffer::allocate(device_bytes));
   char* pinned = nullptr;
   if (host_bytes > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&pinned), host_bytes));

@@ -35,7 +35,11 @@ double sign_test_tail(int n, int k) {
 
 int shadow_min_samples(const ShadowRule& r) {
   if (!(r.detect_rate > 0 && r.detect_rate < 1) || !(r.miss_probability > 0 && r.miss_probability < 1)) return 1;
-  return std::max(1, static_cast<int>(std::ceil(std::log(r.miss_probability) / std::log1p(-r.detect_rate))));
+  // In double first: a strict rule (detect_rate 1e-9) needs more samples than an int holds, and a cast of that would
+  // be undefined (found by a review: it came out as INT_MIN, then 1). Capped at kShadowSamplesCap.
+  const double need = std::ceil(std::log(r.miss_probability) / std::log1p(-r.detect_rate));
+  if (!(need < kShadowSamplesCap)) return kShadowSamplesCap;
+  return std::max(1, static_cast<int>(need));
 }
 
 std::string check_shadow_rule(const ShadowRule& r) {
@@ -43,6 +47,9 @@ std::string check_shadow_rule(const ShadowRule& r) {
     return "detect_rate " + std::to_string(r.detect_rate) + ": between 0 and 1";
   if (!(r.miss_probability > 0 && r.miss_probability < 1))
     return "miss_probability " + std::to_string(r.miss_probability) + ": between 0 and 1";
+  if (shadow_min_samples(r) >= kShadowSamplesCap)
+    return "detect_rate " + std::to_string(r.detect_rate) + " with miss_probability " +
+           std::to_string(r.miss_probability) + " needs a billion samples or more before any promotion";
   if (r.max_samples < shadow_min_samples(r))
     return "max_samples " + std::to_string(r.max_samples) + ": at least the minimum (" +
            std::to_string(shadow_min_samples(r)) + ")";
@@ -83,7 +90,8 @@ ShadowDecision decide_shadow(const std::vector<ShadowSample>& samples, const Sha
   d.n = static_cast<int>(samples.size());
   std::vector<double> speedups;
   for (const ShadowSample& s : samples) {
-    const double r = s.candidate_ms > 0 ? s.active_ms / s.candidate_ms : 0.0;
+    // A time the timer could not resolve (0) is a tie, neither faster nor slower.
+    const double r = s.candidate_ms > 0 && s.active_ms > 0 ? s.active_ms / s.candidate_ms : 1.0;
     speedups.push_back(r);
     if (r > 1 + rule.margin) ++d.faster;
     if (r * (1 + rule.margin) < 1) ++d.slower;

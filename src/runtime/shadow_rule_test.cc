@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -36,6 +38,23 @@ TEST(ShadowRule, MinimumSamplesSeeTheRarestFault) {
   r = ShadowRule{};
   r.max_samples = 100;
   EXPECT_NE(check_shadow_rule(r).find("max_samples 100"), std::string::npos);
+  // A stricter rule than an int can count: refused, never wrapped round to a handful of samples.
+  r = ShadowRule{};
+  r.detect_rate = 1e-9;
+  r.max_samples = std::numeric_limits<int>::max();
+  EXPECT_EQ(shadow_min_samples(r), kShadowSamplesCap);
+  EXPECT_NE(check_shadow_rule(r).find("a billion samples"), std::string::npos) << check_shadow_rule(r);
+  r.detect_rate = 1e-5;  // 1.38 million: a rule a benchmark uses to keep a shadow running
+  EXPECT_EQ(shadow_min_samples(r), 1381545);
+  EXPECT_EQ(check_shadow_rule(r), "");
+}
+
+TEST(ShadowRule, AnUnresolvedTimeIsATie) {
+  std::vector<ShadowSample> zeros(2000, ShadowSample{0.0, 0.0, true, "", ""});
+  ShadowDecision d = decide_shadow(zeros);
+  EXPECT_EQ(d.faster, 0);
+  EXPECT_EQ(d.slower, 0);
+  EXPECT_EQ(d.verdict, ShadowVerdict::kContinue);
 }
 
 std::vector<ShadowSample> timed(int n, double speedup, double noise, uint32_t seed) {

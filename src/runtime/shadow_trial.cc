@@ -16,6 +16,9 @@ namespace {
 
 constexpr size_t kShadowAlign = 256;
 size_t aligned(size_t n) { return (n + kShadowAlign - 1) / kShadowAlign * kShadowAlign; }
+// A shadow plan that fails to launch this many samples in a row is rejected; fewer are dropped (a launch can fail
+// for a passing reason: out of memory, a capture in progress elsewhere).
+constexpr int kLaunchFailuresToReject = 3;
 
 // Runs every request through its trial.
 class ShadowExecutor : public PlanExecutor {
@@ -24,6 +27,7 @@ class ShadowExecutor : public PlanExecutor {
   Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
     return trial_->run(stream, pointers, workspace);
   }
+  const ShadowTrial& trial() const { return *trial_; }
 
  private:
   std::shared_ptr<ShadowTrial> trial_;
@@ -34,7 +38,7 @@ class ShadowExecutor : public PlanExecutor {
 ShadowTrial::ShadowTrial(StoredPlanKey key, std::string graph_name, std::shared_ptr<const ExecutablePlan> active,
                          std::shared_ptr<const ExecutablePlan> shadow, std::unique_ptr<ShadowLane> lane,
                          std::vector<ShadowTensor> tensors, size_t workspace_at, const ShadowSampling& sampling,
-                         std::shared_ptr<ShadowJudge> judge)
+                         std::weak_ptr<ShadowJudge> judge)
     : key_(std::move(key)),
       graph_name_(std::move(graph_name)),
       active_(std::move(active)),
@@ -53,7 +57,8 @@ int ShadowTrial::samples() const {
 
 bool ShadowTrial::claim(cudaStream_t stream) {
   if (done_.load(std::memory_order_acquire)) return false;
-  if (calls_.fetch_add(1, std::memory_order_relaxed) % static_cast<uint64_t>(sample_every_) != 0) return false;
+  // The sample_every-th request first (a preload's warm-up run is not a sample).
+  if ((calls_.fetch_add(1, std::memory_order_relaxed) + 1) % static_cast<uint64_t>(sample_every_) != 0) return false;
   bool idle = false;
   if (!busy_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return false;
   if (lane_->capturing(stream)) {  // a CUDA graph capture: the sample would join it
@@ -91,39 +96,69 @@ Status ShadowTrial::run(cudaStream_t stream, const std::map<int, void*>& pointer
   for (const ShadowTensor& t : tensors_)
     if (copy_first && !t.output && pre.is_ok())
       pre = lane_->copy(dev + t.copy_at, pointers.at(t.index), t.bytes, stream);
-  if (pre.is_ok()) pre = lane_->mark(0, stream);
   Status ran = active_->run_unchecked(stream, pointers, workspace);
-  if (!ran.is_ok() || !pre.is_ok()) {
-    release();
-    if (!pre.is_ok()) KILN_LOG(kWarn, "graph '" << graph_name_ << "': a shadow sample was dropped: " << pre.message());
+  if (!ran.is_ok()) {
+    // Copies into the lane may still be pending on the caller's stream: the lane is not handed to another sample.
+    if (copy_first) finish();
+    else release();
     return ran;
   }
-  if (Status side = enqueue_shadow(stream, pointers, copy_first); !side.is_ok()) {
+  Status side = pre.is_ok() ? enqueue_shadow(stream, pointers, copy_first) : pre;
+  if (!side.is_ok()) {
     // The lane failed (not the shadow plan): nothing more is sampled by this Planner; the active plan serves.
     finish();
     KILN_LOG(kWarn, "graph '" << graph_name_ << "': shadow sampling of " << shadow_->identity()
                               << " stopped: " << side.message());
     return Status::ok();
   }
-  if (!judge_->submit(shared_from_this())) finish();  // the Planner is going: nothing more is sampled
+  bool submitted = false;
+  if (std::shared_ptr<ShadowJudge> judge = judge_.lock()) {
+    try {
+      submitted = judge->submit(shared_from_this());
+    } catch (const std::exception& e) {  // the judge's thread could not start
+      KILN_LOG(kWarn, "graph '" << graph_name_ << "': shadow sampling stopped: " << e.what());
+    }
+  }
+  if (!submitted) finish();  // the Planner is going: nothing more is sampled
   return Status::ok();
 }
 
+// On the caller's stream: the inputs (unless copied before the active plan ran) and the active plan's outputs into the
+// lane; then the side stream takes over.
 Status ShadowTrial::enqueue_shadow(cudaStream_t stream, const std::map<int, void*>& pointers, bool inputs_copied) {
   char* dev = lane_->device();
-  char* host = lane_->host();
-  KILN_RETURN_IF_ERROR(lane_->mark(1, stream));
   for (const ShadowTensor& t : tensors_)
     if (t.output || !inputs_copied)
       KILN_RETURN_IF_ERROR(lane_->copy(dev + t.copy_at, pointers.at(t.index), t.bytes, stream));
   KILN_RETURN_IF_ERROR(lane_->fork(stream));
+  return run_on_side(sampled_++ % 2 == 0);
+}
+
+// On the side stream: both plans on the copied inputs, each between its two marks (the active plan's outputs to
+// timing scratch), in the order given; then the outputs to compare (the caller's, the shadow plan's) to the host.
+Status ShadowTrial::run_on_side(bool active_first) {
+  char* dev = lane_->device();
+  char* host = lane_->host();
   cudaStream_t side = lane_->side();
-  std::map<int, void*> ptrs;
-  for (const ShadowTensor& t : tensors_) ptrs[t.index] = dev + (t.output ? t.shadow_at : t.copy_at);
-  KILN_RETURN_IF_ERROR(lane_->mark(2, side));
-  Status launched = shadow_->run_unchecked(side, ptrs, shadow_->workspace_bytes() > 0 ? dev + workspace_at_ : nullptr);
-  launch_error_ = launched.is_ok() ? "" : launched.message();
-  KILN_RETURN_IF_ERROR(lane_->mark(3, side));
+  std::map<int, void*> for_active, for_shadow;
+  for (const ShadowTensor& t : tensors_) {
+    for_active[t.index] = dev + (t.output ? t.timing_at : t.copy_at);
+    for_shadow[t.index] = dev + (t.output ? t.shadow_at : t.copy_at);
+  }
+  void* ws = dev + workspace_at_;
+  auto run_active = [&]() -> Status {
+    KILN_RETURN_IF_ERROR(lane_->mark(0, side));
+    KILN_RETURN_IF_ERROR(active_->run_unchecked(side, for_active, active_->workspace_bytes() > 0 ? ws : nullptr));
+    return lane_->mark(1, side);
+  };
+  auto run_shadow = [&]() -> Status {
+    KILN_RETURN_IF_ERROR(lane_->mark(2, side));
+    Status launched = shadow_->run_unchecked(side, for_shadow, shadow_->workspace_bytes() > 0 ? ws : nullptr);
+    launch_error_ = launched.is_ok() ? "" : launched.message();
+    return lane_->mark(3, side);
+  };
+  KILN_RETURN_IF_ERROR(active_first ? run_active() : run_shadow());
+  KILN_RETURN_IF_ERROR(active_first ? run_shadow() : run_active());
   for (const ShadowTensor& t : tensors_) {
     if (!t.output) continue;
     KILN_RETURN_IF_ERROR(lane_->copy(host + t.host_active, dev + t.copy_at, t.bytes, side));
@@ -132,15 +167,27 @@ Status ShadowTrial::enqueue_shadow(cudaStream_t stream, const std::map<int, void
   return Status::ok();
 }
 
-ShadowSample ShadowTrial::read_sample() {
-  ShadowSample s;
+bool ShadowTrial::read_sample(ShadowSample* sample) {
+  ShadowSample& s = *sample;
   s.shape_key = key_.shape_key;
   Status waited = lane_->wait();
-  if (!launch_error_.empty() || !waited.is_ok()) {
+  if (!waited.is_ok()) {  // an error on the side stream after launch: the shadow plan faulted
     s.agreed = false;
-    s.disagreement = "the shadow plan failed to run: " + (launch_error_.empty() ? waited.message() : launch_error_);
-    return s;
+    s.disagreement = "the shadow plan failed on the device: " + waited.message();
+    return true;
   }
+  if (!launch_error_.empty()) {
+    if (++launch_failures_ < kLaunchFailuresToReject) {
+      KILN_LOG(kWarn, "graph '" << graph_name_ << "': a shadow sample of " << shadow_->identity()
+                                << " was dropped: it did not launch (" << launch_error_ << ")");
+      return false;
+    }
+    s.agreed = false;
+    s.disagreement =
+        "the shadow plan failed to run " + std::to_string(launch_failures_) + " times in a row: " + launch_error_;
+    return true;
+  }
+  launch_failures_ = 0;
   StatusOr<double> a = lane_->elapsed_ms(0, 1), c = lane_->elapsed_ms(2, 3);
   s.active_ms = a.is_ok() ? *a : 0;
   s.candidate_ms = c.is_ok() ? *c : 0;
@@ -152,16 +199,16 @@ ShadowSample ShadowTrial::read_sample() {
     if (!av.is_ok() || !cv.is_ok()) {
       s.agreed = false;
       s.disagreement = "tensor '" + t.name + "' could not be read: " + (av.is_ok() ? cv : av).status().message();
-      return s;
+      return true;
     }
     ShadowComparison cmp = compare_shadow_outputs(*av, *cv);
     if (!cmp.agreed) {
       s.agreed = false;
       s.disagreement = "tensor '" + t.name + "': " + cmp.summary;
-      return s;
+      return true;
     }
   }
-  return s;
+  return true;
 }
 
 ShadowDecision ShadowTrial::add(ShadowSample sample) {
@@ -194,8 +241,9 @@ void ShadowJudge::stop() {
   }
   cv_.notify_all();
   if (thread.joinable()) {
-    if (thread.get_id() == std::this_thread::get_id())
-      thread.detach();  // the last trial dropped on the judge's own thread
+    // The judge's own thread never stops it (it holds no reference to the judge: trials hold weak ones, the Planner's
+    // state the one strong one); detached rather than left joinable should that ever change.
+    if (thread.get_id() == std::this_thread::get_id()) thread.detach();
     else thread.join();
   }
 }
@@ -215,20 +263,31 @@ void ShadowJudge::loop() {
 }
 
 void ShadowJudge::judge(ShadowTrial& trial) {
-  ShadowSample sample = trial.read_sample();
-  state_.counters().shadow_samples.fetch_add(1, std::memory_order_relaxed);
-  if (!sample.agreed) state_.counters().shadow_disagreements.fetch_add(1, std::memory_order_relaxed);
-  ShadowDecision d = trial.add(std::move(sample));
-  if (d.verdict == ShadowVerdict::kContinue) {
-    trial.release();
-    return;
+  try {
+    ShadowSample sample;
+    if (!trial.read_sample(&sample)) {
+      trial.release();
+      return;
+    }
+    state_.counters().shadow_samples.fetch_add(1, std::memory_order_relaxed);
+    if (!sample.agreed) state_.counters().shadow_disagreements.fetch_add(1, std::memory_order_relaxed);
+    ShadowDecision d = trial.add(std::move(sample));
+    if (d.verdict == ShadowVerdict::kContinue) {
+      trial.release();
+      return;
+    }
+    trial.finish();
+    record(trial, d);
+  } catch (const std::exception& e) {  // out of memory while comparing, say: this trial ends, undecided
+    trial.finish();
+    KILN_LOG(kError, "graph '" << trial.graph_name() << "': shadow sampling of " << trial.shadow().identity()
+                               << " stopped: " << e.what());
   }
-  trial.finish();
-  record(trial, d);
 }
 
-// The verdict in the store (one transaction with its history row), then the structure's plans dropped from memory:
-// the next obtain() reads the store again and serves its active plan (the promoted one, or the old one alone).
+// The verdict in the store (one transaction with its history row), then the key's plan dropped from memory (the
+// structure's other shapes, and their trials, stay): the next obtain() of it reads the store again and serves its
+// active plan alone (the promoted one, or the old one).
 void ShadowJudge::record(ShadowTrial& trial, const ShadowDecision& d) {
   const bool promote = d.verdict == ShadowVerdict::kPromote;
   const std::string config = trial.shadow().identity();
@@ -247,13 +306,21 @@ void ShadowJudge::record(ShadowTrial& trial, const ShadowDecision& d) {
       KILN_LOG(kWarn, "graph '" << trial.graph_name() << "' at " << at << ": shadow plan " << config << " rejected ("
                                 << d.reason << ")");
   } else {
-    // Another host decided first (NotFound: it is no longer in shadow), or the store could not be written: the
-    // trial ends here either way, and the store says what serves.
+    // Another host decided first (NotFound or FailedPrecondition: it is no longer in shadow; the store changed), or
+    // the store could not be written (then the active plan goes on serving here, unsampled).
     state_.counters().shadow_unrecorded.fetch_add(1, std::memory_order_relaxed);
     KILN_LOG(kWarn, "graph '" << trial.graph_name() << "': the shadow verdict on " << config << " was not recorded ("
                               << st.message() << "): " << d.reason);
+    if (st.code() != StatusCode::kNotFound && st.code() != StatusCode::kFailedPrecondition) return;
   }
-  state_.forget_structure(trial.key().structure_sig);
+  state_.cache().drop(trial.wrapper());
+}
+
+std::shared_ptr<const ExecutablePlan> without_shadow(std::shared_ptr<const ExecutablePlan> plan) {
+  if (!plan) return plan;
+  if (const auto* shadowed = dynamic_cast<const ShadowExecutor*>(&plan->executor()))
+    return shadowed->trial().active_plan();
+  return plan;
 }
 
 void shadow_if_any(PlannerState& state, Built* built, const std::string& graph_name) {
@@ -274,8 +341,9 @@ void shadow_if_any(PlannerState& state, Built* built, const std::string& graph_n
                 "): the active plan serves alone");
   StatusOr<EnvFingerprint> env = state.backend().environment();
   if (!env.is_ok()) return note("shadow: " + env.status().message());
-  // The lane's layout: every bound tensor's copy, then the shadow plan's outputs, then its workspace; on the host,
-  // both plans' outputs.
+  // The lane's layout: per bound tensor its copy (an output's: what the caller got), and for an output the shadow
+  // plan's and the side run of the active plan's; then one workspace for both side runs (they run in turn). On the
+  // host, both outputs compared.
   const Graph& g = active->graph();
   std::vector<ShadowTensor> tensors;
   size_t dev = 0, host = 0;
@@ -293,6 +361,8 @@ void shadow_if_any(PlannerState& state, Built* built, const std::string& graph_n
     if (t.output) {
       t.shadow_at = dev;
       dev += aligned(b.bytes);
+      t.timing_at = dev;
+      dev += aligned(b.bytes);
       t.host_active = host;
       t.host_shadow = host + b.bytes;
       host += 2 * b.bytes;
@@ -300,15 +370,17 @@ void shadow_if_any(PlannerState& state, Built* built, const std::string& graph_n
     tensors.push_back(std::move(t));
   }
   const size_t workspace_at = dev;
-  dev += static_cast<size_t>(std::max<int64_t>(0, (*shadow)->workspace_bytes()));
+  dev += static_cast<size_t>(std::max<int64_t>({int64_t{0}, active->workspace_bytes(), (*shadow)->workspace_bytes()}));
   StatusOr<std::unique_ptr<ShadowLane>> lane = state.backend().shadow_lane(dev, host);
   if (!lane.is_ok()) return note("shadow: no lane for " + config.identity() + " (" + lane.status().message() + ")");
   auto trial = std::make_shared<ShadowTrial>(
       StoredPlanKey{active->signature().structure, active->signature().shape_key, fingerprint_key(*env)}, graph_name,
-      active, std::move(*shadow), std::move(*lane), std::move(tensors), workspace_at, sampling, state.shadow_judge());
+      active, std::move(*shadow), std::move(*lane), std::move(tensors), workspace_at, sampling,
+      std::weak_ptr<ShadowJudge>(state.shadow_judge()));
   auto wrapped = std::make_shared<ExecutablePlan>(g, active->signature(), active->config(), active->workspace_bytes(),
                                                   active->built_from(), std::make_unique<ShadowExecutor>(trial));
   wrapped->set_notes(active->notes());
+  trial->set_wrapper(wrapped.get());
   built->plan = std::move(wrapped);
   state.counters().shadow_trials.fetch_add(1, std::memory_order_relaxed);
   note("shadow: plan " + config.identity() + " runs beside it on 1 in " + std::to_string(sampling.sample_every) +

@@ -15,6 +15,7 @@
 #include "kiln/runtime/shadow_lane.h"
 #include "kiln/spec/spec.h"
 #include "kiln/store/plan_store.h"
+#include "runtime/shadow_trial.h"
 #include "store/store_test_util.h"
 
 namespace kiln {
@@ -31,6 +32,7 @@ struct Behaviour {
   // y[i] from x[i] on the k-th run of this configuration (k from 0).
   std::function<float(float x, int64_t k, int i)> f = [](float x, int64_t, int) { return x > 0 ? x : 0.0f; };
   bool fail_launch = false;
+  int fail_first_launches = 0;  // the first N launches fail, the rest run
 };
 
 struct Clock {
@@ -41,7 +43,8 @@ class RunExecutor : public PlanExecutor {
  public:
   RunExecutor(Behaviour b, Clock* clock, int x, int y) : b_(std::move(b)), clock_(clock), x_(x), y_(y) {}
   Status run(cudaStream_t, const std::map<int, void*>& p, void*) const override {
-    if (b_.fail_launch) return internal_error("launch failed (injected)");
+    if (b_.fail_launch || launches_.fetch_add(1) < b_.fail_first_launches)
+      return internal_error("launch failed (injected)");
     const int64_t k = runs_.fetch_add(1);
     const float* x = static_cast<const float*>(p.at(x_));
     float* y = static_cast<float*>(p.at(y_));
@@ -56,7 +59,7 @@ class RunExecutor : public PlanExecutor {
   Behaviour b_;
   Clock* clock_;
   int x_, y_;
-  mutable std::atomic<int64_t> runs_{0};
+  mutable std::atomic<int64_t> runs_{0}, launches_{0};
 };
 
 class HostLane : public ShadowLane {
@@ -334,7 +337,18 @@ TEST(ShadowSampling, AShadowPlanThatFailsToLaunchIsRejectedAndTheCallerIsServed)
   auto e = f.entry("eng6");
   ASSERT_TRUE(e.is_ok());
   EXPECT_EQ(e->state, PlanState::kRejected);
-  EXPECT_NE(e->reason.find("failed to run: launch failed (injected)"), std::string::npos) << e->reason;
+  EXPECT_NE(e->reason.find("failed to run 3 times in a row: launch failed (injected)"), std::string::npos) << e->reason;
+}
+
+TEST(ShadowSampling, ALaunchThatFailsOnceIsADroppedSampleNotARejection) {
+  Behaviour flaky = takes(0.8);
+  flaky.fail_first_launches = 2;  // out of memory for a moment, say
+  Fixture f(takes(1.0), flaky);
+  int wrong = 0;
+  f.serve_until_decided(20000, &wrong);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(f.planner->stats().shadow_promotions, 1) << f.planner->stats().text();
+  EXPECT_EQ(f.active(), "eng6");
 }
 
 TEST(ShadowSampling, AnOutputBoundOverItsInputStillGivesTheShadowTheOriginalInputs) {
@@ -425,6 +439,21 @@ TEST(ShadowSampling, APlanOutlivingItsPlannerServesTheActivePlanAlone) {
     for (int i = 0; i < kN; ++i) ASSERT_EQ(y[i], std::max(x[i], 0.0f));
   }
   EXPECT_EQ(f.entry("eng6")->state, PlanState::kShadow);
+}
+
+TEST(ShadowSampling, StopgapsRunTheActivePlanUnwrapped) {
+  Fixture f(takes(1.0), takes(0.8));
+  auto p = f.planner->obtain(f.g);
+  ASSERT_TRUE(p.is_ok());
+  std::shared_ptr<const ExecutablePlan> inner = runtime_detail::without_shadow(p->plan);
+  ASSERT_TRUE(inner);
+  EXPECT_NE(inner.get(), p->plan.get());  // the trial's active plan, not the plan that samples
+  EXPECT_EQ(inner->identity(), "eng5");
+  EXPECT_EQ(runtime_detail::without_shadow(inner).get(), inner.get());  // a plain plan is itself
+  alignas(16) float x[kN] = {}, y[kN];
+  for (int i = 0; i < 300; ++i)
+    ASSERT_TRUE(inner->execute(nullptr, {{"x", {x, sizeof(x)}}, {"y", {y, sizeof(y)}}}).is_ok());
+  EXPECT_EQ(f.planner->stats().shadow_samples, 0);  // what a padded or split stopgap runs is never sampled
 }
 
 TEST(ShadowSampling, ABadRuleOrSampleRateIsRefusedAtCreate) {

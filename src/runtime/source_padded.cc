@@ -5,6 +5,7 @@
 
 #include "kiln/runtime/reshape_graph.h"
 #include "runtime/plan_sources.h"
+#include "runtime/shadow_trial.h"
 #include "runtime/shapes.h"
 #include "runtime/stopgap_executors.h"
 
@@ -85,6 +86,7 @@ std::shared_ptr<const ExecutablePlan> PaddedSource::padded_plan(const PreparedGr
       return nullptr;
     }
   }
+  larger = without_shadow(std::move(larger));  // run on padded scratch, it is never a shadow sample
   const int64_t workspace = static_cast<int64_t>(layout->scratch_bytes) + larger->workspace_bytes();
   *why = "padded: runs the plan tuned for " + best->shape_key + " on scratch (" + layout->text() + "), " +
          state_.stopgap_fate();

@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/reshape_graph.h"
 #include "runtime/plan_sources.h"
+#include "runtime/shadow_trial.h"
 #include "runtime/stopgap_executors.h"
 
 namespace kiln::runtime_detail {
@@ -108,6 +109,7 @@ std::shared_ptr<const ExecutablePlan> SplitSource::split_plan(SourceRequest& r, 
           break;
         }
       }
+      held = without_shadow(std::move(held));  // a part of a split plan is never a shadow sample
       plans.emplace(e, std::make_pair(std::move(held), std::move(*rows)));
     }
     if (!ok) continue;

@@ -269,6 +269,17 @@ TEST_P(PlanRolloutContract, ADamagedRolloutRowIsNamedNeverActivated) {
   Status up = s->transition(key(b), config(b), PlanState::kActive, "x");
   EXPECT_EQ(up.code(), StatusCode::kCorruption) << up.to_string();
   EXPECT_EQ(active(*s, a), config(a));
+  // verify names it (the active plan stays sound), and leaves it where it is.
+  auto v = s->verify();
+  ASSERT_TRUE(v.is_ok()) << v.status().to_string();
+  EXPECT_EQ(v->checked, 1);
+  EXPECT_EQ(v->ok, 1);
+  EXPECT_EQ(v->rollout_checked, 1);
+  EXPECT_EQ(v->rollout_ok, 0);
+  ASSERT_EQ(v->rollout_problems.size(), 1u);
+  EXPECT_EQ(v->rollout_problems[0].structure_sig, b.structure_sig);
+  EXPECT_EQ(v->rollout_problems[0].reason.rfind(config(b) + " (candidate): ", 0), 0u) << v->rollout_problems[0].reason;
+  EXPECT_EQ(state_of(*s, b), "candidate");
 }
 
 TEST_P(PlanRolloutContract, AnImportRetiresThePlanItReplaces) {

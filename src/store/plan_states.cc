@@ -222,6 +222,27 @@ StatusOr<std::vector<RolloutEntry>> SqlPlanStore::rollout_entries(const ListFilt
   return out;
 }
 
+Status SqlPlanStore::verify_rollout_locked(VerifyReport* out) {
+  KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
+  if (!exists) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(
+      store::Stmt st,
+      store::Stmt::prepare(db_, store::plan_rollout_table().select_sql(" ORDER BY structure_sig, shape_key, seq")));
+  return store::for_each_row(st, [&] {
+    RolloutEntry e = read_entry(st);
+    ++out->rollout_checked;
+    if (e.problem.empty()) {
+      ++out->rollout_ok;
+      return Status::ok();
+    }
+    const std::string state = st.type(0) == SQLITE_TEXT ? st.text(0) : std::string("no state");
+    out->rollout_problems.push_back(
+        {e.record.structure_sig, e.record.shape_key, e.stored_fingerprint_key,
+         (e.config.empty() ? std::string("?") : e.config) + " (" + state + "): " + e.problem});
+    return Status::ok();
+  });
+}
+
 StatusOr<RolloutEntry> SqlPlanStore::rollout_entry(const StoredPlanKey& key, const std::string& config) {
   std::lock_guard<std::mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(std::optional<RolloutEntry> e, rollout_row_locked(key, config));

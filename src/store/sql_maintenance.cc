@@ -64,6 +64,7 @@ StatusOr<VerifyReport> SqlPlanStore::verify_locked(const VerifyOptions& options,
       bad_plans->push_back({b.rowid, b.row.record.structure_sig, b.row.record.shape_key, b.row.stored_fingerprint_key,
                             b.row.record.checksum, b.reason});
 
+  KILN_RETURN_IF_ERROR(verify_rollout_locked(&out));
   std::vector<BadKernelCache> caches;
   KILN_RETURN_IF_ERROR(verify_kernel_caches_locked(&out, &caches));
   counters_.corrupt += static_cast<int64_t>(caches.size());

@@ -102,6 +102,7 @@ class SqlPlanStore final : public PlanStore {
                                        std::vector<BadKernelCache>* bad_caches = nullptr);
   // Appends a check of every kernel cache row to `out` (kernel_caches.cc).
   Status verify_kernel_caches_locked(VerifyReport* out, std::vector<BadKernelCache>* bad);
+  Status verify_rollout_locked(VerifyReport* out);
   // Deletes one kernel cache row (by rowid and stored checksum), in the caller's transaction if there is one;
   // returns the rows gone.
   StatusOr<int64_t> drop_kernel_cache_row_locked(const BadKernelCache& bad);

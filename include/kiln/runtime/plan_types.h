@@ -96,6 +96,8 @@ class ExecutablePlan {
   // stopgap, an unfused chain), which check their own call first.
   Status run_unchecked(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const;
 
+  // What runs it (for the runtime's plans made of plans, which look inside; never null).
+  const PlanExecutor& executor() const { return *executor_; }
   // An unfused chain (kiln/runtime/unfused_plan.h): its parts' plans, in run order; empty for a single plan.
   const std::vector<std::shared_ptr<const ExecutablePlan>>& parts() const { return parts_; }
   void set_parts(std::vector<std::shared_ptr<const ExecutablePlan>> parts) { parts_ = std::move(parts); }

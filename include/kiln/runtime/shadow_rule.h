@@ -56,7 +56,9 @@ struct ShadowDecision {
   double p_faster = 1, p_slower = 1;
 };
 
-// The agreeing samples before any promotion: ceil(ln(miss_probability) / ln(1 - detect_rate)), at least 1.
+// The agreeing samples before any promotion: ceil(ln(miss_probability) / ln(1 - detect_rate)), at least 1, at most
+// kShadowSamplesCap (a rule that needs that many is refused by check_shadow_rule).
+constexpr int kShadowSamplesCap = 1000000000;
 int shadow_min_samples(const ShadowRule& rule);
 // A rule out of range is used as given; check_shadow_rule says what is wrong with one.
 ShadowDecision decide_shadow(const std::vector<ShadowSample>& samples, const ShadowRule& rule = {});

@@ -75,6 +75,12 @@ struct VerifyReport {
   int64_t kernel_caches_checked = 0;
   int64_t kernel_caches_ok = 0;
   std::vector<VerifyProblem> kernel_cache_problems;
+  // Plans in states other than active (kiln/store/plan_rollout.h): each row's columns, checksum, state and that its
+  // configuration column is its record's. Reported, never moved: a damaged row is never activated (promote and
+  // rollback refuse it by name), and `kiln plans rm` removes it with its key.
+  int64_t rollout_checked = 0;
+  int64_t rollout_ok = 0;
+  std::vector<VerifyProblem> rollout_problems;  // reason: "<config> (<state>): <what is wrong>"
 };
 
 struct QuarantineEntry {

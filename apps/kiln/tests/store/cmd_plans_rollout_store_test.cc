@@ -114,5 +114,29 @@ TEST_F(PlansRolloutCli, RefusalsNameWhatIsWrong) {
   EXPECT_EQ(missing.code, kExitBadInput) << missing.output();
 }
 
+TEST_F(PlansRolloutCli, VerifyChecksThePlansInOtherStatesAndRmRemovesThemWithTheirKey) {
+  CliResult ok = run_kiln("plans verify --store " + store_);
+  ASSERT_EQ(ok.code, kExitOk) << ok.output();
+  EXPECT_NE(ok.out.find("2 plans in other states: 2 ok, 0 corrupt"), std::string::npos) << ok.out;
+  ASSERT_EQ(store_test::raw_sql(store_, "UPDATE plan_rollout SET median_ms = 7.5 WHERE engine_id = 43"), 0);
+  CliResult bad = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(bad.code, kExitCorruption) << bad.output();
+  EXPECT_NE(bad.out.find("CORRUPT  "), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("plan " + config(c_) + " (candidate): "), std::string::npos) << bad.out;
+  EXPECT_NE(bad.err.find("1 of 2 plans in other states"), std::string::npos) << bad.err;
+  CliResult j = run_kiln("plans verify --json --store " + store_);
+  nlohmann::json doc = nlohmann::json::parse(j.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << j.output();
+  EXPECT_EQ(doc["other_states"]["checked"], 2);
+  EXPECT_EQ(doc["other_states"]["problems"].size(), 1u);
+  CliResult rm = run_kiln("plans rm" + key_args());
+  ASSERT_EQ(rm.code, kExitOk) << rm.output();
+  CliResult after = run_kiln("plans verify --store " + store_);
+  EXPECT_EQ(after.code, kExitOk) << after.output();
+  CliResult left = run_kiln("plans candidates --json --store " + store_);
+  nlohmann::json rows = nlohmann::json::parse(left.out, nullptr, false);
+  EXPECT_TRUE(rows.is_array() && rows.empty()) << left.output();
+}
+
 }  // namespace
 }  // namespace kiln
