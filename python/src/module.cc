@@ -38,6 +38,10 @@ void translate(const std::exception_ptr& p, void*) {
 void init_errors(nb::module_& m) {
   nb::register_exception_translator(translate);
   m.def(
+      "_set_leak_warnings", [](bool on) { nb::set_leak_warnings(on); }, "on"_a,
+      "nanobind's report, at exit, of Kiln objects still alive (kiln.torch turns it off: torch's dispatcher keeps "
+      "each op's kernel, and so its runner and graph, until the interpreter is gone, which is no leak).");
+  m.def(
       "_set_error_classes",
       [](nb::dict by_code_name, nb::handle base) {
         for (int c = 0; c <= static_cast<int>(StatusCode::kInternal); ++c) {

@@ -82,6 +82,43 @@ Status check_uri_userinfo(const std::string& location, const std::string& displa
                           "%40) or use the key=value form (password='...')");
 }
 
+// What libpq would refuse in a URI's host list, checked without it (so that a malformed location is bad input on a
+// machine without libpq too, not "libpq missing"): each host:port has a port of digits, and a bracketed IPv6 host
+// closes its bracket. Names nothing of the password.
+Status check_uri_hosts(const std::string& location, const std::string& display) {
+  std::smatch m;
+  if (!std::regex_search(location, m, uri_scheme())) return Status::ok();
+  std::string rest = location.substr(m[0].length());
+  rest = rest.substr(0, rest.find_first_of("?"));
+  const size_t at = rest.rfind('@');
+  std::string hosts = at == std::string::npos ? rest : rest.substr(at + 1);
+  hosts = hosts.substr(0, hosts.find('/'));
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("PostgreSQL store " + display + " is not a location libpq can read: " + why);
+  };
+  size_t start = 0;
+  while (start <= hosts.size()) {
+    size_t end = hosts.find(',', start);
+    if (end == std::string::npos) end = hosts.size();
+    std::string h = hosts.substr(start, end - start);
+    std::string port;
+    if (!h.empty() && h[0] == '[') {
+      const size_t close = h.find(']');
+      if (close == std::string::npos) return bad("a bracketed IPv6 host is not closed");
+      if (close + 1 < h.size()) {
+        if (h[close + 1] != ':') return bad("unexpected text after a bracketed IPv6 host");
+        port = h.substr(close + 2);
+      }
+    } else if (const size_t colon = h.find(':'); colon != std::string::npos) {
+      port = h.substr(colon + 1);
+    }
+    if (!port.empty() && port.find_first_not_of("0123456789") != std::string::npos)
+      return bad("a port is not a number");
+    start = end + 1;
+  }
+  return Status::ok();
+}
+
 // The secrets a location holds: a URI's password (as written and percent-decoded) and every password= or
 // sslpassword= value (quoted or not). Best effort on a string libpq cannot parse.
 std::vector<std::string> secrets_of(const std::string& location) {
@@ -283,6 +320,7 @@ class PgStmt final : public StmtImpl {
 StatusOr<std::unique_ptr<PgConn>> PgConn::connect(const std::string& conninfo, const std::string& display,
                                                   bool read_only) {
   KILN_RETURN_IF_ERROR(check_uri_userinfo(conninfo, display));
+  KILN_RETURN_IF_ERROR(check_uri_hosts(conninfo, display));
   KILN_ASSIGN_OR_RETURN(const pq::Api* api, pq::api());
   const std::string full = with_connect_timeout(conninfo);
   // A string libpq cannot read is bad input (exit 2), said before any connection; libpq's words may quote the
