@@ -167,7 +167,7 @@ if want shadow; then  # issue 35: shadow sampling on real requests (its GPU test
   stamp "shadow"
   gtest runtime_gpu_test 'ShadowGpu.*' 240 >"$out/shadow-tests.txt" 2>&1; cat "$out/shadow-tests.txt"
   grep -E '^\[ shadow \]' "$out/runtime_gpu_test.log" | tee -a "$out/shadow-tests.txt"
-  timeout 240 "$build/benchmarks/shadow_bench" --spec examples/matmul_bias_gelu.json --spec examples/conv_bias_relu.json \
+  timeout 240 "$build/benchmarks/shadow_bench" --spec examples/matmul_bias_gelu.json --spec examples/conv_bias_relu.json --requests 20000 \
     --work "$out/shadow-work" --out "$out/shadow.json" >"$out/shadow-bench.txt" 2>&1; rc=$?
   cat "$out/shadow-bench.txt"; check $rc "shadow_bench"; rm -rf "$out/shadow-work"
 fi

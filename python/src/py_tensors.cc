@@ -44,15 +44,62 @@ bool torch_dtype(nb::handle dtype, DataType* out, std::string* text) {
   return true;
 }
 
+// Attribute names made once (an attribute looked up by a C string makes a Python string each time: a call reads five
+// per tensor, and this is most of what a call costs from Python; docs/python.md "Cost of a call").
+struct TorchNames {
+  nb::object get_device = nb::str("get_device"), data_ptr = nb::str("data_ptr"), shape = nb::str("shape"),
+             stride = nb::str("stride"), dtype = nb::str("dtype"), element_size = nb::str("element_size"),
+             is_cuda = nb::str("is_cuda");
+};
+const TorchNames& torch_names() {
+  static const TorchNames* names = new TorchNames();  // never freed: outlives the interpreter's last call
+  return *names;
+}
+
+nb::object call_method(nb::handle obj, const nb::object& name) {
+  PyObject* r = PyObject_CallMethodObjArgs(obj.ptr(), name.ptr(), nullptr);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
+}
+
+void read_ints(nb::handle seq, std::vector<int64_t>* out) {
+  const Py_ssize_t n = PyTuple_Check(seq.ptr()) ? PyTuple_Size(seq.ptr()) : -1;
+  if (n < 0) {  // not a tuple (a tensor-like object of another kind)
+    for (nb::handle d : seq) out->push_back(nb::cast<int64_t>(d));
+    return;
+  }
+  out->reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) out->push_back(nb::cast<int64_t>(nb::handle(PyTuple_GetItem(seq.ptr(), i))));
+}
+
+// A torch.Tensor (or an object with its methods): five reads, by names made once.
 void read_torch(nb::handle obj, TensorView& v) {
+  const TorchNames& n = torch_names();
   v.kind = "torch.Tensor";
-  v.on_cuda = nb::cast<bool>(obj.attr("is_cuda"));
-  if (v.on_cuda) v.device = nb::cast<int>(obj.attr("get_device")());
-  v.ptr = nb::cast<uintptr_t>(obj.attr("data_ptr")());
-  for (nb::handle d : obj.attr("shape")) v.shape.push_back(nb::cast<int64_t>(d));
-  for (nb::handle s : obj.attr("stride")()) v.strides.push_back(nb::cast<int64_t>(s));
-  v.itemsize = nb::cast<size_t>(obj.attr("element_size")());
-  v.dtype_known = torch_dtype(obj.attr("dtype"), &v.dtype, &v.dtype_text);
+  v.device = nb::cast<int>(call_method(obj, n.get_device));  // -1: on the host
+  v.on_cuda = v.device >= 0;
+  v.ptr = nb::cast<uintptr_t>(call_method(obj, n.data_ptr));
+  read_ints(obj.attr(n.shape), &v.shape);
+  read_ints(call_method(obj, n.stride), &v.strides);
+  v.dtype_known = torch_dtype(obj.attr(n.dtype), &v.dtype, &v.dtype_text);
+  v.itemsize = v.dtype_known ? dtype_size(v.dtype) : nb::cast<size_t>(call_method(obj, n.element_size));
+}
+
+// Whether `obj` is read as a torch tensor: an instance of torch.Tensor (a type check, once torch is imported), else
+// anything with its data_ptr and is_cuda.
+bool is_torch_like(nb::handle obj) {
+  static PyObject* tensor_type = nullptr;  // a strong reference, kept for the process
+  if (tensor_type == nullptr) {
+    PyObject* modules = PySys_GetObject("modules");  // borrowed
+    PyObject* torch = modules ? PyDict_GetItemString(modules, "torch") : nullptr;
+    if (torch != nullptr) {
+      tensor_type = PyObject_GetAttrString(torch, "Tensor");
+      if (tensor_type == nullptr) PyErr_Clear();
+    }
+  }
+  if (tensor_type != nullptr && PyObject_IsInstance(obj.ptr(), tensor_type) == 1) return true;
+  const TorchNames& n = torch_names();
+  return PyObject_HasAttr(obj.ptr(), n.data_ptr.ptr()) && PyObject_HasAttr(obj.ptr(), n.is_cuda.ptr());
 }
 
 // typestr of the CUDA array interface: '<f2', '|i1', ...: a byte order, a kind, a size. 'V' (bfloat16 and fp8 from
@@ -138,7 +185,7 @@ TensorView read_tensor(nb::handle obj, const std::string& name) {
   // An exporter's fields of the wrong kind (a list for a tuple, a negative pointer, a property that raises) are bad
   // input naming the tensor, never a crash or a bare cast error (found by a hostile trial).
   try {
-    if (nb::hasattr(obj, "data_ptr") && nb::hasattr(obj, "is_cuda")) {
+    if (is_torch_like(obj)) {
       read_torch(obj, v);
     } else if (nb::hasattr(obj, "__cuda_array_interface__")) {
       read_cai(obj, v, name);
