@@ -87,6 +87,11 @@ void add_replay(CLI::App& app, Runner* run) {
                 "Keep each structure's dynamic-shape kernel cache in the store (--store, opened for writing), so "
                 "that the next process does not compile its kernels again");
   sub->add_flag("--force", job.overwrite, "Write over an existing --record-shapes file");
+  sub->add_option(
+         "--shadow-every", job.shadow_every,
+         "Shadow sampling: one request in N also runs its key's plan in shadow, if the store holds one, and the "
+         "verdicts go to the store (0: none; default: the Planner's, 100; docs/rollout.md)")
+      ->check(whole_number_at_least(0));
   sub->add_flag("--json", o->json, "Machine-readable report");
   sub->callback([run, o, top_k, budget, share, max_parts] {
     o->job.tune_bounds_given = top_k->count() > 0 || budget->count() > 0 || share->count() > 0;

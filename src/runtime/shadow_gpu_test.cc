@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "gpu_test_util.h"
 #include "kiln/core/engine_config.h"
@@ -238,6 +239,64 @@ TEST(ShadowGpu, ACorruptedCandidateIsRejectedAndNoCallerSeesItsOutput) {
   EXPECT_EQ(rejected->state, PlanState::kRejected);
   EXPECT_NE(rejected->reason.find("disagreed"), std::string::npos) << rejected->reason;
   std::printf("[ shadow ] injected: %s\n", rejected->reason.c_str());
+}
+
+// The store turned round: the runner-up made active, the winner back in shadow (a candidate again, then shadow), so
+// that the plan in shadow is the faster one.
+void swap_for_promotion(ShadowStore* s) {
+  auto store = PlanStore::open(s->path);
+  ASSERT_TRUE(store.is_ok()) << store.status().to_string();
+  ASSERT_TRUE(
+      (*store)->transition(s->key, s->runner_up, PlanState::kActive, "test: the runner-up made active").is_ok());
+  auto winner = (*store)->rollout_entry(s->key, s->winner);
+  ASSERT_TRUE(winner.is_ok()) << winner.status().to_string();
+  ASSERT_EQ(winner->state, PlanState::kRetired);
+  ASSERT_TRUE((*store)->put_candidate(winner->record, "test: the winner again").is_ok());
+  ASSERT_TRUE((*store)->transition(s->key, s->winner, PlanState::kShadow, "test: in shadow").is_ok());
+  std::swap(s->winner, s->runner_up);  // now: winner = the active plan, runner_up = the one in shadow
+}
+
+TEST(ShadowGpu, TheFasterPlanInShadowIsPromotedForEveryPlannerAndServesNext) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_string(kShadowSpec, "shadow.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  ShadowStore s;
+  ASSERT_NO_FATAL_FAILURE(make_shadow_store(*g, &s));
+  ASSERT_NO_FATAL_FAILURE(swap_for_promotion(&s));
+  std::printf("[ shadow ] turned round: active %s, in shadow %s\n", s.winner.c_str(), s.runner_up.c_str());
+  auto planner = Planner::create(sampling_every_request(s.path));
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  serve_until_decided(**planner, *g);
+  const PlannerStats st = (*planner)->stats();
+  EXPECT_EQ(st.shadow_disagreements, 0) << st.text();
+  EXPECT_EQ(st.shadow_promotions, 1) << st.text();
+  auto store = PlanStore::open(s.path);
+  ASSERT_TRUE(store.is_ok());
+  auto history = (*store)->plan_history(s.key);
+  ASSERT_TRUE(history.is_ok() && !history->empty());
+  std::printf("[ shadow ] %s: %s -> %s: %s\n", history->back().config.c_str(), history->back().from_state.c_str(),
+              history->back().to_state.c_str(), history->back().reason.c_str());
+  auto active = (*store)->read(s.key.structure_sig, s.key.shape_key, s.key.fingerprint_key);
+  ASSERT_TRUE(active.is_ok());
+  EXPECT_EQ(plan_identity(active->engine_id, active->knobs), s.runner_up);
+  // This Planner serves it next; so does a new one (another host sharing the store).
+  auto next = (*planner)->obtain(*g);
+  ASSERT_TRUE(next.is_ok()) << next.status().to_string();
+  EXPECT_EQ(next->plan->identity(), s.runner_up);
+  auto other = Planner::create(PlannerOptions::serving(s.path));
+  ASSERT_TRUE(other.is_ok());
+  auto theirs = (*other)->obtain(*g);
+  ASSERT_TRUE(theirs.is_ok()) << theirs.status().to_string();
+  EXPECT_EQ(theirs->plan->identity(), s.runner_up);
+  EXPECT_EQ(theirs->why.find("shadow:"), std::string::npos) << theirs->why;
+  // And a rollback brings the old plan back for the next Planner.
+  auto back = (*store)->rollback(s.key, "test: rolled back");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  auto third = Planner::create(PlannerOptions::serving(s.path));
+  ASSERT_TRUE(third.is_ok());
+  auto restored = (*third)->obtain(*g);
+  ASSERT_TRUE(restored.is_ok());
+  EXPECT_EQ(restored->plan->identity(), s.winner);
 }
 
 }  // namespace

@@ -194,14 +194,16 @@ StatusOr<PlannerOptions> planner_options(const ReplayJob& job) {
   if (!b.is_ok()) return b.status().with_context("--buckets");
   // A service's Planner, as the job configures it. Keeping kernel caches writes to the store: one writable
   // connection (created when absent).
-  return PlannerOptions::serving(job.store_path)
-      .with_new_shapes(job.new_shapes)
-      .with_promotion(job.promote, job.promote_by)
-      .with_tuning(job.tuning)
-      .with_stopgaps(job.split, job.padded, job.split_overlap, job.split_max_parts)
-      .with_handles(job.handles)
-      .with_buckets(*b)
-      .with_kernel_caches(job.save_kernel_caches);
+  PlannerOptions o = PlannerOptions::serving(job.store_path)
+                         .with_new_shapes(job.new_shapes)
+                         .with_promotion(job.promote, job.promote_by)
+                         .with_tuning(job.tuning)
+                         .with_stopgaps(job.split, job.padded, job.split_overlap, job.split_max_parts)
+                         .with_handles(job.handles)
+                         .with_buckets(*b)
+                         .with_kernel_caches(job.save_kernel_caches);
+  if (job.shadow_every >= 0) o.shadow.sample_every = job.shadow_every;  // docs/rollout.md "Shadow sampling"
+  return o;
 }
 
 StatusOr<ReplayReport> replay_on(Planner& planner, Trace trace, int threads, bool preload, bool warm) {

@@ -111,6 +111,11 @@ TEST(Replay, PlannerOptionsCarryTheJobAndNameABadBucketPolicy) {
   EXPECT_FALSE(po->promote);
   EXPECT_FALSE(po->padded);
   EXPECT_EQ(po->buckets.text(), BucketPolicy::parse("batch=pow2")->text());
+  EXPECT_EQ(po->shadow.sample_every, ShadowSampling{}.sample_every);  // the Planner's default unless asked
+  j.shadow_every = 1;
+  EXPECT_EQ(planner_options(j)->shadow.sample_every, 1);
+  j.shadow_every = 0;
+  EXPECT_EQ(planner_options(j)->shadow.sample_every, 0);
   j.buckets = "batch=cubes";
   auto bad = planner_options(j);
   ASSERT_FALSE(bad.is_ok());

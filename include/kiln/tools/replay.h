@@ -74,6 +74,7 @@ struct ReplayJob {
   std::string record_shapes;           // write the shapes served here ("" : not written)
   bool save_kernel_caches = false;     // keep the structures' dynamic-shape kernel caches in the store (needs one)
   bool overwrite = false;              // record_shapes may replace a file
+  int shadow_every = -1;  // shadow sampling: one request in N runs a key's plan in shadow (0: none; -1: the Planner's)
 };
 
 inline constexpr EnumName<NewShapes> kNewShapesNames[] = {{NewShapes::kStopgap, "stopgap"},

@@ -118,7 +118,7 @@ TEST_F(PlansRolloutCli, VerifyChecksThePlansInOtherStatesAndRmRemovesThemWithThe
   CliResult ok = run_kiln("plans verify --store " + store_);
   ASSERT_EQ(ok.code, kExitOk) << ok.output();
   EXPECT_NE(ok.out.find("2 plans in other states: 2 ok, 0 corrupt"), std::string::npos) << ok.out;
-  ASSERT_EQ(store_test::raw_sql(store_, "UPDATE plan_rollout SET median_ms = 7.5 WHERE engine_id = 43"), 0);
+  ASSERT_EQ(store_test::raw_sql(store_, "UPDATE plan_rollout SET median_ms = 7.5 WHERE engine_id = 43"), 1);
   CliResult bad = run_kiln("plans verify --store " + store_);
   EXPECT_EQ(bad.code, kExitCorruption) << bad.output();
   EXPECT_NE(bad.out.find("CORRUPT  "), std::string::npos) << bad.out;
