@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
+#include <limits>
 
 #include "kiln/runtime/planner_options.h"
 #include "kiln/store/store_path.h"
@@ -48,7 +49,7 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
                        const std::optional<std::string>& buckets, const std::optional<std::string>& new_shapes,
                        const std::optional<bool>& promote, const std::string& promote_by,
                        const std::optional<std::string>& first_use, const std::optional<std::string>& mirror,
-                       int handles, const std::optional<int>& shadow_every) {
+                       int handles, nb::handle shadow_every) {
   const std::string path = text_arg(store.value_or(""), "store");
   PlannerOptions o;
   if (preset == "serving") {
@@ -77,10 +78,18 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
   }
   if (handles < 0) bad_input("handles: " + std::to_string(handles) + ", at least 1 (0: the preset's)");
   if (handles > 0) o.with_handles(handles);
-  if (shadow_every) {
-    if (*shadow_every < 0)
-      bad_input("shadow_every: " + std::to_string(*shadow_every) + ", at least 0 (0: shadow plans are not run)");
-    o.shadow.sample_every = *shadow_every;
+  if (!shadow_every.is_none()) {
+    // An int, not a bool, a float or a string nanobind would convert (found by a hostile trial).
+    if (!PyLong_Check(shadow_every.ptr()) || PyBool_Check(shadow_every.ptr()))
+      throw nb::type_error(
+          ("shadow_every: an int expected, got a " + nb::cast<std::string>(nb::type_name(shadow_every.type())))
+              .c_str());
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(shadow_every.ptr(), &overflow);
+    if (overflow != 0 || n < 0 || n > std::numeric_limits<int>::max())
+      bad_input("shadow_every: " + nb::cast<std::string>(nb::str(shadow_every)) + ", 0 to " +
+                std::to_string(std::numeric_limits<int>::max()) + " (0: shadow plans are not run)");
+    o.shadow.sample_every = static_cast<int>(n);
   }
   return PyPlanner{std::shared_ptr<Planner>(unlocked<std::unique_ptr<Planner>>([&] { return Planner::create(o); }))};
 }
@@ -102,6 +111,8 @@ nb::dict stats_dict(const PlannerStats& s) {
   d["shadow_disagreements"] = s.shadow_disagreements;
   d["shadow_promotions"] = s.shadow_promotions;
   d["shadow_rejections"] = s.shadow_rejections;
+  d["shadow_unrecorded"] = s.shadow_unrecorded;
+  d["first_use_rollbacks"] = s.first_use_rollbacks;
   d["graph_captures"] = s.graph_captures;
   d["graph_replays"] = s.graph_replays;
   d["text"] = s.text();
@@ -178,7 +189,7 @@ void init_planner(nb::module_& m) {
       .def(nb::new_(&make_planner), "store"_a = nb::none(), "preset"_a = "serving", "writable"_a = nb::none(),
            "policy"_a = nb::none(), "buckets"_a = nb::none(), "new_shapes"_a = nb::none(), "promote"_a = nb::none(),
            "promote_by"_a = "build", "first_use"_a = nb::none(), "mirror"_a = nb::none(), "handles"_a = 0,
-           "shadow_every"_a = nb::none())
+           nb::arg("shadow_every").none() = nb::none())
       .def("prepare", &prepare, "graph"_a, "Validates the graph and computes its signature once.")
       .def(
           "obtain",

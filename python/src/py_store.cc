@@ -133,16 +133,29 @@ void init_store(nb::module_& m) {
              d["checked"] = r.checked;
              d["ok"] = r.ok;
              d["integrity"] = r.integrity;
-             nb::list problems;
-             for (const VerifyProblem& p : r.problems) {
-               nb::dict q;
-               q["structure"] = p.structure_sig;
-               q["shape_key"] = p.shape_key;
-               q["fingerprint_key"] = p.fingerprint_key;
-               q["reason"] = p.reason;
-               problems.append(q);
-             }
-             d["problems"] = problems;
+             auto listed = [](const std::vector<VerifyProblem>& ps) {
+               nb::list out;
+               for (const VerifyProblem& p : ps) {
+                 nb::dict q;
+                 q["structure"] = p.structure_sig;
+                 q["shape_key"] = p.shape_key;
+                 q["fingerprint_key"] = p.fingerprint_key;
+                 q["reason"] = p.reason;
+                 out.append(q);
+               }
+               return out;
+             };
+             d["problems"] = listed(r.problems);
+             // As `kiln plans verify --json` reports them: the kept kernel caches, and the plans in other states.
+             nb::dict caches, others;
+             caches["checked"] = r.kernel_caches_checked;
+             caches["ok"] = r.kernel_caches_ok;
+             caches["problems"] = listed(r.kernel_cache_problems);
+             others["checked"] = r.rollout_checked;
+             others["ok"] = r.rollout_ok;
+             others["problems"] = listed(r.rollout_problems);
+             d["kernel_caches"] = caches;
+             d["other_states"] = others;
              return d;
            })
       .def(

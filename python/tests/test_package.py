@@ -84,9 +84,16 @@ def test_planner_without_a_gpu_says_so():
     ({"promote_by": "bogus"}, "promote_by: unknown value 'bogus'"),
     ({"handles": -1}, "handles: -1"),
     ({"shadow_every": -5}, "shadow_every: -5"),
+    ({"shadow_every": 2**40}, "shadow_every: 1099511627776, 0 to 2147483647"),
     ({"store": "a.db", "mirror": "/tmp/m.db"}, "mirror: only a server store"),
 ])
 def test_planner_options_are_checked_before_the_gpu(kwargs, needle):
     with pytest.raises(kiln.BadInput) as e:
         kiln.Planner(**kwargs)
     assert needle in e.value.message
+
+
+@pytest.mark.parametrize("value", ["3", b"3", 1.5, True])
+def test_shadow_every_takes_an_int_only(value):
+    with pytest.raises(TypeError, match="shadow_every"):
+        kiln.Planner(shadow_every=value)

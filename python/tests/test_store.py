@@ -50,6 +50,8 @@ def test_filters_verify_export_import_remove(compiled_store, tmp_path):
         assert s.ls(tuned_only=True) == []
         v = s.verify()
         assert v["checked"] == 1 and v["ok"] == 1 and v["problems"] == []
+        assert v["other_states"] == {"checked": 0, "ok": 0, "problems": []}  # as `kiln plans verify --json` says
+        assert v["kernel_caches"]["problems"] == []
         bundle = tmp_path / "b.kilnb"
         assert s.export_bundle(bundle)["records"] == 1
         with pytest.raises(kiln.BadInput):
