@@ -58,12 +58,33 @@ StatusOr<StoredPlanKey> one_key(const PlansOptions& o, PlanStore& store) {
 
 std::string when(int64_t at) { return at > 0 ? age_of(at) + " ago" : "-"; }
 
+// The key whose history to show: one that holds plans, as the other commands name it; or, where the key's plans are
+// gone (`kiln plans rm` keeps the history), the key as given whole: its full structure signature and shape (every
+// environment of it, or the one --fingerprint names in full).
+StatusOr<StoredPlanKey> history_key(const PlansOptions& o, PlanStore& store, std::vector<PlanTransition>* h) {
+  StatusOr<StoredPlanKey> key = one_key(o, store);
+  if (key.is_ok() || key.status().code() != StatusCode::kNotFound) {
+    if (key.is_ok()) {
+      KILN_ASSIGN_OR_RETURN(*h, store.plan_history(*key));
+    }
+    return key;
+  }
+  StoredPlanKey whole{o.structure, o.shape, o.fingerprint};
+  KILN_ASSIGN_OR_RETURN(*h, store.plan_history(whole));
+  if (h->empty())
+    return Status(key.status().code(), key.status().message() +
+                                           " (the history of a removed key is read by its whole structure signature, "
+                                           "with --shape; a prefix names only keys that hold plans)");
+  return whole;
+}
+
 }  // namespace
 
 Status run_history(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/true));
-  KILN_ASSIGN_OR_RETURN(StoredPlanKey key, one_key(o, *store));
-  KILN_ASSIGN_OR_RETURN(std::vector<PlanTransition> h, store->plan_history(key));
+  std::vector<PlanTransition> h;
+  KILN_ASSIGN_OR_RETURN(StoredPlanKey key, history_key(o, *store, &h));
+  (void)key;
   if (o.json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const PlanTransition& t : h)

@@ -282,6 +282,36 @@ TEST_P(PlanRolloutContract, ADamagedRolloutRowIsNamedNeverActivated) {
   EXPECT_EQ(state_of(*s, b), "candidate");
 }
 
+// The state column is not in the record's checksum: it must be what the history says (found by a hostile trial).
+TEST_P(PlanRolloutContract, AStateOrNumberEditedBehindTheStoresBackIsNeverActivated) {
+  TempDir dir;
+  const std::string where = dir.file("plans.db");
+  auto s = open_store(where);
+  PlanRecord a = make_record(9);
+  ASSERT_TRUE(s->put(a).is_ok());
+  PlanRecord b = variant(a, 49, 0.1);
+  ASSERT_TRUE(s->put(b).is_ok());                           // a retired
+  ASSERT_TRUE(s->rollback(key(b), "b regressed").is_ok());  // b rejected, a active again
+  PlanRecord c = variant(a, 50, 0.1);
+  ASSERT_TRUE(s->put_candidate(c, "tuned").is_ok());
+  s.reset();
+  raw_sql(where, "UPDATE plan_rollout SET state = 'retired' WHERE engine_id = 49");  // rejected -> retired
+  raw_sql(where, "UPDATE plan_rollout SET seq = -5 WHERE engine_id = 50");
+  s = open_store(where);
+  auto back = s->rollback(key(a), "try");
+  EXPECT_EQ(back.status().code(), StatusCode::kCorruption) << back.status().to_string();
+  EXPECT_NE(back.status().message().find("is not what its history row"), std::string::npos) << back.status().message();
+  EXPECT_EQ(active(*s, a), config(a));
+  Status up = s->transition(key(c), config(c), PlanState::kActive, "x");
+  EXPECT_EQ(up.code(), StatusCode::kCorruption) << up.to_string();
+  EXPECT_NE(up.message().find("history number (seq) is damaged"), std::string::npos) << up.message();
+  auto v = s->verify();
+  ASSERT_TRUE(v.is_ok());
+  EXPECT_EQ(v->rollout_checked, 2);
+  EXPECT_EQ(v->rollout_ok, 0);
+  EXPECT_EQ(v->rollout_problems.size(), 2u);
+}
+
 TEST_P(PlanRolloutContract, AnImportRetiresThePlanItReplaces) {
   TempDir dir;
   auto a = open_store(dir.file("a.db"));

@@ -40,6 +40,14 @@ constexpr const char* kRolloutKeyWhere = " WHERE structure_sig=?1 AND shape_key=
 // history number, then the record's columns).
 RolloutEntry read_entry(const store::Stmt& st) {
   RolloutEntry e;
+  // The row's own columns, of their types: a damaged number or state is named, never read as 0 or "" (found by a
+  // hostile trial: seq 'x', -5 or NULL, changed_at 'yesterday', a blob reason all passed verify).
+  std::string bookkeeping;
+  if (st.type(0) != SQLITE_TEXT) bookkeeping = "its state column is not text";
+  else if (st.type(1) != SQLITE_TEXT) bookkeeping = "its reason column is not text";
+  else if (st.type(2) != SQLITE_INTEGER) bookkeeping = "its changed_at column is not an integer";
+  else if (st.type(3) != SQLITE_TEXT) bookkeeping = "its config column is not text";
+  else if (st.type(4) != SQLITE_INTEGER || st.int64(4) < 1) bookkeeping = "its history number (seq) is damaged";
   const std::string state = st.text(0);
   e.reason = st.text(1);
   e.changed_at = st.int64(2);
@@ -54,6 +62,7 @@ RolloutEntry read_entry(const store::Stmt& st) {
   else if (e.problem.empty()) e.problem = "state '" + state + "' is not a plan state";
   if (e.problem.empty() && (e.state == PlanState::kActive || config_of(e.record) != e.config))
     e.problem = "its state or configuration column disagrees with its record";
+  if (e.problem.empty()) e.problem = bookkeeping;
   return e;
 }
 
@@ -131,6 +140,27 @@ StatusOr<std::optional<store::RowRead>> SqlPlanStore::active_row_locked(const St
   return std::optional<store::RowRead>(std::move(r));
 }
 
+// The row's state is not covered by the record's checksum: it must be what the history row it names says (found by
+// a hostile trial: a rejected plan's state edited to 'retired' was rolled back to, one edited to 'candidate'
+// promoted). A row whose history disagrees, or is missing, is damaged: never activated, named by verify.
+StatusOr<std::string> SqlPlanStore::history_mismatch_locked(const RolloutEntry& e) {
+  if (!e.problem.empty()) return e.problem;
+  KILN_ASSIGN_OR_RETURN(store::Stmt st, store::Stmt::prepare(db_, std::string("SELECT config, to_state FROM "
+                                                                              "plan_history") +
+                                                                      kRolloutKeyWhere + " AND seq=?4"));
+  st.bind(1, e.record.structure_sig).bind(2, e.record.shape_key).bind(3, e.stored_fingerprint_key).bind(4, e.seq);
+  KILN_ASSIGN_OR_RETURN(bool row, st.step());
+  std::string problem;
+  if (!row) {
+    problem = "its history has no row " + std::to_string(e.seq) + " (the one that put it in this state)";
+  } else if (st.text(0) != e.config || st.text(1) != plan_state_name(e.state)) {
+    problem = std::string("its state (") + plan_state_name(e.state) + ") is not what its history row " +
+              std::to_string(e.seq) + " says (" + st.text(0) + " to " + st.text(1) + ")";
+  }
+  KILN_RETURN_IF_ERROR(st.reset());
+  return problem;
+}
+
 StatusOr<std::optional<RolloutEntry>> SqlPlanStore::rollout_row_locked(const StoredPlanKey& key,
                                                                        const std::string& config) {
   KILN_ASSIGN_OR_RETURN(bool exists, store::table_exists(db_, "plan_rollout"));
@@ -143,6 +173,7 @@ StatusOr<std::optional<RolloutEntry>> SqlPlanStore::rollout_row_locked(const Sto
   if (!row) return std::optional<RolloutEntry>();
   RolloutEntry e = read_entry(st);
   KILN_RETURN_IF_ERROR(st.reset());
+  KILN_ASSIGN_OR_RETURN(e.problem, history_mismatch_locked(e));
   return std::optional<RolloutEntry>(std::move(e));
 }
 
@@ -228,19 +259,25 @@ Status SqlPlanStore::verify_rollout_locked(VerifyReport* out) {
   KILN_ASSIGN_OR_RETURN(
       store::Stmt st,
       store::Stmt::prepare(db_, store::plan_rollout_table().select_sql(" ORDER BY structure_sig, shape_key, seq")));
-  return store::for_each_row(st, [&] {
+  std::vector<std::pair<RolloutEntry, std::string>> rows;  // each row, and its state column as written
+  KILN_RETURN_IF_ERROR(store::for_each_row(st, [&] {
     RolloutEntry e = read_entry(st);
+    e.record.plan_bytes.clear();
+    rows.emplace_back(std::move(e), st.type(0) == SQLITE_TEXT ? st.text(0) : std::string("no state"));
+    return Status::ok();
+  }));
+  for (auto& [e, state] : rows) {
+    KILN_ASSIGN_OR_RETURN(e.problem, history_mismatch_locked(e));
     ++out->rollout_checked;
     if (e.problem.empty()) {
       ++out->rollout_ok;
-      return Status::ok();
+      continue;
     }
-    const std::string state = st.type(0) == SQLITE_TEXT ? st.text(0) : std::string("no state");
     out->rollout_problems.push_back(
         {e.record.structure_sig, e.record.shape_key, e.stored_fingerprint_key,
          (e.config.empty() ? std::string("?") : e.config) + " (" + state + "): " + e.problem});
-    return Status::ok();
-  });
+  }
+  return Status::ok();
 }
 
 StatusOr<RolloutEntry> SqlPlanStore::rollout_entry(const StoredPlanKey& key, const std::string& config) {
@@ -314,6 +351,9 @@ StatusOr<PlanRecord> SqlPlanStore::rollback(const StoredPlanKey& key, const std:
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (row) back = read_entry(st);
     KILN_RETURN_IF_ERROR(st.reset());
+    if (back) {
+      KILN_ASSIGN_OR_RETURN(back->problem, history_mismatch_locked(*back));
+    }
     if (back && !back->problem.empty())
       return corruption("plan store " + path_ + ": " + name_of(key) + ": the newest retired plan's row (" +
                         back->config + ") is damaged (" + back->problem + "): not rolled back");

@@ -68,6 +68,8 @@ class SqlPlanStore final : public PlanStore {
   StatusOr<std::optional<store::RowRead>> active_row_locked(const StoredPlanKey& key);
   // The key's plan of `config` in plan_rollout (with its bytes), or nullopt.
   StatusOr<std::optional<RolloutEntry>> rollout_row_locked(const StoredPlanKey& key, const std::string& config);
+  // "" when the row is sound and its history row (by its seq) moved this configuration into its state; else why not.
+  StatusOr<std::string> history_mismatch_locked(const RolloutEntry& e);
   // A rollout row for `r` in `state`, numbered `seq` (the history row that put it there).
   Status put_rollout_locked(const PlanRecord& r, PlanState state, const std::string& reason, int64_t seq);
   // Appends a history row to the key's, numbered one past its last; returns that number.

@@ -133,6 +133,16 @@ TEST_F(PlansRolloutCli, VerifyChecksThePlansInOtherStatesAndRmRemovesThemWithThe
   ASSERT_EQ(rm.code, kExitOk) << rm.output();
   CliResult after = run_kiln("plans verify --store " + store_);
   EXPECT_EQ(after.code, kExitOk) << after.output();
+  // The removed key's history stays, read by its whole signature (a prefix names keys that hold plans).
+  CliResult h = run_kiln("plans history --json --store " + store_ + " --structure " + a_.structure_sig + " --shape '" +
+                         a_.shape_key + "'");
+  ASSERT_EQ(h.code, kExitOk) << h.output();
+  nlohmann::json hist = nlohmann::json::parse(h.out, nullptr, false);
+  ASSERT_TRUE(hist.is_object()) << h.output();
+  EXPECT_EQ(hist["history"].size(), 4u) << h.out;  // a, b (a retired), c a candidate
+  CliResult prefix = run_kiln("plans history --store " + store_ + " --structure " + a_.structure_sig.substr(0, 10));
+  EXPECT_EQ(prefix.code, kExitBadInput) << prefix.output();
+  EXPECT_NE(prefix.err.find("whole structure signature"), std::string::npos) << prefix.err;
   CliResult left = run_kiln("plans candidates --json --store " + store_);
   nlohmann::json rows = nlohmann::json::parse(left.out, nullptr, false);
   EXPECT_TRUE(rows.is_array() && rows.empty()) << left.output();
