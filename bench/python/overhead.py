@@ -10,8 +10,8 @@ loop by each contestant, all in one process on one GPU:
   torch_compile    the same under torch.compile
 Method: per contestant, 300 warm-up calls, then R=25 rounds of N=1000 calls; a round's host time per call is
 (perf_counter after the N-th call is issued - before the first) / N, with CUDA events around the round giving its
-GPU time per call. A round whose GPU time per call is at least 90% of its host time was bound by the GPU, not the
-launch path, and is flagged. Reported: the median over rounds (and p10/p90), in microseconds.
+GPU time per call. A round whose GPU time per call is more than 1.1x its host time was bound by the GPU (the queue
+grew), not the launch path, and is flagged. Reported: the median over rounds (and p10/p90), in microseconds.
 """
 from __future__ import annotations
 
@@ -67,7 +67,10 @@ def summary(host: list, gpu: list) -> dict:
     q = statistics.quantiles(host, n=10)
     return {"median_us": statistics.median(host), "p10_us": q[0], "p90_us": q[-1],
             "gpu_us_per_call": statistics.median(gpu),
-            "gpu_bound_rounds": sum(1 for h, g in zip(host, gpu) if g >= 0.9 * h), "rounds": len(host)}
+            # Bound by the GPU: its events span more than the calls took to issue (the queue grew: the host time then
+            # measures enqueueing, not a call's cost). A GPU that keeps up spans about the host time, so the earlier
+            # test (GPU >= 0.9x host) flagged every round (seen on the H100).
+            "gpu_bound_rounds": sum(1 for h, g in zip(host, gpu) if g > 1.1 * h), "rounds": len(host)}
 
 
 def fe_contestant(x, w, bias, y):
