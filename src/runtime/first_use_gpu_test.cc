@@ -7,6 +7,7 @@
 
 #include "cli_test_util.h"
 #include "gpu_test_util.h"
+#include "runtime/corrupting_executor_test_util.h"
 #include "kiln/runtime/planner.h"
 #include "kiln/runtime/planner_jobs.h"
 #include "kiln/runtime/retune.h"
@@ -26,21 +27,6 @@ const char* kSpec = R"({
   "outputs": ["y"]
 })";
 
-// Runs the real plan, then overwrites the first 16 bytes of output `y` (8 fp16 elements of 6,144).
-class CorruptingExecutor : public PlanExecutor {
- public:
-  CorruptingExecutor(std::shared_ptr<const ExecutablePlan> real, int y) : real_(std::move(real)), y_(y) {}
-  Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
-    KILN_RETURN_IF_ERROR(real_->run_unchecked(stream, pointers, workspace));
-    if (cudaMemsetAsync(pointers.at(y_), 0x7b, 16, stream) != cudaSuccess) return internal_error("cudaMemsetAsync");
-    return Status::ok();
-  }
-
- private:
-  std::shared_ptr<const ExecutablePlan> real_;
-  int y_;
-};
-
 // cuDNN's backend, except that heuristic plans come back corrupted (the "deliberately wrong candidate").
 class WrongHeuristicsBackend : public PlanBackend {
  public:
@@ -59,7 +45,7 @@ class WrongHeuristicsBackend : public PlanBackend {
     if (config) return plan;  // pinned plans stay right
     return std::shared_ptr<const ExecutablePlan>(
         std::make_shared<ExecutablePlan>(g, sig, plan->config(), plan->workspace_bytes(), source,
-                                         std::make_unique<CorruptingExecutor>(plan, g.find_tensor("y"))));
+                                         std::make_unique<test::CorruptingExecutor>(plan, g.find_tensor("y"))));
   }
   StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan& plan) override {
     ++verifications;

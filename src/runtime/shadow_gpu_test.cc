@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "gpu_test_util.h"
+#include "runtime/corrupting_executor_test_util.h"
 #include "kiln/core/engine_config.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/planner.h"
@@ -69,21 +70,6 @@ void make_shadow_store(const Graph& g, ShadowStore* s) {
   std::printf("[ shadow ] active %s, in shadow %s\n", s->winner.c_str(), s->runner_up.c_str());
 }
 
-// Runs the plan, then overwrites the first 16 bytes of output `y`.
-class CorruptingExecutor : public PlanExecutor {
- public:
-  CorruptingExecutor(std::shared_ptr<const ExecutablePlan> real, int y) : real_(std::move(real)), y_(y) {}
-  Status run(cudaStream_t stream, const std::map<int, void*>& pointers, void* workspace) const override {
-    KILN_RETURN_IF_ERROR(real_->run_unchecked(stream, pointers, workspace));
-    if (cudaMemsetAsync(pointers.at(y_), 0x7b, 16, stream) != cudaSuccess) return internal_error("cudaMemsetAsync");
-    return Status::ok();
-  }
-
- private:
-  std::shared_ptr<const ExecutablePlan> real_;
-  int y_;
-};
-
 // cuDNN's backend, except that plans built with configuration `corrupt` come back corrupted.
 class CorruptingBackend : public PlanBackend {
  public:
@@ -103,7 +89,7 @@ class CorruptingBackend : public PlanBackend {
     if (!config || config->identity() != corrupt_) return plan;
     return std::shared_ptr<const ExecutablePlan>(
         std::make_shared<ExecutablePlan>(g, sig, plan->config(), plan->workspace_bytes(), source,
-                                         std::make_unique<CorruptingExecutor>(plan, g.find_tensor("y"))));
+                                         std::make_unique<test::CorruptingExecutor>(plan, g.find_tensor("y"))));
   }
   StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan& plan) override {
     return real_->verify_first_use(plan);
