@@ -41,7 +41,10 @@ struct Clock {
 
 class RunExecutor : public PlanExecutor {
  public:
-  RunExecutor(Behaviour b, Clock* clock, int x, int y) : b_(std::move(b)), clock_(clock), x_(x), y_(y) {}
+  // The clock is shared: a plan may outlive its Planner and backend (APlanOutlivingItsPlanner...; ASan found the
+  // test's own executor touching a freed backend's clock).
+  RunExecutor(Behaviour b, std::shared_ptr<Clock> clock, int x, int y)
+      : b_(std::move(b)), clock_(std::move(clock)), x_(x), y_(y) {}
   Status run(cudaStream_t, const std::map<int, void*>& p, void*) const override {
     if (b_.fail_launch || launches_.fetch_add(1) < b_.fail_first_launches)
       return internal_error("launch failed (injected)");
@@ -57,15 +60,15 @@ class RunExecutor : public PlanExecutor {
 
  private:
   Behaviour b_;
-  Clock* clock_;
+  std::shared_ptr<Clock> clock_;
   int x_, y_;
   mutable std::atomic<int64_t> runs_{0}, launches_{0};
 };
 
 class HostLane : public ShadowLane {
  public:
-  HostLane(size_t dev, size_t host, Clock* clock, bool capturing)
-      : dev_(dev + 16), host_(host + 16), clock_(clock), capturing_(capturing) {}
+  HostLane(size_t dev, size_t host, std::shared_ptr<Clock> clock, bool capturing)
+      : dev_(dev + 16), host_(host + 16), clock_(std::move(clock)), capturing_(capturing) {}
   char* device() override { return dev_.data(); }
   char* host() override { return host_.data(); }
   cudaStream_t side() override { return reinterpret_cast<cudaStream_t>(0x5); }
@@ -84,7 +87,7 @@ class HostLane : public ShadowLane {
 
  private:
   std::vector<char> dev_, host_;
-  Clock* clock_;
+  std::shared_ptr<Clock> clock_;
   bool capturing_;
   int64_t marks_[4] = {};
 };
@@ -93,7 +96,7 @@ class ShadowBackend : public PlanBackend {
  public:
   explicit ShadowBackend(std::string path) : path_(std::move(path)) {}
   std::map<int, Behaviour> behaviours;  // by engine id
-  Clock clock;
+  std::shared_ptr<Clock> clock = std::make_shared<Clock>();
   bool capturing = false;
   std::atomic<int> lanes{0};
 
@@ -134,13 +137,13 @@ class ShadowBackend : public PlanBackend {
   }
   StatusOr<std::unique_ptr<ShadowLane>> shadow_lane(size_t dev, size_t host) override {
     ++lanes;
-    return std::unique_ptr<ShadowLane>(new HostLane(dev, host, &clock, capturing));
+    return std::unique_ptr<ShadowLane>(new HostLane(dev, host, clock, capturing));
   }
 
  private:
   std::shared_ptr<const ExecutablePlan> make(const Graph& g, const GraphSignature& sig, EngineConfig c, PlanSource s) {
     const Behaviour b = behaviours.count(c.engine_id) ? behaviours.at(c.engine_id) : Behaviour{};
-    auto exec = std::make_unique<RunExecutor>(b, &clock, g.find_tensor("x"), g.find_tensor("y"));
+    auto exec = std::make_unique<RunExecutor>(b, clock, g.find_tensor("x"), g.find_tensor("y"));
     return std::make_shared<ExecutablePlan>(g, sig, std::move(c), 0, s, std::move(exec));
   }
   std::string path_;
