@@ -28,7 +28,10 @@ namespace kiln::cli::plans {
 
 Status run_rm(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true));
-  KILN_ASSIGN_OR_RETURN(int64_t n, store->remove(filter_of(o), o.all));
+  // --fingerprint may be the 12 digits `ls` shows (a unique prefix), as `ls` takes it (a hostile trial's "removed 0").
+  PlansOptions whole = o;
+  KILN_ASSIGN_OR_RETURN(whole.fingerprint, resolve_fingerprint_key(o.fingerprint, *store));
+  KILN_ASSIGN_OR_RETURN(int64_t n, store->remove(filter_of(whole), o.all));
   std::printf("removed %" PRId64 " plan%s\n", n, n == 1 ? "" : "s");
   return Status::ok();
 }

@@ -148,5 +148,14 @@ TEST_F(PlansRolloutCli, VerifyChecksThePlansInOtherStatesAndRmRemovesThemWithThe
   EXPECT_TRUE(rows.is_array() && rows.empty()) << left.output();
 }
 
+TEST_F(PlansRolloutCli, RmTakesTheFingerprintPrefixLsShows) {
+  CliResult rm = run_kiln("plans rm --store " + store_ + " --fingerprint " + a_.fingerprint_key().substr(0, 12));
+  ASSERT_EQ(rm.code, kExitOk) << rm.output();
+  EXPECT_NE(rm.out.find("removed 4 plans"), std::string::npos) << rm.out;  // two active, one retired, one candidate
+  CliResult ls = run_kiln("plans ls --json --store " + store_);
+  nlohmann::json rows = nlohmann::json::parse(ls.out, nullptr, false);
+  EXPECT_TRUE(rows.is_array() && rows.empty()) << ls.output();
+}
+
 }  // namespace
 }  // namespace kiln
