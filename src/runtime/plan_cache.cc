@@ -68,33 +68,26 @@ bool has_part(const ExecutablePlan& plan, const std::string& structure) {
 }  // namespace
 
 void PlanCache::forget(const std::string& structure) {
-  generation_.fetch_add(1);
   const std::string prefix = structure + "|";
-  std::vector<std::shared_ptr<const ExecutablePlan>> gone;  // released after the locks
-  for (Shard& shard : shards_) {
-    std::unique_lock<std::shared_mutex> wl(shard.mu);
-    for (auto it = shard.plans.begin(); it != shard.plans.end();) {
-      if (!structure.empty() && it->first.compare(0, prefix.size(), prefix) != 0 && !has_part(*it->second, structure)) {
-        ++it;
-        continue;
-      }
-      if (it->second && plan_source_is_stopgap(it->second->built_from()))
-        stopgaps_.fetch_sub(1, std::memory_order_relaxed);
-      gone.push_back(std::move(it->second));
-      it = shard.plans.erase(it);
-      held_.fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
+  erase_where([&](const std::string& key, const ExecutablePlan& plan) {
+    return structure.empty() || key.compare(0, prefix.size(), prefix) == 0 || has_part(plan, structure);
+  });
 }
 
 void PlanCache::drop(const ExecutablePlan* plan) {
   if (!plan) return;
+  erase_where([&](const std::string&, const ExecutablePlan& held) { return &held == plan; });
+}
+
+// Bumps the generation first, then erases what `doomed` picks; the plans erased are released after the shards'
+// locks (their destructors may free device memory).
+void PlanCache::erase_where(const std::function<bool(const std::string&, const ExecutablePlan&)>& doomed) {
   generation_.fetch_add(1);
-  std::vector<std::shared_ptr<const ExecutablePlan>> gone;  // released after the locks
+  std::vector<std::shared_ptr<const ExecutablePlan>> gone;
   for (Shard& shard : shards_) {
     std::unique_lock<std::shared_mutex> wl(shard.mu);
     for (auto it = shard.plans.begin(); it != shard.plans.end();) {
-      if (it->second.get() != plan) {
+      if (!doomed(it->first, *it->second)) {  // never null: hold() counts what it holds
         ++it;
         continue;
       }

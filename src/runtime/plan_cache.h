@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -70,6 +71,7 @@ class PlanCache {
   Shard& shard_for(const std::string& key) { return shards_[std::hash<std::string>{}(key) % kShards]; }
   const Shard& shard_for(const std::string& key) const { return shards_[std::hash<std::string>{}(key) % kShards]; }
   void counted_in(const ExecutablePlan& plan);
+  void erase_where(const std::function<bool(const std::string& key, const ExecutablePlan& plan)>& doomed);
 
   Shard shards_[kShards];
   std::mutex flight_mu_;
