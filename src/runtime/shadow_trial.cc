@@ -50,11 +50,6 @@ ShadowTrial::ShadowTrial(StoredPlanKey key, std::string graph_name, std::shared_
       rule_(sampling.rule),
       judge_(std::move(judge)) {}
 
-int ShadowTrial::samples() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(samples_.size());
-}
-
 bool ShadowTrial::claim(cudaStream_t stream) {
   if (done_.load(std::memory_order_acquire)) return false;
   // The sample_every-th request first (a preload's warm-up run is not a sample).
@@ -211,8 +206,7 @@ bool ShadowTrial::read_sample(ShadowSample* sample) {
   return true;
 }
 
-ShadowDecision ShadowTrial::add(ShadowSample sample) {
-  std::lock_guard<std::mutex> lock(mu_);
+ShadowDecision ShadowTrial::add(ShadowSample sample) {  // the judge's thread alone
   samples_.push_back(std::move(sample));
   return decide_shadow(samples_, rule_);
 }

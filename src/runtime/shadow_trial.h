@@ -64,10 +64,8 @@ class ShadowTrial : public std::enable_shared_from_this<ShadowTrial> {
 
   const StoredPlanKey& key() const { return key_; }
   const std::string& graph_name() const { return graph_name_; }
-  const ExecutablePlan& active() const { return *active_; }
   const std::shared_ptr<const ExecutablePlan>& active_plan() const { return active_; }
   const ExecutablePlan& shadow() const { return *shadow_; }
-  int samples() const;
   // The plan that runs this trial (what the Planner's cache holds): compared, never used.
   void set_wrapper(const ExecutablePlan* wrapper) { wrapper_ = wrapper; }
   const ExecutablePlan* wrapper() const { return wrapper_; }
@@ -93,8 +91,7 @@ class ShadowTrial : public std::enable_shared_from_this<ShadowTrial> {
   uint64_t sampled_ = 0;      // samples enqueued (the order of the two side runs alternates with it)
   std::string launch_error_;  // the shadow plan's launch error in the sample in the lane (judge reads after submit)
   int launch_failures_ = 0;   // in a row (the judge's)
-  mutable std::mutex mu_;     // samples_
-  std::vector<ShadowSample> samples_;
+  std::vector<ShadowSample> samples_;  // the judge's thread alone
 };
 
 // The thread that judges samples and records verdicts: one per Planner, started with its first sample, stopped
