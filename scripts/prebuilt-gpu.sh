@@ -4,6 +4,7 @@
 #                                                     into .prebuilt/ (ignored; name it in the call's carry)
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
 #                                                     capture mainjob gputier shadow fleet python pybench
+#                                                     pyprofile
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
 #                                                     python and pybench, in that order), or
 #                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
@@ -206,6 +207,22 @@ if want pybench; then  # issue 34's benchmark: per-call overhead, and the exampl
   timeout 400 "$py" "$root/python/examples/mlp_block.py" --store "$out/python-plans.db" --tune \
     --json "$out/python-mlp.json" >"$out/python-mlp.txt" 2>&1; rc=$?
   tail -6 "$out/python-mlp.txt"; check $rc "python/examples/mlp_block.py"
+fi
+if want pyprofile; then  # issue 34: where a call from Python spends its time (py-spy, native frames), per contestant
+  stamp "python call profile"
+  pydeps
+  export PYTHONPATH="$build/python:$deps"
+  spy="$(ls "$deps"/py_spy-*.data/scripts/py-spy 2>/dev/null | head -1)"
+  if [ -n "$spy" ]; then
+    chmod +x "$spy"
+    for what in op plan cpp; do
+      timeout 60 "$spy" record --native --rate 997 --format raw -o "$out/pyspy-$what.txt" -- \
+        "$py" "$root/bench/python/profile_call.py" --what $what >"$out/pyspy-$what.log" 2>&1
+      check $? "py-spy record ($what)"; tail -2 "$out/pyspy-$what.log"
+    done
+  else
+    echo "pyprofile: no py-spy wheel in .pydeps" >>"$fails"
+  fi
 fi
 for p in $phases; do  # suite:gemm suite:block ...: the benchmark suite's parts, in the order given
   [[ "$p" == suite:* ]] || continue

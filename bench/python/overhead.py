@@ -4,10 +4,16 @@ One small graph (matmul + bias + GELU, bf16, [1, tokens, d] x [1, d, h]) so that
 loop by each contestant, all in one process on one GPU:
   cpp_planner      the C++ Planner: obtain() (a memory hit) + execute(), looped in C++ (kiln._kiln._time_cpp_calls)
   kiln_plan_call   plan(x=..., w=..., bias=..., y=...) on a plan obtained once, output preallocated
-  kiln_torch_op    torch.ops.kiln.<op>(x, w, bias): dims from the shapes, plan from the cache, output allocated
+  kiln_torch_op    op(x, w, bias), the function kiln.torch.op returns (eager: the kernel at once, no dispatcher):
+                   dims from the shapes, plan from the cache, output allocated, workspace from the pool
+  kiln_torch_dispatcher  torch.ops.kiln.<op>(x, w, bias): the same kernel through torch's dispatcher (what
+                   torch.compile's graphs call)
   fe_python        cuDNN Frontend's Python graph.execute() on the same graph (heuristic plan), output preallocated
   torch_eager      F.gelu(F.linear(x, w^T, bias)) (cuBLAS + a pointwise kernel)
   torch_compile    the same under torch.compile
+Parts (not contestants; to see where a call's time goes): reading 3 input tensors (kiln._kiln._describe_tensor),
+torch's current stream (kiln._kiln._stream_of), torch.empty_strided of the output, and a no-op custom op with a
+Python CUDA kernel through the dispatcher.
 Method: per contestant, 300 warm-up calls, then R=25 rounds of N=1000 calls; a round's host time per call is
 (perf_counter after the N-th call is issued - before the first) / N, with CUDA events around the round giving its
 GPU time per call. A round whose GPU time per call is more than 1.1x its host time was bound by the GPU (the queue
@@ -103,6 +109,26 @@ def fe_contestant(x, w, bias, y):
         return None, f"cuDNN Frontend's Python graph did not build: {e!r}"
 
 
+def parts(x, w, bias, y, n: int, r: int) -> dict:
+    """Host time per call of the pieces a Kiln call from Python is made of (medians over rounds, microseconds)."""
+    lib = torch.library.Library("kiln_overhead_bench", "FRAGMENT")
+    lib.define("noop(Tensor x) -> Tensor")
+    lib.impl("noop", lambda t: t, "CUDA")
+    noop = torch.ops.kiln_overhead_bench.noop
+    describe, stream_of = kiln._kiln._describe_tensor, kiln._kiln._stream_of
+    shape, stride, dtype, device = tuple(y.shape), y.stride(), y.dtype, y.device
+    pieces = {
+        "read_3_tensors": lambda: (describe(x, "x"), describe(w, "w"), describe(bias, "bias")),
+        "current_stream": lambda: stream_of(None),
+        "torch_empty_strided": lambda: torch.empty_strided(shape, stride, dtype=dtype, device=device),
+        "dispatcher_python_kernel_noop": lambda: noop(x),
+        "empty_loop": lambda: None,
+    }
+    out = {k: rounds(f, n, r)["median_us"] for k, f in pieces.items()}
+    lib._destroy()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Kiln's per-call overhead from Python")
     ap.add_argument("--tokens", type=int, default=16)
@@ -153,21 +179,24 @@ def main() -> None:
     c["cpp_planner"] = summary(host, gpu)
     c["kiln_plan_call"] = rounds(lambda: plan(x=x, w=w, bias=bias, y=y), n, r)
     c["kiln_torch_op"] = rounds(lambda: op(x, w, bias), n, r)
+    c["kiln_torch_dispatcher"] = rounds(lambda: op.op(x, w, bias), n, r)
     fe, fe_note = fe_contestant(x, w, bias, torch.empty_like(y))
     results["fe_python"] = fe_note
     if fe is not None:
         c["fe_python"] = rounds(fe, n, r)
     c["torch_eager"] = rounds(eager, n, r)
     c["torch_compile"] = rounds(compiled, n, r)
+    results["parts"] = parts(x, w, bias, y, n, r)
     base = c["cpp_planner"]["median_us"]
     results["above_cpp_us"] = {k: v["median_us"] - base for k, v in c.items()}
     results["max_abs_error_vs_fp32_reference"] = checks
-    results["plan"] = {"source": plan.source, "config": plan.config}
+    results["plan"] = {"source": plan.source, "config": plan.config, "workspace_bytes": plan.workspace_bytes}
     results["graph"] = {"tokens": a.tokens, "d": a.d, "h": a.h, "dtype": "bf16"}
     results["method"] = __doc__.split("Method: ")[1].strip()
     results["environment"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                               "python": platform.python_version(), "kiln": kiln.__version__}
     print(json.dumps(results, indent=2))
+    print("parts: " + ", ".join(f"{k} {v:.2f} us" for k, v in results["parts"].items()), file=sys.stderr)
     for k, v in c.items():
         print(f"{k:16s} {v['median_us']:7.2f} us/call (p10 {v['p10_us']:.2f}, p90 {v['p90_us']:.2f}; "
               f"GPU {v['gpu_us_per_call']:.2f} us/call, {v['gpu_bound_rounds']}/{v['rounds']} rounds GPU-bound)"

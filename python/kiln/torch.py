@@ -5,12 +5,17 @@
     y = mlp(x, w, bias)                                        # outputs allocated by PyTorch
 
 The op is registered with torch.library: a CUDA kernel (one call into Kiln: the plan for the inputs' shapes from
-the Planner's cache, outputs and workspace from PyTorch's caching allocator on the inputs' device, the plan on
-torch's current stream) and a fake kernel that gives the outputs' shapes, strides and dtypes from the graph, so
+the Planner's cache, outputs from PyTorch's caching allocator on the inputs' device, the workspace from a pool kept
+per device and stream, the plan on torch's current stream) and a fake kernel that gives the outputs' shapes, strides and dtypes from the graph, so
 torch.compile(fullgraph=True) traces it without a graph break, and dynamic dims stay dynamic. A CUDA graph that
 torch captures (torch.cuda.graph) replays it; run the op once for each shape before capturing, as torch's own
 warm-up asks (a plan built during a capture would synchronize the device and break the capture).
 Inference only: the op has no backward.
+
+`op` returns a function, not torch.ops.kiln.<name> itself: under torch.compile it calls torch.ops.kiln.<name>; an
+eager call on plain CUDA tensors with no torch mode active runs the kernel at once, without the dispatcher's
+Python-kernel path (about half of what a call cost from Python; docs/python.md "Cost of a call"); fake, functional or
+subclassed tensors and active dispatch or function modes go through torch.ops.kiln.<name>, so they see the op.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from ._meta import output_meta
 
 _LIB = _torch.library.Library("kiln", "FRAGMENT")
 _lock = threading.Lock()
-_ops: dict[str, tuple[str, Any, Any]] = {}  # op name -> (structure signature, op, its runner)
+_ops: dict[str, tuple[str, Any, Any]] = {}  # op name -> (structure signature, the function op() returns, its runner)
 _planners: dict[tuple, Planner] = {}
 
 _DTYPES = {"fp32": _torch.float32, "fp16": _torch.float16, "bf16": _torch.bfloat16,
@@ -68,9 +73,39 @@ def _make_fake(graph: Any) -> Callable[..., Any]:
     return fake
 
 
+def _make_call(handle: Any, runner: Any, op_name: str, n_in: int) -> Callable[..., Any]:
+    is_compiling = _torch.compiler.is_compiling
+    eager = runner.eager
+
+    def call(*inputs: "_torch.Tensor") -> Any:
+        if is_compiling():  # Dynamo traces this branch only: the op, with its fake kernel
+            return handle(*inputs)
+        return eager(handle, *inputs)
+
+    call.__name__ = call.__qualname__ = op_name
+    call.__doc__ = (f"torch.ops.kiln.{op_name}: the Kiln graph as a torch op ({n_in} tensor inputs, in the graph's "
+                    "order). Eager calls on plain CUDA tensors skip the dispatcher (kiln.torch's docstring).")
+    call.op = handle  # type: ignore[attr-defined]
+    return call
+
+
+def release_workspaces() -> int:
+    """Drops the workspaces kiln.torch ops keep (one per device and stream, as large as the largest plan's that ran
+    there); returns the bytes released. The next call allocates again."""
+    n = _kiln._torch_workspace_pool_bytes()
+    _kiln._torch_release_workspaces()
+    return n
+
+
+def workspace_pool_bytes() -> int:
+    """Bytes of workspace kiln.torch ops keep for their next calls."""
+    return _kiln._torch_workspace_pool_bytes()
+
+
 def op(spec: Any, store: str | os.PathLike[str] | None = None, *, name: str | None = None,
        planner: Planner | None = None, **planner_options: Any) -> Any:
-    """Registers the graph as torch.ops.kiln.<name> (default: the graph's name, made an identifier) and returns it.
+    """Registers the graph as torch.ops.kiln.<name> (default: the graph's name, made an identifier) and returns the
+    function that calls it (its `.op` is torch.ops.kiln.<name>; see the module's docstring for the eager path).
 
     Its arguments are the graph's inputs in declaration order (scalars passed by value are part of the graph, not
     arguments); it returns the graph's output, or a tuple of them. `planner` (a kiln.Planner) serves it; else the
@@ -102,15 +137,16 @@ def op(spec: Any, store: str | os.PathLike[str] | None = None, *, name: str | No
         _LIB.impl(op_name, runner, "CUDA")
         _torch.library.register_fake(f"kiln::{op_name}", _make_fake(graph), lib=_LIB)
         handle = getattr(_torch.ops.kiln, op_name)
-        _ops[op_name] = (graph.structure, handle, runner)
-    return handle
+        call = _make_call(handle, runner, op_name, len(args))
+        _ops[op_name] = (graph.structure, call, runner)
+    return call
 
 
 def plan(op_handle: Any, *inputs: "_torch.Tensor") -> "_kiln.Plan":
-    """The plan the op runs for these inputs (obtained, not run): its `source`, `why`, `config`, `workspace_bytes`.
+    """`op_handle`: what kiln.torch.op returned, or its torch.ops.kiln.<name>. The plan the op runs for these inputs (obtained, not run): its `source`, `why`, `config`, `workspace_bytes`.
     What a user reads to know what Kiln decided for a shape."""
     with _lock:
-        runners = [r for _, h, r in _ops.values() if h is op_handle]
+        runners = [r for _, h, r in _ops.values() if h is op_handle or getattr(h, "op", None) is op_handle]
     if not runners:
         raise errors.BadInput("kiln.torch.plan: not an op made by kiln.torch.op")
     return runners[0].plan(*inputs)

@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,9 +15,16 @@
 #include "py_common.h"
 #include "py_planner.h"
 #include "py_tensors.h"
+#include "py_torch_runtime.h"
 
 namespace kiln::py {
 namespace {
+
+struct OutMeta {
+  std::vector<int64_t> shape, strides;
+  nb::object shape_t, strides_t;
+};
+constexpr size_t kOutMetaCap = 256;  // sets of dims remembered; past it, the table starts again
 
 class TorchRunner {
  public:
@@ -42,9 +50,7 @@ class TorchRunner {
       }
     }
     nb::module_ torch = nb::module_::import_("torch");
-    empty_strided_ = torch.attr("empty_strided");
-    empty_ = torch.attr("empty");
-    uint8_ = torch.attr("uint8");
+    torch_runtime();  // made now, at registration, not by a first call racing others
     static const std::map<DataType, const char*> torch_names = {
         {DataType::kFloat32, "float32"},       {DataType::kFloat16, "float16"},     {DataType::kBFloat16, "bfloat16"},
         {DataType::kFp8E4M3, "float8_e4m3fn"}, {DataType::kFp8E5M2, "float8_e5m2"}, {DataType::kInt8, "int8"},
@@ -55,34 +61,35 @@ class TorchRunner {
   // The plan a call with these inputs runs (what kiln.torch.plan reports).
   PyPlan plan_for(nb::args args) {
     std::vector<TensorView> views;
-    return PyPlan{pg_.planner, obtain_for(args, views)};
+    std::vector<int64_t> dims;
+    return PyPlan{pg_.planner, obtain_for(args, views, &dims)};
   }
 
+  // The dispatcher's kernel: torch has checked nothing, and the tensors are real CUDA tensors.
   nb::object run(nb::args args) {
     std::vector<TensorView> views;
-    Obtained got = obtain_for(args, views);
+    std::vector<int64_t> dims;
+    Obtained got = obtain_for(args, views, &dims);
     const ExecutablePlan& plan = *got.plan;
     const Graph& g = plan.graph();
     TensorBindings bindings;
     for (size_t i = 0; i < inputs_.size(); ++i) {
       bindings[g.tensors[inputs_[i]].name] = checked_binding(views[i], g, inputs_[i]);
     }
-    nb::object device = args[0].attr("device");
+    TorchRuntime& rt = torch_runtime();
+    const int device = views[0].device;
+    // A reference counted copy: torch.empty_strided lets other threads run, and one may change the table.
+    const std::shared_ptr<const std::vector<OutMeta>> metas = out_metas(dims, g);
     nb::list outs;
     for (size_t i = 0; i < outputs_.size(); ++i) {
-      const TensorDesc& d = g.tensors[outputs_[i]];
-      nb::object t = empty_strided_(nb::tuple(nb::cast(d.shape())), nb::tuple(nb::cast(d.strides)),
-                                    "dtype"_a = out_dtypes_[i], "device"_a = device);
-      bindings[d.name] = TensorBinding{reinterpret_cast<void*>(nb::cast<uintptr_t>(t.attr("data_ptr")())), 0};
+      nb::object t = rt.empty_strided((*metas)[i].shape_t, (*metas)[i].strides_t, out_dtypes_[i], device);
+      bindings[g.tensors[outputs_[i]].name] =
+          TensorBinding{reinterpret_cast<void*>(nb::cast<uintptr_t>(call_data_ptr(t))), 0};
       outs.append(t);
     }
-    nb::object workspace;
-    void* ws = nullptr;
-    if (plan.workspace_bytes() > 0) {
-      workspace = empty_(plan.workspace_bytes(), "dtype"_a = uint8_, "device"_a = device);
-      ws = reinterpret_cast<void*>(nb::cast<uintptr_t>(workspace.attr("data_ptr")()));
-    }
     cudaStream_t stream = read_stream(nb::none());
+    nb::object workspace;  // held until the plan is enqueued
+    void* ws = rt.workspace(plan.workspace_bytes(), device, stream, &workspace);
     Status st;
     {
       nb::gil_scoped_release release;
@@ -93,11 +100,20 @@ class TorchRunner {
     return nb::tuple(outs);
   }
 
+  // An eager call from Python (the function kiln.torch.op returns, outside torch.compile): plain CUDA tensors with no
+  // torch mode active run here at once, without the dispatcher's Python-kernel path; anything else (fake or
+  // functional tensors, a subclass, a dispatch or function mode) goes through `op`, torch.ops.kiln.<name>, as before.
+  nb::object eager(nb::handle op, nb::args args) {
+    if (!torch_runtime().plain_call(args)) return op(*args);
+    return run(args);
+  }
+
   const PyPrepared& prepared() const { return pg_; }
 
  private:
   // Reads the inputs, takes the dynamic dims from their shapes, and obtains the plan for them.
-  Obtained obtain_for(nb::args args, std::vector<TensorView>& views) {
+  // `dims`: the dynamic dims' values, in symbol_at_'s order.
+  Obtained obtain_for(nb::args args, std::vector<TensorView>& views, std::vector<int64_t>* dims) {
     const Graph& base = *pg_.graph.graph;
     if (args.size() != inputs_.size()) {
       bad_input("graph '" + base.name + "': " + std::to_string(args.size()) + " inputs given, it takes " +
@@ -113,9 +129,38 @@ class TorchRunner {
                   ", the graph's is " + std::to_string(base.tensors[inputs_[at.first]].dims.size()));
       }
       shape[symbol] = v.shape[at.second];
+      dims->push_back(v.shape[at.second]);
     }
     return obtain(*pg_.planner, pg_.prepared, shape);
   }
+
+  // The outputs' shapes and strides as tuples, made once per set of dynamic dims (a call in a loop makes none).
+  // Checked against the plan's graph each time, so a plan whose graph differs gets its own, never a stale one.
+  std::shared_ptr<const std::vector<OutMeta>> out_metas(const std::vector<int64_t>& dims, const Graph& g) {
+    auto it = out_metas_.find(dims);
+    bool fresh = it != out_metas_.end();
+    for (size_t i = 0; fresh && i < outputs_.size(); ++i) {
+      const TensorDesc& d = g.tensors[outputs_[i]];
+      fresh = (*it->second)[i].strides == d.strides && (*it->second)[i].shape == d.shape();
+    }
+    if (fresh) return it->second;
+    if (out_metas_.size() >= kOutMetaCap) out_metas_.clear();
+    std::vector<OutMeta> metas;
+    for (int t : outputs_) {
+      const TensorDesc& d = g.tensors[t];
+      OutMeta m;
+      m.shape = d.shape();
+      m.strides = d.strides;
+      m.shape_t = nb::tuple(nb::cast(m.shape));
+      m.strides_t = nb::tuple(nb::cast(m.strides));
+      metas.push_back(std::move(m));
+    }
+    auto made = std::make_shared<const std::vector<OutMeta>>(std::move(metas));
+    out_metas_.insert_or_assign(dims, made);
+    return made;
+  }
+
+  static nb::object call_data_ptr(const nb::object& t) { return t.attr("data_ptr")(); }
 
   static std::string names(const Graph& g, const std::vector<int>& ids) {
     std::string s;
@@ -126,8 +171,9 @@ class TorchRunner {
   PyPrepared pg_;
   std::vector<int> inputs_, outputs_;
   std::vector<std::pair<std::string, std::pair<int, int>>> symbol_at_;  // symbol -> (input position, axis)
-  nb::object empty_strided_, empty_, uint8_;
   std::vector<nb::object> out_dtypes_;
+  std::map<std::vector<int64_t>, std::shared_ptr<const std::vector<OutMeta>>>
+      out_metas_;  // by the dynamic dims' values
 };
 
 }  // namespace
@@ -137,8 +183,18 @@ void init_runner(nb::module_& m) {
       .def(nb::init<PyPrepared>(), "prepared"_a)
       .def("__call__", &TorchRunner::run,
            "Runs the graph on torch tensors (its inputs, in order); returns its outputs.")
+      .def("eager", &TorchRunner::eager, "op"_a, "args"_a,
+           "An eager call: runs at once on plain CUDA tensors with no torch mode on, else calls `op` "
+           "(torch.ops.kiln.<name>) with the same arguments.")
       .def("plan", &TorchRunner::plan_for, "The plan a call with these inputs runs (obtained, not run).")
       .def_prop_ro("prepared", &TorchRunner::prepared);
+  m.def(
+      "_torch_plain_call", [](nb::args args) { return torch_runtime().plain_call(args); }, "args"_a,
+      "Whether a kiln.torch op called eagerly with these arguments skips the dispatcher (kiln.torch's docstring).");
+  m.def("_torch_workspace_pool_bytes", &torch_workspace_pool_bytes,
+        "Workspace bytes kiln.torch ops hold in their pool (one buffer per device and stream).");
+  m.def("_torch_release_workspaces", &torch_release_workspaces,
+        "Drops the pool's buffers (torch's caching allocator gets them back).");
 }
 
 }  // namespace kiln::py

@@ -8,7 +8,7 @@
 #include "kiln/core/build_identity.h"
 #include "kiln/core/log.h"
 #include "kiln/cuda/device.h"
-#include "measure/blocking_kernel.h"
+#include "kiln/cuda/blocking_kernel.h"
 
 namespace kiln {
 namespace {
@@ -206,7 +206,7 @@ StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOption
     if (blocking) {
       *host_release = 0;
       *host_timed_out = 0;
-      cudaError_t err = measure_detail::launch_blocking_kernel(stream, s.device_flags, s.device_flags + 1, timeout_ns);
+      cudaError_t err = launch_blocking_kernel(stream, s.device_flags, s.device_flags + 1, timeout_ns);
       if (err != cudaSuccess) {
         KILN_LOG(kWarn,
                  "measure: blocking kernel did not launch (" << cudaGetErrorString(err) << "); timing without it");

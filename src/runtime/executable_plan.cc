@@ -36,27 +36,28 @@ StatusOr<size_t> ExecutablePlan::tensor_bytes(const std::string& name) const {
 }
 
 Status ExecutablePlan::check_bindings(const TensorBindings& tensors) const {
-  const std::string where = "graph '" + graph_.name + "'";
+  // Made only for a message: this runs on every call.
+  auto where = [this] { return "graph '" + graph_.name + "'"; };
   for (const auto& [name, b] : tensors) {
     if (!bound_.count(name)) {
       std::string known;
       for (const auto& [n, t] : bound_) known += (known.empty() ? "" : ", ") + n;
-      return invalid_argument(where + ": no input or output tensor '" + name + "' to bind (its tensors: " + known +
+      return invalid_argument(where() + ": no input or output tensor '" + name + "' to bind (its tensors: " + known +
                               ")");
     }
   }
   for (const auto& [name, t] : bound_) {
     auto it = tensors.find(name);
-    if (it == tensors.end()) return invalid_argument(where + ": tensor '" + name + "' is not bound");
+    if (it == tensors.end()) return invalid_argument(where() + ": tensor '" + name + "' is not bound");
     const TensorBinding& b = it->second;
-    if (b.ptr == nullptr) return invalid_argument(where + ": tensor '" + name + "' is bound to a null pointer");
+    if (b.ptr == nullptr) return invalid_argument(where() + ": tensor '" + name + "' is bound to a null pointer");
     if (reinterpret_cast<uintptr_t>(b.ptr) % kBindingAlignment != 0)
-      return invalid_argument(where + ": tensor '" + name + "': pointer " +
+      return invalid_argument(where() + ": tensor '" + name + "': pointer " +
                               std::to_string(reinterpret_cast<uintptr_t>(b.ptr)) + " is not " +
                               std::to_string(kBindingAlignment) + "-byte aligned");
     const size_t need = spans_.at(name);
     if (b.bytes != 0 && b.bytes < need)
-      return invalid_argument(where + ": tensor '" + name + "': buffer of " + std::to_string(b.bytes) +
+      return invalid_argument(where() + ": tensor '" + name + "': buffer of " + std::to_string(b.bytes) +
                               " bytes, the shape " + shape_key_text(graph_.dynamic_dims) + " needs " +
                               std::to_string(need));
   }

@@ -1,6 +1,10 @@
 // The CUDA shadow lane (kiln/runtime/shadow_lane.h).
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <cstdint>
+
+#include "kiln/cuda/blocking_kernel.h"
 #include "kiln/cuda/capture_gate.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/runtime/shadow_lane.h"
@@ -15,8 +19,13 @@ struct PinnedFree {
 class CudaShadowLane : public ShadowLane {
  public:
   CudaShadowLane(DeviceBuffer device, std::unique_ptr<char, PinnedFree> host, UniqueStream side, UniqueEvent marks[4],
-                 UniqueEvent forked)
-      : device_(std::move(device)), host_(std::move(host)), side_(std::move(side)), forked_(std::move(forked)) {
+                 UniqueEvent forked, std::unique_ptr<char, PinnedFree> flags, int32_t* device_flags)
+      : device_(std::move(device)),
+        host_(std::move(host)),
+        side_(std::move(side)),
+        forked_(std::move(forked)),
+        flags_(std::move(flags)),
+        device_flags_(device_flags) {
     for (int i = 0; i < 4; ++i) marks_[i] = std::move(marks[i]);
   }
   ~CudaShadowLane() override {
@@ -26,6 +35,7 @@ class CudaShadowLane : public ShadowLane {
     if (side_) KILN_CUDA_CALL_NOEXCEPT(cudaStreamSynchronize(side_.get()));
     device_ = DeviceBuffer();
     host_.reset();
+    flags_.reset();
   }
 
   char* device() override { return static_cast<char*>(device_.data()); }
@@ -49,6 +59,18 @@ class CudaShadowLane : public ShadowLane {
     KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(forked_.get(), stream));
     return cuda_status(cudaStreamWaitEvent(side_.get(), forked_.get(), 0), "cudaStreamWaitEvent (shadow lane)");
   }
+  Status hold() override {
+    volatile int32_t* f = reinterpret_cast<volatile int32_t*>(flags_.get());
+    f[0] = 0;
+    f[1] = 0;
+    // 50 ms of GPU time at most: a host thread descheduled longer costs one sample its timing, not the stream.
+    return cuda_status(launch_blocking_kernel(side_.get(), device_flags_, device_flags_ + 1, 50'000'000ULL),
+                       "the shadow lane's hold kernel");
+  }
+  void release() override {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    reinterpret_cast<volatile int32_t*>(flags_.get())[0] = 1;
+  }
   Status copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) override {
     return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync (shadow lane)");
   }
@@ -65,7 +87,9 @@ class CudaShadowLane : public ShadowLane {
   std::unique_ptr<char, PinnedFree> host_;
   UniqueStream side_;
   UniqueEvent marks_[4];
-  UniqueEvent forked_;  // what fork() records on the caller's stream, untimed
+  UniqueEvent forked_;                       // what fork() records on the caller's stream, untimed
+  std::unique_ptr<char, PinnedFree> flags_;  // host-mapped: [0] releases the hold, [1] says it timed out
+  int32_t* device_flags_;                    // the same two, as the device sees them
 };
 
 }  // namespace
@@ -83,8 +107,15 @@ StatusOr<std::unique_ptr<ShadowLane>> make_cuda_shadow_lane(size_t device_bytes,
     KILN_ASSIGN_OR_RETURN(m, make_event(/*timing=*/true));
   }
   KILN_ASSIGN_OR_RETURN(UniqueEvent forked, make_event(/*timing=*/false));
-  return std::unique_ptr<ShadowLane>(
-      new CudaShadowLane(std::move(device), std::move(host), std::move(side), marks, std::move(forked)));
+  char* mapped = nullptr;
+  KILN_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&mapped), 2 * sizeof(int32_t),
+                                          cudaHostAllocMapped | cudaHostAllocPortable));
+  std::unique_ptr<char, PinnedFree> flags(mapped);
+  void* device_flags = nullptr;
+  KILN_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&device_flags, mapped, 0));
+  return std::unique_ptr<ShadowLane>(new CudaShadowLane(std::move(device), std::move(host), std::move(side), marks,
+                                                        std::move(forked), std::move(flags),
+                                                        static_cast<int32_t*>(device_flags)));
 }
 
 }  // namespace kiln

@@ -152,8 +152,11 @@ Status ShadowTrial::run_on_side(bool active_first) {
     launch_error_ = launched.is_ok() ? "" : launched.message();
     return lane_->mark(3, side);
   };
-  KILN_RETURN_IF_ERROR(active_first ? run_active() : run_shadow());
-  KILN_RETURN_IF_ERROR(active_first ? run_shadow() : run_active());
+  KILN_RETURN_IF_ERROR(lane_->hold());
+  Status first = active_first ? run_active() : run_shadow();
+  Status second = first.is_ok() ? (active_first ? run_shadow() : run_active()) : first;
+  lane_->release();  // on every path: a held stream would wait out the hold's timeout
+  KILN_RETURN_IF_ERROR(second);
   for (const ShadowTensor& t : tensors_) {
     if (!t.output) continue;
     KILN_RETURN_IF_ERROR(lane_->copy(host + t.host_active, dev + t.copy_at, t.bytes, side));

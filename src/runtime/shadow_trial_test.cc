@@ -65,10 +65,15 @@ class RunExecutor : public PlanExecutor {
   mutable std::atomic<int64_t> runs_{0}, launches_{0};
 };
 
+// How often lanes held their side stream and let it go (every hold must be released).
+struct Holds {
+  std::atomic<int> held{0}, released{0};
+};
+
 class HostLane : public ShadowLane {
  public:
-  HostLane(size_t dev, size_t host, std::shared_ptr<Clock> clock, bool capturing)
-      : dev_(dev + 16), host_(host + 16), clock_(std::move(clock)), capturing_(capturing) {}
+  HostLane(size_t dev, size_t host, std::shared_ptr<Clock> clock, bool capturing, std::shared_ptr<Holds> holds)
+      : dev_(dev + 16), host_(host + 16), clock_(std::move(clock)), capturing_(capturing), holds_(std::move(holds)) {}
   char* device() override { return dev_.data(); }
   char* host() override { return host_.data(); }
   cudaStream_t side() override { return reinterpret_cast<cudaStream_t>(0x5); }
@@ -78,6 +83,11 @@ class HostLane : public ShadowLane {
     return Status::ok();
   }
   Status fork(cudaStream_t) override { return Status::ok(); }
+  Status hold() override {
+    ++holds_->held;
+    return Status::ok();
+  }
+  void release() override { ++holds_->released; }
   Status copy(void* dst, const void* src, size_t bytes, cudaStream_t) override {
     std::memmove(dst, src, bytes);
     return Status::ok();
@@ -89,6 +99,7 @@ class HostLane : public ShadowLane {
   std::vector<char> dev_, host_;
   std::shared_ptr<Clock> clock_;
   bool capturing_;
+  std::shared_ptr<Holds> holds_;
   int64_t marks_[4] = {};
 };
 
@@ -99,6 +110,7 @@ class ShadowBackend : public PlanBackend {
   std::shared_ptr<Clock> clock = std::make_shared<Clock>();
   bool capturing = false;
   std::atomic<int> lanes{0};
+  std::shared_ptr<Holds> holds = std::make_shared<Holds>();
 
   StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
                                                              std::string* why) override {
@@ -137,7 +149,7 @@ class ShadowBackend : public PlanBackend {
   }
   StatusOr<std::unique_ptr<ShadowLane>> shadow_lane(size_t dev, size_t host) override {
     ++lanes;
-    return std::unique_ptr<ShadowLane>(new HostLane(dev, host, clock, capturing));
+    return std::unique_ptr<ShadowLane>(new HostLane(dev, host, clock, capturing, holds));
   }
 
  private:
@@ -275,6 +287,9 @@ TEST(ShadowSampling, AFasterAgreeingPlanIsPromotedInTheStoreAndServesNext) {
   EXPECT_EQ(next->source, PlanSource::kStore);
   EXPECT_EQ(next->why.find("shadow:"), std::string::npos) << next->why;
   EXPECT_NE(s.text().find("shadow: 1 in trial"), std::string::npos) << s.text();
+  // Every sample held the side stream while both plans were enqueued, and let it go.
+  EXPECT_GE(f.backend->holds->held.load(), s.shadow_samples);
+  EXPECT_EQ(f.backend->holds->held.load(), f.backend->holds->released.load());
 }
 
 // Injected wrong candidates (docs/rollout.md "Fault injection"): none may become active, whatever its speed, and no
@@ -341,6 +356,8 @@ TEST(ShadowSampling, AShadowPlanThatFailsToLaunchIsRejectedAndTheCallerIsServed)
   ASSERT_TRUE(e.is_ok());
   EXPECT_EQ(e->state, PlanState::kRejected);
   EXPECT_NE(e->reason.find("failed to run 3 times in a row: launch failed (injected)"), std::string::npos) << e->reason;
+  EXPECT_GE(f.backend->holds->held.load(), 3);
+  EXPECT_EQ(f.backend->holds->held.load(), f.backend->holds->released.load());  // released after a failed launch too
 }
 
 TEST(ShadowSampling, ALaunchThatFailsOnceIsADroppedSampleNotARejection) {

@@ -29,6 +29,11 @@ class ShadowLane {
   virtual Status mark(int i, cudaStream_t stream) = 0;
   // The side stream waits for what `stream` has enqueued so far.
   virtual Status fork(cudaStream_t stream) = 0;
+  // Holds the side stream (a spinning one-thread kernel) until release(), so that both plans are enqueued before the
+  // GPU reaches the first mark: the marks then time the GPU's work, not the host's enqueueing, which for a plan of a
+  // few microseconds would favour the plan whose launch path is warm (the active one, run on every request).
+  virtual Status hold() = 0;
+  virtual void release() = 0;
   // `bytes` from `src` to `dst` in `stream`'s order (device to device, or device to the host scratch).
   virtual Status copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) = 0;
   // Blocks until the side stream's work has finished (the Planner's judge thread calls it); the error of any of it.
@@ -38,7 +43,7 @@ class ShadowLane {
 };
 
 // A lane on the current CUDA device: `device_bytes` of device memory, `host_bytes` of pinned host memory, a
-// non-blocking stream and four timing events.
+// non-blocking stream, four timing events, and the hold's two host-mapped flags.
 StatusOr<std::unique_ptr<ShadowLane>> make_cuda_shadow_lane(size_t device_bytes, size_t host_bytes);
 
 }  // namespace kiln

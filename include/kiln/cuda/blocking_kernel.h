@@ -1,11 +1,13 @@
-// Internal to the measure layer: the kernel that holds a stream while a sample is enqueued.
+// The kernel that holds a stream while work is enqueued behind it, so that events around that work time the GPU, not
+// the host's enqueueing: the measure layer's samples (src/measure/measure.cc), and the shadow lane's pair of runs
+// (src/runtime/shadow_lane_cuda.cc).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-namespace kiln::measure_detail {
+namespace kiln {
 
 // Enqueues a one-thread kernel on `stream` that spins until the host writes a non-zero value to
 // `*release_flag` (host-mapped memory, device pointer given) or until `timeout_ns` of GPU time pass; in
@@ -13,4 +15,4 @@ namespace kiln::measure_detail {
 cudaError_t launch_blocking_kernel(cudaStream_t stream, const volatile int32_t* release_flag, int32_t* timed_out,
                                    uint64_t timeout_ns);
 
-}  // namespace kiln::measure_detail
+}  // namespace kiln

@@ -1,6 +1,6 @@
-#include "measure/blocking_kernel.h"
+#include "kiln/cuda/blocking_kernel.h"
 
-namespace kiln::measure_detail {
+namespace kiln {
 namespace {
 
 __device__ __forceinline__ uint64_t global_timer_ns() {
@@ -29,4 +29,4 @@ cudaError_t launch_blocking_kernel(cudaStream_t stream, const volatile int32_t* 
   return cudaGetLastError();
 }
 
-}  // namespace kiln::measure_detail
+}  // namespace kiln

@@ -1,0 +1,51 @@
+// What a kiln.torch op needs from torch when it runs (python/kiln/torch.py, docs/python.md "Cost of a call"):
+// memory from PyTorch's caching allocator (outputs made with torch.empty_strided through one vectorcall, workspaces
+// from a pool kept per device and stream, so a call in a loop allocates no workspace), and whether an eager call may
+// skip the dispatcher.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "py_common.h"
+
+namespace kiln::py {
+
+class TorchRuntime {
+ public:
+  TorchRuntime();  // imports torch (the caller has)
+
+  // A torch tensor of this shape, strides (elements) and dtype (a torch.dtype) on CUDA device `device`.
+  nb::object empty_strided(nb::handle shape, nb::handle strides, nb::handle dtype, int device) const;
+  // Whether an eager call may run the op's kernel at once: every argument exactly a torch.Tensor or an
+  // nn.Parameter (whose torch function is torch's own; not fake, functional or another subclass), and no torch
+  // dispatch or function mode active. False where this torch lacks the
+  // queries (every call then takes the dispatcher's path).
+  bool plain_call(nb::handle args) const;
+
+  // A torch.device for CUDA device `device`, made once.
+  nb::handle device(int device) const;
+
+  // A workspace of at least `bytes` for work on `stream` of `device`, kept in `*keep` for the call. Outside a CUDA
+  // graph capture it comes from the pool (one buffer per device and stream, grown when too small: work on one
+  // stream runs in order, so the calls that share a buffer never overlap). During a capture it is a new tensor from
+  // the capture's private pool, which torch keeps for the graph's life; a pooled buffer could be freed or regrown
+  // while the graph still reads it.
+  void* workspace(int64_t bytes, int device, cudaStream_t stream, nb::object* keep);
+
+ private:
+  nb::object empty_strided_, empty_, uint8_;
+  nb::object tensor_type_, parameter_type_, dispatch_stack_len_, function_mode_on_;
+  nb::object kwnames_;  // ("dtype", "device")
+  mutable std::vector<nb::object> devices_;
+};
+
+// The process's allocator (made on first use, with the GIL held; never freed: the interpreter may outlive it).
+TorchRuntime& torch_runtime();
+
+// Workspace bytes the pool holds now, and dropping them (kiln.torch.workspace_pool_bytes / release_workspaces).
+int64_t torch_workspace_pool_bytes();
+void torch_release_workspaces();
+
+}  // namespace kiln::py
