@@ -214,6 +214,11 @@ void add_rollout(const AddSubcommand& add, const std::function<void(CLI::App*, c
                        run_diff);
   diff->add_option("--from", o->from_env, "The old environment's fingerprint key (or 6+ hex digits of it)")->required();
   diff->add_option("--to", o->to_env, "The new environment's fingerprint key (or 6+ hex digits of it)")->required();
+  diff->add_flag("--rerun", o->rerun,
+                 "Also build both configurations of every key on this GPU, run them on the same inputs, check each "
+                 "against the reference and time them side by side");
+  diff->add_option("--spec", o->specs, "Spec files giving the graphs of the keys (with --rerun; else the store's)");
+  add_seed_option(diff, &o->seed, "Seed of the random inputs of --rerun");
   diff->add_flag("--json", o->json, "Machine-readable output");
 }
 

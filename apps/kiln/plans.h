@@ -55,6 +55,7 @@ struct PlansOptions {
   std::string reason;                 // queue add, promote, reject, rollback --reason
   std::string config;                 // promote, reject --config: a plan's configuration
   std::string from_env, to_env;       // diff --from, --to: environment fingerprint keys (or prefixes)
+  bool rerun = false;                 // diff --rerun: both configurations of every key re-run on this GPU
   std::string environment_json;       // queue add: testing, this environment instead of the GPU's
 };
 

@@ -44,8 +44,9 @@ struct Planner::Impl {
   // Last: stopped (its thread joined) before anything it touches goes.
   std::unique_ptr<runtime_detail::StoreWatch> watch;
 
-  // A server store's notices: what the Planner holds of each structure stored elsewhere is dropped, so that the
-  // next obtain() reads the store again (and its new plan), as a promotion swaps a plan in.
+  // The store's notices (a server's NOTIFY, a SQLite store's history rows): what the Planner holds of each structure
+  // changed elsewhere (a plan stored, promoted, rolled back, put in shadow) is dropped, so that the next obtain()
+  // reads the store again (and its new plan), as a promotion swaps a plan in.
   void poll_store() {
     StatusOr<std::vector<StoredPlanKey>> keys = state.backend().changed_plans();
     if (!keys.is_ok()) {
@@ -62,7 +63,7 @@ struct Planner::Impl {
                                                     ? std::string("notices may have been missed: every held plan is "
                                                                   "read again")
                                                     : "a plan for " + k.structure_sig.substr(0, 12) + "/" +
-                                                          k.shape_key + " was stored elsewhere: read again"));
+                                                          k.shape_key + " changed elsewhere: read again"));
     }
   }
 
@@ -118,7 +119,7 @@ Planner::~Planner() = default;
 std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBackend> backend,
                                                       const PlannerOptions& options) {
   auto impl = std::make_unique<Impl>(std::move(backend), options);
-  if (options.store_watch_s > 0 && is_server_location(options.store_path) && !options.target) {
+  if (options.store_watch_s > 0 && !options.store_path.empty() && !options.target) {
     Impl* i = impl.get();
     impl->watch = std::make_unique<runtime_detail::StoreWatch>(options.store_watch_s, [i] { i->poll_store(); });
   }

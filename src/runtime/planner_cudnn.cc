@@ -476,6 +476,7 @@ class CudnnPlanBackend : public PlanBackend {
     std::lock_guard<std::mutex> lock(writer_mu_);
     if (!writer_) {
       KILN_ASSIGN_OR_RETURN(writer_, PlanStore::open(store_path_));
+      if (store_) store_->treat_writes_as_own(*writer_);  // its writes are no news to the store's watcher
     }
     return fn(*writer_);
   }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 #include <utility>
 
 #include "gpu_test_util.h"
@@ -275,9 +276,19 @@ TEST(ShadowGpu, TheFasterPlanInShadowIsPromotedForEveryPlannerAndServesNext) {
   ASSERT_TRUE(theirs.is_ok()) << theirs.status().to_string();
   EXPECT_EQ(theirs->plan->identity(), s.runner_up);
   EXPECT_EQ(theirs->why.find("shadow:"), std::string::npos) << theirs->why;
-  // And a rollback brings the old plan back for the next Planner.
+  // And a rollback (another store connection: `kiln plans rollback` in another process) brings the old plan back: in
+  // this running Planner once its watcher reads the store's history (PlannerOptions::store_watch_s), and for the next.
   auto back = (*store)->rollback(s.key, "test: rolled back");
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  std::string serving;
+  for (int i = 0; i < 100 && serving != s.winner; ++i) {
+    auto now = (*planner)->obtain(*g);
+    ASSERT_TRUE(now.is_ok()) << now.status().to_string();
+    serving = now->plan->identity();
+    if (serving != s.winner) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(serving, s.winner) << "the running Planner did not hear of the rollback within 5 s";
+  std::printf("[ shadow ] rolled back: the running Planner serves %s again\n", serving.c_str());
   auto third = Planner::create(PlannerOptions::serving(s.path));
   ASSERT_TRUE(third.is_ok());
   auto restored = (*third)->obtain(*g);

@@ -94,10 +94,13 @@ TEST(StoreWatch, NoticesThatMayHaveBeenMissedDropEverythingHeld) {
   EXPECT_EQ(f.planner->obtain(*pg)->source, PlanSource::kStore);
 }
 
-TEST(StoreWatch, AFileStoreIsNotWatched) {
-  WatchFixture f("/var/cache/kiln/plans.db");
+TEST(StoreWatch, AFileStoreIsWatchedTooAndNoStoreIsNot) {
+  WatchFixture file("/var/cache/kiln/plans.db");  // SQLite: its history rows are its notices
+  file.wait_polls(2);
+  EXPECT_GE(file.backend->polls.load(), 2);
+  WatchFixture none("");
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(f.backend->polls.load(), 0);
+  EXPECT_EQ(none.backend->polls.load(), 0);
 }
 
 }  // namespace

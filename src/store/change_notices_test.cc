@@ -1,6 +1,6 @@
-// Change notices (PlanStore::changed_plans): a process serving from a PostgreSQL store hears of every plan
-// another process stores (NOTIFY at commit), not of its own, and not of a write that rolled back; SQLite says
-// nothing. Run on both backends.
+// Change notices (PlanStore::changed_plans): a process serving from a store hears of every plan another process
+// stores (PostgreSQL: NOTIFY at commit; SQLite: the plan_history rows written since), not of its own, and not of a
+// write that rolled back; a rollback or a plan put in shadow elsewhere is heard too. Run on both backends.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,14 +42,10 @@ TEST_P(ChangeNoticesContract, AServingProcessHearsOfPlansOthersStore) {
   ASSERT_TRUE(tuner->put(r).is_ok());
   ASSERT_TRUE(server->put(make_record(4)).is_ok());  // its own: not reported back to it
   std::vector<StoredPlanKey> heard = poll(*server);
-  if (!file_case()) {
-    ASSERT_EQ(heard.size(), 1u);
-    EXPECT_EQ(heard[0].structure_sig, r.structure_sig);
-    EXPECT_EQ(heard[0].shape_key, r.shape_key);
-    EXPECT_EQ(heard[0].fingerprint_key, fingerprint_key(h200()));
-  } else {
-    EXPECT_TRUE(heard.empty()) << "SQLite has no notices";
-  }
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].structure_sig, r.structure_sig);
+  EXPECT_EQ(heard[0].shape_key, r.shape_key);
+  EXPECT_EQ(heard[0].fingerprint_key, fingerprint_key(h200()));
   // A refused write (a NaN time is bad input) sends nothing.
   PlanRecord bad = make_record(5);
   bad.stats.median_ms = std::nan("");
@@ -57,6 +53,56 @@ TEST_P(ChangeNoticesContract, AServingProcessHearsOfPlansOthersStore) {
   auto after = server->changed_plans();
   ASSERT_TRUE(after.is_ok());
   EXPECT_TRUE(after->empty());
+}
+
+StoredPlanKey key_of(const PlanRecord& r) { return {r.structure_sig, r.shape_key, fingerprint_key(h200())}; }
+
+TEST_P(ChangeNoticesContract, ARollbackOrAShadowPlanElsewhereIsHeard) {
+  TempDir dir;
+  const std::string where = dir.file("p.db");
+  auto server = open_store(where);
+  auto ops = open_store(where);  // `kiln plans rollback` in another process
+  ASSERT_TRUE(server && ops);
+  const PlanRecord old_plan = make_record(3);
+  PlanRecord new_plan = old_plan;
+  new_plan.engine_id = old_plan.engine_id + 1;
+  ASSERT_TRUE(ops->put(old_plan).is_ok());
+  ASSERT_TRUE(ops->put(new_plan).is_ok());  // the old one retired
+  ASSERT_TRUE(server->changed_plans().is_ok());
+  auto back = ops->rollback(key_of(old_plan), "test: rolled back");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  std::vector<StoredPlanKey> heard = poll(*server);
+  ASSERT_EQ(heard.size(), 1u) << "one key, however many rows its rollback wrote";
+  EXPECT_EQ(heard[0].structure_sig, old_plan.structure_sig);
+  EXPECT_TRUE(server->changed_plans()->empty()) << "each change is told once";
+
+  PlanRecord candidate = old_plan;
+  candidate.engine_id = old_plan.engine_id + 7;
+  ASSERT_TRUE(ops->put_candidate(candidate, "test").is_ok());
+  ASSERT_TRUE(ops->transition(key_of(candidate), plan_identity(candidate.engine_id, candidate.knobs),
+                              PlanState::kShadow, "test")
+                  .is_ok());
+  heard = poll(*server);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].shape_key, candidate.shape_key);
+}
+
+TEST_P(ChangeNoticesContract, AWriterTreatedAsOwnIsNoNews) {
+  KILN_STORE_FILE_CASE();  // a Planner's read and write connections to one SQLite file
+  TempDir dir;
+  const std::string where = dir.file("p.db");
+  auto reader = open_store(where);
+  auto writer = open_store(where);
+  auto other = open_store(where);
+  ASSERT_TRUE(reader && writer && other);
+  reader->treat_writes_as_own(*writer);
+  ASSERT_TRUE(reader->changed_plans().is_ok());
+  ASSERT_TRUE(writer->put(make_record(3)).is_ok());
+  ASSERT_TRUE(other->put(make_record(4)).is_ok());
+  ASSERT_TRUE(writer->put(make_record(5)).is_ok());
+  std::vector<StoredPlanKey> heard = poll(*reader);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].structure_sig, make_record(4).structure_sig);
 }
 
 TEST_P(ChangeNoticesContract, NoticesSurviveAReconnection) {

@@ -348,6 +348,9 @@ StatusOr<std::vector<KernelCacheInfo>> MirroredPlanStore::list_kernel_caches() {
                                                     [&](PlanStore& m) { return m.list_kernel_caches(); });
 }
 
+// The server's notices name their sender's connection, not this object's writers: nothing to share here.
+void MirroredPlanStore::treat_writes_as_own(PlanStore& writer) { (void)writer; }
+
 StatusOr<std::vector<StoredPlanKey>> MirroredPlanStore::changed_plans() {
   // While the server is away nothing changes that this host could read: nothing to say.
   return read_through<std::vector<StoredPlanKey>>([&](PlanStore& s) { return s.changed_plans(); },

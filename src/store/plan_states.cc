@@ -119,6 +119,19 @@ StatusOr<int64_t> SqlPlanStore::history_locked(const StoredPlanKey& key, const s
                         store::Stmt::prepare(db_, store::plan_history_codec().table.insert_sql("INSERT")));
   store::plan_history_codec().bind(ins, 1, t);
   KILN_RETURN_IF_ERROR(ins.run());
+  // Ours, for a changed_plans() watching this store (recorded before the caller commits, so never read as news).
+  std::shared_ptr<OwnHistory> own = own_;
+  bool watched = false;
+  {
+    std::lock_guard<std::mutex> lock(own->mu);
+    watched = own->watched;
+  }
+  if (watched && db_->dialect() == store::SqlDialect::kSqlite) {
+    KILN_ASSIGN_OR_RETURN(store::Stmt id, store::Stmt::prepare(db_, "SELECT last_insert_rowid()"));
+    KILN_ASSIGN_OR_RETURN(bool got, id.step());
+    std::lock_guard<std::mutex> lock(own->mu);
+    if (got) own->rows.insert(id.int64(0));
+  }
   return seq;
 }
 
@@ -207,7 +220,8 @@ Status SqlPlanStore::activate_locked(const PlanRecord& r, const Activation& how)
                           history_locked(key, to, how.from_state, PlanState::kActive, how.reason, how.evidence));
     (void)seq;
   }
-  // Other processes serving from this store hear of it when the write commits (PostgreSQL; nothing on SQLite).
+  // Other processes serving from this store hear of it when the write commits (PostgreSQL NOTIFY; on SQLite the
+  // history rows above are what they read).
   if (how.notify)
     KILN_RETURN_IF_ERROR(
         db_->notify(kPlanChannel, key.structure_sig + "\n" + key.shape_key + "\n" + key.fingerprint_key));
@@ -323,6 +337,10 @@ Status SqlPlanStore::transition(const StoredPlanKey& key, const std::string& con
     up.bind(1, key.structure_sig).bind(2, key.shape_key).bind(3, key.fingerprint_key).bind(4, config);
     up.bind(5, std::string(plan_state_name(to))).bind(6, reason).bind(7, unix_now()).bind(8, seq);
     KILN_RETURN_IF_ERROR(up.run());
+    // A plan entering shadow (or leaving it) changes what a Planner serving the key runs: serving processes hear of
+    // it as of an activation (PostgreSQL NOTIFY at commit; on SQLite the history row just written).
+    KILN_RETURN_IF_ERROR(
+        db_->notify(kPlanChannel, key.structure_sig + "\n" + key.shape_key + "\n" + key.fingerprint_key));
   }
   return txn.commit();
 }

@@ -252,7 +252,7 @@ StatusOr<PlanRecord> SqlPlanStore::put(const PlanRecord& record) {
 StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_plans() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoredPlanKey> out;
-  if (db_->dialect() != store::SqlDialect::kPostgres) return out;
+  if (db_->dialect() != store::SqlDialect::kPostgres) return changed_in_history_locked();
   if (!listening_) {
     KILN_RETURN_IF_ERROR(db_->listen(kPlanChannel));
     listening_ = true;
@@ -269,6 +269,53 @@ StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_plans() {
     out.push_back({n.substr(0, a), n.substr(a + 1, b - a - 1), n.substr(b + 1)});
   }
   return out;
+}
+
+// SQLite has no NOTIFY: every change of what serves a key (a plan stored and made active, a promotion, a rollback, a
+// plan put in shadow or a verdict on it) writes a plan_history row, and its rows are never deleted, so the rows past
+// the last one seen are the keys changed since. Rows this object wrote are its own Planner's (skipped).
+StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_in_history_locked() {
+  std::vector<StoredPlanKey> out;
+  if (history_seen_ < 0) {
+    {
+      std::lock_guard<std::mutex> lock(own_->mu);
+      own_->watched = true;
+    }
+    KILN_ASSIGN_OR_RETURN(store::Stmt st,
+                          store::Stmt::prepare(db_, "SELECT COALESCE(MAX(rowid), 0) FROM plan_history"));
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    history_seen_ = row && st.type(0) == SQLITE_INTEGER ? st.int64(0) : 0;
+    return out;
+  }
+  KILN_ASSIGN_OR_RETURN(store::Stmt st,
+                        store::Stmt::prepare(db_, "SELECT rowid, COALESCE(CAST(structure_sig AS TEXT),''), "
+                                                  "COALESCE(CAST(shape_key AS TEXT),''), "
+                                                  "COALESCE(CAST(fingerprint_key AS TEXT),'') FROM plan_history "
+                                                  "WHERE rowid > ?1 ORDER BY rowid LIMIT 10000"));
+  st.bind(1, history_seen_);
+  std::set<std::string> seen;
+  std::lock_guard<std::mutex> own_lock(own_->mu);
+  for (;;) {
+    KILN_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) break;
+    const int64_t id = st.int64(0);
+    history_seen_ = std::max(history_seen_, id);
+    if (own_->rows.erase(id)) continue;
+    StoredPlanKey k{st.text(1), st.text(2), st.text(3)};
+    if (seen.insert(k.structure_sig + '\n' + k.shape_key + '\n' + k.fingerprint_key).second)
+      out.push_back(std::move(k));
+  }
+  // Rows of ours older than the last one read cannot come again.
+  own_->rows.erase(own_->rows.begin(), own_->rows.upper_bound(history_seen_));
+  return out;
+}
+
+void SqlPlanStore::treat_writes_as_own(PlanStore& writer) {
+  auto* w = dynamic_cast<SqlPlanStore*>(&writer);
+  if (w == nullptr || w == this) return;
+  std::shared_ptr<OwnHistory> own = own_;
+  std::lock_guard<std::mutex> lock(w->mu_);
+  w->own_ = own;
 }
 
 namespace {

@@ -110,6 +110,7 @@ class SqlPlanStore final : public PlanStore {
   StatusOr<int64_t> drop_kernel_cache_row_locked(const BadKernelCache& bad);
   // What gc removes besides the corrupt rows, read without writing. `gone_plans` and `gone_caches`: rows a
   // real run has already removed as corrupt by then (a dry run leaves them in place), passed over here.
+  StatusOr<std::vector<StoredPlanKey>> changed_in_history_locked();
   Status gc_find_locked(const GcOptions& options, const std::set<int64_t>& gone_plans,
                         const std::set<int64_t>& gone_caches, GcGarbage* out);
   // gc_find_locked's kernel cache part (stale and old caches; kernel_caches.cc).
@@ -131,6 +132,16 @@ class SqlPlanStore final : public PlanStore {
   mutable std::mutex mu_;  // one connection, shared by threads: calls are serialized
   StoreCounters counters_;
   bool listening_ = false;  // changed_plans() has subscribed this connection
+  // SQLite: changed_plans() reads plan_history's rows past this rowid (-1: not yet started), skipping the rows this
+  // store object, or a writer it shares `own_` with (treat_writes_as_own), wrote: its Planner's own verdicts and
+  // promotions, which it knows of already.
+  int64_t history_seen_ = -1;
+  struct OwnHistory {
+    std::mutex mu;  // after a store's mu_, never before
+    bool watched = false;
+    std::set<int64_t> rows;
+  };
+  std::shared_ptr<OwnHistory> own_ = std::make_shared<OwnHistory>();
 };
 
 }  // namespace kiln

@@ -58,9 +58,9 @@ struct PlannerOptions {
   // from disk and obtain() goes on serving while the server is unreachable (docs/fleet.md "Local mirror").
   // "auto": default_mirror_path(store_path); "": none. Not used for a SQLite store.
   std::string store_mirror = "auto";
-  // A server store: how often (seconds) the Planner asks it which plans other processes stored (PostgreSQL
-  // NOTIFY), and drops what it holds for them so that the next obtain() reads the new plan, as a promotion
-  // swaps a plan in. 0: never.
+  // How often (seconds) the Planner asks its store which keys others changed (a server store's NOTIFY; a SQLite
+  // store's plan_history rows: plans stored, promoted, rolled back or put in shadow by another process), and drops
+  // what it holds for them so that the next obtain() reads the new plan, as a promotion swaps a plan in. 0: never.
   double store_watch_s = 1;
   // Which environment differences a stored record may have, and what obtain() does when the store cannot
   // serve this exact key (a stale, corrupt or unloadable record; at the graph's own dims, the shape its spec

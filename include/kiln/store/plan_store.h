@@ -105,12 +105,16 @@ class PlanStore : public RetuneQueue,
   // Checks the whole bundle, then merges it in one transaction; Corruption and nothing imported if one fails.
   virtual StatusOr<ImportReport> import_bundle(const std::string& bundle_path, const ImportOptions& options = {}) = 0;
 
-  // ---- Change notices (a server store: PostgreSQL NOTIFY on every put) ----
-  // The keys other processes stored plans for since the last call, without waiting; the first call starts
-  // listening and returns nothing. A key whose structure_sig is "*" says notices may have been missed (the
-  // connection to the server was made again): any held plan may be out of date. A SQLite store returns nothing (its writers are one host's: the Planner's
-  // own jobs tell it).
+  // ---- Change notices ----
+  // The keys other processes (or other store objects) changed since the last call, without waiting; the first call
+  // starts watching and returns nothing. A server store: PostgreSQL NOTIFY on every put; a key whose structure_sig is
+  // "*" says notices may have been missed (the connection to the server was made again): any held plan may be out
+  // of date. A SQLite store: the keys of the plan_history rows written since (every activation, promotion, rollback,
+  // shadow entry and verdict writes one), less those this object or a writer it was told of wrote.
   virtual StatusOr<std::vector<StoredPlanKey>> changed_plans() = 0;
+  // What `writer` writes counts as this store's own for changed_plans() (a Planner's read and write connections to
+  // one SQLite store: its own promotions and verdicts are no news to it). Nothing for other kinds of store.
+  virtual void treat_writes_as_own(PlanStore& writer) { (void)writer; }
 
   virtual StoreCounters counters() const = 0;
   virtual void reset_counters() = 0;

@@ -1,6 +1,7 @@
 // `kiln plans diff --from ENV --to ENV`: a store holding plans for an old and a new environment (a cuDNN upgrade),
 // compared per key from the stored records: configuration changes, time ratios, keys not re-baked, and the
-// environment fields that differ; refusals for a missing or unknown environment.
+// environment fields that differ; refusals for a missing or unknown environment; --rerun's refusal without a GPU
+// (the re-run itself: src/tools/plan_rerun_gpu_test.cc).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -66,6 +67,28 @@ TEST_F(PlansDiffCli, ComparesEachKeyAndSaysWhatIsNotReBaked) {
   ASSERT_EQ(text.code, kExitOk) << text.output();
   EXPECT_NE(text.output().find("not re-baked"), std::string::npos) << text.output();
   EXPECT_NE(text.output().find("cudnn_version"), std::string::npos) << text.output();
+}
+
+// --rerun builds both configurations on this machine's GPU: without one it is refused as an environment problem (exit
+// 3) naming the GPU; with one, keys whose graph the store does not keep are reported as such, never run blind.
+TEST_F(PlansDiffCli, RerunNeedsAGpuAndAGraphPerKey) {
+  CliResult r =
+      run_kiln("plans diff --rerun --json --store " + store_ + " --from " + from_ + " --to " + to_ + " --seed 3");
+  if (r.code == kExitEnvironment) {
+    EXPECT_NE(r.output().find("--rerun runs both plans of every key on this machine's GPU"), std::string::npos)
+        << r.output();
+    EXPECT_TRUE(r.out.empty()) << "nothing printed before the refusal: " << r.out;
+    return;
+  }
+  ASSERT_EQ(r.code, kExitOk) << r.output();
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rerun"]["no_graph"], 2);
+  EXPECT_EQ(j["rerun"]["rerun"], 0);
+  for (const auto& k : j["keys"]) {
+    if (k.contains("rerun")) {
+      EXPECT_NE(k["rerun"]["why"].get<std::string>().find("no graph"), std::string::npos);
+    }
+  }
 }
 
 TEST_F(PlansDiffCli, RefusesMissingOrUnknownEnvironments) {
