@@ -4,7 +4,7 @@
 #                                                     into .prebuilt/ (ignored; name it in the call's carry)
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
 #                                                     capture mainjob gputier shadow fleet python pybench
-#                                                     pyprofile
+#                                                     pyprofile rerun fe123 (fe123: the 1.23 -> 1.32 upgrade report)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
 #                                                     python and pybench, in that order), or
 #                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
@@ -28,6 +28,9 @@ case "$mode" in
     cp "$build"/benchmarks/planner_cold_start "$pre/" 2>/dev/null
     cp "$build"/benchmarks/capture_bench "$pre/" 2>/dev/null
     for b in block_bench plan_load_bench shadow_bench; do cp "$build/benchmarks/$b" "$pre/" 2>/dev/null; done
+    # A kiln built on the previous cuDNN Frontend (KILN_OLD_FRONTEND_BUILD, e.g. a build of
+    # -DKILN_CUDNN_FRONTEND_DIR=third_party/cudnn_frontend-1.23.0): the phase fe123's "before".
+    [ -n "${KILN_OLD_FRONTEND_BUILD:-}" ] && cp "$KILN_OLD_FRONTEND_BUILD/kiln" "$pre/kiln-old-frontend"
     strip --strip-debug "$pre"/*
     # This machine's cuDNN folder, baked in as RPATH, would win over LD_LIBRARY_PATH there: drop it, so the
     # machine's own cuDNN (the venv's, set below) is the one loaded.
@@ -172,6 +175,42 @@ if want shadow; then  # issue 35: shadow sampling on real requests (its GPU test
     --work "$out/shadow-work" --out "$out/shadow.json" >"$out/shadow-bench.txt" 2>&1; rc=$?
   cat "$out/shadow-bench.txt"; check $rc "shadow_bench"; rm -rf "$out/shadow-work"
 fi
+if want rerun; then  # issue 35: two configurations re-run side by side (the engine of kiln plans diff --rerun)
+  stamp "rerun"
+  gtest tools_gpu_test '*' 120 >"$out/rerun-tests.txt" 2>&1; cat "$out/rerun-tests.txt"
+  grep -E '^\[ rerun \]' "$out/tools_gpu_test.log"
+fi
+if want fe123; then  # issue 35's upgrade report on the real frontend move: tuned by both kilns, diffed and re-run here
+  stamp "upgrade report: frontend $("$pre/kiln-old-frontend" doctor 2>&1 | grep -io 'frontend[^,;]*' | head -1) -> this kiln's"
+  up="$out/upgrade"; mkdir -p "$up"; st="$up/plans.db"
+  ex="conv_bias_relu matmul_bias_gelu layer_norm rms_norm matmul_amax sdpa_fwd conv_dgrad"
+  specs=""; for e in $ex; do specs="$specs --spec examples/small/$e.json"; done
+  for who in old new; do
+    k="$kiln"; [ $who = old ] && k="$pre/kiln-old-frontend"
+    for e in $ex; do
+      timeout 90 "$k" tune "examples/small/$e.json" --no-unfused --store "$st" --candidate-budget-ms 40 \
+        >"$up/tune-$who-$e.txt" 2>&1 || echo "  tune $who $e: exit $? ($(tail -1 "$up/tune-$who-$e.txt"))"
+    done
+  done
+  "$kiln" plans ls --json --store "$st" >"$up/ls.json" 2>"$up/ls.err"
+  keys="$(python3 - "$up/ls.json" <<'PY'
+import json, sys
+fe = {}
+for r in json.load(open(sys.argv[1])):
+    fe.setdefault(r["fingerprint"]["cudnn_frontend_version"], r["fingerprint_key"])
+print(" ".join(fe[v] for v in sorted(fe)))
+PY
+)"
+  set -- $keys
+  if [ $# -eq 2 ]; then
+    "$kiln" plans diff --store "$st" --from "$1" --to "$2" --rerun $specs >"$up/diff.txt" 2>&1
+    check $? "kiln plans diff --rerun (text)"; cat "$up/diff.txt"
+    "$kiln" plans diff --store "$st" --from "$1" --to "$2" --rerun $specs --json >"$up/diff.json" 2>"$up/diff-json.err"
+    check $? "kiln plans diff --rerun --json"
+  else
+    echo "fe123: expected two environments in the store, found: $keys" | tee -a "$fails"
+  fi
+fi
 if want fleet; then  # a PostgreSQL fleet store on this machine: workers, NOTIFY, replay (scripts/fleet-demo.sh)
   stamp "fleet"
   timeout 560 bash scripts/fleet-demo.sh "$kiln" "$out/fleet" >"$out/fleet.txt" 2>&1; rc=$?
@@ -216,8 +255,9 @@ if want pyprofile; then  # issue 34: where a call from Python spends its time (p
   if [ -n "$spy" ]; then
     chmod +x "$spy"
     for what in op plan cpp; do
-      timeout 60 "$spy" record --native --rate 997 --format raw -o "$out/pyspy-$what.txt" -- \
-        "$py" "$root/bench/python/profile_call.py" --what $what >"$out/pyspy-$what.log" 2>&1
+      # Native stacks cost py-spy about 10 ms a sample there (997 a second fell 20 s behind): 25 a second.
+      timeout 100 "$spy" record --native --rate 25 --format raw -o "$out/pyspy-$what.txt" -- \
+        "$py" "$root/bench/python/profile_call.py" --what $what --seconds 8 >"$out/pyspy-$what.log" 2>&1
       check $? "py-spy record ($what)"; tail -2 "$out/pyspy-$what.log"
     done
   else

@@ -123,9 +123,16 @@ StatusOr<std::optional<EngineConfig>> resolve_pin(const Graph& graph, const std:
 
 DynamicKernelCache::DynamicKernelCache() : impl_(std::make_unique<Impl>()) {}
 DynamicKernelCache::~DynamicKernelCache() = default;
+// Older frontends (before 1.32; a build for an upgrade's "before", docs/rollout.md "Upgrade report") differ in three
+// calls: no entry count of a kernel cache, serialization always with the structure, deserialization without the
+// precompiled check (and deviceless deserialization not at all).
+#define KILN_FE_HAS_PLAN_ONLY_BLOBS (CUDNN_FRONTEND_VERSION >= 13200)
+
 int64_t DynamicKernelCache::entries() const {
   int64_t n = 0;
+#if KILN_FE_HAS_PLAN_ONLY_BLOBS
   if (!impl_->cache->is_finalized() || !impl_->cache->size(n).is_good()) return 0;
+#endif
   return n;
 }
 
@@ -324,8 +331,12 @@ StatusOr<std::vector<uint8_t>> LoweredGraph::serialize() const {
   std::vector<uint8_t> bytes;
   // Plan only (no graph structure): Kiln rebuilds tensor identities from its own graph, and the plan-only
   // form is smaller and loads faster.
+#if KILN_FE_HAS_PLAN_ONLY_BLOBS
   KILN_FE_RETURN_IF_ERROR(impl_->fg->serialize(bytes, /*serialize_structure=*/false),
                           "serializing plan " + impl_->config.identity());
+#else
+  KILN_FE_RETURN_IF_ERROR(impl_->fg->serialize(bytes), "serializing plan " + impl_->config.identity());
+#endif
   return bytes;
 }
 
@@ -366,9 +377,18 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
       KILN_RETURN_IF_ERROR(lower_detail::apply_profile(*lg.impl_->fg, *profile));
       lg.impl_->profile = *profile;
       lg.impl_->has_profile = true;
+#if KILN_FE_HAS_PLAN_ONLY_BLOBS
       e = lg.impl_->fg->deserialize(bytes, /*enforce_precompiled=*/true);
+#else
+      return not_supported("deviceless plans need cuDNN Frontend 1.32 or later (this build's is " +
+                           std::to_string(CUDNN_FRONTEND_VERSION) + ")");
+#endif
     } else {
+#if KILN_FE_HAS_PLAN_ONLY_BLOBS
       e = lg.impl_->fg->deserialize(handle, j, /*enforce_precompiled=*/true);
+#else
+      e = lg.impl_->fg->deserialize(handle, bytes);
+#endif
     }
   } catch (const std::exception& ex) {
     return corruption("plan bytes for graph '" + graph.name + "' are not a cuDNN Frontend graph: " + ex.what());

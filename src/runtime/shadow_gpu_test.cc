@@ -60,7 +60,24 @@ void make_shadow_store(const Graph& g, ShadowStore* s) {
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   ASSERT_TRUE(first->kept.has_value());
   s->winner = plan_identity(first->kept->record.engine_id, first->kept->record.knobs);
+  // The plan put in shadow: the slowest configuration that passed, where it is clearly slower than the winner (the
+  // promotion test turns the pair round and needs a speed-up the rule can see); else the runner-up.
   job.tune.exclude = {s->winner};
+  const CandidateResult* slow = nullptr;
+  double best = 0;
+  for (const CandidateResult& c : first->result.candidates) {
+    if (c.disposition != Disposition::kPassed || c.samples == 0) continue;
+    if (c.config.identity() == s->winner) best = c.median_ms;
+    else if (slow == nullptr || c.median_ms > slow->median_ms) slow = &c;
+  }
+  if (slow != nullptr && best > 0 && slow->median_ms >= 1.15 * best) {
+    // An identity without knobs ("eng7") excludes its whole engine: never the slow plan's own.
+    for (const CandidateResult& c : first->result.candidates)
+      if (&c != slow && !(c.config.knobs.empty() && c.config.engine_id == slow->config.engine_id))
+        job.tune.exclude.push_back(c.config.identity());
+    std::printf("[ shadow ] tuned: %s %.4f ms, the slowest that passed %s %.4f ms (%.2fx)\n", s->winner.c_str(), best,
+                slow->config.identity().c_str(), slow->median_ms, slow->median_ms / best);
+  }
   job.rollout = RolloutPolicy::kShadow;
   auto second = (*planner)->workshop().tune(g, job);
   ASSERT_TRUE(second.is_ok()) << second.status().to_string();

@@ -18,7 +18,7 @@ struct PinnedFree {
 
 class CudaShadowLane : public ShadowLane {
  public:
-  CudaShadowLane(DeviceBuffer device, std::unique_ptr<char, PinnedFree> host, UniqueStream side, UniqueEvent marks[4],
+  CudaShadowLane(DeviceBuffer device, std::unique_ptr<char, PinnedFree> host, UniqueStream side, UniqueEvent marks[kShadowMarks],
                  UniqueEvent forked, std::unique_ptr<char, PinnedFree> flags, int32_t* device_flags)
       : device_(std::move(device)),
         host_(std::move(host)),
@@ -26,7 +26,7 @@ class CudaShadowLane : public ShadowLane {
         forked_(std::move(forked)),
         flags_(std::move(flags)),
         device_flags_(device_flags) {
-    for (int i = 0; i < 4; ++i) marks_[i] = std::move(marks[i]);
+    for (int i = 0; i < kShadowMarks; ++i) marks_[i] = std::move(marks[i]);
   }
   ~CudaShadowLane() override {
     // Freeing synchronizes the device: apart from captures in progress (kiln/cuda/capture_gate.h). Freed whatever
@@ -52,7 +52,8 @@ class CudaShadowLane : public ShadowLane {
     return status != cudaStreamCaptureStatusNone;
   }
   Status mark(int i, cudaStream_t stream) override {
-    if (i < 0 || i > 3) return internal_error("shadow lane: mark " + std::to_string(i) + " (0..3)");
+    if (i < 0 || i >= kShadowMarks)
+      return internal_error("shadow lane: mark " + std::to_string(i) + " (0.." + std::to_string(kShadowMarks - 1) + ")");
     return cuda_status(cudaEventRecord(marks_[i].get(), stream), "cudaEventRecord (shadow lane)");
   }
   Status fork(cudaStream_t stream) override {
@@ -76,7 +77,8 @@ class CudaShadowLane : public ShadowLane {
   }
   Status wait() override { return cuda_status(cudaStreamSynchronize(side_.get()), "cudaStreamSynchronize (shadow)"); }
   StatusOr<double> elapsed_ms(int from, int to) override {
-    if (from < 0 || from > 3 || to < 0 || to > 3) return internal_error("shadow lane: marks out of 0..3");
+    if (from < 0 || from >= kShadowMarks || to < 0 || to >= kShadowMarks)
+      return internal_error("shadow lane: marks out of 0.." + std::to_string(kShadowMarks - 1));
     float ms = 0;
     KILN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, marks_[from].get(), marks_[to].get()));
     return static_cast<double>(ms);
@@ -86,7 +88,7 @@ class CudaShadowLane : public ShadowLane {
   DeviceBuffer device_;
   std::unique_ptr<char, PinnedFree> host_;
   UniqueStream side_;
-  UniqueEvent marks_[4];
+  UniqueEvent marks_[kShadowMarks];
   UniqueEvent forked_;                       // what fork() records on the caller's stream, untimed
   std::unique_ptr<char, PinnedFree> flags_;  // host-mapped: [0] releases the hold, [1] says it timed out
   int32_t* device_flags_;                    // the same two, as the device sees them
@@ -102,7 +104,7 @@ StatusOr<std::unique_ptr<ShadowLane>> make_cuda_shadow_lane(size_t device_bytes,
   if (host_bytes > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&pinned), host_bytes));
   std::unique_ptr<char, PinnedFree> host(pinned);
   KILN_ASSIGN_OR_RETURN(UniqueStream side, make_stream(/*non_blocking=*/true));
-  UniqueEvent marks[4];
+  UniqueEvent marks[kShadowMarks];
   for (UniqueEvent& m : marks) {
     KILN_ASSIGN_OR_RETURN(m, make_event(/*timing=*/true));
   }

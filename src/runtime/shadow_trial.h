@@ -73,7 +73,7 @@ class ShadowTrial : public std::enable_shared_from_this<ShadowTrial> {
  private:
   bool claim(cudaStream_t stream);
   Status enqueue_shadow(cudaStream_t stream, const std::map<int, void*>& pointers, bool inputs_copied);
-  Status run_on_side(bool active_first);
+  Status run_on_side(bool active_outside);
   bool outputs_alias_inputs(const std::map<int, void*>& pointers) const;
 
   const StoredPlanKey key_;
@@ -88,7 +88,8 @@ class ShadowTrial : public std::enable_shared_from_this<ShadowTrial> {
   const ExecutablePlan* wrapper_ = nullptr;
   std::atomic<uint64_t> calls_{0};
   std::atomic<bool> busy_{false}, done_{false};
-  uint64_t sampled_ = 0;      // samples enqueued (the order of the two side runs alternates with it)
+  uint64_t sampled_ = 0;         // samples enqueued (ABBA and BAAB alternate with it)
+  bool active_outside_ = true;  // the sample in the lane ran the active plan first and last (ABBA)
   std::string launch_error_;  // the shadow plan's launch error in the sample in the lane (judge reads after submit)
   int launch_failures_ = 0;   // in a row (the judge's)
   std::vector<ShadowSample> samples_;  // the judge's thread alone

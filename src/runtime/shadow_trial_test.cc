@@ -100,7 +100,7 @@ class HostLane : public ShadowLane {
   std::shared_ptr<Clock> clock_;
   bool capturing_;
   std::shared_ptr<Holds> holds_;
-  int64_t marks_[4] = {};
+  int64_t marks_[kShadowMarks] = {};
 };
 
 class ShadowBackend : public PlanBackend {

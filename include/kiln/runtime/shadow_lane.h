@@ -1,8 +1,8 @@
 // kiln/runtime/shadow_lane.h: where a Planner runs a key's shadow plan beside its active plan (docs/rollout.md
 // "Shadow sampling"): a side stream, device scratch for a sampled request's inputs and both plans' outputs (and the
-// shadow plan's workspace), pinned host memory the outputs are read back into, and four timing marks (0-1 around
-// the active plan on the caller's stream, 2-3 around the shadow plan on the side stream). One lane per key in
-// shadow, holding one sample at a time. The cuDNN backend's lane is CUDA's (make_cuda_shadow_lane); host tests
+// shadow plan's workspace), pinned host memory the outputs are read back into, and kShadowMarks timing marks (two
+// around each of the four runs of a sample on the side stream). One lane per key in shadow, holding one sample at a
+// time. The cuDNN backend's lane is CUDA's (make_cuda_shadow_lane); host tests
 // give one of host memory and a simulated clock.
 #pragma once
 
@@ -15,6 +15,10 @@
 
 namespace kiln {
 
+// A sample runs the two plans active, shadow, shadow, active (an "ABBA" order), each between two marks: the order's
+// effects (a warm L2 for the plan that runs second, the clock's drift) fall on both plans alike.
+inline constexpr int kShadowMarks = 8;
+
 class ShadowLane {
  public:
   // Waits for the side stream's work before anything is freed.
@@ -25,7 +29,7 @@ class ShadowLane {
   virtual cudaStream_t side() = 0;
   // Whether `stream` is being captured into a CUDA graph: no sample is taken then (it would join the capture).
   virtual bool capturing(cudaStream_t stream) = 0;
-  // Records timing mark `i` (0..3) in `stream`'s order.
+  // Records timing mark `i` (0..kShadowMarks-1) in `stream`'s order.
   virtual Status mark(int i, cudaStream_t stream) = 0;
   // The side stream waits for what `stream` has enqueued so far.
   virtual Status fork(cudaStream_t stream) = 0;
@@ -43,7 +47,7 @@ class ShadowLane {
 };
 
 // A lane on the current CUDA device: `device_bytes` of device memory, `host_bytes` of pinned host memory, a
-// non-blocking stream, four timing events, and the hold's two host-mapped flags.
+// non-blocking stream, kShadowMarks timing events, and the hold's two host-mapped flags.
 StatusOr<std::unique_ptr<ShadowLane>> make_cuda_shadow_lane(size_t device_bytes, size_t host_bytes);
 
 }  // namespace kiln
