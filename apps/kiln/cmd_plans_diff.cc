@@ -66,7 +66,7 @@ struct Rerunner {
   RerunOptions options;
   std::vector<std::vector<std::string>> rows = {
       {"STRUCTURE", "SHAPE", "FROM", "TO", "FROM MS", "TO MS", "TO/FROM", "MAX |TO-FROM|", "FROM GATE", "TO GATE"}};
-  int ran = 0, not_here = 0, no_graph = 0, to_problems = 0, from_problems = 0, timed = 0;
+  int ran = 0, not_here = 0, no_graph = 0, to_problems = 0, from_problems = 0, timed = 0, throttled = 0;
   double log_sum = 0;
 };
 
@@ -114,7 +114,9 @@ nlohmann::ordered_json rerun_key(Rerunner& r, const DiffKey& key, const PlanReco
                     r.handle.get(), r.stream.get(), r.options);
   r.ran += res.both_ran() ? 1 : 0;
   r.not_here += res.from.ran ? 0 : 1;
-  r.to_problems += res.to.ran && res.to.check.problem() ? 1 : 0;
+  // The upgrade's own plan that cannot be built or run here is its problem as much as one the gate refuses.
+  r.to_problems += !res.to.ran || res.to.check.problem() ? 1 : 0;
+  r.throttled += res.from.throttled || res.to.throttled ? 1 : 0;
   r.from_problems += res.from.ran && res.from.check.problem() ? 1 : 0;
   if (res.time_ratio > 0) {
     r.log_sum += std::log(res.time_ratio);
@@ -130,8 +132,12 @@ nlohmann::ordered_json rerun_key(Rerunner& r, const DiffKey& key, const PlanReco
   nlohmann::ordered_json j = {{"ran", res.both_ran()}, {"from", side_json(res.from)}, {"to", side_json(res.to)}};
   if (res.both_ran()) {
     j["time_ratio"] = res.time_ratio > 0 ? nlohmann::ordered_json(res.time_ratio) : nullptr;
-    j["max_abs_between"] = res.max_abs_between;
-    j["nmse_between"] = res.nmse_between;
+    j["max_abs_between"] = std::isfinite(res.max_abs_between) ? nlohmann::ordered_json(res.max_abs_between)
+                                                              : nlohmann::ordered_json("inf");
+    j["nmse_between"] =
+        std::isfinite(res.nmse_between) ? nlohmann::ordered_json(res.nmse_between) : nlohmann::ordered_json("inf");
+    if (!res.note.empty()) j["note"] = res.note;
+    if (res.from.throttled || res.to.throttled) j["throttled"] = true;
   }
   return j;
 }
@@ -140,17 +146,19 @@ nlohmann::ordered_json rerun_summary(const Rerunner& r) {
   return {{"rerun", r.ran},
           {"from_not_here", r.not_here},
           {"no_graph", r.no_graph},
-          {"to_failing_gate", r.to_problems},
+          {"to_failing_gate_or_not_run", r.to_problems},
           {"from_failing_gate", r.from_problems},
           {"geomean_time_ratio", r.timed ? nlohmann::ordered_json(std::exp(r.log_sum / r.timed)) : nullptr},
-          {"timed", r.timed}};
+          {"timed", r.timed},
+          {"throttled_keys", r.throttled}};
 }
 
 // A --to plan that fails the gate here is the upgrade's problem: exit 1 (CheckFailed), after the report.
 Status rerun_status(const Rerunner* r) {
   if (r == nullptr || r->to_problems == 0) return Status::ok();
   return check_failed(std::to_string(r->to_problems) +
-                      " --to plan(s) gave outputs the numerics gate refuses on this GPU (the report names them)");
+                      " --to plan(s) could not be built or run here, or gave outputs the numerics gate refuses on this "
+                      "GPU (the report names them)");
 }
 
 }  // namespace
@@ -159,6 +167,9 @@ Status run_diff(const PlansOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto store, open_store(o, true, /*read_only=*/true));
   KILN_ASSIGN_OR_RETURN(DiffSide from, diff_side(*store, o.from_env, "--from"));
   KILN_ASSIGN_OR_RETURN(DiffSide to, diff_side(*store, o.to_env, "--to"));
+  if (!o.rerun && (o.seed_given || !o.specs.empty()))
+    return invalid_argument(std::string(o.seed_given ? "--seed" : "--spec") +
+                            " is for --rerun (the inputs and graphs of the re-run); add --rerun");
   std::unique_ptr<Rerunner> rerun;
   if (o.rerun) {
     KILN_ASSIGN_OR_RETURN(rerun, make_rerunner(o, *store));
@@ -238,7 +249,7 @@ Status run_diff(const PlansOptions& o) {
   print_table(rerun->rows);
   const nlohmann::ordered_json sum = rerun_summary(*rerun);
   std::printf("%d keys re-run; %d whose --from configuration this cuDNN does not offer or run; %d without a graph; "
-              "--to plans failing the gate: %d, --from: %d",
+              "--to plans not run or failing the gate: %d, --from failing it: %d",
               rerun->ran, rerun->not_here, rerun->no_graph, rerun->to_problems, rerun->from_problems);
   if (rerun->timed)
     std::printf("; measured time --to/--from: geomean %.3f over %d keys", sum["geomean_time_ratio"].get<double>(),

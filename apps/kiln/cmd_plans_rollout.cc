@@ -218,7 +218,9 @@ void add_rollout(const AddSubcommand& add, const std::function<void(CLI::App*, c
                  "Also build both configurations of every key on this GPU, run them on the same inputs, check each "
                  "against the reference and time them side by side");
   diff->add_option("--spec", o->specs, "Spec files giving the graphs of the keys (with --rerun; else the store's)");
-  add_seed_option(diff, &o->seed, "Seed of the random inputs of --rerun");
+  add_seed_option(diff, &o->seed, "Seed of the random inputs of --rerun")->each([o](const std::string&) {
+    o->seed_given = true;
+  });
   diff->add_flag("--json", o->json, "Machine-readable output");
 }
 

@@ -78,6 +78,15 @@ class TorchRunner {
     }
     TorchRuntime& rt = torch_runtime();
     const int device = views[0].device;
+    for (size_t i = 1; i < views.size(); ++i) {
+      if (views[i].device != device)
+        bad_input("tensor '" + g.tensors[inputs_[i]].name + "' is on cuda:" + std::to_string(views[i].device) +
+                  ", tensor '" + g.tensors[inputs_[0]].name + "' on cuda:" + std::to_string(device) +
+                  ": every input of one call on one device");
+    }
+    // Before anything is allocated: the inputs' device must be the current one (the stream, the workspace pool's
+    // key and the Planner's plans are the current device's).
+    cudaStream_t stream = torch_stream_for(device, g.tensors[inputs_[0]].name);
     // A reference counted copy: torch.empty_strided lets other threads run, and one may change the table.
     const std::shared_ptr<const std::vector<OutMeta>> metas = out_metas(dims, g);
     nb::list outs;
@@ -87,7 +96,6 @@ class TorchRunner {
           TensorBinding{reinterpret_cast<void*>(nb::cast<uintptr_t>(call_data_ptr(t))), 0};
       outs.append(t);
     }
-    cudaStream_t stream = read_stream(nb::none());
     nb::object workspace;  // held until the plan is enqueued
     void* ws = rt.workspace(plan.workspace_bytes(), device, stream, &workspace);
     Status st;

@@ -227,6 +227,8 @@ TensorBinding checked_binding(const TensorView& v, const Graph& g, int t) {
   }
   size_t span = 1;
   for (size_t i = 0; i < shape.size(); ++i) span += static_cast<size_t>((shape[i] - 1) * d.strides[i]);
+  if (v.ptr == 0 && span > 0)
+    bad_input(what + ": a " + v.kind + " with no storage (data pointer 0: a meta, fake or functional tensor?)");
   return TensorBinding{reinterpret_cast<void*>(v.ptr), span * dtype_size(want)};
 }
 
@@ -252,18 +254,39 @@ cudaStream_t stream_of(nb::handle stream) {
 
 }  // namespace
 
+namespace {
+struct TorchStreams {
+  nb::object get_device, raw_stream;  // torch._C's, cached once torch is seen
+};
+// Null until torch is imported. Never freed (outlives the interpreter's last call).
+const TorchStreams* torch_streams() {
+  static TorchStreams* t = nullptr;
+  if (t != nullptr) return t;
+  PyObject* modules = PySys_GetObject("modules");  // borrowed
+  if (modules == nullptr || PyDict_GetItemString(modules, "torch") == nullptr) return nullptr;
+  nb::object c = nb::module_::import_("torch").attr("_C");
+  auto* made = new TorchStreams{c.attr("_cuda_getDevice"), c.attr("_cuda_getCurrentRawStream")};
+  if (t == nullptr) t = made;
+  return t;
+}
+}  // namespace
+
+cudaStream_t torch_stream_for(int device, const std::string& tensor) {
+  const TorchStreams* ts = torch_streams();
+  if (ts == nullptr) return nullptr;
+  const int current = nb::cast<int>(ts->get_device());
+  if (device >= 0 && device != current)
+    bad_input("tensor '" + tensor + "' is on cuda:" + std::to_string(device) +
+              " and the current device is cuda:" + std::to_string(current) + ": call the op under torch.cuda.device(" +
+              std::to_string(device) + ") (its plans, stream and workspace are the current device's)");
+  return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(ts->raw_stream(current)));
+}
+
 cudaStream_t read_stream(nb::handle stream) {
   if (stream.is_none()) {
-    static nb::object torch_get_device, torch_raw_stream;  // cached once torch is seen
-    PyObject* modules = PySys_GetObject("modules");        // borrowed
-    if (modules == nullptr || PyDict_GetItemString(modules, "torch") == nullptr) return nullptr;
-    if (!torch_raw_stream.is_valid()) {
-      nb::object c = nb::module_::import_("torch").attr("_C");
-      torch_get_device = c.attr("_cuda_getDevice");
-      torch_raw_stream = c.attr("_cuda_getCurrentRawStream");
-    }
-    nb::object dev = torch_get_device();
-    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(torch_raw_stream(dev)));
+    const TorchStreams* ts = torch_streams();
+    if (ts == nullptr) return nullptr;
+    return reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(ts->raw_stream(ts->get_device())));
   }
   try {
     return stream_of(stream);

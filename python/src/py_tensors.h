@@ -36,6 +36,9 @@ TensorBinding checked_binding(const TensorView& v, const Graph& g, int t);
 // stream), an int (a cudaStream_t), a torch.cuda.Stream (cuda_stream), an object with __cuda_stream__ (the CUDA
 // stream protocol) or `ptr` (CuPy).
 cudaStream_t read_stream(nb::handle stream);
+// torch's current stream for tensors on CUDA device `device`, named `tensor` in the message: BadInput when that is not
+// the current device (nullptr when torch is not imported).
+cudaStream_t torch_stream_for(int device, const std::string& tensor);
 // A workspace argument: None (null), an int (a device pointer) or a tensor (at least `need` bytes).
 void* read_workspace(nb::handle workspace, int64_t need);
 

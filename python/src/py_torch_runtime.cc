@@ -19,7 +19,7 @@ std::map<std::pair<int, uintptr_t>, PooledWorkspace>& pool() {
   static auto* p = new std::map<std::pair<int, uintptr_t>, PooledWorkspace>();
   return *p;
 }
-// Streams come and go (a program that makes one per request); past this many, the pool starts again empty.
+// Streams come and go (a program that makes one per request); past this many, an entry makes room.
 constexpr size_t kPoolStreams = 64;
 
 void* data_ptr(const nb::object& t) { return reinterpret_cast<void*>(nb::cast<uintptr_t>(t.attr("data_ptr")())); }
@@ -34,12 +34,34 @@ TorchRuntime::TorchRuntime() {
   kwnames_ = nb::make_tuple("dtype", "device");
   tensor_type_ = torch.attr("Tensor");
   parameter_type_ = torch.attr("nn").attr("Parameter");
+  requires_grad_ = nb::str("requires_grad");
   nb::object c = torch.attr("_C");
-  if (nb::hasattr(c, "_len_torch_dispatch_stack") && nb::hasattr(c, "_is_torch_function_mode_enabled")) {
+  // What decides whether torch must see the call (each in every torch this package supports; where one is missing,
+  // every call takes the dispatcher's path): a dispatch or function mode, a functorch transform (vmap, grad,
+  // functionalize), the JIT tracer, the autograd profiler, and grad mode (with an input that requires grad).
+  const char* names[] = {"_len_torch_dispatch_stack", "_is_torch_function_mode_enabled",
+                         "_are_functorch_transforms_active", "_get_tracing_state", "is_grad_enabled"};
+  bool all = nb::hasattr(c, "_autograd") && nb::hasattr(c.attr("_autograd"), "_profiler_enabled");
+  for (const char* n : names) all = all && nb::hasattr(c, n);
+  if (all) {
     dispatch_stack_len_ = c.attr("_len_torch_dispatch_stack");
     function_mode_on_ = c.attr("_is_torch_function_mode_enabled");
+    functorch_on_ = c.attr("_are_functorch_transforms_active");
+    tracing_state_ = c.attr("_get_tracing_state");
+    profiler_on_ = c.attr("_autograd").attr("_profiler_enabled");
+    grad_enabled_ = c.attr("is_grad_enabled");
   }
 }
+
+namespace {
+bool call_true(const nb::object& f) {
+  PyObject* r = PyObject_CallNoArgs(f.ptr());
+  if (r == nullptr) throw nb::python_error();
+  const bool yes = PyObject_IsTrue(r) == 1;
+  Py_DECREF(r);
+  return yes;
+}
+}  // namespace
 
 bool TorchRuntime::plain_call(nb::handle args) const {
   if (!dispatch_stack_len_.is_valid() || !PyTuple_Check(args.ptr())) return false;
@@ -48,7 +70,28 @@ bool TorchRuntime::plain_call(nb::handle args) const {
     PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(PyTuple_GetItem(args.ptr(), i)));
     if (type != tensor_type_.ptr() && type != parameter_type_.ptr()) return false;
   }
-  return nb::cast<int64_t>(dispatch_stack_len_()) == 0 && !nb::cast<bool>(function_mode_on_());
+  if (call_true(dispatch_stack_len_) || call_true(function_mode_on_) || call_true(functorch_on_) ||
+      call_true(profiler_on_))
+    return false;
+  {
+    PyObject* tracing = PyObject_CallNoArgs(tracing_state_.ptr());
+    if (tracing == nullptr) throw nb::python_error();
+    const bool traced = tracing != Py_None;
+    Py_DECREF(tracing);
+    if (traced) return false;
+  }
+  // Autograd: an input that requires grad goes through the dispatcher, whose autograd fallback says (warns) that
+  // the op has no backward, rather than outputs silently cut from the graph.
+  if (call_true(grad_enabled_)) {
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* rg = PyObject_GetAttr(PyTuple_GetItem(args.ptr(), i), requires_grad_.ptr());
+      if (rg == nullptr) throw nb::python_error();
+      const bool yes = rg == Py_True;
+      Py_DECREF(rg);
+      if (yes) return false;
+    }
+  }
+  return true;
 }
 
 nb::handle TorchRuntime::device(int device) const {
@@ -80,23 +123,37 @@ void* TorchRuntime::workspace(int64_t bytes, int dev, cudaStream_t stream, nb::o
     return data_ptr(*keep);
   }
   // torch.empty below may let another thread run (torch releases the GIL while it allocates): no iterator is kept
-  // across it.
+  // across it. A buffer replaced or evicted is moved out of the map first and released after the map's update:
+  // releasing a tensor can run Python (a weakref callback), which could call an op and change the pool meanwhile.
   auto& p = pool();
   const auto key = std::make_pair(dev, reinterpret_cast<uintptr_t>(stream));
   auto it = p.find(key);
-  if (it == p.end() || it->second.bytes < bytes) {
-    if (it == p.end() && p.size() >= kPoolStreams) p.clear();
-    PooledWorkspace w;
-    w.tensor = empty_(bytes, "dtype"_a = uint8_, "device"_a = device(dev));
-    w.bytes = bytes;
-    w.ptr = data_ptr(w.tensor);
-    // Allocated while `stream` is torch's current one (the op runs there), so the caching allocator reuses the block
-    // it replaces only in that stream's order.
-    it = p.insert_or_assign(key, std::move(w)).first;
+  if (it != p.end() && it->second.bytes >= bytes) {
+    *keep = it->second.tensor;
+    return it->second.ptr;
+  }
+  PooledWorkspace w;
+  w.tensor = empty_(bytes, "dtype"_a = uint8_, "device"_a = device(dev));
+  w.bytes = bytes;
+  w.ptr = data_ptr(w.tensor);
+  // Allocated while `stream` is torch's current one on `dev` (the caller checked), so the caching allocator reuses
+  // the block it replaces only in that stream's order.
+  *keep = w.tensor;
+  void* ptr = w.ptr;
+  PooledWorkspace gone, evicted;
+  it = p.find(key);
+  if (it != p.end()) {
+    gone = std::move(it->second);
+    it->second = std::move(w);
+  } else {
+    if (p.size() >= kPoolStreams) {  // streams come and go: the oldest-keyed entry makes room
+      evicted = std::move(p.begin()->second);
+      p.erase(p.begin());
+    }
+    p.emplace(key, std::move(w));
   }
   // `*keep` holds this buffer until the plan is enqueued, even if another thread regrows the pool's meanwhile.
-  *keep = it->second.tensor;
-  return it->second.ptr;
+  return ptr;  // `gone` and `evicted` are released here, after the map's update
 }
 
 TorchRuntime& torch_runtime() {
@@ -116,6 +173,9 @@ int64_t torch_workspace_pool_bytes() {
   return n;
 }
 
-void torch_release_workspaces() { pool().clear(); }
+void torch_release_workspaces() {
+  std::map<std::pair<int, uintptr_t>, PooledWorkspace> gone;
+  gone.swap(pool());  // released after the swap (see TorchRuntime::workspace)
+}
 
 }  // namespace kiln::py

@@ -19,8 +19,9 @@ class TorchRuntime {
   // A torch tensor of this shape, strides (elements) and dtype (a torch.dtype) on CUDA device `device`.
   nb::object empty_strided(nb::handle shape, nb::handle strides, nb::handle dtype, int device) const;
   // Whether an eager call may run the op's kernel at once: every argument exactly a torch.Tensor or an
-  // nn.Parameter (whose torch function is torch's own; not fake, functional or another subclass), and no torch
-  // dispatch or function mode active. False where this torch lacks the
+  // nn.Parameter (whose torch function is torch's own; not fake, functional or another subclass); no torch dispatch
+  // or function mode, functorch transform, JIT trace or autograd profiler active; and, with grad mode on, no input
+  // that requires grad. Anything else is torch's to see: the dispatcher's path. False where this torch lacks the
   // queries (every call then takes the dispatcher's path).
   bool plain_call(nb::handle args) const;
 
@@ -36,7 +37,8 @@ class TorchRuntime {
 
  private:
   nb::object empty_strided_, empty_, uint8_;
-  nb::object tensor_type_, parameter_type_, dispatch_stack_len_, function_mode_on_;
+  nb::object tensor_type_, parameter_type_, requires_grad_;
+  nb::object dispatch_stack_len_, function_mode_on_, functorch_on_, tracing_state_, profiler_on_, grad_enabled_;
   nb::object kwnames_;  // ("dtype", "device")
   mutable std::vector<nb::object> devices_;
 };

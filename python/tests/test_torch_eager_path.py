@@ -15,7 +15,9 @@ plain = _kiln._torch_plain_call
 def test_plain_tensors_and_parameters_skip_the_dispatcher():
     x = torch.zeros(2, 3)
     assert plain(x, x)
-    assert plain(x, torch.nn.Parameter(torch.ones(3)))
+    assert plain(x, torch.nn.Parameter(torch.ones(3), requires_grad=False))
+    with torch.no_grad():  # inference: a model's weights (parameters that require grad) take the eager path
+        assert plain(x, torch.nn.Parameter(torch.ones(3)))
     assert plain()
 
 
@@ -49,6 +51,32 @@ def test_anything_torch_must_see_takes_the_dispatcher():
     with Function():
         assert not plain(x)
     assert plain(x)
+
+
+def test_transforms_tracing_profiling_and_autograd_take_the_dispatcher():
+    """Found by a hostile review: inside these the eager path ran on tensors without storage (vmap, grad), traced
+    only the output's allocation (jit.trace), hid the op from the profiler, or cut the outputs from autograd
+    silently."""
+    x = torch.zeros(2, 3)
+    seen = []
+
+    def probe(t):
+        seen.append(plain(t))
+        return t * 1
+
+    torch.func.vmap(probe)(torch.zeros(4, 3))
+    torch.func.grad(lambda t: probe(t).sum())(torch.zeros(3))
+    torch.func.functionalize(probe)(x)
+    torch.jit.trace(probe, (x,), check_trace=False)
+    with torch.autograd.profiler.profile():
+        probe(x)
+    assert seen == [False] * 5, seen
+    needs_grad = torch.zeros(3, requires_grad=True)
+    assert not plain(x, needs_grad)
+    with torch.no_grad():
+        assert plain(x, needs_grad)
+    with torch.inference_mode():
+        assert plain(torch.zeros(3))
 
 
 class RecordingRunner:

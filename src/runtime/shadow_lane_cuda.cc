@@ -18,8 +18,9 @@ struct PinnedFree {
 
 class CudaShadowLane : public ShadowLane {
  public:
-  CudaShadowLane(DeviceBuffer device, std::unique_ptr<char, PinnedFree> host, UniqueStream side, UniqueEvent marks[kShadowMarks],
-                 UniqueEvent forked, std::unique_ptr<char, PinnedFree> flags, int32_t* device_flags)
+  CudaShadowLane(DeviceBuffer device, std::unique_ptr<char, PinnedFree> host, UniqueStream side,
+                 UniqueEvent marks[kShadowMarks], UniqueEvent forked, std::unique_ptr<char, PinnedFree> flags,
+                 int32_t* device_flags)
       : device_(std::move(device)),
         host_(std::move(host)),
         side_(std::move(side)),
@@ -53,7 +54,8 @@ class CudaShadowLane : public ShadowLane {
   }
   Status mark(int i, cudaStream_t stream) override {
     if (i < 0 || i >= kShadowMarks)
-      return internal_error("shadow lane: mark " + std::to_string(i) + " (0.." + std::to_string(kShadowMarks - 1) + ")");
+      return internal_error("shadow lane: mark " + std::to_string(i) + " (0.." + std::to_string(kShadowMarks - 1) +
+                            ")");
     return cuda_status(cudaEventRecord(marks_[i].get(), stream), "cudaEventRecord (shadow lane)");
   }
   Status fork(cudaStream_t stream) override {

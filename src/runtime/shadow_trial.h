@@ -88,10 +88,10 @@ class ShadowTrial : public std::enable_shared_from_this<ShadowTrial> {
   const ExecutablePlan* wrapper_ = nullptr;
   std::atomic<uint64_t> calls_{0};
   std::atomic<bool> busy_{false}, done_{false};
-  uint64_t sampled_ = 0;         // samples enqueued (ABBA and BAAB alternate with it)
+  uint64_t sampled_ = 0;        // samples enqueued (ABBA and BAAB alternate with it)
   bool active_outside_ = true;  // the sample in the lane ran the active plan first and last (ABBA)
-  std::string launch_error_;  // the shadow plan's launch error in the sample in the lane (judge reads after submit)
-  int launch_failures_ = 0;   // in a row (the judge's)
+  std::string launch_error_;    // the shadow plan's launch error in the sample in the lane (judge reads after submit)
+  int launch_failures_ = 0;     // in a row (the judge's)
   std::vector<ShadowSample> samples_;  // the judge's thread alone
 };
 

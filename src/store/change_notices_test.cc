@@ -105,6 +105,51 @@ TEST_P(ChangeNoticesContract, AWriterTreatedAsOwnIsNoNews) {
   EXPECT_EQ(heard[0].structure_sig, make_record(4).structure_sig);
 }
 
+// Found by a hostile review: a write of ours that rolled back leaves its rowid to the next writer; that writer's row
+// is news, though its rowid was once ours. Simulated: our row deleted, another key's row given its rowid.
+TEST_P(ChangeNoticesContract, ARowidOnceOursThatAnotherWriterReusedIsHeard) {
+  KILN_STORE_FILE_CASE();
+  TempDir dir;
+  const std::string where = dir.file("p.db");
+  auto reader = open_store(where);
+  ASSERT_TRUE(reader && reader->changed_plans().is_ok());
+  ASSERT_TRUE(reader->put(make_record(3)).is_ok());  // ours: one history row
+  const PlanRecord theirs = make_record(4);
+  ASSERT_GE(raw_sql(where, "UPDATE plan_history SET structure_sig = '" + theirs.structure_sig + "'"), 0);
+  std::vector<StoredPlanKey> heard = poll(*reader);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].structure_sig, theirs.structure_sig);
+}
+
+// A damaged history (a row at the largest rowid makes SQLite pick later rowids at random, below the last one seen;
+// rows deleted): the row count no longer adds up, and the store says notices may have been missed.
+TEST_P(ChangeNoticesContract, ADamagedHistorySaysNoticesMayHaveBeenMissed) {
+  KILN_STORE_FILE_CASE();
+  TempDir dir;
+  const std::string where = dir.file("p.db");
+  auto reader = open_store(where);
+  auto other = open_store(where);
+  ASSERT_TRUE(reader && other && reader->changed_plans().is_ok());
+  ASSERT_GE(raw_sql(where, "INSERT INTO plan_history(rowid, structure_sig, shape_key, fingerprint_key, seq, config, "
+                           "from_state, to_state, reason, evidence, by_whom, at) VALUES (9223372036854775807, 'x', "
+                           "'', '', 1, 'eng1', '', 'active', 'damage', '', 'test', 0)"),
+            0);
+  (void)reader->changed_plans();                    // reads the damaged row itself
+  ASSERT_TRUE(other->put(make_record(5)).is_ok());  // at a random rowid below the last one seen
+  bool missed = false;
+  for (int i = 0; i < 5 && !missed; ++i) {
+    auto got = reader->changed_plans();
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    for (const StoredPlanKey& k : *got) missed = missed || k.structure_sig == "*";
+  }
+  EXPECT_TRUE(missed);
+  ASSERT_GE(raw_sql(where, "DELETE FROM plan_history WHERE structure_sig = 'x'"), 0);
+  auto after = reader->changed_plans();
+  ASSERT_TRUE(after.is_ok());
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].structure_sig, "*") << "a deleted row is told as missed notices too";
+}
+
 TEST_P(ChangeNoticesContract, NoticesSurviveAReconnection) {
   KILN_STORE_SERVER_CASE();
   TempDir dir;

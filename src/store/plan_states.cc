@@ -119,18 +119,16 @@ StatusOr<int64_t> SqlPlanStore::history_locked(const StoredPlanKey& key, const s
                         store::Stmt::prepare(db_, store::plan_history_codec().table.insert_sql("INSERT")));
   store::plan_history_codec().bind(ins, 1, t);
   KILN_RETURN_IF_ERROR(ins.run());
-  // Ours, for a changed_plans() watching this store (recorded before the caller commits, so never read as news).
-  std::shared_ptr<OwnHistory> own = own_;
-  bool watched = false;
-  {
-    std::lock_guard<std::mutex> lock(own->mu);
-    watched = own->watched;
-  }
-  if (watched && db_->dialect() == store::SqlDialect::kSqlite) {
+  // Ours, for changed_plans() to skip (this object's, or a reader's it was shared with). Recorded whatever the
+  // watcher's state: a watcher that starts between this insert and its commit must still know the row is ours.
+  if (db_->dialect() == store::SqlDialect::kSqlite) {
     KILN_ASSIGN_OR_RETURN(store::Stmt id, store::Stmt::prepare(db_, "SELECT last_insert_rowid()"));
     KILN_ASSIGN_OR_RETURN(bool got, id.step());
+    std::shared_ptr<OwnHistory> own = own_;
     std::lock_guard<std::mutex> lock(own->mu);
-    if (got) own->rows.insert(id.int64(0));
+    if (got) own->rows[id.int64(0)] = history_row_id(key.structure_sig, key.shape_key, key.fingerprint_key, seq);
+    // A process that writes history and never watches (a tuner) keeps a bounded record.
+    while (own->rows.size() > 100000) own->rows.erase(own->rows.begin());
   }
   return seq;
 }

@@ -271,42 +271,69 @@ StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_plans() {
   return out;
 }
 
-// SQLite has no NOTIFY: every change of what serves a key (a plan stored and made active, a promotion, a rollback, a
-// plan put in shadow or a verdict on it) writes a plan_history row, and its rows are never deleted, so the rows past
-// the last one seen are the keys changed since. Rows this object wrote are its own Planner's (skipped).
+std::string history_row_id(const std::string& structure_sig, const std::string& shape_key,
+                           const std::string& fingerprint_key, int64_t seq) {
+  return structure_sig + '\n' + shape_key + '\n' + fingerprint_key + '\n' + std::to_string(seq);
+}
+
+// SQLite has no NOTIFY: every transition of a key (a plan made active, a promotion, a rollback, a plan put in shadow,
+// a verdict) writes a plan_history row, and its rows are never deleted, so the rows past the last one seen are the
+// keys changed since. Rows this object (or a writer it was told of) wrote are its own Planner's, skipped. The row
+// count checks the rest: where it is not what the rows read explain, notices may have been missed ("*").
 StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_in_history_locked() {
   std::vector<StoredPlanKey> out;
-  if (history_seen_ < 0) {
-    {
-      std::lock_guard<std::mutex> lock(own_->mu);
-      own_->watched = true;
-    }
+  auto count_rows = [&](int64_t* max_rowid, int64_t* rows) -> Status {
     KILN_ASSIGN_OR_RETURN(store::Stmt st,
-                          store::Stmt::prepare(db_, "SELECT COALESCE(MAX(rowid), 0) FROM plan_history"));
+                          store::Stmt::prepare(db_, "SELECT COALESCE(MAX(rowid), 0), COUNT(*) FROM plan_history"));
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
-    history_seen_ = row && st.type(0) == SQLITE_INTEGER ? st.int64(0) : 0;
+    *max_rowid = row && st.type(0) == SQLITE_INTEGER ? st.int64(0) : 0;
+    *rows = row && st.type(1) == SQLITE_INTEGER ? st.int64(1) : 0;
+    return Status::ok();
+  };
+  if (history_seen_ < 0) {
+    KILN_RETURN_IF_ERROR(count_rows(&history_seen_, &history_rows_));
     return out;
   }
   KILN_ASSIGN_OR_RETURN(store::Stmt st,
                         store::Stmt::prepare(db_, "SELECT rowid, COALESCE(CAST(structure_sig AS TEXT),''), "
                                                   "COALESCE(CAST(shape_key AS TEXT),''), "
-                                                  "COALESCE(CAST(fingerprint_key AS TEXT),'') FROM plan_history "
+                                                  "COALESCE(CAST(fingerprint_key AS TEXT),''), seq FROM plan_history "
                                                   "WHERE rowid > ?1 ORDER BY rowid LIMIT 10000"));
   st.bind(1, history_seen_);
   std::set<std::string> seen;
-  std::lock_guard<std::mutex> own_lock(own_->mu);
+  int64_t read = 0;
+  std::shared_ptr<OwnHistory> own = own_;
+  std::lock_guard<std::mutex> own_lock(own->mu);
   for (;;) {
     KILN_ASSIGN_OR_RETURN(bool row, st.step());
     if (!row) break;
+    ++read;
     const int64_t id = st.int64(0);
     history_seen_ = std::max(history_seen_, id);
-    if (own_->rows.erase(id)) continue;
     StoredPlanKey k{st.text(1), st.text(2), st.text(3)};
+    const int64_t seq = st.type(4) == SQLITE_INTEGER ? st.int64(4) : -1;
+    auto mine = own->rows.find(id);
+    if (mine != own->rows.end() &&
+        mine->second == history_row_id(k.structure_sig, k.shape_key, k.fingerprint_key, seq)) {
+      own->rows.erase(mine);
+      continue;
+    }
     if (seen.insert(k.structure_sig + '\n' + k.shape_key + '\n' + k.fingerprint_key).second)
       out.push_back(std::move(k));
   }
-  // Rows of ours older than the last one read cannot come again.
-  own_->rows.erase(own_->rows.begin(), own_->rows.upper_bound(history_seen_));
+  // Rows of ours at or below the last one read cannot come again.
+  own->rows.erase(own->rows.begin(), own->rows.upper_bound(history_seen_));
+  if (read == 10000) {  // more to read: the count is checked once they are
+    history_rows_ += read;
+    return out;
+  }
+  int64_t max_rowid = 0, rows = 0;
+  KILN_RETURN_IF_ERROR(count_rows(&max_rowid, &rows));
+  if (rows != history_rows_ + read || max_rowid < history_seen_) {
+    out.push_back({"*", "", ""});
+    history_seen_ = max_rowid;
+  }
+  history_rows_ = rows;
   return out;
 }
 

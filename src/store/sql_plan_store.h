@@ -20,6 +20,10 @@ namespace kiln {
 // The PostgreSQL channel a put() notifies on (PlanStore::changed_plans).
 inline constexpr const char* kPlanChannel = "kiln_plans";
 
+// A plan_history row's identity beyond its rowid: its key and number (SqlPlanStore's own rows, changed_plans()).
+std::string history_row_id(const std::string& structure_sig, const std::string& shape_key,
+                           const std::string& fingerprint_key, int64_t seq);
+
 class SqlPlanStore final : public PlanStore {
  public:
   // PlanStore::open's work (the path already checked by PlanStore::check_path).
@@ -134,12 +138,15 @@ class SqlPlanStore final : public PlanStore {
   bool listening_ = false;  // changed_plans() has subscribed this connection
   // SQLite: changed_plans() reads plan_history's rows past this rowid (-1: not yet started), skipping the rows this
   // store object, or a writer it shares `own_` with (treat_writes_as_own), wrote: its Planner's own verdicts and
-  // promotions, which it knows of already.
+  // promotions, which it knows of already. A row is ours only if its rowid and its key and number match what we
+  // wrote (a write of ours that rolled back leaves its rowid to the next writer, of any process). history_rows_: the
+  // table's row count as last seen; a count that is not what the rows read explain (rows deleted, rowids reused or
+  // taken at random after a damaged maximum) says notices may have been missed ("*").
   int64_t history_seen_ = -1;
+  int64_t history_rows_ = 0;
   struct OwnHistory {
-    std::mutex mu;  // after a store's mu_, never before
-    bool watched = false;
-    std::set<int64_t> rows;
+    std::mutex mu;                        // after a store's mu_, never before
+    std::map<int64_t, std::string> rows;  // rowid -> the key and number written (history_row_id)
   };
   std::shared_ptr<OwnHistory> own_ = std::make_shared<OwnHistory>();
 };

@@ -71,18 +71,31 @@ void check_side(const Graph& graph, const Built& b, const std::optional<Referenc
   }
 }
 
-// The two sides' outputs against each other (same inputs): the largest difference, and the worst output's nmse.
+// The two sides' outputs against each other (same inputs): the largest difference, and the worst output's nmse. A NaN
+// difference is an infinite one (std::max would drop it); outputs that differ in number or size are reported as such.
 void compare_sides(const Built& a, const Built& b, RerunResult* out) {
-  for (size_t i = 0; i < a.outputs.size() && i < b.outputs.size(); ++i) {
+  if (a.outputs.size() != b.outputs.size()) {
+    out->max_abs_between = out->nmse_between = INFINITY;
+    out->note = std::to_string(a.outputs.size()) + " outputs against " + std::to_string(b.outputs.size());
+    return;
+  }
+  for (size_t i = 0; i < a.outputs.size(); ++i) {
     const std::vector<double> x = a.outputs[i].values(), y = b.outputs[i].values();
+    if (x.size() != y.size()) {
+      out->max_abs_between = out->nmse_between = INFINITY;
+      out->note = "output " + std::to_string(i) + ": " + std::to_string(x.size()) + " elements against " +
+                  std::to_string(y.size());
+      return;
+    }
     double err = 0, norm = 0;
-    for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
+    for (size_t k = 0; k < x.size(); ++k) {
       const double d = y[k] - x[k];
       out->max_abs_between = std::max(out->max_abs_between, std::isnan(d) ? INFINITY : std::fabs(d));
       err += d * d;
       norm += x[k] * x[k];
     }
-    const double nmse = norm > 0 ? err / norm : (err > 0 ? INFINITY : 0);
+    double nmse = norm > 0 ? err / norm : (err > 0 ? INFINITY : 0);
+    if (std::isnan(nmse)) nmse = INFINITY;
     out->nmse_between = std::max(out->nmse_between, nmse);
   }
 }
@@ -96,14 +109,17 @@ void time_sides(Built* a, Built* b, cudnnHandle_t handle, const RerunOptions& o,
       return s->plan->execute(handle, s->buffers->pointers(), s->buffers->workspace.data());
     };
   };
-  for (int r = 0; r < std::max(1, o.rounds); ++r) {
-    for (Built* s : {a, b}) {
+  // Rounds alternate the order (from, to, then to, from, ...): whichever runs second meets a warmer GPU.
+  for (int r = 0; r < std::max(2, o.rounds); ++r) {
+    Built* const order[2] = {r % 2 == 0 ? a : b, r % 2 == 0 ? b : a};
+    for (Built* s : order) {
       RerunSide& side = s == a ? out->from : out->to;
       StatusOr<Measurement> m = measure(launch_of(s), o.measure);
       if (!m.is_ok()) {
         side.why = "ran once, but could not be timed: " + m.status().message();
         continue;
       }
+      if (m->throttled) side.throttled = true;
       (s == a ? ma : mb).push_back(std::move(m).value());
     }
   }

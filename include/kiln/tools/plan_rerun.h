@@ -22,6 +22,7 @@ struct RerunSide {
   DeepCheckResult check;  // its outputs against the reference
   double median_ms = 0, min_ms = 0, rel_error = 0;
   int samples = 0;
+  bool throttled = false;  // the SM clock dropped or was capped during one of its measurements
 };
 
 struct RerunResult {
@@ -29,13 +30,15 @@ struct RerunResult {
   bool both_ran() const { return from.ran && to.ran; }
   double time_ratio = 0;       // to / from medians, when both ran
   double max_abs_between = 0;  // the largest |to - from| over every output element (same inputs)
-  double nmse_between = 0;     // sum (to - from)^2 / sum from^2, the worst output's
+  double nmse_between = 0;     // sum (to - from)^2 / sum from^2, the worst output's (a NaN difference: infinity)
+  std::string note;            // outputs that could not be compared element by element, and why
 };
 
 struct RerunOptions {
   DeepCheckOptions check;
   MeasureOptions measure;
-  int rounds = 3;  // each side measured this many times, alternating (from, to, from, ...); the medians' median
+  int rounds =
+      4;  // each side measured this many times (at least 2), the order alternating by round; the medians' median
 };
 
 // Never fails: a side that cannot be built or run says why in its RerunSide.

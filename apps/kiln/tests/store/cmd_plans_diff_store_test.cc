@@ -99,6 +99,12 @@ TEST_F(PlansDiffCli, RefusesMissingOrUnknownEnvironments) {
   EXPECT_EQ(missing.code, kExitBadInput) << missing.output();
   CliResult bad = run_kiln("plans diff --store " + store_ + " --from xyz --to " + to_);
   EXPECT_EQ(bad.code, kExitBadInput) << bad.output();
+  // The re-run's options without --rerun (found by a hostile review: they were accepted and ignored).
+  for (const std::string& extra : {std::string("--seed 5"), std::string("--spec /nonexistent.json")}) {
+    CliResult r = run_kiln("plans diff --store " + store_ + " --from " + from_ + " --to " + to_ + " " + extra);
+    EXPECT_EQ(r.code, kExitBadInput) << extra << ": " << r.output();
+    EXPECT_NE(r.output().find("add --rerun"), std::string::npos) << r.output();
+  }
 }
 
 }  // namespace
