@@ -5,6 +5,7 @@
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
 #                                                     capture mainjob gputier shadow fleet python pybench
 #                                                     pyprofile rerun fe123 (fe123: the 1.23 -> 1.32 upgrade report)
+#                                                     replayshadow
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
 #                                                     python and pybench, in that order), or
 #                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
@@ -179,6 +180,39 @@ if want rerun; then  # issue 35: two configurations re-run side by side (the eng
   stamp "rerun"
   gtest tools_gpu_test '*' 120 >"$out/rerun-tests.txt" 2>&1; cat "$out/rerun-tests.txt"
   grep -E '^\[ rerun \]' "$out/tools_gpu_test.log"
+fi
+if want replayshadow; then  # issue 35: a plan goes from shadow to active under kiln replay's traffic, all from the CLI
+  stamp "shadow under kiln replay"
+  rs="$out/replay-shadow"; mkdir -p "$rs"; st="$rs/plans.db"
+  cat >"$rs/mm.json" <<'SPEC'
+{"name": "replay_shadow_mm", "io_dtype": "fp16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+ "tensors": {"a": {"dims": [1, 512, 1024]}, "w": {"dims": [1, 1024, 1024]}, "bias": {"dims": [1, 1, 1024]}},
+ "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "w"], "outputs": ["c"]},
+           {"name": "bias", "op": "bias_add", "inputs": ["c", "bias"], "outputs": ["b"]},
+           {"name": "relu", "op": "relu", "inputs": ["b"], "outputs": ["y"]}],
+ "outputs": ["y"]}
+SPEC
+  # About 30 s of requests: the judge takes one sample at a time, and the rule decides after about 1400 of them.
+  echo '{"format": "kiln-trace", "version": 1, "requests": [{"spec": "mm.json", "count": 1500000}]}' >"$rs/trace.json"
+  # The tuner's winner and its slowest passing configuration; the slow one made active, the winner put in shadow.
+  "$kiln" tune "$rs/mm.json" --no-unfused --top-k 6 --candidate-budget-ms 50 --store "$rs/scratch.db" >"$rs/tune.txt" 2>&1
+  best="$(sed -n 's/^best: \([^ ]*\) .*/\1/p' "$rs/tune.txt" | head -1)"
+  worst="$(sed -n 's/^best vs worst: .*(worst passing \([^ ]*\) .*/\1/p' "$rs/tune.txt" | head -1)"
+  grep -E "^best" "$rs/tune.txt"
+  if [ -n "$best" ] && [ -n "$worst" ] && [ "$best" != "$worst" ]; then
+    "$kiln" tune "$rs/mm.json" --no-unfused --pin "$worst" --store "$st" >"$rs/pin-slow.txt" 2>&1; check $? "tune --pin (slow)"
+    "$kiln" tune "$rs/mm.json" --no-unfused --pin "$best" --rollout shadow --store "$st" >"$rs/pin-best.txt" 2>&1
+    check $? "tune --pin --rollout shadow"
+    "$kiln" plans candidates --store "$st" | tee "$rs/candidates.txt"
+    timeout 150 "$kiln" replay "$rs/trace.json" --store "$st" --shadow-every 1 >"$rs/replay.txt" 2>&1
+    check $? "kiln replay --shadow-every"
+    grep -iE "shadow|memory|store" "$rs/replay.txt" | head -12
+    sig="$("$kiln" signature "$rs/mm.json" 2>/dev/null | grep -oE '[0-9a-f]{16,}' | head -1)"
+    "$kiln" plans history --structure "${sig:0:12}" --store "$st" | tee "$rs/history.txt"
+    grep -q "shadow.*active\|-> active.*promote\|promote" "$rs/history.txt" || echo "replayshadow: no promotion in the history" >>"$fails"
+  else
+    echo "replayshadow: no second passing configuration (best '$best', worst '$worst')" | tee -a "$fails"
+  fi
 fi
 if want fe123; then  # issue 35's upgrade report on the real frontend move: tuned by both kilns, diffed and re-run here
   stamp "upgrade report: frontend $("$pre/kiln-old-frontend" doctor 2>&1 | grep -io 'frontend[^,;]*' | head -1) -> this kiln's"
