@@ -161,14 +161,18 @@ DeepCheckResult deep_check_plan(const Graph& graph, const PlanRecord& record, cu
   }
   StatusOr<CheckReport> check = check_outputs(graph, *outs, ref, options.check);
   if (!check.is_ok()) return fail("cannot compare with the reference: " + check.status().message());
-  out.verdict = check->verdict;
-  out.message = check->summary();
-  for (const OutputCheck& o : check->outputs) {
-    out.max_abs = std::max(out.max_abs, o.error.max_abs);
-    out.max_rel = std::max(out.max_rel, o.error.max_rel);
-    out.nmse = std::max(out.nmse, o.error.nmse);
-  }
+  out.take(*check);
   return out;
+}
+
+void DeepCheckResult::take(const CheckReport& report) {
+  verdict = report.verdict;
+  message = report.summary();
+  for (const OutputCheck& o : report.outputs) {
+    max_abs = std::max(max_abs, o.error.max_abs);
+    max_rel = std::max(max_rel, o.error.max_rel);
+    nmse = std::max(nmse, o.error.nmse);
+  }
 }
 
 // ---- DeepPlanVerifier -------------------------------------------------------------------------------

@@ -62,13 +62,7 @@ void check_side(const Graph& graph, const Built& b, const std::optional<Referenc
     r.message = "cannot compare with the reference: " + check.status().message();
     return;
   }
-  r.verdict = check->verdict;
-  r.message = check->summary();
-  for (const OutputCheck& o : check->outputs) {
-    r.max_abs = std::max(r.max_abs, o.error.max_abs);
-    r.max_rel = std::max(r.max_rel, o.error.max_rel);
-    r.nmse = std::max(r.nmse, o.error.nmse);
-  }
+  r.take(*check);
 }
 
 // The two sides' outputs against each other (same inputs): the largest difference, and the worst output's nmse. A NaN

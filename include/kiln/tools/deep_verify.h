@@ -64,6 +64,8 @@ struct DeepCheckResult {
   ReferenceKind reference_kind = ReferenceKind::kNone;
   double max_abs = 0, max_rel = 0, nmse = 0;  // worst over the outputs
   bool problem() const { return verdict == Disposition::kIncorrect || verdict == Disposition::kFailed; }
+  // The verdict, summary and worst errors of a comparison with the reference.
+  void take(const CheckReport& report);
 };
 
 // Deserializes record.plan_bytes for `graph` on `handle`, runs it once on make_random_inputs(graph, seed) and
