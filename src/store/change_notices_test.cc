@@ -87,8 +87,9 @@ TEST_P(ChangeNoticesContract, ARollbackOrAShadowPlanElsewhereIsHeard) {
   EXPECT_EQ(heard[0].shape_key, candidate.shape_key);
 }
 
+// A Planner's read and write connections to one store: what its writer stores (a promotion) is no news to its
+// reader (on PostgreSQL: the writer's server session is skipped; on SQLite: its history rows).
 TEST_P(ChangeNoticesContract, AWriterTreatedAsOwnIsNoNews) {
-  KILN_STORE_FILE_CASE();  // a Planner's read and write connections to one SQLite file
   TempDir dir;
   const std::string where = dir.file("p.db");
   auto reader = open_store(where);

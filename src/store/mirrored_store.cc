@@ -348,8 +348,21 @@ StatusOr<std::vector<KernelCacheInfo>> MirroredPlanStore::list_kernel_caches() {
                                                     [&](PlanStore& m) { return m.list_kernel_caches(); });
 }
 
-// The server's notices name their sender's connection, not this object's writers: nothing to share here.
-void MirroredPlanStore::treat_writes_as_own(PlanStore& writer) { (void)writer; }
+// The server store's: its notices are read there (changed_plans goes to the server). A server store made again
+// after a lost connection starts without it (its Planner then re-reads after its own promotions, as before).
+void MirroredPlanStore::treat_writes_as_own(PlanStore& writer) {
+  auto* w = dynamic_cast<MirroredPlanStore*>(&writer);
+  std::shared_ptr<PlanStore> mine, theirs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mine = server_;
+  }
+  if (w != nullptr && w != this) {
+    std::lock_guard<std::mutex> lock(w->mu_);
+    theirs = w->server_;
+  }
+  if (mine) mine->treat_writes_as_own(theirs ? *theirs : writer);
+}
 
 StatusOr<std::vector<StoredPlanKey>> MirroredPlanStore::changed_plans() {
   // While the server is away nothing changes that this host could read: nothing to say.

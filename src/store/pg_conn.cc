@@ -496,7 +496,11 @@ Status PgConn::notify(const char* channel, const std::string& payload) {
   return st.run();
 }
 
-StatusOr<std::vector<std::string>> PgConn::notifications() {
+int PgConn::session_id() {
+  return conn_ != nullptr && api_->status(conn_) == pq::kConnectionOk ? api_->backend_pid(conn_) : 0;
+}
+
+StatusOr<std::vector<std::string>> PgConn::notifications(const std::set<int>& skip) {
   std::vector<std::string> out;
   if (channels_.empty()) return out;
   // A connection lost while listening is made again at once: notices sent meanwhile are gone, so the caller
@@ -512,7 +516,8 @@ StatusOr<std::vector<std::string>> PgConn::notifications() {
   }
   const int self = api_->backend_pid(conn_);
   while (pq::PGnotify* n = api_->notifies(conn_)) {
-    if (n->be_pid != self) out.push_back(n->extra ? n->extra : "");  // this connection's own writes are known
+    // This connection's own writes are known, and so are those of the sessions the caller names.
+    if (n->be_pid != self && !skip.count(n->be_pid)) out.push_back(n->extra ? n->extra : "");
     api_->freemem(n);
   }
   return out;

@@ -42,7 +42,8 @@ class PgConn final : public Conn {
   StatusOr<std::vector<std::string>> columns_of(const std::string& table) override;
   Status listen(const char* channel) override;
   Status notify(const char* channel, const std::string& payload) override;
-  StatusOr<std::vector<std::string>> notifications() override;
+  StatusOr<std::vector<std::string>> notifications(const std::set<int>& skip = {}) override;
+  int session_id() override;
 
   // Runs a translated statement with its parameters (text, or binary where formats[i] is 1); the result on
   // success (the caller clears it). For PgStmt.

@@ -220,9 +220,11 @@ Status SqlPlanStore::activate_locked(const PlanRecord& r, const Activation& how)
   }
   // Other processes serving from this store hear of it when the write commits (PostgreSQL NOTIFY; on SQLite the
   // history rows above are what they read).
-  if (how.notify)
+  if (how.notify) {
+    note_own_session_locked();
     KILN_RETURN_IF_ERROR(
         db_->notify(kPlanChannel, key.structure_sig + "\n" + key.shape_key + "\n" + key.fingerprint_key));
+  }
   return Status::ok();
 }
 
@@ -337,6 +339,7 @@ Status SqlPlanStore::transition(const StoredPlanKey& key, const std::string& con
     KILN_RETURN_IF_ERROR(up.run());
     // A plan entering shadow (or leaving it) changes what a Planner serving the key runs: serving processes hear of
     // it as of an activation (PostgreSQL NOTIFY at commit; on SQLite the history row just written).
+    note_own_session_locked();
     KILN_RETURN_IF_ERROR(
         db_->notify(kPlanChannel, key.structure_sig + "\n" + key.shape_key + "\n" + key.fingerprint_key));
   }

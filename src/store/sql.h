@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,10 +79,17 @@ class Conn {
   // Notifications between connections (PostgreSQL LISTEN/NOTIFY; none on SQLite): listen() subscribes this
   // connection to a channel (again after a reconnect), notify() sends a payload when the caller's transaction
   // commits, notifications() returns the payloads other connections sent since the last call, without waiting
-  // ("*" when some may have been missed: the connection was made again).
+  // ("*" when some may have been missed: the connection was made again), less those sent by the sessions in `skip`
+  // (session_id() of other connections whose writes the caller knows of).
   virtual Status listen(const char* channel) { return Status::ok(); }
   virtual Status notify(const char* channel, const std::string& payload) { return Status::ok(); }
-  virtual StatusOr<std::vector<std::string>> notifications() { return std::vector<std::string>(); }
+  virtual StatusOr<std::vector<std::string>> notifications(const std::set<int>& skip = {}) {
+    (void)skip;
+    return std::vector<std::string>();
+  }
+  // The server session this connection is now (PostgreSQL's backend process id); 0 where there is none (SQLite,
+  // not connected).
+  virtual int session_id() { return 0; }
   // The SQLite handle, or null for another backend (file-level checks: pragmas, sqlite_master).
   virtual sqlite3* sqlite_handle() const { return nullptr; }
 };

@@ -258,7 +258,21 @@ StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_plans() {
     listening_ = true;
     return out;
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<std::string> notes, db_->notifications());
+  std::set<int> ours;  // the sessions of the writers this store was told of (treat_writes_as_own)
+  {
+    std::shared_ptr<OwnHistory> own = own_;
+    std::lock_guard<std::mutex> lock(own->mu);
+    const int64_t now = unix_now();
+    for (auto it = own->sessions.begin(); it != own->sessions.end();) {
+      if (now - it->second > kOwnSessionS) {
+        it = own->sessions.erase(it);
+      } else {
+        ours.insert(it->first);
+        ++it;
+      }
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> notes, db_->notifications(ours));
   for (const std::string& n : notes) {
     if (n == "*") {
       out.push_back({"*", "", ""});
@@ -335,6 +349,14 @@ StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_in_history_locked() {
   }
   history_rows_ = rows;
   return out;
+}
+
+void SqlPlanStore::note_own_session_locked() {
+  const int session = db_->session_id();
+  if (session == 0) return;
+  std::shared_ptr<OwnHistory> own = own_;
+  std::lock_guard<std::mutex> lock(own->mu);
+  own->sessions[session] = unix_now();
 }
 
 void SqlPlanStore::treat_writes_as_own(PlanStore& writer) {

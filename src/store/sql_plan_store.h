@@ -147,7 +147,13 @@ class SqlPlanStore final : public PlanStore {
   struct OwnHistory {
     std::mutex mu;                        // after a store's mu_, never before
     std::map<int64_t, std::string> rows;  // rowid -> the key and number written (history_row_id)
+    // PostgreSQL: the server sessions our NOTIFYs were sent from -> when (unix seconds). A session id is a server
+    // process id, which the server may give another connection once ours is gone: forgotten after kOwnSessionS.
+    std::map<int, int64_t> sessions;
   };
+  static constexpr int64_t kOwnSessionS = 600;
+  // A NOTIFY of ours is about to be sent: its session is recorded as ours (PostgreSQL; nothing on SQLite).
+  void note_own_session_locked();
   std::shared_ptr<OwnHistory> own_ = std::make_shared<OwnHistory>();
 };
 
