@@ -6,16 +6,18 @@
 
 The op is registered with torch.library: a CUDA kernel (one call into Kiln: the plan for the inputs' shapes from
 the Planner's cache, outputs from PyTorch's caching allocator on the inputs' device, the workspace from a pool kept
-per device and stream, the plan on torch's current stream) and a fake kernel that gives the outputs' shapes, strides and dtypes from the graph, so
+per device and stream, the plan on torch's current stream) and a fake kernel that gives the outputs' shapes, strides
+and dtypes from the graph, so
 torch.compile(fullgraph=True) traces it without a graph break, and dynamic dims stay dynamic. A CUDA graph that
 torch captures (torch.cuda.graph) replays it; run the op once for each shape before capturing, as torch's own
 warm-up asks (a plan built during a capture would synchronize the device and break the capture).
 Inference only: the op has no backward.
 
 `op` returns a function, not torch.ops.kiln.<name> itself: under torch.compile it calls torch.ops.kiln.<name>; an
-eager call on plain CUDA tensors with no torch mode active runs the kernel at once, without the dispatcher's
-Python-kernel path (about half of what a call cost from Python; docs/python.md "Cost of a call"); fake, functional or
-subclassed tensors and active dispatch or function modes go through torch.ops.kiln.<name>, so they see the op.
+eager call on plain CUDA tensors runs the kernel at once, without the dispatcher's Python-kernel path (1.4-3 us a
+call on an H100; docs/python.md "Cost of a call"). Anything torch must see goes through torch.ops.kiln.<name>: fake,
+functional or subclassed tensors, a dispatch or function mode, a functorch transform, the JIT tracer, the autograd
+profiler, and inputs that require grad while grad mode is on.
 """
 from __future__ import annotations
 
@@ -143,8 +145,9 @@ def op(spec: Any, store: str | os.PathLike[str] | None = None, *, name: str | No
 
 
 def plan(op_handle: Any, *inputs: "_torch.Tensor") -> "_kiln.Plan":
-    """`op_handle`: what kiln.torch.op returned, or its torch.ops.kiln.<name>. The plan the op runs for these inputs (obtained, not run): its `source`, `why`, `config`, `workspace_bytes`.
-    What a user reads to know what Kiln decided for a shape."""
+    """The plan the op runs for these inputs (obtained, not run): its `source`, `why`, `config`, `workspace_bytes`.
+    What a user reads to know what Kiln decided for a shape. `op_handle`: what kiln.torch.op returned, or its
+    torch.ops.kiln.<name>."""
     with _lock:
         runners = [r for _, h, r in _ops.values() if h is op_handle or getattr(h, "op", None) is op_handle]
     if not runners:

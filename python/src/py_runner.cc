@@ -92,8 +92,7 @@ class TorchRunner {
     nb::list outs;
     for (size_t i = 0; i < outputs_.size(); ++i) {
       nb::object t = rt.empty_strided((*metas)[i].shape_t, (*metas)[i].strides_t, out_dtypes_[i], device);
-      bindings[g.tensors[outputs_[i]].name] =
-          TensorBinding{reinterpret_cast<void*>(nb::cast<uintptr_t>(call_data_ptr(t))), 0};
+      bindings[g.tensors[outputs_[i]].name] = TensorBinding{rt.data_ptr(t), 0};
       outs.append(t);
     }
     nb::object workspace;  // held until the plan is enqueued
@@ -108,9 +107,9 @@ class TorchRunner {
     return nb::tuple(outs);
   }
 
-  // An eager call from Python (the function kiln.torch.op returns, outside torch.compile): plain CUDA tensors with no
-  // torch mode active run here at once, without the dispatcher's Python-kernel path; anything else (fake or
-  // functional tensors, a subclass, a dispatch or function mode) goes through `op`, torch.ops.kiln.<name>, as before.
+  // An eager call from Python (the function kiln.torch.op returns, outside torch.compile): a call torch need not see
+  // (TorchRuntime::plain_call) runs here at once, without the dispatcher's Python-kernel path; any other goes through
+  // `op`, torch.ops.kiln.<name>.
   nb::object eager(nb::handle op, nb::args args) {
     if (!torch_runtime().plain_call(args)) return op(*args);
     return run(args);
@@ -167,8 +166,6 @@ class TorchRunner {
     out_metas_.insert_or_assign(dims, made);
     return made;
   }
-
-  static nb::object call_data_ptr(const nb::object& t) { return t.attr("data_ptr")(); }
 
   static std::string names(const Graph& g, const std::vector<int>& ids) {
     std::string s;

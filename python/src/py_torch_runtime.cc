@@ -22,8 +22,6 @@ std::map<std::pair<int, uintptr_t>, PooledWorkspace>& pool() {
 // Streams come and go (a program that makes one per request); past this many, an entry makes room.
 constexpr size_t kPoolStreams = 64;
 
-void* data_ptr(const nb::object& t) { return reinterpret_cast<void*>(nb::cast<uintptr_t>(t.attr("data_ptr")())); }
-
 }  // namespace
 
 TorchRuntime::TorchRuntime() {
@@ -35,6 +33,7 @@ TorchRuntime::TorchRuntime() {
   tensor_type_ = torch.attr("Tensor");
   parameter_type_ = torch.attr("nn").attr("Parameter");
   requires_grad_ = nb::str("requires_grad");
+  data_ptr_name_ = nb::str("data_ptr");
   nb::object c = torch.attr("_C");
   // What decides whether torch must see the call (each in every torch this package supports; where one is missing,
   // every call takes the dispatcher's path): a dispatch or function mode, a functorch transform (vmap, grad,
@@ -92,6 +91,12 @@ bool TorchRuntime::plain_call(nb::handle args) const {
     }
   }
   return true;
+}
+
+void* TorchRuntime::data_ptr(nb::handle tensor) const {
+  PyObject* r = PyObject_CallMethodNoArgs(tensor.ptr(), data_ptr_name_.ptr());
+  if (r == nullptr) throw nb::python_error();
+  return reinterpret_cast<void*>(nb::cast<uintptr_t>(nb::steal(r)));
 }
 
 nb::handle TorchRuntime::device(int device) const {

@@ -25,6 +25,9 @@ class TorchRuntime {
   // queries (every call then takes the dispatcher's path).
   bool plain_call(nb::handle args) const;
 
+  // A tensor's data pointer (its data_ptr(), by a name made once: this runs for every output of every call).
+  void* data_ptr(nb::handle tensor) const;
+
   // A torch.device for CUDA device `device`, made once.
   nb::handle device(int device) const;
 
@@ -37,7 +40,7 @@ class TorchRuntime {
 
  private:
   nb::object empty_strided_, empty_, uint8_;
-  nb::object tensor_type_, parameter_type_, requires_grad_;
+  nb::object tensor_type_, parameter_type_, requires_grad_, data_ptr_name_;
   nb::object dispatch_stack_len_, function_mode_on_, functorch_on_, tracing_state_, profiler_on_, grad_enabled_;
   nb::object kwnames_;  // ("dtype", "device")
   mutable std::vector<nb::object> devices_;

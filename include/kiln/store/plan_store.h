@@ -107,13 +107,15 @@ class PlanStore : public RetuneQueue,
 
   // ---- Change notices ----
   // The keys other processes (or other store objects) changed since the last call, without waiting; the first call
-  // starts watching and returns nothing. A server store: PostgreSQL NOTIFY on every put; a key whose structure_sig is
-  // "*" says notices may have been missed (the connection to the server was made again): any held plan may be out
-  // of date. A SQLite store: the keys of the plan_history rows written since (every activation, promotion, rollback,
-  // shadow entry and verdict writes one), less those this object or a writer it was told of wrote.
+  // starts watching and returns nothing. A key whose structure_sig is "*" says notices may have been missed: any held
+  // plan may be out of date. A server store: PostgreSQL NOTIFY on every put and every transition ("*" after the
+  // connection was made again). A SQLite store: the keys of the plan_history rows written since (every transition
+  // writes one; a same-configuration re-put and a removal write none), less those this object or a writer it was
+  // told of wrote ("*" when the table's row count does not add up: rows deleted, or a damaged rowid).
   virtual StatusOr<std::vector<StoredPlanKey>> changed_plans() = 0;
-  // What `writer` writes counts as this store's own for changed_plans() (a Planner's read and write connections to
-  // one SQLite store: its own promotions and verdicts are no news to it). Nothing for other kinds of store.
+  // What `writer` writes counts as this store's own for changed_plans(): a Planner's read and write connections to
+  // one store, whose own promotions and verdicts are no news to it (SQLite: the writer's history rows; PostgreSQL:
+  // the writer's server sessions).
   virtual void treat_writes_as_own(PlanStore& writer) { (void)writer; }
 
   virtual StoreCounters counters() const = 0;

@@ -37,8 +37,8 @@ struct RerunResult {
 struct RerunOptions {
   DeepCheckOptions check;
   MeasureOptions measure;
-  int rounds =
-      4;  // each side measured this many times (at least 2), the order alternating by round; the medians' median
+  // Each side measured this many times (at least 2), the order alternating by round; the medians' median.
+  int rounds = 4;
 };
 
 // Never fails: a side that cannot be built or run says why in its RerunSide.
