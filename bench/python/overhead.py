@@ -6,6 +6,9 @@ loop by each contestant, all in one process on one GPU:
   kiln_plan_call   plan(x=..., w=..., bias=..., y=...) on a plan obtained once, output preallocated
   kiln_torch_op    op(x, w, bias), the function kiln.torch.op returns (eager: the kernel at once, no dispatcher):
                    dims from the shapes, plan from the cache, output allocated, workspace from the pool
+                   (kiln._torch_native's C++ call where it was built for this torch: kiln.torch.eager_path())
+  kiln_torch_op_python_path  the same eager call through kiln._kiln's path (tensors read and the output allocated
+                   through Python objects: what runs where kiln._torch_native is not built)
   kiln_torch_dispatcher  torch.ops.kiln.<op>(x, w, bias): the same kernel through torch's dispatcher (what
                    torch.compile's graphs call)
   fe_python        cuDNN Frontend's Python graph.execute() on the same graph (heuristic plan), output preallocated
@@ -161,6 +164,8 @@ def main() -> None:
     plan(x=x, w=w, bias=bias, y=y)
     checks["kiln_plan_call"] = (y.float() - ref).abs().max().item()
     checks["kiln_torch_op"] = (op(x, w, bias).float() - ref).abs().max().item()
+    runner = kiln.torch._ops[op.__name__][2]
+    checks["kiln_torch_op_python_path"] = (runner.eager(op.op, x, w, bias).float() - ref).abs().max().item()
     checks["torch_compile"] = (compiled().float() - ref).abs().max().item()
 
     results = {"contestants": {}}
@@ -179,6 +184,7 @@ def main() -> None:
     c["cpp_planner"] = summary(host, gpu)
     c["kiln_plan_call"] = rounds(lambda: plan(x=x, w=w, bias=bias, y=y), n, r)
     c["kiln_torch_op"] = rounds(lambda: op(x, w, bias), n, r)
+    c["kiln_torch_op_python_path"] = rounds(lambda: runner.eager(op.op, x, w, bias), n, r)
     c["kiln_torch_dispatcher"] = rounds(lambda: op.op(x, w, bias), n, r)
     fe, fe_note = fe_contestant(x, w, bias, torch.empty_like(y))
     results["fe_python"] = fe_note
@@ -190,6 +196,7 @@ def main() -> None:
     base = c["cpp_planner"]["median_us"]
     results["above_cpp_us"] = {k: v["median_us"] - base for k, v in c.items()}
     results["max_abs_error_vs_fp32_reference"] = checks
+    results["eager_path"] = kiln.torch.eager_path()
     results["plan"] = {"source": plan.source, "config": plan.config, "workspace_bytes": plan.workspace_bytes}
     results["graph"] = {"tokens": a.tokens, "d": a.d, "h": a.h, "dtype": "bf16"}
     results["method"] = __doc__.split("Method: ")[1].strip()

@@ -15,7 +15,8 @@ Inference only: the op has no backward.
 
 `op` returns a function, not torch.ops.kiln.<name> itself: under torch.compile it calls torch.ops.kiln.<name>; an
 eager call on plain CUDA tensors runs the kernel at once, without the dispatcher's Python-kernel path (1.4-3 us a
-call on an H100; docs/python.md "Cost of a call"). Anything torch must see goes through torch.ops.kiln.<name>: fake,
+call on an H100; docs/python.md "Cost of a call"), in C++ against libtorch where kiln._torch_native was built for
+this torch (eager_path() says which). Anything torch must see goes through torch.ops.kiln.<name>: fake,
 functional or subclassed tensors, a dispatch or function mode, a functorch transform, the JIT tracer, the autograd
 profiler, and inputs that require grad while grad mode is on.
 """
@@ -75,14 +76,43 @@ def _make_fake(graph: Any) -> Callable[..., Any]:
     return fake
 
 
+def _load_native() -> tuple[Any, str]:
+    """kiln._torch_native (the eager call in C++ against libtorch) when it was built for this torch, and why not."""
+    try:
+        from . import _torch_native  # type: ignore[attr-defined]
+    except ImportError as e:
+        return None, f"kiln._torch_native is not available ({e}): built only where a torch is found at configure time"
+    if _torch_native.torch_version != _torch.__version__:
+        return None, (f"kiln._torch_native was built for torch {_torch_native.torch_version}, this is "
+                      f"{_torch.__version__}: rebuild Kiln's Python package against this torch")
+    return _torch_native, f"kiln._torch_native (C++, against torch {_torch_native.torch_version})"
+
+
+_native, _native_why = _load_native()
+
+
+def eager_path() -> str:
+    """Which code runs an eager call on plain CUDA tensors: kiln._torch_native (C++ against libtorch: the tensors
+    read and the outputs allocated in C++), or kiln._kiln's path (through Python objects; about 4-5 us more a call),
+    with the reason."""
+    return _native_why if _native is not None else "kiln._kiln's path: " + _native_why
+
+
+def _eager_callable(handle: Any, runner: Any) -> Callable[..., Any]:
+    if _native is not None and hasattr(runner, "_bridge_handle"):
+        return _native.Call(runner, handle, _kiln._torch_bridge())
+    eager = runner.eager
+    return lambda *inputs: eager(handle, *inputs)
+
+
 def _make_call(handle: Any, runner: Any, op_name: str, n_in: int) -> Callable[..., Any]:
     is_compiling = _torch.compiler.is_compiling
-    eager = runner.eager
+    eager = _eager_callable(handle, runner)
 
     def call(*inputs: "_torch.Tensor") -> Any:
         if is_compiling():  # Dynamo traces this branch only: the op, with its fake kernel
             return handle(*inputs)
-        return eager(handle, *inputs)
+        return eager(*inputs)
 
     call.__name__ = call.__qualname__ = op_name
     call.__doc__ = (f"torch.ops.kiln.{op_name}: the Kiln graph as a torch op ({n_in} tensor inputs, in the graph's "
@@ -94,14 +124,16 @@ def _make_call(handle: Any, runner: Any, op_name: str, n_in: int) -> Callable[..
 def release_workspaces() -> int:
     """Drops the workspaces kiln.torch ops keep (one per device and stream, as large as the largest plan's that ran
     there); returns the bytes released. The next call allocates again."""
-    n = _kiln._torch_workspace_pool_bytes()
+    n = workspace_pool_bytes()
     _kiln._torch_release_workspaces()
+    if _native is not None:
+        _native.release_workspaces()
     return n
 
 
 def workspace_pool_bytes() -> int:
     """Bytes of workspace kiln.torch ops keep for their next calls."""
-    return _kiln._torch_workspace_pool_bytes()
+    return _kiln._torch_workspace_pool_bytes() + (_native.workspace_pool_bytes() if _native is not None else 0)
 
 
 def op(spec: Any, store: str | os.PathLike[str] | None = None, *, name: str | None = None,

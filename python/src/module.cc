@@ -18,22 +18,25 @@ void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
   } catch (const StatusError& e) {
-    const auto code = static_cast<size_t>(e.status.code());
-    PyObject* cls = code < std::size(g_error_classes) && g_error_classes[code] ? g_error_classes[code] : g_base_error;
-    if (cls == nullptr) cls = PyExc_RuntimeError;
-    // kiln/errors.py's KilnError(message, code_name, exit_code). Kiln cuts long names in its messages by bytes,
-    // which may split a UTF-8 character: the message is decoded with replacement.
-    const std::string& m = e.status.message();
-    PyObject* args =
-        Py_BuildValue("(Nsi)", PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()), "replace"),
-                      status_code_name(e.status.code()), exit_code_for(e.status));
-    if (args == nullptr) return;  // the error Py_BuildValue set stands
-    PyErr_SetObject(cls, args);
-    Py_DECREF(args);
+    set_python_error(e.status);
   }
 }
 
 }  // namespace
+
+void set_python_error(const Status& s) {
+  const auto code = static_cast<size_t>(s.code());
+  PyObject* cls = code < std::size(g_error_classes) && g_error_classes[code] ? g_error_classes[code] : g_base_error;
+  if (cls == nullptr) cls = PyExc_RuntimeError;
+  // kiln/errors.py's KilnError(message, code_name, exit_code). Kiln cuts long names in its messages by bytes, which
+  // may split a UTF-8 character: the message is decoded with replacement.
+  const std::string& m = s.message();
+  PyObject* args = Py_BuildValue("(Nsi)", PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()), "replace"),
+                                 status_code_name(s.code()), exit_code_for(s));
+  if (args == nullptr) return;  // the error Py_BuildValue set stands
+  PyErr_SetObject(cls, args);
+  Py_DECREF(args);
+}
 
 void init_errors(nb::module_& m) {
   nb::register_exception_translator(translate);

@@ -22,6 +22,9 @@ struct StatusError {
 };
 
 [[noreturn]] inline void raise(Status s) { throw StatusError{std::move(s)}; }
+// Sets the Python exception for a Status that is not OK (its class by code, kiln/errors.py), as a StatusError thrown
+// to nanobind would; for C entry points that cannot throw (torch_bridge.h).
+void set_python_error(const Status& s);
 inline void check(const Status& s) {
   if (!s.is_ok()) raise(s);
 }

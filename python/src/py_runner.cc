@@ -16,6 +16,7 @@
 #include "py_planner.h"
 #include "py_tensors.h"
 #include "py_torch_runtime.h"
+#include "torch_bridge.h"
 
 namespace kiln::py {
 namespace {
@@ -117,6 +118,61 @@ class TorchRunner {
 
   const PyPrepared& prepared() const { return pg_; }
 
+  // torch_bridge.h's Api::run: kiln._torch_native's eager call, its tensors read in C++. Throws nothing: an error
+  // becomes the Python exception a call through `run` would raise.
+  int run_bridge(const bridge::Input* in, size_t n, void* stream, const bridge::Memory* memory) noexcept {
+    try {
+      const Graph& base = *pg_.graph.graph;
+      if (n != inputs_.size()) {
+        bad_input("graph '" + base.name + "': " + std::to_string(n) + " inputs given, it takes " +
+                  std::to_string(inputs_.size()) + " (" + names(base, inputs_) + ")");
+      }
+      std::vector<TensorView> views(n);
+      for (size_t i = 0; i < n; ++i) views[i] = bridge_view(in[i], base, inputs_[i]);
+      std::vector<int64_t> dims;
+      Obtained got = obtain_views(views, &dims);
+      const ExecutablePlan& plan = *got.plan;
+      const Graph& g = plan.graph();
+      TensorBindings bindings;
+      for (size_t i = 0; i < n; ++i) bindings[g.tensors[inputs_[i]].name] = checked_binding(views[i], g, inputs_[i]);
+      const int32_t device = in[0].device;
+      for (size_t i = 0; i < outputs_.size(); ++i) {
+        const TensorDesc& d = g.tensors[outputs_[i]];
+        const std::vector<int64_t> shape = d.shape();
+        const bridge::Output out{shape.data(), d.strides.data(), static_cast<int32_t>(shape.size()),
+                                 bridge_dtype(g.dtype_of(outputs_[i]))};
+        void* p = memory->output(memory->ctx, i, &out, device);
+        if (p == nullptr) throw nb::python_error();
+        bindings[d.name] = TensorBinding{p, 0};
+      }
+      void* ws = nullptr;
+      if (plan.workspace_bytes() > 0) {
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture) != cudaSuccess) {
+          (void)cudaGetLastError();
+          capture = cudaStreamCaptureStatusActive;  // unknown: the path that is safe either way
+        }
+        ws = memory->workspace(memory->ctx, plan.workspace_bytes(), device, stream,
+                               capture != cudaStreamCaptureStatusNone ? 1 : 0);
+        if (ws == nullptr) throw nb::python_error();
+      }
+      Status st;
+      {
+        nb::gil_scoped_release release;
+        st = plan.execute(static_cast<cudaStream_t>(stream), bindings, ws);
+      }
+      check(st);
+      return 0;
+    } catch (const StatusError& e) {
+      set_python_error(e.status);
+    } catch (nb::python_error& e) {
+      e.restore();
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+    return -1;
+  }
+
  private:
   // Reads the inputs, takes the dynamic dims from their shapes, and obtains the plan for them.
   // `dims`: the dynamic dims' values, in symbol_at_'s order.
@@ -128,6 +184,12 @@ class TorchRunner {
     }
     views.reserve(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) views.push_back(read_tensor(args[i], base.tensors[inputs_[i]].name));
+    return obtain_views(views, dims);
+  }
+
+  // The plan for inputs already read: the dynamic dims from their shapes (`dims`, in symbol_at_'s order).
+  Obtained obtain_views(const std::vector<TensorView>& views, std::vector<int64_t>* dims) {
+    const Graph& base = *pg_.graph.graph;
     std::map<std::string, int64_t> shape;
     for (const auto& [symbol, at] : symbol_at_) {
       const TensorView& v = views[at.first];
@@ -167,6 +229,45 @@ class TorchRunner {
     return made;
   }
 
+  // An input read by kiln._torch_native, as read_tensor would have read it.
+  static TensorView bridge_view(const bridge::Input& in, const Graph& g, int t) {
+    TensorView v;
+    v.ptr = in.ptr;
+    v.shape.assign(in.shape, in.shape + in.rank);
+    v.strides.assign(in.strides, in.strides + in.rank);
+    v.kind = "torch.Tensor";
+    v.on_cuda = true;
+    v.device = in.device;
+    v.dtype_text = in.dtype_text ? in.dtype_text : "?";
+    static const std::map<int32_t, DataType> by_bridge = {
+        {bridge::kF32, DataType::kFloat32},     {bridge::kF16, DataType::kFloat16},
+        {bridge::kBF16, DataType::kBFloat16},   {bridge::kFp8E4M3, DataType::kFp8E4M3},
+        {bridge::kFp8E5M2, DataType::kFp8E5M2}, {bridge::kI8, DataType::kInt8},
+        {bridge::kI32, DataType::kInt32},       {bridge::kI64, DataType::kInt64}};
+    auto it = by_bridge.find(in.dtype);
+    if (it == by_bridge.end()) {
+      bad_input("tensor '" + g.tensors[t].name + "': dtype " + v.dtype_text + ", the graph's is " +
+                dtype_name(g.dtype_of(t)));
+    }
+    v.dtype = it->second;
+    v.itemsize = dtype_size(v.dtype);
+    return v;
+  }
+
+  static int32_t bridge_dtype(DataType d) {
+    switch (d) {
+      case DataType::kFloat32: return bridge::kF32;
+      case DataType::kFloat16: return bridge::kF16;
+      case DataType::kBFloat16: return bridge::kBF16;
+      case DataType::kFp8E4M3: return bridge::kFp8E4M3;
+      case DataType::kFp8E5M2: return bridge::kFp8E5M2;
+      case DataType::kInt8: return bridge::kI8;
+      case DataType::kInt32: return bridge::kI32;
+      case DataType::kInt64: return bridge::kI64;
+      default: return bridge::kUnknown;
+    }
+  }
+
   static std::string names(const Graph& g, const std::vector<int>& ids) {
     std::string s;
     for (int t : ids) s += (s.empty() ? "" : ", ") + g.tensors[t].name;
@@ -181,6 +282,11 @@ class TorchRunner {
       out_metas_;  // by the dynamic dims' values
 };
 
+int bridge_run(void* runner, const bridge::Input* in, size_t n, void* stream, const bridge::Memory* memory) {
+  return static_cast<TorchRunner*>(runner)->run_bridge(in, n, stream, memory);
+}
+const bridge::Api kBridge{bridge::kVersion, sizeof(bridge::Api), &bridge_run};
+
 }  // namespace
 
 void init_runner(nb::module_& m) {
@@ -192,7 +298,13 @@ void init_runner(nb::module_& m) {
            "An eager call: runs at once on plain CUDA tensors with no torch mode on, else calls `op` "
            "(torch.ops.kiln.<name>) with the same arguments.")
       .def("plan", &TorchRunner::plan_for, "The plan a call with these inputs runs (obtained, not run).")
-      .def_prop_ro("prepared", &TorchRunner::prepared);
+      .def_prop_ro("prepared", &TorchRunner::prepared)
+      .def_prop_ro(
+          "_bridge_handle", [](TorchRunner& r) { return reinterpret_cast<uintptr_t>(&r); },
+          "This runner for torch_bridge.h's Api::run (valid while this object lives).");
+  m.def(
+      "_torch_bridge", [] { return nb::capsule(&kBridge, bridge::kCapsuleName); },
+      "The C table kiln._torch_native calls TorchRunners through (python/src/torch_bridge.h).");
   m.def(
       "_torch_plain_call", [](nb::args args) { return torch_runtime().plain_call(args); }, "args"_a,
       "Whether a kiln.torch op called eagerly with these arguments skips the dispatcher (kiln.torch's docstring).");

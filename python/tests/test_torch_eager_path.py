@@ -9,10 +9,19 @@ import kiln  # noqa: E402
 import kiln.torch as ktorch  # noqa: E402
 from kiln import _kiln  # noqa: E402
 
-plain = _kiln._torch_plain_call
+try:
+    from kiln import _torch_native
+except ImportError:  # built only where a torch was found at configure time
+    _torch_native = None
+
+# Both implementations of the rule: kiln._kiln's (through Python) and kiln._torch_native's (torch's C++ state).
+PLAIN = [pytest.param(_kiln._torch_plain_call, id="kiln"),
+         pytest.param(_torch_native.plain_call if _torch_native else None, id="native",
+                      marks=pytest.mark.skipif(_torch_native is None, reason="kiln._torch_native not built"))]
 
 
-def test_plain_tensors_and_parameters_skip_the_dispatcher():
+@pytest.mark.parametrize("plain", PLAIN)
+def test_plain_tensors_and_parameters_skip_the_dispatcher(plain):
     x = torch.zeros(2, 3)
     assert plain(x, x)
     assert plain(x, torch.nn.Parameter(torch.ones(3), requires_grad=False))
@@ -21,7 +30,8 @@ def test_plain_tensors_and_parameters_skip_the_dispatcher():
     assert plain()
 
 
-def test_anything_torch_must_see_takes_the_dispatcher():
+@pytest.mark.parametrize("plain", PLAIN)
+def test_anything_torch_must_see_takes_the_dispatcher(plain):
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -53,7 +63,8 @@ def test_anything_torch_must_see_takes_the_dispatcher():
     assert plain(x)
 
 
-def test_transforms_tracing_profiling_and_autograd_take_the_dispatcher():
+@pytest.mark.parametrize("plain", PLAIN)
+def test_transforms_tracing_profiling_and_autograd_take_the_dispatcher(plain):
     """Found by a hostile review: inside these the eager path ran on tensors without storage (vmap, grad), traced
     only the output's allocation (jit.trace), hid the op from the profiler, or cut the outputs from autograd
     silently."""
@@ -132,3 +143,62 @@ def test_workspace_pool_starts_empty_and_releases():
     assert ktorch.workspace_pool_bytes() >= 0
     ktorch.release_workspaces()
     assert ktorch.workspace_pool_bytes() == 0
+
+
+@pytest.mark.skipif(_torch_native is None, reason="kiln._torch_native not built")
+def test_native_refuses_views_torch_has_not_materialised():
+    """A conjugate or negative view (its data not yet conjugated or negated) and a meta tensor are torch's to run."""
+    z = torch.zeros(2, dtype=torch.complex64)
+    assert not _torch_native.plain_call(z.conj())
+    assert not _torch_native.plain_call(torch.zeros(2, device="meta"))
+    assert _torch_native.plain_call(z)
+
+
+@pytest.mark.skipif(_torch_native is None, reason="kiln._torch_native not built")
+def test_native_call_routes_calls_torch_must_see_to_the_op_and_host_tensors_to_the_runner(triple):
+    """Without a GPU no call runs here; what does not is routed: a fake tensor to the op (the dispatcher), plain host
+    tensors to the runner (whose checks name what is wrong), keyword arguments to the op."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    handle, seen = triple
+    before = len(seen)  # the fixture is the module's: earlier tests ran the op
+    got = []
+
+    class Runner:
+        _bridge_handle = 1  # never called through: no call here reaches the bridge
+
+        def __call__(self, *inputs):
+            got.append(len(inputs))
+            return inputs[0] * 5
+
+    call = _torch_native.Call(Runner(), handle, _kiln._torch_bridge())
+    x = torch.arange(6.0).reshape(2, 3)
+    torch.testing.assert_close(call(x), x * 5)
+    assert got == [1] and len(seen) == before
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(x)
+        out = call(fake)
+    assert out.shape == x.shape and got == [1]  # the op's fake kernel ran, not the runner
+    torch.testing.assert_close(call(x=x), x * 3)  # a keyword: the op, whose CPU kernel triples
+    assert len(seen) == before + 1 and got == [1]
+
+
+@pytest.mark.skipif(_torch_native is None, reason="kiln._torch_native not built")
+def test_native_call_refuses_a_bridge_of_another_kind():
+    import ctypes
+
+    class Runner:
+        _bridge_handle = 1
+
+    bogus = ctypes.pythonapi.PyCapsule_New
+    bogus.restype = ctypes.py_object
+    bogus.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    with pytest.raises(ValueError):
+        _torch_native.Call(Runner(), None, bogus(ctypes.addressof(ctypes.c_int(0)), b"other", None))
+    with pytest.raises(TypeError):
+        _torch_native.Call(Runner(), None)
+
+
+def test_eager_path_says_which_code_runs():
+    text = ktorch.eager_path()
+    assert ("kiln._torch_native" in text) and ((_torch_native is None) == text.startswith("kiln._kiln's path"))

@@ -132,3 +132,40 @@ def test_wrong_inputs_raise_bad_input(op, weights):
         op(x_of(8).float(), w, bias)
     with pytest.raises(kiln.BadInput, match="tensor 'w'"):
         op(x_of(8), w.transpose(1, 2).contiguous().transpose(1, 2), bias)
+    with pytest.raises(kiln.BadInput, match="tensor 'bias'"):
+        op(x_of(8), w, bias.reshape(1, H, 1))
+    with pytest.raises(kiln.BadInput, match="3 inputs given|takes 3"):
+        op(x_of(8), w)
+    with pytest.raises(kiln.BadInput, match="on the host"):
+        op(x_of(8).cpu(), w.cpu(), bias.cpu())
+
+
+def test_the_eager_call_runs_in_cpp_where_built_and_both_paths_agree(op, weights):
+    """Where kiln._torch_native was built for this torch (the GPU machine's prebuilt tree), the eager call runs
+    there; kiln._kiln's path gives the same bits for the same inputs."""
+    import os
+
+    path = ktorch.eager_path()
+    if os.environ.get("KILN_EXPECT_TORCH_NATIVE"):
+        assert path.startswith("kiln._torch_native"), path
+    w, bias = weights
+    runner = ktorch._ops["gpu_mlp_up"][2]
+    for tokens in (1, 64, 100):
+        x = x_of(tokens, seed=40 + tokens)
+        assert torch.equal(op(x, w, bias), runner.eager(op.op, x, w, bias))
+        assert torch.equal(op(x, w, bias), op.op(x, w, bias))
+
+
+def test_a_workspace_pooled_per_stream_survives_other_streams(op, weights):
+    w, bias = weights
+    x = x_of(64, seed=3)
+    want = op(x, w, bias)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        got = op(x, w, bias)
+    side.synchronize()
+    assert torch.equal(got, want)
+    assert ktorch.workspace_pool_bytes() >= 0
+    ktorch.release_workspaces()
+    assert ktorch.workspace_pool_bytes() == 0
+    assert torch.equal(op(x, w, bias), want)
