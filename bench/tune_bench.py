@@ -48,10 +48,10 @@ def run(cmd, timeout):
         return 124, out, err, time.monotonic() - t0
 
 
-def entry_for(spec, kiln, store, timeout):
+def entry_for(spec, kiln, store, timeout, tune_args=(), verify_run=True):
     name = os.path.splitext(os.path.basename(spec))[0]
-    e = {"graph": LABELS.get(name, name), "spec": spec}
-    rc, out, err, wall = run([kiln, "tune", spec, "--json", "--store", store], timeout)
+    e = {"graph": LABELS.get(name, name), "spec": spec, "tune_args": list(tune_args)}
+    rc, out, err, wall = run([kiln, "tune", spec, "--json", "--store", store, *tune_args], timeout)
     e["wall_s"] = round(wall, 3)
     e["tune_exit"] = rc
     e["tune_stderr_tail"] = err[-2000:]
@@ -70,6 +70,7 @@ def entry_for(spec, kiln, store, timeout):
         e["prepare_wall_ms"] = meta.get("prepare_wall_ms")
         e["build_wall_ms"] = meta.get("build_wall_ms")
         e["winner"] = fused.get("winner")
+        e["best_ms"] = (fused.get("summary") or {}).get("best_ms")
         phases = []
         for c in cands:
             ph = c.get("phases_ms", {})
@@ -89,6 +90,9 @@ def entry_for(spec, kiln, store, timeout):
             e["unfused"] = {"decision": f.get("decision"), "available": f.get("unfused_available"),
                             "reason": f.get("unfused_unavailable_reason"),
                             "chain_ms": (f.get("unfused") or {}).get("median_ms")}
+    if not verify_run:
+        e["run_verify_wall_s"], e["run_verify_exit"] = 0.0, None
+        return e
     rc, out, err, wall = run([kiln, "run", spec, "--verify", "--store", store], timeout)
     e["run_verify_wall_s"] = round(wall, 3)
     e["run_verify_exit"] = rc
@@ -101,6 +105,9 @@ def main():
     ap.add_argument("--kiln", required=True, help="path of the kiln binary")
     ap.add_argument("--out", required=True, help="JSON file to write (its folder is made)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per command (default 300)")
+    ap.add_argument("--tune-arg", action="append", default=[],
+                    help="an argument added to each `kiln tune` (repeat: --tune-arg=--exhaustive)")
+    ap.add_argument("--no-verify-run", action="store_true", help="skip `kiln run --verify` after each tune")
     ap.add_argument("specs", nargs="*", help="spec files (default: bench/specs/*.json)")
     a = ap.parse_args()
     if not os.access(a.kiln, os.X_OK):
@@ -121,10 +128,11 @@ def main():
         store = os.path.join(tmp, "plans.db")
         for spec in specs:
             print(f"== {spec}", file=sys.stderr, flush=True)
-            results.append(entry_for(spec, a.kiln, store, a.timeout))
+            results.append(entry_for(spec, a.kiln, store, a.timeout, a.tune_arg, not a.no_verify_run))
             e = results[-1]
             print(f"   {e['graph']}: tune {e['wall_s']:.1f} s (exit {e['tune_exit']}), "
-                  f"run --verify {e['run_verify_wall_s']:.2f} s (exit {e['run_verify_exit']})", file=sys.stderr, flush=True)
+                  f"run --verify {e['run_verify_wall_s']:.2f} s (exit {e['run_verify_exit']}); winner {e.get('winner')} "
+                  f"{e.get('best_ms')} ms", file=sys.stderr, flush=True)
             save()
     print("| graph | candidates | `kiln tune` wall | prepare (inputs + reference) | gate per candidate (max / median) | `kiln run --verify` wall | rejected |")
     print("|---|---|---|---|---|---|---|")

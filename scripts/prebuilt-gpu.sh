@@ -102,6 +102,37 @@ if want bench; then
     --out "$out/tuning.json" >"$out/bench.md" 2>"$out/bench.err"; rc=$?
   cat "$out/bench.err" "$out/bench.md"; check $rc "tune_bench"
 fi
+if want normtune; then  # issue 37: what a norm's tune costs (per candidate and phase), exhaustive and budgeted
+  stamp "norm tuning cost"
+  mkdir -p "$out/normtune/specs"
+  python3 - "$out/normtune/specs" <<'PY'
+import json, os, sys
+sys.path.insert(0, "bench/suite")
+import shapes
+for c in shapes.cases():
+    if c["family"] in ("layer_norm", "rms_norm"):
+        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
+            json.dump(c["spec"], f)
+PY
+  for mode in ${KILN_NORMTUNE_MODES:-exhaustive}; do
+    args=(); [ "$mode" = exhaustive ] && "$kiln" tune --help 2>&1 | grep -q -- --exhaustive && args=(--tune-arg=--exhaustive)
+    timeout 200 python3 bench/tune_bench.py --kiln "$kiln" --timeout 60 --no-verify-run "${args[@]}" \
+      --out "$out/normtune/$mode.json" "$out"/normtune/specs/*.json >"$out/normtune/$mode.md" 2>"$out/normtune/$mode.err"
+    check $? "tune_bench (norms, $mode)"; cat "$out/normtune/$mode.err"
+  done
+  # The start of a stored runtime-compiled plan (a norm's winner is one): its parts, then through the Planner with
+  # the application's CUDA context made first (issue 37's goal: ready <= 10 ms after create, first run <= 1 ms over
+  # a warm one). Each in a new process.
+  spec="$out/normtune/specs/rms_norm_65536x1024.json"
+  timeout 60 "$kiln" tune "$spec" --store "$out/normtune/cs.db" >"$out/normtune/cs-tune.txt" 2>&1
+  for args in "--mode parts" "--mode parts" "--mode planner --context-first" "--mode planner --context-first" \
+              "--mode planner --context-first --no-prime"; do
+    echo "== planner_cold_start $args" >>"$out/normtune/coldstart.txt"
+    timeout 60 "$build/benchmarks/planner_cold_start" --store "$out/normtune/cs.db" --spec "$spec" $args \
+      >>"$out/normtune/coldstart.txt" 2>&1; check $? "planner_cold_start $args"
+  done
+  cat "$out/normtune/coldstart.txt"
+fi
 if want examples; then
   # Every example tuned (candidates gated by the new gate): what was rejected, and why.
   stamp "examples: kiln tune, every candidate gated"

@@ -7,6 +7,8 @@ loop by each contestant, all in one process on one GPU:
   kiln_torch_op    op(x, w, bias), the function kiln.torch.op returns (eager: the kernel at once, no dispatcher):
                    dims from the shapes, plan from the cache, output allocated, workspace from the pool
                    (kiln._torch_native's C++ call where it was built for this torch: kiln.torch.eager_path())
+  kiln_torch_op_direct  kiln._torch_native's call object itself (what the function adds: its torch.compile test)
+  kiln_torch_op_gil_held  kiln_torch_op with the GIL kept while the plan is enqueued (what releasing it costs)
   kiln_torch_op_python_path  the same eager call through kiln._kiln's path (tensors read and the output allocated
                    through Python objects: what runs where kiln._torch_native is not built)
   kiln_torch_dispatcher  torch.ops.kiln.<op>(x, w, bias): the same kernel through torch's dispatcher (what
@@ -127,7 +129,13 @@ def parts(x, w, bias, y, n: int, r: int) -> dict:
         "dispatcher_python_kernel_noop": lambda: noop(x),
         "empty_loop": lambda: None,
     }
+    native = getattr(kiln.torch, "_native", None)
+    if native is not None:  # an output allocated, wrapped and dropped in C++ (kiln._torch_native's share of a call)
+        pieces["native_output_alloc_wrap_free"] = lambda: native._probe_output(1)
     out = {k: rounds(f, n, r)["median_us"] for k, f in pieces.items()}
+    if native is not None:  # the same looped in C++ (no Python call around each): median of r rounds of n
+        out["native_output_alloc_wrap_free_in_cpp"] = statistics.median(
+            native._probe_output(n) / n * 1e6 for _ in range(r))
     lib._destroy()
     return out
 
@@ -184,6 +192,16 @@ def main() -> None:
     c["cpp_planner"] = summary(host, gpu)
     c["kiln_plan_call"] = rounds(lambda: plan(x=x, w=w, bias=bias, y=y), n, r)
     c["kiln_torch_op"] = rounds(lambda: op(x, w, bias), n, r)
+    native = getattr(kiln.torch, "_native", None)
+    if native is not None:
+        direct = native.Call(runner, op.op, kiln._kiln._torch_bridge())
+        checks["kiln_torch_op_direct"] = (direct(x, w, bias).float() - ref).abs().max().item()
+        c["kiln_torch_op_direct"] = rounds(lambda: direct(x, w, bias), n, r)
+        kiln._kiln._set_bridge_releases_gil(False)
+        try:
+            c["kiln_torch_op_gil_held"] = rounds(lambda: op(x, w, bias), n, r)
+        finally:
+            kiln._kiln._set_bridge_releases_gil(True)
     c["kiln_torch_op_python_path"] = rounds(lambda: runner.eager(op.op, x, w, bias), n, r)
     c["kiln_torch_dispatcher"] = rounds(lambda: op.op(x, w, bias), n, r)
     fe, fe_note = fe_contestant(x, w, bias, torch.empty_like(y))

@@ -6,7 +6,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,6 +22,10 @@
 
 namespace kiln::py {
 namespace {
+
+// Whether the bridge's call (kiln._torch_native) releases the GIL while the plan is enqueued; on unless the Python
+// overhead benchmark turns it off to measure what the release costs (kiln._kiln._set_bridge_releases_gil).
+std::atomic<bool> g_bridge_execute_releases_gil{true};
 
 struct OutMeta {
   std::vector<int64_t> shape, strides;
@@ -157,8 +163,10 @@ class TorchRunner {
         if (ws == nullptr) throw nb::python_error();
       }
       Status st;
-      {
+      if (g_bridge_execute_releases_gil.load(std::memory_order_relaxed)) {
         nb::gil_scoped_release release;
+        st = plan.execute(static_cast<cudaStream_t>(stream), bindings, ws);
+      } else {
         st = plan.execute(static_cast<cudaStream_t>(stream), bindings, ws);
       }
       check(st);
@@ -200,6 +208,8 @@ class TorchRunner {
       shape[symbol] = v.shape[at.second];
       dims->push_back(v.shape[at.second]);
     }
+    // A memory hit with the GIL held (it never blocks); only a miss releases the GIL, for obtain()'s walk.
+    if (std::optional<Obtained> held = pg_.planner->obtain_held(pg_.prepared, shape)) return std::move(*held);
     return obtain(*pg_.planner, pg_.prepared, shape);
   }
 
@@ -302,6 +312,10 @@ void init_runner(nb::module_& m) {
       .def_prop_ro(
           "_bridge_handle", [](TorchRunner& r) { return reinterpret_cast<uintptr_t>(&r); },
           "This runner for torch_bridge.h's Api::run (valid while this object lives).");
+  m.def(
+      "_set_bridge_releases_gil", [](bool on) { g_bridge_execute_releases_gil = on; }, "on"_a,
+      "For bench/python/overhead.py only: whether kiln._torch_native's call releases the GIL while the plan is "
+      "enqueued (on by default).");
   m.def(
       "_torch_bridge", [] { return nb::capsule(&kBridge, bridge::kCapsuleName); },
       "The C table kiln._torch_native calls TorchRunners through (python/src/torch_bridge.h).");

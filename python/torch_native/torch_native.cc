@@ -29,6 +29,7 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -338,7 +339,27 @@ PyObject* py_release(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// For bench/python/overhead.py's parts: seconds for `n` rounds of what this module adds to a call beside Kiln's
+// own work: an output allocated (bf16 [1, 16, 256] on the current device), wrapped as a Python tensor, and dropped.
+PyObject* py_probe_output(PyObject*, PyObject* arg) {
+  const long long n = PyLong_AsLongLong(arg);
+  if (n < 0 && PyErr_Occurred()) return nullptr;
+  HANDLE_TH_ERRORS
+  const c10::Device dev(c10::DeviceType::CUDA, c10::cuda::current_device());
+  const int64_t shape[] = {1, 16, 256}, strides[] = {4096, 256, 1};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long long i = 0; i < n; ++i) {
+    PyObject* o = THPVariable_Wrap(at::detail::empty_strided_cuda(shape, strides, c10::ScalarType::BFloat16, dev));
+    if (o == nullptr) return nullptr;
+    Py_DECREF(o);
+  }
+  return PyFloat_FromDouble(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef kMethods[] = {
+    {"_probe_output", py_probe_output, METH_O,
+     "Seconds for n outputs allocated, wrapped and dropped (bench/python/overhead.py's parts)."},
     {"plain_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_plain_call)), METH_FASTCALL,
      "Whether an eager call with these arguments skips the dispatcher (the same rule as kiln._kiln's)."},
     {"workspace_pool_bytes", py_pool_bytes, METH_NOARGS, "Workspace bytes this module's pool holds."},

@@ -172,6 +172,16 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
                   "waited for a concurrent build from " + std::string(plan_source_name(r->source)));
 }
 
+std::optional<Obtained> Planner::obtain_held(const PreparedGraph& pg, const std::map<std::string, int64_t>& requested) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Impl& s = *impl_;
+  if (!pg.graph || !s.serves_plans().is_ok() || !s.check_shape(pg, requested).is_ok()) return std::nullopt;
+  const std::map<std::string, int64_t>& shape = requested.empty() ? pg.shape : requested;
+  auto hit = s.state.cache().find(PlanCache::key(pg, shape));
+  if (!hit) return std::nullopt;
+  return s.served(PlanSource::kMemory, std::move(hit), pg.graph->name, t0);
+}
+
 StatusOr<Obtained> Planner::obtain_pinned(const PreparedGraph& pg, const EngineConfig& config,
                                           const std::map<std::string, int64_t>& requested) {
   KILN_RETURN_IF_ERROR(impl_->serves_plans());

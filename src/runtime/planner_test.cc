@@ -149,6 +149,25 @@ TEST(Planner, ShapesNamingOtherSymbolsOrBadValuesAreRefused) {
   EXPECT_EQ(f.backend->builds.load(), 0);  // nothing was built for a bad request
 }
 
+// obtain_held: a memory hit or nothing; it never builds, so a caller holding its own lock (the GIL) may call it.
+TEST(Planner, ObtainHeldAnswersOnlyFromMemory) {
+  Fixture f;
+  auto pg = f.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  EXPECT_FALSE(f.planner->obtain_held(*pg, {{"tokens", 32}}).has_value());
+  EXPECT_FALSE(f.planner->obtain_held(*pg, {{"batch", 32}}).has_value());  // a bad shape: obtain() says why
+  EXPECT_EQ(f.backend->builds.load(), 0);
+  auto built = f.planner->obtain(*pg, {{"tokens", 32}});
+  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
+  auto held = f.planner->obtain_held(*pg, {{"tokens", 32}});
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->source, PlanSource::kMemory);
+  EXPECT_EQ(held->plan.get(), built->plan.get());
+  EXPECT_FALSE(f.planner->obtain_held(*pg, {{"tokens", 33}}).has_value());  // another shape is another plan
+  EXPECT_EQ(f.backend->builds.load(), 1);
+  EXPECT_EQ(f.planner->stats().served[static_cast<int>(PlanSource::kMemory)], 1);  // counted as obtain() counts
+}
+
 // Promotion bounds that cannot hold are refused by create(), before any GPU is looked for.
 TEST(PlannerOptionsCheck, PromotionTuningOutOfRangeIsRefusedNamingTheField) {
   auto refused = [](PlannerOptions o, const std::string& expect) {

@@ -65,6 +65,11 @@ class Planner {
   // other than the graph's own re-derives every extent from the new values; InvalidArgument for an unknown
   // symbol, a missing one, or a value below 1.
   StatusOr<Obtained> obtain(const PreparedGraph& graph, const std::map<std::string, int64_t>& shape = {});
+  // obtain()'s memory hit alone: the plan this Planner holds for `graph` at `shape` (counted and recorded as
+  // obtain() counts a hit), or nothing when obtain() would have to look further (a miss, a bad shape, a deviceless
+  // Planner). Never builds, reads the store or waits for another thread's build: a caller holding a lock of its
+  // own (Python's GIL) tries this first and releases its lock only for obtain() (python/src/py_runner.cc).
+  std::optional<Obtained> obtain_held(const PreparedGraph& graph, const std::map<std::string, int64_t>& shape = {});
   // A plan built with exactly `config` (kiln run --pin, a spec's "pin"): no store, no stopgap, no heuristics;
   // held under its own key, beside the graph's other plans (PlanSource::kPinned). The build's error,
   // in Kiln's words, when cuDNN cannot build that configuration for this graph.
