@@ -69,6 +69,7 @@ def entry_for(spec, kiln, store, timeout, tune_args=(), verify_run=True):
         e["tune_total_wall_ms"] = meta.get("total_wall_ms")
         e["prepare_wall_ms"] = meta.get("prepare_wall_ms")
         e["build_wall_ms"] = meta.get("build_wall_ms")
+        e["candidate_budget"] = meta.get("candidate_budget")
         e["winner"] = fused.get("winner")
         e["best_ms"] = (fused.get("summary") or {}).get("best_ms")
         phases = []
@@ -77,7 +78,8 @@ def entry_for(spec, kiln, store, timeout, tune_args=(), verify_run=True):
             phases.append({"identity": c.get("identity"), "disposition": c.get("disposition"),
                            "build_ms": ph.get("build"), "gate_ms": ph.get("gate"),
                            "warmup_ms": ph.get("warmup"), "timing_ms": ph.get("timing"),
-                           "median_ms": c.get("median_ms")})
+                           "median_ms": c.get("median_ms"), "heuristic_rank": c.get("heuristic_rank"),
+                           "message": c.get("message")})
         e["phases"] = phases
         gates = [p["gate_ms"] for p in phases if p["gate_ms"]]
         if gates:

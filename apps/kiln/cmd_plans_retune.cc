@@ -56,6 +56,7 @@ Status run_retune(const PlansOptions& o) {
   ro.budget_s = o.budget_s;
   ro.tune.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   ro.tune.top_k = o.top_k;
+  ro.tune.budget.exhaustive = o.exhaustive;
   ro.rollout = *rollout;
   ro.cancel = &g_retune_interrupted;
   ro.on_row = [&](const RetuneRowReport& r) {

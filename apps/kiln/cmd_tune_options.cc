@@ -72,6 +72,7 @@ StatusOr<TuneJob> tune_job_from(const TuneCliOptions& o, const std::atomic<bool>
     KILN_ASSIGN_OR_RETURN(to.pin, EngineConfig::parse(o.pin));
   }
   to.top_k = o.top_k;
+  to.budget.exhaustive = o.exhaustive;
   to.max_workspace_bytes = o.max_workspace;
   to.exclude = o.exclude;
   to.measure.hot_cache = o.hot_cache;
@@ -112,6 +113,10 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--pin", o->pin, "Build, check and time exactly this engine configuration (e.g. eng12_k2=1)");
   sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (quick tuning)")
       ->check(whole_number_at_least(0));
+  sub->add_flag(
+      "--exhaustive", o->exhaustive,
+      "Compile and time every runtime-compiled candidate (default: the candidate budget compiles them in rank "
+      "order and stops when the last 2 timed did not beat the best by more than the noise; docs/tuning.md)");
   sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes")
       ->check(whole_number_at_least(0));
   sub->add_option("--exclude", o->exclude, "Identities or engN prefixes to skip");

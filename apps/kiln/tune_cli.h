@@ -25,6 +25,7 @@ struct TuneCliOptions {
   int hottest = 0;
   std::vector<std::string> exclude;
   int top_k = 0;
+  bool exhaustive = false;  // every runtime-compiled candidate (no candidate budget)
   int64_t max_workspace = -1;
   double budget_s = 0, candidate_budget_ms = 1000, target_noise = 0.005, workspace_tolerance = 0.05;
   uint64_t seed = 1;

@@ -51,6 +51,13 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
   ro.title =
       g.name + "  structure " + sig.structure.substr(0, 16) + (sig.shape_key.empty() ? "" : "  shape " + sig.shape_key);
   const CandidateResult* fused_winner = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
+  // The candidate budget's part (kiln/tune/tune_policy.h): runtime-compiled candidates it left, and why.
+  size_t left = 0;
+  std::string left_why;
+  for (const CandidateResult& c : tr.candidates) {
+    if (c.disposition != Disposition::kNotVerified || c.message.rfind("not run: candidate budget", 0) != 0) continue;
+    if (left++ == 0) left_why = c.message.substr(9);
+  }
   if (json) {
     nlohmann::json meta = {{"graph", g.name},
                            {"spec", spec},
@@ -68,6 +75,7 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
                            {"budget_exhausted", tr.budget_exhausted},
                            {"partial", tr.cancelled}};
     if (tr.incumbent_decision) meta["incumbent"] = tr.incumbent_decision->explanation;
+    meta["candidate_budget"] = {{"exhaustive", job.tune.budget.exhaustive}, {"left", left}, {"why", left_why}};
     nlohmann::json rep = report_to_json(tr.candidates, meta, ro);
     if (t.unfused) rep["fusion"] = fusion_report_json(fused_winner, *t.unfused, job.fusion_policy, *t.fusion);
     if (t.kept_fusion || t.fusion_removed || !t.fusion_status.is_ok()) {
@@ -93,6 +101,7 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
     std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms,
                 tr.winner_check.c_str());
   if (tr.incumbent_decision) std::printf("incumbent: %s\n", tr.incumbent_decision->explanation.c_str());
+  if (left > 0) std::printf("%zu runtime-compiled candidates not compiled: %s\n", left, left_why.c_str());
   if (t.unfused)
     std::printf("%s", format_fusion_report(fused_winner, *t.unfused, job.fusion_policy, *t.fusion).c_str());
   if (t.kept_fusion) {

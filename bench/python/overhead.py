@@ -19,9 +19,11 @@ loop by each contestant, all in one process on one GPU:
 Parts (not contestants; to see where a call's time goes): reading 3 input tensors (kiln._kiln._describe_tensor),
 torch's current stream (kiln._kiln._stream_of), torch.empty_strided of the output, and a no-op custom op with a
 Python CUDA kernel through the dispatcher.
-Method: per contestant, 300 warm-up calls, then R=25 rounds of N=1000 calls; a round's host time per call is
-(perf_counter after the N-th call is issued - before the first) / N, with CUDA events around the round giving its
-GPU time per call. A round whose GPU time per call is more than 1.1x its host time was bound by the GPU (the queue
+Method: per contestant, 300 warm-up calls; then R=25 rounds, each running every contestant for N=1000 calls in an
+order rotated round by round (so that drift in the host falls on all alike); a contestant's host time per call in a
+round is (perf_counter after the N-th call is issued - before the first) / N, with CUDA events around it giving its
+GPU time per call; "above C++" is the median over rounds of the difference from the C++ baseline's time in the same
+round. A round whose GPU time per call is more than 1.1x its host time was bound by the GPU (the queue
 grew), not the launch path, and is flagged. Reported: the median over rounds (and p10/p90), in microseconds.
 """
 from __future__ import annotations
@@ -177,42 +179,72 @@ def main() -> None:
     checks["torch_compile"] = (compiled().float() - ref).abs().max().item()
 
     results = {"contestants": {}}
-    c = results["contestants"]
     n, r = a.n, a.r
-    # The C++ baseline: its host time per call is measured in C++; GPU time from events around each round.
-    host, gpu = [], []
-    for _ in range(r):
+    # Every contestant as a round of n calls returning (host us per call, GPU us per call).
+
+    def timed(call):
+        def one_round():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                call()
+            t1 = time.perf_counter()
+            end.record()
+            end.synchronize()
+            return (t1 - t0) / n * 1e6, start.elapsed_time(end) * 1e3 / n
+        one_round.warm = call
+        return one_round
+
+    def cpp_round():  # the C++ baseline's host time is measured in C++
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         secs = kiln._kiln._time_cpp_calls(prepared, shape, None, n, x=x, w=w, bias=bias, y=y)
         end.record()
         end.synchronize()
-        host.append(secs / n * 1e6)
-        gpu.append(start.elapsed_time(end) * 1e3 / n)
-    c["cpp_planner"] = summary(host, gpu)
-    c["kiln_plan_call"] = rounds(lambda: plan(x=x, w=w, bias=bias, y=y), n, r)
-    c["kiln_torch_op"] = rounds(lambda: op(x, w, bias), n, r)
+        return secs / n * 1e6, start.elapsed_time(end) * 1e3 / n
+    cpp_round.warm = lambda: kiln._kiln._time_cpp_calls(prepared, shape, None, 1, x=x, w=w, bias=bias, y=y)
+
+    contestants = {"cpp_planner": cpp_round, "kiln_plan_call": timed(lambda: plan(x=x, w=w, bias=bias, y=y)),
+                   "kiln_torch_op": timed(lambda: op(x, w, bias))}
     native = getattr(kiln.torch, "_native", None)
+    gil_kept = {"kiln_torch_op_gil_held"}
     if native is not None:
         direct = native.Call(runner, op.op, kiln._kiln._torch_bridge())
         checks["kiln_torch_op_direct"] = (direct(x, w, bias).float() - ref).abs().max().item()
-        c["kiln_torch_op_direct"] = rounds(lambda: direct(x, w, bias), n, r)
-        kiln._kiln._set_bridge_releases_gil(False)
-        try:
-            c["kiln_torch_op_gil_held"] = rounds(lambda: op(x, w, bias), n, r)
-        finally:
-            kiln._kiln._set_bridge_releases_gil(True)
-    c["kiln_torch_op_python_path"] = rounds(lambda: runner.eager(op.op, x, w, bias), n, r)
-    c["kiln_torch_dispatcher"] = rounds(lambda: op.op(x, w, bias), n, r)
+        contestants["kiln_torch_op_direct"] = timed(lambda: direct(x, w, bias))
+        contestants["kiln_torch_op_gil_held"] = timed(lambda: op(x, w, bias))
+    contestants["kiln_torch_op_python_path"] = timed(lambda: runner.eager(op.op, x, w, bias))
+    contestants["kiln_torch_dispatcher"] = timed(lambda: op.op(x, w, bias))
     fe, fe_note = fe_contestant(x, w, bias, torch.empty_like(y))
     results["fe_python"] = fe_note
     if fe is not None:
-        c["fe_python"] = rounds(fe, n, r)
-    c["torch_eager"] = rounds(eager, n, r)
-    c["torch_compile"] = rounds(compiled, n, r)
+        contestants["fe_python"] = timed(fe)
+    contestants["torch_eager"] = timed(eager)
+    contestants["torch_compile"] = timed(compiled)
+    # Interleaved: each round runs every contestant once, in an order rotated round by round, so that drift in the
+    # host (clocks, other tenants) falls on all of them alike; "above_cpp_us" is the median over rounds of each
+    # round's difference from the C++ baseline in the same round.
+    names = list(contestants)
+    for name in names:
+        kiln._kiln._set_bridge_releases_gil(name not in gil_kept)
+        for _ in range(300):
+            contestants[name].warm()
+    torch.cuda.synchronize()
+    host = {k: [] for k in names}
+    gpu = {k: [] for k in names}
+    for i in range(r):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            kiln._kiln._set_bridge_releases_gil(name not in gil_kept)
+            h, g = contestants[name]()
+            host[name].append(h)
+            gpu[name].append(g)
+    kiln._kiln._set_bridge_releases_gil(True)
+    c = results["contestants"]
+    for name in names:
+        c[name] = summary(host[name], gpu[name])
     results["parts"] = parts(x, w, bias, y, n, r)
-    base = c["cpp_planner"]["median_us"]
-    results["above_cpp_us"] = {k: v["median_us"] - base for k, v in c.items()}
+    results["above_cpp_us"] = {k: statistics.median(h - b for h, b in zip(host[k], host["cpp_planner"])) for k in names}
     results["max_abs_error_vs_fp32_reference"] = checks
     results["eager_path"] = kiln.torch.eager_path()
     results["plan"] = {"source": plan.source, "config": plan.config, "workspace_bytes": plan.workspace_bytes}

@@ -1,6 +1,11 @@
 // The workshop's tune, compile and retune_queued (kiln/runtime/workshop.h, planner_jobs.h): the coordination `kiln tune`,
 // `kiln compile` and `kiln plans retune` did each in its own way, in one place, over the PlanBackend seam.
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/graph/decompose.h"
 #include "kiln/lower/cudnn_limits.h"
@@ -36,6 +41,22 @@ StatusOr<std::optional<PlanRecord>> stored_record(PlanBackend& b, const GraphSig
     if (look.runnable() && look.record) out = *look.record;
     return Status::ok();
   }));
+  return out;
+}
+
+// The configurations that won at other shapes of `sig`'s structure, most often first (ties: by identity); none when
+// the store cannot say.
+std::vector<std::string> prior_winners(PlanBackend& b, const GraphSignature& sig) {
+  StatusOr<std::vector<TunedShape>> shapes = b.tuned_shapes(sig);
+  if (!shapes.is_ok()) return {};
+  std::map<std::string, int> wins;
+  for (const TunedShape& t : *shapes)
+    if (t.shape_key != sig.shape_key) ++wins[t.config.identity()];
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const auto& [id, n] : wins) ranked.emplace_back(-n, id);
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (const auto& [n, id] : ranked) out.push_back(id);
   return out;
 }
 
@@ -127,6 +148,8 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
           Incumbent{plan_identity(prev->engine_id, prev->knobs), prev->stats.median_ms, prev->stats.noise_rel};
     }
   }
+  // The candidate budget ranks first what won at other shapes of this structure (the store's tuned shapes).
+  if (!to.budget.exhaustive && to.budget.prior.empty()) to.budget.prior = prior_winners(b, sig);
   if (job.deadline) {
     const double left = std::chrono::duration<double>(*job.deadline - Clock::now()).count();
     if (left <= 0) {

@@ -50,6 +50,8 @@ struct Script {
   Kind kind = Kind::kCorrect;
   double median_ms = 1.0;
   int64_t workspace = 0;
+  bool runtime_compiled = false;  // the candidate's behaviour notes say runtime_compilation (the candidate budget's)
+  int rank = -2;                  // the heuristics' rank; -2: its index (-1: not ranked)
 };
 
 class FakeBackend : public TuneBackend {
@@ -72,8 +74,9 @@ class FakeBackend : public TuneBackend {
     for (size_t i = 0; i < script_.size(); ++i) {
       CandidateInfo c;
       c.config.engine_id = static_cast<int64_t>(i);
-      c.heuristic_rank = ranked_ ? static_cast<int>(i) : -1;
+      c.heuristic_rank = !ranked_ ? -1 : script_[i].rank == -2 ? static_cast<int>(i) : script_[i].rank;
       c.modes = {"A"};
+      if (script_[i].runtime_compiled) c.behavior_notes = {"runtime_compilation"};
       out.push_back(c);
     }
     return out;

@@ -492,6 +492,15 @@ StatusOr<TuneOptions> options_from_json(const Json& j) {
     o.modes.push_back(mode);
   }
   o.top_k = j.at("top_k").get<int>();
+  if (j.contains("budget")) {
+    const Json& b = j.at("budget");
+    o.budget.exhaustive = b.at("exhaustive").get<bool>();
+    o.budget.first = b.at("first").get<int>();
+    o.budget.patience = b.at("patience").get<int>();
+    o.budget.noise_multiplier = b.at("noise_multiplier").get<double>();
+    o.budget.noise_floor = b.at("noise_floor").get<double>();
+    o.budget.prior = b.at("prior").get<std::vector<std::string>>();
+  }
   o.max_workspace_bytes = j.at("max_workspace_bytes").get<int64_t>();
   o.exclude = j.at("exclude").get<std::vector<std::string>>();
   const std::string pin = j.at("pin").get<std::string>();
@@ -519,6 +528,13 @@ std::string tune_worker_options_to_json(const TuneOptions& o) {
   for (HeuristicMode m : o.modes) modes.push_back(heuristic_mode_name(m));
   return Json{{"modes", modes},
               {"top_k", o.top_k},
+              {"budget",
+               {{"exhaustive", o.budget.exhaustive},
+                {"first", o.budget.first},
+                {"patience", o.budget.patience},
+                {"noise_multiplier", o.budget.noise_multiplier},
+                {"noise_floor", o.budget.noise_floor},
+                {"prior", o.budget.prior}}},
               {"max_workspace_bytes", o.max_workspace_bytes},
               {"exclude", o.exclude},
               {"pin", o.pin ? o.pin->identity() : ""},

@@ -53,6 +53,18 @@ struct CandidateList {
   std::vector<int> ranks;
   std::vector<std::string> notes;
 
+  // Reorders the candidates: position k takes candidate order[k].
+  void reorder(const std::vector<size_t>& order) {
+    CandidateList out;
+    for (size_t i : order) {
+      out.configs.push_back(configs[i]);
+      out.ranks.push_back(ranks[i]);
+      out.notes.push_back(notes[i]);
+    }
+    *this = std::move(out);
+  }
+  bool runtime_compiled(size_t i) const { return notes[i].find("runtime_compilation") != std::string::npos; }
+
   // Drops the candidates whose identity is in `skip`.
   void drop(const std::vector<std::string>& skip) {
     if (skip.empty()) return;
@@ -152,8 +164,9 @@ class BuildPipeline {
 
   BuildPipeline(TuneBackend& backend, const std::vector<EngineConfig>& configs, const TuneOptions& o,
                 std::function<bool()> interrupted, std::function<bool()> over_budget,
-                std::function<void(TuneEvent::Kind, size_t)> announce)
-      : backend_(backend),
+                std::function<void(TuneEvent::Kind, size_t)> announce, size_t allowed = SIZE_MAX)
+      : allowed_(allowed),
+        backend_(backend),
         configs_(configs),
         pipelined_(o.pipeline),
         interrupted_(std::move(interrupted)),
@@ -177,9 +190,21 @@ class BuildPipeline {
     cv_.wait(lock, [&] { return slots_[i].done; });
     return std::move(slots_[i]);
   }
-  void stop() { stop_ = true; }
+  void stop() {
+    stop_ = true;
+    wake();
+  }
+  // Builds of list positions from `n` on wait until allow() lets them (the candidate budget); SIZE_MAX: none wait.
+  void allow(size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (n > allowed_) allowed_ = n;
+    }
+    cv_.notify_all();
+  }
   void join() {
     stop_ = true;
+    wake();
     for (auto& t : pool_)
       if (t.joinable()) t.join();
   }
@@ -187,8 +212,18 @@ class BuildPipeline {
   double wall_ms() const { return std::chrono::duration<double, std::milli>(last_build_ - first_build_).count(); }
 
  private:
+  void wake() {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    cv_.notify_all();
+  }
   void work(size_t w) {
-    for (size_t i = next_++; i < configs_.size(); i = next_++) build_one(w, i);
+    for (size_t i = next_++; i < configs_.size(); i = next_++) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return i < allowed_ || stop_; });
+      }
+      build_one(w, i);
+    }
   }
   void build_one(size_t w, size_t i) {
     Slot s;
@@ -210,6 +245,7 @@ class BuildPipeline {
     cv_.notify_all();
   }
 
+  size_t allowed_;  // list positions from here on wait to be built (allow()); guarded by mu_ once threads run
   TuneBackend& backend_;
   const std::vector<EngineConfig>& configs_;
   const bool pipelined_;
@@ -330,8 +366,19 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   auto over_budget = [&] { return budgeted && ms_since(t0) > o.time_budget_s * 1000.0; };
   auto interrupted = [&] { return o.cancel && o.cancel->load(); };
 
-  // 1. Candidates.
+  // 1. Candidates, in the candidate budget's order (runtime-compiled ones ranked last).
+  KILN_RETURN_IF_ERROR(check_candidate_budget(o.budget));
   KILN_ASSIGN_OR_RETURN(CandidateList list, list_candidates(backend, graph_name, o));
+  const bool budgeted_rtc = !o.pin && !o.budget.exhaustive;
+  if (budgeted_rtc) {
+    std::vector<std::string> ids;
+    std::vector<bool> rtc;
+    for (size_t i = 0; i < list.configs.size(); ++i) {
+      ids.push_back(list.configs[i].identity());
+      rtc.push_back(list.runtime_compiled(i));
+    }
+    list.reorder(budget_order(ids, list.ranks, rtc, o.budget));
+  }
   auto emit = [&](TuneEvent e) {
     if (o.on_event) o.on_event(e);
   };
@@ -356,9 +403,20 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     return e;
   };
 
-  // 2. Builds on worker threads, in enumeration order, ahead of the check-and-time loop below.
-  BuildPipeline builds(backend, configs, o, interrupted, over_budget,
-                       [&](TuneEvent::Kind kind, size_t i) { emit(event_for(kind, i)); });
+  // 2. Builds on worker threads, in list order, ahead of the check-and-time loop below; runtime-compiled ones only
+  // as far as the candidate budget allows (the first `first`, then one at a time while the rule wants more).
+  size_t first_rtc = n;
+  for (size_t i = 0; i < n && budgeted_rtc; ++i)
+    if (list.runtime_compiled(i)) {
+      first_rtc = i;
+      break;
+    }
+  BuildPipeline builds(
+      backend, configs, o, interrupted, over_budget, [&](TuneEvent::Kind kind, size_t i) { emit(event_for(kind, i)); },
+      first_rtc == n ? SIZE_MAX : first_rtc + static_cast<size_t>(o.budget.first));
+  std::vector<CandidateResult> rtc_settled;  // runtime-compiled candidates settled, in order (the budget's input)
+  double best_other_ms = 0;                  // best time among the others
+  std::string budget_stop;                   // why the budget left the rest ("" while it has not)
 
   // 3. Inputs and reference, once, while the first plans build.
   KILN_RETURN_IF_ERROR(prepare_inputs_and_reference(backend, o, r));
@@ -368,6 +426,21 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   // 4. Each candidate in order, as its build finishes: the gate, then the timer.
   std::vector<std::string> checks(n);
   for (size_t i = 0; i < n; ++i) {
+    if (!budget_stop.empty()) {  // left by the candidate budget: never built (its build waited, and was stopped)
+      CandidateResult c = result_for(configs[i], ranks[i]);
+      c.flops = flops;
+      c.bytes = bytes;
+      c.disposition = Disposition::kNotVerified;
+      c.message = "not run: " + budget_stop;
+      r.candidates.push_back(c);
+      if (o.on_event) {
+        TuneEvent e = event_for(TuneEvent::Kind::kCandidate, i);
+        e.result = c;
+        o.on_event(e);
+      }
+      if (o.progress) o.progress(i + 1, n, configs[i].identity());
+      continue;
+    }
     BuildPipeline::Slot slot = builds.take(i);
     CandidateResult c = result_for(configs[i], ranks[i]);
     c.flops = flops;
@@ -391,6 +464,21 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
         o.on_event(e);
       }
       if (o.progress) o.progress(i + 1, n, configs[i].identity());
+      // The candidate budget, after each runtime-compiled candidate: the next one, or the rest left.
+      if (i >= first_rtc) {
+        rtc_settled.push_back(c);
+        if (budget_wants_more(rtc_settled, best_other_ms, o.budget, &budget_stop)) {
+          budget_stop.clear();
+          builds.allow(i + 2);
+        } else if (i + 1 < n) {
+          builds.stop();
+        } else {
+          budget_stop.clear();  // nothing left to leave
+        }
+      } else if (c.timed() && (c.disposition == Disposition::kPassed || c.disposition == Disposition::kNotVerified) &&
+                 (best_other_ms <= 0 || c.median_ms < best_other_ms)) {
+        best_other_ms = c.median_ms;
+      }
     };
     auto skip = [&](Disposition d, const std::string& why) {
       c.disposition = d;

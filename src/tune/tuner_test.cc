@@ -237,6 +237,95 @@ namespace {
 
 using namespace testing_fake;
 
+// ---- The candidate budget (kiln/tune/tune_policy.h): runtime-compiled candidates compiled in rank order, the rest
+// left once the last two timed did not beat the best by more than the noise.
+
+std::vector<Script> compiled(const std::vector<double>& medians) {
+  std::vector<Script> s;
+  for (double m : medians) s.push_back(Script{Kind::kCorrect, m, 0, /*runtime_compiled=*/true});
+  return s;
+}
+
+size_t left_by_budget(const TuneResult& r) {
+  size_t n = 0;
+  for (const CandidateResult& c : r.candidates)
+    n += c.disposition == Disposition::kNotVerified && c.message.find("not run: candidate budget") == 0;
+  return n;
+}
+
+TEST(TunerCandidateBudget, StopsWhenTheRankingStopsPayingAndExhaustiveTriesEveryOne) {
+  // In rank order: the second is best among the first four; the last two of those did not beat it; a faster one
+  // waits at rank 5, which only --exhaustive reaches.
+  const std::vector<double> medians = {1.0, 0.9, 0.95, 0.95, 0.93, 0.5, 0.97, 0.99, 1.1, 1.2};
+  FakeBackend fake(compiled(medians));
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(fake.built_.size(), 4u);
+  EXPECT_EQ(left_by_budget(*r), 6u);
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 1);
+  EXPECT_NE(r->candidates.back().message.find("none of the last 2 of 4"), std::string::npos)
+      << r->candidates.back().message;
+
+  FakeBackend all(compiled(medians));
+  TuneOptions o = quiet();
+  o.budget.exhaustive = true;
+  auto e = tune_with_backend(all, "fake", o);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ(all.built_.size(), medians.size());
+  EXPECT_EQ(left_by_budget(*e), 0u);
+  EXPECT_EQ(e->candidates[*e->winner].config.engine_id, 5);
+}
+
+TEST(TunerCandidateBudget, ImprovementsWithinTheLastTwoKeepItCompiling) {
+  // 0.8 and 0.7 improve, so a fifth; 0.6 improves, so a sixth; 0.65 does not, but 0.6 is within the last two: a
+  // seventh; 0.66 and 0.65 do not: stop after seven. 0.3 at rank 7 is left.
+  FakeBackend fake(compiled({1.0, 0.9, 0.8, 0.7, 0.6, 0.65, 0.66, 0.3, 0.2}));
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(fake.built_.size(), 7u);
+  EXPECT_EQ(left_by_budget(*r), 2u);
+  EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 4);
+}
+
+TEST(TunerCandidateBudget, AnImprovementWithinTheNoiseIsNone) {
+  // 0.995 and 0.992 are under 1% faster than 1.0 (the noise floor): no improvement, stop after four.
+  FakeBackend fake(compiled({1.0, 1.01, 0.995, 0.992, 0.5}));
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(fake.built_.size(), 4u);
+  EXPECT_EQ(left_by_budget(*r), 1u);
+}
+
+TEST(TunerCandidateBudget, PriorWinnersFirstThenRankAndEveryPrecompiledCandidateIsTimed) {
+  // Engines 0-2 are precompiled (all built and timed, first); 3-9 are runtime-compiled, ranked 9-3 (reverse), and
+  // the store saw engine 6 win elsewhere.
+  std::vector<Script> s = {Script{Kind::kCorrect, 2.0}, Script{Kind::kCorrect, 2.1}, Script{Kind::kCorrect, 2.2}};
+  for (int e = 3; e < 10; ++e) s.push_back(Script{Kind::kCorrect, 3.0, 0, true, 12 - e});
+  FakeBackend fake(s);
+  TuneOptions o = quiet();
+  o.budget.prior = {"eng6", "eng_not_offered"};
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok());
+  std::vector<int64_t> order;
+  for (const CandidateResult& c : r->candidates) order.push_back(c.config.engine_id);
+  EXPECT_EQ(order, (std::vector<int64_t>{0, 1, 2, 6, 9, 8, 7, 5, 4, 3}));
+  // None of the runtime-compiled ones beats the precompiled 2.0: four compiled, three left.
+  EXPECT_EQ(fake.built_.size(), 7u);
+  EXPECT_EQ(left_by_budget(*r), 3u);
+  EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 0);
+}
+
+TEST(TunerCandidateBudget, ABudgetThatCannotHoldIsRefused) {
+  FakeBackend fake(compiled({1.0}));
+  TuneOptions o = quiet();
+  o.budget.first = 0;
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("first must be >= 1"), std::string::npos);
+}
+
 TEST(TunerGpuShare, TheRestIsTheDeviceTimeScaledByTheShare) {
   EXPECT_DOUBLE_EQ(gpu_share_rest_ms(10.0, 1.0), 0.0);
   EXPECT_DOUBLE_EQ(gpu_share_rest_ms(10.0, 0.5), 10.0);

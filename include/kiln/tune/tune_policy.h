@@ -134,6 +134,40 @@ struct FusionDecision {
 // NotFound when neither side is available.
 StatusOr<FusionDecision> decide_fusion(const FusionSide& fused, const FusionSide& unfused, FusionPolicy policy);
 
+// ---- Candidate budget -----------------------------------------------------------------------------
+// Which runtime-compiled candidates a tune compiles (docs/tuning.md "Candidate budget"). Their builds are what a
+// tune of a norm costs: on the H100, 25-27 runtime-compiled candidates took 84-97 s of build time on 16 threads
+// (8-9 s wall) against under 0.7 s for every gate and timing together. The budget compiles them in rank order and
+// stops when the ranking has stopped paying:
+//   1. rank: identities the store saw win at other shapes of this structure (`prior`, most often first), then the
+//      heuristics' rank, then the enumeration's order;
+//   2. compile and time the first `first`;
+//   3. then one more at a time, as long as one of the last `patience` timed beat the best before it by more than
+//      the noise (max(noise_multiplier x its relative error, noise_floor)); otherwise the rest are left, reported
+//      NotVerified ("not run: candidate budget ...").
+// Candidates that are not runtime-compiled cost no compile: every one is built and timed, as before.
+struct CandidateBudget {
+  bool exhaustive = false;  // every candidate (kiln tune --exhaustive)
+  int first = 4;
+  int patience = 2;
+  double noise_multiplier = 2.0;
+  double noise_floor = 0.01;
+  std::vector<std::string> prior;
+};
+Status check_candidate_budget(const CandidateBudget& b);  // InvalidArgument naming the field out of range
+
+// The order a tune takes candidates in: those that are not runtime-compiled first, in their order; then the
+// runtime-compiled ones ranked as above. `runtime_compiled[i]` and `ranks[i]` (-1: not ranked) describe candidate i
+// of `identities`. Returns indices into them. Exhaustive: the enumeration's order, unchanged.
+std::vector<size_t> budget_order(const std::vector<std::string>& identities, const std::vector<int>& ranks,
+                                 const std::vector<bool>& runtime_compiled, const CandidateBudget& b);
+
+// After the runtime-compiled candidates `rtc` were settled, in budget order (a candidate that was not timed counts
+// as no improvement), and `best_before_ms` the best time among the other candidates (0: none): whether the next
+// runtime-compiled one is worth compiling. Always for the first `first`; `*why` says why not when not.
+bool budget_wants_more(const std::vector<CandidateResult>& rtc, double best_before_ms, const CandidateBudget& b,
+                       std::string* why);
+
 // ---- Reports --------------------------------------------------------------------------------------
 struct ReportOptions {
   WinnerOptions winner;

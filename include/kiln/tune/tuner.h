@@ -62,6 +62,9 @@ struct TuneOptions {
   // The whole run: enumeration, builds, inputs and reference included; 0: none. Candidates not reached
   // are reported NotVerified ("not run: time budget reached"); the best verified one so far wins.
   double time_budget_s = 0;
+  // Which runtime-compiled candidates are compiled, in what order, and when the rest are left
+  // (kiln/tune/tune_policy.h "Candidate budget"); budget.exhaustive: every one. A pinned tune has one candidate.
+  CandidateBudget budget;
   WinnerOptions winner;
   CheckOptions check;
   uint64_t seed = 1;  // inputs are seeded random (the counter-based generator)...
