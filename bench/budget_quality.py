@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The candidate budget's winners against exhaustive tunes (issue 37; docs/tuning.md "Candidate budget").
+"""The candidate budget's winners against exhaustive tunes (issue 37; docs/measure.md "The candidate budget").
 
     python3 bench/budget_quality.py EXHAUSTIVE.json BUDGETED.json [--json OUT]
 

@@ -73,6 +73,8 @@ StatusOr<TuneJob> tune_job_from(const TuneCliOptions& o, const std::atomic<bool>
   }
   to.top_k = o.top_k;
   to.budget.exhaustive = o.exhaustive;
+  to.budget.first = o.compile_first;
+  to.budget.patience = o.compile_patience;
   to.max_workspace_bytes = o.max_workspace;
   to.exclude = o.exclude;
   to.measure.hot_cache = o.hot_cache;
@@ -116,7 +118,15 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_flag(
       "--exhaustive", o->exhaustive,
       "Compile and time every runtime-compiled candidate (default: the candidate budget compiles them in rank "
-      "order and stops when the last 2 timed did not beat the best by more than the noise; docs/tuning.md)");
+      "order and stops when the last 2 timed did not beat the best by more than the noise; docs/measure.md)");
+  sub->add_option("--compile-first", o->compile_first,
+                  "The candidate budget: runtime-compiled candidates always compiled, in rank order")
+      ->check(whole_number_at_least(1))
+      ->capture_default_str();
+  sub->add_option("--compile-patience", o->compile_patience,
+                  "The candidate budget: stop when none of the last N timed beat the best by more than the noise")
+      ->check(whole_number_at_least(1))
+      ->capture_default_str();
   sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes")
       ->check(whole_number_at_least(0));
   sub->add_option("--exclude", o->exclude, "Identities or engN prefixes to skip");

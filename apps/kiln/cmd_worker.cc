@@ -188,7 +188,7 @@ void add_worker(CLI::App& app, Runner* run) {
   sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (default: all)")
       ->check(whole_number_at_least(0));
   sub->add_flag("--exhaustive", o->exhaustive,
-                "Compile and time every runtime-compiled candidate (default: the candidate budget; docs/tuning.md)");
+                "Compile and time every runtime-compiled candidate (default: the candidate budget; docs/measure.md)");
   sub->add_option("--rollout", o->rollout,
                   "How a winner replaces an active plan of another configuration: immediate, verify (a candidate "
                   "until 'kiln plans promote') or shadow (sampled beside it by serving Planners); docs/rollout.md")

@@ -25,7 +25,9 @@ struct TuneCliOptions {
   int hottest = 0;
   std::vector<std::string> exclude;
   int top_k = 0;
-  bool exhaustive = false;  // every runtime-compiled candidate (no candidate budget)
+  bool exhaustive = false;                      // every runtime-compiled candidate (no candidate budget)
+  int compile_first = CandidateBudget{}.first;  // the candidate budget's first and patience
+  int compile_patience = CandidateBudget{}.patience;
   int64_t max_workspace = -1;
   double budget_s = 0, candidate_budget_ms = 1000, target_noise = 0.005, workspace_tolerance = 0.05;
   uint64_t seed = 1;

@@ -99,7 +99,7 @@ def eager_path() -> str:
 
 
 def _eager_callable(handle: Any, runner: Any) -> Callable[..., Any]:
-    if _native is not None and hasattr(runner, "_bridge_handle"):
+    if _native is not None and isinstance(runner, _kiln.TorchRunner):
         return _native.Call(runner, handle, _kiln._torch_bridge())
     eager = runner.eager
     return lambda *inputs: eager(handle, *inputs)

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <memory>
 #include <string>
@@ -26,6 +27,15 @@ namespace {
 // Whether the bridge's call (kiln._torch_native) releases the GIL while the plan is enqueued; on unless the Python
 // overhead benchmark turns it off to measure what the release costs (kiln._kiln._set_bridge_releases_gil).
 std::atomic<bool> g_bridge_execute_releases_gil{true};
+
+// Calls that share a stream share its pooled workspace, and a plan of several launches (an unfused chain, a padded
+// or split stopgap) passes data through it between them: two threads enqueueing on one stream at once would
+// interleave those launches. So a call enqueues holding its stream's lock (striped: two streams may share one),
+// taken with the GIL released.
+std::mutex& stream_lock(cudaStream_t stream) {
+  static std::mutex locks[64];
+  return locks[(reinterpret_cast<uintptr_t>(stream) >> 4) % 64];
+}
 
 struct OutMeta {
   std::vector<int64_t> shape, strides;
@@ -107,6 +117,7 @@ class TorchRunner {
     Status st;
     {
       nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(stream_lock(stream));
       st = plan.execute(stream, bindings, ws);
     }
     check(st);
@@ -165,8 +176,9 @@ class TorchRunner {
       Status st;
       if (g_bridge_execute_releases_gil.load(std::memory_order_relaxed)) {
         nb::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(stream_lock(static_cast<cudaStream_t>(stream)));
         st = plan.execute(static_cast<cudaStream_t>(stream), bindings, ws);
-      } else {
+      } else {  // the GIL held throughout: no other call enqueues meanwhile
         st = plan.execute(static_cast<cudaStream_t>(stream), bindings, ws);
       }
       check(st);
@@ -295,7 +307,16 @@ class TorchRunner {
 int bridge_run(void* runner, const bridge::Input* in, size_t n, void* stream, const bridge::Memory* memory) {
   return static_cast<TorchRunner*>(runner)->run_bridge(in, n, stream, memory);
 }
-const bridge::Api kBridge{bridge::kVersion, sizeof(bridge::Api), &bridge_run};
+void* bridge_runner(PyObject* obj) {
+  TorchRunner* r = nullptr;
+  if (!nb::try_cast<TorchRunner*>(nb::handle(obj), r) || r == nullptr) {
+    PyErr_Format(PyExc_TypeError, "kiln torch bridge: a kiln._kiln.TorchRunner expected, got %s",
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  return r;
+}
+const bridge::Api kBridge{bridge::kVersion, sizeof(bridge::Api), &bridge_runner, &bridge_run};
 
 }  // namespace
 
@@ -308,10 +329,7 @@ void init_runner(nb::module_& m) {
            "An eager call: runs at once on plain CUDA tensors with no torch mode on, else calls `op` "
            "(torch.ops.kiln.<name>) with the same arguments.")
       .def("plan", &TorchRunner::plan_for, "The plan a call with these inputs runs (obtained, not run).")
-      .def_prop_ro("prepared", &TorchRunner::prepared)
-      .def_prop_ro(
-          "_bridge_handle", [](TorchRunner& r) { return reinterpret_cast<uintptr_t>(&r); },
-          "This runner for torch_bridge.h's Api::run (valid while this object lives).");
+      .def_prop_ro("prepared", &TorchRunner::prepared);
   m.def(
       "_set_bridge_releases_gil", [](bool on) { g_bridge_execute_releases_gil = on; }, "on"_a,
       "For bench/python/overhead.py only: whether kiln._torch_native's call releases the GIL while the plan is "

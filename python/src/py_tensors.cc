@@ -208,27 +208,30 @@ TensorView read_tensor(nb::handle obj, const std::string& name) {
 
 TensorBinding checked_binding(const TensorView& v, const Graph& g, int t) {
   const TensorDesc& d = g.tensors[t];
-  const std::string what = "tensor '" + d.name + "'";
-  if (!v.on_cuda) bad_input(what + ": a " + v.kind + " on the host; a plan runs on CUDA tensors");
+  // Messages are made only when one is needed: this runs for every tensor of every call.
+  const auto what = [&] { return "tensor '" + d.name + "'"; };
+  if (!v.on_cuda) bad_input(what() + ": a " + v.kind + " on the host; a plan runs on CUDA tensors");
   const DataType want = g.dtype_of(t);
   if (v.dtype_known ? v.dtype != want : v.itemsize != dtype_size(want)) {
-    bad_input(what + ": dtype " + v.dtype_text + ", the graph's is " + dtype_name(want));
+    bad_input(what() + ": dtype " + v.dtype_text + ", the graph's is " + dtype_name(want));
   }
-  const std::vector<int64_t> shape = d.shape();
-  if (v.shape != shape) {
-    bad_input(what + ": shape " + dims_text(v.shape) + ", the graph's is " + dims_text(shape) +
+  bool same_shape = v.shape.size() == d.dims.size();
+  for (size_t i = 0; same_shape && i < d.dims.size(); ++i) same_shape = v.shape[i] == d.dims[i].value;
+  if (!same_shape) {
+    bad_input(what() + ": shape " + dims_text(v.shape) + ", the graph's is " + dims_text(d.shape()) +
               (g.dynamic_dims.empty() ? "" : " (obtain a plan for the shape you run)"));
   }
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] > 1 && v.strides[i] != d.strides[i]) {
-      bad_input(what + ": strides " + dims_text(v.strides) + ", the plan needs " + dims_text(d.strides) + " (layout " +
-                layout_name(d.layout) + (d.layout == Layout::kNHWC ? ": torch's channels_last" : "") + ")");
+  for (size_t i = 0; i < d.dims.size(); ++i) {
+    if (d.dims[i].value > 1 && v.strides[i] != d.strides[i]) {
+      bad_input(what() + ": strides " + dims_text(v.strides) + ", the plan needs " + dims_text(d.strides) +
+                " (layout " + layout_name(d.layout) + (d.layout == Layout::kNHWC ? ": torch's channels_last" : "") +
+                ")");
     }
   }
   size_t span = 1;
-  for (size_t i = 0; i < shape.size(); ++i) span += static_cast<size_t>((shape[i] - 1) * d.strides[i]);
+  for (size_t i = 0; i < d.dims.size(); ++i) span += static_cast<size_t>((d.dims[i].value - 1) * d.strides[i]);
   if (v.ptr == 0 && span > 0)
-    bad_input(what + ": a " + v.kind + " with no storage (data pointer 0: a meta, fake or functional tensor?)");
+    bad_input(what() + ": a " + v.kind + " with no storage (data pointer 0: a meta, fake or functional tensor?)");
   return TensorBinding{reinterpret_cast<void*>(v.ptr), span * dtype_size(want)};
 }
 

@@ -40,7 +40,9 @@ TorchRuntime::TorchRuntime() {
   // functionalize), the JIT tracer, the autograd profiler, and grad mode (with an input that requires grad).
   const char* names[] = {"_len_torch_dispatch_stack", "_is_torch_function_mode_enabled",
                          "_are_functorch_transforms_active", "_get_tracing_state", "is_grad_enabled"};
-  bool all = nb::hasattr(c, "_autograd") && nb::hasattr(c.attr("_autograd"), "_profiler_enabled");
+  bool all = nb::hasattr(c, "_autograd") && nb::hasattr(c.attr("_autograd"), "_profiler_enabled") &&
+             nb::hasattr(c, "_dispatch_keys") && nb::hasattr(c, "_dispatch_tls_local_include_set") &&
+             nb::hasattr(c, "DispatchKeySet") && nb::hasattr(c, "DispatchKey");
   for (const char* n : names) all = all && nb::hasattr(c, n);
   if (all) {
     dispatch_stack_len_ = c.attr("_len_torch_dispatch_stack");
@@ -49,6 +51,20 @@ TorchRuntime::TorchRuntime() {
     tracing_state_ = c.attr("_get_tracing_state");
     profiler_on_ = c.attr("_autograd").attr("_profiler_enabled");
     grad_enabled_ = c.attr("is_grad_enabled");
+    // The dispatch keys a plain dense tensor carries (its backend's, autograd's, autocast's; CPU or CUDA), and
+    // those every thread includes (kiln._torch_native reads the same from C++): a key outside them (a negative or
+    // conjugate view, a functional, sparse, meta or nested tensor; functionalization or a Python key switched on
+    // for the thread) is torch's to see.
+    dispatch_keys_ = c.attr("_dispatch_keys");
+    tls_include_ = c.attr("_dispatch_tls_local_include_set");
+    raw_repr_ = nb::str("raw_repr");
+    nb::object key = c.attr("DispatchKey");
+    nb::object plain = c.attr("DispatchKeySet")(key.attr("CUDA"));
+    for (const char* k : {"CPU", "AutogradCUDA", "AutogradCPU", "ADInplaceOrView", "AutocastCUDA", "AutocastCPU"})
+      plain = plain.attr("add")(key.attr(k));
+    plain_keys_ = nb::cast<uint64_t>(plain.attr("raw_repr")());
+    nb::object usual = c.attr("DispatchKeySet")(key.attr("BackendSelect")).attr("add")(key.attr("ADInplaceOrView"));
+    usual_tls_keys_ = nb::cast<uint64_t>(usual.attr("raw_repr")());
   }
 }
 
@@ -62,6 +78,14 @@ bool call_true(const nb::object& f) {
 }
 }  // namespace
 
+uint64_t TorchRuntime::raw_keys(PyObject* keys) const {
+  if (keys == nullptr) throw nb::python_error();
+  nb::object set = nb::steal(keys);
+  PyObject* raw = PyObject_CallMethodNoArgs(set.ptr(), raw_repr_.ptr());
+  if (raw == nullptr) throw nb::python_error();
+  return nb::cast<uint64_t>(nb::steal(raw));
+}
+
 bool TorchRuntime::plain_call(nb::handle args) const {
   if (!dispatch_stack_len_.is_valid() || !PyTuple_Check(args.ptr())) return false;
   const Py_ssize_t n = PyTuple_Size(args.ptr());
@@ -69,6 +93,11 @@ bool TorchRuntime::plain_call(nb::handle args) const {
     PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(PyTuple_GetItem(args.ptr(), i)));
     if (type != tensor_type_.ptr() && type != parameter_type_.ptr()) return false;
   }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* keys = PyObject_CallOneArg(dispatch_keys_.ptr(), PyTuple_GetItem(args.ptr(), i));
+    if ((raw_keys(keys) & ~plain_keys_) != 0) return false;
+  }
+  if ((raw_keys(PyObject_CallNoArgs(tls_include_.ptr())) & ~usual_tls_keys_) != 0) return false;
   if (call_true(dispatch_stack_len_) || call_true(function_mode_on_) || call_true(functorch_on_) ||
       call_true(profiler_on_))
     return false;

@@ -19,7 +19,9 @@ class TorchRuntime {
   // A torch tensor of this shape, strides (elements) and dtype (a torch.dtype) on CUDA device `device`.
   nb::object empty_strided(nb::handle shape, nb::handle strides, nb::handle dtype, int device) const;
   // Whether an eager call may run the op's kernel at once: every argument exactly a torch.Tensor or an
-  // nn.Parameter (whose torch function is torch's own; not fake, functional or another subclass); no torch dispatch
+  // nn.Parameter (whose torch function is torch's own; not fake, functional or another subclass) with only a dense
+  // tensor's dispatch keys (no negative or conjugate view, no sparse, meta or functional tensor), no dispatch key
+  // switched on for the thread beyond torch's usual; no torch dispatch
   // or function mode, functorch transform, JIT trace or autograd profiler active; and, with grad mode on, no input
   // that requires grad. Anything else is torch's to see: the dispatcher's path. False where this torch lacks the
   // queries (every call then takes the dispatcher's path).
@@ -42,7 +44,10 @@ class TorchRuntime {
   nb::object empty_strided_, empty_, uint8_;
   nb::object tensor_type_, parameter_type_, requires_grad_, data_ptr_name_;
   nb::object dispatch_stack_len_, function_mode_on_, functorch_on_, tracing_state_, profiler_on_, grad_enabled_;
-  nb::object kwnames_;  // ("dtype", "device")
+  nb::object dispatch_keys_, tls_include_, raw_repr_;
+  uint64_t plain_keys_ = 0, usual_tls_keys_ = 0;  // raw DispatchKeySets (the constructor says which)
+  uint64_t raw_keys(PyObject* keys) const;        // a new DispatchKeySet reference's raw_repr(); consumes it
+  nb::object kwnames_;                            // ("dtype", "device")
   mutable std::vector<nb::object> devices_;
 };
 

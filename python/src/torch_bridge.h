@@ -5,12 +5,13 @@
 // torch's caching allocator, and calls `run`. Plain C types only: the two modules share no C++ objects, and neither
 // links the other's libraries. Both are built from one tree; `version` and `size` refuse a table from another build.
 #pragma once
+#include <Python.h>
 #include <stddef.h>
 #include <stdint.h>
 
 namespace kiln::py::bridge {
 
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr const char* kCapsuleName = "kiln._kiln.torch_bridge";
 
 // A tensor's element type as both sides name it (kiln's DataType has no stable numbering across builds).
@@ -58,7 +59,10 @@ struct Memory {
 struct Api {
   uint32_t version;  // kVersion
   uint32_t size;     // sizeof(Api)
-  // Runs the op whose runner is `runner` (a kiln._kiln.TorchRunner's, from its `_bridge_handle`) on `inputs` on
+  // The handle `run` takes for `runner`, which must be a kiln._kiln.TorchRunner (else null with TypeError set); valid
+  // while that object lives. Called with the GIL held.
+  void* (*runner_handle)(PyObject* runner);
+  // Runs the op whose runner is `runner` (runner_handle's) on `inputs` on
   // `stream` (torch's current stream on the inputs' device, the current device): the dims from the inputs' shapes,
   // the plan from the Planner, every input checked against the plan's graph, outputs and workspace from `memory`, the
   // plan enqueued with the GIL released. 0, or -1 with a Python exception set (kiln.BadInput naming the tensor, ...).

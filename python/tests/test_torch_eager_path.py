@@ -155,48 +155,61 @@ def test_native_refuses_views_torch_has_not_materialised():
 
 
 @pytest.mark.skipif(_torch_native is None, reason="kiln._torch_native not built")
-def test_native_call_routes_calls_torch_must_see_to_the_op_and_host_tensors_to_the_runner(triple):
-    """Without a GPU no call runs here; what does not is routed: a fake tensor to the op (the dispatcher), plain host
-    tensors to the runner (whose checks name what is wrong), keyword arguments to the op."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    handle, seen = triple
-    before = len(seen)  # the fixture is the module's: earlier tests ran the op
-    got = []
-
-    class Runner:
-        _bridge_handle = 1  # never called through: no call here reaches the bridge
-
-        def __call__(self, *inputs):
-            got.append(len(inputs))
-            return inputs[0] * 5
-
-    call = _torch_native.Call(Runner(), handle, _kiln._torch_bridge())
-    x = torch.arange(6.0).reshape(2, 3)
-    torch.testing.assert_close(call(x), x * 5)
-    assert got == [1] and len(seen) == before
-    with FakeTensorMode() as mode:
-        fake = mode.from_tensor(x)
-        out = call(fake)
-    assert out.shape == x.shape and got == [1]  # the op's fake kernel ran, not the runner
-    torch.testing.assert_close(call(x=x), x * 3)  # a keyword: the op, whose CPU kernel triples
-    assert len(seen) == before + 1 and got == [1]
-
-
-@pytest.mark.skipif(_torch_native is None, reason="kiln._torch_native not built")
-def test_native_call_refuses_a_bridge_of_another_kind():
+def test_native_call_takes_only_a_kiln_runner_a_callable_op_and_kilns_bridge(triple):
+    """Found by a hostile review: a stand-in runner with any integer as its handle was accepted, and would have been
+    called through as a TorchRunner; a Call could be initialised again while a call used its runner. (Calls that do
+    run are the GPU suite's: a TorchRunner needs a Planner, and a Planner a GPU.)"""
     import ctypes
+
+    handle, _ = triple
+    bridge = _kiln._torch_bridge()
 
     class Runner:
         _bridge_handle = 1
 
+    with pytest.raises(TypeError, match="kiln._kiln.TorchRunner expected, got Runner"):
+        _torch_native.Call(Runner(), handle, bridge)
+    with pytest.raises(TypeError, match="op must be callable"):
+        _torch_native.Call(Runner(), None, bridge)
+    with pytest.raises(TypeError, match=r"bridge must be kiln._kiln._torch_bridge\(\), got int"):
+        _torch_native.Call(Runner(), handle, 5)
     bogus = ctypes.pythonapi.PyCapsule_New
     bogus.restype = ctypes.py_object
     bogus.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    with pytest.raises(ValueError):
-        _torch_native.Call(Runner(), None, bogus(ctypes.addressof(ctypes.c_int(0)), b"other", None))
+    with pytest.raises(TypeError, match="bridge must be"):
+        _torch_native.Call(Runner(), handle, bogus(ctypes.addressof(ctypes.c_int(0)), b"other", None))
     with pytest.raises(TypeError):
-        _torch_native.Call(Runner(), None)
+        _torch_native.Call(Runner(), handle)
+    blank = _torch_native.Call.__new__(_torch_native.Call)
+    with pytest.raises(RuntimeError, match="not initialised"):
+        blank(torch.zeros(2))
+
+
+@pytest.mark.skipif(_torch_native is None, reason="kiln._torch_native not built")
+def test_native_output_probe_refuses_a_bad_count():
+    for bad, kind in ((-5, ValueError), (True, TypeError), (1.5, TypeError), (None, TypeError)):
+        with pytest.raises(kind):
+            _torch_native._probe_output(bad)
+
+
+@pytest.mark.parametrize("plain", PLAIN)
+def test_views_and_layouts_torch_must_materialise_take_the_dispatcher(plain):
+    """Found by a hostile review: kiln._kiln's rule let a negative view through (its data not yet negated), and
+    functional, sparse and meta tensors; both rules now read the tensors' dispatch keys."""
+    z = torch.zeros(2, dtype=torch.complex64)
+    x = torch.zeros(2, 2)
+    assert not plain(z.conj().imag)  # a negative view
+    assert not plain(z.conj())
+    assert not plain(torch._to_functional_tensor(x))
+    assert not plain(x.to_sparse())
+    assert not plain(torch.zeros(2, device="meta"))
+    assert plain(x, z)
+    torch._enable_functionalization(reapply_views=False)  # a key switched on for the thread
+    try:
+        assert not plain(x)
+    finally:
+        torch._disable_functionalization()
+    assert plain(x)
 
 
 def test_eager_path_says_which_code_runs():

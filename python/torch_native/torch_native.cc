@@ -8,11 +8,13 @@
 // version (kiln.torch loads it only under the same torch.__version__; else the call stays on kiln._kiln's path).
 //
 // A call goes one of three ways:
-//  - torch must see it (a subclass, fake or functional tensor, a dispatch or function mode, a functorch transform,
-//    the JIT tracer, the profiler, an input that requires grad with grad mode on, a keyword argument): `op`, the
-//    dispatcher's torch.ops.kiln.<name>, as kiln._kiln's eager path decides (py_torch_runtime.h plain_call);
-//  - plain tensors Kiln cannot take as they are (not CUDA, on different devices or not the current one, a dtype Kiln
-//    has no name for): `runner`, kiln._kiln's TorchRunner, whose checks name what is wrong;
+//  - torch must see it (a subclass, fake or functional tensor, a negative or conjugate view, a sparse, meta or nested
+//    tensor, a dispatch or function mode, a functorch transform, the JIT tracer, the profiler, a dispatch key switched
+//    on for the thread, an input that requires grad with grad mode on, a keyword argument): `op`, the dispatcher's
+//    torch.ops.kiln.<name> (its fake kernel for meta and fake tensors; torch's own error for a layout it has no
+//    kernel for), as kiln._kiln's eager path decides (py_torch_runtime.h plain_call);
+//  - plain dense tensors Kiln cannot take as they are (on the host, on different devices or not the current one, a
+//    dtype Kiln has no name for): `runner`, kiln._kiln's TorchRunner, whose checks name what is wrong;
 //  - else: here, at once.
 #include <Python.h>
 
@@ -177,11 +179,22 @@ struct Call {
   PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* runner;  // kiln._kiln.TorchRunner
   PyObject* op;      // torch.ops.kiln.<name>
-  void* handle;      // runner's _bridge_handle
+  void* handle;      // the bridge's handle of runner (valid while `runner` lives: a Call is initialised once)
   const bridge::Api* api;
 };
 
+PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device);
+
 PyObject* run_here(Call* self, PyObject* const* args, Py_ssize_t n, int device) {
+  // The runner held for the call (its GIL is released inside): nothing can free it meanwhile.
+  PyObject* runner = self->runner;
+  Py_INCREF(runner);
+  PyObject* out = run_held(self, args, n, device);
+  Py_DECREF(runner);
+  return out;
+}
+
+PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device) {
   HANDLE_TH_ERRORS
   bridge::Input in[kMaxInputs];
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -255,6 +268,20 @@ int call_init(PyObject* o, PyObject* args, PyObject* kwargs) {
   PyObject *runner = nullptr, *op = nullptr, *capsule = nullptr;
   static const char* kw[] = {"runner", "op", "bridge", nullptr};
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:Call", const_cast<char**>(kw), &runner, &op, &capsule)) return -1;
+  if (self->runner != nullptr) {  // a call under way may be using the runner it holds (its GIL released)
+    PyErr_SetString(PyExc_TypeError, "kiln._torch_native.Call: already initialised");
+    return -1;
+  }
+  if (!PyCapsule_IsValid(capsule, bridge::kCapsuleName)) {
+    PyErr_Format(PyExc_TypeError, "kiln._torch_native.Call: bridge must be kiln._kiln._torch_bridge(), got %s",
+                 Py_TYPE(capsule)->tp_name);
+    return -1;
+  }
+  if (!PyCallable_Check(op)) {
+    PyErr_Format(PyExc_TypeError, "kiln._torch_native.Call: op must be callable (torch.ops.kiln.<name>), got %s",
+                 Py_TYPE(op)->tp_name);
+    return -1;
+  }
   auto* api = static_cast<const bridge::Api*>(PyCapsule_GetPointer(capsule, bridge::kCapsuleName));
   if (api == nullptr) return -1;
   if (api->version != bridge::kVersion || api->size != sizeof(bridge::Api)) {
@@ -264,14 +291,8 @@ int call_init(PyObject* o, PyObject* args, PyObject* kwargs) {
                  api->version, api->size, bridge::kVersion, sizeof(bridge::Api));
     return -1;
   }
-  PyObject* handle = PyObject_GetAttrString(runner, "_bridge_handle");
-  if (handle == nullptr) return -1;
-  void* h = PyLong_AsVoidPtr(handle);
-  Py_DECREF(handle);
-  if (h == nullptr) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "kiln._torch_native.Call: a null runner handle");
-    return -1;
-  }
+  void* h = api->runner_handle(runner);  // a kiln._kiln.TorchRunner, or TypeError
+  if (h == nullptr) return -1;
   Py_INCREF(runner);
   Py_INCREF(op);
   Py_XSETREF(self->runner, runner);
@@ -342,8 +363,16 @@ PyObject* py_release(PyObject*, PyObject*) {
 // For bench/python/overhead.py's parts: seconds for `n` rounds of what this module adds to a call beside Kiln's
 // own work: an output allocated (bf16 [1, 16, 256] on the current device), wrapped as a Python tensor, and dropped.
 PyObject* py_probe_output(PyObject*, PyObject* arg) {
+  if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "_probe_output: a count (int) expected, got %s", Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
   const long long n = PyLong_AsLongLong(arg);
-  if (n < 0 && PyErr_Occurred()) return nullptr;
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "_probe_output: the count must be >= 0");
+    return nullptr;
+  }
   HANDLE_TH_ERRORS
   const c10::Device dev(c10::DeviceType::CUDA, c10::cuda::current_device());
   const int64_t shape[] = {1, 16, 256}, strides[] = {4096, 256, 1};
@@ -352,6 +381,7 @@ PyObject* py_probe_output(PyObject*, PyObject* arg) {
     PyObject* o = THPVariable_Wrap(at::detail::empty_strided_cuda(shape, strides, c10::ScalarType::BFloat16, dev));
     if (o == nullptr) return nullptr;
     Py_DECREF(o);
+    if ((i & 4095) == 4095 && PyErr_CheckSignals() != 0) return nullptr;
   }
   return PyFloat_FromDouble(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   END_HANDLE_TH_ERRORS

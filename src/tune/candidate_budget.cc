@@ -1,4 +1,4 @@
-// The candidate budget (kiln/tune/tune_policy.h "Candidate budget", docs/tuning.md): the order a tune takes its
+// The candidate budget (kiln/tune/tune_policy.h, docs/measure.md "The candidate budget"): the order a tune takes its
 // candidates in, and when it leaves the runtime-compiled ones it has not compiled. Pure host logic.
 #include <algorithm>
 #include <cmath>

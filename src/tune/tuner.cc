@@ -64,6 +64,25 @@ struct CandidateList {
     *this = std::move(out);
   }
   bool runtime_compiled(size_t i) const { return notes[i].find("runtime_compilation") != std::string::npos; }
+  // The kCandidates event that lists them.
+  TuneEvent event() const {
+    TuneEvent e;
+    e.kind = TuneEvent::Kind::kCandidates;
+    for (const EngineConfig& c : configs) e.identities.push_back(c.identity());
+    e.notes = notes;
+    e.ranks = ranks;
+    return e;
+  }
+  // The candidate budget's order of these candidates (kiln/tune/tune_policy.h budget_order).
+  std::vector<size_t> budget_order(const CandidateBudget& b) const {
+    std::vector<std::string> ids;
+    std::vector<bool> rtc;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      ids.push_back(configs[i].identity());
+      rtc.push_back(runtime_compiled(i));
+    }
+    return kiln::budget_order(ids, ranks, rtc, b);
+  }
 
   // Drops the candidates whose identity is in `skip`.
   void drop(const std::vector<std::string>& skip) {
@@ -260,6 +279,50 @@ class BuildPipeline {
   std::vector<std::thread> pool_;  // last: started once every member above is made
 };
 
+// The candidate budget over one tune's loop (kiln/tune/tune_policy.h): runtime-compiled candidates, last in the
+// list, are built as far as it allows (the first `first`, then one at a time while the rule wants more); once it
+// stops, the rest are left.
+class BudgetGate {
+ public:
+  BudgetGate(const CandidateList& list, bool budgeted, const CandidateBudget& b) : budget_(b) {
+    for (size_t i = 0; i < list.configs.size() && budgeted; ++i)
+      if (list.runtime_compiled(i)) {
+        first_rtc_ = i;
+        break;
+      }
+  }
+  // How many list positions may be built from the start.
+  size_t initial_allowance() const {
+    return first_rtc_ == SIZE_MAX ? SIZE_MAX : first_rtc_ + static_cast<size_t>(budget_.first);
+  }
+  // After candidate i of n settled as `c`: lets the next build start, or stops the builds (the rest left).
+  void settled(size_t i, size_t n, const CandidateResult& c, BuildPipeline& builds) {
+    if (i < first_rtc_) {
+      if (c.timed() && (c.disposition == Disposition::kPassed || c.disposition == Disposition::kNotVerified) &&
+          (best_other_ms_ <= 0 || c.median_ms < best_other_ms_))
+        best_other_ms_ = c.median_ms;
+      return;
+    }
+    rtc_.push_back(c);
+    std::string why;
+    if (budget_wants_more(rtc_, best_other_ms_, budget_, &why)) {
+      builds.allow(i + 2);
+    } else if (i + 1 < n) {
+      stop_ = why;
+      builds.stop();
+    }
+  }
+  // Why the rest are left ("" while they are not).
+  const std::string& stopped() const { return stop_; }
+
+ private:
+  const CandidateBudget& budget_;
+  size_t first_rtc_ = SIZE_MAX;
+  std::vector<CandidateResult> rtc_;  // runtime-compiled candidates settled, in order
+  double best_other_ms_ = 0;          // the best time among the others
+  std::string stop_;
+};
+
 // 3. The inputs and the reference, once (while the first plans build): r's reference kind, inputs and
 // preparation time, and the kPrepared event.
 Status prepare_inputs_and_reference(TuneBackend& backend, const TuneOptions& o, TuneResult& r) {
@@ -370,26 +433,11 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   KILN_RETURN_IF_ERROR(check_candidate_budget(o.budget));
   KILN_ASSIGN_OR_RETURN(CandidateList list, list_candidates(backend, graph_name, o));
   const bool budgeted_rtc = !o.pin && !o.budget.exhaustive;
-  if (budgeted_rtc) {
-    std::vector<std::string> ids;
-    std::vector<bool> rtc;
-    for (size_t i = 0; i < list.configs.size(); ++i) {
-      ids.push_back(list.configs[i].identity());
-      rtc.push_back(list.runtime_compiled(i));
-    }
-    list.reorder(budget_order(ids, list.ranks, rtc, o.budget));
-  }
+  if (budgeted_rtc) list.reorder(list.budget_order(o.budget));
   auto emit = [&](TuneEvent e) {
     if (o.on_event) o.on_event(e);
   };
-  {
-    TuneEvent e;
-    e.kind = TuneEvent::Kind::kCandidates;
-    for (const EngineConfig& c : list.configs) e.identities.push_back(c.identity());
-    e.notes = list.notes;
-    e.ranks = list.ranks;
-    emit(std::move(e));
-  }
+  emit(list.event());
   list.drop(o.skip);  // settled by an earlier (crashed) worker: neither built nor reported again
   const std::vector<EngineConfig>& configs = list.configs;
   const std::vector<int>& ranks = list.ranks;
@@ -405,18 +453,10 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
 
   // 2. Builds on worker threads, in list order, ahead of the check-and-time loop below; runtime-compiled ones only
   // as far as the candidate budget allows (the first `first`, then one at a time while the rule wants more).
-  size_t first_rtc = n;
-  for (size_t i = 0; i < n && budgeted_rtc; ++i)
-    if (list.runtime_compiled(i)) {
-      first_rtc = i;
-      break;
-    }
+  BudgetGate gate(list, budgeted_rtc, o.budget);
   BuildPipeline builds(
       backend, configs, o, interrupted, over_budget, [&](TuneEvent::Kind kind, size_t i) { emit(event_for(kind, i)); },
-      first_rtc == n ? SIZE_MAX : first_rtc + static_cast<size_t>(o.budget.first));
-  std::vector<CandidateResult> rtc_settled;  // runtime-compiled candidates settled, in order (the budget's input)
-  double best_other_ms = 0;                  // best time among the others
-  std::string budget_stop;                   // why the budget left the rest ("" while it has not)
+      gate.initial_allowance());
 
   // 3. Inputs and reference, once, while the first plans build.
   KILN_RETURN_IF_ERROR(prepare_inputs_and_reference(backend, o, r));
@@ -426,18 +466,14 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
   // 4. Each candidate in order, as its build finishes: the gate, then the timer.
   std::vector<std::string> checks(n);
   for (size_t i = 0; i < n; ++i) {
-    if (!budget_stop.empty()) {  // left by the candidate budget: never built (its build waited, and was stopped)
+    if (!gate.stopped().empty()) {  // left by the candidate budget: never built (its build waited, and was stopped)
       CandidateResult c = result_for(configs[i], ranks[i]);
-      c.flops = flops;
-      c.bytes = bytes;
       c.disposition = Disposition::kNotVerified;
-      c.message = "not run: " + budget_stop;
+      c.message = "not run: " + gate.stopped();
       r.candidates.push_back(c);
-      if (o.on_event) {
-        TuneEvent e = event_for(TuneEvent::Kind::kCandidate, i);
-        e.result = c;
-        o.on_event(e);
-      }
+      TuneEvent e = event_for(TuneEvent::Kind::kCandidate, i);
+      e.result = c;
+      emit(std::move(e));
       if (o.progress) o.progress(i + 1, n, configs[i].identity());
       continue;
     }
@@ -464,21 +500,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
         o.on_event(e);
       }
       if (o.progress) o.progress(i + 1, n, configs[i].identity());
-      // The candidate budget, after each runtime-compiled candidate: the next one, or the rest left.
-      if (i >= first_rtc) {
-        rtc_settled.push_back(c);
-        if (budget_wants_more(rtc_settled, best_other_ms, o.budget, &budget_stop)) {
-          budget_stop.clear();
-          builds.allow(i + 2);
-        } else if (i + 1 < n) {
-          builds.stop();
-        } else {
-          budget_stop.clear();  // nothing left to leave
-        }
-      } else if (c.timed() && (c.disposition == Disposition::kPassed || c.disposition == Disposition::kNotVerified) &&
-                 (best_other_ms <= 0 || c.median_ms < best_other_ms)) {
-        best_other_ms = c.median_ms;
-      }
+      gate.settled(i, n, c, builds);  // the candidate budget: the next runtime-compiled one, or the rest left
     };
     auto skip = [&](Disposition d, const std::string& why) {
       c.disposition = d;

@@ -135,7 +135,7 @@ struct FusionDecision {
 StatusOr<FusionDecision> decide_fusion(const FusionSide& fused, const FusionSide& unfused, FusionPolicy policy);
 
 // ---- Candidate budget -----------------------------------------------------------------------------
-// Which runtime-compiled candidates a tune compiles (docs/tuning.md "Candidate budget"). Their builds are what a
+// Which runtime-compiled candidates a tune compiles (docs/measure.md "The candidate budget"). Their builds are what a
 // tune of a norm costs: on the H100, 25-27 runtime-compiled candidates took 84-97 s of build time on 16 threads
 // (8-9 s wall) against under 0.7 s for every gate and timing together. The budget compiles them in rank order and
 // stops when the ranking has stopped paying:

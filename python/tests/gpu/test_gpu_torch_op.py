@@ -169,3 +169,25 @@ def test_a_workspace_pooled_per_stream_survives_other_streams(op, weights):
     ktorch.release_workspaces()
     assert ktorch.workspace_pool_bytes() == 0
     assert torch.equal(op(x, w, bias), want)
+
+
+def test_the_cpp_call_sends_what_torch_must_see_to_the_dispatcher(op, weights):
+    """kiln._torch_native's routing with a real runner: fake tensors and keyword arguments reach torch.ops.kiln.<name>
+    (its fake kernel; its schema's names), host tensors the runner's checks."""
+    if ktorch._native is None:
+        pytest.skip("kiln._torch_native not built for this torch")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    w, bias = weights
+    runner = ktorch._ops["gpu_mlp_up"][2]
+    call = ktorch._native.Call(runner, op.op, kiln._kiln._torch_bridge())
+    x = x_of(24, seed=5)
+    want = call(x, w, bias)
+    assert torch.equal(call(x=x, w=w, bias=bias), want)
+    with FakeTensorMode() as mode:
+        out = call(mode.from_tensor(x), mode.from_tensor(w), mode.from_tensor(bias))
+    assert out.shape == (1, 24, H) and out.dtype == torch.bfloat16
+    with pytest.raises(kiln.BadInput, match="on the host"):
+        call(x.cpu(), w.cpu(), bias.cpu())
+    with pytest.raises(TypeError, match="already initialised"):
+        call.__init__(runner, op.op, kiln._kiln._torch_bridge())
