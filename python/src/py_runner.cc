@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -144,19 +145,28 @@ class TorchRunner {
         bad_input("graph '" + base.name + "': " + std::to_string(n) + " inputs given, it takes " +
                   std::to_string(inputs_.size()) + " (" + names(base, inputs_) + ")");
       }
-      std::vector<TensorView> views(n);
-      for (size_t i = 0; i < n; ++i) views[i] = bridge_view(in[i], base, inputs_[i]);
-      std::vector<int64_t> dims;
-      Obtained got = obtain_views(views, &dims);
+      for (size_t i = 0; i < n; ++i) {  // a dtype Kiln has no name for is refused before any plan is looked for
+        if (in[i].dtype == bridge::kUnknown) bridge_view(in[i], base, inputs_[i]);
+      }
+      Obtained got = obtain_dims(
+          [&](size_t i) { return std::make_pair(in[i].shape, static_cast<size_t>(std::max(in[i].rank, 0))); }, nullptr);
       const ExecutablePlan& plan = *got.plan;
       const Graph& g = plan.graph();
       TensorBindings bindings;
-      for (size_t i = 0; i < n; ++i) bindings[g.tensors[inputs_[i]].name] = checked_binding(views[i], g, inputs_[i]);
+      for (size_t i = 0; i < n; ++i) bindings[g.tensors[inputs_[i]].name] = bridge_binding(in[i], g, inputs_[i]);
       const int32_t device = in[0].device;
       for (size_t i = 0; i < outputs_.size(); ++i) {
         const TensorDesc& d = g.tensors[outputs_[i]];
-        const std::vector<int64_t> shape = d.shape();
-        const bridge::Output out{shape.data(), d.strides.data(), static_cast<int32_t>(shape.size()),
+        int64_t dims[16];
+        std::vector<int64_t> many;  // a rank over 16
+        const int64_t* shape = dims;
+        if (d.dims.size() <= 16) {
+          for (size_t a = 0; a < d.dims.size(); ++a) dims[a] = d.dims[a].value;
+        } else {
+          many = d.shape();
+          shape = many.data();
+        }
+        const bridge::Output out{shape, d.strides.data(), static_cast<int32_t>(d.dims.size()),
                                  bridge_dtype(g.dtype_of(outputs_[i]))};
         void* p = memory->output(memory->ctx, i, &out, device);
         if (p == nullptr) throw nb::python_error();
@@ -209,16 +219,22 @@ class TorchRunner {
 
   // The plan for inputs already read: the dynamic dims from their shapes (`dims`, in symbol_at_'s order).
   Obtained obtain_views(const std::vector<TensorView>& views, std::vector<int64_t>* dims) {
+    return obtain_dims([&](size_t i) { return std::make_pair(views[i].shape.data(), views[i].shape.size()); }, dims);
+  }
+
+  // The plan for the inputs whose shapes `shape_of(i)` gives (pointer, rank): the dynamic dims taken from them.
+  template <class ShapeOf>
+  Obtained obtain_dims(const ShapeOf& shape_of, std::vector<int64_t>* dims) {
     const Graph& base = *pg_.graph.graph;
     std::map<std::string, int64_t> shape;
     for (const auto& [symbol, at] : symbol_at_) {
-      const TensorView& v = views[at.first];
-      if (static_cast<size_t>(at.second) >= v.shape.size()) {
-        bad_input("tensor '" + base.tensors[inputs_[at.first]].name + "': rank " + std::to_string(v.shape.size()) +
+      const auto [sizes, rank] = shape_of(static_cast<size_t>(at.first));
+      if (static_cast<size_t>(at.second) >= rank) {
+        bad_input("tensor '" + base.tensors[inputs_[at.first]].name + "': rank " + std::to_string(rank) +
                   ", the graph's is " + std::to_string(base.tensors[inputs_[at.first]].dims.size()));
       }
-      shape[symbol] = v.shape[at.second];
-      dims->push_back(v.shape[at.second]);
+      shape[symbol] = sizes[at.second];
+      if (dims) dims->push_back(sizes[at.second]);
     }
     // A memory hit with the GIL held (it never blocks); only a miss releases the GIL, for obtain()'s walk.
     if (std::optional<Obtained> held = pg_.planner->obtain_held(pg_.prepared, shape)) return std::move(*held);
@@ -249,6 +265,21 @@ class TorchRunner {
     auto made = std::make_shared<const std::vector<OutMeta>>(std::move(metas));
     out_metas_.insert_or_assign(dims, made);
     return made;
+  }
+
+  // checked_binding for an input read by kiln._torch_native, on its arrays (no TensorView made): where a check
+  // fails, the TensorView is made and checked_binding raises its own message.
+  static TensorBinding bridge_binding(const bridge::Input& in, const Graph& g, int t) {
+    const TensorDesc& d = g.tensors[t];
+    const DataType want = g.dtype_of(t);
+    bool ok =
+        in.ptr != 0 && in.dtype == bridge_dtype(want) && in.rank >= 0 && static_cast<size_t>(in.rank) == d.dims.size();
+    for (size_t i = 0; ok && i < d.dims.size(); ++i)
+      ok = in.shape[i] == d.dims[i].value && (d.dims[i].value <= 1 || in.strides[i] == d.strides[i]);
+    if (!ok) return checked_binding(bridge_view(in, g, t), g, t);
+    size_t span = 1;
+    for (size_t i = 0; i < d.dims.size(); ++i) span += static_cast<size_t>((d.dims[i].value - 1) * d.strides[i]);
+    return TensorBinding{reinterpret_cast<void*>(in.ptr), span * dtype_size(want)};
   }
 
   // An input read by kiln._torch_native, as read_tensor would have read it.

@@ -26,6 +26,7 @@
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -118,13 +119,22 @@ constexpr size_t kPoolStreams = 64;  // streams come and go; past this many, an 
 
 // One call's memory (bridge::Memory's ctx).
 struct CallMemory {
-  std::vector<at::Tensor> outputs;
+  c10::SmallVector<at::Tensor, 4> outputs;
   at::Tensor workspace;  // held until the plan is enqueued
 };
 
+// The callbacks' error handling: torch's exception, as a Python one (no warning handler: allocating warns nothing).
+#define KILN_TORCH_TRY try {
+#define KILN_TORCH_CATCH                                            \
+  }                                                                 \
+  catch (...) {                                                     \
+    torch::translate_exception_to_python(std::current_exception()); \
+    return nullptr;                                                 \
+  }
+
 void* alloc_output(void* ctx, size_t index, const bridge::Output* out, int32_t device) {
   auto* m = static_cast<CallMemory*>(ctx);
-  HANDLE_TH_ERRORS
+  KILN_TORCH_TRY
   const DTypeName* d = by_bridge(out->dtype);
   if (d == nullptr) {
     PyErr_Format(PyExc_TypeError, "kiln: output %zu has a dtype torch has no name for here", index);
@@ -141,12 +151,12 @@ void* alloc_output(void* ctx, size_t index, const bridge::Output* out, int32_t d
     ptr = &none;
   }
   return ptr;
-  END_HANDLE_TH_ERRORS_RET(nullptr)
+  KILN_TORCH_CATCH
 }
 
 void* alloc_workspace(void* ctx, int64_t bytes, int32_t device, void* stream, int32_t capturing) {
   auto* m = static_cast<CallMemory*>(ctx);
-  HANDLE_TH_ERRORS
+  KILN_TORCH_TRY
   const c10::Device dev(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
   const auto make = [&] { return at::detail::empty_strided_cuda({bytes}, {1}, c10::ScalarType::Byte, dev); };
   if (capturing != 0) {
@@ -171,7 +181,7 @@ void* alloc_workspace(void* ctx, int64_t bytes, int32_t device, void* stream, in
   }
   m->workspace = it->second;
   return m->workspace.data_ptr();
-  END_HANDLE_TH_ERRORS_RET(nullptr)
+  KILN_TORCH_CATCH
 }
 
 // kiln._torch_native.Call: one op's eager call (vectorcall).

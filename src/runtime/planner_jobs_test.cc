@@ -58,7 +58,8 @@ class StoreBackedFake : public PlanBackend {
     }
     return plan(g, sig, EngineConfig{look.record->engine_id, {}}, PlanSource::kStore);
   }
-  StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return std::vector<TunedShape>{}; }
+  StatusOr<std::vector<TunedShape>> tuned_shapes(const GraphSignature&) override { return tuned; }
+  std::vector<TunedShape> tuned;  // what the store says was tuned for the structure (the candidate budget's priors)
   StatusOr<FirstUseVerdict> verify_first_use(const ExecutablePlan&) override {
     return FirstUseVerdict{true, true, "fake plan: nothing to compute"};
   }
@@ -328,6 +329,24 @@ TEST(PlannerJobs, TuneAndStoreUsesTheStoredWinnerAsIncumbentAndDequeues) {
   ASSERT_TRUE(skipped.is_ok());
   EXPECT_TRUE(skipped->skipped);
   EXPECT_EQ(j.tuner.calls.size(), 2u) << "a key stored tuned is not tuned again with untuned_only";
+}
+
+// The candidate budget starts from what won at other shapes of the structure, most often first; the tuned shape's
+// own record is no prior (it is the incumbent), and an exhaustive tune takes none.
+TEST(PlannerJobs, TheStoresWinnersAtOtherShapesAreTheBudgetsPriors) {
+  Jobs j;
+  Graph g = token_graph(64);
+  const EngineConfig a{41, {{"k2", 4}}}, b{12, {}}, own{99, {}};
+  j.backend->tuned = {TunedShape{"tokens=512", {{"tokens", 512}}, b}, TunedShape{"tokens=128", {{"tokens", 128}}, a},
+                      TunedShape{"tokens=256", {{"tokens", 256}}, a}, TunedShape{"tokens=64", {{"tokens", 64}}, own}};
+  ASSERT_TRUE(j.planner->workshop().tune(g, j.job()).is_ok());
+  ASSERT_EQ(j.tuner.calls.size(), 1u);
+  EXPECT_EQ(j.tuner.calls[0].budget.prior, (std::vector<std::string>{"eng41_k2=4", "eng12"}));
+  TuneJob all = j.job();
+  all.tune.budget.exhaustive = true;
+  ASSERT_TRUE(j.planner->workshop().tune(g, all).is_ok());
+  ASSERT_EQ(j.tuner.calls.size(), 2u);
+  EXPECT_TRUE(j.tuner.calls[1].budget.prior.empty());
 }
 
 // A record another environment tuned, runnable here under a relaxed policy, is no incumbent: its time was measured
