@@ -57,22 +57,28 @@ def spec(tokens: int, d: int, h: int) -> dict:
     }
 
 
+def one_round(call, n: int) -> tuple:
+    """n calls: (host us per call, from before the first is issued to after the n-th; GPU us per call, by events)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    t1 = time.perf_counter()
+    end.record()
+    end.synchronize()
+    return (t1 - t0) / n * 1e6, start.elapsed_time(end) * 1e3 / n
+
+
 def rounds(call, n: int, r: int) -> dict:
     for _ in range(300):
         call()
     torch.cuda.synchronize()
     host, gpu = [], []
     for _ in range(r):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-        t1 = time.perf_counter()
-        end.record()
-        end.synchronize()
-        host.append((t1 - t0) / n * 1e6)
-        gpu.append(start.elapsed_time(end) * 1e3 / n)
+        h, g = one_round(call, n)
+        host.append(h)
+        gpu.append(g)
     return summary(host, gpu)
 
 
@@ -183,18 +189,10 @@ def main() -> None:
     # Every contestant as a round of n calls returning (host us per call, GPU us per call).
 
     def timed(call):
-        def one_round():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                call()
-            t1 = time.perf_counter()
-            end.record()
-            end.synchronize()
-            return (t1 - t0) / n * 1e6, start.elapsed_time(end) * 1e3 / n
-        one_round.warm = call
-        return one_round
+        def a_round():
+            return one_round(call, n)
+        a_round.warm = call
+        return a_round
 
     def cpp_round():  # the C++ baseline's host time is measured in C++
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -30,6 +30,7 @@
 #include "kiln/lower/plan_words.h"
 #include "kiln/tune/tuner.h"
 #include "runtime/first_use.h"
+#include "runtime/planner_jobs_internal.h"
 
 namespace kiln {
 namespace {
@@ -436,6 +437,8 @@ class CudnnPlanBackend : public PlanBackend {
                                                        std::string* why) override {
     TuneOptions to;  // the bounds were checked by Planner::create
     to.top_k = t.top_k;
+    to.budget.exhaustive = t.exhaustive;
+    if (!t.exhaustive) to.budget.prior = rank_prior_winners(planner_jobs::tuned_winners(*this, sig), sig.shape_key);
     to.time_budget_s = t.time_budget_s;
     to.build_threads = t.build_threads;
     to.max_workspace_bytes = t.max_workspace_bytes;

@@ -44,21 +44,19 @@ StatusOr<std::optional<PlanRecord>> stored_record(PlanBackend& b, const GraphSig
   return out;
 }
 
-// The configurations that won at other shapes of `sig`'s structure, most often first (ties: by identity); none when
-// the store cannot say.
-std::vector<std::string> prior_winners(PlanBackend& b, const GraphSignature& sig) {
+}  // namespace
+
+// The shapes the backend's store says were tuned for `sig`'s structure, as (shape key, winner) for the candidate
+// budget's priors (rank_prior_winners); none when it cannot say.
+std::vector<std::pair<std::string, std::string>> tuned_winners(PlanBackend& b, const GraphSignature& sig) {
+  std::vector<std::pair<std::string, std::string>> out;
   StatusOr<std::vector<TunedShape>> shapes = b.tuned_shapes(sig);
-  if (!shapes.is_ok()) return {};
-  std::map<std::string, int> wins;
-  for (const TunedShape& t : *shapes)
-    if (t.shape_key != sig.shape_key) ++wins[t.config.identity()];
-  std::vector<std::pair<int, std::string>> ranked;
-  for (const auto& [id, n] : wins) ranked.emplace_back(-n, id);
-  std::sort(ranked.begin(), ranked.end());
-  std::vector<std::string> out;
-  for (const auto& [n, id] : ranked) out.push_back(id);
+  if (shapes.is_ok())
+    for (const TunedShape& t : *shapes) out.emplace_back(t.shape_key, t.config.identity());
   return out;
 }
+
+namespace {
 
 StatusOr<KeptPlan> keep(PlanBackend& b, const Graph& graph, const PlanRecord& rec, const Forget& forget,
                         RolloutPolicy rollout = RolloutPolicy::kImmediate) {
@@ -148,8 +146,17 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
           Incumbent{plan_identity(prev->engine_id, prev->knobs), prev->stats.median_ms, prev->stats.noise_rel};
     }
   }
-  // The candidate budget ranks first what won at other shapes of this structure (the store's tuned shapes).
-  if (!to.budget.exhaustive && to.budget.prior.empty()) to.budget.prior = prior_winners(b, sig);
+  // The candidate budget ranks first the incumbent (timed again, so that the incumbent rule can keep it: a budgeted
+  // re-tune must not replace an exhaustive tune's winner with a slower one it never timed), then what won at other
+  // shapes of this structure (the store's tuned shapes).
+  if (!to.budget.exhaustive) {
+    std::vector<std::string> given = std::move(to.budget.prior);  // a caller's own come after the store's
+    to.budget.prior =
+        rank_prior_winners(tuned_winners(b, sig), sig.shape_key, to.incumbent ? to.incumbent->identity : "");
+    for (std::string& id : given)
+      if (std::find(to.budget.prior.begin(), to.budget.prior.end(), id) == to.budget.prior.end())
+        to.budget.prior.push_back(std::move(id));
+  }
   if (job.deadline) {
     const double left = std::chrono::duration<double>(*job.deadline - Clock::now()).count();
     if (left <= 0) {

@@ -347,6 +347,13 @@ TEST(PlannerJobs, TheStoresWinnersAtOtherShapesAreTheBudgetsPriors) {
   ASSERT_TRUE(j.planner->workshop().tune(g, all).is_ok());
   ASSERT_EQ(j.tuner.calls.size(), 2u);
   EXPECT_TRUE(j.tuner.calls[1].budget.prior.empty());
+  // The key now has a stored winner (the fake tuner's, eng5): a budgeted re-tune times it first, so that the
+  // incumbent rule can keep it rather than replace it with a slower configuration it never timed.
+  ASSERT_TRUE(j.planner->workshop().tune(g, j.job()).is_ok());
+  ASSERT_EQ(j.tuner.calls.size(), 3u);
+  ASSERT_TRUE(j.tuner.calls[2].incumbent.has_value());
+  EXPECT_EQ(j.tuner.calls[2].budget.prior,
+            (std::vector<std::string>{j.tuner.calls[2].incumbent->identity, "eng41_k2=4", "eng12"}));
 }
 
 // A record another environment tuned, runnable here under a relaxed policy, is no incumbent: its time was measured

@@ -23,6 +23,22 @@ std::string key_name(const std::string& sig, const std::string& shape) {
   return sig.substr(0, 12) + (shape.empty() ? "" : "/" + shape);
 }
 
+// The candidate budget's priors for a queued key (kiln/tune/tune_policy.h rank_prior_winners): the tuned winners the
+// store holds for its structure in this environment; none when it cannot say.
+std::vector<std::string> stored_winners(PlanStore& store, const RetuneQueueEntry& e, const EnvFingerprint& current) {
+  ListFilter f;
+  f.structure_prefix = e.structure_sig;
+  f.fingerprint_key = fingerprint_key(current);
+  f.tuned_only = true;
+  StatusOr<std::vector<PlanSummary>> rows = store.list(f);
+  std::vector<std::pair<std::string, std::string>> winners;
+  if (rows.is_ok())
+    for (const PlanSummary& r : *rows)
+      if (r.problem.empty() && r.record.structure_sig == e.structure_sig)
+        winners.emplace_back(r.record.shape_key, plan_identity(r.record.engine_id, r.record.knobs));
+  return rank_prior_winners(winners, e.shape_key);
+}
+
 // Tunes one queued row whose environment is this one. Fills the row's outcome.
 void retune_row(PlanStore& store, const EnvFingerprint& current, const TuneOptions& to, RolloutPolicy rollout,
                 RetuneRowReport& row) {
@@ -55,7 +71,10 @@ void retune_row(PlanStore& store, const EnvFingerprint& current, const TuneOptio
     return;
   }
 
-  StatusOr<TuneResult> tr = tune_graph(*g, to);
+  // The candidate budget starts from what won at the structure's other shapes in this environment.
+  TuneOptions with_priors = to;
+  if (!to.budget.exhaustive && to.budget.prior.empty()) with_priors.budget.prior = stored_winners(store, e, current);
+  StatusOr<TuneResult> tr = tune_graph(*g, with_priors);
   if (!tr.is_ok()) return fail("tuning failed: " + tr.status().message());
   if (tr->cancelled) {
     row.outcome = RetuneOutcome::kNotReached;

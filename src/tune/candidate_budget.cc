@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kiln/tune/tune_policy.h"
@@ -49,30 +50,44 @@ std::vector<size_t> budget_order(const std::vector<std::string>& identities, con
 
 bool budget_wants_more(const std::vector<CandidateResult>& rtc, double best_before_ms, const CandidateBudget& b,
                        std::string* why) {
-  if (b.exhaustive || static_cast<int>(rtc.size()) < b.first) return true;
-  // The best time before each candidate, walking the settled ones in order; whether each beat it by the noise.
+  if (b.exhaustive) return true;
+  // The timed ones, in order, and whether each beat the best before it by more than the noise.
   double best = best_before_ms > 0 ? best_before_ms : 0;
-  std::vector<bool> improved(rtc.size(), false);
-  for (size_t i = 0; i < rtc.size(); ++i) {
-    const CandidateResult& c = rtc[i];
+  std::vector<bool> improved;
+  for (const CandidateResult& c : rtc) {
     if (c.disposition != Disposition::kPassed && c.disposition != Disposition::kNotVerified) continue;
     if (!c.timed()) continue;
     const double noise = std::max(b.noise_multiplier * (std::isfinite(c.rel_error) ? c.rel_error : 1.0), b.noise_floor);
-    if (best <= 0 || c.median_ms * (1 + noise) < best) improved[i] = true;
+    improved.push_back(best <= 0 || c.median_ms * (1 + noise) < best);
     if (best <= 0 || c.median_ms < best) best = c.median_ms;
   }
-  const size_t from = rtc.size() - std::min(rtc.size(), static_cast<size_t>(b.patience));
-  for (size_t i = from; i < rtc.size(); ++i)
+  if (static_cast<int>(improved.size()) < b.first) return true;
+  const size_t window = std::min(improved.size(), static_cast<size_t>(b.patience));
+  for (size_t i = improved.size() - window; i < improved.size(); ++i)
     if (improved[i]) return true;
   if (why) {
-    char text[200];
+    char text[240];
     std::snprintf(text, sizeof text,
-                  "candidate budget: none of the last %d of %zu runtime-compiled candidates timed beat the best "
+                  "candidate budget: none of the last %zu of %zu runtime-compiled candidates timed beat the best "
                   "(%.4f ms) by more than the noise (--exhaustive tries every one)",
-                  b.patience, rtc.size(), best);
+                  window, improved.size(), best);
     *why = text;
   }
   return false;
+}
+
+std::vector<std::string> rank_prior_winners(const std::vector<std::pair<std::string, std::string>>& winners,
+                                            const std::string& own_shape_key, const std::string& incumbent) {
+  std::map<std::string, int> wins;
+  for (const auto& [shape_key, id] : winners)
+    if (shape_key != own_shape_key && id != incumbent) ++wins[id];
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const auto& [id, n] : wins) ranked.emplace_back(-n, id);
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  if (!incumbent.empty()) out.push_back(incumbent);
+  for (const auto& [n, id] : ranked) out.push_back(id);
+  return out;
 }
 
 }  // namespace kiln

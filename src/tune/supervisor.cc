@@ -492,6 +492,7 @@ StatusOr<TuneOptions> options_from_json(const Json& j) {
     o.modes.push_back(mode);
   }
   o.top_k = j.at("top_k").get<int>();
+  o.budget.exhaustive = true;  // options from a worker that knows no candidate budget: every candidate, as it did
   if (j.contains("budget")) {
     const Json& b = j.at("budget");
     o.budget.exhaustive = b.at("exhaustive").get<bool>();

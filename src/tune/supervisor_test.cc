@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "kiln/core/exit_codes.h"
 #include "kiln/tune/tune_supervisor.h"
 #include "tune/fake_backend.h"
@@ -181,6 +183,9 @@ TEST(TuneWorkerOptions, RoundTripAndAMissingFieldIsNamed) {
   o.inputs_dir = "/data/in";
   o.check.allow_tf32 = true;
   o.check.tolerance_scale = 2.5;
+  o.budget.first = 6;
+  o.budget.patience = 3;
+  o.budget.prior = {"eng4_k24=2", "eng6"};
   auto back = tune_worker_options_from_json(tune_worker_options_to_json(o));
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->modes, o.modes);
@@ -200,6 +205,16 @@ TEST(TuneWorkerOptions, RoundTripAndAMissingFieldIsNamed) {
   EXPECT_EQ(back->inputs_dir, "/data/in");
   EXPECT_TRUE(back->check.allow_tf32);
   EXPECT_DOUBLE_EQ(back->check.tolerance_scale, 2.5);
+  EXPECT_FALSE(back->budget.exhaustive);
+  EXPECT_EQ(back->budget.first, 6);
+  EXPECT_EQ(back->budget.patience, 3);
+  EXPECT_EQ(back->budget.prior, o.budget.prior);
+  // Options written by a Kiln without the candidate budget: every candidate, as that Kiln tuned.
+  nlohmann::json old = nlohmann::json::parse(tune_worker_options_to_json(o));
+  old.erase("budget");
+  auto older = tune_worker_options_from_json(old.dump());
+  ASSERT_TRUE(older.is_ok()) << older.status().to_string();
+  EXPECT_TRUE(older->budget.exhaustive);
 
   auto missing = tune_worker_options_from_json(R"({"modes": ["A"]})");
   ASSERT_FALSE(missing.is_ok());

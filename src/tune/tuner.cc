@@ -401,12 +401,21 @@ Status decide_winner(TuneResult& r, const std::vector<EngineConfig>& configs, co
   r.winner = *w;
   if (o.incumbent) {
     IncumbentDecision d = decide_incumbent(*o.incumbent, r.candidates[*w], o.incumbent_options);
-    r.incumbent_decision = d;
     if (!d.replace) {
+      bool kept = false;
       for (size_t i = 0; i < r.candidates.size(); ++i)
-        if (eligible[i].identity() == o.incumbent->identity && eligible[i].disposition == Disposition::kPassed)
+        if (eligible[i].identity() == o.incumbent->identity && eligible[i].disposition == Disposition::kPassed) {
           r.winner = i;
+          kept = true;
+        }
+      if (!kept) {  // not timed in this tune (left, filtered out, or failed): it cannot be kept on this tune's word
+        d.replace = true;
+        d.chosen_identity = r.candidates[*w].identity();
+        d.explanation = "incumbent " + o.incumbent->identity + " did not pass in this tune (not offered, left or " +
+                        "failed): the fastest that did, " + d.chosen_identity + ", chosen";
+      }
     }
+    r.incumbent_decision = d;
   }
   const size_t wi = *r.winner;
   r.winner_config = configs[wi];
@@ -500,7 +509,9 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
         o.on_event(e);
       }
       if (o.progress) o.progress(i + 1, n, configs[i].identity());
-      gate.settled(i, n, c, builds);  // the candidate budget: the next runtime-compiled one, or the rest left
+      // The candidate budget: the next runtime-compiled one, or the rest left (not once interrupted or out of time:
+      // what is left then is theirs to name).
+      if (!r.cancelled && !r.budget_exhausted) gate.settled(i, n, c, builds);
     };
     auto skip = [&](Disposition d, const std::string& why) {
       c.disposition = d;

@@ -212,8 +212,12 @@ TEST(TunerDecisions, AnIncumbentIsKeptWithinNoiseOnlyWhenItPassesAgain) {
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   ASSERT_TRUE(r->winner && r->incumbent_decision);
   EXPECT_EQ(r->candidates[1].disposition, Disposition::kIncorrect);
-  EXPECT_FALSE(r->incumbent_decision->replace);  // within noise of the recorded timing...
-  EXPECT_EQ(*r->winner, 2u);                     // ...but the incumbent is wrong: the fastest correct wins
+  // Within noise of the recorded timing, but the incumbent is wrong now: the fastest correct wins, and the decision
+  // says the incumbent did not pass (it used to say "kept" while the challenger was stored).
+  EXPECT_TRUE(r->incumbent_decision->replace);
+  EXPECT_NE(r->incumbent_decision->explanation.find("incumbent eng1 did not pass in this tune"), std::string::npos)
+      << r->incumbent_decision->explanation;
+  EXPECT_EQ(*r->winner, 2u);
   EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{2});
 }
 
@@ -314,6 +318,64 @@ TEST(TunerCandidateBudget, PriorWinnersFirstThenRankAndEveryPrecompiledCandidate
   EXPECT_EQ(fake.built_.size(), 7u);
   EXPECT_EQ(left_by_budget(*r), 3u);
   EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 0);
+}
+
+TEST(TunerCandidateBudget, OnlyTimedCandidatesCountSoFailuresNeverEndItWithoutAWinner) {
+  // Found by a hostile review: four runtime-compiled candidates that fail to build, then two that work. Untimed ones
+  // are as if not compiled: the budget goes on until four were timed, or none is left.
+  std::vector<Script> s = compiled({9, 9, 9, 9, 0.5, 0.6});
+  for (int i = 0; i < 4; ++i) s[static_cast<size_t>(i)].kind = Kind::kBuildFails;
+  FakeBackend fake(s);
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok());
+  ASSERT_TRUE(r->winner.has_value());
+  EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 4);
+  EXPECT_EQ(left_by_budget(*r), 0u);
+}
+
+TEST(TunerCandidateBudget, AfterAnInterruptTheRestSayInterruptedNotTheBudget) {
+  FakeBackend fake(compiled({1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4}));
+  std::atomic<bool> cancel{false};
+  fake.on_time = [&](size_t i) {
+    if (i == 1) cancel = true;
+  };
+  TuneOptions o = quiet();
+  o.cancel = &cancel;
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_EQ(left_by_budget(*r), 0u);
+  for (size_t i = 2; i < r->candidates.size(); ++i)
+    EXPECT_NE(r->candidates[i].message.find("interrupted"), std::string::npos) << r->candidates[i].message;
+}
+
+TEST(TunerCandidateBudget, AnIncumbentTheTuneDidNotTimeIsNotSaidToBeKept) {
+  // The incumbent (rank 9) is left by the budget: the decision says so and the fastest timed wins.
+  FakeBackend fake(compiled({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.1}));
+  TuneOptions o = quiet();
+  o.incumbent = Incumbent{"eng9", 0.1, 0.001};
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok());
+  ASSERT_TRUE(r->incumbent_decision.has_value());
+  EXPECT_TRUE(r->incumbent_decision->replace);
+  EXPECT_NE(r->incumbent_decision->explanation.find("did not pass in this tune"), std::string::npos)
+      << r->incumbent_decision->explanation;
+  EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 0);
+  // Ranked first, as the Planner's tunes rank it (rank_prior_winners), it is timed and kept.
+  FakeBackend again(compiled({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.1}));
+  o.budget.prior = rank_prior_winners({}, "", "eng9");
+  auto kept = tune_with_backend(again, "fake", o);
+  ASSERT_TRUE(kept.is_ok());
+  EXPECT_EQ(kept->candidates[*kept->winner].config.engine_id, 9);
+  EXPECT_FALSE(kept->incumbent_decision->replace);
+}
+
+TEST(TunerCandidateBudget, PriorWinnersRankMostOftenFirstWithTheIncumbentAhead) {
+  const std::vector<std::pair<std::string, std::string>> won = {
+      {"t=1", "eng6_k1=0"}, {"t=2", "eng4"}, {"t=3", "eng4"}, {"t=4", "eng9"}, {"t=5", "eng2"}};
+  EXPECT_EQ(rank_prior_winners(won, "t=4"), (std::vector<std::string>{"eng4", "eng2", "eng6_k1=0"}));
+  EXPECT_EQ(rank_prior_winners(won, "t=9", "eng6_k1=0"),
+            (std::vector<std::string>{"eng6_k1=0", "eng4", "eng2", "eng9"}));
 }
 
 TEST(TunerCandidateBudget, ABudgetThatCannotHoldIsRefused) {

@@ -34,6 +34,21 @@ std::string fmt_timing(const CandidateResult& c) {
 
 }  // namespace
 
+namespace {
+// The options a part is tuned with: the whole graph's, less what names the whole graph (its pin, incumbent and the
+// candidate budget's priors, another structure's configurations) or its own inputs and hooks.
+TuneOptions part_options(const TuneOptions& whole) {
+  TuneOptions po = whole;
+  po.pin.reset();
+  po.incumbent.reset();
+  po.budget.prior.clear();
+  po.output_hook = nullptr;
+  po.progress = nullptr;
+  po.inputs_dir.clear();  // a part's inputs are the fused graph's intermediates: random, of their own
+  return po;
+}
+}  // namespace
+
 StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& options) {
   if (graph.nodes.size() < 2)
     return not_supported("graph '" + graph.name + "' has one node: there is no unfused alternative to time");
@@ -46,12 +61,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(graph, r.materialized));
 
   // 1. Each part tuned as a graph of its own, within what is left of the budget.
-  TuneOptions po = options.tune;
-  po.pin.reset();
-  po.incumbent.reset();
-  po.output_hook = nullptr;
-  po.progress = nullptr;
-  po.inputs_dir.clear();  // a part's inputs are the fused graph's intermediates: random, of their own
+  TuneOptions po = part_options(options.tune);
   for (const GraphPart& p : parts) {
     UnfusedPartResult pr;
     pr.name = p.graph.name;

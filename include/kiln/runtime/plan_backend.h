@@ -30,6 +30,9 @@ struct PromotionTuning {
   // kiln tune (with the first 8 only, a conv size's promoted plan ran 5% slower than its full tune's on
   // the H200, 2026-12-02).
   int top_k = 0;
+  // Every runtime-compiled candidate, not the candidate budget's (kiln/tune/tune_policy.h), which ranks first what
+  // the store saw win at the structure's other shapes.
+  bool exhaustive = false;
   double time_budget_s = 10.0;                     // per shape, builds and timing included (0: none); finite, >= 0
   int build_threads = 2;                           // host threads for its candidates' builds
   int64_t max_workspace_bytes = int64_t{1} << 30;  // candidates needing more are skipped (< 0: no limit)

@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/disposition.h"  // and kiln/core/enum_names.h
@@ -162,11 +163,19 @@ Status check_candidate_budget(const CandidateBudget& b);  // InvalidArgument nam
 std::vector<size_t> budget_order(const std::vector<std::string>& identities, const std::vector<int>& ranks,
                                  const std::vector<bool>& runtime_compiled, const CandidateBudget& b);
 
-// After the runtime-compiled candidates `rtc` were settled, in budget order (a candidate that was not timed counts
-// as no improvement), and `best_before_ms` the best time among the other candidates (0: none): whether the next
-// runtime-compiled one is worth compiling. Always for the first `first`; `*why` says why not when not.
+// After the runtime-compiled candidates `rtc` were settled, in budget order, and `best_before_ms` the best time among
+// the other candidates (0: none): whether the next runtime-compiled one is worth compiling. Only timed candidates
+// count (one that failed to build, run or pass the gate is as if not compiled): always while fewer than `first`
+// were timed; `*why` says why not when not.
 bool budget_wants_more(const std::vector<CandidateResult>& rtc, double best_before_ms, const CandidateBudget& b,
                        std::string* why);
+
+// CandidateBudget::prior for a tune at shape `own_shape_key`: the identities that won at the other shapes the store
+// holds for the structure (`winners`: shape key, identity), most often first (ties: by identity); `incumbent`
+// (the key's own stored winner, "" for none) goes first, so that a budgeted re-tune times it again and the incumbent
+// rule can keep it.
+std::vector<std::string> rank_prior_winners(const std::vector<std::pair<std::string, std::string>>& winners,
+                                            const std::string& own_shape_key, const std::string& incumbent = "");
 
 // ---- Reports --------------------------------------------------------------------------------------
 struct ReportOptions {
