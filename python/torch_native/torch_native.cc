@@ -108,8 +108,9 @@ bool plain_call(PyObject* const* args, Py_ssize_t n) {
   return true;
 }
 
-// Workspaces: one buffer per (device, stream), grown when too small (work on one stream runs in order, so the calls
-// that share it never overlap). Touched with the GIL held only. The tensors have no Python object: dropping one runs
+// Workspaces: one buffer per (device, stream), grown when too small. Work on one stream runs in order, and each call
+// enqueues under its stream's lock (kiln._kiln's run_bridge), so the calls that share a buffer never interleave.
+// Touched with the GIL held only. The tensors have no Python object: dropping one runs
 // no Python.
 std::map<std::pair<int, uintptr_t>, at::Tensor>& pool() {
   static auto* p = new std::map<std::pair<int, uintptr_t>, at::Tensor>();  // never freed: outlives the interpreter
