@@ -151,9 +151,7 @@ void add_plans(CLI::App& app, Runner* run) {
       ->capture_default_str();
   retune->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (quick tuning)")
       ->check(whole_number_at_least(0));
-  retune->add_flag(
-      "--exhaustive", o->exhaustive,
-      "Compile and time every runtime-compiled candidate (default: the candidate budget; docs/measure.md)");
+  add_candidate_budget_flags(retune, &o->exhaustive, &o->compile_first, &o->compile_patience);
   retune
       ->add_option("--rollout", o->rollout,
                    "How a winner replaces an active plan of another configuration: immediate, verify or shadow "

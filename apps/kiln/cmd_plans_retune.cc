@@ -57,6 +57,8 @@ Status run_retune(const PlansOptions& o) {
   ro.tune.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   ro.tune.top_k = o.top_k;
   ro.tune.budget.exhaustive = o.exhaustive;
+  if (o.compile_first > 0) ro.tune.budget.first = o.compile_first;
+  if (o.compile_patience > 0) ro.tune.budget.patience = o.compile_patience;
   ro.rollout = *rollout;
   ro.cancel = &g_retune_interrupted;
   ro.on_row = [&](const RetuneRowReport& r) {

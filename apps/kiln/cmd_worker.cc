@@ -33,7 +33,9 @@ struct WorkerCliOptions {
   double job_budget_s = 300;
   double candidate_budget_ms = 100;
   int top_k = 0;
-  bool exhaustive = false;            // every runtime-compiled candidate (no candidate budget)
+  bool exhaustive = false;  // every runtime-compiled candidate (no candidate budget)
+  int compile_first = 0;    // the candidate budget's first and patience (0: its defaults)
+  int compile_patience = 0;
   std::string rollout = "immediate";  // how a winner replaces an active plan (docs/rollout.md)
   std::string environment_json;       // tests: this environment instead of the GPU's
 };
@@ -109,6 +111,8 @@ Status run_worker_cli(const WorkerCliOptions& o) {
   wo.tune.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   wo.tune.top_k = o.top_k;
   wo.tune.budget.exhaustive = o.exhaustive;
+  if (o.compile_first > 0) wo.tune.budget.first = o.compile_first;
+  if (o.compile_patience > 0) wo.tune.budget.patience = o.compile_patience;
   wo.rollout = *rollout;
   wo.stop = &g_fleet_worker_stop;
   wo.on_job = [&](const WorkerJobReport& j) {
@@ -187,8 +191,7 @@ void add_worker(CLI::App& app, Runner* run) {
       ->check(positive_number());
   sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (default: all)")
       ->check(whole_number_at_least(0));
-  sub->add_flag("--exhaustive", o->exhaustive,
-                "Compile and time every runtime-compiled candidate (default: the candidate budget; docs/measure.md)");
+  add_candidate_budget_flags(sub, &o->exhaustive, &o->compile_first, &o->compile_patience);
   sub->add_option("--rollout", o->rollout,
                   "How a winner replaces an active plan of another configuration: immediate, verify (a candidate "
                   "until 'kiln plans promote') or shadow (sampled beside it by serving Planners); docs/rollout.md")

@@ -95,6 +95,18 @@ CLI::Validator number_at_least(double min) {
       "NUMBER >= " + number_text(min));
 }
 
+void add_candidate_budget_flags(CLI::App* sub, bool* exhaustive, int* first, int* patience) {
+  sub->add_flag("--exhaustive", *exhaustive,
+                "Compile and time every runtime-compiled candidate (default: the candidate budget; docs/measure.md)");
+  sub->add_option("--compile-first", *first,
+                  "The candidate budget: runtime-compiled candidates always compiled, in rank order (default 4)")
+      ->check(whole_number_at_least(1));
+  sub->add_option("--compile-patience", *patience,
+                  "The candidate budget: stop when none of the last N timed beat the best by more than the noise "
+                  "(default 2)")
+      ->check(whole_number_at_least(1));
+}
+
 CLI::Validator whole_number_at_least(int64_t min) {
   return CLI::Validator(
       [min](std::string& v) -> std::string {

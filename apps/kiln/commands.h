@@ -40,6 +40,9 @@ StatusOr<EnvFingerprint> read_environment_json(const std::string& path);
 // PositiveNumber instead print a double's range, 309 digits of it.
 CLI::Validator number_at_least(double min);
 CLI::Validator whole_number_at_least(int64_t min);
+// The candidate budget's flags of a command that tunes queued graphs (plans retune, worker): --exhaustive,
+// --compile-first and --compile-patience (0 left: the budget's defaults; docs/measure.md "The candidate budget").
+void add_candidate_budget_flags(CLI::App* sub, bool* exhaustive, int* first, int* patience);
 // A number above 0 (a budget, a time): "must be a number > 0, got '0'".
 CLI::Validator positive_number();
 

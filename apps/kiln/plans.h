@@ -47,6 +47,8 @@ struct PlansOptions {
   double candidate_budget_ms = 1000;  // retune: sampling per candidate
   int top_k = 0;                      // retune: only the heuristic's first k configurations
   bool exhaustive = false;            // retune: every runtime-compiled candidate (no candidate budget)
+  int compile_first = 0;              // retune: the candidate budget's first and patience (0: its defaults)
+  int compile_patience = 0;
   std::string rollout = "immediate";  // retune --rollout: how a winner replaces an active plan (docs/rollout.md)
   std::string target;                 // ls, gc --stale: judge against this device profile
   bool kernel_caches = false;         // ls --kernel-caches: list the kept kernel caches alone
