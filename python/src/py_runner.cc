@@ -38,6 +38,22 @@ std::mutex& stream_lock(cudaStream_t stream) {
   return locks[(reinterpret_cast<uintptr_t>(stream) >> 4) % 64];
 }
 
+// torch_bridge.h's dtypes and Kiln's, one table for both directions.
+constexpr std::pair<int32_t, DataType> kBridgeDTypes[] = {
+    {bridge::kF32, DataType::kFloat32},     {bridge::kF16, DataType::kFloat16},
+    {bridge::kBF16, DataType::kBFloat16},   {bridge::kFp8E4M3, DataType::kFp8E4M3},
+    {bridge::kFp8E5M2, DataType::kFp8E5M2}, {bridge::kI8, DataType::kInt8},
+    {bridge::kI32, DataType::kInt32},       {bridge::kI64, DataType::kInt64}};
+
+// Enqueues `plan` on `stream` with the GIL released (unless `release_gil` is false) and the stream's lock held.
+Status enqueue(const ExecutablePlan& plan, cudaStream_t stream, const TensorBindings& bindings, void* ws,
+               bool release_gil = true) {
+  if (!release_gil) return plan.execute(stream, bindings, ws);  // the GIL held: no other call enqueues meanwhile
+  nb::gil_scoped_release release;
+  std::lock_guard<std::mutex> lock(stream_lock(stream));
+  return plan.execute(stream, bindings, ws);
+}
+
 struct OutMeta {
   std::vector<int64_t> shape, strides;
   nb::object shape_t, strides_t;
@@ -115,13 +131,7 @@ class TorchRunner {
     }
     nb::object workspace;  // held until the plan is enqueued
     void* ws = rt.workspace(plan.workspace_bytes(), device, stream, &workspace);
-    Status st;
-    {
-      nb::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(stream_lock(stream));
-      st = plan.execute(stream, bindings, ws);
-    }
-    check(st);
+    check(enqueue(plan, stream, bindings, ws));
     if (outs.size() == 1) return outs[0];
     return nb::tuple(outs);
   }
@@ -172,26 +182,13 @@ class TorchRunner {
         if (p == nullptr) throw nb::python_error();
         bindings[d.name] = TensorBinding{p, 0};
       }
+      const auto s = static_cast<cudaStream_t>(stream);
       void* ws = nullptr;
       if (plan.workspace_bytes() > 0) {
-        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-        if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture) != cudaSuccess) {
-          (void)cudaGetLastError();
-          capture = cudaStreamCaptureStatusActive;  // unknown: the path that is safe either way
-        }
-        ws = memory->workspace(memory->ctx, plan.workspace_bytes(), device, stream,
-                               capture != cudaStreamCaptureStatusNone ? 1 : 0);
+        ws = memory->workspace(memory->ctx, plan.workspace_bytes(), device, stream, stream_capturing(s) ? 1 : 0);
         if (ws == nullptr) throw nb::python_error();
       }
-      Status st;
-      if (g_bridge_execute_releases_gil.load(std::memory_order_relaxed)) {
-        nb::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(stream_lock(static_cast<cudaStream_t>(stream)));
-        st = plan.execute(static_cast<cudaStream_t>(stream), bindings, ws);
-      } else {  // the GIL held throughout: no other call enqueues meanwhile
-        st = plan.execute(static_cast<cudaStream_t>(stream), bindings, ws);
-      }
-      check(st);
+      check(enqueue(plan, s, bindings, ws, g_bridge_execute_releases_gil.load(std::memory_order_relaxed)));
       return 0;
     } catch (const StatusError& e) {
       set_python_error(e.status);
@@ -292,33 +289,23 @@ class TorchRunner {
     v.on_cuda = true;
     v.device = in.device;
     v.dtype_text = in.dtype_text ? in.dtype_text : "?";
-    static const std::map<int32_t, DataType> by_bridge = {
-        {bridge::kF32, DataType::kFloat32},     {bridge::kF16, DataType::kFloat16},
-        {bridge::kBF16, DataType::kBFloat16},   {bridge::kFp8E4M3, DataType::kFp8E4M3},
-        {bridge::kFp8E5M2, DataType::kFp8E5M2}, {bridge::kI8, DataType::kInt8},
-        {bridge::kI32, DataType::kInt32},       {bridge::kI64, DataType::kInt64}};
-    auto it = by_bridge.find(in.dtype);
-    if (it == by_bridge.end()) {
+    const std::pair<int32_t, DataType>* named = nullptr;
+    for (const auto& p : kBridgeDTypes)
+      if (p.first == in.dtype) named = &p;
+    if (named == nullptr) {
       bad_input("tensor '" + g.tensors[t].name + "': dtype " + v.dtype_text + ", the graph's is " +
                 dtype_name(g.dtype_of(t)));
     }
-    v.dtype = it->second;
+    v.dtype = named->second;
     v.itemsize = dtype_size(v.dtype);
     return v;
   }
 
+  // The bridge's name of a Kiln dtype (torch_bridge.h DType), kUnknown for one torch has no name for.
   static int32_t bridge_dtype(DataType d) {
-    switch (d) {
-      case DataType::kFloat32: return bridge::kF32;
-      case DataType::kFloat16: return bridge::kF16;
-      case DataType::kBFloat16: return bridge::kBF16;
-      case DataType::kFp8E4M3: return bridge::kFp8E4M3;
-      case DataType::kFp8E5M2: return bridge::kFp8E5M2;
-      case DataType::kInt8: return bridge::kI8;
-      case DataType::kInt32: return bridge::kI32;
-      case DataType::kInt64: return bridge::kI64;
-      default: return bridge::kUnknown;
-    }
+    for (const auto& [b, kiln] : kBridgeDTypes)
+      if (kiln == d) return b;
+    return bridge::kUnknown;
   }
 
   static std::string names(const Graph& g, const std::vector<int>& ids) {

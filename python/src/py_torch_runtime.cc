@@ -147,12 +147,7 @@ nb::object TorchRuntime::empty_strided(nb::handle shape, nb::handle strides, nb:
 
 void* TorchRuntime::workspace(int64_t bytes, int dev, cudaStream_t stream, nb::object* keep) {
   if (bytes <= 0) return nullptr;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
-    (void)cudaGetLastError();
-    capture = cudaStreamCaptureStatusActive;  // unknown: take the path that is safe either way
-  }
-  if (capture != cudaStreamCaptureStatusNone) {
+  if (stream_capturing(stream)) {
     *keep = empty_(bytes, "dtype"_a = uint8_, "device"_a = device(dev));
     return data_ptr(*keep);
   }
@@ -188,6 +183,15 @@ void* TorchRuntime::workspace(int64_t bytes, int dev, cudaStream_t stream, nb::o
   }
   // `*keep` holds this buffer until the plan is enqueued, even if another thread regrows the pool's meanwhile.
   return ptr;  // `gone` and `evicted` are released here, after the map's update
+}
+
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;  // unknown: the path that is safe either way
+  }
+  return capture != cudaStreamCaptureStatusNone;
 }
 
 TorchRuntime& torch_runtime() {

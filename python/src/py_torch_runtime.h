@@ -51,6 +51,10 @@ class TorchRuntime {
   mutable std::vector<nb::object> devices_;
 };
 
+// Whether `stream` is being captured into a CUDA graph (true when CUDA cannot say: a workspace is then the capture's
+// own allocation, safe either way).
+bool stream_capturing(cudaStream_t stream);
+
 // The process's allocator (made on first use, with the GIL held; never freed: the interpreter may outlive it).
 TorchRuntime& torch_runtime();
 
