@@ -75,7 +75,9 @@ TEST(TuneCli, RefusedRunsLeaveNoStoreAndBadNumbersNameTheirFlag) {
                        Bad{"--budget nan", "--budget: must be a number >= 0, got 'nan'"},
                        Bad{"--candidate-budget-ms 0", "--candidate-budget-ms: must be a number > 0, got '0'"},
                        Bad{"--target-noise -0.5", "--target-noise: must be a number >= 0, got '-0.5'"},
-                       Bad{"--top-k -3", "--top-k: must be a whole number >= 0, got '-3'"}}) {
+                       Bad{"--top-k -3", "--top-k: must be a whole number >= 0, got '-3'"},
+                       Bad{"--compile-first 0", "--compile-first: must be a whole number >= 1, got '0'"},
+                       Bad{"--compile-patience -1", "--compile-patience: must be a whole number >= 1, got '-1'"}}) {
     r = run_kiln("tune " + spec + " " + b.flags + " --store " + db);
     EXPECT_EQ(r.code, 2) << b.flags << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.flags << ": " << r.err;
