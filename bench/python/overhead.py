@@ -7,7 +7,7 @@ loop by each contestant, all in one process on one GPU:
   kiln_torch_op    op(x, w, bias), the function kiln.torch.op returns (eager: the kernel at once, no dispatcher):
                    dims from the shapes, plan from the cache, output allocated, workspace from the pool
                    (kiln._torch_native's C++ call where it was built for this torch: kiln.torch.eager_path())
-  kiln_torch_op_direct  kiln._torch_native's call object itself (what the function adds: its torch.compile test)
+                   (that call object itself where kiln._torch_native is built: no Python function around it)
   kiln_torch_op_gil_held  kiln_torch_op with the GIL kept while the plan is enqueued (what releasing it costs)
   kiln_torch_op_python_path  the same eager call through kiln._kiln's path (tensors read and the output allocated
                    through Python objects: what runs where kiln._torch_native is not built)
@@ -18,7 +18,9 @@ loop by each contestant, all in one process on one GPU:
   torch_compile    the same under torch.compile
 Parts (not contestants; to see where a call's time goes): reading 3 input tensors (kiln._kiln._describe_tensor),
 torch's current stream (kiln._kiln._stream_of), torch.empty_strided of the output, and a no-op custom op with a
-Python CUDA kernel through the dispatcher.
+Python CUDA kernel through the dispatcher; where kiln._torch_native is built, the op's whole call looped in C++ and
+its pieces (the checks that decide it runs at once, torch's current stream, the capture query, the GIL's release),
+each looped in C++ (kiln._torch_native._probe_parts).
 Method: per contestant, 300 warm-up calls; then R=25 rounds, each running every contestant for N=1000 calls in an
 order rotated round by round (so that drift in the host falls on all alike); a contestant's host time per call in a
 round is (perf_counter after the N-th call is issued - before the first) / N, with CUDA events around it giving its
@@ -122,7 +124,7 @@ def fe_contestant(x, w, bias, y):
         return None, f"cuDNN Frontend's Python graph did not build: {e!r}"
 
 
-def parts(x, w, bias, y, n: int, r: int) -> dict:
+def parts(x, w, bias, y, n: int, r: int, op, runner) -> dict:
     """Host time per call of the pieces a Kiln call from Python is made of (medians over rounds, microseconds)."""
     lib = torch.library.Library("kiln_overhead_bench", "FRAGMENT")
     lib.define("noop(Tensor x) -> Tensor")
@@ -144,6 +146,13 @@ def parts(x, w, bias, y, n: int, r: int) -> dict:
     if native is not None:  # the same looped in C++ (no Python call around each): median of r rounds of n
         out["native_output_alloc_wrap_free_in_cpp"] = statistics.median(
             native._probe_output(n) / n * 1e6 for _ in range(r))
+        call = op if isinstance(op, native.Call) else native.Call(runner, op.op, kiln._kiln._torch_bridge())
+        native._probe_parts(call, (x, w, bias), 300)
+        torch.cuda.synchronize()
+        probes = [native._probe_parts(call, (x, w, bias), n) for _ in range(r)]
+        torch.cuda.synchronize()
+        for k in probes[0]:
+            out[f"native_{k}_in_cpp"] = statistics.median(p[k] / n * 1e6 for p in probes)
     lib._destroy()
     return out
 
@@ -208,9 +217,6 @@ def main() -> None:
     native = getattr(kiln.torch, "_native", None)
     gil_kept = {"kiln_torch_op_gil_held"}
     if native is not None:
-        direct = native.Call(runner, op.op, kiln._kiln._torch_bridge())
-        checks["kiln_torch_op_direct"] = (direct(x, w, bias).float() - ref).abs().max().item()
-        contestants["kiln_torch_op_direct"] = timed(lambda: direct(x, w, bias))
         contestants["kiln_torch_op_gil_held"] = timed(lambda: op(x, w, bias))
     contestants["kiln_torch_op_python_path"] = timed(lambda: runner.eager(op.op, x, w, bias))
     contestants["kiln_torch_dispatcher"] = timed(lambda: op.op(x, w, bias))
@@ -241,7 +247,7 @@ def main() -> None:
     c = results["contestants"]
     for name in names:
         c[name] = summary(host[name], gpu[name])
-    results["parts"] = parts(x, w, bias, y, n, r)
+    results["parts"] = parts(x, w, bias, y, n, r, op, runner)
     results["above_cpp_us"] = {k: statistics.median(h - b for h, b in zip(host[k], host["cpp_planner"])) for k in names}
     results["max_abs_error_vs_fp32_reference"] = checks
     results["eager_path"] = kiln.torch.eager_path()

@@ -98,25 +98,30 @@ def eager_path() -> str:
     return _native_why if _native is not None else "kiln._kiln's path: " + _native_why
 
 
-def _eager_callable(handle: Any, runner: Any) -> Callable[..., Any]:
-    if _native is not None and isinstance(runner, _kiln.TorchRunner):
-        return _native.Call(runner, handle, _kiln._torch_bridge())
-    eager = runner.eager
-    return lambda *inputs: eager(handle, *inputs)
-
-
 def _make_call(handle: Any, runner: Any, op_name: str, n_in: int) -> Callable[..., Any]:
+    doc = (f"torch.ops.kiln.{op_name}: the Kiln graph as a torch op ({n_in} tensor inputs, in the graph's order). "
+           "Eager calls on plain CUDA tensors skip the dispatcher (kiln.torch's docstring).")
+    allow = getattr(getattr(_torch, "compiler", None), "allow_in_graph", None)
+    if _native is not None and allow is not None and isinstance(runner, _kiln.TorchRunner):
+        # The call object itself, no Python function around it: Dynamo does not trace into it but puts it in the
+        # graph as it is (allow_in_graph); the fake tensors it is traced with, and AOTAutograd's, are not plain, so
+        # they go to `handle`, and the compiled graph calls torch.ops.kiln.<name>.
+        call = _native.Call(runner, handle, _kiln._torch_bridge())
+        call.__name__ = call.__qualname__ = op_name
+        call.__doc__ = doc
+        call.op = handle
+        return allow(call)
+    # Where kiln._torch_native is not built: a function that Dynamo traces into (its first branch only).
     is_compiling = _torch.compiler.is_compiling
-    eager = _eager_callable(handle, runner)
+    eager = runner.eager
 
     def call(*inputs: "_torch.Tensor") -> Any:
         if is_compiling():  # Dynamo traces this branch only: the op, with its fake kernel
             return handle(*inputs)
-        return eager(*inputs)
+        return eager(handle, *inputs)
 
     call.__name__ = call.__qualname__ = op_name
-    call.__doc__ = (f"torch.ops.kiln.{op_name}: the Kiln graph as a torch op ({n_in} tensor inputs, in the graph's "
-                    "order). Eager calls on plain CUDA tensors skip the dispatcher (kiln.torch's docstring).")
+    call.__doc__ = doc
     call.op = handle  # type: ignore[attr-defined]
     return call
 

@@ -54,6 +54,49 @@ Status enqueue(const ExecutablePlan& plan, cudaStream_t stream, const TensorBind
   return plan.execute(stream, bindings, ws);
 }
 
+// What one thread's calls of a runner reuse (run_bridge): the shape map, its keys the runner's dynamic dims, and the
+// bindings of the plan it ran last, their keys that plan's tensor names: a call in a loop allocates neither.
+struct CallScratch {
+  uint64_t runner = 0;  // TorchRunner::id_ (0: none)
+  std::map<std::string, int64_t> shape;
+  std::weak_ptr<const ExecutablePlan> plan;  // whose tensors `bindings` names (compared by owner: no ABA)
+  TensorBindings bindings;
+  std::vector<TensorBinding*> slot;  // the runner's inputs, then its outputs, in `bindings`
+  bool busy = false;
+};
+
+// The thread's scratch for `runner`: one of eight slots (a model's ops), the oldest taken for a ninth runner; null
+// where that slot is in use further up this thread's stack (an allocator's callback running Python that calls an
+// op), and the caller then uses its own.
+CallScratch* lease_scratch(uint64_t runner) {
+  constexpr unsigned kSlots = 8;
+  thread_local CallScratch slots[kSlots];
+  thread_local unsigned next = 0;
+  for (CallScratch& s : slots)
+    if (s.runner == runner) return s.busy ? nullptr : &s;
+  CallScratch& s = slots[next++ % kSlots];
+  if (s.busy) return nullptr;
+  s = CallScratch{};
+  s.runner = runner;
+  return &s;
+}
+
+// Marks a scratch in use for one call.
+class ScratchHold {
+ public:
+  explicit ScratchHold(CallScratch* s) : s_(s) { s_->busy = true; }
+  ~ScratchHold() { s_->busy = false; }
+  ScratchHold(const ScratchHold&) = delete;
+  ScratchHold& operator=(const ScratchHold&) = delete;
+
+ private:
+  CallScratch* s_;
+};
+
+bool same_plan(const std::weak_ptr<const ExecutablePlan>& a, const std::shared_ptr<const ExecutablePlan>& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
 struct OutMeta {
   std::vector<int64_t> shape, strides;
   nb::object shape_t, strides_t;
@@ -62,7 +105,7 @@ constexpr size_t kOutMetaCap = 256;  // sets of dims remembered; past it, the ta
 
 class TorchRunner {
  public:
-  explicit TorchRunner(PyPrepared pg) : pg_(std::move(pg)) {
+  explicit TorchRunner(PyPrepared pg) : pg_(std::move(pg)), id_(next_id()) {
     const Graph& g = *pg_.graph.graph;
     BoundNames b = bound_names(g);
     inputs_ = b.inputs;
@@ -158,12 +201,17 @@ class TorchRunner {
       for (size_t i = 0; i < n; ++i) {  // a dtype Kiln has no name for is refused before any plan is looked for
         if (in[i].dtype == bridge::kUnknown) bridge_view(in[i], base, inputs_[i]);
       }
+      CallScratch own;
+      CallScratch* sc = lease_scratch(id_);
+      if (sc == nullptr) sc = &own;
+      ScratchHold hold(sc);
       Obtained got = obtain_dims(
-          [&](size_t i) { return std::make_pair(in[i].shape, static_cast<size_t>(std::max(in[i].rank, 0))); }, nullptr);
+          [&](size_t i) { return std::make_pair(in[i].shape, static_cast<size_t>(std::max(in[i].rank, 0))); }, nullptr,
+          sc->shape);
       const ExecutablePlan& plan = *got.plan;
       const Graph& g = plan.graph();
-      TensorBindings bindings;
-      for (size_t i = 0; i < n; ++i) bindings[g.tensors[inputs_[i]].name] = bridge_binding(in[i], g, inputs_[i]);
+      if (!same_plan(sc->plan, got.plan)) rebind(sc, got.plan);
+      for (size_t i = 0; i < n; ++i) *sc->slot[i] = bridge_binding(in[i], g, inputs_[i]);
       const int32_t device = in[0].device;
       for (size_t i = 0; i < outputs_.size(); ++i) {
         const TensorDesc& d = g.tensors[outputs_[i]];
@@ -180,7 +228,7 @@ class TorchRunner {
                                  bridge_dtype(g.dtype_of(outputs_[i]))};
         void* p = memory->output(memory->ctx, i, &out, device);
         if (p == nullptr) throw nb::python_error();
-        bindings[d.name] = TensorBinding{p, 0};
+        *sc->slot[n + i] = TensorBinding{p, 0};
       }
       const auto s = static_cast<cudaStream_t>(stream);
       void* ws = nullptr;
@@ -188,7 +236,7 @@ class TorchRunner {
         ws = memory->workspace(memory->ctx, plan.workspace_bytes(), device, stream, stream_capturing(s) ? 1 : 0);
         if (ws == nullptr) throw nb::python_error();
       }
-      check(enqueue(plan, s, bindings, ws, g_bridge_execute_releases_gil.load(std::memory_order_relaxed)));
+      check(enqueue(plan, s, sc->bindings, ws, g_bridge_execute_releases_gil.load(std::memory_order_relaxed)));
       return 0;
     } catch (const StatusError& e) {
       set_python_error(e.status);
@@ -216,14 +264,16 @@ class TorchRunner {
 
   // The plan for inputs already read: the dynamic dims from their shapes (`dims`, in symbol_at_'s order).
   Obtained obtain_views(const std::vector<TensorView>& views, std::vector<int64_t>* dims) {
-    return obtain_dims([&](size_t i) { return std::make_pair(views[i].shape.data(), views[i].shape.size()); }, dims);
+    std::map<std::string, int64_t> shape;
+    return obtain_dims([&](size_t i) { return std::make_pair(views[i].shape.data(), views[i].shape.size()); }, dims,
+                       shape);
   }
 
   // The plan for the inputs whose shapes `shape_of(i)` gives (pointer, rank): the dynamic dims taken from them.
+  // `shape`: the map the dims are written into (a scratch's, its keys already there: no allocation).
   template <class ShapeOf>
-  Obtained obtain_dims(const ShapeOf& shape_of, std::vector<int64_t>* dims) {
+  Obtained obtain_dims(const ShapeOf& shape_of, std::vector<int64_t>* dims, std::map<std::string, int64_t>& shape) {
     const Graph& base = *pg_.graph.graph;
-    std::map<std::string, int64_t> shape;
     for (const auto& [symbol, at] : symbol_at_) {
       const auto [sizes, rank] = shape_of(static_cast<size_t>(at.first));
       if (static_cast<size_t>(at.second) >= rank) {
@@ -262,6 +312,21 @@ class TorchRunner {
     auto made = std::make_shared<const std::vector<OutMeta>>(std::move(metas));
     out_metas_.insert_or_assign(dims, made);
     return made;
+  }
+
+  // A scratch's bindings made for `plan`: one entry per input and output of the runner, by the plan graph's names.
+  void rebind(CallScratch* sc, const std::shared_ptr<const ExecutablePlan>& plan) const {
+    const Graph& g = plan->graph();
+    sc->bindings.clear();
+    sc->slot.clear();
+    for (int t : inputs_) sc->slot.push_back(&sc->bindings[g.tensors[t].name]);
+    for (int t : outputs_) sc->slot.push_back(&sc->bindings[g.tensors[t].name]);
+    sc->plan = plan;
+  }
+
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> n{0};
+    return ++n;
   }
 
   // checked_binding for an input read by kiln._torch_native, on its arrays (no TensorView made): where a check
@@ -315,6 +380,7 @@ class TorchRunner {
   }
 
   PyPrepared pg_;
+  uint64_t id_;  // never 0; names this runner in a thread's CallScratch (an address could be reused)
   std::vector<int> inputs_, outputs_;
   std::vector<std::pair<std::string, std::pair<int, int>>> symbol_at_;  // symbol -> (input position, axis)
   std::vector<nb::object> out_dtypes_;

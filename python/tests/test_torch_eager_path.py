@@ -183,6 +183,16 @@ def test_native_call_takes_only_a_kiln_runner_a_callable_op_and_kilns_bridge(tri
     blank = _torch_native.Call.__new__(_torch_native.Call)
     with pytest.raises(RuntimeError, match="not initialised"):
         blank(torch.zeros(2))
+    # What kiln.torch sets on the call object it returns (as on a function), and the weak reference
+    # torch.compiler.allow_in_graph keeps.
+    import weakref
+
+    blank.op, blank.__name__, blank.__doc__ = handle, "triple", "doc"
+    assert (blank.op, blank.__name__, blank.__doc__) == (handle, "triple", "doc")
+    ref = weakref.ref(blank)
+    assert ref() is blank
+    del blank
+    assert ref() is None
 
 
 @pytest.mark.skipif(_torch_native is None, reason="kiln._torch_native not built")

@@ -27,6 +27,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/SmallVector.h>
+#include <cuda_runtime_api.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -186,12 +187,16 @@ void* alloc_workspace(void* ctx, int64_t bytes, int32_t device, void* stream, in
 }
 
 // kiln._torch_native.Call: one op's eager call (vectorcall).
+// It has a __dict__ (kiln.torch sets `op`, `__name__` and `__doc__` on it, as on a function) and takes weak
+// references (torch.compiler.allow_in_graph keeps one).
 struct Call {
   PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* runner;  // kiln._kiln.TorchRunner
   PyObject* op;      // torch.ops.kiln.<name>
   void* handle;      // the bridge's handle of runner (valid while `runner` lives: a Call is initialised once)
   const bridge::Api* api;
+  PyObject* dict;
+  PyObject* weakrefs;
 };
 
 PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device);
@@ -205,38 +210,43 @@ PyObject* run_here(Call* self, PyObject* const* args, Py_ssize_t n, int device) 
   return out;
 }
 
+// torch's errors become Python's: HANDLE_TH_ERRORS without its warning handler (set up and checked on every call;
+// nothing here warns).
 PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device) {
-  HANDLE_TH_ERRORS
-  bridge::Input in[kMaxInputs];
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    const at::Tensor& t = THPVariable_Unpack(args[i]);
-    const DTypeName* d = by_scalar(t.scalar_type());
-    in[i] = bridge::Input{reinterpret_cast<uintptr_t>(t.data_ptr()),
-                          t.sizes().data(),
-                          t.strides().data(),
-                          static_cast<int32_t>(t.dim()),
-                          d->dtype,
-                          d->text,
-                          device};
-  }
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
-  CallMemory memory;
-  const bridge::Memory mem{&memory, &alloc_output, &alloc_workspace};
-  if (self->api->run(self->handle, in, static_cast<size_t>(n), stream, &mem) != 0) return nullptr;
-  const size_t n_out = memory.outputs.size();
-  if (n_out == 1) return THPVariable_Wrap(std::move(memory.outputs[0]));
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(n_out));
-  if (tuple == nullptr) return nullptr;
-  for (size_t i = 0; i < n_out; ++i) {
-    PyObject* o = THPVariable_Wrap(std::move(memory.outputs[i]));
-    if (o == nullptr) {
-      Py_DECREF(tuple);
-      return nullptr;
+  try {
+    bridge::Input in[kMaxInputs];
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      const at::Tensor& t = THPVariable_Unpack(args[i]);
+      const DTypeName* d = by_scalar(t.scalar_type());
+      in[i] = bridge::Input{reinterpret_cast<uintptr_t>(t.data_ptr()),
+                            t.sizes().data(),
+                            t.strides().data(),
+                            static_cast<int32_t>(t.dim()),
+                            d->dtype,
+                            d->text,
+                            device};
     }
-    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), o);
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+    CallMemory memory;
+    const bridge::Memory mem{&memory, &alloc_output, &alloc_workspace};
+    if (self->api->run(self->handle, in, static_cast<size_t>(n), stream, &mem) != 0) return nullptr;
+    const size_t n_out = memory.outputs.size();
+    if (n_out == 1) return THPVariable_Wrap(std::move(memory.outputs[0]));
+    PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(n_out));
+    if (tuple == nullptr) return nullptr;
+    for (size_t i = 0; i < n_out; ++i) {
+      PyObject* o = THPVariable_Wrap(std::move(memory.outputs[i]));
+      if (o == nullptr) {
+        Py_DECREF(tuple);
+        return nullptr;
+      }
+      PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), o);
+    }
+    return tuple;
+  } catch (...) {
+    torch::translate_exception_to_python(std::current_exception());
+    return nullptr;
   }
-  return tuple;
-  END_HANDLE_TH_ERRORS
 }
 
 // Whether plain tensors can be taken here as they are: every one on CUDA, on the current device, of a dtype with a
@@ -317,8 +327,10 @@ int call_init(PyObject* o, PyObject* args, PyObject* kwargs) {
 void call_dealloc(PyObject* o) {
   auto* self = reinterpret_cast<Call*>(o);
   PyObject_GC_UnTrack(o);
+  if (self->weakrefs != nullptr) PyObject_ClearWeakRefs(o);
   Py_CLEAR(self->runner);
   Py_CLEAR(self->op);
+  Py_CLEAR(self->dict);
   Py_TYPE(o)->tp_free(o);
 }
 
@@ -326,6 +338,7 @@ int call_traverse(PyObject* o, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<Call*>(o);
   Py_VISIT(self->runner);
   Py_VISIT(self->op);
+  Py_VISIT(self->dict);
   return 0;
 }
 
@@ -335,6 +348,7 @@ int call_clear(PyObject* o) {
   self->vectorcall = nullptr;
   Py_CLEAR(self->runner);
   Py_CLEAR(self->op);
+  Py_CLEAR(self->dict);
   return 0;
 }
 
@@ -398,7 +412,79 @@ PyObject* py_probe_output(PyObject*, PyObject* arg) {
   END_HANDLE_TH_ERRORS
 }
 
+// For bench/python/overhead.py's parts: seconds for `n` rounds of each piece of a call of `call` (a Call) on the
+// tensors of `args` (a tuple), looped here in C++: "call" the whole call (its output dropped), "checks" the
+// decision to run here (plain_call and runs_here), "current_stream" torch's current stream, "capture_query" whether
+// that stream is being captured, "gil_release" the GIL released and taken back.
+PyObject* py_probe_parts(PyObject*, PyObject* const* argv, Py_ssize_t nargs) {
+  if (nargs != 3 || !PyObject_TypeCheck(argv[0], &CallType) || !PyTuple_Check(argv[1]) || !PyLong_Check(argv[2])) {
+    PyErr_SetString(PyExc_TypeError, "_probe_parts(call, args: tuple, n: int)");
+    return nullptr;
+  }
+  const long long n = PyLong_AsLongLong(argv[2]);
+  if (n < 0 || (n == -1 && PyErr_Occurred())) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_probe_parts: the count must be >= 0");
+    return nullptr;
+  }
+  PyObject* const* args = &PyTuple_GET_ITEM(argv[1], 0);
+  const Py_ssize_t na = PyTuple_GET_SIZE(argv[1]);
+  int device = -1;
+  if (!plain_call(args, na) || !runs_here(args, na, &device)) {
+    PyErr_SetString(PyExc_ValueError, "_probe_parts: these arguments do not run here (plain CUDA tensors needed)");
+    return nullptr;
+  }
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  using clock = std::chrono::steady_clock;
+  const auto seconds = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  PyObject* out = PyDict_New();
+  if (out == nullptr) return nullptr;
+  const auto put = [&](const char* key, double v) {
+    PyObject* f = PyFloat_FromDouble(v);
+    const bool ok = f != nullptr && PyDict_SetItemString(out, key, f) == 0;
+    Py_XDECREF(f);
+    return ok;
+  };
+  auto t0 = clock::now();
+  for (long long i = 0; i < n; ++i) {
+    PyObject* r = call_vectorcall(argv[0], args, static_cast<size_t>(na), nullptr);
+    if (r == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(r);
+  }
+  bool ok = put("call", seconds(t0));
+  t0 = clock::now();
+  int dev = -1, yes = 0;
+  for (long long i = 0; i < n; ++i) yes += plain_call(args, na) && runs_here(args, na, &dev);
+  ok = ok && put("checks", seconds(t0)) && yes == n;
+  t0 = clock::now();
+  uintptr_t sum = 0;
+  for (long long i = 0; i < n; ++i)
+    sum += reinterpret_cast<uintptr_t>(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream());
+  ok = ok && put("current_stream", seconds(t0)) && sum != 1;
+  t0 = clock::now();
+  for (long long i = 0; i < n; ++i) {
+    cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+    yes += cudaStreamIsCapturing(stream, &c) == cudaSuccess && c == cudaStreamCaptureStatusNone;
+  }
+  ok = ok && put("capture_query", seconds(t0));
+  t0 = clock::now();
+  for (long long i = 0; i < n; ++i) {
+    Py_BEGIN_ALLOW_THREADS Py_END_ALLOW_THREADS
+  }
+  ok = ok && put("gil_release", seconds(t0));
+  if (!ok) {
+    Py_DECREF(out);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "_probe_parts: a piece failed");
+    return nullptr;
+  }
+  return out;
+}
+
 PyMethodDef kMethods[] = {
+    {"_probe_parts", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_probe_parts)), METH_FASTCALL,
+     "Seconds for n rounds of each piece of a call, looped in C++ (bench/python/overhead.py's parts)."},
     {"_probe_output", py_probe_output, METH_O,
      "Seconds for n outputs allocated, wrapped and dropped (bench/python/overhead.py's parts)."},
     {"plain_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_plain_call)), METH_FASTCALL,
@@ -426,6 +512,8 @@ PyMODINIT_FUNC PyInit__torch_native() {
   CallType.tp_clear = call_clear;
   CallType.tp_call = call_tp_call;
   CallType.tp_vectorcall_offset = offsetof(Call, vectorcall);
+  CallType.tp_dictoffset = offsetof(Call, dict);
+  CallType.tp_weaklistoffset = offsetof(Call, weakrefs);
   if (PyType_Ready(&CallType) < 0) return nullptr;
   PyObject* m = PyModule_Create(&kModule);
   if (m == nullptr) return nullptr;

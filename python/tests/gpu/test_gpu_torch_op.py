@@ -85,6 +85,35 @@ def test_compile_fullgraph_has_no_graph_break_and_matches_eager(op, weights):
         torch.testing.assert_close(compiled(x), block(x), rtol=0, atol=0)
 
 
+def test_compiled_graphs_call_the_torch_op(op, weights):
+    """Where `op` is kiln._torch_native's call object (no Python function around it), Dynamo puts it in its graph
+    (allow_in_graph) and AOTAutograd's trace records torch.ops.kiln.<name>: the graph a backend compiles calls the
+    op, with dynamic tokens, and matches eager."""
+    import torch._dynamo
+    from torch._dynamo.backends.common import aot_autograd
+
+    w, bias = weights
+    forwards = []
+
+    def keep(gm, example_inputs):
+        forwards.append(gm)
+        return gm
+
+    def block(x):
+        return op(x, w, bias) * 2 + 1
+
+    torch._dynamo.reset()
+    compiled = torch.compile(block, backend=aot_autograd(fw_compiler=keep), fullgraph=True, dynamic=True)
+    with torch.no_grad():
+        for tokens in (48, 96):
+            x = x_of(tokens, seed=tokens + 1)
+            torch.testing.assert_close(compiled(x), block(x), rtol=0, atol=0)
+    targets = [str(n.target) for gm in forwards for n in gm.graph.nodes]
+    assert any("kiln.gpu_mlp_up" in t for t in targets), targets
+    if ktorch._native is not None:
+        assert isinstance(op, ktorch._native.Call) and op.op is torch.ops.kiln.gpu_mlp_up
+
+
 def test_cuda_graph_capture_replays(op, weights):
     w, bias = weights
     static_x = x_of(128, seed=5)
