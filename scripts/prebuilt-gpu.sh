@@ -5,7 +5,7 @@
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
 #                                                     capture mainjob gputier shadow fleet python pybench
 #                                                     pyprofile rerun fe123 (fe123: the 1.23 -> 1.32 upgrade report)
-#                                                     replayshadow
+#                                                     replayshadow attn (issue 36: attention's band variants)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
 #                                                     python and pybench, in that order), or
 #                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
@@ -95,6 +95,12 @@ if want tests; then  # the two binaries at once (no test of theirs asserts a tim
   gtest tune_gpu_test '*' 150 >"$out/tests-tune.txt" 2>&1
   wait
   cat "$out/tests-validate.txt" "$out/tests-tune.txt"
+fi
+if want attn; then  # issue 36: attention's diagonal band (windows, bottom-right) against both references
+  stamp "attention variants"
+  gtest validate_gpu_test 'DeviceReference.Sdpa*' 60
+  KILN_OPCOV_FILTER=sdpa gtest runtime_gpu_test 'OpCoverage*' 180
+  grep -E '^OPCOV' "$out/runtime_gpu_test.log" | tee "$out/attn-opcov.txt"
 fi
 if want bench; then
   stamp "tuning benchmark"

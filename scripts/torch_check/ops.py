@@ -52,8 +52,30 @@ def run_conv(n, a, b, out_dims):
     return weight_grad(x, list(out_dims), b, stride, pad, dilation, groups)
 
 
+def band_keep(n, sq, skv, device):
+    """The keys each query attends to (normalized graph: i + shift - left_bound < j <= i + shift + right_bound), as a
+    [sq, skv] bool mask; None without a band."""
+    left, right = n.attrs.get("left_bound"), n.attrs.get("right_bound")
+    if left is None and right is None:
+        return None
+    diag = torch.arange(sq, device=device)[:, None] + n.attrs.get("diagonal_shift", 0)
+    j = torch.arange(skv, device=device)[None, :]
+    keep = torch.ones(sq, skv, dtype=torch.bool, device=device)
+    if right is not None:
+        keep &= j <= diag + right
+    if left is not None:
+        keep &= j > diag - left
+    return keep
+
+
 def run_sdpa(n, q, k, v):
     causal, scale = n.attrs["causal"], n.attrs["attn_scale"]
+    keep = band_keep(n, q.shape[2], k.shape[2], q.device)
+    if keep is not None:  # a band (causal included): the mask itself
+        rep = q.shape[1] // k.shape[1]
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
     if k.shape[1] != q.shape[1]:
         try:
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
@@ -146,8 +168,10 @@ def sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, o):
     if rep > 1:  # query head h reads key head h // (H / Hk)
         k, v, bk, bv = (t.repeat_interleave(rep, dim=1) for t in (k, v, bk, bv))
     scores = scale * torch.matmul(q, k.transpose(-1, -2))
-    if n.attrs["causal"]:  # key j > query i is masked (top-left)
+    keep = band_keep(n, q.shape[2], k.shape[2], q.device)
+    if keep is None and n.attrs["causal"]:  # key j > query i is masked (top-left; a normalized graph without bounds)
         keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+    if keep is not None:
         scores = scores.masked_fill(~keep, -math.inf)
     p = torch.softmax(scores, dim=-1)
     ps = p * ((1.0 + eq + ek) * abs(scale) * torch.matmul(bq, bk.transpose(-1, -2)))

@@ -226,6 +226,17 @@ TEST(Signature, OpAttributesThatChangeTheComputationChangeIt) {
   const std::string causal = sig(sdpa(R"(, "causal": true)")), plain = sig(sdpa(""));
   EXPECT_NE(causal, plain);
   EXPECT_NE(sig(sdpa(R"(, "attn_scale": 0.5)")), plain);
+  // The band as it applies: a right bound of 0 is causal however given; a window, a right bound and the
+  // bottom-right alignment each sign apart.
+  EXPECT_EQ(sig(sdpa(R"(, "right_bound": 0)")), causal);
+  EXPECT_EQ(sig(sdpa(R"(, "causal": true, "right_bound": 0)")), causal);
+  EXPECT_EQ(sig(sdpa(R"(, "causal": true, "diagonal_alignment": "top_left")")), causal);
+  const std::string window = sig(sdpa(R"(, "causal": true, "left_bound": 8)"));
+  EXPECT_NE(window, causal);
+  EXPECT_NE(window, sig(sdpa(R"(, "causal": true, "left_bound": 9)")));
+  EXPECT_NE(sig(sdpa(R"(, "right_bound": 4)")), plain);
+  EXPECT_NE(sig(sdpa(R"(, "right_bound": 4)")), sig(sdpa(R"(, "right_bound": 5)")));
+  EXPECT_NE(sig(sdpa(R"(, "causal": true, "diagonal_alignment": "bottom_right")")), causal);
   auto reduce = [](const std::string& op, const std::string& axes, const std::string& out_dims) {
     return R"({"name": "r", "io_dtype": "fp16", "tensors": {"x": {"dims": [4, 8, 16]}, "y": {"dims": )" + out_dims +
            R"(, "dtype": "fp32"}}, "nodes": [{"name": "red", "op": ")" + op +

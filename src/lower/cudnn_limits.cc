@@ -21,6 +21,9 @@ namespace {
 // frontend.
 constexpr int64_t kSdpaOps = 10;        // 8 counted
 constexpr int64_t kSdpaCausalOps = 14;  // 12 counted: the mask's row index, column index, compare, select
+// Each bound of a band is its own mask (frontend 1.32, sliding_window_mask): row and column indices, up to three
+// shifts (the bound, and Skv and Sq bottom-right), compare, select: 7 counted.
+constexpr int64_t kSdpaBoundOps = 8;
 
 std::string limit_text() {
   return std::to_string(cudnn_max_operations()) +
@@ -46,7 +49,12 @@ int64_t cudnn_operation_count(const Graph& graph, const GraphRoles& roles, int n
     case OpKind::kReduction:
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: return 1;
-    case OpKind::kSdpa: return n.sdpa.causal ? kSdpaCausalOps : kSdpaOps;
+    case OpKind::kSdpa: {
+      const std::optional<int64_t> right = n.sdpa.effective_right_bound();
+      const bool plain_causal = right == 0 && !n.sdpa.left_bound && n.sdpa.alignment == DiagonalAlignment::kTopLeft;
+      if (plain_causal) return kSdpaCausalOps;
+      return kSdpaOps + (right ? kSdpaBoundOps : 0) + (n.sdpa.left_bound ? kSdpaBoundOps : 0);
+    }
   }
   return 1;
 }

@@ -8,7 +8,9 @@
 // every pointwise mode in fp32 and in fp16 (standalone, or fused behind a matmul when cuDNN has no engine
 // for a standalone pointwise graph), every reduction mode over the last axis and over all axes
 // (standalone fp32, or fused behind an fp16 matmul as in examples/matmul_amax.json), layer_norm and
-// rms_norm in fp16, sdpa in fp16 and bf16, causal and not. Every other case may be NotSupported (cuDNN
+// rms_norm in fp16, sdpa in fp16 and bf16, causal and not, and sdpa bf16 with each kind of diagonal band (a
+// causal sliding window, left and right bounds, bottom-right causal for chunked prefill and decode, a
+// bottom-right window with grouped heads). Every other case may be NotSupported (cuDNN
 // has no engine for it on the device; the OPCOV line carries cuDNN's message); these are:
 //   - conv with stride/dilation/groups > 1, fp32 (TF32) and bf16 convs, fp8 conv;
 //   - matmul fp32 (TF32), batched rank 4, broadcast batch, every fp8 matmul (e4m3, e5m2, mixed; B
@@ -38,6 +40,7 @@ struct OpCase {
   std::string core_group;    // non-empty: this group needs at least one Passed case
   bool allow_tf32 = false;   // an fp32 GEMM: cuDNN may use TF32 tensor cores for it
   std::string kiln_rejects;  // non-empty: Kiln's validation refuses the graph with a message containing this
+  StatusCode reject_code = StatusCode::kInvalidArgument;  // ... and this code (NotSupported: past cuDNN's limits)
   StatusOr<Graph> graph = internal_error("not built");
 };
 
@@ -204,6 +207,26 @@ inline GraphBuilder sdpa_graph(bool causal, DataType io) {
   return b;
 }
 
+// SDPA with a diagonal band (kiln/graph/graph.h SdpaAttrs): sq queries over skv keys, h query heads over hk key
+// heads, head dim 64.
+inline GraphBuilder sdpa_band_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv, int64_t h = 2,
+                                    int64_t hk = 2) {
+  GraphBuilder b(name);
+  b.io_dtype(DataType::kBFloat16);
+  TensorRef q = b.tensor("q", {2, h, sq, 64}), k = b.tensor("k", {2, hk, skv, 64}), v = b.tensor("v", {2, hk, skv, 64});
+  b.output(b.sdpa("attn", q, k, v, a, "o"));
+  return b;
+}
+inline SdpaAttrs band(bool causal, std::optional<int64_t> left, std::optional<int64_t> right = std::nullopt,
+                      bool bottom_right = false) {
+  SdpaAttrs a;
+  a.causal = causal;
+  a.left_bound = left;
+  a.right_bound = right;
+  a.alignment = bottom_right ? DiagonalAlignment::kBottomRight : DiagonalAlignment::kTopLeft;
+  return a;
+}
+
 // y = identity(x) with x in `from`, y in `to` (a cast); with `scale` first y = identity(x * scale).
 inline GraphBuilder cast_graph(DataType from, DataType to, double scale = 0) {
   GraphBuilder b(std::string("cast_") + dt(from) + "_" + dt(to));
@@ -320,6 +343,22 @@ inline std::vector<OpCase> op_coverage_cases() {
       const std::string n = causal ? "sdpa.causal" : "sdpa";
       add(n, dt(io), n + " " + dt(io), sdpa_graph(causal, io));
     }
+  // The diagonal band (sliding windows, bottom-right alignment for decode and chunked prefill), bf16: each its own
+  // core group, so each must pass against both references.
+  add("sdpa.window_causal", "bf16", "sdpa window causal", sdpa_band_graph("sdpa_window_causal", band(true, 8), 40, 40));
+  add("sdpa.band_left_right", "bf16", "sdpa band left+right", sdpa_band_graph("sdpa_band", band(false, 8, 4), 40, 40));
+  add("sdpa.causal_bottom_right", "bf16", "sdpa causal bottom-right",
+      sdpa_band_graph("sdpa_causal_br", band(true, std::nullopt, std::nullopt, true), 16, 72));
+  add("sdpa.decode_bottom_right", "bf16", "sdpa decode bottom-right",
+      sdpa_band_graph("sdpa_decode", band(true, std::nullopt, std::nullopt, true), 1, 100, 8, 2));
+  add("sdpa.window_bottom_right_gqa", "bf16", "sdpa window bottom-right gqa",
+      sdpa_band_graph("sdpa_window_br", band(true, 24, std::nullopt, true), 24, 96, 4, 2));
+  {
+    OpCase c = make("sdpa.window_more_queries", "bf16", "", sdpa_band_graph("sdpa_window_sq", band(true, 8), 48, 32));
+    c.kiln_rejects = "sliding window (left_bound) only with at most as many queries as keys";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
 
   // ---- dtype casts through identity ----
   add("cast", "fp32->bf16", "", cast_graph(D::kFloat32, D::kBFloat16));

@@ -155,9 +155,15 @@ TensorRef GraphBuilder::rms_norm(const std::string& name, TensorRef x, TensorRef
 }
 TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, bool causal,
                              std::optional<double> attn_scale, std::string out) {
+  SdpaAttrs a;
+  a.causal = causal;
+  a.attn_scale = attn_scale;
+  return sdpa(name, q, k, v, a, std::move(out));
+}
+TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
+                             std::string out) {
   Node n = make_node(name, OpKind::kSdpa);
-  n.sdpa.causal = causal;
-  n.sdpa.attn_scale = attn_scale;
+  n.sdpa = attrs;
   return add_node(std::move(n), {q, k, v}, std::move(out));
 }
 

@@ -157,6 +157,31 @@ TEST(SpecOps, Sdpa) {
   EXPECT_EQ(*g->nodes[0].sdpa.attn_scale, 0.125);
 }
 
+TEST(SpecOps, SdpaBandParsesAndWritesBack) {
+  Json s = one_node({{"q", t({2, 8, 16, 64})}, {"k", t({2, 2, 256, 64})}, {"v", t({2, 2, 256, 64})}}, "sdpa",
+                    {"q", "k", "v"}, {{"causal", true}, {"left_bound", 128}, {"diagonal_alignment", "bottom_right"}});
+  s["io_dtype"] = "bf16";
+  StatusOr<Graph> g = parse(s, ValidateOptions{90});
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  const SdpaAttrs& a = g->nodes[0].sdpa;
+  EXPECT_TRUE(a.causal);
+  EXPECT_EQ(a.left_bound, 128);
+  EXPECT_FALSE(a.right_bound.has_value());
+  EXPECT_EQ(a.alignment, DiagonalAlignment::kBottomRight);
+  EXPECT_EQ(a.effective_right_bound(), 0);
+  auto text = graph_to_spec_json(*g);
+  ASSERT_TRUE(text.is_ok()) << text.status().to_string();
+  auto back = parse_spec_string(*text, "back.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->nodes[0].sdpa.left_bound, 128);
+  EXPECT_EQ(back->nodes[0].sdpa.alignment, DiagonalAlignment::kBottomRight);
+  s["nodes"][0].erase("causal");
+  s["nodes"][0]["right_bound"] = 3;
+  g = parse(s, ValidateOptions{90});
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(g->nodes[0].sdpa.effective_right_bound(), 3);
+}
+
 // ---- bad specs ----
 
 TEST(SpecErrors, ConvRankAndChannels) {
@@ -273,6 +298,36 @@ TEST(SpecErrors, SdpaOperandShapes) {
   gqa["tensors"]["k"] = t({2, 3, 32, 64});
   gqa["tensors"]["v"] = t({2, 3, 32, 64});
   EXPECT_ERROR_HAS(parse(gqa).status(), "input 'k': heads 3 do not divide input 'q' heads 4");
+}
+
+// Each band attribute refuses bad values by name; what cuDNN refuses (more queries than keys with a window or a
+// bottom-right diagonal) is NotSupported (exit 5) before cuDNN is asked.
+TEST(SpecErrors, SdpaBand) {
+  auto band = [](int64_t sq, int64_t skv, Json attrs) {
+    Json s = one_node({{"q", t({1, 2, sq, 64})}, {"k", t({1, 2, skv, 64})}, {"v", t({1, 2, skv, 64})}}, "sdpa",
+                      {"q", "k", "v"}, std::move(attrs));
+    s["io_dtype"] = "bf16";
+    return parse(s).status();
+  };
+  EXPECT_ERROR_HAS(band(8, 8, {{"left_bound", 0}}), "node 'n1' (sdpa): attribute 'left_bound': 0 must be between 1");
+  EXPECT_ERROR_HAS(band(8, 8, {{"left_bound", 1.5}}), "attribute 'left_bound'");
+  EXPECT_ERROR_HAS(band(8, 8, {{"right_bound", -1}}), "attribute 'right_bound': -1 must be between 0");
+  EXPECT_ERROR_HAS(band(8, 8, {{"left_bound", int64_t{1} << 30}}), "must be between 1");
+  EXPECT_ERROR_HAS(band(8, 8, {{"causal", true}, {"right_bound", 2}}),
+                   "attribute 'right_bound': 2 contradicts 'causal': true");
+  EXPECT_ERROR_HAS(band(8, 8, {{"diagonal_alignment", "bottom_right"}}),
+                   "attribute 'diagonal_alignment': bottom_right aligns a bound, and none is set");
+  EXPECT_ERROR_HAS(band(8, 8, {{"causal", true}, {"diagonal_alignment", "middle"}}),
+                   "attribute 'diagonal_alignment': expected \"top_left\" or \"bottom_right\", got \"middle\"");
+  Status st = band(16, 8, {{"causal", true}, {"diagonal_alignment", "bottom_right"}});
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_ERROR_HAS(
+      st, "bottom-right only with at most as many queries as keys (input 'q' has 16 queries, input 'k' 8 keys)");
+  st = band(16, 8, {{"causal", true}, {"left_bound", 4}});
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_ERROR_HAS(st, "sliding window (left_bound)");
+  EXPECT_TRUE(band(16, 8, {{"causal", true}}).is_ok());  // top-left causal: the rows past the keys see them all
+  EXPECT_TRUE(band(8, 16, {{"left_bound", 4}, {"right_bound", 2}}).is_ok());
 }
 
 TEST(SpecErrors, Fp8AndMixedDtypes) {

@@ -10,6 +10,7 @@
 
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
+#include "validate/ops/sdpa_math.h"
 
 namespace kiln::validate_internal {
 
@@ -60,7 +61,7 @@ struct NormGeom {
 struct SdpaGeom {
   int64_t b = 0, h = 0, hk = 0, sq = 0, skv = 0, d = 0, dv = 0;
   double scale = 1.0;
-  bool causal = false;
+  SdpaBand band;  // the keys each query attends to (sdpa_math.h)
 };
 
 struct PointwiseGeom {

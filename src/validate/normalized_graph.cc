@@ -96,6 +96,11 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
     case OpKind::kSdpa:
       a["causal"] = n.sdpa.causal;
       a["attn_scale"] = plan.sdpa.scale;  // 1/sqrt(head dim) unless given
+      // The band as it applies: key j is seen by query i when i + shift - left_bound < j <= i + shift + right_bound
+      // (each bound null where none; right_bound 0 when causal).
+      a["left_bound"] = plan.sdpa.band.left > 0 ? Json(plan.sdpa.band.left) : Json(nullptr);
+      a["right_bound"] = plan.sdpa.band.right >= 0 ? Json(plan.sdpa.band.right) : Json(nullptr);
+      a["diagonal_shift"] = plan.sdpa.band.shift;
       a["attn_scale_given"] = n.sdpa.attn_scale.has_value();
       break;
     case OpKind::kMatmul:

@@ -225,6 +225,32 @@ TEST(DeviceReference, SdpaCausalAndGroupedQuery) {
   }
 }
 
+// The band (windows, right bounds, bottom-right alignment) in the device reference as in the host's.
+TEST(DeviceReference, SdpaBand) {
+  KILN_REQUIRE_GPU();
+  struct Case {
+    int64_t sq, skv;
+    bool causal;
+    std::optional<int64_t> left, right;
+    bool bottom_right;
+  };
+  for (const Case& c : {Case{33, 33, true, 7, std::nullopt, false}, Case{20, 33, false, 5, 3, false},
+                        Case{9, 40, true, std::nullopt, std::nullopt, true}, Case{1, 40, true, 16, std::nullopt, true},
+                        Case{12, 30, false, std::nullopt, 4, true}}) {
+    Graph g = make_graph("sdpa_band", DataType::kBFloat16);
+    int q = add_tensor(g, "q", {2, 4, c.sq, 32}), k = add_tensor(g, "k", {2, 2, c.skv, 32}),
+        v = add_tensor(g, "v", {2, 2, c.skv, 16}), o = add_tensor(g, "o", {2, 4, c.sq, 16});
+    SdpaAttrs& a = add_node(g, "sdpa", OpKind::kSdpa, {q, k, v}, o).sdpa;
+    a.causal = c.causal;
+    a.left_bound = c.left;
+    a.right_bound = c.right;
+    a.alignment = c.bottom_right ? DiagonalAlignment::kBottomRight : DiagonalAlignment::kTopLeft;
+    g.outputs = {o};
+    SCOPED_TRACE("sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv));
+    expect_device_matches_host(g);
+  }
+}
+
 TEST(DeviceReference, IntermediateRoundingFp16) {
   KILN_REQUIRE_GPU();
   // matmul -> gelu with fp16 intermediates: both references round the virtual tensor the same way.

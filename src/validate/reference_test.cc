@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <cmath>
 
 #include "kiln/spec/spec.h"
@@ -323,6 +325,72 @@ TEST(HostReference, SdpaCausalMask) {
   const double p = e / (1.0 + e);
   auto o = run1(g, in);
   EXPECT_NEAR(o[0], p * 1 + (1 - p) * 3, 1e-6);
+}
+
+// The band against an explicit mask written here from its definition (key j seen by query i when
+// diag - left < j <= diag + right, diag = i, or i + Skv - Sq bottom-right), on random values: windows, right
+// bounds, both alignments, grouped heads.
+TEST(HostReference, SdpaBandMatchesAnExplicitMask) {
+  struct Case {
+    int64_t sq, skv, h, hk;
+    SdpaAttrs a;
+  };
+  auto attrs = [](bool causal, std::optional<int64_t> left, std::optional<int64_t> right, bool br) {
+    SdpaAttrs a;
+    a.causal = causal;
+    a.left_bound = left;
+    a.right_bound = right;
+    a.alignment = br ? DiagonalAlignment::kBottomRight : DiagonalAlignment::kTopLeft;
+    return a;
+  };
+  const Case cases[] = {{9, 9, 2, 2, attrs(true, 3, std::nullopt, false)},
+                        {9, 9, 2, 1, attrs(false, 2, 1, false)},
+                        {4, 11, 2, 2, attrs(true, std::nullopt, std::nullopt, true)},
+                        {1, 13, 4, 2, attrs(true, std::nullopt, std::nullopt, true)},
+                        {5, 12, 2, 2, attrs(true, 4, std::nullopt, true)},
+                        {6, 10, 2, 2, attrs(false, std::nullopt, 2, true)},
+                        {12, 5, 2, 2, attrs(true, std::nullopt, std::nullopt, false)}};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  for (const Case& c : cases) {
+    const int64_t d = 4;
+    Graph g = make_graph("band", DataType::kFloat32);
+    int q = add_tensor(g, "q", {1, c.h, c.sq, d}), k = add_tensor(g, "k", {1, c.hk, c.skv, d}),
+        v = add_tensor(g, "v", {1, c.hk, c.skv, d}), o = add_tensor(g, "o", {1, c.h, c.sq, d});
+    add_node(g, "sdpa", OpKind::kSdpa, {q, k, v}, o).sdpa = c.a;
+    g.outputs = {o};
+    std::vector<double> qv(static_cast<size_t>(c.h * c.sq * d)), kv(static_cast<size_t>(c.hk * c.skv * d)),
+        vv(kv.size());
+    for (auto* vec : {&qv, &kv, &vv})
+      for (double& x : *vec) x = static_cast<float>(u(rng));  // fp32 inputs: exact
+    auto out = run1(g, {{q, vals(g, q, qv)}, {k, vals(g, k, kv)}, {v, vals(g, v, vv)}});
+    const int64_t shift = c.a.alignment == DiagonalAlignment::kBottomRight ? c.skv - c.sq : 0;
+    const std::optional<int64_t> right = c.a.causal ? std::optional<int64_t>(0) : c.a.right_bound;
+    std::vector<double> want(out.size(), 0.0);
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t i = 0; i < c.sq; ++i) {
+        const int64_t kh = h / (c.h / c.hk), diag = i + shift;
+        std::vector<double> w(static_cast<size_t>(c.skv), 0.0);
+        double mx = -1e300, sum = 0.0;
+        for (int64_t j = 0; j < c.skv; ++j) {
+          const bool seen = (!right || j <= diag + *right) && (!c.a.left_bound || j > diag - *c.a.left_bound);
+          if (!seen) continue;
+          double dot = 0.0;
+          for (int64_t e = 0; e < d; ++e) dot += qv[(h * c.sq + i) * d + e] * kv[(kh * c.skv + j) * d + e];
+          w[j] = dot / 2.0;  // 1/sqrt(4)
+          mx = std::max(mx, w[j]);
+        }
+        for (int64_t j = 0; j < c.skv; ++j) {
+          const bool seen = (!right || j <= diag + *right) && (!c.a.left_bound || j > diag - *c.a.left_bound);
+          w[j] = seen ? std::exp(w[j] - mx) : 0.0;
+          sum += w[j];
+        }
+        for (int64_t j = 0; j < c.skv; ++j)
+          for (int64_t e = 0; e < d; ++e) want[(h * c.sq + i) * d + e] += w[j] / sum * vv[(kh * c.skv + j) * d + e];
+      }
+    SCOPED_TRACE("sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv));
+    expect_near(out, want, 2e-6);  // the output rounds to fp32; a wrong mask is off by ~0.1
+  }
 }
 
 TEST(HostReference, IntermediatesRoundToTheIntermediateDtype) {

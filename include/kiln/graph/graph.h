@@ -151,9 +151,20 @@ struct ReductionAttrs {
 struct NormAttrs {
   double epsilon = 1e-5;
 };
+// Which keys a query attends to (docs/spec.md "sdpa"): query i's diagonal is key i (top-left) or key
+// i + Skv - Sq (bottom-right: the last query meets the last key, as in decode and chunked prefill); it attends to
+// keys j with diagonal - left_bound < j <= diagonal + right_bound, each bound where set (none: every key).
+enum class DiagonalAlignment { kTopLeft, kBottomRight };
 struct SdpaAttrs {
-  bool causal = false;
-  std::optional<double> attn_scale;  // default 1/sqrt(head_dim)
+  bool causal = false;                 // right_bound 0: no key past the diagonal
+  std::optional<double> attn_scale;    // default 1/sqrt(head_dim)
+  std::optional<int64_t> left_bound;   // a sliding window: the diagonal and left_bound - 1 keys before it (>= 1)
+  std::optional<int64_t> right_bound;  // keys past the diagonal it may see (>= 0); not with causal
+  DiagonalAlignment alignment = DiagonalAlignment::kTopLeft;
+
+  // The right bound that applies: 0 when causal.
+  std::optional<int64_t> effective_right_bound() const { return causal ? std::optional<int64_t>(0) : right_bound; }
+  bool masked() const { return causal || left_bound.has_value() || right_bound.has_value(); }
 };
 
 // Inputs and outputs by op (tensor indices, in this order):

@@ -104,6 +104,9 @@ class GraphBuilder {
                      std::string out = "");
   TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, bool causal = false,
                  std::optional<double> attn_scale = std::nullopt, std::string out = "");
+  // With every attribute (a sliding window, a right bound, the diagonal's alignment: kiln/graph/graph.h SdpaAttrs).
+  TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
+                 std::string out = "");
 
   // Fix-ups on a tensor (usually an op's output): its dtype, its layout.
   GraphBuilder& set_dtype(TensorRef t, DataType dtype);

@@ -10,6 +10,39 @@ namespace {
 
 void sdpa_arity(const Node&, size_t* lo, size_t* hi) { *lo = *hi = 3; }
 
+// The diagonal band (SdpaAttrs): each bound in range, not contradicting causal, an alignment only with a bound to
+// align; and what cuDNN (Frontend 1.32, cuDNN 9.19) refuses, refused here first: a sliding window or a
+// bottom-right diagonal with more queries than keys. cuDNN takes a bound as an int32 or a float, so at most 2^24.
+Status check_band(NodeCtx& c, int64_t sq, int64_t skv) {
+  const SdpaAttrs& a = c.node.sdpa;
+  constexpr int64_t kMaxBound = int64_t{1} << 24;
+  if (a.left_bound && (*a.left_bound < 1 || *a.left_bound > kMaxBound))
+    return c.error("attribute 'left_bound': " + std::to_string(*a.left_bound) +
+                   " must be between 1 (the diagonal's own key) and " + std::to_string(kMaxBound));
+  if (a.right_bound && (*a.right_bound < 0 || *a.right_bound > kMaxBound))
+    return c.error("attribute 'right_bound': " + std::to_string(*a.right_bound) + " must be between 0 and " +
+                   std::to_string(kMaxBound));
+  if (a.causal && a.right_bound && *a.right_bound != 0)
+    return c.error("attribute 'right_bound': " + std::to_string(*a.right_bound) +
+                   " contradicts 'causal': true (causal is right_bound 0)");
+  if (a.alignment == DiagonalAlignment::kBottomRight && !a.masked())
+    return c.error("attribute 'diagonal_alignment': bottom_right aligns a bound, and none is set (causal, "
+                   "left_bound or right_bound)");
+  const std::string sizes = " (" + c.in_label(0) + " has " + std::to_string(sq) + " queries, " + c.in_label(1) + " " +
+                            std::to_string(skv) + " keys)";
+  if (a.alignment == DiagonalAlignment::kBottomRight && sq > skv)
+    return not_supported(c.where +
+                         ": cuDNN aligns the diagonal bottom-right only with at most as many queries as "
+                         "keys" +
+                         sizes);
+  if (a.left_bound && sq > skv)
+    return not_supported(c.where +
+                         ": cuDNN takes a sliding window (left_bound) only with at most as many queries "
+                         "as keys" +
+                         sizes);
+  return Status::ok();
+}
+
 Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
   for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
   DataType qt = c.in_dtype(0);
@@ -57,21 +90,29 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
     if (d % 8 != 0 || d > 256)
       return c.error(c.in_label(i) + ": head dim " + std::to_string(d) + " must be a multiple of 8 and at most 256");
   }
+  KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   return Status::ok();
 }
 
 // The scale as it applies (the default 1/sqrt(head_dim) written out), so that an explicit default and an
-// omitted one sign alike.
+// omitted one sign alike; the band as it applies (causal=1 for a right bound of 0, however given; the other terms
+// only where set, so graphs without a band sign as before they existed).
 std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
   const double head_dim = static_cast<double>(g.tensors[n.inputs[0]].dims[3].value);
   const double scale = n.sdpa.attn_scale ? *n.sdpa.attn_scale : 1.0 / std::sqrt(head_dim);
-  return std::string(" causal=") + (n.sdpa.causal ? "1" : "0") + " attn_scale=" + canonical_number(scale);
+  const std::optional<int64_t> right = n.sdpa.effective_right_bound();
+  std::string s = std::string(" causal=") + (right == 0 ? "1" : "0") + " attn_scale=" + canonical_number(scale);
+  if (right && *right > 0) s += " right_bound=" + std::to_string(*right);
+  if (n.sdpa.left_bound) s += " left_bound=" + std::to_string(*n.sdpa.left_bound);
+  if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) s += " alignment=bottom_right";
+  return s;
 }
 
 // q [B, H, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv]: per (query, key) pair scored, D
-// multiply-accumulates for q.k and Dv for p.v. Causal (top-left aligned) scores query i against keys
-// [0, min(i + 1, Skv)) only, as the references do.
+// multiply-accumulates for q.k and Dv for p.v. With a band, query i scores the keys j with
+// diagonal - left_bound < j <= diagonal + right_bound only (the diagonal i, or i + Skv - Sq bottom-right), as the
+// references do.
 OpCost sdpa_cost(const Graph& g, const Node& n) {
   const TensorDesc& q = g.tensors[static_cast<size_t>(n.inputs[0])];
   const TensorDesc& k = g.tensors[static_cast<size_t>(n.inputs[1])];
@@ -81,11 +122,16 @@ OpCost sdpa_cost(const Graph& g, const Node& n) {
   const double bh = static_cast<double>(q.dims[0].value) * static_cast<double>(q.dims[1].value);
   const int64_t sq = q.dims[2].value, skv = k.dims[2].value;
   double pairs = static_cast<double>(sq) * static_cast<double>(skv);
-  if (n.sdpa.causal) {
-    // sum over i < Sq of min(i + 1, Skv): a triangle of the first min(Sq, Skv) rows, full rows after.
-    const int64_t tri = std::min(sq, skv);
-    pairs = static_cast<double>(tri) * static_cast<double>(tri + 1) / 2.0 +
-            static_cast<double>(sq - tri) * static_cast<double>(skv);
+  if (n.sdpa.masked()) {
+    const std::optional<int64_t> right = n.sdpa.effective_right_bound();
+    const int64_t shift = n.sdpa.alignment == DiagonalAlignment::kBottomRight ? skv - sq : 0;
+    pairs = 0.0;
+    for (int64_t i = 0; i < sq; ++i) {
+      const int64_t diag = i + shift;
+      const int64_t first = n.sdpa.left_bound ? std::max<int64_t>(0, diag - *n.sdpa.left_bound + 1) : 0;
+      const int64_t last = right ? std::min(skv, diag + *right + 1) : skv;
+      pairs += static_cast<double>(std::max<int64_t>(0, last - first));
+    }
   }
   c.macs = bh * pairs * static_cast<double>(q.dims[3].value + v.dims[3].value);
   c.flops = 2.0 * c.macs;

@@ -1,4 +1,5 @@
-// The scaled dot-product attention family's attributes in a spec: causal, attn_scale.
+// The scaled dot-product attention family's attributes in a spec: causal, attn_scale, and the diagonal band
+// (left_bound, right_bound, diagonal_alignment; kiln/graph/graph.h SdpaAttrs says what they mean).
 #include "spec/ops/spec_ops.h"
 
 namespace kiln::spec_internal {
@@ -15,16 +16,37 @@ Status parse_sdpa(const ReadJson& j, const std::string& where, Node* n) {
     KILN_RETURN_IF_ERROR(get_number(j["attn_scale"], attr("attn_scale"), &s));
     n->sdpa.attn_scale = s;
   }
+  for (const char* key : {"left_bound", "right_bound"}) {
+    if (!j.contains(key)) continue;
+    int64_t v = 0;
+    KILN_RETURN_IF_ERROR(get_int(j[key], attr(key), &v));
+    (std::string(key) == "left_bound" ? n->sdpa.left_bound : n->sdpa.right_bound) = v;
+  }
+  if (j.contains("diagonal_alignment")) {
+    const ReadJson& a = j["diagonal_alignment"];
+    if (a == "top_left") {
+      n->sdpa.alignment = DiagonalAlignment::kTopLeft;
+    } else if (a == "bottom_right") {
+      n->sdpa.alignment = DiagonalAlignment::kBottomRight;
+    } else {
+      return invalid_argument(attr("diagonal_alignment") + ": expected \"top_left\" or \"bottom_right\", got " +
+                              a.dump());
+    }
+  }
   return Status::ok();
 }
 
 void write_sdpa(const Node& n, WriteJson& j) {
   j["causal"] = n.sdpa.causal;
   if (n.sdpa.attn_scale) j["attn_scale"] = *n.sdpa.attn_scale;
+  if (n.sdpa.left_bound) j["left_bound"] = *n.sdpa.left_bound;
+  if (n.sdpa.right_bound) j["right_bound"] = *n.sdpa.right_bound;
+  if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) j["diagonal_alignment"] = "bottom_right";
 }
 
 }  // namespace
 
-const SpecFamily kSdpaSpec = {{"causal", "attn_scale"}, parse_sdpa, write_sdpa};
+const SpecFamily kSdpaSpec = {
+    {"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment"}, parse_sdpa, write_sdpa};
 
 }  // namespace kiln::spec_internal

@@ -31,15 +31,18 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
     return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(o) + " must be " +
                             dims_str({s.b, s.h, s.sq, s.dv}));
   s.scale = node.sdpa.attn_scale ? *node.sdpa.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.d));
-  s.causal = node.sdpa.causal;
+  const SdpaAttrs& a = node.sdpa;
+  s.band.left = a.left_bound.value_or(0);
+  s.band.right = a.effective_right_bound().value_or(-1);
+  s.band.shift = a.alignment == DiagonalAlignment::kBottomRight ? s.skv - s.sq : 0;
   p.reduction_length = std::max(s.skv, s.d);
   return Status::ok();
 }
 
 namespace {
 
-// Shared by the value and the magnitude pass: per query row, the probabilities p_j (causal keys only)
-// and the row's output.
+// Shared by the value and the magnitude pass: per query row, the probabilities p_j over the keys it attends to,
+// [first, last) (p[j] for key j), and the row's output.
 template <typename RowFn>
 void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, RowFn&& row_fn) {
   std::vector<double> score(static_cast<size_t>(s.skv));
@@ -51,31 +54,32 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, RowF
       for (int64_t i = 0; i < s.sq; ++i) {
         const int64_t row = (b * s.h + h) * s.sq + i;
         const double* qi = q.data() + row * s.d;
-        const int64_t last = s.causal ? std::min(i + 1, s.skv) : s.skv;  // keys [0, last)
+        int64_t first = 0, last = 0;
+        sdpa_keys(s.band, i, s.skv, &first, &last);
         double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < last; ++j) {
+        for (int64_t j = first; j < last; ++j) {
           double dot = 0.0;
           for (int64_t d = 0; d < s.d; ++d) dot += qi[d] * kb[j * s.d + d];
           score[j] = dot * s.scale;
           mx = std::max(mx, score[j]);
         }
         double sum = 0.0;
-        for (int64_t j = 0; j < last; ++j) {
+        for (int64_t j = first; j < last; ++j) {
           score[j] = std::exp(score[j] - mx);
           sum += score[j];
         }
-        for (int64_t j = 0; j < last; ++j) score[j] /= sum;
-        row_fn(row, b * s.hk + hk, last, score.data());
+        for (int64_t j = first; j < last; ++j) score[j] /= sum;
+        row_fn(row, b * s.hk + hk, first, last, score.data());
       }
     }
 }
 
 Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v) {
   Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
-  for_each_sdpa_row(s, q, k, [&](int64_t row, int64_t kv_head, int64_t last, const double* p) {
+  for_each_sdpa_row(s, q, k, [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
     const double* vb = v.data() + kv_head * s.skv * s.dv;
     double* oi = o.data() + row * s.dv;
-    for (int64_t j = 0; j < last; ++j)
+    for (int64_t j = first; j < last; ++j)
       for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vb[j * s.dv + d];
   });
   return o;
@@ -84,20 +88,22 @@ Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Value
 Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, const Operand& v, const Values& o) {
   Values m(o.size(), 0.0);
   const double qk_factor = contraction_factor(q.carries, k.carries) * std::fabs(s.scale);
-  for_each_sdpa_row(s, *q.value, *k.value, [&](int64_t row, int64_t kv_head, int64_t last, const double* p) {
-    const double* bq = q.mag->data() + row * s.d;
-    const double* bk = k.mag->data() + kv_head * s.skv * s.d;
-    const double* bv = v.mag->data() + kv_head * s.skv * s.dv;
-    const double* oi = o.data() + row * s.dv;
-    double* mi = m.data() + row * s.dv;
-    for (int64_t j = 0; j < last; ++j) {
-      double s_mag = 0.0;
-      for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[j * s.d + d];
-      s_mag *= qk_factor;
-      for (int64_t d = 0; d < s.dv; ++d) mi[d] += sdpa_magnitude_term(p[j], bv[j * s.dv + d], oi[d], s_mag, v.carries);
-    }
-    for (int64_t d = 0; d < s.dv; ++d) mi[d] = std::max(mi[d], std::fabs(oi[d]));
-  });
+  for_each_sdpa_row(s, *q.value, *k.value,
+                    [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
+                      const double* bq = q.mag->data() + row * s.d;
+                      const double* bk = k.mag->data() + kv_head * s.skv * s.d;
+                      const double* bv = v.mag->data() + kv_head * s.skv * s.dv;
+                      const double* oi = o.data() + row * s.dv;
+                      double* mi = m.data() + row * s.dv;
+                      for (int64_t j = first; j < last; ++j) {
+                        double s_mag = 0.0;
+                        for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[j * s.d + d];
+                        s_mag *= qk_factor;
+                        for (int64_t d = 0; d < s.dv; ++d)
+                          mi[d] += sdpa_magnitude_term(p[j], bv[j * s.dv + d], oi[d], s_mag, v.carries);
+                      }
+                      for (int64_t d = 0; d < s.dv; ++d) mi[d] = std::max(mi[d], std::fabs(oi[d]));
+                    });
   return m;
 }
 

@@ -18,12 +18,16 @@ namespace {
 struct SdpaParams {
   int64_t b, h, hk, sq, skv, d, dv;
   double scale;
-  int causal;
+  SdpaBand band;
 };
 
-__device__ double sdpa_row_max(const SdpaParams& p, const double* qi, const double* kb, int64_t last) {
+SdpaParams sdpa_params(const SdpaGeom& g) {
+  return SdpaParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band};
+}
+
+__device__ double sdpa_row_max(const SdpaParams& p, const double* qi, const double* kb, int64_t first, int64_t last) {
   double mx = -INFINITY;
-  for (int64_t j = 0; j < last; ++j) {
+  for (int64_t j = first; j < last; ++j) {
     double dot = 0.0;
     for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kb[j * p.d + d];
     mx = fmax(mx, dot * p.scale);
@@ -46,10 +50,6 @@ __device__ inline SdpaRow sdpa_row(const SdpaParams& p, int64_t idx) {
   const int64_t b = idx / (p.sq * p.h);
   return SdpaRow{idx % p.sq, b * p.hk + h / (p.h / p.hk)};
 }
-// The keys row i attends to: all, or with causal masking up to and including i.
-__device__ inline int64_t sdpa_last(const SdpaParams& p, int64_t i) {
-  return p.causal ? (i + 1 < p.skv ? i + 1 : p.skv) : p.skv;
-}
 
 __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
                             const double* __restrict__ v, double* __restrict__ o) {
@@ -61,11 +61,12 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
     const double* kb = k + row.kv_head * p.skv * p.d;
     const double* vb = v + row.kv_head * p.skv * p.dv;
     double* oi = o + idx * p.dv;
-    const int64_t last = sdpa_last(p, row.i);
-    const double mx = sdpa_row_max(p, qi, kb, last);
+    int64_t first = 0, last = 0;
+    sdpa_keys(p.band, row.i, p.skv, &first, &last);
+    const double mx = sdpa_row_max(p, qi, kb, first, last);
     for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.0;
     double sum = 0.0;
-    for (int64_t j = 0; j < last; ++j) {
+    for (int64_t j = first; j < last; ++j) {
       const double e = sdpa_weight(p, qi, kb + j * p.d, mx);
       sum += e;
       for (int64_t d = 0; d < p.dv; ++d) oi[d] += e * vb[j * p.dv + d];
@@ -92,12 +93,13 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
     const double* bvb = bv + head * p.skv * p.dv;
     const double* oi = o + idx * p.dv;
     double* mi = bo + idx * p.dv;
-    const int64_t last = sdpa_last(p, row.i);
-    const double mx = sdpa_row_max(p, qi, kb, last);
+    int64_t first = 0, last = 0;
+    sdpa_keys(p.band, row.i, p.skv, &first, &last);
+    const double mx = sdpa_row_max(p, qi, kb, first, last);
     double sum = 0.0;
-    for (int64_t j = 0; j < last; ++j) sum += sdpa_weight(p, qi, kb + j * p.d, mx);
+    for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, qi, kb + j * p.d, mx);
     for (int64_t d = 0; d < p.dv; ++d) mi[d] = 0.0;
-    for (int64_t j = 0; j < last; ++j) {
+    for (int64_t j = first; j < last; ++j) {
       const double pj = sdpa_weight(p, qi, kb + j * p.d, mx) / sum;
       double s_mag = 0.0;
       for (int64_t d = 0; d < p.d; ++d) s_mag += bqi[d] * bkb[j * p.d + d];
@@ -112,15 +114,7 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
 
 Status sdpa_device_value(const Node&, const NodePlan& p, const std::vector<const double*>& in, double* y, int64_t,
                          const std::string&) {
-  SdpaParams sp{p.sdpa.b,
-                p.sdpa.h,
-                p.sdpa.hk,
-                p.sdpa.sq,
-                p.sdpa.skv,
-                p.sdpa.d,
-                p.sdpa.dv,
-                static_cast<double>(p.sdpa.scale),
-                p.sdpa.causal ? 1 : 0};
+  const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], y);
   return Status::ok();
@@ -128,8 +122,7 @@ Status sdpa_device_value(const Node&, const NodePlan& p, const std::vector<const
 
 Status sdpa_device_magnitude(const Node&, const NodePlan& p, const std::vector<DeviceOperand>& op, const double* y,
                              double* by, int64_t, bool, const std::string&) {
-  SdpaParams sp{
-      p.sdpa.b, p.sdpa.h, p.sdpa.hk, p.sdpa.sq, p.sdpa.skv, p.sdpa.d, p.sdpa.dv, p.sdpa.scale, p.sdpa.causal ? 1 : 0};
+  const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);
   sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag, op[2].mag,

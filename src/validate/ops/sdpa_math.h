@@ -9,6 +9,22 @@
 
 namespace kiln::validate_internal {
 
+// The keys each query attends to (kiln/graph/graph.h SdpaAttrs), as plain numbers for both compilers.
+struct SdpaBand {
+  int64_t left = 0;    // a sliding window: keys j > diagonal - left; 0: none
+  int64_t right = -1;  // keys j <= diagonal + right; -1: none (causal is 0)
+  int64_t shift = 0;   // query i's diagonal is key i + shift (Skv - Sq bottom-right, else 0)
+};
+
+// The keys query i attends to: [*first, *last) of [0, skv).
+KILN_HD inline void sdpa_keys(const SdpaBand& b, int64_t i, int64_t skv, int64_t* first, int64_t* last) {
+  const int64_t diag = i + b.shift;
+  const int64_t f = b.left > 0 ? diag - b.left + 1 : 0;
+  const int64_t l = b.right >= 0 ? diag + b.right + 1 : skv;
+  *first = f < 0 ? 0 : f;
+  *last = l > skv ? skv : (l < *first ? *first : l);
+}
+
 // SDPA, o = sum_j p_j v_j with p = softmax(s), s_j = scale q.k_j. With S_j = (1 + Eq + Ek) scale
 // sum_d Bq_d Bk_jd bounding the score's error (in units of c), to first order
 //   |do| <= sum_j p_j |v_j - o| S_j       (scores through the softmax: dp_j = p_j (ds_j - sum_l p_l ds_l))
