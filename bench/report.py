@@ -34,9 +34,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-FAMILIES = ["conv_bias_relu", "matmul_bias_gelu", "matmul", "matmul_amax", "fp8_recipe", "sdpa",
+FAMILIES = ["conv_bias_relu", "matmul_bias_gelu", "matmul", "matmul_amax", "fp8_recipe", "sdpa", "sdpa_band",
             "layer_norm", "rms_norm"]
-FLOP_BOUND = {"conv_bias_relu", "matmul_bias_gelu", "matmul", "matmul_amax", "fp8_recipe", "sdpa"}
+FLOP_BOUND = {"conv_bias_relu", "matmul_bias_gelu", "matmul", "matmul_amax", "fp8_recipe", "sdpa", "sdpa_band"}
 NORMS = {"layer_norm", "rms_norm"}
 MATMUL_FAMILIES = {"matmul_bias_gelu", "matmul", "matmul_amax", "fp8_recipe"}
 FAMILY_TITLES = {
@@ -46,12 +46,14 @@ FAMILY_TITLES = {
     "matmul_amax": "Matmul + AMAX (bf16)",
     "fp8_recipe": "FP8 recipe (e4m3 inputs, bf16 output, AMAX, next scale)",
     "sdpa": "Scaled dot-product attention, forward (bf16)",
+    "sdpa_band": "Attention with a diagonal band: sliding window, chunked prefill, decode (bf16, causal, GQA 32/8)",
     "layer_norm": "LayerNorm (bf16, bf16 scale/bias)",
     "rms_norm": "RMSNorm (bf16, bf16 scale)",
 }
 # peer key in case["torch"] -> label
 PEERS = [("eager_ms", "eager"), ("compile_ms", "torch.compile"), ("tunableop_ms", "TunableOp"),
-         ("mm_only_eager_ms", "eager matmul only"), ("cudnn_ms", "SDPA cuDNN"), ("flash_ms", "SDPA flash")]
+         ("mm_only_eager_ms", "eager matmul only"), ("cudnn_ms", "SDPA cuDNN"), ("flash_ms", "SDPA flash"),
+         ("efficient_ms", "SDPA efficient"), ("flex_ms", "FlexAttention (compiled)")]
 PEER_LABEL = dict(PEERS)
 # peers shown in a family's table even when none of its cases measured them
 FAMILY_PEERS = {
@@ -61,6 +63,7 @@ FAMILY_PEERS = {
     "matmul_amax": ["eager_ms", "mm_only_eager_ms", "compile_ms", "tunableop_ms"],
     "fp8_recipe": ["eager_ms", "compile_ms", "tunableop_ms"],
     "sdpa": ["cudnn_ms", "flash_ms"],
+    "sdpa_band": ["eager_ms", "cudnn_ms", "flash_ms", "efficient_ms", "flex_ms", "compile_ms"],
     "layer_norm": ["eager_ms", "compile_ms"],
     "rms_norm": ["eager_ms", "compile_ms"],
 }

@@ -10,6 +10,8 @@
 #   conv       conv+bias+ReLU on ResNet-50 layers                             (Kiln and PyTorch)
 #   gemm       matmul+bias+GELU, plain matmul, matmul+AMAX                    (Kiln and PyTorch)
 #   attention  the FP8 recipe, SDPA forward, layer norm, RMS norm             (Kiln and PyTorch)
+#   band       attention with a diagonal band: sliding window, chunked prefill, decode (Kiln and PyTorch,
+#              FlexAttention included; not in the default parts)
 #   block      the bf16 transformer block at 1x16 and 1x2048 tokens           (Kiln and PyTorch)
 #   runtime    cold start, CUDA Graphs, dynamic shapes                        (Kiln)
 #   cases      only the case ids in KILN_SUITE_CASES (comma-separated): to measure some cases again; the
@@ -30,13 +32,13 @@
 # 2 for bad arguments (an unknown part is refused before any part runs), 3 when kiln doctor finds no GPU.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage="usage: bench/run_suite.sh OUT_DIR [conv|gemm|attention|block|runtime|cases ...]"
+usage="usage: bench/run_suite.sh OUT_DIR [conv|gemm|attention|band|block|runtime|cases ...]"
 [ $# -ge 1 ] && [ -n "$1" ] || { echo "$usage" >&2; exit 2; }
 out="$1"; shift
 parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(conv gemm attention block runtime)
 for p in "${parts[@]}"; do  # every part named is checked before any runs
-  case "$p" in conv|gemm|attention|block|runtime|cases) ;;
-    *) echo "run_suite: unknown part '$p' (conv, gemm, attention, block, runtime, cases)" >&2; exit 2;; esac
+  case "$p" in conv|gemm|attention|band|block|runtime|cases) ;;
+    *) echo "run_suite: unknown part '$p' (conv, gemm, attention, band, block, runtime, cases)" >&2; exit 2;; esac
 done
 build="${KILN_BUILD_DIR:-$root/build}"
 py="${PYTHON:-}"; [ -n "$py" ] || { [ -x /opt/torch/.venv/bin/python ] && py=/opt/torch/.venv/bin/python || py=python3; }
@@ -71,12 +73,13 @@ for p in "${parts[@]}"; do
     conv)      pair conv conv_bias_relu;;
     gemm)      pair gemm matmul_bias_gelu,matmul,matmul_amax;;
     attention) pair attention fp8_recipe,sdpa,layer_norm,rms_norm;;
+    band)      pair band sdpa_band;;
     block)     pair block none --block;;
     cases)     pair cases "" --cases "${KILN_SUITE_CASES:?the part cases needs KILN_SUITE_CASES=id1,id2}";;
     runtime)   dyn=(--dynamic); [ -z "${KILN_SUITE_DYNAMIC_FROM:-}" ] || dyn=(--dynamic-from "$KILN_SUITE_DYNAMIC_FROM")
                side runtime-kiln python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/runtime-kiln.json" \
                  --families none --capture --coldstart "${dyn[@]}" --work "$out/work-runtime";;
-    *) echo "run_suite: unknown part '$p' (conv, gemm, attention, block, runtime)" >&2; exit 2;;
+    *) echo "run_suite: unknown part '$p' (conv, gemm, attention, band, block, runtime)" >&2; exit 2;;
   esac
 done
 if "$py" -c "import matplotlib" 2>/dev/null; then

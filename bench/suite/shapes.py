@@ -1,7 +1,8 @@
 """The benchmark suite's cases: one list shared by the Kiln side, the PyTorch side and the report.
 
 Each case is a dict:
-  family   conv_bias_relu | matmul_bias_gelu | matmul | matmul_amax | fp8_recipe | sdpa | layer_norm | rms_norm
+  family   conv_bias_relu | matmul_bias_gelu | matmul | matmul_amax | fp8_recipe | sdpa | sdpa_band | layer_norm |
+           rms_norm
   name     a short label, unique in the suite ("3x3 64->64 56x56 n32")
   id       a file-name-safe id ("conv_bias_relu_3x3_64to64_56_n32")
   dtype    the I/O dtype ("fp16", "bf16", "fp8_e4m3" for the FP8 recipe's inputs)
@@ -36,6 +37,25 @@ MM_PLAIN_SHAPES = [(8192, 8192, 8192)]
 MM_AMAX_SHAPES = [(16, 8192, 8192), (8192, 8192, 8192)]
 FP8_SHAPES = [(16, 8192, 8192), (8192, 8192, 8192)]
 SDPA_SHAPES = [(4, 32, 4096, 128), (16, 16, 1024, 64)]
+# Attention with a diagonal band (issue 36), Llama-3.1-8B heads (32 query heads over 8 KV heads, D 128), bf16:
+# (name, b, h, hk, sq, skv, d, left_bound, bottom_right); every case causal. A Mistral-style sliding window of
+# 4096 keys; a chunk of a chunked prefill and a decode step, both aligned bottom-right (dense KV).
+SDPA_BAND_SHAPES = [("window4096", 1, 32, 8, 16384, 16384, 128, 4096, False),
+                    ("window4096", 4, 32, 8, 8192, 8192, 128, 4096, False),
+                    ("chunk2048_ctx16k", 1, 32, 8, 2048, 16384, 128, None, True),
+                    ("decode_ctx8k", 64, 32, 8, 1, 8192, 128, None, True)]
+
+
+def band_pairs(sq: int, skv: int, left, bottom_right: bool) -> int:
+    """(query, key) pairs a causal band scores: query i sees keys diag - left < j <= diag (diag = i, or
+    i + skv - sq bottom-right)."""
+    shift = skv - sq if bottom_right else 0
+    total = 0
+    for i in range(sq):
+        diag = i + shift
+        first = max(0, diag - left + 1) if left else 0
+        total += max(0, min(skv, diag + 1) - first)
+    return total
 NORM_SHAPES = [(16384, 8192), (65536, 1024)]
 BLOCK_SHAPES = [(1, 16), (1, 2048)]  # (batch, tokens) at hidden 4096, 32 heads, MLP 4x
 
@@ -94,6 +114,17 @@ def cases():
                 "flops": fl / 2 if causal else fl,
                 "min_bytes": 2.0 * 4 * b * h * s * d,
             })
+    for (name, b, h, hk, sq, skv, d, left, br) in SDPA_BAND_SHAPES:
+        out.append({
+            "family": "sdpa_band",
+            "name": f"{name} B{b} Sq{sq} Skv{skv}",
+            "id": f"sdpa_band_{name}_b{b}_sq{sq}_skv{skv}",
+            "dtype": "bf16",
+            "params": {"b": b, "h": h, "hk": hk, "sq": sq, "skv": skv, "d": d, "left_bound": left,
+                       "bottom_right": br},
+            "flops": 4.0 * b * h * d * band_pairs(sq, skv, left, br),
+            "min_bytes": 2.0 * (2 * b * h * sq * d + 2 * b * hk * skv * d),
+        })
     for fam in ("layer_norm", "rms_norm"):
         for (t, hid) in NORM_SHAPES:
             params_bytes = (2 if fam == "layer_norm" else 1) * hid * 2  # bf16 scale (and bias)
@@ -174,6 +205,20 @@ def kiln_spec(c):
         g["tensors"] = {t: {"dims": [b, h, s, d]} for t in ("q", "k", "v")}
         g["nodes"] = [{"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v"], "outputs": ["o"],
                        "causal": p["causal"], "attn_scale": 1.0 / math.sqrt(d)}]
+        g["outputs"] = ["o"]
+        return g
+    if f == "sdpa_band":
+        g = _base(c["id"], f"attention forward with a band: {c['name']} (bf16)", "bf16")
+        g["tensors"] = {"q": {"dims": [p["b"], p["h"], p["sq"], p["d"]]},
+                        "k": {"dims": [p["b"], p["hk"], p["skv"], p["d"]]},
+                        "v": {"dims": [p["b"], p["hk"], p["skv"], p["d"]]}}
+        node = {"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v"], "outputs": ["o"], "causal": True,
+                "attn_scale": 1.0 / math.sqrt(p["d"])}
+        if p["left_bound"]:
+            node["left_bound"] = p["left_bound"]
+        if p["bottom_right"]:
+            node["diagonal_alignment"] = "bottom_right"
+        g["nodes"] = [node]
         g["outputs"] = ["o"]
         return g
     if f in ("layer_norm", "rms_norm"):

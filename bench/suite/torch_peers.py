@@ -49,7 +49,7 @@ METHOD = ("GPU time = median of cudaEvent-timed samples; per sample: L2 flushed 
 FLUSH_BYTES = 256 << 20
 CYCLES_PER_US = 2000          # torch.cuda._sleep spins SM cycles; at < 2 GHz it only sleeps longer
 COMPILE_FAMILIES = {"conv_bias_relu", "matmul_bias_gelu", "matmul", "matmul_amax", "fp8_recipe",
-                    "layer_norm", "rms_norm"}
+                    "layer_norm", "rms_norm", "sdpa_band"}
 TUNABLE_FAMILIES = {"matmul_bias_gelu", "matmul", "matmul_amax"}
 DEV = "cuda"
 
@@ -283,6 +283,8 @@ def build(case):
         def op(q, k, v):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
         return (q, k, v), op
+    if f == "sdpa_band":
+        return band_inputs(p)
     if f in ("layer_norm", "rms_norm"):
         t, hid = p["tokens"], p["hidden"]
         x = torch.randn(t, hid, device=DEV, dtype=bf16)
@@ -298,6 +300,57 @@ def build(case):
             return F.rms_norm(x, (hid,), g, 1e-5)
         return (x, g), op
     raise ValueError(f"unknown family {f}")
+
+
+def band_keep(p):
+    """The keys each query sees under a causal band (shapes.band_pairs), as a [sq, skv] bool mask."""
+    shift = p["skv"] - p["sq"] if p["bottom_right"] else 0
+    diag = torch.arange(p["sq"], device=DEV)[:, None] + shift
+    j = torch.arange(p["skv"], device=DEV)[None, :]
+    keep = j <= diag
+    if p["left_bound"]:
+        keep &= j > diag - p["left_bound"]
+    return keep
+
+
+def band_inputs(p):
+    """q, k, v of an sdpa_band case and PyTorch's SDPA over them with the band as a boolean mask (its default
+    backend choice; the backends one by one in eager_pass). Grouped heads through enable_gqa; a decode step
+    (one query aligned bottom-right) sees every key, so it takes no mask."""
+    q = torch.randn(p["b"], p["h"], p["sq"], p["d"], device=DEV, dtype=torch.bfloat16)
+    k, v = (torch.randn(p["b"], p["hk"], p["skv"], p["d"], device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    scale = 1.0 / math.sqrt(p["d"])
+    keep = band_keep(p)
+    mask = None if bool(keep.all()) else keep
+
+    def op(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=p["hk"] != p["h"])
+    return (q, k, v), op
+
+
+def flex_pass(run, entry, case):
+    """FlexAttention under torch.compile with the band as its mask_mod (block-sparse: it skips the blocks the band
+    masks whole), PyTorch's way to run a sliding window fast."""
+    label, s, p = case["id"], run.args.samples, case["params"]
+
+    def body(e):
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        (q, k, v), _ = band_inputs(p)
+        shift, left = (p["skv"] - p["sq"] if p["bottom_right"] else 0), p["left_bound"]
+
+        def band(b, h, i, j):
+            keep = j <= i + shift
+            return keep & (j > i + shift - left) if left else keep
+        block = create_block_mask(band, None, None, p["sq"], p["skv"], device=DEV)
+        torch._dynamo.reset()
+        flex = torch.compile(flex_attention)
+        scale = 1.0 / math.sqrt(p["d"])
+        call = lambda: flex(q, k, v, block_mask=block, scale=scale, enable_gqa=p["hk"] != p["h"])  # noqa: E731
+        e["torch"]["flex_compile_time_s"] = first_call_s(call)
+        put(e, "flex_ms", time_gpu(call, s))
+    run.measure(entry, label, "flex_ms", body)
+    torch._dynamo.reset()
+    free()
 
 
 def tunable_setup():
@@ -326,7 +379,7 @@ def eager_pass(run, entry, case):
         run.log(f"{label} inputs: ERROR {entry['errors']['inputs']}")
         run.save()
         return
-    if f == "sdpa":
+    if f in ("sdpa", "sdpa_band"):
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         def backend(key, be):
@@ -336,6 +389,8 @@ def eager_pass(run, entry, case):
             run.measure(entry, label, key, body)
         backend("cudnn_ms", SDPBackend.CUDNN_ATTENTION)
         backend("flash_ms", SDPBackend.FLASH_ATTENTION)
+        if f == "sdpa_band":  # a mask: flash takes none, the memory-efficient kernel does
+            backend("efficient_ms", SDPBackend.EFFICIENT_ATTENTION)
     run.measure(entry, label, "eager_ms", lambda e: put(e, "eager_ms", time_gpu(lambda: op(*inputs), s)))
     if f == "matmul_amax":
         a, b = inputs
@@ -537,6 +592,8 @@ def main(argv):
         for case, entry in zip(sel, run.doc["cases"]):
             if case["family"] in COMPILE_FAMILIES and "inputs" not in entry["errors"]:
                 compile_pass(run, entry, case)
+            if case["family"] == "sdpa_band" and "inputs" not in entry["errors"]:
+                flex_pass(run, entry, case)
         if model is not None:
             block_compiled(run, model)
     run.doc["meta"]["end_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
