@@ -13,12 +13,14 @@ torch captures (torch.cuda.graph) replays it; run the op once for each shape bef
 warm-up asks (a plan built during a capture would synchronize the device and break the capture).
 Inference only: the op has no backward.
 
-`op` returns a function, not torch.ops.kiln.<name> itself: under torch.compile it calls torch.ops.kiln.<name>; an
-eager call on plain CUDA tensors runs the kernel at once, without the dispatcher's Python-kernel path (1.4-3 us a
-call on an H100; docs/python.md "Cost of a call"), in C++ against libtorch where kiln._torch_native was built for
-this torch (eager_path() says which). Anything torch must see goes through torch.ops.kiln.<name>: fake,
-functional or subclassed tensors, a dispatch or function mode, a functorch transform, the JIT tracer, the autograd
-profiler, and inputs that require grad while grad mode is on.
+`op` returns a callable, not torch.ops.kiln.<name> itself (its `.op` is that): an eager call on plain CUDA tensors
+runs the kernel at once, without the dispatcher's Python-kernel path (1.4-3 us a call on an H100; docs/python.md
+"Cost of a call"), in C++ against libtorch where kiln._torch_native was built for this torch (eager_path() says
+which). There the callable is kiln._torch_native's call object itself, which torch.compile puts in its graph as it
+is (torch.compiler.allow_in_graph): traced with fake tensors it calls torch.ops.kiln.<name>, so the compiled graph
+calls the op. Elsewhere it is a Python function whose torch.compile branch calls the op. Anything torch must see
+goes through torch.ops.kiln.<name>: fake, functional or subclassed tensors, a dispatch or function mode, a
+functorch transform, the JIT tracer, the autograd profiler, and inputs that require grad while grad mode is on.
 """
 from __future__ import annotations
 
