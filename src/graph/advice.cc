@@ -27,6 +27,27 @@ struct WideParameter {
   int nodes = 0;  // how many norm nodes read it as a parameter
 };
 
+// An sdpa band aligned top-left with fewer queries than keys: query i's diagonal is key i, so the queries see the
+// first keys only. Valid (a prefix of a longer sequence), but in decode and chunked prefill the queries are the
+// last positions, which is "bottom_right": the likelier intent, named rather than assumed.
+void sdpa_alignment_advice(const Graph& g, std::vector<Advice>* out) {
+  for (const Node& n : g.nodes) {
+    if (n.op != OpKind::kSdpa || n.inputs.size() < 2 || !n.sdpa.masked() ||
+        n.sdpa.alignment != DiagonalAlignment::kTopLeft)
+      continue;
+    const TensorDesc& q = g.tensors[static_cast<size_t>(n.inputs[0])];
+    const TensorDesc& k = g.tensors[static_cast<size_t>(n.inputs[1])];
+    if (q.dims.size() != 4 || k.dims.size() != 4 || q.dims[2].value >= k.dims[2].value) continue;
+    const std::string sq = std::to_string(q.dims[2].value), skv = std::to_string(k.dims[2].value);
+    out->push_back({n.name, q.name,
+                    "node '" + printable(n.name) + "' (sdpa): " + sq + " queries over " + skv +
+                        " keys with the diagonal aligned top-left: query i sees keys up to i + right_bound (the "
+                        "first " +
+                        sq + " positions); where the queries are the last positions (decode, chunked prefill), "
+                             "write \"diagonal_alignment\": \"bottom_right\""});
+  }
+}
+
 }  // namespace
 
 // A norm whose scale or bias is stored wider than its 16-bit input. In every such case measured on the
@@ -55,6 +76,7 @@ std::vector<Advice> graph_advice(const Graph& g) {
     }
   }
   std::vector<Advice> out;
+  sdpa_alignment_advice(g, &out);
   for (int t : order) {
     const WideParameter& w = wide[t];
     const Node& n = *w.first;

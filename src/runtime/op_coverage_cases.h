@@ -239,6 +239,35 @@ inline GraphBuilder cast_graph(DataType from, DataType to, double scale = 0) {
   return b;
 }
 
+// sdpa in fp16 and bf16, causal and not, and with each kind of diagonal band.
+inline void sdpa_cases(std::vector<OpCase>& cases) {
+  using D = DataType;
+  auto add = [&](std::string name, std::string dtype, std::string group, const GraphBuilder& b) {
+    cases.push_back(make(std::move(name), std::move(dtype), std::move(group), b));
+  };
+  for (D io : {D::kFloat16, D::kBFloat16})
+    for (bool causal : {false, true}) {
+      const std::string n = causal ? "sdpa.causal" : "sdpa";
+      add(n, dt(io), n + " " + dt(io), sdpa_graph(causal, io));
+    }
+  // The diagonal band (sliding windows, bottom-right alignment for decode and chunked prefill), bf16: each its own
+  // core group, so each must pass against both references.
+  add("sdpa.window_causal", "bf16", "sdpa window causal", sdpa_band_graph("sdpa_window_causal", band(true, 8), 40, 40));
+  add("sdpa.band_left_right", "bf16", "sdpa band left+right", sdpa_band_graph("sdpa_band", band(false, 8, 4), 40, 40));
+  add("sdpa.causal_bottom_right", "bf16", "sdpa causal bottom-right",
+      sdpa_band_graph("sdpa_causal_br", band(true, std::nullopt, std::nullopt, true), 16, 72));
+  add("sdpa.decode_bottom_right", "bf16", "sdpa decode bottom-right",
+      sdpa_band_graph("sdpa_decode", band(true, std::nullopt, std::nullopt, true), 1, 100, 8, 2));
+  add("sdpa.window_bottom_right_gqa", "bf16", "sdpa window bottom-right gqa",
+      sdpa_band_graph("sdpa_window_br", band(true, 24, std::nullopt, true), 24, 96, 4, 2));
+  {
+    OpCase c = make("sdpa.window_more_queries", "bf16", "", sdpa_band_graph("sdpa_window_sq", band(true, 8), 48, 32));
+    c.kiln_rejects = "sliding window (left_bound) only with at most as many queries as keys";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
+}
+
 }  // namespace detail
 
 inline std::vector<OpCase> op_coverage_cases() {
@@ -337,28 +366,7 @@ inline std::vector<OpCase> op_coverage_cases() {
     add(n, "fp32", "", norm_graph(layer, D::kFloat32));
   }
 
-  // ---- sdpa ----
-  for (D io : {D::kFloat16, D::kBFloat16})
-    for (bool causal : {false, true}) {
-      const std::string n = causal ? "sdpa.causal" : "sdpa";
-      add(n, dt(io), n + " " + dt(io), sdpa_graph(causal, io));
-    }
-  // The diagonal band (sliding windows, bottom-right alignment for decode and chunked prefill), bf16: each its own
-  // core group, so each must pass against both references.
-  add("sdpa.window_causal", "bf16", "sdpa window causal", sdpa_band_graph("sdpa_window_causal", band(true, 8), 40, 40));
-  add("sdpa.band_left_right", "bf16", "sdpa band left+right", sdpa_band_graph("sdpa_band", band(false, 8, 4), 40, 40));
-  add("sdpa.causal_bottom_right", "bf16", "sdpa causal bottom-right",
-      sdpa_band_graph("sdpa_causal_br", band(true, std::nullopt, std::nullopt, true), 16, 72));
-  add("sdpa.decode_bottom_right", "bf16", "sdpa decode bottom-right",
-      sdpa_band_graph("sdpa_decode", band(true, std::nullopt, std::nullopt, true), 1, 100, 8, 2));
-  add("sdpa.window_bottom_right_gqa", "bf16", "sdpa window bottom-right gqa",
-      sdpa_band_graph("sdpa_window_br", band(true, 24, std::nullopt, true), 24, 96, 4, 2));
-  {
-    OpCase c = make("sdpa.window_more_queries", "bf16", "", sdpa_band_graph("sdpa_window_sq", band(true, 8), 48, 32));
-    c.kiln_rejects = "sliding window (left_bound) only with at most as many queries as keys";
-    c.reject_code = StatusCode::kNotSupported;
-    cases.push_back(std::move(c));
-  }
+  sdpa_cases(cases);
 
   // ---- dtype casts through identity ----
   add("cast", "fp32->bf16", "", cast_graph(D::kFloat32, D::kBFloat16));

@@ -1,6 +1,7 @@
 #pragma once
-// Performance advice on a validated graph: choices in a spec that are valid, and that cuDNN serves far more
-// slowly than a nearby equivalent, each backed by a measurement named in its text. Advice never changes the
+// Advice on a validated graph: choices in a spec that are valid, and that cuDNN serves far more slowly than a
+// nearby equivalent, each backed by a measurement named in its text; or that are valid and likely not what the
+// author meant (an attention band aligned top-left with fewer queries than keys), each saying why. Advice never changes the
 // graph (that would change its numerics); `kiln tune` and `kiln validate` print it so the author can decide.
 #include <string>
 #include <vector>

@@ -12,7 +12,9 @@ void sdpa_arity(const Node&, size_t* lo, size_t* hi) { *lo = *hi = 3; }
 
 // The diagonal band (SdpaAttrs): each bound in range, not contradicting causal, an alignment only with a bound to
 // align; and what cuDNN (Frontend 1.32, cuDNN 9.19) refuses, refused here first: a sliding window or a
-// bottom-right diagonal with more queries than keys. cuDNN takes a bound as an int32 or a float, so at most 2^24.
+// bottom-right diagonal with more queries than keys. cuDNN takes a bound as an int32 or a float and compares a
+// sliding window's positions as floats: the bounds and, with a window, both sequence lengths at most 2^24, where
+// floats are exact.
 Status check_band(NodeCtx& c, int64_t sq, int64_t skv) {
   const SdpaAttrs& a = c.node.sdpa;
   constexpr int64_t kMaxBound = int64_t{1} << 24;

@@ -35,7 +35,14 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
   s.band.left = a.left_bound.value_or(0);
   s.band.right = a.effective_right_bound().value_or(-1);
   s.band.shift = a.alignment == DiagonalAlignment::kBottomRight ? s.skv - s.sq : 0;
-  p.reduction_length = std::max(s.skv, s.d);
+  // The longest sum a row makes: its keys (a band's longest row), or the head dim.
+  int64_t keys = 0;
+  for (int64_t i = 0; i < s.sq && keys < s.skv; ++i) {
+    int64_t first = 0, last = 0;
+    sdpa_keys(s.band, i, s.skv, &first, &last);
+    keys = std::max(keys, last - first);
+  }
+  p.reduction_length = std::max(keys, s.d);
   return Status::ok();
 }
 
