@@ -68,14 +68,17 @@ def band_keep(n, sq, skv, device):
     return keep
 
 
-def run_sdpa(n, q, k, v):
+def run_sdpa(n, q, k, v, bias=None):
     causal, scale = n.attrs["causal"], n.attrs["attn_scale"]
     keep = band_keep(n, q.shape[2], k.shape[2], q.device)
-    if keep is not None:  # a band (causal included): the mask itself
+    if keep is not None or bias is not None:  # a band (causal included) and/or a bias: the mask itself
         rep = q.shape[1] // k.shape[1]
         if rep > 1:
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+        mask = keep
+        if bias is not None:  # an additive float mask: the bias, and -inf where the band masks
+            mask = bias if keep is None else bias.masked_fill(~keep, -math.inf)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     if k.shape[1] != q.shape[1]:
         try:
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
@@ -114,7 +117,7 @@ def run_node(n, ins, out_dims):
             dims = list(range(1, x.dim()))
             y = x * torch.rsqrt(x.pow(2).mean(dim=dims, keepdim=True) + eps) * w
         return y + ins[2].reshape(shape) if len(ins) > 2 else y
-    return run_sdpa(n, ins[0], ins[1], ins[2])
+    return run_sdpa(n, *ins[:4])
 
 
 def pointwise_magnitude(mode, va, vb, vy, ba, bb, ea, eb):
@@ -160,21 +163,27 @@ def norm_magnitude(n, x, s, bx, bs, bb, ex, es, eb, vy):
     return torch.fmax(vy.abs(), e)
 
 
-def sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, o):
+def sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, o, bias=None, bbias=None, ebias=0.0):
     """sdpa_magnitude_term summed over keys (host_reference.cc sdpa_magnitude_of), batched:
-    B_o = max(|o|, sum_j p_j ((Bv_j + |o|) S_j + (2 + Ev) Bv_j)), S_j = (1 + Eq + Ek) scale sum_d Bq_d Bk_jd."""
+    B_o = max(|o|, sum_j p_j ((Bv_j + |o|) S_j + (2 + Ev) Bv_j)), S_j = (1 + Eq + Ek) scale sum_d Bq_d Bk_jd
+    (+ (1 + Ebias) Bbias_j with a bias)."""
     scale = n.attrs["attn_scale"]
     rep = q.shape[1] // k.shape[1]
     if rep > 1:  # query head h reads key head h // (H / Hk)
         k, v, bk, bv = (t.repeat_interleave(rep, dim=1) for t in (k, v, bk, bv))
     scores = scale * torch.matmul(q, k.transpose(-1, -2))
+    if bias is not None:
+        scores = scores + bias
     keep = band_keep(n, q.shape[2], k.shape[2], q.device)
     if keep is None and n.attrs["causal"]:  # key j > query i is masked (top-left; a normalized graph without bounds)
         keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
     if keep is not None:
         scores = scores.masked_fill(~keep, -math.inf)
     p = torch.softmax(scores, dim=-1)
-    ps = p * ((1.0 + eq + ek) * abs(scale) * torch.matmul(bq, bk.transpose(-1, -2)))
+    s_mag = (1.0 + eq + ek) * abs(scale) * torch.matmul(bq, bk.transpose(-1, -2))
+    if bbias is not None:
+        s_mag = s_mag + (1.0 + ebias) * bbias
+    ps = p * s_mag
     acc = torch.matmul(ps, bv) + o.abs() * ps.sum(dim=-1, keepdim=True) + (2.0 + ev) * torch.matmul(p, bv)
     return torch.fmax(o.abs(), acc)
 
@@ -198,6 +207,9 @@ def node_magnitude(n, ins, bs, es, y, out_dims):
     if n.kind in ("layer_norm", "rms_norm"):
         bias = len(ins) > 2
         return norm_magnitude(n, ins[0], ins[1], bs[0], bs[1], bs[2] if bias else None, es[0], es[1], bias and es[2], y)
+    if len(ins) > 3:  # a bias
+        return sdpa_magnitude(n, ins[0], ins[1], ins[2], bs[0], bs[1], bs[2], es[0], es[1], es[2], y,
+                              ins[3], bs[3], es[3])
     return sdpa_magnitude(n, ins[0], ins[1], ins[2], bs[0], bs[1], bs[2], es[0], es[1], es[2], y)
 
 

@@ -43,8 +43,9 @@ void sdpa_alignment_advice(const Graph& g, std::vector<Advice>* out) {
                     "node '" + printable(n.name) + "' (sdpa): " + sq + " queries over " + skv +
                         " keys with the diagonal aligned top-left: query i sees keys up to i + right_bound (the "
                         "first " +
-                        sq + " positions); where the queries are the last positions (decode, chunked prefill), "
-                             "write \"diagonal_alignment\": \"bottom_right\""});
+                        sq +
+                        " positions); where the queries are the last positions (decode, chunked prefill), "
+                        "write \"diagonal_alignment\": \"bottom_right\""});
   }
 }
 

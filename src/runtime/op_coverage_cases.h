@@ -10,7 +10,8 @@
 // (standalone fp32, or fused behind an fp16 matmul as in examples/matmul_amax.json), layer_norm and
 // rms_norm in fp16, sdpa in fp16 and bf16, causal and not, and sdpa bf16 with each kind of diagonal band (a
 // causal sliding window, left and right bounds, bottom-right causal for chunked prefill and decode, a
-// bottom-right window with grouped heads). Every other case may be NotSupported (cuDNN
+// bottom-right window with grouped heads, MQA with a window), and with an additive bias (alone, and with a
+// causal window). Every other case may be NotSupported (cuDNN
 // has no engine for it on the device; the OPCOV line carries cuDNN's message); these are:
 //   - conv with stride/dilation/groups > 1, fp32 (TF32) and bf16 convs, fp8 conv;
 //   - matmul fp32 (TF32), batched rank 4, broadcast batch, every fp8 matmul (e4m3, e5m2, mixed; B
@@ -209,12 +210,15 @@ inline GraphBuilder sdpa_graph(bool causal, DataType io) {
 
 // SDPA with a diagonal band (kiln/graph/graph.h SdpaAttrs): sq queries over skv keys, h query heads over hk key
 // heads, head dim 64.
+// With `bias_dims` ({} for none), an additive bias of those dims.
 inline GraphBuilder sdpa_band_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv, int64_t h = 2,
-                                    int64_t hk = 2) {
+                                    int64_t hk = 2, std::vector<int64_t> bias_dims = {}) {
   GraphBuilder b(name);
   b.io_dtype(DataType::kBFloat16);
   TensorRef q = b.tensor("q", {2, h, sq, 64}), k = b.tensor("k", {2, hk, skv, 64}), v = b.tensor("v", {2, hk, skv, 64});
-  b.output(b.sdpa("attn", q, k, v, a, "o"));
+  std::optional<TensorRef> bias;
+  if (!bias_dims.empty()) bias = b.tensor("bias", std::vector<DimArg>(bias_dims.begin(), bias_dims.end()));
+  b.output(b.sdpa("attn", q, k, v, a, "o", bias));
   return b;
 }
 inline SdpaAttrs band(bool causal, std::optional<int64_t> left, std::optional<int64_t> right = std::nullopt,
@@ -260,6 +264,20 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_band_graph("sdpa_decode", band(true, std::nullopt, std::nullopt, true), 1, 100, 8, 2));
   add("sdpa.window_bottom_right_gqa", "bf16", "sdpa window bottom-right gqa",
       sdpa_band_graph("sdpa_window_br", band(true, 24, std::nullopt, true), 24, 96, 4, 2));
+  // Grouped-query down to one key head (MQA) with a window; an additive bias, broadcast over the batch or the heads.
+  add("sdpa.mqa_window", "bf16", "sdpa mqa window", sdpa_band_graph("sdpa_mqa", band(true, 16), 40, 40, 4, 1));
+  add("sdpa.bias", "bf16", "sdpa bias",
+      sdpa_band_graph("sdpa_bias", band(false, std::nullopt), 24, 40, 2, 2, {1, 2, 24, 40}));
+  add("sdpa.bias_window_causal", "bf16", "sdpa bias window causal",
+      sdpa_band_graph("sdpa_bias_window", band(true, 8), 40, 40, 4, 2, {2, 1, 40, 40}));
+  {
+    OpCase c =
+        make("sdpa.bias_bottom_right", "bf16", "",
+             sdpa_band_graph("sdpa_bias_br", band(true, std::nullopt, std::nullopt, true), 8, 40, 2, 2, {1, 1, 8, 40}));
+    c.kiln_rejects = "cuDNN takes no attention bias with a bottom-right diagonal";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
   {
     OpCase c = make("sdpa.window_more_queries", "bf16", "", sdpa_band_graph("sdpa_window_sq", band(true, 8), 48, 32));
     c.kiln_rejects = "sliding window (left_bound) only with at most as many queries as keys";

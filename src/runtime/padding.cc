@@ -106,8 +106,11 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
       for (int t : n.inputs)
         if (v(t) > 0)
           return refuse(where + ": " + name(t) + " varies in " + dim_text(v(t)) + " (only the batch dim 0)");
-      for (int t : n.inputs)
-        if (v(t) != v(q)) return refuse(where + ": q, k and v do not vary alike");
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const int t = n.inputs[i];
+        if (i == 3 && v(t) < 0) continue;  // a bias broadcast over the batch: every row reads the same terms
+        if (v(t) != v(q)) return refuse(where + ": q, k, v (and a bias of each batch) do not vary alike");
+      }
       for (int o : n.outputs)
         if (v(o) != v(q)) return refuse(where + ": " + name(q) + " and " + name(o) + " do not vary alike");
       return Status::ok();

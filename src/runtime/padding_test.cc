@@ -154,6 +154,18 @@ TEST(Padding, AttentionPadsItsBatchNotItsSequence) {
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->tensors.size(), 4u);  // q, k, v in; o out
   expect_refused(pad(sdpa, {{"batch", 4}, {"s", 24}}, {{"batch", 4}, {"s", 32}}), "only the batch dim 0");
+  // A bias broadcast over the batch is read alike by every row (padding the batch leaves it as it is); a bias of
+  // each batch pads with q, k and v.
+  for (const char* bias_batch : {"1", "\"batch\""}) {
+    const std::string biased = std::string(R"({"name": "attn", "io_dtype": "bf16", "dynamic": {"batch": 2},
+      "tensors": {"q": {"dims": ["batch", 2, 32, 16]}, "k": {"dims": ["batch", 2, 32, 16]},
+        "v": {"dims": ["batch", 2, 32, 16]}, "bias": {"dims": [)") +
+                               bias_batch + R"(, 2, 32, 32]}},
+      "nodes": [{"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v", "bias"], "outputs": ["o"]}],
+      "outputs": ["o"]})";
+    auto b = pad(biased, {{"batch", 3}}, {{"batch", 4}});
+    EXPECT_TRUE(b.is_ok()) << bias_batch << ": " << b.status().to_string();
+  }
 }
 
 TEST(Padding, AVaryingDimThatIsNotOutermostIsNoPrefix) {

@@ -161,9 +161,10 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
   return sdpa(name, q, k, v, a, std::move(out));
 }
 TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
-                             std::string out) {
+                             std::string out, std::optional<TensorRef> bias) {
   Node n = make_node(name, OpKind::kSdpa);
   n.sdpa = attrs;
+  if (bias) return add_node(std::move(n), {q, k, v, *bias}, std::move(out));
   return add_node(std::move(n), {q, k, v}, std::move(out));
 }
 

@@ -330,6 +330,36 @@ TEST(SpecErrors, SdpaBand) {
   EXPECT_TRUE(band(8, 16, {{"left_bound", 4}, {"right_bound", 2}}).is_ok());
 }
 
+// An additive bias: [B or 1, H or 1, Sq, Skv] in q's dtype; none with a bottom-right diagonal (cuDNN's limit).
+TEST(SpecErrors, SdpaBias) {
+  auto biased = [](std::vector<int64_t> dims, Json attrs, const char* dtype = nullptr) {
+    Json tensors = {{"q", t({2, 4, 16, 64})}, {"k", t({2, 2, 32, 64})}, {"v", t({2, 2, 32, 64})}, {"bias", t(dims)}};
+    if (dtype) tensors["bias"]["dtype"] = dtype;
+    Json s = one_node(tensors, "sdpa", {"q", "k", "v", "bias"}, std::move(attrs));
+    s["io_dtype"] = "bf16";
+    return parse(s);
+  };
+  EXPECT_TRUE(biased({2, 4, 16, 32}, Json::object()).is_ok());
+  EXPECT_TRUE(biased({1, 4, 16, 32}, {{"causal", true}}).is_ok());
+  EXPECT_TRUE(biased({2, 1, 16, 32}, {{"causal", true}, {"left_bound", 8}}).is_ok());
+  EXPECT_TRUE(biased({1, 1, 16, 32}, Json::object()).is_ok());
+  EXPECT_ERROR_HAS(biased({2, 4, 16, 16}, Json::object()).status(),
+                   "node 'n1' (sdpa): input 'bias': dims [2,4,16,16] must be [B or 1, H or 1, Sq, Skv] = "
+                   "[2 or 1, 4 or 1, 16, 32] (keys)");
+  EXPECT_ERROR_HAS(biased({3, 4, 16, 32}, Json::object()).status(), "(batch)");
+  EXPECT_ERROR_HAS(biased({2, 2, 16, 32}, Json::object()).status(), "(heads)");
+  EXPECT_ERROR_HAS(biased({4, 16, 32}, Json::object()).status(), "input 'bias': rank 3, expected 4");
+  EXPECT_ERROR_HAS(biased({2, 4, 16, 32}, Json::object(), "fp32").status(),
+                   "input 'bias': dtype fp32 differs from input 'q' (bf16)");
+  Status st = biased({2, 4, 16, 32}, {{"causal", true}, {"diagonal_alignment", "bottom_right"}}).status();
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_ERROR_HAS(st, "cuDNN takes no attention bias with a bottom-right diagonal");
+  Json five = one_node({{"q", t({2, 4, 16, 64})}, {"k", t({2, 2, 32, 64})}, {"v", t({2, 2, 32, 64})}}, "sdpa",
+                       {"q", "k", "v", "q", "k"});
+  five["io_dtype"] = "bf16";
+  EXPECT_FALSE(parse(five).is_ok());
+}
+
 TEST(SpecErrors, Fp8AndMixedDtypes) {
   Json s = one_node({{"a", t({16, 32}, "fp8_e4m3")}, {"b", t({32, 8}, "fp8_e5m2")}}, "matmul", {"a", "b"});
   s["tensors"]["y"] = {{"dtype", "bf16"}};

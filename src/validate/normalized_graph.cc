@@ -29,7 +29,7 @@ std::vector<const char*> input_roles(OpKind op) {
     case OpKind::kReduction: return {"x"};
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: return {"x", "scale", "bias"};
-    case OpKind::kSdpa: return {"q", "k", "v"};
+    case OpKind::kSdpa: return {"q", "k", "v", "bias"};
   }
   return {};
 }
@@ -95,7 +95,7 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
     case OpKind::kRmsNorm: a["epsilon"] = n.norm.epsilon; break;
     case OpKind::kSdpa:
       a["causal"] = plan.sdpa.band.right == 0;  // a right bound of 0 however written (it signs alike)
-      a["attn_scale"] = plan.sdpa.scale;  // 1/sqrt(head dim) unless given
+      a["attn_scale"] = plan.sdpa.scale;        // 1/sqrt(head dim) unless given
       // The band as it applies: key j is seen by query i when i + shift - left_bound < j <= i + shift + right_bound
       // (each bound null where none; right_bound 0 when causal).
       a["left_bound"] = plan.sdpa.band.left > 0 ? Json(plan.sdpa.band.left) : Json(nullptr);

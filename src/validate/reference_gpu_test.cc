@@ -251,6 +251,26 @@ TEST(DeviceReference, SdpaBand) {
   }
 }
 
+// An additive bias (broadcast over the batch or the heads) in the device reference as in the host's, with and
+// without a causal window.
+TEST(DeviceReference, SdpaBias) {
+  KILN_REQUIRE_GPU();
+  for (const std::vector<int64_t>& bd : {std::vector<int64_t>{1, 4, 19, 33}, {2, 1, 19, 33}, {2, 4, 19, 33}})
+    for (bool window : {false, true}) {
+      Graph g = make_graph("sdpa_bias", DataType::kBFloat16);
+      int q = add_tensor(g, "q", {2, 4, 19, 32}), k = add_tensor(g, "k", {2, 2, 33, 32}),
+          v = add_tensor(g, "v", {2, 2, 33, 16}), bias = add_tensor(g, "bias", bd),
+          o = add_tensor(g, "o", {2, 4, 19, 16});
+      SdpaAttrs& a = add_node(g, "sdpa", OpKind::kSdpa, {q, k, v, bias}, o).sdpa;
+      if (window) {
+        a.causal = true;
+        a.left_bound = 6;
+      }
+      g.outputs = {o};
+      expect_device_matches_host(g);
+    }
+}
+
 TEST(DeviceReference, IntermediateRoundingFp16) {
   KILN_REQUIRE_GPU();
   // matmul -> gelu with fp16 intermediates: both references round the virtual tensor the same way.

@@ -393,6 +393,54 @@ TEST(HostReference, SdpaBandMatchesAnExplicitMask) {
   }
 }
 
+// An additive bias against scores written out here: softmax(scale q.k + bias) v, the bias broadcast over the
+// batch, over the heads, or neither, with and without a causal band.
+TEST(HostReference, SdpaBiasMatchesExplicitScores) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  const int64_t b = 2, h = 2, sq = 5, skv = 7, d = 4;
+  for (const std::vector<int64_t>& bd : {std::vector<int64_t>{1, 2, sq, skv}, {2, 1, sq, skv}, {2, 2, sq, skv}})
+    for (bool causal : {false, true}) {
+      Graph g = make_graph("biased", DataType::kFloat32);
+      int q = add_tensor(g, "q", {b, h, sq, d}), k = add_tensor(g, "k", {b, h, skv, d}),
+          v = add_tensor(g, "v", {b, h, skv, d}), bias = add_tensor(g, "bias", bd),
+          o = add_tensor(g, "o", {b, h, sq, d});
+      add_node(g, "sdpa", OpKind::kSdpa, {q, k, v, bias}, o).sdpa.causal = causal;
+      g.outputs = {o};
+      auto fill = [&](size_t n) {
+        std::vector<double> x(n);
+        for (double& e : x) e = static_cast<float>(u(rng));
+        return x;
+      };
+      const auto qv = fill(b * h * sq * d), kv = fill(b * h * skv * d), vv = fill(b * h * skv * d),
+                 bv = fill(static_cast<size_t>(bd[0] * bd[1] * sq * skv));
+      auto out = run1(g, {{q, vals(g, q, qv)}, {k, vals(g, k, kv)}, {v, vals(g, v, vv)}, {bias, vals(g, bias, bv)}});
+      std::vector<double> want(out.size(), 0.0);
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t hi = 0; hi < h; ++hi)
+          for (int64_t i = 0; i < sq; ++i) {
+            std::vector<double> w(skv, 0.0);
+            double mx = -1e300, sum = 0.0;
+            const int64_t last = causal ? std::min(i + 1, skv) : skv;
+            for (int64_t j = 0; j < last; ++j) {
+              double dot = 0.0;
+              for (int64_t e = 0; e < d; ++e)
+                dot += qv[((bi * h + hi) * sq + i) * d + e] * kv[((bi * h + hi) * skv + j) * d + e];
+              const int64_t bb = bd[0] == 1 ? 0 : bi, bh = bd[1] == 1 ? 0 : hi;
+              w[j] = dot / 2.0 + bv[((bb * bd[1] + bh) * sq + i) * skv + j];
+              mx = std::max(mx, w[j]);
+            }
+            for (int64_t j = 0; j < last; ++j) sum += (w[j] = std::exp(w[j] - mx));
+            for (int64_t j = 0; j < last; ++j)
+              for (int64_t e = 0; e < d; ++e)
+                want[((bi * h + hi) * sq + i) * d + e] += w[j] / sum * vv[((bi * h + hi) * skv + j) * d + e];
+          }
+      SCOPED_TRACE("bias batch " + std::to_string(bd[0]) + " heads " + std::to_string(bd[1]) +
+                   (causal ? " causal" : ""));
+      expect_near(out, want, 2e-6);
+    }
+}
+
 TEST(HostReference, IntermediatesRoundToTheIntermediateDtype) {
   Graph g = make_graph("chain", DataType::kFloat32, DataType::kFloat16);
   int x = add_tensor(g, "x", {1}), t = add_tensor(g, "t", {1}), y = add_tensor(g, "y", {1});

@@ -104,9 +104,10 @@ class GraphBuilder {
                      std::string out = "");
   TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, bool causal = false,
                  std::optional<double> attn_scale = std::nullopt, std::string out = "");
-  // With every attribute (a sliding window, a right bound, the diagonal's alignment: kiln/graph/graph.h SdpaAttrs).
+  // With every attribute (a sliding window, a right bound, the diagonal's alignment: kiln/graph/graph.h SdpaAttrs)
+  // and an optional additive bias on the scores ([B or 1, H or 1, Sq, Skv], q's dtype).
   TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
-                 std::string out = "");
+                 std::string out = "", std::optional<TensorRef> bias = std::nullopt);
 
   // Fix-ups on a tensor (usually an op's output): its dtype, its layout.
   GraphBuilder& set_dtype(TensorRef t, DataType dtype);

@@ -8,7 +8,33 @@
 namespace kiln::graph_internal {
 namespace {
 
-void sdpa_arity(const Node&, size_t* lo, size_t* hi) { *lo = *hi = 3; }
+void sdpa_arity(const Node&, size_t* lo, size_t* hi) {
+  *lo = 3;
+  *hi = 4;  // q, k, v and an optional additive bias
+}
+
+// The optional bias [B or 1, H or 1, Sq, Skv], added to the scaled scores before the softmax (and the band), in q's
+// dtype. cuDNN (9.19, Frontend 1.32) takes no bias with a bottom-right diagonal.
+Status check_bias(NodeCtx& c, const Dims& q, const Dims& k) {
+  if (c.node.inputs.size() < 4) return Status::ok();
+  KILN_RETURN_IF_ERROR(check_rank(c, 3, 4, 4));
+  const Dims& b = c.in(3).dims;
+  if (c.in_dtype(3) != c.in_dtype(0))
+    return c.error(c.in_label(3) + ": dtype " + std::string(dtype_name(c.in_dtype(3))) + " differs from " +
+                   c.in_label(0) + " (" + dtype_name(c.in_dtype(0)) + "): the bias is in q's dtype");
+  const int64_t want[4] = {q[0].value, q[1].value, q[2].value, k[2].value};
+  const char* what[4] = {"batch", "heads", "queries", "keys"};
+  for (size_t i = 0; i < 4; ++i) {
+    const bool broadcast = i < 2 && b[i].value == 1;
+    if (b[i].value != want[i] && !broadcast)
+      return c.error(c.in_label(3) + ": dims " + dims_text(b) + " must be [B or 1, H or 1, Sq, Skv] = [" +
+                     std::to_string(want[0]) + " or 1, " + std::to_string(want[1]) + " or 1, " +
+                     std::to_string(want[2]) + ", " + std::to_string(want[3]) + "] (" + what[i] + ")");
+  }
+  if (c.node.sdpa.alignment == DiagonalAlignment::kBottomRight)
+    return not_supported(c.where + ": cuDNN takes no attention bias with a bottom-right diagonal");
+  return Status::ok();
+}
 
 // The diagonal band (SdpaAttrs): each bound in range, not contradicting causal, an alignment only with a bound to
 // align; and what cuDNN (Frontend 1.32, cuDNN 9.19) refuses, refused here first: a sliding window or a
@@ -93,6 +119,7 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
       return c.error(c.in_label(i) + ": head dim " + std::to_string(d) + " must be a multiple of 8 and at most 256");
   }
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   return Status::ok();
 }

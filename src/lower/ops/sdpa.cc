@@ -18,6 +18,7 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
   attrs.set_diagonal_alignment(n.sdpa.alignment == DiagonalAlignment::kBottomRight
                                    ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
                                    : fe::DiagonalAlignment_t::TOP_LEFT);
+  if (n.inputs.size() > 3) attrs.set_bias(in(3));  // validate checked its dims and dtype
   auto outs = c.fg.sdpa(in(0), in(1), in(2), attrs);
   finish_output(c, n.outputs[0], outs[0]);
   return Status::ok();

@@ -30,8 +30,8 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     case OpKind::kConvWgrad:
     case OpKind::kMatmul: want_in = 2; break;
     case OpKind::kReduction: want_in = 1; break;
-    case OpKind::kSdpa: want_in = 3; break;
-    default: want_in = node.inputs.size(); break;  // checked per op below
+    case OpKind::kSdpa: want_in = node.inputs.size() == 4 ? 4 : 3; break;  // q, k, v (, bias)
+    default: want_in = node.inputs.size(); break;                          // checked per op below
   }
   if (node.inputs.size() != want_in)
     return invalid_argument(where + ": expected " + std::to_string(want_in) + " inputs, got " +

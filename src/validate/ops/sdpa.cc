@@ -31,6 +31,13 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
     return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(o) + " must be " +
                             dims_str({s.b, s.h, s.sq, s.dv}));
   s.scale = node.sdpa.attn_scale ? *node.sdpa.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.d));
+  if (node.inputs.size() > 3) {
+    const auto b = tensor_dims(g, node.inputs[3]);
+    if (b.size() != 4 || (b[0] != 1 && b[0] != s.b) || (b[1] != 1 && b[1] != s.h) || b[2] != s.sq || b[3] != s.skv)
+      return invalid_argument(where + ": bias " + dims_str(b) + " must be [B or 1, H or 1, Sq, Skv] for q " +
+                              dims_str(q) + " and k " + dims_str(k));
+    s.bias = SdpaBias{1, b[0], b[1]};
+  }
   const SdpaAttrs& a = node.sdpa;
   s.band.left = a.left_bound.value_or(0);
   s.band.right = a.effective_right_bound().value_or(-1);
@@ -51,7 +58,7 @@ namespace {
 // Shared by the value and the magnitude pass: per query row, the probabilities p_j over the keys it attends to,
 // [first, last) (p[j] for key j), and the row's output.
 template <typename RowFn>
-void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, RowFn&& row_fn) {
+void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, const Values* bias, RowFn&& row_fn) {
   std::vector<double> score(static_cast<size_t>(s.skv));
   const int64_t group = s.h / s.hk;
   for (int64_t b = 0; b < s.b; ++b)
@@ -67,7 +74,7 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, RowF
         for (int64_t j = first; j < last; ++j) {
           double dot = 0.0;
           for (int64_t d = 0; d < s.d; ++d) dot += qi[d] * kb[j * s.d + d];
-          score[j] = dot * s.scale;
+          score[j] = dot * s.scale + (bias ? (*bias)[sdpa_bias_row(s.bias, b, h, i, s.sq, s.skv) + j] : 0.0);
           mx = std::max(mx, score[j]);
         }
         double sum = 0.0;
@@ -81,9 +88,14 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, RowF
     }
 }
 
-Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v) {
+// The offset of query row `row`'s bias terms (row = (b * H + h) * Sq + i).
+int64_t bias_row_of(const SdpaGeom& s, int64_t row) {
+  return sdpa_bias_row(s.bias, row / (s.h * s.sq), (row / s.sq) % s.h, row % s.sq, s.sq, s.skv);
+}
+
+Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v, const Values* bias) {
   Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
-  for_each_sdpa_row(s, q, k, [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
+  for_each_sdpa_row(s, q, k, bias, [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
     const double* vb = v.data() + kv_head * s.skv * s.dv;
     double* oi = o.data() + row * s.dv;
     for (int64_t j = first; j < last; ++j)
@@ -92,10 +104,14 @@ Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Value
   return o;
 }
 
-Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, const Operand& v, const Values& o) {
+// With a bias, a score's error also holds the bias's own (if it carries any) and the rounding of the sum:
+// S_j += (1 + E_bias) B_bias_j.
+Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, const Operand& v, const Operand* bias,
+                         const Values& o) {
   Values m(o.size(), 0.0);
   const double qk_factor = contraction_factor(q.carries, k.carries) * std::fabs(s.scale);
-  for_each_sdpa_row(s, *q.value, *k.value,
+  const double bias_factor = bias && bias->carries ? 2.0 : 1.0;
+  for_each_sdpa_row(s, *q.value, *k.value, bias ? bias->value : nullptr,
                     [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
                       const double* bq = q.mag->data() + row * s.d;
                       const double* bk = k.mag->data() + kv_head * s.skv * s.d;
@@ -106,6 +122,7 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
                         double s_mag = 0.0;
                         for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[j * s.d + d];
                         s_mag *= qk_factor;
+                        if (bias) s_mag += bias_factor * (*bias->mag)[bias_row_of(s, row) + j];
                         for (int64_t d = 0; d < s.dv; ++d)
                           mi[d] += sdpa_magnitude_term(p[j], bv[j * s.dv + d], oi[d], s_mag, v.carries);
                       }
@@ -119,10 +136,11 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
 HostNodeResult sdpa_host(const NodePlan& p, const Node&, const std::vector<const Values*>& in,
                          const std::vector<Operand>* op, const std::vector<Operand>* sop) {
   HostNodeResult r;
-  r.y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2]);
+  const bool biased = in.size() > 3;
+  r.y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2], biased ? in[3] : nullptr);
   if (op) {
-    r.m = sdpa_magnitude_of(p.sdpa, (*op)[0], (*op)[1], (*op)[2], r.y);
-    r.sc = sdpa_magnitude_of(p.sdpa, (*sop)[0], (*sop)[1], (*sop)[2], r.y);
+    r.m = sdpa_magnitude_of(p.sdpa, (*op)[0], (*op)[1], (*op)[2], biased ? &(*op)[3] : nullptr, r.y);
+    r.sc = sdpa_magnitude_of(p.sdpa, (*sop)[0], (*sop)[1], (*sop)[2], biased ? &(*sop)[3] : nullptr, r.y);
   }
   return r;
 }

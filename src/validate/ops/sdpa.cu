@@ -19,40 +19,47 @@ struct SdpaParams {
   int64_t b, h, hk, sq, skv, d, dv;
   double scale;
   SdpaBand band;
+  SdpaBias bias;
 };
 
 SdpaParams sdpa_params(const SdpaGeom& g) {
-  return SdpaParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band};
+  return SdpaParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias};
 }
 
-__device__ double sdpa_row_max(const SdpaParams& p, const double* qi, const double* kb, int64_t first, int64_t last) {
+// Query row idx's score for key j (kj its key): scaled q.k, plus the bias term where there is a bias (`bias` points
+// at the row's terms, or is null).
+__device__ double sdpa_score(const SdpaParams& p, const double* qi, const double* kj, const double* bias, int64_t j) {
+  double dot = 0.0;
+  for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kj[d];
+  return dot * p.scale + (bias ? bias[j] : 0.0);
+}
+
+__device__ double sdpa_row_max(const SdpaParams& p, const double* qi, const double* kb, const double* bias,
+                               int64_t first, int64_t last) {
   double mx = -INFINITY;
-  for (int64_t j = first; j < last; ++j) {
-    double dot = 0.0;
-    for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kb[j * p.d + d];
-    mx = fmax(mx, dot * p.scale);
-  }
+  for (int64_t j = first; j < last; ++j) mx = fmax(mx, sdpa_score(p, qi, kb + j * p.d, bias, j));
   return mx;
 }
 
-__device__ double sdpa_weight(const SdpaParams& p, const double* qi, const double* kj, double mx) {
-  double dot = 0.0;
-  for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kj[d];
-  return exp(dot * p.scale - mx);
+__device__ double sdpa_weight(const SdpaParams& p, const double* qi, const double* kb, const double* bias, int64_t j,
+                              double mx) {
+  return exp(sdpa_score(p, qi, kb + j * p.d, bias, j) - mx);
 }
 
-// A query row's coordinates: its position i, and the K/V head (b * hk + h / group) it reads.
+// A query row's coordinates: its position i, the K/V head (b * hk + h / group) it reads, and where its bias terms
+// start (0 without a bias).
 struct SdpaRow {
-  int64_t i, kv_head;
+  int64_t i, kv_head, bias_row;
 };
 __device__ inline SdpaRow sdpa_row(const SdpaParams& p, int64_t idx) {
   const int64_t h = (idx / p.sq) % p.h;
   const int64_t b = idx / (p.sq * p.h);
-  return SdpaRow{idx % p.sq, b * p.hk + h / (p.h / p.hk)};
+  const int64_t i = idx % p.sq;
+  return SdpaRow{i, b * p.hk + h / (p.h / p.hk), p.bias.present ? sdpa_bias_row(p.bias, b, h, i, p.sq, p.skv) : 0};
 }
 
 __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
-                            const double* __restrict__ v, double* __restrict__ o) {
+                            const double* __restrict__ v, const double* __restrict__ bias, double* __restrict__ o) {
   const int64_t rows = p.b * p.h * p.sq;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -61,13 +68,14 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
     const double* kb = k + row.kv_head * p.skv * p.d;
     const double* vb = v + row.kv_head * p.skv * p.dv;
     double* oi = o + idx * p.dv;
+    const double* bi = bias ? bias + row.bias_row : nullptr;
     int64_t first = 0, last = 0;
     sdpa_keys(p.band, row.i, p.skv, &first, &last);
-    const double mx = sdpa_row_max(p, qi, kb, first, last);
+    const double mx = sdpa_row_max(p, qi, kb, bi, first, last);
     for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.0;
     double sum = 0.0;
     for (int64_t j = first; j < last; ++j) {
-      const double e = sdpa_weight(p, qi, kb + j * p.d, mx);
+      const double e = sdpa_weight(p, qi, kb, bi, j, mx);
       sum += e;
       for (int64_t d = 0; d < p.dv; ++d) oi[d] += e * vb[j * p.dv + d];
     }
@@ -80,7 +88,8 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
 __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
                                       const double* __restrict__ o, const double* __restrict__ bq,
                                       const double* __restrict__ bk, const double* __restrict__ bv, double qk_factor,
-                                      int ev, double* __restrict__ bo) {
+                                      int ev, const double* __restrict__ bias, const double* __restrict__ bbias,
+                                      double bias_factor, double* __restrict__ bo) {
   const int64_t rows = p.b * p.h * p.sq;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -93,17 +102,19 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
     const double* bvb = bv + head * p.skv * p.dv;
     const double* oi = o + idx * p.dv;
     double* mi = bo + idx * p.dv;
+    const double* bi = bias ? bias + row.bias_row : nullptr;
     int64_t first = 0, last = 0;
     sdpa_keys(p.band, row.i, p.skv, &first, &last);
-    const double mx = sdpa_row_max(p, qi, kb, first, last);
+    const double mx = sdpa_row_max(p, qi, kb, bi, first, last);
     double sum = 0.0;
-    for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, qi, kb + j * p.d, mx);
+    for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, qi, kb, bi, j, mx);
     for (int64_t d = 0; d < p.dv; ++d) mi[d] = 0.0;
     for (int64_t j = first; j < last; ++j) {
-      const double pj = sdpa_weight(p, qi, kb + j * p.d, mx) / sum;
+      const double pj = sdpa_weight(p, qi, kb, bi, j, mx) / sum;
       double s_mag = 0.0;
       for (int64_t d = 0; d < p.d; ++d) s_mag += bqi[d] * bkb[j * p.d + d];
       s_mag *= qk_factor;
+      if (bbias) s_mag += bias_factor * bbias[row.bias_row + j];
       for (int64_t d = 0; d < p.dv; ++d) mi[d] += sdpa_magnitude_term(pj, bvb[j * p.dv + d], oi[d], s_mag, ev != 0);
     }
     for (int64_t d = 0; d < p.dv; ++d) mi[d] = fmax(mi[d], fabs(oi[d]));
@@ -116,7 +127,7 @@ Status sdpa_device_value(const Node&, const NodePlan& p, const std::vector<const
                          const std::string&) {
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
-  sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], y);
+  sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], in.size() > 3 ? in[3] : nullptr, y);
   return Status::ok();
 }
 
@@ -125,8 +136,10 @@ Status sdpa_device_magnitude(const Node&, const NodePlan& p, const std::vector<D
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);
-  sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag, op[2].mag,
-                                                      qk_factor, op[2].carries ? 1 : 0, by);
+  const bool biased = op.size() > 3;
+  sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(
+      sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag, op[2].mag, qk_factor, op[2].carries ? 1 : 0,
+      biased ? op[3].value : nullptr, biased ? op[3].mag : nullptr, biased && op[3].carries ? 2.0 : 1.0, by);
   return Status::ok();
 }
 

@@ -16,6 +16,18 @@ struct SdpaBand {
   int64_t shift = 0;   // query i's diagonal is key i + shift (Skv - Sq bottom-right, else 0)
 };
 
+// An additive bias on the scores, packed [bb, bh, sq, skv]: bb and bh are 1 (broadcast) or the batch and head
+// counts; absent when `present` is 0.
+struct SdpaBias {
+  int present = 0;
+  int64_t bb = 1, bh = 1;
+};
+
+// The bias of (batch b, head h, query i)'s row: its skv scores' terms start here.
+KILN_HD inline int64_t sdpa_bias_row(const SdpaBias& s, int64_t b, int64_t h, int64_t i, int64_t sq, int64_t skv) {
+  return (((s.bb == 1 ? 0 : b) * s.bh + (s.bh == 1 ? 0 : h)) * sq + i) * skv;
+}
+
 // The keys query i attends to: [*first, *last) of [0, skv).
 KILN_HD inline void sdpa_keys(const SdpaBand& b, int64_t i, int64_t skv, int64_t* first, int64_t* last) {
   const int64_t diag = i + b.shift;
