@@ -26,7 +26,7 @@ import report  # noqa: E402
 # The suite's parts in the order run_suite.sh writes them, then the re-measured subsets and the written
 # explanations of missed goals (bench/results/h200/README.md).
 ORDER = ["conv-kiln", "conv-torch", "gemm-kiln", "gemm-torch", "attention-kiln", "attention-torch",
-         "block-kiln", "block-torch", "runtime-kiln", "runtime-torch", "coldstart-kiln", "cases-kiln",
+         "band-kiln", "band-torch", "block-kiln", "block-torch", "runtime-kiln", "runtime-torch", "coldstart-kiln", "cases-kiln",
          "cases-torch", "cases-norms-kiln", "cases-norms-torch", "why"]
 # (Parts a later run replaced whole are kept in a folder below, e.g. parts/superseded-2026-12-01/: not read.)
 

@@ -52,10 +52,23 @@ def run_conv(n, a, b, out_dims):
     return weight_grad(x, list(out_dims), b, stride, pad, dilation, groups)
 
 
-def band_keep(n, sq, skv, device):
+def band_keep(n, sq, skv, device, lengths=None):
     """The keys each query attends to (normalized graph: i + shift - left_bound < j <= i + shift + right_bound), as a
-    [sq, skv] bool mask; None without a band."""
+    [sq, skv] bool mask; None without a band. With a padding mask's `lengths` (seq_len_q, seq_len_kv: [B] each) a
+    [B, 1, sq, skv] mask: keys past an entry's length masked, its padded queries seeing none, and a bottom-right
+    diagonal at i + seq_len_kv - seq_len_q."""
     left, right = n.attrs.get("left_bound"), n.attrs.get("right_bound")
+    if lengths is not None:
+        lq, lkv = (x.reshape(-1).to(torch.int64).clamp(min=0) for x in lengths)
+        i = torch.arange(sq, device=device)[None, :, None]
+        j = torch.arange(skv, device=device)[None, None, :]
+        shift = (lkv - lq)[:, None, None] if n.attrs.get("diagonal_alignment") == "bottom_right" else 0
+        keep = (j < lkv[:, None, None]) & (i < lq[:, None, None])
+        if right is not None:
+            keep &= j <= i + shift + right
+        if left is not None:
+            keep &= j > i + shift - left
+        return keep[:, None]
     if left is None and right is None:
         return None
     diag = torch.arange(sq, device=device)[:, None] + n.attrs.get("diagonal_shift", 0)
@@ -68,17 +81,33 @@ def band_keep(n, sq, skv, device):
     return keep
 
 
-def run_sdpa(n, q, k, v, bias=None):
+def sdpa_inputs(n, ins):
+    """q, k, v, the bias (or None) and the padding mask's lengths (or None) by their roles."""
+    by = dict(zip(n.input_roles, ins))
+    lengths = (by["seq_len_q"], by["seq_len_kv"]) if "seq_len_q" in by else None
+    return by["q"], by["k"], by["v"], by.get("bias"), lengths
+
+
+def run_sdpa(n, q, k, v, bias=None, lengths=None):
     causal, scale = n.attrs["causal"], n.attrs["attn_scale"]
-    keep = band_keep(n, q.shape[2], k.shape[2], q.device)
-    if keep is not None or bias is not None:  # a band (causal included) and/or a bias: the mask itself
+    keep = band_keep(n, q.shape[2], k.shape[2], q.device, lengths)
+    if keep is not None or bias is not None:  # a band (causal included), a bias, lengths: the mask itself
         rep = q.shape[1] // k.shape[1]
         if rep > 1:
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         mask = keep
         if bias is not None:  # an additive float mask: the bias, and -inf where the band masks
             mask = bias if keep is None else bias.masked_fill(~keep, -math.inf)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        if lengths is None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        # A row that sees no key (a padded query) is zeros, as Kiln's references write it (torch would give NaN).
+        empty = ~keep.any(dim=-1, keepdim=True)
+        if mask.dtype == torch.bool:
+            mask = mask | empty
+        else:
+            mask = mask.masked_fill(empty, 0.0)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        return o.masked_fill(empty, 0.0)
     if k.shape[1] != q.shape[1]:
         try:
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
@@ -117,7 +146,7 @@ def run_node(n, ins, out_dims):
             dims = list(range(1, x.dim()))
             y = x * torch.rsqrt(x.pow(2).mean(dim=dims, keepdim=True) + eps) * w
         return y + ins[2].reshape(shape) if len(ins) > 2 else y
-    return run_sdpa(n, *ins[:4])
+    return run_sdpa(n, *sdpa_inputs(n, ins))
 
 
 def pointwise_magnitude(mode, va, vb, vy, ba, bb, ea, eb):
@@ -163,7 +192,7 @@ def norm_magnitude(n, x, s, bx, bs, bb, ex, es, eb, vy):
     return torch.fmax(vy.abs(), e)
 
 
-def sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, o, bias=None, bbias=None, ebias=0.0):
+def sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, o, bias=None, bbias=None, ebias=0.0, lengths=None):
     """sdpa_magnitude_term summed over keys (host_reference.cc sdpa_magnitude_of), batched:
     B_o = max(|o|, sum_j p_j ((Bv_j + |o|) S_j + (2 + Ev) Bv_j)), S_j = (1 + Eq + Ek) scale sum_d Bq_d Bk_jd
     (+ (1 + Ebias) Bbias_j with a bias)."""
@@ -174,12 +203,12 @@ def sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, o, bias=None, bbias=None,
     scores = scale * torch.matmul(q, k.transpose(-1, -2))
     if bias is not None:
         scores = scores + bias
-    keep = band_keep(n, q.shape[2], k.shape[2], q.device)
+    keep = band_keep(n, q.shape[2], k.shape[2], q.device, lengths)
     if keep is None and n.attrs["causal"]:  # key j > query i is masked (top-left; a normalized graph without bounds)
         keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
     if keep is not None:
         scores = scores.masked_fill(~keep, -math.inf)
-    p = torch.softmax(scores, dim=-1)
+    p = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)  # a padded query's row: no key, no term
     s_mag = (1.0 + eq + ek) * abs(scale) * torch.matmul(bq, bk.transpose(-1, -2))
     if bbias is not None:
         s_mag = s_mag + (1.0 + ebias) * bbias
@@ -207,10 +236,10 @@ def node_magnitude(n, ins, bs, es, y, out_dims):
     if n.kind in ("layer_norm", "rms_norm"):
         bias = len(ins) > 2
         return norm_magnitude(n, ins[0], ins[1], bs[0], bs[1], bs[2] if bias else None, es[0], es[1], bias and es[2], y)
-    if len(ins) > 3:  # a bias
-        return sdpa_magnitude(n, ins[0], ins[1], ins[2], bs[0], bs[1], bs[2], es[0], es[1], es[2], y,
-                              ins[3], bs[3], es[3])
-    return sdpa_magnitude(n, ins[0], ins[1], ins[2], bs[0], bs[1], bs[2], es[0], es[1], es[2], y)
+    q, k, v, bias, lengths = sdpa_inputs(n, ins)
+    bq, bk, bv, bb, _ = sdpa_inputs(n, bs)
+    eq, ek, ev, eb, _ = sdpa_inputs(n, es)
+    return sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, y, bias, bb, eb or 0.0, lengths)
 
 
 def run_graph_torch(g, inputs, device, compute, magnitudes=False):

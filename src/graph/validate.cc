@@ -67,7 +67,11 @@ Status check_structure(const Graph& g) {
     graph_internal::op_family(n.op).arity(n, &lo, &hi);
     if (n.inputs.size() < lo || n.inputs.size() > hi)
       return invalid_argument(node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +
-                              (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)));
+                              (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
+                              (n.op == OpKind::kSdpa
+                                   ? " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and "
+                                     "seq_len_kv last)"
+                                   : ""));
     KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
     for (int t : n.inputs) read[t] = true;
     const int t = n.outputs[0];

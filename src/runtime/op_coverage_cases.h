@@ -11,7 +11,7 @@
 // rms_norm in fp16, sdpa in fp16 and bf16, causal and not, and sdpa bf16 with each kind of diagonal band (a
 // causal sliding window, left and right bounds, bottom-right causal for chunked prefill and decode, a
 // bottom-right window with grouped heads, MQA with a window), and with an additive bias (alone, and with a
-// causal window). Every other case may be NotSupported (cuDNN
+// causal window), and with a padding mask (alone, causal, bottom-right, with a window, with a bias). Every other case may be NotSupported (cuDNN
 // has no engine for it on the device; the OPCOV line carries cuDNN's message); these are:
 //   - conv with stride/dilation/groups > 1, fp32 (TF32) and bf16 convs, fp8 conv;
 //   - matmul fp32 (TF32), batched rank 4, broadcast batch, every fp8 matmul (e4m3, e5m2, mixed; B
@@ -210,16 +210,24 @@ inline GraphBuilder sdpa_graph(bool causal, DataType io) {
 
 // SDPA with a diagonal band (kiln/graph/graph.h SdpaAttrs): sq queries over skv keys, h query heads over hk key
 // heads, head dim 64.
-// With `bias_dims` ({} for none), an additive bias of those dims.
+// With `bias_dims` ({} for none), an additive bias of those dims; with a.padding, a padding mask's lengths.
 inline GraphBuilder sdpa_band_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv, int64_t h = 2,
                                     int64_t hk = 2, std::vector<int64_t> bias_dims = {}) {
   GraphBuilder b(name);
   b.io_dtype(DataType::kBFloat16);
   TensorRef q = b.tensor("q", {2, h, sq, 64}), k = b.tensor("k", {2, hk, skv, 64}), v = b.tensor("v", {2, hk, skv, 64});
-  std::optional<TensorRef> bias;
+  std::optional<TensorRef> bias, lq, lkv;
   if (!bias_dims.empty()) bias = b.tensor("bias", std::vector<DimArg>(bias_dims.begin(), bias_dims.end()));
-  b.output(b.sdpa("attn", q, k, v, a, "o", bias));
+  if (a.padding) {
+    lq = b.tensor("seq_len_q", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+    lkv = b.tensor("seq_len_kv", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+  }
+  b.output(b.sdpa("attn", q, k, v, a, "o", bias, lq, lkv));
   return b;
+}
+inline SdpaAttrs padded(SdpaAttrs a) {
+  a.padding = true;
+  return a;
 }
 inline SdpaAttrs band(bool causal, std::optional<int64_t> left, std::optional<int64_t> right = std::nullopt,
                       bool bottom_right = false) {
@@ -270,6 +278,17 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_band_graph("sdpa_bias", band(false, std::nullopt), 24, 40, 2, 2, {1, 2, 24, 40}));
   add("sdpa.bias_window_causal", "bf16", "sdpa bias window causal",
       sdpa_band_graph("sdpa_bias_window", band(true, 8), 40, 40, 4, 2, {2, 1, 40, 40}));
+  // A padding mask (lengths drawn per batch entry): alone, causal, bottom-right causal (each entry's own last
+  // query and key), with a window, with a bias.
+  add("sdpa.padding", "bf16", "sdpa padding", sdpa_band_graph("sdpa_pad", padded(band(false, std::nullopt)), 24, 40));
+  add("sdpa.padding_causal", "bf16", "sdpa padding causal",
+      sdpa_band_graph("sdpa_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
+  add("sdpa.padding_bottom_right", "bf16", "sdpa padding bottom-right",
+      sdpa_band_graph("sdpa_pad_br", padded(band(true, std::nullopt, std::nullopt, true)), 16, 48));
+  add("sdpa.padding_window", "bf16", "sdpa padding window",
+      sdpa_band_graph("sdpa_pad_window", padded(band(true, 8)), 32, 32));
+  add("sdpa.padding_bias", "bf16", "sdpa padding bias",
+      sdpa_band_graph("sdpa_pad_bias", padded(band(false, std::nullopt)), 24, 40, 2, 2, {1, 2, 24, 40}));
   {
     OpCase c =
         make("sdpa.bias_bottom_right", "bf16", "",

@@ -108,8 +108,8 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
           return refuse(where + ": " + name(t) + " varies in " + dim_text(v(t)) + " (only the batch dim 0)");
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const int t = n.inputs[i];
-        if (i == 3 && v(t) < 0) continue;  // a bias broadcast over the batch: every row reads the same terms
-        if (v(t) != v(q)) return refuse(where + ": q, k, v (and a bias of each batch) do not vary alike");
+        if (static_cast<int>(i) == sdpa_inputs(n).bias && v(t) < 0) continue;  // a bias broadcast over the batch
+        if (v(t) != v(q)) return refuse(where + ": q, k, v (a bias of each batch, the lengths) do not vary alike");
       }
       for (int o : n.outputs)
         if (v(o) != v(q)) return refuse(where + ": " + name(q) + " and " + name(o) + " do not vary alike");

@@ -161,11 +161,18 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
   return sdpa(name, q, k, v, a, std::move(out));
 }
 TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
-                             std::string out, std::optional<TensorRef> bias) {
+                             std::string out, std::optional<TensorRef> bias, std::optional<TensorRef> seq_len_q,
+                             std::optional<TensorRef> seq_len_kv) {
   Node n = make_node(name, OpKind::kSdpa);
   n.sdpa = attrs;
-  if (bias) return add_node(std::move(n), {q, k, v, *bias}, std::move(out));
-  return add_node(std::move(n), {q, k, v}, std::move(out));
+  std::vector<TensorRef> inputs = {q, k, v};
+  if (bias) inputs.push_back(*bias);
+  if (seq_len_q && seq_len_kv) {
+    inputs.push_back(*seq_len_q);
+    inputs.push_back(*seq_len_kv);
+    n.sdpa.padding = true;
+  }
+  return add_node(std::move(n), inputs, std::move(out));
 }
 
 GraphBuilder& GraphBuilder::set_dtype(TensorRef t, DataType dtype) {

@@ -360,6 +360,47 @@ TEST(SpecErrors, SdpaBias) {
   EXPECT_FALSE(parse(five).is_ok());
 }
 
+// A padding mask: "padding_mask": true and the lengths last, int32 [B, 1, 1, 1] each; each mistake named.
+TEST(SpecErrors, SdpaPaddingMask) {
+  auto padded = [](std::vector<std::string> inputs, Json attrs, std::vector<int64_t> len_dims = {2, 1, 1, 1},
+                   const char* len_dtype = "int32") {
+    Json tensors = {{"q", t({2, 4, 16, 64})}, {"k", t({2, 2, 32, 64})}, {"v", t({2, 2, 32, 64})}};
+    for (const std::string& in : inputs) {  // only what the node reads: a declared tensor no node reads is refused
+      if (in == "bias") tensors["bias"] = t({1, 4, 16, 32});
+      if (in == "lq" || in == "lkv") {
+        tensors[in] = t(len_dims);
+        tensors[in]["dtype"] = len_dtype;
+      }
+    }
+    Json s = one_node(tensors, "sdpa", inputs, std::move(attrs));
+    s["io_dtype"] = "bf16";
+    return parse(s);
+  };
+  const Json on = {{"padding_mask", true}};
+  auto g = padded({"q", "k", "v", "lq", "lkv"}, on);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_TRUE(g->nodes[0].sdpa.padding);
+  EXPECT_EQ(sdpa_inputs(g->nodes[0]).seq_len_q, 3);
+  EXPECT_EQ(sdpa_inputs(g->nodes[0]).bias, -1);
+  g = padded({"q", "k", "v", "bias", "lq", "lkv"}, {{"padding_mask", true}, {"causal", true}});
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(sdpa_inputs(g->nodes[0]).bias, 3);
+  EXPECT_EQ(sdpa_inputs(g->nodes[0]).seq_len_kv, 5);
+  EXPECT_TRUE(padded({"q", "k", "v", "lq", "lkv"},
+                     {{"padding_mask", true}, {"causal", true}, {"diagonal_alignment", "bottom_right"}})
+                  .is_ok());
+  EXPECT_ERROR_HAS(padded({"q", "k", "v"}, on).status(),
+                   "3 inputs, expected 5 or 6 (q, k, v, an optional bias, and with \"padding_mask\": true");
+  EXPECT_ERROR_HAS(padded({"q", "k", "v", "lq", "lkv"}, Json::object()).status(), "5 inputs, expected 3 or 4");
+  EXPECT_ERROR_HAS(padded({"q", "k", "v", "lq", "lkv"}, on, {2, 1, 1, 1}, "int64").status(),
+                   "input 'lq': dtype int64 is not supported for a padding mask's lengths (int32 only)");
+  EXPECT_ERROR_HAS(padded({"q", "k", "v", "lq", "lkv"}, on, {2, 1, 1, 2}).status(),
+                   "input 'lq': dims [2,1,1,2] must be [B, 1, 1, 1] = [2, 1, 1, 1]");
+  EXPECT_ERROR_HAS(padded({"q", "k", "v", "lq", "lkv"}, on, {1, 1, 1, 1}).status(), "one length per batch entry");
+  EXPECT_ERROR_HAS(padded({"q", "k", "v", "lq", "lkv"}, {{"padding_mask", 1}}).status(),
+                   "attribute 'padding_mask': expected true or false");
+}
+
 TEST(SpecErrors, Fp8AndMixedDtypes) {
   Json s = one_node({{"a", t({16, 32}, "fp8_e4m3")}, {"b", t({32, 8}, "fp8_e5m2")}}, "matmul", {"a", "b"});
   s["tensors"]["y"] = {{"dtype", "bf16"}};

@@ -19,7 +19,8 @@ using Json = nlohmann::ordered_json;
 using namespace validate_internal;
 
 // The operands of each op by role, in Node::inputs order (graph.h's table above Node).
-std::vector<const char*> input_roles(OpKind op) {
+std::vector<const char*> input_roles(const Node& n) {
+  const OpKind op = n.op;
   switch (op) {
     case OpKind::kConvFprop: return {"x", "w"};
     case OpKind::kConvDgrad: return {"dy", "w"};
@@ -29,7 +30,13 @@ std::vector<const char*> input_roles(OpKind op) {
     case OpKind::kReduction: return {"x"};
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: return {"x", "scale", "bias"};
-    case OpKind::kSdpa: return {"q", "k", "v", "bias"};
+    case OpKind::kSdpa: {  // the optional inputs where kiln/graph/graph.h sdpa_inputs puts them
+      std::vector<const char*> r = {"q", "k", "v"};
+      const SdpaInputs x = sdpa_inputs(n);
+      if (x.bias >= 0) r.push_back("bias");
+      if (x.seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
+      return r;
+    }
   }
   return {};
 }
@@ -100,7 +107,9 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
       // (each bound null where none; right_bound 0 when causal).
       a["left_bound"] = plan.sdpa.band.left > 0 ? Json(plan.sdpa.band.left) : Json(nullptr);
       a["right_bound"] = plan.sdpa.band.right >= 0 ? Json(plan.sdpa.band.right) : Json(nullptr);
-      a["diagonal_shift"] = plan.sdpa.band.shift;
+      a["diagonal_shift"] = plan.sdpa.band.bottom_right ? plan.sdpa.skv - plan.sdpa.sq : 0;
+      a["diagonal_alignment"] = plan.sdpa.band.bottom_right ? "bottom_right" : "top_left";
+      a["padding_mask"] = plan.sdpa.band.padding != 0;
       a["attn_scale_given"] = n.sdpa.attn_scale.has_value();
       break;
     case OpKind::kMatmul:
@@ -120,7 +129,7 @@ StatusOr<Json> node_json(const Graph& g, int index) {
   else if (n.op == OpKind::kReduction) j["mode"] = reduction_mode_name(n.reduction.mode);
   else j["mode"] = nullptr;
   j["compute_dtype"] = dtype_name(n.compute_dtype.value_or(g.compute_dtype));
-  const std::vector<const char*> roles = input_roles(n.op);
+  const std::vector<const char*> roles = input_roles(n);
   Json ins = Json::array();
   for (size_t i = 0; i < n.inputs.size(); ++i)
     ins.push_back(

@@ -105,6 +105,28 @@ bool input_range_is_exact(double lo, double hi) {
 
 double input_nonzero_fallback(double lo, double hi) { return lo <= 1.0 && 1.0 <= hi ? 1.0 : hi; }
 
+namespace {
+
+bool is_integer(DataType t) { return t == DataType::kInt8 || t == DataType::kInt32 || t == DataType::kInt64; }
+
+// A padding mask's lengths (integers, both ends included): queries 1..Sq; keys 1..Skv, or with a band at least
+// min(Sq, Skv), so that every valid query has a key to attend to (a row with none is written as zeros by the
+// references, and what cuDNN writes there is not asserted).
+void sdpa_length_ranges(const Graph& g, const Node& n, std::vector<std::pair<double, double>>* range) {
+  const SdpaInputs r = sdpa_inputs(n);
+  if (r.seq_len_q < 0) return;
+  const auto extent = [&](size_t input, size_t axis) {
+    const TensorDesc& t = g.tensors[static_cast<size_t>(n.inputs[input])];
+    return t.dims.size() > axis ? static_cast<double>(t.dims[axis].value) : 1.0;
+  };
+  const double sq = extent(0, 2), skv = extent(1, 2);
+  (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_q)])] = {1.0, sq};
+  (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_kv)])] = {
+      n.sdpa.masked() ? std::min(sq, skv) : 1.0, skv};
+}
+
+}  // namespace
+
 StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
   KILN_RETURN_IF_ERROR(topological_order(g).status());
   const GraphRoles roles(g);
@@ -120,6 +142,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kBiasAdd) range[t] = {-0.5, 0.5};
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kDiv) range[t] = {0.5, 1.5};
     }
+    if (n.op == OpKind::kSdpa) sdpa_length_ranges(g, n, &range);
   }
   for (int t : g.outputs) used[static_cast<size_t>(t)] = true;
   std::vector<InputDraw> draws;
@@ -132,7 +155,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     d.hi = range[i].second;
     d.by_value = g.tensors[i].by_value;
     d.value = g.tensors[i].value;
-    if (!d.by_value && !input_range_is_exact(d.lo, d.hi))
+    if (!d.by_value && !is_integer(d.dtype) && !input_range_is_exact(d.lo, d.hi))
       return invalid_argument("input '" + g.tensors[i].name + "': the generator cannot draw [" + std::to_string(d.lo) +
                               ", " + std::to_string(d.hi) + ") exactly");
     draws.push_back(d);

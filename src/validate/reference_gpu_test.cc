@@ -271,6 +271,31 @@ TEST(DeviceReference, SdpaBias) {
     }
 }
 
+// A padding mask (random lengths, as the generator draws them) in the device reference as in the host's, with
+// a top-left window, a bottom-right causal band and a bias.
+TEST(DeviceReference, SdpaPaddingMask) {
+  KILN_REQUIRE_GPU();
+  for (int mode = 0; mode < 3; ++mode) {
+    Graph g = make_graph("sdpa_padded", DataType::kBFloat16);
+    int q = add_tensor(g, "q", {3, 4, 19, 32}), k = add_tensor(g, "k", {3, 2, 33, 32}),
+        v = add_tensor(g, "v", {3, 2, 33, 16}), lq = add_tensor(g, "lq", {3, 1, 1, 1}),
+        lkv = add_tensor(g, "lkv", {3, 1, 1, 1}), o = add_tensor(g, "o", {3, 4, 19, 16});
+    g.tensors[static_cast<size_t>(lq)].dtype = DataType::kInt32;
+    g.tensors[static_cast<size_t>(lkv)].dtype = DataType::kInt32;
+    std::vector<int> ins = {q, k, v};
+    if (mode == 2) ins.push_back(add_tensor(g, "bias", {1, 4, 19, 33}));
+    ins.insert(ins.end(), {lq, lkv});
+    SdpaAttrs& a = add_node(g, "sdpa", OpKind::kSdpa, ins, o).sdpa;
+    a.padding = true;
+    a.causal = mode != 0;
+    if (mode == 0) a.left_bound = 5;
+    if (mode == 1) a.alignment = DiagonalAlignment::kBottomRight;
+    g.outputs = {o};
+    SCOPED_TRACE("mode " + std::to_string(mode));
+    expect_device_matches_host(g);
+  }
+}
+
 TEST(DeviceReference, IntermediateRoundingFp16) {
   KILN_REQUIRE_GPU();
   // matmul -> gelu with fp16 intermediates: both references round the virtual tensor the same way.

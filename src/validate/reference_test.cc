@@ -441,6 +441,64 @@ TEST(HostReference, SdpaBiasMatchesExplicitScores) {
     }
 }
 
+// A padding mask against scores written out here: per batch entry, keys past seq_len_kv masked, query rows past
+// seq_len_q zeros, a bottom-right diagonal at i + seq_len_kv - seq_len_q; with and without a causal band.
+TEST(HostReference, SdpaPaddingMaskMatchesExplicitRows) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  const int64_t b = 3, h = 2, sq = 6, skv = 9, d = 4;
+  const std::vector<double> lens_q = {6, 2, 4}, lens_kv = {9, 7, 4};
+  for (int mode = 0; mode < 3; ++mode) {  // no band, causal top-left, causal bottom-right
+    Graph g = make_graph("padded", DataType::kFloat32);
+    int q = add_tensor(g, "q", {b, h, sq, d}), k = add_tensor(g, "k", {b, h, skv, d}),
+        v = add_tensor(g, "v", {b, h, skv, d}), lq = add_tensor(g, "lq", {b, 1, 1, 1}),
+        lkv = add_tensor(g, "lkv", {b, 1, 1, 1}), o = add_tensor(g, "o", {b, h, sq, d});
+    g.tensors[static_cast<size_t>(lq)].dtype = DataType::kInt32;
+    g.tensors[static_cast<size_t>(lkv)].dtype = DataType::kInt32;
+    SdpaAttrs& a = add_node(g, "sdpa", OpKind::kSdpa, {q, k, v, lq, lkv}, o).sdpa;
+    a.padding = true;
+    a.causal = mode > 0;
+    if (mode == 2) a.alignment = DiagonalAlignment::kBottomRight;
+    g.outputs = {o};
+    auto fill = [&](size_t n) {
+      std::vector<double> x(n);
+      for (double& e : x) e = static_cast<float>(u(rng));
+      return x;
+    };
+    const auto qv = fill(b * h * sq * d), kv = fill(b * h * skv * d), vv = fill(b * h * skv * d);
+    auto out = run1(g, {{q, vals(g, q, qv)},
+                        {k, vals(g, k, kv)},
+                        {v, vals(g, v, vv)},
+                        {lq, vals(g, lq, lens_q)},
+                        {lkv, vals(g, lkv, lens_kv)}});
+    std::vector<double> want(out.size(), 0.0);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = 0; hi < h; ++hi)
+        for (int64_t i = 0; i < static_cast<int64_t>(lens_q[bi]); ++i) {
+          const int64_t nkv = static_cast<int64_t>(lens_kv[bi]);
+          const int64_t diag = i + (mode == 2 ? nkv - static_cast<int64_t>(lens_q[bi]) : 0);
+          std::vector<double> w(skv, 0.0);
+          double mx = -1e300, sum = 0.0;
+          std::vector<int64_t> seen;
+          for (int64_t j = 0; j < nkv; ++j)
+            if (mode == 0 || j <= diag) seen.push_back(j);
+          for (int64_t j : seen) {
+            double dot = 0.0;
+            for (int64_t e = 0; e < d; ++e)
+              dot += qv[((bi * h + hi) * sq + i) * d + e] * kv[((bi * h + hi) * skv + j) * d + e];
+            w[j] = dot / 2.0;
+            mx = std::max(mx, w[j]);
+          }
+          for (int64_t j : seen) sum += (w[j] = std::exp(w[j] - mx));
+          for (int64_t j : seen)
+            for (int64_t e = 0; e < d; ++e)
+              want[((bi * h + hi) * sq + i) * d + e] += w[j] / sum * vv[((bi * h + hi) * skv + j) * d + e];
+        }
+    SCOPED_TRACE("mode " + std::to_string(mode));
+    expect_near(out, want, 2e-6);
+  }
+}
+
 TEST(HostReference, IntermediatesRoundToTheIntermediateDtype) {
   Graph g = make_graph("chain", DataType::kFloat32, DataType::kFloat16);
   int x = add_tensor(g, "x", {1}), t = add_tensor(g, "t", {1}), y = add_tensor(g, "y", {1});

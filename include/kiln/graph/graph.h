@@ -161,6 +161,10 @@ struct SdpaAttrs {
   std::optional<int64_t> left_bound;   // a sliding window: the diagonal and left_bound - 1 keys before it (>= 1)
   std::optional<int64_t> right_bound;  // keys past the diagonal it may see (>= 0); not with causal
   DiagonalAlignment alignment = DiagonalAlignment::kTopLeft;
+  // A padding mask: the node's last two inputs are seq_len_q and seq_len_kv (int32 [B, 1, 1, 1]), the valid
+  // queries and keys of each batch entry; keys past seq_len_kv are masked, query rows past seq_len_q are written
+  // as zeros, and a bottom-right diagonal aligns each entry's own last query and key.
+  bool padding = false;
 
   // The right bound that applies: 0 when causal.
   std::optional<int64_t> effective_right_bound() const { return causal ? std::optional<int64_t>(0) : right_bound; }
@@ -176,7 +180,8 @@ struct SdpaAttrs {
 //   reduction:  in {x}           out {y}
 //   layer_norm: in {x, scale, bias} out {y}    (inference; normalized over all axes but the first)
 //   rms_norm:   in {x, scale}    out {y}
-//   sdpa:       in {q, k, v}     out {o}       ([B, H, S, D], fp16/bf16, SM80+)
+//   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv)} out {o}  ([B, H, S, D], fp16/bf16, SM80+;
+//               the bias and the lengths optional: sdpa_inputs)
 struct Node {
   std::string name;
   OpKind op = OpKind::kPointwise;
@@ -189,6 +194,23 @@ struct Node {
   NormAttrs norm;
   SdpaAttrs sdpa;
 };
+
+// Where an sdpa node's optional inputs are in Node::inputs (-1: absent): a bias after q, k, v; with
+// SdpaAttrs::padding, the lengths last.
+struct SdpaInputs {
+  int bias = -1, seq_len_q = -1, seq_len_kv = -1;
+};
+inline SdpaInputs sdpa_inputs(const Node& n) {
+  SdpaInputs r;
+  const int count = static_cast<int>(n.inputs.size());
+  const int lengths = n.sdpa.padding ? 2 : 0;
+  if (count - lengths >= 4) r.bias = 3;
+  if (n.sdpa.padding && count >= 5) {
+    r.seq_len_q = count - 2;
+    r.seq_len_kv = count - 1;
+  }
+  return r;
+}
 
 // The spec's name of a node's op (docs/spec.md's op table, never an alias): the op kind's name, a
 // pointwise node's mode ("relu", "bias_add") or "reduce_" and a reduction's mode ("reduce_amax").

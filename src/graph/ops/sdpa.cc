@@ -8,15 +8,34 @@
 namespace kiln::graph_internal {
 namespace {
 
-void sdpa_arity(const Node&, size_t* lo, size_t* hi) {
-  *lo = 3;
-  *hi = 4;  // q, k, v and an optional additive bias
+void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
+  // q, k, v, an optional additive bias, and with a padding mask the two lengths (kiln/graph/graph.h sdpa_inputs)
+  *lo = n.sdpa.padding ? 5 : 3;
+  *hi = n.sdpa.padding ? 6 : 4;
+}
+
+// A padding mask's lengths: int32 [B, 1, 1, 1] each.
+Status check_lengths(NodeCtx& c, const Dims& q) {
+  const SdpaInputs r = sdpa_inputs(c.node);
+  for (int i : {r.seq_len_q, r.seq_len_kv}) {
+    if (i < 0) continue;
+    const size_t at = static_cast<size_t>(i);
+    KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
+    if (c.in_dtype(at) != DataType::kInt32)
+      return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) +
+                     " is not supported for a padding mask's lengths (int32 only)");
+    const Dims& d = c.in(at).dims;
+    if (d[0].value != q[0].value || d[1].value != 1 || d[2].value != 1 || d[3].value != 1)
+      return c.error(c.in_label(at) + ": dims " + dims_text(d) + " must be [B, 1, 1, 1] = [" +
+                     std::to_string(q[0].value) + ", 1, 1, 1] (one length per batch entry)");
+  }
+  return Status::ok();
 }
 
 // The optional bias [B or 1, H or 1, Sq, Skv], added to the scaled scores before the softmax (and the band), in q's
 // dtype. cuDNN (9.19, Frontend 1.32) takes no bias with a bottom-right diagonal.
 Status check_bias(NodeCtx& c, const Dims& q, const Dims& k) {
-  if (c.node.inputs.size() < 4) return Status::ok();
+  if (sdpa_inputs(c.node).bias < 0) return Status::ok();
   KILN_RETURN_IF_ERROR(check_rank(c, 3, 4, 4));
   const Dims& b = c.in(3).dims;
   if (c.in_dtype(3) != c.in_dtype(0))
@@ -120,6 +139,7 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   }
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
+  KILN_RETURN_IF_ERROR(check_lengths(c, q));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   return Status::ok();
 }
@@ -135,6 +155,7 @@ std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
   if (right && *right > 0) s += " right_bound=" + std::to_string(*right);
   if (n.sdpa.left_bound) s += " left_bound=" + std::to_string(*n.sdpa.left_bound);
   if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) s += " alignment=bottom_right";
+  if (n.sdpa.padding) s += " padding=1";
   return s;
 }
 

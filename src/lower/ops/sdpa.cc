@@ -18,7 +18,13 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
   attrs.set_diagonal_alignment(n.sdpa.alignment == DiagonalAlignment::kBottomRight
                                    ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
                                    : fe::DiagonalAlignment_t::TOP_LEFT);
-  if (n.inputs.size() > 3) attrs.set_bias(in(3));  // validate checked its dims and dtype
+  const SdpaInputs x = sdpa_inputs(n);  // validate checked their dims and dtypes
+  if (x.bias >= 0) attrs.set_bias(in(static_cast<size_t>(x.bias)));
+  if (x.seq_len_q >= 0) {
+    attrs.set_padding_mask(true)
+        .set_seq_len_q(in(static_cast<size_t>(x.seq_len_q)))
+        .set_seq_len_kv(in(static_cast<size_t>(x.seq_len_kv)));
+  }
   auto outs = c.fg.sdpa(in(0), in(1), in(2), attrs);
   finish_output(c, n.outputs[0], outs[0]);
   return Status::ok();

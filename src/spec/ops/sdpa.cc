@@ -22,6 +22,10 @@ Status parse_sdpa(const ReadJson& j, const std::string& where, Node* n) {
     KILN_RETURN_IF_ERROR(get_int(j[key], attr(key), &v));
     (std::string(key) == "left_bound" ? n->sdpa.left_bound : n->sdpa.right_bound) = v;
   }
+  if (j.contains("padding_mask")) {
+    if (!j["padding_mask"].is_boolean()) return type_error(attr("padding_mask"), "true or false", j["padding_mask"]);
+    n->sdpa.padding = j["padding_mask"].get<bool>();
+  }
   if (j.contains("diagonal_alignment")) {
     const ReadJson& a = j["diagonal_alignment"];
     if (a == "top_left") {
@@ -42,11 +46,14 @@ void write_sdpa(const Node& n, WriteJson& j) {
   if (n.sdpa.left_bound) j["left_bound"] = *n.sdpa.left_bound;
   if (n.sdpa.right_bound) j["right_bound"] = *n.sdpa.right_bound;
   if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) j["diagonal_alignment"] = "bottom_right";
+  if (n.sdpa.padding) j["padding_mask"] = true;
 }
 
 }  // namespace
 
 const SpecFamily kSdpaSpec = {
-    {"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment"}, parse_sdpa, write_sdpa};
+    {"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment", "padding_mask"},
+    parse_sdpa,
+    write_sdpa};
 
 }  // namespace kiln::spec_internal

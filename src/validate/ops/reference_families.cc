@@ -1,4 +1,6 @@
 // The validate layer's table of the op families' references, by OpFamilyId (kiln/graph/ops/families.h).
+#include <algorithm>
+
 #include "kiln/graph/ops/families.h"
 #include "validate/ops/reference_ops.h"
 
@@ -30,8 +32,10 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     case OpKind::kConvWgrad:
     case OpKind::kMatmul: want_in = 2; break;
     case OpKind::kReduction: want_in = 1; break;
-    case OpKind::kSdpa: want_in = node.inputs.size() == 4 ? 4 : 3; break;  // q, k, v (, bias)
-    default: want_in = node.inputs.size(); break;                          // checked per op below
+    case OpKind::kSdpa:
+      want_in = std::clamp<size_t>(node.inputs.size(), 3, 6);
+      break;                                       // kiln/graph/graph.h sdpa_inputs
+    default: want_in = node.inputs.size(); break;  // checked per op below
   }
   if (node.inputs.size() != want_in)
     return invalid_argument(where + ": expected " + std::to_string(want_in) + " inputs, got " +

@@ -31,8 +31,9 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
     return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(o) + " must be " +
                             dims_str({s.b, s.h, s.sq, s.dv}));
   s.scale = node.sdpa.attn_scale ? *node.sdpa.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.d));
-  if (node.inputs.size() > 3) {
-    const auto b = tensor_dims(g, node.inputs[3]);
+  const SdpaInputs roles = sdpa_inputs(node);
+  if (roles.bias >= 0) {
+    const auto b = tensor_dims(g, node.inputs[static_cast<size_t>(roles.bias)]);
     if (b.size() != 4 || (b[0] != 1 && b[0] != s.b) || (b[1] != 1 && b[1] != s.h) || b[2] != s.sq || b[3] != s.skv)
       return invalid_argument(where + ": bias " + dims_str(b) + " must be [B or 1, H or 1, Sq, Skv] for q " +
                               dims_str(q) + " and k " + dims_str(k));
@@ -41,12 +42,14 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
   const SdpaAttrs& a = node.sdpa;
   s.band.left = a.left_bound.value_or(0);
   s.band.right = a.effective_right_bound().value_or(-1);
-  s.band.shift = a.alignment == DiagonalAlignment::kBottomRight ? s.skv - s.sq : 0;
-  // The longest sum a row makes: its keys (a band's longest row), or the head dim.
-  int64_t keys = 0;
+  s.band.bottom_right = a.alignment == DiagonalAlignment::kBottomRight ? 1 : 0;
+  s.band.padding = a.padding && roles.seq_len_q >= 0 ? 1 : 0;
+  // The longest sum a row makes: its keys (a band's longest row; with a padding mask at most every key), or the
+  // head dim.
+  int64_t keys = s.band.padding ? s.skv : 0;
   for (int64_t i = 0; i < s.sq && keys < s.skv; ++i) {
     int64_t first = 0, last = 0;
-    sdpa_keys(s.band, i, s.skv, &first, &last);
+    sdpa_keys(s.band, i, s.sq, s.skv, &first, &last);
     keys = std::max(keys, last - first);
   }
   p.reduction_length = std::max(keys, s.d);
@@ -57,19 +60,29 @@ namespace {
 
 // Shared by the value and the magnitude pass: per query row, the probabilities p_j over the keys it attends to,
 // [first, last) (p[j] for key j), and the row's output.
+// The node's optional inputs as the references read them (null: absent).
+struct SdpaExtras {
+  const Values* bias = nullptr;
+  const Values* seq_len_q = nullptr;
+  const Values* seq_len_kv = nullptr;
+};
+
 template <typename RowFn>
-void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, const Values* bias, RowFn&& row_fn) {
+void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, const SdpaExtras& x, RowFn&& row_fn) {
   std::vector<double> score(static_cast<size_t>(s.skv));
   const int64_t group = s.h / s.hk;
+  const Values* bias = x.bias;
   for (int64_t b = 0; b < s.b; ++b)
     for (int64_t h = 0; h < s.h; ++h) {
       const int64_t hk = h / group;
       const double* kb = k.data() + (b * s.hk + hk) * s.skv * s.d;
+      const int64_t lq = x.seq_len_q ? sdpa_length((*x.seq_len_q)[b], s.sq) : s.sq;
+      const int64_t lkv = x.seq_len_kv ? sdpa_length((*x.seq_len_kv)[b], s.skv) : s.skv;
       for (int64_t i = 0; i < s.sq; ++i) {
         const int64_t row = (b * s.h + h) * s.sq + i;
         const double* qi = q.data() + row * s.d;
         int64_t first = 0, last = 0;
-        sdpa_keys(s.band, i, s.skv, &first, &last);
+        sdpa_keys(s.band, i, lq, lkv, &first, &last);
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = first; j < last; ++j) {
           double dot = 0.0;
@@ -93,9 +106,10 @@ int64_t bias_row_of(const SdpaGeom& s, int64_t row) {
   return sdpa_bias_row(s.bias, row / (s.h * s.sq), (row / s.sq) % s.h, row % s.sq, s.sq, s.skv);
 }
 
-Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v, const Values* bias) {
+// A row with no keys (a padded query) is written as zeros.
+Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v, const SdpaExtras& x) {
   Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
-  for_each_sdpa_row(s, q, k, bias, [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
+  for_each_sdpa_row(s, q, k, x, [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
     const double* vb = v.data() + kv_head * s.skv * s.dv;
     double* oi = o.data() + row * s.dv;
     for (int64_t j = first; j < last; ++j)
@@ -107,11 +121,11 @@ Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Value
 // With a bias, a score's error also holds the bias's own (if it carries any) and the rounding of the sum:
 // S_j += (1 + E_bias) B_bias_j.
 Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, const Operand& v, const Operand* bias,
-                         const Values& o) {
+                         const SdpaExtras& x, const Values& o) {
   Values m(o.size(), 0.0);
   const double qk_factor = contraction_factor(q.carries, k.carries) * std::fabs(s.scale);
   const double bias_factor = bias && bias->carries ? 2.0 : 1.0;
-  for_each_sdpa_row(s, *q.value, *k.value, bias ? bias->value : nullptr,
+  for_each_sdpa_row(s, *q.value, *k.value, x,
                     [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
                       const double* bq = q.mag->data() + row * s.d;
                       const double* bk = k.mag->data() + kv_head * s.skv * s.d;
@@ -133,14 +147,23 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
 
 }  // namespace
 
-HostNodeResult sdpa_host(const NodePlan& p, const Node&, const std::vector<const Values*>& in,
+HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<const Values*>& in,
                          const std::vector<Operand>* op, const std::vector<Operand>* sop) {
   HostNodeResult r;
-  const bool biased = in.size() > 3;
-  r.y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2], biased ? in[3] : nullptr);
+  const SdpaInputs roles = sdpa_inputs(node);
+  SdpaExtras x;
+  if (roles.bias >= 0) x.bias = in[static_cast<size_t>(roles.bias)];
+  if (roles.seq_len_q >= 0) {
+    x.seq_len_q = in[static_cast<size_t>(roles.seq_len_q)];
+    x.seq_len_kv = in[static_cast<size_t>(roles.seq_len_kv)];
+  }
+  r.y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2], x);
   if (op) {
-    r.m = sdpa_magnitude_of(p.sdpa, (*op)[0], (*op)[1], (*op)[2], biased ? &(*op)[3] : nullptr, r.y);
-    r.sc = sdpa_magnitude_of(p.sdpa, (*sop)[0], (*sop)[1], (*sop)[2], biased ? &(*sop)[3] : nullptr, r.y);
+    const auto bias_of = [&](const std::vector<Operand>& o) {
+      return roles.bias >= 0 ? &o[static_cast<size_t>(roles.bias)] : nullptr;
+    };
+    r.m = sdpa_magnitude_of(p.sdpa, (*op)[0], (*op)[1], (*op)[2], bias_of(*op), x, r.y);
+    r.sc = sdpa_magnitude_of(p.sdpa, (*sop)[0], (*sop)[1], (*sop)[2], bias_of(*sop), x, r.y);
   }
   return r;
 }

@@ -46,31 +46,41 @@ __device__ double sdpa_weight(const SdpaParams& p, const double* qi, const doubl
   return exp(sdpa_score(p, qi, kb + j * p.d, bias, j) - mx);
 }
 
-// A query row's coordinates: its position i, the K/V head (b * hk + h / group) it reads, and where its bias terms
-// start (0 without a bias).
-struct SdpaRow {
-  int64_t i, kv_head, bias_row;
+// A node's optional inputs on the device (null: absent).
+struct SdpaExtras {
+  const double* bias;
+  const double* seq_len_q;
+  const double* seq_len_kv;
 };
-__device__ inline SdpaRow sdpa_row(const SdpaParams& p, int64_t idx) {
+
+// A query row's coordinates: its position i, the K/V head (b * hk + h / group) it reads, where its bias terms
+// start (0 without a bias), and the keys it attends to, [first, last) (none for a padded query).
+struct SdpaRow {
+  int64_t i, kv_head, bias_row, first, last;
+};
+__device__ inline SdpaRow sdpa_row(const SdpaParams& p, const SdpaExtras& x, int64_t idx) {
   const int64_t h = (idx / p.sq) % p.h;
   const int64_t b = idx / (p.sq * p.h);
   const int64_t i = idx % p.sq;
-  return SdpaRow{i, b * p.hk + h / (p.h / p.hk), p.bias.present ? sdpa_bias_row(p.bias, b, h, i, p.sq, p.skv) : 0};
+  SdpaRow r{i, b * p.hk + h / (p.h / p.hk), p.bias.present ? sdpa_bias_row(p.bias, b, h, i, p.sq, p.skv) : 0, 0, 0};
+  const int64_t lq = x.seq_len_q ? sdpa_length(x.seq_len_q[b], p.sq) : p.sq;
+  const int64_t lkv = x.seq_len_kv ? sdpa_length(x.seq_len_kv[b], p.skv) : p.skv;
+  sdpa_keys(p.band, i, lq, lkv, &r.first, &r.last);
+  return r;
 }
 
 __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
-                            const double* __restrict__ v, const double* __restrict__ bias, double* __restrict__ o) {
+                            const double* __restrict__ v, SdpaExtras x, double* __restrict__ o) {
   const int64_t rows = p.b * p.h * p.sq;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const SdpaRow row = sdpa_row(p, idx);
+    const SdpaRow row = sdpa_row(p, x, idx);
     const double* qi = q + idx * p.d;
     const double* kb = k + row.kv_head * p.skv * p.d;
     const double* vb = v + row.kv_head * p.skv * p.dv;
     double* oi = o + idx * p.dv;
-    const double* bi = bias ? bias + row.bias_row : nullptr;
-    int64_t first = 0, last = 0;
-    sdpa_keys(p.band, row.i, p.skv, &first, &last);
+    const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
+    const int64_t first = row.first, last = row.last;
     const double mx = sdpa_row_max(p, qi, kb, bi, first, last);
     for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.0;
     double sum = 0.0;
@@ -88,12 +98,12 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
 __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
                                       const double* __restrict__ o, const double* __restrict__ bq,
                                       const double* __restrict__ bk, const double* __restrict__ bv, double qk_factor,
-                                      int ev, const double* __restrict__ bias, const double* __restrict__ bbias,
-                                      double bias_factor, double* __restrict__ bo) {
+                                      int ev, SdpaExtras x, const double* __restrict__ bbias, double bias_factor,
+                                      double* __restrict__ bo) {
   const int64_t rows = p.b * p.h * p.sq;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const SdpaRow row = sdpa_row(p, idx);
+    const SdpaRow row = sdpa_row(p, x, idx);
     const int64_t head = row.kv_head;
     const double* qi = q + idx * p.d;
     const double* kb = k + head * p.skv * p.d;
@@ -102,9 +112,8 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
     const double* bvb = bv + head * p.skv * p.dv;
     const double* oi = o + idx * p.dv;
     double* mi = bo + idx * p.dv;
-    const double* bi = bias ? bias + row.bias_row : nullptr;
-    int64_t first = 0, last = 0;
-    sdpa_keys(p.band, row.i, p.skv, &first, &last);
+    const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
+    const int64_t first = row.first, last = row.last;
     const double mx = sdpa_row_max(p, qi, kb, bi, first, last);
     double sum = 0.0;
     for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, qi, kb, bi, j, mx);
@@ -123,23 +132,34 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
 
 }  // namespace
 
-Status sdpa_device_value(const Node&, const NodePlan& p, const std::vector<const double*>& in, double* y, int64_t,
+// The node's optional inputs among `in` (kiln/graph/graph.h sdpa_inputs).
+template <typename T, typename Get>
+SdpaExtras sdpa_extras(const Node& n, const std::vector<T>& in, Get get) {
+  const SdpaInputs r = sdpa_inputs(n);
+  const auto at = [&](int i) -> const double* { return i >= 0 ? get(in[static_cast<size_t>(i)]) : nullptr; };
+  return SdpaExtras{at(r.bias), at(r.seq_len_q), at(r.seq_len_kv)};
+}
+
+Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y, int64_t,
                          const std::string&) {
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
-  sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], in.size() > 3 ? in[3] : nullptr, y);
+  const SdpaExtras x = sdpa_extras(node, in, [](const double* v) { return v; });
+  sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], x, y);
   return Status::ok();
 }
 
-Status sdpa_device_magnitude(const Node&, const NodePlan& p, const std::vector<DeviceOperand>& op, const double* y,
+Status sdpa_device_magnitude(const Node& node, const NodePlan& p, const std::vector<DeviceOperand>& op, const double* y,
                              double* by, int64_t, bool, const std::string&) {
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);
-  const bool biased = op.size() > 3;
-  sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(
-      sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag, op[2].mag, qk_factor, op[2].carries ? 1 : 0,
-      biased ? op[3].value : nullptr, biased ? op[3].mag : nullptr, biased && op[3].carries ? 2.0 : 1.0, by);
+  const SdpaExtras x = sdpa_extras(node, op, [](const DeviceOperand& o) { return o.value; });
+  const int bias = sdpa_inputs(node).bias;
+  const DeviceOperand* b = bias >= 0 ? &op[static_cast<size_t>(bias)] : nullptr;
+  sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag, op[2].mag,
+                                                      qk_factor, op[2].carries ? 1 : 0, x, b ? b->mag : nullptr,
+                                                      b && b->carries ? 2.0 : 1.0, by);
   return Status::ok();
 }
 

@@ -11,9 +11,10 @@ namespace kiln::validate_internal {
 
 // The keys each query attends to (kiln/graph/graph.h SdpaAttrs), as plain numbers for both compilers.
 struct SdpaBand {
-  int64_t left = 0;    // a sliding window: keys j > diagonal - left; 0: none
-  int64_t right = -1;  // keys j <= diagonal + right; -1: none (causal is 0)
-  int64_t shift = 0;   // query i's diagonal is key i + shift (Skv - Sq bottom-right, else 0)
+  int64_t left = 0;      // a sliding window: keys j > diagonal - left; 0: none
+  int64_t right = -1;    // keys j <= diagonal + right; -1: none (causal is 0)
+  int bottom_right = 0;  // query i's diagonal is key i + lkv - lq (else key i)
+  int padding = 0;       // each batch entry's lengths come from its seq_len_q and seq_len_kv
 };
 
 // An additive bias on the scores, packed [bb, bh, sq, skv]: bb and bh are 1 (broadcast) or the batch and head
@@ -28,13 +29,24 @@ KILN_HD inline int64_t sdpa_bias_row(const SdpaBias& s, int64_t b, int64_t h, in
   return (((s.bb == 1 ? 0 : b) * s.bh + (s.bh == 1 ? 0 : h)) * sq + i) * skv;
 }
 
-// The keys query i attends to: [*first, *last) of [0, skv).
-KILN_HD inline void sdpa_keys(const SdpaBand& b, int64_t i, int64_t skv, int64_t* first, int64_t* last) {
-  const int64_t diag = i + b.shift;
+// The keys query i of an entry with lq queries and lkv keys attends to: [*first, *last) of [0, lkv) (empty for
+// a query past lq: a padded row).
+KILN_HD inline void sdpa_keys(const SdpaBand& b, int64_t i, int64_t lq, int64_t lkv, int64_t* first, int64_t* last) {
+  if (i >= lq) {
+    *first = *last = 0;
+    return;
+  }
+  const int64_t diag = i + (b.bottom_right ? lkv - lq : 0);
   const int64_t f = b.left > 0 ? diag - b.left + 1 : 0;
-  const int64_t l = b.right >= 0 ? diag + b.right + 1 : skv;
-  *first = f < 0 ? 0 : f;
-  *last = l > skv ? skv : (l < *first ? *first : l);
+  const int64_t l = b.right >= 0 ? diag + b.right + 1 : lkv;
+  *first = f < 0 ? 0 : (f > lkv ? lkv : f);
+  *last = l > lkv ? lkv : (l < *first ? *first : l);
+}
+
+// A padding mask's length as the references take it: the tensor's value clamped to [0, extent] (a length
+// past the extent reads no further than cuDNN can).
+KILN_HD inline int64_t sdpa_length(double value, int64_t extent) {
+  return value < 0 ? 0 : (value > static_cast<double>(extent) ? extent : static_cast<int64_t>(value));
 }
 
 // SDPA, o = sum_j p_j v_j with p = softmax(s), s_j = scale q.k_j. With S_j = (1 + Eq + Ek) scale
