@@ -81,11 +81,24 @@ def band_keep(n, sq, skv, device, lengths=None):
     return keep
 
 
+def paged_dense(cache, table):
+    """A paged cache [blocks, Hk, block_size, D] read through its page table [B, 1, pages, 1] as the dense
+    [B, Hk, pages * block_size, D] it stands for."""
+    b, pages = table.shape[0], table.shape[2]
+    idx = table.reshape(b, pages).to(torch.int64).clamp(0, cache.shape[0] - 1)
+    g = cache[idx]  # [B, pages, Hk, block_size, D]
+    return g.permute(0, 2, 1, 3, 4).reshape(b, cache.shape[1], pages * cache.shape[2], cache.shape[3])
+
+
 def sdpa_inputs(n, ins):
-    """q, k, v, the bias (or None) and the padding mask's lengths (or None) by their roles."""
+    """q, k, v (dense: paged caches read through their page tables), the bias (or None) and the padding mask's
+    lengths (or None) by their roles."""
     by = dict(zip(n.input_roles, ins))
     lengths = (by["seq_len_q"], by["seq_len_kv"]) if "seq_len_q" in by else None
-    return by["q"], by["k"], by["v"], by.get("bias"), lengths
+    k, v = by["k"], by["v"]
+    if "page_table_k" in by and torch.is_tensor(k):
+        k, v = paged_dense(k, by["page_table_k"]), paged_dense(v, by["page_table_v"])
+    return by["q"], k, v, by.get("bias"), lengths
 
 
 def run_sdpa(n, q, k, v, bias=None, lengths=None):
@@ -237,6 +250,7 @@ def node_magnitude(n, ins, bs, es, y, out_dims):
         bias = len(ins) > 2
         return norm_magnitude(n, ins[0], ins[1], bs[0], bs[1], bs[2] if bias else None, es[0], es[1], bias and es[2], y)
     q, k, v, bias, lengths = sdpa_inputs(n, ins)
+    # Magnitudes are read through the same tables (a table's magnitude is itself: its entries are >= 0).
     bq, bk, bv, bb, _ = sdpa_inputs(n, bs)
     eq, ek, ev, eb, _ = sdpa_inputs(n, es)
     return sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, y, bias, bb, eb or 0.0, lengths)

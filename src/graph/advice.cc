@@ -37,8 +37,9 @@ void sdpa_alignment_advice(const Graph& g, std::vector<Advice>* out) {
       continue;
     const TensorDesc& q = g.tensors[static_cast<size_t>(n.inputs[0])];
     const TensorDesc& k = g.tensors[static_cast<size_t>(n.inputs[1])];
-    if (q.dims.size() != 4 || k.dims.size() != 4 || q.dims[2].value >= k.dims[2].value) continue;
-    const std::string sq = std::to_string(q.dims[2].value), skv = std::to_string(k.dims[2].value);
+    const int64_t keys = sdpa_keys_extent(g, n);
+    if (q.dims.size() != 4 || k.dims.size() != 4 || q.dims[2].value >= keys) continue;
+    const std::string sq = std::to_string(q.dims[2].value), skv = std::to_string(keys);
     out->push_back({n.name, q.name,
                     "node '" + printable(n.name) + "' (sdpa): " + sq + " queries over " + skv +
                         " keys with the diagonal aligned top-left: query i sees keys up to i + right_bound (the "

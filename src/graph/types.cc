@@ -37,6 +37,20 @@ StatusOr<Layout> parse_layout(const std::string& name) { return parse_enum(kLayo
 
 const char* op_kind_name(OpKind k) { return enum_name(kOpKindNames, k); }
 
+int64_t sdpa_keys_extent(const Graph& g, const Node& n) {
+  if (n.op != OpKind::kSdpa || n.inputs.size() < 2) return 0;
+  const auto dims = [&](int input) -> const std::vector<Dim>* {
+    if (input < 0 || static_cast<size_t>(input) >= n.inputs.size()) return nullptr;
+    const int t = n.inputs[static_cast<size_t>(input)];
+    return t >= 0 && static_cast<size_t>(t) < g.tensors.size() ? &g.tensors[static_cast<size_t>(t)].dims : nullptr;
+  };
+  const std::vector<Dim>* k = dims(1);
+  if (k == nullptr || k->size() != 4) return 0;
+  if (!n.sdpa.paged) return (*k)[2].value;
+  const std::vector<Dim>* table = dims(sdpa_inputs(n).page_table_k);
+  return table != nullptr && table->size() == 4 ? (*table)[2].value * (*k)[2].value : 0;
+}
+
 std::string node_op_name(const Node& node) {
   if (node.op == OpKind::kPointwise) return pointwise_mode_name(node.pointwise.mode);
   if (node.op == OpKind::kReduction) return std::string("reduce_") + reduction_mode_name(node.reduction.mode);

@@ -26,6 +26,7 @@ constexpr int64_t kSdpaCausalOps = 14;  // 12 counted: the mask's row index, col
 constexpr int64_t kSdpaBoundOps = 8;
 constexpr int64_t kSdpaBiasOps = 2;     // the add (1 counted)
 constexpr int64_t kSdpaPaddingOps = 8;  // row and column indices, two compares, their and, select (6 counted)
+constexpr int64_t kSdpaPagedOps = 4;    // a paged cache load for K and one for V (2 counted)
 
 std::string limit_text() {
   return std::to_string(cudnn_max_operations()) +
@@ -55,7 +56,8 @@ int64_t cudnn_operation_count(const Graph& graph, const GraphRoles& roles, int n
       const std::optional<int64_t> right = n.sdpa.effective_right_bound();
       const bool plain_causal = right == 0 && !n.sdpa.left_bound && n.sdpa.alignment == DiagonalAlignment::kTopLeft;
       const SdpaInputs x = sdpa_inputs(n);
-      const int64_t bias = (x.bias >= 0 ? kSdpaBiasOps : 0) + (x.seq_len_q >= 0 ? kSdpaPaddingOps : 0);
+      const int64_t bias = (x.bias >= 0 ? kSdpaBiasOps : 0) + (x.seq_len_q >= 0 ? kSdpaPaddingOps : 0) +
+                           (x.page_table_k >= 0 ? kSdpaPagedOps : 0);
       if (plain_causal) return kSdpaCausalOps + bias;
       return kSdpaOps + bias + (right ? kSdpaBoundOps : 0) + (n.sdpa.left_bound ? kSdpaBoundOps : 0);
     }

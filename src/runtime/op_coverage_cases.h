@@ -11,7 +11,8 @@
 // rms_norm in fp16, sdpa in fp16 and bf16, causal and not, and sdpa bf16 with each kind of diagonal band (a
 // causal sliding window, left and right bounds, bottom-right causal for chunked prefill and decode, a
 // bottom-right window with grouped heads, MQA with a window), and with an additive bias (alone, and with a
-// causal window), and with a padding mask (alone, causal, bottom-right, with a window, with a bias). Every other case may be NotSupported (cuDNN
+// causal window), with a padding mask (alone, causal, bottom-right, with a window, with a bias), and over paged
+// K/V caches (decode, a prefill chunk, a window). Every other case may be NotSupported (cuDNN
 // has no engine for it on the device; the OPCOV line carries cuDNN's message); these are:
 //   - conv with stride/dilation/groups > 1, fp32 (TF32) and bf16 convs, fp8 conv;
 //   - matmul fp32 (TF32), batched rank 4, broadcast batch, every fp8 matmul (e4m3, e5m2, mixed; B
@@ -225,6 +226,23 @@ inline GraphBuilder sdpa_band_graph(const std::string& name, const SdpaAttrs& a,
   b.output(b.sdpa("attn", q, k, v, a, "o", bias, lq, lkv));
   return b;
 }
+// Paged K/V caches of `blocks` blocks of `block` keys, page tables of `pages` pages (Skv = pages * block), with a
+// padding mask (lengths drawn per entry) and the band `a`; GQA 4/2.
+inline GraphBuilder sdpa_paged_graph(const std::string& name, SdpaAttrs a, int64_t sq, int64_t blocks, int64_t block,
+                                     int64_t pages) {
+  GraphBuilder b(name);
+  b.io_dtype(DataType::kBFloat16);
+  a.padding = a.paged = true;
+  TensorRef q = b.tensor("q", {2, 4, sq, 64}), k = b.tensor("k_cache", {blocks, 2, block, 64}),
+            v = b.tensor("v_cache", {blocks, 2, block, 64});
+  const auto i32 = [&](const char* n, std::vector<DimArg> d) {
+    return b.tensor(n, d, Layout::kRowMajor, DataType::kInt32);
+  };
+  b.output(b.sdpa("attn", q, k, v, a, "o", std::nullopt, i32("seq_len_q", {2, 1, 1, 1}),
+                  i32("seq_len_kv", {2, 1, 1, 1}), i32("page_table_k", {2, 1, pages, 1}),
+                  i32("page_table_v", {2, 1, pages, 1})));
+  return b;
+}
 inline SdpaAttrs padded(SdpaAttrs a) {
   a.padding = true;
   return a;
@@ -289,6 +307,14 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_band_graph("sdpa_pad_window", padded(band(true, 8)), 32, 32));
   add("sdpa.padding_bias", "bf16", "sdpa padding bias",
       sdpa_band_graph("sdpa_pad_bias", padded(band(false, std::nullopt)), 24, 40, 2, 2, {1, 2, 24, 40}));
+  // Paged K/V caches (tables drawn over every block: repeats and unused blocks): decode (one query, bottom-right
+  // causal), a chunk of a chunked prefill, and a window.
+  add("sdpa.paged_decode", "bf16", "sdpa paged decode",
+      sdpa_paged_graph("sdpa_paged_decode", band(true, std::nullopt, std::nullopt, true), 1, 12, 16, 5));
+  add("sdpa.paged_prefill_chunk", "bf16", "sdpa paged prefill chunk",
+      sdpa_paged_graph("sdpa_paged_chunk", band(true, std::nullopt, std::nullopt, true), 16, 9, 8, 6));
+  add("sdpa.paged_window", "bf16", "sdpa paged window",
+      sdpa_paged_graph("sdpa_paged_window", band(true, 12, std::nullopt, true), 8, 10, 16, 4));
   {
     OpCase c =
         make("sdpa.bias_bottom_right", "bf16", "",

@@ -162,7 +162,8 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
 }
 TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
                              std::string out, std::optional<TensorRef> bias, std::optional<TensorRef> seq_len_q,
-                             std::optional<TensorRef> seq_len_kv) {
+                             std::optional<TensorRef> seq_len_kv, std::optional<TensorRef> page_table_k,
+                             std::optional<TensorRef> page_table_v) {
   Node n = make_node(name, OpKind::kSdpa);
   n.sdpa = attrs;
   std::vector<TensorRef> inputs = {q, k, v};
@@ -171,6 +172,11 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
     inputs.push_back(*seq_len_q);
     inputs.push_back(*seq_len_kv);
     n.sdpa.padding = true;
+  }
+  if (page_table_k && page_table_v) {
+    inputs.push_back(*page_table_k);
+    inputs.push_back(*page_table_v);
+    n.sdpa.paged = true;
   }
   return add_node(std::move(n), inputs, std::move(out));
 }

@@ -401,6 +401,39 @@ TEST(SpecErrors, SdpaPaddingMask) {
                    "attribute 'padding_mask': expected true or false");
 }
 
+// Paged K/V caches: "paged_kv": true with "padding_mask": true, the caches [blocks, Hk, block_size, D] and the page
+// tables int32 [B, 1, pages, 1] last; Skv = pages * block_size.
+TEST(SpecErrors, SdpaPagedCaches) {
+  auto paged = [](Json attrs, std::vector<int64_t> table_k = {2, 1, 4, 1}, std::vector<int64_t> table_v = {2, 1, 4, 1},
+                  const char* table_dtype = "int32") {
+    Json tensors = {{"q", t({2, 4, 1, 64})}, {"k", t({10, 2, 16, 64})}, {"v", t({10, 2, 16, 64})},
+                    {"lq", t({2, 1, 1, 1})}, {"lkv", t({2, 1, 1, 1})},  {"tk", t(table_k)},
+                    {"tv", t(table_v)}};
+    for (const char* n : {"lq", "lkv"}) tensors[n]["dtype"] = "int32";
+    for (const char* n : {"tk", "tv"}) tensors[n]["dtype"] = table_dtype;
+    Json s = one_node(tensors, "sdpa", {"q", "k", "v", "lq", "lkv", "tk", "tv"}, std::move(attrs));
+    s["io_dtype"] = "bf16";
+    return parse(s);
+  };
+  const Json on = {
+      {"padding_mask", true}, {"paged_kv", true}, {"causal", true}, {"diagonal_alignment", "bottom_right"}};
+  auto g = paged(on);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(sdpa_keys_extent(*g, g->nodes[0]), 64);
+  EXPECT_EQ(sdpa_inputs(g->nodes[0]).page_table_k, 5);
+  EXPECT_EQ(sdpa_inputs(g->nodes[0]).seq_len_q, 3);
+  EXPECT_EQ(out_shape(g), (V{2, 4, 1, 64}));
+  EXPECT_ERROR_HAS(paged({{"paged_kv", true}}).status(), "7 inputs, expected 5 or 6");
+  EXPECT_ERROR_HAS(paged(on, {2, 1, 4, 1}, {2, 1, 4, 1}, "int64").status(),
+                   "input 'tk': dtype int64 is not supported for a page table (int32 only)");
+  EXPECT_ERROR_HAS(paged(on, {3, 1, 4, 1}).status(), "input 'tk': dims [3,1,4,1] must be [B, 1, pages, 1] = [2, 1,");
+  EXPECT_ERROR_HAS(paged(on, {2, 1, 4, 1}, {2, 1, 3, 1}).status(),
+                   "input 'v': sequence length 48 differs from input 'k' sequence length 64 (pages times block size");
+  Json no_padding = on;
+  no_padding.erase("padding_mask");
+  EXPECT_FALSE(paged(no_padding).is_ok());
+}
+
 TEST(SpecErrors, Fp8AndMixedDtypes) {
   Json s = one_node({{"a", t({16, 32}, "fp8_e4m3")}, {"b", t({32, 8}, "fp8_e5m2")}}, "matmul", {"a", "b"});
   s["tensors"]["y"] = {{"dtype", "bf16"}};

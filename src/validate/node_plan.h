@@ -61,8 +61,9 @@ struct NormGeom {
 struct SdpaGeom {
   int64_t b = 0, h = 0, hk = 0, sq = 0, skv = 0, d = 0, dv = 0;
   double scale = 1.0;
-  SdpaBand band;  // the keys each query attends to (sdpa_math.h)
-  SdpaBias bias;  // an additive bias on the scores, if the node has one (sdpa_math.h)
+  SdpaBand band;      // the keys each query attends to (sdpa_math.h)
+  SdpaBias bias;      // an additive bias on the scores, if the node has one (sdpa_math.h)
+  SdpaPaging paging;  // paged K/V caches (sdpa_math.h)
 };
 
 struct PointwiseGeom {

@@ -111,7 +111,7 @@ bool is_integer(DataType t) { return t == DataType::kInt8 || t == DataType::kInt
 
 // A padding mask's lengths (integers, both ends included): queries 1..Sq; keys 1..Skv, or with a band at least
 // min(Sq, Skv), so that every valid query has a key to attend to (a row with none is written as zeros by the
-// references, and what cuDNN writes there is not asserted).
+// references, and what cuDNN writes there is not asserted); page tables 0..blocks-1.
 void sdpa_length_ranges(const Graph& g, const Node& n, std::vector<std::pair<double, double>>* range) {
   const SdpaInputs r = sdpa_inputs(n);
   if (r.seq_len_q < 0) return;
@@ -119,10 +119,13 @@ void sdpa_length_ranges(const Graph& g, const Node& n, std::vector<std::pair<dou
     const TensorDesc& t = g.tensors[static_cast<size_t>(n.inputs[input])];
     return t.dims.size() > axis ? static_cast<double>(t.dims[axis].value) : 1.0;
   };
-  const double sq = extent(0, 2), skv = extent(1, 2);
+  const double sq = extent(0, 2), skv = static_cast<double>(sdpa_keys_extent(g, n));
   (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_q)])] = {1.0, sq};
   (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_kv)])] = {
       n.sdpa.masked() ? std::min(sq, skv) : 1.0, skv};
+  // Page tables: any block of the cache, repeats and unused blocks included (a cache with holes).
+  for (int t : {r.page_table_k, r.page_table_v})
+    if (t >= 0) (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(t)])] = {0.0, extent(1, 0) - 1.0};
 }
 
 }  // namespace

@@ -165,6 +165,11 @@ struct SdpaAttrs {
   // queries and keys of each batch entry; keys past seq_len_kv are masked, query rows past seq_len_q are written
   // as zeros, and a bottom-right diagonal aligns each entry's own last query and key.
   bool padding = false;
+  // Paged K/V caches (decode and chunked prefill over a paged cache; needs `padding`): k and v are containers
+  // [blocks, Hk, block_size, D], and the node's last two inputs are page tables int32 [B, 1, pages, 1] (the cache
+  // block of each entry's page of keys, values); an entry's key j is row j % block_size of block
+  // table[j / block_size]: Skv = pages * block_size.
+  bool paged = false;
 
   // The right bound that applies: 0 when causal.
   std::optional<int64_t> effective_right_bound() const { return causal ? std::optional<int64_t>(0) : right_bound; }
@@ -180,8 +185,8 @@ struct SdpaAttrs {
 //   reduction:  in {x}           out {y}
 //   layer_norm: in {x, scale, bias} out {y}    (inference; normalized over all axes but the first)
 //   rms_norm:   in {x, scale}    out {y}
-//   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv)} out {o}  ([B, H, S, D], fp16/bf16, SM80+;
-//               the bias and the lengths optional: sdpa_inputs)
+//   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)} out {o}
+//               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths and the page tables optional: sdpa_inputs)
 struct Node {
   std::string name;
   OpKind op = OpKind::kPointwise;
@@ -196,18 +201,23 @@ struct Node {
 };
 
 // Where an sdpa node's optional inputs are in Node::inputs (-1: absent): a bias after q, k, v; with
-// SdpaAttrs::padding, the lengths last.
+// SdpaAttrs::padding the lengths, and with SdpaAttrs::paged the page tables after them, last.
 struct SdpaInputs {
-  int bias = -1, seq_len_q = -1, seq_len_kv = -1;
+  int bias = -1, seq_len_q = -1, seq_len_kv = -1, page_table_k = -1, page_table_v = -1;
 };
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
   const int count = static_cast<int>(n.inputs.size());
-  const int lengths = n.sdpa.padding ? 2 : 0;
-  if (count - lengths >= 4) r.bias = 3;
-  if (n.sdpa.padding && count >= 5) {
-    r.seq_len_q = count - 2;
-    r.seq_len_kv = count - 1;
+  const int tables = n.sdpa.paged ? 2 : 0;
+  const int tail = (n.sdpa.padding ? 2 : 0) + tables;
+  if (count - tail >= 4) r.bias = 3;
+  if (n.sdpa.padding && count >= 3 + tail) {
+    r.seq_len_q = count - tail;
+    r.seq_len_kv = count - tail + 1;
+  }
+  if (n.sdpa.paged && count >= 3 + tail) {
+    r.page_table_k = count - 2;
+    r.page_table_v = count - 1;
   }
   return r;
 }
@@ -242,6 +252,10 @@ struct Graph {
   // Each of producer(), is_graph_input() and dtype_of() scans the nodes (is_graph_output() the outputs):
   // fine for one question, quadratic in a loop over a large graph. Ask GraphRoles instead there.
 };
+
+// An sdpa node's key count Skv: k's dim 2, or with paged caches pages * block_size (0 for a node not yet
+// validated).
+int64_t sdpa_keys_extent(const Graph& g, const Node& n);
 
 // The roles of every tensor of a graph, found in one pass over its nodes and outputs (O(nodes + tensors)),
 // answering the same questions as Graph's methods in O(1). A snapshot: valid while the graph's nodes,

@@ -106,10 +106,13 @@ class GraphBuilder {
                  std::optional<double> attn_scale = std::nullopt, std::string out = "");
   // With every attribute (a sliding window, a right bound, the diagonal's alignment: kiln/graph/graph.h SdpaAttrs),
   // an optional additive bias on the scores ([B or 1, H or 1, Sq, Skv], q's dtype), and a padding mask's lengths
-  // (int32 [B, 1, 1, 1] each; giving both sets attrs.padding).
+  // (int32 [B, 1, 1, 1] each; giving both sets attrs.padding), and page tables (int32 [B, 1, pages, 1] each; giving
+  // both sets attrs.paged, and k and v are then caches [blocks, Hk, block_size, D]).
   TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
                  std::string out = "", std::optional<TensorRef> bias = std::nullopt,
-                 std::optional<TensorRef> seq_len_q = std::nullopt, std::optional<TensorRef> seq_len_kv = std::nullopt);
+                 std::optional<TensorRef> seq_len_q = std::nullopt, std::optional<TensorRef> seq_len_kv = std::nullopt,
+                 std::optional<TensorRef> page_table_k = std::nullopt,
+                 std::optional<TensorRef> page_table_v = std::nullopt);
 
   // Fix-ups on a tensor (usually an op's output): its dtype, its layout.
   GraphBuilder& set_dtype(TensorRef t, DataType dtype);

@@ -9,9 +9,41 @@ namespace kiln::graph_internal {
 namespace {
 
 void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
-  // q, k, v, an optional additive bias, and with a padding mask the two lengths (kiln/graph/graph.h sdpa_inputs)
-  *lo = n.sdpa.padding ? 5 : 3;
-  *hi = n.sdpa.padding ? 6 : 4;
+  // q, k, v, an optional additive bias, with a padding mask the two lengths, with paged caches the two page tables
+  // (kiln/graph/graph.h sdpa_inputs)
+  const size_t tail = (n.sdpa.padding ? 2 : 0) + (n.sdpa.paged ? 2 : 0);
+  *lo = 3 + tail;
+  *hi = 4 + tail;
+}
+
+// K and V as the keys and values of each batch entry, [B, Hk, Skv, D] and [B, Hk, Skv, Dv]: the tensors
+// themselves, or with paged caches (containers [blocks, Hk, block_size, D] and page tables int32 [B, 1, pages, 1])
+// B from q and Skv = pages * block_size, each table checked.
+Status logical_kv(NodeCtx& c, const Dims& q, Dims* k, Dims* v) {
+  *k = c.in(1).dims;
+  *v = c.in(2).dims;
+  if (!c.node.sdpa.paged) return Status::ok();
+  if (!c.node.sdpa.padding)
+    return c.error("attribute 'paged_kv': paged caches need \"padding_mask\": true (cuDNN reads a paged cache only "
+                   "with each entry's sequence lengths)");
+  const SdpaInputs r = sdpa_inputs(c.node);
+  for (auto [table, cache] : {std::pair<int, Dims*>{r.page_table_k, k}, std::pair<int, Dims*>{r.page_table_v, v}}) {
+    const size_t at = static_cast<size_t>(table);
+    KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
+    if (c.in_dtype(at) != DataType::kInt32)
+      return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) +
+                     " is not supported for a page table (int32 only)");
+    const Dims& t = c.in(at).dims;
+    if (t[0].value != q[0].value || t[1].value != 1 || t[3].value != 1)
+      return c.error(c.in_label(at) + ": dims " + dims_text(t) + " must be [B, 1, pages, 1] = [" +
+                     std::to_string(q[0].value) + ", 1, pages, 1] (one row of cache blocks per batch entry)");
+    Dims logical = *cache;
+    logical[0] = q[0];
+    logical[2].value = t[2].value * (*cache)[2].value;
+    logical[2].symbol.clear();
+    *cache = logical;
+  }
+  return Status::ok();
 }
 
 // A padding mask's lengths: int32 [B, 1, 1, 1] each.
@@ -114,11 +146,11 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   if (c.node.sdpa.attn_scale && !(*c.node.sdpa.attn_scale > 0.0 && std::isfinite(*c.node.sdpa.attn_scale)))
     return c.error("attribute 'attn_scale': " + std::to_string(*c.node.sdpa.attn_scale) + " must be positive");
   const Dims& q = c.in(0).dims;
-  const Dims& k = c.in(1).dims;
-  const Dims& v = c.in(2).dims;
-  for (size_t i = 1; i < 3; ++i)
-    if (c.in(i).dims[0].value != q[0].value)
-      return c.error(c.in_label(i) + ": batch " + std::to_string(c.in(i).dims[0].value) + " differs from " +
+  Dims k, v;
+  KILN_RETURN_IF_ERROR(logical_kv(c, q, &k, &v));
+  for (const Dims* kv : {&k, &v})
+    if ((*kv)[0].value != q[0].value)
+      return c.error(c.in_label(kv == &k ? 1 : 2) + ": batch " + std::to_string((*kv)[0].value) + " differs from " +
                      c.in_label(0) + " batch " + std::to_string(q[0].value));
   if (v[1].value != k[1].value)
     return c.error(c.in_label(2) + ": heads " + std::to_string(v[1].value) + " differ from " + c.in_label(1) +
@@ -128,7 +160,8 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
                    " heads " + std::to_string(q[1].value));
   if (v[2].value != k[2].value)
     return c.error(c.in_label(2) + ": sequence length " + std::to_string(v[2].value) + " differs from " +
-                   c.in_label(1) + " sequence length " + std::to_string(k[2].value));
+                   c.in_label(1) + " sequence length " + std::to_string(k[2].value) +
+                   (c.node.sdpa.paged ? " (pages times block size, each from its page table and cache)" : ""));
   if (k[3].value != q[3].value)
     return c.error(c.in_label(1) + ": head dim " + std::to_string(k[3].value) + " differs from " + c.in_label(0) +
                    " head dim " + std::to_string(q[3].value));
@@ -156,6 +189,7 @@ std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
   if (n.sdpa.left_bound) s += " left_bound=" + std::to_string(*n.sdpa.left_bound);
   if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) s += " alignment=bottom_right";
   if (n.sdpa.padding) s += " padding=1";
+  if (n.sdpa.paged) s += " paged=1";
   return s;
 }
 
@@ -170,7 +204,7 @@ OpCost sdpa_cost(const Graph& g, const Node& n) {
   OpCost c;
   if (q.dims.size() != 4 || k.dims.size() != 4 || v.dims.size() != 4) return c;
   const double bh = static_cast<double>(q.dims[0].value) * static_cast<double>(q.dims[1].value);
-  const int64_t sq = q.dims[2].value, skv = k.dims[2].value;
+  const int64_t sq = q.dims[2].value, skv = sdpa_keys_extent(g, n);
   double pairs = static_cast<double>(sq) * static_cast<double>(skv);
   if (n.sdpa.masked()) {
     const std::optional<int64_t> right = n.sdpa.effective_right_bound();

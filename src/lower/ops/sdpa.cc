@@ -25,6 +25,11 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
         .set_seq_len_q(in(static_cast<size_t>(x.seq_len_q)))
         .set_seq_len_kv(in(static_cast<size_t>(x.seq_len_kv)));
   }
+  if (x.page_table_k >= 0) {  // k and v are the caches; Skv = pages * block size, said rather than inferred
+    attrs.set_paged_attention_k_table(in(static_cast<size_t>(x.page_table_k)))
+        .set_paged_attention_v_table(in(static_cast<size_t>(x.page_table_v)))
+        .set_paged_attention_max_seq_len_kv(static_cast<int>(sdpa_keys_extent(c.g, n)));
+  }
   auto outs = c.fg.sdpa(in(0), in(1), in(2), attrs);
   finish_output(c, n.outputs[0], outs[0]);
   return Status::ok();

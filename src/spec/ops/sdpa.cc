@@ -26,6 +26,10 @@ Status parse_sdpa(const ReadJson& j, const std::string& where, Node* n) {
     if (!j["padding_mask"].is_boolean()) return type_error(attr("padding_mask"), "true or false", j["padding_mask"]);
     n->sdpa.padding = j["padding_mask"].get<bool>();
   }
+  if (j.contains("paged_kv")) {
+    if (!j["paged_kv"].is_boolean()) return type_error(attr("paged_kv"), "true or false", j["paged_kv"]);
+    n->sdpa.paged = j["paged_kv"].get<bool>();
+  }
   if (j.contains("diagonal_alignment")) {
     const ReadJson& a = j["diagonal_alignment"];
     if (a == "top_left") {
@@ -47,12 +51,13 @@ void write_sdpa(const Node& n, WriteJson& j) {
   if (n.sdpa.right_bound) j["right_bound"] = *n.sdpa.right_bound;
   if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) j["diagonal_alignment"] = "bottom_right";
   if (n.sdpa.padding) j["padding_mask"] = true;
+  if (n.sdpa.paged) j["paged_kv"] = true;
 }
 
 }  // namespace
 
 const SpecFamily kSdpaSpec = {
-    {"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment", "padding_mask"},
+    {"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment", "padding_mask", "paged_kv"},
     parse_sdpa,
     write_sdpa};
 

@@ -33,7 +33,7 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     case OpKind::kMatmul: want_in = 2; break;
     case OpKind::kReduction: want_in = 1; break;
     case OpKind::kSdpa:
-      want_in = std::clamp<size_t>(node.inputs.size(), 3, 6);
+      want_in = std::clamp<size_t>(node.inputs.size(), 3, 8);
       break;                                       // kiln/graph/graph.h sdpa_inputs
     default: want_in = node.inputs.size(); break;  // checked per op below
   }

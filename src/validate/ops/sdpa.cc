@@ -22,7 +22,20 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
   s.hk = k[1];
   s.skv = k[2];
   s.dv = v[3];
-  if (k[0] != s.b || v[0] != s.b || k[3] != s.d || v[1] != s.hk || v[2] != s.skv)
+  const SdpaInputs roles = sdpa_inputs(node);
+  if (node.sdpa.paged) {  // k and v are caches [blocks, Hk, block_size, D]; the tables say which block is which page
+    if (roles.page_table_k < 0) return invalid_argument(where + ": paged caches without page tables");
+    const auto tk = tensor_dims(g, node.inputs[static_cast<size_t>(roles.page_table_k)]),
+               tv = tensor_dims(g, node.inputs[static_cast<size_t>(roles.page_table_v)]);
+    if (tk.size() != 4 || tk != tv || k[0] != v[0] || k[2] != v[2])
+      return invalid_argument(where + ": page tables " + dims_str(tk) + " / " + dims_str(tv) + " and caches " +
+                              dims_str(k) + " / " + dims_str(v) + " must agree");
+    s.paging = SdpaPaging{1, k[2], tk[2], k[0]};
+    s.skv = tk[2] * k[2];
+  } else if (k[0] != s.b || v[0] != s.b) {
+    return invalid_argument(where + ": k " + dims_str(k) + " / v " + dims_str(v) + " do not fit q " + dims_str(q));
+  }
+  if (k[3] != s.d || v[1] != s.hk || (!node.sdpa.paged && v[2] != s.skv))
     return invalid_argument(where + ": k " + dims_str(k) + " / v " + dims_str(v) + " do not fit q " + dims_str(q));
   if (s.hk <= 0 || s.h % s.hk != 0)
     return invalid_argument(where + ": query heads " + std::to_string(s.h) + " must be a multiple of key heads " +
@@ -31,7 +44,6 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
     return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(o) + " must be " +
                             dims_str({s.b, s.h, s.sq, s.dv}));
   s.scale = node.sdpa.attn_scale ? *node.sdpa.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.d));
-  const SdpaInputs roles = sdpa_inputs(node);
   if (roles.bias >= 0) {
     const auto b = tensor_dims(g, node.inputs[static_cast<size_t>(roles.bias)]);
     if (b.size() != 4 || (b[0] != 1 && b[0] != s.b) || (b[1] != 1 && b[1] != s.h) || b[2] != s.sq || b[3] != s.skv)
@@ -65,7 +77,14 @@ struct SdpaExtras {
   const Values* bias = nullptr;
   const Values* seq_len_q = nullptr;
   const Values* seq_len_kv = nullptr;
+  const Values* page_table_k = nullptr;
+  const Values* page_table_v = nullptr;
 };
+
+// Where key (value) j's row of kv head `kv_head` starts in k (v), through the page table where the caches are paged.
+int64_t kv_row(const SdpaGeom& s, const Values* table, int64_t kv_head, int64_t j, int64_t width) {
+  return sdpa_kv_row(s.paging, table ? table->data() : nullptr, kv_head, s.hk, s.skv, j, width);
+}
 
 template <typename RowFn>
 void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, const SdpaExtras& x, RowFn&& row_fn) {
@@ -75,7 +94,7 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, cons
   for (int64_t b = 0; b < s.b; ++b)
     for (int64_t h = 0; h < s.h; ++h) {
       const int64_t hk = h / group;
-      const double* kb = k.data() + (b * s.hk + hk) * s.skv * s.d;
+      const int64_t kv_head = b * s.hk + hk;
       const int64_t lq = x.seq_len_q ? sdpa_length((*x.seq_len_q)[b], s.sq) : s.sq;
       const int64_t lkv = x.seq_len_kv ? sdpa_length((*x.seq_len_kv)[b], s.skv) : s.skv;
       for (int64_t i = 0; i < s.sq; ++i) {
@@ -86,7 +105,8 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, cons
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = first; j < last; ++j) {
           double dot = 0.0;
-          for (int64_t d = 0; d < s.d; ++d) dot += qi[d] * kb[j * s.d + d];
+          const double* kj = k.data() + kv_row(s, x.page_table_k, kv_head, j, s.d);
+          for (int64_t d = 0; d < s.d; ++d) dot += qi[d] * kj[d];
           score[j] = dot * s.scale + (bias ? (*bias)[sdpa_bias_row(s.bias, b, h, i, s.sq, s.skv) + j] : 0.0);
           mx = std::max(mx, score[j]);
         }
@@ -96,7 +116,7 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, cons
           sum += score[j];
         }
         for (int64_t j = first; j < last; ++j) score[j] /= sum;
-        row_fn(row, b * s.hk + hk, first, last, score.data());
+        row_fn(row, kv_head, first, last, score.data());
       }
     }
 }
@@ -110,10 +130,11 @@ int64_t bias_row_of(const SdpaGeom& s, int64_t row) {
 Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v, const SdpaExtras& x) {
   Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
   for_each_sdpa_row(s, q, k, x, [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
-    const double* vb = v.data() + kv_head * s.skv * s.dv;
     double* oi = o.data() + row * s.dv;
-    for (int64_t j = first; j < last; ++j)
-      for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vb[j * s.dv + d];
+    for (int64_t j = first; j < last; ++j) {
+      const double* vj = v.data() + kv_row(s, x.page_table_v, kv_head, j, s.dv);
+      for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vj[d];
+    }
   });
   return o;
 }
@@ -128,17 +149,17 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
   for_each_sdpa_row(s, *q.value, *k.value, x,
                     [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
                       const double* bq = q.mag->data() + row * s.d;
-                      const double* bk = k.mag->data() + kv_head * s.skv * s.d;
-                      const double* bv = v.mag->data() + kv_head * s.skv * s.dv;
                       const double* oi = o.data() + row * s.dv;
                       double* mi = m.data() + row * s.dv;
                       for (int64_t j = first; j < last; ++j) {
+                        const double* bk = k.mag->data() + kv_row(s, x.page_table_k, kv_head, j, s.d);
+                        const double* bv = v.mag->data() + kv_row(s, x.page_table_v, kv_head, j, s.dv);
                         double s_mag = 0.0;
-                        for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[j * s.d + d];
+                        for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[d];
                         s_mag *= qk_factor;
                         if (bias) s_mag += bias_factor * (*bias->mag)[bias_row_of(s, row) + j];
                         for (int64_t d = 0; d < s.dv; ++d)
-                          mi[d] += sdpa_magnitude_term(p[j], bv[j * s.dv + d], oi[d], s_mag, v.carries);
+                          mi[d] += sdpa_magnitude_term(p[j], bv[d], oi[d], s_mag, v.carries);
                       }
                       for (int64_t d = 0; d < s.dv; ++d) mi[d] = std::max(mi[d], std::fabs(oi[d]));
                     });
@@ -156,6 +177,10 @@ HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<
   if (roles.seq_len_q >= 0) {
     x.seq_len_q = in[static_cast<size_t>(roles.seq_len_q)];
     x.seq_len_kv = in[static_cast<size_t>(roles.seq_len_kv)];
+  }
+  if (roles.page_table_k >= 0) {
+    x.page_table_k = in[static_cast<size_t>(roles.page_table_k)];
+    x.page_table_v = in[static_cast<size_t>(roles.page_table_v)];
   }
   r.y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2], x);
   if (op) {

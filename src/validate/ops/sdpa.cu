@@ -20,10 +20,30 @@ struct SdpaParams {
   double scale;
   SdpaBand band;
   SdpaBias bias;
+  SdpaPaging paging;
 };
 
 SdpaParams sdpa_params(const SdpaGeom& g) {
-  return SdpaParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias};
+  return SdpaParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias, g.paging};
+}
+
+// A node's optional inputs on the device (null: absent).
+struct SdpaExtras {
+  const double* bias;
+  const double* seq_len_q;
+  const double* seq_len_kv;
+  const double* page_table_k;
+  const double* page_table_v;
+};
+
+// Key (value) j's row of kv head `kv_head` in k (v): packed, or through the page table.
+__device__ inline const double* sdpa_key(const SdpaParams& p, const SdpaExtras& x, const double* k, int64_t kv_head,
+                                         int64_t j) {
+  return k + sdpa_kv_row(p.paging, x.page_table_k, kv_head, p.hk, p.skv, j, p.d);
+}
+__device__ inline const double* sdpa_value(const SdpaParams& p, const SdpaExtras& x, const double* v, int64_t kv_head,
+                                           int64_t j) {
+  return v + sdpa_kv_row(p.paging, x.page_table_v, kv_head, p.hk, p.skv, j, p.dv);
 }
 
 // Query row idx's score for key j (kj its key): scaled q.k, plus the bias term where there is a bias (`bias` points
@@ -34,24 +54,23 @@ __device__ double sdpa_score(const SdpaParams& p, const double* qi, const double
   return dot * p.scale + (bias ? bias[j] : 0.0);
 }
 
-__device__ double sdpa_row_max(const SdpaParams& p, const double* qi, const double* kb, const double* bias,
-                               int64_t first, int64_t last) {
+// The keys of query row (kv head `kv_head`) through k: `sk` locates them.
+struct SdpaKeys {
+  const double* k;
+  int64_t kv_head;
+};
+
+__device__ double sdpa_row_max(const SdpaParams& p, const SdpaExtras& x, const double* qi, SdpaKeys ks,
+                               const double* bias, int64_t first, int64_t last) {
   double mx = -INFINITY;
-  for (int64_t j = first; j < last; ++j) mx = fmax(mx, sdpa_score(p, qi, kb + j * p.d, bias, j));
+  for (int64_t j = first; j < last; ++j) mx = fmax(mx, sdpa_score(p, qi, sdpa_key(p, x, ks.k, ks.kv_head, j), bias, j));
   return mx;
 }
 
-__device__ double sdpa_weight(const SdpaParams& p, const double* qi, const double* kb, const double* bias, int64_t j,
-                              double mx) {
-  return exp(sdpa_score(p, qi, kb + j * p.d, bias, j) - mx);
+__device__ double sdpa_weight(const SdpaParams& p, const SdpaExtras& x, const double* qi, SdpaKeys ks,
+                              const double* bias, int64_t j, double mx) {
+  return exp(sdpa_score(p, qi, sdpa_key(p, x, ks.k, ks.kv_head, j), bias, j) - mx);
 }
-
-// A node's optional inputs on the device (null: absent).
-struct SdpaExtras {
-  const double* bias;
-  const double* seq_len_q;
-  const double* seq_len_kv;
-};
 
 // A query row's coordinates: its position i, the K/V head (b * hk + h / group) it reads, where its bias terms
 // start (0 without a bias), and the keys it attends to, [first, last) (none for a padded query).
@@ -76,18 +95,18 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const SdpaRow row = sdpa_row(p, x, idx);
     const double* qi = q + idx * p.d;
-    const double* kb = k + row.kv_head * p.skv * p.d;
-    const double* vb = v + row.kv_head * p.skv * p.dv;
+    const SdpaKeys ks{k, row.kv_head};
     double* oi = o + idx * p.dv;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
     const int64_t first = row.first, last = row.last;
-    const double mx = sdpa_row_max(p, qi, kb, bi, first, last);
+    const double mx = sdpa_row_max(p, x, qi, ks, bi, first, last);
     for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.0;
     double sum = 0.0;
     for (int64_t j = first; j < last; ++j) {
-      const double e = sdpa_weight(p, qi, kb, bi, j, mx);
+      const double e = sdpa_weight(p, x, qi, ks, bi, j, mx);
+      const double* vj = sdpa_value(p, x, v, row.kv_head, j);
       sum += e;
-      for (int64_t d = 0; d < p.dv; ++d) oi[d] += e * vb[j * p.dv + d];
+      for (int64_t d = 0; d < p.dv; ++d) oi[d] += e * vj[d];
     }
     const double inv = sum > 0.0 ? 1.0 / sum : 0.0;
     for (int64_t d = 0; d < p.dv; ++d) oi[d] *= inv;
@@ -106,25 +125,25 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
     const SdpaRow row = sdpa_row(p, x, idx);
     const int64_t head = row.kv_head;
     const double* qi = q + idx * p.d;
-    const double* kb = k + head * p.skv * p.d;
+    const SdpaKeys ks{k, head};
     const double* bqi = bq + idx * p.d;
-    const double* bkb = bk + head * p.skv * p.d;
-    const double* bvb = bv + head * p.skv * p.dv;
     const double* oi = o + idx * p.dv;
     double* mi = bo + idx * p.dv;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
     const int64_t first = row.first, last = row.last;
-    const double mx = sdpa_row_max(p, qi, kb, bi, first, last);
+    const double mx = sdpa_row_max(p, x, qi, ks, bi, first, last);
     double sum = 0.0;
-    for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, qi, kb, bi, j, mx);
+    for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, x, qi, ks, bi, j, mx);
     for (int64_t d = 0; d < p.dv; ++d) mi[d] = 0.0;
     for (int64_t j = first; j < last; ++j) {
-      const double pj = sdpa_weight(p, qi, kb, bi, j, mx) / sum;
+      const double pj = sdpa_weight(p, x, qi, ks, bi, j, mx) / sum;
+      const double* bkj = sdpa_key(p, x, bk, head, j);
+      const double* bvj = sdpa_value(p, x, bv, head, j);
       double s_mag = 0.0;
-      for (int64_t d = 0; d < p.d; ++d) s_mag += bqi[d] * bkb[j * p.d + d];
+      for (int64_t d = 0; d < p.d; ++d) s_mag += bqi[d] * bkj[d];
       s_mag *= qk_factor;
       if (bbias) s_mag += bias_factor * bbias[row.bias_row + j];
-      for (int64_t d = 0; d < p.dv; ++d) mi[d] += sdpa_magnitude_term(pj, bvb[j * p.dv + d], oi[d], s_mag, ev != 0);
+      for (int64_t d = 0; d < p.dv; ++d) mi[d] += sdpa_magnitude_term(pj, bvj[d], oi[d], s_mag, ev != 0);
     }
     for (int64_t d = 0; d < p.dv; ++d) mi[d] = fmax(mi[d], fabs(oi[d]));
   }
@@ -137,7 +156,7 @@ template <typename T, typename Get>
 SdpaExtras sdpa_extras(const Node& n, const std::vector<T>& in, Get get) {
   const SdpaInputs r = sdpa_inputs(n);
   const auto at = [&](int i) -> const double* { return i >= 0 ? get(in[static_cast<size_t>(i)]) : nullptr; };
-  return SdpaExtras{at(r.bias), at(r.seq_len_q), at(r.seq_len_kv)};
+  return SdpaExtras{at(r.bias), at(r.seq_len_q), at(r.seq_len_kv), at(r.page_table_k), at(r.page_table_v)};
 }
 
 Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y, int64_t,

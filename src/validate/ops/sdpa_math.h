@@ -43,6 +43,24 @@ KILN_HD inline void sdpa_keys(const SdpaBand& b, int64_t i, int64_t lq, int64_t 
   *last = l > lkv ? lkv : (l < *first ? *first : l);
 }
 
+// Paged K/V caches: key (value) j of entry b is row j % block_size of cache block table[b][j / block_size].
+struct SdpaPaging {
+  int paged = 0;
+  int64_t block_size = 1, pages = 0, blocks = 1;
+};
+
+// Where the row of key (or value) j of kv head `kv_head` (b * hk + head) starts, in elements of a k (v) tensor
+// whose rows hold `width` elements: [B, Hk, Skv, width] packed, or with paging the cache [blocks, Hk, block_size,
+// width] through `table` ([B, pages] packed; a block index out of range reads block 0 or the last).
+KILN_HD inline int64_t sdpa_kv_row(const SdpaPaging& p, const double* table, int64_t kv_head, int64_t hk, int64_t skv,
+                                   int64_t j, int64_t width) {
+  if (!p.paged) return (kv_head * skv + j) * width;
+  const int64_t b = kv_head / hk, head = kv_head % hk;
+  int64_t block = static_cast<int64_t>(table[b * p.pages + j / p.block_size]);
+  block = block < 0 ? 0 : (block >= p.blocks ? p.blocks - 1 : block);
+  return ((block * hk + head) * p.block_size + j % p.block_size) * width;
+}
+
 // A padding mask's length as the references take it: the tensor's value clamped to [0, extent] (a length
 // past the extent reads no further than cuDNN can).
 KILN_HD inline int64_t sdpa_length(double value, int64_t extent) {
