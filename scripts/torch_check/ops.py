@@ -59,7 +59,8 @@ def band_keep(n, sq, skv, device, lengths=None):
     diagonal at i + seq_len_kv - seq_len_q."""
     left, right = n.attrs.get("left_bound"), n.attrs.get("right_bound")
     if lengths is not None:
-        lq, lkv = (x.reshape(-1).to(torch.int64).clamp(min=0) for x in lengths)
+        lq = lengths[0].reshape(-1).to(torch.int64).clamp(0, sq)  # as Kiln's references: within the extents
+        lkv = lengths[1].reshape(-1).to(torch.int64).clamp(0, skv)
         i = torch.arange(sq, device=device)[None, :, None]
         j = torch.arange(skv, device=device)[None, None, :]
         shift = (lkv - lq)[:, None, None] if n.attrs.get("diagonal_alignment") == "bottom_right" else 0

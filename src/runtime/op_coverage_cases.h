@@ -304,7 +304,7 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
   add("sdpa.padding_bottom_right", "bf16", "sdpa padding bottom-right",
       sdpa_band_graph("sdpa_pad_br", padded(band(true, std::nullopt, std::nullopt, true)), 16, 48));
   add("sdpa.padding_window", "bf16", "sdpa padding window",
-      sdpa_band_graph("sdpa_pad_window", padded(band(true, 8)), 32, 32));
+      sdpa_band_graph("sdpa_pad_window", padded(band(true, 8)), 16, 48));
   add("sdpa.padding_bias", "bf16", "sdpa padding bias",
       sdpa_band_graph("sdpa_pad_bias", padded(band(false, std::nullopt)), 24, 40, 2, 2, {1, 2, 24, 40}));
   // Paged K/V caches (tables drawn over every block: repeats and unused blocks): decode (one query, bottom-right

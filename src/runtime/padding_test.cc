@@ -166,6 +166,14 @@ TEST(Padding, AttentionPadsItsBatchNotItsSequence) {
     auto b = pad(biased, {{"batch", 3}}, {{"batch", 4}});
     EXPECT_TRUE(b.is_ok()) << bias_batch << ": " << b.status().to_string();
   }
+  // A padding mask: the padded entries' lengths would be whatever the scratch holds (found by review).
+  const char* lengths = R"({"name": "attn", "io_dtype": "bf16", "dynamic": {"batch": 2},
+    "tensors": {"q": {"dims": ["batch", 2, 32, 16]}, "k": {"dims": ["batch", 2, 32, 16]},
+      "v": {"dims": ["batch", 2, 32, 16]}, "lq": {"dims": ["batch", 1, 1, 1], "dtype": "int32"},
+      "lkv": {"dims": ["batch", 1, 1, 1], "dtype": "int32"}},
+    "nodes": [{"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v", "lq", "lkv"], "outputs": ["o"],
+      "padding_mask": true}], "outputs": ["o"]})";
+  expect_refused(pad(lengths, {{"batch", 3}}, {{"batch", 4}}), "a padding mask's lengths for the padded entries");
 }
 
 TEST(Padding, AVaryingDimThatIsNotOutermostIsNoPrefix) {

@@ -168,16 +168,11 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
   n.sdpa = attrs;
   std::vector<TensorRef> inputs = {q, k, v};
   if (bias) inputs.push_back(*bias);
-  if (seq_len_q && seq_len_kv) {
-    inputs.push_back(*seq_len_q);
-    inputs.push_back(*seq_len_kv);
-    n.sdpa.padding = true;
-  }
-  if (page_table_k && page_table_v) {
-    inputs.push_back(*page_table_k);
-    inputs.push_back(*page_table_v);
-    n.sdpa.paged = true;
-  }
+  // One of a pair alone is kept (validation then names the missing one by the count of inputs), never dropped.
+  for (const auto* x : {&seq_len_q, &seq_len_kv})
+    if (*x) inputs.push_back(**x), n.sdpa.padding = true;
+  for (const auto* x : {&page_table_k, &page_table_v})
+    if (*x) inputs.push_back(**x), n.sdpa.paged = true;
   return add_node(std::move(n), inputs, std::move(out));
 }
 

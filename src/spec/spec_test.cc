@@ -399,6 +399,26 @@ TEST(SpecErrors, SdpaPaddingMask) {
   EXPECT_ERROR_HAS(padded({"q", "k", "v", "lq", "lkv"}, on, {1, 1, 1, 1}).status(), "one length per batch entry");
   EXPECT_ERROR_HAS(padded({"q", "k", "v", "lq", "lkv"}, {{"padding_mask", 1}}).status(),
                    "attribute 'padding_mask': expected true or false");
+  // Found by review: an invalid spec that cuDNN also could not run exits 2 for the fault the author must fix
+  // first (here the lengths' dtype), not 5 for cuDNN's limit (a bias with a bottom-right diagonal).
+  Status st =
+      padded({"q", "k", "v", "bias", "lq", "lkv"},
+             {{"padding_mask", true}, {"causal", true}, {"diagonal_alignment", "bottom_right"}}, {2, 1, 1, 1}, "fp32")
+          .status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  // Found by review: lengths a node writes have no range to draw or check: refused.
+  Json made = one_node({{"q", t({2, 4, 16, 64})},
+                        {"k", t({2, 2, 32, 64})},
+                        {"v", t({2, 2, 32, 64})},
+                        {"lq", t({2, 1, 1, 1})},
+                        {"raw", t({2, 1, 1, 1})}},
+                       "sdpa", {"q", "k", "v", "lq", "lkv"}, {{"padding_mask", true}});
+  made["tensors"]["lq"]["dtype"] = "int32";
+  made["tensors"]["raw"]["dtype"] = "int32";
+  made["nodes"].push_back({{"name", "copy"}, {"op", "identity"}, {"inputs", {"raw"}}, {"outputs", {"lkv"}}});
+  made["tensors"]["lkv"] = {{"dtype", "int32"}};
+  made["io_dtype"] = "bf16";
+  EXPECT_ERROR_HAS(parse(made).status(), "input 'lkv': a padding mask's length must be a graph input");
 }
 
 // Paged K/V caches: "paged_kv": true with "padding_mask": true, the caches [blocks, Hk, block_size, D] and the page

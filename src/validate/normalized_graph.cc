@@ -108,7 +108,10 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
       // (each bound null where none; right_bound 0 when causal).
       a["left_bound"] = plan.sdpa.band.left > 0 ? Json(plan.sdpa.band.left) : Json(nullptr);
       a["right_bound"] = plan.sdpa.band.right >= 0 ? Json(plan.sdpa.band.right) : Json(nullptr);
-      a["diagonal_shift"] = plan.sdpa.band.bottom_right ? plan.sdpa.skv - plan.sdpa.sq : 0;
+      // With a padding mask a bottom-right shift is each entry's own (seq_len_kv - seq_len_q): null.
+      a["diagonal_shift"] = !plan.sdpa.band.bottom_right ? Json(0)
+                            : plan.sdpa.band.padding     ? Json(nullptr)
+                                                         : Json(plan.sdpa.skv - plan.sdpa.sq);
       a["diagonal_alignment"] = plan.sdpa.band.bottom_right ? "bottom_right" : "top_left";
       a["padding_mask"] = plan.sdpa.band.padding != 0;
       a["paged_kv"] = plan.sdpa.paging.paged != 0;  // k and v are caches read through the page tables

@@ -109,8 +109,8 @@ namespace {
 
 bool is_integer(DataType t) { return t == DataType::kInt8 || t == DataType::kInt32 || t == DataType::kInt64; }
 
-// A padding mask's lengths (integers, both ends included): queries 1..Sq; keys 1..Skv, or with a band at least
-// min(Sq, Skv), so that every valid query has a key to attend to (a row with none is written as zeros by the
+// A padding mask's lengths (integers, both ends included): queries 1..Sq; keys 1..Skv, or with a window or a
+// bottom-right diagonal at least min(Sq, Skv), so that every valid query has a key to attend to (a row with none is written as zeros by the
 // references, and what cuDNN writes there is not asserted); page tables 0..blocks-1.
 void sdpa_length_ranges(const Graph& g, const Node& n, std::vector<std::pair<double, double>>* range) {
   const SdpaInputs r = sdpa_inputs(n);
@@ -120,9 +120,17 @@ void sdpa_length_ranges(const Graph& g, const Node& n, std::vector<std::pair<dou
     return t.dims.size() > axis ? static_cast<double>(t.dims[axis].value) : 1.0;
   };
   const double sq = extent(0, 2), skv = static_cast<double>(sdpa_keys_extent(g, n));
-  (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_q)])] = {1.0, sq};
-  (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_kv)])] = {
-      n.sdpa.masked() ? std::min(sq, skv) : 1.0, skv};
+  // Top-left without a window, key 0 is every valid query's; a window or a bottom-right diagonal needs an entry's
+  // keys to reach its queries (at least min(Sq, Skv) of them).
+  const bool reach = n.sdpa.left_bound.has_value() || n.sdpa.alignment == DiagonalAlignment::kBottomRight;
+  const size_t lq = static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_q)]);
+  const size_t lkv = static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_kv)]);
+  (*range)[lq] = {1.0, sq};
+  if (lkv == lq) {  // one tensor as both lengths: the values both roles allow
+    (*range)[lkv] = {std::max(1.0, reach ? std::min(sq, skv) : 1.0), std::min(sq, skv)};
+  } else {
+    (*range)[lkv] = {reach ? std::min(sq, skv) : 1.0, skv};
+  }
   // Page tables: any block of the cache, repeats and unused blocks included (a cache with holes).
   for (int t : {r.page_table_k, r.page_table_v})
     if (t >= 0) (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(t)])] = {0.0, extent(1, 0) - 1.0};

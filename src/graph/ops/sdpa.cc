@@ -16,6 +16,15 @@ void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
   *hi = 4 + tail;
 }
 
+// A padding mask's lengths and paged caches' tables are data the caller gives: graph inputs, not a node's output
+// (what a node writes has no range Kiln can draw or check; cuDNN reads them as given).
+Status check_given(NodeCtx& c, size_t at, const char* what) {
+  if (c.roles.producer(c.node.inputs[at]) >= 0)
+    return c.error(c.in_label(at) + ": " + what +
+                   " must be a graph input (data the caller gives), not a node's output");
+  return Status::ok();
+}
+
 // K and V as the keys and values of each batch entry, [B, Hk, Skv, D] and [B, Hk, Skv, Dv]: the tensors
 // themselves, or with paged caches (containers [blocks, Hk, block_size, D] and page tables int32 [B, 1, pages, 1])
 // B from q and Skv = pages * block_size, each table checked.
@@ -29,6 +38,7 @@ Status logical_kv(NodeCtx& c, const Dims& q, Dims* k, Dims* v) {
   const SdpaInputs r = sdpa_inputs(c.node);
   for (auto [table, cache] : {std::pair<int, Dims*>{r.page_table_k, k}, std::pair<int, Dims*>{r.page_table_v, v}}) {
     const size_t at = static_cast<size_t>(table);
+    KILN_RETURN_IF_ERROR(check_given(c, at, "a page table"));
     KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
     if (c.in_dtype(at) != DataType::kInt32)
       return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) +
@@ -46,12 +56,13 @@ Status logical_kv(NodeCtx& c, const Dims& q, Dims* k, Dims* v) {
   return Status::ok();
 }
 
-// A padding mask's lengths: int32 [B, 1, 1, 1] each.
+// A padding mask's lengths: int32 [B, 1, 1, 1] each, graph inputs.
 Status check_lengths(NodeCtx& c, const Dims& q) {
   const SdpaInputs r = sdpa_inputs(c.node);
   for (int i : {r.seq_len_q, r.seq_len_kv}) {
     if (i < 0) continue;
     const size_t at = static_cast<size_t>(i);
+    KILN_RETURN_IF_ERROR(check_given(c, at, "a padding mask's length"));
     KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
     if (c.in_dtype(at) != DataType::kInt32)
       return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) +
@@ -71,8 +82,10 @@ Status check_bias(NodeCtx& c, const Dims& q, const Dims& k) {
   KILN_RETURN_IF_ERROR(check_rank(c, 3, 4, 4));
   const Dims& b = c.in(3).dims;
   if (c.in_dtype(3) != c.in_dtype(0))
-    return c.error(c.in_label(3) + ": dtype " + std::string(dtype_name(c.in_dtype(3))) + " differs from " +
-                   c.in_label(0) + " (" + dtype_name(c.in_dtype(0)) + "): the bias is in q's dtype");
+    return c.error(
+        c.in_label(3) + ": dtype " + std::string(dtype_name(c.in_dtype(3))) + " differs from " + c.in_label(0) + " (" +
+        dtype_name(c.in_dtype(0)) + "): the bias is in q's dtype" +
+        (c.in_dtype(3) == DataType::kInt32 ? " (a padding mask's lengths need \"padding_mask\": true)" : ""));
   const int64_t want[4] = {q[0].value, q[1].value, q[2].value, k[2].value};
   const char* what[4] = {"batch", "heads", "queries", "keys"};
   for (size_t i = 0; i < 4; ++i) {
@@ -82,8 +95,6 @@ Status check_bias(NodeCtx& c, const Dims& q, const Dims& k) {
                      std::to_string(want[0]) + " or 1, " + std::to_string(want[1]) + " or 1, " +
                      std::to_string(want[2]) + ", " + std::to_string(want[3]) + "] (" + what[i] + ")");
   }
-  if (c.node.sdpa.alignment == DiagonalAlignment::kBottomRight)
-    return not_supported(c.where + ": cuDNN takes no attention bias with a bottom-right diagonal");
   return Status::ok();
 }
 
@@ -107,18 +118,27 @@ Status check_band(NodeCtx& c, int64_t sq, int64_t skv) {
   if (a.alignment == DiagonalAlignment::kBottomRight && !a.masked())
     return c.error("attribute 'diagonal_alignment': bottom_right aligns a bound, and none is set (causal, "
                    "left_bound or right_bound)");
+  return Status::ok();
+}
+
+// What cuDNN (9.19, Frontend 1.32) cannot run though the spec is valid, checked after every InvalidArgument
+// check (a spec with both kinds of fault exits 2, for the fault the author must fix).
+Status band_support(NodeCtx& c, int64_t sq, int64_t skv) {
+  const SdpaAttrs& a = c.node.sdpa;
+  constexpr int64_t kMaxBound = int64_t{1} << 24;
   const std::string sizes = " (" + c.in_label(0) + " has " + std::to_string(sq) + " queries, " + c.in_label(1) + " " +
                             std::to_string(skv) + " keys)";
   if (a.alignment == DiagonalAlignment::kBottomRight && sq > skv)
     return not_supported(c.where +
-                         ": cuDNN aligns the diagonal bottom-right only with at most as many queries as "
-                         "keys" +
-                         sizes);
+                         ": cuDNN aligns the diagonal bottom-right only with at most as many queries as keys" + sizes);
   if (a.left_bound && sq > skv)
-    return not_supported(c.where +
-                         ": cuDNN takes a sliding window (left_bound) only with at most as many queries "
-                         "as keys" +
-                         sizes);
+    return not_supported(
+        c.where + ": cuDNN takes a sliding window (left_bound) only with at most as many queries as keys" + sizes);
+  if (a.left_bound && (sq > kMaxBound || skv > kMaxBound))
+    return not_supported(c.where + ": cuDNN compares a sliding window's positions as floats, exact up to " +
+                         std::to_string(kMaxBound) + sizes);
+  if (sdpa_inputs(c.node).bias >= 0 && a.alignment == DiagonalAlignment::kBottomRight)
+    return not_supported(c.where + ": cuDNN takes no attention bias with a bottom-right diagonal");
   return Status::ok();
 }
 
@@ -173,6 +193,7 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
+  KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   return Status::ok();
 }
