@@ -251,7 +251,8 @@ def node_magnitude(n, ins, bs, es, y, out_dims):
         bias = len(ins) > 2
         return norm_magnitude(n, ins[0], ins[1], bs[0], bs[1], bs[2] if bias else None, es[0], es[1], bias and es[2], y)
     q, k, v, bias, lengths = sdpa_inputs(n, ins)
-    # Magnitudes are read through the same tables (a table's magnitude is itself: its entries are >= 0).
+    if "page_table_k" in n.input_roles:  # magnitudes read through the value tables, not the tables' magnitudes
+        bs = [x if r.startswith("page_table") else b for r, x, b in zip(n.input_roles, ins, bs)]
     bq, bk, bv, bb, _ = sdpa_inputs(n, bs)
     eq, ek, ev, eb, _ = sdpa_inputs(n, es)
     return sdpa_magnitude(n, q, k, v, bq, bk, bv, eq, ek, ev, y, bias, bb, eb or 0.0, lengths)

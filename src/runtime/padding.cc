@@ -104,7 +104,8 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
     case OpKind::kSdpa: {
       const int q = n.inputs[0];
       if (n.sdpa.padding)  // the scratch's extra entries would carry whatever lengths it holds
-        return refuse(where + ": a padding mask's lengths for the padded entries would be whatever the scratch holds");
+        return refuse(where + ": a padding mask is not served by the batch stopgaps (a padded run's extra entries "
+                              "would carry whatever lengths the scratch holds)");
       for (int t : n.inputs)
         if (v(t) > 0)
           return refuse(where + ": " + name(t) + " varies in " + dim_text(v(t)) + " (only the batch dim 0)");

@@ -173,7 +173,7 @@ TEST(Padding, AttentionPadsItsBatchNotItsSequence) {
       "lkv": {"dims": ["batch", 1, 1, 1], "dtype": "int32"}},
     "nodes": [{"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v", "lq", "lkv"], "outputs": ["o"],
       "padding_mask": true}], "outputs": ["o"]})";
-  expect_refused(pad(lengths, {{"batch", 3}}, {{"batch", 4}}), "a padding mask's lengths for the padded entries");
+  expect_refused(pad(lengths, {{"batch", 3}}, {{"batch", 4}}), "a padding mask is not served by the batch stopgaps");
 }
 
 TEST(Padding, AVaryingDimThatIsNotOutermostIsNoPrefix) {

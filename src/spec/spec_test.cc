@@ -448,7 +448,10 @@ TEST(SpecErrors, SdpaPagedCaches) {
                    "input 'tk': dtype int64 is not supported for a page table (int32 only)");
   EXPECT_ERROR_HAS(paged(on, {3, 1, 4, 1}).status(), "input 'tk': dims [3,1,4,1] must be [B, 1, pages, 1] = [2, 1,");
   EXPECT_ERROR_HAS(paged(on, {2, 1, 4, 1}, {2, 1, 3, 1}).status(),
-                   "input 'v': sequence length 48 differs from input 'k' sequence length 64 (pages times block size");
+                   "input 'v' and input 'tv': the V cache [10,2,16,64] and its table [2,1,3,1] must have the K cache's "
+                   "blocks and block size [10,2,16,64] and its table's pages [2,1,4,1]");
+  // Found by review: pages * block size past int32 (cuDNN's lengths and max_seq_len_kv are int32).
+  EXPECT_ERROR_HAS(paged(on, {2, 1, 1 << 28, 1}, {2, 1, 1 << 28, 1}).status(), "keys, past cuDNN's int32 lengths");
   Json no_padding = on;
   no_padding.erase("padding_mask");
   EXPECT_FALSE(paged(no_padding).is_ok());

@@ -112,6 +112,13 @@ bool is_integer(DataType t) { return t == DataType::kInt8 || t == DataType::kInt
 // A padding mask's lengths (integers, both ends included): queries 1..Sq; keys 1..Skv, or with a window or a
 // bottom-right diagonal at least min(Sq, Skv), so that every valid query has a key to attend to (a row with none is written as zeros by the
 // references, and what cuDNN writes there is not asserted); page tables 0..blocks-1.
+// Tensor t's range narrowed to [lo, hi]: integer roles (lengths, tables) draw what every role they hold, in every
+// node, allows (an untouched tensor's range starts below 0).
+void narrow(std::vector<std::pair<double, double>>* range, size_t t, double lo, double hi) {
+  auto& r = (*range)[t];
+  r = r.first < 0 ? std::make_pair(lo, hi) : std::make_pair(std::max(r.first, lo), std::min(r.second, hi));
+}
+
 void sdpa_length_ranges(const Graph& g, const Node& n, std::vector<std::pair<double, double>>* range) {
   const SdpaInputs r = sdpa_inputs(n);
   if (r.seq_len_q < 0) return;
@@ -125,15 +132,11 @@ void sdpa_length_ranges(const Graph& g, const Node& n, std::vector<std::pair<dou
   const bool reach = n.sdpa.left_bound.has_value() || n.sdpa.alignment == DiagonalAlignment::kBottomRight;
   const size_t lq = static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_q)]);
   const size_t lkv = static_cast<size_t>(n.inputs[static_cast<size_t>(r.seq_len_kv)]);
-  (*range)[lq] = {1.0, sq};
-  if (lkv == lq) {  // one tensor as both lengths: the values both roles allow
-    (*range)[lkv] = {std::max(1.0, reach ? std::min(sq, skv) : 1.0), std::min(sq, skv)};
-  } else {
-    (*range)[lkv] = {reach ? std::min(sq, skv) : 1.0, skv};
-  }
-  // Page tables: any block of the cache, repeats and unused blocks included (a cache with holes).
+  narrow(range, lq, 1.0, sq);
+  narrow(range, lkv, reach ? std::min(sq, skv) : 1.0, skv);
+  // Page tables: any block of the cache, repeats and unused blocks included.
   for (int t : {r.page_table_k, r.page_table_v})
-    if (t >= 0) (*range)[static_cast<size_t>(n.inputs[static_cast<size_t>(t)])] = {0.0, extent(1, 0) - 1.0};
+    if (t >= 0) narrow(range, static_cast<size_t>(n.inputs[static_cast<size_t>(t)]), 0.0, extent(1, 0) - 1.0);
 }
 
 }  // namespace
@@ -166,6 +169,9 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     d.hi = range[i].second;
     d.by_value = g.tensors[i].by_value;
     d.value = g.tensors[i].value;
+    if (!d.by_value && is_integer(d.dtype) && std::ceil(d.lo) > std::floor(d.hi))
+      return invalid_argument("input '" + g.tensors[i].name + "': its roles allow no value in common (" +
+                              std::to_string(d.lo) + " to " + std::to_string(d.hi) + ")");
     if (!d.by_value && !is_integer(d.dtype) && !input_range_is_exact(d.lo, d.hi))
       return invalid_argument("input '" + g.tensors[i].name + "': the generator cannot draw [" + std::to_string(d.lo) +
                               ", " + std::to_string(d.hi) + ") exactly");

@@ -2,6 +2,7 @@
 // cost.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "graph/ops/op_family.h"
 
@@ -47,12 +48,24 @@ Status logical_kv(NodeCtx& c, const Dims& q, Dims* k, Dims* v) {
     if (t[0].value != q[0].value || t[1].value != 1 || t[3].value != 1)
       return c.error(c.in_label(at) + ": dims " + dims_text(t) + " must be [B, 1, pages, 1] = [" +
                      std::to_string(q[0].value) + ", 1, pages, 1] (one row of cache blocks per batch entry)");
+    const int64_t keys = t[2].value * (*cache)[2].value;
+    if (keys > std::numeric_limits<int32_t>::max())
+      return c.error(c.in_label(at) + ": " + std::to_string(t[2].value) + " pages of " +
+                     std::to_string((*cache)[2].value) + " keys make " + std::to_string(keys) +
+                     " keys, past cuDNN's int32 lengths");
     Dims logical = *cache;
     logical[0] = q[0];
-    logical[2].value = t[2].value * (*cache)[2].value;
+    logical[2].value = keys;
     logical[2].symbol.clear();
     *cache = logical;
   }
+  // The two caches and tables alike (blocks, block size, pages): what Kiln's references and checks assume.
+  const Dims &kc = c.in(1).dims, &vc = c.in(2).dims;
+  const Dims &tk = c.in(static_cast<size_t>(r.page_table_k)).dims, &tv = c.in(static_cast<size_t>(r.page_table_v)).dims;
+  if (kc[0].value != vc[0].value || kc[2].value != vc[2].value || tk[2].value != tv[2].value)
+    return c.error(c.in_label(2) + " and " + c.in_label(static_cast<size_t>(r.page_table_v)) + ": the V cache " +
+                   dims_text(vc) + " and its table " + dims_text(tv) + " must have the K cache's blocks and block " +
+                   "size " + dims_text(kc) + " and its table's pages " + dims_text(tk));
   return Status::ok();
 }
 
