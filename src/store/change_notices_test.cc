@@ -55,6 +55,27 @@ TEST_P(ChangeNoticesContract, AServingProcessHearsOfPlansOthersStore) {
   EXPECT_TRUE(after->empty());
 }
 
+// Found by a CI run under load: NOTIFY is database-wide, so a store heard the writes of another store (another
+// schema) in the same PostgreSQL database. A store now listens on a channel of its own schema.
+TEST_P(ChangeNoticesContract, AnotherStoreInTheSameDatabaseIsNotHeard) {
+  TempDir dir;
+  auto server = open_store(dir.file("a.db"));
+  auto other = open_store(dir.file("b.db"));  // PostgreSQL: another schema of the same database
+  auto mate = open_store(dir.file("a.db"));
+  ASSERT_TRUE(server && other && mate);
+  auto first = server->changed_plans();  // starts listening
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  ASSERT_TRUE(other->put(make_record(3)).is_ok());
+  const PlanRecord mine = make_record(4);
+  ASSERT_TRUE(mate->put(mine).is_ok());
+  std::vector<StoredPlanKey> heard = poll(*server);
+  ASSERT_EQ(heard.size(), 1u);  // the write to its own store only
+  EXPECT_EQ(heard[0].shape_key, mine.shape_key);
+  auto after = server->changed_plans();
+  ASSERT_TRUE(after.is_ok());
+  EXPECT_TRUE(after->empty());
+}
+
 StoredPlanKey key_of(const PlanRecord& r) { return {r.structure_sig, r.shape_key, fingerprint_key(h200())}; }
 
 TEST_P(ChangeNoticesContract, ARollbackOrAShadowPlanElsewhereIsHeard) {

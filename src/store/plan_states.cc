@@ -222,8 +222,7 @@ Status SqlPlanStore::activate_locked(const PlanRecord& r, const Activation& how)
   // history rows above are what they read).
   if (how.notify) {
     note_own_session_locked();
-    KILN_RETURN_IF_ERROR(
-        db_->notify(kPlanChannel, key.structure_sig + "\n" + key.shape_key + "\n" + key.fingerprint_key));
+    KILN_RETURN_IF_ERROR(notify_locked(key.structure_sig, key.shape_key, key.fingerprint_key));
   }
   return Status::ok();
 }
@@ -340,8 +339,7 @@ Status SqlPlanStore::transition(const StoredPlanKey& key, const std::string& con
     // A plan entering shadow (or leaving it) changes what a Planner serving the key runs: serving processes hear of
     // it as of an activation (PostgreSQL NOTIFY at commit; on SQLite the history row just written).
     note_own_session_locked();
-    KILN_RETURN_IF_ERROR(
-        db_->notify(kPlanChannel, key.structure_sig + "\n" + key.shape_key + "\n" + key.fingerprint_key));
+    KILN_RETURN_IF_ERROR(notify_locked(key.structure_sig, key.shape_key, key.fingerprint_key));
   }
   return txn.commit();
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -249,12 +250,35 @@ StatusOr<PlanRecord> SqlPlanStore::put(const PlanRecord& record) {
   return r;
 }
 
+StatusOr<std::string> SqlPlanStore::schema_channel_locked() {
+  if (!schema_channel_.empty()) return schema_channel_;
+  KILN_ASSIGN_OR_RETURN(store::Stmt st, store::Stmt::prepare(db_, "SELECT COALESCE(current_schema(), '')"));
+  KILN_ASSIGN_OR_RETURN(bool row, st.step());
+  const std::string schema = row ? st.text(0) : std::string();
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: a channel name is an identifier, the schema's name may not be
+  for (unsigned char ch : schema) h = (h ^ ch) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  schema_channel_ = std::string(kPlanChannel) + "_" + hex;
+  return schema_channel_;
+}
+
+Status SqlPlanStore::notify_locked(const std::string& structure_sig, const std::string& shape_key,
+                                   const std::string& fingerprint_key) {
+  const std::string payload = structure_sig + "\n" + shape_key + "\n" + fingerprint_key;
+  KILN_RETURN_IF_ERROR(db_->notify(kPlanChannel, payload));  // what processes of earlier versions listen on
+  if (db_->dialect() != store::SqlDialect::kPostgres) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(std::string channel, schema_channel_locked());
+  return db_->notify(channel.c_str(), payload);
+}
+
 StatusOr<std::vector<StoredPlanKey>> SqlPlanStore::changed_plans() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoredPlanKey> out;
   if (db_->dialect() != store::SqlDialect::kPostgres) return changed_in_history_locked();
   if (!listening_) {
-    KILN_RETURN_IF_ERROR(db_->listen(kPlanChannel));
+    KILN_ASSIGN_OR_RETURN(std::string channel, schema_channel_locked());
+    KILN_RETURN_IF_ERROR(db_->listen(channel.c_str()));
     listening_ = true;
     return out;
   }

@@ -136,6 +136,13 @@ class SqlPlanStore final : public PlanStore {
   mutable std::mutex mu_;  // one connection, shared by threads: calls are serialized
   StoreCounters counters_;
   bool listening_ = false;  // changed_plans() has subscribed this connection
+  // PostgreSQL: this store's own notice channel ("kiln_plans_" and a hash of its schema; empty until first needed).
+  // NOTIFY is database-wide, and two stores in one database (two schemas) would hear each other's writes on
+  // kPlanChannel alone. Writes notify both (older processes listen on kPlanChannel); this store listens on its own.
+  std::string schema_channel_;
+  StatusOr<std::string> schema_channel_locked();
+  Status notify_locked(const std::string& structure_sig, const std::string& shape_key,
+                       const std::string& fingerprint_key);
   // SQLite: changed_plans() reads plan_history's rows past this rowid (-1: not yet started), skipping the rows this
   // store object, or a writer it shares `own_` with (treat_writes_as_own), wrote: its Planner's own verdicts and
   // promotions, which it knows of already. A row is ours only if its rowid and its key and number match what we

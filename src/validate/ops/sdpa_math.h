@@ -56,15 +56,17 @@ KILN_HD inline int64_t sdpa_kv_row(const SdpaPaging& p, const double* table, int
                                    int64_t j, int64_t width) {
   if (!p.paged) return (kv_head * skv + j) * width;
   const int64_t b = kv_head / hk, head = kv_head % hk;
-  int64_t block = static_cast<int64_t>(table[b * p.pages + j / p.block_size]);
-  block = block < 0 ? 0 : (block >= p.blocks ? p.blocks - 1 : block);
+  const double entry = table[b * p.pages + j / p.block_size];         // clamped as a double: any value converts safely
+  const int64_t block = !(entry >= 0)                            ? 0  // NaN included
+                        : entry >= static_cast<double>(p.blocks) ? p.blocks - 1
+                                                                 : static_cast<int64_t>(entry);
   return ((block * hk + head) * p.block_size + j % p.block_size) * width;
 }
 
 // A padding mask's length as the references take it: the tensor's value clamped to [0, extent] (a length
 // past the extent reads no further than cuDNN can).
 KILN_HD inline int64_t sdpa_length(double value, int64_t extent) {
-  return value < 0 ? 0 : (value > static_cast<double>(extent) ? extent : static_cast<int64_t>(value));
+  return !(value >= 0) ? 0 : (value > static_cast<double>(extent) ? extent : static_cast<int64_t>(value));  // NaN: 0
 }
 
 // SDPA, o = sum_j p_j v_j with p = softmax(s), s_j = scale q.k_j. With S_j = (1 + Eq + Ek) scale
