@@ -110,6 +110,7 @@ def _make_call(handle: Any, runner: Any, op_name: str, n_in: int) -> Callable[..
         # they go to `handle`, and the compiled graph calls torch.ops.kiln.<name>.
         call = _native.Call(runner, handle, _kiln._torch_bridge())
         call.__name__ = call.__qualname__ = op_name
+        call.__module__ = __name__  # torch.fx names a graph's targets by module and name
         call.__doc__ = doc
         call.op = handle
         return allow(call)
