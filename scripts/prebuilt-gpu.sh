@@ -6,6 +6,8 @@
 #                                                     capture mainjob gputier shadow fleet python pybench
 #                                                     pyprofile rerun fe123 (fe123: the 1.23 -> 1.32 upgrade report)
 #                                                     replayshadow attn (issue 36: attention's band variants)
+#                                                     coldprof fp8probe (issue 37: a stored plan's start, driver
+#                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
 #                                                     python and pybench, in that order), or
 #                                                     suite:PART (bench/run_suite.sh's conv, gemm, attention,
@@ -28,7 +30,7 @@ case "$mode" in
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
     cp "$build"/benchmarks/planner_cold_start "$pre/" 2>/dev/null
     cp "$build"/benchmarks/capture_bench "$pre/" 2>/dev/null
-    for b in block_bench plan_load_bench shadow_bench; do cp "$build/benchmarks/$b" "$pre/" 2>/dev/null; done
+    for b in block_bench plan_load_bench shadow_bench libkiln_api_trace.so; do cp "$build/benchmarks/$b" "$pre/" 2>/dev/null; done
     # A kiln built on the previous cuDNN Frontend (KILN_OLD_FRONTEND_BUILD, e.g. a build of
     # -DKILN_CUDNN_FRONTEND_DIR=third_party/cudnn_frontend-1.23.0): the phase fe123's "before".
     [ -n "${KILN_OLD_FRONTEND_BUILD:-}" ] && cp "$KILN_OLD_FRONTEND_BUILD/kiln" "$pre/kiln-old-frontend"
@@ -65,7 +67,7 @@ src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' 
 if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
 mkdir -p "$build/tests" "$build/benchmarks"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
 if [ -d "$pre/python/kiln" ]; then rm -rf "$build/python/kiln"; mkdir -p "$build/python"; cp -r "$pre/python/kiln" "$build/python/"; fi
-for b in planner_cold_start capture_bench block_bench plan_load_bench shadow_bench; do
+for b in planner_cold_start capture_bench block_bench plan_load_bench shadow_bench libkiln_api_trace.so; do
   [ -f "$pre/$b" ] && cp "$pre/$b" "$build/benchmarks/"
 done
 cudnn_lib="$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
@@ -148,6 +150,91 @@ PY
       >>"$out/normtune/coldstart.txt" 2>&1; check $? "planner_cold_start $args"
   done
   cat "$out/normtune/coldstart.txt"
+fi
+if want coldprof; then  # issue 37: where a stored plan's start goes, driver call by driver call (no nsys there)
+  # Each graph tuned into a store, then planner_cold_start in new processes: parts and the Planner (context first),
+  # each once under libkiln_api_trace.so (CUDA's injection hook, CUPTI callbacks) and once without it.
+  stamp "cold start profile"
+  mkdir -p "$out/coldprof/specs"
+  python3 - "$out/coldprof/specs" <<'PY'
+import json, os, sys
+sys.path.insert(0, "bench/suite")
+import shapes
+want = {"rms_norm_65536x1024", "matmul_bias_gelu_2048x4096x16384", "conv_bias_relu_3x3_64to64_56_n32"}
+for c in shapes.cases():
+    if c["id"] in want:
+        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
+            json.dump(c["spec"], f)
+PY
+  cupti_lib="$(python3 -c 'import os, nvidia.cu13 as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
+  tracer="$build/benchmarks/libkiln_api_trace.so"
+  for spec in "$out"/coldprof/specs/*.json; do
+    name="$(basename "$spec" .json)"
+    timeout 90 "$kiln" tune "$spec" --store "$out/coldprof/cs.db" >"$out/coldprof/$name.tune.txt" 2>&1
+    check $? "kiln tune $name"
+    for mode in parts planner; do
+      args=(--mode "$mode"); [ "$mode" = planner ] && args+=(--context-first)
+      timeout 60 "$build/benchmarks/planner_cold_start" --store "$out/coldprof/cs.db" --spec "$spec" "${args[@]}" \
+        >"$out/coldprof/$name-$mode.txt" 2>&1; check $? "planner_cold_start $name $mode"
+      LD_LIBRARY_PATH="$cupti_lib:$LD_LIBRARY_PATH" CUDA_INJECTION64_PATH="$tracer" \
+        KILN_API_TRACE="$out/coldprof/$name-$mode.trace" timeout 60 "$build/benchmarks/planner_cold_start" \
+        --store "$out/coldprof/cs.db" --spec "$spec" "${args[@]}" >"$out/coldprof/$name-$mode-traced.txt" 2>&1
+      check $? "planner_cold_start $name $mode (traced)"
+      echo "== $name $mode"; cat "$out/coldprof/$name-$mode.txt"
+    done
+  done
+fi
+if want fp8probe; then  # issue 37: the FP8 recipe and matmul+AMAX against their plain GEMMs, tuned alone
+  stamp "fp8 and amax parts"
+  mkdir -p "$out/fp8probe"
+  python3 - "$out/fp8probe" <<'PY'
+import copy, json, os, sys
+sys.path.insert(0, "bench/suite")
+import shapes
+for c in shapes.cases():
+    if c["family"] not in ("fp8_recipe", "matmul_amax"):
+        continue
+    g = c["spec"]
+    with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
+        json.dump(g, f)
+    plain = copy.deepcopy(g)  # the GEMM alone, its output as the recipe's (bf16)
+    plain["name"] = g["name"] + "_gemm"
+    plain["nodes"] = [n for n in g["nodes"] if n["op"] == "matmul"]
+    plain["outputs"] = ["y"]
+    for t in ("amax", "scale", "fp8_max"):
+        plain["tensors"].pop(t, None)
+    with open(os.path.join(sys.argv[1], c["id"] + "_gemm.json"), "w") as f:
+        json.dump(plain, f)
+    if c["family"] != "matmul_amax":
+        continue
+    m, n = c["params"]["m"], c["params"]["n"]
+    for alone, nodes in (("amax_alone", [{"name": "amax", "op": "reduce_amax", "inputs": ["y"], "outputs": ["amax"],
+                                          "axes": [0, 1, 2]}]),
+                         ("abs_max", [{"name": "abs", "op": "abs", "inputs": ["y"], "outputs": ["ay"]},
+                                      {"name": "max", "op": "reduce_max", "inputs": ["ay"], "outputs": ["amax"],
+                                       "axes": [0, 1, 2]}])):
+        r = {"name": f"{c['id']}_{alone}", "io_dtype": "bf16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+             "tensors": {"y": {"dims": [1, m, n]}, "amax": {"dims": [1, 1, 1], "dtype": "fp32"}},
+             "nodes": nodes, "outputs": ["amax"]}
+        with open(os.path.join(sys.argv[1], f"{c['id']}_{alone}.json"), "w") as f:
+            json.dump(r, f)
+PY
+  for spec in "$out"/fp8probe/*.json; do
+    name="$(basename "$spec" .json)"
+    timeout 150 "$kiln" tune "$spec" --json --store "$out/fp8probe/fp8.db" >"$out/fp8probe/$name.tune.json" \
+      2>"$out/fp8probe/$name.tune.err"; check $? "kiln tune $name"
+    python3 - "$out/fp8probe/$name.tune.json" <<'PY'
+import json, sys
+try:
+    runs = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(sys.argv[1], "unreadable:", e); sys.exit(0)
+for r in runs if isinstance(runs, list) else [runs]:
+    s, fu = r.get("summary", {}), r.get("fusion") or {}
+    print(f"{r.get('title','?')[:70]:70s} winner {r.get('winner')} best {s.get('best_ms')} heur {s.get('heuristic_ms')}"
+          f" n={sum((s.get('counts') or {}).values())} fusion={fu.get('decision')} unfused={fu.get('unfused_unavailable_reason') or (fu.get('unfused') or {}).get('median_ms')}")
+PY
+  done
 fi
 if want normprior; then  # issue 37: the candidate budget's priors, on norms with dynamic tokens (one structure)
   # Each family at hidden 1024, tokens 65536 then 16384 then 4096: tuned exhaustively (the reference), then with
