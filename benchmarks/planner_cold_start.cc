@@ -2,7 +2,7 @@
 // execute within 10 ms of the library being loaded). Run it in a new process per measurement:
 //
 //   planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] [--prime | --no-prime]
-//                      [--context-first] [--prime-early] [--json]
+//                      [--context-first] [--prime-early] [--preload] [--json]
 //
 // --prime (parts): pay cuDNN's first-use work ahead (kiln/runtime/cudnn_primer.h), deviceless, as the first step,
 // before the CUDA context: the deserialize after it shows what is left. --no-prime (planner): a Planner
@@ -18,9 +18,12 @@
 // service that already holds its weights on the GPU has; the steps after it are then what Kiln's own start costs.
 // --prime-early (planner): kiln::start_priming_cudnn() on main()'s first line, as such an application would call it
 // at its own start (kiln/runtime/cudnn_primer.h), before its context and the Planner.
+// --preload (planner): the spec in PlannerOptions::preload, so that create() starts loading and warming its stored
+// plans on threads of its own (issue 37: a stored plan ready soon after create, its first run warm).
 // Needs a GPU and a store holding a plan for the spec at its own shape (kiln tune SPEC --store S).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -94,7 +97,7 @@ Status make_buffers(const Graph& g, int64_t ws, Buffers* b) {
 int main(int argc, char** argv) {
   g_start = Clock::now();
   std::string store_path, spec, spec2, mode = "parts";
-  bool json = false, prime = false, no_prime = false, context_first = false, prime_early = false;
+  bool json = false, prime = false, no_prime = false, context_first = false, prime_early = false, preload = false;
   PrimerThread early;
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--prime-early") {
@@ -111,21 +114,23 @@ int main(int argc, char** argv) {
     else if (a == "--prime") prime = true;
     else if (a == "--no-prime") no_prime = true;
     else if (a == "--context-first") context_first = true;
+    else if (a == "--preload") preload = true;
     else if (a == "--prime-early") continue;
     else {
       std::fprintf(
           stderr,
           "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
-          "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--json]\n");
+          "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--preload (planner)] [--json]\n");
       return 2;
     }
   }
   if (store_path.empty() || spec.empty() || (mode != "parts" && mode != "planner") || (prime && mode != "parts") ||
-      (no_prime && mode != "planner") || (context_first && mode != "planner") || (prime_early && mode != "planner")) {
+      (no_prime && mode != "planner") || (context_first && mode != "planner") || (prime_early && mode != "planner") ||
+      (preload && mode != "planner")) {
     std::fprintf(
         stderr,
         "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
-        "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--json]\n");
+        "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--preload (planner)] [--json]\n");
     return 2;
   }
   auto graph = parse_spec_file(spec);
@@ -135,6 +140,10 @@ int main(int argc, char** argv) {
     o.store_path = store_path;
     o.handles = 1;
     o.prime_cudnn = !no_prime;
+    // --preload: the spec listed in PlannerOptions::preload, so create() starts loading (and warming) its stored
+    // plans; the obtain right after create then waits for what is left of that load.
+    if (preload) o.with_preload({*graph});
+    if (const char* t = std::getenv("KILN_PRELOAD_THREADS")) o.preload_threads = std::atoi(t);  // 1..64
     if (context_first) {
       Status st = step("the application's CUDA context (cudaFree(0))", [] {
         KILN_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
@@ -148,9 +157,10 @@ int main(int argc, char** argv) {
     if (!pg.is_ok()) return fail("prepare", pg.status());
     auto got = step("obtain", [&] { return (*planner)->obtain(*pg); });
     if (!got.is_ok()) return fail("obtain", got.status());
-    if (got->source != PlanSource::kStore)
+    // Preloaded: held by create()'s load (kMemory, having waited for it or not).
+    if (got->source != (preload ? PlanSource::kMemory : PlanSource::kStore))
       return fail("obtain", failed_precondition("served from " + std::string(plan_source_name(got->source)) +
-                                                ", not the store: " + got->why));
+                                                ", not the " + (preload ? "preload" : "store") + ": " + got->why));
     Buffers b;
     Status st = step("buffers", [&] { return make_buffers(got->plan->graph(), got->plan->workspace_bytes(), &b); });
     if (!st.is_ok()) return fail("buffers", st);
@@ -161,6 +171,13 @@ int main(int argc, char** argv) {
         return Status::ok();
       });
       if (!st.is_ok()) return fail(name, st);
+    }
+    if (preload) {
+      auto rep = (*planner)->wait_for_preload();
+      if (!rep.is_ok()) return fail("preload", rep.status());
+      std::printf("  (preload: %d loaded, %d warmed, %d failed%s%s, %.3f ms; obtain: %s)\n", rep->loaded, rep->warmed,
+                  rep->failed, rep->last_failure.empty() ? "" : ": ", rep->last_failure.c_str(), rep->ms,
+                  got->why.empty() ? "held already" : got->why.c_str());
     }
   } else {
     if (prime) {

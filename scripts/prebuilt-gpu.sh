@@ -182,6 +182,37 @@ PY
       check $? "planner_cold_start $name $mode (traced)"
       echo "== $name $mode"; cat "$out/coldprof/$name-$mode.txt"
     done
+    # The spec listed in PlannerOptions::preload: create() starts loading and warming it (twice: new processes).
+    for rep in 1 2; do
+      timeout 60 "$build/benchmarks/planner_cold_start" --store "$out/coldprof/cs.db" --spec "$spec" --mode planner \
+        --context-first --preload >"$out/coldprof/$name-preload$rep.txt" 2>&1; check $? "planner_cold_start $name preload"
+      echo "== $name planner --preload ($rep)"; cat "$out/coldprof/$name-preload$rep.txt"
+    done
+  done
+  # Several stored shapes of one dynamic structure loaded at create on 1 and on 4 threads: do cuDNN's deserializes
+  # run side by side? (The preload report's ms is the load's wall time.)
+  python3 - "$out/coldprof" <<'PY'
+import json, os, sys
+sys.path.insert(0, "bench/suite")
+import shapes
+for t in (65536, 32768, 16384, 8192):
+    c = {"family": "rms_norm", "id": f"rms_norm_tokens_{t}x1024", "params": {"tokens": t, "hidden": 1024}}
+    g = shapes.kiln_spec(c)
+    g["name"] = "rms_norm_tokens"
+    g["dynamic"] = {"tokens": t}
+    g["tensors"]["x"]["dims"][0] = "tokens"
+    with open(os.path.join(sys.argv[1], f"dyn_{t}.json"), "w") as f:
+        json.dump(g, f)
+PY
+  for t in 65536 32768 16384 8192; do
+    timeout 60 "$kiln" tune "$out/coldprof/dyn_$t.json" --store "$out/coldprof/dyn.db" >>"$out/coldprof/dyn.tune.txt" 2>&1
+    check $? "kiln tune dyn_$t"
+  done
+  for threads in 1 4; do
+    KILN_PRELOAD_THREADS=$threads timeout 60 "$build/benchmarks/planner_cold_start" --store "$out/coldprof/dyn.db" \
+      --spec "$out/coldprof/dyn_65536.json" --mode planner --context-first --preload \
+      >"$out/coldprof/dyn-preload-t$threads.txt" 2>&1; check $? "planner_cold_start dyn preload t$threads"
+    echo "== dynamic rms_norm, 4 stored shapes, preload on $threads thread(s)"; cat "$out/coldprof/dyn-preload-t$threads.txt"
   done
 fi
 if want fp8probe; then  # issue 37: the FP8 recipe and matmul+AMAX against their plain GEMMs, tuned alone
@@ -218,8 +249,22 @@ for c in shapes.cases():
              "nodes": nodes, "outputs": ["amax"]}
         with open(os.path.join(sys.argv[1], f"{c['id']}_{alone}.json"), "w") as f:
             json.dump(r, f)
+    # The AMAX in two reductions: over each row, then over the row maxima (a lone reduction of every element is
+    # refused by cuDNN's engines at 8192x8192: a launch error).
+    rows = {"name": f"{c['id']}_rows_amax", "io_dtype": "bf16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+            "tensors": {"y": {"dims": [1, m, n]}, "rmax": {"dims": [1, m, 1], "dtype": "fp32"}},
+            "nodes": [{"name": "rows", "op": "reduce_amax", "inputs": ["y"], "outputs": ["rmax"], "axes": [2]}],
+            "outputs": ["rmax"]}
+    last = {"name": f"{c['id']}_rows_then_all", "io_dtype": "fp32", "intermediate_dtype": "fp32",
+            "compute_dtype": "fp32",
+            "tensors": {"rmax": {"dims": [1, m, 1]}, "amax": {"dims": [1, 1, 1], "dtype": "fp32"}},
+            "nodes": [{"name": "all", "op": "reduce_amax", "inputs": ["rmax"], "outputs": ["amax"], "axes": [1]}],
+            "outputs": ["amax"]}
+    for r in (rows, last):
+        with open(os.path.join(sys.argv[1], r["name"] + ".json"), "w") as f:
+            json.dump(r, f)
 PY
-  for spec in "$out"/fp8probe/*.json; do
+  for spec in "$out"/fp8probe/${KILN_FP8PROBE_GLOB:-*}.json; do
     name="$(basename "$spec" .json)"
     timeout 150 "$kiln" tune "$spec" --json --store "$out/fp8probe/fp8.db" >"$out/fp8probe/$name.tune.json" \
       2>"$out/fp8probe/$name.tune.err"; check $? "kiln tune $name"

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -77,7 +78,9 @@ class FakeBackend : public PlanBackend {
     ++concurrency_warms;
     return Status::ok();
   }
+  int warm_delay_ms = 0;  // warm_up() takes this long
   Status warm_up(const ExecutablePlan& plan) override {
+    if (warm_delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(warm_delay_ms));
     if (warm_fails) return unavailable("out of device memory (injected)");
     if (plan.built_from() == PlanSource::kPadded) {
       ++warmed_padded;
@@ -89,6 +92,7 @@ class FakeBackend : public PlanBackend {
   }
   std::mutex mu;
   std::set<std::string> stored;   // shape keys the "store" has
+  std::function<void()> store_hook;  // called as from_store() starts, outside the lock
   std::vector<TunedShape> tuned;  // tuned configurations of the structure
   std::atomic<int> store_calls{0}, builds{0}, heuristic_builds{0}, runs{0};
   std::atomic<int> fail_heuristics{0};  // this many heuristic builds fail, then they succeed
@@ -126,6 +130,7 @@ class FakeBackend : public PlanBackend {
 
   StatusOr<std::shared_ptr<const ExecutablePlan>> from_store(const Graph& g, const GraphSignature& sig,
                                                              std::string* why) override {
+    if (store_hook) store_hook();  // e.g. a test holding a load back until another thread has asked
     ++store_calls;
     std::lock_guard<std::mutex> lock(mu);
     if (!stored.count(sig.shape_key)) {

@@ -138,9 +138,12 @@ class StoreSource : public Source {
 StatusOr<std::shared_ptr<const ExecutablePlan>> plan_from_store(PlannerState& state, const Graph& g,
                                                                 const GraphSignature& sig, std::string* why,
                                                                 std::string* note = nullptr);
-// The stored plan for exactly `g`'s shape, loaded, admitted and held under `key`: the plan held (a concurrent
-// obtain of that shape may have been first; `inserted` says whether this call's went in), or null with the
-// reason in `why`. What the split and padded sources and Planner::preload load tuned shapes with.
+// The stored plan for exactly `g`'s shape, loaded and admitted (with its shadow trial, if the store holds one), not
+// held: null with the reason in `why`. What Planner::preload loads with (it warms the plan before holding it).
+std::shared_ptr<const ExecutablePlan> load_stored(PlannerState& state, const Graph& g, std::string* why);
+// load_stored, then held under `key`: the plan held (a concurrent obtain of that shape may have been first;
+// `inserted` says whether this call's went in), or null with the reason in `why`. What the split and padded
+// sources load tuned shapes with.
 std::shared_ptr<const ExecutablePlan> hold_stored(PlannerState& state, const std::string& key, const Graph& g,
                                                   std::string* why, bool* inserted = nullptr);
 

@@ -4,6 +4,10 @@
 // cuDNN: plans come from a PlanBackend (planner_cudnn.cc on the GPU, a fake in host tests).
 #include "kiln/runtime/planner.h"
 
+#include <future>
+#include <mutex>
+#include <thread>
+
 #include "kiln/core/log.h"
 
 #include "kiln/runtime/shape_recorder.h"
@@ -30,8 +34,13 @@ struct Planner::Impl {
         workshop(state.backend(), state.options(), [this](const GraphSignature& sig) { state.forget(sig); }) {
     state.set_shadow_judge(std::make_shared<runtime_detail::ShadowJudge>(state));
   }
-  // The shadow judge first (its thread joined): it writes verdicts through the state's backend.
-  ~Impl() { state.shadow_judge()->stop(); }
+  // create()'s loads first (their thread joined: they use everything below), then the shadow judge (its thread
+  // joined): it writes verdicts through the state's backend.
+  ~Impl() {
+    stop_loading.store(true);
+    if (loader.joinable()) loader.join();
+    state.shadow_judge()->stop();
+  }
 
   runtime_detail::PlannerState state;
   runtime_detail::SourceChain chain;
@@ -111,6 +120,13 @@ struct Planner::Impl {
   Status check_shape(const PreparedGraph& pg, const std::map<std::string, int64_t>& requested) const;
   // preload's load of one tuned shape into memory (and its warm-up); failures noted in `rep`.
   void preload_shape(const PreparedGraph& pg, const TunedShape& t, bool warm, PreloadReport* rep);
+  // preload() of several graphs, their shapes loaded on up to `threads` threads; one report for all.
+  StatusOr<PreloadReport> preload_all(const std::vector<PreparedGraph>& graphs, bool warm, int threads);
+
+  // PlannerOptions::preload, loading on `loader` since create(); `loaded` its report (wait_for_preload).
+  std::thread loader;
+  std::shared_future<StatusOr<PreloadReport>> loaded;
+  std::atomic<bool> stop_loading{false};
 };
 
 Planner::Planner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -123,13 +139,43 @@ std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBacken
     Impl* i = impl.get();
     impl->watch = std::make_unique<runtime_detail::StoreWatch>(options.store_watch_s, [i] { i->poll_store(); });
   }
+  if (!options.preload.empty() && !options.target) {
+    // Validated by create(); a graph that fails here (create_with_backend called directly) is a failed load.
+    std::vector<PreparedGraph> graphs;
+    Status bad;
+    for (const Graph& g : options.preload) {
+      StatusOr<PreparedGraph> pg = runtime_detail::prepare_graph(g);
+      if (pg.is_ok()) graphs.push_back(std::move(*pg));
+      else if (bad.is_ok()) bad = pg.status();
+    }
+    auto done = std::make_shared<std::promise<StatusOr<PreloadReport>>>();
+    impl->loaded = done->get_future().share();
+    Impl* i = impl.get();
+    impl->loader = std::thread([i, graphs = std::move(graphs), bad, done] {
+      StatusOr<PreloadReport> rep = i->preload_all(graphs, i->options().preload_warm, i->options().preload_threads);
+      if (rep.is_ok() && !bad.is_ok()) {
+        ++rep->failed;
+        rep->last_failure = bad.message();
+      }
+      done->set_value(std::move(rep));
+    });
+  }
   return std::unique_ptr<Planner>(new Planner(std::move(impl)));
 }
 
 StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options) {
   KILN_RETURN_IF_ERROR(runtime_detail::check_planner_options(options));
+  for (const Graph& g : options.preload) {  // before any GPU work: a graph that cannot be served fails create
+    if (Status st = runtime_detail::prepare_graph(g).status(); !st.is_ok())
+      return st.with_context("PlannerOptions::preload, graph '" + g.name + "'");
+  }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<PlanBackend> backend, make_cudnn_plan_backend(options));
   return create_with_backend(std::move(backend), options);
+}
+
+StatusOr<PreloadReport> Planner::wait_for_preload() const {
+  if (!impl_->loaded.valid()) return PreloadReport{};
+  return impl_->loaded.get();
 }
 
 StatusOr<PreparedGraph> Planner::prepare(const Graph& graph) const { return runtime_detail::prepare_graph(graph); }
@@ -162,11 +208,16 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
   if (auto hit = s.state.cache().find(key)) return s.served(PlanSource::kMemory, std::move(hit), pg.graph->name, t0);
   bool leader = false;
   std::shared_ptr<const ExecutablePlan> held;
-  const uint64_t generation = s.state.cache().generation();
-  StatusOr<Built> r = s.state.cache().single_flight(
-      key, [&] { return s.make(pg, shape, key, generation); }, &leader, &held);
+  StatusOr<Built> r = Built{};
+  // Twice at most: a preload of this key that found nothing to load hands its waiters an empty Built, and they
+  // then walk the chain as if it had not been there (the second flight is this call's own or another obtain's).
+  for (int attempt = 0; attempt < 2 && !held && r.is_ok() && !r->plan; ++attempt) {
+    const uint64_t generation = s.state.cache().generation();
+    r = s.state.cache().single_flight(key, [&] { return s.make(pg, shape, key, generation); }, &leader, &held);
+  }
   if (held) return s.served(PlanSource::kMemory, std::move(held), pg.graph->name, t0);
   if (!r.is_ok()) return s.failed(r.status());
+  if (!r->plan) return s.failed(internal_error("graph '" + pg.graph->name + "': no plan after a preload that loaded none"));
   if (leader) return s.served(r->source, r->plan, pg.graph->name, t0, r->why);
   return s.served(PlanSource::kMemory, r->plan, pg.graph->name, t0,
                   "waited for a concurrent build from " + std::string(plan_source_name(r->source)));
@@ -219,45 +270,92 @@ void Planner::Impl::preload_shape(const PreparedGraph& pg, const TunedShape& t, 
   };
   auto g = t.shape == pg.shape ? StatusOr<Graph>(*pg.graph) : reshape_graph(*pg.graph, t.shape);
   if (!g.is_ok()) return note(g.status().message());
-  std::string miss;
-  bool inserted = false;
-  std::shared_ptr<const ExecutablePlan> plan = runtime_detail::hold_stored(state, key, *g, &miss, &inserted);
-  if (!plan) return note(miss);
-  if (!inserted) return;  // a concurrent obtain of that shape held one first
+  // Through obtain()'s single flight: an obtain() of this shape meanwhile waits for this load instead of loading it
+  // again. The plan runs once (warm) before it is held, so that no caller gets it cold.
+  std::string miss, warm_failure;
+  bool inserted = false, warmed = false, leader = false;
+  std::shared_ptr<const ExecutablePlan> held;
+  StatusOr<Built> r = state.cache().single_flight(
+      key,
+      [&]() -> StatusOr<Built> {
+        std::shared_ptr<const ExecutablePlan> plan = runtime_detail::load_stored(state, *g, &miss);
+        if (!plan) return Built{};  // nothing loaded: a waiting obtain() walks the chain itself
+        if (warm) {
+          Status w = state.backend().warm_up(*plan);
+          warmed = w.is_ok();
+          if (!warmed) warm_failure = w.message();  // held all the same: it runs, just not warm
+        }
+        state.cache().hold(key, plan, PlanCache::kAnyGeneration, &inserted);
+        return Built{std::move(plan), PlanSource::kStore, ""};
+      },
+      &leader, &held);
+  if (!leader) return;  // held meanwhile, or another thread's load or build of this shape
+  if (!r.is_ok()) return note(r.status().message());
+  if (!r->plan) return note(miss);
+  if (!inserted) return;  // a concurrent holder was first
   ++rep->loaded;
-  if (!warm) return;
-  Status w = state.backend().warm_up(*plan);
-  if (!w.is_ok()) note("warm-up: " + w.message());  // loaded all the same: it runs, just not warm
-  else ++rep->warmed;
+  if (!warm_failure.empty()) note("warm-up: " + warm_failure);
+  else if (warmed) ++rep->warmed;
 }
 
-StatusOr<PreloadReport> Planner::preload(const PreparedGraph& pg, bool warm) {
-  KILN_RETURN_IF_ERROR(impl_->serves_plans());
-  Impl& s = *impl_;
-  if (!pg.graph) return invalid_argument("preload: the PreparedGraph is empty (use Planner::prepare)");
+StatusOr<PreloadReport> Planner::Impl::preload_all(const std::vector<PreparedGraph>& graphs, bool warm, int threads) {
   const auto t0 = std::chrono::steady_clock::now();
-  const PlannerOptions& o = s.options();
+  const PlannerOptions& o = options();
   PreloadReport rep;
-  if (o.promote && o.new_shapes == NewShapes::kStopgap) s.promotions.start();
-  KILN_ASSIGN_OR_RETURN(std::vector<TunedShape> tuned, s.state.tuned_shapes(pg.signature, /*refresh=*/true));
-  for (const TunedShape& t : tuned)
-    if (t.shape.size() == pg.shape.size()) s.preload_shape(pg, t, warm, &rep);
-  if (warm) {
-    Status h = s.state.backend().warm_concurrency();
+  if (o.promote && o.new_shapes == NewShapes::kStopgap) promotions.start();
+  struct Job {
+    const PreparedGraph* pg;
+    TunedShape shape;
+  };
+  std::vector<Job> jobs;
+  std::vector<std::vector<TunedShape>> tuned(graphs.size());
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(tuned[i], state.tuned_shapes(graphs[i].signature, /*refresh=*/true));
+    for (const TunedShape& t : tuned[i])
+      if (t.shape.size() == graphs[i].shape.size()) jobs.push_back({&graphs[i], t});
+  }
+  // Each thread takes the next shape; their reports are summed (the last failure is any thread's last).
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  auto work = [&] {
+    PreloadReport mine;
+    for (size_t j; !stop_loading.load() && (j = next.fetch_add(1)) < jobs.size();)
+      preload_shape(*jobs[j].pg, jobs[j].shape, warm, &mine);
+    std::lock_guard<std::mutex> lock(mu);
+    rep.loaded += mine.loaded;
+    rep.warmed += mine.warmed;
+    rep.failed += mine.failed;
+    if (!mine.last_failure.empty()) rep.last_failure = mine.last_failure;
+  };
+  std::vector<std::thread> pool;
+  const size_t n = std::min(jobs.size(), static_cast<size_t>(std::max(threads, 1)));
+  for (size_t k = 1; k < n; ++k) pool.emplace_back(work);
+  work();
+  for (std::thread& th : pool) th.join();
+  if (warm && !stop_loading.load()) {
+    Status h = state.backend().warm_concurrency();
     if (!h.is_ok()) {
       ++rep.failed;
       rep.last_failure = "warm-up of the handles: " + h.message();
     }
-    std::string why;
-    if ((o.padded || o.split) && o.new_shapes == NewShapes::kStopgap && !pg.shape.empty())
-      rep.padded_warmed = s.chain.padded().warm(pg, tuned, &why);
-    if (!why.empty()) {
-      ++rep.failed;
-      rep.last_failure = "padded warm-up: " + why;
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      std::string why;
+      if ((o.padded || o.split) && o.new_shapes == NewShapes::kStopgap && !graphs[i].shape.empty())
+        rep.padded_warmed = chain.padded().warm(graphs[i], tuned[i], &why) || rep.padded_warmed;
+      if (!why.empty()) {
+        ++rep.failed;
+        rep.last_failure = "padded warm-up: " + why;
+      }
     }
   }
   rep.ms = runtime_detail::ms_since(t0);
   return rep;
+}
+
+StatusOr<PreloadReport> Planner::preload(const PreparedGraph& pg, bool warm) {
+  KILN_RETURN_IF_ERROR(impl_->serves_plans());
+  if (!pg.graph) return invalid_argument("preload: the PreparedGraph is empty (use Planner::prepare)");
+  return impl_->preload_all({pg}, warm, /*threads=*/1);
 }
 
 PlannerStats Planner::stats() const {

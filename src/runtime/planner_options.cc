@@ -83,5 +83,10 @@ PlannerOptions& PlannerOptions::with_target(std::optional<DeviceProfile> profile
   target = std::move(profile);
   return *this;
 }
+PlannerOptions& PlannerOptions::with_preload(std::vector<Graph> graphs, bool warm) {
+  preload = std::move(graphs);
+  preload_warm = warm;
+  return *this;
+}
 
 }  // namespace kiln

@@ -29,6 +29,12 @@ Status check_planner_options(const PlannerOptions& options) {
     return invalid_argument("PlannerOptions::shadow.rule: " + bad);
   if (options.promote_by == PromoteBy::kTune && t.store && options.store_path.empty())
     return invalid_argument("PromotionTuning::store needs a store: set PlannerOptions::store_path");
+  if (options.preload_threads < 1 || options.preload_threads > 64)
+    return invalid_argument("PlannerOptions::preload_threads must be 1..64, got " +
+                            std::to_string(options.preload_threads));
+  if (!options.preload.empty() && options.target)
+    return invalid_argument("PlannerOptions::preload needs a device: a deviceless Planner (target " +
+                            options.target->gpu_name + ") serves no plans to load");
   return Status::ok();
 }
 

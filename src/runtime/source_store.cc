@@ -86,8 +86,7 @@ StatusOr<std::shared_ptr<const ExecutablePlan>> plan_from_store(PlannerState& st
   return fused;
 }
 
-std::shared_ptr<const ExecutablePlan> hold_stored(PlannerState& state, const std::string& key, const Graph& g,
-                                                  std::string* why, bool* inserted) {
+std::shared_ptr<const ExecutablePlan> load_stored(PlannerState& state, const Graph& g, std::string* why) {
   auto sig = compute_signature(g);
   if (!sig.is_ok()) {
     *why = sig.status().message();
@@ -106,7 +105,14 @@ std::shared_ptr<const ExecutablePlan> hold_stored(PlannerState& state, const std
   }
   Built built{std::move(*stored), PlanSource::kStore, ""};
   shadow_if_any(state, &built, g.name);
-  return state.cache().hold(key, std::move(built.plan), PlanCache::kAnyGeneration, inserted);
+  return std::move(built.plan);
+}
+
+std::shared_ptr<const ExecutablePlan> hold_stored(PlannerState& state, const std::string& key, const Graph& g,
+                                                  std::string* why, bool* inserted) {
+  std::shared_ptr<const ExecutablePlan> plan = load_stored(state, g, why);
+  if (!plan) return nullptr;
+  return state.cache().hold(key, std::move(plan), PlanCache::kAnyGeneration, inserted);
 }
 
 StatusOr<bool> StoreSource::serve(SourceRequest& r, Built* out) {

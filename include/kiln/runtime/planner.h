@@ -87,6 +87,10 @@ class Planner {
   // where padded stopgaps serve, one padded plan runs once (PreloadReport::padded_warmed). It also reads the structure's tuned shapes again (the Planner
   // reads them from the store once per structure, for the padded and bucket sources).
   StatusOr<PreloadReport> preload(const PreparedGraph& graph, bool warm = false);
+  // Waits until create()'s loads of PlannerOptions::preload have finished and says what they loaded (one report for
+  // every listed graph); an empty report when none were listed. obtain() never needs it: a shape being loaded is
+  // waited for. The store's error when its tuned shapes could not be read.
+  StatusOr<PreloadReport> wait_for_preload() const;
 
   // The jobs (tune, compile, re-tune), sharing this Planner's backend (kiln/runtime/workshop.h).
   Workshop& workshop();

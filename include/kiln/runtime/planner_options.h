@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/lower/lower.h"
 #include "kiln/runtime/bucket_policy.h"
@@ -141,6 +142,17 @@ struct PlannerOptions {
   // GPU; the environment is the profile's (fingerprint_for_profile), the store is opened for writing, and
   // obtain(), preload() and the workshop's tune() and retune_queued() are FailedPrecondition.
   std::optional<DeviceProfile> target;
+  // --- Start: the graphs whose stored plans create() starts loading. ---
+  // create() starts loading these graphs' stored plans (each tuned shape current in this environment, as
+  // preload(prepare(g), preload_warm) does) on up to preload_threads threads of its own, and returns without waiting.
+  // An obtain() of a shape being loaded waits for that load rather than loading it again; a shape that does not load
+  // is obtained as if it had never been listed. With preload_warm each plan also runs once on scratch buffers before
+  // any caller gets it, so that no caller's first execution pays its kernels' load. What a service lists: the graphs
+  // it will serve (docs/runtime.md "Cold start"); wait_for_preload() says what was loaded. A graph that fails
+  // validation fails create() (InvalidArgument naming it). Not with a deviceless target.
+  std::vector<Graph> preload;
+  bool preload_warm = true;
+  int preload_threads = 4;  // 1..64
 
   // Presets. serving: a long-lived service, the defaults above (a read-only store, stopgaps promoted in the
   // background, first-use verification, cuDNN primed at create). offline: a job (kiln tune, compile, plans
@@ -166,6 +178,7 @@ struct PlannerOptions {
   PlannerOptions& with_kernel_caches(bool save);
   PlannerOptions& with_handles(int n);
   PlannerOptions& with_target(std::optional<DeviceProfile> profile);
+  PlannerOptions& with_preload(std::vector<Graph> graphs, bool warm = true);
 };
 
 }  // namespace kiln
