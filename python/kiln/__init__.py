@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping, NamedTuple, Union
+from typing import Any, Mapping, NamedTuple, Sequence, Union
 
 from . import _preload
 
@@ -100,17 +100,24 @@ class Planner:
     new shapes, promoted in the background), "tools" or "offline" (tuning). buckets: "batch=pow2;*=exact".
     policy: what a stale stored plan does ("heuristics-and-queue", "retune", "fail"). new_shapes: "stopgap" or
     "build_now". first_use: "verify" or "off". shadow_every: one request in this many also runs the key's plan in
-    shadow, if the store holds one (docs/rollout.md "Shadow sampling"; default 100, 0: never). Needs a GPU:
-    Unavailable on a machine without one.
+    shadow, if the store holds one (docs/rollout.md "Shadow sampling"; default 100, 0: never). preload: the graphs
+    (specs or Graphs) whose stored plans the Planner starts loading as it is made, on threads of its own, each run
+    once before any call gets it unless preload_warm is False; an obtain() of one of them waits for its load
+    (docs/runtime.md "Loading at create"); wait_for_preload() says what was loaded. Needs a GPU: Unavailable on a
+    machine without one.
     """
 
     def __init__(self, store: str | os.PathLike[str] | None = None, *, preset: str = "serving",
                  buckets: str | None = None, policy: str | None = None, new_shapes: str | None = None,
                  promote: bool | None = None, promote_by: str = "build", first_use: str | None = None,
                  writable: bool | None = None, mirror: str | None = None, handles: int = 0,
-                 shadow_every: int | None = None):
+                 shadow_every: int | None = None, preload: Sequence[SpecLike] = (), preload_warm: bool = True):
+        if isinstance(preload, (str, bytes, os.PathLike, Mapping, _kiln.Graph)):
+            raise BadInput("preload: a list of graphs or specs, not one (write preload=[spec])")
+        graphs = [load(g) for g in preload]
         self._p = _kiln.Planner(None if store is None else os.fspath(store), preset, writable, policy, buckets,
-                                new_shapes, promote, promote_by, first_use, mirror, handles, shadow_every)
+                                new_shapes, promote, promote_by, first_use, mirror, handles, shadow_every, graphs,
+                                bool(preload_warm))
 
     def prepare(self, graph: SpecLike) -> "_kiln.PreparedGraph":
         """Validates the graph and computes its signature once: obtain() on the result does no hashing."""
@@ -128,6 +135,11 @@ class Planner:
         """Loads every stored plan of the graph's structure into memory (what a service does at start)."""
         prepared = graph if isinstance(graph, _kiln.PreparedGraph) else self.prepare(graph)
         return self._p.preload(prepared, warm)
+
+    def wait_for_preload(self) -> dict:
+        """Waits for the loads of the graphs given as preload= and says what they loaded: {"loaded", "warmed",
+        "failed", "last_failure", "ms"} (all zero when none were given)."""
+        return self._p.wait_for_preload()
 
     def wait_for_promotions(self) -> None:
         self._p.wait_for_promotions()

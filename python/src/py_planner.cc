@@ -49,7 +49,8 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
                        const std::optional<std::string>& buckets, const std::optional<std::string>& new_shapes,
                        const std::optional<bool>& promote, const std::string& promote_by,
                        const std::optional<std::string>& first_use, const std::optional<std::string>& mirror,
-                       int handles, nb::handle shadow_every) {
+                       int handles, nb::handle shadow_every, const std::vector<const PyGraph*>& preload,
+                       bool preload_warm) {
   const std::string path = text_arg(store.value_or(""), "store");
   PlannerOptions o;
   if (preset == "serving") {
@@ -91,7 +92,23 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
                 std::to_string(std::numeric_limits<int>::max()) + " (0: shadow plans are not run)");
     o.shadow.sample_every = static_cast<int>(n);
   }
+  std::vector<Graph> graphs;
+  for (const PyGraph* g : preload) {
+    if (g == nullptr) bad_input("preload: None is not a graph");
+    graphs.push_back(*g->graph);
+  }
+  if (!graphs.empty()) o.with_preload(std::move(graphs), preload_warm);
   return PyPlanner{std::shared_ptr<Planner>(unlocked<std::unique_ptr<Planner>>([&] { return Planner::create(o); }))};
+}
+
+nb::dict preload_dict(const PreloadReport& rep) {
+  nb::dict d;
+  d["loaded"] = rep.loaded;
+  d["warmed"] = rep.warmed;
+  d["failed"] = rep.failed;
+  d["last_failure"] = rep.last_failure;
+  d["ms"] = rep.ms;
+  return d;
 }
 
 nb::dict stats_dict(const PlannerStats& s) {
@@ -190,7 +207,8 @@ void init_planner(nb::module_& m) {
       .def(nb::new_(&make_planner), "store"_a = nb::none(), "preset"_a = "serving", "writable"_a = nb::none(),
            "policy"_a = nb::none(), "buckets"_a = nb::none(), "new_shapes"_a = nb::none(), "promote"_a = nb::none(),
            "promote_by"_a = "build", "first_use"_a = nb::none(), "mirror"_a = nb::none(), "handles"_a = 0,
-           nb::arg("shadow_every").none() = nb::none())
+           nb::arg("shadow_every").none() = nb::none(), "preload"_a = std::vector<const PyGraph*>{},
+           "preload_warm"_a = true)
       .def("prepare", &prepare, "graph"_a, "Validates the graph and computes its signature once.")
       .def(
           "obtain",
@@ -202,16 +220,15 @@ void init_planner(nb::module_& m) {
       .def(
           "preload",
           [](const PyPlanner& p, const PyPrepared& pg, bool warm) {
-            PreloadReport rep = unlocked<PreloadReport>([&] { return p.planner->preload(pg.prepared, warm); });
-            nb::dict d;
-            d["loaded"] = rep.loaded;
-            d["warmed"] = rep.warmed;
-            d["failed"] = rep.failed;
-            d["last_failure"] = rep.last_failure;
-            d["ms"] = rep.ms;
-            return d;
+            return preload_dict(unlocked<PreloadReport>([&] { return p.planner->preload(pg.prepared, warm); }));
           },
           "graph"_a, "warm"_a = false)
+      .def(
+          "wait_for_preload",
+          [](const PyPlanner& p) {
+            return preload_dict(unlocked<PreloadReport>([&] { return p.planner->wait_for_preload(); }));
+          },
+          "What create()'s loads of the graphs given as preload= loaded, once they are done.")
       .def("wait_for_promotions",
            [](const PyPlanner& p) {
              nb::gil_scoped_release release;

@@ -97,3 +97,27 @@ def test_planner_options_are_checked_before_the_gpu(kwargs, needle):
 def test_shadow_every_takes_an_int_only(value):
     with pytest.raises(TypeError, match="shadow_every"):
         kiln.Planner(shadow_every=value)
+
+
+_EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_preload_takes_a_list_of_graphs_checked_before_the_gpu(tmp_path):
+    # One spec where a list is meant: refused by name (a str would otherwise be read as its characters).
+    with pytest.raises(kiln.BadInput, match="preload: a list of graphs or specs, not one"):
+        kiln.Planner(preload=str(_EXAMPLES / "conv_bias_relu.json"))
+    with pytest.raises(kiln.NotFound):
+        kiln.Planner(preload=[str(tmp_path / "absent.json")])
+    with pytest.raises(kiln.BadInput):
+        kiln.Planner(preload=[{"name": "g", "nodes": []}])
+    try:
+        import torch  # noqa: F401
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
+    except ImportError:
+        pass
+    # Valid graphs (a spec and a Graph) reach the C++ Planner, which needs a GPU.
+    with pytest.raises(kiln.Unavailable):
+        kiln.Planner(preload=[str(_EXAMPLES / "conv_bias_relu.json"),
+                              kiln.load(str(_EXAMPLES / "rms_norm.json"))], preload_warm=False)

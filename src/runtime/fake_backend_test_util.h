@@ -91,9 +91,9 @@ class FakeBackend : public PlanBackend {
     return Status::ok();
   }
   std::mutex mu;
-  std::set<std::string> stored;   // shape keys the "store" has
+  std::set<std::string> stored;      // shape keys the "store" has
   std::function<void()> store_hook;  // called as from_store() starts, outside the lock
-  std::vector<TunedShape> tuned;  // tuned configurations of the structure
+  std::vector<TunedShape> tuned;     // tuned configurations of the structure
   std::atomic<int> store_calls{0}, builds{0}, heuristic_builds{0}, runs{0};
   std::atomic<int> fail_heuristics{0};  // this many heuristic builds fail, then they succeed
   int build_delay_ms = 0;

@@ -213,11 +213,13 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
   // then walk the chain as if it had not been there (the second flight is this call's own or another obtain's).
   for (int attempt = 0; attempt < 2 && !held && r.is_ok() && !r->plan; ++attempt) {
     const uint64_t generation = s.state.cache().generation();
-    r = s.state.cache().single_flight(key, [&] { return s.make(pg, shape, key, generation); }, &leader, &held);
+    r = s.state.cache().single_flight(
+        key, [&] { return s.make(pg, shape, key, generation); }, &leader, &held);
   }
   if (held) return s.served(PlanSource::kMemory, std::move(held), pg.graph->name, t0);
   if (!r.is_ok()) return s.failed(r.status());
-  if (!r->plan) return s.failed(internal_error("graph '" + pg.graph->name + "': no plan after a preload that loaded none"));
+  if (!r->plan)
+    return s.failed(internal_error("graph '" + pg.graph->name + "': no plan after a preload that loaded none"));
   if (leader) return s.served(r->source, r->plan, pg.graph->name, t0, r->why);
   return s.served(PlanSource::kMemory, r->plan, pg.graph->name, t0,
                   "waited for a concurrent build from " + std::string(plan_source_name(r->source)));
