@@ -336,6 +336,9 @@ if want runtime; then
   gtest runtime_gpu_test 'RetuneGpu*:Deviceless*:Store*:FrontendUpgradeCli*:OpCoverage*' 240
   gtest cli_runtime_gpu_test 'RunCli*' 120  # `kiln run` as a user runs it (apps/kiln/tests/runtime/)
 fi
+if want plannergpu; then  # the Planner's GPU tests alone (planner's first step, without its benchmarks)
+  gtest runtime_gpu_test 'PlannerGpu*' 180
+fi
 if want planner; then  # issue 12: the Planner on the GPU, its cold start, and its per-source benchmark
   gtest runtime_gpu_test 'PlannerGpu*' 180
   stamp "cold start"
