@@ -103,6 +103,8 @@ if want attn; then  # issue 36: attention's diagonal band (windows, bottom-right
   gtest validate_gpu_test 'DeviceReference.Sdpa*' 60
   KILN_OPCOV_FILTER=sdpa gtest runtime_gpu_test 'OpCoverage*' 180
   grep -E '^OPCOV' "$out/runtime_gpu_test.log" | tee "$out/attn-opcov.txt"
+  gtest capture_gpu_test 'DecodeLoopGpu*' 120  # a paged decode loop of 100 steps from one CUDA graph
+  grep -E '^\[ decode \]' "$out/capture_gpu_test.log"
 fi
 if want bench; then
   stamp "tuning benchmark"
