@@ -112,12 +112,23 @@ class Planner:
                  promote: bool | None = None, promote_by: str = "build", first_use: str | None = None,
                  writable: bool | None = None, mirror: str | None = None, handles: int = 0,
                  shadow_every: int | None = None, preload: Sequence[SpecLike] = (), preload_warm: bool = True):
-        if isinstance(preload, (str, bytes, os.PathLike, Mapping, _kiln.Graph)):
+        if preload is None:
+            preload = ()
+        if isinstance(preload, (str, bytes, bytearray, memoryview, os.PathLike, Mapping, _kiln.Graph)):
             raise BadInput("preload: a list of graphs or specs, not one (write preload=[spec])")
-        graphs = [load(g) for g in preload]
+        graphs = []
+        for i, g in enumerate(preload):
+            if g is None:
+                raise BadInput(f"preload[{i}]: None is not a graph or a spec")
+            try:
+                graphs.append(load(g))
+            except KilnError as e:
+                raise type(e)(f"preload[{i}]: {e.message}", e.code, e.exit_code) from None
+        if not isinstance(preload_warm, bool):
+            raise TypeError(f"preload_warm: a bool expected, got a {type(preload_warm).__name__}")
         self._p = _kiln.Planner(None if store is None else os.fspath(store), preset, writable, policy, buckets,
                                 new_shapes, promote, promote_by, first_use, mirror, handles, shadow_every, graphs,
-                                bool(preload_warm))
+                                preload_warm)
 
     def prepare(self, graph: SpecLike) -> "_kiln.PreparedGraph":
         """Validates the graph and computes its signature once: obtain() on the result does no hashing."""

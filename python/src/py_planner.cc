@@ -94,11 +94,21 @@ PyPlanner make_planner(const std::optional<std::string>& store, const std::strin
   }
   std::vector<Graph> graphs;
   for (const PyGraph* g : preload) {
-    if (g == nullptr) bad_input("preload: None is not a graph");
+    if (g == nullptr) bad_input("preload[" + std::to_string(graphs.size()) + "]: None is not a graph");
     graphs.push_back(*g->graph);
   }
   if (!graphs.empty()) o.with_preload(std::move(graphs), preload_warm);
-  return PyPlanner{std::shared_ptr<Planner>(unlocked<std::unique_ptr<Planner>>([&] { return Planner::create(o); }))};
+  std::unique_ptr<Planner> made = unlocked<std::unique_ptr<Planner>>([&] { return Planner::create(o); });
+  // A Planner's destructor joins its threads (create()'s loads, promotions, the store watch): never with the GIL
+  // held, which would stop every other Python thread meanwhile.
+  return PyPlanner{std::shared_ptr<Planner>(made.release(), [](Planner* p) {
+    if (PyGILState_Check()) {
+      nb::gil_scoped_release release;
+      delete p;
+    } else {
+      delete p;
+    }
+  })};
 }
 
 nb::dict preload_dict(const PreloadReport& rep) {

@@ -121,3 +121,15 @@ def test_preload_takes_a_list_of_graphs_checked_before_the_gpu(tmp_path):
     with pytest.raises(kiln.Unavailable):
         kiln.Planner(preload=[str(_EXAMPLES / "conv_bias_relu.json"),
                               kiln.load(str(_EXAMPLES / "rms_norm.json"))], preload_warm=False)
+
+
+def test_preload_items_are_named_by_position():
+    with pytest.raises(kiln.BadInput, match=r"preload\[1\]: None is not a graph"):
+        kiln.Planner(preload=[str(_EXAMPLES / "rms_norm.json"), None])
+    with pytest.raises(kiln.NotFound, match=r"preload\[0\]: ") as e:
+        kiln.Planner(preload=["/nonexistent/spec.json"])
+    assert e.value.exit_code == 2 and e.value.code == "NotFound"
+    with pytest.raises(TypeError, match="preload_warm: a bool expected"):
+        kiln.Planner(preload=[str(_EXAMPLES / "rms_norm.json")], preload_warm="no")
+    with pytest.raises(kiln.BadInput, match="not one"):
+        kiln.Planner(preload=bytearray(b"x"))

@@ -131,6 +131,78 @@ StatusOr<std::vector<GraphPart>> decompose_graph(const Graph& graph, DataType ma
   return partition_graph(graph, group_of, materialized);
 }
 
+namespace {
+
+// The reduced axes of node `n` (a reduction) whose extent in its input is not 1, and how many input elements each
+// output value reads.
+std::vector<int> wide_axes(const Graph& g, const Node& n, int64_t* per_output) {
+  const TensorDesc& in = g.tensors[static_cast<size_t>(n.inputs[0])];
+  std::vector<int> axes;
+  *per_output = 1;
+  for (int a : n.reduction.axes) {
+    if (a < 0 || static_cast<size_t>(a) >= in.dims.size()) continue;
+    const int64_t e = in.dims[static_cast<size_t>(a)].value;
+    *per_output *= e;
+    if (e != 1) axes.push_back(a);
+  }
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+std::string unused_name(const Graph& g, std::string name) {
+  auto taken = [&](const std::string& s) {
+    for (const TensorDesc& t : g.tensors)
+      if (t.name == s) return true;
+    for (const Node& n : g.nodes)
+      if (n.name == s) return true;
+    return false;
+  };
+  while (taken(name)) name += "_";
+  return name;
+}
+
+}  // namespace
+
+StatusOr<Decomposition> unfused_decomposition(const Graph& graph, DataType materialized) {
+  Decomposition d;
+  d.graph = graph;
+  Graph& g = d.graph;
+  bool rewritten = false;
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node n = g.nodes[ni];
+    const ReductionMode m = n.reduction.mode;
+    if (n.op != OpKind::kReduction || m == ReductionMode::kSum || n.inputs.size() != 1 || n.outputs.size() != 1)
+      continue;
+    int64_t per_output = 1;
+    const std::vector<int> axes = wide_axes(g, n, &per_output);
+    if (axes.size() < 2 || per_output <= kWideReduction) continue;
+    // First the innermost wide axis, into a new intermediate (its dims and dtype inferred); then the node itself,
+    // over the rest of its axes, from that intermediate.
+    TensorDesc partial;
+    partial.name = unused_name(g, g.tensors[static_cast<size_t>(n.outputs[0])].name + ".partial");
+    const int t = static_cast<int>(g.tensors.size());
+    g.tensors.push_back(partial);
+    Node first = n;
+    first.name = unused_name(g, n.name + ".inner");
+    first.reduction.axes = {axes.back()};
+    first.outputs = {t};
+    Node rest = n;
+    rest.inputs = {t};
+    rest.reduction.axes.erase(std::remove(rest.reduction.axes.begin(), rest.reduction.axes.end(), axes.back()),
+                              rest.reduction.axes.end());
+    g.nodes[ni] = rest;
+    g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(ni), first);
+    ++ni;  // past the node just rewritten
+    rewritten = true;
+  }
+  if (rewritten) {
+    Status st = validate_graph(g);
+    if (!st.is_ok()) return st.with_context("graph '" + graph.name + "' with its wide reductions split");
+  }
+  KILN_ASSIGN_OR_RETURN(d.parts, decompose_graph(g, materialized));
+  return d;
+}
+
 int64_t entrance_node_count(const Graph& graph) {
   const GraphRoles roles(graph);
   int64_t n = 0;

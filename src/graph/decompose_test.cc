@@ -173,3 +173,75 @@ TEST(Decompose, APartsInputsKeepTheirExtentsWhereTheGraphDerivedThem) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// matmul [1,m,k] x [1,k,n] then the AMAX of its output (reduction mode `mode`, every axis).
+Graph matmul_then(int64_t m, int64_t k, int64_t n, const std::string& mode) {
+  const std::string spec = R"({"name": "mm_)" + mode + R"(", "io_dtype": "bf16", "intermediate_dtype": "fp32",
+    "compute_dtype": "fp32",
+    "tensors": {"a": {"dims": [1, )" +
+                           std::to_string(m) + ", " + std::to_string(k) + R"(]},
+                "b": {"dims": [1, )" +
+                           std::to_string(k) + ", " + std::to_string(n) + R"(]},
+                "r": {"dims": [1, 1, 1], "dtype": "fp32"}},
+    "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["y"]},
+              {"name": "red", "op": "reduce_)" +
+                           mode + R"(", "inputs": ["y"], "outputs": ["r"], "axes": [0, 1, 2]}],
+    "outputs": ["y", "r"]})";
+  auto g = parse_spec_string(spec, "mm.json");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  return g.is_ok() ? std::move(g).value() : Graph{};
+}
+
+}  // namespace
+
+// cuDNN refuses to launch a lone AMAX of 8192x8192 (bench/results/h100/fp8-parts): the unfused alternative reduces the
+// rows first, then the row maxima, and every tensor of the graph keeps its index.
+TEST(UnfusedDecomposition, AWideAmaxIsReducedInTwoSteps) {
+  Graph g = matmul_then(8192, 64, 8192, "amax");
+  auto d = unfused_decomposition(g, DataType::kBFloat16);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  ASSERT_EQ(d->parts.size(), 3u);
+  EXPECT_EQ(d->parts[0].graph.name, "mm_amax/mm");
+  EXPECT_EQ(d->parts[1].graph.name, "mm_amax/red.inner");
+  EXPECT_EQ(d->parts[2].graph.name, "mm_amax/red");
+  ASSERT_EQ(d->graph.tensors.size(), g.tensors.size() + 1);
+  for (size_t i = 0; i < g.tensors.size(); ++i) EXPECT_EQ(d->graph.tensors[i].name, g.tensors[i].name) << i;
+  EXPECT_EQ(d->graph.outputs, g.outputs);
+  const int partial = static_cast<int>(g.tensors.size());
+  const TensorDesc& p = d->graph.tensors[static_cast<size_t>(partial)];
+  EXPECT_EQ(p.name, "r.partial");
+  EXPECT_EQ(p.shape(), (std::vector<int64_t>{1, 8192, 1}));
+  // The inner step writes it over the innermost axis; the node itself reads it over the rest.
+  const Graph& inner = d->parts[1].graph;
+  ASSERT_EQ(inner.nodes.size(), 1u);
+  EXPECT_EQ(inner.nodes[0].reduction.axes, std::vector<int>{2});
+  EXPECT_EQ(inner.nodes[0].reduction.mode, ReductionMode::kAmax);
+  EXPECT_EQ(d->parts[1].tensor_map[static_cast<size_t>(inner.outputs[0])], partial);
+  const Graph& rest = d->parts[2].graph;
+  EXPECT_EQ(rest.nodes[0].reduction.axes, (std::vector<int>{0, 1}));
+  EXPECT_EQ(d->parts[2].tensor_map[static_cast<size_t>(rest.nodes[0].inputs[0])], partial);
+  EXPECT_EQ(rest.tensors[static_cast<size_t>(rest.outputs[0])].shape(), (std::vector<int64_t>{1, 1, 1}));
+}
+
+TEST(UnfusedDecomposition, NarrowReductionsAndSumsStayWhole) {
+  // 16 x 8192 = 131072 elements per output value: at most kWideReduction, one step (cuDNN runs it alone).
+  auto narrow = unfused_decomposition(matmul_then(16, 64, 8192, "amax"), DataType::kBFloat16);
+  ASSERT_TRUE(narrow.is_ok()) << narrow.status().to_string();
+  EXPECT_EQ(narrow->parts.size(), 2u);
+  // A sum in two steps would round differently: never split, however wide.
+  Graph sum = matmul_then(8192, 64, 8192, "sum");
+  auto whole = unfused_decomposition(sum, DataType::kBFloat16);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  EXPECT_EQ(whole->parts.size(), 2u);
+  EXPECT_EQ(whole->graph.tensors.size(), sum.tensors.size());
+  for (const std::string mode : {"max", "min"}) {
+    auto split = unfused_decomposition(matmul_then(8192, 64, 8192, mode), DataType::kBFloat16);
+    ASSERT_TRUE(split.is_ok()) << split.status().to_string();
+    EXPECT_EQ(split->parts.size(), 3u) << mode;
+  }
+}
+
+}  // namespace kiln

@@ -4,8 +4,10 @@
 // cuDNN: plans come from a PlanBackend (planner_cudnn.cc on the GPU, a fake in host tests).
 #include "kiln/runtime/planner.h"
 
+#include <algorithm>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "kiln/core/log.h"
@@ -146,19 +148,25 @@ std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBacken
     for (const Graph& g : options.preload) {
       StatusOr<PreparedGraph> pg = runtime_detail::prepare_graph(g);
       if (pg.is_ok()) graphs.push_back(std::move(*pg));
-      else if (bad.is_ok()) bad = pg.status();
+      else if (bad.is_ok()) bad = pg.status().with_context("PlannerOptions::preload, graph '" + g.name + "'");
     }
     auto done = std::make_shared<std::promise<StatusOr<PreloadReport>>>();
     impl->loaded = done->get_future().share();
     Impl* i = impl.get();
-    impl->loader = std::thread([i, graphs = std::move(graphs), bad, done] {
-      StatusOr<PreloadReport> rep = i->preload_all(graphs, i->options().preload_warm, i->options().preload_threads);
-      if (rep.is_ok() && !bad.is_ok()) {
-        ++rep->failed;
-        rep->last_failure = bad.message();
-      }
-      done->set_value(std::move(rep));
-    });
+    try {
+      impl->loader = std::thread([i, graphs = std::move(graphs), bad, done] {
+        StatusOr<PreloadReport> rep = catch_exceptions("loading PlannerOptions::preload", [&] {
+          return i->preload_all(graphs, i->options().preload_warm, i->options().preload_threads);
+        });
+        if (rep.is_ok() && !bad.is_ok()) {
+          ++rep->failed;
+          rep->last_failure = bad.message();
+        }
+        done->set_value(std::move(rep));
+      });
+    } catch (const std::exception& e) {  // no thread: nothing is preloaded, and wait_for_preload() says why
+      done->set_value(unavailable(std::string("PlannerOptions::preload: no thread to load on: ") + e.what()));
+    }
   }
   return std::unique_ptr<Planner>(new Planner(std::move(impl)));
 }
@@ -209,17 +217,21 @@ StatusOr<Obtained> Planner::obtain(const PreparedGraph& pg, const std::map<std::
   bool leader = false;
   std::shared_ptr<const ExecutablePlan> held;
   StatusOr<Built> r = Built{};
-  // Twice at most: a preload of this key that found nothing to load hands its waiters an empty Built, and they
-  // then walk the chain as if it had not been there (the second flight is this call's own or another obtain's).
-  for (int attempt = 0; attempt < 2 && !held && r.is_ok() && !r->plan; ++attempt) {
+  // A preload of this key that found nothing to load (or whose plan the store replaced meanwhile) hands its waiters an
+  // empty Built: they walk the chain as if it had not been there. Each empty result is a flight that ended; after a
+  // few (a graph preloaded twice, a user's preload() beside create()'s) this call walks the chain itself.
+  for (int attempt = 0; !held && r.is_ok() && !r->plan; ++attempt) {
     const uint64_t generation = s.state.cache().generation();
+    if (attempt == 8) {
+      leader = true;
+      r = s.make(pg, shape, key, generation);
+      break;
+    }
     r = s.state.cache().single_flight(
         key, [&] { return s.make(pg, shape, key, generation); }, &leader, &held);
   }
   if (held) return s.served(PlanSource::kMemory, std::move(held), pg.graph->name, t0);
   if (!r.is_ok()) return s.failed(r.status());
-  if (!r->plan)
-    return s.failed(internal_error("graph '" + pg.graph->name + "': no plan after a preload that loaded none"));
   if (leader) return s.served(r->source, r->plan, pg.graph->name, t0, r->why);
   return s.served(PlanSource::kMemory, r->plan, pg.graph->name, t0,
                   "waited for a concurrent build from " + std::string(plan_source_name(r->source)));
@@ -280,15 +292,27 @@ void Planner::Impl::preload_shape(const PreparedGraph& pg, const TunedShape& t, 
   StatusOr<Built> r = state.cache().single_flight(
       key,
       [&]() -> StatusOr<Built> {
-        std::shared_ptr<const ExecutablePlan> plan = runtime_detail::load_stored(state, *g, &miss);
-        if (!plan) return Built{};  // nothing loaded: a waiting obtain() walks the chain itself
-        if (warm) {
-          Status w = state.backend().warm_up(*plan);
-          warmed = w.is_ok();
-          if (!warmed) warm_failure = w.message();  // held all the same: it runs, just not warm
-        }
-        state.cache().hold(key, plan, PlanCache::kAnyGeneration, &inserted);
-        return Built{std::move(plan), PlanSource::kStore, ""};
+        return catch_exceptions("preloading graph '" + g->name + "'", [&]() -> StatusOr<Built> {
+          // The generation before the read: a notice or a job's forget during the load or the warm-up makes the plan
+          // stale, and it is not held (the next obtain reads the store again).
+          const uint64_t generation = state.cache().generation();
+          std::shared_ptr<const ExecutablePlan> plan = runtime_detail::load_stored(state, *g, &miss);
+          if (!plan) return Built{};  // nothing loaded: a waiting obtain() walks the chain itself
+          if (warm) {
+            Status w = state.backend().warm_up(*plan);
+            warmed = w.is_ok();
+            if (!warmed) warm_failure = w.message().empty() ? "failed" : w.message();  // held all the same
+          }
+          std::shared_ptr<const ExecutablePlan> now = state.cache().hold(key, plan, generation, &inserted);
+          if (!now) {
+            miss = "the store changed while it loaded: not held";
+            return Built{};
+          }
+          // Held first by a source that loads without the single flight (a padded or split stopgap's tuned shape):
+          // that plan, warmed too, is the one callers get.
+          if (!inserted && warm && now != plan) (void)state.backend().warm_up(*now);
+          return Built{std::move(now), PlanSource::kStore, ""};
+        });
       },
       &leader, &held);
   if (!leader) return;  // held meanwhile, or another thread's load or build of this shape
@@ -311,10 +335,19 @@ StatusOr<PreloadReport> Planner::Impl::preload_all(const std::vector<PreparedGra
   };
   std::vector<Job> jobs;
   std::vector<std::vector<TunedShape>> tuned(graphs.size());
-  for (size_t i = 0; i < graphs.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(tuned[i], state.tuned_shapes(graphs[i].signature, /*refresh=*/true));
+  std::set<std::string> keys;  // a graph listed twice (or two of one key) is loaded once
+  for (size_t i = 0; i < graphs.size() && !stop_loading.load(); ++i) {
+    StatusOr<std::vector<TunedShape>> shapes = state.tuned_shapes(graphs[i].signature, /*refresh=*/true);
+    if (!shapes.is_ok()) {  // that graph's loads only: the others go on
+      if (graphs.size() == 1) return shapes.status();
+      ++rep.failed;
+      rep.last_failure = "graph '" + graphs[i].graph->name + "': " + shapes.status().message();
+      continue;
+    }
+    tuned[i] = std::move(*shapes);
     for (const TunedShape& t : tuned[i])
-      if (t.shape.size() == graphs[i].shape.size()) jobs.push_back({&graphs[i], t});
+      if (t.shape.size() == graphs[i].shape.size() && keys.insert(PlanCache::key(graphs[i], t.shape)).second)
+        jobs.push_back({&graphs[i], t});
   }
   // Each thread takes the next shape; their reports are summed (the last failure is any thread's last).
   std::atomic<size_t> next{0};
@@ -330,8 +363,14 @@ StatusOr<PreloadReport> Planner::Impl::preload_all(const std::vector<PreparedGra
     if (!mine.last_failure.empty()) rep.last_failure = mine.last_failure;
   };
   std::vector<std::thread> pool;
-  const size_t n = std::min(jobs.size(), static_cast<size_t>(std::max(threads, 1)));
-  for (size_t k = 1; k < n; ++k) pool.emplace_back(work);
+  const size_t n = std::min(jobs.size(), static_cast<size_t>(std::clamp(threads, 1, 64)));
+  for (size_t k = 1; k < n; ++k) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::exception&) {  // no more threads: the ones made (and this one) do the rest
+      break;
+    }
+  }
   work();
   for (std::thread& th : pool) th.join();
   if (warm && !stop_loading.load()) {
@@ -340,7 +379,7 @@ StatusOr<PreloadReport> Planner::Impl::preload_all(const std::vector<PreparedGra
       ++rep.failed;
       rep.last_failure = "warm-up of the handles: " + h.message();
     }
-    for (size_t i = 0; i < graphs.size(); ++i) {
+    for (size_t i = 0; i < graphs.size() && !stop_loading.load(); ++i) {
       std::string why;
       if ((o.padded || o.split) && o.new_shapes == NewShapes::kStopgap && !graphs[i].shape.empty())
         rep.padded_warmed = chain.padded().warm(graphs[i], tuned[i], &why) || rep.padded_warmed;

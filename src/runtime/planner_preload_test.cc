@@ -171,6 +171,72 @@ TEST(PlannerPreload, APlannerDestroyedWhileLoadingStopsTheLoadsNotYetStarted) {
   EXPECT_LT(ms, 400) << "the Planner waited for every load";
 }
 
+// A store notice (another host promoted or rolled back the plan) that arrives while a plan is being loaded and warmed
+// makes that plan stale: it is not held, and the next obtain() reads the store again.
+class NoticeBackend : public FakeBackend {
+ public:
+  std::mutex notices_mu;
+  std::vector<StoredPlanKey> notices;
+  std::atomic<int> polls{0};
+  StatusOr<std::vector<StoredPlanKey>> changed_plans() override {
+    ++polls;
+    std::lock_guard<std::mutex> lock(notices_mu);
+    std::vector<StoredPlanKey> out;
+    out.swap(notices);
+    return out;
+  }
+};
+
+TEST(PlannerPreload, ANoticeDuringTheLoadLeavesThePlanUnheld) {
+  auto b = std::make_unique<NoticeBackend>();
+  NoticeBackend* be = b.get();
+  be->stored = {"tokens=128"};
+  tuned(*be, {128});
+  be->warm_delay_ms = 300;
+  PlannerOptions o;
+  o.store_path = "postgresql://kiln@db/plans";  // a watched store (the fake answers the notices)
+  o.store_watch_s = 0.02;
+  o.new_shapes = NewShapes::kBuildNow;
+  o.with_preload({token_graph()});
+  auto p = Planner::create_with_backend(std::move(b), o);
+  auto pg = p->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  while (be->store_calls.load() == 0) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // warming up now
+  {
+    std::lock_guard<std::mutex> lock(be->notices_mu);
+    be->notices.push_back({pg->signature.structure, "tokens=128", "fp"});
+  }
+  const int until = be->polls.load() + 3;
+  while (be->polls.load() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto rep = p->wait_for_preload();
+  ASSERT_TRUE(rep.is_ok());
+  EXPECT_EQ(p->stats().store_notices, 1);
+  EXPECT_EQ(rep->loaded, 0);
+  EXPECT_NE(rep->last_failure.find("the store changed while it loaded"), std::string::npos) << rep->last_failure;
+  const int reads = be->store_calls.load();
+  auto got = p->obtain(*pg, {{"tokens", 128}});
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->source, PlanSource::kStore) << "the plan read before the notice was held: " << got->why;
+  EXPECT_EQ(be->store_calls.load(), reads + 1);
+}
+
+TEST(PlannerPreload, AGraphListedTwiceIsLoadedOnce) {
+  auto b = std::make_unique<FakeBackend>();
+  FakeBackend* be = b.get();
+  be->stored = {"tokens=128"};
+  tuned(*be, {128});
+  PlannerOptions o;
+  o.new_shapes = NewShapes::kBuildNow;
+  o.with_preload({token_graph(), token_graph()});
+  auto p = Planner::create_with_backend(std::move(b), o);
+  auto rep = p->wait_for_preload();
+  ASSERT_TRUE(rep.is_ok());
+  EXPECT_EQ(rep->loaded, 1);
+  EXPECT_EQ(rep->failed, 0) << rep->last_failure;
+  EXPECT_EQ(be->store_calls.load(), 1);
+}
+
 TEST(PlannerPreload, CreateRefusesBadOptionsBeforeAnyDeviceWork) {
   PlannerOptions o;
   o.preload_threads = 0;
