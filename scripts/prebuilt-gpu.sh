@@ -185,11 +185,13 @@ PY
       echo "== $name $mode"; cat "$out/coldprof/$name-$mode.txt"
     done
     # The spec listed in PlannerOptions::preload: create() starts loading and warming it (twice: new processes).
-    for rep in 1 2; do
+    # --app-work-ms: the first obtain at once after create, and 40 ms later (an application's own start between).
+    for work in 0 40 40; do
       timeout 60 "$build/benchmarks/planner_cold_start" --store "$out/coldprof/cs.db" --spec "$spec" --mode planner \
-        --context-first --preload >"$out/coldprof/$name-preload$rep.txt" 2>&1; check $? "planner_cold_start $name preload"
-      echo "== $name planner --preload ($rep)"; cat "$out/coldprof/$name-preload$rep.txt"
+        --context-first --preload --app-work-ms $work >>"$out/coldprof/$name-preload.txt" 2>&1
+      check $? "planner_cold_start $name preload"
     done
+    echo "== $name planner --preload (app work 0, 40, 40 ms)"; cat "$out/coldprof/$name-preload.txt"
   done
   # Several stored shapes of one dynamic structure loaded at create on 1 and on 4 threads: do cuDNN's deserializes
   # run side by side? (The preload report's ms is the load's wall time.)
@@ -212,7 +214,7 @@ PY
   done
   for threads in 1 4; do
     KILN_PRELOAD_THREADS=$threads timeout 60 "$build/benchmarks/planner_cold_start" --store "$out/coldprof/dyn.db" \
-      --spec "$out/coldprof/dyn_65536.json" --mode planner --context-first --preload \
+      --spec "$out/coldprof/dyn_65536.json" --mode planner --context-first --preload --app-work-ms 150 \
       >"$out/coldprof/dyn-preload-t$threads.txt" 2>&1; check $? "planner_cold_start dyn preload t$threads"
     echo "== dynamic rms_norm, 4 stored shapes, preload on $threads thread(s)"; cat "$out/coldprof/dyn-preload-t$threads.txt"
   done

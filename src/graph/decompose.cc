@@ -200,6 +200,21 @@ StatusOr<Decomposition> unfused_decomposition(const Graph& graph, DataType mater
     if (!st.is_ok()) return st.with_context("graph '" + graph.name + "' with its wide reductions split");
   }
   KILN_ASSIGN_OR_RETURN(d.parts, decompose_graph(g, materialized));
+  // The partial results stay fp32 between the two steps whatever `materialized` is: cuDNN has no lone reduction
+  // engine that writes fp16 or bf16 (lower/engine_coverage.cc reduction_output_not_fp32), and fp32 holds every
+  // value of the input exactly.
+  const int first_new = static_cast<int>(graph.tensors.size());
+  for (GraphPart& part : d.parts) {
+    bool changed = false;
+    for (size_t t = 0; t < part.graph.tensors.size(); ++t) {
+      if (part.tensor_map[t] < first_new) continue;
+      part.graph.tensors[t].dtype = DataType::kFloat32;
+      changed = true;
+    }
+    if (!changed) continue;
+    Status st = validate_graph(part.graph);
+    if (!st.is_ok()) return st.with_context("part '" + part.graph.name + "'");
+  }
   return d;
 }
 

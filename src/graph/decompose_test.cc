@@ -220,9 +220,13 @@ TEST(UnfusedDecomposition, AWideAmaxIsReducedInTwoSteps) {
   EXPECT_EQ(inner.nodes[0].reduction.axes, std::vector<int>{2});
   EXPECT_EQ(inner.nodes[0].reduction.mode, ReductionMode::kAmax);
   EXPECT_EQ(d->parts[1].tensor_map[static_cast<size_t>(inner.outputs[0])], partial);
+  // fp32 between the steps (cuDNN has no lone reduction writing bf16), though other intermediates are bf16.
+  EXPECT_EQ(inner.dtype_of(inner.outputs[0]), DataType::kFloat32);
+  EXPECT_EQ(d->parts[0].graph.dtype_of(d->parts[0].graph.outputs[0]), DataType::kBFloat16);
   const Graph& rest = d->parts[2].graph;
   EXPECT_EQ(rest.nodes[0].reduction.axes, (std::vector<int>{0, 1}));
   EXPECT_EQ(d->parts[2].tensor_map[static_cast<size_t>(rest.nodes[0].inputs[0])], partial);
+  EXPECT_EQ(rest.dtype_of(rest.nodes[0].inputs[0]), DataType::kFloat32);
   EXPECT_EQ(rest.tensors[static_cast<size_t>(rest.outputs[0])].shape(), (std::vector<int64_t>{1, 1, 1}));
 }
 

