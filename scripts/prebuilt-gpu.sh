@@ -162,7 +162,8 @@ if want coldprof; then  # issue 37: where a stored plan's start goes, driver cal
 import json, os, sys
 sys.path.insert(0, "bench/suite")
 import shapes
-want = {"rms_norm_65536x1024", "matmul_bias_gelu_2048x4096x16384", "conv_bias_relu_3x3_64to64_56_n32"}
+want = set(os.environ.get("KILN_COLDPROF_IDS", "rms_norm_65536x1024,matmul_bias_gelu_2048x4096x16384,"
+                                                "conv_bias_relu_3x3_64to64_56_n32").split(","))
 for c in shapes.cases():
     if c["id"] in want:
         with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
