@@ -205,6 +205,25 @@ class FakeBackend : public PlanBackend {
   }
 };
 
+// A FakeBackend whose store hands out the notices queued in `notices`, once each.
+class NoticeBackend : public FakeBackend {
+ public:
+  std::mutex notices_mu;
+  std::vector<StoredPlanKey> notices;
+  std::atomic<int> polls{0};
+  StatusOr<std::vector<StoredPlanKey>> changed_plans() override {
+    ++polls;
+    std::lock_guard<std::mutex> lock(notices_mu);
+    std::vector<StoredPlanKey> out;
+    out.swap(notices);
+    return out;
+  }
+  void notice(const StoredPlanKey& k) {
+    std::lock_guard<std::mutex> lock(notices_mu);
+    notices.push_back(k);
+  }
+};
+
 struct Fixture {
   FakeBackend* backend = nullptr;
   std::unique_ptr<Planner> planner;

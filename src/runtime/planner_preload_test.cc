@@ -10,6 +10,7 @@ namespace kiln {
 namespace {
 
 using planner_fake::FakeBackend;
+using planner_fake::NoticeBackend;
 
 struct Started {
   FakeBackend* backend = nullptr;
@@ -173,20 +174,6 @@ TEST(PlannerPreload, APlannerDestroyedWhileLoadingStopsTheLoadsNotYetStarted) {
 
 // A store notice (another host promoted or rolled back the plan) that arrives while a plan is being loaded and warmed
 // makes that plan stale: it is not held, and the next obtain() reads the store again.
-class NoticeBackend : public FakeBackend {
- public:
-  std::mutex notices_mu;
-  std::vector<StoredPlanKey> notices;
-  std::atomic<int> polls{0};
-  StatusOr<std::vector<StoredPlanKey>> changed_plans() override {
-    ++polls;
-    std::lock_guard<std::mutex> lock(notices_mu);
-    std::vector<StoredPlanKey> out;
-    out.swap(notices);
-    return out;
-  }
-};
-
 TEST(PlannerPreload, ANoticeDuringTheLoadLeavesThePlanUnheld) {
   auto b = std::make_unique<NoticeBackend>();
   NoticeBackend* be = b.get();
@@ -203,10 +190,7 @@ TEST(PlannerPreload, ANoticeDuringTheLoadLeavesThePlanUnheld) {
   ASSERT_TRUE(pg.is_ok());
   while (be->store_calls.load() == 0) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // warming up now
-  {
-    std::lock_guard<std::mutex> lock(be->notices_mu);
-    be->notices.push_back({pg->signature.structure, "tokens=128", "fp"});
-  }
+  be->notice({pg->signature.structure, "tokens=128", "fp"});
   const int until = be->polls.load() + 3;
   while (be->polls.load() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   auto rep = p->wait_for_preload();

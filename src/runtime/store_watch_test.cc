@@ -13,25 +13,6 @@ namespace {
 
 using namespace planner_fake;  // NOLINT(build/namespaces): the shared fakes
 
-// A FakeBackend whose store hands out the notices queued in `notices`, once each.
-class NoticeBackend : public FakeBackend {
- public:
-  std::mutex notices_mu;
-  std::vector<StoredPlanKey> notices;
-  std::atomic<int> polls{0};
-  StatusOr<std::vector<StoredPlanKey>> changed_plans() override {
-    ++polls;
-    std::lock_guard<std::mutex> lock(notices_mu);
-    std::vector<StoredPlanKey> out;
-    out.swap(notices);
-    return out;
-  }
-  void notice(const StoredPlanKey& k) {
-    std::lock_guard<std::mutex> lock(notices_mu);
-    notices.push_back(k);
-  }
-};
-
 struct WatchFixture {
   NoticeBackend* backend = nullptr;
   std::unique_ptr<Planner> planner;
