@@ -78,8 +78,7 @@ StatusOr<KeptPlan> keep(PlanBackend& b, const Graph& graph, const PlanRecord& re
 Status keep_unfused(PlanBackend& b, const Graph& g, const GraphSignature& sig, const EnvFingerprint& env,
                     const TunedGraph& tuned, FusionPolicy policy, const Forget& forget, TunedGraph* out) {
   const UnfusedResult& u = *tuned.unfused;
-  KILN_ASSIGN_OR_RETURN(Decomposition d, unfused_decomposition(g, u.materialized));
-  const std::vector<GraphPart>& parts = d.parts;
+  KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(g, u.materialized));
   if (parts.size() != u.parts.size())
     return internal_error("the graph decomposed into " + std::to_string(parts.size()) + " parts, " +
                           std::to_string(u.parts.size()) + " were tuned");

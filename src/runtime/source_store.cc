@@ -16,12 +16,11 @@ std::shared_ptr<const ExecutablePlan> unfused_from_store(PlannerState& state, co
     *refused = "its intermediates' dtype '" + d.materialized + "' is unknown";
     return nullptr;
   }
-  auto dec = unfused_decomposition(g, *dtype);
-  if (!dec.is_ok()) {
-    *refused = dec.status().message();
+  auto parts = decompose_graph(g, *dtype);
+  if (!parts.is_ok()) {
+    *refused = parts.status().message();
     return nullptr;
   }
-  const std::vector<GraphPart>* parts = &dec->parts;
   if (parts->size() != d.parts.size()) {
     *refused = "the graph has " + std::to_string(parts->size()) + " parts, the decision lists " +
                std::to_string(d.parts.size());
@@ -49,8 +48,7 @@ std::shared_ptr<const ExecutablePlan> unfused_from_store(PlannerState& state, co
     }
     plans.push_back(std::move(*plan));
   }
-  // The rewritten graph (the same inputs and outputs, with what it added inside): the chain binds as `g` does.
-  auto chain = make_unfused_plan(dec->graph, sig, *parts, std::move(plans), PlanSource::kStore);
+  auto chain = make_unfused_plan(g, sig, *parts, std::move(plans), PlanSource::kStore);
   if (!chain.is_ok()) {
     *refused = chain.status().message();
     return nullptr;

@@ -58,8 +58,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   };
   UnfusedResult r;
   r.materialized = options.materialized.value_or(graph.io_dtype);
-  KILN_ASSIGN_OR_RETURN(Decomposition d, unfused_decomposition(graph, r.materialized));
-  std::vector<GraphPart> parts = d.parts;
+  KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(graph, r.materialized));
 
   // 1. Each part tuned as a graph of its own, within what is left of the budget.
   TuneOptions po = part_options(options.tune);
@@ -117,8 +116,7 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
                           LoweredGraph::deserialize(parts[i].graph, handle.get(), r.parts[i].tune.winner_plan));
     plans.push_back(std::move(plan));
   }
-  // On the rewritten graph (wide reductions split): its inputs and outputs are the graph's, at the same indices.
-  KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(d.graph, std::move(parts), std::move(plans), eval->buffers));
+  KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(graph, std::move(parts), std::move(plans), eval->buffers));
   r.intermediate_bytes = chain.intermediate_bytes();
   auto run_chain = [&](cudaStream_t) { return chain.run(handle.get()); };
 

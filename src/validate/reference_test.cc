@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "kiln/graph/decompose.h"
 #include "kiln/spec/spec.h"
 #include "kiln/validate/reference.h"
 #include "validate/test_graphs.h"
@@ -664,40 +663,6 @@ TEST(RandomInputs, DeterministicWithRangesPerConsumer) {
     EXPECT_LE(v, 1.5);
   }
   for (double v : r1->at(b).values()) EXPECT_LE(std::fabs(v), 0.5);
-}
-
-}  // namespace
-}  // namespace kiln
-
-namespace kiln {
-namespace {
-
-// The unfused alternative's rewrite of a wide max/min/amax (kiln/graph/decompose.h unfused_decomposition: the
-// innermost axis first, then the rest) computes what the graph computes, exactly, on the host reference.
-TEST(HostReference, AWideReductionSplitInTwoStepsIsExact) {
-  for (const std::string mode : {"amax", "max", "min"}) {
-    SCOPED_TRACE(mode);
-    const std::string spec = R"({"name": "red", "io_dtype": "bf16", "intermediate_dtype": "fp32",
-      "compute_dtype": "fp32", "tensors": {"x": {"dims": [2, 1030, 1100]}, "r": {"dims": [2, 1, 1], "dtype": "fp32"}},
-      "nodes": [{"name": "red", "op": "reduce_)" +
-                             mode + R"(", "inputs": ["x"], "outputs": ["r"], "axes": [1, 2]}],
-      "outputs": ["r"]})";
-    auto g = parse_spec_string(spec, "red.json");
-    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
-    auto d = unfused_decomposition(*g, DataType::kFloat32);
-    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
-    ASSERT_EQ(d->parts.size(), 2u) << "1030 x 1100 elements per output: wide, split";
-    for (uint64_t seed : {1, 2, 3}) {
-      auto in = make_random_inputs(*g, seed);
-      ASSERT_TRUE(in.is_ok());
-      auto want = run_host_reference(*g, *in);
-      auto got = run_host_reference(d->graph, *in);
-      ASSERT_TRUE(want.is_ok() && got.is_ok());
-      ASSERT_EQ(want->size(), 1u);
-      ASSERT_EQ(got->size(), 1u);
-      EXPECT_EQ((*want)[0].values(), (*got)[0].values()) << "seed " << seed;
-    }
-  }
 }
 
 }  // namespace

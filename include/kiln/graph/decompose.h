@@ -61,19 +61,4 @@ int64_t max_tensor_readers(const Graph& graph);
 // InvalidArgument when a part does not validate (the message names the part).
 StatusOr<std::vector<GraphPart>> decompose_graph(const Graph& graph, DataType materialized);
 
-// What the unfused alternative runs (kiln/tune/unfused.h, and the chain a stored fusion decision serves): `graph`
-// rewritten so that cuDNN can run each node alone, and its parts (decompose_graph of the rewritten graph). The one
-// rewrite: a max, min or amax reduction reading more than kWideReduction elements per output value over two or more
-// axes that are not 1 becomes two reductions, the innermost such axis first (into a new intermediate named
-// "<output>.partial"), then the rest. cuDNN's engines refuse to launch a lone reduction of every element of
-// 8192x8192 (bench/results/h100/fp8-parts), and a max in two steps equals the max in one (a sum's rounding would
-// change: sums stay whole). Every tensor of `graph` keeps its index in the rewritten graph (new tensors come
-// after), so a part's tensor_map holds for both where it maps below graph.tensors.size().
-inline constexpr int64_t kWideReduction = int64_t{1} << 20;
-struct Decomposition {
-  Graph graph;  // `graph`, rewritten (validated)
-  std::vector<GraphPart> parts;
-};
-StatusOr<Decomposition> unfused_decomposition(const Graph& graph, DataType materialized);
-
 }  // namespace kiln
