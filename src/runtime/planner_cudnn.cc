@@ -245,6 +245,7 @@ class CudnnPlanBackend : public PlanBackend {
     KILN_RETURN_IF_ERROR(store_status);
     if (!env.device_status.is_ok()) return env.device_status.with_context("kiln::Planner needs a GPU");
     b->env_ = env.fingerprint;
+    KILN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&b->device_));
     KILN_ASSIGN_OR_RETURN(b->pool_, std::move(pool));
     if (to_create) {
       KILN_ASSIGN_OR_RETURN(b->store_, PlanStore::open(o.store_path));
@@ -401,6 +402,7 @@ class CudnnPlanBackend : public PlanBackend {
   Status warm_up(const ExecutablePlan& plan) override {
     SynchronizingWork sync;  // allocates and frees device memory: not while another thread captures a graph
     if (sync.refused()) return refused_under_capture("warming up " + plan.identity());
+    KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     std::vector<DeviceBuffer> owned;
     TensorBindings b;
     const Graph& g = plan.graph();
@@ -597,6 +599,7 @@ class CudnnPlanBackend : public PlanBackend {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");
     SynchronizingWork sync;  // cuDNN loads the plan's kernels: not while another thread captures a graph
     if (sync.refused()) return refused_under_capture("loading a stored plan for graph '" + graph.name + "'");
+    KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     return LoweredGraph::deserialize(graph, h.get(), bytes);
   }
@@ -721,6 +724,10 @@ class CudnnPlanBackend : public PlanBackend {
  private:
   EnvPolicy policy_;
   EnvFingerprint env_;
+  // The device the Planner was made on. A thread of the Planner's own (create()'s loads) has no CUDA context until it
+  // binds one, and cuDNN's deserialize calls the driver directly: without a context it fails with CUDA error 201
+  // (seen on the H200). load() and warm_up() bind it; cudaSetDevice is a no-op where it is current already.
+  int device_ = 0;
   std::mutex caches_mu_;
   std::map<std::string, std::shared_ptr<DynamicKernelCache>> caches_;
   std::map<std::string, std::string> saved_hash_;  // structure -> hash of the cache text the store has

@@ -188,6 +188,46 @@ TEST(PlannerGpu, EverySourceRunsOnCallerBuffersAndPasses) {
 // Planner::tune_and_store on the GPU: the heuristic plan held in memory, the shape tuned (a few candidates,
 // the unfused alternative too) and stored through the Planner, and the next obtain() serves the stored
 // winner, which runs on caller buffers and passes; a second tuning takes the first winner as incumbent.
+// PlannerOptions::preload on the GPU: a runtime-compiled plan (an RMS norm's winner) loaded on create()'s own thread,
+// which has no CUDA context until the backend binds one (cuDNN's deserialize calls the driver: CUDA error 201 before
+// the fix, H200 call c3), warmed, then served from memory and right.
+TEST(PlannerGpu, APreloadOnItsOwnThreadLoadsARuntimeCompiledPlanWarm) {
+  KILN_REQUIRE_GPU();
+  const std::string dir = fresh_dir("kiln_planner_preload_");
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
+  auto graph = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/small/rms_norm.json");
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  {
+    PlannerOptions o = PlannerOptions::offline(dir + "/plans.db");
+    auto tuner = Planner::create(o);
+    ASSERT_TRUE(tuner.is_ok()) << tuner.status().to_string();
+    TuneJob job;
+    job.tune.top_k = 4;
+    job.tune.measure.stopping.time_budget_ms = 50;
+    job.unfused = false;
+    auto tuned = (*tuner)->workshop().tune(*graph, job);
+    ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
+    ASSERT_TRUE(tuned->kept.has_value());
+  }
+  PlannerOptions o = PlannerOptions::serving(dir + "/plans.db");
+  o.with_preload({*graph});
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto rep = (*planner)->wait_for_preload();
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  std::printf("[ planner ] preload: %d loaded, %d warmed, %d failed %s (%.1f ms)\n", rep->loaded, rep->warmed,
+              rep->failed, rep->last_failure.c_str(), rep->ms);
+  EXPECT_EQ(rep->loaded, 1) << rep->last_failure;
+  EXPECT_EQ(rep->warmed, 1) << rep->last_failure;
+  EXPECT_EQ(rep->failed, 0) << rep->last_failure;
+  auto pg = (*planner)->prepare(*graph);
+  ASSERT_TRUE(pg.is_ok());
+  auto got = (*planner)->obtain(*pg);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->source, PlanSource::kMemory) << got->why;
+  run_and_check(*got->plan, "preloaded rms_norm");
+}
+
 TEST(PlannerGpu, TuneAndStoreThenTheStoredWinnerServes) {
   KILN_REQUIRE_GPU();
   const std::string dir = fresh_dir("kiln_planner_jobs_");
