@@ -47,6 +47,10 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 Clock::time_point g_start;
+constexpr const char* kUsage =
+    "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
+    "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] "
+    "[--preload (planner)] [--app-work-ms N (planner)] [--json]\n";
 struct Step {
   std::string name;
   double at_ms, took_ms;
@@ -120,20 +124,14 @@ int main(int argc, char** argv) {
     else if (a == "--app-work-ms" && i + 1 < argc) app_work_ms = std::atoi(argv[++i]);
     else if (a == "--prime-early") continue;
     else {
-      std::fprintf(
-          stderr,
-          "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
-          "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--preload (planner)] [--app-work-ms N (planner)] [--json]\n");
+      std::fputs(kUsage, stderr);
       return 2;
     }
   }
   if (store_path.empty() || spec.empty() || (mode != "parts" && mode != "planner") || (prime && mode != "parts") ||
       (no_prime && mode != "planner") || (context_first && mode != "planner") || (prime_early && mode != "planner") ||
       (preload && mode != "planner")) {
-    std::fprintf(
-        stderr,
-        "usage: planner_cold_start --store S --spec F [--then F2] [--mode parts|planner] "
-        "[--prime (parts) | --no-prime (planner)] [--context-first (planner)] [--prime-early (planner)] [--preload (planner)] [--app-work-ms N (planner)] [--json]\n");
+    std::fputs(kUsage, stderr);
     return 2;
   }
   auto graph = parse_spec_file(spec);

@@ -134,22 +134,37 @@ struct Planner::Impl {
 Planner::Planner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Planner::~Planner() = default;
 
+namespace {
+
+// PlannerOptions::preload, each graph validated and signed once; the first that fails is `bad`, named.
+std::vector<PreparedGraph> prepare_preload(const PlannerOptions& options, Status* bad) {
+  std::vector<PreparedGraph> graphs;
+  for (const Graph& g : options.preload) {
+    StatusOr<PreparedGraph> pg = runtime_detail::prepare_graph(g);
+    if (pg.is_ok()) graphs.push_back(std::move(*pg));
+    else if (bad->is_ok()) *bad = pg.status().with_context("PlannerOptions::preload, graph '" + g.name + "'");
+  }
+  return graphs;
+}
+
+}  // namespace
+
 std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBackend> backend,
                                                       const PlannerOptions& options) {
+  // Validated by create(); a graph that fails here (create_with_backend called directly) is a failed load.
+  Status bad;
+  std::vector<PreparedGraph> graphs = prepare_preload(options, &bad);
+  return assemble(std::move(backend), options, std::move(graphs), bad);
+}
+
+std::unique_ptr<Planner> Planner::assemble(std::unique_ptr<PlanBackend> backend, const PlannerOptions& options,
+                                           std::vector<PreparedGraph> graphs, Status bad) {
   auto impl = std::make_unique<Impl>(std::move(backend), options);
   if (options.store_watch_s > 0 && !options.store_path.empty() && !options.target) {
     Impl* i = impl.get();
     impl->watch = std::make_unique<runtime_detail::StoreWatch>(options.store_watch_s, [i] { i->poll_store(); });
   }
   if (!options.preload.empty() && !options.target) {
-    // Validated by create(); a graph that fails here (create_with_backend called directly) is a failed load.
-    std::vector<PreparedGraph> graphs;
-    Status bad;
-    for (const Graph& g : options.preload) {
-      StatusOr<PreparedGraph> pg = runtime_detail::prepare_graph(g);
-      if (pg.is_ok()) graphs.push_back(std::move(*pg));
-      else if (bad.is_ok()) bad = pg.status().with_context("PlannerOptions::preload, graph '" + g.name + "'");
-    }
     auto done = std::make_shared<std::promise<StatusOr<PreloadReport>>>();
     impl->loaded = done->get_future().share();
     Impl* i = impl.get();
@@ -173,12 +188,12 @@ std::unique_ptr<Planner> Planner::create_with_backend(std::unique_ptr<PlanBacken
 
 StatusOr<std::unique_ptr<Planner>> Planner::create(const PlannerOptions& options) {
   KILN_RETURN_IF_ERROR(runtime_detail::check_planner_options(options));
-  for (const Graph& g : options.preload) {  // before any GPU work: a graph that cannot be served fails create
-    if (Status st = runtime_detail::prepare_graph(g).status(); !st.is_ok())
-      return st.with_context("PlannerOptions::preload, graph '" + g.name + "'");
-  }
+  // Before any GPU work: a graph that cannot be served fails create.
+  Status bad;
+  std::vector<PreparedGraph> graphs = prepare_preload(options, &bad);
+  KILN_RETURN_IF_ERROR(bad);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<PlanBackend> backend, make_cudnn_plan_backend(options));
-  return create_with_backend(std::move(backend), options);
+  return assemble(std::move(backend), options, std::move(graphs), Status::ok());
 }
 
 StatusOr<PreloadReport> Planner::wait_for_preload() const {

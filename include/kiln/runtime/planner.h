@@ -112,6 +112,10 @@ class Planner {
  private:
   struct Impl;
   explicit Planner(std::unique_ptr<Impl> impl);
+  // create_with_backend with the graphs of PlannerOptions::preload prepared once by the caller (`bad`: the first that
+  // would not prepare, reported by wait_for_preload()).
+  static std::unique_ptr<Planner> assemble(std::unique_ptr<PlanBackend> backend, const PlannerOptions& options,
+                                           std::vector<PreparedGraph> preload, Status bad);
   std::unique_ptr<Impl> impl_;
 };
 
