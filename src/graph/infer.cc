@@ -111,7 +111,11 @@ std::string dims_text(const std::vector<Dim>& dims) {
 Status infer_node(Graph& graph, const GraphRoles& roles, Node& node, const ValidateOptions& options,
                   std::vector<Dims>* out_dims) {
   NodeCtx c{graph, roles, node, node_where(node)};
-  return op_family(node.op).infer(c, options, out_dims);
+  KILN_RETURN_IF_ERROR(op_family(node.op).infer(c, options, out_dims));
+  if (out_dims->size() != node.outputs.size())
+    return c.error(std::to_string(node.outputs.size()) + " outputs, expected " + std::to_string(out_dims->size()) +
+                   (node.op == OpKind::kSdpa ? " (o, and its softmax statistics where asked for)" : ""));
+  return Status::ok();
 }
 
 }  // namespace kiln::graph_internal

@@ -66,12 +66,14 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   std::vector<int> writer(nt, -1);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
-    if (n.outputs.size() != 1) return failed_precondition("compute_signature: graph is not validated");
+    if (n.outputs.empty() || n.outputs.size() > graph_internal::max_node_outputs(n.op))
+      return failed_precondition("compute_signature: graph is not validated");
     for (int t : n.inputs)
       if (t < 0 || t >= nt) return failed_precondition("compute_signature: graph is not validated");
-    int o = n.outputs[0];
-    if (o < 0 || o >= nt || writer[o] >= 0) return failed_precondition("compute_signature: graph is not validated");
-    writer[o] = static_cast<int>(ni);
+    for (int o : n.outputs) {
+      if (o < 0 || o >= nt || writer[o] >= 0) return failed_precondition("compute_signature: graph is not validated");
+      writer[o] = static_cast<int>(ni);
+    }
   }
   if (g.outputs.empty()) return failed_precondition("compute_signature: graph has no outputs");
   for (int t : g.outputs)
@@ -92,8 +94,10 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
     const Node& n = g.nodes[ni];
     std::string k = "N|" + node_text(g, n) + "|";
     for (int t : n.inputs) k += key[t] + ",";
-    k += "|" + tensor_text(g, roles, n.outputs[0], nullptr);
-    key[n.outputs[0]] = hex64(stable_hash64(k));
+    for (int o : n.outputs) k += "|" + tensor_text(g, roles, o, nullptr);
+    // A node's first output keys as a one-output node's did; a further output adds its place.
+    for (size_t o = 0; o < n.outputs.size(); ++o)
+      key[n.outputs[o]] = hex64(stable_hash64(o == 0 ? k : k + "#" + std::to_string(o)));
   }
 
   std::vector<int> outs = g.outputs;
@@ -131,11 +135,15 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
         if (tensor_id[in] < 0) stack.push_back({in, 0});
         continue;
       }
-      tensor_id[t] = next_tensor++;
+      // Every output of the node at once, in the node's order (one output reads as it always has: "out=t3").
+      for (int o : n.outputs) tensor_id[o] = next_tensor++;
       text += "node n" + std::to_string(next_node++) + " " + node_text(g, n) + " in=[";
       for (size_t i = 0; i < n.inputs.size(); ++i) text += (i ? "," : "") + tid(n.inputs[i]);
-      text += "] out=" + tid(t) + "\n";
-      text += "tensor " + tid(t) + " " + role(t) + " " + tensor_text(g, roles, t, &namer) + "\n";
+      text += "] out=";
+      for (size_t o = 0; o < n.outputs.size(); ++o) text += (o ? "," : "") + tid(n.outputs[o]);
+      text += "\n";
+      for (int o : n.outputs)
+        text += "tensor " + tid(o) + " " + role(o) + " " + tensor_text(g, roles, o, &namer) + "\n";
       stack.pop_back();
     }
   }

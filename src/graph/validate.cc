@@ -19,25 +19,33 @@ std::string tensor_where(const Graph& g, int t) { return "tensor '" + g.tensors[
 
 std::string count_text(size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
 
-// What node `ni` refers to: one output, tensors in range, no tensor written twice (`writer`: tensor -> node).
+// What node `ni` refers to: its outputs (one, or up to its family's most), tensors in range, no tensor written twice
+// (`writer`: tensor -> node).
 Status check_node_tensors(const Graph& g, size_t ni, std::vector<int>& writer) {
   const int nt = static_cast<int>(g.tensors.size());
   const Node& n = g.nodes[ni];
-  if (n.outputs.size() != 1)
-    return invalid_argument(node_where(n) + ": " + count_text(n.outputs.size(), "output") + ", expected 1");
+  const size_t most = graph_internal::max_node_outputs(n.op);
+  if (n.outputs.empty() || n.outputs.size() > most)
+    return invalid_argument(node_where(n) + ": " + count_text(n.outputs.size(), "output") + ", expected " +
+                            (most == 1 ? std::string("1")
+                                       : "1 or " + std::to_string(most) +
+                                             (n.op == OpKind::kSdpa ? " (o, and its softmax statistics)" : "")));
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     int t = n.inputs[i];
     if (t < 0 || t >= nt)
       return invalid_argument(node_where(n) + ": input " + std::to_string(i) + " refers to a missing tensor (#" +
                               std::to_string(t) + ")");
   }
-  int t = n.outputs[0];
-  if (t < 0 || t >= nt)
-    return invalid_argument(node_where(n) + ": output 0 refers to a missing tensor (#" + std::to_string(t) + ")");
-  if (writer[t] >= 0)
-    return invalid_argument(tensor_where(g, t) + ": written by node '" + g.nodes[writer[t]].name + "' and by node '" +
-                            n.name + "'");
-  writer[t] = static_cast<int>(ni);
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    const int t = n.outputs[o];
+    if (t < 0 || t >= nt)
+      return invalid_argument(node_where(n) + ": output " + std::to_string(o) + " refers to a missing tensor (#" +
+                              std::to_string(t) + ")");
+    if (writer[t] >= 0)
+      return invalid_argument(tensor_where(g, t) + ": written by node '" + g.nodes[writer[t]].name + "' and by node '" +
+                              n.name + "'" + (writer[t] == static_cast<int>(ni) ? " (twice)" : ""));
+    writer[t] = static_cast<int>(ni);
+  }
   return Status::ok();
 }
 
@@ -74,10 +82,10 @@ Status check_structure(const Graph& g) {
                                    : ""));
     KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
     for (int t : n.inputs) read[t] = true;
-    const int t = n.outputs[0];
-    if (g.tensors[t].by_value)
-      return invalid_argument(node_where(n) + ": output '" + g.tensors[t].name +
-                              "' is a by-value scalar; it can only be a graph input");
+    for (int t : n.outputs)
+      if (g.tensors[t].by_value)
+        return invalid_argument(node_where(n) + ": output '" + g.tensors[t].name +
+                                "' is a by-value scalar; it can only be a graph input");
   }
   if (g.outputs.empty()) return invalid_argument("graph has no outputs");
   std::set<int> seen_out;
@@ -105,7 +113,8 @@ namespace graph_internal {
 Status topological_order(const Graph& g, std::vector<int>* order) {
   const size_t nn = g.nodes.size();
   std::vector<int> writer(g.tensors.size(), -1);
-  for (size_t ni = 0; ni < nn; ++ni) writer[g.nodes[ni].outputs[0]] = static_cast<int>(ni);
+  for (size_t ni = 0; ni < nn; ++ni)
+    for (int t : g.nodes[ni].outputs) writer[t] = static_cast<int>(ni);
   std::vector<int> pending(nn, 0);
   std::vector<std::vector<int>> users(nn);
   for (size_t ni = 0; ni < nn; ++ni)

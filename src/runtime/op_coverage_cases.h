@@ -211,9 +211,10 @@ inline GraphBuilder sdpa_graph(bool causal, DataType io) {
 
 // SDPA with a diagonal band (kiln/graph/graph.h SdpaAttrs): sq queries over skv keys, h query heads over hk key
 // heads, head dim 64.
-// With `bias_dims` ({} for none), an additive bias of those dims; with a.padding, a padding mask's lengths.
+// With `bias_dims` ({} for none), an additive bias of those dims; with a.padding, a padding mask's lengths; with
+// `stats`, the softmax statistics as a second output "lse".
 inline GraphBuilder sdpa_band_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv, int64_t h = 2,
-                                    int64_t hk = 2, std::vector<int64_t> bias_dims = {}) {
+                                    int64_t hk = 2, std::vector<int64_t> bias_dims = {}, bool stats = false) {
   GraphBuilder b(name);
   b.io_dtype(DataType::kBFloat16);
   TensorRef q = b.tensor("q", {2, h, sq, 64}), k = b.tensor("k", {2, hk, skv, 64}), v = b.tensor("v", {2, hk, skv, 64});
@@ -223,7 +224,9 @@ inline GraphBuilder sdpa_band_graph(const std::string& name, const SdpaAttrs& a,
     lq = b.tensor("seq_len_q", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
     lkv = b.tensor("seq_len_kv", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
   }
-  b.output(b.sdpa("attn", q, k, v, a, "o", bias, lq, lkv));
+  TensorRef o = b.sdpa("attn", q, k, v, a, "o", bias, lq, lkv);
+  b.output(o);
+  if (stats) b.output(b.sdpa_stats(o, "lse"));
   return b;
 }
 // Paged K/V caches of `blocks` blocks of `block` keys, page tables of `pages` pages (Skv = pages * block), with a
@@ -315,6 +318,21 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_paged_graph("sdpa_paged_chunk", band(true, std::nullopt, std::nullopt, true), 16, 9, 8, 6));
   add("sdpa.paged_window", "bf16", "sdpa paged window",
       sdpa_paged_graph("sdpa_paged_window", band(true, 12, std::nullopt, true), 8, 10, 16, 4));
+  // The softmax statistics (a second output, fp32 log-sum-exp per query row): plain, causal bottom-right over more
+  // keys, and with a bias, a window and grouped heads; each checked against both references.
+  add("sdpa.stats", "bf16", "sdpa stats",
+      sdpa_band_graph("sdpa_stats", band(false, std::nullopt), 32, 32, 2, 2, {}, true));
+  add("sdpa.stats_causal_bottom_right", "bf16", "sdpa stats causal bottom-right",
+      sdpa_band_graph("sdpa_stats_br", band(true, std::nullopt, std::nullopt, true), 16, 72, 2, 2, {}, true));
+  add("sdpa.stats_bias_window_gqa", "bf16", "sdpa stats bias window gqa",
+      sdpa_band_graph("sdpa_stats_bias_window", band(true, 8), 40, 40, 4, 2, {2, 1, 40, 40}, true));
+  {
+    OpCase c = make("sdpa.stats_padding", "bf16", "",
+                    sdpa_band_graph("sdpa_stats_pad", padded(band(false, std::nullopt)), 24, 40, 2, 2, {}, true));
+    c.kiln_rejects = "softmax statistics with a padding mask are not supported yet";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
   {
     OpCase c =
         make("sdpa.bias_bottom_right", "bf16", "",

@@ -176,6 +176,32 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
   return add_node(std::move(n), inputs, std::move(out));
 }
 
+TensorRef GraphBuilder::sdpa_stats(TensorRef o, std::string out) {
+  if (!check_ref(o, "sdpa_stats")) return TensorRef{};
+  const int writer = graph_.producer(o.index);
+  if (writer < 0 || graph_.nodes[static_cast<size_t>(writer)].op != OpKind::kSdpa) {
+    fail("sdpa_stats: tensor '" + graph_.tensors[static_cast<size_t>(o.index)].name + "' is not an sdpa's output");
+    return TensorRef{};
+  }
+  Node& n = graph_.nodes[static_cast<size_t>(writer)];
+  if (n.outputs.size() != 1 || n.outputs[0] != o.index) {
+    fail("sdpa_stats: node '" + n.name + "' has its statistics already");
+    return TensorRef{};
+  }
+  if (out.empty()) out = n.name + "_stats";
+  if (graph_.find_tensor(out) >= 0) {
+    fail("sdpa_stats: tensor '" + out + "' is declared already");
+    return TensorRef{};
+  }
+  TensorDesc d;
+  d.name = out;
+  d.dtype = DataType::kFloat32;
+  graph_.tensors.push_back(d);
+  const int t = static_cast<int>(graph_.tensors.size()) - 1;
+  n.outputs.push_back(t);
+  return TensorRef{t};
+}
+
 GraphBuilder& GraphBuilder::set_dtype(TensorRef t, DataType dtype) {
   if (check_ref(t, "set_dtype")) graph_.tensors[t.index].dtype = dtype;
   return *this;

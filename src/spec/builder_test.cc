@@ -95,6 +95,38 @@ TEST(Builder, NormsAndSdpaMatchJson) {
   }
 }
 
+// sdpa_stats adds the statistics as the node's second output (fp32), signing as the spec that lists them; misuses
+// are the build's error.
+TEST(Builder, SdpaStatsMatchesTheSpecWithTheSecondOutput) {
+  GraphBuilder b;
+  b.io_dtype(DataType::kBFloat16);
+  TensorRef q = b.tensor("q", {2, 4, 64, 64}), k = b.tensor("k", {2, 4, 64, 64}), v = b.tensor("v", {2, 4, 64, 64});
+  TensorRef o = b.sdpa("attn", q, k, v, /*causal=*/true);
+  TensorRef lse = b.sdpa_stats(o, "lse");
+  b.output(o).output(lse);
+  const std::string spec = R"({"name": "s", "io_dtype": "bf16",
+    "tensors": {"q": {"dims": [2, 4, 64, 64]}, "k": {"dims": [2, 4, 64, 64]}, "v": {"dims": [2, 4, 64, 64]},
+                "lse": {"dtype": "float32"}},
+    "nodes": [{"name": "attn", "op": "sdpa", "causal": true, "inputs": ["q", "k", "v"], "outputs": ["attn", "lse"]}],
+    "outputs": ["attn", "lse"]})";
+  StatusOr<Graph> built = b.build();
+  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
+  StatusOr<Graph> parsed = parse_spec_string(spec, "s.json");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  StatusOr<GraphSignature> sb = compute_signature(*built), sp = compute_signature(*parsed);
+  ASSERT_TRUE(sb.is_ok() && sp.is_ok());
+  EXPECT_EQ(sb->structure, sp->structure) << "builder:\n" << sb->canonical << "spec:\n" << sp->canonical;
+  EXPECT_EQ(built->tensors[static_cast<size_t>(lse.index)].shape(), (std::vector<int64_t>{2, 4, 64, 1}));
+
+  GraphBuilder twice = b;
+  twice.sdpa_stats(o);
+  EXPECT_NE(twice.build().status().message().find("node 'attn' has its statistics already"), std::string::npos);
+  GraphBuilder not_sdpa;
+  TensorRef x = not_sdpa.tensor("x", {4, 4});
+  not_sdpa.sdpa_stats(not_sdpa.relu("r", x));
+  EXPECT_NE(not_sdpa.build().status().message().find("tensor 'r' is not an sdpa's output"), std::string::npos);
+}
+
 TEST(Builder, ConvGradsMatchJson) {
   {
     GraphBuilder b;

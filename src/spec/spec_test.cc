@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "graph/graph_test_util.h"
 #include "kiln/spec/spec.h"
@@ -180,6 +181,72 @@ TEST(SpecOps, SdpaBandParsesAndWritesBack) {
   g = parse(s, ValidateOptions{90});
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
   EXPECT_EQ(g->nodes[0].sdpa.effective_right_bound(), 3);
+}
+
+// An sdpa's softmax statistics: a second output, fp32 [B, H, Sq, 1]; it writes back, signs apart from the node
+// without it, and each wrong use is refused naming the output.
+TEST(SpecOps, SdpaStatsOutput) {
+  Json s = one_node({{"q", t({2, 8, 128, 64})}, {"k", t({2, 2, 256, 64})}, {"v", t({2, 2, 256, 64})}}, "sdpa",
+                    {"q", "k", "v"}, {{"causal", true}});
+  s["io_dtype"] = "bf16";
+  StatusOr<Graph> plain = parse(s);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  s["nodes"][0]["outputs"] = {"y", "lse"};
+  s["tensors"]["lse"] = {{"dtype", "float32"}};
+  s["outputs"] = {"y", "lse"};
+  StatusOr<Graph> g = parse(s);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(out_shape(g), (V{2, 8, 128, 64}));
+  EXPECT_EQ(out_shape(g, "lse"), (V{2, 8, 128, 1}));
+  EXPECT_EQ(g->dtype_of(g->find_tensor("lse")), DataType::kFloat32);
+  auto text = graph_to_spec_json(*g);
+  ASSERT_TRUE(text.is_ok()) << text.status().to_string();
+  auto back = parse_spec_string(*text, "back.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->nodes[0].outputs.size(), 2u);
+  auto sig = compute_signature(*g), sig_back = compute_signature(*back), sig_plain = compute_signature(*plain);
+  ASSERT_TRUE(sig.is_ok() && sig_back.is_ok() && sig_plain.is_ok());
+  EXPECT_EQ(sig->structure, sig_back->structure);
+  EXPECT_NE(sig->structure, sig_plain->structure);
+  EXPECT_TRUE(std::regex_search(sig->canonical, std::regex("out=t[0-9]+,t[0-9]+\n"))) << sig->canonical;
+  EXPECT_FALSE(std::regex_search(sig_plain->canonical, std::regex("out=t[0-9]+,"))) << sig_plain->canonical;
+
+  Json bad = s;
+  bad["tensors"]["lse"] = {{"dtype", "bf16"}};
+  EXPECT_ERROR_HAS(parse(bad).status(), "node 'n1' (sdpa): output 'lse': dtype bf16", "float32 only");
+  bad = s;
+  bad["nodes"][0]["outputs"] = {"y", "lse", "z"};
+  bad["outputs"] = {"y", "lse", "z"};
+  EXPECT_ERROR_HAS(parse(bad).status(), "node 'n1' (sdpa): 3 outputs, expected 1 or 2");
+  bad = s;
+  bad["outputs"] = {"y"};  // nobody reads the statistics
+  EXPECT_ERROR_HAS(parse(bad).status(), "output 'lse' is dangling");
+  bad = s;
+  bad["nodes"][0]["outputs"] = {"y", "y"};
+  bad["outputs"] = {"y"};
+  EXPECT_ERROR_HAS(parse(bad).status(), "tensor 'y': written by node 'n1' and by node 'n1' (twice)");
+  Json relu = one_node({{"x", t({4, 4})}}, "relu", {"x"});
+  relu["nodes"][0]["outputs"] = {"y", "y2"};
+  relu["outputs"] = {"y", "y2"};
+  EXPECT_ERROR_HAS(parse(relu).status(), "node 'n1' (relu): 2 outputs, expected 1");
+}
+
+// The statistics with a padding mask are refused at validate (NotSupported), saying why.
+TEST(SpecErrors, SdpaStatsWithAPaddingMaskAreNotSupportedYet) {
+  Json s = one_node({{"q", t({2, 2, 16, 64})},
+                     {"k", t({2, 2, 32, 64})},
+                     {"v", t({2, 2, 32, 64})},
+                     {"lq", t({2, 1, 1, 1}, "int32")},
+                     {"lkv", t({2, 1, 1, 1}, "int32")}},
+                    "sdpa", {"q", "k", "v", "lq", "lkv"}, {{"padding_mask", true}});
+  s["io_dtype"] = "bf16";
+  ASSERT_TRUE(parse(s).is_ok()) << parse(s).status().to_string();
+  s["nodes"][0]["outputs"] = {"y", "lse"};
+  s["tensors"]["lse"] = {{"dtype", "float32"}};
+  s["outputs"] = {"y", "lse"};
+  Status st = parse(s).status();
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_ERROR_HAS(st, "output 'lse': softmax statistics with a padding mask are not supported yet");
 }
 
 // ---- bad specs ----

@@ -239,7 +239,7 @@ StatusOr<DeviceReference> evaluate_packed(const Graph& g, std::map<int, DeviceBu
         sop.push_back(DeviceOperand{it->second.as<double>(), scale_buffers.at(t).as<double>(), carries, count});
       }
     }
-    const int out = node.outputs[0];
+    const int out = node.outputs[static_cast<size_t>(p.output)];
     const int64_t count = product(tensor_dims(g, out));
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, count)) * sizeof(double);
     KILN_ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::allocate(bytes));

@@ -77,7 +77,7 @@ StatusOr<ReferenceOutputs> evaluate(const Graph& g, const std::map<int, HostTens
         reference_family(p.op).host(p, node, in, with_magnitudes ? &op : nullptr, with_magnitudes ? &sop : nullptr);
     Values y = std::move(res.y), m = std::move(res.m), sc = std::move(res.sc);
     const double root_factor = res.root_factor;
-    const int out = node.outputs[0];
+    const int out = node.outputs[static_cast<size_t>(p.output)];
     const DataType dt = roles.dtype_of(out);
     for (double& v : y) v = round_to_dtype(v, dt);
     if (with_magnitudes && root_factor > 0) sc = root_with(std::move(sc), y, root_factor);

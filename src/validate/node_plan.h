@@ -73,6 +73,7 @@ struct PointwiseGeom {
 
 struct NodePlan {
   int node = -1;
+  int output = 0;  // which of the node's outputs this plan computes (an sdpa's 1: its softmax statistics)
   OpKind op = OpKind::kPointwise;
   ConvGeom conv;
   MatmulGeom mm;

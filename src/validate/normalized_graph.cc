@@ -141,8 +141,11 @@ StatusOr<Json> node_json(const Graph& g, int index) {
     ins.push_back(
         {{"role", i < roles.size() ? roles[i] : "?"}, {"tensor", g.tensors[static_cast<size_t>(n.inputs[i])].name}});
   j["inputs"] = ins;
-  j["outputs"] =
-      Json::array({{{"role", output_role(n.op)}, {"tensor", g.tensors[static_cast<size_t>(n.outputs[0])].name}}});
+  Json outs = Json::array();
+  for (size_t o = 0; o < n.outputs.size(); ++o)  // an sdpa's second output is its softmax statistics
+    outs.push_back({{"role", o == 0 ? output_role(n.op) : "stats"},
+                    {"tensor", g.tensors[static_cast<size_t>(n.outputs[o])].name}});
+  j["outputs"] = outs;
   j["attributes"] = attributes_json(n, plan);
   j["reduction_length"] = plan.reduction_length;
   return j;

@@ -18,7 +18,12 @@ StatusOr<PreparedGraph> prepare_graph(const Graph& g) {
   KILN_ASSIGN_OR_RETURN(p.order, topological_order(g));
   for (int n : p.order) {
     KILN_ASSIGN_OR_RETURN(NodePlan plan, plan_node(g, n));
-    p.plans.push_back(std::move(plan));
+    // One plan per output: a node with two (an sdpa with its statistics) is evaluated once for each.
+    const size_t outputs = g.nodes[static_cast<size_t>(n)].outputs.size();
+    for (size_t o = 0; o < outputs; ++o) {
+      plan.output = static_cast<int>(o);
+      p.plans.push_back(plan);
+    }
   }
   p.macs = graph_cost(g).macs;  // the one count (kiln/graph/op_cost.h), once every node's geometry is checked
   return p;

@@ -327,6 +327,40 @@ TEST(HostReference, SdpaCausalMask) {
   EXPECT_NEAR(o[0], p * 1 + (1 - p) * 3, 1e-6);
 }
 
+// The softmax statistics (an sdpa's second output): each row's log-sum-exp of its scaled (and masked) scores,
+// written out here from the definition; o is the same as without them, and the magnitudes bound the values.
+TEST(HostReference, SdpaStatsAreEachRowsLogSumExp) {
+  for (bool causal : {false, true}) {
+    Graph g = sdpa_graph(3, 4, 2, causal);
+    const int stats = add_tensor(g, "lse", {1, 1, 3, 1}, DataType::kFloat32);
+    g.nodes[0].outputs.push_back(stats);
+    g.outputs = {g.find_tensor("o"), stats};
+    const std::vector<double> q = {0.5, -1, 2, 0.25, -0.75, 1.5}, k = {1, 2, -1, 0.5, 0.25, -2, 3, 1},
+                              v = {1, 2, 3, 4, 5, 6, 7, 8};
+    std::map<int, HostTensor> in{{0, vals(g, 0, q)}, {1, vals(g, 1, k)}, {2, vals(g, 2, v)}};
+    auto r = run_host_reference(g, in);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    ASSERT_EQ(r->size(), 2u);
+    const std::vector<double> lse = (*r)[1].values();
+    ASSERT_EQ(lse.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      double sum = 0.0;
+      for (int j = 0; j <= (causal ? i : 3); ++j)
+        sum += std::exp((q[2 * i] * k[2 * j] + q[2 * i + 1] * k[2 * j + 1]) / std::sqrt(2.0));
+      EXPECT_NEAR(lse[static_cast<size_t>(i)], std::log(sum), 1e-6) << "row " << i << (causal ? " causal" : "");
+    }
+    Graph plain = sdpa_graph(3, 4, 2, causal);
+    expect_near((*r)[0].values(), run1(plain, in), 0);
+    auto m = run_host_reference_with_magnitudes(g, in);
+    ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+    const std::vector<double> bound = m->magnitudes[1].values();
+    for (size_t i = 0; i < lse.size(); ++i) {
+      EXPECT_GE(bound[i], std::fabs(lse[i]));
+      EXPECT_GE(bound[i], 1.0);  // at least the sum's own relative error, carried through the log
+    }
+  }
+}
+
 // The band against an explicit mask written here from its definition (key j seen by query i when
 // diag - left < j <= diag + right, diag = i, or i + Skv - Sq bottom-right), on random values: windows, right
 // bounds, both alignments, grouped heads.

@@ -185,8 +185,10 @@ struct SdpaAttrs {
 //   reduction:  in {x}           out {y}
 //   layer_norm: in {x, scale, bias} out {y}    (inference; normalized over all axes but the first)
 //   rms_norm:   in {x, scale}    out {y}
-//   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)} out {o}
-//               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths and the page tables optional: sdpa_inputs)
+//   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)} out {o (, stats)}
+//               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths and the page tables optional: sdpa_inputs;
+//               stats, when asked for, each query row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1])
+// Every op writes one tensor, but for an sdpa's optional second.
 struct Node {
   std::string name;
   OpKind op = OpKind::kPointwise;

@@ -113,6 +113,9 @@ class GraphBuilder {
                  std::optional<TensorRef> seq_len_q = std::nullopt, std::optional<TensorRef> seq_len_kv = std::nullopt,
                  std::optional<TensorRef> page_table_k = std::nullopt,
                  std::optional<TensorRef> page_table_v = std::nullopt);
+  // The softmax statistics of the sdpa node that writes `o`, as that node's second output: each query row's
+  // log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1] (named `out`, by default the node's name + "_stats").
+  TensorRef sdpa_stats(TensorRef o, std::string out = "");
 
   // Fix-ups on a tensor (usually an op's output): its dtype, its layout.
   GraphBuilder& set_dtype(TensorRef t, DataType dtype);

@@ -154,3 +154,41 @@ def test_tune_then_serve_from_the_store(tmp_path):
     torch.cuda.synchronize()
     assert torch.equal(y2, y)
     assert q.stats()["served"]["store"] == 0
+
+
+def sdpa_stats_spec(b, h, hk, sq, skv, d, causal):
+    return {
+        "name": "sdpa_stats",
+        "io_dtype": "bf16",
+        "tensors": {
+            "q": {"dims": [b, h, sq, d]},
+            "k": {"dims": [b, hk, skv, d]},
+            "v": {"dims": [b, hk, skv, d]},
+            "lse": {"dtype": "float32"},
+        },
+        "nodes": [{"name": "attn", "op": "sdpa", "causal": causal, "inputs": ["q", "k", "v"], "outputs": ["o", "lse"]}],
+        "outputs": ["o", "lse"],
+    }
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_softmax_statistics_match_torch(planner, causal):
+    """The statistics output (an sdpa's second output) against torch.logsumexp of the scaled, masked scores."""
+    b, h, hk, sq, skv, d = 2, 8, 2, 128, 192, 64
+    plan = planner.obtain(sdpa_stats_spec(b, h, hk, sq, skv, d, causal))
+    g = torch.Generator(device="cuda").manual_seed(7)
+    q = torch.randn(b, h, sq, d, device="cuda", generator=g).bfloat16()
+    k = torch.randn(b, hk, skv, d, device="cuda", generator=g).bfloat16()
+    v = torch.randn(b, hk, skv, d, device="cuda", generator=g).bfloat16()
+    o = torch.empty(b, h, sq, d, device="cuda", dtype=torch.bfloat16)
+    lse = torch.full((b, h, sq, 1), float("nan"), device="cuda", dtype=torch.float32)
+    plan(q=q, k=k, v=v, o=o, lse=lse)
+    torch.cuda.synchronize()
+    kq, vq = k.float().repeat_interleave(h // hk, dim=1), v.float().repeat_interleave(h // hk, dim=1)
+    scores = (q.float() @ kq.transpose(-1, -2)) / d**0.5
+    if causal:  # top-left: query i sees keys 0..i
+        mask = torch.ones(sq, skv, device="cuda", dtype=torch.bool).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+    torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1, keepdim=True), rtol=1e-4, atol=2e-3)
+    ref = torch.softmax(scores, dim=-1) @ vq
+    torch.testing.assert_close(o.float(), ref, rtol=2e-2, atol=2e-2)

@@ -34,6 +34,11 @@ const OpFamily& op_family(OpKind kind) {
   return *family_entry(kTable, kind);
 }
 
+size_t max_node_outputs(OpKind op) {
+  const size_t m = op_family(op).max_outputs;
+  return m == 0 ? 1 : m;
+}
+
 }  // namespace kiln::graph_internal
 
 namespace kiln {

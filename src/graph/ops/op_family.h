@@ -49,7 +49,7 @@ std::string canonical_number(double v);
 
 struct OpFamily {
   const char* name;  // "conv", "matmul", "pointwise", "reduction", "norm", "sdpa"
-  // Accepted input counts [lo, hi]; every op writes one tensor.
+  // Accepted input counts [lo, hi].
   void (*arity)(const Node& node, size_t* lo, size_t* hi);
   // Shape and dtype inference and attribute checks (infer_node's contract, validate_internal.h).
   Status (*infer)(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
@@ -58,7 +58,13 @@ struct OpFamily {
   std::string (*signature_attrs)(const Graph& graph, const Node& node);
   // The node's macs and flops (node_cost fills in the bytes, which every family counts alike).
   OpCost (*cost)(const Graph& graph, const Node& node);
+  // The most tensors the op writes (it writes at least one); 0 for one. An sdpa writes o and optionally its
+  // softmax statistics.
+  size_t max_outputs = 0;
 };
+
+// The output counts a node of `op` may have: [1, family's max_outputs or 1].
+size_t max_node_outputs(OpKind op);
 
 // The cost of `elements` element operations (no contraction): one FLOP each.
 inline OpCost element_op_cost(double elements) {

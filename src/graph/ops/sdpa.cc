@@ -155,6 +155,21 @@ Status band_support(NodeCtx& c, int64_t sq, int64_t skv) {
   return Status::ok();
 }
 
+// The optional second output: each query row's softmax statistics, the log-sum-exp (natural log) of its scaled,
+// biased and masked scores, fp32 [B, H, Sq, 1] (what a backward pass reads back; kiln/graph/graph.h SdpaAttrs).
+Status stats_output(NodeCtx& c, const Dims& q, std::vector<Dims>* out) {
+  if (c.out_dtype(1) != DataType::kFloat32)
+    return c.error(c.out_label(1) + ": dtype " + std::string(dtype_name(c.out_dtype(1))) +
+                   " is not supported for the softmax statistics (float32 only: declare \"dtype\": \"float32\")");
+  if (c.node.sdpa.padding || c.node.sdpa.paged)
+    return not_supported(c.where + ": " + c.out_label(1) + ": softmax statistics with " +
+                         (c.node.sdpa.paged ? "paged caches" : "a padding mask") +
+                         " are not supported yet (Kiln has no reference for a padded query row's statistics)");
+  Dims d{q[0], q[1], q[2], Dim{1, "", false}};
+  out->push_back(d);
+  return Status::ok();
+}
+
 Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
   for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
   DataType qt = c.in_dtype(0);
@@ -208,6 +223,7 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
+  if (c.node.outputs.size() > 1) KILN_RETURN_IF_ERROR(stats_output(c, q, out));
   return Status::ok();
 }
 
@@ -258,6 +274,6 @@ OpCost sdpa_cost(const Graph& g, const Node& n) {
 
 }  // namespace
 
-const OpFamily kSdpaFamily = {"sdpa", sdpa_arity, infer_sdpa, sdpa_signature_attrs, sdpa_cost};
+const OpFamily kSdpaFamily = {"sdpa", sdpa_arity, infer_sdpa, sdpa_signature_attrs, sdpa_cost, 2};
 
 }  // namespace kiln::graph_internal

@@ -9,8 +9,10 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
   auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
   const auto& q = c.g.tensors[n.inputs[0]];
   double scale = n.sdpa.attn_scale.value_or(1.0 / std::sqrt(static_cast<double>(q.dims.back().value)));
+  // A second output asks for the softmax statistics (validate checked it: fp32 [B, H, Sq, 1]).
+  const bool stats = n.outputs.size() > 1;
   auto attrs =
-      fe::graph::SDPA_attributes().set_name(n.name).set_generate_stats(false).set_attn_scale(static_cast<float>(scale));
+      fe::graph::SDPA_attributes().set_name(n.name).set_generate_stats(stats).set_attn_scale(static_cast<float>(scale));
   // The band (validate checked the bounds' ranges and what cuDNN refuses): causal is a right bound of 0.
   if (const std::optional<int64_t> right = n.sdpa.effective_right_bound())
     attrs.set_diagonal_band_right_bound(static_cast<int>(*right));
@@ -32,6 +34,7 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
   }
   auto outs = c.fg.sdpa(in(0), in(1), in(2), attrs);
   finish_output(c, n.outputs[0], outs[0]);
+  if (stats) finish_output(c, n.outputs[1], outs[1]);
   return Status::ok();
 }
 

@@ -40,9 +40,12 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
   if (node.inputs.size() != want_in)
     return invalid_argument(where + ": expected " + std::to_string(want_in) + " inputs, got " +
                             std::to_string(node.inputs.size()));
-  if (node.outputs.size() != 1) return invalid_argument(where + ": expected 1 output");
+  const size_t most = node.op == OpKind::kSdpa ? 2 : 1;  // o, and its softmax statistics
+  if (node.outputs.empty() || node.outputs.size() > most)
+    return invalid_argument(where + ": expected " + (most == 1 ? std::string("1 output") : "1 or 2 outputs") +
+                            ", got " + std::to_string(node.outputs.size()));
   std::vector<int> all = node.inputs;
-  all.push_back(node.outputs[0]);
+  all.insert(all.end(), node.outputs.begin(), node.outputs.end());
   for (int t : all) {
     if (t < 0 || static_cast<size_t>(t) >= g.tensors.size())
       return invalid_argument(where + ": tensor index " + std::to_string(t) + " out of range");

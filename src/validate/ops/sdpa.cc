@@ -43,6 +43,9 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
   if (o != std::vector<int64_t>{s.b, s.h, s.sq, s.dv})
     return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(o) + " must be " +
                             dims_str({s.b, s.h, s.sq, s.dv}));
+  if (node.outputs.size() > 1 && tensor_dims(g, node.outputs[1]) != std::vector<int64_t>{s.b, s.h, s.sq, 1})
+    return invalid_argument(where + ": statistics " + tensor_label(g, node.outputs[1]) + " " +
+                            dims_str(tensor_dims(g, node.outputs[1])) + " must be " + dims_str({s.b, s.h, s.sq, 1}));
   s.scale = node.sdpa.attn_scale ? *node.sdpa.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.d));
   if (roles.bias >= 0) {
     const auto b = tensor_dims(g, node.inputs[static_cast<size_t>(roles.bias)]);
@@ -116,7 +119,7 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, cons
           sum += score[j];
         }
         for (int64_t j = first; j < last; ++j) score[j] /= sum;
-        row_fn(row, kv_head, first, last, score.data());
+        row_fn(row, kv_head, first, last, score.data(), sdpa_log_sum_exp(mx, sum));
       }
     }
 }
@@ -129,39 +132,54 @@ int64_t bias_row_of(const SdpaGeom& s, int64_t row) {
 // A row with no keys (a padded query) is written as zeros.
 Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v, const SdpaExtras& x) {
   Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
-  for_each_sdpa_row(s, q, k, x, [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
-    double* oi = o.data() + row * s.dv;
-    for (int64_t j = first; j < last; ++j) {
-      const double* vj = v.data() + kv_row(s, x.page_table_v, kv_head, j, s.dv);
-      for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vj[d];
-    }
-  });
+  for_each_sdpa_row(s, q, k, x,
+                    [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p, double) {
+                      double* oi = o.data() + row * s.dv;
+                      for (int64_t j = first; j < last; ++j) {
+                        const double* vj = v.data() + kv_row(s, x.page_table_v, kv_head, j, s.dv);
+                        for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vj[d];
+                      }
+                    });
   return o;
 }
 
+// The softmax statistics: each row's log-sum-exp (-infinity for a row without keys).
+Values run_sdpa_stats(const SdpaGeom& s, const Values& q, const Values& k, const SdpaExtras& x) {
+  Values lse(static_cast<size_t>(s.b * s.h * s.sq), 0.0);
+  for_each_sdpa_row(s, q, k, x, [&](int64_t row, int64_t, int64_t, int64_t, const double*, double l) { lse[row] = l; });
+  return lse;
+}
+
 // With a bias, a score's error also holds the bias's own (if it carries any) and the rounding of the sum:
-// S_j += (1 + E_bias) B_bias_j.
+// S_j += (1 + E_bias) B_bias_j. `y` is o, or with `stats` the statistics (sdpa_stats_magnitude).
 Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, const Operand& v, const Operand* bias,
-                         const SdpaExtras& x, const Values& o) {
-  Values m(o.size(), 0.0);
+                         const SdpaExtras& x, const Values& y, bool stats) {
+  Values m(y.size(), 0.0);
   const double qk_factor = contraction_factor(q.carries, k.carries) * std::fabs(s.scale);
   const double bias_factor = bias && bias->carries ? 2.0 : 1.0;
+  const int64_t width = stats ? 1 : s.dv;
   for_each_sdpa_row(s, *q.value, *k.value, x,
-                    [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p) {
+                    [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p, double) {
                       const double* bq = q.mag->data() + row * s.d;
-                      const double* oi = o.data() + row * s.dv;
-                      double* mi = m.data() + row * s.dv;
+                      const double* oi = y.data() + row * width;
+                      double* mi = m.data() + row * width;
+                      double acc = 0.0;  // with stats: sum_j p_j S_j
                       for (int64_t j = first; j < last; ++j) {
                         const double* bk = k.mag->data() + kv_row(s, x.page_table_k, kv_head, j, s.d);
-                        const double* bv = v.mag->data() + kv_row(s, x.page_table_v, kv_head, j, s.dv);
                         double s_mag = 0.0;
                         for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[d];
                         s_mag *= qk_factor;
                         if (bias) s_mag += bias_factor * (*bias->mag)[bias_row_of(s, row) + j];
+                        if (stats) {
+                          acc += p[j] * s_mag;
+                          continue;
+                        }
+                        const double* bv = v.mag->data() + kv_row(s, x.page_table_v, kv_head, j, s.dv);
                         for (int64_t d = 0; d < s.dv; ++d)
                           mi[d] += sdpa_magnitude_term(p[j], bv[d], oi[d], s_mag, v.carries);
                       }
-                      for (int64_t d = 0; d < s.dv; ++d) mi[d] = std::max(mi[d], std::fabs(oi[d]));
+                      if (stats) mi[0] = sdpa_stats_magnitude(acc, oi[0]);
+                      for (int64_t d = 0; d < width; ++d) mi[d] = std::max(mi[d], std::fabs(oi[d]));
                     });
   return m;
 }
@@ -182,13 +200,14 @@ HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<
     x.page_table_k = in[static_cast<size_t>(roles.page_table_k)];
     x.page_table_v = in[static_cast<size_t>(roles.page_table_v)];
   }
-  r.y = run_sdpa(p.sdpa, *in[0], *in[1], *in[2], x);
+  const bool stats = p.output == 1;
+  r.y = stats ? run_sdpa_stats(p.sdpa, *in[0], *in[1], x) : run_sdpa(p.sdpa, *in[0], *in[1], *in[2], x);
   if (op) {
     const auto bias_of = [&](const std::vector<Operand>& o) {
       return roles.bias >= 0 ? &o[static_cast<size_t>(roles.bias)] : nullptr;
     };
-    r.m = sdpa_magnitude_of(p.sdpa, (*op)[0], (*op)[1], (*op)[2], bias_of(*op), x, r.y);
-    r.sc = sdpa_magnitude_of(p.sdpa, (*sop)[0], (*sop)[1], (*sop)[2], bias_of(*sop), x, r.y);
+    r.m = sdpa_magnitude_of(p.sdpa, (*op)[0], (*op)[1], (*op)[2], bias_of(*op), x, r.y, stats);
+    r.sc = sdpa_magnitude_of(p.sdpa, (*sop)[0], (*sop)[1], (*sop)[2], bias_of(*sop), x, r.y, stats);
   }
   return r;
 }

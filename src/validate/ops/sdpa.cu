@@ -88,8 +88,9 @@ __device__ inline SdpaRow sdpa_row(const SdpaParams& p, const SdpaExtras& x, int
   return r;
 }
 
+// o, or with `stats` the row's log-sum-exp (one value a row; a row without keys: -infinity).
 __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
-                            const double* __restrict__ v, SdpaExtras x, double* __restrict__ o) {
+                            const double* __restrict__ v, SdpaExtras x, int stats, double* __restrict__ o) {
   const int64_t rows = p.b * p.h * p.sq;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -100,6 +101,12 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
     const int64_t first = row.first, last = row.last;
     const double mx = sdpa_row_max(p, x, qi, ks, bi, first, last);
+    if (stats) {
+      double sum = 0.0;
+      for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, x, qi, ks, bi, j, mx);
+      o[idx] = sdpa_log_sum_exp(mx, sum);
+      continue;
+    }
     for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.0;
     double sum = 0.0;
     for (int64_t j = first; j < last; ++j) {
@@ -113,12 +120,13 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
   }
 }
 
-// The magnitude pass of SDPA (reference_math.h sdpa_magnitude_term), one thread per query row.
+// The magnitude pass of SDPA (reference_math.h sdpa_magnitude_term; with `stats`, sdpa_stats_magnitude_term),
+// one thread per query row.
 __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
                                       const double* __restrict__ o, const double* __restrict__ bq,
                                       const double* __restrict__ bk, const double* __restrict__ bv, double qk_factor,
                                       int ev, SdpaExtras x, const double* __restrict__ bbias, double bias_factor,
-                                      double* __restrict__ bo) {
+                                      int stats, double* __restrict__ bo) {
   const int64_t rows = p.b * p.h * p.sq;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -127,14 +135,16 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
     const double* qi = q + idx * p.d;
     const SdpaKeys ks{k, head};
     const double* bqi = bq + idx * p.d;
-    const double* oi = o + idx * p.dv;
-    double* mi = bo + idx * p.dv;
+    const int64_t width = stats ? 1 : p.dv;
+    const double* oi = o + idx * width;
+    double* mi = bo + idx * width;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
     const int64_t first = row.first, last = row.last;
     const double mx = sdpa_row_max(p, x, qi, ks, bi, first, last);
     double sum = 0.0;
     for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, x, qi, ks, bi, j, mx);
-    for (int64_t d = 0; d < p.dv; ++d) mi[d] = 0.0;
+    double acc = 0.0;  // with stats: sum_j p_j S_j
+    for (int64_t d = 0; d < width; ++d) mi[d] = 0.0;
     for (int64_t j = first; j < last; ++j) {
       const double pj = sdpa_weight(p, x, qi, ks, bi, j, mx) / sum;
       const double* bkj = sdpa_key(p, x, bk, head, j);
@@ -143,9 +153,14 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
       for (int64_t d = 0; d < p.d; ++d) s_mag += bqi[d] * bkj[d];
       s_mag *= qk_factor;
       if (bbias) s_mag += bias_factor * bbias[row.bias_row + j];
+      if (stats) {
+        acc += pj * s_mag;
+        continue;
+      }
       for (int64_t d = 0; d < p.dv; ++d) mi[d] += sdpa_magnitude_term(pj, bvj[d], oi[d], s_mag, ev != 0);
     }
-    for (int64_t d = 0; d < p.dv; ++d) mi[d] = fmax(mi[d], fabs(oi[d]));
+    if (stats) mi[0] = sdpa_stats_magnitude(acc, oi[0]);
+    for (int64_t d = 0; d < width; ++d) mi[d] = fmax(mi[d], fabs(oi[d]));
   }
 }
 
@@ -164,7 +179,7 @@ Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   const SdpaExtras x = sdpa_extras(node, in, [](const double* v) { return v; });
-  sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], x, y);
+  sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], x, p.output == 1 ? 1 : 0, y);
   return Status::ok();
 }
 
@@ -178,7 +193,7 @@ Status sdpa_device_magnitude(const Node& node, const NodePlan& p, const std::vec
   const DeviceOperand* b = bias >= 0 ? &op[static_cast<size_t>(bias)] : nullptr;
   sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag, op[2].mag,
                                                       qk_factor, op[2].carries ? 1 : 0, x, b ? b->mag : nullptr,
-                                                      b && b->carries ? 2.0 : 1.0, by);
+                                                      b && b->carries ? 2.0 : 1.0, p.output == 1 ? 1 : 0, by);
   return Status::ok();
 }
 

@@ -81,4 +81,16 @@ KILN_HD inline double sdpa_magnitude_term(double p, double bv, double vo, double
   return p * ((bv + ::fabs(vo)) * s_mag + (2.0 + (ev ? 1.0 : 0.0)) * bv);
 }
 
+// The softmax statistics (a second output): lse = mx + log(sum), sum = sum_j exp(s_j - mx); a row without keys
+// (a padded query) has none: -infinity.
+KILN_HD inline double sdpa_log_sum_exp(double mx, double sum) { return sum > 0.0 ? mx + ::log(sum) : -INFINITY; }
+
+// Its magnitude: d lse = sum_j p_j ds_j, so |d lse| <= sum_j p_j S_j (`acc`, the scores' error bounds weighted by
+// their probabilities), plus the relative error c of the sum of exponentials, which the log turns into an
+// absolute c: B_lse = max(|lse|, acc + 1) (a row without keys: its |lse|, infinite, is never checked).
+KILN_HD inline double sdpa_stats_magnitude(double acc, double lse) {
+  const double m = acc + 1.0;
+  return ::fabs(lse) > m ? ::fabs(lse) : m;
+}
+
 }  // namespace kiln::validate_internal
