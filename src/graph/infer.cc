@@ -113,8 +113,9 @@ Status infer_node(Graph& graph, const GraphRoles& roles, Node& node, const Valid
   NodeCtx c{graph, roles, node, node_where(node)};
   KILN_RETURN_IF_ERROR(op_family(node.op).infer(c, options, out_dims));
   if (out_dims->size() != node.outputs.size())
-    return c.error(std::to_string(node.outputs.size()) + " outputs, expected " + std::to_string(out_dims->size()) +
-                   (node.op == OpKind::kSdpa ? " (o, and its softmax statistics where asked for)" : ""));
+    return c.error(
+        std::to_string(node.outputs.size()) + " outputs, expected " + std::to_string(out_dims->size()) +
+        (node.op == OpKind::kSdpa ? " (o, and its softmax statistics where asked for)" : ""));  // never: arity
   return Status::ok();
 }
 

@@ -66,7 +66,9 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   std::vector<int> writer(nt, -1);
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
-    if (n.outputs.empty() || n.outputs.size() > graph_internal::max_node_outputs(n.op))
+    size_t lo = 1, hi = 1;
+    graph_internal::node_output_arity(n, &lo, &hi);
+    if (n.outputs.size() < lo || n.outputs.size() > hi)
       return failed_precondition("compute_signature: graph is not validated");
     for (int t : n.inputs)
       if (t < 0 || t >= nt) return failed_precondition("compute_signature: graph is not validated");
@@ -79,7 +81,8 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   for (int t : g.outputs)
     if (t < 0 || t >= nt) return failed_precondition("compute_signature: graph is not validated");
   for (const Node& n : g.nodes) {
-    if (n.op == OpKind::kSdpa && (n.inputs.empty() || g.tensors[n.inputs[0]].dims.size() != 4))
+    if ((n.op == OpKind::kSdpa || n.op == OpKind::kSdpaBackward) &&
+        (n.inputs.empty() || g.tensors[n.inputs[0]].dims.size() != 4))
       return failed_precondition("compute_signature: graph is not validated");
   }
   std::vector<int> order;

@@ -19,17 +19,19 @@ std::string tensor_where(const Graph& g, int t) { return "tensor '" + g.tensors[
 
 std::string count_text(size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
 
-// What node `ni` refers to: its outputs (one, or up to its family's most), tensors in range, no tensor written twice
+// What node `ni` refers to: its outputs (as many as its family takes), tensors in range, no tensor written twice
 // (`writer`: tensor -> node).
 Status check_node_tensors(const Graph& g, size_t ni, std::vector<int>& writer) {
   const int nt = static_cast<int>(g.tensors.size());
   const Node& n = g.nodes[ni];
-  const size_t most = graph_internal::max_node_outputs(n.op);
-  if (n.outputs.empty() || n.outputs.size() > most)
+  size_t lo = 1, hi = 1;
+  graph_internal::node_output_arity(n, &lo, &hi);
+  if (n.outputs.size() < lo || n.outputs.size() > hi)
     return invalid_argument(node_where(n) + ": " + count_text(n.outputs.size(), "output") + ", expected " +
-                            (most == 1 ? std::string("1")
-                                       : "1 or " + std::to_string(most) +
-                                             (n.op == OpKind::kSdpa ? " (o, and its softmax statistics)" : "")));
+                            (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
+                            (n.op == OpKind::kSdpa && hi > 1 ? " (o, and its softmax statistics)"
+                             : n.op == OpKind::kSdpaBackward ? " (dq, dk, dv)"
+                                                             : ""));
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     int t = n.inputs[i];
     if (t < 0 || t >= nt)
@@ -79,7 +81,8 @@ Status check_structure(const Graph& g) {
                               (n.op == OpKind::kSdpa
                                    ? " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and "
                                      "seq_len_kv last)"
-                                   : ""));
+                               : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, and an optional bias)"
+                                                               : ""));
     KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
     for (int t : n.inputs) read[t] = true;
     for (int t : n.outputs)

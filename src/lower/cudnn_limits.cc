@@ -27,6 +27,9 @@ constexpr int64_t kSdpaBoundOps = 8;
 constexpr int64_t kSdpaBiasOps = 2;     // the add (1 counted)
 constexpr int64_t kSdpaPaddingOps = 8;  // row and column indices, two compares, their and, select (6 counted)
 constexpr int64_t kSdpaPagedOps = 4;    // a paged cache load for K and one for V (2 counted)
+// The backward pass (frontend 1.32, sdpa_backward): two reductions' pre-pass (dO.O), the scores again with their
+// scale, mask and softmax from the statistics, five matmuls and dS's pointwise ops: about 22; counted with room.
+constexpr int64_t kSdpaBackwardOps = 36;
 
 std::string limit_text() {
   return std::to_string(cudnn_max_operations()) +
@@ -52,6 +55,9 @@ int64_t cudnn_operation_count(const Graph& graph, const GraphRoles& roles, int n
     case OpKind::kReduction:
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: return 1;
+    case OpKind::kSdpaBackward:
+      return kSdpaBackwardOps + (sdpa_inputs(n).bias >= 0 ? kSdpaBiasOps : 0) +
+             (n.sdpa.effective_right_bound() ? kSdpaBoundOps : 0) + (n.sdpa.left_bound ? kSdpaBoundOps : 0);
     case OpKind::kSdpa: {
       const std::optional<int64_t> right = n.sdpa.effective_right_bound();
       const bool plain_causal = right == 0 && !n.sdpa.left_bound && n.sdpa.alignment == DiagonalAlignment::kTopLeft;

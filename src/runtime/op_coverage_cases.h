@@ -246,6 +246,22 @@ inline GraphBuilder sdpa_paged_graph(const std::string& name, SdpaAttrs a, int64
                   i32("page_table_v", {2, 1, pages, 1})));
   return b;
 }
+// The backward pass of an sdpa with the band `a`: q [2, h, sq, 64], k and v [2, hk, skv, 64], o and do as q, the
+// statistics fp32 [2, h, sq, 1] (drawn near a full row's log-sum-exp), and with `bias_dims` a bias; dq, dk, dv.
+inline GraphBuilder sdpa_backward_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv,
+                                        int64_t h = 2, int64_t hk = 2, std::vector<int64_t> bias_dims = {},
+                                        DataType io = DataType::kBFloat16) {
+  GraphBuilder b(name);
+  b.io_dtype(io);
+  TensorRef q = b.tensor("q", {2, h, sq, 64}), k = b.tensor("k", {2, hk, skv, 64}), v = b.tensor("v", {2, hk, skv, 64});
+  TensorRef o = b.tensor("o", {2, h, sq, 64}), dout = b.tensor("do", {2, h, sq, 64});
+  TensorRef stats = b.tensor("stats", {2, h, sq, 1}, Layout::kRowMajor, DataType::kFloat32);
+  std::optional<TensorRef> bias;
+  if (!bias_dims.empty()) bias = b.tensor("bias", std::vector<DimArg>(bias_dims.begin(), bias_dims.end()));
+  const GraphBuilder::SdpaGrads g = b.sdpa_backward("grad", q, k, v, o, dout, stats, a, bias);
+  b.output(g.dq).output(g.dk).output(g.dv);
+  return b;
+}
 inline SdpaAttrs padded(SdpaAttrs a) {
   a.padding = true;
   return a;
@@ -326,6 +342,18 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_band_graph("sdpa_stats_br", band(true, std::nullopt, std::nullopt, true), 16, 72, 2, 2, {}, true));
   add("sdpa.stats_bias_window_gqa", "bf16", "sdpa stats bias window gqa",
       sdpa_band_graph("sdpa_stats_bias_window", band(true, 8), 40, 40, 4, 2, {2, 1, 40, 40}, true));
+  // The backward pass (dq, dk, dv from q, k, v, o, do and the statistics): plain fp16, causal, a window over grouped
+  // heads, a bias, and bottom-right causal over more keys than queries.
+  add("sdpa_backward", "fp16", "sdpa_backward fp16",
+      sdpa_backward_graph("sdpa_bwd", band(false, std::nullopt), 32, 32, 2, 2, {}, DataType::kFloat16));
+  add("sdpa_backward.causal", "bf16", "sdpa_backward causal",
+      sdpa_backward_graph("sdpa_bwd_causal", band(true, std::nullopt), 40, 40));
+  add("sdpa_backward.window_gqa", "bf16", "sdpa_backward window gqa",
+      sdpa_backward_graph("sdpa_bwd_window", band(true, 8), 40, 40, 4, 2));
+  add("sdpa_backward.bias", "bf16", "sdpa_backward bias",
+      sdpa_backward_graph("sdpa_bwd_bias", band(false, std::nullopt), 24, 40, 2, 2, {1, 2, 24, 40}));
+  add("sdpa_backward.causal_bottom_right", "bf16", "sdpa_backward causal bottom-right",
+      sdpa_backward_graph("sdpa_bwd_br", band(true, std::nullopt, std::nullopt, true), 16, 72));
   {
     OpCase c = make("sdpa.stats_padding", "bf16", "",
                     sdpa_band_graph("sdpa_stats_pad", padded(band(false, std::nullopt)), 24, 40, 2, 2, {}, true));

@@ -51,18 +51,37 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
     EXPECT_EQ(self->verdict, Disposition::kPassed) << self->summary();
   }
   EXPECT_EQ(rejected, 4);
-  EXPECT_EQ(cases.size(), 177u);
+  EXPECT_EQ(cases.size(), 182u);
 }
 
 TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
   const std::vector<opcov::OpCase> cases = opcov::op_coverage_cases();
   const std::vector<std::string> groups = opcov::core_groups(cases);
   std::set<std::string> g(groups.begin(), groups.end());
-  for (const char* want :
-       {"conv_fprop fp16", "conv_dgrad fp16", "conv_wgrad fp16", "matmul bf16", "matmul fp16", "layer_norm fp16",
-        "rms_norm fp16", "sdpa fp16", "sdpa.causal fp16", "sdpa bf16", "sdpa.causal bf16", "sdpa window causal",
-        "sdpa band left+right", "sdpa causal bottom-right", "sdpa decode bottom-right", "sdpa window bottom-right gqa",
-        "sdpa stats", "sdpa stats causal bottom-right", "sdpa stats bias window gqa"})
+  for (const char* want : {"conv_fprop fp16",
+                           "conv_dgrad fp16",
+                           "conv_wgrad fp16",
+                           "matmul bf16",
+                           "matmul fp16",
+                           "layer_norm fp16",
+                           "rms_norm fp16",
+                           "sdpa fp16",
+                           "sdpa.causal fp16",
+                           "sdpa bf16",
+                           "sdpa.causal bf16",
+                           "sdpa window causal",
+                           "sdpa band left+right",
+                           "sdpa causal bottom-right",
+                           "sdpa decode bottom-right",
+                           "sdpa window bottom-right gqa",
+                           "sdpa stats",
+                           "sdpa stats causal bottom-right",
+                           "sdpa stats bias window gqa",
+                           "sdpa_backward fp16",
+                           "sdpa_backward causal",
+                           "sdpa_backward window gqa",
+                           "sdpa_backward bias",
+                           "sdpa_backward causal bottom-right"})
     EXPECT_TRUE(g.count(want)) << want;
   int pointwise = 0, reductions = 0;
   for (const std::string& s : groups) {
@@ -71,7 +90,7 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
   }
   EXPECT_EQ(pointwise, 16 * 2);  // every mode in fp32 and fp16
   EXPECT_EQ(reductions, 4 * 2);  // every mode over the last axis and over all axes
-  EXPECT_EQ(groups.size(), 30u + 32u + 8u);
+  EXPECT_EQ(groups.size(), 35u + 32u + 8u);
   // Every pointwise mode appears standalone and fused behind a matmul in both core dtypes.
   for (const char* mode : {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add", "relu", "gelu_erf",
                            "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "identity"})

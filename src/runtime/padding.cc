@@ -101,7 +101,8 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
         if (v(y) != v(x)) return refuse(where + ": " + name(x) + " and " + name(y) + " do not vary alike");
       return Status::ok();
     }
-    case OpKind::kSdpa: {
+    case OpKind::kSdpa:
+    case OpKind::kSdpaBackward: {
       const int q = n.inputs[0];
       if (n.sdpa.padding)  // the scratch's extra entries would carry whatever lengths it holds
         return refuse(where + ": a padding mask is not served by the batch stopgaps (a padded run's extra entries "

@@ -176,6 +176,33 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
   return add_node(std::move(n), inputs, std::move(out));
 }
 
+GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, TensorRef q, TensorRef k, TensorRef v,
+                                                    TensorRef o, TensorRef dout, TensorRef stats,
+                                                    const SdpaAttrs& attrs, std::optional<TensorRef> bias) {
+  Node n = make_node(name, OpKind::kSdpaBackward);
+  n.sdpa = attrs;
+  std::vector<TensorRef> inputs = {q, k, v, o, dout, stats};
+  if (bias) inputs.push_back(*bias);
+  const TensorRef dq = add_node(std::move(n), inputs, name + "_dq");
+  if (dq.index < 0) return SdpaGrads{};
+  Node& added = graph_.nodes.back();
+  SdpaGrads g{dq, TensorRef{}, TensorRef{}};
+  for (const char* grad : {"_dk", "_dv"}) {
+    const std::string out = name + grad;
+    if (graph_.find_tensor(out) >= 0) {
+      fail("node '" + name + "': output '" + out + "' is declared already");
+      return SdpaGrads{};
+    }
+    TensorDesc d;
+    d.name = out;
+    graph_.tensors.push_back(d);
+    const int t = static_cast<int>(graph_.tensors.size()) - 1;
+    added.outputs.push_back(t);
+    (std::string(grad) == "_dk" ? g.dk : g.dv) = TensorRef{t};
+  }
+  return g;
+}
+
 TensorRef GraphBuilder::sdpa_stats(TensorRef o, std::string out) {
   if (!check_ref(o, "sdpa_stats")) return TensorRef{};
   const int writer = graph_.producer(o.index);

@@ -127,6 +127,34 @@ TEST(Builder, SdpaStatsMatchesTheSpecWithTheSecondOutput) {
   EXPECT_NE(not_sdpa.build().status().message().find("tensor 'r' is not an sdpa's output"), std::string::npos);
 }
 
+// sdpa_backward: dq, dk, dv named after the node, signing as the spec with the same node.
+TEST(Builder, SdpaBackwardMatchesTheSpec) {
+  GraphBuilder b;
+  b.io_dtype(DataType::kBFloat16);
+  TensorRef q = b.tensor("q", {2, 4, 64, 64}), k = b.tensor("k", {2, 2, 64, 64}), v = b.tensor("v", {2, 2, 64, 64});
+  TensorRef o = b.tensor("o", {2, 4, 64, 64}), dout = b.tensor("do", {2, 4, 64, 64});
+  TensorRef stats = b.tensor("stats", {2, 4, 64, 1}, Layout::kRowMajor, DataType::kFloat32);
+  SdpaAttrs a;
+  a.causal = true;
+  const GraphBuilder::SdpaGrads g = b.sdpa_backward("grad", q, k, v, o, dout, stats, a);
+  b.output(g.dq).output(g.dk).output(g.dv);
+  const std::string spec = R"({"name": "s", "io_dtype": "bf16",
+    "tensors": {"q": {"dims": [2, 4, 64, 64]}, "k": {"dims": [2, 2, 64, 64]}, "v": {"dims": [2, 2, 64, 64]},
+                "o": {"dims": [2, 4, 64, 64]}, "do": {"dims": [2, 4, 64, 64]},
+                "stats": {"dims": [2, 4, 64, 1], "dtype": "float32"}},
+    "nodes": [{"name": "grad", "op": "sdpa_backward", "causal": true, "inputs": ["q", "k", "v", "o", "do", "stats"],
+               "outputs": ["grad_dq", "grad_dk", "grad_dv"]}],
+    "outputs": ["grad_dq", "grad_dk", "grad_dv"]})";
+  StatusOr<Graph> built = b.build();
+  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
+  StatusOr<Graph> parsed = parse_spec_string(spec, "s.json");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  StatusOr<GraphSignature> sb = compute_signature(*built), sp = compute_signature(*parsed);
+  ASSERT_TRUE(sb.is_ok() && sp.is_ok());
+  EXPECT_EQ(sb->structure, sp->structure) << "builder:\n" << sb->canonical << "spec:\n" << sp->canonical;
+  EXPECT_EQ(built->tensors[static_cast<size_t>(g.dk.index)].shape(), (std::vector<int64_t>{2, 2, 64, 64}));
+}
+
 TEST(Builder, ConvGradsMatchJson) {
   {
     GraphBuilder b;

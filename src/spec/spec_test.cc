@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -229,6 +230,73 @@ TEST(SpecOps, SdpaStatsOutput) {
   relu["nodes"][0]["outputs"] = {"y", "y2"};
   relu["outputs"] = {"y", "y2"};
   EXPECT_ERROR_HAS(parse(relu).status(), "node 'n1' (relu): 2 outputs, expected 1");
+}
+
+// The backward pass: q, k, v, o, do, stats (, bias) -> dq, dk, dv, shaped as q, k, v; what it reads is checked
+// against the forward it differentiates, and what cuDNN cannot run is refused (NotSupported).
+TEST(SpecOps, SdpaBackward) {
+  const Json tensors = {{"q", t({2, 8, 128, 64})}, {"k", t({2, 2, 256, 64})},  {"v", t({2, 2, 256, 32})},
+                        {"o", t({2, 8, 128, 32})}, {"do", t({2, 8, 128, 32})}, {"stats", t({2, 8, 128, 1}, "float32")}};
+  Json s = one_node(tensors, "sdpa_backward", {"q", "k", "v", "o", "do", "stats"}, {{"causal", true}});
+  s["io_dtype"] = "bf16";
+  s["nodes"][0]["outputs"] = {"dq", "dk", "dv"};
+  s["outputs"] = {"dq", "dk", "dv"};
+  StatusOr<Graph> g = parse(s);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(out_shape(g, "dq"), (V{2, 8, 128, 64}));
+  EXPECT_EQ(out_shape(g, "dk"), (V{2, 2, 256, 64}));
+  EXPECT_EQ(out_shape(g, "dv"), (V{2, 2, 256, 32}));
+  EXPECT_EQ(g->nodes[0].op, OpKind::kSdpaBackward);
+  auto text = graph_to_spec_json(*g);
+  ASSERT_TRUE(text.is_ok()) << text.status().to_string();
+  auto back = parse_spec_string(*text, "back.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  auto sig = compute_signature(*g), sig_back = compute_signature(*back);
+  ASSERT_TRUE(sig.is_ok() && sig_back.is_ok());
+  EXPECT_EQ(sig->structure, sig_back->structure);
+  EXPECT_TRUE(std::regex_search(sig->canonical, std::regex("sdpa_backward .*out=t[0-9]+,t[0-9]+,t[0-9]+\n")))
+      << sig->canonical;
+
+  struct Bad {
+    std::function<void(Json&)> edit;
+    const char* message;
+    StatusCode code;
+  };
+  const std::vector<Bad> bad = {
+      {[](Json& j) { j["tensors"]["stats"]["dtype"] = "bf16"; }, "input 'stats': dtype bf16",
+       StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["stats"]["dims"] = {2, 8, 128, 2};
+       },
+       "input 'stats': dims [2,8,128,2] must be", StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["o"]["dims"] = {2, 8, 128, 64};
+       },
+       "input 'o': dims [2,8,128,64] must be o's", StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["do"]["dims"] = {2, 8, 64, 32};
+       },
+       "input 'do': dims [2,8,64,32] must be o's", StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["nodes"][0]["outputs"] = {"dq", "dk"};
+         j["outputs"] = {"dq", "dk"};
+       },
+       "2 outputs, expected 3 (dq, dk, dv)", StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do"};
+       },
+       "5 inputs, expected 6 or 7", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["nodes"][0]["paged_kv"] = true; }, "paged caches serve decode", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["nodes"][0]["padding_mask"] = true; }, "backward pass with a padding mask is not supported yet",
+       StatusCode::kNotSupported},
+  };
+  for (const Bad& b : bad) {
+    Json j = s;
+    b.edit(j);
+    Status st = parse(j).status();
+    EXPECT_EQ(st.code(), b.code) << st.to_string();
+    EXPECT_ERROR_HAS(st, "node 'n1' (sdpa_backward)", b.message);
+  }
 }
 
 // The statistics with a padding mask are refused at validate (NotSupported), saying why.

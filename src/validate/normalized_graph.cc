@@ -38,6 +38,11 @@ std::vector<const char*> input_roles(const Node& n) {
       if (x.page_table_k >= 0) r.insert(r.end(), {"page_table_k", "page_table_v"});
       return r;
     }
+    case OpKind::kSdpaBackward: {
+      std::vector<const char*> r = {"q", "k", "v", "o", "do", "stats"};
+      if (sdpa_inputs(n).bias >= 0) r.push_back("bias");
+      return r;
+    }
   }
   return {};
 }
@@ -48,6 +53,7 @@ const char* output_role(OpKind op) {
     case OpKind::kConvWgrad: return "dw";
     case OpKind::kMatmul: return "c";
     case OpKind::kSdpa: return "o";
+    case OpKind::kSdpaBackward: return "dq";
     case OpKind::kConvFprop:
     case OpKind::kPointwise:
     case OpKind::kReduction:
@@ -102,6 +108,7 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: a["epsilon"] = n.norm.epsilon; break;
     case OpKind::kSdpa:
+    case OpKind::kSdpaBackward:
       a["causal"] = plan.sdpa.band.right == 0;  // a right bound of 0 however written (it signs alike)
       a["attn_scale"] = plan.sdpa.scale;        // 1/sqrt(head dim) unless given
       // The band as it applies: key j is seen by query i when i + shift - left_bound < j <= i + shift + right_bound
@@ -143,7 +150,9 @@ StatusOr<Json> node_json(const Graph& g, int index) {
   j["inputs"] = ins;
   Json outs = Json::array();
   for (size_t o = 0; o < n.outputs.size(); ++o)  // an sdpa's second output is its softmax statistics
-    outs.push_back({{"role", o == 0 ? output_role(n.op) : "stats"},
+    outs.push_back({{"role", o == 0                          ? output_role(n.op)
+                             : n.op == OpKind::kSdpaBackward ? (o == 1 ? "dk" : "dv")
+                                                             : "stats"},
                     {"tensor", g.tensors[static_cast<size_t>(n.outputs[o])].name}});
   j["outputs"] = outs;
   j["attributes"] = attributes_json(n, plan);

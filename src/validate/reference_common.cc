@@ -162,6 +162,14 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kDiv) range[t] = {0.5, 1.5};
     }
     if (n.op == OpKind::kSdpa) sdpa_length_ranges(g, n, &range);
+    // A backward pass's statistics near a full row's log-sum-exp (ln Skv for scores near 0), so that P = exp(S - L)
+    // is a softmax's size, as the forward would have written it: [2^e, 2^(e+1)) around ln Skv, a range the
+    // generator draws exactly.
+    if (n.op == OpKind::kSdpaBackward && n.inputs.size() > 5) {
+      const double ln_keys = std::log(std::max(2.0, static_cast<double>(sdpa_keys_extent(g, n))));
+      const double lo = std::exp2(std::floor(std::log2(std::max(1.0, ln_keys))));
+      range[static_cast<size_t>(n.inputs[5])] = {lo, 2.0 * lo};
+    }
   }
   for (int t : g.outputs) used[static_cast<size_t>(t)] = true;
   std::vector<InputDraw> draws;

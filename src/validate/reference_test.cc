@@ -361,6 +361,105 @@ TEST(HostReference, SdpaStatsAreEachRowsLogSumExp) {
   }
 }
 
+// The backward pass against central differences of the forward reference: with o and the statistics from the
+// forward, dq, dk and dv are the gradients of sum(do * o) in q, k and v. Causal and with a window, grouped heads,
+// a bias; nothing here restates the backward's formulas.
+TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
+  struct Case {
+    bool causal;
+    std::optional<int64_t> left;
+    bool bias;
+  };
+  for (const Case& c : {Case{false, std::nullopt, false}, Case{true, std::nullopt, true}, Case{true, 2, false}}) {
+    const int64_t b = 1, h = 2, hk = 1, sq = 3, skv = 4, d = 8;
+    SdpaAttrs a;
+    a.causal = c.causal;
+    a.left_bound = c.left;
+    Graph fwd = make_graph("fwd");
+    const int q = add_tensor(fwd, "q", {b, h, sq, d}), k = add_tensor(fwd, "k", {b, hk, skv, d}),
+              v = add_tensor(fwd, "v", {b, hk, skv, d});
+    std::vector<int> fin = {q, k, v};
+    if (c.bias) fin.push_back(add_tensor(fwd, "bias", {1, h, sq, skv}));
+    const int o = add_tensor(fwd, "o", {b, h, sq, d}), lse = add_tensor(fwd, "lse", {b, h, sq, 1});
+    add_node(fwd, "attn", OpKind::kSdpa, fin, o).sdpa = a;
+    fwd.nodes[0].outputs.push_back(lse);
+    fwd.outputs = {o, lse};
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    // Values on a grid of 2^-10 and steps of 2^-7: x +- step is exact in the fp32 the reference rounds inputs to.
+    auto draw = [&](const Graph& g, int t) {
+      std::vector<double> x(static_cast<size_t>(g.tensors[static_cast<size_t>(t)].element_count()));
+      for (double& e : x) e = std::round(u(rng) * 1024.0) / 1024.0;
+      return x;
+    };
+    std::map<int, std::vector<double>> xs;
+    for (int t : fin) xs[t] = draw(fwd, t);
+    const std::vector<double> dout = draw(fwd, o);
+    auto forward = [&](const std::map<int, std::vector<double>>& at) {
+      std::map<int, HostTensor> in;
+      for (const auto& [t, x] : at) in.emplace(t, vals(fwd, t, x));
+      auto r = run_host_reference(fwd, in);
+      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+      return r.is_ok() ? std::make_pair((*r)[0].values(), (*r)[1].values())
+                       : std::make_pair(std::vector<double>{}, std::vector<double>{});
+    };
+    const auto [ov, lv] = forward(xs);
+
+    Graph bwd = make_graph("bwd");
+    const int bq = add_tensor(bwd, "q", {b, h, sq, d}), bk = add_tensor(bwd, "k", {b, hk, skv, d}),
+              bv = add_tensor(bwd, "v", {b, hk, skv, d}), bo = add_tensor(bwd, "o", {b, h, sq, d}),
+              bg = add_tensor(bwd, "do", {b, h, sq, d}), bl = add_tensor(bwd, "stats", {b, h, sq, 1});
+    std::vector<int> bin = {bq, bk, bv, bo, bg, bl};
+    if (c.bias) bin.push_back(add_tensor(bwd, "bias", {1, h, sq, skv}));
+    const int dq = add_tensor(bwd, "dq", {b, h, sq, d}), dk = add_tensor(bwd, "dk", {b, hk, skv, d}),
+              dv = add_tensor(bwd, "dv", {b, hk, skv, d});
+    add_node(bwd, "grad", OpKind::kSdpaBackward, bin, dq).sdpa = a;
+    bwd.nodes[0].outputs = {dq, dk, dv};
+    bwd.outputs = {dq, dk, dv};
+    std::map<int, HostTensor> in{{bq, vals(bwd, bq, xs[q])}, {bk, vals(bwd, bk, xs[k])}, {bv, vals(bwd, bv, xs[v])},
+                                 {bo, vals(bwd, bo, ov)},    {bg, vals(bwd, bg, dout)},  {bl, vals(bwd, bl, lv)}};
+    if (c.bias) in.emplace(bin[6], vals(bwd, bin[6], xs[fin[3]]));
+    auto grads = run_host_reference(bwd, in);
+    ASSERT_TRUE(grads.is_ok()) << grads.status().to_string();
+    ASSERT_EQ(grads->size(), 3u);
+    const int wrt[3] = {q, k, v};
+    double worst = 0.0, largest = 0.0;
+    for (int w = 0; w < 3; ++w) {
+      const std::vector<double> got = (*grads)[static_cast<size_t>(w)].values();
+      ASSERT_EQ(got.size(), xs[wrt[w]].size());
+      for (size_t e = 0; e < got.size(); ++e) {
+        // Central differences at steps h and h/2, extrapolated (Richardson): the step's error is O(h^4); what is
+        // left is o's fp32 rounding over the step, about 1e-5 here.
+        auto diff = [&](double step) {
+          auto plus = xs, minus = xs;
+          plus[wrt[w]][e] += step;
+          minus[wrt[w]][e] -= step;
+          const std::vector<double> op = forward(plus).first, om = forward(minus).first;
+          double fd = 0.0;
+          for (size_t i = 0; i < dout.size(); ++i) fd += dout[i] * (op[i] - om[i]) / (2 * step);
+          return fd;
+        };
+        const double h1 = 0x1p-6, fd = (4.0 * diff(h1 / 2) - diff(h1)) / 3.0;
+        EXPECT_NEAR(got[e], fd, 1e-4) << "d"
+                                      << "qkv"[w] << "[" << e << "]" << (c.causal ? " causal" : "")
+                                      << (c.bias ? " bias" : "") << (c.left ? " window" : "");
+        worst = std::max(worst, std::fabs(got[e] - fd));
+        largest = std::max(largest, std::fabs(got[e]));
+      }
+    }
+    EXPECT_GT(largest, 0.05) << "gradients too small to tell a wrong formula from a right one";
+    std::printf("[ sdpa backward ] causal=%d window=%d bias=%d: largest gradient %.3g, worst difference %.2g\n",
+                c.causal, c.left.has_value(), c.bias, largest, worst);
+    // The magnitudes bound every value.
+    auto m = run_host_reference_with_magnitudes(bwd, in);
+    ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+    for (size_t w = 0; w < 3; ++w) {
+      const std::vector<double> val = m->values[w].values(), mag = m->magnitudes[w].values();
+      for (size_t e = 0; e < val.size(); ++e) ASSERT_GE(mag[e], std::fabs(val[e]));
+    }
+  }
+}
+
 // The band against an explicit mask written here from its definition (key j seen by query i when
 // diag - left < j <= diag + right, diag = i, or i + Skv - Sq bottom-right), on random values: windows, right
 // bounds, both alignments, grouped heads.

@@ -76,12 +76,19 @@ enum class OpKind {
   kLayerNorm,
   kRmsNorm,
   kSdpa,
+  kSdpaBackward,
 };
-inline constexpr EnumName<OpKind> kOpKindNames[] = {
-    {OpKind::kConvFprop, "conv_fprop"}, {OpKind::kConvDgrad, "conv_dgrad"}, {OpKind::kConvWgrad, "conv_wgrad"},
-    {OpKind::kMatmul, "matmul"},        {OpKind::kPointwise, "pointwise"},  {OpKind::kReduction, "reduction"},
-    {OpKind::kLayerNorm, "layer_norm"}, {OpKind::kRmsNorm, "rms_norm"},     {OpKind::kSdpa, "sdpa"}};
-static_assert(std::size(kOpKindNames) == static_cast<size_t>(OpKind::kSdpa) + 1, "an OpKind without a name");
+inline constexpr EnumName<OpKind> kOpKindNames[] = {{OpKind::kConvFprop, "conv_fprop"},
+                                                    {OpKind::kConvDgrad, "conv_dgrad"},
+                                                    {OpKind::kConvWgrad, "conv_wgrad"},
+                                                    {OpKind::kMatmul, "matmul"},
+                                                    {OpKind::kPointwise, "pointwise"},
+                                                    {OpKind::kReduction, "reduction"},
+                                                    {OpKind::kLayerNorm, "layer_norm"},
+                                                    {OpKind::kRmsNorm, "rms_norm"},
+                                                    {OpKind::kSdpa, "sdpa"},
+                                                    {OpKind::kSdpaBackward, "sdpa_backward"}};
+static_assert(std::size(kOpKindNames) == static_cast<size_t>(OpKind::kSdpaBackward) + 1, "an OpKind without a name");
 const char* op_kind_name(OpKind k);  // kOpKindNames' name
 
 enum class PointwiseMode {
@@ -188,7 +195,10 @@ struct SdpaAttrs {
 //   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)} out {o (, stats)}
 //               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths and the page tables optional: sdpa_inputs;
 //               stats, when asked for, each query row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1])
-// Every op writes one tensor, but for an sdpa's optional second.
+//   sdpa_backward: in {q, k, v, o, do, stats (, bias)} out {dq, dk, dv}
+//               (the gradients of an sdpa with these attributes: o and stats as its forward wrote them, do the
+//               gradient of o; dq, dk, dv shaped and typed as q, k, v; no padding mask or paged caches)
+// Every op writes one tensor, but for an sdpa's optional second and an sdpa_backward's three.
 struct Node {
   std::string name;
   OpKind op = OpKind::kPointwise;
@@ -203,13 +213,18 @@ struct Node {
 };
 
 // Where an sdpa node's optional inputs are in Node::inputs (-1: absent): a bias after q, k, v; with
-// SdpaAttrs::padding the lengths, and with SdpaAttrs::paged the page tables after them, last.
+// SdpaAttrs::padding the lengths, and with SdpaAttrs::paged the page tables after them, last. An sdpa_backward's
+// bias is its seventh input.
 struct SdpaInputs {
   int bias = -1, seq_len_q = -1, seq_len_kv = -1, page_table_k = -1, page_table_v = -1;
 };
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
   const int count = static_cast<int>(n.inputs.size());
+  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias)
+    if (count >= 7) r.bias = 6;
+    return r;
+  }
   const int tables = n.sdpa.paged ? 2 : 0;
   const int tail = (n.sdpa.padding ? 2 : 0) + tables;
   if (count - tail >= 4) r.bias = 3;

@@ -113,6 +113,14 @@ class GraphBuilder {
                  std::optional<TensorRef> seq_len_q = std::nullopt, std::optional<TensorRef> seq_len_kv = std::nullopt,
                  std::optional<TensorRef> page_table_k = std::nullopt,
                  std::optional<TensorRef> page_table_v = std::nullopt);
+  // The backward pass of an sdpa with attributes `attrs` (no padding mask or paged caches): dq, dk, dv (named
+  // name + "_dq", "_dk", "_dv"; shaped and typed as q, k, v) from q, k, v, the forward's o and statistics, and do,
+  // the gradient of o; with the forward's bias where it had one.
+  struct SdpaGrads {
+    TensorRef dq, dk, dv;
+  };
+  SdpaGrads sdpa_backward(const std::string& name, TensorRef q, TensorRef k, TensorRef v, TensorRef o, TensorRef dout,
+                          TensorRef stats, const SdpaAttrs& attrs = {}, std::optional<TensorRef> bias = std::nullopt);
   // The softmax statistics of the sdpa node that writes `o`, as that node's second output: each query row's
   // log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1] (named `out`, by default the node's name + "_stats").
   TensorRef sdpa_stats(TensorRef o, std::string out = "");

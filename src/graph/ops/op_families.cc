@@ -16,7 +16,8 @@ OpFamilyId op_family_of(OpKind kind) {
     case OpKind::kReduction: return OpFamilyId::kReduction;
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: return OpFamilyId::kNorm;
-    case OpKind::kSdpa: return OpFamilyId::kSdpa;
+    case OpKind::kSdpa:
+    case OpKind::kSdpaBackward: return OpFamilyId::kSdpa;
   }
   return OpFamilyId::kPointwise;
 }
@@ -34,9 +35,9 @@ const OpFamily& op_family(OpKind kind) {
   return *family_entry(kTable, kind);
 }
 
-size_t max_node_outputs(OpKind op) {
-  const size_t m = op_family(op).max_outputs;
-  return m == 0 ? 1 : m;
+void node_output_arity(const Node& node, size_t* lo, size_t* hi) {
+  *lo = *hi = 1;
+  if (const auto f = op_family(node.op).output_arity) f(node, lo, hi);
 }
 
 }  // namespace kiln::graph_internal

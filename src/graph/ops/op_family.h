@@ -58,13 +58,13 @@ struct OpFamily {
   std::string (*signature_attrs)(const Graph& graph, const Node& node);
   // The node's macs and flops (node_cost fills in the bytes, which every family counts alike).
   OpCost (*cost)(const Graph& graph, const Node& node);
-  // The most tensors the op writes (it writes at least one); 0 for one. An sdpa writes o and optionally its
-  // softmax statistics.
-  size_t max_outputs = 0;
+  // Accepted output counts [lo, hi]; null: one. An sdpa writes o and optionally its softmax statistics, an
+  // sdpa_backward dq, dk and dv.
+  void (*output_arity)(const Node& node, size_t* lo, size_t* hi) = nullptr;
 };
 
-// The output counts a node of `op` may have: [1, family's max_outputs or 1].
-size_t max_node_outputs(OpKind op);
+// The output counts a node may have: its family's output_arity, or exactly one.
+void node_output_arity(const Node& node, size_t* lo, size_t* hi);
 
 // The cost of `elements` element operations (no contraction): one FLOP each.
 inline OpCost element_op_cost(double elements) {

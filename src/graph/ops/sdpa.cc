@@ -10,11 +10,22 @@ namespace kiln::graph_internal {
 namespace {
 
 void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
+  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias
+    *lo = 6;
+    *hi = 7;
+    return;
+  }
   // q, k, v, an optional additive bias, with a padding mask the two lengths, with paged caches the two page tables
   // (kiln/graph/graph.h sdpa_inputs)
   const size_t tail = (n.sdpa.padding ? 2 : 0) + (n.sdpa.paged ? 2 : 0);
   *lo = 3 + tail;
   *hi = 4 + tail;
+}
+
+// o and optionally the statistics; a backward pass's dq, dk, dv.
+void sdpa_output_arity(const Node& n, size_t* lo, size_t* hi) {
+  *lo = n.op == OpKind::kSdpaBackward ? 3 : 1;
+  *hi = n.op == OpKind::kSdpaBackward ? 3 : 2;
 }
 
 // A padding mask's lengths and paged caches' tables are data the caller gives: graph inputs, not a node's output
@@ -91,20 +102,22 @@ Status check_lengths(NodeCtx& c, const Dims& q) {
 // The optional bias [B or 1, H or 1, Sq, Skv], added to the scaled scores before the softmax (and the band), in q's
 // dtype. cuDNN (9.19, Frontend 1.32) takes no bias with a bottom-right diagonal.
 Status check_bias(NodeCtx& c, const Dims& q, const Dims& k) {
-  if (sdpa_inputs(c.node).bias < 0) return Status::ok();
-  KILN_RETURN_IF_ERROR(check_rank(c, 3, 4, 4));
-  const Dims& b = c.in(3).dims;
-  if (c.in_dtype(3) != c.in_dtype(0))
+  const int at = sdpa_inputs(c.node).bias;
+  if (at < 0) return Status::ok();
+  const size_t bi = static_cast<size_t>(at);
+  KILN_RETURN_IF_ERROR(check_rank(c, bi, 4, 4));
+  const Dims& b = c.in(bi).dims;
+  if (c.in_dtype(bi) != c.in_dtype(0))
     return c.error(
-        c.in_label(3) + ": dtype " + std::string(dtype_name(c.in_dtype(3))) + " differs from " + c.in_label(0) + " (" +
-        dtype_name(c.in_dtype(0)) + "): the bias is in q's dtype" +
-        (c.in_dtype(3) == DataType::kInt32 ? " (a padding mask's lengths need \"padding_mask\": true)" : ""));
+        c.in_label(bi) + ": dtype " + std::string(dtype_name(c.in_dtype(bi))) + " differs from " + c.in_label(0) +
+        " (" + dtype_name(c.in_dtype(0)) + "): the bias is in q's dtype" +
+        (c.in_dtype(bi) == DataType::kInt32 ? " (a padding mask's lengths need \"padding_mask\": true)" : ""));
   const int64_t want[4] = {q[0].value, q[1].value, q[2].value, k[2].value};
   const char* what[4] = {"batch", "heads", "queries", "keys"};
   for (size_t i = 0; i < 4; ++i) {
     const bool broadcast = i < 2 && b[i].value == 1;
     if (b[i].value != want[i] && !broadcast)
-      return c.error(c.in_label(3) + ": dims " + dims_text(b) + " must be [B or 1, H or 1, Sq, Skv] = [" +
+      return c.error(c.in_label(bi) + ": dims " + dims_text(b) + " must be [B or 1, H or 1, Sq, Skv] = [" +
                      std::to_string(want[0]) + " or 1, " + std::to_string(want[1]) + " or 1, " +
                      std::to_string(want[2]) + ", " + std::to_string(want[3]) + "] (" + what[i] + ")");
   }
@@ -170,32 +183,31 @@ Status stats_output(NodeCtx& c, const Dims& q, std::vector<Dims>* out) {
   return Status::ok();
 }
 
-Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
-  for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+// q, k, v's dtypes (fp16 or bf16, alike: inputs 0..count-1), compute fp32, SM 8.0+, a positive scale.
+Status check_common(NodeCtx& c, const ValidateOptions& options, size_t count) {
   DataType qt = c.in_dtype(0);
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     DataType t = c.in_dtype(i);
     if (t != DataType::kFloat16 && t != DataType::kBFloat16)
-      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) +
-                     " is not supported by sdpa (fp16 or bf16 only)");
+      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) + " is not supported by " +
+                     node_op_name(c.node) + " (fp16 or bf16 only)");
     if (t != qt)
       return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(t)) + " differs from " + c.in_label(0) + " (" +
                      dtype_name(qt) + ")");
   }
-  DataType ot = c.out_dtype();
-  if (ot != DataType::kFloat16 && ot != DataType::kBFloat16)
-    return c.error(c.out_label() + ": dtype " + std::string(dtype_name(ot)) +
-                   " is not supported by sdpa (fp16 or bf16 only)");
   KILN_RETURN_IF_ERROR(check_compute_fp32(c));
   if (options.target_sm_version > 0 && options.target_sm_version < 80)
-    return not_supported(c.where + ": sdpa needs SM 8.0 or newer, target is SM " +
+    return not_supported(c.where + ": " + node_op_name(c.node) + " needs SM 8.0 or newer, target is SM " +
                          std::to_string(options.target_sm_version / 10) + "." +
                          std::to_string(options.target_sm_version % 10));
   if (c.node.sdpa.attn_scale && !(*c.node.sdpa.attn_scale > 0.0 && std::isfinite(*c.node.sdpa.attn_scale)))
     return c.error("attribute 'attn_scale': " + std::to_string(*c.node.sdpa.attn_scale) + " must be positive");
-  const Dims& q = c.in(0).dims;
-  Dims k, v;
-  KILN_RETURN_IF_ERROR(logical_kv(c, q, &k, &v));
+  return Status::ok();
+}
+
+// q [B, H, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv] (k and v as the keys and values: logical_kv): batches and
+// heads alike, Hk dividing H, head dims multiples of 8 up to 256.
+Status check_qkv(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
   for (const Dims* kv : {&k, &v})
     if ((*kv)[0].value != q[0].value)
       return c.error(c.in_label(kv == &k ? 1 : 2) + ": batch " + std::to_string((*kv)[0].value) + " differs from " +
@@ -218,12 +230,73 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
     if (d % 8 != 0 || d > 256)
       return c.error(c.in_label(i) + ": head dim " + std::to_string(d) + " must be a multiple of 8 and at most 256");
   }
+  return Status::ok();
+}
+
+Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
+
+Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
+  if (c.node.op == OpKind::kSdpaBackward) return infer_sdpa_backward(c, options, out);
+  for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  KILN_RETURN_IF_ERROR(check_common(c, options, 3));
+  DataType ot = c.out_dtype();
+  if (ot != DataType::kFloat16 && ot != DataType::kBFloat16)
+    return c.error(c.out_label() + ": dtype " + std::string(dtype_name(ot)) +
+                   " is not supported by sdpa (fp16 or bf16 only)");
+  const Dims& q = c.in(0).dims;
+  Dims k, v;
+  KILN_RETURN_IF_ERROR(logical_kv(c, q, &k, &v));
+  KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   if (c.node.outputs.size() > 1) KILN_RETURN_IF_ERROR(stats_output(c, q, out));
+  return Status::ok();
+}
+
+// The backward pass: q, k, v, o, do, stats (, bias), each checked against the forward it differentiates (o and do
+// [B, H, Sq, Dv] in q's dtype, stats fp32 [B, H, Sq, 1]); dq, dk, dv shaped as q, k, v, fp16 or bf16.
+Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
+  for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  if (c.node.sdpa.paged)
+    return c.error("attribute 'paged_kv': paged caches serve decode; a backward pass reads k and v whole");
+  if (c.node.sdpa.padding)
+    return not_supported(c.where + ": attribute 'padding_mask': the backward pass with a padding mask is not "
+                                   "supported yet (Kiln has no reference for a padded row's gradients)");
+  KILN_RETURN_IF_ERROR(check_common(c, options, 5));
+  const Dims &q = c.in(0).dims, &k = c.in(1).dims, &v = c.in(2).dims;
+  KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
+  const Dims want_o{q[0], q[1], q[2], v[3]};
+  for (size_t i : {size_t{3}, size_t{4}}) {
+    const Dims& d = c.in(i).dims;
+    for (size_t a = 0; a < 4; ++a)
+      if (d[a].value != want_o[a].value)
+        return c.error(c.in_label(i) + ": dims " + dims_text(d) + " must be o's [B, H, Sq, Dv] = " + dims_text(want_o));
+  }
+  if (c.in_dtype(5) != DataType::kFloat32)
+    return c.error(c.in_label(5) + ": dtype " + std::string(dtype_name(c.in_dtype(5))) +
+                   " is not supported for the softmax statistics (float32 only)");
+  const Dims& st = c.in(5).dims;
+  if (st[0].value != q[0].value || st[1].value != q[1].value || st[2].value != q[2].value || st[3].value != 1)
+    return c.error(c.in_label(5) + ": dims " + dims_text(st) + " must be [B, H, Sq, 1] = [" +
+                   std::to_string(q[0].value) + ", " + std::to_string(q[1].value) + ", " + std::to_string(q[2].value) +
+                   ", 1] (one log-sum-exp per query row, as the forward's statistics)");
+  for (size_t o = 0; o < 3; ++o) {
+    const DataType t = c.out_dtype(o);
+    if (t != DataType::kFloat16 && t != DataType::kBFloat16)
+      return c.error(c.out_label(o) + ": dtype " + std::string(dtype_name(t)) +
+                     " is not supported by sdpa_backward (fp16 or bf16 only)");
+  }
+  KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(check_bias(c, q, k));
+  KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  if (q[2].value == 1 && k[2].value == 1)
+    return not_supported(c.where + ": cuDNN's backward pass takes no single query over a single key (Sq = Skv = 1)");
+  out->push_back(q);
+  out->push_back(k);
+  out->push_back(v);
   return Status::ok();
 }
 
@@ -244,7 +317,7 @@ std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
 }
 
 // q [B, H, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv]: per (query, key) pair scored, D
-// multiply-accumulates for q.k and Dv for p.v. With a band, query i scores the keys j with
+// multiply-accumulates for q.k and Dv for p.v (a backward pass: 3 D + 2 Dv). With a band, query i scores the keys j with
 // diagonal - left_bound < j <= diagonal + right_bound only (the diagonal i, or i + Skv - Sq bottom-right), as the
 // references do.
 OpCost sdpa_cost(const Graph& g, const Node& n) {
@@ -267,13 +340,16 @@ OpCost sdpa_cost(const Graph& g, const Node& n) {
       pairs += static_cast<double>(std::max<int64_t>(0, last - first));
     }
   }
-  c.macs = bh * pairs * static_cast<double>(q.dims[3].value + v.dims[3].value);
+  const double d = static_cast<double>(q.dims[3].value), dv = static_cast<double>(v.dims[3].value);
+  // The backward pass recomputes the scores (D), forms dP = dO V^T and dV = P^T dO (Dv each), dQ = dS K and
+  // dK = dS^T Q (D each): 2.5 times the forward's work where D = Dv, as cuDNN Frontend's benchmarks count it.
+  c.macs = bh * pairs * (n.op == OpKind::kSdpaBackward ? 3.0 * d + 2.0 * dv : d + dv);
   c.flops = 2.0 * c.macs;
   return c;
 }
 
 }  // namespace
 
-const OpFamily kSdpaFamily = {"sdpa", sdpa_arity, infer_sdpa, sdpa_signature_attrs, sdpa_cost, 2};
+const OpFamily kSdpaFamily = {"sdpa", sdpa_arity, infer_sdpa, sdpa_signature_attrs, sdpa_cost, sdpa_output_arity};
 
 }  // namespace kiln::graph_internal

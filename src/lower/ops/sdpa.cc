@@ -5,21 +5,48 @@
 
 namespace kiln::lower_detail {
 
-Status lower_sdpa(LowerCtx& c, const Node& n) {
+namespace {
+
+// The band (validate checked the bounds' ranges and what cuDNN refuses): causal is a right bound of 0. Forward and
+// backward attributes alike.
+template <typename Attrs>
+void set_band(Attrs& attrs, const SdpaAttrs& a) {
+  if (const std::optional<int64_t> right = a.effective_right_bound())
+    attrs.set_diagonal_band_right_bound(static_cast<int>(*right));
+  if (a.left_bound) attrs.set_diagonal_band_left_bound(static_cast<int>(*a.left_bound));
+  attrs.set_diagonal_alignment(a.alignment == DiagonalAlignment::kBottomRight ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
+                                                                              : fe::DiagonalAlignment_t::TOP_LEFT);
+}
+
+double scale_of(const LowerCtx& c, const Node& n) {
+  const auto& q = c.g.tensors[static_cast<size_t>(n.inputs[0])];
+  return n.sdpa.attn_scale.value_or(1.0 / std::sqrt(static_cast<double>(q.dims.back().value)));
+}
+
+// dq, dk, dv from q, k, v, o, do, stats (and the bias): validate checked every dim and dtype.
+Status lower_sdpa_backward(LowerCtx& c, const Node& n) {
   auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
-  const auto& q = c.g.tensors[n.inputs[0]];
-  double scale = n.sdpa.attn_scale.value_or(1.0 / std::sqrt(static_cast<double>(q.dims.back().value)));
+  auto attrs =
+      fe::graph::SDPA_backward_attributes().set_name(n.name).set_attn_scale(static_cast<float>(scale_of(c, n)));
+  set_band(attrs, n.sdpa);
+  const SdpaInputs x = sdpa_inputs(n);
+  if (x.bias >= 0) attrs.set_bias(in(static_cast<size_t>(x.bias)));
+  auto outs = c.fg.sdpa_backward(in(0), in(1), in(2), in(3), in(4), in(5), attrs);
+  for (size_t o = 0; o < 3; ++o) finish_output(c, n.outputs[o], outs[o]);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status lower_sdpa(LowerCtx& c, const Node& n) {
+  if (n.op == OpKind::kSdpaBackward) return lower_sdpa_backward(c, n);
+  auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
+  const double scale = scale_of(c, n);
   // A second output asks for the softmax statistics (validate checked it: fp32 [B, H, Sq, 1]).
   const bool stats = n.outputs.size() > 1;
   auto attrs =
       fe::graph::SDPA_attributes().set_name(n.name).set_generate_stats(stats).set_attn_scale(static_cast<float>(scale));
-  // The band (validate checked the bounds' ranges and what cuDNN refuses): causal is a right bound of 0.
-  if (const std::optional<int64_t> right = n.sdpa.effective_right_bound())
-    attrs.set_diagonal_band_right_bound(static_cast<int>(*right));
-  if (n.sdpa.left_bound) attrs.set_diagonal_band_left_bound(static_cast<int>(*n.sdpa.left_bound));
-  attrs.set_diagonal_alignment(n.sdpa.alignment == DiagonalAlignment::kBottomRight
-                                   ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
-                                   : fe::DiagonalAlignment_t::TOP_LEFT);
+  set_band(attrs, n.sdpa);
   const SdpaInputs x = sdpa_inputs(n);  // validate checked their dims and dtypes
   if (x.bias >= 0) attrs.set_bias(in(static_cast<size_t>(x.bias)));
   if (x.seq_len_q >= 0) {

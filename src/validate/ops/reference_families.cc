@@ -33,17 +33,22 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     case OpKind::kMatmul: want_in = 2; break;
     case OpKind::kReduction: want_in = 1; break;
     case OpKind::kSdpa:
-      want_in = std::clamp<size_t>(node.inputs.size(), 3, 8);
-      break;                                       // kiln/graph/graph.h sdpa_inputs
+      want_in = std::clamp<size_t>(node.inputs.size(), 3, 8);  // kiln/graph/graph.h sdpa_inputs
+      break;
+    case OpKind::kSdpaBackward: want_in = std::clamp<size_t>(node.inputs.size(), 6, 7); break;
     default: want_in = node.inputs.size(); break;  // checked per op below
   }
   if (node.inputs.size() != want_in)
     return invalid_argument(where + ": expected " + std::to_string(want_in) + " inputs, got " +
                             std::to_string(node.inputs.size()));
-  const size_t most = node.op == OpKind::kSdpa ? 2 : 1;  // o, and its softmax statistics
-  if (node.outputs.empty() || node.outputs.size() > most)
-    return invalid_argument(where + ": expected " + (most == 1 ? std::string("1 output") : "1 or 2 outputs") +
-                            ", got " + std::to_string(node.outputs.size()));
+  // An sdpa's o and its softmax statistics; an sdpa_backward's dq, dk, dv.
+  const size_t fewest = node.op == OpKind::kSdpaBackward ? 3 : 1;
+  const size_t most = node.op == OpKind::kSdpa ? 2 : fewest;
+  if (node.outputs.size() < fewest || node.outputs.size() > most)
+    return invalid_argument(
+        where + ": expected " +
+        (fewest == most ? std::to_string(most) : std::to_string(fewest) + " or " + std::to_string(most)) +
+        " outputs, got " + std::to_string(node.outputs.size()));
   std::vector<int> all = node.inputs;
   all.insert(all.end(), node.outputs.begin(), node.outputs.end());
   for (int t : all) {

@@ -80,6 +80,8 @@ KILN_REFERENCE_FAMILY(pointwise)
 KILN_REFERENCE_FAMILY(reduction)
 KILN_REFERENCE_FAMILY(norm)
 KILN_REFERENCE_FAMILY(sdpa)
+KILN_REFERENCE_FAMILY(sdpa_backward)  // the sdpa family's sdpa_backward nodes: sdpa_host and the device entries
+                                      // hand them on; its plan is sdpa_plan's
 #undef KILN_REFERENCE_FAMILY
 
 // Shared by the host references (src/validate/host_reference.cc).

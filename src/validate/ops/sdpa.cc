@@ -9,9 +9,27 @@
 
 namespace kiln::validate_internal {
 
+// A backward pass's own tensors: do shaped as o, stats [B, H, Sq, 1], and dq, dk, dv shaped as q, k, v.
+Status sdpa_backward_tensors(const Graph& g, const Node& node, const std::string& where, const SdpaGeom& s) {
+  const auto q = tensor_dims(g, node.inputs[0]), k = tensor_dims(g, node.inputs[1]), v = tensor_dims(g, node.inputs[2]);
+  const std::vector<std::pair<int, std::vector<int64_t>>> want = {{node.inputs[4], {s.b, s.h, s.sq, s.dv}},
+                                                                  {node.inputs[5], {s.b, s.h, s.sq, 1}},
+                                                                  {node.outputs[0], q},
+                                                                  {node.outputs[1], k},
+                                                                  {node.outputs[2], v}};
+  for (const auto& [t, dims] : want)
+    if (tensor_dims(g, t) != dims)
+      return invalid_argument(where + ": " + tensor_label(g, t) + " " + dims_str(tensor_dims(g, t)) + " must be " +
+                              dims_str(dims));
+  return Status::ok();
+}
+
 Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
+  const bool backward = node.op == OpKind::kSdpaBackward;
+  if (backward && (node.inputs.size() < 6 || node.outputs.size() != 3))
+    return invalid_argument(where + ": sdpa_backward takes q, k, v, o, do, stats (, bias) and writes dq, dk, dv");
   const auto q = tensor_dims(g, node.inputs[0]), k = tensor_dims(g, node.inputs[1]), v = tensor_dims(g, node.inputs[2]),
-             o = tensor_dims(g, node.outputs[0]);
+             o = tensor_dims(g, backward ? node.inputs[3] : node.outputs[0]);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4 || o.size() != 4)
     return invalid_argument(where + ": q, k, v and o must be [B, H, S, D]");
   SdpaGeom& s = p.sdpa;
@@ -41,9 +59,12 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
     return invalid_argument(where + ": query heads " + std::to_string(s.h) + " must be a multiple of key heads " +
                             std::to_string(s.hk));
   if (o != std::vector<int64_t>{s.b, s.h, s.sq, s.dv})
-    return invalid_argument(where + ": output " + tensor_label(g, node.outputs[0]) + " " + dims_str(o) + " must be " +
-                            dims_str({s.b, s.h, s.sq, s.dv}));
-  if (node.outputs.size() > 1 && tensor_dims(g, node.outputs[1]) != std::vector<int64_t>{s.b, s.h, s.sq, 1})
+    return invalid_argument(where + ": " + (backward ? "input " : "output ") +
+                            tensor_label(g, backward ? node.inputs[3] : node.outputs[0]) + " " + dims_str(o) +
+                            " must be " + dims_str({s.b, s.h, s.sq, s.dv}));
+  if (backward) KILN_RETURN_IF_ERROR(sdpa_backward_tensors(g, node, where, s));
+  if (!backward && node.outputs.size() > 1 &&
+      tensor_dims(g, node.outputs[1]) != std::vector<int64_t>{s.b, s.h, s.sq, 1})
     return invalid_argument(where + ": statistics " + tensor_label(g, node.outputs[1]) + " " +
                             dims_str(tensor_dims(g, node.outputs[1])) + " must be " + dims_str({s.b, s.h, s.sq, 1}));
   s.scale = node.sdpa.attn_scale ? *node.sdpa.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.d));
@@ -68,6 +89,8 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
     keys = std::max(keys, last - first);
   }
   p.reduction_length = std::max(keys, s.d);
+  // A backward pass also sums dO.O over Dv, and dK, dV over every query of the key head's group.
+  if (backward) p.reduction_length = std::max({p.reduction_length, s.dv, s.sq * (s.h / s.hk)});
   return Status::ok();
 }
 
@@ -188,6 +211,7 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
 
 HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<const Values*>& in,
                          const std::vector<Operand>* op, const std::vector<Operand>* sop) {
+  if (node.op == OpKind::kSdpaBackward) return sdpa_backward_host(p, node, in, op, sop);
   HostNodeResult r;
   const SdpaInputs roles = sdpa_inputs(node);
   SdpaExtras x;

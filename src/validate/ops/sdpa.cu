@@ -174,8 +174,9 @@ SdpaExtras sdpa_extras(const Node& n, const std::vector<T>& in, Get get) {
   return SdpaExtras{at(r.bias), at(r.seq_len_q), at(r.seq_len_kv), at(r.page_table_k), at(r.page_table_v)};
 }
 
-Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y, int64_t,
-                         const std::string&) {
+Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y,
+                         int64_t count, const std::string& where) {
+  if (node.op == OpKind::kSdpaBackward) return sdpa_backward_device_value(node, p, in, y, count, where);
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   const SdpaExtras x = sdpa_extras(node, in, [](const double* v) { return v; });
@@ -184,7 +185,9 @@ Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<
 }
 
 Status sdpa_device_magnitude(const Node& node, const NodePlan& p, const std::vector<DeviceOperand>& op, const double* y,
-                             double* by, int64_t, bool, const std::string&) {
+                             double* by, int64_t count, bool scale_pass, const std::string& where) {
+  if (node.op == OpKind::kSdpaBackward)
+    return sdpa_backward_device_magnitude(node, p, op, y, by, count, scale_pass, where);
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);

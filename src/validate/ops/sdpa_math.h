@@ -93,4 +93,49 @@ KILN_HD inline double sdpa_stats_magnitude(double acc, double lse) {
   return ::fabs(lse) > m ? ::fabs(lse) : m;
 }
 
+// The backward pass (sdpa_backward), per (query i, key j) pair, by cuDNN's formulas: P_ij = exp(S_ij - L_i) with
+// S_ij = scale q_i.k_j (+ bias) and L_i the forward's statistics; dP_ij = dO_i.v_j, D_i = dO_i.O_i,
+// dS_ij = P_ij (dP_ij - D_i); dq_i += scale dS_ij k_j, dk_j += scale dS_ij q_i, dv_j += P_ij dO_i.
+// Their error bounds in units of c (first order; B the operands' magnitudes, E whether one carries error):
+//   S_ij - L_i:  sigma = (1 + Eq + Ek) |scale| sum_d Bq Bk + (1 + Ebias) Bbias + El Bl
+//   P_ij:        eP = P (sigma + 1)                                (the exponential's own rounding: the 1)
+//   dP_ij - D_i: (1 + EdO + Ev) sum_d BdO Bv + (1 + EdO + Eo) sum_d BdO BO, plus its own subtraction |dP - D|
+//   dS_ij:       edS = eP |dP - D| + P ((1 + EdO + Ev) sum BdO Bv + (1 + EdO + Eo) sum BdO BO + |dP - D|)
+// and each gradient's magnitude sums its terms' carried errors and its own accumulation (|term| with the other
+// operand's error): B_dq = |scale| sum_j (edS + |dS| (1 + Ek)) Bk_j, B_dk = |scale| sum_i (edS + |dS| (1 + Eq))
+// Bq_i, B_dv = sum_i (eP + P (1 + EdO)) BdO_i, each at least |value|. (cuDNN also rounds P and dS to the io dtype
+// before its matmuls: numerics.cc counts those roundings as it does the forward's P.)
+struct SdpaBackwardFactors {
+  double qk = 0, bias = 1, stats = 0, gv = 1, go = 1, k_own = 1, q_own = 1, do_own = 1, scale = 1;
+};
+KILN_HD inline SdpaBackwardFactors sdpa_backward_factors(double scale, bool eq, bool ek, bool ev, bool eo, bool edo,
+                                                         bool ebias, bool estats) {
+  SdpaBackwardFactors f;
+  f.scale = ::fabs(scale);
+  f.qk = contraction_factor(eq, ek) * f.scale;
+  f.bias = ebias ? 2.0 : 1.0;
+  f.stats = estats ? 1.0 : 0.0;
+  f.gv = contraction_factor(edo, ev);
+  f.go = contraction_factor(edo, eo);
+  f.k_own = ek ? 2.0 : 1.0;
+  f.q_own = eq ? 2.0 : 1.0;
+  f.do_own = edo ? 2.0 : 1.0;
+  return f;
+}
+// One pair's factors: the caller multiplies dq by Bk_j, dk by Bq_i and dv by BdO_i (elementwise over the head dim).
+struct SdpaBackwardPair {
+  double dq, dk, dv;
+};
+// p = P_ij, ds = dS_ij, g = dP_ij - D_i, qk = sum_d Bq Bk, bias and stats the magnitudes of the bias term and of L_i
+// (0 without a bias), gv = sum_d BdO Bv, go = sum_d BdO BO.
+KILN_HD inline SdpaBackwardPair sdpa_backward_pair(const SdpaBackwardFactors& f, double p, double ds, double g,
+                                                   double qk, double bias, double stats, double gv, double go) {
+  const double sigma = f.qk * qk + f.bias * bias + f.stats * stats;
+  const double ep = p * (sigma + 1.0);
+  const double ag = ::fabs(g);
+  const double eds = ep * ag + p * (f.gv * gv + f.go * go + ag);
+  return SdpaBackwardPair{f.scale * (eds + ::fabs(ds) * f.k_own), f.scale * (eds + ::fabs(ds) * f.q_own),
+                          ep + p * f.do_own};
+}
+
 }  // namespace kiln::validate_internal

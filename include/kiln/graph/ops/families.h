@@ -19,7 +19,8 @@ inline constexpr EnumName<OpFamilyId> kOpFamilyNames[] = {
     {OpFamilyId::kReduction, "reduction"}, {OpFamilyId::kNorm, "norm"},     {OpFamilyId::kSdpa, "sdpa"}};
 static_assert(std::size(kOpFamilyNames) == kOpFamilyCount, "an op family without a name");
 
-// conv_fprop, conv_dgrad, conv_wgrad -> kConv; layer_norm, rms_norm -> kNorm; the others their own.
+// conv_fprop, conv_dgrad, conv_wgrad -> kConv; layer_norm, rms_norm -> kNorm; sdpa, sdpa_backward -> kSdpa; the
+// others their own.
 OpFamilyId op_family_of(OpKind kind);
 // kOpFamilyNames' name
 const char* op_family_name(OpFamilyId family);

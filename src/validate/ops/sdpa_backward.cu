@@ -1,0 +1,152 @@
+// The scaled dot-product attention family's device reference for the backward pass (sdpa_backward): dq one thread
+// per query row, dk and dv one thread per key row (over every query of its key head's group), by the host's formulas
+// (sdpa_math.h sdpa_backward_pair).
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kiln/cuda/cuda_handles.h"
+#include "validate/ops/device_ops.cuh"
+#include "validate/ops/reference_ops.h"
+#include "validate/ops/sdpa_math.h"
+#include "validate/reference_math.h"
+
+namespace kiln::validate_internal {
+namespace {
+
+struct BwdParams {
+  int64_t b, h, hk, sq, skv, d, dv;
+  double scale;
+  SdpaBand band;
+  SdpaBias bias;
+};
+
+// The operands' values (q, k, v, o, dO, L, bias) and, in a magnitude pass, their bounds (null otherwise).
+struct BwdTensors {
+  const double *q, *k, *v, *o, *g, *l, *bias;
+  const double *bq, *bk, *bv, *bo, *bg, *bl, *bbias;
+};
+
+// One (query row, key) pair: P, dS and, with bounds, the pair's error factors.
+struct BwdPair {
+  double p, ds;
+  SdpaBackwardPair e;
+};
+
+__device__ double dot(const double* a, const double* b, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Query row `row` (batch b, head h, position i) against key row `krow` (key j).
+__device__ BwdPair pair_of(const BwdParams& p, const BwdTensors& t, const SdpaBackwardFactors& f, bool mag, int64_t b,
+                           int64_t h, int64_t i, int64_t row, int64_t krow, int64_t j) {
+  const double* qi = t.q + row * p.d;
+  const double* kj = t.k + krow * p.d;
+  const double* gi = t.g + row * p.dv;
+  const int64_t bias_row = p.bias.present ? sdpa_bias_row(p.bias, b, h, i, p.sq, p.skv) : 0;
+  const double score = dot(qi, kj, p.d) * p.scale + (t.bias ? t.bias[bias_row + j] : 0.0);
+  const double pr = exp(score - t.l[row]);
+  const double g = dot(gi, t.v + krow * p.dv, p.dv) - dot(gi, t.o + row * p.dv, p.dv);
+  BwdPair r{pr, pr * g, SdpaBackwardPair{0, 0, 0}};
+  if (mag)
+    r.e = sdpa_backward_pair(
+        f, pr, r.ds, g, dot(t.bq + row * p.d, t.bk + krow * p.d, p.d), t.bbias ? t.bbias[bias_row + j] : 0.0, t.bl[row],
+        dot(t.bg + row * p.dv, t.bv + krow * p.dv, p.dv), dot(t.bg + row * p.dv, t.bo + row * p.dv, p.dv));
+  return r;
+}
+
+// dq: one thread per query row. Without bounds y gets the value; with them y gets the magnitude, at least |value|
+// (value: the node's rounded dq).
+__global__ void dq_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int mag, const double* value, double* y) {
+  const int64_t rows = p.b * p.h * p.sq;
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = row % p.sq, h = (row / p.sq) % p.h, b = row / (p.sq * p.h);
+    const int64_t kv_head = b * p.hk + h / (p.h / p.hk);
+    double* yi = y + row * p.d;
+    for (int64_t d = 0; d < p.d; ++d) yi[d] = 0.0;
+    int64_t first = 0, last = 0;
+    sdpa_keys(p.band, i, p.sq, p.skv, &first, &last);
+    for (int64_t j = first; j < last; ++j) {
+      const int64_t krow = kv_head * p.skv + j;
+      const BwdPair r = pair_of(p, t, f, mag != 0, b, h, i, row, krow, j);
+      for (int64_t d = 0; d < p.d; ++d)
+        yi[d] += mag ? r.e.dq * t.bk[krow * p.d + d] : p.scale * r.ds * t.k[krow * p.d + d];
+    }
+    if (mag)
+      for (int64_t d = 0; d < p.d; ++d) yi[d] = fmax(yi[d], fabs(value[row * p.d + d]));
+  }
+}
+
+// dk (which 1) or dv (which 2): one thread per key row, over every query row of its key head's group that sees it.
+__global__ void dkv_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int mag, int which, const double* value,
+                           double* y) {
+  const int64_t rows = p.b * p.hk * p.skv;
+  const int64_t width = which == 1 ? p.d : p.dv, group = p.h / p.hk;
+  for (int64_t krow = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; krow < rows;
+       krow += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = krow % p.skv, kv_head = krow / p.skv, b = kv_head / p.hk, hk = kv_head % p.hk;
+    double* yj = y + krow * width;
+    for (int64_t d = 0; d < width; ++d) yj[d] = 0.0;
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
+      for (int64_t i = 0; i < p.sq; ++i) {
+        int64_t first = 0, last = 0;
+        sdpa_keys(p.band, i, p.sq, p.skv, &first, &last);
+        if (j < first || j >= last) continue;
+        const int64_t row = (b * p.h + h) * p.sq + i;
+        const BwdPair r = pair_of(p, t, f, mag != 0, b, h, i, row, krow, j);
+        if (which == 1) {
+          for (int64_t d = 0; d < p.d; ++d)
+            yj[d] += mag ? r.e.dk * t.bq[row * p.d + d] : p.scale * r.ds * t.q[row * p.d + d];
+        } else {
+          for (int64_t d = 0; d < p.dv; ++d) yj[d] += mag ? r.e.dv * t.bg[row * p.dv + d] : r.p * t.g[row * p.dv + d];
+        }
+      }
+    if (mag)
+      for (int64_t d = 0; d < width; ++d) yj[d] = fmax(yj[d], fabs(value[krow * width + d]));
+  }
+}
+
+BwdParams params_of(const SdpaGeom& g) {
+  return BwdParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias};
+}
+
+void launch(const NodePlan& p, const BwdTensors& t, const SdpaBackwardFactors& f, bool mag, const double* value,
+            double* y) {
+  const BwdParams bp = params_of(p.sdpa);
+  if (p.output == 0) {
+    dq_kernel<<<grid_for(bp.b * bp.h * bp.sq), kThreads>>>(bp, t, f, mag ? 1 : 0, value, y);
+  } else {
+    dkv_kernel<<<grid_for(bp.b * bp.hk * bp.skv), kThreads>>>(bp, t, f, mag ? 1 : 0, p.output, value, y);
+  }
+}
+
+}  // namespace
+
+Status sdpa_backward_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y,
+                                  int64_t, const std::string&) {
+  const int bias = sdpa_inputs(node).bias;
+  const BwdTensors t{
+      in[0],   in[1],   in[2],   in[3],   in[4],   in[5],   bias >= 0 ? in[static_cast<size_t>(bias)] : nullptr,
+      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  launch(p, t, SdpaBackwardFactors{}, false, nullptr, y);
+  return Status::ok();
+}
+
+Status sdpa_backward_device_magnitude(const Node& node, const NodePlan& p, const std::vector<DeviceOperand>& op,
+                                      const double* y, double* by, int64_t, bool, const std::string&) {
+  const int bias = sdpa_inputs(node).bias;
+  const DeviceOperand* b = bias >= 0 ? &op[static_cast<size_t>(bias)] : nullptr;
+  const BwdTensors t{
+      op[0].value, op[1].value, op[2].value, op[3].value, op[4].value, op[5].value, b ? b->value : nullptr,
+      op[0].mag,   op[1].mag,   op[2].mag,   op[3].mag,   op[4].mag,   op[5].mag,   b ? b->mag : nullptr};
+  const SdpaBackwardFactors f = sdpa_backward_factors(p.sdpa.scale, op[0].carries, op[1].carries, op[2].carries,
+                                                      op[3].carries, op[4].carries, b && b->carries, op[5].carries);
+  launch(p, t, f, true, y, by);
+  return Status::ok();
+}
+
+}  // namespace kiln::validate_internal
