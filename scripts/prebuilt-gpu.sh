@@ -6,6 +6,8 @@
 #                                                     capture mainjob gputier shadow fleet python pybench
 #                                                     pyprofile rerun fe123 (fe123: the 1.23 -> 1.32 upgrade report)
 #                                                     replayshadow attn (issue 36: attention's band variants)
+#                                                     attnbwd (issue 36: the attention backward pass against
+#                                                     PyTorch's SDPA backends; env KILN_ATTNBWD_SEQS)
 #                                                     coldprof fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
@@ -505,6 +507,15 @@ if want pybench; then  # issue 34's benchmark: per-call overhead, and the exampl
       --json "$out/python-mlp.json" >"$out/python-mlp.txt" 2>&1; rc=$?
     tail -6 "$out/python-mlp.txt"; check $rc "python/examples/mlp_block.py"
   fi
+fi
+if want attnbwd; then  # issue 36: the attention backward pass, Kiln's tuned plan against PyTorch's backends
+  stamp "attention backward benchmark"
+  pydeps
+  export PYTHONPATH="$build/python:$deps"
+  timeout "${KILN_ATTNBWD_TIMEOUT:-420}" "$py" "$root/bench/attention_backward.py" --kiln "$kiln" \
+    --out "$out/attnbwd" --tokens "${KILN_ATTNBWD_TOKENS:-4096}" ${KILN_ATTNBWD_SEQS:+--seqs "$KILN_ATTNBWD_SEQS"} \
+    >"$out/attnbwd.txt" 2>&1
+  rc=$?; cat "$out/attnbwd.txt" | grep -E '^\[ bwd \]|Error|error' | tail -20; check $rc "bench/attention_backward.py"
 fi
 if want pyprofile; then  # issue 34: where a call from Python spends its time (py-spy, native frames), per contestant
   stamp "python call profile"
