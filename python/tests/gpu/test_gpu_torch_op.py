@@ -220,3 +220,54 @@ def test_the_cpp_call_sends_what_torch_must_see_to_the_dispatcher(op, weights):
         call(x.cpu(), w.cpu(), bias.cpu())
     with pytest.raises(TypeError, match="already initialised"):
         call.__init__(runner, op.op, kiln._kiln._torch_bridge())
+
+
+def attention_ops(b, h, hk, s, d):
+    """Kiln's attention forward (with its statistics) and backward as torch ops, and an autograd.Function of them:
+    what a training loop would use."""
+    dims = {"q": [b, h, s, d], "k": [b, hk, s, d], "v": [b, hk, s, d]}
+    fwd = ktorch.op({"name": f"attn_fwd_{b}_{h}_{hk}_{s}_{d}", "io_dtype": "bf16",
+                     "tensors": {**{n: {"dims": x} for n, x in dims.items()}, "lse": {"dtype": "float32"}},
+                     "nodes": [{"name": "attn", "op": "sdpa", "causal": True, "inputs": ["q", "k", "v"],
+                                "outputs": ["o", "lse"]}],
+                     "outputs": ["o", "lse"]})
+    bwd = ktorch.op({"name": f"attn_bwd_{b}_{h}_{hk}_{s}_{d}", "io_dtype": "bf16",
+                     "tensors": {**{n: {"dims": x} for n, x in dims.items()}, "o": {"dims": [b, h, s, d]},
+                                 "do": {"dims": [b, h, s, d]}, "stats": {"dims": [b, h, s, 1], "dtype": "float32"}},
+                     "nodes": [{"name": "grad", "op": "sdpa_backward", "causal": True,
+                                "inputs": ["q", "k", "v", "o", "do", "stats"], "outputs": ["dq", "dk", "dv"]}],
+                     "outputs": ["dq", "dk", "dv"]})
+
+    class Attention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            o, lse = fwd(q, k, v)
+            ctx.save_for_backward(q, k, v, o, lse)
+            return o
+
+        @staticmethod
+        def backward(ctx, dout):
+            q, k, v, o, lse = ctx.saved_tensors
+            return bwd(q, k, v, o, dout.contiguous(), lse)
+
+    return Attention.apply
+
+
+def test_attention_forward_and_backward_as_torch_ops_train_like_torch():
+    """An autograd.Function over Kiln's forward and backward ops: the gradients of a loss through it match torch
+    autograd through fp32 attention."""
+    b, h, hk, s, d = 2, 8, 2, 256, 64
+    attention = attention_ops(b, h, hk, s, d)
+    g = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = (torch.randn(*shape, device="cuda", generator=g).bfloat16().requires_grad_()
+               for shape in ((b, h, s, d), (b, hk, s, d), (b, hk, s, d)))
+    target = torch.randn(b, h, s, d, device="cuda", generator=g)
+    loss = ((attention(q, k, v).float() - target) ** 2).mean()
+    loss.backward()
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    ref = F.scaled_dot_product_attention(qf, kf, vf, is_causal=True, enable_gqa=True)
+    ((ref - target) ** 2).mean().backward()
+    for name, got, want in (("dq", q.grad, qf.grad), ("dk", k.grad, kf.grad), ("dv", v.grad, vf.grad)):
+        err = (got.float() - want).abs().max().item()
+        scale = want.abs().max().item()
+        assert err <= 0.03 * scale + 1e-5, f"{name}: max error {err} against max |grad| {scale}"
