@@ -96,6 +96,24 @@ class ReadsKilnsNormalizedGraph(unittest.TestCase):
         self.assertEqual(g.nodes[0].attrs["epsilon"], 1e-5)
         self.assertEqual(g.tensors[g.nodes[0].inputs[1]].draw, (0.5, 1.5))
 
+    def test_multi_output_nodes_are_refused_by_name(self):
+        """An sdpa with its statistics (two outputs) has no PyTorch path in this checker: refused naming the node,
+        never checked as a one-output node."""
+        spec = {"name": "s", "io_dtype": "bf16",
+                "tensors": {"q": {"dims": [1, 2, 16, 64]}, "k": {"dims": [1, 2, 16, 64]},
+                            "v": {"dims": [1, 2, 16, 64]}, "lse": {"dtype": "float32"}},
+                "nodes": [{"name": "attn", "op": "sdpa", "inputs": ["q", "k", "v"], "outputs": ["o", "lse"]}],
+                "outputs": ["o", "lse"]}
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"torch_check_stats_{os.getpid()}.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        try:
+            with self.assertRaises(NormalizedError) as e:
+                normalize(KILN, path)
+            self.assertIn("node 'attn' (sdpa): 2 outputs", str(e.exception))
+        finally:
+            os.remove(path)
+
     def test_a_refused_spec_is_kilns_message(self):
         bad = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"torch_check_bad_{os.getpid()}.json")
         with open(bad, "w", encoding="utf-8") as f:

@@ -60,7 +60,9 @@ StatusOr<GraphPart> make_part(const Graph& graph, const GraphRoles& roles, const
     const int producer = roles.producer(t);
     const bool inside = producer >= 0 && group_of[static_cast<size_t>(producer)] == me;
     if (!roles.is_virtual(t)) d.dtype = roles.dtype_of(t);
-    else if (!inside || leaves(t)) d.dtype = materialized;  // crosses the boundary: stored in memory
+    // Crosses the boundary: stored in memory, in the dtype the author declared (an sdpa's fp32 statistics, a bf16 o
+    // a backward reads) or else `materialized`.
+    else if (!inside || leaves(t)) d.dtype = graph.tensors[static_cast<size_t>(t)].dtype.value_or(materialized);
     int idx = static_cast<int>(g.tensors.size());
     g.tensors.push_back(std::move(d));
     part.tensor_map.push_back(t);
@@ -166,8 +168,12 @@ std::vector<int> split_after_reductions(const Graph& graph) {
     for (int t : graph.nodes[static_cast<size_t>(ni)].inputs) {
       const int p = roles.producer(t);
       if (p < 0) continue;
-      const bool reduction = graph.nodes[static_cast<size_t>(p)].op == OpKind::kReduction;
-      s = std::max(s, group_of[static_cast<size_t>(p)] + (reduction ? 1 : 0));
+      const OpKind from = graph.nodes[static_cast<size_t>(p)].op, to = graph.nodes[static_cast<size_t>(ni)].op;
+      const bool reduction = from == OpKind::kReduction;
+      // An attention node reading another's output (a backward pass reading its forward's o and statistics):
+      // each is one composite cuDNN operation, and cuDNN offers no graph of two.
+      const auto attention = [](OpKind k) { return k == OpKind::kSdpa || k == OpKind::kSdpaBackward; };
+      s = std::max(s, group_of[static_cast<size_t>(p)] + (reduction || (attention(from) && attention(to)) ? 1 : 0));
     }
     group_of[static_cast<size_t>(ni)] = s;
   }

@@ -53,6 +53,31 @@ TEST(Decompose, MaterializedDtypeIsTheCallersChoice) {
   EXPECT_EQ((*parts)[0].graph.dtype_of((*parts)[0].graph.outputs[0]), DataType::kFloat32);
 }
 
+// A virtual tensor whose dtype the author declared crosses a boundary in that dtype, not the materialized one: an
+// sdpa's fp32 statistics, read by a backward pass in another part (found by a hostile review: they crossed as the
+// materialized bf16, and the part was refused).
+TEST(Decompose, ADeclaredDtypeCrossesTheBoundaryAsDeclared) {
+  auto g = parse_spec_string(R"({"name": "train", "io_dtype": "bf16", "intermediate_dtype": "bf16",
+    "tensors": {"q": {"dims": [1, 2, 64, 64]}, "k": {"dims": [1, 2, 64, 64]}, "v": {"dims": [1, 2, 64, 64]},
+                "do": {"dims": [1, 2, 64, 64]}, "o": {"dtype": "bf16"}, "lse": {"dtype": "float32"}},
+    "nodes": [{"name": "fwd", "op": "sdpa", "causal": true, "inputs": ["q", "k", "v"], "outputs": ["o", "lse"]},
+              {"name": "bwd", "op": "sdpa_backward", "causal": true, "inputs": ["q", "k", "v", "o", "do", "lse"],
+               "outputs": ["dq", "dk", "dv"]}],
+    "outputs": ["dq", "dk", "dv"]})",
+                             "train.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto parts = decompose_graph(*g, DataType::kBFloat16);
+  ASSERT_TRUE(parts.is_ok()) << parts.status().to_string();
+  ASSERT_EQ(parts->size(), 2u);
+  const GraphPart& fwd = (*parts)[0];
+  ASSERT_EQ(fwd.graph.outputs.size(), 2u);
+  EXPECT_EQ(fwd.graph.dtype_of(fwd.graph.outputs[0]), DataType::kBFloat16);
+  EXPECT_EQ(fwd.graph.dtype_of(fwd.graph.outputs[1]), DataType::kFloat32);
+  EXPECT_EQ((*parts)[1].graph.nodes[0].outputs.size(), 3u);
+  // The fused segments cut between the two attention nodes as well: cuDNN runs each as its own operation.
+  EXPECT_EQ(split_after_reductions(*g), (std::vector<int>{0, 1}));
+}
+
 TEST(Decompose, PartsDeclareOnlyTheDynamicDimsTheyUse) {
   Graph g = load("conv_bias_relu.json");
   ASSERT_EQ(g.dynamic_dims.count("batch"), 1u);

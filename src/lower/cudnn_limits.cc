@@ -85,6 +85,35 @@ bool exceeds_cudnn_graph_limits(const Graph& graph) {
          max_tensor_readers(graph) > limits::kCudnnMaxTensorReaders;
 }
 
+// What cuDNN Frontend (1.32) asks of attention's tensors that a valid spec may not give: each [B, H, S, D] tensor
+// of an sdpa or sdpa_backward (q, k, v, o, do, the statistics, dq, dk, dv and the bias; not the int32 lengths and
+// tables) with its last dim contiguous (stride 1), none passed by value. (Off SM 9.x the frontend also takes a
+// backward's head dims only up to 128, where Kiln validates 256 for any target: cuDNN's own message says so.)
+static Status check_attention_tensors(const Graph& graph, const std::string& where) {
+  const auto ints = [](const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  for (const Node& n : graph.nodes) {
+    if (n.op != OpKind::kSdpa && n.op != OpKind::kSdpaBackward) continue;
+    std::vector<int> tensors = n.op == OpKind::kSdpa ? std::vector<int>{n.inputs.begin(), n.inputs.begin() + 3}
+                                                     : std::vector<int>{n.inputs.begin(), n.inputs.begin() + 6};
+    tensors.insert(tensors.end(), n.outputs.begin(), n.outputs.end());
+    if (sdpa_inputs(n).bias >= 0) tensors.push_back(n.inputs[static_cast<size_t>(sdpa_inputs(n).bias)]);
+    for (int t : tensors) {
+      const TensorDesc& d = graph.tensors[static_cast<size_t>(t)];
+      const std::string what = where + ": node '" + n.name + "' (" + op_kind_name(n.op) + "): tensor '" + d.name + "'";
+      if (d.by_value) return not_supported(what + " is passed by value; cuDNN reads attention's tensors from memory");
+      if (d.dims.size() == 4 && d.strides.size() == 4 && d.dims[3].value > 1 && d.strides[3] != 1)
+        return not_supported(what + ": strides " + ints(d.strides) +
+                             " do not keep the last dim contiguous; cuDNN reads attention's tensors with stride 1 "
+                             "there (a row-major or an explicit [.., 1] layout)");
+    }
+  }
+  return Status::ok();
+}
+
 Status check_cudnn_limits(const Graph& graph) {
   const std::string where = "graph '" + graph.name + "'";
   for (const TensorDesc& t : graph.tensors) {
@@ -101,6 +130,7 @@ Status check_cudnn_limits(const Graph& graph) {
                              "; Kiln hands cuDNN extents from 1 to " + std::to_string(limits::kMaxExtent) +
                              " and positive strides");
   }
+  KILN_RETURN_IF_ERROR(check_attention_tensors(graph, where));
   // One cuDNN tensor per Kiln tensor, uid = canonical id + 1 (lower_detail::tensor_uids): at most
   // kMaxTensors of them, never 0, so they cannot collide with each other or wrap.
   if (static_cast<int64_t>(graph.tensors.size()) > limits::kMaxTensors)

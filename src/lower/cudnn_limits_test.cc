@@ -131,6 +131,32 @@ TEST(CudnnLimits, SdpaCountsItsCompositeExpansion) {
   EXPECT_GE(cudnn_operation_count(*g), 8);
 }
 
+// Attention tensors cuDNN cannot read are refused by lowering with the tensor named (NotSupported), before the
+// frontend is asked: q in an NHWC layout (its last dim not contiguous).
+TEST(CudnnLimits, AttentionTensorsWithoutAContiguousLastDimAreNotSupported) {
+  auto spec = [](const std::string& q_layout) {
+    return R"({"name": "a", "io_dtype": "bf16",
+    "tensors": {"q": {"dims": [1, 2, 64, 64], "layout": ")" +
+           q_layout + R"("}, "k": {"dims": [1, 2, 64, 64]}, "v": {"dims": [1, 2, 64, 64]},
+                "o": {"dims": [1, 2, 64, 64]}, "do": {"dims": [1, 2, 64, 64]},
+                "stats": {"dims": [1, 2, 64, 1], "dtype": "float32"}},
+    "nodes": [{"name": "bwd", "op": "sdpa_backward", "inputs": ["q", "k", "v", "o", "do", "stats"],
+               "outputs": ["dq", "dk", "dv"]}],
+    "outputs": ["dq", "dk", "dv"]})";
+  };
+  auto ok = parse_spec_string(spec("row_major"), "a.json");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  EXPECT_TRUE(check_cudnn_limits(*ok).is_ok()) << check_cudnn_limits(*ok).to_string();
+  auto nhwc = parse_spec_string(spec("NHWC"), "a.json");
+  ASSERT_TRUE(nhwc.is_ok()) << nhwc.status().to_string();
+  Status st = check_cudnn_limits(*nhwc);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_NE(st.message().find("node 'bwd' (sdpa_backward): tensor 'q': strides [8192,1,128,2]"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("last dim contiguous"), std::string::npos) << st.message();
+  EXPECT_EQ(lower_for_h200(*nhwc).status().code(), StatusCode::kNotSupported);
+}
+
 // x [1,64,64] fp16 -> k relus, each an output (tests/sweep/regressions/fan_out_51_outputs.json at k = 51).
 // With `from_node`, the relus read a first relu's output instead of x: the same width, one entrance node.
 Graph fan_out(int k, bool from_node = false) {

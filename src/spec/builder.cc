@@ -187,16 +187,15 @@ GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, Ten
   if (dq.index < 0) return SdpaGrads{};
   Node& added = graph_.nodes.back();
   SdpaGrads g{dq, TensorRef{}, TensorRef{}};
-  for (const char* grad : {"_dk", "_dv"}) {
+  for (const char* grad : {"_dk", "_dv"}) {  // a tensor declared by that name is the output, as dq's (add_node)
     const std::string out = name + grad;
-    if (graph_.find_tensor(out) >= 0) {
-      fail("node '" + name + "': output '" + out + "' is declared already");
-      return SdpaGrads{};
+    int t = graph_.find_tensor(out);
+    if (t < 0) {
+      TensorDesc d;
+      d.name = out;
+      graph_.tensors.push_back(d);
+      t = static_cast<int>(graph_.tensors.size()) - 1;
     }
-    TensorDesc d;
-    d.name = out;
-    graph_.tensors.push_back(d);
-    const int t = static_cast<int>(graph_.tensors.size()) - 1;
     added.outputs.push_back(t);
     (std::string(grad) == "_dk" ? g.dk : g.dv) = TensorRef{t};
   }

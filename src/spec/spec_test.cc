@@ -287,8 +287,22 @@ TEST(SpecOps, SdpaBackward) {
        },
        "5 inputs, expected 6 or 7", StatusCode::kInvalidArgument},
       {[](Json& j) { j["nodes"][0]["paged_kv"] = true; }, "paged caches serve decode", StatusCode::kInvalidArgument},
-      {[](Json& j) { j["nodes"][0]["padding_mask"] = true; }, "backward pass with a padding mask is not supported yet",
-       StatusCode::kNotSupported},
+      {[](Json& j) {  // the lengths given as for sdpa: NotSupported, not a count of inputs
+         j["tensors"]["lq"] = t({2, 1, 1, 1}, "int32");
+         j["tensors"]["lkv"] = t({2, 1, 1, 1}, "int32");
+         j["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do", "stats", "lq", "lkv"};
+         j["nodes"][0]["padding_mask"] = true;
+       },
+       "backward pass with a padding mask is not supported yet", StatusCode::kNotSupported},
+      {[](Json& j) {  // a fault to fix comes before what is not supported
+         j["nodes"][0]["padding_mask"] = true;
+         j["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do", "stats", "q", "q"};
+         j["tensors"]["stats"]["dtype"] = "bf16";
+       },
+       "input 'stats': dtype bf16", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["nodes"][0]["attn_scale"] = 1e-320; }, "attribute 'attn_scale': ", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["nodes"][0]["attn_scale"] = 1e300; }, "must be positive and a normal fp32 value",
+       StatusCode::kInvalidArgument},
   };
   for (const Bad& b : bad) {
     Json j = s;
@@ -315,6 +329,11 @@ TEST(SpecErrors, SdpaStatsWithAPaddingMaskAreNotSupportedYet) {
   Status st = parse(s).status();
   EXPECT_EQ(st.code(), StatusCode::kNotSupported);
   EXPECT_ERROR_HAS(st, "output 'lse': softmax statistics with a padding mask are not supported yet");
+  // A fault to fix (the statistics' dtype) is reported before what is not supported.
+  s["tensors"]["lse"] = {{"dtype", "fp16"}};
+  st = parse(s).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_ERROR_HAS(st, "output 'lse': dtype fp16");
 }
 
 // ---- bad specs ----

@@ -19,14 +19,16 @@ struct GraphPart {
 
 // One part per group of nodes (`group_of[node]` = its group number); parts run in ascending group number,
 // so no node may read a tensor written by a later group (InvalidArgument naming the node). A tensor that
-// crosses between groups and was virtual in `graph` is stored in memory with dtype `materialized`;
+// crosses between groups and was virtual in `graph` is stored in memory with its declared dtype, or else
+// `materialized`;
 // tensors that stay inside a group stay virtual; graph inputs and outputs keep their dtypes and layouts.
 StatusOr<std::vector<GraphPart>> partition_graph(const Graph& graph, const std::vector<int>& group_of,
                                                  DataType materialized);
 
 // Group numbers that cut a graph after every reduction whose result another node reads: cuDNN 9.19 has
 // no Hopper engine for a pointwise that consumes a reduction's output (the FP8 recipe's 448 / amax), so
-// such a graph runs as fused segments (group 0: up to and including the reductions, ...).
+// such a graph runs as fused segments (group 0: up to and including the reductions, ...). Likewise after an
+// sdpa whose output another attention node (an sdpa_backward) reads: cuDNN runs each as one composite operation.
 std::vector<int> split_after_reductions(const Graph& graph);
 
 // Group numbers (for partition_graph) that cut a graph into pieces whose nodes' costs (`cost[node]`) sum to
@@ -55,8 +57,8 @@ int64_t exit_node_count(const Graph& graph);
 int64_t max_tensor_readers(const Graph& graph);
 
 // One part per node of a validated graph, in topological order. A tensor that was virtual in the fused
-// graph (an intermediate) is materialized in memory with dtype `materialized` (e.g. the graph's io dtype,
-// the precision an unfused framework would store it in); graph inputs and outputs keep their dtypes and
+// graph (an intermediate) is materialized in memory with its declared dtype, or else `materialized` (e.g. the
+// graph's io dtype, the precision an unfused framework would store it in); graph inputs and outputs keep their dtypes and
 // layouts; by-value scalars stay by value. A part declares only the dynamic dims its tensors use.
 // InvalidArgument when a part does not validate (the message names the part).
 StatusOr<std::vector<GraphPart>> decompose_graph(const Graph& graph, DataType materialized);

@@ -221,8 +221,13 @@ struct SdpaInputs {
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
   const int count = static_cast<int>(n.inputs.size());
-  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias)
-    if (count >= 7) r.bias = 6;
+  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv)
+    const int lengths = n.sdpa.padding ? 2 : 0;
+    if (count - lengths >= 7) r.bias = 6;
+    if (n.sdpa.padding && count >= 8) {
+      r.seq_len_q = count - 2;
+      r.seq_len_kv = count - 1;
+    }
     return r;
   }
   const int tables = n.sdpa.paged ? 2 : 0;

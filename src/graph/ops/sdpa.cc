@@ -10,9 +10,9 @@ namespace kiln::graph_internal {
 namespace {
 
 void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
-  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias
-    *lo = 6;
-    *hi = 7;
+  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias (with a padding mask the lengths)
+    *lo = 6 + (n.sdpa.padding ? 2 : 0);
+    *hi = *lo + 1;
     return;
   }
   // q, k, v, an optional additive bias, with a padding mask the two lengths, with paged caches the two page tables
@@ -170,17 +170,20 @@ Status band_support(NodeCtx& c, int64_t sq, int64_t skv) {
 
 // The optional second output: each query row's softmax statistics, the log-sum-exp (natural log) of its scaled,
 // biased and masked scores, fp32 [B, H, Sq, 1] (what a backward pass reads back; kiln/graph/graph.h SdpaAttrs).
+// Its dtype is the author's to fix (InvalidArgument); what Kiln cannot check yet is NotSupported (stats_support,
+// after every InvalidArgument check).
 Status stats_output(NodeCtx& c, const Dims& q, std::vector<Dims>* out) {
   if (c.out_dtype(1) != DataType::kFloat32)
     return c.error(c.out_label(1) + ": dtype " + std::string(dtype_name(c.out_dtype(1))) +
                    " is not supported for the softmax statistics (float32 only: declare \"dtype\": \"float32\")");
-  if (c.node.sdpa.padding || c.node.sdpa.paged)
-    return not_supported(c.where + ": " + c.out_label(1) + ": softmax statistics with " +
-                         (c.node.sdpa.paged ? "paged caches" : "a padding mask") +
-                         " are not supported yet (Kiln has no reference for a padded query row's statistics)");
-  Dims d{q[0], q[1], q[2], Dim{1, "", false}};
-  out->push_back(d);
+  out->push_back(Dims{q[0], q[1], q[2], Dim{1, "", false}});
   return Status::ok();
+}
+Status stats_support(NodeCtx& c) {
+  if (c.node.outputs.size() < 2 || !(c.node.sdpa.padding || c.node.sdpa.paged)) return Status::ok();
+  return not_supported(c.where + ": " + c.out_label(1) + ": softmax statistics with " +
+                       (c.node.sdpa.paged ? "paged caches" : "a padding mask") +
+                       " are not supported yet (Kiln has no reference for a padded query row's statistics)");
 }
 
 // q, k, v's dtypes (fp16 or bf16, alike: inputs 0..count-1), compute fp32, SM 8.0+, a positive scale.
@@ -200,8 +203,12 @@ Status check_common(NodeCtx& c, const ValidateOptions& options, size_t count) {
     return not_supported(c.where + ": " + node_op_name(c.node) + " needs SM 8.0 or newer, target is SM " +
                          std::to_string(options.target_sm_version / 10) + "." +
                          std::to_string(options.target_sm_version % 10));
-  if (c.node.sdpa.attn_scale && !(*c.node.sdpa.attn_scale > 0.0 && std::isfinite(*c.node.sdpa.attn_scale)))
-    return c.error("attribute 'attn_scale': " + std::to_string(*c.node.sdpa.attn_scale) + " must be positive");
+  // cuDNN takes the scale as a float: it must stay a positive, finite, normal one.
+  if (const std::optional<double> a = c.node.sdpa.attn_scale;
+      a && !(*a >= static_cast<double>(std::numeric_limits<float>::min()) &&
+             *a <= static_cast<double>(std::numeric_limits<float>::max())))
+    return c.error("attribute 'attn_scale': " + canonical_number(*a) +
+                   " must be positive and a normal fp32 value (cuDNN takes it as a float)");
   return Status::ok();
 }
 
@@ -250,9 +257,10 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
-  KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   if (c.node.outputs.size() > 1) KILN_RETURN_IF_ERROR(stats_output(c, q, out));
+  KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(stats_support(c));
   return Status::ok();
 }
 
@@ -262,9 +270,6 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
   for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
   if (c.node.sdpa.paged)
     return c.error("attribute 'paged_kv': paged caches serve decode; a backward pass reads k and v whole");
-  if (c.node.sdpa.padding)
-    return not_supported(c.where + ": attribute 'padding_mask': the backward pass with a padding mask is not "
-                                   "supported yet (Kiln has no reference for a padded row's gradients)");
   KILN_RETURN_IF_ERROR(check_common(c, options, 5));
   const Dims &q = c.in(0).dims, &k = c.in(1).dims, &v = c.in(2).dims;
   KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
@@ -287,11 +292,16 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
     const DataType t = c.out_dtype(o);
     if (t != DataType::kFloat16 && t != DataType::kBFloat16)
       return c.error(c.out_label(o) + ": dtype " + std::string(dtype_name(t)) +
-                     " is not supported by sdpa_backward (fp16 or bf16 only)");
+                     " is not supported by sdpa_backward (fp16 or bf16 only: declare its \"dtype\" where another node "
+                     "reads it)");
   }
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
+  // What Kiln or cuDNN cannot run yet, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  if (c.node.sdpa.padding)
+    return not_supported(c.where + ": attribute 'padding_mask': the backward pass with a padding mask is not "
+                                   "supported yet (Kiln has no reference for a padded row's gradients)");
   if (q[2].value == 1 && k[2].value == 1)
     return not_supported(c.where + ": cuDNN's backward pass takes no single query over a single key (Sq = Skv = 1)");
   out->push_back(q);
