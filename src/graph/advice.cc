@@ -27,12 +27,12 @@ struct WideParameter {
   int nodes = 0;  // how many norm nodes read it as a parameter
 };
 
-// An sdpa band aligned top-left with fewer queries than keys: query i's diagonal is key i, so the queries see the
+// An sdpa's (or its backward's) band aligned top-left with fewer queries than keys: query i's diagonal is key i, so the queries see the
 // first keys only. Valid (a prefix of a longer sequence), but in decode and chunked prefill the queries are the
 // last positions, which is "bottom_right": the likelier intent, named rather than assumed.
 void sdpa_alignment_advice(const Graph& g, std::vector<Advice>* out) {
   for (const Node& n : g.nodes) {
-    if (n.op != OpKind::kSdpa || n.inputs.size() < 2 || !n.sdpa.masked() ||
+    if ((n.op != OpKind::kSdpa && n.op != OpKind::kSdpaBackward) || n.inputs.size() < 2 || !n.sdpa.masked() ||
         n.sdpa.alignment != DiagonalAlignment::kTopLeft)
       continue;
     const TensorDesc& q = g.tensors[static_cast<size_t>(n.inputs[0])];
@@ -41,7 +41,7 @@ void sdpa_alignment_advice(const Graph& g, std::vector<Advice>* out) {
     if (q.dims.size() != 4 || k.dims.size() != 4 || q.dims[2].value >= keys) continue;
     const std::string sq = std::to_string(q.dims[2].value), skv = std::to_string(keys);
     out->push_back({n.name, q.name,
-                    "node '" + printable(n.name) + "' (sdpa): " + sq + " queries over " + skv +
+                    "node '" + printable(n.name) + "' (" + node_op_name(n) + "): " + sq + " queries over " + skv +
                         " keys with the diagonal aligned top-left: query i sees keys up to i + right_bound (the "
                         "first " +
                         sq +

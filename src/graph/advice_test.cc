@@ -104,5 +104,42 @@ TEST(GraphAdvice, MatchingOrNarrowParametersAndFp32GraphsGetNone) {
   }
 }
 
+// A causal band aligned top-left with fewer queries than keys is named, for an sdpa and for its backward alike;
+// aligned bottom-right it is not.
+TEST(GraphAdvice, TopLeftCausalWithFewerQueriesIsNamedForwardAndBackward) {
+  for (OpKind op : {OpKind::kSdpa, OpKind::kSdpaBackward}) {
+    Graph g;
+    g.name = "attn";
+    g.io_dtype = DataType::kBFloat16;
+    std::vector<int> in{add_tensor(g, "q", {1, 2, 16, 64}), add_tensor(g, "k", {1, 2, 64, 64}),
+                        add_tensor(g, "v", {1, 2, 64, 64})};
+    if (op == OpKind::kSdpaBackward) {
+      in.push_back(add_tensor(g, "o", {1, 2, 16, 64}));
+      in.push_back(add_tensor(g, "do", {1, 2, 16, 64}));
+      in.push_back(add_tensor(g, "stats", {1, 2, 16, 1}));
+      g.tensors[static_cast<size_t>(in.back())].dtype = DataType::kFloat32;
+    }
+    add_node(g, "attn", op, in, op == OpKind::kSdpa ? "o_out" : "dq");
+    if (op == OpKind::kSdpaBackward) {
+      for (const char* name : {"dk", "dv"}) {
+        TensorDesc d;
+        d.name = name;
+        g.tensors.push_back(d);
+        g.nodes[0].outputs.push_back(static_cast<int>(g.tensors.size()) - 1);
+      }
+    }
+    g.outputs = g.nodes[0].outputs;
+    g.nodes[0].sdpa.causal = true;
+    ASSERT_TRUE(validate_graph(g).is_ok()) << validate_graph(g).to_string();
+    std::vector<Advice> a = graph_advice(g);
+    ASSERT_EQ(a.size(), 1u) << op_kind_name(op);
+    EXPECT_NE(a[0].message.find(std::string("node 'attn' (") + op_kind_name(op) + "): 16 queries over 64 keys"),
+              std::string::npos)
+        << a[0].message;
+    g.nodes[0].sdpa.alignment = DiagonalAlignment::kBottomRight;
+    EXPECT_TRUE(graph_advice(g).empty()) << op_kind_name(op);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

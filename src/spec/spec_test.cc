@@ -304,6 +304,13 @@ TEST(SpecOps, SdpaBackward) {
       {[](Json& j) { j["nodes"][0]["attn_scale"] = 1e300; }, "must be positive and a normal fp32 value",
        StatusCode::kInvalidArgument},
   };
+  // Head dims past 128 run backward on SM 9.x only (cuDNN Frontend 1.32): refused for an SM 8.0 target, kept for 9.0.
+  Json wide = s;
+  for (const char* n : {"q", "k", "v", "o", "do"}) wide["tensors"][n]["dims"][3] = 192;
+  EXPECT_TRUE(parse(wide, ValidateOptions{90}).is_ok()) << parse(wide, ValidateOptions{90}).status().to_string();
+  Status sm80 = parse(wide, ValidateOptions{80}).status();
+  EXPECT_EQ(sm80.code(), StatusCode::kNotSupported) << sm80.to_string();
+  EXPECT_ERROR_HAS(sm80, "head dims up to 128 off SM 9.x (q's 192, v's 192; target SM 8.0)");
   for (const Bad& b : bad) {
     Json j = s;
     b.edit(j);

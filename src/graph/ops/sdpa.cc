@@ -299,6 +299,14 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   // What Kiln or cuDNN cannot run yet, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  // cuDNN Frontend (1.32) runs a backward pass with head dims up to 256 on SM 9.x, up to 128 elsewhere (and on
+  // SM 10.x q's 192 over v's 128).
+  const int sm = options.target_sm_version;
+  const bool sm100_192 = sm / 10 == 10 && q[3].value == 192 && v[3].value == 128;
+  if (sm > 0 && sm / 10 != 9 && !sm100_192 && (q[3].value > 128 || v[3].value > 128))
+    return not_supported(c.where + ": cuDNN's backward pass takes head dims up to 128 off SM 9.x (q's " +
+                         std::to_string(q[3].value) + ", v's " + std::to_string(v[3].value) + "; target SM " +
+                         std::to_string(sm / 10) + "." + std::to_string(sm % 10) + ")");
   if (c.node.sdpa.padding)
     return not_supported(c.where + ": attribute 'padding_mask': the backward pass with a padding mask is not "
                                    "supported yet (Kiln has no reference for a padded row's gradients)");
