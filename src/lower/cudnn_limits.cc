@@ -97,11 +97,15 @@ static Status check_attention_tensors(const Graph& graph, const std::string& whe
   };
   for (const Node& n : graph.nodes) {
     if (n.op != OpKind::kSdpa && n.op != OpKind::kSdpaBackward) continue;
-    std::vector<int> tensors = n.op == OpKind::kSdpa ? std::vector<int>{n.inputs.begin(), n.inputs.begin() + 3}
-                                                     : std::vector<int>{n.inputs.begin(), n.inputs.begin() + 6};
+    // Read as validated (a raw graph's missing or out-of-range tensors are skipped here: validation names them).
+    const size_t data = std::min(n.inputs.size(), size_t{n.op == OpKind::kSdpa ? 3u : 6u});
+    std::vector<int> tensors(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(data));
     tensors.insert(tensors.end(), n.outputs.begin(), n.outputs.end());
-    if (sdpa_inputs(n).bias >= 0) tensors.push_back(n.inputs[static_cast<size_t>(sdpa_inputs(n).bias)]);
+    const int bias = sdpa_inputs(n).bias;
+    if (bias >= 0 && static_cast<size_t>(bias) < n.inputs.size())
+      tensors.push_back(n.inputs[static_cast<size_t>(bias)]);
     for (int t : tensors) {
+      if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size()) continue;
       const TensorDesc& d = graph.tensors[static_cast<size_t>(t)];
       const std::string what = where + ": node '" + n.name + "' (" + op_kind_name(n.op) + "): tensor '" + d.name + "'";
       if (d.by_value) return not_supported(what + " is passed by value; cuDNN reads attention's tensors from memory");
