@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "graph/ops/op_family.h"
+#include "kiln/graph/ops/families.h"
 #include "graph/validate_internal.h"
 #include "kiln/core/hash.h"
 
@@ -67,7 +68,7 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
     size_t lo = 1, hi = 1;
-    graph_internal::node_output_arity(n, &lo, &hi);
+    node_output_arity(n, &lo, &hi);
     if (n.outputs.size() < lo || n.outputs.size() > hi)
       return failed_precondition("compute_signature: graph is not validated");
     for (int t : n.inputs)

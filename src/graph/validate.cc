@@ -6,6 +6,7 @@
 #include <set>
 
 #include "graph/ops/op_family.h"
+#include "kiln/graph/ops/families.h"
 #include "graph/validate_internal.h"
 #include "kiln/graph/limits.h"
 
@@ -25,7 +26,7 @@ Status check_node_tensors(const Graph& g, size_t ni, std::vector<int>& writer) {
   const int nt = static_cast<int>(g.tensors.size());
   const Node& n = g.nodes[ni];
   size_t lo = 1, hi = 1;
-  graph_internal::node_output_arity(n, &lo, &hi);
+  node_output_arity(n, &lo, &hi);
   if (n.outputs.size() < lo || n.outputs.size() > hi)
     return invalid_argument(node_where(n) + ": " + count_text(n.outputs.size(), "output") + ", expected " +
                             (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +

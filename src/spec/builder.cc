@@ -62,6 +62,15 @@ TensorRef GraphBuilder::scalar(const std::string& name, double value, std::optio
   return r;
 }
 
+int GraphBuilder::find_or_add_tensor(const std::string& name) {
+  const int t = graph_.find_tensor(name);
+  if (t >= 0) return t;
+  TensorDesc d;
+  d.name = name;
+  graph_.tensors.push_back(d);
+  return static_cast<int>(graph_.tensors.size()) - 1;
+}
+
 TensorRef GraphBuilder::add_node(Node node, const std::vector<TensorRef>& inputs, std::string out) {
   for (const Node& n : graph_.nodes)
     if (n.name == node.name) {
@@ -73,13 +82,7 @@ TensorRef GraphBuilder::add_node(Node node, const std::vector<TensorRef>& inputs
     node.inputs.push_back(inputs[i].index);
   }
   if (out.empty()) out = node.name;
-  int t = graph_.find_tensor(out);
-  if (t < 0) {
-    TensorDesc d;
-    d.name = out;
-    graph_.tensors.push_back(d);
-    t = static_cast<int>(graph_.tensors.size()) - 1;
-  }
+  const int t = find_or_add_tensor(out);
   node.outputs.push_back(t);
   graph_.nodes.push_back(std::move(node));
   return TensorRef{t};
@@ -187,18 +190,11 @@ GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, Ten
   if (dq.index < 0) return SdpaGrads{};
   Node& added = graph_.nodes.back();
   SdpaGrads g{dq, TensorRef{}, TensorRef{}};
-  for (const char* grad : {"_dk", "_dv"}) {  // a tensor declared by that name is the output, as dq's (add_node)
-    const std::string out = name + grad;
-    int t = graph_.find_tensor(out);
-    if (t < 0) {
-      TensorDesc d;
-      d.name = out;
-      graph_.tensors.push_back(d);
-      t = static_cast<int>(graph_.tensors.size()) - 1;
-    }
-    added.outputs.push_back(t);
-    (std::string(grad) == "_dk" ? g.dk : g.dv) = TensorRef{t};
-  }
+  // A tensor declared by those names is the output, as for dq (add_node).
+  g.dk = TensorRef{find_or_add_tensor(name + "_dk")};
+  g.dv = TensorRef{find_or_add_tensor(name + "_dv")};
+  added.outputs.push_back(g.dk.index);
+  added.outputs.push_back(g.dv.index);
   return g;
 }
 
@@ -219,11 +215,8 @@ TensorRef GraphBuilder::sdpa_stats(TensorRef o, std::string out) {
     fail("sdpa_stats: tensor '" + out + "' is declared already");
     return TensorRef{};
   }
-  TensorDesc d;
-  d.name = out;
-  d.dtype = DataType::kFloat32;
-  graph_.tensors.push_back(d);
-  const int t = static_cast<int>(graph_.tensors.size()) - 1;
+  const int t = find_or_add_tensor(out);
+  graph_.tensors[static_cast<size_t>(t)].dtype = DataType::kFloat32;
   n.outputs.push_back(t);
   return TensorRef{t};
 }

@@ -139,6 +139,8 @@ class GraphBuilder {
  private:
   TensorRef add_node(Node node, const std::vector<TensorRef>& inputs, std::string out);
   bool check_ref(TensorRef t, const std::string& where);
+  // The tensor named `name`, declared now (no dims: a node's output, inferred) if it is not yet.
+  int find_or_add_tensor(const std::string& name);
   void fail(const std::string& message);
 
   Graph graph_;

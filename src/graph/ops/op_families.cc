@@ -24,6 +24,11 @@ OpFamilyId op_family_of(OpKind kind) {
 
 const char* op_family_name(OpFamilyId family) { return enum_name(kOpFamilyNames, family); }
 
+void node_output_arity(const Node& node, size_t* lo, size_t* hi) {
+  *lo = *hi = 1;
+  if (const auto f = graph_internal::op_family(node.op).output_arity) f(node, lo, hi);
+}
+
 }  // namespace kiln
 
 namespace kiln::graph_internal {
@@ -33,11 +38,6 @@ const OpFamily& op_family(OpKind kind) {
   static const OpFamily* const kTable[kOpFamilyCount] = {&kConvFamily,      &kMatmulFamily, &kPointwiseFamily,
                                                          &kReductionFamily, &kNormFamily,   &kSdpaFamily};
   return *family_entry(kTable, kind);
-}
-
-void node_output_arity(const Node& node, size_t* lo, size_t* hi) {
-  *lo = *hi = 1;
-  if (const auto f = op_family(node.op).output_arity) f(node, lo, hi);
 }
 
 }  // namespace kiln::graph_internal

@@ -63,9 +63,6 @@ struct OpFamily {
   void (*output_arity)(const Node& node, size_t* lo, size_t* hi) = nullptr;
 };
 
-// The output counts a node may have: its family's output_arity, or exactly one.
-void node_output_arity(const Node& node, size_t* lo, size_t* hi);
-
 // The cost of `elements` element operations (no contraction): one FLOP each.
 inline OpCost element_op_cost(double elements) {
   OpCost c;

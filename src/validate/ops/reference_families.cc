@@ -41,9 +41,8 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
   if (node.inputs.size() != want_in)
     return invalid_argument(where + ": expected " + std::to_string(want_in) + " inputs, got " +
                             std::to_string(node.inputs.size()));
-  // An sdpa's o and its softmax statistics; an sdpa_backward's dq, dk, dv.
-  const size_t fewest = node.op == OpKind::kSdpaBackward ? 3 : 1;
-  const size_t most = node.op == OpKind::kSdpa ? 2 : fewest;
+  size_t fewest = 1, most = 1;  // the graph layer's rule (kiln/graph/ops/families.h)
+  node_output_arity(node, &fewest, &most);
   if (node.outputs.size() < fewest || node.outputs.size() > most)
     return invalid_argument(
         where + ": expected " +

@@ -24,6 +24,9 @@ static_assert(std::size(kOpFamilyNames) == kOpFamilyCount, "an op family without
 OpFamilyId op_family_of(OpKind kind);
 // kOpFamilyNames' name
 const char* op_family_name(OpFamilyId family);
+// The output counts a node of its op may have, [lo, hi]: one, but for an sdpa's one or two (o, its softmax
+// statistics) and an sdpa_backward's three (dq, dk, dv). The graph layer's rule, which the references read too.
+void node_output_arity(const Node& node, size_t* lo, size_t* hi);
 
 // A layer's table entry for `kind` (tables are indexed by OpFamilyId, in its order).
 template <typename Entry>
