@@ -19,8 +19,10 @@ loop by each contestant, all in one process on one GPU:
 Parts (not contestants; to see where a call's time goes): reading 3 input tensors (kiln._kiln._describe_tensor),
 torch's current stream (kiln._kiln._stream_of), torch.empty_strided of the output, and a no-op custom op with a
 Python CUDA kernel through the dispatcher; where kiln._torch_native is built, the op's whole call looped in C++ and
-its pieces (the checks that decide it runs at once, torch's current stream, the capture query, the GIL's release),
-each looped in C++ (kiln._torch_native._probe_parts).
+its pieces (the checks that decide it runs at once, torch's current stream, the capture query, the GIL's release,
+the whole call with its outputs written into kept buffers: the call less torch's allocation), each looped in C++
+(kiln._torch_native._probe_parts); and the C++ baseline's pieces (obtain, obtain_held, execute) looped in C++
+(kiln._kiln._time_cpp_parts).
 Method: per contestant, 300 warm-up calls; then R=25 rounds, each running every contestant for N=1000 calls in an
 order rotated round by round (so that drift in the host falls on all alike); a contestant's host time per call in a
 round is (perf_counter after the N-th call is issued - before the first) / N, with CUDA events around it giving its
@@ -124,7 +126,7 @@ def fe_contestant(x, w, bias, y):
         return None, f"cuDNN Frontend's Python graph did not build: {e!r}"
 
 
-def parts(x, w, bias, y, n: int, r: int, op, runner) -> dict:
+def parts(x, w, bias, y, n: int, r: int, op, runner, prepared, shape) -> dict:
     """Host time per call of the pieces a Kiln call from Python is made of (medians over rounds, microseconds)."""
     lib = torch.library.Library("kiln_overhead_bench", "FRAGMENT")
     lib.define("noop(Tensor x) -> Tensor")
@@ -153,6 +155,10 @@ def parts(x, w, bias, y, n: int, r: int, op, runner) -> dict:
         torch.cuda.synchronize()
         for k in probes[0]:
             out[f"native_{k}_in_cpp"] = statistics.median(p[k] / n * 1e6 for p in probes)
+    # The C++ baseline's pieces (obtain, obtain_held, execute), each looped in C++: medians of r rounds of n
+    cpp = [kiln._kiln._time_cpp_parts(prepared, shape, None, n, x=x, w=w, bias=bias, y=y) for _ in range(r)]
+    for k in cpp[0]:
+        out[f"cpp_{k}_in_cpp"] = statistics.median(p[k] / n * 1e6 for p in cpp)
     lib._destroy()
     return out
 
@@ -247,7 +253,7 @@ def main() -> None:
     c = results["contestants"]
     for name in names:
         c[name] = summary(host[name], gpu[name])
-    results["parts"] = parts(x, w, bias, y, n, r, op, runner)
+    results["parts"] = parts(x, w, bias, y, n, r, op, runner, prepared, shape)
     results["above_cpp_us"] = {k: statistics.median(h - b for h, b in zip(host[k], host["cpp_planner"])) for k in names}
     results["max_abs_error_vs_fp32_reference"] = checks
     results["eager_path"] = kiln.torch.eager_path()

@@ -182,10 +182,8 @@ void call_plan(const PyPlan& p, nb::handle workspace, nb::handle stream, nb::kwa
 
 // The C++ Planner's own per-call cost, for the Python overhead benchmark (bench/python/overhead.py): `n` calls of
 // obtain() (a memory hit) and execute() on fixed bindings, timed in C++ with the GIL released; seconds in all.
-double time_cpp_calls(const PyPrepared& pg, const std::map<std::string, int64_t>& shape, nb::handle stream, int64_t n,
-                      nb::kwargs tensors) {
-  Obtained first = obtain(*pg.planner, pg.prepared, shape);
-  const Graph& g = first.plan->graph();
+// The bindings of `tensors` (name=tensor keywords) for `g`, checked.
+TensorBindings fixed_bindings(const Graph& g, nb::kwargs tensors) {
   TensorBindings bindings;
   for (auto [key, value] : tensors) {
     std::string name = nb::cast<std::string>(key);
@@ -193,6 +191,13 @@ double time_cpp_calls(const PyPrepared& pg, const std::map<std::string, int64_t>
     if (t < 0) bad_input("tensor '" + name + "': no such tensor");
     bindings[name] = checked_binding(read_tensor(value, name), g, t);
   }
+  return bindings;
+}
+
+double time_cpp_calls(const PyPrepared& pg, const std::map<std::string, int64_t>& shape, nb::handle stream, int64_t n,
+                      nb::kwargs tensors) {
+  Obtained first = obtain(*pg.planner, pg.prepared, shape);
+  const TensorBindings bindings = fixed_bindings(first.plan->graph(), tensors);
   cudaStream_t s = read_stream(stream);
   Status st;
   std::chrono::steady_clock::duration took{};
@@ -208,6 +213,40 @@ double time_cpp_calls(const PyPrepared& pg, const std::map<std::string, int64_t>
   }
   check(st);
   return std::chrono::duration<double>(took).count();
+}
+
+// The C++ baseline's pieces, for the same benchmark's parts: seconds for `n` calls of each, looped in C++ with the
+// GIL released: "obtain" obtain() (a memory hit), "obtain_held" obtain_held() (the torch op's lookup), "execute"
+// execute() of the plan obtained once.
+nb::dict time_cpp_parts(const PyPrepared& pg, const std::map<std::string, int64_t>& shape, nb::handle stream, int64_t n,
+                        nb::kwargs tensors) {
+  Obtained first = obtain(*pg.planner, pg.prepared, shape);
+  const TensorBindings bindings = fixed_bindings(first.plan->graph(), tensors);
+  cudaStream_t s = read_stream(stream);
+  using clock = std::chrono::steady_clock;
+  double took[3] = {};
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    StreamScratch ws(s, first.plan->workspace_bytes());
+    auto t0 = clock::now();
+    for (int64_t i = 0; i < n && st.is_ok(); ++i) st = pg.planner->obtain(pg.prepared, shape).status();
+    took[0] = std::chrono::duration<double>(clock::now() - t0).count();
+    t0 = clock::now();
+    for (int64_t i = 0; i < n && st.is_ok(); ++i) {
+      if (!pg.planner->obtain_held(pg.prepared, shape)) st = internal_error("obtain_held missed a plan obtain() holds");
+    }
+    took[1] = std::chrono::duration<double>(clock::now() - t0).count();
+    t0 = clock::now();
+    for (int64_t i = 0; i < n && st.is_ok(); ++i) st = first.plan->execute(s, bindings, ws.get());
+    took[2] = std::chrono::duration<double>(clock::now() - t0).count();
+  }
+  check(st);
+  nb::dict out;
+  out["obtain"] = took[0];
+  out["obtain_held"] = took[1];
+  out["execute"] = took[2];
+  return out;
 }
 
 }  // namespace
@@ -248,6 +287,8 @@ void init_planner(nb::module_& m) {
 
   m.def("_time_cpp_calls", &time_cpp_calls, "prepared"_a, "shape"_a, nb::arg("stream").none(), "n"_a, "tensors"_a,
         "Seconds for n C++ calls of obtain() and execute() (the Python overhead benchmark's baseline).");
+  m.def("_time_cpp_parts", &time_cpp_parts, "prepared"_a, "shape"_a, nb::arg("stream").none(), "n"_a, "tensors"_a,
+        "Seconds for n C++ calls of obtain(), obtain_held() and execute() each (the benchmark's parts).");
 
   nb::class_<PyPrepared>(m, "PreparedGraph", "A graph a Planner validated and signed once.")
       .def_prop_ro("graph", [](const PyPrepared& p) { return p.graph; });

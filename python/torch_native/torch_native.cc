@@ -186,6 +186,36 @@ void* alloc_workspace(void* ctx, int64_t bytes, int32_t device, void* stream, in
   KILN_TORCH_CATCH
 }
 
+// The probe's output memory: each output index keeps one buffer, allocated once (no allocation, wrap or free per
+// call), so that a call timed with it is the call less what torch's allocator and Python object cost.
+struct KeptMemory {
+  CallMemory call;
+  c10::SmallVector<at::Tensor, 4> kept;
+};
+void* kept_output(void* ctx, size_t index, const bridge::Output* out, int32_t device) {
+  auto* m = static_cast<KeptMemory*>(ctx);
+  KILN_TORCH_TRY
+  if (m->kept.size() <= index) m->kept.resize(index + 1);
+  at::Tensor& t = m->kept[index];
+  const DTypeName* d = by_bridge(out->dtype);
+  if (d == nullptr) {
+    PyErr_Format(PyExc_TypeError, "kiln: output %zu has a dtype torch has no name for here", index);
+    return nullptr;
+  }
+  if (!t.defined() || t.sizes() != c10::IntArrayRef(out->shape, out->rank) ||
+      t.strides() != c10::IntArrayRef(out->strides, out->rank) || t.scalar_type() != d->scalar) {
+    t = at::detail::empty_strided_cuda(c10::IntArrayRef(out->shape, out->rank),
+                                       c10::IntArrayRef(out->strides, out->rank), d->scalar,
+                                       c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
+  }
+  static char none;
+  return t.data_ptr() != nullptr ? t.data_ptr() : &none;
+  KILN_TORCH_CATCH
+}
+void* kept_workspace(void* ctx, int64_t bytes, int32_t device, void* stream, int32_t capturing) {
+  return alloc_workspace(&static_cast<KeptMemory*>(ctx)->call, bytes, device, stream, capturing);
+}
+
 // kiln._torch_native.Call: one op's eager call (vectorcall).
 // It has a __dict__ (kiln.torch sets `op`, `__name__` and `__doc__` on it, as on a function) and takes weak
 // references (torch.compiler.allow_in_graph keeps one).
@@ -199,7 +229,8 @@ struct Call {
   PyObject* weakrefs;
 };
 
-PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device);
+// `kept`: the probe's (py_probe_parts): outputs into kept buffers, None returned.
+PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device, KeptMemory* kept = nullptr);
 
 PyObject* run_here(Call* self, PyObject* const* args, Py_ssize_t n, int device) {
   // The runner held for the call (its GIL is released inside): nothing can free it meanwhile.
@@ -212,7 +243,7 @@ PyObject* run_here(Call* self, PyObject* const* args, Py_ssize_t n, int device) 
 
 // torch's errors become Python's: HANDLE_TH_ERRORS without its warning handler (set up and checked on every call;
 // nothing here warns).
-PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device) {
+PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device, KeptMemory* kept) {
   try {
     bridge::Input in[kMaxInputs];
     for (Py_ssize_t i = 0; i < n; ++i) {
@@ -227,6 +258,11 @@ PyObject* run_held(Call* self, PyObject* const* args, Py_ssize_t n, int device) 
                             device};
     }
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+    if (kept != nullptr) {
+      const bridge::Memory mem{kept, &kept_output, &kept_workspace};
+      if (self->api->run(self->handle, in, static_cast<size_t>(n), stream, &mem) != 0) return nullptr;
+      Py_RETURN_NONE;
+    }
     CallMemory memory;
     const bridge::Memory mem{&memory, &alloc_output, &alloc_workspace};
     if (self->api->run(self->handle, in, static_cast<size_t>(n), stream, &mem) != 0) return nullptr;
@@ -413,9 +449,11 @@ PyObject* py_probe_output(PyObject*, PyObject* arg) {
 }
 
 // For bench/python/overhead.py's parts: seconds for `n` rounds of each piece of a call of `call` (a Call) on the
-// tensors of `args` (a tuple), looped here in C++: "call" the whole call (its output dropped), "checks" the
-// decision to run here (plain_call and runs_here), "current_stream" torch's current stream, "capture_query" whether
-// that stream is being captured, "gil_release" the GIL released and taken back.
+// tensors of `args` (a tuple), looped here in C++: "call" the whole call (its output dropped), "call_kept_outputs"
+// the same call with its outputs written into buffers kept from its first round (the call less torch's allocation,
+// Python wrap and free of the outputs), "checks" the decision to run here (plain_call and runs_here),
+// "current_stream" torch's current stream, "capture_query" whether that stream is being captured, "gil_release" the
+// GIL released and taken back.
 PyObject* py_probe_parts(PyObject*, PyObject* const* argv, Py_ssize_t nargs) {
   if (nargs != 3 || !PyObject_TypeCheck(argv[0], &CallType) || !PyTuple_Check(argv[1]) || !PyLong_Check(argv[2])) {
     PyErr_SetString(PyExc_TypeError, "_probe_parts(call, args: tuple, n: int)");
@@ -454,6 +492,23 @@ PyObject* py_probe_parts(PyObject*, PyObject* const* argv, Py_ssize_t nargs) {
     Py_DECREF(r);
   }
   bool ok = put("call", seconds(t0));
+  {  // the same decisions as call_vectorcall's, then the call with kept outputs
+    auto* self = reinterpret_cast<Call*>(argv[0]);
+    KeptMemory kept;
+    t0 = clock::now();
+    for (long long i = 0; i < n && ok; ++i) {
+      int dev = -1;
+      PyObject* r = plain_call(args, na) && runs_here(args, na, &dev) ? run_held(self, args, na, dev, &kept) : nullptr;
+      ok = r != nullptr;
+      Py_XDECREF(r);
+    }
+    if (!ok) {
+      Py_DECREF(out);
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "_probe_parts: the call with kept outputs failed");
+      return nullptr;
+    }
+    ok = put("call_kept_outputs", seconds(t0));
+  }
   t0 = clock::now();
   int dev = -1, yes = 0;
   for (long long i = 0; i < n; ++i) yes += plain_call(args, na) && runs_here(args, na, &dev);
