@@ -8,6 +8,8 @@
 #                                                     replayshadow attn (issue 36: attention's band variants)
 #                                                     attnbwd (issue 36: the attention backward pass against
 #                                                     PyTorch's SDPA backends; env KILN_ATTNBWD_SEQS)
+#                                                     attnfp8 (issue 36: FP8 attention's forward against the
+#                                                     bf16 one; env KILN_ATTNFP8_SEQS, KILN_ATTNFP8_TOKENS)
 #                                                     coldprof fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
@@ -516,6 +518,15 @@ if want attnbwd; then  # issue 36: the attention backward pass, Kiln's tuned pla
     --out "$out/attnbwd" --tokens "${KILN_ATTNBWD_TOKENS:-4096}" ${KILN_ATTNBWD_SEQS:+--seqs "$KILN_ATTNBWD_SEQS"} \
     >"$out/attnbwd.txt" 2>&1
   rc=$?; cat "$out/attnbwd.txt" | grep -E '^\[ bwd \]|Error|error' | tail -20; check $rc "bench/attention_backward.py"
+fi
+if want attnfp8; then  # issue 36: FP8 attention's forward, Kiln's tuned plan against its bf16 one and PyTorch's
+  stamp "attention fp8 benchmark"
+  pydeps
+  export PYTHONPATH="$build/python:$deps"
+  timeout "${KILN_ATTNFP8_TIMEOUT:-420}" "$py" "$root/bench/attention_fp8.py" --kiln "$kiln" \
+    --out "$out/attnfp8" --tokens "${KILN_ATTNFP8_TOKENS:-16384}" ${KILN_ATTNFP8_SEQS:+--seqs "$KILN_ATTNFP8_SEQS"} \
+    >"$out/attnfp8.txt" 2>&1
+  rc=$?; grep -E '^\[ fp8 \]|Error|error' "$out/attnfp8.txt" | tail -30; check $rc "bench/attention_fp8.py"
 fi
 if want pyprofile; then  # issue 34: where a call from Python spends its time (py-spy, native frames), per contestant
   stamp "python call profile"

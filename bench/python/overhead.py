@@ -126,7 +126,7 @@ def fe_contestant(x, w, bias, y):
         return None, f"cuDNN Frontend's Python graph did not build: {e!r}"
 
 
-def parts(x, w, bias, y, n: int, r: int, op, runner, prepared, shape) -> dict:
+def parts(x, w, bias, y, n: int, r: int, op, runner, prepared, dyn_shape) -> dict:
     """Host time per call of the pieces a Kiln call from Python is made of (medians over rounds, microseconds)."""
     lib = torch.library.Library("kiln_overhead_bench", "FRAGMENT")
     lib.define("noop(Tensor x) -> Tensor")
@@ -156,7 +156,7 @@ def parts(x, w, bias, y, n: int, r: int, op, runner, prepared, shape) -> dict:
         for k in probes[0]:
             out[f"native_{k}_in_cpp"] = statistics.median(p[k] / n * 1e6 for p in probes)
     # The C++ baseline's pieces (obtain, obtain_held, execute), each looped in C++: medians of r rounds of n
-    cpp = [kiln._kiln._time_cpp_parts(prepared, shape, None, n, x=x, w=w, bias=bias, y=y) for _ in range(r)]
+    cpp = [kiln._kiln._time_cpp_parts(prepared, dyn_shape, None, n, x=x, w=w, bias=bias, y=y) for _ in range(r)]
     for k in cpp[0]:
         out[f"cpp_{k}_in_cpp"] = statistics.median(p[k] / n * 1e6 for p in cpp)
     lib._destroy()

@@ -20,6 +20,8 @@
 
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <ATen/cuda/EmptyTensor.h>
 #include <ATen/functorch/DynamicLayer.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -134,6 +136,14 @@ struct CallMemory {
     return nullptr;                                                 \
   }
 
+// An output on the current device, from torch's caching allocator: empty_strided_cuda without its device guard
+// (a cudaGetDevice, and a switch the call never needs: runs_here checked that the inputs' device is the current
+// one, and the allocator serves the current device).
+at::Tensor current_device_tensor(c10::IntArrayRef shape, c10::IntArrayRef strides, c10::ScalarType scalar) {
+  return at::detail::empty_strided_generic(shape, strides, at::cuda::getCUDADeviceAllocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::CUDA), scalar);
+}
+
 void* alloc_output(void* ctx, size_t index, const bridge::Output* out, int32_t device) {
   auto* m = static_cast<CallMemory*>(ctx);
   KILN_TORCH_TRY
@@ -142,9 +152,9 @@ void* alloc_output(void* ctx, size_t index, const bridge::Output* out, int32_t d
     PyErr_Format(PyExc_TypeError, "kiln: output %zu has a dtype torch has no name for here", index);
     return nullptr;
   }
-  at::Tensor t = at::detail::empty_strided_cuda(
-      c10::IntArrayRef(out->shape, out->rank), c10::IntArrayRef(out->strides, out->rank), d->scalar,
-      c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
+  (void)device;  // the current one (runs_here)
+  at::Tensor t = current_device_tensor(c10::IntArrayRef(out->shape, out->rank),
+                                       c10::IntArrayRef(out->strides, out->rank), d->scalar);
   if (m->outputs.size() <= index) m->outputs.resize(index + 1);
   m->outputs[index] = std::move(t);
   void* ptr = m->outputs[index].data_ptr();
@@ -435,11 +445,10 @@ PyObject* py_probe_output(PyObject*, PyObject* arg) {
     return nullptr;
   }
   HANDLE_TH_ERRORS
-  const c10::Device dev(c10::DeviceType::CUDA, c10::cuda::current_device());
   const int64_t shape[] = {1, 16, 256}, strides[] = {4096, 256, 1};
   const auto t0 = std::chrono::steady_clock::now();
   for (long long i = 0; i < n; ++i) {
-    PyObject* o = THPVariable_Wrap(at::detail::empty_strided_cuda(shape, strides, c10::ScalarType::BFloat16, dev));
+    PyObject* o = THPVariable_Wrap(current_device_tensor(shape, strides, c10::ScalarType::BFloat16));
     if (o == nullptr) return nullptr;
     Py_DECREF(o);
     if ((i & 4095) == 4095 && PyErr_CheckSignals() != 0) return nullptr;

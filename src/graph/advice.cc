@@ -32,7 +32,7 @@ struct WideParameter {
 // last positions, which is "bottom_right": the likelier intent, named rather than assumed.
 void sdpa_alignment_advice(const Graph& g, std::vector<Advice>* out) {
   for (const Node& n : g.nodes) {
-    if ((n.op != OpKind::kSdpa && n.op != OpKind::kSdpaBackward) || n.inputs.size() < 2 || !n.sdpa.masked() ||
+    if (!is_attention(n.op) || n.inputs.size() < 2 || !n.sdpa.masked() ||
         n.sdpa.alignment != DiagonalAlignment::kTopLeft)
       continue;
     const TensorDesc& q = g.tensors[static_cast<size_t>(n.inputs[0])];

@@ -172,8 +172,8 @@ std::vector<int> split_after_reductions(const Graph& graph) {
       const bool reduction = from == OpKind::kReduction;
       // An attention node reading another's output (a backward pass reading its forward's o and statistics):
       // each is one composite cuDNN operation, and cuDNN offers no graph of two.
-      const auto attention = [](OpKind k) { return k == OpKind::kSdpa || k == OpKind::kSdpaBackward; };
-      s = std::max(s, group_of[static_cast<size_t>(p)] + (reduction || (attention(from) && attention(to)) ? 1 : 0));
+      s = std::max(s,
+                   group_of[static_cast<size_t>(p)] + (reduction || (is_attention(from) && is_attention(to)) ? 1 : 0));
     }
     group_of[static_cast<size_t>(ni)] = s;
   }

@@ -82,8 +82,7 @@ StatusOr<GraphSignature> compute_signature(const Graph& g) {
   for (int t : g.outputs)
     if (t < 0 || t >= nt) return failed_precondition("compute_signature: graph is not validated");
   for (const Node& n : g.nodes) {
-    if ((n.op == OpKind::kSdpa || n.op == OpKind::kSdpaBackward) &&
-        (n.inputs.empty() || g.tensors[n.inputs[0]].dims.size() != 4))
+    if (is_attention(n.op) && (n.inputs.empty() || g.tensors[n.inputs[0]].dims.size() != 4))
       return failed_precondition("compute_signature: graph is not validated");
   }
   std::vector<int> order;

@@ -38,7 +38,7 @@ StatusOr<Layout> parse_layout(const std::string& name) { return parse_enum(kLayo
 const char* op_kind_name(OpKind k) { return enum_name(kOpKindNames, k); }
 
 int64_t sdpa_keys_extent(const Graph& g, const Node& n) {
-  if ((n.op != OpKind::kSdpa && n.op != OpKind::kSdpaBackward) || n.inputs.size() < 2) return 0;
+  if (!is_attention(n.op) || n.inputs.size() < 2) return 0;
   const auto dims = [&](int input) -> const std::vector<Dim>* {
     if (input < 0 || static_cast<size_t>(input) >= n.inputs.size()) return nullptr;
     const int t = n.inputs[static_cast<size_t>(input)];
@@ -46,7 +46,7 @@ int64_t sdpa_keys_extent(const Graph& g, const Node& n) {
   };
   const std::vector<Dim>* k = dims(1);
   if (k == nullptr || k->size() != 4) return 0;
-  if (!n.sdpa.paged || n.op == OpKind::kSdpaBackward) return (*k)[2].value;
+  if (!n.sdpa.paged || n.op != OpKind::kSdpa) return (*k)[2].value;
   const std::vector<Dim>* table = dims(sdpa_inputs(n).page_table_k);
   return table != nullptr && table->size() == 4 ? (*table)[2].value * (*k)[2].value : 0;
 }

@@ -32,6 +32,7 @@ Status check_node_tensors(const Graph& g, size_t ni, std::vector<int>& writer) {
                             (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
                             (n.op == OpKind::kSdpa && hi > 1 ? " (o, and its softmax statistics)"
                              : n.op == OpKind::kSdpaBackward ? " (dq, dk, dv)"
+                             : n.op == OpKind::kSdpaFp8      ? " (o, amax_o, and optionally the softmax statistics)"
                                                              : ""));
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     int t = n.inputs[i];
@@ -77,13 +78,14 @@ Status check_structure(const Graph& g) {
     size_t lo = 0, hi = 0;
     graph_internal::op_family(n.op).arity(n, &lo, &hi);
     if (n.inputs.size() < lo || n.inputs.size() > hi)
-      return invalid_argument(node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +
-                              (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
-                              (n.op == OpKind::kSdpa
-                                   ? " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and "
-                                     "seq_len_kv last)"
-                               : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, and an optional bias)"
-                                                               : ""));
+      return invalid_argument(
+          node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +
+          (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
+          (n.op == OpKind::kSdpa ? " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and "
+                                   "seq_len_kv last)"
+           : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, and an optional bias)"
+           : n.op == OpKind::kSdpaFp8      ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o)"
+                                           : ""));
     KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
     for (int t : n.inputs) read[t] = true;
     for (int t : n.outputs)

@@ -30,6 +30,10 @@ constexpr int64_t kSdpaPagedOps = 4;    // a paged cache load for K and one for 
 // The backward pass (frontend 1.32, sdpa_backward): two reductions' pre-pass (dO.O), the scores again with their
 // scale, mask and softmax from the statistics, five matmuls and dS's pointwise ops: about 22; counted with room.
 constexpr int64_t kSdpaBackwardOps = 36;
+// FP8 attention (frontend 1.32, sdpa_fp8): sdpa's operations and its scaling: the two descales of the scores, the
+// softmax's scale and descale, v's descale, o's scale, and the two amax reductions (Amax_S, Amax_O): about 18;
+// counted with room.
+constexpr int64_t kSdpaFp8Ops = 28;
 
 std::string limit_text() {
   return std::to_string(cudnn_max_operations()) +
@@ -55,6 +59,9 @@ int64_t cudnn_operation_count(const Graph& graph, const GraphRoles& roles, int n
     case OpKind::kReduction:
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: return 1;
+    case OpKind::kSdpaFp8:
+      return kSdpaFp8Ops + (n.sdpa.effective_right_bound() ? kSdpaBoundOps : 0) +
+             (n.sdpa.left_bound ? kSdpaBoundOps : 0);
     case OpKind::kSdpaBackward:
       return kSdpaBackwardOps + (sdpa_inputs(n).bias >= 0 ? kSdpaBiasOps : 0) +
              (n.sdpa.effective_right_bound() ? kSdpaBoundOps : 0) + (n.sdpa.left_bound ? kSdpaBoundOps : 0);
@@ -87,7 +94,7 @@ bool exceeds_cudnn_graph_limits(const Graph& graph) {
 
 // What cuDNN Frontend (1.32) asks of attention's tensors that a valid spec may not give: each [B, H, S, D] tensor
 // of an sdpa or sdpa_backward (q, k, v, o, do, the statistics, dq, dk, dv and the bias; not the int32 lengths and
-// tables) with its last dim contiguous (stride 1), none passed by value. (Off SM 9.x the frontend also takes a
+// tables, not sdpa_fp8's scales) with its last dim contiguous (stride 1), none passed by value. (Off SM 9.x the frontend also takes a
 // backward's head dims only up to 128, where Kiln validates 256 for any target: cuDNN's own message says so.)
 static Status check_attention_tensors(const Graph& graph, const std::string& where) {
   const auto ints = [](const std::vector<int64_t>& v) {
@@ -96,9 +103,10 @@ static Status check_attention_tensors(const Graph& graph, const std::string& whe
     return s + "]";
   };
   for (const Node& n : graph.nodes) {
-    if (n.op != OpKind::kSdpa && n.op != OpKind::kSdpaBackward) continue;
+    if (!is_attention(n.op)) continue;
     // Read as validated (a raw graph's missing or out-of-range tensors are skipped here: validation names them).
-    const size_t data = std::min(n.inputs.size(), size_t{n.op == OpKind::kSdpa ? 3u : 6u});
+    // sdpa_fp8's scales are [1, 1, 1, 1]: contiguous whatever their strides; by value validation refuses them.
+    const size_t data = std::min(n.inputs.size(), size_t{n.op == OpKind::kSdpaBackward ? 6u : 3u});
     std::vector<int> tensors(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(data));
     tensors.insert(tensors.end(), n.outputs.begin(), n.outputs.end());
     const int bias = sdpa_inputs(n).bias;

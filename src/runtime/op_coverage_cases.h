@@ -262,6 +262,22 @@ inline GraphBuilder sdpa_backward_graph(const std::string& name, const SdpaAttrs
   b.output(g.dq).output(g.dk).output(g.dv);
   return b;
 }
+// FP8 attention (sdpa_fp8) with the band `a`: q [2, h, sq, d], k and v [2, hk, skv, d] fp8_e4m3, the six scales
+// fp32 [1, 1, 1, 1] (drawn as delayed scaling sets them: reference_common.cc); o fp8_e4m3, amax_o, and with
+// `stats` the statistics "lse".
+inline GraphBuilder sdpa_fp8_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv, int64_t h = 2,
+                                   int64_t hk = 2, bool stats = false, int64_t d = 64) {
+  GraphBuilder b(name);
+  b.io_dtype(DataType::kFp8E4M3);
+  TensorRef q = b.tensor("q", {2, h, sq, d}), k = b.tensor("k", {2, hk, skv, d}), v = b.tensor("v", {2, hk, skv, d});
+  const auto scale = [&](const char* n) { return b.tensor(n, {1, 1, 1, 1}, Layout::kRowMajor, DataType::kFloat32); };
+  const GraphBuilder::SdpaFp8Scales sc{scale("descale_q"), scale("descale_k"), scale("descale_v"),
+                                       scale("descale_s"), scale("scale_s"),   scale("scale_o")};
+  const GraphBuilder::SdpaFp8Out out = b.sdpa_fp8("attn", q, k, v, sc, a);
+  b.output(out.o).output(out.amax_o);
+  if (stats) b.output(b.sdpa_stats(out.o, "lse"));
+  return b;
+}
 inline SdpaAttrs padded(SdpaAttrs a) {
   a.padding = true;
   return a;
@@ -354,6 +370,22 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_backward_graph("sdpa_bwd_bias", band(false, std::nullopt), 24, 40, 2, 2, {1, 2, 24, 40}));
   add("sdpa_backward.causal_bottom_right", "bf16", "sdpa_backward causal bottom-right",
       sdpa_backward_graph("sdpa_bwd_br", band(true, std::nullopt, std::nullopt, true), 16, 72));
+  // FP8 attention (o, amax_o; P rounded to fp8 inside): plain, causal, a window over grouped heads with head dim
+  // 128, and with the statistics.
+  add("sdpa_fp8", "fp8_e4m3", "sdpa_fp8", sdpa_fp8_graph("sdpa_fp8", band(false, std::nullopt), 32, 48));
+  add("sdpa_fp8.causal", "fp8_e4m3", "sdpa_fp8 causal",
+      sdpa_fp8_graph("sdpa_fp8_causal", band(true, std::nullopt), 40, 40));
+  add("sdpa_fp8.window_gqa_d128", "fp8_e4m3", "sdpa_fp8 window gqa d128",
+      sdpa_fp8_graph("sdpa_fp8_window", band(true, 8), 24, 24, 4, 2, false, 128));
+  add("sdpa_fp8.stats", "fp8_e4m3", "sdpa_fp8 stats",
+      sdpa_fp8_graph("sdpa_fp8_stats", band(false, std::nullopt), 32, 32, 2, 2, true));
+  {
+    OpCase c = make("sdpa_fp8.causal_bottom_right", "fp8_e4m3", "",
+                    sdpa_fp8_graph("sdpa_fp8_br", band(true, std::nullopt, std::nullopt, true), 16, 48));
+    c.kiln_rejects = "cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
   {
     OpCase c = make("sdpa.stats_padding", "bf16", "",
                     sdpa_band_graph("sdpa_stats_pad", padded(band(false, std::nullopt)), 24, 40, 2, 2, {}, true));

@@ -50,8 +50,8 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
     ASSERT_TRUE(self.is_ok()) << self.status().to_string();
     EXPECT_EQ(self->verdict, Disposition::kPassed) << self->summary();
   }
-  EXPECT_EQ(rejected, 4);
-  EXPECT_EQ(cases.size(), 182u);
+  EXPECT_EQ(rejected, 5);
+  EXPECT_EQ(cases.size(), 187u);
 }
 
 TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
@@ -81,7 +81,11 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
                            "sdpa_backward causal",
                            "sdpa_backward window gqa",
                            "sdpa_backward bias",
-                           "sdpa_backward causal bottom-right"})
+                           "sdpa_backward causal bottom-right",
+                           "sdpa_fp8",
+                           "sdpa_fp8 causal",
+                           "sdpa_fp8 window gqa d128",
+                           "sdpa_fp8 stats"})
     EXPECT_TRUE(g.count(want)) << want;
   int pointwise = 0, reductions = 0;
   for (const std::string& s : groups) {
@@ -90,7 +94,7 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
   }
   EXPECT_EQ(pointwise, 16 * 2);  // every mode in fp32 and fp16
   EXPECT_EQ(reductions, 4 * 2);  // every mode over the last axis and over all axes
-  EXPECT_EQ(groups.size(), 35u + 32u + 8u);
+  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u);
   // Every pointwise mode appears standalone and fused behind a matmul in both core dtypes.
   for (const char* mode : {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add", "relu", "gelu_erf",
                            "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "identity"})

@@ -198,15 +198,35 @@ GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, Ten
   return g;
 }
 
+GraphBuilder::SdpaFp8Out GraphBuilder::sdpa_fp8(const std::string& name, TensorRef q, TensorRef k, TensorRef v,
+                                                const SdpaFp8Scales& sc, const SdpaAttrs& attrs) {
+  Node n = make_node(name, OpKind::kSdpaFp8);
+  n.sdpa = attrs;
+  const TensorRef o =
+      add_node(std::move(n), {q, k, v, sc.descale_q, sc.descale_k, sc.descale_v, sc.descale_s, sc.scale_s, sc.scale_o},
+               name + "_o");
+  if (o.index < 0) return SdpaFp8Out{};
+  Node& added = graph_.nodes.back();
+  // Typed here unless the author declared them: o e4m3 (cuDNN's SM 9.x engines write fp8 only), amax_o fp32.
+  if (!graph_.tensors[static_cast<size_t>(o.index)].dtype)
+    graph_.tensors[static_cast<size_t>(o.index)].dtype = DataType::kFp8E4M3;
+  const TensorRef amax{find_or_add_tensor(name + "_amax_o")};
+  if (!graph_.tensors[static_cast<size_t>(amax.index)].dtype)
+    graph_.tensors[static_cast<size_t>(amax.index)].dtype = DataType::kFloat32;
+  added.outputs.push_back(amax.index);
+  return SdpaFp8Out{o, amax};
+}
+
 TensorRef GraphBuilder::sdpa_stats(TensorRef o, std::string out) {
   if (!check_ref(o, "sdpa_stats")) return TensorRef{};
   const int writer = graph_.producer(o.index);
-  if (writer < 0 || graph_.nodes[static_cast<size_t>(writer)].op != OpKind::kSdpa) {
+  const OpKind kind = writer < 0 ? OpKind::kPointwise : graph_.nodes[static_cast<size_t>(writer)].op;
+  if (kind != OpKind::kSdpa && kind != OpKind::kSdpaFp8) {
     fail("sdpa_stats: tensor '" + graph_.tensors[static_cast<size_t>(o.index)].name + "' is not an sdpa's output");
     return TensorRef{};
   }
   Node& n = graph_.nodes[static_cast<size_t>(writer)];
-  if (n.outputs.size() != 1 || n.outputs[0] != o.index) {
+  if (n.outputs.size() != (kind == OpKind::kSdpaFp8 ? 2u : 1u) || n.outputs[0] != o.index) {
     fail("sdpa_stats: node '" + n.name + "' has its statistics already");
     return TensorRef{};
   }

@@ -148,6 +148,34 @@ TEST(Builder, SdpaBackwardMatchesTheSpec) {
   EXPECT_EQ(built->tensors[static_cast<size_t>(g.dk.index)].shape(), (std::vector<int64_t>{2, 2, 64, 64}));
 }
 
+TEST(Builder, SdpaFp8MatchesTheSpec) {
+  GraphBuilder b;
+  b.io_dtype(DataType::kFp8E4M3);
+  TensorRef q = b.tensor("q", {2, 4, 64, 64}), k = b.tensor("k", {2, 2, 64, 64}), v = b.tensor("v", {2, 2, 64, 64});
+  const auto scale = [&](const char* n) { return b.tensor(n, {1, 1, 1, 1}, Layout::kRowMajor, DataType::kFloat32); };
+  const GraphBuilder::SdpaFp8Scales sc{scale("dq"), scale("dk"), scale("dv"), scale("ds"), scale("ss"), scale("so")};
+  SdpaAttrs a;
+  a.causal = true;
+  const GraphBuilder::SdpaFp8Out out = b.sdpa_fp8("attn", q, k, v, sc, a);
+  b.output(out.o).output(out.amax_o).output(b.sdpa_stats(out.o));
+  const std::string spec = R"({"name": "s", "io_dtype": "fp8_e4m3",
+    "tensors": {"q": {"dims": [2, 4, 64, 64]}, "k": {"dims": [2, 2, 64, 64]}, "v": {"dims": [2, 2, 64, 64]},
+                "dq": {"dims": [1, 1, 1, 1], "dtype": "float32"}, "dk": {"dims": [1, 1, 1, 1], "dtype": "float32"},
+                "dv": {"dims": [1, 1, 1, 1], "dtype": "float32"}, "ds": {"dims": [1, 1, 1, 1], "dtype": "float32"},
+                "ss": {"dims": [1, 1, 1, 1], "dtype": "float32"}, "so": {"dims": [1, 1, 1, 1], "dtype": "float32"},
+                "attn_o": {"dtype": "fp8_e4m3"}, "attn_amax_o": {"dtype": "float32"},
+                "attn_stats": {"dtype": "float32"}},
+    "nodes": [{"name": "attn", "op": "sdpa_fp8", "causal": true,
+               "inputs": ["q", "k", "v", "dq", "dk", "dv", "ds", "ss", "so"],
+               "outputs": ["attn_o", "attn_amax_o", "attn_stats"]}],
+    "outputs": ["attn_o", "attn_amax_o", "attn_stats"]})";
+  expect_same_signature(b, spec, /*text=*/true);
+  // The statistics of a node that has them already, or of a tensor no attention node writes: refused by name.
+  GraphBuilder twice = b;
+  twice.sdpa_stats(out.o, "again");
+  EXPECT_FALSE(twice.build().is_ok());
+}
+
 TEST(Builder, ConvGradsMatchJson) {
   {
     GraphBuilder b;

@@ -34,6 +34,7 @@ const std::vector<OpInfo>& ops() {
     v.push_back({op_kind_name(OpKind::kRmsNorm), OpKind::kRmsNorm, kPw, kRed});
     v.push_back({op_kind_name(OpKind::kSdpa), OpKind::kSdpa, kPw, kRed});
     v.push_back({op_kind_name(OpKind::kSdpaBackward), OpKind::kSdpaBackward, kPw, kRed});
+    v.push_back({op_kind_name(OpKind::kSdpaFp8), OpKind::kSdpaFp8, kPw, kRed});
     return v;
   }();
   return table;

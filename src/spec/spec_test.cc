@@ -414,6 +414,110 @@ TEST(SpecErrors, NormShapesAndEpsilon) {
   EXPECT_ERROR_HAS(parse(s).status(), "node 'n1' (rms_norm): input 'x': dtype int8 is not supported");
 }
 
+// FP8 attention: q, k, v fp8_e4m3, six fp32 [1, 1, 1, 1] scales; o (fp8), amax_o (fp32 [1, 1, 1, 1]) and
+// optionally the statistics. Each fault the author can fix exits 2 naming its tensor or attribute; what cuDNN
+// cannot run on SM 9.x is NotSupported.
+TEST(SpecOps, SdpaFp8) {
+  Json tensors = {{"q", t({2, 8, 128, 64})},
+                  {"k", t({2, 2, 256, 64})},
+                  {"v", t({2, 2, 256, 64})},
+                  {"y", {{"dtype", "fp8_e4m3"}}},
+                  {"amax_o", {{"dtype", "float32"}}}};
+  const char* scales[] = {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"};
+  Json inputs = {"q", "k", "v"};
+  for (const char* n : scales) {
+    tensors[n] = t({1, 1, 1, 1}, "float32");
+    inputs.push_back(n);
+  }
+  Json s = one_node(tensors, "sdpa_fp8", inputs, {{"causal", true}});
+  s["io_dtype"] = "fp8_e4m3";
+  s["nodes"][0]["outputs"] = {"y", "amax_o"};
+  s["outputs"] = {"y", "amax_o"};
+  StatusOr<Graph> g = parse(s);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(g->nodes[0].op, OpKind::kSdpaFp8);
+  EXPECT_EQ(out_shape(g), (V{2, 8, 128, 64}));
+  EXPECT_EQ(out_shape(g, "amax_o"), (V{1, 1, 1, 1}));
+  auto text = graph_to_spec_json(*g);
+  ASSERT_TRUE(text.is_ok()) << text.status().to_string();
+  auto back = parse_spec_string(*text, "back.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  auto sig = compute_signature(*g), sig_back = compute_signature(*back);
+  ASSERT_TRUE(sig.is_ok() && sig_back.is_ok());
+  EXPECT_EQ(sig->structure, sig_back->structure);
+  EXPECT_TRUE(std::regex_search(sig->canonical, std::regex("sdpa_fp8 .*causal=1.*out=t[0-9]+,t[0-9]+\n")))
+      << sig->canonical;
+  Json stats = s;  // with the statistics, a third output
+  stats["nodes"][0]["outputs"] = {"y", "amax_o", "lse"};
+  stats["tensors"]["lse"] = {{"dtype", "float32"}};
+  stats["outputs"] = {"y", "amax_o", "lse"};
+  StatusOr<Graph> gs = parse(stats);
+  ASSERT_TRUE(gs.is_ok()) << gs.status().to_string();
+  EXPECT_EQ(out_shape(gs, "lse"), (V{2, 8, 128, 1}));
+
+  struct Bad {
+    std::function<void(Json&)> edit;
+    StatusCode code;
+    std::string message;
+  };
+  const std::vector<Bad> bad = {
+      {[](Json& j) { j["io_dtype"] = "bf16"; }, StatusCode::kInvalidArgument,
+       "node 'n1' (sdpa_fp8): input 'q': dtype bf16 is not supported by sdpa_fp8 (fp8_e4m3 only"},
+      {[](Json& j) {
+         j["tensors"]["scale_s"] = t({1, 1, 1, 1}, "bf16");
+       },
+       StatusCode::kInvalidArgument, "input 'scale_s': dtype bf16 is not supported for an FP8 scale (float32 only)"},
+      {[](Json& j) {
+         j["tensors"]["descale_v"] = t({1, 1, 1, 2}, "float32");
+       },
+       StatusCode::kInvalidArgument, "input 'descale_v': dims [1,1,1,2] must be [1, 1, 1, 1] (one scale)"},
+      {[](Json& j) {
+         j["tensors"]["y"] = {{"dtype", "bf16"}};
+       },
+       StatusCode::kInvalidArgument, "output 'y': dtype bf16 is not supported for sdpa_fp8's o"},
+      {[](Json& j) {
+         j["tensors"]["amax_o"] = {{"dtype", "fp16"}};
+       },
+       StatusCode::kInvalidArgument, "output 'amax_o': dtype fp16 is not supported for amax_o (float32 only"},
+      {[](Json& j) { j["nodes"][0]["inputs"].erase(8); }, StatusCode::kInvalidArgument,
+       "node 'n1' (sdpa_fp8): 8 inputs, expected 9"},
+      {[](Json& j) {
+         j["nodes"][0]["outputs"] = {"y"};
+         j["outputs"] = {"y"};
+       },
+       StatusCode::kInvalidArgument, "node 'n1' (sdpa_fp8): 1 output, expected 2 or 3"},
+      {[](Json& j) { j["nodes"][0]["padding_mask"] = true; }, StatusCode::kInvalidArgument,
+       "attribute 'padding_mask': sdpa_fp8 takes q, k, v and the six scales only"},
+      {[](Json& j) {
+         j["tensors"]["k"] = t({2, 2, 256, 32});
+       },
+       StatusCode::kInvalidArgument, "input 'k': head dim 32 differs from input 'q' head dim 64"},
+      {[](Json& j) { j["nodes"][0]["diagonal_alignment"] = "bottom_right"; }, StatusCode::kNotSupported,
+       "cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x"},
+      {[](Json& j) {
+         for (const char* n : {"q", "k", "v"}) j["tensors"][n]["dims"][3] = 40;
+       },
+       StatusCode::kNotSupported, "cuDNN's FP8 attention takes head dims that are multiples of 16 (input 'q''s is 40)"},
+  };
+  for (const Bad& b : bad) {
+    Json j = s;
+    b.edit(j);
+    const Status st = parse(j).status();
+    EXPECT_EQ(st.code(), b.code) << b.message << ": " << st.to_string();
+    EXPECT_ERROR_HAS(st, b.message.c_str());
+  }
+  Status target = parse(s, ValidateOptions{80}).status();
+  EXPECT_EQ(target.code(), StatusCode::kNotSupported);
+  EXPECT_ERROR_HAS(target, "cuDNN's FP8 attention needs SM 9.0 or newer, target is SM 8.0");
+  // A scale a node computes is not the caller's: refused by name.
+  Json computed = s;
+  computed["tensors"]["raw"] = t({1, 1, 1, 1}, "float32");
+  computed["nodes"].insert(computed["nodes"].begin(),
+                           Json{{"name", "n0"}, {"op", "relu"}, {"inputs", {"raw"}}, {"outputs", {"scale_o"}}});
+  computed["tensors"]["scale_o"] = {{"dtype", "float32"}};
+  EXPECT_ERROR_HAS(parse(computed).status(), "input 'scale_o': an FP8 scale must be a graph input");
+}
+
 TEST(SpecErrors, SdpaDtypeShapeTarget) {
   Json tensors = {{"q", t({1, 2, 16, 64})}, {"k", t({1, 2, 16, 64})}, {"v", t({1, 2, 16, 64})}};
   Json s = one_node(tensors, "sdpa", {"q", "k", "v"});

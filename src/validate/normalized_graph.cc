@@ -43,6 +43,8 @@ std::vector<const char*> input_roles(const Node& n) {
       if (sdpa_inputs(n).bias >= 0) r.push_back("bias");
       return r;
     }
+    case OpKind::kSdpaFp8:
+      return {"q", "k", "v", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"};
   }
   return {};
 }
@@ -52,7 +54,8 @@ const char* output_role(OpKind op) {
     case OpKind::kConvDgrad: return "dx";
     case OpKind::kConvWgrad: return "dw";
     case OpKind::kMatmul: return "c";
-    case OpKind::kSdpa: return "o";
+    case OpKind::kSdpa:
+    case OpKind::kSdpaFp8: return "o";
     case OpKind::kSdpaBackward: return "dq";
     case OpKind::kConvFprop:
     case OpKind::kPointwise:
@@ -109,6 +112,7 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
     case OpKind::kRmsNorm: a["epsilon"] = n.norm.epsilon; break;
     case OpKind::kSdpa:
     case OpKind::kSdpaBackward:
+    case OpKind::kSdpaFp8:
       a["causal"] = plan.sdpa.band.right == 0;  // a right bound of 0 however written (it signs alike)
       a["attn_scale"] = plan.sdpa.scale;        // 1/sqrt(head dim) unless given
       // The band as it applies: key j is seen by query i when i + shift - left_bound < j <= i + shift + right_bound
@@ -152,6 +156,7 @@ StatusOr<Json> node_json(const Graph& g, int index) {
   for (size_t o = 0; o < n.outputs.size(); ++o)  // an sdpa's second output is its softmax statistics
     outs.push_back({{"role", o == 0                          ? output_role(n.op)
                              : n.op == OpKind::kSdpaBackward ? (o == 1 ? "dk" : "dv")
+                             : n.op == OpKind::kSdpaFp8      ? (o == 1 ? "amax_o" : "stats")
                                                              : "stats"},
                     {"tensor", g.tensors[static_cast<size_t>(n.outputs[o])].name}});
   j["outputs"] = outs;

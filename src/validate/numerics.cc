@@ -136,8 +136,9 @@ AccumulationPath accumulation_into(const Graph& graph, const GraphRoles& roles, 
       if (fp8) path.unit_roundoff = std::max(path.unit_roundoff, 0x1p-14);
       if (fp32) ++path.fp32_gemms;
     }
-    if ((node.op == OpKind::kSdpa || node.op == OpKind::kSdpaBackward) && node.inputs.size() > 2) {
-      // cuDNN rounds P to v's dtype before P.V; a backward pass rounds P (for dV) and dS (for dQ and dK) alike.
+    if (is_attention(node.op) && node.inputs.size() > 2) {
+      // cuDNN rounds P to v's dtype before P.V (sdpa_fp8: to fp8 at scale_s); a backward pass rounds P (for dV)
+      // and dS (for dQ and dK) alike.
       const double u = stored_roundoff(roles.dtype_of(node.inputs[2]));
       path.rounding_var += (node.op == OpKind::kSdpaBackward ? 2.0 : 1.0) * u * u / 3.0;
     }

@@ -162,6 +162,14 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kDiv) range[t] = {0.5, 1.5};
     }
     if (n.op == OpKind::kSdpa) sdpa_length_ranges(g, n, &range);
+    // FP8 attention's scales as delayed scaling sets them: the descales near 1; P (at most 1) scaled into e4m3's
+    // range [128, 256) and read back at [2^-8, 2^-7) (so P's code rounds, and their product need not be 1); o
+    // scaled by [1, 2), which keeps it far below e4m3's largest value (448).
+    if (n.op == OpKind::kSdpaFp8 && n.inputs.size() == 9) {
+      const std::pair<double, double> ranges[6] = {{0.5, 1.0},       {0.5, 1.0},     {0.5, 1.0},
+                                                   {0x1p-8, 0x1p-7}, {128.0, 256.0}, {1.0, 2.0}};
+      for (size_t i = 0; i < 6; ++i) range[static_cast<size_t>(n.inputs[kFp8DescaleQ + i])] = ranges[i];
+    }
     // A backward pass's statistics near a full row's log-sum-exp (ln Skv for scores near 0), so that P = exp(S - L)
     // is a softmax's size, as the forward would have written it: [2^e, 2^(e+1)) around ln Skv, a range the
     // generator draws exactly.

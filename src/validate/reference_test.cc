@@ -460,6 +460,82 @@ TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
   }
 }
 
+// FP8 attention against attention written out here from its definition (scores descale_q descale_k attn_scale
+// q.k, causal; o = softmax . v descale_v descale_s scale_s, written times scale_o; amax_o = max |o| before it; the
+// statistics each row's log-sum-exp), on fp8-exact values and scales that are not 1 or each other's inverse.
+TEST(HostReference, SdpaFp8IsAttentionOnTheDescaledOperands) {
+  const int64_t b = 1, h = 2, hk = 1, sq = 5, skv = 7, d = 16;
+  Graph g = make_graph("fp8", DataType::kFp8E4M3);
+  const int q = add_tensor(g, "q", {b, h, sq, d}), k = add_tensor(g, "k", {b, hk, skv, d}),
+            v = add_tensor(g, "v", {b, hk, skv, d});
+  const double scale_values[6] = {0.75, 0.5, 0.625, 1.0 / 160.0, 200.0, 1.5};
+  std::vector<int> in = {q, k, v};
+  for (int i = 0; i < 6; ++i) {
+    const int t = add_tensor(g, "s" + std::to_string(i), {1, 1, 1, 1});
+    g.tensors[static_cast<size_t>(t)].dtype = DataType::kFloat32;
+    in.push_back(t);
+  }
+  const int o = add_tensor(g, "o", {b, h, sq, d}), amax = add_tensor(g, "amax_o", {1, 1, 1, 1}),
+            lse = add_tensor(g, "lse", {b, h, sq, 1});
+  g.tensors[static_cast<size_t>(amax)].dtype = g.tensors[static_cast<size_t>(lse)].dtype = DataType::kFloat32;
+  Node& n = add_node(g, "attn", OpKind::kSdpaFp8, in, o);
+  n.sdpa.causal = true;
+  n.outputs = {o, amax, lse};
+  g.outputs = {o, amax, lse};
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> eighths(-8, 8);  // k/8 in [-1, 1]: exact in e4m3
+  auto draw = [&](int t) {
+    std::vector<double> x(static_cast<size_t>(g.tensors[static_cast<size_t>(t)].element_count()));
+    for (double& e : x) e = eighths(rng) / 8.0;
+    return x;
+  };
+  std::map<int, std::vector<double>> xs = {{q, draw(q)}, {k, draw(k)}, {v, draw(v)}};
+  std::map<int, HostTensor> inputs;
+  for (const auto& [t, x] : xs) inputs.emplace(t, vals(g, t, x));
+  for (int i = 0; i < 6; ++i)
+    inputs.emplace(in[3 + static_cast<size_t>(i)], vals(g, in[3 + static_cast<size_t>(i)], {scale_values[i]}));
+  auto r = run_host_reference(g, inputs);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->size(), 3u);
+  const std::vector<double> got_o = (*r)[0].values(), got_amax = (*r)[1].values(), got_lse = (*r)[2].values();
+  const double attn_scale = 1.0 / std::sqrt(static_cast<double>(d));
+  double want_amax = 0.0;
+  for (int64_t hh = 0; hh < h; ++hh)
+    for (int64_t i = 0; i < sq; ++i) {
+      std::vector<double> sc;
+      for (int64_t j = 0; j <= i && j < skv; ++j) {  // causal, top-left
+        double dot = 0.0;
+        for (int64_t e = 0; e < d; ++e)
+          dot += xs[q][static_cast<size_t>((hh * sq + i) * d + e)] * xs[k][static_cast<size_t>(j * d + e)];
+        sc.push_back(dot * attn_scale * scale_values[0] * scale_values[1]);
+      }
+      const double mx = *std::max_element(sc.begin(), sc.end());
+      double sum = 0.0;
+      for (double x : sc) sum += std::exp(x - mx);
+      EXPECT_NEAR(got_lse[static_cast<size_t>(hh * sq + i)], mx + std::log(sum), 1e-7);  // stored as fp32
+      for (int64_t e = 0; e < d; ++e) {
+        double acc = 0.0;
+        for (size_t j = 0; j < sc.size(); ++j)
+          acc += std::exp(sc[j] - mx) / sum * xs[v][j * static_cast<size_t>(d) + static_cast<size_t>(e)];
+        const double out = acc * scale_values[2] * scale_values[3] * scale_values[4];
+        want_amax = std::max(want_amax, std::fabs(out));
+        // o as stored: rounded to its dtype (e4m3)
+        EXPECT_EQ(got_o[static_cast<size_t>((hh * sq + i) * d + e)],
+                  round_to_dtype(out * scale_values[5], DataType::kFp8E4M3));
+      }
+    }
+  ASSERT_EQ(got_amax.size(), 1u);
+  EXPECT_NEAR(got_amax[0], want_amax, 1e-7);  // stored as fp32
+  EXPECT_GT(want_amax, 0.1) << "outputs too small to tell a wrong scale from a right one";
+  // The magnitudes bound every value, amax_o's included.
+  auto m = run_host_reference_with_magnitudes(g, inputs);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  for (size_t w = 0; w < 3; ++w) {
+    const std::vector<double> val = m->values[w].values(), mag = m->magnitudes[w].values();
+    for (size_t e = 0; e < val.size(); ++e) ASSERT_GE(mag[e], std::fabs(val[e])) << "output " << w;
+  }
+}
+
 // The band against an explicit mask written here from its definition (key j seen by query i when
 // diag - left < j <= diag + right, diag = i, or i + Skv - Sq bottom-right), on random values: windows, right
 // bounds, both alignments, grouped heads.

@@ -77,6 +77,7 @@ enum class OpKind {
   kRmsNorm,
   kSdpa,
   kSdpaBackward,
+  kSdpaFp8,
 };
 inline constexpr EnumName<OpKind> kOpKindNames[] = {{OpKind::kConvFprop, "conv_fprop"},
                                                     {OpKind::kConvDgrad, "conv_dgrad"},
@@ -87,8 +88,9 @@ inline constexpr EnumName<OpKind> kOpKindNames[] = {{OpKind::kConvFprop, "conv_f
                                                     {OpKind::kLayerNorm, "layer_norm"},
                                                     {OpKind::kRmsNorm, "rms_norm"},
                                                     {OpKind::kSdpa, "sdpa"},
-                                                    {OpKind::kSdpaBackward, "sdpa_backward"}};
-static_assert(std::size(kOpKindNames) == static_cast<size_t>(OpKind::kSdpaBackward) + 1, "an OpKind without a name");
+                                                    {OpKind::kSdpaBackward, "sdpa_backward"},
+                                                    {OpKind::kSdpaFp8, "sdpa_fp8"}};
+static_assert(std::size(kOpKindNames) == static_cast<size_t>(OpKind::kSdpaFp8) + 1, "an OpKind without a name");
 const char* op_kind_name(OpKind k);  // kOpKindNames' name
 
 enum class PointwiseMode {
@@ -198,7 +200,13 @@ struct SdpaAttrs {
 //   sdpa_backward: in {q, k, v, o, do, stats (, bias)} out {dq, dk, dv}
 //               (the gradients of an sdpa with these attributes: o and stats as its forward wrote them, do the
 //               gradient of o; dq, dk, dv shaped and typed as q, k, v; no padding mask or paged caches)
-// Every op writes one tensor, but for an sdpa's optional second and an sdpa_backward's three.
+//   sdpa_fp8:   in {q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o} out {o, amax_o (, stats)}
+//               (FP8 attention: q, k, v fp8 e4m3 [B, H, S, D]; the six scales fp32 [1, 1, 1, 1] graph inputs; the
+//               scores descale_q descale_k attn_scale q.k, P = softmax rounded to fp8 at scale_s and read back at
+//               descale_s, o = fp8((P.v descale_v) scale_o), amax_o = max |P.v descale_v| before scale_o, fp32
+//               [1, 1, 1, 1]; stats as sdpa's; SM 9.0+, no bias, lengths or paged caches)
+// Every op writes one tensor, but for an sdpa's optional second, an sdpa_backward's three and an sdpa_fp8's two
+// or three.
 struct Node {
   std::string name;
   OpKind op = OpKind::kPointwise;
@@ -220,6 +228,7 @@ struct SdpaInputs {
 };
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
+  if (n.op == OpKind::kSdpaFp8) return r;  // no optional inputs: the scales are its fourth to ninth
   const int count = static_cast<int>(n.inputs.size());
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv)
     const int lengths = n.sdpa.padding ? 2 : 0;
@@ -243,6 +252,13 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
   }
   return r;
 }
+
+// Whether an op is one of the attention family's composite cuDNN operations (sdpa, sdpa_backward, sdpa_fp8).
+inline bool is_attention(OpKind k) { return k == OpKind::kSdpa || k == OpKind::kSdpaBackward || k == OpKind::kSdpaFp8; }
+
+// An sdpa_fp8 node's inputs after q, k, v (Node::inputs positions) and its outputs (Node::outputs positions).
+enum SdpaFp8Input { kFp8DescaleQ = 3, kFp8DescaleK, kFp8DescaleV, kFp8DescaleS, kFp8ScaleS, kFp8ScaleO };
+enum SdpaFp8Output { kFp8O = 0, kFp8AmaxO = 1, kFp8Stats = 2 };
 
 // The spec's name of a node's op (docs/spec.md's op table, never an alias): the op kind's name, a
 // pointwise node's mode ("relu", "bias_add") or "reduce_" and a reduction's mode ("reduce_amax").

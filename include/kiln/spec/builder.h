@@ -121,8 +121,19 @@ class GraphBuilder {
   };
   SdpaGrads sdpa_backward(const std::string& name, TensorRef q, TensorRef k, TensorRef v, TensorRef o, TensorRef dout,
                           TensorRef stats, const SdpaAttrs& attrs = {}, std::optional<TensorRef> bias = std::nullopt);
-  // The softmax statistics of the sdpa node that writes `o`, as that node's second output: each query row's
-  // log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1] (named `out`, by default the node's name + "_stats").
+  // FP8 attention (cuDNN's sdpa_fp8, SM 9.0+; no bias, lengths or paged caches): q, k, v fp8_e4m3 [B, H, S, D],
+  // the six scales fp32 [1, 1, 1, 1] graph inputs (kiln/graph/graph.h sdpa_fp8); o (named name + "_o", fp8_e4m3
+  // unless set_dtype makes it fp8_e5m2) and amax_o (name + "_amax_o", fp32 [1, 1, 1, 1]).
+  struct SdpaFp8Scales {
+    TensorRef descale_q, descale_k, descale_v, descale_s, scale_s, scale_o;
+  };
+  struct SdpaFp8Out {
+    TensorRef o, amax_o;
+  };
+  SdpaFp8Out sdpa_fp8(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaFp8Scales& scales,
+                      const SdpaAttrs& attrs = {});
+  // The softmax statistics of the sdpa (or sdpa_fp8) node that writes `o`, as that node's last output: each query
+  // row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1] (named `out`, by default the node's name + "_stats").
   TensorRef sdpa_stats(TensorRef o, std::string out = "");
 
   // Fix-ups on a tensor (usually an op's output): its dtype, its layout.

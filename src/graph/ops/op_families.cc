@@ -17,7 +17,8 @@ OpFamilyId op_family_of(OpKind kind) {
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm: return OpFamilyId::kNorm;
     case OpKind::kSdpa:
-    case OpKind::kSdpaBackward: return OpFamilyId::kSdpa;
+    case OpKind::kSdpaBackward:
+    case OpKind::kSdpaFp8: return OpFamilyId::kSdpa;
   }
   return OpFamilyId::kPointwise;
 }

@@ -10,6 +10,10 @@ namespace kiln::graph_internal {
 namespace {
 
 void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
+  if (n.op == OpKind::kSdpaFp8) {  // q, k, v and the six scales (kiln/graph/graph.h SdpaFp8Input)
+    *lo = *hi = 9;
+    return;
+  }
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias (with a padding mask the lengths)
     *lo = 6 + (n.sdpa.padding ? 2 : 0);
     *hi = *lo + 1;
@@ -23,9 +27,10 @@ void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
 }
 
 // o and optionally the statistics; a backward pass's dq, dk, dv.
+// sdpa_fp8's o and amax_o, and optionally the statistics.
 void sdpa_output_arity(const Node& n, size_t* lo, size_t* hi) {
-  *lo = n.op == OpKind::kSdpaBackward ? 3 : 1;
-  *hi = n.op == OpKind::kSdpaBackward ? 3 : 2;
+  *lo = n.op == OpKind::kSdpaBackward ? 3 : n.op == OpKind::kSdpaFp8 ? 2 : 1;
+  *hi = n.op == OpKind::kSdpaBackward || n.op == OpKind::kSdpaFp8 ? 3 : 2;
 }
 
 // A padding mask's lengths and paged caches' tables are data the caller gives: graph inputs, not a node's output
@@ -241,9 +246,11 @@ Status check_qkv(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
 }
 
 Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
+Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
 
 Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
   if (c.node.op == OpKind::kSdpaBackward) return infer_sdpa_backward(c, options, out);
+  if (c.node.op == OpKind::kSdpaFp8) return infer_sdpa_fp8(c, options, out);
   for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
   KILN_RETURN_IF_ERROR(check_common(c, options, 3));
   DataType ot = c.out_dtype();
@@ -318,6 +325,73 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
   return Status::ok();
 }
 
+// One of sdpa_fp8's scales: an fp32 [1, 1, 1, 1] graph input (the caller's delayed-scaling state: cuDNN reads it
+// on the device at each execution).
+Status check_fp8_scale(NodeCtx& c, size_t at) {
+  KILN_RETURN_IF_ERROR(check_given(c, at, "an FP8 scale"));
+  if (c.in_dtype(at) != DataType::kFloat32)
+    return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) +
+                   " is not supported for an FP8 scale (float32 only)");
+  const Dims& d = c.in(at).dims;
+  for (const Dim& x : d)
+    if (x.value != 1) return c.error(c.in_label(at) + ": dims " + dims_text(d) + " must be [1, 1, 1, 1] (one scale)");
+  if (c.in(at).by_value)
+    return c.error(c.in_label(at) + ": an FP8 scale is read on the device (a tensor), not passed by value");
+  return Status::ok();
+}
+
+// FP8 attention (cuDNN's sdpa_fp8, per-tensor scaling): q, k, v fp8 e4m3 [B, H, S, D], the six scales, o fp8
+// shaped as sdpa's, amax_o fp32 [1, 1, 1, 1], optionally the statistics. What cuDNN (9.19, Frontend 1.32) runs on
+// SM 9.x: no bias (none can be given), no bottom-right diagonal, head dims multiples of 16 up to 256, an fp8 o.
+Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
+  for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  for (size_t i = 0; i < 3; ++i)
+    if (c.in_dtype(i) != DataType::kFp8E4M3)
+      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(c.in_dtype(i))) +
+                     " is not supported by sdpa_fp8 (fp8_e4m3 only: q, k and v alike)");
+  for (size_t i = kFp8DescaleQ; i <= kFp8ScaleO; ++i) KILN_RETURN_IF_ERROR(check_fp8_scale(c, i));
+  KILN_RETURN_IF_ERROR(check_compute_fp32(c));
+  if (const std::optional<double> a = c.node.sdpa.attn_scale;
+      a && !(*a >= static_cast<double>(std::numeric_limits<float>::min()) &&
+             *a <= static_cast<double>(std::numeric_limits<float>::max())))
+    return c.error("attribute 'attn_scale': " + canonical_number(*a) +
+                   " must be positive and a normal fp32 value (cuDNN takes it as a float)");
+  if (c.node.sdpa.padding || c.node.sdpa.paged)
+    return c.error(std::string("attribute '") + (c.node.sdpa.paged ? "paged_kv" : "padding_mask") +
+                   "': sdpa_fp8 takes q, k, v and the six scales only (no lengths or page tables yet)");
+  const DataType ot = c.out_dtype(kFp8O);
+  if (ot != DataType::kFp8E4M3 && ot != DataType::kFp8E5M2)
+    return c.error(c.out_label(kFp8O) + ": dtype " + std::string(dtype_name(ot)) +
+                   " is not supported for sdpa_fp8's o (fp8_e4m3 or fp8_e5m2: declare its \"dtype\")");
+  if (c.out_dtype(kFp8AmaxO) != DataType::kFloat32)
+    return c.error(c.out_label(kFp8AmaxO) + ": dtype " + std::string(dtype_name(c.out_dtype(kFp8AmaxO))) +
+                   " is not supported for amax_o (float32 only: declare \"dtype\": \"float32\")");
+  const Dims &q = c.in(0).dims, &k = c.in(1).dims, &v = c.in(2).dims;
+  KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
+  KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
+  out->push_back(Dims{q[0], q[1], q[2], v[3]});
+  out->push_back(Dims{Dim{1, "", false}, Dim{1, "", false}, Dim{1, "", false}, Dim{1, "", false}});
+  if (c.node.outputs.size() > kFp8Stats) {
+    if (c.out_dtype(kFp8Stats) != DataType::kFloat32)
+      return c.error(c.out_label(kFp8Stats) + ": dtype " + std::string(dtype_name(c.out_dtype(kFp8Stats))) +
+                     " is not supported for the softmax statistics (float32 only: declare \"dtype\": \"float32\")");
+    out->push_back(Dims{q[0], q[1], q[2], Dim{1, "", false}});
+  }
+  // What cuDNN cannot run though the spec is valid, after every check the author must act on.
+  KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  if (c.node.sdpa.alignment == DiagonalAlignment::kBottomRight)
+    return not_supported(c.where + ": cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x");
+  for (size_t i : {size_t{0}, size_t{2}})
+    if (c.in(i).dims[3].value % 16 != 0)
+      return not_supported(c.where + ": cuDNN's FP8 attention takes head dims that are multiples of 16 (" +
+                           c.in_label(i) + "'s is " + std::to_string(c.in(i).dims[3].value) + ")");
+  if (options.target_sm_version > 0 && options.target_sm_version < 90)
+    return not_supported(c.where + ": cuDNN's FP8 attention needs SM 9.0 or newer, target is SM " +
+                         std::to_string(options.target_sm_version / 10) + "." +
+                         std::to_string(options.target_sm_version % 10));
+  return Status::ok();
+}
+
 // The scale as it applies (the default 1/sqrt(head_dim) written out), so that an explicit default and an
 // omitted one sign alike; the band as it applies (causal=1 for a right bound of 0, however given; the other terms
 // only where set, so graphs without a band sign as before they existed).
@@ -331,7 +405,7 @@ std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
   if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) s += " alignment=bottom_right";
   if (n.sdpa.padding) s += " padding=1";
   if (n.sdpa.paged) s += " paged=1";
-  return s;
+  return s;  // sdpa_fp8's scales are data (tensors): its op name and dtypes sign it
 }
 
 // q [B, H, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv]: per (query, key) pair scored, D

@@ -36,10 +36,28 @@ Status lower_sdpa_backward(LowerCtx& c, const Node& n) {
   return Status::ok();
 }
 
+// FP8 attention: q, k, v and the six scales (validate checked them); o, amax_o and, where asked for, the
+// statistics. cuDNN's amax of the softmax (Amax_S) stays virtual: nothing reads it, and a graph that declares it
+// is refused by some of cuDNN's FP8 engines.
+Status lower_sdpa_fp8(LowerCtx& c, const Node& n) {
+  auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
+  const bool stats = n.outputs.size() > kFp8Stats;
+  auto attrs = fe::graph::SDPA_fp8_attributes().set_name(n.name).set_generate_stats(stats).set_attn_scale(
+      static_cast<float>(scale_of(c, n)));
+  set_band(attrs, n.sdpa);
+  auto outs = c.fg.sdpa_fp8(in(0), in(1), in(2), in(kFp8DescaleQ), in(kFp8DescaleK), in(kFp8DescaleV), in(kFp8DescaleS),
+                            in(kFp8ScaleS), in(kFp8ScaleO), attrs);
+  finish_output(c, n.outputs[kFp8O], outs[0]);
+  finish_output(c, n.outputs[kFp8AmaxO], outs[3]);
+  if (stats) finish_output(c, n.outputs[kFp8Stats], outs[1]);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status lower_sdpa(LowerCtx& c, const Node& n) {
   if (n.op == OpKind::kSdpaBackward) return lower_sdpa_backward(c, n);
+  if (n.op == OpKind::kSdpaFp8) return lower_sdpa_fp8(c, n);
   auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
   const double scale = scale_of(c, n);
   // A second output asks for the softmax statistics (validate checked it: fp32 [B, H, Sq, 1]).

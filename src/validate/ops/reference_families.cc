@@ -36,7 +36,8 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
       want_in = std::clamp<size_t>(node.inputs.size(), 3, 8);  // kiln/graph/graph.h sdpa_inputs
       break;
     case OpKind::kSdpaBackward: want_in = std::clamp<size_t>(node.inputs.size(), 6, 7); break;  // no lengths yet
-    default: want_in = node.inputs.size(); break;                                               // checked per op below
+    case OpKind::kSdpaFp8: want_in = 9; break;
+    default: want_in = node.inputs.size(); break;  // checked per op below
   }
   if (node.inputs.size() != want_in)
     return invalid_argument(where + ": expected " + std::to_string(want_in) + " inputs, got " +

@@ -26,6 +26,15 @@ Status sdpa_backward_tensors(const Graph& g, const Node& node, const std::string
 
 Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const bool backward = node.op == OpKind::kSdpaBackward;
+  const bool fp8 = node.op == OpKind::kSdpaFp8;
+  if (fp8 && (node.inputs.size() != 9 || node.outputs.size() < 2))
+    return invalid_argument(where + ": sdpa_fp8 takes q, k, v and six scales and writes o and amax_o (, stats)");
+  if (fp8 && tensor_dims(g, node.outputs[kFp8AmaxO]) != std::vector<int64_t>{1, 1, 1, 1})
+    return invalid_argument(where + ": amax_o " + tensor_label(g, node.outputs[kFp8AmaxO]) + " must be [1, 1, 1, 1]");
+  for (size_t i = kFp8DescaleQ; fp8 && i <= kFp8ScaleO; ++i)
+    if (tensor_dims(g, node.inputs[i]) != std::vector<int64_t>{1, 1, 1, 1})
+      return invalid_argument(where + ": scale " + tensor_label(g, node.inputs[i]) + " must be [1, 1, 1, 1]");
+  const size_t stats_out = fp8 ? kFp8Stats : 1;
   if (backward && (node.inputs.size() < 6 || node.outputs.size() != 3))
     return invalid_argument(where + ": sdpa_backward takes q, k, v, o, do, stats (, bias) and writes dq, dk, dv");
   const auto q = tensor_dims(g, node.inputs[0]), k = tensor_dims(g, node.inputs[1]), v = tensor_dims(g, node.inputs[2]),
@@ -63,10 +72,11 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
                             tensor_label(g, backward ? node.inputs[3] : node.outputs[0]) + " " + dims_str(o) +
                             " must be " + dims_str({s.b, s.h, s.sq, s.dv}));
   if (backward) KILN_RETURN_IF_ERROR(sdpa_backward_tensors(g, node, where, s));
-  if (!backward && node.outputs.size() > 1 &&
-      tensor_dims(g, node.outputs[1]) != std::vector<int64_t>{s.b, s.h, s.sq, 1})
-    return invalid_argument(where + ": statistics " + tensor_label(g, node.outputs[1]) + " " +
-                            dims_str(tensor_dims(g, node.outputs[1])) + " must be " + dims_str({s.b, s.h, s.sq, 1}));
+  if (!backward && node.outputs.size() > stats_out &&
+      tensor_dims(g, node.outputs[stats_out]) != std::vector<int64_t>{s.b, s.h, s.sq, 1})
+    return invalid_argument(where + ": statistics " + tensor_label(g, node.outputs[stats_out]) + " " +
+                            dims_str(tensor_dims(g, node.outputs[stats_out])) + " must be " +
+                            dims_str({s.b, s.h, s.sq, 1}));
   s.scale = node.sdpa.attn_scale ? *node.sdpa.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.d));
   if (roles.bias >= 0) {
     const auto b = tensor_dims(g, node.inputs[static_cast<size_t>(roles.bias)]);
@@ -212,6 +222,7 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
 HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<const Values*>& in,
                          const std::vector<Operand>* op, const std::vector<Operand>* sop) {
   if (node.op == OpKind::kSdpaBackward) return sdpa_backward_host(p, node, in, op, sop);
+  if (node.op == OpKind::kSdpaFp8) return sdpa_fp8_host(p, node, in, op, sop);
   HostNodeResult r;
   const SdpaInputs roles = sdpa_inputs(node);
   SdpaExtras x;

@@ -177,6 +177,7 @@ SdpaExtras sdpa_extras(const Node& n, const std::vector<T>& in, Get get) {
 Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y,
                          int64_t count, const std::string& where) {
   if (node.op == OpKind::kSdpaBackward) return sdpa_backward_device_value(node, p, in, y, count, where);
+  if (node.op == OpKind::kSdpaFp8) return sdpa_fp8_device_value(node, p, in, y, count, where);
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   const SdpaExtras x = sdpa_extras(node, in, [](const double* v) { return v; });
@@ -188,6 +189,7 @@ Status sdpa_device_magnitude(const Node& node, const NodePlan& p, const std::vec
                              double* by, int64_t count, bool scale_pass, const std::string& where) {
   if (node.op == OpKind::kSdpaBackward)
     return sdpa_backward_device_magnitude(node, p, op, y, by, count, scale_pass, where);
+  if (node.op == OpKind::kSdpaFp8) return sdpa_fp8_device_magnitude(node, p, op, y, by, count, scale_pass, where);
   const SdpaParams sp = sdpa_params(p.sdpa);
   const int64_t rows = sp.b * sp.h * sp.sq;
   const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);

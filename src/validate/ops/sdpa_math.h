@@ -138,4 +138,15 @@ KILN_HD inline SdpaBackwardPair sdpa_backward_pair(const SdpaBackwardFactors& f,
                           ep + p * f.do_own};
 }
 
+// FP8 attention (sdpa_fp8) as the references compute it: a plain sdpa of q descale_q, k descale_k and
+// v descale_v descale_s scale_s (cuDNN rounds P to fp8 at scale_s and reads it back at descale_s: in exact
+// arithmetic their product; the rounding is the error model's, numerics.cc), o that sdpa's output times scale_o,
+// amax_o the largest |o| before scale_o. `s` holds the six scales in SdpaFp8Input's order.
+struct SdpaFp8Factors {
+  double q = 1, k = 1, v = 1, o = 1;
+};
+KILN_HD inline SdpaFp8Factors sdpa_fp8_factors(const double s[6]) {
+  return SdpaFp8Factors{s[0], s[1], s[2] * s[3] * s[4], s[5]};
+}
+
 }  // namespace kiln::validate_internal
