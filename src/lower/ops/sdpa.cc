@@ -37,8 +37,8 @@ Status lower_sdpa_backward(LowerCtx& c, const Node& n) {
 }
 
 // FP8 attention: q, k, v and the six scales (validate checked them); o, amax_o and, where asked for, the
-// statistics. cuDNN's amax of the softmax (Amax_S) stays virtual: nothing reads it, and a graph that declares it
-// is refused by some of cuDNN's FP8 engines.
+// statistics. cuDNN's amax of the softmax (Amax_S) stays virtual (dims set, as the frontend asks): nothing reads it,
+// and a graph that declares it an output is refused by some of cuDNN's FP8 engines.
 Status lower_sdpa_fp8(LowerCtx& c, const Node& n) {
   auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
   const bool stats = n.outputs.size() > kFp8Stats;
@@ -47,6 +47,8 @@ Status lower_sdpa_fp8(LowerCtx& c, const Node& n) {
   set_band(attrs, n.sdpa);
   auto outs = c.fg.sdpa_fp8(in(0), in(1), in(2), in(kFp8DescaleQ), in(kFp8DescaleK), in(kFp8DescaleV), in(kFp8DescaleS),
                             in(kFp8ScaleS), in(kFp8ScaleO), attrs);
+  // Amax_S is virtual, but the frontend asks for its dims (1.32: "Tensor 'attn::Amax_S' dims not set").
+  if (outs[2]) outs[2]->set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
   finish_output(c, n.outputs[kFp8O], outs[0]);
   finish_output(c, n.outputs[kFp8AmaxO], outs[3]);
   if (stats) finish_output(c, n.outputs[kFp8Stats], outs[1]);
