@@ -1,5 +1,5 @@
-// The scaled dot-product attention family's device reference: one thread per query row, two passes
-// (max, then exp-sum and weighted values).
+// The scaled dot-product attention family's device reference: one warp per query row, the max, the sum of
+// exponentials, then the weighted values (each key's score computed again in each pass).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -46,30 +46,39 @@ __device__ inline const double* sdpa_value(const SdpaParams& p, const SdpaExtras
   return v + sdpa_kv_row(p.paging, x.page_table_v, kv_head, p.hk, p.skv, j, p.dv);
 }
 
-// Query row idx's score for key j (kj its key): scaled q.k, plus the bias term where there is a bias (`bias` points
-// at the row's terms, or is null).
-__device__ double sdpa_score(const SdpaParams& p, const double* qi, const double* kj, const double* bias, int64_t j) {
+// One warp per query row: lane l takes the head dims l, l + 32, ... of each dot product (reduced across the warp,
+// then lane 0's sum given to all, so every lane uses the same score) and of the row's output, which it keeps in
+// registers (at most kLaneCols dims a lane: head dims up to 256). The loads of a key's or value's row are
+// coalesced; nothing is written until the row is done.
+constexpr int kWarp = 32;
+constexpr int kLaneCols = 8;
+
+__device__ inline double warp_dot(const double* a, const double* b, int64_t n, int lane) {
   double dot = 0.0;
-  for (int64_t d = 0; d < p.d; ++d) dot += qi[d] * kj[d];
-  return dot * p.scale + (bias ? bias[j] : 0.0);
+  for (int64_t d = lane; d < n; d += kWarp) dot += a[d] * b[d];
+  for (int off = kWarp / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+  return __shfl_sync(0xffffffffu, dot, 0);
 }
 
-// The keys of query row (kv head `kv_head`) through k: `sk` locates them.
-struct SdpaKeys {
-  const double* k;
-  int64_t kv_head;
+// Query row qi's score for key j (kj its key): scaled q.k, plus the bias term where there is a bias (`bias` points
+// at the row's terms, or is null).
+__device__ inline double sdpa_score(const SdpaParams& p, const double* qi, const double* kj, const double* bias,
+                                    int64_t j, int lane) {
+  return warp_dot(qi, kj, p.d, lane) * p.scale + (bias ? bias[j] : 0.0);
+}
+
+// The row's largest score over its keys [first, last), and the sum of exp(score - max).
+struct RowSoftmax {
+  double mx = -INFINITY, sum = 0.0;
 };
-
-__device__ double sdpa_row_max(const SdpaParams& p, const SdpaExtras& x, const double* qi, SdpaKeys ks,
-                               const double* bias, int64_t first, int64_t last) {
-  double mx = -INFINITY;
-  for (int64_t j = first; j < last; ++j) mx = fmax(mx, sdpa_score(p, qi, sdpa_key(p, x, ks.k, ks.kv_head, j), bias, j));
-  return mx;
-}
-
-__device__ double sdpa_weight(const SdpaParams& p, const SdpaExtras& x, const double* qi, SdpaKeys ks,
-                              const double* bias, int64_t j, double mx) {
-  return exp(sdpa_score(p, qi, sdpa_key(p, x, ks.k, ks.kv_head, j), bias, j) - mx);
+__device__ RowSoftmax row_softmax(const SdpaParams& p, const SdpaExtras& x, const double* qi, const double* k,
+                                  int64_t kv_head, const double* bias, int64_t first, int64_t last, int lane) {
+  RowSoftmax r;
+  for (int64_t j = first; j < last; ++j)
+    r.mx = fmax(r.mx, sdpa_score(p, qi, sdpa_key(p, x, k, kv_head, j), bias, j, lane));
+  for (int64_t j = first; j < last; ++j)
+    r.sum += exp(sdpa_score(p, qi, sdpa_key(p, x, k, kv_head, j), bias, j, lane) - r.mx);
+  return r;
 }
 
 // A query row's coordinates: its position i, the K/V head (b * hk + h / group) it reads, where its bias terms
@@ -88,83 +97,89 @@ __device__ inline SdpaRow sdpa_row(const SdpaParams& p, const SdpaExtras& x, int
   return r;
 }
 
-// o, or with `stats` the row's log-sum-exp (one value a row; a row without keys: -infinity).
+// o, or with `stats` the row's log-sum-exp (one value a row; a row without keys: -infinity). One warp a row.
 __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
                             const double* __restrict__ v, SdpaExtras x, int stats, double* __restrict__ o) {
-  const int64_t rows = p.b * p.h * p.sq;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t rows = p.b * p.h * p.sq, per_block = blockDim.x / kWarp;
+  for (int64_t idx = blockIdx.x * per_block + threadIdx.x / kWarp; idx < rows; idx += gridDim.x * per_block) {
     const SdpaRow row = sdpa_row(p, x, idx);
     const double* qi = q + idx * p.d;
-    const SdpaKeys ks{k, row.kv_head};
-    double* oi = o + idx * p.dv;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
-    const int64_t first = row.first, last = row.last;
-    const double mx = sdpa_row_max(p, x, qi, ks, bi, first, last);
+    const RowSoftmax sm = row_softmax(p, x, qi, k, row.kv_head, bi, row.first, row.last, lane);
     if (stats) {
-      double sum = 0.0;
-      for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, x, qi, ks, bi, j, mx);
-      o[idx] = sdpa_log_sum_exp(mx, sum);
+      if (lane == 0) o[idx] = sdpa_log_sum_exp(sm.mx, sm.sum);
       continue;
     }
-    for (int64_t d = 0; d < p.dv; ++d) oi[d] = 0.0;
-    double sum = 0.0;
-    for (int64_t j = first; j < last; ++j) {
-      const double e = sdpa_weight(p, x, qi, ks, bi, j, mx);
+    double acc[kLaneCols] = {};
+    for (int64_t j = row.first; j < row.last; ++j) {
+      const double e = exp(sdpa_score(p, qi, sdpa_key(p, x, k, row.kv_head, j), bi, j, lane) - sm.mx);
       const double* vj = sdpa_value(p, x, v, row.kv_head, j);
-      sum += e;
-      for (int64_t d = 0; d < p.dv; ++d) oi[d] += e * vj[d];
+#pragma unroll
+      for (int c = 0; c < kLaneCols; ++c)
+        if (lane + c * kWarp < p.dv) acc[c] += e * vj[lane + c * kWarp];
     }
-    const double inv = sum > 0.0 ? 1.0 / sum : 0.0;
-    for (int64_t d = 0; d < p.dv; ++d) oi[d] *= inv;
+    const double inv = sm.sum > 0.0 ? 1.0 / sm.sum : 0.0;
+#pragma unroll
+    for (int c = 0; c < kLaneCols; ++c)
+      if (lane + c * kWarp < p.dv) o[idx * p.dv + lane + c * kWarp] = acc[c] * inv;
   }
 }
 
-// The magnitude pass of SDPA (reference_math.h sdpa_magnitude_term; with `stats`, sdpa_stats_magnitude_term),
-// one thread per query row.
+// The magnitude pass of SDPA (sdpa_math.h sdpa_magnitude_term; with `stats`, sdpa_stats_magnitude), one warp a
+// query row.
 __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q, const double* __restrict__ k,
                                       const double* __restrict__ o, const double* __restrict__ bq,
                                       const double* __restrict__ bk, const double* __restrict__ bv, double qk_factor,
                                       int ev, SdpaExtras x, const double* __restrict__ bbias, double bias_factor,
                                       int stats, double* __restrict__ bo) {
-  const int64_t rows = p.b * p.h * p.sq;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < rows;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t rows = p.b * p.h * p.sq, per_block = blockDim.x / kWarp;
+  const int64_t width = stats ? 1 : p.dv;
+  for (int64_t idx = blockIdx.x * per_block + threadIdx.x / kWarp; idx < rows; idx += gridDim.x * per_block) {
     const SdpaRow row = sdpa_row(p, x, idx);
     const int64_t head = row.kv_head;
     const double* qi = q + idx * p.d;
-    const SdpaKeys ks{k, head};
     const double* bqi = bq + idx * p.d;
-    const int64_t width = stats ? 1 : p.dv;
-    const double* oi = o + idx * width;
-    double* mi = bo + idx * width;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
-    const int64_t first = row.first, last = row.last;
-    const double mx = sdpa_row_max(p, x, qi, ks, bi, first, last);
-    double sum = 0.0;
-    for (int64_t j = first; j < last; ++j) sum += sdpa_weight(p, x, qi, ks, bi, j, mx);
-    double acc = 0.0;  // with stats: sum_j p_j S_j
-    for (int64_t d = 0; d < width; ++d) mi[d] = 0.0;
-    for (int64_t j = first; j < last; ++j) {
-      const double pj = sdpa_weight(p, x, qi, ks, bi, j, mx) / sum;
-      const double* bkj = sdpa_key(p, x, bk, head, j);
-      const double* bvj = sdpa_value(p, x, bv, head, j);
-      double s_mag = 0.0;
-      for (int64_t d = 0; d < p.d; ++d) s_mag += bqi[d] * bkj[d];
-      s_mag *= qk_factor;
+    const RowSoftmax sm = row_softmax(p, x, qi, k, head, bi, row.first, row.last, lane);
+    double oc[kLaneCols] = {}, acc[kLaneCols] = {};
+#pragma unroll
+    for (int c = 0; c < kLaneCols; ++c)
+      if (lane + c * kWarp < width) oc[c] = o[idx * width + lane + c * kWarp];
+    double stats_acc = 0.0;  // with stats: sum_j p_j S_j
+    for (int64_t j = row.first; j < row.last; ++j) {
+      const double pj = exp(sdpa_score(p, qi, sdpa_key(p, x, k, head, j), bi, j, lane) - sm.mx) / sm.sum;
+      double s_mag = warp_dot(bqi, sdpa_key(p, x, bk, head, j), p.d, lane) * qk_factor;
       if (bbias) s_mag += bias_factor * bbias[row.bias_row + j];
       if (stats) {
-        acc += pj * s_mag;
+        stats_acc += pj * s_mag;
         continue;
       }
-      for (int64_t d = 0; d < p.dv; ++d) mi[d] += sdpa_magnitude_term(pj, bvj[d], oi[d], s_mag, ev != 0);
+      const double* bvj = sdpa_value(p, x, bv, head, j);
+#pragma unroll
+      for (int c = 0; c < kLaneCols; ++c)
+        if (lane + c * kWarp < p.dv) acc[c] += sdpa_magnitude_term(pj, bvj[lane + c * kWarp], oc[c], s_mag, ev != 0);
     }
-    if (stats) mi[0] = sdpa_stats_magnitude(acc, oi[0]);
-    for (int64_t d = 0; d < width; ++d) mi[d] = fmax(mi[d], fabs(oi[d]));
+    if (stats) {
+      if (lane == 0) bo[idx] = fmax(sdpa_stats_magnitude(stats_acc, oc[0]), fabs(oc[0]));
+      continue;
+    }
+#pragma unroll
+    for (int c = 0; c < kLaneCols; ++c)
+      if (lane + c * kWarp < p.dv) bo[idx * p.dv + lane + c * kWarp] = fmax(acc[c], fabs(oc[c]));
   }
 }
 
 }  // namespace
+
+// A row's output dims fit its warp's registers (validation allows head dims up to 256, which they do).
+Status fits_a_warp(const SdpaParams& p, const std::string& where) {
+  if (p.dv > static_cast<int64_t>(kWarp) * kLaneCols)
+    return not_supported(where + ": the device reference takes v's head dim up to " +
+                         std::to_string(kWarp * kLaneCols) + ", not " + std::to_string(p.dv));
+  return Status::ok();
+}
 
 // The node's optional inputs among `in` (kiln/graph/graph.h sdpa_inputs).
 template <typename T, typename Get>
@@ -179,9 +194,10 @@ Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<
   if (node.op == OpKind::kSdpaBackward) return sdpa_backward_device_value(node, p, in, y, count, where);
   if (node.op == OpKind::kSdpaFp8) return sdpa_fp8_device_value(node, p, in, y, count, where);
   const SdpaParams sp = sdpa_params(p.sdpa);
+  KILN_RETURN_IF_ERROR(fits_a_warp(sp, where));
   const int64_t rows = sp.b * sp.h * sp.sq;
   const SdpaExtras x = sdpa_extras(node, in, [](const double* v) { return v; });
-  sdpa_kernel<<<grid_for(rows), kThreads>>>(sp, in[0], in[1], in[2], x, p.output == 1 ? 1 : 0, y);
+  sdpa_kernel<<<grid_for(rows * kWarp), kThreads>>>(sp, in[0], in[1], in[2], x, p.output == 1 ? 1 : 0, y);
   return Status::ok();
 }
 
@@ -191,14 +207,15 @@ Status sdpa_device_magnitude(const Node& node, const NodePlan& p, const std::vec
     return sdpa_backward_device_magnitude(node, p, op, y, by, count, scale_pass, where);
   if (node.op == OpKind::kSdpaFp8) return sdpa_fp8_device_magnitude(node, p, op, y, by, count, scale_pass, where);
   const SdpaParams sp = sdpa_params(p.sdpa);
+  KILN_RETURN_IF_ERROR(fits_a_warp(sp, where));
   const int64_t rows = sp.b * sp.h * sp.sq;
   const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);
   const SdpaExtras x = sdpa_extras(node, op, [](const DeviceOperand& o) { return o.value; });
   const int bias = sdpa_inputs(node).bias;
   const DeviceOperand* b = bias >= 0 ? &op[static_cast<size_t>(bias)] : nullptr;
-  sdpa_magnitude_kernel<<<grid_for(rows), kThreads>>>(sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag, op[2].mag,
-                                                      qk_factor, op[2].carries ? 1 : 0, x, b ? b->mag : nullptr,
-                                                      b && b->carries ? 2.0 : 1.0, p.output == 1 ? 1 : 0, by);
+  sdpa_magnitude_kernel<<<grid_for(rows * kWarp), kThreads>>>(
+      sp, op[0].value, op[1].value, y, op[0].mag, op[1].mag, op[2].mag, qk_factor, op[2].carries ? 1 : 0, x,
+      b ? b->mag : nullptr, b && b->carries ? 2.0 : 1.0, p.output == 1 ? 1 : 0, by);
   return Status::ok();
 }
 
