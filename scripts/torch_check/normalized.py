@@ -57,8 +57,9 @@ class Node:
         if len(self.outputs) > 1 or self.kind == "sdpa_backward":
             raise NormalizedError(f"node '{self.name}' ({self.op}): {len(self.outputs)} outputs"
                                   f"{' (an sdpa_backward)' if self.kind == 'sdpa_backward' else ''}: this checker "
-                                  f"runs one-output nodes only; the softmax statistics and the backward pass are "
-                                  f"checked by the GPU op coverage and python/tests/gpu")
+                                  f"runs one-output nodes only; the softmax statistics, the backward pass and "
+                                  f"sdpa_fp8 are checked by the GPU op coverage (and the first two by "
+                                  f"python/tests/gpu)")
         self.attrs = j["attributes"]  # defaults filled in: conv padding/stride/dilation/groups, axes, ...
         self.reduction_length = j["reduction_length"]
 

@@ -508,7 +508,28 @@ TEST(SpecOps, SdpaFp8) {
   }
   Status target = parse(s, ValidateOptions{80}).status();
   EXPECT_EQ(target.code(), StatusCode::kNotSupported);
-  EXPECT_ERROR_HAS(target, "cuDNN's FP8 attention needs SM 9.0 or newer, target is SM 8.0");
+  EXPECT_ERROR_HAS(target, "cuDNN's FP8 attention needs SM 9.0 or newer, target SM 8.0");
+  // SM 10.x: a bottom-right diagonal runs there (refused for SM 9.x and without a target), head dims over 128 do
+  // not (but q's 192 over v's 128).
+  Json br = s;
+  br["nodes"][0]["diagonal_alignment"] = "bottom_right";
+  EXPECT_TRUE(parse(br, ValidateOptions{100}).is_ok());
+  EXPECT_ERROR_HAS(parse(br, ValidateOptions{90}).status(), "bottom-right only on SM 10.x and newer (target SM 9.0)");
+  EXPECT_ERROR_HAS(parse(br).status(), "(no target given (SM 9.x assumed))");
+  Json wide = s;
+  for (const char* n : {"q", "k", "v"}) wide["tensors"][n]["dims"][3] = 256;
+  EXPECT_TRUE(parse(wide, ValidateOptions{90}).is_ok());
+  const Status wide100 = parse(wide, ValidateOptions{100}).status();
+  EXPECT_EQ(wide100.code(), StatusCode::kNotSupported);
+  EXPECT_ERROR_HAS(wide100, "head dims up to 128 (or q's 192 over v's 128) on target SM 10.0 (q's 256, v's 256)");
+  for (const char* n : {"q", "k"}) wide["tensors"][n]["dims"][3] = 192;
+  wide["tensors"]["v"]["dims"][3] = 128;
+  EXPECT_TRUE(parse(wide, ValidateOptions{100}).is_ok());
+  // A scale passed by value: its own reason first (not its rank).
+  Json scalar = s;
+  scalar["tensors"]["descale_q"] = {{"value", 1.0}, {"dtype", "float32"}};
+  EXPECT_ERROR_HAS(parse(scalar).status(),
+                   "input 'descale_q': an FP8 scale is read on the device (a tensor), not passed by value");
   // A scale a node computes is not the caller's: refused by name.
   Json computed = s;
   computed["tensors"]["raw"] = t({1, 1, 1, 1}, "float32");

@@ -152,6 +152,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
   // The range a tensor needs, from the first consumer that cares.
   std::vector<std::pair<double, double>> range(g.tensors.size(), {-1.0, 1.0});
   std::vector<bool> used(g.tensors.size(), false);
+  std::vector<bool> fp8_scale(g.tensors.size(), false);  // drawn for an sdpa_fp8 scale role already
   for (const Node& n : g.nodes) {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const size_t t = static_cast<size_t>(n.inputs[i]);
@@ -165,10 +166,17 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     // FP8 attention's scales as delayed scaling sets them: the descales near 1; P (at most 1) scaled into e4m3's
     // range [128, 256) and read back at [2^-8, 2^-7) (so P's code rounds, and their product need not be 1); o
     // scaled by [1, 2), which keeps it far below e4m3's largest value (448).
+    // One tensor in several of these roles draws what every role allows (none for scale_s and a descale: refused
+    // below, by name).
     if (n.op == OpKind::kSdpaFp8 && n.inputs.size() == 9) {
       const std::pair<double, double> ranges[6] = {{0.5, 1.0},       {0.5, 1.0},     {0.5, 1.0},
                                                    {0x1p-8, 0x1p-7}, {128.0, 256.0}, {1.0, 2.0}};
-      for (size_t i = 0; i < 6; ++i) range[static_cast<size_t>(n.inputs[kFp8DescaleQ + i])] = ranges[i];
+      for (size_t i = 0; i < 6; ++i) {
+        const size_t t = static_cast<size_t>(n.inputs[kFp8DescaleQ + i]);
+        if (!fp8_scale[t]) range[t] = ranges[i];
+        else range[t] = {std::max(range[t].first, ranges[i].first), std::min(range[t].second, ranges[i].second)};
+        fp8_scale[t] = true;
+      }
     }
     // A backward pass's statistics near a full row's log-sum-exp (ln Skv for scores near 0), so that P = exp(S - L)
     // is a softmax's size, as the forward would have written it: [2^e, 2^(e+1)) around ln Skv, a range the
@@ -193,6 +201,11 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     if (!d.by_value && is_integer(d.dtype) && std::ceil(d.lo) > std::floor(d.hi))
       return invalid_argument("input '" + g.tensors[i].name + "': its roles allow no value in common (" +
                               std::to_string(d.lo) + " to " + std::to_string(d.hi) + ")");
+    if (!d.by_value && fp8_scale[i] && !(d.lo < d.hi))
+      return invalid_argument("input '" + g.tensors[i].name +
+                              "': it serves sdpa_fp8 scale roles whose checks draw apart (scale_s in [128, 256), "
+                              "descale_s in [2^-8, 2^-7), the other descales in [0.5, 1), scale_o in [1, 2)): give "
+                              "each such role its own tensor");
     if (!d.by_value && !is_integer(d.dtype) && !input_range_is_exact(d.lo, d.hi))
       return invalid_argument("input '" + g.tensors[i].name + "': the generator cannot draw [" + std::to_string(d.lo) +
                               ", " + std::to_string(d.hi) + ") exactly");

@@ -536,6 +536,36 @@ TEST(HostReference, SdpaFp8IsAttentionOnTheDescaledOperands) {
   }
 }
 
+// One tensor in several sdpa_fp8 scale roles draws what every role allows; roles that draw apart (scale_s and a
+// descale) are refused naming the tensor.
+TEST(InputDraws, SharedFp8ScalesDrawTheirCommonRangeOrAreRefused) {
+  const auto graph = [](const std::vector<int>& role_tensor) {
+    Graph g = make_graph("fp8", DataType::kFp8E4M3);
+    std::vector<int> in = {add_tensor(g, "q", {1, 2, 4, 16}), add_tensor(g, "k", {1, 2, 4, 16}),
+                           add_tensor(g, "v", {1, 2, 4, 16})};
+    std::vector<int> scales;
+    for (int i = 0; i < 6; ++i) {
+      scales.push_back(add_tensor(g, "s" + std::to_string(i), {1, 1, 1, 1}));
+      g.tensors.back().dtype = DataType::kFloat32;
+    }
+    for (int r : role_tensor) in.push_back(scales[static_cast<size_t>(r)]);
+    const int o = add_tensor(g, "o", {1, 2, 4, 16}), amax = add_tensor(g, "amax_o", {1, 1, 1, 1});
+    g.tensors[static_cast<size_t>(amax)].dtype = DataType::kFloat32;
+    add_node(g, "attn", OpKind::kSdpaFp8, in, o).outputs = {o, amax};
+    g.outputs = {o, amax};
+    return g;
+  };
+  // descale_q, descale_k and descale_v one tensor: [0.5, 1) for all three.
+  auto shared = make_random_inputs(graph({0, 0, 0, 3, 4, 5}), 1);
+  ASSERT_TRUE(shared.is_ok()) << shared.status().to_string();
+  // scale_s and descale_s one tensor: no value both allow.
+  const Status apart = make_random_inputs(graph({0, 1, 2, 3, 3, 5}), 1).status();
+  EXPECT_EQ(apart.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(apart.message().find("input 's3': it serves sdpa_fp8 scale roles whose checks draw apart"),
+            std::string::npos)
+      << apart.message();
+}
+
 // The band against an explicit mask written here from its definition (key j seen by query i when
 // diag - left < j <= diag + right, diag = i, or i + Skv - Sq bottom-right), on random values: windows, right
 // bounds, both alignments, grouped heads.

@@ -335,8 +335,6 @@ Status check_fp8_scale(NodeCtx& c, size_t at) {
   const Dims& d = c.in(at).dims;
   for (const Dim& x : d)
     if (x.value != 1) return c.error(c.in_label(at) + ": dims " + dims_text(d) + " must be [1, 1, 1, 1] (one scale)");
-  if (c.in(at).by_value)
-    return c.error(c.in_label(at) + ": an FP8 scale is read on the device (a tensor), not passed by value");
   return Status::ok();
 }
 
@@ -344,6 +342,9 @@ Status check_fp8_scale(NodeCtx& c, size_t at) {
 // shaped as sdpa's, amax_o fp32 [1, 1, 1, 1], optionally the statistics. What cuDNN (9.19, Frontend 1.32) runs on
 // SM 9.x: no bias (none can be given), no bottom-right diagonal, head dims multiples of 16 up to 256, an fp8 o.
 Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
+  for (size_t i = kFp8DescaleQ; i <= kFp8ScaleO; ++i)  // before the rank: a scalar's own reason, not its rank
+    if (c.in(i).by_value)
+      return c.error(c.in_label(i) + ": an FP8 scale is read on the device (a tensor), not passed by value");
   for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
   for (size_t i = 0; i < 3; ++i)
     if (c.in_dtype(i) != DataType::kFp8E4M3)
@@ -379,16 +380,26 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
   }
   // What cuDNN cannot run though the spec is valid, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
-  if (c.node.sdpa.alignment == DiagonalAlignment::kBottomRight)
-    return not_supported(c.where + ": cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x");
+  const int sm = options.target_sm_version;
+  const std::string target = sm > 0 ? "target SM " + std::to_string(sm / 10) + "." + std::to_string(sm % 10)
+                                    : "no target given (SM 9.x assumed)";
+  if (sm > 0 && sm < 90) return not_supported(c.where + ": cuDNN's FP8 attention needs SM 9.0 or newer, " + target);
+  // cuDNN (9.19) aligns an FP8 band bottom-right on SM 10.x and newer only; without a target Kiln assumes SM 9.x
+  // (validate --target-sm 100 for a Blackwell spec).
+  if (c.node.sdpa.alignment == DiagonalAlignment::kBottomRight && sm < 100)
+    return not_supported(c.where +
+                         ": cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x and "
+                         "newer (" +
+                         target + ")");
+  const int64_t d = q[3].value, dv = v[3].value;
   for (size_t i : {size_t{0}, size_t{2}})
     if (c.in(i).dims[3].value % 16 != 0)
       return not_supported(c.where + ": cuDNN's FP8 attention takes head dims that are multiples of 16 (" +
                            c.in_label(i) + "'s is " + std::to_string(c.in(i).dims[3].value) + ")");
-  if (options.target_sm_version > 0 && options.target_sm_version < 90)
-    return not_supported(c.where + ": cuDNN's FP8 attention needs SM 9.0 or newer, target is SM " +
-                         std::to_string(options.target_sm_version / 10) + "." +
-                         std::to_string(options.target_sm_version % 10));
+  // On SM 10.x and newer cuDNN 9.19's FP8 attention takes head dims up to 128, or q's 192 over v's 128.
+  if (sm >= 100 && (d > 128 || dv > 128) && !(d == 192 && dv == 128))
+    return not_supported(c.where + ": cuDNN's FP8 attention takes head dims up to 128 (or q's 192 over v's 128) on " +
+                         target + " (q's " + std::to_string(d) + ", v's " + std::to_string(dv) + ")");
   return Status::ok();
 }
 
