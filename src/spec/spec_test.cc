@@ -417,7 +417,8 @@ TEST(SpecErrors, NormShapesAndEpsilon) {
 // FP8 attention: q, k, v fp8_e4m3, six fp32 [1, 1, 1, 1] scales; o (fp8), amax_o (fp32 [1, 1, 1, 1]) and
 // optionally the statistics. Each fault the author can fix exits 2 naming its tensor or attribute; what cuDNN
 // cannot run on SM 9.x is NotSupported.
-TEST(SpecOps, SdpaFp8) {
+// A valid sdpa_fp8 spec: causal, 8 query heads over 2 key heads, o "y" and "amax_o".
+Json sdpa_fp8_spec() {
   Json tensors = {{"q", t({2, 8, 128, 64})},
                   {"k", t({2, 2, 256, 64})},
                   {"v", t({2, 2, 256, 64})},
@@ -433,6 +434,11 @@ TEST(SpecOps, SdpaFp8) {
   s["io_dtype"] = "fp8_e4m3";
   s["nodes"][0]["outputs"] = {"y", "amax_o"};
   s["outputs"] = {"y", "amax_o"};
+  return s;
+}
+
+TEST(SpecOps, SdpaFp8) {
+  const Json s = sdpa_fp8_spec();
   StatusOr<Graph> g = parse(s);
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
   EXPECT_EQ(g->nodes[0].op, OpKind::kSdpaFp8);
@@ -506,11 +512,16 @@ TEST(SpecOps, SdpaFp8) {
     EXPECT_EQ(st.code(), b.code) << b.message << ": " << st.to_string();
     EXPECT_ERROR_HAS(st, b.message.c_str());
   }
+}
+
+// What cuDNN runs depends on the target: SM 9.0 at least; SM 10.x runs a bottom-right band (refused for SM 9.x and
+// without a target) but takes head dims only up to 128 (or q's 192 over v's 128). A by-value scale is refused as
+// such, before its rank.
+TEST(SpecErrors, SdpaFp8ByTarget) {
+  const Json s = sdpa_fp8_spec();
   Status target = parse(s, ValidateOptions{80}).status();
   EXPECT_EQ(target.code(), StatusCode::kNotSupported);
   EXPECT_ERROR_HAS(target, "cuDNN's FP8 attention needs SM 9.0 or newer, target SM 8.0");
-  // SM 10.x: a bottom-right diagonal runs there (refused for SM 9.x and without a target), head dims over 128 do
-  // not (but q's 192 over v's 128).
   Json br = s;
   br["nodes"][0]["diagonal_alignment"] = "bottom_right";
   EXPECT_TRUE(parse(br, ValidateOptions{100}).is_ok());
@@ -525,7 +536,6 @@ TEST(SpecOps, SdpaFp8) {
   for (const char* n : {"q", "k"}) wide["tensors"][n]["dims"][3] = 192;
   wide["tensors"]["v"]["dims"][3] = 128;
   EXPECT_TRUE(parse(wide, ValidateOptions{100}).is_ok());
-  // A scale passed by value: its own reason first (not its rank).
   Json scalar = s;
   scalar["tensors"]["descale_q"] = {{"value", 1.0}, {"dtype", "float32"}};
   EXPECT_ERROR_HAS(parse(scalar).status(),
