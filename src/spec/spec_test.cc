@@ -232,6 +232,19 @@ TEST(SpecOps, SdpaStatsOutput) {
   EXPECT_ERROR_HAS(parse(relu).status(), "node 'n1' (relu): 2 outputs, expected 1");
 }
 
+// A graph written back as a spec and read again signs as before; its canonical text matches `canonical` (the
+// node's op and its outputs written together).
+void expect_round_trip_signs_alike(const Graph& g, const std::string& canonical) {
+  auto text = graph_to_spec_json(g);
+  ASSERT_TRUE(text.is_ok()) << text.status().to_string();
+  auto back = parse_spec_string(*text, "back.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  auto sig = compute_signature(g), sig_back = compute_signature(*back);
+  ASSERT_TRUE(sig.is_ok() && sig_back.is_ok());
+  EXPECT_EQ(sig->structure, sig_back->structure);
+  EXPECT_TRUE(std::regex_search(sig->canonical, std::regex(canonical))) << sig->canonical;
+}
+
 // The backward pass: q, k, v, o, do, stats (, bias) -> dq, dk, dv, shaped as q, k, v; what it reads is checked
 // against the forward it differentiates, and what cuDNN cannot run is refused (NotSupported).
 TEST(SpecOps, SdpaBackward) {
@@ -247,15 +260,7 @@ TEST(SpecOps, SdpaBackward) {
   EXPECT_EQ(out_shape(g, "dk"), (V{2, 2, 256, 64}));
   EXPECT_EQ(out_shape(g, "dv"), (V{2, 2, 256, 32}));
   EXPECT_EQ(g->nodes[0].op, OpKind::kSdpaBackward);
-  auto text = graph_to_spec_json(*g);
-  ASSERT_TRUE(text.is_ok()) << text.status().to_string();
-  auto back = parse_spec_string(*text, "back.json");
-  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  auto sig = compute_signature(*g), sig_back = compute_signature(*back);
-  ASSERT_TRUE(sig.is_ok() && sig_back.is_ok());
-  EXPECT_EQ(sig->structure, sig_back->structure);
-  EXPECT_TRUE(std::regex_search(sig->canonical, std::regex("sdpa_backward .*out=t[0-9]+,t[0-9]+,t[0-9]+\n")))
-      << sig->canonical;
+  expect_round_trip_signs_alike(*g, "sdpa_backward .*out=t[0-9]+,t[0-9]+,t[0-9]+\n");
 
   struct Bad {
     std::function<void(Json&)> edit;
@@ -444,15 +449,7 @@ TEST(SpecOps, SdpaFp8) {
   EXPECT_EQ(g->nodes[0].op, OpKind::kSdpaFp8);
   EXPECT_EQ(out_shape(g), (V{2, 8, 128, 64}));
   EXPECT_EQ(out_shape(g, "amax_o"), (V{1, 1, 1, 1}));
-  auto text = graph_to_spec_json(*g);
-  ASSERT_TRUE(text.is_ok()) << text.status().to_string();
-  auto back = parse_spec_string(*text, "back.json");
-  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  auto sig = compute_signature(*g), sig_back = compute_signature(*back);
-  ASSERT_TRUE(sig.is_ok() && sig_back.is_ok());
-  EXPECT_EQ(sig->structure, sig_back->structure);
-  EXPECT_TRUE(std::regex_search(sig->canonical, std::regex("sdpa_fp8 .*causal=1.*out=t[0-9]+,t[0-9]+\n")))
-      << sig->canonical;
+  expect_round_trip_signs_alike(*g, "sdpa_fp8 .*causal=1.*out=t[0-9]+,t[0-9]+\n");
   Json stats = s;  // with the statistics, a third output
   stats["nodes"][0]["outputs"] = {"y", "amax_o", "lse"};
   stats["tensors"]["lse"] = {{"dtype", "float32"}};
