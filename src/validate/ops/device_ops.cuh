@@ -38,6 +38,20 @@ __device__ inline void broadcast_offsets(const BroadcastParams& p, int64_t idx, 
   }
 }
 
+// One warp a row (the attention references): lane l takes elements l, l + 32, ... of each dot product, and keeps
+// at most kWarpCols of a row's outputs in registers (head dims up to 256).
+constexpr int kWarp = 32;
+constexpr int kWarpCols = 8;
+
+// a.b over n elements, summed across the warp; lane 0's sum given to every lane (each then uses the same value).
+// Every lane of the warp must call it.
+__device__ inline double warp_dot(const double* a, const double* b, int64_t n, int lane) {
+  double dot = 0.0;
+  for (int64_t d = lane; d < n; d += kWarp) dot += a[d] * b[d];
+  for (int off = kWarp / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+  return __shfl_sync(0xffffffffu, dot, 0);
+}
+
 // Blocks of kThreads for n elements (grid-stride loops cover the rest).
 inline unsigned grid_for(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;

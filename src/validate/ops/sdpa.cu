@@ -46,19 +46,9 @@ __device__ inline const double* sdpa_value(const SdpaParams& p, const SdpaExtras
   return v + sdpa_kv_row(p.paging, x.page_table_v, kv_head, p.hk, p.skv, j, p.dv);
 }
 
-// One warp per query row: lane l takes the head dims l, l + 32, ... of each dot product (reduced across the warp,
-// then lane 0's sum given to all, so every lane uses the same score) and of the row's output, which it keeps in
-// registers (at most kLaneCols dims a lane: head dims up to 256). The loads of a key's or value's row are
-// coalesced; nothing is written until the row is done.
-constexpr int kWarp = 32;
-constexpr int kLaneCols = 8;
-
-__device__ inline double warp_dot(const double* a, const double* b, int64_t n, int lane) {
-  double dot = 0.0;
-  for (int64_t d = lane; d < n; d += kWarp) dot += a[d] * b[d];
-  for (int off = kWarp / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-  return __shfl_sync(0xffffffffu, dot, 0);
-}
+// One warp per query row (device_ops.cuh warp_dot): the row's output in its lanes' registers, written once the row
+// is done; the loads of a key's or value's row coalesced.
+constexpr int kLaneCols = kWarpCols;
 
 // Query row qi's score for key j (kj its key): scaled q.k, plus the bias term where there is a bias (`bias` points
 // at the row's terms, or is null).
