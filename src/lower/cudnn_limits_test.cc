@@ -157,6 +157,33 @@ TEST(CudnnLimits, AttentionTensorsWithoutAContiguousLastDimAreNotSupported) {
   EXPECT_EQ(lower_for_h200(*nhwc).status().code(), StatusCode::kNotSupported);
 }
 
+// A q whose rows are 65 fp8 elements apart (not a multiple of 16 bytes) is refused before the frontend, naming the
+// tensor, its stride and its dim; 80 apart (80 bytes) passes.
+TEST(CudnnLimits, AttentionStridesOffSixteenBytesAreNotSupported) {
+  auto spec = [](int64_t row) {
+    std::string s = R"({"name": "a", "io_dtype": "fp8_e4m3", "tensors": {"q": {"dims": [2, 8, 128, 64], "strides": [)" +
+                    std::to_string(8 * 128 * row) + ", " + std::to_string(128 * row) + ", " + std::to_string(row) +
+                    R"(, 1]}, "k": {"dims": [2, 2, 256, 64]}, "v": {"dims": [2, 2, 256, 64]},
+                "o": {"dtype": "fp8_e4m3"}, "amax_o": {"dtype": "float32"})";
+    for (const char* n : {"dq", "dk", "dv", "ds", "ss", "so"})
+      s += std::string(R"(, ")") + n + R"(": {"dims": [1, 1, 1, 1], "dtype": "float32"})";
+    return s +
+           R"(}, "nodes": [{"name": "attn", "op": "sdpa_fp8", "inputs": ["q", "k", "v", "dq", "dk", "dv", "ds", "ss",
+               "so"], "outputs": ["o", "amax_o"]}], "outputs": ["o", "amax_o"]})";
+  };
+  auto ok = parse_spec_string(spec(80), "a.json");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  EXPECT_TRUE(check_cudnn_limits(*ok).is_ok()) << check_cudnn_limits(*ok).to_string();
+  auto off = parse_spec_string(spec(65), "a.json");
+  ASSERT_TRUE(off.is_ok()) << off.status().to_string();
+  const Status st = check_cudnn_limits(*off);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_NE(st.message().find("node 'attn' (sdpa_fp8): tensor 'q': stride 65 of dim 2 is 65 bytes, not a multiple "
+                              "of 16"),
+            std::string::npos)
+      << st.message();
+}
+
 // x [1,64,64] fp16 -> k relus, each an output (tests/sweep/regressions/fan_out_51_outputs.json at k = 51).
 // With `from_node`, the relus read a first relu's output instead of x: the same width, one entrance node.
 Graph fan_out(int k, bool from_node = false) {
