@@ -191,6 +191,16 @@ Status stats_support(NodeCtx& c) {
                        " are not supported yet (Kiln has no reference for a padded query row's statistics)");
 }
 
+// cuDNN takes the scale as a float: it must stay a positive, finite, normal one.
+Status check_attn_scale(NodeCtx& c) {
+  if (const std::optional<double> a = c.node.sdpa.attn_scale;
+      a && !(*a >= static_cast<double>(std::numeric_limits<float>::min()) &&
+             *a <= static_cast<double>(std::numeric_limits<float>::max())))
+    return c.error("attribute 'attn_scale': " + canonical_number(*a) +
+                   " must be positive and a normal fp32 value (cuDNN takes it as a float)");
+  return Status::ok();
+}
+
 // q, k, v's dtypes (fp16 or bf16, alike: inputs 0..count-1), compute fp32, SM 8.0+, a positive scale.
 Status check_common(NodeCtx& c, const ValidateOptions& options, size_t count) {
   DataType qt = c.in_dtype(0);
@@ -208,13 +218,7 @@ Status check_common(NodeCtx& c, const ValidateOptions& options, size_t count) {
     return not_supported(c.where + ": " + node_op_name(c.node) + " needs SM 8.0 or newer, target is SM " +
                          std::to_string(options.target_sm_version / 10) + "." +
                          std::to_string(options.target_sm_version % 10));
-  // cuDNN takes the scale as a float: it must stay a positive, finite, normal one.
-  if (const std::optional<double> a = c.node.sdpa.attn_scale;
-      a && !(*a >= static_cast<double>(std::numeric_limits<float>::min()) &&
-             *a <= static_cast<double>(std::numeric_limits<float>::max())))
-    return c.error("attribute 'attn_scale': " + canonical_number(*a) +
-                   " must be positive and a normal fp32 value (cuDNN takes it as a float)");
-  return Status::ok();
+  return check_attn_scale(c);
 }
 
 // q [B, H, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv] (k and v as the keys and values: logical_kv): batches and
@@ -352,11 +356,7 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
                      " is not supported by sdpa_fp8 (fp8_e4m3 only: q, k and v alike)");
   for (size_t i = kFp8DescaleQ; i <= kFp8ScaleO; ++i) KILN_RETURN_IF_ERROR(check_fp8_scale(c, i));
   KILN_RETURN_IF_ERROR(check_compute_fp32(c));
-  if (const std::optional<double> a = c.node.sdpa.attn_scale;
-      a && !(*a >= static_cast<double>(std::numeric_limits<float>::min()) &&
-             *a <= static_cast<double>(std::numeric_limits<float>::max())))
-    return c.error("attribute 'attn_scale': " + canonical_number(*a) +
-                   " must be positive and a normal fp32 value (cuDNN takes it as a float)");
+  KILN_RETURN_IF_ERROR(check_attn_scale(c));
   if (c.node.sdpa.padding || c.node.sdpa.paged)
     return c.error(std::string("attribute '") + (c.node.sdpa.paged ? "paged_kv" : "padding_mask") +
                    "': sdpa_fp8 takes q, k, v and the six scales only (no lengths or page tables yet)");
