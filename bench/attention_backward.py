@@ -15,7 +15,6 @@ per measurement as it goes.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -32,8 +31,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import kiln  # noqa: E402
 import torch_peers  # noqa: E402
-
-H, HK, D = 32, 8, 128
+from attention_common import BACKENDS, D, H, HK, parse_args, results_header, sdpa_backend  # noqa: E402
 
 
 def specs(b, s, causal=True):
@@ -57,9 +55,8 @@ def flops(b, s, causal=True):
 
 
 def torch_backward(backend, q, k, v, dout):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    chosen = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
-              "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
+    from torch.nn.attention import sdpa_kernel
+    chosen = sdpa_backend(backend)
     qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
     with sdpa_kernel([chosen]):
         o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=True, enable_gqa=True)
@@ -71,19 +68,9 @@ def torch_backward(backend, q, k, v, dout):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kiln", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seqs", default="4096,8192,16384")
-    ap.add_argument("--tokens", type=int, default=16384)
-    ap.add_argument("--samples", type=int, default=20)
-    ap.add_argument("--tune-timeout", type=int, default=240)
-    a = ap.parse_args()
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    a, out = parse_args(__doc__)
     db = out / "bwd.db"
-    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "heads": [H, HK, D],
-               "method": __doc__.strip().splitlines()[4:], "rows": []}
+    results = results_header(__doc__.strip().splitlines()[4:])
     for s in (int(x) for x in a.seqs.split(",")):
         b = max(1, a.tokens // s)
         fwd_spec, bwd_spec = specs(b, s)
@@ -123,7 +110,7 @@ def main():
         except Exception as e:  # noqa: BLE001 - a failure is a result here, written down
             row["kiln_error"] = str(e)[:400]
             print(f"[ bwd ] s={s} kiln failed: {e}", flush=True)
-        for backend in ("cudnn", "flash", "efficient"):
+        for backend in BACKENDS:
             try:
                 res = torch_peers.time_gpu(torch_backward(backend, q, k, v, dout), a.samples)
                 row[f"torch_{backend}_ms"] = res["ms"]

@@ -17,7 +17,6 @@ halved for causal (cuDNN Frontend's benchmarks count it so). The FP8 output is c
 """
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import subprocess
@@ -32,8 +31,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import kiln  # noqa: E402
 import torch_peers  # noqa: E402
-
-H, HK, D = 32, 8, 128
+from attention_common import BACKENDS, D, H, HK, parse_args, results_header, sdpa_backend  # noqa: E402
 SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
 
 
@@ -58,9 +56,8 @@ def flops(b, s, causal=True):
 
 
 def torch_forward(backend, q, k, v):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    chosen = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
-              "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
+    from torch.nn.attention import sdpa_kernel
+    chosen = sdpa_backend(backend)
 
     def step():
         with sdpa_kernel([chosen]):
@@ -85,19 +82,9 @@ def tune(kiln_bin, spec_path, db, timeout, out, tag):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kiln", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seqs", default="4096,8192,16384")
-    ap.add_argument("--tokens", type=int, default=16384)
-    ap.add_argument("--samples", type=int, default=20)
-    ap.add_argument("--tune-timeout", type=int, default=240)
-    a = ap.parse_args()
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    a, out = parse_args(__doc__)
     db = out / "fwd.db"
-    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "heads": [H, HK, D],
-               "method": __doc__.strip().splitlines()[5:], "rows": []}
+    results = results_header(__doc__.strip().splitlines()[5:])
     for s in (int(x) for x in a.seqs.split(",")):
         b = max(1, a.tokens // s)
         row = {"b": b, "s": s, "tflop": flops(b, s) / 1e12}
@@ -152,7 +139,7 @@ def main():
         if "kiln_fp8_ms" in row and "kiln_bf16_ms" in row:
             row["fp8_speedup_over_bf16"] = row["kiln_bf16_ms"] / row["kiln_fp8_ms"]
             print(f"[ fp8 ] s={s} fp8 over bf16 (Kiln, same run): {row['fp8_speedup_over_bf16']:.2f}x", flush=True)
-        for backend in ("cudnn", "flash", "efficient"):
+        for backend in BACKENDS:
             try:
                 res = torch_peers.time_gpu(torch_forward(backend, q, k, v), a.samples)
                 row[f"torch_{backend}_ms"] = res["ms"]

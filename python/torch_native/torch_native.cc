@@ -144,14 +144,18 @@ at::Tensor current_device_tensor(c10::IntArrayRef shape, c10::IntArrayRef stride
                                            c10::DispatchKeySet(c10::DispatchKey::CUDA), scalar);
 }
 
+// Output `index`'s dtype as torch names it; null with TypeError set where torch has no name for it.
+const DTypeName* output_dtype(size_t index, const bridge::Output* out) {
+  const DTypeName* d = by_bridge(out->dtype);
+  if (d == nullptr) PyErr_Format(PyExc_TypeError, "kiln: output %zu has a dtype torch has no name for here", index);
+  return d;
+}
+
 void* alloc_output(void* ctx, size_t index, const bridge::Output* out, int32_t device) {
   auto* m = static_cast<CallMemory*>(ctx);
   KILN_TORCH_TRY
-  const DTypeName* d = by_bridge(out->dtype);
-  if (d == nullptr) {
-    PyErr_Format(PyExc_TypeError, "kiln: output %zu has a dtype torch has no name for here", index);
-    return nullptr;
-  }
+  const DTypeName* d = output_dtype(index, out);
+  if (d == nullptr) return nullptr;
   (void)device;  // the current one (runs_here)
   at::Tensor t = current_device_tensor(c10::IntArrayRef(out->shape, out->rank),
                                        c10::IntArrayRef(out->strides, out->rank), d->scalar);
@@ -202,22 +206,16 @@ struct KeptMemory {
   CallMemory call;
   c10::SmallVector<at::Tensor, 4> kept;
 };
-void* kept_output(void* ctx, size_t index, const bridge::Output* out, int32_t device) {
+void* kept_output(void* ctx, size_t index, const bridge::Output* out, int32_t) {
   auto* m = static_cast<KeptMemory*>(ctx);
   KILN_TORCH_TRY
   if (m->kept.size() <= index) m->kept.resize(index + 1);
   at::Tensor& t = m->kept[index];
-  const DTypeName* d = by_bridge(out->dtype);
-  if (d == nullptr) {
-    PyErr_Format(PyExc_TypeError, "kiln: output %zu has a dtype torch has no name for here", index);
-    return nullptr;
-  }
-  if (!t.defined() || t.sizes() != c10::IntArrayRef(out->shape, out->rank) ||
-      t.strides() != c10::IntArrayRef(out->strides, out->rank) || t.scalar_type() != d->scalar) {
-    t = at::detail::empty_strided_cuda(c10::IntArrayRef(out->shape, out->rank),
-                                       c10::IntArrayRef(out->strides, out->rank), d->scalar,
-                                       c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
-  }
+  const DTypeName* d = output_dtype(index, out);
+  if (d == nullptr) return nullptr;
+  const c10::IntArrayRef shape(out->shape, out->rank), strides(out->strides, out->rank);
+  if (!t.defined() || t.sizes() != shape || t.strides() != strides || t.scalar_type() != d->scalar)
+    t = current_device_tensor(shape, strides, d->scalar);  // the current device (runs_here)
   static char none;
   return t.data_ptr() != nullptr ? t.data_ptr() : &none;
   KILN_TORCH_CATCH

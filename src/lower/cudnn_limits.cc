@@ -93,36 +93,14 @@ bool exceeds_cudnn_graph_limits(const Graph& graph) {
 }
 
 // What cuDNN Frontend (1.32) asks of attention's tensors that a valid spec may not give: each [B, H, S, D] tensor
-// of an sdpa or sdpa_backward (q, k, v, o, do, the statistics, dq, dk, dv and the bias; not the int32 lengths and
-// tables, not sdpa_fp8's scales) with its last dim contiguous (stride 1), none passed by value. (Off SM 9.x the frontend also takes a
-// backward's head dims only up to 128, where Kiln validates 256 for any target: cuDNN's own message says so.)
-// cuDNN's attention kernels move Q, K, V, O (and a backward's dO, dQ, dK, dV) with 16-byte loads: the frontend
-// (1.32) refuses a stride of a dim over 1 whose bytes are not a multiple of 16 (a row of 40 fp8 elements), and
-// cuDNN itself would read such a tensor wrong. Refused here first, naming the tensor and its stride.
-static Status check_attention_alignment(const Graph& graph, const Node& n, const std::string& where) {
-  constexpr int64_t kAlignment = 16;
-  const bool backward = n.op == OpKind::kSdpaBackward;
-  std::vector<int> tensors(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                                                    n.inputs.size(), size_t{backward ? 5u : 3u})));
-  tensors.insert(
-      tensors.end(), n.outputs.begin(),
-      n.outputs.begin() + static_cast<std::ptrdiff_t>(std::min(n.outputs.size(), size_t{backward ? 3u : 1u})));
-  for (int t : tensors) {
-    if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size()) continue;
-    const TensorDesc& d = graph.tensors[static_cast<size_t>(t)];
-    const int64_t bytes = static_cast<int64_t>(dtype_size(graph.dtype_of(t)));
-    for (size_t i = 0; i < d.dims.size() && i < d.strides.size(); ++i) {
-      if (d.dims[i].value <= 1 || d.strides[i] == 1 || (d.strides[i] * bytes) % kAlignment == 0) continue;
-      return not_supported(where + ": node '" + n.name + "' (" + op_kind_name(n.op) + "): tensor '" + d.name +
-                           "': stride " + std::to_string(d.strides[i]) + " of dim " + std::to_string(i) + " is " +
-                           std::to_string(d.strides[i] * bytes) +
-                           " bytes, not a multiple of 16; cuDNN's attention reads its tensors 16 bytes at a time");
-    }
-  }
-  return Status::ok();
-}
-
+// of an attention node (q, k, v, o, do, the statistics, dq, dk, dv and the bias; not the int32 lengths and tables,
+// not sdpa_fp8's scales) with its last dim contiguous (stride 1), none passed by value. Its kernels also move q, k,
+// v, o (and a backward's do, dq, dk, dv) with 16-byte loads: a stride of a dim over 1 whose bytes are not a multiple
+// of 16 (a row of 65 fp8 elements) the frontend refuses, and cuDNN itself would read wrong. (Off SM 9.x the frontend
+// also takes a backward's head dims only up to 128, where Kiln validates 256 for any target: cuDNN's own message
+// says so.)
 static Status check_attention_tensors(const Graph& graph, const std::string& where) {
+  constexpr int64_t kAlignment = 16;
   const auto ints = [](const std::vector<int64_t>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
@@ -132,13 +110,18 @@ static Status check_attention_tensors(const Graph& graph, const std::string& whe
     if (!is_attention(n.op)) continue;
     // Read as validated (a raw graph's missing or out-of-range tensors are skipped here: validation names them).
     // sdpa_fp8's scales are [1, 1, 1, 1]: contiguous whatever their strides; by value validation refuses them.
-    const size_t data = std::min(n.inputs.size(), size_t{n.op == OpKind::kSdpaBackward ? 6u : 3u});
+    const bool backward = n.op == OpKind::kSdpaBackward;
+    const size_t data = std::min(n.inputs.size(), size_t{backward ? 6u : 3u});
     std::vector<int> tensors(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(data));
     tensors.insert(tensors.end(), n.outputs.begin(), n.outputs.end());
     const int bias = sdpa_inputs(n).bias;
     if (bias >= 0 && static_cast<size_t>(bias) < n.inputs.size())
       tensors.push_back(n.inputs[static_cast<size_t>(bias)]);
-    for (int t : tensors) {
+    // Of `tensors`, the ones read 16 bytes at a time: q, k, v (, o, do) first, then o (or dq, dk, dv).
+    const size_t aligned_in = std::min(data, size_t{backward ? 5u : 3u});
+    const size_t aligned_out = std::min(n.outputs.size(), size_t{backward ? 3u : 1u});
+    for (size_t at = 0; at < tensors.size(); ++at) {
+      const int t = tensors[at];
       if (t < 0 || static_cast<size_t>(t) >= graph.tensors.size()) continue;
       const TensorDesc& d = graph.tensors[static_cast<size_t>(t)];
       const std::string what = where + ": node '" + n.name + "' (" + op_kind_name(n.op) + "): tensor '" + d.name + "'";
@@ -147,8 +130,14 @@ static Status check_attention_tensors(const Graph& graph, const std::string& whe
         return not_supported(what + ": strides " + ints(d.strides) +
                              " do not keep the last dim contiguous; cuDNN reads attention's tensors with stride 1 "
                              "there (a row-major or an explicit [.., 1] layout)");
+      if (at >= aligned_in && (at < data || at >= data + aligned_out)) continue;
+      const int64_t bytes = static_cast<int64_t>(dtype_size(graph.dtype_of(t)));
+      for (size_t i = 0; i < d.dims.size() && i < d.strides.size(); ++i)
+        if (d.dims[i].value > 1 && d.strides[i] != 1 && (d.strides[i] * bytes) % kAlignment != 0)
+          return not_supported(what + ": stride " + std::to_string(d.strides[i]) + " of dim " + std::to_string(i) +
+                               " is " + std::to_string(d.strides[i] * bytes) +
+                               " bytes, not a multiple of 16; cuDNN's attention reads its tensors 16 bytes at a time");
     }
-    KILN_RETURN_IF_ERROR(check_attention_alignment(graph, n, where));
   }
   return Status::ok();
 }

@@ -182,6 +182,25 @@ TEST(CudnnLimits, AttentionStridesOffSixteenBytesAreNotSupported) {
                               "of 16"),
             std::string::npos)
       << st.message();
+  // A backward's do is read 16 bytes at a time, its statistics are not: [1, 2, 5, 1] fp32 (20-byte rows) passes.
+  auto bwd = [](int64_t do_row) {
+    return R"({"name": "b", "io_dtype": "bf16", "tensors": {"q": {"dims": [1, 2, 5, 64]}, "k": {"dims": [1, 2, 5, 64]},
+      "v": {"dims": [1, 2, 5, 64]}, "o": {"dims": [1, 2, 5, 64]}, "do": {"dims": [1, 2, 5, 64], "strides": [)" +
+           std::to_string(2 * 5 * do_row) + ", " + std::to_string(5 * do_row) + ", " + std::to_string(do_row) +
+           R"(, 1]}, "stats": {"dims": [1, 2, 5, 1], "dtype": "float32"}},
+      "nodes": [{"name": "bwd", "op": "sdpa_backward", "inputs": ["q", "k", "v", "o", "do", "stats"],
+                 "outputs": ["dq", "dk", "dv"]}], "outputs": ["dq", "dk", "dv"]})";
+  };
+  auto bwd_ok = parse_spec_string(bwd(64), "b.json");
+  ASSERT_TRUE(bwd_ok.is_ok()) << bwd_ok.status().to_string();
+  EXPECT_TRUE(check_cudnn_limits(*bwd_ok).is_ok()) << check_cudnn_limits(*bwd_ok).to_string();
+  auto bwd_off = parse_spec_string(bwd(65), "b.json");
+  ASSERT_TRUE(bwd_off.is_ok()) << bwd_off.status().to_string();
+  const Status bst = check_cudnn_limits(*bwd_off);
+  EXPECT_EQ(bst.code(), StatusCode::kNotSupported) << bst.to_string();
+  EXPECT_NE(bst.message().find("tensor 'do': stride 325 of dim 1 is 650 bytes, not a multiple of 16"),
+            std::string::npos)
+      << bst.message();
 }
 
 // x [1,64,64] fp16 -> k relus, each an output (tests/sweep/regressions/fan_out_51_outputs.json at k = 51).

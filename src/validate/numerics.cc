@@ -404,10 +404,11 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
     // sdpa_fp8's amax_o (fp32) is the largest |o| of an o whose every element carries P's fp8 rounding inside
     // cuDNN: |d o_e| <= u sum_j p_j |v_j| <= u M_e (u the fp8 unit roundoff), so the amax may differ by u M_amax,
     // as a reduction over stored fp8 values would (the rule above): its fp32 dtype's tolerance would refuse it.
-    if (const int w = roles.producer(t); w >= 0 && graph.nodes[static_cast<size_t>(w)].op == OpKind::kSdpaFp8 &&
-                                         graph.nodes[static_cast<size_t>(w)].outputs.size() > kFp8AmaxO &&
-                                         graph.nodes[static_cast<size_t>(w)].outputs[kFp8AmaxO] == t) {
-      const double roundoff = stored_roundoff(roles.dtype_of(graph.nodes[static_cast<size_t>(w)].inputs[2]));
+    const int w = roles.producer(t);
+    const Node* writer = w >= 0 ? &graph.nodes[static_cast<size_t>(w)] : nullptr;
+    if (writer && writer->op == OpKind::kSdpaFp8 && writer->outputs.size() > kFp8AmaxO &&
+        writer->outputs[kFp8AmaxO] == t) {
+      const double roundoff = stored_roundoff(roles.dtype_of(writer->inputs[2]));
       c.tolerance.rtol = std::max(c.tolerance.rtol, 2 * roundoff);
       c.tolerance.nmse_max = std::max(c.tolerance.nmse_max, 4 * roundoff * roundoff);
       if (with_bound) {

@@ -173,8 +173,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
                                                    {0x1p-8, 0x1p-7}, {128.0, 256.0}, {1.0, 2.0}};
       for (size_t i = 0; i < 6; ++i) {
         const size_t t = static_cast<size_t>(n.inputs[kFp8DescaleQ + i]);
-        if (!fp8_scale[t]) range[t] = ranges[i];
-        else range[t] = {std::max(range[t].first, ranges[i].first), std::min(range[t].second, ranges[i].second)};
+        narrow(&range, t, ranges[i].first, ranges[i].second);
         fp8_scale[t] = true;
       }
     }

@@ -84,8 +84,10 @@ KILN_REFERENCE_FAMILY(sdpa_backward)  // the sdpa family's sdpa_backward nodes: 
                                       // hand them on; its plan is sdpa_plan's
 KILN_REFERENCE_FAMILY(sdpa_fp8)       // the sdpa family's sdpa_fp8 nodes, likewise (sdpa_fp8.cc, sdpa_fp8.cu)
 #undef KILN_REFERENCE_FAMILY
-// The plain sdpa an sdpa_fp8 node computes on its scaled q, k, v (sdpa_fp8.cc; sdpa_math.h sdpa_fp8_factors).
+// The plain sdpa an sdpa_fp8 node computes on its scaled q, k, v (sdpa_fp8.cc; sdpa_math.h sdpa_fp8_factors), and
+// the plan of that node for the output `p` evaluates (o for o and amax_o, else the statistics).
 Node sdpa_fp8_plain(const Node& node);
+NodePlan sdpa_fp8_plain_plan(const NodePlan& p);
 
 // Shared by the host references (src/validate/host_reference.cc).
 Values scaled(Values v, double f);  // v * f

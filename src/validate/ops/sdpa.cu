@@ -46,9 +46,8 @@ __device__ inline const double* sdpa_value(const SdpaParams& p, const SdpaExtras
   return v + sdpa_kv_row(p.paging, x.page_table_v, kv_head, p.hk, p.skv, j, p.dv);
 }
 
-// One warp per query row (device_ops.cuh warp_dot): the row's output in its lanes' registers, written once the row
-// is done; the loads of a key's or value's row coalesced.
-constexpr int kLaneCols = kWarpCols;
+// One warp per query row (device_ops.cuh warp_dot): the row's output in its lanes' registers (kWarpCols a lane),
+// written once the row is done; the loads of a key's or value's row coalesced.
 
 // Query row qi's score for key j (kj its key): scaled q.k, plus the bias term where there is a bias (`bias` points
 // at the row's terms, or is null).
@@ -101,17 +100,17 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
       if (lane == 0) o[idx] = sdpa_log_sum_exp(sm.mx, sm.sum);
       continue;
     }
-    double acc[kLaneCols] = {};
+    double acc[kWarpCols] = {};
     for (int64_t j = row.first; j < row.last; ++j) {
       const double e = exp(sdpa_score(p, qi, sdpa_key(p, x, k, row.kv_head, j), bi, j, lane) - sm.mx);
       const double* vj = sdpa_value(p, x, v, row.kv_head, j);
 #pragma unroll
-      for (int c = 0; c < kLaneCols; ++c)
+      for (int c = 0; c < kWarpCols; ++c)
         if (lane + c * kWarp < p.dv) acc[c] += e * vj[lane + c * kWarp];
     }
     const double inv = sm.sum > 0.0 ? 1.0 / sm.sum : 0.0;
 #pragma unroll
-    for (int c = 0; c < kLaneCols; ++c)
+    for (int c = 0; c < kWarpCols; ++c)
       if (lane + c * kWarp < p.dv) o[idx * p.dv + lane + c * kWarp] = acc[c] * inv;
   }
 }
@@ -133,9 +132,9 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
     const double* bqi = bq + idx * p.d;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
     const RowSoftmax sm = row_softmax(p, x, qi, k, head, bi, row.first, row.last, lane);
-    double oc[kLaneCols] = {}, acc[kLaneCols] = {};
+    double oc[kWarpCols] = {}, acc[kWarpCols] = {};
 #pragma unroll
-    for (int c = 0; c < kLaneCols; ++c)
+    for (int c = 0; c < kWarpCols; ++c)
       if (lane + c * kWarp < width) oc[c] = o[idx * width + lane + c * kWarp];
     double stats_acc = 0.0;  // with stats: sum_j p_j S_j
     for (int64_t j = row.first; j < row.last; ++j) {
@@ -148,7 +147,7 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
       }
       const double* bvj = sdpa_value(p, x, bv, head, j);
 #pragma unroll
-      for (int c = 0; c < kLaneCols; ++c)
+      for (int c = 0; c < kWarpCols; ++c)
         if (lane + c * kWarp < p.dv) acc[c] += sdpa_magnitude_term(pj, bvj[lane + c * kWarp], oc[c], s_mag, ev != 0);
     }
     if (stats) {
@@ -156,7 +155,7 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
       continue;
     }
 #pragma unroll
-    for (int c = 0; c < kLaneCols; ++c)
+    for (int c = 0; c < kWarpCols; ++c)
       if (lane + c * kWarp < p.dv) bo[idx * p.dv + lane + c * kWarp] = fmax(acc[c], fabs(oc[c]));
   }
 }
@@ -165,9 +164,9 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
 
 // A row's output dims fit its warp's registers (validation allows head dims up to 256, which they do).
 Status fits_a_warp(const SdpaParams& p, const std::string& where) {
-  if (p.dv > static_cast<int64_t>(kWarp) * kLaneCols)
+  if (p.dv > static_cast<int64_t>(kWarp) * kWarpCols)
     return not_supported(where + ": the device reference takes v's head dim up to " +
-                         std::to_string(kWarp * kLaneCols) + ", not " + std::to_string(p.dv));
+                         std::to_string(kWarp * kWarpCols) + ", not " + std::to_string(p.dv));
   return Status::ok();
 }
 

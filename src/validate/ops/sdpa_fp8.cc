@@ -19,6 +19,12 @@ Node sdpa_fp8_plain(const Node& node) {
   return plain;
 }
 
+NodePlan sdpa_fp8_plain_plan(const NodePlan& p) {
+  NodePlan plain = p;
+  plain.output = p.output == kFp8Stats ? 1 : 0;
+  return plain;
+}
+
 namespace {
 
 SdpaFp8Factors host_factors(const std::vector<const Values*>& in) {
@@ -54,9 +60,7 @@ HostNodeResult sdpa_fp8_host(const NodePlan& p, const Node& node, const std::vec
     }
   }
   const Node plain = sdpa_fp8_plain(node);
-  NodePlan pp = p;
-  pp.output = p.output == kFp8Stats ? 1 : 0;
-  HostNodeResult r = sdpa_host(pp, plain, plain_in, op ? &pop : nullptr, op ? &psop : nullptr);
+  HostNodeResult r = sdpa_host(sdpa_fp8_plain_plan(p), plain, plain_in, op ? &pop : nullptr, op ? &psop : nullptr);
   if (p.output == kFp8O) {
     r.y = scaled(std::move(r.y), f.o);
     if (op) {

@@ -63,12 +63,6 @@ Status largest_into(const double* x, int64_t n, double* y) {
   return Status::ok();
 }
 
-NodePlan plain_plan(const NodePlan& p) {
-  NodePlan pp = p;
-  pp.output = p.output == kFp8Stats ? 1 : 0;
-  return pp;
-}
-
 }  // namespace
 
 Status sdpa_fp8_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y,
@@ -77,7 +71,7 @@ Status sdpa_fp8_device_value(const Node& node, const NodePlan& p, const std::vec
   const double* x[3] = {in[0], in[1], in[2]};
   KILN_ASSIGN_OR_RETURN(const Scaled q, scaled_qkv(p, x, f));
   const Node plain = sdpa_fp8_plain(node);
-  const NodePlan pp = plain_plan(p);
+  const NodePlan pp = sdpa_fp8_plain_plan(p);
   const std::vector<const double*> plain_in = {q.at(0), q.at(1), q.at(2)};
   if (p.output != kFp8AmaxO) {
     KILN_RETURN_IF_ERROR(sdpa_device_value(plain, pp, plain_in, y, count, where));
@@ -103,7 +97,7 @@ Status sdpa_fp8_device_magnitude(const Node& node, const NodePlan& p, const std:
   std::vector<DeviceOperand> pop(3);
   for (size_t i = 0; i < 3; ++i) pop[i] = DeviceOperand{q.at(i), m.at(i), op[i].carries, op[i].count};
   const Node plain = sdpa_fp8_plain(node);
-  const NodePlan pp = plain_plan(p);
+  const NodePlan pp = sdpa_fp8_plain_plan(p);
   if (p.output == kFp8Stats) return sdpa_device_magnitude(plain, pp, pop, y, by, count, scale_pass, where);
   // o's magnitude from the plain sdpa's o (o before scale_o): y / scale_o, or for amax_o computed again.
   const int64_t n = o_count(p);
