@@ -10,6 +10,9 @@
 #                                                     PyTorch's SDPA backends; env KILN_ATTNBWD_SEQS)
 #                                                     attnfp8 (issue 36: FP8 attention's forward against the
 #                                                     bf16 one; env KILN_ATTNFP8_SEQS, KILN_ATTNFP8_TOKENS)
+#                                                     attndecode (issue 36: decode over paged caches against
+#                                                     PyTorch on padded dense K/V; env KILN_ATTNDECODE_BATCHES,
+#                                                     KILN_ATTNDECODE_CTXS)
 #                                                     coldprof fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
@@ -527,6 +530,15 @@ if want attnfp8; then  # issue 36: FP8 attention's forward, Kiln's tuned plan ag
     --out "$out/attnfp8" --tokens "${KILN_ATTNFP8_TOKENS:-16384}" ${KILN_ATTNFP8_SEQS:+--seqs "$KILN_ATTNFP8_SEQS"} \
     >"$out/attnfp8.txt" 2>&1
   rc=$?; grep -E '^\[ fp8 \]|Error|error' "$out/attnfp8.txt" | tail -30; check $rc "bench/attention_fp8.py"
+fi
+if want attndecode; then  # issue 36: decode over paged K/V caches against PyTorch's backends on dense K/V
+  stamp "attention decode benchmark"
+  pydeps
+  export PYTHONPATH="$build/python:$deps"
+  timeout "${KILN_ATTNDECODE_TIMEOUT:-420}" "$py" "$root/bench/attention_decode.py" --kiln "$kiln" \
+    --out "$out/attndecode" ${KILN_ATTNDECODE_BATCHES:+--batches "$KILN_ATTNDECODE_BATCHES"} \
+    ${KILN_ATTNDECODE_CTXS:+--ctxs "$KILN_ATTNDECODE_CTXS"} >"$out/attndecode.txt" 2>&1
+  rc=$?; grep -E '^\[ decode \]|Error|error' "$out/attndecode.txt" | tail -60; check $rc "bench/attention_decode.py"
 fi
 if want pyprofile; then  # issue 34: where a call from Python spends its time (py-spy, native frames), per contestant
   stamp "python call profile"

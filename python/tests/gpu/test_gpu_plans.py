@@ -245,3 +245,61 @@ def test_sdpa_backward_matches_torch_autograd(planner, causal):
         err = (got.float() - want).abs().max().item()
         scale = want.abs().max().item()
         assert err <= 0.02 * scale + 1e-2, f"{name}: max error {err} against max |grad| {scale}"
+
+
+FP8_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
+
+
+def sdpa_fp8_spec(b, h, hk, s, d, causal):
+    tensors = {"q": {"dims": [b, h, s, d]}, "k": {"dims": [b, hk, s, d]}, "v": {"dims": [b, hk, s, d]}}
+    tensors.update({n: {"dims": [1, 1, 1, 1], "dtype": "float32"} for n in FP8_SCALES})
+    tensors.update({"o": {"dtype": "fp8_e4m3"}, "amax_o": {"dtype": "float32"}})
+    return {
+        "name": "sdpa_fp8",
+        "io_dtype": "fp8_e4m3",
+        "tensors": tensors,
+        "nodes": [
+            {
+                "name": "attn",
+                "op": "sdpa_fp8",
+                "causal": causal,
+                "inputs": ["q", "k", "v", *FP8_SCALES],
+                "outputs": ["o", "amax_o"],
+            }
+        ],
+        "outputs": ["o", "amax_o"],
+    }
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_fp8_matches_torch_and_amax_o_is_the_calls_own(planner, causal):
+    """FP8 attention against torch's attention on the descaled operands; amax_o is this call's max |o| (before
+    scale_o), whatever the buffer held before: a caller reusing one amax buffer across steps gets each step's own."""
+    b, h, hk, s, d = 2, 8, 2, 256, 128
+    plan = planner.obtain(sdpa_fp8_spec(b, h, hk, s, d, causal))
+    g = torch.Generator(device="cuda").manual_seed(11)
+
+    def fp8(x):  # e4m3 at scale 448 / amax, and its descale
+        scale = 448.0 / x.abs().amax().float()
+        return (x * scale).to(torch.float8_e4m3fn), (1.0 / scale).reshape(1, 1, 1, 1)
+
+    (q8, dq), (k8, dk), (v8, dv) = (fp8(torch.randn(b, n, s, d, device="cuda", generator=g)) for n in (h, hk, hk))
+    one = torch.ones(1, 1, 1, 1, device="cuda")
+    scales = {"descale_q": dq, "descale_k": dk, "descale_v": dv, "descale_s": one / 448.0, "scale_s": one * 448.0,
+              "scale_o": one * 2.0}
+    o8 = torch.empty(b, h, s, d, device="cuda", dtype=torch.float8_e4m3fn)
+    qf, kf, vf = q8.float() * dq, k8.float() * dk, v8.float() * dv
+    ref = F.scaled_dot_product_attention(
+        qf, kf.repeat_interleave(h // hk, dim=1), vf.repeat_interleave(h // hk, dim=1), is_causal=causal
+    )
+    want_amax = ref.abs().max().item()
+    for before in (1.0e6, 0.0, -1.0):
+        amax = torch.full((1, 1, 1, 1), before, device="cuda", dtype=torch.float32)
+        plan(q=q8, k=k8, v=v8, o=o8, amax_o=amax, **scales)
+        torch.cuda.synchronize()
+        got_amax = amax.item()
+        assert abs(got_amax - want_amax) <= 0.1 * want_amax, (
+            f"amax_o {got_amax} after a call on a buffer holding {before}; this call's max |o| is {want_amax}"
+        )
+    err = (o8.float() / 2.0 - ref).abs().max().item()
+    assert err <= 0.1 * want_amax, f"o: max error {err} against max |o| {want_amax}"

@@ -1,5 +1,6 @@
-// The scaled dot-product attention family's device reference: one warp per query row, the max, the sum of
-// exponentials, then the weighted values (each key's score computed again in each pass).
+// The scaled dot-product attention family's device reference: one warp per query row, the max, then the weighted
+// values and their sum of exponentials in one pass (each key's score computed twice); the statistics and the
+// magnitude pass take the sum first.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -56,15 +57,22 @@ __device__ inline double sdpa_score(const SdpaParams& p, const double* qi, const
   return warp_dot(qi, kj, p.d, lane) * p.scale + (bias ? bias[j] : 0.0);
 }
 
-// The row's largest score over its keys [first, last), and the sum of exp(score - max).
+// The row's largest score over its keys [first, last).
+__device__ double row_max(const SdpaParams& p, const SdpaExtras& x, const double* qi, const double* k, int64_t kv_head,
+                          const double* bias, int64_t first, int64_t last, int lane) {
+  double mx = -INFINITY;
+  for (int64_t j = first; j < last; ++j) mx = fmax(mx, sdpa_score(p, qi, sdpa_key(p, x, k, kv_head, j), bias, j, lane));
+  return mx;
+}
+
+// The row's largest score, and the sum of exp(score - max).
 struct RowSoftmax {
   double mx = -INFINITY, sum = 0.0;
 };
 __device__ RowSoftmax row_softmax(const SdpaParams& p, const SdpaExtras& x, const double* qi, const double* k,
                                   int64_t kv_head, const double* bias, int64_t first, int64_t last, int lane) {
   RowSoftmax r;
-  for (int64_t j = first; j < last; ++j)
-    r.mx = fmax(r.mx, sdpa_score(p, qi, sdpa_key(p, x, k, kv_head, j), bias, j, lane));
+  r.mx = row_max(p, x, qi, k, kv_head, bias, first, last, lane);
   for (int64_t j = first; j < last; ++j)
     r.sum += exp(sdpa_score(p, qi, sdpa_key(p, x, k, kv_head, j), bias, j, lane) - r.mx);
   return r;
@@ -95,20 +103,22 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
     const SdpaRow row = sdpa_row(p, x, idx);
     const double* qi = q + idx * p.d;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
-    const RowSoftmax sm = row_softmax(p, x, qi, k, row.kv_head, bi, row.first, row.last, lane);
     if (stats) {
+      const RowSoftmax sm = row_softmax(p, x, qi, k, row.kv_head, bi, row.first, row.last, lane);
       if (lane == 0) o[idx] = sdpa_log_sum_exp(sm.mx, sm.sum);
       continue;
     }
-    double acc[kWarpCols] = {};
+    const double mx = row_max(p, x, qi, k, row.kv_head, bi, row.first, row.last, lane);
+    double acc[kWarpCols] = {}, sum = 0.0;
     for (int64_t j = row.first; j < row.last; ++j) {
-      const double e = exp(sdpa_score(p, qi, sdpa_key(p, x, k, row.kv_head, j), bi, j, lane) - sm.mx);
+      const double e = exp(sdpa_score(p, qi, sdpa_key(p, x, k, row.kv_head, j), bi, j, lane) - mx);
+      sum += e;
       const double* vj = sdpa_value(p, x, v, row.kv_head, j);
 #pragma unroll
       for (int c = 0; c < kWarpCols; ++c)
         if (lane + c * kWarp < p.dv) acc[c] += e * vj[lane + c * kWarp];
     }
-    const double inv = sm.sum > 0.0 ? 1.0 / sm.sum : 0.0;
+    const double inv = sum > 0.0 ? 1.0 / sum : 0.0;
 #pragma unroll
     for (int c = 0; c < kWarpCols; ++c)
       if (lane + c * kWarp < p.dv) o[idx * p.dv + lane + c * kWarp] = acc[c] * inv;
