@@ -3,9 +3,11 @@
 dense tensors, one query token per sequence, Llama-3.1-8B heads (32 query heads over 8 key heads, head dim 128),
 bf16, in one process on one GPU.
 
-  python3 bench/attention_decode.py --kiln build/kiln --out OUT [--batches 1,8,32,128,256] [--ctxs 1024,8192,32768]
+  python3 bench/attention_decode.py --kiln build/kiln --out OUT [--batches 1,8,32,64,256] [--ctxs 1024,4096,32768]
 
-For each batch B and context C (pairs with B * C over --max-tokens left out: the padded copies must fit): Kiln
+For each batch B and context C (pairs with B * C over --max-tokens, 2^20, left out: the tune's device reference
+holds each cache as doubles, its value and its magnitude, 16 bytes an element, so 2^21 tokens of these heads need
+64 GiB for the caches alone, past an 80 GB card once the run's own tensors are counted): Kiln
 tunes one graph, q [B,32,1,128] over caches [B*C/64, 8, 64, 128] read through page tables [B,1,C/64,1] with each
 entry's lengths (`paged_kv`, `padding_mask`), into OUT/decode.db (`kiln tune`: every engine configuration measured,
 the numerics gate on), and serves it (kiln.Planner from the store). The page tables are a random permutation of
@@ -60,9 +62,9 @@ def parse():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--batches", default="1,8,32,128,256")
-    ap.add_argument("--ctxs", default="1024,8192,32768")
-    ap.add_argument("--max-tokens", type=int, default=1 << 21)
+    ap.add_argument("--batches", default="1,8,32,64,256")
+    ap.add_argument("--ctxs", default="1024,4096,32768")
+    ap.add_argument("--max-tokens", type=int, default=1 << 20)
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--tune-timeout", type=int, default=240)
     a = ap.parse_args()

@@ -230,9 +230,9 @@ inline GraphBuilder sdpa_band_graph(const std::string& name, const SdpaAttrs& a,
   return b;
 }
 // Paged K/V caches of `blocks` blocks of `block` keys, page tables of `pages` pages (Skv = pages * block), with a
-// padding mask (lengths drawn per entry) and the band `a`; GQA 4/2.
+// padding mask (lengths drawn per entry) and the band `a`; GQA 4/2; with `stats` the statistics "lse".
 inline GraphBuilder sdpa_paged_graph(const std::string& name, SdpaAttrs a, int64_t sq, int64_t blocks, int64_t block,
-                                     int64_t pages) {
+                                     int64_t pages, bool stats = false) {
   GraphBuilder b(name);
   b.io_dtype(DataType::kBFloat16);
   a.padding = a.paged = true;
@@ -241,13 +241,16 @@ inline GraphBuilder sdpa_paged_graph(const std::string& name, SdpaAttrs a, int64
   const auto i32 = [&](const char* n, std::vector<DimArg> d) {
     return b.tensor(n, d, Layout::kRowMajor, DataType::kInt32);
   };
-  b.output(b.sdpa("attn", q, k, v, a, "o", std::nullopt, i32("seq_len_q", {2, 1, 1, 1}),
-                  i32("seq_len_kv", {2, 1, 1, 1}), i32("page_table_k", {2, 1, pages, 1}),
-                  i32("page_table_v", {2, 1, pages, 1})));
+  TensorRef o =
+      b.sdpa("attn", q, k, v, a, "o", std::nullopt, i32("seq_len_q", {2, 1, 1, 1}), i32("seq_len_kv", {2, 1, 1, 1}),
+             i32("page_table_k", {2, 1, pages, 1}), i32("page_table_v", {2, 1, pages, 1}));
+  b.output(o);
+  if (stats) b.output(b.sdpa_stats(o, "lse"));
   return b;
 }
 // The backward pass of an sdpa with the band `a`: q [2, h, sq, 64], k and v [2, hk, skv, 64], o and do as q, the
-// statistics fp32 [2, h, sq, 1] (drawn near a full row's log-sum-exp), and with `bias_dims` a bias; dq, dk, dv.
+// statistics fp32 [2, h, sq, 1] (drawn near a full row's log-sum-exp), with `bias_dims` a bias, and with a.padding
+// a padding mask's lengths; dq, dk, dv.
 inline GraphBuilder sdpa_backward_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv,
                                         int64_t h = 2, int64_t hk = 2, std::vector<int64_t> bias_dims = {},
                                         DataType io = DataType::kBFloat16) {
@@ -256,9 +259,13 @@ inline GraphBuilder sdpa_backward_graph(const std::string& name, const SdpaAttrs
   TensorRef q = b.tensor("q", {2, h, sq, 64}), k = b.tensor("k", {2, hk, skv, 64}), v = b.tensor("v", {2, hk, skv, 64});
   TensorRef o = b.tensor("o", {2, h, sq, 64}), dout = b.tensor("do", {2, h, sq, 64});
   TensorRef stats = b.tensor("stats", {2, h, sq, 1}, Layout::kRowMajor, DataType::kFloat32);
-  std::optional<TensorRef> bias;
+  std::optional<TensorRef> bias, lq, lkv;
   if (!bias_dims.empty()) bias = b.tensor("bias", std::vector<DimArg>(bias_dims.begin(), bias_dims.end()));
-  const GraphBuilder::SdpaGrads g = b.sdpa_backward("grad", q, k, v, o, dout, stats, a, bias);
+  if (a.padding) {
+    lq = b.tensor("seq_len_q", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+    lkv = b.tensor("seq_len_kv", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+  }
+  const GraphBuilder::SdpaGrads g = b.sdpa_backward("grad", q, k, v, o, dout, stats, a, bias, lq, lkv);
   b.output(g.dq).output(g.dk).output(g.dv);
   return b;
 }
@@ -358,6 +365,13 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_band_graph("sdpa_stats_br", band(true, std::nullopt, std::nullopt, true), 16, 72, 2, 2, {}, true));
   add("sdpa.stats_bias_window_gqa", "bf16", "sdpa stats bias window gqa",
       sdpa_band_graph("sdpa_stats_bias_window", band(true, 8), 40, 40, 4, 2, {2, 1, 40, 40}, true));
+  // Statistics with a padding mask (a padded query row's: -infinity) and over paged caches.
+  add("sdpa.stats_padding", "bf16", "sdpa stats padding",
+      sdpa_band_graph("sdpa_stats_pad", padded(band(false, std::nullopt)), 24, 40, 2, 2, {}, true));
+  add("sdpa.stats_padding_causal_gqa", "bf16", "sdpa stats padding causal gqa",
+      sdpa_band_graph("sdpa_stats_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2, {}, true));
+  add("sdpa.stats_paged_chunk", "bf16", "sdpa stats paged",
+      sdpa_paged_graph("sdpa_stats_paged", band(true, std::nullopt, std::nullopt, true), 16, 9, 8, 6, true));
   // The backward pass (dq, dk, dv from q, k, v, o, do and the statistics): plain fp16, causal, a window over grouped
   // heads, a bias, and bottom-right causal over more keys than queries.
   add("sdpa_backward", "fp16", "sdpa_backward fp16",
@@ -370,6 +384,13 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_backward_graph("sdpa_bwd_bias", band(false, std::nullopt), 24, 40, 2, 2, {1, 2, 24, 40}));
   add("sdpa_backward.causal_bottom_right", "bf16", "sdpa_backward causal bottom-right",
       sdpa_backward_graph("sdpa_bwd_br", band(true, std::nullopt, std::nullopt, true), 16, 72));
+  // With a padding mask: a padded query row's dq and a padded key's dk, dv are 0.
+  add("sdpa_backward.padding", "bf16", "sdpa_backward padding",
+      sdpa_backward_graph("sdpa_bwd_pad", padded(band(false, std::nullopt)), 24, 40));
+  add("sdpa_backward.padding_causal_gqa", "bf16", "sdpa_backward padding causal gqa",
+      sdpa_backward_graph("sdpa_bwd_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
+  add("sdpa_backward.padding_bottom_right", "bf16", "sdpa_backward padding bottom-right",
+      sdpa_backward_graph("sdpa_bwd_pad_br", padded(band(true, std::nullopt, std::nullopt, true)), 16, 48));
   // FP8 attention (o, amax_o; P rounded to fp8 inside): plain, causal, a window over grouped heads with head dim
   // 128, and with the statistics.
   add("sdpa_fp8", "fp8_e4m3", "sdpa_fp8", sdpa_fp8_graph("sdpa_fp8", band(false, std::nullopt), 32, 48));
@@ -383,13 +404,6 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
     OpCase c = make("sdpa_fp8.causal_bottom_right", "fp8_e4m3", "",
                     sdpa_fp8_graph("sdpa_fp8_br", band(true, std::nullopt, std::nullopt, true), 16, 48));
     c.kiln_rejects = "cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x";
-    c.reject_code = StatusCode::kNotSupported;
-    cases.push_back(std::move(c));
-  }
-  {
-    OpCase c = make("sdpa.stats_padding", "bf16", "",
-                    sdpa_band_graph("sdpa_stats_pad", padded(band(false, std::nullopt)), 24, 40, 2, 2, {}, true));
-    c.kiln_rejects = "softmax statistics with a padding mask are not supported yet";
     c.reject_code = StatusCode::kNotSupported;
     cases.push_back(std::move(c));
   }

@@ -292,13 +292,27 @@ TEST(SpecOps, SdpaBackward) {
        },
        "5 inputs, expected 6 or 7", StatusCode::kInvalidArgument},
       {[](Json& j) { j["nodes"][0]["paged_kv"] = true; }, "paged caches serve decode", StatusCode::kInvalidArgument},
-      {[](Json& j) {  // the lengths given as for sdpa: NotSupported, not a count of inputs
+      {[](Json& j) {  // a padding mask's lengths are checked as sdpa's
          j["tensors"]["lq"] = t({2, 1, 1, 1}, "int32");
+         j["tensors"]["lkv"] = t({2, 1, 1, 1}, "fp16");
+         j["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do", "stats", "lq", "lkv"};
+         j["nodes"][0]["padding_mask"] = true;
+       },
+       "input 'lkv': dtype fp16 is not supported for a padding mask's lengths (int32 only)",
+       StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["lq"] = t({1, 1, 1, 1}, "int32");
          j["tensors"]["lkv"] = t({2, 1, 1, 1}, "int32");
          j["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do", "stats", "lq", "lkv"};
          j["nodes"][0]["padding_mask"] = true;
        },
-       "backward pass with a padding mask is not supported yet", StatusCode::kNotSupported},
+       "input 'lq': dims [1,1,1,1] must be [B, 1, 1, 1] = [2, 1, 1, 1]", StatusCode::kInvalidArgument},
+      {[](Json& j) {  // the lengths without the attribute: the count of inputs says what is expected
+         j["tensors"]["lq"] = t({2, 1, 1, 1}, "int32");
+         j["tensors"]["lkv"] = t({2, 1, 1, 1}, "int32");
+         j["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do", "stats", "lq", "lkv"};
+       },
+       "8 inputs, expected 6 or 7", StatusCode::kInvalidArgument},
       {[](Json& j) {  // a fault to fix comes before what is not supported
          j["nodes"][0]["padding_mask"] = true;
          j["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do", "stats", "q", "q"};
@@ -309,6 +323,13 @@ TEST(SpecOps, SdpaBackward) {
       {[](Json& j) { j["nodes"][0]["attn_scale"] = 1e300; }, "must be positive and a normal fp32 value",
        StatusCode::kInvalidArgument},
   };
+  // With a padding mask (its two lengths last) the backward pass validates, the lengths its last inputs.
+  Json padded = s;
+  padded["tensors"]["lq"] = t({2, 1, 1, 1}, "int32");
+  padded["tensors"]["lkv"] = t({2, 1, 1, 1}, "int32");
+  padded["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do", "stats", "lq", "lkv"};
+  padded["nodes"][0]["padding_mask"] = true;
+  EXPECT_TRUE(parse(padded).is_ok()) << parse(padded).status().to_string();
   // Head dims past 128 run backward on SM 9.x only (cuDNN Frontend 1.32): refused for an SM 8.0 target, kept for 9.0.
   Json wide = s;
   for (const char* n : {"q", "k", "v", "o", "do"}) wide["tensors"][n]["dims"][3] = 192;
@@ -325,8 +346,9 @@ TEST(SpecOps, SdpaBackward) {
   }
 }
 
-// The statistics with a padding mask are refused at validate (NotSupported), saying why.
-TEST(SpecErrors, SdpaStatsWithAPaddingMaskAreNotSupportedYet) {
+// The statistics with a padding mask or over paged caches validate (a padded query row's are -infinity); their
+// dtype is still checked.
+TEST(SpecOps, SdpaStatsWithAPaddingMask) {
   Json s = one_node({{"q", t({2, 2, 16, 64})},
                      {"k", t({2, 2, 32, 64})},
                      {"v", t({2, 2, 32, 64})},
@@ -334,16 +356,14 @@ TEST(SpecErrors, SdpaStatsWithAPaddingMaskAreNotSupportedYet) {
                      {"lkv", t({2, 1, 1, 1}, "int32")}},
                     "sdpa", {"q", "k", "v", "lq", "lkv"}, {{"padding_mask", true}});
   s["io_dtype"] = "bf16";
-  ASSERT_TRUE(parse(s).is_ok()) << parse(s).status().to_string();
   s["nodes"][0]["outputs"] = {"y", "lse"};
   s["tensors"]["lse"] = {{"dtype", "float32"}};
   s["outputs"] = {"y", "lse"};
-  Status st = parse(s).status();
-  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
-  EXPECT_ERROR_HAS(st, "output 'lse': softmax statistics with a padding mask are not supported yet");
-  // A fault to fix (the statistics' dtype) is reported before what is not supported.
+  StatusOr<Graph> g = parse(s);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(g.value().tensors[static_cast<size_t>(g.value().nodes[0].outputs[1])].dims.size(), 4u);
   s["tensors"]["lse"] = {{"dtype", "fp16"}};
-  st = parse(s).status();
+  Status st = parse(s).status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_ERROR_HAS(st, "output 'lse': dtype fp16");
 }

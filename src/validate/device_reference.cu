@@ -212,18 +212,21 @@ StatusOr<DeviceBuffer> copy_of(const DeviceBuffer& b) {
 StatusOr<DeviceReference> evaluate_packed(const Graph& g, std::map<int, DeviceBuffer> buffers, bool with_magnitudes) {
   KILN_ASSIGN_OR_RETURN(PreparedGraph prep, prepare_graph(g));
   const GraphRoles roles(g);
+  // A graph input's magnitude and scale are both |x|: one buffer serves both (a node's output has its own two), so
+  // an input costs two doubles an element, not three (a paged decode's caches are most of its memory).
   std::map<int, DeviceBuffer> mag_buffers, scale_buffers;
   if (with_magnitudes)
     for (const auto& [t, b] : buffers) {
       const int64_t count = product(tensor_dims(g, t));
       KILN_ASSIGN_OR_RETURN(DeviceBuffer mb, DeviceBuffer::allocate(b.size()));
-      KILN_ASSIGN_OR_RETURN(DeviceBuffer sb, DeviceBuffer::allocate(b.size()));
       abs_kernel<<<grid_for(count), kThreads>>>(b.as<double>(), mb.as<double>(), count);
-      abs_kernel<<<grid_for(count), kThreads>>>(b.as<double>(), sb.as<double>(), count);
       KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       mag_buffers.emplace(t, std::move(mb));
-      scale_buffers.emplace(t, std::move(sb));
     }
+  const auto scale_of = [&](int t) {
+    auto it = scale_buffers.find(t);
+    return it != scale_buffers.end() ? it->second.as<double>() : mag_buffers.at(t).as<double>();
+  };
   for (const NodePlan& p : prep.plans) {
     const Node& node = g.nodes[static_cast<size_t>(p.node)];
     std::vector<const double*> in;
@@ -236,7 +239,7 @@ StatusOr<DeviceReference> evaluate_packed(const Graph& g, std::map<int, DeviceBu
         const bool carries = roles.producer(t) >= 0;
         const int64_t count = product(tensor_dims(g, t));
         op.push_back(DeviceOperand{it->second.as<double>(), mag_buffers.at(t).as<double>(), carries, count});
-        sop.push_back(DeviceOperand{it->second.as<double>(), scale_buffers.at(t).as<double>(), carries, count});
+        sop.push_back(DeviceOperand{it->second.as<double>(), scale_of(t), carries, count});
       }
     }
     const int out = node.outputs[static_cast<size_t>(p.output)];
@@ -284,8 +287,15 @@ StatusOr<DeviceReference> evaluate_packed(const Graph& g, std::map<int, DeviceBu
     if (!repeated) {
       KILN_RETURN_IF_ERROR(take(buffers, &o.values));
       if (with_magnitudes) {
+        // A graph input that is also an output shares its magnitude buffer with its scales: copied first.
+        if (scale_buffers.count(t) != 0) {
+          KILN_RETURN_IF_ERROR(take(scale_buffers, &o.scales));
+        } else if (mag_buffers.count(t) != 0) {
+          KILN_ASSIGN_OR_RETURN(o.scales, copy_of(mag_buffers.at(t)));
+        }
         KILN_RETURN_IF_ERROR(take(mag_buffers, &o.magnitudes));
-        KILN_RETURN_IF_ERROR(take(scale_buffers, &o.scales));
+        if (o.scales.data() == nullptr)
+          return internal_error("output '" + g.tensors[static_cast<size_t>(t)].name + "' has no scales");
       }
     }
     r.outputs.push_back(std::move(o));

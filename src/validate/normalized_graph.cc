@@ -40,7 +40,9 @@ std::vector<const char*> input_roles(const Node& n) {
     }
     case OpKind::kSdpaBackward: {
       std::vector<const char*> r = {"q", "k", "v", "o", "do", "stats"};
-      if (sdpa_inputs(n).bias >= 0) r.push_back("bias");
+      const SdpaInputs x = sdpa_inputs(n);
+      if (x.bias >= 0) r.push_back("bias");
+      if (x.seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
       return r;
     }
     case OpKind::kSdpaFp8:

@@ -162,7 +162,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kBiasAdd) range[t] = {-0.5, 0.5};
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kDiv) range[t] = {0.5, 1.5};
     }
-    if (n.op == OpKind::kSdpa) sdpa_length_ranges(g, n, &range);
+    if (n.op == OpKind::kSdpa || n.op == OpKind::kSdpaBackward) sdpa_length_ranges(g, n, &range);
     // FP8 attention's scales as delayed scaling sets them: the descales near 1; P (at most 1) scaled into e4m3's
     // range [128, 256) and read back at [2^-8, 2^-7) (so P's code rounds, and their product need not be 1); o
     // scaled by [1, 2), which keeps it far below e4m3's largest value (448).

@@ -363,23 +363,34 @@ TEST(HostReference, SdpaStatsAreEachRowsLogSumExp) {
 
 // The backward pass against central differences of the forward reference: with o and the statistics from the
 // forward, dq, dk and dv are the gradients of sum(do * o) in q, k and v. Causal and with a window, grouped heads,
-// a bias; nothing here restates the backward's formulas.
+// a bias, a padding mask (two entries of lengths 2, 3 queries over 3, 4 keys: a padded query's or key's gradient
+// is 0, since the forward does not read it, and the statistics of a padded row are -infinity); nothing here
+// restates the backward's formulas.
 TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
   struct Case {
     bool causal;
     std::optional<int64_t> left;
     bool bias;
+    bool padding = false;
   };
-  for (const Case& c : {Case{false, std::nullopt, false}, Case{true, std::nullopt, true}, Case{true, 2, false}}) {
-    const int64_t b = 1, h = 2, hk = 1, sq = 3, skv = 4, d = 8;
+  for (const Case& c : {Case{false, std::nullopt, false}, Case{true, std::nullopt, true}, Case{true, 2, false},
+                        Case{false, std::nullopt, false, true}, Case{true, std::nullopt, true, true}}) {
+    const int64_t b = c.padding ? 2 : 1, h = 2, hk = 1, sq = 3, skv = 4, d = 8;
     SdpaAttrs a;
     a.causal = c.causal;
     a.left_bound = c.left;
+    a.padding = c.padding;
+    const std::vector<double> lengths_q = {2, 3}, lengths_kv = {3, 4};
     Graph fwd = make_graph("fwd");
     const int q = add_tensor(fwd, "q", {b, h, sq, d}), k = add_tensor(fwd, "k", {b, hk, skv, d}),
               v = add_tensor(fwd, "v", {b, hk, skv, d});
     std::vector<int> fin = {q, k, v};
     if (c.bias) fin.push_back(add_tensor(fwd, "bias", {1, h, sq, skv}));
+    std::vector<int> lengths;  // graph inputs, held fixed (not differentiated)
+    if (c.padding)
+      for (const char* n : {"seq_len_q", "seq_len_kv"})
+        lengths.push_back(add_tensor(fwd, n, {b, 1, 1, 1}, DataType::kInt32));
+    for (int t : lengths) fin.push_back(t);
     const int o = add_tensor(fwd, "o", {b, h, sq, d}), lse = add_tensor(fwd, "lse", {b, h, sq, 1});
     add_node(fwd, "attn", OpKind::kSdpa, fin, o).sdpa = a;
     fwd.nodes[0].outputs.push_back(lse);
@@ -394,6 +405,7 @@ TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
     };
     std::map<int, std::vector<double>> xs;
     for (int t : fin) xs[t] = draw(fwd, t);
+    if (c.padding) xs[lengths[0]] = lengths_q, xs[lengths[1]] = lengths_kv;
     const std::vector<double> dout = draw(fwd, o);
     auto forward = [&](const std::map<int, std::vector<double>>& at) {
       std::map<int, HostTensor> in;
@@ -411,6 +423,9 @@ TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
               bg = add_tensor(bwd, "do", {b, h, sq, d}), bl = add_tensor(bwd, "stats", {b, h, sq, 1});
     std::vector<int> bin = {bq, bk, bv, bo, bg, bl};
     if (c.bias) bin.push_back(add_tensor(bwd, "bias", {1, h, sq, skv}));
+    if (c.padding)
+      for (const char* n : {"seq_len_q", "seq_len_kv"})
+        bin.push_back(add_tensor(bwd, n, {b, 1, 1, 1}, DataType::kInt32));
     const int dq = add_tensor(bwd, "dq", {b, h, sq, d}), dk = add_tensor(bwd, "dk", {b, hk, skv, d}),
               dv = add_tensor(bwd, "dv", {b, hk, skv, d});
     add_node(bwd, "grad", OpKind::kSdpaBackward, bin, dq).sdpa = a;
@@ -419,6 +434,13 @@ TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
     std::map<int, HostTensor> in{{bq, vals(bwd, bq, xs[q])}, {bk, vals(bwd, bk, xs[k])}, {bv, vals(bwd, bv, xs[v])},
                                  {bo, vals(bwd, bo, ov)},    {bg, vals(bwd, bg, dout)},  {bl, vals(bwd, bl, lv)}};
     if (c.bias) in.emplace(bin[6], vals(bwd, bin[6], xs[fin[3]]));
+    if (c.padding) {
+      in.emplace(bin[bin.size() - 2], vals(bwd, bin[bin.size() - 2], lengths_q));
+      in.emplace(bin.back(), vals(bwd, bin.back(), lengths_kv));
+      int padded = 0;
+      for (double l : lv) padded += l == -INFINITY;
+      EXPECT_EQ(padded, 2) << "entry 0's third query, in each of its 2 heads, is padded";
+    }
     auto grads = run_host_reference(bwd, in);
     ASSERT_TRUE(grads.is_ok()) << grads.status().to_string();
     ASSERT_EQ(grads->size(), 3u);
@@ -448,8 +470,9 @@ TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
       }
     }
     EXPECT_GT(largest, 0.05) << "gradients too small to tell a wrong formula from a right one";
-    std::printf("[ sdpa backward ] causal=%d window=%d bias=%d: largest gradient %.3g, worst difference %.2g\n",
-                c.causal, c.left.has_value(), c.bias, largest, worst);
+    std::printf("[ sdpa backward ] causal=%d window=%d bias=%d padding=%d: largest gradient %.3g, worst difference "
+                "%.2g\n",
+                c.causal, c.left.has_value(), c.bias, c.padding, largest, worst);
     // The magnitudes bound every value.
     auto m = run_host_reference_with_magnitudes(bwd, in);
     ASSERT_TRUE(m.is_ok()) << m.status().to_string();

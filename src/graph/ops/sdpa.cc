@@ -175,8 +175,8 @@ Status band_support(NodeCtx& c, int64_t sq, int64_t skv) {
 
 // The optional second output: each query row's softmax statistics, the log-sum-exp (natural log) of its scaled,
 // biased and masked scores, fp32 [B, H, Sq, 1] (what a backward pass reads back; kiln/graph/graph.h SdpaAttrs).
-// Its dtype is the author's to fix (InvalidArgument); what Kiln cannot check yet is NotSupported (stats_support,
-// after every InvalidArgument check).
+// Its dtype is the author's to fix (InvalidArgument). With a padding mask a padded query row's statistics are
+// -infinity (no key: the log of an empty sum), what cuDNN 9.14 and newer write there.
 Status stats_output(NodeCtx& c, const Dims& q, std::vector<Dims>* out) {
   if (c.out_dtype(1) != DataType::kFloat32)
     return c.error(c.out_label(1) + ": dtype " + std::string(dtype_name(c.out_dtype(1))) +
@@ -184,13 +184,6 @@ Status stats_output(NodeCtx& c, const Dims& q, std::vector<Dims>* out) {
   out->push_back(Dims{q[0], q[1], q[2], Dim{1, "", false}});
   return Status::ok();
 }
-Status stats_support(NodeCtx& c) {
-  if (c.node.outputs.size() < 2 || !(c.node.sdpa.padding || c.node.sdpa.paged)) return Status::ok();
-  return not_supported(c.where + ": " + c.out_label(1) + ": softmax statistics with " +
-                       (c.node.sdpa.paged ? "paged caches" : "a padding mask") +
-                       " are not supported yet (Kiln has no reference for a padded query row's statistics)");
-}
-
 // cuDNN takes the scale as a float: it must stay a positive, finite, normal one.
 Status check_attn_scale(NodeCtx& c) {
   if (const std::optional<double> a = c.node.sdpa.attn_scale;
@@ -271,7 +264,6 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   if (c.node.outputs.size() > 1) KILN_RETURN_IF_ERROR(stats_output(c, q, out));
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
-  KILN_RETURN_IF_ERROR(stats_support(c));
   return Status::ok();
 }
 
@@ -308,6 +300,7 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
   }
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
+  KILN_RETURN_IF_ERROR(check_lengths(c, q));
   // What Kiln or cuDNN cannot run yet, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
   // cuDNN Frontend (1.32) runs a backward pass with head dims up to 256 on SM 9.x, up to 128 elsewhere (and on
@@ -318,9 +311,6 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
     return not_supported(c.where + ": cuDNN's backward pass takes head dims up to 128 off SM 9.x (q's " +
                          std::to_string(q[3].value) + ", v's " + std::to_string(v[3].value) + "; target SM " +
                          std::to_string(sm / 10) + "." + std::to_string(sm % 10) + ")");
-  if (c.node.sdpa.padding)
-    return not_supported(c.where + ": attribute 'padding_mask': the backward pass with a padding mask is not "
-                                   "supported yet (Kiln has no reference for a padded row's gradients)");
   if (q[2].value == 1 && k[2].value == 1)
     return not_supported(c.where + ": cuDNN's backward pass takes no single query over a single key (Sq = Skv = 1)");
   out->push_back(q);

@@ -18,12 +18,22 @@ void set_band(Attrs& attrs, const SdpaAttrs& a) {
                                                                               : fe::DiagonalAlignment_t::TOP_LEFT);
 }
 
+// A padding mask: each entry's lengths (validate checked their dims and dtypes). Forward and backward alike.
+template <typename Attrs>
+void set_padding(LowerCtx& c, Attrs& attrs, const Node& n) {
+  const SdpaInputs x = sdpa_inputs(n);
+  if (x.seq_len_q < 0) return;
+  attrs.set_padding_mask(true)
+      .set_seq_len_q(input_tensor(c, n.inputs[static_cast<size_t>(x.seq_len_q)]))
+      .set_seq_len_kv(input_tensor(c, n.inputs[static_cast<size_t>(x.seq_len_kv)]));
+}
+
 double scale_of(const LowerCtx& c, const Node& n) {
   const auto& q = c.g.tensors[static_cast<size_t>(n.inputs[0])];
   return n.sdpa.attn_scale.value_or(1.0 / std::sqrt(static_cast<double>(q.dims.back().value)));
 }
 
-// dq, dk, dv from q, k, v, o, do, stats (and the bias): validate checked every dim and dtype.
+// dq, dk, dv from q, k, v, o, do, stats (and the bias, the lengths): validate checked every dim and dtype.
 Status lower_sdpa_backward(LowerCtx& c, const Node& n) {
   auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
   auto attrs =
@@ -31,6 +41,7 @@ Status lower_sdpa_backward(LowerCtx& c, const Node& n) {
   set_band(attrs, n.sdpa);
   const SdpaInputs x = sdpa_inputs(n);
   if (x.bias >= 0) attrs.set_bias(in(static_cast<size_t>(x.bias)));
+  set_padding(c, attrs, n);
   auto outs = c.fg.sdpa_backward(in(0), in(1), in(2), in(3), in(4), in(5), attrs);
   for (size_t o = 0; o < 3; ++o) finish_output(c, n.outputs[o], outs[o]);
   return Status::ok();
@@ -69,11 +80,7 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
   set_band(attrs, n.sdpa);
   const SdpaInputs x = sdpa_inputs(n);  // validate checked their dims and dtypes
   if (x.bias >= 0) attrs.set_bias(in(static_cast<size_t>(x.bias)));
-  if (x.seq_len_q >= 0) {
-    attrs.set_padding_mask(true)
-        .set_seq_len_q(in(static_cast<size_t>(x.seq_len_q)))
-        .set_seq_len_kv(in(static_cast<size_t>(x.seq_len_kv)));
-  }
+  set_padding(c, attrs, n);
   if (x.page_table_k >= 0) {  // k and v are the caches; Skv = pages * block size, said rather than inferred
     attrs.set_paged_attention_k_table(in(static_cast<size_t>(x.page_table_k)))
         .set_paged_attention_v_table(in(static_cast<size_t>(x.page_table_v)))

@@ -35,7 +35,9 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     case OpKind::kSdpa:
       want_in = std::clamp<size_t>(node.inputs.size(), 3, 8);  // kiln/graph/graph.h sdpa_inputs
       break;
-    case OpKind::kSdpaBackward: want_in = std::clamp<size_t>(node.inputs.size(), 6, 7); break;  // no lengths yet
+    case OpKind::kSdpaBackward:  // q, k, v, o, do, stats (, bias) (, the two lengths)
+      want_in = std::clamp<size_t>(node.inputs.size(), 6, 9);
+      break;
     case OpKind::kSdpaFp8: want_in = 9; break;
     default: want_in = node.inputs.size(); break;  // checked per op below
   }

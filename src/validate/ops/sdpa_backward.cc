@@ -15,7 +15,8 @@ namespace {
 // bounds and whether each carries error.
 struct BackwardOperands {
   const Values *q, *k, *v, *o, *dout, *stats, *bias = nullptr;
-  const Operand* m = nullptr;  // op[0..6] in the inputs' order, or null: values only
+  const Values *seq_len_q = nullptr, *seq_len_kv = nullptr;  // with a padding mask, each entry's lengths
+  const Operand* m = nullptr;                                // op[0..6] in the inputs' order, or null: values only
 };
 
 // Every output's values (y[0..2]: dq, dk, dv) and, with operands' bounds, magnitudes (mag[0..2]).
@@ -42,10 +43,14 @@ BackwardResult run_backward(const SdpaGeom& s, const BackwardOperands& x) {
   for (int64_t b = 0; b < s.b; ++b)
     for (int64_t h = 0; h < s.h; ++h) {
       const int64_t kv_head = b * s.hk + h / group;
+      // A padding mask: queries past the entry's length have no keys (their dq rows stay 0), keys past it no
+      // queries (their dk, dv rows stay 0).
+      const int64_t lq = x.seq_len_q ? sdpa_length((*x.seq_len_q)[b], s.sq) : s.sq;
+      const int64_t lkv = x.seq_len_kv ? sdpa_length((*x.seq_len_kv)[b], s.skv) : s.skv;
       for (int64_t i = 0; i < s.sq; ++i) {
         const int64_t row = (b * s.h + h) * s.sq + i;
         int64_t first = 0, last = 0;
-        sdpa_keys(s.band, i, s.sq, s.skv, &first, &last);
+        sdpa_keys(s.band, i, lq, lkv, &first, &last);
         const double* qi = x.q->data() + row * s.d;
         const double* oi = x.o->data() + row * s.dv;
         const double* gi = x.dout->data() + row * s.dv;
@@ -96,8 +101,10 @@ BackwardResult run_backward(const SdpaGeom& s, const BackwardOperands& x) {
 HostNodeResult sdpa_backward_host(const NodePlan& p, const Node& node, const std::vector<const Values*>& in,
                                   const std::vector<Operand>* op, const std::vector<Operand>* sop) {
   HostNodeResult r;
-  const int bias = sdpa_inputs(node).bias;
-  BackwardOperands x{in[0], in[1], in[2], in[3], in[4], in[5], bias >= 0 ? in[static_cast<size_t>(bias)] : nullptr};
+  const SdpaInputs roles = sdpa_inputs(node);
+  const auto at = [&](int i) { return i >= 0 ? in[static_cast<size_t>(i)] : nullptr; };
+  BackwardOperands x{
+      in[0], in[1], in[2], in[3], in[4], in[5], at(roles.bias), at(roles.seq_len_q), at(roles.seq_len_kv)};
   const size_t which = static_cast<size_t>(p.output);
   r.y = std::move(run_backward(p.sdpa, x).y[which]);
   if (op) {

@@ -22,11 +22,19 @@ struct BwdParams {
   SdpaBias bias;
 };
 
-// The operands' values (q, k, v, o, dO, L, bias) and, in a magnitude pass, their bounds (null otherwise).
+// The operands' values (q, k, v, o, dO, L, bias) and, in a magnitude pass, their bounds (null otherwise); with a
+// padding mask each entry's lengths (null otherwise).
 struct BwdTensors {
   const double *q, *k, *v, *o, *g, *l, *bias;
   const double *bq, *bk, *bv, *bo, *bg, *bl, *bbias;
+  const double *lq, *lkv;
 };
+
+// Entry b's valid queries and keys: its lengths with a padding mask, else every one.
+__device__ inline void entry_lengths(const BwdParams& p, const BwdTensors& t, int64_t b, int64_t* lq, int64_t* lkv) {
+  *lq = t.lq ? sdpa_length(t.lq[b], p.sq) : p.sq;
+  *lkv = t.lkv ? sdpa_length(t.lkv[b], p.skv) : p.skv;
+}
 
 // One (query row, key) pair: P, dS and, with bounds, the pair's error factors.
 struct BwdPair {
@@ -73,8 +81,9 @@ __global__ void dq_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int 
     const int64_t i = row % p.sq, h = (row / p.sq) % p.h, b = row / (p.sq * p.h);
     const int64_t kv_head = b * p.hk + h / (p.h / p.hk);
     double acc[kWarpCols] = {};
-    int64_t first = 0, last = 0;
-    sdpa_keys(p.band, i, p.sq, p.skv, &first, &last);
+    int64_t first = 0, last = 0, lq = 0, lkv = 0;
+    entry_lengths(p, t, b, &lq, &lkv);
+    sdpa_keys(p.band, i, lq, lkv, &first, &last);
     for (int64_t j = first; j < last; ++j) {
       const int64_t krow = kv_head * p.skv + j;
       const BwdPair r = pair_of(p, t, f, mag != 0, b, h, i, row, krow, j, lane);
@@ -97,10 +106,12 @@ __global__ void dkv_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int
   for (int64_t krow = blockIdx.x * per_block + threadIdx.x / kWarp; krow < rows; krow += gridDim.x * per_block) {
     const int64_t j = krow % p.skv, kv_head = krow / p.skv, b = kv_head / p.hk, hk = kv_head % p.hk;
     double acc[kWarpCols] = {};
+    int64_t lq = 0, lkv = 0;
+    entry_lengths(p, t, b, &lq, &lkv);
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
-      for (int64_t i = 0; i < p.sq; ++i) {
+      for (int64_t i = 0; i < lq; ++i) {
         int64_t first = 0, last = 0;
-        sdpa_keys(p.band, i, p.sq, p.skv, &first, &last);
+        sdpa_keys(p.band, i, lq, lkv, &first, &last);
         if (j < first || j >= last) continue;
         const int64_t row = (b * p.h + h) * p.sq + i;
         const BwdPair r = pair_of(p, t, f, mag != 0, b, h, i, row, krow, j, lane);
@@ -148,10 +159,10 @@ Status fits_a_warp(const NodePlan& p, const std::string& where) {
 Status sdpa_backward_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y,
                                   int64_t, const std::string& where) {
   KILN_RETURN_IF_ERROR(fits_a_warp(p, where));
-  const int bias = sdpa_inputs(node).bias;
-  const BwdTensors t{
-      in[0],   in[1],   in[2],   in[3],   in[4],   in[5],   bias >= 0 ? in[static_cast<size_t>(bias)] : nullptr,
-      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  const SdpaInputs roles = sdpa_inputs(node);
+  const auto at = [&](int i) { return i >= 0 ? in[static_cast<size_t>(i)] : nullptr; };
+  const BwdTensors t{in[0],   in[1],   in[2],   in[3],   in[4],   in[5],   at(roles.bias),      nullptr,
+                     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, at(roles.seq_len_q), at(roles.seq_len_kv)};
   launch(p, t, SdpaBackwardFactors{}, false, nullptr, y);
   return Status::ok();
 }
@@ -159,11 +170,25 @@ Status sdpa_backward_device_value(const Node& node, const NodePlan& p, const std
 Status sdpa_backward_device_magnitude(const Node& node, const NodePlan& p, const std::vector<DeviceOperand>& op,
                                       const double* y, double* by, int64_t, bool, const std::string& where) {
   KILN_RETURN_IF_ERROR(fits_a_warp(p, where));
-  const int bias = sdpa_inputs(node).bias;
-  const DeviceOperand* b = bias >= 0 ? &op[static_cast<size_t>(bias)] : nullptr;
-  const BwdTensors t{
-      op[0].value, op[1].value, op[2].value, op[3].value, op[4].value, op[5].value, b ? b->value : nullptr,
-      op[0].mag,   op[1].mag,   op[2].mag,   op[3].mag,   op[4].mag,   op[5].mag,   b ? b->mag : nullptr};
+  const SdpaInputs roles = sdpa_inputs(node);
+  const DeviceOperand* b = roles.bias >= 0 ? &op[static_cast<size_t>(roles.bias)] : nullptr;
+  const auto at = [&](int i) { return i >= 0 ? op[static_cast<size_t>(i)].value : nullptr; };
+  const BwdTensors t{op[0].value,
+                     op[1].value,
+                     op[2].value,
+                     op[3].value,
+                     op[4].value,
+                     op[5].value,
+                     b ? b->value : nullptr,
+                     op[0].mag,
+                     op[1].mag,
+                     op[2].mag,
+                     op[3].mag,
+                     op[4].mag,
+                     op[5].mag,
+                     b ? b->mag : nullptr,
+                     at(roles.seq_len_q),
+                     at(roles.seq_len_kv)};
   const SdpaBackwardFactors f = sdpa_backward_factors(p.sdpa.scale, op[0].carries, op[1].carries, op[2].carries,
                                                       op[3].carries, op[4].carries, b && b->carries, op[5].carries);
   launch(p, t, f, true, y, by);
