@@ -90,7 +90,7 @@ class ReadsKilnsNormalizedGraph(unittest.TestCase):
         self.assertEqual(g.nodes[0].attrs, {"causal": True, "attn_scale": 0.25, "attn_scale_given": True,
                                             "left_bound": None, "right_bound": 0, "diagonal_shift": 0,
                                             "diagonal_alignment": "top_left", "padding_mask": False,
-                                            "paged_kv": False, "keys": 32})
+                                            "paged_kv": False, "ragged": False, "keys": 32})
         g, _ = normalize(KILN, example("small/rms_norm.json"))
         self.assertEqual(g.nodes[0].kind, "rms_norm")
         self.assertEqual(g.nodes[0].attrs["epsilon"], 1e-5)

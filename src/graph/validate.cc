@@ -82,8 +82,10 @@ Status check_structure(const Graph& g) {
           node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +
           (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
           (n.op == OpKind::kSdpa ? " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and "
-                                   "seq_len_kv last)"
-           : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, and an optional bias)"
+                                   "seq_len_kv, then with \"paged_kv\" page_table_k and page_table_v, then with "
+                                   "\"ragged\" the offsets of q, k, v and o)"
+           : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, an optional bias, and with \"padding_mask\": "
+                                             "true seq_len_q and seq_len_kv last)"
            : n.op == OpKind::kSdpaFp8      ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o)"
                                            : ""));
     KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
@@ -327,6 +329,28 @@ Status check_no_overlap(const Graph& g, const GraphRoles& roles, int tensor) {
   return Status::ok();
 }
 
+// [B, H, S, W] packed token-major (THD): strides [S*H*W, W, H*W, 1].
+std::vector<int64_t> token_major_strides(const std::vector<Dim>& d) {
+  return {d[2].value * d[1].value * d[3].value, d[3].value, d[1].value * d[3].value, 1};
+}
+
+// A ragged sdpa's q, k, v and o are packed token-major: an entry's rows are whole tokens from its offset on, which
+// is what cuDNN reads and what Kiln's references assume.
+Status check_ragged_layouts(const Graph& g, const Node& n) {
+  if (n.op != OpKind::kSdpa || !n.sdpa.ragged) return Status::ok();
+  for (int i = 0; i < 4; ++i) {
+    const int t = i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0];
+    const TensorDesc& d = g.tensors[static_cast<size_t>(t)];
+    const std::vector<int64_t> want = token_major_strides(d.dims);
+    if (d.strides != want)
+      return invalid_argument(node_where(n) + ": " + (i < 3 ? "input '" : "output '") + d.name + "': strides " +
+                              graph_internal::ints_text(d.strides) + " on dims " + dims_text(d.dims) +
+                              ": a ragged tensor is packed token-major, strides " + graph_internal::ints_text(want) +
+                              " ([S*H*W, W, H*W, 1]: each token's heads side by side)");
+  }
+  return Status::ok();
+}
+
 Status validate_impl(Graph& g, const ValidateOptions& options) {
   KILN_RETURN_IF_ERROR(check_graph_limits(g));
   KILN_RETURN_IF_ERROR(check_structure(g));
@@ -356,6 +380,11 @@ Status validate_impl(Graph& g, const ValidateOptions& options) {
       }
       t.dims = inferred;
       KILN_RETURN_IF_ERROR(check_dims_positive(t));
+      // An undeclared ragged o is packed token-major, as ragged tensors are (kiln/graph/graph.h SdpaAttrs).
+      if (o == 0 && n.op == OpKind::kSdpa && n.sdpa.ragged && t.layout == Layout::kRowMajor && t.strides.empty()) {
+        t.layout = Layout::kExplicit;
+        t.strides = token_major_strides(t.dims);
+      }
     }
   }
   for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
@@ -364,6 +393,7 @@ Status validate_impl(Graph& g, const ValidateOptions& options) {
     KILN_RETURN_IF_ERROR(check_footprint(d, roles.dtype_of(t)));
     if (roles.producer(t) >= 0 && roles.is_graph_output(t)) KILN_RETURN_IF_ERROR(check_no_overlap(g, roles, t));
   }
+  for (const Node& n : g.nodes) KILN_RETURN_IF_ERROR(check_ragged_layouts(g, n));
   return Status::ok();
 }
 

@@ -248,6 +248,28 @@ inline GraphBuilder sdpa_paged_graph(const std::string& name, SdpaAttrs a, int64
   if (stats) b.output(b.sdpa_stats(o, "lse"));
   return b;
 }
+// Ragged (THD) q, k, v and o with a padding mask and the band `a`: q [2, h, sq, 64], k and v [2, hk, skv, 64], each
+// packed token-major, and the four offsets int32 [3, 1, 1, 1] (drawn from the lengths, with gaps between the
+// entries: reference_common.h ragged_offsets); with `shared_qo` q and o share one offset tensor (one token width).
+inline GraphBuilder sdpa_ragged_graph(const std::string& name, SdpaAttrs a, int64_t sq, int64_t skv, int64_t h = 2,
+                                      int64_t hk = 2, bool shared_qo = false) {
+  GraphBuilder b(name);
+  b.io_dtype(DataType::kBFloat16);
+  a.padding = a.ragged = true;
+  const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
+    return b.tensor_strided(n, {2, heads, rows, 64}, {rows * heads * 64, 64, heads * 64, 1});
+  };
+  const auto i32 = [&](const char* n, std::vector<DimArg> d) {
+    return b.tensor(n, d, Layout::kRowMajor, DataType::kInt32);
+  };
+  TensorRef q = thd("q", h, sq), k = thd("k", hk, skv), v = thd("v", hk, skv);
+  const TensorRef rq = i32("ragged_q", {3, 1, 1, 1});
+  const GraphBuilder::SdpaRaggedOffsets offsets{rq, i32("ragged_k", {3, 1, 1, 1}), i32("ragged_v", {3, 1, 1, 1}),
+                                                shared_qo ? rq : i32("ragged_o", {3, 1, 1, 1})};
+  b.output(b.sdpa("attn", q, k, v, a, "o", std::nullopt, i32("seq_len_q", {2, 1, 1, 1}),
+                  i32("seq_len_kv", {2, 1, 1, 1}), std::nullopt, std::nullopt, offsets));
+  return b;
+}
 // The backward pass of an sdpa with the band `a`: q [2, h, sq, 64], k and v [2, hk, skv, 64], o and do as q, the
 // statistics fp32 [2, h, sq, 1] (drawn near a full row's log-sum-exp), with `bias_dims` a bias, and with a.padding
 // a padding mask's lengths; dq, dk, dv.
@@ -365,6 +387,12 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_band_graph("sdpa_stats_br", band(true, std::nullopt, std::nullopt, true), 16, 72, 2, 2, {}, true));
   add("sdpa.stats_bias_window_gqa", "bf16", "sdpa stats bias window gqa",
       sdpa_band_graph("sdpa_stats_bias_window", band(true, 8), 40, 40, 4, 2, {2, 1, 40, 40}, true));
+  // Ragged (THD) q, k, v, o: packed entries with gaps between them.
+  add("sdpa.ragged", "bf16", "sdpa ragged", sdpa_ragged_graph("sdpa_ragged", band(false, std::nullopt), 24, 40));
+  add("sdpa.ragged_causal_gqa", "bf16", "sdpa ragged causal gqa",
+      sdpa_ragged_graph("sdpa_ragged_causal", band(true, std::nullopt), 40, 40, 4, 2, true));
+  add("sdpa.ragged_bottom_right_window", "bf16", "sdpa ragged bottom-right window",
+      sdpa_ragged_graph("sdpa_ragged_br", band(true, 8, std::nullopt, true), 16, 48));
   // Statistics with a padding mask (a padded query row's: -infinity) and over paged caches.
   add("sdpa.stats_padding", "bf16", "sdpa stats padding",
       sdpa_band_graph("sdpa_stats_pad", padded(band(false, std::nullopt)), 24, 40, 2, 2, {}, true));

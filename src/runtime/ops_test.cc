@@ -47,15 +47,24 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
                                 g.nodes[static_cast<size_t>(writer)].sdpa.padding &&
                                 g.nodes[static_cast<size_t>(writer)].outputs.size() > 1 &&
                                 g.nodes[static_cast<size_t>(writer)].outputs[1] == g.outputs[i];
-      int padded_rows = 0;
+      // A ragged o: what no entry's row covers (gaps, the tail) is NaN, as an unwritten poisoned output reads.
+      const bool ragged_o = writer >= 0 && g.nodes[static_cast<size_t>(writer)].sdpa.ragged &&
+                            g.nodes[static_cast<size_t>(writer)].outputs[0] == g.outputs[i];
+      int padded_rows = 0, unwritten = 0;
       for (double v : ref->values[i].values()) {
         padded_rows += padded_stats && v == -INFINITY;
-        ASSERT_TRUE(std::isfinite(v) || (padded_stats && v == -INFINITY)) << "output " << i;
+        unwritten += ragged_o && std::isnan(v);
+        ASSERT_TRUE(std::isfinite(v) || (padded_stats && v == -INFINITY) || (ragged_o && std::isnan(v)))
+            << "output " << i;
       }
       for (double m : ref->magnitudes[i].values())
         ASSERT_TRUE(std::isfinite(m) || (padded_stats && m == INFINITY)) << "magnitude " << i;
       if (padded_stats) {
         EXPECT_GT(padded_rows, 0) << "output " << i << ": no padded query row was drawn";
+      }
+      if (ragged_o) {
+        EXPECT_GT(unwritten, 0) << "output " << i << ": the ragged entries left no gap";
+        EXPECT_LT(unwritten, static_cast<int>(ref->values[i].values().size())) << "output " << i << ": no row written";
       }
     }
     // The check machinery accepts the reference against itself for every case (tolerances are defined).
@@ -66,7 +75,7 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
     EXPECT_EQ(self->verdict, Disposition::kPassed) << self->summary();
   }
   EXPECT_EQ(rejected, 4);
-  EXPECT_EQ(cases.size(), 192u);
+  EXPECT_EQ(cases.size(), 195u);
 }
 
 // sdpa_fp8's amax_o is judged with P's fp8 rounding in its band (numerics.cc): an amax 5% off the exact one (what
@@ -119,6 +128,9 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
                            "sdpa stats",
                            "sdpa stats causal bottom-right",
                            "sdpa stats bias window gqa",
+                           "sdpa ragged",
+                           "sdpa ragged causal gqa",
+                           "sdpa ragged bottom-right window",
                            "sdpa stats padding",
                            "sdpa stats padding causal gqa",
                            "sdpa stats paged",
@@ -142,7 +154,7 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
   }
   EXPECT_EQ(pointwise, 16 * 2);                        // every mode in fp32 and fp16
   EXPECT_EQ(reductions, 4 * 2);                        // every mode over the last axis and over all axes
-  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 6u);  // ... + fp8 attention + padded statistics and backward
+  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 9u);  // ... + fp8 attention + padded statistics, backward, ragged
   // Every pointwise mode appears standalone and fused behind a matmul in both core dtypes.
   for (const char* mode : {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add", "relu", "gelu_erf",
                            "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "identity"})

@@ -166,7 +166,7 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
 TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
                              std::string out, std::optional<TensorRef> bias, std::optional<TensorRef> seq_len_q,
                              std::optional<TensorRef> seq_len_kv, std::optional<TensorRef> page_table_k,
-                             std::optional<TensorRef> page_table_v) {
+                             std::optional<TensorRef> page_table_v, std::optional<SdpaRaggedOffsets> ragged) {
   Node n = make_node(name, OpKind::kSdpa);
   n.sdpa = attrs;
   std::vector<TensorRef> inputs = {q, k, v};
@@ -176,6 +176,10 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
     if (*x) inputs.push_back(**x), n.sdpa.padding = true;
   for (const auto* x : {&page_table_k, &page_table_v})
     if (*x) inputs.push_back(**x), n.sdpa.paged = true;
+  if (ragged) {
+    inputs.insert(inputs.end(), {ragged->q, ragged->k, ragged->v, ragged->o});
+    n.sdpa.ragged = true;
+  }
   return add_node(std::move(n), inputs, std::move(out));
 }
 

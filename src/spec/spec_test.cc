@@ -736,6 +736,86 @@ TEST(SpecErrors, SdpaPaddingMask) {
 
 // Paged K/V caches: "paged_kv": true with "padding_mask": true, the caches [blocks, Hk, block_size, D] and the page
 // tables int32 [B, 1, pages, 1] last; Skv = pages * block_size.
+// Ragged (THD) attention: four offsets after the lengths; each refused by name when wrong; the tensors packed
+// token-major (o too, which an undeclared o gets); what is not run yet is NotSupported.
+TEST(SpecErrors, SdpaRagged) {
+  const auto thd = [](int64_t heads, int64_t rows) {
+    Json j = t({2, heads, rows, 64});
+    j["strides"] = {rows * heads * 64, 64, heads * 64, 1};
+    return j;
+  };
+  Json base = one_node({{"q", thd(4, 16)},
+                        {"k", thd(2, 32)},
+                        {"v", thd(2, 32)},
+                        {"lq", t({2, 1, 1, 1}, "int32")},
+                        {"lkv", t({2, 1, 1, 1}, "int32")},
+                        {"oq", t({3, 1, 1, 1}, "int32")},
+                        {"okv", t({3, 1, 1, 1}, "int32")},
+                        {"oo", t({3, 1, 1, 1}, "int32")}},
+                       "sdpa", {"q", "k", "v", "lq", "lkv", "oq", "okv", "okv", "oo"},
+                       {{"padding_mask", true}, {"ragged", true}});
+  base["io_dtype"] = "bf16";
+  StatusOr<Graph> g = parse(base);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  const Node& n = g->nodes[0];
+  EXPECT_EQ(sdpa_inputs(n).ragged_q, 5);
+  EXPECT_EQ(sdpa_inputs(n).ragged_o, 8);
+  const TensorDesc& o = g->tensors[static_cast<size_t>(n.outputs[0])];
+  EXPECT_EQ(o.strides, (std::vector<int64_t>{16 * 4 * 64, 64, 4 * 64, 1})) << "an undeclared ragged o is token-major";
+  auto sig = compute_signature(*g);
+  ASSERT_TRUE(sig.is_ok()) << sig.status().to_string();
+  EXPECT_NE(sig->canonical.find("ragged=1"), std::string::npos) << sig->canonical;
+  struct Bad {
+    std::function<void(Json&)> edit;
+    const char* message;
+    StatusCode code;
+  };
+  const std::vector<Bad> bad = {
+      {[](Json& j) { j["nodes"][0].erase("padding_mask"); }, "9 inputs, expected", StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["nodes"][0].erase("padding_mask");
+         j["nodes"][0]["inputs"] = {"q", "k", "v", "oq", "okv", "okv", "oo"};
+         j["tensors"].erase("lq");
+         j["tensors"].erase("lkv");
+       },
+       "attribute 'ragged': ragged tensors need \"padding_mask\": true", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["tensors"]["oq"]["dtype"] = "fp16"; },
+       "input 'oq': dtype fp16 is not supported for a ragged offset", StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["oo"]["dims"] = {2, 1, 1, 1};
+       },
+       "input 'oo': dims [2,1,1,1] must be [B + 1, 1, 1, 1] = [3, 1, 1, 1]", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["nodes"][0]["inputs"][6] = "oq"; },
+       "input 'oq': it serves as q's and k's ragged offset, but one counts queries", StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["nodes"][0]["inputs"][8] = "okv";
+         j["tensors"].erase("oo");
+       },
+       "input 'okv': it serves as k's and o's ragged offset, but one counts queries", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["tensors"]["q"].erase("strides"); },
+       "input 'q': strides [4096,1024,64,1] on dims [2,4,16,64]: a ragged tensor is packed token-major",
+       StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["y"] = {{"strides", {4096, 1024, 64, 1}}};
+       },
+       "output 'y': strides [4096,1024,64,1] on dims [2,4,16,64]: a ragged tensor is packed token-major",
+       StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["nodes"][0]["outputs"] = {"y", "lse"};
+         j["tensors"]["lse"] = {{"dtype", "float32"}};
+         j["outputs"] = {"y", "lse"};
+       },
+       "softmax statistics over ragged tensors are not supported yet", StatusCode::kNotSupported},
+  };
+  for (const Bad& b : bad) {
+    Json j = base;
+    b.edit(j);
+    Status st = parse(j).status();
+    EXPECT_EQ(st.code(), b.code) << st.to_string();
+    EXPECT_ERROR_HAS(st, "node 'n1' (sdpa)", b.message);
+  }
+}
+
 TEST(SpecErrors, SdpaPagedCaches) {
   auto paged = [](Json attrs, std::vector<int64_t> table_k = {2, 1, 4, 1}, std::vector<int64_t> table_v = {2, 1, 4, 1},
                   const char* table_dtype = "int32") {

@@ -182,6 +182,18 @@ Status generate_inputs_on_device(const Graph& graph, uint64_t seed, const std::m
     generate_kernel<<<grid_for(geom.count), kThreads, 0, stream>>>(p, geom, it->second);
     KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
+  // Ragged attention's offsets follow from the lengths (reference_common.h ragged_offsets), computed on the host
+  // from the same draws and written over the offsets' own; the stream waits for the copy (the host data is local).
+  KILN_ASSIGN_OR_RETURN(auto offsets, ragged_offsets(graph, seed));
+  for (const auto& [t, values] : offsets) {
+    auto it = buffers.find(t);
+    if (it == buffers.end() || it->second == nullptr) continue;
+    HostTensor h = HostTensor::zeros(DataType::kInt32, tensor_dims(graph, t), tensor_strides(graph, t));
+    h.set_values(values);
+    const std::vector<uint8_t> bytes = h.encode();
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(it->second, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream));
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  }
   return Status::ok();
 }
 

@@ -64,6 +64,7 @@ struct SdpaGeom {
   SdpaBand band;      // the keys each query attends to (sdpa_math.h)
   SdpaBias bias;      // an additive bias on the scores, if the node has one (sdpa_math.h)
   SdpaPaging paging;  // paged K/V caches (sdpa_math.h)
+  int ragged = 0;     // ragged (THD) q, k, v, o through their offsets (sdpa_math.h sdpa_ragged_row)
 };
 
 struct PointwiseGeom {

@@ -36,6 +36,7 @@ std::vector<const char*> input_roles(const Node& n) {
       if (x.bias >= 0) r.push_back("bias");
       if (x.seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
       if (x.page_table_k >= 0) r.insert(r.end(), {"page_table_k", "page_table_v"});
+      if (x.ragged_q >= 0) r.insert(r.end(), {"ragged_q", "ragged_k", "ragged_v", "ragged_o"});
       return r;
     }
     case OpKind::kSdpaBackward: {
@@ -128,6 +129,7 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
       a["diagonal_alignment"] = plan.sdpa.band.bottom_right ? "bottom_right" : "top_left";
       a["padding_mask"] = plan.sdpa.band.padding != 0;
       a["paged_kv"] = plan.sdpa.paging.paged != 0;  // k and v are caches read through the page tables
+      a["ragged"] = plan.sdpa.ragged != 0;          // q, k, v, o packed token-major from their offsets
       a["keys"] = plan.sdpa.skv;                    // Skv: with paged caches, pages * block size
       a["attn_scale_given"] = n.sdpa.attn_scale.has_value();
       break;

@@ -213,7 +213,7 @@ TEST(NormalizedGraph, SdpaScaleResolved) {
   EXPECT_EQ(doc["nodes"][0]["attributes"],
             Json::parse(R"({"causal": true, "attn_scale": 0.25, "attn_scale_given": true, "left_bound": null,
                             "right_bound": 0, "diagonal_shift": 0, "diagonal_alignment": "top_left",
-                            "padding_mask": false, "paged_kv": false, "keys": 32})"));
+                            "padding_mask": false, "paged_kv": false, "ragged": false, "keys": 32})"));
   EXPECT_EQ(doc["nodes"][0]["outputs"][0]["role"], "o");
   doc = normalized_text(R"({"io_dtype": "bf16", "tensors": {"q": {"dims": [1, 4, 8, 64]}, "k": {"dims": [1, 2, 8, 64]},
     "v": {"dims": [1, 2, 8, 64]}}, "nodes": [{"name": "a", "op": "sdpa", "inputs": ["q", "k", "v"], "outputs": ["o"]}],

@@ -163,6 +163,10 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kDiv) range[t] = {0.5, 1.5};
     }
     if (n.op == OpKind::kSdpa || n.op == OpKind::kSdpaBackward) sdpa_length_ranges(g, n, &range);
+    // Ragged offsets follow from the lengths (ragged_offsets): drawn as 0, then written over.
+    if (n.op == OpKind::kSdpa && n.sdpa.ragged)
+      for (int i : {sdpa_inputs(n).ragged_q, sdpa_inputs(n).ragged_k, sdpa_inputs(n).ragged_v, sdpa_inputs(n).ragged_o})
+        if (i >= 0) range[static_cast<size_t>(n.inputs[static_cast<size_t>(i)])] = {0.0, 0.0};
     // FP8 attention's scales as delayed scaling sets them: the descales near 1; P (at most 1) scaled into e4m3's
     // range [128, 256) and read back at [2^-8, 2^-7) (so P's code rounds, and their product need not be 1); o
     // scaled by [1, 2), which keeps it far below e4m3's largest value (448).
@@ -211,6 +215,50 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     draws.push_back(d);
   }
   return draws;
+}
+
+StatusOr<std::map<int, std::vector<double>>> ragged_offsets(const Graph& g, uint64_t seed) {
+  std::map<int, std::vector<double>> out;
+  bool any = false;
+  for (const Node& n : g.nodes) any = any || (n.op == OpKind::kSdpa && n.sdpa.ragged);
+  if (!any) return out;
+  KILN_ASSIGN_OR_RETURN(std::vector<InputDraw> draws, input_draws(g));
+  // A length tensor's values as drawn (the very ones make_random_inputs and generate_inputs_on_device produce).
+  const auto lengths = [&](int t) {
+    for (const InputDraw& d : draws)
+      if (d.tensor == t) {
+        HostTensor h = HostTensor::zeros(d.dtype, tensor_dims(g, t), tensor_strides(g, t));
+        fill_input(h, seed, static_cast<uint32_t>(t), d.lo, d.hi);
+        return h.values();
+      }
+    return std::vector<double>{};
+  };
+  for (const Node& n : g.nodes) {
+    const SdpaInputs r = sdpa_inputs(n);
+    if (n.op != OpKind::kSdpa || !n.sdpa.ragged || r.ragged_o < 0 || r.seq_len_q < 0) continue;
+    const auto dims = [&](size_t input) { return tensor_dims(g, n.inputs[input]); };
+    const auto q = dims(0), k = dims(1), v = dims(2);
+    const std::vector<double> lq = lengths(n.inputs[static_cast<size_t>(r.seq_len_q)]),
+                              lkv = lengths(n.inputs[static_cast<size_t>(r.seq_len_kv)]);
+    struct Role {
+      int input;
+      const std::vector<double>* len;
+      int64_t rows, width;
+    };
+    for (const Role& role : {Role{r.ragged_q, &lq, q[2], q[1] * q[3]}, Role{r.ragged_k, &lkv, k[2], k[1] * k[3]},
+                             Role{r.ragged_v, &lkv, k[2], v[1] * v[3]}, Role{r.ragged_o, &lq, q[2], q[1] * v[3]}}) {
+      std::vector<double> off(static_cast<size_t>(q[0] + 1), 0.0);
+      for (int64_t b = 0; b < q[0] && static_cast<size_t>(b) < role.len->size(); ++b) {
+        const int64_t len =
+            std::clamp<int64_t>(static_cast<int64_t>((*role.len)[static_cast<size_t>(b)]), 0, role.rows);
+        off[static_cast<size_t>(b + 1)] =
+            off[static_cast<size_t>(b)] + static_cast<double>((len + (role.rows - len) / 2) * role.width);
+      }
+      out[n.inputs[static_cast<size_t>(role.input)]] =
+          std::move(off);  // a shared tensor: validate made its roles agree
+    }
+  }
+  return out;
 }
 
 void fill_input(HostTensor& h, uint64_t seed, uint32_t tensor, double lo, double hi) {
@@ -298,6 +346,9 @@ StatusOr<std::map<int, HostTensor>> make_random_inputs_unchecked(const Graph& g,
     }
     out.emplace(d.tensor, std::move(h));
   }
+  KILN_ASSIGN_OR_RETURN(auto offsets, ragged_offsets(g, seed));
+  for (auto& [t, values] : offsets)
+    if (auto it = out.find(t); it != out.end()) it->second.set_values(values);
   return out;
 }
 }  // namespace

@@ -52,6 +52,13 @@ bool input_range_is_exact(double lo, double hi);
 // holds it, else hi; not yet rounded to the dtype.
 double input_nonzero_fallback(double lo, double hi);
 
+// Ragged attention's offsets (kiln/graph/graph.h SdpaAttrs::ragged), which follow from the lengths drawn with
+// `seed`: per offset tensor its B + 1 values. Entry b's rows start where entry b - 1's end, after a gap of half of
+// entry b - 1's padding ((S - length) / 2 tokens), so the entries are packed with holes and stay within the dense
+// buffer (the lengths and gaps make at most B * S tokens); the last value is where the last entry's gap ends.
+// make_random_inputs and generate_inputs_on_device write them over the offsets' own draws.
+StatusOr<std::map<int, std::vector<double>>> ragged_offsets(const Graph& g, uint64_t seed);
+
 // Fills `h` (every logical element, through its strides) with the draws of tensor `tensor` in [lo, hi)
 // for `seed`, rounded to h.dtype (input_gen.h; element 0 takes input_nonzero_fallback when it rounds to 0).
 void fill_input(HostTensor& h, uint64_t seed, uint32_t tensor, double lo, double hi);

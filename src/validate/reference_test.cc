@@ -483,6 +483,102 @@ TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
   }
 }
 
+// Ragged (THD) attention against the padded dense one: each entry's valid rows scattered by hand to the tokens its
+// offsets name (gaps and the tail hold junk the reference must not read), then o read back from its own offsets.
+// Rows no entry covers are NaN (what an unwritten, poisoned output holds).
+TEST(HostReference, SdpaRaggedIsThePaddedDenseAttention) {
+  const int64_t b = 2, h = 2, hk = 1, sq = 5, skv = 6, d = 8;
+  const std::vector<double> lq = {3, 5}, lkv = {4, 6};
+  // Element offsets: q's tokens (h * d = 16 elements) at 1 and 5, k's and v's (hk * d = 8) at 0 and 5, o's at 0
+  // and 3 (packed).
+  const std::vector<double> off_q = {16, 80, 160}, off_kv = {0, 40, 88}, off_o = {0, 48, 128};
+  for (bool causal : {false, true}) {
+    SdpaAttrs a;
+    a.causal = causal;
+    a.padding = true;
+    Graph dense = make_graph("dense", DataType::kBFloat16);
+    const int q = add_tensor(dense, "q", {b, h, sq, d}), k = add_tensor(dense, "k", {b, hk, skv, d}),
+              v = add_tensor(dense, "v", {b, hk, skv, d}),
+              lq_t = add_tensor(dense, "lq", {b, 1, 1, 1}, DataType::kInt32),
+              lkv_t = add_tensor(dense, "lkv", {b, 1, 1, 1}, DataType::kInt32),
+              o = add_tensor(dense, "o", {b, h, sq, d});
+    add_node(dense, "attn", OpKind::kSdpa, {q, k, v, lq_t, lkv_t}, o).sdpa = a;
+    dense.outputs = {o};
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    auto draw = [&](int64_t n) {
+      std::vector<double> x(static_cast<size_t>(n));
+      for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
+      return x;
+    };
+    const std::vector<double> qd = draw(b * h * sq * d), kd = draw(b * hk * skv * d), vd = draw(b * hk * skv * d);
+    std::map<int, HostTensor> din{{q, vals(dense, q, qd)},
+                                  {k, vals(dense, k, kd)},
+                                  {v, vals(dense, v, vd)},
+                                  {lq_t, vals(dense, lq_t, lq)},
+                                  {lkv_t, vals(dense, lkv_t, lkv)}};
+    auto want = run_host_reference(dense, din);
+    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+
+    // The ragged graph: token-major tensors, its buffers' logical (dense-view) values built token by token.
+    Graph rg = make_graph("ragged", DataType::kBFloat16);
+    const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
+      return add_tensor(rg, n, {b, heads, rows, d}, std::nullopt, {rows * heads * d, d, heads * d, 1});
+    };
+    const int rq = thd("q", h, sq), rk = thd("k", hk, skv), rv = thd("v", hk, skv), ro = thd("o", h, sq);
+    std::vector<int> ins = {rq, rk, rv, add_tensor(rg, "lq", {b, 1, 1, 1}, DataType::kInt32),
+                            add_tensor(rg, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
+    for (const char* n : {"off_q", "off_k", "off_v", "off_o"})
+      ins.push_back(add_tensor(rg, n, {b + 1, 1, 1, 1}, DataType::kInt32));
+    SdpaAttrs ra = a;
+    ra.ragged = true;
+    add_node(rg, "attn", OpKind::kSdpa, ins, ro).sdpa = ra;
+    rg.outputs = {ro};
+    // Dense-view index of (token t, head, element e) in a [b, heads, rows, d] token-major buffer.
+    const auto at = [&](int64_t heads, int64_t rows, int64_t t, int64_t head, int64_t e) {
+      return static_cast<size_t>((((t / rows) * heads + head) * rows + t % rows) * d + e);
+    };
+    const auto scatter = [&](const std::vector<double>& x, int64_t heads, int64_t rows, const std::vector<double>& off,
+                             const std::vector<double>& len) {
+      std::vector<double> buf = draw(b * heads * rows * d);  // junk everywhere an entry's row does not land
+      for (int64_t e = 0; e < b; ++e)
+        for (int64_t s = 0; s < static_cast<int64_t>(len[static_cast<size_t>(e)]); ++s)
+          for (int64_t hh = 0; hh < heads; ++hh)
+            for (int64_t c = 0; c < d; ++c)
+              buf[at(heads, rows, static_cast<int64_t>(off[static_cast<size_t>(e)]) / (heads * d) + s, hh, c)] =
+                  x[static_cast<size_t>(((e * heads + hh) * rows + s) * d + c)];
+      return buf;
+    };
+    std::map<int, HostTensor> rin{{rq, vals(rg, rq, scatter(qd, h, sq, off_q, lq))},
+                                  {rk, vals(rg, rk, scatter(kd, hk, skv, off_kv, lkv))},
+                                  {rv, vals(rg, rv, scatter(vd, hk, skv, off_kv, lkv))},
+                                  {ins[3], vals(rg, ins[3], lq)},
+                                  {ins[4], vals(rg, ins[4], lkv)},
+                                  {ins[5], vals(rg, ins[5], off_q)},
+                                  {ins[6], vals(rg, ins[6], off_kv)},
+                                  {ins[7], vals(rg, ins[7], off_kv)},
+                                  {ins[8], vals(rg, ins[8], off_o)}};
+    auto got = run_host_reference(rg, rin);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    const std::vector<double> wo = (*want)[0].values(), go = (*got)[0].values();
+    std::vector<bool> written(go.size(), false);
+    for (int64_t e = 0; e < b; ++e)
+      for (int64_t s = 0; s < static_cast<int64_t>(lq[static_cast<size_t>(e)]); ++s)
+        for (int64_t hh = 0; hh < h; ++hh)
+          for (int64_t c = 0; c < d; ++c) {
+            const size_t g = at(h, sq, static_cast<int64_t>(off_o[static_cast<size_t>(e)]) / (h * d) + s, hh, c);
+            written[g] = true;
+            EXPECT_EQ(go[g], wo[static_cast<size_t>(((e * h + hh) * sq + s) * d + c)])
+                << "entry " << e << " row " << s << " head " << hh << (causal ? " causal" : "");
+          }
+    for (size_t i = 0; i < go.size(); ++i) {
+      if (!written[i]) {
+        EXPECT_TRUE(std::isnan(go[i])) << "element " << i << " is no entry's, yet written";
+      }
+    }
+  }
+}
+
 // FP8 attention against attention written out here from its definition (scores descale_q descale_k attn_scale
 // q.k, causal; o = softmax . v descale_v descale_s scale_s, written times scale_o; amax_o = max |o| before it; the
 // statistics each row's log-sum-exp), on fp8-exact values and scales that are not 1 or each other's inverse.

@@ -179,6 +179,11 @@ struct SdpaAttrs {
   // block of each entry's page of keys, values); an entry's key j is row j % block_size of block
   // table[j / block_size]: Skv = pages * block_size.
   bool paged = false;
+  // Ragged (THD) q, k, v and o (sdpa, needs `padding`; not with paged caches yet): each is packed token-major,
+  // [B, H, S, W] with strides [S*H*W, W, H*W, 1], and entry b's rows start at element offset[b] of its buffer
+  // instead of b * S*H*W; the node's last four inputs are those offsets, int32 [B + 1, 1, 1, 1], for q, k, v
+  // and o (multiples of H*W: whole tokens). Only each entry's first seq_len rows are read or written.
+  bool ragged = false;
 
   // The right bound that applies: 0 when causal.
   std::optional<int64_t> effective_right_bound() const { return causal ? std::optional<int64_t>(0) : right_bound; }
@@ -194,7 +199,8 @@ struct SdpaAttrs {
 //   reduction:  in {x}           out {y}
 //   layer_norm: in {x, scale, bias} out {y}    (inference; normalized over all axes but the first)
 //   rms_norm:   in {x, scale}    out {y}
-//   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)} out {o (, stats)}
+//   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)
+//                   (, ragged_q, ragged_k, ragged_v, ragged_o)} out {o (, stats)}
 //               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths and the page tables optional: sdpa_inputs;
 //               stats, when asked for, each query row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1])
 //   sdpa_backward: in {q, k, v, o, do, stats (, bias)} out {dq, dk, dv}
@@ -225,6 +231,7 @@ struct Node {
 // bias is its seventh input.
 struct SdpaInputs {
   int bias = -1, seq_len_q = -1, seq_len_kv = -1, page_table_k = -1, page_table_v = -1;
+  int ragged_q = -1, ragged_k = -1, ragged_v = -1, ragged_o = -1;  // SdpaAttrs::ragged's offsets
 };
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
@@ -239,16 +246,23 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
     }
     return r;
   }
-  const int tables = n.sdpa.paged ? 2 : 0;
-  const int tail = (n.sdpa.padding ? 2 : 0) + tables;
+  const int tables = n.sdpa.paged ? 2 : 0, offsets = n.sdpa.ragged ? 4 : 0;
+  const int tail = (n.sdpa.padding ? 2 : 0) + tables + offsets;
   if (count - tail >= 4) r.bias = 3;
-  if (n.sdpa.padding && count >= 3 + tail) {
+  if (count < 3 + tail) return r;  // too few inputs: validation names what is missing
+  if (n.sdpa.padding) {
     r.seq_len_q = count - tail;
     r.seq_len_kv = count - tail + 1;
   }
-  if (n.sdpa.paged && count >= 3 + tail) {
-    r.page_table_k = count - 2;
-    r.page_table_v = count - 1;
+  if (n.sdpa.paged) {
+    r.page_table_k = count - offsets - 2;
+    r.page_table_v = count - offsets - 1;
+  }
+  if (n.sdpa.ragged) {
+    r.ragged_q = count - 4;
+    r.ragged_k = count - 3;
+    r.ragged_v = count - 2;
+    r.ragged_o = count - 1;
   }
   return r;
 }

@@ -108,11 +108,17 @@ class GraphBuilder {
   // an optional additive bias on the scores ([B or 1, H or 1, Sq, Skv], q's dtype), and a padding mask's lengths
   // (int32 [B, 1, 1, 1] each; giving both sets attrs.padding), and page tables (int32 [B, 1, pages, 1] each; giving
   // both sets attrs.paged, and k and v are then caches [blocks, Hk, block_size, D]).
+  // With `ragged`, q, k, v and o are ragged (THD): the offsets of each one's entries, int32 [B + 1, 1, 1, 1]
+  // (kiln/graph/graph.h SdpaAttrs::ragged; sets attrs.ragged; needs the lengths).
+  struct SdpaRaggedOffsets {
+    TensorRef q, k, v, o;
+  };
   TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
                  std::string out = "", std::optional<TensorRef> bias = std::nullopt,
                  std::optional<TensorRef> seq_len_q = std::nullopt, std::optional<TensorRef> seq_len_kv = std::nullopt,
                  std::optional<TensorRef> page_table_k = std::nullopt,
-                 std::optional<TensorRef> page_table_v = std::nullopt);
+                 std::optional<TensorRef> page_table_v = std::nullopt,
+                 std::optional<SdpaRaggedOffsets> ragged = std::nullopt);
   // The backward pass of an sdpa with attributes `attrs` (no paged caches): dq, dk, dv (named name + "_dq", "_dk",
   // "_dv"; shaped and typed as q, k, v) from q, k, v, the forward's o and statistics, and do, the gradient of o; with
   // the forward's bias where it had one, and its padding mask's lengths where it had one (giving both sets

@@ -19,9 +19,9 @@ void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
     *hi = *lo + 1;
     return;
   }
-  // q, k, v, an optional additive bias, with a padding mask the two lengths, with paged caches the two page tables
-  // (kiln/graph/graph.h sdpa_inputs)
-  const size_t tail = (n.sdpa.padding ? 2 : 0) + (n.sdpa.paged ? 2 : 0);
+  // q, k, v, an optional additive bias, with a padding mask the two lengths, with paged caches the two page tables,
+  // ragged the four offsets (kiln/graph/graph.h sdpa_inputs)
+  const size_t tail = (n.sdpa.padding ? 2 : 0) + (n.sdpa.paged ? 2 : 0) + (n.sdpa.ragged ? 4 : 0);
   *lo = 3 + tail;
   *hi = 4 + tail;
 }
@@ -101,6 +101,63 @@ Status check_lengths(NodeCtx& c, const Dims& q) {
       return c.error(c.in_label(at) + ": dims " + dims_text(d) + " must be [B, 1, 1, 1] = [" +
                      std::to_string(q[0].value) + ", 1, 1, 1] (one length per batch entry)");
   }
+  return Status::ok();
+}
+
+// Ragged (THD) q, k, v and o (kiln/graph/graph.h SdpaAttrs::ragged): a padding mask, and four offsets int32
+// [B + 1, 1, 1, 1], graph inputs. One tensor in two offset roles must describe the same rows: the same lengths
+// (q and o count queries, k and v keys) and the same token width (H*D, Hk*D, Hk*Dv, H*Dv). A ragged o is a graph
+// output no node reads (its padded rows and the gaps between entries hold whatever the buffer held).
+Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
+  if (!c.node.sdpa.ragged) return Status::ok();
+  if (!c.node.sdpa.padding)
+    return c.error("attribute 'ragged': ragged tensors need \"padding_mask\": true (each entry's lengths say how "
+                   "many of its rows there are)");
+  const SdpaInputs r = sdpa_inputs(c.node);
+  const int at[4] = {r.ragged_q, r.ragged_k, r.ragged_v, r.ragged_o};
+  const char* role[4] = {"q's", "k's", "v's", "o's"};
+  const int64_t width[4] = {q[1].value * q[3].value, k[1].value * k[3].value, v[1].value * v[3].value,
+                            q[1].value * v[3].value};
+  for (int i = 0; i < 4; ++i) {
+    const size_t a = static_cast<size_t>(at[i]);
+    KILN_RETURN_IF_ERROR(check_given(c, a, "a ragged offset"));
+    KILN_RETURN_IF_ERROR(check_rank(c, a, 4, 4));
+    if (c.in_dtype(a) != DataType::kInt32)
+      return c.error(c.in_label(a) + ": dtype " + std::string(dtype_name(c.in_dtype(a))) +
+                     " is not supported for a ragged offset (int32 only)");
+    const Dims& d = c.in(a).dims;
+    if (d[0].value != q[0].value + 1 || d[1].value != 1 || d[2].value != 1 || d[3].value != 1)
+      return c.error(c.in_label(a) + ": dims " + dims_text(d) + " must be [B + 1, 1, 1, 1] = [" +
+                     std::to_string(q[0].value + 1) + ", 1, 1, 1] (where each entry's rows start, and the end)");
+    const bool counts_queries = i == 0 || i == 3;
+    for (int j = 0; j < i; ++j) {
+      if (c.node.inputs[static_cast<size_t>(at[j])] != c.node.inputs[a]) continue;  // another tensor
+      if ((j == 0) != counts_queries)  // j is q (queries) or k, v (keys)
+        return c.error(c.in_label(a) + ": it serves as " + role[j] + " and " + role[i] +
+                       " ragged offset, but one counts queries and the other keys: give each its own tensor");
+      if (width[j] != width[i])
+        return c.error(c.in_label(a) + ": it serves as " + role[j] + " and " + role[i] +
+                       " ragged offset, whose tokens differ (" + std::to_string(width[j]) + " and " +
+                       std::to_string(width[i]) + " elements): give each its own tensor");
+    }
+  }
+  const int o = c.node.outputs[0];
+  if (!c.roles.is_graph_output(o) || c.roles.consumer_count(o) > 0)
+    return c.error(c.out_label() + ": a ragged o must be a graph output that no node reads (its padded rows are not "
+                                   "written)");
+  return Status::ok();
+}
+// What Kiln does not run yet over ragged tensors (after every check the author must act on).
+Status ragged_support(NodeCtx& c) {
+  if (!c.node.sdpa.ragged) return Status::ok();
+  if (c.node.sdpa.paged)
+    return not_supported(c.where + ": attribute 'ragged': ragged tensors over paged caches are not supported yet");
+  if (sdpa_inputs(c.node).bias >= 0)
+    return not_supported(c.where + ": attribute 'ragged': ragged tensors with an attention bias are not supported "
+                                   "yet");
+  if (c.node.outputs.size() > 1)
+    return not_supported(c.where + ": attribute 'ragged': softmax statistics over ragged tensors are not supported "
+                                   "yet");
   return Status::ok();
 }
 
@@ -261,9 +318,11 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
+  KILN_RETURN_IF_ERROR(check_ragged(c, q, k, v));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   if (c.node.outputs.size() > 1) KILN_RETURN_IF_ERROR(stats_output(c, q, out));
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(ragged_support(c));
   return Status::ok();
 }
 
@@ -313,6 +372,8 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
                          std::to_string(sm / 10) + "." + std::to_string(sm % 10) + ")");
   if (q[2].value == 1 && k[2].value == 1)
     return not_supported(c.where + ": cuDNN's backward pass takes no single query over a single key (Sq = Skv = 1)");
+  if (c.node.sdpa.ragged)
+    return not_supported(c.where + ": attribute 'ragged': the backward pass over ragged tensors is not supported yet");
   out->push_back(q);
   out->push_back(k);
   out->push_back(v);
@@ -347,9 +408,12 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
   for (size_t i = kFp8DescaleQ; i <= kFp8ScaleO; ++i) KILN_RETURN_IF_ERROR(check_fp8_scale(c, i));
   KILN_RETURN_IF_ERROR(check_compute_fp32(c));
   KILN_RETURN_IF_ERROR(check_attn_scale(c));
-  if (c.node.sdpa.padding || c.node.sdpa.paged)
-    return c.error(std::string("attribute '") + (c.node.sdpa.paged ? "paged_kv" : "padding_mask") +
-                   "': sdpa_fp8 takes q, k, v and the six scales only (no lengths or page tables yet)");
+  if (c.node.sdpa.padding || c.node.sdpa.paged || c.node.sdpa.ragged)
+    return c.error(std::string("attribute '") +
+                   (c.node.sdpa.paged    ? "paged_kv"
+                    : c.node.sdpa.ragged ? "ragged"
+                                         : "padding_mask") +
+                   "': sdpa_fp8 takes q, k, v and the six scales only (no lengths, page tables or offsets yet)");
   const DataType ot = c.out_dtype(kFp8O);
   if (ot != DataType::kFp8E4M3 && ot != DataType::kFp8E5M2)
     return c.error(c.out_label(kFp8O) + ": dtype " + std::string(dtype_name(ot)) +
@@ -406,6 +470,7 @@ std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
   if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) s += " alignment=bottom_right";
   if (n.sdpa.padding) s += " padding=1";
   if (n.sdpa.paged) s += " paged=1";
+  if (n.sdpa.ragged) s += " ragged=1";
   return s;  // sdpa_fp8's scales are data (tensors): its op name and dtypes sign it
 }
 

@@ -86,8 +86,14 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
         .set_paged_attention_v_table(in(static_cast<size_t>(x.page_table_v)))
         .set_paged_attention_max_seq_len_kv(static_cast<int>(sdpa_keys_extent(c.g, n)));
   }
+  if (x.ragged_q >= 0) {  // ragged (THD) q, k, v: each entry's rows from its offset on (validate checked them)
+    in(0)->set_ragged_offset(in(static_cast<size_t>(x.ragged_q)));
+    in(1)->set_ragged_offset(in(static_cast<size_t>(x.ragged_k)));
+    in(2)->set_ragged_offset(in(static_cast<size_t>(x.ragged_v)));
+  }
   auto outs = c.fg.sdpa(in(0), in(1), in(2), attrs);
   finish_output(c, n.outputs[0], outs[0]);
+  if (x.ragged_o >= 0) outs[0]->set_ragged_offset(in(static_cast<size_t>(x.ragged_o)));
   if (stats) finish_output(c, n.outputs[1], outs[1]);
   return Status::ok();
 }

@@ -1,5 +1,6 @@
 // The scaled dot-product attention family's attributes in a spec: causal, attn_scale, and the diagonal band
-// (left_bound, right_bound, diagonal_alignment; kiln/graph/graph.h SdpaAttrs says what they mean).
+// (left_bound, right_bound, diagonal_alignment), padding_mask, paged_kv and ragged (kiln/graph/graph.h SdpaAttrs says
+// what they mean).
 #include "spec/ops/spec_ops.h"
 
 namespace kiln::spec_internal {
@@ -26,9 +27,11 @@ Status parse_sdpa(const ReadJson& j, const std::string& where, Node* n) {
     if (!j["padding_mask"].is_boolean()) return type_error(attr("padding_mask"), "true or false", j["padding_mask"]);
     n->sdpa.padding = j["padding_mask"].get<bool>();
   }
-  if (j.contains("paged_kv")) {
-    if (!j["paged_kv"].is_boolean()) return type_error(attr("paged_kv"), "true or false", j["paged_kv"]);
-    n->sdpa.paged = j["paged_kv"].get<bool>();
+  for (const auto& [key, flag] :
+       {std::make_pair("paged_kv", &n->sdpa.paged), std::make_pair("ragged", &n->sdpa.ragged)}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_boolean()) return type_error(attr(key), "true or false", j[key]);
+    *flag = j[key].get<bool>();
   }
   if (j.contains("diagonal_alignment")) {
     const ReadJson& a = j["diagonal_alignment"];
@@ -52,12 +55,13 @@ void write_sdpa(const Node& n, WriteJson& j) {
   if (n.sdpa.alignment == DiagonalAlignment::kBottomRight) j["diagonal_alignment"] = "bottom_right";
   if (n.sdpa.padding) j["padding_mask"] = true;
   if (n.sdpa.paged) j["paged_kv"] = true;
+  if (n.sdpa.ragged) j["ragged"] = true;
 }
 
 }  // namespace
 
 const SpecFamily kSdpaSpec = {
-    {"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment", "padding_mask", "paged_kv"},
+    {"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment", "padding_mask", "paged_kv", "ragged"},
     parse_sdpa,
     write_sdpa};
 

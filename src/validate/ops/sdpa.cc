@@ -90,6 +90,7 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
   s.band.right = a.effective_right_bound().value_or(-1);
   s.band.bottom_right = a.alignment == DiagonalAlignment::kBottomRight ? 1 : 0;
   s.band.padding = a.padding && roles.seq_len_q >= 0 ? 1 : 0;
+  s.ragged = a.ragged && roles.ragged_q >= 0 ? 1 : 0;
   // The longest sum a row makes: its keys (a band's longest row; with a padding mask at most every key), or the
   // head dim.
   int64_t keys = s.band.padding ? s.skv : 0;
@@ -115,11 +116,29 @@ struct SdpaExtras {
   const Values* seq_len_kv = nullptr;
   const Values* page_table_k = nullptr;
   const Values* page_table_v = nullptr;
+  const Values *ragged_q = nullptr, *ragged_k = nullptr, *ragged_v = nullptr, *ragged_o = nullptr;
 };
 
-// Where key (value) j's row of kv head `kv_head` starts in k (v), through the page table where the caches are paged.
-int64_t kv_row(const SdpaGeom& s, const Values* table, int64_t kv_head, int64_t j, int64_t width) {
+// Where key (value) j's row of kv head `kv_head` starts in k (v): through the page table where the caches are
+// paged, through the offsets (`ragged`, null otherwise) where the tensors are ragged.
+int64_t kv_row(const SdpaGeom& s, const Values* table, const Values* ragged, int64_t kv_head, int64_t j,
+               int64_t width) {
+  if (ragged)
+    return sdpa_ragged_row((*ragged)[static_cast<size_t>(kv_head / s.hk)], s.hk, width, s.b, s.skv, kv_head % s.hk, j) *
+           width;
   return sdpa_kv_row(s.paging, table ? table->data() : nullptr, kv_head, s.hk, s.skv, j, width);
+}
+
+// A query row (b, h, i): `row` its index in q's dense [B, H, Sq] order (the statistics' and the bias's), `q` and
+// `o` the rows it reads of q and writes of o (`row` itself unless ragged).
+struct SdpaRowAt {
+  int64_t row, q, o;
+};
+SdpaRowAt row_at(const SdpaGeom& s, const SdpaExtras& x, int64_t b, int64_t h, int64_t i) {
+  const int64_t row = (b * s.h + h) * s.sq + i;
+  if (!x.ragged_q) return SdpaRowAt{row, row, row};
+  return SdpaRowAt{row, sdpa_ragged_row((*x.ragged_q)[static_cast<size_t>(b)], s.h, s.d, s.b, s.sq, h, i),
+                   sdpa_ragged_row((*x.ragged_o)[static_cast<size_t>(b)], s.h, s.dv, s.b, s.sq, h, i)};
 }
 
 template <typename RowFn>
@@ -133,15 +152,16 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, cons
       const int64_t kv_head = b * s.hk + hk;
       const int64_t lq = x.seq_len_q ? sdpa_length((*x.seq_len_q)[b], s.sq) : s.sq;
       const int64_t lkv = x.seq_len_kv ? sdpa_length((*x.seq_len_kv)[b], s.skv) : s.skv;
-      for (int64_t i = 0; i < s.sq; ++i) {
-        const int64_t row = (b * s.h + h) * s.sq + i;
-        const double* qi = q.data() + row * s.d;
+      // Ragged, an entry's rows past its length are not its own (the next entry's, or a gap): not visited.
+      for (int64_t i = 0; i < (x.ragged_q ? lq : s.sq); ++i) {
+        const SdpaRowAt at = row_at(s, x, b, h, i);
+        const double* qi = q.data() + at.q * s.d;
         int64_t first = 0, last = 0;
         sdpa_keys(s.band, i, lq, lkv, &first, &last);
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = first; j < last; ++j) {
           double dot = 0.0;
-          const double* kj = k.data() + kv_row(s, x.page_table_k, kv_head, j, s.d);
+          const double* kj = k.data() + kv_row(s, x.page_table_k, x.ragged_k, kv_head, j, s.d);
           for (int64_t d = 0; d < s.d; ++d) dot += qi[d] * kj[d];
           score[j] = dot * s.scale + (bias ? (*bias)[sdpa_bias_row(s.bias, b, h, i, s.sq, s.skv) + j] : 0.0);
           mx = std::max(mx, score[j]);
@@ -152,7 +172,7 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, cons
           sum += score[j];
         }
         for (int64_t j = first; j < last; ++j) score[j] /= sum;
-        row_fn(row, kv_head, first, last, score.data(), sdpa_log_sum_exp(mx, sum));
+        row_fn(at, kv_head, first, last, score.data(), sdpa_log_sum_exp(mx, sum));
       }
     }
 }
@@ -162,14 +182,16 @@ int64_t bias_row_of(const SdpaGeom& s, int64_t row) {
   return sdpa_bias_row(s.bias, row / (s.h * s.sq), (row / s.sq) % s.h, row % s.sq, s.sq, s.skv);
 }
 
-// A row with no keys (a padded query) is written as zeros.
+// A row with no keys (a padded query) is written as zeros; ragged, what no entry's row covers is left NaN (what an
+// unwritten, poisoned output holds).
 Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v, const SdpaExtras& x) {
-  Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), 0.0);
+  Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), x.ragged_o ? std::nan("") : 0.0);
   for_each_sdpa_row(s, q, k, x,
-                    [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p, double) {
-                      double* oi = o.data() + row * s.dv;
+                    [&](const SdpaRowAt& at, int64_t kv_head, int64_t first, int64_t last, const double* p, double) {
+                      double* oi = o.data() + at.o * s.dv;
+                      std::fill(oi, oi + s.dv, 0.0);
                       for (int64_t j = first; j < last; ++j) {
-                        const double* vj = v.data() + kv_row(s, x.page_table_v, kv_head, j, s.dv);
+                        const double* vj = v.data() + kv_row(s, x.page_table_v, x.ragged_v, kv_head, j, s.dv);
                         for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vj[d];
                       }
                     });
@@ -179,7 +201,8 @@ Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Value
 // The softmax statistics: each row's log-sum-exp (-infinity for a row without keys).
 Values run_sdpa_stats(const SdpaGeom& s, const Values& q, const Values& k, const SdpaExtras& x) {
   Values lse(static_cast<size_t>(s.b * s.h * s.sq), 0.0);
-  for_each_sdpa_row(s, q, k, x, [&](int64_t row, int64_t, int64_t, int64_t, const double*, double l) { lse[row] = l; });
+  for_each_sdpa_row(s, q, k, x,
+                    [&](const SdpaRowAt& at, int64_t, int64_t, int64_t, const double*, double l) { lse[at.row] = l; });
   return lse;
 }
 
@@ -192,22 +215,23 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
   const double bias_factor = bias && bias->carries ? 2.0 : 1.0;
   const int64_t width = stats ? 1 : s.dv;
   for_each_sdpa_row(s, *q.value, *k.value, x,
-                    [&](int64_t row, int64_t kv_head, int64_t first, int64_t last, const double* p, double) {
-                      const double* bq = q.mag->data() + row * s.d;
-                      const double* oi = y.data() + row * width;
-                      double* mi = m.data() + row * width;
+                    [&](const SdpaRowAt& at, int64_t kv_head, int64_t first, int64_t last, const double* p, double) {
+                      const int64_t out_row = stats ? at.row : at.o;
+                      const double* bq = q.mag->data() + at.q * s.d;
+                      const double* oi = y.data() + out_row * width;
+                      double* mi = m.data() + out_row * width;
                       double acc = 0.0;  // with stats: sum_j p_j S_j
                       for (int64_t j = first; j < last; ++j) {
-                        const double* bk = k.mag->data() + kv_row(s, x.page_table_k, kv_head, j, s.d);
+                        const double* bk = k.mag->data() + kv_row(s, x.page_table_k, x.ragged_k, kv_head, j, s.d);
                         double s_mag = 0.0;
                         for (int64_t d = 0; d < s.d; ++d) s_mag += bq[d] * bk[d];
                         s_mag *= qk_factor;
-                        if (bias) s_mag += bias_factor * (*bias->mag)[bias_row_of(s, row) + j];
+                        if (bias) s_mag += bias_factor * (*bias->mag)[bias_row_of(s, at.row) + j];
                         if (stats) {
                           acc += p[j] * s_mag;
                           continue;
                         }
-                        const double* bv = v.mag->data() + kv_row(s, x.page_table_v, kv_head, j, s.dv);
+                        const double* bv = v.mag->data() + kv_row(s, x.page_table_v, x.ragged_v, kv_head, j, s.dv);
                         for (int64_t d = 0; d < s.dv; ++d)
                           mi[d] += sdpa_magnitude_term(p[j], bv[d], oi[d], s_mag, v.carries);
                       }
@@ -234,6 +258,12 @@ HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<
   if (roles.page_table_k >= 0) {
     x.page_table_k = in[static_cast<size_t>(roles.page_table_k)];
     x.page_table_v = in[static_cast<size_t>(roles.page_table_v)];
+  }
+  if (roles.ragged_q >= 0) {
+    x.ragged_q = in[static_cast<size_t>(roles.ragged_q)];
+    x.ragged_k = in[static_cast<size_t>(roles.ragged_k)];
+    x.ragged_v = in[static_cast<size_t>(roles.ragged_v)];
+    x.ragged_o = in[static_cast<size_t>(roles.ragged_o)];
   }
   const bool stats = p.output == 1;
   r.y = stats ? run_sdpa_stats(p.sdpa, *in[0], *in[1], x) : run_sdpa(p.sdpa, *in[0], *in[1], *in[2], x);

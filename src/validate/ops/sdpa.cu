@@ -35,16 +35,22 @@ struct SdpaExtras {
   const double* seq_len_kv;
   const double* page_table_k;
   const double* page_table_v;
+  const double *ragged_q, *ragged_k, *ragged_v, *ragged_o;  // ragged (THD) tensors' offsets
 };
 
-// Key (value) j's row of kv head `kv_head` in k (v): packed, or through the page table.
+// Key (value) j's row of kv head `kv_head` in k (v): packed, through the page table, or through the offsets.
+__device__ inline int64_t kv_row(const SdpaParams& p, const double* table, const double* ragged, int64_t kv_head,
+                                 int64_t j, int64_t width) {
+  if (ragged) return sdpa_ragged_row(ragged[kv_head / p.hk], p.hk, width, p.b, p.skv, kv_head % p.hk, j) * width;
+  return sdpa_kv_row(p.paging, table, kv_head, p.hk, p.skv, j, width);
+}
 __device__ inline const double* sdpa_key(const SdpaParams& p, const SdpaExtras& x, const double* k, int64_t kv_head,
                                          int64_t j) {
-  return k + sdpa_kv_row(p.paging, x.page_table_k, kv_head, p.hk, p.skv, j, p.d);
+  return k + kv_row(p, x.page_table_k, x.ragged_k, kv_head, j, p.d);
 }
 __device__ inline const double* sdpa_value(const SdpaParams& p, const SdpaExtras& x, const double* v, int64_t kv_head,
                                            int64_t j) {
-  return v + sdpa_kv_row(p.paging, x.page_table_v, kv_head, p.hk, p.skv, j, p.dv);
+  return v + kv_row(p, x.page_table_v, x.ragged_v, kv_head, j, p.dv);
 }
 
 // One warp per query row (device_ops.cuh warp_dot): the row's output in its lanes' registers (kWarpCols a lane),
@@ -79,18 +85,33 @@ __device__ RowSoftmax row_softmax(const SdpaParams& p, const SdpaExtras& x, cons
 }
 
 // A query row's coordinates: its position i, the K/V head (b * hk + h / group) it reads, where its bias terms
-// start (0 without a bias), and the keys it attends to, [first, last) (none for a padded query).
+// start (0 without a bias), the keys it attends to, [first, last) (none for a padded query), and the rows it reads
+// of q and writes of o (idx itself unless ragged); `skip` for a ragged entry's row past its length, which is not
+// its own (another entry's, or a gap) and is neither read nor written.
 struct SdpaRow {
-  int64_t i, kv_head, bias_row, first, last;
+  int64_t i, kv_head, bias_row, first, last, q, o;
+  bool skip;
 };
 __device__ inline SdpaRow sdpa_row(const SdpaParams& p, const SdpaExtras& x, int64_t idx) {
   const int64_t h = (idx / p.sq) % p.h;
   const int64_t b = idx / (p.sq * p.h);
   const int64_t i = idx % p.sq;
-  SdpaRow r{i, b * p.hk + h / (p.h / p.hk), p.bias.present ? sdpa_bias_row(p.bias, b, h, i, p.sq, p.skv) : 0, 0, 0};
+  SdpaRow r{i,
+            b * p.hk + h / (p.h / p.hk),
+            p.bias.present ? sdpa_bias_row(p.bias, b, h, i, p.sq, p.skv) : 0,
+            0,
+            0,
+            idx,
+            idx,
+            false};
   const int64_t lq = x.seq_len_q ? sdpa_length(x.seq_len_q[b], p.sq) : p.sq;
   const int64_t lkv = x.seq_len_kv ? sdpa_length(x.seq_len_kv[b], p.skv) : p.skv;
   sdpa_keys(p.band, i, lq, lkv, &r.first, &r.last);
+  if (x.ragged_q) {
+    r.skip = i >= lq;
+    r.q = sdpa_ragged_row(x.ragged_q[b], p.h, p.d, p.b, p.sq, h, i);
+    r.o = sdpa_ragged_row(x.ragged_o[b], p.h, p.dv, p.b, p.sq, h, i);
+  }
   return r;
 }
 
@@ -101,7 +122,8 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
   const int64_t rows = p.b * p.h * p.sq, per_block = blockDim.x / kWarp;
   for (int64_t idx = blockIdx.x * per_block + threadIdx.x / kWarp; idx < rows; idx += gridDim.x * per_block) {
     const SdpaRow row = sdpa_row(p, x, idx);
-    const double* qi = q + idx * p.d;
+    if (row.skip) continue;
+    const double* qi = q + row.q * p.d;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
     if (stats) {
       const RowSoftmax sm = row_softmax(p, x, qi, k, row.kv_head, bi, row.first, row.last, lane);
@@ -121,7 +143,7 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
     const double inv = sum > 0.0 ? 1.0 / sum : 0.0;
 #pragma unroll
     for (int c = 0; c < kWarpCols; ++c)
-      if (lane + c * kWarp < p.dv) o[idx * p.dv + lane + c * kWarp] = acc[c] * inv;
+      if (lane + c * kWarp < p.dv) o[row.o * p.dv + lane + c * kWarp] = acc[c] * inv;
   }
 }
 
@@ -137,15 +159,16 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
   const int64_t width = stats ? 1 : p.dv;
   for (int64_t idx = blockIdx.x * per_block + threadIdx.x / kWarp; idx < rows; idx += gridDim.x * per_block) {
     const SdpaRow row = sdpa_row(p, x, idx);
-    const int64_t head = row.kv_head;
-    const double* qi = q + idx * p.d;
-    const double* bqi = bq + idx * p.d;
+    if (row.skip) continue;
+    const int64_t head = row.kv_head, out = stats ? idx : row.o;
+    const double* qi = q + row.q * p.d;
+    const double* bqi = bq + row.q * p.d;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
     const RowSoftmax sm = row_softmax(p, x, qi, k, head, bi, row.first, row.last, lane);
     double oc[kWarpCols] = {}, acc[kWarpCols] = {};
 #pragma unroll
     for (int c = 0; c < kWarpCols; ++c)
-      if (lane + c * kWarp < width) oc[c] = o[idx * width + lane + c * kWarp];
+      if (lane + c * kWarp < width) oc[c] = o[out * width + lane + c * kWarp];
     double stats_acc = 0.0;  // with stats: sum_j p_j S_j
     for (int64_t j = row.first; j < row.last; ++j) {
       const double pj = exp(sdpa_score(p, qi, sdpa_key(p, x, k, head, j), bi, j, lane) - sm.mx) / sm.sum;
@@ -161,12 +184,12 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
         if (lane + c * kWarp < p.dv) acc[c] += sdpa_magnitude_term(pj, bvj[lane + c * kWarp], oc[c], s_mag, ev != 0);
     }
     if (stats) {
-      if (lane == 0) bo[idx] = fmax(sdpa_stats_magnitude(stats_acc, oc[0]), fabs(oc[0]));
+      if (lane == 0) bo[out] = fmax(sdpa_stats_magnitude(stats_acc, oc[0]), fabs(oc[0]));
       continue;
     }
 #pragma unroll
     for (int c = 0; c < kWarpCols; ++c)
-      if (lane + c * kWarp < p.dv) bo[idx * p.dv + lane + c * kWarp] = fmax(acc[c], fabs(oc[c]));
+      if (lane + c * kWarp < p.dv) bo[out * p.dv + lane + c * kWarp] = fmax(acc[c], fabs(oc[c]));
   }
 }
 
@@ -185,7 +208,8 @@ template <typename T, typename Get>
 SdpaExtras sdpa_extras(const Node& n, const std::vector<T>& in, Get get) {
   const SdpaInputs r = sdpa_inputs(n);
   const auto at = [&](int i) -> const double* { return i >= 0 ? get(in[static_cast<size_t>(i)]) : nullptr; };
-  return SdpaExtras{at(r.bias), at(r.seq_len_q), at(r.seq_len_kv), at(r.page_table_k), at(r.page_table_v)};
+  return SdpaExtras{at(r.bias),     at(r.seq_len_q), at(r.seq_len_kv), at(r.page_table_k), at(r.page_table_v),
+                    at(r.ragged_q), at(r.ragged_k),  at(r.ragged_v),   at(r.ragged_o)};
 }
 
 Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y,
@@ -196,6 +220,8 @@ Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<
   KILN_RETURN_IF_ERROR(fits_a_warp(sp, where));
   const int64_t rows = sp.b * sp.h * sp.sq;
   const SdpaExtras x = sdpa_extras(node, in, [](const double* v) { return v; });
+  // Ragged, what no entry's row covers is left NaN (what an unwritten, poisoned output holds): all-ones bytes.
+  if (x.ragged_o) KILN_CUDA_RETURN_IF_ERROR(cudaMemset(y, 0xFF, static_cast<size_t>(count) * sizeof(double)));
   sdpa_kernel<<<grid_for(rows * kWarp), kThreads>>>(sp, in[0], in[1], in[2], x, p.output == 1 ? 1 : 0, y);
   return Status::ok();
 }
@@ -210,6 +236,7 @@ Status sdpa_device_magnitude(const Node& node, const NodePlan& p, const std::vec
   const int64_t rows = sp.b * sp.h * sp.sq;
   const double qk_factor = contraction_factor(op[0].carries, op[1].carries) * std::fabs(p.sdpa.scale);
   const SdpaExtras x = sdpa_extras(node, op, [](const DeviceOperand& o) { return o.value; });
+  if (x.ragged_o) KILN_CUDA_RETURN_IF_ERROR(cudaMemset(by, 0, static_cast<size_t>(count) * sizeof(double)));
   const int bias = sdpa_inputs(node).bias;
   const DeviceOperand* b = bias >= 0 ? &op[static_cast<size_t>(bias)] : nullptr;
   sdpa_magnitude_kernel<<<grid_for(rows * kWarp), kThreads>>>(

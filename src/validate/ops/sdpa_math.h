@@ -63,6 +63,20 @@ KILN_HD inline int64_t sdpa_kv_row(const SdpaPaging& p, const double* table, int
   return ((block * hk + head) * p.block_size + j % p.block_size) * width;
 }
 
+// Ragged (THD) tensors, packed token-major [B, H, S, W] (kiln/graph/graph.h SdpaAttrs::ragged): entry b's row s
+// is token offset[b] / (H*W) + s of the buffer. The references hold the buffer as the dense [B, H, S, W] tensor it
+// also is, where token t is entry t / S, row t % S: this is that dense row, (entry * H + h) * S + row. An offset
+// that is not whole tokens is rounded down and a token past the buffer is clamped to its last (the caller keeps
+// them valid; Kiln's checks draw them so).
+KILN_HD inline int64_t sdpa_ragged_row(double offset, int64_t heads, int64_t width, int64_t entries, int64_t rows,
+                                       int64_t h, int64_t s) {
+  const int64_t last = entries * rows - 1;
+  const double first = !(offset >= 0) ? 0.0 : ::floor(offset / static_cast<double>(heads * width));
+  int64_t t = (first > static_cast<double>(last) ? last : static_cast<int64_t>(first)) + s;
+  if (t > last) t = last;
+  return ((t / rows) * heads + h) * rows + t % rows;
+}
+
 // A padding mask's length as the references take it: the tensor's value clamped to [0, extent] (a length
 // past the extent reads no further than cuDNN can).
 KILN_HD inline int64_t sdpa_length(double value, int64_t extent) {
