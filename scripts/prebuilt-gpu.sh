@@ -10,6 +10,8 @@
 #                                                     PyTorch's SDPA backends; env KILN_ATTNBWD_SEQS)
 #                                                     attnfp8 (issue 36: FP8 attention's forward against the
 #                                                     bf16 one; env KILN_ATTNFP8_SEQS, KILN_ATTNFP8_TOKENS)
+#                                                     attnprefill (issue 36: ragged prefill against PyTorch on
+#                                                     the padded batch; env KILN_ATTNPREFILL_SEQS)
 #                                                     attndecode (issue 36: decode over paged caches against
 #                                                     PyTorch on padded dense K/V; env KILN_ATTNDECODE_BATCHES,
 #                                                     KILN_ATTNDECODE_CTXS)
@@ -539,6 +541,14 @@ if want attndecode; then  # issue 36: decode over paged K/V caches against PyTor
     --out "$out/attndecode" ${KILN_ATTNDECODE_BATCHES:+--batches "$KILN_ATTNDECODE_BATCHES"} \
     ${KILN_ATTNDECODE_CTXS:+--ctxs "$KILN_ATTNDECODE_CTXS"} >"$out/attndecode.txt" 2>&1
   rc=$?; grep -E '^\[ decode \]|Error|error' "$out/attndecode.txt" | tail -60; check $rc "bench/attention_decode.py"
+fi
+if want attnprefill; then  # issue 36: ragged (THD) prefill against PyTorch's backends on the padded batch
+  stamp "attention ragged prefill benchmark"
+  pydeps
+  export PYTHONPATH="$build/python:$deps"
+  timeout "${KILN_ATTNPREFILL_TIMEOUT:-300}" "$py" "$root/bench/attention_prefill.py" --kiln "$kiln" \
+    --out "$out/attnprefill" ${KILN_ATTNPREFILL_SEQS:+--seqs "$KILN_ATTNPREFILL_SEQS"} >"$out/attnprefill.txt" 2>&1
+  rc=$?; grep -E '^\[ prefill \]|Error|error' "$out/attnprefill.txt" | tail -40; check $rc "bench/attention_prefill.py"
 fi
 if want pyprofile; then  # issue 34: where a call from Python spends its time (py-spy, native frames), per contestant
   stamp "python call profile"

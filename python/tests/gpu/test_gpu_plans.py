@@ -303,3 +303,85 @@ def test_sdpa_fp8_matches_torch_and_amax_o_is_the_calls_own(planner, causal):
         )
     err = (o8.float() / 2.0 - ref).abs().max().item()
     assert err <= 0.1 * want_amax, f"o: max error {err} against max |o| {want_amax}"
+
+
+def sdpa_ragged_spec(b, h, hk, s, d, causal):
+    def thd(heads):
+        return {"dims": [b, heads, s, d], "strides": [s * heads * d, d, heads * d, 1]}
+
+    i32 = {"dtype": "int32"}
+    tensors = {"q": thd(h), "k": thd(hk), "v": thd(hk)}
+    tensors.update({n: {"dims": [b, 1, 1, 1], **i32} for n in ("lq", "lkv")})
+    tensors.update({n: {"dims": [b + 1, 1, 1, 1], **i32} for n in ("off_q", "off_k", "off_v", "off_o")})
+    return {
+        "name": "sdpa_ragged",
+        "io_dtype": "bf16",
+        "tensors": tensors,
+        "nodes": [
+            {
+                "name": "attn",
+                "op": "sdpa",
+                "causal": causal,
+                "padding_mask": True,
+                "ragged": True,
+                "inputs": ["q", "k", "v", "lq", "lkv", "off_q", "off_k", "off_v", "off_o"],
+                "outputs": ["o"],
+            }
+        ],
+        "outputs": ["o"],
+    }
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_ragged_matches_torch_per_sequence(planner, causal):
+    """Ragged (THD) attention: sequences of different lengths packed with gaps between them; each sequence's output
+    against torch's attention over that sequence alone; the gaps and o's unused rows are left as they were."""
+    b, h, hk, s, d = 3, 4, 2, 64, 64
+    lq, lkv = [64, 17, 40], [64, 30, 40]
+    plan = planner.obtain(sdpa_ragged_spec(b, h, hk, s, d, causal))
+    g = torch.Generator(device="cuda").manual_seed(13)
+
+    def pack(lens, gap):  # token offsets: each entry after the previous one's rows and `gap` unused tokens
+        starts = [0]
+        for n in lens:
+            starts.append(starts[-1] + n + gap)
+        return starts
+
+    sq_tok, skv_tok, so_tok = pack(lq, 3), pack(lkv, 2), pack(lq, 1)
+    bufs = {
+        "q": torch.randn(b * s, h, d, device="cuda", generator=g).bfloat16(),
+        "k": torch.randn(b * s, hk, d, device="cuda", generator=g).bfloat16(),
+        "v": torch.randn(b * s, hk, d, device="cuda", generator=g).bfloat16(),
+    }
+    o = torch.full((b * s, h, d), 7.0, device="cuda", dtype=torch.bfloat16)
+
+    def view(buf, heads):
+        return buf.view(b, s, heads, d).permute(0, 2, 1, 3)
+
+    def i32(values, shape):
+        return torch.tensor(values, device="cuda", dtype=torch.int32).reshape(shape)
+
+    plan(
+        q=view(bufs["q"], h), k=view(bufs["k"], hk), v=view(bufs["v"], hk), o=view(o, h),
+        lq=i32(lq, (b, 1, 1, 1)), lkv=i32(lkv, (b, 1, 1, 1)),
+        off_q=i32([t * h * d for t in sq_tok], (b + 1, 1, 1, 1)),
+        off_k=i32([t * hk * d for t in skv_tok], (b + 1, 1, 1, 1)),
+        off_v=i32([t * hk * d for t in skv_tok], (b + 1, 1, 1, 1)),
+        off_o=i32([t * h * d for t in so_tok], (b + 1, 1, 1, 1)),
+    )
+    torch.cuda.synchronize()
+    written = torch.zeros(b * s, dtype=torch.bool)
+    for e in range(b):
+        q = bufs["q"][sq_tok[e]: sq_tok[e] + lq[e]].float().permute(1, 0, 2)  # [h, lq, d]
+        k = bufs["k"][skv_tok[e]: skv_tok[e] + lkv[e]].float().permute(1, 0, 2)
+        v = bufs["v"][skv_tok[e]: skv_tok[e] + lkv[e]].float().permute(1, 0, 2)
+        k, v = k.repeat_interleave(h // hk, dim=0), v.repeat_interleave(h // hk, dim=0)
+        mask = None
+        if causal:  # top-left: query i sees keys 0..i of its own sequence
+            mask = torch.ones(lq[e], lkv[e], device="cuda", dtype=torch.bool).tril()
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        got = o[so_tok[e]: so_tok[e] + lq[e]].float().permute(1, 0, 2)
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2, msg=f"entry {e}")
+        written[so_tok[e]: so_tok[e] + lq[e]] = True
+    untouched = o[~written.to(o.device)]
+    assert torch.all(untouched == 7.0), "rows of o that belong to no sequence were written"

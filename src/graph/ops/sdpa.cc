@@ -132,7 +132,7 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
     const bool counts_queries = i == 0 || i == 3;
     for (int j = 0; j < i; ++j) {
       if (c.node.inputs[static_cast<size_t>(at[j])] != c.node.inputs[a]) continue;  // another tensor
-      if ((j == 0) != counts_queries)  // j is q (queries) or k, v (keys)
+      if ((j == 0) != counts_queries)                                               // j is q (queries) or k, v (keys)
         return c.error(c.in_label(a) + ": it serves as " + role[j] + " and " + role[i] +
                        " ragged offset, but one counts queries and the other keys: give each its own tensor");
       if (width[j] != width[i])
