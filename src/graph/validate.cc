@@ -77,6 +77,10 @@ Status check_structure(const Graph& g) {
     if (!node_names.insert(n.name).second) return invalid_argument("node '" + n.name + "' is declared twice");
     size_t lo = 0, hi = 0;
     graph_internal::op_family(n.op).arity(n, &lo, &hi);
+    if (n.op == OpKind::kSdpa && n.sdpa.ragged && !n.sdpa.padding)  // the likely slip, before the count it changes
+      return invalid_argument(node_where(n) +
+                              ": attribute 'ragged': ragged tensors need \"padding_mask\": true (each entry's lengths "
+                              "say how many of its rows there are)");
     if (n.inputs.size() < lo || n.inputs.size() > hi)
       return invalid_argument(
           node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +

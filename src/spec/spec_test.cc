@@ -771,7 +771,34 @@ TEST(SpecErrors, SdpaRagged) {
     StatusCode code;
   };
   const std::vector<Bad> bad = {
-      {[](Json& j) { j["nodes"][0].erase("padding_mask"); }, "9 inputs, expected", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["nodes"][0].erase("padding_mask"); },
+       "attribute 'ragged': ragged tensors need \"padding_mask\": true", StatusCode::kInvalidArgument},
+      {[](Json& j) {  // an offset that is also another node's length
+         j["tensors"]["q2"] = t({3, 2, 8, 64});
+         j["tensors"]["k2"] = t({3, 2, 8, 64});
+         j["tensors"]["v2"] = t({3, 2, 8, 64});
+         j["tensors"]["l2"] = t({3, 1, 1, 1}, "int32");
+         j["nodes"].push_back({{"name", "n2"},
+                               {"op", "sdpa"},
+                               {"padding_mask", true},
+                               {"inputs", {"q2", "k2", "v2", "oq", "l2"}},
+                               {"outputs", {"y2"}}});
+         j["outputs"] = {"y", "y2"};
+       },
+       "input 'oq': a ragged offset is read by its node's offset roles only", StatusCode::kInvalidArgument},
+      {[](Json& j) {  // a batch that is dynamic
+         j["dynamic"] = {{"batch", 2}};
+         for (const char* n : {"q", "k", "v", "lq", "lkv"}) j["tensors"][n]["dims"][0] = "batch";
+       },
+       "input 'q': dim 'batch' is dynamic, but a ragged tensor's dims are static", StatusCode::kInvalidArgument},
+      {[](Json& j) {  // 2^31 elements: past int32 offsets
+         j["tensors"]["q"] = t({2, 64, 262144, 64});
+         j["tensors"]["q"]["strides"] = {262144LL * 64 * 64, 64, 64 * 64, 1};
+         j["tensors"]["k"] = t({2, 2, 262144, 64});
+         j["tensors"]["k"]["strides"] = {262144LL * 2 * 64, 64, 2 * 64, 1};
+         j["tensors"]["v"] = j["tensors"]["k"];
+       },
+       "input 'q' holds 2147483648 elements, past the int32 offsets", StatusCode::kNotSupported},
       {[](Json& j) {
          j["nodes"][0].erase("padding_mask");
          j["nodes"][0]["inputs"] = {"q", "k", "v", "oq", "okv", "okv", "oo"};

@@ -141,6 +141,24 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                        std::to_string(width[i]) + " elements): give each its own tensor");
     }
   }
+  // An offset tensor is read by this node's offset roles only: another node's offsets (other rows), a length or a
+  // page table would each want other values than the ones Kiln's checks derive (and than the caller's).
+  for (int i = 0; i < 4; ++i) {
+    const int t = c.node.inputs[static_cast<size_t>(at[i])];
+    int roles_here = 0;
+    for (int j = 0; j < 4; ++j) roles_here += c.node.inputs[static_cast<size_t>(at[j])] == t;
+    if (c.roles.consumer_count(t) != roles_here)
+      return c.error(c.in_label(static_cast<size_t>(at[i])) +
+                     ": a ragged offset is read by its node's offset roles only (another node or input role reads "
+                     "it too): give each its own tensor");
+  }
+  // The tensors' dims are numbers: the offsets' B + 1 and the token-major strides cannot follow a dynamic dim.
+  for (size_t i = 0; i < 3; ++i)
+    for (const Dim& d : c.in(i).dims)
+      if (!d.symbol.empty())
+        return c.error(
+            c.in_label(i) + ": dim '" + d.symbol +
+            "' is dynamic, but a ragged tensor's dims are static (the offsets say how each batch is packed)");
   const int o = c.node.outputs[0];
   if (!c.roles.is_graph_output(o) || c.roles.consumer_count(o) > 0)
     return c.error(c.out_label() + ": a ragged o must be a graph output that no node reads (its padded rows are not "
@@ -158,6 +176,22 @@ Status ragged_support(NodeCtx& c) {
   if (c.node.outputs.size() > 1)
     return not_supported(c.where + ": attribute 'ragged': softmax statistics over ragged tensors are not supported "
                                    "yet");
+  // Kiln's offsets are int32 (cuDNN also takes int64): an element offset reaches at most a tensor's element count.
+  for (size_t i = 0; i < 3; ++i) {
+    int64_t elements = 1;
+    for (const Dim& d : c.in(i).dims) elements *= d.value;
+    if (elements > std::numeric_limits<int32_t>::max())
+      return not_supported(c.where + ": attribute 'ragged': " + c.in_label(i) + " holds " + std::to_string(elements) +
+                           " elements, past the int32 offsets Kiln takes (2^31 - 1; int64 offsets are not supported "
+                           "yet)");
+  }
+  {
+    int64_t elements = c.in(0).dims[0].value * c.in(0).dims[1].value * c.in(0).dims[2].value * c.in(2).dims[3].value;
+    if (elements > std::numeric_limits<int32_t>::max())
+      return not_supported(c.where + ": attribute 'ragged': " + c.out_label() + " holds " + std::to_string(elements) +
+                           " elements, past the int32 offsets Kiln takes (2^31 - 1; int64 offsets are not supported "
+                           "yet)");
+  }
   return Status::ok();
 }
 
@@ -173,7 +207,11 @@ Status check_bias(NodeCtx& c, const Dims& q, const Dims& k) {
     return c.error(
         c.in_label(bi) + ": dtype " + std::string(dtype_name(c.in_dtype(bi))) + " differs from " + c.in_label(0) +
         " (" + dtype_name(c.in_dtype(0)) + "): the bias is in q's dtype" +
-        (c.in_dtype(bi) == DataType::kInt32 ? " (a padding mask's lengths need \"padding_mask\": true)" : ""));
+        (c.in_dtype(bi) != DataType::kInt32 ? ""
+         : c.node.sdpa.padding
+             ? " (a padding mask's lengths come after the bias, then the page tables and offsets; is an input "
+               "missing, extra or out of order?)"
+             : " (a padding mask's lengths need \"padding_mask\": true)"));
   const int64_t want[4] = {q[0].value, q[1].value, q[2].value, k[2].value};
   const char* what[4] = {"batch", "heads", "queries", "keys"};
   for (size_t i = 0; i < 4; ++i) {
