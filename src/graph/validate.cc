@@ -90,7 +90,8 @@ Status check_structure(const Graph& g) {
                                    "\"ragged\" the offsets of q, k, v and o)"
            : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, an optional bias, and with \"padding_mask\": "
                                              "true seq_len_q and seq_len_kv last)"
-           : n.op == OpKind::kSdpaFp8      ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o)"
+           : n.op == OpKind::kSdpaFp8      ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, "
+                                             "and with \"padding_mask\": true seq_len_q and seq_len_kv last)"
                                            : ""));
     KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
     for (int t : n.inputs) read[t] = true;

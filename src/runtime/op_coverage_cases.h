@@ -296,13 +296,18 @@ inline GraphBuilder sdpa_backward_graph(const std::string& name, const SdpaAttrs
 // `stats` the statistics "lse".
 inline GraphBuilder sdpa_fp8_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv, int64_t h = 2,
                                    int64_t hk = 2, bool stats = false, int64_t d = 64) {
+  std::optional<TensorRef> lq, lkv;
   GraphBuilder b(name);
   b.io_dtype(DataType::kFp8E4M3);
   TensorRef q = b.tensor("q", {2, h, sq, d}), k = b.tensor("k", {2, hk, skv, d}), v = b.tensor("v", {2, hk, skv, d});
   const auto scale = [&](const char* n) { return b.tensor(n, {1, 1, 1, 1}, Layout::kRowMajor, DataType::kFloat32); };
   const GraphBuilder::SdpaFp8Scales sc{scale("descale_q"), scale("descale_k"), scale("descale_v"),
                                        scale("descale_s"), scale("scale_s"),   scale("scale_o")};
-  const GraphBuilder::SdpaFp8Out out = b.sdpa_fp8("attn", q, k, v, sc, a);
+  if (a.padding) {
+    lq = b.tensor("seq_len_q", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+    lkv = b.tensor("seq_len_kv", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+  }
+  const GraphBuilder::SdpaFp8Out out = b.sdpa_fp8("attn", q, k, v, sc, a, lq, lkv);
   b.output(out.o).output(out.amax_o);
   if (stats) b.output(b.sdpa_stats(out.o, "lse"));
   return b;
@@ -428,6 +433,11 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_fp8_graph("sdpa_fp8_window", band(true, 8), 24, 24, 4, 2, false, 128));
   add("sdpa_fp8.stats", "fp8_e4m3", "sdpa_fp8 stats",
       sdpa_fp8_graph("sdpa_fp8_stats", band(false, std::nullopt), 32, 32, 2, 2, true));
+  // With a padding mask: a padded row's o is 0 (amax_o over the valid rows), its statistics -infinity.
+  add("sdpa_fp8.padding", "fp8_e4m3", "sdpa_fp8 padding",
+      sdpa_fp8_graph("sdpa_fp8_pad", padded(band(false, std::nullopt)), 32, 48));
+  add("sdpa_fp8.padding_causal_gqa_stats", "fp8_e4m3", "sdpa_fp8 padding causal gqa stats",
+      sdpa_fp8_graph("sdpa_fp8_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2, true));
   {
     OpCase c = make("sdpa_fp8.causal_bottom_right", "fp8_e4m3", "",
                     sdpa_fp8_graph("sdpa_fp8_br", band(true, std::nullopt, std::nullopt, true), 16, 48));

@@ -43,10 +43,10 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
       // The statistics of an sdpa with a padding mask: a padded query row's are -infinity (no key), its magnitude
       // +infinity; every other value finite. Such a row must exist (the lengths are drawn below the extent).
       const int writer = g.producer(g.outputs[i]);
-      const bool padded_stats = writer >= 0 && g.nodes[static_cast<size_t>(writer)].op == OpKind::kSdpa &&
-                                g.nodes[static_cast<size_t>(writer)].sdpa.padding &&
-                                g.nodes[static_cast<size_t>(writer)].outputs.size() > 1 &&
-                                g.nodes[static_cast<size_t>(writer)].outputs[1] == g.outputs[i];
+      const Node* w = writer >= 0 ? &g.nodes[static_cast<size_t>(writer)] : nullptr;
+      const size_t stats_at = w && w->op == OpKind::kSdpaFp8 ? static_cast<size_t>(kFp8Stats) : 1;
+      const bool padded_stats = w && (w->op == OpKind::kSdpa || w->op == OpKind::kSdpaFp8) && w->sdpa.padding &&
+                                w->outputs.size() > stats_at && w->outputs[stats_at] == g.outputs[i];
       // A ragged o: what no entry's row covers (gaps, the tail) is NaN, as an unwritten poisoned output reads.
       const bool ragged_o = writer >= 0 && g.nodes[static_cast<size_t>(writer)].sdpa.ragged &&
                             g.nodes[static_cast<size_t>(writer)].outputs[0] == g.outputs[i];
@@ -75,7 +75,7 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
     EXPECT_EQ(self->verdict, Disposition::kPassed) << self->summary();
   }
   EXPECT_EQ(rejected, 4);
-  EXPECT_EQ(cases.size(), 195u);
+  EXPECT_EQ(cases.size(), 197u);
 }
 
 // sdpa_fp8's amax_o is judged with P's fp8 rounding in its band (numerics.cc): an amax 5% off the exact one (what
@@ -145,16 +145,18 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
                            "sdpa_fp8",
                            "sdpa_fp8 causal",
                            "sdpa_fp8 window gqa d128",
-                           "sdpa_fp8 stats"})
+                           "sdpa_fp8 stats",
+                           "sdpa_fp8 padding",
+                           "sdpa_fp8 padding causal gqa stats"})
     EXPECT_TRUE(g.count(want)) << want;
   int pointwise = 0, reductions = 0;
   for (const std::string& s : groups) {
     pointwise += s.rfind("pointwise ", 0) == 0;
     reductions += s.rfind("reduce_", 0) == 0;
   }
-  EXPECT_EQ(pointwise, 16 * 2);                        // every mode in fp32 and fp16
-  EXPECT_EQ(reductions, 4 * 2);                        // every mode over the last axis and over all axes
-  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 9u);  // ... + fp8 attention + padded statistics, backward, ragged
+  EXPECT_EQ(pointwise, 16 * 2);                         // every mode in fp32 and fp16
+  EXPECT_EQ(reductions, 4 * 2);                         // every mode over the last axis and over all axes
+  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 11u);  // ... + fp8 attention + padded statistics, backward, ragged
   // Every pointwise mode appears standalone and fused behind a matmul in both core dtypes.
   for (const char* mode : {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add", "relu", "gelu_erf",
                            "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "identity"})

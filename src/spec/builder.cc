@@ -207,12 +207,16 @@ GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, Ten
 }
 
 GraphBuilder::SdpaFp8Out GraphBuilder::sdpa_fp8(const std::string& name, TensorRef q, TensorRef k, TensorRef v,
-                                                const SdpaFp8Scales& sc, const SdpaAttrs& attrs) {
+                                                const SdpaFp8Scales& sc, const SdpaAttrs& attrs,
+                                                std::optional<TensorRef> seq_len_q,
+                                                std::optional<TensorRef> seq_len_kv) {
   Node n = make_node(name, OpKind::kSdpaFp8);
   n.sdpa = attrs;
-  const TensorRef o =
-      add_node(std::move(n), {q, k, v, sc.descale_q, sc.descale_k, sc.descale_v, sc.descale_s, sc.scale_s, sc.scale_o},
-               name + "_o");
+  std::vector<TensorRef> inputs = {q,          k,         v, sc.descale_q, sc.descale_k, sc.descale_v, sc.descale_s,
+                                   sc.scale_s, sc.scale_o};
+  for (const auto* x : {&seq_len_q, &seq_len_kv})  // as sdpa's: one alone is kept, and validation names it
+    if (*x) inputs.push_back(**x), n.sdpa.padding = true;
+  const TensorRef o = add_node(std::move(n), inputs, name + "_o");
   if (o.index < 0) return SdpaFp8Out{};
   Node& added = graph_.nodes.back();
   // Typed here unless the author declared them: o e4m3 (cuDNN's SM 9.x engines write fp8 only), amax_o fp32.

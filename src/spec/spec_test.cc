@@ -477,6 +477,16 @@ TEST(SpecOps, SdpaFp8) {
   StatusOr<Graph> gs = parse(stats);
   ASSERT_TRUE(gs.is_ok()) << gs.status().to_string();
   EXPECT_EQ(out_shape(gs, "lse"), (V{2, 8, 128, 1}));
+  Json padded = s;  // with a padding mask, its two lengths after the scales
+  padded["nodes"][0]["padding_mask"] = true;
+  padded["tensors"]["lq"] = t({2, 1, 1, 1}, "int32");
+  padded["tensors"]["lkv"] = t({2, 1, 1, 1}, "int32");
+  padded["nodes"][0]["inputs"].push_back("lq");
+  padded["nodes"][0]["inputs"].push_back("lkv");
+  StatusOr<Graph> gp = parse(padded);
+  ASSERT_TRUE(gp.is_ok()) << gp.status().to_string();
+  EXPECT_EQ(sdpa_inputs(gp->nodes[0]).seq_len_q, 9);
+  EXPECT_EQ(sdpa_inputs(gp->nodes[0]).seq_len_kv, 10);
 
   struct Bad {
     std::function<void(Json&)> edit;
@@ -510,7 +520,17 @@ TEST(SpecOps, SdpaFp8) {
        },
        StatusCode::kInvalidArgument, "node 'n1' (sdpa_fp8): 1 output, expected 2 or 3"},
       {[](Json& j) { j["nodes"][0]["padding_mask"] = true; }, StatusCode::kInvalidArgument,
-       "attribute 'padding_mask': sdpa_fp8 takes q, k, v and the six scales only"},
+       "node 'n1' (sdpa_fp8): 9 inputs, expected 11"},
+      {[](Json& j) {  // the lengths checked as sdpa's
+         j["nodes"][0]["padding_mask"] = true;
+         j["tensors"]["lq"] = t({2, 1, 1, 1}, "int32");
+         j["tensors"]["lkv"] = t({2, 1, 1, 1}, "float32");
+         j["nodes"][0]["inputs"].push_back("lq");
+         j["nodes"][0]["inputs"].push_back("lkv");
+       },
+       StatusCode::kInvalidArgument, "input 'lkv': dtype fp32 is not supported for a padding mask's lengths"},
+      {[](Json& j) { j["nodes"][0]["paged_kv"] = true; }, StatusCode::kInvalidArgument,
+       "attribute 'paged_kv': sdpa_fp8 takes q, k, v, the six scales and a padding mask's lengths only"},
       {[](Json& j) {
          j["tensors"]["k"] = t({2, 2, 256, 32});
        },

@@ -46,8 +46,12 @@ std::vector<const char*> input_roles(const Node& n) {
       if (x.seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
       return r;
     }
-    case OpKind::kSdpaFp8:
-      return {"q", "k", "v", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"};
+    case OpKind::kSdpaFp8: {
+      std::vector<const char*> r = {"q",         "k",         "v",       "descale_q", "descale_k",
+                                    "descale_v", "descale_s", "scale_s", "scale_o"};
+      if (sdpa_inputs(n).seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
+      return r;
+    }
   }
   return {};
 }

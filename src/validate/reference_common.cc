@@ -162,7 +162,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kBiasAdd) range[t] = {-0.5, 0.5};
       if (n.op == OpKind::kPointwise && i == 1 && n.pointwise.mode == PointwiseMode::kDiv) range[t] = {0.5, 1.5};
     }
-    if (n.op == OpKind::kSdpa || n.op == OpKind::kSdpaBackward) sdpa_length_ranges(g, n, &range);
+    if (is_attention(n.op)) sdpa_length_ranges(g, n, &range);
     // Ragged offsets follow from the lengths (ragged_offsets): drawn as 0, then written over.
     if (n.op == OpKind::kSdpa && n.sdpa.ragged)
       for (int i : {sdpa_inputs(n).ragged_q, sdpa_inputs(n).ragged_k, sdpa_inputs(n).ragged_v, sdpa_inputs(n).ragged_o})
@@ -172,7 +172,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     // scaled by [1, 2), which keeps it far below e4m3's largest value (448).
     // One tensor in several of these roles draws what every role allows (none for scale_s and a descale: refused
     // below, by name).
-    if (n.op == OpKind::kSdpaFp8 && n.inputs.size() == 9) {
+    if (n.op == OpKind::kSdpaFp8 && n.inputs.size() >= 9) {
       const std::pair<double, double> ranges[6] = {{0.5, 1.0},       {0.5, 1.0},     {0.5, 1.0},
                                                    {0x1p-8, 0x1p-7}, {128.0, 256.0}, {1.0, 2.0}};
       for (size_t i = 0; i < 6; ++i) {

@@ -206,7 +206,8 @@ struct SdpaAttrs {
 //   sdpa_backward: in {q, k, v, o, do, stats (, bias)} out {dq, dk, dv}
 //               (the gradients of an sdpa with these attributes: o and stats as its forward wrote them, do the
 //               gradient of o; dq, dk, dv shaped and typed as q, k, v; no padding mask or paged caches)
-//   sdpa_fp8:   in {q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o} out {o, amax_o (, stats)}
+//   sdpa_fp8:   in {q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o (, seq_len_q, seq_len_kv)}
+//               out {o, amax_o (, stats)}
 //               (FP8 attention: q, k, v fp8 e4m3 [B, H, S, D]; the six scales fp32 [1, 1, 1, 1] graph inputs; the
 //               scores descale_q descale_k attn_scale q.k, P = softmax rounded to fp8 at scale_s and read back at
 //               descale_s, o = fp8((P.v descale_v) scale_o), amax_o = max |P.v descale_v| before scale_o, fp32
@@ -235,7 +236,13 @@ struct SdpaInputs {
 };
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
-  if (n.op == OpKind::kSdpaFp8) return r;  // no optional inputs: the scales are its fourth to ninth
+  if (n.op == OpKind::kSdpaFp8) {  // the scales are its fourth to ninth; with a padding mask the lengths follow
+    if (n.sdpa.padding && n.inputs.size() >= 11) {
+      r.seq_len_q = 9;
+      r.seq_len_kv = 10;
+    }
+    return r;
+  }
   const int count = static_cast<int>(n.inputs.size());
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv)
     const int lengths = n.sdpa.padding ? 2 : 0;

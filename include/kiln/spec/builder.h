@@ -139,8 +139,10 @@ class GraphBuilder {
   struct SdpaFp8Out {
     TensorRef o, amax_o;
   };
+  // With a padding mask's lengths (int32 [B, 1, 1, 1] each; giving both sets attrs.padding).
   SdpaFp8Out sdpa_fp8(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaFp8Scales& scales,
-                      const SdpaAttrs& attrs = {});
+                      const SdpaAttrs& attrs = {}, std::optional<TensorRef> seq_len_q = std::nullopt,
+                      std::optional<TensorRef> seq_len_kv = std::nullopt);
   // The softmax statistics of the sdpa (or sdpa_fp8) node that writes `o`, as that node's last output: each query
   // row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1] (named `out`, by default the node's name + "_stats").
   TensorRef sdpa_stats(TensorRef o, std::string out = "");

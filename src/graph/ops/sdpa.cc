@@ -10,8 +10,8 @@ namespace kiln::graph_internal {
 namespace {
 
 void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
-  if (n.op == OpKind::kSdpaFp8) {  // q, k, v and the six scales (kiln/graph/graph.h SdpaFp8Input)
-    *lo = *hi = 9;
+  if (n.op == OpKind::kSdpaFp8) {  // q, k, v, the six scales (kiln/graph/graph.h SdpaFp8Input), the lengths
+    *lo = *hi = 9 + (n.sdpa.padding ? 2 : 0);
     return;
   }
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias (with a padding mask the lengths)
@@ -446,12 +446,10 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
   for (size_t i = kFp8DescaleQ; i <= kFp8ScaleO; ++i) KILN_RETURN_IF_ERROR(check_fp8_scale(c, i));
   KILN_RETURN_IF_ERROR(check_compute_fp32(c));
   KILN_RETURN_IF_ERROR(check_attn_scale(c));
-  if (c.node.sdpa.padding || c.node.sdpa.paged || c.node.sdpa.ragged)
-    return c.error(std::string("attribute '") +
-                   (c.node.sdpa.paged    ? "paged_kv"
-                    : c.node.sdpa.ragged ? "ragged"
-                                         : "padding_mask") +
-                   "': sdpa_fp8 takes q, k, v and the six scales only (no lengths, page tables or offsets yet)");
+  if (c.node.sdpa.paged || c.node.sdpa.ragged)
+    return c.error(std::string("attribute '") + (c.node.sdpa.paged ? "paged_kv" : "ragged") +
+                   "': sdpa_fp8 takes q, k, v, the six scales and a padding mask's lengths only (no page tables or "
+                   "offsets yet)");
   const DataType ot = c.out_dtype(kFp8O);
   if (ot != DataType::kFp8E4M3 && ot != DataType::kFp8E5M2)
     return c.error(c.out_label(kFp8O) + ": dtype " + std::string(dtype_name(ot)) +
@@ -462,6 +460,7 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
   const Dims &q = c.in(0).dims, &k = c.in(1).dims, &v = c.in(2).dims;
   KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(check_lengths(c, q));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   out->push_back(Dims{Dim{1, "", false}, Dim{1, "", false}, Dim{1, "", false}, Dim{1, "", false}});
   if (c.node.outputs.size() > kFp8Stats) {

@@ -56,6 +56,7 @@ Status lower_sdpa_fp8(LowerCtx& c, const Node& n) {
   auto attrs = fe::graph::SDPA_fp8_attributes().set_name(n.name).set_generate_stats(stats).set_attn_scale(
       static_cast<float>(scale_of(c, n)));
   set_band(attrs, n.sdpa);
+  set_padding(c, attrs, n);
   auto outs = c.fg.sdpa_fp8(in(0), in(1), in(2), in(kFp8DescaleQ), in(kFp8DescaleK), in(kFp8DescaleV), in(kFp8DescaleS),
                             in(kFp8ScaleS), in(kFp8ScaleO), attrs);
   // Amax_S is virtual, but the frontend asks for its dims (1.32: "Tensor 'attn::Amax_S' dims not set").

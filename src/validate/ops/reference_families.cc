@@ -38,7 +38,7 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     case OpKind::kSdpaBackward:  // q, k, v, o, do, stats (, bias) (, the two lengths)
       want_in = std::clamp<size_t>(node.inputs.size(), 6, 9);
       break;
-    case OpKind::kSdpaFp8: want_in = 9; break;
+    case OpKind::kSdpaFp8: want_in = node.sdpa.padding ? 11 : 9; break;
     default: want_in = node.inputs.size(); break;  // checked per op below
   }
   if (node.inputs.size() != want_in)

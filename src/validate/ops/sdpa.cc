@@ -27,8 +27,9 @@ Status sdpa_backward_tensors(const Graph& g, const Node& node, const std::string
 Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
   const bool backward = node.op == OpKind::kSdpaBackward;
   const bool fp8 = node.op == OpKind::kSdpaFp8;
-  if (fp8 && (node.inputs.size() != 9 || node.outputs.size() < 2))
-    return invalid_argument(where + ": sdpa_fp8 takes q, k, v and six scales and writes o and amax_o (, stats)");
+  if (fp8 && (node.inputs.size() != (node.sdpa.padding ? 11u : 9u) || node.outputs.size() < 2))
+    return invalid_argument(where + ": sdpa_fp8 takes q, k, v, six scales (, the two lengths) and writes o and amax_o "
+                                    "(, stats)");
   if (fp8 && tensor_dims(g, node.outputs[kFp8AmaxO]) != std::vector<int64_t>{1, 1, 1, 1})
     return invalid_argument(where + ": amax_o " + tensor_label(g, node.outputs[kFp8AmaxO]) + " must be [1, 1, 1, 1]");
   for (size_t i = kFp8DescaleQ; fp8 && i <= kFp8ScaleO; ++i)

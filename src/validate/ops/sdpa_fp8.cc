@@ -8,12 +8,16 @@
 
 namespace kiln::validate_internal {
 
-// The plain sdpa an sdpa_fp8 node computes on its scaled q, k, v: its band and scale, no optional inputs, o and
-// (where asked for) the statistics.
+// The plain sdpa an sdpa_fp8 node computes on its scaled q, k, v: its band and scale, a padding mask's lengths
+// where it has them, o and (where asked for) the statistics.
 Node sdpa_fp8_plain(const Node& node) {
   Node plain = node;
   plain.op = OpKind::kSdpa;
-  plain.inputs.resize(3);
+  plain.inputs = {node.inputs[0], node.inputs[1], node.inputs[2]};
+  const SdpaInputs r = sdpa_inputs(node);
+  if (r.seq_len_q >= 0)
+    plain.inputs.insert(plain.inputs.end(), {node.inputs[static_cast<size_t>(r.seq_len_q)],
+                                             node.inputs[static_cast<size_t>(r.seq_len_kv)]});
   plain.outputs = {node.outputs[kFp8O]};
   if (node.outputs.size() > kFp8Stats) plain.outputs.push_back(node.outputs[kFp8Stats]);
   return plain;
@@ -60,6 +64,14 @@ HostNodeResult sdpa_fp8_host(const NodePlan& p, const Node& node, const std::vec
     }
   }
   const Node plain = sdpa_fp8_plain(node);
+  if (const SdpaInputs roles = sdpa_inputs(node); roles.seq_len_q >= 0)  // the lengths, as they are
+    for (int i : {roles.seq_len_q, roles.seq_len_kv}) {
+      plain_in.push_back(in[static_cast<size_t>(i)]);
+      if (op) {
+        pop.push_back((*op)[static_cast<size_t>(i)]);
+        psop.push_back((*sop)[static_cast<size_t>(i)]);
+      }
+    }
   HostNodeResult r = sdpa_host(sdpa_fp8_plain_plan(p), plain, plain_in, op ? &pop : nullptr, op ? &psop : nullptr);
   if (p.output == kFp8O) {
     r.y = scaled(std::move(r.y), f.o);

@@ -72,7 +72,9 @@ Status sdpa_fp8_device_value(const Node& node, const NodePlan& p, const std::vec
   KILN_ASSIGN_OR_RETURN(const Scaled q, scaled_qkv(p, x, f));
   const Node plain = sdpa_fp8_plain(node);
   const NodePlan pp = sdpa_fp8_plain_plan(p);
-  const std::vector<const double*> plain_in = {q.at(0), q.at(1), q.at(2)};
+  std::vector<const double*> plain_in = {q.at(0), q.at(1), q.at(2)};
+  if (const SdpaInputs r = sdpa_inputs(node); r.seq_len_q >= 0)  // the lengths, as they are
+    plain_in.insert(plain_in.end(), {in[static_cast<size_t>(r.seq_len_q)], in[static_cast<size_t>(r.seq_len_kv)]});
   if (p.output != kFp8AmaxO) {
     KILN_RETURN_IF_ERROR(sdpa_device_value(plain, pp, plain_in, y, count, where));
     if (p.output == kFp8O) launch_scale(y, f.o, count);
@@ -96,6 +98,9 @@ Status sdpa_fp8_device_magnitude(const Node& node, const NodePlan& p, const std:
   KILN_ASSIGN_OR_RETURN(const Scaled m, scaled_qkv(p, xm, f));  // a magnitude (or scale) scales as its value
   std::vector<DeviceOperand> pop(3);
   for (size_t i = 0; i < 3; ++i) pop[i] = DeviceOperand{q.at(i), m.at(i), op[i].carries, op[i].count};
+  const SdpaInputs roles = sdpa_inputs(node);
+  if (roles.seq_len_q >= 0)  // the lengths, as they are
+    for (int i : {roles.seq_len_q, roles.seq_len_kv}) pop.push_back(op[static_cast<size_t>(i)]);
   const Node plain = sdpa_fp8_plain(node);
   const NodePlan pp = sdpa_fp8_plain_plan(p);
   if (p.output == kFp8Stats) return sdpa_device_magnitude(plain, pp, pop, y, by, count, scale_pass, where);
@@ -108,7 +113,8 @@ Status sdpa_fp8_device_magnitude(const Node& node, const NodePlan& p, const std:
     launch_scale(by, f.o, count);
     return Status::ok();
   }
-  const std::vector<const double*> plain_in = {q.at(0), q.at(1), q.at(2)};
+  std::vector<const double*> plain_in = {q.at(0), q.at(1), q.at(2)};
+  for (size_t i = 3; i < pop.size(); ++i) plain_in.push_back(pop[i].value);
   KILN_RETURN_IF_ERROR(sdpa_device_value(plain, pp, plain_in, o.as<double>(), n, where));
   KILN_ASSIGN_OR_RETURN(DeviceBuffer mo, DeviceBuffer::allocate(static_cast<size_t>(n) * sizeof(double)));
   KILN_RETURN_IF_ERROR(sdpa_device_magnitude(plain, pp, pop, o.as<double>(), mo.as<double>(), n, scale_pass, where));
