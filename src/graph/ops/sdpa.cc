@@ -471,6 +471,10 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
   }
   // What cuDNN cannot run though the spec is valid, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  if (c.node.sdpa.padding && c.node.outputs.size() > kFp8Stats)
+    return not_supported(c.where + ": " + c.out_label(kFp8Stats) +
+                         ": the statistics of FP8 attention with a padding mask are not supported (on an H100 with "
+                         "cuDNN 9.19 they failed Kiln's check, whose padded rows are -infinity as sdpa's are)");
   const int sm = options.target_sm_version;
   const std::string target = sm > 0 ? "target SM " + std::to_string(sm / 10) + "." + std::to_string(sm % 10)
                                     : "no target given (SM 9.x assumed)";
