@@ -340,8 +340,9 @@ std::vector<int64_t> token_major_strides(const std::vector<Dim>& d) {
 }
 
 // A ragged sdpa's q, k, v and o are packed token-major: an entry's rows are whole tokens from its offset on, which
-// is what cuDNN reads and what Kiln's references assume.
-Status check_ragged_layouts(const Graph& g, const Node& n) {
+// is what cuDNN reads and what Kiln's references assume. Then what Kiln does not run yet over ragged tensors
+// (NotSupported, after every check the author must act on: these run once every node's own checks have).
+Status check_ragged_node(const Graph& g, const Node& n) {
   if (n.op != OpKind::kSdpa || !n.sdpa.ragged) return Status::ok();
   for (int i = 0; i < 4; ++i) {
     const int t = i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0];
@@ -352,6 +353,21 @@ Status check_ragged_layouts(const Graph& g, const Node& n) {
                               graph_internal::ints_text(d.strides) + " on dims " + dims_text(d.dims) +
                               ": a ragged tensor is packed token-major, strides " + graph_internal::ints_text(want) +
                               " ([S*H*W, W, H*W, 1]: each token's heads side by side)");
+  }
+  const std::string where = node_where(n) + ": attribute 'ragged': ";
+  if (n.sdpa.paged) return not_supported(where + "ragged tensors over paged caches are not supported yet");
+  if (sdpa_inputs(n).bias >= 0)
+    return not_supported(where + "ragged tensors with an attention bias are not supported yet");
+  if (n.outputs.size() > 1)
+    return not_supported(where + "softmax statistics over ragged tensors are not supported yet");
+  // Kiln's offsets are int32 (cuDNN also takes int64): an element offset reaches at most a tensor's element count.
+  for (int i = 0; i < 4; ++i) {
+    const TensorDesc& d = g.tensors[static_cast<size_t>(i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0])];
+    const int64_t elements = d.element_count();
+    if (elements > std::numeric_limits<int32_t>::max())
+      return not_supported(where + (i < 3 ? "input '" : "output '") + d.name + "' holds " + std::to_string(elements) +
+                           " elements, past the int32 offsets Kiln takes (2^31 - 1; int64 offsets are not supported "
+                           "yet)");
   }
   return Status::ok();
 }
@@ -398,7 +414,7 @@ Status validate_impl(Graph& g, const ValidateOptions& options) {
     KILN_RETURN_IF_ERROR(check_footprint(d, roles.dtype_of(t)));
     if (roles.producer(t) >= 0 && roles.is_graph_output(t)) KILN_RETURN_IF_ERROR(check_no_overlap(g, roles, t));
   }
-  for (const Node& n : g.nodes) KILN_RETURN_IF_ERROR(check_ragged_layouts(g, n));
+  for (const Node& n : g.nodes) KILN_RETURN_IF_ERROR(check_ragged_node(g, n));
   return Status::ok();
 }
 

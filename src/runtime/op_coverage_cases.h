@@ -338,6 +338,60 @@ inline GraphBuilder cast_graph(DataType from, DataType to, double scale = 0) {
   return b;
 }
 
+// The attention backward pass and FP8 attention (each against both references), and FP8's refusals.
+inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
+  auto add = [&](std::string name, std::string dtype, std::string group, const GraphBuilder& b) {
+    cases.push_back(make(std::move(name), std::move(dtype), std::move(group), b));
+  };
+  // The backward pass (dq, dk, dv from q, k, v, o, do and the statistics): plain fp16, causal, a window over grouped
+  // heads, a bias, and bottom-right causal over more keys than queries.
+  add("sdpa_backward", "fp16", "sdpa_backward fp16",
+      sdpa_backward_graph("sdpa_bwd", band(false, std::nullopt), 32, 32, 2, 2, {}, DataType::kFloat16));
+  add("sdpa_backward.causal", "bf16", "sdpa_backward causal",
+      sdpa_backward_graph("sdpa_bwd_causal", band(true, std::nullopt), 40, 40));
+  add("sdpa_backward.window_gqa", "bf16", "sdpa_backward window gqa",
+      sdpa_backward_graph("sdpa_bwd_window", band(true, 8), 40, 40, 4, 2));
+  add("sdpa_backward.bias", "bf16", "sdpa_backward bias",
+      sdpa_backward_graph("sdpa_bwd_bias", band(false, std::nullopt), 24, 40, 2, 2, {1, 2, 24, 40}));
+  add("sdpa_backward.causal_bottom_right", "bf16", "sdpa_backward causal bottom-right",
+      sdpa_backward_graph("sdpa_bwd_br", band(true, std::nullopt, std::nullopt, true), 16, 72));
+  // With a padding mask: a padded query row's dq and a padded key's dk, dv are 0.
+  add("sdpa_backward.padding", "bf16", "sdpa_backward padding",
+      sdpa_backward_graph("sdpa_bwd_pad", padded(band(false, std::nullopt)), 24, 40));
+  add("sdpa_backward.padding_causal_gqa", "bf16", "sdpa_backward padding causal gqa",
+      sdpa_backward_graph("sdpa_bwd_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
+  add("sdpa_backward.padding_bottom_right", "bf16", "sdpa_backward padding bottom-right",
+      sdpa_backward_graph("sdpa_bwd_pad_br", padded(band(true, std::nullopt, std::nullopt, true)), 16, 48));
+  // FP8 attention (o, amax_o; P rounded to fp8 inside): plain, causal, a window over grouped heads with head dim
+  // 128, and with the statistics.
+  add("sdpa_fp8", "fp8_e4m3", "sdpa_fp8", sdpa_fp8_graph("sdpa_fp8", band(false, std::nullopt), 32, 48));
+  add("sdpa_fp8.causal", "fp8_e4m3", "sdpa_fp8 causal",
+      sdpa_fp8_graph("sdpa_fp8_causal", band(true, std::nullopt), 40, 40));
+  add("sdpa_fp8.window_gqa_d128", "fp8_e4m3", "sdpa_fp8 window gqa d128",
+      sdpa_fp8_graph("sdpa_fp8_window", band(true, 8), 24, 24, 4, 2, false, 128));
+  add("sdpa_fp8.stats", "fp8_e4m3", "sdpa_fp8 stats",
+      sdpa_fp8_graph("sdpa_fp8_stats", band(false, std::nullopt), 32, 32, 2, 2, true));
+  // With a padding mask: a padded row's o is 0 (amax_o over the valid rows); its statistics are refused.
+  add("sdpa_fp8.padding", "fp8_e4m3", "sdpa_fp8 padding",
+      sdpa_fp8_graph("sdpa_fp8_pad", padded(band(false, std::nullopt)), 32, 48));
+  add("sdpa_fp8.padding_causal_gqa", "fp8_e4m3", "sdpa_fp8 padding causal gqa",
+      sdpa_fp8_graph("sdpa_fp8_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
+  {
+    OpCase c = make("sdpa_fp8.causal_bottom_right", "fp8_e4m3", "",
+                    sdpa_fp8_graph("sdpa_fp8_br", band(true, std::nullopt, std::nullopt, true), 16, 48));
+    c.kiln_rejects = "cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
+  {
+    OpCase c = make("sdpa_fp8.padding_stats", "fp8_e4m3", "",
+                    sdpa_fp8_graph("sdpa_fp8_pad_stats", padded(band(false, std::nullopt)), 32, 48, 2, 2, true));
+    c.kiln_rejects = "the statistics of FP8 attention with a padding mask are not supported";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
+}
+
 // sdpa in fp16 and bf16, causal and not, and with each kind of diagonal band.
 inline void sdpa_cases(std::vector<OpCase>& cases) {
   using D = DataType;
@@ -405,53 +459,7 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_band_graph("sdpa_stats_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2, {}, true));
   add("sdpa.stats_paged_chunk", "bf16", "sdpa stats paged",
       sdpa_paged_graph("sdpa_stats_paged", band(true, std::nullopt, std::nullopt, true), 16, 9, 8, 6, true));
-  // The backward pass (dq, dk, dv from q, k, v, o, do and the statistics): plain fp16, causal, a window over grouped
-  // heads, a bias, and bottom-right causal over more keys than queries.
-  add("sdpa_backward", "fp16", "sdpa_backward fp16",
-      sdpa_backward_graph("sdpa_bwd", band(false, std::nullopt), 32, 32, 2, 2, {}, DataType::kFloat16));
-  add("sdpa_backward.causal", "bf16", "sdpa_backward causal",
-      sdpa_backward_graph("sdpa_bwd_causal", band(true, std::nullopt), 40, 40));
-  add("sdpa_backward.window_gqa", "bf16", "sdpa_backward window gqa",
-      sdpa_backward_graph("sdpa_bwd_window", band(true, 8), 40, 40, 4, 2));
-  add("sdpa_backward.bias", "bf16", "sdpa_backward bias",
-      sdpa_backward_graph("sdpa_bwd_bias", band(false, std::nullopt), 24, 40, 2, 2, {1, 2, 24, 40}));
-  add("sdpa_backward.causal_bottom_right", "bf16", "sdpa_backward causal bottom-right",
-      sdpa_backward_graph("sdpa_bwd_br", band(true, std::nullopt, std::nullopt, true), 16, 72));
-  // With a padding mask: a padded query row's dq and a padded key's dk, dv are 0.
-  add("sdpa_backward.padding", "bf16", "sdpa_backward padding",
-      sdpa_backward_graph("sdpa_bwd_pad", padded(band(false, std::nullopt)), 24, 40));
-  add("sdpa_backward.padding_causal_gqa", "bf16", "sdpa_backward padding causal gqa",
-      sdpa_backward_graph("sdpa_bwd_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
-  add("sdpa_backward.padding_bottom_right", "bf16", "sdpa_backward padding bottom-right",
-      sdpa_backward_graph("sdpa_bwd_pad_br", padded(band(true, std::nullopt, std::nullopt, true)), 16, 48));
-  // FP8 attention (o, amax_o; P rounded to fp8 inside): plain, causal, a window over grouped heads with head dim
-  // 128, and with the statistics.
-  add("sdpa_fp8", "fp8_e4m3", "sdpa_fp8", sdpa_fp8_graph("sdpa_fp8", band(false, std::nullopt), 32, 48));
-  add("sdpa_fp8.causal", "fp8_e4m3", "sdpa_fp8 causal",
-      sdpa_fp8_graph("sdpa_fp8_causal", band(true, std::nullopt), 40, 40));
-  add("sdpa_fp8.window_gqa_d128", "fp8_e4m3", "sdpa_fp8 window gqa d128",
-      sdpa_fp8_graph("sdpa_fp8_window", band(true, 8), 24, 24, 4, 2, false, 128));
-  add("sdpa_fp8.stats", "fp8_e4m3", "sdpa_fp8 stats",
-      sdpa_fp8_graph("sdpa_fp8_stats", band(false, std::nullopt), 32, 32, 2, 2, true));
-  // With a padding mask: a padded row's o is 0 (amax_o over the valid rows), its statistics -infinity.
-  add("sdpa_fp8.padding", "fp8_e4m3", "sdpa_fp8 padding",
-      sdpa_fp8_graph("sdpa_fp8_pad", padded(band(false, std::nullopt)), 32, 48));
-  add("sdpa_fp8.padding_causal_gqa", "fp8_e4m3", "sdpa_fp8 padding causal gqa",
-      sdpa_fp8_graph("sdpa_fp8_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
-  {
-    OpCase c = make("sdpa_fp8.causal_bottom_right", "fp8_e4m3", "",
-                    sdpa_fp8_graph("sdpa_fp8_br", band(true, std::nullopt, std::nullopt, true), 16, 48));
-    c.kiln_rejects = "cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x";
-    c.reject_code = StatusCode::kNotSupported;
-    cases.push_back(std::move(c));
-  }
-  {
-    OpCase c = make("sdpa_fp8.padding_stats", "fp8_e4m3", "",
-                    sdpa_fp8_graph("sdpa_fp8_pad_stats", padded(band(false, std::nullopt)), 32, 48, 2, 2, true));
-    c.kiln_rejects = "the statistics of FP8 attention with a padding mask are not supported";
-    c.reject_code = StatusCode::kNotSupported;
-    cases.push_back(std::move(c));
-  }
+  sdpa_backward_and_fp8_cases(cases);
   {
     OpCase c =
         make("sdpa.bias_bottom_right", "bf16", "",

@@ -754,11 +754,10 @@ TEST(SpecErrors, SdpaPaddingMask) {
   EXPECT_ERROR_HAS(parse(made).status(), "input 'lkv': a padding mask's length must be a graph input");
 }
 
-// Paged K/V caches: "paged_kv": true with "padding_mask": true, the caches [blocks, Hk, block_size, D] and the page
-// tables int32 [B, 1, pages, 1] last; Skv = pages * block_size.
 // Ragged (THD) attention: four offsets after the lengths; each refused by name when wrong; the tensors packed
-// token-major (o too, which an undeclared o gets); what is not run yet is NotSupported.
-TEST(SpecErrors, SdpaRagged) {
+// token-major (o too, which an undeclared o gets); what is not run yet is NotSupported. The spec: B 2, q 4 heads
+// over k, v 2, Sq 16, Skv 32, D 64; k and v share one offset tensor.
+Json sdpa_ragged_spec() {
   const auto thd = [](int64_t heads, int64_t rows) {
     Json j = t({2, heads, rows, 64});
     j["strides"] = {rows * heads * 64, 64, heads * 64, 1};
@@ -775,6 +774,11 @@ TEST(SpecErrors, SdpaRagged) {
                        "sdpa", {"q", "k", "v", "lq", "lkv", "oq", "okv", "okv", "oo"},
                        {{"padding_mask", true}, {"ragged", true}});
   base["io_dtype"] = "bf16";
+  return base;
+}
+
+TEST(SpecOps, SdpaRagged) {
+  const Json base = sdpa_ragged_spec();
   StatusOr<Graph> g = parse(base);
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
   const Node& n = g->nodes[0];
@@ -785,6 +789,10 @@ TEST(SpecErrors, SdpaRagged) {
   auto sig = compute_signature(*g);
   ASSERT_TRUE(sig.is_ok()) << sig.status().to_string();
   EXPECT_NE(sig->canonical.find("ragged=1"), std::string::npos) << sig->canonical;
+}
+
+TEST(SpecErrors, SdpaRagged) {
+  const Json base = sdpa_ragged_spec();
   struct Bad {
     std::function<void(Json&)> edit;
     const char* message;
@@ -810,7 +818,29 @@ TEST(SpecErrors, SdpaRagged) {
          j["dynamic"] = {{"batch", 2}};
          for (const char* n : {"q", "k", "v", "lq", "lkv"}) j["tensors"][n]["dims"][0] = "batch";
        },
-       "input 'q': dim 'batch' is dynamic, but a ragged tensor's dims are static", StatusCode::kInvalidArgument},
+       "follow a dynamic dim, but a ragged tensor's dims are static", StatusCode::kInvalidArgument},
+      {[](Json& j) {  // k read as v too (v then dropped: a tensor no node reads is refused)
+         j["nodes"][0]["inputs"][2] = "k";
+         j["tensors"].erase("v");
+       },
+       "input 'k': a ragged tensor is read by one role of its node only", StatusCode::kInvalidArgument},
+      {[](Json& j) {  // a bias (NotSupported) does not hide a stride the author must fix
+         j["tensors"]["bias"] = t({2, 4, 16, 32});
+         j["nodes"][0]["inputs"].insert(j["nodes"][0]["inputs"].begin() + 3, "bias");
+         j["tensors"]["q"].erase("strides");
+       },
+       "input 'q': strides [4096,1024,64,1] on dims [2,4,16,64]: a ragged tensor is packed token-major",
+       StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["bias"] = t({2, 4, 16, 32});
+         j["nodes"][0]["inputs"].insert(j["nodes"][0]["inputs"].begin() + 3, "bias");
+       },
+       "ragged tensors with an attention bias are not supported yet", StatusCode::kNotSupported},
+      {[](Json& j) {  // k and v share an offset tensor only where their tokens match
+         j["tensors"]["v"] = {{"dims", {2, 2, 32, 32}}, {"strides", {32 * 2 * 32, 32, 2 * 32, 1}}};
+       },
+       "input 'okv': it serves as k's and v's ragged offset, whose tokens differ (128 and 64 elements)",
+       StatusCode::kInvalidArgument},
       {[](Json& j) {  // 2^31 elements: past int32 offsets
          j["tensors"]["q"] = t({2, 64, 262144, 64});
          j["tensors"]["q"]["strides"] = {262144LL * 64 * 64, 64, 64 * 64, 1};
@@ -863,6 +893,8 @@ TEST(SpecErrors, SdpaRagged) {
   }
 }
 
+// Paged K/V caches: "paged_kv": true with "padding_mask": true, the caches [blocks, Hk, block_size, D] and the page
+// tables int32 [B, 1, pages, 1] last; Skv = pages * block_size.
 TEST(SpecErrors, SdpaPagedCaches) {
   auto paged = [](Json attrs, std::vector<int64_t> table_k = {2, 1, 4, 1}, std::vector<int64_t> table_v = {2, 1, 4, 1},
                   const char* table_dtype = "int32") {

@@ -170,12 +170,13 @@ struct SdpaAttrs {
   std::optional<int64_t> left_bound;   // a sliding window: the diagonal and left_bound - 1 keys before it (>= 1)
   std::optional<int64_t> right_bound;  // keys past the diagonal it may see (>= 0); not with causal
   DiagonalAlignment alignment = DiagonalAlignment::kTopLeft;
-  // A padding mask: the node's last two inputs are seq_len_q and seq_len_kv (int32 [B, 1, 1, 1]), the valid
-  // queries and keys of each batch entry; keys past seq_len_kv are masked, query rows past seq_len_q are written
-  // as zeros, and a bottom-right diagonal aligns each entry's own last query and key.
+  // A padding mask (sdpa, sdpa_backward, sdpa_fp8): two more inputs, seq_len_q and seq_len_kv (int32 [B, 1, 1, 1];
+  // where: sdpa_inputs), the valid queries and keys of each batch entry; keys past seq_len_kv are masked, query
+  // rows past seq_len_q are written as zeros (their statistics -infinity, their dq 0; a padded key's dk, dv 0;
+  // ragged, they are not written at all), and a bottom-right diagonal aligns each entry's own last query and key.
   bool padding = false;
   // Paged K/V caches (decode and chunked prefill over a paged cache; needs `padding`): k and v are containers
-  // [blocks, Hk, block_size, D], and the node's last two inputs are page tables int32 [B, 1, pages, 1] (the cache
+  // [blocks, Hk, block_size, D], and two more inputs after the lengths are page tables int32 [B, 1, pages, 1] (the cache
   // block of each entry's page of keys, values); an entry's key j is row j % block_size of block
   // table[j / block_size]: Skv = pages * block_size.
   bool paged = false;
@@ -201,17 +202,18 @@ struct SdpaAttrs {
 //   rms_norm:   in {x, scale}    out {y}
 //   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)
 //                   (, ragged_q, ragged_k, ragged_v, ragged_o)} out {o (, stats)}
-//               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths and the page tables optional: sdpa_inputs;
+//               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths, the page tables and the offsets optional:
+//               sdpa_inputs;
 //               stats, when asked for, each query row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1])
-//   sdpa_backward: in {q, k, v, o, do, stats (, bias)} out {dq, dk, dv}
+//   sdpa_backward: in {q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv)} out {dq, dk, dv}
 //               (the gradients of an sdpa with these attributes: o and stats as its forward wrote them, do the
-//               gradient of o; dq, dk, dv shaped and typed as q, k, v; no padding mask or paged caches)
+//               gradient of o; dq, dk, dv shaped and typed as q, k, v; no paged caches or ragged tensors)
 //   sdpa_fp8:   in {q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o (, seq_len_q, seq_len_kv)}
 //               out {o, amax_o (, stats)}
 //               (FP8 attention: q, k, v fp8 e4m3 [B, H, S, D]; the six scales fp32 [1, 1, 1, 1] graph inputs; the
 //               scores descale_q descale_k attn_scale q.k, P = softmax rounded to fp8 at scale_s and read back at
 //               descale_s, o = fp8((P.v descale_v) scale_o), amax_o = max |P.v descale_v| before scale_o, fp32
-//               [1, 1, 1, 1]; stats as sdpa's; SM 9.0+, no bias, lengths or paged caches)
+//               [1, 1, 1, 1]; stats as sdpa's; SM 9.0+, no bias, paged caches or ragged tensors)
 // Every op writes one tensor, but for an sdpa's optional second, an sdpa_backward's three and an sdpa_fp8's two
 // or three.
 struct Node {

@@ -130,7 +130,7 @@ class GraphBuilder {
                           TensorRef stats, const SdpaAttrs& attrs = {}, std::optional<TensorRef> bias = std::nullopt,
                           std::optional<TensorRef> seq_len_q = std::nullopt,
                           std::optional<TensorRef> seq_len_kv = std::nullopt);
-  // FP8 attention (cuDNN's sdpa_fp8, SM 9.0+; no bias, lengths or paged caches): q, k, v fp8_e4m3 [B, H, S, D],
+  // FP8 attention (cuDNN's sdpa_fp8, SM 9.0+; no bias, paged caches or ragged tensors): q, k, v fp8_e4m3 [B, H, S, D],
   // the six scales fp32 [1, 1, 1, 1] graph inputs (kiln/graph/graph.h sdpa_fp8); o (named name + "_o", fp8_e4m3
   // unless set_dtype makes it fp8_e5m2) and amax_o (name + "_amax_o", fp32 [1, 1, 1, 1]).
   struct SdpaFp8Scales {
@@ -139,7 +139,8 @@ class GraphBuilder {
   struct SdpaFp8Out {
     TensorRef o, amax_o;
   };
-  // With a padding mask's lengths (int32 [B, 1, 1, 1] each; giving both sets attrs.padding).
+  // With a padding mask's lengths (int32 [B, 1, 1, 1] each; giving either sets attrs.padding, and validation
+  // names a missing one).
   SdpaFp8Out sdpa_fp8(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaFp8Scales& scales,
                       const SdpaAttrs& attrs = {}, std::optional<TensorRef> seq_len_q = std::nullopt,
                       std::optional<TensorRef> seq_len_kv = std::nullopt);

@@ -25,7 +25,8 @@ namespace kiln {
 // values make_random_inputs gives for `seed`, in the tensor's dtype through its strides (elements between
 // strided positions are left alone). `buffers` maps tensor index -> device pointer (e.g.
 // GraphBuffers::pointers()); by-value tensors have no buffer and are skipped. InvalidArgument when a
-// graph input has no buffer. Enqueued on `stream`; not synchronised.
+// graph input has no buffer. Enqueued on `stream`; not synchronised, but for a ragged attention graph's offsets
+// (reference_common.h ragged_offsets), copied from the host and waited for.
 Status generate_inputs_on_device(const Graph& graph, uint64_t seed, const std::map<int, void*>& buffers,
                                  cudaStream_t stream = nullptr);
 

@@ -100,6 +100,7 @@ StatusOr<double> estimate_macs(const Graph& graph);
 // divisors [0.5, 1.5]; by-value tensors take TensorDesc::value. Element e of tensor t is a pure function
 // of (seed, t, e) (Philox4x32-10, docs/numerics.md "Random inputs"), so adding a tensor does not change
 // the others, and generate_inputs_on_device (kiln/validate/device_check.h) writes the same bits on the device.
+// Ragged attention's offsets are the exception: they follow from the drawn lengths (ragged_offsets).
 // Large tensors are filled on every core.
 StatusOr<std::map<int, HostTensor>> make_random_inputs(const Graph& graph, uint64_t seed);
 

@@ -141,6 +141,15 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                        std::to_string(width[i]) + " elements): give each its own tensor");
     }
   }
+  // q, k and v: graph inputs, each read by this one role only (cuDNN attaches the offsets to the tensor itself, so
+  // another reader would read it through them too).
+  for (size_t i = 0; i < 3; ++i) {
+    KILN_RETURN_IF_ERROR(check_given(c, i, "a ragged tensor"));
+    if (c.roles.consumer_count(c.node.inputs[i]) != 1)
+      return c.error(c.in_label(i) +
+                     ": a ragged tensor is read by one role of its node only (another node or role reads it too, "
+                     "and cuDNN would read it through this node's offsets): give each its own tensor");
+  }
   // An offset tensor is read by this node's offset roles only: another node's offsets (other rows), a length or a
   // page table would each want other values than the ones Kiln's checks derive (and than the caller's).
   for (int i = 0; i < 4; ++i) {
@@ -155,46 +164,16 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
   // The tensors' dims are numbers: the offsets' B + 1 and the token-major strides cannot follow a dynamic dim.
   for (size_t i = 0; i < 3; ++i)
     for (const Dim& d : c.in(i).dims)
-      if (!d.symbol.empty())
-        return c.error(
-            c.in_label(i) + ": dim '" + d.symbol +
-            "' is dynamic, but a ragged tensor's dims are static (the offsets say how each batch is packed)");
+      if (d.follows_symbols())
+        return c.error(c.in_label(i) + ": dims " + dims_text(c.in(i).dims) +
+                       " follow a dynamic dim, but a ragged tensor's dims are static (the offsets say how each batch "
+                       "is packed)");
   const int o = c.node.outputs[0];
   if (!c.roles.is_graph_output(o) || c.roles.consumer_count(o) > 0)
     return c.error(c.out_label() + ": a ragged o must be a graph output that no node reads (its padded rows are not "
                                    "written)");
   return Status::ok();
 }
-// What Kiln does not run yet over ragged tensors (after every check the author must act on).
-Status ragged_support(NodeCtx& c) {
-  if (!c.node.sdpa.ragged) return Status::ok();
-  if (c.node.sdpa.paged)
-    return not_supported(c.where + ": attribute 'ragged': ragged tensors over paged caches are not supported yet");
-  if (sdpa_inputs(c.node).bias >= 0)
-    return not_supported(c.where + ": attribute 'ragged': ragged tensors with an attention bias are not supported "
-                                   "yet");
-  if (c.node.outputs.size() > 1)
-    return not_supported(c.where + ": attribute 'ragged': softmax statistics over ragged tensors are not supported "
-                                   "yet");
-  // Kiln's offsets are int32 (cuDNN also takes int64): an element offset reaches at most a tensor's element count.
-  for (size_t i = 0; i < 3; ++i) {
-    int64_t elements = 1;
-    for (const Dim& d : c.in(i).dims) elements *= d.value;
-    if (elements > std::numeric_limits<int32_t>::max())
-      return not_supported(c.where + ": attribute 'ragged': " + c.in_label(i) + " holds " + std::to_string(elements) +
-                           " elements, past the int32 offsets Kiln takes (2^31 - 1; int64 offsets are not supported "
-                           "yet)");
-  }
-  {
-    int64_t elements = c.in(0).dims[0].value * c.in(0).dims[1].value * c.in(0).dims[2].value * c.in(2).dims[3].value;
-    if (elements > std::numeric_limits<int32_t>::max())
-      return not_supported(c.where + ": attribute 'ragged': " + c.out_label() + " holds " + std::to_string(elements) +
-                           " elements, past the int32 offsets Kiln takes (2^31 - 1; int64 offsets are not supported "
-                           "yet)");
-  }
-  return Status::ok();
-}
-
 // The optional bias [B or 1, H or 1, Sq, Skv], added to the scaled scores before the softmax (and the band), in q's
 // dtype. cuDNN (9.19, Frontend 1.32) takes no bias with a bottom-right diagonal.
 Status check_bias(NodeCtx& c, const Dims& q, const Dims& k) {
@@ -360,7 +339,6 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   if (c.node.outputs.size() > 1) KILN_RETURN_IF_ERROR(stats_output(c, q, out));
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
-  KILN_RETURN_IF_ERROR(ragged_support(c));
   return Status::ok();
 }
 

@@ -18,7 +18,7 @@ void set_band(Attrs& attrs, const SdpaAttrs& a) {
                                                                               : fe::DiagonalAlignment_t::TOP_LEFT);
 }
 
-// A padding mask: each entry's lengths (validate checked their dims and dtypes). Forward and backward alike.
+// A padding mask: each entry's lengths (validate checked their dims and dtypes). sdpa, its backward and FP8 alike.
 template <typename Attrs>
 void set_padding(LowerCtx& c, Attrs& attrs, const Node& n) {
   const SdpaInputs x = sdpa_inputs(n);

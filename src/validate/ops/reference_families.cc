@@ -33,7 +33,7 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     case OpKind::kMatmul: want_in = 2; break;
     case OpKind::kReduction: want_in = 1; break;
     case OpKind::kSdpa:
-      want_in = std::clamp<size_t>(node.inputs.size(), 3, 13);  // kiln/graph/graph.h sdpa_inputs
+      want_in = std::clamp<size_t>(node.inputs.size(), 3, 12);  // kiln/graph/graph.h sdpa_inputs
       break;
     case OpKind::kSdpaBackward:  // q, k, v, o, do, stats (, bias) (, the two lengths)
       want_in = std::clamp<size_t>(node.inputs.size(), 6, 9);

@@ -37,7 +37,8 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
       return invalid_argument(where + ": scale " + tensor_label(g, node.inputs[i]) + " must be [1, 1, 1, 1]");
   const size_t stats_out = fp8 ? kFp8Stats : 1;
   if (backward && (node.inputs.size() < 6 || node.outputs.size() != 3))
-    return invalid_argument(where + ": sdpa_backward takes q, k, v, o, do, stats (, bias) and writes dq, dk, dv");
+    return invalid_argument(where + ": sdpa_backward takes q, k, v, o, do, stats (, bias) (, the two lengths) and "
+                                    "writes dq, dk, dv");
   const auto q = tensor_dims(g, node.inputs[0]), k = tensor_dims(g, node.inputs[1]), v = tensor_dims(g, node.inputs[2]),
              o = tensor_dims(g, backward ? node.inputs[3] : node.outputs[0]);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4 || o.size() != 4)
