@@ -16,12 +16,8 @@ per measurement as it goes.
 from __future__ import annotations
 
 import json
-import math
-import os
 import pathlib
-import subprocess
 import sys
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "suite"))
@@ -31,7 +27,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import kiln  # noqa: E402
 import torch_peers  # noqa: E402
-from attention_common import BACKENDS, D, H, HK, parse_args, results_header, sdpa_backend  # noqa: E402
+from attention_common import BACKENDS, D, H, HK, kiln_tune, parse_args, results_header, sdpa_backend  # noqa: E402
 
 
 def specs(b, s, causal=True):
@@ -80,13 +76,8 @@ def main():
             p.write_text(json.dumps(spec, indent=1))
             paths.append(p)
         row = {"b": b, "s": s, "tflop": flops(b, s) / 1e12}
-        t0 = time.time()
-        tune = subprocess.run([a.kiln, "tune", str(paths[1]), "--store", str(db)], capture_output=True, text=True,
-                              timeout=a.tune_timeout)
-        row["tune_s"] = round(time.time() - t0, 1)
-        row["tune_exit"] = tune.returncode
-        (out / f"tune_s{s}.txt").write_text(tune.stdout + tune.stderr)
-        print(f"[ bwd ] s={s} b={b}: kiln tune exit {tune.returncode} in {row['tune_s']} s", flush=True)
+        row["tune_exit"], row["tune_s"] = kiln_tune(a.kiln, paths[1], db, a.tune_timeout, out / f"tune_s{s}.txt")
+        print(f"[ bwd ] s={s} b={b}: kiln tune exit {row['tune_exit']} in {row['tune_s']} s", flush=True)
         g = torch.Generator(device="cuda").manual_seed(s)
         q = torch.randn(b, H, s, D, device="cuda", generator=g).bfloat16()
         k = torch.randn(b, HK, s, D, device="cuda", generator=g).bfloat16()

@@ -24,9 +24,7 @@ OUT/attention_decode.json and prints a line per measurement.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -37,7 +35,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import kiln  # noqa: E402
 import torch_peers  # noqa: E402
-from attention_common import BACKENDS, D, H, HK, results_header, sdpa_backend  # noqa: E402
+from attention_common import BACKENDS, D, H, HK, kiln_tune, parse_args, results_header, sdpa_step  # noqa: E402
 
 BLOCK = 64  # keys a cache block holds
 
@@ -57,20 +55,8 @@ def spec(b, c):
             "outputs": ["o"]}
 
 
-def parse():
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kiln", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--batches", default="1,8,32,64,256")
-    ap.add_argument("--ctxs", default="1024,4096,32768")
-    ap.add_argument("--max-tokens", type=int, default=1 << 20)
-    ap.add_argument("--samples", type=int, default=20)
-    ap.add_argument("--tune-timeout", type=int, default=240)
-    a = ap.parse_args()
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    return a, out
+OPTIONS = (("--batches", {"default": "1,8,32,64,256"}), ("--ctxs", {"default": "1024,4096,32768"}),
+           ("--max-tokens", {"type": int, "default": 1 << 20}))
 
 
 def dense_of(cache, table):
@@ -78,17 +64,6 @@ def dense_of(cache, table):
     b, pages = table.shape[0], table.shape[2]
     blocks = cache[table.reshape(-1).long()]  # [B*pages, HK, BLOCK, D]
     return blocks.reshape(b, pages, HK, BLOCK, D).permute(0, 2, 1, 3, 4).reshape(b, HK, pages * BLOCK, D)
-
-
-def torch_decode(backend, q, k, v, mask):
-    from torch.nn.attention import sdpa_kernel
-    chosen = sdpa_backend(backend)
-
-    def step():
-        with sdpa_kernel([chosen]):
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
-    step()
-    return step
 
 
 def measure(a, row, b, c, plan, inputs, lengths, tag):
@@ -116,7 +91,7 @@ def measure(a, row, b, c, plan, inputs, lengths, tag):
     best = None
     for backend in BACKENDS:
         try:
-            r = torch_peers.time_gpu(torch_decode(backend, q, kd, vd, mask), a.samples)
+            r = torch_peers.time_gpu(sdpa_step(backend, q, kd, vd, attn_mask=mask), a.samples)
             row[f"{tag}_torch_{backend}_ms"] = r["ms"]
             best = r["ms"] if best is None else min(best, r["ms"])
             print(f"[ decode ] b={b} c={c} {tag}: torch {backend} {r['ms'] * 1e3:.1f} us", flush=True)
@@ -130,7 +105,7 @@ def measure(a, row, b, c, plan, inputs, lengths, tag):
 
 
 def main():
-    a, out = parse()
+    a, out = parse_args(__doc__, OPTIONS)
     db = out / "decode.db"
     results = results_header(__doc__.strip().splitlines()[5:])
     results["block_size"] = BLOCK
@@ -142,12 +117,8 @@ def main():
             row = {"b": b, "c": c}
             path = out / f"decode_b{b}_c{c}.json"
             path.write_text(json.dumps(spec(b, c), indent=1))
-            t0 = time.time()
-            r = subprocess.run([a.kiln, "tune", str(path), "--store", str(db)], capture_output=True, text=True,
-                               timeout=a.tune_timeout)
-            (out / f"tune_b{b}_c{c}.txt").write_text(r.stdout + r.stderr)
-            row["tune_exit"], row["tune_s"] = r.returncode, round(time.time() - t0, 1)
-            print(f"[ decode ] b={b} c={c}: kiln tune exit {r.returncode} in {row['tune_s']} s", flush=True)
+            row["tune_exit"], row["tune_s"] = kiln_tune(a.kiln, path, db, a.tune_timeout, out / f"tune_b{b}_c{c}.txt")
+            print(f"[ decode ] b={b} c={c}: kiln tune exit {row['tune_exit']} in {row['tune_s']} s", flush=True)
             g = torch.Generator(device="cuda").manual_seed(b * 100003 + c)
             blocks = b * (c // BLOCK)
             q = torch.randn(b, H, 1, D, device="cuda", generator=g).bfloat16()

@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
 import sys
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "suite"))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import kiln  # noqa: E402
 import torch_peers  # noqa: E402
-from attention_common import BACKENDS, D, H, HK, parse_args, results_header, sdpa_backend  # noqa: E402
+from attention_common import BACKENDS, D, H, HK, kiln_tune, parse_args, results_header, sdpa_step  # noqa: E402
 SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
 
 
@@ -55,30 +52,11 @@ def flops(b, s, causal=True):
     return 4.0 * b * H * s * s * D * (0.5 if causal else 1.0)
 
 
-def torch_forward(backend, q, k, v):
-    from torch.nn.attention import sdpa_kernel
-    chosen = sdpa_backend(backend)
-
-    def step():
-        with sdpa_kernel([chosen]):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    step()
-    return step
-
-
 def fp8_of(x):
     """x cast to e4m3 at scale 448 / amax, and the descale (one tensor, [1, 1, 1, 1])."""
     amax = x.abs().amax().float().clamp(min=1e-12)
     scale = 448.0 / amax
     return (x.float() * scale).to(torch.float8_e4m3fn), (1.0 / scale).reshape(1, 1, 1, 1)
-
-
-def tune(kiln_bin, spec_path, db, timeout, out, tag):
-    t0 = time.time()
-    r = subprocess.run([kiln_bin, "tune", str(spec_path), "--store", str(db)], capture_output=True, text=True,
-                       timeout=timeout)
-    (out / f"tune_{tag}.txt").write_text(r.stdout + r.stderr)
-    return r.returncode, round(time.time() - t0, 1)
 
 
 def main():
@@ -92,8 +70,8 @@ def main():
         for tag, spec in zip(("bf16", "fp8"), specs(b, s)):
             paths[tag] = out / f"{spec['name']}.json"
             paths[tag].write_text(json.dumps(spec, indent=1))
-            row[f"{tag}_tune_exit"], row[f"{tag}_tune_s"] = tune(a.kiln, paths[tag], db, a.tune_timeout, out,
-                                                                 f"{tag}_s{s}")
+            row[f"{tag}_tune_exit"], row[f"{tag}_tune_s"] = kiln_tune(a.kiln, paths[tag], db, a.tune_timeout,
+                                                                      out / f"tune_{tag}_s{s}.txt")
             print(f"[ fp8 ] s={s} b={b}: kiln tune {tag} exit {row[f'{tag}_tune_exit']} in {row[f'{tag}_tune_s']} s",
                   flush=True)
         g = torch.Generator(device="cuda").manual_seed(s)
@@ -141,7 +119,7 @@ def main():
             print(f"[ fp8 ] s={s} fp8 over bf16 (Kiln, same run): {row['fp8_speedup_over_bf16']:.2f}x", flush=True)
         for backend in BACKENDS:
             try:
-                res = torch_peers.time_gpu(torch_forward(backend, q, k, v), a.samples)
+                res = torch_peers.time_gpu(sdpa_step(backend, q, k, v, is_causal=True), a.samples)
                 row[f"torch_{backend}_ms"] = res["ms"]
                 print(f"[ fp8 ] s={s} torch bf16 {backend} {res['ms']:.3f} ms = "
                       f"{row['tflop'] / res['ms'] * 1e3:.0f} TFLOP/s", flush=True)

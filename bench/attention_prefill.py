@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
 import sys
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "suite"))
@@ -33,7 +31,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import kiln  # noqa: E402
 import torch_peers  # noqa: E402
-from attention_common import BACKENDS, D, H, HK, results_header, sdpa_backend  # noqa: E402
+from attention_common import BACKENDS, D, H, HK, kiln_tune, parse_args, results_header, sdpa_step  # noqa: E402
 
 
 def spec(b, s):
@@ -50,19 +48,7 @@ def spec(b, s):
             "outputs": ["o"]}
 
 
-def parse():
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kiln", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seqs", default="1024,4096")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--samples", type=int, default=20)
-    ap.add_argument("--tune-timeout", type=int, default=240)
-    a = ap.parse_args()
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    return a, out
+OPTIONS = (("--seqs", {"default": "1024,4096"}), ("--batch", {"type": int, "default": 8}))
 
 
 def thd_view(buf, b, heads, s):
@@ -70,27 +56,12 @@ def thd_view(buf, b, heads, s):
     return buf.view(b, s, heads, D).permute(0, 2, 1, 3)
 
 
-def torch_prefill(backend, q, k, v):
-    from torch.nn.attention import sdpa_kernel
-    chosen = sdpa_backend(backend)
-
-    def step():
-        with sdpa_kernel([chosen]):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    step()
-    return step
-
-
 def measure(a, out, db, planners, b, s):
     row = {"b": b, "s": s}
     path = out / f"prefill_b{b}_s{s}.json"
     path.write_text(json.dumps(spec(b, s), indent=1))
-    t0 = time.time()
-    r = subprocess.run([a.kiln, "tune", str(path), "--store", str(db)], capture_output=True, text=True,
-                       timeout=a.tune_timeout)
-    (out / f"tune_b{b}_s{s}.txt").write_text(r.stdout + r.stderr)
-    row["tune_exit"], row["tune_s"] = r.returncode, round(time.time() - t0, 1)
-    print(f"[ prefill ] b={b} s={s}: kiln tune exit {r.returncode} in {row['tune_s']} s", flush=True)
+    row["tune_exit"], row["tune_s"] = kiln_tune(a.kiln, path, db, a.tune_timeout, out / f"tune_b{b}_s{s}.txt")
+    print(f"[ prefill ] b={b} s={s}: kiln tune exit {row['tune_exit']} in {row['tune_s']} s", flush=True)
     g = torch.Generator(device="cuda").manual_seed(s)
     lens = torch.randint(s // 8, s + 1, (b,), generator=g, device="cuda")
     lens[0] = s
@@ -140,7 +111,7 @@ def measure(a, out, db, planners, b, s):
     best = None
     for backend in BACKENDS:
         try:
-            r2 = torch_peers.time_gpu(torch_prefill(backend, q, k, v), a.samples)
+            r2 = torch_peers.time_gpu(sdpa_step(backend, q, k, v, is_causal=True), a.samples)
             row[f"torch_{backend}_ms"] = r2["ms"]
             best = r2["ms"] if best is None else min(best, r2["ms"])
             print(f"[ prefill ] b={b} s={s} torch {backend} (padded) {r2['ms']:.3f} ms", flush=True)
@@ -156,7 +127,7 @@ def measure(a, out, db, planners, b, s):
 
 
 def main():
-    a, out = parse()
+    a, out = parse_args(__doc__, OPTIONS)
     results = results_header(__doc__.strip().splitlines()[5:])
     planners = []
     for s in (int(x) for x in a.seqs.split(",")):
