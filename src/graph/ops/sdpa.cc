@@ -42,6 +42,17 @@ Status check_given(NodeCtx& c, size_t at, const char* what) {
   return Status::ok();
 }
 
+// An index tensor the caller gives (a page table, a length, a ragged offset): a graph input (check_given, `what`
+// naming one), rank 4, int32 (`dtype_what` naming it in the dtype's message).
+Status check_index_input(NodeCtx& c, size_t at, const char* what, const char* dtype_what) {
+  KILN_RETURN_IF_ERROR(check_given(c, at, what));
+  KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
+  if (c.in_dtype(at) != DataType::kInt32)
+    return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) + " is not supported for " +
+                   dtype_what + " (int32 only)");
+  return Status::ok();
+}
+
 // K and V as the keys and values of each batch entry, [B, Hk, Skv, D] and [B, Hk, Skv, Dv]: the tensors
 // themselves, or with paged caches (containers [blocks, Hk, block_size, D] and page tables int32 [B, 1, pages, 1])
 // B from q and Skv = pages * block_size, each table checked.
@@ -55,11 +66,7 @@ Status logical_kv(NodeCtx& c, const Dims& q, Dims* k, Dims* v) {
   const SdpaInputs r = sdpa_inputs(c.node);
   for (auto [table, cache] : {std::pair<int, Dims*>{r.page_table_k, k}, std::pair<int, Dims*>{r.page_table_v, v}}) {
     const size_t at = static_cast<size_t>(table);
-    KILN_RETURN_IF_ERROR(check_given(c, at, "a page table"));
-    KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
-    if (c.in_dtype(at) != DataType::kInt32)
-      return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) +
-                     " is not supported for a page table (int32 only)");
+    KILN_RETURN_IF_ERROR(check_index_input(c, at, "a page table", "a page table"));
     const Dims& t = c.in(at).dims;
     if (t[0].value != q[0].value || t[1].value != 1 || t[3].value != 1)
       return c.error(c.in_label(at) + ": dims " + dims_text(t) + " must be [B, 1, pages, 1] = [" +
@@ -91,11 +98,7 @@ Status check_lengths(NodeCtx& c, const Dims& q) {
   for (int i : {r.seq_len_q, r.seq_len_kv}) {
     if (i < 0) continue;
     const size_t at = static_cast<size_t>(i);
-    KILN_RETURN_IF_ERROR(check_given(c, at, "a padding mask's length"));
-    KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
-    if (c.in_dtype(at) != DataType::kInt32)
-      return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) +
-                     " is not supported for a padding mask's lengths (int32 only)");
+    KILN_RETURN_IF_ERROR(check_index_input(c, at, "a padding mask's length", "a padding mask's lengths"));
     const Dims& d = c.in(at).dims;
     if (d[0].value != q[0].value || d[1].value != 1 || d[2].value != 1 || d[3].value != 1)
       return c.error(c.in_label(at) + ": dims " + dims_text(d) + " must be [B, 1, 1, 1] = [" +
@@ -110,9 +113,7 @@ Status check_lengths(NodeCtx& c, const Dims& q) {
 // output no node reads (its padded rows and the gaps between entries hold whatever the buffer held).
 Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
   if (!c.node.sdpa.ragged) return Status::ok();
-  if (!c.node.sdpa.padding)
-    return c.error("attribute 'ragged': ragged tensors need \"padding_mask\": true (each entry's lengths say how "
-                   "many of its rows there are)");
+  // (A ragged node without "padding_mask" is refused before its input count: src/graph/validate.cc.)
   const SdpaInputs r = sdpa_inputs(c.node);
   const int at[4] = {r.ragged_q, r.ragged_k, r.ragged_v, r.ragged_o};
   const char* role[4] = {"q's", "k's", "v's", "o's"};
@@ -120,11 +121,7 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                             q[1].value * v[3].value};
   for (int i = 0; i < 4; ++i) {
     const size_t a = static_cast<size_t>(at[i]);
-    KILN_RETURN_IF_ERROR(check_given(c, a, "a ragged offset"));
-    KILN_RETURN_IF_ERROR(check_rank(c, a, 4, 4));
-    if (c.in_dtype(a) != DataType::kInt32)
-      return c.error(c.in_label(a) + ": dtype " + std::string(dtype_name(c.in_dtype(a))) +
-                     " is not supported for a ragged offset (int32 only)");
+    KILN_RETURN_IF_ERROR(check_index_input(c, a, "a ragged offset", "a ragged offset"));
     const Dims& d = c.in(a).dims;
     if (d[0].value != q[0].value + 1 || d[1].value != 1 || d[2].value != 1 || d[3].value != 1)
       return c.error(c.in_label(a) + ": dims " + dims_text(d) + " must be [B + 1, 1, 1, 1] = [" +
