@@ -550,6 +550,29 @@ if want attnprefill; then  # issue 36: ragged (THD) prefill against PyTorch's ba
     --out "$out/attnprefill" ${KILN_ATTNPREFILL_SEQS:+--seqs "$KILN_ATTNPREFILL_SEQS"} >"$out/attnprefill.txt" 2>&1
   rc=$?; grep -E '^\[ prefill \]|Error|error' "$out/attnprefill.txt" | tail -40; check $rc "bench/attention_prefill.py"
 fi
+if want buildscale; then  # issue 37: do runtime-compiled builds overlap across processes (they do not on threads)?
+  stamp "build scaling across processes"
+  mkdir -p "$out/buildscale"
+  python3 - "$out/buildscale" <<'PY'
+import json, os, sys
+sys.path.insert(0, "bench/suite")
+import shapes
+for c in shapes.cases():
+    if c["id"] in ("rms_norm_65536x1024",):
+        with open(os.path.join(sys.argv[1], "spec.json"), "w") as f:
+            json.dump(c["spec"], f)
+PY
+  for n in ${KILN_BUILDSCALE_PROCS:-1 4}; do
+    t0=$(date +%s.%N)
+    for i in $(seq 1 "$n"); do
+      timeout 120 "$kiln" tune "$out/buildscale/spec.json" --exhaustive --no-isolate --store "$out/buildscale/s$n-$i.db" \
+        >"$out/buildscale/p$n-$i.txt" 2>&1 &
+    done
+    wait
+    echo "processes $n: wall $(python3 -c "import time; print(round(time.time() - $t0, 2))") s"
+    for i in $(seq 1 "$n"); do grep -E "candidates|winner|tuned in|s\)$" "$out/buildscale/p$n-$i.txt" | tail -3; done
+  done
+fi
 if want pyprofile; then  # issue 34: where a call from Python spends its time (py-spy, native frames), per contestant
   stamp "python call profile"
   pydeps

@@ -100,6 +100,7 @@ StatusOr<TuneJob> tune_job_from(const TuneCliOptions& o, const std::atomic<bool>
   job.rollout = *rollout;
   // In a worker process by default: a candidate that crashes it is Failed, and the tune goes on.
   job.tuner = o.no_isolate ? tune_graph : tune_isolated;
+  to.build_helpers = cli_build_helpers(o.build_helpers);
   return job;
 }
 
@@ -127,6 +128,11 @@ void add_tune(CLI::App& app, Runner* run) {
                   "The candidate budget: stop when none of the last N timed beat the best by more than the noise")
       ->check(whole_number_at_least(1))
       ->capture_default_str();
+  sub->add_option("--build-helpers", o->build_helpers,
+                  "Processes that build runtime-compiled candidates beside the tune (cuDNN compiles one at a time "
+                  "per process); 0: build them on the tune's own threads (default: half the hardware threads, at most "
+                  "8, none below 4)")
+      ->check(CLI::Range(-1, 64));
   sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes")
       ->check(whole_number_at_least(0));
   sub->add_option("--exclude", o->exclude, "Identities or engN prefixes to skip");

@@ -76,6 +76,10 @@ Status tune_worker_setup_and_run(const std::string& request_path, bool* reported
   ::signal(SIGINT, on_worker_signal);
   ::signal(SIGTERM, on_worker_signal);
   to->cancel = &g_worker_interrupted;
+  if (to->build_helpers.processes > 0) {  // the graph writer does not travel in the request
+    const int n = to->build_helpers.processes;
+    to->build_helpers = cli_build_helpers(n);
+  }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<TuneBackend> backend, make_cudnn_backend(*g, *to));
   if (const char* crash = std::getenv("KILN_TEST_CRASH")) {
     const std::string spec = crash;

@@ -28,6 +28,7 @@ struct TuneCliOptions {
   bool exhaustive = false;                      // every runtime-compiled candidate (no candidate budget)
   int compile_first = CandidateBudget{}.first;  // the candidate budget's first and patience
   int compile_patience = CandidateBudget{}.patience;
+  int build_helpers = -1;  // --build-helpers: processes for runtime-compiled builds; -1: the machine's default
   int64_t max_workspace = -1;
   double budget_s = 0, candidate_budget_ms = 1000, target_noise = 0.005, workspace_tolerance = 0.05;
   uint64_t seed = 1;

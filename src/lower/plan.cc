@@ -407,9 +407,11 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
 }
 
 StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle_t handle,
-                                                 const std::vector<uint8_t>& bytes) {
+                                                 const std::vector<uint8_t>& bytes, const EngineConfig& known) {
   if (!handle) return invalid_argument("deserializing a plan needs a cuDNN handle (or a device profile)");
-  return deserialize_for(graph, handle, nullptr, bytes);
+  KILN_ASSIGN_OR_RETURN(LoweredGraph lg, deserialize_for(graph, handle, nullptr, bytes));
+  lg.impl_->config = known;
+  return lg;
 }
 
 StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, const DeviceProfile& profile,

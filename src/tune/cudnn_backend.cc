@@ -1,8 +1,13 @@
 // The cuDNN backend of the tuner (kiln/tune/tune_backend.h): candidates from cuDNN's heuristics, plans built
-// on worker threads (each with its own handle), inputs and reference made once on the device, each
+// on worker threads (each with its own handle; runtime-compiled ones in build helper processes when the
+// options name them, kiln/tune/build_helpers.h), inputs and reference made once on the device, each
 // candidate run on poisoned outputs and compared on the device, then timed by the shared timer.
-#include <mutex>
+#include <cudnn.h>
 
+#include <mutex>
+#include <set>
+
+#include "kiln/core/log.h"
 #include "kiln/cuda/cuda_graph.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/graph/op_cost.h"
@@ -25,12 +30,22 @@ class CudnnTuneBackend : public TuneBackend {
     return std::unique_ptr<TuneBackend>(std::move(b));
   }
 
+  ~CudnnTuneBackend() override {
+    if (helpers_)
+      KILN_LOG(kInfo, "graph '" << graph_.name << "': " << helpers_->builds_done() << " of "
+                                << runtime_compiled_.size() << " runtime-compiled candidates built by "
+                                << helpers_->processes() << " build helper processes"
+                                << (helpers_->off_reason().empty() ? "" : " (then off: " + helpers_->off_reason() + ")"));
+  }
+
   StatusOr<std::vector<CandidateInfo>> candidates(const std::vector<HeuristicMode>& modes) override {
     LowerTarget target;
     target.handle = handle_.get();
     // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/lower/plan_words.h).
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph_, target), graph_.name));
-    return with_plan_words(lg.list_candidates(modes), graph_.name);
+    KILN_ASSIGN_OR_RETURN(std::vector<CandidateInfo> list, with_plan_words(lg.list_candidates(modes), graph_.name));
+    start_build_helpers(list);
+    return list;
   }
 
   StatusOr<int64_t> build(size_t worker, size_t index, const EngineConfig& config) override {
@@ -43,14 +58,20 @@ class CudnnTuneBackend : public TuneBackend {
       }
       h = worker_handles_[worker].get();
     }
-    LowerTarget target;
-    target.handle = h;
-    KILN_ASSIGN_OR_RETURN(LoweredGraph lg, LoweredGraph::create(graph_, target));
-    KILN_RETURN_IF_ERROR(lg.build_config(config));
-    const int64_t ws = lg.workspace_size();
+    std::optional<std::vector<uint8_t>> bytes;  // the plan as a build helper made it
+    StatusOr<LoweredGraph> lg = built_by_helper(worker, config, h, &bytes);
+    if (!lg.is_ok() && lg.status().code() == StatusCode::kUnavailable && !bytes) {  // no helper: build here
+      LowerTarget target;
+      target.handle = h;
+      lg = LoweredGraph::create(graph_, target);
+      if (lg.is_ok()) KILN_RETURN_IF_ERROR(lg->build_config(config));
+    }
+    KILN_RETURN_IF_ERROR(lg.status());
+    const int64_t ws = lg->workspace_size();
     std::lock_guard<std::mutex> lock(mu_);
-    plans_.insert_or_assign(index, std::move(lg));
+    plans_.insert_or_assign(index, std::move(lg).value());
     configs_.insert_or_assign(index, config);
+    if (bytes) helper_plans_.insert_or_assign(index, std::move(*bytes));
     return ws;
   }
 
@@ -107,6 +128,11 @@ class CudnnTuneBackend : public TuneBackend {
   }
 
   StatusOr<std::vector<uint8_t>> serialize(size_t index) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = helper_plans_.find(index);
+      if (it != helper_plans_.end()) return it->second;  // exactly the bytes that were deserialized and timed
+    }
     KILN_ASSIGN_OR_RETURN(const LoweredGraph* lg, plan(index));
     return lg->serialize();
   }
@@ -114,6 +140,7 @@ class CudnnTuneBackend : public TuneBackend {
   void release(size_t index) override {
     std::lock_guard<std::mutex> lock(mu_);
     plans_.erase(index);
+    helper_plans_.erase(index);
   }
 
   std::shared_ptr<const GraphEvaluation> evaluation() const override { return eval_; }
@@ -123,6 +150,43 @@ class CudnnTuneBackend : public TuneBackend {
 
  private:
   CudnnTuneBackend(const Graph& graph, const TuneOptions& options) : graph_(graph), options_(options) {}
+
+  // Starts the build helpers once the list is known, when the options name them and two or more candidates
+  // compile at run time (a lone one gains nothing from a helper's start).
+  void start_build_helpers(const std::vector<CandidateInfo>& list) {
+    const BuildHelperOptions& o = options_.build_helpers;
+    if (helpers_ || o.processes <= 0 || o.executable.empty() || !o.write_spec) return;
+    for (const CandidateInfo& c : list)
+      for (const std::string& n : c.behavior_notes)
+        if (n == "runtime_compilation") runtime_compiled_.insert(c.config.identity());
+    if (runtime_compiled_.size() < 2) return;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return;
+    StatusOr<GraphSignature> sig = compute_signature(graph_);
+    StatusOr<std::string> spec = o.write_spec(graph_);
+    if (!sig.is_ok() || !spec.is_ok()) return;
+    const int n = std::min<int>(o.processes, static_cast<int>(runtime_compiled_.size()));
+    helpers_ = std::make_unique<BuildHelperPool>(std::move(spec).value(), sig->structure, device,
+                                                 static_cast<int64_t>(cudnnGetVersion()), n,
+                                                 process_build_helper_launcher(o));
+  }
+
+  // A runtime-compiled candidate's plan from a build helper, deserialized on `h` (`*bytes`: what the helper
+  // sent). Unavailable with no bytes: no helper took it (not runtime-compiled, or the pool is off).
+  StatusOr<LoweredGraph> built_by_helper(size_t worker, const EngineConfig& config, cudnnHandle_t h,
+                                         std::optional<std::vector<uint8_t>>* bytes) {
+    if (!helpers_ || !runtime_compiled_.count(config.identity())) return unavailable("not a helper's build");
+    HelperBuild b = helpers_->build(worker, config);
+    if (b.kind == HelperBuild::Kind::kNoHelpers) return unavailable(b.status.message());
+    if (b.kind == HelperBuild::Kind::kFailed) {
+      *bytes = std::vector<uint8_t>();  // settled by the helper: not built again here
+      return b.status;
+    }
+    StatusOr<LoweredGraph> lg = LoweredGraph::deserialize(graph_, h, b.plan, config);
+    *bytes = std::move(b.plan);
+    if (!lg.is_ok()) return lg.status().with_context("loading the plan build helper made for " + config.identity());
+    return lg;
+  }
 
   StatusOr<const LoweredGraph*> plan(size_t index) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -155,6 +219,9 @@ class CudnnTuneBackend : public TuneBackend {
   std::vector<UniqueCudnnHandle> worker_handles_;
   std::map<size_t, LoweredGraph> plans_;
   std::map<size_t, EngineConfig> configs_;
+  std::map<size_t, std::vector<uint8_t>> helper_plans_;  // candidates a build helper made: its bytes
+  std::set<std::string> runtime_compiled_;               // identities (set once, by candidates())
+  std::unique_ptr<BuildHelperPool> helpers_;             // last: its helpers end before the handles go
   std::shared_ptr<GraphEvaluation> eval_;
   std::optional<DeviceChecker> checker_;
   std::optional<Timer> timer_;

@@ -63,19 +63,6 @@ std::string error_line(const Status& st) {
   return Json{{"error", {{"code", static_cast<int>(st.code())}, {"message", st.message()}}}}.dump();
 }
 
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal";
-  }
-}
-
 // Writes a whole line (a pipe may take it in pieces); a parent gone is not an error of the tuning.
 void write_line(int fd, std::string line) {
   line.push_back('\n');
@@ -458,7 +445,7 @@ StatusOr<TuneResult> tune_supervised(const SpawnWorker& spawn, const std::string
     ++st.crashes;
     std::vector<std::string> suspects(building.begin(), building.end());
     if (!watch.running.empty() && !building.count(watch.running)) suspects.push_back(watch.running);
-    const std::string how = "signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+    const std::string how = "signal " + std::to_string(sig) + " (" + tune_internal::signal_name(sig) + ")";
     if (suspects.size() == 1) {
       settle_crashed(suspects[0], how, building.count(suspects[0]) > 0, w.pid, o, st);
     } else if (suspects.size() > 1) {
@@ -509,6 +496,12 @@ StatusOr<TuneOptions> options_from_json(const Json& j) {
     KILN_ASSIGN_OR_RETURN(o.pin, EngineConfig::parse(pin));
   }
   o.build_threads = j.at("build_threads").get<int>();
+  if (j.contains("build_helpers")) {
+    const Json& h = j.at("build_helpers");
+    o.build_helpers.executable = h.at("executable").get<std::string>();
+    o.build_helpers.args = h.at("args").get<std::vector<std::string>>();
+    o.build_helpers.processes = h.at("processes").get<int>();
+  }
   o.measure.hot_cache = j.at("hot_cache").get<bool>();
   o.graph_replay = j.value("graph_replay", false);
   o.measure.stopping.time_budget_ms = j.at("sampling_budget_ms").get<double>();
@@ -540,6 +533,10 @@ std::string tune_worker_options_to_json(const TuneOptions& o) {
               {"exclude", o.exclude},
               {"pin", o.pin ? o.pin->identity() : ""},
               {"build_threads", o.build_threads},
+              {"build_helpers",
+               {{"executable", o.build_helpers.executable},
+                {"args", o.build_helpers.args},
+                {"processes", o.build_helpers.processes}}},
               {"hot_cache", o.measure.hot_cache},
               {"graph_replay", o.graph_replay},
               {"sampling_budget_ms", o.measure.stopping.time_budget_ms},
@@ -560,5 +557,22 @@ StatusOr<TuneOptions> tune_worker_options_from_json(const std::string& text) {
     return invalid_argument(std::string("tune worker options: ") + e.what());
   }
 }
+
+namespace tune_internal {
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    default: return "signal";
+  }
+}
+
+}  // namespace tune_internal
 
 }  // namespace kiln

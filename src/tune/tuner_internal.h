@@ -30,4 +30,7 @@ Status decide_winner(TuneResult& r, const std::vector<EngineConfig>& configs, co
                      bool verifying, const TuneOptions& options,
                      const std::function<StatusOr<std::vector<uint8_t>>(size_t)>& plan_of);
 
+// "SIGSEGV", "SIGKILL", ... for the signals a crashed worker or build helper ends by; "signal" for others.
+const char* signal_name(int sig);
+
 }  // namespace kiln::tune_internal

@@ -124,9 +124,10 @@ class LoweredGraph {
   // known cuDNN defect is lowered as its equivalent rewrite (or refused, NotSupported, with the reason).
   static StatusOr<LoweredGraph> create(const Graph& graph, const LowerTarget& target);
   // Rebuilds a graph from bytes made by serialize(); needs a live handle. The Kiln graph gives tensor
-  // identities (uids are tensor index + 1).
-  static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle,
-                                            const std::vector<uint8_t>& bytes);
+  // identities (uids are tensor index + 1). The bytes do not name their engine configuration: `known` is what
+  // config() says (the caller's record; empty when not given).
+  static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes,
+                                            const EngineConfig& known = {});
   // The same without a handle or a GPU: the plan is finalized against a recorded device (cuDNN >= 9.8).
   // Proves that bytes load for that device (e.g. a deviceless compile's output); execute() still needs
   // a handle of a live device. Bytes of another frontend's serialized form are refused (NotSupported).

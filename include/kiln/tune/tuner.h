@@ -18,6 +18,7 @@
 
 // The seam brings what its users and the types here share: Status, Graph, the lowering (EngineConfig,
 // HeuristicMode), MeasureOptions, CheckOptions and the references (ReferenceKind, HostTensor).
+#include "kiln/tune/build_helpers.h"
 #include "kiln/tune/tune_backend.h"
 #include "kiln/tune/tune_policy.h"
 
@@ -54,6 +55,9 @@ struct TuneOptions {
   std::vector<std::string> exclude;  // identities ("eng12_k2=1") or engine prefixes ("eng12") to skip
   std::optional<EngineConfig> pin;   // build, check and time exactly this configuration
   int build_threads = 0;             // 0: hardware concurrency
+  // Runtime-compiled candidates built in helper processes (kiln/tune/build_helpers.h: cuDNN compiles one at a
+  // time per process); processes 0 or no executable: every build on the threads above.
+  BuildHelperOptions build_helpers;
   MeasureOptions measure;            // warm-up, L2 flush (default) or hot cache, stopping rule
   // Time each candidate replayed from a CUDA graph (one execution captured by stream capture, each sample
   // a cudaGraphLaunch) instead of stream launches (the default): the time an application that replays
