@@ -134,19 +134,23 @@ for c in shapes.cases():
             json.dump(c["spec"], f)
 PY
   # Modes: exhaustive (every candidate), budgeted (the default rule), firstN (the rule compiling N first).
-  for mode in ${KILN_NORMTUNE_MODES:-exhaustive budgeted first8}; do
-    case "$mode" in
+  # A "-hN" suffix: with N build helpers (-h0: every build in the tune's process), e.g. exhaustive-h0.
+  modes="${KILN_NORMTUNE_MODES:-exhaustive-h0 exhaustive budgeted}"
+  for mode in $modes; do
+    case "${mode%-h*}" in
       exhaustive) args=(--tune-arg=--exhaustive) ;;
       first*) args=("--tune-arg=--compile-first=${mode#first}") ;;
       *) args=() ;;
     esac
-    timeout 200 python3 bench/tune_bench.py --kiln "$kiln" --timeout 60 --no-verify-run "${args[@]}" \
+    [[ "$mode" == *-h* ]] && args+=("--tune-arg=--build-helpers=${mode##*-h}")
+    KILN_LOG=info timeout 200 python3 bench/tune_bench.py --kiln "$kiln" --timeout 60 --no-verify-run "${args[@]}" \
       --out "$out/normtune/$mode.json" "$out"/normtune/specs/*.json >"$out/normtune/$mode.md" 2>"$out/normtune/$mode.err"
     check $? "tune_bench (norms, $mode)"; cat "$out/normtune/$mode.err"
   done
-  for mode in ${KILN_NORMTUNE_MODES:-exhaustive budgeted first8}; do
-    [ "$mode" = exhaustive ] && continue
-    python3 bench/budget_quality.py "$out/normtune/exhaustive.json" "$out/normtune/$mode.json" \
+  ref="${modes%% *}"  # the first mode is the reference (an exhaustive one)
+  for mode in $modes; do
+    [ "$mode" = "$ref" ] && continue
+    python3 bench/budget_quality.py "$out/normtune/$ref.json" "$out/normtune/$mode.json" \
       --json "$out/normtune/quality-$mode.json"; check $? "budget_quality $mode"
   done
   # The start of a stored runtime-compiled plan (a norm's winner is one): its parts, then through the Planner with
@@ -317,7 +321,7 @@ for fam in ("rms_norm", "layer_norm"):
 PY
   for mode in exhaustive budgeted; do
     args=(); [ "$mode" = exhaustive ] && args=(--tune-arg=--exhaustive)
-    timeout 200 python3 bench/tune_bench.py --kiln "$kiln" --timeout 60 --no-verify-run "${args[@]}" \
+    KILN_LOG=info timeout 200 python3 bench/tune_bench.py --kiln "$kiln" --timeout 60 --no-verify-run "${args[@]}" \
       --out "$out/normprior/$mode.json" "$out"/normprior/specs/*.json >"$out/normprior/$mode.md" 2>"$out/normprior/$mode.err"
     check $? "tune_bench (dynamic norms, $mode)"; grep -v '^tune ' "$out/normprior/$mode.err"
   done
@@ -549,6 +553,9 @@ if want attnprefill; then  # issue 36: ragged (THD) prefill against PyTorch's ba
   timeout "${KILN_ATTNPREFILL_TIMEOUT:-300}" "$py" "$root/bench/attention_prefill.py" --kiln "$kiln" \
     --out "$out/attnprefill" ${KILN_ATTNPREFILL_SEQS:+--seqs "$KILN_ATTNPREFILL_SEQS"} >"$out/attnprefill.txt" 2>&1
   rc=$?; grep -E '^\[ prefill \]|Error|error' "$out/attnprefill.txt" | tail -40; check $rc "bench/attention_prefill.py"
+fi
+if want helpers; then  # issue 37: build helpers against in-process builds (the same verdicts), then their tune
+  gtest tune_gpu_test 'Tuner.BuildHelpers*' 300
 fi
 if want buildscale; then  # issue 37: do runtime-compiled builds overlap across processes (they do not on threads)?
   stamp "build scaling across processes"

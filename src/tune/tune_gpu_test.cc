@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
 #include "gpu_test_util.h"
+#include "kiln/core/log.h"
 #include "kiln/spec/spec.h"
 #include "kiln/tune/tuner.h"
 #include "kiln/tune/unfused.h"
@@ -82,6 +84,47 @@ TEST(Tuner, GraphReplayTimesEveryPassedCandidate) {
       "[ tuner ] graph replay: winner %s %.4f ms; stream launches: winner %s %.4f ms\n",
       replayed->candidates[*replayed->winner].identity().c_str(), replayed->candidates[*replayed->winner].median_ms,
       launched->candidates[*launched->winner].identity().c_str(), launched->candidates[*launched->winner].median_ms);
+}
+
+// Build helpers (kiln/tune/build_helpers.h): the runtime-compiled candidates of an RMS norm built by two
+// `kiln build-helper` processes come back as plans that the gate judges exactly as it judges the same
+// candidates built in the tuner's process (a differential test), and the winner is Passed.
+TEST(Tuner, BuildHelpersGiveTheSameVerdictsAsInProcessBuilds) {
+  KILN_REQUIRE_GPU();
+  auto g = parse_spec_file(kRoot + "/examples/small/rms_norm.json");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  TuneOptions o;
+  o.measure.stopping.time_budget_ms = 20;
+  o.budget.exhaustive = true;
+  auto here = tune_graph(*g, o);
+  ASSERT_TRUE(here.is_ok()) << here.status().to_string();
+  o.build_helpers.executable = KILN_BINARY;
+  o.build_helpers.args = {"build-helper"};
+  o.build_helpers.processes = 2;
+  o.build_helpers.write_spec = [](const Graph& graph) { return graph_to_spec_json(graph); };
+  std::vector<std::string> logged;
+  set_log_level(LogLevel::kInfo);
+  set_log_sink([&](LogLevel, const std::string& m) { logged.push_back(m); });
+  auto helped = tune_graph(*g, o);
+  set_log_sink(nullptr);
+  set_log_level(LogLevel::kWarn);
+  ASSERT_TRUE(helped.is_ok()) << helped.status().to_string();
+  std::string said;
+  for (const auto& m : logged) said += m + "\n";
+  std::printf("%s", said.c_str());
+  EXPECT_NE(said.find("build helper processes"), std::string::npos) << said;
+  EXPECT_EQ(said.find("build helpers off"), std::string::npos) << said;
+  EXPECT_EQ(said.find(" 0 of "), std::string::npos) << said;  // the helpers built plans
+  std::map<std::string, Disposition> verdicts;
+  for (const auto& c : here->candidates) verdicts[c.identity()] = c.disposition;
+  ASSERT_EQ(helped->candidates.size(), here->candidates.size());
+  for (const auto& c : helped->candidates) {
+    ASSERT_TRUE(verdicts.count(c.identity())) << c.identity();
+    EXPECT_EQ(c.disposition, verdicts[c.identity()]) << c.identity() << ": " << c.message;
+  }
+  ASSERT_TRUE(helped->winner.has_value());
+  EXPECT_EQ(helped->candidates[*helped->winner].disposition, Disposition::kPassed);
+  EXPECT_FALSE(helped->winner_plan.empty());
 }
 
 TEST(Tuner, EnumeratesDistinctCandidatesAcrossModes) {
