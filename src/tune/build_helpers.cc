@@ -173,13 +173,38 @@ BuildHelperPool::BuildHelperPool(std::string graph_spec, std::string structure, 
 }
 
 BuildHelperPool::~BuildHelperPool() {
-  for (auto& h : helpers_)  // every channel closed first, so that the helpers end side by side
+  // Every channel closed: each helper ends on its own (a CUDA context's teardown takes a few hundred ms). The
+  // tune does not wait for that: a thread reaps them, killing one still busy after 2 s.
+  std::vector<pid_t> pids;
+  for (auto& h : helpers_) {
     if (h->ch.fd >= 0) {
       ::shutdown(h->ch.fd, SHUT_RDWR);
       ::close(h->ch.fd);
       h->ch.fd = -1;
     }
-  for (auto& h : helpers_) end(*h, /*kill_now=*/false);
+    if (h->ch.pid > 0) pids.push_back(h->ch.pid);
+    h->ch.pid = -1;
+  }
+  if (pids.empty()) return;
+  auto reap = [pids] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (pid_t pid : pids) {
+      int ws = 0;
+      while (::waitpid(pid, &ws, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          ::kill(pid, SIGKILL);
+          ::waitpid(pid, &ws, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  };
+  try {
+    std::thread(reap).detach();
+  } catch (const std::exception&) {
+    reap();  // no thread to spare: reaped here
+  }
 }
 
 std::string BuildHelperPool::off_reason() const {
@@ -200,7 +225,7 @@ Status BuildHelperPool::launch_and_greet(size_t i, Helper& h, bool wait_for_answ
   Status st = send_message(h.ch.fd, hello_.data(), hello_.size());
   if (!st.is_ok()) {
     const std::string how = how_it_ended(h.ch.pid);
-    end(h, true);
+    end(h);
     return unavailable("build helper " + std::to_string(i) + " " + how + " before its hello");
   }
   return wait_for_answer ? read_greeting(i, h) : Status::ok();
@@ -211,7 +236,7 @@ Status BuildHelperPool::read_greeting(size_t i, Helper& h) {
   StatusOr<Json> a = recv_json(h.ch.fd, &eof);
   if (!a.is_ok() || eof) {
     const std::string how = how_it_ended(h.ch.pid);
-    end(h, true);
+    end(h);
     return unavailable("build helper " + std::to_string(i) + " " + how + " before answering its hello");
   }
   Status st = status_of(*a);
@@ -220,30 +245,23 @@ Status BuildHelperPool::read_greeting(size_t i, Helper& h) {
                              std::to_string(a->value("cudnn", int64_t{0})) + ", the tuner " +
                              std::to_string(cudnn_version_));
   if (!st.is_ok()) {
-    end(h, true);
+    end(h);
     return Status(st.code(), "build helper " + std::to_string(i) + " refused the graph: " + st.message());
   }
   h.greeted = true;
   return Status::ok();
 }
 
-void BuildHelperPool::end(Helper& h, bool kill_now) {
+void BuildHelperPool::end(Helper& h) {
   if (h.ch.fd >= 0) {
     ::shutdown(h.ch.fd, SHUT_RDWR);
     ::close(h.ch.fd);
     h.ch.fd = -1;
   }
-  if (h.ch.pid > 0) {
+  if (h.ch.pid > 0) {  // a helper that refused or broke the protocol: nothing of it is wanted
     int ws = 0;
-    bool reaped = false;
-    for (int t = 0; t < (kill_now ? 0 : 400) && !reaped; ++t) {  // 2 s for a helper to finish its build
-      if (::waitpid(h.ch.pid, &ws, WNOHANG) != 0) reaped = true;
-      else std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    if (!reaped) {
-      ::kill(h.ch.pid, SIGKILL);
-      ::waitpid(h.ch.pid, &ws, 0);
-    }
+    ::kill(h.ch.pid, SIGKILL);
+    ::waitpid(h.ch.pid, &ws, 0);
     h.ch.pid = -1;
   }
   h.greeted = false;
@@ -252,7 +270,7 @@ void BuildHelperPool::end(Helper& h, bool kill_now) {
 std::string BuildHelperPool::died_message(size_t i, Helper& h, const EngineConfig& config) {
   const std::string how = how_it_ended(h.ch.pid);
   h.ch.pid = -1;  // reaped
-  end(h, true);
+  end(h);
   ++h.crashes;
   return "crashed: build helper " + std::to_string(i) + " " + how + " while building " + config.identity();
 }
@@ -304,6 +322,10 @@ HelperBuild BuildHelperPool::build(size_t slot, const EngineConfig& config) {
 }
 
 Status serve_build_helper(int fd, HelperBuilder& builder) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   bool eof = false;
   KILN_ASSIGN_OR_RETURN(Json hello, recv_json(fd, &eof));
   if (eof) return Status::ok();
@@ -324,6 +346,8 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
     else if (sig->structure != structure) st = internal_error("the helper's graph has another signature than the tuner's");
   }
   if (st.is_ok() && builder.setup) st = builder.setup(*g, device);
+  KILN_LOG(kInfo, "build helper " << ::getpid() << ": " << (st.is_ok() ? "ready" : "refused the graph") << " after "
+                                   << ms_since(t0) << " ms");
   Json answer = status_json(st);
   answer["cudnn"] = builder.cudnn_version;
   KILN_RETURN_IF_ERROR(send_json(fd, answer));
@@ -332,6 +356,7 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
     eof = false;
     KILN_ASSIGN_OR_RETURN(Json req, recv_json(fd, &eof));
     if (eof) return Status::ok();  // the tuner is done
+    const auto tb = std::chrono::steady_clock::now();
     StatusOr<EngineConfig> config = EngineConfig::parse(req.value("config", std::string()));
     StatusOr<std::pair<std::vector<uint8_t>, int64_t>> built =
         config.is_ok() ? catch_exceptions("building " + config->identity(), [&] { return builder.build(*config); })
@@ -340,6 +365,8 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
       KILN_RETURN_IF_ERROR(send_json(fd, status_json(built.status())));
       continue;
     }
+    KILN_LOG(kInfo, "build helper " << ::getpid() << ": built " << config->identity() << " in " << ms_since(tb)
+                                     << " ms (" << ms_since(t0) << " ms after start)");
     KILN_RETURN_IF_ERROR(send_json(fd, Json{{"code", 0}, {"workspace", built->second}}));
     KILN_RETURN_IF_ERROR(send_message(fd, built->first.data(), built->first.size()));
   }

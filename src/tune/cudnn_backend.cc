@@ -4,6 +4,7 @@
 // candidate run on poisoned outputs and compared on the device, then timed by the shared timer.
 #include <cudnn.h>
 
+#include <chrono>
 #include <mutex>
 #include <set>
 
@@ -182,7 +183,12 @@ class CudnnTuneBackend : public TuneBackend {
       *bytes = std::vector<uint8_t>();  // settled by the helper: not built again here
       return b.status;
     }
+    const auto td = std::chrono::steady_clock::now();
     StatusOr<LoweredGraph> lg = LoweredGraph::deserialize(graph_, h, b.plan, config);
+    const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - td).count();
+    const size_t slot = worker % static_cast<size_t>(helpers_->processes());
+    KILN_LOG(kInfo, "graph '" << graph_.name << "': " << config.identity() << " from build helper " << slot
+                              << ", deserialized in " << load_ms << " ms");
     *bytes = std::move(b.plan);
     if (!lg.is_ok()) return lg.status().with_context("loading the plan build helper made for " + config.identity());
     return lg;

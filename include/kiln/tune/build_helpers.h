@@ -73,7 +73,7 @@ class BuildHelperPool {
   // `cudnn_version` is what the helpers' cuDNN must be (0: not checked).
   BuildHelperPool(std::string graph_spec, std::string structure, int device, int64_t cudnn_version, int processes,
                   BuildHelperLauncher launch);
-  ~BuildHelperPool();  // closes the channels: each helper ends; one still building after 2 s is killed
+  ~BuildHelperPool();  // closes the channels: each helper ends (reaped on a thread; one still busy after 2 s killed)
   BuildHelperPool(const BuildHelperPool&) = delete;
   BuildHelperPool& operator=(const BuildHelperPool&) = delete;
 
@@ -94,7 +94,7 @@ class BuildHelperPool {
   };
   Status launch_and_greet(size_t i, Helper& h, bool wait_for_answer);
   Status read_greeting(size_t i, Helper& h);
-  void end(Helper& h, bool kill_now);
+  void end(Helper& h);  // closes the channel and kills the process (one that refused or broke the protocol)
   std::string died_message(size_t i, Helper& h, const EngineConfig& config);
   void turn_off(const std::string& why);
 
