@@ -382,8 +382,16 @@ HelperBuilder cudnn_helper_builder(std::function<StatusOr<Graph>(const std::stri
   b.parse_graph = std::move(parse_graph);
   b.cudnn_version = static_cast<int64_t>(cudnnGetVersion());
   b.setup = [state](const Graph& graph, int device) -> Status {
+    const auto t0 = std::chrono::steady_clock::now();
     KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    KILN_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));  // the context, now
+    const auto t1 = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(state->handle, make_cudnn_handle());
+    const auto t2 = std::chrono::steady_clock::now();
+    using Ms = std::chrono::duration<double, std::milli>;
+    const double context_ms = Ms(t1 - t0).count(), handle_ms = Ms(t2 - t1).count();
+    KILN_LOG(kInfo, "build helper " << ::getpid() << ": CUDA context " << context_ms << " ms, cuDNN handle "
+                                    << handle_ms << " ms");
     state->graph = graph;
     return Status::ok();
   };

@@ -31,13 +31,7 @@ class CudnnTuneBackend : public TuneBackend {
     return std::unique_ptr<TuneBackend>(std::move(b));
   }
 
-  ~CudnnTuneBackend() override {
-    if (helpers_)
-      KILN_LOG(kInfo, "graph '" << graph_.name << "': " << helpers_->builds_done() << " of "
-                                << runtime_compiled_.size() << " runtime-compiled candidates built by "
-                                << helpers_->processes() << " build helper processes"
-                                << (helpers_->off_reason().empty() ? "" : " (then off: " + helpers_->off_reason() + ")"));
-  }
+  ~CudnnTuneBackend() override { end_builds(); }
 
   StatusOr<std::vector<CandidateInfo>> candidates(const std::vector<HeuristicMode>& modes) override {
     LowerTarget target;
@@ -138,6 +132,19 @@ class CudnnTuneBackend : public TuneBackend {
     return lg->serialize();
   }
 
+  void end_builds() override {
+    std::shared_ptr<BuildHelperPool> pool;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pool = std::move(helpers_);
+    }
+    if (!pool) return;
+    const std::string off = pool->off_reason();
+    KILN_LOG(kInfo, "graph '" << graph_.name << "': " << pool->builds_done() << " of " << runtime_compiled_.size()
+                              << " runtime-compiled candidates built by " << pool->processes()
+                              << " build helper processes" << (off.empty() ? "" : " (then off: " + off + ")"));
+  }  // the pool ends here: its helpers end while the tune times its last candidates
+
   void release(size_t index) override {
     std::lock_guard<std::mutex> lock(mu_);
     plans_.erase(index);
@@ -167,17 +174,24 @@ class CudnnTuneBackend : public TuneBackend {
     StatusOr<std::string> spec = o.write_spec(graph_);
     if (!sig.is_ok() || !spec.is_ok()) return;
     const int n = std::min<int>(o.processes, static_cast<int>(runtime_compiled_.size()));
-    helpers_ = std::make_unique<BuildHelperPool>(std::move(spec).value(), sig->structure, device,
-                                                 static_cast<int64_t>(cudnnGetVersion()), n,
-                                                 process_build_helper_launcher(o));
+    auto pool = std::make_shared<BuildHelperPool>(std::move(spec).value(), sig->structure, device,
+                                                  static_cast<int64_t>(cudnnGetVersion()), n,
+                                                  process_build_helper_launcher(o));
+    std::lock_guard<std::mutex> lock(mu_);
+    helpers_ = std::move(pool);
   }
 
   // A runtime-compiled candidate's plan from a build helper, deserialized on `h` (`*bytes`: what the helper
   // sent). Unavailable with no bytes: no helper took it (not runtime-compiled, or the pool is off).
   StatusOr<LoweredGraph> built_by_helper(size_t worker, const EngineConfig& config, cudnnHandle_t h,
                                          std::optional<std::vector<uint8_t>>* bytes) {
-    if (!helpers_ || !runtime_compiled_.count(config.identity())) return unavailable("not a helper's build");
-    HelperBuild b = helpers_->build(worker, config);
+    std::shared_ptr<BuildHelperPool> pool;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pool = helpers_;
+    }
+    if (!pool || !runtime_compiled_.count(config.identity())) return unavailable("not a helper's build");
+    HelperBuild b = pool->build(worker, config);
     if (b.kind == HelperBuild::Kind::kNoHelpers) return unavailable(b.status.message());
     if (b.kind == HelperBuild::Kind::kFailed) {
       *bytes = std::vector<uint8_t>();  // settled by the helper: not built again here
@@ -186,7 +200,7 @@ class CudnnTuneBackend : public TuneBackend {
     const auto td = std::chrono::steady_clock::now();
     StatusOr<LoweredGraph> lg = LoweredGraph::deserialize(graph_, h, b.plan, config);
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - td).count();
-    const size_t slot = worker % static_cast<size_t>(helpers_->processes());
+    const size_t slot = worker % static_cast<size_t>(pool->processes());
     KILN_LOG(kInfo, "graph '" << graph_.name << "': " << config.identity() << " from build helper " << slot
                               << ", deserialized in " << load_ms << " ms");
     *bytes = std::move(b.plan);
@@ -227,7 +241,7 @@ class CudnnTuneBackend : public TuneBackend {
   std::map<size_t, EngineConfig> configs_;
   std::map<size_t, std::vector<uint8_t>> helper_plans_;  // candidates a build helper made: its bytes
   std::set<std::string> runtime_compiled_;               // identities (set once, by candidates())
-  std::unique_ptr<BuildHelperPool> helpers_;             // last: its helpers end before the handles go
+  std::shared_ptr<BuildHelperPool> helpers_;             // until end_builds(); a build in flight holds a copy
   std::shared_ptr<GraphEvaluation> eval_;
   std::optional<DeviceChecker> checker_;
   std::optional<Timer> timer_;

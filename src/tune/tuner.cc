@@ -257,11 +257,16 @@ class BuildPipeline {
       s.ms = ms_since(tb);
       announce_(TuneEvent::Kind::kBuildEnd, i);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    s.done = true;
-    last_build_ = std::max(last_build_, Clock::now());
-    slots_[i] = std::move(s);
-    cv_.notify_all();
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s.done = true;
+      last_build_ = std::max(last_build_, Clock::now());
+      slots_[i] = std::move(s);
+      last = ++settled_ == slots_.size();
+      cv_.notify_all();
+    }
+    if (last) backend_.end_builds();  // every slot settled: no build() can follow
   }
 
   size_t allowed_;  // list positions from here on wait to be built (allow()); guarded by mu_ once threads run
@@ -273,6 +278,7 @@ class BuildPipeline {
   std::vector<Slot> slots_;
   std::mutex mu_;
   std::condition_variable cv_;
+  size_t settled_ = 0;  // slots done (guarded by mu_)
   std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};
   Clock::time_point first_build_ = Clock::now(), last_build_ = first_build_;
@@ -537,6 +543,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     finish();
   }
   builds.join();
+  backend.end_builds();
   r.build_wall_ms = builds.wall_ms();
 
   // 5. Winner: fastest correct candidate, then the incumbent rule.

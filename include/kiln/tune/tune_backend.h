@@ -56,6 +56,10 @@ class TuneBackend {
   // Drops what built candidate `index` holds; the tuner calls it once the candidate cannot win.
   virtual void release(size_t index) { (void)index; }
 
+  // No build() comes after this (every candidate built, or the rest left): what only builds use may go (the
+  // cuDNN backend ends its build helpers here, while the last candidates are still timed). May come twice.
+  virtual void end_builds() {}
+
   // Which inputs prepare() used ("random seed N", "files DIR"; empty when unknown).
   virtual std::string inputs_description() const { return ""; }
 
