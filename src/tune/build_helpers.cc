@@ -4,6 +4,7 @@
 
 #include <cudnn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -273,6 +274,20 @@ std::string BuildHelperPool::died_message(size_t i, Helper& h, const EngineConfi
   end(h);
   ++h.crashes;
   return "crashed: build helper " + std::to_string(i) + " " + how + " while building " + config.identity();
+}
+
+bool BuildHelperPool::ready(size_t slot) {
+  if (helpers_.empty() || !off_reason().empty()) return false;
+  const size_t i = slot % helpers_.size();
+  Helper& h = *helpers_[i];
+  std::unique_lock<std::mutex> lock(h.mu, std::try_to_lock);
+  if (!lock.owns_lock() || h.ch.fd < 0) return false;  // building, or not started
+  if (h.greeted) return true;
+  pollfd p{h.ch.fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) != 1) return false;  // its hello's answer has not come
+  Status st = read_greeting(i, h);
+  if (!st.is_ok()) turn_off(st.message());
+  return st.is_ok();
 }
 
 HelperBuild BuildHelperPool::build(size_t slot, const EngineConfig& config) {

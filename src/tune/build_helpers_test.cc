@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 
@@ -190,6 +191,48 @@ TEST(BuildHelpers, AHelperThatDiesWhileBuildingFailsThatCandidateAndANewOneTakes
   EXPECT_EQ(pool.build(0, config("eng13")).kind, HelperBuild::Kind::kFailed);
   EXPECT_EQ(pool.build(0, config("eng13_k1=0")).kind, HelperBuild::Kind::kFailed);
   EXPECT_NE(pool.off_reason().find("crashed 3 times"), std::string::npos);
+  EXPECT_EQ(pool.build(0, config("eng4")).kind, HelperBuild::Kind::kNoHelpers);
+}
+
+// ready() never waits: false while a helper starts (the tuner builds in its own process meanwhile), true once
+// its hello is answered, false for good once the pool is off.
+TEST(BuildHelpers, ReadySaysWithoutWaitingWhetherAHelperWouldTakeABuild) {
+  const Graph g = test_graph();
+  std::atomic<bool> go{false};
+  ThreadHelpers th([&go](int) {
+    HelperBuilder b = fake_builder(plan_named_after);
+    b.setup = [&go](const Graph&, int) {
+      while (!go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return Status::ok();
+    };
+    return b;
+  });
+  {
+    BuildHelperPool pool(spec_of(g), structure_of(g), 0, 0, 1, th.launcher());
+    EXPECT_FALSE(pool.ready(0));  // its setup has not finished
+    go = true;
+    bool became_ready = false;
+    for (int i = 0; i < 2000 && !became_ready; ++i) {
+      became_ready = pool.ready(0);
+      if (!became_ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(became_ready);
+    EXPECT_EQ(pool.build(0, config("eng4")).kind, HelperBuild::Kind::kBuilt);
+    EXPECT_TRUE(pool.ready(3));  // slot 3 of one helper is that helper
+  }
+  ThreadHelpers refusing([](int) {
+    HelperBuilder b = fake_builder(plan_named_after);
+    b.setup = [](const Graph&, int) { return unavailable("no device"); };
+    return b;
+  });
+  BuildHelperPool pool(spec_of(g), structure_of(g), 0, 0, 1, refusing.launcher());
+  bool off = false;
+  for (int i = 0; i < 2000 && !off; ++i) {
+    EXPECT_FALSE(pool.ready(0));
+    off = !pool.off_reason().empty();
+    if (!off) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(off);
   EXPECT_EQ(pool.build(0, config("eng4")).kind, HelperBuild::Kind::kNoHelpers);
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "kiln/core/log.h"
+#include "kiln/cuda/capture_gate.h"
 #include "kiln/cuda/cuda_graph.h"
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/graph/op_cost.h"
@@ -54,7 +55,8 @@ class CudnnTuneBackend : public TuneBackend {
       h = worker_handles_[worker].get();
     }
     std::optional<std::vector<uint8_t>> bytes;  // the plan as a build helper made it
-    StatusOr<LoweredGraph> lg = built_by_helper(worker, config, h, &bytes);
+    std::unique_lock<std::mutex> lane(own_lane_, std::defer_lock);  // held across an in-process build chosen below
+    StatusOr<LoweredGraph> lg = built_by_helper(worker, config, h, &bytes, &lane);
     if (!lg.is_ok() && lg.status().code() == StatusCode::kUnavailable && !bytes) {  // no helper: build here
       LowerTarget target;
       target.handle = h;
@@ -104,6 +106,7 @@ class CudnnTuneBackend : public TuneBackend {
   }
 
   StatusOr<Measurement> time(size_t index, const MeasureOptions& options) override {
+    std::lock_guard<std::mutex> timing(timing_mu_);  // no helper plan loads meanwhile (built_by_helper)
     KILN_ASSIGN_OR_RETURN(const LoweredGraph* lg, plan(index));
     KILN_RETURN_IF_ERROR(ensure_workspace(lg->workspace_size()));
     MeasureOptions mo = options;
@@ -182,15 +185,18 @@ class CudnnTuneBackend : public TuneBackend {
   }
 
   // A runtime-compiled candidate's plan from a build helper, deserialized on `h` (`*bytes`: what the helper
-  // sent). Unavailable with no bytes: no helper took it (not runtime-compiled, or the pool is off).
+  // sent). Unavailable with no bytes: the caller builds it (not runtime-compiled, the pool is off, or `*lane`
+  // taken while this worker's helper still starts).
   StatusOr<LoweredGraph> built_by_helper(size_t worker, const EngineConfig& config, cudnnHandle_t h,
-                                         std::optional<std::vector<uint8_t>>* bytes) {
+                                         std::optional<std::vector<uint8_t>>* bytes, std::unique_lock<std::mutex>* lane) {
     std::shared_ptr<BuildHelperPool> pool;
     {
       std::lock_guard<std::mutex> lock(mu_);
       pool = helpers_;
     }
     if (!pool || !runtime_compiled_.count(config.identity())) return unavailable("not a helper's build");
+    // While this worker's helper starts, the tuner's own process builds, one at a time (cuDNN would queue more).
+    if (!pool->ready(worker) && lane->try_lock()) return unavailable("built in the tuner's process");
     HelperBuild b = pool->build(worker, config);
     if (b.kind == HelperBuild::Kind::kNoHelpers) return unavailable(b.status.message());
     if (b.kind == HelperBuild::Kind::kFailed) {
@@ -198,7 +204,14 @@ class CudnnTuneBackend : public TuneBackend {
       return b.status;
     }
     const auto td = std::chrono::steady_clock::now();
-    StatusOr<LoweredGraph> lg = LoweredGraph::deserialize(graph_, h, b.plan, config);
+    StatusOr<LoweredGraph> lg = internal_error("not loaded");
+    {
+      // Loading the plan's kernels may synchronize the device: not inside a timing window (whose blocking
+      // kernel would wait out its 1 s timeout behind it) nor during a --graph-replay capture.
+      std::lock_guard<std::mutex> timing(timing_mu_);
+      SynchronizingWork work;
+      lg = LoweredGraph::deserialize(graph_, h, b.plan, config);
+    }
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - td).count();
     const size_t slot = worker % static_cast<size_t>(pool->processes());
     KILN_LOG(kInfo, "graph '" << graph_.name << "': " << config.identity() << " from build helper " << slot
@@ -236,6 +249,8 @@ class CudnnTuneBackend : public TuneBackend {
   UniqueStream stream_;
   UniqueCudnnHandle handle_;
   std::mutex mu_;
+  std::mutex timing_mu_;
+  std::mutex own_lane_;  // held across one in-process build of a runtime-compiled candidate while helpers start  // a timing window, or a helper's plan being loaded (taken before the capture gate)
   std::vector<UniqueCudnnHandle> worker_handles_;
   std::map<size_t, LoweredGraph> plans_;
   std::map<size_t, EngineConfig> configs_;

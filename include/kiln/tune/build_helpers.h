@@ -80,6 +80,11 @@ class BuildHelperPool {
   // Builds `config` in helper `slot % processes` (one build at a time per helper).
   HelperBuild build(size_t slot, const EngineConfig& config);
 
+  // Whether helper `slot % processes` would take a build now (started, its hello answered, not building),
+  // without waiting: while helpers start (a CUDA context each, ~1 s for 8 side by side), the tuner builds in
+  // its own process instead.
+  bool ready(size_t slot);
+
   int processes() const { return static_cast<int>(helpers_.size()); }
   int builds_done() const { return built_.load(); }  // plans helpers sent back
   // Why the pool is off ("" while it is on).
