@@ -131,7 +131,7 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option("--build-helpers", o->build_helpers,
                   "Processes that build runtime-compiled candidates beside the tune (cuDNN compiles one at a time "
                   "per process); 0: build them on the tune's own threads (default: half the hardware threads, at most "
-                  "8, none below 4)")
+                  "6, none below 4)")
       ->check(CLI::Range(-1, 64));
   sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes")
       ->check(whole_number_at_least(0));

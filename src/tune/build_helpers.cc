@@ -423,7 +423,7 @@ HelperBuilder cudnn_helper_builder(std::function<StatusOr<Graph>(const std::stri
 
 int default_build_helper_processes() {
   const int hw = static_cast<int>(std::thread::hardware_concurrency());
-  return hw < 4 ? 0 : std::min(8, hw / 2);
+  return hw < 4 ? 0 : std::min(6, hw / 2);
 }
 
 }  // namespace kiln

@@ -274,11 +274,11 @@ TEST(BuildHelpers, TheKilnBinarysHelperSaysWhyItCannotBuildWithoutAGpu) {
   EXPECT_NE(b.status.message().find("CUDA device"), std::string::npos) << b.status.message();
 }
 
-TEST(BuildHelpers, TheDefaultStartsNoneOnSmallMachinesAndAtMostEight) {
+TEST(BuildHelpers, TheDefaultStartsNoneOnSmallMachinesAndAtMostSix) {
   const int n = default_build_helper_processes();
   const unsigned hw = std::thread::hardware_concurrency();
   if (hw < 4) EXPECT_EQ(n, 0);
-  else EXPECT_EQ(n, std::min<int>(8, static_cast<int>(hw / 2)));
+  else EXPECT_EQ(n, std::min<int>(6, static_cast<int>(hw / 2)));
 }
 
 }  // namespace

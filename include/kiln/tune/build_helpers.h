@@ -127,8 +127,9 @@ Status serve_build_helper(int fd, HelperBuilder& builder);
 // The cuDNN builder for serve_build_helper (the lowering's build_config and serialize on one handle).
 HelperBuilder cudnn_helper_builder(std::function<StatusOr<Graph>(const std::string& spec)> parse_graph);
 
-// How many helpers a tune on this machine starts by default: half the hardware threads, at most 8, none below
-// 4 threads (each helper holds a CUDA context, ~0.5 GB of device memory).
+// How many helpers a tune on this machine starts by default: half the hardware threads, at most 6, none below
+// 4 threads. Each helper makes a CUDA context, and contexts made side by side wait for each other (8 took
+// 0.9 s on an H100 host, one 0.19 s): 6 tuned the suite's norms faster than 8 or 12 (docs/measure.md).
 int default_build_helper_processes();
 
 }  // namespace kiln
