@@ -15,6 +15,10 @@
 #                                                     attndecode (issue 36: decode over paged caches against
 #                                                     PyTorch on padded dense K/V; env KILN_ATTNDECODE_BATCHES,
 #                                                     KILN_ATTNDECODE_CTXS)
+#                                                     tunewall (issue 37: kiln tune walls with and without build
+#                                                     helpers; env KILN_TUNEWALL_IDS, KILN_TUNEWALL_HELPERS)
+#                                                     helpers (the build helpers' GPU test) buildscale (the probe:
+#                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
 #                                                     coldprof fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
@@ -556,6 +560,31 @@ if want attnprefill; then  # issue 36: ragged (THD) prefill against PyTorch's ba
 fi
 if want helpers; then  # issue 37: build helpers against in-process builds (the same verdicts), then their tune
   gtest tune_gpu_test 'Tuner.BuildHelpers*' 300
+fi
+if want tunewall; then  # issue 37: kiln tune --exhaustive walls with and without build helpers, per suite case
+  stamp "tune walls with and without build helpers"
+  mkdir -p "$out/tunewall"
+  python3 - "$out/tunewall" "${KILN_TUNEWALL_IDS:-rms_norm_65536x1024 matmul_bias_gelu_2048x4096x16384}" <<'PY'
+import json, os, sys
+sys.path.insert(0, "bench/suite")
+import shapes
+want = sys.argv[2].split()
+for c in shapes.cases():
+    if c["id"] in want:
+        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
+            json.dump(c["spec"], f)
+PY
+  for spec in "$out"/tunewall/*.json; do
+    name="$(basename "$spec" .json)"
+    for h in ${KILN_TUNEWALL_HELPERS:-0 default}; do
+      args=(--exhaustive --no-unfused); [ "$h" != default ] && args+=(--build-helpers "$h")
+      t0=$(date +%s.%N)
+      KILN_LOG=info timeout 200 "$kiln" tune "$spec" "${args[@]}" --store "$out/tunewall/$name-h$h.db" \
+        >"$out/tunewall/$name-h$h.txt" 2>&1; rc=$?; check $rc "kiln tune $name helpers $h"
+      echo "$name helpers $h: wall $(python3 -c "import time; print(round(time.time() - $t0, 2))") s (exit $rc)"
+      grep -E "^winner|built in|built by" "$out/tunewall/$name-h$h.txt" | cut -c1-200
+    done
+  done
 fi
 if want buildscale; then  # issue 37: do runtime-compiled builds overlap across processes (they do not on threads)?
   stamp "build scaling across processes"

@@ -358,11 +358,12 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
   if (st.is_ok()) {
     StatusOr<GraphSignature> sig = compute_signature(*g);
     if (!sig.is_ok()) st = sig.status();
-    else if (sig->structure != structure) st = internal_error("the helper's graph has another signature than the tuner's");
+    else if (sig->structure != structure)
+      st = internal_error("the helper's graph has another signature than the tuner's");
   }
   if (st.is_ok() && builder.setup) st = builder.setup(*g, device);
   KILN_LOG(kInfo, "build helper " << ::getpid() << ": " << (st.is_ok() ? "ready" : "refused the graph") << " after "
-                                   << ms_since(t0) << " ms");
+                                  << ms_since(t0) << " ms");
   Json answer = status_json(st);
   answer["cudnn"] = builder.cudnn_version;
   KILN_RETURN_IF_ERROR(send_json(fd, answer));
@@ -381,7 +382,7 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
       continue;
     }
     KILN_LOG(kInfo, "build helper " << ::getpid() << ": built " << config->identity() << " in " << ms_since(tb)
-                                     << " ms (" << ms_since(t0) << " ms after start)");
+                                    << " ms (" << ms_since(t0) << " ms after start)");
     KILN_RETURN_IF_ERROR(send_json(fd, Json{{"code", 0}, {"workspace", built->second}}));
     KILN_RETURN_IF_ERROR(send_message(fd, built->first.data(), built->first.size()));
   }

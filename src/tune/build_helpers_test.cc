@@ -63,7 +63,8 @@ class ThreadHelpers {
   std::vector<std::thread> threads_;
 };
 
-HelperBuilder fake_builder(std::function<StatusOr<std::pair<std::vector<uint8_t>, int64_t>>(const EngineConfig&)> build) {
+HelperBuilder fake_builder(
+    std::function<StatusOr<std::pair<std::vector<uint8_t>, int64_t>>(const EngineConfig&)> build) {
   HelperBuilder b;
   b.parse_graph = [](const std::string& spec) { return parse_spec_string(spec, "the tuner"); };
   b.setup = [](const Graph&, int) { return Status::ok(); };
@@ -154,8 +155,7 @@ TEST(BuildHelpers, AHelperWithAnotherCudnnOrAnotherGraphIsRefused) {
     BuildHelperPool pool(spec_of(g), structure_of(g), 0, 91400, 1, th.launcher());
     HelperBuild b = pool.build(0, config("eng4"));
     EXPECT_EQ(b.kind, HelperBuild::Kind::kNoHelpers);
-    EXPECT_NE(b.status.message().find("loaded cuDNN 91900, the tuner 91400"), std::string::npos)
-        << b.status.message();
+    EXPECT_NE(b.status.message().find("loaded cuDNN 91900, the tuner 91400"), std::string::npos) << b.status.message();
   }
   {
     ThreadHelpers th([](int) { return fake_builder(plan_named_after); });

@@ -54,7 +54,7 @@ class CudnnTuneBackend : public TuneBackend {
       }
       h = worker_handles_[worker].get();
     }
-    std::optional<std::vector<uint8_t>> bytes;  // the plan as a build helper made it
+    std::optional<std::vector<uint8_t>> bytes;                      // the plan as a build helper made it
     std::unique_lock<std::mutex> lane(own_lane_, std::defer_lock);  // held across an in-process build chosen below
     StatusOr<LoweredGraph> lg = built_by_helper(worker, config, h, &bytes, &lane);
     if (!lg.is_ok() && lg.status().code() == StatusCode::kUnavailable && !bytes) {  // no helper: build here
@@ -177,9 +177,9 @@ class CudnnTuneBackend : public TuneBackend {
     StatusOr<std::string> spec = o.write_spec(graph_);
     if (!sig.is_ok() || !spec.is_ok()) return;
     const int n = std::min<int>(o.processes, static_cast<int>(runtime_compiled_.size()));
-    auto pool = std::make_shared<BuildHelperPool>(std::move(spec).value(), sig->structure, device,
-                                                  static_cast<int64_t>(cudnnGetVersion()), n,
-                                                  process_build_helper_launcher(o));
+    auto pool =
+        std::make_shared<BuildHelperPool>(std::move(spec).value(), sig->structure, device,
+                                          static_cast<int64_t>(cudnnGetVersion()), n, process_build_helper_launcher(o));
     std::lock_guard<std::mutex> lock(mu_);
     helpers_ = std::move(pool);
   }
@@ -188,7 +188,8 @@ class CudnnTuneBackend : public TuneBackend {
   // sent). Unavailable with no bytes: the caller builds it (not runtime-compiled, the pool is off, or `*lane`
   // taken while this worker's helper still starts).
   StatusOr<LoweredGraph> built_by_helper(size_t worker, const EngineConfig& config, cudnnHandle_t h,
-                                         std::optional<std::vector<uint8_t>>* bytes, std::unique_lock<std::mutex>* lane) {
+                                         std::optional<std::vector<uint8_t>>* bytes,
+                                         std::unique_lock<std::mutex>* lane) {
     std::shared_ptr<BuildHelperPool> pool;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -250,7 +251,8 @@ class CudnnTuneBackend : public TuneBackend {
   UniqueCudnnHandle handle_;
   std::mutex mu_;
   std::mutex timing_mu_;
-  std::mutex own_lane_;  // held across one in-process build of a runtime-compiled candidate while helpers start  // a timing window, or a helper's plan being loaded (taken before the capture gate)
+  std::mutex
+      own_lane_;  // held across one in-process build of a runtime-compiled candidate while helpers start  // a timing window, or a helper's plan being loaded (taken before the capture gate)
   std::vector<UniqueCudnnHandle> worker_handles_;
   std::map<size_t, LoweredGraph> plans_;
   std::map<size_t, EngineConfig> configs_;

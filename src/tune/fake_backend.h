@@ -137,6 +137,14 @@ class FakeBackend : public TuneBackend {
     return std::vector<uint8_t>{static_cast<uint8_t>(index)};
   }
 
+  void end_builds() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++end_builds_calls_;
+    if (timed_at_end_builds_ < 0) timed_at_end_builds_ = static_cast<int>(timed_.size());
+  }
+  int end_builds_calls_ = 0;
+  int timed_at_end_builds_ = -1;  // how many candidates were timed when end_builds() first came
+
   std::function<void(size_t)> on_time;  // called at each timing (a test's hook)
   std::set<size_t> timed_;
   std::set<int64_t> built_;

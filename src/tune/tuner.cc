@@ -221,11 +221,12 @@ class BuildPipeline {
     }
     cv_.notify_all();
   }
-  void join() {
+  void join() {  // then no build() can follow: the backend hears so (end_builds)
     stop_ = true;
     wake();
     for (auto& t : pool_)
       if (t.joinable()) t.join();
+    backend_.end_builds();
   }
   // From the pipeline's start to the end of its last build (after join()).
   double wall_ms() const { return std::chrono::duration<double, std::milli>(last_build_ - first_build_).count(); }
@@ -257,16 +258,14 @@ class BuildPipeline {
       s.ms = ms_since(tb);
       announce_(TuneEvent::Kind::kBuildEnd, i);
     }
-    bool last = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      s.done = true;
-      last_build_ = std::max(last_build_, Clock::now());
-      slots_[i] = std::move(s);
-      last = ++settled_ == slots_.size();
-      cv_.notify_all();
-    }
-    if (last) backend_.end_builds();  // every slot settled: no build() can follow
+    // The last slot to settle tells the backend before it is published: no build() can follow, and the loop
+    // times that candidate only after the backend has let go of what builds alone needed.
+    if (settling_.fetch_add(1) + 1 == slots_.size()) backend_.end_builds();
+    std::lock_guard<std::mutex> lock(mu_);
+    s.done = true;
+    last_build_ = std::max(last_build_, Clock::now());
+    slots_[i] = std::move(s);
+    cv_.notify_all();
   }
 
   size_t allowed_;  // list positions from here on wait to be built (allow()); guarded by mu_ once threads run
@@ -278,7 +277,7 @@ class BuildPipeline {
   std::vector<Slot> slots_;
   std::mutex mu_;
   std::condition_variable cv_;
-  size_t settled_ = 0;  // slots done (guarded by mu_)
+  std::atomic<size_t> settling_{0};  // slots whose build (or its cancellation) has ended
   std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};
   Clock::time_point first_build_ = Clock::now(), last_build_ = first_build_;
@@ -543,7 +542,6 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
     finish();
   }
   builds.join();
-  backend.end_builds();
   r.build_wall_ms = builds.wall_ms();
 
   // 5. Winner: fastest correct candidate, then the incumbent rule.

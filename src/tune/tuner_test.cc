@@ -78,6 +78,22 @@ TEST(TunerDecisions, CrashingAndFailingCandidatesAreFailedAndTheTuneGoesOn) {
   EXPECT_EQ(*r->winner, 5u);
 }
 
+// The backend hears that builds are over (TuneBackend::end_builds: the cuDNN one ends its build helpers there)
+// when the last build settles, before the loop times that candidate; and again, harmlessly, at the end.
+TEST(TunerDecisions, TheBackendHearsTheBuildsAreOverBeforeTheLastCandidateIsTimed) {
+  for (bool pipeline : {true, false}) {
+    FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kCorrect, 0.8}, {Kind::kCorrect, 0.9}, {Kind::kCorrect, 0.7}});
+    TuneOptions o;
+    o.pipeline = pipeline;
+    auto r = tune_with_backend(fake, "g", o);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_GE(fake.end_builds_calls_, 1);
+    EXPECT_GE(fake.timed_at_end_builds_, 0);
+    EXPECT_LE(fake.timed_at_end_builds_, 3) << "pipeline " << pipeline;  // the 4th was timed after it
+    EXPECT_EQ(fake.timed_.size(), 4u);
+  }
+}
+
 TEST(TunerDecisions, NothingCorrectMeansNoWinner) {
   FakeBackend fake({{Kind::kWrong, 0.1}, {Kind::kCrashes, 0.2}});
   auto r = tune_with_backend(fake, "fake", quiet());

@@ -57,9 +57,9 @@ BuildHelperLauncher process_build_helper_launcher(const BuildHelperOptions& opti
 // What one build in a helper came to.
 struct HelperBuild {
   enum class Kind {
-    kBuilt,       // plan and workspace hold the helper's plan
-    kFailed,      // the build's own error (NotSupported for a configuration cuDNN refuses), or the helper died
-    kNoHelpers,   // the pool is off (`status` says why): build on this thread instead
+    kBuilt,      // plan and workspace hold the helper's plan
+    kFailed,     // the build's own error (NotSupported for a configuration cuDNN refuses), or the helper died
+    kNoHelpers,  // the pool is off (`status` says why): build on this thread instead
   };
   Kind kind = Kind::kNoHelpers;
   Status status;

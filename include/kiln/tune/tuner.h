@@ -58,7 +58,7 @@ struct TuneOptions {
   // Runtime-compiled candidates built in helper processes (kiln/tune/build_helpers.h: cuDNN compiles one at a
   // time per process); processes 0 or no executable: every build on the threads above.
   BuildHelperOptions build_helpers;
-  MeasureOptions measure;            // warm-up, L2 flush (default) or hot cache, stopping rule
+  MeasureOptions measure;  // warm-up, L2 flush (default) or hot cache, stopping rule
   // Time each candidate replayed from a CUDA graph (one execution captured by stream capture, each sample
   // a cudaGraphLaunch) instead of stream launches (the default): the time an application that replays
   // its plans (kiln/capture/capture.h) sees. The numerics gate runs the candidate as usual.
