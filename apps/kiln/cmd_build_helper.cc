@@ -1,8 +1,6 @@
 // kiln build-helper (hidden): a build helper of `kiln tune` (kiln/tune/build_helpers.h). It reads the graph and then
 // one engine configuration at a time from the socket on file descriptor 3, builds each plan and sends its bytes
-// back, until the tuner closes the socket. It ends with its parent.
-#include <signal.h>
-#include <sys/prctl.h>
+// back, until the tuner closes the socket. It ends when that socket ends (the tuner done, or dead).
 #include <unistd.h>
 
 #include "commands.h"
@@ -14,7 +12,7 @@ namespace kiln::cli {
 namespace {
 
 Status build_helper_cmd() {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a tuner that dies takes its helpers along
+  KILN_RETURN_IF_ERROR(become_build_helper(3, "kiln build-helper"));
   HelperBuilder b = cudnn_helper_builder([](const std::string& spec) { return parse_spec_string(spec, "the tuner"); });
   return serve_build_helper(3, b);
 }

@@ -92,11 +92,10 @@ void print_tuned(const std::string& spec, const Graph& g, const TunedGraph& t, c
     return;
   }
   std::printf("%s\n", format_report_table(tr.candidates, ro).c_str());
-  std::printf(
-      "reference: %s; inputs: %s; %zu candidates built in %.0f ms on host threads (inputs and reference %.0f ms, "
-      "meanwhile); total %.1f s\n",
-      reference_kind_name(tr.reference_kind), tr.inputs.c_str(), tr.candidates.size() - left, tr.build_wall_ms,
-      tr.prepare_wall_ms, tr.total_wall_ms / 1000.0);
+  std::printf("reference: %s; inputs: %s; %zu candidates built in %.0f ms (inputs and reference %.0f ms, "
+              "meanwhile); total %.1f s\n",
+              reference_kind_name(tr.reference_kind), tr.inputs.c_str(), tr.candidates.size() - left, tr.build_wall_ms,
+              tr.prepare_wall_ms, tr.total_wall_ms / 1000.0);
   if (tr.winner)
     std::printf("winner: %s  %.4f ms  %s\n", tr.winner_config.identity().c_str(), tr.candidates[*tr.winner].median_ms,
                 tr.winner_check.c_str());

@@ -160,16 +160,25 @@ class Planner:
 
 
 def tune(spec: SpecLike, store: str | os.PathLike[str] | None = None, *, time_budget_s: float = 0.0,
-         unfused: bool = True, shape: Mapping[str, int] | None = None) -> list[dict]:
+         unfused: bool = True, shape: Mapping[str, int] | None = None, build_helpers: int | None = None) -> list[dict]:
     """Tunes the graph (or its fused segments, where cuDNN cannot fuse it whole) like `kiln tune`: every engine
     configuration built, checked against a reference and timed; the unfused alternative timed; the winner stored
-    in `store` (default: the default store, $KILN_STORE or ~/.cache/kiln/plans.db). One dict per graph tuned."""
+    in `store` (default: the default store, $KILN_STORE or ~/.cache/kiln/plans.db). One dict per graph tuned.
+    `build_helpers`: processes that build runtime-compiled candidates beside this one (cuDNN compiles one at a time
+    per process); None: as `kiln tune` (half the hardware threads, at most 6, none below 4); 0: none."""
     g = load(spec)
     if shape:
         g = g.at(dict(shape))
+    if build_helpers is not None and (isinstance(build_helpers, bool) or not isinstance(build_helpers, int)
+                                      or not 0 <= build_helpers <= 64):
+        raise BadInput(f"build_helpers: a number of processes in 0..64 or None, got {build_helpers!r}")
     location = os.fspath(store) if store is not None else _kiln.default_store_path()
     p = _kiln.Planner(location, "offline", True, None, None, None, None, "build", None, None, 0, None)
-    return _kiln.tune(p.prepare(g), time_budget_s, True, unfused)
+    from . import _build_helper
+
+    helper = _build_helper.command()
+    return _kiln.tune(p.prepare(g), time_budget_s, True, unfused, helper[0], helper[1:],
+                      -1 if build_helpers is None else build_helpers)
 
 
 def compile(spec: SpecLike, target: str | os.PathLike[str], store: str | os.PathLike[str] | None = None) -> list[dict]:  # noqa: A001

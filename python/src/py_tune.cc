@@ -2,11 +2,14 @@
 // its fused segments) tuned, the unfused alternative timed and decided on, the winner stored. In this process (the
 // CLI runs the tuner in a supervised worker; a tune that crashes cuDNN takes this process with it).
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "kiln/core/disposition.h"
 #include "kiln/lower/lower.h"
 #include "kiln/runtime/planner_options.h"
 #include "kiln/runtime/workshop.h"
+#include "kiln/spec/spec.h"
+#include "kiln/tune/build_helpers.h"
 #include "py_common.h"
 #include "py_graph.h"
 #include "py_planner.h"
@@ -47,10 +50,17 @@ nb::dict tuned_dict(const TunedGraph& t) {
   return d;
 }
 
-nb::list tune(const PyPrepared& pg, double time_budget_s, bool store, bool unfused) {
+nb::list tune(const PyPrepared& pg, double time_budget_s, bool store, bool unfused, const std::string& helper,
+              const std::vector<std::string>& helper_args, int helper_processes) {
   Workshop& w = pg.planner->workshop();
   TuneJob job;
   job.tune.time_budget_s = time_budget_s;
+  if (!helper.empty() && helper_processes != 0) {  // kiln.tune's build helpers: this interpreter, kiln._build_helper
+    job.tune.build_helpers.executable = helper;
+    job.tune.build_helpers.args = helper_args;
+    job.tune.build_helpers.processes = helper_processes < 0 ? default_build_helper_processes() : helper_processes;
+    job.tune.build_helpers.write_spec = [](const Graph& g) { return graph_to_spec_json(g); };
+  }
   job.store = store;
   job.unfused = unfused;
   std::vector<TunedGraph> tuned;
@@ -116,11 +126,32 @@ nb::list compile(const PyGraph& g, const std::string& target, const std::string&
   return out;
 }
 
+// A build helper's loop on `fd` (kiln._build_helper): it ends when the tuner closes the socket; an error it
+// answered the tuner with is raised here too.
+void serve_build_helper_on(int fd) {
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    st = become_build_helper(fd, "kiln._build_helper");
+    if (st.is_ok()) {
+      HelperBuilder b =
+          cudnn_helper_builder([](const std::string& spec) { return parse_spec_string(spec, "the tuner"); });
+      st = serve_build_helper(fd, b);
+    }
+  }
+  check(st);
+}
+
 }  // namespace
 
 void init_tune(nb::module_& m) {
   m.def("tune", &tune, "prepared"_a, "time_budget_s"_a = 0.0, "store"_a = true, "unfused"_a = true,
-        "Tunes a prepared graph (or its fused segments) with its Planner's store; one dict per graph tuned.");
+        "helper"_a = std::string(), "helper_args"_a = std::vector<std::string>(), "helper_processes"_a = 0,
+        "Tunes a prepared graph (or its fused segments) with its Planner's store; one dict per graph tuned. "
+        "helper, helper_args: the command that starts a build helper (kiln._build_helper); helper_processes: "
+        "how many (-1: the machine's default, 0: none).");
+  m.def("serve_build_helper", &serve_build_helper_on, "fd"_a,
+        "Internal: a build helper's loop on the socket `fd` (kiln._build_helper).");
   m.def("compile", &compile, "graph"_a, "target"_a, "store"_a,
         "Builds the graph's heuristic plans for a recorded device profile (no GPU needed) and stores them untuned.");
 }

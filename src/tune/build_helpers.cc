@@ -86,8 +86,16 @@ Status recv_message(int fd, std::vector<uint8_t>* out, bool* eof) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len[i]) << (8 * i);
   if (n > kMaxMessage) return corruption("a message of " + std::to_string(n) + " bytes on the build channel");
-  out->resize(static_cast<size_t>(n));
-  return n == 0 ? Status::ok() : recv_all(fd, out->data(), out->size(), nullptr);
+  // Grown as the bytes come (1 MiB at a time), not sized from the length alone: a length that no payload
+  // follows costs no memory.
+  out->clear();
+  for (size_t got = 0; got < n;) {
+    const size_t step = static_cast<size_t>(std::min<uint64_t>(n - got, uint64_t{1} << 20));
+    out->resize(got + step);
+    KILN_RETURN_IF_ERROR(recv_all(fd, out->data() + got, step, nullptr));
+    got += step;
+  }
+  return Status::ok();
 }
 StatusOr<Json> recv_json(int fd, bool* eof) {
   std::vector<uint8_t> m;
@@ -100,13 +108,26 @@ StatusOr<Json> recv_json(int fd, bool* eof) {
 
 Json status_json(const Status& st) { return Json{{"code", static_cast<int>(st.code())}, {"message", st.message()}}; }
 
+// A message's whole-number field, `fallback` when it is missing or not a whole number; its text field, "" when
+// missing or not a string. Never throws (j.value() would, on a field of another type).
+int64_t int_field(const Json& j, const char* key, int64_t fallback) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return fallback;
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return fallback;
+  return it->get<int64_t>();
+}
+std::string text_field(const Json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // The status an answer carries; OK for code 0.
 Status status_of(const Json& j) {
-  const int code = j.value("code", -1);
+  const int64_t code = int_field(j, "code", -1);
   if (code == 0) return Status::ok();
-  if (code < 0 || code > static_cast<int>(StatusCode::kInternal))
+  if (code < 0 || code > static_cast<int64_t>(StatusCode::kInternal))
     return corruption("an answer on the build channel without a valid code");
-  return Status(static_cast<StatusCode>(code), j.value("message", std::string()));
+  return Status(static_cast<StatusCode>(code), text_field(j, "message"));
 }
 
 std::string how_it_ended(pid_t pid) {
@@ -241,9 +262,9 @@ Status BuildHelperPool::read_greeting(size_t i, Helper& h) {
     return unavailable("build helper " + std::to_string(i) + " " + how + " before answering its hello");
   }
   Status st = status_of(*a);
-  if (st.is_ok() && cudnn_version_ > 0 && a->value("cudnn", int64_t{0}) != cudnn_version_)
+  if (st.is_ok() && cudnn_version_ > 0 && int_field(*a, "cudnn", 0) != cudnn_version_)
     st = failed_precondition("build helper " + std::to_string(i) + " loaded cuDNN " +
-                             std::to_string(a->value("cudnn", int64_t{0})) + ", the tuner " +
+                             std::to_string(int_field(*a, "cudnn", 0)) + ", the tuner " +
                              std::to_string(cudnn_version_));
   if (!st.is_ok()) {
     end(h);
@@ -330,7 +351,7 @@ HelperBuild BuildHelperPool::build(size_t slot, const EngineConfig& config) {
     return out;
   }
   out.kind = HelperBuild::Kind::kBuilt;
-  out.workspace = a->value("workspace", int64_t{0});
+  out.workspace = int_field(*a, "workspace", 0);
   out.plan = std::move(plan);
   ++built_;
   return out;
@@ -373,7 +394,7 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
     KILN_ASSIGN_OR_RETURN(Json req, recv_json(fd, &eof));
     if (eof) return Status::ok();  // the tuner is done
     const auto tb = std::chrono::steady_clock::now();
-    StatusOr<EngineConfig> config = EngineConfig::parse(req.value("config", std::string()));
+    StatusOr<EngineConfig> config = EngineConfig::parse(text_field(req, "config"));
     StatusOr<std::pair<std::vector<uint8_t>, int64_t>> built =
         config.is_ok() ? catch_exceptions("building " + config->identity(), [&] { return builder.build(*config); })
                        : StatusOr<std::pair<std::vector<uint8_t>, int64_t>>(config.status());
@@ -386,6 +407,27 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
     KILN_RETURN_IF_ERROR(send_json(fd, Json{{"code", 0}, {"workspace", built->second}}));
     KILN_RETURN_IF_ERROR(send_message(fd, built->first.data(), built->first.size()));
   }
+}
+
+Status become_build_helper(int fd, const std::string& who) {
+  if (::fcntl(fd, F_GETFD) < 0)
+    return invalid_argument(who + " is started by a tuner, with its channel on file descriptor " + std::to_string(fd) +
+                            " (not open)");
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGTERM, SIG_IGN);
+  try {
+    std::thread([fd] {
+      pollfd p{fd, 0, 0};  // POLLHUP and POLLERR are always reported; POLLHUP, not POLLRDHUP: a peer that only
+      int r;               // shut down its writing still reads the answers
+      while ((r = ::poll(&p, 1, -1)) < 0 && errno == EINTR) {
+      }
+      if (r == 1 && (p.revents & (POLLHUP | POLLERR))) ::_exit(0);
+      // POLLNVAL or a poll error: the channel's reader says what is wrong.
+    }).detach();
+  } catch (const std::exception& e) {
+    return unavailable(who + ": cannot start the thread that ends it with its channel: " + e.what());
+  }
+  return Status::ok();
 }
 
 HelperBuilder cudnn_helper_builder(std::function<StatusOr<Graph>(const std::string& spec)> parse_graph) {

@@ -196,7 +196,8 @@ class CudnnTuneBackend : public TuneBackend {
       pool = helpers_;
     }
     if (!pool || !runtime_compiled_.count(config.identity())) return unavailable("not a helper's build");
-    // While this worker's helper starts, the tuner's own process builds, one at a time (cuDNN would queue more).
+    // While this worker's helper starts (or builds for another thread), the tuner's own process builds, one at a
+    // time (cuDNN would queue more).
     if (!pool->ready(worker) && lane->try_lock()) return unavailable("built in the tuner's process");
     HelperBuild b = pool->build(worker, config);
     if (b.kind == HelperBuild::Kind::kNoHelpers) return unavailable(b.status.message());
@@ -250,9 +251,8 @@ class CudnnTuneBackend : public TuneBackend {
   UniqueStream stream_;
   UniqueCudnnHandle handle_;
   std::mutex mu_;
-  std::mutex timing_mu_;
-  std::mutex
-      own_lane_;  // held across one in-process build of a runtime-compiled candidate while helpers start  // a timing window, or a helper's plan being loaded (taken before the capture gate)
+  std::mutex timing_mu_;  // a timing window, or a helper's plan being loaded (taken before the capture gate)
+  std::mutex own_lane_;   // one in-process build of a runtime-compiled candidate while a helper starts or is busy
   std::vector<UniqueCudnnHandle> worker_handles_;
   std::map<size_t, LoweredGraph> plans_;
   std::map<size_t, EngineConfig> configs_;

@@ -242,6 +242,8 @@ struct SupervisedTune {
   ReferenceKind reference_kind = ReferenceKind::kNone;
   std::string inputs;
   double prepare_ms = 0;  // summed over workers: each makes the inputs and reference again
+  // The first build's start and the last one's end, as the events came (TuneResult::build_wall_ms).
+  std::optional<std::chrono::steady_clock::time_point> first_build, last_build;
   bool serial = false, cancelled_run = false, budget_out = false;
   int crashes = 0;
   std::string abandoned;  // why the candidates left were not run
@@ -279,8 +281,14 @@ Status handle_worker_line(const std::string& line, const TuneOptions& o, Supervi
       st.inputs = e.inputs;
       st.prepare_ms += e.prepare_ms;
       break;
-    case TuneEvent::Kind::kBuildStart: watch.building.insert(e.identity); break;
-    case TuneEvent::Kind::kBuildEnd: watch.building.erase(e.identity); break;
+    case TuneEvent::Kind::kBuildStart:
+      watch.building.insert(e.identity);
+      if (!st.first_build) st.first_build = std::chrono::steady_clock::now();
+      break;
+    case TuneEvent::Kind::kBuildEnd:
+      watch.building.erase(e.identity);
+      st.last_build = std::chrono::steady_clock::now();
+      break;
     case TuneEvent::Kind::kRunStart: watch.running = e.identity; break;
     case TuneEvent::Kind::kCandidate:
       watch.building.erase(e.identity);
@@ -321,6 +329,8 @@ StatusOr<TuneResult> supervised_result(SupervisedTune& st, const std::string& gr
   r.reference_kind = reference_kind;
   r.inputs = st.inputs;
   r.prepare_wall_ms = st.prepare_ms;
+  if (st.first_build && st.last_build)
+    r.build_wall_ms = std::chrono::duration<double, std::milli>(*st.last_build - *st.first_build).count();
   r.behavior_notes = st.notes;
   r.cancelled = cancelled_run;
   r.budget_exhausted = budget_out;

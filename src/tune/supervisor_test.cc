@@ -63,6 +63,9 @@ TEST(TuneSupervisor, CrashWhileRunningIsFailedWithTheSignalAndTheTuneGoesOn) {
   // (settled before), so eng3 was its candidate 1 (the fake's plan is its index).
   EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{1});
   EXPECT_EQ(r->reference_kind, ReferenceKind::kHost);
+  // From the workers' build events, first start to last end (0 before it was carried: `kiln tune` said "built in 0 ms").
+  EXPECT_GT(r->build_wall_ms, 0);
+  EXPECT_LT(r->build_wall_ms, 60000);
   // A second worker (a third when builds were in flight at the crash: the serial one names eng1).
   ASSERT_GE(spawner.requests.size(), 2u);
   ASSERT_LE(spawner.requests.size(), 3u);
@@ -186,6 +189,10 @@ TEST(TuneWorkerOptions, RoundTripAndAMissingFieldIsNamed) {
   o.budget.first = 6;
   o.budget.patience = 3;
   o.budget.prior = {"eng4_k24=2", "eng6"};
+  o.build_helpers.executable = "/opt/kiln/bin/kiln";
+  o.build_helpers.args = {"build-helper"};
+  o.build_helpers.processes = 5;
+  o.build_helpers.write_spec = [](const Graph&) -> StatusOr<std::string> { return std::string("{}"); };
   auto back = tune_worker_options_from_json(tune_worker_options_to_json(o));
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->modes, o.modes);
@@ -195,6 +202,11 @@ TEST(TuneWorkerOptions, RoundTripAndAMissingFieldIsNamed) {
   ASSERT_TRUE(back->pin.has_value());
   EXPECT_EQ(back->pin->identity(), "eng12");
   EXPECT_EQ(back->build_threads, 3);
+  // The build helpers' executable and count travel; the spec writer does not (the worker sets its own).
+  EXPECT_EQ(back->build_helpers.executable, "/opt/kiln/bin/kiln");
+  EXPECT_EQ(back->build_helpers.args, (std::vector<std::string>{"build-helper"}));
+  EXPECT_EQ(back->build_helpers.processes, 5);
+  EXPECT_FALSE(back->build_helpers.write_spec);
   EXPECT_TRUE(back->measure.hot_cache);
   EXPECT_TRUE(back->graph_replay);
   EXPECT_DOUBLE_EQ(back->measure.stopping.time_budget_ms, 42);

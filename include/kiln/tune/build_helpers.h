@@ -124,6 +124,14 @@ struct HelperBuilder {
 };
 Status serve_build_helper(int fd, HelperBuilder& builder);
 
+// Makes this process a build helper on channel `fd` before serve_build_helper: InvalidArgument when `fd` is not
+// open (`who` names the command); SIGINT and SIGTERM ignored (a tuner's Ctrl-C or its group's SIGTERM are the
+// tuner's to handle: it finishes the candidates in progress, some built here); and the process ends (_exit(0)) as
+// soon as the channel ends, the tuner done or dead, even in the middle of a build. Not PR_SET_PDEATHSIG: that
+// fires when the *thread* that started the helper ends, and the tuner starts a new helper after a crash on a
+// build thread, which may end while another build thread still uses that helper.
+Status become_build_helper(int fd, const std::string& who);
+
 // The cuDNN builder for serve_build_helper (the lowering's build_config and serialize on one handle).
 HelperBuilder cudnn_helper_builder(std::function<StatusOr<Graph>(const std::string& spec)> parse_graph);
 

@@ -385,3 +385,32 @@ def test_sdpa_ragged_matches_torch_per_sequence(planner, causal):
         written[so_tok[e]: so_tok[e] + lq[e]] = True
     untouched = o[~written.to(o.device)]
     assert torch.all(untouched == 7.0), "rows of o that belong to no sequence were written"
+
+
+RMS_NORM_BF16 = {
+    "name": "rms_norm_16384x1024", "io_dtype": "bf16", "intermediate_dtype": "fp32", "compute_dtype": "fp32",
+    "tensors": {"x": {"dims": [16384, 1024, 1, 1], "layout": "NCHW"}, "gamma": {"dims": [1, 1024, 1, 1], "layout": "NCHW"}},
+    "nodes": [{"name": "norm", "op": "rms_norm", "inputs": ["x", "gamma"], "outputs": ["y"], "epsilon": 1e-05}],
+    "outputs": ["y"],
+}
+
+
+def test_tune_with_build_helpers_stores_a_plan_that_matches_torch(tmp_path):
+    """kiln.tune's build helpers (this interpreter on kiln._build_helper): the same candidates pass as in-process,
+    and the stored winner computes torch's RMS norm."""
+    here = kiln.tune(RMS_NORM_BF16, tmp_path / "here.db", unfused=False, build_helpers=0)
+    helped = kiln.tune(RMS_NORM_BF16, tmp_path / "helped.db", unfused=False, build_helpers=2)
+    assert here[0]["winner"] and helped[0]["winner"], (here, helped)
+    assert helped[0]["candidates"] == here[0]["candidates"]
+    assert helped[0]["passed"] == here[0]["passed"], (here, helped)
+    plan = kiln.Planner(store=tmp_path / "helped.db").obtain(RMS_NORM_BF16)
+    assert plan.source == "store", plan.why
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(16384, 1024, 1, 1, device="cuda", generator=g).bfloat16()
+    gamma = torch.randn(1, 1024, 1, 1, device="cuda", generator=g).bfloat16()
+    y = torch.empty_like(x)
+    plan(x=x, gamma=gamma, y=y)
+    torch.cuda.synchronize()
+    xf = x.float().reshape(16384, 1024)
+    ref = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * gamma.float().reshape(1, 1024)
+    torch.testing.assert_close(y.float().reshape(16384, 1024), ref, rtol=2e-2, atol=5e-2)
