@@ -120,8 +120,10 @@ void add_tune(CLI::App& app, Runner* run) {
       "--exhaustive", o->exhaustive,
       "Compile and time every runtime-compiled candidate (default: the candidate budget compiles them in rank "
       "order and stops when the last 2 timed did not beat the best by more than the noise; docs/measure.md)");
-  sub->add_option("--compile-first", o->compile_first,
-                  "The candidate budget: runtime-compiled candidates always compiled, in rank order")
+  sub->add_option(
+         "--compile-first", o->compile_first,
+         "The candidate budget: runtime-compiled candidates always compiled, in rank order, per build lane (the "
+         "tune's process and each build helper)")
       ->check(whole_number_at_least(1))
       ->capture_default_str();
   sub->add_option("--compile-patience", o->compile_patience,

@@ -135,6 +135,12 @@ class CudnnTuneBackend : public TuneBackend {
     return lg->serialize();
   }
 
+  int build_lanes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Each helper, and this process (while they start, or are busy); 1 once the pool is off.
+    return helpers_ && helpers_->off_reason().empty() ? helpers_->processes() + 1 : 1;
+  }
+
   void end_builds() override {
     std::shared_ptr<BuildHelperPool> pool;
     {
@@ -250,7 +256,7 @@ class CudnnTuneBackend : public TuneBackend {
   TuneOptions options_;
   UniqueStream stream_;
   UniqueCudnnHandle handle_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::mutex timing_mu_;  // a timing window, or a helper's plan being loaded (taken before the capture gate)
   std::mutex own_lane_;   // one in-process build of a runtime-compiled candidate while a helper starts or is busy
   std::vector<UniqueCudnnHandle> worker_handles_;

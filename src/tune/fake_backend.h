@@ -137,6 +137,9 @@ class FakeBackend : public TuneBackend {
     return std::vector<uint8_t>{static_cast<uint8_t>(index)};
   }
 
+  int build_lanes() const override { return lanes_; }
+  int lanes_ = 1;  // as if build helpers ran beside it (the candidate budget compiles its first per lane)
+
   void end_builds() override {
     std::lock_guard<std::mutex> lock(mu_);
     ++end_builds_calls_;

@@ -285,11 +285,13 @@ class BuildPipeline {
 };
 
 // The candidate budget over one tune's loop (kiln/tune/tune_policy.h): runtime-compiled candidates, last in the
-// list, are built as far as it allows (the first `first`, then one at a time while the rule wants more); once it
-// stops, the rest are left.
+// list, are built as far as it allows (the first `first` per build lane, then one at a time while the rule wants
+// more); once it stops, the rest are left.
 class BudgetGate {
  public:
-  BudgetGate(const CandidateList& list, bool budgeted, const CandidateBudget& b) : budget_(b) {
+  // `lanes`: builds side by side (TuneBackend::build_lanes); the first `first` are compiled per lane.
+  BudgetGate(const CandidateList& list, bool budgeted, const CandidateBudget& b, int lanes) : budget_(b) {
+    budget_.first *= std::max(1, lanes);
     for (size_t i = 0; i < list.configs.size() && budgeted; ++i)
       if (list.runtime_compiled(i)) {
         first_rtc_ = i;
@@ -321,7 +323,7 @@ class BudgetGate {
   const std::string& stopped() const { return stop_; }
 
  private:
-  const CandidateBudget& budget_;
+  CandidateBudget budget_;
   size_t first_rtc_ = SIZE_MAX;
   std::vector<CandidateResult> rtc_;  // runtime-compiled candidates settled, in order
   double best_other_ms_ = 0;          // the best time among the others
@@ -467,7 +469,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
 
   // 2. Builds on worker threads, in list order, ahead of the check-and-time loop below; runtime-compiled ones only
   // as far as the candidate budget allows (the first `first`, then one at a time while the rule wants more).
-  BudgetGate gate(list, budgeted_rtc, o.budget);
+  BudgetGate gate(list, budgeted_rtc, o.budget, backend.build_lanes());
   BuildPipeline builds(
       backend, configs, o, interrupted, over_budget, [&](TuneEvent::Kind kind, size_t i) { emit(event_for(kind, i)); },
       gate.initial_allowance());

@@ -297,6 +297,27 @@ TEST(TunerCandidateBudget, StopsWhenTheRankingStopsPayingAndExhaustiveTriesEvery
   EXPECT_EQ(e->candidates[*e->winner].config.engine_id, 5);
 }
 
+// With build helpers the budget compiles its first `first` per build lane (the helpers and the tuner's own
+// process): 3 lanes x 4 here, and then the rule as before: the 11th (0.5) beat the best, so a 13th is compiled,
+// and neither of the last two beat it.
+TEST(TunerCandidateBudget, TheFirstAreCompiledPerBuildLane) {
+  const std::vector<double> medians = {1.0, 0.9, 0.95, 0.95, 0.93, 0.94, 0.97, 0.99, 1.1, 1.2, 0.5, 1.3, 1.4, 0.96};
+  FakeBackend fake(compiled(medians));
+  fake.lanes_ = 3;
+  auto r = tune_with_backend(fake, "fake", quiet());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(fake.built_.size(), 13u);
+  EXPECT_EQ(left_by_budget(*r), 1u);
+  EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 10);  // at rank 10: one lane's first 4 would not reach it
+  EXPECT_NE(r->candidates.back().message.find("none of the last 2 of 13"), std::string::npos)
+      << r->candidates.back().message;
+  FakeBackend one(compiled(medians));  // one lane: the first 4, as before
+  auto r1 = tune_with_backend(one, "fake", quiet());
+  ASSERT_TRUE(r1.is_ok());
+  EXPECT_EQ(one.built_.size(), 4u);
+  EXPECT_EQ(r1->candidates[*r1->winner].config.engine_id, 1);
+}
+
 TEST(TunerCandidateBudget, ImprovementsWithinTheLastTwoKeepItCompiling) {
   // 0.8 and 0.7 improve, so a fifth; 0.6 improves, so a sixth; 0.65 does not, but 0.6 is within the last two: a
   // seventh; 0.66 and 0.65 do not: stop after seven. 0.3 at rank 7 is left.

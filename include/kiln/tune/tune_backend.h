@@ -56,6 +56,11 @@ class TuneBackend {
   // Drops what built candidate `index` holds; the tuner calls it once the candidate cannot win.
   virtual void release(size_t index) { (void)index; }
 
+  // How many runtime-compiled candidates build side by side: 1 (cuDNN compiles one at a time per process), or
+  // with build helpers (kiln/tune/build_helpers.h) one more per helper. Asked once the candidates are listed; the
+  // candidate budget compiles its first `first` per lane.
+  virtual int build_lanes() const { return 1; }
+
   // No build() comes after this (every candidate built, or the rest left): what only builds use may go (the
   // cuDNN backend ends its build helpers here, while the last candidates are still timed). May come twice.
   virtual void end_builds() {}

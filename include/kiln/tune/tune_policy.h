@@ -142,7 +142,8 @@ StatusOr<FusionDecision> decide_fusion(const FusionSide& fused, const FusionSide
 // stops when the ranking has stopped paying:
 //   1. rank: identities the store saw win at other shapes of this structure (`prior`, most often first), then the
 //      heuristics' rank, then the enumeration's order;
-//   2. compile and time the first `first`;
+//   2. compile and time the first `first` per build lane (TuneBackend::build_lanes: 1, or with build helpers one
+//      more per helper);
 //   3. then one more at a time, as long as one of the last `patience` timed beat the best before it by more than
 //      the noise (max(noise_multiplier x its relative error, noise_floor)); otherwise the rest are left, reported
 //      NotVerified ("not run: candidate budget ...").
