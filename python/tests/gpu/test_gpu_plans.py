@@ -396,13 +396,15 @@ RMS_NORM_BF16 = {
 
 
 def test_tune_with_build_helpers_stores_a_plan_that_matches_torch(tmp_path):
-    """kiln.tune's build helpers (this interpreter on kiln._build_helper): the same candidates pass as in-process,
-    and the stored winner computes torch's RMS norm."""
+    """kiln.tune's build helpers (this interpreter on kiln._build_helper): the candidate budget compiles its first 4
+    per build lane (3 lanes with 2 helpers: at least as many pass as with none), the winner is at least as fast
+    within the noise, and the stored plan computes torch's RMS norm."""
     here = kiln.tune(RMS_NORM_BF16, tmp_path / "here.db", unfused=False, build_helpers=0)
     helped = kiln.tune(RMS_NORM_BF16, tmp_path / "helped.db", unfused=False, build_helpers=2)
     assert here[0]["winner"] and helped[0]["winner"], (here, helped)
     assert helped[0]["candidates"] == here[0]["candidates"]
-    assert helped[0]["passed"] == here[0]["passed"], (here, helped)
+    assert helped[0]["passed"] >= max(here[0]["passed"], 12), (here, helped)  # 4 per lane: 4 without helpers
+    assert helped[0]["median_ms"] <= here[0]["median_ms"] * 1.05, (here, helped)
     plan = kiln.Planner(store=tmp_path / "helped.db").obtain(RMS_NORM_BF16)
     assert plan.source == "store", plan.why
     g = torch.Generator(device="cuda").manual_seed(3)
