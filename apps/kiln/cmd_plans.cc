@@ -152,6 +152,7 @@ void add_plans(CLI::App& app, Runner* run) {
   retune->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (quick tuning)")
       ->check(whole_number_at_least(0));
   add_candidate_budget_flags(retune, &o->exhaustive, &o->compile_first, &o->compile_patience);
+  add_build_helpers_flag(retune, &o->build_helpers);
   retune
       ->add_option("--rollout", o->rollout,
                    "How a winner replaces an active plan of another configuration: immediate, verify or shadow "

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "tune_isolation.h"
 #include "kiln/core/hash.h"
 #include "kiln/lower/environment.h"
 #include "kiln/lower/lower.h"
@@ -59,6 +60,7 @@ Status run_retune(const PlansOptions& o) {
   ro.tune.budget.exhaustive = o.exhaustive;
   if (o.compile_first > 0) ro.tune.budget.first = o.compile_first;
   if (o.compile_patience > 0) ro.tune.budget.patience = o.compile_patience;
+  ro.tune.build_helpers = cli_build_helpers(o.build_helpers);
   ro.rollout = *rollout;
   ro.cancel = &g_retune_interrupted;
   ro.on_row = [&](const RetuneRowReport& r) {

@@ -130,11 +130,7 @@ void add_tune(CLI::App& app, Runner* run) {
                   "The candidate budget: stop when none of the last N timed beat the best by more than the noise")
       ->check(whole_number_at_least(1))
       ->capture_default_str();
-  sub->add_option("--build-helpers", o->build_helpers,
-                  "Processes that build runtime-compiled candidates beside the tune (cuDNN compiles one at a time "
-                  "per process); 0: build them on the tune's own threads (default: half the hardware threads, at most "
-                  "6, none below 4)")
-      ->check(CLI::Range(-1, 64));
+  add_build_helpers_flag(sub, &o->build_helpers);
   sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes")
       ->check(whole_number_at_least(0));
   sub->add_option("--exclude", o->exclude, "Identities or engN prefixes to skip");

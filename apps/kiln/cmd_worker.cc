@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commands.h"
+#include "tune_isolation.h"
 #include "kiln/core/read_file.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/store/env_policy.h"
@@ -36,6 +37,7 @@ struct WorkerCliOptions {
   bool exhaustive = false;  // every runtime-compiled candidate (no candidate budget)
   int compile_first = 0;    // the candidate budget's first and patience (0: its defaults)
   int compile_patience = 0;
+  int build_helpers = -1;             // --build-helpers (-1: the machine's default)
   std::string rollout = "immediate";  // how a winner replaces an active plan (docs/rollout.md)
   std::string environment_json;       // tests: this environment instead of the GPU's
 };
@@ -113,6 +115,7 @@ Status run_worker_cli(const WorkerCliOptions& o) {
   wo.tune.budget.exhaustive = o.exhaustive;
   if (o.compile_first > 0) wo.tune.budget.first = o.compile_first;
   if (o.compile_patience > 0) wo.tune.budget.patience = o.compile_patience;
+  wo.tune.build_helpers = cli_build_helpers(o.build_helpers);
   wo.rollout = *rollout;
   wo.stop = &g_fleet_worker_stop;
   wo.on_job = [&](const WorkerJobReport& j) {
@@ -192,6 +195,7 @@ void add_worker(CLI::App& app, Runner* run) {
   sub->add_option("--top-k", o->top_k, "Only the heuristic's first k configurations (default: all)")
       ->check(whole_number_at_least(0));
   add_candidate_budget_flags(sub, &o->exhaustive, &o->compile_first, &o->compile_patience);
+  add_build_helpers_flag(sub, &o->build_helpers);
   sub->add_option("--rollout", o->rollout,
                   "How a winner replaces an active plan of another configuration: immediate, verify (a candidate "
                   "until 'kiln plans promote') or shadow (sampled beside it by serving Planners); docs/rollout.md")

@@ -99,12 +99,27 @@ void add_candidate_budget_flags(CLI::App* sub, bool* exhaustive, int* first, int
   sub->add_flag("--exhaustive", *exhaustive,
                 "Compile and time every runtime-compiled candidate (default: the candidate budget; docs/measure.md)");
   sub->add_option("--compile-first", *first,
-                  "The candidate budget: runtime-compiled candidates always compiled, in rank order (default 4)")
+                  "The candidate budget: runtime-compiled candidates always compiled, in rank order, per build lane "
+                  "(default 4)")
       ->check(whole_number_at_least(1));
   sub->add_option("--compile-patience", *patience,
                   "The candidate budget: stop when none of the last N timed beat the best by more than the noise "
                   "(default 2)")
       ->check(whole_number_at_least(1));
+}
+
+void add_build_helpers_flag(CLI::App* sub, int* processes) {
+  sub->add_option("--build-helpers", *processes,
+                  "Processes that build runtime-compiled candidates beside the tune (cuDNN compiles one at a time per "
+                  "process); 0: build them on the tune's own threads; -1 (default): half the hardware threads, at "
+                  "most 6, none below 4")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const std::optional<double> d = read_number(v, true);
+            if (d && *d >= -1 && *d <= 64) return "";
+            return "must be a whole number in -1..64 (-1: the default, 0: none), got '" + v + "'";
+          },
+          "INT in -1..64"));
 }
 
 CLI::Validator whole_number_at_least(int64_t min) {

@@ -43,6 +43,8 @@ CLI::Validator whole_number_at_least(int64_t min);
 // The candidate budget's flags of a command that tunes queued graphs (plans retune, worker): --exhaustive,
 // --compile-first and --compile-patience (0 left: the budget's defaults; docs/measure.md "The candidate budget").
 void add_candidate_budget_flags(CLI::App* sub, bool* exhaustive, int* first, int* patience);
+// --build-helpers N of a command that tunes (tune, plans retune, worker): docs/measure.md "Build helpers".
+void add_build_helpers_flag(CLI::App* sub, int* processes);
 // A number above 0 (a budget, a time): "must be a number > 0, got '0'".
 CLI::Validator positive_number();
 

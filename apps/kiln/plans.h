@@ -49,6 +49,7 @@ struct PlansOptions {
   bool exhaustive = false;            // retune: every runtime-compiled candidate (no candidate budget)
   int compile_first = 0;              // retune: the candidate budget's first and patience (0: its defaults)
   int compile_patience = 0;
+  int build_helpers = -1;             // --build-helpers (-1: the machine's default)
   std::string rollout = "immediate";  // retune --rollout: how a winner replaces an active plan (docs/rollout.md)
   std::string target;                 // ls, gc --stale: judge against this device profile
   bool kernel_caches = false;         // ls --kernel-caches: list the kept kernel caches alone

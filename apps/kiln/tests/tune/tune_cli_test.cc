@@ -77,7 +77,10 @@ TEST(TuneCli, RefusedRunsLeaveNoStoreAndBadNumbersNameTheirFlag) {
                        Bad{"--target-noise -0.5", "--target-noise: must be a number >= 0, got '-0.5'"},
                        Bad{"--top-k -3", "--top-k: must be a whole number >= 0, got '-3'"},
                        Bad{"--compile-first 0", "--compile-first: must be a whole number >= 1, got '0'"},
-                       Bad{"--compile-patience -1", "--compile-patience: must be a whole number >= 1, got '-1'"}}) {
+                       Bad{"--compile-patience -1", "--compile-patience: must be a whole number >= 1, got '-1'"},
+                       Bad{"--build-helpers 65", "--build-helpers: must be a whole number in -1..64"},
+                       Bad{"--build-helpers -2", "--build-helpers: must be a whole number in -1..64"},
+                       Bad{"--build-helpers 1.5", "--build-helpers: must be a whole number in -1..64"}}) {
     r = run_kiln("tune " + spec + " " + b.flags + " --store " + db);
     EXPECT_EQ(r.code, 2) << b.flags << ": " << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.flags << ": " << r.err;
