@@ -12,7 +12,7 @@ namespace kiln::cli {
 namespace {
 
 Status build_helper_cmd() {
-  KILN_RETURN_IF_ERROR(become_build_helper(3, "kiln build-helper"));
+  KILN_RETURN_IF_ERROR(become_build_helper(3, "kiln build-helper", [] { ::_exit(0); }));
   HelperBuilder b = cudnn_helper_builder([](const std::string& spec) { return parse_spec_string(spec, "the tuner"); });
   return serve_build_helper(3, b);
 }

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "kiln/graph/graph.h"
-#include "kiln/tune/build_helpers.h"
+#include "kiln/tune/build_helper_options.h"
 #include "kiln/tune/tuner.h"
 
 namespace kiln::cli {

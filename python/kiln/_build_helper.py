@@ -22,5 +22,8 @@ def command() -> list[str]:
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = f"import sys; sys.path.insert(0, {root!r}); from kiln import _build_helper; sys.exit(_build_helper.main())"
+    # The package's folder goes on the path only when it is not there already (installed, or PYTHONPATH): put first
+    # otherwise, a site-packages folder could shadow the standard library with an old backport.
+    code = (f"import sys; r = {root!r}; r in sys.path or sys.path.insert(0, r); "
+            "from kiln import _build_helper; sys.exit(_build_helper.main())")
     return [sys.executable, "-c", code]

@@ -3,6 +3,7 @@
 // CLI runs the tuner in a supervised worker; a tune that crashes cuDNN takes this process with it).
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <unistd.h>
 
 #include "kiln/core/disposition.h"
 #include "kiln/lower/lower.h"
@@ -132,7 +133,7 @@ void serve_build_helper_on(int fd) {
   Status st;
   {
     nb::gil_scoped_release release;
-    st = become_build_helper(fd, "kiln._build_helper");
+    st = become_build_helper(fd, "kiln._build_helper", [] { ::_exit(0); });  // the helper process, not a user's
     if (st.is_ok()) {
       HelperBuilder b =
           cudnn_helper_builder([](const std::string& spec) { return parse_spec_string(spec, "the tuner"); });

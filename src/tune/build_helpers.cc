@@ -247,6 +247,7 @@ Status BuildHelperPool::launch_and_greet(size_t i, Helper& h, bool wait_for_answ
   Status st = send_message(h.ch.fd, hello_.data(), hello_.size());
   if (!st.is_ok()) {
     const std::string how = how_it_ended(h.ch.pid);
+    h.ch.pid = -1;  // reaped: never signalled again (its pid may be another process's by now)
     end(h);
     return unavailable("build helper " + std::to_string(i) + " " + how + " before its hello");
   }
@@ -258,6 +259,7 @@ Status BuildHelperPool::read_greeting(size_t i, Helper& h) {
   StatusOr<Json> a = recv_json(h.ch.fd, &eof);
   if (!a.is_ok() || eof) {
     const std::string how = how_it_ended(h.ch.pid);
+    h.ch.pid = -1;  // reaped
     end(h);
     return unavailable("build helper " + std::to_string(i) + " " + how + " before answering its hello");
   }
@@ -331,7 +333,25 @@ HelperBuild BuildHelperPool::build(size_t slot, const EngineConfig& config) {
     return out;
   }
   out.kind = HelperBuild::Kind::kFailed;
-  if (!send_json(h.ch.fd, Json{{"config", config.identity()}}).is_ok()) {
+  const Json request{{"config", config.identity()}};
+  bool sent = send_json(h.ch.fd, request).is_ok();
+  if (!sent) {
+    // Gone before this request reached it (it died idle): the candidate was never sent, so a new helper takes it.
+    (void)how_it_ended(h.ch.pid);
+    h.ch.pid = -1;
+    end(h);
+    ++h.crashes;
+    if (h.crashes >= 3) turn_off("build helper " + std::to_string(i) + " crashed 3 times");
+    Status again = h.crashes >= 3 ? unavailable(off_reason()) : launch_and_greet(i, h, true);
+    if (!again.is_ok()) {
+      turn_off(again.message());
+      out.kind = HelperBuild::Kind::kNoHelpers;
+      out.status = again;
+      return out;
+    }
+    sent = send_json(h.ch.fd, request).is_ok();
+  }
+  if (!sent) {
     out.status = internal_error(died_message(i, h, config));
     if (h.crashes >= 3) turn_off("build helper " + std::to_string(i) + " crashed 3 times");
     return out;
@@ -409,19 +429,19 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
   }
 }
 
-Status become_build_helper(int fd, const std::string& who) {
+Status become_build_helper(int fd, const std::string& who, std::function<void()> on_channel_end) {
   if (::fcntl(fd, F_GETFD) < 0)
     return invalid_argument(who + " is started by a tuner, with its channel on file descriptor " + std::to_string(fd) +
                             " (not open)");
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGTERM, SIG_IGN);
   try {
-    std::thread([fd] {
+    std::thread([fd, on_channel_end = std::move(on_channel_end)] {
       pollfd p{fd, 0, 0};  // POLLHUP and POLLERR are always reported; POLLHUP, not POLLRDHUP: a peer that only
       int r;               // shut down its writing still reads the answers
       while ((r = ::poll(&p, 1, -1)) < 0 && errno == EINTR) {
       }
-      if (r == 1 && (p.revents & (POLLHUP | POLLERR))) ::_exit(0);
+      if (r == 1 && (p.revents & (POLLHUP | POLLERR)) && on_channel_end) on_channel_end();
       // POLLNVAL or a poll error: the channel's reader says what is wrong.
     }).detach();
   } catch (const std::exception& e) {

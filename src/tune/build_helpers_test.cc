@@ -212,7 +212,7 @@ TEST(BuildHelpers, ReadySaysWithoutWaitingWhetherAHelperWouldTakeABuild) {
     EXPECT_FALSE(pool.ready(0));  // its setup has not finished
     go = true;
     bool became_ready = false;
-    for (int i = 0; i < 2000 && !became_ready; ++i) {
+    for (int i = 0; i < 10000 && !became_ready; ++i) {  // up to 10 s on a loaded machine
       became_ready = pool.ready(0);
       if (!became_ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -227,13 +227,37 @@ TEST(BuildHelpers, ReadySaysWithoutWaitingWhetherAHelperWouldTakeABuild) {
   });
   BuildHelperPool pool(spec_of(g), structure_of(g), 0, 0, 1, refusing.launcher());
   bool off = false;
-  for (int i = 0; i < 2000 && !off; ++i) {
+  for (int i = 0; i < 10000 && !off; ++i) {
     EXPECT_FALSE(pool.ready(0));
     off = !pool.off_reason().empty();
     if (!off) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_TRUE(off);
   EXPECT_EQ(pool.build(0, config("eng4")).kind, HelperBuild::Kind::kNoHelpers);
+}
+
+// A helper that dies between builds (idle) costs no candidate: the next request never reached it, so a new helper
+// takes that candidate.
+TEST(BuildHelpers, AHelperThatDiesIdleIsReplacedWithoutFailingTheNextCandidate) {
+  const Graph g = test_graph();
+  ThreadHelpers th([](int fd) {
+    return fake_builder([fd](const EngineConfig& c) -> StatusOr<std::pair<std::vector<uint8_t>, int64_t>> {
+      if (c.engine_id == 5)  // answers, then its channel ends while it waits for the next request
+        std::thread([fd] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          ::shutdown(fd, SHUT_RDWR);
+        }).detach();
+      return plan_named_after(c);
+    });
+  });
+  BuildHelperPool pool(spec_of(g), structure_of(g), 0, 0, 1, th.launcher());
+  ASSERT_EQ(pool.build(0, config("eng5")).kind, HelperBuild::Kind::kBuilt);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  HelperBuild next = pool.build(0, config("eng4_k1=2"));
+  ASSERT_EQ(next.kind, HelperBuild::Kind::kBuilt) << next.status.to_string();
+  EXPECT_EQ(std::string(next.plan.begin(), next.plan.end()), "eng4_k1=2");
+  EXPECT_EQ(th.launched.load(), 2);
+  EXPECT_EQ(pool.off_reason(), "");
 }
 
 TEST(BuildHelpers, AnExecutableThatCannotStartOrExitsAtOnceTurnsThePoolOff) {
@@ -274,11 +298,16 @@ TEST(BuildHelpers, TheKilnBinarysHelperSaysWhyItCannotBuildWithoutAGpu) {
   EXPECT_NE(b.status.message().find("CUDA device"), std::string::npos) << b.status.message();
 }
 
-TEST(BuildHelpers, TheDefaultStartsNoneOnSmallMachinesAndAtMostSix) {
+// The default's contract (docs/measure.md): none on a machine of fewer than 4 hardware threads, never more than 6
+// (CUDA contexts made side by side wait for each other), never more than half the threads (the tune's own process
+// builds and times beside them).
+TEST(BuildHelpers, TheDefaultStartsNoneOnSmallMachinesAndAtMostSixOrHalfTheThreads) {
   const int n = default_build_helper_processes();
-  const unsigned hw = std::thread::hardware_concurrency();
+  const int hw = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_LE(n, 6);
+  EXPECT_LE(2 * n, hw);
   if (hw < 4) EXPECT_EQ(n, 0);
-  else EXPECT_EQ(n, std::min<int>(6, static_cast<int>(hw / 2)));
+  else EXPECT_GE(n, 2);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "kiln/graph/op_cost.h"
 #include "kiln/validate/device_io.h"
 #include "kiln/lower/plan_words.h"
+#include "kiln/tune/build_helpers.h"
 #include "kiln/tune/tune_backend.h"
 #include "kiln/tune/tuner.h"
 #include "kiln/validate/device_check.h"

@@ -117,6 +117,8 @@ class CrashingBackend : public TuneBackend {
   }
   StatusOr<std::vector<uint8_t>> serialize(size_t index) override { return inner_->serialize(index); }
   void release(size_t index) override { inner_->release(index); }
+  int build_lanes() const override { return inner_->build_lanes(); }
+  void end_builds() override { inner_->end_builds(); }
   std::shared_ptr<const GraphEvaluation> evaluation() const override { return inner_->evaluation(); }
   std::string inputs_description() const override { return inner_->inputs_description(); }
   double work_flops() const override { return inner_->work_flops(); }

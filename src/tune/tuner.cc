@@ -221,6 +221,11 @@ class BuildPipeline {
     }
     cv_.notify_all();
   }
+  // Builds of list positions from `n` on that have not started wait again (the build lanes went down).
+  void restrict(size_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (n < allowed_) allowed_ = n;
+  }
   void join() {  // then no build() can follow: the backend hears so (end_builds)
     stop_ = true;
     wake();
@@ -260,7 +265,12 @@ class BuildPipeline {
     }
     // The last slot to settle tells the backend before it is published: no build() can follow, and the loop
     // times that candidate only after the backend has let go of what builds alone needed.
-    if (settling_.fetch_add(1) + 1 == slots_.size()) backend_.end_builds();
+    if (settling_.fetch_add(1) + 1 == slots_.size()) {
+      try {
+        backend_.end_builds();
+      } catch (...) {  // a backend's cleanup must not end the process from a build thread; join() asks again
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     s.done = true;
     last_build_ = std::max(last_build_, Clock::now());
@@ -289,9 +299,11 @@ class BuildPipeline {
 // more); once it stops, the rest are left.
 class BudgetGate {
  public:
-  // `lanes`: builds side by side (TuneBackend::build_lanes); the first `first` are compiled per lane.
-  BudgetGate(const CandidateList& list, bool budgeted, const CandidateBudget& b, int lanes) : budget_(b) {
-    budget_.first *= std::max(1, lanes);
+  // The first `first` are compiled per build lane (TuneBackend::build_lanes, asked again as candidates settle: when
+  // build helpers turn out unable to start, the lanes fall to 1 and so does the budget's first).
+  BudgetGate(const CandidateList& list, bool budgeted, const CandidateBudget& b, TuneBackend& backend)
+      : budget_(b), backend_(backend), base_first_(b.first) {
+    set_lanes(backend.build_lanes());
     for (size_t i = 0; i < list.configs.size() && budgeted; ++i)
       if (list.runtime_compiled(i)) {
         first_rtc_ = i;
@@ -311,6 +323,10 @@ class BudgetGate {
       return;
     }
     rtc_.push_back(c);
+    if (const int lanes = backend_.build_lanes(); lanes < lanes_) {
+      set_lanes(lanes);
+      builds.restrict(first_rtc_ + static_cast<size_t>(budget_.first));
+    }
     std::string why;
     if (budget_wants_more(rtc_, best_other_ms_, budget_, &why)) {
       builds.allow(i + 2);
@@ -323,7 +339,15 @@ class BudgetGate {
   const std::string& stopped() const { return stop_; }
 
  private:
+  void set_lanes(int lanes) {
+    lanes_ = std::max(1, lanes);
+    budget_.first = static_cast<int>(std::min<int64_t>(int64_t{base_first_} * lanes_, 1 << 20));
+  }
+
   CandidateBudget budget_;
+  TuneBackend& backend_;
+  const int base_first_;
+  int lanes_ = 1;
   size_t first_rtc_ = SIZE_MAX;
   std::vector<CandidateResult> rtc_;  // runtime-compiled candidates settled, in order
   double best_other_ms_ = 0;          // the best time among the others
@@ -469,7 +493,7 @@ StatusOr<TuneResult> tune_with_backend(TuneBackend& backend, const std::string& 
 
   // 2. Builds on worker threads, in list order, ahead of the check-and-time loop below; runtime-compiled ones only
   // as far as the candidate budget allows (the first `first`, then one at a time while the rule wants more).
-  BudgetGate gate(list, budgeted_rtc, o.budget, backend.build_lanes());
+  BudgetGate gate(list, budgeted_rtc, o.budget, backend);
   BuildPipeline builds(
       backend, configs, o, interrupted, over_budget, [&](TuneEvent::Kind kind, size_t i) { emit(event_for(kind, i)); },
       gate.initial_allowance());

@@ -318,6 +318,21 @@ TEST(TunerCandidateBudget, TheFirstAreCompiledPerBuildLane) {
   EXPECT_EQ(r1->candidates[*r1->winner].config.engine_id, 1);
 }
 
+// Build helpers that turn out unable to start (they answer their hello after the budget was sized) take their
+// lanes with them: the budget falls back to one lane's first 4 instead of compiling 3 lanes' worth on one.
+TEST(TunerCandidateBudget, WhenTheLanesFallTheBudgetFallsWithThem) {
+  const std::vector<double> medians = {1.0, 0.9, 0.95, 0.95, 0.93, 0.94, 0.97, 0.99, 1.1, 1.2, 0.5, 1.3, 1.4, 0.96};
+  FakeBackend fake(compiled(medians));
+  fake.lanes_ = 3;
+  fake.on_time = [&fake](size_t) { fake.lanes_ = 1; };  // the helpers are off by the first timing
+  TuneOptions o = quiet();
+  o.pipeline = false;  // builds on the loop's thread, so the count below does not race with the threads
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(fake.built_.size(), 4u);
+  EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 1);
+}
+
 TEST(TunerCandidateBudget, ImprovementsWithinTheLastTwoKeepItCompiling) {
   // 0.8 and 0.7 improve, so a fifth; 0.6 improves, so a sixth; 0.65 does not, but 0.6 is within the last two: a
   // seventh; 0.66 and 0.65 do not: stop after seven. 0.3 at rank 7 is left.

@@ -31,18 +31,9 @@
 #include "kiln/core/engine_config.h"
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
+#include "kiln/tune/build_helper_options.h"
 
 namespace kiln {
-
-struct BuildHelperOptions {
-  std::string executable;         // empty: no helpers (every build on the tuner's threads)
-  std::vector<std::string> args;  // after the executable: {"build-helper"} for the kiln CLI
-  int processes = 0;              // at most this many helpers; 0: none
-  // Writes a graph as a spec (kiln/spec/spec.h graph_to_spec_json) for the helper to parse: set by the caller
-  // that knows the spec layer (the CLI); not carried in a tune worker's request (the worker sets it again).
-  // Unset: no helpers.
-  std::function<StatusOr<std::string>(const Graph&)> write_spec;
-};
 
 // One helper: the parent's end of its channel and its process (-1 for a test's thread).
 struct BuildHelperChannel {
@@ -126,18 +117,20 @@ Status serve_build_helper(int fd, HelperBuilder& builder);
 
 // Makes this process a build helper on channel `fd` before serve_build_helper: InvalidArgument when `fd` is not
 // open (`who` names the command); SIGINT and SIGTERM ignored (a tuner's Ctrl-C or its group's SIGTERM are the
-// tuner's to handle: it finishes the candidates in progress, some built here); and the process ends (_exit(0)) as
-// soon as the channel ends, the tuner done or dead, even in the middle of a build. Not PR_SET_PDEATHSIG: that
-// fires when the *thread* that started the helper ends, and the tuner starts a new helper after a crash on a
-// build thread, which may end while another build thread still uses that helper.
-Status become_build_helper(int fd, const std::string& who);
+// tuner's to handle: it finishes the candidates in progress, some built here); and `on_channel_end` called from a
+// watching thread as soon as the channel ends, the tuner done or dead, even in the middle of a build (the helper
+// programs pass one that ends the process: the library itself never exits). Not PR_SET_PDEATHSIG: that fires
+// when the *thread* that started the helper ends, and the tuner starts a new helper after a crash on a build
+// thread, which may end while another build thread still uses that helper.
+Status become_build_helper(int fd, const std::string& who, std::function<void()> on_channel_end);
 
 // The cuDNN builder for serve_build_helper (the lowering's build_config and serialize on one handle).
 HelperBuilder cudnn_helper_builder(std::function<StatusOr<Graph>(const std::string& spec)> parse_graph);
 
 // How many helpers a tune on this machine starts by default: half the hardware threads, at most 6, none below
 // 4 threads. Each helper makes a CUDA context, and contexts made side by side wait for each other (8 took
-// 0.9 s on an H100 host, one 0.19 s): 6 tuned the suite's norms faster than 8 or 12 (docs/measure.md).
+// 0.9 s on an H100 host, one 0.19 s): 6 tuned the suite's norms faster than 8, and 12 slower than 8
+// (docs/measure.md).
 int default_build_helper_processes();
 
 }  // namespace kiln

@@ -18,7 +18,7 @@
 
 // The seam brings what its users and the types here share: Status, Graph, the lowering (EngineConfig,
 // HeuristicMode), MeasureOptions, CheckOptions and the references (ReferenceKind, HostTensor).
-#include "kiln/tune/build_helpers.h"
+#include "kiln/tune/build_helper_options.h"
 #include "kiln/tune/tune_backend.h"
 #include "kiln/tune/tune_policy.h"
 

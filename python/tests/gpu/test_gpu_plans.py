@@ -404,7 +404,7 @@ def test_tune_with_build_helpers_stores_a_plan_that_matches_torch(tmp_path):
     assert here[0]["winner"] and helped[0]["winner"], (here, helped)
     assert helped[0]["candidates"] == here[0]["candidates"]
     assert helped[0]["passed"] >= max(here[0]["passed"], 12), (here, helped)  # 4 per lane: 4 without helpers
-    assert helped[0]["median_ms"] <= here[0]["median_ms"] * 1.05, (here, helped)
+    assert helped[0]["median_ms"] <= here[0]["median_ms"] * 1.10, (here, helped)  # a superset, timed again
     plan = kiln.Planner(store=tmp_path / "helped.db").obtain(RMS_NORM_BF16)
     assert plan.source == "store", plan.why
     g = torch.Generator(device="cuda").manual_seed(3)
