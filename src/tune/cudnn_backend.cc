@@ -174,6 +174,7 @@ class CudnnTuneBackend : public TuneBackend {
   void start_build_helpers(const std::vector<CandidateInfo>& list) {
     const BuildHelperOptions& o = options_.build_helpers;
     if (helpers_ || o.processes <= 0 || o.executable.empty() || !o.write_spec) return;
+    if (options_.pin || options_.top_k == 1) return;  // one candidate: a helper's start would cost more than it saves
     for (const CandidateInfo& c : list)
       for (const std::string& n : c.behavior_notes)
         if (n == "runtime_compilation") runtime_compiled_.insert(c.config.identity());
