@@ -245,24 +245,15 @@ Status BuildHelperPool::launch_and_greet(size_t i, Helper& h, bool wait_for_answ
   KILN_ASSIGN_OR_RETURN(h.ch, launch_());
   h.greeted = false;
   Status st = send_message(h.ch.fd, hello_.data(), hello_.size());
-  if (!st.is_ok()) {
-    const std::string how = how_it_ended(h.ch.pid);
-    h.ch.pid = -1;  // reaped: never signalled again (its pid may be another process's by now)
-    end(h);
-    return unavailable("build helper " + std::to_string(i) + " " + how + " before its hello");
-  }
+  if (!st.is_ok()) return unavailable("build helper " + std::to_string(i) + " " + end_dead(h) + " before its hello");
   return wait_for_answer ? read_greeting(i, h) : Status::ok();
 }
 
 Status BuildHelperPool::read_greeting(size_t i, Helper& h) {
   bool eof = false;
   StatusOr<Json> a = recv_json(h.ch.fd, &eof);
-  if (!a.is_ok() || eof) {
-    const std::string how = how_it_ended(h.ch.pid);
-    h.ch.pid = -1;  // reaped
-    end(h);
-    return unavailable("build helper " + std::to_string(i) + " " + how + " before answering its hello");
-  }
+  if (!a.is_ok() || eof)
+    return unavailable("build helper " + std::to_string(i) + " " + end_dead(h) + " before answering its hello");
   Status st = status_of(*a);
   if (st.is_ok() && cudnn_version_ > 0 && int_field(*a, "cudnn", 0) != cudnn_version_)
     st = failed_precondition("build helper " + std::to_string(i) + " loaded cuDNN " +
@@ -291,11 +282,20 @@ void BuildHelperPool::end(Helper& h) {
   h.greeted = false;
 }
 
-std::string BuildHelperPool::died_message(size_t i, Helper& h, const EngineConfig& config) {
+std::string BuildHelperPool::end_dead(Helper& h) {
   const std::string how = how_it_ended(h.ch.pid);
-  h.ch.pid = -1;  // reaped
+  h.ch.pid = -1;  // reaped: never signalled again (its pid may be another process's by now)
   end(h);
-  ++h.crashes;
+  return how;
+}
+
+void BuildHelperPool::count_crash(size_t i, Helper& h) {
+  if (++h.crashes >= 3) turn_off("build helper " + std::to_string(i) + " crashed 3 times");
+}
+
+std::string BuildHelperPool::died_message(size_t i, Helper& h, const EngineConfig& config) {
+  const std::string how = end_dead(h);
+  count_crash(i, h);
   return "crashed: build helper " + std::to_string(i) + " " + how + " while building " + config.identity();
 }
 
@@ -337,11 +337,8 @@ HelperBuild BuildHelperPool::build(size_t slot, const EngineConfig& config) {
   bool sent = send_json(h.ch.fd, request).is_ok();
   if (!sent) {
     // Gone before this request reached it (it died idle): the candidate was never sent, so a new helper takes it.
-    (void)how_it_ended(h.ch.pid);
-    h.ch.pid = -1;
-    end(h);
-    ++h.crashes;
-    if (h.crashes >= 3) turn_off("build helper " + std::to_string(i) + " crashed 3 times");
+    (void)end_dead(h);
+    count_crash(i, h);
     Status again = h.crashes >= 3 ? unavailable(off_reason()) : launch_and_greet(i, h, true);
     if (!again.is_ok()) {
       turn_off(again.message());
@@ -353,7 +350,6 @@ HelperBuild BuildHelperPool::build(size_t slot, const EngineConfig& config) {
   }
   if (!sent) {
     out.status = internal_error(died_message(i, h, config));
-    if (h.crashes >= 3) turn_off("build helper " + std::to_string(i) + " crashed 3 times");
     return out;
   }
   bool eof = false;
@@ -363,7 +359,6 @@ HelperBuild BuildHelperPool::build(size_t slot, const EngineConfig& config) {
   if (a.is_ok() && !eof && got.is_ok() && !recv_message(h.ch.fd, &plan, nullptr).is_ok()) a = corruption("no plan");
   if (!a.is_ok() || eof) {
     out.status = internal_error(died_message(i, h, config));
-    if (h.crashes >= 3) turn_off("build helper " + std::to_string(i) + " crashed 3 times");
     return out;
   }
   if (!got.is_ok()) {
@@ -400,7 +395,7 @@ Status serve_build_helper(int fd, HelperBuilder& builder) {
     StatusOr<GraphSignature> sig = compute_signature(*g);
     if (!sig.is_ok()) st = sig.status();
     else if (sig->structure != structure)
-      st = internal_error("the helper's graph has another signature than the tuner's");
+      st = invalid_argument("the graph the tuner sent has another signature than the structure it named");
   }
   if (st.is_ok() && builder.setup) st = builder.setup(*g, device);
   KILN_LOG(kInfo, "build helper " << ::getpid() << ": " << (st.is_ok() ? "ready" : "refused the graph") << " after "

@@ -90,7 +90,9 @@ class BuildHelperPool {
   };
   Status launch_and_greet(size_t i, Helper& h, bool wait_for_answer);
   Status read_greeting(size_t i, Helper& h);
-  void end(Helper& h);  // closes the channel and kills the process (one that refused or broke the protocol)
+  void end(Helper& h);              // closes the channel and kills the process (one that refused or broke the protocol)
+  std::string end_dead(Helper& h);  // reaps a helper whose channel ended and says how it ended
+  void count_crash(size_t i, Helper& h);  // the third crash of one helper turns the pool off
   std::string died_message(size_t i, Helper& h, const EngineConfig& config);
   void turn_off(const std::string& why);
 
