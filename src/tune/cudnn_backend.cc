@@ -40,9 +40,26 @@ class CudnnTuneBackend : public TuneBackend {
     target.handle = handle_.get();
     // cuDNN's own failure text ("No valid engine configs for ___") is said in Kiln's words (kiln/lower/plan_words.h).
     KILN_ASSIGN_OR_RETURN(LoweredGraph lg, with_plan_words(LoweredGraph::create(graph_, target), graph_.name));
-    KILN_ASSIGN_OR_RETURN(std::vector<CandidateInfo> list, with_plan_words(lg.list_candidates(modes), graph_.name));
-    start_build_helpers(list);
-    return list;
+    return with_plan_words(lg.list_candidates(modes), graph_.name);
+  }
+
+  // Starts the build helpers once the candidates to build are known, when the options name them and two or more
+  // compile at run time (a lone one gains nothing from a helper's start).
+  void will_build(const std::vector<EngineConfig>& runtime_compiled) override {
+    const BuildHelperOptions& o = options_.build_helpers;
+    if (helpers_ || o.processes <= 0 || o.executable.empty() || !o.write_spec || runtime_compiled.size() < 2) return;
+    for (const EngineConfig& c : runtime_compiled) runtime_compiled_.insert(c.identity());
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return;
+    StatusOr<GraphSignature> sig = compute_signature(graph_);
+    StatusOr<std::string> spec = o.write_spec(graph_);
+    if (!sig.is_ok() || !spec.is_ok()) return;
+    const int n = std::min<int>(o.processes, static_cast<int>(runtime_compiled_.size()));
+    auto pool =
+        std::make_shared<BuildHelperPool>(std::move(spec).value(), sig->structure, device,
+                                          static_cast<int64_t>(cudnnGetVersion()), n, process_build_helper_launcher(o));
+    std::lock_guard<std::mutex> lock(mu_);
+    helpers_ = std::move(pool);
   }
 
   StatusOr<int64_t> build(size_t worker, size_t index, const EngineConfig& config) override {
@@ -169,29 +186,6 @@ class CudnnTuneBackend : public TuneBackend {
  private:
   CudnnTuneBackend(const Graph& graph, const TuneOptions& options) : graph_(graph), options_(options) {}
 
-  // Starts the build helpers once the list is known, when the options name them and two or more candidates
-  // compile at run time (a lone one gains nothing from a helper's start).
-  void start_build_helpers(const std::vector<CandidateInfo>& list) {
-    const BuildHelperOptions& o = options_.build_helpers;
-    if (helpers_ || o.processes <= 0 || o.executable.empty() || !o.write_spec) return;
-    if (options_.pin || options_.top_k == 1) return;  // one candidate: a helper's start would cost more than it saves
-    for (const CandidateInfo& c : list)
-      for (const std::string& n : c.behavior_notes)
-        if (n == "runtime_compilation") runtime_compiled_.insert(c.config.identity());
-    if (runtime_compiled_.size() < 2) return;
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return;
-    StatusOr<GraphSignature> sig = compute_signature(graph_);
-    StatusOr<std::string> spec = o.write_spec(graph_);
-    if (!sig.is_ok() || !spec.is_ok()) return;
-    const int n = std::min<int>(o.processes, static_cast<int>(runtime_compiled_.size()));
-    auto pool =
-        std::make_shared<BuildHelperPool>(std::move(spec).value(), sig->structure, device,
-                                          static_cast<int64_t>(cudnnGetVersion()), n, process_build_helper_launcher(o));
-    std::lock_guard<std::mutex> lock(mu_);
-    helpers_ = std::move(pool);
-  }
-
   // A runtime-compiled candidate's plan from a build helper, deserialized on `h` (`*bytes`: what the helper
   // sent). Unavailable with no bytes: the caller builds it (not runtime-compiled, the pool is off, or `*lane`
   // taken while this worker's helper still starts).
@@ -265,7 +259,7 @@ class CudnnTuneBackend : public TuneBackend {
   std::map<size_t, LoweredGraph> plans_;
   std::map<size_t, EngineConfig> configs_;
   std::map<size_t, std::vector<uint8_t>> helper_plans_;  // candidates a build helper made: its bytes
-  std::set<std::string> runtime_compiled_;               // identities (set once, by candidates())
+  std::set<std::string> runtime_compiled_;               // identities helpers build (set once, by will_build())
   std::shared_ptr<BuildHelperPool> helpers_;             // until end_builds(); a build in flight holds a copy
   std::shared_ptr<GraphEvaluation> eval_;
   std::optional<DeviceChecker> checker_;

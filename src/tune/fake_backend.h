@@ -137,6 +137,10 @@ class FakeBackend : public TuneBackend {
     return std::vector<uint8_t>{static_cast<uint8_t>(index)};
   }
 
+  void will_build(const std::vector<EngineConfig>& runtime_compiled) override {
+    for (const EngineConfig& c : runtime_compiled) will_build_.push_back(c.engine_id);
+  }
+  std::vector<int64_t> will_build_;  // what the tuner said it may build (runtime-compiled, after its filters)
   int build_lanes() const override { return lanes_; }
   int lanes_ = 1;  // as if build helpers ran beside it (the candidate budget compiles its first per lane)
 

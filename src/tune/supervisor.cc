@@ -117,6 +117,7 @@ class CrashingBackend : public TuneBackend {
   }
   StatusOr<std::vector<uint8_t>> serialize(size_t index) override { return inner_->serialize(index); }
   void release(size_t index) override { inner_->release(index); }
+  void will_build(const std::vector<EngineConfig>& runtime_compiled) override { inner_->will_build(runtime_compiled); }
   int build_lanes() const override { return inner_->build_lanes(); }
   void end_builds() override { inner_->end_builds(); }
   std::shared_ptr<const GraphEvaluation> evaluation() const override { return inner_->evaluation(); }

@@ -299,16 +299,19 @@ class BuildPipeline {
 // more); once it stops, the rest are left.
 class BudgetGate {
  public:
-  // The first `first` are compiled per build lane (TuneBackend::build_lanes, asked again as candidates settle: when
-  // build helpers turn out unable to start, the lanes fall to 1 and so does the budget's first).
+  // Tells the backend which runtime-compiled candidates may be built (TuneBackend::will_build), then compiles the
+  // first `first` per build lane (TuneBackend::build_lanes, asked again as candidates settle: when build helpers
+  // turn out unable to start, the lanes fall to 1 and so does the budget's first).
   BudgetGate(const CandidateList& list, bool budgeted, const CandidateBudget& b, TuneBackend& backend)
       : budget_(b), backend_(backend), base_first_(b.first) {
-    set_lanes(backend.build_lanes());
-    for (size_t i = 0; i < list.configs.size() && budgeted; ++i)
+    std::vector<EngineConfig> runtime_compiled;
+    for (size_t i = 0; i < list.configs.size(); ++i)
       if (list.runtime_compiled(i)) {
-        first_rtc_ = i;
-        break;
+        runtime_compiled.push_back(list.configs[i]);
+        if (budgeted && first_rtc_ == SIZE_MAX) first_rtc_ = i;
       }
+    backend.will_build(runtime_compiled);
+    set_lanes(backend.build_lanes());
   }
   // How many list positions may be built from the start.
   size_t initial_allowance() const {

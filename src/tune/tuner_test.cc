@@ -6,6 +6,8 @@
 // counter, the budget and an interrupt behave as kiln/tune/tuner.h says.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -331,6 +333,30 @@ TEST(TunerCandidateBudget, WhenTheLanesFallTheBudgetFallsWithThem) {
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(fake.built_.size(), 4u);
   EXPECT_EQ(r->candidates[*r->winner].config.engine_id, 1);
+}
+
+// The backend hears which runtime-compiled candidates may be built after the tuner's filters (the cuDNN backend
+// sizes its build helpers by it): --exclude and --top-k leave theirs out, a pinned tune names none.
+TEST(TunerCandidateBudget, TheBackendHearsWhichRuntimeCompiledCandidatesAreLeftToBuild) {
+  std::vector<Script> script = compiled({1.0, 0.9, 0.95, 0.8});
+  script.insert(script.begin(), Script{Kind::kCorrect, 2.0});  // eng0: precompiled
+  FakeBackend fake(script);
+  TuneOptions o = quiet();
+  o.exclude = {"eng2"};
+  ASSERT_TRUE(tune_with_backend(fake, "fake", o).is_ok());
+  std::vector<int64_t> told = fake.will_build_;
+  std::sort(told.begin(), told.end());
+  EXPECT_EQ(told, (std::vector<int64_t>{1, 3, 4}));
+  FakeBackend top(script);
+  o = quiet();
+  o.top_k = 2;
+  ASSERT_TRUE(tune_with_backend(top, "fake", o).is_ok());
+  EXPECT_EQ(top.will_build_, (std::vector<int64_t>{1}));
+  FakeBackend pinned(script);
+  o = quiet();
+  o.pin = EngineConfig{3, {}};
+  ASSERT_TRUE(tune_with_backend(pinned, "fake", o).is_ok());
+  EXPECT_TRUE(pinned.will_build_.empty());
 }
 
 TEST(TunerCandidateBudget, ImprovementsWithinTheLastTwoKeepItCompiling) {

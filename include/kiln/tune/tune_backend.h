@@ -56,6 +56,10 @@ class TuneBackend {
   // Drops what built candidate `index` holds; the tuner calls it once the candidate cannot win.
   virtual void release(size_t index) { (void)index; }
 
+  // The runtime-compiled candidates this tune may build (after --exclude, --top-k and a pin), before the first
+  // build(): the cuDNN backend starts its build helpers here when there are two or more.
+  virtual void will_build(const std::vector<EngineConfig>& runtime_compiled) { (void)runtime_compiled; }
+
   // How many runtime-compiled candidates build side by side: 1 (cuDNN compiles one at a time per process), or
   // with build helpers (kiln/tune/build_helpers.h) one more per helper. Asked once the candidates are listed; the
   // candidate budget compiles its first `first` per lane.
