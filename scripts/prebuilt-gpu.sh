@@ -19,7 +19,7 @@
 #                                                     helpers; env KILN_TUNEWALL_IDS, KILN_TUNEWALL_HELPERS)
 #                                                     helpers (the build helpers' GPU test) buildscale (the probe:
 #                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
-#                                                     coldprof fp8probe (issue 37: a stored plan's start, driver
+#                                                     coldprof deserprof fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
 #                                                     python and pybench, in that order), or
@@ -43,7 +43,9 @@ case "$mode" in
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
     cp "$build"/benchmarks/planner_cold_start "$pre/" 2>/dev/null
     cp "$build"/benchmarks/capture_bench "$pre/" 2>/dev/null
-    for b in block_bench plan_load_bench shadow_bench libkiln_api_trace.so; do cp "$build/benchmarks/$b" "$pre/" 2>/dev/null; done
+    for b in block_bench plan_load_bench shadow_bench plan_deserialize_profile libkiln_api_trace.so; do
+      cp "$build/benchmarks/$b" "$pre/" 2>/dev/null
+    done
     # A kiln built on the previous cuDNN Frontend (KILN_OLD_FRONTEND_BUILD, e.g. a build of
     # -DKILN_CUDNN_FRONTEND_DIR=third_party/cudnn_frontend-1.23.0): the phase fe123's "before".
     [ -n "${KILN_OLD_FRONTEND_BUILD:-}" ] && cp "$KILN_OLD_FRONTEND_BUILD/kiln" "$pre/kiln-old-frontend"
@@ -80,7 +82,8 @@ src="$(sed -n 's/^source=//p' "$pre/manifest")"; build="$(sed -n 's/^build=//p' 
 if [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
 mkdir -p "$build/tests" "$build/benchmarks"; cp "$pre/kiln" "$build/"; cp "$pre"/*_gpu_test "$build/tests/"
 if [ -d "$pre/python/kiln" ]; then rm -rf "$build/python/kiln"; mkdir -p "$build/python"; cp -r "$pre/python/kiln" "$build/python/"; fi
-for b in planner_cold_start capture_bench block_bench plan_load_bench shadow_bench libkiln_api_trace.so; do
+for b in planner_cold_start capture_bench block_bench plan_load_bench shadow_bench plan_deserialize_profile \
+    libkiln_api_trace.so; do
   [ -f "$pre/$b" ] && cp "$pre/$b" "$build/benchmarks/"
 done
 cudnn_lib="$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
@@ -170,6 +173,31 @@ PY
   done
   cat "$out/normtune/coldstart.txt"
 fi
+if want deserprof; then  # issue 37: a stored plan's deserialize split into cuDNN's steps and sampled
+  stamp "deserialize profile"
+  mkdir -p "$out/deserprof/specs"
+  python3 - "$out/deserprof/specs" <<'PY'
+import json, os, sys
+sys.path.insert(0, "bench/suite")
+import shapes
+want = set(os.environ.get("KILN_DESERPROF_IDS", "rms_norm_65536x1024,matmul_bias_gelu_2048x4096x16384,"
+                                                 "conv_bias_relu_3x3_64to64_56_n32").split(","))
+for c in shapes.cases():
+    if c["id"] in want:
+        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
+            json.dump(c["spec"], f)
+PY
+  for spec in "$out"/deserprof/specs/*.json; do
+    name="$(basename "$spec" .json)"
+    timeout 90 "$kiln" tune "$spec" --store "$out/deserprof/ds.db" >"$out/deserprof/$name.tune.txt" 2>&1
+    check $? "kiln tune $name"
+    timeout 90 "$build/benchmarks/plan_deserialize_profile" --store "$out/deserprof/ds.db" --spec "$spec" \
+      --reps "${KILN_DESERPROF_REPS:-10}" >"$out/deserprof/$name.txt" 2>&1
+    check $? "plan_deserialize_profile $name"
+    echo "== $name"; head -c 6000 "$out/deserprof/$name.txt"
+  done
+fi
+
 if want coldprof; then  # issue 37: where a stored plan's start goes, driver call by driver call (no nsys there)
   # Each graph tuned into a store, then planner_cold_start in new processes: parts and the Planner (context first),
   # each once under libkiln_api_trace.so (CUDA's injection hook, CUPTI callbacks) and once without it.

@@ -1,0 +1,297 @@
+// Where a stored plan's deserialize goes inside cuDNN (issue 37, item 4: a stored runtime-compiled plan ready
+// <= 10 ms after Planner::create). planner_cold_start times the deserialize as one step (17-20 ms for an RMS
+// norm's runtime-compiled plan, the same again on a second call, no driver call over 0.1 ms in it); this splits it
+// and samples it, with no profiler on the machine:
+//
+//   plan_deserialize_profile --store S --spec F [--reps N] [--sample-us U]
+//
+// After one untimed deserialize (cuDNN's first-use work), each of N rounds times, in ms:
+//   kiln         LoweredGraph::deserialize, as the Planner loads a plan
+//   parse        the blob's UBJSON parse
+//   fe_nowarm    cuDNN Frontend's Graph::deserialize with run_warmup=false
+//   fe_warmup    the Frontend's warmup alone (a throwaway stream capture of one execute)
+//   set_json     cudnnBackendSetAttribute(EXECUTION_PLAN_JSON_REPRESENTATION) on a new plan descriptor
+//   finalize     cudnnBackendFinalize of that descriptor (the plan rebuilt from its JSON)
+// Then the finalize loop again under a sampler: a POSIX timer signals this thread every U us (wall clock) and the
+// handler keeps the interrupted instruction and a few return addresses; each is named by dladdr as library +
+// nearest exported symbol (cuDNN exports few: an offset into a library is what is left). Printed: self samples by
+// library and by symbol, and inclusive samples by library (a library anywhere in the sampled stack).
+// Needs a GPU and a store holding a plan for the spec at its own shape (kiln tune SPEC --store S).
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <cudnn_frontend.h>
+
+#include "kiln/core/exit_codes.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/cuda/device.h"
+#include "kiln/lower/environment.h"
+#include "kiln/lower/lower.h"
+#include "kiln/store/plan_lookup.h"
+#include "kiln/spec/spec.h"
+#include "kiln/store/plan_store.h"
+
+using namespace kiln;
+namespace fe = cudnn_frontend;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kFrames = 12;
+constexpr int kMaxSamples = 1 << 16;
+struct Sample {
+  int depth;
+  void* pc[kFrames];
+};
+Sample g_samples[kMaxSamples];
+std::atomic<int> g_count{0};
+std::atomic<bool> g_on{false};
+
+void on_tick(int, siginfo_t*, void* ctx) {
+  if (!g_on.load(std::memory_order_relaxed)) return;
+  const int i = g_count.fetch_add(1, std::memory_order_relaxed);
+  if (i >= kMaxSamples) return;
+  Sample& s = g_samples[i];
+  auto* uc = static_cast<ucontext_t*>(ctx);
+  s.pc[0] = reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]);
+  // The unwinder from a signal handler: frames 0-1 are this handler and the kernel's trampoline.
+  void* frames[kFrames + 2];
+  const int n = backtrace(frames, kFrames + 2);
+  s.depth = 1;
+  for (int f = 3; f < n && s.depth < kFrames; ++f) s.pc[s.depth++] = frames[f];
+}
+
+struct Sampler {
+  timer_t timer{};
+  bool made = false;
+  explicit Sampler(int interval_us) {
+    void* warm[4];
+    (void)backtrace(warm, 4);  // loads the unwinder outside the handler
+    struct sigaction sa {};
+    sa.sa_sigaction = on_tick;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, nullptr);
+    struct sigevent sev {};
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGPROF;
+    sev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
+    made = timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0;
+    if (!made) return;
+    struct itimerspec its {};
+    its.it_interval.tv_nsec = interval_us * 1000L;
+    its.it_value.tv_nsec = interval_us * 1000L;
+    timer_settime(timer, 0, &its, nullptr);
+  }
+  ~Sampler() {
+    if (made) timer_delete(timer);
+  }
+};
+
+std::string lib_of(void* pc, std::string* sym) {
+  Dl_info info{};
+  if (dladdr(pc, &info) == 0 || info.dli_fname == nullptr) {
+    *sym = "?";
+    return "?";
+  }
+  std::string lib = info.dli_fname;
+  const size_t slash = lib.rfind('/');
+  if (slash != std::string::npos) lib = lib.substr(slash + 1);
+  char buf[256];
+  const auto base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+  if (info.dli_sname != nullptr) {
+    std::snprintf(buf, sizeof buf, "%s:%s", lib.c_str(), info.dli_sname);
+  } else {  // no exported symbol: the library's 64 KiB page of the address
+    std::snprintf(buf, sizeof buf, "%s:+0x%lx", lib.c_str(),
+                  static_cast<unsigned long>((reinterpret_cast<uintptr_t>(pc) - base) & ~uintptr_t{0xffff}));
+  }
+  *sym = buf;
+  return lib;
+}
+
+void print_top(const char* title, const std::map<std::string, int>& counts, int total, int top) {
+  std::vector<std::pair<int, std::string>> v;
+  for (const auto& [k, n] : counts) v.push_back({n, k});
+  std::sort(v.rbegin(), v.rend());
+  std::printf("  %s (of %d samples)\n", title, total);
+  for (int i = 0; i < static_cast<int>(v.size()) && i < top; ++i)
+    std::printf("    %6.1f%%  %5d  %s\n", 100.0 * v[i].first / std::max(total, 1), v[i].first, v[i].second.c_str());
+}
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int fail(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "plan_deserialize_profile: %s: %s\n", what.c_str(), s.to_string().c_str());
+  return exit_code_for(s);
+}
+
+// One plan descriptor from the backend JSON: the set_json and finalize times (ms), or a negative finalize time
+// with the status where cuDNN refused.
+struct BackendTimes {
+  double set_json = 0, finalize = 0;
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+};
+BackendTimes backend_load(cudnnHandle_t handle, const std::string& json) {
+  BackendTimes t;
+  cudnnBackendDescriptor_t d = nullptr;
+  if ((t.status = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &d)) != CUDNN_STATUS_SUCCESS)
+    return t;
+  auto t0 = Clock::now();
+  t.status = cudnnBackendSetAttribute(d, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                                      static_cast<int64_t>(json.size()), json.data());
+  t.set_json = ms_since(t0);
+  if (t.status == CUDNN_STATUS_SUCCESS)
+    t.status = cudnnBackendSetAttribute(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  if (t.status == CUDNN_STATUS_SUCCESS) {
+    t0 = Clock::now();
+    t.status = cudnnBackendFinalize(d);
+    t.finalize = ms_since(t0);
+  }
+  cudnnBackendDestroyDescriptor(d);
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string store_path, spec;
+  int reps = 10, sample_us = 50;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--store" && i + 1 < argc) store_path = argv[++i];
+    else if (a == "--spec" && i + 1 < argc) spec = argv[++i];
+    else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--sample-us" && i + 1 < argc) sample_us = std::max(10, std::atoi(argv[++i]));
+    else {
+      std::fputs("usage: plan_deserialize_profile --store S --spec F [--reps N] [--sample-us U]\n", stderr);
+      return 2;
+    }
+  }
+  if (store_path.empty() || spec.empty()) return fail("arguments", invalid_argument("--store and --spec are needed"));
+  auto graph = parse_spec_file(spec);
+  if (!graph.is_ok()) return fail("spec", graph.status());
+  if (cudaFree(nullptr) != cudaSuccess) return fail("cuda", unavailable("no CUDA device"));
+  EnvReport env = collect_environment();
+  if (!env.device_status.is_ok()) return fail("environment", env.device_status);
+  auto handle = make_cudnn_handle();
+  if (!handle.is_ok()) return fail("handle", handle.status());
+  (void)preload_cudnn_libraries();
+  StoreOpenOptions so;
+  so.read_only = true;
+  auto store = PlanStore::open(store_path, so);
+  if (!store.is_ok()) return fail("store open", store.status());
+  auto sig = compute_signature(*graph);
+  if (!sig.is_ok()) return fail("signature", sig.status());
+  auto look = (*store)->get(sig->structure, sig->shape_key, env.fingerprint);
+  if (!look.is_ok()) return fail("store lookup", look.status());
+  if (!look->runnable()) return fail("store lookup", not_found(lookup_outcome_name(look->outcome)));
+  const std::vector<uint8_t> bytes(look->record->plan_bytes.begin(), look->record->plan_bytes.end());
+  std::printf("plan_deserialize_profile %s: engine %lld, blob %zu bytes\n", spec.c_str(),
+              static_cast<long long>(look->record->engine_id), bytes.size());
+
+  auto t0 = Clock::now();
+  auto first = LoweredGraph::deserialize(*graph, handle->get(), bytes);
+  if (!first.is_ok()) return fail("deserialize", first.status());
+  std::printf("  first deserialize (cuDNN's first use): %.3f ms\n", ms_since(t0));
+
+  const nlohmann::json j = nlohmann::json::from_ubjson(bytes);
+  if (!j.contains("cudnn_backend_data") || !j["cudnn_backend_data"].is_string())
+    return fail("blob", corruption("no cudnn_backend_data string in the blob"));
+  const std::string backend_json = j["cudnn_backend_data"].get<std::string>();
+  std::printf("  backend JSON %zu bytes\n", backend_json.size());
+
+  std::map<std::string, std::vector<double>> times;
+  for (int r = 0; r < reps; ++r) {
+    t0 = Clock::now();
+    auto lg = LoweredGraph::deserialize(*graph, handle->get(), bytes);
+    times["kiln"].push_back(ms_since(t0));
+    if (!lg.is_ok()) return fail("deserialize", lg.status());
+    t0 = Clock::now();
+    nlohmann::json parsed = nlohmann::json::from_ubjson(bytes);
+    times["parse"].push_back(ms_since(t0));
+    fe::graph::Graph g;
+    t0 = Clock::now();
+    fe::error_t e = g.deserialize(handle->get(), parsed, /*enforce_precompiled=*/true, /*run_warmup=*/false);
+    times["fe_nowarm"].push_back(ms_since(t0));
+    if (!e.is_good()) return fail("fe deserialize", internal_error(e.err_msg));
+    t0 = Clock::now();
+    e = g.warmup(handle->get());
+    times["fe_warmup"].push_back(ms_since(t0));
+    if (!e.is_good()) return fail("fe warmup", internal_error(e.err_msg));
+    BackendTimes b = backend_load(handle->get(), backend_json);
+    if (b.status != CUDNN_STATUS_SUCCESS)
+      return fail("backend load", internal_error(std::string("cuDNN status ") + cudnnGetErrorString(b.status)));
+    times["set_json"].push_back(b.set_json);
+    times["finalize"].push_back(b.finalize);
+  }
+  std::printf("  medians over %d rounds (ms):", reps);
+  for (const char* k : {"kiln", "parse", "fe_nowarm", "fe_warmup", "set_json", "finalize"})
+    std::printf(" %s %.3f", k, median(times[k]));
+  std::printf("\n");
+
+  // The backend's load under the sampler.
+  double sampled_ms = 0;
+  {
+    Sampler sampler(sample_us);
+    if (!sampler.made) return fail("sampler", internal_error("timer_create failed"));
+    g_on = true;
+    t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) (void)backend_load(handle->get(), backend_json);
+    sampled_ms = ms_since(t0);
+    g_on = false;
+  }
+  const int total = std::min(g_count.load(), kMaxSamples);
+  std::printf("  sampled %d backend loads in %.1f ms, every %d us: %d samples\n", reps, sampled_ms, sample_us, total);
+  std::map<std::string, int> self_lib, self_sym, incl_lib, incl_sym;
+  std::map<void*, std::pair<std::string, std::string>> names;
+  auto name = [&](void* pc) -> const std::pair<std::string, std::string>& {
+    auto it = names.find(pc);
+    if (it == names.end()) {
+      std::string sym;
+      std::string lib = lib_of(pc, &sym);
+      it = names.emplace(pc, std::make_pair(lib, sym)).first;
+    }
+    return it->second;
+  };
+  for (int i = 0; i < total; ++i) {
+    const Sample& s = g_samples[i];
+    const auto& leaf = name(s.pc[0]);
+    ++self_lib[leaf.first];
+    ++self_sym[leaf.second];
+    std::set<std::string> libs, syms;
+    for (int f = 0; f < s.depth; ++f) {
+      const auto& n = name(s.pc[f]);
+      libs.insert(n.first);
+      syms.insert(n.second);
+    }
+    for (const auto& l : libs) ++incl_lib[l];
+    for (const auto& l : syms) ++incl_sym[l];
+  }
+  print_top("self, by library", self_lib, total, 12);
+  print_top("self, by symbol or 64 KiB page", self_sym, total, 30);
+  print_top("inclusive, by library", incl_lib, total, 12);
+  print_top("inclusive, by symbol or 64 KiB page", incl_sym, total, 30);
+  return 0;
+}
