@@ -3,7 +3,7 @@
 // norm's runtime-compiled plan, the same again on a second call, no driver call over 0.1 ms in it); this splits it
 // and samples it, with no profiler on the machine:
 //
-//   plan_deserialize_profile --store S --spec F [--reps N] [--sample-us U]
+//   plan_deserialize_profile --store S --spec F [--reps N] [--sample-us U] [--dump FILE] [--overlap]
 //
 // After one untimed deserialize (cuDNN's first-use work), each of N rounds times, in ms:
 //   kiln         LoweredGraph::deserialize, as the Planner loads a plan
@@ -16,6 +16,11 @@
 // handler keeps the interrupted instruction and a few return addresses; each is named by dladdr as library +
 // nearest exported symbol (cuDNN exports few: an offset into a library is what is left). Printed: self samples by
 // library and by symbol, and inclusive samples by library (a library anywhere in the sampled stack).
+// Then the backend's load on 1 and on 4 threads at once (a handle each): whether loads of several plans can run
+// side by side. --dump FILE: the backend JSON written to FILE, to read offline.
+// --overlap: a new process's start instead: cuDNN's sub-libraries loaded one by one (timed), all but the
+// precompiled engines' first, and then that one on a thread while this thread deserializes the plan: whether a
+// stored plan's load can run beside the largest library's load.
 // Needs a GPU and a store holding a plan for the spec at its own shape (kiln tune SPEC --store S).
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -35,6 +40,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cudnn_frontend.h>
@@ -173,17 +179,59 @@ BackendTimes backend_load(cudnnHandle_t handle, const std::string& json) {
   return t;
 }
 
+// --overlap: the sub-libraries but the precompiled engines' loaded one by one, then that one on a thread while the
+// plan deserializes here.
+int run_overlap(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes, double handle_ms) {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&cudnnGetVersion), &info) || !info.dli_fname)
+    return fail("overlap", not_found("where libcudnn is"));
+  std::string dir = info.dli_fname;
+  dir = dir.substr(0, dir.rfind('/'));
+  std::printf("  cuDNN handle %.3f ms\n", handle_ms);
+  for (const char* name : {"libcudnn_graph", "libcudnn_heuristic", "libcudnn_engines_runtime_compiled"}) {
+    auto t0 = Clock::now();
+    void* h = dlopen((dir + "/" + name + ".so.9").c_str(), RTLD_LAZY | RTLD_GLOBAL);
+    std::printf("  dlopen %-36s %8.3f ms%s\n", name, ms_since(t0), h ? "" : " (failed)");
+  }
+  double lib_ms = 0, lib_end = 0;
+  const auto start = Clock::now();
+  std::thread lib([&] {
+    auto t0 = Clock::now();
+    void* h = dlopen((dir + "/libcudnn_engines_precompiled.so.9").c_str(), RTLD_LAZY | RTLD_GLOBAL);
+    lib_ms = ms_since(t0);
+    lib_end = ms_since(start);
+    if (h == nullptr) lib_ms = -1;
+  });
+  auto t0 = Clock::now();
+  auto plan = LoweredGraph::deserialize(graph, handle, bytes);
+  const double deser_ms = ms_since(t0);
+  lib.join();
+  if (!plan.is_ok()) return fail("deserialize", plan.status());
+  std::printf("  beside each other: dlopen libcudnn_engines_precompiled %.3f ms (ended at %.3f), deserialize %.3f ms;"
+              " both done at %.3f ms\n",
+              lib_ms, lib_end, deser_ms, ms_since(start));
+  t0 = Clock::now();
+  auto again = LoweredGraph::deserialize(graph, handle, bytes);
+  if (!again.is_ok()) return fail("deserialize again", again.status());
+  std::printf("  deserialize again (alone) %.3f ms\n", ms_since(t0));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string store_path, spec;
   int reps = 10, sample_us = 50;
+  std::string dump;
+  bool overlap = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--store" && i + 1 < argc) store_path = argv[++i];
     else if (a == "--spec" && i + 1 < argc) spec = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--sample-us" && i + 1 < argc) sample_us = std::max(10, std::atoi(argv[++i]));
+    else if (a == "--dump" && i + 1 < argc) dump = argv[++i];
+    else if (a == "--overlap") overlap = true;
     else {
       std::fputs("usage: plan_deserialize_profile --store S --spec F [--reps N] [--sample-us U]\n", stderr);
       return 2;
@@ -195,9 +243,11 @@ int main(int argc, char** argv) {
   if (cudaFree(nullptr) != cudaSuccess) return fail("cuda", unavailable("no CUDA device"));
   EnvReport env = collect_environment();
   if (!env.device_status.is_ok()) return fail("environment", env.device_status);
+  auto t_start = Clock::now();
   auto handle = make_cudnn_handle();
   if (!handle.is_ok()) return fail("handle", handle.status());
-  (void)preload_cudnn_libraries();
+  const double handle_ms = ms_since(t_start);
+  if (!overlap) (void)preload_cudnn_libraries();
   StoreOpenOptions so;
   so.read_only = true;
   auto store = PlanStore::open(store_path, so);
@@ -211,6 +261,8 @@ int main(int argc, char** argv) {
   std::printf("plan_deserialize_profile %s: engine %lld, blob %zu bytes\n", spec.c_str(),
               static_cast<long long>(look->record->engine_id), bytes.size());
 
+  if (overlap) return run_overlap(*graph, handle->get(), bytes, handle_ms);
+
   auto t0 = Clock::now();
   auto first = LoweredGraph::deserialize(*graph, handle->get(), bytes);
   if (!first.is_ok()) return fail("deserialize", first.status());
@@ -221,6 +273,12 @@ int main(int argc, char** argv) {
     return fail("blob", corruption("no cudnn_backend_data string in the blob"));
   const std::string backend_json = j["cudnn_backend_data"].get<std::string>();
   std::printf("  backend JSON %zu bytes\n", backend_json.size());
+  if (!dump.empty()) {
+    FILE* f = std::fopen(dump.c_str(), "wb");
+    if (f == nullptr || std::fwrite(backend_json.data(), 1, backend_json.size(), f) != backend_json.size())
+      return fail("dump", unavailable("cannot write " + dump));
+    std::fclose(f);
+  }
 
   std::map<std::string, std::vector<double>> times;
   for (int r = 0; r < reps; ++r) {
@@ -250,6 +308,37 @@ int main(int argc, char** argv) {
   for (const char* k : {"kiln", "parse", "fe_nowarm", "fe_warmup", "set_json", "finalize"})
     std::printf(" %s %.3f", k, median(times[k]));
   std::printf("\n");
+
+  // The backend's load on 1 thread, then on 4 at once (a handle each).
+  for (int threads : {1, 2, 4, 8}) {
+    std::vector<UniqueCudnnHandle> handles;
+    for (int t = 0; t < threads; ++t) {
+      auto h = make_cudnn_handle();
+      if (!h.is_ok()) return fail("handle", h.status());
+      handles.push_back(std::move(h).value());
+    }
+    std::vector<double> walls;
+    for (int r = 0; r < 3; ++r) {
+      std::vector<std::thread> pool;
+      std::atomic<int> bad{0};
+      t0 = Clock::now();
+      for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          // cuDNN's load calls the driver directly: the thread needs the device's context current.
+          if (cudaSetDevice(0) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) ++bad;
+          const BackendTimes b = backend_load(handles[t].get(), backend_json);
+          if (b.status != CUDNN_STATUS_SUCCESS) {
+            std::fprintf(stderr, "  thread %d of %d: cuDNN status %s\n", t, threads, cudnnGetErrorString(b.status));
+            ++bad;
+          }
+        });
+      for (auto& th : pool) th.join();
+      walls.push_back(ms_since(t0));
+      if (bad) return fail("parallel load", internal_error("a backend load failed"));
+    }
+    std::printf("  %d backend load(s) side by side, a thread each: wall %.3f ms (median of 3)\n", threads,
+                median(walls));
+  }
 
   // The backend's load under the sampler.
   double sampled_ms = 0;

@@ -192,9 +192,15 @@ PY
     timeout 90 "$kiln" tune "$spec" --store "$out/deserprof/ds.db" >"$out/deserprof/$name.tune.txt" 2>&1
     check $? "kiln tune $name"
     timeout 90 "$build/benchmarks/plan_deserialize_profile" --store "$out/deserprof/ds.db" --spec "$spec" \
-      --reps "${KILN_DESERPROF_REPS:-10}" >"$out/deserprof/$name.txt" 2>&1
+      --reps "${KILN_DESERPROF_REPS:-10}" --dump "$out/deserprof/$name.backend.json" >"$out/deserprof/$name.txt" 2>&1
     check $? "plan_deserialize_profile $name"
-    echo "== $name"; head -c 6000 "$out/deserprof/$name.txt"
+    # A new process's start: the plan's load beside the precompiled engines' library load (twice).
+    for i in 1 2; do
+      timeout 60 "$build/benchmarks/plan_deserialize_profile" --store "$out/deserprof/ds.db" --spec "$spec" --overlap \
+        >>"$out/deserprof/$name-overlap.txt" 2>&1
+      check $? "plan_deserialize_profile $name --overlap"
+    done
+    echo "== $name"; head -c 2500 "$out/deserprof/$name.txt"; cat "$out/deserprof/$name-overlap.txt"
   done
 fi
 
