@@ -19,7 +19,7 @@
 #                                                     helpers; env KILN_TUNEWALL_IDS, KILN_TUNEWALL_HELPERS)
 #                                                     helpers (the build helpers' GPU test) buildscale (the probe:
 #                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
-#                                                     coldprof deserprof fp8probe (issue 37: a stored plan's start, driver
+#                                                     coldprof deserprof preloadmany fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
 #                                                     python and pybench, in that order), or
@@ -245,13 +245,19 @@ PY
     done
     echo "== $name planner --preload (app work 0, 40, 40 ms)"; cat "$out/coldprof/$name-preload.txt"
   done
-  # Several stored shapes of one dynamic structure loaded at create on 1 and on 4 threads: do cuDNN's deserializes
-  # run side by side? (The preload report's ms is the load's wall time.)
-  python3 - "$out/coldprof" <<'PY'
+fi
+if want preloadmany; then  # issue 37: several stored shapes of one structure loaded at create on 1, 4 and 8 threads
+  # Do cuDNN's deserializes run side by side? (The preload report's ms is the loads' wall time.) RMS norm shapes:
+  # runtime-compiled plans whose deserialize is 13-23 ms of cuDNN's host work each (bench/results/h100/
+  # deserialize-profile).
+  stamp "preload of many stored shapes"
+  mkdir -p "$out/preloadmany"
+  toks="${KILN_PRELOADMANY_TOKENS:-65536 49152 32768 24576 16384 12288 8192 4096}"
+  python3 - "$out/preloadmany" $toks <<'PY'
 import json, os, sys
 sys.path.insert(0, "bench/suite")
 import shapes
-for t in (65536, 32768, 16384, 8192):
+for t in map(int, sys.argv[2:]):
     c = {"family": "rms_norm", "id": f"rms_norm_tokens_{t}x1024", "params": {"tokens": t, "hidden": 1024}}
     g = shapes.kiln_spec(c)
     g["name"] = "rms_norm_tokens"
@@ -260,15 +266,21 @@ for t in (65536, 32768, 16384, 8192):
     with open(os.path.join(sys.argv[1], f"dyn_{t}.json"), "w") as f:
         json.dump(g, f)
 PY
-  for t in 65536 32768 16384 8192; do
-    timeout 60 "$kiln" tune "$out/coldprof/dyn_$t.json" --store "$out/coldprof/dyn.db" >>"$out/coldprof/dyn.tune.txt" 2>&1
+  first=""
+  for t in $toks; do
+    [ -z "$first" ] && first=$t
+    timeout 60 "$kiln" tune "$out/preloadmany/dyn_$t.json" --store "$out/preloadmany/dyn.db" \
+      >>"$out/preloadmany/dyn.tune.txt" 2>&1
     check $? "kiln tune dyn_$t"
   done
-  for threads in 1 4; do
-    KILN_PRELOAD_THREADS=$threads timeout 60 "$build/benchmarks/planner_cold_start" --store "$out/coldprof/dyn.db" \
-      --spec "$out/coldprof/dyn_65536.json" --mode planner --context-first --preload --app-work-ms 150 \
-      >"$out/coldprof/dyn-preload-t$threads.txt" 2>&1; check $? "planner_cold_start dyn preload t$threads"
-    echo "== dynamic rms_norm, 4 stored shapes, preload on $threads thread(s)"; cat "$out/coldprof/dyn-preload-t$threads.txt"
+  for threads in 1 4 8 1 4 8; do
+    KILN_PRELOAD_THREADS=$threads timeout 60 "$build/benchmarks/planner_cold_start" --store "$out/preloadmany/dyn.db" \
+      --spec "$out/preloadmany/dyn_$first.json" --mode planner --context-first --preload --app-work-ms 400 \
+      >>"$out/preloadmany/dyn-preload-t$threads.txt" 2>&1; check $? "planner_cold_start dyn preload t$threads"
+  done
+  for threads in 1 4 8; do
+    echo "== dynamic rms_norm, $(echo $toks | wc -w) stored shapes, preload on $threads thread(s)"
+    grep -E "preload:|obtain  |first execute" "$out/preloadmany/dyn-preload-t$threads.txt"
   done
 fi
 if want fp8probe; then  # issue 37: the FP8 recipe and matmul+AMAX against their plain GEMMs, tuned alone

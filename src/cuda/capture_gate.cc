@@ -1,5 +1,6 @@
 // The capture gate (kiln/cuda/capture_gate.h): one gate for the process, captures its shared side, synchronizing
-// work its exclusive side, work preferred (a capture waits while work waits: captures cannot starve it).
+// work its exclusive side, work preferred (a capture waits while work waits: captures cannot starve it); loads
+// shared among themselves and exclusive of both (a capture waits while loads wait; loads wait while work waits).
 #include "kiln/cuda/capture_gate.h"
 
 #include <chrono>
@@ -20,9 +21,11 @@ constexpr auto kMaxWaitForCaptures = std::chrono::seconds(10);
 struct Gate {
   std::mutex mu;
   std::condition_variable cv;
-  int captures = 0;      // CaptureGuards holding it
-  int work_waiting = 0;  // SynchronizingWork waiting for it
-  bool working = false;  // a SynchronizingWork holds it
+  int captures = 0;       // CaptureGuards holding it
+  int work_waiting = 0;   // SynchronizingWork waiting for it
+  bool working = false;   // a SynchronizingWork holds it
+  int loading = 0;        // LoadingWork holding it (side by side)
+  int loads_waiting = 0;  // LoadingWork waiting for it
 };
 
 Gate& gate() {
@@ -33,14 +36,15 @@ Gate& gate() {
 // This thread's holds of each kind: a nested hold neither locks again nor waits for its own thread.
 thread_local int captures_here = 0;
 thread_local int work_here = 0;
+thread_local int loads_here = 0;
 
 }  // namespace
 
-CaptureGuard::CaptureGuard() : held_(captures_here == 0 && work_here == 0) {
+CaptureGuard::CaptureGuard() : held_(captures_here == 0 && work_here == 0 && loads_here == 0) {
   if (held_) {
     Gate& g = gate();
     std::unique_lock<std::mutex> lock(g.mu);
-    g.cv.wait(lock, [&] { return !g.working && g.work_waiting == 0; });
+    g.cv.wait(lock, [&] { return !g.working && g.work_waiting == 0 && g.loading == 0 && g.loads_waiting == 0; });
     ++g.captures;
   }
   ++captures_here;
@@ -58,7 +62,9 @@ CaptureGuard::~CaptureGuard() {
 }
 
 SynchronizingWork::SynchronizingWork() {
-  if (work_here > 0) {  // nested in this thread's own work: it holds the gate already
+  // Nested in this thread's own work, which holds the gate already; or in its own load, which keeps every capture
+  // out as work does (waiting for the loads to end would wait for itself).
+  if (work_here > 0 || loads_here > 0) {
     ++work_here;
     return;
   }
@@ -69,9 +75,11 @@ SynchronizingWork::SynchronizingWork() {
   Gate& g = gate();
   std::unique_lock<std::mutex> lock(g.mu);
   ++g.work_waiting;
-  g.cv.wait(lock, [&] { return !g.working; });  // one work at a time, however long the other takes
-  if (!g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return !g.working && g.captures == 0; })) {
-    g.cv.wait(lock, [&] { return !g.working; });  // another work that came meanwhile goes first; captures do not
+  // One work at a time, however long the other takes, and none beside loads (which end on their own).
+  g.cv.wait(lock, [&] { return !g.working && g.loading == 0; });
+  if (!g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return !g.working && g.loading == 0 && g.captures == 0; })) {
+    // Another work or load that came meanwhile goes first; captures do not.
+    g.cv.wait(lock, [&] { return !g.working && g.loading == 0; });
     if (g.captures > 0)
       KILN_LOG(kWarn, "device work went on after waiting 10 s for "
                           << g.captures << " CUDA graph capture(s) in progress to end: they may be invalidated");
@@ -90,6 +98,44 @@ SynchronizingWork::~SynchronizingWork() {
   {
     std::lock_guard<std::mutex> lock(g.mu);
     g.working = false;
+  }
+  g.cv.notify_all();
+}
+
+LoadingWork::LoadingWork() {
+  if (work_here > 0 || loads_here > 0) {  // nested in this thread's own work or load: captures are out already
+    ++loads_here;
+    return;
+  }
+  if (captures_here > 0) {  // this thread holds a capture: loading modules now would break it
+    refused_ = true;
+    return;
+  }
+  Gate& g = gate();
+  std::unique_lock<std::mutex> lock(g.mu);
+  ++g.loads_waiting;
+  // After any work in progress or waiting (work cannot be starved by a stream of loads), beside other loads.
+  g.cv.wait(lock, [&] { return !g.working && g.work_waiting == 0; });
+  if (!g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return !g.working && g.work_waiting == 0 && g.captures == 0; })) {
+    g.cv.wait(lock, [&] { return !g.working && g.work_waiting == 0; });
+    if (g.captures > 0)
+      KILN_LOG(kWarn, "a plan's load went on after waiting 10 s for "
+                          << g.captures << " CUDA graph capture(s) in progress to end: they may be invalidated");
+  }
+  --g.loads_waiting;
+  ++g.loading;
+  held_ = true;
+  ++loads_here;
+}
+
+LoadingWork::~LoadingWork() {
+  if (refused_) return;
+  --loads_here;
+  if (!held_) return;
+  Gate& g = gate();
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    --g.loading;
   }
   g.cv.notify_all();
 }

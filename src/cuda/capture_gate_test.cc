@@ -160,5 +160,123 @@ TEST(CaptureGate, CapturesOnTwoThreadsBackToBackDoNotStarveWork) {
   EXPECT_LT(waited_ms, 500) << "the work waited behind a stream of captures";
 }
 
+// Loads of stored plans (LoadingWork) hold the gate together: two threads' loads are inside at once.
+TEST(CaptureGate, LoadsOnSeveralThreadsRunSideBySide) {
+  std::atomic<int> inside{0};
+  auto load = [&] {
+    LoadingWork w;
+    EXPECT_FALSE(w.refused());
+    ++inside;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (inside.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    return inside.load() >= 2;
+  };
+  auto a = std::async(std::launch::async, load);
+  auto b = std::async(std::launch::async, load);
+  EXPECT_TRUE(a.get()) << "the loads ran one at a time";
+  EXPECT_TRUE(b.get());
+}
+
+// A load excludes captures and work as work does: each waits for the other side's holds to end.
+TEST(CaptureGate, ALoadAndACaptureOrWorkNeverOverlap) {
+  for (int kind = 0; kind < 2; ++kind) {  // 0: a capture waits for the load; 1: work waits for the load
+    std::atomic<bool> load_ended{false}, overlapped{false};
+    std::promise<void> loading;
+    std::thread loader([&] {
+      LoadingWork w;
+      loading.set_value();
+      std::this_thread::sleep_for(150ms);
+      load_ended = true;
+    });
+    loading.get_future().wait();
+    if (kind == 0) {
+      CaptureGuard guard;
+      overlapped = !load_ended.load();
+    } else {
+      SynchronizingWork work;
+      overlapped = !load_ended.load();
+    }
+    loader.join();
+    EXPECT_FALSE(overlapped.load()) << (kind == 0 ? "a capture" : "work") << " began during another thread's load";
+  }
+  for (int kind = 0; kind < 2; ++kind) {  // 0: the load waits for a capture; 1: for work
+    std::atomic<bool> held_ended{false}, overlapped{false};
+    std::promise<void> holding;
+    std::thread holder([&] {
+      if (kind == 0) {
+        CaptureGuard guard;
+        holding.set_value();
+        std::this_thread::sleep_for(150ms);
+        held_ended = true;
+      } else {
+        SynchronizingWork work;
+        holding.set_value();
+        std::this_thread::sleep_for(150ms);
+        held_ended = true;
+      }
+    });
+    holding.get_future().wait();
+    {
+      LoadingWork w;
+      overlapped = !held_ended.load();
+    }
+    holder.join();
+    EXPECT_FALSE(overlapped.load()) << "a load began during another thread's " << (kind == 0 ? "capture" : "work");
+  }
+}
+
+// A load a capturing thread starts is refused; work this thread starts inside its own load runs at once (no capture
+// can be in progress), and the gate is free afterwards.
+TEST(CaptureGate, LoadsNestAndAreRefusedUnderThisThreadsCapture) {
+  auto nested = std::async(std::launch::async, [] {
+    {
+      CaptureGuard mine;
+      LoadingWork load;
+      EXPECT_TRUE(load.refused());
+    }
+    {
+      LoadingWork load;
+      EXPECT_FALSE(load.refused());
+      SynchronizingWork work_in_load;
+      EXPECT_FALSE(work_in_load.refused());
+      LoadingWork again;
+      EXPECT_FALSE(again.refused());
+    }
+    {
+      SynchronizingWork work;
+      LoadingWork load_in_work;
+      EXPECT_FALSE(load_in_work.refused());
+    }
+    return true;
+  });
+  ASSERT_EQ(nested.wait_for(5s), std::future_status::ready) << "a nested hold waited for its own thread";
+  EXPECT_TRUE(nested.get());
+  auto after = std::async(std::launch::async, [] {
+    CaptureGuard capture;
+    return true;
+  });
+  ASSERT_EQ(after.wait_for(5s), std::future_status::ready) << "a load's hold was not released";
+}
+
+// Work waiting for loads holds new loads back: back-to-back loads on two threads cannot starve it.
+TEST(CaptureGate, LoadsOnTwoThreadsBackToBackDoNotStarveWork) {
+  std::atomic<bool> stop{false};
+  auto load_loop = [&] {
+    while (!stop.load()) {
+      LoadingWork w;
+      std::this_thread::sleep_for(3ms);
+    }
+  };
+  std::thread a(load_loop), b(load_loop);
+  std::this_thread::sleep_for(20ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  { SynchronizingWork work; }
+  const double waited_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stop = true;
+  a.join();
+  b.join();
+  EXPECT_LT(waited_ms, 500) << "the work waited behind a stream of loads";
+}
+
 }  // namespace
 }  // namespace kiln

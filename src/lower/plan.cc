@@ -359,7 +359,8 @@ std::string blob_form(const nlohmann::json& j) {
 }  // namespace
 
 StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHandle_t handle,
-                                                     const DeviceProfile* profile, const std::vector<uint8_t>& bytes) {
+                                                     const DeviceProfile* profile, const std::vector<uint8_t>& bytes,
+                                                     bool frontend_warmup) {
   KILN_RETURN_IF_ERROR(check_cudnn_limits(graph));
   KILN_ASSIGN_OR_RETURN(nlohmann::json j, parse_plan_blob(bytes, graph.name));
   LoweredGraph lg;
@@ -385,8 +386,9 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
 #endif
     } else {
 #if KILN_FE_HAS_PLAN_ONLY_BLOBS
-      e = lg.impl_->fg->deserialize(handle, j, /*enforce_precompiled=*/true);
+      e = lg.impl_->fg->deserialize(handle, j, /*enforce_precompiled=*/true, frontend_warmup);
 #else
+      (void)frontend_warmup;  // this frontend always warms
       e = lg.impl_->fg->deserialize(handle, bytes);
 #endif
     }
@@ -407,9 +409,10 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
 }
 
 StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle_t handle,
-                                                 const std::vector<uint8_t>& bytes, const EngineConfig& known) {
+                                                 const std::vector<uint8_t>& bytes, const EngineConfig& known,
+                                                 bool frontend_warmup) {
   if (!handle) return invalid_argument("deserializing a plan needs a cuDNN handle (or a device profile)");
-  KILN_ASSIGN_OR_RETURN(LoweredGraph lg, deserialize_for(graph, handle, nullptr, bytes));
+  KILN_ASSIGN_OR_RETURN(LoweredGraph lg, deserialize_for(graph, handle, nullptr, bytes, frontend_warmup));
   lg.impl_->config = known;
   return lg;
 }

@@ -311,7 +311,14 @@ void Planner::Impl::preload_shape(const PreparedGraph& pg, const TunedShape& t, 
           // The generation before the read: a notice or a job's forget during the load or the warm-up makes the plan
           // stale, and it is not held (the next obtain reads the store again).
           const uint64_t generation = state.cache().generation();
-          std::shared_ptr<const ExecutablePlan> plan = runtime_detail::load_stored(state, *g, &miss);
+          // Warmed below before it is held: its load may run beside the other preload threads' (LoadsWarmedByCaller).
+          std::shared_ptr<const ExecutablePlan> plan;
+          if (warm) {
+            LoadsWarmedByCaller beside_others;
+            plan = runtime_detail::load_stored(state, *g, &miss);
+          } else {
+            plan = runtime_detail::load_stored(state, *g, &miss);
+          }
           if (!plan) return Built{};  // nothing loaded: a waiting obtain() walks the chain itself
           if (warm) {
             Status w = state.backend().warm_up(*plan);

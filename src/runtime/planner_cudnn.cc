@@ -597,6 +597,16 @@ class CudnnPlanBackend : public PlanBackend {
   // Serialized plan bytes loaded with a handle from the pool.
   StatusOr<LoweredGraph> load(const Graph& graph, const std::vector<uint8_t>& bytes) {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");
+    if (LoadsWarmedByCaller::active()) {
+      // Beside other threads' loads: cuDNN's deserialize of a runtime-compiled norm is 13-23 ms of host work
+      // (zlib, bench/results/h100/deserialize-profile), and loads side by side take the time of one. Without the
+      // Frontend's warmup capture (its cudaFree would break another load's), since the caller runs the plan first.
+      LoadingWork loading;  // cuDNN loads the plan's kernels: not while another thread captures a graph
+      if (loading.refused()) return refused_under_capture("loading a stored plan for graph '" + graph.name + "'");
+      KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+      KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
+      return LoweredGraph::deserialize(graph, h.get(), bytes, {}, /*frontend_warmup=*/false);
+    }
     SynchronizingWork sync;  // cuDNN loads the plan's kernels: not while another thread captures a graph
     if (sync.refused()) return refused_under_capture("loading a stored plan for graph '" + graph.name + "'");
     KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));

@@ -6,7 +6,8 @@
 // (SynchronizingWork); every capture Kiln makes (capture_graph, so CapturedSequence and the tuner's graph
 // timing) holds it shared, and so can an application's own capture (CaptureGuard). Each side waits for the
 // other's holds to end: work waits for the captures in progress (at most 10 s, then goes on, logging it), a
-// capture waits while work runs or waits (so captures cannot starve it). Holds nest on one thread: a capture in
+// capture waits while work runs or waits (so captures cannot starve it). Loads of stored plans (LoadingWork) are a
+// third kind: they exclude captures and work as work does, but not one another. Holds nest on one thread: a capture in
 // this thread's work does not wait for it; work started while this thread holds a CaptureGuard is refused
 // (SynchronizingWork::refused(): its caller fails, naming the guard) since it would invalidate every capture in
 // progress. Both are scoped locals: not movable, not made with new.
@@ -49,6 +50,28 @@ class SynchronizingWork {
 
  private:
   bool held_ = false;  // this object took the gate (false: nested in this thread's work, or refused)
+  bool refused_ = false;
+};
+
+// Held by Kiln around loading a stored plan that neither captures nor synchronizes the device (cuDNN's deserialize
+// without the Frontend's warmup capture: it loads the plan's modules, which must not happen during a capture):
+// loads hold it together, side by side, and exclude captures and SynchronizingWork as SynchronizingWork does (a
+// capture or a work waits for the loads in progress; a load waits for work in progress or waiting, and for
+// captures in progress, at most 10 s like work). Synchronizing work this thread starts inside its own load does
+// not wait for itself: it runs, since no capture can be in progress. RAII; not movable.
+class LoadingWork {
+ public:
+  LoadingWork();
+  ~LoadingWork();
+  LoadingWork(const LoadingWork&) = delete;
+  LoadingWork& operator=(const LoadingWork&) = delete;
+  static void* operator new(std::size_t) = delete;
+
+  // True when this thread holds a CaptureGuard: the load must not run (loading modules during a capture).
+  bool refused() const { return refused_; }
+
+ private:
+  bool held_ = false;  // this object took the gate (false: nested in this thread's load or work, or refused)
   bool refused_ = false;
 };
 

@@ -125,9 +125,12 @@ class LoweredGraph {
   static StatusOr<LoweredGraph> create(const Graph& graph, const LowerTarget& target);
   // Rebuilds a graph from bytes made by serialize(); needs a live handle. The Kiln graph gives tensor
   // identities (uids are tensor index + 1). The bytes do not name their engine configuration: `known` is what
-  // config() says (the caller's record; empty when not given).
+  // config() says (the caller's record; empty when not given). `frontend_warmup`: the Frontend's warmup, a
+  // throwaway stream capture of one execute with a 1 MiB cudaMalloc and cudaFree around it (so a capture of the
+  // plan's first execution works); false for a load beside others (kiln/cuda/capture_gate.h LoadingWork), whose
+  // caller runs the plan once itself before serving it (cuDNN Frontend 1.32 and later; earlier ones always warm).
   static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes,
-                                            const EngineConfig& known = {});
+                                            const EngineConfig& known = {}, bool frontend_warmup = true);
   // The same without a handle or a GPU: the plan is finalized against a recorded device (cuDNN >= 9.8).
   // Proves that bytes load for that device (e.g. a deviceless compile's output); execute() still needs
   // a handle of a live device. Bytes of another frontend's serialized form are refused (NotSupported).
@@ -162,7 +165,7 @@ class LoweredGraph {
   Status build_heuristic_plan(const std::vector<HeuristicMode>& modes);
   Status build_heuristic_on(const std::vector<HeuristicMode>& modes, bool without_tensor_cores);
   static StatusOr<LoweredGraph> deserialize_for(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile,
-                                                const std::vector<uint8_t>& bytes);
+                                                const std::vector<uint8_t>& bytes, bool frontend_warmup = true);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
