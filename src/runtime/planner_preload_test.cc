@@ -83,6 +83,38 @@ TEST(PlannerPreload, CreateLoadsAndWarmsEveryStoredShapeOfTheListedGraphs) {
   EXPECT_EQ(s.planner->stats().cached, 2);
 }
 
+// A preload that warms each plan tells the backend so while it loads (LoadsWarmedByCaller: the cuDNN backend then loads
+// beside the other preload threads, without the Frontend's warmup); one that does not warm, and an obtain, do not.
+TEST(PlannerPreload, TheBackendHearsWhichLoadsTheirCallerWarms) {
+  for (bool warm : {true, false}) {
+    auto b = std::make_unique<FakeBackend>();
+    b->stored = {"tokens=128", "tokens=256", "tokens=512"};
+    tuned(*b, {128, 256});
+    std::atomic<int> beside{0}, alone{0};
+    b->store_hook = [&] { ++(LoadsWarmedByCaller::active() ? beside : alone); };
+    FakeBackend* backend = b.get();
+    PlannerOptions o;
+    o.new_shapes = NewShapes::kBuildNow;
+    o.preload_warm = warm;
+    o.with_preload({token_graph()}, warm);
+    auto planner = Planner::create_with_backend(std::move(b), o);
+    auto rep = planner->wait_for_preload();
+    ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+    EXPECT_EQ(rep->loaded, 2) << "warm " << warm;
+    EXPECT_EQ(beside.load(), warm ? 2 : 0) << "warm " << warm;
+    EXPECT_EQ(alone.load(), warm ? 0 : 2) << "warm " << warm;
+    auto pg = planner->prepare(token_graph());
+    ASSERT_TRUE(pg.is_ok());
+    auto got = planner->obtain(*pg, {{"tokens", 512}});  // not preloaded: the caller's own load
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    EXPECT_EQ(got->source, PlanSource::kStore);
+    EXPECT_EQ(beside.load(), warm ? 2 : 0) << "an obtain's load was told its caller warms it";
+    EXPECT_EQ(alone.load(), warm ? 1 : 3);
+    EXPECT_EQ(backend->warmed.load(), warm ? 2 : 0);
+    EXPECT_FALSE(LoadsWarmedByCaller::active()) << "the scope leaked onto the test's thread";
+  }
+}
+
 TEST(PlannerPreload, AnObtainDuringTheLoadGetsTheLoadedPlanWarm) {
   Gate gate;
   Started s = start([&](FakeBackend& b) {
