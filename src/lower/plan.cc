@@ -408,6 +408,8 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
   return lg;
 }
 
+bool LoweredGraph::can_skip_frontend_warmup() { return KILN_FE_HAS_PLAN_ONLY_BLOBS; }
+
 StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle_t handle,
                                                  const std::vector<uint8_t>& bytes, const EngineConfig& known,
                                                  bool frontend_warmup) {

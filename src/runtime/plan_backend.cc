@@ -6,14 +6,6 @@
 
 namespace kiln {
 
-namespace {
-thread_local int loads_warmed_by_caller = 0;
-}  // namespace
-
-LoadsWarmedByCaller::LoadsWarmedByCaller() { ++loads_warmed_by_caller; }
-LoadsWarmedByCaller::~LoadsWarmedByCaller() { --loads_warmed_by_caller; }
-bool LoadsWarmedByCaller::active() { return loads_warmed_by_caller > 0; }
-
 // ---- Padded plans ---------------------------------------------------------------------------------
 
 Status PlanBackend::warm_up(const ExecutablePlan&) { return Status::ok(); }

@@ -21,6 +21,7 @@
 #include "runtime/shadow_trial.h"
 #include "runtime/shapes.h"
 #include "runtime/store_watch.h"
+#include "runtime/warmed_loads.h"
 
 namespace kiln {
 
@@ -311,10 +312,11 @@ void Planner::Impl::preload_shape(const PreparedGraph& pg, const TunedShape& t, 
           // The generation before the read: a notice or a job's forget during the load or the warm-up makes the plan
           // stale, and it is not held (the next obtain reads the store again).
           const uint64_t generation = state.cache().generation();
-          // Warmed below before it is held: its load may run beside the other preload threads' (LoadsWarmedByCaller).
+          // Warmed below before it is held: its load may run beside the other preload threads' (LoadsWarmedByCaller),
+          // without the Frontend's warmup.
           std::shared_ptr<const ExecutablePlan> plan;
           if (warm) {
-            LoadsWarmedByCaller beside_others;
+            runtime_detail::LoadsWarmedByCaller beside_others;
             plan = runtime_detail::load_stored(state, *g, &miss);
           } else {
             plan = runtime_detail::load_stored(state, *g, &miss);
@@ -323,7 +325,12 @@ void Planner::Impl::preload_shape(const PreparedGraph& pg, const TunedShape& t, 
           if (warm) {
             Status w = state.backend().warm_up(*plan);
             warmed = w.is_ok();
-            if (!warmed) warm_failure = w.message().empty() ? "failed" : w.message();  // held all the same
+            if (!warmed) {
+              // Loaded without the Frontend's warmup and never run: not held (a caller's first run of it could be
+              // inside a CUDA graph capture); the next obtain loads it the ordinary way.
+              miss = "warm-up: " + (w.message().empty() ? std::string("failed") : w.message()) + " (not held)";
+              return Built{};
+            }
           }
           std::shared_ptr<const ExecutablePlan> now = state.cache().hold(key, plan, generation, &inserted);
           if (!now) {

