@@ -258,6 +258,31 @@ TEST(CaptureGate, LoadsNestAndAreRefusedUnderThisThreadsCapture) {
   ASSERT_EQ(after.wait_for(5s), std::future_status::ready) << "a load's hold was not released";
 }
 
+// A load waiting (here for work) holds new captures back, as waiting work does: the capture begins after the load.
+TEST(CaptureGate, ALoadWaitingHoldsNewCapturesBack) {
+  std::atomic<bool> load_ended{false}, capture_before_load{false};
+  std::promise<void> working;
+  std::thread worker([&] {
+    SynchronizingWork work;
+    working.set_value();
+    std::this_thread::sleep_for(200ms);
+  });
+  working.get_future().wait();
+  std::thread loader([&] {
+    LoadingWork load;  // waits for the work
+    std::this_thread::sleep_for(50ms);
+    load_ended = true;
+  });
+  std::this_thread::sleep_for(50ms);  // the load is waiting by now
+  {
+    CaptureGuard capture;
+    capture_before_load = !load_ended.load();
+  }
+  worker.join();
+  loader.join();
+  EXPECT_FALSE(capture_before_load.load()) << "a capture went ahead of a load that was waiting before it";
+}
+
 // Work waiting for loads holds new loads back: back-to-back loads on two threads cannot starve it.
 TEST(CaptureGate, LoadsOnTwoThreadsBackToBackDoNotStarveWork) {
   std::atomic<bool> stop{false};
