@@ -17,6 +17,7 @@
 #include "kiln/runtime/planner.h"
 #include "kiln/runtime/workshop.h"
 #include "kiln/runtime/planner_jobs.h"
+#include "kiln/runtime/reshape_graph.h"
 #include "kiln/runtime/retune.h"
 #include "kiln/runtime/shape_recorder.h"
 #include "kiln/spec/spec.h"
@@ -226,6 +227,54 @@ TEST(PlannerGpu, APreloadOnItsOwnThreadLoadsARuntimeCompiledPlanWarm) {
   ASSERT_TRUE(got.is_ok()) << got.status().to_string();
   EXPECT_EQ(got->source, PlanSource::kMemory) << got->why;
   run_and_check(*got->plan, "preloaded rms_norm");
+}
+
+// Several stored shapes of a runtime-compiled graph preloaded on 4 threads: the loads run side by side (without the
+// Frontend's warmup: each plan is warmed instead), every shape loads, and each plan's first caller execution, captured
+// into a CUDA graph, replays and matches the device reference.
+TEST(PlannerGpu, PreloadedShapesLoadSideBySideAndTheirFirstRunCaptures) {
+  KILN_REQUIRE_GPU();
+  const std::string dir = fresh_dir("kiln_planner_preload_many_");
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
+  auto graph = parse_spec_file(std::string(KILN_SOURCE_DIR) + "/examples/small/rms_norm.json");
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  const std::vector<int64_t> tokens = {16, 64, 256, 1024, 4096, 8192};
+  {
+    PlannerOptions o = PlannerOptions::offline(dir + "/plans.db");
+    auto tuner = Planner::create(o);
+    ASSERT_TRUE(tuner.is_ok()) << tuner.status().to_string();
+    for (int64_t t : tokens) {
+      auto g = reshape_graph(*graph, {{"tokens", t}});
+      ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+      TuneJob job;
+      job.tune.top_k = 2;
+      job.tune.measure.stopping.time_budget_ms = 20;
+      job.unfused = false;
+      auto tuned = (*tuner)->workshop().tune(*g, job);
+      ASSERT_TRUE(tuned.is_ok()) << tuned.status().to_string();
+      ASSERT_TRUE(tuned->kept.has_value()) << t;
+    }
+  }
+  PlannerOptions o = PlannerOptions::serving(dir + "/plans.db");
+  o.preload_threads = 4;
+  o.with_preload({*graph});
+  auto planner = Planner::create(o);
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  auto rep = (*planner)->wait_for_preload();
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  std::printf("[ planner ] preload of %zu shapes on 4 threads: %d loaded, %d warmed, %d failed %s (%.1f ms)\n",
+              tokens.size(), rep->loaded, rep->warmed, rep->failed, rep->last_failure.c_str(), rep->ms);
+  EXPECT_EQ(rep->loaded, static_cast<int>(tokens.size())) << rep->last_failure;
+  EXPECT_EQ(rep->warmed, static_cast<int>(tokens.size())) << rep->last_failure;
+  EXPECT_EQ(rep->failed, 0) << rep->last_failure;
+  auto pg = (*planner)->prepare(*graph);
+  ASSERT_TRUE(pg.is_ok());
+  for (int64_t t : tokens) {
+    auto got = (*planner)->obtain(*pg, {{"tokens", t}});
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    EXPECT_EQ(got->source, PlanSource::kMemory) << t << ": " << got->why;
+    run_and_check(*got->plan, "preloaded rms_norm, tokens " + std::to_string(t) + ", captured", 0, /*graph=*/true);
+  }
 }
 
 TEST(PlannerGpu, TuneAndStoreThenTheStoredWinnerServes) {
