@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <random>
 #include <thread>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -281,6 +283,43 @@ TEST(CaptureGate, ALoadWaitingHoldsNewCapturesBack) {
   worker.join();
   loader.join();
   EXPECT_FALSE(capture_before_load.load()) << "a capture went ahead of a load that was waiting before it";
+}
+
+// Random holds of the three kinds on six threads: whatever the interleaving, a capture never overlaps work or a load,
+// work never overlaps anything else, loads overlap only loads, and every thread finishes (no deadlock).
+TEST(CaptureGate, RandomHoldsOnSixThreadsKeepTheGatesRules) {
+  std::atomic<int> captures{0}, works{0}, loads{0}, broken{0}, loads_together{0};
+  auto thread_body = [&](unsigned seed) {
+    std::mt19937 rng(seed);
+    for (int i = 0; i < 300; ++i) {
+      const int kind = static_cast<int>(rng() % 3);
+      const auto hold = std::chrono::microseconds(rng() % 200);
+      if (kind == 0) {
+        CaptureGuard guard;
+        ++captures;
+        if (works.load() != 0 || loads.load() != 0) ++broken;
+        std::this_thread::sleep_for(hold);
+        --captures;
+      } else if (kind == 1) {
+        SynchronizingWork work;
+        if (++works != 1 || captures.load() != 0 || loads.load() != 0) ++broken;
+        std::this_thread::sleep_for(hold);
+        --works;
+      } else {
+        LoadingWork load;
+        if (++loads > 1) ++loads_together;
+        if (captures.load() != 0 || works.load() != 0) ++broken;
+        std::this_thread::sleep_for(hold);
+        --loads;
+      }
+    }
+    return true;
+  };
+  std::vector<std::future<bool>> threads;
+  for (unsigned t = 0; t < 6; ++t) threads.push_back(std::async(std::launch::async, thread_body, 17 + t));
+  for (auto& f : threads) ASSERT_EQ(f.wait_for(60s), std::future_status::ready) << "a thread never finished";
+  EXPECT_EQ(broken.load(), 0) << "holds overlapped that must not";
+  EXPECT_GT(loads_together.load(), 0) << "no two loads ever ran together in 1800 holds";
 }
 
 // Work waiting for loads holds new loads back: back-to-back loads on two threads cannot starve it.
