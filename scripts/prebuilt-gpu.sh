@@ -19,6 +19,7 @@
 #                                                     helpers; env KILN_TUNEWALL_IDS, KILN_TUNEWALL_HELPERS)
 #                                                     helpers (the build helpers' GPU test) buildscale (the probe:
 #                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
+#                                                     gfilter (KILN_GTEST_BIN, KILN_GTEST_FILTER)
 #                                                     coldprof deserprof preloadmany fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
@@ -108,6 +109,11 @@ gtest() {  # gtest BINARY FILTER SECONDS
   grep -q "SKIPPED" "$log" && echo "$b: a test was skipped where a GPU is expected" >>"$fails"
   check $rc "$b"
 }
+if want gfilter; then  # one test binary with a filter: KILN_GTEST_BIN (runtime_gpu_test), KILN_GTEST_FILTER, seconds
+  gtest "${KILN_GTEST_BIN:-runtime_gpu_test}" "${KILN_GTEST_FILTER:?gfilter needs KILN_GTEST_FILTER}" \
+    "${KILN_GTEST_TIMEOUT:-120}"
+  grep -E "^\[ (planner|preload)" "$out/${KILN_GTEST_BIN:-runtime_gpu_test}.log"
+fi
 if want tests; then  # the two binaries at once (no test of theirs asserts a time): the call's minutes are few
   gtest validate_gpu_test '*' 90 >"$out/tests-validate.txt" 2>&1 &
   gtest tune_gpu_test '*' 150 >"$out/tests-tune.txt" 2>&1
