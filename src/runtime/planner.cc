@@ -326,10 +326,11 @@ void Planner::Impl::preload_shape(const PreparedGraph& pg, const TunedShape& t, 
             Status w = state.backend().warm_up(*plan);
             warmed = w.is_ok();
             if (!warmed) {
-              // Loaded without the Frontend's warmup and never run: not held (a caller's first run of it could be
-              // inside a CUDA graph capture); the next obtain loads it the ordinary way.
-              miss = "warm-up: " + (w.message().empty() ? std::string("failed") : w.message()) + " (not held)";
-              return Built{};
+              warm_failure = w.message().empty() ? "failed" : w.message();
+              // Loaded beside others without the Frontend's warmup, and never run: loaded again the ordinary way
+              // (with it), so that a caller's first run may be captured; held all the same, as before.
+              plan = runtime_detail::load_stored(state, *g, &miss);
+              if (!plan) return Built{};
             }
           }
           std::shared_ptr<const ExecutablePlan> now = state.cache().hold(key, plan, generation, &inserted);
