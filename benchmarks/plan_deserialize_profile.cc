@@ -16,12 +16,13 @@
 // handler keeps the interrupted instruction and a few return addresses; each is named by dladdr as library +
 // nearest exported symbol (cuDNN exports few: an offset into a library is what is left). Printed: self samples by
 // library and by symbol, and inclusive samples by library (a library anywhere in the sampled stack).
-// Then the backend's load on 1 and on 4 threads at once (a handle each): whether loads of several plans can run
+// Then the backend's load on 1, 2, 4 and 8 threads at once (a handle each): whether loads of several plans can run
 // side by side. --dump FILE: the backend JSON written to FILE, to read offline.
 // --overlap: a new process's start instead: cuDNN's sub-libraries loaded one by one (timed), all but the
 // precompiled engines' first, and then that one on a thread while this thread deserializes the plan: whether a
 // stored plan's load can run beside the largest library's load.
-// Needs a GPU and a store holding a plan for the spec at its own shape (kiln tune SPEC --store S).
+// Needs a GPU, cuDNN Frontend 1.32 or later (it calls the Frontend's deserialize without warmup and its warmup) and a
+// store holding a plan for the spec at its own shape (kiln tune SPEC --store S). x86-64 Linux (the sampler reads RIP).
 #include <cudnn.h>
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -34,6 +35,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +60,12 @@ using namespace kiln;
 namespace fe = cudnn_frontend;
 using Clock = std::chrono::steady_clock;
 
+#if CUDNN_FRONTEND_VERSION < 13200
+int main() {
+  std::fputs("plan_deserialize_profile needs cuDNN Frontend 1.32 or later\n", stderr);
+  return 5;
+}
+#else
 namespace {
 
 constexpr int kFrames = 12;
@@ -70,18 +78,23 @@ Sample g_samples[kMaxSamples];
 std::atomic<int> g_count{0};
 std::atomic<bool> g_on{false};
 
+// The timer's signal: keeps the interrupted instruction and the return addresses above it. backtrace() is not
+// async-signal-safe; it was called once outside the handler first (Sampler), so it does not load the unwinder here,
+// which is enough for a profiling tool that samples only its own loop.
 void on_tick(int, siginfo_t*, void* ctx) {
   if (!g_on.load(std::memory_order_relaxed)) return;
+  const int saved_errno = errno;
   const int i = g_count.fetch_add(1, std::memory_order_relaxed);
   if (i >= kMaxSamples) return;
   Sample& s = g_samples[i];
   auto* uc = static_cast<ucontext_t*>(ctx);
   s.pc[0] = reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]);
-  // The unwinder from a signal handler: frames 0-1 are this handler and the kernel's trampoline.
+  // Frames 0-2 are this handler, the kernel's trampoline and the interrupted instruction again.
   void* frames[kFrames + 2];
   const int n = backtrace(frames, kFrames + 2);
   s.depth = 1;
   for (int f = 3; f < n && s.depth < kFrames; ++f) s.pc[s.depth++] = frames[f];
+  errno = saved_errno;
 }
 
 struct Sampler {
@@ -102,12 +115,17 @@ struct Sampler {
     made = timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0;
     if (!made) return;
     struct itimerspec its {};
-    its.it_interval.tv_nsec = interval_us * 1000L;
-    its.it_value.tv_nsec = interval_us * 1000L;
-    timer_settime(timer, 0, &its, nullptr);
+    its.it_interval.tv_sec = interval_us / 1000000;
+    its.it_interval.tv_nsec = (interval_us % 1000000) * 1000L;
+    its.it_value = its.it_interval;
+    if (timer_settime(timer, 0, &its, nullptr) != 0) {
+      timer_delete(timer);
+      made = false;
+    }
   }
   ~Sampler() {
     if (made) timer_delete(timer);
+    signal(SIGPROF, SIG_DFL);
   }
 };
 
@@ -153,8 +171,7 @@ int fail(const std::string& what, const Status& s) {
   return exit_code_for(s);
 }
 
-// One plan descriptor from the backend JSON: the set_json and finalize times (ms), or a negative finalize time
-// with the status where cuDNN refused.
+// One plan descriptor from the backend JSON: the set_json and finalize times (ms), and cuDNN's status.
 struct BackendTimes {
   double set_json = 0, finalize = 0;
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
@@ -233,7 +250,9 @@ int main(int argc, char** argv) {
     else if (a == "--dump" && i + 1 < argc) dump = argv[++i];
     else if (a == "--overlap") overlap = true;
     else {
-      std::fputs("usage: plan_deserialize_profile --store S --spec F [--reps N] [--sample-us U]\n", stderr);
+      std::fputs("usage: plan_deserialize_profile --store S --spec F [--reps N] [--sample-us U] [--dump FILE] "
+                 "[--overlap]\n",
+                 stderr);
       return 2;
     }
   }
@@ -275,9 +294,9 @@ int main(int argc, char** argv) {
   std::printf("  backend JSON %zu bytes\n", backend_json.size());
   if (!dump.empty()) {
     FILE* f = std::fopen(dump.c_str(), "wb");
-    if (f == nullptr || std::fwrite(backend_json.data(), 1, backend_json.size(), f) != backend_json.size())
-      return fail("dump", unavailable("cannot write " + dump));
-    std::fclose(f);
+    const bool written =
+        f != nullptr && std::fwrite(backend_json.data(), 1, backend_json.size(), f) == backend_json.size();
+    if ((f != nullptr && std::fclose(f) != 0) || !written) return fail("dump", unavailable("cannot write " + dump));
   }
 
   std::map<std::string, std::vector<double>> times;
@@ -309,7 +328,7 @@ int main(int argc, char** argv) {
     std::printf(" %s %.3f", k, median(times[k]));
   std::printf("\n");
 
-  // The backend's load on 1 thread, then on 4 at once (a handle each).
+  // The backend's load on 1 thread, then on 2, 4 and 8 at once (a handle each).
   for (int threads : {1, 2, 4, 8}) {
     std::vector<UniqueCudnnHandle> handles;
     for (int t = 0; t < threads; ++t) {
@@ -384,3 +403,4 @@ int main(int argc, char** argv) {
   print_top("inclusive, by symbol or 64 KiB page", incl_sym, total, 30);
   return 0;
 }
+#endif  // CUDNN_FRONTEND_VERSION

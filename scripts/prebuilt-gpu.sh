@@ -19,7 +19,7 @@
 #                                                     helpers; env KILN_TUNEWALL_IDS, KILN_TUNEWALL_HELPERS)
 #                                                     helpers (the build helpers' GPU test) buildscale (the probe:
 #                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
-#                                                     gfilter (KILN_GTEST_BIN, KILN_GTEST_FILTER)
+#                                                     gfilter (KILN_GTEST_BIN, KILN_GTEST_FILTER, KILN_GTEST_TIMEOUT)
 #                                                     coldprof deserprof preloadmany fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,

@@ -328,9 +328,13 @@ void Planner::Impl::preload_shape(const PreparedGraph& pg, const TunedShape& t, 
             if (!warmed) {
               warm_failure = w.message().empty() ? "failed" : w.message();
               // Loaded beside others without the Frontend's warmup, and never run: loaded again the ordinary way
-              // (with it), so that a caller's first run may be captured; held all the same, as before.
+              // (with it), so that a caller's first run may be captured; held all the same, as before. (Its
+              // first-use admission and the build counter then count it twice.)
               plan = runtime_detail::load_stored(state, *g, &miss);
-              if (!plan) return Built{};
+              if (!plan) {
+                miss = "warm-up: " + warm_failure + "; loaded again the ordinary way: " + miss + " (not held)";
+                return Built{};
+              }
             }
           }
           std::shared_ptr<const ExecutablePlan> now = state.cache().hold(key, plan, generation, &inserted);

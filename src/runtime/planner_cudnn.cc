@@ -27,11 +27,11 @@
 #include "kiln/runtime/retune.h"
 #include "kiln/store/plan_store.h"
 #include "kiln/store/store_path.h"
-#include "runtime/warmed_loads.h"
 #include "kiln/lower/plan_words.h"
 #include "kiln/tune/tuner.h"
 #include "runtime/first_use.h"
 #include "runtime/planner_jobs_internal.h"
+#include "runtime/warmed_loads.h"
 
 namespace kiln {
 namespace {
@@ -127,6 +127,11 @@ class HandlePool {
   std::mutex mu_;
   std::condition_variable cv_;
   int max_ = 1, made_ = 1;
+
+ public:
+  int size() const { return max_; }  // the most handles it makes (PlannerOptions::handles)
+
+ private:
   std::vector<cudnnHandle_t> free_;
   std::vector<UniqueCudnnHandle> owned_;
 };
@@ -600,8 +605,11 @@ class CudnnPlanBackend : public PlanBackend {
     if (!pool_) return failed_precondition("a deviceless Planner (PlannerOptions::target) does not load plans");
     if (runtime_detail::LoadsWarmedByCaller::active() && LoweredGraph::can_skip_frontend_warmup()) {
       // Beside other threads' loads: cuDNN's deserialize of a runtime-compiled norm is 13-23 ms of host work
-      // (zlib, bench/results/h100/deserialize-profile), and loads side by side take the time of one. Without the
-      // Frontend's warmup capture (its cudaFree would break another load's), since the caller runs the plan first.
+      // (zlib, bench/results/h100/deserialize-profile); four of a matmul plan's at once took the time of one (e2).
+      // Without the Frontend's warmup (a capture, with a cudaMalloc and a cudaFree that could break, or be broken
+      // by, another load's device work), since the caller runs the plan before anyone gets it. At most one load
+      // fewer than the pool's handles at once, so that a serving call always finds a handle within one load.
+      SideBySideSlot slot(this);
       LoadingWork loading;  // cuDNN loads the plan's kernels: not while another thread captures a graph
       if (loading.refused()) return refused_under_capture("loading a stored plan for graph '" + graph.name + "'");
       KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
@@ -747,6 +755,31 @@ class CudnnPlanBackend : public PlanBackend {
   mutable std::mutex note_mu_;
   std::string last_kernel_cache_note_;
   std::shared_ptr<HandlePool> pool_;
+  // Side-by-side loads in progress (load()): at most max(1, handles - 1) at once.
+  std::mutex side_by_side_mu_;
+  std::condition_variable side_by_side_cv_;
+  int side_by_side_ = 0;
+  class SideBySideSlot {
+   public:
+    explicit SideBySideSlot(CudnnPlanBackend* b) : b_(b) {
+      std::unique_lock<std::mutex> lock(b_->side_by_side_mu_);
+      const int most = std::max(1, b_->pool_->size() - 1);
+      b_->side_by_side_cv_.wait(lock, [&] { return b_->side_by_side_ < most; });
+      ++b_->side_by_side_;
+    }
+    ~SideBySideSlot() {
+      {
+        std::lock_guard<std::mutex> lock(b_->side_by_side_mu_);
+        --b_->side_by_side_;
+      }
+      b_->side_by_side_cv_.notify_one();
+    }
+    SideBySideSlot(const SideBySideSlot&) = delete;
+    SideBySideSlot& operator=(const SideBySideSlot&) = delete;
+
+   private:
+    CudnnPlanBackend* b_;
+  };
   std::mutex store_mu_;        // one connection: one call at a time (plans load outside it)
   bool shared_store_ = false;  // store_writable: store_ is writable and with_writable_store uses it
   std::unique_ptr<PlanStore> store_;

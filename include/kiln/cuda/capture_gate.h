@@ -10,7 +10,7 @@
 // third kind: they exclude captures and work as work does, but not one another. Holds nest on one thread: a capture in
 // this thread's work does not wait for it; work started while this thread holds a CaptureGuard is refused
 // (SynchronizingWork::refused(): its caller fails, naming the guard) since it would invalidate every capture in
-// progress. Both are scoped locals: not movable, not made with new.
+// progress. All three are scoped locals: not movable, not made with new.
 #pragma once
 
 #include <cstddef>
@@ -36,7 +36,8 @@ class CaptureGuard {
 };
 
 // Held by Kiln around device work that may synchronize the whole device. One at a time, and never while a
-// capture holds the gate. RAII; not movable.
+// capture or a load holds the gate (but work a thread starts inside its own load runs beside other threads' loads,
+// which neither capture nor mind a synchronization). RAII; not movable.
 class SynchronizingWork {
  public:
   SynchronizingWork();
