@@ -663,6 +663,49 @@ TEST(SpecErrors, SdpaBand) {
   EXPECT_TRUE(band(8, 16, {{"left_bound", 4}, {"right_bound", 2}}).is_ok());
 }
 
+// Dropout: a probability in [0, 1); 0 (none) is accepted, any other value is refused as not supported yet, after
+// every fault to fix; on the backward pass too.
+TEST(SpecErrors, SdpaDropout) {
+  auto attn = [](Json dropout, const char* q_dtype = nullptr, const char* op = "sdpa") {
+    Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})}};
+    if (q_dtype) tensors["q"]["dtype"] = q_dtype;
+    Json s = one_node(tensors, op, {"q", "k", "v"}, {{"causal", true}, {"dropout", std::move(dropout)}});
+    s["io_dtype"] = "bf16";
+    return parse(s).status();
+  };
+  EXPECT_TRUE(attn(0).is_ok()) << attn(0).to_string();
+  EXPECT_TRUE(attn(0.0).is_ok());
+  Status st = attn(0.1);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_ERROR_HAS(st, "node 'n1' (sdpa): attribute 'dropout': 0.1 is not supported yet");
+  for (Json bad : {Json(1.0), Json(-0.25), Json(1.5)}) {
+    st = attn(bad);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    const std::string want = "attribute 'dropout': " + bad.dump() + " is not a probability in [0, 1)";
+    EXPECT_ERROR_HAS(st, want.c_str());
+  }
+  st = attn("0.1");
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_ERROR_HAS(st, "attribute 'dropout'");
+  st = attn(0.1, "fp32");  // a fault to fix comes before what is not supported
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_ERROR_HAS(st, "input 'q': dtype fp32");
+  // The backward pass refuses it alike.
+  Json bwd = one_node({{"q", t({1, 2, 8, 64})},
+                       {"k", t({1, 2, 8, 64})},
+                       {"v", t({1, 2, 8, 64})},
+                       {"o", t({1, 2, 8, 64})},
+                       {"do", t({1, 2, 8, 64})},
+                       {"stats", t({1, 2, 8, 1}, "float32")}},
+                      "sdpa_backward", {"q", "k", "v", "o", "do", "stats"}, {{"dropout", 0.2}});
+  bwd["io_dtype"] = "bf16";
+  bwd["nodes"][0]["outputs"] = {"dq", "dk", "dv"};
+  bwd["outputs"] = {"dq", "dk", "dv"};
+  st = parse(bwd).status();
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_ERROR_HAS(st, "node 'n1' (sdpa_backward): attribute 'dropout': 0.2 is not supported yet");
+}
+
 // An additive bias: [B or 1, H or 1, Sq, Skv] in q's dtype; none with a bottom-right diagonal (cuDNN's limit).
 TEST(SpecErrors, SdpaBias) {
   auto biased = [](std::vector<int64_t> dims, Json attrs, const char* dtype = nullptr) {

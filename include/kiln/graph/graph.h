@@ -185,6 +185,10 @@ struct SdpaAttrs {
   // instead of b * S*H*W; the node's last four inputs are those offsets, int32 [B + 1, 1, 1, 1], for q, k, v
   // and o (multiples of H*W: whole tokens). Only each entry's first seq_len rows are read or written.
   bool ragged = false;
+  // Dropout on the attention's probabilities, in [0, 1): 0 (the default, as at inference) is none. Any other value is
+  // refused as not supported yet (NotSupported, after every fault to fix): Kiln has no reference for cuDNN's random
+  // mask to check a plan against.
+  double dropout = 0;
 
   // The right bound that applies: 0 when causal.
   std::optional<int64_t> effective_right_bound() const { return causal ? std::optional<int64_t>(0) : right_bound; }

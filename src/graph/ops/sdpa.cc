@@ -1,6 +1,7 @@
 // The scaled dot-product attention family in the graph layer: arity, inference, signature attributes,
 // cost.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -223,8 +224,8 @@ Status check_band(NodeCtx& c, int64_t sq, int64_t skv) {
   return Status::ok();
 }
 
-// What cuDNN (9.19, Frontend 1.32) cannot run though the spec is valid, checked after every InvalidArgument
-// check (a spec with both kinds of fault exits 2, for the fault the author must fix).
+// What cuDNN (9.19, Frontend 1.32) cannot run, or Kiln cannot check, though the spec is valid, checked after every
+// InvalidArgument check (a spec with both kinds of fault exits 2, for the fault the author must fix).
 Status band_support(NodeCtx& c, int64_t sq, int64_t skv) {
   const SdpaAttrs& a = c.node.sdpa;
   constexpr int64_t kMaxBound = int64_t{1} << 24;
@@ -241,6 +242,13 @@ Status band_support(NodeCtx& c, int64_t sq, int64_t skv) {
                          std::to_string(kMaxBound) + sizes);
   if (sdpa_inputs(c.node).bias >= 0 && a.alignment == DiagonalAlignment::kBottomRight)
     return not_supported(c.where + ": cuDNN takes no attention bias with a bottom-right diagonal");
+  if (a.dropout > 0) {
+    char p[32];  // the shortest text that reads back as the same double ("0.1", as the author wrote it)
+    const std::to_chars_result r = std::to_chars(p, p + sizeof p, a.dropout);
+    return not_supported(c.where + ": attribute 'dropout': " + std::string(p, r.ptr) +
+                         " is not supported yet (Kiln has no reference for cuDNN's random dropout mask to check a "
+                         "plan against); 0, no dropout, is");
+  }
   return Status::ok();
 }
 

@@ -1,6 +1,6 @@
 // The scaled dot-product attention family's attributes in a spec: causal, attn_scale, and the diagonal band
-// (left_bound, right_bound, diagonal_alignment), padding_mask, paged_kv and ragged (kiln/graph/graph.h SdpaAttrs says
-// what they mean).
+// (left_bound, right_bound, diagonal_alignment), padding_mask, paged_kv, ragged and dropout (kiln/graph/graph.h
+// SdpaAttrs says what they mean).
 #include "spec/ops/spec_ops.h"
 
 namespace kiln::spec_internal {
@@ -33,6 +33,13 @@ Status parse_sdpa(const ReadJson& j, const std::string& where, Node* n) {
     if (!j[key].is_boolean()) return type_error(attr(key), "true or false", j[key]);
     *flag = j[key].get<bool>();
   }
+  if (j.contains("dropout")) {  // a probability; any but 0 is refused at validation (kiln/graph/graph.h SdpaAttrs)
+    double p = 0;
+    KILN_RETURN_IF_ERROR(get_number(j["dropout"], attr("dropout"), &p));
+    if (!(p >= 0 && p < 1))
+      return invalid_argument(attr("dropout") + ": " + j["dropout"].dump() + " is not a probability in [0, 1)");
+    n->sdpa.dropout = p;
+  }
   if (j.contains("diagonal_alignment")) {
     const ReadJson& a = j["diagonal_alignment"];
     if (a == "top_left") {
@@ -56,13 +63,14 @@ void write_sdpa(const Node& n, WriteJson& j) {
   if (n.sdpa.padding) j["padding_mask"] = true;
   if (n.sdpa.paged) j["paged_kv"] = true;
   if (n.sdpa.ragged) j["ragged"] = true;
+  if (n.sdpa.dropout > 0) j["dropout"] = n.sdpa.dropout;
 }
 
 }  // namespace
 
-const SpecFamily kSdpaSpec = {
-    {"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment", "padding_mask", "paged_kv", "ragged"},
-    parse_sdpa,
-    write_sdpa};
+const SpecFamily kSdpaSpec = {{"causal", "attn_scale", "left_bound", "right_bound", "diagonal_alignment",
+                               "padding_mask", "paged_kv", "ragged", "dropout"},
+                              parse_sdpa,
+                              write_sdpa};
 
 }  // namespace kiln::spec_internal
