@@ -33,6 +33,19 @@ Gate& gate() {
   return *g;
 }
 
+// Waits (holding `lock`) until `free()`, then up to kMaxWaitForCaptures more for the captures in progress to end too.
+// Past that it goes on once `free()` again (another hold that came meanwhile goes first; captures do not), logging
+// that `what` may invalidate the captures still in progress.
+template <class Free>
+void wait_out_captures(Gate& g, std::unique_lock<std::mutex>& lock, const Free& free, const char* what) {
+  g.cv.wait(lock, free);
+  if (g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return free() && g.captures == 0; })) return;
+  g.cv.wait(lock, free);
+  if (g.captures > 0)
+    KILN_LOG(kWarn, what << " went on after waiting 10 s for " << g.captures
+                         << " CUDA graph capture(s) in progress to end: they may be invalidated");
+}
+
 // This thread's holds of each kind: a nested hold neither locks again nor waits for its own thread.
 thread_local int captures_here = 0;
 thread_local int work_here = 0;
@@ -76,14 +89,8 @@ SynchronizingWork::SynchronizingWork() {
   std::unique_lock<std::mutex> lock(g.mu);
   ++g.work_waiting;
   // One work at a time, however long the other takes, and none beside loads (which end on their own).
-  g.cv.wait(lock, [&] { return !g.working && g.loading == 0; });
-  if (!g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return !g.working && g.loading == 0 && g.captures == 0; })) {
-    // Another work or load that came meanwhile goes first; captures do not.
-    g.cv.wait(lock, [&] { return !g.working && g.loading == 0; });
-    if (g.captures > 0)
-      KILN_LOG(kWarn, "device work went on after waiting 10 s for "
-                          << g.captures << " CUDA graph capture(s) in progress to end: they may be invalidated");
-  }
+  wait_out_captures(
+      g, lock, [&] { return !g.working && g.loading == 0; }, "device work");
   --g.work_waiting;
   g.working = true;
   held_ = true;
@@ -115,13 +122,8 @@ LoadingWork::LoadingWork() {
   std::unique_lock<std::mutex> lock(g.mu);
   ++g.loads_waiting;
   // After any work in progress or waiting (work cannot be starved by a stream of loads), beside other loads.
-  g.cv.wait(lock, [&] { return !g.working && g.work_waiting == 0; });
-  if (!g.cv.wait_for(lock, kMaxWaitForCaptures, [&] { return !g.working && g.work_waiting == 0 && g.captures == 0; })) {
-    g.cv.wait(lock, [&] { return !g.working && g.work_waiting == 0; });
-    if (g.captures > 0)
-      KILN_LOG(kWarn, "a plan's load went on after waiting 10 s for "
-                          << g.captures << " CUDA graph capture(s) in progress to end: they may be invalidated");
-  }
+  wait_out_captures(
+      g, lock, [&] { return !g.working && g.work_waiting == 0; }, "a plan's load");
   --g.loads_waiting;
   ++g.loading;
   held_ = true;
