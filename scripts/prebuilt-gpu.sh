@@ -95,6 +95,22 @@ kiln="$build/kiln"
 stamp() { echo "[$(date +%T)] $*"; }
 fails="$out/failed.txt"; : >"$fails"  # a file, so that phases run in the background can add to it
 check() { [ "$1" -eq 0 ] || echo "$2: exit $1$([ "$1" -eq 124 ] && echo ' (timed out)')" >>"$fails"; }
+# suite_specs DIR SELECTOR...: the benchmark suite's specs (bench/suite/shapes.py) into DIR as ID.json, each case
+# whose id is a SELECTOR or whose family is one given as family:NAME.
+suite_specs() {
+  local dir="$1"; shift
+  mkdir -p "$dir"
+  python3 - "$dir" "$@" <<'PY'
+import json, os, sys
+sys.path.insert(0, "bench/suite")
+import shapes
+want = set(sys.argv[2:])
+for c in shapes.cases():
+    if c["id"] in want or "family:" + c["family"] in want:
+        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
+            json.dump(c["spec"], f)
+PY
+}
 cd "$root"
 if want doctor; then
   stamp "doctor ($(sed -n 's/^revision=//p' "$pre/manifest"))"
@@ -136,16 +152,7 @@ if want bench; then
 fi
 if want normtune; then  # issue 37: what a norm's tune costs (per candidate and phase), exhaustive and budgeted
   stamp "norm tuning cost"
-  mkdir -p "$out/normtune/specs"
-  python3 - "$out/normtune/specs" <<'PY'
-import json, os, sys
-sys.path.insert(0, "bench/suite")
-import shapes
-for c in shapes.cases():
-    if c["family"] in ("layer_norm", "rms_norm"):
-        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
-            json.dump(c["spec"], f)
-PY
+  suite_specs "$out/normtune/specs" family:layer_norm family:rms_norm
   # Modes: exhaustive (every candidate), budgeted (the default rule), firstN (the rule compiling N first).
   # A "-hN" suffix: with N build helpers (-h0: every build in the tune's process), e.g. exhaustive-h0.
   modes="${KILN_NORMTUNE_MODES:-exhaustive-h0 exhaustive budgeted}"
@@ -181,18 +188,8 @@ PY
 fi
 if want deserprof; then  # issue 37: a stored plan's deserialize split into cuDNN's steps and sampled
   stamp "deserialize profile"
-  mkdir -p "$out/deserprof/specs"
-  python3 - "$out/deserprof/specs" <<'PY'
-import json, os, sys
-sys.path.insert(0, "bench/suite")
-import shapes
-want = set(os.environ.get("KILN_DESERPROF_IDS", "rms_norm_65536x1024,matmul_bias_gelu_2048x4096x16384,"
-                                                 "conv_bias_relu_3x3_64to64_56_n32").split(","))
-for c in shapes.cases():
-    if c["id"] in want:
-        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
-            json.dump(c["spec"], f)
-PY
+  ids="${KILN_DESERPROF_IDS:-rms_norm_65536x1024,matmul_bias_gelu_2048x4096x16384,conv_bias_relu_3x3_64to64_56_n32}"
+  suite_specs "$out/deserprof/specs" ${ids//,/ }
   for spec in "$out"/deserprof/specs/*.json; do
     name="$(basename "$spec" .json)"
     timeout 90 "$kiln" tune "$spec" --store "$out/deserprof/ds.db" >"$out/deserprof/$name.tune.txt" 2>&1
@@ -214,18 +211,8 @@ if want coldprof; then  # issue 37: where a stored plan's start goes, driver cal
   # Each graph tuned into a store, then planner_cold_start in new processes: parts and the Planner (context first),
   # each once under libkiln_api_trace.so (CUDA's injection hook, CUPTI callbacks) and once without it.
   stamp "cold start profile"
-  mkdir -p "$out/coldprof/specs"
-  python3 - "$out/coldprof/specs" <<'PY'
-import json, os, sys
-sys.path.insert(0, "bench/suite")
-import shapes
-want = set(os.environ.get("KILN_COLDPROF_IDS", "rms_norm_65536x1024,matmul_bias_gelu_2048x4096x16384,"
-                                                "conv_bias_relu_3x3_64to64_56_n32").split(","))
-for c in shapes.cases():
-    if c["id"] in want:
-        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
-            json.dump(c["spec"], f)
-PY
+  ids="${KILN_COLDPROF_IDS:-rms_norm_65536x1024,matmul_bias_gelu_2048x4096x16384,conv_bias_relu_3x3_64to64_56_n32}"
+  suite_specs "$out/coldprof/specs" ${ids//,/ }
   cupti_lib="$(python3 -c 'import os, nvidia.cu13 as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"
   tracer="$build/benchmarks/libkiln_api_trace.so"
   for spec in "$out"/coldprof/specs/*.json; do
@@ -615,17 +602,7 @@ if want helpers; then  # issue 37: build helpers against in-process builds (the 
 fi
 if want tunewall; then  # issue 37: kiln tune --exhaustive walls with and without build helpers, per suite case
   stamp "tune walls with and without build helpers"
-  mkdir -p "$out/tunewall"
-  python3 - "$out/tunewall" "${KILN_TUNEWALL_IDS:-rms_norm_65536x1024 matmul_bias_gelu_2048x4096x16384}" <<'PY'
-import json, os, sys
-sys.path.insert(0, "bench/suite")
-import shapes
-want = sys.argv[2].split()
-for c in shapes.cases():
-    if c["id"] in want:
-        with open(os.path.join(sys.argv[1], c["id"] + ".json"), "w") as f:
-            json.dump(c["spec"], f)
-PY
+  suite_specs "$out/tunewall" ${KILN_TUNEWALL_IDS:-rms_norm_65536x1024 matmul_bias_gelu_2048x4096x16384}
   for spec in "$out"/tunewall/*.json; do
     name="$(basename "$spec" .json)"
     for h in ${KILN_TUNEWALL_HELPERS:-0 default}; do
@@ -640,21 +617,12 @@ PY
 fi
 if want buildscale; then  # issue 37: do runtime-compiled builds overlap across processes (they do not on threads)?
   stamp "build scaling across processes"
-  mkdir -p "$out/buildscale"
-  python3 - "$out/buildscale" <<'PY'
-import json, os, sys
-sys.path.insert(0, "bench/suite")
-import shapes
-for c in shapes.cases():
-    if c["id"] in ("rms_norm_65536x1024",):
-        with open(os.path.join(sys.argv[1], "spec.json"), "w") as f:
-            json.dump(c["spec"], f)
-PY
+  suite_specs "$out/buildscale" rms_norm_65536x1024
   for n in ${KILN_BUILDSCALE_PROCS:-1 4}; do
     t0=$(date +%s.%N)
     for i in $(seq 1 "$n"); do
-      timeout 120 "$kiln" tune "$out/buildscale/spec.json" --exhaustive --no-isolate --store "$out/buildscale/s$n-$i.db" \
-        >"$out/buildscale/p$n-$i.txt" 2>&1 &
+      timeout 120 "$kiln" tune "$out/buildscale/rms_norm_65536x1024.json" --exhaustive --no-isolate \
+        --store "$out/buildscale/s$n-$i.db" >"$out/buildscale/p$n-$i.txt" 2>&1 &
     done
     wait
     echo "processes $n: wall $(python3 -c "import time; print(round(time.time() - $t0, 2))") s"
