@@ -141,6 +141,32 @@ TEST(PlannerPreload, APlanWhoseWarmUpFailsIsLoadedAgainTheOrdinaryWay) {
   EXPECT_EQ(s.backend->store_calls.load(), 2);
 }
 
+// The second load after a failed warm-up finds nothing (the record went meanwhile): nothing is held and the report
+// names both the warm-up's failure and the second load's miss.
+TEST(PlannerPreload, ASecondLoadThatMissesAfterAFailedWarmUpSaysBoth) {
+  FakeBackend* backend = nullptr;
+  std::atomic<int> loads{0};
+  Started s = start([&](FakeBackend& b) {
+    backend = &b;
+    b.stored = {"tokens=128"};
+    tuned(b, {128});
+    b.warm_fails = true;
+    b.store_hook = [&] {
+      if (++loads == 2) {
+        std::lock_guard<std::mutex> lock(backend->mu);
+        backend->stored.clear();
+      }
+    };
+  });
+  auto rep = s.planner->wait_for_preload();
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  EXPECT_EQ(rep->loaded, 0);
+  EXPECT_EQ(rep->failed, 1);
+  EXPECT_EQ(rep->last_failure,
+            "tokens=128: warm-up: out of device memory (injected); loaded again the ordinary way: miss (not held)");
+  EXPECT_EQ(s.planner->stats().cached, 0);
+}
+
 TEST(PlannerPreload, AnObtainDuringTheLoadGetsTheLoadedPlanWarm) {
   Gate gate;
   Started s = start([&](FakeBackend& b) {
