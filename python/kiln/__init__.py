@@ -17,6 +17,7 @@ from typing import Any, Mapping, NamedTuple, Sequence, Union
 from . import _preload
 
 _preload.load_cudnn()
+_preload.load_cublaslt()
 
 from . import _kiln  # noqa: E402
 from .errors import (  # noqa: E402,F401

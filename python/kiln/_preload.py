@@ -1,6 +1,7 @@
-"""Loads the cuDNN that PyTorch's wheels install (site-packages/nvidia/cudnn) before Kiln's extension, when it is
-there: the extension then binds to that library (the one torch uses too), never to an older system copy that the
-loader would otherwise find first. KILN_CUDNN_PRELOAD=0 turns this off (the loader's search decides)."""
+"""Loads the cuDNN and cuBLASLt that PyTorch's wheels install (site-packages/nvidia/cudnn, nvidia/cublas or
+nvidia/cu13) before Kiln's extension, when they are there: the extension then binds to those libraries (the ones
+torch uses too), never to an older system copy that the loader would otherwise find first, and needs no CUDA toolkit
+for cuBLASLt. KILN_CUDNN_PRELOAD=0 turns this off (the loader's search decides)."""
 from __future__ import annotations
 
 import ctypes
@@ -20,4 +21,21 @@ def load_cudnn() -> str | None:
         if os.path.exists(lib):
             ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
             return lib
+    return None
+
+
+def load_cublaslt() -> str | None:
+    """The path of the libcublasLt.so.13 loaded, or None when none was preloaded."""
+    if os.environ.get("KILN_CUDNN_PRELOAD", "1") == "0":
+        return None
+    for name in ("nvidia.cublas", "nvidia.cu13"):
+        try:
+            pkg = __import__(name, fromlist=["__path__"])
+        except ImportError:
+            continue
+        for folder in list(getattr(pkg, "__path__", [])):
+            lib = os.path.join(folder, "lib", "libcublasLt.so.13")
+            if os.path.exists(lib):
+                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+                return lib
     return None

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <utility>
@@ -62,7 +63,8 @@ std::string plan_identity(int64_t engine_id, const Knobs& knobs) {
     if ((na < 0) != (nb < 0)) return na >= 0;
     return na >= 0 ? na < nb : a.first < b.first;
   });
-  std::string s = "eng" + std::to_string(engine_id);
+  std::string s = is_cublaslt_engine(engine_id) ? "blt" + std::to_string(engine_id - kCublasLtEngineBase)
+                                                : "eng" + std::to_string(engine_id);
   for (const auto& [k, v] : sorted) s += "_" + k + "=" + std::to_string(v);
   return s;
 }
@@ -73,7 +75,48 @@ StatusOr<int> knob_type_of(const std::string& name) {
   return static_cast<int>(n);
 }
 
+namespace {
+
+// "blt<algorithm>_<name>=<value>...": a cuBLASLt algorithm's identity (kCublasLtEngineBase).
+StatusOr<EngineConfig> parse_cublaslt_identity(const std::string& id) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("engine configuration '" + id + "': " + why + " (expected e.g. blt66_splitk=1_tile=18)");
+  };
+  EngineConfig c;
+  std::stringstream ss(id.substr(3));
+  std::string part;
+  bool first = true;
+  while (std::getline(ss, part, '_')) {
+    char* end = nullptr;
+    if (first) {
+      errno = 0;
+      long long algo = std::strtoll(part.c_str(), &end, 10);
+      if (part.empty() || *end || algo < 0) return bad("algorithm '" + part + "' is not a number");
+      if (errno == ERANGE || algo > INT32_MAX) return bad("algorithm '" + part + "' is out of range");
+      c.engine_id = kCublasLtEngineBase + algo;
+      first = false;
+      continue;
+    }
+    const auto eq = part.find('=');
+    const std::string name = eq == std::string::npos ? part : part.substr(0, eq);
+    if (eq == std::string::npos || name.empty() ||
+        !std::all_of(name.begin(), name.end(), [](char ch) { return ch >= 'a' && ch <= 'z'; }))
+      return bad("knob '" + part + "' is not name=VALUE (a name of lowercase letters)");
+    const std::string value_text = part.substr(eq + 1);
+    errno = 0;
+    long long value = std::strtoll(value_text.c_str(), &end, 10);
+    if (*end || value_text.empty()) return bad("knob value in '" + part + "' is not a number");
+    if (errno == ERANGE) return bad("knob value in '" + part + "' is out of range");
+    if (!c.knobs.emplace(name, value).second) return bad("knob '" + name + "' given twice");
+  }
+  if (first) return bad("no algorithm");
+  return c;
+}
+
+}  // namespace
+
 StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
+  if (id.rfind("blt", 0) == 0) return parse_cublaslt_identity(id);
   EngineConfig c;
   auto bad = [&](const std::string& why) {
     return invalid_argument("engine configuration '" + id + "': " + why + " (expected e.g. eng12_k2=1_k3=0)");
@@ -89,6 +132,8 @@ StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
       c.engine_id = std::strtoll(part.c_str(), &end, 10);
       if (part.empty() || *end || c.engine_id < 0) return bad("engine id '" + part + "' is not a number");
       if (errno == ERANGE) return bad("engine id '" + part + "' is out of range");
+      if (is_cublaslt_engine(c.engine_id))  // one text per configuration: cuBLASLt's are written "blt<N>"
+        return bad("engine id '" + part + "' is past cuDNN's range (cuBLASLt's algorithms are written blt<N>)");
       first = false;
       continue;
     }

@@ -97,5 +97,30 @@ TEST(EngineConfig, OutOfRangeNumbersAreRefusedNotWrapped) {
   }
 }
 
+// cuBLASLt's algorithms (kCublasLtEngineBase): "blt<N>" and named knobs, round-tripping through the same type.
+TEST(EngineConfig, CublasLtIdentityRoundTrips) {
+  auto c = EngineConfig::parse("blt66_tile=18_stages=35_splitk=1_cluster=2");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_TRUE(is_cublaslt_engine(c->engine_id));
+  EXPECT_EQ(c->engine_id, kCublasLtEngineBase + 66);
+  EXPECT_EQ(c->knobs.at("tile"), 18);
+  EXPECT_EQ(c->identity(), "blt66_cluster=2_splitk=1_stages=35_tile=18");  // names in order
+  auto back = EngineConfig::parse(c->identity());
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(*back, *c);
+  EXPECT_FALSE(is_cublaslt_engine(EngineConfig::parse("eng12_k2=1")->engine_id));
+  EXPECT_EQ(EngineConfig::parse("blt0")->identity(), "blt0");
+}
+
+TEST(EngineConfig, BadCublasLtIdentityNamesThePart) {
+  for (const char* bad : {"blt", "bltx", "blt-1", "blt66_Tile=1", "blt66_tile", "blt66_tile=", "blt66_tile=1x",
+                          "blt66_tile=1_tile=2", "blt66_k2=1", "blt99999999999", "eng1048576", "eng1048600_k2=1"}) {
+    auto c = EngineConfig::parse(bad);
+    ASSERT_FALSE(c.is_ok()) << bad << " parsed as " << c->identity();
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(c.status().message().find(std::string("'") + bad + "'"), std::string::npos) << c.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace kiln

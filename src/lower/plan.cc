@@ -9,6 +9,7 @@
 #include "kiln/lower/lower.h"
 #include "lower/fe_status.h"
 #include "lower/canonicalize.h"
+#include "lower/cublaslt_plan.h"
 #include "lower/graph_lowering.h"
 #include "lower/engine_coverage.h"
 #include "lower/known_defects.h"
@@ -60,6 +61,18 @@ struct LoweredGraph::Impl {
   bool built = false;
   EngineConfig config;
   int64_t workspace = 0;
+  std::shared_ptr<const lower_detail::BltPlan> blt;  // set: the built plan is cuBLASLt's, not the frontend's
+
+  // The graph as a cuBLASLt problem; NotSupported with the reason where cuBLASLt cannot run it, or not here.
+  StatusOr<lower_detail::BltProblem> blt_problem() const {
+    if (has_profile)
+      return not_supported("graph '" + graph.name + "': cuBLASLt plans are built on the live device only");
+    if (kernel_cache) return not_supported("graph '" + graph.name + "': cuBLASLt plans are not dynamic-shape builds");
+    std::string why;
+    auto p = lower_detail::match_cublaslt(graph, &why);
+    if (!p) return not_supported("graph '" + graph.name + "' is not one cuBLASLt runs: " + why);
+    return *p;
+  }
 
   // A fresh frontend graph with its operation graph built for the target.
   StatusOr<std::shared_ptr<fe::graph::Graph>> fresh_graph() const {
@@ -83,6 +96,7 @@ fe::HeurMode_t to_fe(HeuristicMode m) {
     case HeuristicMode::kA: return fe::HeurMode_t::A;
     case HeuristicMode::kB: return fe::HeurMode_t::B;
     case HeuristicMode::kFallback: return fe::HeurMode_t::FALLBACK;
+    case HeuristicMode::kCublasLt: break;  // not the frontend's: callers pass it over
   }
   return fe::HeurMode_t::A;
 }
@@ -195,6 +209,10 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
   std::vector<CandidateInfo> out;
   std::map<std::string, size_t> seen;
   for (HeuristicMode m : modes) {
+    if (m == HeuristicMode::kCublasLt) {
+      // cuBLASLt's offer (none where it cannot run the graph): after cuDNN's lists, whatever the order asked.
+      continue;
+    }
     // Each mode on its own graph, so the lists do not mix and ranks stay per mode.
     KILN_ASSIGN_OR_RETURN(auto fg, impl_->fresh_graph());
     fe::error_t e = fg->create_execution_plans({to_fe(m)});
@@ -223,6 +241,17 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
       }
       out[it->second].modes.push_back(heuristic_mode_name(m));
     }
+  }
+  if (std::find(modes.begin(), modes.end(), HeuristicMode::kCublasLt) != modes.end()) {
+    auto problem = impl_->blt_problem();
+    // Up to 16 of cuBLASLt's heuristic list, each needing at most 256 MiB of workspace (the tuner skips any past
+    // its own limit). A cuBLASLt that cannot answer offers none: cuDNN's candidates stand alone.
+    auto configs = problem.is_ok() ? lower_detail::BltPlan::candidates(*problem, 16, int64_t{256} << 20)
+                                   : StatusOr<std::vector<EngineConfig>>(problem.status());
+    if (configs.is_ok())
+      for (const EngineConfig& c : *configs)
+        if (seen.emplace(c.identity(), out.size()).second)
+          out.push_back(CandidateInfo{c, -1, {heuristic_mode_name(HeuristicMode::kCublasLt)}, {}});
   }
   if (out.empty())
     return with_coverage_gap(
@@ -258,7 +287,9 @@ Status LoweredGraph::build_heuristic_plan(const std::vector<HeuristicMode>& mode
 
 Status LoweredGraph::build_heuristic_on(const std::vector<HeuristicMode>& modes, bool without_tensor_cores) {
   std::vector<fe::HeurMode_t> fm;
-  for (auto m : modes) fm.push_back(to_fe(m));
+  for (auto m : modes)
+    if (m != HeuristicMode::kCublasLt) fm.push_back(to_fe(m));  // cuBLASLt's candidates are tuned, never defaults
+  if (fm.empty()) return invalid_argument("building from heuristics needs one of cuDNN's modes (A, B, FALLBACK)");
   auto& fg = *impl_->fg;
   KILN_FE_RETURN_IF_ERROR(fg.create_execution_plans(fm),
                           "querying cuDNN heuristics for graph '" + impl_->graph.name + "'");
@@ -274,6 +305,7 @@ Status LoweredGraph::build_heuristic_on(const std::vector<HeuristicMode>& modes,
   KILN_FE_RETURN_IF_ERROR(fg.get_plan_name(tag), "reading the built plan's engine");
   KILN_ASSIGN_OR_RETURN(impl_->config, EngineConfig::parse(tag));
   KILN_FE_RETURN_IF_ERROR(fg.get_workspace_size(impl_->workspace), "reading the plan's workspace size");
+  impl_->blt.reset();
   impl_->built = true;
   return Status::ok();
 }
@@ -321,13 +353,14 @@ int64_t LoweredGraph::workspace_size() const { return impl_->workspace; }
 std::vector<std::string> LoweredGraph::behavior_notes() const {
   std::vector<std::string> out;
   std::vector<fe::BehaviorNote_t> notes;
-  if (impl_->built && impl_->fg->get_behavior_notes(notes).is_good())
+  if (impl_->built && !impl_->blt && impl_->fg->get_behavior_notes(notes).is_good())
     for (auto n : notes) out.push_back(behavior_note_name(n));
   return out;
 }
 
 StatusOr<std::vector<uint8_t>> LoweredGraph::serialize() const {
   if (!impl_->built) return failed_precondition("no plan built to serialize");
+  if (impl_->blt) return impl_->blt->serialize();
   std::vector<uint8_t> bytes;
   // Plan only (no graph structure): Kiln rebuilds tensor identities from its own graph, and the plan-only
   // form is smaller and loads faster.
@@ -362,6 +395,7 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
                                                      const DeviceProfile* profile, const std::vector<uint8_t>& bytes,
                                                      bool frontend_warmup) {
   KILN_RETURN_IF_ERROR(check_cudnn_limits(graph));
+  if (lower_detail::BltPlan::is_blob(bytes)) return deserialize_cublaslt(graph, profile, bytes);
   KILN_ASSIGN_OR_RETURN(nlohmann::json j, parse_plan_blob(bytes, graph.name));
   LoweredGraph lg;
   lg.impl_->graph = graph;
@@ -408,6 +442,26 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
   return lg;
 }
 
+StatusOr<LoweredGraph> LoweredGraph::deserialize_cublaslt(const Graph& graph, const DeviceProfile* profile,
+                                                          const std::vector<uint8_t>& bytes) {
+  LoweredGraph lg;
+  lg.impl_->graph = graph;
+  lg.impl_->lowered = graph;
+  KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
+  if (profile) {
+    lg.impl_->profile = *profile;
+    lg.impl_->has_profile = true;
+  }
+  KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem problem, lg.impl_->blt_problem());
+  auto plan = lower_detail::BltPlan::deserialize(problem, bytes);
+  if (!plan.is_ok()) return plan.status().with_context("stored cuBLASLt plan for graph '" + graph.name + "' refused");
+  lg.impl_->config = plan->config();
+  lg.impl_->workspace = plan->workspace_size();
+  lg.impl_->blt = std::make_shared<const lower_detail::BltPlan>(std::move(plan).value());
+  lg.impl_->built = true;
+  return lg;
+}
+
 bool LoweredGraph::can_skip_frontend_warmup() { return KILN_FE_HAS_PLAN_ONLY_BLOBS; }
 
 StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle_t handle,
@@ -415,6 +469,12 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle
                                                  bool frontend_warmup) {
   if (!handle) return invalid_argument("deserializing a plan needs a cuDNN handle (or a device profile)");
   KILN_ASSIGN_OR_RETURN(LoweredGraph lg, deserialize_for(graph, handle, nullptr, bytes, frontend_warmup));
+  if (lg.impl_->blt) {  // its bytes name their configuration: a record naming another is not this plan's
+    if (known.engine_id >= 0 && known != lg.impl_->config)
+      return corruption("stored plan for graph '" + graph.name + "': the record names " + known.identity() +
+                        " but its bytes hold cuBLASLt's " + lg.impl_->config.identity());
+    return lg;
+  }
   lg.impl_->config = known;
   return lg;
 }
@@ -426,6 +486,12 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, const Devic
 
 Status LoweredGraph::execute(cudnnHandle_t handle, const std::map<int, void*>& tensor_ptrs, void* workspace) const {
   if (!impl_->built) return failed_precondition("no plan built to execute");
+  if (impl_->blt) {
+    cudaStream_t stream = nullptr;
+    if (cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS)
+      return invalid_argument("execute: cannot read the cuDNN handle's stream");
+    return impl_->blt->execute(stream, tensor_ptrs, workspace).with_context("graph '" + impl_->graph.name + "'");
+  }
   std::unordered_map<int64_t, void*> pack;
   for (size_t i = 0; i < impl_->graph.tensors.size(); ++i) {
     int idx = static_cast<int>(i);
@@ -441,7 +507,21 @@ Status LoweredGraph::execute(cudnnHandle_t handle, const std::map<int, void*>& t
   return Status::ok();
 }
 
+Status LoweredGraph::build_cublaslt(const EngineConfig& config) {
+  KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem problem, impl_->blt_problem());
+  auto plan = lower_detail::BltPlan::build(problem, config);
+  if (!plan.is_ok())
+    return plan.status().with_context("engine configuration " + config.identity() + " for graph '" + impl_->graph.name +
+                                      "'");
+  impl_->workspace = plan->workspace_size();
+  impl_->blt = std::make_shared<const lower_detail::BltPlan>(std::move(plan).value());
+  impl_->config = config;
+  impl_->built = true;
+  return Status::ok();
+}
+
 Status LoweredGraph::build_config(const EngineConfig& config) {
+  if (is_cublaslt_engine(config.engine_id)) return build_cublaslt(config);
   std::unordered_map<fe::KnobType_t, int64_t> knobs;
   bool expressible = true;  // every knob type has a word in the frontend's vocabulary
   for (auto& [k, v] : config.knobs) {
@@ -476,6 +556,7 @@ Status LoweredGraph::build_config(const EngineConfig& config) {
   }
   KILN_FE_RETURN_IF_ERROR(fg->get_workspace_size(impl_->workspace), "reading the workspace size of " + what);
   impl_->fg = fg;
+  impl_->blt.reset();
   impl_->config = config;
   impl_->built = true;
   return Status::ok();

@@ -118,7 +118,8 @@ TEST(EnumNameTables, ParsersKeepTheirWording) {
   EXPECT_EQ(*parse_dtype("bfloat16"), DataType::kBFloat16);
   EXPECT_EQ(parse_reference_choice("hots").status().message(),
             "reference 'hots': expected one of auto, host, device, both");
-  EXPECT_EQ(parse_heuristic_mode("C").status().message(), "unknown heuristic mode 'C' (expected A, B or FALLBACK)");
+  EXPECT_EQ(parse_heuristic_mode("C").status().message(),
+            "unknown heuristic mode 'C' (expected A, B, FALLBACK or CUBLASLT)");
 }
 
 }  // namespace

@@ -28,10 +28,11 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 bool excluded(const EngineConfig& c, const std::vector<std::string>& exclude) {
-  std::string id = c.identity();
-  std::string eng = "eng" + std::to_string(c.engine_id);
+  const std::string id = c.identity();
+  // "eng12" (or "blt66") names every configuration of that engine (cuBLASLt algorithm); "blt" every cuBLASLt one.
+  const std::string eng = plan_identity(c.engine_id, {});
   for (const auto& e : exclude)
-    if (e == id || e == eng) return true;
+    if (e == id || e == eng || (e == "blt" && is_cublaslt_engine(c.engine_id))) return true;
   return false;
 }
 

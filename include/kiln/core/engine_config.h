@@ -19,6 +19,13 @@ namespace kiln {
 // Knob values by knob name.
 using Knobs = std::map<std::string, int64_t>;
 
+// Engine ids from here up name cuBLASLt's matmul algorithms, not cuDNN engines (src/lower/cublaslt_plan.h): id
+// kCublasLtEngineBase + N is cuBLASLt's algorithm N, its identity "blt<N>" then its configuration as named knobs
+// ("blt66_cluster=2_custom=0_inner=0_reduction=0_splitk=1_stages=35_swizzle=0_tile=18"). cuDNN's engine ids are far
+// below it (cuDNN 9.19's highest: 300s).
+inline constexpr int64_t kCublasLtEngineBase = int64_t{1} << 20;
+inline bool is_cublaslt_engine(int64_t engine_id) { return engine_id >= kCublasLtEngineBase; }
+
 // The store's column text: "name=value;name=value" in name order ("" when none).
 std::string knobs_to_text(const Knobs& knobs);
 // Inverse of knobs_to_text; InvalidArgument for text that is not canonical knob text.
@@ -26,7 +33,8 @@ StatusOr<Knobs> knobs_from_text(const std::string& text);
 
 // The canonical identity text: "eng<id>" then "_<name>=<value>" per knob, knobs named kN in ascending N and
 // any other name after them by name: "eng12_k2=1_k13=0", "eng7". The same text as cuDNN's engine tags, so
-// what a report prints can be passed to --pin. Stable: never depends on list positions.
+// what a report prints can be passed to --pin. Stable: never depends on list positions. A cuBLASLt algorithm's
+// (engine_id >= kCublasLtEngineBase) is "blt<algorithm>" and its knobs by name.
 std::string plan_identity(int64_t engine_id, const Knobs& knobs);
 
 // N for a knob named "k<N>" (N >= 0, decimal, no sign); InvalidArgument naming the knob otherwise.
@@ -37,7 +45,8 @@ struct EngineConfig {
   Knobs knobs;
 
   std::string identity() const { return plan_identity(engine_id, knobs); }
-  // Inverse of identity() for kN knobs: "eng12_k2=1_k3=0" (knob types normalized, "k02" is "k2").
+  // Inverse of identity() for kN knobs: "eng12_k2=1_k3=0" (knob types normalized, "k02" is "k2"), and for
+  // cuBLASLt's algorithms: "blt66_splitk=1_tile=18" (knob names of lowercase letters, each once).
   // InvalidArgument naming the text and what is wrong with it.
   static StatusOr<EngineConfig> parse(const std::string& identity);
   bool operator==(const EngineConfig& o) const { return engine_id == o.engine_id && knobs == o.knobs; }

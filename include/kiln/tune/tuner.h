@@ -49,10 +49,13 @@ struct TuneEvent {
 };
 
 struct TuneOptions {
-  std::vector<HeuristicMode> modes = {HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback};
+  // cuDNN's heuristic modes, and cuBLASLt's algorithms for a lone matmul (with its AMAX): HeuristicMode in
+  // kiln/lower/lower.h.
+  std::vector<HeuristicMode> modes = {HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback,
+                                      HeuristicMode::kCublasLt};
   int top_k = 0;                     // > 0: only the heuristic's (mode A) first k configurations
   int64_t max_workspace_bytes = -1;  // < 0: no limit; larger plans are NotSupported
-  std::vector<std::string> exclude;  // identities ("eng12_k2=1") or engine prefixes ("eng12") to skip
+  std::vector<std::string> exclude;  // identities ("eng12_k2=1"), engines ("eng12", "blt66") or "blt" to skip
   std::optional<EngineConfig> pin;   // build, check and time exactly this configuration
   int build_threads = 0;             // 0: hardware concurrency
   // Runtime-compiled candidates built in helper processes (kiln/tune/build_helpers.h: cuDNN compiles one at a

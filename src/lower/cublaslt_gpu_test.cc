@@ -1,0 +1,153 @@
+// Device tier: cuBLASLt's candidates (HeuristicMode::kCublasLt, src/lower/cublaslt_plan.h) through LoweredGraph, as the
+// tuner and the Planner use them: every configuration cuBLASLt offers for bf16, fp16 (batched, a broadcast operand),
+// fp32 and FP8 (the recipe's TN layout, with the AMAX epilogue) is built, run on seeded random inputs and checked
+// against the host reference; a plan's bytes load back and run the same; bytes of another cuBLASLt, garbage after the
+// magic, and a record naming another configuration are refused with the reason.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "gpu_test_util.h"
+#include "kiln/cuda/cuda_handles.h"
+#include "kiln/lower/lower.h"
+#include "kiln/spec/spec.h"
+#include "kiln/validate/device_io.h"
+#include "kiln/validate/numerics.h"
+#include "kiln/validate/reference.h"
+#include "lower/cublaslt_plan.h"
+
+namespace kiln {
+namespace {
+
+Graph spec_graph(const std::string& io, const std::string& tensors, bool amax) {
+  std::string spec = R"({"name": "blt_)" + io + R"(", "io_dtype": ")" + io + R"(", "tensors": {)" + tensors;
+  if (amax) spec += R"(, "amax": {"dims": [1, 1, 1], "dtype": "fp32"})";
+  spec += R"(}, "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["y"]})";
+  if (amax)
+    spec += R"(, {"name": "amax", "op": "reduce_amax", "inputs": ["y"], "outputs": ["amax"], "axes": [0, 1, 2]})";
+  spec += amax ? R"(], "outputs": ["y", "amax"]})" : R"(], "outputs": ["y"]})";
+  auto g = parse_spec_string(spec, "cublaslt_gpu_test");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  return g.is_ok() ? *g : Graph{};
+}
+
+// Runs `lg`'s plan on `inputs` and checks it against `ref`; "" when it passed, else why not.
+std::string run_and_check(const Graph& g, const LoweredGraph& lg, cudnnHandle_t h,
+                          const std::map<int, HostTensor>& inputs, const ReferenceOutputs& ref) {
+  auto buffers = allocate_graph_buffers(g, inputs, lg.workspace_size());
+  if (!buffers.is_ok()) return buffers.status().to_string();
+  Status run = lg.execute(h, buffers->pointers(), buffers->workspace.data());
+  if (!run.is_ok()) return run.to_string();
+  if (cudaDeviceSynchronize() != cudaSuccess) return "the device failed after the run";
+  auto outs = download_outputs(g, *buffers);
+  if (!outs.is_ok()) return outs.status().to_string();
+  auto check = check_outputs(g, *outs, ref);
+  if (!check.is_ok()) return check.status().to_string();
+  return check->verdict == Disposition::kPassed ? "" : check->summary();
+}
+
+struct Case {
+  const char* what;
+  Graph g;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"bf16 128x256x192", spec_graph("bf16", R"("a": {"dims": [1, 128, 256]}, "b": {"dims": [1, 256, 192]})", false)},
+      {"fp16 batch 4, b broadcast",
+       spec_graph("fp16", R"("a": {"dims": [4, 64, 128]}, "b": {"dims": [1, 128, 96]})", false)},
+      {"fp32 64x96x80", spec_graph("fp32", R"("a": {"dims": [1, 64, 96]}, "b": {"dims": [1, 96, 80]})", false)},
+      {"fp8 e4m3 TN with AMAX, bf16 out", spec_graph("bf16",
+                                                     R"("a": {"dims": [1, 64, 128], "dtype": "fp8_e4m3"},
+                     "b": {"dims": [1, 128, 96], "strides": [12288, 1, 128], "dtype": "fp8_e4m3"})",
+                                                     true)},
+  };
+}
+
+TEST(CublasLtGpu, EveryOfferedConfigurationMatchesTheReference) {
+  KILN_REQUIRE_GPU();
+  auto handle = make_cudnn_handle();
+  ASSERT_TRUE(handle.is_ok()) << handle.status().to_string();
+  std::printf("cuBLASLt %lld\n", static_cast<long long>(lower_detail::cublaslt_version()));
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.what);
+    LowerTarget target;
+    target.handle = handle->get();
+    auto lg = LoweredGraph::create(c.g, target);
+    ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
+    auto cands = lg->list_candidates({HeuristicMode::kCublasLt});
+    ASSERT_TRUE(cands.is_ok()) << cands.status().to_string();
+    ASSERT_FALSE(cands->empty()) << "cuBLASLt offers no configuration";
+    auto inputs = make_random_inputs(c.g, 7);
+    ASSERT_TRUE(inputs.is_ok());
+    auto ref = run_host_reference_with_magnitudes(c.g, *inputs);
+    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+    int passed = 0;
+    for (const CandidateInfo& ci : *cands) {
+      EXPECT_TRUE(is_cublaslt_engine(ci.config.engine_id)) << ci.config.identity();
+      EXPECT_EQ(ci.modes, std::vector<std::string>{"CUBLASLT"});
+      auto one = LoweredGraph::create(c.g, target);
+      ASSERT_TRUE(one.is_ok());
+      Status built = one->build_config(ci.config);
+      ASSERT_TRUE(built.is_ok()) << ci.config.identity() << ": " << built.to_string();
+      EXPECT_EQ(one->config(), ci.config);
+      const std::string why = run_and_check(c.g, *one, handle->get(), *inputs, *ref);
+      EXPECT_EQ(why, "") << ci.config.identity();
+      if (why.empty()) ++passed;
+    }
+    std::printf("%s: %zu cuBLASLt configurations, %d passed; first %s\n", c.what, cands->size(), passed,
+                cands->front().config.identity().c_str());
+  }
+}
+
+TEST(CublasLtGpu, APlansBytesLoadBackAndForeignBytesAreRefused) {
+  KILN_REQUIRE_GPU();
+  auto handle = make_cudnn_handle();
+  ASSERT_TRUE(handle.is_ok());
+  const Case c = cases().back();  // FP8 with its AMAX
+  LowerTarget target;
+  target.handle = handle->get();
+  auto lg = LoweredGraph::create(c.g, target);
+  ASSERT_TRUE(lg.is_ok());
+  auto cands = lg->list_candidates({HeuristicMode::kCublasLt});
+  ASSERT_TRUE(cands.is_ok() && !cands->empty());
+  ASSERT_TRUE(lg->build_config(cands->front().config).is_ok());
+  auto bytes = lg->serialize();
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  auto back = LoweredGraph::deserialize(c.g, handle->get(), *bytes, cands->front().config);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->config(), cands->front().config);
+  EXPECT_EQ(back->workspace_size(), lg->workspace_size());
+  auto inputs = make_random_inputs(c.g, 11);
+  ASSERT_TRUE(inputs.is_ok());
+  auto ref = run_host_reference_with_magnitudes(c.g, *inputs);
+  ASSERT_TRUE(ref.is_ok());
+  EXPECT_EQ(run_and_check(c.g, *back, handle->get(), *inputs, *ref), "");
+
+  // Another cuBLASLt's bytes: its algorithms are its own.
+  std::string text(bytes->begin(), bytes->end());
+  const std::string version = std::to_string(lower_detail::cublaslt_version());
+  const size_t at = text.find(version);
+  ASSERT_NE(at, std::string::npos);
+  std::string other = text;
+  other.replace(at, version.size(), "1");
+  auto stale = LoweredGraph::deserialize(c.g, handle->get(), std::vector<uint8_t>(other.begin(), other.end()));
+  ASSERT_FALSE(stale.is_ok());
+  EXPECT_EQ(stale.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(stale.status().message().find("re-tune"), std::string::npos) << stale.status().message();
+  // Garbage after the magic, and a record that names another configuration.
+  const std::string garbage = "KILNBLT1\n{\"algo\": 7";
+  auto bad = LoweredGraph::deserialize(c.g, handle->get(), std::vector<uint8_t>(garbage.begin(), garbage.end()));
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kCorruption);
+  EngineConfig another = cands->front().config;
+  another.knobs["splitk"] += 1;
+  auto mismatch = LoweredGraph::deserialize(c.g, handle->get(), *bytes, another);
+  ASSERT_FALSE(mismatch.is_ok());
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(mismatch.status().message().find(another.identity()), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln

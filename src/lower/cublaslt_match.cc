@@ -1,0 +1,181 @@
+// match_cublaslt: which graphs cuBLASLt runs, and as what problem (src/lower/cublaslt_plan.h). Host code only.
+#include <algorithm>
+#include <sstream>
+
+#include "lower/cublaslt_plan.h"
+
+namespace kiln::lower_detail {
+namespace {
+
+// A Kiln matrix X (rows x cols, strides sr and sc) as a column-major operand that holds X itself, or its transpose:
+// X with sr == 1 is column-major X (ld = sc); with sc == 1 it is column-major X^T (ld = sr). `want_transposed`: the
+// product needs X^T. nullopt when X has no unit stride, or a leading dimension too small for cuBLASLt.
+std::optional<BltMatrix> as_operand(int64_t rows, int64_t cols, int64_t sr, int64_t sc, bool want_transposed) {
+  const bool col_major = sr == 1 && sc >= std::max<int64_t>(1, rows);  // memory holds X
+  const bool row_major = sc == 1 && sr >= std::max<int64_t>(1, cols);  // memory holds X^T
+  if (!col_major && !row_major) return std::nullopt;
+  // Both (a row or column vector): the memory that needs no transpose.
+  const bool holds_x = col_major && (!row_major || !want_transposed);
+  BltMatrix m;
+  m.rows = holds_x ? rows : cols;
+  m.cols = holds_x ? cols : rows;
+  m.ld = holds_x ? std::max<int64_t>(sc, m.rows) : std::max<int64_t>(sr, m.rows);
+  m.transposed = holds_x == want_transposed;
+  return m;
+}
+
+bool gemm_input_dtype(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFp8E4M3 ||
+         t == DataType::kFp8E5M2;
+}
+bool is_fp8(DataType t) { return t == DataType::kFp8E4M3 || t == DataType::kFp8E5M2; }
+
+// The batch of a rank-2 or rank-3 tensor (1 for rank 2) and its stride (0 where the batch is 1).
+void batch_of(const TensorDesc& t, int64_t* count, int64_t* stride) {
+  *count = t.dims.size() == 3 ? t.dims[0].value : 1;
+  *stride = t.dims.size() == 3 && *count > 1 ? t.strides[0] : 0;
+}
+
+// The reduce_amax node of a matmul+AMAX graph: over every axis of y, into an fp32 graph output.
+bool whole_amax_of(const Graph& g, const Node& r, int y, std::string* why_not) {
+  if (r.op != OpKind::kReduction || r.reduction.mode != ReductionMode::kAmax || r.inputs.size() != 1 ||
+      r.inputs[0] != y || r.outputs.size() != 1) {
+    *why_not = "node '" + r.name + "' is not a reduce_amax of the matmul's output";
+    return false;
+  }
+  const TensorDesc& yt = g.tensors[static_cast<size_t>(y)];
+  for (size_t ax = 0; ax < yt.dims.size(); ++ax)
+    if (yt.dims[ax].value > 1 &&
+        std::find(r.reduction.axes.begin(), r.reduction.axes.end(), static_cast<int>(ax)) == r.reduction.axes.end()) {
+      *why_not = "node '" + r.name + "' keeps axis " + std::to_string(ax) + " (cuBLASLt's AMAX is of the whole output)";
+      return false;
+    }
+  const int out = r.outputs[0];
+  if (g.dtype_of(out) != DataType::kFloat32 || !g.is_graph_output(out)) {
+    *why_not = "node '" + r.name + "': the AMAX is not an fp32 graph output";
+    return false;
+  }
+  return true;
+}
+
+// The matmul node's operands and output as cuBLASLt's A, B and D (D = y^T = b^T a^T).
+bool place_operands(const Graph& g, const Node& mm, BltProblem* p, std::string* why_not) {
+  const int ia = mm.inputs[0], ib = mm.inputs[1], iy = mm.outputs[0];
+  const TensorDesc &a = g.tensors[static_cast<size_t>(ia)], &b = g.tensors[static_cast<size_t>(ib)],
+                   &y = g.tensors[static_cast<size_t>(iy)];
+  for (const TensorDesc* t : {&a, &b, &y})
+    if (t->dims.size() < 2 || t->dims.size() > 3 || t->strides.size() != t->dims.size()) {
+      *why_not = "tensor '" + t->name + "' is not of rank 2 or 3";
+      return false;
+    }
+  const size_t ra = a.dims.size(), rb = b.dims.size(), ry = y.dims.size();
+  const int64_t M = a.dims[ra - 2].value, K = a.dims[ra - 1].value, N = b.dims[rb - 1].value;
+  // cuBLASLt's A = b^T (N x K), its B = a^T (K x M), D = y^T (N x M) held as y's rows.
+  auto A = as_operand(K, N, b.strides[rb - 2], b.strides[rb - 1], /*want_transposed=*/true);
+  auto B = as_operand(M, K, a.strides[ra - 2], a.strides[ra - 1], /*want_transposed=*/true);
+  auto D = as_operand(M, N, y.strides[ry - 2], y.strides[ry - 1], /*want_transposed=*/true);
+  if (!A || !B || !D) {
+    *why_not = "tensor '" + (!A ? b.name : !B ? a.name : y.name) + "' has no unit stride in its last two axes";
+    return false;
+  }
+  if (D->transposed) {
+    *why_not = "output '" + y.name + "' is column-major";
+    return false;
+  }
+  int64_t batch_a, batch_b, batch_y;
+  batch_of(a, &batch_a, &B->batch_stride);
+  batch_of(b, &batch_b, &A->batch_stride);
+  batch_of(y, &batch_y, &D->batch_stride);
+  if ((batch_a != 1 && batch_a != batch_y) || (batch_b != 1 && batch_b != batch_y)) {
+    *why_not = "the batch of '" + a.name + "' or '" + b.name + "' is neither 1 nor the output's";
+    return false;
+  }
+  A->tensor = ib;
+  A->dtype = g.dtype_of(ib);
+  B->tensor = ia;
+  B->dtype = g.dtype_of(ia);
+  D->tensor = iy;
+  D->dtype = g.dtype_of(iy);
+  p->a = *A;
+  p->b = *B;
+  p->d = *D;
+  p->m = N;
+  p->n = M;
+  p->k = K;
+  p->batch = batch_y;
+  return true;
+}
+
+bool dtypes_fit(const Graph& g, const Node& mm, const BltProblem& p, std::string* why_not) {
+  const DataType compute = mm.compute_dtype.value_or(g.compute_dtype);
+  if (compute != DataType::kFloat32) {
+    *why_not =
+        std::string("the matmul computes in ") + dtype_name(compute) + " (cuBLASLt's candidates compute in fp32)";
+    return false;
+  }
+  if (!gemm_input_dtype(p.a.dtype) || !gemm_input_dtype(p.b.dtype)) {
+    *why_not = "an input is neither fp32, fp16, bf16 nor FP8";
+    return false;
+  }
+  if (is_fp8(p.a.dtype) != is_fp8(p.b.dtype) || (!is_fp8(p.a.dtype) && p.a.dtype != p.b.dtype)) {
+    *why_not = std::string("inputs of ") + dtype_name(p.b.dtype) + " and " + dtype_name(p.a.dtype) + " do not pair";
+    return false;
+  }
+  if (p.d.dtype != DataType::kFloat32 && p.d.dtype != DataType::kFloat16 && p.d.dtype != DataType::kBFloat16) {
+    *why_not =
+        std::string("the output is ") + dtype_name(p.d.dtype) + " (cuBLASLt's candidates write fp32, fp16, bf16)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string BltProblem::describe() const {
+  std::ostringstream os;
+  os << "m=" << m << " n=" << n << " k=" << k;
+  if (batch > 1) os << " batch=" << batch;
+  os << " A " << dtype_name(a.dtype) << (a.transposed ? " T" : " N") << " B " << dtype_name(b.dtype)
+     << (b.transposed ? " T" : " N") << " D " << dtype_name(d.dtype);
+  if (amax_tensor >= 0) os << ", AMAX of D";
+  return os.str();
+}
+
+std::optional<BltProblem> match_cublaslt(const Graph& g, std::string* why_not) {
+  std::string scratch;
+  if (!why_not) why_not = &scratch;
+  if (!g.dynamic_dims.empty()) {
+    *why_not = "the graph has dynamic dims";
+    return std::nullopt;
+  }
+  if (g.nodes.empty() || g.nodes.size() > 2 || g.nodes[0].op != OpKind::kMatmul || g.nodes[0].inputs.size() != 2 ||
+      g.nodes[0].outputs.size() != 1) {
+    *why_not = "the graph is not one matmul (with at most an AMAX of its output)";
+    return std::nullopt;
+  }
+  const Node& mm = g.nodes[0];
+  const int y = mm.outputs[0];
+  if (!g.is_graph_input(mm.inputs[0]) || !g.is_graph_input(mm.inputs[1]) || !g.is_graph_output(y)) {
+    *why_not = "the matmul's inputs are not graph inputs, or its output is not a graph output";
+    return std::nullopt;
+  }
+  for (int t : {mm.inputs[0], mm.inputs[1]})
+    if (g.tensors[static_cast<size_t>(t)].by_value) {
+      *why_not = "tensor '" + g.tensors[static_cast<size_t>(t)].name + "' is passed by value";
+      return std::nullopt;
+    }
+  BltProblem p;
+  if (!place_operands(g, mm, &p, why_not) || !dtypes_fit(g, mm, p, why_not)) return std::nullopt;
+  if (g.nodes.size() == 2) {
+    if (!whole_amax_of(g, g.nodes[1], y, why_not)) return std::nullopt;
+    p.amax_tensor = g.nodes[1].outputs[0];
+  }
+  for (int out : g.outputs)
+    if (out != y && out != p.amax_tensor) {
+      *why_not = "the graph has another output";
+      return std::nullopt;
+    }
+  return p;
+}
+
+}  // namespace kiln::lower_detail
