@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "gpu_test_util.h"
 #include "kiln/cuda/cuda_handles.h"
@@ -16,21 +17,13 @@
 #include "kiln/validate/numerics.h"
 #include "kiln/validate/reference.h"
 #include "lower/cublaslt_plan.h"
+#include "lower/cublaslt_test_cases.h"
 
 namespace kiln {
 namespace {
 
-Graph spec_graph(const std::string& io, const std::string& tensors, bool amax) {
-  std::string spec = R"({"name": "blt_)" + io + R"(", "io_dtype": ")" + io + R"(", "tensors": {)" + tensors;
-  if (amax) spec += R"(, "amax": {"dims": [1, 1, 1], "dtype": "fp32"})";
-  spec += R"(}, "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["y"]})";
-  if (amax)
-    spec += R"(, {"name": "amax", "op": "reduce_amax", "inputs": ["y"], "outputs": ["amax"], "axes": [0, 1, 2]})";
-  spec += amax ? R"(], "outputs": ["y", "amax"]})" : R"(], "outputs": ["y"]})";
-  auto g = parse_spec_string(spec, "cublaslt_gpu_test");
-  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
-  return g.is_ok() ? *g : Graph{};
-}
+using lower_detail::testing::Case;
+using lower_detail::testing::cases;
 
 // Runs `lg`'s plan on `inputs` and checks it against `ref`; "" when it passed, else why not.
 std::string run_and_check(const Graph& g, const LoweredGraph& lg, cudnnHandle_t h,
@@ -45,24 +38,6 @@ std::string run_and_check(const Graph& g, const LoweredGraph& lg, cudnnHandle_t 
   auto check = check_outputs(g, *outs, ref);
   if (!check.is_ok()) return check.status().to_string();
   return check->verdict == Disposition::kPassed ? "" : check->summary();
-}
-
-struct Case {
-  const char* what;
-  Graph g;
-};
-
-std::vector<Case> cases() {
-  return {
-      {"bf16 128x256x192", spec_graph("bf16", R"("a": {"dims": [1, 128, 256]}, "b": {"dims": [1, 256, 192]})", false)},
-      {"fp16 batch 4, b broadcast",
-       spec_graph("fp16", R"("a": {"dims": [4, 64, 128]}, "b": {"dims": [1, 128, 96]})", false)},
-      {"fp32 64x96x80", spec_graph("fp32", R"("a": {"dims": [1, 64, 96]}, "b": {"dims": [1, 96, 80]})", false)},
-      {"fp8 e4m3 TN with AMAX, bf16 out", spec_graph("bf16",
-                                                     R"("a": {"dims": [1, 64, 128], "dtype": "fp8_e4m3"},
-                     "b": {"dims": [1, 128, 96], "strides": [12288, 1, 128], "dtype": "fp8_e4m3"})",
-                                                     true)},
-  };
 }
 
 TEST(CublasLtGpu, EveryOfferedConfigurationMatchesTheReference) {

@@ -1,5 +1,6 @@
 // match_cublaslt: which graphs cuBLASLt runs, and as what problem (src/lower/cublaslt_plan.h). Host code only.
 #include <algorithm>
+#include <initializer_list>
 #include <sstream>
 
 #include "lower/cublaslt_plan.h"
@@ -59,8 +60,8 @@ bool whole_amax_of(const Graph& g, const Node& r, int y, std::string* why_not) {
 }
 
 // The matmul node's operands and output as cuBLASLt's A, B and D (D = y^T = b^T a^T).
-bool place_operands(const Graph& g, const Node& mm, BltProblem* p, std::string* why_not) {
-  const int ia = mm.inputs[0], ib = mm.inputs[1], iy = mm.outputs[0];
+bool place_operands(const Graph& g, const Node& mm, int iy, BltProblem* p, std::string* why_not) {
+  const int ia = mm.inputs[0], ib = mm.inputs[1];
   const TensorDesc &a = g.tensors[static_cast<size_t>(ia)], &b = g.tensors[static_cast<size_t>(ib)],
                    &y = g.tensors[static_cast<size_t>(iy)];
   for (const TensorDesc* t : {&a, &b, &y})
@@ -129,6 +130,68 @@ bool dtypes_fit(const Graph& g, const Node& mm, const BltProblem& p, std::string
   return true;
 }
 
+// A pointwise node of `mode` reading `from` (first input), or null.
+const Node* pointwise_after(const Graph& g, size_t at, int from, std::initializer_list<PointwiseMode> modes) {
+  if (at >= g.nodes.size()) return nullptr;
+  const Node& n = g.nodes[at];
+  if (n.op != OpKind::kPointwise || n.inputs.empty() || n.inputs[0] != from || n.outputs.size() != 1) return nullptr;
+  for (PointwiseMode m : modes)
+    if (n.pointwise.mode == m) return &n;
+  return nullptr;
+}
+
+// The matmul's epilogue nodes from g.nodes[*next] on: a bias_add, then relu or gelu_tanh; sets p's bias and
+// activation and moves *next past them. The tensor they end in (the matmul's own output without any), or -1 when
+// a tensor between them is a graph output (cuBLASLt writes only the last).
+int epilogue_of(const Graph& g, size_t* next, BltProblem* p, std::string* why_not) {
+  int t = g.nodes[0].outputs[0];
+  auto step = [&](const Node* n) {
+    if (g.is_graph_output(t)) {
+      *why_not = "'" + g.tensors[static_cast<size_t>(t)].name + "' is a graph output and node '" + n->name +
+                 "' reads it (cuBLASLt writes only the epilogue's result)";
+      return false;
+    }
+    t = n->outputs[0];
+    ++*next;
+    return true;
+  };
+  if (const Node* bias = pointwise_after(g, *next, t, {PointwiseMode::kBiasAdd})) {
+    if (bias->inputs.size() != 2 || !step(bias)) return -1;
+    p->bias_tensor = bias->inputs[1];
+  }
+  if (const Node* act = pointwise_after(g, *next, t, {PointwiseMode::kRelu, PointwiseMode::kGeluTanh})) {
+    if (!step(act)) return -1;
+    p->activation =
+        act->pointwise.mode == PointwiseMode::kRelu ? BltProblem::Activation::kRelu : BltProblem::Activation::kGeluTanh;
+  }
+  if (*next < g.nodes.size() && g.nodes[*next].op == OpKind::kPointwise) {
+    *why_not = "node '" + g.nodes[*next].name + "' (" + node_op_name(g.nodes[*next]) +
+               ") is not an epilogue cuBLASLt has (bias_add, then relu or gelu_tanh)";
+    return -1;
+  }
+  return t;
+}
+
+// The bias: a graph input with one value per column of y ([.., N], every other extent 1, a unit last stride).
+bool bias_fits(const Graph& g, BltProblem& p, std::string* why_not) {
+  if (p.bias_tensor < 0) return true;
+  const TensorDesc& b = g.tensors[static_cast<size_t>(p.bias_tensor)];
+  bool per_column = !b.dims.empty() && b.dims.back().value == p.m && !b.by_value && g.is_graph_input(p.bias_tensor) &&
+                    (p.m == 1 || b.strides.back() == 1);
+  for (size_t i = 0; i + 1 < b.dims.size(); ++i) per_column = per_column && b.dims[i].value == 1;
+  if (!per_column) {
+    *why_not = "bias '" + b.name + "' is not a graph input of one value per output column ([.., " +
+               std::to_string(p.m) + "] with a unit last stride)";
+    return false;
+  }
+  p.bias_dtype = g.dtype_of(p.bias_tensor);
+  if (p.bias_dtype != DataType::kFloat32 && p.bias_dtype != DataType::kFloat16 && p.bias_dtype != DataType::kBFloat16) {
+    *why_not = std::string("bias '") + b.name + "' is " + dtype_name(p.bias_dtype);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string BltProblem::describe() const {
@@ -137,6 +200,9 @@ std::string BltProblem::describe() const {
   if (batch > 1) os << " batch=" << batch;
   os << " A " << dtype_name(a.dtype) << (a.transposed ? " T" : " N") << " B " << dtype_name(b.dtype)
      << (b.transposed ? " T" : " N") << " D " << dtype_name(d.dtype);
+  if (bias_tensor >= 0) os << ", bias " << dtype_name(bias_dtype);
+  if (activation == Activation::kRelu) os << ", ReLU";
+  if (activation == Activation::kGeluTanh) os << ", GELU (tanh)";
   if (amax_tensor >= 0) os << ", AMAX of D";
   return os.str();
 }
@@ -148,31 +214,38 @@ std::optional<BltProblem> match_cublaslt(const Graph& g, std::string* why_not) {
     *why_not = "the graph has dynamic dims";
     return std::nullopt;
   }
-  if (g.nodes.empty() || g.nodes.size() > 2 || g.nodes[0].op != OpKind::kMatmul || g.nodes[0].inputs.size() != 2 ||
+  if (g.nodes.empty() || g.nodes.size() > 4 || g.nodes[0].op != OpKind::kMatmul || g.nodes[0].inputs.size() != 2 ||
       g.nodes[0].outputs.size() != 1) {
-    *why_not = "the graph is not one matmul (with at most an AMAX of its output)";
+    *why_not = "the graph is not one matmul with at most a bias, an activation and an AMAX after it";
     return std::nullopt;
   }
   const Node& mm = g.nodes[0];
-  const int y = mm.outputs[0];
-  if (!g.is_graph_input(mm.inputs[0]) || !g.is_graph_input(mm.inputs[1]) || !g.is_graph_output(y)) {
-    *why_not = "the matmul's inputs are not graph inputs, or its output is not a graph output";
+  if (!g.is_graph_input(mm.inputs[0]) || !g.is_graph_input(mm.inputs[1])) {
+    *why_not = "the matmul's inputs are not graph inputs";
     return std::nullopt;
   }
-  for (int t : {mm.inputs[0], mm.inputs[1]})
-    if (g.tensors[static_cast<size_t>(t)].by_value) {
-      *why_not = "tensor '" + g.tensors[static_cast<size_t>(t)].name + "' is passed by value";
-      return std::nullopt;
-    }
   BltProblem p;
-  if (!place_operands(g, mm, &p, why_not) || !dtypes_fit(g, mm, p, why_not)) return std::nullopt;
-  if (g.nodes.size() == 2) {
-    if (!whole_amax_of(g, g.nodes[1], y, why_not)) return std::nullopt;
-    p.amax_tensor = g.nodes[1].outputs[0];
+  size_t next = 1;
+  const int y = epilogue_of(g, &next, &p, why_not);
+  if (y < 0) return std::nullopt;
+  if (!g.is_graph_output(y)) {
+    *why_not = "the matmul's result '" + g.tensors[static_cast<size_t>(y)].name + "' is not a graph output";
+    return std::nullopt;
+  }
+  if (!place_operands(g, mm, y, &p, why_not) || !dtypes_fit(g, mm, p, why_not)) return std::nullopt;
+  if (!bias_fits(g, p, why_not)) return std::nullopt;
+  if (next < g.nodes.size()) {
+    if (!whole_amax_of(g, g.nodes[next], y, why_not)) return std::nullopt;
+    p.amax_tensor = g.nodes[next].outputs[0];
+    ++next;
+  }
+  if (next < g.nodes.size()) {
+    *why_not = "node '" + g.nodes[next].name + "' follows the AMAX";
+    return std::nullopt;
   }
   for (int out : g.outputs)
     if (out != y && out != p.amax_tensor) {
-      *why_not = "the graph has another output";
+      *why_not = "the graph has another output, '" + g.tensors[static_cast<size_t>(out)].name + "'";
       return std::nullopt;
     }
   return p;

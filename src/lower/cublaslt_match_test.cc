@@ -7,6 +7,7 @@
 
 #include "kiln/spec/spec.h"
 #include "lower/cublaslt_plan.h"
+#include "lower/cublaslt_test_cases.h"
 
 namespace kiln::lower_detail {
 namespace {
@@ -90,10 +91,17 @@ TEST(CublasLtMatch, GraphsCublasLtDoesNotRunSayWhy) {
   };
   const std::string a = R"({"dims": [1, 16, 32]})", b = R"({"dims": [1, 32, 8]})";
   std::vector<Case> cases = {
-      {"a bias after the matmul",
+      {"the product and its biased sum both read back",
        matmul_graph(a, b, R"(, {"name": "add", "op": "bias_add", "inputs": ["y", "bias"], "outputs": ["z"]})",
                     R"(["y", "z"])", R"(, "bias": {"dims": [1, 1, 8]})"),
-       "not a reduce_amax"},
+       "'y' is a graph output and node 'add' reads it"},
+      {"GELU in its erf form",
+       matmul_graph(a, b, R"(, {"name": "act", "op": "gelu_erf", "inputs": ["y"], "outputs": ["z"]})", R"(["z"])"),
+       "node 'act' (gelu_erf) is not an epilogue cuBLASLt has"},
+      {"a bias per row",
+       matmul_graph(a, b, R"(, {"name": "add", "op": "add", "inputs": ["y", "bias"], "outputs": ["z"]})", R"(["z"])",
+                    R"(, "bias": {"dims": [1, 16, 1]})"),
+       "node 'add' (add) is not an epilogue"},
       {"an AMAX of rows",
        matmul_graph(a, b, R"(, {"name": "amax", "op": "reduce_amax", "inputs": ["y"], "outputs": ["amax"],
                               "axes": [2]})",
@@ -125,6 +133,36 @@ TEST(CublasLtMatch, RankFourAndFp16ComputeAreNotOffered) {
   h.nodes[0].compute_dtype = DataType::kFloat16;
   EXPECT_FALSE(match_cublaslt(h, &why));
   EXPECT_NE(why.find("computes in fp16"), std::string::npos) << why;
+}
+
+// matmul -> bias_add -> gelu_tanh (or relu): cuBLASLt's GELU_BIAS (RELU_BIAS) epilogue; the bias is one value per
+// column of y, which is one per row of cuBLASLt's D = y^T: its bias vector.
+TEST(CublasLtMatch, BiasAndActivationBecomeTheEpilogue) {
+  Graph g = matmul_graph(R"({"dims": [1, 16, 32]})", R"({"dims": [1, 32, 8]})",
+                         R"(, {"name": "add", "op": "bias_add", "inputs": ["y", "bias"], "outputs": ["t"]},
+                              {"name": "act", "op": "gelu_tanh", "inputs": ["t"], "outputs": ["z"]})",
+                         R"(["z"])", R"(, "bias": {"dims": [1, 1, 8], "dtype": "fp32"})");
+  std::string why;
+  auto p = match_cublaslt(g, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->d.tensor, g.find_tensor("z"));
+  EXPECT_EQ(p->bias_tensor, g.find_tensor("bias"));
+  EXPECT_EQ(p->activation, BltProblem::Activation::kGeluTanh);
+  EXPECT_EQ(p->describe(), "m=8 n=16 k=32 A bf16 N B bf16 N D bf16, bias fp32, GELU (tanh)");
+  Graph r = matmul_graph(R"({"dims": [16, 32]})", R"({"dims": [32, 8]})",
+                         R"(, {"name": "act", "op": "relu", "inputs": ["y"], "outputs": ["z"]})", R"(["z"])");
+  auto q = match_cublaslt(r, &why);
+  ASSERT_TRUE(q) << why;
+  EXPECT_EQ(q->bias_tensor, -1);
+  EXPECT_EQ(q->activation, BltProblem::Activation::kRelu);
+}
+
+// Every graph of the GPU tier is one cuBLASLt is offered for (else that tier would test nothing).
+TEST(CublasLtMatch, TheGpuTiersCasesAreOffered) {
+  for (const testing::Case& c : testing::cases()) {
+    std::string why;
+    EXPECT_TRUE(match_cublaslt(c.g, &why)) << c.what << ": " << why;
+  }
 }
 
 }  // namespace
