@@ -10,6 +10,11 @@
 namespace kiln::cli {
 namespace {
 
+// "13.1.0" from 130100 (cuBLASLt's major * 10000 + minor * 100 + patch).
+std::string cublaslt_version_string(int64_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
 struct DoctorOptions {
   bool json = false;
   int device = 0;
@@ -18,6 +23,7 @@ struct DoctorOptions {
 Status run_doctor(const DoctorOptions& o) {
   EnvReport r = collect_environment(o.device);
   const EnvFingerprint& f = r.fingerprint;
+  const LibraryInfo blt = cublaslt_library();
   bool mismatch = f.cudnn_version / 100 != f.cudnn_header_version / 100;
   if (o.json) {
     // The fingerprint exactly as the plan store records it, plus what a person reading it needs.
@@ -25,6 +31,8 @@ Status run_doctor(const DoctorOptions& o) {
     j["compute_capability"] =
         f.has_device ? std::to_string(f.sm_version / 10) + "." + std::to_string(f.sm_version % 10) : "";
     j["cudnn_version_string"] = EnvFingerprint::cudnn_version_string(f.cudnn_version);
+    j["cublaslt_version"] = blt.version;
+    j["cublaslt_library_path"] = blt.path;
     j["device_ok"] = r.device_status.is_ok();
     if (!r.device_status.is_ok()) j["device_error"] = r.device_status.message();
     if (mismatch) j["warning"] = "loaded cuDNN differs from the headers Kiln was built with";
@@ -45,6 +53,7 @@ Status run_doctor(const DoctorOptions& o) {
                 f.cudnn_library_path.c_str());
     std::printf("cuDNN (headers)      %s\n", EnvFingerprint::cudnn_version_string(f.cudnn_header_version).c_str());
     std::printf("cuDNN Frontend       %s\n", EnvFingerprint::cudnn_version_string(f.cudnn_frontend_version).c_str());
+    std::printf("cuBLASLt (loaded)    %s  %s\n", cublaslt_version_string(blt.version).c_str(), blt.path.c_str());
     std::printf("Kiln                 %s (%s)\n", f.kiln_version.c_str(), f.kiln_git_revision.c_str());
     std::printf("plan sources         %s\n", source_chain_text().c_str());
     if (mismatch) std::printf("warning: loaded cuDNN differs from the headers Kiln was built with\n");

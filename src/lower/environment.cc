@@ -9,23 +9,29 @@
 #include "kiln/lower/environment.h"
 #include "lower/frontend.h"
 
+#include <cublasLt.h>
+
 namespace kiln {
 namespace {
 
-// Path of the loaded libcudnn.so.N, found by walking the loaded objects.
-std::string loaded_cudnn_path() {
-  std::string found;
+// Path of the first loaded object whose name contains `needle` ("libcudnn.so"), found by walking the loaded objects.
+std::string loaded_library_path(const char* needle) {
+  struct Search {
+    const char* needle;
+    std::string found;
+  } search{needle, {}};
   dl_iterate_phdr(
       [](struct dl_phdr_info* info, size_t, void* data) -> int {
+        auto* s = static_cast<Search*>(data);
         const char* name = info->dlpi_name;
-        if (name && std::strstr(name, "libcudnn.so")) {
-          *static_cast<std::string*>(data) = name;
+        if (name && std::strstr(name, s->needle)) {
+          s->found = name;
           return 1;
         }
         return 0;
       },
-      &found);
-  return found;
+      &search);
+  return search.found;
 }
 
 }  // namespace
@@ -35,7 +41,7 @@ EnvReport collect_environment(int ordinal) {
   EnvFingerprint& f = r.fingerprint;
   f.cudnn_version = static_cast<int64_t>(cudnnGetVersion());
   f.cudnn_header_version = CUDNN_VERSION;
-  f.cudnn_library_path = loaded_cudnn_path();
+  f.cudnn_library_path = loaded_library_path("libcudnn.so");
   f.cudnn_frontend_version = CUDNN_FRONTEND_VERSION;
   f.kiln_version = kiln_version_string();
   f.kiln_git_revision = kiln_git_revision();
@@ -53,6 +59,13 @@ EnvReport collect_environment(int ordinal) {
   f.device_uuid = dev->uuid;
   f.driver_release = driver_release();  // /proc first: no NVML load on the start path
   return r;
+}
+
+LibraryInfo cublaslt_library() {
+  LibraryInfo info;
+  info.version = static_cast<int64_t>(cublasLtGetVersion());
+  info.path = loaded_library_path("libcublasLt.so");
+  return info;
 }
 
 }  // namespace kiln

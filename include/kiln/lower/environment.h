@@ -2,6 +2,9 @@
 // Defined in the lower layer because it asks the loaded cuDNN (and the frontend) for their versions.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "kiln/core/fingerprint.h"
 #include "kiln/core/status.h"
 
@@ -15,5 +18,14 @@ struct EnvReport {
   Status device_status;  // OK, or why the device fields are empty
 };
 EnvReport collect_environment(int ordinal = 0);
+
+// The cuBLASLt this process loaded (the second source of matmul candidates: docs/measure.md "cuBLASLt's
+// candidates"), for kiln doctor: its version (cublasLtGetVersion(), 130100 is 13.1.0) and where it came from.
+// Not part of the fingerprint: a stored cuBLASLt plan carries the version that made it and is refused by another.
+struct LibraryInfo {
+  int64_t version = 0;
+  std::string path;
+};
+LibraryInfo cublaslt_library();
 
 }  // namespace kiln

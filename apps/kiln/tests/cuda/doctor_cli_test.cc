@@ -20,6 +20,7 @@ TEST(DoctorCli, HumanOutput) {
   CliResult r = run_kiln("doctor");
   EXPECT_NE(r.output().find("cuDNN (loaded)"), std::string::npos) << r.output();
   EXPECT_NE(r.output().find("cuDNN Frontend       1.32.0"), std::string::npos) << r.output();
+  EXPECT_NE(r.output().find("cuBLASLt (loaded)    "), std::string::npos) << r.output();
   EXPECT_EQ(r.code, kExitEnvironment) << r.output();
   // Exactly one error line, and it says what is wrong.
   size_t first = r.output().find("kiln: Unavailable: no GPU");
@@ -35,6 +36,10 @@ TEST(DoctorCli, JsonHasEveryField) {
   EXPECT_EQ(r.code, kExitEnvironment);
   EXPECT_FALSE(j["device_ok"].get<bool>());
   EXPECT_TRUE(j.contains("device_error"));
+  // The cuBLASLt of the process (docs/measure.md "cuBLASLt's candidates"): linked, so loaded, with or without a GPU.
+  ASSERT_TRUE(j.contains("cublaslt_version")) << r.output();
+  EXPECT_GE(j["cublaslt_version"].get<int64_t>(), 120000) << r.output();
+  EXPECT_NE(j["cublaslt_library_path"].get<std::string>().find("libcublasLt.so"), std::string::npos) << r.output();
 }
 
 // The order in which a Planner asks its plan sources, as kiln/runtime/source_chain.h writes it.
