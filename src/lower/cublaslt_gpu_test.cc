@@ -1,6 +1,6 @@
 // Device tier: cuBLASLt's candidates (HeuristicMode::kCublasLt, src/lower/cublaslt_plan.h) through LoweredGraph, as the
 // tuner and the Planner use them: every configuration cuBLASLt offers for bf16, fp16 (batched, a broadcast operand),
-// fp32 and FP8 (the recipe's TN layout, with the AMAX epilogue) is built, run on seeded random inputs and checked
+// fp32, FP8 (the recipe's TN layout) and the bias and ReLU epilogues is built, run on seeded random inputs and checked
 // against the host reference; a plan's bytes load back and run the same; bytes of another cuBLASLt, garbage after the
 // magic, and a record naming another configuration are refused with the reason.
 #include <gtest/gtest.h>
@@ -80,7 +80,7 @@ TEST(CublasLtGpu, APlansBytesLoadBackAndForeignBytesAreRefused) {
   KILN_REQUIRE_GPU();
   auto handle = make_cudnn_handle();
   ASSERT_TRUE(handle.is_ok());
-  const Case c = cases().back();  // FP8 with its AMAX
+  const Case c = cases().back();  // FP8, the recipe's TN layout
   LowerTarget target;
   target.handle = handle->get();
   auto lg = LoweredGraph::create(c.g, target);

@@ -77,14 +77,9 @@ Status init_layout(const BltMatrix& m, int64_t batch, cublasLtMatrixLayoutOpaque
 }
 
 cublasLtEpilogue_t epilogue_of(const BltProblem& p) {
-  using A = BltProblem::Activation;
-  if (p.bias_tensor >= 0)
-    return p.activation == A::kRelu       ? CUBLASLT_EPILOGUE_RELU_BIAS
-           : p.activation == A::kGeluTanh ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                          : CUBLASLT_EPILOGUE_BIAS;
-  return p.activation == A::kRelu       ? CUBLASLT_EPILOGUE_RELU
-         : p.activation == A::kGeluTanh ? CUBLASLT_EPILOGUE_GELU
-                                        : CUBLASLT_EPILOGUE_DEFAULT;
+  const bool relu = p.activation == BltProblem::Activation::kRelu;
+  if (p.bias_tensor >= 0) return relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  return relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 // The epilogue's attributes: its kind, the bias (and its dtype where it is not D's).
@@ -106,22 +101,13 @@ Status set_epilogue(const BltProblem& p, const void* bias, cublasLtMatmulDescOpa
   return Status::ok();
 }
 
-// The matmul descriptor, in the caller's memory: fp32 compute and scale, the operands' transposes, the epilogue,
-// the AMAX output.
-Status init_desc(const BltProblem& p, const void* bias, void* amax, cublasLtMatmulDescOpaque_t* out) {
+// The matmul descriptor, in the caller's memory: fp32 compute and scale, the operands' transposes, the epilogue.
+Status init_desc(const BltProblem& p, const void* bias, cublasLtMatmulDescOpaque_t* out) {
   KILN_BLT(cublasLtMatmulDescInit(out, CUBLAS_COMPUTE_32F, CUDA_R_32F), "describing a matmul");
   const int32_t ta = p.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   KILN_BLT(cublasLtMatmulDescSetAttribute(out, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "setting A's op");
   KILN_BLT(cublasLtMatmulDescSetAttribute(out, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "setting B's op");
-  KILN_RETURN_IF_ERROR(set_epilogue(p, bias, out));
-  if (p.amax_tensor >= 0) {
-    // Heuristics and checks need the attribute set (any non-null address); execute() sets the caller's.
-    static float placeholder;
-    void* ptr = amax ? amax : &placeholder;
-    KILN_BLT(cublasLtMatmulDescSetAttribute(out, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &ptr, sizeof(ptr)),
-             "setting the AMAX output");
-  }
-  return Status::ok();
+  return set_epilogue(p, bias, out);
 }
 
 struct Layouts {
@@ -196,7 +182,7 @@ StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cublasLtHandle_
   Layouts l;
   cublasLtMatmulDescOpaque_t desc;
   KILN_RETURN_IF_ERROR(init_layouts(p, &l));
-  KILN_RETURN_IF_ERROR(init_desc(p, nullptr, nullptr, &desc));
+  KILN_RETURN_IF_ERROR(init_desc(p, nullptr, &desc));
   cublasLtMatmulPreferenceOpaque_t pref;
   KILN_BLT(cublasLtMatmulPreferenceInit(&pref), "a heuristic preference");
   const uint64_t ws = static_cast<uint64_t>(std::max<int64_t>(0, max_workspace));
@@ -234,7 +220,7 @@ struct BltPlan::Impl {
   Status check(cublasLtHandle_t h) {
     KILN_RETURN_IF_ERROR(init_layouts(problem, &layouts));
     cublasLtMatmulDescOpaque_t desc;
-    KILN_RETURN_IF_ERROR(init_desc(problem, nullptr, nullptr, &desc));
+    KILN_RETURN_IF_ERROR(init_desc(problem, nullptr, &desc));
     cublasLtMatmulHeuristicResult_t r;
     std::memset(&r, 0, sizeof(r));
     KILN_BLT(cublasLtMatmulAlgoCheck(h, &desc, &layouts.a, &layouts.b, &layouts.d, &layouts.d, &algo, &r),
@@ -351,10 +337,8 @@ Status BltPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs, v
   };
   // cuBLASLt's A and B (Kiln's b and a: cublaslt_plan.h).
   void *a = ptr(p.a.tensor), *b = ptr(p.b.tensor), *d = ptr(p.d.tensor);
-  void* amax = p.amax_tensor >= 0 ? ptr(p.amax_tensor) : nullptr;
   void* bias = p.bias_tensor >= 0 ? ptr(p.bias_tensor) : nullptr;
-  if (!a || !b || !d || (p.amax_tensor >= 0 && !amax) || (p.bias_tensor >= 0 && !bias))
-    return invalid_argument("execute: a matmul buffer is missing");
+  if (!a || !b || !d || (p.bias_tensor >= 0 && !bias)) return invalid_argument("execute: a matmul buffer is missing");
   for (void* q : {a, b, d, p.bias_tensor >= 0 ? bias : a})
     if (reinterpret_cast<uintptr_t>(q) % kAlignment != 0)
       return invalid_argument("execute: plan " + impl_->config.identity() + " needs " + std::to_string(kAlignment) +
@@ -362,7 +346,7 @@ Status BltPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs, v
   if (impl_->workspace > 0 && !workspace) return invalid_argument("execute: no workspace");
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, thread_handle());
   cublasLtMatmulDescOpaque_t desc;
-  KILN_RETURN_IF_ERROR(init_desc(p, bias, amax, &desc));
+  KILN_RETURN_IF_ERROR(init_desc(p, bias, &desc));
   const float alpha = 1.0f, beta = 0.0f;
   const Layouts& l = impl_->layouts;
   // The layouts are only read: cuBLASLt takes them as non-const handles.

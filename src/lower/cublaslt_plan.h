@@ -38,20 +38,17 @@ struct BltProblem {
   BltMatrix a, b, d;
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;
-  // The epilogue, in cuBLASLt's order: + bias (one value per column of y: a graph input [.., N]), then ReLU or
-  // GELU (tanh form: cuBLASLt's), then the AMAX of the result.
+  // The epilogue, in cuBLASLt's order: + bias (one value per column of y: a graph input [.., N]), then ReLU.
   int bias_tensor = -1;
   DataType bias_dtype = DataType::kFloat32;
-  enum class Activation { kNone, kRelu, kGeluTanh } activation = Activation::kNone;
-  int amax_tensor = -1;  // the graph's reduce_amax output over all of y (fp32), or -1
-  // "m=8192 n=8192 k=8192 A fp8_e4m3 T B fp8_e4m3 N D bf16, AMAX of D"; ", bias bf16, GELU (tanh)" with those.
+  enum class Activation { kNone, kRelu } activation = Activation::kNone;
+  // "m=8192 n=8192 k=8192 A fp8_e4m3 T B fp8_e4m3 N D bf16"; ", bias bf16, ReLU" with those.
   std::string describe() const;
 };
 
 // `graph` (validated, static shapes) as a cuBLASLt problem: one matmul node, then optionally a bias_add of a
-// graph input [.., N] (every other extent 1, unit last stride), then optionally relu or gelu_tanh, each reading
-// the one before and none of those in between a graph output; then optionally a reduce_amax over every axis of
-// the result into an fp32 [1,..,1] graph output. a and b graph inputs, the result y a graph output; ranks 2 or 3
+// graph input [.., N] (every other extent 1, unit last stride), then optionally relu, each reading the one before
+// and none of those in between a graph output. a and b graph inputs, the result y a graph output; ranks 2 or 3
 // (batch broadcast as stride 0); fp32, fp16, bf16 or FP8 inputs with fp32 compute; y fp32, fp16 or bf16; each
 // matrix with one unit stride. nullopt, with the first reason in `why_not`, otherwise.
 std::optional<BltProblem> match_cublaslt(const Graph& graph, std::string* why_not);

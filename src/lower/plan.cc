@@ -242,17 +242,21 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
       out[it->second].modes.push_back(heuristic_mode_name(m));
     }
   }
+  std::string blt_none;  // why cuBLASLt offered nothing, when it was asked
   if (std::find(modes.begin(), modes.end(), HeuristicMode::kCublasLt) != modes.end()) {
     auto problem = impl_->blt_problem();
     // Up to 16 of cuBLASLt's heuristic list, each needing at most 256 MiB of workspace (the tuner skips any past
     // its own limit). A cuBLASLt that cannot answer offers none: cuDNN's candidates stand alone.
     auto configs = problem.is_ok() ? lower_detail::BltPlan::candidates(*problem, 16, int64_t{256} << 20)
                                    : StatusOr<std::vector<EngineConfig>>(problem.status());
+    if (!configs.is_ok()) blt_none = configs.status().message();
+    else if (configs->empty()) blt_none = "cuBLASLt's heuristic offers no algorithm for " + problem->describe();
     if (configs.is_ok())
       for (const EngineConfig& c : *configs)
         if (seen.emplace(c.identity(), out.size()).second)
           out.push_back(CandidateInfo{c, -1, {heuristic_mode_name(HeuristicMode::kCublasLt)}, {}});
   }
+  if (out.empty() && modes == std::vector<HeuristicMode>{HeuristicMode::kCublasLt}) return not_supported(blt_none);
   if (out.empty())
     return with_coverage_gap(
         not_supported("cuDNN's heuristics offer no engine configuration for graph '" + impl_->graph.name + "'"),
