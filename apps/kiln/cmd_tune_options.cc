@@ -133,8 +133,9 @@ void add_tune(CLI::App& app, Runner* run) {
   add_build_helpers_flag(sub, &o->build_helpers);
   sub->add_option("--max-workspace", o->max_workspace, "Reject plans needing more workspace bytes")
       ->check(whole_number_at_least(0));
-  sub->add_option("--exclude", o->exclude,
-                  "Identities, engines (engN, bltN) or blt (every cuBLASLt algorithm) to skip");
+  sub->add_option(
+      "--exclude", o->exclude,
+      "Identities, engines (engN, bltN, knlN), blt (every cuBLASLt algorithm) or knl (every Kiln kernel) to skip");
   sub->add_option("--budget", o->budget_s,
                   "Time budget for the whole run, seconds (0: none): builds, references and the unfused alternative "
                   "included; the best verified result within it is stored")

@@ -63,8 +63,9 @@ std::string plan_identity(int64_t engine_id, const Knobs& knobs) {
     if ((na < 0) != (nb < 0)) return na >= 0;
     return na >= 0 ? na < nb : a.first < b.first;
   });
-  std::string s = is_cublaslt_engine(engine_id) ? "blt" + std::to_string(engine_id - kCublasLtEngineBase)
-                                                : "eng" + std::to_string(engine_id);
+  std::string s = is_kiln_kernel_engine(engine_id) ? "knl" + std::to_string(engine_id - kKilnKernelEngineBase)
+                  : is_cublaslt_engine(engine_id)  ? "blt" + std::to_string(engine_id - kCublasLtEngineBase)
+                                                   : "eng" + std::to_string(engine_id);
   for (const auto& [k, v] : sorted) s += "_" + k + "=" + std::to_string(v);
   return s;
 }
@@ -77,10 +78,11 @@ StatusOr<int> knob_type_of(const std::string& name) {
 
 namespace {
 
-// "blt<algorithm>_<name>=<value>...": a cuBLASLt algorithm's identity (kCublasLtEngineBase).
-StatusOr<EngineConfig> parse_cublaslt_identity(const std::string& id) {
+// "<prefix><N>_<name>=<value>...": a cuBLASLt algorithm's ("blt", kCublasLtEngineBase) or a Kiln kernel's ("knl",
+// kKilnKernelEngineBase) identity.
+StatusOr<EngineConfig> parse_named_identity(const std::string& id, int64_t base, const char* example) {
   auto bad = [&](const std::string& why) {
-    return invalid_argument("engine configuration '" + id + "': " + why + " (expected e.g. blt66_splitk=1_tile=18)");
+    return invalid_argument("engine configuration '" + id + "': " + why + " (expected e.g. " + example + ")");
   };
   EngineConfig c;
   std::stringstream ss(id.substr(3));
@@ -91,9 +93,11 @@ StatusOr<EngineConfig> parse_cublaslt_identity(const std::string& id) {
     if (first) {
       errno = 0;
       long long algo = std::strtoll(part.c_str(), &end, 10);
-      if (part.empty() || *end || algo < 0) return bad("algorithm '" + part + "' is not a number");
-      if (errno == ERANGE || algo > INT32_MAX) return bad("algorithm '" + part + "' is out of range");
-      c.engine_id = kCublasLtEngineBase + algo;
+      if (part.empty() || *end || algo < 0 || std::to_string(algo) != part)  // one text per number
+        return bad("'" + part + "' is not a number");
+      // Each family has 2^20 ids (kiln/core/engine_config.h): past them the id would name another family.
+      if (errno == ERANGE || algo >= (int64_t{1} << 20)) return bad("number '" + part + "' is out of range");
+      c.engine_id = base + algo;
       first = false;
       continue;
     }
@@ -105,18 +109,21 @@ StatusOr<EngineConfig> parse_cublaslt_identity(const std::string& id) {
     const std::string value_text = part.substr(eq + 1);
     errno = 0;
     long long value = std::strtoll(value_text.c_str(), &end, 10);
-    if (*end || value_text.empty()) return bad("knob value in '" + part + "' is not a number");
+    if (*end || value_text.empty() || std::to_string(value) != value_text)
+      return bad("knob value in '" + part + "' is not a number");
     if (errno == ERANGE) return bad("knob value in '" + part + "' is out of range");
     if (!c.knobs.emplace(name, value).second) return bad("knob '" + name + "' given twice");
   }
-  if (first) return bad("no algorithm");
+  if (first) return bad("no number");
+  if (id.back() == '_') return bad("it ends with '_'");
   return c;
 }
 
 }  // namespace
 
 StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
-  if (id.rfind("blt", 0) == 0) return parse_cublaslt_identity(id);
+  if (id.rfind("blt", 0) == 0) return parse_named_identity(id, kCublasLtEngineBase, "blt66_splitk=1_tile=18");
+  if (id.rfind("knl", 0) == 0) return parse_named_identity(id, kKilnKernelEngineBase, "knl1_blocks=4_threads=256");
   EngineConfig c;
   auto bad = [&](const std::string& why) {
     return invalid_argument("engine configuration '" + id + "': " + why + " (expected e.g. eng12_k2=1_k3=0)");
@@ -132,8 +139,9 @@ StatusOr<EngineConfig> EngineConfig::parse(const std::string& id) {
       c.engine_id = std::strtoll(part.c_str(), &end, 10);
       if (part.empty() || *end || c.engine_id < 0) return bad("engine id '" + part + "' is not a number");
       if (errno == ERANGE) return bad("engine id '" + part + "' is out of range");
-      if (is_cublaslt_engine(c.engine_id))  // one text per configuration: cuBLASLt's are written "blt<N>"
-        return bad("engine id '" + part + "' is past cuDNN's range (cuBLASLt's algorithms are written blt<N>)");
+      if (c.engine_id >= kCublasLtEngineBase)  // one text per configuration: "blt<N>", "knl<N>" past cuDNN's range
+        return bad("engine id '" + part +
+                   "' is past cuDNN's range (cuBLASLt's algorithms are blt<N>, Kiln's kernels knl<N>)");
       first = false;
       continue;
     }

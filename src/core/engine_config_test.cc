@@ -110,11 +110,40 @@ TEST(EngineConfig, CublasLtIdentityRoundTrips) {
   EXPECT_EQ(*back, *c);
   EXPECT_FALSE(is_cublaslt_engine(EngineConfig::parse("eng12_k2=1")->engine_id));
   EXPECT_EQ(EngineConfig::parse("blt0")->identity(), "blt0");
+  auto k = EngineConfig::parse("knl1_threads=256_blocks=4");  // Kiln's own kernels: the same form
+  ASSERT_TRUE(k.is_ok()) << k.status().to_string();
+  EXPECT_TRUE(is_kiln_kernel_engine(k->engine_id));
+  EXPECT_FALSE(is_cublaslt_engine(k->engine_id));
+  EXPECT_EQ(k->identity(), "knl1_blocks=4_threads=256");
+  EXPECT_EQ(EngineConfig::parse("blt1048575")->identity(), "blt1048575");  // the last cuBLASLt id is still one
+  EXPECT_TRUE(is_cublaslt_engine(EngineConfig::parse("blt1048575")->engine_id));
 }
 
 TEST(EngineConfig, BadCublasLtIdentityNamesThePart) {
-  for (const char* bad : {"blt", "bltx", "blt-1", "blt66_Tile=1", "blt66_tile", "blt66_tile=", "blt66_tile=1x",
-                          "blt66_tile=1_tile=2", "blt66_k2=1", "blt99999999999", "eng1048576", "eng1048600_k2=1"}) {
+  for (const char* bad : {"blt",
+                          "bltx",
+                          "blt-1",
+                          "blt66_Tile=1",
+                          "blt66_tile",
+                          "blt66_tile=",
+                          "blt66_tile=1x",
+                          "blt66_tile=1_tile=2",
+                          "blt66_k2=1",
+                          "blt99999999999",
+                          "blt1048576",
+                          "eng1048576",
+                          "eng1048600_k2=1",
+                          "eng2097152",
+                          "knl",
+                          "knl1_Threads=2",
+                          "knl1048576",
+                          "blt066",
+                          "blt+66",
+                          "blt 66",
+                          "blt66_tile=+18",
+                          "blt66_tile= 18",
+                          "blt66_",
+                          "knl1_threads=0256"}) {
     auto c = EngineConfig::parse(bad);
     ASSERT_FALSE(c.is_ok()) << bad << " parsed as " << c->identity();
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << bad;

@@ -1,5 +1,6 @@
 // match_cublaslt: which graphs cuBLASLt runs, and as what problem (src/lower/cublaslt_plan.h). Host code only.
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <sstream>
 
@@ -65,6 +66,10 @@ bool place_operands(const Graph& g, const Node& mm, int iy, BltProblem* p, std::
   batch_of(a, &batch_a, &B->batch_stride);
   batch_of(b, &batch_b, &A->batch_stride);
   batch_of(y, &batch_y, &D->batch_stride);
+  if (batch_y > INT32_MAX) {
+    *why_not = "a batch of " + std::to_string(batch_y) + " (cuBLASLt counts batches in 32 bits)";
+    return false;
+  }
   if ((batch_a != 1 && batch_a != batch_y) || (batch_b != 1 && batch_b != batch_y)) {
     *why_not = "the batch of '" + a.name + "' or '" + b.name + "' is neither 1 nor the output's";
     return false;
@@ -198,8 +203,9 @@ std::optional<BltProblem> match_cublaslt(const Graph& g, std::string* why_not) {
     return std::nullopt;
   }
   const Node& mm = g.nodes[0];
-  if (!g.is_graph_input(mm.inputs[0]) || !g.is_graph_input(mm.inputs[1])) {
-    *why_not = "the matmul's inputs are not graph inputs";
+  if (!g.is_graph_input(mm.inputs[0]) || !g.is_graph_input(mm.inputs[1]) ||
+      g.tensors[static_cast<size_t>(mm.inputs[0])].by_value || g.tensors[static_cast<size_t>(mm.inputs[1])].by_value) {
+    *why_not = "the matmul's inputs are not graph inputs in device memory";
     return std::nullopt;
   }
   BltProblem p;

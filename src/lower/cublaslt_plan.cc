@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cstring>
+#include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 namespace kiln::lower_detail {
@@ -36,17 +38,24 @@ cudaDataType to_cuda(DataType t) {
   }
 }
 
-// The calling thread's cuBLASLt handle for the current device: a handle is not for two threads at once.
-class ThreadHandles {
+// One cuBLASLt handle per device for the process, made when a plan is listed, built or loaded, never inside
+// execute() (which may run under a stream capture): a cuBLASLt handle keeps no per-call state (stream and
+// workspace are arguments), and cuBLASLt's functions may share one across threads. Kept until the process ends.
+class DeviceHandles {
  public:
-  ~ThreadHandles() {
+  ~DeviceHandles() {
     for (auto& [device, h] : by_device_) cublasLtDestroy(h);
   }
-  StatusOr<cublasLtHandle_t> get() {
+  // The current device's handle, made if `make` (else Unavailable when there is none yet).
+  StatusOr<cublasLtHandle_t> get(bool make) {
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) return unavailable("cuBLASLt: no current CUDA device");
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = by_device_.find(device);
     if (it != by_device_.end()) return it->second;
+    if (!make)
+      return failed_precondition("cuBLASLt: no handle for device " + std::to_string(device) +
+                                 " (a plan runs on the device it was built or loaded on)");
     cublasLtHandle_t h = nullptr;
     KILN_BLT(cublasLtCreate(&h), "creating a cuBLASLt handle");
     by_device_[device] = h;
@@ -54,12 +63,13 @@ class ThreadHandles {
   }
 
  private:
+  std::mutex mu_;
   std::map<int, cublasLtHandle_t> by_device_;
 };
 
-StatusOr<cublasLtHandle_t> thread_handle() {
-  thread_local ThreadHandles handles;
-  return handles.get();
+StatusOr<cublasLtHandle_t> device_handle(bool make = true) {
+  static DeviceHandles handles;
+  return handles.get(make);
 }
 
 Status init_layout(const BltMatrix& m, int64_t batch, cublasLtMatrixLayoutOpaque_t* out) {
@@ -89,15 +99,14 @@ Status set_epilogue(const BltProblem& p, const void* bias, cublasLtMatmulDescOpa
   KILN_BLT(cublasLtMatmulDescSetAttribute(out, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
            "setting the epilogue");
   if (p.bias_tensor < 0) return Status::ok();
-  static float placeholder;  // heuristics and checks need one; execute() sets the caller's
+  alignas(256) static float placeholder[4];  // heuristics and checks judge its alignment; execute() sets the caller's
   const void* ptr = bias ? bias : &placeholder;
   KILN_BLT(cublasLtMatmulDescSetAttribute(out, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof(ptr)),
            "setting the bias");
-  if (p.bias_dtype != p.d.dtype) {
-    const int32_t type = to_cuda(p.bias_dtype);
-    KILN_BLT(cublasLtMatmulDescSetAttribute(out, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)),
-             "setting the bias dtype");
-  }
+  // Always: cuBLASLt's default is D's dtype except for FP8 kernels (where it is not fp32 for an fp32 D).
+  const int32_t type = to_cuda(p.bias_dtype);
+  KILN_BLT(cublasLtMatmulDescSetAttribute(out, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)),
+           "setting the bias dtype");
   return Status::ok();
 }
 
@@ -166,6 +175,9 @@ StatusOr<cublasLtMatmulAlgo_t> algo_from_identity(cublasLtHandle_t h, const BltP
   for (const ConfigAttr& a : kConfigAttrs) {
     auto it = c.knobs.find(a.name);
     if (it == c.knobs.end()) return invalid_argument(c.identity() + ": no knob '" + a.name + "'");
+    const int64_t limit = a.size == 4 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<uint16_t>::max();
+    if (it->second < 0 || it->second > limit)  // no two texts for one algorithm
+      return invalid_argument(c.identity() + ": knob '" + a.name + "' is out of its range 0-" + std::to_string(limit));
     uint32_t v32 = static_cast<uint32_t>(it->second);
     uint16_t v16 = static_cast<uint16_t>(it->second);
     const void* buf = a.size == 4 ? static_cast<const void*>(&v32) : static_cast<const void*>(&v16);
@@ -239,7 +251,7 @@ const EngineConfig& BltPlan::config() const { return impl_->config; }
 int64_t BltPlan::workspace_size() const { return impl_->workspace; }
 
 StatusOr<std::vector<EngineConfig>> BltPlan::candidates(const BltProblem& p, int max_count, int64_t max_workspace) {
-  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, thread_handle());
+  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, device_handle());
   KILN_ASSIGN_OR_RETURN(auto results, heuristic(h, p, max_count, max_workspace));
   std::vector<EngineConfig> out;
   for (const auto& r : results) {
@@ -252,7 +264,7 @@ StatusOr<std::vector<EngineConfig>> BltPlan::candidates(const BltProblem& p, int
 StatusOr<BltPlan> BltPlan::build(const BltProblem& p, const EngineConfig& config) {
   if (!is_cublaslt_engine(config.engine_id))
     return invalid_argument(config.identity() + " is not a cuBLASLt algorithm");
-  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, thread_handle());
+  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, device_handle());
   BltPlan plan;
   plan.impl_->problem = p;
   plan.impl_->config = config;
@@ -272,6 +284,10 @@ StatusOr<BltPlan> BltPlan::build(const BltProblem& p, const EngineConfig& config
     auto algo = algo_from_identity(h, p, config);
     if (!algo.is_ok()) return not_supported(algo.status().message());
     plan.impl_->algo = *algo;
+    auto held = identity_of(plan.impl_->algo);  // what cuBLASLt kept of the identity is the identity
+    if (!held.is_ok() || *held != config)
+      return not_supported(config.identity() + ": cuBLASLt keeps it as " +
+                           (held.is_ok() ? held->identity() : held.status().message()));
   }
   KILN_RETURN_IF_ERROR(plan.impl_->check(h));
   return plan;
@@ -317,15 +333,13 @@ StatusOr<BltPlan> BltPlan::deserialize(const BltProblem& p, const std::vector<ui
   auto config = EngineConfig::parse(j["identity"].get<std::string>());
   if (!config.is_ok() || !is_cublaslt_engine(config->engine_id))
     return corruption("a cuBLASLt plan's identity is not a cuBLASLt algorithm's");
-  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, thread_handle());
-  BltPlan plan;
-  plan.impl_->problem = p;
-  plan.impl_->config = *config;
-  std::memcpy(&plan.impl_->algo, words.data(), sizeof(words));
-  auto held = identity_of(plan.impl_->algo);
-  if (!held.is_ok() || *held != *config)
-    return corruption("a cuBLASLt plan's algorithm is not the one its identity " + config->identity() + " names");
-  KILN_RETURN_IF_ERROR(plan.impl_->check(h));
+  // The algorithm made again from its identity, as build() makes it: the stored words are only compared, never
+  // handed to cuBLASLt (bytes from a store are not trusted with cuBLASLt's internals).
+  auto plan = build(p, *config);
+  if (!plan.is_ok()) return plan.status().with_context("a stored cuBLASLt plan");
+  if (std::memcmp(&plan->impl_->algo, words.data(), sizeof(words)) != 0)
+    return corruption("a cuBLASLt plan's algorithm is not the one its identity " + config->identity() +
+                      " makes with this cuBLASLt");
   return plan;
 }
 
@@ -344,7 +358,7 @@ Status BltPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs, v
       return invalid_argument("execute: plan " + impl_->config.identity() + " needs " + std::to_string(kAlignment) +
                               "-byte aligned buffers");
   if (impl_->workspace > 0 && !workspace) return invalid_argument("execute: no workspace");
-  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, thread_handle());
+  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, device_handle(/*make=*/false));
   cublasLtMatmulDescOpaque_t desc;
   KILN_RETURN_IF_ERROR(init_desc(p, bias, &desc));
   const float alpha = 1.0f, beta = 0.0f;

@@ -19,6 +19,7 @@
 #include "kiln/core/engine_config.h"
 #include "kiln/core/status.h"
 #include "kiln/graph/graph.h"
+#include "lower/alt_plan.h"
 
 namespace kiln::lower_detail {
 
@@ -59,10 +60,10 @@ int64_t cublaslt_version();
 // A built cuBLASLt plan: the problem's layouts and one algorithm. Immutable once built; execute() may be called
 // from many threads at once (each call makes its own matmul descriptor on the stack and uses the calling thread's
 // cuBLASLt handle for the current device).
-class BltPlan {
+class BltPlan : public AltPlan {
  public:
   BltPlan();
-  ~BltPlan();
+  ~BltPlan() override;
   BltPlan(BltPlan&&) noexcept;
   BltPlan& operator=(BltPlan&&) noexcept;
 
@@ -77,13 +78,13 @@ class BltPlan {
   static StatusOr<BltPlan> deserialize(const BltProblem& p, const std::vector<uint8_t>& bytes);
   // Whether `bytes` are a cuBLASLt plan's (serialize()'s magic), not a cuDNN Frontend one.
   static bool is_blob(const std::vector<uint8_t>& bytes);
-  std::vector<uint8_t> serialize() const;
+  std::vector<uint8_t> serialize() const override;
 
-  const EngineConfig& config() const;
-  int64_t workspace_size() const;
+  const EngineConfig& config() const override;
+  int64_t workspace_size() const override;
   // Runs the plan on `stream`. `ptrs` maps the problem's tensors to device buffers (16-byte aligned: the
   // candidates were chosen for that alignment); `workspace` holds workspace_size() bytes.
-  Status execute(cudaStream_t stream, const std::map<int, void*>& ptrs, void* workspace) const;
+  Status execute(cudaStream_t stream, const std::map<int, void*>& ptrs, void* workspace) const override;
 
  private:
   struct Impl;

@@ -11,6 +11,7 @@
 #include "lower/canonicalize.h"
 #include "lower/cublaslt_plan.h"
 #include "lower/graph_lowering.h"
+#include "lower/kernel_plan.h"
 #include "lower/engine_coverage.h"
 #include "lower/known_defects.h"
 
@@ -61,17 +62,53 @@ struct LoweredGraph::Impl {
   bool built = false;
   EngineConfig config;
   int64_t workspace = 0;
-  std::shared_ptr<const lower_detail::BltPlan> blt;  // set: the built plan is cuBLASLt's, not the frontend's
+  // Set: the built plan is cuBLASLt's (cublaslt_plan.h) or one of Kiln's kernels (kernel_plan.h), not the frontend's.
+  std::shared_ptr<const lower_detail::AltPlan> alt;
 
+  // Why a plan of another library cannot be built here (""): they are built on the live device, statically.
+  std::string alt_refusal() const {
+    if (has_profile)
+      return "graph '" + graph.name + "': cuBLASLt's and Kiln's own plans are built on the live device only";
+    if (kernel_cache) return "graph '" + graph.name + "': cuBLASLt's and Kiln's own plans are not dynamic-shape builds";
+    return "";
+  }
   // The graph as a cuBLASLt problem; NotSupported with the reason where cuBLASLt cannot run it, or not here.
   StatusOr<lower_detail::BltProblem> blt_problem() const {
-    if (has_profile)
-      return not_supported("graph '" + graph.name + "': cuBLASLt plans are built on the live device only");
-    if (kernel_cache) return not_supported("graph '" + graph.name + "': cuBLASLt plans are not dynamic-shape builds");
+    if (std::string no = alt_refusal(); !no.empty()) return not_supported(no);
     std::string why;
     auto p = lower_detail::match_cublaslt(graph, &why);
     if (!p) return not_supported("graph '" + graph.name + "' is not one cuBLASLt runs: " + why);
     return *p;
+  }
+  // The graph as a problem of Kiln's own kernels; NotSupported with the reason otherwise.
+  StatusOr<lower_detail::AmaxProblem> kernel_problem() const {
+    if (std::string no = alt_refusal(); !no.empty()) return not_supported(no);
+    std::string why;
+    auto p = lower_detail::match_whole_amax(graph, &why);
+    if (!p) return not_supported("graph '" + graph.name + "' is not one Kiln's kernels run: " + why);
+    return *p;
+  }
+  // `config` (a cuBLASLt algorithm's or a Kiln kernel's) built for this graph.
+  StatusOr<std::shared_ptr<const lower_detail::AltPlan>> build_alt(const EngineConfig& config) const {
+    if (is_kiln_kernel_engine(config.engine_id)) {
+      KILN_ASSIGN_OR_RETURN(lower_detail::AmaxProblem p, kernel_problem());
+      KILN_ASSIGN_OR_RETURN(lower_detail::KernelPlan plan, lower_detail::KernelPlan::build(p, config));
+      return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<lower_detail::KernelPlan>(std::move(plan)));
+    }
+    KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem p, blt_problem());
+    KILN_ASSIGN_OR_RETURN(lower_detail::BltPlan plan, lower_detail::BltPlan::build(p, config));
+    return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<lower_detail::BltPlan>(std::move(plan)));
+  }
+  // Bytes of a cuBLASLt plan or a Kiln kernel's (is_alt_blob) loaded for this graph.
+  StatusOr<std::shared_ptr<const lower_detail::AltPlan>> load_alt(const std::vector<uint8_t>& bytes) const {
+    if (lower_detail::KernelPlan::is_blob(bytes)) {
+      KILN_ASSIGN_OR_RETURN(lower_detail::AmaxProblem p, kernel_problem());
+      KILN_ASSIGN_OR_RETURN(lower_detail::KernelPlan plan, lower_detail::KernelPlan::deserialize(p, bytes));
+      return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<lower_detail::KernelPlan>(std::move(plan)));
+    }
+    KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem p, blt_problem());
+    KILN_ASSIGN_OR_RETURN(lower_detail::BltPlan plan, lower_detail::BltPlan::deserialize(p, bytes));
+    return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<lower_detail::BltPlan>(std::move(plan)));
   }
 
   // A fresh frontend graph with its operation graph built for the target.
@@ -96,7 +133,8 @@ fe::HeurMode_t to_fe(HeuristicMode m) {
     case HeuristicMode::kA: return fe::HeurMode_t::A;
     case HeuristicMode::kB: return fe::HeurMode_t::B;
     case HeuristicMode::kFallback: return fe::HeurMode_t::FALLBACK;
-    case HeuristicMode::kCublasLt: break;  // not the frontend's: callers pass it over
+    case HeuristicMode::kCublasLt:
+    case HeuristicMode::kKiln: break;  // not the frontend's: callers pass them over
   }
   return fe::HeurMode_t::A;
 }
@@ -209,7 +247,7 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
   std::vector<CandidateInfo> out;
   std::map<std::string, size_t> seen;
   for (HeuristicMode m : modes) {
-    if (m == HeuristicMode::kCublasLt) {
+    if (m == HeuristicMode::kCublasLt || m == HeuristicMode::kKiln) {
       // cuBLASLt's offer (none where it cannot run the graph): after cuDNN's lists, whatever the order asked.
       continue;
     }
@@ -242,26 +280,45 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
       out[it->second].modes.push_back(heuristic_mode_name(m));
     }
   }
-  std::string blt_none;  // why cuBLASLt offered nothing, when it was asked
-  if (std::find(modes.begin(), modes.end(), HeuristicMode::kCublasLt) != modes.end()) {
-    auto problem = impl_->blt_problem();
-    // Up to 16 of cuBLASLt's heuristic list, each needing at most 256 MiB of workspace (the tuner skips any past
-    // its own limit). A cuBLASLt that cannot answer offers none: cuDNN's candidates stand alone.
-    auto configs = problem.is_ok() ? lower_detail::BltPlan::candidates(*problem, 16, int64_t{256} << 20)
-                                   : StatusOr<std::vector<EngineConfig>>(problem.status());
-    if (!configs.is_ok()) blt_none = configs.status().message();
-    else if (configs->empty()) blt_none = "cuBLASLt's heuristic offers no algorithm for " + problem->describe();
-    if (configs.is_ok())
-      for (const EngineConfig& c : *configs)
-        if (seen.emplace(c.identity(), out.size()).second)
-          out.push_back(CandidateInfo{c, -1, {heuristic_mode_name(HeuristicMode::kCublasLt)}, {}});
-  }
-  if (out.empty() && modes == std::vector<HeuristicMode>{HeuristicMode::kCublasLt}) return not_supported(blt_none);
+  std::string alt_none;  // why cuBLASLt or Kiln's kernels offered nothing, when asked
+  KILN_RETURN_IF_ERROR(append_alt_candidates(modes, &out, &seen, &alt_none));
+  const bool only_alt = std::all_of(modes.begin(), modes.end(), [](HeuristicMode m) {
+    return m == HeuristicMode::kCublasLt || m == HeuristicMode::kKiln;
+  });
+  if (out.empty() && only_alt) return not_supported(alt_none);
   if (out.empty())
     return with_coverage_gap(
         not_supported("cuDNN's heuristics offer no engine configuration for graph '" + impl_->graph.name + "'"),
         impl_->graph);
   return out;
+}
+
+Status LoweredGraph::append_alt_candidates(const std::vector<HeuristicMode>& modes, std::vector<CandidateInfo>* out,
+                                           std::map<std::string, size_t>* seen, std::string* none) const {
+  auto asked = [&](HeuristicMode m) { return std::find(modes.begin(), modes.end(), m) != modes.end(); };
+  auto add = [&](const std::vector<EngineConfig>& configs, HeuristicMode m) {
+    for (const EngineConfig& c : configs)
+      if (seen->emplace(c.identity(), out->size()).second)
+        out->push_back(CandidateInfo{c, -1, {heuristic_mode_name(m)}, {}});
+  };
+  if (asked(HeuristicMode::kCublasLt)) {
+    // Up to 16 of cuBLASLt's heuristic list, each needing at most 256 MiB of workspace (the tuner skips any past
+    // its own limit). A cuBLASLt that cannot answer offers none: the other candidates stand alone.
+    auto problem = impl_->blt_problem();
+    auto configs = problem.is_ok() ? lower_detail::BltPlan::candidates(*problem, 16, int64_t{256} << 20)
+                                   : StatusOr<std::vector<EngineConfig>>(problem.status());
+    if (!configs.is_ok()) *none = configs.status().message();
+    else if (configs->empty()) *none = "cuBLASLt's heuristic offers no algorithm for " + problem->describe();
+    else add(*configs, HeuristicMode::kCublasLt);
+  }
+  if (asked(HeuristicMode::kKiln)) {
+    auto problem = impl_->kernel_problem();
+    auto configs = problem.is_ok() ? lower_detail::KernelPlan::candidates(*problem)
+                                   : StatusOr<std::vector<EngineConfig>>(problem.status());
+    if (!configs.is_ok()) *none += (none->empty() ? "" : "; ") + configs.status().message();
+    else add(*configs, HeuristicMode::kKiln);
+  }
+  return Status::ok();
 }
 
 Status LoweredGraph::build_heuristic(const std::vector<HeuristicMode>& modes) {
@@ -292,8 +349,11 @@ Status LoweredGraph::build_heuristic_plan(const std::vector<HeuristicMode>& mode
 Status LoweredGraph::build_heuristic_on(const std::vector<HeuristicMode>& modes, bool without_tensor_cores) {
   std::vector<fe::HeurMode_t> fm;
   for (auto m : modes)
-    if (m != HeuristicMode::kCublasLt) fm.push_back(to_fe(m));  // cuBLASLt's candidates are tuned, never defaults
+    if (m != HeuristicMode::kCublasLt && m != HeuristicMode::kKiln) fm.push_back(to_fe(m));  // tuned, never defaults
   if (fm.empty()) return invalid_argument("building from heuristics needs one of cuDNN's modes (A, B, FALLBACK)");
+  if (!impl_->fg) {  // loaded from another library's bytes: no frontend graph yet
+    KILN_ASSIGN_OR_RETURN(impl_->fg, impl_->fresh_graph());
+  }
   auto& fg = *impl_->fg;
   KILN_FE_RETURN_IF_ERROR(fg.create_execution_plans(fm),
                           "querying cuDNN heuristics for graph '" + impl_->graph.name + "'");
@@ -309,7 +369,7 @@ Status LoweredGraph::build_heuristic_on(const std::vector<HeuristicMode>& modes,
   KILN_FE_RETURN_IF_ERROR(fg.get_plan_name(tag), "reading the built plan's engine");
   KILN_ASSIGN_OR_RETURN(impl_->config, EngineConfig::parse(tag));
   KILN_FE_RETURN_IF_ERROR(fg.get_workspace_size(impl_->workspace), "reading the plan's workspace size");
-  impl_->blt.reset();
+  impl_->alt.reset();
   impl_->built = true;
   return Status::ok();
 }
@@ -350,21 +410,24 @@ StatusOr<std::shared_ptr<fe::graph::Graph>> graph_offering(const EngineConfig& c
 }  // namespace
 
 bool LoweredGraph::has_plan() const { return impl_->built; }
-const std::vector<std::string>& LoweredGraph::workarounds() const { return impl_->workarounds; }
+const std::vector<std::string>& LoweredGraph::workarounds() const {
+  static const std::vector<std::string> none;  // cuDNN's rewrites are not applied to another library's plan
+  return impl_->alt ? none : impl_->workarounds;
+}
 const EngineConfig& LoweredGraph::config() const { return impl_->config; }
 int64_t LoweredGraph::workspace_size() const { return impl_->workspace; }
 
 std::vector<std::string> LoweredGraph::behavior_notes() const {
   std::vector<std::string> out;
   std::vector<fe::BehaviorNote_t> notes;
-  if (impl_->built && !impl_->blt && impl_->fg->get_behavior_notes(notes).is_good())
+  if (impl_->built && !impl_->alt && impl_->fg->get_behavior_notes(notes).is_good())
     for (auto n : notes) out.push_back(behavior_note_name(n));
   return out;
 }
 
 StatusOr<std::vector<uint8_t>> LoweredGraph::serialize() const {
   if (!impl_->built) return failed_precondition("no plan built to serialize");
-  if (impl_->blt) return impl_->blt->serialize();
+  if (impl_->alt) return impl_->alt->serialize();
   std::vector<uint8_t> bytes;
   // Plan only (no graph structure): Kiln rebuilds tensor identities from its own graph, and the plan-only
   // form is smaller and loads faster.
@@ -399,7 +462,8 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
                                                      const DeviceProfile* profile, const std::vector<uint8_t>& bytes,
                                                      bool frontend_warmup) {
   KILN_RETURN_IF_ERROR(check_cudnn_limits(graph));
-  if (lower_detail::BltPlan::is_blob(bytes)) return deserialize_cublaslt(graph, profile, bytes);
+  if (lower_detail::BltPlan::is_blob(bytes) || lower_detail::KernelPlan::is_blob(bytes))
+    return deserialize_alt(graph, handle, profile, bytes);
   KILN_ASSIGN_OR_RETURN(nlohmann::json j, parse_plan_blob(bytes, graph.name));
   LoweredGraph lg;
   lg.impl_->graph = graph;
@@ -446,22 +510,24 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
   return lg;
 }
 
-StatusOr<LoweredGraph> LoweredGraph::deserialize_cublaslt(const Graph& graph, const DeviceProfile* profile,
-                                                          const std::vector<uint8_t>& bytes) {
+StatusOr<LoweredGraph> LoweredGraph::deserialize_alt(const Graph& graph, cudnnHandle_t handle,
+                                                     const DeviceProfile* profile, const std::vector<uint8_t>& bytes) {
   LoweredGraph lg;
   lg.impl_->graph = graph;
-  lg.impl_->lowered = graph;
+  // For a later build of cuDNN's own (a graph cuDNN cannot run right is refused by that build, not here).
+  auto w = lower_detail::rewrite_for_cudnn(graph);
+  lg.impl_->lowered = w.is_ok() ? std::move(w->graph) : graph;
+  lg.impl_->handle = handle;
   KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
   if (profile) {
     lg.impl_->profile = *profile;
     lg.impl_->has_profile = true;
   }
-  KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem problem, lg.impl_->blt_problem());
-  auto plan = lower_detail::BltPlan::deserialize(problem, bytes);
-  if (!plan.is_ok()) return plan.status().with_context("stored cuBLASLt plan for graph '" + graph.name + "' refused");
-  lg.impl_->config = plan->config();
-  lg.impl_->workspace = plan->workspace_size();
-  lg.impl_->blt = std::make_shared<const lower_detail::BltPlan>(std::move(plan).value());
+  auto plan = lg.impl_->load_alt(bytes);
+  if (!plan.is_ok()) return plan.status().with_context("stored plan for graph '" + graph.name + "' refused");
+  lg.impl_->alt = std::move(plan).value();
+  lg.impl_->config = lg.impl_->alt->config();
+  lg.impl_->workspace = lg.impl_->alt->workspace_size();
   lg.impl_->built = true;
   return lg;
 }
@@ -473,10 +539,10 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, cudnnHandle
                                                  bool frontend_warmup) {
   if (!handle) return invalid_argument("deserializing a plan needs a cuDNN handle (or a device profile)");
   KILN_ASSIGN_OR_RETURN(LoweredGraph lg, deserialize_for(graph, handle, nullptr, bytes, frontend_warmup));
-  if (lg.impl_->blt) {  // its bytes name their configuration: a record naming another is not this plan's
+  if (lg.impl_->alt) {  // its bytes name their configuration: a record naming another is not this plan's
     if (known.engine_id >= 0 && known != lg.impl_->config)
       return corruption("stored plan for graph '" + graph.name + "': the record names " + known.identity() +
-                        " but its bytes hold cuBLASLt's " + lg.impl_->config.identity());
+                        " but its bytes hold " + lg.impl_->config.identity());
     return lg;
   }
   lg.impl_->config = known;
@@ -490,11 +556,11 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize(const Graph& graph, const Devic
 
 Status LoweredGraph::execute(cudnnHandle_t handle, const std::map<int, void*>& tensor_ptrs, void* workspace) const {
   if (!impl_->built) return failed_precondition("no plan built to execute");
-  if (impl_->blt) {
+  if (impl_->alt) {
     cudaStream_t stream = nullptr;
     if (cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS)
       return invalid_argument("execute: cannot read the cuDNN handle's stream");
-    return impl_->blt->execute(stream, tensor_ptrs, workspace).with_context("graph '" + impl_->graph.name + "'");
+    return impl_->alt->execute(stream, tensor_ptrs, workspace).with_context("graph '" + impl_->graph.name + "'");
   }
   std::unordered_map<int64_t, void*> pack;
   for (size_t i = 0; i < impl_->graph.tensors.size(); ++i) {
@@ -511,21 +577,20 @@ Status LoweredGraph::execute(cudnnHandle_t handle, const std::map<int, void*>& t
   return Status::ok();
 }
 
-Status LoweredGraph::build_cublaslt(const EngineConfig& config) {
-  KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem problem, impl_->blt_problem());
-  auto plan = lower_detail::BltPlan::build(problem, config);
+Status LoweredGraph::build_alt(const EngineConfig& config) {
+  auto plan = impl_->build_alt(config);
   if (!plan.is_ok())
     return plan.status().with_context("engine configuration " + config.identity() + " for graph '" + impl_->graph.name +
                                       "'");
-  impl_->workspace = plan->workspace_size();
-  impl_->blt = std::make_shared<const lower_detail::BltPlan>(std::move(plan).value());
+  impl_->alt = std::move(plan).value();
+  impl_->workspace = impl_->alt->workspace_size();
   impl_->config = config;
   impl_->built = true;
   return Status::ok();
 }
 
 Status LoweredGraph::build_config(const EngineConfig& config) {
-  if (is_cublaslt_engine(config.engine_id)) return build_cublaslt(config);
+  if (config.engine_id >= kCublasLtEngineBase) return build_alt(config);  // cuBLASLt's, or Kiln's own
   std::unordered_map<fe::KnobType_t, int64_t> knobs;
   bool expressible = true;  // every knob type has a word in the frontend's vocabulary
   for (auto& [k, v] : config.knobs) {
@@ -560,7 +625,7 @@ Status LoweredGraph::build_config(const EngineConfig& config) {
   }
   KILN_FE_RETURN_IF_ERROR(fg->get_workspace_size(impl_->workspace), "reading the workspace size of " + what);
   impl_->fg = fg;
-  impl_->blt.reset();
+  impl_->alt.reset();
   impl_->config = config;
   impl_->built = true;
   return Status::ok();

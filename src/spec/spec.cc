@@ -329,11 +329,12 @@ Status parse_pin(const Json& j, std::string* pin) {
   if (pin->size() > limits::kMaxNameBytes)
     return invalid_argument("spec: key 'pin': " + std::to_string(pin->size()) + " bytes, over the limit of " +
                             std::to_string(limits::kMaxNameBytes) + " (docs/spec.md \"Limits\")");
-  static const std::regex kIdentity("eng[0-9]+(_k[0-9]+=-?[0-9]+)*");
+  // cuDNN's engines, cuBLASLt's algorithms and Kiln's kernels (kiln/core/engine_config.h).
+  static const std::regex kIdentity("eng[0-9]+(_k[0-9]+=-?[0-9]+)*|(blt|knl)[0-9]+(_[a-z]+=-?[0-9]+)*");
   if (!std::regex_match(*pin, kIdentity))
-    return invalid_argument(
-        "spec: key 'pin': '" + *pin +
-        "' is not an engine configuration identity (e.g. \"eng41_k2=4_k13=0\", as kiln tune prints it)");
+    return invalid_argument("spec: key 'pin': '" + *pin +
+                            "' is not an engine configuration identity (e.g. \"eng41_k2=4_k13=0\", "
+                            "\"blt66_splitk=1_tile=18\", as kiln tune prints it)");
   return Status::ok();
 }
 

@@ -1059,6 +1059,14 @@ TEST(SpecPin, PinIsKeptAndNotPartOfTheSignature) {
   ASSERT_TRUE(pinned.is_ok()) << pinned.status().message();
   EXPECT_EQ(pinned->pin, "eng41_k2=4_k13=0");
   EXPECT_EQ(compute_signature(*plain)->structure, compute_signature(*pinned)->structure);
+  for (const char* other : {"blt66_cluster=2_splitk=1_tile=18", "knl1_blocks=4_threads=256"}) {  // cuBLASLt's, Kiln's
+    s["pin"] = other;
+    auto p = parse(s);
+    ASSERT_TRUE(p.is_ok()) << other << ": " << p.status().message();
+    EXPECT_EQ(p->pin, other);
+  }
+  s["pin"] = "blt66_Tile=18";
+  EXPECT_ERROR_HAS(parse(s).status(), "'blt66_Tile=18' is not an engine configuration identity");
   s["pin"] = "engine41";
   EXPECT_ERROR_HAS(parse(s).status(), "t.json: spec: key 'pin': 'engine41' is not an engine configuration identity");
   s["pin"] = 41;

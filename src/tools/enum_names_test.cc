@@ -119,7 +119,7 @@ TEST(EnumNameTables, ParsersKeepTheirWording) {
   EXPECT_EQ(parse_reference_choice("hots").status().message(),
             "reference 'hots': expected one of auto, host, device, both");
   EXPECT_EQ(parse_heuristic_mode("C").status().message(),
-            "unknown heuristic mode 'C' (expected A, B, FALLBACK or CUBLASLT)");
+            "unknown heuristic mode 'C' (expected A, B, FALLBACK, CUBLASLT or KILN)");
 }
 
 }  // namespace

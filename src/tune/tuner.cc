@@ -29,10 +29,13 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 bool excluded(const EngineConfig& c, const std::vector<std::string>& exclude) {
   const std::string id = c.identity();
-  // "eng12" (or "blt66") names every configuration of that engine (cuBLASLt algorithm); "blt" every cuBLASLt one.
+  // "eng12" (or "blt66", "knl1") names every configuration of that engine (cuBLASLt algorithm, Kiln kernel); "blt"
+  // every cuBLASLt one, "knl" every Kiln kernel.
   const std::string eng = plan_identity(c.engine_id, {});
   for (const auto& e : exclude)
-    if (e == id || e == eng || (e == "blt" && is_cublaslt_engine(c.engine_id))) return true;
+    if (e == id || e == eng || (e == "blt" && is_cublaslt_engine(c.engine_id)) ||
+        (e == "knl" && is_kiln_kernel_engine(c.engine_id)))
+      return true;
   return false;
 }
 

@@ -60,15 +60,17 @@ struct CandidateInfo {
   std::vector<std::string> behavior_notes;  // e.g. "runtime_compilation"
 };
 
-// Where candidates come from: cuDNN's heuristic modes, and kCublasLt, cuBLASLt's heuristic for a graph that is one
-// matmul (optionally with the AMAX of its whole output; src/lower/cublaslt_plan.h): engine configurations
-// "blt<N>_..." (kCublasLtEngineBase), on the live device only, never chosen by build_heuristic.
-enum class HeuristicMode { kA, kB, kFallback, kCublasLt };
-// cuDNN's names for its modes, and "CUBLASLT" (CandidateInfo::modes, the tuner's worker requests).
+// Where candidates come from: cuDNN's heuristic modes; kCublasLt, cuBLASLt's heuristic for a graph that is one
+// matmul (optionally with a bias and a ReLU; src/lower/cublaslt_plan.h): "blt<N>_..." (kCublasLtEngineBase); kKiln,
+// Kiln's own kernels (the AMAX of a whole tensor; src/lower/kernel_plan.h): "knl<N>_..." (kKilnKernelEngineBase).
+// The last two on the live device only, and never chosen by build_heuristic.
+enum class HeuristicMode { kA, kB, kFallback, kCublasLt, kKiln };
+// cuDNN's names for its modes, then "CUBLASLT" and "KILN" (CandidateInfo::modes, the tuner's worker requests).
 inline constexpr EnumName<HeuristicMode> kHeuristicModeNames[] = {{HeuristicMode::kA, "A"},
                                                                   {HeuristicMode::kB, "B"},
                                                                   {HeuristicMode::kFallback, "FALLBACK"},
-                                                                  {HeuristicMode::kCublasLt, "CUBLASLT"}};
+                                                                  {HeuristicMode::kCublasLt, "CUBLASLT"},
+                                                                  {HeuristicMode::kKiln, "KILN"}};
 inline const char* heuristic_mode_name(HeuristicMode m) { return enum_name(kHeuristicModeNames, m); }
 inline StatusOr<HeuristicMode> parse_heuristic_mode(const std::string& name) {
   return parse_enum(kHeuristicModeNames, name, "heuristic mode");
@@ -173,9 +175,11 @@ class LoweredGraph {
   Status build_heuristic_on(const std::vector<HeuristicMode>& modes, bool without_tensor_cores);
   static StatusOr<LoweredGraph> deserialize_for(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile,
                                                 const std::vector<uint8_t>& bytes, bool frontend_warmup = true);
-  static StatusOr<LoweredGraph> deserialize_cublaslt(const Graph& graph, const DeviceProfile* profile,
-                                                     const std::vector<uint8_t>& bytes);
-  Status build_cublaslt(const EngineConfig& config);
+  static StatusOr<LoweredGraph> deserialize_alt(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile,
+                                                const std::vector<uint8_t>& bytes);
+  Status build_alt(const EngineConfig& config);
+  Status append_alt_candidates(const std::vector<HeuristicMode>& modes, std::vector<CandidateInfo>* out,
+                               std::map<std::string, size_t>* seen, std::string* none) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -49,10 +49,10 @@ struct TuneEvent {
 };
 
 struct TuneOptions {
-  // cuDNN's heuristic modes, and cuBLASLt's algorithms for a lone matmul (with its AMAX): HeuristicMode in
-  // kiln/lower/lower.h.
+  // cuDNN's heuristic modes, cuBLASLt's algorithms for a lone matmul (with a bias and a ReLU) and Kiln's own
+  // kernels (the AMAX of a whole tensor): HeuristicMode in kiln/lower/lower.h.
   std::vector<HeuristicMode> modes = {HeuristicMode::kA, HeuristicMode::kB, HeuristicMode::kFallback,
-                                      HeuristicMode::kCublasLt};
+                                      HeuristicMode::kCublasLt, HeuristicMode::kKiln};
   int top_k = 0;                     // > 0: only the heuristic's (mode A) first k configurations
   int64_t max_workspace_bytes = -1;  // < 0: no limit; larger plans are NotSupported
   std::vector<std::string> exclude;  // identities ("eng12_k2=1"), engines ("eng12", "blt66") or "blt" to skip
