@@ -19,8 +19,8 @@ struct EnvReport {
 };
 EnvReport collect_environment(int ordinal = 0);
 
-// The cuBLASLt this process loaded (the second source of matmul candidates: docs/measure.md "cuBLASLt's
-// candidates"), for kiln doctor: its version (cublasLtGetVersion(), 130100 is 13.1.0) and where it came from.
+// The cuBLASLt this process loaded (a source of matmul candidates: docs/measure.md "cuBLASLt's candidates and
+// Kiln's own kernels"), for kiln doctor: its version (cublasLtGetVersion(), 130100 is 13.1.0) and where it came from.
 // Not part of the fingerprint: a stored cuBLASLt plan carries the version that made it and is refused by another.
 struct LibraryInfo {
   int64_t version = 0;

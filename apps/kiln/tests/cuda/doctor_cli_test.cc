@@ -36,7 +36,7 @@ TEST(DoctorCli, JsonHasEveryField) {
   EXPECT_EQ(r.code, kExitEnvironment);
   EXPECT_FALSE(j["device_ok"].get<bool>());
   EXPECT_TRUE(j.contains("device_error"));
-  // The cuBLASLt of the process (docs/measure.md "cuBLASLt's candidates"): linked, so loaded, with or without a GPU.
+  // The cuBLASLt of the process (docs/measure.md, cuBLASLt's candidates): linked, so loaded, with or without a GPU.
   ASSERT_TRUE(j.contains("cublaslt_version")) << r.output();
   EXPECT_GE(j["cublaslt_version"].get<int64_t>(), 120000) << r.output();
   EXPECT_NE(j["cublaslt_library_path"].get<std::string>().find("libcublasLt.so"), std::string::npos) << r.output();
