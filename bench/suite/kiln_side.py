@@ -100,7 +100,7 @@ def tune(kiln, spec_path, store, timeout, extra=()):
         reports = [reports]
     # One report per tuned graph; a graph Kiln runs as several fused segments has one per segment, run one
     # after the other: their times add up.
-    tuned = heur = best = worst = unfused = 0.0
+    tuned = heur = best = worst = unfused = served = 0.0
     have_heur = have_worst = True
     unfused_known = True
     choice = "fused"
@@ -130,13 +130,19 @@ def tune(kiln, spec_path, store, timeout, extra=()):
                 choice = "unfused"
         else:
             unfused_known = False
+        # What the Planner serves for this segment: the unfused chain where the tune stored that decision (its
+        # fusion record; docs/runtime.md), else the fused winner.
+        if fu and fu.get("decision") == "unfused" and (fu.get("unfused") or {}).get("median_ms") is not None:
+            served += fu["unfused"]["median_ms"]
+        else:
+            served += s["best_ms"]
     fig.update({"tuned_ms": tuned, "best_ms": best, "heuristic_ms": heur if have_heur else None,
                 "worst_ms": worst if have_worst else None, "unfused_ms": unfused if unfused_known else None,
                 "fusion_choice": choice, "segments": len(reports), "candidates": cands, "passed": passed,
                 "winner": winners[0] if len(winners) == 1 else winners})
-    # Kiln runs one plan per graph: the fused winner, whichever side the fusion report prefers (the
-    # report's decision is kept in fusion_choice; running the unfused chain in service is not built).
-    fig["served_ms"] = tuned
+    # Per segment, what the Planner serves: the fused winner, or the unfused chain where the tune decided for it
+    # (fusion_choice says whether any segment did).
+    fig["served_ms"] = served
     return fig, None
 
 
