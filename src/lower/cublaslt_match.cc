@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 #include <sstream>
 
 #include "lower/cublaslt_plan.h"
@@ -113,6 +114,32 @@ bool dtypes_fit(const Graph& g, const Node& mm, const BltProblem& p, std::string
   return true;
 }
 
+// `g` with its nodes in the order of the chain from its matmul (the node reading the matmul's output next, and so on;
+// any other node last): a graph's signature does not depend on the order its nodes are written in, so neither may
+// the match (a plan stored for one order is loaded for the other).
+Graph in_chain_order(const Graph& g) {
+  Graph out = g;
+  std::vector<bool> taken(g.nodes.size(), false);
+  out.nodes.clear();
+  for (size_t i = 0; i < g.nodes.size() && out.nodes.empty(); ++i)
+    if (g.nodes[i].op == OpKind::kMatmul) {
+      out.nodes.push_back(g.nodes[i]);
+      taken[i] = true;
+    }
+  for (bool grew = !out.nodes.empty(); grew;) {
+    grew = false;
+    const std::vector<int>& last = out.nodes.back().outputs;
+    for (size_t i = 0; i < g.nodes.size() && !grew; ++i)
+      if (!taken[i] && !last.empty() && !g.nodes[i].inputs.empty() && g.nodes[i].inputs[0] == last[0]) {
+        out.nodes.push_back(g.nodes[i]);
+        taken[i] = grew = true;
+      }
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!taken[i]) out.nodes.push_back(g.nodes[i]);
+  return out;
+}
+
 // A pointwise node of `mode` reading `from` (first input), or null.
 const Node* pointwise_after(const Graph& g, size_t at, int from, std::initializer_list<PointwiseMode> modes) {
   if (at >= g.nodes.size()) return nullptr;
@@ -190,7 +217,8 @@ std::string BltProblem::describe() const {
   return os.str();
 }
 
-std::optional<BltProblem> match_cublaslt(const Graph& g, std::string* why_not) {
+std::optional<BltProblem> match_cublaslt(const Graph& graph, std::string* why_not) {
+  const Graph g = in_chain_order(graph);
   std::string scratch;
   if (!why_not) why_not = &scratch;
   if (!g.dynamic_dims.empty()) {

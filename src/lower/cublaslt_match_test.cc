@@ -3,6 +3,7 @@
 // (cublaslt_gpu_test.cc) checks every candidate's outputs against the reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kiln/spec/spec.h"
@@ -163,6 +164,22 @@ TEST(CublasLtMatch, TheGpuTiersCasesAreOffered) {
     std::string why;
     EXPECT_TRUE(match_cublaslt(c.g, &why)) << c.what << ": " << why;
   }
+}
+
+// The nodes written in another order are the same graph (one signature): the same problem.
+TEST(CublasLtMatch, NodeOrderDoesNotMatter) {
+  Graph g = matmul_graph(R"({"dims": [1, 16, 32]})", R"({"dims": [1, 32, 8]})",
+                         R"(, {"name": "add", "op": "bias_add", "inputs": ["y", "bias"], "outputs": ["t"]},
+                              {"name": "act", "op": "relu", "inputs": ["t"], "outputs": ["z"]})",
+                         R"(["z"])", R"(, "bias": {"dims": [1, 1, 8]})");
+  Graph reversed = g;
+  std::reverse(reversed.nodes.begin(), reversed.nodes.end());
+  std::string why;
+  auto p = match_cublaslt(g, &why), q = match_cublaslt(reversed, &why);
+  ASSERT_TRUE(p && q) << why;
+  EXPECT_EQ(p->describe(), q->describe());
+  EXPECT_EQ(q->bias_tensor, g.find_tensor("bias"));
+  EXPECT_EQ(q->d.tensor, g.find_tensor("z"));
 }
 
 }  // namespace

@@ -567,6 +567,9 @@ class CudnnPlanBackend : public PlanBackend {
     // cuDNN's build may allocate, load modules and synchronize: not while another thread captures a graph.
     SynchronizingWork sync;
     if (sync.refused()) return refused_under_capture("building a plan for graph '" + graph.name + "'");
+    // The Planner's device, as load() and warm_up() set it: cuBLASLt's plans (a pinned blt configuration) take the
+    // calling thread's device, not the handle's.
+    KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     KILN_ASSIGN_OR_RETURN(HandlePool::Lease h, pool_->acquire());
     LowerTarget target;
     target.handle = h.get();
