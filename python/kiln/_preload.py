@@ -5,37 +5,32 @@ for cuBLASLt. KILN_CUDNN_PRELOAD=0 turns this off (the loader's search decides).
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 
 
-def load_cudnn() -> str | None:
-    """The path of the libcudnn.so.9 loaded, or None when none was preloaded."""
+def _load_from(packages: tuple[str, ...], library: str) -> str | None:
+    """Loads `library` from the first of `packages` (namespace packages of PyTorch's wheels) whose lib/ has it."""
     if os.environ.get("KILN_CUDNN_PRELOAD", "1") == "0":
         return None
-    try:
-        import nvidia.cudnn as cudnn_pkg  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    for folder in list(getattr(cudnn_pkg, "__path__", [])):
-        lib = os.path.join(folder, "lib", "libcudnn.so.9")
-        if os.path.exists(lib):
-            ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
-            return lib
-    return None
-
-
-def load_cublaslt() -> str | None:
-    """The path of the libcublasLt.so.13 loaded, or None when none was preloaded."""
-    if os.environ.get("KILN_CUDNN_PRELOAD", "1") == "0":
-        return None
-    for name in ("nvidia.cublas", "nvidia.cu13"):
+    for name in packages:
         try:
-            pkg = __import__(name, fromlist=["__path__"])
+            pkg = importlib.import_module(name)
         except ImportError:
             continue
         for folder in list(getattr(pkg, "__path__", [])):
-            lib = os.path.join(folder, "lib", "libcublasLt.so.13")
+            lib = os.path.join(folder, "lib", library)
             if os.path.exists(lib):
                 ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
                 return lib
     return None
+
+
+def load_cudnn() -> str | None:
+    """The path of the libcudnn.so.9 loaded, or None when none was preloaded."""
+    return _load_from(("nvidia.cudnn",), "libcudnn.so.9")
+
+
+def load_cublaslt() -> str | None:
+    """The path of the libcublasLt.so.13 loaded, or None when none was preloaded."""
+    return _load_from(("nvidia.cublas", "nvidia.cu13"), "libcublasLt.so.13")

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -78,6 +79,16 @@ StatusOr<int> knob_type_of(const std::string& name) {
 
 namespace {
 
+// A decimal integer written one way only (an optional '-', no '+', space or leading zero), in int64's range.
+std::optional<int64_t> canonical_number(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (*end || errno == ERANGE || std::to_string(v) != text) return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+
 // "<prefix><N>_<name>=<value>...": a cuBLASLt algorithm's ("blt", kCublasLtEngineBase) or a Kiln kernel's ("knl",
 // kKilnKernelEngineBase) identity.
 StatusOr<EngineConfig> parse_named_identity(const std::string& id, int64_t base, const char* example) {
@@ -85,19 +96,18 @@ StatusOr<EngineConfig> parse_named_identity(const std::string& id, int64_t base,
     return invalid_argument("engine configuration '" + id + "': " + why + " (expected e.g. " + example + ")");
   };
   EngineConfig c;
-  std::stringstream ss(id.substr(3));
-  std::string part;
+  size_t pos = 3;
   bool first = true;
-  while (std::getline(ss, part, '_')) {
-    char* end = nullptr;
+  while (pos <= id.size()) {  // the parts between '_', the first the number
+    const size_t cut = std::min(id.find('_', pos), id.size());
+    const std::string part = id.substr(pos, cut - pos);
+    pos = cut + 1;
     if (first) {
-      errno = 0;
-      long long algo = std::strtoll(part.c_str(), &end, 10);
-      if (part.empty() || *end || algo < 0 || std::to_string(algo) != part)  // one text per number
-        return bad("'" + part + "' is not a number");
+      const std::optional<int64_t> n = canonical_number(part);
+      if (!n || *n < 0) return bad("'" + part + "' is not a number");
       // Each family has 2^20 ids (kiln/core/engine_config.h): past them the id would name another family.
-      if (errno == ERANGE || algo >= (int64_t{1} << 20)) return bad("number '" + part + "' is out of range");
-      c.engine_id = base + algo;
+      if (*n >= (int64_t{1} << 20)) return bad("number '" + part + "' is out of range");
+      c.engine_id = base + *n;
       first = false;
       continue;
     }
@@ -106,16 +116,11 @@ StatusOr<EngineConfig> parse_named_identity(const std::string& id, int64_t base,
     if (eq == std::string::npos || name.empty() ||
         !std::all_of(name.begin(), name.end(), [](char ch) { return ch >= 'a' && ch <= 'z'; }))
       return bad("knob '" + part + "' is not name=VALUE (a name of lowercase letters)");
-    const std::string value_text = part.substr(eq + 1);
-    errno = 0;
-    long long value = std::strtoll(value_text.c_str(), &end, 10);
-    if (*end || value_text.empty() || std::to_string(value) != value_text)
-      return bad("knob value in '" + part + "' is not a number");
-    if (errno == ERANGE) return bad("knob value in '" + part + "' is out of range");
-    if (!c.knobs.emplace(name, value).second) return bad("knob '" + name + "' given twice");
+    const std::optional<int64_t> value = canonical_number(part.substr(eq + 1));
+    if (!value) return bad("knob value in '" + part + "' is not a number (in range, written one way)");
+    if (!c.knobs.emplace(name, *value).second) return bad("knob '" + name + "' given twice");
   }
   if (first) return bad("no number");
-  if (id.back() == '_') return bad("it ends with '_'");
   return c;
 }
 
