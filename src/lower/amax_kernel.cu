@@ -1,4 +1,5 @@
-// launch_whole_amax (src/lower/kernel_plan.h): max |x| of a dense tensor into one fp32, in one pass.
+// launch_whole_amax (src/lower/kernel_plan.h): max |x| of a dense tensor into one fp32, in one pass (16-byte loads
+// where the input is 16-byte aligned; a caller's buffer that is not is read element by element).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -31,12 +32,12 @@ template <typename T>
 constexpr int kVec = 16 / sizeof(T);
 
 template <typename T>
-__global__ void whole_amax_kernel(const T* __restrict__ in, int64_t count, uint32_t* __restrict__ out) {
+__global__ void whole_amax_kernel(const T* __restrict__ in, int64_t count, bool aligned, uint32_t* __restrict__ out) {
   uint32_t m = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  // 16-byte loads over the aligned body (the launch checks the base's alignment), then the tail one by one.
-  const int64_t vectors = count / kVec<T>;
+  // 16-byte loads over the body where the base is 16-byte aligned, then the rest one by one (all of it otherwise).
+  const int64_t vectors = aligned ? count / kVec<T> : 0;
   const uint4* v = reinterpret_cast<const uint4*>(in);
   for (int64_t i = first; i < vectors; i += stride) {
     uint4 w = __ldg(v + i);
@@ -61,8 +62,9 @@ __global__ void whole_amax_kernel(const T* __restrict__ in, int64_t count, uint3
 
 template <typename T>
 Status launch_typed(const void* input, int64_t count, float* out, int blocks, int threads, cudaStream_t stream) {
+  const bool aligned = reinterpret_cast<uintptr_t>(input) % 16 == 0;
   whole_amax_kernel<T>
-      <<<blocks, threads, 0, stream>>>(static_cast<const T*>(input), count, reinterpret_cast<uint32_t*>(out));
+      <<<blocks, threads, 0, stream>>>(static_cast<const T*>(input), count, aligned, reinterpret_cast<uint32_t*>(out));
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error(std::string("launching the whole-tensor AMAX: ") + cudaGetErrorString(e));
   return Status::ok();
@@ -72,8 +74,6 @@ Status launch_typed(const void* input, int64_t count, float* out, int blocks, in
 
 Status launch_whole_amax(const void* input, DataType dtype, int64_t count, float* out, int blocks, int threads,
                          cudaStream_t stream) {
-  if (reinterpret_cast<uintptr_t>(input) % 16 != 0)
-    return invalid_argument("the whole-tensor AMAX needs a 16-byte aligned input");
   if (threads % 32 != 0 || threads < 32 || threads > 1024 || blocks < 1)
     return invalid_argument("the whole-tensor AMAX: " + std::to_string(blocks) + " blocks of " +
                             std::to_string(threads) + " threads");

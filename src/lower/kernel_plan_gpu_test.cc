@@ -6,7 +6,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "gpu_test_util.h"
 #include "kiln/cuda/cuda_handles.h"
@@ -104,6 +107,26 @@ TEST(KilnKernelGpu, ANanGivesNanAndBytesLoadBack) {
   float* x = static_cast<float*>(buffers->tensors.at(g.find_tensor("x")).data());
   ASSERT_EQ(cudaMemcpy(x + 1000, &nan, sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_TRUE(std::isnan(run_once(g, *back, handle->get(), *buffers, 0.0f)));
+  // An input not 16-byte aligned (a caller's slice) is read element by element: the AMAX of the 2145 elements
+  // from the second on, against the host's.
+  std::vector<float> host(33 * 65, 0.0f);
+  for (size_t i = 0; i < host.size(); ++i)
+    host[i] = std::sin(0.37f * static_cast<float>(i)) * (i == 1500 ? 9.0f : 1.0f);
+  ASSERT_EQ(cudaMemcpy(x, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  // The element past the slice's end is the allocation's own padding or the next tensor: the slice is one short.
+  float want = 0;
+  for (size_t i = 1; i < host.size(); ++i) want = std::max(want, std::fabs(host[i]));
+  Graph shorter = amax_graph("fp32", "[1, 1, 2144]");
+  auto lg2 = LoweredGraph::create(shorter, target);
+  ASSERT_TRUE(lg2.is_ok());
+  ASSERT_TRUE(lg2->build_config(*EngineConfig::parse("knl1_blocks=2_threads=256")).is_ok());
+  std::map<int, void*> shifted = {{shorter.find_tensor("x"), x + 1},  // 4 bytes past an aligned base
+                                  {shorter.find_tensor("amax"), buffers->tensors.at(g.find_tensor("amax")).data()}};
+  ASSERT_TRUE(lg2->execute(handle->get(), shifted, nullptr).is_ok());
+  float got = 0;
+  ASSERT_EQ(cudaMemcpy(&got, shifted.at(shorter.find_tensor("amax")), sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace
