@@ -62,6 +62,8 @@ __global__ void whole_amax_kernel(const T* __restrict__ in, int64_t count, bool 
 
 template <typename T>
 Status launch_typed(const void* input, int64_t count, float* out, int blocks, int threads, cudaStream_t stream) {
+  const cudaError_t z = cudaMemsetAsync(out, 0, sizeof(float), stream);  // +0.0: the AMAX of nothing
+  if (z != cudaSuccess) return internal_error(std::string("clearing the AMAX: ") + cudaGetErrorString(z));
   const bool aligned = reinterpret_cast<uintptr_t>(input) % 16 == 0;
   whole_amax_kernel<T>
       <<<blocks, threads, 0, stream>>>(static_cast<const T*>(input), count, aligned, reinterpret_cast<uint32_t*>(out));
@@ -77,9 +79,7 @@ Status launch_whole_amax(const void* input, DataType dtype, int64_t count, float
   if (threads % 32 != 0 || threads < 32 || threads > 1024 || blocks < 1)
     return invalid_argument("the whole-tensor AMAX: " + std::to_string(blocks) + " blocks of " +
                             std::to_string(threads) + " threads");
-  const cudaError_t z = cudaMemsetAsync(out, 0, sizeof(float), stream);  // +0.0: the AMAX of nothing
-  if (z != cudaSuccess) return internal_error(std::string("clearing the AMAX: ") + cudaGetErrorString(z));
-  switch (dtype) {
+  switch (dtype) {  // the output is cleared by the launch, once the dtype is known to be one it runs
     case DataType::kFloat32: return launch_typed<float>(input, count, out, blocks, threads, stream);
     case DataType::kFloat16: return launch_typed<__half>(input, count, out, blocks, threads, stream);
     case DataType::kBFloat16: return launch_typed<__nv_bfloat16>(input, count, out, blocks, threads, stream);

@@ -128,9 +128,9 @@ Graph in_chain_order(const Graph& g) {
     }
   for (bool grew = !out.nodes.empty(); grew;) {
     grew = false;
-    const std::vector<int>& last = out.nodes.back().outputs;
+    const int last = out.nodes.back().outputs.empty() ? -1 : out.nodes.back().outputs[0];  // a copy: nodes grow
     for (size_t i = 0; i < g.nodes.size() && !grew; ++i)
-      if (!taken[i] && !last.empty() && !g.nodes[i].inputs.empty() && g.nodes[i].inputs[0] == last[0]) {
+      if (!taken[i] && last >= 0 && !g.nodes[i].inputs.empty() && g.nodes[i].inputs[0] == last) {
         out.nodes.push_back(g.nodes[i]);
         taken[i] = grew = true;
       }

@@ -1,6 +1,7 @@
 // Device tier: Kiln's own kernels (src/lower/kernel_plan.h) through LoweredGraph: every launch configuration of the
 // whole-tensor AMAX, for fp32, fp16 and bf16, sizes with a tail past the 16-byte vectors, and the 8192x8192 that
-// cuDNN 9.19 cannot launch, against the host reference; an output preset to 1e30 is overwritten, a NaN anywhere
+// cuDNN 9.19 cannot launch, against the host reference and with a planted maximum at the first, middle and last
+// element; an output preset to 1e30 is overwritten, a NaN anywhere
 // gives NaN (as torch.amax), and a plan's bytes load back and run the same.
 #include <gtest/gtest.h>
 
@@ -48,7 +49,7 @@ TEST(KilnKernelGpu, EveryLaunchConfigurationMatchesTheReference) {
   auto handle = make_cudnn_handle();
   ASSERT_TRUE(handle.is_ok());
   const std::pair<const char*, const char*> shapes[] = {
-      {"bf16", "[1, 1000, 1001]"}, {"fp16", "[3, 7, 13]"}, {"fp32", "[1, 4096, 4097]"}, {"bf16", "[1, 8192, 8192]"}};
+      {"bf16", "[1, 1000, 1003]"}, {"fp16", "[3, 7, 13]"}, {"fp32", "[1, 4096, 4099]"}, {"bf16", "[1, 8192, 8192]"}};
   for (const auto& [dtype, dims] : shapes) {
     SCOPED_TRACE(std::string(dtype) + " " + dims);
     Graph g = amax_graph(dtype, dims);
@@ -76,6 +77,20 @@ TEST(KilnKernelGpu, EveryLaunchConfigurationMatchesTheReference) {
       auto check = check_outputs(g, *outs, *ref);
       ASSERT_TRUE(check.is_ok());
       EXPECT_EQ(check->verdict, Disposition::kPassed) << c.config.identity() << ": " << check->summary();
+      // Every element is read: 512 (exact in each dtype, above every random input) planted at the first, the middle
+      // and the last element in turn must be the AMAX exactly.
+      const int x = g.find_tensor("x");
+      const size_t elem = dtype_size(g.dtype_of(x));
+      const int64_t count = g.tensors[static_cast<size_t>(x)].element_count();
+      const uint32_t bits = elem == 4 ? 0x44000000u : std::string(dtype) == "fp16" ? 0x6000u : 0x4400u;
+      for (int64_t pos : {int64_t{0}, count / 2, count - 1}) {
+        char* at = static_cast<char*>(buffers->tensors.at(x).data()) + pos * static_cast<int64_t>(elem);
+        uint32_t saved = 0;
+        ASSERT_EQ(cudaMemcpy(&saved, at, elem, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(at, &bits, elem, cudaMemcpyHostToDevice), cudaSuccess);  // little-endian: the low bytes
+        EXPECT_EQ(run_once(g, *one, handle->get(), *buffers, 0.0f), 512.0f) << c.config.identity() << " at " << pos;
+        ASSERT_EQ(cudaMemcpy(at, &saved, elem, cudaMemcpyHostToDevice), cudaSuccess);
+      }
     }
     std::printf("%s %s: %zu configurations checked\n", dtype, dims, cands->size());
   }
@@ -107,11 +122,13 @@ TEST(KilnKernelGpu, ANanGivesNanAndBytesLoadBack) {
   float* x = static_cast<float*>(buffers->tensors.at(g.find_tensor("x")).data());
   ASSERT_EQ(cudaMemcpy(x + 1000, &nan, sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_TRUE(std::isnan(run_once(g, *back, handle->get(), *buffers, 0.0f)));
-  // An input not 16-byte aligned (a caller's slice) is read element by element: the AMAX of the 2145 elements
+  // An input not 16-byte aligned (a caller's slice) is read element by element: the AMAX of the 2144 elements
   // from the second on, against the host's.
   std::vector<float> host(33 * 65, 0.0f);
-  for (size_t i = 0; i < host.size(); ++i)
-    host[i] = std::sin(0.37f * static_cast<float>(i)) * (i == 1500 ? 9.0f : 1.0f);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = std::sin(0.37f * static_cast<float>(i));
+  host[0] = 100.0f;    // outside the slice: must not count
+  host[2144] = 7.5f;   // the slice's last element: the largest
+  host[1500] = -7.0f;  // in the body
   ASSERT_EQ(cudaMemcpy(x, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
   // The element past the slice's end is the allocation's own padding or the next tensor: the slice is one short.
   float want = 0;
@@ -127,6 +144,7 @@ TEST(KilnKernelGpu, ANanGivesNanAndBytesLoadBack) {
   ASSERT_EQ(cudaMemcpy(&got, shifted.at(shorter.find_tensor("amax")), sizeof(float), cudaMemcpyDeviceToHost),
             cudaSuccess);
   EXPECT_EQ(got, want);
+  EXPECT_EQ(got, 7.5f);
 }
 
 }  // namespace

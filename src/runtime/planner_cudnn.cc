@@ -551,9 +551,13 @@ class CudnnPlanBackend : public PlanBackend {
       const PlanRecord& r = s.record;
       if (r.structure_sig != sig.structure || !check_fingerprint(r.fingerprint, env_, policy_).pass) continue;
       auto shape = parse_shape_key(r.shape_key);
-      // A configuration lower cannot build (a knob not named kN) is no bucket's to lend.
-      bool buildable = true;
-      for (const auto& knob : r.knobs) buildable = buildable && knob_type_of(knob.first).is_ok();
+      // A configuration lower cannot build (a cuDNN knob not named kN) is no bucket's to lend; cuBLASLt's and Kiln's
+      // own name their knobs (lower checks them against the bucket's shape when it builds one).
+      bool buildable = r.engine_id >= kCublasLtEngineBase;
+      if (!buildable) {
+        buildable = true;
+        for (const auto& knob : r.knobs) buildable = buildable && knob_type_of(knob.first).is_ok();
+      }
       if (!shape.is_ok() || !buildable) continue;
       out.push_back(TunedShape{r.shape_key, *shape, EngineConfig{r.engine_id, r.knobs}});
     }
