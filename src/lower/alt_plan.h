@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -13,6 +14,12 @@
 #include "kiln/core/status.h"
 
 namespace kiln::lower_detail {
+
+// Whether `bytes` start with `magic` (a family's first bytes: "KILNBLT1\n", "KILNKRN1\n").
+inline bool has_magic(const std::vector<uint8_t>& bytes, const char* magic) {
+  const size_t n = std::strlen(magic);
+  return bytes.size() >= n && std::memcmp(bytes.data(), magic, n) == 0;
+}
 
 class AltPlan {
  public:

@@ -46,16 +46,13 @@ class DeviceHandles {
   ~DeviceHandles() {
     for (auto& [device, h] : by_device_) cublasLtDestroy(h);
   }
-  // The current device's handle, made if `make` (else Unavailable when there is none yet).
-  StatusOr<cublasLtHandle_t> get(bool make) {
+  // The current device's handle, made on first use.
+  StatusOr<cublasLtHandle_t> get() {
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) return unavailable("cuBLASLt: no current CUDA device");
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_device_.find(device);
     if (it != by_device_.end()) return it->second;
-    if (!make)
-      return failed_precondition("cuBLASLt: no handle for device " + std::to_string(device) +
-                                 " (a plan runs on the device it was built or loaded on)");
     cublasLtHandle_t h = nullptr;
     KILN_BLT(cublasLtCreate(&h), "creating a cuBLASLt handle");
     by_device_[device] = h;
@@ -67,9 +64,9 @@ class DeviceHandles {
   std::map<int, cublasLtHandle_t> by_device_;
 };
 
-StatusOr<cublasLtHandle_t> device_handle(bool make = true) {
+StatusOr<cublasLtHandle_t> device_handle() {
   static DeviceHandles handles;
-  return handles.get(make);
+  return handles.get();
 }
 
 Status init_layout(const BltMatrix& m, int64_t batch, cublasLtMatrixLayoutOpaque_t* out) {
@@ -222,6 +219,7 @@ StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cublasLtHandle_
 int64_t cublaslt_version() { return static_cast<int64_t>(cublasLtGetVersion()); }
 
 struct BltPlan::Impl {
+  cublasLtHandle_t handle = nullptr;  // the device's (device_handle) where it was built or loaded: execute() runs there
   BltProblem problem;
   Layouts layouts;
   cublasLtMatmulAlgo_t algo;
@@ -266,6 +264,7 @@ StatusOr<BltPlan> BltPlan::build(const BltProblem& p, const EngineConfig& config
     return invalid_argument(config.identity() + " is not a cuBLASLt algorithm");
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, device_handle());
   BltPlan plan;
+  plan.impl_->handle = h;  // execute() runs on this device's handle, with no lookup or lock per call
   plan.impl_->problem = p;
   plan.impl_->config = config;
   // The heuristic's own algorithm where it offers this identity (it may carry more than the named attributes),
@@ -293,10 +292,7 @@ StatusOr<BltPlan> BltPlan::build(const BltProblem& p, const EngineConfig& config
   return plan;
 }
 
-bool BltPlan::is_blob(const std::vector<uint8_t>& bytes) {
-  const size_t n = sizeof(kMagic) - 1;
-  return bytes.size() >= n && std::memcmp(bytes.data(), kMagic, n) == 0;
-}
+bool BltPlan::is_blob(const std::vector<uint8_t>& bytes) { return has_magic(bytes, kMagic); }
 
 std::vector<uint8_t> BltPlan::serialize() const {
   nlohmann::json j;
@@ -358,7 +354,6 @@ Status BltPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs, v
       return invalid_argument("execute: plan " + impl_->config.identity() + " needs " + std::to_string(kAlignment) +
                               "-byte aligned buffers");
   if (impl_->workspace > 0 && !workspace) return invalid_argument("execute: no workspace");
-  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, device_handle(/*make=*/false));
   cublasLtMatmulDescOpaque_t desc;
   KILN_RETURN_IF_ERROR(init_desc(p, bias, &desc));
   const float alpha = 1.0f, beta = 0.0f;
@@ -367,7 +362,7 @@ Status BltPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs, v
   auto* la = const_cast<cublasLtMatrixLayoutOpaque_t*>(&l.a);
   auto* lb = const_cast<cublasLtMatrixLayoutOpaque_t*>(&l.b);
   auto* ld = const_cast<cublasLtMatrixLayoutOpaque_t*>(&l.d);
-  KILN_BLT(cublasLtMatmul(h, &desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &impl_->algo, workspace,
+  KILN_BLT(cublasLtMatmul(impl_->handle, &desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &impl_->algo, workspace,
                           static_cast<size_t>(impl_->workspace), stream),
            "executing " + impl_->config.identity() + " (" + p.describe() + ")");
   return Status::ok();

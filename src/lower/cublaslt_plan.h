@@ -57,9 +57,9 @@ std::optional<BltProblem> match_cublaslt(const Graph& graph, std::string* why_no
 // The cuBLASLt library this process loaded (cublasLtGetVersion(), e.g. 130100).
 int64_t cublaslt_version();
 
-// A built cuBLASLt plan: the problem's layouts and one algorithm. Immutable once built; execute() may be called
-// from many threads at once (each call makes its own matmul descriptor on the stack and uses the calling thread's
-// cuBLASLt handle for the current device).
+// A built cuBLASLt plan: the problem's layouts, one algorithm and the cuBLASLt handle of the device it was built or
+// loaded on, where it runs. Immutable once built; execute() may be called from many threads at once (each call
+// makes its own matmul descriptor on the stack).
 class BltPlan : public AltPlan {
  public:
   BltPlan();

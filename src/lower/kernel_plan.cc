@@ -100,10 +100,7 @@ StatusOr<KernelPlan> KernelPlan::build(const AmaxProblem& p, const EngineConfig&
   return plan;
 }
 
-bool KernelPlan::is_blob(const std::vector<uint8_t>& bytes) {
-  const size_t n = sizeof(kMagic) - 1;
-  return bytes.size() >= n && std::memcmp(bytes.data(), kMagic, n) == 0;
-}
+bool KernelPlan::is_blob(const std::vector<uint8_t>& bytes) { return has_magic(bytes, kMagic); }
 
 std::vector<uint8_t> KernelPlan::serialize() const {
   const std::string text = kMagic + config_.identity();

@@ -1,6 +1,7 @@
 // LoweredGraph: operation graph, candidates, plan build (heuristic or pinned), serialize, execute.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -72,43 +73,44 @@ struct LoweredGraph::Impl {
     if (kernel_cache) return "graph '" + graph.name + "': cuBLASLt's and Kiln's own plans are not dynamic-shape builds";
     return "";
   }
-  // The graph as a cuBLASLt problem; NotSupported with the reason where cuBLASLt cannot run it, or not here.
-  StatusOr<lower_detail::BltProblem> blt_problem() const {
+  // The graph as the problem `match` finds (match_cublaslt, match_whole_amax); NotSupported with the reason where
+  // it is not one `who` ("cuBLASLt runs"), or not here.
+  template <typename Problem>
+  StatusOr<Problem> alt_problem(std::optional<Problem> (*match)(const Graph&, std::string*), const char* who) const {
     if (std::string no = alt_refusal(); !no.empty()) return not_supported(no);
     std::string why;
-    auto p = lower_detail::match_cublaslt(graph, &why);
-    if (!p) return not_supported("graph '" + graph.name + "' is not one cuBLASLt runs: " + why);
+    std::optional<Problem> p = match(graph, &why);
+    if (!p) return not_supported("graph '" + graph.name + "' is not one " + who + ": " + why);
     return *p;
   }
-  // The graph as a problem of Kiln's own kernels; NotSupported with the reason otherwise.
+  StatusOr<lower_detail::BltProblem> blt_problem() const {
+    return alt_problem(lower_detail::match_cublaslt, "cuBLASLt runs");
+  }
   StatusOr<lower_detail::AmaxProblem> kernel_problem() const {
-    if (std::string no = alt_refusal(); !no.empty()) return not_supported(no);
-    std::string why;
-    auto p = lower_detail::match_whole_amax(graph, &why);
-    if (!p) return not_supported("graph '" + graph.name + "' is not one Kiln's kernels run: " + why);
-    return *p;
+    return alt_problem(lower_detail::match_whole_amax, "Kiln's kernels run");
   }
   // `config` (a cuBLASLt algorithm's or a Kiln kernel's) built for this graph.
   StatusOr<std::shared_ptr<const lower_detail::AltPlan>> build_alt(const EngineConfig& config) const {
     if (is_kiln_kernel_engine(config.engine_id)) {
       KILN_ASSIGN_OR_RETURN(lower_detail::AmaxProblem p, kernel_problem());
-      KILN_ASSIGN_OR_RETURN(lower_detail::KernelPlan plan, lower_detail::KernelPlan::build(p, config));
-      return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<lower_detail::KernelPlan>(std::move(plan)));
+      return shared_alt(lower_detail::KernelPlan::build(p, config));
     }
     KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem p, blt_problem());
-    KILN_ASSIGN_OR_RETURN(lower_detail::BltPlan plan, lower_detail::BltPlan::build(p, config));
-    return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<lower_detail::BltPlan>(std::move(plan)));
+    return shared_alt(lower_detail::BltPlan::build(p, config));
   }
-  // Bytes of a cuBLASLt plan or a Kiln kernel's (is_alt_blob) loaded for this graph.
+  // Bytes of a cuBLASLt plan or a Kiln kernel's (their is_blob()) loaded for this graph.
   StatusOr<std::shared_ptr<const lower_detail::AltPlan>> load_alt(const std::vector<uint8_t>& bytes) const {
     if (lower_detail::KernelPlan::is_blob(bytes)) {
       KILN_ASSIGN_OR_RETURN(lower_detail::AmaxProblem p, kernel_problem());
-      KILN_ASSIGN_OR_RETURN(lower_detail::KernelPlan plan, lower_detail::KernelPlan::deserialize(p, bytes));
-      return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<lower_detail::KernelPlan>(std::move(plan)));
+      return shared_alt(lower_detail::KernelPlan::deserialize(p, bytes));
     }
     KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem p, blt_problem());
-    KILN_ASSIGN_OR_RETURN(lower_detail::BltPlan plan, lower_detail::BltPlan::deserialize(p, bytes));
-    return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<lower_detail::BltPlan>(std::move(plan)));
+    return shared_alt(lower_detail::BltPlan::deserialize(p, bytes));
+  }
+  template <typename Plan>
+  static StatusOr<std::shared_ptr<const lower_detail::AltPlan>> shared_alt(StatusOr<Plan> plan) {
+    if (!plan.is_ok()) return plan.status();
+    return std::shared_ptr<const lower_detail::AltPlan>(std::make_shared<Plan>(std::move(plan).value()));
   }
 
   // A fresh frontend graph with its operation graph built for the target.
@@ -127,6 +129,9 @@ struct LoweredGraph::Impl {
 };
 
 namespace {
+
+// cuDNN's own heuristic modes (A, B, FALLBACK), not cuBLASLt's or Kiln's candidates.
+bool is_frontend_mode(HeuristicMode m) { return m != HeuristicMode::kCublasLt && m != HeuristicMode::kKiln; }
 
 fe::HeurMode_t to_fe(HeuristicMode m) {
   switch (m) {
@@ -247,10 +252,7 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
   std::vector<CandidateInfo> out;
   std::map<std::string, size_t> seen;
   for (HeuristicMode m : modes) {
-    if (m == HeuristicMode::kCublasLt || m == HeuristicMode::kKiln) {
-      // cuBLASLt's offer (none where it cannot run the graph): after cuDNN's lists, whatever the order asked.
-      continue;
-    }
+    if (!is_frontend_mode(m)) continue;  // cuBLASLt's and Kiln's: after cuDNN's lists, whatever the order asked
     // Each mode on its own graph, so the lists do not mix and ranks stay per mode.
     KILN_ASSIGN_OR_RETURN(auto fg, impl_->fresh_graph());
     fe::error_t e = fg->create_execution_plans({to_fe(m)});
@@ -282,9 +284,7 @@ StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::ve
   }
   std::string alt_none;  // why cuBLASLt or Kiln's kernels offered nothing, when asked
   KILN_RETURN_IF_ERROR(append_alt_candidates(modes, &out, &seen, &alt_none));
-  const bool only_alt = std::all_of(modes.begin(), modes.end(), [](HeuristicMode m) {
-    return m == HeuristicMode::kCublasLt || m == HeuristicMode::kKiln;
-  });
+  const bool only_alt = std::none_of(modes.begin(), modes.end(), is_frontend_mode);
   if (out.empty() && only_alt) return not_supported(alt_none);
   if (out.empty())
     return with_coverage_gap(
@@ -349,7 +349,7 @@ Status LoweredGraph::build_heuristic_plan(const std::vector<HeuristicMode>& mode
 Status LoweredGraph::build_heuristic_on(const std::vector<HeuristicMode>& modes, bool without_tensor_cores) {
   std::vector<fe::HeurMode_t> fm;
   for (auto m : modes)
-    if (m != HeuristicMode::kCublasLt && m != HeuristicMode::kKiln) fm.push_back(to_fe(m));  // tuned, never defaults
+    if (is_frontend_mode(m)) fm.push_back(to_fe(m));  // cuBLASLt's and Kiln's are tuned, never defaults
   if (fm.empty()) return invalid_argument("building from heuristics needs one of cuDNN's modes (A, B, FALLBACK)");
   if (!impl_->fg) {  // loaded from another library's bytes: no frontend graph yet
     KILN_ASSIGN_OR_RETURN(impl_->fg, impl_->fresh_graph());

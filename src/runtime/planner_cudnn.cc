@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -553,11 +554,9 @@ class CudnnPlanBackend : public PlanBackend {
       auto shape = parse_shape_key(r.shape_key);
       // A configuration lower cannot build (a cuDNN knob not named kN) is no bucket's to lend; cuBLASLt's and Kiln's
       // own name their knobs (lower checks them against the bucket's shape when it builds one).
-      bool buildable = r.engine_id >= kCublasLtEngineBase;
-      if (!buildable) {
-        buildable = true;
-        for (const auto& knob : r.knobs) buildable = buildable && knob_type_of(knob.first).is_ok();
-      }
+      const bool buildable = r.engine_id >= kCublasLtEngineBase ||
+                             std::all_of(r.knobs.begin(), r.knobs.end(),
+                                         [](const auto& knob) { return knob_type_of(knob.first).is_ok(); });
       if (!shape.is_ok() || !buildable) continue;
       out.push_back(TunedShape{r.shape_key, *shape, EngineConfig{r.engine_id, r.knobs}});
     }
