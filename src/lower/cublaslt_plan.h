@@ -42,7 +42,7 @@ struct BltProblem {
   // The epilogue, in cuBLASLt's order: + bias (one value per column of y: a graph input [.., N]), then ReLU.
   int bias_tensor = -1;
   DataType bias_dtype = DataType::kFloat32;
-  enum class Activation { kNone, kRelu } activation = Activation::kNone;
+  enum class Activation { kNone, kRelu, kGeluErf, kGeluTanh } activation = Activation::kNone;
   // "m=8192 n=8192 k=8192 A fp8_e4m3 T B fp8_e4m3 N D bf16"; ", bias bf16, ReLU" with those.
   std::string describe() const;
 };
@@ -53,6 +53,9 @@ struct BltProblem {
 // (batch broadcast as stride 0); fp32, fp16, bf16 or FP8 inputs with fp32 compute; y fp32, fp16 or bf16; each
 // matrix with one unit stride. nullopt, with the first reason in `why_not`, otherwise.
 std::optional<BltProblem> match_cublaslt(const Graph& graph, std::string* why_not);
+// The same walk with gelu_erf and gelu_tanh also taken as the activation (cuBLASLt runs neither; Kiln's skinny GEMM,
+// kernel_plan.h, does).
+std::optional<BltProblem> match_gemm_chain(const Graph& graph, std::string* why_not);
 
 // The cuBLASLt library this process loaded (cublasLtGetVersion(), e.g. 130100).
 int64_t cublaslt_version();

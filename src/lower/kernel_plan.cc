@@ -1,6 +1,8 @@
 // KernelPlan: Kiln's own kernels as engine configurations (src/lower/kernel_plan.h).
 #include "lower/kernel_plan.h"
 
+#include "lower/cublaslt_plan.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -9,6 +11,8 @@ namespace {
 
 constexpr char kMagic[] = "KILNKRN1\n";  // serialize()'s first bytes
 constexpr int64_t kWholeAmax = 1;        // kernel 1: the AMAX of a whole tensor
+constexpr int64_t kNorm = 2;             // kernel 2: a layer_norm or rms_norm
+constexpr int64_t kSkinnyGemm = 3;       // kernel 3: a GEMM of at most 16 rows with its epilogue
 
 // Row-major with no gaps: the last stride 1, each other the product of the extents after it.
 bool dense(const TensorDesc& t) {
@@ -71,33 +75,230 @@ std::optional<AmaxProblem> match_whole_amax(const Graph& g, std::string* why_not
   return p;
 }
 
-StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const AmaxProblem&) {
+std::optional<NormProblem> match_norm(const Graph& g, std::string* why_not) {
+  std::string scratch;
+  if (!why_not) why_not = &scratch;
+  if (g.nodes.size() != 1 || (g.nodes[0].op != OpKind::kLayerNorm && g.nodes[0].op != OpKind::kRmsNorm)) {
+    *why_not = "the graph is not one layer_norm or rms_norm";
+    return std::nullopt;
+  }
+  const Node& n = g.nodes[0];
+  const bool layer = n.op == OpKind::kLayerNorm;
+  if (n.inputs.size() != (layer ? 3u : 2u) || n.outputs.size() != 1) {
+    *why_not = "node '" + n.name + "' has inputs or outputs Kiln's norm kernel does not take";
+    return std::nullopt;
+  }
+  NormProblem p;
+  p.x = n.inputs[0];
+  p.scale = n.inputs[1];
+  p.bias = layer ? n.inputs[2] : -1;
+  p.y = n.outputs[0];
+  if (!g.dynamic_dims.empty() || !g.is_graph_output(p.y)) {
+    *why_not = "the norm's shapes are dynamic, or its output is not a graph output";
+    return std::nullopt;
+  }
+  for (int t : {p.x, p.scale, p.bias, p.y}) {
+    if (t < 0) continue;
+    const TensorDesc& d = g.tensors[static_cast<size_t>(t)];
+    if (t != p.y && (!g.is_graph_input(t) || d.by_value)) {
+      *why_not = "'" + d.name + "' is not a graph input held in memory";
+      return std::nullopt;
+    }
+    if (!dense(d)) {
+      *why_not = "'" + d.name + "' is not densely packed";
+      return std::nullopt;
+    }
+  }
+  p.x_dtype = g.dtype_of(p.x);
+  p.y_dtype = g.dtype_of(p.y);
+  p.param_dtype = g.dtype_of(p.scale);
+  const auto x_or_fp32 = [&](DataType t) { return t == p.x_dtype || t == DataType::kFloat32; };
+  if (p.x_dtype != DataType::kFloat32 && p.x_dtype != DataType::kFloat16 && p.x_dtype != DataType::kBFloat16) {
+    *why_not = std::string("x is ") + dtype_name(p.x_dtype);
+    return std::nullopt;
+  }
+  if (!x_or_fp32(p.y_dtype) || !x_or_fp32(p.param_dtype) || (layer && g.dtype_of(p.bias) != p.param_dtype)) {
+    *why_not = std::string("y, scale and bias are ") + dtype_name(p.y_dtype) + ", " + dtype_name(p.param_dtype) +
+               (layer ? std::string(", ") + dtype_name(g.dtype_of(p.bias)) : std::string()) +
+               " (Kiln's norm kernel takes x's dtype or fp32 for y, and one of them for scale and bias)";
+    return std::nullopt;
+  }
+  const TensorDesc& x = g.tensors[static_cast<size_t>(p.x)];
+  p.rows = x.dims.empty() ? 0 : x.dims[0].value;
+  p.hidden = p.rows > 0 ? x.element_count() / p.rows : 0;
+  if (p.rows < 1 || p.hidden < 1 || p.hidden > (int64_t{1} << 30) || p.rows > (int64_t{1} << 31) - 1) {
+    *why_not =
+        "rows " + std::to_string(p.rows) + " of " + std::to_string(p.hidden) + " elements is past the kernel's range";
+    return std::nullopt;
+  }
+  p.epsilon = static_cast<float>(n.norm.epsilon);
+  return p;
+}
+
+std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* why_not) {
+  std::string scratch;
+  if (!why_not) why_not = &scratch;
+  std::optional<BltProblem> c = match_gemm_chain(g, why_not);
+  if (!c) return std::nullopt;
+  // cuBLASLt's terms (cublaslt_plan.h): its A is b^T, untransposed with ld n when b is row-major and dense; its B is
+  // a^T, untransposed with ld k when a is; its D is y^T, ld n when y is.
+  const auto name = [&](int t) { return "'" + g.tensors[static_cast<size_t>(t)].name + "'"; };
+  if (c->batch != 1 || c->a.batch_stride != 0 || c->b.batch_stride != 0) {
+    *why_not = "a batched matmul (Kiln's skinny GEMM runs one)";
+    return std::nullopt;
+  }
+  if (c->n > 16) {
+    *why_not = name(c->b.tensor) + " has " + std::to_string(c->n) + " rows (Kiln's skinny GEMM takes at most 16)";
+    return std::nullopt;
+  }
+  if (c->a.transposed || c->a.ld != c->m || c->b.transposed || c->b.ld != c->k || c->d.ld != c->m) {
+    *why_not = "a, b and y are not all row-major and dense";
+    return std::nullopt;
+  }
+  if ((c->a.dtype != DataType::kBFloat16 && c->a.dtype != DataType::kFloat16) || c->a.dtype != c->b.dtype) {
+    *why_not = std::string("the inputs are ") + dtype_name(c->b.dtype) + " and " + dtype_name(c->a.dtype) +
+               " (Kiln's skinny GEMM takes fp16 or bf16 pairs)";
+    return std::nullopt;
+  }
+  SkinnyGemmProblem p;
+  p.a = c->b.tensor;
+  p.b = c->a.tensor;
+  p.bias = c->bias_tensor;
+  p.y = c->d.tensor;
+  p.dtype = c->a.dtype;
+  p.bias_dtype = c->bias_dtype;
+  p.y_dtype = c->d.dtype;
+  p.m = c->n;
+  p.n = c->m;
+  p.k = c->k;
+  switch (c->activation) {
+    case BltProblem::Activation::kNone: p.act = SkinnyGemmProblem::Act::kNone; break;
+    case BltProblem::Activation::kRelu: p.act = SkinnyGemmProblem::Act::kRelu; break;
+    case BltProblem::Activation::kGeluErf: p.act = SkinnyGemmProblem::Act::kGeluErf; break;
+    case BltProblem::Activation::kGeluTanh: p.act = SkinnyGemmProblem::Act::kGeluTanh; break;
+  }
+  if (p.n % 64 != 0 || p.k % 64 != 0) {
+    *why_not = "n=" + std::to_string(p.n) + " or k=" + std::to_string(p.k) +
+               " is not a multiple of 64 (Kiln's skinny GEMM's tiles)";
+    return std::nullopt;
+  }
+  return p;
+}
+
+std::optional<KernelProblem> match_kiln_kernel(const Graph& g, std::string* why_not) {
+  std::string amax_why, norm_why, gemm_why;
+  if (auto a = match_whole_amax(g, &amax_why)) return KernelProblem(*a);
+  if (auto n = match_norm(g, &norm_why)) return KernelProblem(*n);
+  if (auto s = match_skinny_gemm(g, &gemm_why)) return KernelProblem(*s);
+  if (why_not) *why_not = amax_why + "; " + norm_why + "; " + gemm_why;
+  return std::nullopt;
+}
+
+namespace {
+
+// The norm's launch for a group of `group` threads a row: chunks a thread holds (a power of two up to 8), 0 where
+// the row does not fit or would leave over half the group idle.
+int norm_per_thread(const NormProblem& p, int64_t group) {
+  const int64_t chunks = p.hidden / norm_chunk_elements(p.x_dtype);
+  if (group > 32 && group / 2 >= chunks) return 0;
+  for (int per = 1; per <= 8; per *= 2)
+    if (per * group >= chunks) return per;
+  return 0;
+}
+
+bool norm_vectorized(const NormProblem& p) { return p.hidden % norm_chunk_elements(p.x_dtype) == 0; }
+
+}  // namespace
+
+StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& problem) {
   std::vector<EngineConfig> out;
-  for (int64_t threads : {256, 512})
-    for (int64_t blocks : {2, 4, 8})
-      out.push_back(EngineConfig{kKilnKernelEngineBase + kWholeAmax, {{"blocks", blocks}, {"threads", threads}}});
+  if (std::holds_alternative<AmaxProblem>(problem)) {
+    for (int64_t threads : {256, 512})
+      for (int64_t blocks : {2, 4, 8})
+        out.push_back(EngineConfig{kKilnKernelEngineBase + kWholeAmax, {{"blocks", blocks}, {"threads", threads}}});
+    return out;
+  }
+  if (const auto* g = std::get_if<SkinnyGemmProblem>(&problem)) {
+    for (int64_t tile : {64, 128})
+      for (int64_t split : {1, 2, 4, 8})
+        if (g->n % tile == 0 && g->k % (split * 64) == 0)
+          out.push_back(EngineConfig{kKilnKernelEngineBase + kSkinnyGemm, {{"split", split}, {"tile", tile}}});
+    return out;
+  }
+  const NormProblem& p = std::get<NormProblem>(problem);
+  const auto norm = [](int64_t group, int64_t threads) {
+    return EngineConfig{kKilnKernelEngineBase + kNorm, {{"group", group}, {"threads", threads}}};
+  };
+  // A hidden size that is no whole number of chunks runs the plain loop, whose one form is a CTA a row.
+  if (!norm_vectorized(p)) return std::vector<EngineConfig>{norm(256, 256)};
+  for (int64_t group = 32; group <= 512; group *= 2)
+    for (int64_t threads : {128, 256, 512})
+      if (group <= threads && norm_per_thread(p, group) > 0) out.push_back(norm(group, threads));
   return out;
 }
 
-StatusOr<KernelPlan> KernelPlan::build(const AmaxProblem& p, const EngineConfig& config) {
-  auto knob = [&](const char* name) -> int64_t {
-    auto it = config.knobs.find(name);
-    return it == config.knobs.end() ? -1 : it->second;
-  };
-  const int64_t per_sm = knob("blocks"), threads = knob("threads");
-  if (config.engine_id != kKilnKernelEngineBase + kWholeAmax || config.knobs.size() != 2 || per_sm < 1 || per_sm > 32 ||
-      threads < 32 || threads > 1024 || threads % 32 != 0)
-    return not_supported(config.identity() + " is not a kernel Kiln has (knl1_blocks=B_threads=T: B 1-32 per SM, T a "
-                                             "multiple of 32 up to 1024)");
-  KILN_ASSIGN_OR_RETURN(int sms, sm_count());
+StatusOr<KernelPlan> KernelPlan::build(const KernelProblem& problem, const EngineConfig& config) {
   KernelPlan plan;
-  plan.problem_ = p;
+  plan.problem_ = problem;
   plan.config_ = config;
+  if (const auto* a = std::get_if<AmaxProblem>(&problem)) KILN_RETURN_IF_ERROR(plan.build_amax(*a));
+  else if (const auto* n = std::get_if<NormProblem>(&problem)) KILN_RETURN_IF_ERROR(plan.build_norm(*n));
+  else KILN_RETURN_IF_ERROR(plan.build_skinny(std::get<SkinnyGemmProblem>(problem)));
+  return plan;
+}
+
+namespace {
+int64_t knob_of(const EngineConfig& config, const char* name) {
+  auto it = config.knobs.find(name);
+  return it == config.knobs.end() ? -1 : it->second;
+}
+}  // namespace
+
+Status KernelPlan::build_amax(const AmaxProblem& p) {
+  const int64_t per_sm = knob_of(config_, "blocks"), threads = knob_of(config_, "threads");
+  if (config_.engine_id != kKilnKernelEngineBase + kWholeAmax || config_.knobs.size() != 2 || per_sm < 1 ||
+      per_sm > 32 || threads < 32 || threads > 1024 || threads % 32 != 0)
+    return not_supported(config_.identity() + " is not a kernel Kiln has for a whole-tensor AMAX (knl1_blocks=B_"
+                                              "threads=T: B 1-32 per SM, T a multiple of 32 up to 1024)");
+  KILN_ASSIGN_OR_RETURN(int sms, sm_count());
   // No more blocks than 16-byte vectors need (a small tensor gets one block).
   const int64_t vectors = std::max<int64_t>(1, p.count * static_cast<int64_t>(dtype_size(p.dtype)) / 16);
-  plan.blocks_ = static_cast<int>(std::clamp<int64_t>((vectors + threads - 1) / threads, 1, per_sm * sms));
-  plan.threads_ = static_cast<int>(threads);
-  return plan;
+  blocks_ = static_cast<int>(std::clamp<int64_t>((vectors + threads - 1) / threads, 1, per_sm * sms));
+  threads_ = static_cast<int>(threads);
+  return Status::ok();
+}
+
+Status KernelPlan::build_norm(const NormProblem& p) {
+  const int64_t group = knob_of(config_, "group"), threads = knob_of(config_, "threads");
+  const bool pow2 = group >= 32 && (group & (group - 1)) == 0;
+  if (config_.engine_id != kKilnKernelEngineBase + kNorm || config_.knobs.size() != 2 || !pow2 ||
+      (threads != 128 && threads != 256 && threads != 512) || group > threads)
+    return not_supported(config_.identity() + " is not a kernel Kiln has for a norm (knl2_group=G_threads=T: T 128, "
+                                              "256 or 512, G a power of two from 32 to T)");
+  norm_.threads = static_cast<int>(threads);
+  norm_.group = static_cast<int>(group);
+  norm_.vectorized = norm_vectorized(p);
+  norm_.per_thread = norm_.vectorized ? norm_per_thread(p, group) : 1;
+  if (norm_.per_thread == 0)
+    return not_supported(config_.identity() + ": rows of " + std::to_string(p.hidden) + " " + dtype_name(p.x_dtype) +
+                         " elements do not fit groups of " + std::to_string(group) +
+                         " threads (1-8 chunks of 16 bytes each, at least half the group busy)");
+  if (!norm_.vectorized) norm_.group = norm_.threads;  // the plain loop: a CTA a row
+  return Status::ok();
+}
+
+Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
+  const int64_t split = knob_of(config_, "split"), tile = knob_of(config_, "tile");
+  if (config_.engine_id != kKilnKernelEngineBase + kSkinnyGemm || config_.knobs.size() != 2 ||
+      (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128))
+    return not_supported(config_.identity() + " is not a kernel Kiln has for a skinny GEMM (knl3_split=S_tile=T: S "
+                                              "1, 2, 4 or 8, T 64 or 128)");
+  if (p.n % tile != 0 || p.k % (split * 64) != 0)
+    return not_supported(config_.identity() + ": n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
+                         " do not divide into its tiles (n a multiple of the tile, k of 64 x the split)");
+  split_ = static_cast<int>(split);
+  tile_ = static_cast<int>(tile);
+  return Status::ok();
 }
 
 bool KernelPlan::is_blob(const std::vector<uint8_t>& bytes) { return has_magic(bytes, kMagic); }
@@ -107,7 +308,7 @@ std::vector<uint8_t> KernelPlan::serialize() const {
   return std::vector<uint8_t>(text.begin(), text.end());
 }
 
-StatusOr<KernelPlan> KernelPlan::deserialize(const AmaxProblem& p, const std::vector<uint8_t>& bytes) {
+StatusOr<KernelPlan> KernelPlan::deserialize(const KernelProblem& p, const std::vector<uint8_t>& bytes) {
   if (!is_blob(bytes)) return corruption("the plan bytes are not a Kiln kernel's");
   const std::string id(bytes.begin() + static_cast<long>(sizeof(kMagic) - 1), bytes.end());
   auto config = EngineConfig::parse(id);
@@ -117,11 +318,25 @@ StatusOr<KernelPlan> KernelPlan::deserialize(const AmaxProblem& p, const std::ve
 }
 
 Status KernelPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs, void*) const {
-  auto in = ptrs.find(problem_.input), out = ptrs.find(problem_.output);
-  if (in == ptrs.end() || !in->second || out == ptrs.end() || !out->second)
-    return invalid_argument("execute: a buffer of " + config_.identity() + " is missing");
-  return launch_whole_amax(in->second, problem_.dtype, problem_.count, static_cast<float*>(out->second), blocks_,
-                           threads_, stream);
+  auto buffer = [&](int tensor) -> void* {
+    auto it = ptrs.find(tensor);
+    return it == ptrs.end() ? nullptr : it->second;
+  };
+  const std::string missing = "execute: a buffer of " + config_.identity() + " is missing";
+  if (const auto* a = std::get_if<AmaxProblem>(&problem_)) {
+    void *in = buffer(a->input), *out = buffer(a->output);
+    if (!in || !out) return invalid_argument(missing);
+    return launch_whole_amax(in, a->dtype, a->count, static_cast<float*>(out), blocks_, threads_, stream);
+  }
+  if (const auto* g = std::get_if<SkinnyGemmProblem>(&problem_)) {
+    void *a = buffer(g->a), *b = buffer(g->b), *y = buffer(g->y), *bias = g->bias >= 0 ? buffer(g->bias) : nullptr;
+    if (!a || !b || !y || (g->bias >= 0 && !bias)) return invalid_argument(missing);
+    return launch_skinny_gemm(*g, split_, tile_, a, b, bias, y, stream);
+  }
+  const NormProblem& n = std::get<NormProblem>(problem_);
+  void *x = buffer(n.x), *scale = buffer(n.scale), *y = buffer(n.y), *bias = n.layer() ? buffer(n.bias) : nullptr;
+  if (!x || !scale || !y || (n.layer() && !bias)) return invalid_argument(missing);
+  return launch_norm(n, norm_, x, scale, bias, y, stream);
 }
 
 }  // namespace kiln::lower_detail

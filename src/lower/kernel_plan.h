@@ -1,9 +1,16 @@
-// Kiln's own kernels as a third source of engine configurations, for graphs cuDNN runs badly or not at all. One so
-// far: the AMAX of a whole tensor (a lone reduce_amax over every axis), which the FP8 recipe's and matmul+AMAX's
-// unfused chains need after cuBLASLt's GEMM (issue 37: cuDNN 9.19 offers no configuration of it at 8192x8192 that
-// launches, bench/results/h100/fp8-parts). LoweredGraph offers them as HeuristicMode::kKiln's candidates
-// ("knl1_blocks=4_threads=256": kKilnKernelEngineBase), and they are tuned, checked against the reference, stored
-// and served like any other configuration. Only for src/lower/.
+// Kiln's own kernels as a third source of engine configurations, for graphs cuDNN runs badly or not at all:
+//   knl1  the AMAX of a whole tensor (a lone reduce_amax over every axis), which the FP8 recipe's and matmul+AMAX's
+//         unfused chains need after cuBLASLt's GEMM (issue 37: cuDNN 9.19 offers no configuration of it at 8192x8192
+//         that launches, bench/results/h100/fp8-parts);
+//   knl2  a lone layer_norm or rms_norm (inference), one pass over x held in registers: cuDNN's norm engines run at
+//         about 90% of the copy bandwidth where torch.compile's reach 98% (issue 37), and they are runtime-compiled,
+//         so a stored one costs a compile at start; Kiln's is compiled into the library;
+//   knl3  a skinny GEMM (at most 16 rows of a, fp16/bf16) with its bias and activation (ReLU, GELU erf or tanh): the
+//         decode-sized GEMM whose time is reading b once, which cuDNN's and cuBLASLt's tiles run at about 70% of
+//         the copy bandwidth (issue 37: matmul+bias+GELU 16x8192x8192).
+// LoweredGraph offers them as HeuristicMode::kKiln's candidates ("knl1_blocks=4_threads=256": kKilnKernelEngineBase),
+// and they are tuned, checked against the reference, stored and served like any other configuration. Only for
+// src/lower/.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "kiln/core/engine_config.h"
@@ -37,14 +45,67 @@ std::optional<AmaxProblem> match_whole_amax(const Graph& graph, std::string* why
 Status launch_whole_amax(const void* input, DataType dtype, int64_t count, float* out, int blocks, int threads,
                          cudaStream_t stream);
 
+// A layer_norm (y = (x - mean) rstd scale + bias) or rms_norm (y = x rstd scale) over every axis but the first, with
+// rstd = 1/sqrt(mean of (x - mean)^2, or of x^2, + epsilon), in fp32: `rows` rows of `hidden` densely packed
+// elements. x is fp32, fp16 or bf16; y is x's dtype or fp32; scale (and bias) x's dtype or fp32.
+struct NormProblem {
+  int x = -1, scale = -1, bias = -1, y = -1;  // Kiln tensors (bias -1: rms_norm)
+  DataType x_dtype = DataType::kFloat32, y_dtype = DataType::kFloat32, param_dtype = DataType::kFloat32;
+  int64_t rows = 0, hidden = 0;
+  float epsilon = 1e-5f;
+  bool layer() const { return bias >= 0; }
+};
+
+// `graph` (validated, static shapes) as that problem: one layer_norm or rms_norm node whose x, scale and bias are
+// dense graph inputs and whose y is a dense graph output, in the dtypes above. nullopt with the reason otherwise.
+std::optional<NormProblem> match_norm(const Graph& graph, std::string* why_not);
+
+// How the norm kernel runs: CTAs of `threads` threads, `group` threads a row (32 to `threads`, a power of two),
+// each holding `per_thread` 16-byte chunks of x (1, 2, 4 or 8); `vectorized` false: the hidden size is not a whole
+// number of chunks, and a plain loop over the row runs (also where a caller's buffer is not 16-byte aligned).
+struct NormLaunch {
+  int threads = 256, group = 256, per_thread = 1;
+  bool vectorized = true;
+};
+// Elements of `x_dtype` in one 16-byte chunk.
+inline int64_t norm_chunk_elements(DataType x_dtype) { return 16 / static_cast<int64_t>(dtype_size(x_dtype)); }
+// The kernel's launch, in norm_kernel.cu; `bias` null for rms_norm.
+Status launch_norm(const NormProblem& p, const NormLaunch& l, const void* x, const void* scale, const void* bias,
+                   void* y, cudaStream_t stream);
+
+// y = act(a b + bias): a [m, k] (m at most 16) and b [k, n] row-major and dense, fp16 or bf16; bias one value per
+// column (fp32, fp16 or bf16) or none; y [m, n] row-major and dense, fp32, fp16 or bf16; fp32 accumulation.
+struct SkinnyGemmProblem {
+  int a = -1, b = -1, bias = -1, y = -1;  // Kiln tensors (bias -1: none)
+  DataType dtype = DataType::kBFloat16, bias_dtype = DataType::kFloat32, y_dtype = DataType::kBFloat16;
+  int64_t m = 0, n = 0, k = 0;
+  enum class Act { kNone, kRelu, kGeluErf, kGeluTanh } act = Act::kNone;
+};
+
+// `graph` as that problem: one matmul, then optionally a bias_add and then one of relu, gelu_erf, gelu_tanh (the
+// chain cuBLASLt's match walks, cublaslt_plan.h), with the shapes and dtypes above. nullopt with the reason otherwise.
+std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& graph, std::string* why_not);
+
+// The kernel's launch, in skinny_gemm_kernel.cu: CTAs of `tile` (64 or 128) columns, K split over `split` CTAs of a
+// cluster (1, 2, 4 or 8); n a multiple of tile, k of split x 64. a and b not 16-byte aligned run a plain loop.
+Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, const void* a, const void* b,
+                          const void* bias, void* y, cudaStream_t stream);
+
+// Any of Kiln's kernels' problems.
+using KernelProblem = std::variant<AmaxProblem, NormProblem, SkinnyGemmProblem>;
+// The first of Kiln's kernels that runs `graph`; nullopt with each kernel's reason otherwise.
+std::optional<KernelProblem> match_kiln_kernel(const Graph& graph, std::string* why_not);
+
 class KernelPlan : public AltPlan {
  public:
-  // The launch configurations offered on the current device: 256 or 512 threads, 2, 4 or 8 blocks per SM.
-  static StatusOr<std::vector<EngineConfig>> candidates(const AmaxProblem& p);
-  // Exactly `config`: NotSupported for a kernel or knob Kiln does not have.
-  static StatusOr<KernelPlan> build(const AmaxProblem& p, const EngineConfig& config);
+  // The launch configurations offered on the current device. AMAX: 256 or 512 threads, 2, 4 or 8 blocks per SM.
+  // Norm: 128, 256 or 512 threads, every group size from 32 up whose rows fit 1-8 chunks a thread. Skinny GEMM:
+  // tiles of 64 and 128 columns, K split 1, 2, 4 or 8 ways, where the shape divides.
+  static StatusOr<std::vector<EngineConfig>> candidates(const KernelProblem& p);
+  // Exactly `config`: NotSupported for a kernel or knob Kiln does not have, or one that does not run `p`.
+  static StatusOr<KernelPlan> build(const KernelProblem& p, const EngineConfig& config);
   // Bytes serialize() wrote ("KILNKRN1\n" then the identity): any Kiln that has the kernel runs it.
-  static StatusOr<KernelPlan> deserialize(const AmaxProblem& p, const std::vector<uint8_t>& bytes);
+  static StatusOr<KernelPlan> deserialize(const KernelProblem& p, const std::vector<uint8_t>& bytes);
   static bool is_blob(const std::vector<uint8_t>& bytes);
 
   std::vector<uint8_t> serialize() const override;
@@ -53,9 +114,15 @@ class KernelPlan : public AltPlan {
   Status execute(cudaStream_t stream, const std::map<int, void*>& ptrs, void* workspace) const override;
 
  private:
-  AmaxProblem problem_;
+  Status build_amax(const AmaxProblem& p);
+  Status build_norm(const NormProblem& p);
+  Status build_skinny(const SkinnyGemmProblem& p);
+
+  KernelProblem problem_;
   EngineConfig config_;
-  int blocks_ = 0, threads_ = 0;
+  int blocks_ = 0, threads_ = 0;  // knl1
+  NormLaunch norm_;               // knl2
+  int split_ = 1, tile_ = 128;    // knl3
 };
 
 }  // namespace kiln::lower_detail

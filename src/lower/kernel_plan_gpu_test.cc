@@ -147,5 +147,221 @@ TEST(KilnKernelGpu, ANanGivesNanAndBytesLoadBack) {
   EXPECT_EQ(got, 7.5f);
 }
 
+// A lone norm over x [rows, hidden, 1, 1]: op, io dtype, the parameters' and y's dtypes ("" for io).
+Graph norm_graph(const std::string& op, int64_t rows, int64_t hidden, const std::string& io,
+                 const std::string& param_dtype, const std::string& y_dtype) {
+  const bool layer = op == "layer_norm";
+  const std::string param = R"({"dims": [1, )" + std::to_string(hidden) + R"(, 1, 1])" +
+                            (param_dtype.empty() ? "" : R"(, "dtype": ")" + param_dtype + "\"") + "}";
+  const std::string spec =
+      R"({"name": "norm", "io_dtype": ")" + io + R"(", "tensors": {"x": {"dims": [)" + std::to_string(rows) + ", " +
+      std::to_string(hidden) + R"(, 1, 1]}, "gamma": )" + param + (layer ? R"(, "beta": )" + param : "") +
+      (y_dtype.empty() ? ""
+                       : R"(, "y": {"dims": [)" + std::to_string(rows) + ", " + std::to_string(hidden) +
+                             R"(, 1, 1], "dtype": ")" + y_dtype + R"("})") +
+      R"(}, "nodes": [{"name": "n", "op": ")" + op + R"(", "inputs": ["x", "gamma")" + (layer ? R"(, "beta")" : "") +
+      R"(], "outputs": ["y"], "epsilon": 1e-5}], "outputs": ["y"]})";
+  auto g = parse_spec_string(spec, "kernel_plan_gpu_test");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << spec;
+  return g.is_ok() ? *g : Graph{};
+}
+
+// Every configuration Kiln offers for layer and RMS norms in each dtype pairing, rows that fill a group's chunks
+// unevenly, and a hidden size that is no whole number of chunks (the plain loop), against the host reference; a
+// plan's bytes load back and write the same bits; x 2 bytes past an aligned base (a caller's slice) runs the plain
+// loop and still matches.
+TEST(KilnKernelGpu, EveryNormConfigurationMatchesTheReference) {
+  KILN_REQUIRE_GPU();
+  auto handle = make_cudnn_handle();
+  ASSERT_TRUE(handle.is_ok());
+  struct Shape {
+    const char *op, *io, *param, *y;
+    int64_t rows, hidden;
+  } shapes[] = {{"rms_norm", "bf16", "", "", 301, 1024},        {"layer_norm", "bf16", "", "", 67, 8192},
+                {"rms_norm", "fp16", "fp32", "fp32", 33, 4160}, {"layer_norm", "fp32", "", "", 19, 3072},
+                {"layer_norm", "bf16", "fp32", "", 9, 24576},   {"rms_norm", "bf16", "", "", 7, 1001},
+                {"layer_norm", "fp16", "", "fp32", 130, 64}};
+  size_t total = 0;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(std::string(s.op) + " " + s.io + " " + std::to_string(s.rows) + "x" + std::to_string(s.hidden));
+    Graph g = norm_graph(s.op, s.rows, s.hidden, s.io, s.param, s.y);
+    LowerTarget target;
+    target.handle = handle->get();
+    auto lg = LoweredGraph::create(g, target);
+    ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
+    auto cands = lg->list_candidates({HeuristicMode::kKiln});
+    ASSERT_TRUE(cands.is_ok()) << cands.status().to_string();
+    ASSERT_FALSE(cands->empty());
+    auto inputs = make_random_inputs(g, 11);
+    ASSERT_TRUE(inputs.is_ok());
+    auto ref = run_host_reference_with_magnitudes(g, *inputs);
+    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+    auto buffers = allocate_graph_buffers(g, *inputs, 0);
+    ASSERT_TRUE(buffers.is_ok());
+    const int y = g.find_tensor("y");
+    for (const CandidateInfo& c : *cands) {
+      auto one = LoweredGraph::create(g, target);
+      ASSERT_TRUE(one.is_ok());
+      ASSERT_TRUE(one->build_config(c.config).is_ok()) << c.config.identity();
+      void* out = buffers->tensors.at(y).data();
+      const size_t bytes = buffers->tensors.at(y).size();
+      ASSERT_EQ(cudaMemset(out, 0x7f, bytes), cudaSuccess);  // a stale output is overwritten
+      ASSERT_TRUE(one->execute(handle->get(), buffers->pointers(), buffers->workspace.data()).is_ok());
+      auto outs = download_outputs(g, *buffers);
+      ASSERT_TRUE(outs.is_ok());
+      auto check = check_outputs(g, *outs, *ref);
+      ASSERT_TRUE(check.is_ok());
+      EXPECT_EQ(check->verdict, Disposition::kPassed) << c.config.identity() << ": " << check->summary();
+      ++total;
+    }
+    // The last configuration's bytes load back and write the same bits.
+    auto last = LoweredGraph::create(g, target);
+    ASSERT_TRUE(last.is_ok());
+    ASSERT_TRUE(last->build_config(cands->back().config).is_ok());
+    auto bytes = last->serialize();
+    ASSERT_TRUE(bytes.is_ok());
+    auto back = LoweredGraph::deserialize(g, handle->get(), *bytes);
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    EXPECT_EQ(back->config().identity(), cands->back().config.identity());
+    auto first = download_outputs(g, *buffers);
+    ASSERT_TRUE(first.is_ok());
+    ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0, buffers->tensors.at(y).size()), cudaSuccess);
+    ASSERT_TRUE(back->execute(handle->get(), buffers->pointers(), buffers->workspace.data()).is_ok());
+    auto again = download_outputs(g, *buffers);
+    ASSERT_TRUE(again.is_ok());
+    EXPECT_TRUE((*first)[0].storage == (*again)[0].storage) << "a loaded plan wrote other bits";
+    // x copied 2 bytes past an aligned base: not 16-byte aligned, so the plain loop runs.
+    const int x = g.find_tensor("x");
+    const size_t x_bytes = buffers->tensors.at(x).size();
+    auto room = DeviceBuffer::allocate(x_bytes + 16);
+    ASSERT_TRUE(room.is_ok());
+    char* shifted = room->as<char>();
+    ASSERT_EQ(cudaMemcpy(shifted + 2, buffers->tensors.at(x).data(), x_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+    std::map<int, void*> ptrs = buffers->pointers();
+    ptrs[x] = shifted + 2;
+    ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0, buffers->tensors.at(y).size()), cudaSuccess);
+    ASSERT_TRUE(back->execute(handle->get(), ptrs, buffers->workspace.data()).is_ok());
+    auto outs = download_outputs(g, *buffers);
+    ASSERT_TRUE(outs.is_ok());
+    auto check = check_outputs(g, *outs, *ref);
+    ASSERT_TRUE(check.is_ok());
+    EXPECT_EQ(check->verdict, Disposition::kPassed) << "unaligned x: " << check->summary();
+    std::printf("%s %s %lldx%lld: %zu configurations checked\n", s.op, s.io, static_cast<long long>(s.rows),
+                static_cast<long long>(s.hidden), cands->size());
+  }
+  EXPECT_GE(total, 30u);
+}
+
+// y = act(a b + bias): a [1, m, k], b [1, k, n], bias [1, 1, n] in `io`, y in `y_dtype` ("" for io).
+Graph skinny_graph(int64_t m, int64_t k, int64_t n, const std::string& act, bool bias, const std::string& io,
+                   const std::string& y_dtype) {
+  auto dims = [](int64_t x, int64_t y) { return "[1, " + std::to_string(x) + ", " + std::to_string(y) + "]"; };
+  std::string nodes = R"({"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["p"]})", last = "p";
+  if (bias) {
+    nodes += R"(, {"name": "add", "op": "bias_add", "inputs": ["p", "bias"], "outputs": ["q"]})";
+    last = "q";
+  }
+  if (!act.empty()) {
+    nodes += R"(, {"name": "act", "op": ")" + act + R"(", "inputs": [")" + last + R"("], "outputs": ["y"]})";
+    last = "y";
+  }
+  const std::string spec =
+      R"({"name": "skinny", "io_dtype": ")" + io + R"(", "tensors": {"a": {"dims": )" + dims(m, k) +
+      R"(}, "b": {"dims": )" + dims(k, n) + "}" + (bias ? R"(, "bias": {"dims": )" + dims(1, n) + "}" : "") +
+      (y_dtype.empty() ? ""
+                       : R"(, ")" + last + R"(": {"dims": )" + dims(m, n) + R"(, "dtype": ")" + y_dtype + R"("})") +
+      R"(}, "nodes": [)" + nodes + R"(], "outputs": [")" + last + R"("]})";
+  auto g = parse_spec_string(spec, "kernel_plan_gpu_test");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << spec;
+  return g.is_ok() ? *g : Graph{};
+}
+
+// Every configuration of the skinny GEMM, each epilogue, 1 to 16 rows, fp16 and bf16, fp32 outputs, K split over
+// clusters of up to 8, against the host reference; a stale output is overwritten; bytes load back and write the same
+// bits; a not 16-byte aligned a (a caller's slice) runs the plain loop and still matches.
+TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
+  KILN_REQUIRE_GPU();
+  auto handle = make_cudnn_handle();
+  ASSERT_TRUE(handle.is_ok());
+  struct Shape {
+    int64_t m, k, n;
+    const char *act, *io, *y;
+    bool bias;
+  } shapes[] = {{16, 8192, 512, "gelu_erf", "bf16", "", true},
+                {7, 1024, 192, "gelu_tanh", "fp16", "", true},
+                {1, 512, 256, "relu", "bf16", "fp32", true},
+                {16, 2048, 1024, "", "fp16", "", false},
+                {3, 64, 64, "gelu_erf", "bf16", "", true}};
+  size_t total = 0;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + " " + s.act + " " +
+                 s.io);
+    Graph g = skinny_graph(s.m, s.k, s.n, s.act, s.bias, s.io, s.y);
+    LowerTarget target;
+    target.handle = handle->get();
+    auto lg = LoweredGraph::create(g, target);
+    ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
+    auto cands = lg->list_candidates({HeuristicMode::kKiln});
+    ASSERT_TRUE(cands.is_ok()) << cands.status().to_string();
+    ASSERT_FALSE(cands->empty());
+    auto inputs = make_random_inputs(g, 13);
+    ASSERT_TRUE(inputs.is_ok());
+    auto ref = run_host_reference_with_magnitudes(g, *inputs);
+    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+    auto buffers = allocate_graph_buffers(g, *inputs, 0);
+    ASSERT_TRUE(buffers.is_ok());
+    const int y = g.outputs[0];
+    std::vector<double> last_out;
+    for (const CandidateInfo& c : *cands) {
+      auto one = LoweredGraph::create(g, target);
+      ASSERT_TRUE(one.is_ok());
+      ASSERT_TRUE(one->build_config(c.config).is_ok()) << c.config.identity();
+      ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0x7f, buffers->tensors.at(y).size()), cudaSuccess);
+      Status run = one->execute(handle->get(), buffers->pointers(), buffers->workspace.data());
+      ASSERT_TRUE(run.is_ok()) << c.config.identity() << ": " << run.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.config.identity();
+      auto outs = download_outputs(g, *buffers);
+      ASSERT_TRUE(outs.is_ok());
+      auto check = check_outputs(g, *outs, *ref);
+      ASSERT_TRUE(check.is_ok());
+      EXPECT_EQ(check->verdict, Disposition::kPassed) << c.config.identity() << ": " << check->summary();
+      last_out = (*outs)[0].storage;
+      ++total;
+    }
+    auto bytes = [&]() {
+      auto built = LoweredGraph::create(g, target);
+      EXPECT_TRUE(built.is_ok() && built->build_config(cands->back().config).is_ok());
+      return built->serialize();
+    }();
+    ASSERT_TRUE(bytes.is_ok());
+    auto back = LoweredGraph::deserialize(g, handle->get(), *bytes);
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0, buffers->tensors.at(y).size()), cudaSuccess);
+    ASSERT_TRUE(back->execute(handle->get(), buffers->pointers(), buffers->workspace.data()).is_ok());
+    auto again = download_outputs(g, *buffers);
+    ASSERT_TRUE(again.is_ok());
+    EXPECT_TRUE((*again)[0].storage == last_out) << "a loaded plan wrote other bits";
+    // a copied 2 bytes past an aligned base: the plain loop.
+    const int a = g.find_tensor("a");
+    const size_t a_bytes = buffers->tensors.at(a).size();
+    auto room = DeviceBuffer::allocate(a_bytes + 16);
+    ASSERT_TRUE(room.is_ok());
+    char* shifted = room->as<char>();
+    ASSERT_EQ(cudaMemcpy(shifted + 2, buffers->tensors.at(a).data(), a_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+    std::map<int, void*> ptrs = buffers->pointers();
+    ptrs[a] = shifted + 2;
+    ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0x7f, buffers->tensors.at(y).size()), cudaSuccess);
+    ASSERT_TRUE(back->execute(handle->get(), ptrs, buffers->workspace.data()).is_ok());
+    auto outs = download_outputs(g, *buffers);
+    ASSERT_TRUE(outs.is_ok());
+    auto check = check_outputs(g, *outs, *ref);
+    ASSERT_TRUE(check.is_ok());
+    EXPECT_EQ(check->verdict, Disposition::kPassed) << "unaligned a: " << check->summary();
+    std::printf("skinny %lldx%lldx%lld %s %s: %zu configurations checked\n", static_cast<long long>(s.m),
+                static_cast<long long>(s.k), static_cast<long long>(s.n), s.act, s.io, cands->size());
+  }
+  EXPECT_GE(total, 20u);
+}
+
 }  // namespace
 }  // namespace kiln

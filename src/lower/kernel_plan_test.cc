@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "kiln/spec/spec.h"
 #include "lower/kernel_plan.h"
@@ -74,6 +76,200 @@ TEST(KilnKernelPlan, SixLaunchConfigurationsAndNoOthers) {
     auto back = KernelPlan::deserialize(*p, std::vector<uint8_t>(junk.begin(), junk.end()));
     ASSERT_FALSE(back.is_ok()) << junk;
     EXPECT_EQ(back.status().code(), StatusCode::kCorruption) << junk;
+  }
+}
+
+// A lone norm over x [rows, hidden] ("rms_norm" or "layer_norm") in `io` dtype; `extra` adds tensor fields
+// (dtype overrides, strides) as JSON object members keyed by tensor.
+Graph norm_graph(const std::string& op, int64_t rows, int64_t hidden, const std::string& io = "bf16",
+                 const std::string& scale_dtype = "", const std::string& x_extra = "") {
+  const bool layer = op == "layer_norm";
+  const std::string dims = "[" + std::to_string(rows) + ", " + std::to_string(hidden) + ", 1, 1]";
+  const std::string param = R"({"dims": [1, )" + std::to_string(hidden) + R"(, 1, 1])" +
+                            (scale_dtype.empty() ? "" : R"(, "dtype": ")" + scale_dtype + "\"") + "}";
+  const std::string spec = R"({"name": "norm", "io_dtype": ")" + io + R"(", "tensors": {"x": {"dims": )" + dims +
+                           x_extra + R"(}, "gamma": )" + param + (layer ? R"(, "beta": )" + param : "") +
+                           R"(}, "nodes": [{"name": "n", "op": ")" + op + R"(", "inputs": ["x", "gamma")" +
+                           (layer ? R"(, "beta")" : "") +
+                           R"(], "outputs": ["y"], "epsilon": 1e-5}], "outputs": ["y"]})";
+  auto g = parse_spec_string(spec, "test");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << spec;
+  return g.is_ok() ? *g : Graph{};
+}
+
+std::vector<std::string> identities(const StatusOr<std::vector<EngineConfig>>& configs) {
+  std::vector<std::string> out;
+  if (configs.is_ok())
+    for (const EngineConfig& c : *configs) out.push_back(c.identity());
+  return out;
+}
+
+TEST(KilnKernelMatch, ALayerOrRmsNormOverRows) {
+  Graph rms = norm_graph("rms_norm", 65536, 1024);
+  std::string why;
+  auto p = match_norm(rms, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->rows, 65536);
+  EXPECT_EQ(p->hidden, 1024);
+  EXPECT_FALSE(p->layer());
+  EXPECT_EQ(p->x, rms.find_tensor("x"));
+  EXPECT_EQ(p->scale, rms.find_tensor("gamma"));
+  EXPECT_EQ(p->y, rms.find_tensor("y"));
+  EXPECT_EQ(p->x_dtype, DataType::kBFloat16);
+  EXPECT_EQ(p->param_dtype, DataType::kBFloat16);
+  EXPECT_FLOAT_EQ(p->epsilon, 1e-5f);
+  Graph layer = norm_graph("layer_norm", 8, 4096, "fp16", "fp32");
+  p = match_norm(layer, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_TRUE(p->layer());
+  EXPECT_EQ(p->bias, layer.find_tensor("beta"));
+  EXPECT_EQ(p->param_dtype, DataType::kFloat32);
+  // match_kiln_kernel finds the norm after the AMAX declines it.
+  auto k = match_kiln_kernel(layer, &why);
+  ASSERT_TRUE(k);
+  EXPECT_TRUE(std::holds_alternative<NormProblem>(*k));
+}
+
+TEST(KilnKernelMatch, OtherNormsSayWhy) {
+  struct Case {
+    const char* what;
+    Graph g;
+    const char* why;
+  } cases[] = {
+      {"fp16 x, bf16 scale", norm_graph("rms_norm", 4, 64, "fp16", "bf16"), "x's dtype or fp32"},
+      {"strided x", norm_graph("rms_norm", 4, 64, "bf16", "", R"(, "strides": [128, 1, 1, 1])"), "not densely packed"},
+      {"an amax", amax_graph(R"({"dims": [1, 64, 32]})", "[0, 1, 2]", "[1, 1, 1]"), "not one layer_norm or rms_norm"},
+  };
+  for (const Case& c : cases) {
+    std::string why;
+    EXPECT_FALSE(match_norm(c.g, &why)) << c.what;
+    EXPECT_NE(why.find(c.why), std::string::npos) << c.what << ": " << why;
+  }
+  // Neither kernel: both reasons.
+  std::string why;
+  EXPECT_FALSE(match_kiln_kernel(cases[0].g, &why));
+  EXPECT_NE(why.find("not one reduce_amax"), std::string::npos) << why;
+  EXPECT_NE(why.find("x's dtype or fp32"), std::string::npos) << why;
+}
+
+TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
+  // 1024 bf16 = 128 chunks of 16 bytes: groups of 32 (4 a thread), 64 (2) and 128 (1), in CTAs of 128-512.
+  auto small = match_norm(norm_graph("rms_norm", 65536, 1024), nullptr);
+  ASSERT_TRUE(small);
+  EXPECT_EQ(identities(KernelPlan::candidates(*small)),
+            (std::vector<std::string>{
+                "knl2_group=32_threads=128", "knl2_group=32_threads=256", "knl2_group=32_threads=512",
+                "knl2_group=64_threads=128", "knl2_group=64_threads=256", "knl2_group=64_threads=512",
+                "knl2_group=128_threads=128", "knl2_group=128_threads=256", "knl2_group=128_threads=512"}));
+  // 8192 bf16 = 1024 chunks: groups of 128 (8 a thread), 256 (4) and 512 (2).
+  auto wide = match_norm(norm_graph("layer_norm", 16384, 8192), nullptr);
+  ASSERT_TRUE(wide);
+  EXPECT_EQ(identities(KernelPlan::candidates(*wide)),
+            (std::vector<std::string>{"knl2_group=128_threads=128", "knl2_group=128_threads=256",
+                                      "knl2_group=128_threads=512", "knl2_group=256_threads=256",
+                                      "knl2_group=256_threads=512", "knl2_group=512_threads=512"}));
+  // No whole number of chunks: the plain loop's one form.
+  auto odd = match_norm(norm_graph("rms_norm", 3, 1001), nullptr);
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(identities(KernelPlan::candidates(*odd)), std::vector<std::string>{"knl2_group=256_threads=256"});
+  // Past 512 threads of 8 chunks (32768 bf16): none.
+  auto huge = match_norm(norm_graph("rms_norm", 2, 65536), nullptr);
+  ASSERT_TRUE(huge);
+  EXPECT_TRUE(identities(KernelPlan::candidates(*huge)).empty());
+  // Built without a device; refused where the knobs or the kernel do not fit.
+  EXPECT_TRUE(KernelPlan::build(*wide, *EngineConfig::parse("knl2_group=256_threads=512")).is_ok());
+  for (const char* bad :
+       {"knl2_group=32_threads=128", "knl2_group=48_threads=128", "knl2_group=16_threads=128",
+        "knl2_group=256_threads=1024", "knl2_group=512_threads=256", "knl2_group=256", "knl1_blocks=2_threads=256"}) {
+    auto built = KernelPlan::build(*wide, *EngineConfig::parse(bad));
+    ASSERT_FALSE(built.is_ok()) << bad;
+    EXPECT_EQ(built.status().code(), StatusCode::kNotSupported) << bad;
+    EXPECT_NE(built.status().message().find(bad), std::string::npos) << built.status().message();
+  }
+  // Bytes name the configuration and load back for the same problem.
+  auto plan = KernelPlan::build(*small, *EngineConfig::parse("knl2_group=64_threads=256"));
+  ASSERT_TRUE(plan.is_ok());
+  auto back = KernelPlan::deserialize(*small, plan->serialize());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->config().identity(), "knl2_group=64_threads=256");
+}
+
+// y = act(a b + bias) with a [1, m, k], b [1, k, n], bias [1, 1, n] ("" act: none; no_bias: none).
+Graph skinny_graph(int64_t m, int64_t k, int64_t n, const std::string& act, bool bias = true,
+                   const std::string& io = "bf16", const std::string& a_extra = "") {
+  auto dims = [](int64_t x, int64_t y) { return "[1, " + std::to_string(x) + ", " + std::to_string(y) + "]"; };
+  std::string nodes = R"({"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["p"]})";
+  std::string last = "p";
+  if (bias) {
+    nodes += R"(, {"name": "add", "op": "bias_add", "inputs": ["p", "bias"], "outputs": ["q"]})";
+    last = "q";
+  }
+  if (!act.empty()) {
+    nodes += R"(, {"name": "act", "op": ")" + act + R"(", "inputs": [")" + last + R"("], "outputs": ["r"]})";
+    last = "r";
+  }
+  const std::string spec = R"({"name": "skinny", "io_dtype": ")" + io + R"(", "tensors": {"a": {"dims": )" +
+                           dims(m, k) + a_extra + R"(}, "b": {"dims": )" + dims(k, n) + "}" +
+                           (bias ? R"(, "bias": {"dims": )" + dims(1, n) + "}" : "") + R"(}, "nodes": [)" + nodes +
+                           R"(], "outputs": [")" + last + R"("]})";
+  auto g = parse_spec_string(spec, "test");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << spec;
+  return g.is_ok() ? *g : Graph{};
+}
+
+TEST(KilnKernelMatch, ASkinnyGemmWithItsEpilogue) {
+  Graph g = skinny_graph(16, 8192, 8192, "gelu_erf");
+  std::string why;
+  auto p = match_skinny_gemm(g, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->m, 16);
+  EXPECT_EQ(p->n, 8192);
+  EXPECT_EQ(p->k, 8192);
+  EXPECT_EQ(p->a, g.find_tensor("a"));
+  EXPECT_EQ(p->b, g.find_tensor("b"));
+  EXPECT_EQ(p->bias, g.find_tensor("bias"));
+  EXPECT_EQ(p->y, g.find_tensor("r"));
+  EXPECT_EQ(p->act, SkinnyGemmProblem::Act::kGeluErf);
+  EXPECT_EQ(p->dtype, DataType::kBFloat16);
+  auto plain = match_skinny_gemm(skinny_graph(1, 64, 128, "", false, "fp16"), &why);
+  ASSERT_TRUE(plain) << why;
+  EXPECT_EQ(plain->bias, -1);
+  EXPECT_EQ(plain->act, SkinnyGemmProblem::Act::kNone);
+  EXPECT_EQ(match_skinny_gemm(skinny_graph(4, 64, 64, "gelu_tanh"), &why)->act, SkinnyGemmProblem::Act::kGeluTanh);
+  EXPECT_EQ(match_skinny_gemm(skinny_graph(4, 64, 64, "relu"), &why)->act, SkinnyGemmProblem::Act::kRelu);
+  // Candidates: tiles 64 and 128, K split 1-8 where the shape divides (k 128: split 1 and 2 only).
+  EXPECT_EQ(identities(KernelPlan::candidates(*p)).size(), 8u);
+  auto short_k = match_skinny_gemm(skinny_graph(16, 128, 64, "relu"), &why);
+  ASSERT_TRUE(short_k) << why;
+  EXPECT_EQ(identities(KernelPlan::candidates(*short_k)),
+            (std::vector<std::string>{"knl3_split=1_tile=64", "knl3_split=2_tile=64"}));
+  for (const char* bad : {"knl3_split=4_tile=64", "knl3_split=1_tile=128", "knl3_split=3_tile=64",
+                          "knl3_split=1_tile=32", "knl2_group=32_threads=128"}) {
+    auto built = KernelPlan::build(*short_k, *EngineConfig::parse(bad));
+    ASSERT_FALSE(built.is_ok()) << bad;
+    EXPECT_EQ(built.status().code(), StatusCode::kNotSupported) << bad;
+    EXPECT_NE(built.status().message().find(bad), std::string::npos) << built.status().message();
+  }
+  EXPECT_TRUE(KernelPlan::build(*short_k, *EngineConfig::parse("knl3_split=2_tile=64")).is_ok());
+}
+
+TEST(KilnKernelMatch, OtherGemmsSayWhy) {
+  struct Case {
+    const char* what;
+    Graph g;
+    const char* why;
+  } cases[] = {
+      {"17 rows", skinny_graph(17, 64, 64, "gelu_erf"), "has 17 rows"},
+      {"fp32", skinny_graph(4, 64, 64, "gelu_erf", true, "fp32"), "fp16 or bf16 pairs"},
+      {"n of 96", skinny_graph(4, 64, 96, "gelu_erf"), "not a multiple of 64"},
+      {"a strided a", skinny_graph(4, 64, 64, "relu", true, "bf16", R"(, "strides": [1024, 128, 1])"),
+       "not all row-major and dense"},
+      {"a sigmoid", skinny_graph(4, 64, 64, "sigmoid"), "is not an epilogue Kiln runs after a matmul"},
+  };
+  for (const Case& c : cases) {
+    std::string why;
+    EXPECT_FALSE(match_skinny_gemm(c.g, &why)) << c.what;
+    EXPECT_NE(why.find(c.why), std::string::npos) << c.what << ": " << why;
   }
 }
 

@@ -73,7 +73,7 @@ struct LoweredGraph::Impl {
     if (kernel_cache) return "graph '" + graph.name + "': cuBLASLt's and Kiln's own plans are not dynamic-shape builds";
     return "";
   }
-  // The graph as the problem `match` finds (match_cublaslt, match_whole_amax); NotSupported with the reason where
+  // The graph as the problem `match` finds (match_cublaslt, match_kiln_kernel); NotSupported with the reason where
   // it is not one `who` ("cuBLASLt runs"), or not here.
   template <typename Problem>
   StatusOr<Problem> alt_problem(std::optional<Problem> (*match)(const Graph&, std::string*), const char* who) const {
@@ -86,13 +86,13 @@ struct LoweredGraph::Impl {
   StatusOr<lower_detail::BltProblem> blt_problem() const {
     return alt_problem(lower_detail::match_cublaslt, "cuBLASLt runs");
   }
-  StatusOr<lower_detail::AmaxProblem> kernel_problem() const {
-    return alt_problem(lower_detail::match_whole_amax, "Kiln's kernels run");
+  StatusOr<lower_detail::KernelProblem> kernel_problem() const {
+    return alt_problem(lower_detail::match_kiln_kernel, "Kiln's kernels run");
   }
   // `config` (a cuBLASLt algorithm's or a Kiln kernel's) built for this graph.
   StatusOr<std::shared_ptr<const lower_detail::AltPlan>> build_alt(const EngineConfig& config) const {
     if (is_kiln_kernel_engine(config.engine_id)) {
-      KILN_ASSIGN_OR_RETURN(lower_detail::AmaxProblem p, kernel_problem());
+      KILN_ASSIGN_OR_RETURN(lower_detail::KernelProblem p, kernel_problem());
       return shared_alt(lower_detail::KernelPlan::build(p, config));
     }
     KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem p, blt_problem());
@@ -101,7 +101,7 @@ struct LoweredGraph::Impl {
   // Bytes of a cuBLASLt plan or a Kiln kernel's (their is_blob()) loaded for this graph.
   StatusOr<std::shared_ptr<const lower_detail::AltPlan>> load_alt(const std::vector<uint8_t>& bytes) const {
     if (lower_detail::KernelPlan::is_blob(bytes)) {
-      KILN_ASSIGN_OR_RETURN(lower_detail::AmaxProblem p, kernel_problem());
+      KILN_ASSIGN_OR_RETURN(lower_detail::KernelProblem p, kernel_problem());
       return shared_alt(lower_detail::KernelPlan::deserialize(p, bytes));
     }
     KILN_ASSIGN_OR_RETURN(lower_detail::BltProblem p, blt_problem());

@@ -62,7 +62,8 @@ struct CandidateInfo {
 
 // Where candidates come from: cuDNN's heuristic modes; kCublasLt, cuBLASLt's heuristic for a graph that is one
 // matmul (optionally with a bias and a ReLU; src/lower/cublaslt_plan.h): "blt<N>_..." (kCublasLtEngineBase); kKiln,
-// Kiln's own kernels (the AMAX of a whole tensor; src/lower/kernel_plan.h): "knl<N>_..." (kKilnKernelEngineBase).
+// Kiln's own kernels (the AMAX of a whole tensor, a layer or RMS norm; src/lower/kernel_plan.h): "knl<N>_..."
+// (kKilnKernelEngineBase).
 // The last two on the live device only, and never chosen by build_heuristic.
 enum class HeuristicMode { kA, kB, kFallback, kCublasLt, kKiln };
 // cuDNN's names for its modes, then "CUBLASLT" and "KILN" (CandidateInfo::modes, the tuner's worker requests).

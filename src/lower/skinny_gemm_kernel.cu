@@ -1,0 +1,282 @@
+// launch_skinny_gemm (src/lower/kernel_plan.h): y = act(a b + bias) for a of at most 16 rows, the decode-sized GEMM
+// whose time is reading b once. A CTA owns `tile` columns of y and a slice of K: b's slice streams through shared
+// memory in stages of 64 rows (cp.async, four stages in flight), a's 16 x 64 beside it (rows past M zero), and each
+// warp multiplies 16 columns with the tensor cores (mma.sync m16n8k16, fp32 accumulators; ldmatrix.trans reads b's
+// row-major tiles as the column-major operand). With `split` > 1 the CTAs of one tile form a cluster over K: each
+// leaves its 16 x tile partial sums in shared memory, and each CTA of the cluster adds one share of the tile's
+// elements across the cluster (distributed shared memory, in rank order: the same sums every run) and writes them
+// through the epilogue. No workspace, one launch.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#include "lower/kernel_plan.h"
+
+namespace kiln::lower_detail {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kKt = 64;     // rows of b (and columns of a) a stage holds
+constexpr int kStages = 4;  // stages in flight
+
+template <int kTile>
+struct Shape {
+  static constexpr int kWarps = kTile / 16;  // a warp owns 16 columns
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kBBytes = kKt * kTile * 2;  // a stage of b
+  static constexpr int kABytes = 16 * kKt * 2;     // a stage of a
+  static constexpr int kStageBytes = kBBytes + kABytes;
+  static constexpr int kSmem = kStages * kStageBytes;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared, bypassing L1; `bytes` 0 writes zeros (a row of a past M).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+// A 16-byte chunk's place in a row of shared memory: chunks XOR the row's low three bits, so the eight rows an
+// ldmatrix phase reads fall in eight different banks.
+__device__ __forceinline__ int swizzled(int row, int chunk) { return (chunk ^ (row & 7)) * 16; }
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ float load_as_float(const void* p, int64_t i, DataType t) {
+  switch (t) {
+    case DataType::kBFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case DataType::kFloat16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+__device__ __forceinline__ void store_float(void* p, int64_t i, float v, DataType t) {
+  switch (t) {
+    case DataType::kBFloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case DataType::kFloat16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+struct Epilogue {
+  const void* bias;  // null: none
+  DataType bias_dtype, y_dtype;
+  SkinnyGemmProblem::Act act;
+
+  __device__ __forceinline__ float apply(float v, int64_t col) const {
+    if (bias) v += load_as_float(bias, col, bias_dtype);
+    switch (act) {
+      case SkinnyGemmProblem::Act::kRelu: return fmaxf(v, 0.0f);
+      case SkinnyGemmProblem::Act::kGeluErf: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+      case SkinnyGemmProblem::Act::kGeluTanh:
+        return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+      default: return v;
+    }
+  }
+};
+
+// Stage `slot` <- rows [k, k + 64) of b's columns [n0, n0 + tile) and a's columns [k, k + 64).
+template <typename T, int kTile>
+__device__ __forceinline__ void load_stage(char* smem, int slot, const T* a, const T* b, int m, int64_t n,
+                                           int64_t k_dim, int64_t n0, int64_t k) {
+  using S = Shape<kTile>;
+  char* bs = smem + slot * S::kStageBytes;
+  char* as = bs + S::kBBytes;
+  constexpr int kChunksB = kTile / 8;  // 16-byte chunks in a row of the b tile
+  for (int i = threadIdx.x; i < kKt * kChunksB; i += S::kThreads) {
+    const int r = i / kChunksB, c = i % kChunksB;
+    cp_async16(smem_u32(bs + r * kTile * 2 + swizzled(r, c)), b + (k + r) * n + n0 + c * 8, 16);
+  }
+  for (int i = threadIdx.x; i < 16 * (kKt / 8); i += S::kThreads) {
+    const int r = i / (kKt / 8), c = i % (kKt / 8);
+    const bool live = r < m;
+    cp_async16(smem_u32(as + r * kKt * 2 + swizzled(r, c)), live ? a + r * k_dim + k + c * 8 : a, live ? 16 : 0);
+  }
+}
+
+// Warp `warp`'s 16 columns of the stage in `slot` into its accumulators (two n8 tiles).
+template <typename T, int kTile>
+__device__ __forceinline__ void compute_stage(const char* smem, int slot, int warp, int lane, float (&acc)[2][4]) {
+  using S = Shape<kTile>;
+  const char* bs = smem + slot * S::kStageBytes;
+  const char* as = bs + S::kBBytes;
+  const int q = lane / 8, r8 = lane % 8;
+#pragma unroll
+  for (int ks = 0; ks < kKt / 16; ++ks) {
+    uint32_t af[4], bf[4];
+    {  // a: rows (q & 1) * 8 + r8, columns chunk 2 ks + (q >> 1)
+      const int row = (q & 1) * 8 + r8, chunk = ks * 2 + (q >> 1);
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(af[0]), "=r"(af[1]), "=r"(af[2]), "=r"(af[3])
+                   : "r"(smem_u32(as + row * kKt * 2 + swizzled(row, chunk))));
+    }
+    {  // b: k rows 16 ks + (q & 1) * 8 + r8, the warp's column chunk 2 warp + (q >> 1), transposed
+      const int row = ks * 16 + (q & 1) * 8 + r8, chunk = warp * 2 + (q >> 1);
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(bf[0]), "=r"(bf[1]), "=r"(bf[2]), "=r"(bf[3])
+                   : "r"(smem_u32(bs + row * kTile * 2 + swizzled(row, chunk))));
+    }
+    mma16816<T>(acc[0], af, bf[0], bf[1]);
+    mma16816<T>(acc[1], af, bf[2], bf[3]);
+  }
+}
+
+// Grid (split, n / tile); with split > 1 launched as clusters of (split, 1, 1).
+template <typename T, int kTile>
+__global__ void __launch_bounds__(Shape<kTile>::kThreads)
+    skinny_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, void* __restrict__ y, int m, int64_t n,
+                       int64_t k, int split, Epilogue ep) {
+  using S = Shape<kTile>;
+  extern __shared__ __align__(128) char smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t k_len = k / split, k_begin = blockIdx.x * k_len;
+  const int tiles = static_cast<int>(k_len / kKt);
+  float acc[2][4] = {};
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < tiles) load_stage<T, kTile>(smem, s, a, b, m, n, k, n0, k_begin + s * kKt);
+    cp_async_commit();
+  }
+  for (int t = 0; t < tiles; ++t) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile t has landed for every thread, and every warp is done with tile t - 1's slot
+    const int next = t + kStages - 1;
+    if (next < tiles) load_stage<T, kTile>(smem, next % kStages, a, b, m, n, k, n0, k_begin + next * kKt);
+    cp_async_commit();
+    compute_stage<T, kTile>(smem, t % kStages, warp, lane, acc);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  // The accumulators: rows lane / 4 and lane / 4 + 8, columns 16 warp + 8 j + 2 (lane % 4) + {0, 1}.
+  const int row0 = lane / 4, col0 = warp * 16 + (lane % 4) * 2;
+  if (split == 1) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = row0 + (e / 2) * 8;
+        const int64_t col = n0 + col0 + j * 8 + (e % 2);
+        if (row < m) store_float(y, row * n + col, ep.apply(acc[j][e], col), ep.y_dtype);
+      }
+    return;
+  }
+  float* partial = reinterpret_cast<float*>(smem);  // [16][kTile], over the drained stages
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partial[(row0 + (e / 2) * 8) * kTile + col0 + j * 8 + (e % 2)] = acc[j][e];
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int share = (m * kTile + split - 1) / split;  // elements of the m live rows this CTA adds up
+  for (int i = rank * share + threadIdx.x; i < min((rank + 1) * share, m * kTile); i += S::kThreads) {
+    float v = 0.0f;
+    for (int q = 0; q < split; ++q) v += cluster.map_shared_rank(partial, q)[i];
+    const int row = i / kTile;
+    const int64_t col = n0 + i % kTile;
+    store_float(y, row * n + col, ep.apply(v, col), ep.y_dtype);
+  }
+  cluster.sync();  // no CTA leaves while another still reads its shared memory
+}
+
+// The plain path for buffers cp.async cannot read (not 16-byte aligned): a thread a column, every row.
+template <typename T>
+__global__ void skinny_gemm_plain_kernel(const T* __restrict__ a, const T* __restrict__ b, void* __restrict__ y, int m,
+                                         int64_t n, int64_t k, Epilogue ep) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= n) return;
+  float acc[16] = {};
+  for (int64_t i = 0; i < k; ++i) {
+    const float bv = static_cast<float>(b[i * n + col]);
+    for (int r = 0; r < m; ++r) acc[r] += static_cast<float>(a[r * k + i]) * bv;
+  }
+  for (int r = 0; r < m; ++r) store_float(y, r * n + col, ep.apply(acc[r], col), ep.y_dtype);
+}
+
+template <typename T, int kTile>
+Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* b, void* y, const Epilogue& ep,
+                    cudaStream_t stream) {
+  using S = Shape<kTile>;
+  static std::once_flag once;
+  static cudaError_t attr = cudaSuccess;
+  std::call_once(once, [] {
+    attr = cudaFuncSetAttribute(skinny_gemm_kernel<T, kTile>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+  });
+  if (attr != cudaSuccess)
+    return internal_error(std::string("the skinny GEMM's shared memory: ") + cudaGetErrorString(attr));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(split), static_cast<unsigned>(p.n / kTile), 1);
+  cfg.blockDim = dim3(S::kThreads, 1, 1);
+  cfg.dynamicSmemBytes = S::kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute cluster[1];
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim.x = static_cast<unsigned>(split);
+  cluster[0].val.clusterDim.y = 1;
+  cluster[0].val.clusterDim.z = 1;
+  cfg.attrs = cluster;
+  cfg.numAttrs = split > 1 ? 1 : 0;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<T, kTile>, a, b, y, static_cast<int>(p.m), p.n, p.k, split, ep);
+  if (e != cudaSuccess) return internal_error(std::string("launching the skinny GEMM: ") + cudaGetErrorString(e));
+  return Status::ok();
+}
+
+template <typename T>
+Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, const void* a, const void* b, void* y,
+                    const Epilogue& ep, cudaStream_t stream) {
+  const auto* at = static_cast<const T*>(a);
+  const auto* bt = static_cast<const T*>(b);
+  const bool aligned = reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+  if (!aligned) {
+    skinny_gemm_plain_kernel<T>
+        <<<static_cast<unsigned>((p.n + 127) / 128), 128, 0, stream>>>(at, bt, y, static_cast<int>(p.m), p.n, p.k, ep);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+      return internal_error(std::string("launching the plain skinny GEMM: ") + cudaGetErrorString(e));
+    return Status::ok();
+  }
+  if (tile == 64) return launch_tiled<T, 64>(p, split, at, bt, y, ep, stream);
+  return launch_tiled<T, 128>(p, split, at, bt, y, ep, stream);
+}
+
+}  // namespace
+
+Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, const void* a, const void* b,
+                          const void* bias, void* y, cudaStream_t stream) {
+  if ((tile != 64 && tile != 128) || split < 1 || split > 8 || p.m < 1 || p.m > 16 || p.n % tile != 0 ||
+      p.k % (int64_t{split} * kKt) != 0)
+    return invalid_argument("the skinny GEMM cannot run m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+                            " k=" + std::to_string(p.k) + " in tiles of " + std::to_string(tile) + " split " +
+                            std::to_string(split));
+  const Epilogue ep{bias, p.bias_dtype, p.y_dtype, p.act};
+  if (p.dtype == DataType::kBFloat16) return launch_typed<__nv_bfloat16>(p, split, tile, a, b, y, ep, stream);
+  if (p.dtype == DataType::kFloat16) return launch_typed<__half>(p, split, tile, a, b, y, ep, stream);
+  return invalid_argument(std::string("the skinny GEMM on ") + dtype_name(p.dtype));
+}
+
+}  // namespace kiln::lower_detail
