@@ -135,10 +135,45 @@ std::optional<NormProblem> match_norm(const Graph& g, std::string* why_not) {
   return p;
 }
 
+namespace {
+
+// The graph's one reduce_amax over every axis of a graph output into an fp32 graph output, taken out of `rest` (its
+// node and its output): -1 where there is none (`rest` unchanged); -2 where one is there but not of that form.
+int take_whole_amax(const Graph& g, Graph* rest, std::string* why_not) {
+  int found = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op != OpKind::kReduction || n.reduction.mode != ReductionMode::kAmax) continue;
+    if (found != -1 || n.inputs.size() != 1 || n.outputs.size() != 1 || !g.is_graph_output(n.inputs[0]) ||
+        !g.is_graph_output(n.outputs[0]) || g.dtype_of(n.outputs[0]) != DataType::kFloat32) {
+      *why_not = "node '" + n.name + "' is not the one AMAX of a graph output into an fp32 graph output";
+      return -2;
+    }
+    const TensorDesc& x = g.tensors[static_cast<size_t>(n.inputs[0])];
+    for (size_t ax = 0; ax < x.dims.size(); ++ax)
+      if (x.dims[ax].value > 1 &&
+          std::find(n.reduction.axes.begin(), n.reduction.axes.end(), static_cast<int>(ax)) == n.reduction.axes.end()) {
+        *why_not = "node '" + n.name + "' keeps axis " + std::to_string(ax) + " (Kiln's GEMM takes the whole AMAX)";
+        return -2;
+      }
+    found = static_cast<int>(i);
+  }
+  if (found < 0) return -1;
+  const int out = g.nodes[static_cast<size_t>(found)].outputs[0];
+  rest->nodes.erase(rest->nodes.begin() + found);
+  rest->outputs.erase(std::remove(rest->outputs.begin(), rest->outputs.end(), out), rest->outputs.end());
+  return out;
+}
+
+}  // namespace
+
 std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* why_not) {
   std::string scratch;
   if (!why_not) why_not = &scratch;
-  std::optional<BltProblem> c = match_gemm_chain(g, why_not);
+  Graph rest = g;
+  const int amax = take_whole_amax(g, &rest, why_not);
+  if (amax == -2) return std::nullopt;
+  std::optional<BltProblem> c = match_gemm_chain(rest, why_not);
   if (!c) return std::nullopt;
   // cuBLASLt's terms (cublaslt_plan.h): its A is b^T, untransposed with ld n when b is row-major and dense; its B is
   // a^T, untransposed with ld k when a is; its D is y^T, ld n when y is.
@@ -165,6 +200,16 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* 
   p.b = c->a.tensor;
   p.bias = c->bias_tensor;
   p.y = c->d.tensor;
+  if (amax >= 0) {
+    const Node* r = nullptr;
+    for (const Node& n : g.nodes)
+      if (!n.outputs.empty() && n.outputs[0] == amax) r = &n;
+    if (!r || r->inputs[0] != p.y) {
+      *why_not = "the AMAX does not read the GEMM's result";
+      return std::nullopt;
+    }
+    p.amax = amax;
+  }
   p.dtype = c->a.dtype;
   p.bias_dtype = c->bias_dtype;
   p.y_dtype = c->d.dtype;
@@ -331,7 +376,9 @@ Status KernelPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs
   if (const auto* g = std::get_if<SkinnyGemmProblem>(&problem_)) {
     void *a = buffer(g->a), *b = buffer(g->b), *y = buffer(g->y), *bias = g->bias >= 0 ? buffer(g->bias) : nullptr;
     if (!a || !b || !y || (g->bias >= 0 && !bias)) return invalid_argument(missing);
-    return launch_skinny_gemm(*g, split_, tile_, a, b, bias, y, stream);
+    float* amax = nullptr;
+    if (g->amax >= 0 && !(amax = static_cast<float*>(buffer(g->amax)))) return invalid_argument(missing);
+    return launch_skinny_gemm(*g, split_, tile_, a, b, bias, y, amax, stream);
   }
   const NormProblem& n = std::get<NormProblem>(problem_);
   void *x = buffer(n.x), *scale = buffer(n.scale), *y = buffer(n.y), *bias = n.layer() ? buffer(n.bias) : nullptr;

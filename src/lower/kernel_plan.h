@@ -77,19 +77,22 @@ Status launch_norm(const NormProblem& p, const NormLaunch& l, const void* x, con
 // column (fp32, fp16 or bf16) or none; y [m, n] row-major and dense, fp32, fp16 or bf16; fp32 accumulation.
 struct SkinnyGemmProblem {
   int a = -1, b = -1, bias = -1, y = -1;  // Kiln tensors (bias -1: none)
+  int amax = -1;                          // an fp32 [1, ..] graph output, max |y| (a reduce_amax of y); -1: none
   DataType dtype = DataType::kBFloat16, bias_dtype = DataType::kFloat32, y_dtype = DataType::kBFloat16;
   int64_t m = 0, n = 0, k = 0;
   enum class Act { kNone, kRelu, kGeluErf, kGeluTanh } act = Act::kNone;
 };
 
 // `graph` as that problem: one matmul, then optionally a bias_add and then one of relu, gelu_erf, gelu_tanh (the
-// chain cuBLASLt's match walks, cublaslt_plan.h), with the shapes and dtypes above. nullopt with the reason otherwise.
+// chain cuBLASLt's match walks, cublaslt_plan.h), and optionally a reduce_amax of the result over every axis into an
+// fp32 graph output (matmul+AMAX, for FP8 scaling), with the shapes and dtypes above. nullopt with the reason
+// otherwise.
 std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& graph, std::string* why_not);
 
 // The kernel's launch, in skinny_gemm_kernel.cu: CTAs of `tile` (64 or 128) columns, K split over `split` CTAs of a
 // cluster (1, 2, 4 or 8); n a multiple of tile, k of split x 64. a and b not 16-byte aligned run a plain loop.
 Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, const void* a, const void* b,
-                          const void* bias, void* y, cudaStream_t stream);
+                          const void* bias, void* y, float* amax, cudaStream_t stream);
 
 // Any of Kiln's kernels' problems.
 using KernelProblem = std::variant<AmaxProblem, NormProblem, SkinnyGemmProblem>;

@@ -252,9 +252,10 @@ TEST(KilnKernelGpu, EveryNormConfigurationMatchesTheReference) {
   EXPECT_GE(total, 30u);
 }
 
-// y = act(a b + bias): a [1, m, k], b [1, k, n], bias [1, 1, n] in `io`, y in `y_dtype` ("" for io).
+// y = act(a b + bias): a [1, m, k], b [1, k, n], bias [1, 1, n] in `io`, y in `y_dtype` ("" for io); with `amax`
+// also "amax" = max |y| (fp32 [1, 1, 1]).
 Graph skinny_graph(int64_t m, int64_t k, int64_t n, const std::string& act, bool bias, const std::string& io,
-                   const std::string& y_dtype) {
+                   const std::string& y_dtype, bool amax = false) {
   auto dims = [](int64_t x, int64_t y) { return "[1, " + std::to_string(x) + ", " + std::to_string(y) + "]"; };
   std::string nodes = R"({"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["p"]})", last = "p";
   if (bias) {
@@ -270,7 +271,11 @@ Graph skinny_graph(int64_t m, int64_t k, int64_t n, const std::string& act, bool
       R"(}, "b": {"dims": )" + dims(k, n) + "}" + (bias ? R"(, "bias": {"dims": )" + dims(1, n) + "}" : "") +
       (y_dtype.empty() ? ""
                        : R"(, ")" + last + R"(": {"dims": )" + dims(m, n) + R"(, "dtype": ")" + y_dtype + R"("})") +
-      R"(}, "nodes": [)" + nodes + R"(], "outputs": [")" + last + R"("]})";
+      (amax ? R"(, "amax": {"dims": [1, 1, 1], "dtype": "fp32"})" : "") + R"(}, "nodes": [)" + nodes +
+      (amax ? R"(, {"name": "r", "op": "reduce_amax", "inputs": [")" + last + R"("], "outputs": ["amax"],
+                   "axes": [0, 1, 2]})"
+            : "") +
+      R"(], "outputs": [")" + last + (amax ? R"(", "amax"]})" : R"("]})");
   auto g = parse_spec_string(spec, "kernel_plan_gpu_test");
   EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << spec;
   return g.is_ok() ? *g : Graph{};
@@ -286,17 +291,17 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
   struct Shape {
     int64_t m, k, n;
     const char *act, *io, *y;
-    bool bias;
-  } shapes[] = {{16, 8192, 512, "gelu_erf", "bf16", "", true},
-                {7, 1024, 192, "gelu_tanh", "fp16", "", true},
-                {1, 512, 256, "relu", "bf16", "fp32", true},
-                {16, 2048, 1024, "", "fp16", "", false},
-                {3, 64, 64, "gelu_erf", "bf16", "", true}};
+    bool bias, amax;
+  } shapes[] = {
+      {16, 8192, 512, "gelu_erf", "bf16", "", true, false}, {7, 1024, 192, "gelu_tanh", "fp16", "", true, false},
+      {1, 512, 256, "relu", "bf16", "fp32", true, false},   {16, 2048, 1024, "", "fp16", "", false, false},
+      {3, 64, 64, "gelu_erf", "bf16", "", true, false},     {16, 4096, 1024, "", "bf16", "", false, true},
+      {5, 512, 128, "gelu_erf", "bf16", "", true, true}};
   size_t total = 0;
   for (const Shape& s : shapes) {
     SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + " " + s.act + " " +
                  s.io);
-    Graph g = skinny_graph(s.m, s.k, s.n, s.act, s.bias, s.io, s.y);
+    Graph g = skinny_graph(s.m, s.k, s.n, s.act, s.bias, s.io, s.y, s.amax);
     LowerTarget target;
     target.handle = handle->get();
     auto lg = LoweredGraph::create(g, target);
@@ -317,6 +322,9 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
       ASSERT_TRUE(one.is_ok());
       ASSERT_TRUE(one->build_config(c.config).is_ok()) << c.config.identity();
       ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0x7f, buffers->tensors.at(y).size()), cudaSuccess);
+      if (s.amax) {  // a stale, larger AMAX (0x7f7f7f7f, about 3.4e38) is overwritten, not kept
+        ASSERT_EQ(cudaMemset(buffers->tensors.at(g.find_tensor("amax")).data(), 0x7f, 4), cudaSuccess);
+      }
       Status run = one->execute(handle->get(), buffers->pointers(), buffers->workspace.data());
       ASSERT_TRUE(run.is_ok()) << c.config.identity() << ": " << run.to_string();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.config.identity();
@@ -326,6 +334,11 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
       ASSERT_TRUE(check.is_ok());
       EXPECT_EQ(check->verdict, Disposition::kPassed) << c.config.identity() << ": " << check->summary();
       last_out = (*outs)[0].storage;
+      if (s.amax) {  // exactly the largest |y| the plan wrote
+        double top = 0;
+        for (double v : last_out) top = std::max(top, std::fabs(v));
+        EXPECT_EQ((*outs)[1].storage.at(0), top) << c.config.identity();
+      }
       ++total;
     }
     auto bytes = [&]() {

@@ -253,6 +253,33 @@ TEST(KilnKernelMatch, ASkinnyGemmWithItsEpilogue) {
   EXPECT_TRUE(KernelPlan::build(*short_k, *EngineConfig::parse("knl3_split=2_tile=64")).is_ok());
 }
 
+// matmul+AMAX: the AMAX of the result over every axis rides on the GEMM's epilogue.
+TEST(KilnKernelMatch, ASkinnyGemmWithTheAmaxOfItsResult) {
+  auto spec = [](const std::string& axes) {
+    return R"({"name": "mm_amax", "io_dtype": "bf16", "tensors": {"a": {"dims": [1, 16, 256]},
+      "b": {"dims": [1, 256, 512]}, "bias": {"dims": [1, 1, 512]}, "amax": {"dims": )" +
+           std::string(axes == "[0, 1, 2]" ? "[1, 1, 1]" : "[1, 16, 1]") + R"(, "dtype": "fp32"}},
+      "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["p"]},
+                {"name": "add", "op": "bias_add", "inputs": ["p", "bias"], "outputs": ["q"]},
+                {"name": "act", "op": "gelu_tanh", "inputs": ["q"], "outputs": ["y"]},
+                {"name": "r", "op": "reduce_amax", "inputs": ["y"], "outputs": ["amax"], "axes": )" +
+           axes + R"(}], "outputs": ["y", "amax"]})";
+  };
+  auto g = parse_spec_string(spec("[0, 1, 2]"), "test");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  std::string why;
+  auto p = match_skinny_gemm(*g, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->amax, g->find_tensor("amax"));
+  EXPECT_EQ(p->y, g->find_tensor("y"));
+  EXPECT_EQ(p->act, SkinnyGemmProblem::Act::kGeluTanh);
+  // The AMAX of each row: not the whole tensor's.
+  auto rows = parse_spec_string(spec("[0, 2]"), "test");
+  ASSERT_TRUE(rows.is_ok()) << rows.status().to_string();
+  EXPECT_FALSE(match_skinny_gemm(*rows, &why));
+  EXPECT_NE(why.find("keeps axis 1"), std::string::npos) << why;
+}
+
 TEST(KilnKernelMatch, OtherGemmsSayWhy) {
   struct Case {
     const char* what;

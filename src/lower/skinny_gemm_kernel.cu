@@ -5,7 +5,8 @@
 // row-major tiles as the column-major operand). With `split` > 1 the CTAs of one tile form a cluster over K: each
 // leaves its 16 x tile partial sums in shared memory, and each CTA of the cluster adds one share of the tile's
 // elements across the cluster (distributed shared memory, in rank order: the same sums every run) and writes them
-// through the epilogue. No workspace, one launch.
+// through the epilogue. No workspace, one launch. With an AMAX output, the largest |y| as stored (after the
+// activation and the rounding) is raised by one atomic a warp, after the output is cleared on the stream.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -73,18 +74,38 @@ __device__ __forceinline__ float load_as_float(const void* p, int64_t i, DataTyp
     default: return static_cast<const float*>(p)[i];
   }
 }
-__device__ __forceinline__ void store_float(void* p, int64_t i, float v, DataType t) {
+// Stores v as y's dtype; the value stored, as a float.
+__device__ __forceinline__ float store_float(void* p, int64_t i, float v, DataType t) {
   switch (t) {
-    case DataType::kBFloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    case DataType::kFloat16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
+    case DataType::kBFloat16: {
+      const __nv_bfloat16 r = __float2bfloat16_rn(v);
+      static_cast<__nv_bfloat16*>(p)[i] = r;
+      return __bfloat162float(r);
+    }
+    case DataType::kFloat16: {
+      const __half r = __float2half_rn(v);
+      static_cast<__half*>(p)[i] = r;
+      return __half2float(r);
+    }
+    default: static_cast<float*>(p)[i] = v; return v;
   }
 }
+// |x|'s bits: for non-negative floats (and NaN, above +inf) their unsigned order is the order of the values.
+__device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
 
 struct Epilogue {
   const void* bias;  // null: none
   DataType bias_dtype, y_dtype;
   SkinnyGemmProblem::Act act;
+  uint32_t* amax;  // null: none; else max |y| as stored, as float bits (cleared before the launch)
+
+  // The warp's largest of `bits` into amax. Every lane of the warp calls it.
+  __device__ __forceinline__ void reduce_amax(uint32_t bits) const {
+    if (!amax) return;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, off));
+    if (threadIdx.x % 32 == 0) atomicMax(amax, bits);
+  }
 
   __device__ __forceinline__ float apply(float v, int64_t col) const {
     if (bias) v += load_as_float(bias, col, bias_dtype);
@@ -173,6 +194,7 @@ __global__ void __launch_bounds__(Shape<kTile>::kThreads)
   __syncthreads();
   // The accumulators: rows lane / 4 and lane / 4 + 8, columns 16 warp + 8 j + 2 (lane % 4) + {0, 1}.
   const int row0 = lane / 4, col0 = warp * 16 + (lane % 4) * 2;
+  uint32_t top = 0;  // max |y| of what this thread stored, as bits
   if (split == 1) {
 #pragma unroll
     for (int j = 0; j < 2; ++j)
@@ -180,8 +202,9 @@ __global__ void __launch_bounds__(Shape<kTile>::kThreads)
       for (int e = 0; e < 4; ++e) {
         const int row = row0 + (e / 2) * 8;
         const int64_t col = n0 + col0 + j * 8 + (e % 2);
-        if (row < m) store_float(y, row * n + col, ep.apply(acc[j][e], col), ep.y_dtype);
+        if (row < m) top = max(top, abs_bits(store_float(y, row * n + col, ep.apply(acc[j][e], col), ep.y_dtype)));
       }
+    ep.reduce_amax(top);
     return;
   }
   float* partial = reinterpret_cast<float*>(smem);  // [16][kTile], over the drained stages
@@ -198,8 +221,9 @@ __global__ void __launch_bounds__(Shape<kTile>::kThreads)
     for (int q = 0; q < split; ++q) v += cluster.map_shared_rank(partial, q)[i];
     const int row = i / kTile;
     const int64_t col = n0 + i % kTile;
-    store_float(y, row * n + col, ep.apply(v, col), ep.y_dtype);
+    top = max(top, abs_bits(store_float(y, row * n + col, ep.apply(v, col), ep.y_dtype)));
   }
+  ep.reduce_amax(top);
   cluster.sync();  // no CTA leaves while another still reads its shared memory
 }
 
@@ -208,13 +232,17 @@ template <typename T>
 __global__ void skinny_gemm_plain_kernel(const T* __restrict__ a, const T* __restrict__ b, void* __restrict__ y, int m,
                                          int64_t n, int64_t k, Epilogue ep) {
   const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= n) return;
-  float acc[16] = {};
-  for (int64_t i = 0; i < k; ++i) {
-    const float bv = static_cast<float>(b[i * n + col]);
-    for (int r = 0; r < m; ++r) acc[r] += static_cast<float>(a[r * k + i]) * bv;
+  uint32_t top = 0;
+  if (col < n) {
+    float acc[16] = {};
+    for (int64_t i = 0; i < k; ++i) {
+      const float bv = static_cast<float>(b[i * n + col]);
+      for (int r = 0; r < m; ++r) acc[r] += static_cast<float>(a[r * k + i]) * bv;
+    }
+    for (int r = 0; r < m; ++r)
+      top = max(top, abs_bits(store_float(y, r * n + col, ep.apply(acc[r], col), ep.y_dtype)));
   }
-  for (int r = 0; r < m; ++r) store_float(y, r * n + col, ep.apply(acc[r], col), ep.y_dtype);
+  ep.reduce_amax(top);  // every lane, past the last column too
 }
 
 template <typename T, int kTile>
@@ -267,13 +295,17 @@ Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, const void*
 }  // namespace
 
 Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, const void* a, const void* b,
-                          const void* bias, void* y, cudaStream_t stream) {
+                          const void* bias, void* y, float* amax, cudaStream_t stream) {
   if ((tile != 64 && tile != 128) || split < 1 || split > 8 || p.m < 1 || p.m > 16 || p.n % tile != 0 ||
       p.k % (int64_t{split} * kKt) != 0)
     return invalid_argument("the skinny GEMM cannot run m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                             " k=" + std::to_string(p.k) + " in tiles of " + std::to_string(tile) + " split " +
                             std::to_string(split));
-  const Epilogue ep{bias, p.bias_dtype, p.y_dtype, p.act};
+  if (amax) {  // +0.0, the AMAX of nothing; the kernel only raises it
+    const cudaError_t z = cudaMemsetAsync(amax, 0, sizeof(float), stream);
+    if (z != cudaSuccess) return internal_error(std::string("clearing the GEMM's AMAX: ") + cudaGetErrorString(z));
+  }
+  const Epilogue ep{bias, p.bias_dtype, p.y_dtype, p.act, reinterpret_cast<uint32_t*>(amax)};
   if (p.dtype == DataType::kBFloat16) return launch_typed<__nv_bfloat16>(p, split, tile, a, b, y, ep, stream);
   if (p.dtype == DataType::kFloat16) return launch_typed<__half>(p, split, tile, a, b, y, ep, stream);
   return invalid_argument(std::string("the skinny GEMM on ") + dtype_name(p.dtype));
