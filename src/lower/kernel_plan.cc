@@ -266,19 +266,22 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
   if (const auto* g = std::get_if<SkinnyGemmProblem>(&problem)) {
     for (int64_t tile : {64, 128})
       for (int64_t split : {1, 2, 4, 8})
-        if (g->n % tile == 0 && g->k % (split * 64) == 0)
-          out.push_back(EngineConfig{kKilnKernelEngineBase + kSkinnyGemm, {{"split", split}, {"tile", tile}}});
+        for (int64_t stages : {4, 8})
+          if (g->n % tile == 0 && g->k % (split * 64) == 0)
+            out.push_back(EngineConfig{kKilnKernelEngineBase + kSkinnyGemm,
+                                       {{"split", split}, {"stages", stages}, {"tile", tile}}});
     return out;
   }
   const NormProblem& p = std::get<NormProblem>(problem);
-  const auto norm = [](int64_t group, int64_t threads) {
-    return EngineConfig{kKilnKernelEngineBase + kNorm, {{"group", group}, {"threads", threads}}};
+  const auto norm = [](int64_t group, int64_t threads, int64_t persist) {
+    return EngineConfig{kKilnKernelEngineBase + kNorm, {{"group", group}, {"persist", persist}, {"threads", threads}}};
   };
   // A hidden size that is no whole number of chunks runs the plain loop, whose one form is a CTA a row.
-  if (!norm_vectorized(p)) return std::vector<EngineConfig>{norm(256, 256)};
+  if (!norm_vectorized(p)) return std::vector<EngineConfig>{norm(256, 256, 0)};
   for (int64_t group = 32; group <= 512; group *= 2)
     for (int64_t threads : {128, 256, 512})
-      if (group <= threads && norm_per_thread(p, group) > 0) out.push_back(norm(group, threads));
+      for (int64_t persist : {0, 1})
+        if (group <= threads && norm_per_thread(p, group) > 0) out.push_back(norm(group, threads, persist));
   return out;
 }
 
@@ -315,14 +318,16 @@ Status KernelPlan::build_amax(const AmaxProblem& p) {
 
 Status KernelPlan::build_norm(const NormProblem& p) {
   const int64_t group = knob_of(config_, "group"), threads = knob_of(config_, "threads");
+  const int64_t persist = knob_of(config_, "persist");
   const bool pow2 = group >= 32 && (group & (group - 1)) == 0;
-  if (config_.engine_id != kKilnKernelEngineBase + kNorm || config_.knobs.size() != 2 || !pow2 ||
-      (threads != 128 && threads != 256 && threads != 512) || group > threads)
-    return not_supported(config_.identity() + " is not a kernel Kiln has for a norm (knl2_group=G_threads=T: T 128, "
-                                              "256 or 512, G a power of two from 32 to T)");
+  if (config_.engine_id != kKilnKernelEngineBase + kNorm || config_.knobs.size() != 3 || !pow2 ||
+      (threads != 128 && threads != 256 && threads != 512) || group > threads || (persist != 0 && persist != 1))
+    return not_supported(config_.identity() + " is not a kernel Kiln has for a norm (knl2_group=G_persist=P_threads=T"
+                                              ": T 128, 256 or 512, G a power of two from 32 to T, P 0 or 1)");
   norm_.threads = static_cast<int>(threads);
   norm_.group = static_cast<int>(group);
   norm_.vectorized = norm_vectorized(p);
+  norm_.persist = persist == 1;
   norm_.per_thread = norm_.vectorized ? norm_per_thread(p, group) : 1;
   if (norm_.per_thread == 0)
     return not_supported(config_.identity() + ": rows of " + std::to_string(p.hidden) + " " + dtype_name(p.x_dtype) +
@@ -334,15 +339,19 @@ Status KernelPlan::build_norm(const NormProblem& p) {
 
 Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
   const int64_t split = knob_of(config_, "split"), tile = knob_of(config_, "tile");
-  if (config_.engine_id != kKilnKernelEngineBase + kSkinnyGemm || config_.knobs.size() != 2 ||
-      (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128))
-    return not_supported(config_.identity() + " is not a kernel Kiln has for a skinny GEMM (knl3_split=S_tile=T: S "
-                                              "1, 2, 4 or 8, T 64 or 128)");
+  const int64_t stages = knob_of(config_, "stages");
+  if (config_.engine_id != kKilnKernelEngineBase + kSkinnyGemm || config_.knobs.size() != 3 ||
+      (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128) ||
+      (stages != 4 && stages != 8))
+    return not_supported(config_.identity() +
+                         " is not a kernel Kiln has for a skinny GEMM (knl3_split=S_stages=P_tile=T"
+                         ": S 1, 2, 4 or 8, P 4 or 8, T 64 or 128)");
   if (p.n % tile != 0 || p.k % (split * 64) != 0)
     return not_supported(config_.identity() + ": n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                          " do not divide into its tiles (n a multiple of the tile, k of 64 x the split)");
   split_ = static_cast<int>(split);
   tile_ = static_cast<int>(tile);
+  stages_ = static_cast<int>(stages);
   return Status::ok();
 }
 
@@ -378,7 +387,7 @@ Status KernelPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs
     if (!a || !b || !y || (g->bias >= 0 && !bias)) return invalid_argument(missing);
     float* amax = nullptr;
     if (g->amax >= 0 && !(amax = static_cast<float*>(buffer(g->amax)))) return invalid_argument(missing);
-    return launch_skinny_gemm(*g, split_, tile_, a, b, bias, y, amax, stream);
+    return launch_skinny_gemm(*g, split_, tile_, stages_, a, b, bias, y, amax, stream);
   }
   const NormProblem& n = std::get<NormProblem>(problem_);
   void *x = buffer(n.x), *scale = buffer(n.scale), *y = buffer(n.y), *bias = n.layer() ? buffer(n.bias) : nullptr;

@@ -60,12 +60,15 @@ struct NormProblem {
 // dense graph inputs and whose y is a dense graph output, in the dtypes above. nullopt with the reason otherwise.
 std::optional<NormProblem> match_norm(const Graph& graph, std::string* why_not);
 
-// How the norm kernel runs: CTAs of `threads` threads, `group` threads a row (32 to `threads`, a power of two),
+// How the norm kernel runs (vectorized): CTAs of `threads` threads, `group` threads a row (32 to `threads`, a power of two),
 // each holding `per_thread` 16-byte chunks of x (1, 2, 4 or 8); `vectorized` false: the hidden size is not a whole
 // number of chunks, and a plain loop over the row runs (also where a caller's buffer is not 16-byte aligned).
 struct NormLaunch {
   int threads = 256, group = 256, per_thread = 1;
   bool vectorized = true;
+  // true (knl2's persist=1): only the CTAs the device holds at once, each stepping over the rows and loading its
+  // next while it reduces and writes the current; false: a CTA for each `threads / group` rows.
+  bool persist = false;
 };
 // Elements of `x_dtype` in one 16-byte chunk.
 inline int64_t norm_chunk_elements(DataType x_dtype) { return 16 / static_cast<int64_t>(dtype_size(x_dtype)); }
@@ -90,8 +93,8 @@ struct SkinnyGemmProblem {
 std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& graph, std::string* why_not);
 
 // The kernel's launch, in skinny_gemm_kernel.cu: CTAs of `tile` (64 or 128) columns, K split over `split` CTAs of a
-// cluster (1, 2, 4 or 8); n a multiple of tile, k of split x 64. a and b not 16-byte aligned run a plain loop.
-Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, const void* a, const void* b,
+// cluster (1, 2, 4 or 8), `stages` (4 or 8) stages of 64 rows of b in flight; n a multiple of tile, k of split x 64. a and b not 16-byte aligned run a plain loop.
+Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream);
 
 // Any of Kiln's kernels' problems.
@@ -103,7 +106,7 @@ class KernelPlan : public AltPlan {
  public:
   // The launch configurations offered on the current device. AMAX: 256 or 512 threads, 2, 4 or 8 blocks per SM.
   // Norm: 128, 256 or 512 threads, every group size from 32 up whose rows fit 1-8 chunks a thread. Skinny GEMM:
-  // tiles of 64 and 128 columns, K split 1, 2, 4 or 8 ways, where the shape divides.
+  // tiles of 64 and 128 columns, K split 1, 2, 4 or 8 ways where the shape divides, 4 or 8 stages in flight.
   static StatusOr<std::vector<EngineConfig>> candidates(const KernelProblem& p);
   // Exactly `config`: NotSupported for a kernel or knob Kiln does not have, or one that does not run `p`.
   static StatusOr<KernelPlan> build(const KernelProblem& p, const EngineConfig& config);
@@ -123,9 +126,9 @@ class KernelPlan : public AltPlan {
 
   KernelProblem problem_;
   EngineConfig config_;
-  int blocks_ = 0, threads_ = 0;  // knl1
-  NormLaunch norm_;               // knl2
-  int split_ = 1, tile_ = 128;    // knl3
+  int blocks_ = 0, threads_ = 0;             // knl1
+  NormLaunch norm_;                          // knl2
+  int split_ = 1, tile_ = 128, stages_ = 4;  // knl3
 };
 
 }  // namespace kiln::lower_detail

@@ -168,8 +168,8 @@ Graph norm_graph(const std::string& op, int64_t rows, int64_t hidden, const std:
 
 // Every configuration Kiln offers for layer and RMS norms in each dtype pairing, rows that fill a group's chunks
 // unevenly, and a hidden size that is no whole number of chunks (the plain loop), against the host reference; a
-// plan's bytes load back and write the same bits; x 2 bytes past an aligned base (a caller's slice) runs the plain
-// loop and still matches.
+// plan's bytes load back and write the same bits; x one element past an aligned base (a caller's slice) runs the
+// plain loop and still matches.
 TEST(KilnKernelGpu, EveryNormConfigurationMatchesTheReference) {
   KILN_REQUIRE_GPU();
   auto handle = make_cudnn_handle();
@@ -230,15 +230,17 @@ TEST(KilnKernelGpu, EveryNormConfigurationMatchesTheReference) {
     auto again = download_outputs(g, *buffers);
     ASSERT_TRUE(again.is_ok());
     EXPECT_TRUE((*first)[0].storage == (*again)[0].storage) << "a loaded plan wrote other bits";
-    // x copied 2 bytes past an aligned base: not 16-byte aligned, so the plain loop runs.
+    // x copied one element past an aligned base (a caller's slice): not 16-byte aligned, so the plain loop runs.
     const int x = g.find_tensor("x");
+    const size_t elem = dtype_size(g.dtype_of(x));
     const size_t x_bytes = buffers->tensors.at(x).size();
     auto room = DeviceBuffer::allocate(x_bytes + 16);
     ASSERT_TRUE(room.is_ok());
     char* shifted = room->as<char>();
-    ASSERT_EQ(cudaMemcpy(shifted + 2, buffers->tensors.at(x).data(), x_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(shifted + elem, buffers->tensors.at(x).data(), x_bytes, cudaMemcpyDeviceToDevice),
+              cudaSuccess);
     std::map<int, void*> ptrs = buffers->pointers();
-    ptrs[x] = shifted + 2;
+    ptrs[x] = shifted + elem;
     ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0, buffers->tensors.at(y).size()), cudaSuccess);
     ASSERT_TRUE(back->execute(handle->get(), ptrs, buffers->workspace.data()).is_ok());
     auto outs = download_outputs(g, *buffers);
@@ -373,7 +375,7 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
     std::printf("skinny %lldx%lldx%lld %s %s: %zu configurations checked\n", static_cast<long long>(s.m),
                 static_cast<long long>(s.k), static_cast<long long>(s.n), s.act, s.io, cands->size());
   }
-  EXPECT_GE(total, 20u);
+  EXPECT_GE(total, 50u);
 }
 
 }  // namespace

@@ -153,45 +153,55 @@ TEST(KilnKernelMatch, OtherNormsSayWhy) {
 }
 
 TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
-  // 1024 bf16 = 128 chunks of 16 bytes: groups of 32 (4 a thread), 64 (2) and 128 (1), in CTAs of 128-512.
+  // 1024 bf16 = 128 chunks: groups of 32 (4 a thread), 64 (2) and 128 (1), in CTAs of 128-512, each with and without
+  // persistent CTAs.
   auto small = match_norm(norm_graph("rms_norm", 65536, 1024), nullptr);
   ASSERT_TRUE(small);
   EXPECT_EQ(identities(KernelPlan::candidates(*small)),
-            (std::vector<std::string>{
-                "knl2_group=32_threads=128", "knl2_group=32_threads=256", "knl2_group=32_threads=512",
-                "knl2_group=64_threads=128", "knl2_group=64_threads=256", "knl2_group=64_threads=512",
-                "knl2_group=128_threads=128", "knl2_group=128_threads=256", "knl2_group=128_threads=512"}));
+            (std::vector<std::string>{"knl2_group=32_persist=0_threads=128", "knl2_group=32_persist=1_threads=128",
+                                      "knl2_group=32_persist=0_threads=256", "knl2_group=32_persist=1_threads=256",
+                                      "knl2_group=32_persist=0_threads=512", "knl2_group=32_persist=1_threads=512",
+                                      "knl2_group=64_persist=0_threads=128", "knl2_group=64_persist=1_threads=128",
+                                      "knl2_group=64_persist=0_threads=256", "knl2_group=64_persist=1_threads=256",
+                                      "knl2_group=64_persist=0_threads=512", "knl2_group=64_persist=1_threads=512",
+                                      "knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=1_threads=128",
+                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=1_threads=256",
+                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=1_threads=512"}));
   // 8192 bf16 = 1024 chunks: groups of 128 (8 a thread), 256 (4) and 512 (2).
   auto wide = match_norm(norm_graph("layer_norm", 16384, 8192), nullptr);
   ASSERT_TRUE(wide);
   EXPECT_EQ(identities(KernelPlan::candidates(*wide)),
-            (std::vector<std::string>{"knl2_group=128_threads=128", "knl2_group=128_threads=256",
-                                      "knl2_group=128_threads=512", "knl2_group=256_threads=256",
-                                      "knl2_group=256_threads=512", "knl2_group=512_threads=512"}));
+            (std::vector<std::string>{"knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=1_threads=128",
+                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=1_threads=256",
+                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=1_threads=512",
+                                      "knl2_group=256_persist=0_threads=256", "knl2_group=256_persist=1_threads=256",
+                                      "knl2_group=256_persist=0_threads=512", "knl2_group=256_persist=1_threads=512",
+                                      "knl2_group=512_persist=0_threads=512", "knl2_group=512_persist=1_threads=512"}));
   // No whole number of chunks: the plain loop's one form.
   auto odd = match_norm(norm_graph("rms_norm", 3, 1001), nullptr);
   ASSERT_TRUE(odd);
-  EXPECT_EQ(identities(KernelPlan::candidates(*odd)), std::vector<std::string>{"knl2_group=256_threads=256"});
+  EXPECT_EQ(identities(KernelPlan::candidates(*odd)), std::vector<std::string>{"knl2_group=256_persist=0_threads=256"});
   // Past 512 threads of 8 chunks (32768 bf16): none.
   auto huge = match_norm(norm_graph("rms_norm", 2, 65536), nullptr);
   ASSERT_TRUE(huge);
   EXPECT_TRUE(identities(KernelPlan::candidates(*huge)).empty());
   // Built without a device; refused where the knobs or the kernel do not fit.
-  EXPECT_TRUE(KernelPlan::build(*wide, *EngineConfig::parse("knl2_group=256_threads=512")).is_ok());
-  for (const char* bad :
-       {"knl2_group=32_threads=128", "knl2_group=48_threads=128", "knl2_group=16_threads=128",
-        "knl2_group=256_threads=1024", "knl2_group=512_threads=256", "knl2_group=256", "knl1_blocks=2_threads=256"}) {
+  EXPECT_TRUE(KernelPlan::build(*wide, *EngineConfig::parse("knl2_group=256_persist=1_threads=512")).is_ok());
+  for (const char* bad : {"knl2_group=32_persist=0_threads=128", "knl2_group=48_persist=0_threads=128",
+                          "knl2_group=16_persist=0_threads=128", "knl2_group=256_persist=0_threads=1024",
+                          "knl2_group=512_persist=0_threads=256", "knl2_group=256_persist=2_threads=256",
+                          "knl2_group=256_threads=256", "knl1_blocks=2_threads=256"}) {
     auto built = KernelPlan::build(*wide, *EngineConfig::parse(bad));
     ASSERT_FALSE(built.is_ok()) << bad;
     EXPECT_EQ(built.status().code(), StatusCode::kNotSupported) << bad;
     EXPECT_NE(built.status().message().find(bad), std::string::npos) << built.status().message();
   }
   // Bytes name the configuration and load back for the same problem.
-  auto plan = KernelPlan::build(*small, *EngineConfig::parse("knl2_group=64_threads=256"));
+  auto plan = KernelPlan::build(*small, *EngineConfig::parse("knl2_group=64_persist=1_threads=256"));
   ASSERT_TRUE(plan.is_ok());
   auto back = KernelPlan::deserialize(*small, plan->serialize());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  EXPECT_EQ(back->config().identity(), "knl2_group=64_threads=256");
+  EXPECT_EQ(back->config().identity(), "knl2_group=64_persist=1_threads=256");
 }
 
 // y = act(a b + bias) with a [1, m, k], b [1, k, n], bias [1, 1, n] ("" act: none; no_bias: none).
@@ -238,19 +248,22 @@ TEST(KilnKernelMatch, ASkinnyGemmWithItsEpilogue) {
   EXPECT_EQ(match_skinny_gemm(skinny_graph(4, 64, 64, "gelu_tanh"), &why)->act, SkinnyGemmProblem::Act::kGeluTanh);
   EXPECT_EQ(match_skinny_gemm(skinny_graph(4, 64, 64, "relu"), &why)->act, SkinnyGemmProblem::Act::kRelu);
   // Candidates: tiles 64 and 128, K split 1-8 where the shape divides (k 128: split 1 and 2 only).
-  EXPECT_EQ(identities(KernelPlan::candidates(*p)).size(), 8u);
+  EXPECT_EQ(identities(KernelPlan::candidates(*p)).size(), 16u);
   auto short_k = match_skinny_gemm(skinny_graph(16, 128, 64, "relu"), &why);
   ASSERT_TRUE(short_k) << why;
   EXPECT_EQ(identities(KernelPlan::candidates(*short_k)),
-            (std::vector<std::string>{"knl3_split=1_tile=64", "knl3_split=2_tile=64"}));
-  for (const char* bad : {"knl3_split=4_tile=64", "knl3_split=1_tile=128", "knl3_split=3_tile=64",
-                          "knl3_split=1_tile=32", "knl2_group=32_threads=128"}) {
+            (std::vector<std::string>{"knl3_split=1_stages=4_tile=64", "knl3_split=1_stages=8_tile=64",
+                                      "knl3_split=2_stages=4_tile=64", "knl3_split=2_stages=8_tile=64"}));
+  for (const char* bad :
+       {"knl3_split=4_stages=4_tile=64", "knl3_split=1_stages=4_tile=128", "knl3_split=3_stages=4_tile=64",
+        "knl3_split=1_stages=4_tile=32", "knl3_split=1_stages=6_tile=64", "knl3_split=1_tile=64",
+        "knl2_group=32_persist=0_threads=128"}) {
     auto built = KernelPlan::build(*short_k, *EngineConfig::parse(bad));
     ASSERT_FALSE(built.is_ok()) << bad;
     EXPECT_EQ(built.status().code(), StatusCode::kNotSupported) << bad;
     EXPECT_NE(built.status().message().find(bad), std::string::npos) << built.status().message();
   }
-  EXPECT_TRUE(KernelPlan::build(*short_k, *EngineConfig::parse("knl3_split=2_tile=64")).is_ok());
+  EXPECT_TRUE(KernelPlan::build(*short_k, *EngineConfig::parse("knl3_split=2_stages=8_tile=64")).is_ok());
 }
 
 // matmul+AMAX: the AMAX of the result over every axis rides on the GEMM's epilogue.

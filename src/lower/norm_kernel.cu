@@ -6,6 +6,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <atomic>
+#include <type_traits>
 #include <cstdint>
 #include <string>
 
@@ -80,59 +83,83 @@ __device__ __forceinline__ void store_chunk(T* __restrict__ p, const float (&f)[
   }
 }
 
-// One row a group: chunk c of a row is read by thread c % group, as its (c / group)th of PER chunks.
-template <typename Tx, typename Ty, typename Ts, int PER>
+// One row a group: chunk c of a row is read by thread c % group, as its (c / group)th of PER chunks. The CTAs step
+// over the row groups (a grid-stride loop: with a grid smaller than the rows, as `persist` launches it, each CTA
+// keeps its place on the SM and loads its next rows while it reduces and writes the current ones).
+template <typename Tx>
+__device__ __forceinline__ const uint4* row_chunks(const Tx* x, int64_t row, int chunks) {
+  return reinterpret_cast<const uint4*>(x) + row * chunks;
+}
+
+template <typename Tx, typename Ty, typename Ts, int PER, bool kPrefetch>
 __global__ void __launch_bounds__(512)
     norm_rows_kernel(const Tx* __restrict__ x, const Ts* __restrict__ scale, const Ts* __restrict__ bias,
                      Ty* __restrict__ y, int64_t rows, int chunks, int group, float inv_hidden, float epsilon) {
   constexpr int E = 16 / sizeof(Tx);
-  __shared__ float partial[2][16];
+  __shared__ float partial[2][2][16];  // [iteration parity][mean, variance][warp]
   const int t = static_cast<int>(threadIdx.x) % group;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / group) + threadIdx.x / group;
-  const bool live = row < rows;  // a dead group still joins the CTA's reductions
-  const uint4* xr = reinterpret_cast<const uint4*>(x) + row * chunks;
-  uint4 raw[PER];
-#pragma unroll
-  for (int v = 0; v < PER; ++v) {
-    const int c = t + v * group;
-    raw[v] = live && c < chunks ? __ldcs(xr + c) : make_uint4(0, 0, 0, 0);  // x is read once: stream it
-  }
-  float mean = 0.0f;
-  if (bias) {  // layer_norm: the mean first, then the variance about it (from registers: no second read)
-    float s = 0.0f;
+  const int64_t per_cta = blockDim.x / group, first = threadIdx.x / group;
+  const int64_t steps = (rows + per_cta - 1) / per_cta;  // row groups of the whole grid
+  uint4 raw[PER], next[kPrefetch ? PER : 1];
+  auto load = [&](uint4* into, int64_t step) {
+    const int64_t row = step * per_cta + first;
+    const uint4* xr = row_chunks(x, row, chunks);
 #pragma unroll
     for (int v = 0; v < PER; ++v) {
+      const int c = t + v * group;
+      into[v] = step < steps && row < rows && c < chunks ? __ldcs(xr + c) : make_uint4(0, 0, 0, 0);  // read once
+    }
+  };
+  load(raw, blockIdx.x);
+  int parity = 0;
+  for (int64_t step = blockIdx.x; step < steps; step += gridDim.x, parity ^= 1) {
+    if (kPrefetch) load(next, step + gridDim.x);  // in flight while this row is reduced and written
+    const int64_t row = step * per_cta + first;
+    float mean = 0.0f;
+    if (bias) {  // layer_norm: the mean first, then the variance about it (from registers: no second read)
+      float s = 0.0f;
+#pragma unroll
+      for (int v = 0; v < PER; ++v) {
+        const Tx* e = reinterpret_cast<const Tx*>(&raw[v]);
+#pragma unroll
+        for (int j = 0; j < E; ++j) s += to_float(e[j]);  // absent chunks are zeros
+      }
+      mean = group_sum(s, group, partial[parity][0]) * inv_hidden;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int v = 0; v < PER; ++v) {
+      if (t + v * group >= chunks) continue;
       const Tx* e = reinterpret_cast<const Tx*>(&raw[v]);
 #pragma unroll
-      for (int j = 0; j < E; ++j) s += to_float(e[j]);  // absent chunks are zeros
+      for (int j = 0; j < E; ++j) {
+        const float d = to_float(e[j]) - mean;
+        ss += d * d;
+      }
     }
-    mean = group_sum(s, group, partial[0]) * inv_hidden;
-  }
-  float ss = 0.0f;
+    // A dead group (past the last row) still joins the CTA's reductions.
+    const float rstd = rsqrtf(group_sum(ss, group, partial[parity][1]) * inv_hidden + epsilon);
+    if (row < rows) {
+      Ty* yr = y + row * chunks * E;
 #pragma unroll
-  for (int v = 0; v < PER; ++v) {
-    if (t + v * group >= chunks) continue;
-    const Tx* e = reinterpret_cast<const Tx*>(&raw[v]);
+      for (int v = 0; v < PER; ++v) {
+        const int c = t + v * group;
+        if (c >= chunks) continue;
+        float g[E], b[E], out[E];
+        load_chunk<Ts, E>(scale + c * E, g);
+        if (bias) load_chunk<Ts, E>(bias + c * E, b);
+        const Tx* e = reinterpret_cast<const Tx*>(&raw[v]);
 #pragma unroll
-    for (int j = 0; j < E; ++j) {
-      const float d = to_float(e[j]) - mean;
-      ss += d * d;
+        for (int j = 0; j < E; ++j) out[j] = (to_float(e[j]) - mean) * rstd * g[j] + (bias ? b[j] : 0.0f);
+        store_chunk<Ty, E>(yr + c * E, out);
+      }
     }
-  }
-  const float rstd = rsqrtf(group_sum(ss, group, partial[1]) * inv_hidden + epsilon);
-  if (!live) return;
-  Ty* yr = y + row * chunks * E;
+    if (kPrefetch) {
 #pragma unroll
-  for (int v = 0; v < PER; ++v) {
-    const int c = t + v * group;
-    if (c >= chunks) continue;
-    float g[E], b[E], out[E];
-    load_chunk<Ts, E>(scale + c * E, g);
-    if (bias) load_chunk<Ts, E>(bias + c * E, b);
-    const Tx* e = reinterpret_cast<const Tx*>(&raw[v]);
-#pragma unroll
-    for (int j = 0; j < E; ++j) out[j] = (to_float(e[j]) - mean) * rstd * g[j] + (bias ? b[j] : 0.0f);
-    store_chunk<Ty, E>(yr + c * E, out);
+      for (int v = 0; v < PER; ++v) raw[v] = next[kPrefetch ? v : 0];
+    } else if (step + gridDim.x < steps) {
+      load(raw, step + gridDim.x);
+    }
   }
 }
 
@@ -162,6 +189,27 @@ __global__ void __launch_bounds__(512)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The CTAs of `threads` threads of the prefetching kernel the current device holds at once (its SMs times the CTAs
+// an SM holds), worked out once a kernel and CTA size: on a device of another size it only changes how many rows
+// each CTA steps over.
+template <typename Tx, typename Ty, typename Ts, int PER>
+int64_t resident(int threads) {
+  static std::atomic<int64_t> cached[4] = {{0}, {0}, {0}, {0}};  // threads 128, 256, 512, other
+  std::atomic<int64_t>& slot = cached[threads == 128 ? 0 : threads == 256 ? 1 : threads == 512 ? 2 : 3];
+  int64_t n = slot.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_rows_kernel<Tx, Ty, Ts, PER, true>, threads, 0) !=
+          cudaSuccess ||
+      sms <= 0 || per_sm <= 0)
+    return int64_t{1} << 30;  // unknown: a CTA a row group, as without persist
+  n = int64_t{sms} * per_sm;
+  slot.store(n, std::memory_order_relaxed);
+  return n;
+}
+
 template <typename Tx, typename Ty, typename Ts>
 Status launch_typed(const NormProblem& p, const NormLaunch& l, const void* x, const void* scale, const void* bias,
                     void* y, cudaStream_t stream) {
@@ -177,18 +225,25 @@ Status launch_typed(const NormProblem& p, const NormLaunch& l, const void* x, co
   } else {
     const int chunks = static_cast<int>(p.hidden / norm_chunk_elements(p.x_dtype));
     const int64_t rows_per_cta = l.threads / l.group;
-    const auto blocks = static_cast<unsigned>((p.rows + rows_per_cta - 1) / rows_per_cta);
-#define KILN_NORM_LAUNCH(PER)       \
-  norm_rows_kernel<Tx, Ty, Ts, PER> \
-      <<<blocks, l.threads, 0, stream>>>(xs, ss, bs, ys, p.rows, chunks, l.group, inv_hidden, p.epsilon)
+    const int64_t steps = (p.rows + rows_per_cta - 1) / rows_per_cta;
+    const auto run = [&](auto per) {
+      constexpr int kPer = decltype(per)::value;
+      if (l.persist) {
+        const auto blocks = static_cast<unsigned>(std::min<int64_t>(steps, resident<Tx, Ty, Ts, kPer>(l.threads)));
+        norm_rows_kernel<Tx, Ty, Ts, kPer, true>
+            <<<blocks, l.threads, 0, stream>>>(xs, ss, bs, ys, p.rows, chunks, l.group, inv_hidden, p.epsilon);
+      } else {
+        norm_rows_kernel<Tx, Ty, Ts, kPer, false><<<static_cast<unsigned>(steps), l.threads, 0, stream>>>(
+            xs, ss, bs, ys, p.rows, chunks, l.group, inv_hidden, p.epsilon);
+      }
+    };
     switch (l.per_thread) {
-      case 1: KILN_NORM_LAUNCH(1); break;
-      case 2: KILN_NORM_LAUNCH(2); break;
-      case 4: KILN_NORM_LAUNCH(4); break;
-      case 8: KILN_NORM_LAUNCH(8); break;
+      case 1: run(std::integral_constant<int, 1>()); break;
+      case 2: run(std::integral_constant<int, 2>()); break;
+      case 4: run(std::integral_constant<int, 4>()); break;
+      case 8: run(std::integral_constant<int, 8>()); break;
       default: return invalid_argument("the norm kernel: " + std::to_string(l.per_thread) + " chunks a thread");
     }
-#undef KILN_NORM_LAUNCH
   }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error(std::string("launching the norm kernel: ") + cudaGetErrorString(e));

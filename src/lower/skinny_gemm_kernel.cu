@@ -1,6 +1,6 @@
 // launch_skinny_gemm (src/lower/kernel_plan.h): y = act(a b + bias) for a of at most 16 rows, the decode-sized GEMM
 // whose time is reading b once. A CTA owns `tile` columns of y and a slice of K: b's slice streams through shared
-// memory in stages of 64 rows (cp.async, four stages in flight), a's 16 x 64 beside it (rows past M zero), and each
+// memory in stages of 64 rows (cp.async, four or eight stages in flight), a's 16 x 64 beside it (rows past M zero), and each
 // warp multiplies 16 columns with the tensor cores (mma.sync m16n8k16, fp32 accumulators; ldmatrix.trans reads b's
 // row-major tiles as the column-major operand). With `split` > 1 the CTAs of one tile form a cluster over K: each
 // leaves its 16 x tile partial sums in shared memory, and each CTA of the cluster adds one share of the tile's
@@ -23,10 +23,10 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kKt = 64;     // rows of b (and columns of a) a stage holds
-constexpr int kStages = 4;  // stages in flight
+constexpr int kKt = 64;  // rows of b (and columns of a) a stage holds
 
-template <int kTile>
+// A CTA's layout: `kTile` columns, `kStages` stages in flight.
+template <int kTile, int kStages>
 struct Shape {
   static constexpr int kWarps = kTile / 16;  // a warp owns 16 columns
   static constexpr int kThreads = kWarps * 32;
@@ -120,10 +120,10 @@ struct Epilogue {
 };
 
 // Stage `slot` <- rows [k, k + 64) of b's columns [n0, n0 + tile) and a's columns [k, k + 64).
-template <typename T, int kTile>
+template <typename T, int kTile, int kStages>
 __device__ __forceinline__ void load_stage(char* smem, int slot, const T* a, const T* b, int m, int64_t n,
                                            int64_t k_dim, int64_t n0, int64_t k) {
-  using S = Shape<kTile>;
+  using S = Shape<kTile, kStages>;
   char* bs = smem + slot * S::kStageBytes;
   char* as = bs + S::kBBytes;
   constexpr int kChunksB = kTile / 8;  // 16-byte chunks in a row of the b tile
@@ -139,9 +139,9 @@ __device__ __forceinline__ void load_stage(char* smem, int slot, const T* a, con
 }
 
 // Warp `warp`'s 16 columns of the stage in `slot` into its accumulators (two n8 tiles).
-template <typename T, int kTile>
+template <typename T, int kTile, int kStages>
 __device__ __forceinline__ void compute_stage(const char* smem, int slot, int warp, int lane, float (&acc)[2][4]) {
-  using S = Shape<kTile>;
+  using S = Shape<kTile, kStages>;
   const char* bs = smem + slot * S::kStageBytes;
   const char* as = bs + S::kBBytes;
   const int q = lane / 8, r8 = lane % 8;
@@ -166,11 +166,11 @@ __device__ __forceinline__ void compute_stage(const char* smem, int slot, int wa
 }
 
 // Grid (split, n / tile); with split > 1 launched as clusters of (split, 1, 1).
-template <typename T, int kTile>
-__global__ void __launch_bounds__(Shape<kTile>::kThreads)
+template <typename T, int kTile, int kStages>
+__global__ void __launch_bounds__(Shape<kTile, kStages>::kThreads)
     skinny_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, void* __restrict__ y, int m, int64_t n,
                        int64_t k, int split, Epilogue ep) {
-  using S = Shape<kTile>;
+  using S = Shape<kTile, kStages>;
   extern __shared__ __align__(128) char smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTile;
@@ -179,16 +179,16 @@ __global__ void __launch_bounds__(Shape<kTile>::kThreads)
   float acc[2][4] = {};
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < tiles) load_stage<T, kTile>(smem, s, a, b, m, n, k, n0, k_begin + s * kKt);
+    if (s < tiles) load_stage<T, kTile, kStages>(smem, s, a, b, m, n, k, n0, k_begin + s * kKt);
     cp_async_commit();
   }
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile t has landed for every thread, and every warp is done with tile t - 1's slot
     const int next = t + kStages - 1;
-    if (next < tiles) load_stage<T, kTile>(smem, next % kStages, a, b, m, n, k, n0, k_begin + next * kKt);
+    if (next < tiles) load_stage<T, kTile, kStages>(smem, next % kStages, a, b, m, n, k, n0, k_begin + next * kKt);
     cp_async_commit();
-    compute_stage<T, kTile>(smem, t % kStages, warp, lane, acc);
+    compute_stage<T, kTile, kStages>(smem, t % kStages, warp, lane, acc);
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -245,14 +245,15 @@ __global__ void skinny_gemm_plain_kernel(const T* __restrict__ a, const T* __res
   ep.reduce_amax(top);  // every lane, past the last column too
 }
 
-template <typename T, int kTile>
+template <typename T, int kTile, int kStages>
 Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* b, void* y, const Epilogue& ep,
                     cudaStream_t stream) {
-  using S = Shape<kTile>;
+  using S = Shape<kTile, kStages>;
   static std::once_flag once;
   static cudaError_t attr = cudaSuccess;
   std::call_once(once, [] {
-    attr = cudaFuncSetAttribute(skinny_gemm_kernel<T, kTile>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+    attr = cudaFuncSetAttribute(skinny_gemm_kernel<T, kTile, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                S::kSmem);
   });
   if (attr != cudaSuccess)
     return internal_error(std::string("the skinny GEMM's shared memory: ") + cudaGetErrorString(attr));
@@ -268,14 +269,14 @@ Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* 
   cluster[0].val.clusterDim.z = 1;
   cfg.attrs = cluster;
   cfg.numAttrs = split > 1 ? 1 : 0;
-  const cudaError_t e =
-      cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<T, kTile>, a, b, y, static_cast<int>(p.m), p.n, p.k, split, ep);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<T, kTile, kStages>, a, b, y, static_cast<int>(p.m),
+                                           p.n, p.k, split, ep);
   if (e != cudaSuccess) return internal_error(std::string("launching the skinny GEMM: ") + cudaGetErrorString(e));
   return Status::ok();
 }
 
 template <typename T>
-Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, const void* a, const void* b, void* y,
+Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b, void* y,
                     const Epilogue& ep, cudaStream_t stream) {
   const auto* at = static_cast<const T*>(a);
   const auto* bt = static_cast<const T*>(b);
@@ -288,16 +289,19 @@ Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, const void*
       return internal_error(std::string("launching the plain skinny GEMM: ") + cudaGetErrorString(e));
     return Status::ok();
   }
-  if (tile == 64) return launch_tiled<T, 64>(p, split, at, bt, y, ep, stream);
-  return launch_tiled<T, 128>(p, split, at, bt, y, ep, stream);
+  if (tile == 64)
+    return stages == 8 ? launch_tiled<T, 64, 8>(p, split, at, bt, y, ep, stream)
+                       : launch_tiled<T, 64, 4>(p, split, at, bt, y, ep, stream);
+  return stages == 8 ? launch_tiled<T, 128, 8>(p, split, at, bt, y, ep, stream)
+                     : launch_tiled<T, 128, 4>(p, split, at, bt, y, ep, stream);
 }
 
 }  // namespace
 
-Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, const void* a, const void* b,
+Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream) {
-  if ((tile != 64 && tile != 128) || split < 1 || split > 8 || p.m < 1 || p.m > 16 || p.n % tile != 0 ||
-      p.k % (int64_t{split} * kKt) != 0)
+  if ((tile != 64 && tile != 128) || (stages != 4 && stages != 8) || split < 1 || split > 8 || p.m < 1 || p.m > 16 ||
+      p.n % tile != 0 || p.k % (int64_t{split} * kKt) != 0)
     return invalid_argument("the skinny GEMM cannot run m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                             " k=" + std::to_string(p.k) + " in tiles of " + std::to_string(tile) + " split " +
                             std::to_string(split));
@@ -306,8 +310,8 @@ Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, const
     if (z != cudaSuccess) return internal_error(std::string("clearing the GEMM's AMAX: ") + cudaGetErrorString(z));
   }
   const Epilogue ep{bias, p.bias_dtype, p.y_dtype, p.act, reinterpret_cast<uint32_t*>(amax)};
-  if (p.dtype == DataType::kBFloat16) return launch_typed<__nv_bfloat16>(p, split, tile, a, b, y, ep, stream);
-  if (p.dtype == DataType::kFloat16) return launch_typed<__half>(p, split, tile, a, b, y, ep, stream);
+  if (p.dtype == DataType::kBFloat16) return launch_typed<__nv_bfloat16>(p, split, tile, stages, a, b, y, ep, stream);
+  if (p.dtype == DataType::kFloat16) return launch_typed<__half>(p, split, tile, stages, a, b, y, ep, stream);
   return invalid_argument(std::string("the skinny GEMM on ") + dtype_name(p.dtype));
 }
 
