@@ -248,7 +248,18 @@ BltPlan& BltPlan::operator=(BltPlan&&) noexcept = default;
 const EngineConfig& BltPlan::config() const { return impl_->config; }
 int64_t BltPlan::workspace_size() const { return impl_->workspace; }
 
+namespace {
+// The epilogues Kiln runs with cuBLASLt: none, a bias, a ReLU (match_cublaslt refuses the rest; this keeps a GELU
+// problem from being run as a plain one if one ever reaches here).
+Status epilogue_supported(const BltProblem& p) {
+  if (p.activation == BltProblem::Activation::kNone || p.activation == BltProblem::Activation::kRelu)
+    return Status::ok();
+  return not_supported("cuBLASLt runs no GELU epilogue Kiln trusts (" + p.describe() + ")");
+}
+}  // namespace
+
 StatusOr<std::vector<EngineConfig>> BltPlan::candidates(const BltProblem& p, int max_count, int64_t max_workspace) {
+  KILN_RETURN_IF_ERROR(epilogue_supported(p));
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, device_handle());
   KILN_ASSIGN_OR_RETURN(auto results, heuristic(h, p, max_count, max_workspace));
   std::vector<EngineConfig> out;
@@ -262,6 +273,7 @@ StatusOr<std::vector<EngineConfig>> BltPlan::candidates(const BltProblem& p, int
 StatusOr<BltPlan> BltPlan::build(const BltProblem& p, const EngineConfig& config) {
   if (!is_cublaslt_engine(config.engine_id))
     return invalid_argument(config.identity() + " is not a cuBLASLt algorithm");
+  KILN_RETURN_IF_ERROR(epilogue_supported(p));
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, device_handle());
   BltPlan plan;
   plan.impl_->handle = h;  // execute() runs on this device's handle, with no lookup or lock per call

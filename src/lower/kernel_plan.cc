@@ -222,6 +222,10 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* 
     case BltProblem::Activation::kGeluErf: p.act = SkinnyGemmProblem::Act::kGeluErf; break;
     case BltProblem::Activation::kGeluTanh: p.act = SkinnyGemmProblem::Act::kGeluTanh; break;
   }
+  if (p.n / 64 > 65535) {  // the grid's y extent counts the tiles of n
+    *why_not = "n=" + std::to_string(p.n) + " is past Kiln's skinny GEMM's grid (at most 65535 tiles of 64)";
+    return std::nullopt;
+  }
   if (p.n % 64 != 0 || p.k % 64 != 0) {
     *why_not = "n=" + std::to_string(p.n) + " or k=" + std::to_string(p.k) +
                " is not a multiple of 64 (Kiln's skinny GEMM's tiles)";
@@ -276,12 +280,14 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
   const auto norm = [](int64_t group, int64_t threads, int64_t persist) {
     return EngineConfig{kKilnKernelEngineBase + kNorm, {{"group", group}, {"persist", persist}, {"threads", threads}}};
   };
-  // A hidden size that is no whole number of chunks runs the plain loop, whose one form is a CTA a row.
-  if (!norm_vectorized(p)) return std::vector<EngineConfig>{norm(256, 256, 0)};
-  for (int64_t group = 32; group <= 512; group *= 2)
-    for (int64_t threads : {128, 256, 512})
-      for (int64_t persist : {0, 1})
-        if (group <= threads && norm_per_thread(p, group) > 0) out.push_back(norm(group, threads, persist));
+  if (norm_vectorized(p))
+    for (int64_t group = 32; group <= 512; group *= 2)
+      for (int64_t threads : {128, 256, 512})
+        for (int64_t persist : {0, 1})
+          if (group <= threads && norm_per_thread(p, group) > 0) out.push_back(norm(group, threads, persist));
+  // A hidden size that is no whole number of chunks, or rows past 512 threads of 8 chunks, run the plain loop, whose
+  // one form is a CTA a row.
+  if (out.empty()) out.push_back(norm(256, 256, 0));
   return out;
 }
 
@@ -329,6 +335,10 @@ Status KernelPlan::build_norm(const NormProblem& p) {
   norm_.vectorized = norm_vectorized(p);
   norm_.persist = persist == 1;
   norm_.per_thread = norm_.vectorized ? norm_per_thread(p, group) : 1;
+  if (norm_.per_thread == 0 && group == threads && persist == 0) {  // the plain loop's form: rows too wide to hold
+    norm_.vectorized = false;
+    norm_.per_thread = 1;
+  }
   if (norm_.per_thread == 0)
     return not_supported(config_.identity() + ": rows of " + std::to_string(p.hidden) + " " + dtype_name(p.x_dtype) +
                          " elements do not fit groups of " + std::to_string(group) +

@@ -181,10 +181,12 @@ TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
   auto odd = match_norm(norm_graph("rms_norm", 3, 1001), nullptr);
   ASSERT_TRUE(odd);
   EXPECT_EQ(identities(KernelPlan::candidates(*odd)), std::vector<std::string>{"knl2_group=256_persist=0_threads=256"});
-  // Past 512 threads of 8 chunks (32768 bf16): none.
+  // Past 512 threads of 8 chunks (32768 bf16): the plain loop only.
   auto huge = match_norm(norm_graph("rms_norm", 2, 65536), nullptr);
   ASSERT_TRUE(huge);
-  EXPECT_TRUE(identities(KernelPlan::candidates(*huge)).empty());
+  EXPECT_EQ(identities(KernelPlan::candidates(*huge)),
+            std::vector<std::string>{"knl2_group=256_persist=0_threads=256"});
+  EXPECT_TRUE(KernelPlan::build(*huge, *EngineConfig::parse("knl2_group=256_persist=0_threads=256")).is_ok());
   // Built without a device; refused where the knobs or the kernel do not fit.
   EXPECT_TRUE(KernelPlan::build(*wide, *EngineConfig::parse("knl2_group=256_persist=1_threads=512")).is_ok());
   for (const char* bad : {"knl2_group=32_persist=0_threads=128", "knl2_group=48_persist=0_threads=128",

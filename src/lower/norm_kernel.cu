@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(512)
   load(raw, blockIdx.x);
   int parity = 0;
   for (int64_t step = blockIdx.x; step < steps; step += gridDim.x, parity ^= 1) {
-    if (kPrefetch) load(next, step + gridDim.x);  // in flight while this row is reduced and written
+    if constexpr (kPrefetch) load(next, step + gridDim.x);  // in flight while this row is reduced and written
     const int64_t row = step * per_cta + first;
     float mean = 0.0f;
     if (bias) {  // layer_norm: the mean first, then the variance about it (from registers: no second read)
@@ -154,11 +154,11 @@ __global__ void __launch_bounds__(512)
         store_chunk<Ty, E>(yr + c * E, out);
       }
     }
-    if (kPrefetch) {
+    if constexpr (kPrefetch) {
 #pragma unroll
-      for (int v = 0; v < PER; ++v) raw[v] = next[kPrefetch ? v : 0];
-    } else if (step + gridDim.x < steps) {
-      load(raw, step + gridDim.x);
+      for (int v = 0; v < PER; ++v) raw[v] = next[v];
+    } else {
+      if (step + gridDim.x < steps) load(raw, step + gridDim.x);
     }
   }
 }
@@ -190,23 +190,28 @@ __global__ void __launch_bounds__(512)
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The CTAs of `threads` threads of the prefetching kernel the current device holds at once (its SMs times the CTAs
-// an SM holds), worked out once a kernel and CTA size: on a device of another size it only changes how many rows
-// each CTA steps over.
+// an SM holds), worked out once a device, kernel and CTA size.
 template <typename Tx, typename Ty, typename Ts, int PER>
 int64_t resident(int threads) {
-  static std::atomic<int64_t> cached[4] = {{0}, {0}, {0}, {0}};  // threads 128, 256, 512, other
-  std::atomic<int64_t>& slot = cached[threads == 128 ? 0 : threads == 256 ? 1 : threads == 512 ? 2 : 3];
-  int64_t n = slot.load(std::memory_order_relaxed);
+  static std::atomic<int64_t> cached[64][3] = {};  // [device][threads 128, 256, 512]
+  int device = 0;
+  const int slot = threads == 128 ? 0 : threads == 256 ? 1 : threads == 512 ? 2 : -1;
+  if (slot < 0 || cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+    cudaGetLastError();       // a failed query is not the launch's error
+    return int64_t{1} << 30;  // unknown: a CTA a row group, as without persist
+  }
+  int64_t n = cached[device][slot].load(std::memory_order_relaxed);
   if (n > 0) return n;
-  int device = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+  int sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_rows_kernel<Tx, Ty, Ts, PER, true>, threads, 0) !=
           cudaSuccess ||
-      sms <= 0 || per_sm <= 0)
-    return int64_t{1} << 30;  // unknown: a CTA a row group, as without persist
+      sms <= 0 || per_sm <= 0) {
+    cudaGetLastError();
+    return int64_t{1} << 30;
+  }
   n = int64_t{sms} * per_sm;
-  slot.store(n, std::memory_order_relaxed);
+  cached[device][slot].store(n, std::memory_order_relaxed);
   return n;
 }
 
@@ -272,6 +277,10 @@ Status launch_norm(const NormProblem& p, const NormLaunch& l, const void* x, con
                             std::to_string(p.hidden) + " with groups of " + std::to_string(l.group) + " in CTAs of " +
                             std::to_string(l.threads));
   if (p.rows > 0x7fffffff) return invalid_argument("the norm kernel: more rows than a grid holds");
+  const int64_t chunk = norm_chunk_elements(p.x_dtype);
+  if (l.vectorized && (p.hidden % chunk != 0 || int64_t{l.per_thread} * l.group * chunk < p.hidden))
+    return invalid_argument("the norm kernel: rows of " + std::to_string(p.hidden) + " do not fit groups of " +
+                            std::to_string(l.group) + " holding " + std::to_string(l.per_thread) + " chunks each");
   switch (p.x_dtype) {
     case DataType::kFloat32: return launch_typed<float, float, float>(p, l, x, scale, bias, y, stream);
     case DataType::kFloat16: return launch_for_x<__half>(p, l, x, scale, bias, y, stream);

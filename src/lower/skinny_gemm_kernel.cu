@@ -12,7 +12,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <mutex>
+#include <atomic>
 #include <string>
 #include <type_traits>
 
@@ -249,14 +249,19 @@ template <typename T, int kTile, int kStages>
 Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* b, void* y, const Epilogue& ep,
                     cudaStream_t stream) {
   using S = Shape<kTile, kStages>;
-  static std::once_flag once;
-  static cudaError_t attr = cudaSuccess;
-  std::call_once(once, [] {
-    attr = cudaFuncSetAttribute(skinny_gemm_kernel<T, kTile, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                S::kSmem);
-  });
-  if (attr != cudaSuccess)
-    return internal_error(std::string("the skinny GEMM's shared memory: ") + cudaGetErrorString(attr));
+  // The shared memory past 48 KiB is allowed per device: once on each (a failure is not remembered: it is tried
+  // again, and said, at the next launch).
+  static std::atomic<bool> allowed[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64)
+    return internal_error("the skinny GEMM: no current CUDA device (or one past the 64th)");
+  if (!allowed[device].load(std::memory_order_acquire)) {
+    const cudaError_t attr = cudaFuncSetAttribute(skinny_gemm_kernel<T, kTile, kStages>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+    if (attr != cudaSuccess)
+      return internal_error(std::string("the skinny GEMM's shared memory: ") + cudaGetErrorString(attr));
+    allowed[device].store(true, std::memory_order_release);
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(split), static_cast<unsigned>(p.n / kTile), 1);
   cfg.blockDim = dim3(S::kThreads, 1, 1);
@@ -301,7 +306,7 @@ Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, int stages,
 Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream) {
   if ((tile != 64 && tile != 128) || (stages != 4 && stages != 8) || split < 1 || split > 8 || p.m < 1 || p.m > 16 ||
-      p.n % tile != 0 || p.k % (int64_t{split} * kKt) != 0)
+      p.n % tile != 0 || p.n / tile > 65535 || p.k % (int64_t{split} * kKt) != 0)
     return invalid_argument("the skinny GEMM cannot run m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                             " k=" + std::to_string(p.k) + " in tiles of " + std::to_string(tile) + " split " +
                             std::to_string(split));
