@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -312,6 +313,31 @@ TEST(KilnKernelMatch, OtherGemmsSayWhy) {
     std::string why;
     EXPECT_FALSE(match_skinny_gemm(c.g, &why)) << c.what;
     EXPECT_NE(why.find(c.why), std::string::npos) << c.what << ": " << why;
+  }
+}
+
+// The launches refuse what their kernels cannot run before touching the device (these run without one).
+TEST(KilnKernelLaunch, RefusesWhatTheKernelCannotRunBeforeAnyDeviceCall) {
+  auto norm = match_norm(norm_graph("rms_norm", 4, 8192), nullptr);
+  ASSERT_TRUE(norm);
+  NormLaunch short_groups;  // 1024 chunks a row: 128 threads of 4 chunks cover half of it
+  short_groups.threads = 128;
+  short_groups.group = 128;
+  short_groups.per_thread = 4;
+  Status s = launch_norm(*norm, short_groups, nullptr, nullptr, nullptr, nullptr, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("do not fit groups of 128"), std::string::npos) << s.message();
+  NormLaunch too_big;
+  too_big.threads = 1024;
+  too_big.group = 1024;
+  EXPECT_EQ(launch_norm(*norm, too_big, nullptr, nullptr, nullptr, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  auto gemm = match_skinny_gemm(skinny_graph(16, 128, 64, "relu"), nullptr);
+  ASSERT_TRUE(gemm);
+  for (auto [split, tile, stages] : {std::tuple{1, 128, 4}, std::tuple{4, 64, 4}, std::tuple{1, 64, 6}}) {
+    Status g = launch_skinny_gemm(*gemm, split, tile, stages, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+    EXPECT_EQ(g.code(), StatusCode::kInvalidArgument) << split << " " << tile << " " << stages;
+    EXPECT_NE(g.message().find("the skinny GEMM cannot run m=16 n=64 k=128"), std::string::npos) << g.message();
   }
 }
 
