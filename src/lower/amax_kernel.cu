@@ -5,27 +5,11 @@
 
 #include <cstdint>
 
+#include "lower/kernel_elements.cuh"
 #include "lower/kernel_plan.h"
 
 namespace kiln::lower_detail {
 namespace {
-
-// |x|'s bits: for a non-negative float (and NaN, whose bits with the sign cleared exceed +inf's) the unsigned order
-// of the bits is the order of the values, so an integer max is the AMAX and carries a NaN through.
-__device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
-
-template <typename T>
-__device__ __forceinline__ float to_float(T x) {
-  return static_cast<float>(x);
-}
-template <>
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <>
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
 
 // Elements of T in 16 bytes.
 template <typename T>

@@ -12,36 +12,11 @@
 #include <cstdint>
 #include <string>
 
+#include "lower/kernel_elements.cuh"
 #include "lower/kernel_plan.h"
 
 namespace kiln::lower_detail {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ float to_float(T x) {
-  return static_cast<float>(x);
-}
-template <>
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <>
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float x) {
-  return static_cast<T>(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half from_float(float x) {
-  return __float2half_rn(x);
-}
 
 // The sum of `v` over this thread's group of `group` threads (32 to blockDim.x, a power of two; groups are
 // consecutive threads). Every thread of the CTA calls it, together; `partial` holds one float a warp.

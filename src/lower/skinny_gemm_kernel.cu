@@ -16,6 +16,7 @@
 #include <string>
 #include <type_traits>
 
+#include "lower/kernel_elements.cuh"
 #include "lower/kernel_plan.h"
 
 namespace kiln::lower_detail {
@@ -90,8 +91,6 @@ __device__ __forceinline__ float store_float(void* p, int64_t i, float v, DataTy
     default: static_cast<float*>(p)[i] = v; return v;
   }
 }
-// |x|'s bits: for non-negative floats (and NaN, above +inf) their unsigned order is the order of the values.
-__device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
 
 struct Epilogue {
   const void* bias;  // null: none
