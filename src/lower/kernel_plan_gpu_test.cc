@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -147,6 +148,80 @@ TEST(KilnKernelGpu, ANanGivesNanAndBytesLoadBack) {
   EXPECT_EQ(got, 7.5f);
 }
 
+// Every one of Kiln's candidates for `g` built and run once on random inputs (every output preset to 0x7f bytes, so
+// a stale value must be overwritten) and checked against the host reference, `also` checking each one's outputs
+// further; then the last one's bytes, loaded back, must write the same bits, and input `sliced` one element past an
+// aligned base (a caller's slice: the kernels' plain loop) must still pass. Adds the candidates checked to *count.
+void check_every_candidate(const Graph& g, cudnnHandle_t h, uint64_t seed, const std::string& sliced, size_t* count,
+                           const std::function<void(const std::vector<HostTensor>&, const std::string&)>& also = {}) {
+  LowerTarget target;
+  target.handle = h;
+  auto lg = LoweredGraph::create(g, target);
+  ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
+  auto cands = lg->list_candidates({HeuristicMode::kKiln});
+  ASSERT_TRUE(cands.is_ok()) << cands.status().to_string();
+  ASSERT_FALSE(cands->empty());
+  auto inputs = make_random_inputs(g, seed);
+  ASSERT_TRUE(inputs.is_ok());
+  auto ref = run_host_reference_with_magnitudes(g, *inputs);
+  ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+  auto buffers = allocate_graph_buffers(g, *inputs, 0);
+  ASSERT_TRUE(buffers.is_ok());
+  auto run = [&](const LoweredGraph& plan, const std::map<int, void*>& ptrs, const std::string& what) {
+    for (int out : g.outputs)
+      ASSERT_EQ(cudaMemset(buffers->tensors.at(out).data(), 0x7f, buffers->tensors.at(out).size()), cudaSuccess);
+    Status ran = plan.execute(h, ptrs, buffers->workspace.data());
+    ASSERT_TRUE(ran.is_ok()) << what << ": " << ran.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+  };
+  auto passed = [&](const std::string& what) -> std::vector<HostTensor> {
+    auto outs = download_outputs(g, *buffers);
+    EXPECT_TRUE(outs.is_ok());
+    if (!outs.is_ok()) return {};
+    auto check = check_outputs(g, *outs, *ref);
+    EXPECT_TRUE(check.is_ok());
+    if (check.is_ok()) {
+      EXPECT_EQ(check->verdict, Disposition::kPassed) << what << ": " << check->summary();
+    }
+    return *outs;
+  };
+  std::vector<HostTensor> last;
+  for (const CandidateInfo& c : *cands) {
+    auto one = LoweredGraph::create(g, target);
+    ASSERT_TRUE(one.is_ok());
+    ASSERT_TRUE(one->build_config(c.config).is_ok()) << c.config.identity();
+    run(*one, buffers->pointers(), c.config.identity());
+    last = passed(c.config.identity());
+    if (also) also(last, c.config.identity());
+    ++*count;
+  }
+  auto built = LoweredGraph::create(g, target);
+  ASSERT_TRUE(built.is_ok());
+  ASSERT_TRUE(built->build_config(cands->back().config).is_ok());
+  auto bytes = built->serialize();
+  ASSERT_TRUE(bytes.is_ok());
+  auto back = LoweredGraph::deserialize(g, h, *bytes);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->config().identity(), cands->back().config.identity());
+  run(*back, buffers->pointers(), "loaded");
+  auto again = download_outputs(g, *buffers);
+  ASSERT_TRUE(again.is_ok());
+  ASSERT_EQ(again->size(), last.size());
+  for (size_t i = 0; i < last.size(); ++i)
+    EXPECT_TRUE((*again)[i].storage == last[i].storage) << "a loaded plan wrote other bits in output " << i;
+  const int x = g.find_tensor(sliced);
+  const size_t elem = dtype_size(g.dtype_of(x)), x_bytes = buffers->tensors.at(x).size();
+  auto room = DeviceBuffer::allocate(x_bytes + 16);
+  ASSERT_TRUE(room.is_ok());
+  char* shifted = room->as<char>() + elem;
+  ASSERT_EQ(cudaMemcpy(shifted, buffers->tensors.at(x).data(), x_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+  std::map<int, void*> ptrs = buffers->pointers();
+  ptrs[x] = shifted;
+  run(*back, ptrs, "unaligned " + sliced);
+  passed("unaligned " + sliced);
+  std::printf("%s: %zu configurations checked\n", g.name.c_str(), cands->size());
+}
+
 // A lone norm over x [rows, hidden, 1, 1]: op, io dtype, the parameters' and y's dtypes ("" for io).
 Graph norm_graph(const std::string& op, int64_t rows, int64_t hidden, const std::string& io,
                  const std::string& param_dtype, const std::string& y_dtype) {
@@ -184,72 +259,7 @@ TEST(KilnKernelGpu, EveryNormConfigurationMatchesTheReference) {
   size_t total = 0;
   for (const Shape& s : shapes) {
     SCOPED_TRACE(std::string(s.op) + " " + s.io + " " + std::to_string(s.rows) + "x" + std::to_string(s.hidden));
-    Graph g = norm_graph(s.op, s.rows, s.hidden, s.io, s.param, s.y);
-    LowerTarget target;
-    target.handle = handle->get();
-    auto lg = LoweredGraph::create(g, target);
-    ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
-    auto cands = lg->list_candidates({HeuristicMode::kKiln});
-    ASSERT_TRUE(cands.is_ok()) << cands.status().to_string();
-    ASSERT_FALSE(cands->empty());
-    auto inputs = make_random_inputs(g, 11);
-    ASSERT_TRUE(inputs.is_ok());
-    auto ref = run_host_reference_with_magnitudes(g, *inputs);
-    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
-    auto buffers = allocate_graph_buffers(g, *inputs, 0);
-    ASSERT_TRUE(buffers.is_ok());
-    const int y = g.find_tensor("y");
-    for (const CandidateInfo& c : *cands) {
-      auto one = LoweredGraph::create(g, target);
-      ASSERT_TRUE(one.is_ok());
-      ASSERT_TRUE(one->build_config(c.config).is_ok()) << c.config.identity();
-      void* out = buffers->tensors.at(y).data();
-      const size_t bytes = buffers->tensors.at(y).size();
-      ASSERT_EQ(cudaMemset(out, 0x7f, bytes), cudaSuccess);  // a stale output is overwritten
-      ASSERT_TRUE(one->execute(handle->get(), buffers->pointers(), buffers->workspace.data()).is_ok());
-      auto outs = download_outputs(g, *buffers);
-      ASSERT_TRUE(outs.is_ok());
-      auto check = check_outputs(g, *outs, *ref);
-      ASSERT_TRUE(check.is_ok());
-      EXPECT_EQ(check->verdict, Disposition::kPassed) << c.config.identity() << ": " << check->summary();
-      ++total;
-    }
-    // The last configuration's bytes load back and write the same bits.
-    auto last = LoweredGraph::create(g, target);
-    ASSERT_TRUE(last.is_ok());
-    ASSERT_TRUE(last->build_config(cands->back().config).is_ok());
-    auto bytes = last->serialize();
-    ASSERT_TRUE(bytes.is_ok());
-    auto back = LoweredGraph::deserialize(g, handle->get(), *bytes);
-    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-    EXPECT_EQ(back->config().identity(), cands->back().config.identity());
-    auto first = download_outputs(g, *buffers);
-    ASSERT_TRUE(first.is_ok());
-    ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0, buffers->tensors.at(y).size()), cudaSuccess);
-    ASSERT_TRUE(back->execute(handle->get(), buffers->pointers(), buffers->workspace.data()).is_ok());
-    auto again = download_outputs(g, *buffers);
-    ASSERT_TRUE(again.is_ok());
-    EXPECT_TRUE((*first)[0].storage == (*again)[0].storage) << "a loaded plan wrote other bits";
-    // x copied one element past an aligned base (a caller's slice): not 16-byte aligned, so the plain loop runs.
-    const int x = g.find_tensor("x");
-    const size_t elem = dtype_size(g.dtype_of(x));
-    const size_t x_bytes = buffers->tensors.at(x).size();
-    auto room = DeviceBuffer::allocate(x_bytes + 16);
-    ASSERT_TRUE(room.is_ok());
-    char* shifted = room->as<char>();
-    ASSERT_EQ(cudaMemcpy(shifted + elem, buffers->tensors.at(x).data(), x_bytes, cudaMemcpyDeviceToDevice),
-              cudaSuccess);
-    std::map<int, void*> ptrs = buffers->pointers();
-    ptrs[x] = shifted + elem;
-    ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0, buffers->tensors.at(y).size()), cudaSuccess);
-    ASSERT_TRUE(back->execute(handle->get(), ptrs, buffers->workspace.data()).is_ok());
-    auto outs = download_outputs(g, *buffers);
-    ASSERT_TRUE(outs.is_ok());
-    auto check = check_outputs(g, *outs, *ref);
-    ASSERT_TRUE(check.is_ok());
-    EXPECT_EQ(check->verdict, Disposition::kPassed) << "unaligned x: " << check->summary();
-    std::printf("%s %s %lldx%lld: %zu configurations checked\n", s.op, s.io, static_cast<long long>(s.rows),
-                static_cast<long long>(s.hidden), cands->size());
+    check_every_candidate(norm_graph(s.op, s.rows, s.hidden, s.io, s.param, s.y), handle->get(), 11, "x", &total);
   }
   EXPECT_GE(total, 30u);
 }
@@ -303,77 +313,15 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
   for (const Shape& s : shapes) {
     SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + " " + s.act + " " +
                  s.io);
-    Graph g = skinny_graph(s.m, s.k, s.n, s.act, s.bias, s.io, s.y, s.amax);
-    LowerTarget target;
-    target.handle = handle->get();
-    auto lg = LoweredGraph::create(g, target);
-    ASSERT_TRUE(lg.is_ok()) << lg.status().to_string();
-    auto cands = lg->list_candidates({HeuristicMode::kKiln});
-    ASSERT_TRUE(cands.is_ok()) << cands.status().to_string();
-    ASSERT_FALSE(cands->empty());
-    auto inputs = make_random_inputs(g, 13);
-    ASSERT_TRUE(inputs.is_ok());
-    auto ref = run_host_reference_with_magnitudes(g, *inputs);
-    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
-    auto buffers = allocate_graph_buffers(g, *inputs, 0);
-    ASSERT_TRUE(buffers.is_ok());
-    const int y = g.outputs[0];
-    std::vector<double> last_out;
-    for (const CandidateInfo& c : *cands) {
-      auto one = LoweredGraph::create(g, target);
-      ASSERT_TRUE(one.is_ok());
-      ASSERT_TRUE(one->build_config(c.config).is_ok()) << c.config.identity();
-      ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0x7f, buffers->tensors.at(y).size()), cudaSuccess);
-      if (s.amax) {  // a stale, larger AMAX (0x7f7f7f7f, about 3.4e38) is overwritten, not kept
-        ASSERT_EQ(cudaMemset(buffers->tensors.at(g.find_tensor("amax")).data(), 0x7f, 4), cudaSuccess);
-      }
-      Status run = one->execute(handle->get(), buffers->pointers(), buffers->workspace.data());
-      ASSERT_TRUE(run.is_ok()) << c.config.identity() << ": " << run.to_string();
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.config.identity();
-      auto outs = download_outputs(g, *buffers);
-      ASSERT_TRUE(outs.is_ok());
-      auto check = check_outputs(g, *outs, *ref);
-      ASSERT_TRUE(check.is_ok());
-      EXPECT_EQ(check->verdict, Disposition::kPassed) << c.config.identity() << ": " << check->summary();
-      last_out = (*outs)[0].storage;
-      if (s.amax) {  // exactly the largest |y| the plan wrote
-        double top = 0;
-        for (double v : last_out) top = std::max(top, std::fabs(v));
-        EXPECT_EQ((*outs)[1].storage.at(0), top) << c.config.identity();
-      }
-      ++total;
-    }
-    auto bytes = [&]() {
-      auto built = LoweredGraph::create(g, target);
-      EXPECT_TRUE(built.is_ok() && built->build_config(cands->back().config).is_ok());
-      return built->serialize();
-    }();
-    ASSERT_TRUE(bytes.is_ok());
-    auto back = LoweredGraph::deserialize(g, handle->get(), *bytes);
-    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-    ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0, buffers->tensors.at(y).size()), cudaSuccess);
-    ASSERT_TRUE(back->execute(handle->get(), buffers->pointers(), buffers->workspace.data()).is_ok());
-    auto again = download_outputs(g, *buffers);
-    ASSERT_TRUE(again.is_ok());
-    EXPECT_TRUE((*again)[0].storage == last_out) << "a loaded plan wrote other bits";
-    // a copied 2 bytes past an aligned base: the plain loop.
-    const int a = g.find_tensor("a");
-    const size_t a_bytes = buffers->tensors.at(a).size();
-    auto room = DeviceBuffer::allocate(a_bytes + 16);
-    ASSERT_TRUE(room.is_ok());
-    char* shifted = room->as<char>();
-    ASSERT_EQ(cudaMemcpy(shifted + 2, buffers->tensors.at(a).data(), a_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-    std::map<int, void*> ptrs = buffers->pointers();
-    ptrs[a] = shifted + 2;
-    ASSERT_EQ(cudaMemset(buffers->tensors.at(y).data(), 0x7f, buffers->tensors.at(y).size()), cudaSuccess);
-    ASSERT_TRUE(back->execute(handle->get(), ptrs, buffers->workspace.data()).is_ok());
-    auto outs = download_outputs(g, *buffers);
-    ASSERT_TRUE(outs.is_ok());
-    auto check = check_outputs(g, *outs, *ref);
-    ASSERT_TRUE(check.is_ok());
-    EXPECT_EQ(check->verdict, Disposition::kPassed) << "unaligned a: " << check->summary();
-    std::printf("skinny %lldx%lldx%lld %s %s: %zu configurations checked\n", static_cast<long long>(s.m),
-                static_cast<long long>(s.k), static_cast<long long>(s.n), s.act, s.io, cands->size());
+    // With an AMAX: exactly the largest |y| the plan wrote (y is the first output).
+    auto amax_is_largest = [&](const std::vector<HostTensor>& outs, const std::string& what) {
+      if (!s.amax || outs.size() != 2) return;
+      double top = 0;
+      for (double v : outs[0].storage) top = std::max(top, std::fabs(v));
+      EXPECT_EQ(outs[1].storage.at(0), top) << what;
+    };
+    check_every_candidate(skinny_graph(s.m, s.k, s.n, s.act, s.bias, s.io, s.y, s.amax), handle->get(), 13, "a", &total,
+                          amax_is_largest);
   }
   EXPECT_GE(total, 50u);
 }
