@@ -25,6 +25,14 @@ bool dense(const TensorDesc& t) {
   return true;
 }
 
+// The first axis of `x` longer than 1 that `r` does not reduce; -1 when it reduces every such axis.
+int kept_axis(const TensorDesc& x, const ReductionAttrs& r) {
+  for (size_t ax = 0; ax < x.dims.size(); ++ax)
+    if (x.dims[ax].value > 1 && std::find(r.axes.begin(), r.axes.end(), static_cast<int>(ax)) == r.axes.end())
+      return static_cast<int>(ax);
+  return -1;
+}
+
 StatusOr<int> sm_count() {
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -52,12 +60,10 @@ std::optional<AmaxProblem> match_whole_amax(const Graph& g, std::string* why_not
     *why_not = "the reduction's input is not a static graph input, or its output not a graph output";
     return std::nullopt;
   }
-  for (size_t ax = 0; ax < x.dims.size(); ++ax)
-    if (x.dims[ax].value > 1 &&
-        std::find(r.reduction.axes.begin(), r.reduction.axes.end(), static_cast<int>(ax)) == r.reduction.axes.end()) {
-      *why_not = "node '" + r.name + "' keeps axis " + std::to_string(ax) + " (Kiln's kernel reduces every axis)";
-      return std::nullopt;
-    }
+  if (int kept = kept_axis(x, r.reduction); kept >= 0) {
+    *why_not = "node '" + r.name + "' keeps axis " + std::to_string(kept) + " (Kiln's kernel reduces every axis)";
+    return std::nullopt;
+  }
   if (!dense(x)) {
     *why_not = "input '" + x.name + "' is not densely packed";
     return std::nullopt;
@@ -138,7 +144,8 @@ std::optional<NormProblem> match_norm(const Graph& g, std::string* why_not) {
 namespace {
 
 // The graph's one reduce_amax over every axis of a graph output into an fp32 graph output, taken out of `rest` (its
-// node and its output): -1 where there is none (`rest` unchanged); -2 where one is there but not of that form.
+// node and its output): the node's index in `g`; -1 where there is none (`rest` unchanged); -2 where one is there but
+// not of that form.
 int take_whole_amax(const Graph& g, Graph* rest, std::string* why_not) {
   int found = -1;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -149,20 +156,17 @@ int take_whole_amax(const Graph& g, Graph* rest, std::string* why_not) {
       *why_not = "node '" + n.name + "' is not the one AMAX of a graph output into an fp32 graph output";
       return -2;
     }
-    const TensorDesc& x = g.tensors[static_cast<size_t>(n.inputs[0])];
-    for (size_t ax = 0; ax < x.dims.size(); ++ax)
-      if (x.dims[ax].value > 1 &&
-          std::find(n.reduction.axes.begin(), n.reduction.axes.end(), static_cast<int>(ax)) == n.reduction.axes.end()) {
-        *why_not = "node '" + n.name + "' keeps axis " + std::to_string(ax) + " (Kiln's GEMM takes the whole AMAX)";
-        return -2;
-      }
+    if (int kept = kept_axis(g.tensors[static_cast<size_t>(n.inputs[0])], n.reduction); kept >= 0) {
+      *why_not = "node '" + n.name + "' keeps axis " + std::to_string(kept) + " (Kiln's GEMM takes the whole AMAX)";
+      return -2;
+    }
     found = static_cast<int>(i);
   }
   if (found < 0) return -1;
   const int out = g.nodes[static_cast<size_t>(found)].outputs[0];
   rest->nodes.erase(rest->nodes.begin() + found);
   rest->outputs.erase(std::remove(rest->outputs.begin(), rest->outputs.end(), out), rest->outputs.end());
-  return out;
+  return found;
 }
 
 }  // namespace
@@ -171,8 +175,8 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* 
   std::string scratch;
   if (!why_not) why_not = &scratch;
   Graph rest = g;
-  const int amax = take_whole_amax(g, &rest, why_not);
-  if (amax == -2) return std::nullopt;
+  const int amax_node = take_whole_amax(g, &rest, why_not);
+  if (amax_node == -2) return std::nullopt;
   std::optional<BltProblem> c = match_gemm_chain(rest, why_not);
   if (!c) return std::nullopt;
   // cuBLASLt's terms (cublaslt_plan.h): its A is b^T, untransposed with ld n when b is row-major and dense; its B is
@@ -200,15 +204,13 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* 
   p.b = c->a.tensor;
   p.bias = c->bias_tensor;
   p.y = c->d.tensor;
-  if (amax >= 0) {
-    const Node* r = nullptr;
-    for (const Node& n : g.nodes)
-      if (!n.outputs.empty() && n.outputs[0] == amax) r = &n;
-    if (!r || r->inputs[0] != p.y) {
+  if (amax_node >= 0) {
+    const Node& r = g.nodes[static_cast<size_t>(amax_node)];
+    if (r.inputs[0] != p.y) {
       *why_not = "the AMAX does not read the GEMM's result";
       return std::nullopt;
     }
-    p.amax = amax;
+    p.amax = r.outputs[0];
   }
   p.dtype = c->a.dtype;
   p.bias_dtype = c->bias_dtype;

@@ -70,25 +70,24 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 
 __device__ __forceinline__ float load_as_float(const void* p, int64_t i, DataType t) {
   switch (t) {
-    case DataType::kBFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case DataType::kFloat16: return __half2float(static_cast<const __half*>(p)[i]);
+    case DataType::kBFloat16: return to_float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case DataType::kFloat16: return to_float(static_cast<const __half*>(p)[i]);
     default: return static_cast<const float*>(p)[i];
   }
+}
+// Element i of `p` (a T) <- v rounded; the value stored, as a float.
+template <typename T>
+__device__ __forceinline__ float store_rounded(void* p, int64_t i, float v) {
+  const T r = from_float<T>(v);
+  static_cast<T*>(p)[i] = r;
+  return to_float(r);
 }
 // Stores v as y's dtype; the value stored, as a float.
 __device__ __forceinline__ float store_float(void* p, int64_t i, float v, DataType t) {
   switch (t) {
-    case DataType::kBFloat16: {
-      const __nv_bfloat16 r = __float2bfloat16_rn(v);
-      static_cast<__nv_bfloat16*>(p)[i] = r;
-      return __bfloat162float(r);
-    }
-    case DataType::kFloat16: {
-      const __half r = __float2half_rn(v);
-      static_cast<__half*>(p)[i] = r;
-      return __half2float(r);
-    }
-    default: static_cast<float*>(p)[i] = v; return v;
+    case DataType::kBFloat16: return store_rounded<__nv_bfloat16>(p, i, v);
+    case DataType::kFloat16: return store_rounded<__half>(p, i, v);
+    default: return store_rounded<float>(p, i, v);
   }
 }
 
