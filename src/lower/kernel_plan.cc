@@ -190,13 +190,21 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* 
     *why_not = name(c->b.tensor) + " has " + std::to_string(c->n) + " rows (Kiln's skinny GEMM takes at most 16)";
     return std::nullopt;
   }
-  if (c->a.transposed || c->a.ld != c->m || c->b.transposed || c->b.ld != c->k || c->d.ld != c->m) {
-    *why_not = "a, b and y are not all row-major and dense";
+  // b column-major (b^T [n, k] row-major): cuBLASLt's A transposed, ld k.
+  const bool b_rows = !c->a.transposed && c->a.ld == c->m, b_cols = c->a.transposed && c->a.ld == c->k;
+  if (c->b.transposed || c->b.ld != c->k || c->d.ld != c->m || (!b_rows && !b_cols)) {
+    *why_not = "a and y are not both row-major and dense, or b is neither row-major nor column-major and dense";
     return std::nullopt;
   }
-  if ((c->a.dtype != DataType::kBFloat16 && c->a.dtype != DataType::kFloat16) || c->a.dtype != c->b.dtype) {
-    *why_not = std::string("the inputs are ") + dtype_name(c->b.dtype) + " and " + dtype_name(c->a.dtype) +
-               " (Kiln's skinny GEMM takes fp16 or bf16 pairs)";
+  const DataType t = c->a.dtype;
+  if ((t != DataType::kBFloat16 && t != DataType::kFloat16 && t != DataType::kFp8E4M3) || t != c->b.dtype) {
+    *why_not = std::string("the inputs are ") + dtype_name(c->b.dtype) + " and " + dtype_name(t) +
+               " (Kiln's skinny GEMM takes fp16, bf16 or fp8_e4m3 pairs)";
+    return std::nullopt;
+  }
+  if (t == DataType::kFp8E4M3 && !b_cols) {
+    *why_not = name(c->a.tensor) + " is row-major fp8 (Kiln's skinny GEMM reads fp8 b column-major, [k, n] with "
+                                   "strides [.., 1, k], the FP8 tensor cores' layout)";
     return std::nullopt;
   }
   SkinnyGemmProblem p;
@@ -212,7 +220,8 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* 
     }
     p.amax = r.outputs[0];
   }
-  p.dtype = c->a.dtype;
+  p.dtype = t;
+  p.b_cols = b_cols;
   p.bias_dtype = c->bias_dtype;
   p.y_dtype = c->d.dtype;
   p.m = c->n;
@@ -228,9 +237,9 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* 
     *why_not = "n=" + std::to_string(p.n) + " is past Kiln's skinny GEMM's grid (at most 65535 tiles of 64)";
     return std::nullopt;
   }
-  if (p.n % 64 != 0 || p.k % 64 != 0) {
-    *why_not = "n=" + std::to_string(p.n) + " or k=" + std::to_string(p.k) +
-               " is not a multiple of 64 (Kiln's skinny GEMM's tiles)";
+  if (p.n % 64 != 0 || p.k % skinny_k_step(p) != 0) {
+    *why_not = "n=" + std::to_string(p.n) + " is not a multiple of 64 or k=" + std::to_string(p.k) + " of " +
+               std::to_string(skinny_k_step(p)) + " (Kiln's skinny GEMM's tiles)";
     return std::nullopt;
   }
   return p;
@@ -273,7 +282,7 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
     for (int64_t tile : {64, 128})
       for (int64_t split : {1, 2, 4, 8})
         for (int64_t stages : {4, 8})
-          if (g->n % tile == 0 && g->k % (split * 64) == 0)
+          if (g->n % tile == 0 && g->k % (split * skinny_k_step(*g)) == 0)
             out.push_back(EngineConfig{kKilnKernelEngineBase + kSkinnyGemm,
                                        {{"split", split}, {"stages", stages}, {"tile", tile}}});
     return out;
@@ -358,9 +367,10 @@ Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
     return not_supported(config_.identity() +
                          " is not a kernel Kiln has for a skinny GEMM (knl3_split=S_stages=P_tile=T"
                          ": S 1, 2, 4 or 8, P 4 or 8, T 64 or 128)");
-  if (p.n % tile != 0 || p.k % (split * 64) != 0)
+  if (p.n % tile != 0 || p.k % (split * skinny_k_step(p)) != 0)
     return not_supported(config_.identity() + ": n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
-                         " do not divide into its tiles (n a multiple of the tile, k of 64 x the split)");
+                         " do not divide into its tiles (n a multiple of the tile, k of " +
+                         std::to_string(skinny_k_step(p)) + " x the split)");
   split_ = static_cast<int>(split);
   tile_ = static_cast<int>(tile);
   stages_ = static_cast<int>(stages);

@@ -5,9 +5,11 @@
 //   knl2  a lone layer_norm or rms_norm (inference), one pass over x held in registers: cuDNN's norm engines run at
 //         about 90% of the copy bandwidth where torch.compile's reach 98% (issue 37), and they are runtime-compiled,
 //         so a stored one costs a compile at start; Kiln's is compiled into the library;
-//   knl3  a skinny GEMM (at most 16 rows of a, fp16/bf16) with its bias and activation (ReLU, GELU erf or tanh): the
-//         decode-sized GEMM whose time is reading b once, which cuDNN's and cuBLASLt's tiles run at about 70% of
-//         the copy bandwidth (issue 37: matmul+bias+GELU 16x8192x8192).
+//   knl3  a skinny GEMM (at most 16 rows of a; fp16, bf16, or fp8_e4m3 with b column-major) with its bias,
+//         activation (ReLU, GELU erf or tanh) and the AMAX of its result: the decode-sized GEMM whose time is reading
+//         b once, which cuDNN's and cuBLASLt's tiles run at about 70% of the copy bandwidth (issue 37:
+//         matmul+bias+GELU and matmul+AMAX 16x8192x8192; the FP8 recipe's GEMM+AMAX segment, where cuDNN's FP8
+//         engine reads b at 1.84 TB/s on the H100).
 // LoweredGraph offers them as HeuristicMode::kKiln's candidates ("knl1_blocks=4_threads=256": kKilnKernelEngineBase),
 // and they are tuned, checked against the reference, stored and served like any other configuration. Only for
 // src/lower/.
@@ -76,15 +78,21 @@ inline int64_t norm_chunk_elements(DataType x_dtype) { return 16 / static_cast<i
 Status launch_norm(const NormProblem& p, const NormLaunch& l, const void* x, const void* scale, const void* bias,
                    void* y, cudaStream_t stream);
 
-// y = act(a b + bias): a [m, k] (m at most 16) and b [k, n] row-major and dense, fp16 or bf16; bias one value per
-// column (fp32, fp16 or bf16) or none; y [m, n] row-major and dense, fp32, fp16 or bf16; fp32 accumulation.
+// y = act(a b + bias): a [m, k] (m at most 16) row-major and dense; b [k, n] dense, row-major or column-major (b^T
+// [n, k] row-major, as a PyTorch Linear holds its weight); a and b both fp16, both bf16, or both fp8_e4m3 (fp8 only
+// with b column-major: the FP8 tensor cores' layout); bias one value per column (fp32, fp16 or bf16) or none; y [m, n]
+// row-major and dense, fp32, fp16 or bf16; fp32 accumulation.
 struct SkinnyGemmProblem {
   int a = -1, b = -1, bias = -1, y = -1;  // Kiln tensors (bias -1: none)
   int amax = -1;                          // an fp32 [1, ..] graph output, max |y| (a reduce_amax of y); -1: none
   DataType dtype = DataType::kBFloat16, bias_dtype = DataType::kFloat32, y_dtype = DataType::kBFloat16;
   int64_t m = 0, n = 0, k = 0;
+  bool b_cols = false;  // b column-major
   enum class Act { kNone, kRelu, kGeluErf, kGeluTanh } act = Act::kNone;
 };
+// Elements of K one stage of the skinny GEMM holds (128 bytes: 64 fp16/bf16, 128 fp8); k is a multiple of it times
+// the split.
+inline int64_t skinny_k_step(const SkinnyGemmProblem& p) { return 128 / static_cast<int64_t>(dtype_size(p.dtype)); }
 
 // `graph` as that problem: one matmul, then optionally a bias_add and then one of relu, gelu_erf, gelu_tanh (the
 // chain cuBLASLt's match walks, cublaslt_plan.h), and optionally a reduce_amax of the result over every axis into an
@@ -93,7 +101,8 @@ struct SkinnyGemmProblem {
 std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& graph, std::string* why_not);
 
 // The kernel's launch, in skinny_gemm_kernel.cu: CTAs of `tile` (64 or 128) columns, K split over `split` CTAs of a
-// cluster (1, 2, 4 or 8), `stages` (4 or 8) stages of 64 rows of b in flight; n a multiple of tile, k of split x 64. a and b not 16-byte aligned run a plain loop.
+// cluster (1, 2, 4 or 8), `stages` (4 or 8) stages of skinny_k_step(p) elements of K in flight; n a multiple of tile,
+// k of split x skinny_k_step(p). a and b not 16-byte aligned run a plain loop.
 Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream);
 

@@ -265,10 +265,13 @@ TEST(KilnKernelGpu, EveryNormConfigurationMatchesTheReference) {
 }
 
 // y = act(a b + bias): a [1, m, k], b [1, k, n], bias [1, 1, n] in `io`, y in `y_dtype` ("" for io); with `amax`
-// also "amax" = max |y| (fp32 [1, 1, 1]).
+// also "amax" = max |y| (fp32 [1, 1, 1]); a and b in `ab` ("" for io), b column-major with `b_cols`.
 Graph skinny_graph(int64_t m, int64_t k, int64_t n, const std::string& act, bool bias, const std::string& io,
-                   const std::string& y_dtype, bool amax = false) {
+                   const std::string& y_dtype, bool amax = false, const std::string& ab = "", bool b_cols = false) {
   auto dims = [](int64_t x, int64_t y) { return "[1, " + std::to_string(x) + ", " + std::to_string(y) + "]"; };
+  const std::string ab_dtype = ab.empty() ? "" : R"(, "dtype": ")" + ab + "\"";
+  const std::string b_strides =
+      b_cols ? R"(, "strides": [)" + std::to_string(k * n) + ", 1, " + std::to_string(k) + "]" : std::string();
   std::string nodes = R"({"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["p"]})", last = "p";
   if (bias) {
     nodes += R"(, {"name": "add", "op": "bias_add", "inputs": ["p", "bias"], "outputs": ["q"]})";
@@ -279,8 +282,9 @@ Graph skinny_graph(int64_t m, int64_t k, int64_t n, const std::string& act, bool
     last = "y";
   }
   const std::string spec =
-      R"({"name": "skinny", "io_dtype": ")" + io + R"(", "tensors": {"a": {"dims": )" + dims(m, k) +
-      R"(}, "b": {"dims": )" + dims(k, n) + "}" + (bias ? R"(, "bias": {"dims": )" + dims(1, n) + "}" : "") +
+      R"({"name": "skinny", "io_dtype": ")" + io + R"(", "tensors": {"a": {"dims": )" + dims(m, k) + ab_dtype +
+      R"(}, "b": {"dims": )" + dims(k, n) + b_strides + ab_dtype + "}" +
+      (bias ? R"(, "bias": {"dims": )" + dims(1, n) + "}" : "") +
       (y_dtype.empty() ? ""
                        : R"(, ")" + last + R"(": {"dims": )" + dims(m, n) + R"(, "dtype": ")" + y_dtype + R"("})") +
       (amax ? R"(, "amax": {"dims": [1, 1, 1], "dtype": "fp32"})" : "") + R"(}, "nodes": [)" + nodes +
@@ -293,9 +297,10 @@ Graph skinny_graph(int64_t m, int64_t k, int64_t n, const std::string& act, bool
   return g.is_ok() ? *g : Graph{};
 }
 
-// Every configuration of the skinny GEMM, each epilogue, 1 to 16 rows, fp16 and bf16, fp32 outputs, K split over
-// clusters of up to 8, against the host reference; a stale output is overwritten; bytes load back and write the same
-// bits; a not 16-byte aligned a (a caller's slice) runs the plain loop and still matches.
+// Every configuration of the skinny GEMM, each epilogue, 1 to 16 rows, fp16 and bf16 with b row- or column-major,
+// fp8_e4m3 with b column-major (the FP8 recipe's GEMM+AMAX at 16 rows among them), fp32 outputs, K split over clusters
+// of up to 8, against the host reference; a stale output is overwritten; bytes load back and write the same bits; a
+// not 16-byte aligned a (a caller's slice) runs the plain loop and still matches.
 TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
   KILN_REQUIRE_GPU();
   auto handle = make_cudnn_handle();
@@ -304,15 +309,23 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
     int64_t m, k, n;
     const char *act, *io, *y;
     bool bias, amax;
-  } shapes[] = {
-      {16, 8192, 512, "gelu_erf", "bf16", "", true, false}, {7, 1024, 192, "gelu_tanh", "fp16", "", true, false},
-      {1, 512, 256, "relu", "bf16", "fp32", true, false},   {16, 2048, 1024, "", "fp16", "", false, false},
-      {3, 64, 64, "gelu_erf", "bf16", "", true, false},     {16, 4096, 1024, "", "bf16", "", false, true},
-      {5, 512, 128, "gelu_erf", "bf16", "", true, true}};
+    const char* ab = "";
+    bool b_cols = false;
+  } shapes[] = {{16, 8192, 512, "gelu_erf", "bf16", "", true, false},
+                {7, 1024, 192, "gelu_tanh", "fp16", "", true, false},
+                {1, 512, 256, "relu", "bf16", "fp32", true, false},
+                {16, 2048, 1024, "", "fp16", "", false, false},
+                {3, 64, 64, "gelu_erf", "bf16", "", true, false},
+                {16, 4096, 1024, "", "bf16", "", false, true},
+                {5, 512, 128, "gelu_erf", "bf16", "", true, true},
+                {16, 4096, 1024, "", "bf16", "", false, true, "fp8_e4m3", true},  // the FP8 recipe's first segment
+                {3, 256, 128, "relu", "bf16", "fp32", true, false, "fp8_e4m3", true},
+                {16, 2048, 512, "gelu_tanh", "bf16", "", true, false, "", true},
+                {9, 1024, 192, "", "fp16", "", false, true, "", true}};
   size_t total = 0;
   for (const Shape& s : shapes) {
     SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + " " + s.act + " " +
-                 s.io);
+                 s.io + " " + s.ab + (s.b_cols ? " b column-major" : ""));
     // With an AMAX: exactly the largest |y| the plan wrote (y is the first output).
     auto amax_is_largest = [&](const std::vector<HostTensor>& outs, const std::string& what) {
       if (!s.amax || outs.size() != 2) return;
@@ -320,10 +333,10 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
       for (double v : outs[0].storage) top = std::max(top, std::fabs(v));
       EXPECT_EQ(outs[1].storage.at(0), top) << what;
     };
-    check_every_candidate(skinny_graph(s.m, s.k, s.n, s.act, s.bias, s.io, s.y, s.amax), handle->get(), 13, "a", &total,
-                          amax_is_largest);
+    check_every_candidate(skinny_graph(s.m, s.k, s.n, s.act, s.bias, s.io, s.y, s.amax, s.ab, s.b_cols), handle->get(),
+                          13, "a", &total, amax_is_largest);
   }
-  EXPECT_GE(total, 50u);
+  EXPECT_GE(total, 80u);
 }
 
 }  // namespace

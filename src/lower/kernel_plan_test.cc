@@ -296,6 +296,62 @@ TEST(KilnKernelMatch, ASkinnyGemmWithTheAmaxOfItsResult) {
   EXPECT_NE(why.find("keeps axis 1"), std::string::npos) << why;
 }
 
+// y = a b with a [1, m, k] and b [1, k, n] column-major (b^T row-major, a PyTorch Linear's weight) in `ab` (an fp8
+// a and b write bf16), then `amax` = max |y| where asked (the FP8 recipe's GEMM+AMAX segment).
+Graph cols_graph(int64_t m, int64_t k, int64_t n, const std::string& ab, bool amax, bool b_cols = true) {
+  const std::string io = ab.rfind("fp8", 0) == 0 ? "bf16" : ab;
+  const std::string b_strides =
+      b_cols ? R"(, "strides": [)" + std::to_string(k * n) + ", 1, " + std::to_string(k) + "]" : std::string();
+  const std::string spec =
+      R"({"name": "cols", "io_dtype": ")" + io + R"(", "tensors": {"a": {"dims": [1, )" + std::to_string(m) + ", " +
+      std::to_string(k) + R"(], "dtype": ")" + ab + R"("}, "b": {"dims": [1, )" + std::to_string(k) + ", " +
+      std::to_string(n) + "]" + b_strides + R"(, "dtype": ")" + ab + R"("})" +
+      (amax ? R"(, "amax": {"dims": [1, 1, 1], "dtype": "fp32"})" : "") +
+      R"(}, "nodes": [{"name": "mm", "op": "matmul", "inputs": ["a", "b"], "outputs": ["y"]})" +
+      (amax ? R"(, {"name": "r", "op": "reduce_amax", "inputs": ["y"], "outputs": ["amax"], "axes": [0, 1, 2]})" : "") +
+      R"(], "outputs": ["y")" + (amax ? R"(, "amax"]})" : "]}");
+  auto g = parse_spec_string(spec, "test");
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << spec;
+  return g.is_ok() ? *g : Graph{};
+}
+
+// b column-major (a PyTorch weight [n, k]) in fp16 and bf16, and fp8_e4m3 pairs, whose stages hold 128 elements of K.
+TEST(KilnKernelMatch, ASkinnyGemmReadsBColumnMajorAndFp8) {
+  std::string why;
+  auto bf16 = match_skinny_gemm(cols_graph(16, 4096, 1024, "bf16", false), &why);
+  ASSERT_TRUE(bf16) << why;
+  EXPECT_TRUE(bf16->b_cols);
+  EXPECT_EQ(bf16->dtype, DataType::kBFloat16);
+  EXPECT_EQ(skinny_k_step(*bf16), 64);
+  auto rows = match_skinny_gemm(cols_graph(16, 4096, 1024, "fp16", false, /*b_cols=*/false), &why);
+  ASSERT_TRUE(rows) << why;
+  EXPECT_FALSE(rows->b_cols);
+  // The FP8 recipe's first segment: an fp8 GEMM writing bf16, and the AMAX of its result.
+  Graph recipe = cols_graph(16, 8192, 8192, "fp8_e4m3", true);
+  auto fp8 = match_skinny_gemm(recipe, &why);
+  ASSERT_TRUE(fp8) << why;
+  EXPECT_TRUE(fp8->b_cols);
+  EXPECT_EQ(fp8->dtype, DataType::kFp8E4M3);
+  EXPECT_EQ(fp8->y_dtype, DataType::kBFloat16);
+  EXPECT_EQ(fp8->amax, recipe.find_tensor("amax"));
+  EXPECT_EQ(skinny_k_step(*fp8), 128);
+  EXPECT_EQ(identities(KernelPlan::candidates(*fp8)).size(), 16u);
+  // k 256 of fp8 is two stages: split 1 and 2 only.
+  auto short_k = match_skinny_gemm(cols_graph(4, 256, 128, "fp8_e4m3", false), &why);
+  ASSERT_TRUE(short_k) << why;
+  EXPECT_EQ(identities(KernelPlan::candidates(*short_k)).size(), 8u);
+  auto split4 = KernelPlan::build(*short_k, *EngineConfig::parse("knl3_split=4_stages=4_tile=64"));
+  ASSERT_FALSE(split4.is_ok());
+  EXPECT_NE(split4.status().message().find("k of 128 x the split"), std::string::npos) << split4.status().message();
+  EXPECT_TRUE(KernelPlan::build(*short_k, *EngineConfig::parse("knl3_split=2_stages=8_tile=128")).is_ok());
+  // The launch refuses a row-major fp8 b before any device call.
+  SkinnyGemmProblem bad = *short_k;
+  bad.b_cols = false;
+  Status s = launch_skinny_gemm(bad, 1, 64, 4, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("column-major only"), std::string::npos) << s.message();
+}
+
 TEST(KilnKernelMatch, OtherGemmsSayWhy) {
   struct Case {
     const char* what;
@@ -303,11 +359,14 @@ TEST(KilnKernelMatch, OtherGemmsSayWhy) {
     const char* why;
   } cases[] = {
       {"17 rows", skinny_graph(17, 64, 64, "gelu_erf"), "has 17 rows"},
-      {"fp32", skinny_graph(4, 64, 64, "gelu_erf", true, "fp32"), "fp16 or bf16 pairs"},
+      {"fp32", skinny_graph(4, 64, 64, "gelu_erf", true, "fp32"), "fp16, bf16 or fp8_e4m3 pairs"},
       {"n of 96", skinny_graph(4, 64, 96, "gelu_erf"), "not a multiple of 64"},
       {"a strided a", skinny_graph(4, 64, 64, "relu", true, "bf16", R"(, "strides": [1024, 128, 1])"),
-       "not all row-major and dense"},
+       "not both row-major and dense"},
       {"a sigmoid", skinny_graph(4, 64, 64, "sigmoid"), "is not an epilogue Kiln runs after a matmul"},
+      {"fp8 b row-major", cols_graph(4, 128, 64, "fp8_e4m3", false, /*b_cols=*/false), "reads fp8 b column-major"},
+      {"e5m2", cols_graph(4, 128, 64, "fp8_e5m2", false), "fp16, bf16 or fp8_e4m3 pairs"},
+      {"fp8 k of 64", cols_graph(4, 64, 64, "fp8_e4m3", false), "k=64 of 128"},
   };
   for (const Case& c : cases) {
     std::string why;

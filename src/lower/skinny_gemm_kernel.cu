@@ -1,15 +1,18 @@
 // launch_skinny_gemm (src/lower/kernel_plan.h): y = act(a b + bias) for a of at most 16 rows, the decode-sized GEMM
 // whose time is reading b once. A CTA owns `tile` columns of y and a slice of K: b's slice streams through shared
-// memory in stages of 64 rows (cp.async, four or eight stages in flight), a's 16 x 64 beside it (rows past M zero), and each
-// warp multiplies 16 columns with the tensor cores (mma.sync m16n8k16, fp32 accumulators; ldmatrix.trans reads b's
-// row-major tiles as the column-major operand). With `split` > 1 the CTAs of one tile form a cluster over K: each
-// leaves its 16 x tile partial sums in shared memory, and each CTA of the cluster adds one share of the tile's
-// elements across the cluster (distributed shared memory, in rank order: the same sums every run) and writes them
-// through the epilogue. No workspace, one launch. With an AMAX output, the largest |y| as stored (after the
-// activation and the rounding) is raised by one atomic a warp, after the output is cleared on the stream.
+// memory in stages of 128 bytes of K (cp.async, four or eight stages in flight), a's 16 rows beside it (rows past M
+// zero), and each warp multiplies 16 columns with the tensor cores (fp32 accumulators; mma.sync m16n8k16 for fp16 and
+// bf16, m16n8k32 for fp8_e4m3). b is read as it lies: row-major [k, n] (fp16, bf16; ldmatrix.trans turns its tiles
+// into the column-major operand) or column-major, b^T [n, k] row-major as a PyTorch Linear's weight (any of the
+// three; plain ldmatrix). With `split` > 1 the CTAs of one tile form a cluster over K: each leaves its 16 x tile
+// partial sums in shared memory, and each CTA of the cluster adds one share of the tile's elements across the cluster
+// (distributed shared memory, in rank order: the same sums every run) and writes them through the epilogue. No
+// workspace, one launch. With an AMAX output, the largest |y| as stored (after the activation and the rounding) is
+// raised by one atomic a warp, after the output is cleared on the stream.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <atomic>
@@ -24,15 +27,22 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kKt = 64;  // rows of b (and columns of a) a stage holds
+constexpr int kRowBytes = 128;  // bytes of K a stage holds: 8 chunks of 16 bytes in each row of a and of b^T
 
-// A CTA's layout: `kTile` columns, `kStages` stages in flight.
+// Elements of K a stage holds: 64 fp16/bf16, 128 fp8 (skinny_k_step in kernel_plan.h).
+template <typename T>
+constexpr int k_step() {
+  return kRowBytes / static_cast<int>(sizeof(T));
+}
+
+// A CTA's layout: `kTile` columns, `kStages` stages in flight. A stage of b is its slice of K for the tile's columns:
+// 64 rows of kTile 16-bit elements (b row-major) or kTile rows of 128 bytes (b column-major), the same bytes.
 template <int kTile, int kStages>
 struct Shape {
   static constexpr int kWarps = kTile / 16;  // a warp owns 16 columns
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kBBytes = kKt * kTile * 2;  // a stage of b
-  static constexpr int kABytes = 16 * kKt * 2;     // a stage of a
+  static constexpr int kBBytes = kTile * kRowBytes;  // a stage of b
+  static constexpr int kABytes = 16 * kRowBytes;     // a stage of a
   static constexpr int kStageBytes = kBBytes + kABytes;
   static constexpr int kSmem = kStages * kStageBytes;
 };
@@ -53,9 +63,16 @@ __device__ __forceinline__ void cp_async_wait() {
 // ldmatrix phase reads fall in eight different banks.
 __device__ __forceinline__ int swizzled(int row, int chunk) { return (chunk ^ (row & 7)) * 16; }
 
+// c += a b over one step of 32 bytes of K: m16n8k16 for fp16 and bf16, m16n8k32 for fp8_e4m3 (the fragments' bytes
+// lie alike: rows of a and columns of b in 4-byte pieces of 16-byte chunks).
 template <typename T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+__device__ __forceinline__ void mma_step(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -117,54 +134,71 @@ struct Epilogue {
   }
 };
 
-// Stage `slot` <- rows [k, k + 64) of b's columns [n0, n0 + tile) and a's columns [k, k + 64).
-template <typename T, int kTile, int kStages>
+// Stage `slot` <- K [k, k + k_step) of b's columns [n0, n0 + tile) and of a's rows.
+template <typename T, int kTile, int kStages, bool kBCols>
 __device__ __forceinline__ void load_stage(char* smem, int slot, const T* a, const T* b, int m, int64_t n,
                                            int64_t k_dim, int64_t n0, int64_t k) {
   using S = Shape<kTile, kStages>;
+  constexpr int64_t kE = sizeof(T);
+  constexpr int kChunks = kRowBytes / 16;  // chunks in a row of a (and of b^T)
   char* bs = smem + slot * S::kStageBytes;
   char* as = bs + S::kBBytes;
-  constexpr int kChunksB = kTile / 8;  // 16-byte chunks in a row of the b tile
-  for (int i = threadIdx.x; i < kKt * kChunksB; i += S::kThreads) {
-    const int r = i / kChunksB, c = i % kChunksB;
-    cp_async16(smem_u32(bs + r * kTile * 2 + swizzled(r, c)), b + (k + r) * n + n0 + c * 8, 16);
+  const char* ab = reinterpret_cast<const char*>(a);
+  const char* bb = reinterpret_cast<const char*>(b);
+  if constexpr (kBCols) {  // kTile rows of b^T, 128 bytes of K each
+    for (int i = threadIdx.x; i < kTile * kChunks; i += S::kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      cp_async16(smem_u32(bs + r * kRowBytes + swizzled(r, c)), bb + ((n0 + r) * k_dim + k) * kE + c * 16, 16);
+    }
+  } else {  // 64 rows of b, kTile elements each
+    constexpr int kChunksB = kTile * 2 / 16;
+    for (int i = threadIdx.x; i < k_step<T>() * kChunksB; i += S::kThreads) {
+      const int r = i / kChunksB, c = i % kChunksB;
+      cp_async16(smem_u32(bs + r * kTile * 2 + swizzled(r, c)), bb + ((k + r) * n + n0) * kE + c * 16, 16);
+    }
   }
-  for (int i = threadIdx.x; i < 16 * (kKt / 8); i += S::kThreads) {
-    const int r = i / (kKt / 8), c = i % (kKt / 8);
+  for (int i = threadIdx.x; i < 16 * kChunks; i += S::kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
     const bool live = r < m;
-    cp_async16(smem_u32(as + r * kKt * 2 + swizzled(r, c)), live ? a + r * k_dim + k + c * 8 : a, live ? 16 : 0);
+    cp_async16(smem_u32(as + r * kRowBytes + swizzled(r, c)), live ? ab + (r * k_dim + k) * kE + c * 16 : ab,
+               live ? 16 : 0);
   }
 }
 
-// Warp `warp`'s 16 columns of the stage in `slot` into its accumulators (two n8 tiles).
-template <typename T, int kTile, int kStages>
+// Warp `warp`'s 16 columns of the stage in `slot` into its accumulators (two n8 tiles), in four steps of 32 bytes of K.
+template <typename T, int kTile, int kStages, bool kBCols>
 __device__ __forceinline__ void compute_stage(const char* smem, int slot, int warp, int lane, float (&acc)[2][4]) {
   using S = Shape<kTile, kStages>;
   const char* bs = smem + slot * S::kStageBytes;
   const char* as = bs + S::kBBytes;
   const int q = lane / 8, r8 = lane % 8;
 #pragma unroll
-  for (int ks = 0; ks < kKt / 16; ++ks) {
+  for (int ks = 0; ks < kRowBytes / 32; ++ks) {
     uint32_t af[4], bf[4];
-    {  // a: rows (q & 1) * 8 + r8, columns chunk 2 ks + (q >> 1)
+    {  // a: rows (q & 1) * 8 + r8, chunk 2 ks + (q >> 1)
       const int row = (q & 1) * 8 + r8, chunk = ks * 2 + (q >> 1);
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                    : "=r"(af[0]), "=r"(af[1]), "=r"(af[2]), "=r"(af[3])
-                   : "r"(smem_u32(as + row * kKt * 2 + swizzled(row, chunk))));
+                   : "r"(smem_u32(as + row * kRowBytes + swizzled(row, chunk))));
     }
-    {  // b: k rows 16 ks + (q & 1) * 8 + r8, the warp's column chunk 2 warp + (q >> 1), transposed
+    if constexpr (kBCols) {  // b^T: the warp's rows 16 warp + (q >> 1) * 8 + r8, chunk 2 ks + (q & 1)
+      const int row = warp * 16 + (q >> 1) * 8 + r8, chunk = ks * 2 + (q & 1);
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(bf[0]), "=r"(bf[1]), "=r"(bf[2]), "=r"(bf[3])
+                   : "r"(smem_u32(bs + row * kRowBytes + swizzled(row, chunk))));
+    } else {  // b: k rows 16 ks + (q & 1) * 8 + r8, the warp's column chunk 2 warp + (q >> 1), transposed
       const int row = ks * 16 + (q & 1) * 8 + r8, chunk = warp * 2 + (q >> 1);
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                    : "=r"(bf[0]), "=r"(bf[1]), "=r"(bf[2]), "=r"(bf[3])
                    : "r"(smem_u32(bs + row * kTile * 2 + swizzled(row, chunk))));
     }
-    mma16816<T>(acc[0], af, bf[0], bf[1]);
-    mma16816<T>(acc[1], af, bf[2], bf[3]);
+    mma_step<T>(acc[0], af, bf[0], bf[1]);
+    mma_step<T>(acc[1], af, bf[2], bf[3]);
   }
 }
 
 // Grid (split, n / tile); with split > 1 launched as clusters of (split, 1, 1).
-template <typename T, int kTile, int kStages>
+template <typename T, int kTile, int kStages, bool kBCols>
 __global__ void __launch_bounds__(Shape<kTile, kStages>::kThreads)
     skinny_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, void* __restrict__ y, int m, int64_t n,
                        int64_t k, int split, Epilogue ep) {
@@ -173,20 +207,22 @@ __global__ void __launch_bounds__(Shape<kTile, kStages>::kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int64_t k_len = k / split, k_begin = blockIdx.x * k_len;
+  constexpr int kKt = k_step<T>();
   const int tiles = static_cast<int>(k_len / kKt);
   float acc[2][4] = {};
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < tiles) load_stage<T, kTile, kStages>(smem, s, a, b, m, n, k, n0, k_begin + s * kKt);
+    if (s < tiles) load_stage<T, kTile, kStages, kBCols>(smem, s, a, b, m, n, k, n0, k_begin + s * kKt);
     cp_async_commit();
   }
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile t has landed for every thread, and every warp is done with tile t - 1's slot
     const int next = t + kStages - 1;
-    if (next < tiles) load_stage<T, kTile, kStages>(smem, next % kStages, a, b, m, n, k, n0, k_begin + next * kKt);
+    if (next < tiles)
+      load_stage<T, kTile, kStages, kBCols>(smem, next % kStages, a, b, m, n, k, n0, k_begin + next * kKt);
     cp_async_commit();
-    compute_stage<T, kTile, kStages>(smem, t % kStages, warp, lane, acc);
+    compute_stage<T, kTile, kStages, kBCols>(smem, t % kStages, warp, lane, acc);
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -225,17 +261,18 @@ __global__ void __launch_bounds__(Shape<kTile, kStages>::kThreads)
   cluster.sync();  // no CTA leaves while another still reads its shared memory
 }
 
-// The plain path for buffers cp.async cannot read (not 16-byte aligned): a thread a column, every row.
+// The plain path for buffers cp.async cannot read (not 16-byte aligned): a thread a column, every row; b row-major
+// or (`b_cols`) column-major.
 template <typename T>
 __global__ void skinny_gemm_plain_kernel(const T* __restrict__ a, const T* __restrict__ b, void* __restrict__ y, int m,
-                                         int64_t n, int64_t k, Epilogue ep) {
+                                         int64_t n, int64_t k, bool b_cols, Epilogue ep) {
   const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   uint32_t top = 0;
   if (col < n) {
     float acc[16] = {};
     for (int64_t i = 0; i < k; ++i) {
-      const float bv = static_cast<float>(b[i * n + col]);
-      for (int r = 0; r < m; ++r) acc[r] += static_cast<float>(a[r * k + i]) * bv;
+      const float bv = to_float(b_cols ? b[col * k + i] : b[i * n + col]);
+      for (int r = 0; r < m; ++r) acc[r] += to_float(a[r * k + i]) * bv;
     }
     for (int r = 0; r < m; ++r)
       top = max(top, abs_bits(store_float(y, r * n + col, ep.apply(acc[r], col), ep.y_dtype)));
@@ -243,7 +280,7 @@ __global__ void skinny_gemm_plain_kernel(const T* __restrict__ a, const T* __res
   ep.reduce_amax(top);  // every lane, past the last column too
 }
 
-template <typename T, int kTile, int kStages>
+template <typename T, int kTile, int kStages, bool kBCols>
 Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* b, void* y, const Epilogue& ep,
                     cudaStream_t stream) {
   using S = Shape<kTile, kStages>;
@@ -254,7 +291,7 @@ Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* 
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64)
     return internal_error("the skinny GEMM: no current CUDA device (or one past the 64th)");
   if (!allowed[device].load(std::memory_order_acquire)) {
-    const cudaError_t attr = cudaFuncSetAttribute(skinny_gemm_kernel<T, kTile, kStages>,
+    const cudaError_t attr = cudaFuncSetAttribute(skinny_gemm_kernel<T, kTile, kStages, kBCols>,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
     if (attr != cudaSuccess)
       return internal_error(std::string("the skinny GEMM's shared memory: ") + cudaGetErrorString(attr));
@@ -272,31 +309,31 @@ Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* 
   cluster[0].val.clusterDim.z = 1;
   cfg.attrs = cluster;
   cfg.numAttrs = split > 1 ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<T, kTile, kStages>, a, b, y, static_cast<int>(p.m),
-                                           p.n, p.k, split, ep);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<T, kTile, kStages, kBCols>, a, b, y,
+                                           static_cast<int>(p.m), p.n, p.k, split, ep);
   if (e != cudaSuccess) return internal_error(std::string("launching the skinny GEMM: ") + cudaGetErrorString(e));
   return Status::ok();
 }
 
-template <typename T>
+template <typename T, bool kBCols>
 Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b, void* y,
                     const Epilogue& ep, cudaStream_t stream) {
   const auto* at = static_cast<const T*>(a);
   const auto* bt = static_cast<const T*>(b);
   const bool aligned = reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
   if (!aligned) {
-    skinny_gemm_plain_kernel<T>
-        <<<static_cast<unsigned>((p.n + 127) / 128), 128, 0, stream>>>(at, bt, y, static_cast<int>(p.m), p.n, p.k, ep);
+    skinny_gemm_plain_kernel<T><<<static_cast<unsigned>((p.n + 127) / 128), 128, 0, stream>>>(
+        at, bt, y, static_cast<int>(p.m), p.n, p.k, kBCols, ep);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
       return internal_error(std::string("launching the plain skinny GEMM: ") + cudaGetErrorString(e));
     return Status::ok();
   }
   if (tile == 64)
-    return stages == 8 ? launch_tiled<T, 64, 8>(p, split, at, bt, y, ep, stream)
-                       : launch_tiled<T, 64, 4>(p, split, at, bt, y, ep, stream);
-  return stages == 8 ? launch_tiled<T, 128, 8>(p, split, at, bt, y, ep, stream)
-                     : launch_tiled<T, 128, 4>(p, split, at, bt, y, ep, stream);
+    return stages == 8 ? launch_tiled<T, 64, 8, kBCols>(p, split, at, bt, y, ep, stream)
+                       : launch_tiled<T, 64, 4, kBCols>(p, split, at, bt, y, ep, stream);
+  return stages == 8 ? launch_tiled<T, 128, 8, kBCols>(p, split, at, bt, y, ep, stream)
+                     : launch_tiled<T, 128, 4, kBCols>(p, split, at, bt, y, ep, stream);
 }
 
 }  // namespace
@@ -304,7 +341,7 @@ Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, int stages,
 Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream) {
   if ((tile != 64 && tile != 128) || (stages != 4 && stages != 8) || split < 1 || split > 8 || p.m < 1 || p.m > 16 ||
-      p.n % tile != 0 || p.n / tile > 65535 || p.k % (int64_t{split} * kKt) != 0)
+      p.n % tile != 0 || p.n / tile > 65535 || p.k % (split * skinny_k_step(p)) != 0)
     return invalid_argument("the skinny GEMM cannot run m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                             " k=" + std::to_string(p.k) + " in tiles of " + std::to_string(tile) + " split " +
                             std::to_string(split));
@@ -313,8 +350,16 @@ Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, int s
     if (z != cudaSuccess) return internal_error(std::string("clearing the GEMM's AMAX: ") + cudaGetErrorString(z));
   }
   const Epilogue ep{bias, p.bias_dtype, p.y_dtype, p.act, reinterpret_cast<uint32_t*>(amax)};
-  if (p.dtype == DataType::kBFloat16) return launch_typed<__nv_bfloat16>(p, split, tile, stages, a, b, y, ep, stream);
-  if (p.dtype == DataType::kFloat16) return launch_typed<__half>(p, split, tile, stages, a, b, y, ep, stream);
+  if (p.dtype == DataType::kFp8E4M3) {
+    if (!p.b_cols) return invalid_argument("the skinny GEMM reads fp8 b column-major only (the FP8 tensor cores' B)");
+    return launch_typed<__nv_fp8_e4m3, true>(p, split, tile, stages, a, b, y, ep, stream);
+  }
+  if (p.dtype == DataType::kBFloat16)
+    return p.b_cols ? launch_typed<__nv_bfloat16, true>(p, split, tile, stages, a, b, y, ep, stream)
+                    : launch_typed<__nv_bfloat16, false>(p, split, tile, stages, a, b, y, ep, stream);
+  if (p.dtype == DataType::kFloat16)
+    return p.b_cols ? launch_typed<__half, true>(p, split, tile, stages, a, b, y, ep, stream)
+                    : launch_typed<__half, false>(p, split, tile, stages, a, b, y, ep, stream);
   return invalid_argument(std::string("the skinny GEMM on ") + dtype_name(p.dtype));
 }
 
