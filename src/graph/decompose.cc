@@ -133,6 +133,20 @@ StatusOr<std::vector<GraphPart>> decompose_graph(const Graph& graph, DataType ma
   return partition_graph(graph, group_of, materialized);
 }
 
+StatusOr<std::vector<std::vector<int>>> unfused_groupings(const Graph& graph) {
+  std::vector<int> order;
+  KILN_RETURN_IF_ERROR(graph_internal::topological_order(graph, &order));
+  std::vector<std::vector<int>> out(1, std::vector<int>(graph.nodes.size()));
+  for (size_t i = 0; i < order.size(); ++i) out[0][static_cast<size_t>(order[i])] = static_cast<int>(i);
+  if (order.size() < 3) return out;
+  for (size_t cut = 1; cut < order.size(); ++cut) {
+    std::vector<int> g(graph.nodes.size());
+    for (size_t i = 0; i < order.size(); ++i) g[static_cast<size_t>(order[i])] = i < cut ? 0 : 1;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 int64_t entrance_node_count(const Graph& graph) {
   const GraphRoles roles(graph);
   int64_t n = 0;

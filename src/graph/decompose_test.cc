@@ -112,6 +112,35 @@ TEST(Decompose, SingleNodeGraphIsItsOwnPart) {
   EXPECT_EQ(compute_signature((*parts)[0].graph)->structure, compute_signature(g)->structure);
 }
 
+// The decompositions kiln tune times: each node alone, then one cut after each of the first N - 1 nodes; every one
+// partitions into parts that validate, and a cut's first part keeps its nodes fused (the GEMM with its bias).
+TEST(Decompose, UnfusedGroupingsAreEachNodeThenEachCut) {
+  Graph g = load("matmul_bias_gelu.json");
+  auto groupings = unfused_groupings(g);
+  ASSERT_TRUE(groupings.is_ok()) << groupings.status().message();
+  ASSERT_EQ(groupings->size(), 3u);
+  EXPECT_EQ((*groupings)[0], (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ((*groupings)[1], (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ((*groupings)[2], (std::vector<int>{0, 0, 1}));
+  std::vector<std::vector<std::string>> names;
+  for (const std::vector<int>& groups : *groupings) {
+    auto parts = partition_graph(g, groups, g.io_dtype);
+    ASSERT_TRUE(parts.is_ok()) << parts.status().message();
+    names.emplace_back();
+    for (const GraphPart& p : *parts) names.back().push_back(p.graph.name);
+  }
+  EXPECT_EQ(names[1], (std::vector<std::string>{"matmul_bias_gelu/mm", "matmul_bias_gelu/add_bias+1"}));
+  EXPECT_EQ(names[2], (std::vector<std::string>{"matmul_bias_gelu/mm+1", "matmul_bias_gelu/gelu"}));
+  // Two nodes: the one cut is each node alone. One node: itself.
+  Graph amax = load("matmul_amax.json");
+  auto two = unfused_groupings(amax);
+  ASSERT_TRUE(two.is_ok());
+  EXPECT_EQ(two->size(), 1u);
+  auto one = unfused_groupings(load("layer_norm.json"));
+  ASSERT_TRUE(one.is_ok());
+  EXPECT_EQ(*one, (std::vector<std::vector<int>>{{0}}));
+}
+
 TEST(Split, Fp8RecipeIsCutAfterTheAmax) {
   Graph g = load("fp8_recipe.json");
   std::vector<int> groups = split_after_reductions(g);

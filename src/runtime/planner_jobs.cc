@@ -73,12 +73,13 @@ StatusOr<KeptPlan> keep(PlanBackend& b, const Graph& graph, const PlanRecord& re
 }
 
 // The chain decided on (TunedGraph::kept_fusion): each part's winner kept under its own signature, then the
-// decision. The parts are the graph's decomposition again (the one tune_unfused timed: same graph, same
-// dtype), checked against the tuned parts' signatures.
+// decision. The parts are the graph partitioned again as the chosen decomposition groups it (UnfusedResult::groups;
+// each node alone where empty: same graph, same dtype), checked against the tuned parts' signatures.
 Status keep_unfused(PlanBackend& b, const Graph& g, const GraphSignature& sig, const EnvFingerprint& env,
                     const TunedGraph& tuned, FusionPolicy policy, const Forget& forget, TunedGraph* out) {
   const UnfusedResult& u = *tuned.unfused;
-  KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(g, u.materialized));
+  KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, u.groups.empty() ? decompose_graph(g, u.materialized)
+                                                                       : partition_graph(g, u.groups, u.materialized));
   if (parts.size() != u.parts.size())
     return internal_error("the graph decomposed into " + std::to_string(parts.size()) + " parts, " +
                           std::to_string(u.parts.size()) + " were tuned");
@@ -179,6 +180,7 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
     if (to.time_budget_s > 0) uo.tune.time_budget_s = left_s;
     uo.materialized = job.materialized;
     uo.evaluation = tr.evaluation;  // the same inputs and reference, still on the device
+    if (tr.winner && tr.candidates[*tr.winner].timed()) uo.fused_ms = tr.candidates[*tr.winner].median_ms;
     if (job.on_note) job.on_note("timing the unfused alternative (" + std::to_string(g.nodes.size()) + " parts)");
     KILN_ASSIGN_OR_RETURN(out.unfused, job.unfused_tuner ? job.unfused_tuner(g, uo) : tune_unfused(g, uo));
     const CandidateResult* fused = tr.winner ? &tr.candidates[*tr.winner] : nullptr;

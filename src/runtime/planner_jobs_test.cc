@@ -136,12 +136,15 @@ struct FakeTuner {
 struct FakeUnfused {
   double chain_ms = 0.10;
   int calls = 0;
+  std::vector<int> groups;  // the chosen decomposition's (partition_graph's numbers); empty: each node alone
   std::function<StatusOr<UnfusedResult>(const Graph&, const UnfusedOptions&)> fn() {
     return [this](const Graph& g, const UnfusedOptions&) -> StatusOr<UnfusedResult> {
       ++calls;
       UnfusedResult u;
       u.materialized = DataType::kFloat16;
-      KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(g, u.materialized));
+      u.groups = groups;
+      KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, groups.empty() ? decompose_graph(g, u.materialized)
+                                                                         : partition_graph(g, groups, u.materialized));
       for (size_t i = 0; i < parts.size(); ++i) {
         KILN_ASSIGN_OR_RETURN(GraphSignature ps, compute_signature(parts[i].graph));
         UnfusedPartResult pr;
@@ -151,7 +154,7 @@ struct FakeUnfused {
         CandidateResult c;
         c.config.engine_id = 100 + static_cast<int64_t>(i);
         c.disposition = Disposition::kPassed;
-        c.median_ms = c.min_ms = c.max_ms = chain_ms / 3;
+        c.median_ms = c.min_ms = c.max_ms = chain_ms / static_cast<double>(parts.size());
         c.samples = 10;
         pr.tune.graph_name = pr.name;
         pr.tune.candidates.push_back(c);
@@ -713,6 +716,45 @@ TEST(FusionInService, TheChainThatWinsIsStoredAndServedAndAFusedWinRemovesIt) {
   ASSERT_TRUE(third.is_ok());
   EXPECT_FALSE(third->fusion_removed);
   EXPECT_FALSE(third->kept_fusion.has_value());
+}
+
+// A chain of two parts (the graph cut after its bias: the GEMM with its bias, then the GELU) is stored with the
+// parts' signatures, and a new process's Planner finds that decomposition again and serves it.
+TEST(FusionInService, AGraphCutOnceIsStoredAndServedAsItsTwoParts) {
+  Jobs j;
+  Graph g = token_graph();
+  auto groupings = unfused_groupings(g);
+  ASSERT_TRUE(groupings.is_ok()) << groupings.status().to_string();
+  ASSERT_EQ(groupings->size(), 3u) << "each node, and cut after each of the first two nodes";
+  FakeUnfused unfused;
+  unfused.groups = groupings->back();  // cut after the second node
+  TuneJob job = j.job();
+  job.unfused = true;
+  job.unfused_tuner = unfused.fn();
+  auto t = j.planner->workshop().tune(g, job);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  ASSERT_TRUE(t->kept_fusion.has_value()) << t->fusion_status.to_string();
+  ASSERT_EQ(t->kept_fusion->parts.size(), 2u);
+  EXPECT_EQ(t->kept_fusion->parts[0].name, "mlp/mm+1");
+  EXPECT_EQ(t->kept_fusion->parts[1].name, "mlp/gelu");
+  auto got = serve(j, g);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(got->source, PlanSource::kStore);
+  ASSERT_EQ(got->plan->parts().size(), 2u) << got->why;
+  EXPECT_EQ(got->plan->identity(), "unfused[eng100 + eng101]");
+  j.backend->runs->clear();
+  std::vector<std::unique_ptr<char[]>> bufs;
+  TensorBindings bind;
+  for (const char* name : {"x", "w", "b", "y"}) {
+    bufs.emplace_back(new char[1 << 17]);
+    bind[name] = {bufs.back().get(), 0};
+  }
+  std::vector<char> ws(static_cast<size_t>(got->plan->workspace_bytes()) + 16);
+  void* wsp = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
+  ASSERT_TRUE(got->plan->execute(nullptr, bind, wsp).is_ok());
+  ASSERT_EQ(j.backend->runs->size(), 2u);
+  EXPECT_EQ((*j.backend->runs)[0], "mlp/mm+1");
+  EXPECT_EQ((*j.backend->runs)[1], "mlp/gelu");
 }
 
 TEST(FusionInService, AChainThatCannotBeServedFallsBackToTheFusedPlanAndSaysWhy) {

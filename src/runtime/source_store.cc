@@ -8,6 +8,24 @@
 namespace kiln::runtime_detail {
 namespace {
 
+// The decomposition of `g` (one of unfused_groupings: each node alone, or cut once) whose parts have the
+// signatures decision `d` lists, in its order; NotFound with what differs where none has (the graph or Kiln changed).
+StatusOr<std::vector<GraphPart>> decision_parts(const Graph& g, DataType dtype, const FusionRecord& d) {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groupings, unfused_groupings(g));
+  for (const std::vector<int>& groups : groupings) {
+    auto parts = partition_graph(g, groups, dtype);
+    if (!parts.is_ok() || parts->size() != d.parts.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < parts->size() && same; ++i) {
+      auto psig = compute_signature((*parts)[i].graph);
+      same = psig.is_ok() && psig->structure == d.parts[i].structure_sig && psig->shape_key == d.parts[i].shape_key;
+    }
+    if (same) return std::move(parts).value();
+  }
+  return not_found("no decomposition of the graph has the " + std::to_string(d.parts.size()) +
+                   " parts the decision lists, by their signatures (the graph or Kiln changed)");
+}
+
 // The unfused chain of the parts' stored plans that decision `d` names; null with the reason in `refused`.
 std::shared_ptr<const ExecutablePlan> unfused_from_store(PlannerState& state, const Graph& g, const GraphSignature& sig,
                                                          const FusionRecord& d, std::string* refused) {
@@ -16,22 +34,17 @@ std::shared_ptr<const ExecutablePlan> unfused_from_store(PlannerState& state, co
     *refused = "its intermediates' dtype '" + d.materialized + "' is unknown";
     return nullptr;
   }
-  auto parts = decompose_graph(g, *dtype);
+  auto parts = decision_parts(g, *dtype, d);
   if (!parts.is_ok()) {
     *refused = parts.status().message();
-    return nullptr;
-  }
-  if (parts->size() != d.parts.size()) {
-    *refused = "the graph has " + std::to_string(parts->size()) + " parts, the decision lists " +
-               std::to_string(d.parts.size());
     return nullptr;
   }
   std::vector<std::shared_ptr<const ExecutablePlan>> plans;
   for (size_t i = 0; i < parts->size(); ++i) {
     const Graph& pg = (*parts)[i].graph;
     auto psig = compute_signature(pg);
-    if (!psig.is_ok() || psig->structure != d.parts[i].structure_sig || psig->shape_key != d.parts[i].shape_key) {
-      *refused = "part '" + pg.name + "' has another signature than the decision's (the graph or Kiln changed)";
+    if (!psig.is_ok()) {
+      *refused = psig.status().message();
       return nullptr;
     }
     std::string miss;

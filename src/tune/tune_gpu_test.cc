@@ -1,5 +1,7 @@
 // Device tier: the tuner on a real graph. An injected wrong candidate is Incorrect and never chosen.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <cmath>
@@ -152,8 +154,10 @@ TEST(Tuner, EnumeratesDistinctCandidatesAcrossModes) {
   std::printf("[ candidates ] conv_bias_relu: %zu distinct\n", c->size());
 }
 
-// The unfused alternative: each node tuned alone, the winners chained through memory, checked against the
-// fused graph's reference and timed as one unit; the report carries both sides and a decision.
+// The unfused alternatives: each decomposition (each node alone, then cut after the first and after the second node)
+// has its parts tuned, their winners chained through memory, checked against the fused graph's reference and timed
+// as one unit; the fastest chain is the unfused side; the report carries every decomposition and a decision. With the
+// fused winner's time given, a decomposition that cannot beat it is skipped before its parts are tuned.
 TEST(Unfused, ChainOfPartWinnersIsCheckedTimedAndCompared) {
   KILN_REQUIRE_GPU();
   for (const char* name : {"conv_bias_relu", "matmul_bias_gelu"}) {
@@ -173,12 +177,36 @@ TEST(Unfused, ChainOfPartWinnersIsCheckedTimedAndCompared) {
     ASSERT_TRUE(u.is_ok()) << u.status().to_string();
     EXPECT_TRUE(u->unavailable.empty()) << u->unavailable;
     EXPECT_EQ(u->reference_kind, ReferenceKind::kDevice);
-    EXPECT_EQ(u->parts.size(), g->nodes.size());
-    EXPECT_EQ(u->identities.size(), g->nodes.size());
+    ASSERT_EQ(u->decompositions.size(), 3u);
+    EXPECT_EQ(u->decompositions[0].name, "each node");
+    double fastest = 1e30;
+    for (const DecompositionResult& d : u->decompositions) {
+      EXPECT_TRUE(d.unavailable.empty()) << d.name << ": " << d.unavailable;
+      EXPECT_EQ(d.chain.disposition, Disposition::kPassed) << d.name << ": " << d.chain.message;
+      if (d.chain.timed()) fastest = std::min(fastest, d.chain.median_ms);
+    }
+    EXPECT_EQ(u->chain.median_ms, fastest);
+    EXPECT_EQ(u->parts.size(), u->identities.size());
+    EXPECT_EQ(u->parts.size(), static_cast<size_t>(*std::max_element(u->groups.begin(), u->groups.end()) + 1));
     EXPECT_EQ(u->chain.disposition, Disposition::kPassed) << u->chain.message;
     EXPECT_TRUE(u->chain.timed());
     EXPECT_GT(u->intermediate_bytes, 0.0);
     const CandidateResult& fw = fused->candidates[*fused->winner];
+    // Told the fused winner's time, the same tune skips what cannot beat it: each node alone is always timed.
+    uo.fused_ms = fw.median_ms;
+    auto pruned = tune_unfused(*g, uo);
+    ASSERT_TRUE(pruned.is_ok()) << pruned.status().to_string();
+    ASSERT_EQ(pruned->decompositions.size(), 3u);
+    EXPECT_TRUE(pruned->decompositions[0].unavailable.empty()) << pruned->decompositions[0].unavailable;
+    for (const DecompositionResult& d : pruned->decompositions) {
+      if (!d.unavailable.empty()) {
+        EXPECT_EQ(d.unavailable.rfind("skipped: ", 0), 0u) << d.name << ": " << d.unavailable;
+      }
+    }
+    std::printf("[ unfused, told the fused time ] %s\n%s", name,
+                format_fusion_report(&fw, *pruned, FusionPolicy::kFaster,
+                                     decide_fusion(fused_side(fw), unfused_chain_side(*pruned), FusionPolicy::kFaster))
+                    .c_str());
     auto d = decide_fusion(fused_side(fw), unfused_chain_side(*u), FusionPolicy::kFaster);
     ASSERT_TRUE(d.is_ok()) << d.status().to_string();
     EXPECT_EQ(d->use_fused, fw.median_ms <= u->chain.median_ms);

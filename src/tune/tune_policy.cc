@@ -138,6 +138,24 @@ StatusOr<FusionPolicy> parse_fusion_policy(const std::string& name) {
   return parse_enum(kFusionPolicyNames, name, "fusion policy");
 }
 
+double chain_lower_bound_ms(const std::vector<int>& group_of, const std::vector<double>& node_ms,
+                            const std::map<int, double>& part_ms) {
+  std::map<int, double> slowest;  // group -> its slowest node alone; -1 where one is unknown
+  for (size_t n = 0; n < group_of.size(); ++n) {
+    double& s = slowest[group_of[n]];
+    const double t = n < node_ms.size() ? node_ms[n] : 0.0;
+    s = (t <= 0.0 || s < 0.0) ? -1.0 : std::max(s, t);
+  }
+  double sum = 0.0;
+  for (const auto& [group, node_bound] : slowest) {
+    auto known = part_ms.find(group);
+    if (known != part_ms.end() && known->second > 0.0) sum += known->second;
+    else if (node_bound < 0.0) return 0.0;
+    else sum += node_bound;
+  }
+  return sum;
+}
+
 FusionSide fused_side(const CandidateResult& winner) {
   FusionSide s;
   s.identities.push_back(winner.identity());

@@ -498,3 +498,22 @@ TEST(Progress, SilentPrintsNothing) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A decomposition's least time: known parts as timed, others at least their slowest node alone; unknown: 0.
+TEST(ChainLowerBound, KnownPartsAsTimedOthersAtTheirSlowestNode) {
+  const std::vector<double> node_ms = {1.41, 0.06, 0.07};  // a GEMM, its bias, a GELU, each alone
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, {}), 1.41 + 0.07);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 1, 1}, node_ms, {}), 1.41 + 0.07);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 1, 2}, node_ms, {}), 1.41 + 0.06 + 0.07);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, {{0, 1.39}}), 1.39 + 0.07);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, {{1, 0.0}}), 1.41 + 0.07) << "0 is not a time";
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, {1.41, 0.0, 0.07}, {}), 0.0) << "a node's time unknown";
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, {1.41, 0.0, 0.07}, {{0, 1.5}}), 1.5 + 0.07);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, {}, {}), 0.0);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,9 +1,12 @@
-// tune_unfused: tune each node alone, then time the winners back to back (kiln/tune/unfused.h).
+// tune_unfused: tune each decomposition's parts, then time their winners back to back (kiln/tune/unfused.h).
 #include "kiln/tune/unfused.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/log.h"
@@ -47,122 +50,238 @@ TuneOptions part_options(const TuneOptions& whole) {
   po.inputs_dir.clear();  // a part's inputs are the fused graph's intermediates: random, of their own
   return po;
 }
+
+// What one tune_unfused shares across its decompositions: the budget's clock, the parts tuned so far (by signature:
+// a part two decompositions share is tuned once), the device, the fused graph's inputs and reference.
+struct UnfusedRun {
+  UnfusedRun(const Graph& g, const UnfusedOptions& o) : graph(g), options(o), po(part_options(o.tune)) {}
+  const Graph& graph;
+  const UnfusedOptions& options;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  TuneOptions po;
+  std::map<std::string, UnfusedPartResult> tuned;  // "structure/shape" -> its tuning
+  std::map<std::string, std::string> refused;      // "structure/shape" -> why it has no correct, timed plan
+  std::shared_ptr<const GraphEvaluation> eval;
+  UniqueStream stream;
+  UniqueCudnnHandle handle;
+  bool stop = false;  // the budget is spent or the tune interrupted: no further decomposition
+
+  double left_s() const {
+    return options.tune.time_budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  bool budgeted() const { return options.tune.time_budget_s > 0; }
+};
+
+std::string part_key(const GraphSignature& sig) { return sig.structure + "/" + sig.shape_key; }
+
+// Part `p` tuned (or found tuned); null with the reason in *why (and run->stop set where the budget ran out).
+StatusOr<const UnfusedPartResult*> tune_part(UnfusedRun* run, const GraphPart& p, std::string* why) {
+  KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(p.graph));
+  const std::string key = part_key(sig);
+  if (auto it = run->tuned.find(key); it != run->tuned.end()) return &it->second;
+  if (auto it = run->refused.find(key); it != run->refused.end()) {
+    *why = it->second;
+    return nullptr;
+  }
+  if (run->budgeted()) {
+    if (run->left_s() <= 0) {
+      *why = "time budget reached before part '" + p.graph.name + "'";
+      run->stop = true;
+      return nullptr;
+    }
+    run->po.time_budget_s = run->left_s();
+  }
+  UnfusedPartResult pr;
+  pr.name = p.graph.name;
+  pr.structure_sig = sig.structure;
+  pr.shape_key = sig.shape_key;
+  auto tr = tune_graph(p.graph, run->po);
+  if (!tr.is_ok() || !tr->winner) {
+    *why =
+        "part '" + p.graph.name + "': " + (tr.is_ok() ? std::string("no correct, timed plan") : tr.status().message());
+    run->refused[key] = *why;
+    return nullptr;
+  }
+  pr.tune = std::move(tr).value();
+  pr.tune.evaluation.reset();  // the part's buffers are not needed any more
+  if (run->options.tune.cancel && run->options.tune.cancel->load()) run->stop = true;
+  return &run->tuned.emplace(key, std::move(pr)).first->second;
+}
+
+// The chain of `parts`' winners (`results`) on the fused graph's inputs: checked against its reference, then timed,
+// into d->chain (and `out`'s chain fields where `out` is given).
+Status time_chain(UnfusedRun* run, std::vector<GraphPart> parts, const std::vector<const UnfusedPartResult*>& results,
+                  DecompositionResult* d, UnfusedResult* out) {
+  std::vector<LoweredGraph> plans;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(LoweredGraph plan,
+                          LoweredGraph::deserialize(parts[i].graph, run->handle.get(), results[i]->tune.winner_plan));
+    plans.push_back(std::move(plan));
+  }
+  KILN_ASSIGN_OR_RETURN(PlanChain chain,
+                        PlanChain::create(run->graph, std::move(parts), std::move(plans), run->eval->buffers));
+  out->intermediate_bytes = chain.intermediate_bytes();
+  auto run_chain = [&](cudaStream_t) { return chain.run(run->handle.get()); };
+  // Numerics of the chain against the fused graph's reference (intermediates stored in the materialized dtype),
+  // then one timing of the whole chain.
+  const OpCost cost = graph_cost(run->graph);
+  d->chain.flops = cost.flops;
+  d->chain.bytes = cost.bytes + out->intermediate_bytes;
+  d->chain.workspace_bytes = chain.workspace_bytes();
+  KILN_RETURN_IF_ERROR(chain.poison(run->stream.get()));
+  KILN_RETURN_IF_ERROR(run_chain(run->stream.get()));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(run->stream.get()));
+  if (run->eval->reference) {
+    CheckOptions co = run->options.tune.check;
+    co.stored_intermediates = out->materialized;
+    KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(run->graph, co));
+    KILN_ASSIGN_OR_RETURN(CheckReport rep,
+                          checker.check(chain.output_pointers(), *run->eval->reference, run->stream.get()));
+    out->chain_check = rep.summary();
+    d->chain.disposition = rep.verdict == Disposition::kPassed ? Disposition::kPassed : Disposition::kIncorrect;
+    if (d->chain.disposition != Disposition::kPassed) {
+      d->chain.message = "unfused chain: " + out->chain_check;
+      return Status::ok();
+    }
+  } else {
+    d->chain.disposition = Disposition::kNotVerified;
+    d->chain.message = "no reference: not verified";
+  }
+  if (run->budgeted() && run->left_s() <= 0) {
+    d->unavailable = "time budget reached before the chain was timed";
+    run->stop = true;
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(Timer timer, Timer::create());
+  MeasureOptions mo = run->options.tune.measure;
+  mo.stream = run->stream.get();
+  auto m = timer.measure(run_chain, mo);
+  if (!m.is_ok()) {
+    d->chain.disposition = Disposition::kFailed;
+    d->chain.message = m.status().message();
+    return Status::ok();
+  }
+  d->chain.set_timing(*m);
+  d->chain.warmup_ms = m->warmup_ms;
+  d->chain.throttled = m->throttled;
+  if (m->throttled)
+    d->chain.message += (d->chain.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
+  return Status::ok();
+}
+
+// Decomposition `groups` (one of unfused_groupings) tuned, chained, checked and timed into *d (named by its parts,
+// "graph/mm+1 | graph/act", unless named already); `out` gets its parts, sums and chain fields (the caller keeps the
+// fastest). `node_ms`: each node's time alone, from the first decomposition (empty before it). A decomposition that
+// cannot run says why in d->unavailable; errors are the device's.
+Status run_decomposition(UnfusedRun* run, const std::vector<int>& groups, const std::vector<double>& node_ms,
+                         DecompositionResult* d, UnfusedResult* out) {
+  d->groups = groups;
+  auto partition = partition_graph(run->graph, groups, out->materialized);
+  if (!partition.is_ok()) {
+    d->unavailable = partition.status().message();
+    return Status::ok();
+  }
+  std::vector<GraphPart> parts = std::move(partition).value();
+  for (const GraphPart& p : parts) d->parts.push_back(p.graph.name);
+  if (d->name.empty())
+    for (const std::string& n : d->parts) d->name += (d->name.empty() ? "" : " | ") + n;
+  std::map<int, double> part_ms;  // group number -> its winner's median, as the parts are tuned
+  std::vector<int> numbers(groups.begin(), groups.end());
+  std::sort(numbers.begin(), numbers.end());
+  numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
+  std::vector<const UnfusedPartResult*> results;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const double bound = node_ms.empty() ? 0.0 : chain_lower_bound_ms(groups, node_ms, part_ms);
+    if (run->options.fused_ms > 0 && bound >= run->options.fused_ms) {
+      d->unavailable = "skipped: its chain takes at least " + fmt_ms(bound) +
+                       " (its parts' times alone), the fused "
+                       "plan " +
+                       fmt_ms(run->options.fused_ms);
+      return Status::ok();
+    }
+    std::string why;
+    KILN_ASSIGN_OR_RETURN(const UnfusedPartResult* pr, tune_part(run, parts[i], &why));
+    UnfusedPartResult shown;
+    if (pr) shown = *pr;
+    else shown.name = parts[i].graph.name;
+    out->parts.push_back(std::move(shown));
+    if (!pr) {
+      d->unavailable = why;
+      return Status::ok();
+    }
+    const CandidateResult& w = pr->tune.candidates[*pr->tune.winner];
+    d->identities.push_back(w.identity());
+    out->sum_of_parts_ms += w.median_ms;
+    part_ms[numbers[i]] = w.median_ms;
+    results.push_back(pr);
+    if (run->stop) {
+      d->unavailable = "interrupted";
+      return Status::ok();
+    }
+  }
+  if (Status timed = time_chain(run, std::move(parts), results, d, out); !timed.is_ok())
+    d->unavailable = "the chain: " + timed.message();
+  return Status::ok();
+}
+
+// Each node's time alone from the first decomposition's parts (one node a part, in topological order); empty where
+// any is missing.
+std::vector<double> node_times(const std::vector<int>& groups, const UnfusedResult& first) {
+  std::vector<double> out(groups.size(), 0.0);
+  for (size_t n = 0; n < groups.size(); ++n) {
+    const auto g = static_cast<size_t>(groups[n]);
+    if (g >= first.parts.size() || !first.parts[g].tune.winner) return {};
+    out[n] = first.parts[g].tune.candidates[*first.parts[g].tune.winner].median_ms;
+  }
+  return out;
+}
+
+bool chain_passed(const UnfusedResult& r, const DecompositionResult& d) {
+  const bool checked = d.chain.disposition == Disposition::kPassed ||
+                       (r.reference_kind == ReferenceKind::kNone && d.chain.disposition == Disposition::kNotVerified);
+  return d.unavailable.empty() && checked && d.chain.timed();
+}
+
 }  // namespace
 
 StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& options) {
   if (graph.nodes.size() < 2)
     return not_supported("graph '" + graph.name + "' has one node: there is no unfused alternative to time");
-  const auto t0 = std::chrono::steady_clock::now();
-  auto left_s = [&] {
-    return options.tune.time_budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
+  UnfusedRun run(graph, options);
   UnfusedResult r;
   r.materialized = options.materialized.value_or(graph.io_dtype);
-  KILN_ASSIGN_OR_RETURN(std::vector<GraphPart> parts, decompose_graph(graph, r.materialized));
-
-  // 1. Each part tuned as a graph of its own, within what is left of the budget.
-  TuneOptions po = part_options(options.tune);
-  for (const GraphPart& p : parts) {
-    UnfusedPartResult pr;
-    pr.name = p.graph.name;
-    KILN_ASSIGN_OR_RETURN(GraphSignature sig, compute_signature(p.graph));
-    pr.structure_sig = sig.structure;
-    pr.shape_key = sig.shape_key;
-    if (options.tune.time_budget_s > 0) {
-      if (left_s() <= 0) {
-        r.unavailable = "time budget reached before part '" + p.graph.name + "'";
-        r.parts.push_back(std::move(pr));
-        return r;
-      }
-      po.time_budget_s = left_s();
-    }
-    auto tr = tune_graph(p.graph, po);
-    if (!tr.is_ok()) {
-      r.unavailable = "part '" + p.graph.name + "': " + tr.status().message();
-      r.parts.push_back(std::move(pr));
-      return r;
-    }
-    pr.tune = std::move(tr).value();
-    pr.tune.evaluation.reset();  // the part's buffers are not needed any more
-    if (!pr.tune.winner) {
-      r.unavailable = "part '" + p.graph.name + "': no correct, timed plan";
-      r.parts.push_back(std::move(pr));
-      return r;
-    }
-    const CandidateResult& w = pr.tune.candidates[*pr.tune.winner];
-    r.identities.push_back(w.identity());
-    r.sum_of_parts_ms += w.median_ms;
-    r.parts.push_back(std::move(pr));
-    if (options.tune.cancel && options.tune.cancel->load()) {
-      r.unavailable = "interrupted";
-      return r;
-    }
+  KILN_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groupings, unfused_groupings(graph));
+  if (!options.split_points) groupings.resize(1);
+  KILN_ASSIGN_OR_RETURN(run.stream, make_stream());
+  KILN_ASSIGN_OR_RETURN(run.handle, make_cudnn_handle(run.stream.get()));
+  run.eval = options.evaluation;
+  if (!run.eval) {
+    KILN_ASSIGN_OR_RETURN(run.eval, prepare_evaluation(graph, options.tune.seed, options.tune.verify,
+                                                       options.tune.host_reference, options.tune.inputs_dir));
   }
-
-  // 2. The chain: the fused graph's inputs (copied on the device) and outputs, plus one buffer per
-  // materialized intermediate.
-  KILN_ASSIGN_OR_RETURN(UniqueStream stream, make_stream());
-  KILN_ASSIGN_OR_RETURN(UniqueCudnnHandle handle, make_cudnn_handle(stream.get()));
-  std::shared_ptr<const GraphEvaluation> eval = options.evaluation;
-  if (!eval) {
-    KILN_ASSIGN_OR_RETURN(eval, prepare_evaluation(graph, options.tune.seed, options.tune.verify,
-                                                   options.tune.host_reference, options.tune.inputs_dir));
+  r.reference_kind = run.eval->reference_kind;
+  std::optional<UnfusedResult> best, first;
+  std::vector<double> node_ms;
+  for (size_t i = 0; i < groupings.size() && !run.stop; ++i) {
+    UnfusedResult one;
+    one.materialized = r.materialized;
+    one.reference_kind = r.reference_kind;
+    DecompositionResult d;
+    if (i == 0) d.name = "each node";
+    KILN_RETURN_IF_ERROR(run_decomposition(&run, groupings[i], node_ms, &d, &one));
+    if (i == 0) node_ms = node_times(groupings[0], one);
+    one.groups = d.groups;
+    one.identities = d.identities;
+    one.chain = d.chain;
+    one.unavailable = d.unavailable;
+    const bool passed = chain_passed(one, d);
+    r.decompositions.push_back(std::move(d));
+    if (passed && (!best || one.chain.median_ms < best->chain.median_ms)) best = one;
+    if (i == 0) first = std::move(one);
   }
-  r.reference_kind = eval->reference_kind;
-
-  std::vector<LoweredGraph> plans;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(LoweredGraph plan,
-                          LoweredGraph::deserialize(parts[i].graph, handle.get(), r.parts[i].tune.winner_plan));
-    plans.push_back(std::move(plan));
-  }
-  KILN_ASSIGN_OR_RETURN(PlanChain chain, PlanChain::create(graph, std::move(parts), std::move(plans), eval->buffers));
-  r.intermediate_bytes = chain.intermediate_bytes();
-  auto run_chain = [&](cudaStream_t) { return chain.run(handle.get()); };
-
-  // 3. Numerics of the chain against the fused graph's reference (intermediates stored in the
-  // materialized dtype), then one timing of the whole chain.
-  const OpCost cost = graph_cost(graph);
-  r.chain.flops = cost.flops;
-  r.chain.bytes = cost.bytes + r.intermediate_bytes;
-  r.chain.workspace_bytes = chain.workspace_bytes();
-  KILN_RETURN_IF_ERROR(chain.poison(stream.get()));
-  KILN_RETURN_IF_ERROR(run_chain(stream.get()));
-  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
-  if (eval->reference) {
-    CheckOptions co = options.tune.check;
-    co.stored_intermediates = r.materialized;
-    KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(graph, co));
-    KILN_ASSIGN_OR_RETURN(CheckReport rep, checker.check(chain.output_pointers(), *eval->reference, stream.get()));
-    r.chain_check = rep.summary();
-    r.chain.disposition = rep.verdict == Disposition::kPassed ? Disposition::kPassed : Disposition::kIncorrect;
-    if (r.chain.disposition != Disposition::kPassed) {
-      r.chain.message = "unfused chain: " + r.chain_check;
-      return r;
-    }
-  } else {
-    r.chain.disposition = Disposition::kNotVerified;
-    r.chain.message = "no reference: not verified";
-  }
-  if (options.tune.time_budget_s > 0 && left_s() <= 0) {
-    r.unavailable = "time budget reached before the chain was timed";
-    return r;
-  }
-  KILN_ASSIGN_OR_RETURN(Timer timer, Timer::create());
-  MeasureOptions mo = options.tune.measure;
-  mo.stream = stream.get();
-  auto m = timer.measure(run_chain, mo);
-  if (!m.is_ok()) {
-    r.chain.disposition = Disposition::kFailed;
-    r.chain.message = m.status().message();
-    return r;
-  }
-  r.chain.set_timing(*m);
-  r.chain.warmup_ms = m->warmup_ms;
-  r.chain.throttled = m->throttled;
-  if (m->throttled)
-    r.chain.message += (r.chain.message.empty() ? "" : "; ") + std::string("throttled: ") + m->throttle_note;
-  return r;
+  UnfusedResult chosen = best ? std::move(*best) : std::move(*first);
+  chosen.decompositions = std::move(r.decompositions);
+  return chosen;
 }
 
 FusionSide unfused_chain_side(const UnfusedResult& result) {
@@ -198,6 +317,16 @@ std::string format_fusion_report(const CandidateResult* fused_winner, const Unfu
     if (u.chain.disposition != Disposition::kPassed && !u.chain.message.empty())
       out += "            " + u.chain.message + "\n";
   }
+  if (u.decompositions.size() > 1) {
+    out += "  decompositions (" + std::to_string(u.decompositions.size()) +
+           "; the fastest chain that passed is the unfused side):\n";
+    for (const DecompositionResult& d : u.decompositions) {
+      std::string dids;
+      for (const auto& id : d.identities) dids += (dids.empty() ? "" : " + ") + id;
+      out += "    " + d.name + ": " +
+             (d.unavailable.empty() ? dids + "  " + fmt_timing(d.chain) : "unavailable: " + d.unavailable) + "\n";
+    }
+  }
   for (const UnfusedPartResult& p : u.parts) {
     out += "    part " + p.name + ": ";
     if (p.tune.winner) {
@@ -227,7 +356,21 @@ nlohmann::json fusion_report_json(const CandidateResult* fused_winner, const Unf
   chain.erase("engine_id");
   chain.erase("knobs");
   chain["identities"] = u.identities;
+  nlohmann::json decompositions = nlohmann::json::array();
+  for (const DecompositionResult& d : u.decompositions) {
+    nlohmann::json c = candidate_to_json(d.chain);
+    for (const char* k : {"identity", "engine_id", "knobs"}) c.erase(k);
+    decompositions.push_back({{"name", d.name},
+                              {"groups", d.groups},
+                              {"parts", d.parts},
+                              {"identities", d.identities},
+                              {"chain", c},
+                              {"available", d.unavailable.empty()},
+                              {"unavailable_reason", d.unavailable}});
+  }
   nlohmann::json j = {{"policy", fusion_policy_name(policy)},
+                      {"decompositions", decompositions},
+                      {"groups", u.groups},
                       {"materialized_dtype", dtype_name(u.materialized)},
                       {"fused", fused_winner ? candidate_to_json(*fused_winner) : nlohmann::json(nullptr)},
                       {"unfused", chain},

@@ -25,6 +25,12 @@ struct GraphPart {
 StatusOr<std::vector<GraphPart>> partition_graph(const Graph& graph, const std::vector<int>& group_of,
                                                  DataType materialized);
 
+// The decompositions `kiln tune` times against a fused graph (kiln/tune/unfused.h), as group numbers for
+// partition_graph: first each node alone (decompose_graph's grouping), then, for a graph of three or more nodes, the
+// graph cut once after each of its first N - 1 nodes in topological order (two parts: the nodes up to the cut, then
+// the rest), so that a fused part may run beside a part of its own (a GEMM with its bias in cuBLASLt, then the GELU).
+StatusOr<std::vector<std::vector<int>>> unfused_groupings(const Graph& graph);
+
 // Group numbers that cut a graph after every reduction whose result another node reads: cuDNN 9.19 has
 // no Hopper engine for a pointwise that consumes a reduction's output (the FP8 recipe's 448 / amax), so
 // such a graph runs as fused segments (group 0: up to and including the reductions, ...). Likewise after an

@@ -107,6 +107,14 @@ IncumbentDecision decide_incumbent(const Incumbent& incumbent, const CandidateRe
                                    const IncumbentOptions& options = {});
 
 // ---- Fused versus unfused -------------------------------------------------------------------------
+// The least time a chain of parts can take (`group_of[node]`: the node's part, as partition_graph numbers them), from
+// what is known: a part whose time is known (`part_ms[group]` > 0, tuned as a graph of its own) takes that; any other
+// part at least its slowest node's time alone (`node_ms[node]`, each node tuned as a graph of its own; a part does at
+// least each of its nodes' work). `kiln tune` skips a decomposition whose bound is not below the fused winner's median
+// (kiln/tune/unfused.h). 0 where a node's time is unknown (<= 0) in a part of unknown time: nothing can be skipped.
+double chain_lower_bound_ms(const std::vector<int>& group_of, const std::vector<double>& node_ms,
+                            const std::map<int, double>& part_ms);
+
 enum class FusionPolicy { kFaster, kAlwaysFused, kAlwaysUnfused };
 inline constexpr EnumName<FusionPolicy> kFusionPolicyNames[] = {{FusionPolicy::kFaster, "faster"},
                                                                 {FusionPolicy::kAlwaysFused, "always_fused"},

@@ -1,8 +1,11 @@
-// kiln/tune/unfused.h: the unfused alternative to a fused graph, measured. Each node is tuned as a graph of
-// its own (kiln/graph/decompose.h), and the parts' winners are then run back to back, intermediates in memory,
-// as one timed unit: that chain is checked against the fused graph's reference and timed with the same
-// measurement module, so the fused winner and the chain are compared like for like (decide_fusion in
-// kiln/tune/tune_policy.h makes the choice).
+// kiln/tune/unfused.h: the unfused alternatives to a fused graph, measured. Each decomposition
+// (kiln/graph/decompose.h unfused_groupings: each node alone, then the graph cut once at each point of its
+// topological order) has its parts tuned as graphs of their own (a part two decompositions share is tuned once), and
+// the parts' winners are then run back to back, intermediates in memory, as one timed unit: that chain is checked
+// against the fused graph's reference and timed with the same measurement module, so the fused winner and the chain
+// are compared like for like (decide_fusion in kiln/tune/tune_policy.h makes the choice). The fastest chain that
+// passes is the unfused side; a decomposition that cannot beat the fused winner (chain_lower_bound_ms) is skipped
+// before its parts are tuned.
 #pragma once
 
 #include <optional>
@@ -26,6 +29,21 @@ struct UnfusedOptions {
   // The fused graph's inputs and reference (TuneResult::evaluation): the chain is run on the same inputs
   // and checked against the same reference, on the device, nothing recomputed. Null: made here.
   std::shared_ptr<const GraphEvaluation> evaluation;
+  // The fused winner's median (0: none, or unknown): decompositions past the first whose chain cannot beat it
+  // (chain_lower_bound_ms over the times known so far) are skipped, and the report says so.
+  double fused_ms = 0.0;
+  // false: only each node alone (no split points).
+  bool split_points = true;
+};
+
+// One decomposition considered: its grouping, its parts' winners, its chain (or why there is none).
+struct DecompositionResult {
+  std::string name;                     // "each node", "cut after 'mm'"
+  std::vector<int> groups;              // partition_graph's group numbers
+  std::vector<std::string> parts;       // its parts' names
+  std::vector<std::string> identities;  // each part's winner (as far as they were tuned)
+  CandidateResult chain;                // checked and timed; not timed where `unavailable` says why
+  std::string unavailable;              // a part without a correct plan, skipped by its bound, the budget; or empty
 };
 
 struct UnfusedPartResult {
@@ -35,8 +53,12 @@ struct UnfusedPartResult {
   TuneResult tune;  // the part's full tuning result
 };
 
+// The chosen decomposition (the fastest chain that passed; else the first, each node alone, with why it has no
+// chain) in the fields below `decompositions`.
 struct UnfusedResult {
   DataType materialized = DataType::kFloat16;
+  std::vector<DecompositionResult> decompositions;  // every one considered, in order
+  std::vector<int> groups;                          // the chosen grouping (partition_graph's group numbers)
   std::vector<UnfusedPartResult> parts;
   // The chain of the parts' winners: disposition from checking the graph's outputs against the fused
   // graph's reference; timing of one whole chain per sample. engine_id is -1; identity() is not
