@@ -279,12 +279,21 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
     return out;
   }
   if (const auto* g = std::get_if<SkinnyGemmProblem>(&problem)) {
+    auto offer = [&](int64_t split, int64_t stages, int64_t tile, int64_t kbytes) {
+      SkinnyForm f{static_cast<int>(split), static_cast<int>(tile), static_cast<int>(stages), static_cast<int>(kbytes)};
+      const int64_t step = skinny_stage_k(*g, f);
+      if (step == 0 || g->n % tile != 0 || g->k % (split * step) != 0) return;
+      EngineConfig c{kKilnKernelEngineBase + kSkinnyGemm, {{"split", split}, {"stages", stages}, {"tile", tile}}};
+      if (kbytes != 128) c.knobs["kbytes"] = kbytes;
+      out.push_back(std::move(c));
+    };
     for (int64_t tile : {64, 128})
       for (int64_t split : {1, 2, 4, 8})
-        for (int64_t stages : {4, 8})
-          if (g->n % tile == 0 && g->k % (split * skinny_k_step(*g)) == 0)
-            out.push_back(EngineConfig{kKilnKernelEngineBase + kSkinnyGemm,
-                                       {{"split", split}, {"stages", stages}, {"tile", tile}}});
+        for (int64_t stages : {4, 8}) offer(split, stages, tile, 128);
+    for (int64_t split : {1, 2, 4, 8}) {
+      offer(split, 4, 512, 128);  // row-major b: rows read 1 KiB at a time
+      offer(split, 4, 64, 512);   // column-major b: rows of b^T read 512 bytes at a time
+    }
     return out;
   }
   const NormProblem& p = std::get<NormProblem>(problem);
@@ -360,20 +369,29 @@ Status KernelPlan::build_norm(const NormProblem& p) {
 
 Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
   const int64_t split = knob_of(config_, "split"), tile = knob_of(config_, "tile");
-  const int64_t stages = knob_of(config_, "stages");
-  if (config_.engine_id != kKilnKernelEngineBase + kSkinnyGemm || config_.knobs.size() != 3 ||
-      (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128) ||
-      (stages != 4 && stages != 8))
+  const int64_t stages = knob_of(config_, "stages"),
+                kbytes = config_.knobs.count("kbytes") ? knob_of(config_, "kbytes") : 128;
+  const size_t knobs = config_.knobs.count("kbytes") ? 4u : 3u;
+  if (config_.engine_id != kKilnKernelEngineBase + kSkinnyGemm || config_.knobs.size() != knobs ||
+      (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128 && tile != 512) ||
+      (stages != 4 && stages != 8) || (kbytes != 128 && kbytes != 512))
     return not_supported(config_.identity() +
-                         " is not a kernel Kiln has for a skinny GEMM (knl3_split=S_stages=P_tile=T"
-                         ": S 1, 2, 4 or 8, P 4 or 8, T 64 or 128)");
-  if (p.n % tile != 0 || p.k % (split * skinny_k_step(p)) != 0)
+                         " is not a kernel Kiln has for a skinny GEMM (knl3_split=S_stages=P_tile=T[_kbytes=B]"
+                         ": S 1, 2, 4 or 8, P 4 or 8, T 64, 128 or 512, B 128 or 512)");
+  SkinnyForm f;
+  f.split = static_cast<int>(split);
+  f.tile = static_cast<int>(tile);
+  f.stages = static_cast<int>(stages);
+  f.kbytes = static_cast<int>(kbytes);
+  const int64_t step = skinny_stage_k(p, f);
+  if (step == 0)
+    return not_supported(config_.identity() + " is no form of the skinny GEMM for a " + (p.b_cols ? "column" : "row") +
+                         "-major b (tile 512: row-major b, 4 stages; kbytes 512: column-major b, tile 64, 4 stages)");
+  if (p.n % tile != 0 || p.k % (split * step) != 0)
     return not_supported(config_.identity() + ": n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
-                         " do not divide into its tiles (n a multiple of the tile, k of " +
-                         std::to_string(skinny_k_step(p)) + " x the split)");
-  split_ = static_cast<int>(split);
-  tile_ = static_cast<int>(tile);
-  stages_ = static_cast<int>(stages);
+                         " do not divide into its tiles (n a multiple of the tile, k of " + std::to_string(step) +
+                         " x the split)");
+  skinny_ = f;
   return Status::ok();
 }
 
@@ -409,7 +427,7 @@ Status KernelPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs
     if (!a || !b || !y || (g->bias >= 0 && !bias)) return invalid_argument(missing);
     float* amax = nullptr;
     if (g->amax >= 0 && !(amax = static_cast<float*>(buffer(g->amax)))) return invalid_argument(missing);
-    return launch_skinny_gemm(*g, split_, tile_, stages_, a, b, bias, y, amax, stream);
+    return launch_skinny_gemm(*g, skinny_, a, b, bias, y, amax, stream);
   }
   const NormProblem& n = std::get<NormProblem>(problem_);
   void *x = buffer(n.x), *scale = buffer(n.scale), *y = buffer(n.y), *bias = n.layer() ? buffer(n.bias) : nullptr;

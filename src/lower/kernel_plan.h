@@ -90,9 +90,25 @@ struct SkinnyGemmProblem {
   bool b_cols = false;  // b column-major
   enum class Act { kNone, kRelu, kGeluErf, kGeluTanh } act = Act::kNone;
 };
-// Elements of K one stage of the skinny GEMM holds (128 bytes: 64 fp16/bf16, 128 fp8); k is a multiple of it times
-// the split.
+// Elements of K a stage of 128 bytes holds (64 fp16/bf16, 128 fp8): k is a multiple of it (the match's floor).
 inline int64_t skinny_k_step(const SkinnyGemmProblem& p) { return 128 / static_cast<int64_t>(dtype_size(p.dtype)); }
+
+// A launch form of the skinny GEMM (knl3_split=S_stages=P_tile=T[_kbytes=B]): K split over `split` CTAs of a cluster
+// (1, 2, 4 or 8); CTAs of `tile` columns; `stages` stages in flight, each holding `kbytes` bytes of K per row. The
+// forms: tile 64 or 128 with 4 or 8 stages of 128 bytes (warps of 16 columns); for a row-major b, tile 512 with 4
+// stages of 32 rows of K (warps of 64 columns: each row of b read 1 KiB at a time); for a column-major b, tile 64
+// with 4 stages of 512 bytes (each row of b^T read 512 bytes at a time).
+struct SkinnyForm {
+  int split = 1, tile = 128, stages = 4, kbytes = 128;
+};
+// Elements of K a stage of form `f` holds for `p`; 0 where `f` is no form of the kernel for p's layout.
+inline int64_t skinny_stage_k(const SkinnyGemmProblem& p, const SkinnyForm& f) {
+  const int64_t e = static_cast<int64_t>(dtype_size(p.dtype));
+  if (f.tile == 512) return !p.b_cols && f.stages == 4 && f.kbytes == 128 ? 32 : 0;
+  if (f.kbytes == 512) return p.b_cols && f.tile == 64 && f.stages == 4 ? 512 / e : 0;
+  const bool standard = (f.tile == 64 || f.tile == 128) && (f.stages == 4 || f.stages == 8) && f.kbytes == 128;
+  return standard ? 128 / e : 0;
+}
 
 // `graph` as that problem: one matmul, then optionally a bias_add and then one of relu, gelu_erf, gelu_tanh (the
 // chain cuBLASLt's match walks, cublaslt_plan.h), and optionally a reduce_amax of the result over every axis into an
@@ -100,10 +116,10 @@ inline int64_t skinny_k_step(const SkinnyGemmProblem& p) { return 128 / static_c
 // otherwise.
 std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& graph, std::string* why_not);
 
-// The kernel's launch, in skinny_gemm_kernel.cu: CTAs of `tile` (64 or 128) columns, K split over `split` CTAs of a
-// cluster (1, 2, 4 or 8), `stages` (4 or 8) stages of skinny_k_step(p) elements of K in flight; n a multiple of tile,
-// k of split x skinny_k_step(p). a and b not 16-byte aligned run a plain loop.
-Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b,
+// The kernel's launch, in skinny_gemm_kernel.cu, in form `f`: n a multiple of its tile, k of its split times
+// skinny_stage_k(p, f); InvalidArgument before any device call otherwise. a and b not 16-byte aligned run a plain
+// loop.
+Status launch_skinny_gemm(const SkinnyGemmProblem& p, const SkinnyForm& f, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream);
 
 // Any of Kiln's kernels' problems.
@@ -135,9 +151,9 @@ class KernelPlan : public AltPlan {
 
   KernelProblem problem_;
   EngineConfig config_;
-  int blocks_ = 0, threads_ = 0;             // knl1
-  NormLaunch norm_;                          // knl2
-  int split_ = 1, tile_ = 128, stages_ = 4;  // knl3
+  int blocks_ = 0, threads_ = 0;  // knl1
+  NormLaunch norm_;               // knl2
+  SkinnyForm skinny_;             // knl3
 };
 
 }  // namespace kiln::lower_detail

@@ -2,6 +2,8 @@
 // bytes and identities they refuse without a device. The GPU tier (kernel_plan_gpu_test.cc) runs them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <tuple>
 #include <variant>
@@ -250,8 +252,18 @@ TEST(KilnKernelMatch, ASkinnyGemmWithItsEpilogue) {
   EXPECT_EQ(plain->act, SkinnyGemmProblem::Act::kNone);
   EXPECT_EQ(match_skinny_gemm(skinny_graph(4, 64, 64, "gelu_tanh"), &why)->act, SkinnyGemmProblem::Act::kGeluTanh);
   EXPECT_EQ(match_skinny_gemm(skinny_graph(4, 64, 64, "relu"), &why)->act, SkinnyGemmProblem::Act::kRelu);
-  // Candidates: tiles 64 and 128, K split 1-8 where the shape divides (k 128: split 1 and 2 only).
-  EXPECT_EQ(identities(KernelPlan::candidates(*p)).size(), 16u);
+  // Candidates: tiles 64 and 128 with 4 or 8 stages, and the wide tile of 512 with 4, K split 1-8 where the shape
+  // divides (k 128: split 1 and 2 only).
+  const std::vector<std::string> all = identities(KernelPlan::candidates(*p));
+  EXPECT_EQ(all.size(), 20u);
+  EXPECT_NE(std::find(all.begin(), all.end(), "knl3_split=8_stages=4_tile=512"), all.end());
+  EXPECT_TRUE(KernelPlan::build(*p, *EngineConfig::parse("knl3_split=8_stages=4_tile=512")).is_ok());
+  for (const char* not_row_major : {"knl3_kbytes=512_split=2_stages=4_tile=64", "knl3_split=2_stages=8_tile=512"}) {
+    auto built = KernelPlan::build(*p, *EngineConfig::parse(not_row_major));
+    ASSERT_FALSE(built.is_ok()) << not_row_major;
+    EXPECT_NE(built.status().message().find("is no form of the skinny GEMM for a row-major b"), std::string::npos)
+        << built.status().message();
+  }
   auto short_k = match_skinny_gemm(skinny_graph(16, 128, 64, "relu"), &why);
   ASSERT_TRUE(short_k) << why;
   EXPECT_EQ(identities(KernelPlan::candidates(*short_k)),
@@ -335,7 +347,16 @@ TEST(KilnKernelMatch, ASkinnyGemmReadsBColumnMajorAndFp8) {
   EXPECT_EQ(fp8->y_dtype, DataType::kBFloat16);
   EXPECT_EQ(fp8->amax, recipe.find_tensor("amax"));
   EXPECT_EQ(skinny_k_step(*fp8), 128);
-  EXPECT_EQ(identities(KernelPlan::candidates(*fp8)).size(), 16u);
+  // The standard forms and, for a column-major b, 512 bytes of K a stage (k 8192: every split).
+  const std::vector<std::string> fp8_all = identities(KernelPlan::candidates(*fp8));
+  EXPECT_EQ(fp8_all.size(), 20u);
+  EXPECT_NE(std::find(fp8_all.begin(), fp8_all.end(), "knl3_kbytes=512_split=8_stages=4_tile=64"), fp8_all.end());
+  EXPECT_EQ(skinny_stage_k(*fp8, SkinnyForm{2, 64, 4, 512}), 512);
+  EXPECT_EQ(skinny_stage_k(*bf16, SkinnyForm{2, 64, 4, 512}), 256);
+  EXPECT_EQ(skinny_stage_k(*bf16, SkinnyForm{2, 512, 4, 128}), 0) << "the wide tile is for a row-major b";
+  auto wide = KernelPlan::build(*fp8, *EngineConfig::parse("knl3_split=2_stages=4_tile=512"));
+  ASSERT_FALSE(wide.is_ok());
+  EXPECT_NE(wide.status().message().find("for a column-major b"), std::string::npos) << wide.status().message();
   // k 256 of fp8 is two stages: split 1 and 2 only.
   auto short_k = match_skinny_gemm(cols_graph(4, 256, 128, "fp8_e4m3", false), &why);
   ASSERT_TRUE(short_k) << why;
@@ -347,7 +368,7 @@ TEST(KilnKernelMatch, ASkinnyGemmReadsBColumnMajorAndFp8) {
   // The launch refuses a row-major fp8 b before any device call.
   SkinnyGemmProblem bad = *short_k;
   bad.b_cols = false;
-  Status s = launch_skinny_gemm(bad, 1, 64, 4, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  Status s = launch_skinny_gemm(bad, SkinnyForm{1, 64, 4, 128}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("column-major only"), std::string::npos) << s.message();
 }
@@ -393,9 +414,10 @@ TEST(KilnKernelLaunch, RefusesWhatTheKernelCannotRunBeforeAnyDeviceCall) {
             StatusCode::kInvalidArgument);
   auto gemm = match_skinny_gemm(skinny_graph(16, 128, 64, "relu"), nullptr);
   ASSERT_TRUE(gemm);
-  for (auto [split, tile, stages] : {std::tuple{1, 128, 4}, std::tuple{4, 64, 4}, std::tuple{1, 64, 6}}) {
-    Status g = launch_skinny_gemm(*gemm, split, tile, stages, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
-    EXPECT_EQ(g.code(), StatusCode::kInvalidArgument) << split << " " << tile << " " << stages;
+  for (SkinnyForm f : {SkinnyForm{1, 128, 4, 128}, SkinnyForm{4, 64, 4, 128}, SkinnyForm{1, 64, 6, 128},
+                       SkinnyForm{1, 512, 4, 128}, SkinnyForm{1, 64, 4, 512}}) {
+    Status g = launch_skinny_gemm(*gemm, f, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+    EXPECT_EQ(g.code(), StatusCode::kInvalidArgument) << f.split << " " << f.tile << " " << f.stages << " " << f.kbytes;
     EXPECT_NE(g.message().find("the skinny GEMM cannot run m=16 n=64 k=128"), std::string::npos) << g.message();
   }
 }

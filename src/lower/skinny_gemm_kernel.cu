@@ -27,24 +27,29 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kRowBytes = 128;  // bytes of K a stage holds: 8 chunks of 16 bytes in each row of a and of b^T
-
-// Elements of K a stage holds: 64 fp16/bf16, 128 fp8 (skinny_k_step in kernel_plan.h).
-template <typename T>
-constexpr int k_step() {
-  return kRowBytes / static_cast<int>(sizeof(T));
-}
-
-// A CTA's layout: `kTile` columns, `kStages` stages in flight. A stage of b is its slice of K for the tile's columns:
-// 64 rows of kTile 16-bit elements (b row-major) or kTile rows of 128 bytes (b column-major), the same bytes.
-template <int kTile, int kStages>
-struct Shape {
-  static constexpr int kWarps = kTile / 16;  // a warp owns 16 columns
+// A CTA's layout: kWarps warps of kWarpN columns each (the tile), kStages stages of kStageK elements of K in flight.
+// A stage of b is its slice of K for the tile's columns: kStageK rows of kTile elements (b row-major, 16-bit only) or
+// kTile rows of kStageK elements (b column-major: rows of b^T). a's 16 rows beside it, each padded to 128 bytes at
+// least. Every row in shared memory is a whole number of 16-byte chunks, at least 8, XOR-swizzled by row.
+template <typename T, int Warps, int WarpN, int StageK, int Stages, bool BCols>
+struct Cfg {
+  static constexpr int kWarps = Warps, kWarpN = WarpN, kStageK = StageK, kStages = Stages;
+  static constexpr bool kBCols = BCols;
+  static constexpr int kE = static_cast<int>(sizeof(T));
+  static constexpr int kTile = kWarps * kWarpN;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kBBytes = kTile * kRowBytes;  // a stage of b
-  static constexpr int kABytes = 16 * kRowBytes;     // a stage of a
+  static constexpr int kKBytes = kStageK * kE;                 // bytes of K a stage holds
+  static constexpr int kARow = kKBytes < 128 ? 128 : kKBytes;  // a row of a in shared memory
+  static constexpr int kBRow = kBCols ? kKBytes : kTile * kE;  // a row of b's stage
+  static constexpr int kBRows = kBCols ? kTile : kStageK;
+  static constexpr int kBBytes = kBRows * kBRow;
+  static constexpr int kABytes = 16 * kARow;
   static constexpr int kStageBytes = kBBytes + kABytes;
   static constexpr int kSmem = kStages * kStageBytes;
+  static constexpr int kNTiles = kWarpN / 8;  // the n8 tiles of a warp's accumulators
+  static_assert(kKBytes % 32 == 0 && kBRow % 128 == 0 && kWarpN % 16 == 0, "whole k-steps and 8-chunk rows");
+  static_assert(kBCols || kE == 2, "a row-major b is 16-bit (ldmatrix.trans)");
+  static_assert(kSmem <= 227 * 1024 && 16 * kTile * 4 <= kSmem, "the stages (and the partial sums) fit an SM");
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -134,104 +139,101 @@ struct Epilogue {
   }
 };
 
-// Stage `slot` <- K [k, k + k_step) of b's columns [n0, n0 + tile) and of a's rows.
-template <typename T, int kTile, int kStages, bool kBCols>
+// Stage `slot` <- K [k, k + kStageK) of b's columns [n0, n0 + tile) and of a's rows.
+template <typename T, typename C>
 __device__ __forceinline__ void load_stage(char* smem, int slot, const T* a, const T* b, int m, int64_t n,
                                            int64_t k_dim, int64_t n0, int64_t k) {
-  using S = Shape<kTile, kStages>;
-  constexpr int64_t kE = sizeof(T);
-  constexpr int kChunks = kRowBytes / 16;  // chunks in a row of a (and of b^T)
-  char* bs = smem + slot * S::kStageBytes;
-  char* as = bs + S::kBBytes;
+  constexpr int64_t kE = C::kE;
+  constexpr int kBChunks = C::kBRow / 16, kAChunks = C::kKBytes / 16;  // chunks in a row of b's stage, of a's
+  char* bs = smem + slot * C::kStageBytes;
+  char* as = bs + C::kBBytes;
   const char* ab = reinterpret_cast<const char*>(a);
   const char* bb = reinterpret_cast<const char*>(b);
-  if constexpr (kBCols) {  // kTile rows of b^T, 128 bytes of K each
-    for (int i = threadIdx.x; i < kTile * kChunks; i += S::kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
-      cp_async16(smem_u32(bs + r * kRowBytes + swizzled(r, c)), bb + ((n0 + r) * k_dim + k) * kE + c * 16, 16);
-    }
-  } else {  // 64 rows of b, kTile elements each
-    constexpr int kChunksB = kTile * 2 / 16;
-    for (int i = threadIdx.x; i < k_step<T>() * kChunksB; i += S::kThreads) {
-      const int r = i / kChunksB, c = i % kChunksB;
-      cp_async16(smem_u32(bs + r * kTile * 2 + swizzled(r, c)), bb + ((k + r) * n + n0) * kE + c * 16, 16);
-    }
+  for (int i = threadIdx.x; i < C::kBRows * kBChunks; i += C::kThreads) {
+    const int r = i / kBChunks, c = i % kBChunks;
+    const char* src = C::kBCols ? bb + ((n0 + r) * k_dim + k) * kE + c * 16  // row n0 + r of b^T
+                                : bb + ((k + r) * n + n0) * kE + c * 16;     // row k + r of b
+    cp_async16(smem_u32(bs + r * C::kBRow + swizzled(r, c)), src, 16);
   }
-  for (int i = threadIdx.x; i < 16 * kChunks; i += S::kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
+  for (int i = threadIdx.x; i < 16 * kAChunks; i += C::kThreads) {
+    const int r = i / kAChunks, c = i % kAChunks;
     const bool live = r < m;
-    cp_async16(smem_u32(as + r * kRowBytes + swizzled(r, c)), live ? ab + (r * k_dim + k) * kE + c * 16 : ab,
+    cp_async16(smem_u32(as + r * C::kARow + swizzled(r, c)), live ? ab + (r * k_dim + k) * kE + c * 16 : ab,
                live ? 16 : 0);
   }
 }
 
-// Warp `warp`'s 16 columns of the stage in `slot` into its accumulators (two n8 tiles), in four steps of 32 bytes of K.
-template <typename T, int kTile, int kStages, bool kBCols>
-__device__ __forceinline__ void compute_stage(const char* smem, int slot, int warp, int lane, float (&acc)[2][4]) {
-  using S = Shape<kTile, kStages>;
-  const char* bs = smem + slot * S::kStageBytes;
-  const char* as = bs + S::kBBytes;
+// Warp `warp`'s kWarpN columns of the stage in `slot` into its accumulators (kNTiles n8 tiles), in steps of 32 bytes
+// of K (m16n8k16 for 16-bit, m16n8k32 for fp8).
+template <typename T, typename C>
+__device__ __forceinline__ void compute_stage(const char* smem, int slot, int warp, int lane,
+                                              float (&acc)[C::kNTiles][4]) {
+  const char* bs = smem + slot * C::kStageBytes;
+  const char* as = bs + C::kBBytes;
   const int q = lane / 8, r8 = lane % 8;
 #pragma unroll
-  for (int ks = 0; ks < kRowBytes / 32; ++ks) {
-    uint32_t af[4], bf[4];
+  for (int ks = 0; ks < C::kKBytes / 32; ++ks) {
+    uint32_t af[4];
     {  // a: rows (q & 1) * 8 + r8, chunk 2 ks + (q >> 1)
       const int row = (q & 1) * 8 + r8, chunk = ks * 2 + (q >> 1);
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                    : "=r"(af[0]), "=r"(af[1]), "=r"(af[2]), "=r"(af[3])
-                   : "r"(smem_u32(as + row * kRowBytes + swizzled(row, chunk))));
+                   : "r"(smem_u32(as + row * C::kARow + swizzled(row, chunk))));
     }
-    if constexpr (kBCols) {  // b^T: the warp's rows 16 warp + (q >> 1) * 8 + r8, chunk 2 ks + (q & 1)
-      const int row = warp * 16 + (q >> 1) * 8 + r8, chunk = ks * 2 + (q & 1);
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                   : "=r"(bf[0]), "=r"(bf[1]), "=r"(bf[2]), "=r"(bf[3])
-                   : "r"(smem_u32(bs + row * kRowBytes + swizzled(row, chunk))));
-    } else {  // b: k rows 16 ks + (q & 1) * 8 + r8, the warp's column chunk 2 warp + (q >> 1), transposed
-      const int row = ks * 16 + (q & 1) * 8 + r8, chunk = warp * 2 + (q >> 1);
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                   : "=r"(bf[0]), "=r"(bf[1]), "=r"(bf[2]), "=r"(bf[3])
-                   : "r"(smem_u32(bs + row * kTile * 2 + swizzled(row, chunk))));
+#pragma unroll
+    for (int j = 0; j < C::kWarpN / 16; ++j) {  // the warp's j-th 16 columns
+      const int col16 = warp * C::kWarpN + j * 16;
+      uint32_t bf[4];
+      if constexpr (C::kBCols) {  // b^T: rows col16 + (q >> 1) * 8 + r8, chunk 2 ks + (q & 1)
+        const int row = col16 + (q >> 1) * 8 + r8, chunk = ks * 2 + (q & 1);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(bf[0]), "=r"(bf[1]), "=r"(bf[2]), "=r"(bf[3])
+                     : "r"(smem_u32(bs + row * C::kBRow + swizzled(row, chunk))));
+      } else {  // b: k rows 16 ks + (q & 1) * 8 + r8, column chunk col16 / 8 + (q >> 1), transposed
+        const int row = ks * 16 + (q & 1) * 8 + r8, chunk = col16 / 8 + (q >> 1);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(bf[0]), "=r"(bf[1]), "=r"(bf[2]), "=r"(bf[3])
+                     : "r"(smem_u32(bs + row * C::kBRow + swizzled(row, chunk))));
+      }
+      mma_step<T>(acc[2 * j], af, bf[0], bf[1]);
+      mma_step<T>(acc[2 * j + 1], af, bf[2], bf[3]);
     }
-    mma_step<T>(acc[0], af, bf[0], bf[1]);
-    mma_step<T>(acc[1], af, bf[2], bf[3]);
   }
 }
 
 // Grid (split, n / tile); with split > 1 launched as clusters of (split, 1, 1).
-template <typename T, int kTile, int kStages, bool kBCols>
-__global__ void __launch_bounds__(Shape<kTile, kStages>::kThreads)
+template <typename T, typename C>
+__global__ void __launch_bounds__(C::kThreads)
     skinny_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, void* __restrict__ y, int m, int64_t n,
                        int64_t k, int split, Epilogue ep) {
-  using S = Shape<kTile, kStages>;
+  constexpr int kTile = C::kTile, kStages = C::kStages;
   extern __shared__ __align__(128) char smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int64_t k_len = k / split, k_begin = blockIdx.x * k_len;
-  constexpr int kKt = k_step<T>();
-  const int tiles = static_cast<int>(k_len / kKt);
-  float acc[2][4] = {};
+  const int tiles = static_cast<int>(k_len / C::kStageK);
+  float acc[C::kNTiles][4] = {};
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < tiles) load_stage<T, kTile, kStages, kBCols>(smem, s, a, b, m, n, k, n0, k_begin + s * kKt);
+    if (s < tiles) load_stage<T, C>(smem, s, a, b, m, n, k, n0, k_begin + int64_t{s} * C::kStageK);
     cp_async_commit();
   }
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile t has landed for every thread, and every warp is done with tile t - 1's slot
     const int next = t + kStages - 1;
-    if (next < tiles)
-      load_stage<T, kTile, kStages, kBCols>(smem, next % kStages, a, b, m, n, k, n0, k_begin + next * kKt);
+    if (next < tiles) load_stage<T, C>(smem, next % kStages, a, b, m, n, k, n0, k_begin + int64_t{next} * C::kStageK);
     cp_async_commit();
-    compute_stage<T, kTile, kStages, kBCols>(smem, t % kStages, warp, lane, acc);
+    compute_stage<T, C>(smem, t % kStages, warp, lane, acc);
   }
   cp_async_wait<0>();
   __syncthreads();
-  // The accumulators: rows lane / 4 and lane / 4 + 8, columns 16 warp + 8 j + 2 (lane % 4) + {0, 1}.
-  const int row0 = lane / 4, col0 = warp * 16 + (lane % 4) * 2;
+  // The accumulators: rows lane / 4 and lane / 4 + 8, columns kWarpN warp + 8 j + 2 (lane % 4) + {0, 1}.
+  const int row0 = lane / 4, col0 = warp * C::kWarpN + (lane % 4) * 2;
   uint32_t top = 0;  // max |y| of what this thread stored, as bits
   if (split == 1) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < C::kNTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = row0 + (e / 2) * 8;
@@ -243,14 +245,14 @@ __global__ void __launch_bounds__(Shape<kTile, kStages>::kThreads)
   }
   float* partial = reinterpret_cast<float*>(smem);  // [16][kTile], over the drained stages
 #pragma unroll
-  for (int j = 0; j < 2; ++j)
+  for (int j = 0; j < C::kNTiles; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) partial[(row0 + (e / 2) * 8) * kTile + col0 + j * 8 + (e % 2)] = acc[j][e];
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
   const int rank = static_cast<int>(cluster.block_rank());
   const int share = (m * kTile + split - 1) / split;  // elements of the m live rows this CTA adds up
-  for (int i = rank * share + threadIdx.x; i < min((rank + 1) * share, m * kTile); i += S::kThreads) {
+  for (int i = rank * share + threadIdx.x; i < min((rank + 1) * share, m * kTile); i += C::kThreads) {
     float v = 0.0f;
     for (int q = 0; q < split; ++q) v += cluster.map_shared_rank(partial, q)[i];
     const int row = i / kTile;
@@ -280,10 +282,9 @@ __global__ void skinny_gemm_plain_kernel(const T* __restrict__ a, const T* __res
   ep.reduce_amax(top);  // every lane, past the last column too
 }
 
-template <typename T, int kTile, int kStages, bool kBCols>
+template <typename T, typename C>
 Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* b, void* y, const Epilogue& ep,
                     cudaStream_t stream) {
-  using S = Shape<kTile, kStages>;
   // The shared memory past 48 KiB is allowed per device: once on each (a failure is not remembered: it is tried
   // again, and said, at the next launch).
   static std::atomic<bool> allowed[64] = {};
@@ -291,16 +292,16 @@ Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* 
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64)
     return internal_error("the skinny GEMM: no current CUDA device (or one past the 64th)");
   if (!allowed[device].load(std::memory_order_acquire)) {
-    const cudaError_t attr = cudaFuncSetAttribute(skinny_gemm_kernel<T, kTile, kStages, kBCols>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+    const cudaError_t attr =
+        cudaFuncSetAttribute(skinny_gemm_kernel<T, C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess)
       return internal_error(std::string("the skinny GEMM's shared memory: ") + cudaGetErrorString(attr));
     allowed[device].store(true, std::memory_order_release);
   }
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(split), static_cast<unsigned>(p.n / kTile), 1);
-  cfg.blockDim = dim3(S::kThreads, 1, 1);
-  cfg.dynamicSmemBytes = S::kSmem;
+  cfg.gridDim = dim3(static_cast<unsigned>(split), static_cast<unsigned>(p.n / C::kTile), 1);
+  cfg.blockDim = dim3(C::kThreads, 1, 1);
+  cfg.dynamicSmemBytes = C::kSmem;
   cfg.stream = stream;
   cudaLaunchAttribute cluster[1];
   cluster[0].id = cudaLaunchAttributeClusterDimension;
@@ -309,14 +310,14 @@ Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* 
   cluster[0].val.clusterDim.z = 1;
   cfg.attrs = cluster;
   cfg.numAttrs = split > 1 ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<T, kTile, kStages, kBCols>, a, b, y,
-                                           static_cast<int>(p.m), p.n, p.k, split, ep);
+  const cudaError_t e =
+      cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<T, C>, a, b, y, static_cast<int>(p.m), p.n, p.k, split, ep);
   if (e != cudaSuccess) return internal_error(std::string("launching the skinny GEMM: ") + cudaGetErrorString(e));
   return Status::ok();
 }
 
 template <typename T, bool kBCols>
-Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b, void* y,
+Status launch_typed(const SkinnyGemmProblem& p, const SkinnyForm& f, const void* a, const void* b, void* y,
                     const Epilogue& ep, cudaStream_t stream) {
   const auto* at = static_cast<const T*>(a);
   const auto* bt = static_cast<const T*>(b);
@@ -329,37 +330,47 @@ Status launch_typed(const SkinnyGemmProblem& p, int split, int tile, int stages,
       return internal_error(std::string("launching the plain skinny GEMM: ") + cudaGetErrorString(e));
     return Status::ok();
   }
-  if (tile == 64)
-    return stages == 8 ? launch_tiled<T, 64, 8, kBCols>(p, split, at, bt, y, ep, stream)
-                       : launch_tiled<T, 64, 4, kBCols>(p, split, at, bt, y, ep, stream);
-  return stages == 8 ? launch_tiled<T, 128, 8, kBCols>(p, split, at, bt, y, ep, stream)
-                     : launch_tiled<T, 128, 4, kBCols>(p, split, at, bt, y, ep, stream);
+  constexpr int kStd = 128 / static_cast<int>(sizeof(T));  // elements of K in a stage of 128 bytes
+  if constexpr (kBCols) {
+    if (f.kbytes == 512)  // long rows of b^T: 4 warps of 16 columns, 512 bytes of K a stage
+      return launch_tiled<T, Cfg<T, 4, 16, 512 / static_cast<int>(sizeof(T)), 4, true>>(p, f.split, at, bt, y, ep,
+                                                                                        stream);
+  } else {
+    if (f.tile == 512)  // wide rows of b: 8 warps of 64 columns, 32 rows of K a stage
+      return launch_tiled<T, Cfg<T, 8, 64, 32, 4, false>>(p, f.split, at, bt, y, ep, stream);
+  }
+  if (f.tile == 64)
+    return f.stages == 8 ? launch_tiled<T, Cfg<T, 4, 16, kStd, 8, kBCols>>(p, f.split, at, bt, y, ep, stream)
+                         : launch_tiled<T, Cfg<T, 4, 16, kStd, 4, kBCols>>(p, f.split, at, bt, y, ep, stream);
+  return f.stages == 8 ? launch_tiled<T, Cfg<T, 8, 16, kStd, 8, kBCols>>(p, f.split, at, bt, y, ep, stream)
+                       : launch_tiled<T, Cfg<T, 8, 16, kStd, 4, kBCols>>(p, f.split, at, bt, y, ep, stream);
 }
 
 }  // namespace
 
-Status launch_skinny_gemm(const SkinnyGemmProblem& p, int split, int tile, int stages, const void* a, const void* b,
+Status launch_skinny_gemm(const SkinnyGemmProblem& p, const SkinnyForm& f, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream) {
-  if ((tile != 64 && tile != 128) || (stages != 4 && stages != 8) || split < 1 || split > 8 || p.m < 1 || p.m > 16 ||
-      p.n % tile != 0 || p.n / tile > 65535 || p.k % (split * skinny_k_step(p)) != 0)
+  const int64_t step = skinny_stage_k(p, f);
+  if (step == 0 || f.split < 1 || f.split > 8 || p.m < 1 || p.m > 16 || p.n % f.tile != 0 || p.n / f.tile > 65535 ||
+      p.k % (f.split * step) != 0)
     return invalid_argument("the skinny GEMM cannot run m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
-                            " k=" + std::to_string(p.k) + " in tiles of " + std::to_string(tile) + " split " +
-                            std::to_string(split));
+                            " k=" + std::to_string(p.k) + " in tiles of " + std::to_string(f.tile) + " split " +
+                            std::to_string(f.split) + ", " + std::to_string(f.stages) + " stages of " +
+                            std::to_string(f.kbytes) + " bytes of K");
+  if (p.dtype == DataType::kFp8E4M3 && !p.b_cols)
+    return invalid_argument("the skinny GEMM reads fp8 b column-major only (the FP8 tensor cores' B)");
   if (amax) {  // +0.0, the AMAX of nothing; the kernel only raises it
     const cudaError_t z = cudaMemsetAsync(amax, 0, sizeof(float), stream);
     if (z != cudaSuccess) return internal_error(std::string("clearing the GEMM's AMAX: ") + cudaGetErrorString(z));
   }
   const Epilogue ep{bias, p.bias_dtype, p.y_dtype, p.act, reinterpret_cast<uint32_t*>(amax)};
-  if (p.dtype == DataType::kFp8E4M3) {
-    if (!p.b_cols) return invalid_argument("the skinny GEMM reads fp8 b column-major only (the FP8 tensor cores' B)");
-    return launch_typed<__nv_fp8_e4m3, true>(p, split, tile, stages, a, b, y, ep, stream);
-  }
+  if (p.dtype == DataType::kFp8E4M3) return launch_typed<__nv_fp8_e4m3, true>(p, f, a, b, y, ep, stream);
   if (p.dtype == DataType::kBFloat16)
-    return p.b_cols ? launch_typed<__nv_bfloat16, true>(p, split, tile, stages, a, b, y, ep, stream)
-                    : launch_typed<__nv_bfloat16, false>(p, split, tile, stages, a, b, y, ep, stream);
+    return p.b_cols ? launch_typed<__nv_bfloat16, true>(p, f, a, b, y, ep, stream)
+                    : launch_typed<__nv_bfloat16, false>(p, f, a, b, y, ep, stream);
   if (p.dtype == DataType::kFloat16)
-    return p.b_cols ? launch_typed<__half, true>(p, split, tile, stages, a, b, y, ep, stream)
-                    : launch_typed<__half, false>(p, split, tile, stages, a, b, y, ep, stream);
+    return p.b_cols ? launch_typed<__half, true>(p, f, a, b, y, ep, stream)
+                    : launch_typed<__half, false>(p, f, a, b, y, ep, stream);
   return invalid_argument(std::string("the skinny GEMM on ") + dtype_name(p.dtype));
 }
 
