@@ -161,7 +161,8 @@ void add_tune(CLI::App& app, Runner* run) {
   sub->add_option(
       "--inputs", o->inputs_dir,
       "Recorded inputs to gate candidates on: DIR/<tensor>.bin for each graph input (as kiln run --inputs)");
-  sub->add_flag("--no-unfused", o->no_unfused, "Do not time the unfused alternative (each node as its own best plan)");
+  sub->add_flag("--no-unfused", o->no_unfused,
+                "Do not time the unfused alternatives (each node alone, and the graph cut once at each node)");
   sub->add_flag("--no-isolate", o->no_isolate,
                 "Tune in this process instead of a supervised worker (a crashing candidate then ends the run)");
   sub->add_option("--fusion-policy", o->fusion_policy,

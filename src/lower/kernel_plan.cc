@@ -374,10 +374,11 @@ Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
   const size_t knobs = config_.knobs.count("kbytes") ? 4u : 3u;
   if (config_.engine_id != kKilnKernelEngineBase + kSkinnyGemm || config_.knobs.size() != knobs ||
       (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128 && tile != 512) ||
-      (stages != 4 && stages != 8) || (kbytes != 128 && kbytes != 512))
-    return not_supported(config_.identity() +
-                         " is not a kernel Kiln has for a skinny GEMM (knl3_split=S_stages=P_tile=T[_kbytes=B]"
-                         ": S 1, 2, 4 or 8, P 4 or 8, T 64, 128 or 512, B 128 or 512)");
+      (stages != 4 && stages != 8) || (knobs == 4 && kbytes != 512))
+    return not_supported(
+        config_.identity() +
+        " is not a kernel Kiln has for a skinny GEMM (knl3[_kbytes=512]_split=S_stages=P_tile=T"
+        ": S 1, 2, 4 or 8, P 4 or 8, T 64, 128 or 512; 128 bytes of K a stage without the kbytes knob)");
   SkinnyForm f;
   f.split = static_cast<int>(split);
   f.tile = static_cast<int>(tile);

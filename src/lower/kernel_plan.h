@@ -93,7 +93,7 @@ struct SkinnyGemmProblem {
 // Elements of K a stage of 128 bytes holds (64 fp16/bf16, 128 fp8): k is a multiple of it (the match's floor).
 inline int64_t skinny_k_step(const SkinnyGemmProblem& p) { return 128 / static_cast<int64_t>(dtype_size(p.dtype)); }
 
-// A launch form of the skinny GEMM (knl3_split=S_stages=P_tile=T[_kbytes=B]): K split over `split` CTAs of a cluster
+// A launch form of the skinny GEMM (knl3[_kbytes=512]_split=S_stages=P_tile=T): K split over `split` CTAs of a cluster
 // (1, 2, 4 or 8); CTAs of `tile` columns; `stages` stages in flight, each holding `kbytes` bytes of K per row. The
 // forms: tile 64 or 128 with 4 or 8 stages of 128 bytes (warps of 16 columns); for a row-major b, tile 512 with 4
 // stages of 32 rows of K (warps of 64 columns: each row of b read 1 KiB at a time); for a column-major b, tile 64

@@ -365,6 +365,10 @@ TEST(KilnKernelMatch, ASkinnyGemmReadsBColumnMajorAndFp8) {
   ASSERT_FALSE(split4.is_ok());
   EXPECT_NE(split4.status().message().find("k of 128 x the split"), std::string::npos) << split4.status().message();
   EXPECT_TRUE(KernelPlan::build(*short_k, *EngineConfig::parse("knl3_split=2_stages=8_tile=128")).is_ok());
+  // One text per configuration: 128 bytes of K a stage is the form without the knob.
+  auto explicit_128 = KernelPlan::build(*short_k, *EngineConfig::parse("knl3_kbytes=128_split=1_stages=4_tile=64"));
+  ASSERT_FALSE(explicit_128.is_ok());
+  EXPECT_EQ(explicit_128.status().code(), StatusCode::kNotSupported);
   // The launch refuses a row-major fp8 b before any device call.
   SkinnyGemmProblem bad = *short_k;
   bad.b_cols = false;

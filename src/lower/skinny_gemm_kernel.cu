@@ -1,14 +1,16 @@
 // launch_skinny_gemm (src/lower/kernel_plan.h): y = act(a b + bias) for a of at most 16 rows, the decode-sized GEMM
 // whose time is reading b once. A CTA owns `tile` columns of y and a slice of K: b's slice streams through shared
-// memory in stages of 128 bytes of K (cp.async, four or eight stages in flight), a's 16 rows beside it (rows past M
-// zero), and each warp multiplies 16 columns with the tensor cores (fp32 accumulators; mma.sync m16n8k16 for fp16 and
-// bf16, m16n8k32 for fp8_e4m3). b is read as it lies: row-major [k, n] (fp16, bf16; ldmatrix.trans turns its tiles
-// into the column-major operand) or column-major, b^T [n, k] row-major as a PyTorch Linear's weight (any of the
-// three; plain ldmatrix). With `split` > 1 the CTAs of one tile form a cluster over K: each leaves its 16 x tile
-// partial sums in shared memory, and each CTA of the cluster adds one share of the tile's elements across the cluster
-// (distributed shared memory, in rank order: the same sums every run) and writes them through the epilogue. No
-// workspace, one launch. With an AMAX output, the largest |y| as stored (after the activation and the rounding) is
-// raised by one atomic a warp, after the output is cleared on the stream.
+// memory in stages (cp.async, four or eight in flight), a's 16 rows beside it (rows past M zero), and each warp
+// multiplies its 16 (or, in the wide form, 64) columns with the tensor cores (fp32 accumulators; mma.sync m16n8k16
+// for fp16 and bf16, m16n8k32 for fp8_e4m3). b is read as it lies: row-major [k, n] (fp16, bf16; ldmatrix.trans
+// turns its tiles into the column-major operand) or column-major, b^T [n, k] row-major as a PyTorch Linear's weight
+// (any of the three; plain ldmatrix). The forms (Cfg below, SkinnyForm in kernel_plan.h): stages of 128 bytes of K
+// with warps of 16 columns; for a row-major b, 32 rows of K a stage and warps of 64 columns (b read 1 KiB a row at a
+// time); for a column-major b, 512 bytes of K a stage. With `split` > 1 the CTAs of one tile form a cluster over K:
+// each leaves its 16 x tile partial sums in shared memory, and each CTA of the cluster adds one share of the tile's
+// elements across the cluster (distributed shared memory, in rank order: the same sums every run) and writes them
+// through the epilogue. No workspace, one launch. With an AMAX output, the largest |y| as stored (after the
+// activation and the rounding) is raised by one atomic a warp, after the output is cleared on the stream.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -180,8 +180,11 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
     if (to.time_budget_s > 0) uo.tune.time_budget_s = left_s;
     uo.materialized = job.materialized;
     uo.evaluation = tr.evaluation;  // the same inputs and reference, still on the device
-    if (tr.winner && tr.candidates[*tr.winner].timed()) uo.fused_ms = tr.candidates[*tr.winner].median_ms;
-    if (job.on_note) job.on_note("timing the unfused alternative (" + std::to_string(g.nodes.size()) + " parts)");
+        // Decompositions that cannot beat the fused winner are skipped only where the faster side is chosen: always_unfused
+    // stores the fastest chain, however it compares.
+    if (job.fusion_policy == FusionPolicy::kFaster && tr.winner && tr.candidates[*tr.winner].timed())
+      uo.fused_ms = tr.candidates[*tr.winner].median_ms;
+    if (job.on_note) job.on_note("timing the unfused alternatives (" + std::to_string(g.nodes.size()) + " nodes)");
     KILN_ASSIGN_OR_RETURN(out.unfused, job.unfused_tuner ? job.unfused_tuner(g, uo) : tune_unfused(g, uo));
     const CandidateResult* fused = tr.winner ? &tr.candidates[*tr.winner] : nullptr;
     out.fusion =

@@ -139,19 +139,27 @@ StatusOr<FusionPolicy> parse_fusion_policy(const std::string& name) {
 }
 
 double chain_lower_bound_ms(const std::vector<int>& group_of, const std::vector<double>& node_ms,
-                            const std::map<int, double>& part_ms) {
-  std::map<int, double> slowest;  // group -> its slowest node alone; -1 where one is unknown
+                            const std::vector<bool>& heavy, const std::map<int, double>& part_ms) {
+  struct Part {
+    int nodes = 0;
+    double alone = 0.0;  // the one node's time alone, or the slowest heavy node's; 0: unknown
+  };
+  std::map<int, Part> parts;
   for (size_t n = 0; n < group_of.size(); ++n) {
-    double& s = slowest[group_of[n]];
-    const double t = n < node_ms.size() ? node_ms[n] : 0.0;
-    s = (t <= 0.0 || s < 0.0) ? -1.0 : std::max(s, t);
+    Part& p = parts[group_of[n]];
+    const double t = n < node_ms.size() ? std::max(0.0, node_ms[n]) : 0.0;
+    ++p.nodes;
+    if (p.nodes == 1) p.alone = t;  // taken as is while the part has one node
+    else p.alone = 0.0;             // recomputed below over heavy nodes
+  }
+  for (size_t n = 0; n < group_of.size(); ++n) {
+    Part& p = parts[group_of[n]];
+    if (p.nodes > 1 && n < heavy.size() && heavy[n] && n < node_ms.size()) p.alone = std::max(p.alone, node_ms[n]);
   }
   double sum = 0.0;
-  for (const auto& [group, node_bound] : slowest) {
+  for (const auto& [group, p] : parts) {
     auto known = part_ms.find(group);
-    if (known != part_ms.end() && known->second > 0.0) sum += known->second;
-    else if (node_bound < 0.0) return 0.0;
-    else sum += node_bound;
+    sum += known != part_ms.end() && known->second > 0.0 ? known->second : p.alone;
   }
   return sum;
 }

@@ -502,17 +502,21 @@ TEST(Progress, SilentPrintsNothing) {
 namespace kiln {
 namespace {
 
-// A decomposition's least time: known parts as timed, others at least their slowest node alone; unknown: 0.
-TEST(ChainLowerBound, KnownPartsAsTimedOthersAtTheirSlowestNode) {
+// A decomposition's bound: known parts as timed, one-node parts at their node's time alone, other parts at their
+// slowest heavy node alone (a pointwise fused into a part counts nothing).
+TEST(ChainLowerBound, KnownPartsAsTimedOthersAtTheirSlowestHeavyNode) {
   const std::vector<double> node_ms = {1.41, 0.06, 0.07};  // a GEMM, its bias, a GELU, each alone
-  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, {}), 1.41 + 0.07);
-  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 1, 1}, node_ms, {}), 1.41 + 0.07);
-  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 1, 2}, node_ms, {}), 1.41 + 0.06 + 0.07);
-  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, {{0, 1.39}}), 1.39 + 0.07);
-  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, {{1, 0.0}}), 1.41 + 0.07) << "0 is not a time";
-  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, {1.41, 0.0, 0.07}, {}), 0.0) << "a node's time unknown";
-  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, {1.41, 0.0, 0.07}, {{0, 1.5}}), 1.5 + 0.07);
-  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, {}, {}), 0.0);
+  const std::vector<bool> heavy = {true, false, false};
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, heavy, {}), 1.41 + 0.07);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 1, 1}, node_ms, heavy, {}), 1.41) << "bias+GELU fused: no bound";
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 1, 2}, node_ms, heavy, {}), 1.41 + 0.06 + 0.07);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 1, 1}, node_ms, heavy, {{1, 0.065}}), 1.41 + 0.065);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, heavy, {{0, 1.39}}), 1.39 + 0.07);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, heavy, {{1, 0.0}}), 1.41 + 0.07) << "0 is not a time";
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, {0.0, 0.06, 0.07}, heavy, {}), 0.07) << "the GEMM's time unknown";
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, {}, heavy, {}), 0.0);
+  EXPECT_DOUBLE_EQ(chain_lower_bound_ms({0, 0, 1}, node_ms, {}, {}), 0.07)
+      << "no node heavy: a fused part bounds nothing";
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ struct UnfusedRun {
     return options.tune.time_budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   bool budgeted() const { return options.tune.time_budget_s > 0; }
+  bool cancelled() const { return options.tune.cancel && options.tune.cancel->load(); }
 };
 
 std::string part_key(const GraphSignature& sig) { return sig.structure + "/" + sig.shape_key; }
@@ -81,6 +82,11 @@ StatusOr<const UnfusedPartResult*> tune_part(UnfusedRun* run, const GraphPart& p
   if (auto it = run->tuned.find(key); it != run->tuned.end()) return &it->second;
   if (auto it = run->refused.find(key); it != run->refused.end()) {
     *why = it->second;
+    return nullptr;
+  }
+  if (run->cancelled()) {
+    *why = "interrupted";
+    run->stop = true;
     return nullptr;
   }
   if (run->budgeted()) {
@@ -97,6 +103,11 @@ StatusOr<const UnfusedPartResult*> tune_part(UnfusedRun* run, const GraphPart& p
   pr.shape_key = sig.shape_key;
   auto tr = tune_graph(p.graph, run->po);
   if (!tr.is_ok() || !tr->winner) {
+    if (run->cancelled() || (run->budgeted() && run->left_s() <= 0)) {  // not the part's fault: no more parts
+      *why = run->cancelled() ? "interrupted" : "time budget reached while tuning part '" + p.graph.name + "'";
+      run->stop = true;
+      return nullptr;
+    }
     *why =
         "part '" + p.graph.name + "': " + (tr.is_ok() ? std::string("no correct, timed plan") : tr.status().message());
     run->refused[key] = *why;
@@ -104,22 +115,30 @@ StatusOr<const UnfusedPartResult*> tune_part(UnfusedRun* run, const GraphPart& p
   }
   pr.tune = std::move(tr).value();
   pr.tune.evaluation.reset();  // the part's buffers are not needed any more
-  if (run->options.tune.cancel && run->options.tune.cancel->load()) run->stop = true;
+  if (run->cancelled()) run->stop = true;
   return &run->tuned.emplace(key, std::move(pr)).first->second;
 }
 
 // The chain of `parts`' winners (`results`) on the fused graph's inputs: checked against its reference, then timed,
-// into d->chain (and `out`'s chain fields where `out` is given).
+// into d->chain and `out`'s chain fields. A part's plan that does not load, or a chain that cannot be made of them,
+// leaves the decomposition unavailable; the device's errors (running, synchronizing, checking) are returned.
 Status time_chain(UnfusedRun* run, std::vector<GraphPart> parts, const std::vector<const UnfusedPartResult*>& results,
                   DecompositionResult* d, UnfusedResult* out) {
   std::vector<LoweredGraph> plans;
   for (size_t i = 0; i < parts.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(LoweredGraph plan,
-                          LoweredGraph::deserialize(parts[i].graph, run->handle.get(), results[i]->tune.winner_plan));
-    plans.push_back(std::move(plan));
+    auto plan = LoweredGraph::deserialize(parts[i].graph, run->handle.get(), results[i]->tune.winner_plan);
+    if (!plan.is_ok()) {
+      d->unavailable = "part '" + parts[i].graph.name + "': its winner does not load: " + plan.status().message();
+      return Status::ok();
+    }
+    plans.push_back(std::move(plan).value());
   }
-  KILN_ASSIGN_OR_RETURN(PlanChain chain,
-                        PlanChain::create(run->graph, std::move(parts), std::move(plans), run->eval->buffers));
+  auto made = PlanChain::create(run->graph, std::move(parts), std::move(plans), run->eval->buffers);
+  if (!made.is_ok()) {
+    d->unavailable = "the chain: " + made.status().message();
+    return Status::ok();
+  }
+  PlanChain& chain = *made;
   out->intermediate_bytes = chain.intermediate_bytes();
   auto run_chain = [&](cudaStream_t) { return chain.run(run->handle.get()); };
   // Numerics of the chain against the fused graph's reference (intermediates stored in the materialized dtype),
@@ -169,12 +188,22 @@ Status time_chain(UnfusedRun* run, std::vector<GraphPart> parts, const std::vect
   return Status::ok();
 }
 
+// A decomposition past the first is skipped where its bound (chain_lower_bound_ms) passes the fused winner's median
+// by more than kSkipMargin: a chain can run a little faster than its parts alone, and both sides carry noise.
+constexpr double kSkipMargin = 0.03;
+bool skip_past(const UnfusedRun* run, double bound, DecompositionResult* d) {
+  if (run->options.fused_ms <= 0 || bound < run->options.fused_ms * (1.0 + kSkipMargin)) return false;
+  d->unavailable = "skipped: its parts alone take at least " + fmt_ms(bound) + ", past the fused plan's " +
+                   fmt_ms(run->options.fused_ms) + " by more than 3%";
+  return true;
+}
+
 // Decomposition `groups` (one of unfused_groupings) tuned, chained, checked and timed into *d (named by its parts,
 // "graph/mm+1 | graph/act", unless named already); `out` gets its parts, sums and chain fields (the caller keeps the
-// fastest). `node_ms`: each node's time alone, from the first decomposition (empty before it). A decomposition that
-// cannot run says why in d->unavailable; errors are the device's.
+// fastest). `node_ms`: each node's time alone, from the first decomposition (empty before it, when nothing is
+// skipped). A decomposition that cannot run says why in d->unavailable; the device's errors are returned.
 Status run_decomposition(UnfusedRun* run, const std::vector<int>& groups, const std::vector<double>& node_ms,
-                         DecompositionResult* d, UnfusedResult* out) {
+                         bool may_skip, DecompositionResult* d, UnfusedResult* out) {
   d->groups = groups;
   auto partition = partition_graph(run->graph, groups, out->materialized);
   if (!partition.is_ok()) {
@@ -190,20 +219,18 @@ Status run_decomposition(UnfusedRun* run, const std::vector<int>& groups, const 
   std::sort(numbers.begin(), numbers.end());
   numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
   std::vector<const UnfusedPartResult*> results;
+  std::vector<bool> heavy(groups.size(), false);
+  for (size_t n = 0; n < groups.size(); ++n) {
+    const OpKind op = run->graph.nodes[n].op;
+    heavy[n] = op != OpKind::kPointwise && op != OpKind::kReduction;
+  }
   for (size_t i = 0; i < parts.size(); ++i) {
-    const double bound = node_ms.empty() ? 0.0 : chain_lower_bound_ms(groups, node_ms, part_ms);
-    if (run->options.fused_ms > 0 && bound >= run->options.fused_ms) {
-      d->unavailable = "skipped: its chain takes at least " + fmt_ms(bound) +
-                       " (its parts' times alone), the fused "
-                       "plan " +
-                       fmt_ms(run->options.fused_ms);
-      return Status::ok();
-    }
+    if (may_skip && skip_past(run, chain_lower_bound_ms(groups, node_ms, heavy, part_ms), d)) return Status::ok();
     std::string why;
     KILN_ASSIGN_OR_RETURN(const UnfusedPartResult* pr, tune_part(run, parts[i], &why));
     UnfusedPartResult shown;
     if (pr) shown = *pr;
-    else shown.name = parts[i].graph.name;
+    shown.name = parts[i].graph.name;  // a part tuned under another decomposition's name is this one's here
     out->parts.push_back(std::move(shown));
     if (!pr) {
       d->unavailable = why;
@@ -219,9 +246,8 @@ Status run_decomposition(UnfusedRun* run, const std::vector<int>& groups, const 
       return Status::ok();
     }
   }
-  if (Status timed = time_chain(run, std::move(parts), results, d, out); !timed.is_ok())
-    d->unavailable = "the chain: " + timed.message();
-  return Status::ok();
+  if (may_skip && skip_past(run, chain_lower_bound_ms(groups, node_ms, heavy, part_ms), d)) return Status::ok();
+  return time_chain(run, std::move(parts), results, d, out);
 }
 
 // Each node's time alone from the first decomposition's parts (one node a part, in topological order); empty where
@@ -262,13 +288,13 @@ StatusOr<UnfusedResult> tune_unfused(const Graph& graph, const UnfusedOptions& o
   r.reference_kind = run.eval->reference_kind;
   std::optional<UnfusedResult> best, first;
   std::vector<double> node_ms;
-  for (size_t i = 0; i < groupings.size() && !run.stop; ++i) {
+  for (size_t i = 0; i < groupings.size() && !run.stop && !run.cancelled(); ++i) {
     UnfusedResult one;
     one.materialized = r.materialized;
     one.reference_kind = r.reference_kind;
     DecompositionResult d;
     if (i == 0) d.name = "each node";
-    KILN_RETURN_IF_ERROR(run_decomposition(&run, groupings[i], node_ms, &d, &one));
+    KILN_RETURN_IF_ERROR(run_decomposition(&run, groupings[i], node_ms, /*may_skip=*/i > 0, &d, &one));
     if (i == 0) node_ms = node_times(groupings[0], one);
     one.groups = d.groups;
     one.identities = d.identities;

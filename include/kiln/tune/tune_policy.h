@@ -107,13 +107,15 @@ IncumbentDecision decide_incumbent(const Incumbent& incumbent, const CandidateRe
                                    const IncumbentOptions& options = {});
 
 // ---- Fused versus unfused -------------------------------------------------------------------------
-// The least time a chain of parts can take (`group_of[node]`: the node's part, as partition_graph numbers them), from
-// what is known: a part whose time is known (`part_ms[group]` > 0, tuned as a graph of its own) takes that; any other
-// part at least its slowest node's time alone (`node_ms[node]`, each node tuned as a graph of its own; a part does at
-// least each of its nodes' work). `kiln tune` skips a decomposition whose bound is not below the fused winner's median
-// (kiln/tune/unfused.h). 0 where a node's time is unknown (<= 0) in a part of unknown time: nothing can be skipped.
+// A bound below which a chain of parts is not expected to run (`group_of[node]`: the node's part, as
+// partition_graph numbers them), from what is known: a part whose time is known (`part_ms[group]` > 0, tuned as a
+// graph of its own) takes that; a part of one node its time alone (`node_ms[node]` > 0); any other part at least
+// the time alone of its slowest `heavy` node (a GEMM, conv or attention, whose own work any part holding it does),
+// its other nodes counting nothing (a fused pointwise or reduction may move no bytes of its own). A heuristic, not
+// a proof: `kiln tune` skips a decomposition only where this bound passes the fused winner's median by a margin
+// (kiln/tune/unfused.h), since a chain can run a little faster than its parts alone (an intermediate still in L2).
 double chain_lower_bound_ms(const std::vector<int>& group_of, const std::vector<double>& node_ms,
-                            const std::map<int, double>& part_ms);
+                            const std::vector<bool>& heavy, const std::map<int, double>& part_ms);
 
 enum class FusionPolicy { kFaster, kAlwaysFused, kAlwaysUnfused };
 inline constexpr EnumName<FusionPolicy> kFusionPolicyNames[] = {{FusionPolicy::kFaster, "faster"},

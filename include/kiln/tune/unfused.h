@@ -4,8 +4,8 @@
 // the parts' winners are then run back to back, intermediates in memory, as one timed unit: that chain is checked
 // against the fused graph's reference and timed with the same measurement module, so the fused winner and the chain
 // are compared like for like (decide_fusion in kiln/tune/tune_policy.h makes the choice). The fastest chain that
-// passes is the unfused side; a decomposition that cannot beat the fused winner (chain_lower_bound_ms) is skipped
-// before its parts are tuned.
+// passes is the unfused side. A decomposition past the first whose bound (chain_lower_bound_ms) passes the fused
+// winner's median by more than 3% is skipped before its remaining parts are tuned (a heuristic: the report says so).
 #pragma once
 
 #include <optional>
@@ -29,8 +29,9 @@ struct UnfusedOptions {
   // The fused graph's inputs and reference (TuneResult::evaluation): the chain is run on the same inputs
   // and checked against the same reference, on the device, nothing recomputed. Null: made here.
   std::shared_ptr<const GraphEvaluation> evaluation;
-  // The fused winner's median (0: none, or unknown): decompositions past the first whose chain cannot beat it
-  // (chain_lower_bound_ms over the times known so far) are skipped, and the report says so.
+  // The fused winner's median (0: none, or unknown, or a policy that stores the chain however it compares): a
+  // decomposition past the first whose bound (chain_lower_bound_ms over the times known so far) passes it by more
+  // than 3% is skipped, and the report says so.
   double fused_ms = 0.0;
   // false: only each node alone (no split points).
   bool split_points = true;
@@ -38,7 +39,7 @@ struct UnfusedOptions {
 
 // One decomposition considered: its grouping, its parts' winners, its chain (or why there is none).
 struct DecompositionResult {
-  std::string name;                     // "each node", "cut after 'mm'"
+  std::string name;                     // "each node", or its parts' names: "mlp/mm+1 | mlp/gelu"
   std::vector<int> groups;              // partition_graph's group numbers
   std::vector<std::string> parts;       // its parts' names
   std::vector<std::string> identities;  // each part's winner (as far as they were tuned)
@@ -47,7 +48,7 @@ struct DecompositionResult {
 };
 
 struct UnfusedPartResult {
-  std::string name;           // "<graph>/<node>"
+  std::string name;           // "<graph>/<first node>", "+N" with N more nodes
   std::string structure_sig;  // the part's own signature (it can be stored and run as a graph)
   std::string shape_key;
   TuneResult tune;  // the part's full tuning result
