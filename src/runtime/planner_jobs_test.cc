@@ -656,6 +656,22 @@ StatusOr<Obtained> serve(Jobs& j, const Graph& g) {
   return planner->obtain(pg);
 }
 
+// Runs a served plan of token_graph on host buffers (the fake backend records each part it runs in j.runs, cleared
+// first).
+Status run_served(Jobs& j, const ExecutablePlan& plan) {
+  j.backend->runs->clear();
+  std::vector<std::unique_ptr<char[]>> bufs;
+  TensorBindings bind;
+  for (const char* name : {"x", "w", "b", "y"}) {
+    bufs.emplace_back(new char[1 << 17]);
+    // 16-byte aligned: new[] of char gives max_align_t alignment (16 on x86-64).
+    bind[name] = {bufs.back().get(), 0};
+  }
+  std::vector<char> ws(static_cast<size_t>(plan.workspace_bytes()) + 16);
+  void* wsp = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
+  return plan.execute(nullptr, bind, wsp);
+}
+
 TEST(FusionInService, TheChainThatWinsIsStoredAndServedAndAFusedWinRemovesIt) {
   Jobs j;
   Graph g = token_graph();
@@ -684,17 +700,7 @@ TEST(FusionInService, TheChainThatWinsIsStoredAndServedAndAFusedWinRemovesIt) {
   EXPECT_EQ(got->source, PlanSource::kStore);
   ASSERT_EQ(got->plan->parts().size(), 3u);
   EXPECT_EQ(got->plan->identity(), "unfused[eng100 + eng101 + eng102]");
-  j.backend->runs->clear();
-  std::vector<std::unique_ptr<char[]>> bufs;
-  TensorBindings bind;
-  for (const char* name : {"x", "w", "b", "y"}) {
-    bufs.emplace_back(new char[1 << 17]);
-    // 16-byte aligned: new[] of char gives max_align_t alignment (16 on x86-64).
-    bind[name] = {bufs.back().get(), 0};
-  }
-  std::vector<char> ws(static_cast<size_t>(got->plan->workspace_bytes()) + 16);
-  void* wsp = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
-  ASSERT_TRUE(got->plan->execute(nullptr, bind, wsp).is_ok());
+  ASSERT_TRUE(run_served(j, *got->plan).is_ok());
   ASSERT_EQ(j.backend->runs->size(), 3u);
   EXPECT_EQ((*j.backend->runs)[0], "mlp/mm");
   EXPECT_EQ((*j.backend->runs)[2], "mlp/gelu");
@@ -742,16 +748,7 @@ TEST(FusionInService, AGraphCutOnceIsStoredAndServedAsItsTwoParts) {
   EXPECT_EQ(got->source, PlanSource::kStore);
   ASSERT_EQ(got->plan->parts().size(), 2u) << got->why;
   EXPECT_EQ(got->plan->identity(), "unfused[eng100 + eng101]");
-  j.backend->runs->clear();
-  std::vector<std::unique_ptr<char[]>> bufs;
-  TensorBindings bind;
-  for (const char* name : {"x", "w", "b", "y"}) {
-    bufs.emplace_back(new char[1 << 17]);
-    bind[name] = {bufs.back().get(), 0};
-  }
-  std::vector<char> ws(static_cast<size_t>(got->plan->workspace_bytes()) + 16);
-  void* wsp = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
-  ASSERT_TRUE(got->plan->execute(nullptr, bind, wsp).is_ok());
+  ASSERT_TRUE(run_served(j, *got->plan).is_ok());
   ASSERT_EQ(j.backend->runs->size(), 2u);
   EXPECT_EQ((*j.backend->runs)[0], "mlp/mm+1");
   EXPECT_EQ((*j.backend->runs)[1], "mlp/gelu");
