@@ -180,8 +180,8 @@ StatusOr<TunedGraph> tune_and_store(PlanBackend& b, const PlannerOptions& o, con
     if (to.time_budget_s > 0) uo.tune.time_budget_s = left_s;
     uo.materialized = job.materialized;
     uo.evaluation = tr.evaluation;  // the same inputs and reference, still on the device
-        // Decompositions that cannot beat the fused winner are skipped only where the faster side is chosen: always_unfused
-    // stores the fastest chain, however it compares.
+    // Decompositions that cannot beat the fused winner are skipped only where the faster side is chosen:
+    // always_unfused stores the fastest chain, however it compares.
     if (job.fusion_policy == FusionPolicy::kFaster && tr.winner && tr.candidates[*tr.winner].timed())
       uo.fused_ms = tr.candidates[*tr.winner].median_ms;
     if (job.on_note) job.on_note("timing the unfused alternatives (" + std::to_string(g.nodes.size()) + " nodes)");
