@@ -281,8 +281,7 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
   if (const auto* g = std::get_if<SkinnyGemmProblem>(&problem)) {
     auto offer = [&](int64_t split, int64_t stages, int64_t tile, int64_t kbytes) {
       SkinnyForm f{static_cast<int>(split), static_cast<int>(tile), static_cast<int>(stages), static_cast<int>(kbytes)};
-      const int64_t step = skinny_stage_k(*g, f);
-      if (step == 0 || g->n % tile != 0 || g->k % (split * step) != 0) return;
+      if (!skinny_form_fits(*g, f)) return;
       EngineConfig c{kKilnKernelEngineBase + kSkinnyGemm, {{"split", split}, {"stages", stages}, {"tile", tile}}};
       if (kbytes != 128) c.knobs["kbytes"] = kbytes;
       out.push_back(std::move(c));
@@ -369,9 +368,9 @@ Status KernelPlan::build_norm(const NormProblem& p) {
 
 Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
   const int64_t split = knob_of(config_, "split"), tile = knob_of(config_, "tile");
-  const int64_t stages = knob_of(config_, "stages"),
-                kbytes = config_.knobs.count("kbytes") ? knob_of(config_, "kbytes") : 128;
-  const size_t knobs = config_.knobs.count("kbytes") ? 4u : 3u;
+  const bool has_kbytes = config_.knobs.count("kbytes") > 0;
+  const int64_t stages = knob_of(config_, "stages"), kbytes = has_kbytes ? knob_of(config_, "kbytes") : 128;
+  const size_t knobs = has_kbytes ? 4u : 3u;
   if (config_.engine_id != kKilnKernelEngineBase + kSkinnyGemm || config_.knobs.size() != knobs ||
       (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128 && tile != 512) ||
       (stages != 4 && stages != 8) || (knobs == 4 && kbytes != 512))
@@ -388,7 +387,7 @@ Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
   if (step == 0)
     return not_supported(config_.identity() + " is no form of the skinny GEMM for a " + (p.b_cols ? "column" : "row") +
                          "-major b (tile 512: row-major b, 4 stages; kbytes 512: column-major b, tile 64, 4 stages)");
-  if (p.n % tile != 0 || p.k % (split * step) != 0)
+  if (!skinny_form_fits(p, f))
     return not_supported(config_.identity() + ": n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                          " do not divide into its tiles (n a multiple of the tile, k of " + std::to_string(step) +
                          " x the split)");

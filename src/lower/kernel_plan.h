@@ -109,6 +109,12 @@ inline int64_t skinny_stage_k(const SkinnyGemmProblem& p, const SkinnyForm& f) {
   const bool standard = (f.tile == 64 || f.tile == 128) && (f.stages == 4 || f.stages == 8) && f.kbytes == 128;
   return standard ? 128 / e : 0;
 }
+// Whether form `f` runs `p`: a form of the kernel for p's layout whose tile divides n and whose split times stage
+// divides k. The candidates, the build and the launch all ask this.
+inline bool skinny_form_fits(const SkinnyGemmProblem& p, const SkinnyForm& f) {
+  const int64_t step = skinny_stage_k(p, f);
+  return step > 0 && p.n % f.tile == 0 && p.k % (f.split * step) == 0;
+}
 
 // `graph` as that problem: one matmul, then optionally a bias_add and then one of relu, gelu_erf, gelu_tanh (the
 // chain cuBLASLt's match walks, cublaslt_plan.h), and optionally a reduce_amax of the result over every axis into an

@@ -352,9 +352,7 @@ Status launch_typed(const SkinnyGemmProblem& p, const SkinnyForm& f, const void*
 
 Status launch_skinny_gemm(const SkinnyGemmProblem& p, const SkinnyForm& f, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream) {
-  const int64_t step = skinny_stage_k(p, f);
-  if (step == 0 || f.split < 1 || f.split > 8 || p.m < 1 || p.m > 16 || p.n % f.tile != 0 || p.n / f.tile > 65535 ||
-      p.k % (f.split * step) != 0)
+  if (!skinny_form_fits(p, f) || f.split < 1 || f.split > 8 || p.m < 1 || p.m > 16 || p.n / f.tile > 65535)
     return invalid_argument("the skinny GEMM cannot run m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                             " k=" + std::to_string(p.k) + " in tiles of " + std::to_string(f.tile) + " split " +
                             std::to_string(f.split) + ", " + std::to_string(f.stages) + " stages of " +

@@ -54,7 +54,9 @@ TuneOptions part_options(const TuneOptions& whole) {
 // What one tune_unfused shares across its decompositions: the budget's clock, the parts tuned so far (by signature:
 // a part two decompositions share is tuned once), the device, the fused graph's inputs and reference.
 struct UnfusedRun {
-  UnfusedRun(const Graph& g, const UnfusedOptions& o) : graph(g), options(o), po(part_options(o.tune)) {}
+  UnfusedRun(const Graph& g, const UnfusedOptions& o) : graph(g), options(o), po(part_options(o.tune)) {
+    for (const Node& n : g.nodes) heavy.push_back(n.op != OpKind::kPointwise && n.op != OpKind::kReduction);
+  }
   const Graph& graph;
   const UnfusedOptions& options;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
@@ -64,7 +66,8 @@ struct UnfusedRun {
   std::shared_ptr<const GraphEvaluation> eval;
   UniqueStream stream;
   UniqueCudnnHandle handle;
-  bool stop = false;  // the budget is spent or the tune interrupted: no further decomposition
+  bool stop = false;        // the budget is spent or the tune interrupted: no further decomposition
+  std::vector<bool> heavy;  // by node: a GEMM, conv or attention, whose own work bounds a part (chain_lower_bound_ms)
 
   double left_s() const {
     return options.tune.time_budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -219,13 +222,9 @@ Status run_decomposition(UnfusedRun* run, const std::vector<int>& groups, const 
   std::sort(numbers.begin(), numbers.end());
   numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
   std::vector<const UnfusedPartResult*> results;
-  std::vector<bool> heavy(groups.size(), false);
-  for (size_t n = 0; n < groups.size(); ++n) {
-    const OpKind op = run->graph.nodes[n].op;
-    heavy[n] = op != OpKind::kPointwise && op != OpKind::kReduction;
-  }
+
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (may_skip && skip_past(run, chain_lower_bound_ms(groups, node_ms, heavy, part_ms), d)) return Status::ok();
+    if (may_skip && skip_past(run, chain_lower_bound_ms(groups, node_ms, run->heavy, part_ms), d)) return Status::ok();
     std::string why;
     KILN_ASSIGN_OR_RETURN(const UnfusedPartResult* pr, tune_part(run, parts[i], &why));
     UnfusedPartResult shown;
@@ -246,7 +245,7 @@ Status run_decomposition(UnfusedRun* run, const std::vector<int>& groups, const 
       return Status::ok();
     }
   }
-  if (may_skip && skip_past(run, chain_lower_bound_ms(groups, node_ms, heavy, part_ms), d)) return Status::ok();
+  if (may_skip && skip_past(run, chain_lower_bound_ms(groups, node_ms, run->heavy, part_ms), d)) return Status::ok();
   return time_chain(run, std::move(parts), results, d, out);
 }
 
