@@ -20,6 +20,8 @@
 #                                                     helpers (the build helpers' GPU test) buildscale (the probe:
 #                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
 #                                                     gfilter (KILN_GTEST_BIN, KILN_GTEST_FILTER, KILN_GTEST_TIMEOUT)
+#                                                     ncuprof (issue 37: Nsight Compute on a case's Kiln plans and PyTorch peer;
+#                                                     env KILN_NCU_IDS)
 #                                                     coldprof deserprof preloadmany fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
@@ -340,6 +342,55 @@ for r in runs if isinstance(runs, list) else [runs]:
     print(f"{r.get('title','?')[:70]:70s} winner {r.get('winner')} best {s.get('best_ms')} heur {s.get('heuristic_ms')}"
           f" n={sum((s.get('counts') or {}).values())} fusion={fu.get('decision')} unfused={fu.get('unfused_unavailable_reason') or (fu.get('unfused') or {}).get('median_ms')}")
 PY
+  done
+fi
+if want ncuprof; then  # issue 37: Nsight Compute on Kiln's plans and the PyTorch peer's kernels, per suite case
+  # Per case (KILN_NCU_IDS): kiln tune (no unfused side) names the winner and the fastest Kiln kernel (knlN); each is
+  # run once under ncu (`kiln run --pin`, every kernel of the run: the input fills are labelled by name), then the
+  # peer: bench/ncu_torch_case.py's one call in the NVTX range kiln_prof (torch.compile max-autotune, then eager).
+  # ncu flushes the caches before each kernel (--cache-control all) and leaves the clocks alone (METHOD.md).
+  stamp "ncu profiles"
+  ids="${KILN_NCU_IDS:-rms_norm_16384x8192,rms_norm_65536x1024}"
+  dir="$out/ncuprof"; suite_specs "$dir/specs" ${ids//,/ }
+  ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)"
+  sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats
+            --section SchedulerStats --section WarpStateStats
+            --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct)
+  ncu_run() { timeout 240 "$ncu_bin" --clock-control none --cache-control all "${sections[@]}" "$@"; }
+  for spec in "$dir"/specs/*.json; do
+    name="$(basename "$spec" .json)"
+    timeout 120 "$kiln" tune "$spec" --json --no-unfused >"$dir/$name.tune.json" 2>"$dir/$name.tune.err"
+    check $? "kiln tune $name"
+    picks="$(python3 - "$dir/$name.tune.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+g = d[0] if isinstance(d, list) else d
+ok = [c for c in g["candidates"] if c.get("disposition") == "Passed" and c.get("median_ms")]
+knl = sorted((c for c in ok if c["identity"].startswith("knl")), key=lambda c: c["median_ms"])
+other = sorted((c for c in ok if not c["identity"].startswith("knl")), key=lambda c: c["median_ms"])
+seen = set()
+for tag, c in (("winner", next((c for c in ok if c["identity"] == g["winner"]), None)),
+               ("best_knl", knl[0] if knl else None), ("best_other", other[0] if other else None)):
+    if c and c["identity"] not in seen:
+        seen.add(c["identity"])
+        print(tag, c["identity"], "%.4f" % c["median_ms"])
+PY
+)"
+    echo "$picks" | tee "$dir/$name.picks.txt"
+    echo "$picks" | while read -r tag ident ms; do
+      [ -n "$ident" ] || continue
+      ncu_run "$kiln" run "$spec" --pin "$ident" >"$dir/$name-kiln-$tag.ncu.txt" 2>&1
+      check $? "ncu kiln run $name $ident"
+    done
+    for mode in compile eager; do
+      ncu_run --nvtx --nvtx-include "kiln_prof/" python3 bench/ncu_torch_case.py "$name" --mode "$mode" \
+        >"$dir/$name-torch-$mode.ncu.txt" 2>&1
+      check $? "ncu torch $name $mode"
+    done
+    for f in "$dir/$name"-*.ncu.txt; do
+      echo "== $(basename "$f")"
+      grep -E "^  [A-Za-z_].*\(|Duration|DRAM Throughput|Memory Throughput|dram__bytes|Achieved Occupancy|Registers Per|Block Size|Grid Size|Theoretical Occupancy|lts__t_sector_hit|Waves Per SM" "$f" | head -60
+    done
   done
 fi
 if want normprior; then  # issue 37: the candidate budget's priors, on norms with dynamic tokens (one structure)

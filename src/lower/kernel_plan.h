@@ -68,9 +68,10 @@ std::optional<NormProblem> match_norm(const Graph& graph, std::string* why_not);
 struct NormLaunch {
   int threads = 256, group = 256, per_thread = 1;
   bool vectorized = true;
-  // true (knl2's persist=1): only the CTAs the device holds at once, each stepping over the rows and loading its
-  // next while it reduces and writes the current; false: a CTA for each `threads / group` rows.
-  bool persist = false;
+  // knl2's persist knob. 0: a CTA for each `threads / group` rows. 1 and 2: only the CTAs the device holds at once,
+  // each stepping over the rows; 1 loads its next rows while it reduces and writes the current ones, 2 holds its
+  // chunks of scale in registers for every row (read once a CTA instead of once a row).
+  int persist = 0;
 };
 // Elements of `x_dtype` in one 16-byte chunk.
 inline int64_t norm_chunk_elements(DataType x_dtype) { return 16 / static_cast<int64_t>(dtype_size(x_dtype)); }

@@ -156,30 +156,30 @@ TEST(KilnKernelMatch, OtherNormsSayWhy) {
 }
 
 TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
-  // 1024 bf16 = 128 chunks: groups of 32 (4 a thread), 64 (2) and 128 (1), in CTAs of 128-512, each with and without
-  // persistent CTAs.
+  // 1024 bf16 = 128 chunks: groups of 32 (4 a thread), 64 (2) and 128 (1), in CTAs of 128-512, each as a plain grid
+  // and as persistent CTAs holding scale and bias (persist=2).
   auto small = match_norm(norm_graph("rms_norm", 65536, 1024), nullptr);
   ASSERT_TRUE(small);
   EXPECT_EQ(identities(KernelPlan::candidates(*small)),
-            (std::vector<std::string>{"knl2_group=32_persist=0_threads=128", "knl2_group=32_persist=1_threads=128",
-                                      "knl2_group=32_persist=0_threads=256", "knl2_group=32_persist=1_threads=256",
-                                      "knl2_group=32_persist=0_threads=512", "knl2_group=32_persist=1_threads=512",
-                                      "knl2_group=64_persist=0_threads=128", "knl2_group=64_persist=1_threads=128",
-                                      "knl2_group=64_persist=0_threads=256", "knl2_group=64_persist=1_threads=256",
-                                      "knl2_group=64_persist=0_threads=512", "knl2_group=64_persist=1_threads=512",
-                                      "knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=1_threads=128",
-                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=1_threads=256",
-                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=1_threads=512"}));
+            (std::vector<std::string>{"knl2_group=32_persist=0_threads=128", "knl2_group=32_persist=2_threads=128",
+                                      "knl2_group=32_persist=0_threads=256", "knl2_group=32_persist=2_threads=256",
+                                      "knl2_group=32_persist=0_threads=512", "knl2_group=32_persist=2_threads=512",
+                                      "knl2_group=64_persist=0_threads=128", "knl2_group=64_persist=2_threads=128",
+                                      "knl2_group=64_persist=0_threads=256", "knl2_group=64_persist=2_threads=256",
+                                      "knl2_group=64_persist=0_threads=512", "knl2_group=64_persist=2_threads=512",
+                                      "knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=2_threads=128",
+                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=2_threads=256",
+                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=2_threads=512"}));
   // 8192 bf16 = 1024 chunks: groups of 128 (8 a thread), 256 (4) and 512 (2).
   auto wide = match_norm(norm_graph("layer_norm", 16384, 8192), nullptr);
   ASSERT_TRUE(wide);
   EXPECT_EQ(identities(KernelPlan::candidates(*wide)),
-            (std::vector<std::string>{"knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=1_threads=128",
-                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=1_threads=256",
-                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=1_threads=512",
-                                      "knl2_group=256_persist=0_threads=256", "knl2_group=256_persist=1_threads=256",
-                                      "knl2_group=256_persist=0_threads=512", "knl2_group=256_persist=1_threads=512",
-                                      "knl2_group=512_persist=0_threads=512", "knl2_group=512_persist=1_threads=512"}));
+            (std::vector<std::string>{"knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=2_threads=128",
+                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=2_threads=256",
+                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=2_threads=512",
+                                      "knl2_group=256_persist=0_threads=256", "knl2_group=256_persist=2_threads=256",
+                                      "knl2_group=256_persist=0_threads=512", "knl2_group=256_persist=2_threads=512",
+                                      "knl2_group=512_persist=0_threads=512", "knl2_group=512_persist=2_threads=512"}));
   // No whole number of chunks: the plain loop's one form.
   auto odd = match_norm(norm_graph("rms_norm", 3, 1001), nullptr);
   ASSERT_TRUE(odd);
@@ -191,10 +191,12 @@ TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
             std::vector<std::string>{"knl2_group=256_persist=0_threads=256"});
   EXPECT_TRUE(KernelPlan::build(*huge, *EngineConfig::parse("knl2_group=256_persist=0_threads=256")).is_ok());
   // Built without a device; refused where the knobs or the kernel do not fit.
+  EXPECT_TRUE(KernelPlan::build(*wide, *EngineConfig::parse("knl2_group=256_persist=2_threads=512")).is_ok());
+  // persist=1 (prefetching) is no longer offered but still builds: a stored plan of it loads.
   EXPECT_TRUE(KernelPlan::build(*wide, *EngineConfig::parse("knl2_group=256_persist=1_threads=512")).is_ok());
   for (const char* bad : {"knl2_group=32_persist=0_threads=128", "knl2_group=48_persist=0_threads=128",
                           "knl2_group=16_persist=0_threads=128", "knl2_group=256_persist=0_threads=1024",
-                          "knl2_group=512_persist=0_threads=256", "knl2_group=256_persist=2_threads=256",
+                          "knl2_group=512_persist=0_threads=256", "knl2_group=256_persist=3_threads=256",
                           "knl2_group=256_threads=256", "knl1_blocks=2_threads=256"}) {
     auto built = KernelPlan::build(*wide, *EngineConfig::parse(bad));
     ASSERT_FALSE(built.is_ok()) << bad;
@@ -202,11 +204,11 @@ TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
     EXPECT_NE(built.status().message().find(bad), std::string::npos) << built.status().message();
   }
   // Bytes name the configuration and load back for the same problem.
-  auto plan = KernelPlan::build(*small, *EngineConfig::parse("knl2_group=64_persist=1_threads=256"));
+  auto plan = KernelPlan::build(*small, *EngineConfig::parse("knl2_group=64_persist=2_threads=256"));
   ASSERT_TRUE(plan.is_ok());
   auto back = KernelPlan::deserialize(*small, plan->serialize());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  EXPECT_EQ(back->config().identity(), "knl2_group=64_persist=1_threads=256");
+  EXPECT_EQ(back->config().identity(), "knl2_group=64_persist=2_threads=256");
 }
 
 // y = act(a b + bias) with a [1, m, k], b [1, k, n], bias [1, 1, n] ("" act: none; no_bias: none).
