@@ -289,22 +289,19 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
     for (int64_t tile : {64, 128})
       for (int64_t split : {1, 2, 4, 8})
         for (int64_t stages : {4, 8}) offer(split, stages, tile, 128);
-    for (int64_t split : {1, 2, 4, 8}) {
-      offer(split, 4, 512, 128);  // row-major b: rows read 1 KiB at a time
-      offer(split, 4, 64, 512);   // column-major b: rows of b^T read 512 bytes at a time
-    }
+    // Column-major b: rows of b^T read 512 bytes at a time. (A row-major form reading 1 KiB of each row of b, tile
+    // 512, was slower than tile 128 at every split on an H100 and was removed: bench/results/h100/kernels-c3.)
+    for (int64_t split : {1, 2, 4, 8}) offer(split, 4, 64, 512);
     return out;
   }
   const NormProblem& p = std::get<NormProblem>(problem);
   const auto norm = [](int64_t group, int64_t threads, int64_t persist) {
     return EngineConfig{kKilnKernelEngineBase + kNorm, {{"group", group}, {"persist", persist}, {"threads", threads}}};
   };
-  // persist=1 (prefetching the next rows) is left out of the candidates: on an H100 it was 2-4% slower than the plain
-  // grid at every suite shape (bench/results/h100/kernels-c2); it still builds, for stored plans and --pin.
   if (norm_vectorized(p))
     for (int64_t group = 32; group <= 512; group *= 2)
       for (int64_t threads : {128, 256, 512})
-        for (int64_t persist : {0, 2})
+        for (int64_t persist : {0, 1})
           if (group <= threads && norm_per_thread(p, group) > 0) out.push_back(norm(group, threads, persist));
   // A hidden size that is no whole number of chunks, or rows past 512 threads of 8 chunks, run the plain loop, whose
   // one form is a CTA a row.
@@ -348,13 +345,13 @@ Status KernelPlan::build_norm(const NormProblem& p) {
   const int64_t persist = knob_of(config_, "persist");
   const bool pow2 = group >= 32 && (group & (group - 1)) == 0;
   if (config_.engine_id != kKilnKernelEngineBase + kNorm || config_.knobs.size() != 3 || !pow2 ||
-      (threads != 128 && threads != 256 && threads != 512) || group > threads || persist < 0 || persist > 2)
+      (threads != 128 && threads != 256 && threads != 512) || group > threads || (persist != 0 && persist != 1))
     return not_supported(config_.identity() + " is not a kernel Kiln has for a norm (knl2_group=G_persist=P_threads=T"
-                                              ": T 128, 256 or 512, G a power of two from 32 to T, P 0, 1 or 2)");
+                                              ": T 128, 256 or 512, G a power of two from 32 to T, P 0 or 1)");
   norm_.threads = static_cast<int>(threads);
   norm_.group = static_cast<int>(group);
   norm_.vectorized = norm_vectorized(p);
-  norm_.persist = static_cast<int>(persist);
+  norm_.persist = persist == 1;
   norm_.per_thread = norm_.vectorized ? norm_per_thread(p, group) : 1;
   if (norm_.per_thread == 0 && group == threads && persist == 0) {  // the plain loop's form: rows too wide to hold
     norm_.vectorized = false;
@@ -374,12 +371,11 @@ Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
   const int64_t stages = knob_of(config_, "stages"), kbytes = has_kbytes ? knob_of(config_, "kbytes") : 128;
   const size_t knobs = has_kbytes ? 4u : 3u;
   if (config_.engine_id != kKilnKernelEngineBase + kSkinnyGemm || config_.knobs.size() != knobs ||
-      (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128 && tile != 512) ||
+      (split != 1 && split != 2 && split != 4 && split != 8) || (tile != 64 && tile != 128) ||
       (stages != 4 && stages != 8) || (knobs == 4 && kbytes != 512))
-    return not_supported(
-        config_.identity() +
-        " is not a kernel Kiln has for a skinny GEMM (knl3[_kbytes=512]_split=S_stages=P_tile=T"
-        ": S 1, 2, 4 or 8, P 4 or 8, T 64, 128 or 512; 128 bytes of K a stage without the kbytes knob)");
+    return not_supported(config_.identity() +
+                         " is not a kernel Kiln has for a skinny GEMM (knl3[_kbytes=512]_split=S_stages=P_tile=T"
+                         ": S 1, 2, 4 or 8, P 4 or 8, T 64 or 128; 128 bytes of K a stage without the kbytes knob)");
   SkinnyForm f;
   f.split = static_cast<int>(split);
   f.tile = static_cast<int>(tile);
@@ -388,7 +384,7 @@ Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
   const int64_t step = skinny_stage_k(p, f);
   if (step == 0)
     return not_supported(config_.identity() + " is no form of the skinny GEMM for a " + (p.b_cols ? "column" : "row") +
-                         "-major b (tile 512: row-major b, 4 stages; kbytes 512: column-major b, tile 64, 4 stages)");
+                         "-major b (kbytes 512: column-major b, tile 64, 4 stages)");
   if (!skinny_form_fits(p, f))
     return not_supported(config_.identity() + ": n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                          " do not divide into its tiles (n a multiple of the tile, k of " + std::to_string(step) +

@@ -68,10 +68,9 @@ std::optional<NormProblem> match_norm(const Graph& graph, std::string* why_not);
 struct NormLaunch {
   int threads = 256, group = 256, per_thread = 1;
   bool vectorized = true;
-  // knl2's persist knob. 0: a CTA for each `threads / group` rows. 1 and 2: only the CTAs the device holds at once,
-  // each stepping over the rows; 1 loads its next rows while it reduces and writes the current ones, 2 holds its
-  // chunks of scale in registers for every row (read once a CTA instead of once a row).
-  int persist = 0;
+  // true (knl2's persist=1): only the CTAs the device holds at once, each stepping over the rows and loading its
+  // next while it reduces and writes the current; false: a CTA for each `threads / group` rows.
+  bool persist = false;
 };
 // Elements of `x_dtype` in one 16-byte chunk.
 inline int64_t norm_chunk_elements(DataType x_dtype) { return 16 / static_cast<int64_t>(dtype_size(x_dtype)); }
@@ -96,8 +95,7 @@ inline int64_t skinny_k_step(const SkinnyGemmProblem& p) { return 128 / static_c
 
 // A launch form of the skinny GEMM (knl3[_kbytes=512]_split=S_stages=P_tile=T): K split over `split` CTAs of a cluster
 // (1, 2, 4 or 8); CTAs of `tile` columns; `stages` stages in flight, each holding `kbytes` bytes of K per row. The
-// forms: tile 64 or 128 with 4 or 8 stages of 128 bytes (warps of 16 columns); for a row-major b, tile 512 with 4
-// stages of 32 rows of K (warps of 64 columns: each row of b read 1 KiB at a time); for a column-major b, tile 64
+// forms: tile 64 or 128 with 4 or 8 stages of 128 bytes (warps of 16 columns); for a column-major b, also tile 64
 // with 4 stages of 512 bytes (each row of b^T read 512 bytes at a time).
 struct SkinnyForm {
   int split = 1, tile = 128, stages = 4, kbytes = 128;
@@ -105,7 +103,6 @@ struct SkinnyForm {
 // Elements of K a stage of form `f` holds for `p`; 0 where `f` is no form of the kernel for p's layout.
 inline int64_t skinny_stage_k(const SkinnyGemmProblem& p, const SkinnyForm& f) {
   const int64_t e = static_cast<int64_t>(dtype_size(p.dtype));
-  if (f.tile == 512) return !p.b_cols && f.stages == 4 && f.kbytes == 128 ? 32 : 0;
   if (f.kbytes == 512) return p.b_cols && f.tile == 64 && f.stages == 4 ? 512 / e : 0;
   const bool standard = (f.tile == 64 || f.tile == 128) && (f.stages == 4 || f.stages == 8) && f.kbytes == 128;
   return standard ? 128 / e : 0;

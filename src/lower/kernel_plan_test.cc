@@ -156,30 +156,30 @@ TEST(KilnKernelMatch, OtherNormsSayWhy) {
 }
 
 TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
-  // 1024 bf16 = 128 chunks: groups of 32 (4 a thread), 64 (2) and 128 (1), in CTAs of 128-512, each as a plain grid
-  // and as persistent CTAs holding scale and bias (persist=2).
+  // 1024 bf16 = 128 chunks: groups of 32 (4 a thread), 64 (2) and 128 (1), in CTAs of 128-512, each with and without
+  // persistent CTAs.
   auto small = match_norm(norm_graph("rms_norm", 65536, 1024), nullptr);
   ASSERT_TRUE(small);
   EXPECT_EQ(identities(KernelPlan::candidates(*small)),
-            (std::vector<std::string>{"knl2_group=32_persist=0_threads=128", "knl2_group=32_persist=2_threads=128",
-                                      "knl2_group=32_persist=0_threads=256", "knl2_group=32_persist=2_threads=256",
-                                      "knl2_group=32_persist=0_threads=512", "knl2_group=32_persist=2_threads=512",
-                                      "knl2_group=64_persist=0_threads=128", "knl2_group=64_persist=2_threads=128",
-                                      "knl2_group=64_persist=0_threads=256", "knl2_group=64_persist=2_threads=256",
-                                      "knl2_group=64_persist=0_threads=512", "knl2_group=64_persist=2_threads=512",
-                                      "knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=2_threads=128",
-                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=2_threads=256",
-                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=2_threads=512"}));
+            (std::vector<std::string>{"knl2_group=32_persist=0_threads=128", "knl2_group=32_persist=1_threads=128",
+                                      "knl2_group=32_persist=0_threads=256", "knl2_group=32_persist=1_threads=256",
+                                      "knl2_group=32_persist=0_threads=512", "knl2_group=32_persist=1_threads=512",
+                                      "knl2_group=64_persist=0_threads=128", "knl2_group=64_persist=1_threads=128",
+                                      "knl2_group=64_persist=0_threads=256", "knl2_group=64_persist=1_threads=256",
+                                      "knl2_group=64_persist=0_threads=512", "knl2_group=64_persist=1_threads=512",
+                                      "knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=1_threads=128",
+                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=1_threads=256",
+                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=1_threads=512"}));
   // 8192 bf16 = 1024 chunks: groups of 128 (8 a thread), 256 (4) and 512 (2).
   auto wide = match_norm(norm_graph("layer_norm", 16384, 8192), nullptr);
   ASSERT_TRUE(wide);
   EXPECT_EQ(identities(KernelPlan::candidates(*wide)),
-            (std::vector<std::string>{"knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=2_threads=128",
-                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=2_threads=256",
-                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=2_threads=512",
-                                      "knl2_group=256_persist=0_threads=256", "knl2_group=256_persist=2_threads=256",
-                                      "knl2_group=256_persist=0_threads=512", "knl2_group=256_persist=2_threads=512",
-                                      "knl2_group=512_persist=0_threads=512", "knl2_group=512_persist=2_threads=512"}));
+            (std::vector<std::string>{"knl2_group=128_persist=0_threads=128", "knl2_group=128_persist=1_threads=128",
+                                      "knl2_group=128_persist=0_threads=256", "knl2_group=128_persist=1_threads=256",
+                                      "knl2_group=128_persist=0_threads=512", "knl2_group=128_persist=1_threads=512",
+                                      "knl2_group=256_persist=0_threads=256", "knl2_group=256_persist=1_threads=256",
+                                      "knl2_group=256_persist=0_threads=512", "knl2_group=256_persist=1_threads=512",
+                                      "knl2_group=512_persist=0_threads=512", "knl2_group=512_persist=1_threads=512"}));
   // No whole number of chunks: the plain loop's one form.
   auto odd = match_norm(norm_graph("rms_norm", 3, 1001), nullptr);
   ASSERT_TRUE(odd);
@@ -191,12 +191,10 @@ TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
             std::vector<std::string>{"knl2_group=256_persist=0_threads=256"});
   EXPECT_TRUE(KernelPlan::build(*huge, *EngineConfig::parse("knl2_group=256_persist=0_threads=256")).is_ok());
   // Built without a device; refused where the knobs or the kernel do not fit.
-  EXPECT_TRUE(KernelPlan::build(*wide, *EngineConfig::parse("knl2_group=256_persist=2_threads=512")).is_ok());
-  // persist=1 (prefetching) is no longer offered but still builds: a stored plan of it loads.
   EXPECT_TRUE(KernelPlan::build(*wide, *EngineConfig::parse("knl2_group=256_persist=1_threads=512")).is_ok());
   for (const char* bad : {"knl2_group=32_persist=0_threads=128", "knl2_group=48_persist=0_threads=128",
                           "knl2_group=16_persist=0_threads=128", "knl2_group=256_persist=0_threads=1024",
-                          "knl2_group=512_persist=0_threads=256", "knl2_group=256_persist=3_threads=256",
+                          "knl2_group=512_persist=0_threads=256", "knl2_group=256_persist=2_threads=256",
                           "knl2_group=256_threads=256", "knl1_blocks=2_threads=256"}) {
     auto built = KernelPlan::build(*wide, *EngineConfig::parse(bad));
     ASSERT_FALSE(built.is_ok()) << bad;
@@ -204,11 +202,11 @@ TEST(KilnKernelPlan, NormConfigurationsFollowTheRow) {
     EXPECT_NE(built.status().message().find(bad), std::string::npos) << built.status().message();
   }
   // Bytes name the configuration and load back for the same problem.
-  auto plan = KernelPlan::build(*small, *EngineConfig::parse("knl2_group=64_persist=2_threads=256"));
+  auto plan = KernelPlan::build(*small, *EngineConfig::parse("knl2_group=64_persist=1_threads=256"));
   ASSERT_TRUE(plan.is_ok());
   auto back = KernelPlan::deserialize(*small, plan->serialize());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  EXPECT_EQ(back->config().identity(), "knl2_group=64_persist=2_threads=256");
+  EXPECT_EQ(back->config().identity(), "knl2_group=64_persist=1_threads=256");
 }
 
 // y = act(a b + bias) with a [1, m, k], b [1, k, n], bias [1, 1, n] ("" act: none; no_bias: none).
@@ -254,13 +252,13 @@ TEST(KilnKernelMatch, ASkinnyGemmWithItsEpilogue) {
   EXPECT_EQ(plain->act, SkinnyGemmProblem::Act::kNone);
   EXPECT_EQ(match_skinny_gemm(skinny_graph(4, 64, 64, "gelu_tanh"), &why)->act, SkinnyGemmProblem::Act::kGeluTanh);
   EXPECT_EQ(match_skinny_gemm(skinny_graph(4, 64, 64, "relu"), &why)->act, SkinnyGemmProblem::Act::kRelu);
-  // Candidates: tiles 64 and 128 with 4 or 8 stages, and the wide tile of 512 with 4, K split 1-8 where the shape
-  // divides (k 128: split 1 and 2 only).
+  // Candidates: tiles 64 and 128 with 4 or 8 stages, K split 1-8 where the shape divides (k 128: split 1 and 2 only);
+  // the 512-byte stage is a column-major b's form only, and the wide tile of 512 (removed) is no form at all.
   const std::vector<std::string> all = identities(KernelPlan::candidates(*p));
-  EXPECT_EQ(all.size(), 20u);
-  EXPECT_NE(std::find(all.begin(), all.end(), "knl3_split=8_stages=4_tile=512"), all.end());
-  EXPECT_TRUE(KernelPlan::build(*p, *EngineConfig::parse("knl3_split=8_stages=4_tile=512")).is_ok());
-  for (const char* not_row_major : {"knl3_kbytes=512_split=2_stages=4_tile=64", "knl3_split=2_stages=8_tile=512"}) {
+  EXPECT_EQ(all.size(), 16u);
+  EXPECT_EQ(std::find(all.begin(), all.end(), "knl3_kbytes=512_split=8_stages=4_tile=64"), all.end());
+  EXPECT_FALSE(KernelPlan::build(*p, *EngineConfig::parse("knl3_split=8_stages=4_tile=512")).is_ok());
+  for (const char* not_row_major : {"knl3_kbytes=512_split=2_stages=4_tile=64"}) {
     auto built = KernelPlan::build(*p, *EngineConfig::parse(not_row_major));
     ASSERT_FALSE(built.is_ok()) << not_row_major;
     EXPECT_NE(built.status().message().find("is no form of the skinny GEMM for a row-major b"), std::string::npos)
@@ -355,10 +353,10 @@ TEST(KilnKernelMatch, ASkinnyGemmReadsBColumnMajorAndFp8) {
   EXPECT_NE(std::find(fp8_all.begin(), fp8_all.end(), "knl3_kbytes=512_split=8_stages=4_tile=64"), fp8_all.end());
   EXPECT_EQ(skinny_stage_k(*fp8, SkinnyForm{2, 64, 4, 512}), 512);
   EXPECT_EQ(skinny_stage_k(*bf16, SkinnyForm{2, 64, 4, 512}), 256);
-  EXPECT_EQ(skinny_stage_k(*bf16, SkinnyForm{2, 512, 4, 128}), 0) << "the wide tile is for a row-major b";
+  EXPECT_EQ(skinny_stage_k(*bf16, SkinnyForm{2, 512, 4, 128}), 0) << "no tile of 512";
   auto wide = KernelPlan::build(*fp8, *EngineConfig::parse("knl3_split=2_stages=4_tile=512"));
   ASSERT_FALSE(wide.is_ok());
-  EXPECT_NE(wide.status().message().find("for a column-major b"), std::string::npos) << wide.status().message();
+  EXPECT_NE(wide.status().message().find("T 64 or 128"), std::string::npos) << wide.status().message();
   // k 256 of fp8 is two stages: split 1 and 2 only.
   auto short_k = match_skinny_gemm(cols_graph(4, 256, 128, "fp8_e4m3", false), &why);
   ASSERT_TRUE(short_k) << why;

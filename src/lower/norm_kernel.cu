@@ -59,39 +59,23 @@ __device__ __forceinline__ void store_chunk(T* __restrict__ p, const float (&f)[
 }
 
 // One row a group: chunk c of a row is read by thread c % group, as its (c / group)th of PER chunks. The CTAs step
-// over the row groups (a grid-stride loop). With a grid smaller than the rows, as `persist` launches it, each CTA
-// keeps its place on the SM and either loads its next rows while it reduces and writes the current ones (kPrefetch,
-// persist=1) or holds its chunks of scale in registers for every row it steps over (kHold, persist=2: a thread's
-// chunks are the same columns in every row, so scale is read once a CTA, not once a row).
+// over the row groups (a grid-stride loop: with a grid smaller than the rows, as `persist` launches it, each CTA
+// keeps its place on the SM and loads its next rows while it reduces and writes the current ones).
 template <typename Tx>
 __device__ __forceinline__ const uint4* row_chunks(const Tx* x, int64_t row, int chunks) {
   return reinterpret_cast<const uint4*>(x) + row * chunks;
 }
 
-template <typename Tx, typename Ty, typename Ts, int PER, bool kPrefetch, bool kHold>
+template <typename Tx, typename Ty, typename Ts, int PER, bool kPrefetch>
 __global__ void __launch_bounds__(512)
     norm_rows_kernel(const Tx* __restrict__ x, const Ts* __restrict__ scale, const Ts* __restrict__ bias,
                      Ty* __restrict__ y, int64_t rows, int chunks, int group, float inv_hidden, float epsilon) {
-  static_assert(!(kPrefetch && kHold), "one persistent form at a time");
   constexpr int E = 16 / sizeof(Tx);
   __shared__ float partial[2][2][16];  // [iteration parity][mean, variance][warp]
   const int t = static_cast<int>(threadIdx.x) % group;
   const int64_t per_cta = blockDim.x / group, first = threadIdx.x / group;
   const int64_t steps = (rows + per_cta - 1) / per_cta;  // row groups of the whole grid
   uint4 raw[PER], next[kPrefetch ? PER : 1];
-  // kHold: this thread's chunks of scale as stored (kW 16-byte words of Ts a chunk of x), for every row (a layer
-  // norm's bias is still read a row at a time: holding both costs the registers of a CTA an SM).
-  constexpr int kW = E * static_cast<int>(sizeof(Ts)) / 16, kHeld = kHold ? PER : 1;
-  uint4 held_scale[kHeld][kW];
-  if constexpr (kHold) {
-#pragma unroll
-    for (int v = 0; v < PER; ++v) {
-      const int c = t + v * group;
-#pragma unroll
-      for (int w = 0; w < kW; ++w)
-        held_scale[v][w] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(scale + c * E) + w) : uint4{};
-    }
-  }
   auto load = [&](uint4* into, int64_t step) {
     const int64_t row = step * per_cta + first;
     const uint4* xr = row_chunks(x, row, chunks);
@@ -137,13 +121,7 @@ __global__ void __launch_bounds__(512)
         const int c = t + v * group;
         if (c >= chunks) continue;
         float g[E], b[E], out[E];
-        if constexpr (kHold) {
-          const Ts* gs = reinterpret_cast<const Ts*>(held_scale[v]);
-#pragma unroll
-          for (int j = 0; j < E; ++j) g[j] = to_float(gs[j]);
-        } else {
-          load_chunk<Ts, E>(scale + c * E, g);
-        }
+        load_chunk<Ts, E>(scale + c * E, g);
         if (bias) load_chunk<Ts, E>(bias + c * E, b);
         const Tx* e = reinterpret_cast<const Tx*>(&raw[v]);
 #pragma unroll
@@ -186,10 +164,9 @@ __global__ void __launch_bounds__(512)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// The CTAs of `threads` threads of a persistent kernel (kHold: the one holding scale; else the prefetching one)
-// the current device holds at once (its SMs times the CTAs an SM holds), worked out once a device, kernel and CTA
-// size.
-template <typename Tx, typename Ty, typename Ts, int PER, bool kHold>
+// The CTAs of `threads` threads of the prefetching kernel the current device holds at once (its SMs times the CTAs
+// an SM holds), worked out once a device, kernel and CTA size.
+template <typename Tx, typename Ty, typename Ts, int PER>
 int64_t resident(int threads) {
   static std::atomic<int64_t> cached[64][3] = {};  // [device][threads 128, 256, 512]
   int device = 0;
@@ -202,8 +179,8 @@ int64_t resident(int threads) {
   if (n > 0) return n;
   int sms = 0, per_sm = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_rows_kernel<Tx, Ty, Ts, PER, !kHold, kHold>,
-                                                    threads, 0) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_rows_kernel<Tx, Ty, Ts, PER, true>, threads, 0) !=
+          cudaSuccess ||
       sms <= 0 || per_sm <= 0) {
     cudaGetLastError();
     return int64_t{1} << 30;
@@ -231,18 +208,12 @@ Status launch_typed(const NormProblem& p, const NormLaunch& l, const void* x, co
     const int64_t steps = (p.rows + rows_per_cta - 1) / rows_per_cta;
     const auto run = [&](auto per) {
       constexpr int kPer = decltype(per)::value;
-      if (l.persist == 1) {
-        const auto blocks =
-            static_cast<unsigned>(std::min<int64_t>(steps, resident<Tx, Ty, Ts, kPer, false>(l.threads)));
-        norm_rows_kernel<Tx, Ty, Ts, kPer, true, false>
-            <<<blocks, l.threads, 0, stream>>>(xs, ss, bs, ys, p.rows, chunks, l.group, inv_hidden, p.epsilon);
-      } else if (l.persist == 2) {
-        const auto blocks =
-            static_cast<unsigned>(std::min<int64_t>(steps, resident<Tx, Ty, Ts, kPer, true>(l.threads)));
-        norm_rows_kernel<Tx, Ty, Ts, kPer, false, true>
+      if (l.persist) {
+        const auto blocks = static_cast<unsigned>(std::min<int64_t>(steps, resident<Tx, Ty, Ts, kPer>(l.threads)));
+        norm_rows_kernel<Tx, Ty, Ts, kPer, true>
             <<<blocks, l.threads, 0, stream>>>(xs, ss, bs, ys, p.rows, chunks, l.group, inv_hidden, p.epsilon);
       } else {
-        norm_rows_kernel<Tx, Ty, Ts, kPer, false, false><<<static_cast<unsigned>(steps), l.threads, 0, stream>>>(
+        norm_rows_kernel<Tx, Ty, Ts, kPer, false><<<static_cast<unsigned>(steps), l.threads, 0, stream>>>(
             xs, ss, bs, ys, p.rows, chunks, l.group, inv_hidden, p.epsilon);
       }
     };

@@ -337,9 +337,6 @@ Status launch_typed(const SkinnyGemmProblem& p, const SkinnyForm& f, const void*
     if (f.kbytes == 512)  // long rows of b^T: 4 warps of 16 columns, 512 bytes of K a stage
       return launch_tiled<T, Cfg<T, 4, 16, 512 / static_cast<int>(sizeof(T)), 4, true>>(p, f.split, at, bt, y, ep,
                                                                                         stream);
-  } else {
-    if (f.tile == 512)  // wide rows of b: 8 warps of 64 columns, 32 rows of K a stage
-      return launch_tiled<T, Cfg<T, 8, 64, 32, 4, false>>(p, f.split, at, bt, y, ep, stream);
   }
   if (f.tile == 64)
     return f.stages == 8 ? launch_tiled<T, Cfg<T, 4, 16, kStd, 8, kBCols>>(p, f.split, at, bt, y, ep, stream)
