@@ -186,10 +186,17 @@ void check_every_candidate(const Graph& g, cudnnHandle_t h, uint64_t seed, const
     return *outs;
   };
   std::vector<HostTensor> last;
-  for (const CandidateInfo& c : *cands) {
-    auto one = LoweredGraph::create(g, target);
-    ASSERT_TRUE(one.is_ok());
-    ASSERT_TRUE(one->build_config(c.config).is_ok()) << c.config.identity();
+  for (size_t i = 0; i < cands->size(); ++i) {
+    const CandidateInfo& c = (*cands)[i];
+    // Both ways a plan of Kiln's kernels is built, in turn: a tune's (create_alt: no cuDNN operation graph) and
+    // create() then build_config() (kiln run --pin, a heuristic build's).
+    StatusOr<LoweredGraph> one = LoweredGraph::create_alt(g, target, c.config);
+    if (i % 2 == 1) {
+      one = LoweredGraph::create(g, target);
+      ASSERT_TRUE(one.is_ok());
+      ASSERT_TRUE(one->build_config(c.config).is_ok()) << c.config.identity();
+    }
+    ASSERT_TRUE(one.is_ok()) << c.config.identity() << ": " << one.status().to_string();
     run(*one, buffers->pointers(), c.config.identity());
     last = passed(c.config.identity());
     if (also) also(last, c.config.identity());

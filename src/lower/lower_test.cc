@@ -151,5 +151,35 @@ INSTANTIATE_TEST_SUITE_P(Examples, DevicelessCompile,
                            return n;
                          });
 
+// A tune's build of a candidate of Kiln's own kernels (or cuBLASLt's) makes no cuDNN operation graph
+// (LoweredGraph::create_alt; its plans are built and run on the GPU in kernel_plan_gpu_test). Here, without a device:
+// a cuDNN engine is refused by name, and so are a target with neither handle nor profile and a deviceless build.
+TEST(CreateAlt, RefusesCudnnEnginesAndDevicelessBuilds) {
+  auto profile = load_device_profile(kRoot + "/profiles/h200.json");
+  ASSERT_TRUE(profile.is_ok());
+  auto g = parse_spec_string(R"({"name": "rms", "io_dtype": "bf16", "tensors": {"x": {"dims": [64, 1024, 1, 1]},
+      "gamma": {"dims": [1, 1024, 1, 1]}}, "nodes": [{"name": "n", "op": "rms_norm", "inputs": ["x", "gamma"],
+      "outputs": ["y"], "epsilon": 1e-5}], "outputs": ["y"]})",
+                             "create_alt");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  LowerTarget target;
+  target.profile = &*profile;
+  auto cudnn = LoweredGraph::create_alt(*g, target, *EngineConfig::parse("eng4_k24=2"));
+  ASSERT_FALSE(cudnn.is_ok());
+  EXPECT_EQ(cudnn.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(cudnn.status().message().find("eng4_k24=2 is cuDNN's engine"), std::string::npos)
+      << cudnn.status().message();
+  const auto knl = EngineConfig::parse("knl2_group=32_persist=0_threads=128");
+  ASSERT_TRUE(knl.is_ok());
+  auto none = LoweredGraph::create_alt(*g, LowerTarget{}, *knl);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  auto deviceless = LoweredGraph::create_alt(*g, target, *knl);
+  ASSERT_FALSE(deviceless.is_ok());
+  EXPECT_EQ(deviceless.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(deviceless.status().message().find("on the live device only"), std::string::npos)
+      << deviceless.status().message();
+}
+
 }  // namespace
 }  // namespace kiln

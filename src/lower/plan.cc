@@ -248,6 +248,27 @@ StatusOr<LoweredGraph> LoweredGraph::create(const Graph& graph, const LowerTarge
   return lg;
 }
 
+StatusOr<LoweredGraph> LoweredGraph::create_alt(const Graph& graph, const LowerTarget& target,
+                                                const EngineConfig& config) {
+  if (config.engine_id < kCublasLtEngineBase)
+    return invalid_argument(config.identity() + " is cuDNN's engine: build it with create() and build_config()");
+  if (!target.profile && !target.handle)
+    return invalid_argument("lowering needs a cuDNN handle (live device) or a device profile (deviceless)");
+  LoweredGraph lg;
+  lg.impl_->graph = graph;
+  // As deserialize_alt: the rewrite is for a later build of cuDNN's own, not this plan's.
+  auto w = lower_detail::rewrite_for_cudnn(graph);
+  lg.impl_->lowered = w.is_ok() ? std::move(w->graph) : graph;
+  lg.impl_->handle = target.handle;
+  KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
+  if (target.profile) {
+    lg.impl_->profile = *target.profile;
+    lg.impl_->has_profile = true;
+  }
+  KILN_RETURN_IF_ERROR(lg.build_alt(config));
+  return lg;
+}
+
 StatusOr<std::vector<CandidateInfo>> LoweredGraph::list_candidates(const std::vector<HeuristicMode>& modes) {
   std::vector<CandidateInfo> out;
   std::map<std::string, size_t> seen;

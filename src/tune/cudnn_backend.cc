@@ -78,8 +78,12 @@ class CudnnTuneBackend : public TuneBackend {
     if (!lg.is_ok() && lg.status().code() == StatusCode::kUnavailable && !bytes) {  // no helper: build here
       LowerTarget target;
       target.handle = h;
-      lg = LoweredGraph::create(graph_, target);
-      if (lg.is_ok()) KILN_RETURN_IF_ERROR(lg->build_config(config));
+      if (config.engine_id >= kCublasLtEngineBase) {  // cuBLASLt's or Kiln's own: no cuDNN operation graph
+        lg = LoweredGraph::create_alt(graph_, target, config);
+      } else {
+        lg = LoweredGraph::create(graph_, target);
+        if (lg.is_ok()) KILN_RETURN_IF_ERROR(lg->build_config(config));
+      }
     }
     KILN_RETURN_IF_ERROR(lg.status());
     const int64_t ws = lg->workspace_size();

@@ -131,6 +131,10 @@ class LoweredGraph {
   // the limit; a graph past the operation limit runs as segments, cudnn_segment_groups), and a graph with a
   // known cuDNN defect is lowered as its equivalent rewrite (or refused, NotSupported, with the reason).
   static StatusOr<LoweredGraph> create(const Graph& graph, const LowerTarget& target);
+  // A plan of cuBLASLt's or one of Kiln's own kernels (`config`'s engine at or past kCublasLtEngineBase) for `graph`,
+  // built without cuDNN's operation graph, which such a plan never uses (create builds one, a cuDNN call of its own
+  // per candidate in a tune). NotSupported where the configuration is none of theirs for this graph.
+  static StatusOr<LoweredGraph> create_alt(const Graph& graph, const LowerTarget& target, const EngineConfig& config);
   // Rebuilds a graph from bytes made by serialize(); needs a live handle. The Kiln graph gives tensor
   // identities (uids are tensor index + 1). The bytes do not name their engine configuration: `known` is what
   // config() says (the caller's record; empty when not given). `frontend_warmup`: the Frontend's warmup, a
