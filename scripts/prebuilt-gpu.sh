@@ -21,7 +21,8 @@
 #                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
 #                                                     gfilter (KILN_GTEST_BIN, KILN_GTEST_FILTER, KILN_GTEST_TIMEOUT)
 #                                                     ncuprof (issue 37: Nsight Compute on a case's Kiln plans and PyTorch peer;
-#                                                     env KILN_NCU_IDS)
+#                                                     env KILN_NCU_IDS) settleab (the timer's settle time, 0 against 100 us,
+#                                                     on pinned plans; env KILN_SETTLE_IDS, KILN_SETTLE_PINS)
 #                                                     coldprof deserprof preloadmany fp8probe (issue 37: a stored plan's start, driver
 #                                                     call by call; the FP8/AMAX graphs against their plain GEMMs)
 #                                                     (default: all but mainjob, gputier, shadow, fleet,
@@ -342,6 +343,22 @@ for r in runs if isinstance(runs, list) else [runs]:
     print(f"{r.get('title','?')[:70]:70s} winner {r.get('winner')} best {s.get('best_ms')} heur {s.get('heuristic_ms')}"
           f" n={sum((s.get('counts') or {}).values())} fusion={fu.get('decision')} unfused={fu.get('unfused_unavailable_reason') or (fu.get('unfused') or {}).get('median_ms')}")
 PY
+  done
+fi
+if want settleab; then  # the timer's settle time after the L2 flush, A/B: the same pinned plan at 0 and 100 us, in turn
+  stamp "settle A/B"
+  dir="$out/settleab"; suite_specs "$dir/specs" ${KILN_SETTLE_IDS:-rms_norm_16384x8192 rms_norm_65536x1024}
+  for spec in "$dir"/specs/*.json; do
+    name="$(basename "$spec" .json)"
+    for pin in ${KILN_SETTLE_PINS:-knl2_group=256_persist=0_threads=256 knl2_group=32_persist=0_threads=128}; do
+      for round in 1 2; do
+        for us in 0 100; do
+          r="$(timeout 60 "$kiln" tune "$spec" --pin "$pin" --no-unfused --settle-us "$us" --json 2>/dev/null |
+               python3 -c 'import json,sys; d=json.load(sys.stdin); g=d[0] if isinstance(d,list) else d; c=g["candidates"][0]; print("%.4f %d" % (c["median_ms"], c["samples"]))' 2>/dev/null)"
+          [ -n "$r" ] && echo "$name $pin round=$round settle_us=$us median_ms,samples=$r" | tee -a "$dir/settleab.txt"
+        done
+      done
+    done
   done
 fi
 if want ncuprof; then  # issue 37: Nsight Compute on Kiln's plans and the PyTorch peer's kernels, per suite case

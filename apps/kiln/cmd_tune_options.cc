@@ -78,6 +78,7 @@ StatusOr<TuneJob> tune_job_from(const TuneCliOptions& o, const std::atomic<bool>
   to.max_workspace_bytes = o.max_workspace;
   to.exclude = o.exclude;
   to.measure.hot_cache = o.hot_cache;
+  to.measure.settle_us = o.settle_us;
   to.graph_replay = o.graph_replay;
   to.measure.stopping.time_budget_ms = o.candidate_budget_ms;
   to.measure.stopping.target_rel_error = o.target_noise;
@@ -147,6 +148,11 @@ void add_tune(CLI::App& app, Runner* run) {
       ->check(number_at_least(0))
       ->capture_default_str();
   sub->add_flag("--hot-cache", o->hot_cache, "Do not flush L2 between samples (graphs that run back-to-back)");
+  sub->add_option("--settle-us", o->settle_us,
+                  "Idle time of the GPU after each L2 flush, before the sample starts (the flush's write-backs drain; "
+                  "docs/measure.md)")
+      ->check(CLI::Range(0.0, 1e5))
+      ->capture_default_str();
   sub->add_flag("--graph-replay", o->graph_replay,
                 "Time candidates replayed from a CUDA graph (default: stream launches); for plans an application "
                 "replays (kiln/capture/capture.h)");

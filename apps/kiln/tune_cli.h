@@ -31,6 +31,7 @@ struct TuneCliOptions {
   int build_helpers = -1;  // --build-helpers: processes for runtime-compiled builds; -1: the machine's default
   int64_t max_workspace = -1;
   double budget_s = 0, candidate_budget_ms = 1000, target_noise = 0.005, workspace_tolerance = 0.05;
+  double settle_us = MeasureOptions{}.settle_us;  // --settle-us: idle after each L2 flush
   uint64_t seed = 1;
 };
 

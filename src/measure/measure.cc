@@ -58,6 +58,10 @@ Status validate_options(const MeasureOptions& o) {
     return invalid_argument("measure options: block_timeout_ms must be > 0 with block_launch");
   if (!(o.clock_drop_fraction >= 0.0 && o.clock_drop_fraction < 1.0))
     return invalid_argument("measure options: clock_drop_fraction must be in [0, 1)");
+  if (!(o.settle_us >= 0.0 && o.settle_us <= 1e6))
+    return invalid_argument("measure options: settle_us must be in [0, 1e6]");
+  if (o.block_launch && o.settle_us * 1e-3 >= o.block_timeout_ms)
+    return invalid_argument("measure options: settle_us must be below block_timeout_ms");
   return Status::ok();
 }
 
@@ -158,6 +162,8 @@ StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOption
   m.device_name = s.info.name;
   m.hot_cache = options.hot_cache;
   m.flush_bytes = options.hot_cache ? 0 : s.flush.size();
+  m.settle_us = options.hot_cache ? 0.0 : options.settle_us;
+  const auto settle_ns = static_cast<uint64_t>(m.settle_us * 1e3);
 
   auto flush_l2 = [&]() -> Status {
     if (options.hot_cache) return Status::ok();
@@ -206,7 +212,7 @@ StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOption
     if (blocking) {
       *host_release = 0;
       *host_timed_out = 0;
-      cudaError_t err = launch_blocking_kernel(stream, s.device_flags, s.device_flags + 1, timeout_ns);
+      cudaError_t err = launch_blocking_kernel(stream, s.device_flags, s.device_flags + 1, timeout_ns, settle_ns);
       if (err != cudaSuccess) {
         KILN_LOG(kWarn,
                  "measure: blocking kernel did not launch (" << cudaGetErrorString(err) << "); timing without it");
@@ -214,6 +220,7 @@ StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOption
         m.block_launch_fell_back = true;
       }
     }
+    if (!blocking && settle_ns > 0) KILN_CUDA_RETURN_IF_ERROR(launch_spin_kernel(stream, settle_ns));
     cudaError_t rec = cudaEventRecord(s.start.get(), stream);
     Status st = rec == cudaSuccess ? launch(stream) : cuda_status(rec, "cudaEventRecord(start)");
     if (st.is_ok()) st = cuda_status(cudaEventRecord(s.stop.get(), stream), "cudaEventRecord(stop)");
@@ -299,6 +306,7 @@ nlohmann::json Measurement::to_json() const {
       {"elapsed_ms", elapsed_ms},
       {"hot_cache", hot_cache},
       {"flush_bytes", flush_bytes},
+      {"settle_us", settle_us},
       {"block_launch", block_launch},
       {"block_launch_fell_back", block_launch_fell_back},
       {"meta", meta()},

@@ -26,6 +26,41 @@ MeasureOptions quick_options() {
   return o;
 }
 
+// The settle time after each flush is idle GPU time before the start event: each sample's wall time holds it,
+// its GPU time does not; with the blocking kernel and without it. A settle time out of range is refused by name.
+TEST(Measure, TheSettleTimeIsIdleBeforeTheSampleAndNotInIt) {
+  KILN_REQUIRE_GPU();
+  auto buf = DeviceBuffer::allocate(size_t{1} << 20);
+  ASSERT_OK(buf.status());
+  auto launch = [&](cudaStream_t s) {
+    return cuda_status(cudaMemsetAsync(buf->data(), 1, size_t{1} << 20, s), "memset");
+  };
+  for (bool blocking : {true, false}) {
+    MeasureOptions o = quick_options();
+    o.block_launch = blocking;
+    o.settle_us = 2000.0;
+    o.stopping.max_samples = 20;
+    auto m = measure(launch, o);
+    ASSERT_OK(m.status());
+    EXPECT_DOUBLE_EQ(m->settle_us, 2000.0);
+    EXPECT_DOUBLE_EQ(m->to_json()["settle_us"].get<double>(), 2000.0);
+    EXPECT_LT(m->stats.median_ms, 1.0) << "a 1 MiB memset; the 2 ms settle must not be in the sample";
+    EXPECT_GE(m->elapsed_ms, 2.0 * static_cast<double>(m->stats.samples)) << "each sample waited out the settle";
+  }
+  MeasureOptions hot = quick_options();
+  hot.hot_cache = true;
+  auto h = measure(launch, hot);
+  ASSERT_OK(h.status());
+  EXPECT_DOUBLE_EQ(h->settle_us, 0.0) << "no flush, nothing to settle";
+  for (double bad : {-1.0, 2e6, std::nan("")}) {
+    MeasureOptions o = quick_options();
+    o.settle_us = bad;
+    auto r = measure(launch, o);
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("settle_us"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(Measure, MemsetOfOneGiBGivesSaneStatistics) {
   KILN_REQUIRE_GPU();
   const size_t bytes = size_t{1} << 30;

@@ -516,6 +516,7 @@ StatusOr<TuneOptions> options_from_json(const Json& j) {
     o.build_helpers.processes = h.at("processes").get<int>();
   }
   o.measure.hot_cache = j.at("hot_cache").get<bool>();
+  o.measure.settle_us = j.value("settle_us", o.measure.settle_us);  // absent from an older tune's options
   o.graph_replay = j.value("graph_replay", false);
   o.measure.stopping.time_budget_ms = j.at("sampling_budget_ms").get<double>();
   o.measure.stopping.target_rel_error = j.at("target_rel_error").get<double>();
@@ -551,6 +552,7 @@ std::string tune_worker_options_to_json(const TuneOptions& o) {
                 {"args", o.build_helpers.args},
                 {"processes", o.build_helpers.processes}}},
               {"hot_cache", o.measure.hot_cache},
+              {"settle_us", o.measure.settle_us},
               {"graph_replay", o.graph_replay},
               {"sampling_budget_ms", o.measure.stopping.time_budget_ms},
               {"target_rel_error", o.measure.stopping.target_rel_error},

@@ -177,6 +177,7 @@ TEST(TuneWorkerOptions, RoundTripAndAMissingFieldIsNamed) {
   o.pin = EngineConfig{12, {}};
   o.build_threads = 3;
   o.measure.hot_cache = true;
+  o.measure.settle_us = 37.5;
   o.graph_replay = true;
   o.measure.stopping.time_budget_ms = 42;
   o.measure.stopping.target_rel_error = 0.25;
@@ -208,6 +209,7 @@ TEST(TuneWorkerOptions, RoundTripAndAMissingFieldIsNamed) {
   EXPECT_EQ(back->build_helpers.processes, 5);
   EXPECT_FALSE(back->build_helpers.write_spec);
   EXPECT_TRUE(back->measure.hot_cache);
+  EXPECT_DOUBLE_EQ(back->measure.settle_us, 37.5);
   EXPECT_TRUE(back->graph_replay);
   EXPECT_DOUBLE_EQ(back->measure.stopping.time_budget_ms, 42);
   EXPECT_DOUBLE_EQ(back->measure.stopping.target_rel_error, 0.25);
@@ -224,9 +226,11 @@ TEST(TuneWorkerOptions, RoundTripAndAMissingFieldIsNamed) {
   // Options written by a Kiln without the candidate budget: every candidate, as that Kiln tuned.
   nlohmann::json old = nlohmann::json::parse(tune_worker_options_to_json(o));
   old.erase("budget");
+  old.erase("settle_us");
   auto older = tune_worker_options_from_json(old.dump());
   ASSERT_TRUE(older.is_ok()) << older.status().to_string();
   EXPECT_TRUE(older->budget.exhaustive);
+  EXPECT_DOUBLE_EQ(older->measure.settle_us, MeasureOptions{}.settle_us) << "no settle_us: this Kiln's default";
 
   auto missing = tune_worker_options_from_json(R"({"modes": ["A"]})");
   ASSERT_FALSE(missing.is_ok());

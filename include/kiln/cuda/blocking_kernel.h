@@ -11,8 +11,13 @@ namespace kiln {
 
 // Enqueues a one-thread kernel on `stream` that spins until the host writes a non-zero value to
 // `*release_flag` (host-mapped memory, device pointer given) or until `timeout_ns` of GPU time pass; in
-// the latter case it writes 1 to `*timed_out` (also host-mapped). Returns the launch error, if any.
+// the latter case it writes 1 to `*timed_out` (also host-mapped). Released, it still returns no sooner than
+// `min_ns` after it started (the measure layer's settle time). Returns the launch error, if any.
 cudaError_t launch_blocking_kernel(cudaStream_t stream, const volatile int32_t* release_flag, int32_t* timed_out,
-                                   uint64_t timeout_ns);
+                                   uint64_t timeout_ns, uint64_t min_ns = 0);
+
+// Enqueues a one-thread kernel on `stream` that spins for `ns` of GPU time (the settle time where no blocking
+// kernel holds the stream). Returns the launch error, if any.
+cudaError_t launch_spin_kernel(cudaStream_t stream, uint64_t ns);
 
 }  // namespace kiln

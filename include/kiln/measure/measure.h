@@ -3,7 +3,8 @@
 // Method (docs/measure.md has the reasoning):
 //   1. warm-up: at least `warmup_runs` launches and at least `warmup_ms` of wall time (capped);
 //   2. before every sample, unless `hot_cache`, the L2 is flushed by writing a scratch buffer twice the
-//      device's L2 size (cudaMemsetAsync, alternating the byte value);
+//      device's L2 size (cudaMemsetAsync, alternating the byte value), and the GPU then idles `settle_us`
+//      before the start event (the flush's write-backs drain, as in PyTorch's peer harness);
 //   3. each sample is the cudaEvent time around the launch only; with `block_launch` a one-thread kernel
 //      holds the stream while the host enqueues start event, launch and stop event, so host-side launch
 //      cost does not leak into the sample;
@@ -49,6 +50,12 @@ struct MeasureOptions {
   int max_warmup_runs = 1000;
   // true: no L2 flush between samples (measures the warm-cache case).
   bool hot_cache = false;
+  // After each flush, the GPU idles at least this long before the sample's start event (the blocking kernel
+  // holds that long, or a spinning kernel runs where there is none). Without it the sample also paid for the
+  // flush's own write-backs to memory: on an H100 a norm that ran 179.8 us under Nsight Compute (caches
+  // flushed clean) timed 185.8 us here, while the PyTorch peer's harness, which sleeps >= 100 us after its
+  // flush, timed its kernel below its Nsight Compute time (docs/measure.md "Settling after the flush").
+  double settle_us = 100.0;
   // Hold the stream with a spinning one-thread kernel while the sample is enqueued (nvbench's
   // "blocking kernel"). If the kernel hits block_timeout_ms (the launch synchronised, or enqueueing is
   // very slow) the measurement logs a warning, sets Measurement::block_launch_fell_back and times the
@@ -75,6 +82,7 @@ struct Measurement {
   double elapsed_ms = 0.0;         // wall time spent sampling (flushes and syncs included)
   bool hot_cache = false;
   size_t flush_bytes = 0;     // 0 with hot_cache
+  double settle_us = 0.0;     // the idle time after each flush (0 with hot_cache)
   bool block_launch = false;  // the blocking kernel was used (for at least the first sample)
   bool block_launch_fell_back = false;
 
