@@ -147,6 +147,20 @@ std::string describe_throttling(const ClockReading& before, unsigned min_mhz, ui
   }
   return note;
 }
+// Holds `stream` before a sample: the blocking kernel (`blocking`; flags in host-mapped memory, device pointer
+// `device_flags`) until the host releases it and at least `settle_ns` after it starts, else a spin of `settle_ns`.
+// Returns whether the blocking kernel holds the stream: false without one, or after its launch failed (logged;
+// the sample is then held by the spin alone).
+StatusOr<bool> hold_stream(cudaStream_t stream, bool blocking, int32_t* device_flags, uint64_t timeout_ns,
+                           uint64_t settle_ns) {
+  if (blocking) {
+    const cudaError_t err = launch_blocking_kernel(stream, device_flags, device_flags + 1, timeout_ns, settle_ns);
+    if (err == cudaSuccess) return true;
+    KILN_LOG(kWarn, "measure: blocking kernel did not launch (" << cudaGetErrorString(err) << "); timing without it");
+  }
+  if (settle_ns > 0) KILN_CUDA_RETURN_IF_ERROR(launch_spin_kernel(stream, settle_ns));
+  return false;
+}
 }  // namespace
 
 StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOptions& options) {
@@ -212,15 +226,9 @@ StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOption
     if (blocking) {
       *host_release = 0;
       *host_timed_out = 0;
-      cudaError_t err = launch_blocking_kernel(stream, s.device_flags, s.device_flags + 1, timeout_ns, settle_ns);
-      if (err != cudaSuccess) {
-        KILN_LOG(kWarn,
-                 "measure: blocking kernel did not launch (" << cudaGetErrorString(err) << "); timing without it");
-        blocking = false;
-        m.block_launch_fell_back = true;
-      }
     }
-    if (!blocking && settle_ns > 0) KILN_CUDA_RETURN_IF_ERROR(launch_spin_kernel(stream, settle_ns));
+    KILN_ASSIGN_OR_RETURN(blocking, hold_stream(stream, blocking, s.device_flags, timeout_ns, settle_ns));
+    if (options.block_launch && s.device_flags && !blocking) m.block_launch_fell_back = true;
     cudaError_t rec = cudaEventRecord(s.start.get(), stream);
     Status st = rec == cudaSuccess ? launch(stream) : cuda_status(rec, "cudaEventRecord(start)");
     if (st.is_ok()) st = cuda_status(cudaEventRecord(s.stop.get(), stream), "cudaEventRecord(stop)");
