@@ -350,12 +350,17 @@ if want settleab; then  # the timer's settle time after the L2 flush, A/B: the s
   dir="$out/settleab"; suite_specs "$dir/specs" ${KILN_SETTLE_IDS:-rms_norm_16384x8192 rms_norm_65536x1024}
   for spec in "$dir"/specs/*.json; do
     name="$(basename "$spec" .json)"
-    for pin in ${KILN_SETTLE_PINS:-knl2_group=256_persist=0_threads=256 knl2_group=32_persist=0_threads=128}; do
+    pins="${KILN_SETTLE_PINS:-}"
+    if [ -z "$pins" ]; then  # the suite's winners: a bf16 row of 8192 takes groups of 128-512, one of 1024 of 32-128
+      case "$name" in *x8192) pins=knl2_group=256_persist=0_threads=256 ;; *) pins=knl2_group=32_persist=0_threads=128 ;; esac
+    fi
+    for pin in $pins; do
       for round in 1 2; do
         for us in 0 100; do
           r="$(timeout 60 "$kiln" tune "$spec" --pin "$pin" --no-unfused --settle-us "$us" --json 2>/dev/null |
                python3 -c 'import json,sys; d=json.load(sys.stdin); g=d[0] if isinstance(d,list) else d; c=g["candidates"][0]; print("%.4f %d" % (c["median_ms"], c["samples"]))' 2>/dev/null)"
-          [ -n "$r" ] && echo "$name $pin round=$round settle_us=$us median_ms,samples=$r" | tee -a "$dir/settleab.txt"
+          if [ -n "$r" ]; then echo "$name $pin round=$round settle_us=$us median_ms,samples=$r" | tee -a "$dir/settleab.txt"
+          else echo "settleab: $name $pin --settle-us $us gave no result" >>"$fails"; fi
         done
       done
     done
@@ -373,7 +378,8 @@ if want ncuprof; then  # issue 37: Nsight Compute on Kiln's plans and the PyTorc
   sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats
             --section SchedulerStats --section WarpStateStats
             --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct)
-  ncu_run() { timeout 240 "$ncu_bin" --clock-control none --cache-control all "${sections[@]}" "$@"; }
+  ncu_run() { timeout 240 "$ncu_bin" --clock-control none --cache-control all "${sections[@]}" "$@" </dev/null; }
+  [ -x "$ncu_bin" ] || { echo "ncuprof: no ncu on this machine (PATH, /opt/nvidia/nsight-compute)" >>"$fails"; }
   for spec in "$dir"/specs/*.json; do
     name="$(basename "$spec" .json)"
     timeout 120 "$kiln" tune "$spec" --json --no-unfused >"$dir/$name.tune.json" 2>"$dir/$name.tune.err"

@@ -258,6 +258,18 @@ TEST(KilnKernelMatch, ASkinnyGemmWithItsEpilogue) {
   EXPECT_EQ(all.size(), 16u);
   EXPECT_EQ(std::find(all.begin(), all.end(), "knl3_kbytes=512_split=8_stages=4_tile=64"), all.end());
   EXPECT_FALSE(KernelPlan::build(*p, *EngineConfig::parse("knl3_split=8_stages=4_tile=512")).is_ok());
+  // A plan stored while the tile of 512 existed is refused at load, NotSupported with the reason (re-tuned, never
+  // launched).
+  auto kept = KernelPlan::build(*p, *EngineConfig::parse("knl3_split=8_stages=4_tile=128"));
+  ASSERT_TRUE(kept.is_ok()) << kept.status().to_string();
+  std::vector<uint8_t> stale = kept->serialize();
+  std::string text(stale.begin(), stale.end());
+  ASSERT_NE(text.find("tile=128"), std::string::npos) << text;
+  text.replace(text.find("tile=128"), 8, "tile=512");
+  auto loaded = KernelPlan::deserialize(*p, std::vector<uint8_t>(text.begin(), text.end()));
+  ASSERT_FALSE(loaded.is_ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(loaded.status().message().find("T 64 or 128"), std::string::npos) << loaded.status().message();
   for (const char* not_row_major : {"knl3_kbytes=512_split=2_stages=4_tile=64"}) {
     auto built = KernelPlan::build(*p, *EngineConfig::parse(not_row_major));
     ASSERT_FALSE(built.is_ok()) << not_row_major;

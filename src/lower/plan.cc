@@ -254,6 +254,9 @@ StatusOr<LoweredGraph> LoweredGraph::create_alt(const Graph& graph, const LowerT
     return invalid_argument(config.identity() + " is cuDNN's engine: build it with create() and build_config()");
   if (!target.profile && !target.handle)
     return invalid_argument("lowering needs a cuDNN handle (live device) or a device profile (deviceless)");
+  if (target.kernel_cache)
+    return not_supported(config.identity() + " for graph '" + graph.name +
+                         "': cuBLASLt's and Kiln's own plans are static-shape (no kernel cache)");
   LoweredGraph lg;
   lg.impl_->graph = graph;
   // As deserialize_alt: the rewrite is for a later build of cuDNN's own, not this plan's.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -438,7 +439,17 @@ Status decide_winner(TuneResult& r, const std::vector<EngineConfig>& configs, co
   r.fastest = *w;
   r.winner = *w;
   if (o.incumbent) {
-    IncumbentDecision d = decide_incumbent(*o.incumbent, r.candidates[*w], o.incumbent_options);
+    // Timed again in this tune, the incumbent is compared at this tune's time: the same inputs, harness and
+    // measure settings as the challenger's (a stored time may come from an older harness: 2026-12-07's settle time
+    // after the L2 flush made every norm about 3% faster). Its stored time counts only where it was not re-timed.
+    Incumbent incumbent = *o.incumbent;
+    for (const CandidateResult& c : eligible)
+      if (c.identity() == incumbent.identity && c.disposition == Disposition::kPassed && c.timed() &&
+          std::isfinite(c.median_ms) && c.median_ms > 0.0) {
+        incumbent.median_ms = c.median_ms;
+        incumbent.rel_error = c.rel_error;
+      }
+    IncumbentDecision d = decide_incumbent(incumbent, r.candidates[*w], o.incumbent_options);
     if (!d.replace) {
       bool kept = false;
       for (size_t i = 0; i < r.candidates.size(); ++i)

@@ -239,6 +239,32 @@ TEST(TunerDecisions, AnIncumbentIsKeptWithinNoiseOnlyWhenItPassesAgain) {
   EXPECT_EQ(r->winner_plan, std::vector<uint8_t>{2});
 }
 
+// A stored incumbent time from an older harness (or another day) is not what the challenger is compared with: the
+// incumbent timed again in this tune is. Stored 3% slower than it runs now, it would have lost to a challenger
+// 0.5% faster; at this tune's time the challenger is within noise and the incumbent stays.
+TEST(TunerDecisions, AnIncumbentTimedAgainIsComparedAtItsNewTime) {
+  FakeBackend fake({{Kind::kCorrect, 1.0}, {Kind::kCorrect, 0.995}});
+  TuneOptions o = quiet();
+  o.incumbent = Incumbent{"eng0", 1.03, 0.001};
+  auto r = tune_with_backend(fake, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_TRUE(r->fastest && r->winner && r->incumbent_decision);
+  EXPECT_EQ(*r->fastest, 1u);
+  EXPECT_FALSE(r->incumbent_decision->replace) << r->incumbent_decision->explanation;
+  EXPECT_EQ(*r->winner, 0u);
+  EXPECT_NEAR(r->incumbent_decision->speedup, 1.0 / 0.995, 1e-3) << "this tune's 1.0 ms, not the stored 1.03";
+
+  // Not timed in this tune (not offered): it is compared at its stored time, and not kept on it.
+  FakeBackend other({{Kind::kCorrect, 1.0}, {Kind::kCorrect, 0.995}});
+  o.incumbent = Incumbent{"eng7", 0.5, 0.001};
+  r = tune_with_backend(other, "fake", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_TRUE(r->winner && r->incumbent_decision);
+  EXPECT_NEAR(r->incumbent_decision->speedup, 0.5 / 0.995, 1e-3) << "the stored 0.5 ms";
+  EXPECT_TRUE(r->incumbent_decision->replace);
+  EXPECT_EQ(*r->winner, 1u);
+}
+
 TEST(TunerDecisions, PhasesAreReportedPerCandidate) {
   FakeBackend fake({{Kind::kCorrect, 1.0}});
   fake.on_time = [](size_t) { std::this_thread::sleep_for(std::chrono::milliseconds(5)); };
