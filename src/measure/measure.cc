@@ -150,9 +150,8 @@ std::string describe_throttling(const ClockReading& before, unsigned min_mhz, ui
 // Holds `stream` before a sample: the blocking kernel (`blocking`; flags in host-mapped memory, device pointer
 // `device_flags`) until the host releases it and at least `settle_ns` after it starts, else a spin of `settle_ns`.
 // Returns whether the blocking kernel holds the stream: false without one, or after its launch failed (logged;
-// the sample is then held by the spin alone).
-StatusOr<bool> hold_stream(cudaStream_t stream, bool blocking, int32_t* device_flags, uint64_t timeout_ns,
-                           uint64_t settle_ns) {
+// the sample is then held by the spin alone, and a spin that does not launch is logged and left out).
+bool hold_stream(cudaStream_t stream, bool blocking, int32_t* device_flags, uint64_t timeout_ns, uint64_t settle_ns) {
   if (blocking) {
     const cudaError_t err = launch_blocking_kernel(stream, device_flags, device_flags + 1, timeout_ns, settle_ns);
     if (err == cudaSuccess) return true;
@@ -233,7 +232,7 @@ StatusOr<Measurement> Timer::measure(const LaunchFn& launch, const MeasureOption
       *host_release = 0;
       *host_timed_out = 0;
     }
-    KILN_ASSIGN_OR_RETURN(blocking, hold_stream(stream, blocking, s.device_flags, timeout_ns, settle_ns));
+    blocking = hold_stream(stream, blocking, s.device_flags, timeout_ns, settle_ns);
     if (options.block_launch && s.device_flags && !blocking) m.block_launch_fell_back = true;
     cudaError_t rec = cudaEventRecord(s.start.get(), stream);
     Status st = rec == cudaSuccess ? launch(stream) : cuda_status(rec, "cudaEventRecord(start)");
