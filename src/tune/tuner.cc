@@ -440,8 +440,8 @@ Status decide_winner(TuneResult& r, const std::vector<EngineConfig>& configs, co
   r.winner = *w;
   if (o.incumbent) {
     // Timed again in this tune, the incumbent is compared at this tune's time: the same inputs, harness and
-    // measure settings as the challenger's (a stored time may come from an older harness: 2026-12-07's settle time
-    // after the L2 flush made every norm about 3% faster). Its stored time counts only where it was not re-timed.
+    // measure settings as the challenger's (a stored time may come from an older harness, e.g. one before the
+    // settle time after the L2 flush, 2026-12-07). Its stored time counts only where it was not re-timed.
     Incumbent incumbent = *o.incumbent;
     for (const CandidateResult& c : eligible)
       if (c.identity() == incumbent.identity && c.disposition == Disposition::kPassed && c.timed() &&
