@@ -9,6 +9,11 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
   return t;
 }
 
+// Spins until `ns` of GPU time have passed since `start`.
+__device__ __forceinline__ void spin_until(uint64_t start, uint64_t ns) {
+  while (global_timer_ns() - start < ns) __nanosleep(1000);
+}
+
 __global__ void blocking_kernel(const volatile int32_t* release_flag, int32_t* timed_out, uint64_t timeout_ns,
                                 uint64_t min_ns) {
   const uint64_t start = global_timer_ns();
@@ -20,13 +25,10 @@ __global__ void blocking_kernel(const volatile int32_t* release_flag, int32_t* t
     }
     __nanosleep(1000);
   }
-  while (global_timer_ns() - start < min_ns) __nanosleep(1000);
+  spin_until(start, min_ns);
 }
 
-__global__ void spin_kernel(uint64_t ns) {
-  const uint64_t start = global_timer_ns();
-  while (global_timer_ns() - start < ns) __nanosleep(1000);
-}
+__global__ void spin_kernel(uint64_t ns) { spin_until(global_timer_ns(), ns); }
 
 }  // namespace
 

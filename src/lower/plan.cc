@@ -257,17 +257,7 @@ StatusOr<LoweredGraph> LoweredGraph::create_alt(const Graph& graph, const LowerT
   if (target.kernel_cache)
     return not_supported(config.identity() + " for graph '" + graph.name +
                          "': cuBLASLt's and Kiln's own plans are static-shape (no kernel cache)");
-  LoweredGraph lg;
-  lg.impl_->graph = graph;
-  // As deserialize_alt: the rewrite is for a later build of cuDNN's own, not this plan's.
-  auto w = lower_detail::rewrite_for_cudnn(graph);
-  lg.impl_->lowered = w.is_ok() ? std::move(w->graph) : graph;
-  lg.impl_->handle = target.handle;
-  KILN_ASSIGN_OR_RETURN(lg.impl_->uids, lower_detail::tensor_uids(graph));
-  if (target.profile) {
-    lg.impl_->profile = *target.profile;
-    lg.impl_->has_profile = true;
-  }
+  KILN_ASSIGN_OR_RETURN(LoweredGraph lg, alt_shell(graph, target.handle, target.profile));
   KILN_RETURN_IF_ERROR(lg.build_alt(config));
   return lg;
 }
@@ -534,8 +524,7 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_for(const Graph& graph, cudnnHa
   return lg;
 }
 
-StatusOr<LoweredGraph> LoweredGraph::deserialize_alt(const Graph& graph, cudnnHandle_t handle,
-                                                     const DeviceProfile* profile, const std::vector<uint8_t>& bytes) {
+StatusOr<LoweredGraph> LoweredGraph::alt_shell(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile) {
   LoweredGraph lg;
   lg.impl_->graph = graph;
   // For a later build of cuDNN's own (a graph cuDNN cannot run right is refused by that build, not here).
@@ -547,6 +536,12 @@ StatusOr<LoweredGraph> LoweredGraph::deserialize_alt(const Graph& graph, cudnnHa
     lg.impl_->profile = *profile;
     lg.impl_->has_profile = true;
   }
+  return lg;
+}
+
+StatusOr<LoweredGraph> LoweredGraph::deserialize_alt(const Graph& graph, cudnnHandle_t handle,
+                                                     const DeviceProfile* profile, const std::vector<uint8_t>& bytes) {
+  KILN_ASSIGN_OR_RETURN(LoweredGraph lg, alt_shell(graph, handle, profile));
   auto plan = lg.impl_->load_alt(bytes);
   if (!plan.is_ok()) return plan.status().with_context("stored plan for graph '" + graph.name + "' refused");
   lg.impl_->alt = std::move(plan).value();

@@ -182,6 +182,9 @@ class LoweredGraph {
                                                 const std::vector<uint8_t>& bytes, bool frontend_warmup = true);
   static StatusOr<LoweredGraph> deserialize_alt(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile,
                                                 const std::vector<uint8_t>& bytes);
+  // A graph with no plan yet and no cuDNN operation graph, for a plan of cuBLASLt's or Kiln's own (create_alt and
+  // deserialize_alt fill it).
+  static StatusOr<LoweredGraph> alt_shell(const Graph& graph, cudnnHandle_t handle, const DeviceProfile* profile);
   Status build_alt(const EngineConfig& config);
   Status append_alt_candidates(const std::vector<HeuristicMode>& modes, std::vector<CandidateInfo>* out,
                                std::map<std::string, size_t>* seen, std::string* none) const;
