@@ -87,7 +87,7 @@ Status check_structure(const Graph& g) {
           (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
           (n.op == OpKind::kSdpa ? " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and "
                                    "seq_len_kv, then with \"paged_kv\" page_table_k and page_table_v, then with "
-                                   "\"ragged\" the offsets of q, k, v and o)"
+                                   "\"ragged\" the offsets of q, k, v and o (over paged caches of q and o))"
            : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, an optional bias, and with \"padding_mask\": "
                                              "true seq_len_q and seq_len_kv last)"
            : n.op == OpKind::kSdpaFp8      ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, "
@@ -339,12 +339,14 @@ std::vector<int64_t> token_major_strides(const std::vector<Dim>& d) {
   return {d[2].value * d[1].value * d[3].value, d[3].value, d[1].value * d[3].value, 1};
 }
 
-// A ragged sdpa's q, k, v and o are packed token-major: an entry's rows are whole tokens from its offset on, which
-// is what cuDNN reads and what Kiln's references assume. Then what Kiln does not run yet over ragged tensors
-// (NotSupported, after every check the author must act on: these run once every node's own checks have).
+// A ragged sdpa's q, k, v and o (q and o over paged caches) are packed token-major: an entry's rows are whole
+// tokens from its offset on, which is what cuDNN reads and what Kiln's references assume. Then what Kiln does not
+// run over ragged tensors (NotSupported, after every check the author must act on: these run once every node's own
+// checks have).
 Status check_ragged_node(const Graph& g, const Node& n) {
   if (n.op != OpKind::kSdpa || !n.sdpa.ragged) return Status::ok();
   for (int i = 0; i < 4; ++i) {
+    if (n.sdpa.paged && (i == 1 || i == 2)) continue;  // k and v are paged caches, not ragged
     const int t = i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0];
     const TensorDesc& d = g.tensors[static_cast<size_t>(t)];
     const std::vector<int64_t> want = token_major_strides(d.dims);
@@ -355,13 +357,9 @@ Status check_ragged_node(const Graph& g, const Node& n) {
                               " ([S*H*W, W, H*W, 1]: each token's heads side by side)");
   }
   const std::string where = node_where(n) + ": attribute 'ragged': ";
-  if (n.sdpa.paged) return not_supported(where + "ragged tensors over paged caches are not supported yet");
-  if (sdpa_inputs(n).bias >= 0)
-    return not_supported(where + "ragged tensors with an attention bias are not supported yet");
-  if (n.outputs.size() > 1)
-    return not_supported(where + "softmax statistics over ragged tensors are not supported yet");
   // Kiln's offsets are int32 (cuDNN also takes int64): an element offset reaches at most a tensor's element count.
   for (int i = 0; i < 4; ++i) {
+    if (n.sdpa.paged && (i == 1 || i == 2)) continue;
     const TensorDesc& d = g.tensors[static_cast<size_t>(i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0])];
     const int64_t elements = d.element_count();
     if (elements > std::numeric_limits<int32_t>::max())

@@ -250,9 +250,11 @@ inline GraphBuilder sdpa_paged_graph(const std::string& name, SdpaAttrs a, int64
 }
 // Ragged (THD) q, k, v and o with a padding mask and the band `a`: q [2, h, sq, 64], k and v [2, hk, skv, 64], each
 // packed token-major, and the four offsets int32 [3, 1, 1, 1] (drawn from the lengths, with gaps between the
-// entries: reference_common.h ragged_offsets); with `shared_qo` q and o share one offset tensor (one token width).
+// entries: reference_common.h ragged_offsets); with `shared_qo` q and o share one offset tensor (one token width);
+// with `bias_dims` a bias (dense, by each entry's own query and key positions), with `stats` the statistics "lse".
 inline GraphBuilder sdpa_ragged_graph(const std::string& name, SdpaAttrs a, int64_t sq, int64_t skv, int64_t h = 2,
-                                      int64_t hk = 2, bool shared_qo = false) {
+                                      int64_t hk = 2, bool shared_qo = false, std::vector<int64_t> bias_dims = {},
+                                      bool stats = false) {
   GraphBuilder b(name);
   b.io_dtype(DataType::kBFloat16);
   a.padding = a.ragged = true;
@@ -266,8 +268,34 @@ inline GraphBuilder sdpa_ragged_graph(const std::string& name, SdpaAttrs a, int6
   const TensorRef rq = i32("ragged_q", {3, 1, 1, 1});
   const GraphBuilder::SdpaRaggedOffsets offsets{rq, i32("ragged_k", {3, 1, 1, 1}), i32("ragged_v", {3, 1, 1, 1}),
                                                 shared_qo ? rq : i32("ragged_o", {3, 1, 1, 1})};
-  b.output(b.sdpa("attn", q, k, v, a, "o", std::nullopt, i32("seq_len_q", {2, 1, 1, 1}),
-                  i32("seq_len_kv", {2, 1, 1, 1}), std::nullopt, std::nullopt, offsets));
+  std::optional<TensorRef> bias;
+  if (!bias_dims.empty()) bias = b.tensor("bias", std::vector<DimArg>(bias_dims.begin(), bias_dims.end()));
+  const TensorRef o = b.sdpa("attn", q, k, v, a, "o", bias, i32("seq_len_q", {2, 1, 1, 1}),
+                             i32("seq_len_kv", {2, 1, 1, 1}), std::nullopt, std::nullopt, offsets);
+  b.output(o);
+  if (stats) b.output(b.sdpa_stats(o, "lse"));
+  return b;
+}
+// A chunked prefill over paged caches: ragged q and o ([2, 4, sq, 64] token-major, their two offsets) over K/V
+// caches of `blocks` blocks of `block` keys (GQA 4/2) through page tables of `pages` pages, with a padding mask and
+// the band `a`; with `stats` the statistics "lse".
+inline GraphBuilder sdpa_ragged_paged_graph(const std::string& name, SdpaAttrs a, int64_t sq, int64_t blocks,
+                                            int64_t block, int64_t pages, bool stats = false) {
+  GraphBuilder b(name);
+  b.io_dtype(DataType::kBFloat16);
+  a.padding = a.paged = a.ragged = true;
+  const auto i32 = [&](const char* n, std::vector<DimArg> d) {
+    return b.tensor(n, d, Layout::kRowMajor, DataType::kInt32);
+  };
+  TensorRef q = b.tensor_strided("q", {2, 4, sq, 64}, {sq * 4 * 64, 64, 4 * 64, 1});
+  TensorRef k = b.tensor("k_cache", {blocks, 2, block, 64}), v = b.tensor("v_cache", {blocks, 2, block, 64});
+  const GraphBuilder::SdpaRaggedOffsets offsets{i32("ragged_q", {3, 1, 1, 1}), std::nullopt, std::nullopt,
+                                                i32("ragged_o", {3, 1, 1, 1})};
+  TensorRef o =
+      b.sdpa("attn", q, k, v, a, "o", std::nullopt, i32("seq_len_q", {2, 1, 1, 1}), i32("seq_len_kv", {2, 1, 1, 1}),
+             i32("page_table_k", {2, 1, pages, 1}), i32("page_table_v", {2, 1, pages, 1}), offsets);
+  b.output(o);
+  if (stats) b.output(b.sdpa_stats(o, "lse"));
   return b;
 }
 // The backward pass of an sdpa with the band `a`: q [2, h, sq, 64], k and v [2, hk, skv, 64], o and do as q, the
@@ -452,6 +480,15 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_ragged_graph("sdpa_ragged_causal", band(true, std::nullopt), 40, 40, 4, 2, true));
   add("sdpa.ragged_bottom_right_window", "bf16", "sdpa ragged bottom-right window",
       sdpa_ragged_graph("sdpa_ragged_br", band(true, 8, std::nullopt, true), 16, 48));
+  // Ragged with the statistics (dense [B, H, Sq, 1]: an entry's rows past its length are not written) and with a
+  // bias (dense, read at each entry's own query and key positions).
+  add("sdpa.ragged_stats_causal_gqa", "bf16", "sdpa ragged stats",
+      sdpa_ragged_graph("sdpa_ragged_stats", band(true, std::nullopt), 40, 40, 4, 2, false, {}, true));
+  add("sdpa.ragged_bias", "bf16", "sdpa ragged bias",
+      sdpa_ragged_graph("sdpa_ragged_bias", band(false, std::nullopt), 24, 40, 2, 2, false, {2, 1, 24, 40}));
+  // A chunked prefill over paged caches (ragged q and o, bottom-right causal), with the statistics.
+  add("sdpa.ragged_paged_prefill", "bf16", "sdpa ragged paged prefill",
+      sdpa_ragged_paged_graph("sdpa_ragged_paged", band(true, std::nullopt, std::nullopt, true), 16, 9, 8, 6, true));
   // Statistics with a padding mask (a padded query row's: -infinity) and over paged caches.
   add("sdpa.stats_padding", "bf16", "sdpa stats padding",
       sdpa_band_graph("sdpa_stats_pad", padded(band(false, std::nullopt)), 24, 40, 2, 2, {}, true));

@@ -177,7 +177,10 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
   for (const auto* x : {&page_table_k, &page_table_v})
     if (*x) inputs.push_back(**x), n.sdpa.paged = true;
   if (ragged) {
-    inputs.insert(inputs.end(), {ragged->q, ragged->k, ragged->v, ragged->o});
+    inputs.push_back(ragged->q);
+    for (const auto* x : {&ragged->k, &ragged->v})
+      if (*x) inputs.push_back(**x);
+    inputs.push_back(ragged->o);
     n.sdpa.ragged = true;
   }
   return add_node(std::move(n), inputs, std::move(out));

@@ -832,6 +832,19 @@ TEST(SpecOps, SdpaRagged) {
   auto sig = compute_signature(*g);
   ASSERT_TRUE(sig.is_ok()) << sig.status().to_string();
   EXPECT_NE(sig->canonical.find("ragged=1"), std::string::npos) << sig->canonical;
+
+  // With a bias (dense [B or 1, H or 1, Sq, Skv]) and the statistics (dense fp32 [B, H, Sq, 1]).
+  Json j = base;
+  j["tensors"]["bias"] = t({2, 4, 16, 32});
+  j["nodes"][0]["inputs"].insert(j["nodes"][0]["inputs"].begin() + 3, "bias");
+  j["nodes"][0]["outputs"] = {"y", "lse"};
+  j["tensors"]["lse"] = {{"dtype", "float32"}};
+  j["outputs"] = {"y", "lse"};
+  StatusOr<Graph> gb = parse(j);
+  ASSERT_TRUE(gb.is_ok()) << gb.status().to_string();
+  EXPECT_EQ(sdpa_inputs(gb->nodes[0]).bias, 3);
+  EXPECT_EQ(sdpa_inputs(gb->nodes[0]).ragged_q, 6);
+  EXPECT_EQ(gb->tensors[static_cast<size_t>(gb->nodes[0].outputs[1])].dims.size(), 4u);
 }
 
 TEST(SpecErrors, SdpaRagged) {
@@ -867,18 +880,13 @@ TEST(SpecErrors, SdpaRagged) {
          j["tensors"].erase("v");
        },
        "input 'k': a ragged tensor is read by one role of its node only", StatusCode::kInvalidArgument},
-      {[](Json& j) {  // a bias (NotSupported) does not hide a stride the author must fix
+      {[](Json& j) {  // with a bias, the stride the author must fix
          j["tensors"]["bias"] = t({2, 4, 16, 32});
          j["nodes"][0]["inputs"].insert(j["nodes"][0]["inputs"].begin() + 3, "bias");
          j["tensors"]["q"].erase("strides");
        },
        "input 'q': strides [4096,1024,64,1] on dims [2,4,16,64]: a ragged tensor is packed token-major",
        StatusCode::kInvalidArgument},
-      {[](Json& j) {
-         j["tensors"]["bias"] = t({2, 4, 16, 32});
-         j["nodes"][0]["inputs"].insert(j["nodes"][0]["inputs"].begin() + 3, "bias");
-       },
-       "ragged tensors with an attention bias are not supported yet", StatusCode::kNotSupported},
       {[](Json& j) {  // k and v share an offset tensor only where their tokens match
          j["tensors"]["v"] = {{"dims", {2, 2, 32, 32}}, {"strides", {32 * 2 * 32, 32, 2 * 32, 1}}};
        },
@@ -920,12 +928,6 @@ TEST(SpecErrors, SdpaRagged) {
        },
        "output 'y': strides [4096,1024,64,1] on dims [2,4,16,64]: a ragged tensor is packed token-major",
        StatusCode::kInvalidArgument},
-      {[](Json& j) {
-         j["nodes"][0]["outputs"] = {"y", "lse"};
-         j["tensors"]["lse"] = {{"dtype", "float32"}};
-         j["outputs"] = {"y", "lse"};
-       },
-       "softmax statistics over ragged tensors are not supported yet", StatusCode::kNotSupported},
   };
   for (const Bad& b : bad) {
     Json j = base;
@@ -970,6 +972,54 @@ TEST(SpecErrors, SdpaPagedCaches) {
   Json no_padding = on;
   no_padding.erase("padding_mask");
   EXPECT_FALSE(paged(no_padding).is_ok());
+}
+
+// A chunked prefill: ragged q and o over paged caches. Two offsets (q's, o's) after the page tables; q and o
+// token-major; k and v the caches, not ragged.
+TEST(SpecErrors, SdpaRaggedOverPagedCaches) {
+  const auto spec = [](bool token_major_q, std::vector<std::string> offsets) {
+    Json tensors = {{"q", t({2, 4, 8, 64})}, {"k", t({10, 2, 16, 64})}, {"v", t({10, 2, 16, 64})},
+                    {"lq", t({2, 1, 1, 1})}, {"lkv", t({2, 1, 1, 1})},  {"tk", t({2, 1, 4, 1})},
+                    {"tv", t({2, 1, 4, 1})}};
+    if (token_major_q) tensors["q"]["strides"] = {8 * 4 * 64, 64, 4 * 64, 1};
+    std::vector<std::string> inputs = {"q", "k", "v", "lq", "lkv", "tk", "tv"};
+    for (const std::string& o : offsets) {
+      if (!tensors.contains(o)) tensors[o] = t({3, 1, 1, 1});
+      inputs.push_back(o);
+    }
+    for (auto& [name, tj] : tensors.items())
+      if (name != "q" && name != "k" && name != "v") tj["dtype"] = "int32";
+    Json s = one_node(tensors, "sdpa", inputs,
+                      {{"padding_mask", true},
+                       {"paged_kv", true},
+                       {"ragged", true},
+                       {"causal", true},
+                       {"diagonal_alignment", "bottom_right"}});
+    s["io_dtype"] = "bf16";
+    s["nodes"][0]["outputs"] = {"y", "lse"};
+    s["tensors"]["lse"] = {{"dtype", "float32"}};
+    s["outputs"] = {"y", "lse"};
+    return parse(s);
+  };
+  auto g = spec(true, {"oq", "oo"});
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  const SdpaInputs r = sdpa_inputs(g->nodes[0]);
+  EXPECT_EQ(r.page_table_v, 6);
+  EXPECT_EQ(r.ragged_q, 7);
+  EXPECT_EQ(r.ragged_k, -1);
+  EXPECT_EQ(r.ragged_v, -1);
+  EXPECT_EQ(r.ragged_o, 8);
+  const TensorDesc& o = g->tensors[static_cast<size_t>(g->nodes[0].outputs[0])];
+  EXPECT_EQ(o.strides, (std::vector<int64_t>{8 * 4 * 64, 64, 4 * 64, 1})) << "an undeclared ragged o is token-major";
+  auto sig = compute_signature(*g);
+  ASSERT_TRUE(sig.is_ok()) << sig.status().to_string();
+  EXPECT_NE(sig->canonical.find("ragged=1"), std::string::npos) << sig->canonical;
+  // Four offsets are the dense form's: over paged caches the count names the two.
+  EXPECT_ERROR_HAS(spec(true, {"oq", "ok", "ov", "oo"}).status(),
+                   "the offsets of q, k, v and o (over paged caches of q and o)");
+  EXPECT_ERROR_HAS(spec(false, {"oq", "oo"}).status(), "input 'q': strides");
+  // q and o may share one offset tensor where their tokens match (D = Dv).
+  EXPECT_TRUE(spec(true, {"oq", "oq"}).is_ok());
 }
 
 TEST(SpecErrors, Fp8AndMixedDtypes) {

@@ -36,7 +36,9 @@ std::vector<const char*> input_roles(const Node& n) {
       if (x.bias >= 0) r.push_back("bias");
       if (x.seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
       if (x.page_table_k >= 0) r.insert(r.end(), {"page_table_k", "page_table_v"});
-      if (x.ragged_q >= 0) r.insert(r.end(), {"ragged_q", "ragged_k", "ragged_v", "ragged_o"});
+      if (x.ragged_q >= 0) r.push_back("ragged_q");
+      if (x.ragged_k >= 0) r.insert(r.end(), {"ragged_k", "ragged_v"});  // none over paged caches
+      if (x.ragged_o >= 0) r.push_back("ragged_o");
       return r;
     }
     case OpKind::kSdpaBackward: {

@@ -247,6 +247,7 @@ StatusOr<std::map<int, std::vector<double>>> ragged_offsets(const Graph& g, uint
     };
     for (const Role& role : {Role{r.ragged_q, &lq, q[2], q[1] * q[3]}, Role{r.ragged_k, &lkv, k[2], k[1] * k[3]},
                              Role{r.ragged_v, &lkv, k[2], v[1] * v[3]}, Role{r.ragged_o, &lq, q[2], q[1] * v[3]}}) {
+      if (role.input < 0) continue;  // k's and v's over paged caches
       std::vector<double> off(static_cast<size_t>(q[0] + 1), 0.0);
       for (int64_t b = 0; b < q[0] && static_cast<size_t>(b) < role.len->size(); ++b) {
         const int64_t len =

@@ -180,10 +180,11 @@ struct SdpaAttrs {
   // block of each entry's page of keys, values); an entry's key j is row j % block_size of block
   // table[j / block_size]: Skv = pages * block_size.
   bool paged = false;
-  // Ragged (THD) q, k, v and o (sdpa, needs `padding`; not with paged caches yet): each is packed token-major,
-  // [B, H, S, W] with strides [S*H*W, W, H*W, 1], and entry b's rows start at element offset[b] of its buffer
-  // instead of b * S*H*W; the node's last four inputs are those offsets, int32 [B + 1, 1, 1, 1], for q, k, v
-  // and o (multiples of H*W: whole tokens). Only each entry's first seq_len rows are read or written.
+  // Ragged (THD) q, k, v and o (sdpa, needs `padding`): each is packed token-major, [B, H, S, W] with strides
+  // [S*H*W, W, H*W, 1], and entry b's rows start at element offset[b] of its buffer instead of b * S*H*W; the
+  // node's last four inputs are those offsets, int32 [B + 1, 1, 1, 1], for q, k, v and o (multiples of H*W: whole
+  // tokens). Over paged caches (a chunked prefill) only q and o are ragged: the last two inputs are their offsets.
+  // Only each entry's first seq_len rows are read or written (the statistics too, which stay dense [B, H, Sq, 1]).
   bool ragged = false;
   // Dropout on the attention's probabilities, in [0, 1): 0 (the default, as at inference) is none. Any other value is
   // refused as not supported yet (NotSupported, after every fault to fix): Kiln has no reference for cuDNN's random
@@ -205,7 +206,7 @@ struct SdpaAttrs {
 //   layer_norm: in {x, scale, bias} out {y}    (inference; normalized over all axes but the first)
 //   rms_norm:   in {x, scale}    out {y}
 //   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)
-//                   (, ragged_q, ragged_k, ragged_v, ragged_o)} out {o (, stats)}
+//                   (, ragged_q, ragged_k, ragged_v, ragged_o; over paged caches ragged_q, ragged_o)} out {o (, stats)}
 //               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths, the page tables and the offsets optional:
 //               sdpa_inputs;
 //               stats, when asked for, each query row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1])
@@ -259,7 +260,8 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
     }
     return r;
   }
-  const int tables = n.sdpa.paged ? 2 : 0, offsets = n.sdpa.ragged ? 4 : 0;
+  // Ragged over paged caches: q's and o's offsets only (k and v are the caches, read through the page tables).
+  const int tables = n.sdpa.paged ? 2 : 0, offsets = n.sdpa.ragged ? (n.sdpa.paged ? 2 : 4) : 0;
   const int tail = (n.sdpa.padding ? 2 : 0) + tables + offsets;
   if (count - tail >= 4) r.bias = 3;
   if (count < 3 + tail) return r;  // too few inputs: validation names what is missing
@@ -272,9 +274,11 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
     r.page_table_v = count - offsets - 1;
   }
   if (n.sdpa.ragged) {
-    r.ragged_q = count - 4;
-    r.ragged_k = count - 3;
-    r.ragged_v = count - 2;
+    r.ragged_q = count - offsets;
+    if (!n.sdpa.paged) {
+      r.ragged_k = count - 3;
+      r.ragged_v = count - 2;
+    }
     r.ragged_o = count - 1;
   }
   return r;

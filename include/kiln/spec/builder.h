@@ -109,9 +109,12 @@ class GraphBuilder {
   // (int32 [B, 1, 1, 1] each; giving both sets attrs.padding), and page tables (int32 [B, 1, pages, 1] each; giving
   // both sets attrs.paged, and k and v are then caches [blocks, Hk, block_size, D]).
   // With `ragged`, q, k, v and o are ragged (THD): the offsets of each one's entries, int32 [B + 1, 1, 1, 1]
-  // (kiln/graph/graph.h SdpaAttrs::ragged; sets attrs.ragged; needs the lengths).
+  // (kiln/graph/graph.h SdpaAttrs::ragged; sets attrs.ragged; needs the lengths); over paged caches q and o only
+  // (a chunked prefill: leave k and v unset).
   struct SdpaRaggedOffsets {
-    TensorRef q, k, v, o;
+    TensorRef q;
+    std::optional<TensorRef> k, v;  // none over paged caches (only q and o are ragged there)
+    TensorRef o;
   };
   TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
                  std::string out = "", std::optional<TensorRef> bias = std::nullopt,

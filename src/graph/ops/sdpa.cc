@@ -21,8 +21,8 @@ void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
     return;
   }
   // q, k, v, an optional additive bias, with a padding mask the two lengths, with paged caches the two page tables,
-  // ragged the four offsets (kiln/graph/graph.h sdpa_inputs)
-  const size_t tail = (n.sdpa.padding ? 2 : 0) + (n.sdpa.paged ? 2 : 0) + (n.sdpa.ragged ? 4 : 0);
+  // ragged the four offsets (over paged caches two: q's and o's; kiln/graph/graph.h sdpa_inputs)
+  const size_t tail = (n.sdpa.padding ? 2 : 0) + (n.sdpa.paged ? 2 : 0) + (n.sdpa.ragged ? (n.sdpa.paged ? 2 : 4) : 0);
   *lo = 3 + tail;
   *hi = 4 + tail;
 }
@@ -109,9 +109,10 @@ Status check_lengths(NodeCtx& c, const Dims& q) {
 }
 
 // Ragged (THD) q, k, v and o (kiln/graph/graph.h SdpaAttrs::ragged): a padding mask, and four offsets int32
-// [B + 1, 1, 1, 1], graph inputs. One tensor in two offset roles must describe the same rows: the same lengths
-// (q and o count queries, k and v keys) and the same token width (H*D, Hk*D, Hk*Dv, H*Dv). A ragged o is a graph
-// output no node reads (its padded rows and the gaps between entries hold whatever the buffer held).
+// [B + 1, 1, 1, 1], graph inputs (over paged caches two, q's and o's: k and v are the caches). One tensor in two
+// offset roles must describe the same rows: the same lengths (q and o count queries, k and v keys) and the same
+// token width (H*D, Hk*D, Hk*Dv, H*Dv). A ragged o is a graph output no node reads (its padded rows and the gaps
+// between entries hold whatever the buffer held).
 Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
   if (!c.node.sdpa.ragged) return Status::ok();
   // (A ragged node without "padding_mask" is refused before its input count: src/graph/validate.cc.)
@@ -121,6 +122,7 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
   const int64_t width[4] = {q[1].value * q[3].value, k[1].value * k[3].value, v[1].value * v[3].value,
                             q[1].value * v[3].value};
   for (int i = 0; i < 4; ++i) {
+    if (at[i] < 0) continue;  // k's and v's over paged caches
     const size_t a = static_cast<size_t>(at[i]);
     KILN_RETURN_IF_ERROR(check_index_input(c, a, "a ragged offset", "a ragged offset"));
     const Dims& d = c.in(a).dims;
@@ -129,8 +131,8 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                      std::to_string(q[0].value + 1) + ", 1, 1, 1] (where each entry's rows start, and the end)");
     const bool counts_queries = i == 0 || i == 3;
     for (int j = 0; j < i; ++j) {
-      if (c.node.inputs[static_cast<size_t>(at[j])] != c.node.inputs[a]) continue;  // another tensor
-      if ((j == 0) != counts_queries)                                               // j is q (queries) or k, v (keys)
+      if (at[j] < 0 || c.node.inputs[static_cast<size_t>(at[j])] != c.node.inputs[a]) continue;  // another tensor
+      if ((j == 0) != counts_queries)  // j is q (queries) or k, v (keys)
         return c.error(c.in_label(a) + ": it serves as " + role[j] + " and " + role[i] +
                        " ragged offset, but one counts queries and the other keys: give each its own tensor");
       if (width[j] != width[i])
@@ -139,9 +141,10 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                        std::to_string(width[i]) + " elements): give each its own tensor");
     }
   }
-  // q, k and v: graph inputs, each read by this one role only (cuDNN attaches the offsets to the tensor itself, so
-  // another reader would read it through them too).
-  for (size_t i = 0; i < 3; ++i) {
+  // q, k and v (q alone over paged caches): graph inputs, each read by this one role only (cuDNN attaches the
+  // offsets to the tensor itself, so another reader would read it through them too).
+  const size_t ragged_inputs = c.node.sdpa.paged ? 1 : 3;
+  for (size_t i = 0; i < ragged_inputs; ++i) {
     KILN_RETURN_IF_ERROR(check_given(c, i, "a ragged tensor"));
     if (c.roles.consumer_count(c.node.inputs[i]) != 1)
       return c.error(c.in_label(i) +
@@ -151,16 +154,17 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
   // An offset tensor is read by this node's offset roles only: another node's offsets (other rows), a length or a
   // page table would each want other values than the ones Kiln's checks derive (and than the caller's).
   for (int i = 0; i < 4; ++i) {
+    if (at[i] < 0) continue;
     const int t = c.node.inputs[static_cast<size_t>(at[i])];
     int roles_here = 0;
-    for (int j = 0; j < 4; ++j) roles_here += c.node.inputs[static_cast<size_t>(at[j])] == t;
+    for (int j = 0; j < 4; ++j) roles_here += at[j] >= 0 && c.node.inputs[static_cast<size_t>(at[j])] == t;
     if (c.roles.consumer_count(t) != roles_here)
       return c.error(c.in_label(static_cast<size_t>(at[i])) +
                      ": a ragged offset is read by its node's offset roles only (another node or input role reads "
                      "it too): give each its own tensor");
   }
   // The tensors' dims are numbers: the offsets' B + 1 and the token-major strides cannot follow a dynamic dim.
-  for (size_t i = 0; i < 3; ++i)
+  for (size_t i = 0; i < ragged_inputs; ++i)
     for (const Dim& d : c.in(i).dims)
       if (d.follows_symbols())
         return c.error(c.in_label(i) + ": dims " + dims_text(c.in(i).dims) +

@@ -89,8 +89,10 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
   }
   if (x.ragged_q >= 0) {  // ragged (THD) q, k, v: each entry's rows from its offset on (validate checked them)
     in(0)->set_ragged_offset(in(static_cast<size_t>(x.ragged_q)));
-    in(1)->set_ragged_offset(in(static_cast<size_t>(x.ragged_k)));
-    in(2)->set_ragged_offset(in(static_cast<size_t>(x.ragged_v)));
+    if (x.ragged_k >= 0) {  // over paged caches only q and o are ragged
+      in(1)->set_ragged_offset(in(static_cast<size_t>(x.ragged_k)));
+      in(2)->set_ragged_offset(in(static_cast<size_t>(x.ragged_v)));
+    }
   }
   auto outs = c.fg.sdpa(in(0), in(1), in(2), attrs);
   finish_output(c, n.outputs[0], outs[0]);

@@ -200,9 +200,10 @@ Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Value
   return o;
 }
 
-// The softmax statistics: each row's log-sum-exp (-infinity for a row without keys).
+// The softmax statistics, dense [B, H, Sq, 1] also when q is ragged: each row's log-sum-exp (-infinity for a row
+// without keys); ragged, an entry's rows past its length are not written (NaN, what a poisoned output holds).
 Values run_sdpa_stats(const SdpaGeom& s, const Values& q, const Values& k, const SdpaExtras& x) {
-  Values lse(static_cast<size_t>(s.b * s.h * s.sq), 0.0);
+  Values lse(static_cast<size_t>(s.b * s.h * s.sq), x.ragged_q ? std::nan("") : 0.0);
   for_each_sdpa_row(s, q, k, x,
                     [&](const SdpaRowAt& at, int64_t, int64_t, int64_t, const double*, double l) { lse[at.row] = l; });
   return lse;
@@ -263,8 +264,10 @@ HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<
   }
   if (roles.ragged_q >= 0) {
     x.ragged_q = in[static_cast<size_t>(roles.ragged_q)];
-    x.ragged_k = in[static_cast<size_t>(roles.ragged_k)];
-    x.ragged_v = in[static_cast<size_t>(roles.ragged_v)];
+    if (roles.ragged_k >= 0) {  // over paged caches only q and o are ragged
+      x.ragged_k = in[static_cast<size_t>(roles.ragged_k)];
+      x.ragged_v = in[static_cast<size_t>(roles.ragged_v)];
+    }
     x.ragged_o = in[static_cast<size_t>(roles.ragged_o)];
   }
   const bool stats = p.output == 1;
