@@ -46,10 +46,10 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
       const Node* w = writer >= 0 ? &g.nodes[static_cast<size_t>(writer)] : nullptr;
       const size_t stats_at = w && w->op == OpKind::kSdpaFp8 ? static_cast<size_t>(kFp8Stats) : 1;
       const bool padded_stats = w && (w->op == OpKind::kSdpa || w->op == OpKind::kSdpaFp8) && w->sdpa.padding &&
-                                !w->sdpa.ragged && w->outputs.size() > stats_at && w->outputs[stats_at] == g.outputs[i];
-      // A ragged o: what no entry's row covers (gaps, the tail) is NaN, as an unwritten poisoned output reads.
-      // Ragged statistics (dense [B, H, Sq, 1]) likewise leave an entry's rows past its length NaN.
-      const bool ragged_out = writer >= 0 && g.nodes[static_cast<size_t>(writer)].sdpa.ragged;
+                                w->outputs.size() > stats_at && w->outputs[stats_at] == g.outputs[i];
+      // A ragged o: what no entry's row covers (gaps, the tail) is NaN, as an unwritten poisoned output reads (the
+      // statistics stay dense: a padded row's are -infinity, ragged too).
+      const bool ragged_out = w && w->sdpa.ragged && w->outputs[0] == g.outputs[i];
       int padded_rows = 0, unwritten = 0;
       for (double v : ref->values[i].values()) {
         padded_rows += padded_stats && v == -INFINITY;

@@ -1020,6 +1020,23 @@ TEST(SpecErrors, SdpaRaggedOverPagedCaches) {
   EXPECT_ERROR_HAS(spec(false, {"oq", "oo"}).status(), "input 'q': strides");
   // q and o may share one offset tensor where their tokens match (D = Dv).
   EXPECT_TRUE(spec(true, {"oq", "oq"}).is_ok());
+  // Three offsets (k's and v's shared, as the dense form allows) make the count of the form with a bias: the
+  // length read as the bias is named, not a page table's dims (found by review).
+  EXPECT_ERROR_HAS(spec(true, {"oq", "okv", "oo"}).status(),
+                   "input 'lq': int32, where 10 inputs put the bias: is an input missing or extra?");
+}
+
+// A bias with one input too few after it reads as seq_len_q (the count of the form without a bias): named by its
+// dtype, before the page tables' checks (found by review).
+TEST(SpecErrors, SdpaBiasReadAsALengthIsNamed) {
+  Json tensors = {{"q", t({2, 4, 8, 64})},    {"k", t({10, 2, 16, 64})}, {"v", t({10, 2, 16, 64})},
+                  {"bias", t({2, 4, 8, 64})}, {"lq", t({2, 1, 1, 1})},   {"lkv", t({2, 1, 1, 1})},
+                  {"tk", t({2, 1, 4, 1})}};
+  for (const char* n : {"lq", "lkv", "tk"}) tensors[n]["dtype"] = "int32";
+  Json s = one_node(tensors, "sdpa", {"q", "k", "v", "bias", "lq", "lkv", "tk"},
+                    {{"padding_mask", true}, {"paged_kv", true}});
+  s["io_dtype"] = "bf16";
+  EXPECT_ERROR_HAS(parse(s).status(), "input 'bias': bf16, where 7 inputs put seq_len_q (no bias)");
 }
 
 TEST(SpecErrors, Fp8AndMixedDtypes) {

@@ -325,6 +325,26 @@ Status check_qkv(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
   return Status::ok();
 }
 
+// sdpa's optional inputs are placed by their count (kiln/graph/graph.h sdpa_inputs): one missing or extra shifts
+// every role after the bias, so a count that fits the other form (with or without a bias) reads a length as the
+// bias, or the bias as a length. Their dtypes tell (a bias is q's, a length int32): said before any role's own check.
+Status check_bias_by_dtype(NodeCtx& c) {
+  const SdpaInputs r = sdpa_inputs(c.node);
+  const std::string count = std::to_string(c.node.inputs.size()) + " inputs";
+  const char* layout =
+      " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and seq_len_kv, then with \"paged_kv\" "
+      "page_table_k and page_table_v, then with \"ragged\" the offsets of q, k, v and o: over paged caches of q and o "
+      "only)";
+  if (r.bias >= 0 && c.in_dtype(static_cast<size_t>(r.bias)) == DataType::kInt32 && c.node.sdpa.padding)
+    return c.error(c.in_label(static_cast<size_t>(r.bias)) + ": int32, where " + count +
+                   " put the bias: is an input missing or extra?" + layout);
+  if (r.bias < 0 && r.seq_len_q >= 0 && c.in_dtype(static_cast<size_t>(r.seq_len_q)) != DataType::kInt32 &&
+      c.in_dtype(static_cast<size_t>(r.seq_len_q)) == c.in_dtype(0))
+    return c.error(c.in_label(static_cast<size_t>(r.seq_len_q)) + ": " + dtype_name(c.in_dtype(0)) + ", where " +
+                   count + " put seq_len_q (no bias): is an input missing or extra?" + layout);
+  return Status::ok();
+}
+
 Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
 Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
 
@@ -333,6 +353,7 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   if (c.node.op == OpKind::kSdpaFp8) return infer_sdpa_fp8(c, options, out);
   for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
   KILN_RETURN_IF_ERROR(check_common(c, options, 3));
+  KILN_RETURN_IF_ERROR(check_bias_by_dtype(c));
   DataType ot = c.out_dtype();
   if (ot != DataType::kFloat16 && ot != DataType::kBFloat16)
     return c.error(c.out_label() + ": dtype " + std::string(dtype_name(ot)) +

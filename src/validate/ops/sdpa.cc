@@ -143,8 +143,11 @@ SdpaRowAt row_at(const SdpaGeom& s, const SdpaExtras& x, int64_t b, int64_t h, i
                    sdpa_ragged_row((*x.ragged_o)[static_cast<size_t>(b)], s.h, s.dv, s.b, s.sq, h, i)};
 }
 
+// `all_rows`: ragged, also an entry's rows past its length, as rows without keys (the dense statistics' rows, which
+// cuDNN writes -infinity; measured on an H100 with cuDNN 9.19); else they are not visited (o's: not its own).
 template <typename RowFn>
-void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, const SdpaExtras& x, RowFn&& row_fn) {
+void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, const SdpaExtras& x, bool all_rows,
+                       RowFn&& row_fn) {
   std::vector<double> score(static_cast<size_t>(s.skv));
   const int64_t group = s.h / s.hk;
   const Values* bias = x.bias;
@@ -155,7 +158,7 @@ void for_each_sdpa_row(const SdpaGeom& s, const Values& q, const Values& k, cons
       const int64_t lq = x.seq_len_q ? sdpa_length((*x.seq_len_q)[b], s.sq) : s.sq;
       const int64_t lkv = x.seq_len_kv ? sdpa_length((*x.seq_len_kv)[b], s.skv) : s.skv;
       // Ragged, an entry's rows past its length are not its own (the next entry's, or a gap): not visited.
-      for (int64_t i = 0; i < (x.ragged_q ? lq : s.sq); ++i) {
+      for (int64_t i = 0; i < (x.ragged_q && !all_rows ? lq : s.sq); ++i) {
         const SdpaRowAt at = row_at(s, x, b, h, i);
         const double* qi = q.data() + at.q * s.d;
         int64_t first = 0, last = 0;
@@ -188,7 +191,7 @@ int64_t bias_row_of(const SdpaGeom& s, int64_t row) {
 // unwritten, poisoned output holds).
 Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Values& v, const SdpaExtras& x) {
   Values o(static_cast<size_t>(s.b * s.h * s.sq * s.dv), x.ragged_o ? std::nan("") : 0.0);
-  for_each_sdpa_row(s, q, k, x,
+  for_each_sdpa_row(s, q, k, x, false,
                     [&](const SdpaRowAt& at, int64_t kv_head, int64_t first, int64_t last, const double* p, double) {
                       double* oi = o.data() + at.o * s.dv;
                       std::fill(oi, oi + s.dv, 0.0);
@@ -201,10 +204,10 @@ Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Value
 }
 
 // The softmax statistics, dense [B, H, Sq, 1] also when q is ragged: each row's log-sum-exp (-infinity for a row
-// without keys); ragged, an entry's rows past its length are not written (NaN, what a poisoned output holds).
+// without keys: a padded row, ragged too).
 Values run_sdpa_stats(const SdpaGeom& s, const Values& q, const Values& k, const SdpaExtras& x) {
-  Values lse(static_cast<size_t>(s.b * s.h * s.sq), x.ragged_q ? std::nan("") : 0.0);
-  for_each_sdpa_row(s, q, k, x,
+  Values lse(static_cast<size_t>(s.b * s.h * s.sq), 0.0);
+  for_each_sdpa_row(s, q, k, x, true,
                     [&](const SdpaRowAt& at, int64_t, int64_t, int64_t, const double*, double l) { lse[at.row] = l; });
   return lse;
 }
@@ -217,7 +220,7 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
   const double qk_factor = contraction_factor(q.carries, k.carries) * std::fabs(s.scale);
   const double bias_factor = bias && bias->carries ? 2.0 : 1.0;
   const int64_t width = stats ? 1 : s.dv;
-  for_each_sdpa_row(s, *q.value, *k.value, x,
+  for_each_sdpa_row(s, *q.value, *k.value, x, stats,
                     [&](const SdpaRowAt& at, int64_t kv_head, int64_t first, int64_t last, const double* p, double) {
                       const int64_t out_row = stats ? at.row : at.o;
                       const double* bq = q.mag->data() + at.q * s.d;

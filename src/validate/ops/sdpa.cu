@@ -87,7 +87,8 @@ __device__ RowSoftmax row_softmax(const SdpaParams& p, const SdpaExtras& x, cons
 // A query row's coordinates: its position i, the K/V head (b * hk + h / group) it reads, where its bias terms
 // start (0 without a bias), the keys it attends to, [first, last) (none for a padded query), and the rows it reads
 // of q and writes of o (idx itself unless ragged); `skip` for a ragged entry's row past its length, which is not
-// its own (another entry's, or a gap) and is neither read nor written.
+// its own (another entry's, or a gap) and is neither read nor written in o (the dense statistics' row is written,
+// as a padded row's: no keys, -infinity).
 struct SdpaRow {
   int64_t i, kv_head, bias_row, first, last, q, o;
   bool skip;
@@ -122,10 +123,10 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
   const int64_t rows = p.b * p.h * p.sq, per_block = blockDim.x / kWarp;
   for (int64_t idx = blockIdx.x * per_block + threadIdx.x / kWarp; idx < rows; idx += gridDim.x * per_block) {
     const SdpaRow row = sdpa_row(p, x, idx);
-    if (row.skip) continue;
+    if (row.skip && !stats) continue;
     const double* qi = q + row.q * p.d;
     const double* bi = x.bias ? x.bias + row.bias_row : nullptr;
-    if (stats) {
+    if (stats) {  // a skipped row has no keys (sdpa_keys past lq): -infinity
       const RowSoftmax sm = row_softmax(p, x, qi, k, row.kv_head, bi, row.first, row.last, lane);
       if (lane == 0) o[idx] = sdpa_log_sum_exp(sm.mx, sm.sum);
       continue;
@@ -159,7 +160,7 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
   const int64_t width = stats ? 1 : p.dv;
   for (int64_t idx = blockIdx.x * per_block + threadIdx.x / kWarp; idx < rows; idx += gridDim.x * per_block) {
     const SdpaRow row = sdpa_row(p, x, idx);
-    if (row.skip) continue;
+    if (row.skip && !stats) continue;
     const int64_t head = row.kv_head, out = stats ? idx : row.o;
     const double* qi = q + row.q * p.d;
     const double* bqi = bq + row.q * p.d;
@@ -220,8 +221,10 @@ Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<
   KILN_RETURN_IF_ERROR(fits_a_warp(sp, where));
   const int64_t rows = sp.b * sp.h * sp.sq;
   const SdpaExtras x = sdpa_extras(node, in, [](const double* v) { return v; });
-  // Ragged, what no entry's row covers is left NaN (what an unwritten, poisoned output holds): all-ones bytes.
-  if (x.ragged_o) KILN_CUDA_RETURN_IF_ERROR(cudaMemset(y, 0xFF, static_cast<size_t>(count) * sizeof(double)));
+  // Ragged, what no entry's row covers in o is left NaN (what an unwritten, poisoned output holds): all-ones bytes.
+  // The statistics are dense: every row is written.
+  if (x.ragged_o && p.output != 1)
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemset(y, 0xFF, static_cast<size_t>(count) * sizeof(double)));
   sdpa_kernel<<<grid_for(rows * kWarp), kThreads>>>(sp, in[0], in[1], in[2], x, p.output == 1 ? 1 : 0, y);
   return Status::ok();
 }
