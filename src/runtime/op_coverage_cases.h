@@ -480,8 +480,8 @@ inline void sdpa_cases(std::vector<OpCase>& cases) {
       sdpa_ragged_graph("sdpa_ragged_causal", band(true, std::nullopt), 40, 40, 4, 2, true));
   add("sdpa.ragged_bottom_right_window", "bf16", "sdpa ragged bottom-right window",
       sdpa_ragged_graph("sdpa_ragged_br", band(true, 8, std::nullopt, true), 16, 48));
-  // Ragged with the statistics (dense [B, H, Sq, 1]: an entry's rows past its length are not written) and with a
-  // bias (dense, read at each entry's own query and key positions).
+  // Ragged with the statistics (dense [B, H, Sq, 1]: an entry's rows past its length are -infinity, as a padded
+  // row's) and with a bias (dense, read at each entry's own query and key positions).
   add("sdpa.ragged_stats_causal_gqa", "bf16", "sdpa ragged stats",
       sdpa_ragged_graph("sdpa_ragged_stats", band(true, std::nullopt), 40, 40, 4, 2, false, {}, true));
   add("sdpa.ragged_bias", "bf16", "sdpa ragged bias",

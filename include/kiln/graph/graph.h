@@ -184,7 +184,8 @@ struct SdpaAttrs {
   // [S*H*W, W, H*W, 1], and entry b's rows start at element offset[b] of its buffer instead of b * S*H*W; the
   // node's last four inputs are those offsets, int32 [B + 1, 1, 1, 1], for q, k, v and o (multiples of H*W: whole
   // tokens). Over paged caches (a chunked prefill) only q and o are ragged: the last two inputs are their offsets.
-  // Only each entry's first seq_len rows are read or written (the statistics stay dense [B, H, Sq, 1]: a row past seq_len is -infinity, as a padded row's).
+  // Only each entry's first seq_len rows are read or written (the statistics stay dense [B, H, Sq, 1]: a row past
+  // seq_len is -infinity, as a padded row's).
   bool ragged = false;
   // Dropout on the attention's probabilities, in [0, 1): 0 (the default, as at inference) is none. Any other value is
   // refused as not supported yet (NotSupported, after every fault to fix): Kiln has no reference for cuDNN's random

@@ -338,8 +338,7 @@ Status check_bias_by_dtype(NodeCtx& c) {
   if (r.bias >= 0 && c.in_dtype(static_cast<size_t>(r.bias)) == DataType::kInt32 && c.node.sdpa.padding)
     return c.error(c.in_label(static_cast<size_t>(r.bias)) + ": int32, where " + count +
                    " put the bias: is an input missing or extra?" + layout);
-  if (r.bias < 0 && r.seq_len_q >= 0 && c.in_dtype(static_cast<size_t>(r.seq_len_q)) != DataType::kInt32 &&
-      c.in_dtype(static_cast<size_t>(r.seq_len_q)) == c.in_dtype(0))
+  if (r.bias < 0 && r.seq_len_q >= 0 && c.in_dtype(static_cast<size_t>(r.seq_len_q)) == c.in_dtype(0))
     return c.error(c.in_label(static_cast<size_t>(r.seq_len_q)) + ": " + dtype_name(c.in_dtype(0)) + ", where " +
                    count + " put seq_len_q (no bias): is an input missing or extra?" + layout);
   return Status::ok();
