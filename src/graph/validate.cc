@@ -345,8 +345,10 @@ std::vector<int64_t> token_major_strides(const std::vector<Dim>& d) {
 // checks have).
 Status check_ragged_node(const Graph& g, const Node& n) {
   if (n.op != OpKind::kSdpa || !n.sdpa.ragged) return Status::ok();
+  const SdpaInputs r = sdpa_inputs(n);
+  const int offset[4] = {r.ragged_q, r.ragged_k, r.ragged_v, r.ragged_o};  // -1: not ragged (k, v over paged caches)
   for (int i = 0; i < 4; ++i) {
-    if (n.sdpa.paged && (i == 1 || i == 2)) continue;  // k and v are paged caches, not ragged
+    if (offset[i] < 0) continue;
     const int t = i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0];
     const TensorDesc& d = g.tensors[static_cast<size_t>(t)];
     const std::vector<int64_t> want = token_major_strides(d.dims);
@@ -359,7 +361,7 @@ Status check_ragged_node(const Graph& g, const Node& n) {
   const std::string where = node_where(n) + ": attribute 'ragged': ";
   // Kiln's offsets are int32 (cuDNN also takes int64): an element offset reaches at most a tensor's element count.
   for (int i = 0; i < 4; ++i) {
-    if (n.sdpa.paged && (i == 1 || i == 2)) continue;
+    if (offset[i] < 0) continue;
     const TensorDesc& d = g.tensors[static_cast<size_t>(i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0])];
     const int64_t elements = d.element_count();
     if (elements > std::numeric_limits<int32_t>::max())

@@ -141,10 +141,10 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                        std::to_string(width[i]) + " elements): give each its own tensor");
     }
   }
-  // q, k and v (q alone over paged caches): graph inputs, each read by this one role only (cuDNN attaches the
-  // offsets to the tensor itself, so another reader would read it through them too).
-  const size_t ragged_inputs = c.node.sdpa.paged ? 1 : 3;
-  for (size_t i = 0; i < ragged_inputs; ++i) {
+  // q, k and v (those with an offset: q alone over paged caches): graph inputs, each read by this one role only
+  // (cuDNN attaches the offsets to the tensor itself, so another reader would read it through them too).
+  for (size_t i = 0; i < 3; ++i) {
+    if (at[i] < 0) continue;
     KILN_RETURN_IF_ERROR(check_given(c, i, "a ragged tensor"));
     if (c.roles.consumer_count(c.node.inputs[i]) != 1)
       return c.error(c.in_label(i) +
@@ -164,12 +164,14 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                      "it too): give each its own tensor");
   }
   // The tensors' dims are numbers: the offsets' B + 1 and the token-major strides cannot follow a dynamic dim.
-  for (size_t i = 0; i < ragged_inputs; ++i)
+  for (size_t i = 0; i < 3; ++i) {
+    if (at[i] < 0) continue;
     for (const Dim& d : c.in(i).dims)
       if (d.follows_symbols())
         return c.error(c.in_label(i) + ": dims " + dims_text(c.in(i).dims) +
                        " follow a dynamic dim, but a ragged tensor's dims are static (the offsets say how each batch "
                        "is packed)");
+  }
   const int o = c.node.outputs[0];
   if (!c.roles.is_graph_output(o) || c.roles.consumer_count(o) > 0)
     return c.error(c.out_label() + ": a ragged o must be a graph output that no node reads (its padded rows are not "
