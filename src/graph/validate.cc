@@ -77,7 +77,8 @@ Status check_structure(const Graph& g) {
     if (!node_names.insert(n.name).second) return invalid_argument("node '" + n.name + "' is declared twice");
     size_t lo = 0, hi = 0;
     graph_internal::op_family(n.op).arity(n, &lo, &hi);
-    if (n.op == OpKind::kSdpa && n.sdpa.ragged && !n.sdpa.padding)  // the likely slip, before the count it changes
+    if ((n.op == OpKind::kSdpa || n.op == OpKind::kSdpaBackward) && n.sdpa.ragged &&
+        !n.sdpa.padding)  // the likely slip, before the count it changes
       return invalid_argument(node_where(n) +
                               ": attribute 'ragged': ragged tensors need \"padding_mask\": true (each entry's lengths "
                               "say how many of its rows there are)");
@@ -89,7 +90,8 @@ Status check_structure(const Graph& g) {
                                    "seq_len_kv, then with \"paged_kv\" page_table_k and page_table_v, then with "
                                    "\"ragged\" the offsets of q, k, v and o (over paged caches of q and o))"
            : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, an optional bias, and with \"padding_mask\": "
-                                             "true seq_len_q and seq_len_kv last)"
+                                             "true seq_len_q and seq_len_kv, then with \"ragged\" the offsets of q, k, "
+                                             "v and o)"
            : n.op == OpKind::kSdpaFp8      ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, "
                                              "and with \"padding_mask\": true seq_len_q and seq_len_kv last)"
                                            : ""));
@@ -339,33 +341,56 @@ std::vector<int64_t> token_major_strides(const std::vector<Dim>& d) {
   return {d[2].value * d[1].value * d[3].value, d[3].value, d[1].value * d[3].value, 1};
 }
 
-// A ragged sdpa's q, k, v and o (q and o over paged caches) are packed token-major: an entry's rows are whole
+// The tensors a ragged node packs token-major, each with the offsets input (sdpa_inputs) it is read or written
+// through: an sdpa's q, k, v (q alone over paged caches) and o; a backward pass's q, k, v, o and do, and its dq,
+// dk, dv through q's, k's and v's offsets.
+struct RaggedTensor {
+  int tensor;
+  bool output;
+  int offsets;
+};
+std::vector<RaggedTensor> ragged_tensors(const Node& n) {
+  const SdpaInputs r = sdpa_inputs(n);
+  std::vector<RaggedTensor> out;
+  const auto add = [&](int tensor, bool output, int offsets) {
+    if (offsets >= 0 && tensor >= 0) out.push_back(RaggedTensor{tensor, output, offsets});
+  };
+  const int offsets[3] = {r.ragged_q, r.ragged_k, r.ragged_v};
+  for (size_t i = 0; i < 3; ++i) add(n.inputs[i], false, offsets[i]);
+  if (n.op == OpKind::kSdpaBackward) {
+    add(n.inputs[3], false, r.ragged_o);
+    add(n.inputs[4], false, r.ragged_o);
+    for (size_t i = 0; i < 3 && i < n.outputs.size(); ++i) add(n.outputs[i], true, offsets[i]);
+  } else {
+    add(n.outputs[0], true, r.ragged_o);
+  }
+  return out;
+}
+
+// A ragged sdpa's (or sdpa_backward's) tensors are packed token-major (ragged_tensors): an entry's rows are whole
 // tokens from its offset on, which is what cuDNN reads and what Kiln's references assume. Then what Kiln does not
 // run over ragged tensors (NotSupported, after every check the author must act on: these run once every node's own
 // checks have).
 Status check_ragged_node(const Graph& g, const Node& n) {
-  if (n.op != OpKind::kSdpa || !n.sdpa.ragged) return Status::ok();
-  const SdpaInputs r = sdpa_inputs(n);
-  const int offset[4] = {r.ragged_q, r.ragged_k, r.ragged_v, r.ragged_o};  // -1: not ragged (k, v over paged caches)
-  for (int i = 0; i < 4; ++i) {
-    if (offset[i] < 0) continue;
-    const int t = i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0];
-    const TensorDesc& d = g.tensors[static_cast<size_t>(t)];
+  if (!is_ragged_attention(n)) return Status::ok();
+  const std::vector<RaggedTensor> tensors = ragged_tensors(n);
+  for (const RaggedTensor& r : tensors) {
+    const TensorDesc& d = g.tensors[static_cast<size_t>(r.tensor)];
     const std::vector<int64_t> want = token_major_strides(d.dims);
     if (d.strides != want)
-      return invalid_argument(node_where(n) + ": " + (i < 3 ? "input '" : "output '") + d.name + "': strides " +
+      return invalid_argument(node_where(n) + ": " + (r.output ? "output '" : "input '") + d.name + "': strides " +
                               graph_internal::ints_text(d.strides) + " on dims " + dims_text(d.dims) +
                               ": a ragged tensor is packed token-major, strides " + graph_internal::ints_text(want) +
                               " ([S*H*W, W, H*W, 1]: each token's heads side by side)");
   }
   const std::string where = node_where(n) + ": attribute 'ragged': ";
   // Kiln's offsets are int32 (cuDNN also takes int64): an element offset reaches at most a tensor's element count.
-  for (int i = 0; i < 4; ++i) {
-    if (offset[i] < 0) continue;
-    const TensorDesc& d = g.tensors[static_cast<size_t>(i < 3 ? n.inputs[static_cast<size_t>(i)] : n.outputs[0])];
+  for (const RaggedTensor& r : tensors) {
+    const TensorDesc& d = g.tensors[static_cast<size_t>(r.tensor)];
     const int64_t elements = d.element_count();
     if (elements > std::numeric_limits<int32_t>::max())
-      return not_supported(where + (i < 3 ? "input '" : "output '") + d.name + "' holds " + std::to_string(elements) +
+      return not_supported(where + (r.output ? "output '" : "input '") + d.name + "' holds " +
+                           std::to_string(elements) +
                            " elements, past the int32 offsets Kiln takes (2^31 - 1; int64 offsets are not supported "
                            "yet)");
   }
@@ -401,8 +426,10 @@ Status validate_impl(Graph& g, const ValidateOptions& options) {
       }
       t.dims = inferred;
       KILN_RETURN_IF_ERROR(check_dims_positive(t));
-      // An undeclared ragged o is packed token-major, as ragged tensors are (kiln/graph/graph.h SdpaAttrs).
-      if (o == 0 && n.op == OpKind::kSdpa && n.sdpa.ragged && t.layout == Layout::kRowMajor && t.strides.empty()) {
+      // An undeclared ragged o (dq, dk, dv) is packed token-major, as ragged tensors are (kiln/graph/graph.h
+      // SdpaAttrs).
+      const bool ragged_out = is_ragged_attention(n) && (n.op == OpKind::kSdpaBackward || o == 0);
+      if (ragged_out && t.layout == Layout::kRowMajor && t.strides.empty()) {
         t.layout = Layout::kExplicit;
         t.strides = token_major_strides(t.dims);
       }

@@ -319,6 +319,32 @@ inline GraphBuilder sdpa_backward_graph(const std::string& name, const SdpaAttrs
   b.output(g.dq).output(g.dk).output(g.dv);
   return b;
 }
+// The backward pass over ragged (THD) tensors with a padding mask and the band `a`: q, o, do [2, h, sq, 64] and k,
+// v [2, hk, skv, 64] packed token-major through the four offsets int32 [3, 1, 1, 1] (o's also do's; drawn from the
+// lengths with gaps between the entries), the statistics dense fp32 [2, h, sq, 1]; dq, dk, dv packed as q, k, v
+// (undeclared: token-major), their unowned rows unwritten.
+inline GraphBuilder sdpa_backward_ragged_graph(const std::string& name, SdpaAttrs a, int64_t sq, int64_t skv,
+                                               int64_t h = 2, int64_t hk = 2) {
+  GraphBuilder b(name);
+  b.io_dtype(DataType::kBFloat16);
+  a.padding = a.ragged = true;
+  const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
+    return b.tensor_strided(n, {2, heads, rows, 64}, {rows * heads * 64, 64, heads * 64, 1});
+  };
+  const auto i32 = [&](const char* n, std::vector<DimArg> d) {
+    return b.tensor(n, d, Layout::kRowMajor, DataType::kInt32);
+  };
+  TensorRef q = thd("q", h, sq), k = thd("k", hk, skv), v = thd("v", hk, skv), o = thd("o", h, sq),
+            dout = thd("do", h, sq);
+  TensorRef stats = b.tensor("stats", {2, h, sq, 1}, Layout::kRowMajor, DataType::kFloat32);
+  const GraphBuilder::SdpaRaggedOffsets offsets{i32("ragged_q", {3, 1, 1, 1}), i32("ragged_k", {3, 1, 1, 1}),
+                                                i32("ragged_v", {3, 1, 1, 1}), i32("ragged_o", {3, 1, 1, 1})};
+  const GraphBuilder::SdpaGrads g =
+      b.sdpa_backward("grad", q, k, v, o, dout, stats, a, std::nullopt, i32("seq_len_q", {2, 1, 1, 1}),
+                      i32("seq_len_kv", {2, 1, 1, 1}), offsets);
+  b.output(g.dq).output(g.dk).output(g.dv);
+  return b;
+}
 // FP8 attention (sdpa_fp8) with the band `a`: q [2, h, sq, d], k and v [2, hk, skv, d] fp8_e4m3, the six scales
 // fp32 [1, 1, 1, 1] (drawn as delayed scaling sets them: reference_common.cc); o fp8_e4m3, amax_o, and with
 // `stats` the statistics "lse".
@@ -390,6 +416,13 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
       sdpa_backward_graph("sdpa_bwd_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
   add("sdpa_backward.padding_bottom_right", "bf16", "sdpa_backward padding bottom-right",
       sdpa_backward_graph("sdpa_bwd_pad_br", padded(band(true, std::nullopt, std::nullopt, true)), 16, 48));
+  // Over ragged (THD) tensors: each entry's own rows read and written through the offsets, the gaps unwritten.
+  add("sdpa_backward.ragged", "bf16", "sdpa_backward ragged",
+      sdpa_backward_ragged_graph("sdpa_bwd_ragged", band(false, std::nullopt), 24, 40));
+  add("sdpa_backward.ragged_causal_gqa", "bf16", "sdpa_backward ragged causal gqa",
+      sdpa_backward_ragged_graph("sdpa_bwd_ragged_causal", band(true, std::nullopt), 40, 40, 4, 2));
+  add("sdpa_backward.ragged_bottom_right", "bf16", "sdpa_backward ragged bottom-right",
+      sdpa_backward_ragged_graph("sdpa_bwd_ragged_br", band(true, std::nullopt, std::nullopt, true), 16, 48));
   // FP8 attention (o, amax_o; P rounded to fp8 inside): plain, causal, a window over grouped heads with head dim
   // 128, and with the statistics.
   add("sdpa_fp8", "fp8_e4m3", "sdpa_fp8", sdpa_fp8_graph("sdpa_fp8", band(false, std::nullopt), 32, 48));

@@ -49,7 +49,9 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
                                 w->outputs.size() > stats_at && w->outputs[stats_at] == g.outputs[i];
       // A ragged o: what no entry's row covers (gaps, the tail) is NaN, as an unwritten poisoned output reads (the
       // statistics stay dense: a padded row's are -infinity, ragged too).
-      const bool ragged_out = w && w->sdpa.ragged && w->outputs[0] == g.outputs[i];
+      // A ragged backward pass's dq, dk and dv likewise.
+      const bool ragged_out =
+          w && is_ragged_attention(*w) && (w->outputs[0] == g.outputs[i] || w->op == OpKind::kSdpaBackward);
       int padded_rows = 0, unwritten = 0;
       for (double v : ref->values[i].values()) {
         padded_rows += padded_stats && v == -INFINITY;
@@ -75,7 +77,7 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
     EXPECT_EQ(self->verdict, Disposition::kPassed) << self->summary();
   }
   EXPECT_EQ(rejected, 5);
-  EXPECT_EQ(cases.size(), 201u);
+  EXPECT_EQ(cases.size(), 204u);
 }
 
 // sdpa_fp8's amax_o is judged with P's fp8 rounding in its band (numerics.cc): an amax 5% off the exact one (what
@@ -145,6 +147,9 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
                            "sdpa_backward padding",
                            "sdpa_backward padding causal gqa",
                            "sdpa_backward padding bottom-right",
+                           "sdpa_backward ragged",
+                           "sdpa_backward ragged causal gqa",
+                           "sdpa_backward ragged bottom-right",
                            "sdpa_fp8",
                            "sdpa_fp8 causal",
                            "sdpa_fp8 window gqa d128",
@@ -157,9 +162,10 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
     pointwise += s.rfind("pointwise ", 0) == 0;
     reductions += s.rfind("reduce_", 0) == 0;
   }
-  EXPECT_EQ(pointwise, 16 * 2);                         // every mode in fp32 and fp16
-  EXPECT_EQ(reductions, 4 * 2);                         // every mode over the last axis and over all axes
-  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 14u);  // ... + fp8 attention + padded statistics, backward, ragged
+  EXPECT_EQ(pointwise, 16 * 2);  // every mode in fp32 and fp16
+  EXPECT_EQ(reductions, 4 * 2);  // every mode over the last axis and over all axes
+  // ... + fp8 attention + padded statistics, backward, ragged (the forward's and the backward's)
+  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 14u + 3u);
   // Every pointwise mode appears standalone and fused behind a matmul in both core dtypes.
   for (const char* mode : {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add", "relu", "gelu_erf",
                            "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "identity"})

@@ -190,13 +190,21 @@ GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, Ten
                                                     TensorRef o, TensorRef dout, TensorRef stats,
                                                     const SdpaAttrs& attrs, std::optional<TensorRef> bias,
                                                     std::optional<TensorRef> seq_len_q,
-                                                    std::optional<TensorRef> seq_len_kv) {
+                                                    std::optional<TensorRef> seq_len_kv,
+                                                    std::optional<SdpaRaggedOffsets> ragged) {
   Node n = make_node(name, OpKind::kSdpaBackward);
   n.sdpa = attrs;
   std::vector<TensorRef> inputs = {q, k, v, o, dout, stats};
   if (bias) inputs.push_back(*bias);
   for (const auto* x : {&seq_len_q, &seq_len_kv})  // as sdpa's: one alone is kept, and validation names it
     if (*x) inputs.push_back(**x), n.sdpa.padding = true;
+  if (ragged) {  // one of k's and v's missing is kept out: validation then names the count
+    inputs.push_back(ragged->q);
+    for (const auto* x : {&ragged->k, &ragged->v})
+      if (*x) inputs.push_back(**x);
+    inputs.push_back(ragged->o);
+    n.sdpa.ragged = true;
+  }
   const TensorRef dq = add_node(std::move(n), inputs, name + "_dq");
   if (dq.index < 0) return SdpaGrads{};
   Node& added = graph_.nodes.back();

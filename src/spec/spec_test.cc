@@ -938,6 +938,117 @@ TEST(SpecErrors, SdpaRagged) {
   }
 }
 
+// The backward pass over ragged tensors: the four offsets after the lengths (q's also dq's, k's dk's, v's dv's, o's
+// o's and do's); q, k, v, o and do packed token-major, and dq, dk, dv too (undeclared: token-major). B 2, q 4 heads
+// over k, v 2, Sq 16, Skv 32, D 64.
+Json sdpa_backward_ragged_spec() {
+  const auto thd = [](int64_t heads, int64_t rows) {
+    Json j = t({2, heads, rows, 64});
+    j["strides"] = {rows * heads * 64, 64, heads * 64, 1};
+    return j;
+  };
+  Json base = one_node({{"q", thd(4, 16)},
+                        {"k", thd(2, 32)},
+                        {"v", thd(2, 32)},
+                        {"o", thd(4, 16)},
+                        {"do", thd(4, 16)},
+                        {"stats", t({2, 4, 16, 1}, "float32")},
+                        {"lq", t({2, 1, 1, 1}, "int32")},
+                        {"lkv", t({2, 1, 1, 1}, "int32")},
+                        {"oq", t({3, 1, 1, 1}, "int32")},
+                        {"ok", t({3, 1, 1, 1}, "int32")},
+                        {"ov", t({3, 1, 1, 1}, "int32")},
+                        {"oo", t({3, 1, 1, 1}, "int32")}},
+                       "sdpa_backward", {"q", "k", "v", "o", "do", "stats", "lq", "lkv", "oq", "ok", "ov", "oo"},
+                       {{"padding_mask", true}, {"ragged", true}, {"causal", true}});
+  base["nodes"][0]["outputs"] = {"dq", "dk", "dv"};
+  base["outputs"] = {"dq", "dk", "dv"};
+  base["io_dtype"] = "bf16";
+  return base;
+}
+
+TEST(SpecOps, SdpaBackwardRagged) {
+  StatusOr<Graph> g = parse(sdpa_backward_ragged_spec());
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  const Node& n = g->nodes[0];
+  const SdpaInputs r = sdpa_inputs(n);
+  EXPECT_EQ(r.bias, -1);
+  EXPECT_EQ(r.seq_len_q, 6);
+  EXPECT_EQ(r.seq_len_kv, 7);
+  EXPECT_EQ(r.ragged_q, 8);
+  EXPECT_EQ(r.ragged_k, 9);
+  EXPECT_EQ(r.ragged_v, 10);
+  EXPECT_EQ(r.ragged_o, 11);
+  const std::vector<int64_t> q_strides{16 * 4 * 64, 64, 4 * 64, 1}, kv_strides{32 * 2 * 64, 64, 2 * 64, 1};
+  EXPECT_EQ(g->tensors[static_cast<size_t>(n.outputs[0])].strides, q_strides) << "an undeclared ragged dq";
+  EXPECT_EQ(g->tensors[static_cast<size_t>(n.outputs[1])].strides, kv_strides) << "an undeclared ragged dk";
+  EXPECT_EQ(g->tensors[static_cast<size_t>(n.outputs[2])].strides, kv_strides) << "an undeclared ragged dv";
+  auto sig = compute_signature(*g);
+  ASSERT_TRUE(sig.is_ok()) << sig.status().to_string();
+  EXPECT_NE(sig->canonical.find("ragged=1"), std::string::npos) << sig->canonical;
+
+  // With a bias: the seventh input, the lengths and offsets after it.
+  Json j = sdpa_backward_ragged_spec();
+  j["tensors"]["bias"] = t({1, 4, 16, 32});
+  j["nodes"][0]["inputs"].insert(j["nodes"][0]["inputs"].begin() + 6, "bias");
+  j["nodes"][0]["causal"] = false;
+  StatusOr<Graph> gb = parse(j);
+  ASSERT_TRUE(gb.is_ok()) << gb.status().to_string();
+  EXPECT_EQ(sdpa_inputs(gb->nodes[0]).bias, 6);
+  EXPECT_EQ(sdpa_inputs(gb->nodes[0]).seq_len_q, 7);
+  EXPECT_EQ(sdpa_inputs(gb->nodes[0]).ragged_o, 12);
+}
+
+TEST(SpecErrors, SdpaBackwardRagged) {
+  struct Bad {
+    std::function<void(Json&)> edit;
+    const char* message;
+    StatusCode code;
+  };
+  const std::vector<Bad> bad = {
+      {[](Json& j) { j["nodes"][0].erase("padding_mask"); },
+       "attribute 'ragged': ragged tensors need \"padding_mask\": true", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["nodes"][0]["inputs"].erase(j["nodes"][0]["inputs"].end() - 1); },
+       "11 inputs, expected 12 or 13", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["tensors"]["do"].erase("strides"); },
+       "input 'do': strides [4096,1024,64,1] on dims [2,4,16,64]: a ragged tensor is packed token-major",
+       StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["dk"] = {{"strides", {4096, 2048, 64, 1}}};
+       },
+       "output 'dk': strides [4096,2048,64,1] on dims [2,2,32,64]: a ragged tensor is packed token-major",
+       StatusCode::kInvalidArgument},
+      {[](Json& j) {  // o read as do too
+         j["nodes"][0]["inputs"][4] = "o";
+         j["tensors"].erase("do");
+       },
+       "input 'o': a ragged tensor is read by one role of its node only", StatusCode::kInvalidArgument},
+      {[](Json& j) {  // q's offsets as k's: one counts queries, the other keys
+         j["nodes"][0]["inputs"][9] = "oq";
+         j["tensors"].erase("ok");
+       },
+       "input 'oq': it serves as q's and k's ragged offset, but one counts queries", StatusCode::kInvalidArgument},
+      {[](Json& j) {  // dq read by another node: its unowned rows are not written
+         j["nodes"].push_back({{"name", "n2"}, {"op", "relu"}, {"inputs", {"dq"}}, {"outputs", {"y2"}}});
+         j["outputs"] = {"dq", "dk", "dv", "y2"};
+       },
+       "output 'dq': a ragged gradient must be a graph output that no node reads", StatusCode::kInvalidArgument},
+      {[](Json& j) {
+         j["tensors"]["ov"]["dims"] = {2, 1, 1, 1};
+       },
+       "input 'ov': dims [2,1,1,1] must be [B + 1, 1, 1, 1] = [3, 1, 1, 1]", StatusCode::kInvalidArgument},
+      {[](Json& j) { j["tensors"]["oo"]["dtype"] = "int64"; },
+       "input 'oo': dtype int64 is not supported for a ragged offset", StatusCode::kInvalidArgument},
+  };
+  for (const Bad& b : bad) {
+    Json j = sdpa_backward_ragged_spec();
+    b.edit(j);
+    Status st = parse(j).status();
+    EXPECT_EQ(st.code(), b.code) << st.to_string();
+    EXPECT_ERROR_HAS(st, "node 'n1' (sdpa_backward)", b.message);
+  }
+}
+
 // Paged K/V caches: "paged_kv": true with "padding_mask": true, the caches [blocks, Hk, block_size, D] and the page
 // tables int32 [B, 1, pages, 1] last; Skv = pages * block_size.
 TEST(SpecErrors, SdpaPagedCaches) {

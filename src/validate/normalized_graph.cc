@@ -46,6 +46,7 @@ std::vector<const char*> input_roles(const Node& n) {
       const SdpaInputs x = sdpa_inputs(n);
       if (x.bias >= 0) r.push_back("bias");
       if (x.seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
+      if (x.ragged_q >= 0) r.insert(r.end(), {"ragged_q", "ragged_k", "ragged_v", "ragged_o"});
       return r;
     }
     case OpKind::kSdpaFp8: {

@@ -164,7 +164,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     }
     if (is_attention(n.op)) sdpa_length_ranges(g, n, &range);
     // Ragged offsets follow from the lengths (ragged_offsets): drawn as 0, then written over.
-    if (n.op == OpKind::kSdpa && n.sdpa.ragged)
+    if (is_ragged_attention(n))
       for (int i : {sdpa_inputs(n).ragged_q, sdpa_inputs(n).ragged_k, sdpa_inputs(n).ragged_v, sdpa_inputs(n).ragged_o})
         if (i >= 0) range[static_cast<size_t>(n.inputs[static_cast<size_t>(i)])] = {0.0, 0.0};
     // FP8 attention's scales as delayed scaling sets them: the descales near 1; P (at most 1) scaled into e4m3's
@@ -220,7 +220,7 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
 StatusOr<std::map<int, std::vector<double>>> ragged_offsets(const Graph& g, uint64_t seed) {
   std::map<int, std::vector<double>> out;
   bool any = false;
-  for (const Node& n : g.nodes) any = any || (n.op == OpKind::kSdpa && n.sdpa.ragged);
+  for (const Node& n : g.nodes) any = any || is_ragged_attention(n);
   if (!any) return out;
   KILN_ASSIGN_OR_RETURN(std::vector<InputDraw> draws, input_draws(g));
   // A length tensor's values as drawn (the very ones make_random_inputs and generate_inputs_on_device produce).
@@ -235,7 +235,7 @@ StatusOr<std::map<int, std::vector<double>>> ragged_offsets(const Graph& g, uint
   };
   for (const Node& n : g.nodes) {
     const SdpaInputs r = sdpa_inputs(n);
-    if (n.op != OpKind::kSdpa || !n.sdpa.ragged || r.ragged_o < 0 || r.seq_len_q < 0) continue;
+    if (!is_ragged_attention(n) || r.ragged_o < 0 || r.seq_len_q < 0) continue;
     const auto dims = [&](size_t input) { return tensor_dims(g, n.inputs[input]); };
     const auto q = dims(0), k = dims(1), v = dims(2);
     const std::vector<double> lq = lengths(n.inputs[static_cast<size_t>(r.seq_len_q)]),

@@ -483,6 +483,32 @@ TEST(HostReference, SdpaBackwardIsTheForwardsGradient) {
   }
 }
 
+// A ragged output `got`, the dense view of a token-major [b, heads, rows, d] buffer read through the element
+// offsets `off`, against the dense `want`: each entry's first `len` rows equal, every element no entry owns NaN
+// (unwritten). Returns the largest |want| compared.
+double expect_ragged_output(const std::vector<double>& got, const std::vector<double>& want, int64_t b, int64_t heads,
+                            int64_t rows, int64_t d, const std::vector<double>& off, const std::vector<double>& len,
+                            const std::string& what) {
+  std::vector<bool> written(got.size(), false);
+  double largest = 0;
+  for (int64_t e = 0; e < b; ++e)
+    for (int64_t s = 0; s < static_cast<int64_t>(len[static_cast<size_t>(e)]); ++s)
+      for (int64_t hh = 0; hh < heads; ++hh)
+        for (int64_t c = 0; c < d; ++c) {
+          const int64_t t = static_cast<int64_t>(off[static_cast<size_t>(e)]) / (heads * d) + s;
+          const size_t g = static_cast<size_t>((((t / rows) * heads + hh) * rows + t % rows) * d + c);
+          const double w = want[static_cast<size_t>(((e * heads + hh) * rows + s) * d + c)];
+          written[g] = true;
+          largest = std::max(largest, std::fabs(w));
+          EXPECT_EQ(got[g], w) << what << ": entry " << e << " row " << s << " head " << hh;
+        }
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!written[i]) {
+      EXPECT_TRUE(std::isnan(got[i])) << what << ": element " << i << " is no entry's, yet written";
+    }
+  return largest;
+}
+
 // Ragged (THD) attention against the padded dense one: each entry's valid rows scattered by hand to the tokens its
 // offsets name (gaps and the tail hold junk the reference must not read), then o read back from its own offsets.
 // Rows no entry covers are NaN (what an unwritten, poisoned output holds).
@@ -560,22 +586,125 @@ TEST(HostReference, SdpaRaggedIsThePaddedDenseAttention) {
                                   {ins[8], vals(rg, ins[8], off_o)}};
     auto got = run_host_reference(rg, rin);
     ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-    const std::vector<double> wo = (*want)[0].values(), go = (*got)[0].values();
-    std::vector<bool> written(go.size(), false);
+    expect_ragged_output((*got)[0].values(), (*want)[0].values(), b, h, sq, d, off_o, lq, causal ? "o, causal" : "o");
+  }
+}
+
+// The backward pass over ragged tensors against the padded dense one: q, k, v, o and do scattered by hand to the
+// tokens their own offsets name (k's and v's apart; junk in the gaps and the tail), the statistics dense; dq, dk
+// and dv read back from q's, k's and v's offsets equal the dense gradients of each entry's own rows, and every
+// element no entry owns is NaN (unwritten).
+TEST(HostReference, SdpaBackwardRaggedIsThePaddedDenseBackward) {
+  const int64_t b = 2, h = 2, hk = 1, sq = 5, skv = 6, d = 8;
+  const std::vector<double> lq = {3, 5}, lkv = {4, 6};
+  // Element offsets: q's and o's tokens (h * d = 16 elements), k's and v's (hk * d = 8).
+  const std::vector<double> off_q = {16, 80, 160}, off_k = {0, 40, 88}, off_v = {8, 48, 96}, off_o = {0, 48, 128};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  const auto draw = [&](int64_t n) {
+    std::vector<double> x(static_cast<size_t>(n));
+    for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
+    return x;
+  };
+  // Dense-view index of (token t, head, element e) in a [b, heads, rows, d] token-major buffer.
+  const auto at = [&](int64_t heads, int64_t rows, int64_t t, int64_t head, int64_t e) {
+    return static_cast<size_t>((((t / rows) * heads + head) * rows + t % rows) * d + e);
+  };
+  const auto dense_at = [&](int64_t heads, int64_t rows, int64_t entry, int64_t head, int64_t s, int64_t e) {
+    return static_cast<size_t>(((entry * heads + head) * rows + s) * d + e);
+  };
+  const auto scatter = [&](const std::vector<double>& x, int64_t heads, int64_t rows, const std::vector<double>& off,
+                           const std::vector<double>& len) {
+    std::vector<double> buf = draw(b * heads * rows * d);  // junk everywhere an entry's row does not land
     for (int64_t e = 0; e < b; ++e)
-      for (int64_t s = 0; s < static_cast<int64_t>(lq[static_cast<size_t>(e)]); ++s)
-        for (int64_t hh = 0; hh < h; ++hh)
-          for (int64_t c = 0; c < d; ++c) {
-            const size_t g = at(h, sq, static_cast<int64_t>(off_o[static_cast<size_t>(e)]) / (h * d) + s, hh, c);
-            written[g] = true;
-            EXPECT_EQ(go[g], wo[static_cast<size_t>(((e * h + hh) * sq + s) * d + c)])
-                << "entry " << e << " row " << s << " head " << hh << (causal ? " causal" : "");
-          }
-    for (size_t i = 0; i < go.size(); ++i) {
-      if (!written[i]) {
-        EXPECT_TRUE(std::isnan(go[i])) << "element " << i << " is no entry's, yet written";
-      }
-    }
+      for (int64_t s = 0; s < static_cast<int64_t>(len[static_cast<size_t>(e)]); ++s)
+        for (int64_t hh = 0; hh < heads; ++hh)
+          for (int64_t c = 0; c < d; ++c)
+            buf[at(heads, rows, static_cast<int64_t>(off[static_cast<size_t>(e)]) / (heads * d) + s, hh, c)] =
+                x[dense_at(heads, rows, e, hh, s, c)];
+    return buf;
+  };
+  for (bool causal : {false, true}) {
+    SdpaAttrs a;
+    a.causal = causal;
+    a.padding = true;
+    Graph dense = make_graph("dense", DataType::kBFloat16);
+    std::vector<int> din_t = {add_tensor(dense, "q", {b, h, sq, d}),
+                              add_tensor(dense, "k", {b, hk, skv, d}),
+                              add_tensor(dense, "v", {b, hk, skv, d}),
+                              add_tensor(dense, "o", {b, h, sq, d}),
+                              add_tensor(dense, "do", {b, h, sq, d}),
+                              add_tensor(dense, "stats", {b, h, sq, 1}),
+                              add_tensor(dense, "lq", {b, 1, 1, 1}, DataType::kInt32),
+                              add_tensor(dense, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
+    dense.tensors[static_cast<size_t>(din_t[5])].dtype = DataType::kFloat32;
+    const int dq = add_tensor(dense, "dq", {b, h, sq, d}), dk = add_tensor(dense, "dk", {b, hk, skv, d}),
+              dv = add_tensor(dense, "dv", {b, hk, skv, d});
+    add_node(dense, "grad", OpKind::kSdpaBackward, din_t, dq).sdpa = a;
+    dense.nodes[0].outputs = {dq, dk, dv};
+    dense.outputs = {dq, dk, dv};
+    const std::vector<double> qd = draw(b * h * sq * d), kd = draw(b * hk * skv * d), vd = draw(b * hk * skv * d),
+                              od = draw(b * h * sq * d), gd = draw(b * h * sq * d);
+    std::vector<double> ld(static_cast<size_t>(b * h * sq));
+    for (double& x : ld) x = 1.0 + std::round((u(rng) + 1.0) * 32.0) / 64.0;  // near ln Skv
+    const std::vector<std::vector<double>> dvals = {qd, kd, vd, od, gd, ld, lq, lkv};
+    std::map<int, HostTensor> din;
+    for (size_t i = 0; i < din_t.size(); ++i) din.emplace(din_t[i], vals(dense, din_t[i], dvals[i]));
+    auto want = run_host_reference(dense, din);
+    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+
+    Graph rg = make_graph("ragged", DataType::kBFloat16);
+    const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
+      return add_tensor(rg, n, {b, heads, rows, d}, std::nullopt, {rows * heads * d, d, heads * d, 1});
+    };
+    std::vector<int> ins = {thd("q", h, sq),
+                            thd("k", hk, skv),
+                            thd("v", hk, skv),
+                            thd("o", h, sq),
+                            thd("do", h, sq),
+                            add_tensor(rg, "stats", {b, h, sq, 1}),
+                            add_tensor(rg, "lq", {b, 1, 1, 1}, DataType::kInt32),
+                            add_tensor(rg, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
+    rg.tensors[static_cast<size_t>(ins[5])].dtype = DataType::kFloat32;
+    for (const char* n : {"off_q", "off_k", "off_v", "off_o"})
+      ins.push_back(add_tensor(rg, n, {b + 1, 1, 1, 1}, DataType::kInt32));
+    const int rdq = thd("dq", h, sq), rdk = thd("dk", hk, skv), rdv = thd("dv", hk, skv);
+    SdpaAttrs ra = a;
+    ra.ragged = true;
+    add_node(rg, "grad", OpKind::kSdpaBackward, ins, rdq).sdpa = ra;
+    rg.nodes[0].outputs = {rdq, rdk, rdv};
+    rg.outputs = {rdq, rdk, rdv};
+    const std::vector<std::vector<double>> rvals = {scatter(qd, h, sq, off_q, lq),
+                                                    scatter(kd, hk, skv, off_k, lkv),
+                                                    scatter(vd, hk, skv, off_v, lkv),
+                                                    scatter(od, h, sq, off_o, lq),
+                                                    scatter(gd, h, sq, off_o, lq),
+                                                    ld,
+                                                    lq,
+                                                    lkv,
+                                                    off_q,
+                                                    off_k,
+                                                    off_v,
+                                                    off_o};
+    std::map<int, HostTensor> rin;
+    for (size_t i = 0; i < ins.size(); ++i) rin.emplace(ins[i], vals(rg, ins[i], rvals[i]));
+    auto got = run_host_reference(rg, rin);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    struct Out {
+      int64_t heads, rows;
+      const std::vector<double>* off;
+      const std::vector<double>* len;
+    };
+    const Out outs[3] = {{h, sq, &off_q, &lq}, {hk, skv, &off_k, &lkv}, {hk, skv, &off_v, &lkv}};
+    double largest = 0;
+    for (size_t w = 0; w < 3; ++w)
+      largest = std::max(largest, expect_ragged_output((*got)[w].values(), (*want)[w].values(), b, outs[w].heads,
+                                                       outs[w].rows, d, *outs[w].off, *outs[w].len,
+                                                       std::string(w == 0   ? "dq"
+                                                                   : w == 1 ? "dk"
+                                                                            : "dv") +
+                                                           (causal ? ", causal" : "")));
+    EXPECT_GT(largest, 0.01) << "gradients too small to tell a misplaced row";
   }
 }
 

@@ -180,12 +180,13 @@ struct SdpaAttrs {
   // block of each entry's page of keys, values); an entry's key j is row j % block_size of block
   // table[j / block_size]: Skv = pages * block_size.
   bool paged = false;
-  // Ragged (THD) q, k, v and o (sdpa, needs `padding`): each is packed token-major, [B, H, S, W] with strides
+  // Ragged (THD) q, k, v and o (sdpa and sdpa_backward, needs `padding`): each is packed token-major, [B, H, S, W] with strides
   // [S*H*W, W, H*W, 1], and entry b's rows start at element offset[b] of its buffer instead of b * S*H*W; the
   // node's last four inputs are those offsets, int32 [B + 1, 1, 1, 1], for q, k, v and o (multiples of H*W: whole
   // tokens). Over paged caches (a chunked prefill) only q and o are ragged: the last two inputs are their offsets.
   // Only each entry's first seq_len rows are read or written (the statistics stay dense [B, H, Sq, 1]: a row past
-  // seq_len is -infinity, as a padded row's).
+  // seq_len is -infinity, as a padded row's). A backward pass's do is packed as o and its dq, dk, dv as q, k, v,
+  // each pair through one offset (the statistics read dense).
   bool ragged = false;
   // Dropout on the attention's probabilities, in [0, 1): 0 (the default, as at inference) is none. Any other value is
   // refused as not supported yet (NotSupported, after every fault to fix): Kiln has no reference for cuDNN's random
@@ -211,9 +212,11 @@ struct SdpaAttrs {
 //               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths, the page tables and the offsets optional:
 //               sdpa_inputs;
 //               stats, when asked for, each query row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1])
-//   sdpa_backward: in {q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv)} out {dq, dk, dv}
+//   sdpa_backward: in {q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv)
+//                   (, ragged_q, ragged_k, ragged_v, ragged_o)} out {dq, dk, dv}
 //               (the gradients of an sdpa with these attributes: o and stats as its forward wrote them, do the
-//               gradient of o; dq, dk, dv shaped and typed as q, k, v; no paged caches or ragged tensors)
+//               gradient of o; dq, dk, dv shaped and typed as q, k, v; no paged caches; ragged, do is packed as o
+//               and dq, dk, dv as q, k, v, each pair through one offset tensor, the statistics dense)
 //   sdpa_fp8:   in {q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o (, seq_len_q, seq_len_kv)}
 //               out {o, amax_o (, stats)}
 //               (FP8 attention: q, k, v fp8 e4m3 [B, H, S, D]; the six scales fp32 [1, 1, 1, 1] graph inputs; the
@@ -236,8 +239,8 @@ struct Node {
 };
 
 // Where an sdpa node's optional inputs are in Node::inputs (-1: absent): a bias after q, k, v; with
-// SdpaAttrs::padding the lengths, and with SdpaAttrs::paged the page tables after them, last. An sdpa_backward's
-// bias is its seventh input.
+// SdpaAttrs::padding the lengths, and with SdpaAttrs::paged the page tables after them, then with SdpaAttrs::ragged
+// the offsets, last. An sdpa_backward's bias is its seventh input; its lengths, then offsets, come last.
 struct SdpaInputs {
   int bias = -1, seq_len_q = -1, seq_len_kv = -1, page_table_k = -1, page_table_v = -1;
   int ragged_q = -1, ragged_k = -1, ragged_v = -1, ragged_o = -1;  // SdpaAttrs::ragged's offsets
@@ -252,12 +255,19 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
     return r;
   }
   const int count = static_cast<int>(n.inputs.size());
-  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv)
-    const int lengths = n.sdpa.padding ? 2 : 0;
-    if (count - lengths >= 7) r.bias = 6;
-    if (n.sdpa.padding && count >= 8) {
-      r.seq_len_q = count - 2;
-      r.seq_len_kv = count - 1;
+  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv) (, 4 offsets)
+    const int lengths = n.sdpa.padding ? 2 : 0, offsets = n.sdpa.ragged ? 4 : 0;
+    if (count - lengths - offsets >= 7) r.bias = 6;
+    if (count < 6 + lengths + offsets) return r;  // too few inputs: validation names what is missing
+    if (n.sdpa.padding) {
+      r.seq_len_q = count - offsets - 2;
+      r.seq_len_kv = count - offsets - 1;
+    }
+    if (n.sdpa.ragged) {  // q's (also dq's), k's (dk's), v's (dv's) and o's (do's)
+      r.ragged_q = count - 4;
+      r.ragged_k = count - 3;
+      r.ragged_v = count - 2;
+      r.ragged_o = count - 1;
     }
     return r;
   }
@@ -287,6 +297,11 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
 
 // Whether an op is one of the attention family's composite cuDNN operations (sdpa, sdpa_backward, sdpa_fp8).
 inline bool is_attention(OpKind k) { return k == OpKind::kSdpa || k == OpKind::kSdpaBackward || k == OpKind::kSdpaFp8; }
+
+// Whether a node is an sdpa or sdpa_backward over ragged (THD) tensors (SdpaAttrs::ragged; sdpa_fp8 takes none).
+inline bool is_ragged_attention(const Node& n) {
+  return (n.op == OpKind::kSdpa || n.op == OpKind::kSdpaBackward) && n.sdpa.ragged;
+}
 
 // An sdpa_fp8 node's inputs after q, k, v (Node::inputs positions) and its outputs (Node::outputs positions).
 enum SdpaFp8Input { kFp8DescaleQ = 3, kFp8DescaleK, kFp8DescaleV, kFp8DescaleS, kFp8ScaleS, kFp8ScaleO };

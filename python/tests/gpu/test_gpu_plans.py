@@ -305,7 +305,7 @@ def test_sdpa_fp8_matches_torch_and_amax_o_is_the_calls_own(planner, causal):
     assert err <= 0.1 * want_amax, f"o: max error {err} against max |o| {want_amax}"
 
 
-def sdpa_ragged_spec(b, h, hk, s, d, causal):
+def sdpa_ragged_spec(b, h, hk, s, d, causal, stats=False):
     def thd(heads):
         return {"dims": [b, heads, s, d], "strides": [s * heads * d, d, heads * d, 1]}
 
@@ -313,6 +313,9 @@ def sdpa_ragged_spec(b, h, hk, s, d, causal):
     tensors = {"q": thd(h), "k": thd(hk), "v": thd(hk)}
     tensors.update({n: {"dims": [b, 1, 1, 1], **i32} for n in ("lq", "lkv")})
     tensors.update({n: {"dims": [b + 1, 1, 1, 1], **i32} for n in ("off_q", "off_k", "off_v", "off_o")})
+    outputs = ["o", "lse"] if stats else ["o"]
+    if stats:
+        tensors["lse"] = {"dtype": "float32"}
     return {
         "name": "sdpa_ragged",
         "io_dtype": "bf16",
@@ -325,11 +328,106 @@ def sdpa_ragged_spec(b, h, hk, s, d, causal):
                 "padding_mask": True,
                 "ragged": True,
                 "inputs": ["q", "k", "v", "lq", "lkv", "off_q", "off_k", "off_v", "off_o"],
-                "outputs": ["o"],
+                "outputs": outputs,
             }
         ],
-        "outputs": ["o"],
+        "outputs": outputs,
     }
+
+
+def sdpa_ragged_backward_spec(b, h, hk, s, d, causal):
+    def thd(heads):
+        return {"dims": [b, heads, s, d], "strides": [s * heads * d, d, heads * d, 1]}
+
+    i32 = {"dtype": "int32"}
+    tensors = {"q": thd(h), "k": thd(hk), "v": thd(hk), "o": thd(h), "do": thd(h)}
+    tensors["stats"] = {"dims": [b, h, s, 1], "dtype": "float32"}
+    tensors.update({n: {"dims": [b, 1, 1, 1], **i32} for n in ("lq", "lkv")})
+    tensors.update({n: {"dims": [b + 1, 1, 1, 1], **i32} for n in ("off_q", "off_k", "off_v", "off_o")})
+    return {
+        "name": "sdpa_ragged_bwd",
+        "io_dtype": "bf16",
+        "tensors": tensors,
+        "nodes": [
+            {
+                "name": "grad",
+                "op": "sdpa_backward",
+                "causal": causal,
+                "padding_mask": True,
+                "ragged": True,
+                "inputs": ["q", "k", "v", "o", "do", "stats", "lq", "lkv", "off_q", "off_k", "off_v", "off_o"],
+                "outputs": ["dq", "dk", "dv"],
+            }
+        ],
+        "outputs": ["dq", "dk", "dv"],
+    }
+
+
+def pack_tokens(lens, gap):
+    """Token offsets: each entry after the previous one's rows and `gap` unused tokens, then the end."""
+    starts = [0]
+    for n in lens:
+        starts.append(starts[-1] + n + gap)
+    return starts
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_ragged_backward_matches_torch_autograd_per_sequence(planner, causal):
+    """Kiln's ragged forward (with its statistics) then Kiln's ragged backward, sequences of different lengths
+    packed with gaps; each sequence's dq, dk, dv against torch autograd over that sequence alone (fp32); the gaps
+    and the rows no sequence owns are left as they were."""
+    b, h, hk, s, d = 3, 4, 2, 64, 64
+    lq, lkv = [64, 17, 40], [64, 30, 40]
+    fwd = planner.obtain(sdpa_ragged_spec(b, h, hk, s, d, causal, stats=True))
+    bwd = planner.obtain(sdpa_ragged_backward_spec(b, h, hk, s, d, causal))
+    g = torch.Generator(device="cuda").manual_seed(17)
+    q_tok, k_tok, v_tok, o_tok = pack_tokens(lq, 3), pack_tokens(lkv, 2), pack_tokens(lkv, 1), pack_tokens(lq, 1)
+    heads = {"q": h, "k": hk, "v": hk, "o": h, "do": h, "dq": h, "dk": hk, "dv": hk}
+    bufs = {n: torch.randn(b * s, heads[n], d, device="cuda", generator=g).bfloat16() for n in ("q", "k", "v", "do")}
+    bufs.update({n: torch.full((b * s, heads[n], d), 7.0, device="cuda", dtype=torch.bfloat16)
+                 for n in ("o", "dq", "dk", "dv")})
+    lse = torch.empty(b, h, s, 1, device="cuda", dtype=torch.float32)
+
+    def view(name):
+        return bufs[name].view(b, s, heads[name], d).permute(0, 2, 1, 3)
+
+    def i32(values, shape):
+        return torch.tensor(values, device="cuda", dtype=torch.int32).reshape(shape)
+
+    common = {
+        "lq": i32(lq, (b, 1, 1, 1)), "lkv": i32(lkv, (b, 1, 1, 1)),
+        "off_q": i32([t * h * d for t in q_tok], (b + 1, 1, 1, 1)),
+        "off_k": i32([t * hk * d for t in k_tok], (b + 1, 1, 1, 1)),
+        "off_v": i32([t * hk * d for t in v_tok], (b + 1, 1, 1, 1)),
+        "off_o": i32([t * h * d for t in o_tok], (b + 1, 1, 1, 1)),
+    }
+    fwd(q=view("q"), k=view("k"), v=view("v"), o=view("o"), lse=lse, **common)
+    bwd(q=view("q"), k=view("k"), v=view("v"), o=view("o"), do=view("do"), stats=lse,
+        dq=view("dq"), dk=view("dk"), dv=view("dv"), **common)
+    torch.cuda.synchronize()
+    owned = {n: torch.zeros(b * s, dtype=torch.bool, device="cuda") for n in ("dq", "dk", "dv")}
+    for e in range(b):
+        def rows(name, tok, n):
+            return bufs[name][tok[e]: tok[e] + n].float().permute(1, 0, 2)  # [heads, n, d]
+
+        qf = rows("q", q_tok, lq[e]).requires_grad_()
+        kf = rows("k", k_tok, lkv[e]).requires_grad_()
+        vf = rows("v", v_tok, lkv[e]).requires_grad_()
+        mask = torch.ones(lq[e], lkv[e], device="cuda", dtype=torch.bool).tril() if causal else None
+        ref = F.scaled_dot_product_attention(
+            qf, kf.repeat_interleave(h // hk, dim=0), vf.repeat_interleave(h // hk, dim=0), attn_mask=mask
+        )
+        ref.backward(rows("do", o_tok, lq[e]))
+        for name, tok, n, want in (("dq", q_tok, lq[e], qf.grad), ("dk", k_tok, lkv[e], kf.grad),
+                                   ("dv", v_tok, lkv[e], vf.grad)):
+            got = rows(name, tok, n)
+            err = (got - want).abs().max().item()
+            scale = want.abs().max().item()
+            assert err <= 0.02 * scale + 1e-2, f"entry {e} {name}: max error {err} against max |grad| {scale}"
+            owned[name][tok[e]: tok[e] + n] = True
+    for name in ("dq", "dk", "dv"):
+        untouched = bufs[name][~owned[name]]
+        assert untouched.numel() > 0 and torch.all(untouched == 7.0), f"{name}: rows no sequence owns were written"
 
 
 @pytest.mark.parametrize("causal", [False, True])

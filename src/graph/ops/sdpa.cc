@@ -15,8 +15,8 @@ void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
     *lo = *hi = 9 + (n.sdpa.padding ? 2 : 0);
     return;
   }
-  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias (with a padding mask the lengths)
-    *lo = 6 + (n.sdpa.padding ? 2 : 0);
+  if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias, the lengths, ragged the offsets
+    *lo = 6 + (n.sdpa.padding ? 2 : 0) + (n.sdpa.ragged ? 4 : 0);
     *hi = *lo + 1;
     return;
   }
@@ -111,11 +111,13 @@ Status check_lengths(NodeCtx& c, const Dims& q) {
 // Ragged (THD) q, k, v and o (kiln/graph/graph.h SdpaAttrs::ragged): a padding mask, and four offsets int32
 // [B + 1, 1, 1, 1], graph inputs (over paged caches two, q's and o's: k and v are the caches). One tensor in two
 // offset roles must describe the same rows: the same lengths (q and o count queries, k and v keys) and the same
-// token width (H*D, Hk*D, Hk*Dv, H*Dv). A ragged o is a graph output no node reads (its padded rows and the gaps
-// between entries hold whatever the buffer held).
+// token width (H*D, Hk*D, Hk*Dv, H*Dv). What a ragged node writes (an sdpa's o; a backward pass's dq, dk, dv, through
+// q's, k's and v's offsets) is a graph output no node reads (its padded rows and the gaps between entries hold
+// whatever the buffer held); a backward pass's o and do are read through o's offsets.
 Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
   if (!c.node.sdpa.ragged) return Status::ok();
   // (A ragged node without "padding_mask" is refused before its input count: src/graph/validate.cc.)
+  const bool backward = c.node.op == OpKind::kSdpaBackward;
   const SdpaInputs r = sdpa_inputs(c.node);
   const int at[4] = {r.ragged_q, r.ragged_k, r.ragged_v, r.ragged_o};
   const char* role[4] = {"q's", "k's", "v's", "o's"};
@@ -141,10 +143,14 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                        std::to_string(width[i]) + " elements): give each its own tensor");
     }
   }
-  // q, k and v (those with an offset: q alone over paged caches): graph inputs, each read by this one role only
-  // (cuDNN attaches the offsets to the tensor itself, so another reader would read it through them too).
-  for (size_t i = 0; i < 3; ++i) {
-    if (at[i] < 0) continue;
+  // The ragged tensors it reads (q, k and v with an offset: q alone over paged caches; a backward pass's o and do
+  // too): graph inputs, each read by this one role only (cuDNN attaches the offsets to the tensor itself, so another
+  // reader would read it through them too).
+  std::vector<size_t> ragged_in;
+  for (size_t i = 0; i < 3; ++i)
+    if (at[i] >= 0) ragged_in.push_back(i);
+  if (backward) ragged_in.insert(ragged_in.end(), {size_t{3}, size_t{4}});
+  for (size_t i : ragged_in) {
     KILN_RETURN_IF_ERROR(check_given(c, i, "a ragged tensor"));
     if (c.roles.consumer_count(c.node.inputs[i]) != 1)
       return c.error(c.in_label(i) +
@@ -164,18 +170,18 @@ Status check_ragged(NodeCtx& c, const Dims& q, const Dims& k, const Dims& v) {
                      "it too): give each its own tensor");
   }
   // The tensors' dims are numbers: the offsets' B + 1 and the token-major strides cannot follow a dynamic dim.
-  for (size_t i = 0; i < 3; ++i) {
-    if (at[i] < 0) continue;
+  for (size_t i : ragged_in)
     for (const Dim& d : c.in(i).dims)
       if (d.follows_symbols())
         return c.error(c.in_label(i) + ": dims " + dims_text(c.in(i).dims) +
                        " follow a dynamic dim, but a ragged tensor's dims are static (the offsets say how each batch "
                        "is packed)");
+  for (size_t o = 0; o < (backward ? 3u : 1u); ++o) {
+    const int t = c.node.outputs[o];
+    if (!c.roles.is_graph_output(t) || c.roles.consumer_count(t) > 0)
+      return c.error(c.out_label(o) + ": a ragged " + (backward ? "gradient" : "o") +
+                     " must be a graph output that no node reads (its padded rows are not written)");
   }
-  const int o = c.node.outputs[0];
-  if (!c.roles.is_graph_output(o) || c.roles.consumer_count(o) > 0)
-    return c.error(c.out_label() + ": a ragged o must be a graph output that no node reads (its padded rows are not "
-                                   "written)");
   return Status::ok();
 }
 // The optional bias [B or 1, H or 1, Sq, Skv], added to the scaled scores before the softmax (and the band), in q's
@@ -407,6 +413,7 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
+  KILN_RETURN_IF_ERROR(check_ragged(c, q, k, v));
   // What Kiln or cuDNN cannot run yet, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
   // cuDNN Frontend (1.32) runs a backward pass with head dims up to 256 on SM 9.x, up to 128 elsewhere (and on
@@ -419,8 +426,6 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
                          std::to_string(sm / 10) + "." + std::to_string(sm % 10) + ")");
   if (q[2].value == 1 && k[2].value == 1)
     return not_supported(c.where + ": cuDNN's backward pass takes no single query over a single key (Sq = Skv = 1)");
-  if (c.node.sdpa.ragged)
-    return not_supported(c.where + ": attribute 'ragged': the backward pass over ragged tensors is not supported yet");
   out->push_back(q);
   out->push_back(k);
   out->push_back(v);

@@ -33,7 +33,9 @@ double scale_of(const LowerCtx& c, const Node& n) {
   return n.sdpa.attn_scale.value_or(1.0 / std::sqrt(static_cast<double>(q.dims.back().value)));
 }
 
-// dq, dk, dv from q, k, v, o, do, stats (and the bias, the lengths): validate checked every dim and dtype.
+// dq, dk, dv from q, k, v, o, do, stats (and the bias, the lengths, the offsets): validate checked every dim and
+// dtype. Ragged, q and dq go through q's offsets, k and dk k's, v and dv v's, o and do o's; the statistics are
+// dense.
 Status lower_sdpa_backward(LowerCtx& c, const Node& n) {
   auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
   auto attrs =
@@ -42,8 +44,16 @@ Status lower_sdpa_backward(LowerCtx& c, const Node& n) {
   const SdpaInputs x = sdpa_inputs(n);
   if (x.bias >= 0) attrs.set_bias(in(static_cast<size_t>(x.bias)));
   set_padding(c, attrs, n);
+  const int offsets[3] = {x.ragged_q, x.ragged_k, x.ragged_v};
+  if (x.ragged_o >= 0) {
+    for (size_t i = 0; i < 3; ++i) in(i)->set_ragged_offset(in(static_cast<size_t>(offsets[i])));
+    for (size_t i : {size_t{3}, size_t{4}}) in(i)->set_ragged_offset(in(static_cast<size_t>(x.ragged_o)));
+  }
   auto outs = c.fg.sdpa_backward(in(0), in(1), in(2), in(3), in(4), in(5), attrs);
-  for (size_t o = 0; o < 3; ++o) finish_output(c, n.outputs[o], outs[o]);
+  for (size_t o = 0; o < 3; ++o) {
+    finish_output(c, n.outputs[o], outs[o]);
+    if (x.ragged_o >= 0) outs[o]->set_ragged_offset(in(static_cast<size_t>(offsets[o])));
+  }
   return Status::ok();
 }
 

@@ -23,12 +23,36 @@ struct BwdParams {
 };
 
 // The operands' values (q, k, v, o, dO, L, bias) and, in a magnitude pass, their bounds (null otherwise); with a
-// padding mask each entry's lengths (null otherwise).
+// padding mask each entry's lengths (null otherwise); ragged, q's (dq's), k's (dk's), v's (dv's) and o's (do's)
+// offsets (null otherwise).
 struct BwdTensors {
   const double *q, *k, *v, *o, *g, *l, *bias;
   const double *bq, *bk, *bv, *bo, *bg, *bl, *bbias;
   const double *lq, *lkv;
+  const double *rq, *rk, *rv, *ro;
 };
+
+// Where query row (b, h, i) is in q and dq (`q`), o and do (`o`), the statistics (`row`, dense); where key row
+// (b, hk, j) is in k and dk (`k`), v and dv (`v`). In rows of each tensor's own width: the dense index unless
+// ragged (sdpa_math.h sdpa_ragged_row).
+struct BwdQueryRow {
+  int64_t row, q, o;
+};
+__device__ inline BwdQueryRow query_row(const BwdParams& p, const BwdTensors& t, int64_t b, int64_t h, int64_t i) {
+  const int64_t row = (b * p.h + h) * p.sq + i;
+  if (!t.rq) return BwdQueryRow{row, row, row};
+  return BwdQueryRow{row, sdpa_ragged_row(t.rq[b], p.h, p.d, p.b, p.sq, h, i),
+                     sdpa_ragged_row(t.ro[b], p.h, p.dv, p.b, p.sq, h, i)};
+}
+struct BwdKeyRow {
+  int64_t k, v;
+};
+__device__ inline BwdKeyRow key_row(const BwdParams& p, const BwdTensors& t, int64_t b, int64_t hk, int64_t j) {
+  const int64_t krow = (b * p.hk + hk) * p.skv + j;
+  if (!t.rk) return BwdKeyRow{krow, krow};
+  return BwdKeyRow{sdpa_ragged_row(t.rk[b], p.hk, p.d, p.b, p.skv, hk, j),
+                   sdpa_ragged_row(t.rv[b], p.hk, p.dv, p.b, p.skv, hk, j)};
+}
 
 // Entry b's valid queries and keys: its lengths with a padding mask, else every one.
 __device__ inline void entry_lengths(const BwdParams& p, const BwdTensors& t, int64_t b, int64_t* lq, int64_t* lkv) {
@@ -42,24 +66,24 @@ struct BwdPair {
   SdpaBackwardPair e;
 };
 
-// Query row `row` (batch b, head h, position i) against key row `krow` (key j); every lane of the warp calls it
+// Query row `r` (batch b, head h, position i) against key row `kr` (key j); every lane of the warp calls it
 // (device_ops.cuh warp_dot) and gets the same pair.
 __device__ BwdPair pair_of(const BwdParams& p, const BwdTensors& t, const SdpaBackwardFactors& f, bool mag, int64_t b,
-                           int64_t h, int64_t i, int64_t row, int64_t krow, int64_t j, int lane) {
-  const double* qi = t.q + row * p.d;
-  const double* kj = t.k + krow * p.d;
-  const double* gi = t.g + row * p.dv;
+                           int64_t h, int64_t i, const BwdQueryRow& r, const BwdKeyRow& kr, int64_t j, int lane) {
+  const double* qi = t.q + r.q * p.d;
+  const double* kj = t.k + kr.k * p.d;
+  const double* gi = t.g + r.o * p.dv;
   const int64_t bias_row = p.bias.present ? sdpa_bias_row(p.bias, b, h, i, p.sq, p.skv) : 0;
   const double score = warp_dot(qi, kj, p.d, lane) * p.scale + (t.bias ? t.bias[bias_row + j] : 0.0);
-  const double pr = exp(score - t.l[row]);
-  const double g = warp_dot(gi, t.v + krow * p.dv, p.dv, lane) - warp_dot(gi, t.o + row * p.dv, p.dv, lane);
-  BwdPair r{pr, pr * g, SdpaBackwardPair{0, 0, 0}};
+  const double pr = exp(score - t.l[r.row]);
+  const double g = warp_dot(gi, t.v + kr.v * p.dv, p.dv, lane) - warp_dot(gi, t.o + r.o * p.dv, p.dv, lane);
+  BwdPair out{pr, pr * g, SdpaBackwardPair{0, 0, 0}};
   if (mag)
-    r.e = sdpa_backward_pair(f, pr, r.ds, g, warp_dot(t.bq + row * p.d, t.bk + krow * p.d, p.d, lane),
-                             t.bbias ? t.bbias[bias_row + j] : 0.0, t.bl[row],
-                             warp_dot(t.bg + row * p.dv, t.bv + krow * p.dv, p.dv, lane),
-                             warp_dot(t.bg + row * p.dv, t.bo + row * p.dv, p.dv, lane));
-  return r;
+    out.e = sdpa_backward_pair(f, pr, out.ds, g, warp_dot(t.bq + r.q * p.d, t.bk + kr.k * p.d, p.d, lane),
+                               t.bbias ? t.bbias[bias_row + j] : 0.0, t.bl[r.row],
+                               warp_dot(t.bg + r.o * p.dv, t.bv + kr.v * p.dv, p.dv, lane),
+                               warp_dot(t.bg + r.o * p.dv, t.bo + r.o * p.dv, p.dv, lane));
+  return out;
 }
 
 // A row's `width` outputs from its lanes' registers: the value, or with bounds the magnitude, at least |value|.
@@ -73,31 +97,34 @@ __device__ void write_row(const double (&acc)[kWarpCols], int64_t width, int lan
 }
 
 // dq: one warp per query row. Without bounds y gets the value; with them y gets the magnitude, at least |value|
-// (value: the node's rounded dq).
+// (value: the node's rounded dq). Ragged, an entry's rows past its length are not its own: not written.
 __global__ void dq_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int mag, const double* value, double* y) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int64_t rows = p.b * p.h * p.sq, per_block = blockDim.x / kWarp;
   for (int64_t row = blockIdx.x * per_block + threadIdx.x / kWarp; row < rows; row += gridDim.x * per_block) {
     const int64_t i = row % p.sq, h = (row / p.sq) % p.h, b = row / (p.sq * p.h);
-    const int64_t kv_head = b * p.hk + h / (p.h / p.hk);
+    const int64_t hk = h / (p.h / p.hk);
     double acc[kWarpCols] = {};
     int64_t first = 0, last = 0, lq = 0, lkv = 0;
     entry_lengths(p, t, b, &lq, &lkv);
+    if (t.rq && i >= lq) continue;
+    const BwdQueryRow r = query_row(p, t, b, h, i);
     sdpa_keys(p.band, i, lq, lkv, &first, &last);
     for (int64_t j = first; j < last; ++j) {
-      const int64_t krow = kv_head * p.skv + j;
-      const BwdPair r = pair_of(p, t, f, mag != 0, b, h, i, row, krow, j, lane);
-      const double w = mag ? r.e.dq : p.scale * r.ds;
-      const double* src = (mag ? t.bk : t.k) + krow * p.d;
+      const BwdKeyRow kr = key_row(p, t, b, hk, j);
+      const BwdPair pr = pair_of(p, t, f, mag != 0, b, h, i, r, kr, j, lane);
+      const double w = mag ? pr.e.dq : p.scale * pr.ds;
+      const double* src = (mag ? t.bk : t.k) + kr.k * p.d;
 #pragma unroll
       for (int c = 0; c < kWarpCols; ++c)
         if (lane + c * kWarp < p.d) acc[c] += w * src[lane + c * kWarp];
     }
-    write_row(acc, p.d, lane, mag != 0, value ? value + row * p.d : nullptr, y + row * p.d);
+    write_row(acc, p.d, lane, mag != 0, value ? value + r.q * p.d : nullptr, y + r.q * p.d);
   }
 }
 
 // dk (which 1) or dv (which 2): one warp per key row, over every query row of its key head's group that sees it.
+// Ragged, an entry's keys past its length are not its own: not written.
 __global__ void dkv_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int mag, int which, const double* value,
                            double* y) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
@@ -108,27 +135,30 @@ __global__ void dkv_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int
     double acc[kWarpCols] = {};
     int64_t lq = 0, lkv = 0;
     entry_lengths(p, t, b, &lq, &lkv);
+    if (t.rk && j >= lkv) continue;
+    const BwdKeyRow kr = key_row(p, t, b, hk, j);
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
       for (int64_t i = 0; i < lq; ++i) {
         int64_t first = 0, last = 0;
         sdpa_keys(p.band, i, lq, lkv, &first, &last);
         if (j < first || j >= last) continue;
-        const int64_t row = (b * p.h + h) * p.sq + i;
-        const BwdPair r = pair_of(p, t, f, mag != 0, b, h, i, row, krow, j, lane);
+        const BwdQueryRow r = query_row(p, t, b, h, i);
+        const BwdPair pr = pair_of(p, t, f, mag != 0, b, h, i, r, kr, j, lane);
         double w;
         const double* src;
         if (which == 1) {
-          w = mag ? r.e.dk : p.scale * r.ds;
-          src = (mag ? t.bq : t.q) + row * p.d;
+          w = mag ? pr.e.dk : p.scale * pr.ds;
+          src = (mag ? t.bq : t.q) + r.q * p.d;
         } else {
-          w = mag ? r.e.dv : r.p;
-          src = (mag ? t.bg : t.g) + row * p.dv;
+          w = mag ? pr.e.dv : pr.p;
+          src = (mag ? t.bg : t.g) + r.o * p.dv;
         }
 #pragma unroll
         for (int c = 0; c < kWarpCols; ++c)
           if (lane + c * kWarp < width) acc[c] += w * src[lane + c * kWarp];
       }
-    write_row(acc, width, lane, mag != 0, value ? value + krow * width : nullptr, y + krow * width);
+    const int64_t out_row = which == 1 ? kr.k : kr.v;
+    write_row(acc, width, lane, mag != 0, value ? value + out_row * width : nullptr, y + out_row * width);
   }
 }
 
@@ -136,14 +166,18 @@ BwdParams params_of(const SdpaGeom& g) {
   return BwdParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias};
 }
 
-void launch(const NodePlan& p, const BwdTensors& t, const SdpaBackwardFactors& f, bool mag, const double* value,
-            double* y) {
+// Ragged, what no entry owns stays as the output was: NaN in a value pass (what an unwritten, poisoned output holds:
+// all-ones bytes), 0 in a magnitude pass.
+Status launch(const NodePlan& p, const BwdTensors& t, const SdpaBackwardFactors& f, bool mag, const double* value,
+              double* y, int64_t count) {
   const BwdParams bp = params_of(p.sdpa);
+  if (t.rq) KILN_CUDA_RETURN_IF_ERROR(cudaMemset(y, mag ? 0 : 0xFF, static_cast<size_t>(count) * sizeof(double)));
   if (p.output == 0) {
     dq_kernel<<<grid_for(bp.b * bp.h * bp.sq * kWarp), kThreads>>>(bp, t, f, mag ? 1 : 0, value, y);
   } else {
     dkv_kernel<<<grid_for(bp.b * bp.hk * bp.skv * kWarp), kThreads>>>(bp, t, f, mag ? 1 : 0, p.output, value, y);
   }
+  return Status::ok();
 }
 
 // Each row's outputs fit its warp's registers (validation allows head dims up to 256, which they do).
@@ -157,18 +191,35 @@ Status fits_a_warp(const NodePlan& p, const std::string& where) {
 }  // namespace
 
 Status sdpa_backward_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y,
-                                  int64_t, const std::string& where) {
+                                  int64_t count, const std::string& where) {
   KILN_RETURN_IF_ERROR(fits_a_warp(p, where));
   const SdpaInputs roles = sdpa_inputs(node);
   const auto at = [&](int i) { return i >= 0 ? in[static_cast<size_t>(i)] : nullptr; };
-  const BwdTensors t{in[0],   in[1],   in[2],   in[3],   in[4],   in[5],   at(roles.bias),      nullptr,
-                     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, at(roles.seq_len_q), at(roles.seq_len_kv)};
-  launch(p, t, SdpaBackwardFactors{}, false, nullptr, y);
-  return Status::ok();
+  const BwdTensors t{in[0],
+                     in[1],
+                     in[2],
+                     in[3],
+                     in[4],
+                     in[5],
+                     at(roles.bias),
+                     nullptr,
+                     nullptr,
+                     nullptr,
+                     nullptr,
+                     nullptr,
+                     nullptr,
+                     nullptr,
+                     at(roles.seq_len_q),
+                     at(roles.seq_len_kv),
+                     at(roles.ragged_q),
+                     at(roles.ragged_k),
+                     at(roles.ragged_v),
+                     at(roles.ragged_o)};
+  return launch(p, t, SdpaBackwardFactors{}, false, nullptr, y, count);
 }
 
 Status sdpa_backward_device_magnitude(const Node& node, const NodePlan& p, const std::vector<DeviceOperand>& op,
-                                      const double* y, double* by, int64_t, bool, const std::string& where) {
+                                      const double* y, double* by, int64_t count, bool, const std::string& where) {
   KILN_RETURN_IF_ERROR(fits_a_warp(p, where));
   const SdpaInputs roles = sdpa_inputs(node);
   const DeviceOperand* b = roles.bias >= 0 ? &op[static_cast<size_t>(roles.bias)] : nullptr;
@@ -188,11 +239,14 @@ Status sdpa_backward_device_magnitude(const Node& node, const NodePlan& p, const
                      op[5].mag,
                      b ? b->mag : nullptr,
                      at(roles.seq_len_q),
-                     at(roles.seq_len_kv)};
+                     at(roles.seq_len_kv),
+                     at(roles.ragged_q),
+                     at(roles.ragged_k),
+                     at(roles.ragged_v),
+                     at(roles.ragged_o)};
   const SdpaBackwardFactors f = sdpa_backward_factors(p.sdpa.scale, op[0].carries, op[1].carries, op[2].carries,
                                                       op[3].carries, op[4].carries, b && b->carries, op[5].carries);
-  launch(p, t, f, true, y, by);
-  return Status::ok();
+  return launch(p, t, f, true, y, by, count);
 }
 
 }  // namespace kiln::validate_internal
