@@ -4,6 +4,7 @@
 #include "lower/cublaslt_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace kiln::lower_detail {
@@ -13,6 +14,7 @@ constexpr char kMagic[] = "KILNKRN1\n";  // serialize()'s first bytes
 constexpr int64_t kWholeAmax = 1;        // kernel 1: the AMAX of a whole tensor
 constexpr int64_t kNorm = 2;             // kernel 2: a layer_norm or rms_norm
 constexpr int64_t kSkinnyGemm = 3;       // kernel 3: a GEMM of at most 16 rows with its epilogue
+constexpr int64_t kPagedDecode = 4;      // kernel 4: decode attention over paged caches, keys split over CTAs
 
 // Row-major with no gaps: the last stride 1, each other the product of the extents after it.
 bool dense(const TensorDesc& t) {
@@ -245,12 +247,77 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& g, std::string* 
   return p;
 }
 
+namespace {
+
+// The paged decode's node: an sdpa over paged caches with a padding mask, one query a head, o alone, no bias, no
+// ragged tensors, no band but causal bottom-right; "" where it is one, else why not.
+std::string decode_node_why_not(const Graph& g) {
+  if (g.nodes.size() != 1 || g.nodes[0].op != OpKind::kSdpa) return "the graph is not one sdpa";
+  const Node& n = g.nodes[0];
+  const SdpaAttrs& a = n.sdpa;
+  if (!a.paged || !a.padding || a.ragged) return "the sdpa is not over paged caches (or is ragged)";
+  if (n.outputs.size() != 1 || sdpa_inputs(n).bias >= 0) return "the sdpa has a bias or writes its statistics";
+  const bool every_key = !a.masked() || (a.causal && !a.left_bound && a.alignment == DiagonalAlignment::kBottomRight);
+  if (!every_key || a.dropout > 0) return "the sdpa has a band other than causal bottom-right (or dropout)";
+  if (!g.dynamic_dims.empty()) return "the graph has dynamic dims";
+  return "";
+}
+
+}  // namespace
+
+std::optional<PagedDecodeProblem> match_paged_decode(const Graph& g, std::string* why_not) {
+  std::string scratch;
+  if (!why_not) why_not = &scratch;
+  if ((*why_not = decode_node_why_not(g)) != "") return std::nullopt;
+  const Node& n = g.nodes[0];
+  const SdpaInputs r = sdpa_inputs(n);
+  PagedDecodeProblem p;
+  p.q = n.inputs[0];
+  p.k = n.inputs[1];
+  p.v = n.inputs[2];
+  p.seq_len_q = n.inputs[static_cast<size_t>(r.seq_len_q)];
+  p.seq_len_kv = n.inputs[static_cast<size_t>(r.seq_len_kv)];
+  p.table_k = n.inputs[static_cast<size_t>(r.page_table_k)];
+  p.table_v = n.inputs[static_cast<size_t>(r.page_table_v)];
+  p.o = n.outputs[0];
+  const auto& t = [&](int i) -> const TensorDesc& { return g.tensors[static_cast<size_t>(i)]; };
+  for (int i : {p.q, p.k, p.v, p.o, p.seq_len_q, p.seq_len_kv, p.table_k, p.table_v})
+    if (!dense(t(i)) || t(i).by_value || t(i).dims.size() != 4) {
+      *why_not = "tensor '" + t(i).name + "' is not dense row-major";
+      return std::nullopt;
+    }
+  p.dtype = g.dtype_of(p.q);
+  for (int i : {p.k, p.v, p.o})
+    if (g.dtype_of(i) != p.dtype || (p.dtype != DataType::kFloat16 && p.dtype != DataType::kBFloat16)) {
+      *why_not = "q, k, v and o are not all fp16 or all bf16";
+      return std::nullopt;
+    }
+  const auto dim = [&](int i, size_t a) { return t(i).dims[a].value; };
+  p.b = dim(p.q, 0);
+  p.h = dim(p.q, 1);
+  p.d = dim(p.q, 3);
+  p.blocks = dim(p.k, 0);
+  p.hk = dim(p.k, 1);
+  p.block_size = dim(p.k, 2);
+  p.pages = dim(p.table_k, 2);
+  const int64_t group = p.hk > 0 ? p.h / p.hk : 0;
+  if (dim(p.q, 2) != 1 || dim(p.v, 3) != p.d || (p.d != 64 && p.d != 128) ||
+      (group != 1 && group != 2 && group != 4 && group != 8)) {
+    *why_not = "not one query a head, head dims 64 or 128 (q's and v's alike) and 1, 2, 4 or 8 query heads a key head";
+    return std::nullopt;
+  }
+  const double d = static_cast<double>(p.d);
+  p.scale = static_cast<float>(n.sdpa.attn_scale.value_or(1.0 / std::sqrt(d)));
+  return p;
+}
+
 std::optional<KernelProblem> match_kiln_kernel(const Graph& g, std::string* why_not) {
-  std::string amax_why, norm_why, gemm_why;
+  std::string amax_why, norm_why, gemm_why, decode_why;
   if (auto a = match_whole_amax(g, &amax_why)) return KernelProblem(*a);
   if (auto n = match_norm(g, &norm_why)) return KernelProblem(*n);
   if (auto s = match_skinny_gemm(g, &gemm_why)) return KernelProblem(*s);
-  if (why_not) *why_not = amax_why + "; " + norm_why + "; " + gemm_why;
+  if (auto d = match_paged_decode(g, &decode_why)) return KernelProblem(*d);
+  if (why_not) *why_not = amax_why + "; " + norm_why + "; " + gemm_why + "; " + decode_why;
   return std::nullopt;
 }
 
@@ -276,6 +343,13 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
     for (int64_t threads : {256, 512})
       for (int64_t blocks : {2, 4, 8})
         out.push_back(EngineConfig{kKilnKernelEngineBase + kWholeAmax, {{"blocks", blocks}, {"threads", threads}}});
+    return out;
+  }
+  if (const auto* d = std::get_if<PagedDecodeProblem>(&problem)) {
+    for (int64_t chunk = 64; chunk <= 4096; chunk *= 2) {
+      out.push_back(EngineConfig{kKilnKernelEngineBase + kPagedDecode, {{"chunk", chunk}}});
+      if (chunk >= d->keys()) break;  // one split holds every key: a longer chunk is the same launch
+    }
     return out;
   }
   if (const auto* g = std::get_if<SkinnyGemmProblem>(&problem)) {
@@ -315,6 +389,7 @@ StatusOr<KernelPlan> KernelPlan::build(const KernelProblem& problem, const Engin
   plan.config_ = config;
   if (const auto* a = std::get_if<AmaxProblem>(&problem)) KILN_RETURN_IF_ERROR(plan.build_amax(*a));
   else if (const auto* n = std::get_if<NormProblem>(&problem)) KILN_RETURN_IF_ERROR(plan.build_norm(*n));
+  else if (const auto* d = std::get_if<PagedDecodeProblem>(&problem)) KILN_RETURN_IF_ERROR(plan.build_decode(*d));
   else KILN_RETURN_IF_ERROR(plan.build_skinny(std::get<SkinnyGemmProblem>(problem)));
   return plan;
 }
@@ -393,6 +468,17 @@ Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
   return Status::ok();
 }
 
+Status KernelPlan::build_decode(const PagedDecodeProblem& p) {
+  const int64_t chunk = knob_of(config_, "chunk");
+  if (config_.engine_id != kKilnKernelEngineBase + kPagedDecode || config_.knobs.size() != 1 || chunk < 64 ||
+      chunk > 4096 || (chunk & (chunk - 1)) != 0)
+    return not_supported(config_.identity() +
+                         " is not a kernel Kiln has for paged decode (knl4_chunk=C: C a power of two from 64 to 4096)");
+  chunk_ = chunk;
+  workspace_ = paged_decode_workspace(p, chunk);
+  return Status::ok();
+}
+
 bool KernelPlan::is_blob(const std::vector<uint8_t>& bytes) { return has_magic(bytes, kMagic); }
 
 std::vector<uint8_t> KernelPlan::serialize() const {
@@ -409,7 +495,7 @@ StatusOr<KernelPlan> KernelPlan::deserialize(const KernelProblem& p, const std::
   return build(p, *config);
 }
 
-Status KernelPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs, void*) const {
+Status KernelPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs, void* workspace) const {
   auto buffer = [&](int tensor) -> void* {
     auto it = ptrs.find(tensor);
     return it == ptrs.end() ? nullptr : it->second;
@@ -426,6 +512,14 @@ Status KernelPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs
     float* amax = nullptr;
     if (g->amax >= 0 && !(amax = static_cast<float*>(buffer(g->amax)))) return invalid_argument(missing);
     return launch_skinny_gemm(*g, skinny_, a, b, bias, y, amax, stream);
+  }
+  if (const auto* d = std::get_if<PagedDecodeProblem>(&problem_)) {
+    const PagedDecodeBuffers x{buffer(d->q),          buffer(d->k),       buffer(d->v),       buffer(d->seq_len_q),
+                               buffer(d->seq_len_kv), buffer(d->table_k), buffer(d->table_v), buffer(d->o)};
+    if (!x.q || !x.k || !x.v || !x.seq_len_q || !x.seq_len_kv || !x.table_k || !x.table_v || !x.o)
+      return invalid_argument(missing);
+    if (workspace_ > 0 && !workspace) return invalid_argument("execute: " + config_.identity() + " needs a workspace");
+    return launch_paged_decode(*d, chunk_, x, workspace, stream);
   }
   const NormProblem& n = std::get<NormProblem>(problem_);
   void *x = buffer(n.x), *scale = buffer(n.scale), *y = buffer(n.y), *bias = n.layer() ? buffer(n.bias) : nullptr;

@@ -9,7 +9,11 @@
 //         activation (ReLU, GELU erf or tanh) and the AMAX of its result: the decode-sized GEMM whose time is reading
 //         b once, which cuDNN's and cuBLASLt's tiles run at about 70% of the copy bandwidth (issue 37:
 //         matmul+bias+GELU and matmul+AMAX 16x8192x8192; the FP8 recipe's GEMM+AMAX segment, where cuDNN's FP8
-//         engine reads b at 1.84 TB/s on the H100).
+//         engine reads b at 1.84 TB/s on the H100);
+//   knl4  decode attention over paged K/V caches (one query a head, a padding mask's lengths, fp16 or bf16), each
+//         entry's keys split over CTAs of `chunk` keys (flash-decoding), then the splits merged: cuDNN's paged decode
+//         runs a CTA per entry and key head, which leaves most of an H100 idle at small batches (issue 36: 0.96-0.99x
+//         PyTorch's cuDNN on dense tensors at batch 8-256, bench/results/h100/attn-decode-d2).
 // LoweredGraph offers them as HeuristicMode::kKiln's candidates ("knl1_blocks=4_threads=256": kKilnKernelEngineBase),
 // and they are tuned, checked against the reference, stored and served like any other configuration. Only for
 // src/lower/.
@@ -126,8 +130,37 @@ std::optional<SkinnyGemmProblem> match_skinny_gemm(const Graph& graph, std::stri
 Status launch_skinny_gemm(const SkinnyGemmProblem& p, const SkinnyForm& f, const void* a, const void* b,
                           const void* bias, void* y, float* amax, cudaStream_t stream);
 
+// o = softmax(scale q.k^T) v for one query a head (decode) over paged caches: q [b, h, 1, d] and o dense row-major;
+// the caches [blocks, hk, block_size, d] dense, read through page tables int32 [b, 1, pages, 1] (k's and v's own);
+// each entry's keys its seq_len_kv (clamped to pages * block_size), none where its seq_len_q is 0 (o then 0, as a
+// padded row); no bias, statistics or band but causal bottom-right (which, with one query, is every key); fp16 or
+// bf16 throughout; d 64 or 128, h / hk 1, 2, 4 or 8.
+struct PagedDecodeProblem {
+  int q = -1, k = -1, v = -1, seq_len_q = -1, seq_len_kv = -1, table_k = -1, table_v = -1, o = -1;  // Kiln tensors
+  DataType dtype = DataType::kBFloat16;
+  int64_t b = 0, h = 0, hk = 0, d = 0, block_size = 0, pages = 0, blocks = 0;
+  float scale = 0;
+  int64_t keys() const { return pages * block_size; }
+};
+// knl4_chunk=C: each CTA reads at most C keys of one entry and key head; ceil(pages * block_size / C) splits.
+inline int64_t paged_decode_splits(const PagedDecodeProblem& p, int64_t chunk) {
+  return (p.keys() + chunk - 1) / chunk;
+}
+// The workspace: each split's partial output, running max and sum (fp32) for every query head.
+inline int64_t paged_decode_workspace(const PagedDecodeProblem& p, int64_t chunk) {
+  return p.b * p.h * paged_decode_splits(p, chunk) * (p.d + 2) * 4;
+}
+std::optional<PagedDecodeProblem> match_paged_decode(const Graph& graph, std::string* why_not);
+// The kernels' launch, in decode_kernel.cu: the splits, then their merge into o. The pointers as execute() has them.
+struct PagedDecodeBuffers {
+  const void *q, *k, *v, *seq_len_q, *seq_len_kv, *table_k, *table_v;
+  void* o;
+};
+Status launch_paged_decode(const PagedDecodeProblem& p, int64_t chunk, const PagedDecodeBuffers& x, void* workspace,
+                           cudaStream_t stream);
+
 // Any of Kiln's kernels' problems.
-using KernelProblem = std::variant<AmaxProblem, NormProblem, SkinnyGemmProblem>;
+using KernelProblem = std::variant<AmaxProblem, NormProblem, SkinnyGemmProblem, PagedDecodeProblem>;
 // The first of Kiln's kernels that runs `graph`; nullopt with each kernel's reason otherwise.
 std::optional<KernelProblem> match_kiln_kernel(const Graph& graph, std::string* why_not);
 
@@ -135,7 +168,8 @@ class KernelPlan : public AltPlan {
  public:
   // The launch configurations offered on the current device. AMAX: 256 or 512 threads, 2, 4 or 8 blocks per SM.
   // Norm: 128, 256 or 512 threads, every group size from 32 up whose rows fit 1-8 chunks a thread. Skinny GEMM:
-  // tiles of 64 and 128 columns, K split 1, 2, 4 or 8 ways where the shape divides, 4 or 8 stages in flight.
+  // tiles of 64 and 128 columns, K split 1, 2, 4 or 8 ways where the shape divides, 4 or 8 stages in flight. Paged
+  // decode: chunks of 64 to 4096 keys (powers of two), up to the first that holds every key.
   static StatusOr<std::vector<EngineConfig>> candidates(const KernelProblem& p);
   // Exactly `config`: NotSupported for a kernel or knob Kiln does not have, or one that does not run `p`.
   static StatusOr<KernelPlan> build(const KernelProblem& p, const EngineConfig& config);
@@ -145,19 +179,22 @@ class KernelPlan : public AltPlan {
 
   std::vector<uint8_t> serialize() const override;
   const EngineConfig& config() const override { return config_; }
-  int64_t workspace_size() const override { return 0; }
+  int64_t workspace_size() const override { return workspace_; }
   Status execute(cudaStream_t stream, const std::map<int, void*>& ptrs, void* workspace) const override;
 
  private:
   Status build_amax(const AmaxProblem& p);
   Status build_norm(const NormProblem& p);
   Status build_skinny(const SkinnyGemmProblem& p);
+  Status build_decode(const PagedDecodeProblem& p);
 
   KernelProblem problem_;
   EngineConfig config_;
   int blocks_ = 0, threads_ = 0;  // knl1
   NormLaunch norm_;               // knl2
   SkinnyForm skinny_;             // knl3
+  int64_t chunk_ = 0;             // knl4
+  int64_t workspace_ = 0;
 };
 
 }  // namespace kiln::lower_detail

@@ -1,0 +1,244 @@
+// launch_paged_decode (src/lower/kernel_plan.h): decode attention over paged K/V caches, split over the keys
+// (flash-decoding). The first kernel gives each (entry, key head, split of `chunk` keys) a CTA of 4 warps; a warp
+// reads KW keys at once, each by a group of D/8 lanes holding 16 bytes of the key's row (KW = 2 for head dim 128,
+// 4 for 64) and U keys in turn before it computes (loads in flight); each group keeps, for every query head of its
+// key head, a running max, sum and the weighted sum of values (an online softmax, fp32, in base 2). The CTA merges its
+// groups in shared memory and writes its split's partial (D sums, the max, the sum) to the workspace; the second
+// kernel merges the splits of each query head into o (0 where the entry has no key or no query). No atomics: the same
+// sums in the same order every run.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <string>
+
+#include "lower/kernel_elements.cuh"
+#include "lower/kernel_plan.h"
+
+namespace kiln::lower_detail {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct DecodeParams {
+  int b, h, hk, block_size, pages, blocks, splits, chunk;
+  float scale_log2;  // attn_scale * log2(e): the scores in base 2
+  bool aligned;      // q, k and v 16-byte aligned: rows read 16 bytes at a time
+};
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Eight elements of a row from `p` (16 bytes when aligned) as floats.
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, bool aligned, float (&out)[8]) {
+  if (aligned) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = to_float(p[i]);
+  }
+}
+
+// Entry b's keys: its seq_len_kv clamped to the caches' extent, none where its seq_len_q is 0 (a padded query).
+__device__ __forceinline__ int entry_keys(const DecodeParams& p, const int* lq, const int* lkv, int b) {
+  const int keys = p.pages * p.block_size;
+  const int n = lkv[b];
+  return lq[b] <= 0 ? 0 : (n < 0 ? 0 : (n > keys ? keys : n));
+}
+
+// Where key j of entry b, key head `head`, starts in a cache read through `table` (entries clamped to the cache).
+__device__ __forceinline__ int64_t key_row(const DecodeParams& p, const int* table, int b, int head, int j) {
+  int block = table[static_cast<int64_t>(b) * p.pages + j / p.block_size];
+  block = block < 0 ? 0 : (block >= p.blocks ? p.blocks - 1 : block);
+  return ((static_cast<int64_t>(block) * p.hk + head) * p.block_size + j % p.block_size);
+}
+
+template <typename T, int D, int G, int U>
+__global__ void __launch_bounds__(kWarps * 32)
+    decode_split_kernel(DecodeParams p, const T* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
+                        const int* __restrict__ lq, const int* __restrict__ lkv, const int* __restrict__ tk,
+                        const int* __restrict__ tv, float* __restrict__ part) {
+  constexpr int L = D / 8;    // lanes a key row
+  constexpr int KW = 32 / L;  // keys a warp reads at once
+  constexpr int NG = kWarps * KW;
+  __shared__ float s_acc[NG][G][D];
+  __shared__ float s_m[NG][G], s_l[NG][G];
+  const int split = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int grp = warp * KW + lane / L, col = (lane % L) * 8;
+  const int keys = entry_keys(p, lq, lkv, b);
+  const int begin = split * p.chunk, end = min(begin + p.chunk, keys);
+  float qv[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    load8(q + (static_cast<int64_t>(b) * p.h + head * G + g) * D + col, p.aligned, qv[g]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) qv[g][e] *= p.scale_log2;
+  }
+  float m[G], l[G], acc[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[g][e] = 0.f;
+  }
+  for (int base = begin; base < end; base += NG * U) {
+    float kv[U][8], vv[U][8];
+    bool valid[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = base + grp * U + u;
+      valid[u] = j < end;
+      if (valid[u]) {
+        load8(kc + key_row(p, tk, b, head, j) * D + col, p.aligned, kv[u]);
+        load8(vc + key_row(p, tv, b, head, j) * D + col, p.aligned, vv[u]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) kv[u][e] = vv[u][e] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s = fmaf(qv[g][e], kv[u][e], s);
+#pragma unroll
+        for (int off = L / 2; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (!valid[u]) continue;  // uniform across the key's group
+        if (s > m[g]) {           // a new max: rescale what is summed so far
+          const float c = fast_exp2(m[g] - s);
+          l[g] *= c;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[g][e] *= c;
+          m[g] = s;
+        }
+        const float w = fast_exp2(s - m[g]);
+        l[g] += w;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(w, vv[u][e], acc[g][e]);
+      }
+    }
+  }
+  // Merge the CTA's groups, then write the split's partial: D weighted sums, the max, the sum.
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s_acc[grp][g][col + e] = acc[g][e];
+    if (col == 0) {
+      s_m[grp][g] = m[g];
+      s_l[grp][g] = l[g];
+    }
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < G * D; t += kWarps * 32) {
+    const int g = t / D, d = t % D;
+    float mx = -INFINITY;
+    for (int i = 0; i < NG; ++i) mx = fmaxf(mx, s_m[i][g]);
+    float sum = 0.f, den = 0.f;
+    if (mx != -INFINITY)
+      for (int i = 0; i < NG; ++i) {
+        const float c = fast_exp2(s_m[i][g] - mx);  // a group without keys: exp2(-inf) = 0
+        sum = fmaf(c, s_acc[i][g][d], sum);
+        den = fmaf(c, s_l[i][g], den);
+      }
+    float* out = part + ((static_cast<int64_t>(b) * p.h + head * G + g) * p.splits + split) * (D + 2);
+    out[d] = sum;
+    if (d == 0) {
+      out[D] = mx;
+      out[D + 1] = den;
+    }
+  }
+}
+
+// o for one query head a CTA of D threads: its splits' partials merged (0 where no split saw a key).
+template <typename T, int D>
+__global__ void decode_merge_kernel(DecodeParams p, const float* __restrict__ part, T* __restrict__ o) {
+  const int64_t row = blockIdx.x;
+  const int d = threadIdx.x;
+  const float* in = part + row * p.splits * (D + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, in[s * (D + 2) + D]);
+  float sum = 0.f, den = 0.f;
+  if (mx != -INFINITY)
+    for (int s = 0; s < p.splits; ++s) {
+      const float* x = in + s * (D + 2);
+      const float c = fast_exp2(x[D] - mx);
+      sum = fmaf(c, x[d], sum);
+      den = fmaf(c, x[D + 1], den);
+    }
+  o[row * D + d] = from_float<T>(den > 0.f ? sum / den : 0.f);
+}
+
+template <typename T, int D, int G>
+Status launch_typed(const PagedDecodeProblem& pr, const DecodeParams& p, const PagedDecodeBuffers& x, float* part,
+                    cudaStream_t stream) {
+  constexpr int U = G >= 8 ? 2 : 4;  // keys a group loads before computing (registers: G query rows held)
+  const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(p.hk), static_cast<unsigned>(p.b));
+  decode_split_kernel<T, D, G, U><<<grid, kWarps * 32, 0, stream>>>(
+      p, static_cast<const T*>(x.q), static_cast<const T*>(x.k), static_cast<const T*>(x.v),
+      static_cast<const int*>(x.seq_len_q), static_cast<const int*>(x.seq_len_kv), static_cast<const int*>(x.table_k),
+      static_cast<const int*>(x.table_v), part);
+  decode_merge_kernel<T, D><<<static_cast<unsigned>(pr.b * pr.h), D, 0, stream>>>(p, part, static_cast<T*>(x.o));
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return internal_error(std::string("paged decode launch: ") + cudaGetErrorString(err));
+  return Status::ok();
+}
+
+template <typename T, int D>
+Status launch_group(const PagedDecodeProblem& pr, const DecodeParams& p, const PagedDecodeBuffers& x, float* part,
+                    cudaStream_t stream) {
+  switch (pr.h / pr.hk) {
+    case 1: return launch_typed<T, D, 1>(pr, p, x, part, stream);
+    case 2: return launch_typed<T, D, 2>(pr, p, x, part, stream);
+    case 4: return launch_typed<T, D, 4>(pr, p, x, part, stream);
+    case 8: return launch_typed<T, D, 8>(pr, p, x, part, stream);
+    default: return invalid_argument("paged decode: " + std::to_string(pr.h / pr.hk) + " query heads a key head");
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+Status launch_paged_decode(const PagedDecodeProblem& pr, int64_t chunk, const PagedDecodeBuffers& x, void* workspace,
+                           cudaStream_t stream) {
+  const int64_t splits = paged_decode_splits(pr, chunk);
+  if (chunk <= 0 || splits <= 0 || splits > 65535 || pr.hk > 65535 || pr.b > 65535 || pr.keys() > INT32_MAX ||
+      pr.blocks > INT32_MAX || pr.b * pr.h > INT32_MAX)
+    return invalid_argument("paged decode: " + std::to_string(splits) + " splits of " + std::to_string(chunk) +
+                            " keys, batch " + std::to_string(pr.b) + ", " + std::to_string(pr.hk) +
+                            " key heads: past the launch's grid");
+  DecodeParams p;
+  p.b = static_cast<int>(pr.b);
+  p.h = static_cast<int>(pr.h);
+  p.hk = static_cast<int>(pr.hk);
+  p.block_size = static_cast<int>(pr.block_size);
+  p.pages = static_cast<int>(pr.pages);
+  p.blocks = static_cast<int>(pr.blocks);
+  p.splits = static_cast<int>(splits);
+  p.chunk = static_cast<int>(chunk);
+  p.scale_log2 = pr.scale * kLog2e;
+  p.aligned = aligned16(x.q) && aligned16(x.k) && aligned16(x.v);
+  float* part = static_cast<float*>(workspace);
+  const bool bf16 = pr.dtype == DataType::kBFloat16;
+  if (pr.d == 64)
+    return bf16 ? launch_group<__nv_bfloat16, 64>(pr, p, x, part, stream)
+                : launch_group<__half, 64>(pr, p, x, part, stream);
+  if (pr.d == 128)
+    return bf16 ? launch_group<__nv_bfloat16, 128>(pr, p, x, part, stream)
+                : launch_group<__half, 128>(pr, p, x, part, stream);
+  return invalid_argument("paged decode: head dim " + std::to_string(pr.d) + " (64 or 128)");
+}
+
+}  // namespace kiln::lower_detail
