@@ -397,6 +397,38 @@ Status check_ragged_node(const Graph& g, const Node& n) {
   return Status::ok();
 }
 
+// Whether `t`'s strides pack it row-major (a stride of an extent-1 dim is never read: any value).
+bool packed_row_major(const TensorDesc& t) {
+  int64_t expect = 1;
+  for (size_t i = t.dims.size(); i-- > 0;) {
+    if (t.dims[i].value != 1 && (i >= t.strides.size() || t.strides[i] != expect)) return false;
+    expect *= t.dims[i].value;
+  }
+  return true;
+}
+
+// What cuDNN (9.19, Frontend 1.32) reads packed in attention, refused by name otherwise (NotSupported, after every
+// check the author must act on): a backward pass's statistics [B, H, Sq, 1] (the frontend: "a non-ragged Stats
+// input of sdpa_backward must be a packed BHSD tensor" below cuDNN 9.26), and the index tensors (a padding mask's
+// lengths, page tables, ragged offsets), which Kiln hands over as the arrays they are.
+Status check_attention_packing(const Graph& g, const Node& n) {
+  if (!is_attention(n.op)) return Status::ok();
+  const SdpaInputs r = sdpa_inputs(n);
+  std::vector<std::pair<int, const char*>> packed;
+  if (n.op == OpKind::kSdpaBackward && n.inputs.size() > 5) packed.push_back({5, "the statistics"});
+  for (int i : {r.seq_len_q, r.seq_len_kv}) packed.push_back({i, "a padding mask's length"});
+  for (int i : {r.page_table_k, r.page_table_v}) packed.push_back({i, "a page table"});
+  for (int i : {r.ragged_q, r.ragged_k, r.ragged_v, r.ragged_o}) packed.push_back({i, "a ragged offset"});
+  for (const auto& [at, what] : packed) {
+    if (at < 0 || static_cast<size_t>(at) >= n.inputs.size()) continue;
+    const TensorDesc& t = g.tensors[static_cast<size_t>(n.inputs[static_cast<size_t>(at)])];
+    if (!packed_row_major(t))
+      return not_supported(node_where(n) + ": input '" + t.name + "': strides " + graph_internal::ints_text(t.strides) +
+                           " on dims " + dims_text(t.dims) + ": cuDNN reads " + what + " packed (row-major, no gaps)");
+  }
+  return Status::ok();
+}
+
 Status validate_impl(Graph& g, const ValidateOptions& options) {
   KILN_RETURN_IF_ERROR(check_graph_limits(g));
   KILN_RETURN_IF_ERROR(check_structure(g));
@@ -442,6 +474,7 @@ Status validate_impl(Graph& g, const ValidateOptions& options) {
     if (roles.producer(t) >= 0 && roles.is_graph_output(t)) KILN_RETURN_IF_ERROR(check_no_overlap(g, roles, t));
   }
   for (const Node& n : g.nodes) KILN_RETURN_IF_ERROR(check_ragged_node(g, n));
+  for (const Node& n : g.nodes) KILN_RETURN_IF_ERROR(check_attention_packing(g, n));
   return Status::ok();
 }
 

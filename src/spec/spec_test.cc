@@ -1039,6 +1039,25 @@ TEST(SpecErrors, SdpaBackwardRagged) {
        "input 'ov': dims [2,1,1,1] must be [B + 1, 1, 1, 1] = [3, 1, 1, 1]", StatusCode::kInvalidArgument},
       {[](Json& j) { j["tensors"]["oo"]["dtype"] = "int64"; },
        "input 'oo': dtype int64 is not supported for a ragged offset", StatusCode::kInvalidArgument},
+      // Found by a hostile trial: a bias with o's offsets forgotten reads the bias as seq_len_q (12 inputs, no bias).
+      {[](Json& j) {
+         j["tensors"]["bias"] = t({1, 1, 16, 32});
+         j["nodes"][0]["inputs"] = {"q", "k", "v", "o", "do", "stats", "bias", "lq", "lkv", "oq", "ok", "ov"};
+         j["tensors"].erase("oo");
+       },
+       "input 'bias': bf16, where 12 inputs put seq_len_q (no bias): is an input missing or extra?",
+       StatusCode::kInvalidArgument},
+      // cuDNN 9.19 reads the backward's statistics and the index tensors packed (hostile trial: both passed).
+      {[](Json& j) {
+         j["tensors"]["stats"]["strides"] = {64, 1, 4, 1};
+       },
+       "input 'stats': strides [64,1,4,1] on dims [2,4,16,1]: cuDNN reads the statistics packed",
+       StatusCode::kNotSupported},
+      {[](Json& j) {
+         j["tensors"]["oq"]["strides"] = {2, 1, 1, 1};
+       },
+       "input 'oq': strides [2,1,1,1] on dims [3,1,1,1]: cuDNN reads a ragged offset packed",
+       StatusCode::kNotSupported},
   };
   for (const Bad& b : bad) {
     Json j = sdpa_backward_ragged_spec();

@@ -340,9 +340,12 @@ Status check_bias_by_dtype(NodeCtx& c) {
   const SdpaInputs r = sdpa_inputs(c.node);
   const std::string count = std::to_string(c.node.inputs.size()) + " inputs";
   const char* layout =
-      " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and seq_len_kv, then with \"paged_kv\" "
-      "page_table_k and page_table_v, then with \"ragged\" the offsets of q, k, v and o: over paged caches of q and o "
-      "only)";
+      c.node.op == OpKind::kSdpaBackward
+          ? " (q, k, v, o, do, stats, an optional bias, and with \"padding_mask\": true seq_len_q and seq_len_kv, "
+            "then with \"ragged\" the offsets of q, k, v and o)"
+          : " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and seq_len_kv, then with "
+            "\"paged_kv\" page_table_k and page_table_v, then with \"ragged\" the offsets of q, k, v and o: over "
+            "paged caches of q and o only)";
   if (r.bias >= 0 && c.in_dtype(static_cast<size_t>(r.bias)) == DataType::kInt32 && c.node.sdpa.padding)
     return c.error(c.in_label(static_cast<size_t>(r.bias)) + ": int32, where " + count +
                    " put the bias: is an input missing or extra?" + layout);
@@ -370,6 +373,7 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   KILN_RETURN_IF_ERROR(logical_kv(c, q, &k, &v));
   KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(check_bias_by_dtype(c));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
   KILN_RETURN_IF_ERROR(check_ragged(c, q, k, v));
@@ -411,6 +415,7 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
                      "reads it)");
   }
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(check_bias_by_dtype(c));
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
   KILN_RETURN_IF_ERROR(check_ragged(c, q, k, v));
