@@ -17,6 +17,7 @@
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/lower/lower.h"
 #include "kiln/spec/spec.h"
+#include "lower/decode_test_graph.h"
 #include "kiln/validate/device_io.h"
 #include "kiln/validate/numerics.h"
 #include "kiln/validate/reference.h"
@@ -352,29 +353,6 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
   EXPECT_GE(total, 80u);
 }
 
-// Decode attention over paged caches (knl4): q [b, h, 1, d] over caches [blocks, hk, bs, d] through page tables,
-// with the lengths; `attrs` more JSON members of the node.
-Graph decode_graph(int64_t b, int64_t h, int64_t hk, int64_t d, int64_t bs, int64_t pages, int64_t blocks,
-                   const std::string& io, const std::string& attrs = "") {
-  const auto dims = [](std::vector<int64_t> v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
-  };
-  const std::string i32 = R"(, "dtype": "int32"})";
-  const std::string spec =
-      R"({"name": "decode", "io_dtype": ")" + io + R"(", "tensors": {"q": {"dims": )" + dims({b, h, 1, d}) +
-      R"(}, "k": {"dims": )" + dims({blocks, hk, bs, d}) + R"(}, "v": {"dims": )" + dims({blocks, hk, bs, d}) +
-      R"(}, "lq": {"dims": )" + dims({b, 1, 1, 1}) + i32 + R"(, "lkv": {"dims": )" + dims({b, 1, 1, 1}) + i32 +
-      R"(, "tk": {"dims": )" + dims({b, 1, pages, 1}) + i32 + R"(, "tv": {"dims": )" + dims({b, 1, pages, 1}) + i32 +
-      R"(}, "nodes": [{"name": "attn", "op": "sdpa", "padding_mask": true, "paged_kv": true, "inputs": ["q", "k", "v",
-      "lq", "lkv", "tk", "tv"], "outputs": ["o"])" +
-      attrs + R"(}], "outputs": ["o"]})";
-  auto g = parse_spec_string(spec, "kernel_plan_gpu_test");
-  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << spec;
-  return g.is_ok() ? *g : Graph{};
-}
-
 // Every chunk of the paged decode, grouped heads 1 to 8, head dims 64 and 128, fp16 and bf16, caches read through
 // random page tables (repeated blocks included) with random lengths, causal bottom-right, against the host
 // reference; a stale o is overwritten; bytes load back and write the same bits; q one element past an aligned base
@@ -396,8 +374,8 @@ TEST(KilnKernelGpu, EveryPagedDecodeConfigurationMatchesTheReference) {
     SCOPED_TRACE(std::to_string(s.b) + "x" + std::to_string(s.h) + "/" + std::to_string(s.hk) + " d" +
                  std::to_string(s.d) + " " + std::to_string(s.pages) + " pages of " + std::to_string(s.bs) + " " +
                  s.io);
-    check_every_candidate(decode_graph(s.b, s.h, s.hk, s.d, s.bs, s.pages, s.blocks, s.io, s.attrs), handle->get(), 17,
-                          "q", &total);
+    check_every_candidate(test::paged_decode_graph(s.b, s.h, s.hk, s.d, s.bs, s.pages, s.blocks, s.io, s.attrs),
+                          handle->get(), 17, "q", &total);
   }
   EXPECT_GE(total, 15u);
 }
@@ -408,7 +386,7 @@ TEST(KilnKernelGpu, PagedDecodeWritesZeroForAnEntryWithoutQueryOrKeys) {
   KILN_REQUIRE_GPU();
   auto handle = make_cudnn_handle();
   ASSERT_TRUE(handle.is_ok());
-  Graph g = decode_graph(4, 8, 2, 128, 16, 4, 10, "bf16");
+  Graph g = test::paged_decode_graph(4, 8, 2, 128, 16, 4, 10, "bf16");
   auto inputs = make_random_inputs(g, 23);
   ASSERT_TRUE(inputs.is_ok());
   const int lq = g.find_tensor("lq"), lkv = g.find_tensor("lkv");

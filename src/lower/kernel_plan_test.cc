@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/spec/spec.h"
+#include "lower/decode_test_graph.h"
 #include "lower/kernel_plan.h"
 
 namespace kiln::lower_detail {
@@ -413,34 +414,8 @@ TEST(KilnKernelMatch, OtherGemmsSayWhy) {
   }
 }
 
-// Decode attention over paged caches: q [b, h, 1, d] over caches [blocks, hk, bs, d] through page tables
-// [b, 1, pages, 1], with the lengths; `attrs` the node's extra attributes (JSON members), `extra` more tensors
-// and `inputs_tail` more inputs (a bias), `outputs` the node's outputs.
-Graph decode_graph(int64_t b, int64_t h, int64_t hk, int64_t d, int64_t bs, int64_t pages, int64_t blocks,
-                   const std::string& io = "bf16", const std::string& attrs = "",
-                   const std::string& outputs = "\"o\"") {
-  const auto dims = [](std::vector<int64_t> v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
-  };
-  const std::string i32 = R"(, "dtype": "int32"})";
-  const std::string spec =
-      R"({"name": "decode", "io_dtype": ")" + io + R"(", "tensors": {"q": {"dims": )" + dims({b, h, 1, d}) +
-      R"(}, "k": {"dims": )" + dims({blocks, hk, bs, d}) + R"(}, "v": {"dims": )" + dims({blocks, hk, bs, d}) +
-      R"(}, "lq": {"dims": )" + dims({b, 1, 1, 1}) + i32 + R"(, "lkv": {"dims": )" + dims({b, 1, 1, 1}) + i32 +
-      R"(, "tk": {"dims": )" + dims({b, 1, pages, 1}) + i32 + R"(, "tv": {"dims": )" + dims({b, 1, pages, 1}) + i32 +
-      (outputs.find("lse") != std::string::npos ? R"(, "lse": {"dtype": "float32"})" : "") +
-      R"(}, "nodes": [{"name": "attn", "op": "sdpa", "padding_mask": true, "paged_kv":
-      true, "inputs": ["q", "k", "v", "lq", "lkv", "tk", "tv"], "outputs": [)" +
-      outputs + "]" + attrs + R"(}], "outputs": [)" + outputs + "]}";
-  auto g = parse_spec_string(spec, "test");
-  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << spec;
-  return g.is_ok() ? *g : Graph{};
-}
-
 TEST(KilnKernelMatch, PagedDecodeOverEveryKeyOfEachEntry) {
-  Graph g = decode_graph(8, 32, 8, 128, 64, 16, 160);
+  Graph g = test::paged_decode_graph(8, 32, 8, 128, 64, 16, 160);
   std::string why;
   auto p = match_paged_decode(g, &why);
   ASSERT_TRUE(p) << why;
@@ -453,7 +428,8 @@ TEST(KilnKernelMatch, PagedDecodeOverEveryKeyOfEachEntry) {
   EXPECT_FLOAT_EQ(p->scale, 1.0f / std::sqrt(128.0f));
   EXPECT_EQ(p->table_v, g.find_tensor("tv"));
   // Causal bottom-right is every key with one query; chunks of 64 up to the first that holds all 1024 keys.
-  Graph c = decode_graph(2, 4, 4, 64, 16, 4, 9, "fp16", R"(, "causal": true, "diagonal_alignment": "bottom_right",
+  Graph c =
+      test::paged_decode_graph(2, 4, 4, 64, 16, 4, 9, "fp16", R"(, "causal": true, "diagonal_alignment": "bottom_right",
       "attn_scale": 0.5)");
   auto pc = match_paged_decode(c, &why);
   ASSERT_TRUE(pc) << why;
@@ -483,13 +459,15 @@ TEST(KilnKernelMatch, OtherAttentionSaysWhy) {
     Graph g;
     const char* why;
   } cases[] = {
-      {"statistics", decode_graph(2, 8, 2, 128, 16, 4, 8, "bf16", "", R"("o", "lse")"), "writes its statistics"},
-      {"top-left causal", decode_graph(2, 8, 2, 128, 16, 4, 8, "bf16", R"(, "causal": true)"), "band other than"},
-      {"a window", decode_graph(2, 8, 2, 128, 16, 4, 8, "bf16", R"(, "causal": true, "left_bound": 4,
+      {"statistics", test::paged_decode_graph(2, 8, 2, 128, 16, 4, 8, "bf16", "", R"("o", "lse")"),
+       "writes its statistics"},
+      {"top-left causal", test::paged_decode_graph(2, 8, 2, 128, 16, 4, 8, "bf16", R"(, "causal": true)"),
+       "band other than"},
+      {"a window", test::paged_decode_graph(2, 8, 2, 128, 16, 4, 8, "bf16", R"(, "causal": true, "left_bound": 4,
           "diagonal_alignment": "bottom_right")"),
        "band other than"},
-      {"head dim 256", decode_graph(2, 8, 2, 256, 16, 4, 8), "head dims 64 or 128"},
-      {"16 heads a key head", decode_graph(2, 32, 2, 128, 16, 4, 8), "1, 2, 4 or 8 query heads"},
+      {"head dim 256", test::paged_decode_graph(2, 8, 2, 256, 16, 4, 8), "head dims 64 or 128"},
+      {"16 heads a key head", test::paged_decode_graph(2, 32, 2, 128, 16, 4, 8), "1, 2, 4 or 8 query heads"},
   };
   for (const Case& c : cases) {
     std::string why;

@@ -797,15 +797,17 @@ TEST(SpecErrors, SdpaPaddingMask) {
   EXPECT_ERROR_HAS(parse(made).status(), "input 'lkv': a padding mask's length must be a graph input");
 }
 
+// A ragged (THD) tensor of B 2, D 64: dims [2, heads, rows, 64] packed token-major.
+Json thd(int64_t heads, int64_t rows) {
+  Json j = t({2, heads, rows, 64});
+  j["strides"] = {rows * heads * 64, 64, heads * 64, 1};
+  return j;
+}
+
 // Ragged (THD) attention: four offsets after the lengths; each refused by name when wrong; the tensors packed
 // token-major (o too, which an undeclared o gets); what is not run yet is NotSupported. The spec: B 2, q 4 heads
 // over k, v 2, Sq 16, Skv 32, D 64; k and v share one offset tensor.
 Json sdpa_ragged_spec() {
-  const auto thd = [](int64_t heads, int64_t rows) {
-    Json j = t({2, heads, rows, 64});
-    j["strides"] = {rows * heads * 64, 64, heads * 64, 1};
-    return j;
-  };
   Json base = one_node({{"q", thd(4, 16)},
                         {"k", thd(2, 32)},
                         {"v", thd(2, 32)},
@@ -942,11 +944,6 @@ TEST(SpecErrors, SdpaRagged) {
 // o's and do's); q, k, v, o and do packed token-major, and dq, dk, dv too (undeclared: token-major). B 2, q 4 heads
 // over k, v 2, Sq 16, Skv 32, D 64.
 Json sdpa_backward_ragged_spec() {
-  const auto thd = [](int64_t heads, int64_t rows) {
-    Json j = t({2, heads, rows, 64});
-    j["strides"] = {rows * heads * 64, 64, heads * 64, 1};
-    return j;
-  };
   Json base = one_node({{"q", thd(4, 16)},
                         {"k", thd(2, 32)},
                         {"v", thd(2, 32)},
