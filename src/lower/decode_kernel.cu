@@ -33,18 +33,23 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// Eight elements of a row from `p` (16 bytes when aligned) as floats.
+// Sixteen bytes of a row from `p`: one load when aligned, else element by element.
 template <typename T>
-__device__ __forceinline__ void load8(const T* p, bool aligned, float (&out)[8]) {
-  if (aligned) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-    const T* e = reinterpret_cast<const T*>(&raw);
+__device__ __forceinline__ uint4 load16(const T* p, bool aligned) {
+  if (aligned) return __ldg(reinterpret_cast<const uint4*>(p));
+  uint4 raw;
+  T* e = reinterpret_cast<T*>(&raw);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
-  } else {
+  for (int i = 0; i < 8; ++i) e[i] = p[i];
+  return raw;
+}
+
+// The eight elements of `raw` as floats.
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8]) {
+  const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = to_float(p[i]);
-  }
+  for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
 }
 
 // Entry b's keys: its seq_len_kv clamped to the caches' extent, none where its seq_len_q is 0 (a padded query).
@@ -54,11 +59,43 @@ __device__ __forceinline__ int entry_keys(const DecodeParams& p, const int* lq, 
   return lq[b] <= 0 ? 0 : (n < 0 ? 0 : (n > keys ? keys : n));
 }
 
-// Where key j of entry b, key head `head`, starts in a cache read through `table` (entries clamped to the cache).
-__device__ __forceinline__ int64_t key_row(const DecodeParams& p, const int* table, int b, int head, int j) {
-  int block = table[static_cast<int64_t>(b) * p.pages + j / p.block_size];
-  block = block < 0 ? 0 : (block >= p.blocks ? p.blocks - 1 : block);
-  return ((static_cast<int64_t>(block) * p.hk + head) * p.block_size + j % p.block_size);
+// A cache block index as the references read it: clamped to the cache.
+__device__ __forceinline__ int clamp_block(const DecodeParams& p, int block) {
+  return block < 0 ? 0 : (block >= p.blocks ? p.blocks - 1 : block);
+}
+
+// Pages of a CTA's keys whose table entries it holds in shared memory (a longer range reads the tables directly).
+constexpr int kPageCap = 128;
+
+// A CTA's view of entry b's page tables for keys [first_page * block_size, ...): the entries in shared memory
+// where they fit, else the tables themselves.
+struct PageView {
+  const int *tk, *tv;  // shared (indexed from first_page) or global (indexed from the entry's row)
+  int first_page;
+};
+
+// Where key j (of key head `head`) starts in a cache through `table` (a PageView's), in rows of D elements.
+__device__ __forceinline__ int64_t key_row(const DecodeParams& p, const int* table, int first_page, int head, int j) {
+  const int block = clamp_block(p, table[j / p.block_size - first_page]);
+  return (static_cast<int64_t>(block) * p.hk + head) * p.block_size + j % p.block_size;
+}
+
+// The raw K and V rows a lane group reads for one step: U keys from `base` (a key past `end` reads nothing).
+template <typename T, int D, int U>
+struct StepRows {
+  uint4 k[U], v[U];
+};
+template <typename T, int D, int U>
+__device__ __forceinline__ void load_step(const DecodeParams& p, const T* kc, const T* vc, const PageView& pv, int head,
+                                          int first_key, int end, int col, StepRows<T, D, U>& r) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int j = first_key + u;
+    if (j < end) {
+      r.k[u] = load16(kc + key_row(p, pv.tk, pv.first_page, head, j) * D + col, p.aligned);
+      r.v[u] = load16(vc + key_row(p, pv.tv, pv.first_page, head, j) * D + col, p.aligned);
+    }
+  }
 }
 
 template <typename T, int D, int G, int U>
@@ -69,17 +106,32 @@ __global__ void __launch_bounds__(kWarps * 32)
   constexpr int L = D / 8;    // lanes a key row
   constexpr int KW = 32 / L;  // keys a warp reads at once
   constexpr int NG = kWarps * KW;
+  constexpr int kStep = NG * U;  // keys the CTA reads a step
   __shared__ float s_acc[NG][G][D];
   __shared__ float s_m[NG][G], s_l[NG][G];
+  __shared__ int s_tk[kPageCap], s_tv[kPageCap];
   const int split = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int grp = warp * KW + lane / L, col = (lane % L) * 8;
   const int keys = entry_keys(p, lq, lkv, b);
   const int begin = split * p.chunk, end = min(begin + p.chunk, keys);
+  // The table entries of this CTA's pages, staged in shared memory (read once, not once a key).
+  PageView pv{tk + static_cast<int64_t>(b) * p.pages, tv + static_cast<int64_t>(b) * p.pages, 0};
+  if (begin < end) {
+    const int first_page = begin / p.block_size, pages = (end - 1) / p.block_size - first_page + 1;
+    if (pages <= kPageCap) {
+      for (int i = threadIdx.x; i < pages; i += kWarps * 32) {
+        s_tk[i] = pv.tk[first_page + i];
+        s_tv[i] = pv.tv[first_page + i];
+      }
+      pv = PageView{s_tk, s_tv, first_page};
+    }
+  }
+  __syncthreads();
   float qv[G][8];
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    load8(q + (static_cast<int64_t>(b) * p.h + head * G + g) * D + col, p.aligned, qv[g]);
+    unpack8<T>(load16(q + (static_cast<int64_t>(b) * p.h + head * G + g) * D + col, p.aligned), qv[g]);
 #pragma unroll
     for (int e = 0; e < 8; ++e) qv[g][e] *= p.scale_log2;
   }
@@ -91,32 +143,26 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[g][e] = 0.f;
   }
-  for (int base = begin; base < end; base += NG * U) {
-    float kv[U][8], vv[U][8];
-    bool valid[U];
+  // A register pipeline: the next step's rows are in flight while this step's are computed.
+  StepRows<T, D, U> cur, next;
+  if (begin < end) load_step<T, D, U>(p, kc, vc, pv, head, begin + grp * U, end, col, cur);
+  for (int base = begin; base < end; base += kStep) {
+    if (base + kStep < end) load_step<T, D, U>(p, kc, vc, pv, head, base + kStep + grp * U, end, col, next);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int j = base + grp * U + u;
-      valid[u] = j < end;
-      if (valid[u]) {
-        load8(kc + key_row(p, tk, b, head, j) * D + col, p.aligned, kv[u]);
-        load8(vc + key_row(p, tv, b, head, j) * D + col, p.aligned, vv[u]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) kv[u][e] = vv[u][e] = 0.f;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
+      const bool valid = base + grp * U + u < end;  // uniform across the key's group
+      float kf[8], vf[8];
+      unpack8<T>(valid ? cur.k[u] : make_uint4(0, 0, 0, 0), kf);
+      unpack8<T>(valid ? cur.v[u] : make_uint4(0, 0, 0, 0), vf);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float s = 0.f;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) s = fmaf(qv[g][e], kv[u][e], s);
+        for (int e = 0; e < 8; ++e) s = fmaf(qv[g][e], kf[e], s);
 #pragma unroll
         for (int off = L / 2; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (!valid[u]) continue;  // uniform across the key's group
-        if (s > m[g]) {           // a new max: rescale what is summed so far
+        if (!valid) continue;
+        if (s > m[g]) {  // a new max: rescale what is summed so far
           const float c = fast_exp2(m[g] - s);
           l[g] *= c;
 #pragma unroll
@@ -126,9 +172,10 @@ __global__ void __launch_bounds__(kWarps * 32)
         const float w = fast_exp2(s - m[g]);
         l[g] += w;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(w, vv[u][e], acc[g][e]);
+        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(w, vf[e], acc[g][e]);
       }
     }
+    cur = next;
   }
   // Merge the CTA's groups, then write the split's partial: D weighted sums, the max, the sum.
 #pragma unroll
