@@ -77,8 +77,7 @@ Status check_structure(const Graph& g) {
     if (!node_names.insert(n.name).second) return invalid_argument("node '" + n.name + "' is declared twice");
     size_t lo = 0, hi = 0;
     graph_internal::op_family(n.op).arity(n, &lo, &hi);
-    if ((n.op == OpKind::kSdpa || n.op == OpKind::kSdpaBackward) && n.sdpa.ragged &&
-        !n.sdpa.padding)  // the likely slip, before the count it changes
+    if (is_ragged_attention(n) && !n.sdpa.padding)  // the likely slip, before the count it changes
       return invalid_argument(node_where(n) +
                               ": attribute 'ragged': ragged tensors need \"padding_mask\": true (each entry's lengths "
                               "say how many of its rows there are)");
@@ -341,19 +340,18 @@ std::vector<int64_t> token_major_strides(const std::vector<Dim>& d) {
   return {d[2].value * d[1].value * d[3].value, d[3].value, d[1].value * d[3].value, 1};
 }
 
-// The tensors a ragged node packs token-major, each with the offsets input (sdpa_inputs) it is read or written
+// The tensors a ragged node packs token-major, those with an offsets input (sdpa_inputs) they are read or written
 // through: an sdpa's q, k, v (q alone over paged caches) and o; a backward pass's q, k, v, o and do, and its dq,
 // dk, dv through q's, k's and v's offsets.
 struct RaggedTensor {
   int tensor;
   bool output;
-  int offsets;
 };
 std::vector<RaggedTensor> ragged_tensors(const Node& n) {
   const SdpaInputs r = sdpa_inputs(n);
   std::vector<RaggedTensor> out;
   const auto add = [&](int tensor, bool output, int offsets) {
-    if (offsets >= 0 && tensor >= 0) out.push_back(RaggedTensor{tensor, output, offsets});
+    if (offsets >= 0 && tensor >= 0) out.push_back(RaggedTensor{tensor, output});
   };
   const int offsets[3] = {r.ragged_q, r.ragged_k, r.ragged_v};
   for (size_t i = 0; i < 3; ++i) add(n.inputs[i], false, offsets[i]);
