@@ -1218,6 +1218,30 @@ def capture_details(cap, prov, idx):
     return "\n".join(L)
 
 
+def same_harness_section(cases):
+    """Kiln's served plans timed by PyTorch's harness (torch_peers --kiln-store), beside Kiln's own timer and the
+    peers: the same timer on both sides of each ratio. Nothing where no case has the figure."""
+    rows = []
+    for c in cases:
+        k = pos(c.torch.get("kiln_harness_ms"))
+        if k is None:
+            continue
+        src = as_dict(c.rec.get("kiln_harness"))
+        rows.append([c.family, c.name, fmt(c.kiln_ms), fmt(k), fx(div(k, c.kiln_ms)), cell(c, "torch", "eager_ms"),
+                     cell(c, "torch", "compile_ms"), fx(div(c.torch.get("eager_ms"), k)),
+                     fx(div(c.torch.get("compile_ms"), k)),
+                     md_escape(f"{src.get('source', '?')}: {src.get('config', '?')}")])
+    if not rows:
+        return []
+    return ["### One harness for both sides", "",
+            "Kiln's served plan for each case, from the store its tune wrote, called as a torch op "
+            "(`kiln.torch.op`) and timed by the PyTorch side's own `time_gpu` (the same L2 flush, sleep and "
+            "events as the peers): each speed-up here has one timer on both sides. \"Kiln's timer\" is the "
+            "Kiln side's figure (the Cases tables); the plan column says what the Planner served.", "",
+            table(["family", "shape", "Kiln's timer ms", "Kiln, PyTorch's harness ms", "harness / timer",
+                   "eager ms", "torch.compile ms", "vs eager", "vs torch.compile", "plan"], rows), ""]
+
+
 def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
     meta = as_dict(merged.get("meta"))
     limits = as_dict(merged.get("limits"))
@@ -1344,6 +1368,7 @@ def markdown(cases, merged, goals, block_shapes, chart_paths, md_path, out_dir):
                     "best ms", "worst ms", "worst/best", "candidates"], rows) if rows else NM)
     L.append("")
 
+    L += same_harness_section(cases)
     L.append("## Transformer block")
     L.append("")
     L.append("Hidden 4096, 32 heads, MLP 4x, bf16, pre-norm; seven Kiln graphs replayed from one CUDA graph "

@@ -65,8 +65,16 @@ pair() {  # pair PART FAMILIES [EXTRA...]: the Kiln side first (bounded by its t
   local part="$1" fams="$2"; shift 2
   side "$part-kiln" python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/$part-kiln.json" \
     --families "$fams" --work "$out/work-$part" "$@"
+  # Where PyTorch's Python can import kiln, the PyTorch side also times the plans Kiln serves from the store the
+  # Kiln side tuned into, with its own timer (torch_peers.py step 6): one harness for both sides.
+  local same=()
+  if [ "$fams" != none ] && "$py" -c 'import kiln.torch' >/dev/null 2>&1; then
+    same=(--kiln-store "$out/work-$part/suite_store.db")
+  else
+    echo "[$(date +%T)] $part: no kiln package for $py (PYTHONPATH): Kiln's plans are not timed by PyTorch's harness"
+  fi
   side "$part-torch" "$py" "$root/bench/suite/torch_peers.py" --out "$out/$part-torch.json" --families "$fams" \
-    --time-budget-s "${KILN_SUITE_TORCH_BUDGET:-0}" "$@"
+    --time-budget-s "${KILN_SUITE_TORCH_BUDGET:-0}" "${same[@]}" "$@"
 }
 for p in "${parts[@]}"; do
   case "$p" in

@@ -723,7 +723,8 @@ fi
 for p in $phases; do  # suite:gemm suite:block ...: the benchmark suite's parts, in the order given
   [[ "$p" == suite:* ]] || continue
   stamp "benchmark suite: ${p#suite:}"
-  KILN_BUILD_DIR="$build" KILN_GIT_REVISION="$(sed -n 's/^revision=//p' "$pre/manifest")" \
+  pydeps  # the kiln package on PyTorch's path: the PyTorch side times Kiln's served plans too
+  PYTHONPATH="$build/python:$deps" KILN_BUILD_DIR="$build" KILN_GIT_REVISION="$(sed -n 's/^revision=//p' "$pre/manifest")" \
     bash bench/run_suite.sh "$out/suite" "${p#suite:}" >>"$out/suite.txt" 2>&1; rc=$?
   tail -12 "$out/suite.txt"; check $rc "bench/run_suite.sh ${p#suite:}"
 done

@@ -95,6 +95,32 @@ assert g["tuning cost vs torch.compile (every case)"]["ratio"] is None, "a faile
 assert "-5.0" not in md and "eager -" not in md, "a negative time was printed as a measurement"
 assert "| 20.0x" in md or "20.0x" in md.split("## Cold start", 1)[1].split("##", 1)[0], "runtime-compiled build/load"
 PY
+# Kiln's plans timed by PyTorch's harness (torch_peers --kiln-store) get their own table, each ratio on that one
+# timer: Kiln's side (0.2 ms by its own timer) and the PyTorch side's 0.18 ms for Kiln against 0.19 compiled.
+cat >"$tmp/kiln_side.json" <<'J'
+{"meta": {}, "limits": {}, "cases": [{"family": "rms_norm", "name": "16384x8192", "id": "rms_norm_16384x8192",
+  "kiln": {"served_ms": 0.2, "tuned_ms": 0.2}, "errors": {}}]}
+J
+cat >"$tmp/torch_side.json" <<'J'
+{"meta": {}, "limits": {}, "cases": [{"family": "rms_norm", "name": "16384x8192", "id": "rms_norm_16384x8192",
+  "torch": {"eager_ms": 0.36, "compile_ms": 0.19, "kiln_harness_ms": 0.18},
+  "kiln_harness": {"source": "store", "config": "knl2_rows=4"}, "errors": {}}]}
+J
+python3 "$root/bench/report.py" "$tmp/kiln_side.json" "$tmp/torch_side.json" --out-dir "$tmp/o9" --markdown "$tmp/o9.md" \
+  >/dev/null 2>&1 || fail "a report with Kiln timed by PyTorch's harness"
+python3 - "$tmp/o9.md" <<'PY' || fail "the one-harness table"
+import sys
+md = open(sys.argv[1]).read()
+sec = md.split("### One harness for both sides", 1)[1].split("\n## ", 1)[0]
+row = [l for l in sec.splitlines() if l.startswith("| rms_norm")]
+assert len(row) == 1, sec
+cells = [c.strip() for c in row[0].strip("|").split("|")]
+assert cells[4] == "0.900x", cells   # harness / timer: 0.18 / 0.2
+assert cells[8] == "1.06x", cells                          # torch.compile / Kiln, both on PyTorch's timer
+assert "store: knl2_rows=4" in cells[9], cells
+PY
+python3 "$root/bench/report.py" "$tmp/partial.json" --out-dir "$tmp/o10" --markdown "$tmp/o10.md" >/dev/null 2>&1
+! grep -q "One harness for both sides" "$tmp/o10.md" || fail "the one-harness table without any such figure"
 echo '{"cases": 5}' >"$tmp/shape.json"
 python3 "$root/bench/report.py" "$tmp/shape.json" --out-dir "$tmp/o5" --markdown "$tmp/o5.md" >"$tmp/shape.log" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "shape.json: 'cases' is a int" "$tmp/shape.log" && [ ! -e "$tmp/o5" ] \

@@ -1,15 +1,32 @@
-"""What the attention benchmarks (bench/attention_{backward,fp8,decode,prefill}.py) share: Llama-3.1-8B's attention
-heads, their command line, a `kiln tune` of one spec, the results' header, and PyTorch's SDPA by backend name."""
+"""What the attention benchmarks (bench/attention_{backward,fp8,decode,prefill}.py) share: the attention heads
+(Llama-3.1-8B's by default; KILN_ATTN_HEADS="64,8" gives cuDNN Frontend's Llama-3.1 training preset, the shapes of its
+published H200 figures), their command line, a `kiln tune` of one spec, the results' header, and PyTorch's SDPA by
+backend name."""
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import subprocess
 import time
 
 import torch
 
-H, HK, D = 32, 8, 128  # query heads, key heads, head dim
+
+def _heads() -> tuple:
+    """(query heads, key heads) from KILN_ATTN_HEADS ("H,HK"; default 32,8), checked: H a multiple of HK."""
+    text = os.environ.get("KILN_ATTN_HEADS", "32,8")
+    try:
+        h, hk = (int(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"KILN_ATTN_HEADS must be 'H,HK' (two integers), got {text!r}")
+    if h <= 0 or hk <= 0 or h % hk:
+        raise SystemExit(f"KILN_ATTN_HEADS: {h} query heads over {hk} key heads (H must be a positive multiple of HK)")
+    return h, hk
+
+
+H, HK = _heads()  # query heads, key heads
+D = 128  # head dim
 BACKENDS = ("cudnn", "flash", "efficient")
 
 

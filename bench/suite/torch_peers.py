@@ -3,7 +3,7 @@
 Command (on the GPU machine):
     /opt/torch/.venv/bin/python bench/suite/torch_peers.py --out torch_peers.json \
         [--families f1,f2|none] [--cases id1,id2] [--block] [--no-compile] [--no-tunableop] \
-        [--samples N] [--compile-timeout-s S] [--time-budget-s S]
+        [--samples N] [--compile-timeout-s S] [--time-budget-s S] [--kiln-store STORE]
 
 What is measured, in this order (so a run stopped at its time limit keeps the cheap numbers of every case):
   1. limits: a dense bf16 matmul (torch.mm 8192^3 -> matmul_bf16_tflops) and an HBM copy (dst.copy_(src) of
@@ -11,7 +11,11 @@ What is measured, in this order (so a run stopped at its time limit keeps the ch
   2. eager pass over the selected cases: eager (and per family: SDPA backends, TunableOp GEMMs, mm-only);
   3. the transformer block in eager (--block);
   4. torch.compile pass over the selected cases (mode="max-autotune-no-cudagraphs", dynamic=False);
-  5. the block compiled without and with CUDA graphs (mode="max-autotune").
+  5. the block compiled without and with CUDA graphs (mode="max-autotune");
+  6. with --kiln-store (the store the Kiln side tuned into): the plan Kiln serves for each case from that store,
+     called as a torch op (kiln.torch.op; the `kiln` package on PYTHONPATH) and timed by time_gpu below, the
+     harness that times PyTorch: `kiln_harness_ms`, beside Kiln's own timer's figure in the Kiln side's file, so
+     the two sides can be compared on one timer (docs/measure.md "One harness for both sides").
 The JSON file (--out) is rewritten atomically (tmp + os.replace) after every measurement. Every measurement
 is in its own try/except: a failure is stored as entry["errors"][key] = "ExcType: msg" and the run goes on.
 
@@ -50,6 +54,8 @@ FLUSH_BYTES = 256 << 20
 CYCLES_PER_US = 2000          # torch.cuda._sleep spins SM cycles; at < 2 GHz it only sleeps longer
 COMPILE_FAMILIES = {"conv_bias_relu", "matmul_bias_gelu", "matmul", "matmul_amax", "fp8_recipe",
                     "layer_norm", "rms_norm", "sdpa_band"}
+KILN_HARNESS_FAMILIES = {"conv_bias_relu", "matmul_bias_gelu", "matmul", "matmul_amax", "fp8_recipe",
+                         "layer_norm", "rms_norm", "sdpa"}
 TUNABLE_FAMILIES = {"matmul_bias_gelu", "matmul", "matmul_amax"}
 DEV = "cuda"
 
@@ -412,6 +418,50 @@ def eager_pass(run, entry, case):
     del inputs, op
 
 
+KILN_SERVED = ("store", "segments", "memory")  # what the tuned plan comes from; anything else is not it
+
+
+def kiln_inputs(graph):
+    """Inputs of a Kiln graph in declaration order, for timing only: each its own shape, strides and dtype;
+    normal values (a 1-element tensor, a scale, is 1.0)."""
+    out = []
+    for t in graph.inputs:
+        dtype = kiln_torch().torch_dtype(t["dtype"])
+        x = torch.empty_strided(t["shape"], t["strides"], dtype=dtype, device=DEV)
+        if x.numel() == 1:
+            x.fill_(1.0)
+        else:
+            x.copy_(torch.randn(t["shape"], device=DEV).mul_(0.5))
+        out.append(x)
+    return out
+
+
+def kiln_torch():
+    import kiln.torch  # noqa: PLC0415 - only with --kiln-store
+    return kiln.torch
+
+
+def kiln_pass(run, entry, case):
+    """The plan Kiln serves for this case from --kiln-store, as a torch op, timed by this file's time_gpu."""
+    label, s = case["id"], run.args.samples
+
+    def body(e):
+        import kiln  # noqa: PLC0415
+        kt = kiln_torch()
+        graph = kiln.load(case["spec"])
+        call = kt.op(graph, store=run.args.kiln_store, name=f"suite_{case['id']}")
+        inputs = kiln_inputs(graph)
+        call(*inputs)  # the first call obtains the plan (and verifies it on first use)
+        p = kt.plan(call, *inputs)
+        e["kiln_harness"] = {"source": p.source, "config": p.config, "why": p.why}
+        if p.source not in KILN_SERVED:
+            raise RuntimeError(f"Kiln's Planner served a plan from '{p.source}', not the tuned one ({p.why}): "
+                               "was this case tuned into the store?")
+        put(e, "kiln_harness_ms", time_gpu(lambda: call(*inputs), s))
+    run.measure(entry, label, "kiln_harness_ms", body)
+    free()
+
+
 def compile_pass(run, entry, case):
     """torch.compile(mode="max-autotune-no-cudagraphs") of one case: the first call and then GPU time."""
     label, s = case["id"], run.args.samples
@@ -539,6 +589,8 @@ def parse_args(argv):
                     help="a compile longer than this is flagged (it cannot be interrupted)")
     ap.add_argument("--time-budget-s", type=float, default=0.0,
                     help="skip measurements that would start after this many seconds (0: no budget)")
+    ap.add_argument("--kiln-store", default="",
+                    help="the store the Kiln side tuned into: also time Kiln's served plans in this harness")
     return ap.parse_args(argv)
 
 
@@ -596,6 +648,11 @@ def main(argv):
                 flex_pass(run, entry, case)
         if model is not None:
             block_compiled(run, model)
+    if args.kiln_store:
+        run.doc["meta"]["kiln_store"] = args.kiln_store
+        for case, entry in zip(sel, run.doc["cases"]):
+            if case["family"] in KILN_HARNESS_FAMILIES and "inputs" not in entry["errors"]:
+                kiln_pass(run, entry, case)
     run.doc["meta"]["end_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     run.doc["meta"]["elapsed_s"] = run.elapsed()
     run.save()
