@@ -66,7 +66,7 @@ pair() {  # pair PART FAMILIES [EXTRA...]: the Kiln side first (bounded by its t
   side "$part-kiln" python3 "$root/bench/suite/kiln_side.py" --kiln "$build/kiln" --out "$out/$part-kiln.json" \
     --families "$fams" --work "$out/work-$part" "$@"
   # Where PyTorch's Python can import kiln, the PyTorch side also times the plans Kiln serves from the store the
-  # Kiln side tuned into, with its own timer (torch_peers.py step 6): one harness for both sides.
+  # Kiln side tuned into, with its own timer (torch_peers.py step 4): one harness for both sides.
   local same=()
   if [ "$fams" != none ] && "$py" -c 'import kiln.torch' >/dev/null 2>&1; then
     same=(--kiln-store "$out/work-$part/suite_store.db")

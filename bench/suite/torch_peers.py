@@ -10,12 +10,13 @@ What is measured, in this order (so a run stopped at its time limit keeps the ch
      2 GiB, read + write bytes counted -> copy_tbps);
   2. eager pass over the selected cases: eager (and per family: SDPA backends, TunableOp GEMMs, mm-only);
   3. the transformer block in eager (--block);
-  4. torch.compile pass over the selected cases (mode="max-autotune-no-cudagraphs", dynamic=False);
-  5. the block compiled without and with CUDA graphs (mode="max-autotune");
-  6. with --kiln-store (the store the Kiln side tuned into): the plan Kiln serves for each case from that store,
+  4. with --kiln-store (the store the Kiln side tuned into): the plan Kiln serves for each case from that store,
      called as a torch op (kiln.torch.op; the `kiln` package on PYTHONPATH) and timed by time_gpu below, the
      harness that times PyTorch: `kiln_harness_ms`, beside Kiln's own timer's figure in the Kiln side's file, so
-     the two sides can be compared on one timer (docs/measure.md "One harness for both sides").
+     the two sides can be compared on one timer (docs/measure.md "One harness for both sides"); before the
+     compiles, which are the slow part that a time budget cuts;
+  5. torch.compile pass over the selected cases (mode="max-autotune-no-cudagraphs", dynamic=False);
+  6. the block compiled without and with CUDA graphs (mode="max-autotune").
 The JSON file (--out) is rewritten atomically (tmp + os.replace) after every measurement. Every measurement
 is in its own try/except: a failure is stored as entry["errors"][key] = "ExcType: msg" and the run goes on.
 
@@ -640,6 +641,11 @@ def main(argv):
         except Exception as e:  # noqa: BLE001
             run.doc["meta"]["block_error"] = f"{type(e).__name__}: {e}"
             run.log(f"block: ERROR {run.doc['meta']['block_error']}")
+    if args.kiln_store:
+        run.doc["meta"]["kiln_store"] = args.kiln_store
+        for case, entry in zip(sel, run.doc["cases"]):
+            if case["family"] in KILN_HARNESS_FAMILIES and "inputs" not in entry["errors"]:
+                kiln_pass(run, entry, case)
     if not args.no_compile:
         for case, entry in zip(sel, run.doc["cases"]):
             if case["family"] in COMPILE_FAMILIES and "inputs" not in entry["errors"]:
@@ -648,11 +654,6 @@ def main(argv):
                 flex_pass(run, entry, case)
         if model is not None:
             block_compiled(run, model)
-    if args.kiln_store:
-        run.doc["meta"]["kiln_store"] = args.kiln_store
-        for case, entry in zip(sel, run.doc["cases"]):
-            if case["family"] in KILN_HARNESS_FAMILIES and "inputs" not in entry["errors"]:
-                kiln_pass(run, entry, case)
     run.doc["meta"]["end_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     run.doc["meta"]["elapsed_s"] = run.elapsed()
     run.save()
