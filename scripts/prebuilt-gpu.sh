@@ -631,7 +631,7 @@ if want pybench; then  # issue 34's benchmark: per-call overhead, and the exampl
   timeout 200 "$py" "$root/bench/python/overhead.py" --json "$out/python-overhead.json" >"$out/python-overhead.txt" 2>&1
   rc=$?; tail -8 "$out/python-overhead.txt"; check $rc "bench/python/overhead.py"
   if [ "${KILN_PYBENCH_MLP:-1}" != 0 ]; then  # KILN_PYBENCH_MLP=0: the overhead benchmark alone (a short call)
-    timeout 400 "$py" "$root/python/examples/mlp_block.py" --store "$out/python-plans.db" --tune \
+    timeout 400 "$py" "$root/python/examples/mlp_block.py" --store "$out/python-plans.db" --tune --profile \
       --json "$out/python-mlp.json" >"$out/python-mlp.txt" 2>&1; rc=$?
     tail -6 "$out/python-mlp.txt"; check $rc "python/examples/mlp_block.py"
   fi

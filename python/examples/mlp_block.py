@@ -84,6 +84,30 @@ def time_ms(fn, x, iters: int) -> float:
     return statistics.median(times)
 
 
+def kernel_profile(fn, x, iters: int) -> list:
+    """The GPU kernels one call of fn(x) runs, from torch.profiler over `iters` calls after a warm-up: per kernel
+    name, calls per iteration and mean device microseconds, longest first; the gaps show as the difference
+    between their sum and time_ms."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(5):
+        fn(x)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn(x)
+        torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        dev_us = getattr(e, "device_time_total", None)
+        if dev_us is None:
+            dev_us = getattr(e, "cuda_time_total", 0.0)
+        if dev_us <= 0 or e.count < iters:
+            continue
+        rows.append({"kernel": e.key[:120], "per_iter": e.count / iters, "mean_us": round(dev_us / e.count, 2),
+                     "us_per_iter": round(dev_us / iters, 2)})
+    return sorted(rows, key=lambda r: -r["us_per_iter"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", default=None, help="plan store (default: $KILN_STORE or ~/.cache/kiln/plans.db)")
@@ -94,6 +118,8 @@ def main() -> None:
     ap.add_argument("--h", type=int, default=14336)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--profile", action="store_true",
+                    help="also list each variant's GPU kernels (torch.profiler): where the time between them goes")
     a = ap.parse_args()
     store = a.store or kiln.store.default_path()
     tokens = a.batch * a.seq
@@ -134,6 +160,8 @@ def main() -> None:
         down = kiln.torch.plan(model.down_op, h, model.w_down, model.b_down)
         for name, p in (("up", up), ("down", down)):
             results["plans"][name] = {"source": p.source, "config": p.config, "why": p.why}
+        if a.profile:
+            results["kernels"] = {"torch_eager": kernel_profile(ref, x, 20), "kiln_eager": kernel_profile(model, x, 20)}
     ms = results["ms"]
     print(json.dumps(results, indent=2))
     print(f"kiln vs eager {ms['torch_eager'] / ms['kiln_eager']:.3f}x, vs torch.compile "

@@ -59,6 +59,21 @@ TEST(GraphHelpers, RolesAndDtypes) {
   EXPECT_EQ(g.tensors[y].strides, (std::vector<int64_t>{8, 2, 1}));
 }
 
+TEST(GraphLayout, PackedRowMajorIgnoresTheStrideOfAnExtentOneDim) {
+  TensorDesc t;
+  t.dims = {Dim{2, ""}, Dim{1, ""}, Dim{3, ""}, Dim{4, ""}};
+  t.strides = {12, 12, 4, 1};
+  EXPECT_TRUE(t.packed_row_major());
+  t.strides[1] = 999;  // never read: the dim's only index is 0
+  EXPECT_TRUE(t.packed_row_major());
+  t.strides = {24, 12, 4, 1};  // a gap between the batch entries
+  EXPECT_FALSE(t.packed_row_major());
+  t.strides = {12, 12, 1, 3};  // column-major rows
+  EXPECT_FALSE(t.packed_row_major());
+  t.strides = {12, 4, 1};  // strides not filled in for every dim
+  EXPECT_FALSE(t.packed_row_major());
+}
+
 TEST(GraphLayout, NhwcStridesKeepNchwDimOrder) {
   Graph g;
   int x = add_tensor(g, "x", {2, 3, 4, 5}, Layout::kNHWC);

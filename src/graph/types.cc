@@ -73,6 +73,16 @@ int64_t TensorDesc::element_count() const {
   return n;
 }
 
+bool TensorDesc::packed_row_major() const {
+  if (strides.size() != dims.size()) return false;
+  int64_t expect = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (dims[i].value != 1 && strides[i] != expect) return false;
+    expect *= dims[i].value;
+  }
+  return true;
+}
+
 int Graph::find_tensor(const std::string& tensor_name) const {
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].name == tensor_name) return static_cast<int>(i);

@@ -395,16 +395,6 @@ Status check_ragged_node(const Graph& g, const Node& n) {
   return Status::ok();
 }
 
-// Whether `t`'s strides pack it row-major (a stride of an extent-1 dim is never read: any value).
-bool packed_row_major(const TensorDesc& t) {
-  int64_t expect = 1;
-  for (size_t i = t.dims.size(); i-- > 0;) {
-    if (t.dims[i].value != 1 && (i >= t.strides.size() || t.strides[i] != expect)) return false;
-    expect *= t.dims[i].value;
-  }
-  return true;
-}
-
 // What cuDNN (9.19, Frontend 1.32) reads packed in attention, refused by name otherwise (NotSupported, after every
 // check the author must act on): a backward pass's statistics [B, H, Sq, 1] (the frontend: "a non-ragged Stats
 // input of sdpa_backward must be a packed BHSD tensor" below cuDNN 9.26), and the index tensors (a padding mask's
@@ -420,7 +410,7 @@ Status check_attention_packing(const Graph& g, const Node& n) {
   for (const auto& [at, what] : packed) {
     if (at < 0 || static_cast<size_t>(at) >= n.inputs.size()) continue;
     const TensorDesc& t = g.tensors[static_cast<size_t>(n.inputs[static_cast<size_t>(at)])];
-    if (!packed_row_major(t))
+    if (!t.packed_row_major())
       return not_supported(node_where(n) + ": input '" + t.name + "': strides " + graph_internal::ints_text(t.strides) +
                            " on dims " + dims_text(t.dims) + ": cuDNN reads " + what + " packed (row-major, no gaps)");
   }

@@ -16,17 +16,6 @@ constexpr int64_t kNorm = 2;             // kernel 2: a layer_norm or rms_norm
 constexpr int64_t kSkinnyGemm = 3;       // kernel 3: a GEMM of at most 16 rows with its epilogue
 constexpr int64_t kPagedDecode = 4;      // kernel 4: decode attention over paged caches, keys split over CTAs
 
-// Row-major with no gaps: the last stride 1, each other the product of the extents after it.
-bool dense(const TensorDesc& t) {
-  if (t.strides.size() != t.dims.size()) return false;
-  int64_t expect = 1;
-  for (size_t i = t.dims.size(); i-- > 0;) {
-    if (t.dims[i].value != 1 && t.strides[i] != expect) return false;
-    expect *= t.dims[i].value;
-  }
-  return true;
-}
-
 // The first axis of `x` longer than 1 that `r` does not reduce; -1 when it reduces every such axis.
 int kept_axis(const TensorDesc& x, const ReductionAttrs& r) {
   for (size_t ax = 0; ax < x.dims.size(); ++ax)
@@ -66,7 +55,7 @@ std::optional<AmaxProblem> match_whole_amax(const Graph& g, std::string* why_not
     *why_not = "node '" + r.name + "' keeps axis " + std::to_string(kept) + " (Kiln's kernel reduces every axis)";
     return std::nullopt;
   }
-  if (!dense(x)) {
+  if (!x.packed_row_major()) {
     *why_not = "input '" + x.name + "' is not densely packed";
     return std::nullopt;
   }
@@ -112,7 +101,7 @@ std::optional<NormProblem> match_norm(const Graph& g, std::string* why_not) {
       *why_not = "'" + d.name + "' is not a graph input held in memory";
       return std::nullopt;
     }
-    if (!dense(d)) {
+    if (!d.packed_row_major()) {
       *why_not = "'" + d.name + "' is not densely packed";
       return std::nullopt;
     }
@@ -282,7 +271,7 @@ std::optional<PagedDecodeProblem> match_paged_decode(const Graph& g, std::string
   p.o = n.outputs[0];
   const auto& t = [&](int i) -> const TensorDesc& { return g.tensors[static_cast<size_t>(i)]; };
   for (int i : {p.q, p.k, p.v, p.o, p.seq_len_q, p.seq_len_kv, p.table_k, p.table_v})
-    if (!dense(t(i)) || t(i).by_value || t(i).dims.size() != 4) {
+    if (!t(i).packed_row_major() || t(i).by_value || t(i).dims.size() != 4) {
       *why_not = "tensor '" + t(i).name + "' is not dense row-major";
       return std::nullopt;
     }

@@ -64,6 +64,9 @@ struct TensorDesc {
   double value = 0.0;                  // used when by_value
   std::vector<int64_t> shape() const;  // dims' values
   int64_t element_count() const;
+  // Row-major with no gaps: the last stride 1, each other the product of the extents after it (a stride of an
+  // extent-1 dim is never read: any value). False where the strides are not filled in.
+  bool packed_row_major() const;
 };
 
 enum class OpKind {
