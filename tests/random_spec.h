@@ -2,7 +2,8 @@
 // chains (rank 1-6, broadcasts, by-value scalars, layouts and padded strides), matmuls (rank 2-5, broadcast
 // batch dims, transposed operands, fp8, epilogues, an AMAX reduction), convolutions (fprop, dgrad, wgrad; 2-D
 // and 3-D; NHWC and NCHW; stride, dilation, padding, groups, depthwise), reductions over any axes, layer and
-// RMS norms, and SDPA (GQA, causal, head dims 8-256). The differential sweeps run it: the host tier through
+// RMS norms, and attention (GQA, head dims 8-256; causal, sliding windows and bottom-right diagonals; a bias and
+// the statistics; padding masks, paged K/V caches and ragged tensors; the backward pass; FP8). The differential sweeps run it: the host tier through
 // validation, canonicalization and deviceless lowering (src/lower/sweep_test.cc), the GPU tier through the
 // Planner against the references (src/runtime/sweep_gpu_test.cc).
 //
@@ -345,23 +346,201 @@ inline void norm(SpecRng& r, SpecText& s) {
   s.outputs.push_back(cur);
 }
 
+// ---- attention: every variant of issue 36 (docs/spec.md), each valid by construction ----
+
+// The heads, lengths and head dim of one attention node: h query heads over hk key heads (hk divides h).
+struct AttnShape {
+  int64_t b, h, hk, sq, skv, d, dv;
+};
+inline AttnShape attn_shape(SpecRng& r, const std::vector<int64_t>& dims, bool same_dv) {
+  AttnShape a{};
+  a.b = r.pick(std::vector<int64_t>{1, 2, 3});
+  a.h = r.pick(std::vector<int64_t>{1, 2, 4, 8});
+  a.hk = r.percent(30) ? r.pick(std::vector<int64_t>{1, a.h / 2 > 0 ? a.h / 2 : 1}) : a.h;
+  a.sq = r.pick(std::vector<int64_t>{1, 16, 64, 100, 128, 256});
+  a.skv = r.percent(60) ? a.sq : r.pick(std::vector<int64_t>{16, 64, 128, 200});
+  a.d = r.pick(dims);
+  a.dv = same_dv || r.percent(85) ? a.d : r.pick(std::vector<int64_t>{32, 64, 128});
+  return a;
+}
+inline const std::vector<int64_t>& attn_head_dims() {
+  static const std::vector<int64_t> d = {8, 32, 64, 64, 128, 128, 256};
+  return d;
+}
+// A dense [B, H, S, W] tensor, or a ragged one packed token-major (strides [S*H*W, W, H*W, 1]).
+inline std::string attn_dims(int64_t b, int64_t heads, int64_t rows, int64_t w, bool token_major) {
+  std::string body = "\"dims\": " + ints({b, heads, rows, w});
+  if (token_major) body += ", \"strides\": " + ints({rows * heads * w, w, heads * w, 1});
+  return body;
+}
+inline std::string int32_dims(const std::vector<int64_t>& dims) {
+  return "\"dims\": " + ints(dims) + ", \"dtype\": \"int32\"";
+}
+// The node's mask: causal or not; where queries do not outnumber the keys (cuDNN 9.19 takes a band or a
+// bottom-right diagonal only then), sometimes a sliding window and the bottom-right alignment.
+inline std::string attn_mask(SpecRng& r, const AttnShape& a, bool has_bias) {
+  const bool causal = r.percent(50);
+  std::string attrs = std::string(", \"causal\": ") + (causal ? "true" : "false");
+  if (a.sq > a.skv) return attrs;
+  if (r.percent(25)) attrs += ", \"left_bound\": " + std::to_string(1 + r.below(a.skv));
+  const bool bounded = causal || attrs.find("left_bound") != std::string::npos;
+  if (bounded && !has_bias && r.percent(40))  // cuDNN takes no bias with a bottom-right diagonal
+    attrs += ", \"diagonal_alignment\": \"bottom_right\"";
+  return attrs;
+}
+// A node with several outputs (the statistics, a backward pass's gradients, FP8's amax).
+inline void attn_node(SpecText& s, const std::string& op, const std::vector<std::string>& in, const std::string& attrs,
+                      const std::vector<std::string>& outs) {
+  std::string ins, os;
+  for (size_t i = 0; i < in.size(); ++i) ins += (i ? ", " : "") + q(in[i]);
+  for (size_t i = 0; i < outs.size(); ++i) os += (i ? ", " : "") + q(outs[i]);
+  s.nodes.push_back("{\"name\": " + q("n" + std::to_string(s.next_node++) + "_" + op) + ", \"op\": " + q(op) +
+                    ", \"inputs\": [" + ins + "], \"outputs\": [" + os + "]" + attrs + "}");
+  for (const std::string& o : outs) s.outputs.push_back(o);
+}
+inline void attn_stats_tensor(SpecText& s) { s.tensor("lse", "\"dtype\": \"float32\""); }
+// The lengths of a padding mask, int32 [B, 1, 1, 1] each: the node's inputs after q, k, v (and the bias).
+inline void attn_lengths(SpecText& s, const AttnShape& a, std::vector<std::string>& in) {
+  s.tensor("seq_q", int32_dims({a.b, 1, 1, 1}));
+  s.tensor("seq_kv", int32_dims({a.b, 1, 1, 1}));
+  in.push_back("seq_q");
+  in.push_back("seq_kv");
+}
+// Ragged offsets, int32 [B + 1, 1, 1, 1], one per name given (a name repeated shares one tensor).
+inline void attn_offsets(SpecText& s, const AttnShape& a, const std::vector<std::string>& names,
+                         std::vector<std::string>& in) {
+  for (const std::string& n : names) {
+    if (std::find(in.begin(), in.end(), n) == in.end()) s.tensor(n, int32_dims({a.b + 1, 1, 1, 1}));
+    in.push_back(n);
+  }
+}
+
+// sdpa forward over dense tensors, with a padding mask, over paged caches (decode and chunked prefill), or ragged
+// (over dense or paged caches); a bias and the statistics where the form takes them.
+inline void sdpa_forward(SpecRng& r, SpecText& s, bool padded, bool paged, bool ragged) {
+  AttnShape a = attn_shape(r, attn_head_dims(), paged || ragged);
+  const int64_t block = r.pick(std::vector<int64_t>{16, 32, 64});
+  if (paged) {
+    if (r.percent(40)) a.sq = 1;                                       // decode
+    a.skv = block * (1 + r.below(std::max<int64_t>(1, 256 / block)));  // pages * block_size
+  }
+  const int64_t pages = a.skv / block, blocks = a.b * pages + r.below(4);
+  s.tensor("q", attn_dims(a.b, a.h, a.sq, a.d, ragged));
+  if (paged) {
+    s.tensor("k", "\"dims\": " + ints({blocks, a.hk, block, a.d}));
+    s.tensor("v", "\"dims\": " + ints({blocks, a.hk, block, a.dv}));
+  } else {
+    s.tensor("k", attn_dims(a.b, a.hk, a.skv, a.d, ragged));
+    s.tensor("v", attn_dims(a.b, a.hk, a.skv, a.dv, ragged));
+  }
+  std::vector<std::string> in = {"q", "k", "v"};
+  const bool bias = !paged && r.percent(15);
+  std::string attrs = attn_mask(r, a, bias);
+  if (bias) {
+    s.tensor("bias", "\"dims\": " + ints({r.percent(50) ? a.b : 1, r.percent(50) ? a.h : 1, a.sq, a.skv}));
+    in.push_back("bias");
+  }
+  if (padded || paged || ragged) {
+    attn_lengths(s, a, in);
+    attrs += ", \"padding_mask\": true";
+  }
+  if (paged) {
+    const bool own_v_table = r.percent(70);  // else K and V read one table
+    s.tensor("table_k", int32_dims({a.b, 1, pages, 1}));
+    if (own_v_table) s.tensor("table_v", int32_dims({a.b, 1, pages, 1}));
+    in.push_back("table_k");
+    in.push_back(own_v_table ? "table_v" : "table_k");
+    attrs += ", \"paged_kv\": true";
+  }
+  if (ragged) {
+    const bool share_kv = r.percent(30), share_qo = a.d == a.dv && r.percent(30);
+    std::vector<std::string> names = {"off_q"};
+    if (!paged) names.insert(names.end(), {"off_k", share_kv ? "off_k" : "off_v"});
+    names.push_back(share_qo ? "off_q" : "off_o");
+    attn_offsets(s, a, names, in);
+    attrs += ", \"ragged\": true";
+  }
+  std::vector<std::string> outs = {"o"};
+  if (r.percent(20)) {
+    attn_stats_tensor(s);
+    outs.push_back("lse");
+  }
+  if (r.percent(30)) attrs += ", \"attn_scale\": 0.1";
+  attn_node(s, "sdpa", in, attrs, outs);
+}
+
+// sdpa_backward: q, k, v, o, do, the forward's statistics (and a bias), dense, with a padding mask, or ragged.
+inline void sdpa_backward(SpecRng& r, SpecText& s, bool padded, bool ragged) {
+  AttnShape a = attn_shape(r, attn_head_dims(), ragged);
+  if (a.sq == 1 && a.skv == 1) a.skv = 16;  // one query over one key: cuDNN refuses it
+  s.tensor("q", attn_dims(a.b, a.h, a.sq, a.d, ragged));
+  s.tensor("k", attn_dims(a.b, a.hk, a.skv, a.d, ragged));
+  s.tensor("v", attn_dims(a.b, a.hk, a.skv, a.dv, ragged));
+  s.tensor("o", attn_dims(a.b, a.h, a.sq, a.dv, ragged));
+  s.tensor("do", attn_dims(a.b, a.h, a.sq, a.dv, ragged));
+  s.tensor("stats", "\"dims\": " + ints({a.b, a.h, a.sq, 1}) + ", \"dtype\": \"float32\"");
+  std::vector<std::string> in = {"q", "k", "v", "o", "do", "stats"};
+  const bool bias = r.percent(15);
+  std::string attrs = attn_mask(r, a, bias);
+  if (bias) {
+    s.tensor("bias", "\"dims\": " + ints({r.percent(50) ? a.b : 1, r.percent(50) ? a.h : 1, a.sq, a.skv}));
+    in.push_back("bias");
+  }
+  if (padded || ragged) {
+    attn_lengths(s, a, in);
+    attrs += ", \"padding_mask\": true";
+  }
+  if (ragged) {
+    attn_offsets(s, a, {"off_q", "off_k", "off_v", "off_o"}, in);
+    attrs += ", \"ragged\": true";
+  }
+  if (r.percent(30)) attrs += ", \"attn_scale\": 0.1";
+  attn_node(s, "sdpa_backward", in, attrs, {"dq", "dk", "dv"});
+}
+
+// sdpa_fp8: q, k, v fp8_e4m3 and the six fp32 scales; o in fp8 and amax_o (and the statistics, without a
+// padding mask); head dims a multiple of 16; no bottom-right diagonal (NotSupported on SM 9.x).
+inline void sdpa_fp8(SpecRng& r, SpecText& s) {
+  s.io_dtype = "fp8_e4m3";
+  AttnShape a = attn_shape(r, std::vector<int64_t>{16, 32, 64, 64, 128, 128}, true);
+  s.tensor("q", attn_dims(a.b, a.h, a.sq, a.d, false));
+  s.tensor("k", attn_dims(a.b, a.hk, a.skv, a.d, false));
+  s.tensor("v", attn_dims(a.b, a.hk, a.skv, a.dv, false));
+  std::vector<std::string> in = {"q", "k", "v"};
+  for (const char* n : {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"}) {
+    s.tensor(n, "\"dims\": [1, 1, 1, 1], \"dtype\": \"float32\"");
+    in.push_back(n);
+  }
+  std::string attrs = std::string(", \"causal\": ") + (r.percent(50) ? "true" : "false");
+  const bool padded = r.percent(25);
+  if (padded) {
+    attn_lengths(s, a, in);
+    attrs += ", \"padding_mask\": true";
+  }
+  s.tensor("o", std::string("\"dtype\": ") + (r.percent(70) ? "\"fp8_e4m3\"" : "\"fp8_e5m2\""));
+  s.tensor("amax_o", "\"dtype\": \"float32\"");
+  std::vector<std::string> outs = {"o", "amax_o"};
+  if (!padded && r.percent(20)) {
+    attn_stats_tensor(s);
+    outs.push_back("lse");
+  }
+  attn_node(s, "sdpa_fp8", in, attrs, outs);
+}
+
+// One attention node, its form drawn: dense 40%, padded 10%, paged 10%, ragged 8%, ragged over paged caches 4%,
+// backward 12% (with a padding mask 4%, ragged 4%), FP8 8%.
 inline void sdpa(SpecRng& r, SpecText& s) {
   s.io_dtype = r.percent(50) ? "fp16" : "bf16";
-  const int64_t b = r.pick(std::vector<int64_t>{1, 2, 3});
-  const int64_t h = r.pick(std::vector<int64_t>{1, 2, 4, 8});
-  int64_t hk = h;
-  if (r.percent(30)) hk = r.pick(std::vector<int64_t>{1, h / 2 > 0 ? h / 2 : 1});
-  const int64_t sq = r.pick(std::vector<int64_t>{1, 16, 64, 100, 128, 256});
-  const int64_t skv = r.percent(60) ? sq : r.pick(std::vector<int64_t>{16, 64, 128, 200});
-  const int64_t d = r.pick(std::vector<int64_t>{8, 32, 64, 64, 128, 128, 256});
-  const int64_t dv = r.percent(85) ? d : r.pick(std::vector<int64_t>{32, 64, 128});
-  s.tensor("q", "\"dims\": " + ints({b, h, sq, d}));
-  s.tensor("k", "\"dims\": " + ints({b, hk, skv, d}));
-  s.tensor("v", "\"dims\": " + ints({b, hk, skv, dv}));
-  std::string attrs = std::string(", \"causal\": ") + (r.percent(50) ? "true" : "false");
-  if (r.percent(30)) attrs += ", \"attn_scale\": 0.1";
-  s.node("sdpa", {"q", "k", "v"}, attrs, "o");
-  s.outputs.push_back("o");
+  const int roll = static_cast<int>(r.below(100));
+  if (roll < 40) return sdpa_forward(r, s, false, false, false);
+  if (roll < 50) return sdpa_forward(r, s, true, false, false);
+  if (roll < 60) return sdpa_forward(r, s, true, true, false);
+  if (roll < 68) return sdpa_forward(r, s, true, false, true);
+  if (roll < 72) return sdpa_forward(r, s, true, true, true);
+  if (roll < 84) return sdpa_backward(r, s, false, false);
+  if (roll < 88) return sdpa_backward(r, s, true, false);
+  if (roll < 92) return sdpa_backward(r, s, true, true);
+  sdpa_fp8(r, s);
 }
 
 }  // namespace random_spec_detail
