@@ -12,7 +12,8 @@
 //   wrong    anything else: an output outside tolerance, a plan the first-use check refused, a refusal
 //            without a named reason, an error. Each fails the test, and its spec is written to
 //            $KILN_SWEEP_FAILURES (a folder) when set, to be kept in tests/sweep/regressions/.
-// KILN_SWEEP_SEED (default 1) and KILN_SWEEP_SPECS (default 600) choose the specs; KILN_SWEEP_REPORT=<file>
+// KILN_SWEEP_SEED (default 1) and KILN_SWEEP_SPECS (default 600) choose the specs, KILN_SWEEP_FAMILY (e.g. "sdpa")
+// runs only that family's among them; KILN_SWEEP_REPORT=<file>
 // writes one JSON line per spec (name, family, outcome, message, milliseconds).
 //
 // tests/sweep/regressions/*.json: specs a sweep (or a user) found wrong once; each must pass or be refused
@@ -92,8 +93,10 @@ TEST(Sweep, RandomValidSpecsPassOrAreRefusedWithANamedReason) {
   if (const char* p = std::getenv("KILN_SWEEP_REPORT")) report.open(p);
   std::map<std::string, std::map<std::string, int>> table;
   int wrong = 0;
+  const std::string family = env_or("KILN_SWEEP_FAMILY", "");
   for (int i = 0; i < count; ++i) {
     const testing::RandomSpec rs = testing::random_spec(seed, i);
+    if (!family.empty() && rs.family != family) continue;
     const auto t0 = std::chrono::steady_clock::now();
     const Outcome o = run_one(rs.json, rs.name, static_cast<uint64_t>(i) + 1);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
