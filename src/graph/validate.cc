@@ -375,7 +375,9 @@ Status check_ragged_node(const Graph& g, const Node& n) {
   for (const RaggedTensor& r : tensors) {
     const TensorDesc& d = g.tensors[static_cast<size_t>(r.tensor)];
     const std::vector<int64_t> want = token_major_strides(d.dims);
-    if (d.strides != want)
+    bool packed = d.strides.size() == want.size();  // a stride of an extent-1 dim is never read: any value
+    for (size_t i = 0; packed && i < want.size(); ++i) packed = d.dims[i].value == 1 || d.strides[i] == want[i];
+    if (!packed)
       return invalid_argument(node_where(n) + ": " + (r.output ? "output '" : "input '") + d.name + "': strides " +
                               graph_internal::ints_text(d.strides) + " on dims " + dims_text(d.dims) +
                               ": a ragged tensor is packed token-major, strides " + graph_internal::ints_text(want) +
@@ -393,6 +395,16 @@ Status check_ragged_node(const Graph& g, const Node& n) {
                            "yet)");
   }
   return Status::ok();
+}
+
+// A ragged tensor's strides of extent-1 dims, never read (any value passes check_ragged_node), are written
+// token-major: what cuDNN is given, and two specs that differ only there are one graph with one signature.
+void canonical_ragged_strides(Graph& g, const Node& n) {
+  if (!is_ragged_attention(n)) return;
+  for (const RaggedTensor& r : ragged_tensors(n)) {
+    TensorDesc& d = g.tensors[static_cast<size_t>(r.tensor)];
+    d.strides = token_major_strides(d.dims);
+  }
 }
 
 // What cuDNN (9.19, Frontend 1.32) reads packed in attention, refused by name otherwise (NotSupported, after every
@@ -462,6 +474,7 @@ Status validate_impl(Graph& g, const ValidateOptions& options) {
     if (roles.producer(t) >= 0 && roles.is_graph_output(t)) KILN_RETURN_IF_ERROR(check_no_overlap(g, roles, t));
   }
   for (const Node& n : g.nodes) KILN_RETURN_IF_ERROR(check_ragged_node(g, n));
+  for (const Node& n : g.nodes) canonical_ragged_strides(g, n);
   for (const Node& n : g.nodes) KILN_RETURN_IF_ERROR(check_attention_packing(g, n));
   return Status::ok();
 }

@@ -849,6 +849,27 @@ TEST(SpecOps, SdpaRagged) {
   EXPECT_EQ(gb->tensors[static_cast<size_t>(gb->nodes[0].outputs[1])].dims.size(), 4u);
 }
 
+// A stride of an extent-1 dim is never read: one head (or one entry, or one query) takes any stride there, as
+// PyTorch writes such views; a dim over 1 still must be token-major.
+TEST(SpecOps, SdpaRaggedTakesAnyStrideOnAnExtentOneDim) {
+  Json j = sdpa_ragged_spec();
+  j["tensors"]["q"] = thd(1, 16);
+  j["tensors"]["q"]["strides"][1] = 12345;  // the lone head's stride
+  j["tensors"]["k"] = thd(1, 32);
+  j["tensors"]["v"] = thd(1, 32);
+  StatusOr<Graph> g = parse(j);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(g->tensors[static_cast<size_t>(g->find_tensor("q"))].strides, (std::vector<int64_t>{1024, 64, 64, 1}))
+      << "the never-read stride is written token-major (what cuDNN is given)";
+  j["tensors"]["q"]["strides"][1] = 64;
+  auto same = parse(j);
+  ASSERT_TRUE(same.is_ok());
+  EXPECT_EQ(compute_signature(*g)->canonical, compute_signature(*same)->canonical) << "one graph, one signature";
+  j["tensors"]["k"]["strides"][2] = 65;  // keys' rows (32 of them) off by one element: refused
+  EXPECT_ERROR_HAS(parse(j).status(), "input 'k': strides [2048,64,65,1] on dims [2,1,32,64]: a ragged tensor is "
+                                      "packed token-major");
+}
+
 TEST(SpecErrors, SdpaRagged) {
   const Json base = sdpa_ragged_spec();
   struct Bad {
