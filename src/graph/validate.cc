@@ -397,12 +397,14 @@ Status check_ragged_node(const Graph& g, const Node& n) {
   return Status::ok();
 }
 
-// A ragged tensor's strides of extent-1 dims, never read (any value passes check_ragged_node), are written
-// token-major: what cuDNN is given, and two specs that differ only there are one graph with one signature.
+// A ragged tensor's strides of extent-1 dims, never read (any positive value passes check_ragged_node), are written
+// token-major, and its layout explicit: what cuDNN is given, and two specs that differ only there (or in writing
+// the same strides as a layout) are one graph with one signature.
 void canonical_ragged_strides(Graph& g, const Node& n) {
   if (!is_ragged_attention(n)) return;
   for (const RaggedTensor& r : ragged_tensors(n)) {
     TensorDesc& d = g.tensors[static_cast<size_t>(r.tensor)];
+    d.layout = Layout::kExplicit;  // signed by its strides, however it was written (a row-major decode q, say)
     d.strides = token_major_strides(d.dims);
   }
 }

@@ -865,6 +865,13 @@ TEST(SpecOps, SdpaRaggedTakesAnyStrideOnAnExtentOneDim) {
   auto same = parse(j);
   ASSERT_TRUE(same.is_ok());
   EXPECT_EQ(compute_signature(*g)->canonical, compute_signature(*same)->canonical) << "one graph, one signature";
+  // A contiguous decode q (one query row, strides not written) is token-major too: it signs as the written form.
+  Json decode = sdpa_ragged_spec(), written = sdpa_ragged_spec();
+  decode["tensors"]["q"] = t({2, 4, 1, 64});
+  written["tensors"]["q"] = thd(4, 1);
+  auto a = parse(decode), b = parse(written);
+  ASSERT_TRUE(a.is_ok() && b.is_ok()) << a.status().to_string() << b.status().to_string();
+  EXPECT_EQ(compute_signature(*a)->canonical, compute_signature(*b)->canonical);
   j["tensors"]["k"]["strides"][2] = 65;  // keys' rows (32 of them) off by one element: refused
   EXPECT_ERROR_HAS(parse(j).status(), "input 'k': strides [2048,64,65,1] on dims [2,1,32,64]: a ragged tensor is "
                                       "packed token-major");
