@@ -986,83 +986,120 @@ TEST(HostReference, SdpaPaddingMaskMatchesExplicitRows) {
   }
 }
 
-// Paged K/V caches: the same attention as over dense K/V gathered here from the caches through the page tables
-// (a table with repeats, unused blocks, and a different table for V), with a padding mask and a bottom-right
-// causal band.
-TEST(HostReference, SdpaPagedCachesMatchTheDenseGather) {
-  std::mt19937 rng(13);
+// One paged-cache attention's shape: B entries of Sq queries (H heads) over pages of block_size keys (Hk heads).
+struct PagedCase {
+  int64_t b, h, hk, sq, d, blocks, bs, pages;
+  SdpaAttrs attrs;  // padding on; paged set for the paged graph
+  std::vector<double> lens_q, lens_kv, table_k, table_v;
+};
+
+// The paged graph's o, and the dense graph's over K/V gathered here from the caches through the tables (key j of
+// entry e, head g is row j % block_size of block table[e][j / block_size]).
+std::pair<std::vector<double>, std::vector<double>> paged_and_dense(const PagedCase& c, std::mt19937& rng) {
   std::uniform_real_distribution<double> u(-2.0, 2.0);
-  const int64_t b = 2, h = 4, hk = 2, sq = 3, d = 4, blocks = 7, bs = 4, pages = 3, skv = pages * bs;
-  const std::vector<double> lens_q = {3, 2}, lens_kv = {12, 7};
-  const std::vector<double> table_k = {6, 0, 3, 3, 5, 1}, table_v = {2, 4, 3, 0, 0, 6};
-  auto fill = [&](size_t n) {
-    std::vector<double> x(n);
+  const int64_t skv = c.pages * c.bs;
+  auto fill = [&](int64_t n) {
+    std::vector<double> x(static_cast<size_t>(n));
     for (double& e : x) e = static_cast<float>(u(rng));
     return x;
   };
-  const auto qv = fill(b * h * sq * d), kc = fill(blocks * hk * bs * d), vc = fill(blocks * hk * bs * d);
-  auto attrs = [] {
-    SdpaAttrs a;
-    a.causal = true;
-    a.alignment = DiagonalAlignment::kBottomRight;
-    a.padding = true;
-    return a;
+  const auto qv = fill(c.b * c.h * c.sq * c.d), kc = fill(c.blocks * c.hk * c.bs * c.d),
+             vc = fill(c.blocks * c.hk * c.bs * c.d);
+  auto add_int32 = [&](Graph& g, const char* n, std::vector<int64_t> dims, std::vector<int>* ins) {
+    ins->push_back(add_tensor(g, n, std::move(dims)));
+    g.tensors[static_cast<size_t>(ins->back())].dtype = DataType::kInt32;
   };
-  auto add_lengths = [&](Graph& g, std::vector<int>* ins) {
-    for (const char* n : {"lq", "lkv"}) {
-      ins->push_back(add_tensor(g, n, {b, 1, 1, 1}));
-      g.tensors[static_cast<size_t>(ins->back())].dtype = DataType::kInt32;
-    }
-  };
-  // Paged.
   Graph pg = make_graph("paged", DataType::kFloat32);
-  std::vector<int> pin = {add_tensor(pg, "q", {b, h, sq, d}), add_tensor(pg, "k", {blocks, hk, bs, d}),
-                          add_tensor(pg, "v", {blocks, hk, bs, d})};
-  add_lengths(pg, &pin);
-  for (const char* n : {"tk", "tv"}) {
-    pin.push_back(add_tensor(pg, n, {b, 1, pages, 1}));
-    pg.tensors[static_cast<size_t>(pin.back())].dtype = DataType::kInt32;
-  }
-  const int po = add_tensor(pg, "o", {b, h, sq, d});
-  SdpaAttrs pa = attrs();
+  std::vector<int> pin = {add_tensor(pg, "q", {c.b, c.h, c.sq, c.d}), add_tensor(pg, "k", {c.blocks, c.hk, c.bs, c.d}),
+                          add_tensor(pg, "v", {c.blocks, c.hk, c.bs, c.d})};
+  add_int32(pg, "lq", {c.b, 1, 1, 1}, &pin);
+  add_int32(pg, "lkv", {c.b, 1, 1, 1}, &pin);
+  add_int32(pg, "tk", {c.b, 1, c.pages, 1}, &pin);
+  add_int32(pg, "tv", {c.b, 1, c.pages, 1}, &pin);
+  const int po = add_tensor(pg, "o", {c.b, c.h, c.sq, c.d});
+  SdpaAttrs pa = c.attrs;
   pa.paged = true;
   add_node(pg, "sdpa", OpKind::kSdpa, pin, po).sdpa = pa;
   pg.outputs = {po};
-  auto paged = run1(pg, {{pin[0], vals(pg, pin[0], qv)},
-                         {pin[1], vals(pg, pin[1], kc)},
-                         {pin[2], vals(pg, pin[2], vc)},
-                         {pin[3], vals(pg, pin[3], lens_q)},
-                         {pin[4], vals(pg, pin[4], lens_kv)},
-                         {pin[5], vals(pg, pin[5], table_k)},
-                         {pin[6], vals(pg, pin[6], table_v)}});
-  // Dense, gathered here: key j of entry e, head g is row j % bs of block table[e][j / bs].
+  const std::vector<std::vector<double>> pv = {qv, kc, vc, c.lens_q, c.lens_kv, c.table_k, c.table_v};
+  std::map<int, HostTensor> pins;
+  for (size_t i = 0; i < pin.size(); ++i) pins.emplace(pin[i], vals(pg, pin[i], pv[i]));
   auto gather = [&](const std::vector<double>& cache, const std::vector<double>& table) {
-    std::vector<double> dense(static_cast<size_t>(b * hk * skv * d));
-    for (int64_t e = 0; e < b; ++e)
-      for (int64_t g = 0; g < hk; ++g)
+    std::vector<double> dense(static_cast<size_t>(c.b * c.hk * skv * c.d));
+    for (int64_t e = 0; e < c.b; ++e)
+      for (int64_t g = 0; g < c.hk; ++g)
         for (int64_t j = 0; j < skv; ++j)
-          for (int64_t x = 0; x < d; ++x) {
-            const int64_t block = static_cast<int64_t>(table[e * pages + j / bs]);
-            dense[((e * hk + g) * skv + j) * d + x] = cache[((block * hk + g) * bs + j % bs) * d + x];
+          for (int64_t x = 0; x < c.d; ++x) {
+            const auto block = static_cast<int64_t>(table[static_cast<size_t>(e * c.pages + j / c.bs)]);
+            dense[static_cast<size_t>(((e * c.hk + g) * skv + j) * c.d + x)] =
+                cache[static_cast<size_t>(((block * c.hk + g) * c.bs + j % c.bs) * c.d + x)];
           }
     return dense;
   };
   Graph dg = make_graph("dense", DataType::kFloat32);
-  std::vector<int> din = {add_tensor(dg, "q", {b, h, sq, d}), add_tensor(dg, "k", {b, hk, skv, d}),
-                          add_tensor(dg, "v", {b, hk, skv, d})};
-  add_lengths(dg, &din);
-  const int dout = add_tensor(dg, "o", {b, h, sq, d});
-  add_node(dg, "sdpa", OpKind::kSdpa, din, dout).sdpa = attrs();
+  std::vector<int> din = {add_tensor(dg, "q", {c.b, c.h, c.sq, c.d}), add_tensor(dg, "k", {c.b, c.hk, skv, c.d}),
+                          add_tensor(dg, "v", {c.b, c.hk, skv, c.d})};
+  add_int32(dg, "lq", {c.b, 1, 1, 1}, &din);
+  add_int32(dg, "lkv", {c.b, 1, 1, 1}, &din);
+  const int dout = add_tensor(dg, "o", {c.b, c.h, c.sq, c.d});
+  add_node(dg, "sdpa", OpKind::kSdpa, din, dout).sdpa = c.attrs;
   dg.outputs = {dout};
-  auto dense = run1(dg, {{din[0], vals(dg, din[0], qv)},
-                         {din[1], vals(dg, din[1], gather(kc, table_k))},
-                         {din[2], vals(dg, din[2], gather(vc, table_v))},
-                         {din[3], vals(dg, din[3], lens_q)},
-                         {din[4], vals(dg, din[4], lens_kv)}});
-  expect_near(paged, dense, 0);
-  bool nonzero = false;
-  for (double x : paged) nonzero = nonzero || x != 0.0;
-  EXPECT_TRUE(nonzero);
+  const std::vector<std::vector<double>> dv = {qv, gather(kc, c.table_k), gather(vc, c.table_v), c.lens_q, c.lens_kv};
+  std::map<int, HostTensor> dins;
+  for (size_t i = 0; i < din.size(); ++i) dins.emplace(din[i], vals(dg, din[i], dv[i]));
+  return {run1(pg, pins), run1(dg, dins)};
+}
+
+// Paged K/V caches: the same attention as over dense K/V gathered from the caches through the page tables. First
+// a hand-made case (a table with repeats, unused blocks, a different table for V; a padding mask and a
+// bottom-right causal band), then 40 drawn ones: entries, grouped heads, queries (decode's one too), block sizes
+// and pages, tables over every block (repeats, unused blocks, V's own or K's), lengths, and the mask (none,
+// causal top-left or bottom-right, a sliding window where the keys cover the queries).
+TEST(HostReference, SdpaPagedCachesMatchTheDenseGather) {
+  std::mt19937 rng(13);
+  PagedCase fixed{2, 4, 2, 3, 4, 7, 4, 3, {}, {3, 2}, {12, 7}, {6, 0, 3, 3, 5, 1}, {2, 4, 3, 0, 0, 6}};
+  fixed.attrs.causal = true;
+  fixed.attrs.alignment = DiagonalAlignment::kBottomRight;
+  fixed.attrs.padding = true;
+  std::vector<PagedCase> cases = {fixed};
+  auto pick = [&](std::vector<int64_t> v) { return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)]; };
+  auto below = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
+  for (int i = 0; i < 40; ++i) {
+    PagedCase c{};
+    c.b = pick({1, 2, 3});
+    c.hk = pick({1, 2});
+    c.h = c.hk * pick({1, 2, 3});
+    c.sq = pick({1, 1, 2, 5});
+    c.d = pick({4, 8});
+    c.bs = pick({1, 2, 4});
+    c.pages = 1 + below(4);
+    c.blocks = 1 + below(c.b * c.pages + 2);
+    const int64_t skv = c.pages * c.bs;
+    for (int64_t e = 0; e < c.b; ++e) {
+      const int64_t lkv = 1 + below(skv);
+      c.lens_kv.push_back(static_cast<double>(lkv));
+      c.lens_q.push_back(static_cast<double>(1 + below(std::min(c.sq, lkv))));  // every valid query has a key
+    }
+    const bool shared = below(3) == 0;
+    for (int64_t j = 0; j < c.b * c.pages; ++j) {
+      c.table_k.push_back(static_cast<double>(below(c.blocks)));
+      c.table_v.push_back(shared ? c.table_k.back() : static_cast<double>(below(c.blocks)));
+    }
+    c.attrs.padding = true;
+    const int64_t mask = below(4);
+    c.attrs.causal = mask >= 1;
+    if (mask >= 2 && c.sq <= skv) c.attrs.alignment = DiagonalAlignment::kBottomRight;
+    if (mask == 3 && c.sq <= skv) c.attrs.left_bound = 1 + below(skv);
+    cases.push_back(c);
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const auto [paged, dense] = paged_and_dense(cases[i], rng);
+    expect_near(paged, dense, 0);
+    bool nonzero = false;
+    for (double x : paged) nonzero = nonzero || x != 0.0;
+    EXPECT_TRUE(nonzero);
+  }
 }
 
 TEST(HostReference, IntermediatesRoundToTheIntermediateDtype) {
