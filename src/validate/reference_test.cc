@@ -590,6 +590,113 @@ TEST(HostReference, SdpaRaggedIsThePaddedDenseAttention) {
   }
 }
 
+// Ragged attention against the padded dense one over 40 drawn cases: entries, grouped heads, queries and keys,
+// head dims, lengths, packings with gaps (each tensor's own offsets, k's and v's shared or not), and the mask
+// (none, causal top-left or bottom-right, a sliding window where the keys cover the queries).
+TEST(HostReference, SdpaRaggedIsThePaddedDenseAttentionOverDrawnShapes) {
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  auto below = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
+  auto draw = [&](int64_t n) {
+    std::vector<double> x(static_cast<size_t>(n));
+    for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
+    return x;
+  };
+  for (int i = 0; i < 40; ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const int64_t b = 1 + below(3), hk = 1 + below(2), h = hk * (1 + below(3)), sq = 1 + below(6), skv = 1 + below(7),
+                  d = 8 * (1 + below(2));
+    std::vector<double> lq, lkv;
+    for (int64_t e = 0; e < b; ++e) {
+      lkv.push_back(static_cast<double>(1 + below(skv)));
+      lq.push_back(static_cast<double>(1 + below(std::min(sq, static_cast<int64_t>(lkv.back())))));
+    }
+    // Element offsets of each entry's first token: packed in order with a gap of 0-2 tokens before each, within a
+    // buffer of b * rows tokens (the declared [b, heads, rows, d]).
+    auto offsets = [&](int64_t heads, int64_t rows, const std::vector<double>& len) {
+      std::vector<double> off;
+      int64_t token = 0;
+      for (int64_t e = 0; e < b; ++e) {
+        const int64_t room = b * rows - token - static_cast<int64_t>(len[static_cast<size_t>(e)]);
+        int64_t after = 0;  // tokens the later entries still need
+        for (int64_t f = e + 1; f < b; ++f) after += static_cast<int64_t>(len[static_cast<size_t>(f)]);
+        token += std::min<int64_t>(below(3), std::max<int64_t>(0, room - after));
+        off.push_back(static_cast<double>(token * heads * d));
+        token += static_cast<int64_t>(len[static_cast<size_t>(e)]);
+      }
+      off.push_back(static_cast<double>(token * heads * d));
+      return off;
+    };
+    const std::vector<double> off_q = offsets(h, sq, lq), off_k = offsets(hk, skv, lkv),
+                              off_v = below(2) ? off_k : offsets(hk, skv, lkv), off_o = offsets(h, sq, lq);
+    SdpaAttrs a;
+    a.padding = true;
+    const int64_t mask = below(4);
+    a.causal = mask >= 1;
+    if (mask >= 2 && sq <= skv) a.alignment = DiagonalAlignment::kBottomRight;
+    if (mask == 3 && sq <= skv) a.left_bound = 1 + below(skv);
+
+    Graph dense = make_graph("dense", DataType::kBFloat16);
+    const int q = add_tensor(dense, "q", {b, h, sq, d}), k = add_tensor(dense, "k", {b, hk, skv, d}),
+              v = add_tensor(dense, "v", {b, hk, skv, d}),
+              lq_t = add_tensor(dense, "lq", {b, 1, 1, 1}, DataType::kInt32),
+              lkv_t = add_tensor(dense, "lkv", {b, 1, 1, 1}, DataType::kInt32),
+              o = add_tensor(dense, "o", {b, h, sq, d});
+    add_node(dense, "attn", OpKind::kSdpa, {q, k, v, lq_t, lkv_t}, o).sdpa = a;
+    dense.outputs = {o};
+    const std::vector<double> qd = draw(b * h * sq * d), kd = draw(b * hk * skv * d), vd = draw(b * hk * skv * d);
+    auto want = run_host_reference(dense, {{q, vals(dense, q, qd)},
+                                           {k, vals(dense, k, kd)},
+                                           {v, vals(dense, v, vd)},
+                                           {lq_t, vals(dense, lq_t, lq)},
+                                           {lkv_t, vals(dense, lkv_t, lkv)}});
+    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+
+    Graph rg = make_graph("ragged", DataType::kBFloat16);
+    const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
+      return add_tensor(rg, n, {b, heads, rows, d}, std::nullopt, {rows * heads * d, d, heads * d, 1});
+    };
+    const int rq = thd("q", h, sq), rk = thd("k", hk, skv), rv = thd("v", hk, skv), ro = thd("o", h, sq);
+    std::vector<int> ins = {rq, rk, rv, add_tensor(rg, "lq", {b, 1, 1, 1}, DataType::kInt32),
+                            add_tensor(rg, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
+    for (const char* n : {"off_q", "off_k", "off_v", "off_o"})
+      ins.push_back(add_tensor(rg, n, {b + 1, 1, 1, 1}, DataType::kInt32));
+    SdpaAttrs ra = a;
+    ra.ragged = true;
+    add_node(rg, "attn", OpKind::kSdpa, ins, ro).sdpa = ra;
+    rg.outputs = {ro};
+    // Each entry's valid rows written to the tokens its offsets name; junk everywhere else.
+    const auto scatter = [&](const std::vector<double>& x, int64_t heads, int64_t rows, const std::vector<double>& off,
+                             const std::vector<double>& len) {
+      std::vector<double> buf = draw(b * heads * rows * d);
+      for (int64_t e = 0; e < b; ++e)
+        for (int64_t s2 = 0; s2 < static_cast<int64_t>(len[static_cast<size_t>(e)]); ++s2)
+          for (int64_t hh = 0; hh < heads; ++hh)
+            for (int64_t c = 0; c < d; ++c) {
+              const int64_t t = static_cast<int64_t>(off[static_cast<size_t>(e)]) / (heads * d) + s2;
+              buf[static_cast<size_t>((((t / rows) * heads + hh) * rows + t % rows) * d + c)] =
+                  x[static_cast<size_t>(((e * heads + hh) * rows + s2) * d + c)];
+            }
+      return buf;
+    };
+    const std::vector<std::vector<double>> rv_in = {scatter(qd, h, sq, off_q, lq),
+                                                    scatter(kd, hk, skv, off_k, lkv),
+                                                    scatter(vd, hk, skv, off_v, lkv),
+                                                    lq,
+                                                    lkv,
+                                                    off_q,
+                                                    off_k,
+                                                    off_v,
+                                                    off_o};
+    std::map<int, HostTensor> rin;
+    for (size_t j = 0; j < ins.size(); ++j) rin.emplace(ins[j], vals(rg, ins[j], rv_in[j]));
+    auto got = run_host_reference(rg, rin);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    const double largest = expect_ragged_output((*got)[0].values(), (*want)[0].values(), b, h, sq, d, off_o, lq, "o");
+    EXPECT_GT(largest, 0.0);
+  }
+}
+
 // The backward pass over ragged tensors against the padded dense one: q, k, v, o and do scattered by hand to the
 // tokens their own offsets name (k's and v's apart; junk in the gaps and the tail), the statistics dense; dq, dk
 // and dv read back from q's, k's and v's offsets equal the dense gradients of each entry's own rows, and every
