@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <functional>
 
 #include <random>
 
@@ -509,191 +510,143 @@ double expect_ragged_output(const std::vector<double>& got, const std::vector<do
   return largest;
 }
 
-// Ragged (THD) attention against the padded dense one: each entry's valid rows scattered by hand to the tokens its
-// offsets name (gaps and the tail hold junk the reference must not read), then o read back from its own offsets.
-// Rows no entry covers are NaN (what an unwritten, poisoned output holds).
-TEST(HostReference, SdpaRaggedIsThePaddedDenseAttention) {
-  const int64_t b = 2, h = 2, hk = 1, sq = 5, skv = 6, d = 8;
-  const std::vector<double> lq = {3, 5}, lkv = {4, 6};
-  // Element offsets: q's tokens (h * d = 16 elements) at 1 and 5, k's and v's (hk * d = 8) at 0 and 5, o's at 0
-  // and 3 (packed).
-  const std::vector<double> off_q = {16, 80, 160}, off_kv = {0, 40, 88}, off_o = {0, 48, 128};
-  for (bool causal : {false, true}) {
-    SdpaAttrs a;
-    a.causal = causal;
-    a.padding = true;
-    Graph dense = make_graph("dense", DataType::kBFloat16);
-    const int q = add_tensor(dense, "q", {b, h, sq, d}), k = add_tensor(dense, "k", {b, hk, skv, d}),
-              v = add_tensor(dense, "v", {b, hk, skv, d}),
-              lq_t = add_tensor(dense, "lq", {b, 1, 1, 1}, DataType::kInt32),
-              lkv_t = add_tensor(dense, "lkv", {b, 1, 1, 1}, DataType::kInt32),
-              o = add_tensor(dense, "o", {b, h, sq, d});
-    add_node(dense, "attn", OpKind::kSdpa, {q, k, v, lq_t, lkv_t}, o).sdpa = a;
-    dense.outputs = {o};
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    auto draw = [&](int64_t n) {
-      std::vector<double> x(static_cast<size_t>(n));
-      for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
-      return x;
-    };
-    const std::vector<double> qd = draw(b * h * sq * d), kd = draw(b * hk * skv * d), vd = draw(b * hk * skv * d);
-    std::map<int, HostTensor> din{{q, vals(dense, q, qd)},
-                                  {k, vals(dense, k, kd)},
-                                  {v, vals(dense, v, vd)},
-                                  {lq_t, vals(dense, lq_t, lq)},
-                                  {lkv_t, vals(dense, lkv_t, lkv)}};
-    auto want = run_host_reference(dense, din);
-    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
-
-    // The ragged graph: token-major tensors, its buffers' logical (dense-view) values built token by token.
-    Graph rg = make_graph("ragged", DataType::kBFloat16);
-    const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
-      return add_tensor(rg, n, {b, heads, rows, d}, std::nullopt, {rows * heads * d, d, heads * d, 1});
-    };
-    const int rq = thd("q", h, sq), rk = thd("k", hk, skv), rv = thd("v", hk, skv), ro = thd("o", h, sq);
-    std::vector<int> ins = {rq, rk, rv, add_tensor(rg, "lq", {b, 1, 1, 1}, DataType::kInt32),
-                            add_tensor(rg, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
-    for (const char* n : {"off_q", "off_k", "off_v", "off_o"})
-      ins.push_back(add_tensor(rg, n, {b + 1, 1, 1, 1}, DataType::kInt32));
-    SdpaAttrs ra = a;
-    ra.ragged = true;
-    add_node(rg, "attn", OpKind::kSdpa, ins, ro).sdpa = ra;
-    rg.outputs = {ro};
-    // Dense-view index of (token t, head, element e) in a [b, heads, rows, d] token-major buffer.
-    const auto at = [&](int64_t heads, int64_t rows, int64_t t, int64_t head, int64_t e) {
-      return static_cast<size_t>((((t / rows) * heads + head) * rows + t % rows) * d + e);
-    };
-    const auto scatter = [&](const std::vector<double>& x, int64_t heads, int64_t rows, const std::vector<double>& off,
-                             const std::vector<double>& len) {
-      std::vector<double> buf = draw(b * heads * rows * d);  // junk everywhere an entry's row does not land
-      for (int64_t e = 0; e < b; ++e)
-        for (int64_t s = 0; s < static_cast<int64_t>(len[static_cast<size_t>(e)]); ++s)
-          for (int64_t hh = 0; hh < heads; ++hh)
-            for (int64_t c = 0; c < d; ++c)
-              buf[at(heads, rows, static_cast<int64_t>(off[static_cast<size_t>(e)]) / (heads * d) + s, hh, c)] =
-                  x[static_cast<size_t>(((e * heads + hh) * rows + s) * d + c)];
-      return buf;
-    };
-    std::map<int, HostTensor> rin{{rq, vals(rg, rq, scatter(qd, h, sq, off_q, lq))},
-                                  {rk, vals(rg, rk, scatter(kd, hk, skv, off_kv, lkv))},
-                                  {rv, vals(rg, rv, scatter(vd, hk, skv, off_kv, lkv))},
-                                  {ins[3], vals(rg, ins[3], lq)},
-                                  {ins[4], vals(rg, ins[4], lkv)},
-                                  {ins[5], vals(rg, ins[5], off_q)},
-                                  {ins[6], vals(rg, ins[6], off_kv)},
-                                  {ins[7], vals(rg, ins[7], off_kv)},
-                                  {ins[8], vals(rg, ins[8], off_o)}};
-    auto got = run_host_reference(rg, rin);
-    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-    expect_ragged_output((*got)[0].values(), (*want)[0].values(), b, h, sq, d, off_o, lq, causal ? "o, causal" : "o");
-  }
+// `x`, a dense [b, heads, rows, d], written into `buf`, the dense view of a token-major [b, heads, rows, d] buffer:
+// each entry's first len[e] rows go to the tokens from its element offset off[e] on; the rest of `buf` keeps what
+// it held (junk the reference must not read).
+std::vector<double> scatter_token_major(const std::vector<double>& x, std::vector<double> buf, int64_t b, int64_t heads,
+                                        int64_t rows, int64_t d, const std::vector<double>& off,
+                                        const std::vector<double>& len) {
+  for (int64_t e = 0; e < b; ++e)
+    for (int64_t s = 0; s < static_cast<int64_t>(len[static_cast<size_t>(e)]); ++s)
+      for (int64_t hh = 0; hh < heads; ++hh)
+        for (int64_t c = 0; c < d; ++c) {
+          const int64_t t = static_cast<int64_t>(off[static_cast<size_t>(e)]) / (heads * d) + s;
+          buf[static_cast<size_t>((((t / rows) * heads + hh) * rows + t % rows) * d + c)] =
+              x[static_cast<size_t>(((e * heads + hh) * rows + s) * d + c)];
+        }
+  return buf;
 }
 
-// Ragged attention against the padded dense one over 40 drawn cases: entries, grouped heads, queries and keys,
-// head dims, lengths, packings with gaps (each tensor's own offsets, k's and v's shared or not), and the mask
-// (none, causal top-left or bottom-right, a sliding window where the keys cover the queries).
-TEST(HostReference, SdpaRaggedIsThePaddedDenseAttentionOverDrawnShapes) {
-  std::mt19937 rng(29);
+// One ragged attention: B entries of lq[e] queries (H heads) over lkv[e] keys (Hk heads), head dim d, each tensor's
+// entries at the element offsets given (B + 1 each), the mask in attrs (padding on).
+struct RaggedCase {
+  int64_t b, h, hk, sq, skv, d;
+  std::vector<double> lq, lkv, off_q, off_k, off_v, off_o;
+  SdpaAttrs attrs;
+};
+
+// The ragged graph against the padded dense one: each entry's valid rows scattered to the tokens its offsets name
+// (gaps and the tail hold junk the reference must not read), o read back from its own offsets; rows no entry
+// covers are NaN (what an unwritten, poisoned output holds).
+void expect_ragged_is_padded_dense(const RaggedCase& c, const std::function<std::vector<double>(int64_t)>& draw) {
+  const int64_t b = c.b, h = c.h, hk = c.hk, sq = c.sq, skv = c.skv, d = c.d;
+  Graph dense = make_graph("dense", DataType::kBFloat16);
+  const int q = add_tensor(dense, "q", {b, h, sq, d}), k = add_tensor(dense, "k", {b, hk, skv, d}),
+            v = add_tensor(dense, "v", {b, hk, skv, d}), lq_t = add_tensor(dense, "lq", {b, 1, 1, 1}, DataType::kInt32),
+            lkv_t = add_tensor(dense, "lkv", {b, 1, 1, 1}, DataType::kInt32), o = add_tensor(dense, "o", {b, h, sq, d});
+  add_node(dense, "attn", OpKind::kSdpa, {q, k, v, lq_t, lkv_t}, o).sdpa = c.attrs;
+  dense.outputs = {o};
+  const std::vector<double> qd = draw(b * h * sq * d), kd = draw(b * hk * skv * d), vd = draw(b * hk * skv * d);
+  auto want = run_host_reference(dense, {{q, vals(dense, q, qd)},
+                                         {k, vals(dense, k, kd)},
+                                         {v, vals(dense, v, vd)},
+                                         {lq_t, vals(dense, lq_t, c.lq)},
+                                         {lkv_t, vals(dense, lkv_t, c.lkv)}});
+  ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+
+  Graph rg = make_graph("ragged", DataType::kBFloat16);
+  const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
+    return add_tensor(rg, n, {b, heads, rows, d}, std::nullopt, {rows * heads * d, d, heads * d, 1});
+  };
+  const int rq = thd("q", h, sq), rk = thd("k", hk, skv), rv = thd("v", hk, skv), ro = thd("o", h, sq);
+  std::vector<int> ins = {rq, rk, rv, add_tensor(rg, "lq", {b, 1, 1, 1}, DataType::kInt32),
+                          add_tensor(rg, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
+  for (const char* n : {"off_q", "off_k", "off_v", "off_o"})
+    ins.push_back(add_tensor(rg, n, {b + 1, 1, 1, 1}, DataType::kInt32));
+  SdpaAttrs ra = c.attrs;
+  ra.ragged = true;
+  add_node(rg, "attn", OpKind::kSdpa, ins, ro).sdpa = ra;
+  rg.outputs = {ro};
+  const auto scatter = [&](const std::vector<double>& x, int64_t heads, int64_t rows, const std::vector<double>& off,
+                           const std::vector<double>& len) {
+    return scatter_token_major(x, draw(b * heads * rows * d), b, heads, rows, d, off, len);
+  };
+  const std::vector<std::vector<double>> in = {scatter(qd, h, sq, c.off_q, c.lq),
+                                               scatter(kd, hk, skv, c.off_k, c.lkv),
+                                               scatter(vd, hk, skv, c.off_v, c.lkv),
+                                               c.lq,
+                                               c.lkv,
+                                               c.off_q,
+                                               c.off_k,
+                                               c.off_v,
+                                               c.off_o};
+  std::map<int, HostTensor> rin;
+  for (size_t j = 0; j < ins.size(); ++j) rin.emplace(ins[j], vals(rg, ins[j], in[j]));
+  auto got = run_host_reference(rg, rin);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_GT(expect_ragged_output((*got)[0].values(), (*want)[0].values(), b, h, sq, d, c.off_o, c.lq, "o"), 0.0);
+}
+
+// Ragged (THD) attention against the padded dense one: a hand-made packing (q's tokens at 1 and 5, k's and v's at 0
+// and 5, o's packed), without and with a causal mask; then 40 drawn cases: entries, grouped heads, queries and
+// keys, head dims, lengths, packings with gaps (each tensor's own offsets, k's and v's shared or not), and the
+// mask (none, causal top-left or bottom-right, a sliding window where the keys cover the queries).
+TEST(HostReference, SdpaRaggedIsThePaddedDenseAttention) {
+  std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
-  auto below = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
-  auto draw = [&](int64_t n) {
+  const std::function<std::vector<double>(int64_t)> draw = [&](int64_t n) {
     std::vector<double> x(static_cast<size_t>(n));
     for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
     return x;
   };
+  std::vector<RaggedCase> cases;
+  for (bool causal : {false, true}) {
+    RaggedCase c{2, 2, 1, 5, 6, 8, {3, 5}, {4, 6}, {16, 80, 160}, {0, 40, 88}, {0, 40, 88}, {0, 48, 128}, {}};
+    c.attrs.causal = causal;
+    cases.push_back(c);
+  }
+  auto below = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
   for (int i = 0; i < 40; ++i) {
-    SCOPED_TRACE("case " + std::to_string(i));
-    const int64_t b = 1 + below(3), hk = 1 + below(2), h = hk * (1 + below(3)), sq = 1 + below(6), skv = 1 + below(7),
-                  d = 8 * (1 + below(2));
-    std::vector<double> lq, lkv;
-    for (int64_t e = 0; e < b; ++e) {
-      lkv.push_back(static_cast<double>(1 + below(skv)));
-      lq.push_back(static_cast<double>(1 + below(std::min(sq, static_cast<int64_t>(lkv.back())))));
+    RaggedCase c{};
+    c.b = 1 + below(3);
+    c.hk = 1 + below(2);
+    c.h = c.hk * (1 + below(3));
+    c.sq = 1 + below(6);
+    c.skv = 1 + below(7);
+    c.d = 8 * (1 + below(2));
+    for (int64_t e = 0; e < c.b; ++e) {
+      c.lkv.push_back(static_cast<double>(1 + below(c.skv)));
+      c.lq.push_back(static_cast<double>(1 + below(std::min(c.sq, static_cast<int64_t>(c.lkv.back())))));
     }
-    // Element offsets of each entry's first token: packed in order with a gap of 0-2 tokens before each, within a
-    // buffer of b * rows tokens (the declared [b, heads, rows, d]).
+    // Each entry's first token, packed in order with a gap of 0-2 tokens before it, within the b * rows tokens of
+    // the declared [b, heads, rows, d]; as element offsets.
     auto offsets = [&](int64_t heads, int64_t rows, const std::vector<double>& len) {
       std::vector<double> off;
-      int64_t token = 0;
-      for (int64_t e = 0; e < b; ++e) {
-        const int64_t room = b * rows - token - static_cast<int64_t>(len[static_cast<size_t>(e)]);
-        int64_t after = 0;  // tokens the later entries still need
-        for (int64_t f = e + 1; f < b; ++f) after += static_cast<int64_t>(len[static_cast<size_t>(f)]);
-        token += std::min<int64_t>(below(3), std::max<int64_t>(0, room - after));
-        off.push_back(static_cast<double>(token * heads * d));
-        token += static_cast<int64_t>(len[static_cast<size_t>(e)]);
+      int64_t token = 0, left = 0;
+      for (double l : len) left += static_cast<int64_t>(l);
+      for (double l : len) {
+        token += std::min<int64_t>(below(3), c.b * rows - token - left);
+        off.push_back(static_cast<double>(token * heads * c.d));
+        token += static_cast<int64_t>(l);
+        left -= static_cast<int64_t>(l);
       }
-      off.push_back(static_cast<double>(token * heads * d));
+      off.push_back(static_cast<double>(token * heads * c.d));
       return off;
     };
-    const std::vector<double> off_q = offsets(h, sq, lq), off_k = offsets(hk, skv, lkv),
-                              off_v = below(2) ? off_k : offsets(hk, skv, lkv), off_o = offsets(h, sq, lq);
-    SdpaAttrs a;
-    a.padding = true;
+    c.off_q = offsets(c.h, c.sq, c.lq);
+    c.off_k = offsets(c.hk, c.skv, c.lkv);
+    c.off_v = below(2) ? c.off_k : offsets(c.hk, c.skv, c.lkv);
+    c.off_o = offsets(c.h, c.sq, c.lq);
     const int64_t mask = below(4);
-    a.causal = mask >= 1;
-    if (mask >= 2 && sq <= skv) a.alignment = DiagonalAlignment::kBottomRight;
-    if (mask == 3 && sq <= skv) a.left_bound = 1 + below(skv);
-
-    Graph dense = make_graph("dense", DataType::kBFloat16);
-    const int q = add_tensor(dense, "q", {b, h, sq, d}), k = add_tensor(dense, "k", {b, hk, skv, d}),
-              v = add_tensor(dense, "v", {b, hk, skv, d}),
-              lq_t = add_tensor(dense, "lq", {b, 1, 1, 1}, DataType::kInt32),
-              lkv_t = add_tensor(dense, "lkv", {b, 1, 1, 1}, DataType::kInt32),
-              o = add_tensor(dense, "o", {b, h, sq, d});
-    add_node(dense, "attn", OpKind::kSdpa, {q, k, v, lq_t, lkv_t}, o).sdpa = a;
-    dense.outputs = {o};
-    const std::vector<double> qd = draw(b * h * sq * d), kd = draw(b * hk * skv * d), vd = draw(b * hk * skv * d);
-    auto want = run_host_reference(dense, {{q, vals(dense, q, qd)},
-                                           {k, vals(dense, k, kd)},
-                                           {v, vals(dense, v, vd)},
-                                           {lq_t, vals(dense, lq_t, lq)},
-                                           {lkv_t, vals(dense, lkv_t, lkv)}});
-    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
-
-    Graph rg = make_graph("ragged", DataType::kBFloat16);
-    const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
-      return add_tensor(rg, n, {b, heads, rows, d}, std::nullopt, {rows * heads * d, d, heads * d, 1});
-    };
-    const int rq = thd("q", h, sq), rk = thd("k", hk, skv), rv = thd("v", hk, skv), ro = thd("o", h, sq);
-    std::vector<int> ins = {rq, rk, rv, add_tensor(rg, "lq", {b, 1, 1, 1}, DataType::kInt32),
-                            add_tensor(rg, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
-    for (const char* n : {"off_q", "off_k", "off_v", "off_o"})
-      ins.push_back(add_tensor(rg, n, {b + 1, 1, 1, 1}, DataType::kInt32));
-    SdpaAttrs ra = a;
-    ra.ragged = true;
-    add_node(rg, "attn", OpKind::kSdpa, ins, ro).sdpa = ra;
-    rg.outputs = {ro};
-    // Each entry's valid rows written to the tokens its offsets name; junk everywhere else.
-    const auto scatter = [&](const std::vector<double>& x, int64_t heads, int64_t rows, const std::vector<double>& off,
-                             const std::vector<double>& len) {
-      std::vector<double> buf = draw(b * heads * rows * d);
-      for (int64_t e = 0; e < b; ++e)
-        for (int64_t s2 = 0; s2 < static_cast<int64_t>(len[static_cast<size_t>(e)]); ++s2)
-          for (int64_t hh = 0; hh < heads; ++hh)
-            for (int64_t c = 0; c < d; ++c) {
-              const int64_t t = static_cast<int64_t>(off[static_cast<size_t>(e)]) / (heads * d) + s2;
-              buf[static_cast<size_t>((((t / rows) * heads + hh) * rows + t % rows) * d + c)] =
-                  x[static_cast<size_t>(((e * heads + hh) * rows + s2) * d + c)];
-            }
-      return buf;
-    };
-    const std::vector<std::vector<double>> rv_in = {scatter(qd, h, sq, off_q, lq),
-                                                    scatter(kd, hk, skv, off_k, lkv),
-                                                    scatter(vd, hk, skv, off_v, lkv),
-                                                    lq,
-                                                    lkv,
-                                                    off_q,
-                                                    off_k,
-                                                    off_v,
-                                                    off_o};
-    std::map<int, HostTensor> rin;
-    for (size_t j = 0; j < ins.size(); ++j) rin.emplace(ins[j], vals(rg, ins[j], rv_in[j]));
-    auto got = run_host_reference(rg, rin);
-    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-    const double largest = expect_ragged_output((*got)[0].values(), (*want)[0].values(), b, h, sq, d, off_o, lq, "o");
-    EXPECT_GT(largest, 0.0);
+    c.attrs.causal = mask >= 1;
+    if (mask >= 2 && c.sq <= c.skv) c.attrs.alignment = DiagonalAlignment::kBottomRight;
+    if (mask == 3 && c.sq <= c.skv) c.attrs.left_bound = 1 + below(c.skv);
+    cases.push_back(c);
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    cases[i].attrs.padding = true;
+    expect_ragged_is_padded_dense(cases[i], draw);
   }
 }
 
@@ -713,23 +666,9 @@ TEST(HostReference, SdpaBackwardRaggedIsThePaddedDenseBackward) {
     for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
     return x;
   };
-  // Dense-view index of (token t, head, element e) in a [b, heads, rows, d] token-major buffer.
-  const auto at = [&](int64_t heads, int64_t rows, int64_t t, int64_t head, int64_t e) {
-    return static_cast<size_t>((((t / rows) * heads + head) * rows + t % rows) * d + e);
-  };
-  const auto dense_at = [&](int64_t heads, int64_t rows, int64_t entry, int64_t head, int64_t s, int64_t e) {
-    return static_cast<size_t>(((entry * heads + head) * rows + s) * d + e);
-  };
   const auto scatter = [&](const std::vector<double>& x, int64_t heads, int64_t rows, const std::vector<double>& off,
                            const std::vector<double>& len) {
-    std::vector<double> buf = draw(b * heads * rows * d);  // junk everywhere an entry's row does not land
-    for (int64_t e = 0; e < b; ++e)
-      for (int64_t s = 0; s < static_cast<int64_t>(len[static_cast<size_t>(e)]); ++s)
-        for (int64_t hh = 0; hh < heads; ++hh)
-          for (int64_t c = 0; c < d; ++c)
-            buf[at(heads, rows, static_cast<int64_t>(off[static_cast<size_t>(e)]) / (heads * d) + s, hh, c)] =
-                x[dense_at(heads, rows, e, hh, s, c)];
-    return buf;
+    return scatter_token_major(x, draw(b * heads * rows * d), b, heads, rows, d, off, len);
   };
   for (bool causal : {false, true}) {
     SdpaAttrs a;
