@@ -527,6 +527,16 @@ std::vector<double> scatter_token_major(const std::vector<double>& x, std::vecto
   return buf;
 }
 
+// The host reference of `g` with input ins[i] holding values[i]; fails the test where it does not run.
+std::vector<HostTensor> run_inputs(const Graph& g, const std::vector<int>& ins,
+                                   const std::vector<std::vector<double>>& values) {
+  std::map<int, HostTensor> in;
+  for (size_t i = 0; i < ins.size(); ++i) in.emplace(ins[i], vals(g, ins[i], values[i]));
+  auto out = run_host_reference(g, in);
+  EXPECT_TRUE(out.is_ok()) << out.status().to_string();
+  return out.is_ok() ? *std::move(out) : std::vector<HostTensor>{};
+}
+
 // One ragged attention: B entries of lq[e] queries (H heads) over lkv[e] keys (Hk heads), head dim d, each tensor's
 // entries at the element offsets given (B + 1 each), the mask in attrs (padding on).
 struct RaggedCase {
@@ -534,6 +544,49 @@ struct RaggedCase {
   std::vector<double> lq, lkv, off_q, off_k, off_v, off_o;
   SdpaAttrs attrs;
 };
+
+// A drawn ragged attention: entries, grouped heads, queries and keys, head dims, lengths (every valid query with a
+// key), packings with gaps of 0-2 tokens (each tensor's own offsets; k's and v's shared or not), and the mask (none,
+// causal top-left or bottom-right, a sliding window where the keys cover the queries).
+RaggedCase draw_ragged_case(std::mt19937& rng) {
+  auto below = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
+  RaggedCase c{};
+  c.b = 1 + below(3);
+  c.hk = 1 + below(2);
+  c.h = c.hk * (1 + below(3));
+  c.sq = 1 + below(6);
+  c.skv = 1 + below(7);
+  c.d = 8 * (1 + below(2));
+  for (int64_t e = 0; e < c.b; ++e) {
+    c.lkv.push_back(static_cast<double>(1 + below(c.skv)));
+    c.lq.push_back(static_cast<double>(1 + below(std::min(c.sq, static_cast<int64_t>(c.lkv.back())))));
+  }
+  // Each entry's first token, in order, within the b * rows tokens of the declared [b, heads, rows, d]; as element
+  // offsets, the last one past the last entry.
+  auto offsets = [&](int64_t heads, int64_t rows, const std::vector<double>& len) {
+    std::vector<double> off;
+    int64_t token = 0, left = 0;
+    for (double l : len) left += static_cast<int64_t>(l);
+    for (double l : len) {
+      token += std::min<int64_t>(below(3), c.b * rows - token - left);
+      off.push_back(static_cast<double>(token * heads * c.d));
+      token += static_cast<int64_t>(l);
+      left -= static_cast<int64_t>(l);
+    }
+    off.push_back(static_cast<double>(token * heads * c.d));
+    return off;
+  };
+  c.off_q = offsets(c.h, c.sq, c.lq);
+  c.off_k = offsets(c.hk, c.skv, c.lkv);
+  c.off_v = below(2) ? c.off_k : offsets(c.hk, c.skv, c.lkv);
+  c.off_o = offsets(c.h, c.sq, c.lq);
+  const int64_t mask = below(4);
+  c.attrs.causal = mask >= 1;
+  if (mask >= 2 && c.sq <= c.skv) c.attrs.alignment = DiagonalAlignment::kBottomRight;
+  if (mask == 3 && c.sq <= c.skv) c.attrs.left_bound = 1 + below(c.skv);
+  c.attrs.padding = true;
+  return c;
+}
 
 // The ragged graph against the padded dense one: each entry's valid rows scattered to the tokens its offsets name
 // (gaps and the tail hold junk the reference must not read), o read back from its own offsets; rows no entry
@@ -571,20 +624,12 @@ void expect_ragged_is_padded_dense(const RaggedCase& c, const std::function<std:
                            const std::vector<double>& len) {
     return scatter_token_major(x, draw(b * heads * rows * d), b, heads, rows, d, off, len);
   };
-  const std::vector<std::vector<double>> in = {scatter(qd, h, sq, c.off_q, c.lq),
-                                               scatter(kd, hk, skv, c.off_k, c.lkv),
-                                               scatter(vd, hk, skv, c.off_v, c.lkv),
-                                               c.lq,
-                                               c.lkv,
-                                               c.off_q,
-                                               c.off_k,
-                                               c.off_v,
-                                               c.off_o};
-  std::map<int, HostTensor> rin;
-  for (size_t j = 0; j < ins.size(); ++j) rin.emplace(ins[j], vals(rg, ins[j], in[j]));
-  auto got = run_host_reference(rg, rin);
-  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-  EXPECT_GT(expect_ragged_output((*got)[0].values(), (*want)[0].values(), b, h, sq, d, c.off_o, c.lq, "o"), 0.0);
+  std::vector<std::vector<double>> in = {scatter(qd, h, sq, c.off_q, c.lq), scatter(kd, hk, skv, c.off_k, c.lkv),
+                                         scatter(vd, hk, skv, c.off_v, c.lkv)};
+  for (const std::vector<double>* x : {&c.lq, &c.lkv, &c.off_q, &c.off_k, &c.off_v, &c.off_o}) in.push_back(*x);
+  const std::vector<HostTensor> got = run_inputs(rg, ins, in);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_GT(expect_ragged_output(got[0].values(), (*want)[0].values(), b, h, sq, d, c.off_o, c.lq, "o"), 0.0);
 }
 
 // Ragged (THD) attention against the padded dense one: a hand-made packing (q's tokens at 1 and 5, k's and v's at 0
@@ -605,44 +650,7 @@ TEST(HostReference, SdpaRaggedIsThePaddedDenseAttention) {
     c.attrs.causal = causal;
     cases.push_back(c);
   }
-  auto below = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
-  for (int i = 0; i < 40; ++i) {
-    RaggedCase c{};
-    c.b = 1 + below(3);
-    c.hk = 1 + below(2);
-    c.h = c.hk * (1 + below(3));
-    c.sq = 1 + below(6);
-    c.skv = 1 + below(7);
-    c.d = 8 * (1 + below(2));
-    for (int64_t e = 0; e < c.b; ++e) {
-      c.lkv.push_back(static_cast<double>(1 + below(c.skv)));
-      c.lq.push_back(static_cast<double>(1 + below(std::min(c.sq, static_cast<int64_t>(c.lkv.back())))));
-    }
-    // Each entry's first token, packed in order with a gap of 0-2 tokens before it, within the b * rows tokens of
-    // the declared [b, heads, rows, d]; as element offsets.
-    auto offsets = [&](int64_t heads, int64_t rows, const std::vector<double>& len) {
-      std::vector<double> off;
-      int64_t token = 0, left = 0;
-      for (double l : len) left += static_cast<int64_t>(l);
-      for (double l : len) {
-        token += std::min<int64_t>(below(3), c.b * rows - token - left);
-        off.push_back(static_cast<double>(token * heads * c.d));
-        token += static_cast<int64_t>(l);
-        left -= static_cast<int64_t>(l);
-      }
-      off.push_back(static_cast<double>(token * heads * c.d));
-      return off;
-    };
-    c.off_q = offsets(c.h, c.sq, c.lq);
-    c.off_k = offsets(c.hk, c.skv, c.lkv);
-    c.off_v = below(2) ? c.off_k : offsets(c.hk, c.skv, c.lkv);
-    c.off_o = offsets(c.h, c.sq, c.lq);
-    const int64_t mask = below(4);
-    c.attrs.causal = mask >= 1;
-    if (mask >= 2 && c.sq <= c.skv) c.attrs.alignment = DiagonalAlignment::kBottomRight;
-    if (mask == 3 && c.sq <= c.skv) c.attrs.left_bound = 1 + below(c.skv);
-    cases.push_back(c);
-  }
+  for (int i = 0; i < 40; ++i) cases.push_back(draw_ragged_case(rng));
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE("case " + std::to_string(i));
     cases[i].attrs.padding = true;
@@ -650,107 +658,106 @@ TEST(HostReference, SdpaRaggedIsThePaddedDenseAttention) {
   }
 }
 
-// The backward pass over ragged tensors against the padded dense one: q, k, v, o and do scattered by hand to the
-// tokens their own offsets name (k's and v's apart; junk in the gaps and the tail), the statistics dense; dq, dk
-// and dv read back from q's, k's and v's offsets equal the dense gradients of each entry's own rows, and every
-// element no entry owns is NaN (unwritten).
-TEST(HostReference, SdpaBackwardRaggedIsThePaddedDenseBackward) {
-  const int64_t b = 2, h = 2, hk = 1, sq = 5, skv = 6, d = 8;
-  const std::vector<double> lq = {3, 5}, lkv = {4, 6};
-  // Element offsets: q's and o's tokens (h * d = 16 elements), k's and v's (hk * d = 8).
-  const std::vector<double> off_q = {16, 80, 160}, off_k = {0, 40, 88}, off_v = {8, 48, 96}, off_o = {0, 48, 128};
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  const auto draw = [&](int64_t n) {
-    std::vector<double> x(static_cast<size_t>(n));
-    for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
-    return x;
-  };
+// The backward pass over ragged tensors against the padded dense one (case `c`, padding on): q, k, v, o and do
+// scattered to the tokens their own offsets name (junk in the gaps and the tail), the statistics dense; dq, dk and
+// dv read back from q's, k's and v's offsets equal the dense gradients of each entry's own rows, and every element
+// no entry owns is NaN (unwritten).
+void expect_ragged_backward_is_padded_dense(const RaggedCase& c,
+                                            const std::function<std::vector<double>(int64_t)>& draw) {
+  const int64_t b = c.b, h = c.h, hk = c.hk, sq = c.sq, skv = c.skv, d = c.d;
   const auto scatter = [&](const std::vector<double>& x, int64_t heads, int64_t rows, const std::vector<double>& off,
                            const std::vector<double>& len) {
     return scatter_token_major(x, draw(b * heads * rows * d), b, heads, rows, d, off, len);
   };
-  for (bool causal : {false, true}) {
-    SdpaAttrs a;
-    a.causal = causal;
-    a.padding = true;
-    Graph dense = make_graph("dense", DataType::kBFloat16);
-    std::vector<int> din_t = {add_tensor(dense, "q", {b, h, sq, d}),
-                              add_tensor(dense, "k", {b, hk, skv, d}),
-                              add_tensor(dense, "v", {b, hk, skv, d}),
-                              add_tensor(dense, "o", {b, h, sq, d}),
-                              add_tensor(dense, "do", {b, h, sq, d}),
-                              add_tensor(dense, "stats", {b, h, sq, 1}),
-                              add_tensor(dense, "lq", {b, 1, 1, 1}, DataType::kInt32),
-                              add_tensor(dense, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
-    dense.tensors[static_cast<size_t>(din_t[5])].dtype = DataType::kFloat32;
-    const int dq = add_tensor(dense, "dq", {b, h, sq, d}), dk = add_tensor(dense, "dk", {b, hk, skv, d}),
-              dv = add_tensor(dense, "dv", {b, hk, skv, d});
-    add_node(dense, "grad", OpKind::kSdpaBackward, din_t, dq).sdpa = a;
-    dense.nodes[0].outputs = {dq, dk, dv};
-    dense.outputs = {dq, dk, dv};
-    const std::vector<double> qd = draw(b * h * sq * d), kd = draw(b * hk * skv * d), vd = draw(b * hk * skv * d),
-                              od = draw(b * h * sq * d), gd = draw(b * h * sq * d);
-    std::vector<double> ld(static_cast<size_t>(b * h * sq));
-    for (double& x : ld) x = 1.0 + std::round((u(rng) + 1.0) * 32.0) / 64.0;  // near ln Skv
-    const std::vector<std::vector<double>> dvals = {qd, kd, vd, od, gd, ld, lq, lkv};
-    std::map<int, HostTensor> din;
-    for (size_t i = 0; i < din_t.size(); ++i) din.emplace(din_t[i], vals(dense, din_t[i], dvals[i]));
-    auto want = run_host_reference(dense, din);
-    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+  Graph dense = make_graph("dense", DataType::kBFloat16);
+  std::vector<int> din_t = {add_tensor(dense, "q", {b, h, sq, d}),
+                            add_tensor(dense, "k", {b, hk, skv, d}),
+                            add_tensor(dense, "v", {b, hk, skv, d}),
+                            add_tensor(dense, "o", {b, h, sq, d}),
+                            add_tensor(dense, "do", {b, h, sq, d}),
+                            add_tensor(dense, "stats", {b, h, sq, 1}),
+                            add_tensor(dense, "lq", {b, 1, 1, 1}, DataType::kInt32),
+                            add_tensor(dense, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
+  dense.tensors[static_cast<size_t>(din_t[5])].dtype = DataType::kFloat32;
+  const int dq = add_tensor(dense, "dq", {b, h, sq, d}), dk = add_tensor(dense, "dk", {b, hk, skv, d}),
+            dv = add_tensor(dense, "dv", {b, hk, skv, d});
+  add_node(dense, "grad", OpKind::kSdpaBackward, din_t, dq).sdpa = c.attrs;
+  dense.nodes[0].outputs = {dq, dk, dv};
+  dense.outputs = {dq, dk, dv};
+  const std::vector<double> qd = draw(b * h * sq * d), kd = draw(b * hk * skv * d), vd = draw(b * hk * skv * d),
+                            od = draw(b * h * sq * d), gd = draw(b * h * sq * d);
+  std::vector<double> ld = draw(b * h * sq);
+  for (double& x : ld) x = 1.0 + (x + 1.0) / 2.0;  // near ln Skv
+  const std::vector<std::vector<double>> dvals = {qd, kd, vd, od, gd, ld, c.lq, c.lkv};
+  std::map<int, HostTensor> din;
+  for (size_t i = 0; i < din_t.size(); ++i) din.emplace(din_t[i], vals(dense, din_t[i], dvals[i]));
+  auto want = run_host_reference(dense, din);
+  ASSERT_TRUE(want.is_ok()) << want.status().to_string();
 
-    Graph rg = make_graph("ragged", DataType::kBFloat16);
-    const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
-      return add_tensor(rg, n, {b, heads, rows, d}, std::nullopt, {rows * heads * d, d, heads * d, 1});
-    };
-    std::vector<int> ins = {thd("q", h, sq),
-                            thd("k", hk, skv),
-                            thd("v", hk, skv),
-                            thd("o", h, sq),
-                            thd("do", h, sq),
-                            add_tensor(rg, "stats", {b, h, sq, 1}),
-                            add_tensor(rg, "lq", {b, 1, 1, 1}, DataType::kInt32),
-                            add_tensor(rg, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
-    rg.tensors[static_cast<size_t>(ins[5])].dtype = DataType::kFloat32;
-    for (const char* n : {"off_q", "off_k", "off_v", "off_o"})
-      ins.push_back(add_tensor(rg, n, {b + 1, 1, 1, 1}, DataType::kInt32));
-    const int rdq = thd("dq", h, sq), rdk = thd("dk", hk, skv), rdv = thd("dv", hk, skv);
-    SdpaAttrs ra = a;
-    ra.ragged = true;
-    add_node(rg, "grad", OpKind::kSdpaBackward, ins, rdq).sdpa = ra;
-    rg.nodes[0].outputs = {rdq, rdk, rdv};
-    rg.outputs = {rdq, rdk, rdv};
-    const std::vector<std::vector<double>> rvals = {scatter(qd, h, sq, off_q, lq),
-                                                    scatter(kd, hk, skv, off_k, lkv),
-                                                    scatter(vd, hk, skv, off_v, lkv),
-                                                    scatter(od, h, sq, off_o, lq),
-                                                    scatter(gd, h, sq, off_o, lq),
-                                                    ld,
-                                                    lq,
-                                                    lkv,
-                                                    off_q,
-                                                    off_k,
-                                                    off_v,
-                                                    off_o};
-    std::map<int, HostTensor> rin;
-    for (size_t i = 0; i < ins.size(); ++i) rin.emplace(ins[i], vals(rg, ins[i], rvals[i]));
-    auto got = run_host_reference(rg, rin);
-    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-    struct Out {
-      int64_t heads, rows;
-      const std::vector<double>* off;
-      const std::vector<double>* len;
-    };
-    const Out outs[3] = {{h, sq, &off_q, &lq}, {hk, skv, &off_k, &lkv}, {hk, skv, &off_v, &lkv}};
-    double largest = 0;
-    for (size_t w = 0; w < 3; ++w)
-      largest = std::max(largest, expect_ragged_output((*got)[w].values(), (*want)[w].values(), b, outs[w].heads,
-                                                       outs[w].rows, d, *outs[w].off, *outs[w].len,
-                                                       std::string(w == 0   ? "dq"
-                                                                   : w == 1 ? "dk"
-                                                                            : "dv") +
-                                                           (causal ? ", causal" : "")));
-    EXPECT_GT(largest, 0.01) << "gradients too small to tell a misplaced row";
+  Graph rg = make_graph("ragged", DataType::kBFloat16);
+  const auto thd = [&](const char* n, int64_t heads, int64_t rows) {
+    return add_tensor(rg, n, {b, heads, rows, d}, std::nullopt, {rows * heads * d, d, heads * d, 1});
+  };
+  std::vector<int> ins = {thd("q", h, sq),
+                          thd("k", hk, skv),
+                          thd("v", hk, skv),
+                          thd("o", h, sq),
+                          thd("do", h, sq),
+                          add_tensor(rg, "stats", {b, h, sq, 1}),
+                          add_tensor(rg, "lq", {b, 1, 1, 1}, DataType::kInt32),
+                          add_tensor(rg, "lkv", {b, 1, 1, 1}, DataType::kInt32)};
+  rg.tensors[static_cast<size_t>(ins[5])].dtype = DataType::kFloat32;
+  for (const char* n : {"off_q", "off_k", "off_v", "off_o"})
+    ins.push_back(add_tensor(rg, n, {b + 1, 1, 1, 1}, DataType::kInt32));
+  const int rdq = thd("dq", h, sq), rdk = thd("dk", hk, skv), rdv = thd("dv", hk, skv);
+  SdpaAttrs ra = c.attrs;
+  ra.ragged = true;
+  add_node(rg, "grad", OpKind::kSdpaBackward, ins, rdq).sdpa = ra;
+  rg.nodes[0].outputs = {rdq, rdk, rdv};
+  rg.outputs = {rdq, rdk, rdv};
+  std::vector<std::vector<double>> rvals = {scatter(qd, h, sq, c.off_q, c.lq),    scatter(kd, hk, skv, c.off_k, c.lkv),
+                                            scatter(vd, hk, skv, c.off_v, c.lkv), scatter(od, h, sq, c.off_o, c.lq),
+                                            scatter(gd, h, sq, c.off_o, c.lq),    ld};
+  for (const std::vector<double>* x : {&c.lq, &c.lkv, &c.off_q, &c.off_k, &c.off_v, &c.off_o}) rvals.push_back(*x);
+  const std::vector<HostTensor> got = run_inputs(rg, ins, rvals);
+  ASSERT_EQ(got.size(), 3u);
+  struct Out {
+    const char* name;
+    int64_t heads, rows;
+    const std::vector<double>* off;
+    const std::vector<double>* len;
+  };
+  const Out outs[3] = {
+      {"dq", h, sq, &c.off_q, &c.lq}, {"dk", hk, skv, &c.off_k, &c.lkv}, {"dv", hk, skv, &c.off_v, &c.lkv}};
+  double largest = 0;
+  for (size_t w = 0; w < 3; ++w)
+    largest = std::max(largest, expect_ragged_output(got[w].values(), (*want)[w].values(), b, outs[w].heads,
+                                                     outs[w].rows, d, *outs[w].off, *outs[w].len, outs[w].name));
+  EXPECT_GT(largest, 0.0);
+}
+
+// The ragged backward against the padded dense one: a hand-made packing (k's and v's tokens apart), without and
+// with a causal mask, then 30 drawn cases (draw_ragged_case).
+TEST(HostReference, SdpaBackwardRaggedIsThePaddedDenseBackward) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  const std::function<std::vector<double>(int64_t)> draw = [&](int64_t n) {
+    std::vector<double> x(static_cast<size_t>(n));
+    for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
+    return x;
+  };
+  std::vector<RaggedCase> cases;
+  for (bool causal : {false, true}) {
+    // Element offsets: q's and o's tokens (h * d = 16 elements), k's and v's (hk * d = 8).
+    RaggedCase c{2, 2, 1, 5, 6, 8, {3, 5}, {4, 6}, {16, 80, 160}, {0, 40, 88}, {8, 48, 96}, {0, 48, 128}, {}};
+    c.attrs.causal = causal;
+    c.attrs.padding = true;
+    cases.push_back(c);
+  }
+  for (int i = 0; i < 30; ++i) cases.push_back(draw_ragged_case(rng));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    expect_ragged_backward_is_padded_dense(cases[i], draw);
   }
 }
 
