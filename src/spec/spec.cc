@@ -128,15 +128,23 @@ const char* json_type(const Json& j) {
   }
 }
 
-// A whole number past 64 bits (2^64) reaches the parser as a double: its digits ("18446744073709551616"), to
-// be called out of range rather than "a number with a fraction"; "" for anything else.
+// A whole number past 64 bits (2^64) reaches the parser as a double, its last digits lost: what it was read as
+// ("about -1.8446744073709552e+19"), to be called out of range rather than "a number with a fraction"; "" for
+// anything else.
 std::string whole_past_int64(const Json& j) {
   if (!j.is_number_float()) return "";
   const double d = j.get<double>();
   if (!std::isfinite(d) || std::floor(d) != d || std::fabs(d) < 0x1p63) return "";
-  char text[400];
-  std::snprintf(text, sizeof text, "%.0f", d);
+  char text[64];
+  std::snprintf(text, sizeof text, "about %.17g", d);
   return text;
+}
+
+// Every integer out of int64's range is refused in these words, however the parser read it.
+Status int64_range_error(const std::string& where, const std::string& value) {
+  return invalid_argument(where + ": " + value + " is out of range (an integer here is from " +
+                          std::to_string(std::numeric_limits<int64_t>::min()) + " to " +
+                          std::to_string(std::numeric_limits<int64_t>::max()) + ")");
 }
 
 }  // namespace
@@ -152,7 +160,7 @@ Status get_int(const Json& j, const std::string& where, int64_t* out) {
   if (j.is_number_unsigned()) {
     uint64_t u = j.get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return invalid_argument(where + ": " + std::to_string(u) + " is too large");
+      return int64_range_error(where, std::to_string(u));
     *out = static_cast<int64_t>(u);
     return Status::ok();
   }
@@ -160,9 +168,7 @@ Status get_int(const Json& j, const std::string& where, int64_t* out) {
     *out = j.get<int64_t>();
     return Status::ok();
   }
-  if (!whole_past_int64(j).empty())
-    return invalid_argument(where + ": " + whole_past_int64(j) + " is out of range (an integer here is at most " +
-                            std::to_string(std::numeric_limits<int64_t>::max()) + ")");
+  if (!whole_past_int64(j).empty()) return int64_range_error(where, whole_past_int64(j));
   return type_error(where, "an integer", j);
 }
 
