@@ -408,14 +408,15 @@ TEST(Cli, ADimsArrayPastTheRankLimitIsRefusedWhileReading) {
 }
 
 // Regression (hostile pass, item 12): a dim of 2^64 was "a number with a fraction", and `"outputs": []` got a
-// message about something else. Each now says what is wrong: out of range with the limit, no outputs.
+// message about something else. Each now says what is wrong: out of range with the limit (the value as the parser
+// read it: past 64 bits, a double), no outputs.
 TEST(Cli, HugeDimAndNoOutputsSayWhatIsWrong) {
   const std::string big = write_temp("dim_2_64.json", R"({"tensors": {"x": {"dims": [18446744073709551616, 8]}},
     "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
   CliResult r = run_kiln("validate " + big);
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("tensor 'x': attribute 'dims'[0]: 18446744073709551616 is out of range (a dim is at most "
-                       "2147483647"),
+  EXPECT_NE(r.err.find("tensor 'x': attribute 'dims'[0]: about 1.8446744073709552e+19 is out of range (a dim is at "
+                       "most 2147483647"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("fraction"), std::string::npos) << r.err;
