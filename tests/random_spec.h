@@ -3,9 +3,9 @@
 // batch dims, transposed operands, fp8, epilogues, an AMAX reduction), convolutions (fprop, dgrad, wgrad; 2-D
 // and 3-D; NHWC and NCHW; stride, dilation, padding, groups, depthwise), reductions over any axes, layer and
 // RMS norms, and attention (GQA, head dims 8-256; causal, sliding windows and bottom-right diagonals; a bias and
-// the statistics; padding masks, paged K/V caches and ragged tensors; the backward pass; FP8). The differential sweeps run it: the host tier through
-// validation, canonicalization and deviceless lowering (src/lower/sweep_test.cc), the GPU tier through the
-// Planner against the references (src/runtime/sweep_gpu_test.cc).
+// the statistics; padding masks, paged K/V caches and ragged tensors; the backward pass; FP8). The differential
+// sweeps run it: the host tier through validation, canonicalization and deviceless lowering
+// (src/lower/sweep_test.cc), the GPU tier through the Planner against the references (src/runtime/sweep_gpu_test.cc).
 //
 // random_spec(seed, i) is a pure function of its arguments (its own splitmix64 stream, no std:: distribution,
 // whose output differs between standard libraries), so a failing (seed, i) names the same spec everywhere;
@@ -70,14 +70,22 @@ struct SpecText {
 
   std::string fresh() { return "t" + std::to_string(next_tensor++); }
   void tensor(const std::string& n, const std::string& body) { tensors.push_back(q(n) + ": {" + body + "}"); }
-  // A node with its attributes ("" or ", \"axes\": [1]"), returning its output's name.
+  // A node with its attributes ("" or ", \"axes\": [1]") and outputs.
+  void node_outputs(const std::string& op, const std::vector<std::string>& in, const std::string& attrs,
+                    const std::vector<std::string>& outs) {
+    auto names = [](const std::vector<std::string>& v) {
+      std::string t;
+      for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + q(v[i]);
+      return t;
+    };
+    nodes.push_back("{\"name\": " + q("n" + std::to_string(next_node++) + "_" + op) + ", \"op\": " + q(op) +
+                    ", \"inputs\": [" + names(in) + "], \"outputs\": [" + names(outs) + "]" + attrs + "}");
+  }
+  // A node of one output (a fresh name unless given), returning its name.
   std::string node(const std::string& op, const std::vector<std::string>& in, const std::string& attrs = "",
                    const std::string& out_name = "") {
     const std::string out = out_name.empty() ? fresh() : out_name;
-    std::string ins;
-    for (size_t i = 0; i < in.size(); ++i) ins += (i ? ", " : "") + q(in[i]);
-    nodes.push_back("{\"name\": " + q("n" + std::to_string(next_node++) + "_" + op) + ", \"op\": " + q(op) +
-                    ", \"inputs\": [" + ins + "], \"outputs\": [" + q(out) + "]" + attrs + "}");
+    node_outputs(op, in, attrs, {out});
     return out;
   }
   std::string text() const {
@@ -382,21 +390,22 @@ inline std::string attn_mask(SpecRng& r, const AttnShape& a, bool has_bias) {
   const bool causal = r.percent(50);
   std::string attrs = std::string(", \"causal\": ") + (causal ? "true" : "false");
   if (a.sq > a.skv) return attrs;
-  if (r.percent(25)) attrs += ", \"left_bound\": " + std::to_string(1 + r.below(a.skv));
-  const bool bounded = causal || attrs.find("left_bound") != std::string::npos;
-  if (bounded && !has_bias && r.percent(40))  // cuDNN takes no bias with a bottom-right diagonal
+  const bool window = r.percent(25);
+  if (window) attrs += ", \"left_bound\": " + std::to_string(1 + r.below(a.skv));
+  if ((causal || window) && !has_bias && r.percent(40))  // cuDNN takes no bias with a bottom-right diagonal
     attrs += ", \"diagonal_alignment\": \"bottom_right\"";
   return attrs;
 }
-// A node with several outputs (the statistics, a backward pass's gradients, FP8's amax).
+// An attention node whose outputs (the statistics, a backward pass's gradients, FP8's amax too) are the graph's.
 inline void attn_node(SpecText& s, const std::string& op, const std::vector<std::string>& in, const std::string& attrs,
                       const std::vector<std::string>& outs) {
-  std::string ins, os;
-  for (size_t i = 0; i < in.size(); ++i) ins += (i ? ", " : "") + q(in[i]);
-  for (size_t i = 0; i < outs.size(); ++i) os += (i ? ", " : "") + q(outs[i]);
-  s.nodes.push_back("{\"name\": " + q("n" + std::to_string(s.next_node++) + "_" + op) + ", \"op\": " + q(op) +
-                    ", \"inputs\": [" + ins + "], \"outputs\": [" + os + "]" + attrs + "}");
+  s.node_outputs(op, in, attrs, outs);
   for (const std::string& o : outs) s.outputs.push_back(o);
+}
+// A bias [B or 1, H or 1, Sq, Skv] (the node's input after q, k, v and, in a backward pass, o, do, the statistics).
+inline void attn_bias(SpecRng& r, SpecText& s, const AttnShape& a, std::vector<std::string>& in) {
+  s.tensor("bias", "\"dims\": " + ints({r.percent(50) ? a.b : 1, r.percent(50) ? a.h : 1, a.sq, a.skv}));
+  in.push_back("bias");
 }
 inline void attn_stats_tensor(SpecText& s) { s.tensor("lse", "\"dtype\": \"float32\""); }
 // The lengths of a padding mask, int32 [B, 1, 1, 1] each: the node's inputs after q, k, v (and the bias).
@@ -436,10 +445,7 @@ inline void sdpa_forward(SpecRng& r, SpecText& s, bool padded, bool paged, bool 
   std::vector<std::string> in = {"q", "k", "v"};
   const bool bias = !paged && r.percent(15);
   std::string attrs = attn_mask(r, a, bias);
-  if (bias) {
-    s.tensor("bias", "\"dims\": " + ints({r.percent(50) ? a.b : 1, r.percent(50) ? a.h : 1, a.sq, a.skv}));
-    in.push_back("bias");
-  }
+  if (bias) attn_bias(r, s, a, in);
   if (padded || paged || ragged) {
     attn_lengths(s, a, in);
     attrs += ", \"padding_mask\": true";
@@ -482,10 +488,7 @@ inline void sdpa_backward(SpecRng& r, SpecText& s, bool padded, bool ragged) {
   std::vector<std::string> in = {"q", "k", "v", "o", "do", "stats"};
   const bool bias = r.percent(15);
   std::string attrs = attn_mask(r, a, bias);
-  if (bias) {
-    s.tensor("bias", "\"dims\": " + ints({r.percent(50) ? a.b : 1, r.percent(50) ? a.h : 1, a.sq, a.skv}));
-    in.push_back("bias");
-  }
+  if (bias) attn_bias(r, s, a, in);
   if (padded || ragged) {
     attn_lengths(s, a, in);
     attrs += ", \"padding_mask\": true";

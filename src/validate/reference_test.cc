@@ -588,6 +588,30 @@ RaggedCase draw_ragged_case(std::mt19937& rng) {
   return c;
 }
 
+// Values on a 1/64 grid in [-1, 1] (exact in bf16), drawn from `rng`.
+std::function<std::vector<double>(int64_t)> grid_values(std::mt19937& rng) {
+  return [&rng](int64_t n) {
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<double> x(static_cast<size_t>(n));
+    for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
+    return x;
+  };
+}
+
+// The hand-made ragged case (B 2, q 2 heads over k, v 1, Sq 5, Skv 6, D 8; q's tokens at 1 and 5, k's at 0 and 5,
+// o's packed, v's at `off_v`), without and with a causal mask, then `drawn` cases of draw_ragged_case; padding on.
+std::vector<RaggedCase> ragged_cases(std::mt19937& rng, const std::vector<double>& off_v, int drawn) {
+  std::vector<RaggedCase> cases;
+  for (bool causal : {false, true}) {
+    RaggedCase c{2, 2, 1, 5, 6, 8, {3, 5}, {4, 6}, {16, 80, 160}, {0, 40, 88}, off_v, {0, 48, 128}, {}};
+    c.attrs.causal = causal;
+    c.attrs.padding = true;
+    cases.push_back(c);
+  }
+  for (int i = 0; i < drawn; ++i) cases.push_back(draw_ragged_case(rng));
+  return cases;
+}
+
 // The ragged graph against the padded dense one: each entry's valid rows scattered to the tokens its offsets name
 // (gaps and the tail hold junk the reference must not read), o read back from its own offsets; rows no entry
 // covers are NaN (what an unwritten, poisoned output holds).
@@ -638,22 +662,10 @@ void expect_ragged_is_padded_dense(const RaggedCase& c, const std::function<std:
 // mask (none, causal top-left or bottom-right, a sliding window where the keys cover the queries).
 TEST(HostReference, SdpaRaggedIsThePaddedDenseAttention) {
   std::mt19937 rng(5);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  const std::function<std::vector<double>(int64_t)> draw = [&](int64_t n) {
-    std::vector<double> x(static_cast<size_t>(n));
-    for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
-    return x;
-  };
-  std::vector<RaggedCase> cases;
-  for (bool causal : {false, true}) {
-    RaggedCase c{2, 2, 1, 5, 6, 8, {3, 5}, {4, 6}, {16, 80, 160}, {0, 40, 88}, {0, 40, 88}, {0, 48, 128}, {}};
-    c.attrs.causal = causal;
-    cases.push_back(c);
-  }
-  for (int i = 0; i < 40; ++i) cases.push_back(draw_ragged_case(rng));
+  const std::vector<RaggedCase> cases = ragged_cases(rng, {0, 40, 88}, 40);
+  const auto draw = grid_values(rng);
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE("case " + std::to_string(i));
-    cases[i].attrs.padding = true;
     expect_ragged_is_padded_dense(cases[i], draw);
   }
 }
@@ -740,21 +752,8 @@ void expect_ragged_backward_is_padded_dense(const RaggedCase& c,
 // with a causal mask, then 30 drawn cases (draw_ragged_case).
 TEST(HostReference, SdpaBackwardRaggedIsThePaddedDenseBackward) {
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  const std::function<std::vector<double>(int64_t)> draw = [&](int64_t n) {
-    std::vector<double> x(static_cast<size_t>(n));
-    for (double& e : x) e = std::round(u(rng) * 64.0) / 64.0;
-    return x;
-  };
-  std::vector<RaggedCase> cases;
-  for (bool causal : {false, true}) {
-    // Element offsets: q's and o's tokens (h * d = 16 elements), k's and v's (hk * d = 8).
-    RaggedCase c{2, 2, 1, 5, 6, 8, {3, 5}, {4, 6}, {16, 80, 160}, {0, 40, 88}, {8, 48, 96}, {0, 48, 128}, {}};
-    c.attrs.causal = causal;
-    c.attrs.padding = true;
-    cases.push_back(c);
-  }
-  for (int i = 0; i < 30; ++i) cases.push_back(draw_ragged_case(rng));
+  const std::vector<RaggedCase> cases = ragged_cases(rng, {8, 48, 96}, 30);  // v's tokens apart from k's
+  const auto draw = grid_values(rng);
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE("case " + std::to_string(i));
     expect_ragged_backward_is_padded_dense(cases[i], draw);
