@@ -6,6 +6,7 @@
 #include "kiln/cuda/cuda_handles.h"
 #include "kiln/validate/device_io.h"
 #include "kiln/validate/device_check.h"
+#include "kiln/validate/dropout_probe.h"
 
 namespace kiln::runtime_detail {
 namespace {
@@ -57,10 +58,20 @@ StatusOr<CheckReport> check_plan_on_device(const ExecutablePlan& plan, const Che
   KILN_ASSIGN_OR_RETURN(GraphBuffers buffers,
                         allocate_graph_buffers(g, std::max<int64_t>(plan.workspace_bytes(), 16), stream.get()));
   KILN_RETURN_IF_ERROR(generate_inputs_on_device(g, seed, buffers.pointers(), stream.get()));
-  KILN_RETURN_IF_ERROR(plan.run_unchecked(stream.get(), buffers.pointers(), buffers.workspace.data()));
+  auto run = [&] { return plan.run_unchecked(stream.get(), buffers.pointers(), buffers.workspace.data()); };
+  KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(g, check));
+  if (has_dropout(g)) {  // the reference from the mask the plan draws (kiln/validate/dropout_probe.h)
+    KILN_ASSIGN_OR_RETURN(DropoutProbe probe, probe_dropout(g, buffers.pointers(), run, stream.get()));
+    KILN_RETURN_IF_ERROR(run());
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+    KILN_ASSIGN_OR_RETURN(DeviceReference ref, dropout_reference_on_device(probe, buffers.pointers()));
+    KILN_ASSIGN_OR_RETURN(CheckReport report, checker.check(output_pointers(g, buffers), ref, stream.get()));
+    probe.add_to(g, report);
+    return report;
+  }
+  KILN_RETURN_IF_ERROR(run());
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
   KILN_ASSIGN_OR_RETURN(DeviceReference ref, device_reference_on_device(g, buffers.pointers()));
-  KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(g, check));
   return checker.check(output_pointers(g, buffers), ref, stream.get());
 }
 

@@ -107,6 +107,10 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
     case OpKind::kSdpa:
     case OpKind::kSdpaBackward: {
       const int q = n.inputs[0];
+      if (n.sdpa.dropout > 0)  // the mask is drawn by position in the shape run: a part's entries are not the whole's
+        return refuse(where + ": dropout is not served by the batch stopgaps (cuDNN draws the mask by position in "
+                              "the shape it runs, so a padded or split run would drop other probabilities than the "
+                              "exact shape's plan, which its backward pass must match)");
       if (n.sdpa.padding)  // the scratch's extra entries would carry whatever lengths it holds
         return refuse(where + ": a padding mask is not served by the batch stopgaps (a padded run's extra entries "
                               "would carry whatever lengths the scratch holds)");

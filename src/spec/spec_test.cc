@@ -663,47 +663,113 @@ TEST(SpecErrors, SdpaBand) {
   EXPECT_TRUE(band(8, 16, {{"left_bound", 4}, {"right_bound", 2}}).is_ok());
 }
 
-// Dropout: a probability in [0, 1); 0 (none) is accepted, any other value is refused as not supported yet, after
-// every fault to fix; on the backward pass too.
+// Dropout: a probability in [0, 1); 0 (none) is accepted as it is. Over 0, sdpa takes two more inputs, last, the
+// seed and offset of cuDNN's mask (int64 [1, 1, 1, 1] graph inputs); what cuDNN or Kiln cannot run with it is refused
+// as not supported, after every fault to fix: the backward pass, FP8, a sliding window, a bottom-right diagonal.
 TEST(SpecErrors, SdpaDropout) {
-  auto attn = [](Json dropout, const char* q_dtype = nullptr, const char* op = "sdpa") {
-    Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})}};
-    if (q_dtype) tensors["q"]["dtype"] = q_dtype;
-    Json s = one_node(tensors, op, {"q", "k", "v"}, {{"causal", true}, {"dropout", std::move(dropout)}});
-    s["io_dtype"] = "bf16";
-    return parse(s).status();
+  struct Case {
+    Json dropout = 0.1;
+    Json seed = t({1, 1, 1, 1}, "int64");
+    Json offset = t({1, 1, 1, 1}, "int64");
+    bool seeds = true;  // give seed and offset
+    const char* q_dtype = nullptr;
+    Json attrs = {{"causal", true}};
   };
-  EXPECT_TRUE(attn(0).is_ok()) << attn(0).to_string();
-  EXPECT_TRUE(attn(0.0).is_ok());
-  Status st = attn(0.1);
-  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
-  EXPECT_ERROR_HAS(st, "node 'n1' (sdpa): attribute 'dropout': 0.1 is not supported yet");
+  auto attn = [](const Case& c) -> StatusOr<Graph> {
+    Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})}};
+    Json inputs = {"q", "k", "v"};
+    if (c.q_dtype) tensors["q"]["dtype"] = c.q_dtype;
+    if (c.seeds) {
+      tensors["seed"] = c.seed;
+      tensors["offset"] = c.offset;
+      inputs.push_back("seed");
+      inputs.push_back("offset");
+    }
+    Json attrs = c.attrs;
+    attrs["dropout"] = c.dropout;
+    Json s = one_node(tensors, "sdpa", inputs, attrs);
+    s["io_dtype"] = "bf16";
+    return parse(s);
+  };
+  auto status = [&](const Case& c) { return attn(c).status(); };
+  Case none;
+  none.dropout = 0;
+  none.seeds = false;
+  EXPECT_TRUE(status(none).is_ok()) << status(none).to_string();
+  none.dropout = 0.0;
+  EXPECT_TRUE(status(none).is_ok());
+  Case ok;
+  StatusOr<Graph> g = attn(ok);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  const SdpaInputs roles = sdpa_inputs(g->nodes[0]);
+  EXPECT_EQ(roles.seed, 3);
+  EXPECT_EQ(roles.offset, 4);
+  EXPECT_EQ(roles.bias, -1);
+  // The probability signs the graph: another dropout is another structure.
+  Case other;
+  other.dropout = 0.2;
+  StatusOr<Graph> g2 = attn(other);
+  ASSERT_TRUE(g2.is_ok()) << g2.status().to_string();
+  EXPECT_NE(compute_signature(*g)->structure, compute_signature(*g2)->structure);
+  EXPECT_NE(compute_signature(*g)->canonical.find("dropout=0.1"), std::string::npos) << compute_signature(*g)->canonical;
+
   for (Json bad : {Json(1.0), Json(-0.25), Json(1.5)}) {
-    st = attn(bad);
+    Case c;
+    c.dropout = bad;
+    Status st = status(c);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
     const std::string want = "attribute 'dropout': " + bad.dump() + " is not a probability in [0, 1)";
     EXPECT_ERROR_HAS(st, want.c_str());
   }
-  st = attn("0.1");
+  Case text;
+  text.dropout = "0.1";
+  EXPECT_ERROR_HAS(status(text), "attribute 'dropout'");
+  Case unseeded;  // the seed and offset missing: a count that names what comes last
+  unseeded.seeds = false;
+  Status st = status(unseeded);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
-  EXPECT_ERROR_HAS(st, "attribute 'dropout'");
-  st = attn(0.1, "fp32");  // a fault to fix comes before what is not supported
+  Case int32_seed;
+  int32_seed.seed = t({1, 1, 1, 1}, "int32");
+  EXPECT_ERROR_HAS(status(int32_seed), "input 'seed': dtype int32 is not supported for dropout's seed (int64 only)");
+  Case wide_offset;
+  wide_offset.offset = t({2, 1, 1, 1}, "int64");
+  EXPECT_ERROR_HAS(status(wide_offset), "input 'offset': dims [2,1,1,1] must be [1, 1, 1, 1] (dropout's offset is one value)");
+  Case by_value;
+  by_value.seed = {{"dims", {1, 1, 1, 1}}, {"dtype", "float32"}, {"value", 7}};  // (an int64 by value is refused)
+  EXPECT_ERROR_HAS(status(by_value), "dropout's seed is read on the device (a tensor), not passed by value");
+  Case fp32;  // a fault to fix comes before what is not supported
+  fp32.q_dtype = "fp32";
+  fp32.attrs = {{"left_bound", 4}};
+  st = status(fp32);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_ERROR_HAS(st, "input 'q': dtype fp32");
-  // The backward pass refuses it alike.
+  Case window;
+  window.attrs = {{"causal", true}, {"left_bound", 4}};
+  st = status(window);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_ERROR_HAS(st, "node 'n1' (sdpa): attribute 'dropout': 0.1: cuDNN takes dropout with no sliding window");
+  Case bottom_right;
+  bottom_right.attrs = {{"causal", true}, {"diagonal_alignment", "bottom_right"}};
+  st = status(bottom_right);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_ERROR_HAS(st, "no bottom-right diagonal");
+  // The backward pass: not yet, whatever its inputs.
   Json bwd = one_node({{"q", t({1, 2, 8, 64})},
                        {"k", t({1, 2, 8, 64})},
                        {"v", t({1, 2, 8, 64})},
                        {"o", t({1, 2, 8, 64})},
                        {"do", t({1, 2, 8, 64})},
-                       {"stats", t({1, 2, 8, 1}, "float32")}},
-                      "sdpa_backward", {"q", "k", "v", "o", "do", "stats"}, {{"dropout", 0.2}});
+                       {"stats", t({1, 2, 8, 1}, "float32")},
+                       {"seed", t({1, 1, 1, 1}, "int64")},
+                       {"offset", t({1, 1, 1, 1}, "int64")}},
+                      "sdpa_backward", {"q", "k", "v", "o", "do", "stats", "seed", "offset"}, {{"dropout", 0.2}});
   bwd["io_dtype"] = "bf16";
   bwd["nodes"][0]["outputs"] = {"dq", "dk", "dv"};
   bwd["outputs"] = {"dq", "dk", "dv"};
   st = parse(bwd).status();
   EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
-  EXPECT_ERROR_HAS(st, "node 'n1' (sdpa_backward): attribute 'dropout': 0.2 is not supported yet");
+  EXPECT_ERROR_HAS(st, "node 'n1' (sdpa_backward): attribute 'dropout': 0.2: the backward pass of a dropout is not "
+                       "supported yet");
 }
 
 // An additive bias: [B or 1, H or 1, Sq, Skv] in q's dtype; none with a bottom-right diagonal (cuDNN's limit).

@@ -18,6 +18,7 @@
 #include "kiln/store/plan_store.h"
 #include "kiln/validate/device_io.h"
 #include "kiln/validate/device_check.h"
+#include "kiln/validate/dropout_probe.h"
 #include "kiln/validate/reference.h"
 
 namespace kiln {
@@ -60,6 +61,9 @@ std::string macs_text(double v) {
 
 // Why the host reference cannot take this graph, or "" when it can.
 StatusOr<std::string> host_refusal(const Graph& graph, double cap) {
+  if (has_dropout(graph))
+    return "graph '" + graph.name + "' drops attention probabilities: its reference needs the mask the plan draws, " +
+           "which Kiln probes on the device (--reference device; kiln/validate/dropout_probe.h)";
   KILN_ASSIGN_OR_RETURN(double macs, estimate_macs(graph));
   if (macs <= cap) return std::string();
   return "graph '" + graph.name + "' needs " + macs_text(macs) +
@@ -248,9 +252,21 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
   if (o.verify) {
     // The device reference and comparison stay on the device: from the inputs where the plan read them.
     auto device_check = [&]() -> StatusOr<CheckReport> {
-      KILN_ASSIGN_OR_RETURN(DeviceReference ref, device_reference_on_device(graph, source.pointers()));
       KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(graph, o.check));
-      return checker.check(outputs, ref, stream.get());
+      if (!has_dropout(graph)) {
+        KILN_ASSIGN_OR_RETURN(DeviceReference ref, device_reference_on_device(graph, source.pointers()));
+        return checker.check(outputs, ref, stream.get());
+      }
+      // Dropout: the mask the plan draws is probed (the outputs are written over), then the plan runs again on the
+      // same inputs, seed and offset, and is checked against the reference made with that mask.
+      auto run = [&] { return plan.execute(stream.get(), bindings, source.workspace.data()); };
+      KILN_ASSIGN_OR_RETURN(DropoutProbe probe, probe_dropout(graph, source.pointers(), run, stream.get()));
+      KILN_RETURN_IF_ERROR(run());
+      KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+      KILN_ASSIGN_OR_RETURN(DeviceReference ref, dropout_reference_on_device(probe, source.pointers()));
+      KILN_ASSIGN_OR_RETURN(CheckReport report, checker.check(outputs, ref, stream.get()));
+      probe.add_to(graph, report);
+      return report;
     };
     for (ReferenceKind kind : kinds) {
       RunReport::ReferenceCheck c;

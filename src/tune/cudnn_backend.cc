@@ -19,6 +19,7 @@
 #include "kiln/tune/tune_backend.h"
 #include "kiln/tune/tuner.h"
 #include "kiln/validate/device_check.h"
+#include "kiln/validate/dropout_probe.h"
 #include "tune/evaluation.h"
 
 namespace kiln {
@@ -97,7 +98,7 @@ class CudnnTuneBackend : public TuneBackend {
   StatusOr<ReferenceKind> prepare(bool verify) override {
     KILN_ASSIGN_OR_RETURN(
         eval_, prepare_evaluation(graph_, options_.seed, verify, options_.host_reference, options_.inputs_dir));
-    if (eval_->reference) {
+    if (eval_->reference || eval_->per_plan_reference) {
       KILN_ASSIGN_OR_RETURN(DeviceChecker c, DeviceChecker::create(graph_, options_.check));
       checker_.emplace(std::move(c));
     }
@@ -107,6 +108,7 @@ class CudnnTuneBackend : public TuneBackend {
   }
 
   StatusOr<CheckReport> run_and_check(size_t index) override {
+    if (eval_->per_plan_reference) return run_and_check_dropout(index);
     KILN_RETURN_IF_ERROR(run_once(index));
     if (!checker_ || !eval_->reference) return failed_precondition("no reference to check against");
     const std::map<int, void*> outs = output_pointers(graph_, eval_->buffers);
@@ -115,6 +117,25 @@ class CudnnTuneBackend : public TuneBackend {
       KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
     }
     return checker_->check(outs, *eval_->reference, stream_.get());
+  }
+
+  // A dropout graph (kiln/validate/dropout_probe.h): the mask this plan draws is probed, then the plan runs on the
+  // evaluation's inputs and is checked against the reference made with that mask, and the share it dropped.
+  StatusOr<CheckReport> run_and_check_dropout(size_t index) {
+    if (!checker_) return failed_precondition("no checker for the dropout graph");
+    const std::map<int, void*> buffers = eval_->buffers.pointers();
+    KILN_ASSIGN_OR_RETURN(DropoutProbe probe,
+                          probe_dropout(graph_, buffers, [&] { return run_once(index); }, stream_.get()));
+    KILN_RETURN_IF_ERROR(run_once(index));
+    const std::map<int, void*> outs = output_pointers(graph_, eval_->buffers);
+    if (options_.output_hook) {
+      KILN_RETURN_IF_ERROR(options_.output_hook(config(index), outs, stream_.get()));
+      KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    }
+    KILN_ASSIGN_OR_RETURN(DeviceReference ref, dropout_reference_on_device(probe, buffers));
+    KILN_ASSIGN_OR_RETURN(CheckReport report, checker_->check(outs, ref, stream_.get()));
+    probe.add_to(graph_, report);
+    return report;
   }
 
   Status run_once(size_t index) override {

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "kiln/core/log.h"
+#include "kiln/validate/dropout_probe.h"
 #include "kiln/validate/reference.h"
 
 namespace kiln {
@@ -34,6 +35,11 @@ StatusOr<std::shared_ptr<GraphEvaluation>> prepare_evaluation(const Graph& graph
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   e->inputs_ms = ms_since(t0);
   if (!verify) return e;
+  if (has_dropout(graph)) {  // the reference needs the mask each plan draws: made per plan (dropout_probe.h)
+    e->per_plan_reference = true;
+    e->reference_kind = ReferenceKind::kDevice;
+    return e;
+  }
   t0 = Clock::now();
   // The host reference needs the inputs on the host: the same generator gives the same values. It runs
   // when asked, or when the device reference cannot take the graph and the host's cost cap allows.

@@ -22,6 +22,9 @@ struct GraphEvaluation {
   GraphBuffers buffers;                      // inputs generated or uploaded; outputs allocated (poisoned)
   std::optional<DeviceReference> reference;  // none when not verifying or none could be made
   ReferenceKind reference_kind = ReferenceKind::kNone;
+  // A graph with dropout (kiln/validate/dropout_probe.h): no reference is made here; each plan's is made from the
+  // mask it draws (probe_dropout), on the device.
+  bool per_plan_reference = false;
   double inputs_ms = 0, reference_ms = 0;  // wall time of each, synchronised
 };
 

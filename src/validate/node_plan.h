@@ -65,6 +65,9 @@ struct SdpaGeom {
   SdpaBias bias;      // an additive bias on the scores, if the node has one (sdpa_math.h)
   SdpaPaging paging;  // paged K/V caches (sdpa_math.h)
   int ragged = 0;     // ragged (THD) q, k, v, o through their offsets (sdpa_math.h sdpa_ragged_row)
+  // Dropout (kiln/graph/graph.h SdpaAttrs::dropout): each probability times keep / (1 - dropout), keep the mask the
+  // plan drew (the references' form's last input, [B, H, Sq, Skv]: kiln/validate/dropout_probe.h).
+  double dropout = 0;
 };
 
 struct PointwiseGeom {

@@ -191,10 +191,16 @@ struct SdpaAttrs {
   // seq_len is -infinity, as a padded row's). A backward pass's do is packed as o and its dq, dk, dv as q, k, v,
   // each pair through one offset (the statistics read dense).
   bool ragged = false;
-  // Dropout on the attention's probabilities, in [0, 1): 0 (the default, as at inference) is none. Any other value is
-  // refused as not supported yet (NotSupported, after every fault to fix): Kiln has no reference for cuDNN's random
-  // mask to check a plan against.
+  // Dropout on the attention's probabilities (training), in [0, 1): 0 (the default, as at inference) is none. Over 0
+  // (sdpa only, dense or padded), each probability is kept with probability 1 - dropout and scaled by
+  // 1 / (1 - dropout), or zeroed, by cuDNN's Philox generator; two more inputs, last, seed and offset (int64
+  // [1, 1, 1, 1], graph inputs, on the device), pick the mask: the same seed and offset draw the same mask. The
+  // statistics are the scores' (before dropout), as a backward pass reads them. Kiln checks a plan against the mask
+  // it drew (kiln/validate/dropout_probe.h).
   double dropout = 0;
+  // The references' form of a dropout node (kiln/validate/dropout_probe.h): one more input after the offset, the
+  // mask the plan drew, int8 [B, H, Sq, Skv] (1 kept, 0 dropped). Never from a spec; never lowered.
+  bool dropout_keep_input = false;
 
   // The right bound that applies: 0 when causal.
   std::optional<int64_t> effective_right_bound() const { return causal ? std::optional<int64_t>(0) : right_bound; }
@@ -211,7 +217,8 @@ struct SdpaAttrs {
 //   layer_norm: in {x, scale, bias} out {y}    (inference; normalized over all axes but the first)
 //   rms_norm:   in {x, scale}    out {y}
 //   sdpa:       in {q, k, v (, bias) (, seq_len_q, seq_len_kv) (, page_table_k, page_table_v)
-//                   (, ragged_q, ragged_k, ragged_v, ragged_o; over paged caches ragged_q, ragged_o)} out {o (, stats)}
+//                   (, ragged_q, ragged_k, ragged_v, ragged_o; over paged caches ragged_q, ragged_o)
+//                   (, seed, offset with dropout)} out {o (, stats)}
 //               ([B, H, S, D], fp16/bf16, SM80+; the bias, the lengths, the page tables and the offsets optional:
 //               sdpa_inputs;
 //               stats, when asked for, each query row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1])
@@ -247,6 +254,7 @@ struct Node {
 struct SdpaInputs {
   int bias = -1, seq_len_q = -1, seq_len_kv = -1, page_table_k = -1, page_table_v = -1;
   int ragged_q = -1, ragged_k = -1, ragged_v = -1, ragged_o = -1;  // SdpaAttrs::ragged's offsets
+  int seed = -1, offset = -1, dropout_keep = -1;                   // SdpaAttrs::dropout's, after everything else
 };
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
@@ -257,7 +265,15 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
     }
     return r;
   }
-  const int count = static_cast<int>(n.inputs.size());
+  // Dropout's seed and offset (and the references' mask) come last: the other roles are placed before them.
+  const int dropout_tail = n.sdpa.dropout > 0 ? 2 + (n.sdpa.dropout_keep_input ? 1 : 0) : 0;
+  const int all = static_cast<int>(n.inputs.size());
+  if (dropout_tail > 0 && all >= 3 + dropout_tail) {
+    r.seed = all - dropout_tail;
+    r.offset = r.seed + 1;
+    if (n.sdpa.dropout_keep_input) r.dropout_keep = r.seed + 2;
+  }
+  const int count = all - dropout_tail;
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv) (, 4 offsets)
     const int lengths = n.sdpa.padding ? 2 : 0, offsets = n.sdpa.ragged ? 4 : 0;
     if (count - lengths - offsets >= 7) r.bias = 6;

@@ -11,18 +11,22 @@ namespace kiln::graph_internal {
 namespace {
 
 void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
+  // Dropout's seed and offset come last (kiln/graph/graph.h sdpa_inputs; validation refuses dropout where it is not
+  // supported, naming the attribute rather than a count).
+  const size_t dropout = n.sdpa.dropout > 0 ? 2 : 0;
   if (n.op == OpKind::kSdpaFp8) {  // q, k, v, the six scales (kiln/graph/graph.h SdpaFp8Input), the lengths
-    *lo = *hi = 9 + (n.sdpa.padding ? 2 : 0);
+    *lo = *hi = 9 + (n.sdpa.padding ? 2 : 0) + dropout;
     return;
   }
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias, the lengths, ragged the offsets
-    *lo = 6 + (n.sdpa.padding ? 2 : 0) + (n.sdpa.ragged ? 4 : 0);
+    *lo = 6 + (n.sdpa.padding ? 2 : 0) + (n.sdpa.ragged ? 4 : 0) + dropout;
     *hi = *lo + 1;
     return;
   }
   // q, k, v, an optional additive bias, with a padding mask the two lengths, with paged caches the two page tables,
   // ragged the four offsets (over paged caches two: q's and o's; kiln/graph/graph.h sdpa_inputs)
-  const size_t tail = (n.sdpa.padding ? 2 : 0) + (n.sdpa.paged ? 2 : 0) + (n.sdpa.ragged ? (n.sdpa.paged ? 2 : 4) : 0);
+  const size_t tail =
+      (n.sdpa.padding ? 2 : 0) + (n.sdpa.paged ? 2 : 0) + (n.sdpa.ragged ? (n.sdpa.paged ? 2 : 4) : 0) + dropout;
   *lo = 3 + tail;
   *hi = 4 + tail;
 }
@@ -254,13 +258,55 @@ Status band_support(NodeCtx& c, int64_t sq, int64_t skv) {
                          std::to_string(kMaxBound) + sizes);
   if (sdpa_inputs(c.node).bias >= 0 && a.alignment == DiagonalAlignment::kBottomRight)
     return not_supported(c.where + ": cuDNN takes no attention bias with a bottom-right diagonal");
-  if (a.dropout > 0) {
-    char p[32];  // the shortest text that reads back as the same double ("0.1", as the author wrote it)
-    const std::to_chars_result r = std::to_chars(p, p + sizeof p, a.dropout);
-    return not_supported(c.where + ": attribute 'dropout': " + std::string(p, r.ptr) +
-                         " is not supported yet (Kiln has no reference for cuDNN's random dropout mask to check a "
-                         "plan against); 0, no dropout, is");
+  return Status::ok();
+}
+
+// "attribute 'dropout': 0.1": the probability as the author wrote it (the shortest text that reads back as the same
+// double).
+std::string dropout_label(double p) {
+  char buf[32];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, p);
+  return "attribute 'dropout': " + std::string(buf, r.ptr);
+}
+
+// Dropout's seed and offset (kiln/graph/graph.h SdpaAttrs::dropout): int64 [1, 1, 1, 1] graph inputs, read on the
+// device (cuDNN's Philox generator takes them as tensors, so a CUDA graph replays with the values they hold).
+Status check_dropout_inputs(NodeCtx& c) {
+  const SdpaInputs r = sdpa_inputs(c.node);
+  for (int i : {r.seed, r.offset}) {
+    if (i < 0) continue;
+    const size_t at = static_cast<size_t>(i);
+    const char* what = i == r.seed ? "dropout's seed" : "dropout's offset";
+    if (c.in(at).by_value)
+      return c.error(c.in_label(at) + ": " + what + " is read on the device (a tensor), not passed by value");
+    KILN_RETURN_IF_ERROR(check_given(c, at, what));
+    KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
+    if (c.in_dtype(at) != DataType::kInt64)
+      return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) + " is not supported for " +
+                     what + " (int64 only)");
+    for (const Dim& d : c.in(at).dims)
+      if (d.value != 1)
+        return c.error(c.in_label(at) + ": dims " + dims_text(c.in(at).dims) + " must be [1, 1, 1, 1] (" + what +
+                       " is one value)");
   }
+  return Status::ok();
+}
+
+// What Kiln or cuDNN (9.19, Frontend 1.32) cannot run with dropout, after every fault the author must fix. Kiln
+// checks a dropout plan by probing the mask it draws (kiln/validate/dropout_probe.h), which reads v and o dense.
+Status dropout_support(NodeCtx& c) {
+  const SdpaAttrs& a = c.node.sdpa;
+  if (!(a.dropout > 0)) return Status::ok();
+  const std::string what = c.where + ": " + dropout_label(a.dropout);
+  if (c.node.op == OpKind::kSdpaFp8) return not_supported(what + ": FP8 attention with dropout is not supported yet");
+  if (c.node.op == OpKind::kSdpaBackward)
+    return not_supported(what + ": the backward pass of a dropout is not supported yet (its mask is checked only on "
+                                "the forward pass); 0, no dropout, is");
+  if (a.paged) return not_supported(what + ": dropout over paged caches (decode) is not supported");
+  if (a.ragged) return not_supported(what + ": dropout over ragged tensors is not supported yet");
+  if (a.left_bound || a.alignment == DiagonalAlignment::kBottomRight)
+    return not_supported(what + ": cuDNN takes dropout with no sliding window (left_bound) and no bottom-right "
+                                "diagonal");
   return Status::ok();
 }
 
@@ -342,10 +388,10 @@ Status check_bias_by_dtype(NodeCtx& c) {
   const char* layout =
       c.node.op == OpKind::kSdpaBackward
           ? " (q, k, v, o, do, stats, an optional bias, and with \"padding_mask\": true seq_len_q and seq_len_kv, "
-            "then with \"ragged\" the offsets of q, k, v and o)"
+            "then with \"ragged\" the offsets of q, k, v and o, then with \"dropout\" its seed and offset)"
           : " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and seq_len_kv, then with "
             "\"paged_kv\" page_table_k and page_table_v, then with \"ragged\" the offsets of q, k, v and o: over "
-            "paged caches of q and o only)";
+            "paged caches of q and o only, then with \"dropout\" its seed and offset)";
   if (r.bias >= 0 && c.in_dtype(static_cast<size_t>(r.bias)) == DataType::kInt32 && c.node.sdpa.padding)
     return c.error(c.in_label(static_cast<size_t>(r.bias)) + ": int32, where " + count +
                    " put the bias: is an input missing or extra?" + layout);
@@ -377,9 +423,11 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
   KILN_RETURN_IF_ERROR(check_ragged(c, q, k, v));
+  KILN_RETURN_IF_ERROR(check_dropout_inputs(c));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   if (c.node.outputs.size() > 1) KILN_RETURN_IF_ERROR(stats_output(c, q, out));
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(dropout_support(c));
   return Status::ok();
 }
 
@@ -419,8 +467,10 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
   KILN_RETURN_IF_ERROR(check_bias(c, q, k));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
   KILN_RETURN_IF_ERROR(check_ragged(c, q, k, v));
+  KILN_RETURN_IF_ERROR(check_dropout_inputs(c));
   // What Kiln or cuDNN cannot run yet, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(dropout_support(c));
   // cuDNN Frontend (1.32) runs a backward pass with head dims up to 256 on SM 9.x, up to 128 elsewhere (and on
   // SM 10.x q's 192 over v's 128).
   const int sm = options.target_sm_version;
@@ -490,6 +540,7 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
   }
   // What cuDNN cannot run though the spec is valid, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(dropout_support(c));
   if (c.node.sdpa.padding && c.node.outputs.size() > kFp8Stats)
     return not_supported(c.where + ": " + c.out_label(kFp8Stats) +
                          ": the statistics of FP8 attention with a padding mask are not supported (on an H100 with "
@@ -531,6 +582,7 @@ std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
   if (n.sdpa.padding) s += " padding=1";
   if (n.sdpa.paged) s += " paged=1";
   if (n.sdpa.ragged) s += " ragged=1";
+  if (n.sdpa.dropout > 0) s += " dropout=" + canonical_number(n.sdpa.dropout);
   return s;  // sdpa_fp8's scales are data (tensors): its op name and dtypes sign it
 }
 

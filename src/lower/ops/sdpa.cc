@@ -104,6 +104,9 @@ Status lower_sdpa(LowerCtx& c, const Node& n) {
       in(2)->set_ragged_offset(in(static_cast<size_t>(x.ragged_v)));
     }
   }
+  if (x.seed >= 0)  // dropout: cuDNN's Philox mask from the seed and offset tensors (validate checked them)
+    attrs.set_dropout(static_cast<float>(n.sdpa.dropout), in(static_cast<size_t>(x.seed)),
+                      in(static_cast<size_t>(x.offset)));
   auto outs = c.fg.sdpa(in(0), in(1), in(2), attrs);
   finish_output(c, n.outputs[0], outs[0]);
   if (x.ragged_o >= 0) outs[0]->set_ragged_offset(in(static_cast<size_t>(x.ragged_o)));

@@ -33,10 +33,10 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
     case OpKind::kMatmul: want_in = 2; break;
     case OpKind::kReduction: want_in = 1; break;
     case OpKind::kSdpa:
-      want_in = std::clamp<size_t>(node.inputs.size(), 3, 12);  // kiln/graph/graph.h sdpa_inputs
+      want_in = std::clamp<size_t>(node.inputs.size(), 3, 15);  // kiln/graph/graph.h sdpa_inputs
       break;
     case OpKind::kSdpaBackward:  // q, k, v, o, do, stats (, bias) (, the two lengths) (, the four offsets)
-      want_in = std::clamp<size_t>(node.inputs.size(), 6, 13);
+      want_in = std::clamp<size_t>(node.inputs.size(), 6, 16);
       break;
     case OpKind::kSdpaFp8: want_in = node.sdpa.padding ? 11 : 9; break;
     default: want_in = node.inputs.size(); break;  // checked per op below

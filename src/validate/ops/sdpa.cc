@@ -1,5 +1,6 @@
 // The scaled dot-product attention family's node plan (geometry, scale) and host reference.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -22,6 +23,13 @@ Status sdpa_backward_tensors(const Graph& g, const Node& node, const std::string
       return invalid_argument(where + ": " + tensor_label(g, t) + " " + dims_str(tensor_dims(g, t)) + " must be " +
                               dims_str(dims));
   return Status::ok();
+}
+
+// The shortest text that reads back as `v` ("0.1").
+std::string shortest(double v) {
+  char buf[32];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
@@ -88,6 +96,17 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
     s.bias = SdpaBias{1, b[0], b[1]};
   }
   const SdpaAttrs& a = node.sdpa;
+  if (a.dropout > 0) {  // the references take the mask the plan drew (kiln/validate/dropout_probe.h)
+    if (backward || fp8 || roles.dropout_keep < 0)
+      return not_supported(where + ": dropout " + shortest(a.dropout) +
+                           ": the reference needs the mask the plan drew (kiln/validate/dropout_probe.h), which " +
+                           (roles.dropout_keep < 0 ? std::string("was not given") : "only sdpa's forward takes"));
+    const auto keep = tensor_dims(g, node.inputs[static_cast<size_t>(roles.dropout_keep)]);
+    if (keep != std::vector<int64_t>{s.b, s.h, s.sq, s.skv})
+      return invalid_argument(where + ": the dropout mask " + dims_str(keep) + " must be " +
+                              dims_str({s.b, s.h, s.sq, s.skv}));
+    s.dropout = a.dropout;
+  }
   s.band.left = a.left_bound.value_or(0);
   s.band.right = a.effective_right_bound().value_or(-1);
   s.band.bottom_right = a.alignment == DiagonalAlignment::kBottomRight ? 1 : 0;
@@ -119,7 +138,14 @@ struct SdpaExtras {
   const Values* page_table_k = nullptr;
   const Values* page_table_v = nullptr;
   const Values *ragged_q = nullptr, *ragged_k = nullptr, *ragged_v = nullptr, *ragged_o = nullptr;
+  const Values* keep = nullptr;  // dropout's mask, [B, H, Sq, Skv] (SdpaGeom::dropout)
 };
+
+// Probability p of query row `row` (dense [B, H, Sq] order) for key j as o sums it: with dropout, kept and scaled by
+// 1 / (1 - dropout), or dropped (sdpa_math.h sdpa_dropped).
+double weight(const SdpaGeom& s, const SdpaExtras& x, int64_t row, int64_t j, double p) {
+  return x.keep ? sdpa_dropped(p, (*x.keep)[static_cast<size_t>(row * s.skv + j)], s.dropout) : p;
+}
 
 // Where key (value) j's row of kv head `kv_head` starts in k (v): through the page table where the caches are
 // paged, through the offsets (`ragged`, null otherwise) where the tensors are ragged.
@@ -197,7 +223,8 @@ Values run_sdpa(const SdpaGeom& s, const Values& q, const Values& k, const Value
                       std::fill(oi, oi + s.dv, 0.0);
                       for (int64_t j = first; j < last; ++j) {
                         const double* vj = v.data() + kv_row(s, x.page_table_v, x.ragged_v, kv_head, j, s.dv);
-                        for (int64_t d = 0; d < s.dv; ++d) oi[d] += p[j] * vj[d];
+                        const double w = weight(s, x, at.row, j, p[j]);
+                        for (int64_t d = 0; d < s.dv; ++d) oi[d] += w * vj[d];
                       }
                     });
   return o;
@@ -238,8 +265,9 @@ Values sdpa_magnitude_of(const SdpaGeom& s, const Operand& q, const Operand& k, 
                           continue;
                         }
                         const double* bv = v.mag->data() + kv_row(s, x.page_table_v, x.ragged_v, kv_head, j, s.dv);
+                        const double w = weight(s, x, at.row, j, p[j]);
                         for (int64_t d = 0; d < s.dv; ++d)
-                          mi[d] += sdpa_magnitude_term(p[j], bv[d], oi[d], s_mag, v.carries);
+                          mi[d] += sdpa_magnitude_term(w, bv[d], oi[d], s_mag, v.carries);
                       }
                       if (stats) mi[0] = sdpa_stats_magnitude(acc, oi[0]);
                       for (int64_t d = 0; d < width; ++d) mi[d] = std::max(mi[d], std::fabs(oi[d]));
@@ -273,6 +301,7 @@ HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<
     }
     x.ragged_o = in[static_cast<size_t>(roles.ragged_o)];
   }
+  if (p.sdpa.dropout > 0) x.keep = in[static_cast<size_t>(roles.dropout_keep)];
   const bool stats = p.output == 1;
   r.y = stats ? run_sdpa_stats(p.sdpa, *in[0], *in[1], x) : run_sdpa(p.sdpa, *in[0], *in[1], *in[2], x);
   if (op) {

@@ -22,10 +22,11 @@ struct SdpaParams {
   SdpaBand band;
   SdpaBias bias;
   SdpaPaging paging;
+  double dropout;  // with SdpaExtras::keep (SdpaGeom::dropout)
 };
 
 SdpaParams sdpa_params(const SdpaGeom& g) {
-  return SdpaParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias, g.paging};
+  return SdpaParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias, g.paging, g.dropout};
 }
 
 // A node's optional inputs on the device (null: absent).
@@ -36,7 +37,13 @@ struct SdpaExtras {
   const double* page_table_k;
   const double* page_table_v;
   const double *ragged_q, *ragged_k, *ragged_v, *ragged_o;  // ragged (THD) tensors' offsets
+  const double* keep;                                       // dropout's mask [B, H, Sq, Skv] (SdpaGeom::dropout)
 };
+
+// Probability (or exponential) p of dense query row `idx` for key j as o sums it (sdpa_math.h sdpa_dropped).
+__device__ inline double sdpa_weight(const SdpaParams& p, const SdpaExtras& x, int64_t idx, int64_t j, double e) {
+  return x.keep ? sdpa_dropped(e, x.keep[idx * p.skv + j], p.dropout) : e;
+}
 
 // Key (value) j's row of kv head `kv_head` in k (v): packed, through the page table, or through the offsets.
 __device__ inline int64_t kv_row(const SdpaParams& p, const double* table, const double* ragged, int64_t kv_head,
@@ -136,10 +143,11 @@ __global__ void sdpa_kernel(SdpaParams p, const double* __restrict__ q, const do
     for (int64_t j = row.first; j < row.last; ++j) {
       const double e = exp(sdpa_score(p, qi, sdpa_key(p, x, k, row.kv_head, j), bi, j, lane) - mx);
       sum += e;
+      const double w = sdpa_weight(p, x, idx, j, e);
       const double* vj = sdpa_value(p, x, v, row.kv_head, j);
 #pragma unroll
       for (int c = 0; c < kWarpCols; ++c)
-        if (lane + c * kWarp < p.dv) acc[c] += e * vj[lane + c * kWarp];
+        if (lane + c * kWarp < p.dv) acc[c] += w * vj[lane + c * kWarp];
     }
     const double inv = sum > 0.0 ? 1.0 / sum : 0.0;
 #pragma unroll
@@ -180,9 +188,10 @@ __global__ void sdpa_magnitude_kernel(SdpaParams p, const double* __restrict__ q
         continue;
       }
       const double* bvj = sdpa_value(p, x, bv, head, j);
+      const double wj = sdpa_weight(p, x, idx, j, pj);
 #pragma unroll
       for (int c = 0; c < kWarpCols; ++c)
-        if (lane + c * kWarp < p.dv) acc[c] += sdpa_magnitude_term(pj, bvj[lane + c * kWarp], oc[c], s_mag, ev != 0);
+        if (lane + c * kWarp < p.dv) acc[c] += sdpa_magnitude_term(wj, bvj[lane + c * kWarp], oc[c], s_mag, ev != 0);
     }
     if (stats) {
       if (lane == 0) bo[out] = fmax(sdpa_stats_magnitude(stats_acc, oc[0]), fabs(oc[0]));
@@ -210,7 +219,7 @@ SdpaExtras sdpa_extras(const Node& n, const std::vector<T>& in, Get get) {
   const SdpaInputs r = sdpa_inputs(n);
   const auto at = [&](int i) -> const double* { return i >= 0 ? get(in[static_cast<size_t>(i)]) : nullptr; };
   return SdpaExtras{at(r.bias),     at(r.seq_len_q), at(r.seq_len_kv), at(r.page_table_k), at(r.page_table_v),
-                    at(r.ragged_q), at(r.ragged_k),  at(r.ragged_v),   at(r.ragged_o)};
+                    at(r.ragged_q), at(r.ragged_k),  at(r.ragged_v),   at(r.ragged_o),     at(r.dropout_keep)};
 }
 
 Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<const double*>& in, double* y,

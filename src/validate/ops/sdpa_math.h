@@ -95,6 +95,13 @@ KILN_HD inline double sdpa_magnitude_term(double p, double bv, double vo, double
   return p * ((bv + ::fabs(vo)) * s_mag + (2.0 + (ev ? 1.0 : 0.0)) * bv);
 }
 
+// Dropout (kiln/graph/graph.h SdpaAttrs::dropout): probability p as o sums it, kept (keep nonzero) and scaled by
+// 1 / (1 - dropout), or zeroed. The statistics and the softmax's sum are the scores' own, before dropout. The
+// magnitude term takes this weight for p: dropout scales each term's error as it scales the term.
+KILN_HD inline double sdpa_dropped(double p, double keep, double dropout) {
+  return keep != 0.0 ? p / (1.0 - dropout) : 0.0;
+}
+
 // The softmax statistics (a second output): lse = mx + log(sum), sum = sum_j exp(s_j - mx); a row without keys
 // (a padded query) has none: -infinity.
 KILN_HD inline double sdpa_log_sum_exp(double mx, double sum) { return sum > 0.0 ? mx + ::log(sum) : -INFINITY; }

@@ -1,0 +1,166 @@
+// The dropout probe on the device (kiln/validate/dropout_probe.h): v replaced by one-hot blocks, the plan run once
+// per block, and each output element read as one probability's kept-or-dropped bit.
+#include "kiln/validate/dropout_probe.h"
+
+#include <cuda_runtime_api.h>
+
+#include "kiln/validate/device_io.h"
+#include "validate/device_elements.cuh"
+#include "validate/node_plan.h"
+#include "validate/ops/device_ops.cuh"
+#include "validate/ops/sdpa_math.h"
+
+namespace kiln {
+namespace validate_internal {
+namespace {
+
+constexpr int64_t kMaxMaskEntries = int64_t{1} << 31;
+
+// v [B, Hk, Skv, Dv] for block `block`: value row j holds a 1 in column c where j = block * Dv + c, else 0.
+__global__ void one_hot_kernel(TensorGeom vg, DataType dt, void* v, int64_t block) {
+  const int64_t dv = vg.dims[3], skv = vg.dims[2];
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < vg.count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = idx % dv, j = (idx / dv) % skv;
+    store_element(v, dt, element_offset(vg, idx), j == block * dv + c ? 1.0f : 0.0f);
+  }
+}
+
+// Entry b's length from an int32 [B, 1, 1, 1] tensor (null: `extent`), clamped as the references clamp it.
+__device__ inline int64_t length_of(const void* t, TensorGeom g, int64_t b, int64_t extent) {
+  if (!t) return extent;
+  return sdpa_length(load_element(t, DataType::kInt32, element_offset(g, b)), extent);
+}
+
+struct ProbeGeom {
+  TensorGeom o;  // [B, H, Sq, Dv]
+  DataType o_dtype;
+  int64_t skv;
+  SdpaBand band;
+  const void* seq_len_q;
+  const void* seq_len_kv;
+  TensorGeom len_q, len_kv;
+};
+
+// o of block `block`'s run: each element is key j = block * Dv + c's weight in query row (b, h, i); nonzero is kept.
+// Counts the attended keys (within the band and the lengths) and those of them dropped.
+__global__ void read_mask_kernel(ProbeGeom p, const void* o, int64_t block, int8_t* keep,
+                                 unsigned long long* counts) {
+  const int64_t dv = p.o.dims[3], sq = p.o.dims[2], h = p.o.dims[1];
+  unsigned long long attended = 0, dropped = 0;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < p.o.count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = idx % dv, row = idx / dv;
+    const int64_t j = block * dv + c;
+    if (j >= p.skv) continue;
+    const bool kept = load_element(o, p.o_dtype, element_offset(p.o, idx)) != 0.0;
+    keep[row * p.skv + j] = kept ? 1 : 0;
+    const int64_t i = row % sq, b = row / (sq * h);
+    int64_t first = 0, last = 0;
+    sdpa_keys(p.band, i, length_of(p.seq_len_q, p.len_q, b, sq), length_of(p.seq_len_kv, p.len_kv, b, p.skv), &first,
+              &last);
+    if (j >= first && j < last) {
+      ++attended;
+      if (!kept) ++dropped;
+    }
+  }
+  if (attended) atomicAdd(&counts[0], attended);
+  if (dropped) atomicAdd(&counts[1], dropped);
+}
+
+StatusOr<TensorGeom> geom_of(const Graph& g, int t) {
+  return tensor_geom(tensor_dims(g, t), tensor_strides(g, t), tensor_label(g, t));
+}
+
+// One dropout node's probe: `mask` receives its bits.
+Status probe_node(const Graph& g, int node, const std::map<int, void*>& buffers, const std::function<Status()>& run,
+                  cudaStream_t stream, DeviceBuffer& mask, DropoutNodeProbe& out) {
+  const Node& n = g.nodes[static_cast<size_t>(node)];
+  const std::string where = node_label(g, node);
+  const GraphRoles roles(g);
+  const int v = n.inputs[2], o = n.outputs[0];
+  if (!roles.is_graph_input(v) || !roles.is_graph_output(o))
+    return not_supported(where + ": the dropout probe replaces v and reads o, so v must be a graph input and o a "
+                                 "graph output");
+  auto pointer = [&](int t) -> void* {
+    auto it = buffers.find(t);
+    return it == buffers.end() ? nullptr : it->second;
+  };
+  void* vp = pointer(v);
+  void* op = pointer(o);
+  if (!vp || !op) return invalid_argument(where + ": the dropout probe has no buffer of v or o");
+  KILN_ASSIGN_OR_RETURN(TensorGeom vg, geom_of(g, v));
+  ProbeGeom p{};
+  KILN_ASSIGN_OR_RETURN(p.o, geom_of(g, o));
+  p.o_dtype = roles.dtype_of(o);
+  p.skv = vg.dims[2];
+  const int64_t entries = p.o.count / p.o.dims[3] * p.skv;
+  if (entries > kMaxMaskEntries)
+    return not_supported(where + ": the dropout probe checks up to " + std::to_string(kMaxMaskEntries) +
+                         " probabilities (B H Sq Skv); this shape has " + std::to_string(entries));
+  p.band.right = n.sdpa.effective_right_bound().value_or(-1);
+  const SdpaInputs x = sdpa_inputs(n);
+  if (x.seq_len_q >= 0) {
+    p.band.padding = 1;
+    p.seq_len_q = pointer(n.inputs[static_cast<size_t>(x.seq_len_q)]);
+    p.seq_len_kv = pointer(n.inputs[static_cast<size_t>(x.seq_len_kv)]);
+    KILN_ASSIGN_OR_RETURN(p.len_q, geom_of(g, n.inputs[static_cast<size_t>(x.seq_len_q)]));
+    KILN_ASSIGN_OR_RETURN(p.len_kv, geom_of(g, n.inputs[static_cast<size_t>(x.seq_len_kv)]));
+  }
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer saved, allocate_tensor_buffer(g, v));
+  KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(saved.data(), vp, saved.size(), cudaMemcpyDeviceToDevice, stream));
+  KILN_ASSIGN_OR_RETURN(mask, DeviceBuffer::allocate(static_cast<size_t>(entries)));
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer counts, DeviceBuffer::allocate(2 * sizeof(unsigned long long)));
+  KILN_RETURN_IF_ERROR(counts.fill_bytes(0, stream));
+  const int64_t dv = vg.dims[3], blocks = (p.skv + dv - 1) / dv;
+  Status st = Status::ok();
+  for (int64_t b = 0; b < blocks && st.is_ok(); ++b) {
+    one_hot_kernel<<<grid_for(vg.count), kThreads, 0, stream>>>(vg, roles.dtype_of(v), vp, b);
+    st = cuda_status(cudaGetLastError(), "dropout probe: one-hot v");
+    if (st.is_ok()) st = run();
+    if (!st.is_ok()) break;
+    read_mask_kernel<<<grid_for(p.o.count), kThreads, 0, stream>>>(p, op, b, mask.as<int8_t>(),
+                                                                    counts.as<unsigned long long>());
+    st = cuda_status(cudaGetLastError(), "dropout probe: reading o");
+    ++out.runs;
+  }
+  // v restored whatever happened: the caller's next run reads it.
+  const Status restored =
+      cuda_status(cudaMemcpyAsync(vp, saved.data(), saved.size(), cudaMemcpyDeviceToDevice, stream), "restoring v");
+  KILN_RETURN_IF_ERROR(st.with_context(where + ": dropout probe"));
+  KILN_RETURN_IF_ERROR(restored);
+  unsigned long long host[2] = {0, 0};
+  KILN_RETURN_IF_ERROR(counts.copy_to_host(host, sizeof host, stream));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  out.node = node;
+  out.dropout = n.sdpa.dropout;
+  out.attended = static_cast<int64_t>(host[0]);
+  out.dropped = static_cast<int64_t>(host[1]);
+  return Status::ok();
+}
+
+}  // namespace
+}  // namespace validate_internal
+
+StatusOr<DropoutProbe> probe_dropout(const Graph& graph, const std::map<int, void*>& buffers,
+                                     const std::function<Status()>& run, cudaStream_t stream) {
+  DropoutProbe probe;
+  std::map<int, int> mask_of;
+  probe.reference_graph = dropout_reference_graph(graph, &mask_of);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (!(graph.nodes[i].sdpa.dropout > 0)) continue;
+    const int node = static_cast<int>(i);
+    if (graph.nodes[i].op != OpKind::kSdpa || !mask_of.count(node))
+      return not_supported(validate_internal::node_label(graph, node) +
+                           ": the dropout probe takes sdpa's forward pass only");
+    DropoutNodeProbe p;
+    p.mask_tensor = mask_of.at(node);
+    DeviceBuffer mask;
+    KILN_RETURN_IF_ERROR(validate_internal::probe_node(graph, node, buffers, run, stream, mask, p));
+    probe.masks.emplace(p.mask_tensor, std::move(mask));
+    probe.nodes.push_back(p);
+  }
+  return probe;
+}
+
+}  // namespace kiln
