@@ -366,6 +366,27 @@ inline GraphBuilder sdpa_fp8_graph(const std::string& name, const SdpaAttrs& a, 
   if (stats) b.output(b.sdpa_stats(out.o, "lse"));
   return b;
 }
+// Dropout (training; kiln/graph/graph.h SdpaAttrs::dropout) with the band `a` (causal or none): q [2, h, sq, 64], k
+// and v [2, hk, skv, 64], seed and offset int64 [1, 1, 1, 1]; with a.padding the lengths, with `stats` "lse". Kiln
+// checks it by probing the mask the plan draws (kiln/validate/dropout_probe.h), against the device reference.
+inline GraphBuilder sdpa_dropout_graph(const std::string& name, const SdpaAttrs& a, double p, int64_t sq, int64_t skv,
+                                       int64_t h = 2, int64_t hk = 2, bool stats = false,
+                                       DataType io = DataType::kBFloat16) {
+  GraphBuilder b(name);
+  b.io_dtype(io);
+  TensorRef q = b.tensor("q", {2, h, sq, 64}), k = b.tensor("k", {2, hk, skv, 64}), v = b.tensor("v", {2, hk, skv, 64});
+  std::optional<TensorRef> lq, lkv;
+  if (a.padding) {
+    lq = b.tensor("seq_len_q", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+    lkv = b.tensor("seq_len_kv", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+  }
+  const auto i64 = [&](const char* n) { return b.tensor(n, {1, 1, 1, 1}, Layout::kRowMajor, DataType::kInt64); };
+  const GraphBuilder::SdpaDropout drop{p, i64("seed"), i64("offset")};
+  TensorRef o = b.sdpa("attn", q, k, v, a, "o", std::nullopt, lq, lkv, std::nullopt, std::nullopt, std::nullopt, drop);
+  b.output(o);
+  if (stats) b.output(b.sdpa_stats(o, "lse"));
+  return b;
+}
 inline SdpaAttrs padded(SdpaAttrs a) {
   a.padding = true;
   return a;
@@ -437,6 +458,20 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
       sdpa_fp8_graph("sdpa_fp8_pad", padded(band(false, std::nullopt)), 32, 48));
   add("sdpa_fp8.padding_causal_gqa", "fp8_e4m3", "sdpa_fp8 padding causal gqa",
       sdpa_fp8_graph("sdpa_fp8_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
+  // Dropout: each its own core group. A window is past cuDNN's limits with dropout.
+  add("sdpa.dropout", "fp16", "sdpa dropout fp16",
+      sdpa_dropout_graph("sdpa_drop", band(false, std::nullopt), 0.1, 64, 64, 2, 2, false, DataType::kFloat16));
+  add("sdpa.dropout_causal_gqa", "bf16", "sdpa dropout causal gqa",
+      sdpa_dropout_graph("sdpa_drop_causal", band(true, std::nullopt), 0.25, 96, 96, 4, 2));
+  add("sdpa.dropout_padding_stats", "bf16", "sdpa dropout padding stats",
+      sdpa_dropout_graph("sdpa_drop_pad", padded(band(true, std::nullopt)), 0.5, 48, 80, 2, 2, true));
+  {
+    OpCase c = make("sdpa.dropout_window", "bf16", "",
+                    sdpa_dropout_graph("sdpa_drop_window", band(true, 8), 0.1, 40, 40));
+    c.kiln_rejects = "cuDNN takes dropout with no sliding window";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
   {
     OpCase c = make("sdpa_fp8.causal_bottom_right", "fp8_e4m3", "",
                     sdpa_fp8_graph("sdpa_fp8_br", band(true, std::nullopt, std::nullopt, true), 16, 48));

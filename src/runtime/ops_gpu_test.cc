@@ -26,8 +26,12 @@
 #include <thread>
 
 #include "gpu_test_util.h"
+#include "kiln/runtime/planner.h"
 #include "kiln/tools/runner.h"
 #include "kiln/spec/spec.h"
+#include "kiln/validate/device_check.h"
+#include "kiln/validate/device_io.h"
+#include "kiln/validate/dropout_probe.h"
 #include "runtime/op_coverage_cases.h"
 
 namespace kiln {
@@ -223,6 +227,73 @@ TEST(OpCoverage, ConvWgradExampleK100352PassesTheAccumulationBound) {
   EXPECT_EQ(rep->checks[1].verdict, Disposition::kPassed);
   EXPECT_EQ(rep->verdict(), Disposition::kPassed);
   EXPECT_EQ(rep->references_run, std::vector<ReferenceKind>{ReferenceKind::kDevice});
+}
+
+// Dropout (kiln/validate/dropout_probe.h) on cuDNN's plans: the mask follows the seed and offset (one mask for one
+// pair: a second run writes the same o; another offset another o), the probe of the dropout plan passes, and the
+// probe of a plan that does not drop (the same attention without dropout, on the same buffers) is Incorrect: a
+// reference given its all-kept mask would have matched it, so this check is what catches it.
+TEST(DropoutGpu, TheMaskFollowsSeedAndOffsetAndAPlanThatDoesNotDropIsCaught) {
+  KILN_REQUIRE_GPU();
+  StatusOr<Graph> drop = opcov::detail::sdpa_dropout_graph("drop", opcov::detail::band(true, std::nullopt), 0.2, 64, 64).build();
+  StatusOr<Graph> plain = opcov::detail::sdpa_band_graph("plain", opcov::detail::band(true, std::nullopt), 64, 64).build();
+  ASSERT_TRUE(drop.is_ok()) << drop.status().to_string();
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  StatusOr<std::unique_ptr<Planner>> planner = Planner::create(PlannerOptions::tools());
+  ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+  StatusOr<UniqueStream> stream = make_stream();
+  ASSERT_TRUE(stream.is_ok());
+  StatusOr<GraphBuffers> buffers = allocate_graph_buffers(*drop, 0);
+  ASSERT_TRUE(buffers.is_ok()) << buffers.status().to_string();
+  ASSERT_TRUE(generate_inputs_on_device(*drop, 1, buffers->pointers(), stream->get()).is_ok());
+  StatusOr<DeviceBuffer> ws = DeviceBuffer::allocate(size_t{256} << 20);
+  ASSERT_TRUE(ws.is_ok());
+  // Each plan on the dropout graph's buffers, bound by name.
+  auto runner = [&](const Graph& g) -> std::function<Status()> {
+    StatusOr<Obtained> got = (*planner)->obtain(g);
+    EXPECT_TRUE(got.is_ok()) << got.status().to_string();
+    if (!got.is_ok()) return [s = got.status()] { return s; };
+    auto plan = got->plan;
+    TensorBindings bindings;
+    for (const auto& [t, ptr] : buffers->pointers()) {
+      const std::string& name = drop->tensors[static_cast<size_t>(t)].name;
+      if (plan->tensor_bytes(name).is_ok()) bindings[name] = TensorBinding{ptr, buffers->tensors.at(t).size()};
+    }
+    return [&, plan, bindings] {
+      KILN_RETURN_IF_ERROR(plan->execute(stream->get(), bindings, ws->data()));
+      return cuda_status(cudaStreamSynchronize(stream->get()), "sync");
+    };
+  };
+  const int o = drop->find_tensor("o"), offset = drop->find_tensor("offset");
+  auto output = [&] {
+    std::vector<uint16_t> host(buffers->tensors.at(o).size() / 2);
+    EXPECT_TRUE(buffers->tensors.at(o).copy_to_host(host.data(), host.size() * 2).is_ok());
+    return host;
+  };
+  const std::function<Status()> dropping = runner(*drop);
+  ASSERT_TRUE(dropping().is_ok());
+  const std::vector<uint16_t> first = output();
+  ASSERT_TRUE(dropping().is_ok());
+  EXPECT_EQ(output(), first) << "one seed and offset, one mask";
+  const int64_t next_offset = 12345;
+  ASSERT_TRUE(buffers->tensors.at(offset).copy_from_host(&next_offset, sizeof next_offset).is_ok());
+  ASSERT_TRUE(dropping().is_ok());
+  EXPECT_NE(output(), first) << "another offset, another mask";
+
+  StatusOr<DropoutProbe> probe = probe_dropout(*drop, buffers->pointers(), dropping, stream->get());
+  ASSERT_TRUE(probe.is_ok()) << probe.status().to_string();
+  ASSERT_EQ(probe->nodes.size(), 1u);
+  const DropoutNodeProbe& p = probe->nodes[0];
+  std::printf("[ dropout ] cuDNN's plan: %s\n", p.summary("attn").c_str());
+  EXPECT_EQ(p.runs, 1);  // Skv 64 over Dv 64: one block
+  EXPECT_EQ(p.attended, 2 * 2 * 64 * 65 / 2);  // causal rows of 2 entries x 2 heads
+  EXPECT_EQ(p.verdict(), Disposition::kPassed) << p.summary("attn");
+
+  StatusOr<DropoutProbe> ignored = probe_dropout(*drop, buffers->pointers(), runner(*plain), stream->get());
+  ASSERT_TRUE(ignored.is_ok()) << ignored.status().to_string();
+  std::printf("[ dropout ] a plan without dropout: %s\n", ignored->nodes[0].summary("attn").c_str());
+  EXPECT_EQ(ignored->nodes[0].dropped, 0);
+  EXPECT_EQ(ignored->nodes[0].verdict(), Disposition::kIncorrect);
 }
 
 }  // namespace

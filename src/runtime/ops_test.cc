@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "kiln/validate/dropout_probe.h"
 #include "kiln/validate/numerics.h"
 #include "kiln/validate/reference.h"
 #include "runtime/op_coverage_cases.h"
@@ -28,13 +29,21 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
       continue;
     }
     ASSERT_TRUE(c.graph.is_ok()) << c.graph.status().to_string();
-    const Graph& g = *c.graph;
+    // A dropout graph's reference takes the mask the plan draws (kiln/validate/dropout_probe.h): here one drawn.
+    std::map<int, int> masks;
+    const Graph g = dropout_reference_graph(*c.graph, &masks);
     auto macs = estimate_macs(g);
     ASSERT_TRUE(macs.is_ok()) << macs.status().to_string();
     EXPECT_LE(*macs, HostReferenceOptions().max_macs);
     EXPECT_LE(*macs, 2e7) << "keep coverage cases small (the GPU test runs every one)";
-    auto in = make_random_inputs(g, 1);
+    auto in = make_random_inputs(*c.graph, 1);
     ASSERT_TRUE(in.is_ok()) << in.status().to_string();
+    for (const auto& [node, t] : masks) {
+      std::vector<double> keep(static_cast<size_t>(g.tensors[static_cast<size_t>(t)].element_count()));
+      for (size_t i = 0; i < keep.size(); ++i) keep[i] = (i * 2654435761u) % 7 < 5 ? 1 : 0;
+      in->emplace(t, HostTensor::from_values(DataType::kInt8, g.tensors[static_cast<size_t>(t)].shape(), keep,
+                                             g.tensors[static_cast<size_t>(t)].strides));
+    }
     auto ref = run_host_reference_with_magnitudes(g, *in);
     ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
     ASSERT_EQ(ref->values.size(), g.outputs.size());
@@ -76,8 +85,8 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
     ASSERT_TRUE(self.is_ok()) << self.status().to_string();
     EXPECT_EQ(self->verdict, Disposition::kPassed) << self->summary();
   }
-  EXPECT_EQ(rejected, 5);
-  EXPECT_EQ(cases.size(), 204u);
+  EXPECT_EQ(rejected, 6);  // + dropout with a window
+  EXPECT_EQ(cases.size(), 208u);
 }
 
 // sdpa_fp8's amax_o is judged with P's fp8 rounding in its band (numerics.cc): an amax 5% off the exact one (what
@@ -155,7 +164,10 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
                            "sdpa_fp8 window gqa d128",
                            "sdpa_fp8 stats",
                            "sdpa_fp8 padding",
-                           "sdpa_fp8 padding causal gqa"})
+                           "sdpa_fp8 padding causal gqa",
+                           "sdpa dropout fp16",
+                           "sdpa dropout causal gqa",
+                           "sdpa dropout padding stats"})
     EXPECT_TRUE(g.count(want)) << want;
   int pointwise = 0, reductions = 0;
   for (const std::string& s : groups) {
@@ -164,8 +176,8 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
   }
   EXPECT_EQ(pointwise, 16 * 2);  // every mode in fp32 and fp16
   EXPECT_EQ(reductions, 4 * 2);  // every mode over the last axis and over all axes
-  // ... + fp8 attention + padded statistics, backward, ragged (the forward's and the backward's)
-  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 14u + 3u);
+  // ... + fp8 attention + padded statistics, backward, ragged (the forward's and the backward's), dropout
+  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 14u + 3u + 3u);
   // Every pointwise mode appears standalone and fused behind a matmul in both core dtypes.
   for (const char* mode : {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add", "relu", "gelu_erf",
                            "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "identity"})

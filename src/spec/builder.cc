@@ -166,7 +166,8 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
 TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
                              std::string out, std::optional<TensorRef> bias, std::optional<TensorRef> seq_len_q,
                              std::optional<TensorRef> seq_len_kv, std::optional<TensorRef> page_table_k,
-                             std::optional<TensorRef> page_table_v, std::optional<SdpaRaggedOffsets> ragged) {
+                             std::optional<TensorRef> page_table_v, std::optional<SdpaRaggedOffsets> ragged,
+                             std::optional<SdpaDropout> dropout) {
   Node n = make_node(name, OpKind::kSdpa);
   n.sdpa = attrs;
   std::vector<TensorRef> inputs = {q, k, v};
@@ -182,6 +183,11 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
       if (*x) inputs.push_back(**x);
     inputs.push_back(ragged->o);
     n.sdpa.ragged = true;
+  }
+  if (dropout) {  // last (kiln/graph/graph.h sdpa_inputs)
+    n.sdpa.dropout = dropout->probability;
+    inputs.push_back(dropout->seed);
+    inputs.push_back(dropout->offset);
   }
   return add_node(std::move(n), inputs, std::move(out));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <thread>
 
@@ -13,11 +14,19 @@
 
 namespace kiln::validate_internal {
 
-StatusOr<PreparedGraph> prepare_graph(const Graph& g) {
+StatusOr<PreparedGraph> prepare_graph(const Graph& g, bool values) {
   PreparedGraph p;
   KILN_ASSIGN_OR_RETURN(p.order, topological_order(g));
   for (int n : p.order) {
     KILN_ASSIGN_OR_RETURN(NodePlan plan, plan_node(g, n));
+    const Node& node = g.nodes[static_cast<size_t>(n)];
+    if (values && node.sdpa.dropout > 0 && sdpa_inputs(node).dropout_keep < 0) {
+      char buf[32];
+      const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, node.sdpa.dropout);
+      return not_supported(node_label(g, n) + ": dropout " + std::string(buf, r.ptr) +
+                           ": the reference needs the mask the plan drew (kiln/validate/dropout_probe.h), which was "
+                           "not given");
+    }
     // One plan per output: a node with two (an sdpa with its statistics) is evaluated once for each.
     const size_t outputs = g.nodes[static_cast<size_t>(n)].outputs.size();
     for (size_t o = 0; o < outputs; ++o) {
@@ -319,7 +328,7 @@ StatusOr<ReferenceKind> parse_reference_kind(const std::string& name) {
 }
 
 StatusOr<double> estimate_macs(const Graph& graph) {
-  KILN_ASSIGN_OR_RETURN(auto p, validate_internal::prepare_graph(graph));
+  KILN_ASSIGN_OR_RETURN(auto p, validate_internal::prepare_graph(graph, false));
   return p.macs;
 }
 

@@ -17,7 +17,9 @@ struct PreparedGraph {
   std::vector<NodePlan> plans;  // parallel to order
   double macs = 0;              // graph_cost(g).macs
 };
-StatusOr<PreparedGraph> prepare_graph(const Graph& g);
+// `values`: the plans will compute values (a reference), not only the cost: a dropout node then needs its mask
+// (kiln/validate/dropout_probe.h; NotSupported without it).
+StatusOr<PreparedGraph> prepare_graph(const Graph& g, bool values = true);
 
 // The graph inputs a reference loads, in tensor order: those a node reads or the graph outputs.
 std::vector<int> loaded_inputs(const Graph& g, const GraphRoles& roles);

@@ -116,12 +116,20 @@ class GraphBuilder {
     std::optional<TensorRef> k, v;  // none over paged caches (only q and o are ragged there)
     TensorRef o;
   };
+  // With `dropout`, cuDNN drops each probability with probability `probability` (sets attrs.dropout; training):
+  // its mask is drawn from the seed and offset, int64 [1, 1, 1, 1] graph inputs (kiln/graph/graph.h
+  // SdpaAttrs::dropout).
+  struct SdpaDropout {
+    double probability = 0;
+    TensorRef seed, offset;
+  };
   TensorRef sdpa(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaAttrs& attrs,
                  std::string out = "", std::optional<TensorRef> bias = std::nullopt,
                  std::optional<TensorRef> seq_len_q = std::nullopt, std::optional<TensorRef> seq_len_kv = std::nullopt,
                  std::optional<TensorRef> page_table_k = std::nullopt,
                  std::optional<TensorRef> page_table_v = std::nullopt,
-                 std::optional<SdpaRaggedOffsets> ragged = std::nullopt);
+                 std::optional<SdpaRaggedOffsets> ragged = std::nullopt,
+                 std::optional<SdpaDropout> dropout = std::nullopt);
   // The backward pass of an sdpa with attributes `attrs` (no paged caches): dq, dk, dv (named name + "_dq", "_dk",
   // "_dv"; shaped and typed as q, k, v) from q, k, v, the forward's o and statistics, and do, the gradient of o; with
   // the forward's bias where it had one, and its padding mask's lengths where it had one (giving both sets
