@@ -81,19 +81,27 @@ Status check_structure(const Graph& g) {
       return invalid_argument(node_where(n) +
                               ": attribute 'ragged': ragged tensors need \"padding_mask\": true (each entry's lengths "
                               "say how many of its rows there are)");
-    if (n.inputs.size() < lo || n.inputs.size() > hi)
+    if (n.inputs.size() < lo || n.inputs.size() > hi) {
+      // Dropout's seed and offset come last, only with a probability over 0.
+      const std::string dropout =
+          n.sdpa.dropout > 0 ? ", then dropout's seed and offset (int64 [1, 1, 1, 1]) last"
+                             : ", and with \"dropout\" over 0 its seed and offset last (none with dropout 0 or none)";
       return invalid_argument(
           node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +
           (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
           (n.op == OpKind::kSdpa ? " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and "
                                    "seq_len_kv, then with \"paged_kv\" page_table_k and page_table_v, then with "
-                                   "\"ragged\" the offsets of q, k, v and o (over paged caches of q and o))"
+                                   "\"ragged\" the offsets of q, k, v and o (over paged caches of q and o)" +
+                                       dropout + ")"
            : n.op == OpKind::kSdpaBackward ? " (q, k, v, o, do, stats, an optional bias, and with \"padding_mask\": "
                                              "true seq_len_q and seq_len_kv, then with \"ragged\" the offsets of q, k, "
-                                             "v and o)"
-           : n.op == OpKind::kSdpaFp8      ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, "
-                                             "and with \"padding_mask\": true seq_len_q and seq_len_kv last)"
-                                           : ""));
+                                             "v and o" +
+                                                 dropout + ")"
+           : n.op == OpKind::kSdpaFp8 ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, "
+                                        "and with \"padding_mask\": true seq_len_q and seq_len_kv" +
+                                            dropout + ")"
+                                      : ""));
+    }
     KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
     for (int t : n.inputs) read[t] = true;
     for (int t : n.outputs)

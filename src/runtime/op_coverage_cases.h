@@ -303,7 +303,7 @@ inline GraphBuilder sdpa_ragged_paged_graph(const std::string& name, SdpaAttrs a
 // a padding mask's lengths; dq, dk, dv.
 inline GraphBuilder sdpa_backward_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv,
                                         int64_t h = 2, int64_t hk = 2, std::vector<int64_t> bias_dims = {},
-                                        DataType io = DataType::kBFloat16) {
+                                        DataType io = DataType::kBFloat16, double dropout = 0) {
   GraphBuilder b(name);
   b.io_dtype(io);
   TensorRef q = b.tensor("q", {2, h, sq, 64}), k = b.tensor("k", {2, hk, skv, 64}), v = b.tensor("v", {2, hk, skv, 64});
@@ -315,7 +315,12 @@ inline GraphBuilder sdpa_backward_graph(const std::string& name, const SdpaAttrs
     lq = b.tensor("seq_len_q", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
     lkv = b.tensor("seq_len_kv", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
   }
-  const GraphBuilder::SdpaGrads g = b.sdpa_backward("grad", q, k, v, o, dout, stats, a, bias, lq, lkv);
+  std::optional<GraphBuilder::SdpaDropout> drop;  // with `dropout` over 0, its seed and offset int64 [1, 1, 1, 1]
+  if (dropout > 0)
+    drop = GraphBuilder::SdpaDropout{dropout, b.tensor("seed", {1, 1, 1, 1}, Layout::kRowMajor, DataType::kInt64),
+                                     b.tensor("offset", {1, 1, 1, 1}, Layout::kRowMajor, DataType::kInt64)};
+  const GraphBuilder::SdpaGrads g =
+      b.sdpa_backward("grad", q, k, v, o, dout, stats, a, bias, lq, lkv, std::nullopt, drop);
   b.output(g.dq).output(g.dk).output(g.dv);
   return b;
 }
@@ -458,7 +463,13 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
       sdpa_fp8_graph("sdpa_fp8_pad", padded(band(false, std::nullopt)), 32, 48));
   add("sdpa_fp8.padding_causal_gqa", "fp8_e4m3", "sdpa_fp8 padding causal gqa",
       sdpa_fp8_graph("sdpa_fp8_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
-  // Dropout: each its own core group. A window is past cuDNN's limits with dropout.
+  // Dropout: each its own core group. A window is past cuDNN's limits with dropout. The backward pass: grouped heads,
+  // causal; padded.
+  add("sdpa_backward.dropout_causal_gqa", "bf16", "sdpa_backward dropout causal gqa",
+      sdpa_backward_graph("sdpa_bwd_drop", band(true, std::nullopt), 96, 96, 4, 2, {}, DataType::kBFloat16, 0.2));
+  add("sdpa_backward.dropout_padding", "bf16", "sdpa_backward dropout padding",
+      sdpa_backward_graph("sdpa_bwd_drop_pad", padded(band(false, std::nullopt)), 48, 80, 2, 2, {},
+                          DataType::kBFloat16, 0.3));
   add("sdpa.dropout", "fp16", "sdpa dropout fp16",
       sdpa_dropout_graph("sdpa_drop", band(false, std::nullopt), 0.1, 64, 64, 2, 2, false, DataType::kFloat16));
   add("sdpa.dropout_causal_gqa", "bf16", "sdpa dropout causal gqa",

@@ -289,6 +289,52 @@ TEST(DropoutGpu, TheMaskFollowsSeedAndOffsetAndAPlanThatDoesNotDropIsCaught) {
   EXPECT_EQ(p.attended, 2 * 2 * 64 * 65 / 2);  // causal rows of 2 entries x 2 heads
   EXPECT_EQ(p.verdict(), Disposition::kPassed) << p.summary("attn");
 
+  // The backward pass draws the forward's mask from the same seed and offset (what training needs of cuDNN): its
+  // probe (through dv) reads the same bits wherever a row attends.
+  StatusOr<Graph> grad = opcov::detail::sdpa_backward_graph("grad", opcov::detail::band(true, std::nullopt), 64, 64,
+                                                            2, 2, {}, DataType::kBFloat16, 0.2)
+                             .build();
+  ASSERT_TRUE(grad.is_ok()) << grad.status().to_string();
+  {
+    StatusOr<GraphBuffers> gb = allocate_graph_buffers(*grad, 0);
+    ASSERT_TRUE(gb.is_ok()) << gb.status().to_string();
+    ASSERT_TRUE(generate_inputs_on_device(*grad, 2, gb->pointers(), stream->get()).is_ok());
+    ASSERT_TRUE(cudaStreamSynchronize(stream->get()) == cudaSuccess);
+    for (const char* name : {"seed", "offset"}) {
+      int64_t value = 0;
+      ASSERT_TRUE(buffers->tensors.at(drop->find_tensor(name)).copy_to_host(&value, sizeof value).is_ok());
+      ASSERT_TRUE(gb->tensors.at(grad->find_tensor(name)).copy_from_host(&value, sizeof value).is_ok());
+    }
+    StatusOr<Obtained> got = (*planner)->obtain(*grad);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    auto plan = got->plan;
+    const std::map<int, void*> ptrs = gb->pointers();
+    auto run_grad = [&] {
+      KILN_RETURN_IF_ERROR(plan->run_unchecked(stream->get(), ptrs, ws->data()));
+      return cuda_status(cudaStreamSynchronize(stream->get()), "sync");
+    };
+    StatusOr<DropoutProbe> bp = probe_dropout(*grad, ptrs, run_grad, stream->get());
+    ASSERT_TRUE(bp.is_ok()) << bp.status().to_string();
+    ASSERT_EQ(bp->nodes.size(), 1u);
+    std::printf("[ dropout ] cuDNN's backward plan: %s\n", bp->nodes[0].summary("grad").c_str());
+    EXPECT_EQ(bp->nodes[0].verdict(), Disposition::kPassed) << bp->nodes[0].summary("grad");
+    EXPECT_EQ(bp->nodes[0].runs, 1);  // Sq 64 over Dv 64, one head per key head
+    const size_t n = size_t{2} * 2 * 64 * 64;
+    std::vector<int8_t> fwd_mask(n), bwd_mask(n);
+    ASSERT_TRUE(probe->masks.begin()->second.copy_to_host(fwd_mask.data(), n).is_ok());
+    ASSERT_TRUE(bp->masks.begin()->second.copy_to_host(bwd_mask.data(), n).is_ok());
+    int64_t differ = 0, compared = 0;
+    for (size_t e = 0; e < n; ++e) {
+      const size_t i = (e / 64) % 64, j = e % 64;
+      if (j > i) continue;  // causal: not attended
+      ++compared;
+      differ += fwd_mask[e] != bwd_mask[e];
+    }
+    std::printf("[ dropout ] forward and backward masks: %lld of %lld attended bits differ\n",
+                static_cast<long long>(differ), static_cast<long long>(compared));
+    EXPECT_EQ(differ, 0);
+  }
+
   StatusOr<DropoutProbe> ignored = probe_dropout(*drop, buffers->pointers(), runner(*plain), stream->get());
   ASSERT_TRUE(ignored.is_ok()) << ignored.status().to_string();
   std::printf("[ dropout ] a plan without dropout: %s\n", ignored->nodes[0].summary("attn").c_str());

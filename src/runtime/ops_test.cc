@@ -86,7 +86,7 @@ TEST(OpCoverageCases, EveryCaseBuildsAndRunsOnTheHostReference) {
     EXPECT_EQ(self->verdict, Disposition::kPassed) << self->summary();
   }
   EXPECT_EQ(rejected, 6);  // + dropout with a window
-  EXPECT_EQ(cases.size(), 208u);
+  EXPECT_EQ(cases.size(), 210u);
 }
 
 // sdpa_fp8's amax_o is judged with P's fp8 rounding in its band (numerics.cc): an amax 5% off the exact one (what
@@ -167,7 +167,9 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
                            "sdpa_fp8 padding causal gqa",
                            "sdpa dropout fp16",
                            "sdpa dropout causal gqa",
-                           "sdpa dropout padding stats"})
+                           "sdpa dropout padding stats",
+                           "sdpa_backward dropout causal gqa",
+                           "sdpa_backward dropout padding"})
     EXPECT_TRUE(g.count(want)) << want;
   int pointwise = 0, reductions = 0;
   for (const std::string& s : groups) {
@@ -177,7 +179,7 @@ TEST(OpCoverageCases, CoreGroupsCoverWhatTheGpuTestMustPass) {
   EXPECT_EQ(pointwise, 16 * 2);  // every mode in fp32 and fp16
   EXPECT_EQ(reductions, 4 * 2);  // every mode over the last axis and over all axes
   // ... + fp8 attention + padded statistics, backward, ragged (the forward's and the backward's), dropout
-  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 14u + 3u + 3u);
+  EXPECT_EQ(groups.size(), 35u + 32u + 8u + 4u + 14u + 3u + 5u);
   // Every pointwise mode appears standalone and fused behind a matmul in both core dtypes.
   for (const char* mode : {"add", "sub", "mul", "div", "min", "max", "scale", "bias_add", "relu", "gelu_erf",
                            "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "identity"})

@@ -197,7 +197,8 @@ GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, Ten
                                                     const SdpaAttrs& attrs, std::optional<TensorRef> bias,
                                                     std::optional<TensorRef> seq_len_q,
                                                     std::optional<TensorRef> seq_len_kv,
-                                                    std::optional<SdpaRaggedOffsets> ragged) {
+                                                    std::optional<SdpaRaggedOffsets> ragged,
+                                                    std::optional<SdpaDropout> dropout) {
   Node n = make_node(name, OpKind::kSdpaBackward);
   n.sdpa = attrs;
   std::vector<TensorRef> inputs = {q, k, v, o, dout, stats};
@@ -210,6 +211,11 @@ GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, Ten
       if (*x) inputs.push_back(**x);
     inputs.push_back(ragged->o);
     n.sdpa.ragged = true;
+  }
+  if (dropout) {  // the forward's: the same probability, seed and offset draw the same mask
+    n.sdpa.dropout = dropout->probability;
+    inputs.push_back(dropout->seed);
+    inputs.push_back(dropout->offset);
   }
   const TensorRef dq = add_node(std::move(n), inputs, name + "_dq");
   if (dq.index < 0) return SdpaGrads{};

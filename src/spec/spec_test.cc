@@ -753,23 +753,61 @@ TEST(SpecErrors, SdpaDropout) {
   st = status(bottom_right);
   EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
   EXPECT_ERROR_HAS(st, "no bottom-right diagonal");
-  // The backward pass: not yet, whatever its inputs.
-  Json bwd = one_node({{"q", t({1, 2, 8, 64})},
-                       {"k", t({1, 2, 8, 64})},
-                       {"v", t({1, 2, 8, 64})},
-                       {"o", t({1, 2, 8, 64})},
-                       {"do", t({1, 2, 8, 64})},
-                       {"stats", t({1, 2, 8, 1}, "float32")},
-                       {"seed", t({1, 1, 1, 1}, "int64")},
-                       {"offset", t({1, 1, 1, 1}, "int64")}},
-                      "sdpa_backward", {"q", "k", "v", "o", "do", "stats", "seed", "offset"}, {{"dropout", 0.2}});
-  bwd["io_dtype"] = "bf16";
-  bwd["nodes"][0]["outputs"] = {"dq", "dk", "dv"};
-  bwd["outputs"] = {"dq", "dk", "dv"};
-  st = parse(bwd).status();
+  // The backward pass takes the forward's probability, seed and offset, last; the same limits apply.
+  auto backward = [](Json attrs, bool seeds = true) {
+    Json tensors = {{"q", t({1, 2, 8, 64})},  {"k", t({1, 2, 8, 64})},  {"v", t({1, 2, 8, 64})},
+                    {"o", t({1, 2, 8, 64})},  {"do", t({1, 2, 8, 64})}, {"stats", t({1, 2, 8, 1}, "float32")},
+                    {"seed", t({1, 1, 1, 1}, "int64")}, {"offset", t({1, 1, 1, 1}, "int64")}};
+    Json inputs = {"q", "k", "v", "o", "do", "stats"};
+    if (seeds) inputs.insert(inputs.end(), {"seed", "offset"});
+    Json bwd = one_node(tensors, "sdpa_backward", inputs, attrs);
+    bwd["io_dtype"] = "bf16";
+    bwd["nodes"][0]["outputs"] = {"dq", "dk", "dv"};
+    bwd["outputs"] = {"dq", "dk", "dv"};
+    return parse(bwd);
+  };
+  StatusOr<Graph> bg = backward({{"dropout", 0.2}, {"causal", true}});
+  ASSERT_TRUE(bg.is_ok()) << bg.status().to_string();
+  EXPECT_EQ(sdpa_inputs(bg->nodes[0]).seed, 6);
+  EXPECT_EQ(sdpa_inputs(bg->nodes[0]).offset, 7);
+  st = backward({{"dropout", 0.2}}, false).status();
+  EXPECT_ERROR_HAS(st, "6 inputs, expected 8 or 9");
+  EXPECT_ERROR_HAS(st, "then dropout's seed and offset (int64 [1, 1, 1, 1]) last");
+  st = backward({{"dropout", 0.2}, {"causal", true}, {"left_bound", 4}}).status();
   EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
-  EXPECT_ERROR_HAS(st, "node 'n1' (sdpa_backward): attribute 'dropout': 0.2: the backward pass of a dropout is not "
-                       "supported yet");
+  EXPECT_ERROR_HAS(st, "node 'n1' (sdpa_backward): attribute 'dropout': 0.2: cuDNN takes dropout with no sliding");
+  // A probability cuDNN's float cannot hold strictly inside (0, 1); one tensor as both seed and offset.
+  for (Json p : {Json(0.99999999), Json(0.9999999999999999), Json(1e-46)}) {
+    Case c;
+    c.dropout = p;
+    st = status(c);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_ERROR_HAS(st, "as the float cuDNN takes");
+  }
+  Case near_one;
+  near_one.dropout = 0.9999;
+  EXPECT_TRUE(status(near_one).is_ok()) << status(near_one).to_string();
+  {
+    Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})},
+                    {"seed", t({1, 1, 1, 1}, "int64")}};
+    Json s = one_node(tensors, "sdpa", {"q", "k", "v", "seed", "seed"}, {{"dropout", 0.1}});
+    s["io_dtype"] = "bf16";
+    EXPECT_ERROR_HAS(parse(s).status(), "input 'seed' is both dropout's seed and its offset: give two tensors");
+  }
+  // Out of place: the seed and offset before the bias.
+  {
+    Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})},
+                    {"bias", t({1, 2, 8, 8})}, {"seed", t({1, 1, 1, 1}, "int64")}, {"offset", t({1, 1, 1, 1}, "int64")}};
+    Json s = one_node(tensors, "sdpa", {"q", "k", "v", "seed", "offset", "bias"}, {{"dropout", 0.1}});
+    s["io_dtype"] = "bf16";
+    st = parse(s).status();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_ERROR_HAS(st, "input 'seed': int64, where 6 inputs put another role: dropout's seed and offset come last");
+  }
+  // Dropout 0 with a seed and offset given: the count says they come only with a probability over 0.
+  Case zero;
+  zero.dropout = 0;
+  EXPECT_ERROR_HAS(status(zero), "and with \"dropout\" over 0 its seed and offset last (none with dropout 0 or none)");
 }
 
 // An additive bias: [B or 1, H or 1, Sq, Skv] in q's dtype; none with a bottom-right diagonal (cuDNN's limit).

@@ -68,65 +68,154 @@ __global__ void read_mask_kernel(ProbeGeom p, const void* o, int64_t block, int8
   if (dropped) atomicAdd(&counts[1], dropped);
 }
 
+// The backward pass's probe: do [B, H, Sq, Dv] for block `block` of query rows and group member `member`: row i of
+// head h holds a 1 in column c where i = block * Dv + c and h is member `member` of its key head's group, else 0. Then
+// dv[b, hk, j, c] = sum over the group's heads and rows of P dropped-and-scaled times do: query row block * Dv + c of
+// head hk * group + member's weight for key j.
+__global__ void one_hot_rows_kernel(TensorGeom g, DataType dt, void* dout, int64_t block, int64_t group,
+                                    int64_t member) {
+  const int64_t dv = g.dims[3], sq = g.dims[2], h = g.dims[1];
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < g.count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = idx % dv, i = (idx / dv) % sq, head = (idx / (dv * sq)) % h;
+    store_element(dout, dt, element_offset(g, idx), i == block * dv + c && head % group == member ? 1.0f : 0.0f);
+  }
+}
+
+struct BackwardProbeGeom {
+  TensorGeom dv;  // [B, Hk, Skv, Dv]
+  DataType dv_dtype;
+  int64_t h, sq, group;
+  SdpaBand band;
+  const void* seq_len_q;
+  const void* seq_len_kv;
+  TensorGeom len_q, len_kv;
+};
+
+// dv of the run for (`block`, `member`): each element is one query row's weight for key j (one_hot_rows_kernel).
+__global__ void read_mask_backward_kernel(BackwardProbeGeom p, const void* dv, int64_t block, int64_t member,
+                                          int8_t* keep, unsigned long long* counts) {
+  const int64_t width = p.dv.dims[3], skv = p.dv.dims[2], hk = p.dv.dims[1];
+  unsigned long long attended = 0, dropped = 0;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < p.dv.count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = idx % width, j = (idx / width) % skv, kv_head = (idx / (width * skv)) % hk,
+                  b = idx / (width * skv * hk);
+    const int64_t i = block * width + c;
+    if (i >= p.sq) continue;
+    const int64_t head = kv_head * p.group + member;
+    const bool kept = load_element(dv, p.dv_dtype, element_offset(p.dv, idx)) != 0.0;
+    keep[((b * p.h + head) * p.sq + i) * skv + j] = kept ? 1 : 0;
+    int64_t first = 0, last = 0;
+    sdpa_keys(p.band, i, length_of(p.seq_len_q, p.len_q, b, p.sq), length_of(p.seq_len_kv, p.len_kv, b, skv), &first,
+              &last);
+    if (j >= first && j < last) {
+      ++attended;
+      if (!kept) ++dropped;
+    }
+  }
+  if (attended) atomicAdd(&counts[0], attended);
+  if (dropped) atomicAdd(&counts[1], dropped);
+}
+
 StatusOr<TensorGeom> geom_of(const Graph& g, int t) {
   return tensor_geom(tensor_dims(g, t), tensor_strides(g, t), tensor_label(g, t));
 }
 
-// One dropout node's probe: `mask` receives its bits.
+// What a probe replaces (v, or a backward pass's do), reads (o, or dv) and how many runs it makes.
+struct ProbeRoles {
+  int replaced, read;
+};
+
+// The lengths and band of node `n` (the keys each query row attends to), for either probe.
+template <typename Geom>
+Status set_band(const Graph& g, const Node& n, const std::function<void*(int)>& pointer, Geom& p) {
+  p.band.right = n.sdpa.effective_right_bound().value_or(-1);
+  const SdpaInputs x = sdpa_inputs(n);
+  if (x.seq_len_q < 0) return Status::ok();
+  p.band.padding = 1;
+  p.seq_len_q = pointer(n.inputs[static_cast<size_t>(x.seq_len_q)]);
+  p.seq_len_kv = pointer(n.inputs[static_cast<size_t>(x.seq_len_kv)]);
+  KILN_ASSIGN_OR_RETURN(p.len_q, geom_of(g, n.inputs[static_cast<size_t>(x.seq_len_q)]));
+  KILN_ASSIGN_OR_RETURN(p.len_kv, geom_of(g, n.inputs[static_cast<size_t>(x.seq_len_kv)]));
+  return Status::ok();
+}
+
+// One dropout node's probe: `mask` receives its bits. The forward pass replaces v and reads o, one run per block
+// of Dv keys; the backward pass replaces do and reads dv, one run per block of Dv query rows and member of a key
+// head's group.
 Status probe_node(const Graph& g, int node, const std::map<int, void*>& buffers, const std::function<Status()>& run,
                   cudaStream_t stream, DeviceBuffer& mask, DropoutNodeProbe& out) {
   const Node& n = g.nodes[static_cast<size_t>(node)];
   const std::string where = node_label(g, node);
   const GraphRoles roles(g);
-  const int v = n.inputs[2], o = n.outputs[0];
-  if (!roles.is_graph_input(v) || !roles.is_graph_output(o))
-    return not_supported(where + ": the dropout probe replaces v and reads o, so v must be a graph input and o a "
-                                 "graph output");
-  auto pointer = [&](int t) -> void* {
+  const bool backward = n.op == OpKind::kSdpaBackward;
+  const ProbeRoles r = backward ? ProbeRoles{n.inputs[4], n.outputs[2]} : ProbeRoles{n.inputs[2], n.outputs[0]};
+  if (!roles.is_graph_input(r.replaced) || !roles.is_graph_output(r.read))
+    return not_supported(where + ": the dropout probe replaces " + (backward ? "do and reads dv" : "v and reads o") +
+                         ", so " + tensor_label(g, r.replaced) + " must be a graph input and " +
+                         tensor_label(g, r.read) + " a graph output");
+  const std::function<void*(int)> pointer = [&](int t) -> void* {
     auto it = buffers.find(t);
     return it == buffers.end() ? nullptr : it->second;
   };
-  void* vp = pointer(v);
-  void* op = pointer(o);
-  if (!vp || !op) return invalid_argument(where + ": the dropout probe has no buffer of v or o");
-  KILN_ASSIGN_OR_RETURN(TensorGeom vg, geom_of(g, v));
-  ProbeGeom p{};
-  KILN_ASSIGN_OR_RETURN(p.o, geom_of(g, o));
-  p.o_dtype = roles.dtype_of(o);
-  p.skv = vg.dims[2];
-  const int64_t entries = p.o.count / p.o.dims[3] * p.skv;
+  void* replaced = pointer(r.replaced);
+  void* read = pointer(r.read);
+  if (!replaced || !read)
+    return invalid_argument(where + ": the dropout probe has no buffer of " + tensor_label(g, r.replaced) + " or " +
+                            tensor_label(g, r.read));
+  KILN_ASSIGN_OR_RETURN(TensorGeom rg, geom_of(g, r.replaced));
+  KILN_ASSIGN_OR_RETURN(TensorGeom og, geom_of(g, r.read));
+  const std::vector<int64_t> q = tensor_dims(g, n.inputs[0]), k = tensor_dims(g, n.inputs[1]);
+  const int64_t b = q[0], h = q[1], sq = q[2], skv = k[2], hk = k[1], width = rg.dims[3], group = h / hk;
+  const int64_t entries = b * h * sq * skv;
   if (entries > kMaxMaskEntries)
     return not_supported(where + ": the dropout probe checks up to " + std::to_string(kMaxMaskEntries) +
                          " probabilities (B H Sq Skv); this shape has " + std::to_string(entries));
-  p.band.right = n.sdpa.effective_right_bound().value_or(-1);
-  const SdpaInputs x = sdpa_inputs(n);
-  if (x.seq_len_q >= 0) {
-    p.band.padding = 1;
-    p.seq_len_q = pointer(n.inputs[static_cast<size_t>(x.seq_len_q)]);
-    p.seq_len_kv = pointer(n.inputs[static_cast<size_t>(x.seq_len_kv)]);
-    KILN_ASSIGN_OR_RETURN(p.len_q, geom_of(g, n.inputs[static_cast<size_t>(x.seq_len_q)]));
-    KILN_ASSIGN_OR_RETURN(p.len_kv, geom_of(g, n.inputs[static_cast<size_t>(x.seq_len_kv)]));
+  ProbeGeom fwd{};
+  BackwardProbeGeom bwd{};
+  if (backward) {
+    bwd.dv = og;
+    bwd.dv_dtype = roles.dtype_of(r.read);
+    bwd.h = h;
+    bwd.sq = sq;
+    bwd.group = group;
+    KILN_RETURN_IF_ERROR(set_band(g, n, pointer, bwd));
+  } else {
+    fwd.o = og;
+    fwd.o_dtype = roles.dtype_of(r.read);
+    fwd.skv = skv;
+    KILN_RETURN_IF_ERROR(set_band(g, n, pointer, fwd));
   }
-  KILN_ASSIGN_OR_RETURN(DeviceBuffer saved, allocate_tensor_buffer(g, v));
-  KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(saved.data(), vp, saved.size(), cudaMemcpyDeviceToDevice, stream));
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer saved, allocate_tensor_buffer(g, r.replaced));
+  KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(saved.data(), replaced, saved.size(), cudaMemcpyDeviceToDevice, stream));
   KILN_ASSIGN_OR_RETURN(mask, DeviceBuffer::allocate(static_cast<size_t>(entries)));
   KILN_ASSIGN_OR_RETURN(DeviceBuffer counts, DeviceBuffer::allocate(2 * sizeof(unsigned long long)));
   KILN_RETURN_IF_ERROR(counts.fill_bytes(0, stream));
-  const int64_t dv = vg.dims[3], blocks = (p.skv + dv - 1) / dv;
+  const int64_t blocks = ((backward ? sq : skv) + width - 1) / width, members = backward ? group : 1;
+  const DataType dt = roles.dtype_of(r.replaced);
   Status st = Status::ok();
-  for (int64_t b = 0; b < blocks && st.is_ok(); ++b) {
-    one_hot_kernel<<<grid_for(vg.count), kThreads, 0, stream>>>(vg, roles.dtype_of(v), vp, b);
-    st = cuda_status(cudaGetLastError(), "dropout probe: one-hot v");
-    if (st.is_ok()) st = run();
-    if (!st.is_ok()) break;
-    read_mask_kernel<<<grid_for(p.o.count), kThreads, 0, stream>>>(p, op, b, mask.as<int8_t>(),
-                                                                    counts.as<unsigned long long>());
-    st = cuda_status(cudaGetLastError(), "dropout probe: reading o");
-    ++out.runs;
-  }
-  // v restored whatever happened: the caller's next run reads it.
-  const Status restored =
-      cuda_status(cudaMemcpyAsync(vp, saved.data(), saved.size(), cudaMemcpyDeviceToDevice, stream), "restoring v");
+  for (int64_t blk = 0; blk < blocks && st.is_ok(); ++blk)
+    for (int64_t m = 0; m < members && st.is_ok(); ++m) {
+      if (backward)
+        one_hot_rows_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk, group, m);
+      else
+        one_hot_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk);
+      st = cuda_status(cudaGetLastError(), "dropout probe: one-hot input");
+      if (st.is_ok()) st = run();
+      if (!st.is_ok()) break;
+      if (backward)
+        read_mask_backward_kernel<<<grid_for(og.count), kThreads, 0, stream>>>(bwd, read, blk, m, mask.as<int8_t>(),
+                                                                             counts.as<unsigned long long>());
+      else
+        read_mask_kernel<<<grid_for(og.count), kThreads, 0, stream>>>(fwd, read, blk, mask.as<int8_t>(),
+                                                                      counts.as<unsigned long long>());
+      st = cuda_status(cudaGetLastError(), "dropout probe: reading the output");
+      ++out.runs;
+    }
+  // The replaced tensor restored whatever happened: the caller's next run reads it.
+  const Status restored = cuda_status(
+      cudaMemcpyAsync(replaced, saved.data(), saved.size(), cudaMemcpyDeviceToDevice, stream), "restoring the input");
   KILN_RETURN_IF_ERROR(st.with_context(where + ": dropout probe"));
   KILN_RETURN_IF_ERROR(restored);
   unsigned long long host[2] = {0, 0};
@@ -150,9 +239,9 @@ StatusOr<DropoutProbe> probe_dropout(const Graph& graph, const std::map<int, voi
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     if (!(graph.nodes[i].sdpa.dropout > 0)) continue;
     const int node = static_cast<int>(i);
-    if (graph.nodes[i].op != OpKind::kSdpa || !mask_of.count(node))
+    if (!mask_of.count(node))
       return not_supported(validate_internal::node_label(graph, node) +
-                           ": the dropout probe takes sdpa's forward pass only");
+                           ": the dropout probe takes sdpa's forward and backward passes only");
     DropoutNodeProbe p;
     p.mask_tensor = mask_of.at(node);
     DeviceBuffer mask;

@@ -163,6 +163,112 @@ TEST(DropoutProbe, TheReferenceWeighsEachProbabilityByItsKeepBit) {
   for (size_t i = 0; i < a[0].size(); ++i) EXPECT_GE(bound[i], std::fabs(a[0][i])) << i;
 }
 
+// The backward pass with dropout, against central differences of the forward with the same mask: dq, dk, dv are
+// the gradients of sum(do * o(mask)), o and the statistics from that forward (the statistics are the scores' own).
+// Grouped heads, causal; a padding mask too. Nothing here restates the backward's formulas.
+TEST(DropoutProbe, TheBackwardWithAMaskIsTheGradientOfTheForwardWithIt) {
+  for (bool padding : {false, true}) {
+    Graph fwd = make_graph("fwd");
+    const int q = add_tensor(fwd, "q", {kB, kH, kSq, kD}), k = add_tensor(fwd, "k", {kB, kHk, kSkv, kD}),
+              v = add_tensor(fwd, "v", {kB, kHk, kSkv, kDv});
+    std::vector<int> fin = {q, k, v}, lengths;
+    if (padding)
+      for (const char* n : {"seq_len_q", "seq_len_kv"}) lengths.push_back(add_tensor(fwd, n, {kB, 1, 1, 1}, DataType::kInt32));
+    fin.insert(fin.end(), lengths.begin(), lengths.end());
+    const int seed = add_tensor(fwd, "seed", {1, 1, 1, 1}, DataType::kInt64),
+              offset = add_tensor(fwd, "offset", {1, 1, 1, 1}, DataType::kInt64);
+    fin.insert(fin.end(), {seed, offset});
+    const int o = add_tensor(fwd, "o", {kB, kH, kSq, kDv}), lse = add_tensor(fwd, "lse", {kB, kH, kSq, 1});
+    Node& fn = add_node(fwd, "attn", OpKind::kSdpa, fin, o);
+    fn.sdpa.causal = true;
+    fn.sdpa.padding = padding;
+    fn.sdpa.dropout = kDropout;
+    fn.outputs.push_back(lse);
+    fwd.outputs = {o, lse};
+    std::map<int, int> fmask;
+    const Graph rf = dropout_reference_graph(fwd, &fmask);
+
+    std::mt19937 rng(padding ? 17 : 13);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    auto grid = [&](int64_t n) {  // values on a grid of 2^-10: x +- 2^-6 is exact in fp32
+      std::vector<double> x(static_cast<size_t>(n));
+      for (double& e : x) e = std::round(u(rng) * 1024.0) / 1024.0;
+      return x;
+    };
+    std::map<int, std::vector<double>> xs{{q, grid(kB * kH * kSq * kD)}, {k, grid(kB * kHk * kSkv * kD)},
+                                          {v, grid(kB * kHk * kSkv * kDv)}};
+    const std::vector<double> lq = {3, 5}, lkv = {6, 7};
+    std::vector<double> keep(static_cast<size_t>(kB * kH * kSq * kSkv));
+    std::bernoulli_distribution kept(1.0 - kDropout);
+    for (double& e : keep) e = kept(rng) ? 1 : 0;
+    const std::vector<double> dout = grid(kB * kH * kSq * kDv);
+    auto fixed = [&](const Graph& g, std::map<int, HostTensor>& in, int mask) {
+      if (padding) {
+        in.emplace(g.find_tensor("seq_len_q"), tensor(g, g.find_tensor("seq_len_q"), lq));
+        in.emplace(g.find_tensor("seq_len_kv"), tensor(g, g.find_tensor("seq_len_kv"), lkv));
+      }
+      in.emplace(g.find_tensor("seed"), tensor(g, g.find_tensor("seed"), {5}));
+      in.emplace(g.find_tensor("offset"), tensor(g, g.find_tensor("offset"), {0}));
+      in.emplace(mask, tensor(g, mask, keep));
+    };
+    auto forward = [&](const std::map<int, std::vector<double>>& at) {
+      std::map<int, HostTensor> in;
+      for (const auto& [t, x] : at) in.emplace(t, tensor(rf, t, x));
+      fixed(rf, in, fmask.at(0));
+      return run(rf, in);
+    };
+    const auto ref = forward(xs);
+    ASSERT_EQ(ref.size(), 2u);
+
+    Graph bwd = make_graph("bwd");
+    const int bq = add_tensor(bwd, "q", {kB, kH, kSq, kD}), bk = add_tensor(bwd, "k", {kB, kHk, kSkv, kD}),
+              bv = add_tensor(bwd, "v", {kB, kHk, kSkv, kDv}), bo = add_tensor(bwd, "o", {kB, kH, kSq, kDv}),
+              bg = add_tensor(bwd, "do", {kB, kH, kSq, kDv}),
+              bl = add_tensor(bwd, "stats", {kB, kH, kSq, 1}, DataType::kFloat32);
+    std::vector<int> bin = {bq, bk, bv, bo, bg, bl};
+    if (padding)
+      for (const char* n : {"seq_len_q", "seq_len_kv"}) bin.push_back(add_tensor(bwd, n, {kB, 1, 1, 1}, DataType::kInt32));
+    bin.push_back(add_tensor(bwd, "seed", {1, 1, 1, 1}, DataType::kInt64));
+    bin.push_back(add_tensor(bwd, "offset", {1, 1, 1, 1}, DataType::kInt64));
+    const int dq = add_tensor(bwd, "dq", {kB, kH, kSq, kD}), dk = add_tensor(bwd, "dk", {kB, kHk, kSkv, kD}),
+              dv = add_tensor(bwd, "dv", {kB, kHk, kSkv, kDv});
+    Node& bn = add_node(bwd, "grad", OpKind::kSdpaBackward, bin, dq);
+    bn.sdpa = fwd.nodes[0].sdpa;
+    bn.outputs = {dq, dk, dv};
+    bwd.outputs = {dq, dk, dv};
+    std::map<int, int> bmask;
+    const Graph rb = dropout_reference_graph(bwd, &bmask);
+    ASSERT_EQ(bmask.size(), 1u);
+    std::map<int, HostTensor> in{{bq, tensor(rb, bq, xs[q])}, {bk, tensor(rb, bk, xs[k])},
+                                 {bv, tensor(rb, bv, xs[v])}, {bo, tensor(rb, bo, ref[0])},
+                                 {bg, tensor(rb, bg, dout)},  {bl, tensor(rb, bl, ref[1])}};
+    fixed(rb, in, bmask.at(0));
+    const auto grads = run(rb, in);
+    ASSERT_EQ(grads.size(), 3u);
+    // Without the mask the backward reference refuses, as the forward's does.
+    EXPECT_EQ(run_host_reference(bwd, in).status().code(), StatusCode::kNotSupported);
+    const int wrt[3] = {q, k, v};
+    double largest = 0.0;
+    for (int w = 0; w < 3; ++w)
+      for (size_t e = 0; e < grads[static_cast<size_t>(w)].size(); ++e) {
+        auto diff = [&](double step) {  // central differences, extrapolated (Richardson)
+          auto plus = xs, minus = xs;
+          plus[wrt[w]][e] += step;
+          minus[wrt[w]][e] -= step;
+          const std::vector<double> op = forward(plus)[0], om = forward(minus)[0];
+          double fd = 0.0;
+          for (size_t i = 0; i < dout.size(); ++i) fd += dout[i] * (op[i] - om[i]) / (2 * step);
+          return fd;
+        };
+        const double h1 = 0x1p-6, fd = (4.0 * diff(h1 / 2) - diff(h1)) / 3.0;
+        EXPECT_NEAR(grads[static_cast<size_t>(w)][e], fd, 2e-4)
+            << "d" << "qkv"[w] << "[" << e << "]" << (padding ? " padded" : "");
+        largest = std::max(largest, std::fabs(fd));
+      }
+    EXPECT_GT(largest, 0.05);  // the gradients are not all ~0
+  }
+}
+
 // The probe's own check: the share dropped among attended probabilities within 6 binomial standard deviations (and
 // 0.001) of dropout; a plan that keeps everything (it ignores dropout) or drops too many is Incorrect, and the
 // report it joins takes the worse verdict.

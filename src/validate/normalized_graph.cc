@@ -39,6 +39,7 @@ std::vector<const char*> input_roles(const Node& n) {
       if (x.ragged_q >= 0) r.push_back("ragged_q");
       if (x.ragged_k >= 0) r.insert(r.end(), {"ragged_k", "ragged_v"});  // none over paged caches
       if (x.ragged_o >= 0) r.push_back("ragged_o");
+      if (x.seed >= 0) r.insert(r.end(), {"seed", "offset"});
       return r;
     }
     case OpKind::kSdpaBackward: {
@@ -47,6 +48,7 @@ std::vector<const char*> input_roles(const Node& n) {
       if (x.bias >= 0) r.push_back("bias");
       if (x.seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
       if (x.ragged_q >= 0) r.insert(r.end(), {"ragged_q", "ragged_k", "ragged_v", "ragged_o"});
+      if (x.seed >= 0) r.insert(r.end(), {"seed", "offset"});
       return r;
     }
     case OpKind::kSdpaFp8: {
@@ -137,6 +139,7 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
       a["padding_mask"] = plan.sdpa.band.padding != 0;
       a["paged_kv"] = plan.sdpa.paging.paged != 0;  // k and v are caches read through the page tables
       a["ragged"] = plan.sdpa.ragged != 0;          // q, k, v, o packed token-major from their offsets
+      if (n.sdpa.dropout > 0) a["dropout"] = n.sdpa.dropout;  // the mask: cuDNN's, from the seed and offset
       a["keys"] = plan.sdpa.skv;                    // Skv: with paged caches, pages * block size
       a["attn_scale_given"] = n.sdpa.attn_scale.has_value();
       break;

@@ -258,13 +258,6 @@ struct SdpaInputs {
 };
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
-  if (n.op == OpKind::kSdpaFp8) {  // the scales are its fourth to ninth; with a padding mask the lengths follow
-    if (n.sdpa.padding && n.inputs.size() >= 11) {
-      r.seq_len_q = 9;
-      r.seq_len_kv = 10;
-    }
-    return r;
-  }
   // Dropout's seed and offset (and the references' mask) come last: the other roles are placed before them.
   const int dropout_tail = n.sdpa.dropout > 0 ? 2 + (n.sdpa.dropout_keep_input ? 1 : 0) : 0;
   const int all = static_cast<int>(n.inputs.size());
@@ -274,6 +267,13 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
     if (n.sdpa.dropout_keep_input) r.dropout_keep = r.seed + 2;
   }
   const int count = all - dropout_tail;
+  if (n.op == OpKind::kSdpaFp8) {  // the scales are its fourth to ninth; with a padding mask the lengths follow
+    if (n.sdpa.padding && count >= 11) {
+      r.seq_len_q = 9;
+      r.seq_len_kv = 10;
+    }
+    return r;
+  }
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv) (, 4 offsets)
     const int lengths = n.sdpa.padding ? 2 : 0, offsets = n.sdpa.ragged ? 4 : 0;
     if (count - lengths - offsets >= 7) r.bias = 6;

@@ -135,7 +135,7 @@ class GraphBuilder {
   // the forward's bias where it had one, and its padding mask's lengths where it had one (giving both sets
   // attrs.padding). With `ragged` (all four offsets, k's and v's included; sets attrs.ragged; needs the lengths),
   // q, k, v, o and do are ragged as the forward's were: do through o's offsets, and dq, dk, dv written packed as q,
-  // k, v through theirs.
+  // k, v through theirs. With `dropout`, the forward's probability, seed and offset (its mask again).
   struct SdpaGrads {
     TensorRef dq, dk, dv;
   };
@@ -143,7 +143,8 @@ class GraphBuilder {
                           TensorRef stats, const SdpaAttrs& attrs = {}, std::optional<TensorRef> bias = std::nullopt,
                           std::optional<TensorRef> seq_len_q = std::nullopt,
                           std::optional<TensorRef> seq_len_kv = std::nullopt,
-                          std::optional<SdpaRaggedOffsets> ragged = std::nullopt);
+                          std::optional<SdpaRaggedOffsets> ragged = std::nullopt,
+                          std::optional<SdpaDropout> dropout = std::nullopt);
   // FP8 attention (cuDNN's sdpa_fp8, SM 9.0+; no bias, paged caches or ragged tensors): q, k, v fp8_e4m3 [B, H, S, D],
   // the six scales fp32 [1, 1, 1, 1] graph inputs (kiln/graph/graph.h sdpa_fp8); o (named name + "_o", fp8_e4m3
   // unless set_dtype makes it fp8_e5m2) and amax_o (name + "_amax_o", fp32 [1, 1, 1, 1]).

@@ -4,6 +4,9 @@
 //   - the probe runs the plan with v replaced by one-hot blocks (value row j of each kv head holds a 1 in column
 //     j mod Dv, only for the block of keys [k Dv, (k + 1) Dv) of run k), so each output element o[b, h, i, c] of run
 //     k is query row i's weight for key k Dv + c: p / (1 - dropout) where kept, exactly 0 where dropped;
+//   - a backward pass (sdpa_backward) is probed alike through dv = (P dropped and scaled)^T do: do one-hot over
+//     blocks of Dv query rows, one member of each key head's group at a time, so dv[b, hk, j, c] is query row
+//     k Dv + c's weight for key j (ceil(Sq / Dv) (H / Hk) runs); the reference's backward then takes that mask;
 //   - v is restored, and the reference (host or device) computes the node with that mask, through the usual gate;
 //   - the probe's own check: among the probabilities the rows attend to, the share dropped must be dropout's,
 //     within 6 standard deviations of a binomial draw (and 0.001), or the plan does not drop as asked (a plan that
@@ -64,9 +67,10 @@ struct DropoutProbe {
 };
 
 // Probes the masks the plan draws: `run` runs the plan under test on `buffers` (tensor index -> device pointer, the
-// graph's inputs and outputs; it must enqueue on `stream` or finish before it returns). Each dropout node's v must be
-// a graph input and its o a graph output (NotSupported otherwise); v is restored before this returns, o holds the last
-// probe's output. ceil(Skv / Dv) runs per node. NotSupported past 2^31 probabilities (the device reference holds the
+// graph's inputs and outputs; it must enqueue on `stream` or finish before it returns). Each dropout node's v (a
+// backward pass's do) must be a graph input and its o (dv) a graph output (NotSupported otherwise); that input is
+// restored before this returns, the outputs hold the last probe's. ceil(Skv / Dv) runs per forward node,
+// ceil(Sq / Dv) (H / Hk) per backward one. NotSupported past 2^31 probabilities (the device reference holds the
 // mask as doubles).
 StatusOr<DropoutProbe> probe_dropout(const Graph& graph, const std::map<int, void*>& buffers,
                                      const std::function<Status()>& run, cudaStream_t stream = nullptr);

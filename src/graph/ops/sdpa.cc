@@ -273,6 +273,15 @@ std::string dropout_label(double p) {
 // device (cuDNN's Philox generator takes them as tensors, so a CUDA graph replays with the values they hold).
 Status check_dropout_inputs(NodeCtx& c) {
   const SdpaInputs r = sdpa_inputs(c.node);
+  const double p = c.node.sdpa.dropout;
+  // cuDNN takes the probability as a float: one that rounds to 0 or 1 there would not drop, or would divide by 0.
+  if (p > 0 && (static_cast<float>(p) <= 0.0f || static_cast<float>(p) >= 1.0f))
+    return c.error(dropout_label(p) + " rounds to " + (static_cast<float>(p) <= 0.0f ? "0" : "1") +
+                   " as the float cuDNN takes: give a probability a float holds strictly between 0 and 1");
+  if (r.seed >= 0 && c.node.inputs[static_cast<size_t>(r.seed)] == c.node.inputs[static_cast<size_t>(r.offset)])
+    return c.error(c.in_label(static_cast<size_t>(r.seed)) +
+                   " is both dropout's seed and its offset: give two tensors (a training loop advances the offset "
+                   "at each step and keeps the seed)");
   for (int i : {r.seed, r.offset}) {
     if (i < 0) continue;
     const size_t at = static_cast<size_t>(i);
@@ -299,9 +308,6 @@ Status dropout_support(NodeCtx& c) {
   if (!(a.dropout > 0)) return Status::ok();
   const std::string what = c.where + ": " + dropout_label(a.dropout);
   if (c.node.op == OpKind::kSdpaFp8) return not_supported(what + ": FP8 attention with dropout is not supported yet");
-  if (c.node.op == OpKind::kSdpaBackward)
-    return not_supported(what + ": the backward pass of a dropout is not supported yet (its mask is checked only on "
-                                "the forward pass); 0, no dropout, is");
   if (a.paged) return not_supported(what + ": dropout over paged caches (decode) is not supported");
   if (a.ragged) return not_supported(what + ": dropout over ragged tensors is not supported yet");
   if (a.left_bound || a.alignment == DiagonalAlignment::kBottomRight)
@@ -392,6 +398,15 @@ Status check_bias_by_dtype(NodeCtx& c) {
           : " (q, k, v, an optional bias, and with \"padding_mask\": true seq_len_q and seq_len_kv, then with "
             "\"paged_kv\" page_table_k and page_table_v, then with \"ragged\" the offsets of q, k, v and o: over "
             "paged caches of q and o only, then with \"dropout\" its seed and offset)";
+  // With dropout, an int64 where the count put another role while the last two are not both int64: the seed or
+  // offset out of place (they come last). With both in place, an int64 elsewhere is that role's own fault.
+  const auto is_int64 = [&](int i) { return i >= 0 && c.in_dtype(static_cast<size_t>(i)) == DataType::kInt64; };
+  const bool seeds_in_place = is_int64(r.seed) && is_int64(r.offset);
+  for (int i : {r.bias, r.seq_len_q, r.seq_len_kv, r.page_table_k, r.page_table_v, r.ragged_q, r.ragged_k, r.ragged_v,
+                r.ragged_o})
+    if (c.node.sdpa.dropout > 0 && !seeds_in_place && is_int64(i))
+      return c.error(c.in_label(static_cast<size_t>(i)) + ": int64, where " + count +
+                     " put another role: dropout's seed and offset come last" + layout);
   if (r.bias >= 0 && c.in_dtype(static_cast<size_t>(r.bias)) == DataType::kInt32 && c.node.sdpa.padding)
     return c.error(c.in_label(static_cast<size_t>(r.bias)) + ": int32, where " + count +
                    " put the bias: is an input missing or extra?" + layout);
@@ -530,6 +545,7 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
   KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
+  KILN_RETURN_IF_ERROR(check_dropout_inputs(c));
   out->push_back(Dims{q[0], q[1], q[2], v[3]});
   out->push_back(Dims{Dim{1, "", false}, Dim{1, "", false}, Dim{1, "", false}, Dim{1, "", false}});
   if (c.node.outputs.size() > kFp8Stats) {

@@ -49,6 +49,9 @@ Status lower_sdpa_backward(LowerCtx& c, const Node& n) {
     for (size_t i = 0; i < 3; ++i) in(i)->set_ragged_offset(in(static_cast<size_t>(offsets[i])));
     for (size_t i : {size_t{3}, size_t{4}}) in(i)->set_ragged_offset(in(static_cast<size_t>(x.ragged_o)));
   }
+  if (x.seed >= 0)  // dropout: the forward's mask again, from the same seed and offset (validate checked them)
+    attrs.set_dropout(static_cast<float>(n.sdpa.dropout), in(static_cast<size_t>(x.seed)),
+                      in(static_cast<size_t>(x.offset)));
   auto outs = c.fg.sdpa_backward(in(0), in(1), in(2), in(3), in(4), in(5), attrs);
   for (size_t o = 0; o < 3; ++o) {
     finish_output(c, n.outputs[o], outs[o]);

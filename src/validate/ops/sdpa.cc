@@ -99,8 +99,7 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
   // The references take the mask the plan drew (kiln/validate/dropout_probe.h); without it this plan serves the
   // geometry (the cost) only: prepare_graph refuses to compute values of it.
   if (a.dropout > 0 && roles.dropout_keep >= 0) {
-    if (backward || fp8)
-      return not_supported(where + ": dropout " + shortest(a.dropout) + ": only sdpa's forward takes a mask");
+    if (fp8) return not_supported(where + ": dropout " + shortest(a.dropout) + ": FP8 attention takes no mask");
     const auto keep = tensor_dims(g, node.inputs[static_cast<size_t>(roles.dropout_keep)]);
     if (keep != std::vector<int64_t>{s.b, s.h, s.sq, s.skv})
       return invalid_argument(where + ": the dropout mask " + dims_str(keep) + " must be " +

@@ -19,6 +19,7 @@ struct BackwardOperands {
   // Ragged: q's (dq's), k's (dk's), v's (dv's) and o's (do's) offsets (kiln/graph/graph.h SdpaAttrs::ragged).
   const Values *ragged_q = nullptr, *ragged_k = nullptr, *ragged_v = nullptr, *ragged_o = nullptr;
   const Operand* m = nullptr;  // op[0..6] in the inputs' order, or null: values only
+  const Values* keep = nullptr;  // dropout's mask [B, H, Sq, Skv] (SdpaGeom::dropout), or null
 };
 
 // Where a row of each tensor is, in rows of its own width: query row (b, h, i) of q and dq (`q`), o and do (`o`),
@@ -113,25 +114,29 @@ BackwardResult run_backward(const SdpaGeom& s, const BackwardOperands& x) {
           for (int64_t d = 0; d < s.dv; ++d) dp += gi[d] * vj[d];
           const double score = dot * s.scale + (x.bias ? (*x.bias)[bias_row + j] : 0.0);
           const double p = std::exp(score - (*x.stats)[at.row]);
+          // Dropout: o summed p w (w = keep / (1 - dropout)), so dv sums it too and dP is (dO . v_j) w.
+          const double w = x.keep ? sdpa_dropped(1.0, (*x.keep)[static_cast<size_t>(at.row * s.skv + j)], s.dropout)
+                                  : 1.0;
+          dp *= w;
           const double ds = p * (dp - di);
           double* dqi = r.y[0].data() + at.q * s.d;
           double* dkj = r.y[1].data() + kr.k * s.d;
           double* dvj = r.y[2].data() + kr.v * s.dv;
           for (int64_t d = 0; d < s.d; ++d) dqi[d] += s.scale * ds * kj[d];
           for (int64_t d = 0; d < s.d; ++d) dkj[d] += s.scale * ds * qi[d];
-          for (int64_t d = 0; d < s.dv; ++d) dvj[d] += p * gi[d];
+          for (int64_t d = 0; d < s.dv; ++d) dvj[d] += p * w * gi[d];
           if (!with_mag) continue;
           double qk = 0.0, gv = 0.0;
           for (int64_t d = 0; d < s.d; ++d) qk += (*m[0].mag)[at.q * s.d + d] * (*m[1].mag)[kr.k * s.d + d];
           for (int64_t d = 0; d < s.dv; ++d) gv += (*m[4].mag)[at.o * s.dv + d] * (*m[2].mag)[kr.v * s.dv + d];
           const SdpaBackwardPair e = sdpa_backward_pair(
-              f, p, ds, dp - di, qk, x.bias ? (*m[bias_at].mag)[bias_row + j] : 0.0, (*m[5].mag)[at.row], gv, ni);
+              f, p, ds, dp - di, qk, x.bias ? (*m[bias_at].mag)[bias_row + j] : 0.0, (*m[5].mag)[at.row], gv * w, ni);
           double* mq = r.mag[0].data() + at.q * s.d;
           double* mk = r.mag[1].data() + kr.k * s.d;
           double* mv = r.mag[2].data() + kr.v * s.dv;
           for (int64_t d = 0; d < s.d; ++d) mq[d] += e.dq * (*m[1].mag)[kr.k * s.d + d];
           for (int64_t d = 0; d < s.d; ++d) mk[d] += e.dk * (*m[0].mag)[at.q * s.d + d];
-          for (int64_t d = 0; d < s.dv; ++d) mv[d] += e.dv * (*m[4].mag)[at.o * s.dv + d];
+          for (int64_t d = 0; d < s.dv; ++d) mv[d] += e.dv * w * (*m[4].mag)[at.o * s.dv + d];
         }
       }
     }
@@ -162,6 +167,7 @@ HostNodeResult sdpa_backward_host(const NodePlan& p, const Node& node, const std
                      at(roles.ragged_k),
                      at(roles.ragged_v),
                      at(roles.ragged_o)};
+  if (p.sdpa.dropout > 0) x.keep = at(roles.dropout_keep);
   const size_t which = static_cast<size_t>(p.output);
   r.y = std::move(run_backward(p.sdpa, x).y[which]);
   if (op) {

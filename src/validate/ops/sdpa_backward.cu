@@ -20,6 +20,7 @@ struct BwdParams {
   double scale;
   SdpaBand band;
   SdpaBias bias;
+  double dropout;  // with BwdTensors::keep (SdpaGeom::dropout)
 };
 
 // The operands' values (q, k, v, o, dO, L, bias) and, in a magnitude pass, their bounds (null otherwise); with a
@@ -30,6 +31,7 @@ struct BwdTensors {
   const double *bq, *bk, *bv, *bo, *bg, *bl, *bbias;
   const double *lq, *lkv;
   const double *rq, *rk, *rv, *ro;
+  const double* keep;  // dropout's mask [B, H, Sq, Skv], or null
 };
 
 // Where query row (b, h, i) is in q and dq (`q`), o and do (`o`), the statistics (`row`, dense); where key row
@@ -60,9 +62,10 @@ __device__ inline void entry_lengths(const BwdParams& p, const BwdTensors& t, in
   *lkv = t.lkv ? sdpa_length(t.lkv[b], p.skv) : p.skv;
 }
 
-// One (query row, key) pair: P, dS and, with bounds, the pair's error factors.
+// One (query row, key) pair: P, P as o summed it (with dropout kept and scaled, or 0: `pd`), dS and, with bounds,
+// the pair's error factors (dv's, like `pd`, for the dropped-and-scaled P).
 struct BwdPair {
-  double p, ds;
+  double p, pd, ds;
   SdpaBackwardPair e;
 };
 
@@ -76,13 +79,17 @@ __device__ BwdPair pair_of(const BwdParams& p, const BwdTensors& t, const SdpaBa
   const int64_t bias_row = p.bias.present ? sdpa_bias_row(p.bias, b, h, i, p.sq, p.skv) : 0;
   const double score = warp_dot(qi, kj, p.d, lane) * p.scale + (t.bias ? t.bias[bias_row + j] : 0.0);
   const double pr = exp(score - t.l[r.row]);
-  const double g = warp_dot(gi, t.v + kr.v * p.dv, p.dv, lane) - warp_dot(gi, t.o + r.o * p.dv, p.dv, lane);
-  BwdPair out{pr, pr * g, SdpaBackwardPair{0, 0, 0}};
-  if (mag)
+  // Dropout: dP = (dO . v_j) keep / (1 - dropout); D_i = dO . O_i as o was (dropped) summed.
+  const double w = t.keep ? sdpa_dropped(1.0, t.keep[r.row * p.skv + j], p.dropout) : 1.0;
+  const double g = w * warp_dot(gi, t.v + kr.v * p.dv, p.dv, lane) - warp_dot(gi, t.o + r.o * p.dv, p.dv, lane);
+  BwdPair out{pr, pr * w, pr * g, SdpaBackwardPair{0, 0, 0}};
+  if (mag) {
     out.e = sdpa_backward_pair(f, pr, out.ds, g, warp_dot(t.bq + r.q * p.d, t.bk + kr.k * p.d, p.d, lane),
                                t.bbias ? t.bbias[bias_row + j] : 0.0, t.bl[r.row],
-                               warp_dot(t.bg + r.o * p.dv, t.bv + kr.v * p.dv, p.dv, lane),
+                               w * warp_dot(t.bg + r.o * p.dv, t.bv + kr.v * p.dv, p.dv, lane),
                                warp_dot(t.bg + r.o * p.dv, t.bo + r.o * p.dv, p.dv, lane));
+    out.e.dv *= w;
+  }
   return out;
 }
 
@@ -150,7 +157,7 @@ __global__ void dkv_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int
           w = mag ? pr.e.dk : p.scale * pr.ds;
           src = (mag ? t.bq : t.q) + r.q * p.d;
         } else {
-          w = mag ? pr.e.dv : pr.p;
+          w = mag ? pr.e.dv : pr.pd;
           src = (mag ? t.bg : t.g) + r.o * p.dv;
         }
 #pragma unroll
@@ -163,7 +170,7 @@ __global__ void dkv_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int
 }
 
 BwdParams params_of(const SdpaGeom& g) {
-  return BwdParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias};
+  return BwdParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias, g.dropout};
 }
 
 // Ragged, what no entry owns stays as the output was: NaN in a value pass (what an unwritten, poisoned output holds:
@@ -214,7 +221,8 @@ Status sdpa_backward_device_value(const Node& node, const NodePlan& p, const std
                      at(roles.ragged_q),
                      at(roles.ragged_k),
                      at(roles.ragged_v),
-                     at(roles.ragged_o)};
+                     at(roles.ragged_o),
+                     p.sdpa.dropout > 0 ? at(roles.dropout_keep) : nullptr};
   return launch(p, t, SdpaBackwardFactors{}, false, nullptr, y, count);
 }
 
@@ -243,7 +251,8 @@ Status sdpa_backward_device_magnitude(const Node& node, const NodePlan& p, const
                      at(roles.ragged_q),
                      at(roles.ragged_k),
                      at(roles.ragged_v),
-                     at(roles.ragged_o)};
+                     at(roles.ragged_o),
+                     p.sdpa.dropout > 0 ? at(roles.dropout_keep) : nullptr};
   const SdpaBackwardFactors f = sdpa_backward_factors(p.sdpa.scale, op[0].carries, op[1].carries, op[2].carries,
                                                       op[3].carries, op[4].carries, b && b->carries, op[5].carries);
   return launch(p, t, f, true, y, by, count);
