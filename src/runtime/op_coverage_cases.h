@@ -468,8 +468,8 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
   add("sdpa_backward.dropout_causal_gqa", "bf16", "sdpa_backward dropout causal gqa",
       sdpa_backward_graph("sdpa_bwd_drop", band(true, std::nullopt), 96, 96, 4, 2, {}, DataType::kBFloat16, 0.2));
   add("sdpa_backward.dropout_padding", "bf16", "sdpa_backward dropout padding",
-      sdpa_backward_graph("sdpa_bwd_drop_pad", padded(band(false, std::nullopt)), 48, 80, 2, 2, {},
-                          DataType::kBFloat16, 0.3));
+      sdpa_backward_graph("sdpa_bwd_drop_pad", padded(band(false, std::nullopt)), 48, 80, 2, 2, {}, DataType::kBFloat16,
+                          0.3));
   add("sdpa.dropout", "fp16", "sdpa dropout fp16",
       sdpa_dropout_graph("sdpa_drop", band(false, std::nullopt), 0.1, 64, 64, 2, 2, false, DataType::kFloat16));
   add("sdpa.dropout_causal_gqa", "bf16", "sdpa dropout causal gqa",
@@ -477,8 +477,8 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
   add("sdpa.dropout_padding_stats", "bf16", "sdpa dropout padding stats",
       sdpa_dropout_graph("sdpa_drop_pad", padded(band(true, std::nullopt)), 0.5, 48, 80, 2, 2, true));
   {
-    OpCase c = make("sdpa.dropout_window", "bf16", "",
-                    sdpa_dropout_graph("sdpa_drop_window", band(true, 8), 0.1, 40, 40));
+    OpCase c =
+        make("sdpa.dropout_window", "bf16", "", sdpa_dropout_graph("sdpa_drop_window", band(true, 8), 0.1, 40, 40));
     c.kiln_rejects = "cuDNN takes dropout with no sliding window";
     c.reject_code = StatusCode::kNotSupported;
     cases.push_back(std::move(c));

@@ -235,8 +235,10 @@ TEST(OpCoverage, ConvWgradExampleK100352PassesTheAccumulationBound) {
 // reference given its all-kept mask would have matched it, so this check is what catches it.
 TEST(DropoutGpu, TheMaskFollowsSeedAndOffsetAndAPlanThatDoesNotDropIsCaught) {
   KILN_REQUIRE_GPU();
-  StatusOr<Graph> drop = opcov::detail::sdpa_dropout_graph("drop", opcov::detail::band(true, std::nullopt), 0.2, 64, 64).build();
-  StatusOr<Graph> plain = opcov::detail::sdpa_band_graph("plain", opcov::detail::band(true, std::nullopt), 64, 64).build();
+  StatusOr<Graph> drop =
+      opcov::detail::sdpa_dropout_graph("drop", opcov::detail::band(true, std::nullopt), 0.2, 64, 64).build();
+  StatusOr<Graph> plain =
+      opcov::detail::sdpa_band_graph("plain", opcov::detail::band(true, std::nullopt), 64, 64).build();
   ASSERT_TRUE(drop.is_ok()) << drop.status().to_string();
   ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
   StatusOr<std::unique_ptr<Planner>> planner = Planner::create(PlannerOptions::tools());
@@ -285,14 +287,14 @@ TEST(DropoutGpu, TheMaskFollowsSeedAndOffsetAndAPlanThatDoesNotDropIsCaught) {
   ASSERT_EQ(probe->nodes.size(), 1u);
   const DropoutNodeProbe& p = probe->nodes[0];
   std::printf("[ dropout ] cuDNN's plan: %s\n", p.summary("attn").c_str());
-  EXPECT_EQ(p.runs, 1);  // Skv 64 over Dv 64: one block
+  EXPECT_EQ(p.runs, 1);                        // Skv 64 over Dv 64: one block
   EXPECT_EQ(p.attended, 2 * 2 * 64 * 65 / 2);  // causal rows of 2 entries x 2 heads
   EXPECT_EQ(p.verdict(), Disposition::kPassed) << p.summary("attn");
 
   // The backward pass draws the forward's mask from the same seed and offset (what training needs of cuDNN): its
   // probe (through dv) reads the same bits wherever a row attends.
-  StatusOr<Graph> grad = opcov::detail::sdpa_backward_graph("grad", opcov::detail::band(true, std::nullopt), 64, 64,
-                                                            2, 2, {}, DataType::kBFloat16, 0.2)
+  StatusOr<Graph> grad = opcov::detail::sdpa_backward_graph("grad", opcov::detail::band(true, std::nullopt), 64, 64, 2,
+                                                            2, {}, DataType::kBFloat16, 0.2)
                              .build();
   ASSERT_TRUE(grad.is_ok()) << grad.status().to_string();
   {

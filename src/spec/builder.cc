@@ -192,13 +192,10 @@ TensorRef GraphBuilder::sdpa(const std::string& name, TensorRef q, TensorRef k, 
   return add_node(std::move(n), inputs, std::move(out));
 }
 
-GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(const std::string& name, TensorRef q, TensorRef k, TensorRef v,
-                                                    TensorRef o, TensorRef dout, TensorRef stats,
-                                                    const SdpaAttrs& attrs, std::optional<TensorRef> bias,
-                                                    std::optional<TensorRef> seq_len_q,
-                                                    std::optional<TensorRef> seq_len_kv,
-                                                    std::optional<SdpaRaggedOffsets> ragged,
-                                                    std::optional<SdpaDropout> dropout) {
+GraphBuilder::SdpaGrads GraphBuilder::sdpa_backward(
+    const std::string& name, TensorRef q, TensorRef k, TensorRef v, TensorRef o, TensorRef dout, TensorRef stats,
+    const SdpaAttrs& attrs, std::optional<TensorRef> bias, std::optional<TensorRef> seq_len_q,
+    std::optional<TensorRef> seq_len_kv, std::optional<SdpaRaggedOffsets> ragged, std::optional<SdpaDropout> dropout) {
   Node n = make_node(name, OpKind::kSdpaBackward);
   n.sdpa = attrs;
   std::vector<TensorRef> inputs = {q, k, v, o, dout, stats};

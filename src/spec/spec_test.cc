@@ -711,7 +711,8 @@ TEST(SpecErrors, SdpaDropout) {
   StatusOr<Graph> g2 = attn(other);
   ASSERT_TRUE(g2.is_ok()) << g2.status().to_string();
   EXPECT_NE(compute_signature(*g)->structure, compute_signature(*g2)->structure);
-  EXPECT_NE(compute_signature(*g)->canonical.find("dropout=0.1"), std::string::npos) << compute_signature(*g)->canonical;
+  EXPECT_NE(compute_signature(*g)->canonical.find("dropout=0.1"), std::string::npos)
+      << compute_signature(*g)->canonical;
 
   for (Json bad : {Json(1.0), Json(-0.25), Json(1.5)}) {
     Case c;
@@ -733,7 +734,8 @@ TEST(SpecErrors, SdpaDropout) {
   EXPECT_ERROR_HAS(status(int32_seed), "input 'seed': dtype int32 is not supported for dropout's seed (int64 only)");
   Case wide_offset;
   wide_offset.offset = t({2, 1, 1, 1}, "int64");
-  EXPECT_ERROR_HAS(status(wide_offset), "input 'offset': dims [2,1,1,1] must be [1, 1, 1, 1] (dropout's offset is one value)");
+  EXPECT_ERROR_HAS(status(wide_offset),
+                   "input 'offset': dims [2,1,1,1] must be [1, 1, 1, 1] (dropout's offset is one value)");
   Case by_value;
   by_value.seed = {{"dims", {1, 1, 1, 1}}, {"dtype", "float32"}, {"value", 7}};  // (an int64 by value is refused)
   EXPECT_ERROR_HAS(status(by_value), "dropout's seed is read on the device (a tensor), not passed by value");
@@ -755,9 +757,14 @@ TEST(SpecErrors, SdpaDropout) {
   EXPECT_ERROR_HAS(st, "no bottom-right diagonal");
   // The backward pass takes the forward's probability, seed and offset, last; the same limits apply.
   auto backward = [](Json attrs, bool seeds = true) {
-    Json tensors = {{"q", t({1, 2, 8, 64})},  {"k", t({1, 2, 8, 64})},  {"v", t({1, 2, 8, 64})},
-                    {"o", t({1, 2, 8, 64})},  {"do", t({1, 2, 8, 64})}, {"stats", t({1, 2, 8, 1}, "float32")},
-                    {"seed", t({1, 1, 1, 1}, "int64")}, {"offset", t({1, 1, 1, 1}, "int64")}};
+    Json tensors = {{"q", t({1, 2, 8, 64})},
+                    {"k", t({1, 2, 8, 64})},
+                    {"v", t({1, 2, 8, 64})},
+                    {"o", t({1, 2, 8, 64})},
+                    {"do", t({1, 2, 8, 64})},
+                    {"stats", t({1, 2, 8, 1}, "float32")},
+                    {"seed", t({1, 1, 1, 1}, "int64")},
+                    {"offset", t({1, 1, 1, 1}, "int64")}};
     Json inputs = {"q", "k", "v", "o", "do", "stats"};
     if (seeds) inputs.insert(inputs.end(), {"seed", "offset"});
     Json bwd = one_node(tensors, "sdpa_backward", inputs, attrs);
@@ -788,16 +795,20 @@ TEST(SpecErrors, SdpaDropout) {
   near_one.dropout = 0.9999;
   EXPECT_TRUE(status(near_one).is_ok()) << status(near_one).to_string();
   {
-    Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})},
-                    {"seed", t({1, 1, 1, 1}, "int64")}};
+    Json tensors = {
+        {"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})}, {"seed", t({1, 1, 1, 1}, "int64")}};
     Json s = one_node(tensors, "sdpa", {"q", "k", "v", "seed", "seed"}, {{"dropout", 0.1}});
     s["io_dtype"] = "bf16";
     EXPECT_ERROR_HAS(parse(s).status(), "input 'seed' is both dropout's seed and its offset: give two tensors");
   }
   // Out of place: the seed and offset before the bias.
   {
-    Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})},
-                    {"bias", t({1, 2, 8, 8})}, {"seed", t({1, 1, 1, 1}, "int64")}, {"offset", t({1, 1, 1, 1}, "int64")}};
+    Json tensors = {{"q", t({1, 2, 8, 64})},
+                    {"k", t({1, 2, 8, 64})},
+                    {"v", t({1, 2, 8, 64})},
+                    {"bias", t({1, 2, 8, 8})},
+                    {"seed", t({1, 1, 1, 1}, "int64")},
+                    {"offset", t({1, 1, 1, 1}, "int64")}};
     Json s = one_node(tensors, "sdpa", {"q", "k", "v", "seed", "offset", "bias"}, {{"dropout", 0.1}});
     s["io_dtype"] = "bf16";
     st = parse(s).status();

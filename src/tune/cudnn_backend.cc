@@ -124,8 +124,8 @@ class CudnnTuneBackend : public TuneBackend {
   StatusOr<CheckReport> run_and_check_dropout(size_t index) {
     if (!checker_) return failed_precondition("no checker for the dropout graph");
     const std::map<int, void*> buffers = eval_->buffers.pointers();
-    KILN_ASSIGN_OR_RETURN(DropoutProbe probe,
-                          probe_dropout(graph_, buffers, [&] { return run_once(index); }, stream_.get()));
+    KILN_ASSIGN_OR_RETURN(DropoutProbe probe, probe_dropout(
+                                                  graph_, buffers, [&] { return run_once(index); }, stream_.get()));
     KILN_RETURN_IF_ERROR(run_once(index));
     const std::map<int, void*> outs = output_pointers(graph_, eval_->buffers);
     if (options_.output_hook) {

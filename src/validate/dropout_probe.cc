@@ -26,8 +26,7 @@ Graph dropout_reference_graph(const Graph& graph, std::map<int, int>* masks) {
   Graph g = graph;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    if (!(n.sdpa.dropout > 0) || n.sdpa.dropout_keep_input ||
-        (n.op != OpKind::kSdpa && n.op != OpKind::kSdpaBackward))
+    if (!(n.sdpa.dropout > 0) || n.sdpa.dropout_keep_input || (n.op != OpKind::kSdpa && n.op != OpKind::kSdpaBackward))
       continue;
     const TensorDesc& q = g.tensors[static_cast<size_t>(n.inputs[0])];
     const TensorDesc& k = g.tensors[static_cast<size_t>(n.inputs[1])];

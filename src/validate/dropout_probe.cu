@@ -44,8 +44,7 @@ struct ProbeGeom {
 
 // o of block `block`'s run: each element is key j = block * Dv + c's weight in query row (b, h, i); nonzero is kept.
 // Counts the attended keys (within the band and the lengths) and those of them dropped.
-__global__ void read_mask_kernel(ProbeGeom p, const void* o, int64_t block, int8_t* keep,
-                                 unsigned long long* counts) {
+__global__ void read_mask_kernel(ProbeGeom p, const void* o, int64_t block, int8_t* keep, unsigned long long* counts) {
   const int64_t dv = p.o.dims[3], sq = p.o.dims[2], h = p.o.dims[1];
   unsigned long long attended = 0, dropped = 0;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < p.o.count;
@@ -197,16 +196,14 @@ Status probe_node(const Graph& g, int node, const std::map<int, void*>& buffers,
   Status st = Status::ok();
   for (int64_t blk = 0; blk < blocks && st.is_ok(); ++blk)
     for (int64_t m = 0; m < members && st.is_ok(); ++m) {
-      if (backward)
-        one_hot_rows_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk, group, m);
-      else
-        one_hot_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk);
+      if (backward) one_hot_rows_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk, group, m);
+      else one_hot_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk);
       st = cuda_status(cudaGetLastError(), "dropout probe: one-hot input");
       if (st.is_ok()) st = run();
       if (!st.is_ok()) break;
       if (backward)
         read_mask_backward_kernel<<<grid_for(og.count), kThreads, 0, stream>>>(bwd, read, blk, m, mask.as<int8_t>(),
-                                                                             counts.as<unsigned long long>());
+                                                                               counts.as<unsigned long long>());
       else
         read_mask_kernel<<<grid_for(og.count), kThreads, 0, stream>>>(fwd, read, blk, mask.as<int8_t>(),
                                                                       counts.as<unsigned long long>());

@@ -152,8 +152,7 @@ TEST(DropoutProbe, TheReferenceWeighsEachProbabilityByItsKeepBit) {
   const auto a = run(r, inputs(r, v, &keep)), b = run(r, inputs(r, v, &flipped));
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
-  for (size_t i = 0; i < whole[0].size(); ++i)
-    EXPECT_NEAR(a[0][i] + b[0][i], whole[0][i] / (1 - kDropout), 1e-6) << i;
+  for (size_t i = 0; i < whole[0].size(); ++i) EXPECT_NEAR(a[0][i] + b[0][i], whole[0][i] / (1 - kDropout), 1e-6) << i;
   for (size_t i = 0; i < whole[1].size(); ++i) EXPECT_EQ(a[1][i], whole[1][i]) << "statistics row " << i;
   // The magnitudes bound the values with the mask too.
   std::map<int, HostTensor> in = inputs(r, v, &keep);
@@ -173,7 +172,8 @@ TEST(DropoutProbe, TheBackwardWithAMaskIsTheGradientOfTheForwardWithIt) {
               v = add_tensor(fwd, "v", {kB, kHk, kSkv, kDv});
     std::vector<int> fin = {q, k, v}, lengths;
     if (padding)
-      for (const char* n : {"seq_len_q", "seq_len_kv"}) lengths.push_back(add_tensor(fwd, n, {kB, 1, 1, 1}, DataType::kInt32));
+      for (const char* n : {"seq_len_q", "seq_len_kv"})
+        lengths.push_back(add_tensor(fwd, n, {kB, 1, 1, 1}, DataType::kInt32));
     fin.insert(fin.end(), lengths.begin(), lengths.end());
     const int seed = add_tensor(fwd, "seed", {1, 1, 1, 1}, DataType::kInt64),
               offset = add_tensor(fwd, "offset", {1, 1, 1, 1}, DataType::kInt64);
@@ -195,8 +195,8 @@ TEST(DropoutProbe, TheBackwardWithAMaskIsTheGradientOfTheForwardWithIt) {
       for (double& e : x) e = std::round(u(rng) * 1024.0) / 1024.0;
       return x;
     };
-    std::map<int, std::vector<double>> xs{{q, grid(kB * kH * kSq * kD)}, {k, grid(kB * kHk * kSkv * kD)},
-                                          {v, grid(kB * kHk * kSkv * kDv)}};
+    std::map<int, std::vector<double>> xs{
+        {q, grid(kB * kH * kSq * kD)}, {k, grid(kB * kHk * kSkv * kD)}, {v, grid(kB * kHk * kSkv * kDv)}};
     const std::vector<double> lq = {3, 5}, lkv = {6, 7};
     std::vector<double> keep(static_cast<size_t>(kB * kH * kSq * kSkv));
     std::bernoulli_distribution kept(1.0 - kDropout);
@@ -227,7 +227,8 @@ TEST(DropoutProbe, TheBackwardWithAMaskIsTheGradientOfTheForwardWithIt) {
               bl = add_tensor(bwd, "stats", {kB, kH, kSq, 1}, DataType::kFloat32);
     std::vector<int> bin = {bq, bk, bv, bo, bg, bl};
     if (padding)
-      for (const char* n : {"seq_len_q", "seq_len_kv"}) bin.push_back(add_tensor(bwd, n, {kB, 1, 1, 1}, DataType::kInt32));
+      for (const char* n : {"seq_len_q", "seq_len_kv"})
+        bin.push_back(add_tensor(bwd, n, {kB, 1, 1, 1}, DataType::kInt32));
     bin.push_back(add_tensor(bwd, "seed", {1, 1, 1, 1}, DataType::kInt64));
     bin.push_back(add_tensor(bwd, "offset", {1, 1, 1, 1}, DataType::kInt64));
     const int dq = add_tensor(bwd, "dq", {kB, kH, kSq, kD}), dk = add_tensor(bwd, "dk", {kB, kHk, kSkv, kD}),
@@ -262,7 +263,8 @@ TEST(DropoutProbe, TheBackwardWithAMaskIsTheGradientOfTheForwardWithIt) {
         };
         const double h1 = 0x1p-6, fd = (4.0 * diff(h1 / 2) - diff(h1)) / 3.0;
         EXPECT_NEAR(grads[static_cast<size_t>(w)][e], fd, 2e-4)
-            << "d" << "qkv"[w] << "[" << e << "]" << (padding ? " padded" : "");
+            << "d"
+            << "qkv"[w] << "[" << e << "]" << (padding ? " padded" : "");
         largest = std::max(largest, std::fabs(fd));
       }
     EXPECT_GT(largest, 0.05);  // the gradients are not all ~0

@@ -137,10 +137,10 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
                                                          : Json(plan.sdpa.skv - plan.sdpa.sq);
       a["diagonal_alignment"] = plan.sdpa.band.bottom_right ? "bottom_right" : "top_left";
       a["padding_mask"] = plan.sdpa.band.padding != 0;
-      a["paged_kv"] = plan.sdpa.paging.paged != 0;  // k and v are caches read through the page tables
-      a["ragged"] = plan.sdpa.ragged != 0;          // q, k, v, o packed token-major from their offsets
+      a["paged_kv"] = plan.sdpa.paging.paged != 0;            // k and v are caches read through the page tables
+      a["ragged"] = plan.sdpa.ragged != 0;                    // q, k, v, o packed token-major from their offsets
       if (n.sdpa.dropout > 0) a["dropout"] = n.sdpa.dropout;  // the mask: cuDNN's, from the seed and offset
-      a["keys"] = plan.sdpa.skv;                    // Skv: with paged caches, pages * block size
+      a["keys"] = plan.sdpa.skv;                              // Skv: with paged caches, pages * block size
       a["attn_scale_given"] = n.sdpa.attn_scale.has_value();
       break;
     case OpKind::kMatmul:

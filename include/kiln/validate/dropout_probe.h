@@ -45,9 +45,9 @@ struct DropoutNodeProbe {
   int node = -1;
   int mask_tensor = -1;  // in DropoutProbe::reference_graph
   double dropout = 0;
-  int runs = 0;            // the plan's runs
-  int64_t attended = 0;    // probabilities the rows attend to (the band, the lengths)
-  int64_t dropped = 0;     // of those, read as 0
+  int runs = 0;          // the plan's runs
+  int64_t attended = 0;  // probabilities the rows attend to (the band, the lengths)
+  int64_t dropped = 0;   // of those, read as 0
   double dropped_share() const { return attended > 0 ? static_cast<double>(dropped) / attended : 0.0; }
   // The share dropped the check allows: dropout +- (6 standard deviations of a binomial draw + 0.001).
   double allowed_deviation() const;

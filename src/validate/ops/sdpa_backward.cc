@@ -18,7 +18,7 @@ struct BackwardOperands {
   const Values *seq_len_q = nullptr, *seq_len_kv = nullptr;  // with a padding mask, each entry's lengths
   // Ragged: q's (dq's), k's (dk's), v's (dv's) and o's (do's) offsets (kiln/graph/graph.h SdpaAttrs::ragged).
   const Values *ragged_q = nullptr, *ragged_k = nullptr, *ragged_v = nullptr, *ragged_o = nullptr;
-  const Operand* m = nullptr;  // op[0..6] in the inputs' order, or null: values only
+  const Operand* m = nullptr;    // op[0..6] in the inputs' order, or null: values only
   const Values* keep = nullptr;  // dropout's mask [B, H, Sq, Skv] (SdpaGeom::dropout), or null
 };
 
@@ -115,8 +115,8 @@ BackwardResult run_backward(const SdpaGeom& s, const BackwardOperands& x) {
           const double score = dot * s.scale + (x.bias ? (*x.bias)[bias_row + j] : 0.0);
           const double p = std::exp(score - (*x.stats)[at.row]);
           // Dropout: o summed p w (w = keep / (1 - dropout)), so dv sums it too and dP is (dO . v_j) w.
-          const double w = x.keep ? sdpa_dropped(1.0, (*x.keep)[static_cast<size_t>(at.row * s.skv + j)], s.dropout)
-                                  : 1.0;
+          const double w =
+              x.keep ? sdpa_dropped(1.0, (*x.keep)[static_cast<size_t>(at.row * s.skv + j)], s.dropout) : 1.0;
           dp *= w;
           const double ds = p * (dp - di);
           double* dqi = r.y[0].data() + at.q * s.d;
