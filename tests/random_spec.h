@@ -3,7 +3,7 @@
 // batch dims, transposed operands, fp8, epilogues, an AMAX reduction), convolutions (fprop, dgrad, wgrad; 2-D
 // and 3-D; NHWC and NCHW; stride, dilation, padding, groups, depthwise), reductions over any axes, layer and
 // RMS norms, and attention (GQA, head dims 8-256; causal, sliding windows and bottom-right diagonals; a bias and
-// the statistics; padding masks, paged K/V caches and ragged tensors; the backward pass; FP8). The differential
+// the statistics; padding masks, paged K/V caches and ragged tensors; the backward pass; FP8; dropout). The differential
 // sweeps run it: the host tier through validation, canonicalization and deviceless lowering
 // (src/lower/sweep_test.cc), the GPU tier through the Planner against the references (src/runtime/sweep_gpu_test.cc).
 //
@@ -385,16 +385,30 @@ inline std::string int32_dims(const std::vector<int64_t>& dims) {
   return "\"dims\": " + ints(dims) + ", \"dtype\": \"int32\"";
 }
 // The node's mask: causal or not; where queries do not outnumber the keys (cuDNN 9.19 takes a band or a
-// bottom-right diagonal only then), sometimes a sliding window and the bottom-right alignment.
-inline std::string attn_mask(SpecRng& r, const AttnShape& a, bool has_bias) {
+// bottom-right diagonal only then), sometimes a sliding window and the bottom-right alignment. `droppable`: neither
+// was drawn (cuDNN takes dropout only then).
+inline std::string attn_mask(SpecRng& r, const AttnShape& a, bool has_bias, bool* droppable = nullptr) {
   const bool causal = r.percent(50);
   std::string attrs = std::string(", \"causal\": ") + (causal ? "true" : "false");
+  if (droppable) *droppable = true;
   if (a.sq > a.skv) return attrs;
   const bool window = r.percent(25);
   if (window) attrs += ", \"left_bound\": " + std::to_string(1 + r.below(a.skv));
-  if ((causal || window) && !has_bias && r.percent(40))  // cuDNN takes no bias with a bottom-right diagonal
+  const bool bottom_right = (causal || window) && !has_bias && r.percent(40);
+  if (bottom_right)  // cuDNN takes no bias with a bottom-right diagonal
     attrs += ", \"diagonal_alignment\": \"bottom_right\"";
+  if (droppable) *droppable = !window && !bottom_right;
   return attrs;
+}
+// Dropout (training, docs/spec.md "dropout") where the node takes it, a quarter of the time: a probability and
+// its seed and offset, int64 [1, 1, 1, 1], the node's last inputs.
+inline void attn_dropout(SpecRng& r, SpecText& s, bool droppable, std::string& attrs, std::vector<std::string>& in) {
+  if (!droppable || !r.percent(25)) return;
+  attrs += ", \"dropout\": " + r.pick(std::vector<std::string>{"0.1", "0.25", "0.5"});
+  for (const char* n : {"seed", "offset"}) {
+    s.tensor(n, "\"dims\": [1, 1, 1, 1], \"dtype\": \"int64\"");
+    in.push_back(n);
+  }
 }
 // An attention node whose outputs (the statistics, a backward pass's gradients, FP8's amax too) are the graph's.
 inline void attn_node(SpecText& s, const std::string& op, const std::vector<std::string>& in, const std::string& attrs,
@@ -444,7 +458,8 @@ inline void sdpa_forward(SpecRng& r, SpecText& s, bool padded, bool paged, bool 
   }
   std::vector<std::string> in = {"q", "k", "v"};
   const bool bias = !paged && r.percent(15);
-  std::string attrs = attn_mask(r, a, bias);
+  bool droppable = false;
+  std::string attrs = attn_mask(r, a, bias, &droppable);
   if (bias) attn_bias(r, s, a, in);
   if (padded || paged || ragged) {
     attn_lengths(s, a, in);
@@ -472,6 +487,7 @@ inline void sdpa_forward(SpecRng& r, SpecText& s, bool padded, bool paged, bool 
     outs.push_back("lse");
   }
   if (r.percent(30)) attrs += ", \"attn_scale\": 0.1";
+  attn_dropout(r, s, droppable && !paged && !ragged, attrs, in);
   attn_node(s, "sdpa", in, attrs, outs);
 }
 
@@ -487,7 +503,8 @@ inline void sdpa_backward(SpecRng& r, SpecText& s, bool padded, bool ragged) {
   s.tensor("stats", "\"dims\": " + ints({a.b, a.h, a.sq, 1}) + ", \"dtype\": \"float32\"");
   std::vector<std::string> in = {"q", "k", "v", "o", "do", "stats"};
   const bool bias = r.percent(15);
-  std::string attrs = attn_mask(r, a, bias);
+  bool droppable = false;
+  std::string attrs = attn_mask(r, a, bias, &droppable);
   if (bias) attn_bias(r, s, a, in);
   if (padded || ragged) {
     attn_lengths(s, a, in);
@@ -498,6 +515,7 @@ inline void sdpa_backward(SpecRng& r, SpecText& s, bool padded, bool ragged) {
     attrs += ", \"ragged\": true";
   }
   if (r.percent(30)) attrs += ", \"attn_scale\": 0.1";
+  attn_dropout(r, s, droppable && !ragged, attrs, in);
   attn_node(s, "sdpa_backward", in, attrs, {"dq", "dk", "dv"});
 }
 

@@ -169,3 +169,29 @@ def test_user_made_errors_carry_their_class_code():
     assert (e.code, e.exit_code) == ("InvalidArgument", 2)
     assert (kiln.Unavailable("y").code, kiln.Unavailable("y").exit_code) == ("Unavailable", 3)
     assert kiln.KilnError("z").exit_code == 10
+
+
+def test_dropout_takes_a_seed_and_an_offset_and_its_limits_are_named(root):
+    """Attention with dropout (docs/spec.md "dropout"): the seed and offset are int64 graph inputs, last; the fake
+    kernel's output is o's; a sliding window is past cuDNN's limits (NotSupported), a missing seed bad input."""
+    import json
+
+    from kiln._meta import output_meta
+
+    spec = json.loads((root / "examples" / "sdpa_dropout.json").read_text())
+    g = kiln.load(spec)
+    assert [t["name"] for t in g.inputs] == ["q", "k", "v", "seed", "offset"]
+    assert [g.tensor(n)["dtype"] for n in ("seed", "offset")] == ["int64", "int64"]
+    (shape, _, dtype), = output_meta(g, [t["shape"] for t in g.inputs])
+    assert shape == [4, 16, 2048, 128] and dtype == "bf16"
+    other = json.loads(json.dumps(spec))
+    other["nodes"][0]["dropout"] = 0.2
+    assert kiln.load(other).structure != g.structure
+    window = json.loads(json.dumps(spec))
+    window["nodes"][0]["left_bound"] = 64
+    with pytest.raises(kiln.NotSupported, match="no sliding window"):
+        kiln.validate(window)
+    unseeded = json.loads(json.dumps(spec))
+    unseeded["nodes"][0]["inputs"] = ["q", "k", "v"]
+    with pytest.raises(kiln.BadInput, match="dropout's seed and offset"):
+        kiln.load(unseeded)

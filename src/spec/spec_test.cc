@@ -666,32 +666,37 @@ TEST(SpecErrors, SdpaBand) {
 // Dropout: a probability in [0, 1); 0 (none) is accepted as it is. Over 0, sdpa takes two more inputs, last, the
 // seed and offset of cuDNN's mask (int64 [1, 1, 1, 1] graph inputs); what cuDNN or Kiln cannot run with it is refused
 // as not supported, after every fault to fix: the backward pass, FP8, a sliding window, a bottom-right diagonal.
+// One sdpa node over q, k, v [1, 2, 8, 64] with dropout (the probability, seed and offset a case gives).
+struct DropoutCase {
+  Json dropout = 0.1;
+  Json seed = t({1, 1, 1, 1}, "int64");
+  Json offset = t({1, 1, 1, 1}, "int64");
+  bool seeds = true;  // give seed and offset
+  const char* q_dtype = nullptr;
+  Json attrs = {{"causal", true}};
+};
+StatusOr<Graph> dropout_attn(const DropoutCase& c) {
+  Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})}};
+  Json inputs = {"q", "k", "v"};
+  if (c.q_dtype) tensors["q"]["dtype"] = c.q_dtype;
+  if (c.seeds) {
+    tensors["seed"] = c.seed;
+    tensors["offset"] = c.offset;
+    inputs.push_back("seed");
+    inputs.push_back("offset");
+  }
+  Json attrs = c.attrs;
+  attrs["dropout"] = c.dropout;
+  Json s = one_node(tensors, "sdpa", inputs, attrs);
+  s["io_dtype"] = "bf16";
+  return parse(s);
+}
+Status dropout_status(const DropoutCase& c) { return dropout_attn(c).status(); }
+
 TEST(SpecErrors, SdpaDropout) {
-  struct Case {
-    Json dropout = 0.1;
-    Json seed = t({1, 1, 1, 1}, "int64");
-    Json offset = t({1, 1, 1, 1}, "int64");
-    bool seeds = true;  // give seed and offset
-    const char* q_dtype = nullptr;
-    Json attrs = {{"causal", true}};
-  };
-  auto attn = [](const Case& c) -> StatusOr<Graph> {
-    Json tensors = {{"q", t({1, 2, 8, 64})}, {"k", t({1, 2, 8, 64})}, {"v", t({1, 2, 8, 64})}};
-    Json inputs = {"q", "k", "v"};
-    if (c.q_dtype) tensors["q"]["dtype"] = c.q_dtype;
-    if (c.seeds) {
-      tensors["seed"] = c.seed;
-      tensors["offset"] = c.offset;
-      inputs.push_back("seed");
-      inputs.push_back("offset");
-    }
-    Json attrs = c.attrs;
-    attrs["dropout"] = c.dropout;
-    Json s = one_node(tensors, "sdpa", inputs, attrs);
-    s["io_dtype"] = "bf16";
-    return parse(s);
-  };
-  auto status = [&](const Case& c) { return attn(c).status(); };
+  using Case = DropoutCase;
+  auto attn = dropout_attn;
+  auto status = dropout_status;
   Case none;
   none.dropout = 0;
   none.seeds = false;
@@ -755,6 +760,14 @@ TEST(SpecErrors, SdpaDropout) {
   st = status(bottom_right);
   EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
   EXPECT_ERROR_HAS(st, "no bottom-right diagonal");
+}
+
+// The backward pass with dropout; probabilities a float cannot hold; seeds shared, out of place, or given with
+// dropout 0.
+TEST(SpecErrors, SdpaDropoutBackwardAndMisplacedSeeds) {
+  using Case = DropoutCase;
+  auto status = dropout_status;
+  Status st;
   // The backward pass takes the forward's probability, seed and offset, last; the same limits apply.
   auto backward = [](Json attrs, bool seeds = true) {
     Json tensors = {{"q", t({1, 2, 8, 64})},
