@@ -828,6 +828,39 @@ TEST(SpecErrors, SdpaDropoutBackwardAndMisplacedSeeds) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
     EXPECT_ERROR_HAS(st, "input 'seed': int64, where 6 inputs put another role: dropout's seed and offset come last");
   }
+  // A forward and its backward in one graph: the backward drops as the forward did, or is refused naming it; o and
+  // v must be what Kiln's probe replaces and reads (a graph input, a graph output).
+  auto pair = [](double fwd_p, double bwd_p, bool o_out, bool own_seed) {
+    Json tensors = {{"q", t({1, 2, 8, 64})},
+                    {"k", t({1, 2, 8, 64})},
+                    {"v", t({1, 2, 8, 64})},
+                    {"do", t({1, 2, 8, 64})},
+                    {"o", t({1, 2, 8, 64}, "bf16")},
+                    {"lse", t({1, 2, 8, 1}, "float32")},
+                    {"seed", t({1, 1, 1, 1}, "int64")},
+                    {"offset", t({1, 1, 1, 1}, "int64")}};
+    if (own_seed) tensors["seed2"] = t({1, 1, 1, 1}, "int64");
+    Json f = {{"name", "fwd"},           {"op", "sdpa"},   {"inputs", {"q", "k", "v", "seed", "offset"}},
+              {"outputs", {"o", "lse"}}, {"causal", true}, {"dropout", fwd_p}};
+    Json b = {{"name", "bwd"},
+              {"op", "sdpa_backward"},
+              {"inputs", {"q", "k", "v", "o", "do", "lse", own_seed ? "seed2" : "seed", "offset"}},
+              {"outputs", {"dq", "dk", "dv"}},
+              {"causal", true},
+              {"dropout", bwd_p}};
+    Json s = {{"name", "train"}, {"io_dtype", "bf16"}, {"tensors", tensors}, {"nodes", {f, b}}};
+    s["outputs"] = o_out ? Json{"o", "dq", "dk", "dv"} : Json{"dq", "dk", "dv"};
+    return parse(s).status();
+  };
+  EXPECT_TRUE(pair(0.1, 0.1, true, false).is_ok()) << pair(0.1, 0.1, true, false).to_string();
+  EXPECT_ERROR_HAS(pair(0.1, 0.2, true, false),
+                   "node 'bwd' (sdpa_backward): input 'o' comes from node 'fwd' (sdpa), whose attribute 'dropout': "
+                   "0.1: a backward pass of it takes the same probability, the same seed and offset tensors");
+  EXPECT_ERROR_HAS(pair(0.1, 0.1, true, true), "input 'o' comes from node 'fwd' (sdpa)");
+  st = pair(0.1, 0.1, false, false);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
+  EXPECT_ERROR_HAS(st, "node 'fwd' (sdpa): attribute 'dropout': 0.1: Kiln checks a plan that drops by replacing "
+                       "input 'v' and reading output 'o', so the first must be a graph input");
   // Dropout 0 with a seed and offset given: the count says they come only with a probability over 0.
   Case zero;
   zero.dropout = 0;

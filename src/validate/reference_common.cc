@@ -190,6 +190,12 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
         fp8_scale[t] = true;
       }
     }
+    // Dropout's seed and offset: non-negative, as a training loop's are (any value draws some mask).
+    if (n.sdpa.dropout > 0) {
+      const SdpaInputs x = sdpa_inputs(n);
+      for (int i : {x.seed, x.offset})
+        if (i >= 0) narrow(&range, static_cast<size_t>(n.inputs[static_cast<size_t>(i)]), 0.0, 1048576.0);
+    }
     // A backward pass's statistics near a full row's log-sum-exp (ln Skv for scores near 0), so that P = exp(S - L)
     // is a softmax's size, as the forward would have written it: [2^e, 2^(e+1)) around ln Skv, a range the
     // generator draws exactly.

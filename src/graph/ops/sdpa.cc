@@ -313,7 +313,36 @@ Status dropout_support(NodeCtx& c) {
   if (a.left_bound || a.alignment == DiagonalAlignment::kBottomRight)
     return not_supported(what + ": cuDNN takes dropout with no sliding window (left_bound) and no bottom-right "
                                 "diagonal");
+  // Kiln checks a dropout plan by probing the mask it draws (kiln/validate/dropout_probe.h): it replaces v (a
+  // backward pass's do), which must be a graph input, and reads o (dv), which must be a graph output.
+  const bool backward = c.node.op == OpKind::kSdpaBackward;
+  const size_t replaced = backward ? 4 : 2, read = backward ? 2 : 0;
+  if (!c.roles.is_graph_input(c.node.inputs[replaced]) || !c.roles.is_graph_output(c.node.outputs[read]))
+    return not_supported(what + ": Kiln checks a plan that drops by replacing " + c.in_label(replaced) +
+                         " and reading " + c.out_label(read) + ", so the first must be a graph input and the " +
+                         "second a graph output (declare it among the graph's outputs)");
   return Status::ok();
+}
+
+// A backward pass whose o comes from an sdpa in the same graph differentiates that node: it must drop as that
+// node dropped (the same probability, seed and offset draw the same mask) over the same band.
+Status check_matches_forward(NodeCtx& c) {
+  const int writer = c.roles.producer(c.node.inputs[3]);
+  if (writer < 0 || c.g.nodes[static_cast<size_t>(writer)].op != OpKind::kSdpa) return Status::ok();
+  const Node& fwd = c.g.nodes[static_cast<size_t>(writer)];
+  const SdpaAttrs &a = c.node.sdpa, &f = fwd.sdpa;
+  if (!(a.dropout > 0) && !(f.dropout > 0)) return Status::ok();
+  const SdpaInputs mine = sdpa_inputs(c.node), theirs = sdpa_inputs(fwd);
+  const auto tensor_at = [](const Node& n, int i) { return i >= 0 ? n.inputs[static_cast<size_t>(i)] : -1; };
+  const bool same = a.dropout == f.dropout && tensor_at(c.node, mine.seed) == tensor_at(fwd, theirs.seed) &&
+                    tensor_at(c.node, mine.offset) == tensor_at(fwd, theirs.offset) &&
+                    a.effective_right_bound() == f.effective_right_bound() && a.left_bound == f.left_bound &&
+                    a.alignment == f.alignment;
+  if (same) return Status::ok();
+  return c.error(c.in_label(3) + " comes from node '" + fwd.name + "' (sdpa), whose " +
+                 (f.dropout > 0 ? dropout_label(f.dropout) : std::string("dropout is 0")) +
+                 ": a backward pass of it takes the same probability, the same seed and offset tensors (its mask "
+                 "again) and the same band");
 }
 
 // The optional second output: each query row's softmax statistics, the log-sum-exp (natural log) of its scaled,
@@ -483,6 +512,7 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
   KILN_RETURN_IF_ERROR(check_ragged(c, q, k, v));
   KILN_RETURN_IF_ERROR(check_dropout_inputs(c));
+  KILN_RETURN_IF_ERROR(check_matches_forward(c));
   // What Kiln or cuDNN cannot run yet, after every check the author must act on.
   KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(dropout_support(c));
@@ -598,7 +628,8 @@ std::string sdpa_signature_attrs(const Graph& g, const Node& n) {
   if (n.sdpa.padding) s += " padding=1";
   if (n.sdpa.paged) s += " paged=1";
   if (n.sdpa.ragged) s += " ragged=1";
-  if (n.sdpa.dropout > 0) s += " dropout=" + canonical_number(n.sdpa.dropout);
+  // As the float cuDNN takes: probabilities one float holds sign alike.
+  if (n.sdpa.dropout > 0) s += " dropout=" + canonical_number(static_cast<float>(n.sdpa.dropout));
   return s;  // sdpa_fp8's scales are data (tensors): its op name and dtypes sign it
 }
 
