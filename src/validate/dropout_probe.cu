@@ -193,23 +193,25 @@ Status probe_node(const Graph& g, int node, const std::map<int, void*>& buffers,
   KILN_RETURN_IF_ERROR(counts.fill_bytes(0, stream));
   const int64_t blocks = ((backward ? sq : skv) + width - 1) / width, members = backward ? group : 1;
   const DataType dt = roles.dtype_of(r.replaced);
-  Status st = Status::ok();
-  for (int64_t blk = 0; blk < blocks && st.is_ok(); ++blk)
-    for (int64_t m = 0; m < members && st.is_ok(); ++m) {
-      if (backward) one_hot_rows_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk, group, m);
-      else one_hot_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk);
-      st = cuda_status(cudaGetLastError(), "dropout probe: one-hot input");
-      if (st.is_ok()) st = run();
-      if (!st.is_ok()) break;
-      if (backward)
-        read_mask_backward_kernel<<<grid_for(og.count), kThreads, 0, stream>>>(bwd, read, blk, m, mask.as<int8_t>(),
-                                                                               counts.as<unsigned long long>());
-      else
-        read_mask_kernel<<<grid_for(og.count), kThreads, 0, stream>>>(fwd, read, blk, mask.as<int8_t>(),
-                                                                      counts.as<unsigned long long>());
-      st = cuda_status(cudaGetLastError(), "dropout probe: reading the output");
-      ++out.runs;
-    }
+  const auto probe_runs = [&]() -> Status {
+    for (int64_t blk = 0; blk < blocks; ++blk)
+      for (int64_t m = 0; m < members; ++m) {
+        if (backward) one_hot_rows_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk, group, m);
+        else one_hot_kernel<<<grid_for(rg.count), kThreads, 0, stream>>>(rg, dt, replaced, blk);
+        KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        KILN_RETURN_IF_ERROR(run());
+        if (backward)
+          read_mask_backward_kernel<<<grid_for(og.count), kThreads, 0, stream>>>(bwd, read, blk, m, mask.as<int8_t>(),
+                                                                                 counts.as<unsigned long long>());
+        else
+          read_mask_kernel<<<grid_for(og.count), kThreads, 0, stream>>>(fwd, read, blk, mask.as<int8_t>(),
+                                                                        counts.as<unsigned long long>());
+        KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        ++out.runs;
+      }
+    return Status::ok();
+  };
+  const Status st = probe_runs();
   // The replaced tensor restored whatever happened: the caller's next run reads it.
   const Status restored = cuda_status(
       cudaMemcpyAsync(replaced, saved.data(), saved.size(), cudaMemcpyDeviceToDevice, stream), "restoring the input");
