@@ -32,14 +32,30 @@ __device__ inline int64_t length_of(const void* t, TensorGeom g, int64_t b, int6
   return sdpa_length(load_element(t, DataType::kInt32, element_offset(g, b)), extent);
 }
 
-struct ProbeGeom {
-  TensorGeom o;  // [B, H, Sq, Dv]
-  DataType o_dtype;
-  int64_t skv;
+// The keys each query row attends to: the band, and with a padding mask each entry's lengths.
+struct ProbeBand {
   SdpaBand band;
   const void* seq_len_q;
   const void* seq_len_kv;
   TensorGeom len_q, len_kv;
+};
+__device__ inline bool attends(const ProbeBand& p, int64_t b, int64_t i, int64_t j, int64_t sq, int64_t skv) {
+  int64_t first = 0, last = 0;
+  sdpa_keys(p.band, i, length_of(p.seq_len_q, p.len_q, b, sq), length_of(p.seq_len_kv, p.len_kv, b, skv), &first,
+            &last);
+  return j >= first && j < last;
+}
+// Adds a thread's counts of attended and dropped probabilities to the probe's.
+__device__ inline void add_counts(unsigned long long attended, unsigned long long dropped, unsigned long long* counts) {
+  if (attended) atomicAdd(&counts[0], attended);
+  if (dropped) atomicAdd(&counts[1], dropped);
+}
+
+struct ProbeGeom {
+  TensorGeom o;  // [B, H, Sq, Dv]
+  DataType o_dtype;
+  int64_t skv;
+  ProbeBand keys;
 };
 
 // o of block `block`'s run: each element is key j = block * Dv + c's weight in query row (b, h, i); nonzero is kept.
@@ -54,17 +70,12 @@ __global__ void read_mask_kernel(ProbeGeom p, const void* o, int64_t block, int8
     if (j >= p.skv) continue;
     const bool kept = load_element(o, p.o_dtype, element_offset(p.o, idx)) != 0.0;
     keep[row * p.skv + j] = kept ? 1 : 0;
-    const int64_t i = row % sq, b = row / (sq * h);
-    int64_t first = 0, last = 0;
-    sdpa_keys(p.band, i, length_of(p.seq_len_q, p.len_q, b, sq), length_of(p.seq_len_kv, p.len_kv, b, p.skv), &first,
-              &last);
-    if (j >= first && j < last) {
+    if (attends(p.keys, row / (sq * h), row % sq, j, sq, p.skv)) {
       ++attended;
       if (!kept) ++dropped;
     }
   }
-  if (attended) atomicAdd(&counts[0], attended);
-  if (dropped) atomicAdd(&counts[1], dropped);
+  add_counts(attended, dropped, counts);
 }
 
 // The backward pass's probe: do [B, H, Sq, Dv] for block `block` of query rows and group member `member`: row i of
@@ -85,10 +96,7 @@ struct BackwardProbeGeom {
   TensorGeom dv;  // [B, Hk, Skv, Dv]
   DataType dv_dtype;
   int64_t h, sq, group;
-  SdpaBand band;
-  const void* seq_len_q;
-  const void* seq_len_kv;
-  TensorGeom len_q, len_kv;
+  ProbeBand keys;
 };
 
 // dv of the run for (`block`, `member`): each element is one query row's weight for key j (one_hot_rows_kernel).
@@ -105,16 +113,12 @@ __global__ void read_mask_backward_kernel(BackwardProbeGeom p, const void* dv, i
     const int64_t head = kv_head * p.group + member;
     const bool kept = load_element(dv, p.dv_dtype, element_offset(p.dv, idx)) != 0.0;
     keep[((b * p.h + head) * p.sq + i) * skv + j] = kept ? 1 : 0;
-    int64_t first = 0, last = 0;
-    sdpa_keys(p.band, i, length_of(p.seq_len_q, p.len_q, b, p.sq), length_of(p.seq_len_kv, p.len_kv, b, skv), &first,
-              &last);
-    if (j >= first && j < last) {
+    if (attends(p.keys, b, i, j, p.sq, skv)) {
       ++attended;
       if (!kept) ++dropped;
     }
   }
-  if (attended) atomicAdd(&counts[0], attended);
-  if (dropped) atomicAdd(&counts[1], dropped);
+  add_counts(attended, dropped, counts);
 }
 
 StatusOr<TensorGeom> geom_of(const Graph& g, int t) {
@@ -127,8 +131,7 @@ struct ProbeRoles {
 };
 
 // The lengths and band of node `n` (the keys each query row attends to), for either probe.
-template <typename Geom>
-Status set_band(const Graph& g, const Node& n, const std::function<void*(int)>& pointer, Geom& p) {
+Status set_band(const Graph& g, const Node& n, const std::function<void*(int)>& pointer, ProbeBand& p) {
   p.band.right = n.sdpa.effective_right_bound().value_or(-1);
   const SdpaInputs x = sdpa_inputs(n);
   if (x.seq_len_q < 0) return Status::ok();
@@ -179,12 +182,12 @@ Status probe_node(const Graph& g, int node, const std::map<int, void*>& buffers,
     bwd.h = h;
     bwd.sq = sq;
     bwd.group = group;
-    KILN_RETURN_IF_ERROR(set_band(g, n, pointer, bwd));
+    KILN_RETURN_IF_ERROR(set_band(g, n, pointer, bwd.keys));
   } else {
     fwd.o = og;
     fwd.o_dtype = roles.dtype_of(r.read);
     fwd.skv = skv;
-    KILN_RETURN_IF_ERROR(set_band(g, n, pointer, fwd));
+    KILN_RETURN_IF_ERROR(set_band(g, n, pointer, fwd.keys));
   }
   KILN_ASSIGN_OR_RETURN(DeviceBuffer saved, allocate_tensor_buffer(g, r.replaced));
   KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(saved.data(), replaced, saved.size(), cudaMemcpyDeviceToDevice, stream));
