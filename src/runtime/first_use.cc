@@ -60,15 +60,8 @@ StatusOr<CheckReport> check_plan_on_device(const ExecutablePlan& plan, const Che
   KILN_RETURN_IF_ERROR(generate_inputs_on_device(g, seed, buffers.pointers(), stream.get()));
   auto run = [&] { return plan.run_unchecked(stream.get(), buffers.pointers(), buffers.workspace.data()); };
   KILN_ASSIGN_OR_RETURN(DeviceChecker checker, DeviceChecker::create(g, check));
-  if (has_dropout(g)) {  // the reference from the mask the plan draws (kiln/validate/dropout_probe.h)
-    KILN_ASSIGN_OR_RETURN(DropoutProbe probe, probe_dropout(g, buffers.pointers(), run, stream.get()));
-    KILN_RETURN_IF_ERROR(run());
-    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
-    KILN_ASSIGN_OR_RETURN(DeviceReference ref, dropout_reference_on_device(probe, buffers.pointers()));
-    KILN_ASSIGN_OR_RETURN(CheckReport report, checker.check(output_pointers(g, buffers), ref, stream.get()));
-    probe.add_to(g, report);
-    return report;
-  }
+  // A dropout graph: the reference from the mask the plan draws (kiln/validate/dropout_probe.h).
+  if (has_dropout(g)) return check_dropout_plan(g, buffers.pointers(), run, checker, stream.get());
   KILN_RETURN_IF_ERROR(run());
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
   KILN_ASSIGN_OR_RETURN(DeviceReference ref, device_reference_on_device(g, buffers.pointers()));

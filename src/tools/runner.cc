@@ -259,14 +259,8 @@ StatusOr<RunReport> run_graph_unchecked(const Graph& graph, const RunOptions& o)
       }
       // Dropout: the mask the plan draws is probed (the outputs are written over), then the plan runs again on the
       // same inputs, seed and offset, and is checked against the reference made with that mask.
-      auto run = [&] { return plan.execute(stream.get(), bindings, source.workspace.data()); };
-      KILN_ASSIGN_OR_RETURN(DropoutProbe probe, probe_dropout(graph, source.pointers(), run, stream.get()));
-      KILN_RETURN_IF_ERROR(run());
-      KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
-      KILN_ASSIGN_OR_RETURN(DeviceReference ref, dropout_reference_on_device(probe, source.pointers()));
-      KILN_ASSIGN_OR_RETURN(CheckReport report, checker.check(outputs, ref, stream.get()));
-      probe.add_to(graph, report);
-      return report;
+      const auto run = [&] { return plan.execute(stream.get(), bindings, source.workspace.data()); };
+      return check_dropout_plan(graph, source.pointers(), run, checker, stream.get());
     };
     for (ReferenceKind kind : kinds) {
       RunReport::ReferenceCheck c;

@@ -123,19 +123,13 @@ class CudnnTuneBackend : public TuneBackend {
   // evaluation's inputs and is checked against the reference made with that mask, and the share it dropped.
   StatusOr<CheckReport> run_and_check_dropout(size_t index) {
     if (!checker_) return failed_precondition("no checker for the dropout graph");
-    const std::map<int, void*> buffers = eval_->buffers.pointers();
-    KILN_ASSIGN_OR_RETURN(DropoutProbe probe, probe_dropout(
-                                                  graph_, buffers, [&] { return run_once(index); }, stream_.get()));
-    KILN_RETURN_IF_ERROR(run_once(index));
-    const std::map<int, void*> outs = output_pointers(graph_, eval_->buffers);
-    if (options_.output_hook) {
-      KILN_RETURN_IF_ERROR(options_.output_hook(config(index), outs, stream_.get()));
-      KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    }
-    KILN_ASSIGN_OR_RETURN(DeviceReference ref, dropout_reference_on_device(probe, buffers));
-    KILN_ASSIGN_OR_RETURN(CheckReport report, checker_->check(outs, ref, stream_.get()));
-    probe.add_to(graph_, report);
-    return report;
+    const auto hook = [&]() -> Status {
+      if (!options_.output_hook) return Status::ok();
+      KILN_RETURN_IF_ERROR(options_.output_hook(config(index), output_pointers(graph_, eval_->buffers), stream_.get()));
+      return cuda_status(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
+    };
+    return check_dropout_plan(
+        graph_, eval_->buffers.pointers(), [&] { return run_once(index); }, *checker_, stream_.get(), hook);
   }
 
   Status run_once(size_t index) override {

@@ -3,20 +3,12 @@
 #include "kiln/validate/dropout_probe.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 
+#include "kiln/core/strings.h"
+
 namespace kiln {
-namespace {
-
-std::string shortest(double v) {
-  char buf[32];
-  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
-}  // namespace
 
 bool has_dropout(const Graph& graph) {
   return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& n) { return n.sdpa.dropout > 0; });
@@ -69,7 +61,7 @@ std::string DropoutNodeProbe::summary(const std::string& node_name) const {
   const Disposition v = verdict();
   std::string s = node_name + " dropout mask: " + disposition_name(v) + " " + buf;
   if (v == Disposition::kIncorrect)
-    s += ": the plan does not drop with probability " + shortest(dropout) + " (the spec's \"dropout\")";
+    s += ": the plan does not drop with probability " + shortest_number(dropout) + " (the spec's \"dropout\")";
   if (v == Disposition::kNotVerified) s += ": no row attends to a key, so the mask says nothing";
   return s;
 }
@@ -99,6 +91,24 @@ void DropoutProbe::add_to(const Graph& graph, CheckReport& report) const {
 
 StatusOr<DeviceReference> dropout_reference_on_device(const DropoutProbe& probe, const std::map<int, void*>& inputs) {
   return device_reference_on_device(probe.reference_graph, probe.reference_inputs(inputs));
+}
+
+StatusOr<CheckReport> check_dropout_plan(const Graph& graph, const std::map<int, void*>& buffers,
+                                         const std::function<Status()>& run, DeviceChecker& checker,
+                                         cudaStream_t stream, const std::function<Status()>& after_run) {
+  KILN_ASSIGN_OR_RETURN(DropoutProbe probe, probe_dropout(graph, buffers, run, stream));
+  KILN_RETURN_IF_ERROR(run());  // the outputs the probe wrote over, again: one seed and offset draw one mask
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  if (after_run) KILN_RETURN_IF_ERROR(after_run());
+  std::map<int, void*> outputs;
+  for (int t : graph.outputs) {
+    auto it = buffers.find(t);
+    if (it != buffers.end()) outputs.emplace(t, it->second);
+  }
+  KILN_ASSIGN_OR_RETURN(DeviceReference ref, dropout_reference_on_device(probe, buffers));
+  KILN_ASSIGN_OR_RETURN(CheckReport report, checker.check(outputs, ref, stream));
+  probe.add_to(graph, report);
+  return report;
 }
 
 }  // namespace kiln

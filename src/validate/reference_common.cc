@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <cmath>
 #include <thread>
 
+#include "kiln/core/strings.h"
 #include "kiln/graph/op_cost.h"
 #include "kiln/validate/reference.h"
 #include "validate/input_gen.h"
@@ -21,9 +21,7 @@ StatusOr<PreparedGraph> prepare_graph(const Graph& g, bool values) {
     KILN_ASSIGN_OR_RETURN(NodePlan plan, plan_node(g, n));
     const Node& node = g.nodes[static_cast<size_t>(n)];
     if (values && node.sdpa.dropout > 0 && sdpa_inputs(node).dropout_keep < 0) {
-      char buf[32];
-      const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, node.sdpa.dropout);
-      return not_supported(node_label(g, n) + ": dropout " + std::string(buf, r.ptr) +
+      return not_supported(node_label(g, n) + ": dropout " + shortest_number(node.sdpa.dropout) +
                            ": the reference needs the mask the plan drew (kiln/validate/dropout_probe.h), which was "
                            "not given");
     }

@@ -79,4 +79,13 @@ StatusOr<DropoutProbe> probe_dropout(const Graph& graph, const std::map<int, voi
 // graph's) and the masks.
 StatusOr<DeviceReference> dropout_reference_on_device(const DropoutProbe& probe, const std::map<int, void*>& inputs);
 
+// The whole check of a plan of a dropout graph, as the tuner, the Planner's first-use check and `kiln run --verify`
+// make it: probe_dropout, one more run of the plan on `buffers` (then `after_run` where given: a test's hook on the
+// outputs), the reference made with the probed masks, `checker`'s comparison of the graph's outputs with it, and
+// the probe's own verdicts added (DropoutProbe::add_to).
+StatusOr<CheckReport> check_dropout_plan(const Graph& graph, const std::map<int, void*>& buffers,
+                                         const std::function<Status()>& run, DeviceChecker& checker,
+                                         cudaStream_t stream = nullptr,
+                                         const std::function<Status()>& after_run = nullptr);
+
 }  // namespace kiln

@@ -1,11 +1,11 @@
 // The scaled dot-product attention family in the graph layer: arity, inference, signature attributes,
 // cost.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 
 #include "graph/ops/op_family.h"
+#include "kiln/core/strings.h"
 
 namespace kiln::graph_internal {
 namespace {
@@ -47,14 +47,15 @@ Status check_given(NodeCtx& c, size_t at, const char* what) {
   return Status::ok();
 }
 
-// An index tensor the caller gives (a page table, a length, a ragged offset): a graph input (check_given, `what`
-// naming one), rank 4, int32 (`dtype_what` naming it in the dtype's message).
-Status check_index_input(NodeCtx& c, size_t at, const char* what, const char* dtype_what) {
+// An index tensor the caller gives (a page table, a length, a ragged offset; dropout's seed and offset, int64): a
+// graph input (check_given, `what` naming one), rank 4, of `dtype` (`dtype_what` naming it in the dtype's message).
+Status check_index_input(NodeCtx& c, size_t at, const char* what, const char* dtype_what,
+                         DataType dtype = DataType::kInt32) {
   KILN_RETURN_IF_ERROR(check_given(c, at, what));
   KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
-  if (c.in_dtype(at) != DataType::kInt32)
+  if (c.in_dtype(at) != dtype)
     return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) + " is not supported for " +
-                   dtype_what + " (int32 only)");
+                   dtype_what + " (" + dtype_name(dtype) + " only)");
   return Status::ok();
 }
 
@@ -263,11 +264,7 @@ Status band_support(NodeCtx& c, int64_t sq, int64_t skv) {
 
 // "attribute 'dropout': 0.1": the probability as the author wrote it (the shortest text that reads back as the same
 // double).
-std::string dropout_label(double p) {
-  char buf[32];
-  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, p);
-  return "attribute 'dropout': " + std::string(buf, r.ptr);
-}
+std::string dropout_label(double p) { return "attribute 'dropout': " + shortest_number(p); }
 
 // Dropout's seed and offset (kiln/graph/graph.h SdpaAttrs::dropout): int64 [1, 1, 1, 1] graph inputs, read on the
 // device (cuDNN's Philox generator takes them as tensors, so a CUDA graph replays with the values they hold).
@@ -288,11 +285,7 @@ Status check_dropout_inputs(NodeCtx& c) {
     const char* what = i == r.seed ? "dropout's seed" : "dropout's offset";
     if (c.in(at).by_value)
       return c.error(c.in_label(at) + ": " + what + " is read on the device (a tensor), not passed by value");
-    KILN_RETURN_IF_ERROR(check_given(c, at, what));
-    KILN_RETURN_IF_ERROR(check_rank(c, at, 4, 4));
-    if (c.in_dtype(at) != DataType::kInt64)
-      return c.error(c.in_label(at) + ": dtype " + std::string(dtype_name(c.in_dtype(at))) + " is not supported for " +
-                     what + " (int64 only)");
+    KILN_RETURN_IF_ERROR(check_index_input(c, at, what, what, DataType::kInt64));
     for (const Dim& d : c.in(at).dims)
       if (d.value != 1)
         return c.error(c.in_label(at) + ": dims " + dims_text(c.in(at).dims) + " must be [1, 1, 1, 1] (" + what +

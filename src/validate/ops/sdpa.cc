@@ -1,9 +1,9 @@
 // The scaled dot-product attention family's node plan (geometry, scale) and host reference.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 
+#include "kiln/core/strings.h"
 #include "validate/ops/reference_ops.h"
 #include "validate/ops/sdpa_math.h"
 #include "validate/reference_math.h"
@@ -23,13 +23,6 @@ Status sdpa_backward_tensors(const Graph& g, const Node& node, const std::string
       return invalid_argument(where + ": " + tensor_label(g, t) + " " + dims_str(tensor_dims(g, t)) + " must be " +
                               dims_str(dims));
   return Status::ok();
-}
-
-// The shortest text that reads back as `v` ("0.1").
-std::string shortest(double v) {
-  char buf[32];
-  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
 }
 
 Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
@@ -99,7 +92,7 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
   // The references take the mask the plan drew (kiln/validate/dropout_probe.h); without it this plan serves the
   // geometry (the cost) only: prepare_graph refuses to compute values of it.
   if (a.dropout > 0 && roles.dropout_keep >= 0) {
-    if (fp8) return not_supported(where + ": dropout " + shortest(a.dropout) + ": FP8 attention takes no mask");
+    if (fp8) return not_supported(where + ": dropout " + shortest_number(a.dropout) + ": FP8 attention takes no mask");
     const auto keep = tensor_dims(g, node.inputs[static_cast<size_t>(roles.dropout_keep)]);
     if (keep != std::vector<int64_t>{s.b, s.h, s.sq, s.skv})
       return invalid_argument(where + ": the dropout mask " + dims_str(keep) + " must be " +
