@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks from binaries built on another machine, for a device call too short to build there.
-#   scripts/prebuilt-gpu.sh pack BUILD_DIR            here: kiln and every *_gpu_test of BUILD_DIR, stripped,
-#                                                     into .prebuilt/ (ignored; name it in the call's carry)
+#   scripts/prebuilt-gpu.sh pack BUILD_DIR [--python-from TAR]
+#                                                     here: kiln and every *_gpu_test of BUILD_DIR, stripped,
+#                                                     into .prebuilt/ (ignored; name it in the call's carry);
+#                                                     TAR: a Python package that phase pybuild brought back
 #   scripts/prebuilt-gpu.sh run OUT_DIR [PHASE...]    there: PHASE doctor tests bench examples runtime planner
 #                                                     capture mainjob gputier shadow fleet python pybench
 #                                                     pyprofile rerun fe123 (fe123: the 1.23 -> 1.32 upgrade report)
@@ -10,6 +12,8 @@
 #                                                     PyTorch's SDPA backends; env KILN_ATTNBWD_SEQS)
 #                                                     attnfp8 (issue 36: FP8 attention's forward against the
 #                                                     bf16 one; env KILN_ATTNFP8_SEQS, KILN_ATTNFP8_TOKENS)
+#                                                     attndropout (issue 36: dropout in training against
+#                                                     PyTorch's backends; env KILN_ATTNDROPOUT_SEQS)
 #                                                     attnprefill (issue 36: ragged prefill against PyTorch on
 #                                                     the padded batch; env KILN_ATTNPREFILL_SEQS)
 #                                                     attndecode (issue 36: decode over paged caches against
@@ -19,6 +23,8 @@
 #                                                     helpers; env KILN_TUNEWALL_IDS, KILN_TUNEWALL_HELPERS)
 #                                                     helpers (the build helpers' GPU test) buildscale (the probe:
 #                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
+#                                                     pybuild (the Python package built there, in the background,
+#                                                     for its Python and torch; carry third_party/ but its python/)
 #                                                     gfilter (KILN_GTEST_BIN, KILN_GTEST_FILTER, KILN_GTEST_TIMEOUT)
 #                                                     ncuprof (issue 37: Nsight Compute on a case's Kiln plans and PyTorch peer;
 #                                                     env KILN_NCU_IDS) settleab (the timer's settle time, 0 against 100 us,
@@ -41,7 +47,8 @@ mode="${1:?usage: scripts/prebuilt-gpu.sh pack BUILD_DIR | run OUT_DIR [PHASE...
 pre="$root/.prebuilt"
 case "$mode" in
   pack)
-    build="$(cd "${1:?pack needs BUILD_DIR}" && pwd)"
+    build="$(cd "${1:?pack needs BUILD_DIR}" && pwd)"; pyfrom="${2:-}"  # pack BUILD_DIR [--python-from TAR]
+    [ "$pyfrom" = --python-from ] && pyfrom="$(cd "$(dirname "${3:?--python-from needs TAR}")" && pwd)/$(basename "$3")"
     rm -rf "$pre"; mkdir -p "$pre"
     cp "$build/kiln" "$pre/"
     cp "$build"/tests/*_gpu_test "$pre/" 2>/dev/null
@@ -68,6 +75,9 @@ case "$mode" in
       for so in "$pre"/python/kiln/_torch_native*.so; do [ -f "$so" ] && strip --strip-debug "$so"; done
       cp -L "$(ldconfig -p | sed -n 's/.*libsqlite3.so.0 (libc6,x86-64) => //p' | head -1)" "$pre/python/kiln/"
     fi
+    # pybuild (run mode) builds the package there against this libsqlite3; --python-from: a package pybuild brought back.
+    cp -L "$(ldconfig -p | sed -n 's/.*libsqlite3.so.0 (libc6,x86-64) => //p' | head -1)" "$pre/libsqlite3.so.0"
+    if [ -n "$pyfrom" ]; then rm -rf "$pre/python"; mkdir -p "$pre/python"; tar -C "$pre/python" -xJf "$pyfrom"; fi
     src="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")"
     { echo "source=$src"; echo "build=$build"; echo "revision=$(git -C "$src" rev-parse --short HEAD)"
       git -C "$src" diff --quiet HEAD || echo "note=the source folder had uncommitted changes"; } >"$pre/manifest"
@@ -120,6 +130,46 @@ if want doctor; then
   "$kiln" doctor >"$out/doctor.txt" 2>&1; rc=$?; cat "$out/doctor.txt"; check $rc "kiln doctor"
   [ $rc -eq 0 ] || { echo "no usable GPU: nothing else runs"; exit 1; }
 fi
+# Phase pybuild: the Python package built here, for this machine's Python and torch (the PyTorch venv), where no
+# Python of that version was at hand for `pack` (a 3.12 with nanobind). It needs third_party/ carried without its
+# python/ venv (cudnn_frontend, include, sqlite, googletest, postgresql) and the libsqlite3.so.0 of the packing
+# machine in .prebuilt/ (pack copies it). It runs in the background from here on, beside the phases that need no
+# Python; the Python phases wait for it (pywait). Its package replaces $build/python/kiln, and OUT/pykiln.tar.xz
+# brings it back, so a later pack can carry it (prebuilt-gpu.sh pack --python-from TAR).
+pyb_log="$out/pybuild.log"
+pybuild() {
+  local pb="${KILN_PYBUILD_DIR:-$root/build-devpy}" py3="${KILN_TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
+  local sq="$pre/libsqlite3.so.0"
+  [ -f "$sq" ] || sq="$(ls "$pre"/python/kiln/libsqlite3.so* 2>/dev/null | head -1)"
+  [ -f "$sq" ] || { echo "pybuild: no libsqlite3.so.0 in .prebuilt" >"$pyb_log"; return 3; }
+  [ -f "$root/third_party/cudnn_frontend/include/cudnn_frontend.h" ] ||
+    { echo "pybuild: third_party/ not carried" >"$pyb_log"; return 3; }
+  local t0=$SECONDS
+  KILN_GIT_REVISION="$(sed -n 's/^revision=//p' "$pre/manifest")" cmake -S "$root" -B "$pb" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_PYTHON=ON \
+    -DPython_EXECUTABLE="$py3" -DKILN_TORCH_PYTHON="$py3" -DKILN_SQLITE_SHARED="$sq" -DKILN_COMPRESS_DEBUG=OFF \
+    >"$pyb_log" 2>&1 || { echo "pybuild: configure failed" >>"$pyb_log"; return 2; }
+  local targets=(_kiln kiln_python_files)
+  grep -q "_torch_native" "$pb/build.ninja" && targets+=(_torch_native)
+  ninja -C "$pb" -j"$(nproc)" "${targets[@]}" >>"$pyb_log" 2>&1 || { echo "pybuild: build failed" >>"$pyb_log"; return 2; }
+  cp -L "$sq" "$pb/python/kiln/libsqlite3.so.0"
+  command -v patchelf >/dev/null && for so in "$pb"/python/kiln/_kiln*.so; do patchelf --set-rpath '$ORIGIN' "$so"; done
+  strip --strip-debug "$pb"/python/kiln/*.so 2>/dev/null
+  rm -rf "$build/python/kiln" "$pb/python/kiln/__pycache__"; mkdir -p "$build/python"; cp -r "$pb/python/kiln" "$build/python/"
+  tar -C "$pb/python" -cJf "$out/pykiln.tar.xz" kiln
+  echo "pybuild: done in $((SECONDS - t0)) s: $(ls "$pb/python/kiln" | tr '\n' ' ')" >>"$pyb_log"
+}
+pyb_pid=""
+if want pybuild; then
+  stamp "python package build (in the background)"
+  pybuild & pyb_pid=$!
+fi
+pywait() {  # the Python phases: the package of pybuild, when this call builds one
+  [ -n "$pyb_pid" ] || return 0
+  wait "$pyb_pid"; local rc=$?; pyb_pid=""
+  tail -3 "$pyb_log"; check $rc "pybuild"
+  # The library path holds cuDNN and the toolkit; the carried libsqlite3 is found beside the extension ($ORIGIN).
+}
 gtest() {  # gtest BINARY FILTER SECONDS
   local b="$1" f="$2" s="$3" log="$out/$1.log"
   stamp "$b --gtest_filter=$f"
@@ -609,7 +659,8 @@ fi
 # Frontend's Python wheel, carried in .pydeps (the machine reaches no registry), unpacked, not installed, so the
 # venv is left as it was.
 py="${KILN_TORCH_PYTHON:-/opt/torch/.venv/bin/python}"; deps="${TMPDIR:-/tmp}/kiln-pydeps"
-pydeps() {
+pydeps() {  # every Python phase calls it first: it also waits for this call's pybuild
+  pywait
   [ -d "$deps" ] || "$py" -c 'import sys, zipfile, glob; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in glob.glob(sys.argv[2] + "/*.whl")]' \
     "$deps" "$root/.pydeps"
 }
@@ -662,6 +713,14 @@ if want attndecode; then  # issue 36: decode over paged K/V caches against PyTor
     --out "$out/attndecode" ${KILN_ATTNDECODE_BATCHES:+--batches "$KILN_ATTNDECODE_BATCHES"} \
     ${KILN_ATTNDECODE_CTXS:+--ctxs "$KILN_ATTNDECODE_CTXS"} >"$out/attndecode.txt" 2>&1
   rc=$?; grep -E '^\[ decode \]|Error|error' "$out/attndecode.txt" | tail -60; check $rc "bench/attention_decode.py"
+fi
+if want attndropout; then  # issue 36: attention with dropout in training, Kiln's plans against PyTorch's backends
+  stamp "attention dropout benchmark"
+  pydeps
+  export PYTHONPATH="$build/python:$deps"
+  timeout "${KILN_ATTNDROPOUT_TIMEOUT:-300}" "$py" "$root/bench/attention_dropout.py" --kiln "$kiln" \
+    --out "$out/attndropout" ${KILN_ATTNDROPOUT_SEQS:+--seqs "$KILN_ATTNDROPOUT_SEQS"} >"$out/attndropout.txt" 2>&1
+  rc=$?; grep -E '^\[ dropout \]|Error|error' "$out/attndropout.txt" | tail -40; check $rc "bench/attention_dropout.py"
 fi
 if want attnprefill; then  # issue 36: ragged (THD) prefill against PyTorch's backends on the padded batch
   stamp "attention ragged prefill benchmark"
@@ -728,6 +787,7 @@ for p in $phases; do  # suite:gemm suite:block ...: the benchmark suite's parts,
     bash bench/run_suite.sh "$out/suite" "${p#suite:}" >>"$out/suite.txt" 2>&1; rc=$?
   tail -12 "$out/suite.txt"; check $rc "bench/run_suite.sh ${p#suite:}"
 done
+pywait  # a pybuild with no Python phase after it: its package still comes back (OUT/pykiln.tar.xz)
 stamp "done"
 if [ -s "$fails" ]; then sed 's/^/FAILED: /' "$fails"; exit 1; fi
 echo "all phases passed"
