@@ -548,8 +548,38 @@ inline void sdpa_fp8(SpecRng& r, SpecText& s) {
   attn_node(s, "sdpa_fp8", in, attrs, outs);
 }
 
+// sdpa_fp8_backward: q, k, v, o, do fp8_e4m3 with head dims of 128 (what cuDNN takes on SM 9.x), the statistics,
+// the twelve fp32 scales; dq, dk, dv and the four amax; causal or not, sometimes a sliding window, sometimes a
+// padding mask.
+inline void sdpa_fp8_backward(SpecRng& r, SpecText& s) {
+  s.io_dtype = "fp8_e4m3";
+  AttnShape a = attn_shape(r, std::vector<int64_t>{128}, true);
+  if (a.sq == 1 && a.skv == 1) a.skv = 16;  // one query over one key: cuDNN refuses it
+  s.tensor("q", attn_dims(a.b, a.h, a.sq, a.d, false));
+  s.tensor("k", attn_dims(a.b, a.hk, a.skv, a.d, false));
+  s.tensor("v", attn_dims(a.b, a.hk, a.skv, a.dv, false));
+  s.tensor("o", attn_dims(a.b, a.h, a.sq, a.dv, false));
+  s.tensor("do", attn_dims(a.b, a.h, a.sq, a.dv, false));
+  s.tensor("stats", "\"dims\": " + ints({a.b, a.h, a.sq, 1}) + ", \"dtype\": \"float32\"");
+  std::vector<std::string> in = {"q", "k", "v", "o", "do", "stats"};
+  for (const char* n : {"descale_q", "descale_k", "descale_v", "descale_o", "descale_do", "descale_s", "descale_dp",
+                        "scale_s", "scale_dq", "scale_dk", "scale_dv", "scale_dp"}) {
+    s.tensor(n, "\"dims\": [1, 1, 1, 1], \"dtype\": \"float32\"");
+    in.push_back(n);
+  }
+  const bool causal = r.percent(50);
+  std::string attrs = std::string(", \"causal\": ") + (causal ? "true" : "false");
+  if (causal && a.sq <= a.skv && r.percent(25)) attrs += ", \"left_bound\": " + std::to_string(1 + r.below(a.sq));
+  if (r.percent(25)) {
+    attn_lengths(s, a, in);
+    attrs += ", \"padding_mask\": true";
+  }
+  for (const char* n : {"amax_dq", "amax_dk", "amax_dv", "amax_dp"}) s.tensor(n, "\"dtype\": \"float32\"");
+  attn_node(s, "sdpa_fp8_backward", in, attrs, {"dq", "dk", "dv", "amax_dq", "amax_dk", "amax_dv", "amax_dp"});
+}
+
 // One attention node, its form drawn: dense 40%, padded 10%, paged 10%, ragged 8%, ragged over paged caches 4%,
-// backward 12% (with a padding mask 4%, ragged 4%), FP8 8%.
+// backward 12% (with a padding mask 4%, ragged 4%), FP8 5%, FP8's backward 3%.
 inline void sdpa(SpecRng& r, SpecText& s) {
   s.io_dtype = r.percent(50) ? "fp16" : "bf16";
   const int roll = static_cast<int>(r.below(100));
@@ -561,7 +591,8 @@ inline void sdpa(SpecRng& r, SpecText& s) {
   if (roll < 84) return sdpa_backward(r, s, false, false);
   if (roll < 88) return sdpa_backward(r, s, true, false);
   if (roll < 92) return sdpa_backward(r, s, true, true);
-  sdpa_fp8(r, s);
+  if (roll < 97) return sdpa_fp8(r, s);
+  sdpa_fp8_backward(r, s);
 }
 
 }  // namespace random_spec_detail

@@ -30,10 +30,11 @@ Status check_node_tensors(const Graph& g, size_t ni, std::vector<int>& writer) {
   if (n.outputs.size() < lo || n.outputs.size() > hi)
     return invalid_argument(node_where(n) + ": " + count_text(n.outputs.size(), "output") + ", expected " +
                             (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
-                            (n.op == OpKind::kSdpa && hi > 1 ? " (o, and its softmax statistics)"
-                             : n.op == OpKind::kSdpaBackward ? " (dq, dk, dv)"
-                             : n.op == OpKind::kSdpaFp8      ? " (o, amax_o, and optionally the softmax statistics)"
-                                                             : ""));
+                            (n.op == OpKind::kSdpa && hi > 1    ? " (o, and its softmax statistics)"
+                             : n.op == OpKind::kSdpaBackward    ? " (dq, dk, dv)"
+                             : n.op == OpKind::kSdpaFp8         ? " (o, amax_o, and optionally the softmax statistics)"
+                             : n.op == OpKind::kSdpaFp8Backward ? " (dq, dk, dv, amax_dq, amax_dk, amax_dv, amax_dp)"
+                                                                : ""));
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     int t = n.inputs[i];
     if (t < 0 || t >= nt)
@@ -100,7 +101,12 @@ Status check_structure(const Graph& g) {
            : n.op == OpKind::kSdpaFp8 ? " (q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, "
                                         "and with \"padding_mask\": true seq_len_q and seq_len_kv" +
                                             dropout + ")"
-                                      : ""));
+           : n.op == OpKind::kSdpaFp8Backward
+               ? " (q, k, v, o, do, stats, descale_q, descale_k, descale_v, descale_o, descale_do, descale_s, "
+                 "descale_dp, scale_s, scale_dq, scale_dk, scale_dv, scale_dp, and with \"padding_mask\": true "
+                 "seq_len_q and seq_len_kv" +
+                     dropout + ")"
+               : ""));
     }
     KILN_RETURN_IF_ERROR(check_node_tensors(g, ni, writer));
     for (int t : n.inputs) read[t] = true;
@@ -425,7 +431,7 @@ Status check_attention_packing(const Graph& g, const Node& n) {
   if (!is_attention(n.op)) return Status::ok();
   const SdpaInputs r = sdpa_inputs(n);
   std::vector<std::pair<int, const char*>> packed;
-  if (n.op == OpKind::kSdpaBackward && n.inputs.size() > 5) packed.push_back({5, "the statistics"});
+  if (is_attention_backward(n.op) && n.inputs.size() > 5) packed.push_back({5, "the statistics"});
   for (int i : {r.seq_len_q, r.seq_len_kv}) packed.push_back({i, "a padding mask's length"});
   for (int i : {r.page_table_k, r.page_table_v}) packed.push_back({i, "a page table"});
   for (int i : {r.ragged_q, r.ragged_k, r.ragged_v, r.ragged_o}) packed.push_back({i, "a ragged offset"});

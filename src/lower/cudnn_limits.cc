@@ -34,6 +34,9 @@ constexpr int64_t kSdpaBackwardOps = 36;
 // softmax's scale and descale, v's descale, o's scale, and the two amax reductions (Amax_S, Amax_O): about 18;
 // counted with room.
 constexpr int64_t kSdpaFp8Ops = 28;
+// FP8 attention's backward pass (frontend 1.32, sdpa_fp8_backward): the backward's operations (about 22) and its
+// scaling: seven descales, five scales and four amax reductions: about 38; counted with room.
+constexpr int64_t kSdpaFp8BackwardOps = 56;
 
 std::string limit_text() {
   return std::to_string(cudnn_max_operations()) +
@@ -61,6 +64,9 @@ int64_t cudnn_operation_count(const Graph& graph, const GraphRoles& roles, int n
     case OpKind::kRmsNorm: return 1;
     case OpKind::kSdpaFp8:
       return kSdpaFp8Ops + (n.sdpa.effective_right_bound() ? kSdpaBoundOps : 0) +
+             (n.sdpa.left_bound ? kSdpaBoundOps : 0);
+    case OpKind::kSdpaFp8Backward:
+      return kSdpaFp8BackwardOps + (n.sdpa.effective_right_bound() ? kSdpaBoundOps : 0) +
              (n.sdpa.left_bound ? kSdpaBoundOps : 0);
     case OpKind::kSdpaBackward:
       return kSdpaBackwardOps + (sdpa_inputs(n).bias >= 0 ? kSdpaBiasOps : 0) +
@@ -110,7 +116,7 @@ static Status check_attention_tensors(const Graph& graph, const std::string& whe
     if (!is_attention(n.op)) continue;
     // Read as validated (a raw graph's missing or out-of-range tensors are skipped here: validation names them).
     // sdpa_fp8's scales are [1, 1, 1, 1]: contiguous whatever their strides; by value validation refuses them.
-    const bool backward = n.op == OpKind::kSdpaBackward;
+    const bool backward = is_attention_backward(n.op);
     const size_t data = std::min(n.inputs.size(), size_t{backward ? 6u : 3u});
     std::vector<int> tensors(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(data));
     tensors.insert(tensors.end(), n.outputs.begin(), n.outputs.end());

@@ -371,6 +371,30 @@ inline GraphBuilder sdpa_fp8_graph(const std::string& name, const SdpaAttrs& a, 
   if (stats) b.output(b.sdpa_stats(out.o, "lse"));
   return b;
 }
+// FP8 attention's backward pass (sdpa_fp8_backward) with the band `a`: q, o, do [2, h, sq, d], k and v [2, hk, skv,
+// d] fp8_e4m3, the statistics fp32 [2, h, sq, 1], the twelve scales fp32 [1, 1, 1, 1] (drawn as reference_common.cc
+// says); dq, dk, dv fp8_e4m3 and the four amax.
+inline GraphBuilder sdpa_fp8_backward_graph(const std::string& name, const SdpaAttrs& a, int64_t sq, int64_t skv,
+                                            int64_t h = 2, int64_t hk = 2, int64_t d = 128) {
+  std::optional<TensorRef> lq, lkv;
+  GraphBuilder b(name);
+  b.io_dtype(DataType::kFp8E4M3);
+  TensorRef q = b.tensor("q", {2, h, sq, d}), k = b.tensor("k", {2, hk, skv, d}), v = b.tensor("v", {2, hk, skv, d});
+  TensorRef o = b.tensor("o", {2, h, sq, d}), dout = b.tensor("do", {2, h, sq, d});
+  TensorRef stats = b.tensor("stats", {2, h, sq, 1}, Layout::kRowMajor, DataType::kFloat32);
+  const auto scale = [&](const char* n) { return b.tensor(n, {1, 1, 1, 1}, Layout::kRowMajor, DataType::kFloat32); };
+  const GraphBuilder::SdpaFp8BackwardScales sc{scale("descale_q"),  scale("descale_k"),  scale("descale_v"),
+                                               scale("descale_o"),  scale("descale_do"), scale("descale_s"),
+                                               scale("descale_dp"), scale("scale_s"),    scale("scale_dq"),
+                                               scale("scale_dk"),   scale("scale_dv"),   scale("scale_dp")};
+  if (a.padding) {
+    lq = b.tensor("seq_len_q", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+    lkv = b.tensor("seq_len_kv", {2, 1, 1, 1}, Layout::kRowMajor, DataType::kInt32);
+  }
+  const GraphBuilder::SdpaFp8Grads g = b.sdpa_fp8_backward("grad", q, k, v, o, dout, stats, sc, a, lq, lkv);
+  for (TensorRef t : {g.dq, g.dk, g.dv, g.amax_dq, g.amax_dk, g.amax_dv, g.amax_dp}) b.output(t);
+  return b;
+}
 // Dropout (training; kiln/graph/graph.h SdpaAttrs::dropout) with the band `a` (causal or none): q [2, h, sq, 64], k
 // and v [2, hk, skv, 64], seed and offset int64 [1, 1, 1, 1]; with a.padding the lengths, with `stats` "lse". Kiln
 // checks it by probing the mask the plan draws (kiln/validate/dropout_probe.h), against the device reference.
@@ -463,6 +487,16 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
       sdpa_fp8_graph("sdpa_fp8_pad", padded(band(false, std::nullopt)), 32, 48));
   add("sdpa_fp8.padding_causal_gqa", "fp8_e4m3", "sdpa_fp8 padding causal gqa",
       sdpa_fp8_graph("sdpa_fp8_pad_causal", padded(band(true, std::nullopt)), 40, 40, 4, 2));
+  // FP8 attention's backward pass (P and dS rounded to fp8 inside; head dims of 128, what cuDNN takes on SM 9.x):
+  // plain, causal over grouped heads, a window, and with a padding mask.
+  add("sdpa_fp8_backward", "fp8_e4m3", "sdpa_fp8_backward",
+      sdpa_fp8_backward_graph("sdpa_fp8_bwd", band(false, std::nullopt), 32, 48));
+  add("sdpa_fp8_backward.causal_gqa", "fp8_e4m3", "sdpa_fp8_backward causal gqa",
+      sdpa_fp8_backward_graph("sdpa_fp8_bwd_causal", band(true, std::nullopt), 40, 40, 4, 2));
+  add("sdpa_fp8_backward.window", "fp8_e4m3", "sdpa_fp8_backward window",
+      sdpa_fp8_backward_graph("sdpa_fp8_bwd_window", band(true, 8), 24, 24));
+  add("sdpa_fp8_backward.padding_causal", "fp8_e4m3", "sdpa_fp8_backward padding causal",
+      sdpa_fp8_backward_graph("sdpa_fp8_bwd_pad", padded(band(true, std::nullopt)), 40, 48));
   // Dropout: each its own core group. A window is past cuDNN's limits with dropout. The backward pass: grouped heads,
   // causal; padded.
   add("sdpa_backward.dropout_causal_gqa", "bf16", "sdpa_backward dropout causal gqa",
@@ -487,6 +521,13 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
     OpCase c = make("sdpa_fp8.causal_bottom_right", "fp8_e4m3", "",
                     sdpa_fp8_graph("sdpa_fp8_br", band(true, std::nullopt, std::nullopt, true), 16, 48));
     c.kiln_rejects = "cuDNN's FP8 attention aligns the diagonal bottom-right only on SM 10.x";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
+  {
+    OpCase c = make("sdpa_fp8_backward.d64", "fp8_e4m3", "",
+                    sdpa_fp8_backward_graph("sdpa_fp8_bwd_d64", band(false, std::nullopt), 32, 32, 2, 2, 64));
+    c.kiln_rejects = "cuDNN's FP8 attention backward pass takes head dims of 128 only";
     c.reject_code = StatusCode::kNotSupported;
     cases.push_back(std::move(c));
   }

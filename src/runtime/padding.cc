@@ -102,8 +102,10 @@ Status check_node(const Graph& g, const Graph& big, const Node& n, const std::ve
       return Status::ok();
     }
     case OpKind::kSdpaFp8:  // amax_o is the max over every batch entry: a padded run's extra entries would join it
-      return refuse(where + ": sdpa_fp8's amax_o spans the whole batch, so a padded run's extra entries would enter "
-                            "it (not served by the batch stopgaps)");
+    case OpKind::kSdpaFp8Backward:
+      return refuse(where + ": " + op_kind_name(n.op) +
+                    "'s amax outputs span the whole batch, so a padded run's extra entries would enter them (not "
+                    "served by the batch stopgaps)");
     case OpKind::kSdpa:
     case OpKind::kSdpaBackward: {
       const int q = n.inputs[0];

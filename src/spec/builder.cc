@@ -249,6 +249,55 @@ GraphBuilder::SdpaFp8Out GraphBuilder::sdpa_fp8(const std::string& name, TensorR
   return SdpaFp8Out{o, amax};
 }
 
+GraphBuilder::SdpaFp8Grads GraphBuilder::sdpa_fp8_backward(const std::string& name, TensorRef q, TensorRef k,
+                                                           TensorRef v, TensorRef o, TensorRef dout, TensorRef stats,
+                                                           const SdpaFp8BackwardScales& sc, const SdpaAttrs& attrs,
+                                                           std::optional<TensorRef> seq_len_q,
+                                                           std::optional<TensorRef> seq_len_kv) {
+  Node n = make_node(name, OpKind::kSdpaFp8Backward);
+  n.sdpa = attrs;
+  std::vector<TensorRef> inputs = {q,
+                                   k,
+                                   v,
+                                   o,
+                                   dout,
+                                   stats,
+                                   sc.descale_q,
+                                   sc.descale_k,
+                                   sc.descale_v,
+                                   sc.descale_o,
+                                   sc.descale_do,
+                                   sc.descale_s,
+                                   sc.descale_dp,
+                                   sc.scale_s,
+                                   sc.scale_dq,
+                                   sc.scale_dk,
+                                   sc.scale_dv,
+                                   sc.scale_dp};
+  for (const auto* x : {&seq_len_q, &seq_len_kv})  // as sdpa's: one alone is kept, and validation names it
+    if (*x) inputs.push_back(**x), n.sdpa.padding = true;
+  const TensorRef dq = add_node(std::move(n), inputs, name + "_dq");
+  if (dq.index < 0) return SdpaFp8Grads{};
+  const size_t node = graph_.nodes.size() - 1;
+  // Typed here unless the author declared them: the gradients e4m3 (what cuDNN's SM 9.x engines write), the amax
+  // fp32. A tensor declared by those names is the output, as for dq (add_node).
+  const auto output = [&](const std::string& suffix, DataType dtype) {
+    const TensorRef t = suffix == "_dq" ? dq : TensorRef{find_or_add_tensor(name + suffix)};
+    if (!graph_.tensors[static_cast<size_t>(t.index)].dtype) graph_.tensors[static_cast<size_t>(t.index)].dtype = dtype;
+    if (suffix != "_dq") graph_.nodes[node].outputs.push_back(t.index);
+    return t;
+  };
+  SdpaFp8Grads g;
+  g.dq = output("_dq", DataType::kFp8E4M3);
+  g.dk = output("_dk", DataType::kFp8E4M3);
+  g.dv = output("_dv", DataType::kFp8E4M3);
+  g.amax_dq = output("_amax_dq", DataType::kFloat32);
+  g.amax_dk = output("_amax_dk", DataType::kFloat32);
+  g.amax_dv = output("_amax_dv", DataType::kFloat32);
+  g.amax_dp = output("_amax_dp", DataType::kFloat32);
+  return g;
+}
+
 TensorRef GraphBuilder::sdpa_stats(TensorRef o, std::string out) {
   if (!check_ref(o, "sdpa_stats")) return TensorRef{};
   const int writer = graph_.producer(o.index);

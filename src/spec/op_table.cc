@@ -35,6 +35,7 @@ const std::vector<OpInfo>& ops() {
     v.push_back({op_kind_name(OpKind::kSdpa), OpKind::kSdpa, kPw, kRed});
     v.push_back({op_kind_name(OpKind::kSdpaBackward), OpKind::kSdpaBackward, kPw, kRed});
     v.push_back({op_kind_name(OpKind::kSdpaFp8), OpKind::kSdpaFp8, kPw, kRed});
+    v.push_back({op_kind_name(OpKind::kSdpaFp8Backward), OpKind::kSdpaFp8Backward, kPw, kRed});
     return v;
   }();
   return table;

@@ -586,6 +586,128 @@ TEST(SpecErrors, SdpaFp8ByTarget) {
   EXPECT_ERROR_HAS(parse(computed).status(), "input 'scale_o': an FP8 scale must be a graph input");
 }
 
+// FP8 attention's backward pass: q, k, v, o, do fp8_e4m3, the statistics fp32, twelve fp32 [1, 1, 1, 1] scales;
+// dq, dk, dv fp8_e4m3 and four fp32 amax. Faults the author can fix exit 2 naming the tensor or attribute; what cuDNN
+// cannot run on SM 9.x (head dims but 128, a bottom-right diagonal, dropout) is NotSupported.
+Json sdpa_fp8_backward_spec() {
+  Json tensors = {{"q", t({2, 8, 128, 128})}, {"k", t({2, 2, 256, 128})},  {"v", t({2, 2, 256, 128})},
+                  {"o", t({2, 8, 128, 128})}, {"do", t({2, 8, 128, 128})}, {"lse", t({2, 8, 128, 1}, "float32")}};
+  const char* scales[] = {"descale_q",  "descale_k", "descale_v", "descale_o", "descale_do", "descale_s",
+                          "descale_dp", "scale_s",   "scale_dq",  "scale_dk",  "scale_dv",   "scale_dp"};
+  Json inputs = {"q", "k", "v", "o", "do", "lse"};
+  for (const char* n : scales) {
+    tensors[n] = t({1, 1, 1, 1}, "float32");
+    inputs.push_back(n);
+  }
+  const Json outputs = {"dq", "dk", "dv", "amax_dq", "amax_dk", "amax_dv", "amax_dp"};
+  for (const char* n : {"amax_dq", "amax_dk", "amax_dv", "amax_dp"}) tensors[n] = {{"dtype", "float32"}};
+  Json s = one_node(tensors, "sdpa_fp8_backward", inputs, {{"causal", true}});
+  s["io_dtype"] = "fp8_e4m3";
+  s["nodes"][0]["outputs"] = outputs;
+  s["outputs"] = outputs;
+  return s;
+}
+
+TEST(SpecOps, SdpaFp8Backward) {
+  const Json s = sdpa_fp8_backward_spec();
+  StatusOr<Graph> g = parse(s);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(g->nodes[0].op, OpKind::kSdpaFp8Backward);
+  EXPECT_EQ(out_shape(g, "dq"), (V{2, 8, 128, 128}));
+  EXPECT_EQ(out_shape(g, "dk"), (V{2, 2, 256, 128}));
+  EXPECT_EQ(out_shape(g, "amax_dp"), (V{1, 1, 1, 1}));
+  EXPECT_EQ(g->dtype_of(g->find_tensor("dv")), DataType::kFp8E4M3);
+  expect_round_trip_signs_alike(*g, "sdpa_fp8_backward .*causal=1.*out=t[0-9]+(,t[0-9]+){6}\n");
+  Json padded = s;  // with a padding mask, its two lengths after the scales
+  padded["nodes"][0]["padding_mask"] = true;
+  padded["tensors"]["lq"] = t({2, 1, 1, 1}, "int32");
+  padded["tensors"]["lkv"] = t({2, 1, 1, 1}, "int32");
+  padded["nodes"][0]["inputs"].push_back("lq");
+  padded["nodes"][0]["inputs"].push_back("lkv");
+  StatusOr<Graph> gp = parse(padded);
+  ASSERT_TRUE(gp.is_ok()) << gp.status().to_string();
+  EXPECT_EQ(sdpa_inputs(gp->nodes[0]).seq_len_q, 18);
+  EXPECT_EQ(sdpa_inputs(gp->nodes[0]).seq_len_kv, 19);
+
+  struct Bad {
+    std::function<void(Json&)> edit;
+    StatusCode code;
+    std::string message;
+  };
+  const std::vector<Bad> bad = {
+      {[](Json& j) {
+         j["tensors"]["do"] = t({2, 8, 128, 128}, "bf16");
+       },
+       StatusCode::kInvalidArgument,
+       "input 'do': dtype bf16 is not supported by sdpa_fp8_backward (fp8_e4m3 only: q, k, v, o and do alike)"},
+      {[](Json& j) {
+         j["tensors"]["o"] = t({2, 8, 64, 128});
+       },
+       StatusCode::kInvalidArgument, "input 'o': dims [2,8,64,128] must be o's [B, H, Sq, Dv]"},
+      {[](Json& j) {
+         j["tensors"]["lse"] = t({2, 8, 128, 1}, "bf16");
+       },
+       StatusCode::kInvalidArgument,
+       "input 'lse': dtype bf16 is not supported for the softmax statistics (float32 only)"},
+      {[](Json& j) {
+         j["tensors"]["scale_dp"] = t({1, 1, 1, 2}, "float32");
+       },
+       StatusCode::kInvalidArgument, "input 'scale_dp': dims [1,1,1,2] must be [1, 1, 1, 1] (one scale)"},
+      {[](Json& j) {
+         j["tensors"]["descale_dp"] = {{"value", 1.0}, {"dtype", "float32"}};
+       },
+       StatusCode::kInvalidArgument,
+       "input 'descale_dp': an FP8 scale is read on the device (a tensor), not passed by value"},
+      {[](Json& j) {
+         j["tensors"]["dk"] = {{"dtype", "fp8_e5m2"}};
+       },
+       StatusCode::kInvalidArgument,
+       "output 'dk': dtype fp8_e5m2 is not supported for sdpa_fp8_backward's gradients (fp8_e4m3 only"},
+      {[](Json& j) {
+         j["tensors"]["amax_dp"] = {{"dtype", "fp16"}};
+       },
+       StatusCode::kInvalidArgument, "output 'amax_dp': dtype fp16 is not supported for an amax (float32 only"},
+      {[](Json& j) { j["nodes"][0]["inputs"].erase(17); }, StatusCode::kInvalidArgument,
+       "node 'n1' (sdpa_fp8_backward): 17 inputs, expected 18 (q, k, v, o, do, stats, descale_q"},
+      {[](Json& j) {
+         j["nodes"][0]["outputs"].erase(6);
+         j["outputs"].erase(6);
+       },
+       StatusCode::kInvalidArgument,
+       "node 'n1' (sdpa_fp8_backward): 6 outputs, expected 7 (dq, dk, dv, amax_dq, amax_dk, amax_dv, amax_dp)"},
+      {[](Json& j) { j["nodes"][0]["ragged"] = true; }, StatusCode::kInvalidArgument,
+       "attribute 'ragged': sdpa_fp8_backward takes q, k, v, o, do, stats, the twelve scales and a padding mask's"},
+      {[](Json& j) { j["nodes"][0]["diagonal_alignment"] = "bottom_right"; }, StatusCode::kNotSupported,
+       "cuDNN's FP8 attention backward pass aligns the diagonal bottom-right only on SM 10.x"},
+      {[](Json& j) {
+         for (const char* n : {"q", "k", "v", "o", "do"}) j["tensors"][n]["dims"][3] = 64;
+       },
+       StatusCode::kNotSupported,
+       "cuDNN's FP8 attention backward pass takes head dims of 128 only on no target given (SM 9.x assumed) (q's 64, "
+       "v's 64)"},
+      {[](Json& j) {
+         j["nodes"][0]["dropout"] = 0.1;
+         j["tensors"]["seed"] = t({1, 1, 1, 1}, "int64");
+         j["tensors"]["offset"] = t({1, 1, 1, 1}, "int64");
+         j["nodes"][0]["inputs"].push_back("seed");
+         j["nodes"][0]["inputs"].push_back("offset");
+       },
+       StatusCode::kNotSupported, "attribute 'dropout': 0.1: FP8 attention with dropout is not supported yet"},
+  };
+  for (const Bad& b : bad) {
+    Json j = s;
+    b.edit(j);
+    const Status st = parse(j).status();
+    EXPECT_EQ(st.code(), b.code) << b.message << ": " << st.to_string();
+    EXPECT_ERROR_HAS(st, b.message.c_str());
+  }
+  // SM 10.x takes multiples of 16 up to 128; SM 8.x none.
+  Json d64 = s;
+  for (const char* n : {"q", "k", "v", "o", "do"}) d64["tensors"][n]["dims"][3] = 64;
+  EXPECT_TRUE(parse(d64, ValidateOptions{100}).is_ok());
+  EXPECT_ERROR_HAS(parse(s, ValidateOptions{80}).status(), "needs SM 9.0 or newer, target SM 8.0");
+}
+
 TEST(SpecErrors, SdpaDtypeShapeTarget) {
   Json tensors = {{"q", t({1, 2, 16, 64})}, {"k", t({1, 2, 16, 64})}, {"v", t({1, 2, 16, 64})}};
   Json s = one_node(tensors, "sdpa", {"q", "k", "v"});

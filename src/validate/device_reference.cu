@@ -70,6 +70,37 @@ Status fill_broadcast(BroadcastParams& p, const std::vector<int64_t>& dims, cons
 
 void launch_scale(double* x, double f, int64_t n) { scale_kernel<<<grid_for(n), kThreads>>>(x, f, n); }
 
+namespace {
+
+__global__ void scaled_copy_kernel(const double* __restrict__ x, double* __restrict__ y, double f, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = x[i] * f;
+}
+
+// *out = max(*out, |x_i|) as bits: non-negative doubles order as their bit patterns (a NaN above every number).
+__global__ void abs_max_kernel(const double* __restrict__ x, int64_t n, unsigned long long* out) {
+  unsigned long long m = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const unsigned long long b = static_cast<unsigned long long>(__double_as_longlong(fabs(x[i])));
+    m = b > m ? b : m;
+  }
+  atomicMax(out, m);
+}
+
+}  // namespace
+
+void launch_scaled_copy(const double* x, double* y, double f, int64_t n) {
+  scaled_copy_kernel<<<grid_for(n), kThreads>>>(x, y, f, n);
+}
+
+Status launch_largest_abs(const double* x, int64_t n, double* y) {
+  if (cudaMemsetAsync(y, 0, sizeof(double)) != cudaSuccess) return internal_error("cudaMemsetAsync failed");
+  abs_max_kernel<<<grid_for(n), kThreads>>>(x, n, reinterpret_cast<unsigned long long*>(y));
+  return Status::ok();
+}
+
 void launch_root_with(double* s, const double* y, double f, int64_t n) {
   root_with_kernel<<<grid_for(n), kThreads>>>(s, y, f, n);
 }

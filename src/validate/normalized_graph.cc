@@ -57,6 +57,13 @@ std::vector<const char*> input_roles(const Node& n) {
       if (sdpa_inputs(n).seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
       return r;
     }
+    case OpKind::kSdpaFp8Backward: {
+      std::vector<const char*> r = {"q",          "k",         "v",         "o",         "do",         "stats",
+                                    "descale_q",  "descale_k", "descale_v", "descale_o", "descale_do", "descale_s",
+                                    "descale_dp", "scale_s",   "scale_dq",  "scale_dk",  "scale_dv",   "scale_dp"};
+      if (sdpa_inputs(n).seq_len_q >= 0) r.insert(r.end(), {"seq_len_q", "seq_len_kv"});
+      return r;
+    }
   }
   return {};
 }
@@ -68,7 +75,8 @@ const char* output_role(OpKind op) {
     case OpKind::kMatmul: return "c";
     case OpKind::kSdpa:
     case OpKind::kSdpaFp8: return "o";
-    case OpKind::kSdpaBackward: return "dq";
+    case OpKind::kSdpaBackward:
+    case OpKind::kSdpaFp8Backward: return "dq";
     case OpKind::kConvFprop:
     case OpKind::kPointwise:
     case OpKind::kReduction:
@@ -125,6 +133,7 @@ Json attributes_json(const Node& n, const NodePlan& plan) {
     case OpKind::kSdpa:
     case OpKind::kSdpaBackward:
     case OpKind::kSdpaFp8:
+    case OpKind::kSdpaFp8Backward:
       a["causal"] = plan.sdpa.band.right == 0;  // a right bound of 0 however written (it signs alike)
       a["attn_scale"] = plan.sdpa.scale;        // 1/sqrt(head dim) unless given
       // The band as it applies: key j is seen by query i when i + shift - left_bound < j <= i + shift + right_bound
@@ -167,11 +176,13 @@ StatusOr<Json> node_json(const Graph& g, int index) {
         {{"role", i < roles.size() ? roles[i] : "?"}, {"tensor", g.tensors[static_cast<size_t>(n.inputs[i])].name}});
   j["inputs"] = ins;
   Json outs = Json::array();
+  static const char* const kFp8BackwardOut[] = {"dq", "dk", "dv", "amax_dq", "amax_dk", "amax_dv", "amax_dp"};
   for (size_t o = 0; o < n.outputs.size(); ++o)  // an sdpa's second output is its softmax statistics
-    outs.push_back({{"role", o == 0                          ? output_role(n.op)
-                             : n.op == OpKind::kSdpaBackward ? (o == 1 ? "dk" : "dv")
-                             : n.op == OpKind::kSdpaFp8      ? (o == 1 ? "amax_o" : "stats")
-                                                             : "stats"},
+    outs.push_back({{"role", o == 0                                      ? output_role(n.op)
+                             : n.op == OpKind::kSdpaBackward             ? (o == 1 ? "dk" : "dv")
+                             : n.op == OpKind::kSdpaFp8                  ? (o == 1 ? "amax_o" : "stats")
+                             : n.op == OpKind::kSdpaFp8Backward && o < 7 ? kFp8BackwardOut[o]
+                                                                         : "stats"},
                     {"tensor", g.tensors[static_cast<size_t>(n.outputs[o])].name}});
   j["outputs"] = outs;
   j["attributes"] = attributes_json(n, plan);

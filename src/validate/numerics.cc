@@ -138,9 +138,9 @@ AccumulationPath accumulation_into(const Graph& graph, const GraphRoles& roles, 
     }
     if (is_attention(node.op) && node.inputs.size() > 2) {
       // cuDNN rounds P to v's dtype before P.V (sdpa_fp8: to fp8 at scale_s); a backward pass rounds P (for dV)
-      // and dS (for dQ and dK) alike.
+      // and dS (for dQ and dK) alike (sdpa_fp8_backward: to fp8 at scale_s and scale_dp).
       const double u = stored_roundoff(roles.dtype_of(node.inputs[2]));
-      path.rounding_var += (node.op == OpKind::kSdpaBackward ? 2.0 : 1.0) * u * u / 3.0;
+      path.rounding_var += (is_attention_backward(node.op) ? 2.0 : 1.0) * u * u / 3.0;
     }
     for (int in : node.inputs) stack.push_back(in);
   }
@@ -406,8 +406,14 @@ StatusOr<std::vector<OutputGate>> plan_output_gates(const Graph& graph, bool mag
     // as a reduction over stored fp8 values would (the rule above): its fp32 dtype's tolerance would refuse it.
     const int w = roles.producer(t);
     const Node* writer = w >= 0 ? &graph.nodes[static_cast<size_t>(w)] : nullptr;
-    if (writer && writer->op == OpKind::kSdpaFp8 && writer->outputs.size() > kFp8AmaxO &&
-        writer->outputs[kFp8AmaxO] == t) {
+    // sdpa_fp8_backward's amax (fp32) likewise: each of dq, dk, dv sums terms of dS or P rounded to fp8, and dS may
+    // be read from P rounded so too.
+    const bool fp8_amax =
+        writer &&
+        ((writer->op == OpKind::kSdpaFp8 && writer->outputs.size() > kFp8AmaxO && writer->outputs[kFp8AmaxO] == t) ||
+         (writer->op == OpKind::kSdpaFp8Backward && writer->outputs.size() > kFp8bAmaxDp &&
+          std::find(writer->outputs.begin() + kFp8bAmaxDq, writer->outputs.end(), t) != writer->outputs.end()));
+    if (fp8_amax) {
       const double roundoff = stored_roundoff(roles.dtype_of(writer->inputs[2]));
       c.tolerance.rtol = std::max(c.tolerance.rtol, 2 * roundoff);
       c.tolerance.nmse_max = std::max(c.tolerance.nmse_max, 4 * roundoff * roundoff);

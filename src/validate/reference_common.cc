@@ -188,6 +188,20 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
         fp8_scale[t] = true;
       }
     }
+    // FP8 attention's backward pass: the descales near 1; P (with the statistics below, within about [e^-2.5, 2.7])
+    // scaled into e4m3's range at [64, 128) and read back at [2^-7, 2^-6); dS (|dS| at most about 40 for these
+    // inputs) at [4, 8), read back at [2^-3, 2^-2); the gradients at [1, 2), which keeps them in e4m3's normal range
+    // and far below its largest value (448).
+    if (n.op == OpKind::kSdpaFp8Backward && n.inputs.size() >= 18) {
+      const std::pair<double, double> ranges[12] = {{0.5, 1.0}, {0.5, 1.0},       {0.5, 1.0},    {0.5, 1.0},
+                                                    {0.5, 1.0}, {0x1p-7, 0x1p-6}, {0.125, 0.25}, {64.0, 128.0},
+                                                    {1.0, 2.0}, {1.0, 2.0},       {1.0, 2.0},    {4.0, 8.0}};
+      for (size_t i = 0; i < 12; ++i) {
+        const size_t t = static_cast<size_t>(n.inputs[kFp8bDescaleQ + i]);
+        narrow(&range, t, ranges[i].first, ranges[i].second);
+        fp8_scale[t] = true;
+      }
+    }
     // Dropout's seed and offset: non-negative, as a training loop's are (any value draws some mask).
     if (n.sdpa.dropout > 0) {
       const SdpaInputs x = sdpa_inputs(n);
@@ -202,6 +216,10 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
       const double lo = std::exp2(std::floor(std::log2(std::max(1.0, ln_keys))));
       range[static_cast<size_t>(n.inputs[5])] = {lo, 2.0 * lo};
     }
+    // FP8's backward pass rounds P and dS to fp8 at one scale each for the whole tensor: statistics spread over
+    // [2^e, 2^(e+1)) would spread P over orders of magnitude, below e4m3's range for some rows and past it for
+    // others. In [1, 2) every P is within a factor of e of e^(score - 1.5), whatever Skv.
+    if (n.op == OpKind::kSdpaFp8Backward && n.inputs.size() > 5) range[static_cast<size_t>(n.inputs[5])] = {1.0, 2.0};
   }
   for (int t : g.outputs) used[static_cast<size_t>(t)] = true;
   std::vector<InputDraw> draws;
@@ -219,9 +237,11 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
                               std::to_string(d.lo) + " to " + std::to_string(d.hi) + ")");
     if (!d.by_value && fp8_scale[i] && !(d.lo < d.hi))
       return invalid_argument("input '" + g.tensors[i].name +
-                              "': it serves sdpa_fp8 scale roles whose checks draw apart (scale_s in [128, 256), "
-                              "descale_s in [2^-8, 2^-7), the other descales in [0.5, 1), scale_o in [1, 2)): give "
-                              "each such role its own tensor");
+                              "': it serves FP8 attention scale roles whose checks draw apart (sdpa_fp8: scale_s in "
+                              "[128, 256), descale_s in [2^-8, 2^-7), the other descales in [0.5, 1), scale_o in "
+                              "[1, 2); sdpa_fp8_backward: scale_s in [64, 128), descale_s in [2^-7, 2^-6), scale_dp "
+                              "in [4, 8), descale_dp in [2^-3, 2^-2), the other descales in [0.5, 1), scale_dq, "
+                              "scale_dk, scale_dv in [1, 2)): give each such role its own tensor");
     if (!d.by_value && !is_integer(d.dtype) && !input_range_is_exact(d.lo, d.hi))
       return invalid_argument("input '" + g.tensors[i].name + "': the generator cannot draw [" + std::to_string(d.lo) +
                               ", " + std::to_string(d.hi) + ") exactly");

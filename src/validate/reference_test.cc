@@ -836,6 +836,108 @@ TEST(HostReference, SdpaFp8IsAttentionOnTheDescaledOperands) {
   }
 }
 
+// FP8 attention's backward pass against the gradients written out here from their definition (q, k, v, o, do each
+// times its descale; P = exp(attn_scale q.k - L), causal; dP = do.v, D = do.o, dS = P (dP - D); dV = sum P do times
+// descale_s scale_s, dQ = attn_scale sum dS k and dK = attn_scale sum dS q times descale_dp scale_dp; the stored
+// gradients times scale_dq, scale_dk, scale_dv, rounded to e4m3; the amax of each before that, amax_dp max |dS|), on
+// fp8-exact values, grouped heads, and scales that are not 1 or each other's inverse.
+TEST(HostReference, SdpaFp8BackwardIsTheBackwardOnTheDescaledOperands) {
+  const int64_t h = 2, hk = 1, sq = 5, skv = 7, d = 16;
+  Graph g = make_graph("fp8_bwd", DataType::kFp8E4M3);
+  const int q = add_tensor(g, "q", {1, h, sq, d}), k = add_tensor(g, "k", {1, hk, skv, d}),
+            v = add_tensor(g, "v", {1, hk, skv, d}), o = add_tensor(g, "o", {1, h, sq, d}),
+            dout = add_tensor(g, "do", {1, h, sq, d}), lse = add_tensor(g, "stats", {1, h, sq, 1});
+  g.tensors[static_cast<size_t>(lse)].dtype = DataType::kFloat32;
+  // descale_q, _k, _v, _o, _do, _s, _dp, scale_s, _dq, _dk, _dv, _dp
+  const double sv[12] = {0.75, 0.5, 0.625, 0.875, 0.5625, 1.0 / 96.0, 0.1875, 112.0, 1.5, 1.25, 1.75, 6.0};
+  std::vector<int> in = {q, k, v, o, dout, lse};
+  for (int i = 0; i < 12; ++i) {
+    in.push_back(add_tensor(g, "s" + std::to_string(i), {1, 1, 1, 1}));
+    g.tensors.back().dtype = DataType::kFloat32;
+  }
+  std::vector<int> outs = {add_tensor(g, "dq", {1, h, sq, d}), add_tensor(g, "dk", {1, hk, skv, d}),
+                           add_tensor(g, "dv", {1, hk, skv, d})};
+  for (const char* name : {"amax_dq", "amax_dk", "amax_dv", "amax_dp"}) {
+    outs.push_back(add_tensor(g, name, {1, 1, 1, 1}));
+    g.tensors.back().dtype = DataType::kFloat32;
+  }
+  Node& n = add_node(g, "grad", OpKind::kSdpaFp8Backward, in, outs[0]);
+  n.sdpa.causal = true;
+  n.outputs = outs;
+  g.outputs = outs;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> eighths(-8, 8);  // k/8 in [-1, 1]: exact in e4m3
+  std::map<int, std::vector<double>> xs;
+  for (int t : {q, k, v, o, dout}) {
+    std::vector<double> x(static_cast<size_t>(g.tensors[static_cast<size_t>(t)].element_count()));
+    for (double& e : x) e = eighths(rng) / 8.0;
+    xs[t] = x;
+  }
+  std::uniform_int_distribution<int> sixteenths(16, 31);
+  xs[lse] = std::vector<double>(static_cast<size_t>(h * sq));
+  for (double& e : xs[lse]) e = sixteenths(rng) / 16.0;  // [1, 2): the checks' own draw
+  std::map<int, HostTensor> inputs;
+  for (const auto& [t, x] : xs) inputs.emplace(t, vals(g, t, x));
+  for (int i = 0; i < 12; ++i)
+    inputs.emplace(in[6 + static_cast<size_t>(i)], vals(g, in[6 + static_cast<size_t>(i)], {sv[i]}));
+  auto r = run_host_reference(g, inputs);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->size(), 7u);
+  // The gradients written out (real-valued, before their scales).
+  const auto x = [&](int t, int64_t row, int64_t e, double descale) {
+    return xs[t][static_cast<size_t>(row * d + e)] * descale;
+  };
+  const double attn_scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> want[3] = {std::vector<double>(static_cast<size_t>(h * sq * d)),
+                                 std::vector<double>(static_cast<size_t>(skv * d)),
+                                 std::vector<double>(static_cast<size_t>(skv * d))};
+  double want_dp = 0.0;
+  for (int64_t hh = 0; hh < h; ++hh)
+    for (int64_t i = 0; i < sq; ++i) {
+      const int64_t row = hh * sq + i;
+      double di = 0.0;
+      for (int64_t e = 0; e < d; ++e) di += x(dout, row, e, sv[4]) * x(o, row, e, sv[3]);
+      for (int64_t j = 0; j <= i && j < skv; ++j) {  // causal, top-left
+        double dot = 0.0, dp = 0.0;
+        for (int64_t e = 0; e < d; ++e) {
+          dot += x(q, row, e, sv[0]) * x(k, j, e, sv[1]);
+          dp += x(dout, row, e, sv[4]) * x(v, j, e, sv[2]);
+        }
+        const double p = std::exp(dot * attn_scale - xs[lse][static_cast<size_t>(row)]);
+        const double ds = p * (dp - di);
+        want_dp = std::max(want_dp, std::fabs(ds));
+        for (int64_t e = 0; e < d; ++e) {
+          want[0][static_cast<size_t>(row * d + e)] += attn_scale * ds * sv[6] * sv[11] * x(k, j, e, sv[1]);
+          want[1][static_cast<size_t>(j * d + e)] += attn_scale * ds * sv[6] * sv[11] * x(q, row, e, sv[0]);
+          want[2][static_cast<size_t>(j * d + e)] += p * sv[5] * sv[7] * x(dout, row, e, sv[4]);
+        }
+      }
+    }
+  for (int t = 0; t < 3; ++t) {
+    const std::vector<double> got = (*r)[static_cast<size_t>(t)].values();
+    double amax = 0.0;
+    for (size_t e = 0; e < got.size(); ++e) {
+      amax = std::max(amax, std::fabs(want[t][e]));
+      // As stored: rounded to e4m3 (either neighbour of a value within 1e-12 of a rounding boundary).
+      const double stored = want[t][e] * sv[8 + t];
+      EXPECT_TRUE(got[e] == round_to_dtype(stored * (1 + 1e-12), DataType::kFp8E4M3) ||
+                  got[e] == round_to_dtype(stored * (1 - 1e-12), DataType::kFp8E4M3))
+          << "output " << t << " element " << e << ": " << got[e] << " for " << stored;
+    }
+    EXPECT_NEAR((*r)[3 + static_cast<size_t>(t)].values()[0], amax, 1e-6 * amax) << "amax of output " << t;
+    EXPECT_GT(amax, 0.05) << "output " << t << " too small to tell a wrong scale from a right one";
+  }
+  EXPECT_NEAR((*r)[6].values()[0], want_dp, 1e-6 * want_dp);  // amax_dp, stored as fp32
+  EXPECT_GT(want_dp, 0.05);
+  // The magnitudes bound every value, the amax included.
+  auto m = run_host_reference_with_magnitudes(g, inputs);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  for (size_t w = 0; w < 7; ++w) {
+    const std::vector<double> val = m->values[w].values(), mag = m->magnitudes[w].values();
+    for (size_t e = 0; e < val.size(); ++e) ASSERT_GE(mag[e], std::fabs(val[e])) << "output " << w;
+  }
+}
+
 // One tensor in several sdpa_fp8 scale roles draws what every role allows; roles that draw apart (scale_s and a
 // descale) are refused naming the tensor.
 TEST(InputDraws, SharedFp8ScalesDrawTheirCommonRangeOrAreRefused) {
@@ -861,7 +963,7 @@ TEST(InputDraws, SharedFp8ScalesDrawTheirCommonRangeOrAreRefused) {
   // scale_s and descale_s one tensor: no value both allow.
   const Status apart = make_random_inputs(graph({0, 1, 2, 3, 3, 5}), 1).status();
   EXPECT_EQ(apart.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(apart.message().find("input 's3': it serves sdpa_fp8 scale roles whose checks draw apart"),
+  EXPECT_NE(apart.message().find("input 's3': it serves FP8 attention scale roles whose checks draw apart"),
             std::string::npos)
       << apart.message();
 }

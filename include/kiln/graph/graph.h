@@ -81,6 +81,7 @@ enum class OpKind {
   kSdpa,
   kSdpaBackward,
   kSdpaFp8,
+  kSdpaFp8Backward,
 };
 inline constexpr EnumName<OpKind> kOpKindNames[] = {{OpKind::kConvFprop, "conv_fprop"},
                                                     {OpKind::kConvDgrad, "conv_dgrad"},
@@ -92,8 +93,9 @@ inline constexpr EnumName<OpKind> kOpKindNames[] = {{OpKind::kConvFprop, "conv_f
                                                     {OpKind::kRmsNorm, "rms_norm"},
                                                     {OpKind::kSdpa, "sdpa"},
                                                     {OpKind::kSdpaBackward, "sdpa_backward"},
-                                                    {OpKind::kSdpaFp8, "sdpa_fp8"}};
-static_assert(std::size(kOpKindNames) == static_cast<size_t>(OpKind::kSdpaFp8) + 1, "an OpKind without a name");
+                                                    {OpKind::kSdpaFp8, "sdpa_fp8"},
+                                                    {OpKind::kSdpaFp8Backward, "sdpa_fp8_backward"}};
+static_assert(std::size(kOpKindNames) == static_cast<size_t>(OpKind::kSdpaFp8Backward) + 1, "an OpKind without a name");
 const char* op_kind_name(OpKind k);  // kOpKindNames' name
 
 enum class PointwiseMode {
@@ -233,8 +235,18 @@ struct SdpaAttrs {
 //               scores descale_q descale_k attn_scale q.k, P = softmax rounded to fp8 at scale_s and read back at
 //               descale_s, o = fp8((P.v descale_v) scale_o), amax_o = max |P.v descale_v| before scale_o, fp32
 //               [1, 1, 1, 1]; stats as sdpa's; SM 9.0+, no bias, paged caches or ragged tensors)
-// Every op writes one tensor, but for an sdpa's optional second, an sdpa_backward's three and an sdpa_fp8's two
-// or three.
+//   sdpa_fp8_backward: in {q, k, v, o, do, stats, descale_q, descale_k, descale_v, descale_o, descale_do, descale_s,
+//                   descale_dp, scale_s, scale_dq, scale_dk, scale_dv, scale_dp (, seq_len_q, seq_len_kv)}
+//               out {dq, dk, dv, amax_dq, amax_dk, amax_dv, amax_dp}
+//               (FP8 attention's backward pass: q, k, v, o, do fp8 e4m3, each read at its descale; stats as
+//               sdpa_backward's; P recomputed from the scores and stats, rounded to fp8 at scale_s for
+//               dV = (P descale_s)^T dO; dS = P (dO.v - dO.o) rounded to fp8 at scale_dp and read back at descale_dp
+//               for dQ = attn_scale dS K and dK = attn_scale dS^T Q; dq, dk, dv = fp8(dQ scale_dq, ...), fp8 e4m3;
+//               amax_dq, amax_dk, amax_dv = max |dQ|, ... before their scales, amax_dp = max |dS| before scale_dp,
+//               fp32 [1, 1, 1, 1]; SM 9.0+, no bias, dropout, paged caches or ragged tensors; the twelve scales
+//               fp32 [1, 1, 1, 1] graph inputs)
+// Every op writes one tensor, but for an sdpa's optional second, an sdpa_backward's three, an sdpa_fp8's two or
+// three and an sdpa_fp8_backward's seven.
 struct Node {
   std::string name;
   OpKind op = OpKind::kPointwise;
@@ -271,6 +283,13 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
     if (n.sdpa.padding && count >= 11) {
       r.seq_len_q = 9;
       r.seq_len_kv = 10;
+    }
+    return r;
+  }
+  if (n.op == OpKind::kSdpaFp8Backward) {  // q, k, v, o, do, stats, the twelve scales, with a padding mask the lengths
+    if (n.sdpa.padding && count >= 20) {
+      r.seq_len_q = 18;
+      r.seq_len_kv = 19;
     }
     return r;
   }
@@ -314,8 +333,14 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
   return r;
 }
 
-// Whether an op is one of the attention family's composite cuDNN operations (sdpa, sdpa_backward, sdpa_fp8).
-inline bool is_attention(OpKind k) { return k == OpKind::kSdpa || k == OpKind::kSdpaBackward || k == OpKind::kSdpaFp8; }
+// Whether an op is one of the attention family's composite cuDNN operations (sdpa, sdpa_backward, sdpa_fp8,
+// sdpa_fp8_backward).
+inline bool is_attention(OpKind k) {
+  return k == OpKind::kSdpa || k == OpKind::kSdpaBackward || k == OpKind::kSdpaFp8 || k == OpKind::kSdpaFp8Backward;
+}
+// Whether an op is an attention's backward pass (sdpa_backward, sdpa_fp8_backward): q, k, v, o, do, stats first,
+// dq, dk, dv its first outputs.
+inline bool is_attention_backward(OpKind k) { return k == OpKind::kSdpaBackward || k == OpKind::kSdpaFp8Backward; }
 
 // Whether a node is an sdpa or sdpa_backward over ragged (THD) tensors (SdpaAttrs::ragged; sdpa_fp8 takes none).
 inline bool is_ragged_attention(const Node& n) {
@@ -325,6 +350,22 @@ inline bool is_ragged_attention(const Node& n) {
 // An sdpa_fp8 node's inputs after q, k, v (Node::inputs positions) and its outputs (Node::outputs positions).
 enum SdpaFp8Input { kFp8DescaleQ = 3, kFp8DescaleK, kFp8DescaleV, kFp8DescaleS, kFp8ScaleS, kFp8ScaleO };
 enum SdpaFp8Output { kFp8O = 0, kFp8AmaxO = 1, kFp8Stats = 2 };
+// An sdpa_fp8_backward node's scales after q, k, v, o, do, stats, and its outputs.
+enum SdpaFp8BackwardInput {
+  kFp8bDescaleQ = 6,
+  kFp8bDescaleK,
+  kFp8bDescaleV,
+  kFp8bDescaleO,
+  kFp8bDescaleDo,
+  kFp8bDescaleS,
+  kFp8bDescaleDp,
+  kFp8bScaleS,
+  kFp8bScaleDq,
+  kFp8bScaleDk,
+  kFp8bScaleDv,
+  kFp8bScaleDp
+};
+enum SdpaFp8BackwardOutput { kFp8bDq = 0, kFp8bDk, kFp8bDv, kFp8bAmaxDq, kFp8bAmaxDk, kFp8bAmaxDv, kFp8bAmaxDp };
 
 // The spec's name of a node's op (docs/spec.md's op table, never an alias): the op kind's name, a
 // pointwise node's mode ("relu", "bias_add") or "reduce_" and a reduction's mode ("reduce_amax").

@@ -159,6 +159,22 @@ class GraphBuilder {
   SdpaFp8Out sdpa_fp8(const std::string& name, TensorRef q, TensorRef k, TensorRef v, const SdpaFp8Scales& scales,
                       const SdpaAttrs& attrs = {}, std::optional<TensorRef> seq_len_q = std::nullopt,
                       std::optional<TensorRef> seq_len_kv = std::nullopt);
+  // FP8 attention's backward pass (cuDNN's sdpa_fp8_backward, SM 9.0+, head dims 128 there; no bias, dropout, paged
+  // caches or ragged tensors): q, k, v, o, do fp8_e4m3, the statistics fp32 [B, H, Sq, 1], the twelve scales fp32
+  // [1, 1, 1, 1] graph inputs (kiln/graph/graph.h sdpa_fp8_backward); dq, dk, dv (named name + "_dq", "_dk", "_dv",
+  // fp8_e4m3, shaped as q, k, v) and the four amax (name + "_amax_dq", "_amax_dk", "_amax_dv", "_amax_dp", fp32
+  // [1, 1, 1, 1]). With a padding mask's lengths as sdpa_fp8's.
+  struct SdpaFp8BackwardScales {
+    TensorRef descale_q, descale_k, descale_v, descale_o, descale_do, descale_s, descale_dp;
+    TensorRef scale_s, scale_dq, scale_dk, scale_dv, scale_dp;
+  };
+  struct SdpaFp8Grads {
+    TensorRef dq, dk, dv, amax_dq, amax_dk, amax_dv, amax_dp;
+  };
+  SdpaFp8Grads sdpa_fp8_backward(const std::string& name, TensorRef q, TensorRef k, TensorRef v, TensorRef o,
+                                 TensorRef dout, TensorRef stats, const SdpaFp8BackwardScales& scales,
+                                 const SdpaAttrs& attrs = {}, std::optional<TensorRef> seq_len_q = std::nullopt,
+                                 std::optional<TensorRef> seq_len_kv = std::nullopt);
   // The softmax statistics of the sdpa (or sdpa_fp8) node that writes `o`, as that node's last output: each query
   // row's log-sum-exp of its scaled scores, fp32 [B, H, Sq, 1] (named `out`, by default the node's name + "_stats").
   TensorRef sdpa_stats(TensorRef o, std::string out = "");

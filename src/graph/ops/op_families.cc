@@ -18,7 +18,8 @@ OpFamilyId op_family_of(OpKind kind) {
     case OpKind::kRmsNorm: return OpFamilyId::kNorm;
     case OpKind::kSdpa:
     case OpKind::kSdpaBackward:
-    case OpKind::kSdpaFp8: return OpFamilyId::kSdpa;
+    case OpKind::kSdpaFp8:
+    case OpKind::kSdpaFp8Backward: return OpFamilyId::kSdpa;
   }
   return OpFamilyId::kPointwise;
 }

@@ -18,6 +18,10 @@ void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
     *lo = *hi = 9 + (n.sdpa.padding ? 2 : 0) + dropout;
     return;
   }
+  if (n.op == OpKind::kSdpaFp8Backward) {  // q, k, v, o, do, stats, the twelve scales (SdpaFp8BackwardInput), lengths
+    *lo = *hi = 18 + (n.sdpa.padding ? 2 : 0) + dropout;
+    return;
+  }
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias, the lengths, ragged the offsets
     *lo = 6 + (n.sdpa.padding ? 2 : 0) + (n.sdpa.ragged ? 4 : 0) + dropout;
     *hi = *lo + 1;
@@ -32,8 +36,12 @@ void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
 }
 
 // o and optionally the statistics; a backward pass's dq, dk, dv.
-// sdpa_fp8's o and amax_o, and optionally the statistics.
+// sdpa_fp8's o and amax_o, and optionally the statistics; sdpa_fp8_backward's dq, dk, dv and four amax.
 void sdpa_output_arity(const Node& n, size_t* lo, size_t* hi) {
+  if (n.op == OpKind::kSdpaFp8Backward) {
+    *lo = *hi = 7;
+    return;
+  }
   *lo = n.op == OpKind::kSdpaBackward ? 3 : n.op == OpKind::kSdpaFp8 ? 2 : 1;
   *hi = n.op == OpKind::kSdpaBackward || n.op == OpKind::kSdpaFp8 ? 3 : 2;
 }
@@ -300,7 +308,8 @@ Status dropout_support(NodeCtx& c) {
   const SdpaAttrs& a = c.node.sdpa;
   if (!(a.dropout > 0)) return Status::ok();
   const std::string what = c.where + ": " + dropout_label(a.dropout);
-  if (c.node.op == OpKind::kSdpaFp8) return not_supported(what + ": FP8 attention with dropout is not supported yet");
+  if (c.node.op == OpKind::kSdpaFp8 || c.node.op == OpKind::kSdpaFp8Backward)
+    return not_supported(what + ": FP8 attention with dropout is not supported yet");
   if (a.paged) return not_supported(what + ": dropout over paged caches (decode) is not supported");
   if (a.ragged) return not_supported(what + ": dropout over ragged tensors is not supported yet");
   if (a.left_bound || a.alignment == DiagonalAlignment::kBottomRight)
@@ -440,10 +449,12 @@ Status check_bias_by_dtype(NodeCtx& c) {
 
 Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
 Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
+Status infer_sdpa_fp8_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out);
 
 Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
   if (c.node.op == OpKind::kSdpaBackward) return infer_sdpa_backward(c, options, out);
   if (c.node.op == OpKind::kSdpaFp8) return infer_sdpa_fp8(c, options, out);
+  if (c.node.op == OpKind::kSdpaFp8Backward) return infer_sdpa_fp8_backward(c, options, out);
   for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
   KILN_RETURN_IF_ERROR(check_common(c, options, 3));
   KILN_RETURN_IF_ERROR(check_bias_by_dtype(c));
@@ -607,6 +618,95 @@ Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Di
   return Status::ok();
 }
 
+// sdpa_fp8_backward's data tensors: q, k, v, o, do fp8 e4m3 (o and do [B, H, Sq, Dv]), the statistics fp32
+// [B, H, Sq, 1], the twelve scales (check_fp8_scale), dq, dk, dv fp8 e4m3 and the four amax fp32.
+Status check_fp8_backward_tensors(NodeCtx& c, const Dims& q, const Dims& v) {
+  for (size_t i = 0; i < 5; ++i)
+    if (c.in_dtype(i) != DataType::kFp8E4M3)
+      return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(c.in_dtype(i))) +
+                     " is not supported by sdpa_fp8_backward (fp8_e4m3 only: q, k, v, o and do alike)");
+  const Dims want_o{q[0], q[1], q[2], v[3]};
+  for (size_t i : {size_t{3}, size_t{4}}) {
+    const Dims& d = c.in(i).dims;
+    for (size_t a = 0; a < 4; ++a)
+      if (d[a].value != want_o[a].value)
+        return c.error(c.in_label(i) + ": dims " + dims_text(d) + " must be o's [B, H, Sq, Dv] = " + dims_text(want_o));
+  }
+  if (c.in_dtype(5) != DataType::kFloat32)
+    return c.error(c.in_label(5) + ": dtype " + std::string(dtype_name(c.in_dtype(5))) +
+                   " is not supported for the softmax statistics (float32 only)");
+  const Dims& st = c.in(5).dims;
+  if (st[0].value != q[0].value || st[1].value != q[1].value || st[2].value != q[2].value || st[3].value != 1)
+    return c.error(c.in_label(5) + ": dims " + dims_text(st) + " must be [B, H, Sq, 1] = [" +
+                   std::to_string(q[0].value) + ", " + std::to_string(q[1].value) + ", " + std::to_string(q[2].value) +
+                   ", 1] (one log-sum-exp per query row, as the forward's statistics)");
+  for (size_t i = kFp8bDescaleQ; i <= kFp8bScaleDp; ++i) KILN_RETURN_IF_ERROR(check_fp8_scale(c, i));
+  for (size_t o = kFp8bDq; o <= kFp8bDv; ++o)
+    if (c.out_dtype(o) != DataType::kFp8E4M3)
+      return c.error(c.out_label(o) + ": dtype " + std::string(dtype_name(c.out_dtype(o))) +
+                     " is not supported for sdpa_fp8_backward's gradients (fp8_e4m3 only: declare its \"dtype\")");
+  for (size_t o = kFp8bAmaxDq; o <= kFp8bAmaxDp; ++o)
+    if (c.out_dtype(o) != DataType::kFloat32)
+      return c.error(c.out_label(o) + ": dtype " + std::string(dtype_name(c.out_dtype(o))) +
+                     " is not supported for an amax (float32 only: declare \"dtype\": \"float32\")");
+  return Status::ok();
+}
+
+// FP8 attention's backward pass (cuDNN's sdpa_fp8_backward, per-tensor scaling; kiln/graph/graph.h says what it
+// computes): dq, dk, dv shaped as q, k, v, and amax_dq, amax_dk, amax_dv, amax_dp [1, 1, 1, 1]. What cuDNN (9.19,
+// Frontend 1.32) runs on SM 9.x: head dims of 128 (q's and v's), no bias (none can be given), dropout, paged caches,
+// ragged tensors or bottom-right diagonal.
+Status infer_sdpa_fp8_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
+  for (size_t i = kFp8bDescaleQ; i <= kFp8bScaleDp; ++i)  // before the rank: a scalar's own reason, not its rank
+    if (c.in(i).by_value)
+      return c.error(c.in_label(i) + ": an FP8 scale is read on the device (a tensor), not passed by value");
+  for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  if (c.node.sdpa.paged || c.node.sdpa.ragged)
+    return c.error(std::string("attribute '") + (c.node.sdpa.paged ? "paged_kv" : "ragged") +
+                   "': sdpa_fp8_backward takes q, k, v, o, do, stats, the twelve scales and a padding mask's lengths "
+                   "only (no page tables or offsets)");
+  KILN_RETURN_IF_ERROR(check_compute_fp32(c));
+  KILN_RETURN_IF_ERROR(check_attn_scale(c));
+  const Dims &q = c.in(0).dims, &k = c.in(1).dims, &v = c.in(2).dims;
+  KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
+  KILN_RETURN_IF_ERROR(check_fp8_backward_tensors(c, q, v));
+  KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(check_lengths(c, q));
+  KILN_RETURN_IF_ERROR(check_dropout_inputs(c));
+  out->push_back(q);
+  out->push_back(k);
+  out->push_back(v);
+  for (int i = 0; i < 4; ++i)
+    out->push_back(Dims{Dim{1, "", false}, Dim{1, "", false}, Dim{1, "", false}, Dim{1, "", false}});
+  // What cuDNN cannot run though the spec is valid, after every check the author must act on.
+  KILN_RETURN_IF_ERROR(band_support(c, q[2].value, k[2].value));
+  KILN_RETURN_IF_ERROR(dropout_support(c));
+  const int sm = options.target_sm_version;
+  const std::string target = sm > 0 ? "target SM " + std::to_string(sm / 10) + "." + std::to_string(sm % 10)
+                                    : "no target given (SM 9.x assumed)";
+  if (sm > 0 && sm < 90)
+    return not_supported(c.where + ": cuDNN's FP8 attention backward pass needs SM 9.0 or newer, " + target);
+  if (c.node.sdpa.alignment == DiagonalAlignment::kBottomRight && sm < 100)
+    return not_supported(c.where +
+                         ": cuDNN's FP8 attention backward pass aligns the diagonal bottom-right only on SM 10.x and "
+                         "newer (" +
+                         target + ")");
+  const int64_t d = q[3].value, dv = v[3].value;
+  // cuDNN 9.19 (Frontend 1.32): head dims of exactly 128 on SM 9.x; on SM 10.x and newer multiples of 16 up to 128,
+  // or q's 192 over v's 128.
+  if (sm < 100 && (d != 128 || dv != 128))
+    return not_supported(c.where + ": cuDNN's FP8 attention backward pass takes head dims of 128 only on " + target +
+                         " (q's " + std::to_string(d) + ", v's " + std::to_string(dv) + ")");
+  if (sm >= 100 && !((d <= 128 && dv <= 128 && d % 16 == 0 && dv % 16 == 0) || (d == 192 && dv == 128)))
+    return not_supported(c.where +
+                         ": cuDNN's FP8 attention backward pass takes head dims that are multiples of 16 up to 128 "
+                         "(or q's 192 over v's 128) on " +
+                         target + " (q's " + std::to_string(d) + ", v's " + std::to_string(dv) + ")");
+  if (q[2].value == 1 && k[2].value == 1)
+    return not_supported(c.where + ": cuDNN's backward pass takes no single query over a single key (Sq = Skv = 1)");
+  return Status::ok();
+}
+
 // The scale as it applies (the default 1/sqrt(head_dim) written out), so that an explicit default and an
 // omitted one sign alike; the band as it applies (causal=1 for a right bound of 0, however given; the other terms
 // only where set, so graphs without a band sign as before they existed).
@@ -653,7 +753,7 @@ OpCost sdpa_cost(const Graph& g, const Node& n) {
   const double d = static_cast<double>(q.dims[3].value), dv = static_cast<double>(v.dims[3].value);
   // The backward pass recomputes the scores (D), forms dP = dO V^T and dV = P^T dO (Dv each), dQ = dS K and
   // dK = dS^T Q (D each): 2.5 times the forward's work where D = Dv, as cuDNN Frontend's benchmarks count it.
-  c.macs = bh * pairs * (n.op == OpKind::kSdpaBackward ? 3.0 * d + 2.0 * dv : d + dv);
+  c.macs = bh * pairs * (is_attention_backward(n.op) ? 3.0 * d + 2.0 * dv : d + dv);
   c.flops = 2.0 * c.macs;
   return c;
 }

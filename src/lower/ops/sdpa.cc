@@ -80,11 +80,29 @@ Status lower_sdpa_fp8(LowerCtx& c, const Node& n) {
   return Status::ok();
 }
 
+// FP8 attention's backward pass: q, k, v, o, do, the statistics and the twelve scales (validate checked them, and
+// the lengths); dq, dk, dv and the four amax.
+Status lower_sdpa_fp8_backward(LowerCtx& c, const Node& n) {
+  auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
+  auto attrs =
+      fe::graph::SDPA_fp8_backward_attributes().set_name(n.name).set_attn_scale(static_cast<float>(scale_of(c, n)));
+  set_band(attrs, n.sdpa);
+  set_padding(c, attrs, n);
+  auto outs = c.fg.sdpa_fp8_backward(in(0), in(1), in(2), in(3), in(4), in(5), in(kFp8bDescaleQ), in(kFp8bDescaleK),
+                                     in(kFp8bDescaleV), in(kFp8bDescaleO), in(kFp8bDescaleDo), in(kFp8bDescaleS),
+                                     in(kFp8bDescaleDp), in(kFp8bScaleS), in(kFp8bScaleDq), in(kFp8bScaleDk),
+                                     in(kFp8bScaleDv), in(kFp8bScaleDp), attrs);
+  // The frontend's order is Kiln's (SdpaFp8BackwardOutput): dQ, dK, dV, Amax_dQ, Amax_dK, Amax_dV, Amax_dP.
+  for (size_t o = 0; o < outs.size(); ++o) finish_output(c, n.outputs[o], outs[o]);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status lower_sdpa(LowerCtx& c, const Node& n) {
   if (n.op == OpKind::kSdpaBackward) return lower_sdpa_backward(c, n);
   if (n.op == OpKind::kSdpaFp8) return lower_sdpa_fp8(c, n);
+  if (n.op == OpKind::kSdpaFp8Backward) return lower_sdpa_fp8_backward(c, n);
   auto in = [&](size_t i) { return input_tensor(c, n.inputs[i]); };
   const double scale = scale_of(c, n);
   // A second output asks for the softmax statistics (validate checked it: fp32 [B, H, Sq, 1]).

@@ -63,6 +63,10 @@ Status fill_broadcast(BroadcastParams& p, const std::vector<int64_t>& dims, cons
                       const std::vector<int64_t>& sb, const std::string& where);
 // x *= f, elementwise.
 void launch_scale(double* x, double f, int64_t n);
+// y = x f, elementwise (another buffer).
+void launch_scaled_copy(const double* x, double* y, double f, int64_t n);
+// *y = the largest |x_i| (NaN where any is), a one-element buffer.
+Status launch_largest_abs(const double* x, int64_t n, double* y);
 // s = f sqrt(s + y^2), elementwise: the scale of a contraction or sum from its sum of squared terms
 // (reference_math.h).
 void launch_root_with(double* s, const double* y, double f, int64_t n);

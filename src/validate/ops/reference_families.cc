@@ -39,6 +39,7 @@ StatusOr<NodePlan> plan_node(const Graph& g, int node_index) {
       want_in = std::clamp<size_t>(node.inputs.size(), 6, 16);
       break;
     case OpKind::kSdpaFp8: want_in = node.sdpa.padding ? 11 : 9; break;
+    case OpKind::kSdpaFp8Backward: want_in = node.sdpa.padding ? 20 : 18; break;
     default: want_in = node.inputs.size(); break;  // checked per op below
   }
   if (node.inputs.size() != want_in)

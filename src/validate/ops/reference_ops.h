@@ -80,10 +80,19 @@ KILN_REFERENCE_FAMILY(pointwise)
 KILN_REFERENCE_FAMILY(reduction)
 KILN_REFERENCE_FAMILY(norm)
 KILN_REFERENCE_FAMILY(sdpa)
-KILN_REFERENCE_FAMILY(sdpa_backward)  // the sdpa family's sdpa_backward nodes: sdpa_host and the device entries
-                                      // hand them on; its plan is sdpa_plan's
-KILN_REFERENCE_FAMILY(sdpa_fp8)       // the sdpa family's sdpa_fp8 nodes, likewise (sdpa_fp8.cc, sdpa_fp8.cu)
+KILN_REFERENCE_FAMILY(sdpa_backward)      // the sdpa family's sdpa_backward nodes: sdpa_host and the device entries
+                                          // hand them on; its plan is sdpa_plan's
+KILN_REFERENCE_FAMILY(sdpa_fp8)           // the sdpa family's sdpa_fp8 nodes, likewise (sdpa_fp8.cc, sdpa_fp8.cu)
+KILN_REFERENCE_FAMILY(sdpa_fp8_backward)  // its sdpa_fp8_backward nodes (sdpa_fp8_backward.cc, .cu)
 #undef KILN_REFERENCE_FAMILY
+// An sdpa_backward plan's output past dq, dk, dv that the references compute for sdpa_fp8_backward's amax_dp: the
+// largest |dS| over every pair (b, h, i, j) a query attends to, [1] (its magnitude: the largest bound of one).
+constexpr int kSdpaBackwardDsAmax = 3;
+// The plain sdpa_backward an sdpa_fp8_backward node computes on its descaled q, k, v, o, do (sdpa_fp8_backward.cc;
+// sdpa_math.h sdpa_fp8_backward_factors), and the plan of that node for the output `p` evaluates (dq for dq and
+// amax_dq, dk for dk and amax_dk, dv for dv and amax_dv, kSdpaBackwardDsAmax for amax_dp).
+Node sdpa_fp8_backward_plain(const Node& node);
+NodePlan sdpa_fp8_backward_plain_plan(const NodePlan& p);
 // The plain sdpa an sdpa_fp8 node computes on its scaled q, k, v (sdpa_fp8.cc; sdpa_math.h sdpa_fp8_factors), and
 // the plan of that node for the output `p` evaluates (o for o and amax_o, else the statistics).
 Node sdpa_fp8_plain(const Node& node);

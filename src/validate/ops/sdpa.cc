@@ -26,8 +26,18 @@ Status sdpa_backward_tensors(const Graph& g, const Node& node, const std::string
 }
 
 Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, NodePlan& p) {
-  const bool backward = node.op == OpKind::kSdpaBackward;
+  const bool backward = is_attention_backward(node.op);
   const bool fp8 = node.op == OpKind::kSdpaFp8;
+  const bool fp8_backward = node.op == OpKind::kSdpaFp8Backward;
+  if (fp8_backward && (node.inputs.size() != (node.sdpa.padding ? 20u : 18u) || node.outputs.size() != 7))
+    return invalid_argument(where + ": sdpa_fp8_backward takes q, k, v, o, do, stats, twelve scales (, the two "
+                                    "lengths) and writes dq, dk, dv, amax_dq, amax_dk, amax_dv and amax_dp");
+  for (size_t o = kFp8bAmaxDq; fp8_backward && o <= kFp8bAmaxDp; ++o)
+    if (tensor_dims(g, node.outputs[o]) != std::vector<int64_t>{1, 1, 1, 1})
+      return invalid_argument(where + ": amax " + tensor_label(g, node.outputs[o]) + " must be [1, 1, 1, 1]");
+  for (size_t i = kFp8bDescaleQ; fp8_backward && i <= kFp8bScaleDp; ++i)
+    if (tensor_dims(g, node.inputs[i]) != std::vector<int64_t>{1, 1, 1, 1})
+      return invalid_argument(where + ": scale " + tensor_label(g, node.inputs[i]) + " must be [1, 1, 1, 1]");
   if (fp8 && (node.inputs.size() != (node.sdpa.padding ? 11u : 9u) || node.outputs.size() < 2))
     return invalid_argument(where + ": sdpa_fp8 takes q, k, v, six scales (, the two lengths) and writes o and amax_o "
                                     "(, stats)");
@@ -37,7 +47,7 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
     if (tensor_dims(g, node.inputs[i]) != std::vector<int64_t>{1, 1, 1, 1})
       return invalid_argument(where + ": scale " + tensor_label(g, node.inputs[i]) + " must be [1, 1, 1, 1]");
   const size_t stats_out = fp8 ? kFp8Stats : 1;
-  if (backward && (node.inputs.size() < 6 || node.outputs.size() != 3))
+  if (backward && !fp8_backward && (node.inputs.size() < 6 || node.outputs.size() != 3))
     return invalid_argument(where + ": sdpa_backward takes q, k, v, o, do, stats (, bias) (, the two lengths) and "
                                     "writes dq, dk, dv");
   const auto q = tensor_dims(g, node.inputs[0]), k = tensor_dims(g, node.inputs[1]), v = tensor_dims(g, node.inputs[2]),
@@ -92,7 +102,8 @@ Status sdpa_plan(const Graph& g, const Node& node, const std::string& where, Nod
   // The references take the mask the plan drew (kiln/validate/dropout_probe.h); without it this plan serves the
   // geometry (the cost) only: prepare_graph refuses to compute values of it.
   if (a.dropout > 0 && roles.dropout_keep >= 0) {
-    if (fp8) return not_supported(where + ": dropout " + shortest_number(a.dropout) + ": FP8 attention takes no mask");
+    if (fp8 || fp8_backward)
+      return not_supported(where + ": dropout " + shortest_number(a.dropout) + ": FP8 attention takes no mask");
     const auto keep = tensor_dims(g, node.inputs[static_cast<size_t>(roles.dropout_keep)]);
     if (keep != std::vector<int64_t>{s.b, s.h, s.sq, s.skv})
       return invalid_argument(where + ": the dropout mask " + dims_str(keep) + " must be " +
@@ -273,6 +284,7 @@ HostNodeResult sdpa_host(const NodePlan& p, const Node& node, const std::vector<
                          const std::vector<Operand>* op, const std::vector<Operand>* sop) {
   if (node.op == OpKind::kSdpaBackward) return sdpa_backward_host(p, node, in, op, sop);
   if (node.op == OpKind::kSdpaFp8) return sdpa_fp8_host(p, node, in, op, sop);
+  if (node.op == OpKind::kSdpaFp8Backward) return sdpa_fp8_backward_host(p, node, in, op, sop);
   HostNodeResult r;
   const SdpaInputs roles = sdpa_inputs(node);
   SdpaExtras x;

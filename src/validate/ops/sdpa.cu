@@ -226,6 +226,7 @@ Status sdpa_device_value(const Node& node, const NodePlan& p, const std::vector<
                          int64_t count, const std::string& where) {
   if (node.op == OpKind::kSdpaBackward) return sdpa_backward_device_value(node, p, in, y, count, where);
   if (node.op == OpKind::kSdpaFp8) return sdpa_fp8_device_value(node, p, in, y, count, where);
+  if (node.op == OpKind::kSdpaFp8Backward) return sdpa_fp8_backward_device_value(node, p, in, y, count, where);
   const SdpaParams sp = sdpa_params(p.sdpa);
   KILN_RETURN_IF_ERROR(fits_a_warp(sp, where));
   const int64_t rows = sp.b * sp.h * sp.sq;
@@ -243,6 +244,8 @@ Status sdpa_device_magnitude(const Node& node, const NodePlan& p, const std::vec
   if (node.op == OpKind::kSdpaBackward)
     return sdpa_backward_device_magnitude(node, p, op, y, by, count, scale_pass, where);
   if (node.op == OpKind::kSdpaFp8) return sdpa_fp8_device_magnitude(node, p, op, y, by, count, scale_pass, where);
+  if (node.op == OpKind::kSdpaFp8Backward)
+    return sdpa_fp8_backward_device_magnitude(node, p, op, y, by, count, scale_pass, where);
   const SdpaParams sp = sdpa_params(p.sdpa);
   KILN_RETURN_IF_ERROR(fits_a_warp(sp, where));
   const int64_t rows = sp.b * sp.h * sp.sq;

@@ -64,10 +64,15 @@ void clear_owned_rows(const SdpaGeom& s, const BackwardOperands& x, Values (&y)[
   }
 }
 
-// Every output's values (y[0..2]: dq, dk, dv) and, with operands' bounds, magnitudes (mag[0..2]).
+// Every output's values (y[0..2]: dq, dk, dv) and, with operands' bounds, magnitudes (mag[0..2]); the largest |dS|
+// over the pairs visited (kSdpaBackwardDsAmax) and the largest bound of one (NaN where a dS is).
 struct BackwardResult {
   Values y[3], mag[3];
+  double ds_amax = 0, ds_amax_mag = 0;
 };
+
+// max(m, x) where a NaN, once seen, stays.
+double keep_largest(double m, double x) { return std::isnan(m) || std::isnan(x) ? NAN : std::max(m, x); }
 
 BackwardResult run_backward(const SdpaGeom& s, const BackwardOperands& x) {
   BackwardResult r;
@@ -119,6 +124,7 @@ BackwardResult run_backward(const SdpaGeom& s, const BackwardOperands& x) {
               x.keep ? sdpa_dropped(1.0, (*x.keep)[static_cast<size_t>(at.row * s.skv + j)], s.dropout) : 1.0;
           dp *= w;
           const double ds = p * (dp - di);
+          r.ds_amax = keep_largest(r.ds_amax, std::fabs(ds));
           double* dqi = r.y[0].data() + at.q * s.d;
           double* dkj = r.y[1].data() + kr.k * s.d;
           double* dvj = r.y[2].data() + kr.v * s.dv;
@@ -131,6 +137,7 @@ BackwardResult run_backward(const SdpaGeom& s, const BackwardOperands& x) {
           for (int64_t d = 0; d < s.dv; ++d) gv += (*m[4].mag)[at.o * s.dv + d] * (*m[2].mag)[kr.v * s.dv + d];
           const SdpaBackwardPair e = sdpa_backward_pair(
               f, p, ds, dp - di, qk, x.bias ? (*m[bias_at].mag)[bias_row + j] : 0.0, (*m[5].mag)[at.row], gv * w, ni);
+          r.ds_amax_mag = keep_largest(r.ds_amax_mag, e.ds);
           double* mq = r.mag[0].data() + at.q * s.d;
           double* mk = r.mag[1].data() + kr.k * s.d;
           double* mv = r.mag[2].data() + kr.v * s.dv;
@@ -168,6 +175,18 @@ HostNodeResult sdpa_backward_host(const NodePlan& p, const Node& node, const std
                      at(roles.ragged_v),
                      at(roles.ragged_o)};
   if (p.sdpa.dropout > 0) x.keep = at(roles.dropout_keep);
+  if (p.output == kSdpaBackwardDsAmax) {  // sdpa_fp8_backward's amax_dp: the largest |dS|, a bound of it
+    r.y = {run_backward(p.sdpa, x).ds_amax};
+    if (op) {
+      x.m = op->data();
+      const BackwardResult b = run_backward(p.sdpa, x);
+      r.m = {std::max(b.ds_amax_mag, b.ds_amax)};
+      x.m = sop->data();
+      const BackwardResult c = run_backward(p.sdpa, x);
+      r.sc = {std::max(c.ds_amax_mag, c.ds_amax)};
+    }
+    return r;
+  }
   const size_t which = static_cast<size_t>(p.output);
   r.y = std::move(run_backward(p.sdpa, x).y[which]);
   if (op) {

@@ -169,6 +169,30 @@ __global__ void dkv_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int
   }
 }
 
+// sdpa_fp8_backward's amax_dp (kSdpaBackwardDsAmax): the largest |dS| (with bounds the largest bound of one, at
+// least |dS|) over every pair a query row attends to, one warp per row, into *y as bits (non-negative doubles order as
+// their bit patterns, a NaN above every number; *y zeroed first).
+__global__ void ds_amax_kernel(BwdParams p, BwdTensors t, SdpaBackwardFactors f, int mag, unsigned long long* y) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t rows = p.b * p.h * p.sq, per_block = blockDim.x / kWarp;
+  for (int64_t row = blockIdx.x * per_block + threadIdx.x / kWarp; row < rows; row += gridDim.x * per_block) {
+    const int64_t i = row % p.sq, h = (row / p.sq) % p.h, b = row / (p.sq * p.h);
+    const int64_t hk = h / (p.h / p.hk);
+    int64_t first = 0, last = 0, lq = 0, lkv = 0;
+    entry_lengths(p, t, b, &lq, &lkv);
+    const BwdQueryRow r = query_row(p, t, b, h, i);
+    sdpa_keys(p.band, i, lq, lkv, &first, &last);
+    unsigned long long m = 0;
+    for (int64_t j = first; j < last; ++j) {
+      const BwdPair pr = pair_of(p, t, f, mag != 0, b, h, i, r, key_row(p, t, b, hk, j), j, lane);
+      const double v = mag ? fmax(pr.e.ds, fabs(pr.ds)) : fabs(pr.ds);
+      const unsigned long long bits = static_cast<unsigned long long>(__double_as_longlong(isnan(pr.ds) ? NAN : v));
+      m = bits > m ? bits : m;
+    }
+    if (lane == 0 && m > 0) atomicMax(y, m);
+  }
+}
+
 BwdParams params_of(const SdpaGeom& g) {
   return BwdParams{g.b, g.h, g.hk, g.sq, g.skv, g.d, g.dv, g.scale, g.band, g.bias, g.dropout};
 }
@@ -178,6 +202,12 @@ BwdParams params_of(const SdpaGeom& g) {
 Status launch(const NodePlan& p, const BwdTensors& t, const SdpaBackwardFactors& f, bool mag, const double* value,
               double* y, int64_t count) {
   const BwdParams bp = params_of(p.sdpa);
+  if (p.output == kSdpaBackwardDsAmax) {
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemset(y, 0, sizeof(double)));
+    ds_amax_kernel<<<grid_for(bp.b * bp.h * bp.sq * kWarp), kThreads>>>(bp, t, f, mag ? 1 : 0,
+                                                                        reinterpret_cast<unsigned long long*>(y));
+    return Status::ok();
+  }
   if (t.rq) KILN_CUDA_RETURN_IF_ERROR(cudaMemset(y, mag ? 0 : 0xFF, static_cast<size_t>(count) * sizeof(double)));
   if (p.output == 0) {
     dq_kernel<<<grid_for(bp.b * bp.h * bp.sq * kWarp), kThreads>>>(bp, t, f, mag ? 1 : 0, value, y);

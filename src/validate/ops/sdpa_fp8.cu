@@ -12,23 +12,6 @@
 namespace kiln::validate_internal {
 namespace {
 
-__global__ void scaled_copy_kernel(const double* __restrict__ x, double* __restrict__ y, double f, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] = x[i] * f;
-}
-
-// *out = max(*out, |x_i|) as bits: non-negative doubles order as their bit patterns (a NaN above every number).
-__global__ void abs_max_kernel(const double* __restrict__ x, int64_t n, unsigned long long* out) {
-  unsigned long long m = 0;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const unsigned long long b = static_cast<unsigned long long>(__double_as_longlong(fabs(x[i])));
-    m = b > m ? b : m;
-  }
-  atomicMax(out, m);
-}
-
 // The six scales, read back (each a one-element buffer).
 StatusOr<SdpaFp8Factors> device_factors(const std::vector<const double*>& scales, const std::string& where) {
   double s[6];
@@ -50,18 +33,12 @@ StatusOr<Scaled> scaled_qkv(const NodePlan& p, const double* const x[3], const S
   Scaled out;
   for (size_t i = 0; i < 3; ++i) {
     KILN_ASSIGN_OR_RETURN(out.buf[i], DeviceBuffer::allocate(static_cast<size_t>(counts[i]) * sizeof(double)));
-    scaled_copy_kernel<<<grid_for(counts[i]), kThreads>>>(x[i], out.buf[i].as<double>(), factor[i], counts[i]);
+    launch_scaled_copy(x[i], out.buf[i].as<double>(), factor[i], counts[i]);
   }
   return out;
 }
 
 int64_t o_count(const NodePlan& p) { return p.sdpa.b * p.sdpa.h * p.sdpa.sq * p.sdpa.dv; }
-
-Status largest_into(const double* x, int64_t n, double* y) {
-  if (cudaMemsetAsync(y, 0, sizeof(double)) != cudaSuccess) return internal_error("cudaMemsetAsync failed");
-  abs_max_kernel<<<grid_for(n), kThreads>>>(x, n, reinterpret_cast<unsigned long long*>(y));
-  return Status::ok();
-}
 
 }  // namespace
 
@@ -83,7 +60,7 @@ Status sdpa_fp8_device_value(const Node& node, const NodePlan& p, const std::vec
   const int64_t n = o_count(p);
   KILN_ASSIGN_OR_RETURN(DeviceBuffer o, DeviceBuffer::allocate(static_cast<size_t>(n) * sizeof(double)));
   KILN_RETURN_IF_ERROR(sdpa_device_value(plain, pp, plain_in, o.as<double>(), n, where));
-  return largest_into(o.as<double>(), n, y);
+  return launch_largest_abs(o.as<double>(), n, y);
 }
 
 Status sdpa_fp8_device_magnitude(const Node& node, const NodePlan& p, const std::vector<DeviceOperand>& op,
@@ -108,7 +85,7 @@ Status sdpa_fp8_device_magnitude(const Node& node, const NodePlan& p, const std:
   const int64_t n = o_count(p);
   KILN_ASSIGN_OR_RETURN(DeviceBuffer o, DeviceBuffer::allocate(static_cast<size_t>(n) * sizeof(double)));
   if (p.output == kFp8O) {
-    scaled_copy_kernel<<<grid_for(n), kThreads>>>(y, o.as<double>(), 1.0 / f.o, n);
+    launch_scaled_copy(y, o.as<double>(), 1.0 / f.o, n);
     KILN_RETURN_IF_ERROR(sdpa_device_magnitude(plain, pp, pop, o.as<double>(), by, count, scale_pass, where));
     launch_scale(by, f.o, count);
     return Status::ok();
@@ -118,7 +95,7 @@ Status sdpa_fp8_device_magnitude(const Node& node, const NodePlan& p, const std:
   KILN_RETURN_IF_ERROR(sdpa_device_value(plain, pp, plain_in, o.as<double>(), n, where));
   KILN_ASSIGN_OR_RETURN(DeviceBuffer mo, DeviceBuffer::allocate(static_cast<size_t>(n) * sizeof(double)));
   KILN_RETURN_IF_ERROR(sdpa_device_magnitude(plain, pp, pop, o.as<double>(), mo.as<double>(), n, scale_pass, where));
-  return largest_into(mo.as<double>(), n, by);
+  return launch_largest_abs(mo.as<double>(), n, by);
 }
 
 }  // namespace kiln::validate_internal

@@ -143,9 +143,10 @@ KILN_HD inline SdpaBackwardFactors sdpa_backward_factors(double scale, bool eq, 
   f.do_own = edo ? 2.0 : 1.0;
   return f;
 }
-// One pair's factors: the caller multiplies dq by Bk_j, dk by Bq_i and dv by BdO_i (elementwise over the head dim).
+// One pair's factors: the caller multiplies dq by Bk_j, dk by Bq_i and dv by BdO_i (elementwise over the head dim);
+// ds, dS_ij's own bound (its error's bound plus |dS_ij|: sdpa_fp8_backward's amax_dp).
 struct SdpaBackwardPair {
-  double dq, dk, dv;
+  double dq, dk, dv, ds;
 };
 // p = P_ij, ds = dS_ij, g = dP_ij - D_i, qk = sum_d Bq Bk, bias and stats the magnitudes of the bias term and of L_i
 // (0 without a bias), gv = sum_d BdO Bv, go = sum_d BdO BO.
@@ -156,7 +157,7 @@ KILN_HD inline SdpaBackwardPair sdpa_backward_pair(const SdpaBackwardFactors& f,
   const double ag = ::fabs(g);
   const double eds = ep * ag + p * (f.gv * gv + f.go * go + ag);
   return SdpaBackwardPair{f.scale * (eds + ::fabs(ds) * f.k_own), f.scale * (eds + ::fabs(ds) * f.q_own),
-                          ep + p * f.do_own};
+                          ep + p * f.do_own, eds + ::fabs(ds)};
 }
 
 // FP8 attention (sdpa_fp8) as the references compute it: a plain sdpa of q descale_q, k descale_k and
@@ -168,6 +169,29 @@ struct SdpaFp8Factors {
 };
 KILN_HD inline SdpaFp8Factors sdpa_fp8_factors(const double s[6]) {
   return SdpaFp8Factors{s[0], s[1], s[2] * s[3] * s[4], s[5]};
+}
+
+// FP8 attention's backward pass (sdpa_fp8_backward) as the references compute it: a plain sdpa_backward of q, k, v,
+// o and do, each times its descale; cuDNN rounds P to fp8 at scale_s for dV = P^T dO and reads it back at descale_s,
+// and rounds dS to fp8 at scale_dp for dQ = attn_scale dS K and dK = attn_scale dS^T Q and reads it back at
+// descale_dp: in exact arithmetic dv times descale_s scale_s (`p`), dq and dk times descale_dp scale_dp (`ds`); the
+// roundings are the error model's (numerics.cc). dq, dk, dv are then those gradients times scale_dq, scale_dk,
+// scale_dv (`out`), the amax the largest of each before them; amax_dp the largest |dS| (before scale_dp). `s` holds
+// the twelve scales in SdpaFp8BackwardInput's order.
+struct SdpaFp8BackwardFactors {
+  double in[5] = {1, 1, 1, 1, 1};  // q, k, v, o, do
+  double grad[3] = {1, 1, 1};      // dq, dk, dv from the plain pass's
+  double out[3] = {1, 1, 1};       // the stored dq, dk, dv from those
+};
+KILN_HD inline SdpaFp8BackwardFactors sdpa_fp8_backward_factors(const double s[12]) {
+  SdpaFp8BackwardFactors f;
+  for (int i = 0; i < 5; ++i) f.in[i] = s[i];
+  const double p = s[5] * s[7], ds = s[6] * s[11];  // descale_s scale_s, descale_dp scale_dp
+  f.grad[0] = ds;
+  f.grad[1] = ds;
+  f.grad[2] = p;
+  for (int i = 0; i < 3; ++i) f.out[i] = s[8 + i];
+  return f;
 }
 
 }  // namespace kiln::validate_internal
