@@ -305,6 +305,87 @@ def test_sdpa_fp8_matches_torch_and_amax_o_is_the_calls_own(planner, causal):
     assert err <= 0.1 * want_amax, f"o: max error {err} against max |o| {want_amax}"
 
 
+FP8_BWD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_do", "descale_s", "descale_dp",
+                  "scale_s", "scale_dq", "scale_dk", "scale_dv", "scale_dp")
+FP8_BWD_OUTS = ("dq", "dk", "dv", "amax_dq", "amax_dk", "amax_dv", "amax_dp")
+
+
+def sdpa_fp8_backward_spec(b, h, hk, s, d, causal):
+    tensors = {n: {"dims": [b, heads, s, d]} for n, heads in (("q", h), ("k", hk), ("v", hk), ("o", h), ("do", h))}
+    tensors["stats"] = {"dims": [b, h, s, 1], "dtype": "float32"}
+    tensors.update({n: {"dims": [1, 1, 1, 1], "dtype": "float32"} for n in FP8_BWD_SCALES})
+    tensors.update({n: {"dtype": "float32"} for n in FP8_BWD_OUTS[3:]})
+    return {
+        "name": "sdpa_fp8_backward",
+        "io_dtype": "fp8_e4m3",
+        "tensors": tensors,
+        "nodes": [
+            {
+                "name": "grad",
+                "op": "sdpa_fp8_backward",
+                "causal": causal,
+                "inputs": ["q", "k", "v", "o", "do", "stats", *FP8_BWD_SCALES],
+                "outputs": list(FP8_BWD_OUTS),
+            }
+        ],
+        "outputs": list(FP8_BWD_OUTS),
+    }
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_fp8_backward_matches_torch_autograd(planner, causal):
+    """FP8 attention's backward pass against torch.autograd through fp32 attention on the descaled q, k, v (grouped
+    heads), with dO descaled too and o and the statistics that forward's; each gradient read back at its scale, each
+    amax against torch's: amax_dp against max |dS|, dS = P (dP - D) (the message also gives max |dP| and
+    max |dP - D|, should cuDNN's amax_dp be of another)."""
+    b, h, hk, s, d = 2, 8, 2, 256, 128
+    plan = planner.obtain(sdpa_fp8_backward_spec(b, h, hk, s, d, causal))
+    g = torch.Generator(device="cuda").manual_seed(13)
+    one = torch.ones(1, 1, 1, 1, device="cuda")
+
+    def fp8(x):  # e4m3 at scale 448 / amax, and its descale
+        scale = 448.0 / x.abs().amax().float()
+        return (x * scale).to(torch.float8_e4m3fn), (1.0 / scale).reshape(1, 1, 1, 1)
+
+    (q8, sq), (k8, sk), (v8, sv), (do8, sdo) = (
+        fp8(torch.randn(b, n, s, d, device="cuda", generator=g)) for n in (h, hk, hk, h))
+    qf, kf, vf, dof = (x.float() * sc for x, sc in ((q8, sq), (k8, sk), (v8, sv), (do8, sdo)))
+    qg, kg, vg = (x.clone().requires_grad_() for x in (qf, kf, vf))
+    kr, vr = (x.repeat_interleave(h // hk, dim=1) for x in (kg, vg))
+    scores = qg @ kr.transpose(-1, -2) / d**0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(s, s, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+    p = torch.exp(scores - lse)
+    o = p @ vr
+    want = torch.autograd.grad(o, (qg, kg, vg), dof)
+    with torch.no_grad():
+        dp = dof @ vr.transpose(-1, -2)
+        dp_minus_d = dp - (dof * o).sum(-1, keepdim=True)
+        ds = p * dp_minus_d
+    o8, so = fp8(o.detach())
+    amax = [x.abs().max().item() for x in (*want, ds)]
+    # Scales as delayed scaling would set them (with room for fp8's rounding): P at 448, dS and the gradients at 256
+    # over their amax.
+    scales = {"descale_q": sq, "descale_k": sk, "descale_v": sv, "descale_o": so, "descale_do": sdo,
+              "descale_s": one / 448.0, "scale_s": one * 448.0, "descale_dp": one * amax[3] / 256.0,
+              "scale_dp": one * 256.0 / amax[3]}
+    for name, a in zip(("scale_dq", "scale_dk", "scale_dv"), amax):
+        scales[name] = one * 256.0 / a
+    grads = [torch.empty(b, heads, s, d, device="cuda", dtype=torch.float8_e4m3fn) for heads in (h, hk, hk)]
+    amaxes = [torch.full((1, 1, 1, 1), -1.0, device="cuda") for _ in range(4)]
+    plan(q=q8, k=k8, v=v8, o=o8, do=do8, stats=lse.detach().float(), **scales,
+         **dict(zip(FP8_BWD_OUTS, grads + amaxes)))
+    torch.cuda.synchronize()
+    for name, got, ref, a, sc in zip(("dq", "dk", "dv"), grads, want, amax, ("scale_dq", "scale_dk", "scale_dv")):
+        err = (got.float() / scales[sc] - ref).abs().max().item()
+        assert err <= 0.1 * a, f"{name}: max error {err} against max |{name}| {a}"
+    for name, got, a in zip(FP8_BWD_OUTS[3:], amaxes, amax):
+        extra = "" if name != "amax_dp" else (f" (max |dP| {dp.abs().max().item()}, max |dP - D| "
+                                               f"{dp_minus_d.abs().max().item()})")
+        assert abs(got.item() - a) <= 0.1 * a, f"{name} {got.item()} against torch's {a}{extra}"
+
+
 def sdpa_ragged_spec(b, h, hk, s, d, causal, stats=False):
     def thd(heads):
         return {"dims": [b, heads, s, d], "strides": [s * heads * d, d, heads * d, 1]}
