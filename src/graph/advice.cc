@@ -46,7 +46,10 @@ void sdpa_alignment_advice(const Graph& g, std::vector<Advice>* out) {
                         "first " +
                         sq +
                         " positions); where the queries are the last positions (decode, chunked prefill), "
-                        "write \"diagonal_alignment\": \"bottom_right\""});
+                        "write \"diagonal_alignment\": \"bottom_right\"" +
+                        (n.op == OpKind::kSdpaFp8 || n.op == OpKind::kSdpaFp8Backward
+                             ? std::string(" (cuDNN aligns FP8 attention bottom-right on SM 10.0 and newer only)")
+                             : std::string())});
   }
 }
 

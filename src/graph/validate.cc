@@ -84,9 +84,11 @@ Status check_structure(const Graph& g) {
                               "say how many of its rows there are)");
     if (n.inputs.size() < lo || n.inputs.size() > hi) {
       // Dropout's seed and offset come last, only with a probability over 0.
+      const bool fp8 = n.op == OpKind::kSdpaFp8 || n.op == OpKind::kSdpaFp8Backward;  // no dropout (NotSupported)
       const std::string dropout =
-          n.sdpa.dropout > 0 ? ", then dropout's seed and offset (int64 [1, 1, 1, 1]) last"
-                             : ", and with \"dropout\" over 0 its seed and offset last (none with dropout 0 or none)";
+          fp8                  ? ""
+          : n.sdpa.dropout > 0 ? ", then dropout's seed and offset (int64 [1, 1, 1, 1]) last"
+                               : ", and with \"dropout\" over 0 its seed and offset last (none with dropout 0 or none)";
       return invalid_argument(
           node_where(n) + ": " + count_text(n.inputs.size(), "input") + ", expected " +
           (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +

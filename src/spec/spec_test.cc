@@ -683,8 +683,21 @@ TEST(SpecOps, SdpaFp8Backward) {
          for (const char* n : {"q", "k", "v", "o", "do"}) j["tensors"][n]["dims"][3] = 64;
        },
        StatusCode::kNotSupported,
-       "cuDNN's FP8 attention backward pass takes head dims of 128 only on no target given (SM 9.x assumed) (q's 64, "
-       "v's 64)"},
+       "cuDNN's FP8 attention backward pass takes head dims of 128 only below SM 10.0 (q's 64, v's 64; no target "
+       "given (SM 9.x assumed))"},
+      {[](Json& j) {  // without a seed and offset too: the refusal names dropout, not a count
+         j["nodes"][0]["dropout"] = 0.1;
+       },
+       StatusCode::kNotSupported, "attribute 'dropout': 0.1: FP8 attention with dropout is not supported yet"},
+      {[](Json& j) {  // B = H = Sq = 1: the statistics are [1, 1, 1, 1], and may not be a scale too
+         for (const char* n : {"q", "o", "do"}) j["tensors"][n]["dims"] = {1, 1, 1, 128};
+         for (const char* n : {"k", "v"}) j["tensors"][n]["dims"] = {1, 1, 256, 128};
+         j["tensors"]["lse"]["dims"] = {1, 1, 1, 1};
+         j["nodes"][0]["inputs"][13] = "lse";
+         j["tensors"].erase("scale_s");
+       },
+       StatusCode::kInvalidArgument,
+       "input 'lse': it is both the softmax statistics and an FP8 scale: give each its own tensor"},
       {[](Json& j) {
          j["nodes"][0]["dropout"] = 0.1;
          j["tensors"]["seed"] = t({1, 1, 1, 1}, "int64");
@@ -701,6 +714,22 @@ TEST(SpecOps, SdpaFp8Backward) {
     EXPECT_EQ(st.code(), b.code) << b.message << ": " << st.to_string();
     EXPECT_ERROR_HAS(st, b.message.c_str());
   }
+}
+
+// What cuDNN runs depends on the target: SM 9.0 at least; SM 10.x takes head dims that are multiples of 16 up to 128
+// and a bottom-right diagonal, with query and key counts that are multiples of 64.
+TEST(SpecErrors, SdpaFp8BackwardByTarget) {
+  const Json s = sdpa_fp8_backward_spec();
+  // SM 10.x aligns bottom-right with query and key counts that are multiples of 64 only.
+  Json br = s;
+  br["nodes"][0]["diagonal_alignment"] = "bottom_right";
+  EXPECT_TRUE(parse(br, ValidateOptions{100}).is_ok());
+  br["tensors"]["q"]["dims"][2] = br["tensors"]["o"]["dims"][2] = br["tensors"]["do"]["dims"][2] = 100;
+  br["tensors"]["lse"]["dims"][2] = 100;
+  const Status br100 = parse(br, ValidateOptions{100}).status();
+  EXPECT_EQ(br100.code(), StatusCode::kNotSupported);
+  EXPECT_ERROR_HAS(br100, "bottom-right only with query and key counts that are multiples of 64 (input 'q' has 100 "
+                          "queries, input 'k' 256 keys)");
   // SM 10.x takes multiples of 16 up to 128; SM 8.x none.
   Json d64 = s;
   for (const char* n : {"q", "k", "v", "o", "do"}) d64["tensors"][n]["dims"][3] = 64;
@@ -882,6 +911,36 @@ TEST(SpecErrors, SdpaDropout) {
   st = status(bottom_right);
   EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.to_string();
   EXPECT_ERROR_HAS(st, "no bottom-right diagonal");
+}
+
+// A backward pass whose o comes from a forward in the same graph differentiates it: another band or scale is
+// refused naming the forward (sdpa_backward under sdpa, sdpa_fp8_backward under sdpa_fp8).
+TEST(SpecErrors, ABackwardTakesItsForwardsBandAndScale) {
+  const auto chain = [](Json fwd_attrs, Json bwd_attrs) {
+    Json s;
+    s["name"] = "train";
+    s["io_dtype"] = "bf16";
+    s["tensors"] = {{"q", t({1, 2, 64, 64})},  {"k", t({1, 2, 64, 64})},        {"v", t({1, 2, 64, 64})},
+                    {"do", t({1, 2, 64, 64})}, {"lse", {{"dtype", "float32"}}}, {"o", {{"dtype", "bf16"}}}};
+    Json f = {{"name", "fwd"}, {"op", "sdpa"}, {"inputs", {"q", "k", "v"}}, {"outputs", {"o", "lse"}}};
+    Json b = {{"name", "bwd"},
+              {"op", "sdpa_backward"},
+              {"inputs", {"q", "k", "v", "o", "do", "lse"}},
+              {"outputs", {"dq", "dk", "dv"}}};
+    f.update(fwd_attrs);
+    b.update(bwd_attrs);
+    s["nodes"] = {f, b};
+    s["outputs"] = {"dq", "dk", "dv"};
+    return parse(s).status();
+  };
+  EXPECT_TRUE(chain({{"causal", true}}, {{"causal", true}}).is_ok());
+  EXPECT_TRUE(chain({{"attn_scale", 0.125}}, Json::object()).is_ok());  // the default written out: 1/sqrt(64)
+  Status st = chain({{"causal", true}}, Json::object());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_ERROR_HAS(st, "node 'bwd' (sdpa_backward): input 'o' comes from node 'fwd' (sdpa), whose band differs");
+  st = chain({{"causal", true}}, {{"causal", true}, {"attn_scale", 0.5}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_ERROR_HAS(st, "whose attn_scale is 0.125, not 0.5: a backward pass of it takes the same scale");
 }
 
 // The backward pass with dropout; probabilities a float cannot hold; seeds shared, out of place, or given with

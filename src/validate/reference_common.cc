@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "kiln/core/strings.h"
@@ -153,13 +155,35 @@ void sdpa_length_ranges(const Graph& g, const Node& n, std::vector<std::pair<dou
 
 }  // namespace
 
+namespace {
+
+// "2^-8" for a power of two below 1, else the shortest text of the number.
+std::string range_end(double x) {
+  int e = 0;
+  if (x < 1.0 && std::frexp(x, &e) == 0.5) return "2^" + std::to_string(e - 1);
+  return shortest_number(x);
+}
+
+// An FP8 attention scale role (input `at` of `n`, named `role`) draws in `r`; the roles each tensor serves are kept
+// for the message that refuses a tensor whose roles draw apart.
+void draw_scale(const Node& n, size_t at, const char* role, std::pair<double, double> r,
+                std::vector<std::pair<double, double>>* range, std::map<size_t, std::vector<std::string>>* roles) {
+  const size_t t = static_cast<size_t>(n.inputs[at]);
+  narrow(range, t, r.first, r.second);
+  (*roles)[t].push_back("node '" + n.name + "' (" + op_kind_name(n.op) + ") " + role + " in [" + range_end(r.first) +
+                        ", " + range_end(r.second) + ")");
+}
+
+}  // namespace
+
 StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
   KILN_RETURN_IF_ERROR(topological_order(g).status());
   const GraphRoles roles(g);
   // The range a tensor needs, from the first consumer that cares.
   std::vector<std::pair<double, double>> range(g.tensors.size(), {-1.0, 1.0});
   std::vector<bool> used(g.tensors.size(), false);
-  std::vector<bool> fp8_scale(g.tensors.size(), false);  // drawn for an sdpa_fp8 scale role already
+  // Per tensor, the FP8 attention scale roles it serves, each with its range ("node 'attn' scale_s in [128, 256)").
+  std::map<size_t, std::vector<std::string>> scale_roles;
   for (const Node& n : g.nodes) {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const size_t t = static_cast<size_t>(n.inputs[i]);
@@ -176,31 +200,26 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
         if (i >= 0) range[static_cast<size_t>(n.inputs[static_cast<size_t>(i)])] = {0.0, 0.0};
     // FP8 attention's scales as delayed scaling sets them: the descales near 1; P (at most 1) scaled into e4m3's
     // range [128, 256) and read back at [2^-8, 2^-7) (so P's code rounds, and their product need not be 1); o
-    // scaled by [1, 2), which keeps it far below e4m3's largest value (448).
+    // scaled by [1, 2), which keeps it far below e4m3's largest value (448). The backward pass's likewise: P (with
+    // its statistics below, at most about 1) as the forward's, so that one training step's forward and backward may
+    // share scale_s and descale_s; dS (|dS| at most about 15 for these inputs) at [4, 8), read back at
+    // [2^-3, 2^-2); the gradients at [1, 2), which keeps them in e4m3's normal range and far below 448.
     // One tensor in several of these roles draws what every role allows (none for scale_s and a descale: refused
-    // below, by name).
+    // below, naming the roles).
     if (n.op == OpKind::kSdpaFp8 && n.inputs.size() >= 9) {
+      static const char* const kRoles[6] = {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"};
       const std::pair<double, double> ranges[6] = {{0.5, 1.0},       {0.5, 1.0},     {0.5, 1.0},
                                                    {0x1p-8, 0x1p-7}, {128.0, 256.0}, {1.0, 2.0}};
-      for (size_t i = 0; i < 6; ++i) {
-        const size_t t = static_cast<size_t>(n.inputs[kFp8DescaleQ + i]);
-        narrow(&range, t, ranges[i].first, ranges[i].second);
-        fp8_scale[t] = true;
-      }
+      for (size_t i = 0; i < 6; ++i) draw_scale(n, kFp8DescaleQ + i, kRoles[i], ranges[i], &range, &scale_roles);
     }
-    // FP8 attention's backward pass: the descales near 1; P (with the statistics below, within about [e^-2.5, 2.7])
-    // scaled into e4m3's range at [64, 128) and read back at [2^-7, 2^-6); dS (|dS| at most about 40 for these
-    // inputs) at [4, 8), read back at [2^-3, 2^-2); the gradients at [1, 2), which keeps them in e4m3's normal range
-    // and far below its largest value (448).
     if (n.op == OpKind::kSdpaFp8Backward && n.inputs.size() >= 18) {
+      static const char* const kRoles[12] = {"descale_q",  "descale_k", "descale_v",  "descale_o",
+                                             "descale_do", "descale_s", "descale_dp", "scale_s",
+                                             "scale_dq",   "scale_dk",  "scale_dv",   "scale_dp"};
       const std::pair<double, double> ranges[12] = {{0.5, 1.0}, {0.5, 1.0},       {0.5, 1.0},    {0.5, 1.0},
-                                                    {0.5, 1.0}, {0x1p-7, 0x1p-6}, {0.125, 0.25}, {64.0, 128.0},
+                                                    {0.5, 1.0}, {0x1p-8, 0x1p-7}, {0.125, 0.25}, {128.0, 256.0},
                                                     {1.0, 2.0}, {1.0, 2.0},       {1.0, 2.0},    {4.0, 8.0}};
-      for (size_t i = 0; i < 12; ++i) {
-        const size_t t = static_cast<size_t>(n.inputs[kFp8bDescaleQ + i]);
-        narrow(&range, t, ranges[i].first, ranges[i].second);
-        fp8_scale[t] = true;
-      }
+      for (size_t i = 0; i < 12; ++i) draw_scale(n, kFp8bDescaleQ + i, kRoles[i], ranges[i], &range, &scale_roles);
     }
     // Dropout's seed and offset: non-negative, as a training loop's are (any value draws some mask).
     if (n.sdpa.dropout > 0) {
@@ -235,13 +254,13 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     if (!d.by_value && is_integer(d.dtype) && std::ceil(d.lo) > std::floor(d.hi))
       return invalid_argument("input '" + g.tensors[i].name + "': its roles allow no value in common (" +
                               std::to_string(d.lo) + " to " + std::to_string(d.hi) + ")");
-    if (!d.by_value && fp8_scale[i] && !(d.lo < d.hi))
+    if (!d.by_value && scale_roles.count(i) && !(d.lo < d.hi)) {
+      std::string served;
+      for (const std::string& r : scale_roles[i]) served += (served.empty() ? "" : "; ") + r;
       return invalid_argument("input '" + g.tensors[i].name +
-                              "': it serves FP8 attention scale roles whose checks draw apart (sdpa_fp8: scale_s in "
-                              "[128, 256), descale_s in [2^-8, 2^-7), the other descales in [0.5, 1), scale_o in "
-                              "[1, 2); sdpa_fp8_backward: scale_s in [64, 128), descale_s in [2^-7, 2^-6), scale_dp "
-                              "in [4, 8), descale_dp in [2^-3, 2^-2), the other descales in [0.5, 1), scale_dq, "
-                              "scale_dk, scale_dv in [1, 2)): give each such role its own tensor");
+                              "': it serves FP8 attention scale roles whose checks draw apart (" + served +
+                              "): give each such role its own tensor");
+    }
     if (!d.by_value && !is_integer(d.dtype) && !input_range_is_exact(d.lo, d.hi))
       return invalid_argument("input '" + g.tensors[i].name + "': the generator cannot draw [" + std::to_string(d.lo) +
                               ", " + std::to_string(d.hi) + ") exactly");

@@ -7,6 +7,7 @@
 
 #include "kiln/spec/spec.h"
 #include "kiln/validate/reference.h"
+#include "validate/reference_common.h"
 #include "validate/test_graphs.h"
 
 namespace kiln {
@@ -963,9 +964,52 @@ TEST(InputDraws, SharedFp8ScalesDrawTheirCommonRangeOrAreRefused) {
   // scale_s and descale_s one tensor: no value both allow.
   const Status apart = make_random_inputs(graph({0, 1, 2, 3, 3, 5}), 1).status();
   EXPECT_EQ(apart.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(apart.message().find("input 's3': it serves FP8 attention scale roles whose checks draw apart"),
+  EXPECT_NE(apart.message().find("input 's3': it serves FP8 attention scale roles whose checks draw apart (node "
+                                 "'attn' (sdpa_fp8) descale_s in [2^-8, 2^-7); node 'attn' (sdpa_fp8) scale_s in "
+                                 "[128, 256)): give each such role its own tensor"),
             std::string::npos)
       << apart.message();
+}
+
+// One training step's FP8 forward and backward may share scale_s and descale_s: both draw them alike.
+TEST(InputDraws, AnFp8ForwardAndItsBackwardShareTheSoftmaxScales) {
+  Graph g = make_graph("fp8_step", DataType::kFp8E4M3);
+  const int q = add_tensor(g, "q", {1, 2, 64, 128}), k = add_tensor(g, "k", {1, 2, 64, 128}),
+            v = add_tensor(g, "v", {1, 2, 64, 128});
+  const auto scale = [&](const std::string& name) {
+    const int t = add_tensor(g, name, {1, 1, 1, 1});
+    g.tensors[static_cast<size_t>(t)].dtype = DataType::kFloat32;
+    return t;
+  };
+  const int descale_s = scale("descale_s"), scale_s = scale("scale_s");
+  std::vector<int> fwd_in = {q, k, v, scale("dq"), scale("dk"), scale("dv"), descale_s, scale_s, scale("so")};
+  const int o = add_tensor(g, "o", {1, 2, 64, 128}), amax = scale("amax_o");
+  add_node(g, "attn", OpKind::kSdpaFp8, fwd_in, o).outputs = {o, amax};
+  const int stats = add_tensor(g, "stats", {1, 2, 64, 1});
+  g.tensors[static_cast<size_t>(stats)].dtype = DataType::kFloat32;
+  std::vector<int> bwd_in = {q,    k, v, add_tensor(g, "o_in", {1, 2, 64, 128}), add_tensor(g, "do", {1, 2, 64, 128}),
+                             stats};
+  for (const char* n : {"bq", "bk", "bv", "bo", "bdo"}) bwd_in.push_back(scale(n));
+  bwd_in.insert(bwd_in.end(), {descale_s, scale("descale_dp"), scale_s});
+  for (const char* n : {"sdq", "sdk", "sdv", "sdp"}) bwd_in.push_back(scale(n));
+  std::vector<int> grads = {add_tensor(g, "gq", {1, 2, 64, 128}), add_tensor(g, "gk", {1, 2, 64, 128}),
+                            add_tensor(g, "gv", {1, 2, 64, 128})};
+  for (const char* n : {"a1", "a2", "a3", "a4"}) grads.push_back(scale(n));
+  add_node(g, "grad", OpKind::kSdpaFp8Backward, bwd_in, grads[0]).outputs = grads;
+  g.outputs = {o, amax};
+  g.outputs.insert(g.outputs.end(), grads.begin(), grads.end());
+  auto draws = validate_internal::input_draws(g);
+  ASSERT_TRUE(draws.is_ok()) << draws.status().to_string();
+  for (const validate_internal::InputDraw& d : *draws) {
+    const std::pair<double, double> r{d.lo, d.hi};
+    if (d.tensor == scale_s) {
+      EXPECT_EQ(r, std::make_pair(128.0, 256.0));
+    } else if (d.tensor == descale_s) {
+      EXPECT_EQ(r, std::make_pair(0x1p-8, 0x1p-7));
+    } else if (d.tensor == stats) {
+      EXPECT_EQ(r, std::make_pair(1.0, 2.0));
+    }
+  }
 }
 
 // The band against an explicit mask written here from its definition (key j seen by query i when

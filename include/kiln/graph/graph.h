@@ -270,6 +270,20 @@ struct SdpaInputs {
 };
 inline SdpaInputs sdpa_inputs(const Node& n) {
   SdpaInputs r;
+  // FP8 attention takes no dropout (validation refuses it, NotSupported): its inputs are fixed, the lengths after the
+  // scales; a seed and offset given after them are taken as such, so that the refusal names dropout.
+  if (n.op == OpKind::kSdpaFp8 || n.op == OpKind::kSdpaFp8Backward) {
+    const int base = (n.op == OpKind::kSdpaFp8 ? 9 : 18) + (n.sdpa.padding ? 2 : 0);
+    if (n.sdpa.padding && static_cast<int>(n.inputs.size()) >= base) {
+      r.seq_len_q = base - 2;
+      r.seq_len_kv = base - 1;
+    }
+    if (n.sdpa.dropout > 0 && static_cast<int>(n.inputs.size()) == base + 2) {
+      r.seed = base;
+      r.offset = base + 1;
+    }
+    return r;
+  }
   // Dropout's seed and offset (and the references' mask) come last: the other roles are placed before them.
   const int dropout_tail = n.sdpa.dropout > 0 ? 2 + (n.sdpa.dropout_keep_input ? 1 : 0) : 0;
   const int all = static_cast<int>(n.inputs.size());
@@ -279,20 +293,6 @@ inline SdpaInputs sdpa_inputs(const Node& n) {
     if (n.sdpa.dropout_keep_input) r.dropout_keep = r.seed + 2;
   }
   const int count = all - dropout_tail;
-  if (n.op == OpKind::kSdpaFp8) {  // the scales are its fourth to ninth; with a padding mask the lengths follow
-    if (n.sdpa.padding && count >= 11) {
-      r.seq_len_q = 9;
-      r.seq_len_kv = 10;
-    }
-    return r;
-  }
-  if (n.op == OpKind::kSdpaFp8Backward) {  // q, k, v, o, do, stats, the twelve scales, with a padding mask the lengths
-    if (n.sdpa.padding && count >= 20) {
-      r.seq_len_q = 18;
-      r.seq_len_kv = 19;
-    }
-    return r;
-  }
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats (, bias) (, seq_len_q, seq_len_kv) (, 4 offsets)
     const int lengths = n.sdpa.padding ? 2 : 0, offsets = n.sdpa.ragged ? 4 : 0;
     if (count - lengths - offsets >= 7) r.bias = 6;

@@ -14,12 +14,12 @@ void sdpa_arity(const Node& n, size_t* lo, size_t* hi) {
   // Dropout's seed and offset come last (kiln/graph/graph.h sdpa_inputs; validation refuses dropout where it is not
   // supported, naming the attribute rather than a count).
   const size_t dropout = n.sdpa.dropout > 0 ? 2 : 0;
-  if (n.op == OpKind::kSdpaFp8) {  // q, k, v, the six scales (kiln/graph/graph.h SdpaFp8Input), the lengths
-    *lo = *hi = 9 + (n.sdpa.padding ? 2 : 0) + dropout;
-    return;
-  }
-  if (n.op == OpKind::kSdpaFp8Backward) {  // q, k, v, o, do, stats, the twelve scales (SdpaFp8BackwardInput), lengths
-    *lo = *hi = 18 + (n.sdpa.padding ? 2 : 0) + dropout;
+  // FP8 attention: q, k, v, the six scales (kiln/graph/graph.h SdpaFp8Input); its backward pass q, k, v, o, do,
+  // stats and the twelve scales (SdpaFp8BackwardInput); the lengths after them. It takes no dropout: with a
+  // probability, with or without a seed and offset, the count passes and validation refuses the attribute.
+  if (n.op == OpKind::kSdpaFp8 || n.op == OpKind::kSdpaFp8Backward) {
+    *lo = *hi = (n.op == OpKind::kSdpaFp8 ? 9 : 18) + (n.sdpa.padding ? 2 : 0);
+    *hi += dropout;
     return;
   }
   if (n.op == OpKind::kSdpaBackward) {  // q, k, v, o, do, stats, an optional bias, the lengths, ragged the offsets
@@ -326,23 +326,35 @@ Status dropout_support(NodeCtx& c) {
   return Status::ok();
 }
 
-// A backward pass whose o comes from an sdpa in the same graph differentiates that node: it must drop as that
-// node dropped (the same probability, seed and offset draw the same mask) over the same band.
+// A backward pass whose o comes from the forward op in the same graph (sdpa for sdpa_backward, sdpa_fp8 for
+// sdpa_fp8_backward) differentiates that node: the same band and scale (gradients of another band or scale are
+// another function's), and with dropout the same probability, seed and offset (they draw the same mask).
 Status check_matches_forward(NodeCtx& c) {
+  const OpKind forward = c.node.op == OpKind::kSdpaFp8Backward ? OpKind::kSdpaFp8 : OpKind::kSdpa;
   const int writer = c.roles.producer(c.node.inputs[3]);
-  if (writer < 0 || c.g.nodes[static_cast<size_t>(writer)].op != OpKind::kSdpa) return Status::ok();
+  if (writer < 0 || c.g.nodes[static_cast<size_t>(writer)].op != forward) return Status::ok();
   const Node& fwd = c.g.nodes[static_cast<size_t>(writer)];
   const SdpaAttrs &a = c.node.sdpa, &f = fwd.sdpa;
+  const std::string from = c.in_label(3) + " comes from node '" + fwd.name + "' (" + op_kind_name(fwd.op) + "), ";
+  const bool same_band = a.effective_right_bound() == f.effective_right_bound() && a.left_bound == f.left_bound &&
+                         a.alignment == f.alignment;
+  if (!same_band)
+    return c.error(from + "whose band differs (causal, left_bound, right_bound, diagonal_alignment): a backward pass "
+                          "of it takes the same band");
+  const auto scale = [&](const Node& n) {
+    const Dims& q = c.g.tensors[static_cast<size_t>(n.inputs[0])].dims;
+    return n.sdpa.attn_scale.value_or(q.size() == 4 ? 1.0 / std::sqrt(static_cast<double>(q[3].value)) : 0.0);
+  };
+  if (static_cast<float>(scale(c.node)) != static_cast<float>(scale(fwd)))
+    return c.error(from + "whose attn_scale is " + canonical_number(scale(fwd)) + ", not " +
+                   canonical_number(scale(c.node)) + ": a backward pass of it takes the same scale");
   if (!(a.dropout > 0) && !(f.dropout > 0)) return Status::ok();
   const SdpaInputs mine = sdpa_inputs(c.node), theirs = sdpa_inputs(fwd);
   const auto tensor_at = [](const Node& n, int i) { return i >= 0 ? n.inputs[static_cast<size_t>(i)] : -1; };
   const bool same = a.dropout == f.dropout && tensor_at(c.node, mine.seed) == tensor_at(fwd, theirs.seed) &&
-                    tensor_at(c.node, mine.offset) == tensor_at(fwd, theirs.offset) &&
-                    a.effective_right_bound() == f.effective_right_bound() && a.left_bound == f.left_bound &&
-                    a.alignment == f.alignment;
+                    tensor_at(c.node, mine.offset) == tensor_at(fwd, theirs.offset);
   if (same) return Status::ok();
-  return c.error(c.in_label(3) + " comes from node '" + fwd.name + "' (sdpa), whose " +
-                 (f.dropout > 0 ? dropout_label(f.dropout) : std::string("dropout is 0")) +
+  return c.error(from + "whose " + (f.dropout > 0 ? dropout_label(f.dropout) : std::string("dropout is 0")) +
                  ": a backward pass of it takes the same probability, the same seed and offset tensors (its mask "
                  "again) and the same band");
 }
@@ -640,7 +652,11 @@ Status check_fp8_backward_tensors(NodeCtx& c, const Dims& q, const Dims& v) {
     return c.error(c.in_label(5) + ": dims " + dims_text(st) + " must be [B, H, Sq, 1] = [" +
                    std::to_string(q[0].value) + ", " + std::to_string(q[1].value) + ", " + std::to_string(q[2].value) +
                    ", 1] (one log-sum-exp per query row, as the forward's statistics)");
-  for (size_t i = kFp8bDescaleQ; i <= kFp8bScaleDp; ++i) KILN_RETURN_IF_ERROR(check_fp8_scale(c, i));
+  for (size_t i = kFp8bDescaleQ; i <= kFp8bScaleDp; ++i) {
+    KILN_RETURN_IF_ERROR(check_fp8_scale(c, i));
+    if (c.node.inputs[i] == c.node.inputs[5])
+      return c.error(c.in_label(i) + ": it is both the softmax statistics and an FP8 scale: give each its own tensor");
+  }
   for (size_t o = kFp8bDq; o <= kFp8bDv; ++o)
     if (c.out_dtype(o) != DataType::kFp8E4M3)
       return c.error(c.out_label(o) + ": dtype " + std::string(dtype_name(c.out_dtype(o))) +
@@ -673,6 +689,7 @@ Status infer_sdpa_fp8_backward(NodeCtx& c, const ValidateOptions& options, std::
   KILN_RETURN_IF_ERROR(check_band(c, q[2].value, k[2].value));
   KILN_RETURN_IF_ERROR(check_lengths(c, q));
   KILN_RETURN_IF_ERROR(check_dropout_inputs(c));
+  KILN_RETURN_IF_ERROR(check_matches_forward(c));
   out->push_back(q);
   out->push_back(k);
   out->push_back(v);
@@ -695,8 +712,15 @@ Status infer_sdpa_fp8_backward(NodeCtx& c, const ValidateOptions& options, std::
   // cuDNN 9.19 (Frontend 1.32): head dims of exactly 128 on SM 9.x; on SM 10.x and newer multiples of 16 up to 128,
   // or q's 192 over v's 128.
   if (sm < 100 && (d != 128 || dv != 128))
-    return not_supported(c.where + ": cuDNN's FP8 attention backward pass takes head dims of 128 only on " + target +
-                         " (q's " + std::to_string(d) + ", v's " + std::to_string(dv) + ")");
+    return not_supported(c.where +
+                         ": cuDNN's FP8 attention backward pass takes head dims of 128 only below SM 10.0 (q's " +
+                         std::to_string(d) + ", v's " + std::to_string(dv) + "; " + target + ")");
+  if (c.node.sdpa.alignment == DiagonalAlignment::kBottomRight && (q[2].value % 64 != 0 || k[2].value % 64 != 0))
+    return not_supported(c.where +
+                         ": cuDNN's FP8 attention backward pass aligns the diagonal bottom-right only with query and "
+                         "key counts that are multiples of 64 (" +
+                         c.in_label(0) + " has " + std::to_string(q[2].value) + " queries, " + c.in_label(1) + " " +
+                         std::to_string(k[2].value) + " keys)");
   if (sm >= 100 && !((d <= 128 && dv <= 128 && d % 16 == 0 && dv % 16 == 0) || (d == 192 && dv == 128)))
     return not_supported(c.where +
                          ": cuDNN's FP8 attention backward pass takes head dims that are multiples of 16 up to 128 "
