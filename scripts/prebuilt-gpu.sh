@@ -9,7 +9,8 @@
 #                                                     pyprofile rerun fe123 (fe123: the 1.23 -> 1.32 upgrade report)
 #                                                     replayshadow attn (issue 36: attention's band variants)
 #                                                     attnbwd (issue 36: the attention backward pass against
-#                                                     PyTorch's SDPA backends; env KILN_ATTNBWD_SEQS)
+#                                                     PyTorch's SDPA backends; env KILN_ATTNBWD_SEQS,
+#                                                     KILN_ATTNBWD_FP8=1 adds the FP8 backward pass)
 #                                                     attnfp8 (issue 36: FP8 attention's forward against the
 #                                                     bf16 one; env KILN_ATTNFP8_SEQS, KILN_ATTNFP8_TOKENS)
 #                                                     attndropout (issue 36: dropout in training against
@@ -693,6 +694,7 @@ if want attnbwd; then  # issue 36: the attention backward pass, Kiln's tuned pla
   export PYTHONPATH="$build/python:$deps"
   timeout "${KILN_ATTNBWD_TIMEOUT:-420}" "$py" "$root/bench/attention_backward.py" --kiln "$kiln" \
     --out "$out/attnbwd" --tokens "${KILN_ATTNBWD_TOKENS:-4096}" ${KILN_ATTNBWD_SEQS:+--seqs "$KILN_ATTNBWD_SEQS"} \
+    $([ "${KILN_ATTNBWD_FP8:-0}" = 1 ] && echo --fp8) \
     >"$out/attnbwd.txt" 2>&1
   rc=$?; cat "$out/attnbwd.txt" | grep -E '^\[ bwd \]|Error|error' | tail -20; check $rc "bench/attention_backward.py"
 fi
