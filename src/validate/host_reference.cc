@@ -1,6 +1,7 @@
 // The host reference: every node in double precision over packed row-major arrays, by its op family
 // (src/validate/ops/<family>.cc), and optionally the magnitude pass of the accumulation bound
 // (reference_math.h).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -24,6 +25,12 @@ Values squared(const Values& v) {
   Values s(v.size());
   for (size_t i = 0; i < v.size(); ++i) s[i] = v[i] * v[i];
   return s;
+}
+
+double largest(const Values& v) {
+  double m = 0.0;
+  for (double x : v) m = std::isnan(x) || std::isnan(m) ? NAN : std::max(m, x);
+  return m;
 }
 
 }  // namespace validate_internal

@@ -491,15 +491,9 @@ Status infer_sdpa(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>*
   return Status::ok();
 }
 
-// The backward pass: q, k, v, o, do, stats (, bias), each checked against the forward it differentiates (o and do
-// [B, H, Sq, Dv] in q's dtype, stats fp32 [B, H, Sq, 1]); dq, dk, dv shaped as q, k, v, fp16 or bf16.
-Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
-  for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
-  if (c.node.sdpa.paged)
-    return c.error("attribute 'paged_kv': paged caches serve decode; a backward pass reads k and v whole");
-  KILN_RETURN_IF_ERROR(check_common(c, options, 5));
-  const Dims &q = c.in(0).dims, &k = c.in(1).dims, &v = c.in(2).dims;
-  KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
+// A backward pass's o and do (inputs 3 and 4) [B, H, Sq, Dv], and its statistics (input 5) fp32 [B, H, Sq, 1]: what
+// the forward it differentiates wrote.
+Status check_o_do_stats(NodeCtx& c, const Dims& q, const Dims& v) {
   const Dims want_o{q[0], q[1], q[2], v[3]};
   for (size_t i : {size_t{3}, size_t{4}}) {
     const Dims& d = c.in(i).dims;
@@ -515,6 +509,19 @@ Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vect
     return c.error(c.in_label(5) + ": dims " + dims_text(st) + " must be [B, H, Sq, 1] = [" +
                    std::to_string(q[0].value) + ", " + std::to_string(q[1].value) + ", " + std::to_string(q[2].value) +
                    ", 1] (one log-sum-exp per query row, as the forward's statistics)");
+  return Status::ok();
+}
+
+// The backward pass: q, k, v, o, do, stats (, bias), each checked against the forward it differentiates (o and do
+// [B, H, Sq, Dv] in q's dtype, stats fp32 [B, H, Sq, 1]); dq, dk, dv shaped as q, k, v, fp16 or bf16.
+Status infer_sdpa_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
+  for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  if (c.node.sdpa.paged)
+    return c.error("attribute 'paged_kv': paged caches serve decode; a backward pass reads k and v whole");
+  KILN_RETURN_IF_ERROR(check_common(c, options, 5));
+  const Dims &q = c.in(0).dims, &k = c.in(1).dims, &v = c.in(2).dims;
+  KILN_RETURN_IF_ERROR(check_qkv(c, q, k, v));
+  KILN_RETURN_IF_ERROR(check_o_do_stats(c, q, v));
   for (size_t o = 0; o < 3; ++o) {
     const DataType t = c.out_dtype(o);
     if (t != DataType::kFloat16 && t != DataType::kBFloat16)
@@ -637,21 +644,7 @@ Status check_fp8_backward_tensors(NodeCtx& c, const Dims& q, const Dims& v) {
     if (c.in_dtype(i) != DataType::kFp8E4M3)
       return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(c.in_dtype(i))) +
                      " is not supported by sdpa_fp8_backward (fp8_e4m3 only: q, k, v, o and do alike)");
-  const Dims want_o{q[0], q[1], q[2], v[3]};
-  for (size_t i : {size_t{3}, size_t{4}}) {
-    const Dims& d = c.in(i).dims;
-    for (size_t a = 0; a < 4; ++a)
-      if (d[a].value != want_o[a].value)
-        return c.error(c.in_label(i) + ": dims " + dims_text(d) + " must be o's [B, H, Sq, Dv] = " + dims_text(want_o));
-  }
-  if (c.in_dtype(5) != DataType::kFloat32)
-    return c.error(c.in_label(5) + ": dtype " + std::string(dtype_name(c.in_dtype(5))) +
-                   " is not supported for the softmax statistics (float32 only)");
-  const Dims& st = c.in(5).dims;
-  if (st[0].value != q[0].value || st[1].value != q[1].value || st[2].value != q[2].value || st[3].value != 1)
-    return c.error(c.in_label(5) + ": dims " + dims_text(st) + " must be [B, H, Sq, 1] = [" +
-                   std::to_string(q[0].value) + ", " + std::to_string(q[1].value) + ", " + std::to_string(q[2].value) +
-                   ", 1] (one log-sum-exp per query row, as the forward's statistics)");
+  KILN_RETURN_IF_ERROR(check_o_do_stats(c, q, v));
   for (size_t i = kFp8bDescaleQ; i <= kFp8bScaleDp; ++i) {
     KILN_RETURN_IF_ERROR(check_fp8_scale(c, i));
     if (c.node.inputs[i] == c.node.inputs[5])

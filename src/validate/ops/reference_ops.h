@@ -101,6 +101,7 @@ NodePlan sdpa_fp8_plain_plan(const NodePlan& p);
 // Shared by the host references (src/validate/host_reference.cc).
 Values scaled(Values v, double f);  // v * f
 Values squared(const Values& v);    // v^2, elementwise
+double largest(const Values& v);    // the largest element of a non-negative v (magnitudes, |x|), NaN where any is
 
 // The host value and magnitude pass of a contraction (conv, matmul): `run(a, b)` contracts two packed
 // operands; the magnitude is the contraction of the magnitudes times contraction_factor, the scale the

@@ -37,13 +37,6 @@ SdpaFp8Factors host_factors(const std::vector<const Values*>& in) {
   return sdpa_fp8_factors(s);
 }
 
-// The largest element of `v` (v holds |o| or magnitudes: non-negative), NaN where any is.
-double largest(const Values& v) {
-  double m = 0.0;
-  for (double x : v) m = std::isnan(x) || std::isnan(m) ? NAN : std::max(m, x);
-  return m;
-}
-
 }  // namespace
 
 HostNodeResult sdpa_fp8_host(const NodePlan& p, const Node& node, const std::vector<const Values*>& in,
