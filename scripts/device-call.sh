@@ -8,7 +8,7 @@
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 name="${1:?usage: scripts/device-call.sh NAME PHASE...}"; shift
-: "${OUT:?OUT is the device call's output folder}"
+: "${OUT:?OUT is the output folder of the device call}"
 cd "$root"
 if [ ! -f .prebuilt/manifest ] && [ -f .prebuilt/p.tar.xz ]; then (cd .prebuilt && xz -dc p.tar.xz | tar -xf -); fi
 work="${TMPDIR:-/tmp}/kiln-call/$name"; rm -rf "$work"; mkdir -p "$work"

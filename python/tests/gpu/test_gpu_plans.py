@@ -339,7 +339,8 @@ def test_sdpa_fp8_backward_matches_torch_autograd(planner, causal):
     amax against torch's: amax_dp against max |dS|, dS = P (dP - D) (the message also gives max |dP| and
     max |dP - D|, should cuDNN's amax_dp be of another)."""
     b, h, hk, s, d = 2, 8, 2, 256, 128
-    plan = planner.obtain(sdpa_fp8_backward_spec(b, h, hk, s, d, causal))
+    # No first-use check: this test is the one against torch, whatever Kiln's own references say.
+    plan = kiln.Planner(first_use="off").obtain(sdpa_fp8_backward_spec(b, h, hk, s, d, causal))
     g = torch.Generator(device="cuda").manual_seed(13)
     one = torch.ones(1, 1, 1, 1, device="cuda")
 
