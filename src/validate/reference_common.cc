@@ -202,8 +202,8 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
     // range [128, 256) and read back at [2^-8, 2^-7) (so P's code rounds, and their product need not be 1); o
     // scaled by [1, 2), which keeps it far below e4m3's largest value (448). The backward pass's likewise: P (with
     // its statistics below, at most about 1) as the forward's, so that one training step's forward and backward may
-    // share scale_s and descale_s; dS (|dS| at most about 15 for these inputs) at [4, 8), read back at
-    // [2^-3, 2^-2); the gradients at [1, 2), which keeps them in e4m3's normal range and far below 448.
+    // share scale_s and descale_s; dS at a power of two by attn_scale (below); the gradients at [1, 2), which
+    // keeps them in e4m3's normal range and far below 448.
     // One tensor in several of these roles draws what every role allows (none for scale_s and a descale: refused
     // below, naming the roles).
     if (n.op == OpKind::kSdpaFp8 && n.inputs.size() >= 9) {
@@ -216,9 +216,15 @@ StatusOr<std::vector<InputDraw>> input_draws(const Graph& g) {
       static const char* const kRoles[12] = {"descale_q",  "descale_k", "descale_v",  "descale_o",
                                              "descale_do", "descale_s", "descale_dp", "scale_s",
                                              "scale_dq",   "scale_dk",  "scale_dv",   "scale_dp"};
-      const std::pair<double, double> ranges[12] = {{0.5, 1.0}, {0.5, 1.0},       {0.5, 1.0},    {0.5, 1.0},
-                                                    {0.5, 1.0}, {0x1p-8, 0x1p-7}, {0.125, 0.25}, {128.0, 256.0},
-                                                    {1.0, 2.0}, {1.0, 2.0},       {1.0, 2.0},    {4.0, 8.0}};
+      // cuDNN's dS carries attn_scale before it is rounded (|dS| at most about 12 attn_scale for these inputs):
+      // scale_dp in [2^e, 2^(e+1)) with 2^e at most 12 / attn_scale keeps it below e4m3's 448 and in its range.
+      const auto& qd = g.tensors[static_cast<size_t>(n.inputs[0])].dims;
+      const double attn = std::fabs(
+          n.sdpa.attn_scale.value_or(qd.size() == 4 ? 1.0 / std::sqrt(static_cast<double>(qd[3].value)) : 1.0));
+      const double dp = std::exp2(std::floor(std::log2(12.0 / std::max(attn, 1e-30))));
+      const std::pair<double, double> ranges[12] = {{0.5, 1.0}, {0.5, 1.0},       {0.5, 1.0},           {0.5, 1.0},
+                                                    {0.5, 1.0}, {0x1p-8, 0x1p-7}, {0.5 / dp, 1.0 / dp}, {128.0, 256.0},
+                                                    {1.0, 2.0}, {1.0, 2.0},       {1.0, 2.0},           {dp, 2.0 * dp}};
       for (size_t i = 0; i < 12; ++i) draw_scale(n, kFp8bDescaleQ + i, kRoles[i], ranges[i], &range, &scale_roles);
     }
     // Dropout's seed and offset: non-negative, as a training loop's are (any value draws some mask).

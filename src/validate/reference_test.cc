@@ -840,7 +840,8 @@ TEST(HostReference, SdpaFp8IsAttentionOnTheDescaledOperands) {
 // FP8 attention's backward pass against the gradients written out here from their definition (q, k, v, o, do each
 // times its descale; P = exp(attn_scale q.k - L), causal; dP = do.v, D = do.o, dS = P (dP - D); dV = sum P do times
 // descale_s scale_s, dQ = attn_scale sum dS k and dK = attn_scale sum dS q times descale_dp scale_dp; the stored
-// gradients times scale_dq, scale_dk, scale_dv, rounded to e4m3; the amax of each before that, amax_dp max |dS|), on
+// gradients times scale_dq, scale_dk, scale_dv, rounded to e4m3; the amax of each before that, amax_dp
+// max |attn_scale dS|, as cuDNN Frontend 1.32 takes it), on
 // fp8-exact values, grouped heads, and scales that are not 1 or each other's inverse.
 TEST(HostReference, SdpaFp8BackwardIsTheBackwardOnTheDescaledOperands) {
   const int64_t h = 2, hk = 1, sq = 5, skv = 7, d = 16;
@@ -906,7 +907,7 @@ TEST(HostReference, SdpaFp8BackwardIsTheBackwardOnTheDescaledOperands) {
         }
         const double p = std::exp(dot * attn_scale - xs[lse][static_cast<size_t>(row)]);
         const double ds = p * (dp - di);
-        want_dp = std::max(want_dp, std::fabs(ds));
+        want_dp = std::max(want_dp, std::fabs(attn_scale * ds));  // cuDNN's dS carries attn_scale
         for (int64_t e = 0; e < d; ++e) {
           want[0][static_cast<size_t>(row * d + e)] += attn_scale * ds * sv[6] * sv[11] * x(k, j, e, sv[1]);
           want[1][static_cast<size_t>(j * d + e)] += attn_scale * ds * sv[6] * sv[11] * x(q, row, e, sv[0]);
@@ -929,7 +930,7 @@ TEST(HostReference, SdpaFp8BackwardIsTheBackwardOnTheDescaledOperands) {
     EXPECT_GT(amax, 0.05) << "output " << t << " too small to tell a wrong scale from a right one";
   }
   EXPECT_NEAR((*r)[6].values()[0], want_dp, 1e-6 * want_dp);  // amax_dp, stored as fp32
-  EXPECT_GT(want_dp, 0.05);
+  EXPECT_GT(want_dp, 0.005);
   // The magnitudes bound every value, the amax included.
   auto m = run_host_reference_with_magnitudes(g, inputs);
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();

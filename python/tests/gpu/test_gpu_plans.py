@@ -336,7 +336,7 @@ def sdpa_fp8_backward_spec(b, h, hk, s, d, causal):
 def test_sdpa_fp8_backward_matches_torch_autograd(planner, causal):
     """FP8 attention's backward pass against torch.autograd through fp32 attention on the descaled q, k, v (grouped
     heads), with dO descaled too and o and the statistics that forward's; each gradient read back at its scale, each
-    amax against torch's: amax_dp against max |dS|, dS = P (dP - D) (the message also gives max |dP| and
+    amax against torch's: amax_dp against max |attn_scale dS|, dS = P (dP - D) (the message also gives max |dP| and
     max |dP - D|, should cuDNN's amax_dp be of another)."""
     b, h, hk, s, d = 2, 8, 2, 256, 128
     # No first-use check: this test is the one against torch, whatever Kiln's own references say.
@@ -363,7 +363,7 @@ def test_sdpa_fp8_backward_matches_torch_autograd(planner, causal):
     with torch.no_grad():
         dp = dof @ vr.transpose(-1, -2)
         dp_minus_d = dp - (dof * o).sum(-1, keepdim=True)
-        ds = p * dp_minus_d
+        ds = p * dp_minus_d / d**0.5  # cuDNN's dS carries attn_scale (cuDNN Frontend 1.32's sdpa_fp8_backward)
     o8, so = fp8(o.detach())
     amax = [x.abs().max().item() for x in (*want, ds)]
     # Scales as delayed scaling would set them (with room for fp8's rounding): P at 448, dS and the gradients at 256

@@ -72,7 +72,15 @@ HostNodeResult sdpa_fp8_backward_host(const NodePlan& p, const Node& node, const
   const Node plain = sdpa_fp8_backward_plain(node);
   HostNodeResult r =
       sdpa_backward_host(sdpa_fp8_backward_plain_plan(p), plain, plain_in, op ? &pop : nullptr, op ? &psop : nullptr);
-  if (p.output == kFp8bAmaxDp) return r;  // the largest |dS|, as the plain pass found it
+  if (p.output == kFp8bAmaxDp) {  // cuDNN's dS carries attn_scale before its amax and fp8 rounding (FE 1.32)
+    const double a = std::fabs(p.sdpa.scale);
+    r.y = scaled(std::move(r.y), a);
+    if (op) {
+      r.m = scaled(std::move(r.m), a);
+      r.sc = scaled(std::move(r.sc), a);
+    }
+    return r;
+  }
   const size_t g = static_cast<size_t>(p.output % 3);
   const double factor = f.grad[g] * (p.output <= kFp8bDv ? f.out[g] : 1.0);
   r.y = scaled(std::move(r.y), factor);

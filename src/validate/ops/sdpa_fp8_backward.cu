@@ -66,7 +66,11 @@ Status sdpa_fp8_backward_device_value(const Node& node, const NodePlan& p, const
   for (const double* t : plain_tail(node, in)) plain_in.push_back(t);
   const Node plain = sdpa_fp8_backward_plain(node);
   const NodePlan pp = sdpa_fp8_backward_plain_plan(p);
-  if (p.output == kFp8bAmaxDp) return sdpa_backward_device_value(plain, pp, plain_in, y, count, where);
+  if (p.output == kFp8bAmaxDp) {  // cuDNN's dS carries attn_scale before its amax (FE 1.32)
+    KILN_RETURN_IF_ERROR(sdpa_backward_device_value(plain, pp, plain_in, y, count, where));
+    launch_scale(y, std::fabs(p.sdpa.scale), count);
+    return Status::ok();
+  }
   const int g = p.output % 3;
   if (p.output <= kFp8bDv) {
     KILN_RETURN_IF_ERROR(sdpa_backward_device_value(plain, pp, plain_in, y, count, where));
@@ -95,7 +99,11 @@ Status sdpa_fp8_backward_device_magnitude(const Node& node, const NodePlan& p, c
   for (const DeviceOperand& t : plain_tail(node, op)) pop.push_back(t);
   const Node plain = sdpa_fp8_backward_plain(node);
   const NodePlan pp = sdpa_fp8_backward_plain_plan(p);
-  if (p.output == kFp8bAmaxDp) return sdpa_backward_device_magnitude(plain, pp, pop, y, by, count, scale_pass, where);
+  if (p.output == kFp8bAmaxDp) {
+    KILN_RETURN_IF_ERROR(sdpa_backward_device_magnitude(plain, pp, pop, y, by, count, scale_pass, where));
+    launch_scale(by, std::fabs(p.sdpa.scale), count);
+    return Status::ok();
+  }
   const int g = p.output % 3;
   const int64_t n = grad_count(p, g);
   KILN_ASSIGN_OR_RETURN(DeviceBuffer grad, DeviceBuffer::allocate(static_cast<size_t>(n) * sizeof(double)));
