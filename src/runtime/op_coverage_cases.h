@@ -491,12 +491,13 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
   // plain, causal over grouped heads, a window, and with a padding mask.
   add("sdpa_fp8_backward", "fp8_e4m3", "sdpa_fp8_backward",
       sdpa_fp8_backward_graph("sdpa_fp8_bwd", band(false, std::nullopt), 32, 48));
+  // With a band, lengths that are multiples of 64 (cuDNN 9.19's dq was wrong at others on an H100: below).
   add("sdpa_fp8_backward.causal_gqa", "fp8_e4m3", "sdpa_fp8_backward causal gqa",
-      sdpa_fp8_backward_graph("sdpa_fp8_bwd_causal", band(true, std::nullopt), 40, 40, 4, 2));
+      sdpa_fp8_backward_graph("sdpa_fp8_bwd_causal", band(true, std::nullopt), 64, 64, 4, 2));
   add("sdpa_fp8_backward.window", "fp8_e4m3", "sdpa_fp8_backward window",
-      sdpa_fp8_backward_graph("sdpa_fp8_bwd_window", band(true, 8), 24, 24));
+      sdpa_fp8_backward_graph("sdpa_fp8_bwd_window", band(true, 8), 64, 64));
   add("sdpa_fp8_backward.padding_causal", "fp8_e4m3", "sdpa_fp8_backward padding causal",
-      sdpa_fp8_backward_graph("sdpa_fp8_bwd_pad", padded(band(true, std::nullopt)), 40, 48));
+      sdpa_fp8_backward_graph("sdpa_fp8_bwd_pad", padded(band(true, std::nullopt)), 64, 128));
   // Dropout: each its own core group. A window is past cuDNN's limits with dropout. The backward pass: grouped heads,
   // causal; padded.
   add("sdpa_backward.dropout_causal_gqa", "bf16", "sdpa_backward dropout causal gqa",
@@ -528,6 +529,14 @@ inline void sdpa_backward_and_fp8_cases(std::vector<OpCase>& cases) {
     OpCase c = make("sdpa_fp8_backward.d64", "fp8_e4m3", "",
                     sdpa_fp8_backward_graph("sdpa_fp8_bwd_d64", band(false, std::nullopt), 32, 32, 2, 2, 64));
     c.kiln_rejects = "cuDNN's FP8 attention backward pass takes head dims of 128 only";
+    c.reject_code = StatusCode::kNotSupported;
+    cases.push_back(std::move(c));
+  }
+  {
+    OpCase c = make("sdpa_fp8_backward.causal_40", "fp8_e4m3", "",
+                    sdpa_fp8_backward_graph("sdpa_fp8_bwd_causal_40", band(true, std::nullopt), 40, 40, 4, 2));
+    c.kiln_rejects =
+        "with a band (causal, left_bound, right_bound) needs query and key counts that are multiples of 64";
     c.reject_code = StatusCode::kNotSupported;
     cases.push_back(std::move(c));
   }
