@@ -568,14 +568,21 @@ Status check_fp8_scale(NodeCtx& c, size_t at) {
   return Status::ok();
 }
 
+// An FP8 node's scales (inputs first..last) are tensors, refused by value before any rank (a scalar's own reason,
+// not its rank); then every input is rank 4.
+Status check_fp8_ranks(NodeCtx& c, size_t first, size_t last) {
+  for (size_t i = first; i <= last; ++i)
+    if (c.in(i).by_value)
+      return c.error(c.in_label(i) + ": an FP8 scale is read on the device (a tensor), not passed by value");
+  for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  return Status::ok();
+}
+
 // FP8 attention (cuDNN's sdpa_fp8, per-tensor scaling): q, k, v fp8 e4m3 [B, H, S, D], the six scales, o fp8
 // shaped as sdpa's, amax_o fp32 [1, 1, 1, 1], optionally the statistics. What cuDNN (9.19, Frontend 1.32) runs on
 // SM 9.x: no bias (none can be given), no bottom-right diagonal, head dims multiples of 16 up to 256, an fp8 o.
 Status infer_sdpa_fp8(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
-  for (size_t i = kFp8DescaleQ; i <= kFp8ScaleO; ++i)  // before the rank: a scalar's own reason, not its rank
-    if (c.in(i).by_value)
-      return c.error(c.in_label(i) + ": an FP8 scale is read on the device (a tensor), not passed by value");
-  for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  KILN_RETURN_IF_ERROR(check_fp8_ranks(c, kFp8DescaleQ, kFp8ScaleO));
   for (size_t i = 0; i < 3; ++i)
     if (c.in_dtype(i) != DataType::kFp8E4M3)
       return c.error(c.in_label(i) + ": dtype " + std::string(dtype_name(c.in_dtype(i))) +
@@ -666,10 +673,7 @@ Status check_fp8_backward_tensors(NodeCtx& c, const Dims& q, const Dims& v) {
 // Frontend 1.32) runs on SM 9.x: head dims of 128 (q's and v's), no bias (none can be given), dropout, paged caches,
 // ragged tensors or bottom-right diagonal.
 Status infer_sdpa_fp8_backward(NodeCtx& c, const ValidateOptions& options, std::vector<Dims>* out) {
-  for (size_t i = kFp8bDescaleQ; i <= kFp8bScaleDp; ++i)  // before the rank: a scalar's own reason, not its rank
-    if (c.in(i).by_value)
-      return c.error(c.in_label(i) + ": an FP8 scale is read on the device (a tensor), not passed by value");
-  for (size_t i = 0; i < c.node.inputs.size(); ++i) KILN_RETURN_IF_ERROR(check_rank(c, i, 4, 4));
+  KILN_RETURN_IF_ERROR(check_fp8_ranks(c, kFp8bDescaleQ, kFp8bScaleDp));
   if (c.node.sdpa.paged || c.node.sdpa.ragged)
     return c.error(std::string("attribute '") + (c.node.sdpa.paged ? "paged_kv" : "ragged") +
                    "': sdpa_fp8_backward takes q, k, v, o, do, stats, the twelve scales and a padding mask's lengths "
