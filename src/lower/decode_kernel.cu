@@ -12,57 +12,13 @@
 #include <cstdint>
 #include <string>
 
-#include "lower/kernel_elements.cuh"
+#include "lower/decode_common.cuh"
 #include "lower/kernel_plan.h"
 
 namespace kiln::lower_detail {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr float kLog2e = 1.4426950408889634f;
-
-struct DecodeParams {
-  int b, h, hk, block_size, pages, blocks, splits, chunk;
-  float scale_log2;  // attn_scale * log2(e): the scores in base 2
-  bool aligned;      // q, k and v 16-byte aligned: rows read 16 bytes at a time
-};
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Sixteen bytes of a row from `p`: one load when aligned, else element by element.
-template <typename T>
-__device__ __forceinline__ uint4 load16(const T* p, bool aligned) {
-  if (aligned) return __ldg(reinterpret_cast<const uint4*>(p));
-  uint4 raw;
-  T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) e[i] = p[i];
-  return raw;
-}
-
-// The eight elements of `raw` as floats.
-template <typename T>
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8]) {
-  const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
-}
-
-// Entry b's keys: its seq_len_kv clamped to the caches' extent, none where its seq_len_q is 0 (a padded query).
-__device__ __forceinline__ int entry_keys(const DecodeParams& p, const int* lq, const int* lkv, int b) {
-  const int keys = p.pages * p.block_size;
-  const int n = lkv[b];
-  return lq[b] <= 0 ? 0 : (n < 0 ? 0 : (n > keys ? keys : n));
-}
-
-// A cache block index as the references read it: clamped to the cache.
-__device__ __forceinline__ int clamp_block(const DecodeParams& p, int block) {
-  return block < 0 ? 0 : (block >= p.blocks ? p.blocks - 1 : block);
-}
 
 // Pages of a CTA's keys whose table entries it holds in shared memory (a longer range reads the tables directly).
 constexpr int kPageCap = 128;
@@ -73,12 +29,6 @@ struct PageView {
   const int *tk, *tv;  // shared (indexed from first_page) or global (indexed from the entry's row)
   int first_page;
 };
-
-// Where key j (of key head `head`) starts in a cache through `table` (a PageView's), in rows of D elements.
-__device__ __forceinline__ int64_t key_row(const DecodeParams& p, const int* table, int first_page, int head, int j) {
-  const int block = clamp_block(p, table[j / p.block_size - first_page]);
-  return (static_cast<int64_t>(block) * p.hk + head) * p.block_size + j % p.block_size;
-}
 
 // The raw K and V rows a lane group reads for one step: U keys from `base` (a key past `end` reads nothing).
 template <typename T, int D, int U>
@@ -199,32 +149,13 @@ __global__ void __launch_bounds__(kWarps * 32)
         sum = fmaf(c, s_acc[i][g][d], sum);
         den = fmaf(c, s_l[i][g], den);
       }
-    float* out = part + ((static_cast<int64_t>(b) * p.h + head * G + g) * p.splits + split) * (D + 2);
+    float* out = decode_partial(p, part, b, head * G + g, split, D);
     out[d] = sum;
     if (d == 0) {
       out[D] = mx;
       out[D + 1] = den;
     }
   }
-}
-
-// o for one query head a CTA of D threads: its splits' partials merged (0 where no split saw a key).
-template <typename T, int D>
-__global__ void decode_merge_kernel(DecodeParams p, const float* __restrict__ part, T* __restrict__ o) {
-  const int64_t row = blockIdx.x;
-  const int d = threadIdx.x;
-  const float* in = part + row * p.splits * (D + 2);
-  float mx = -INFINITY;
-  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, in[s * (D + 2) + D]);
-  float sum = 0.f, den = 0.f;
-  if (mx != -INFINITY)
-    for (int s = 0; s < p.splits; ++s) {
-      const float* x = in + s * (D + 2);
-      const float c = fast_exp2(x[D] - mx);
-      sum = fmaf(c, x[d], sum);
-      den = fmaf(c, x[D + 1], den);
-    }
-  o[row * D + d] = from_float<T>(den > 0.f ? sum / den : 0.f);
 }
 
 template <typename T, int D, int G>
@@ -254,18 +185,11 @@ Status launch_group(const PagedDecodeProblem& pr, const DecodeParams& p, const P
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
-Status launch_paged_decode(const PagedDecodeProblem& pr, int64_t chunk, const PagedDecodeBuffers& x, void* workspace,
-                           cudaStream_t stream) {
-  const int64_t splits = paged_decode_splits(pr, chunk);
-  if (chunk <= 0 || splits <= 0 || splits > 65535 || pr.hk > 65535 || pr.b > 65535 || pr.keys() > INT32_MAX ||
-      pr.blocks > INT32_MAX || pr.b * pr.h > INT32_MAX)
-    return invalid_argument("paged decode: " + std::to_string(splits) + " splits of " + std::to_string(chunk) +
-                            " keys, batch " + std::to_string(pr.b) + ", " + std::to_string(pr.hk) +
-                            " key heads: past the launch's grid");
+DecodeParams decode_params(const PagedDecodeProblem& pr, int64_t chunk, const PagedDecodeBuffers& x) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   DecodeParams p;
   p.b = static_cast<int>(pr.b);
   p.h = static_cast<int>(pr.h);
@@ -273,10 +197,26 @@ Status launch_paged_decode(const PagedDecodeProblem& pr, int64_t chunk, const Pa
   p.block_size = static_cast<int>(pr.block_size);
   p.pages = static_cast<int>(pr.pages);
   p.blocks = static_cast<int>(pr.blocks);
-  p.splits = static_cast<int>(splits);
+  p.splits = static_cast<int>(paged_decode_splits(pr, chunk));
   p.chunk = static_cast<int>(chunk);
+  p.block_shift = -1;
+  for (int s = 0; s < 31; ++s)
+    if ((int64_t{1} << s) == pr.block_size) p.block_shift = s;
   p.scale_log2 = pr.scale * kLog2e;
   p.aligned = aligned16(x.q) && aligned16(x.k) && aligned16(x.v);
+  return p;
+}
+
+Status launch_paged_decode(const PagedDecodeProblem& pr, int64_t chunk, int stages, const PagedDecodeBuffers& x,
+                           void* workspace, cudaStream_t stream) {
+  const int64_t splits = paged_decode_splits(pr, chunk);
+  if (chunk <= 0 || splits <= 0 || splits > 65535 || pr.hk > 65535 || pr.b > 65535 || pr.keys() > INT32_MAX ||
+      pr.blocks > INT32_MAX || pr.b * pr.h > INT32_MAX)
+    return invalid_argument("paged decode: " + std::to_string(splits) + " splits of " + std::to_string(chunk) +
+                            " keys, batch " + std::to_string(pr.b) + ", " + std::to_string(pr.hk) +
+                            " key heads: past the launch's grid");
+  const DecodeParams p = decode_params(pr, chunk, x);
+  if (stages != 0) return launch_paged_decode_staged(pr, p, stages, x, workspace, stream);
   float* part = static_cast<float*>(workspace);
   const bool bf16 = pr.dtype == DataType::kBFloat16;
   if (pr.d == 64)

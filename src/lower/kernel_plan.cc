@@ -337,6 +337,8 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
   if (const auto* d = std::get_if<PagedDecodeProblem>(&problem)) {
     for (int64_t chunk = 64; chunk <= 4096; chunk *= 2) {
       out.push_back(EngineConfig{kKilnKernelEngineBase + kPagedDecode, {{"chunk", chunk}}});
+      for (int64_t stages : {2, 3})
+        out.push_back(EngineConfig{kKilnKernelEngineBase + kPagedDecode, {{"chunk", chunk}, {"stages", stages}}});
       if (chunk >= d->keys()) break;  // one split holds every key: a longer chunk is the same launch
     }
     return out;
@@ -458,12 +460,15 @@ Status KernelPlan::build_skinny(const SkinnyGemmProblem& p) {
 }
 
 Status KernelPlan::build_decode(const PagedDecodeProblem& p) {
-  const int64_t chunk = knob_of(config_, "chunk");
-  if (config_.engine_id != kKilnKernelEngineBase + kPagedDecode || config_.knobs.size() != 1 || chunk < 64 ||
-      chunk > 4096 || (chunk & (chunk - 1)) != 0)
+  const int64_t chunk = knob_of(config_, "chunk"), stages = knob_of(config_, "stages");
+  const size_t knobs = stages < 0 ? 1 : 2;
+  if (config_.engine_id != kKilnKernelEngineBase + kPagedDecode || config_.knobs.size() != knobs || chunk < 64 ||
+      chunk > 4096 || (chunk & (chunk - 1)) != 0 || (stages >= 0 && stages != 2 && stages != 3))
     return not_supported(config_.identity() +
-                         " is not a kernel Kiln has for paged decode (knl4_chunk=C: C a power of two from 64 to 4096)");
+                         " is not a kernel Kiln has for paged decode (knl4_chunk=C or knl4_chunk=C_stages=S: C a power "
+                         "of two from 64 to 4096, S 2 or 3)");
   chunk_ = chunk;
+  stages_ = stages < 0 ? 0 : static_cast<int>(stages);
   workspace_ = paged_decode_workspace(p, chunk);
   return Status::ok();
 }
@@ -508,7 +513,7 @@ Status KernelPlan::execute(cudaStream_t stream, const std::map<int, void*>& ptrs
     if (!x.q || !x.k || !x.v || !x.seq_len_q || !x.seq_len_kv || !x.table_k || !x.table_v || !x.o)
       return invalid_argument(missing);
     if (workspace_ > 0 && !workspace) return invalid_argument("execute: " + config_.identity() + " needs a workspace");
-    return launch_paged_decode(*d, chunk_, x, workspace, stream);
+    return launch_paged_decode(*d, chunk_, stages_, x, workspace, stream);
   }
   const NormProblem& n = std::get<NormProblem>(problem_);
   void *x = buffer(n.x), *scale = buffer(n.scale), *y = buffer(n.y), *bias = n.layer() ? buffer(n.bias) : nullptr;

@@ -151,13 +151,16 @@ inline int64_t paged_decode_workspace(const PagedDecodeProblem& p, int64_t chunk
   return p.b * p.h * paged_decode_splits(p, chunk) * (p.d + 2) * 4;
 }
 std::optional<PagedDecodeProblem> match_paged_decode(const Graph& graph, std::string* why_not);
-// The kernels' launch, in decode_kernel.cu: the splits, then their merge into o. The pointers as execute() has them.
+// The kernels' launch, in decode_kernel.cu: the splits, then their merge into o (none where one split holds every
+// key and the form writes o itself). `stages` 0: the keys in registers (knl4_chunk=C); 2 or 3: staged through shared
+// memory with that many tiles in flight (knl4_chunk=C_stages=S, decode_staged_kernel.cu). The pointers as execute()
+// has them.
 struct PagedDecodeBuffers {
   const void *q, *k, *v, *seq_len_q, *seq_len_kv, *table_k, *table_v;
   void* o;
 };
-Status launch_paged_decode(const PagedDecodeProblem& p, int64_t chunk, const PagedDecodeBuffers& x, void* workspace,
-                           cudaStream_t stream);
+Status launch_paged_decode(const PagedDecodeProblem& p, int64_t chunk, int stages, const PagedDecodeBuffers& x,
+                           void* workspace, cudaStream_t stream);
 
 // Any of Kiln's kernels' problems.
 using KernelProblem = std::variant<AmaxProblem, NormProblem, SkinnyGemmProblem, PagedDecodeProblem>;
@@ -169,7 +172,8 @@ class KernelPlan : public AltPlan {
   // The launch configurations offered on the current device. AMAX: 256 or 512 threads, 2, 4 or 8 blocks per SM.
   // Norm: 128, 256 or 512 threads, every group size from 32 up whose rows fit 1-8 chunks a thread. Skinny GEMM:
   // tiles of 64 and 128 columns, K split 1, 2, 4 or 8 ways where the shape divides, 4 or 8 stages in flight. Paged
-  // decode: chunks of 64 to 4096 keys (powers of two), up to the first that holds every key.
+  // decode: chunks of 64 to 4096 keys (powers of two), up to the first that holds every key, each in registers and
+  // staged through shared memory with 2 and 3 tiles in flight.
   static StatusOr<std::vector<EngineConfig>> candidates(const KernelProblem& p);
   // Exactly `config`: NotSupported for a kernel or knob Kiln does not have, or one that does not run `p`.
   static StatusOr<KernelPlan> build(const KernelProblem& p, const EngineConfig& config);
@@ -194,6 +198,7 @@ class KernelPlan : public AltPlan {
   NormLaunch norm_;               // knl2
   SkinnyForm skinny_;             // knl3
   int64_t chunk_ = 0;             // knl4
+  int stages_ = 0;                // knl4: 0 the keys in registers, 2 or 3 staged
   int64_t workspace_ = 0;
 };
 

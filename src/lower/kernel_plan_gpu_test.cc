@@ -396,7 +396,7 @@ TEST(KilnKernelGpu, PagedDecodeWritesZeroForAnEntryWithoutQueryOrKeys) {
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
   LowerTarget target;
   target.handle = handle->get();
-  for (const char* id : {"knl4_chunk=16", "knl4_chunk=64"}) {
+  for (const char* id : {"knl4_chunk=16", "knl4_chunk=64", "knl4_chunk=64_stages=2", "knl4_chunk=64_stages=3"}) {
     auto config = EngineConfig::parse(id);
     ASSERT_TRUE(config.is_ok());
     auto plan = LoweredGraph::create_alt(g, target, *config);

@@ -438,15 +438,24 @@ TEST(KilnKernelMatch, PagedDecodeOverEveryKeyOfEachEntry) {
   ASSERT_TRUE(configs.is_ok());
   std::vector<std::string> ids;
   for (const EngineConfig& e : *configs) ids.push_back(e.identity());
-  EXPECT_EQ(ids, (std::vector<std::string>{"knl4_chunk=64", "knl4_chunk=128", "knl4_chunk=256", "knl4_chunk=512",
-                                           "knl4_chunk=1024"}));
-  auto plan = KernelPlan::build(KernelProblem(*p), (*configs)[2]);
+  std::vector<std::string> want;
+  for (const char* chunk : {"64", "128", "256", "512", "1024"})
+    for (const char* stages : {"", "_stages=2", "_stages=3"})
+      want.push_back(std::string("knl4_chunk=") + chunk + stages);
+  EXPECT_EQ(ids, want);
+  auto plan = KernelPlan::build(KernelProblem(*p), (*configs)[6]);
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   EXPECT_EQ(plan->workspace_size(), int64_t{8} * 32 * 4 * 130 * 4);  // 4 splits of each query head: D sums, max, sum
   auto back = KernelPlan::deserialize(KernelProblem(*p), plan->serialize());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->config().identity(), "knl4_chunk=256");
-  for (const char* bad : {"knl4_chunk=96", "knl4_chunk=8192", "knl4_chunk=256_split=2"}) {
+  auto staged = KernelPlan::build(KernelProblem(*p), (*configs)[8]);
+  ASSERT_TRUE(staged.is_ok()) << staged.status().to_string();
+  auto staged_back = KernelPlan::deserialize(KernelProblem(*p), staged->serialize());
+  ASSERT_TRUE(staged_back.is_ok()) << staged_back.status().to_string();
+  EXPECT_EQ(staged_back->config().identity(), "knl4_chunk=256_stages=3");
+  for (const char* bad : {"knl4_chunk=96", "knl4_chunk=8192", "knl4_chunk=256_split=2", "knl4_chunk=256_stages=4",
+                          "knl4_chunk=256_stages=1", "knl4_chunk=256_stages=2_split=2", "knl4_stages=2"}) {
     auto e = EngineConfig::parse(bad);
     ASSERT_TRUE(e.is_ok()) << bad;
     EXPECT_EQ(KernelPlan::build(KernelProblem(*p), *e).status().code(), StatusCode::kNotSupported) << bad;

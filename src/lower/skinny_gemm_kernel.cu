@@ -21,6 +21,7 @@
 #include <string>
 #include <type_traits>
 
+#include "lower/cp_async.cuh"
 #include "lower/kernel_elements.cuh"
 #include "lower/kernel_plan.h"
 
@@ -53,22 +54,6 @@ struct Cfg {
   static_assert(kBCols || kE == 2, "a row-major b is 16-bit (ldmatrix.trans)");
   static_assert(kSmem <= 227 * 1024 && 16 * kTile * 4 <= kSmem, "the stages (and the partial sums) fit an SM");
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16 bytes global -> shared, bypassing L1; `bytes` 0 writes zeros (a row of a past M).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-// A 16-byte chunk's place in a row of shared memory: chunks XOR the row's low three bits, so the eight rows an
-// ldmatrix phase reads fall in eight different banks.
-__device__ __forceinline__ int swizzled(int row, int chunk) { return (chunk ^ (row & 7)) * 16; }
 
 // c += a b over one step of 32 bytes of K: m16n8k16 for fp16 and bf16, m16n8k32 for fp8_e4m3 (the fragments' bytes
 // lie alike: rows of a and columns of b in 4-byte pieces of 16-byte chunks).
