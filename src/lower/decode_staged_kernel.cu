@@ -1,13 +1,14 @@
 // launch_paged_decode_staged (decode_common.cuh): the paged decode's staged form, knl4_chunk=C_stages=S. Each
 // (entry, key head, split of `chunk` keys) gets a CTA of 4 warps that streams its keys through shared memory in
 // tiles of 64, S tiles in flight (cp.async, 16 bytes a copy, rows past the entry's keys zero-filled, each row's
-// chunks XOR-swizzled). A tile is taken in three passes over shared memory, none with a shuffle per key: the scores
-// of every query head of the key head (a thread a key and a few heads: each 16-byte piece of the key read once for
-// all of them, q in fp32 from shared memory); the online softmax of the tile (a warp a query head: the tile's max,
-// the rescale of what is summed so far, the weights); the weighted sum of V (a thread 8 columns and every eighth key,
-// or sixteenth for head dim 64, for every query head). The key slices' sums are added in shared memory at the end.
-// One split writes o itself; more write their partials for decode_merge_kernel. Buffers not 16-byte aligned are
-// copied element by element into the same tiles. No atomics: the same sums in the same order every run.
+// 16-byte chunks XOR-swizzled by row so that the eight rows of an ldmatrix tile fall in eight banks). The tensor
+// cores do the products: the key head's G query heads are the rows of a 16-row tile (rows G.. zero), and each warp
+// takes 16 keys of every tile with an online softmax of its own (fp32, base 2), no barrier between the warps but
+// the one a tile that frees its stage. Scores: mma.sync m16n8k16 of q (in registers for the whole CTA) against the
+// keys (ldmatrix); the weights, rounded to the inputs' dtype as the product's a operand, against V (ldmatrix.trans);
+// fp32 accumulators. The warps' maxima, sums and outputs are merged in shared memory at the end; one split writes o
+// itself, more write their partials for decode_merge_kernel. Buffers not 16-byte aligned are copied element by
+// element into the same tiles. No atomics: the same sums in the same order every run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -17,30 +18,42 @@
 
 #include "lower/cp_async.cuh"
 #include "lower/decode_common.cuh"
+#include "lower/mma.cuh"
 
 namespace kiln::lower_detail {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kTileKeys = 64;
+constexpr int kWarps = kThreads / 32;
+constexpr int kTileKeys = 64;    // 16 a warp
 constexpr int kTablesCap = 512;  // pages of a CTA's keys whose table entries it stages (more read the tables)
 
-// The shared memory of one launch form: S stages of a K tile and a V tile, then q (fp32), the tile's scores and
-// weights, each query head's running max, sum and rescale, and the staged table entries.
+// The shared memory of one launch form: S stages of a K tile and a V tile, then the staged table entries. At the
+// end the stages hold each warp's maxima, sums and outputs for the merge.
 template <int D, int G, int S>
 struct StagedLayout {
   static constexpr int kChunks = D / 8;  // 16-byte chunks a row
   static constexpr int kRowBytes = D * 2;
   static constexpr int kTileBytes = kTileKeys * kRowBytes;
   static constexpr int kStages = S * 2 * kTileBytes;
-  static constexpr int kSlices = kThreads / kChunks;  // key slices of the weighted sum
-  static constexpr int kHeadsPerThread = G * kTileKeys > kThreads ? G* kTileKeys / kThreads : 1;
-  static constexpr int kQ = kStages, kP = kQ + G * D * 4, kStats = kP + G * kTileKeys * 4;
-  static constexpr int kTables = kStats + 3 * G * 4;
+  static constexpr int kKSteps = D / 16;  // k16 steps of the scores
+  static constexpr int kNTiles = D / 8;   // n8 tiles of the output
+  static constexpr int kWarpFloats = 2 * G + G * D;
+  static constexpr int kTables = kStages;
   static constexpr int kBytes = kTables + 2 * kTablesCap * 4;
-  static_assert(kSlices * G * D * 4 <= kStages, "the key slices' sums fit where the stages were");
+  static_assert(kWarps * kWarpFloats * 4 <= kStages, "the warps' merge fits where the stages were");
   static_assert(kBytes <= 227 * 1024, "fits an SM");
 };
+
+// Two elements as the 32 bits of an mma operand register (the first in the low half).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(T lo, T hi) {
+  uint32_t r;
+  T* e = reinterpret_cast<T*>(&r);
+  e[0] = lo;
+  e[1] = hi;
+  return r;
+}
 
 // Copies tile `t` of the CTA's keys [begin, end) into `stage` (K then V): cp.async where the buffers are aligned,
 // element by element otherwise; rows past `end` are zeros.
@@ -67,55 +80,63 @@ __device__ __forceinline__ void load_tile(const DecodeParams& p, const T* kc, co
   }
 }
 
-// The tile's scores (base 2, -inf past `end`) into s_p: a thread one key and every other query head (or every
-// fourth... as G x 64 keys over 128 threads gives), each 16-byte piece of the key read once.
-template <typename T, int D, int G, int S>
-__device__ __forceinline__ void tile_scores(const unsigned char* kt, const float* s_q, float* s_p, int live) {
-  using L = StagedLayout<D, G, S>;
-  const int r = threadIdx.x % kTileKeys, g0 = threadIdx.x / kTileKeys;
-  constexpr int kStep = kThreads / kTileKeys;  // query heads between a thread's
-  if (g0 >= G) return;
-  float s[L::kHeadsPerThread] = {};
-#pragma unroll 4
-  for (int c = 0; c < L::kChunks; ++c) {
-    float kf[8];
-    unpack8<T>(*reinterpret_cast<const uint4*>(kt + r * L::kRowBytes + swizzled(r, c)), kf);
-#pragma unroll
-    for (int i = 0; i < L::kHeadsPerThread; ++i) {
-      const float4* q4 = reinterpret_cast<const float4*>(s_q + (g0 + i * kStep) * D + c * 8);
-      const float4 a = q4[0], b = q4[1];
-      s[i] = fmaf(a.x, kf[0], fmaf(a.y, kf[1], fmaf(a.z, kf[2], fmaf(a.w, kf[3], s[i]))));
-      s[i] = fmaf(b.x, kf[4], fmaf(b.y, kf[5], fmaf(b.z, kf[6], fmaf(b.w, kf[7], s[i]))));
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < L::kHeadsPerThread; ++i) s_p[(g0 + i * kStep) * kTileKeys + r] = r < live ? s[i] : -INFINITY;
-}
+// A warp's running softmax over its keys for the query head of its lane's row (lane / 4): the max and this lane's
+// share of the sum (its quad's four lanes hold the rest), and the output's n8 tiles (rows lane / 4 and + 8).
+template <int D>
+struct WarpState {
+  float m = -INFINITY, l = 0.f;
+  float acc[D / 8][4] = {};
+};
 
-// The tile's online softmax, a warp a query head: scores become weights against the new running max; s_stats holds
-// each head's max, sum and the rescale of what was summed before this tile.
-template <int G>
-__device__ __forceinline__ void tile_softmax(float* s_p, float* s_stats) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int g = warp; g < G; g += kThreads / 32) {
-    float* x = s_p + g * kTileKeys;
-    const float x0 = x[lane], x1 = x[lane + 32];
-    float mx = fmaxf(x0, x1);
+// One tile for one warp: its 16 keys' scores against q (a fragments qa: a0 and a2 of each k-step), the online
+// softmax (keys at or past `live` count as -inf), and the weighted sum of V into the state.
+template <typename T, int D, int G, int S>
+__device__ __forceinline__ void warp_tile(const unsigned char* kt, const uint32_t (&qa)[D / 16][2], float scale_log2,
+                                          int live, WarpState<D>& st) {
+  using L = StagedLayout<D, G, S>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quad = lane % 4, mat = lane / 8;
+  const int key0 = warp * 16;
+  float sc[2][4] = {};
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    const float m_old = s_stats[g], m_new = fmaxf(m_old, mx);  // finite: a tile has a live key
-    const float e0 = fast_exp2(x0 - m_new), e1 = fast_exp2(x1 - m_new);
-    x[lane] = e0;
-    x[lane + 32] = e1;
-    float sum = e0 + e1;
+  for (int ks = 0; ks < L::kKSteps; ++ks) {  // tiles: keys 0-7 and 8-15, dims 16 ks + 0-7 and + 8-15
+    uint32_t kb[4];
+    const int r = key0 + (mat / 2) * 8 + lane % 8, ch = ks * 2 + mat % 2;
+    ldmatrix_x4<false>(kb, smem_u32(kt + r * L::kRowBytes + swizzled(r, ch)));
+    const uint32_t a[4] = {qa[ks][0], 0u, qa[ks][1], 0u};
+    mma_step<T>(sc[0], a, kb[0], kb[1]);
+    mma_step<T>(sc[1], a, kb[2], kb[3]);
+  }
+  float x[4];
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (lane == 0) {
-      const float alpha = fast_exp2(m_old - m_new);  // 0 before the first tile (m_old -inf)
-      s_stats[g] = m_new;
-      s_stats[G + g] = s_stats[G + g] * alpha + sum;
-      s_stats[2 * G + g] = alpha;
-    }
+  for (int i = 0; i < 4; ++i) {
+    const int key = key0 + (i / 2) * 8 + quad * 2 + i % 2;
+    x[i] = key < live ? sc[i / 2][i % 2] * scale_log2 : -INFINITY;
+  }
+  float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(st.m, mx);
+  const float m_use = m_new == -INFINITY ? 0.f : m_new;  // no live key yet: weights 0, nothing to rescale
+  const float alpha = fast_exp2(st.m - m_use);
+  float w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = fast_exp2(x[i] - m_use);
+  st.l = st.l * alpha + ((w[0] + w[1]) + (w[2] + w[3]));
+  st.m = m_new;
+  const uint32_t pa[4] = {pack2(from_float<T>(w[0]), from_float<T>(w[1])), 0u,
+                          pack2(from_float<T>(w[2]), from_float<T>(w[3])), 0u};
+  const unsigned char* vt = kt + L::kTileBytes;
+#pragma unroll
+  for (int n = 0; n < L::kNTiles; n += 2) {  // tiles: keys 0-7 and 8-15, dims 8 n + 0-7 and 8 (n + 1) + 0-7
+    st.acc[n][0] *= alpha;
+    st.acc[n][1] *= alpha;
+    st.acc[n + 1][0] *= alpha;
+    st.acc[n + 1][1] *= alpha;
+    uint32_t vb[4];
+    const int r = key0 + (mat % 2) * 8 + lane % 8, ch = n + mat / 2;
+    ldmatrix_x4<true>(vb, smem_u32(vt + r * L::kRowBytes + swizzled(r, ch)));
+    mma_step<T>(st.acc[n], pa, vb[0], vb[1]);
+    mma_step<T>(st.acc[n + 1], pa, vb[2], vb[3]);
   }
 }
 
@@ -126,12 +147,10 @@ __global__ void __launch_bounds__(kThreads)
                          const int* __restrict__ tv, float* __restrict__ part, T* __restrict__ o) {
   using L = StagedLayout<D, G, S>;
   extern __shared__ __align__(128) unsigned char smem[];
-  float* s_q = reinterpret_cast<float*>(smem + L::kQ);
-  float* s_p = reinterpret_cast<float*>(smem + L::kP);
-  float* s_stats = reinterpret_cast<float*>(smem + L::kStats);  // max [G], sum [G], rescale [G]
   int* s_tk = reinterpret_cast<int*>(smem + L::kTables);
   int* s_tv = s_tk + kTablesCap;
   const int split = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 4, quad = lane % 4;
   const int begin = split * p.chunk, end = min(begin + p.chunk, entry_keys(p, lq, lkv, b));
   const int tiles = begin < end ? (end - begin + kTileKeys - 1) / kTileKeys : 0;
   const int* tabk = tk + static_cast<int64_t>(b) * p.pages;
@@ -149,11 +168,13 @@ __global__ void __launch_bounds__(kThreads)
       first_page = first;
     }
   }
-  for (int i = threadIdx.x; i < G * D; i += kThreads)
-    s_q[i] = to_float(q[(static_cast<int64_t>(b) * p.h + head * G) * D + i]) * p.scale_log2;
-  if (threadIdx.x < G) {
-    s_stats[threadIdx.x] = -INFINITY;
-    s_stats[G + threadIdx.x] = 0.f;
+  // q as the a operand: row `row` is query head head * G + row (rows G.. zero); a0 and a2 of each k-step.
+  uint32_t qa[L::kKSteps][2];
+  const T* qrow = q + (static_cast<int64_t>(b) * p.h + head * G + (row < G ? row : 0)) * D + quad * 2;
+#pragma unroll
+  for (int ks = 0; ks < L::kKSteps; ++ks) {
+    qa[ks][0] = row < G ? pack2(qrow[ks * 16], qrow[ks * 16 + 1]) : 0u;
+    qa[ks][1] = row < G ? pack2(qrow[ks * 16 + 8], qrow[ks * 16 + 9]) : 0u;
   }
   __syncthreads();
 #pragma unroll
@@ -162,62 +183,56 @@ __global__ void __launch_bounds__(kThreads)
       load_tile<T, D, G, S>(p, kc, vc, tabk, tabv, first_page, head, begin, end, t, smem + t * 2 * L::kTileBytes);
     cp_async_commit();
   }
-  const int ch = threadIdx.x % L::kChunks, slice = threadIdx.x / L::kChunks;
-  float acc[G][8] = {};
+  WarpState<D> st;
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<S - 2>();
-    __syncthreads();  // tile t is in; every thread is past tile t-1, whose stage the next load takes
+    __syncthreads();  // tile t is in; every warp is past tile t-1, whose stage the next load takes
     const int next = t + S - 1;
     if (next < tiles)
       load_tile<T, D, G, S>(p, kc, vc, tabk, tabv, first_page, head, begin, end, next,
                             smem + (next % S) * 2 * L::kTileBytes);
     cp_async_commit();
-    const unsigned char* kt = smem + (t % S) * 2 * L::kTileBytes;
-    tile_scores<T, D, G, S>(kt, s_q, s_p, end - (begin + t * kTileKeys));
-    __syncthreads();
-    tile_softmax<G>(s_p, s_stats);
-    __syncthreads();
-    const unsigned char* vt = kt + L::kTileBytes;
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float alpha = s_stats[2 * G + g];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[g][e] *= alpha;
-    }
-#pragma unroll 2
-    for (int r = slice; r < kTileKeys; r += L::kSlices) {
-      float vf[8];
-      unpack8<T>(*reinterpret_cast<const uint4*>(vt + r * L::kRowBytes + swizzled(r, ch)), vf);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float w = s_p[g * kTileKeys + r];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(w, vf[e], acc[g][e]);
-      }
-    }
+    warp_tile<T, D, G, S>(smem + (t % S) * 2 * L::kTileBytes, qa, p.scale_log2, end - (begin + t * kTileKeys), st);
   }
   cp_async_wait<0>();
-  __syncthreads();                              // the stages are free: the key slices' sums go there
-  float* red = reinterpret_cast<float*>(smem);  // [slice][G][D]
+  __syncthreads();  // the stages are free: each warp's state goes there
+  st.l += __shfl_xor_sync(0xffffffffu, st.l, 1);
+  st.l += __shfl_xor_sync(0xffffffffu, st.l, 2);
+  float* mine = reinterpret_cast<float*>(smem) + warp * L::kWarpFloats;  // max [G], sum [G], o [G][D]
+  if (row < G) {
+    if (quad == 0) {
+      mine[row] = st.m;
+      mine[G + row] = st.l;
+    }
 #pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) red[(slice * G + g) * D + ch * 8 + e] = acc[g][e];
+    for (int n = 0; n < L::kNTiles; ++n) {
+      mine[2 * G + row * D + n * 8 + quad * 2] = st.acc[n][0];
+      mine[2 * G + row * D + n * 8 + quad * 2 + 1] = st.acc[n][1];
+    }
+  }
   __syncthreads();
+  const float* all = reinterpret_cast<const float*>(smem);
   for (int i = threadIdx.x; i < G * D; i += kThreads) {
     const int g = i / D, d = i % D;
-    float sum = 0.f;
-    for (int sl = 0; sl < L::kSlices; ++sl) sum += red[(sl * G + g) * D + d];
-    const float m = s_stats[g], l = s_stats[G + g];
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, all[w * L::kWarpFloats + g]);
+    float sum = 0.f, den = 0.f;
+    if (mx != -INFINITY)
+      for (int w = 0; w < kWarps; ++w) {
+        const float* x = all + w * L::kWarpFloats;
+        const float c = fast_exp2(x[g] - mx);  // a warp without a live key: exp2(-inf) = 0
+        sum = fmaf(c, x[2 * G + g * D + d], sum);
+        den = fmaf(c, x[G + g], den);
+      }
     if (p.splits == 1) {
-      o[(static_cast<int64_t>(b) * p.h + head * G + g) * D + d] = from_float<T>(l > 0.f ? sum / l : 0.f);
+      o[(static_cast<int64_t>(b) * p.h + head * G + g) * D + d] = from_float<T>(den > 0.f ? sum / den : 0.f);
       continue;
     }
     float* out = decode_partial(p, part, b, head * G + g, split, D);
     out[d] = sum;
     if (d == 0) {
-      out[D] = m;
-      out[D + 1] = l;
+      out[D] = mx;
+      out[D + 1] = den;
     }
   }
 }

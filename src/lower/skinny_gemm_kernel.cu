@@ -23,6 +23,7 @@
 
 #include "lower/cp_async.cuh"
 #include "lower/kernel_elements.cuh"
+#include "lower/mma.cuh"
 #include "lower/kernel_plan.h"
 
 namespace kiln::lower_detail {
@@ -54,28 +55,6 @@ struct Cfg {
   static_assert(kBCols || kE == 2, "a row-major b is 16-bit (ldmatrix.trans)");
   static_assert(kSmem <= 227 * 1024 && 16 * kTile * 4 <= kSmem, "the stages (and the partial sums) fit an SM");
 };
-
-// c += a b over one step of 32 bytes of K: m16n8k16 for fp16 and bf16, m16n8k32 for fp8_e4m3 (the fragments' bytes
-// lie alike: rows of a and columns of b in 4-byte pieces of 16-byte chunks).
-template <typename T>
-__device__ __forceinline__ void mma_step(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
 
 __device__ __forceinline__ float load_as_float(const void* p, int64_t i, DataType t) {
   switch (t) {
