@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -46,14 +47,17 @@ Graph decode_graph() {
   return g.is_ok() ? *g : Graph{};
 }
 
-TEST(DecodeLoopGpu, OneGraphReplaysAHundredStepsWithPageTablesUpdatedInPlace) {
-  KILN_REQUIRE_GPU();
+// The loop on the plan the Planner builds for the graph (`pin` empty: cuDNN's, by its heuristics) or on `pin`.
+void replay_decode_loop(const std::string& pin) {
   PlannerOptions o;
   o.new_shapes = NewShapes::kBuildNow;
   auto planner = Planner::create(o);
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
-  const Graph g = decode_graph();
-  auto got = (*planner)->obtain(g);
+  auto prepared = (*planner)->prepare(decode_graph());
+  ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
+  auto config = EngineConfig::parse(pin.empty() ? "eng0" : pin);
+  ASSERT_TRUE(config.is_ok()) << config.status().to_string();
+  auto got = pin.empty() ? (*planner)->obtain(*prepared) : (*planner)->obtain_pinned(*prepared, *config);
   ASSERT_TRUE(got.is_ok()) << got.status().to_string();
   std::shared_ptr<const ExecutablePlan> plan = got->plan;
   std::printf("[ decode ] plan %s from %s\n", plan->config().identity().c_str(), plan_source_name(got->source));
@@ -158,6 +162,21 @@ TEST(DecodeLoopGpu, OneGraphReplaysAHundredStepsWithPageTablesUpdatedInPlace) {
   EXPECT_EQ(stats.instantiations, 1);
   EXPECT_EQ(stats.replays, kSteps);
   EXPECT_EQ(stats.reinstantiations, 0);
+}
+
+TEST(DecodeLoopGpu, OneGraphReplaysAHundredStepsWithPageTablesUpdatedInPlace) {
+  KILN_REQUIRE_GPU();
+  replay_decode_loop("");
+}
+
+// The same loop on Kiln's own decode kernel in its staged form (knl4): with four splits of 64 keys (the merge launch
+// captured after the splits') and with one split that writes o itself.
+TEST(DecodeLoopGpu, KilnsStagedDecodeKernelReplaysTheSameLoop) {
+  KILN_REQUIRE_GPU();
+  for (const char* pin : {"knl4_chunk=64_stages=2", "knl4_chunk=256_stages=3"}) {
+    SCOPED_TRACE(pin);
+    replay_decode_loop(pin);
+  }
 }
 
 }  // namespace
