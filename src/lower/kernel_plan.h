@@ -13,7 +13,9 @@
 //   knl4  decode attention over paged K/V caches (one query a head, a padding mask's lengths, fp16 or bf16), each
 //         entry's keys split over CTAs of `chunk` keys (flash-decoding), then the splits merged: cuDNN's paged decode
 //         runs a CTA per entry and key head, which leaves most of an H100 idle at small batches (issue 36: 0.96-0.99x
-//         PyTorch's cuDNN on dense tensors at batch 8-256, bench/results/h100/attn-decode-d2).
+//         PyTorch's cuDNN on dense tensors at batch 8-256, bench/results/h100/attn-decode-d2); the keys in registers
+//         on the CUDA cores, or staged through shared memory with the products on the tensor cores (within 0-7% of
+//         cuDNN's paged decode on an H100, bench/results/h100/session-2026-12-07h).
 // LoweredGraph offers them as HeuristicMode::kKiln's candidates ("knl1_blocks=4_threads=256": kKilnKernelEngineBase),
 // and they are tuned, checked against the reference, stored and served like any other configuration. Only for
 // src/lower/.
