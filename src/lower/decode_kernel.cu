@@ -210,7 +210,8 @@ DecodeParams decode_params(const PagedDecodeProblem& pr, int64_t chunk, const Pa
 Status launch_paged_decode(const PagedDecodeProblem& pr, int64_t chunk, int stages, const PagedDecodeBuffers& x,
                            void* workspace, cudaStream_t stream) {
   const int64_t splits = paged_decode_splits(pr, chunk);
-  if (chunk <= 0 || splits <= 0 || splits > 65535 || pr.hk > 65535 || pr.b > 65535 || pr.keys() > INT32_MAX ||
+  // keys: a split's first key plus its chunk stays an int (chunks up to 4096)
+  if (chunk <= 0 || splits <= 0 || splits > 65535 || pr.hk > 65535 || pr.b > 65535 || pr.keys() > INT32_MAX - 4096 ||
       pr.blocks > INT32_MAX || pr.b * pr.h > INT32_MAX)
     return invalid_argument("paged decode: " + std::to_string(splits) + " splits of " + std::to_string(chunk) +
                             " keys, batch " + std::to_string(pr.b) + ", " + std::to_string(pr.hk) +

@@ -12,12 +12,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "lower/cp_async.cuh"
 #include "lower/decode_common.cuh"
+#include "lower/dynamic_smem.h"
 #include "lower/mma.cuh"
 
 namespace kiln::lower_detail {
@@ -25,8 +25,8 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTileKeys = 64;    // 16 a warp
-constexpr int kTablesCap = 512;  // pages of a CTA's keys whose table entries it stages (more read the tables)
+constexpr int kTileKeys = 64;                      // 16 a warp
+constexpr int kTablesCap = kPagedDecodeTablesCap;  // pages of a CTA's keys whose entries it stages
 
 // The shared memory of one launch form: S stages of a K tile and a V tile, then the staged table entries. At the
 // end the stages hold each warp's maxima, sums and outputs for the merge.
@@ -242,17 +242,10 @@ Status launch_staged(const PagedDecodeProblem& pr, const DecodeParams& p, const 
                      cudaStream_t stream) {
   using L = StagedLayout<D, G, S>;
   const auto kernel = decode_staged_kernel<T, D, G, S>;
-  // The shared memory past 48 KiB is allowed per device, once on each (a failure is tried again at the next launch).
-  static std::atomic<bool> allowed[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64)
-    return internal_error("the paged decode: no current CUDA device (or one past the 64th)");
-  if (!allowed[device].load(std::memory_order_acquire)) {
-    const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes);
-    if (attr != cudaSuccess)
-      return internal_error(std::string("the paged decode's shared memory: ") + cudaGetErrorString(attr));
-    allowed[device].store(true, std::memory_order_release);
-  }
+  if (L::kBytes != paged_decode_staged_smem(pr, S))
+    return internal_error("the paged decode: its shared memory disagrees with paged_decode_staged_smem");
+  static DynamicSmemGrant grant;  // the shared memory past 48 KiB, once a device
+  KILN_RETURN_IF_ERROR(grant.allow(reinterpret_cast<const void*>(kernel), L::kBytes, "the paged decode"));
   const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(p.hk), static_cast<unsigned>(p.b));
   kernel<<<grid, kThreads, L::kBytes, stream>>>(
       p, static_cast<const T*>(x.q), static_cast<const T*>(x.k), static_cast<const T*>(x.v),
@@ -261,7 +254,10 @@ Status launch_staged(const PagedDecodeProblem& pr, const DecodeParams& p, const 
   if (p.splits > 1)
     decode_merge_kernel<T, D><<<static_cast<unsigned>(pr.b * pr.h), D, 0, stream>>>(p, part, static_cast<T*>(x.o));
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return internal_error(std::string("paged decode launch: ") + cudaGetErrorString(err));
+  if (err != cudaSuccess) {
+    grant.forget();
+    return internal_error(std::string("paged decode launch: ") + cudaGetErrorString(err));
+  }
   return Status::ok();
 }
 
@@ -287,8 +283,10 @@ Status launch_dims(const PagedDecodeProblem& pr, const DecodeParams& p, const Pa
 
 }  // namespace
 
-Status launch_paged_decode_staged(const PagedDecodeProblem& pr, const DecodeParams& p, int stages,
+Status launch_paged_decode_staged(const PagedDecodeProblem& pr, const DecodeParams& params, int stages,
                                   const PagedDecodeBuffers& x, void* workspace, cudaStream_t stream) {
+  DecodeParams p = params;  // q is read element by element: only k and v need 16-byte alignment for cp.async
+  p.aligned = reinterpret_cast<uintptr_t>(x.k) % 16 == 0 && reinterpret_cast<uintptr_t>(x.v) % 16 == 0;
   float* part = static_cast<float*>(workspace);
   const bool bf16 = pr.dtype == DataType::kBFloat16;
   if (stages == 2)

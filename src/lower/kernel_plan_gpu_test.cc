@@ -368,7 +368,14 @@ TEST(KilnKernelGpu, EveryPagedDecodeConfigurationMatchesTheReference) {
                 {2, 4, 4, 64, 64, 3, 8, "fp16", R"(, "causal": true, "diagonal_alignment": "bottom_right")"},
                 {5, 32, 4, 128, 32, 9, 50, "bf16", R"(, "attn_scale": 0.125)"},
                 {4, 16, 8, 64, 16, 40, 200, "bf16", ""},
-                {1, 2, 1, 128, 128, 2, 3, "fp16", ""}};
+                {1, 2, 1, 128, 128, 2, 3, "fp16", ""},
+                // head dim 64 with 4 and 8 query heads a key head, 128 with 1; blocks of 24 and 48 keys (not powers
+                // of two: a division for the page)
+                {2, 16, 4, 64, 16, 5, 11, "bf16", ""},
+                {2, 32, 4, 64, 24, 6, 14, "fp16", ""},
+                {3, 4, 4, 128, 48, 3, 9, "bf16", ""},
+                // blocks of one key: a CTA over more pages than either form stages reads the tables themselves
+                {1, 2, 1, 64, 1, 1100, 1100, "bf16", ""}};
   size_t total = 0;
   for (const Shape& s : shapes) {
     SCOPED_TRACE(std::to_string(s.b) + "x" + std::to_string(s.h) + "/" + std::to_string(s.hk) + " d" +
@@ -377,26 +384,33 @@ TEST(KilnKernelGpu, EveryPagedDecodeConfigurationMatchesTheReference) {
     check_every_candidate(test::paged_decode_graph(s.b, s.h, s.hk, s.d, s.bs, s.pages, s.blocks, s.io, s.attrs),
                           handle->get(), 17, "q", &total);
   }
-  EXPECT_GE(total, 15u);
+  EXPECT_GE(total, 40u);
 }
 
-// An entry whose query is padded (seq_len_q 0) or that has no key (seq_len_kv 0), and lengths past the caches'
-// extent (clamped to it, as cuDNN and the references read them): o is 0 for the first two and matches the reference.
+// An entry whose query is padded (seq_len_q 0) or that has no key (seq_len_kv 0), lengths past the caches' extent
+// and page-table entries outside the cache (clamped, as cuDNN and the references read them): o is 0 for the first
+// two and matches the reference. 8 pages of 16 keys: chunks of 64 are two splits (the merge of splits without a
+// key), 128 one (the staged form writes o itself).
 TEST(KilnKernelGpu, PagedDecodeWritesZeroForAnEntryWithoutQueryOrKeys) {
   KILN_REQUIRE_GPU();
   auto handle = make_cudnn_handle();
   ASSERT_TRUE(handle.is_ok());
-  Graph g = test::paged_decode_graph(4, 8, 2, 128, 16, 4, 10, "bf16");
+  Graph g = test::paged_decode_graph(4, 8, 2, 128, 16, 8, 10, "bf16");
   auto inputs = make_random_inputs(g, 23);
   ASSERT_TRUE(inputs.is_ok());
   const int lq = g.find_tensor("lq"), lkv = g.find_tensor("lkv");
   (*inputs)[lq] = HostTensor::from_values(DataType::kInt32, {4, 1, 1, 1}, {0, 1, 1, 1});
-  (*inputs)[lkv] = HostTensor::from_values(DataType::kInt32, {4, 1, 1, 1}, {30, 0, 64, 500});
+  (*inputs)[lkv] = HostTensor::from_values(DataType::kInt32, {4, 1, 1, 1}, {30, 0, 100, 500});
+  std::vector<double> table(4 * 8);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<double>(i % 3 == 0 ? -3 : i % 3 == 1 ? 15 : i % 10);
+  for (const char* t : {"tk", "tv"})
+    (*inputs)[g.find_tensor(t)] = HostTensor::from_values(DataType::kInt32, {4, 1, 8, 1}, table);
   auto ref = run_host_reference_with_magnitudes(g, *inputs);
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
   LowerTarget target;
   target.handle = handle->get();
-  for (const char* id : {"knl4_chunk=16", "knl4_chunk=64", "knl4_chunk=64_stages=2", "knl4_chunk=64_stages=3"}) {
+  for (const char* id : {"knl4_chunk=16", "knl4_chunk=64", "knl4_chunk=64_stages=2", "knl4_chunk=64_stages=3",
+                         "knl4_chunk=128_stages=2"}) {
     auto config = EngineConfig::parse(id);
     ASSERT_TRUE(config.is_ok());
     auto plan = LoweredGraph::create_alt(g, target, *config);

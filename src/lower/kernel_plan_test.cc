@@ -454,6 +454,19 @@ TEST(KilnKernelMatch, PagedDecodeOverEveryKeyOfEachEntry) {
   auto staged_back = KernelPlan::deserialize(KernelProblem(*p), staged->serialize());
   ASSERT_TRUE(staged_back.is_ok()) << staged_back.status().to_string();
   EXPECT_EQ(staged_back->config().identity(), "knl4_chunk=256_stages=3");
+  EXPECT_EQ(staged->workspace_size(), plan->workspace_size());  // 4 splits: partials to merge, as the register form
+  // One split: the staged form writes o itself and needs no workspace; the register form still merges its one split.
+  auto whole = KernelPlan::build(KernelProblem(*p), configs->back());
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  EXPECT_EQ(whole->config().identity(), "knl4_chunk=1024_stages=3");
+  EXPECT_EQ(whole->workspace_size(), 0);
+  auto whole_registers = KernelPlan::build(KernelProblem(*p), (*configs)[configs->size() - 3]);
+  ASSERT_TRUE(whole_registers.is_ok()) << whole_registers.status().to_string();
+  EXPECT_EQ(whole_registers->workspace_size(), int64_t{8} * 32 * 1 * 130 * 4);
+  // Three stages of head dim 128 pass the 99 KiB an sm_86 or sm_89 block may take: offered only where they fit.
+  EXPECT_EQ(paged_decode_staged_smem(*p, 3), 3 * 2 * 64 * 128 * 2 + 2 * 512 * 4);
+  EXPECT_GT(paged_decode_staged_smem(*p, 3), 99 * 1024);
+  EXPECT_LE(paged_decode_staged_smem(*p, 2), 99 * 1024);
   for (const char* bad : {"knl4_chunk=96", "knl4_chunk=8192", "knl4_chunk=256_split=2", "knl4_chunk=256_stages=4",
                           "knl4_chunk=256_stages=1", "knl4_chunk=256_stages=2_split=2", "knl4_stages=2"}) {
     auto e = EngineConfig::parse(bad);

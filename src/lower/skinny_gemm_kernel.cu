@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "lower/cp_async.cuh"
+#include "lower/dynamic_smem.h"
 #include "lower/kernel_elements.cuh"
 #include "lower/mma.cuh"
 #include "lower/kernel_plan.h"
@@ -251,19 +252,9 @@ __global__ void skinny_gemm_plain_kernel(const T* __restrict__ a, const T* __res
 template <typename T, typename C>
 Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* b, void* y, const Epilogue& ep,
                     cudaStream_t stream) {
-  // The shared memory past 48 KiB is allowed per device: once on each (a failure is not remembered: it is tried
-  // again, and said, at the next launch).
-  static std::atomic<bool> allowed[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64)
-    return internal_error("the skinny GEMM: no current CUDA device (or one past the 64th)");
-  if (!allowed[device].load(std::memory_order_acquire)) {
-    const cudaError_t attr =
-        cudaFuncSetAttribute(skinny_gemm_kernel<T, C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
-    if (attr != cudaSuccess)
-      return internal_error(std::string("the skinny GEMM's shared memory: ") + cudaGetErrorString(attr));
-    allowed[device].store(true, std::memory_order_release);
-  }
+  static DynamicSmemGrant grant;  // the shared memory past 48 KiB, once a device
+  KILN_RETURN_IF_ERROR(
+      grant.allow(reinterpret_cast<const void*>(skinny_gemm_kernel<T, C>), C::kSmem, "the skinny GEMM"));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(split), static_cast<unsigned>(p.n / C::kTile), 1);
   cfg.blockDim = dim3(C::kThreads, 1, 1);
@@ -278,7 +269,10 @@ Status launch_tiled(const SkinnyGemmProblem& p, int split, const T* a, const T* 
   cfg.numAttrs = split > 1 ? 1 : 0;
   const cudaError_t e =
       cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<T, C>, a, b, y, static_cast<int>(p.m), p.n, p.k, split, ep);
-  if (e != cudaSuccess) return internal_error(std::string("launching the skinny GEMM: ") + cudaGetErrorString(e));
+  if (e != cudaSuccess) {
+    grant.forget();
+    return internal_error(std::string("launching the skinny GEMM: ") + cudaGetErrorString(e));
+  }
   return Status::ok();
 }
 
