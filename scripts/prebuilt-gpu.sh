@@ -26,7 +26,8 @@
 #                                                     KILN_BUILDSCALE_PROCS tunes side by side, --no-isolate)
 #                                                     pybuild (the Python package built there, in the background,
 #                                                     for its Python and torch; carry third_party/ but its python/)
-#                                                     gfilter (KILN_GTEST_BIN, KILN_GTEST_FILTER, KILN_GTEST_TIMEOUT)
+#                                                     gfilter (KILN_GTEST_BIN, KILN_GTEST_FILTER, KILN_GTEST_TIMEOUT;
+#                                                     KILN_GTEST_MORE="BIN=FILTER ..." runs more binaries after it)
 #                                                     ncuprof (issue 37: Nsight Compute on a case's Kiln plans and PyTorch peer;
 #                                                     env KILN_NCU_IDS) settleab (the timer's settle time, 0 against 100 us,
 #                                                     on pinned plans; env KILN_SETTLE_IDS, KILN_SETTLE_PINS)
@@ -183,6 +184,10 @@ if want gfilter; then  # one test binary with a filter: KILN_GTEST_BIN (runtime_
   gtest "${KILN_GTEST_BIN:-runtime_gpu_test}" "${KILN_GTEST_FILTER:?gfilter needs KILN_GTEST_FILTER}" \
     "${KILN_GTEST_TIMEOUT:-120}"
   grep -E "^\[ (planner|preload)" "$out/${KILN_GTEST_BIN:-runtime_gpu_test}.log"
+  read -ra mores <<<"${KILN_GTEST_MORE:-}"  # more binaries in the same call: "BIN=FILTER BIN=FILTER ..." (no globbing)
+  for more in "${mores[@]}"; do
+    gtest "${more%%=*}" "${more#*=}" "${KILN_GTEST_TIMEOUT:-120}"
+  done
 fi
 if want tests; then  # the two binaries at once (no test of theirs asserts a time): the call's minutes are few
   gtest validate_gpu_test '*' 90 >"$out/tests-validate.txt" 2>&1 &
