@@ -355,8 +355,8 @@ TEST(KilnKernelGpu, EverySkinnyGemmConfigurationMatchesTheReference) {
 
 // Every chunk of the paged decode, grouped heads 1 to 8, head dims 64 and 128, fp16 and bf16, caches read through
 // random page tables (repeated blocks included) with random lengths, causal bottom-right, against the host
-// reference; a stale o is overwritten; bytes load back and write the same bits; q one element past an aligned base
-// (a caller's slice) reads rows element by element and still matches.
+// reference; a stale o is overwritten; bytes load back and write the same bits; q or k one element past an aligned
+// base (a caller's slice) reads rows element by element and still matches.
 TEST(KilnKernelGpu, EveryPagedDecodeConfigurationMatchesTheReference) {
   KILN_REQUIRE_GPU();
   auto handle = make_cudnn_handle();
@@ -381,8 +381,11 @@ TEST(KilnKernelGpu, EveryPagedDecodeConfigurationMatchesTheReference) {
     SCOPED_TRACE(std::to_string(s.b) + "x" + std::to_string(s.h) + "/" + std::to_string(s.hk) + " d" +
                  std::to_string(s.d) + " " + std::to_string(s.pages) + " pages of " + std::to_string(s.bs) + " " +
                  s.io);
+    // One element past an aligned base: q (read element by element in either form) or k (the staged form's
+    // cp.async cannot take it: its tiles are copied element by element), in turn by shape.
+    const char* sliced = (&s - shapes) % 2 == 1 ? "k" : "q";
     check_every_candidate(test::paged_decode_graph(s.b, s.h, s.hk, s.d, s.bs, s.pages, s.blocks, s.io, s.attrs),
-                          handle->get(), 17, "q", &total);
+                          handle->get(), 17, sliced, &total);
   }
   EXPECT_GE(total, 40u);
 }
