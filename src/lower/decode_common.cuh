@@ -18,7 +18,7 @@ struct DecodeParams {
   int b, h, hk, block_size, pages, blocks, splits, chunk;
   int block_shift;   // log2(block_size) where it is a power of two, else -1 (a division)
   float scale_log2;  // attn_scale * log2(e): the scores in base 2
-  bool aligned;      // q, k and v 16-byte aligned: rows read 16 bytes at a time
+  bool aligned;      // q, k and v 16-byte aligned (the staged form: k and v): rows read 16 bytes at a time
 };
 
 // The parameters of `pr` split in chunks of `chunk` keys; `aligned` from the buffers.
@@ -91,8 +91,8 @@ __global__ void decode_merge_kernel(DecodeParams p, const float* __restrict__ pa
   o[row * D + d] = from_float<T>(den > 0.f ? sum / den : 0.f);
 }
 
-// The staged form's launch (decode_staged_kernel.cu), `stages` 2 or 3 in flight; the merge launch after it where
-// there is more than one split.
+// The staged form's launch (decode_staged_kernel.cu) with `stages` 2 or 3 (tiles of shared memory, all but one in
+// flight while one is read); the merge launch after it where there is more than one split.
 Status launch_paged_decode_staged(const PagedDecodeProblem& pr, const DecodeParams& p, int stages,
                                   const PagedDecodeBuffers& x, void* workspace, cudaStream_t stream);
 
