@@ -55,9 +55,12 @@ void replay_decode_loop(const std::string& pin) {
   ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
   auto prepared = (*planner)->prepare(decode_graph());
   ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
-  auto config = EngineConfig::parse(pin.empty() ? "eng0" : pin);
-  ASSERT_TRUE(config.is_ok()) << config.status().to_string();
-  auto got = pin.empty() ? (*planner)->obtain(*prepared) : (*planner)->obtain_pinned(*prepared, *config);
+  const auto obtain = [&]() -> StatusOr<Obtained> {
+    if (pin.empty()) return (*planner)->obtain(*prepared);
+    KILN_ASSIGN_OR_RETURN(EngineConfig config, EngineConfig::parse(pin));
+    return (*planner)->obtain_pinned(*prepared, config);
+  };
+  auto got = obtain();
   ASSERT_TRUE(got.is_ok()) << got.status().to_string();
   std::shared_ptr<const ExecutablePlan> plan = got->plan;
   std::printf("[ decode ] plan %s from %s\n", plan->config().identity().c_str(), plan_source_name(got->source));

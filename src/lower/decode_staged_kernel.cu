@@ -28,20 +28,26 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kTileKeys = 64;                      // 16 a warp
 constexpr int kTablesCap = kPagedDecodeTablesCap;  // pages of a CTA's keys whose entries it stages
 
+// A tile of 64 keys of K or V at head dim D in shared memory: rows of D/8 16-byte chunks.
+template <int D>
+struct Tile {
+  static constexpr int kChunks = D / 8;  // 16-byte chunks a row
+  static constexpr int kRowBytes = D * 2;
+  static constexpr int kBytes = kTileKeys * kRowBytes;
+  static constexpr int kKSteps = D / 16;  // k16 steps of the scores
+  static constexpr int kNTiles = D / 8;   // n8 tiles of the output
+};
+
 // The shared memory of one launch form: S stages of a K tile and a V tile, then the staged table entries. At the
 // end the stages hold each warp's maxima, sums and outputs for the merge.
 template <int D, int G, int S>
 struct StagedLayout {
-  static constexpr int kChunks = D / 8;  // 16-byte chunks a row
-  static constexpr int kRowBytes = D * 2;
-  static constexpr int kTileBytes = kTileKeys * kRowBytes;
-  static constexpr int kStages = S * 2 * kTileBytes;
-  static constexpr int kKSteps = D / 16;  // k16 steps of the scores
-  static constexpr int kNTiles = D / 8;   // n8 tiles of the output
+  static constexpr int kStages = S * 2 * Tile<D>::kBytes;
   static constexpr int kWarpFloats = 2 * G + G * D;
   static constexpr int kTables = kStages;
   static constexpr int kBytes = kTables + 2 * kTablesCap * 4;
   static_assert(kWarps * kWarpFloats * 4 <= kStages, "the warps' merge fits where the stages were");
+  static_assert(kBytes == paged_decode_staged_smem(D, S), "the size kernel_plan offers and builds by");
   static_assert(kBytes <= 227 * 1024, "fits an SM");
 };
 
@@ -57,10 +63,10 @@ __device__ __forceinline__ uint32_t pack2(T lo, T hi) {
 
 // Copies tile `t` of the CTA's keys [begin, end) into `stage` (K then V): cp.async where the buffers are aligned,
 // element by element otherwise; rows past `end` are zeros.
-template <typename T, int D, int G, int S>
+template <typename T, int D>
 __device__ __forceinline__ void load_tile(const DecodeParams& p, const T* kc, const T* vc, const int* tk, const int* tv,
                                           int first_page, int head, int begin, int end, int t, unsigned char* stage) {
-  using L = StagedLayout<D, G, S>;
+  using L = Tile<D>;
   const int base = begin + t * kTileKeys;
   for (int c = threadIdx.x; c < kTileKeys * L::kChunks; c += kThreads) {
     const int r = c / L::kChunks, ch = c % L::kChunks, j = base + r;
@@ -68,7 +74,7 @@ __device__ __forceinline__ void load_tile(const DecodeParams& p, const T* kc, co
     const int64_t rk = live ? key_row(p, tk, first_page, head, j) : 0;
     const int64_t rv = live ? key_row(p, tv, first_page, head, j) : 0;
     unsigned char* dk = stage + r * L::kRowBytes + swizzled(r, ch);
-    unsigned char* dv = dk + L::kTileBytes;
+    unsigned char* dv = dk + L::kBytes;
     if (p.aligned) {
       cp_async16(smem_u32(dk), kc + rk * D + ch * 8, live ? 16 : 0);
       cp_async16(smem_u32(dv), vc + rv * D + ch * 8, live ? 16 : 0);
@@ -90,10 +96,10 @@ struct WarpState {
 
 // One tile for one warp: its 16 keys' scores against q (a fragments qa: a0 and a2 of each k-step), the online
 // softmax (keys at or past `live` count as -inf), and the weighted sum of V into the state.
-template <typename T, int D, int G, int S>
+template <typename T, int D>
 __device__ __forceinline__ void warp_tile(const unsigned char* kt, const uint32_t (&qa)[D / 16][2], float scale_log2,
                                           int live, WarpState<D>& st) {
-  using L = StagedLayout<D, G, S>;
+  using L = Tile<D>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quad = lane % 4, mat = lane / 8;
   const int key0 = warp * 16;
   float sc[2][4] = {};
@@ -125,7 +131,7 @@ __device__ __forceinline__ void warp_tile(const unsigned char* kt, const uint32_
   st.m = m_new;
   const uint32_t pa[4] = {pack2(from_float<T>(w[0]), from_float<T>(w[1])), 0u,
                           pack2(from_float<T>(w[2]), from_float<T>(w[3])), 0u};
-  const unsigned char* vt = kt + L::kTileBytes;
+  const unsigned char* vt = kt + L::kBytes;
 #pragma unroll
   for (int n = 0; n < L::kNTiles; n += 2) {  // tiles: keys 0-7 and 8-15, dims 8 n + 0-7 and 8 (n + 1) + 0-7
     st.acc[n][0] *= alpha;
@@ -169,10 +175,10 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   // q as the a operand: row `row` is query head head * G + row (rows G.. zero); a0 and a2 of each k-step.
-  uint32_t qa[L::kKSteps][2];
+  uint32_t qa[Tile<D>::kKSteps][2];
   const T* qrow = q + (static_cast<int64_t>(b) * p.h + head * G + (row < G ? row : 0)) * D + quad * 2;
 #pragma unroll
-  for (int ks = 0; ks < L::kKSteps; ++ks) {
+  for (int ks = 0; ks < Tile<D>::kKSteps; ++ks) {
     qa[ks][0] = row < G ? pack2(qrow[ks * 16], qrow[ks * 16 + 1]) : 0u;
     qa[ks][1] = row < G ? pack2(qrow[ks * 16 + 8], qrow[ks * 16 + 9]) : 0u;
   }
@@ -180,7 +186,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int t = 0; t < S - 1; ++t) {
     if (t < tiles)
-      load_tile<T, D, G, S>(p, kc, vc, tabk, tabv, first_page, head, begin, end, t, smem + t * 2 * L::kTileBytes);
+      load_tile<T, D>(p, kc, vc, tabk, tabv, first_page, head, begin, end, t, smem + t * 2 * Tile<D>::kBytes);
     cp_async_commit();
   }
   WarpState<D> st;
@@ -189,10 +195,10 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // tile t is in; every warp is past tile t-1, whose stage the next load takes
     const int next = t + S - 1;
     if (next < tiles)
-      load_tile<T, D, G, S>(p, kc, vc, tabk, tabv, first_page, head, begin, end, next,
-                            smem + (next % S) * 2 * L::kTileBytes);
+      load_tile<T, D>(p, kc, vc, tabk, tabv, first_page, head, begin, end, next,
+                      smem + (next % S) * 2 * Tile<D>::kBytes);
     cp_async_commit();
-    warp_tile<T, D, G, S>(smem + (t % S) * 2 * L::kTileBytes, qa, p.scale_log2, end - (begin + t * kTileKeys), st);
+    warp_tile<T, D>(smem + (t % S) * 2 * Tile<D>::kBytes, qa, p.scale_log2, end - (begin + t * kTileKeys), st);
   }
   cp_async_wait<0>();
   __syncthreads();  // the stages are free: each warp's state goes there
@@ -205,7 +211,7 @@ __global__ void __launch_bounds__(kThreads)
       mine[G + row] = st.l;
     }
 #pragma unroll
-    for (int n = 0; n < L::kNTiles; ++n) {
+    for (int n = 0; n < Tile<D>::kNTiles; ++n) {
       mine[2 * G + row * D + n * 8 + quad * 2] = st.acc[n][0];
       mine[2 * G + row * D + n * 8 + quad * 2 + 1] = st.acc[n][1];
     }
@@ -242,8 +248,6 @@ Status launch_staged(const PagedDecodeProblem& pr, const DecodeParams& p, const 
                      cudaStream_t stream) {
   using L = StagedLayout<D, G, S>;
   const auto kernel = decode_staged_kernel<T, D, G, S>;
-  if (L::kBytes != paged_decode_staged_smem(pr, S))
-    return internal_error("the paged decode: its shared memory disagrees with paged_decode_staged_smem");
   static DynamicSmemGrant grant;  // the shared memory past 48 KiB, once a device
   KILN_RETURN_IF_ERROR(grant.allow(reinterpret_cast<const void*>(kernel), L::kBytes, "the paged decode"));
   const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(p.hk), static_cast<unsigned>(p.b));

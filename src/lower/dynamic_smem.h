@@ -7,11 +7,24 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "kiln/core/status.h"
 
 namespace kiln::lower_detail {
+
+// The current device's opt-in shared memory a block, -1 where there is no device to ask (a host without a GPU offers
+// and builds every form; the launch says what does not fit).
+inline int64_t device_smem_optin() {
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return optin;
+}
 
 class DynamicSmemGrant {
  public:
@@ -24,8 +37,8 @@ class DynamicSmemGrant {
       return internal_error(what + ": no current CUDA device (or one past the 64th)");
     }
     if (allowed_[device].load(std::memory_order_acquire)) return Status::ok();
-    int optin = 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess && bytes > optin)
+    const int64_t optin = device_smem_optin();
+    if (optin >= 0 && bytes > optin)
       return not_supported(what + " needs " + std::to_string(bytes) + " bytes of shared memory a block; this device " +
                            "allows " + std::to_string(optin));
     const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);

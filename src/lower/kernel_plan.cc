@@ -2,6 +2,7 @@
 #include "lower/kernel_plan.h"
 
 #include "lower/cublaslt_plan.h"
+#include "lower/dynamic_smem.h"
 
 #include <algorithm>
 #include <cmath>
@@ -312,18 +313,6 @@ std::optional<KernelProblem> match_kiln_kernel(const Graph& g, std::string* why_
 
 namespace {
 
-// The current device's opt-in shared memory a block, -1 where there is no device to ask (a host without a GPU offers
-// and builds every form; the launch says what does not fit).
-int64_t device_smem_optin() {
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
-    cudaGetLastError();
-    return -1;
-  }
-  return optin;
-}
-
 // The norm's launch for a group of `group` threads a row: chunks a thread holds (a power of two up to 8), 0 where
 // the row does not fit or would leave over half the group idle.
 int norm_per_thread(const NormProblem& p, int64_t group) {
@@ -351,7 +340,7 @@ StatusOr<std::vector<EngineConfig>> KernelPlan::candidates(const KernelProblem& 
     for (int64_t chunk = 64; chunk <= 4096; chunk *= 2) {
       out.push_back(EngineConfig{kKilnKernelEngineBase + kPagedDecode, {{"chunk", chunk}}});
       for (int64_t stages : {2, 3})
-        if (optin < 0 || paged_decode_staged_smem(*d, stages) <= optin)  // 3 stages of head dim 128 pass 99 KiB
+        if (optin < 0 || paged_decode_staged_smem(d->d, stages) <= optin)  // 3 stages of head dim 128 pass 99 KiB
           out.push_back(EngineConfig{kKilnKernelEngineBase + kPagedDecode, {{"chunk", chunk}, {"stages", stages}}});
       if (chunk >= d->keys()) break;  // one split holds every key: a longer chunk is the same launch
     }
@@ -484,8 +473,8 @@ Status KernelPlan::build_decode(const PagedDecodeProblem& p) {
   chunk_ = chunk;
   stages_ = stages < 0 ? 0 : static_cast<int>(stages);
   const int64_t optin = device_smem_optin();
-  if (stages_ > 0 && optin >= 0 && paged_decode_staged_smem(p, stages_) > optin)
-    return not_supported(config_.identity() + " needs " + std::to_string(paged_decode_staged_smem(p, stages_)) +
+  if (stages_ > 0 && optin >= 0 && paged_decode_staged_smem(p.d, stages_) > optin)
+    return not_supported(config_.identity() + " needs " + std::to_string(paged_decode_staged_smem(p.d, stages_)) +
                          " bytes of shared memory a block; this device allows " + std::to_string(optin));
   workspace_ = paged_decode_workspace(p, chunk, stages_);
   return Status::ok();

@@ -148,19 +148,17 @@ struct PagedDecodeProblem {
 inline int64_t paged_decode_splits(const PagedDecodeProblem& p, int64_t chunk) {
   return (p.keys() + chunk - 1) / chunk;
 }
-// The workspace: each split's partial output, running max and sum (fp32) for every query head.
-inline int64_t paged_decode_workspace(const PagedDecodeProblem& p, int64_t chunk) {
-  return p.b * p.h * paged_decode_splits(p, chunk) * (p.d + 2) * 4;
-}
-// The staged form's shared memory at `stages` tiles in flight: the stages of 64 keys of K and V, then the CTA's staged
-// page-table entries (kPagedDecodeTablesCap of each table; a CTA over more pages reads the tables themselves).
-constexpr int64_t kPagedDecodeTablesCap = 512;
-inline int64_t paged_decode_staged_smem(const PagedDecodeProblem& p, int64_t stages) {
-  return stages * 2 * 64 * p.d * 2 + 2 * kPagedDecodeTablesCap * 4;
-}
-// The workspace a configuration needs: none where the staged form's one split writes o itself.
+// The workspace of knl4_chunk=C (stages 0) or knl4_chunk=C_stages=S: each split's partial output, running max and
+// sum (fp32) for every query head; none where the staged form's one split writes o itself.
 inline int64_t paged_decode_workspace(const PagedDecodeProblem& p, int64_t chunk, int64_t stages) {
-  return stages > 0 && paged_decode_splits(p, chunk) == 1 ? 0 : paged_decode_workspace(p, chunk);
+  const int64_t splits = paged_decode_splits(p, chunk);
+  return stages > 0 && splits == 1 ? 0 : p.b * p.h * splits * (p.d + 2) * 4;
+}
+// The staged form's shared memory at head dim `d` and `stages` tiles: the stages of 64 keys of K and V, then the
+// CTA's staged page-table entries (kPagedDecodeTablesCap of each table; a CTA over more pages reads the tables).
+constexpr int64_t kPagedDecodeTablesCap = 512;
+constexpr int64_t paged_decode_staged_smem(int64_t d, int64_t stages) {
+  return stages * 2 * 64 * d * 2 + 2 * kPagedDecodeTablesCap * 4;
 }
 std::optional<PagedDecodeProblem> match_paged_decode(const Graph& graph, std::string* why_not);
 // The kernels' launch, in decode_kernel.cu: the splits, then their merge into o (none where one split holds every

@@ -464,9 +464,9 @@ TEST(KilnKernelMatch, PagedDecodeOverEveryKeyOfEachEntry) {
   ASSERT_TRUE(whole_registers.is_ok()) << whole_registers.status().to_string();
   EXPECT_EQ(whole_registers->workspace_size(), int64_t{8} * 32 * 1 * 130 * 4);
   // Three stages of head dim 128 pass the 99 KiB an sm_86 or sm_89 block may take: offered only where they fit.
-  EXPECT_EQ(paged_decode_staged_smem(*p, 3), 3 * 2 * 64 * 128 * 2 + 2 * 512 * 4);
-  EXPECT_GT(paged_decode_staged_smem(*p, 3), 99 * 1024);
-  EXPECT_LE(paged_decode_staged_smem(*p, 2), 99 * 1024);
+  EXPECT_EQ(paged_decode_staged_smem(p->d, 3), 3 * 2 * 64 * 128 * 2 + 2 * 512 * 4);
+  EXPECT_GT(paged_decode_staged_smem(p->d, 3), 99 * 1024);
+  EXPECT_LE(paged_decode_staged_smem(p->d, 2), 99 * 1024);
   for (const char* bad : {"knl4_chunk=96", "knl4_chunk=8192", "knl4_chunk=256_split=2", "knl4_chunk=256_stages=4",
                           "knl4_chunk=256_stages=1", "knl4_chunk=256_stages=2_split=2", "knl4_stages=2"}) {
     auto e = EngineConfig::parse(bad);
